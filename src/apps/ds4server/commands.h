@@ -1,0 +1,9 @@
+#pragma once
+// Subcommands of `ds4server`. Each takes argv after the subcommand name and returns the exit code.
+#include <string>
+#include <vector>
+
+namespace ds4::cli {
+using Args = std::vector<std::string>;
+int cmd_version(const Args& args);
+}  // namespace ds4::cli

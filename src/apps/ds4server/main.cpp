@@ -1,0 +1,54 @@
+// ds4server: one binary, one subcommand per job. Errors end with a message and exit code 1
+// (2 for usage errors), never a crash.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "apps/ds4server/commands.h"
+#include "core/error.h"
+
+namespace ds4::cli {
+int cmd_version(const Args&) {
+  std::printf("ds4server 0.1.0\n");
+  return 0;
+}
+}  // namespace ds4::cli
+
+namespace {
+struct Command {
+  const char* name;
+  int (*run)(const ds4::cli::Args&);
+  const char* help;
+};
+
+const Command kCommands[] = {
+    {"version", ds4::cli::cmd_version, "print the version"},
+};
+
+int usage() {
+  std::fprintf(stderr, "usage: ds4server COMMAND [ARGS...]\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(stderr, "  %-12s %s\n", c.name, c.help);
+  return 2;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  std::string name = argv[1];
+  ds4::cli::Args args(argv + 2, argv + argc);
+  for (const auto& c : kCommands) {
+    if (name != c.name) continue;
+    try {
+      return c.run(args);
+    } catch (const ds4::InputError& e) {
+      std::fprintf(stderr, "ds4server %s: %s\n", c.name, e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ds4server %s: error: %s\n", c.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "ds4server: unknown command '%s'\n", name.c_str());
+  return usage();
+}

@@ -1,0 +1,69 @@
+#pragma once
+// The one interface every model family implements. The engine, samplers and the
+// speculative loop only see this; they never know the family.
+//
+// Weights live in Model (shared, read-only); everything that grows with a conversation
+// (KV cache, recurrent/conv state, indexer caches, token history) lives in ModelState, so
+// the engine can keep one state per session and swap them in O(1).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ds4 {
+
+struct ModelInfo {
+  std::string family;        // "qwen_next", "deepseek_v4", "glm5"
+  std::string name;          // from metadata, for receipts
+  int64_t vocab_size = 0;    // rows of the logits
+  int64_t hidden_size = 0;
+  int64_t max_context = 0;   // positions the state can hold
+  std::vector<int32_t> eos_token_ids;
+  int64_t default_prefill_chunk = 2048;  // SPEC §4: 2048 Qwen/GLM, 4096 DeepSeek
+  bool has_draft_head = false;           // MTP / DSpark available
+};
+
+class ModelState {
+ public:
+  virtual ~ModelState() = default;
+  // Exact deep copy: continuing from a clone gives bit-identical results.
+  virtual std::unique_ptr<ModelState> clone() const = 0;
+  // Number of tokens already consumed.
+  virtual int64_t position() const = 0;
+  // Bytes held (for cache budgets).
+  virtual size_t bytes() const = 0;
+};
+
+enum class Logits { kNone, kLast, kAll };
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelInfo& info() const = 0;
+  virtual std::unique_ptr<ModelState> new_state() const = 0;
+
+  // Appends `tokens` to `state` in one batched pass. With Logits::kLast `logits` gets
+  // vocab floats for the last token, with kAll tokens.size() * vocab (row-major).
+  virtual void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,
+                       std::vector<float>& logits) = 0;
+
+  // Convenience wrappers shared by every family (model.cpp).
+  // prefill: chunked forward (chunk <= 0 -> info().default_prefill_chunk); last logits.
+  std::vector<float> prefill(ModelState& state, std::span<const int32_t> tokens, int64_t chunk = 0);
+  std::vector<float> decode(ModelState& state, int32_t token);
+  // All positions' logits in one batched pass: tokens.size() * vocab.
+  std::vector<float> verify(ModelState& state, std::span<const int32_t> tokens);
+};
+
+struct LoadOptions {
+  int threads = 0;              // 0 = hardware concurrency
+  int64_t max_context = 0;      // 0 = model default (bounded by memory admission)
+  size_t ple_cache_bytes = size_t(1) << 30;  // Qwen PLE hot-row LRU budget
+};
+
+// Opens a model file or directory (HF/MLX safetensors dir, GGUF file) and picks the family
+// from its metadata (registry.cpp). Throws ds4::InputError naming the file and field.
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options = {});
+
+}  // namespace ds4

@@ -1,0 +1,6 @@
+#pragma once
+// Family entry points, declared here so registry.cpp can list them.
+#include <memory>
+#include <string>
+
+#include "models/model.h"
