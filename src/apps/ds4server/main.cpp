@@ -24,6 +24,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"version", ds4::cli::cmd_version, "print the version"},
+    {"inspect", ds4::cli::cmd_inspect, "show a model file's format, metadata and tensors"},
 };
 
 int usage() {
