@@ -4,7 +4,7 @@
 Every structural feature of the real model stays live at toy size:
   * layer schedule lin,lin,lin,QSA repeated (HF `full_attention_interval` 4), 8 layers;
   * GDN with grouped value heads (4 v-heads over 2 k-heads), conv kernel 4;
-  * QSA with indexer (2 heads x 16, one key head), block ratio 4, token budget 32:
+  * QSA with indexer (8 heads x 16, one key head), block ratio 4, token budget 32:
     a 300-token prompt has 75 complete blocks, top-8 are kept, so positions really drop;
   * partial rotary (factor 0.25 of head_dim 32 -> 8 rotary dims);
   * 4-stream hyper-connections (GatedResidual), hc_lowrank 16;
@@ -71,7 +71,7 @@ def tiny_config() -> Qwen4ExpTextConfig:
         make_ngram_vocab_size_divisible_by=128,
         seed=1234,
         split_ngram_parts=1,
-        indexer_n_heads=2,
+        indexer_n_heads=8,  # many heads: relu-sum scores are rarely exactly 0, so top-k never cuts through ties
         indexer_kv_heads=1,
         indexer_head_dim=16,
         indexer_budget=32,
