@@ -77,8 +77,17 @@ struct Binder {
 
   // Stacked experts {E, rows, cols}: one WeightMatrix view per expert.
   std::vector<WeightMatrix> stacked(const std::string& name, int64_t rows, int64_t cols) const {
-    const TensorInfo& t = src.get(name, {c.experts, rows, cols});
     std::vector<WeightMatrix> out;
+    if (src.find(name + ".scales")) {  // MLX affine experts {E, rows, packed} + scales/biases
+      for (int64_t e = 0; e < c.experts; ++e) {
+        out.push_back(mlx_matrix_slice(src, name, e));
+        if (out.back().rows != rows || out.back().cols != cols)
+          throw InputError(src.path() + ": tensor " + name + " expert slices are not {" + std::to_string(rows) +
+                           ", " + std::to_string(cols) + "}");
+      }
+      return out;
+    }
+    const TensorInfo& t = src.get(name, {c.experts, rows, cols});
     for (int64_t e = 0; e < c.experts; ++e) out.push_back(as_matrix_slice(t, e));
     return out;
   }
