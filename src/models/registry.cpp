@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "models/model.h"
 #include "models/registry.h"
+#include "models/qwen_next/model.h"
 
 namespace ds4 {
 namespace {
@@ -19,7 +20,7 @@ struct Family {
 
 const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {
-      // {"qwen_next", qwen_next::probe, qwen_next::load},
+      {"qwen_next", qwen_next::probe, qwen_next::load},
   };
   return kFamilies;
 }
