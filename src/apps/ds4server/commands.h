@@ -6,4 +6,5 @@
 namespace ds4::cli {
 using Args = std::vector<std::string>;
 int cmd_version(const Args& args);
+int cmd_run(const Args& args);
 }  // namespace ds4::cli

@@ -24,6 +24,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"version", ds4::cli::cmd_version, "print the version"},
+    {"run", ds4::cli::cmd_run, "generate tokens with a model (--model PATH --tokens IDS)"},
 };
 
 int usage() {
