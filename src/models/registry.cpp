@@ -8,6 +8,7 @@
 #include "models/model.h"
 #include "models/registry.h"
 #include "models/qwen_next/model.h"
+#include "models/deepseek_v4/model.h"
 
 namespace ds4 {
 namespace {
@@ -21,6 +22,7 @@ struct Family {
 const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {
       {"qwen_next", qwen_next::probe, qwen_next::load},
+      {"deepseek_v4", deepseek_v4::probe, deepseek_v4::load},
   };
   return kFamilies;
 }
