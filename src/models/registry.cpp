@@ -20,6 +20,7 @@ struct Family {
 const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {
       // {"qwen_next", qwen_next::probe, qwen_next::load},
+      {"glm5", glm5::probe, glm5::load},
   };
   return kFamilies;
 }
