@@ -66,22 +66,22 @@ void Glm5Model::layer(int64_t l, State& st, int64_t n, std::vector<float>& x, st
   const int64_t H = cfg_.hidden_size, hc = cfg_.hc_mult;
   std::vector<float> post(size_t(n * hc)), comb(size_t(n * hc * hc)), in(size_t(n * H)), y(size_t(n * H));
   // Attention half: collapse streams, norm, mix, expand.
-  cpu::hc_pre_f32(L.attn_hc.w, x.data(), n, post.data(), comb.data(), in.data(), &pool_);
+  cpu::hc_pre_f32(L.attn_hc.w, L.attn_hc.shape, x.data(), n, in.data(), post.data(), comb.data(), &pool_);
   for (int64_t t = 0; t < n; ++t)
     cpu::rmsnorm_f32(in.data() + t * H, L.input_norm.data(), 0.0f, H, cfg_.rms_norm_eps, in.data() + t * H);
   if (L.kind == LayerKind::kLinear)
     kda_forward(L.kda, cfg_, in.data(), n, st.kda[size_t(l)], y.data(), &pool_);
   else
     mla_forward(L.mla, cfg_, in.data(), n, st.pos, st.mla[size_t(l)], sel, y.data(), &pool_);
-  cpu::hc_post_f32(x.data(), y.data(), post.data(), comb.data(), n, hc, H, tmp.data());
+  cpu::hc_post_f32(L.attn_hc.shape, y.data(), x.data(), post.data(), comb.data(), n, tmp.data());
   x.swap(tmp);
   // Feed-forward half.
-  cpu::hc_pre_f32(L.ffn_hc.w, x.data(), n, post.data(), comb.data(), in.data(), &pool_);
+  cpu::hc_pre_f32(L.ffn_hc.w, L.ffn_hc.shape, x.data(), n, in.data(), post.data(), comb.data(), &pool_);
   for (int64_t t = 0; t < n; ++t)
     cpu::rmsnorm_f32(in.data() + t * H, L.post_norm.data(), 0.0f, H, cfg_.rms_norm_eps, in.data() + t * H);
   if (L.sparse_mlp) moe_forward(L.moe, cfg_, in.data(), n, y.data(), &pool_);
   else mlp_forward(L.mlp, cfg_.swiglu_limit, in.data(), n, y.data(), &pool_);
-  cpu::hc_post_f32(x.data(), y.data(), post.data(), comb.data(), n, hc, H, tmp.data());
+  cpu::hc_post_f32(L.ffn_hc.shape, y.data(), x.data(), post.data(), comb.data(), n, tmp.data());
   x.swap(tmp);
 }
 

@@ -45,11 +45,11 @@ void bind_hc(const Binder& b, const Config& c, const std::string& name, HcStore&
   hc.w.fn = b.mat(name + ".fn", mixes, c.hc_mult * c.hidden_size);
   hc.w.base = hc.base.data();
   hc.w.scale = hc.scale.data();
-  hc.w.hc = c.hc_mult;
-  hc.w.dim = c.hidden_size;
-  hc.w.sinkhorn_iters = int(c.hc_sinkhorn_iters);
-  hc.w.eps = c.hc_eps;
-  hc.w.norm_eps = c.rms_norm_eps;
+  hc.shape.n_hc = c.hc_mult;
+  hc.shape.hidden = c.hidden_size;
+  hc.shape.sinkhorn_iters = int(c.hc_sinkhorn_iters);
+  hc.shape.hc_eps = c.hc_eps;
+  hc.shape.norm_eps = c.rms_norm_eps;  // HF: the unweighted norm takes rms_norm_eps
 }
 
 void bind_kda(const Binder& b, const Config& c, const std::string& p, KdaWeights& w) {

@@ -62,6 +62,7 @@ struct MoeWeights {
 
 struct HcStore {
   cpu::HcWeights w;
+  cpu::HcShape shape;
   std::vector<float> base, scale;
 };
 
