@@ -137,6 +137,9 @@ Config parse_config(const nlohmann::json& root, const std::string& where) {
   if (c.index_topk % c.index_kpool != 0)
     throw InputError(where + ": index_topk (" + std::to_string(c.index_topk) + ") must be a multiple of index_kpool (" +
                      std::to_string(c.index_kpool) + ")");
+  if (!c.index_kpool_always_select_tail)
+    throw InputError(where + ": index_kpool_always_select_tail = false is not supported (a query would not see its "
+                             "own incomplete pool)");
   if (c.n_routed_experts % c.n_group != 0 || c.topk_group > c.n_group)
     throw InputError(where + ": n_routed_experts/n_group/topk_group inconsistent: " + std::to_string(c.n_routed_experts) +
                      "/" + std::to_string(c.n_group) + "/" + std::to_string(c.topk_group));
