@@ -23,6 +23,7 @@ const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {
       {"qwen_next", qwen_next::probe, qwen_next::load},
       {"deepseek_v4", deepseek_v4::probe, deepseek_v4::load},
+      {"glm5", glm5::probe, glm5::load},
   };
   return kFamilies;
 }
