@@ -31,7 +31,7 @@ void decoder_layer(const Ctx& x, const LayerWeights& w, LayerState& s, int64_t p
 
 QwenNextModel::QwenNextModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt) : src_(std::move(src)) {
   cfg_ = parse_config(src_->config(), src_->path());
-  w_ = bind_weights(*src_, cfg_);
+  w_ = bind_weights(*src_, cfg_, opt);
   pool_ = std::make_unique<ThreadPool>(opt.threads);
   inv_freq_ = cpu::rope_inv_freq(cfg_.rot_dim, cfg_.rope_theta);
   info_.family = "qwen_next";
@@ -89,6 +89,19 @@ void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   hyper_read(x, w_.mixer, h.data() + first * W, rows, mixed.data(), nullptr);
   logits.resize(size_t(rows * c.vocab));
   matmul(w_.lm_head, mixed.data(), rows, logits.data(), pool_.get());
+}
+
+PleTableStats QwenNextModel::ple_stats() const {
+  PleTableStats s;
+  for (const auto& l : w_.layers)
+    if (l.ple) {
+      const PleTableStats t = l.ple->table->stats();
+      s.hits += t.hits;
+      s.misses += t.misses;
+      s.evictions += t.evictions;
+      s.bytes_read += t.bytes_read;
+    }
+  return s;
 }
 
 void QwenNextModel::enable_mtp(ModelState& state) const {

@@ -22,6 +22,8 @@ class QwenNextModel : public Model {
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
 
   const Config& config() const { return cfg_; }
+  // PLE sidecar counters summed over PLE layers (zeros for in-memory tables).
+  PleTableStats ple_stats() const;
 
   // MTP draft head (MTPLX Qwen4ExpMTP). enable_mtp() makes `state` keep the head's
   // history from the next forward on (it costs one QSA+MoE layer per token, so AR-only
