@@ -71,8 +71,10 @@ void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, 
     dequantize_row(w_.embed, tokens[size_t(t)], h.data() + t * W);
     for (int64_t k = 1; k < c.hc; ++k) std::copy_n(h.data() + t * W, d, h.data() + t * W + k * d);
   }
-  for (int64_t l = 0; l < c.layers; ++l)
+  for (int64_t l = 0; l < c.layers; ++l) {
     decoder_layer(x, w_.layers[size_t(l)], st.layers[size_t(l)], st.pos, tokens.data(), h.data(), n);
+    if (on_layer) on_layer(l, h.data(), n);
+  }
   if (st.mtp_on) {  // row i pairs with token i+1 (the head predicts two ahead)
     if (!st.last_wide.empty()) {
       st.pending_wide.insert(st.pending_wide.end(), st.last_wide.begin(), st.last_wide.end());
@@ -87,6 +89,7 @@ void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   const int64_t first = mode == Logits::kAll ? 0 : n - 1, rows = n - first;
   std::vector<float> mixed(size_t(rows * d));
   hyper_read(x, w_.mixer, h.data() + first * W, rows, mixed.data(), nullptr);
+  if (on_layer) on_layer(-1, mixed.data(), rows);
   logits.resize(size_t(rows * c.vocab));
   matmul(w_.lm_head, mixed.data(), rows, logits.data(), pool_.get());
 }
