@@ -52,7 +52,9 @@ TEST_P(QwenGolden, PrefillDecodeAndMtpMatchOracle) {
     const float d = max_abs_diff(logits, ref);
     worst = std::max(worst, d);
     EXPECT_LE(d, kLogitTol) << p << " decode step " << i;
-    if (i + 1 < greedy.size()) EXPECT_EQ(argmax(logits), greedy[i + 1]) << p << " step " << i;
+    if (i + 1 < greedy.size()) {
+      EXPECT_EQ(argmax(logits), greedy[i + 1]) << p << " step " << i;
+    }
   }
   std::printf("[qwen golden] %s: max |logit diff| %.3g over prefill+32 decode rows, mtp %.3g\n", p.c_str(),
               worst, mtp_diff);
