@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   auto m = ds4::load_model(argv[1], opt);
   const int n = std::atoi(argv[2]), d = std::atoi(argv[3]);
   const int64_t V = m->info().vocab_size;
-  std::vector<int32_t> prompt(size_t(n));
+  std::vector<int32_t> prompt(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) prompt[size_t(i)] = int32_t(2 + (int64_t(i) * 7919) % (V - 2));  // same ids as run_bench.py
   auto st = m->new_state();
   auto t0 = std::chrono::steady_clock::now();
