@@ -38,6 +38,17 @@ def bench_config():
     return cfg
 
 
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() + f" ({os.cpu_count()} cpus visible, shared)"
+    except OSError:
+        pass
+    return platform.machine()
+
+
 def hf_run(model, ids, decode):
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
@@ -61,13 +72,16 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--decode", type=int, default=32)
+    ap.add_argument("--keep-model", default=None, help="also save the random model here (for profiling)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     cfg = bench_config()
     model = DeepseekV4ForCausalLM(cfg).to(torch.float32).eval()
     make_tiny.randomize(model, cfg)
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as tmp:
+        d = a.keep_model or tmp
+        os.makedirs(d, exist_ok=True)
         from safetensors.torch import save_file
         state = {k: v.contiguous() for k, v in model.state_dict().items()}
         save_file(state, os.path.join(d, "model.safetensors"))
@@ -86,7 +100,7 @@ def main():
         "model": {k: getattr(cfg, k) for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                                                "head_dim", "n_routed_experts", "num_experts_per_tok",
                                                "moe_intermediate_size", "layer_types")},
-        "threads": a.threads, "cpu": platform.processor() or platform.machine(),
+        "threads": a.threads, "cpu": cpu_name(),
         "peer": f"HF transformers {__import__('transformers').__version__} eager, torch {torch.__version__}",
         "command": " ".join(sys.argv),
         "ds4server": ours, "hf_eager": hf,
