@@ -19,12 +19,14 @@ namespace ds4::deepseek_v4 {
 nlohmann::json hf_config_from_ds4(const nlohmann::json& g, const std::string& where);
 
 struct Ds4ExportOptions {
-  // ds4 files use IQ2_XXS (gate/up) + Q2_K (down) or Q4_K; those need rows that are a
-  // multiple of 256. Q8_0 keeps tiny test models (hidden 64) writable.
+  // ds4 files use IQ2_XXS (gate/up) + Q2_K (down), or Q4_K for all three; those need rows
+  // that are a multiple of 256. Q8_0 / F32 keep tiny test models (hidden 64) writable.
+  // A source tensor already in the requested block type is copied byte for byte.
   DType expert_type = DType::Q4_K;
-  // Testing aid: when set (F32 or F16), every float tensor is written in this type instead
-  // of ds4's per-tensor choice, so layout and metadata can be checked without quant error.
-  std::optional<DType> all_float_type;
+  DType expert_down_type = DType::Q4_K;
+  // Testing aid: when set (F32 or F16), every non-expert float tensor is written in this
+  // type instead of ds4's per-tensor choice (layout and metadata checked without quant error).
+  std::optional<DType> dense_type;
 };
 
 // Writes `src` (HF names, any float type) as a ds4-layout GGUF at `path`.

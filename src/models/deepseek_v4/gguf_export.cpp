@@ -28,6 +28,13 @@ std::vector<float> rows_f32(const TensorInfo& t) {
   return out;
 }
 
+// Rows [r0, r0 + n) of t, byte for byte (t already has the target type).
+std::vector<uint8_t> raw_rows(const TensorInfo& t, int64_t r0, int64_t n) {
+  const int64_t rb = row_bytes(t.type, t.shape.back());
+  const uint8_t* p = static_cast<const uint8_t*>(t.data) + r0 * rb;
+  return std::vector<uint8_t>(p, p + n * rb);
+}
+
 std::vector<uint8_t> encode(const std::vector<float>& x, int64_t cols, DType type, const std::string& name) {
   const int64_t rows = int64_t(x.size()) / cols;
   std::vector<uint8_t> out(static_cast<size_t>(rows * row_bytes(type, cols)));
@@ -53,19 +60,29 @@ std::vector<uint8_t> encode(const std::vector<float>& x, int64_t cols, DType typ
 
 class Plan {
  public:
-  Plan(const TensorSource& src, std::optional<DType> override) : src_(src), override_(override) {}
-  // Re-encodes HF tensor `hf` as `name` in `type`.
-  void add(const std::string& name, const std::string& hf, DType type) {
-    if (override_) type = *override_;
+  Plan(const TensorSource& src, std::optional<DType> dense) : src_(src), dense_(dense) {}
+  // Re-encodes HF tensor `hf` as `name` in `type` (dense tensors: `dense` overrides).
+  void add(const std::string& name, const std::string& hf, DType type, bool expert = false) {
+    if (dense_ && !expert) type = *dense_;
     const TensorInfo& t = src_.get(hf);
-    items_.push_back({name, type, t.shape, [&t, type, name] { return encode(rows_f32(t), t.shape.back(), type, name); }});
+    const int64_t rows = t.numel() / t.shape.back();
+    items_.push_back({name, type, t.shape, [&t, type, name, rows] {
+                        return t.type == type ? raw_rows(t, 0, rows) : encode(rows_f32(t), t.shape.back(), type, name);
+                      }});
   }
   // Stacked HF experts gate_up {E, 2F, H}: gate (half 0) or up (half 1) as {E, F, H}.
   void add_half(const std::string& name, const std::string& hf, int half, DType type) {
-    if (override_) type = *override_;
     const TensorInfo& t = src_.get(hf);
     const int64_t E = t.shape[0], F2 = t.shape[1], H = t.shape[2];
     items_.push_back({name, type, {E, F2 / 2, H}, [&t, type, name, half, E, F2, H] {
+                        if (t.type == type) {
+                          std::vector<uint8_t> out;
+                          for (int64_t e = 0; e < E; ++e) {
+                            const std::vector<uint8_t> r = raw_rows(t, e * F2 + half * (F2 / 2), F2 / 2);
+                            out.insert(out.end(), r.begin(), r.end());
+                          }
+                          return out;
+                        }
                         const std::vector<float> all = rows_f32(t);
                         std::vector<float> part;
                         for (int64_t e = 0; e < E; ++e) {
@@ -98,11 +115,11 @@ class Plan {
 
  private:
   const TensorSource& src_;
-  std::optional<DType> override_;
+  std::optional<DType> dense_;
   std::vector<Item> items_;
 };
 
-void plan_layer(Plan& p, const Config& c, int64_t l, DType et) {
+void plan_layer(Plan& p, const Config& c, int64_t l, const Ds4ExportOptions& opt) {
   const std::string blk = "blk." + std::to_string(l) + ".", hf = "model.layers." + std::to_string(l) + ".";
   for (const char* s : {"attn", "ffn"}) {
     p.add(blk + "hc_" + s + "_fn.weight", hf + s + "_hc.fn", DType::F16);
@@ -140,9 +157,9 @@ void plan_layer(Plan& p, const Config& c, int64_t l, DType et) {
   p.add(blk + "ffn_gate_inp.weight", m + "gate.weight", DType::F16);
   if (c.hash_moe[size_t(l)]) p.add_i32(blk + "ffn_gate_tid2eid.weight", m + "gate.tid2eid");
   else p.add(blk + "exp_probs_b.bias", m + "gate.e_score_correction_bias", DType::F32);
-  p.add_half(blk + "ffn_gate_exps.weight", m + "experts.gate_up_proj", 0, et);
-  p.add_half(blk + "ffn_up_exps.weight", m + "experts.gate_up_proj", 1, et);
-  p.add(blk + "ffn_down_exps.weight", m + "experts.down_proj", et);
+  p.add_half(blk + "ffn_gate_exps.weight", m + "experts.gate_up_proj", 0, opt.expert_type);
+  p.add_half(blk + "ffn_up_exps.weight", m + "experts.gate_up_proj", 1, opt.expert_type);
+  p.add(blk + "ffn_down_exps.weight", m + "experts.down_proj", opt.expert_down_type, true);
   p.add(blk + "ffn_gate_shexp.weight", m + "shared_experts.gate_proj.weight", DType::Q8_0);
   p.add(blk + "ffn_up_shexp.weight", m + "shared_experts.up_proj.weight", DType::Q8_0);
   p.add(blk + "ffn_down_shexp.weight", m + "shared_experts.down_proj.weight", DType::Q8_0);
@@ -200,19 +217,21 @@ void write_metadata(GgufWriter& w, const Config& c) {
 }  // namespace
 
 void export_ds4_gguf(const TensorSource& src, const Config& c, const std::string& path, const Ds4ExportOptions& opt) {
-  if (!opt.all_float_type && opt.expert_type != DType::Q8_0 && c.hidden % 256 != 0)
-    throw InputError("export_ds4_gguf: expert type " + std::string(dtype_name(opt.expert_type)) +
-                     " needs hidden and expert ff to be multiples of 256 (hidden = " + std::to_string(c.hidden) + ")");
+  for (DType t : {opt.expert_type, opt.expert_down_type})
+    if (block_geometry(t).elements > 1 && (c.hidden % block_geometry(t).elements || c.expert_ff % block_geometry(t).elements))
+      throw InputError("export_ds4_gguf: expert type " + std::string(dtype_name(t)) + " needs hidden (" +
+                       std::to_string(c.hidden) + ") and expert ff (" + std::to_string(c.expert_ff) +
+                       ") to be multiples of " + std::to_string(block_geometry(t).elements));
   GgufWriter w(path);
   write_metadata(w, c);
-  Plan p(src, opt.all_float_type);
+  Plan p(src, opt.dense_type);
   p.add("token_embd.weight", "model.embed_tokens.weight", DType::F16);
   p.add("output.weight", "lm_head.weight", DType::Q8_0);
   p.add("output_norm.weight", "model.norm.weight", DType::F32);
   p.add("output_hc_base.weight", "model.hc_head.hc_base", DType::F32);
   p.add("output_hc_fn.weight", "model.hc_head.hc_fn", DType::F16);
   p.add("output_hc_scale.weight", "model.hc_head.hc_scale", DType::F32);
-  for (int64_t l = 0; l < c.layers; ++l) plan_layer(p, c, l, opt.expert_type);
+  for (int64_t l = 0; l < c.layers; ++l) plan_layer(p, c, l, opt);
   p.write(w);
   w.finish();
 }

@@ -24,8 +24,8 @@ std::string write_tiny(bool exact) {
   auto src = ds4::open_tensor_source(kModelDir);
   const auto cfg = dsv4::parse_config(src->config(), kModelDir);
   dsv4::Ds4ExportOptions opt;
-  opt.expert_type = ds4::DType::Q8_0;
-  if (exact) opt.all_float_type = ds4::DType::F32;
+  opt.expert_type = opt.expert_down_type = exact ? ds4::DType::F32 : ds4::DType::Q8_0;
+  if (exact) opt.dense_type = ds4::DType::F32;
   dsv4::export_ds4_gguf(*src, cfg, p.string(), opt);
   return p.string();
 }
