@@ -7,6 +7,7 @@ Usage: /work/refvenv/bin/python bench/glm5_cpu/bench.py BENCH_BIN [--prompt 512]
        [--threads 2] [--out bench/results/glm5_cpu.md]
 """
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -16,6 +17,7 @@ import tempfile
 import time
 
 import torch
+import transformers
 from transformers import DynamicCache
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", "reference", "glm5"))
@@ -50,15 +52,17 @@ def main():
     vocab = cfg.vocab_size
     prompt = torch.tensor([[(i * 7919 + 13) % (vocab - 1) for i in range(a.prompt)]])
     cache = DynamicCache(config=cfg)
+    # transformers >= 5.2x names the argument `cache`; older 5.x `past_key_values`.
+    kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     t0 = time.perf_counter()
-    h = model(input_ids=prompt, cache=cache, use_cache=True).last_hidden_state
+    h = model(input_ids=prompt, use_cache=True, **{kw: cache}).last_hidden_state
     logits = lm_head(h[0, -1])
     t1 = time.perf_counter()
     hf_tokens = []
     for _ in range(a.decode):
         nxt = int(logits.argmax())
         hf_tokens.append(nxt)
-        h = model(input_ids=torch.tensor([[nxt]]), cache=cache, use_cache=True).last_hidden_state
+        h = model(input_ids=torch.tensor([[nxt]]), use_cache=True, **{kw: cache}).last_hidden_state
         logits = lm_head(h[0, -1])
     t2 = time.perf_counter()
     hf = {"prefill_tok_s": a.prompt / (t1 - t0), "decode_tok_s": a.decode / (t2 - t1)}
@@ -77,7 +81,8 @@ def main():
         f"2 full + 1 shared DSA; 16 experts top-4), prompt {a.prompt} tokens in one chunk "
         f"(sparse: index_topk 256), then {a.decode} greedy decode steps.",
         f"Hardware: {platform.processor() or platform.machine()}, {a.threads} threads each "
-        f"(torch {torch.__version__}, set_num_threads({a.threads})), same process run.",
+        f"(torch {torch.__version__}, transformers {transformers.__version__}, set_num_threads({a.threads})), "
+        f"same run.",
         f"Greedy tokens identical: {same}",
         "",
         "| | prefill tok/s | decode tok/s |",
