@@ -21,10 +21,16 @@ namespace {
 
 bool is_glm5_type(const std::string& t) { return t == "glm5_next" || t == "glm5_next_text"; }
 
+// Where the config came from, for error messages.
+std::string config_where(const TensorSource& src) {
+  if (std::filesystem::is_directory(src.path())) return (std::filesystem::path(src.path()) / "config.json").string();
+  return src.path() + ": ds4.config_json";
+}
+
 class Glm5Model final : public Model {
  public:
   Glm5Model(std::unique_ptr<TensorSource> src, const LoadOptions& opt)
-      : src_(std::move(src)), cfg_(parse_config(src_->config(), src_->path())),
+      : src_(std::move(src)), cfg_(parse_config(src_->config(), config_where(*src_))),
         w_(bind_weights(*src_, cfg_)), pool_(opt.threads) {
     info_.family = "glm5";
     info_.name = src_->config().value("_name_or_path", std::filesystem::path(src_->path()).filename().string());
