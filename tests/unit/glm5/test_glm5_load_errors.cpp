@@ -3,6 +3,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
