@@ -54,6 +54,8 @@ class Glm5Model final : public Model {
   }
 
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+  // Set by layer_outputs(): receives the streams after each layer.
+  std::vector<std::vector<float>>* tap = nullptr;
 
  private:
   void layer(int64_t l, State& st, int64_t n, std::vector<float>& x, std::vector<float>& tmp, Selection& sel);
@@ -112,7 +114,10 @@ void Glm5Model::forward(ModelState& state, std::span<const int32_t> tokens, Logi
     for (int64_t s = 1; s < hc; ++s) std::copy_n(x.data() + t * hc * H, H, x.data() + (t * hc + s) * H);
   }
   Selection sel;  // written by full-indexer layers, read by the shared layer after them
-  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) layer(l, *st, n, x, tmp, sel);
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    layer(l, *st, n, x, tmp, sel);
+    if (tap) tap->push_back(x);
+  }
   st->pos += n;
   if (mode == Logits::kNone) {
     logits.clear();
@@ -133,6 +138,23 @@ void Glm5Model::forward(ModelState& state, std::span<const int32_t> tokens, Logi
 }
 
 }  // namespace
+
+std::vector<std::vector<float>> layer_outputs(Model& model, std::span<const int32_t> tokens) {
+  auto* m = dynamic_cast<Glm5Model*>(&model);
+  if (!m) throw Error("glm5::layer_outputs: not a glm5 model");
+  std::vector<std::vector<float>> out;
+  auto st = m->new_state();
+  std::vector<float> logits;
+  m->tap = &out;
+  try {
+    m->forward(*st, tokens, Logits::kNone, logits);
+  } catch (...) {
+    m->tap = nullptr;
+    throw;
+  }
+  m->tap = nullptr;
+  return out;
+}
 
 bool probe(const std::string& path) {
   namespace fs = std::filesystem;
