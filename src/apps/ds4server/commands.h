@@ -6,4 +6,6 @@
 namespace ds4::cli {
 using Args = std::vector<std::string>;
 int cmd_version(const Args& args);
+int cmd_tokenize(const Args& args);
+int cmd_detokenize(const Args& args);
 }  // namespace ds4::cli

@@ -24,6 +24,8 @@ struct Command {
 
 const Command kCommands[] = {
     {"version", ds4::cli::cmd_version, "print the version"},
+    {"tokenize", ds4::cli::cmd_tokenize, "text -> token ids (--tokenizer PATH [--json] [--special] TEXT|-)"},
+    {"detokenize", ds4::cli::cmd_detokenize, "token ids -> text (--tokenizer PATH IDS...)"},
 };
 
 int usage() {
