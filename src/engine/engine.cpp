@@ -179,6 +179,10 @@ void Engine::start(Job& job) {
     m_.cached_tokens += uint64_t(job.usage.cached_tokens);
   }
   if (job.usage.prompt_tokens >= context_size_) throw InputError("prompt does not fit the context");
+  GenEvent started;
+  started.kind = GenEvent::Kind::kStarted;
+  started.usage = job.usage;
+  job.handle->push(std::move(started));
   job.sampler.emplace(sampler_kind_, job.req.sampler);
   job.text = codec_->stream();
   if (job.req.parse_output && !job.req.raw_prompt) {

@@ -38,7 +38,8 @@ struct Usage {
 };
 
 struct GenEvent {
-  enum class Kind { kReasoning, kContent, kToolCall, kProgress, kDone, kError };
+  // kStarted: prefill begins; usage has prompt_tokens and cached_tokens.
+  enum class Kind { kStarted, kReasoning, kContent, kToolCall, kProgress, kDone, kError };
   Kind kind = Kind::kContent;
   std::string text;      // deltas; kError: message
   tok::ToolCall call;    // kToolCall

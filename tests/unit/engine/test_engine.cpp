@@ -32,6 +32,7 @@ Result collect(RequestHandle& h) {
       case GenEvent::Kind::kContent: r.content += ev->text; break;
       case GenEvent::Kind::kToolCall: r.calls.push_back(ev->call); break;
       case GenEvent::Kind::kProgress: r.progress++; break;
+      case GenEvent::Kind::kStarted: break;
       case GenEvent::Kind::kDone: r.done = *ev; return r;
       case GenEvent::Kind::kError: throw std::runtime_error(ev->text);
     }
