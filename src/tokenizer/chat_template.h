@@ -20,10 +20,16 @@ enum class Family { kDeepSeekV4, kQwen35, kGlm5 };
 Family family_from_name(std::string_view name);
 const char* family_name(Family f);
 
-// kOff: non-thinking mode. kOn: thinking (DeepSeek: reasoning effort "high").
-// kMax: DeepSeek's "max" reasoning effort (a system-prompt prefix); other families treat
-// kMax as kOn.
-enum class Thinking { kOff, kOn, kMax };
+// kOff: non-thinking mode. kOn: thinking at the family's default effort. The effort levels
+// map per family (DeepSeek V4: high / max prefix; Qwen3.8: low / medium / xhigh system
+// line; GLM 5.3: Low / High / Max system line); a level a family lacks maps to its nearest:
+//              kOn     kLow    kMedium  kHigh   kMax
+//   DeepSeek   high    high    high     high    max
+//   Qwen       xhigh   low     medium   xhigh   xhigh
+//   GLM        Max     Low     Max      High    Max
+enum class Thinking { kOff, kOn, kMax, kLow, kMedium, kHigh };
+// "off" "on" "max" "low" "medium" "high" (also "none"/"false"/"true"/"xhigh").
+Thinking thinking_from_name(std::string_view name);
 
 struct ToolCall {
   std::string id;         // optional call id (OpenAI "id"); not rendered by every family
@@ -59,13 +65,16 @@ struct Continuation {
 class ChatTemplate {
  public:
   virtual ~ChatTemplate() = default;
-  // tok must outlive the template. Looks up the family's control tokens in tok and sets
-  // tok-independent stop ids; throws ds4::InputError if a required token is missing.
+  // tok must outlive the template. Looks up the family's control tokens in tok (stop ids);
+  // throws ds4::InputError if a required token is missing.
   static std::unique_ptr<ChatTemplate> create(Family family, const Tokenizer& tok);
+  // Sets the family's BOS / EOS ids on a freshly loaded tokenizer.
+  static void configure_tokenizer(Family family, Tokenizer& tok);
 
   Family family() const { return family_; }
-  // The prompt text, byte-identical to the reference renderer.
-  virtual std::string render(const Conversation& conv) const = 0;
+  // The prompt text, byte-identical to the reference renderer. Throws ds4::InputError on a
+  // conversation the family cannot express (unknown role, misplaced system message...).
+  std::string render(const Conversation& conv) const { return render_full(conv).text; }
   // render() encoded with special tokens allowed (template markers become control tokens;
   // user text never does: message text is encoded as plain text).
   std::vector<TokenId> render_tokens(const Conversation& conv) const;
@@ -82,14 +91,13 @@ class ChatTemplate {
 
  protected:
   ChatTemplate(Family f, const Tokenizer& tok) : family_(f), tok_(&tok) {}
-  // Render as a list of pieces: text pieces (encoded as plain text) and control pieces
-  // (encoded with specials allowed), so user text can never produce control tokens.
-  struct Piece {
+  // The rendered text plus the byte ranges that came from the conversation (user, tool,
+  // model text): those are encoded as plain text, never as control tokens.
+  struct Rendered {
     std::string text;
-    bool control;
+    std::vector<std::pair<size_t, size_t>> plain;
   };
-  virtual std::vector<Piece> render_pieces(const Conversation& conv) const = 0;
-  std::string join(const std::vector<Piece>& pieces) const;
+  virtual Rendered render_full(const Conversation& conv) const = 0;
 
   Family family_;
   const Tokenizer* tok_;

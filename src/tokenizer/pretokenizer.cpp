@@ -5,6 +5,11 @@
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
 #include <unicode/ucasemap.h>
+#include <unicode/uchar.h>
+
+#include <map>
+
+#include <cstdio>
 
 #include "core/error.h"
 
@@ -35,9 +40,87 @@ ThreadMatch& thread_match() {
 }
 }  // namespace
 
-Regex::Regex(const std::string& pattern, const std::string& where) {
+namespace {
+
+// Debian 12's PCRE2 (10.42) knows Unicode 14; HF's Oniguruma knows Unicode 15, so a letter
+// or emoji added in 15.0 (e.g. U+1FAAF) falls in different regex alternatives and changes
+// the split. ICU 72 knows 15.0: collect the code points assigned after 14.0, by major
+// general category, as explicit class ranges.
+const std::map<char, std::string>& newer_unicode_ranges() {
+  static const std::map<char, std::string> ranges = [] {
+    std::map<char, std::string> out;
+    auto major = [](int8_t t) -> char {
+      switch (t) {
+        case U_UPPERCASE_LETTER: case U_LOWERCASE_LETTER: case U_TITLECASE_LETTER:
+        case U_MODIFIER_LETTER: case U_OTHER_LETTER: return 'L';
+        case U_NON_SPACING_MARK: case U_ENCLOSING_MARK: case U_COMBINING_SPACING_MARK: return 'M';
+        case U_DECIMAL_DIGIT_NUMBER: case U_LETTER_NUMBER: case U_OTHER_NUMBER: return 'N';
+        case U_DASH_PUNCTUATION: case U_START_PUNCTUATION: case U_END_PUNCTUATION:
+        case U_CONNECTOR_PUNCTUATION: case U_OTHER_PUNCTUATION: case U_INITIAL_PUNCTUATION:
+        case U_FINAL_PUNCTUATION: return 'P';
+        case U_MATH_SYMBOL: case U_CURRENCY_SYMBOL: case U_MODIFIER_SYMBOL: case U_OTHER_SYMBOL: return 'S';
+        default: return 0;
+      }
+    };
+    char prev_cls = 0;
+    UChar32 start = 0;
+    auto flush = [&](UChar32 end) {
+      if (!prev_cls) return;
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "\\x{%X}-\\x{%X}", static_cast<unsigned>(start), static_cast<unsigned>(end));
+      out[prev_cls] += buf;
+    };
+    for (UChar32 c = 0; c <= 0x10FFFF; ++c) {
+      UVersionInfo age;
+      u_charAge(c, age);
+      char cls = (age[0] > 14 && u_charType(c) != U_UNASSIGNED) ? major(u_charType(c)) : 0;
+      if (cls != prev_cls) {
+        flush(c - 1);
+        prev_cls = cls;
+        start = c;
+      }
+    }
+    flush(0x10FFFF);
+    return out;
+  }();
+  return ranges;
+}
+
+// Adds the newer code points to every \p{L} \p{M} \p{N} \p{P} \p{S} of the pattern.
+std::string widen_unicode_classes(const std::string& pat) {
+  const auto& extra = newer_unicode_ranges();
+  std::string out;
+  int in_class = 0;
+  for (size_t i = 0; i < pat.size(); ++i) {
+    char c = pat[i];
+    if (c == '\\' && i + 1 < pat.size()) {
+      if (pat[i + 1] == 'p' && i + 4 < pat.size() && pat[i + 2] == '{' && pat[i + 4] == '}') {
+        auto it = extra.find(pat[i + 3]);
+        std::string prop = pat.substr(i, 5);
+        if (it != extra.end() && !it->second.empty())
+          out += in_class ? prop + it->second : "[" + prop + it->second + "]";
+        else
+          out += prop;
+        i += 4;
+        continue;
+      }
+      out += c;
+      out += pat[++i];
+      continue;
+    }
+    if (c == '[') ++in_class;
+    if (c == ']' && in_class) --in_class;
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+Regex::Regex(const std::string& raw_pattern, const std::string& where) {
   int err = 0;
   PCRE2_SIZE off = 0;
+  std::string pattern = widen_unicode_classes(raw_pattern);
   // UCP: \s \d \w and POSIX classes follow Unicode properties, as in Oniguruma.
   auto* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                              PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);

@@ -128,6 +128,33 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool allow_special
   return out;
 }
 
+std::vector<TokenId> Tokenizer::encode_template(std::string_view text,
+                                                const std::vector<std::pair<size_t, size_t>>& plain) const {
+  // The rendered text is built from valid UTF-8 pieces; a lossy fix-up would move the
+  // spans, so invalid input is rejected here instead (callers validate user text first).
+  if (!utf8_is_valid(text)) throw InputError("chat template produced invalid UTF-8");
+  const Impl& t = *impl_;
+  std::vector<TokenId> out;
+  out.reserve(text.size() / 3 + 8);
+  size_t pos = 0, seg = 0, b, len;
+  size_t k = 0;  // first plain span that may still overlap
+  TokenId id;
+  while (t.added_all.find(text, pos, b, len, id)) {
+    while (k < plain.size() && plain[k].second <= b) ++k;
+    bool in_plain = k < plain.size() && plain[k].first < b + len && b < plain[k].second;
+    if (in_plain) {
+      // A look-alike inside user text: skip past this start byte, keep scanning.
+      pos = b + 1;
+      continue;
+    }
+    t.encode_normalizable(text.substr(seg, b - seg), false, out);
+    out.push_back(id);
+    pos = seg = b + len;
+  }
+  t.encode_normalizable(text.substr(seg), false, out);
+  return out;
+}
+
 static void check_id(const Tokenizer::Impl& t, TokenId id) {
   if (id < 0 || static_cast<size_t>(id) >= t.id_flags.size() || !(t.id_flags[id] & Tokenizer::Impl::kPresent))
     throw InputError(t.path + ": unknown token id " + std::to_string(id));

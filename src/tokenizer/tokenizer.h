@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ds4::tok {
@@ -27,9 +28,14 @@ class Tokenizer {
 
   // Text -> IDs. allow_special=false: added/special token strings in `text` are encoded as
   // plain text (user input never yields control tokens). allow_special=true: they are
-  // matched exactly like HF `tokenizers` (what chat templates use). Invalid UTF-8 bytes are
-  // encoded as their byte-level tokens (HF itself can't take them; we never throw here).
+  // matched exactly like HF `tokenizers`. Bytes that are not valid UTF-8 are first replaced
+  // by U+FFFD (what a caller decoding with errors="replace" hands HF); never throws.
   std::vector<TokenId> encode(std::string_view text, bool allow_special = false) const;
+  // Chat-template encoding: added tokens are matched everywhere except inside the byte
+  // ranges [begin, end) of `plain` (sorted, non-overlapping: the user-supplied text).
+  // Equals HF encode(text) whenever user text contains no added-token string.
+  std::vector<TokenId> encode_template(std::string_view text,
+                                       const std::vector<std::pair<size_t, size_t>>& plain) const;
 
   // IDs -> bytes, concatenated raw (may contain incomplete UTF-8 at the end). Unknown IDs
   // throw ds4::InputError. skip_special drops tokens flagged "special" in tokenizer.json.

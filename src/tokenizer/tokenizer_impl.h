@@ -44,6 +44,7 @@ struct Tokenizer::Impl {
   std::vector<PreStep> pre;
   AddedMatcher added_raw;   // added tokens with normalized=false (matched on raw text)
   AddedMatcher added_norm;  // normalized=true (matched after normalization)
+  AddedMatcher added_all;   // both, for chat-template text (no normalizer changes markers)
   TokenId bos = -1;
   std::vector<TokenId> eos;
 

@@ -169,6 +169,7 @@ void load_added(const json& added, Tokenizer::Impl& t) {
       t.added_raw.add(content, id);
     else
       t.added_norm.add(content, id);
+    t.added_all.add(content, id);
   }
 }
 
