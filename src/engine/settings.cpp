@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -93,7 +94,9 @@ const std::vector<Key>& keys() {
           [](const Settings& s) { return s.context_size ? std::to_string(s.context_size) : std::string("auto"); }},
       Key{"thinking",
           [](Settings& s, const std::string& v, const std::string& w) {
-            if (v != "off" && v != "on" && v != "max") bad(w, "thinking", v, "expected off, on or max");
+            static const char* ok[] = {"off", "on", "low", "medium", "high", "max"};
+            if (std::find(std::begin(ok), std::end(ok), v) == std::end(ok))
+              bad(w, "thinking", v, "expected off, on, low, medium, high or max");
             s.thinking = v;
           },
           [](const Settings& s) { return s.thinking; }},

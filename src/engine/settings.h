@@ -15,7 +15,7 @@ struct Settings {
   int power = 100;                 // percent of the machine's compute to use
   int64_t prefill_chunk = 0;       // 0 = auto (model default: 2048 Qwen/GLM, 4096 DeepSeek)
   int64_t context_size = 0;        // 0 = model maximum
-  std::string thinking = "on";     // off | on | max
+  std::string thinking = "on";     // off | on | low | medium | high | max
   bool plain_chat = false;         // no tool/skill text injected
   int threads = 0;                 // 0 = all cores (scaled by power)
   // Sampler: unset = the family default (MTPLX: T 1, top-p 0.95, top-k 20; ds4: T 1,

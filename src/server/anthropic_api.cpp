@@ -3,6 +3,8 @@
 // tool_use blocks; tool_result blocks become tool messages.
 #include "server/api_common.h"
 
+#include "core/error.h"
+
 namespace ds4::server {
 namespace {
 using engine::Finish;

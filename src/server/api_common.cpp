@@ -87,9 +87,7 @@ engine::SamplerParams resolve_sampler(const Context& c, const json& body) {
 }
 
 tok::Thinking thinking_from_settings(const engine::Settings& s) {
-  if (s.thinking == "off") return tok::Thinking::kOff;
-  if (s.thinking == "max") return tok::Thinking::kMax;
-  return tok::Thinking::kOn;
+  return tok::thinking_from_name(s.thinking);
 }
 
 int64_t resolve_max_tokens(const Context& c, std::optional<int64_t> requested) {

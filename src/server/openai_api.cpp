@@ -3,6 +3,8 @@
 // the test client (tests/python/server).
 #include "server/api_common.h"
 
+#include "core/error.h"
+
 namespace ds4::server {
 namespace {
 using engine::Finish;
@@ -54,8 +56,10 @@ tok::Thinking openai_thinking(const Context& c, const json& body) {
   auto t = thinking_from_settings(c.settings);
   if (auto e = get_string(body, "reasoning_effort")) {
     if (*e == "none" || *e == "minimal") t = tok::Thinking::kOff;
+    else if (*e == "low") t = tok::Thinking::kLow;
+    else if (*e == "medium") t = tok::Thinking::kMedium;
+    else if (*e == "high") t = tok::Thinking::kHigh;
     else if (*e == "max" || *e == "xhigh") t = tok::Thinking::kMax;
-    else if (*e == "low" || *e == "medium" || *e == "high") t = tok::Thinking::kOn;
     else fail("unknown reasoning_effort '" + *e + "'", "reasoning_effort");
   }
   if (auto b = get_bool(body, "enable_thinking")) t = *b ? tok::Thinking::kOn : tok::Thinking::kOff;

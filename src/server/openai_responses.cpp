@@ -3,6 +3,8 @@
 // response.* events (each with a sequence_number) or returned whole.
 #include "server/api_common.h"
 
+#include "core/error.h"
+
 namespace ds4::server {
 namespace {
 using engine::Finish;

@@ -94,7 +94,7 @@ std::vector<int32_t> TestModel::script_for(const std::vector<int32_t>& h) {
     r = r.substr(0, r.find("\n</tool_response>"));
     answer = "Tool said: " + r + ".";
   } else if (user.find("call tool") != std::string::npos) {
-    answer = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    answer = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>";
   } else if (user.find("count") != std::string::npos) {
     for (int i = 1; i <= 5000; ++i) answer += std::to_string(i) + " ";
   } else {
