@@ -1,6 +1,5 @@
 // ds4server chat: interactive streaming chat in the terminal (reasoning dimmed; Ctrl-C
 // cancels the running turn, Ctrl-D or /quit leaves; /reset starts over).
-// ds4server run -p TEXT: one turn, answer on stdout.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -93,28 +92,6 @@ int cmd_chat(const Args& args) {
     conv.messages.push_back({"assistant", answer, {}, {}, {}, {}});
   }
   return 0;
-}
-
-int cmd_run(const Args& args) {
-  std::string prompt;
-  Args rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if ((args[i] == "-p" || args[i] == "--prompt") && i + 1 < args.size()) prompt = args[++i];
-    else rest.push_back(args[i]);
-  }
-  if (prompt.empty()) throw InputError("run: -p TEXT is required");
-  engine::Settings s;
-  engine::apply_cli(s, rest, {});
-  auto l = load_for_settings(s);
-  engine::Engine eng(std::move(l.model), std::move(l.codec), server::engine_options(s));
-  tok::Conversation conv;
-  conv.thinking = tok::thinking_from_name(s.thinking);
-  conv.messages.push_back({"user", prompt, {}, {}, {}, {}});
-  std::signal(SIGINT, on_sigint);
-  bool cancelled = false;
-  stream_turn(*eng.submit(turn_request(s, eng, conv)), isatty(fileno(stdout)), &cancelled);
-  std::fputs("\n", stdout);
-  return cancelled ? 130 : 0;
 }
 
 }  // namespace ds4::cli
