@@ -1,0 +1,22 @@
+#pragma once
+// Matrix-vector product y = W x on the GPU for every weight format we load. At batch 1
+// (decode) this is the op that reads the model's bytes, so it is written to stream the
+// weights once at close to copy bandwidth; x stays in f32.
+#include <cuda_runtime.h>
+
+#include "core/weight.h"
+
+namespace ds4::cuda {
+
+// y[rows] = W[rows x cols] x[cols], f32 accumulation. `w.data` (and for MLX `w.scales`,
+// `w.biases`), `x` and `y` are device pointers; `x` 16-byte aligned.
+// Formats: BF16, F16, Q8_0, Q4_K, Q2_K, IQ2_XXS (ggml block layouts), MLX_Q4 / MLX_Q8
+// (affine, group a multiple of 32, F16 or BF16 scales and biases).
+// Throws ds4::InputError for another type, cols not a multiple of 32 (of 256 for the
+// K-quants and IQ2_XXS), or a bad MLX group.
+void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream);
+
+// Whether gemv() takes this type (so callers can report unsupported weights up front).
+bool gemv_supports(DType type);
+
+}  // namespace ds4::cuda
