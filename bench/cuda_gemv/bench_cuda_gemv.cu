@@ -49,6 +49,7 @@ struct Format {
   int64_t group;
   DType scale_type;
   const char* label;
+  cuda::GemvPath path = cuda::GemvPath::kAuto;
 };
 
 struct Shape {
@@ -90,7 +91,7 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
       w.data = data.as<uint8_t>() + c * data_bytes;
       w.scales = sb_bytes ? sc.as<uint8_t>() + c * sb_bytes : nullptr;
       w.biases = sb_bytes ? bi.as<uint8_t>() + c * sb_bytes : nullptr;
-      cuda::gemv(w, x, y, st);
+      cuda::gemv(w, x, y, st, f.path);
     }
   };
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
@@ -142,8 +143,13 @@ int main(int argc, char** argv) {
                 bw.copy_gbps, bw.memcpy_gbps, bw.read_gbps);
     const Format formats[] = {
         {DType::BF16, 0, DType::F16, "BF16"},         {DType::F16, 0, DType::F16, "F16"},
-        {DType::Q8_0, 0, DType::F16, "Q8_0"},         {DType::Q4_K, 0, DType::F16, "Q4_K"},
-        {DType::Q2_K, 0, DType::F16, "Q2_K"},         {DType::IQ2_XXS, 0, DType::F16, "IQ2_XXS"},
+        {DType::Q8_0, 0, DType::F16, "Q8_0/dir", cuda::GemvPath::kDirect},
+        {DType::Q8_0, 0, DType::F16, "Q8_0/stg", cuda::GemvPath::kStaged},
+        {DType::Q4_K, 0, DType::F16, "Q4_K"},
+        {DType::Q2_K, 0, DType::F16, "Q2_K/dir", cuda::GemvPath::kDirect},
+        {DType::Q2_K, 0, DType::F16, "Q2_K/stg", cuda::GemvPath::kStaged},
+        {DType::IQ2_XXS, 0, DType::F16, "IQ2_XXS/dir", cuda::GemvPath::kDirect},
+        {DType::IQ2_XXS, 0, DType::F16, "IQ2_XXS/stg", cuda::GemvPath::kStaged},
         {DType::MLX_Q4, 64, DType::BF16, "MLX_Q4_g64"}, {DType::MLX_Q4, 32, DType::F16, "MLX_Q4_g32"},
         {DType::MLX_Q8, 64, DType::BF16, "MLX_Q8_g64"},
     };
@@ -151,14 +157,22 @@ int main(int argc, char** argv) {
                             {2048, 7168, "wide"},
                             {7168, 2048, "tall"},
                             {2048, 4096, "expert up"},
-                            {4096, 2048, "expert down"}};
-    cuda::DeviceBuffer x(sizeof(float) * 8192, "bench x"), y(sizeof(float) * 8192, "bench y");
+                            {4096, 2048, "expert down"},
+                            {16384, 8192, "large"}};  // kernel-bound: launch gaps amortized
+    cuda::DeviceBuffer x(sizeof(float) * 8192, "bench x"), y(sizeof(float) * 16384, "bench y");
     fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
-    std::printf("%-11s %-22s %9s %9s %9s %7s %7s\n", "format", "shape", "MiB", "us", "GB/s", "%copy", "%read");
+    std::printf("%-12s %-22s %9s %9s %9s %7s %7s\n", "format", "shape", "MiB", "us", "GB/s", "%copy", "%read");
     for (const Format& f : formats)
       for (const Shape& s : shapes) {
+        WeightMatrix probe;
+        probe.type = f.type, probe.rows = s.rows, probe.cols = s.cols, probe.data = x.get();  // any 16-aligned pointer
+        if (f.path == cuda::GemvPath::kStaged && !cuda::gemv_can_stage(probe)) {
+          std::printf("%-12s %lldx%lld: row stride not 16-byte aligned, no staged path\n", f.label, (long long)s.rows,
+                      (long long)s.cols);
+          continue;
+        }
         const Row r = bench_one(f, s, reps, x.as<float>(), y.as<float>());
-        std::printf("%-11s %-22s %9.2f %9.2f %9.0f %6.1f%% %6.1f%%\n", r.label.c_str(), r.shape.c_str(), r.mib, r.us,
+        std::printf("%-12s %-22s %9.2f %9.2f %9.0f %6.1f%% %6.1f%%\n", r.label.c_str(), r.shape.c_str(), r.mib, r.us,
                     r.gbps, 100.0 * r.gbps / bw.copy_gbps, 100.0 * r.gbps / bw.read_gbps);
       }
   } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 // double from host-decoded weights. Prints one table row per case (NMSE = sum (y-ref)^2 /
 // sum ref^2, max abs error, max error relative to max |ref|) and exits non-zero if any
 // case misses its stated tolerance. Runs on the H200 machine (tools/cuda_device_run.sh).
+// Usage: test_cuda_ops [--small]
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -73,14 +74,31 @@ std::string shape2(int64_t a, int64_t b) { return std::to_string(a) + "x" + std:
 // f32 accumulation over up to ~7k terms in a different order than the double reference.
 constexpr double kGemvNmse = 1e-9, kGemvRel = 1e-4;
 
+void test_gemv_path(const HostWeight& hw, const DeviceWeight& dw, const std::vector<float>& x, cuda::GemvPath path,
+                    const char* path_name);
+
+// One random weight, checked through every read path gemv has for its format.
 void test_gemv(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st = DType::F16) {
   const HostWeight hw = random_weight(t, rows, cols, g_rng, group, st);
-  DeviceWeight dw = upload(hw);
+  const DeviceWeight dw = upload(hw);
   const std::vector<float> x = randn(static_cast<size_t>(cols));
+  if (cuda::gemv_can_stage(dw.view)) {
+    test_gemv_path(hw, dw, x, cuda::GemvPath::kDirect, "/direct");
+    test_gemv_path(hw, dw, x, cuda::GemvPath::kStaged, "/staged");
+  } else {
+    test_gemv_path(hw, dw, x, cuda::GemvPath::kAuto, "");
+  }
+}
+
+void test_gemv_path(const HostWeight& hw, const DeviceWeight& dw, const std::vector<float>& x, cuda::GemvPath path,
+                    const char* path_name) {
+  const DType t = hw.type;
+  const int64_t rows = hw.rows, cols = hw.cols, group = hw.group_size;
+  const DType st = hw.scale_type;
   cuda::DeviceBuffer dx = to_device(x, "x"), dy(static_cast<size_t>(rows) * sizeof(float), "y");
   poison(dy);
-  cuda::gemv(dw.view, dx.as<float>(), dy.as<float>(), nullptr);
-  const std::vector<float> y = to_host(dy, size_t(rows));
+  cuda::gemv(dw.view, dx.as<float>(), dy.as<float>(), nullptr, path);
+  const std::vector<float> y = to_host(dy, static_cast<size_t>(rows));
   std::vector<double> ref(static_cast<size_t>(rows));
   std::vector<float> wrow(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
@@ -91,6 +109,7 @@ void test_gemv(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st
   }
   std::string name = "gemv_" + std::string(dtype_name(t));
   if (t == DType::MLX_Q4 || t == DType::MLX_Q8) name += "_g" + std::to_string(group) + (st == DType::BF16 ? "_bf16" : "_f16");
+  name += path_name;
   report(name, shape2(rows, cols), y, ref, kGemvNmse, kGemvRel);
 }
 
@@ -203,7 +222,8 @@ void test_errors() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool small = argc > 1 && std::string(argv[1]) == "--small";
   try {
     cudaDeviceProp prop{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -211,25 +231,29 @@ int main() {
                 prop.l2CacheSize >> 20, prop.major, prop.minor);
     std::printf("%-22s %-18s %10s %10s %10s %9s %9s  %s\n", "op", "shape", "nmse", "max_abs", "max_rel", "tol_nmse",
                 "tol_rel", "result");
+    // --small: shapes small enough for compute-sanitizer (tails, one and several staging
+    // spans, every format), the same checks.
+    const int64_t big_rows = small ? 8 : 1024, wide_rows = small ? 3 : 64;
     const DType blockwise[] = {DType::BF16, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q2_K, DType::IQ2_XXS};
     for (DType t : blockwise) {
-      test_gemv(t, 77, 768);    // rows not a multiple of any kRows: the tail path
-      test_gemv(t, 1024, 4096);
-      test_gemv(t, 64, 7168);
+      test_gemv(t, 77, 768);  // rows not a multiple of any kRows: the tail path
+      test_gemv(t, big_rows, 4096);
+      test_gemv(t, wide_rows, 7168);
+      test_gemv(t, 40, 1024);  // Q8_0: exactly one staging span
     }
     for (DType t : {DType::MLX_Q4, DType::MLX_Q8}) {
       test_gemv(t, 77, 768, 64, DType::F16);
-      test_gemv(t, 1024, 4096, 32, DType::BF16);
-      test_gemv(t, 64, 2048, 64, DType::BF16);
+      test_gemv(t, big_rows, 4096, 32, DType::BF16);
+      test_gemv(t, wide_rows, 2048, 64, DType::BF16);
     }
     test_rmsnorm(7, 4096);
     test_rmsnorm(3, 100);
     test_softmax(5, 1000, 0.125f, false);
-    test_softmax(4, 65536, 1.f, true);
+    test_softmax(4, small ? 4096 : 65536, 1.f, true);
     test_rope(cuda::RopeStyle::kNeox, 5, 4, 128, 64);
     test_rope(cuda::RopeStyle::kInterleaved, 5, 4, 192, 64);
     test_rope(cuda::RopeStyle::kNeox, 3, 8, 64, 64);
-    test_activations(100003);
+    test_activations(small ? 1003 : 100003);
     test_errors();
   } catch (const std::exception& e) {
     std::printf("FATAL: %s\n", e.what());

@@ -1,17 +1,21 @@
-// GEMV kernel: one template over the format decoders in gemv_formats.cuh.
+// GEMV kernels: two templates over the format decoders in gemv_formats.cuh.
 //
-// Work split: a thread block owns F::kRows consecutive rows; its threads stride over the
-// row's 32-weight units. Per unit a thread first issues the loads of all kRows rows (so
-// they are in flight together), then loads the 32 x values once (L1-resident, 16-byte
-// loads) and reuses them for every row. Partial sums are reduced by warp shuffles, then
-// across warps in shared memory.
-#include "backend/cuda/gemv.h"
-
+// Work split (both kernels): a thread block owns F::kRows consecutive rows; per 32-weight
+// unit a thread first issues the loads of all kRows rows (so they are in flight together),
+// then loads the unit's 32 x values once (L1-resident, 16-byte loads) and reuses them for
+// every row. Partial sums are reduced by warp shuffles, then across warps in shared memory.
+//
+// gemv_direct_kernel: threads stride over units and read their unit's bytes from global
+//   memory. Right when a unit is whole 16-byte loads (BF16/F16, Q4_K, MLX).
+// gemv_staged_kernel: for 34/66/84-byte blocks a thread's 2/4-byte loads are spread over
+//   many sectors per warp instruction; instead each warp copies a span of whole blocks of
+//   its kRows rows into shared memory with coalesced 16-byte loads, then decodes there.
 #include <algorithm>
 #include <string>
 #include <type_traits>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/error.h"
@@ -23,7 +27,7 @@ using namespace gemv_detail;
 
 constexpr int kMaxThreads = 128;
 
-__constant__ uint64_t c_iq2xxs_grid[256];
+__device__ const uint64_t d_iq2xxs_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -31,39 +35,36 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+__device__ __forceinline__ void load_x(const float* __restrict__ x, int64_t unit, float (&xv)[kUnit]) {
+  const float4* xp = reinterpret_cast<const float4*>(x + unit * kUnit);
+#pragma unroll
+  for (int i = 0; i < kUnit / 4; ++i) {
+    const float4 f = __ldg(xp + i);
+    xv[4 * i] = f.x, xv[4 * i + 1] = f.y, xv[4 * i + 2] = f.z, xv[4 * i + 3] = f.w;
+  }
+}
+
+// Only IQ2_XXS reads the codebook. Lanes index it at random, so each block stages it in
+// shared memory (constant memory would serialize the divergent addresses).
 template <class F>
-__global__ void __launch_bounds__(kMaxThreads) gemv_kernel(Args a, const float* __restrict__ x,
-                                                          float* __restrict__ y) {
-  constexpr int R = F::kRows;
-  // Only IQ2_XXS reads it, but staging 2 KiB costs every format next to nothing and keeps
-  // one kernel body. Lanes index the codebook at random: shared memory, not constant
-  // memory (which serializes divergent addresses).
-  __shared__ uint64_t grid[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
-  if constexpr (std::is_same_v<F, IQ2_XXS>) {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = c_iq2xxs_grid[i];
+struct Codebook {
+  uint64_t* unused;
+  __device__ void stage() {}
+  __device__ const void* get() const { return nullptr; }
+};
+template <>
+struct Codebook<IQ2_XXS> {
+  uint64_t* grid;
+  __device__ void stage() {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_iq2xxs_grid[i];
     __syncthreads();
   }
-  const int64_t row0 = int64_t(blockIdx.x) * R;
-  const int64_t units = a.cols / kUnit;
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+  __device__ const void* get() const { return grid; }
+};
 
-  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
-    typename F::Raw raw[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = F::load(a, min(row0 + r, a.rows - 1), u);  // tail rows: re-read the last
-    float xv[kUnit];
-    const float4* xp = reinterpret_cast<const float4*>(x + u * kUnit);
-#pragma unroll
-    for (int i = 0; i < kUnit / 4; ++i) {
-      const float4 f = __ldg(xp + i);
-      xv[4 * i] = f.x, xv[4 * i + 1] = f.y, xv[4 * i + 2] = f.z, xv[4 * i + 3] = f.w;
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] += F::dot(raw[r], u, xv, grid);
-  }
-
+// Sums acc[r] over the block and writes y[row0 + r] for rows that exist.
+template <int R>
+__device__ void block_finish(const float (&acc)[R], int64_t row0, int64_t rows, float* __restrict__ y) {
   __shared__ float part[R][kMaxThreads / 32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
@@ -72,28 +73,111 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(Args a, const float* 
     if (lane == 0) part[r][warp] = s;
   }
   __syncthreads();
-  if (threadIdx.x < R && row0 + threadIdx.x < a.rows) {
+  if (threadIdx.x < R && row0 + threadIdx.x < rows) {
     float s = 0.f;
     for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[threadIdx.x][w];
     y[row0 + threadIdx.x] = s;
   }
 }
 
-void upload_grid_once() {
-  static bool done = false;  // per process; the backend runs on one device for now
-  if (done) return;
-  DS4_CUDA_CHECK(cudaMemcpyToSymbol(c_iq2xxs_grid, kIq2xxsGrid, sizeof(kIq2xxsGrid)));
-  done = true;
+template <class F>
+__global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const float* __restrict__ x,
+                                                                 float* __restrict__ y) {
+  constexpr int R = F::kRows;
+  __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
+  Codebook<F> book{grid_smem};
+  book.stage();
+  const int64_t row0 = int64_t(blockIdx.x) * R;
+  const uint8_t* rows_p[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;  // tail: re-read the last row
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+  const int64_t units = a.cols / kUnit;
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    typename F::Raw raw[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
+    float xv[kUnit];
+    load_x(x, u, xv);
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] += F::dot(raw[r], u, xv, book.get());
+  }
+  block_finish<R>(acc, row0, a.rows, y);
 }
 
 template <class F>
-void launch(const Args& a, const float* x, float* y, cudaStream_t stream) {
+__global__ void __launch_bounds__(kMaxThreads) gemv_staged_kernel(Args a, const float* __restrict__ x,
+                                                                 float* __restrict__ y) {
+  constexpr int R = F::kRows;
+  constexpr int kSpanBytes = F::kSpanBlocks * F::kBlockBytes;
+  constexpr int kSpanVecs = kSpanBytes / 16;
+  constexpr int kVecsPerLane = (kSpanVecs + 31) / 32;
+  constexpr int kSpanUnits = F::kSpanBlocks * F::kUnitsPerBlock;
+  static_assert(kSpanBytes % 16 == 0, "a span must be whole 16-byte vectors");
+  __shared__ uint4 stage[kMaxThreads / 32][R][kSpanVecs];  // {warps, rows, span bytes / 16}
+  __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
+  Codebook<F> book{grid_smem};
+  book.stage();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int64_t row0 = int64_t(blockIdx.x) * R;
+  const uint8_t* rows_p[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
   const int64_t units = a.cols / kUnit;
-  // Narrow rows (expert down-projections) get fewer threads rather than idle ones.
-  const int threads = int(std::min<int64_t>(kMaxThreads, (units + 31) / 32 * 32));
-  const int64_t blocks = (a.rows + F::kRows - 1) / F::kRows;
-  if (std::is_same_v<F, IQ2_XXS>) upload_grid_once();
-  gemv_kernel<F><<<unsigned(blocks), threads, 0, stream>>>(a, x, y);
+  const int64_t spans = (units + kSpanUnits - 1) / kSpanUnits;
+  for (int64_t sp = warp; sp < spans; sp += warps) {
+    const int64_t u0 = sp * kSpanUnits;
+    const int n_units = int(min(int64_t(kSpanUnits), units - u0));
+    // The last span may be partial; it still ends on a 16-byte boundary (row stride % 16 == 0).
+    const int n_vecs = n_units / F::kUnitsPerBlock * F::kBlockBytes / 16;
+    uint4 tmp[R][kVecsPerLane];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int k = 0; k < kVecsPerLane; ++k)
+        if (lane + 32 * k < n_vecs) tmp[r][k] = FromGlobal::u4(rows_p[r] + sp * kSpanBytes + 16 * (lane + 32 * k));
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int k = 0; k < kVecsPerLane; ++k)
+        if (lane + 32 * k < n_vecs) stage[warp][r][lane + 32 * k] = tmp[r][k];
+    __syncwarp();
+    for (int j = lane; j < n_units; j += 32) {  // j: unit inside the span (spans start on blocks)
+      float xv[kUnit];
+      load_x(x, u0 + j, xv);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const auto raw = F::template load<FromShared>(a, reinterpret_cast<const uint8_t*>(stage[warp][r]), 0, j);
+        acc[r] += F::dot(raw, j, xv, book.get());
+      }
+    }
+    __syncwarp();  // the next span overwrites this warp's stage
+  }
+  block_finish<R>(acc, row0, a.rows, y);
+}
+
+int threads_for(int64_t work_items) {  // narrow rows get fewer threads rather than idle ones
+  return int(std::min<int64_t>(kMaxThreads, (work_items + 31) / 32 * 32));
+}
+
+template <class F>
+void launch(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged) {
+  const unsigned blocks = unsigned((a.rows + F::kRows - 1) / F::kRows);
+  const int64_t units = a.cols / kUnit;
+  if constexpr (F::kSpanBlocks > 0) {
+    if (staged) {
+      constexpr int64_t span_units = F::kSpanBlocks * F::kUnitsPerBlock;
+      gemv_staged_kernel<F><<<blocks, threads_for((units + span_units - 1) / span_units * 32), 0, stream>>>(a, x, y);
+      DS4_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
+  gemv_direct_kernel<F><<<blocks, threads_for(units), 0, stream>>>(a, x, y);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -109,21 +193,7 @@ void check_shape(const WeightMatrix& w, int64_t multiple) {
                      std::to_string(w.cols) + ": cols must be a positive multiple of " + std::to_string(multiple));
 }
 
-}  // namespace
-
-bool gemv_supports(DType t) {
-  switch (t) {
-    case DType::BF16: case DType::F16: case DType::Q8_0: case DType::Q4_K: case DType::Q2_K:
-    case DType::IQ2_XXS: case DType::MLX_Q4: case DType::MLX_Q8:
-      return true;
-    default:
-      return false;
-  }
-}
-
-void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream) {
-  if (!gemv_supports(w.type))
-    throw InputError("cuda gemv: weight type " + std::string(dtype_name(w.type)) + " is not supported");
+Args make_args(const WeightMatrix& w) {
   const bool k_block = w.type == DType::Q4_K || w.type == DType::Q2_K || w.type == DType::IQ2_XXS;
   check_shape(w, k_block ? 256 : kUnit);
   Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), w.scales, w.biases, 0, 0, w.rows, w.cols};
@@ -137,16 +207,51 @@ void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream) 
     if (!w.scales || !w.biases) throw InputError("cuda gemv: MLX weight without scales/biases");
     a.groups_per_row = w.cols / w.group_size;
   }
+  return a;
+}
+
+}  // namespace
+
+bool gemv_supports(DType t) {
+  switch (t) {
+    case DType::BF16: case DType::F16: case DType::Q8_0: case DType::Q4_K: case DType::Q2_K:
+    case DType::IQ2_XXS: case DType::MLX_Q4: case DType::MLX_Q8:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool gemv_can_stage(const WeightMatrix& w) {
+  const bool fmt = w.type == DType::Q8_0 || w.type == DType::Q2_K || w.type == DType::IQ2_XXS;
+  return fmt && w.row_stride_bytes() % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+}
+
+void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream) {
+  gemv(w, x, y, stream, GemvPath::kAuto);
+}
+
+void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, GemvPath path) {
+  if (!gemv_supports(w.type))
+    throw InputError("cuda gemv: weight type " + std::string(dtype_name(w.type)) + " is not supported");
+  const Args a = make_args(w);
+  const bool can_stage = gemv_can_stage(w);
+  if (path == GemvPath::kStaged && !can_stage && (w.type == DType::Q8_0 || w.type == DType::Q2_K || w.type == DType::IQ2_XXS))
+    throw InputError("cuda gemv: staged path needs a 16-byte aligned " + std::string(dtype_name(w.type)) +
+                     " row stride (" + std::to_string(a.row_stride) + " bytes) and data pointer");
+  const bool staged = path != GemvPath::kDirect && can_stage;
   const bool bf16s = w.scale_type == DType::BF16;
   switch (w.type) {
-    case DType::BF16: return launch<Half16<true>>(a, x, y, stream);
-    case DType::F16: return launch<Half16<false>>(a, x, y, stream);
-    case DType::Q8_0: return launch<Q8_0>(a, x, y, stream);
-    case DType::Q4_K: return launch<Q4_K>(a, x, y, stream);
-    case DType::Q2_K: return launch<Q2_K>(a, x, y, stream);
-    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, x, y, stream);
-    case DType::MLX_Q4: return bf16s ? launch<MlxAffine<4, true>>(a, x, y, stream) : launch<MlxAffine<4, false>>(a, x, y, stream);
-    case DType::MLX_Q8: return bf16s ? launch<MlxAffine<8, true>>(a, x, y, stream) : launch<MlxAffine<8, false>>(a, x, y, stream);
+    case DType::BF16: return launch<Half16<true>>(a, x, y, stream, false);
+    case DType::F16: return launch<Half16<false>>(a, x, y, stream, false);
+    case DType::Q8_0: return launch<Q8_0>(a, x, y, stream, staged);
+    case DType::Q4_K: return launch<Q4_K>(a, x, y, stream, false);
+    case DType::Q2_K: return launch<Q2_K>(a, x, y, stream, staged);
+    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, x, y, stream, staged);
+    case DType::MLX_Q4:
+      return bf16s ? launch<MlxAffine<4, true>>(a, x, y, stream, false) : launch<MlxAffine<4, false>>(a, x, y, stream, false);
+    case DType::MLX_Q8:
+      return bf16s ? launch<MlxAffine<8, true>>(a, x, y, stream, false) : launch<MlxAffine<8, false>>(a, x, y, stream, false);
     default: break;
   }
 }

@@ -16,6 +16,16 @@ namespace ds4::cuda {
 // K-quants and IQ2_XXS), or a bad MLX group.
 void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream);
 
+// How the block formats whose blocks are not 16-byte aligned (Q8_0, Q2_K, IQ2_XXS) are read.
+//   kDirect: each thread loads its unit's bytes with 2- or 4-byte loads.
+//   kStaged: each warp first copies a span of whole blocks into shared memory with
+//            coalesced 16-byte loads, then decodes from there (needs a 16-byte aligned
+//            row stride and data pointer; see gemv_can_stage).
+//   kAuto:   staged where it can, else direct. Other formats ignore the choice.
+enum class GemvPath : uint8_t { kAuto, kDirect, kStaged };
+void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, GemvPath path);
+bool gemv_can_stage(const WeightMatrix& w);
+
 // Whether gemv() takes this type (so callers can report unsupported weights up front).
 bool gemv_supports(DType type);
 

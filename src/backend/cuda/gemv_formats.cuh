@@ -7,8 +7,14 @@
 //   kRows                        rows per thread block (x is loaded once per unit and
 //                                reused for kRows rows: fewer bits per weight -> more rows,
 //                                so the x reads from L1 stay below the weight stream)
-//   load(args, row, unit)        only loads (so the kRows loads are all in flight together)
+//   load<L>(args, row_bytes, row, unit)
+//                                only loads (so the kRows loads are all in flight together);
+//                                L reads global memory (FromGlobal) or a staged copy of the
+//                                row's bytes in shared memory (FromShared, see gemv.cu)
 //   dot(raw, unit, xv, shared)   decodes and returns sum_k w[k] * xv[k]
+//   kSpanBlocks                  blocks a warp stages at once (0: the format is read directly:
+//                                its units are already 16-byte loads); kSpanBlocks * kBlockBytes
+//                                is a multiple of 16
 // Layouts follow ggml (Q8_0, Q4_K, Q2_K, IQ2_XXS) and MLX affine quantization.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -32,11 +38,20 @@ struct Args {
 
 __device__ __forceinline__ float f16_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float bf16_bits(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
-__device__ __forceinline__ uint16_t ld_u16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
-__device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned int*>(p)); }
-__device__ __forceinline__ uint4 ld_u4(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 __device__ __forceinline__ uint32_t byte_of(uint32_t w, int k) { return (w >> (8 * k)) & 0xffu; }
 
+// Weights are read once and never written during a launch: the read-only data path.
+struct FromGlobal {
+  __device__ static uint16_t u16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
+  __device__ static uint32_t u32(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned int*>(p)); }
+  __device__ static uint4 u4(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+};
+// A warp's staged copy in shared memory (plain loads; __ldg is for global memory only).
+struct FromShared {
+  __device__ static uint16_t u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+  __device__ static uint32_t u32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+  __device__ static uint4 u4(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
+};
 // Sum of xv[8*w + 4*k ...]: used by the affine formats (w = scale*q + bias) for the bias term.
 __device__ __forceinline__ float sum32(const float (&xv)[kUnit]) {
   float s = 0.f;
@@ -49,12 +64,14 @@ __device__ __forceinline__ float sum32(const float (&xv)[kUnit]) {
 template <bool kBf16>
 struct Half16 {
   static constexpr int kRows = 2;
+  static constexpr int kSpanBlocks = 0;
   struct Raw { uint4 v[4]; };
-  __device__ static Raw load(const Args& a, int64_t row, int64_t unit) {
-    const uint8_t* p = a.data + row * a.row_stride + unit * 64;
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + unit * 64;
     Raw r;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) r.v[i] = ld_u4(p + 16 * i);
+    for (int i = 0; i < 4; ++i) r.v[i] = L::u4(p + 16 * i);
     return r;
   }
   __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
@@ -78,13 +95,15 @@ struct Half16 {
 // ---- Q8_0: block of 32 = f16 d + 32 int8; 34-byte blocks are only 2-byte aligned. ----
 struct Q8_0 {
   static constexpr int kRows = 2;
+  static constexpr int kSpanBlocks = 32, kBlockBytes = 34, kUnitsPerBlock = 1;  // 1088 B
   struct Raw { uint16_t d; uint32_t q[8]; };
-  __device__ static Raw load(const Args& a, int64_t row, int64_t unit) {
-    const uint8_t* p = a.data + row * a.row_stride + unit * 34;
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + unit * 34;
     Raw r;
-    r.d = ld_u16(p);
+    r.d = L::u16(p);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) r.q[i] = uint32_t(ld_u16(p + 2 + 4 * i)) | (uint32_t(ld_u16(p + 4 + 4 * i)) << 16);
+    for (int i = 0; i < 8; ++i) r.q[i] = uint32_t(L::u16(p + 2 + 4 * i)) | (uint32_t(L::u16(p + 4 + 4 * i)) << 16);
     return r;
   }
   __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
@@ -103,14 +122,16 @@ struct Q8_0 {
 // units 2g and 2g+1 (adjacent lanes) read the same 32 bytes in one coalesced request.
 struct Q4_K {
   static constexpr int kRows = 4;
+  static constexpr int kSpanBlocks = 0;
   struct Raw { uint4 hdr; uint4 q[2]; };
-  __device__ static Raw load(const Args& a, int64_t row, int64_t unit) {
-    const uint8_t* p = a.data + row * a.row_stride + (unit >> 3) * 144;
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + (unit >> 3) * 144;
     const int j = int(unit & 7);
     Raw r;
-    r.hdr = ld_u4(p);
-    r.q[0] = ld_u4(p + 16 + 32 * (j >> 1));
-    r.q[1] = ld_u4(p + 32 + 32 * (j >> 1));
+    r.hdr = L::u4(p);
+    r.q[0] = L::u4(p + 16 + 32 * (j >> 1));
+    r.q[1] = L::u4(p + 32 + 32 * (j >> 1));
     return r;
   }
   __device__ static float dot(const Raw& r, int64_t unit, const float (&xv)[kUnit], const void*) {
@@ -142,15 +163,17 @@ struct Q4_K {
 // s = (e%128)/32, byte h*32 + e%32, bits 2s; group e/16. Unit u = 4h + s covers groups 2u, 2u+1.
 struct Q2_K {
   static constexpr int kRows = 8;
+  static constexpr int kSpanBlocks = 4, kBlockBytes = 84, kUnitsPerBlock = 8;  // 336 B
   struct Raw { uint32_t q[8]; uint16_t sc; uint32_t dm; };
-  __device__ static Raw load(const Args& a, int64_t row, int64_t unit) {
-    const uint8_t* p = a.data + row * a.row_stride + (unit >> 3) * 84;
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + (unit >> 3) * 84;
     const int u = int(unit & 7);
     Raw r;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) r.q[i] = ld_u32(p + 16 + 32 * (u >> 2) + 4 * i);
-    r.sc = ld_u16(p + 2 * u);
-    r.dm = ld_u32(p + 80);
+    for (int i = 0; i < 8; ++i) r.q[i] = L::u32(p + 16 + 32 * (u >> 2) + 4 * i);
+    r.sc = L::u16(p + 2 * u);
+    r.dm = L::u32(p + 80);
     return r;
   }
   __device__ static float dot(const Raw& r, int64_t unit, const float (&xv)[kUnit], const void*) {
@@ -181,14 +204,16 @@ struct Q2_K {
 // The 2 KiB codebook is staged in shared memory by the kernel (see kSharedGrid).
 struct IQ2_XXS {
   static constexpr int kRows = 8;
+  static constexpr int kSpanBlocks = 8, kBlockBytes = 66, kUnitsPerBlock = 8;  // 528 B
   struct Raw { uint16_t d; uint32_t aux0, aux1; };
-  __device__ static Raw load(const Args& a, int64_t row, int64_t unit) {
-    const uint8_t* p = a.data + row * a.row_stride + (unit >> 3) * 66;
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + (unit >> 3) * 66;
     const uint8_t* q = p + 2 + 8 * (unit & 7);
     Raw r;
-    r.d = ld_u16(p);
-    r.aux0 = uint32_t(ld_u16(q)) | (uint32_t(ld_u16(q + 2)) << 16);
-    r.aux1 = uint32_t(ld_u16(q + 4)) | (uint32_t(ld_u16(q + 6)) << 16);
+    r.d = L::u16(p);
+    r.aux0 = uint32_t(L::u16(q)) | (uint32_t(L::u16(q + 2)) << 16);
+    r.aux1 = uint32_t(L::u16(q + 4)) | (uint32_t(L::u16(q + 6)) << 16);
     return r;
   }
   __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void* shared) {
@@ -215,16 +240,18 @@ struct IQ2_XXS {
 template <int kBits, bool kBf16Scales>
 struct MlxAffine {
   static constexpr int kRows = kBits == 4 ? 4 : 2;
+  static constexpr int kSpanBlocks = 0;
   static constexpr int kVecs = kBits == 4 ? 1 : 2;  // 16-byte loads per unit
   struct Raw { uint4 v[kVecs]; uint16_t scale, bias; };
-  __device__ static Raw load(const Args& a, int64_t row, int64_t unit) {
-    const uint8_t* p = a.data + row * a.row_stride + unit * (kUnit * kBits / 8);
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + unit * (kUnit * kBits / 8);
     Raw r;
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i) r.v[i] = ld_u4(p + 16 * i);
+    for (int i = 0; i < kVecs; ++i) r.v[i] = L::u4(p + 16 * i);
     const int64_t g = row * a.groups_per_row + ((unit * kUnit) >> a.group_shift);
-    r.scale = ld_u16(static_cast<const uint8_t*>(a.scales) + 2 * g);
-    r.bias = ld_u16(static_cast<const uint8_t*>(a.biases) + 2 * g);
+    r.scale = FromGlobal::u16(static_cast<const uint8_t*>(a.scales) + 2 * g);
+    r.bias = FromGlobal::u16(static_cast<const uint8_t*>(a.biases) + 2 * g);
     return r;
   }
   __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
