@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Builds the CUDA targets for sm_90a and runs the op test, the GEMV bench and (time
-# permitting) the op test under compute-sanitizer, on the H200 machine. Logs go to OUTDIR.
-# Usage, from the tree root: tools/cuda_device_run.sh OUTDIR
+# Builds the CUDA targets for sm_90a and runs, on the H200 machine: the op test, the GEMV
+# bench, then as time permits (BUDGET_S, default 225 s for the whole script) the GEMV SASS,
+# an ncu pass over the GEMV kernels and the op test under compute-sanitizer. Logs go to OUTDIR.
+# Usage, from the tree root: [BUDGET_S=225] tools/cuda_device_run.sh OUTDIR
 # CMake first (the project's own build); if configuring fails on the machine's tools, a
 # plain nvcc build of the same files (sm_90a) so the run still counts.
 set -u
 out=${1:?usage: tools/cuda_device_run.sh OUTDIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
+export PATH=$PATH:/usr/local/cuda/bin
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 build=/tmp/ds4-cuda-build
 mkdir -p "$out" "$build"
 log() { echo "== $*" | tee -a "$out/env.txt"; }
+start=$(date +%s)
+budget=${BUDGET_S:-225}
+left() { echo $(( budget - ($(date +%s) - start) )); }
 
 log "date $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit,driver_version --format=csv 2>&1 | tee -a "$out/env.txt"
@@ -44,10 +50,27 @@ log "bench_cuda_gemv 20"
 "$bin/bench_cuda_gemv" 20 2>&1 | tee "$out/bench_cuda_gemv.txt"
 log "bench exit ${PIPESTATUS[0]}"
 
-if command -v compute-sanitizer >/dev/null; then
-  log "compute-sanitizer memcheck test_cuda_ops --small"
-  timeout 45 compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_cuda_ops" --small >"$out/sanitizer.txt" 2>&1
+obj=$(find "$build" \( -name gemv.cu.o -o -name gemv.o \) | head -1)
+if command -v cuobjdump >/dev/null && [ -n "$obj" ]; then
+  cuobjdump -sass "$obj" >"$out/gemv_sass.txt" 2>&1
+  log "sass: $(grep -c Function "$out/gemv_sass.txt") kernels"
+fi
+
+if [ -n "$ncu" ] && [ "$(left)" -gt 50 ]; then
+  log "ncu over the GEMV kernels (bench --profile), $(left) s left"
+  timeout $(( $(left) - 35 )) "$ncu" --clock-control none --kernel-name regex:gemv --section SpeedOfLight \
+    --section Occupancy --section MemoryWorkloadAnalysis "$bin/bench_cuda_gemv" --profile >"$out/ncu.txt" 2>&1
+  log "ncu exit $? (124 = timed out)"
+fi
+
+if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 15 ]; then
+  log "compute-sanitizer memcheck test_cuda_ops --small, $(left) s left"
+  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_cuda_ops" --small >"$out/sanitizer.txt" 2>&1
   log "sanitizer exit $? (124 = timed out)"
   tail -5 "$out/sanitizer.txt"
 fi
+log "total $(( $(date +%s) - start )) s"
+# The reply shows only the output's tail: repeat the two results last.
+grep -E "FAIL|PASSED|FAILED|FATAL" "$out/test_cuda_ops.txt" | tail -20
+cat "$out/bench_cuda_gemv.txt"
 exit "$test_rc"

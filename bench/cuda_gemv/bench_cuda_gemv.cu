@@ -8,7 +8,9 @@
 // CUDA graph (decode runs as a graph too) and replayed; the median of the replays is
 // reported per launch.
 //
-// Usage: bench_cuda_gemv [reps]
+// Usage: bench_cuda_gemv [reps]      the table
+//        bench_cuda_gemv --profile    two plain launches per case at the square and large
+//                                     shapes, for ncu --kernel-name regex:gemv
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -62,7 +64,7 @@ struct Row {
   double mib, us, gbps;
 };
 
-Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* y) {
+Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* y, bool profile) {
   WeightMatrix w;
   w.type = f.type;
   w.rows = s.rows;
@@ -83,6 +85,12 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
     fill_halves<<<1024, 256>>>(sc.as<uint16_t>(), copies * sb_bytes / 2, 0x1800);
     fill_halves<<<1024, 256>>>(bi.as<uint16_t>(), copies * sb_bytes / 2, 0xa400);
     DS4_CUDA_CHECK_LAUNCH();
+  }
+  if (profile) {  // warm-up + the profiled launch, on copy 0
+    w.data = data.get(), w.scales = sc.get(), w.biases = bi.get();
+    for (int i = 0; i < 2; ++i) cuda::gemv(w, x, y, nullptr, f.path);
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    return Row{f.label, "", 0, 0, 0};
   }
   cudaStream_t st;
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -133,11 +141,12 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
 
 int main(int argc, char** argv) {
   try {
-    const int reps = argc > 1 ? std::max(3, std::atoi(argv[1])) : 20;
+    const bool profile = argc > 1 && std::string(argv[1]) == "--profile";
+    const int reps = argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
     cudaDeviceProp prop{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-    const cuda::Bandwidth bw = cuda::measure_bandwidth(static_cast<size_t>(2) << 30, 20, nullptr);
+    const cuda::Bandwidth bw = profile ? cuda::Bandwidth{} : cuda::measure_bandwidth(static_cast<size_t>(2) << 30, 20, nullptr);
     std::printf("bandwidth (2 GiB buffers, median of 20): copy kernel %.0f GB/s, cudaMemcpy D2D %.0f GB/s "
                 "(read+write), read-only %.0f GB/s\n\n",
                 bw.copy_gbps, bw.memcpy_gbps, bw.read_gbps);
@@ -171,7 +180,9 @@ int main(int argc, char** argv) {
                       (long long)s.cols);
           continue;
         }
-        const Row r = bench_one(f, s, reps, x.as<float>(), y.as<float>());
+        if (profile && s.rows != s.cols && s.rows != 16384) continue;
+        const Row r = bench_one(f, s, reps, x.as<float>(), y.as<float>(), profile);
+        if (profile) continue;
         std::printf("%-12s %-22s %9.2f %9.2f %9.0f %6.1f%% %6.1f%%\n", r.label.c_str(), r.shape.c_str(), r.mib, r.us,
                     r.gbps, 100.0 * r.gbps / bw.copy_gbps, 100.0 * r.gbps / bw.read_gbps);
       }
