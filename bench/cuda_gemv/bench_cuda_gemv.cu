@@ -52,6 +52,7 @@ struct Format {
   DType scale_type;
   const char* label;
   cuda::GemvPath path = cuda::GemvPath::kAuto;
+  int rows_per_block = 0;  // 0: the format's default
 };
 
 struct Shape {
@@ -88,7 +89,7 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   }
   if (profile) {  // warm-up + the profiled launch, on copy 0
     w.data = data.get(), w.scales = sc.get(), w.biases = bi.get();
-    for (int i = 0; i < 2; ++i) cuda::gemv(w, x, y, nullptr, f.path);
+    for (int i = 0; i < 2; ++i) cuda::gemv(w, x, y, nullptr, cuda::GemvOptions{f.path, f.rows_per_block});
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
     return Row{f.label, "", 0, 0, 0};
   }
@@ -99,7 +100,7 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
       w.data = data.as<uint8_t>() + c * data_bytes;
       w.scales = sb_bytes ? sc.as<uint8_t>() + c * sb_bytes : nullptr;
       w.biases = sb_bytes ? bi.as<uint8_t>() + c * sb_bytes : nullptr;
-      cuda::gemv(w, x, y, st, f.path);
+      cuda::gemv(w, x, y, st, cuda::GemvOptions{f.path, f.rows_per_block});
     }
   };
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
@@ -185,6 +186,23 @@ int main(int argc, char** argv) {
         if (profile) continue;
         std::printf("%-12s %-22s %9.2f %9.2f %9.0f %6.1f%% %6.1f%%\n", r.label.c_str(), r.shape.c_str(), r.mib, r.us,
                     r.gbps, 100.0 * r.gbps / bw.copy_gbps, 100.0 * r.gbps / bw.read_gbps);
+      }
+    if (profile) return 0;
+    // Rows per thread block, the main tuning knob: GB/s for each choice.
+    std::printf("\nrows per block sweep (GB/s; default: the format's kRows)\n%-12s %-22s %8s %8s %8s %8s %8s\n",
+                "format", "shape", "default", "R=1", "R=2", "R=4", "R=8");
+    for (const Format& f : formats)
+      for (const Shape& s : {shapes[0], shapes[5]}) {
+        WeightMatrix probe;
+        probe.type = f.type, probe.rows = s.rows, probe.cols = s.cols, probe.data = x.get();
+        if (f.path == cuda::GemvPath::kStaged && !cuda::gemv_can_stage(probe)) continue;
+        std::printf("%-12s %-22s", f.label, (std::to_string(s.rows) + "x" + std::to_string(s.cols)).c_str());
+        for (int rb : {0, 1, 2, 4, 8}) {
+          Format g = f;
+          g.rows_per_block = rb;
+          std::printf(" %8.0f", bench_one(g, s, reps, x.as<float>(), y.as<float>(), false).gbps);
+        }
+        std::printf("\n");
       }
   } catch (const std::exception& e) {
     std::printf("FATAL: %s\n", e.what());

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/activation.h"
@@ -74,31 +75,23 @@ std::string shape2(int64_t a, int64_t b) { return std::to_string(a) + "x" + std:
 // f32 accumulation over up to ~7k terms in a different order than the double reference.
 constexpr double kGemvNmse = 1e-9, kGemvRel = 1e-4;
 
-void test_gemv_path(const HostWeight& hw, const DeviceWeight& dw, const std::vector<float>& x, cuda::GemvPath path,
-                    const char* path_name);
+// y = W x through one read path and rows-per-block choice, against `ref`.
+void test_gemv_run(const DeviceWeight& dw, const std::vector<float>& x, const std::vector<double>& ref,
+                   const cuda::GemvOptions& opt, const std::string& name) {
+  const int64_t rows = dw.view.rows;
+  cuda::DeviceBuffer dx = to_device(x, "x"), dy(static_cast<size_t>(rows) * sizeof(float), "y");
+  poison(dy);
+  cuda::gemv(dw.view, dx.as<float>(), dy.as<float>(), nullptr, opt);
+  const std::vector<float> y = to_host(dy, static_cast<size_t>(rows));
+  report(name, shape2(rows, dw.view.cols), y, ref, kGemvNmse, kGemvRel);
+}
 
-// One random weight, checked through every read path gemv has for its format.
-void test_gemv(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st = DType::F16) {
+// One random weight, checked through every read path gemv has for its format; with
+// `sweep_rows`, also with every rows-per-block choice (1, 2, 4, 8: the tail paths).
+void test_gemv(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st = DType::F16, bool sweep_rows = false) {
   const HostWeight hw = random_weight(t, rows, cols, g_rng, group, st);
   const DeviceWeight dw = upload(hw);
   const std::vector<float> x = randn(static_cast<size_t>(cols));
-  if (cuda::gemv_can_stage(dw.view)) {
-    test_gemv_path(hw, dw, x, cuda::GemvPath::kDirect, "/direct");
-    test_gemv_path(hw, dw, x, cuda::GemvPath::kStaged, "/staged");
-  } else {
-    test_gemv_path(hw, dw, x, cuda::GemvPath::kAuto, "");
-  }
-}
-
-void test_gemv_path(const HostWeight& hw, const DeviceWeight& dw, const std::vector<float>& x, cuda::GemvPath path,
-                    const char* path_name) {
-  const DType t = hw.type;
-  const int64_t rows = hw.rows, cols = hw.cols, group = hw.group_size;
-  const DType st = hw.scale_type;
-  cuda::DeviceBuffer dx = to_device(x, "x"), dy(static_cast<size_t>(rows) * sizeof(float), "y");
-  poison(dy);
-  cuda::gemv(dw.view, dx.as<float>(), dy.as<float>(), nullptr, path);
-  const std::vector<float> y = to_host(dy, static_cast<size_t>(rows));
   std::vector<double> ref(static_cast<size_t>(rows));
   std::vector<float> wrow(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
@@ -109,8 +102,16 @@ void test_gemv_path(const HostWeight& hw, const DeviceWeight& dw, const std::vec
   }
   std::string name = "gemv_" + std::string(dtype_name(t));
   if (t == DType::MLX_Q4 || t == DType::MLX_Q8) name += "_g" + std::to_string(group) + (st == DType::BF16 ? "_bf16" : "_f16");
-  name += path_name;
-  report(name, shape2(rows, cols), y, ref, kGemvNmse, kGemvRel);
+  std::vector<std::pair<cuda::GemvPath, std::string>> paths = {{cuda::GemvPath::kAuto, ""}};
+  if (cuda::gemv_can_stage(dw.view)) paths = {{cuda::GemvPath::kDirect, "/direct"}, {cuda::GemvPath::kStaged, "/staged"}};
+  for (const auto& [path, path_name] : paths) {
+    if (!sweep_rows) {
+      test_gemv_run(dw, x, ref, cuda::GemvOptions{path, 0}, name + path_name);
+      continue;
+    }
+    for (int rb : {1, 2, 4, 8})
+      test_gemv_run(dw, x, ref, cuda::GemvOptions{path, rb}, name + path_name + "/R" + std::to_string(rb));
+  }
 }
 
 void test_rmsnorm(int64_t rows, int64_t dim) {
@@ -220,8 +221,10 @@ void test_errors() {
   expect_throw("admission 1 PiB", [] { cuda::admit_allocation(static_cast<size_t>(1) << 50, "a 1 PiB test tensor"); });
   w.type = DType::IQ2_XXS;
   w.cols = 7168;  // 28 blocks of 66 bytes: a row stride that is not 16-byte aligned
-  expect_throw("gemv staged unaligned", [&] { cuda::gemv(w, nullptr, nullptr, nullptr, cuda::GemvPath::kStaged); });
+  expect_throw("gemv staged unaligned", [&] { cuda::gemv(w, nullptr, nullptr, nullptr, cuda::GemvOptions{cuda::GemvPath::kStaged, 0}); });
   cuda::RopeParams p{1, 1, 64, 65, 1e4f, nullptr, cuda::RopeStyle::kNeox};
+  w.type = DType::BF16;
+  expect_throw("gemv rows_per_block 3", [&] { cuda::gemv(w, nullptr, nullptr, nullptr, cuda::GemvOptions{cuda::GemvPath::kAuto, 3}); });
   expect_throw("rope odd rot_dim", [&] { cuda::rope_f32(nullptr, p, nullptr); });
 }
 
@@ -241,13 +244,13 @@ int main(int argc, char** argv) {
     const int64_t big_rows = small ? 8 : 1024, wide_rows = small ? 3 : 64;
     const DType blockwise[] = {DType::BF16, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q2_K, DType::IQ2_XXS};
     for (DType t : blockwise) {
-      test_gemv(t, 77, 768);  // rows not a multiple of any kRows: the tail path
+      test_gemv(t, 77, 768, 64, DType::F16, true);  // 77 rows: a tail for every rows-per-block
       test_gemv(t, big_rows, 4096);
       test_gemv(t, wide_rows, 7168);
       test_gemv(t, 40, 1024);  // Q8_0: exactly one staging span
     }
     for (DType t : {DType::MLX_Q4, DType::MLX_Q8}) {
-      test_gemv(t, 77, 768, 64, DType::F16);
+      test_gemv(t, 77, 768, 64, DType::F16, true);
       test_gemv(t, big_rows, 4096, 32, DType::BF16);
       test_gemv(t, wide_rows, 2048, 64, DType::BF16);
     }

@@ -1,6 +1,6 @@
 // GEMV kernels: two templates over the format decoders in gemv_formats.cuh.
 //
-// Work split (both kernels): a thread block owns F::kRows consecutive rows; per 32-weight
+// Work split (both kernels): a thread block owns R consecutive rows (F::kRows unless tuned); per 32-weight
 // unit a thread first issues the loads of all kRows rows (so they are in flight together),
 // then loads the unit's 32 x values once (L1-resident, 16-byte loads) and reuses them for
 // every row. Partial sums are reduced by warp shuffles, then across warps in shared memory.
@@ -80,10 +80,9 @@ __device__ void block_finish(const float (&acc)[R], int64_t row0, int64_t rows, 
   }
 }
 
-template <class F>
+template <class F, int R>
 __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const float* __restrict__ x,
                                                                  float* __restrict__ y) {
-  constexpr int R = F::kRows;
   __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
   Codebook<F> book{grid_smem};
   book.stage();
@@ -107,10 +106,9 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const 
   block_finish<R>(acc, row0, a.rows, y);
 }
 
-template <class F>
+template <class F, int R>
 __global__ void __launch_bounds__(kMaxThreads) gemv_staged_kernel(Args a, const float* __restrict__ x,
                                                                  float* __restrict__ y) {
-  constexpr int R = F::kRows;
   constexpr int kSpanBytes = F::kSpanBlocks * F::kBlockBytes;
   constexpr int kSpanVecs = kSpanBytes / 16;
   constexpr int kVecsPerLane = (kSpanVecs + 31) / 32;
@@ -165,20 +163,31 @@ int threads_for(int64_t work_items) {  // narrow rows get fewer threads rather t
   return int(std::min<int64_t>(kMaxThreads, (work_items + 31) / 32 * 32));
 }
 
-template <class F>
-void launch(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged) {
-  const unsigned blocks = unsigned((a.rows + F::kRows - 1) / F::kRows);
+template <class F, int R>
+void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged) {
+  const unsigned blocks = unsigned((a.rows + R - 1) / R);
   const int64_t units = a.cols / kUnit;
   if constexpr (F::kSpanBlocks > 0) {
     if (staged) {
       constexpr int64_t span_units = F::kSpanBlocks * F::kUnitsPerBlock;
-      gemv_staged_kernel<F><<<blocks, threads_for((units + span_units - 1) / span_units * 32), 0, stream>>>(a, x, y);
+      gemv_staged_kernel<F, R><<<blocks, threads_for((units + span_units - 1) / span_units * 32), 0, stream>>>(a, x, y);
       DS4_CUDA_CHECK_LAUNCH();
       return;
     }
   }
-  gemv_direct_kernel<F><<<blocks, threads_for(units), 0, stream>>>(a, x, y);
+  gemv_direct_kernel<F, R><<<blocks, threads_for(units), 0, stream>>>(a, x, y);
   DS4_CUDA_CHECK_LAUNCH();
+}
+
+template <class F>
+void launch(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, int rows_per_block) {
+  switch (rows_per_block ? rows_per_block : F::kRows) {
+    case 1: return launch_rows<F, 1>(a, x, y, stream, staged);
+    case 2: return launch_rows<F, 2>(a, x, y, stream, staged);
+    case 4: return launch_rows<F, 4>(a, x, y, stream, staged);
+    case 8: return launch_rows<F, 8>(a, x, y, stream, staged);
+    default: throw InputError("cuda gemv: rows_per_block " + std::to_string(rows_per_block) + " is not 0, 1, 2, 4 or 8");
+  }
 }
 
 int log2_exact(int64_t v) {
@@ -228,10 +237,12 @@ bool gemv_can_stage(const WeightMatrix& w) {
 }
 
 void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream) {
-  gemv(w, x, y, stream, GemvPath::kAuto);
+  gemv(w, x, y, stream, GemvOptions{});
 }
 
-void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, GemvPath path) {
+void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt) {
+  const GemvPath path = opt.path;
+  const int rb = opt.rows_per_block;
   if (!gemv_supports(w.type))
     throw InputError("cuda gemv: weight type " + std::string(dtype_name(w.type)) + " is not supported");
   const Args a = make_args(w);
@@ -242,16 +253,16 @@ void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, 
   const bool staged = path != GemvPath::kDirect && can_stage;
   const bool bf16s = w.scale_type == DType::BF16;
   switch (w.type) {
-    case DType::BF16: return launch<Half16<true>>(a, x, y, stream, false);
-    case DType::F16: return launch<Half16<false>>(a, x, y, stream, false);
-    case DType::Q8_0: return launch<Q8_0>(a, x, y, stream, staged);
-    case DType::Q4_K: return launch<Q4_K>(a, x, y, stream, false);
-    case DType::Q2_K: return launch<Q2_K>(a, x, y, stream, staged);
-    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, x, y, stream, staged);
+    case DType::BF16: return launch<Half16<true>>(a, x, y, stream, false, rb);
+    case DType::F16: return launch<Half16<false>>(a, x, y, stream, false, rb);
+    case DType::Q8_0: return launch<Q8_0>(a, x, y, stream, staged, rb);
+    case DType::Q4_K: return launch<Q4_K>(a, x, y, stream, false, rb);
+    case DType::Q2_K: return launch<Q2_K>(a, x, y, stream, staged, rb);
+    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, x, y, stream, staged, rb);
     case DType::MLX_Q4:
-      return bf16s ? launch<MlxAffine<4, true>>(a, x, y, stream, false) : launch<MlxAffine<4, false>>(a, x, y, stream, false);
+      return bf16s ? launch<MlxAffine<4, true>>(a, x, y, stream, false, rb) : launch<MlxAffine<4, false>>(a, x, y, stream, false, rb);
     case DType::MLX_Q8:
-      return bf16s ? launch<MlxAffine<8, true>>(a, x, y, stream, false) : launch<MlxAffine<8, false>>(a, x, y, stream, false);
+      return bf16s ? launch<MlxAffine<8, true>>(a, x, y, stream, false, rb) : launch<MlxAffine<8, false>>(a, x, y, stream, false, rb);
     default: break;
   }
 }

@@ -23,7 +23,14 @@ void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream);
 //            row stride and data pointer; see gemv_can_stage).
 //   kAuto:   staged where it can, else direct. Other formats ignore the choice.
 enum class GemvPath : uint8_t { kAuto, kDirect, kStaged };
-void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, GemvPath path);
+
+struct GemvOptions {
+  GemvPath path = GemvPath::kAuto;
+  // Rows per thread block (x is loaded once per 32 weights and reused for each of them):
+  // 0 = the format's default (fewer bits per weight -> more rows); 1, 2, 4 or 8 to tune.
+  int rows_per_block = 0;
+};
+void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt);
 bool gemv_can_stage(const WeightMatrix& w);
 
 // Whether gemv() takes this type (so callers can report unsupported weights up front).
