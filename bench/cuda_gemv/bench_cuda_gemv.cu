@@ -9,7 +9,7 @@
 // reported per launch.
 //
 // Usage: bench_cuda_gemv [reps]      the table
-//        bench_cuda_gemv --profile    two plain launches per case at the square and large
+//        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
 #include <algorithm>
 #include <cstdio>
@@ -75,7 +75,8 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   const size_t data_bytes = size_t(s.rows * w.row_stride_bytes());
   const size_t sb_bytes = f.group ? size_t(s.rows * (s.cols / f.group) * 2) : 0;
   const size_t per_copy = data_bytes + 2 * sb_bytes;
-  const size_t copies = std::max<size_t>(1, ((static_cast<size_t>(1) << 30) + per_copy - 1) / per_copy);
+  // Profiling: one copy (ncu saves and restores what a replayed kernel may touch).
+  const size_t copies = profile ? 1 : std::max<size_t>(1, ((static_cast<size_t>(1) << 30) + per_copy - 1) / per_copy);
   cuda::DeviceBuffer data(copies * data_bytes, std::string("bench weights ") + f.label);
   fill(data.get(), data.bytes(), 1234u);
   cuda::DeviceBuffer sc, bi;
@@ -87,9 +88,9 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
     fill_halves<<<1024, 256>>>(bi.as<uint16_t>(), copies * sb_bytes / 2, 0xa400);
     DS4_CUDA_CHECK_LAUNCH();
   }
-  if (profile) {  // warm-up + the profiled launch, on copy 0
+  if (profile) {  // one launch: ncu replays it as often as its sections need
     w.data = data.get(), w.scales = sc.get(), w.biases = bi.get();
-    for (int i = 0; i < 2; ++i) cuda::gemv(w, x, y, nullptr, cuda::GemvOptions{f.path, f.rows_per_block});
+    cuda::gemv(w, x, y, nullptr, cuda::GemvOptions{f.path, f.rows_per_block});
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
     return Row{f.label, "", 0, 0, 0};
   }
