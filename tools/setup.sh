@@ -8,7 +8,7 @@ cd "$root"
 
 apt_packages=(cmake ninja-build g++ ccache pkg-config git
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libyaml-cpp-dev libcli11-dev
-  libgtest-dev libgmock-dev libjs-marked libjs-highlight.js chromium)
+  libgtest-dev libgmock-dev libicu-dev libjs-marked libjs-highlight.js chromium)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -53,5 +53,11 @@ WeightMatrix as_matrix_slice(const TensorInfo& t, int64_t index);
 // MLX affine triple "<prefix>.weight" (U32 packed), "<prefix>.scales", "<prefix>.biases";
 // bits and group size inferred from shapes (or taken from config "quantization").
 WeightMatrix mlx_matrix(const TensorSource& src, std::string_view prefix);
+// Slice `index` of stacked MLX affine experts: weight {n, rows, packed}, scales/biases {n, rows, groups}.
+WeightMatrix mlx_matrix_slice(const TensorSource& src, std::string_view prefix, int64_t index);
+
+// The language-model part of an HF config: config["text_config"] when present (multimodal
+// checkpoints nest it there), else the config itself.
+const nlohmann::json& text_config(const nlohmann::json& config);
 
 }  // namespace ds4

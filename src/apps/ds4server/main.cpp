@@ -24,6 +24,10 @@ struct Command {
 
 const Command kCommands[] = {
     {"version", ds4::cli::cmd_version, "print the version"},
+    {"tokenize", ds4::cli::cmd_tokenize, "text -> token ids (--tokenizer PATH [--json] [--special] TEXT|-)"},
+    {"detokenize", ds4::cli::cmd_detokenize, "token ids -> text (--tokenizer PATH IDS...)"},
+    {"chat-template", ds4::cli::cmd_chat_template, "render / continue / parse chats (--family F --tokenizer PATH [--jsonl])"},
+    {"run", ds4::cli::cmd_run, "generate tokens with a model (--model PATH --tokens IDS)"},
 };
 
 int usage() {
