@@ -52,6 +52,7 @@ def parse():
     ap.add_argument("--save-every", type=float, default=90.0, help="seconds between saves")
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--val-batches", type=int, default=40)
+    ap.add_argument("--sample-tokens", type=int, default=48, help="0: no samples.txt")
     ap.add_argument("--seed", type=int, default=0)
     return ap.parse_args()
 
@@ -236,7 +237,7 @@ def main():
         if step % args.log_every == 0 or step == 1:
             rec = {"step": step, "t": round(trained_s + time.time() - t_start, 2), "lr": lr,
                    "tokens": tokens_seen, "gnorm": round(float(gnorm), 4)}
-            rec.update({k: round(float(v), 4) for k, v in parts.items()})
+            rec.update({k: round(float(v.detach()), 4) for k, v in parts.items()})
             log.write(json.dumps(rec) + "\n")
             log.flush()
             print(json.dumps(rec), flush=True)
@@ -251,7 +252,8 @@ def main():
                "lr": args.lr, "mtp_weights": mtp_w, "wall_s": round(time.time() - T0, 1)}
     print(json.dumps(summary), flush=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "samples.txt").write_text(samples(model, data, dev, amp))
+    if args.sample_tokens > 0:
+        (out / "samples.txt").write_text(samples(model, data, dev, amp, args.sample_tokens))
     if args.save_pt:
         torch.save({"weights": q.state_dict(model, head), "optim": opt.state_dict(), "step": step,
                     "trained_s": trained_s, "tokens": tokens_seen}, args.save_pt)
