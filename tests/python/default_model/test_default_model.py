@@ -102,3 +102,20 @@ def test_engine_reproduces_reference_greedy():
         assert proc.returncode == 0, proc.stderr
         got = [int(t) for t in proc.stdout.replace(",", " ").split()]
         assert got[:n] == case["greedy"], (case["name"], got, case["greedy"])
+
+
+def test_q8_gguf_reproduces_reference_greedy(tmp_path):
+    """ds4-convert's Q8_0 GGUF of the default model (6.6 MiB) keeps every golden greedy token."""
+    bindir = Path(os.environ.get("DS4_BIN", ROOT / "build/debug/bin"))
+    gguf = tmp_path / "model.gguf"
+    conv = subprocess.run([str(bindir / "ds4-convert"), str(MODEL), str(gguf), "--quant", "Q8_0"],
+                          capture_output=True, text=True, timeout=600)
+    assert conv.returncode == 0, conv.stderr
+    assert gguf.stat().st_size < 8 * 2**20
+    for case in json.loads(GOLDEN.read_text())["cases"]:
+        n = len(case["greedy"])
+        proc = subprocess.run([str(bindir / "ds4server"), "run", "--model", str(gguf), "--tokens",
+                               ",".join(map(str, case["prompt"])), "--max-tokens", str(n)],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert [int(t) for t in proc.stdout.split()][:n] == case["greedy"], case["name"]
