@@ -47,7 +47,13 @@ void tile(const WeightMatrix& w, RowDecodeFn decode, int64_t r0, const float* x,
         wr[r] = buf + r * kChunkCols;
       }
     }
-    for (int64_t t = 0; t < n; ++t) {
+    int64_t t = 0;
+    for (; t + 2 <= n; t += 2) {  // token pairs: each weight load feeds two FMAs
+      float part[8];
+      dot4x2_f32(wr, x + t * cols + c0, x + (t + 1) * cols + c0, len, part);
+      for (int64_t r = 0; r < rows; ++r) y[t * w.rows + r0 + r] += part[r], y[(t + 1) * w.rows + r0 + r] += part[4 + r];
+    }
+    for (; t < n; ++t) {
       float part[4];
       dot4_f32(wr[0], wr[1], wr[2], wr[3], x + t * cols + c0, len, part);
       for (int64_t r = 0; r < rows; ++r) y[t * w.rows + r0 + r] += part[r];
