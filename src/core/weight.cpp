@@ -1,71 +1,69 @@
-// Generic matvec/matmul over any weight type: rows are dequantized one at a time into an
-// f32 scratch row and dotted in f32. Block formats plug their row decoder into
-// dequantize_row (core/quant_*.cpp); SIMD dot paths may replace this per type.
+// matvec/matmul over any weight type. Rows are decoded (by the type's decoder, core/quant_*)
+// into an f32 tile in cache and dotted with SIMD; a tile of rows is decoded once per call
+// and reused for all n input rows, so prefill (n > 1) reads and decodes each weight once.
 #include "core/weight.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
-#include "core/half.h"
+#include "core/quant.h"
 #include "core/thread_pool.h"
 
 namespace ds4 {
 
-int64_t WeightMatrix::row_stride_bytes() const {
-  if (type == DType::MLX_Q4 || type == DType::MLX_Q8) return row_bytes(type, cols);
-  return row_bytes(type, cols);
-}
-
-void dequantize_row_blocks(const WeightMatrix& w, int64_t r, float* out);  // quant formats (foundation)
+int64_t WeightMatrix::row_stride_bytes() const { return row_bytes(type, cols); }
 
 void dequantize_row(const WeightMatrix& w, int64_t r, float* out) {
-  const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * w.row_stride_bytes();
-  switch (w.type) {
-    case DType::F32: {
-      const float* p = reinterpret_cast<const float*>(row);
-      for (int64_t i = 0; i < w.cols; ++i) out[i] = p[i];
-      return;
+  row_decoder(w.type, simd_level())(w, r, 0, w.cols, out);
+}
+
+void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool* pool) { matmul(w, x, 1, y, pool); }
+
+namespace {
+
+// Rows per decoded tile: ~128 KB of f32 (stays in L2 while all n inputs stream past it),
+// a multiple of 4 for the 4-row dot kernel.
+int64_t tile_rows(int64_t cols) { return std::clamp<int64_t>((32768 / std::max<int64_t>(cols, 1)) & ~int64_t(3), 4, 64); }
+
+// Y[t, r] for rows [r0, r1) and all n inputs, from a decoded tile {r1-r0, cols}.
+void tile_dots(const float* tile, int64_t r0, int64_t r1, int64_t cols, const float* x, int64_t n, int64_t rows,
+               float* y) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xt = x + t * cols;
+    float* yt = y + t * rows;
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+      const float* wr = tile + (r - r0) * cols;
+      dot4_f32(wr, wr + cols, wr + 2 * cols, wr + 3 * cols, xt, cols, yt + r);
     }
-    case DType::F16: {
-      const uint16_t* p = reinterpret_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < w.cols; ++i) out[i] = f16_to_f32(p[i]);
-      return;
-    }
-    case DType::BF16: {
-      const uint16_t* p = reinterpret_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < w.cols; ++i) out[i] = bf16_to_f32(p[i]);
-      return;
-    }
-    default:
-      dequantize_row_blocks(w, r, out);
+    for (; r < r1; ++r) yt[r] = dot_f32(tile + (r - r0) * cols, xt, cols);
   }
 }
 
-static float dot_f32(const float* a, const float* b, int64_t n) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool* pool) {
-  matmul(w, x, 1, y, pool);
-}
+}  // namespace
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
-  parallel_for(pool, w.rows, [&](int64_t begin, int64_t end) {
-    std::vector<float> row(size_t(w.cols));
-    for (int64_t r = begin; r < end; ++r) {
-      const float* wr;
-      if (w.type == DType::F32) {
-        wr = reinterpret_cast<const float*>(static_cast<const uint8_t*>(w.data) + r * w.cols * 4);
-      } else {
-        dequantize_row(w, r, row.data());
-        wr = row.data();
-      }
-      for (int64_t t = 0; t < n; ++t) y[t * w.rows + r] = dot_f32(wr, x + t * w.cols, w.cols);
+  const RowDecodeFn decode = row_decoder(w.type, simd_level());
+  decode_granularity(w);  // validates MLX group geometry before any decoding
+  const int64_t cols = w.cols;
+  if (w.type == DType::F32) {  // no decode needed: dot straight from the weights
+    parallel_for(pool, w.rows, [&](int64_t begin, int64_t end) {
+      tile_dots(static_cast<const float*>(w.data) + begin * cols, begin, end, cols, x, n, w.rows, y);
+    }, 16);
+    return;
+  }
+  const int64_t tr = tile_rows(cols);
+  const int64_t n_tiles = (w.rows + tr - 1) / tr;
+  parallel_for(pool, n_tiles, [&](int64_t begin, int64_t end) {
+    std::vector<float> tile(size_t(tr * cols));
+    for (int64_t ti = begin; ti < end; ++ti) {
+      const int64_t r0 = ti * tr, r1 = std::min(w.rows, r0 + tr);
+      for (int64_t r = r0; r < r1; ++r) decode(w, r, 0, cols, tile.data() + (r - r0) * cols);
+      tile_dots(tile.data(), r0, r1, cols, x, n, w.rows, y);
     }
-  }, 16);
+  }, 1);
 }
 
 }  // namespace ds4

@@ -7,6 +7,8 @@
 #include "core/error.h"
 #include "models/model.h"
 #include "models/registry.h"
+#include "models/qwen_next/model.h"
+#include "models/deepseek_v4/model.h"
 
 namespace ds4 {
 namespace {
@@ -19,7 +21,9 @@ struct Family {
 
 const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {
-      // {"qwen_next", qwen_next::probe, qwen_next::load},
+      {"qwen_next", qwen_next::probe, qwen_next::load},
+      {"deepseek_v4", deepseek_v4::probe, deepseek_v4::load},
+      {"glm5", glm5::probe, glm5::load},
   };
   return kFamilies;
 }

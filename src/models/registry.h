@@ -4,3 +4,8 @@
 #include <string>
 
 #include "models/model.h"
+
+namespace ds4::glm5 {
+bool probe(const std::string& path);
+std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options);
+}  // namespace ds4::glm5

@@ -1,0 +1,135 @@
+// DeepSeek V4 attention (HF DeepseekV4Attention; ds4.c layer_attention_* / rope_tail_*):
+// q LoRA -> per-head unweighted RMSNorm -> rope on the head tail; one shared KV head
+// (K == V) with its own norm and rope; keys = the sliding window of raw rows plus, on
+// compressed layers, the compressed entries (all causally closed ones for HCA, the
+// indexer's top-k for CSA); a learned per-head sink joins the softmax denominator; the
+// output's rope tail is rotated back (position -p) and projected by grouped o LoRA.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/norm.h"
+#include "backend/cpu/rope.h"
+#include "core/error.h"
+#include "core/simd.h"
+#include "core/thread_pool.h"
+#include "models/deepseek_v4/layers.h"
+
+namespace ds4::deepseek_v4 {
+namespace {
+
+struct KeySet {
+  const float* raw = nullptr;  // {n_raw, head_dim}: window rows then this chunk's rows
+  int64_t n_raw_before = 0;    // rows that precede position p0
+  const float* comp = nullptr; // {n_comp, head_dim}
+  const std::vector<std::vector<int32_t>>* sel = nullptr;  // CSA: per-query allowed entries
+  int64_t ratio = 0;
+};
+
+// One (query, head): softmax over [window keys, chosen compressed keys, sink].
+void attend(const Ctx& ctx, const KeySet& ks, const float* q, float sink, int64_t t, int64_t p0, float* o,
+            std::vector<float>& sc, std::vector<const float*>& rows) {
+  const Config& c = ctx.c;
+  const int64_t hd = c.head_dim, pos = p0 + t;
+  rows.clear();
+  const int64_t hi = ks.n_raw_before + t;  // this query's own row
+  const int64_t lo = std::max<int64_t>(0, hi - c.window + 1);
+  for (int64_t j = lo; j <= hi; ++j) rows.push_back(ks.raw + j * hd);
+  if (ks.ratio > 0) {
+    if (ks.sel) {
+      for (int32_t k : (*ks.sel)[size_t(t)]) rows.push_back(ks.comp + int64_t(k) * hd);
+    } else {
+      const int64_t visible = (pos + 1) / ks.ratio;
+      for (int64_t k = 0; k < visible; ++k) rows.push_back(ks.comp + k * hd);
+    }
+  }
+  const float scale = 1.0f / std::sqrt(float(hd));
+  sc.resize(rows.size());
+  float m = sink;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    sc[r] = dot_f32(q, rows[r], hd) * scale;
+    m = std::max(m, sc[r]);
+  }
+  float denom = std::exp(sink - m);
+  for (float& s : sc) denom += (s = std::exp(s - m));
+  std::fill(o, o + hd, 0.0f);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const float p = sc[r] / denom;
+    for (int64_t i = 0; i < hd; ++i) o[i] += p * rows[r][i];
+  }
+}
+
+// Grouped output projection: group g's heads {heads/g * hd} -> o_lora via rows
+// [g * o_lora, (g+1) * o_lora) of o_a, then all groups {g * o_lora} -> hidden via o_b.
+void grouped_output(const Ctx& ctx, const LayerWeights& w, const float* heads, int64_t T, float* out) {
+  const Config& c = ctx.c;
+  const int64_t G = c.o_groups, in = c.heads * c.head_dim / G, full = c.heads * c.head_dim;
+  std::vector<float> low(static_cast<size_t>(T * G * c.o_lora)), xg(static_cast<size_t>(T * in)), yg(static_cast<size_t>(T * c.o_lora));
+  for (int64_t g = 0; g < G; ++g) {
+    WeightMatrix wg = w.o_a;
+    wg.rows = c.o_lora;
+    wg.data = static_cast<const uint8_t*>(w.o_a.data) + g * c.o_lora * w.o_a.row_stride_bytes();
+    for (int64_t t = 0; t < T; ++t) std::copy_n(heads + t * full + g * in, in, xg.data() + t * in);
+    matmul(wg, xg.data(), T, yg.data(), ctx.pool);
+    for (int64_t t = 0; t < T; ++t) std::copy_n(yg.data() + t * c.o_lora, c.o_lora, low.data() + (t * G + g) * c.o_lora);
+  }
+  matmul(w.o_b, low.data(), T, out, ctx.pool);
+}
+
+}  // namespace
+
+void attention_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, LayerState& s, const float* x,
+                       int64_t T, int64_t p0, float* out) {
+  const Config& c = ctx.c;
+  const int64_t hd = c.head_dim, nope = hd - c.rope_dim, ratio = c.ratio(layer);
+  const std::vector<float>& inv = ratio > 0 ? ctx.inv_freq_compress : ctx.inv_freq_main;
+  // q LoRA: qr {T, q_lora} (the indexer reads it too), q {T, heads, hd}
+  std::vector<float> qr = project(ctx, w.q_a, x, T, "q_a");
+  for (int64_t t = 0; t < T; ++t)
+    cpu::rmsnorm_f32(qr.data() + t * c.q_lora, w.q_a_norm.data(), 0.0f, c.q_lora, c.rms_eps, qr.data() + t * c.q_lora);
+  std::vector<float> q = project(ctx, w.q_b, qr.data(), T, "q_b");
+  // kv {T, hd}: the single shared head, used as key and value
+  std::vector<float> kv = project(ctx, w.kv, x, T, "kv");
+  for (int64_t t = 0; t < T; ++t) {
+    float* qt = q.data() + t * c.heads * hd;
+    for (int64_t h = 0; h < c.heads; ++h) cpu::rmsnorm_f32(qt + h * hd, nullptr, 1.0f, hd, c.rms_eps, qt + h * hd);
+    cpu::rope_f32(qt + nope, c.heads, hd, c.rope_dim, p0 + t, inv.data(), cpu::RopeStyle::kInterleaved);
+    float* kt = kv.data() + t * hd;
+    cpu::rmsnorm_f32(kt, w.kv_norm.data(), 0.0f, hd, c.rms_eps, kt);
+    cpu::rope_f32(kt + nope, 1, hd, c.rope_dim, p0 + t, inv.data(), cpu::RopeStyle::kInterleaved);
+  }
+  // raw rows visible to this chunk: the kept window, then the new rows {n_before + T, hd}
+  std::vector<float> raw(s.window);
+  raw.insert(raw.end(), kv.begin(), kv.end());
+  KeySet ks{raw.data(), s.n_window, nullptr, nullptr, ratio};
+  std::vector<std::vector<int32_t>> sel;
+  if (ratio > 0) {
+    const bool csa = w.has_indexer;
+    compressor_push(ctx, w.comp, ratio, csa, s.comp, x, T, p0);
+    if (csa) {
+      compressor_push(ctx, w.index, ratio, true, s.index, x, T, p0);
+      sel = indexer_select(ctx, w, ratio, s.index, qr.data(), x, T, p0);
+      ks.sel = &sel;
+    }
+    ks.comp = s.comp.entries.data();
+  }
+  std::vector<float> heads(static_cast<size_t>(T * c.heads * hd));
+  parallel_for(ctx.pool, T * c.heads, [&](int64_t b, int64_t e) {
+    std::vector<float> sc;
+    std::vector<const float*> rows;
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t t = r / c.heads, h = r % c.heads;
+      attend(ctx, ks, q.data() + r * hd, w.sinks[size_t(h)], t, p0, heads.data() + r * hd, sc, rows);
+    }
+  });
+  // K == V carried rope on its tail; rotate the output back at the query position.
+  for (int64_t t = 0; t < T; ++t)
+    cpu::rope_f32(heads.data() + t * c.heads * hd + nope, c.heads, hd, c.rope_dim, -(p0 + t), inv.data(),
+                  cpu::RopeStyle::kInterleaved);
+  grouped_output(ctx, w, heads.data(), T, out);
+  // keep the last (window - 1) raw rows: with the next token they make a full window
+  const int64_t total = s.n_window + T, keep = std::min<int64_t>(total, c.window - 1);
+  s.window.assign(raw.end() - keep * hd, raw.end());
+  s.n_window = keep;
+}
+
+}  // namespace ds4::deepseek_v4

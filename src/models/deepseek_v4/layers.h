@@ -1,0 +1,45 @@
+#pragma once
+// The sublayers the DeepSeek V4 forward composes (internal to the family folder).
+#include <cstdint>
+#include <vector>
+
+#include "models/deepseek_v4/config.h"
+#include "models/deepseek_v4/state.h"
+#include "models/deepseek_v4/weights.h"
+
+namespace ds4 {
+class ThreadPool;
+}
+
+namespace ds4::deepseek_v4 {
+
+struct Ctx {
+  const Config& c;
+  ThreadPool* pool;
+  const std::vector<float>& inv_freq_main;      // sliding-only layers
+  const std::vector<float>& inv_freq_compress;  // CSA / HCA layers, compressors, indexer
+};
+
+// Y {n, w.rows} = X {n, w.cols} W^T, with a shape check naming `what`.
+std::vector<float> project(const Ctx& ctx, const WeightMatrix& w, const float* x, int64_t n, const char* what);
+
+// Appends T tokens (x {T, hidden}, positions p0..) to a compressor lane; emits one entry
+// per closed window. overlap = CSA (width = 2 * dim).
+void compressor_push(const Ctx& ctx, const CompressorWeights& w, int64_t ratio, bool overlap,
+                     CompressorState& s, const float* x, int64_t T, int64_t p0);
+
+// Lightning indexer: for each query t the compressed entries it may attend to (top-k of the
+// causally visible ones). qr {T, q_lora} (q LoRA after its norm), x {T, hidden}.
+std::vector<std::vector<int32_t>> indexer_select(const Ctx& ctx, const LayerWeights& w, int64_t ratio,
+                                                 const CompressorState& index, const float* qr,
+                                                 const float* x, int64_t T, int64_t p0);
+
+// Attention sublayer: x {T, hidden} (already normed) -> out {T, hidden}; updates the state.
+void attention_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, LayerState& s, const float* x,
+                       int64_t T, int64_t p0, float* out);
+
+// MoE sublayer: routed experts (hash or top-k) + shared expert. x {T, hidden} -> out {T, hidden}.
+void moe_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, const int32_t* tokens, const float* x,
+                 int64_t T, float* out);
+
+}  // namespace ds4::deepseek_v4

@@ -1,0 +1,160 @@
+// DeepSeek V4 forward: embedding -> HC streams -> per layer (HC pre, attention, HC post,
+// HC pre, MoE, HC post) -> HC head -> norm -> lm_head. One batched pass per chunk.
+#include "models/deepseek_v4/model.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "backend/cpu/hyper_connections.h"
+#include "backend/cpu/norm.h"
+#include "backend/cpu/rope.h"
+#include "backend/cpu/rope_yarn.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "formats/tensor_source.h"
+#include "models/deepseek_v4/gguf.h"
+#include "models/deepseek_v4/layers.h"
+
+namespace ds4::deepseek_v4 {
+namespace {
+
+// HF config.json, or the deepseek4.* keys of a ds4-layout GGUF.
+Config config_of(const TensorSource& src) {
+  const nlohmann::json& j = text_config(src.config());
+  if (j.value("architecture", std::string()) != "deepseek4") return parse_config(j, src.path());
+  nlohmann::json hf = hf_config_from_ds4(j, src.path());
+  const auto& md = src.metadata();
+  if (md.contains("tokenizer.ggml.eos_token_id")) hf["eos_token_id"] = md["tokenizer.ggml.eos_token_id"];
+  return parse_config(hf, src.path());
+}
+
+std::vector<float> inv_freq(const RopeConfig& r, int64_t rot_dim) {
+  return r.yarn ? cpu::rope_yarn_inv_freq(rot_dim, r.theta, r.yarn_params) : cpu::rope_inv_freq(rot_dim, r.theta);
+}
+
+class DsModel : public Model {
+ public:
+  DsModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt)
+      : src_(std::move(src)),
+        c_(config_of(*src_)),
+        w_(bind_weights(*src_, c_)),
+        inv_main_(inv_freq(c_.rope_main, c_.rope_dim)),
+        inv_comp_(inv_freq(c_.rope_compress, c_.rope_dim)),
+        pool_(opt.threads) {
+    info_.family = "deepseek_v4";
+    info_.name = src_->config().value("_name_or_path", std::filesystem::path(src_->path()).filename().string());
+    info_.vocab_size = c_.vocab;
+    info_.hidden_size = c_.hidden;
+    info_.max_context = opt.max_context > 0 ? std::min(opt.max_context, c_.max_positions) : c_.max_positions;
+    info_.eos_token_ids = c_.eos;
+    info_.default_prefill_chunk = 4096;  // SPEC §4
+    hc_.n_hc = c_.hc;
+    hc_.hidden = c_.hidden;
+    hc_.sinkhorn_iters = c_.sinkhorn_iters;
+    hc_.hc_eps = c_.hc_eps;
+    hc_.norm_eps = c_.rms_eps;
+  }
+
+  const ModelInfo& info() const override { return info_; }
+
+  std::unique_ptr<ModelState> new_state() const override {
+    auto s = std::make_unique<State>();
+    s->layers.resize(size_t(c_.layers));
+    return s;
+  }
+
+  void forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+  LayerObserver observer;
+
+ private:
+  void layer(int64_t l, LayerState& s, const int32_t* tokens, int64_t T, int64_t p0, std::vector<float>& x);
+
+  std::unique_ptr<TensorSource> src_;
+  Config c_;
+  Weights w_;
+  std::vector<float> inv_main_, inv_comp_;
+  ThreadPool pool_;
+  cpu::HcShape hc_;
+  ModelInfo info_;
+};
+
+// x {T, hc, hidden} in/out.
+void DsModel::layer(int64_t l, LayerState& s, const int32_t* tokens, int64_t T, int64_t p0, std::vector<float>& x) {
+  const LayerWeights& w = w_.layers[size_t(l)];
+  const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
+  const int64_t H = c_.hidden, n = c_.hc;
+  std::vector<float> col(static_cast<size_t>(T * H)), post(static_cast<size_t>(T * n)), comb(static_cast<size_t>(T * n * n)), y(static_cast<size_t>(T * H));
+  std::vector<float> next(x.size());
+  cpu::hc_pre_f32(w.attn_hc.view(), hc_, x.data(), T, col.data(), post.data(), comb.data(), &pool_);
+  for (int64_t t = 0; t < T; ++t)
+    cpu::rmsnorm_f32(col.data() + t * H, w.attn_norm.data(), 0.0f, H, c_.rms_eps, col.data() + t * H);
+  attention_forward(ctx, w, l, s, col.data(), T, p0, y.data());
+  cpu::hc_post_f32(hc_, y.data(), x.data(), post.data(), comb.data(), T, next.data());
+  cpu::hc_pre_f32(w.ffn_hc.view(), hc_, next.data(), T, col.data(), post.data(), comb.data(), &pool_);
+  for (int64_t t = 0; t < T; ++t)
+    cpu::rmsnorm_f32(col.data() + t * H, w.ffn_norm.data(), 0.0f, H, c_.rms_eps, col.data() + t * H);
+  moe_forward(ctx, w, l, tokens, col.data(), T, y.data());
+  cpu::hc_post_f32(hc_, y.data(), next.data(), post.data(), comb.data(), T, x.data());
+}
+
+void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) {
+  auto* s = dynamic_cast<State*>(&base);
+  if (!s) throw Error("deepseek_v4: state belongs to another model family");
+  const int64_t T = int64_t(tokens.size()), H = c_.hidden, n = c_.hc;
+  logits.clear();
+  if (T == 0) return;
+  if (s->pos + T > info_.max_context)
+    throw InputError("deepseek_v4: context " + std::to_string(s->pos + T) + " exceeds max_context " +
+                     std::to_string(info_.max_context));
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c_.vocab) throw InputError("deepseek_v4: token id " + std::to_string(t) + " outside [0, " +
+                                                  std::to_string(c_.vocab) + ")");
+  // every HC stream starts as the token embedding: x {T, hc, hidden}
+  std::vector<float> x(static_cast<size_t>(T * n * H));
+  for (int64_t t = 0; t < T; ++t) {
+    dequantize_row(w_.embed, tokens[size_t(t)], x.data() + t * n * H);
+    for (int64_t j = 1; j < n; ++j) std::copy_n(x.data() + t * n * H, H, x.data() + (t * n + j) * H);
+  }
+  for (int64_t l = 0; l < c_.layers; ++l) {
+    layer(l, s->layers[size_t(l)], tokens.data(), T, s->pos, x);
+    if (observer) observer(l, x.data(), T);
+  }
+  s->pos += T;
+  if (mode == Logits::kNone) return;
+  const int64_t first = mode == Logits::kLast ? T - 1 : 0, rows = T - first;
+  std::vector<float> h(static_cast<size_t>(rows * H));
+  cpu::hc_head_f32(w_.head_hc.view(), hc_, x.data() + first * n * H, rows, h.data(), &pool_);
+  for (int64_t r = 0; r < rows; ++r) cpu::rmsnorm_f32(h.data() + r * H, w_.norm.data(), 0.0f, H, c_.rms_eps, h.data() + r * H);
+  logits.resize(size_t(rows * c_.vocab));
+  matmul(w_.lm_head, h.data(), rows, logits.data(), &pool_);
+}
+
+}  // namespace
+
+void set_layer_observer(Model& m, LayerObserver fn) {
+  auto* d = dynamic_cast<DsModel*>(&m);
+  if (!d) throw Error("set_layer_observer: not a deepseek_v4 model");
+  d->observer = std::move(fn);
+}
+
+bool probe(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path)) {
+    std::ifstream f(fs::path(path) / "config.json");
+    if (!f) return false;
+    const auto j = nlohmann::json::parse(f, nullptr, false);
+    return !j.is_discarded() && j.value("model_type", std::string()) == "deepseek_v4";
+  }
+  if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf") {
+    const auto src = open_tensor_source(path);
+    const auto& md = src->metadata();
+    return md.contains("general.architecture") && md["general.architecture"] == "deepseek4";
+  }
+  return false;
+}
+
+std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options) {
+  return std::make_unique<DsModel>(open_tensor_source(path), options);
+}
+
+}  // namespace ds4::deepseek_v4

@@ -1,0 +1,104 @@
+#include "models/glm5/indexer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/topk.h"
+#include "core/dtype.h"
+#include "core/weight.h"
+#include "core/thread_pool.h"
+
+namespace ds4::glm5 {
+namespace {
+
+// nn.LayerNorm (biased variance), in place on one row.
+void layernorm(float* x, int64_t n, const float* w, const float* b, float eps) {
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= double(n);
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const float r = float(1.0 / std::sqrt(var / double(n) + double(eps)));
+  for (int64_t i = 0; i < n; ++i) x[i] = (x[i] - float(mean)) * r * w[i] + b[i];
+}
+
+// Pool keys for every pool completed by the rows just appended: per channel, a softmax over
+// the pool's positions of (gate + ape[position in pool]) weights the indexer keys.
+void finish_pools(const IndexerWeights& w, int64_t kp, int64_t dim, MlaState& st) {
+  const int64_t rows = int64_t(st.idx_keys.size()) / dim;
+  const int64_t done = int64_t(st.pool_keys.size()) / dim, complete = rows / kp;
+  std::vector<float> logit(static_cast<size_t>(kp));
+  for (int64_t p = done; p < complete; ++p) {
+    for (int64_t d = 0; d < dim; ++d) {
+      float m = -INFINITY;
+      for (int64_t j = 0; j < kp; ++j) {
+        logit[size_t(j)] = st.idx_gates[size_t((p * kp + j) * dim + d)] + w.ape[size_t(j * dim + d)];
+        m = std::max(m, logit[size_t(j)]);
+      }
+      float sum = 0, acc = 0;
+      for (int64_t j = 0; j < kp; ++j) {
+        const float e = std::exp(logit[size_t(j)] - m);
+        sum += e;
+        acc += e * st.idx_keys[size_t((p * kp + j) * dim + d)];
+      }
+      st.pool_keys.push_back(acc / sum);
+    }
+  }
+}
+
+}  // namespace
+
+void indexer_select(const IndexerWeights& w, const Config& c, const float* x, const float* q_resid, int64_t n,
+                    int64_t pos0, MlaState& st, Selection& sel, ThreadPool* pool) {
+  const int64_t dim = c.index_head_dim, heads = c.index_n_heads, kp = c.index_kpool, budget = c.kpool_budget();
+  std::vector<float> k(size_t(n * dim)), gate(size_t(n * dim)), q(size_t(n * heads * dim)), wt(size_t(n * heads));
+  matmul(w.wk, x, n, k.data(), pool);  // {n, dim}
+  for (int64_t t = 0; t < n; ++t) layernorm(k.data() + t * dim, dim, w.k_norm_w.data(), w.k_norm_b.data(), 1e-6f);
+  matmul(w.compress_gate, x, n, gate.data(), pool);  // {n, dim}
+  st.idx_keys.insert(st.idx_keys.end(), k.begin(), k.end());
+  st.idx_gates.insert(st.idx_gates.end(), gate.begin(), gate.end());
+  finish_pools(w, kp, dim, st);
+  matmul(w.wq_b, q_resid, n, q.data(), pool);       // {n, heads, dim}
+  matmul(w.weights_proj, x, n, wt.data(), pool);    // {n, heads}
+  const float head_scale = 1.0f / std::sqrt(float(heads)), softmax_scale = 1.0f / std::sqrt(float(dim));
+
+  sel.width = c.index_topk + kp - 1;
+  sel.idx.assign(size_t(n * sel.width), -1);
+  sel.count.assign(size_t(n), 0);
+  parallel_for(pool, n, [&](int64_t b, int64_t e) {
+    std::vector<float> score, dots;
+    std::vector<int32_t> top;
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t pos = pos0 + t, visible = pos + 1, complete = visible / kp;
+      int32_t* out = sel.idx.data() + t * sel.width;
+      int32_t cnt = 0;
+      if (complete <= budget) {
+        // Dense: every complete pool fits the budget, and the tail adds the rest.
+        for (int64_t j = 0; j <= pos; ++j) out[cnt++] = int32_t(j);
+      } else {
+        // dots {heads, pools} = q {heads, dim} . pool_keys {pools, dim}^T through the weight
+        // kernels (inline: this already runs inside a parallel_for).
+        WeightMatrix keys;
+        keys.type = DType::F32;
+        keys.rows = complete;
+        keys.cols = dim;
+        keys.data = st.pool_keys.data();
+        dots.resize(size_t(heads * complete));
+        matmul(keys, q.data() + t * heads * dim, heads, dots.data(), nullptr);
+        score.assign(size_t(complete), 0.0f);
+        for (int64_t h = 0; h < heads; ++h) {
+          const float wh = wt[size_t(t * heads + h)] * head_scale;
+          const float* dh = dots.data() + h * complete;
+          for (int64_t p = 0; p < complete; ++p) score[size_t(p)] += wh * std::max(dh[p] * softmax_scale, 0.0f);
+        }
+        cpu::topk_f32(score.data(), complete, budget, top);
+        std::sort(top.begin(), top.end());
+        for (int32_t p : top)
+          for (int64_t j = 0; j < kp; ++j) out[cnt++] = int32_t(p * kp + j);
+        for (int64_t j = complete * kp; j <= pos; ++j) out[cnt++] = int32_t(j);  // incomplete tail
+      }
+      sel.count[size_t(t)] = cnt;
+    }
+  });
+}
+
+}  // namespace ds4::glm5

@@ -1,0 +1,186 @@
+#include "models/glm5/model.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "backend/cpu/hyper_connections.h"
+#include "backend/cpu/norm.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "formats/tensor_source.h"
+#include "models/glm5/config.h"
+#include "models/glm5/indexer.h"
+#include "models/glm5/kda.h"
+#include "models/glm5/mla.h"
+#include "models/glm5/moe.h"
+#include "models/glm5/state.h"
+#include "models/glm5/weights.h"
+
+namespace ds4::glm5 {
+namespace {
+
+bool is_glm5_type(const std::string& t) { return t == "glm5_next" || t == "glm5_next_text"; }
+
+// Where the config came from, for error messages.
+std::string config_where(const TensorSource& src) {
+  if (std::filesystem::is_directory(src.path())) return (std::filesystem::path(src.path()) / "config.json").string();
+  return src.path() + ": ds4.config_json";
+}
+
+class Glm5Model final : public Model {
+ public:
+  Glm5Model(std::unique_ptr<TensorSource> src, const LoadOptions& opt)
+      : src_(std::move(src)), cfg_(parse_config(src_->config(), config_where(*src_))),
+        w_(bind_weights(*src_, cfg_)), pool_(opt.threads) {
+    info_.family = "glm5";
+    info_.name = src_->config().value("_name_or_path", std::filesystem::path(src_->path()).filename().string());
+    info_.vocab_size = cfg_.vocab_size;
+    info_.hidden_size = cfg_.hidden_size;
+    info_.max_context = opt.max_context > 0 ? std::min(opt.max_context, cfg_.max_position_embeddings)
+                                            : cfg_.max_position_embeddings;
+    info_.eos_token_ids = cfg_.eos_token_ids;
+    info_.default_prefill_chunk = 2048;
+  }
+
+  const ModelInfo& info() const override { return info_; }
+
+  std::unique_ptr<ModelState> new_state() const override {
+    auto s = std::make_unique<State>();
+    s->kda.resize(size_t(cfg_.num_hidden_layers));
+    s->mla.resize(size_t(cfg_.num_hidden_layers));
+    for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
+      if (cfg_.layer_types[size_t(l)] == LayerKind::kLinear) kda_init_state(cfg_, s->kda[size_t(l)]);
+    return s;
+  }
+
+  void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+  // Set by layer_outputs(): receives the streams after each layer.
+  std::vector<std::vector<float>>* tap = nullptr;
+
+ private:
+  void layer(int64_t l, State& st, int64_t n, std::vector<float>& x, std::vector<float>& tmp, Selection& sel);
+
+  std::unique_ptr<TensorSource> src_;
+  Config cfg_;
+  Weights w_;
+  ThreadPool pool_;
+  ModelInfo info_;
+};
+
+// One decoder layer over n tokens: streams x {n, hc, hidden} -> x (tmp is scratch).
+void Glm5Model::layer(int64_t l, State& st, int64_t n, std::vector<float>& x, std::vector<float>& tmp,
+                      Selection& sel) {
+  const LayerWeights& L = w_.layers[size_t(l)];
+  const int64_t H = cfg_.hidden_size, hc = cfg_.hc_mult;
+  std::vector<float> post(size_t(n * hc)), comb(size_t(n * hc * hc)), in(size_t(n * H)), y(size_t(n * H));
+  // Attention half: collapse streams, norm, mix, expand.
+  cpu::hc_pre_f32(L.attn_hc.w, L.attn_hc.shape, x.data(), n, in.data(), post.data(), comb.data(), &pool_);
+  for (int64_t t = 0; t < n; ++t)
+    cpu::rmsnorm_f32(in.data() + t * H, L.input_norm.data(), 0.0f, H, cfg_.rms_norm_eps, in.data() + t * H);
+  if (L.kind == LayerKind::kLinear)
+    kda_forward(L.kda, cfg_, in.data(), n, st.kda[size_t(l)], y.data(), &pool_);
+  else
+    mla_forward(L.mla, cfg_, in.data(), n, st.pos, st.mla[size_t(l)], sel, y.data(), &pool_);
+  cpu::hc_post_f32(L.attn_hc.shape, y.data(), x.data(), post.data(), comb.data(), n, tmp.data());
+  x.swap(tmp);
+  // Feed-forward half.
+  cpu::hc_pre_f32(L.ffn_hc.w, L.ffn_hc.shape, x.data(), n, in.data(), post.data(), comb.data(), &pool_);
+  for (int64_t t = 0; t < n; ++t)
+    cpu::rmsnorm_f32(in.data() + t * H, L.post_norm.data(), 0.0f, H, cfg_.rms_norm_eps, in.data() + t * H);
+  if (L.sparse_mlp) moe_forward(L.moe, cfg_, in.data(), n, y.data(), &pool_);
+  else mlp_forward(L.mlp, cfg_.swiglu_limit, in.data(), n, y.data(), &pool_);
+  cpu::hc_post_f32(L.ffn_hc.shape, y.data(), x.data(), post.data(), comb.data(), n, tmp.data());
+  x.swap(tmp);
+}
+
+void Glm5Model::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) {
+  auto* st = dynamic_cast<State*>(&state);
+  if (!st) throw Error("glm5: forward() got a state of another model family");
+  const int64_t n = int64_t(tokens.size()), H = cfg_.hidden_size, hc = cfg_.hc_mult;
+  if (n == 0) {
+    logits.clear();
+    return;
+  }
+  if (st->pos + n > info_.max_context)
+    throw InputError("glm5: context full: position " + std::to_string(st->pos) + " + " + std::to_string(n) +
+                     " tokens > max_context " + std::to_string(info_.max_context));
+  // Streams {n, hc, hidden}: every stream starts as the token embedding.
+  std::vector<float> x(size_t(n * hc * H)), tmp(size_t(n * hc * H));
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t id = tokens[size_t(t)];
+    if (id < 0 || id >= cfg_.vocab_size)
+      throw InputError("glm5: token id " + std::to_string(id) + " outside vocab_size " + std::to_string(cfg_.vocab_size));
+    dequantize_row(w_.embed, id, x.data() + t * hc * H);
+    for (int64_t s = 1; s < hc; ++s) std::copy_n(x.data() + t * hc * H, H, x.data() + (t * hc + s) * H);
+  }
+  Selection sel;  // written by full-indexer layers, read by the shared layer after them
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    layer(l, *st, n, x, tmp, sel);
+    if (tap) tap->push_back(x);
+  }
+  st->pos += n;
+  if (mode == Logits::kNone) {
+    logits.clear();
+    return;
+  }
+  // Final head: unweighted mean of the streams, RMSNorm, lm_head.
+  const int64_t first = mode == Logits::kLast ? n - 1 : 0, rows = n - first;
+  std::vector<float> h(size_t(rows * H), 0.0f);
+  for (int64_t t = 0; t < rows; ++t) {
+    float* ht = h.data() + t * H;
+    for (int64_t s = 0; s < hc; ++s)
+      for (int64_t d = 0; d < H; ++d) ht[d] += x[size_t(((first + t) * hc + s) * H + d)];
+    for (int64_t d = 0; d < H; ++d) ht[d] /= float(hc);
+    cpu::rmsnorm_f32(ht, w_.norm.data(), 0.0f, H, cfg_.rms_norm_eps, ht);
+  }
+  logits.resize(size_t(rows * cfg_.vocab_size));
+  matmul(w_.lm_head, h.data(), rows, logits.data(), &pool_);
+}
+
+}  // namespace
+
+std::vector<std::vector<float>> layer_outputs(Model& model, std::span<const int32_t> tokens) {
+  auto* m = dynamic_cast<Glm5Model*>(&model);
+  if (!m) throw Error("glm5::layer_outputs: not a glm5 model");
+  std::vector<std::vector<float>> out;
+  auto st = m->new_state();
+  std::vector<float> logits;
+  m->tap = &out;
+  try {
+    m->forward(*st, tokens, Logits::kNone, logits);
+  } catch (...) {
+    m->tap = nullptr;
+    throw;
+  }
+  m->tap = nullptr;
+  return out;
+}
+
+bool probe(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path)) {
+    std::ifstream f(fs::path(path) / "config.json");
+    if (!f) return false;
+    nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+    return j.is_object() && is_glm5_type(j.value("model_type", std::string()));
+  }
+  if (fs::path(path).extension() != ".gguf") return false;
+  auto src = open_tensor_source(path);
+  const auto& m = src->metadata();
+  return m.contains("general.architecture") && m["general.architecture"].is_string() &&
+         is_glm5_type(m["general.architecture"].get<std::string>());
+}
+
+std::unique_ptr<Model> load_source(std::unique_ptr<TensorSource> src, const LoadOptions& options) {
+  const auto& j = src->config();
+  const std::string type = j.value("model_type", std::string());
+  if (!is_glm5_type(type))
+    throw InputError(src->path() + ": model_type '" + type + "' is not glm5_next");
+  return std::make_unique<Glm5Model>(std::move(src), options);
+}
+
+std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options) {
+  return load_source(open_tensor_source(path), options);
+}
+
+}  // namespace ds4::glm5

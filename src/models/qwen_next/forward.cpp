@@ -1,0 +1,178 @@
+// The forward pass: embedding -> hc-wide residual -> decoder layers -> final mixer ->
+// lm_head, plus the MTP draft head that reuses the decoder layer.
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/norm.h"
+#include "backend/cpu/rope.h"
+#include "core/error.h"
+#include "models/qwen_next/layers.h"
+#include "models/qwen_next/model.h"
+
+namespace ds4::qwen_next {
+namespace {
+
+// One decoder layer over n rows of the widened stream h {n, hc*d} at positions pos0...
+void decoder_layer(const Ctx& x, const LayerWeights& w, LayerState& s, int64_t pos0, const int32_t* tokens,
+                   float* h, int64_t n) {
+  const Config& c = x.c;
+  std::vector<float> mixed(size_t(n * c.hidden)), out(size_t(n * c.hidden)), inject(size_t(n * c.hc));
+  if (w.ple) ple_forward(x, *w.ple, s, tokens, h, n);
+  hyper_read(x, w.attn_hc, h, n, mixed.data(), inject.data());
+  if (w.gdn) gdn_forward(x, *w.gdn, s, mixed.data(), n, out.data());
+  else qsa_forward(x, *w.qsa, s, pos0, mixed.data(), n, out.data());
+  hyper_write(x, h, out.data(), inject.data(), n);
+  hyper_read(x, w.mlp_hc, h, n, mixed.data(), inject.data());
+  moe_forward(x, w.moe, mixed.data(), n, out.data());
+  hyper_write(x, h, out.data(), inject.data(), n);
+}
+
+}  // namespace
+
+QwenNextModel::QwenNextModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt) : src_(std::move(src)) {
+  cfg_ = parse_config(src_->config(), src_->path());
+  w_ = bind_weights(*src_, cfg_, opt);
+  pool_ = std::make_unique<ThreadPool>(opt.threads);
+  inv_freq_ = cpu::rope_inv_freq(cfg_.rot_dim, cfg_.rope_theta);
+  info_.family = "qwen_next";
+  info_.name = src_->config().value("_name_or_path", std::string("qwen4_exp"));
+  if (info_.name.empty()) info_.name = "qwen4_exp";
+  info_.vocab_size = cfg_.vocab;
+  info_.hidden_size = cfg_.hidden;
+  info_.max_context = opt.max_context > 0 ? std::min(opt.max_context, cfg_.max_position) : cfg_.max_position;
+  info_.eos_token_ids = cfg_.eos_ids;
+  info_.default_prefill_chunk = 2048;
+  info_.has_draft_head = w_.mtp != nullptr;
+}
+
+std::unique_ptr<ModelState> QwenNextModel::new_state() const {
+  auto s = std::make_unique<State>();
+  for (int64_t l = 0; l < cfg_.layers; ++l) s->layers.push_back(new_layer_state(cfg_, l));
+  return s;
+}
+
+void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,
+                            std::vector<float>& logits) {
+  auto& st = dynamic_cast<State&>(state);
+  const Config& c = cfg_;
+  const int64_t n = int64_t(tokens.size()), W = c.wide(), d = c.hidden;
+  logits.clear();
+  if (n == 0) return;
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.vocab)
+      throw InputError("qwen_next: token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                       std::to_string(c.vocab) + ")");
+  if (st.pos + n > info_.max_context)
+    throw InputError("qwen_next: context of " + std::to_string(st.pos + n) + " tokens exceeds max_context " +
+                     std::to_string(info_.max_context));
+  const Ctx x{c, pool_.get(), inv_freq_};
+  std::vector<float> h(size_t(n * W));  // {n, hc, d}: the embedding repeated in every stream
+  for (int64_t t = 0; t < n; ++t) {
+    dequantize_row(w_.embed, tokens[size_t(t)], h.data() + t * W);
+    for (int64_t k = 1; k < c.hc; ++k) std::copy_n(h.data() + t * W, d, h.data() + t * W + k * d);
+  }
+  for (int64_t l = 0; l < c.layers; ++l) {
+    decoder_layer(x, w_.layers[size_t(l)], st.layers[size_t(l)], st.pos, tokens.data(), h.data(), n);
+    if (on_layer) on_layer(l, h.data(), n);
+  }
+  if (st.mtp_on) {  // row i pairs with token i+1 (the head predicts two ahead)
+    if (!st.last_wide.empty()) {
+      st.pending_wide.insert(st.pending_wide.end(), st.last_wide.begin(), st.last_wide.end());
+      st.pending_next.push_back(tokens[0]);
+    }
+    st.pending_wide.insert(st.pending_wide.end(), h.begin(), h.end() - W);
+    st.pending_next.insert(st.pending_next.end(), tokens.begin() + 1, tokens.end());
+  }
+  st.last_wide.assign(h.end() - W, h.end());
+  st.pos += n;
+  if (mode == Logits::kNone) return;
+  const int64_t first = mode == Logits::kAll ? 0 : n - 1, rows = n - first;
+  std::vector<float> mixed(size_t(rows * d));
+  hyper_read(x, w_.mixer, h.data() + first * W, rows, mixed.data(), nullptr);
+  if (on_layer) on_layer(-1, mixed.data(), rows);
+  logits.resize(size_t(rows * c.vocab));
+  matmul(w_.lm_head, mixed.data(), rows, logits.data(), pool_.get());
+}
+
+PleTableStats QwenNextModel::ple_stats() const {
+  PleTableStats s;
+  for (const auto& l : w_.layers)
+    if (l.ple) {
+      const PleTableStats t = l.ple->table->stats();
+      s.hits += t.hits;
+      s.misses += t.misses;
+      s.evictions += t.evictions;
+      s.bytes_read += t.bytes_read;
+    }
+  return s;
+}
+
+void QwenNextModel::enable_mtp(ModelState& state) const {
+  auto& st = dynamic_cast<State&>(state);
+  if (!w_.mtp) throw InputError("qwen_next: this checkpoint has no MTP head (mtp.* tensors)");
+  if (st.pos != 0) throw InputError("qwen_next: enable_mtp must precede the first forward");
+  st.mtp_on = true;
+}
+
+namespace {
+
+// MTPLX Qwen4ExpMTP._prepare_inputs_eager: fc_hidden(norm_h(wide)) per stream +
+// fc_emb(norm_e(embed(token))) in every stream. wide {n, hc*d} -> out {n, hc*d}.
+void mtp_prepare(const Ctx& x, const MtpWeights& m, const WeightMatrix& embed, const float* wide,
+                 const int32_t* next, int64_t n, float* out) {
+  const Config& c = x.c;
+  const int64_t W = c.wide(), d = c.hidden;
+  std::vector<float> hn(size_t(n * W)), e(size_t(n * d)), fe(size_t(n * d));
+  for (int64_t t = 0; t < n; ++t) {
+    cpu::rmsnorm_f32(wide + t * W, m.norm_hidden.data(), 1.0f, W, c.rms_eps, hn.data() + t * W);  // full width
+    dequantize_row(embed, next[t], e.data() + t * d);
+    cpu::rmsnorm_f32(e.data() + t * d, m.norm_emb.data(), 1.0f, d, c.rms_eps, e.data() + t * d);
+  }
+  matmul(m.fc_hidden, hn.data(), n * c.hc, out, x.pool);  // {n*hc, d}: shared across streams
+  matmul(m.fc_emb, e.data(), n, fe.data(), x.pool);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t k = 0; k < c.hc; ++k)
+      for (int64_t i = 0; i < d; ++i) out[t * W + k * d + i] += fe[size_t(t * d + i)];
+}
+
+}  // namespace
+
+void QwenNextModel::mtp_catch_up(State& st) {
+  const int64_t n = int64_t(st.pending_next.size());
+  if (n == 0) return;
+  const Ctx x{cfg_, pool_.get(), inv_freq_};
+  std::vector<float> rows(size_t(n * cfg_.wide()));
+  mtp_prepare(x, *w_.mtp, w_.embed, st.pending_wide.data(), st.pending_next.data(), n, rows.data());
+  decoder_layer(x, w_.mtp->layer, st.mtp, st.mtp_pos, nullptr, rows.data(), n);
+  st.mtp_pos += n;
+  st.pending_wide.clear();
+  st.pending_next.clear();
+}
+
+void QwenNextModel::mtp_draft(ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
+                              std::vector<int32_t>& drafts) {
+  auto& st = dynamic_cast<State&>(state);
+  if (!st.mtp_on || st.last_wide.empty()) throw InputError("qwen_next: mtp_draft needs enable_mtp() and a prefill");
+  if (next_token < 0 || next_token >= cfg_.vocab) throw InputError("qwen_next: draft token id out of range");
+  mtp_catch_up(st);
+  const Ctx x{cfg_, pool_.get(), inv_freq_};
+  const int64_t W = cfg_.wide(), d = cfg_.hidden, V = cfg_.vocab;
+  LayerState scratch = st.mtp;  // drafts never enter the committed head history
+  std::vector<float> row(static_cast<size_t>(W)), mixed(static_cast<size_t>(d));
+  mtp_prepare(x, *w_.mtp, w_.embed, st.last_wide.data(), &next_token, 1, row.data());
+  logits.assign(size_t(depth * V), 0.0f);
+  drafts.clear();
+  for (int k = 0; k < depth; ++k) {
+    decoder_layer(x, w_.mtp->layer, scratch, st.mtp_pos + k, nullptr, row.data(), 1);  // row: pre-mixer out
+    hyper_read(x, w_.mtp->mixer, row.data(), 1, mixed.data(), nullptr);
+    float* lg = logits.data() + k * V;
+    matvec(w_.lm_head, mixed.data(), lg, pool_.get());
+    const int32_t tok = int32_t(std::max_element(lg, lg + V) - lg);
+    drafts.push_back(tok);
+    std::vector<float> next(static_cast<size_t>(W));
+    mtp_prepare(x, *w_.mtp, w_.embed, row.data(), &tok, 1, next.data());
+    row.swap(next);
+  }
+}
+
+}  // namespace ds4::qwen_next

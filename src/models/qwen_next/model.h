@@ -1,0 +1,54 @@
+#pragma once
+// Qwen3.8 Flash Next on the CPU backend. Golden master: MTPLX mtplx/models/qwen4_exp.py;
+// runnable oracle: HF transformers qwen4_exp (tools/reference/qwen_next/).
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "formats/tensor_source.h"
+#include "models/model.h"
+#include "models/qwen_next/config.h"
+#include "models/qwen_next/state.h"
+#include "models/qwen_next/weights.h"
+
+namespace ds4::qwen_next {
+
+class QwenNextModel : public Model {
+ public:
+  QwenNextModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt);
+  const ModelInfo& info() const override { return info_; }
+  std::unique_ptr<ModelState> new_state() const override;
+  void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+
+  const Config& config() const { return cfg_; }
+  // Debug hook: called after every decoder layer with the widened rows h {n, hc*d}
+  // (layer = -1: the final mixer output {n, d}). Empty by default.
+  std::function<void(int64_t layer, const float* h, int64_t n)> on_layer;
+  // PLE sidecar counters summed over PLE layers (zeros for in-memory tables).
+  PleTableStats ple_stats() const;
+
+  // MTP draft head (MTPLX Qwen4ExpMTP). enable_mtp() makes `state` keep the head's
+  // history from the next forward on (it costs one QSA+MoE layer per token, so AR-only
+  // states do not pay it). mtp_draft(): greedy draft chain of `depth` tokens after the
+  // state's last token, given the trunk's next token; logits {depth, vocab}.
+  void enable_mtp(ModelState& state) const;
+  void mtp_draft(ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
+                 std::vector<int32_t>& drafts);
+
+ private:
+  void mtp_catch_up(State& st);
+
+  std::unique_ptr<TensorSource> src_;
+  Config cfg_;
+  Weights w_;
+  ModelInfo info_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<float> inv_freq_;
+};
+
+bool probe(const std::string& path);
+std::unique_ptr<Model> load(const std::string& path, const LoadOptions& opt);
+
+}  // namespace ds4::qwen_next

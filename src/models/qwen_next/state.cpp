@@ -1,0 +1,31 @@
+#include "models/qwen_next/state.h"
+
+#include "models/qwen_next/layers.h"
+
+namespace ds4::qwen_next {
+
+size_t LayerState::bytes() const {
+  return (conv.size() + ssm.size() + ple_conv.size() + k.size() + v.size() + idx_raw.size() + idx_pooled.size()) *
+             sizeof(float) + ple_ctx.size() * sizeof(int32_t);
+}
+
+size_t State::bytes() const {
+  size_t b = mtp.bytes() + (last_wide.size() + pending_wide.size()) * sizeof(float);
+  for (const auto& l : layers) b += l.bytes();
+  return b;
+}
+
+LayerState new_layer_state(const Config& c, int64_t l) {
+  LayerState s;
+  if (l >= 0 && c.is_linear[size_t(l)]) {
+    s.conv.assign(size_t((c.conv_k - 1) * c.conv_dim()), 0.0f);
+    s.ssm.assign(size_t(c.v_heads * c.k_dim * c.v_dim), 0.0f);
+  }
+  if (l >= 0 && c.ple_index(l) >= 0) {
+    s.ple_ctx.assign(size_t(c.ngram - 1), c.eos);  // HF pads the missing history with EOS
+    s.ple_conv.assign(size_t((c.ple_conv_k - 1) * c.ngram * c.wide()), 0.0f);
+  }
+  return s;
+}
+
+}  // namespace ds4::qwen_next

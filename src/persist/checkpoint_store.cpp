@@ -1,0 +1,231 @@
+#include "persist/checkpoint_store.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "persist/atomic_file.h"
+#include "persist/prefix_hash.h"
+
+namespace ds4 {
+namespace fs = std::filesystem;
+
+namespace {
+constexpr const char* kManifest = "manifest.json";
+constexpr int kManifestVersion = 1;
+
+std::string file_name_for(const Checkpoint& c) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%016llx-%llu.ckpt", (unsigned long long)prefix_hash(c.tokens),
+                (unsigned long long)c.tokens.size());
+  return buf;
+}
+}  // namespace
+
+CheckpointStore::CheckpointStore(CheckpointStoreOptions options) : options_(std::move(options)) {
+  std::error_code ec;
+  fs::create_directories(options_.dir, ec);
+  if (!fs::is_directory(options_.dir)) throw Error("checkpoint dir " + options_.dir + " cannot be created");
+  remove_stale_temps(options_.dir);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    load_manifest_locked();
+  }
+  writer_ = std::thread([this] { writer_loop(); });
+}
+
+CheckpointStore::~CheckpointStore() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  queue_cv_.notify_all();
+  writer_.join();
+}
+
+void CheckpointStore::save_async(Checkpoint ckpt) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(ckpt));
+  }
+  queue_cv_.notify_one();
+}
+
+void CheckpointStore::flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [this] { return queue_.empty() && !writing_; });
+}
+
+void CheckpointStore::writer_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_ and drained
+    Checkpoint c = std::move(queue_.front());
+    queue_.pop_front();
+    writing_ = true;
+    lock.unlock();
+    save_now(c);
+    lock.lock();
+    writing_ = false;
+    if (queue_.empty()) idle_cv_.notify_all();
+  }
+}
+
+void CheckpointStore::save_now(const Checkpoint& c) {
+  std::string name = file_name_for(c);
+  uint64_t bytes = 0;
+  try {
+    bytes = write_checkpoint((fs::path(options_.dir) / name).string(), c);
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.save_failures;
+    problems_.push_back(std::string("save failed: ") + e.what());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.saves;
+  stats_.bytes_written += bytes;
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.file == name; }),
+                 entries_.end());
+  entries_.push_back({name, c.fingerprint, prefix_hash(c.tokens), c.tokens.size(), bytes, ++use_counter_});
+  evict_locked();
+  write_manifest_locked();
+}
+
+std::optional<Checkpoint> CheckpointStore::restore_longest(const std::string& fingerprint,
+                                                            std::span<const int32_t> tokens) {
+  std::vector<uint64_t> chain = prefix_hash_chain(tokens);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    // Best candidate: most tokens among entries whose hash matches the prompt's prefix.
+    std::optional<size_t> best;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const auto& e = entries_[i];
+      if (e.fingerprint != fingerprint || e.token_count > tokens.size()) continue;
+      if (chain[e.token_count] != e.prefix_hash) continue;
+      if (!best || e.token_count > entries_[*best].token_count) best = i;
+    }
+    if (!best) return std::nullopt;
+    CheckpointEntry entry = entries_[*best];
+    std::string path = (fs::path(options_.dir) / entry.file).string();
+    try {
+      Checkpoint c = read_checkpoint(path, fingerprint);
+      if (!std::equal(c.tokens.begin(), c.tokens.end(), tokens.begin()))
+        throw CheckpointError("checkpoint " + path + ": stored tokens differ from the prompt (hash collision)");
+      ++stats_.restores;
+      stats_.bytes_read += entry.bytes;
+      entries_[*best].last_used = ++use_counter_;
+      write_manifest_locked();
+      return c;
+    } catch (const std::exception& e) {
+      ++stats_.rejected;
+      drop_locked(*best, e.what());
+      write_manifest_locked();
+    }
+  }
+}
+
+void CheckpointStore::drop_locked(size_t index, const std::string& reason) {
+  std::error_code ec;
+  fs::remove(fs::path(options_.dir) / entries_[index].file, ec);
+  problems_.push_back(reason);
+  entries_.erase(entries_.begin() + long(index));
+}
+
+void CheckpointStore::evict_locked() {
+  while (total_bytes_locked() > options_.budget_bytes && !entries_.empty()) {
+    auto lru = std::min_element(entries_.begin(), entries_.end(),
+                                [](const auto& a, const auto& b) { return a.last_used < b.last_used; });
+    std::error_code ec;
+    fs::remove(fs::path(options_.dir) / lru->file, ec);
+    entries_.erase(lru);
+    ++stats_.evictions;
+  }
+}
+
+void CheckpointStore::load_manifest_locked() {
+  std::ifstream in(fs::path(options_.dir) / kManifest);
+  try {
+    if (!in) throw Error("missing");
+    nlohmann::json j = nlohmann::json::parse(in);
+    if (j.at("version").get<int>() != kManifestVersion) throw Error("version");
+    entries_.clear();
+    for (const auto& e : j.at("entries")) {
+      CheckpointEntry c{e.at("file").get<std::string>(), e.at("fingerprint").get<std::string>(),
+                        e.at("prefix_hash").get<uint64_t>(), e.at("token_count").get<uint64_t>(),
+                        e.at("bytes").get<uint64_t>(), e.at("last_used").get<uint64_t>()};
+      if (c.file.find('/') != std::string::npos || !fs::exists(fs::path(options_.dir) / c.file)) continue;
+      use_counter_ = std::max(use_counter_, c.last_used);
+      entries_.push_back(std::move(c));
+    }
+  } catch (const std::exception&) {
+    rebuild_manifest_locked();
+  }
+}
+
+void CheckpointStore::rebuild_manifest_locked() {
+  entries_.clear();
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(options_.dir, ec)) {
+    if (f.path().extension() != ".ckpt") continue;
+    try {
+      CheckpointHeader h = read_checkpoint_header(f.path().string());
+      entries_.push_back({f.path().filename().string(), h.fingerprint, h.prefix_hash, h.token_count,
+                          uint64_t(fs::file_size(f.path())), ++use_counter_});
+    } catch (const std::exception& e) {
+      problems_.push_back(e.what());
+      fs::remove(f.path(), ec);
+    }
+  }
+  write_manifest_locked();
+}
+
+void CheckpointStore::write_manifest_locked() {
+  nlohmann::json j;
+  j["version"] = kManifestVersion;
+  j["entries"] = nlohmann::json::array();
+  for (const auto& e : entries_)
+    j["entries"].push_back({{"file", e.file}, {"fingerprint", e.fingerprint}, {"prefix_hash", e.prefix_hash},
+                            {"token_count", e.token_count}, {"bytes", e.bytes}, {"last_used", e.last_used}});
+  std::string text = j.dump(1);
+  try {
+    write_file_atomic((fs::path(options_.dir) / kManifest).string(),
+                      [&](FileWriter& w) { w.write(text.data(), text.size()); });
+  } catch (const std::exception& e) {
+    // The manifest is only a cache of the headers; the next open rebuilds it.
+    problems_.push_back(std::string("manifest not written: ") + e.what());
+  }
+}
+
+std::vector<CheckpointEntry> CheckpointStore::entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_;
+}
+
+uint64_t CheckpointStore::total_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return total_bytes_locked();
+}
+
+uint64_t CheckpointStore::total_bytes_locked() const {
+  uint64_t t = 0;
+  for (const auto& e : entries_) t += e.bytes;
+  return t;
+}
+
+CheckpointStats CheckpointStore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+std::vector<std::string> CheckpointStore::take_problems() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(problems_, {});
+}
+
+}  // namespace ds4

@@ -1,0 +1,84 @@
+#pragma once
+// A directory of checkpoints with a manifest, a byte budget and LRU eviction.
+//
+// Saves run on a writer thread so a turn's answer is never delayed by the disk; a failed
+// save (full disk, I/O error) is counted and reported and the chat goes on. Restores pick
+// the longest stored prefix of the new prompt for the same model; a checkpoint that fails
+// any check (truncated, corrupted, foreign version, other model) is reported, deleted and
+// never loaded. The manifest is a cache of the files' headers: if it is missing or corrupt
+// it is rebuilt from them.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "persist/checkpoint_file.h"
+
+namespace ds4 {
+
+struct CheckpointStoreOptions {
+  std::string dir;
+  uint64_t budget_bytes = uint64_t(4) << 30;
+};
+
+struct CheckpointEntry {
+  std::string file;  // name inside dir
+  std::string fingerprint;
+  uint64_t prefix_hash = 0;
+  uint64_t token_count = 0;
+  uint64_t bytes = 0;
+  uint64_t last_used = 0;  // store-wide use counter (bigger = more recent)
+};
+
+struct CheckpointStats {
+  uint64_t saves = 0, save_failures = 0, restores = 0, rejected = 0, evictions = 0;
+  uint64_t bytes_written = 0, bytes_read = 0;
+};
+
+class CheckpointStore {
+ public:
+  explicit CheckpointStore(CheckpointStoreOptions options);
+  ~CheckpointStore();  // finishes queued saves
+  CheckpointStore(const CheckpointStore&) = delete;
+  CheckpointStore& operator=(const CheckpointStore&) = delete;
+
+  void save_async(Checkpoint ckpt);
+  void flush();  // blocks until every queued save has finished (or failed)
+
+  // The longest stored prefix of `tokens` (may be all of it) for `fingerprint`, validated.
+  std::optional<Checkpoint> restore_longest(const std::string& fingerprint, std::span<const int32_t> tokens);
+
+  std::vector<CheckpointEntry> entries() const;
+  uint64_t total_bytes() const;
+  CheckpointStats stats() const;
+  // Faults seen since the last call (one line each: file and reason).
+  std::vector<std::string> take_problems();
+
+ private:
+  void writer_loop();
+  void save_now(const Checkpoint& ckpt);
+  void load_manifest_locked();
+  void rebuild_manifest_locked();
+  void write_manifest_locked();
+  void evict_locked();
+  uint64_t total_bytes_locked() const;
+  void drop_locked(size_t index, const std::string& reason);
+
+  CheckpointStoreOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable queue_cv_, idle_cv_;
+  std::deque<Checkpoint> queue_;
+  bool writing_ = false, stop_ = false;
+  std::vector<CheckpointEntry> entries_;
+  std::vector<std::string> problems_;
+  CheckpointStats stats_;
+  uint64_t use_counter_ = 0;
+  std::thread writer_;
+};
+
+}  // namespace ds4

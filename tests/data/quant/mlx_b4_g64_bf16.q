@@ -1,0 +1,1 @@
+—ψ}Ϋiiu¥l‰mnΧΨ[‹y>kc•XΔ{­	–iORY‚¶S³UZY¨¦Hs”Z¥wUxY…xyefIWDΆA#rΗ–Έ™v”W8υKiIQD47EwyskΖyuΗ†Βu‡efn‰V‰xW„wφ”‰AΉgΉ§Θ…‡™f΄¨W†¦j‡h¨Vw¦V¤PuΗlg™Ι—χ–fyX–u[Ο§ι‹f+‰΄¥ών¤ª•Vx/—νN‡΄

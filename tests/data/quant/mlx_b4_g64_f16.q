@@ -1,0 +1,1 @@
+w´WtX÷Ëd%´\°v—–’™Ce£3 E •—€RwCvSe¶fy¶SEwstO§%¥—g:wT57'z3µWÍv§\Xk)‰\GJkf”#§Ý“'ç*…‡‰U³eyÄö²ZÚðš·ú‰KªÏŠXf£š{X­Êˆœ›Ž*›Hºú8¸ˆYº‰«Š…e—šl†z†¶wdz—uX…Šy@†V‰v«„X‰ºxH{{–b­ÖHÏÉÚÔFøyçWfU™¹´šd

@@ -1,0 +1,183 @@
+// Checkpoint store: longest-prefix restore across a restart, faults reported and skipped,
+// budget eviction, full disk, kill -9 during a write.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "persist/atomic_file.h"
+#include "persist/checkpoint_store.h"
+#include "temp_dir.h"
+
+namespace ds4 {
+namespace {
+namespace fs = std::filesystem;
+
+const std::string kModel = "qwen_next:tiny";
+
+Checkpoint at_prefix(const std::vector<int32_t>& all, size_t n, size_t state_bytes = 1000) {
+  Checkpoint c;
+  c.fingerprint = kModel;
+  c.tokens.assign(all.begin(), all.begin() + long(n));
+  // State bytes derived from the prefix, so a wrong restore shows in the content.
+  std::vector<uint8_t> s(state_bytes);
+  for (size_t i = 0; i < s.size(); ++i) s[i] = uint8_t(n * 31 + i);
+  c.sections.push_back({"state", s});
+  return c;
+}
+
+std::vector<int32_t> history(int n) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back((i * 13) % 97);
+  return t;
+}
+
+TEST(CheckpointStore, RestoresLongestPrefixAfterRestart) {
+  TempDir dir;
+  auto h = history(100);
+  {
+    CheckpointStore store({dir.path(), 1 << 20});
+    store.save_async(at_prefix(h, 20));
+    store.save_async(at_prefix(h, 60));
+    store.save_async(at_prefix(h, 90));
+  }  // destructor finishes the queued saves: the "server" stops
+  CheckpointStore store({dir.path(), 1 << 20});
+  ASSERT_EQ(store.entries().size(), 3u);
+  // The new prompt shares 75 tokens with the history, then diverges.
+  auto prompt = h;
+  prompt.resize(75);
+  prompt.push_back(5000);
+  auto got = store.restore_longest(kModel, prompt);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->tokens.size(), 60u);
+  EXPECT_EQ(got->find("state")->bytes, at_prefix(h, 60).sections[0].bytes);
+  EXPECT_FALSE(store.restore_longest("glm5:other", prompt).has_value());
+  EXPECT_EQ(store.stats().restores, 1u);
+}
+
+TEST(CheckpointStore, DamagedCheckpointIsReportedDeletedAndTheNextBestUsed) {
+  TempDir dir;
+  auto h = history(50);
+  CheckpointStore store({dir.path(), 1 << 20});
+  store.save_async(at_prefix(h, 10));
+  store.save_async(at_prefix(h, 40));
+  store.flush();
+  std::string longest;
+  for (const auto& e : store.entries())
+    if (e.token_count == 40) longest = dir.file(e.file);
+  fs::resize_file(longest, fs::file_size(longest) - 3);  // truncated
+  auto got = store.restore_longest(kModel, h);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->tokens.size(), 10u);
+  EXPECT_FALSE(fs::exists(longest));
+  auto problems = store.take_problems();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("truncated"), std::string::npos) << problems[0];
+  EXPECT_EQ(store.stats().rejected, 1u);
+}
+
+TEST(CheckpointStore, MissingOrCorruptManifestIsRebuiltFromHeaders) {
+  TempDir dir;
+  auto h = history(30);
+  {
+    CheckpointStore store({dir.path(), 1 << 20});
+    store.save_async(at_prefix(h, 10));
+    store.save_async(at_prefix(h, 25));
+  }
+  {
+    std::ofstream(dir.file("manifest.json")) << "{not json";
+  }
+  CheckpointStore store({dir.path(), 1 << 20});
+  EXPECT_EQ(store.entries().size(), 2u);
+  auto got = store.restore_longest(kModel, h);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->tokens.size(), 25u);
+}
+
+TEST(CheckpointStore, BudgetEvictsLeastRecentlyUsed) {
+  TempDir dir;
+  auto h = history(100);
+  // Each checkpoint is a little over 1000 bytes: a budget of 3900 holds three.
+  CheckpointStore store({dir.path(), 3900});
+  store.save_async(at_prefix(h, 10));
+  store.save_async(at_prefix(h, 20));
+  store.save_async(at_prefix(h, 30));
+  store.flush();
+  ASSERT_TRUE(store.restore_longest(kModel, std::vector<int32_t>(h.begin(), h.begin() + 15)));  // touches 10
+  store.save_async(at_prefix(h, 40));
+  store.flush();
+  std::vector<uint64_t> kept;
+  for (const auto& e : store.entries()) kept.push_back(e.token_count);
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<uint64_t>{10, 30, 40}));
+  EXPECT_EQ(store.stats().evictions, 1u);
+  EXPECT_LE(store.total_bytes(), 3900u);
+}
+
+TEST(CheckpointStore, FullDiskFailsTheSaveCleanlyAndKeepsEarlierCheckpoints) {
+  TempDir dir;
+  auto h = history(40);
+  CheckpointStore store({dir.path(), 1 << 30});
+  store.save_async(at_prefix(h, 10));
+  store.flush();
+  // Simulate a full disk: a file size limit makes write() fail with EFBIG.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction old {};
+  sigaction(SIGXFSZ, &ignore, &old);
+  rlimit old_lim{};
+  getrlimit(RLIMIT_FSIZE, &old_lim);
+  rlimit lim = old_lim;
+  lim.rlim_cur = 4096;
+  setrlimit(RLIMIT_FSIZE, &lim);
+  store.save_async(at_prefix(h, 30, 100000));
+  store.flush();
+  setrlimit(RLIMIT_FSIZE, &old_lim);
+  sigaction(SIGXFSZ, &old, nullptr);
+  EXPECT_EQ(store.stats().save_failures, 1u);
+  auto problems = store.take_problems();
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].find("save failed"), std::string::npos);
+  for (const auto& f : fs::directory_iterator(dir.path()))
+    EXPECT_EQ(f.path().filename().string().find(".tmp."), std::string::npos) << "temp file left behind";
+  auto got = store.restore_longest(kModel, h);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->tokens.size(), 10u);
+}
+
+TEST(AtomicFile, KillDuringWriteLosesNothingCommitted) {
+  TempDir dir;
+  std::string path = dir.file("x.ckpt");
+  auto h = history(20);
+  write_checkpoint(path, at_prefix(h, 20));
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Rewrite the same file, stalling half-way: the parent kills us there.
+    write_file_atomic(path, [](FileWriter& w) {
+      std::vector<uint8_t> junk(4096, 0xee);
+      w.write(junk.data(), junk.size());
+      for (;;) pause();
+    });
+    _exit(0);
+  }
+  std::string tmp = path + ".tmp." + std::to_string(child);
+  for (int i = 0; i < 500 && !(fs::exists(tmp) && fs::file_size(tmp) == 4096); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(fs::exists(tmp));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  Checkpoint c = read_checkpoint(path, kModel);  // the committed file is intact
+  EXPECT_EQ(c.tokens, h);
+  remove_stale_temps(dir.path());
+  EXPECT_FALSE(fs::exists(tmp));
+}
+
+}  // namespace
+}  // namespace ds4
