@@ -13,6 +13,7 @@ and prefill_s + first_token_s + decode_s <= the request's wall time.
 """
 import argparse
 import json
+import math
 import os
 import pathlib
 import re
@@ -77,8 +78,8 @@ def percentiles(xs):
         return {"p50": None, "p95": None, "p99": None, "max": None, "n": 0}
     s = sorted(xs)
 
-    def q(p):  # nearest rank
-        return s[min(len(s) - 1, max(0, int(round(p / 100 * len(s) + 0.5)) - 1))]
+    def q(p):  # nearest rank: the smallest value with at least p % of the data at or below it
+        return s[min(len(s) - 1, max(0, math.ceil(p / 100 * len(s)) - 1))]
     return {"p50": q(50), "p95": q(95), "p99": q(99), "max": s[-1], "n": len(s)}
 
 

@@ -11,6 +11,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S | re.I)
@@ -48,6 +49,12 @@ def _netns_prefix():
     return _NET_CACHE["p"]
 
 
+def python_exe():
+    """A real interpreter, not a PATH shim (pyenv shims are shell scripts that add their own
+    environment variables)."""
+    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
 def _limits(cpu_s):
     def apply():
         os.setsid()
@@ -70,7 +77,7 @@ def run_snippet(code, timeout_s=5.0):
         path = os.path.join(d, "snippet.py")
         with open(path, "w") as f:
             f.write(code)
-        cmd = prefix + [shutil.which("python3") or "/usr/bin/python3", "-I", path]
+        cmd = prefix + [python_exe(), "-I", path]
         proc = subprocess.Popen(cmd, cwd=d, env={}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, preexec_fn=_limits(int(timeout_s) + 1))
         try:
