@@ -192,6 +192,7 @@ def receipt(base, kind, res, before, after, health, spec_reason):
         "io_read_bytes": delta("read_bytes"), "io_write_bytes": delta("write_bytes"),
         "io_rchar": delta("rchar"), "io_wchar": delta("wchar"),
         "finish_reason": res["finish"], "settings": health.get("settings"),
+        "answer_excerpt": res["content"][:800], "reasoning_chars": len(res["reasoning"]),
         "health": {k: v for k, v in health.items() if k != "settings"},
     }
 
@@ -203,6 +204,16 @@ def assistant_message(res):
     if res["reasoning"]:
         m["reasoning_content"] = res["reasoning"]
     return m
+
+
+def metrics(url):
+    """The server's /metrics counters at the end of a run (a cross-check of the receipts)."""
+    out = {}
+    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.split()
+            out[k] = float(v)
+    return out
 
 
 def readme_prompt(health, max_tokens):
@@ -252,6 +263,7 @@ def run_cell(args, family, mode, model, repeat, emit):
             msgs.append(assistant_message(res))
         _, rec = turn("ping", [{"role": "user", "content": PROMPT_PING}], args.ping_tokens)
         emit(rec)
+        emit({**base, "turn": "metrics", "metrics": metrics(srv.url)})
     finally:
         rc = srv.stop()
     if rc not in (0, None):

@@ -56,7 +56,7 @@ def run(tmp_path_factory):
 
 
 def turns(recs):
-    return {r["turn"]: r for r in recs if r["cell"] == "qwen-AR"}
+    return {r["turn"]: r for r in recs if r["cell"] == "qwen-AR" and r["turn"] != "metrics"}
 
 
 def test_every_turn_has_every_field(run):
@@ -88,7 +88,17 @@ def test_load_is_its_own_phase(run):
     assert "load_s" not in t["warmup"]
     assert t["warmup"]["cached_tokens"] == 0
     order = [r["turn"] for r in recs if r["cell"] == "qwen-AR"]
-    assert order == ["load", "warmup", "chat1", "chat2", "chat3", "ping"]
+    assert order == ["load", "warmup", "chat1", "chat2", "chat3", "ping", "metrics"]
+
+
+def test_metrics_agree_with_receipts(run):
+    _, recs = run
+    m = next(r["metrics"] for r in recs if r["turn"] == "metrics")
+    t = [r for r in turns(recs).values() if r["turn"] != "load"]
+    assert m["ds4_requests_total"] == len(t) == 5
+    assert m["ds4_prompt_tokens_total"] == sum(r["prompt_tokens"] for r in t)
+    assert m["ds4_cached_prompt_tokens_total"] == sum(r["cached_tokens"] for r in t)
+    assert m["ds4_generated_tokens_total"] == sum(r["output_tokens"] for r in t)
 
 
 def test_phases_sum_within_wall_time(run):
