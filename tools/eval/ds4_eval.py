@@ -257,7 +257,7 @@ def run_cell(args, family, mode, model, repeat, emit):
             if i == 1:
                 rec["readme_truncated"] = truncated
             if i == 3:
-                rec["is_prime"] = sandbox.run_snippet(sandbox.extract_code(res["content"]), args.sandbox_timeout)
+                rec["is_prime"] = sandbox.grade_is_prime(res["content"], args.sandbox_timeout)
             emit(rec)
             prev_history = (rec["prompt_tokens"] or 0) + (rec["output_tokens"] or 0)
             msgs.append(assistant_message(res))

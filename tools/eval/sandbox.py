@@ -97,3 +97,17 @@ def run_snippet(code, timeout_s=5.0):
                 "asserts": asserts, "network_isolated": bool(prefix)}
     return {"status": "fail", "reason": last, "returncode": rc, "asserts": asserts,
             "network_isolated": bool(prefix)}
+
+
+def grade_is_prime(answer, timeout_s=5.0, want_asserts=5):
+    """The turn-3 task: a runnable is_prime with `want_asserts` asserts. Runs the extracted
+    code; a clean exit only passes when the code defines is_prime and has enough asserts."""
+    code = extract_code(answer)
+    r = run_snippet(code, timeout_s)
+    r["ran_ok"] = r["status"] == "pass"
+    if r["status"] == "pass":
+        if not re.search(r"^\s*def is_prime\s*\(", code, re.M):
+            r.update(status="fail", reason="ran, but the code defines no is_prime")
+        elif r["asserts"] < want_asserts:
+            r.update(status="fail", reason=f"ran, but only {r['asserts']} assert(s) ({want_asserts} asked)")
+    return r

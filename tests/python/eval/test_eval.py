@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import sys
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -137,7 +138,8 @@ def test_report_files(run):
     md = (out / "summary.md").read_text()
     assert "| qwen-AR | chat3 | 1 |" in md and "qwen-MTP: MTP speculative" in md
     svg = (out / "latency.svg").read_text()
-    assert svg.startswith("<svg") and "qwen-AR chat2" in svg and svg.rstrip().endswith("</svg>")
+    assert svg.startswith("<svg") and "qwen-AR chat2" in svg
+    ET.fromstring(svg)  # well-formed XML
 
 
 def test_sandbox_pass_fail_timeout():
@@ -149,6 +151,16 @@ def test_sandbox_pass_fail_timeout():
     assert loop["status"] == "timeout", loop
     none = sandbox.run_snippet(sandbox.extract_code("I cannot write code today."))
     assert none["status"] == "no_code"
+
+
+def test_is_prime_grading():
+    assert sandbox.grade_is_prime(GOOD)["status"] == "pass"
+    few = sandbox.grade_is_prime(GOOD.replace("assert is_prime(97)\n", ""))
+    assert few["status"] == "fail" and few["ran_ok"] and "only 4 assert" in few["reason"], few
+    other = sandbox.grade_is_prime("```python\ndef shout(s):\n    return s.upper()\nassert shout('a') == 'A'\n```")
+    assert other["status"] == "fail" and "no is_prime" in other["reason"], other
+    assert sandbox.grade_is_prime(WRONG)["status"] == "fail"
+    assert sandbox.grade_is_prime(LOOP, 1.5)["status"] == "timeout"
 
 
 def test_sandbox_has_empty_env_and_no_network():
