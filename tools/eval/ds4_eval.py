@@ -216,6 +216,13 @@ def metrics(url):
     return out
 
 
+def host_line():
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    la = os.getloadavg()
+    return (f"{cpu}, {os.cpu_count()} logical CPUs, load average at start {la[0]:.1f} "
+            f"(shared machine: absolute speeds are noisy), server binary {{bin}}")
+
+
 def readme_prompt(health, max_tokens):
     text = (ROOT / "README.md").read_text()
     # Budget ~2.5 chars/token, leaving room for the three answers and the template.
@@ -295,6 +302,7 @@ def main(argv=None):
     wanted = set(filter(None, args.cells.split(",")))
     models = {"deepseek": args.model_deepseek, "glm": args.model_glm, "qwen": args.model_qwen}
     jsonl = open(out / "receipts.jsonl", "w")
+    host = host_line().replace("{bin}", str(args.bin_path))
 
     def emit(rec):
         jsonl.write(json.dumps(rec) + "\n")
@@ -321,7 +329,8 @@ def main(argv=None):
                       "turn": "error", "reason": str(e)[:500]})
     jsonl.close()
     recs = [json.loads(x) for x in open(out / "receipts.jsonl")]
-    (out / "summary.md").write_text(eval_report.markdown(recs, " ".join(["ds4-eval", *(argv or sys.argv[1:])])))
+    cmdline = " ".join(["tools/ds4-eval", *(argv if argv is not None else sys.argv[1:])])
+    (out / "summary.md").write_text(eval_report.markdown(recs, cmdline, host))
     (out / "latency.svg").write_text(eval_report.svg(recs))
     print(f"wrote {out}/receipts.jsonl, summary.md, latency.svg", file=sys.stderr)
     return 0

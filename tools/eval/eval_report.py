@@ -23,8 +23,8 @@ def _by_cell(recs):
     return cells
 
 
-def markdown(recs, command):
-    out = ["# ds4-eval summary", "", f"Command: `{command}`", "",
+def markdown(recs, command, host=""):
+    out = ["# ds4-eval summary", "", f"Command: `{command}`", "", f"Host: {host}", "",
            "Medians over repeats. Tokens: new / cached / output (thinking). Times in seconds; "
            "latency = gap between streamed chunks (ms).", ""]
     head = ("| cell | turn | runs | new | cached | output (thinking) | prefill s | TTFT s | decode s | "
@@ -61,6 +61,12 @@ def markdown(recs, command):
     for cell in loads:
         pr = ", ".join(f"{p['status']} ({p['reason'][:60]})" for p in primes.get(cell, []))
         out.append(f"| {cell} | {_fmt(_med(loads[cell]), 3)} | {' '.join(_fmt(x, 3) for x in loads[cell])} | {escape(pr)} |")
+    reuse = [r for r in recs if r["turn"] in ("chat2", "chat3")]
+    if reuse:
+        out += ["", "## Prefix-cache reuse (cached tokens vs the previous turn's prompt + output)", "",
+                "| cell | repeat | turn | previous history | cached | new |", "|---|---|---|---|---|---|"]
+        out += [f"| {r['cell']} | {r['repeat']} | {r['turn']} | {r['previous_history_tokens']} | "
+                f"{r['cached_tokens']} | {r['new_tokens']} |" for r in reuse]
     if skipped:
         out += ["", "## Skipped cells", ""] + [f"- {c}: {why}" for c, why in skipped]
     if errors:
