@@ -48,9 +48,13 @@ def run(tmp_path_factory):
     if not (BIN / "ds4server").exists():
         pytest.skip(f"{BIN / 'ds4server'} not built")
     out = tmp_path_factory.mktemp("eval")
+    # A model folder without tokenizer.json: the skip reason must name it.
+    (out / "no-tokenizer").mkdir()
+    (out / "no-tokenizer" / "config.json").write_text("{}")
     rc = ds4_eval.main(["--bin", str(BIN), "--cells", "qwen-AR,qwen-MTP,glm-AR,deepseek-AR",
                         "--repeats", "1", "--max-tokens", "12", "--ping-tokens", "4",
-                        "--model-glm", str(out / "absent-model"), "--out", str(out)])
+                        "--model-glm", str(out / "absent-model"), "--model-deepseek", str(out / "no-tokenizer"),
+                        "--out", str(out)])
     assert rc == 0
     recs = [json.loads(x) for x in open(out / "receipts.jsonl")]
     return out, recs
