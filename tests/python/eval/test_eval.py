@@ -1,0 +1,183 @@
+"""ds4-eval against the real server binary (DS4_BIN, the ctest build) on models/default:
+receipt fields, phase accounting, prefix-cache reuse across the chat, skip reasons, and the
+is_prime sandbox runner on known-good, known-bad and non-terminating snippets."""
+import json
+import os
+import pathlib
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+ROOT = pathlib.Path(os.environ.get("DS4_ROOT", pathlib.Path(__file__).resolve().parents[3]))
+BIN = pathlib.Path(os.environ.get("DS4_BIN", ROOT / "build" / "debug" / "bin"))
+sys.path.insert(0, str(ROOT / "tools" / "eval"))
+import ds4_eval  # noqa: E402
+import eval_report  # noqa: E402
+import sandbox  # noqa: E402
+
+TURN_FIELDS = ["cell", "family", "mode", "model", "repeat", "turn", "new_tokens", "cached_tokens",
+               "prompt_tokens", "output_tokens", "thinking_tokens", "phases_s", "ttft_s", "client_ttft_s",
+               "wall_s", "prefill_tok_s", "decode_tok_s", "speculative", "token_latency_ms",
+               "peak_mem_bytes", "rss_bytes", "io_read_bytes", "io_write_bytes", "finish_reason",
+               "settings", "health"]
+
+GOOD = """```python
+def is_prime(n):
+    if n < 2:
+        return False
+    i = 2
+    while i * i <= n:
+        if n % i == 0:
+            return False
+        i += 1
+    return True
+
+assert is_prime(2)
+assert is_prime(13)
+assert not is_prime(1)
+assert not is_prime(9)
+assert is_prime(97)
+```"""
+WRONG = GOOD.replace("return False\n    i = 2", "return True\n    i = 2")  # n < 2 -> prime: is_prime(1) fails
+LOOP = "```python\ndef is_prime(n):\n    while True:\n        pass\nassert is_prime(7)\n```"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    if not (BIN / "ds4server").exists():
+        pytest.skip(f"{BIN / 'ds4server'} not built")
+    out = tmp_path_factory.mktemp("eval")
+    # A model folder without tokenizer.json: the skip reason must name it.
+    (out / "no-tokenizer").mkdir()
+    (out / "no-tokenizer" / "config.json").write_text("{}")
+    rc = ds4_eval.main(["--bin", str(BIN), "--cells", "qwen-AR,qwen-MTP,glm-AR,deepseek-AR",
+                        "--repeats", "1", "--max-tokens", "12", "--ping-tokens", "4",
+                        "--model-glm", str(out / "absent-model"), "--model-deepseek", str(out / "no-tokenizer"),
+                        "--out", str(out)])
+    assert rc == 0
+    recs = [json.loads(x) for x in open(out / "receipts.jsonl")]
+    return out, recs
+
+
+def turns(recs):
+    return {r["turn"]: r for r in recs if r["cell"] == "qwen-AR" and r["turn"] != "metrics"}
+
+
+def test_every_turn_has_every_field(run):
+    _, recs = run
+    t = turns(recs)
+    assert "error" not in t, t.get("error")
+    assert set(t) == {"load", "warmup", "chat1", "chat2", "chat3", "ping"}
+    for name in ["warmup", "chat1", "chat2", "chat3", "ping"]:
+        r = t[name]
+        missing = [f for f in TURN_FIELDS if f not in r]
+        assert not missing, (name, missing)
+        assert set(r["phases_s"]) == {"restore_s", "prefill_s", "first_token_s", "decode_s"}
+        assert set(r["token_latency_ms"]) == {"p50", "p95", "p99", "max", "n"}
+        assert r["speculative"]["acceptance"] is None and "no speculative" in r["speculative"]["reason"]
+        assert r["new_tokens"] == r["prompt_tokens"] - r["cached_tokens"]
+        assert r["output_tokens"] > 0 and r["peak_mem_bytes"] > 0
+        assert r["settings"] and "speculative" in r["settings"]
+        assert r["finish_reason"] in ("stop", "length")
+    assert t["ping"]["output_tokens"] <= 4 and t["chat1"]["output_tokens"] <= 12
+    assert t["chat3"]["is_prime"]["status"] in ("pass", "fail", "timeout", "no_code")
+
+
+def test_load_is_its_own_phase(run):
+    _, recs = run
+    t = turns(recs)
+    assert t["load"]["load_s"] > 0
+    # Warmup's prompt is computed from scratch by a server that is already up: its receipt
+    # has no load field, and it ran after the load record was written.
+    assert "load_s" not in t["warmup"]
+    assert t["warmup"]["cached_tokens"] == 0
+    order = [r["turn"] for r in recs if r["cell"] == "qwen-AR"]
+    assert order == ["load", "warmup", "chat1", "chat2", "chat3", "ping", "metrics"]
+
+
+def test_metrics_agree_with_receipts(run):
+    _, recs = run
+    m = next(r["metrics"] for r in recs if r["turn"] == "metrics")
+    t = [r for r in turns(recs).values() if r["turn"] != "load"]
+    assert m["ds4_requests_total"] == len(t) == 5
+    assert m["ds4_prompt_tokens_total"] == sum(r["prompt_tokens"] for r in t)
+    assert m["ds4_cached_prompt_tokens_total"] == sum(r["cached_tokens"] for r in t)
+    assert m["ds4_generated_tokens_total"] == sum(r["output_tokens"] for r in t)
+
+
+def test_phases_sum_within_wall_time(run):
+    _, recs = run
+    for r in turns(recs).values():
+        if r["turn"] == "load":
+            continue
+        p = r["phases_s"]
+        parts = [p["prefill_s"], p["first_token_s"], p["decode_s"]]
+        assert all(x is not None and x >= 0 for x in parts), (r["turn"], p)
+        assert sum(parts) <= r["wall_s"], (r["turn"], p, r["wall_s"])
+        assert abs(sum(parts[:2]) - r["ttft_s"]) < 1e-6
+
+
+def test_chat_reuses_previous_history(run):
+    _, recs = run
+    t = turns(recs)
+    assert t["chat1"]["cached_tokens"] == 0 or t["chat1"]["cached_tokens"] < t["chat1"]["prompt_tokens"]
+    for prev, cur in (("chat1", "chat2"), ("chat2", "chat3")):
+        history = t[prev]["prompt_tokens"] + t[prev]["output_tokens"]
+        assert t[cur]["previous_history_tokens"] == history
+        assert t[cur]["cached_tokens"] == history, (cur, t[cur]["cached_tokens"], history)
+
+
+def test_skipped_cells_carry_reasons(run):
+    _, recs = run
+    skipped = {r["cell"]: r["reason"] for r in recs if r["turn"] == "skipped"}
+    assert "not implemented" in skipped["qwen-MTP"]
+    assert skipped["glm-AR"].startswith("model not found")
+    assert "tokenizer.json" in skipped["deepseek-AR"]
+    assert not any(r["cell"] in skipped for r in recs if r["turn"] not in ("skipped",))
+
+
+def test_report_files(run):
+    out, recs = run
+    md = (out / "summary.md").read_text()
+    assert "| qwen-AR | chat3 | 1 |" in md and "qwen-MTP: MTP speculative" in md
+    svg = (out / "latency.svg").read_text()
+    assert svg.startswith("<svg") and "qwen-AR chat2" in svg
+    ET.fromstring(svg)  # well-formed XML
+
+
+def test_sandbox_pass_fail_timeout():
+    good = sandbox.run_snippet(sandbox.extract_code(GOOD), 10)
+    assert good["status"] == "pass" and good["asserts"] == 5, good
+    bad = sandbox.run_snippet(sandbox.extract_code(WRONG), 10)
+    assert bad["status"] == "fail" and "AssertionError" in bad["reason"], bad
+    loop = sandbox.run_snippet(sandbox.extract_code(LOOP), 1.5)
+    assert loop["status"] == "timeout", loop
+    none = sandbox.run_snippet(sandbox.extract_code("I cannot write code today."))
+    assert none["status"] == "no_code"
+
+
+def test_is_prime_grading():
+    assert sandbox.grade_is_prime(GOOD)["status"] == "pass"
+    few = sandbox.grade_is_prime(GOOD.replace("assert is_prime(97)\n", ""))
+    assert few["status"] == "fail" and few["ran_ok"] and "only 4 assert" in few["reason"], few
+    other = sandbox.grade_is_prime("```python\ndef shout(s):\n    return s.upper()\nassert shout('a') == 'A'\n```")
+    assert other["status"] == "fail" and "no is_prime" in other["reason"], other
+    assert sandbox.grade_is_prime(WRONG)["status"] == "fail"
+    assert sandbox.grade_is_prime(LOOP, 1.5)["status"] == "timeout"
+
+
+def test_sandbox_has_empty_env_and_no_network():
+    # Python itself may add LC_CTYPE (PEP 538 locale coercion); nothing else may be there.
+    r = sandbox.run_snippet("import os\nassert set(os.environ) <= {'LC_CTYPE'}, dict(os.environ)", 10)
+    assert r["status"] == "pass", r
+    if r["network_isolated"]:
+        net = sandbox.run_snippet("import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=3)", 10)
+        assert net["status"] == "fail" and "unreachable" in net["reason"].lower(), net
+
+
+def test_percentiles_nearest_rank():
+    p = ds4_eval.percentiles([float(x) for x in range(1, 101)])
+    assert (p["p50"], p["p95"], p["p99"], p["max"], p["n"]) == (50.0, 95.0, 99.0, 100.0, 100)
+    assert ds4_eval.percentiles([])["p50"] is None
+    assert eval_report.svg([]).startswith("<svg")
