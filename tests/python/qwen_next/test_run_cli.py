@@ -73,3 +73,22 @@ def test_text_prompt_uses_the_tokenizer(tmp_path):
     assert f"prefill {len(ids)} tokens" in by_text.stderr
     missing = run("--model", str(MODEL), "-p", "hi")
     assert missing.returncode == 1 and "needs a tokenizer" in missing.stderr
+
+
+def test_gguf_from_ds4_convert(tmp_path):
+    # Our converter's GGUF (HF names, config in ds4.config_json) runs the same model: F32 is
+    # exact (golden greedy tokens), Q8_0 loads and starts the same.
+    tokens = ",".join(map(str, GOLDEN["p64.tokens"]))
+    want = [int(t) for t in GOLDEN["p64.greedy"]]
+    for quant in ("F32", "Q8_0"):
+        out = tmp_path / f"tiny_{quant}.gguf"
+        c = subprocess.run([str(BIN.parent / "ds4-convert"), str(MODEL), str(out), "--quant", quant],
+                           capture_output=True, text=True, timeout=120)
+        assert c.returncode == 0, c.stderr
+        r = run("--model", str(out), "--tokens", tokens, "--max-tokens", "32")
+        assert r.returncode == 0, r.stderr
+        got = [int(t) for t in r.stdout.split()]
+        if quant == "F32":
+            assert got == want
+        else:
+            assert got[:2] == want[:2]
