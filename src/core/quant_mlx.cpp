@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <immintrin.h>
+
 #include "core/error.h"
 #include "core/half.h"
 #include "core/quant_variants.h"
@@ -41,6 +43,27 @@ DS4_ALWAYS_INLINE void decode(const WeightMatrix& w, int64_t r, int64_t c0, int6
 
 DS4_DECODER_VARIANTS(mlx, decode)
 
+// AVX2: 8 values per step. 4-bit: one u32 shifted by (0, 4, ..., 28); 8-bit: 8 bytes
+// widened (value i of a word is byte i, little-endian). Same s*q + b as scalar.
+DS4_TARGET_AVX2 void decode_avx2(const WeightMatrix& w, int64_t r, int64_t c0, int64_t len, float* out) {
+  const bool four = w.type == DType::MLX_Q4;
+  const int per = four ? 8 : 4;
+  const uint32_t* q = reinterpret_cast<const uint32_t*>(row_ptr(w, r)) + c0 / per;
+  const int64_t g0 = r * (w.cols / w.group_size) + c0 / w.group_size;
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), nib = _mm256_set1_epi32(15);
+  for (int64_t g = 0; g < len / w.group_size; ++g) {
+    const __m256 s = _mm256_set1_ps(load_scale(w.scales, g0 + g, w.scale_type));
+    const __m256 bias = _mm256_set1_ps(load_scale(w.biases, g0 + g, w.scale_type));
+    const uint32_t* qg = q + g * (w.group_size / per);
+    float* o = out + g * w.group_size;
+    for (int64_t i = 0; i < w.group_size; i += 8) {
+      __m256i v = four ? _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(qg[i / 8])), shifts), nib)
+                       : _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qg + i / 4)));
+      _mm256_storeu_ps(o + i, _mm256_add_ps(_mm256_mul_ps(s, _mm256_cvtepi32_ps(v)), bias));
+    }
+  }
+}
+
 void store_scale(void* p, int64_t i, DType t, float v) {
   if (t == DType::F32) {
     static_cast<float*>(p)[i] = v;
@@ -52,7 +75,7 @@ void store_scale(void* p, int64_t i, DType t, float v) {
 
 }  // namespace
 
-RowDecodeFn mlx_decoder(SimdLevel level) { return mlx_pick(level); }
+RowDecodeFn mlx_decoder(SimdLevel level) { return level == SimdLevel::Scalar ? mlx_scalar : decode_avx2; }
 
 void quantize_mlx(const float* src, int64_t n, int bits, int64_t group, DType scale_type, uint32_t* q,
                   void* scales, void* biases) {

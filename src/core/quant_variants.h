@@ -4,18 +4,18 @@
 #include "core/quant.h"
 
 #define DS4_DECODER_VARIANTS(prefix, body)                                                                    \
-  static void prefix##_scalar(const ::ds4::WeightMatrix& w, int64_t r, int64_t c0, int64_t len, float* out) { \
+  [[maybe_unused]] static void prefix##_scalar(const ::ds4::WeightMatrix& w, int64_t r, int64_t c0, int64_t len, float* out) { \
     body(w, r, c0, len, out);                                                                                 \
   }                                                                                                           \
-  DS4_TARGET_AVX2 static void prefix##_avx2(const ::ds4::WeightMatrix& w, int64_t r, int64_t c0, int64_t len, \
+  [[maybe_unused]] DS4_TARGET_AVX2 static void prefix##_avx2(const ::ds4::WeightMatrix& w, int64_t r, int64_t c0, int64_t len, \
                                             float* out) {                                                     \
     body(w, r, c0, len, out);                                                                                 \
   }                                                                                                           \
-  DS4_TARGET_AVX512 static void prefix##_avx512(const ::ds4::WeightMatrix& w, int64_t r, int64_t c0,          \
+  [[maybe_unused]] DS4_TARGET_AVX512 static void prefix##_avx512(const ::ds4::WeightMatrix& w, int64_t r, int64_t c0,          \
                                                 int64_t len, float* out) {                                    \
     body(w, r, c0, len, out);                                                                                 \
   }                                                                                                           \
-  static ::ds4::RowDecodeFn prefix##_pick(::ds4::SimdLevel l) {                                               \
+  [[maybe_unused]] static ::ds4::RowDecodeFn prefix##_pick(::ds4::SimdLevel l) {                                               \
     return l == ::ds4::SimdLevel::Avx512 ? prefix##_avx512 : l == ::ds4::SimdLevel::Avx2 ? prefix##_avx2      \
                                                                                          : prefix##_scalar;   \
   }

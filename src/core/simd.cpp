@@ -102,6 +102,33 @@ DS4_TARGET_AVX512 void dot4_avx512(const float* w0, const float* w1, const float
   for (; i < n; ++i) out[0] += w0[i] * x[i], out[1] += w1[i] * x[i], out[2] += w2[i] * x[i], out[3] += w3[i] * x[i];
 }
 
+// Four rows against two inputs: each (row, input) pair accumulates exactly as dot4 does
+// (one vector accumulator, the same reduction, the same scalar tail), so results do not
+// depend on how tokens are paired; it only halves the weight loads per FMA.
+#define DS4_DOT4X2(V, W, LOAD, FMA, SUM)                                       \
+  V a[8];                                                                      \
+  for (int k = 0; k < 8; ++k) a[k] = V{};                                      \
+  int64_t i = 0;                                                               \
+  for (; i + (W) <= n; i += (W)) {                                             \
+    V xa = LOAD(x0 + i), xb = LOAD(x1 + i);                                    \
+    for (int r = 0; r < 4; ++r) {                                              \
+      V wv = LOAD(w[r] + i);                                                   \
+      a[r] = FMA(wv, xa, a[r]);                                                \
+      a[4 + r] = FMA(wv, xb, a[4 + r]);                                        \
+    }                                                                          \
+  }                                                                            \
+  for (int k = 0; k < 8; ++k) out[k] = SUM(a[k]);                              \
+  for (; i < n; ++i)                                                           \
+    for (int r = 0; r < 4; ++r) out[r] += w[r][i] * x0[i], out[4 + r] += w[r][i] * x1[i];
+
+DS4_TARGET_AVX2 void dot4x2_avx2(const float* const* w, const float* x0, const float* x1, int64_t n, float out[8]) {
+  DS4_DOT4X2(__m256, 8, _mm256_loadu_ps, _mm256_fmadd_ps, hsum256)
+}
+
+DS4_TARGET_AVX512 void dot4x2_avx512(const float* const* w, const float* x0, const float* x1, int64_t n, float out[8]) {
+  DS4_DOT4X2(__m512, 16, _mm512_loadu_ps, _mm512_fmadd_ps, hsum512)
+}
+
 }  // namespace
 
 SimdLevel simd_supported() {
@@ -148,6 +175,19 @@ void dot4_f32(const float* w0, const float* w1, const float* w2, const float* w3
     default:
       out[0] = dot_scalar(w0, x, n), out[1] = dot_scalar(w1, x, n);
       out[2] = dot_scalar(w2, x, n), out[3] = dot_scalar(w3, x, n);
+  }
+}
+
+}  // namespace ds4
+
+namespace ds4 {
+
+void dot4x2_f32(const float* const w[4], const float* x0, const float* x1, int64_t n, float out[8]) {
+  switch (simd_level()) {
+    case SimdLevel::Avx512: return dot4x2_avx512(w, x0, x1, n, out);
+    case SimdLevel::Avx2: return dot4x2_avx2(w, x0, x1, n, out);
+    default:
+      for (int r = 0; r < 4; ++r) out[r] = dot_scalar(w[r], x0, n), out[4 + r] = dot_scalar(w[r], x1, n);
   }
 }
 

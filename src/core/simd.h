@@ -22,5 +22,8 @@ const char* simd_level_name(SimdLevel level);
 float dot_f32(const float* a, const float* b, int64_t n);
 void dot4_f32(const float* w0, const float* w1, const float* w2, const float* w3, const float* x, int64_t n,
               float out[4]);
+// Four rows against two inputs: out[r] = w[r].x0, out[4 + r] = w[r].x1, each bit-identical
+// to what dot4_f32 gives for that pair.
+void dot4x2_f32(const float* const w[4], const float* x0, const float* x1, int64_t n, float out[8]);
 
 }  // namespace ds4

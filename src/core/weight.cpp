@@ -1,6 +1,6 @@
 // matvec/matmul over any weight type. Rows are decoded (by the type's decoder, core/quant_*)
-// into an f32 tile in cache and dotted with SIMD; a tile of rows is decoded once per call
-// and reused for all n input rows, so prefill (n > 1) reads and decodes each weight once.
+// chunk by chunk into an f32 tile in L1 and dotted with SIMD; a tile is decoded once per
+// call and reused for all n input rows, so prefill (n > 1) reads and decodes each weight once.
 #include "core/weight.h"
 
 #include <algorithm>
@@ -23,22 +23,41 @@ void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool* pool) {
 
 namespace {
 
-// Rows per decoded tile: ~128 KB of f32 (stays in L2 while all n inputs stream past it),
-// a multiple of 4 for the 4-row dot kernel.
-int64_t tile_rows(int64_t cols) { return std::clamp<int64_t>((32768 / std::max<int64_t>(cols, 1)) & ~int64_t(3), 4, 64); }
+// Work unit: 4 rows x 1024 columns. The decoded 16 KB stays in L1 while every input row
+// of the batch is dotted against it, so each weight byte is read and decoded once per
+// call, whatever n is. Row sums accumulate chunk by chunk in the same order for every n,
+// which keeps matvec and batched matmul bit-identical (batch invariance).
+constexpr int64_t kTileRows = 4;
+constexpr int64_t kChunkCols = 1024;  // a multiple of every block size and MLX group
 
-// Y[t, r] for rows [r0, r1) and all n inputs, from a decoded tile {r1-r0, cols}.
-void tile_dots(const float* tile, int64_t r0, int64_t r1, int64_t cols, const float* x, int64_t n, int64_t rows,
-               float* y) {
-  for (int64_t t = 0; t < n; ++t) {
-    const float* xt = x + t * cols;
-    float* yt = y + t * rows;
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-      const float* wr = tile + (r - r0) * cols;
-      dot4_f32(wr, wr + cols, wr + 2 * cols, wr + 3 * cols, xt, cols, yt + r);
+void tile(const WeightMatrix& w, RowDecodeFn decode, int64_t r0, const float* x, int64_t n, float* y, float* buf) {
+  const int64_t rows = std::min(kTileRows, w.rows - r0), cols = w.cols;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t r = 0; r < rows; ++r) y[t * w.rows + r0 + r] = 0;
+  for (int64_t c0 = 0; c0 < cols; c0 += kChunkCols) {
+    const int64_t len = std::min(kChunkCols, cols - c0);
+    const float* wr[kTileRows] = {};
+    for (int64_t r = 0; r < kTileRows; ++r) {
+      if (r >= rows) {
+        wr[r] = wr[0];  // padding rows: computed, never stored
+      } else if (w.type == DType::F32) {
+        wr[r] = static_cast<const float*>(w.data) + (r0 + r) * cols + c0;
+      } else {
+        decode(w, r0 + r, c0, len, buf + r * kChunkCols);
+        wr[r] = buf + r * kChunkCols;
+      }
     }
-    for (; r < r1; ++r) yt[r] = dot_f32(tile + (r - r0) * cols, xt, cols);
+    int64_t t = 0;
+    for (; t + 2 <= n; t += 2) {  // token pairs: each weight load feeds two FMAs
+      float part[8];
+      dot4x2_f32(wr, x + t * cols + c0, x + (t + 1) * cols + c0, len, part);
+      for (int64_t r = 0; r < rows; ++r) y[t * w.rows + r0 + r] += part[r], y[(t + 1) * w.rows + r0 + r] += part[4 + r];
+    }
+    for (; t < n; ++t) {
+      float part[4];
+      dot4_f32(wr[0], wr[1], wr[2], wr[3], x + t * cols + c0, len, part);
+      for (int64_t r = 0; r < rows; ++r) y[t * w.rows + r0 + r] += part[r];
+    }
   }
 }
 
@@ -46,24 +65,13 @@ void tile_dots(const float* tile, int64_t r0, int64_t r1, int64_t cols, const fl
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
   const RowDecodeFn decode = row_decoder(w.type, simd_level());
-  decode_granularity(w);  // validates MLX group geometry before any decoding
-  const int64_t cols = w.cols;
-  if (w.type == DType::F32) {  // no decode needed: dot straight from the weights
-    parallel_for(pool, w.rows, [&](int64_t begin, int64_t end) {
-      tile_dots(static_cast<const float*>(w.data) + begin * cols, begin, end, cols, x, n, w.rows, y);
-    }, 16);
-    return;
-  }
-  const int64_t tr = tile_rows(cols);
-  const int64_t n_tiles = (w.rows + tr - 1) / tr;
+  if (kChunkCols % decode_granularity(w) != 0)  // also validates MLX group geometry
+    throw Error("matmul: block of " + std::to_string(decode_granularity(w)) + " does not divide the column chunk");
+  const int64_t n_tiles = (w.rows + kTileRows - 1) / kTileRows;
   parallel_for(pool, n_tiles, [&](int64_t begin, int64_t end) {
-    std::vector<float> tile(size_t(tr * cols));
-    for (int64_t ti = begin; ti < end; ++ti) {
-      const int64_t r0 = ti * tr, r1 = std::min(w.rows, r0 + tr);
-      for (int64_t r = r0; r < r1; ++r) decode(w, r, 0, cols, tile.data() + (r - r0) * cols);
-      tile_dots(tile.data(), r0, r1, cols, x, n, w.rows, y);
-    }
-  }, 1);
+    std::vector<float> buf(size_t(kTileRows * kChunkCols));
+    for (int64_t ti = begin; ti < end; ++ti) tile(w, decode, ti * kTileRows, x, n, y, buf.data());
+  }, 4);
 }
 
 }  // namespace ds4

@@ -82,6 +82,22 @@ Continuation ChatTemplate::render_continuation(const std::vector<TokenId>& histo
   return c;
 }
 
+Continuation ChatTemplate::append_user_turn(const std::vector<TokenId>& history, Conversation conv,
+                                            const ParsedOutput& answer, const std::string& user_text) const {
+  Message a;
+  a.role = "assistant";
+  a.content = answer.content;
+  a.reasoning = answer.reasoning;
+  a.tool_calls = answer.tool_calls;
+  conv.messages.push_back(std::move(a));
+  Message u;
+  u.role = "user";
+  u.content = user_text;
+  conv.messages.push_back(std::move(u));
+  conv.add_generation_prompt = true;
+  return render_continuation(history, conv);
+}
+
 std::vector<TokenId> stop_ids_of(const Tokenizer& tok, const std::vector<std::string>& names) {
   std::vector<TokenId> ids;
   for (const auto& s : names) {

@@ -55,6 +55,8 @@ struct Conversation {
   bool add_generation_prompt = true;
 };
 
+struct ParsedOutput;
+
 // What render_continuation says: keep the first `keep` tokens of the cached history, then
 // feed `append`. keep == history.size() on the fast path (pure append).
 struct Continuation {
@@ -85,6 +87,13 @@ class ChatTemplate {
   // history and the tokens to feed after it so that the result equals render_tokens(conv).
   Continuation render_continuation(const std::vector<TokenId>& history,
                                    const Conversation& conv) const;
+
+  // The engine's chat loop in one call: `conv` is the conversation whose prompt produced
+  // `history` (prompt + generated tokens, stop token included), `answer` the parsed
+  // generation (parse_output of the generated text without the stop token). Appends the
+  // assistant turn and the next user message, then calls render_continuation.
+  Continuation append_user_turn(const std::vector<TokenId>& history, Conversation conv,
+                                const ParsedOutput& answer, const std::string& user_text) const;
 
   // Tokens that end an assistant turn (the engine stops on them; they are not text).
   const std::vector<TokenId>& stop_ids() const { return stop_ids_; }

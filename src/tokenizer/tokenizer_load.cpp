@@ -114,6 +114,12 @@ void load_model(const json& m, Tokenizer::Impl& t) {
   t.ignore_merges = m.value("ignore_merges", false);
   const auto& vocab = m.at("vocab");
   if (!vocab.is_object()) bad(path, "model.vocab", "must be an object");
+  // Sized up front: rehashing 250k string keys dominated load time.
+  t.str_to_id.reserve(vocab.size() * 2 + 4096);
+  t.piece_to_id.reserve(vocab.size() * 2);
+  t.id_str.reserve(vocab.size() + 4096);
+  t.id_piece.reserve(vocab.size() + 4096);
+  t.id_flags.reserve(vocab.size() + 4096);
   std::string raw;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     TokenId id = it.value().get<TokenId>();
@@ -131,19 +137,20 @@ void load_model(const json& m, Tokenizer::Impl& t) {
   const auto& merges = m.at("merges");
   t.merges.reserve(merges.size());
   int32_t rank = 0;
+  std::string a, b, ab;  // reused: no allocation per merge
   for (const auto& mg : merges) {
-    std::string a, b;
     if (mg.is_string()) {
       const auto& s = mg.get_ref<const std::string&>();
       size_t sp = s.find(' ', 1);
       if (sp == std::string::npos) bad(path, "model.merges", "entry without a space: " + s);
-      a = s.substr(0, sp);
-      b = s.substr(sp + 1);
+      a.assign(s, 0, sp);
+      b.assign(s, sp + 1);
     } else {
-      a = mg.at(0).get<std::string>();
-      b = mg.at(1).get<std::string>();
+      a = mg.at(0).get_ref<const std::string&>();
+      b = mg.at(1).get_ref<const std::string&>();
     }
-    auto ia = t.str_to_id.find(a), ib = t.str_to_id.find(b), im = t.str_to_id.find(a + b);
+    ab.assign(a).append(b);
+    auto ia = t.str_to_id.find(a), ib = t.str_to_id.find(b), im = t.str_to_id.find(ab);
     if (ia == t.str_to_id.end() || ib == t.str_to_id.end() || im == t.str_to_id.end())
       bad(path, "model.merges", "merge '" + a + " " + b + "' uses a token not in the vocab");
     t.merges.insert(ia->second, ib->second, rank++, im->second);

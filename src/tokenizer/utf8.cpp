@@ -141,11 +141,14 @@ namespace {
 struct ByteTables {
   std::array<uint32_t, 256> to_cp{};
   std::array<std::string, 256> to_utf8;
+  std::array<int16_t, 324> to_byte{};  // code points 0..323 -> byte or -1
   ByteTables() {
+    to_byte.fill(-1);
     int extra = 0;
     for (int b = 0; b < 256; ++b) {
       bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
       to_cp[b] = printable ? b : 256 + extra++;
+      to_byte[to_cp[b]] = static_cast<int16_t>(b);
       utf8_append(to_utf8[b], to_cp[b]);
     }
   }
@@ -158,20 +161,7 @@ const ByteTables& tables() {
 
 uint32_t byte_to_cp(uint8_t b) { return tables().to_cp[b]; }
 
-int cp_to_byte(uint32_t cp) {
-  if (cp < 256) {
-    bool printable = (cp >= '!' && cp <= '~') || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE);
-    return printable ? static_cast<int>(cp) : -1;
-  }
-  if (cp < 256 + 68) {
-    // The 68 non-printable bytes in increasing order.
-    int k = static_cast<int>(cp) - 256;
-    for (int b = 0; b < 256; ++b)
-      if (tables().to_cp[b] == cp) return b;
-    (void)k;
-  }
-  return -1;
-}
+int cp_to_byte(uint32_t cp) { return cp < 324 ? tables().to_byte[cp] : -1; }
 
 std::string bytes_to_byte_level(std::string_view bytes) {
   const auto& t = tables();

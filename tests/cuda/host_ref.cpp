@@ -4,102 +4,27 @@
 #include <stdexcept>
 #include <string>
 
-#include "backend/cuda/iq2xxs_grid.h"
 #include "core/half.h"
 
 namespace ds4::cuda_test {
 
-float f16_to_float(uint16_t h) { return ds4::f16_to_f32(h); }
-uint16_t float_to_f16(float f) { return ds4::f32_to_f16(f); }
-
 namespace {
 
-uint16_t rd16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-uint32_t rd32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 void wr16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
-
-float scale_value(DType t, uint16_t bits) { return t == DType::BF16 ? bf16_to_f32(bits) : f16_to_f32(bits); }
-
-// Q4_K's 6-bit scale and min of sub-block j from the 12 packed bytes.
-void q4k_scale_min(const uint8_t* s, int j, int& sc, int& mn) {
-  if (j < 4) {
-    sc = s[j] & 63;
-    mn = s[j + 4] & 63;
-  } else {
-    sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-    mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
 
 }  // namespace
 
-void dequantize_row_ref(const HostWeight& w, int64_t r, float* out) {
-  const int64_t rb = row_bytes(w.type, w.cols);
-  const uint8_t* row = w.data.data() + r * rb;
-  switch (w.type) {
-    case DType::F16:
-    case DType::BF16:
-      for (int64_t e = 0; e < w.cols; ++e) out[e] = scale_value(w.type, rd16(row + 2 * e));
-      return;
-    case DType::Q8_0:
-      for (int64_t e = 0; e < w.cols; ++e) {
-        const uint8_t* b = row + (e / 32) * 34;
-        out[e] = f16_to_f32(rd16(b)) * float(int8_t(b[2 + e % 32]));
-      }
-      return;
-    case DType::Q4_K:
-      for (int64_t e = 0; e < w.cols; ++e) {
-        const uint8_t* b = row + (e / 256) * 144;
-        const int i = int(e % 256), j = i / 32;
-        int sc, mn;
-        q4k_scale_min(b + 4, j, sc, mn);
-        const int q = (b[16 + (i / 64) * 32 + i % 32] >> (4 * ((i % 64) / 32))) & 0xf;
-        out[e] = f16_to_f32(rd16(b)) * float(sc) * float(q) - f16_to_f32(rd16(b + 2)) * float(mn);
-      }
-      return;
-    case DType::Q2_K:
-      for (int64_t e = 0; e < w.cols; ++e) {
-        const uint8_t* b = row + (e / 256) * 84;
-        const int i = int(e % 256), g = i / 16;
-        const int q = (b[16 + (i / 128) * 32 + i % 32] >> (2 * ((i % 128) / 32))) & 3;
-        out[e] = f16_to_f32(rd16(b + 80)) * float(b[g] & 0xf) * float(q) - f16_to_f32(rd16(b + 82)) * float(b[g] >> 4);
-      }
-      return;
-    case DType::IQ2_XXS:
-      for (int64_t e = 0; e < w.cols; ++e) {
-        const uint8_t* b = row + (e / 256) * 66;
-        const int i = int(e % 256), ib = i / 32, l = (i % 32) / 8, k = i % 8;
-        const uint32_t aux0 = rd32(b + 2 + 8 * ib), aux1 = rd32(b + 6 + 8 * ib);
-        const float db = f16_to_f32(rd16(b)) * (0.5f + float(aux1 >> 28)) * 0.25f;
-        const uint8_t mag = uint8_t(cuda::kIq2xxsGrid[(aux0 >> (8 * l)) & 0xff] >> (8 * k));
-        const uint8_t signs = cuda::iq2xxs_sign_byte((aux1 >> (7 * l)) & 127);
-        out[e] = db * float(mag) * ((signs >> k) & 1 ? -1.f : 1.f);
-      }
-      return;
-    case DType::MLX_Q4:
-    case DType::MLX_Q8: {
-      const int bits = w.type == DType::MLX_Q4 ? 4 : 8, per = 32 / bits;
-      const int64_t groups = w.cols / w.group_size;
-      for (int64_t e = 0; e < w.cols; ++e) {
-        const uint32_t word = rd32(row + 4 * (e / per));
-        const uint32_t q = (word >> (bits * (e % per))) & ((1u << bits) - 1);
-        const int64_t g = r * groups + e / w.group_size;
-        out[e] = scale_value(w.scale_type, rd16(&w.scales[2 * g])) * float(q) +
-                 scale_value(w.scale_type, rd16(&w.biases[2 * g]));
-      }
-      return;
-    }
-    default:
-      throw std::runtime_error("dequantize_row_ref: unsupported type " + std::string(dtype_name(w.type)));
-  }
+WeightMatrix host_view(const HostWeight& h) {
+  WeightMatrix w;
+  w.type = h.type;
+  w.rows = h.rows;
+  w.cols = h.cols;
+  w.data = h.data.data();
+  w.scales = h.scales.empty() ? nullptr : h.scales.data();
+  w.biases = h.biases.empty() ? nullptr : h.biases.data();
+  w.scale_type = h.scale_type;
+  w.group_size = h.group_size;
+  return w;
 }
 
 HostWeight random_weight(DType type, int64_t rows, int64_t cols, std::mt19937_64& rng, int64_t group_size,

@@ -1,13 +1,12 @@
 #pragma once
-// Host side of the CUDA op tests and benches: random weights in every format we load and
-// a reference decoder written from the layouts element by element (gguf/quants.py, MLX
-// affine), deliberately unlike the GPU's unit decoders so the two check each other.
-// TODO(#10): once src/core's CPU decoders land (foundation), also compare against them.
+// Host side of the CUDA op tests: random weights in every format we load, with finite,
+// realistic scales. The reference decoder is the CPU backend's (core dequantize_row).
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/weight.h"
 
 namespace ds4::cuda_test {
 
@@ -25,10 +24,7 @@ struct HostWeight {
 HostWeight random_weight(DType type, int64_t rows, int64_t cols, std::mt19937_64& rng, int64_t group_size = 64,
                          DType scale_type = DType::F16);
 
-// out[cols] = row r of w in f32.
-void dequantize_row_ref(const HostWeight& w, int64_t r, float* out);
-
-float f16_to_float(uint16_t h);
-uint16_t float_to_f16(float f);
+// The host view core's decoders take (pointers into `w`).
+WeightMatrix host_view(const HostWeight& w);
 
 }  // namespace ds4::cuda_test

@@ -1,7 +1,8 @@
 // Correctness of every CUDA kernel against a host reference computed in this program:
 // random inputs (fresh per case), outputs poisoned with NaN before each run, reference in
-// double from host-decoded weights. Prints one table row per case (NMSE = sum (y-ref)^2 /
-// sum ref^2, max abs error, max error relative to max |ref|) and exits non-zero if any
+// double from weights decoded by the CPU backend (core dequantize_row). Prints one table
+// row per case (NMSE = sum (y-ref)^2 / sum ref^2, max abs error, max error relative to
+// max |ref|) and exits non-zero if any
 // case misses its stated tolerance. Runs on the H200 machine (tools/cuda_device_run.sh).
 // Usage: test_cuda_ops [--small]
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "backend/cuda/norm.h"
 #include "backend/cuda/rope.h"
 #include "backend/cuda/softmax.h"
+#include "core/weight.h"
 #include "device_weight.h"
 #include "host_ref.h"
 
@@ -92,10 +94,12 @@ void test_gemv(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st
   const HostWeight hw = random_weight(t, rows, cols, g_rng, group, st);
   const DeviceWeight dw = upload(hw);
   const std::vector<float> x = randn(static_cast<size_t>(cols));
+  // Reference: the CPU backend's decoder (core), then a double dot.
+  const WeightMatrix view = host_view(hw);
   std::vector<double> ref(static_cast<size_t>(rows));
   std::vector<float> wrow(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row_ref(hw, r, wrow.data());
+    dequantize_row(view, r, wrow.data());
     double s = 0;
     for (int64_t c = 0; c < cols; ++c) s += double(wrow[c]) * double(x[c]);
     ref[r] = s;

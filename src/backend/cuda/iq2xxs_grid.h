@@ -1,14 +1,10 @@
 #pragma once
 // IQ2_XXS codebook (ggml's iq2xxs_grid): 256 entries of 8 magnitudes, one byte each, values
-// 0x08 / 0x19 / 0x2b. Derived from the gguf package's packed table (gguf/quants.py).
-// Shared by the CUDA decoder and the host reference in tests/cuda.
-// TODO(#10): move to src/core once the foundation's CPU IQ2_XXS decoder lands, so both
-// backends read one table.
-#include <cstdint>
-
-// The values as a macro so the device copy (a statically initialized __device__ array in
-// gemv.cu: no upload call, nothing to do before a graph capture) and this host copy are
-// the same text.
+// 0x08 / 0x19 / 0x2b; the same values as src/core/iq2_xxs_tables.inc (generated from
+// gguf.quants). A copy because the device array in gemv.cu must be statically initialized
+// from text (no upload call, nothing to do before a graph capture) while core's table is a
+// host `static` array. test_cuda_ops checks the GPU decoder against core's on random blocks,
+// so the two cannot drift apart unnoticed.
 #define DS4_IQ2XXS_GRID_VALUES \
     0x0808080808080808ull, 0x080808080808082bull, 0x0808080808081919ull, 0x0808080808082b08ull, \
     0x0808080808082b2bull, 0x0808080808190819ull, 0x0808080808191908ull, 0x08080808082b0808ull, \
@@ -74,17 +70,3 @@
     0x2b19190819081908ull, 0x2b19191919190819ull, 0x2b192b082b080819ull, 0x2b192b19082b0808ull, \
     0x2b2b08080808082bull, 0x2b2b080819190808ull, 0x2b2b08082b081919ull, 0x2b2b081908082b19ull, \
     0x2b2b082b08080808ull, 0x2b2b190808192b08ull, 0x2b2b2b0819190808ull, 0x2b2b2b1908081908ull,
-
-namespace ds4::cuda {
-
-inline constexpr uint64_t kIq2xxsGrid[256] = {DS4_IQ2XXS_GRID_VALUES};
-
-// The sign byte for 7 stored sign bits: bit 7 makes the count of negatives even.
-constexpr uint8_t iq2xxs_sign_byte(uint32_t i7) {
-  uint32_t p = i7 ^ (i7 >> 4);
-  p ^= p >> 2;
-  p ^= p >> 1;
-  return uint8_t(i7 | ((p & 1u) << 7));
-}
-
-}  // namespace ds4::cuda

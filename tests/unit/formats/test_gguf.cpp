@@ -254,3 +254,30 @@ TEST(GgufCorrupt, InvalidUtf8String) {
   *(it + 2) = char(0xF3);  // a 4-byte lead without continuation bytes
   expect_error(b, "kv[3].key: string at offset 115 is not valid UTF-8");
 }
+
+TEST(Gguf, Ds4StyleStackedExperts) {
+  // antirez/ds4 stores routed experts as one tensor per layer: ffn_gate_exps {experts, F, E}
+  // in IQ2_XXS and ffn_down_exps {experts, E, F} in Q2_K (torch order).
+  auto dir = temp_dir("gguf_ds4");
+  auto p = dir / "ds4.gguf";
+  std::vector<uint8_t> gate(size_t(3 * 2 * 66)), down(size_t(3 * 256 * 84));
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = uint8_t(i * 7);
+  for (size_t i = 0; i < down.size(); ++i) down[i] = uint8_t(i * 13);
+  {
+    GgufWriter w(p.string());
+    w.set("general.architecture", GgufValue::string("deepseek4"));
+    w.add_tensor("blk.0.ffn_gate_exps.weight", DType::IQ2_XXS, {3, 2, 256});
+    w.add_tensor("blk.0.ffn_down_exps.weight", DType::Q2_K, {3, 256, 256});
+    w.write(gate.data(), gate.size());
+    w.write(down.data(), down.size());
+    w.finish();
+  }
+  auto src = open_tensor_source(p.string());
+  WeightMatrix g = as_matrix_slice(src->get("blk.0.ffn_gate_exps.weight", {3, 2, 256}), 1);
+  EXPECT_EQ(g.type, DType::IQ2_XXS);
+  EXPECT_EQ(std::memcmp(g.data, gate.data() + 2 * 66, 2 * 66), 0);
+  WeightMatrix d = as_matrix_slice(src->get("blk.0.ffn_down_exps.weight"), 2);
+  EXPECT_EQ(d.rows, 256);
+  EXPECT_EQ(std::memcmp(d.data, down.data() + 2 * 256 * 84, 256 * 84), 0);
+  std::filesystem::remove_all(dir);
+}

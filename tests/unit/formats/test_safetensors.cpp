@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "core/weight.h"
 #include "formats/safetensors.h"
 #include "formats/tensor_source.h"
@@ -133,5 +134,33 @@ TEST(Safetensors, MlxAffineTriple) {
   EXPECT_EQ(w.rows, 2);
   EXPECT_EQ(w.cols, 64);
   EXPECT_EQ(w.group_size, 64);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Safetensors, MlxStackedExpertsSlice) {
+  auto dir = temp_dir("mlx_stacked");
+  // 3 experts, rows 2, cols 32, 8-bit, group 32: packed {3, 2, 8} U32, scales/biases {3, 2, 1} BF16.
+  std::vector<uint32_t> packed(48);
+  for (size_t i = 0; i < packed.size(); ++i) packed[i] = uint32_t(i) * 0x01010101u;
+  std::vector<uint16_t> scales(6, 0x3f80), biases(6);  // scale 1.0 (bf16), bias = expert index
+  for (int e = 0; e < 3; ++e) biases[size_t(2 * e)] = biases[size_t(2 * e + 1)] = f32_to_bf16(float(e));
+  std::vector<uint8_t> data = as_bytes(packed);
+  for (auto& v : {as_bytes(scales), as_bytes(biases)}) data.insert(data.end(), v.begin(), v.end());
+  std::string h = R"({"e.weight":{"dtype":"U32","shape":[3,2,8],"data_offsets":[0,192]},)"
+                  R"("e.scales":{"dtype":"BF16","shape":[3,2,1],"data_offsets":[192,204]},)"
+                  R"("e.biases":{"dtype":"BF16","shape":[3,2,1],"data_offsets":[204,216]}})";
+  write_bytes(dir / "model.safetensors", safetensors_bytes(h, data));
+  std::string cfg = R"({"quantization":{"group_size":32,"bits":8}})";
+  write_bytes(dir / "config.json", std::vector<uint8_t>(cfg.begin(), cfg.end()));
+  auto src = open_tensor_source(dir.string());
+  WeightMatrix w = mlx_matrix_slice(*src, "e", 2);
+  EXPECT_EQ(w.type, DType::MLX_Q8);
+  EXPECT_EQ(w.rows, 2);
+  EXPECT_EQ(w.cols, 32);
+  float row[32];
+  dequantize_row(w, 1, row);  // expert 2, row 1: word index 2*16 + 8 = 40, byte values 40
+  EXPECT_EQ(row[0], 40.0f + 2.0f);
+  EXPECT_EQ(row[4], 41.0f + 2.0f);
+  EXPECT_THROW(mlx_matrix_slice(*src, "e", 3), InputError);
   std::filesystem::remove_all(dir);
 }

@@ -36,6 +36,13 @@ TEST(ChatTemplate, QwenContinuationAppendsTemplateNewlineAfterEos) {
   std::vector<TokenId> joined = history;
   joined.insert(joined.end(), cont.append.begin(), cont.append.end());
   EXPECT_EQ(joined, tmpl->render_tokens(c));
+
+  // Same through the engine-facing helper: parsed generation + next user text.
+  Conversation first = one_turn();
+  first.thinking = Thinking::kOff;
+  auto via = tmpl->append_user_turn(history, first, parse_output(Family::kQwen35, false, "hello"), "world");
+  EXPECT_EQ(via.keep, cont.keep);
+  EXPECT_EQ(via.append, cont.append);
 }
 
 TEST(ChatTemplate, RejectsWhatTheFamilyCannotRender) {
