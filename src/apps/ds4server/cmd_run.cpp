@@ -1,11 +1,14 @@
 // `ds4server run`: load any registered model family, prefill a prompt, generate tokens
-// (greedy, or temperature sampling with a seed). Without the tokenizer module the prompt is
-// given as token ids and the output is printed as ids. The full samplers (top-k/top-p,
-// the reference RNG streams) live in the engine; this is the smallest honest driver.
+// (greedy, or temperature sampling with a seed). The prompt is text (-p, encoded as plain
+// text with the model's tokenizer.json or --tokenizer, no chat template: a completion) or
+// token ids (--tokens, output printed as ids). The full samplers (top-k/top-p, the
+// reference RNG streams) live in the engine; this is the smallest honest driver.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -14,12 +17,13 @@
 #include "apps/ds4server/commands.h"
 #include "core/error.h"
 #include "models/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ds4::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, prompt;
+  std::string model, prompt, tokenizer;
   std::vector<int32_t> tokens;
   int64_t max_tokens = 32;
   double temp = 0.0;
@@ -29,8 +33,8 @@ struct RunArgs {
 };
 
 const char* kUsage =
-    "usage: ds4server run --model PATH (--tokens ID,ID,... | -p TEXT) [--max-tokens N] [--temp T]\n"
-    "                     [--seed S] [--threads N] [--chunk N]\n";
+    "usage: ds4server run --model PATH (--tokens ID,ID,... | -p TEXT [--tokenizer tokenizer.json])\n"
+    "                     [--max-tokens N] [--temp T] [--seed S] [--threads N] [--chunk N]\n";
 
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
@@ -76,6 +80,7 @@ RunArgs parse(const Args& a) {
     if (k == "--model" || k == "-m") r.model = val();
     else if (k == "--prompt" || k == "-p") r.prompt = val();
     else if (k == "--tokens") r.tokens = parse_ids(val());
+    else if (k == "--tokenizer") r.tokenizer = val();
     else if (k == "--max-tokens" || k == "-n") r.max_tokens = int64_t(num(val()));
     else if (k == "--temp") r.temp = num(val());
     else if (k == "--seed") r.seed = uint64_t(num(val()));
@@ -85,8 +90,7 @@ RunArgs parse(const Args& a) {
   }
   if (r.model.empty()) throw InputError(std::string("--model is required\n") + kUsage);
   if (r.tokens.empty() && r.prompt.empty()) throw InputError(std::string("give --tokens or -p\n") + kUsage);
-  if (!r.prompt.empty() && r.tokens.empty())
-    throw InputError("-p TEXT needs the tokenizer module, which this build does not have yet; use --tokens");
+  if (!r.prompt.empty() && !r.tokens.empty()) throw InputError("give either --tokens or -p, not both");
   if (r.max_tokens < 0) throw InputError("--max-tokens must be >= 0");
   if (r.temp < 0) throw InputError("--temp must be >= 0");
   return r;
@@ -116,14 +120,31 @@ int cmd_run(const Args& args) {
   LoadOptions lo;
   lo.threads = r.threads;
   auto model = load_model(r.model, lo);
+  // Text mode: the tokenizer next to the model unless --tokenizer names one.
+  std::unique_ptr<tok::Tokenizer> tk;
+  std::vector<int32_t> prompt = r.tokens;
+  if (!r.prompt.empty()) {
+    std::string path = r.tokenizer;
+    if (path.empty()) {
+      const std::filesystem::path m(r.model);
+      path = ((std::filesystem::is_directory(m) ? m : m.parent_path()) / "tokenizer.json").string();
+    }
+    if (!std::filesystem::exists(path))
+      throw InputError("-p needs a tokenizer: " + path + " does not exist (pass --tokenizer or use --tokens)");
+    tk = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(path));
+    prompt = tk->encode(r.prompt);
+    if (prompt.empty()) throw InputError("-p: the prompt encodes to no tokens");
+  }
   const auto t1 = clock::now();
   auto state = model->new_state();
-  auto logits = model->prefill(*state, r.tokens, r.chunk);
+  auto logits = model->prefill(*state, prompt, r.chunk);
   const auto t2 = clock::now();
   std::mt19937_64 rng(r.seed);
   const auto& eos = model->info().eos_token_ids;
   std::vector<int32_t> out;
   std::string finish = "length";
+  std::unique_ptr<tok::StreamDecoder> detok;
+  if (tk) detok = std::make_unique<tok::StreamDecoder>(*tk);
   for (int64_t i = 0; i < r.max_tokens; ++i) {
     const int32_t tok = sample(logits, r.temp, rng);
     if (std::find(eos.begin(), eos.end(), tok) != eos.end()) {
@@ -131,10 +152,15 @@ int cmd_run(const Args& args) {
       break;
     }
     out.push_back(tok);
-    std::printf(i ? " %d" : "%d", tok);
+    // An id the tokenizer does not know (a tokenizer smaller than the model's vocabulary)
+    // prints as [id] instead of ending the run.
+    if (detok && tok < tk->vocab_size()) std::fputs(detok->push(tok).c_str(), stdout);
+    else if (detok) std::printf("[%d]", tok);
+    else std::printf(i ? " %d" : "%d", tok);
     std::fflush(stdout);
     if (i + 1 < r.max_tokens) logits = model->decode(*state, tok);
   }
+  if (detok) std::fputs(detok->finish().c_str(), stdout);
   std::printf("\n");
   const auto t3 = clock::now();
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
@@ -142,8 +168,8 @@ int cmd_run(const Args& args) {
   std::fprintf(stderr,
                "[run] family %s, load %.3f s, prefill %zu tokens %.3f s (%.1f tok/s), generated %zu (%s), "
                "decode %.1f tok/s, temp %g seed %llu\n",
-               model->info().family.c_str(), secs(t0, t1), r.tokens.size(), secs(t1, t2),
-               double(r.tokens.size()) / std::max(secs(t1, t2), 1e-9), out.size(), finish.c_str(),
+               model->info().family.c_str(), secs(t0, t1), prompt.size(), secs(t1, t2),
+               double(prompt.size()) / std::max(secs(t1, t2), 1e-9), out.size(), finish.c_str(),
                dec_steps / std::max(secs(t2, t3), 1e-9), r.temp, (unsigned long long)r.seed);
   return 0;
 }

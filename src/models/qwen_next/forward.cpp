@@ -157,13 +157,17 @@ void QwenNextModel::mtp_draft(ModelState& state, int32_t next_token, int depth, 
   mtp_catch_up(st);
   const Ctx x{cfg_, pool_.get(), inv_freq_};
   const int64_t W = cfg_.wide(), d = cfg_.hidden, V = cfg_.vocab;
-  LayerState scratch = st.mtp;  // drafts never enter the committed head history
+  // Drafts never enter the committed head history: the head's layer is QSA-only, so its
+  // state is four append-only caches; remember their sizes and trim back afterwards
+  // (O(depth) instead of copying the whole history).
+  LayerState& hs = st.mtp;
+  const size_t nk = hs.k.size(), nv = hs.v.size(), nr = hs.idx_raw.size(), np = hs.idx_pooled.size();
   std::vector<float> row(static_cast<size_t>(W)), mixed(static_cast<size_t>(d));
   mtp_prepare(x, *w_.mtp, w_.embed, st.last_wide.data(), &next_token, 1, row.data());
   logits.assign(size_t(depth * V), 0.0f);
   drafts.clear();
   for (int k = 0; k < depth; ++k) {
-    decoder_layer(x, w_.mtp->layer, scratch, st.mtp_pos + k, nullptr, row.data(), 1);  // row: pre-mixer out
+    decoder_layer(x, w_.mtp->layer, hs, st.mtp_pos + k, nullptr, row.data(), 1);  // row: pre-mixer out
     hyper_read(x, w_.mtp->mixer, row.data(), 1, mixed.data(), nullptr);
     float* lg = logits.data() + k * V;
     matvec(w_.lm_head, mixed.data(), lg, pool_.get());
@@ -173,6 +177,10 @@ void QwenNextModel::mtp_draft(ModelState& state, int32_t next_token, int depth, 
     mtp_prepare(x, *w_.mtp, w_.embed, row.data(), &tok, 1, next.data());
     row.swap(next);
   }
+  hs.k.resize(nk);
+  hs.v.resize(nv);
+  hs.idx_raw.resize(nr);
+  hs.idx_pooled.resize(np);
 }
 
 }  // namespace ds4::qwen_next

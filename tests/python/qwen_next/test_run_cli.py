@@ -46,3 +46,49 @@ def test_bad_input_is_reported():
     r = run("--tokens", "1")
     assert r.returncode == 1 and "--model is required" in r.stderr
     assert np.all(GOLDEN["p64.tokens"] >= 0)
+
+
+def test_text_prompt_uses_the_tokenizer(tmp_path):
+    # A small byte-level BPE (ids < 1024, the tiny model's vocabulary) trained here.
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1024, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    rng = np.random.default_rng(0)
+    words = ["".join(rng.choice(list("abcdefghijklmnop"), size=rng.integers(2, 7))) for _ in range(3000)]
+    tk.train_from_iterator(["the quick brown fox"] * 50 + [" ".join(words[i:i + 10]) for i in range(0, 3000, 10)],
+                           trainer)
+    assert tk.get_vocab_size() == 1024
+    path = tmp_path / "tokenizer.json"
+    tk.save(str(path))
+    prompt = "the quick brown fox"
+    ids = tk.encode(prompt).ids
+    by_ids = run("--model", str(MODEL), "--tokens", ",".join(map(str, ids)), "--max-tokens", "12")
+    by_text = run("--model", str(MODEL), "--tokenizer", str(path), "-p", prompt, "--max-tokens", "12")
+    assert by_ids.returncode == 0 and by_text.returncode == 0, by_text.stderr
+    gen = [int(t) for t in by_ids.stdout.split()]
+    assert by_text.stdout.rstrip("\n") == tk.decode(gen)
+    assert f"prefill {len(ids)} tokens" in by_text.stderr
+    missing = run("--model", str(MODEL), "-p", "hi")
+    assert missing.returncode == 1 and "needs a tokenizer" in missing.stderr
+
+
+def test_gguf_from_ds4_convert(tmp_path):
+    # Our converter's GGUF (HF names, config in ds4.config_json) runs the same model: F32 is
+    # exact (golden greedy tokens), Q8_0 loads and starts the same.
+    tokens = ",".join(map(str, GOLDEN["p64.tokens"]))
+    want = [int(t) for t in GOLDEN["p64.greedy"]]
+    for quant in ("F32", "Q8_0"):
+        out = tmp_path / f"tiny_{quant}.gguf"
+        c = subprocess.run([str(BIN.parent / "ds4-convert"), str(MODEL), str(out), "--quant", quant],
+                           capture_output=True, text=True, timeout=120)
+        assert c.returncode == 0, c.stderr
+        r = run("--model", str(out), "--tokens", tokens, "--max-tokens", "32")
+        assert r.returncode == 0, r.stderr
+        got = [int(t) for t in r.stdout.split()]
+        if quant == "F32":
+            assert got == want
+        else:
+            assert got[:2] == want[:2]

@@ -123,3 +123,37 @@ TEST(QwenRegistry, LoadModelPicksTheFamily) {
 
 }  // namespace
 }  // namespace ds4::qwen_next::test
+
+namespace ds4::qwen_next::test {
+namespace {
+
+// The MTP head's history follows the token stream whatever the call pattern, and drafting
+// leaves the state untouched.
+TEST(QwenMtp, HistoryIndependentOfCallPatternAndDraftIsPure) {
+  auto model = load_tiny();
+  Golden g;
+  const auto tokens = g.i32("p64.tokens");
+  const auto greedy = g.i32("p64.greedy");
+  auto a = model->new_state(), b = model->new_state();
+  model->enable_mtp(*a);
+  model->enable_mtp(*b);
+  model->prefill(*a, tokens, 16);
+  for (int i = 0; i < 4; ++i) model->decode(*a, greedy[size_t(i)]);
+  std::vector<int32_t> all(tokens);
+  all.insert(all.end(), greedy.begin(), greedy.begin() + 4);
+  model->prefill(*b, all);
+  std::vector<float> la, la2, lb;
+  std::vector<int32_t> da, da2, db;
+  model->mtp_draft(*a, greedy[4], 3, la, da);
+  model->mtp_draft(*a, greedy[4], 3, la2, da2);  // again: drafting must not have moved the state
+  model->mtp_draft(*b, greedy[4], 3, lb, db);
+  EXPECT_EQ(la, la2);
+  EXPECT_EQ(da, da2);
+  EXPECT_LE(max_abs_diff(la, lb), 2e-5f);
+  EXPECT_EQ(da, db);
+  auto plain = model->new_state();
+  EXPECT_THROW(model->mtp_draft(*plain, 1, 1, la, da), InputError);  // enable_mtp() missing
+}
+
+}  // namespace
+}  // namespace ds4::qwen_next::test
