@@ -157,8 +157,14 @@ void Engine::start(Job& job) {
   } else {
     hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
       auto c = codec_->continuation(t, job.req.conv);
-      if (c.keep != t.size()) return std::nullopt;  // recurrent state cannot be cut back
-      return std::move(c.append);
+      if (c.keep == t.size()) return std::move(c.append);
+      // Recurrent state cannot be cut back, so a token mismatch would mean a full re-prefill.
+      // Generated tokens need not be the canonical encoding of the text the client sends
+      // back; if the cached tokens spell exactly a prefix of the new prompt's bytes that
+      // ends on one of its token boundaries, continue from there.
+      std::vector<int32_t> full(t.begin(), t.begin() + long(c.keep));
+      full.insert(full.end(), c.append.begin(), c.append.end());
+      return byte_continuation(*codec_, t, full);
     });
   }
   if (hit && (!hit->append.empty() || !hit->logits.empty())) {

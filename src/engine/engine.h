@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,6 +76,7 @@ class Engine {
   void emit_token(Job& job, int32_t token);
   void finish(Job& job, Finish why);
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
+
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<Codec> codec_;

@@ -214,3 +214,22 @@ TEST(Engine, ShutdownCancelsInFlight) {
   EXPECT_EQ(r.done.finish, Finish::kCancelled);
   EXPECT_THROW(e->submit(chat({user("x")})), Error);
 }
+
+namespace {
+// Token 290 stands for "ab": a merge the template never produces, as a BPE model can emit.
+class MergingCodec : public testmodel::TestCodec {
+ public:
+  std::string token_bytes(int32_t id) const override { return id == 290 ? "ab" : TestCodec::token_bytes(id); }
+};
+}  // namespace
+
+TEST(Engine, ByteContinuationAcrossNonCanonicalTokens) {
+  MergingCodec c;
+  const int32_t h = 'h', i = 'i', a = 'a', b = 'b', x = 'x';
+  using V = std::vector<int32_t>;
+  EXPECT_EQ(byte_continuation(c, {h, i, 290}, {h, i, a, b, x, testmodel::kImEnd}), (V{x, testmodel::kImEnd}));
+  EXPECT_EQ(byte_continuation(c, {h, i, a, b}, {h, i, 290, x}), (V{x}));
+  EXPECT_FALSE(byte_continuation(c, {h, i, a}, {h, i, 290, x}));   // boundary inside a token
+  EXPECT_FALSE(byte_continuation(c, {h, i, 290}, {h, i, a, 'c'})); // bytes differ
+  EXPECT_FALSE(byte_continuation(c, {h, i, 290}, {h, i, a, b}));   // nothing left to feed
+}
