@@ -56,8 +56,12 @@ function renderList() {
 }
 
 function markdown(el, text) {
-  el.innerHTML = marked.parse(text || "");
-  el.querySelectorAll("pre code").forEach((b) => hljs.highlightElement(b));
+  // Rendering must never break the stream: fall back to plain text.
+  try { el.innerHTML = marked.parse(text || ""); } catch { el.textContent = text || ""; return; }
+  if (typeof hljs === "undefined") return;
+  // Debian's highlight.js may predate highlightElement (then highlightBlock does the same).
+  const hl = hljs.highlightElement || hljs.highlightBlock;
+  el.querySelectorAll("pre code").forEach((b) => { try { hl.call(hljs, b); } catch { /* leave unhighlighted */ } });
 }
 
 function messageView(m) {

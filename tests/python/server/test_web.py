@@ -29,7 +29,7 @@ def last_answer(page):
 
 
 def test_send_and_stream(page):
-    page.fill("#input", "hello web\n```python\nprint(1)\n```\n")
+    page.fill("#input", "hello web\n```python\nprint(1)\n```\nend")
     page.click("#send")
     ans = last_answer(page)
     sync_api.expect(ans.locator(".stats")).to_contain_text("cached", timeout=30000)

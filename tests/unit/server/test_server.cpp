@@ -77,7 +77,7 @@ TEST_F(ServerTest, ErrorShapesPerProtocol) {
   auto r = c.Post("/v1/chat/completions", h, "{oops", "application/json");
   EXPECT_EQ(r->status, 400);
   EXPECT_TRUE(json::parse(r->body)["error"].contains("message"));
-  r = c.Post("/v1/messages", h, R"({"max_tokens":"ten","messages":[]})", "application/json");
+  r = c.Post("/v1/messages", h, R"({"max_tokens":"ten","messages":[{"role":"user","content":"x"}]})", "application/json");
   EXPECT_EQ(r->status, 400);
   auto j = json::parse(r->body);
   EXPECT_EQ(j["type"], "error");
