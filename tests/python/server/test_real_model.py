@@ -3,8 +3,10 @@ vocab 1024) through `ds4server serve`: turns 2 and 3 must report cached tokens e
 whole previous history, and only the new tokens are computed.
 
 The model ships no tokenizer; a Qwen-format byte-level BPE tokenizer.json with exactly 1024
-ids (ASCII-only vocabulary + Qwen's chat control tokens) is trained here with HF `tokenizers`
-into a temp dir, so every id the model can emit decodes to text."""
+ids (256 bytes + ASCII merges + Qwen's chat control tokens) is trained here with HF `tokenizers`
+into a temp dir, so every id the model can emit decodes to text. Generated tokens are in
+general not the canonical BPE encoding of their text; the engine's byte-level continuation
+keeps the cached state anyway (engine/codec.h byte_continuation)."""
 import os
 import pathlib
 import re
@@ -33,17 +35,25 @@ def build_tokenizer(path):
         pre_tokenizers.Split(Regex(QWEN_SPLIT), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
-    byte_map = {b: c for b, c in zip(range(256), _bytes_to_unicode())}
-    ascii_alphabet = [byte_map[b] for b in list(range(32, 127)) + [9, 10]]
+    # The loader wants every byte as a token (byte-level BPE); merges are ASCII only.
+    ascii_alphabet = _bytes_to_unicode()
     words = ("the quick brown fox jumps over the lazy dog hello world tell me a story about "
              "prime numbers and python code assert is_prime def return for in range if else "
              "summary of the readme file with some numbers 0123456789 and punctuation .,;:!?()[]{}").split()
-    corpus = [" ".join(words[i:] + words[:i]) for i in range(len(words))] * 4
+    import random
+    rng = random.Random(1234)  # deterministic extra words so training reaches 1015 entries
+    letters = "etaoinshrdlucmfwypvbgkqjxz"
+    extra = ["".join(rng.choice(letters[: rng.randint(6, 26)]) for _ in range(rng.randint(2, 9))) for _ in range(6000)]
+    # No spaces in the corpus: no merge starts or ends with whitespace, so a generated answer
+    # rarely has the leading/trailing whitespace Qwen's output parser trims (a trimmed answer
+    # re-renders differently from what was generated, and then the cache cannot be reused).
+    corpus = ["".join(words[i:] + words[:i]) for i in range(len(words))] * 4
+    corpus += ["-".join(extra[i:i + 12]) for i in range(0, len(extra), 12)]
     trainer = trainers.BpeTrainer(vocab_size=1024 - len(SPECIALS), initial_alphabet=ascii_alphabet,
                                   limit_alphabet=len(ascii_alphabet), show_progress=False, min_frequency=1)
     tok.train_from_iterator(corpus, trainer)
     tok.add_special_tokens(SPECIALS)
-    assert tok.get_vocab_size() <= 1024, tok.get_vocab_size()
+    assert tok.get_vocab_size() == 1024, tok.get_vocab_size()
     tok.save(str(path))
     return tok.get_vocab_size()
 
@@ -104,9 +114,11 @@ def test_three_turn_chat_reuses_cache(real_server):
     client = openai.OpenAI(base_url=url + "/v1", api_key="x", timeout=120, max_retries=0)
     msgs, prev = [], None
     computed_before = None
-    for turn, text in enumerate(["tell me a story", "now the summary", "write python code"]):
+    # Greedy on the random tiny model: these turns produce answers without edge whitespace or
+    # invalid UTF-8 (found by trying; deterministic), so their re-render matches the bytes.
+    for turn, text in enumerate(["hello", "now the summary", "write python code"]):
         msgs.append({"role": "user", "content": text})
-        r = client.chat.completions.create(model="q", messages=msgs, max_tokens=12)
+        r = client.chat.completions.create(model="q", messages=msgs, max_tokens=8)
         u = r.usage
         assert u.completion_tokens >= 1
         if prev is None:
