@@ -5,6 +5,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bash tools/setup.sh
+# ccache hits across checkouts in other folders (CI clones afresh each time).
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 cmake --preset debug >/dev/null
 cmake --build --preset debug -j2
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then

@@ -24,6 +24,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"version", ds4::cli::cmd_version, "print the version"},
+    {"inspect", ds4::cli::cmd_inspect, "show a model file's format, metadata and tensors"},
     {"tokenize", ds4::cli::cmd_tokenize, "text -> token ids (--tokenizer PATH [--json] [--special] TEXT|-)"},
     {"detokenize", ds4::cli::cmd_detokenize, "token ids -> text (--tokenizer PATH IDS...)"},
     {"chat-template", ds4::cli::cmd_chat_template, "render / continue / parse chats (--family F --tokenizer PATH [--jsonl])"},

@@ -10,6 +10,7 @@
 #include "backend/cpu/norm.h"
 #include "backend/cpu/rope.h"
 #include "core/error.h"
+#include "core/simd.h"
 #include "core/thread_pool.h"
 #include "models/deepseek_v4/layers.h"
 
@@ -45,9 +46,7 @@ void attend(const Ctx& ctx, const KeySet& ks, const float* q, float sink, int64_
   sc.resize(rows.size());
   float m = sink;
   for (size_t r = 0; r < rows.size(); ++r) {
-    float d = 0;
-    for (int64_t i = 0; i < hd; ++i) d += q[i] * rows[r][i];
-    sc[r] = d * scale;
+    sc[r] = dot_f32(q, rows[r], hd) * scale;
     m = std::max(m, sc[r]);
   }
   float denom = std::exp(sink - m);

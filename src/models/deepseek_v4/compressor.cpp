@@ -7,6 +7,7 @@
 #include "backend/cpu/rope.h"
 #include "backend/cpu/topk.h"
 #include "core/error.h"
+#include "core/simd.h"
 #include "core/thread_pool.h"
 #include "models/deepseek_v4/layers.h"
 
@@ -102,8 +103,7 @@ std::vector<std::vector<int32_t>> indexer_select(const Ctx& ctx, const LayerWeig
         const float* kk = index.entries.data() + k * d;
         float s = 0;
         for (int64_t h = 0; h < nh; ++h) {
-          float dot = 0;
-          for (int64_t i = 0; i < d; ++i) dot += qt[h * d + i] * kk[i];
+          const float dot = dot_f32(qt + h * d, kk, d);
           s += std::max(dot, 0.0f) * score_scale * (hw[size_t(t * nh + h)] * head_scale);
         }
         scores[size_t(k)] = s;

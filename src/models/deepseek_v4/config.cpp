@@ -146,7 +146,10 @@ Config parse_config(const nlohmann::json& j, const std::string& where) {
   else if (sf == "sigmoid") c.score = ScoreFunc::kSigmoid;
   else if (sf == "softmax") c.score = ScoreFunc::kSoftmax;
   else r.fail("scoring_func", "has unsupported value '" + sf + "'");
-  c.norm_topk = j.value("norm_topk_prob", true);
+  if (j.contains("norm_topk_prob")) {  // GGUF metadata may carry it as a bool or an integer
+    const auto& v = j["norm_topk_prob"];
+    c.norm_topk = v.is_boolean() ? v.get<bool>() : v.is_number() ? v.get<double>() != 0 : true;
+  }
   parse_schedule(j, r, c);
   parse_rope(j, r, c);
   c.hc = r.i_or("hc_mult", 4);

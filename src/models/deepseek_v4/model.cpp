@@ -12,10 +12,21 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/tensor_source.h"
+#include "models/deepseek_v4/gguf.h"
 #include "models/deepseek_v4/layers.h"
 
 namespace ds4::deepseek_v4 {
 namespace {
+
+// HF config.json, or the deepseek4.* keys of a ds4-layout GGUF.
+Config config_of(const TensorSource& src) {
+  const nlohmann::json& j = text_config(src.config());
+  if (j.value("architecture", std::string()) != "deepseek4") return parse_config(j, src.path());
+  nlohmann::json hf = hf_config_from_ds4(j, src.path());
+  const auto& md = src.metadata();
+  if (md.contains("tokenizer.ggml.eos_token_id")) hf["eos_token_id"] = md["tokenizer.ggml.eos_token_id"];
+  return parse_config(hf, src.path());
+}
 
 std::vector<float> inv_freq(const RopeConfig& r, int64_t rot_dim) {
   return r.yarn ? cpu::rope_yarn_inv_freq(rot_dim, r.theta, r.yarn_params) : cpu::rope_inv_freq(rot_dim, r.theta);
@@ -25,7 +36,7 @@ class DsModel : public Model {
  public:
   DsModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt)
       : src_(std::move(src)),
-        c_(parse_config(text_config(src_->config()), src_->path())),
+        c_(config_of(*src_)),
         w_(bind_weights(*src_, c_)),
         inv_main_(inv_freq(c_.rope_main, c_.rope_dim)),
         inv_comp_(inv_freq(c_.rope_compress, c_.rope_dim)),
@@ -53,6 +64,7 @@ class DsModel : public Model {
   }
 
   void forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+  LayerObserver observer;
 
  private:
   void layer(int64_t l, LayerState& s, const int32_t* tokens, int64_t T, int64_t p0, std::vector<float>& x);
@@ -103,7 +115,10 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
     dequantize_row(w_.embed, tokens[size_t(t)], x.data() + t * n * H);
     for (int64_t j = 1; j < n; ++j) std::copy_n(x.data() + t * n * H, H, x.data() + (t * n + j) * H);
   }
-  for (int64_t l = 0; l < c_.layers; ++l) layer(l, s->layers[size_t(l)], tokens.data(), T, s->pos, x);
+  for (int64_t l = 0; l < c_.layers; ++l) {
+    layer(l, s->layers[size_t(l)], tokens.data(), T, s->pos, x);
+    if (observer) observer(l, x.data(), T);
+  }
   s->pos += T;
   if (mode == Logits::kNone) return;
   const int64_t first = mode == Logits::kLast ? T - 1 : 0, rows = T - first;
@@ -115,6 +130,12 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
 }
 
 }  // namespace
+
+void set_layer_observer(Model& m, LayerObserver fn) {
+  auto* d = dynamic_cast<DsModel*>(&m);
+  if (!d) throw Error("set_layer_observer: not a deepseek_v4 model");
+  d->observer = std::move(fn);
+}
 
 bool probe(const std::string& path) {
   namespace fs = std::filesystem;

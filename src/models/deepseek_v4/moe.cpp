@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "backend/cpu/activation.h"
+#include "backend/cpu/swiglu_clamp.h"
 #include "backend/cpu/topk.h"
 #include "core/error.h"
 #include "models/deepseek_v4/layers.h"
@@ -23,24 +24,14 @@ float score(ScoreFunc f, float logit) {
   return logit;
 }
 
-// In place on {n, ff} gate rows: gate = silu(min(gate, L)) * clamp(up, -L, L).
-void clamped_swiglu(float* gate, const float* up, int64_t n, float limit) {
-  for (int64_t i = 0; i < n; ++i) {
-    float g = gate[i], u = up[i];
-    if (limit > 0) {
-      g = std::min(g, limit);
-      u = std::clamp(u, -limit, limit);
-    }
-    gate[i] = cpu::silu(g) * u;
-  }
-}
-
 // Y {n, hidden} = down(swiglu(gate X, up X)).
 std::vector<float> swiglu_mlp(const Ctx& ctx, const WeightMatrix& g, const WeightMatrix& u, const WeightMatrix& d,
                               const float* x, int64_t n) {
   std::vector<float> gate = project(ctx, g, x, n, "expert gate");
   const std::vector<float> up = project(ctx, u, x, n, "expert up");
-  clamped_swiglu(gate.data(), up.data(), int64_t(gate.size()), ctx.c.swiglu_limit);
+  // limit 0 = no clamp (configs without swiglu_limit)
+  if (ctx.c.swiglu_limit > 0) cpu::swiglu_clamp_f32(gate.data(), up.data(), int64_t(gate.size()), ctx.c.swiglu_limit, gate.data());
+  else cpu::swiglu_f32(gate.data(), up.data(), int64_t(gate.size()), gate.data());
   return project(ctx, d, gate.data(), n, "expert down");
 }
 

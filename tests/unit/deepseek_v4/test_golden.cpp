@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "golden.h"
+#include "models/deepseek_v4/model.h"
 #include "models/model.h"
 
 using namespace ds4_test;
@@ -68,3 +69,32 @@ TEST_P(PerPrompt, GreedyTokensMatchHf) {
 
 INSTANTIATE_TEST_SUITE_P(Prompts, PerPrompt, ::testing::ValuesIn(kPrompts),
                          [](const auto& info) { return "p" + std::to_string(info.param); });
+
+TEST_P(PerPrompt, HiddenChecksumsMatchHf) {
+  const Golden g;
+  const int n = GetParam();
+  const std::string k = "p" + std::to_string(n);
+  std::vector<std::vector<float>> last;  // per layer: HC state of the last prompt position
+  ds4::deepseek_v4::set_layer_observer(model(), [&](int64_t l, const float* x, int64_t T) {
+    const int64_t flat = 4 * 64;
+    if (int64_t(last.size()) <= l) last.resize(size_t(l + 1));
+    last[size_t(l)].assign(x + (T - 1) * flat, x + T * flat);
+  });
+  auto st = model().new_state();
+  model().prefill(*st, g.i32(k + ".tokens"));
+  ds4::deepseek_v4::set_layer_observer(model(), nullptr);
+  ASSERT_EQ(last.size(), 5u);
+  for (size_t l = 0; l < last.size(); ++l) {
+    const auto want = g.f32(k + ".hidden.L" + std::to_string(l));  // mean, absmax, [0], [17], [100], [255]
+    const auto& v = last[l];
+    double mean = 0;
+    float amax = 0;
+    for (float e : v) mean += e, amax = std::max(amax, std::abs(e));
+    mean /= double(v.size());
+    const float tol = 1e-3f * want[1];
+    EXPECT_NEAR(mean, want[0], tol) << k << " L" << l;
+    EXPECT_NEAR(amax, want[1], tol) << k << " L" << l;
+    const size_t idx[4] = {0, 17, 100, 255};
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(v[idx[i]], want[size_t(2 + i)], tol) << k << " L" << l << " [" << idx[i] << "]";
+  }
+}
