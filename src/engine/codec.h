@@ -4,6 +4,7 @@
 // tests plug in their own. The engine never looks inside a template or a tokenizer.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,8 +38,17 @@ class Codec {
   virtual std::unique_ptr<tok::OutputParser> parser(bool thinking) const = 0;
   // True when the rendered prompt leaves the model inside a reasoning block.
   virtual bool starts_in_reasoning(const tok::Conversation& conv) const = 0;
+  // The bytes one token stands for (control tokens: their text).
+  virtual std::string token_bytes(int32_t id) const = 0;
   // Tokens that end an assistant turn (EOS, end-of-turn).
   virtual bool is_stop_token(int32_t id) const = 0;
 };
+
+// When `cached` spells exactly (byte for byte) a prefix of `full` that ends on one of full's
+// token boundaries, returns the tokens of `full` after that boundary; else nullopt (also when
+// nothing would be left to feed). Lets generated tokens that are not the canonical encoding
+// of the text a client sends back keep their cached state.
+std::optional<std::vector<int32_t>> byte_continuation(const Codec& codec, const std::vector<int32_t>& cached,
+                                                      const std::vector<int32_t>& full);
 
 }  // namespace ds4::engine

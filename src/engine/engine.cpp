@@ -23,6 +23,7 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
       context_size_(o.context_size > 0 ? o.context_size : model_->info().max_context),
       prefill_chunk_(o.prefill_chunk > 0 ? o.prefill_chunk : model_->info().default_prefill_chunk),
       max_live_(std::max(1, o.max_live)),
+      snapshot_prompt_(o.snapshot_prompt),
       cache_(o.cache_bytes) {
   if (model_->info().max_context > 0 && context_size_ > model_->info().max_context)
     throw InputError("context_size " + std::to_string(context_size_) + " exceeds the model's " +
@@ -157,8 +158,14 @@ void Engine::start(Job& job) {
   } else {
     hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
       auto c = codec_->continuation(t, job.req.conv);
-      if (c.keep != t.size()) return std::nullopt;  // recurrent state cannot be cut back
-      return std::move(c.append);
+      if (c.keep == t.size()) return std::move(c.append);
+      // Recurrent state cannot be cut back, so a token mismatch would mean a full re-prefill.
+      // Generated tokens need not be the canonical encoding of the text the client sends
+      // back; if the cached tokens spell exactly a prefix of the new prompt's bytes that
+      // ends on one of its token boundaries, continue from there.
+      std::vector<int32_t> full(t.begin(), t.begin() + long(c.keep));
+      full.insert(full.end(), c.append.begin(), c.append.end());
+      return byte_continuation(*codec_, t, full);
     });
   }
   if (hit && (!hit->append.empty() || !hit->logits.empty())) {
@@ -223,6 +230,8 @@ void Engine::prefill_step(Job& job) {
   }
   job.pending.clear();
   job.phase = Job::Phase::kDecode;
+  // A complete state (every prompt token fed, logits of the last one): safe to publish.
+  if (snapshot_prompt_) cache_.insert(job.history, job.state->clone(), job.logits);
 }
 
 }  // namespace ds4::engine

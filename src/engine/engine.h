@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,9 @@ struct EngineOptions {
   int64_t prefill_chunk = 0;    // 0 = model default_prefill_chunk
   size_t cache_bytes = size_t(2) << 30;  // prefix cache budget
   int max_live = 64;            // sessions stepped concurrently; the rest wait in the queue
+  // Also snapshot at the end of each prefill: a regenerate, an edited last answer or an
+  // answer the template re-renders differently (trimmed whitespace) still reuses the prompt.
+  bool snapshot_prompt = true;
 };
 
 struct EngineMetrics {
@@ -76,11 +80,13 @@ class Engine {
   void finish(Job& job, Finish why);
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
 
+
   std::unique_ptr<Model> model_;
   std::unique_ptr<Codec> codec_;
   SamplerKind sampler_kind_;
   int64_t context_size_, prefill_chunk_;
   int max_live_;
+  bool snapshot_prompt_;
   PrefixCache cache_;
 
   mutable std::mutex mu_;

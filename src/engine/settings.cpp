@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -51,10 +52,10 @@ bool parse_bool(const std::string& v, const std::string& where, const std::strin
 }
 
 std::string num(double x) {
-  std::ostringstream o;
-  o.precision(17);
-  o << x;
-  return o.str();
+  // Shortest text that reads back to the same double (0.95, not 0.94999999999999996).
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
 }
 
 struct Key {
@@ -230,7 +231,7 @@ std::vector<std::string> apply_cli(Settings& s, const std::vector<std::string>& 
   return rest;
 }
 
-std::string settings_yaml(const Settings& s) {
+std::string settings_yaml(const Settings& s, bool redact_secrets) {
   std::string out, section;
   for (const auto& k : keys()) {
     std::string name = k.name, leaf = name, sec;
@@ -241,7 +242,10 @@ std::string settings_yaml(const Settings& s) {
       section = sec;
     }
     YAML::Emitter e;
-    e << k.get(s);
+    std::string v = k.get(s);
+    // The receipt is shown by /health without auth: never print the key itself.
+    if (redact_secrets && name == "server.api_key" && !v.empty()) v = "<set>";
+    e << v;
     out += (sec.empty() ? "" : "  ") + leaf + ": " + std::string(e.c_str()) + "\n";
   }
   return out;

@@ -52,8 +52,9 @@ void load_settings_yaml(Settings& s, const std::string& yaml_text, const std::st
 // order. Returns the arguments it did not consume (flags such as --print-config).
 std::vector<std::string> apply_cli(Settings& s, const std::vector<std::string>& args,
                                    const std::vector<std::string>& own_flags);
-// YAML of every key. Unset optionals print as "auto".
-std::string settings_yaml(const Settings& s);
+// YAML of every key. Unset optionals print as "auto". redact_secrets: the API key prints
+// as "<set>" (for receipts that leave the process: /health, logs).
+std::string settings_yaml(const Settings& s, bool redact_secrets = false);
 std::vector<std::string> setting_keys();
 
 }  // namespace ds4::engine

@@ -26,6 +26,7 @@ class TokCodec : public Codec {
   std::unique_ptr<tok::OutputParser> parser(bool thinking) const override;
   bool starts_in_reasoning(const tok::Conversation& conv) const override;
   bool is_stop_token(int32_t id) const override;
+  std::string token_bytes(int32_t id) const override { return tok_->token_to_piece(id); }
 
  private:
   tok::Family family_;

@@ -44,7 +44,7 @@ int serve_main(const std::vector<std::string>& args, const Loader& load) {
   Loaded l = load(settings);
   const std::string family = l.model->info().family;
   engine::Engine eng(std::move(l.model), std::move(l.codec), engine_options(settings));
-  const std::string receipt = engine::settings_yaml(effective_settings(settings, eng));
+  const std::string receipt = engine::settings_yaml(effective_settings(settings, eng), /*redact_secrets=*/true);
   if (print_only) {
     std::fputs(receipt.c_str(), stdout);
     return 0;

@@ -182,4 +182,9 @@ bool TestCodec::starts_in_reasoning(const tok::Conversation& conv) const {
 
 bool TestCodec::is_stop_token(int32_t id) const { return id == kImEnd; }
 
+std::string TestCodec::token_bytes(int32_t id) const {
+  if (id < 256) return std::string(1, char(id));
+  return control_text(id) ? control_text(id) : "";
+}
+
 }  // namespace ds4::testmodel

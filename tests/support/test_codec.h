@@ -14,6 +14,7 @@ class TestCodec : public engine::Codec {
   std::unique_ptr<tok::OutputParser> parser(bool thinking) const override;
   bool starts_in_reasoning(const tok::Conversation& conv) const override;
   bool is_stop_token(int32_t id) const override;
+  std::string token_bytes(int32_t id) const override;
 };
 
 }  // namespace ds4::testmodel

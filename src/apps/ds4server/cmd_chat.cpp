@@ -67,7 +67,7 @@ int cmd_chat(const Args& args) {
   engine::apply_cli(s, args, {});
   auto l = load_for_settings(s);
   engine::Engine eng(std::move(l.model), std::move(l.codec), server::engine_options(s));
-  std::fputs(engine::settings_yaml(server::effective_settings(s, eng)).c_str(), stderr);
+  std::fputs(engine::settings_yaml(server::effective_settings(s, eng), true).c_str(), stderr);
   std::signal(SIGINT, on_sigint);
   const bool tty = isatty(fileno(stdout));
   tok::Conversation conv;

@@ -157,6 +157,14 @@ TEST(Engine, ThreeTurnsReuseCache) {
   EXPECT_EQ(m.computed_prompt_tokens, m.prompt_tokens - m.cached_tokens);
 }
 
+namespace {
+GenRequest req2_short() {
+  auto r = chat({user("count")});
+  r.max_tokens = 3;
+  return r;
+}
+}  // namespace
+
 TEST(Engine, CancelKeepsPartialAndPublishesNothing) {
   auto e = make_engine(200us);
   auto req = chat({user("count")});
@@ -172,8 +180,11 @@ TEST(Engine, CancelKeepsPartialAndPublishesNothing) {
   auto rest = collect(*h);
   EXPECT_EQ(rest.done.finish, Finish::kCancelled);
   EXPECT_EQ((partial + rest.content).rfind("1 2 3 4 5 6 7 8 9 10", 0), 0u);
-  EXPECT_EQ(e->metrics().cache_entries, 0u);
+  // Only the prompt-end snapshot exists; nothing with generated tokens was published.
+  EXPECT_EQ(e->metrics().cache_entries, 1u);
   EXPECT_EQ(e->metrics().requests_cancelled, 1u);
+  auto again = collect(*e->submit(req2_short()));
+  EXPECT_EQ(again.done.usage.cached_tokens, again.done.usage.prompt_tokens);  // the prompt snapshot
 }
 
 TEST(Engine, ConcurrentSessionsAllComplete) {
@@ -213,4 +224,34 @@ TEST(Engine, ShutdownCancelsInFlight) {
   auto r = collect(*h);
   EXPECT_EQ(r.done.finish, Finish::kCancelled);
   EXPECT_THROW(e->submit(chat({user("x")})), Error);
+}
+
+namespace {
+// Token 290 stands for "ab": a merge the template never produces, as a BPE model can emit.
+class MergingCodec : public testmodel::TestCodec {
+ public:
+  std::string token_bytes(int32_t id) const override { return id == 290 ? "ab" : TestCodec::token_bytes(id); }
+};
+}  // namespace
+
+TEST(Engine, ByteContinuationAcrossNonCanonicalTokens) {
+  MergingCodec c;
+  const int32_t h = 'h', i = 'i', a = 'a', b = 'b', x = 'x';
+  using V = std::vector<int32_t>;
+  EXPECT_EQ(byte_continuation(c, {h, i, 290}, {h, i, a, b, x, testmodel::kImEnd}), (V{x, testmodel::kImEnd}));
+  EXPECT_EQ(byte_continuation(c, {h, i, a, b}, {h, i, 290, x}), (V{x}));
+  EXPECT_FALSE(byte_continuation(c, {h, i, a}, {h, i, 290, x}));   // boundary inside a token
+  EXPECT_FALSE(byte_continuation(c, {h, i, 290}, {h, i, a, 'c'})); // bytes differ
+  EXPECT_FALSE(byte_continuation(c, {h, i, 290}, {h, i, a, b}));   // nothing left to feed
+}
+
+TEST(Engine, ChangedAnswerStillReusesThePrompt) {
+  auto e = make_engine();
+  std::vector<tok::Message> msgs = {user("hello")};
+  auto r1 = collect(*e->submit(chat(msgs)));
+  msgs.push_back(assistant(r1.content + "  "));  // the client sends back a different answer
+  msgs.push_back(user("two"));
+  auto r2 = collect(*e->submit(chat(msgs)));
+  EXPECT_EQ(r2.done.usage.cached_tokens, r1.done.usage.prompt_tokens);  // prompt-end snapshot
+  EXPECT_EQ(r2.content, "Echo: two. Done.");
 }

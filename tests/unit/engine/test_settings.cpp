@@ -22,6 +22,12 @@ TEST(Settings, YamlCliRoundTrip) {
   EXPECT_EQ(*back.temperature, 0.7);
   EXPECT_FALSE(back.top_p.has_value());
   EXPECT_EQ(back.api_key, "");
+  EXPECT_NE(settings_yaml(s).find("top_p: auto"), std::string::npos);
+  s.top_p = 0.95;
+  s.api_key = "secret";
+  EXPECT_NE(settings_yaml(s).find("top_p: 0.95\n"), std::string::npos);
+  EXPECT_NE(settings_yaml(s).find("api_key: secret"), std::string::npos);
+  EXPECT_EQ(settings_yaml(s, true).find("secret"), std::string::npos);
 }
 
 TEST(Settings, ErrorsNameLineAndKey) {
