@@ -17,6 +17,26 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF"
 constexpr int kMaxArrayDepth = 8;        // nested arrays deeper than this are not real files
 constexpr uint32_t kMaxDims = 4;         // GGML_MAX_DIMS
 
+// GGUF strings are UTF-8; rejecting bad sequences here keeps metadata() safe to serialize.
+bool valid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t n = s.size(), i = 0;
+  while (i < n) {
+    unsigned c = p[i];
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 0 || i + size_t(len) > n) return false;
+    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+    for (int k = 1; k < len; ++k) {
+      if ((p[i + size_t(k)] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + size_t(k)] & 0x3F);
+    }
+    static const uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;  // overlong / surrogate
+    i += size_t(len);
+  }
+  return true;
+}
+
 class Cursor {
  public:
   explicit Cursor(const MappedFile& f) : f_(f) {}
@@ -40,6 +60,7 @@ class Cursor {
     uint64_t n = get<uint64_t>(field + " (string length)");
     need(n, field);
     std::string s(reinterpret_cast<const char*>(f_.data() + pos_), size_t(n));
+    if (!valid_utf8(s)) fail(field, "string at offset " + std::to_string(pos_) + " is not valid UTF-8");
     pos_ += n;
     return s;
   }

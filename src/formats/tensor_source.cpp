@@ -89,6 +89,7 @@ class SafetensorsSource : public TensorSource {
   const nlohmann::json& config() const override { return config_; }
   const nlohmann::json& metadata() const override { return metadata_; }
   const std::string& path() const override { return path_; }
+  std::string format() const override { return "safetensors"; }
 
  private:
   std::string path_;
@@ -118,6 +119,7 @@ class GgufSource : public TensorSource {
   const nlohmann::json& config() const override { return config_; }
   const nlohmann::json& metadata() const override { return metadata_; }
   const std::string& path() const override { return path_; }
+  std::string format() const override { return "gguf"; }
 
  private:
   // ds4-convert stores the HF config.json text verbatim; other GGUFs get the

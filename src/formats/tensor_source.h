@@ -36,6 +36,8 @@ class TensorSource {
   // GGUF metadata as JSON ({} for safetensors).
   virtual const nlohmann::json& metadata() const = 0;
   virtual const std::string& path() const = 0;
+  // "gguf" or "safetensors" (for tools and messages).
+  virtual std::string format() const { return "unknown"; }
 
   const TensorInfo* find(std::string_view name) const;
   // Throws ds4::InputError naming the file and tensor when missing.

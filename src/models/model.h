@@ -60,6 +60,7 @@ struct LoadOptions {
   int threads = 0;              // 0 = hardware concurrency
   int64_t max_context = 0;      // 0 = model default (bounded by memory admission)
   size_t ple_cache_bytes = size_t(1) << 30;  // Qwen PLE hot-row LRU budget
+  int ple_readers = 16;                      // Qwen PLE sidecar: parallel row readers
 };
 
 // Opens a model file or directory (HF/MLX safetensors dir, GGUF file) and picks the family

@@ -207,7 +207,7 @@ void split_piece(const PreStep& st, std::string_view piece, std::vector<std::str
 }  // namespace
 
 void pre_tokenize(const std::vector<PreStep>& steps, std::string_view text,
-                  std::vector<std::string_view>& pieces, std::vector<std::string>& owned) {
+                  std::vector<std::string_view>& pieces, std::deque<std::string>& owned) {
   pieces.clear();
   if (text.empty()) return;
   pieces.push_back(text);

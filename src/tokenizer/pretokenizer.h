@@ -1,6 +1,7 @@
 #pragma once
 // Normalizers and pre-tokenizers of tokenizer.json: the regex splits (PCRE2 with JIT, the
 // Oniguruma patterns of HF carry over unchanged for these families) and NFC/NFKC.
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,9 +35,10 @@ struct PreStep {
 };
 
 // Splits text into pre-tokens (byte ranges of `text`). Pieces are views into storage:
-// most steps only cut, a prefix space adds bytes (then stored in `owned`).
+// most steps only cut, a prefix space adds bytes (stored in `owned`, whose elements never
+// move).
 void pre_tokenize(const std::vector<PreStep>& steps, std::string_view text,
-                  std::vector<std::string_view>& pieces, std::vector<std::string>& owned);
+                  std::vector<std::string_view>& pieces, std::deque<std::string>& owned);
 
 enum class NormForm { kNFC, kNFKC, kLowercase };
 // Applies normalizers in order; input must be valid UTF-8.

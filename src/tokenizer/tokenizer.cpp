@@ -59,7 +59,7 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 void Tokenizer::Impl::encode_plain(std::string_view text, std::vector<TokenId>& out) const {
   thread_local std::vector<std::string_view> pieces;
-  thread_local std::vector<std::string> owned;
+  thread_local std::deque<std::string> owned;  // deque: views into it stay valid on growth
   thread_local std::vector<TokenId> word;
   owned.clear();
   pre_tokenize(pre, text, pieces, owned);

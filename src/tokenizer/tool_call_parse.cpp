@@ -81,7 +81,7 @@ bool parse_dsml_block(std::string_view body, std::vector<ToolCall>& out) {
       if (nq == std::string_view::npos || gt == std::string_view::npos || e == std::string_view::npos || gt > e)
         return false;
       std::string key = unescape_attr(std::string(inner.substr(s + kParam.size(), nq - s - kParam.size())));
-      std::string_view attrs = inner.substr(nq + 1, gt - nq - 1);  //  string="true"
+      std::string_view attrs = inner.substr(nq + 1, gt - nq);  //  string="true"
       std::string value(inner.substr(gt + 2, e - gt - 2));
       if (attrs.find("string=\"false\"") != std::string_view::npos) {
         try {

@@ -13,6 +13,8 @@
 
 namespace ds4::cli {
 
+nlohmann::ordered_json tokenizer_request(const tok::Tokenizer& tk, const nlohmann::ordered_json& req, bool special);
+
 namespace {
 
 using nlohmann::ordered_json;
@@ -108,11 +110,12 @@ int cmd_chat_template(const Args& args) {
   auto tk = tok::Tokenizer::load(path);
   tok::ChatTemplate::configure_tokenizer(fam, tk);
   auto tmpl = tok::ChatTemplate::create(fam, tk);
-  auto reply = [&](const ordered_json& res) {
-    std::string out = dump(res);
+  auto reply_text = [](const std::string& out) {
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fputc('\n', stdout);
+    std::fflush(stdout);  // a test client may wait for each answer
   };
+  auto reply = [&](const ordered_json& res) { reply_text(dump(res)); };
   if (!jsonl) {
     std::string in(std::istreambuf_iterator<char>(std::cin), {});
     reply(handle(fam, *tmpl, ordered_json::parse(in)));
@@ -122,7 +125,10 @@ int cmd_chat_template(const Args& args) {
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;
     try {
-      reply(handle(fam, *tmpl, ordered_json::parse(line)));
+      // Tokenizer requests ride the same process so a test session loads the vocabulary once.
+      auto req = ordered_json::parse(line);
+      std::string op = req.value("op", "render");
+      reply(op == "encode" || op == "decode" ? tokenizer_request(tk, req, false) : handle(fam, *tmpl, req));
     } catch (const std::exception& e) {
       // One bad request must not end the batch: it answers with its error.
       reply({{"error", e.what()}});

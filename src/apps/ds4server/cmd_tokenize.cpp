@@ -49,26 +49,36 @@ std::string from_hex(const std::string& h) {
   return out;
 }
 
-// One JSON object per line in: {"text": s} or {"hex": h} (raw bytes, for invalid UTF-8),
-// optional "special": bool; or {"ids": [...]} to decode. One JSON object per line out.
+}  // namespace
+
+// {"text": s} or {"hex": h} (raw bytes, for invalid UTF-8), optional "special": bool;
+// or {"ids": [...]} to decode (answer has "text" and the StreamDecoder's "streamed").
+nlohmann::ordered_json tokenizer_request(const tok::Tokenizer& tk, const nlohmann::ordered_json& req, bool special) {
+  nlohmann::ordered_json res;
+  if (req.contains("ids")) {
+    auto ids = req["ids"].get<std::vector<tok::TokenId>>();
+    res["text"] = tk.decode(ids, req.value("skip_special", false));
+    tok::StreamDecoder sd(tk, req.value("skip_special", false));
+    std::string streamed;
+    for (auto id : ids) streamed += sd.push(id);
+    streamed += sd.finish();
+    res["streamed"] = streamed;
+  } else {
+    std::string text = req.contains("hex") ? from_hex(req["hex"].get<std::string>()) : req.at("text").get<std::string>();
+    res["ids"] = tk.encode(text, req.value("special", special));
+  }
+  return res;
+}
+
+namespace {
+
+// One JSON request per stdin line, one JSON answer per stdout line.
 int run_jsonl(const tok::Tokenizer& tk, bool special) {
   using nlohmann::json;
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;
-    json req = json::parse(line), res;
-    if (req.contains("ids")) {
-      auto ids = req["ids"].get<std::vector<tok::TokenId>>();
-      res["text"] = tk.decode(ids, req.value("skip_special", false));
-      tok::StreamDecoder sd(tk, req.value("skip_special", false));
-      std::string streamed;
-      for (auto id : ids) streamed += sd.push(id);
-      streamed += sd.finish();
-      res["streamed"] = streamed;
-    } else {
-      std::string text = req.contains("hex") ? from_hex(req["hex"].get<std::string>()) : req.at("text").get<std::string>();
-      res["ids"] = tk.encode(text, req.value("special", special));
-    }
+    auto res = tokenizer_request(tk, nlohmann::ordered_json::parse(line), special);
     std::string out = res.dump(-1, ' ', false, json::error_handler_t::replace);
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fputc('\n', stdout);

@@ -24,9 +24,12 @@ struct Command {
 
 const Command kCommands[] = {
     {"version", ds4::cli::cmd_version, "print the version"},
+    {"inspect", ds4::cli::cmd_inspect, "show a model file's format, metadata and tensors"},
     {"tokenize", ds4::cli::cmd_tokenize, "text -> token ids (--tokenizer PATH [--json] [--special] TEXT|-)"},
     {"detokenize", ds4::cli::cmd_detokenize, "token ids -> text (--tokenizer PATH IDS...)"},
     {"chat-template", ds4::cli::cmd_chat_template, "render / continue / parse chats (--family F --tokenizer PATH [--jsonl])"},
+    {"serve", ds4::cli::cmd_serve, "OpenAI + Anthropic server and web chat (--model PATH --config FILE --port N --print-config)"},
+    {"chat", ds4::cli::cmd_chat, "interactive chat in the terminal (--model PATH; Ctrl-C cancels a turn)"},
     {"run", ds4::cli::cmd_run, "generate tokens with a model (--model PATH --tokens IDS)"},
 };
 

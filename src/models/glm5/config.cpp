@@ -62,6 +62,28 @@ void parse_schedules(const nlohmann::json& j, Config& c, const std::string& wher
   }
 }
 
+void validate_values(const Config& c, const std::string& where) {
+  for (auto [v, k] : {std::pair{c.vocab_size, "vocab_size"}, {c.hidden_size, "hidden_size"},
+                      {c.num_hidden_layers, "num_hidden_layers"}, {c.num_attention_heads, "num_attention_heads"},
+                      {c.kv_lora_rank, "kv_lora_rank"}, {c.q_lora_rank, "q_lora_rank"},
+                      {c.qk_nope_head_dim, "qk_nope_head_dim"}, {c.v_head_dim, "v_head_dim"},
+                      {c.index_kpool, "index_kpool"}, {c.index_topk, "index_topk"}, {c.hc_mult, "hc_mult"},
+                      {c.linear_num_heads, "linear_num_heads"}, {c.linear_head_dim, "linear_head_dim"},
+                      {c.n_group, "n_group"}, {c.num_experts_per_tok, "num_experts_per_tok"}})
+    positive(v, k, where);
+  if (c.index_topk % c.index_kpool != 0)
+    throw InputError(where + ": index_topk (" + std::to_string(c.index_topk) + ") must be a multiple of index_kpool (" +
+                     std::to_string(c.index_kpool) + ")");
+  if (!c.index_kpool_always_select_tail)
+    throw InputError(where + ": index_kpool_always_select_tail = false is not supported (a query would not see its "
+                             "own incomplete pool)");
+  if (c.n_routed_experts % c.n_group != 0 || c.topk_group > c.n_group)
+    throw InputError(where + ": n_routed_experts/n_group/topk_group inconsistent: " + std::to_string(c.n_routed_experts) +
+                     "/" + std::to_string(c.n_group) + "/" + std::to_string(c.topk_group));
+  if (c.num_experts_per_tok > c.n_routed_experts)
+    throw InputError(where + ": num_experts_per_tok > n_routed_experts");
+}
+
 }  // namespace
 
 int64_t Config::selection_source(int64_t l) const {
@@ -126,25 +148,7 @@ Config parse_config(const nlohmann::json& root, const std::string& where) {
   get(j, "qk_rope_head_dim", rope, where);
   if (rope != 0) throw InputError(where + ": qk_rope_head_dim = " + std::to_string(rope) + " (GLM 5.x DSA layers are NoPE; expected 0)");
 
-  for (auto [v, k] : {std::pair{c.vocab_size, "vocab_size"}, {c.hidden_size, "hidden_size"},
-                      {c.num_hidden_layers, "num_hidden_layers"}, {c.num_attention_heads, "num_attention_heads"},
-                      {c.kv_lora_rank, "kv_lora_rank"}, {c.q_lora_rank, "q_lora_rank"},
-                      {c.qk_nope_head_dim, "qk_nope_head_dim"}, {c.v_head_dim, "v_head_dim"},
-                      {c.index_kpool, "index_kpool"}, {c.index_topk, "index_topk"}, {c.hc_mult, "hc_mult"},
-                      {c.linear_num_heads, "linear_num_heads"}, {c.linear_head_dim, "linear_head_dim"},
-                      {c.n_group, "n_group"}, {c.num_experts_per_tok, "num_experts_per_tok"}})
-    positive(v, k, where);
-  if (c.index_topk % c.index_kpool != 0)
-    throw InputError(where + ": index_topk (" + std::to_string(c.index_topk) + ") must be a multiple of index_kpool (" +
-                     std::to_string(c.index_kpool) + ")");
-  if (!c.index_kpool_always_select_tail)
-    throw InputError(where + ": index_kpool_always_select_tail = false is not supported (a query would not see its "
-                             "own incomplete pool)");
-  if (c.n_routed_experts % c.n_group != 0 || c.topk_group > c.n_group)
-    throw InputError(where + ": n_routed_experts/n_group/topk_group inconsistent: " + std::to_string(c.n_routed_experts) +
-                     "/" + std::to_string(c.n_group) + "/" + std::to_string(c.topk_group));
-  if (c.num_experts_per_tok > c.n_routed_experts)
-    throw InputError(where + ": num_experts_per_tok > n_routed_experts");
+  validate_values(c, where);
   parse_schedules(j, c, where);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     if (c.layer_types[size_t(l)] != LayerKind::kIndexed || !c.indexer_shared[size_t(l)]) continue;

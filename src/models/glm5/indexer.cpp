@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "backend/cpu/topk.h"
+#include "core/dtype.h"
+#include "core/weight.h"
 #include "core/thread_pool.h"
 
 namespace ds4::glm5 {
@@ -63,7 +65,7 @@ void indexer_select(const IndexerWeights& w, const Config& c, const float* x, co
   sel.idx.assign(size_t(n * sel.width), -1);
   sel.count.assign(size_t(n), 0);
   parallel_for(pool, n, [&](int64_t b, int64_t e) {
-    std::vector<float> score;
+    std::vector<float> score, dots;
     std::vector<int32_t> top;
     for (int64_t t = b; t < e; ++t) {
       const int64_t pos = pos0 + t, visible = pos + 1, complete = visible / kp;
@@ -73,17 +75,20 @@ void indexer_select(const IndexerWeights& w, const Config& c, const float* x, co
         // Dense: every complete pool fits the budget, and the tail adds the rest.
         for (int64_t j = 0; j <= pos; ++j) out[cnt++] = int32_t(j);
       } else {
+        // dots {heads, pools} = q {heads, dim} . pool_keys {pools, dim}^T through the weight
+        // kernels (inline: this already runs inside a parallel_for).
+        WeightMatrix keys;
+        keys.type = DType::F32;
+        keys.rows = complete;
+        keys.cols = dim;
+        keys.data = st.pool_keys.data();
+        dots.resize(size_t(heads * complete));
+        matmul(keys, q.data() + t * heads * dim, heads, dots.data(), nullptr);
         score.assign(size_t(complete), 0.0f);
-        for (int64_t p = 0; p < complete; ++p) {
-          const float* pk = st.pool_keys.data() + p * dim;
-          float s = 0;
-          for (int64_t h = 0; h < heads; ++h) {
-            const float* qh = q.data() + (t * heads + h) * dim;
-            float dot = 0;
-            for (int64_t d = 0; d < dim; ++d) dot += qh[d] * pk[d];
-            s += wt[size_t(t * heads + h)] * head_scale * std::max(dot * softmax_scale, 0.0f);
-          }
-          score[size_t(p)] = s;
+        for (int64_t h = 0; h < heads; ++h) {
+          const float wh = wt[size_t(t * heads + h)] * head_scale;
+          const float* dh = dots.data() + h * complete;
+          for (int64_t p = 0; p < complete; ++p) score[size_t(p)] += wh * std::max(dh[p] * softmax_scale, 0.0f);
         }
         cpu::topk_f32(score.data(), complete, budget, top);
         std::sort(top.begin(), top.end());

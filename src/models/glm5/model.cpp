@@ -21,10 +21,16 @@ namespace {
 
 bool is_glm5_type(const std::string& t) { return t == "glm5_next" || t == "glm5_next_text"; }
 
+// Where the config came from, for error messages.
+std::string config_where(const TensorSource& src) {
+  if (std::filesystem::is_directory(src.path())) return (std::filesystem::path(src.path()) / "config.json").string();
+  return src.path() + ": ds4.config_json";
+}
+
 class Glm5Model final : public Model {
  public:
   Glm5Model(std::unique_ptr<TensorSource> src, const LoadOptions& opt)
-      : src_(std::move(src)), cfg_(parse_config(src_->config(), src_->path())),
+      : src_(std::move(src)), cfg_(parse_config(src_->config(), config_where(*src_))),
         w_(bind_weights(*src_, cfg_)), pool_(opt.threads) {
     info_.family = "glm5";
     info_.name = src_->config().value("_name_or_path", std::filesystem::path(src_->path()).filename().string());
@@ -48,6 +54,8 @@ class Glm5Model final : public Model {
   }
 
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+  // Set by layer_outputs(): receives the streams after each layer.
+  std::vector<std::vector<float>>* tap = nullptr;
 
  private:
   void layer(int64_t l, State& st, int64_t n, std::vector<float>& x, std::vector<float>& tmp, Selection& sel);
@@ -106,7 +114,10 @@ void Glm5Model::forward(ModelState& state, std::span<const int32_t> tokens, Logi
     for (int64_t s = 1; s < hc; ++s) std::copy_n(x.data() + t * hc * H, H, x.data() + (t * hc + s) * H);
   }
   Selection sel;  // written by full-indexer layers, read by the shared layer after them
-  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) layer(l, *st, n, x, tmp, sel);
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    layer(l, *st, n, x, tmp, sel);
+    if (tap) tap->push_back(x);
+  }
   st->pos += n;
   if (mode == Logits::kNone) {
     logits.clear();
@@ -127,6 +138,23 @@ void Glm5Model::forward(ModelState& state, std::span<const int32_t> tokens, Logi
 }
 
 }  // namespace
+
+std::vector<std::vector<float>> layer_outputs(Model& model, std::span<const int32_t> tokens) {
+  auto* m = dynamic_cast<Glm5Model*>(&model);
+  if (!m) throw Error("glm5::layer_outputs: not a glm5 model");
+  std::vector<std::vector<float>> out;
+  auto st = m->new_state();
+  std::vector<float> logits;
+  m->tap = &out;
+  try {
+    m->forward(*st, tokens, Logits::kNone, logits);
+  } catch (...) {
+    m->tap = nullptr;
+    throw;
+  }
+  m->tap = nullptr;
+  return out;
+}
 
 bool probe(const std::string& path) {
   namespace fs = std::filesystem;

@@ -31,7 +31,7 @@ void decoder_layer(const Ctx& x, const LayerWeights& w, LayerState& s, int64_t p
 
 QwenNextModel::QwenNextModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt) : src_(std::move(src)) {
   cfg_ = parse_config(src_->config(), src_->path());
-  w_ = bind_weights(*src_, cfg_);
+  w_ = bind_weights(*src_, cfg_, opt);
   pool_ = std::make_unique<ThreadPool>(opt.threads);
   inv_freq_ = cpu::rope_inv_freq(cfg_.rot_dim, cfg_.rope_theta);
   info_.family = "qwen_next";
@@ -71,8 +71,10 @@ void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, 
     dequantize_row(w_.embed, tokens[size_t(t)], h.data() + t * W);
     for (int64_t k = 1; k < c.hc; ++k) std::copy_n(h.data() + t * W, d, h.data() + t * W + k * d);
   }
-  for (int64_t l = 0; l < c.layers; ++l)
+  for (int64_t l = 0; l < c.layers; ++l) {
     decoder_layer(x, w_.layers[size_t(l)], st.layers[size_t(l)], st.pos, tokens.data(), h.data(), n);
+    if (on_layer) on_layer(l, h.data(), n);
+  }
   if (st.mtp_on) {  // row i pairs with token i+1 (the head predicts two ahead)
     if (!st.last_wide.empty()) {
       st.pending_wide.insert(st.pending_wide.end(), st.last_wide.begin(), st.last_wide.end());
@@ -87,8 +89,22 @@ void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   const int64_t first = mode == Logits::kAll ? 0 : n - 1, rows = n - first;
   std::vector<float> mixed(size_t(rows * d));
   hyper_read(x, w_.mixer, h.data() + first * W, rows, mixed.data(), nullptr);
+  if (on_layer) on_layer(-1, mixed.data(), rows);
   logits.resize(size_t(rows * c.vocab));
   matmul(w_.lm_head, mixed.data(), rows, logits.data(), pool_.get());
+}
+
+PleTableStats QwenNextModel::ple_stats() const {
+  PleTableStats s;
+  for (const auto& l : w_.layers)
+    if (l.ple) {
+      const PleTableStats t = l.ple->table->stats();
+      s.hits += t.hits;
+      s.misses += t.misses;
+      s.evictions += t.evictions;
+      s.bytes_read += t.bytes_read;
+    }
+  return s;
 }
 
 void QwenNextModel::enable_mtp(ModelState& state) const {

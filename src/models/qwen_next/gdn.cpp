@@ -1,6 +1,7 @@
 // Gated DeltaNet (HF Qwen3_5GatedDeltaNet as used by Qwen4ExpTextGatedDeltaNet; MTPLX
 // GatedDeltaNet): causal depthwise conv + silu over [q | k | v], L2-normed q/k, per value
 // head a decaying matrix state updated by the delta rule, gated RMSNorm, out_proj.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -40,6 +41,81 @@ void delta_rule_head(const Config& c, int64_t h, const float* qkv, int64_t n, co
   }
 }
 
+// Chunked form of the same rule (HF torch_chunk_gated_delta_rule, chunk 64), used for
+// multi-token calls. Within a chunk of L tokens, with c_i = sum_{j<=i} g_j and
+// A_ij = beta_i (k_i . k_j) e^{c_i - c_j} (j < i), the L sequential rank-1 updates
+// collapse to two unit-lower-triangular solves (forward substitution):
+//   U = (I + A)^-1 (beta v),  Wk = (I + A)^-1 (beta k e^{c})
+//   v'_i = U_i - Wk_i^T S,   o_i = e^{c_i} q_i^T S + sum_{j<=i} (q_i . k_j) e^{c_i - c_j} v'_j
+//   S <- e^{c_L} S + sum_j e^{c_L - c_j} k_j v'_j^T
+// Same result as the recurrence up to rounding; the work is chunk-sized matrix products.
+void delta_rule_chunked_head(const Config& c, int64_t h, const float* qkv, int64_t n, const float* g,
+                             const float* beta, float* S, float* o) {
+  constexpr int64_t kChunk = 64;
+  const int64_t kd = c.k_dim, vd = c.v_dim, C = c.conv_dim(), kh = h / (c.v_heads / c.k_heads);
+  std::vector<float> cum(kChunk), A(kChunk * kChunk), U(kChunk * vd), Wk(kChunk * kd), vn(kChunk * vd);
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t L = std::min(kChunk, n - c0);
+    auto q = [&](int64_t i) { return qkv + (c0 + i) * C + kh * kd; };
+    auto k = [&](int64_t i) { return qkv + (c0 + i) * C + c.key_dim() + kh * kd; };
+    auto v = [&](int64_t i) { return qkv + (c0 + i) * C + 2 * c.key_dim() + h * vd; };
+    auto bt = [&](int64_t i) { return beta[(c0 + i) * c.v_heads + h]; };
+    float acc = 0;
+    for (int64_t i = 0; i < L; ++i) cum[size_t(i)] = acc += g[(c0 + i) * c.v_heads + h];
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < i; ++j) {
+        float d = 0;
+        for (int64_t e = 0; e < kd; ++e) d += k(i)[e] * k(j)[e];
+        A[size_t(i * kChunk + j)] = bt(i) * d * std::exp(cum[size_t(i)] - cum[size_t(j)]);
+      }
+    for (int64_t i = 0; i < L; ++i) {  // forward substitution for U and Wk together
+      float* u = U.data() + i * vd;
+      float* w = Wk.data() + i * kd;
+      const float ec = std::exp(cum[size_t(i)]);
+      for (int64_t e = 0; e < vd; ++e) u[e] = bt(i) * v(i)[e];
+      for (int64_t e = 0; e < kd; ++e) w[e] = bt(i) * k(i)[e] * ec;
+      for (int64_t j = 0; j < i; ++j) {
+        const float a = A[size_t(i * kChunk + j)];
+        for (int64_t e = 0; e < vd; ++e) u[e] -= a * U[size_t(j * vd + e)];
+        for (int64_t e = 0; e < kd; ++e) w[e] -= a * Wk[size_t(j * kd + e)];
+      }
+    }
+    for (int64_t i = 0; i < L; ++i) {  // v' = U - Wk S ; o = e^c q S + intra-chunk part
+      float* vi = vn.data() + i * vd;
+      float* oi = o + (c0 + i) * c.value_dim() + h * vd;
+      std::copy_n(U.data() + i * vd, vd, vi);
+      std::fill(oi, oi + vd, 0.0f);
+      const float ec = std::exp(cum[size_t(i)]);
+      for (int64_t e = 0; e < kd; ++e) {
+        const float wk = Wk[size_t(i * kd + e)], qe = q(i)[e] * ec;
+        const float* Se = S + e * vd;
+        for (int64_t f = 0; f < vd; ++f) {
+          vi[f] -= wk * Se[f];
+          oi[f] += qe * Se[f];
+        }
+      }
+      for (int64_t j = 0; j <= i; ++j) {
+        float d = 0;
+        for (int64_t e = 0; e < kd; ++e) d += q(i)[e] * k(j)[e];
+        d *= std::exp(cum[size_t(i)] - cum[size_t(j)]);
+        const float* vj = vn.data() + j * vd;
+        for (int64_t f = 0; f < vd; ++f) oi[f] += d * vj[f];
+      }
+    }
+    const float last = cum[size_t(L - 1)], el = std::exp(last);
+    for (int64_t e = 0; e < kd * vd; ++e) S[e] *= el;
+    for (int64_t j = 0; j < L; ++j) {
+      const float dj = std::exp(last - cum[size_t(j)]);
+      const float* vj = vn.data() + j * vd;
+      for (int64_t e = 0; e < kd; ++e) {
+        const float ke = k(j)[e] * dj;
+        float* Se = S + e * vd;
+        for (int64_t f = 0; f < vd; ++f) Se[f] += ke * vj[f];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void gdn_forward(const Ctx& x, const GdnWeights& w, LayerState& s, const float* in, int64_t n, float* out) {
@@ -70,7 +146,11 @@ void gdn_forward(const Ctx& x, const GdnWeights& w, LayerState& s, const float* 
     }
   const int64_t sz = c.k_dim * c.v_dim;
   parallel_for(x.pool, VH, [&](int64_t h0, int64_t h1) {
-    for (int64_t h = h0; h < h1; ++h) delta_rule_head(c, h, qkv.data(), n, a.data(), b.data(), s.ssm.data() + h * sz, o.data());
+    for (int64_t h = h0; h < h1; ++h) {
+      // One token: the recurrence (decode). Several: the chunked form (prefill, verify).
+      if (n == 1) delta_rule_head(c, h, qkv.data(), n, a.data(), b.data(), s.ssm.data() + h * sz, o.data());
+      else delta_rule_chunked_head(c, h, qkv.data(), n, a.data(), b.data(), s.ssm.data() + h * sz, o.data());
+    }
   });
   // Gated RMSNorm per value head: norm(o) * w * act(z), act = sigmoid (Flash-Next) or silu.
   for (int64_t r = 0; r < n * VH; ++r) {

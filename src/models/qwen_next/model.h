@@ -1,6 +1,7 @@
 #pragma once
 // Qwen3.8 Flash Next on the CPU backend. Golden master: MTPLX mtplx/models/qwen4_exp.py;
 // runnable oracle: HF transformers qwen4_exp (tools/reference/qwen_next/).
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,11 @@ class QwenNextModel : public Model {
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
 
   const Config& config() const { return cfg_; }
+  // Debug hook: called after every decoder layer with the widened rows h {n, hc*d}
+  // (layer = -1: the final mixer output {n, d}). Empty by default.
+  std::function<void(int64_t layer, const float* h, int64_t n)> on_layer;
+  // PLE sidecar counters summed over PLE layers (zeros for in-memory tables).
+  PleTableStats ple_stats() const;
 
   // MTP draft head (MTPLX Qwen4ExpMTP). enable_mtp() makes `state` keep the head's
   // history from the next forward on (it costs one QSA+MoE layer per token, so AR-only

@@ -19,17 +19,15 @@ namespace {
 // emb {n, ple_dim}: table rows of every position's n-gram heads, concatenated.
 void gather_embeddings(const Config& c, const PleWeights& w, LayerState& s, const int32_t* tokens, int64_t n,
                        float* emb) {
-  const int64_t heads = (c.ngram - 1) * c.heads_per_ngram, hd = c.ple_dim / heads, ctx = c.ngram - 1;
+  const int64_t heads = (c.ngram - 1) * c.heads_per_ngram, ctx = c.ngram - 1;
   std::vector<int32_t> hist(s.ple_ctx);  // {ctx + n}: the previous tokens, then the new ones
   hist.insert(hist.end(), tokens, tokens + n);
-  std::vector<int64_t> ids(static_cast<size_t>(heads));
-  for (int64_t t = 0; t < n; ++t) {
-    ple_ngram_ids(c, w, hist.data() + t, ids.data());
-    for (int64_t h = 0; h < heads; ++h) {
-      if (ids[size_t(h)] >= w.table.rows) throw Error("PLE n-gram row out of range");
-      dequantize_row(w.table, ids[size_t(h)], emb + t * c.ple_dim + h * hd);
-    }
-  }
+  // {n, heads} row ids; the gathered rows {n * heads, hd} are exactly emb {n, ple_dim}.
+  std::vector<int64_t> ids(size_t(n * heads));
+  for (int64_t t = 0; t < n; ++t) ple_ngram_ids(c, w, hist.data() + t, ids.data() + t * heads);
+  for (int64_t id : ids)
+    if (id < 0 || id >= w.table->rows()) throw Error("PLE n-gram row " + std::to_string(id) + " out of range");
+  w.table->gather(ids.data(), n * heads, emb);
   s.ple_ctx.assign(hist.end() - ctx, hist.end());
 }
 

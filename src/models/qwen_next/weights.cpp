@@ -1,5 +1,7 @@
 #include "models/qwen_next/weights.h"
 
+#include <filesystem>
+
 #include "core/error.h"
 #include "models/qwen_next/ple_hash.h"
 
@@ -9,6 +11,7 @@ namespace {
 struct Binder {
   const TensorSource& src;
   const Config& c;
+  const LoadOptions& opt;
 
   // A linear layer "<name>.weight" {rows, cols}, or its MLX affine triple.
   WeightMatrix linear(const std::string& name, int64_t rows, int64_t cols) const {
@@ -111,7 +114,15 @@ struct Binder {
     ple_hash_constants(c, ple_index, *w);
     const int64_t total = w->head_offset.back() + w->head_vocab.back();
     const int64_t padded = (total + c.ngram_divisor - 1) / c.ngram_divisor * c.ngram_divisor;
-    w->table = as_matrix(src.get(p + ".ple_embedding.ngram_embedding.weight", {padded, c.ple_dim / heads}));
+    const std::string name = p + ".ple_embedding.ngram_embedding.weight";
+    const auto sidecar = std::filesystem::path(src.path()) / "ngram-table.safetensors";
+    if (std::filesystem::is_directory(src.path()) && std::filesystem::exists(sidecar))
+      w->table = sidecar_table(sidecar.string(), name, opt.ple_cache_bytes, opt.ple_readers);
+    else
+      w->table = memory_table(as_matrix(src.get(name, {padded, c.ple_dim / heads})));
+    if (w->table->rows() != padded || w->table->cols() != c.ple_dim / heads)
+      throw InputError(src.path() + ": " + name + " is not {" + std::to_string(padded) + ", " +
+                       std::to_string(c.ple_dim / heads) + "}");
     w->key = linear(p + ".key_proj", c.wide(), c.ple_dim);
     w->value = linear(p + ".value_proj", c.hidden, c.ple_dim);
     w->norm_key = vec(p + ".norm_key.weight", c.wide());
@@ -133,8 +144,8 @@ struct Binder {
 
 }  // namespace
 
-Weights bind_weights(const TensorSource& src, const Config& c) {
-  Binder b{src, c};
+Weights bind_weights(const TensorSource& src, const Config& c, const LoadOptions& opt) {
+  Binder b{src, c, opt};
   // Text-only checkpoints use "model."; the multimodal wrapper "model.language_model.".
   const std::string pre = src.find("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
   Weights w;

@@ -10,7 +10,9 @@
 
 #include "core/weight.h"
 #include "formats/tensor_source.h"
+#include "models/model.h"
 #include "models/qwen_next/config.h"
+#include "models/qwen_next/ple_table.h"
 
 namespace ds4::qwen_next {
 
@@ -43,7 +45,7 @@ struct MoeWeights {
 };
 
 struct PleWeights {
-  WeightMatrix table;              // {rows, ple_dim / ngram_heads}
+  std::shared_ptr<PleTable> table;  // {rows, ple_dim / ngram_heads}: memory or SSD sidecar
   WeightMatrix key, value;         // {hc*d, ple_dim}, {d, ple_dim}
   Vec norm_key, norm_query, norm_conv;  // {hc*d} zero-centered, grouped per d
   Vec conv;                        // {hc*d, K}
@@ -74,6 +76,8 @@ struct Weights {
   std::unique_ptr<MtpWeights> mtp;  // absent when the checkpoint has no mtp.* tensors
 };
 
-Weights bind_weights(const TensorSource& src, const Config& c);
+// PLE tables come from "<model dir>/ngram-table.safetensors" when that sidecar exists
+// (read on demand, LRU of opt.ple_cache_bytes, opt.ple_readers readers), else from `src`.
+Weights bind_weights(const TensorSource& src, const Config& c, const LoadOptions& opt = {});
 
 }  // namespace ds4::qwen_next

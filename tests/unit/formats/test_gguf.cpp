@@ -245,3 +245,12 @@ TEST(GgufCorrupt, HugeCounts) {
   poke<uint64_t>(b, 8, uint64_t(1) << 60);
   expect_error(b, "header.tensor_count");
 }
+
+TEST(GgufCorrupt, InvalidUtf8String) {
+  auto b = sample_bytes();
+  const char* k = "t.u16";
+  auto it = std::search(b.begin(), b.end(), k, k + 5);
+  ASSERT_NE(it, b.end());
+  *(it + 2) = char(0xF3);  // a 4-byte lead without continuation bytes
+  expect_error(b, "kv[3].key: string at offset 115 is not valid UTF-8");
+}

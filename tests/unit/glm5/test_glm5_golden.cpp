@@ -165,3 +165,29 @@ TEST_F(Glm5Golden, RejectsTokenOutsideVocab) {
 
 }  // namespace
 }  // namespace ds4::glm5_test
+
+namespace ds4::glm5_test {
+namespace {
+
+// Per-layer checksums of the prefill streams {tokens, 4, 64}: mean, abs-max and the flat
+// elements [0, n/3, 2n/3, n-1] (make_golden.py). Localizes a mismatch to its layer.
+TEST_F(Glm5Golden, LayerOutputChecksumsMatchHF) {
+  for (int n : {7, 64}) {
+    const auto outs = glm5::layer_outputs(*model_, tokens(n));
+    ASSERT_EQ(outs.size(), 6u);
+    for (int l = 0; l < 6; ++l) {
+      SCOPED_TRACE("p" + std::to_string(n) + " layer " + std::to_string(l));
+      const auto want = golden_->get<float>("p" + std::to_string(n) + ".hidden.L" + std::to_string(l));
+      const auto& x = outs[size_t(l)];
+      const size_t sz = x.size();
+      double mean = 0;
+      float amax = 0;
+      for (float v : x) mean += v, amax = std::max(amax, std::fabs(v));
+      const float got[6] = {float(mean / double(sz)), amax, x[0], x[sz / 3], x[(2 * sz) / 3], x[sz - 1]};
+      for (int i = 0; i < 6; ++i) EXPECT_NEAR(got[i], want[size_t(i)], 1e-4f) << "checksum " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ds4::glm5_test

@@ -52,13 +52,55 @@ TEST_P(QwenGolden, PrefillDecodeAndMtpMatchOracle) {
     const float d = max_abs_diff(logits, ref);
     worst = std::max(worst, d);
     EXPECT_LE(d, kLogitTol) << p << " decode step " << i;
-    if (i + 1 < greedy.size()) EXPECT_EQ(argmax(logits), greedy[i + 1]) << p << " step " << i;
+    if (i + 1 < greedy.size()) {
+      EXPECT_EQ(argmax(logits), greedy[i + 1]) << p << " step " << i;
+    }
   }
   std::printf("[qwen golden] %s: max |logit diff| %.3g over prefill+32 decode rows, mtp %.3g\n", p.c_str(),
               worst, mtp_diff);
 }
 
 INSTANTIATE_TEST_SUITE_P(Prompts, QwenGolden, ::testing::ValuesIn(kPrompts));
+
+}  // namespace
+}  // namespace ds4::qwen_next::test
+
+namespace ds4::qwen_next::test {
+namespace {
+
+// Per-layer checksums of the last prompt row (debug aid: localizes a mismatch to a layer).
+// HF's hidden_states are (decoder input, outputs of layers 0..L-2, final mixer output):
+// golden "L0" is the widened embedding, "L<k>" the output of layer k-1, "final" the mixer.
+TEST(QwenGoldenHidden, LayerChecksumsMatch) {
+  auto model = load_tiny();
+  Golden g;
+  const auto tokens = g.i32("p64.tokens");
+  const int64_t d = model->config().hidden, W = model->config().wide();
+  std::vector<std::vector<float>> rows(9);  // index = golden L index; 8 = final
+  {
+    auto src = open_tensor_source(model_dir());
+    const float* e = static_cast<const float*>(src->get("model.embed_tokens.weight").data) + tokens.back() * d;
+    for (int64_t k = 0; k < W / d; ++k) rows[0].insert(rows[0].end(), e, e + d);
+  }
+  model->on_layer = [&](int64_t l, const float* h, int64_t n) {
+    if (l < 0) rows[8].assign(h + (n - 1) * d, h + n * d);
+    else if (l + 1 < 8) rows[size_t(l + 1)].assign(h + (n - 1) * W, h + n * W);
+  };
+  auto st = model->new_state();
+  model->prefill(*st, tokens);
+  for (size_t l = 0; l < rows.size(); ++l) {
+    const auto& r = rows[l];
+    ASSERT_FALSE(r.empty());
+    double mean = 0;
+    float amax = 0;
+    for (float v : r) mean += v, amax = std::max(amax, std::fabs(v));
+    const int64_t n = int64_t(r.size());
+    const std::vector<float> got = {float(mean / double(n)), amax, r[0], r[size_t(37 % n)], r[size_t(70 % n)],
+                                    r[size_t(127 % n)]};
+    const auto ref = g.f32(l < 8 ? "p64.hidden.L" + std::to_string(l) : std::string("p64.hidden.final"));
+    EXPECT_LE(max_abs_diff(got, ref), 1e-4f) << "golden L" << l;
+  }
+}
 
 }  // namespace
 }  // namespace ds4::qwen_next::test

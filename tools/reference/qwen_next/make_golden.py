@@ -7,8 +7,10 @@ segment reset):
   pN.prefill_logits  F32 {vocab}      last position after prefill (HF cache path)
   pN.greedy          I32 {32}         greedy[0] = argmax(prefill); greedy[i+1] = argmax(decode[i])
   pN.decode_logits   F32 {32, vocab}  logits after feeding greedy[i] (HF cache, 1 token/step)
-  pN.hidden.L<k>     F32 {6}          layer k output (widened hc*d row of the last prompt
-                                      position): mean, absmax, values at indices 0,37,70,127
+  pN.hidden.L<k>     F32 {6}          HF hidden_states[k] (widened hc*d row of the last prompt
+                                      position): mean, absmax, values at indices 0,37,70,127;
+                                      L0 = decoder input (embedding repeated), L<k> = output
+                                      of decoder layer k-1 (HF records inputs, then the mixer)
   pN.hidden.final    F32 {6}          same for the hyper_connection_mixer output {d}
                                       (indices taken modulo d)
   pN.mtp_logits      F32 {3, vocab}   MTP draft logits, depths 1..3 (mtp_ref.draft_chain)
@@ -68,7 +70,7 @@ def run_prompt(cfg, model, head, ids, out, name):
     prefill = res.logits[0, -1].float()
     out[f"{name}.tokens"] = ids.astype(np.int32)
     out[f"{name}.prefill_logits"] = prefill.numpy()
-    # hidden_states: one widened {1,N,hc*d} output per decoder layer, then the mixer output.
+    # hidden_states: the widened decoder input, the outputs of layers 0..L-2, the mixer output.
     hs = res.hidden_states
     for k, h in enumerate(hs):
         row = h[0, -1].float()

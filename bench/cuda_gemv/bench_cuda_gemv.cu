@@ -1,0 +1,213 @@
+// GEMV bandwidth per weight format at realistic decode shapes, as a fraction of the copy
+// bandwidth measured in the same run (ds4::cuda::measure_bandwidth).
+//
+// Work per launch: y[rows] = W[rows x cols] x (batch 1). Bytes counted: the weight's
+// bytes (+ MLX scales and biases); x and y are < 0.5% of that and not counted.
+// L2 (60 MB on the H200) would hold the smaller matrices, so every case rotates through
+// enough copies of its weight to stream >= 1 GiB per pass; one pass is captured as a
+// CUDA graph (decode runs as a graph too) and replayed; the median of the replays is
+// reported per launch.
+//
+// Usage: bench_cuda_gemv [reps]      the table
+//        bench_cuda_gemv --profile    one plain launch per case at the square and large
+//                                     shapes, for ncu --kernel-name regex:gemv
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/bandwidth.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/memory.h"
+#include "core/weight.h"
+
+using namespace ds4;
+
+namespace {
+
+__global__ void fill_random(uint32_t* p, size_t n, uint32_t seed) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 0x9e3779b1u ^ seed;
+    h ^= h >> 15, h *= 0x2c1b3c6du, h ^= h >> 12, h *= 0x297a2d39u, h ^= h >> 15;
+    p[i] = h;
+  }
+}
+
+// Scales/biases as finite halves (random bits would include NaN/Inf patterns).
+__global__ void fill_halves(uint16_t* p, size_t n, uint16_t bits) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = uint16_t(bits + (i & 0xff));
+}
+
+void fill(void* p, size_t bytes, uint32_t seed) {
+  fill_random<<<1024, 256>>>(static_cast<uint32_t*>(p), bytes / 4, seed);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+struct Format {
+  DType type;
+  int64_t group;
+  DType scale_type;
+  const char* label;
+  cuda::GemvPath path = cuda::GemvPath::kAuto;
+  int rows_per_block = 0;  // 0: the format's default
+};
+
+struct Shape {
+  int64_t rows, cols;
+  const char* what;
+};
+
+struct Row {
+  std::string label, shape;
+  double mib, us, gbps;
+};
+
+Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* y, bool profile) {
+  WeightMatrix w;
+  w.type = f.type;
+  w.rows = s.rows;
+  w.cols = s.cols;
+  w.group_size = f.group;
+  w.scale_type = f.scale_type;
+  const size_t data_bytes = size_t(s.rows * w.row_stride_bytes());
+  const size_t sb_bytes = f.group ? size_t(s.rows * (s.cols / f.group) * 2) : 0;
+  const size_t per_copy = data_bytes + 2 * sb_bytes;
+  // Profiling: one copy (ncu saves and restores what a replayed kernel may touch).
+  const size_t copies = profile ? 1 : std::max<size_t>(1, ((static_cast<size_t>(1) << 30) + per_copy - 1) / per_copy);
+  cuda::DeviceBuffer data(copies * data_bytes, std::string("bench weights ") + f.label);
+  fill(data.get(), data.bytes(), 1234u);
+  cuda::DeviceBuffer sc, bi;
+  if (sb_bytes) {
+    sc = cuda::DeviceBuffer(copies * sb_bytes, "bench scales");
+    bi = cuda::DeviceBuffer(copies * sb_bytes, "bench biases");
+    // ~0.002 and ~-0.03 in either half format's bit pattern is fine for timing.
+    fill_halves<<<1024, 256>>>(sc.as<uint16_t>(), copies * sb_bytes / 2, 0x1800);
+    fill_halves<<<1024, 256>>>(bi.as<uint16_t>(), copies * sb_bytes / 2, 0xa400);
+    DS4_CUDA_CHECK_LAUNCH();
+  }
+  if (profile) {  // one launch: ncu replays it as often as its sections need
+    w.data = data.get(), w.scales = sc.get(), w.biases = bi.get();
+    cuda::gemv(w, x, y, nullptr, cuda::GemvOptions{f.path, f.rows_per_block});
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    return Row{f.label, "", 0, 0, 0};
+  }
+  cudaStream_t st;
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  auto pass = [&] {
+    for (size_t c = 0; c < copies; ++c) {
+      w.data = data.as<uint8_t>() + c * data_bytes;
+      w.scales = sb_bytes ? sc.as<uint8_t>() + c * sb_bytes : nullptr;
+      w.biases = sb_bytes ? bi.as<uint8_t>() + c * sb_bytes : nullptr;
+      cuda::gemv(w, x, y, st, cuda::GemvOptions{f.path, f.rows_per_block});
+    }
+  };
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  DS4_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  pass();
+  DS4_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+  DS4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  DS4_CUDA_CHECK(cudaEventCreate(&a));
+  DS4_CUDA_CHECK(cudaEventCreate(&b));
+  DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));  // warm-up
+  std::vector<float> ms(static_cast<size_t>(reps));
+  for (int r = 0; r < reps; ++r) {
+    DS4_CUDA_CHECK(cudaEventRecord(a, st));
+    DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));
+    DS4_CUDA_CHECK(cudaEventRecord(b, st));
+    DS4_CUDA_CHECK(cudaEventSynchronize(b));
+    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms[size_t(r)], a, b));
+  }
+  std::sort(ms.begin(), ms.end());
+  const double per_launch_s = double(ms[ms.size() / 2]) * 1e-3 / double(copies);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(st);
+  Row row;
+  row.label = f.label;
+  row.shape = std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what;
+  row.mib = double(per_copy) / double(1 << 20);
+  row.us = per_launch_s * 1e6;
+  row.gbps = double(per_copy) / per_launch_s * 1e-9;
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const bool profile = argc > 1 && std::string(argv[1]) == "--profile";
+    const int reps = argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
+    cudaDeviceProp prop{};
+    DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    const cuda::Bandwidth bw = profile ? cuda::Bandwidth{} : cuda::measure_bandwidth(static_cast<size_t>(2) << 30, 20, nullptr);
+    std::printf("bandwidth (2 GiB buffers, median of 20): copy kernel %.0f GB/s, cudaMemcpy D2D %.0f GB/s "
+                "(read+write), read-only %.0f GB/s\n\n",
+                bw.copy_gbps, bw.memcpy_gbps, bw.read_gbps);
+    const Format formats[] = {
+        {DType::BF16, 0, DType::F16, "BF16"},         {DType::F16, 0, DType::F16, "F16"},
+        {DType::Q8_0, 0, DType::F16, "Q8_0/dir", cuda::GemvPath::kDirect},
+        {DType::Q8_0, 0, DType::F16, "Q8_0/stg", cuda::GemvPath::kStaged},
+        {DType::Q4_K, 0, DType::F16, "Q4_K"},
+        {DType::Q2_K, 0, DType::F16, "Q2_K/dir", cuda::GemvPath::kDirect},
+        {DType::Q2_K, 0, DType::F16, "Q2_K/stg", cuda::GemvPath::kStaged},
+        {DType::IQ2_XXS, 0, DType::F16, "IQ2_XXS/dir", cuda::GemvPath::kDirect},
+        {DType::IQ2_XXS, 0, DType::F16, "IQ2_XXS/stg", cuda::GemvPath::kStaged},
+        {DType::MLX_Q4, 64, DType::BF16, "MLX_Q4_g64"}, {DType::MLX_Q4, 32, DType::F16, "MLX_Q4_g32"},
+        {DType::MLX_Q8, 64, DType::BF16, "MLX_Q8_g64"},
+    };
+    const Shape shapes[] = {{4096, 4096, "square"},
+                            {2048, 7168, "wide"},
+                            {7168, 2048, "tall"},
+                            {2048, 4096, "expert up"},
+                            {4096, 2048, "expert down"},
+                            {16384, 8192, "large"}};  // kernel-bound: launch gaps amortized
+    cuda::DeviceBuffer x(sizeof(float) * 8192, "bench x"), y(sizeof(float) * 16384, "bench y");
+    fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
+    std::printf("%-12s %-22s %9s %9s %9s %7s %7s\n", "format", "shape", "MiB", "us", "GB/s", "%copy", "%read");
+    for (const Format& f : formats)
+      for (const Shape& s : shapes) {
+        WeightMatrix probe;
+        probe.type = f.type, probe.rows = s.rows, probe.cols = s.cols, probe.data = x.get();  // any 16-aligned pointer
+        if (f.path == cuda::GemvPath::kStaged && !cuda::gemv_can_stage(probe)) {
+          std::printf("%-12s %lldx%lld: row stride not 16-byte aligned, no staged path\n", f.label, (long long)s.rows,
+                      (long long)s.cols);
+          continue;
+        }
+        if (profile && s.rows != s.cols && s.rows != 16384) continue;
+        const Row r = bench_one(f, s, reps, x.as<float>(), y.as<float>(), profile);
+        if (profile) continue;
+        std::printf("%-12s %-22s %9.2f %9.2f %9.0f %6.1f%% %6.1f%%\n", r.label.c_str(), r.shape.c_str(), r.mib, r.us,
+                    r.gbps, 100.0 * r.gbps / bw.copy_gbps, 100.0 * r.gbps / bw.read_gbps);
+      }
+    if (profile) return 0;
+    // Rows per thread block, the main tuning knob: GB/s for each choice.
+    std::printf("\nrows per block sweep (GB/s; default: the format's kRows)\n%-12s %-22s %8s %8s %8s %8s %8s\n",
+                "format", "shape", "default", "R=1", "R=2", "R=4", "R=8");
+    for (const Format& f : formats)
+      for (const Shape& s : {shapes[0], shapes[5]}) {
+        WeightMatrix probe;
+        probe.type = f.type, probe.rows = s.rows, probe.cols = s.cols, probe.data = x.get();
+        if (f.path == cuda::GemvPath::kStaged && !cuda::gemv_can_stage(probe)) continue;
+        std::printf("%-12s %-22s", f.label, (std::to_string(s.rows) + "x" + std::to_string(s.cols)).c_str());
+        for (int rb : {0, 1, 2, 4, 8}) {
+          Format g = f;
+          g.rows_per_block = rb;
+          std::printf(" %8.0f", bench_one(g, s, reps, x.as<float>(), y.as<float>(), false).gbps);
+        }
+        std::printf("\n");
+      }
+  } catch (const std::exception& e) {
+    std::printf("FATAL: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

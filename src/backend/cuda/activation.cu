@@ -1,0 +1,41 @@
+// Activations: one elementwise kernel, the function a template parameter.
+#include "backend/cuda/activation.h"
+#include "backend/cuda/check.h"
+
+namespace ds4::cuda {
+namespace {
+
+__device__ __forceinline__ float silu(float v) { return v / (1.f + expf(-v)); }
+
+struct Silu {
+  __device__ float operator()(float a, float) const { return silu(a); }
+};
+struct SwiGlu {
+  __device__ float operator()(float gate, float up) const { return silu(gate) * up; }
+};
+
+template <class Op>
+__global__ void unary_binary_kernel(const float* a, const float* b, float* y, int64_t n, Op op) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = op(a[i], b ? b[i] : 0.f);
+}
+
+template <class Op>
+void launch(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  const int threads = 256;
+  const int64_t want = (n + threads - 1) / threads;
+  const unsigned blocks = unsigned(want < 65536 ? want : 65536);  // grid-stride beyond that
+  unary_binary_kernel<<<blocks, threads, 0, stream>>>(a, b, y, n, Op{});
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void silu_f32(const float* x, float* y, int64_t n, cudaStream_t stream) { launch<Silu>(x, nullptr, y, n, stream); }
+
+void swiglu_f32(const float* gate, const float* up, float* y, int64_t n, cudaStream_t stream) {
+  launch<SwiGlu>(gate, up, y, n, stream);
+}
+
+}  // namespace ds4::cuda

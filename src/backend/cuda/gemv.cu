@@ -1,0 +1,270 @@
+// GEMV kernels: two templates over the format decoders in gemv_formats.cuh.
+//
+// Work split (both kernels): a thread block owns R consecutive rows (F::kRows unless tuned); per 32-weight
+// unit a thread first issues the loads of all kRows rows (so they are in flight together),
+// then loads the unit's 32 x values once (L1-resident, 16-byte loads) and reuses them for
+// every row. Partial sums are reduced by warp shuffles, then across warps in shared memory.
+//
+// gemv_direct_kernel: threads stride over units and read their unit's bytes from global
+//   memory. Right when a unit is whole 16-byte loads (BF16/F16, Q4_K, MLX).
+// gemv_staged_kernel: for 34/66/84-byte blocks a thread's 2/4-byte loads are spread over
+//   many sectors per warp instruction; instead each warp copies a span of whole blocks of
+//   its kRows rows into shared memory with coalesced 16-byte loads, then decodes there.
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_formats.cuh"
+#include "backend/cuda/iq2xxs_grid.h"
+#include "core/error.h"
+
+namespace ds4::cuda {
+namespace {
+
+using namespace gemv_detail;
+
+constexpr int kMaxThreads = 128;
+
+__device__ const uint64_t d_iq2xxs_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ void load_x(const float* __restrict__ x, int64_t unit, float (&xv)[kUnit]) {
+  const float4* xp = reinterpret_cast<const float4*>(x + unit * kUnit);
+#pragma unroll
+  for (int i = 0; i < kUnit / 4; ++i) {
+    const float4 f = __ldg(xp + i);
+    xv[4 * i] = f.x, xv[4 * i + 1] = f.y, xv[4 * i + 2] = f.z, xv[4 * i + 3] = f.w;
+  }
+}
+
+// Only IQ2_XXS reads the codebook. Lanes index it at random, so each block stages it in
+// shared memory (constant memory would serialize the divergent addresses).
+template <class F>
+struct Codebook {
+  uint64_t* unused;
+  __device__ void stage() {}
+  __device__ const void* get() const { return nullptr; }
+};
+template <>
+struct Codebook<IQ2_XXS> {
+  uint64_t* grid;
+  __device__ void stage() {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_iq2xxs_grid[i];
+    __syncthreads();
+  }
+  __device__ const void* get() const { return grid; }
+};
+
+// Sums acc[r] over the block and writes y[row0 + r] for rows that exist.
+template <int R>
+__device__ void block_finish(const float (&acc)[R], int64_t row0, int64_t rows, float* __restrict__ y) {
+  __shared__ float part[R][kMaxThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float s = warp_sum(acc[r]);
+    if (lane == 0) part[r][warp] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < R && row0 + threadIdx.x < rows) {
+    float s = 0.f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[threadIdx.x][w];
+    y[row0 + threadIdx.x] = s;
+  }
+}
+
+template <class F, int R>
+__global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const float* __restrict__ x,
+                                                                 float* __restrict__ y) {
+  __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
+  Codebook<F> book{grid_smem};
+  book.stage();
+  const int64_t row0 = int64_t(blockIdx.x) * R;
+  const uint8_t* rows_p[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;  // tail: re-read the last row
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+  const int64_t units = a.cols / kUnit;
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    typename F::Raw raw[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
+    float xv[kUnit];
+    load_x(x, u, xv);
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] += F::dot(raw[r], u, xv, book.get());
+  }
+  block_finish<R>(acc, row0, a.rows, y);
+}
+
+template <class F, int R>
+__global__ void __launch_bounds__(kMaxThreads) gemv_staged_kernel(Args a, const float* __restrict__ x,
+                                                                 float* __restrict__ y) {
+  constexpr int kSpanBytes = F::kSpanBlocks * F::kBlockBytes;
+  constexpr int kSpanVecs = kSpanBytes / 16;
+  constexpr int kVecsPerLane = (kSpanVecs + 31) / 32;
+  constexpr int kSpanUnits = F::kSpanBlocks * F::kUnitsPerBlock;
+  static_assert(kSpanBytes % 16 == 0, "a span must be whole 16-byte vectors");
+  __shared__ uint4 stage[kMaxThreads / 32][R][kSpanVecs];  // {warps, rows, span bytes / 16}
+  __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
+  Codebook<F> book{grid_smem};
+  book.stage();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int64_t row0 = int64_t(blockIdx.x) * R;
+  const uint8_t* rows_p[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+  const int64_t units = a.cols / kUnit;
+  const int64_t spans = (units + kSpanUnits - 1) / kSpanUnits;
+  for (int64_t sp = warp; sp < spans; sp += warps) {
+    const int64_t u0 = sp * kSpanUnits;
+    const int n_units = int(min(int64_t(kSpanUnits), units - u0));
+    // The last span may be partial; it still ends on a 16-byte boundary (row stride % 16 == 0).
+    const int n_vecs = n_units / F::kUnitsPerBlock * F::kBlockBytes / 16;
+    uint4 tmp[R][kVecsPerLane];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int k = 0; k < kVecsPerLane; ++k)
+        if (lane + 32 * k < n_vecs) tmp[r][k] = FromGlobal::u4(rows_p[r] + sp * kSpanBytes + 16 * (lane + 32 * k));
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int k = 0; k < kVecsPerLane; ++k)
+        if (lane + 32 * k < n_vecs) stage[warp][r][lane + 32 * k] = tmp[r][k];
+    __syncwarp();
+    for (int j = lane; j < n_units; j += 32) {  // j: unit inside the span (spans start on blocks)
+      float xv[kUnit];
+      load_x(x, u0 + j, xv);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const auto raw = F::template load<FromShared>(a, reinterpret_cast<const uint8_t*>(stage[warp][r]), 0, j);
+        acc[r] += F::dot(raw, j, xv, book.get());
+      }
+    }
+    __syncwarp();  // the next span overwrites this warp's stage
+  }
+  block_finish<R>(acc, row0, a.rows, y);
+}
+
+int threads_for(int64_t work_items) {  // narrow rows get fewer threads rather than idle ones
+  return int(std::min<int64_t>(kMaxThreads, (work_items + 31) / 32 * 32));
+}
+
+template <class F, int R>
+void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged) {
+  const unsigned blocks = unsigned((a.rows + R - 1) / R);
+  const int64_t units = a.cols / kUnit;
+  if constexpr (F::kSpanBlocks > 0) {
+    if (staged) {
+      constexpr int64_t span_units = F::kSpanBlocks * F::kUnitsPerBlock;
+      gemv_staged_kernel<F, R><<<blocks, threads_for((units + span_units - 1) / span_units * 32), 0, stream>>>(a, x, y);
+      DS4_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
+  gemv_direct_kernel<F, R><<<blocks, threads_for(units), 0, stream>>>(a, x, y);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+template <class F>
+void launch(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, int rows_per_block) {
+  switch (rows_per_block ? rows_per_block : F::kRows) {
+    case 1: return launch_rows<F, 1>(a, x, y, stream, staged);
+    case 2: return launch_rows<F, 2>(a, x, y, stream, staged);
+    case 4: return launch_rows<F, 4>(a, x, y, stream, staged);
+    case 8: return launch_rows<F, 8>(a, x, y, stream, staged);
+    default: throw InputError("cuda gemv: rows_per_block " + std::to_string(rows_per_block) + " is not 0, 1, 2, 4 or 8");
+  }
+}
+
+int log2_exact(int64_t v) {
+  int s = 0;
+  while ((int64_t(1) << s) < v) ++s;
+  return (int64_t(1) << s) == v ? s : -1;
+}
+
+void check_shape(const WeightMatrix& w, int64_t multiple) {
+  if (w.rows <= 0 || w.cols <= 0 || w.cols % multiple != 0)
+    throw InputError("cuda gemv: " + std::string(dtype_name(w.type)) + " weight of " + std::to_string(w.rows) + "x" +
+                     std::to_string(w.cols) + ": cols must be a positive multiple of " + std::to_string(multiple));
+}
+
+Args make_args(const WeightMatrix& w) {
+  const bool k_block = w.type == DType::Q4_K || w.type == DType::Q2_K || w.type == DType::IQ2_XXS;
+  check_shape(w, k_block ? 256 : kUnit);
+  Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), w.scales, w.biases, 0, 0, w.rows, w.cols};
+  if (w.type == DType::MLX_Q4 || w.type == DType::MLX_Q8) {
+    a.group_shift = log2_exact(w.group_size);
+    if (a.group_shift < 5 || w.cols % w.group_size != 0)
+      throw InputError("cuda gemv: MLX group size " + std::to_string(w.group_size) +
+                       " must be a power of two >= 32 dividing cols " + std::to_string(w.cols));
+    if (w.scale_type != DType::F16 && w.scale_type != DType::BF16)
+      throw InputError("cuda gemv: MLX scale type " + std::string(dtype_name(w.scale_type)) + " is not F16/BF16");
+    if (!w.scales || !w.biases) throw InputError("cuda gemv: MLX weight without scales/biases");
+    a.groups_per_row = w.cols / w.group_size;
+  }
+  return a;
+}
+
+}  // namespace
+
+bool gemv_supports(DType t) {
+  switch (t) {
+    case DType::BF16: case DType::F16: case DType::Q8_0: case DType::Q4_K: case DType::Q2_K:
+    case DType::IQ2_XXS: case DType::MLX_Q4: case DType::MLX_Q8:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool gemv_can_stage(const WeightMatrix& w) {
+  const bool fmt = w.type == DType::Q8_0 || w.type == DType::Q2_K || w.type == DType::IQ2_XXS;
+  return fmt && w.row_stride_bytes() % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+}
+
+void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream) {
+  gemv(w, x, y, stream, GemvOptions{});
+}
+
+void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt) {
+  const GemvPath path = opt.path;
+  const int rb = opt.rows_per_block;
+  if (!gemv_supports(w.type))
+    throw InputError("cuda gemv: weight type " + std::string(dtype_name(w.type)) + " is not supported");
+  const Args a = make_args(w);
+  const bool can_stage = gemv_can_stage(w);
+  if (path == GemvPath::kStaged && !can_stage && (w.type == DType::Q8_0 || w.type == DType::Q2_K || w.type == DType::IQ2_XXS))
+    throw InputError("cuda gemv: staged path needs a 16-byte aligned " + std::string(dtype_name(w.type)) +
+                     " row stride (" + std::to_string(a.row_stride) + " bytes) and data pointer");
+  const bool staged = path != GemvPath::kDirect && can_stage;
+  const bool bf16s = w.scale_type == DType::BF16;
+  switch (w.type) {
+    case DType::BF16: return launch<Half16<true>>(a, x, y, stream, false, rb);
+    case DType::F16: return launch<Half16<false>>(a, x, y, stream, false, rb);
+    case DType::Q8_0: return launch<Q8_0>(a, x, y, stream, staged, rb);
+    case DType::Q4_K: return launch<Q4_K>(a, x, y, stream, false, rb);
+    case DType::Q2_K: return launch<Q2_K>(a, x, y, stream, staged, rb);
+    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, x, y, stream, staged, rb);
+    case DType::MLX_Q4:
+      return bf16s ? launch<MlxAffine<4, true>>(a, x, y, stream, false, rb) : launch<MlxAffine<4, false>>(a, x, y, stream, false, rb);
+    case DType::MLX_Q8:
+      return bf16s ? launch<MlxAffine<8, true>>(a, x, y, stream, false, rb) : launch<MlxAffine<8, false>>(a, x, y, stream, false, rb);
+    default: break;
+  }
+}
+
+}  // namespace ds4::cuda

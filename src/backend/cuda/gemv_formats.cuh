@@ -1,0 +1,276 @@
+#pragma once
+// Internal to gemv.cu: one decoder per weight format. Each decodes a "unit" of 32
+// consecutive weights of one row and dots it with the matching 32 values of x.
+//
+// A decoder has:
+//   Raw                          the unit's bytes in registers
+//   kRows                        rows per thread block (x is loaded once per unit and
+//                                reused for kRows rows: fewer bits per weight -> more rows,
+//                                so the x reads from L1 stay below the weight stream)
+//   load<L>(args, row_bytes, row, unit)
+//                                only loads (so the kRows loads are all in flight together);
+//                                L reads global memory (FromGlobal) or a staged copy of the
+//                                row's bytes in shared memory (FromShared, see gemv.cu)
+//   dot(raw, unit, xv, shared)   decodes and returns sum_k w[k] * xv[k]
+//   kSpanBlocks                  blocks a warp stages at once (0: the format is read directly:
+//                                its units are already 16-byte loads); kSpanBlocks * kBlockBytes
+//                                is a multiple of 16
+// Layouts follow ggml (Q8_0, Q4_K, Q2_K, IQ2_XXS) and MLX affine quantization.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace ds4::cuda::gemv_detail {
+
+constexpr int kUnit = 32;
+
+struct Args {
+  const uint8_t* data;     // row-major rows of `row_stride` bytes
+  int64_t row_stride;
+  const void* scales;      // MLX: {rows, groups} F16/BF16
+  const void* biases;      // MLX: {rows, groups}
+  int64_t groups_per_row;  // MLX
+  int group_shift;         // MLX: log2(group size)
+  int64_t rows;
+  int64_t cols;
+};
+
+__device__ __forceinline__ float f16_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float bf16_bits(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+__device__ __forceinline__ uint32_t byte_of(uint32_t w, int k) { return (w >> (8 * k)) & 0xffu; }
+
+// Weights are read once and never written during a launch: the read-only data path.
+struct FromGlobal {
+  __device__ static uint16_t u16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
+  __device__ static uint32_t u32(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned int*>(p)); }
+  __device__ static uint4 u4(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+};
+// A warp's staged copy in shared memory (plain loads; __ldg is for global memory only).
+struct FromShared {
+  __device__ static uint16_t u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+  __device__ static uint32_t u32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+  __device__ static uint4 u4(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
+};
+// Sum of xv[8*w + 4*k ...]: used by the affine formats (w = scale*q + bias) for the bias term.
+__device__ __forceinline__ float sum32(const float (&xv)[kUnit]) {
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < kUnit; ++k) s += xv[k];
+  return s;
+}
+
+// ---- BF16 / F16: 64 bytes per unit, four 16-byte loads. ----
+template <bool kBf16>
+struct Half16 {
+  static constexpr int kRows = 2;
+  static constexpr int kSpanBlocks = 0;
+  struct Raw { uint4 v[4]; };
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + unit * 64;
+    Raw r;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r.v[i] = L::u4(p + 16 * i);
+    return r;
+  }
+  __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t w[4] = {r.v[i].x, r.v[i].y, r.v[i].z, r.v[i].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint16_t lo = w[j] & 0xffff, hi = w[j] >> 16;
+        const float a = kBf16 ? bf16_bits(lo) : f16_bits(lo);
+        const float b = kBf16 ? bf16_bits(hi) : f16_bits(hi);
+        s = fmaf(a, xv[8 * i + 2 * j], s);
+        s = fmaf(b, xv[8 * i + 2 * j + 1], s);
+      }
+    }
+    return s;
+  }
+};
+
+// ---- Q8_0: block of 32 = f16 d + 32 int8; 34-byte blocks are only 2-byte aligned. ----
+struct Q8_0 {
+  static constexpr int kRows = 2;
+  static constexpr int kSpanBlocks = 32, kBlockBytes = 34, kUnitsPerBlock = 1;  // 1088 B
+  struct Raw { uint16_t d; uint32_t q[8]; };
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + unit * 34;
+    Raw r;
+    r.d = L::u16(p);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) r.q[i] = uint32_t(L::u16(p + 2 + 4 * i)) | (uint32_t(L::u16(p + 4 + 4 * i)) << 16);
+    return r;
+  }
+  __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) s = fmaf(float(int8_t(byte_of(r.q[i], k))), xv[4 * i + k], s);
+    return f16_bits(r.d) * s;
+  }
+};
+
+// ---- Q4_K: 256-weight block = f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes
+// of nibbles. Unit j (0..7) = sub-block j: nibbles (j%2) of bytes 32*(j/2) ... +31.
+// 144-byte blocks keep 16-byte alignment, so the header is one load and the nibbles two;
+// units 2g and 2g+1 (adjacent lanes) read the same 32 bytes in one coalesced request.
+struct Q4_K {
+  static constexpr int kRows = 4;
+  static constexpr int kSpanBlocks = 0;
+  struct Raw { uint4 hdr; uint4 q[2]; };
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + (unit >> 3) * 144;
+    const int j = int(unit & 7);
+    Raw r;
+    r.hdr = L::u4(p);
+    r.q[0] = L::u4(p + 16 + 32 * (j >> 1));
+    r.q[1] = L::u4(p + 32 + 32 * (j >> 1));
+    return r;
+  }
+  __device__ static float dot(const Raw& r, int64_t unit, const float (&xv)[kUnit], const void*) {
+    const int j = int(unit & 7);
+    const uint32_t sw[3] = {r.hdr.y, r.hdr.z, r.hdr.w};  // the 12 scale bytes
+    auto sb = [&](int i) { return byte_of(sw[i >> 2], i & 3); };
+    uint32_t sc, mn;
+    if (j < 4) {
+      sc = sb(j) & 63;
+      mn = sb(j + 4) & 63;
+    } else {
+      sc = (sb(j + 4) & 0xf) | ((sb(j - 4) >> 6) << 4);
+      mn = (sb(j + 4) >> 4) | ((sb(j) >> 6) << 4);
+    }
+    const int shift = 4 * (j & 1);
+    const uint32_t w[8] = {r.q[0].x, r.q[0].y, r.q[0].z, r.q[0].w, r.q[1].x, r.q[1].y, r.q[1].z, r.q[1].w};
+    float sq = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) sq = fmaf(float((byte_of(w[i], k) >> shift) & 0xf), xv[4 * i + k], sq);
+    const float d = f16_bits(r.hdr.x & 0xffff), dmin = f16_bits(r.hdr.x >> 16);
+    return d * float(sc) * sq - dmin * float(mn) * sum32(xv);
+  }
+};
+
+// ---- Q2_K: 256-weight block = 16 bytes of 4-bit scale|min pairs, 64 bytes of 2-bit
+// weights, f16 d, f16 dmin (84 bytes, 4-byte aligned). Weight e: half h = e/128, plane
+// s = (e%128)/32, byte h*32 + e%32, bits 2s; group e/16. Unit u = 4h + s covers groups 2u, 2u+1.
+struct Q2_K {
+  static constexpr int kRows = 8;
+  static constexpr int kSpanBlocks = 4, kBlockBytes = 84, kUnitsPerBlock = 8;  // 336 B
+  struct Raw { uint32_t q[8]; uint16_t sc; uint32_t dm; };
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + (unit >> 3) * 84;
+    const int u = int(unit & 7);
+    Raw r;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) r.q[i] = L::u32(p + 16 + 32 * (u >> 2) + 4 * i);
+    r.sc = L::u16(p + 2 * u);
+    r.dm = L::u32(p + 80);
+    return r;
+  }
+  __device__ static float dot(const Raw& r, int64_t unit, const float (&xv)[kUnit], const void*) {
+    const int shift = 2 * int(unit & 3);
+    float sq[2] = {0.f, 0.f}, sx[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float x = xv[4 * i + k];
+        sq[i >> 2] = fmaf(float((byte_of(r.q[i], k) >> shift) & 3), x, sq[i >> 2]);
+        sx[i >> 2] += x;
+      }
+    const float d = f16_bits(r.dm & 0xffff), dmin = f16_bits(r.dm >> 16);
+    float s = 0.f;
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const uint32_t scm = (r.sc >> (8 * g)) & 0xff;
+      s += d * float(scm & 0xf) * sq[g] - dmin * float(scm >> 4) * sx[g];
+    }
+    return s;
+  }
+};
+
+// ---- IQ2_XXS: 256-weight block = f16 d + 8 sub-blocks of 8 bytes (66 bytes, 2-byte
+// aligned). Sub-block: 4 grid indices (u32 #0) and, in u32 #1, four 7-bit sign fields plus
+// a 4-bit scale on top. Weight = d * (0.5 + scale) / 4 * grid[idx][k] * sign.
+// The 2 KiB codebook is staged in shared memory by the kernel (see kSharedGrid).
+struct IQ2_XXS {
+  static constexpr int kRows = 8;
+  static constexpr int kSpanBlocks = 8, kBlockBytes = 66, kUnitsPerBlock = 8;  // 528 B
+  struct Raw { uint16_t d; uint32_t aux0, aux1; };
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + (unit >> 3) * 66;
+    const uint8_t* q = p + 2 + 8 * (unit & 7);
+    Raw r;
+    r.d = L::u16(p);
+    r.aux0 = uint32_t(L::u16(q)) | (uint32_t(L::u16(q + 2)) << 16);
+    r.aux1 = uint32_t(L::u16(q + 4)) | (uint32_t(L::u16(q + 6)) << 16);
+    return r;
+  }
+  __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void* shared) {
+    const uint64_t* grid = static_cast<const uint64_t*>(shared);
+    float s = 0.f;
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t g = grid[byte_of(r.aux0, l)];
+      uint32_t s7 = (r.aux1 >> (7 * l)) & 127;
+      const uint32_t signs = s7 | ((__popc(s7) & 1u) << 7);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float v = float(uint32_t(g >> (8 * k)) & 0xffu);
+        s = fmaf((signs >> k) & 1 ? -v : v, xv[8 * l + k], s);
+      }
+    }
+    const float db = f16_bits(r.d) * (0.5f + float(r.aux1 >> 28)) * 0.25f;
+    return db * s;
+  }
+};
+
+// ---- MLX affine: packed u32 along the row (element i at bits kBits*(i%per_word), low
+// first), w = scale[group] * q + bias[group]; a unit lies inside one group (group % 32 == 0).
+template <int kBits, bool kBf16Scales>
+struct MlxAffine {
+  static constexpr int kRows = kBits == 4 ? 4 : 2;
+  static constexpr int kSpanBlocks = 0;
+  static constexpr int kVecs = kBits == 4 ? 1 : 2;  // 16-byte loads per unit
+  struct Raw { uint4 v[kVecs]; uint16_t scale, bias; };
+  template <class L>
+  __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
+    const uint8_t* p = row_bytes + unit * (kUnit * kBits / 8);
+    Raw r;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) r.v[i] = L::u4(p + 16 * i);
+    const int64_t g = row * a.groups_per_row + ((unit * kUnit) >> a.group_shift);
+    r.scale = FromGlobal::u16(static_cast<const uint8_t*>(a.scales) + 2 * g);
+    r.bias = FromGlobal::u16(static_cast<const uint8_t*>(a.biases) + 2 * g);
+    return r;
+  }
+  __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
+    constexpr int kPerWord = 32 / kBits;
+    constexpr uint32_t kMask = (1u << kBits) - 1;
+    float sq = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const uint32_t w[4] = {r.v[i].x, r.v[i].y, r.v[i].z, r.v[i].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int k = 0; k < kPerWord; ++k)
+          sq = fmaf(float((w[j] >> (kBits * k)) & kMask), xv[(4 * i + j) * kPerWord + k], sq);
+    }
+    const float scale = kBf16Scales ? bf16_bits(r.scale) : f16_bits(r.scale);
+    const float bias = kBf16Scales ? bf16_bits(r.bias) : f16_bits(r.bias);
+    return scale * sq + bias * sum32(xv);
+  }
+};
+
+}  // namespace ds4::cuda::gemv_detail

@@ -1,0 +1,46 @@
+#pragma once
+// Device memory with admission: before any allocation we ask the driver how much is free
+// and refuse with a clear error when the request (plus headroom for the CUDA context,
+// cuBLAS workspaces and fragmentation) does not fit, instead of a bare
+// cudaErrorMemoryAllocation halfway through a model upload.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ds4::cuda {
+
+struct DeviceMemoryInfo {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+};
+
+DeviceMemoryInfo device_memory_info();
+
+inline constexpr size_t kDefaultHeadroom = size_t(512) << 20;
+
+// Throws ds4::Error naming `what`, the bytes asked for, free and total device memory when
+// `bytes` + `headroom_bytes` exceed what is free now.
+void admit_allocation(size_t bytes, const std::string& what, size_t headroom_bytes = kDefaultHeadroom);
+
+// An owning device allocation (cudaMalloc; never managed memory: see the device notes).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(size_t bytes, const std::string& what);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace ds4::cuda

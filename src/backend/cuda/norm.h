@@ -1,0 +1,14 @@
+#pragma once
+// RMS normalization on the GPU.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ds4::cuda {
+
+// y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight[:]     x, y {rows, dim}, weight {dim}
+// y may alias x. All pointers are device pointers.
+void rmsnorm_f32(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps,
+                 cudaStream_t stream);
+
+}  // namespace ds4::cuda

@@ -1,0 +1,30 @@
+// RMS norm: one thread block per row; the sum of squares is accumulated in f32.
+#include "backend/cuda/check.h"
+#include "backend/cuda/norm.h"
+#include "backend/cuda/reduce.cuh"
+
+namespace ds4::cuda {
+namespace {
+
+__global__ void rmsnorm_kernel(const float* x, const float* __restrict__ w, float* y, int64_t dim,
+                               float eps) {
+  const float* xr = x + int64_t(blockIdx.x) * dim;
+  float* yr = y + int64_t(blockIdx.x) * dim;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
+  ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);
+  const float inv = rsqrtf(ss / float(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
+}
+
+}  // namespace
+
+void rmsnorm_f32(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps,
+                 cudaStream_t stream) {
+  if (rows <= 0 || dim <= 0) return;
+  const int threads = dim >= 1024 ? 512 : 128;
+  rmsnorm_kernel<<<unsigned(rows), threads, 0, stream>>>(x, weight, y, dim, eps);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ds4::cuda

@@ -1,0 +1,228 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "core/error.h"
+#include "engine/engine_job.h"
+
+namespace ds4::engine {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+
+Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, EngineOptions o)
+    : model_(std::move(model)),
+      codec_(std::move(codec)),
+      sampler_kind_(sampler_kind_for_family(model_->info().family)),
+      context_size_(o.context_size > 0 ? o.context_size : model_->info().max_context),
+      prefill_chunk_(o.prefill_chunk > 0 ? o.prefill_chunk : model_->info().default_prefill_chunk),
+      max_live_(std::max(1, o.max_live)),
+      cache_(o.cache_bytes) {
+  if (model_->info().max_context > 0 && context_size_ > model_->info().max_context)
+    throw InputError("context_size " + std::to_string(context_size_) + " exceeds the model's " +
+                     std::to_string(model_->info().max_context));
+  if (prefill_chunk_ <= 0) prefill_chunk_ = 2048;
+  thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<int32_t> Engine::prompt_tokens(const GenRequest& req) const {
+  if (req.raw_prompt) return codec_->encode(*req.raw_prompt);
+  return codec_->render(req.conv);
+}
+
+int64_t Engine::count_tokens(const GenRequest& req) const { return int64_t(prompt_tokens(req).size()); }
+
+std::shared_ptr<RequestHandle> Engine::submit(GenRequest req) {
+  validate_sampler_params(sampler_kind_, req.sampler);
+  if (req.max_tokens < 1) throw InputError("max_tokens must be >= 1, got " + std::to_string(req.max_tokens));
+  auto job = std::make_unique<Job>();
+  job->prompt = prompt_tokens(req);
+  if (job->prompt.empty()) throw InputError("the prompt is empty");
+  if (int64_t(job->prompt.size()) >= context_size_)
+    throw InputError("prompt has " + std::to_string(job->prompt.size()) + " tokens; the context holds " +
+                     std::to_string(context_size_) + " (at least one must be left to generate)");
+  job->req = std::move(req);
+  job->handle = std::make_shared<RequestHandle>();
+  job->t_submit = Clock::now();
+  auto handle = job->handle;
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) throw Error("the engine is shutting down");
+    queue_.push_back(std::move(job));
+  }
+  {
+    std::lock_guard lk(metrics_mu_);
+    m_.requests_total++;
+  }
+  cv_.notify_all();
+  return handle;
+}
+
+EngineMetrics Engine::metrics() const {
+  EngineMetrics m;
+  {
+    std::lock_guard lk(metrics_mu_);
+    m = m_;
+  }
+  {
+    std::lock_guard lk(mu_);
+    m.queue_depth = int64_t(queue_.size());
+  }
+  m.cache_bytes = cache_.bytes();
+  m.cache_entries = cache_.entries();
+  m.cache_evictions = cache_.evictions();
+  return m;
+}
+
+// Moves queued jobs into the live set; false once stopping and nothing is left.
+bool Engine::admit() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !live_.empty(); });
+  if (stopping_) {
+    for (auto& j : queue_) live_.push_back(std::move(j));
+    queue_.clear();
+    for (auto& j : live_) j->handle->cancel();
+    return !live_.empty();
+  }
+  while (!queue_.empty() && int(live_.size()) < max_live_) {
+    live_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  return true;
+}
+
+void Engine::run() {
+  while (admit()) {
+    // One round: every live job gets one step; decode forwards are gathered into a batch.
+    std::vector<Job*> decode;
+    for (auto& j : live_) {
+      try {
+        step(*j);
+        if (j->phase == Job::Phase::kDecode && j->to_feed >= 0) decode.push_back(j.get());
+      } catch (const std::exception& e) {
+        j->handle->push(error_event(e.what()));
+        j->phase = Job::Phase::kDone;
+        std::lock_guard lk(metrics_mu_);
+        m_.requests_failed++;
+      }
+    }
+    decode_batch(decode);
+    std::erase_if(live_, [](const auto& j) { return j->phase == Job::Phase::kDone; });
+    std::lock_guard lk(metrics_mu_);
+    m_.live = int64_t(live_.size());
+  }
+}
+
+void Engine::step(Job& job) {
+  if (job.phase != Job::Phase::kDone && job.handle->cancelled()) return finish(job, Finish::kCancelled);
+  switch (job.phase) {
+    case Job::Phase::kNew: start(job); break;
+    case Job::Phase::kPrefill: prefill_step(job); break;
+    case Job::Phase::kDecode: {
+      const int32_t tok = job.sampler->sample(job.logits);
+      emit_token(job, tok);
+      break;
+    }
+    case Job::Phase::kDone: break;
+  }
+}
+
+void Engine::start(Job& job) {
+  job.t_prefill = Clock::now();
+  job.usage.queue_s = seconds(job.t_submit, job.t_prefill);
+  std::optional<PrefixCache::Hit> hit;
+  if (job.req.raw_prompt) {
+    hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
+      if (t.size() > job.prompt.size() || !std::equal(t.begin(), t.end(), job.prompt.begin())) return std::nullopt;
+      return std::vector<int32_t>(job.prompt.begin() + t.size(), job.prompt.end());
+    });
+  } else {
+    hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
+      auto c = codec_->continuation(t, job.req.conv);
+      if (c.keep != t.size()) return std::nullopt;  // recurrent state cannot be cut back
+      return std::move(c.append);
+    });
+  }
+  if (hit && (!hit->append.empty() || !hit->logits.empty())) {
+    job.state = std::move(hit->state);
+    job.history = std::move(hit->tokens);
+    job.logits = std::move(hit->logits);
+    job.pending = std::move(hit->append);
+    job.usage.cached_tokens = int64_t(job.history.size());
+  } else {
+    job.state = model_->new_state();
+    job.pending = job.prompt;
+  }
+  job.usage.prompt_tokens = int64_t(job.history.size() + job.pending.size());
+  {
+    std::lock_guard lk(metrics_mu_);
+    (job.usage.cached_tokens > 0 ? m_.cache_hits : m_.cache_misses)++;
+    m_.prompt_tokens += uint64_t(job.usage.prompt_tokens);
+    m_.cached_tokens += uint64_t(job.usage.cached_tokens);
+  }
+  if (job.usage.prompt_tokens >= context_size_) throw InputError("prompt does not fit the context");
+  GenEvent started;
+  started.kind = GenEvent::Kind::kStarted;
+  started.usage = job.usage;
+  job.handle->push(std::move(started));
+  job.sampler.emplace(sampler_kind_, job.req.sampler);
+  job.text = codec_->stream();
+  if (job.req.parse_output && !job.req.raw_prompt) {
+    job.reasoning = codec_->starts_in_reasoning(job.req.conv);
+    job.parser = codec_->parser(job.reasoning);
+  }
+  job.stops.emplace(job.req.stop);
+  job.phase = Job::Phase::kPrefill;
+  if (job.pending.empty()) {
+    job.usage.prefill_s = 0;
+    job.phase = Job::Phase::kDecode;
+  }
+}
+
+void Engine::prefill_step(Job& job) {
+  const size_t n = std::min<size_t>(size_t(prefill_chunk_), job.pending.size() - job.pending_at);
+  std::span<const int32_t> chunk(job.pending.data() + job.pending_at, n);
+  const bool last = job.pending_at + n == job.pending.size();
+  model_->forward(*job.state, chunk, last ? Logits::kLast : Logits::kNone, job.logits);
+  job.history.insert(job.history.end(), chunk.begin(), chunk.end());
+  job.pending_at += n;
+  {
+    std::lock_guard lk(metrics_mu_);
+    m_.computed_prompt_tokens += n;
+  }
+  if (!last) {
+    GenEvent p;
+    p.kind = GenEvent::Kind::kProgress;
+    p.done = int64_t(job.pending_at);
+    p.total = int64_t(job.pending.size());
+    job.handle->push(std::move(p));
+    return;
+  }
+  job.usage.prefill_s = seconds(job.t_prefill, Clock::now());
+  {
+    std::lock_guard lk(metrics_mu_);
+    m_.prefill_seconds += job.usage.prefill_s;
+  }
+  job.pending.clear();
+  job.phase = Job::Phase::kDecode;
+}
+
+}  // namespace ds4::engine

@@ -1,0 +1,97 @@
+#pragma once
+// The runtime: one thread owns the model and every live session's state; requests arrive
+// through a queue. Each loop iteration gives every live session one step (a prefill chunk
+// or one decode token) in round-robin order, so a long prefill never starves other chats.
+// Decode steps of one iteration are collected into one batch (decode_batch), the place a
+// batched GPU forward plugs in; on CPU it runs them one after another.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/codec.h"
+#include "engine/prefix_cache.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "models/model.h"
+
+namespace ds4::engine {
+
+struct EngineOptions {
+  int64_t context_size = 0;     // 0 = model max_context
+  int64_t prefill_chunk = 0;    // 0 = model default_prefill_chunk
+  size_t cache_bytes = size_t(2) << 30;  // prefix cache budget
+  int max_live = 64;            // sessions stepped concurrently; the rest wait in the queue
+};
+
+struct EngineMetrics {
+  uint64_t requests_total = 0, requests_failed = 0, requests_cancelled = 0;
+  uint64_t prompt_tokens = 0, cached_tokens = 0, computed_prompt_tokens = 0, generated_tokens = 0;
+  uint64_t cache_hits = 0, cache_misses = 0, cache_evictions = 0;
+  size_t cache_bytes = 0, cache_entries = 0;
+  int64_t queue_depth = 0, live = 0;
+  double prefill_seconds = 0, decode_seconds = 0;
+};
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues. Throws ds4::InputError (bad sampler values, prompt longer than
+  // the context, empty prompt); everything later is reported through the handle.
+  std::shared_ptr<RequestHandle> submit(GenRequest req);
+  // Prompt tokens a request would have (rendered and encoded; no model work).
+  int64_t count_tokens(const GenRequest& req) const;
+  // Stops taking work; cancels queued and live requests (their partial output is kept, no
+  // state is published) and joins the runtime thread. Idempotent.
+  void shutdown();
+
+  const ModelInfo& model_info() const { return model_->info(); }
+  const Codec& codec() const { return *codec_; }
+  SamplerKind sampler_kind() const { return sampler_kind_; }
+  int64_t context_size() const { return context_size_; }
+  int64_t prefill_chunk() const { return prefill_chunk_; }
+  EngineMetrics metrics() const;
+
+ private:
+ public:
+  struct Job;  // engine_job.h
+
+ private:
+  void run();
+  bool admit();
+  void step(Job& job);
+  void start(Job& job);
+  void prefill_step(Job& job);
+  void decode_batch(std::vector<Job*>& jobs);
+  void emit_token(Job& job, int32_t token);
+  void finish(Job& job, Finish why);
+  std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Codec> codec_;
+  SamplerKind sampler_kind_;
+  int64_t context_size_, prefill_chunk_;
+  int max_live_;
+  PrefixCache cache_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Job>> queue_;
+  std::vector<std::unique_ptr<Job>> live_;
+  bool stopping_ = false;
+  std::thread thread_;
+
+  mutable std::mutex metrics_mu_;
+  EngineMetrics m_;
+};
+
+}  // namespace ds4::engine

@@ -1,0 +1,31 @@
+#pragma once
+// Internal: one request's life inside the engine thread (engine.cpp, engine_decode.cpp).
+#include <chrono>
+#include <optional>
+
+#include "engine/engine.h"
+#include "engine/stop_matcher.h"
+
+namespace ds4::engine {
+
+struct Engine::Job {
+  GenRequest req;
+  std::shared_ptr<RequestHandle> handle;
+  std::vector<int32_t> prompt;  // rendered at submit; the cache may replace its head
+  enum class Phase { kNew, kPrefill, kDecode, kDone } phase = Phase::kNew;
+  std::unique_ptr<ModelState> state;
+  std::vector<int32_t> history;  // tokens the state holds (after pending is fed)
+  std::vector<int32_t> pending;  // prompt tokens still to feed
+  size_t pending_at = 0;
+  std::vector<float> logits;     // last position's logits
+  std::optional<Sampler> sampler;
+  std::unique_ptr<TextStream> text;
+  std::unique_ptr<tok::OutputParser> parser;
+  std::optional<StopMatcher> stops;
+  bool reasoning = false;        // last parsed text was reasoning
+  int32_t to_feed = -1;          // sampled token still to feed into the state
+  Usage usage;
+  std::chrono::steady_clock::time_point t_submit, t_prefill, t_first;
+};
+
+}  // namespace ds4::engine

@@ -1,0 +1,53 @@
+#pragma once
+// Model-state snapshots at turn ends, keyed by the exact tokens they hold, bounded in bytes
+// with LRU eviction. Recurrent state cannot be cut back, so a snapshot is only usable when
+// all of its tokens are a prefix of the new prompt; the caller decides that (the template's
+// continuation rule), the cache only picks the longest usable entry.
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "models/model.h"
+
+namespace ds4::engine {
+
+class PrefixCache {
+ public:
+  explicit PrefixCache(size_t max_bytes) : max_bytes_(max_bytes) {}
+
+  struct Hit {
+    std::unique_ptr<ModelState> state;  // a clone; the entry stays cached
+    std::vector<float> logits;          // last-position logits of the entry
+    std::vector<int32_t> tokens;        // tokens the state holds
+    std::vector<int32_t> append;        // what the caller must feed next
+  };
+  // usable(entry_tokens) -> tokens to append, or nullopt if the entry cannot be continued.
+  using Usable = std::function<std::optional<std::vector<int32_t>>(const std::vector<int32_t>&)>;
+  std::optional<Hit> lookup(const Usable& usable);
+  // Takes ownership. Replaces an entry with identical tokens.
+  void insert(std::vector<int32_t> tokens, std::unique_ptr<ModelState> state, std::vector<float> logits);
+
+  size_t bytes() const;
+  size_t entries() const;
+  uint64_t evictions() const { return evictions_; }
+
+ private:
+  struct Entry {
+    std::vector<int32_t> tokens;
+    std::unique_ptr<ModelState> state;
+    std::vector<float> logits;
+    size_t bytes = 0;
+  };
+  void evict_locked();
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;  // front = most recently used
+  size_t max_bytes_;
+  size_t bytes_ = 0;
+  uint64_t evictions_ = 0;
+};
+
+}  // namespace ds4::engine

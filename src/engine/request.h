@@ -1,0 +1,84 @@
+#pragma once
+// What a client asks the engine for and what it gets back. Events flow through a per-request
+// channel that the engine thread fills and a server thread drains; cancel is a flag the
+// engine checks before every step.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "tokenizer/chat_template.h"
+
+namespace ds4::engine {
+
+struct GenRequest {
+  tok::Conversation conv;               // chat mode (rendered with the family template)
+  std::optional<std::string> raw_prompt;  // completion mode: plain text, no template
+  SamplerParams sampler;                // resolved (family defaults + settings + request)
+  int64_t max_tokens = 256;
+  std::vector<std::string> stop;        // stop strings (never part of the output)
+  bool parse_output = true;             // split reasoning / content / tool calls
+};
+
+enum class Finish { kNone, kStop, kStopString, kLength, kContext, kCancelled, kError };
+const char* finish_name(Finish f);
+
+struct Usage {
+  int64_t prompt_tokens = 0;      // whole prompt, cached included
+  int64_t cached_tokens = 0;      // reused from the prefix cache
+  int64_t completion_tokens = 0;  // sampled tokens, the final stop token included
+  int64_t reasoning_tokens = 0;   // part of completion_tokens spent in reasoning
+  double queue_s = 0, prefill_s = 0, ttft_s = 0, decode_s = 0;
+};
+
+struct GenEvent {
+  // kStarted: prefill begins; usage has prompt_tokens and cached_tokens.
+  enum class Kind { kStarted, kReasoning, kContent, kToolCall, kProgress, kDone, kError };
+  Kind kind = Kind::kContent;
+  std::string text;      // deltas; kError: message
+  tok::ToolCall call;    // kToolCall
+  int64_t done = 0, total = 0;  // kProgress: prompt tokens computed so far / to compute
+  Finish finish = Finish::kNone;  // kDone
+  std::string stop_string;        // kDone with kStopString
+  Usage usage;                    // kDone
+};
+
+inline GenEvent error_event(std::string msg) {
+  GenEvent e;
+  e.kind = GenEvent::Kind::kError;
+  e.text = std::move(msg);
+  return e;
+}
+inline GenEvent text_event(GenEvent::Kind kind, std::string text) {
+  GenEvent e;
+  e.kind = kind;
+  e.text = std::move(text);
+  return e;
+}
+
+// One request's channel. Thread-safe.
+class RequestHandle {
+ public:
+  // Waits up to `timeout` for the next event; nullopt on timeout (callers send keepalives).
+  std::optional<GenEvent> next(std::chrono::milliseconds timeout);
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+  // Engine side.
+  void push(GenEvent ev);
+  bool finished() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<GenEvent> events_;
+  bool done_ = false;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace ds4::engine

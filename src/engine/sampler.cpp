@@ -1,0 +1,53 @@
+#include "engine/sampler.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace ds4::engine {
+
+SamplerParams default_sampler_params(SamplerKind kind) {
+  SamplerParams p;
+  if (kind == SamplerKind::kDs4) {
+    p.temperature = 1.0;  // ds4.h DS4_DEFAULT_TEMPERATURE
+    p.top_p = 1.0;        // DS4_DEFAULT_TOP_P
+    p.top_k = 0;          // ds4_server.c request default
+    p.min_p = 0.05;       // DS4_DEFAULT_MIN_P
+  }
+  return p;
+}
+
+SamplerKind sampler_kind_for_family(const std::string& family) {
+  if (family.rfind("qwen", 0) == 0) return SamplerKind::kMtplx;
+  return SamplerKind::kDs4;  // deepseek_v4, glm5
+}
+
+const char* sampler_kind_name(SamplerKind kind) {
+  return kind == SamplerKind::kMtplx ? "mtplx" : "ds4";
+}
+
+void validate_sampler_params(SamplerKind kind, const SamplerParams& p) {
+  auto bad = [](const std::string& field, double v, const std::string& why) {
+    throw InputError("invalid " + field + " = " + std::to_string(v) + ": " + why);
+  };
+  if (!std::isfinite(p.temperature) || p.temperature < 0) bad("temperature", p.temperature, "must be >= 0");
+  if (!std::isfinite(p.top_p) || p.top_p <= 0 || p.top_p > 1) bad("top_p", p.top_p, "must be in (0, 1]");
+  if (p.top_k < 0) bad("top_k", p.top_k, "must be >= 0 (0 = off)");
+  if (!std::isfinite(p.min_p) || p.min_p < 0 || p.min_p > 1) bad("min_p", p.min_p, "must be in [0, 1]");
+  if (kind == SamplerKind::kMtplx && p.min_p != 0)
+    bad("min_p", p.min_p, "the Qwen (MTPLX) sampler has no min-p; use 0");
+}
+
+Sampler::Sampler(SamplerKind kind, const SamplerParams& params)
+    : kind_(kind), params_(params), pcg_(params.seed), ds4_rng_(params.seed) {}
+
+Sampler::Sampler(SamplerKind kind, const SamplerParams& params, const std::vector<uint32_t>& seed)
+    : kind_(kind), params_(params), pcg_(SeedSequence(seed)), ds4_rng_(params.seed) {}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  DS4_CHECK(!logits.empty(), "sampler: empty logits");
+  if (kind_ == SamplerKind::kDs4) return ds4_sample(logits, params_, ds4_rng_);
+  return sample_mtplx(logits);
+}
+
+}  // namespace ds4::engine

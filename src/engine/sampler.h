@@ -1,0 +1,65 @@
+#pragma once
+// Token samplers of the two golden masters (SPEC.md §2). Both are stateful only through
+// their RNG, which lives with the request so each request's draws are reproducible.
+//   kMtplx (Qwen): float64 softmax(logits/T), top-p then top-k (ties by vocabulary id),
+//                  renormalise, one NumPy Generator.choice draw (PCG64). No min-p.
+//   kDs4 (DeepSeek/GLM): ds4.c sample_top_p_min_p: bounded sorted candidate list (top-k
+//                  capped at 1024), float32 expf/sums, min-p relative to the best, top-p on
+//                  raw cumulative sums, xorshift64* draws, argmax fallbacks.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/rng.h"
+
+namespace ds4::engine {
+
+enum class SamplerKind { kMtplx, kDs4 };
+
+struct SamplerParams {
+  // double like the Python reference; the ds4 path rounds to float as ds4's C code does.
+  double temperature = 1.0;  // <= 0: greedy (argmax, no draw)
+  double top_p = 0.95;
+  int top_k = 20;            // <= 0: no top-k
+  double min_p = 0.0;
+  uint64_t seed = 12345;
+};
+
+// Family defaults: MTPLX T=1, top-p 0.95, top-k 20, seed 12345; ds4 (ds4.h) T=1, top-p 1,
+// min-p 0.05, top-k 0 (ds4-server's default). Same seed default for both.
+SamplerParams default_sampler_params(SamplerKind kind);
+SamplerKind sampler_kind_for_family(const std::string& model_family);
+const char* sampler_kind_name(SamplerKind kind);
+
+// Throws ds4::InputError for values the chosen sampler cannot honour (e.g. non-zero min-p
+// on the MTPLX path, NaN, negative top-k/temperature beyond the accepted forms).
+void validate_sampler_params(SamplerKind kind, const SamplerParams& p);
+
+class Sampler {
+ public:
+  Sampler(SamplerKind kind, const SamplerParams& params);
+  // Seeds wider than 64 bits (NumPy accepts any Python int): little-endian u32 words.
+  Sampler(SamplerKind kind, const SamplerParams& params, const std::vector<uint32_t>& seed);
+  // logits: one row of vocab floats. Returns the token id.
+  int32_t sample(std::span<const float> logits);
+  SamplerKind kind() const { return kind_; }
+  const SamplerParams& params() const { return params_; }
+  uint64_t ds4_rng_state() const { return ds4_rng_.state(); }
+
+ private:
+  int32_t sample_mtplx(std::span<const float> logits);
+  SamplerKind kind_;
+  SamplerParams params_;
+  Pcg64 pcg_;
+  Ds4Rng ds4_rng_;
+};
+
+// ds4's sampler as a free function (exposed for tests and the speculative loop).
+int32_t ds4_sample(std::span<const float> logits, const SamplerParams& p, Ds4Rng& rng);
+// MTPLX's filtered distribution (dense, float64): softmax, top-p, top-k, renormalised.
+void mtplx_distribution(std::span<const float> logits, const SamplerParams& p,
+                        std::span<double> probs_out);
+
+}  // namespace ds4::engine

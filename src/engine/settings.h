@@ -1,0 +1,59 @@
+#pragma once
+// All run settings in one struct (SPEC.md §4): loaded from YAML, overridden from the CLI,
+// printed back as YAML (the receipt; printing then loading gives the same struct).
+// Every key has one dotted name ("sampler.temperature"); the CLI takes --<dotted name>
+// or --<last part> when that is unambiguous ("--temperature 0.7", "--port 8080").
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ds4::engine {
+
+struct Settings {
+  std::string model = "models/default";
+  int power = 100;                 // percent of the machine's compute to use
+  int64_t prefill_chunk = 0;       // 0 = auto (model default: 2048 Qwen/GLM, 4096 DeepSeek)
+  int64_t context_size = 0;        // 0 = model maximum
+  std::string thinking = "on";     // off | on | low | medium | high | max
+  bool plain_chat = false;         // no tool/skill text injected
+  int threads = 0;                 // 0 = all cores (scaled by power)
+  // Sampler: unset = the family default (MTPLX: T 1, top-p 0.95, top-k 20; ds4: T 1,
+  // top-p 1, top-k 0, min-p 0.05; seed 12345 for both).
+  std::optional<double> temperature, top_p, min_p;
+  std::optional<int> top_k;
+  std::optional<uint64_t> seed;
+  // Speculative decoding.
+  bool speculative = true;
+  int depth = 3;                        // MTP depth D1..D5
+  std::optional<double> dspark_confidence;  // unset = per-turn rule of SPEC §2
+  // Prefix cache.
+  int64_t cache_mib = 2048;
+  // Server.
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;             // empty = no auth
+  std::string cors_origin;         // empty = CORS off
+  int64_t max_body_bytes = 8 << 20;
+  int64_t max_tokens_limit = 32768;   // upper bound a request may ask for
+  int64_t default_max_tokens = 4096;
+  int http_threads = 64;
+  std::string web_root = "web";
+  std::string js_root = "/usr/share/javascript";
+};
+
+// Applies one key (dotted name or unambiguous last part). Throws ds4::InputError naming
+// `where` (e.g. "config.yaml:12" or "--port"), the key and the value.
+void set_setting(Settings& s, const std::string& key, const std::string& value, const std::string& where);
+// Loads YAML (nested maps) into s; unknown keys and bad values are errors with line numbers.
+void load_settings_file(Settings& s, const std::string& path);
+void load_settings_yaml(Settings& s, const std::string& yaml_text, const std::string& name);
+// argv after the subcommand: --config FILE is applied first, then every --key value in
+// order. Returns the arguments it did not consume (flags such as --print-config).
+std::vector<std::string> apply_cli(Settings& s, const std::vector<std::string>& args,
+                                   const std::vector<std::string>& own_flags);
+// YAML of every key. Unset optionals print as "auto".
+std::string settings_yaml(const Settings& s);
+std::vector<std::string> setting_keys();
+
+}  // namespace ds4::engine

@@ -1,0 +1,36 @@
+#pragma once
+// The production codec: src/tokenizer's Tokenizer + ChatTemplate + OutputParser for a
+// model family, loaded from the tokenizer.json next to the model.
+#include <memory>
+#include <string>
+
+#include "engine/codec.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds4::engine {
+
+// Model family (ModelInfo::family: "qwen_next", "deepseek_v4", "glm5") -> template family.
+tok::Family template_family(const std::string& model_family);
+
+class TokCodec : public Codec {
+ public:
+  // Finds tokenizer.json in `model_path` (a directory) or beside it (a file).
+  static std::unique_ptr<TokCodec> open(const std::string& model_path, const std::string& model_family);
+  TokCodec(tok::Family family, std::unique_ptr<tok::Tokenizer> tok);
+
+  std::string family() const override { return tok::family_name(family_); }
+  std::vector<int32_t> render(const tok::Conversation& conv) const override;
+  tok::Continuation continuation(const std::vector<int32_t>& history, const tok::Conversation& conv) const override;
+  std::vector<int32_t> encode(std::string_view text) const override;
+  std::unique_ptr<TextStream> stream() const override;
+  std::unique_ptr<tok::OutputParser> parser(bool thinking) const override;
+  bool starts_in_reasoning(const tok::Conversation& conv) const override;
+  bool is_stop_token(int32_t id) const override;
+
+ private:
+  tok::Family family_;
+  std::unique_ptr<tok::Tokenizer> tok_;  // heap: the template keeps a pointer to it
+  std::unique_ptr<tok::ChatTemplate> tpl_;
+};
+
+}  // namespace ds4::engine

@@ -1,0 +1,196 @@
+#include "server/api_common.h"
+
+#include <chrono>
+#include <random>
+
+#include "core/error.h"
+
+namespace ds4::server {
+
+void fail(const std::string& message, const std::string& param, int status) {
+  throw ApiError{status, status == 401 ? "authentication_error" : "invalid_request_error", message, param};
+}
+
+json parse_body(const httplib::Request& req) {
+  json j = json::parse(req.body, nullptr, false);  // rejects invalid UTF-8 too
+  if (j.is_discarded()) fail("request body is not valid JSON (or not valid UTF-8)");
+  if (!j.is_object()) fail("request body must be a JSON object");
+  return j;
+}
+
+namespace {
+const json* field(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+}  // namespace
+
+std::optional<std::string> get_string(const json& j, const char* key) {
+  auto f = field(j, key);
+  if (!f) return std::nullopt;
+  if (!f->is_string()) fail(std::string("'") + key + "' must be a string", key);
+  return f->get<std::string>();
+}
+
+std::optional<double> get_number(const json& j, const char* key) {
+  auto f = field(j, key);
+  if (!f) return std::nullopt;
+  if (!f->is_number()) fail(std::string("'") + key + "' must be a number", key);
+  return f->get<double>();
+}
+
+std::optional<int64_t> get_int(const json& j, const char* key) {
+  auto f = field(j, key);
+  if (!f) return std::nullopt;
+  if (!f->is_number_integer()) fail(std::string("'") + key + "' must be an integer", key);
+  return f->get<int64_t>();
+}
+
+std::optional<bool> get_bool(const json& j, const char* key) {
+  auto f = field(j, key);
+  if (!f) return std::nullopt;
+  if (!f->is_boolean()) fail(std::string("'") + key + "' must be a boolean", key);
+  return f->get<bool>();
+}
+
+const json* get_array(const json& j, const char* key) {
+  auto f = field(j, key);
+  if (f && !f->is_array()) fail(std::string("'") + key + "' must be an array", key);
+  return f;
+}
+
+const json* get_object(const json& j, const char* key) {
+  auto f = field(j, key);
+  if (f && !f->is_object()) fail(std::string("'") + key + "' must be an object", key);
+  return f;
+}
+
+engine::SamplerParams resolve_sampler(const Context& c, const json& body) {
+  auto p = engine::default_sampler_params(c.engine.sampler_kind());
+  const auto& s = c.settings;
+  if (s.temperature) p.temperature = *s.temperature;
+  if (s.top_p) p.top_p = *s.top_p;
+  if (s.top_k) p.top_k = *s.top_k;
+  if (s.min_p) p.min_p = *s.min_p;
+  if (s.seed) p.seed = *s.seed;
+  if (auto v = get_number(body, "temperature")) p.temperature = *v;
+  if (auto v = get_number(body, "top_p")) p.top_p = *v;
+  if (auto v = get_int(body, "top_k")) p.top_k = int(std::clamp<int64_t>(*v, -1, 1 << 30));
+  if (auto v = get_number(body, "min_p")) p.min_p = *v;
+  if (auto v = get_int(body, "seed")) {
+    if (*v < 0) fail("'seed' must be >= 0", "seed");
+    p.seed = uint64_t(*v);
+  }
+  if (p.top_k < 0) p.top_k = 0;  // -1 is the common "off" spelling
+  return p;
+}
+
+tok::Thinking thinking_from_settings(const engine::Settings& s) {
+  return tok::thinking_from_name(s.thinking);
+}
+
+int64_t resolve_max_tokens(const Context& c, std::optional<int64_t> requested) {
+  if (!requested) return c.settings.default_max_tokens;
+  if (*requested < 1) fail("max_tokens must be >= 1", "max_tokens");
+  if (*requested > c.settings.max_tokens_limit)
+    fail("max_tokens " + std::to_string(*requested) + " exceeds this server's limit of " +
+             std::to_string(c.settings.max_tokens_limit), "max_tokens");
+  return *requested;
+}
+
+std::vector<std::string> stop_list(const json& body, const char* key) {
+  std::vector<std::string> out;
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return out;
+  if (it->is_string()) return {it->get<std::string>()};
+  if (!it->is_array()) fail(std::string("'") + key + "' must be a string or an array of strings", key);
+  for (const auto& s : *it) {
+    if (!s.is_string()) fail(std::string("'") + key + "' must contain strings", key);
+    out.push_back(s.get<std::string>());
+  }
+  if (out.size() > 16) fail(std::string("at most 16 '") + key + "' entries", key);
+  return out;
+}
+
+tok::Message make_message(std::string role, std::string content) {
+  tok::Message m;
+  m.role = std::move(role);
+  m.content = std::move(content);
+  return m;
+}
+
+std::string new_id(const std::string& prefix) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char* hex = "0123456789abcdef";
+  std::string s = prefix;
+  for (int i = 0; i < 24; ++i) s.push_back(hex[rng() & 15]);
+  return s;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+bool sse_write(httplib::DataSink& sink, const std::string& event, const std::string& data) {
+  std::string s;
+  if (!event.empty()) s += "event: " + event + "\n";
+  s += "data: " + data + "\n\n";
+  return sink.write(s.data(), s.size());
+}
+
+bool pump(engine::RequestHandle& h, httplib::DataSink& sink, const std::string& keepalive,
+          const std::function<bool(const engine::GenEvent&)>& on_event) {
+  using K = engine::GenEvent::Kind;
+  for (;;) {
+    auto ev = h.next(std::chrono::milliseconds(1000));
+    bool ok = true;
+    if (!ev || ev->kind == K::kProgress) {
+      ok = sink.is_writable() && sink.write(keepalive.data(), keepalive.size());
+    } else {
+      ok = on_event(*ev);
+      if (ev->kind == K::kDone || ev->kind == K::kError) return ok;
+    }
+    if (!ok) {
+      // Client gone: stop generating; drain until the engine confirms so no state leaks.
+      h.cancel();
+      while (auto e = h.next(std::chrono::milliseconds(30000)))
+        if (e->kind == K::kDone || e->kind == K::kError) break;
+      return false;
+    }
+  }
+}
+
+Collected collect(engine::RequestHandle& h) {
+  using K = engine::GenEvent::Kind;
+  Collected c;
+  for (;;) {
+    auto ev = h.next(std::chrono::milliseconds(600000));
+    if (!ev) {
+      h.cancel();
+      continue;
+    }
+    switch (ev->kind) {
+      case K::kReasoning: c.reasoning += ev->text; break;
+      case K::kContent: c.content += ev->text; break;
+      case K::kToolCall: c.calls.push_back(ev->call); break;
+      case K::kDone:
+      case K::kError: c.done = std::move(*ev); return c;
+      default: break;
+    }
+  }
+}
+
+std::shared_ptr<engine::RequestHandle> submit(const Context& c, engine::GenRequest req) {
+  try {
+    return c.engine.submit(std::move(req));
+  } catch (const InputError& e) {
+    fail(e.what());
+  } catch (const Error& e) {
+    throw ApiError{503, "overloaded_error", e.what(), ""};
+  }
+}
+
+}  // namespace ds4::server

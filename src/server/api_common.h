@@ -1,0 +1,77 @@
+#pragma once
+// Shared by the OpenAI and Anthropic handlers: typed JSON field access that turns wrong
+// types into 400s naming the field, sampler/thinking resolution, ids, SSE writing and the
+// event pump that relays engine events with keepalives and cancels on disconnect.
+#include <httplib.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/settings.h"
+
+namespace ds4::server {
+
+using json = nlohmann::json;
+
+// A request the client got wrong (or auth); rendered in the protocol's error shape.
+struct ApiError {
+  int status = 400;
+  std::string type = "invalid_request_error";
+  std::string message;
+  std::string param;
+};
+[[noreturn]] void fail(const std::string& message, const std::string& param = "", int status = 400);
+
+json parse_body(const httplib::Request& req);
+// Typed optional getters: absent or null -> nullopt; wrong type -> ApiError naming `key`.
+std::optional<std::string> get_string(const json& j, const char* key);
+std::optional<double> get_number(const json& j, const char* key);
+std::optional<int64_t> get_int(const json& j, const char* key);
+std::optional<bool> get_bool(const json& j, const char* key);
+const json* get_array(const json& j, const char* key);   // nullptr if absent
+const json* get_object(const json& j, const char* key);  // nullptr if absent
+
+struct Context {
+  engine::Engine& engine;
+  const engine::Settings& settings;
+  std::string model_name;
+};
+
+// Family defaults <- settings <- request values.
+engine::SamplerParams resolve_sampler(const Context& c, const json& body);
+tok::Thinking thinking_from_settings(const engine::Settings& s);
+int64_t resolve_max_tokens(const Context& c, std::optional<int64_t> requested);
+std::vector<std::string> stop_list(const json& body, const char* key);
+
+tok::Message make_message(std::string role, std::string content);
+std::string new_id(const std::string& prefix);
+int64_t unix_now();
+std::string dump(const json& j);  // invalid UTF-8 replaced, never throws
+
+// SSE: "event: NAME\n" (when name non-empty) + "data: JSON\n\n".
+bool sse_write(httplib::DataSink& sink, const std::string& event, const std::string& data);
+
+// Relays events to `on_event` until kDone/kError. Sends `keepalive` (raw SSE text) when no
+// event came for a second and on prefill progress. If a write fails (client gone) the
+// request is cancelled and false is returned.
+bool pump(engine::RequestHandle& h, httplib::DataSink& sink, const std::string& keepalive,
+          const std::function<bool(const engine::GenEvent&)>& on_event);
+
+// Non-streaming: all events folded into one result.
+struct Collected {
+  std::string reasoning, content;
+  std::vector<tok::ToolCall> calls;
+  engine::GenEvent done;  // kind kDone (or kError with text)
+};
+Collected collect(engine::RequestHandle& h);
+
+// Engine submit with InputError -> 400.
+std::shared_ptr<engine::RequestHandle> submit(const Context& c, engine::GenRequest req);
+
+void register_openai(httplib::Server& svr, Context& c);
+void register_anthropic(httplib::Server& svr, Context& c);
+
+}  // namespace ds4::server

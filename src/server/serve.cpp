@@ -1,0 +1,79 @@
+#include "server/serve.h"
+
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "core/error.h"
+#include "server/server.h"
+
+namespace ds4::server {
+
+engine::Settings effective_settings(const engine::Settings& s, const engine::Engine& e) {
+  engine::Settings out = s;
+  auto p = engine::default_sampler_params(e.sampler_kind());
+  if (!out.temperature) out.temperature = p.temperature;
+  if (!out.top_p) out.top_p = p.top_p;
+  if (!out.top_k) out.top_k = p.top_k;
+  if (!out.min_p) out.min_p = p.min_p;
+  if (!out.seed) out.seed = p.seed;
+  out.context_size = e.context_size();
+  out.prefill_chunk = e.prefill_chunk();
+  return out;
+}
+
+engine::EngineOptions engine_options(const engine::Settings& s) {
+  engine::EngineOptions o;
+  o.context_size = s.context_size;
+  o.prefill_chunk = s.prefill_chunk;
+  o.cache_bytes = size_t(s.cache_mib) << 20;
+  return o;
+}
+
+int serve_main(const std::vector<std::string>& args, const Loader& load) {
+  engine::Settings settings;
+  auto rest = engine::apply_cli(settings, args, {"--print-config"});
+  const bool print_only = !rest.empty();
+  // Block the stop signals in every thread; one thread waits for them (no work in handlers).
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  Loaded l = load(settings);
+  const std::string family = l.model->info().family;
+  engine::Engine eng(std::move(l.model), std::move(l.codec), engine_options(settings));
+  const std::string receipt = engine::settings_yaml(effective_settings(settings, eng));
+  if (print_only) {
+    std::fputs(receipt.c_str(), stdout);
+    return 0;
+  }
+  // Validate the settings' sampler against the family once, at start.
+  engine::SamplerParams sp = engine::default_sampler_params(eng.sampler_kind());
+  if (settings.min_p) sp.min_p = *settings.min_p;
+  if (settings.temperature) sp.temperature = *settings.temperature;
+  if (settings.top_p) sp.top_p = *settings.top_p;
+  if (settings.top_k) sp.top_k = *settings.top_k;
+  engine::validate_sampler_params(eng.sampler_kind(), sp);
+
+  Server srv(eng, settings, receipt);
+  const int port = srv.bind();
+  std::fprintf(stderr, "# ds4server effective settings (family %s, sampler %s)\n%s", family.c_str(),
+               engine::sampler_kind_name(eng.sampler_kind()), receipt.c_str());
+  std::fprintf(stderr, "listening on http://%s:%d\n", settings.host.c_str(), port);
+  std::fflush(stderr);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "signal %d: shutting down\n", sig);
+    srv.stop();
+  });
+  srv.serve();
+  // serve() returned without a signal (listener failure): wake the waiter.
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  return 0;
+}
+
+}  // namespace ds4::server

@@ -1,0 +1,207 @@
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+#include "server/api_common.h"
+
+namespace ds4::server {
+
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  // Compare over the longer length so the loop count does not leak the matching prefix.
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? a[i] : 0, y = i < b.size() ? b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+namespace {
+bool anthropic_path(const std::string& p) { return p.rfind("/v1/messages", 0) == 0; }
+
+std::string error_body(const std::string& path, const ApiError& e) {
+  if (anthropic_path(path)) {
+    std::string type = e.type;
+    if (e.status == 404) type = "not_found_error";
+    if (e.status == 413) type = "request_too_large";
+    if (e.status >= 500) type = e.status == 503 ? "overloaded_error" : "api_error";
+    return dump({{"type", "error"}, {"error", {{"type", type}, {"message", e.message}}}});
+  }
+  json err = {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json() : json(e.param)}, {"code", json()}};
+  if (e.status == 401) err["code"] = "invalid_api_key";
+  return dump({{"error", err}});
+}
+}  // namespace
+
+struct Server::Impl {
+  engine::Engine& engine;
+  engine::Settings settings;
+  std::string receipt;
+  Context ctx;
+  httplib::Server http;
+  std::mutex counts_mu;
+  std::map<std::pair<std::string, int>, uint64_t> http_counts;  // (route, status) -> n
+
+  Impl(engine::Engine& e, const engine::Settings& s, std::string r)
+      : engine(e), settings(s), receipt(std::move(r)), ctx{e, settings, model_name(s, e)} {}
+
+  static std::string model_name(const engine::Settings& s, engine::Engine& e) {
+    std::string n = e.model_info().name.empty() ? e.model_info().family : e.model_info().name;
+    return n.empty() ? s.model : n;
+  }
+
+  void count(const httplib::Request& q, int status) {
+    std::lock_guard lk(counts_mu);
+    std::string route = q.path.rfind("/v1/", 0) == 0 || q.path == "/health" || q.path == "/metrics" ? q.path : "static";
+    http_counts[{route, status}]++;
+  }
+
+  bool authorized(const httplib::Request& q) const {
+    if (settings.api_key.empty()) return true;
+    std::string got = q.get_header_value("x-api-key");
+    const std::string auth = q.get_header_value("Authorization");
+    if (got.empty() && auth.rfind("Bearer ", 0) == 0) got = auth.substr(7);
+    return constant_time_equal(got, settings.api_key);
+  }
+
+  std::string metrics_text();
+  void setup();
+};
+
+std::string Server::Impl::metrics_text() {
+  auto m = engine.metrics();
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, double v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(v) + "\n";
+  };
+  metric("ds4_requests_total", "counter", "Generation requests accepted.", double(m.requests_total));
+  metric("ds4_requests_failed_total", "counter", "Generation requests that failed.", double(m.requests_failed));
+  metric("ds4_requests_cancelled_total", "counter", "Generation requests cancelled.", double(m.requests_cancelled));
+  metric("ds4_prompt_tokens_total", "counter", "Prompt tokens (cached included).", double(m.prompt_tokens));
+  metric("ds4_cached_prompt_tokens_total", "counter", "Prompt tokens reused from the prefix cache.", double(m.cached_tokens));
+  metric("ds4_computed_prompt_tokens_total", "counter", "Prompt tokens computed.", double(m.computed_prompt_tokens));
+  metric("ds4_generated_tokens_total", "counter", "Sampled tokens.", double(m.generated_tokens));
+  metric("ds4_cache_hits_total", "counter", "Requests that reused a cached prefix.", double(m.cache_hits));
+  metric("ds4_cache_misses_total", "counter", "Requests without a usable cached prefix.", double(m.cache_misses));
+  metric("ds4_cache_evictions_total", "counter", "Prefix cache entries evicted.", double(m.cache_evictions));
+  metric("ds4_cache_bytes", "gauge", "Bytes held by the prefix cache.", double(m.cache_bytes));
+  metric("ds4_cache_entries", "gauge", "Prefix cache entries.", double(m.cache_entries));
+  metric("ds4_queue_depth", "gauge", "Requests waiting for a session slot.", double(m.queue_depth));
+  metric("ds4_live_sessions", "gauge", "Sessions being stepped.", double(m.live));
+  metric("ds4_prefill_seconds_total", "counter", "Time spent in prefill.", m.prefill_seconds);
+  metric("ds4_decode_seconds_total", "counter", "Time from first token to finish, summed over requests.", m.decode_seconds);
+  metric("ds4_prefill_tokens_per_second", "gauge", "Computed prompt tokens / prefill seconds.",
+         m.prefill_seconds > 0 ? double(m.computed_prompt_tokens) / m.prefill_seconds : 0.0);
+  metric("ds4_decode_tokens_per_second", "gauge", "Generated tokens / decode seconds (per session).",
+         m.decode_seconds > 0 ? double(m.generated_tokens) / m.decode_seconds : 0.0);
+  long rss_kb = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    long pages = 0, resident = 0;
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) == 2) rss_kb = resident * 4;
+    std::fclose(f);
+  }
+  metric("ds4_resident_memory_bytes", "gauge", "Resident memory of the server process.", double(rss_kb) * 1024.0);
+  out += "# HELP ds4_http_requests_total HTTP requests by route and status.\n# TYPE ds4_http_requests_total counter\n";
+  std::lock_guard lk(counts_mu);
+  for (const auto& [k, v] : http_counts)
+    out += "ds4_http_requests_total{route=\"" + k.first + "\",status=\"" + std::to_string(k.second) + "\"} " +
+           std::to_string(v) + "\n";
+  return out;
+}
+
+void Server::Impl::setup() {
+  http.new_task_queue = [n = settings.http_threads] { return new httplib::ThreadPool(size_t(n)); };
+  http.set_payload_max_length(size_t(settings.max_body_bytes));
+  http.set_read_timeout(30, 0);
+  http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+    if (!settings.cors_origin.empty()) {
+      r.set_header("Access-Control-Allow-Origin", settings.cors_origin);
+      r.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
+      r.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      if (q.method == "OPTIONS") {
+        r.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    if (q.path.rfind("/v1/", 0) == 0 && !authorized(q)) {
+      r.status = 401;
+      r.set_content(error_body(q.path, {401, "authentication_error", "invalid or missing API key", ""}), "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http.set_post_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+    count(q, r.status);
+  });
+  http.set_exception_handler([](const httplib::Request& q, httplib::Response& r, std::exception_ptr ep) {
+    ApiError e{500, "server_error", "internal error", ""};
+    try {
+      std::rethrow_exception(ep);
+    } catch (const ApiError& a) {
+      e = a;
+    } catch (const InputError& x) {
+      e = {400, "invalid_request_error", x.what(), ""};
+    } catch (const std::exception& x) {
+      e.message = x.what();
+    }
+    r.status = e.status;
+    r.set_content(error_body(q.path, e), "application/json");
+  });
+  http.set_error_handler([](const httplib::Request& q, httplib::Response& r) {
+    if (!r.body.empty()) return;  // a handler already wrote a JSON error
+    std::string msg = r.status == 413 ? "request body too large" : r.status == 404 ? "no such route: " + q.path : "HTTP error";
+    r.set_content(error_body(q.path, {r.status, "invalid_request_error", msg, ""}), "application/json");
+  });
+  register_openai(http, ctx);
+  register_anthropic(http, ctx);
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
+    auto m = engine.metrics();
+    json j = {{"status", "ok"}, {"model", ctx.model_name}, {"family", engine.model_info().family},
+              {"sampler", engine::sampler_kind_name(engine.sampler_kind())}, {"context_size", engine.context_size()},
+              {"prefill_chunk", engine.prefill_chunk()}, {"queue_depth", m.queue_depth}, {"live_sessions", m.live},
+              {"settings", receipt}};
+    r.set_content(dump(j), "application/json");
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+    r.set_content(metrics_text(), "text/plain; version=0.0.4");
+  });
+  // Static page + Debian's marked/highlight.js copies (no CDN).
+  http.set_mount_point("/vendor", settings.js_root);
+  http.set_mount_point("/", settings.web_root);
+}
+
+Server::Server(engine::Engine& engine, const engine::Settings& settings, std::string receipt)
+    : impl_(std::make_unique<Impl>(engine, settings, std::move(receipt))) {
+  impl_->setup();
+}
+
+Server::~Server() { stop(); }
+
+int Server::bind() {
+  const auto& s = impl_->settings;
+  if (s.port == 0) {
+    int p = impl_->http.bind_to_any_port(s.host);
+    if (p <= 0) throw Error("cannot bind " + s.host);
+    return p;
+  }
+  if (!impl_->http.bind_to_port(s.host, s.port)) throw Error("cannot bind " + s.host + ":" + std::to_string(s.port));
+  return s.port;
+}
+
+void Server::serve() { impl_->http.listen_after_bind(); }
+
+void Server::stop() {
+  if (!impl_) return;
+  // Cancel generations first so streaming handlers finish, then stop the listener.
+  impl_->engine.shutdown();
+  impl_->http.stop();
+}
+
+}  // namespace ds4::server

@@ -1,0 +1,272 @@
+// Correctness of every CUDA kernel against a host reference computed in this program:
+// random inputs (fresh per case), outputs poisoned with NaN before each run, reference in
+// double from host-decoded weights. Prints one table row per case (NMSE = sum (y-ref)^2 /
+// sum ref^2, max abs error, max error relative to max |ref|) and exits non-zero if any
+// case misses its stated tolerance. Runs on the H200 machine (tools/cuda_device_run.sh).
+// Usage: test_cuda_ops [--small]
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/activation.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/memory.h"
+#include "backend/cuda/norm.h"
+#include "backend/cuda/rope.h"
+#include "backend/cuda/softmax.h"
+#include "device_weight.h"
+#include "host_ref.h"
+
+using namespace ds4;
+using namespace ds4::cuda_test;
+
+namespace {
+
+int g_failures = 0;
+std::mt19937_64 g_rng(20261130);
+
+std::vector<float> randn(size_t n, float sd = 1.f) {
+  std::normal_distribution<float> d(0.f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g_rng);
+  return v;
+}
+
+// Device copy of a host vector, and back.
+cuda::DeviceBuffer to_device(const std::vector<float>& v, const char* what) {
+  cuda::DeviceBuffer b(v.size() * sizeof(float), what);
+  DS4_CUDA_CHECK(cudaMemcpy(b.get(), v.data(), b.bytes(), cudaMemcpyHostToDevice));
+  return b;
+}
+std::vector<float> to_host(const cuda::DeviceBuffer& b, size_t n) {
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> v(n);
+  DS4_CUDA_CHECK(cudaMemcpy(v.data(), b.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  return v;
+}
+void poison(cuda::DeviceBuffer& b) { DS4_CUDA_CHECK(cudaMemset(b.get(), 0xff, b.bytes())); }  // all-ones = NaN
+
+void report(const std::string& op, const std::string& shape, const std::vector<float>& y,
+            const std::vector<double>& ref, double tol_nmse, double tol_rel) {
+  double num = 0, den = 0, max_abs = 0, max_ref = 0;
+  bool finite = true;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(y[i])) finite = false;
+    const double e = double(y[i]) - ref[i];
+    num += e * e;
+    den += ref[i] * ref[i];
+    max_abs = std::max(max_abs, std::fabs(e));
+    max_ref = std::max(max_ref, std::fabs(ref[i]));
+  }
+  const double nmse = den > 0 ? num / den : num;
+  const double rel = max_ref > 0 ? max_abs / max_ref : max_abs;
+  const bool ok = finite && nmse <= tol_nmse && rel <= tol_rel;
+  if (!ok) ++g_failures;
+  std::printf("%-22s %-18s %10.2e %10.2e %10.2e %9.0e %9.0e  %s\n", op.c_str(), shape.c_str(), nmse, max_abs, rel,
+              tol_nmse, tol_rel, ok ? "PASS" : (finite ? "FAIL" : "FAIL(nan)"));
+}
+
+std::string shape2(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
+
+// f32 accumulation over up to ~7k terms in a different order than the double reference.
+constexpr double kGemvNmse = 1e-9, kGemvRel = 1e-4;
+
+// y = W x through one read path and rows-per-block choice, against `ref`.
+void test_gemv_run(const DeviceWeight& dw, const std::vector<float>& x, const std::vector<double>& ref,
+                   const cuda::GemvOptions& opt, const std::string& name) {
+  const int64_t rows = dw.view.rows;
+  cuda::DeviceBuffer dx = to_device(x, "x"), dy(static_cast<size_t>(rows) * sizeof(float), "y");
+  poison(dy);
+  cuda::gemv(dw.view, dx.as<float>(), dy.as<float>(), nullptr, opt);
+  const std::vector<float> y = to_host(dy, static_cast<size_t>(rows));
+  report(name, shape2(rows, dw.view.cols), y, ref, kGemvNmse, kGemvRel);
+}
+
+// One random weight, checked through every read path gemv has for its format; with
+// `sweep_rows`, also with every rows-per-block choice (1, 2, 4, 8: the tail paths).
+void test_gemv(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st = DType::F16, bool sweep_rows = false) {
+  const HostWeight hw = random_weight(t, rows, cols, g_rng, group, st);
+  const DeviceWeight dw = upload(hw);
+  const std::vector<float> x = randn(static_cast<size_t>(cols));
+  std::vector<double> ref(static_cast<size_t>(rows));
+  std::vector<float> wrow(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row_ref(hw, r, wrow.data());
+    double s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += double(wrow[c]) * double(x[c]);
+    ref[r] = s;
+  }
+  std::string name = "gemv_" + std::string(dtype_name(t));
+  if (t == DType::MLX_Q4 || t == DType::MLX_Q8) name += "_g" + std::to_string(group) + (st == DType::BF16 ? "_bf16" : "_f16");
+  std::vector<std::pair<cuda::GemvPath, std::string>> paths = {{cuda::GemvPath::kAuto, ""}};
+  if (cuda::gemv_can_stage(dw.view)) paths = {{cuda::GemvPath::kDirect, "/direct"}, {cuda::GemvPath::kStaged, "/staged"}};
+  for (const auto& [path, path_name] : paths) {
+    if (!sweep_rows) {
+      test_gemv_run(dw, x, ref, cuda::GemvOptions{path, 0}, name + path_name);
+      continue;
+    }
+    for (int rb : {1, 2, 4, 8})
+      test_gemv_run(dw, x, ref, cuda::GemvOptions{path, rb}, name + path_name + "/R" + std::to_string(rb));
+  }
+}
+
+void test_rmsnorm(int64_t rows, int64_t dim) {
+  const float eps = 1e-6f;
+  const std::vector<float> x = randn(static_cast<size_t>(rows * dim), 2.f), w = randn(static_cast<size_t>(dim));
+  cuda::DeviceBuffer dx = to_device(x, "x"), dw = to_device(w, "w"), dy(x.size() * 4, "y");
+  poison(dy);
+  cuda::rmsnorm_f32(dx.as<float>(), dw.as<float>(), dy.as<float>(), rows, dim, eps, nullptr);
+  const std::vector<float> y = to_host(dy, x.size());
+  std::vector<double> ref(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+    const double inv = 1.0 / std::sqrt(ss / double(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) ref[r * dim + i] = x[r * dim + i] * inv * w[i];
+  }
+  report("rmsnorm_f32", shape2(rows, dim), y, ref, 1e-11, 1e-5);
+}
+
+void test_softmax(int64_t rows, int64_t cols, float scale, bool masked_row) {
+  std::vector<float> x = randn(static_cast<size_t>(rows * cols), 3.f);
+  for (int64_t i = 0; i < rows * cols; i += 7) x[i] = -INFINITY;  // masked entries
+  if (masked_row)
+    for (int64_t i = 0; i < cols; ++i) x[i] = -INFINITY;  // row 0 fully masked: expect zeros
+  cuda::DeviceBuffer dx = to_device(x, "x"), dy(x.size() * 4, "y");
+  poison(dy);
+  cuda::softmax_f32(dx.as<float>(), dy.as<float>(), rows, cols, scale, nullptr);
+  const std::vector<float> y = to_host(dy, x.size());
+  std::vector<double> ref(x.size(), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -INFINITY, s = 0;
+    for (int64_t i = 0; i < cols; ++i) m = std::max(m, double(scale) * x[r * cols + i]);
+    if (m == -INFINITY) continue;
+    for (int64_t i = 0; i < cols; ++i) s += std::exp(double(scale) * x[r * cols + i] - m);
+    for (int64_t i = 0; i < cols; ++i) ref[r * cols + i] = std::exp(double(scale) * x[r * cols + i] - m) / s;
+  }
+  // f32 sums of up to 64k exponentials: ~1e-6 relative by design.
+  report(masked_row ? "softmax_f32(masked)" : "softmax_f32", shape2(rows, cols), y, ref, 1e-10, 1e-4);
+}
+
+void test_rope(cuda::RopeStyle style, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rot_dim) {
+  const float theta = 10000.f;
+  const std::vector<float> x = randn(static_cast<size_t>(tokens * heads * head_dim));
+  std::vector<int32_t> pos(static_cast<size_t>(tokens));
+  for (auto& p : pos) p = int32_t(g_rng() % 4096);
+  cuda::DeviceBuffer dx = to_device(x, "x"), dpos(pos.size() * 4, "positions");
+  DS4_CUDA_CHECK(cudaMemcpy(dpos.get(), pos.data(), pos.size() * 4, cudaMemcpyHostToDevice));
+  cuda::RopeParams p{tokens, heads, head_dim, rot_dim, theta, dpos.as<int32_t>(), style};
+  cuda::rope_f32(dx.as<float>(), p, nullptr);
+  const std::vector<float> y = to_host(dx, x.size());
+  std::vector<double> ref(x.begin(), x.end());
+  const int64_t half = rot_dim / 2;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < half; ++i) {
+        const double ang = double(pos[t]) * std::pow(double(theta), -double(i) / double(half));
+        const int64_t base = (t * heads + h) * head_dim;
+        const int64_t a = base + (style == cuda::RopeStyle::kNeox ? i : 2 * i);
+        const int64_t b = base + (style == cuda::RopeStyle::kNeox ? i + half : 2 * i + 1);
+        ref[a] = x[a] * std::cos(ang) - x[b] * std::sin(ang);
+        ref[b] = x[a] * std::sin(ang) + x[b] * std::cos(ang);
+      }
+  // The angle is f32, as in the reference implementations: position (< 4096) times a
+  // frequency with ~1e-7 relative error gives up to ~5e-4 rad, hence the loose bound.
+  report(style == cuda::RopeStyle::kNeox ? "rope_f32_neox" : "rope_f32_interleaved",
+         std::to_string(tokens) + "x" + std::to_string(heads) + "x" + std::to_string(head_dim) + "/" +
+             std::to_string(rot_dim),
+         y, ref, 1e-6, 5e-3);
+}
+
+void test_activations(int64_t n) {
+  const std::vector<float> g = randn(static_cast<size_t>(n), 4.f), u = randn(static_cast<size_t>(n));
+  cuda::DeviceBuffer dg = to_device(g, "gate"), du = to_device(u, "up"), dy(static_cast<size_t>(n) * 4, "y");
+  poison(dy);
+  cuda::silu_f32(dg.as<float>(), dy.as<float>(), n, nullptr);
+  std::vector<float> y = to_host(dy, size_t(n));
+  std::vector<double> ref(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ref[i] = g[i] / (1.0 + std::exp(-double(g[i])));
+  report("silu_f32", std::to_string(n), y, ref, 1e-12, 1e-6);
+  poison(dy);
+  cuda::swiglu_f32(dg.as<float>(), du.as<float>(), dy.as<float>(), n, nullptr);
+  y = to_host(dy, size_t(n));
+  for (int64_t i = 0; i < n; ++i) ref[i] = g[i] / (1.0 + std::exp(-double(g[i]))) * u[i];
+  report("swiglu_f32", std::to_string(n), y, ref, 1e-12, 1e-6);
+}
+
+// Bad input must be a clear error, not a crash or garbage.
+void test_errors() {
+  auto expect_throw = [](const char* what, auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      std::printf("%-22s %-18s threw: %s  PASS\n", "error", what, e.what());
+      return;
+    }
+    ++g_failures;
+    std::printf("%-22s %-18s did not throw  FAIL\n", "error", what);
+  };
+  WeightMatrix w;
+  w.type = DType::Q4_K;
+  w.rows = 4;
+  w.cols = 100;
+  expect_throw("gemv bad cols", [&] { cuda::gemv(w, nullptr, nullptr, nullptr); });
+  w.type = DType::F32;
+  w.cols = 256;
+  expect_throw("gemv F32", [&] { cuda::gemv(w, nullptr, nullptr, nullptr); });
+  expect_throw("admission 1 PiB", [] { cuda::admit_allocation(static_cast<size_t>(1) << 50, "a 1 PiB test tensor"); });
+  w.type = DType::IQ2_XXS;
+  w.cols = 7168;  // 28 blocks of 66 bytes: a row stride that is not 16-byte aligned
+  expect_throw("gemv staged unaligned", [&] { cuda::gemv(w, nullptr, nullptr, nullptr, cuda::GemvOptions{cuda::GemvPath::kStaged, 0}); });
+  cuda::RopeParams p{1, 1, 64, 65, 1e4f, nullptr, cuda::RopeStyle::kNeox};
+  w.type = DType::BF16;
+  expect_throw("gemv rows_per_block 3", [&] { cuda::gemv(w, nullptr, nullptr, nullptr, cuda::GemvOptions{cuda::GemvPath::kAuto, 3}); });
+  expect_throw("rope odd rot_dim", [&] { cuda::rope_f32(nullptr, p, nullptr); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool small = argc > 1 && std::string(argv[1]) == "--small";
+  try {
+    cudaDeviceProp prop{};
+    DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs, L2 %d MiB, cc %d.%d\n\n", prop.name, prop.multiProcessorCount,
+                prop.l2CacheSize >> 20, prop.major, prop.minor);
+    std::printf("%-22s %-18s %10s %10s %10s %9s %9s  %s\n", "op", "shape", "nmse", "max_abs", "max_rel", "tol_nmse",
+                "tol_rel", "result");
+    // --small: shapes small enough for compute-sanitizer (tails, one and several staging
+    // spans, every format), the same checks.
+    const int64_t big_rows = small ? 8 : 1024, wide_rows = small ? 3 : 64;
+    const DType blockwise[] = {DType::BF16, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q2_K, DType::IQ2_XXS};
+    for (DType t : blockwise) {
+      test_gemv(t, 77, 768, 64, DType::F16, true);  // 77 rows: a tail for every rows-per-block
+      test_gemv(t, big_rows, 4096);
+      test_gemv(t, wide_rows, 7168);
+      test_gemv(t, 40, 1024);  // Q8_0: exactly one staging span
+    }
+    for (DType t : {DType::MLX_Q4, DType::MLX_Q8}) {
+      test_gemv(t, 77, 768, 64, DType::F16, true);
+      test_gemv(t, big_rows, 4096, 32, DType::BF16);
+      test_gemv(t, wide_rows, 2048, 64, DType::BF16);
+    }
+    test_rmsnorm(7, 4096);
+    test_rmsnorm(3, 100);
+    test_softmax(5, 1000, 0.125f, false);
+    test_softmax(4, small ? 4096 : 65536, 1.f, true);
+    test_rope(cuda::RopeStyle::kNeox, 5, 4, 128, 64);
+    test_rope(cuda::RopeStyle::kInterleaved, 5, 4, 192, 64);
+    test_rope(cuda::RopeStyle::kNeox, 3, 8, 64, 64);
+    test_activations(small ? 1003 : 100003);
+    test_errors();
+  } catch (const std::exception& e) {
+    std::printf("FATAL: %s\n", e.what());
+    return 2;
+  }
+  std::printf("\n%s: %d failure(s)\n", g_failures ? "FAILED" : "ALL PASSED", g_failures);
+  return g_failures ? 1 : 0;
+}

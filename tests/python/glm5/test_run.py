@@ -1,0 +1,29 @@
+"""`ds4server run --model tests/data/glm5/model --tokens ...` prints HF's greedy tokens."""
+import os
+import subprocess
+
+import pytest
+from safetensors.numpy import load_file
+
+ROOT = os.environ.get("DS4_ROOT", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+BIN = os.path.join(os.environ.get("DS4_BIN", os.path.join(ROOT, "build", "debug", "bin")), "ds4server")
+DATA = os.path.join(ROOT, "tests", "data", "glm5")
+
+
+@pytest.mark.parametrize("n", [7, 64])
+def test_run_prints_hf_greedy_tokens(n):
+    g = load_file(os.path.join(DATA, "golden.safetensors"))
+    toks = ",".join(str(int(t)) for t in g[f"p{n}.tokens"])
+    res = subprocess.run([BIN, "run", "--model", os.path.join(DATA, "model"), "--tokens", toks,
+                          "--max-tokens", "32", "--threads", "2"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    got = [int(x) for x in res.stdout.split()]
+    assert got == [int(t) for t in g[f"p{n}.greedy"]]
+    assert "family glm5" in res.stderr
+
+
+def test_run_rejects_token_outside_vocab():
+    res = subprocess.run([BIN, "run", "--model", os.path.join(DATA, "model"), "--tokens", "5000"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1
+    assert "outside vocab_size 1024" in res.stderr

@@ -1,0 +1,46 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "engine/settings.h"
+
+using namespace ds4::engine;
+
+TEST(Settings, YamlCliRoundTrip) {
+  Settings s;
+  load_settings_yaml(s, "model: /m\nsampler:\n  temperature: 0.7\n  top_k: 40\nserver:\n  port: 9000\n", "c.yaml");
+  apply_cli(s, {"--port", "9001", "--sampler.seed=7", "--thinking", "off", "--print-config"}, {"--print-config"});
+  EXPECT_EQ(s.model, "/m");
+  EXPECT_EQ(*s.temperature, 0.7);
+  EXPECT_EQ(*s.top_k, 40);
+  EXPECT_EQ(s.port, 9001);
+  EXPECT_EQ(*s.seed, 7u);
+  EXPECT_EQ(s.thinking, "off");
+  EXPECT_FALSE(s.top_p.has_value());
+  Settings back;
+  load_settings_yaml(back, settings_yaml(s), "receipt");
+  EXPECT_EQ(settings_yaml(back), settings_yaml(s));
+  EXPECT_EQ(*back.temperature, 0.7);
+  EXPECT_FALSE(back.top_p.has_value());
+  EXPECT_EQ(back.api_key, "");
+}
+
+TEST(Settings, ErrorsNameLineAndKey) {
+  Settings s;
+  try {
+    load_settings_yaml(s, "model: x\nsampler:\n  temprature: 1\n", "c.yaml");
+    FAIL();
+  } catch (const ds4::InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "c.yaml:3: unknown key 'sampler.temprature'");
+  }
+  try {
+    load_settings_yaml(s, "server:\n  port: 70000\n", "c.yaml");
+    FAIL();
+  } catch (const ds4::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("c.yaml:2: server.port = '70000'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(apply_cli(s, {"--top-p", "2"}, {}), ds4::InputError);
+  EXPECT_THROW(apply_cli(s, {"--nope", "1"}, {}), ds4::InputError);
+  EXPECT_THROW(apply_cli(s, {"--thinking", "maybe"}, {}), ds4::InputError);
+  apply_cli(s, {"--top-p", "0.5"}, {});
+  EXPECT_EQ(*s.top_p, 0.5);
+}

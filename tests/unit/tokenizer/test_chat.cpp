@@ -1,0 +1,133 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "tiny_tokenizer.h"
+#include "tokenizer/chat_template.h"
+
+namespace ds4::tok {
+namespace {
+
+Tokenizer make_tiny() { return Tokenizer::from_json(test::tiny_tokenizer_json(), "tiny"); }
+
+Conversation one_turn() {
+  Conversation c;
+  c.messages = {{"user", "hello", "", {}, "", ""}};
+  return c;
+}
+
+TEST(ChatTemplate, QwenContinuationAppendsTemplateNewlineAfterEos) {
+  auto tok = make_tiny();
+  auto tmpl = ChatTemplate::create(Family::kQwen35, tok);
+  Conversation c = one_turn();
+  c.thinking = Thinking::kOff;
+  auto prompt = tmpl->render_tokens(c);
+  // The model answers "hello" and stops on <|im_end|>.
+  std::vector<TokenId> history = prompt;
+  for (auto id : tok.encode("hello")) history.push_back(id);
+  history.push_back(tok.str_to_token("<|im_end|>"));
+  c.messages.push_back({"assistant", "hello", "", {}, "", ""});
+  c.messages.push_back({"user", "world", "", {}, "", ""});
+  auto cont = tmpl->render_continuation(history, c);
+  EXPECT_EQ(cont.keep, history.size());
+  ASSERT_FALSE(cont.append.empty());
+  EXPECT_EQ(tok.decode({cont.append[0]}), "\n");  // the newline the audited app lost
+  std::vector<TokenId> joined = history;
+  joined.insert(joined.end(), cont.append.begin(), cont.append.end());
+  EXPECT_EQ(joined, tmpl->render_tokens(c));
+}
+
+TEST(ChatTemplate, RejectsWhatTheFamilyCannotRender) {
+  auto tok = make_tiny();
+  auto tmpl = ChatTemplate::create(Family::kQwen35, tok);
+  Conversation c = one_turn();
+  c.messages.push_back({"system", "late", "", {}, "", ""});
+  EXPECT_THROW(tmpl->render(c), InputError);
+  c.messages = {{"wizard", "x", "", {}, "", ""}};
+  EXPECT_THROW(tmpl->render(c), InputError);
+  // The tiny vocabulary has no DeepSeek control tokens.
+  EXPECT_THROW(ChatTemplate::create(Family::kDeepSeekV4, tok), InputError);
+  EXPECT_THROW(family_from_name("llama"), InputError);
+}
+
+TEST(OutputParser, SplitsReasoningContentAndToolCalls) {
+  auto p = parse_output(Family::kQwen35, true,
+                        "plan it\n</think>\n\nCalling.\n\n<tool_call>\n<function=get_weather>\n"
+                        "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+                        "</function>\n</tool_call>");
+  EXPECT_EQ(p.reasoning, "plan it");
+  EXPECT_EQ(p.content, "Calling.");
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(p.tool_calls[0].arguments, R"({"city":"Paris","days":3})");
+
+  auto g = parse_output(Family::kGlm5, true,
+                        "why</think>ok<tool_call>run<arg_key>code</arg_key><arg_value>x = 1</arg_value>"
+                        "<arg_key>n</arg_key><arg_value>[1, 2]</arg_value></tool_call>");
+  EXPECT_EQ(g.reasoning, "why");
+  EXPECT_EQ(g.content, "ok");
+  ASSERT_EQ(g.tool_calls.size(), 1u);
+  EXPECT_EQ(g.tool_calls[0].arguments, R"({"code":"x = 1","n":[1,2]})");
+
+  auto d = parse_output(Family::kDeepSeekV4, false,
+                        "Sure.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"sh\">\n"
+                        "<｜DSML｜parameter name=\"cmd\" string=\"true\">a && b &lt;/｜DSML｜parameter></｜DSML｜parameter>\n"
+                        "<｜DSML｜parameter name=\"n\" string=\"false\">{\"k\": [1]}</｜DSML｜parameter>\n"
+                        "</｜DSML｜invoke>\n</｜DSML｜tool_calls>");
+  EXPECT_EQ(d.content, "Sure.");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"cmd":"a && b </｜DSML｜parameter>","n":{"k":[1]}})");
+}
+
+TEST(OutputParser, AnyChunkingGivesTheSameResult) {
+  const std::string text =
+      "r\xC3\xA9sum\xC3\xA9 </think>\n\nA\xE2\x82\xAC <tool_call>\n<function=f>\n<parameter=a>\n1\n"
+      "</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=g>\n</function>\n</tool_call> tail";
+  auto whole = parse_output(Family::kQwen35, true, text);
+  ASSERT_EQ(whole.tool_calls.size(), 2u);
+  for (size_t chunk = 1; chunk <= 9; ++chunk) {
+    auto p = OutputParser::create(Family::kQwen35, true);
+    ParsedOutput got;
+    auto take = [&](const std::vector<ParseEvent>& ev) {
+      for (const auto& e : ev) {
+        if (e.kind == ParseEvent::Kind::kReasoning) got.reasoning += e.text;
+        else if (e.kind == ParseEvent::Kind::kContent) got.content += e.text;
+        else got.tool_calls.push_back(e.call);
+        // Deltas are never cut inside a UTF-8 character.
+        EXPECT_EQ(utf8_lossy(e.text), e.text);
+      }
+    };
+    for (size_t i = 0; i < text.size(); i += chunk) take(p->feed(text.substr(i, chunk)));
+    take(p->finish());
+    EXPECT_EQ(got.reasoning, whole.reasoning) << chunk;
+    EXPECT_EQ(got.content, whole.content) << chunk;
+    EXPECT_EQ(got.tool_calls.size(), whole.tool_calls.size()) << chunk;
+  }
+}
+
+TEST(OutputParser, TruncatedOrMalformedCallsStayText) {
+  const std::string text = "ok <tool_call>\n<function=f>\n<parameter=a>\n1";
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    auto p = parse_output(Family::kQwen35, false, text.substr(0, cut));
+    EXPECT_TRUE(p.tool_calls.empty());
+    // Nothing is lost: the visible text is what was generated (separator and edge
+    // whitespace aside: the template trims it).
+    auto squeeze = [](std::string s) {
+      s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\n'; }), s.end());
+      return s;
+    };
+    EXPECT_EQ(squeeze(p.content), squeeze(text.substr(0, cut))) << cut;
+  }
+  auto bad = parse_output(Family::kGlm5, false, "<tool_call><arg_key>x</arg_key></tool_call>");
+  EXPECT_TRUE(bad.tool_calls.empty());
+  EXPECT_EQ(bad.content, "<tool_call><arg_key>x</arg_key></tool_call>");
+  auto bad_ds = parse_output(Family::kDeepSeekV4, false,
+                             "<｜DSML｜tool_calls><｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" "
+                             "string=\"false\">{oops</｜DSML｜parameter>\n</｜DSML｜invoke></｜DSML｜tool_calls>");
+  EXPECT_TRUE(bad_ds.tool_calls.empty());
+  EXPECT_NE(bad_ds.content.find("{oops"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds4::tok
