@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,14 @@ def hf_run(model, ids, decode):
             "first_tokens": out[:8]}
 
 
+def median_run(runs):
+    out = dict(runs[0])
+    for k in ("prefill_s", "prefill_tok_s", "decode_s", "decode_tok_s"):
+        out[k] = statistics.median(r[k] for r in runs)
+    out["runs"] = [{k: r[k] for k in ("prefill_tok_s", "decode_tok_s")} for r in runs]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build_dir")
@@ -73,6 +82,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--decode", type=int, default=32)
     ap.add_argument("--keep-model", default=None, help="also save the random model here (for profiling)")
+    ap.add_argument("--repeats", type=int, default=3, help="alternating HF/ours pairs (A B B A ...); medians")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -90,11 +100,18 @@ def main():
             json.dump(dd, f)
         ids = [2 + (i * 7919) % (cfg.vocab_size - 2) for i in range(a.prompt)]
         hf_run(model, ids[:16], 2)  # warm-up
-        hf = hf_run(model, ids, a.decode)
         exe = os.path.join(a.build_dir, "bin", "bench_deepseek_v4_cpu")
         cmd = [exe, d, str(a.prompt), str(a.decode), str(a.threads)]
         subprocess.run(cmd[:2] + ["16", "2", str(a.threads)], check=True, capture_output=True)  # warm-up
-        ours = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        hf_runs, our_runs = [], []
+        for r in range(a.repeats):  # A B B A ...: load drifts hit both sides alike
+            order = ("hf", "ours") if r % 2 == 0 else ("ours", "hf")
+            for who in order:
+                if who == "hf":
+                    hf_runs.append(hf_run(model, ids, a.decode))
+                else:
+                    our_runs.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
+        hf, ours = median_run(hf_runs), median_run(our_runs)
     res = {
         "work": f"prefill {a.prompt} tokens (one chunk) + {a.decode} greedy decode steps, float32 weights",
         "model": {k: getattr(cfg, k) for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",

@@ -96,6 +96,7 @@ void attention_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, Lay
     float* kt = kv.data() + t * hd;
     cpu::rmsnorm_f32(kt, w.kv_norm.data(), 0.0f, hd, c.rms_eps, kt);
     cpu::rope_f32(kt + nope, 1, hd, c.rope_dim, p0 + t, inv.data(), cpu::RopeStyle::kInterleaved);
+    ds4_kv_storage(c, kt, hd);
   }
   // raw rows visible to this chunk: the kept window, then the new rows {n_before + T, hd}
   std::vector<float> raw(s.window);

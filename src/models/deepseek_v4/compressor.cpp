@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/cpu/norm.h"
+#include "backend/cpu/quant_sim.h"
 #include "backend/cpu/rope.h"
 #include "backend/cpu/topk.h"
 #include "core/error.h"
@@ -42,6 +43,8 @@ void emit_entry(const Ctx& ctx, const CompressorWeights& w, int64_t ratio, bool 
   // rope on the tail at the window's first position (HF: i * ratio + first_window_position)
   cpu::rope_f32(entry.data() + (dim - ctx.c.rope_dim), 1, dim, ctx.c.rope_dim, window_start,
                 ctx.inv_freq_compress.data(), cpu::RopeStyle::kInterleaved);
+  if (w.indexer) ds4_indexer_storage(ctx.c, entry.data(), dim);
+  else ds4_kv_storage(ctx.c, entry.data(), dim);
   s.entries.insert(s.entries.end(), entry.begin(), entry.end());
   ++s.n_entries;
   if (overlap) {  // keep this window's Ca half for the next window
@@ -58,6 +61,17 @@ void emit_entry(const Ctx& ctx, const CompressorWeights& w, int64_t ratio, bool 
 }
 
 }  // namespace
+
+void ds4_kv_storage(const Config& c, float* row, int64_t dim) {
+  const int64_t nope = dim - c.rope_dim;
+  if (c.ds4_numerics && nope > 0 && nope % 64 == 0) cpu::fp8_e4m3_roundtrip_f32(row, nope, 64);
+}
+
+void ds4_indexer_storage(const Config& c, float* row, int64_t dim) {
+  if (!c.ds4_numerics || dim != 128) return;
+  cpu::hadamard_f32(row, dim);
+  cpu::fp4_e2m1_roundtrip_f32(row, dim, 32);
+}
 
 std::vector<float> project(const Ctx& ctx, const WeightMatrix& w, const float* x, int64_t n, const char* what) {
   std::vector<float> y(static_cast<size_t>(n * w.rows));
@@ -98,6 +112,7 @@ std::vector<std::vector<int32_t>> indexer_select(const Ctx& ctx, const LayerWeig
       float* qt = q.data() + t * nh * d;
       cpu::rope_f32(qt + (d - c.rope_dim), nh, d, c.rope_dim, pos, ctx.inv_freq_compress.data(),
                     cpu::RopeStyle::kInterleaved);
+      for (int64_t h = 0; h < nh; ++h) ds4_indexer_storage(c, qt + h * d, d);
       scores.assign(size_t(visible), 0.0f);
       for (int64_t k = 0; k < visible; ++k) {
         const float* kk = index.entries.data() + k * d;

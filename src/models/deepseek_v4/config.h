@@ -41,6 +41,10 @@ struct Config {
   float rms_eps = 1e-6f;
   int64_t max_positions = 0;
   std::vector<int32_t> eos;
+  // antirez/ds4's storage simulation (docs/reference-differences.md #1, #2): FP8 round trip
+  // of the KV rows' non-rope part, Hadamard + FP4 round trip of indexer queries and keys.
+  // Not part of HF's graph; on by default for ds4-layout GGUF files (model.cpp).
+  bool ds4_numerics = false;
 
   int64_t ratio(int64_t layer) const;  // 0 for sliding-only layers
 };

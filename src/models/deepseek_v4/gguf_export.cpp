@@ -50,6 +50,12 @@ std::vector<uint8_t> encode(const std::vector<float>& x, int64_t cols, DType typ
           std::memcpy(d + 2 * i, &h, 2);
         }
         break;
+      case DType::BF16:
+        for (int64_t i = 0; i < cols; ++i) {
+          const uint16_t h = f32_to_bf16(s[i]);
+          std::memcpy(d + 2 * i, &h, 2);
+        }
+        break;
       case DType::Q8_0: quantize_q8_0(s, d, cols); break;
       case DType::Q4_K: quantize_q4_k(s, d, cols); break;
       default: throw Error("export_ds4_gguf: cannot encode " + name + " as " + std::string(dtype_name(type)));

@@ -20,6 +20,12 @@ struct Ctx {
   const std::vector<float>& inv_freq_compress;  // CSA / HCA layers, compressors, indexer
 };
 
+// ds4 numerics (Config::ds4_numerics): FP8 round trip of a KV row's non-rope part (blocks
+// of 64), Hadamard + FP4 round trip of an indexer row (128 wide, blocks of 32). Each is
+// applied only where ds4's shape condition holds, so tiny models are unaffected.
+void ds4_kv_storage(const Config& c, float* row, int64_t dim);
+void ds4_indexer_storage(const Config& c, float* row, int64_t dim);
+
 // Y {n, w.rows} = X {n, w.cols} W^T, with a shape check naming `what`.
 std::vector<float> project(const Ctx& ctx, const WeightMatrix& w, const float* x, int64_t n, const char* what);
 

@@ -2,6 +2,7 @@
 // HC pre, MoE, HC post) -> HC head -> norm -> lm_head. One batched pass per chunk.
 #include "models/deepseek_v4/model.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -41,6 +42,14 @@ class DsModel : public Model {
         inv_main_(inv_freq(c_.rope_main, c_.rope_dim)),
         inv_comp_(inv_freq(c_.rope_compress, c_.rope_dim)),
         pool_(opt.threads) {
+    // ds4 numerics: what ds4 computes for its own files; HF's graph for HF checkpoints.
+    // DS4_DSV4_NUMERICS=hf|ds4 overrides (e.g. to compare a GGUF against the HF oracle).
+    c_.ds4_numerics = w_.ds4_layout;
+    if (const char* e = std::getenv("DS4_DSV4_NUMERICS")) {
+      const std::string v = e;
+      if (v != "hf" && v != "ds4") throw InputError("DS4_DSV4_NUMERICS must be 'hf' or 'ds4', got '" + v + "'");
+      c_.ds4_numerics = v == "ds4";
+    }
     info_.family = "deepseek_v4";
     info_.name = src_->config().value("_name_or_path", std::filesystem::path(src_->path()).filename().string());
     info_.vocab_size = c_.vocab;

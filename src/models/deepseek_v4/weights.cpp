@@ -151,6 +151,7 @@ LayerWeights bind_layer(const Binder& b, int64_t l, const Config& c) {
     if (csa) {
       w.has_indexer = true;
       w.index = compressor(b, l, "self_attn.compressor.indexer.", ratio, c.index_dim, 2 * c.index_dim, H);
+      w.index.indexer = true;
       w.index_q_b = b.mat(L("self_attn.compressor.indexer.q_b_proj.weight"), c.index_heads * c.index_dim, c.q_lora);
       w.index_proj = b.mat(L("self_attn.compressor.indexer.scorer.weights_proj.weight"), c.index_heads, H);
     }

@@ -25,6 +25,7 @@ struct CompressorWeights {
   std::vector<float> ape;      // {ratio, width}: position bias added to the gate
   std::vector<float> norm;     // {dim}
   int64_t dim = 0, width = 0;
+  bool indexer = false;        // the CSA indexer's key lane (vs the attention KV lane)
 };
 
 struct LayerWeights {

@@ -6,6 +6,7 @@
 // stacked-expert slicing and the gate/up split are exercised exactly.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <random>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/half.h"
 #include "formats/tensor_source.h"
 #include "golden.h"
@@ -88,9 +90,18 @@ struct Synth {
   }
 };
 
-nlohmann::json synth_config() {
+nlohmann::json synth_config(bool ds4_dims = false) {
   std::ifstream f(kModelDir + "/config.json");
   nlohmann::json c = nlohmann::json::parse(f);
+  if (ds4_dims) {  // ds4's storage simulation needs nope % 64 == 0 and 128-wide indexer rows
+    c["head_dim"] = 128;
+    c["partial_rotary_factor"] = 0.5;
+    c["rope_parameters"]["main"]["partial_rotary_factor"] = 0.5;
+    c["rope_parameters"]["compress"]["partial_rotary_factor"] = 0.5;
+    c["num_attention_heads"] = 2;
+    c["index_head_dim"] = 128;
+    c["index_n_heads"] = 4;
+  }
   c["hidden_size"] = 256;
   c["moe_intermediate_size"] = 256;
   c["num_hidden_layers"] = 3;
@@ -211,4 +222,38 @@ TEST(DeepseekV4Gguf, Iq2xxsAndQ2kExpertsMatchTheirF32Dequantization) {
   std::filesystem::remove(q8);
   std::filesystem::remove(q);
   std::filesystem::remove(f);
+}
+
+TEST(DeepseekV4Gguf, Ds4NumericsAreOnForDs4FilesAndChunkInvariant) {
+  MemSource src(synth_config(true));
+  const dsv4::Config c = dsv4::parse_config(src.config(), "synthetic");
+  ASSERT_EQ(c.head_dim - c.rope_dim, 64);
+  build(src, c);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("ds4_synth_num_" + std::to_string(::getpid()) + ".gguf")).string();
+  dsv4::Ds4ExportOptions o;
+  o.dense_type = o.expert_type = o.expert_down_type = ds4::DType::F32;
+  dsv4::export_ds4_gguf(src, c, path, o);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 90; ++i) tokens.push_back(int32_t(2 + (i * 53) % 1000));
+  auto run = [&](const char* mode, int64_t chunk) {
+    if (mode) setenv("DS4_DSV4_NUMERICS", mode, 1);
+    auto m = ds4::load_model(path);
+    unsetenv("DS4_DSV4_NUMERICS");
+    auto st = m->new_state();
+    return m->prefill(*st, tokens, chunk);
+  };
+  const auto def = run(nullptr, 0), ds4n = run("ds4", 0), hf = run("hf", 0), ds4_chunked = run("ds4", 7);
+  EXPECT_EQ(def, ds4n);  // ds4-layout files default to ds4 numerics
+  const float d = max_abs_diff(ds4n.data(), hf.data(), hf.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < hf.size(); ++i) num += std::pow(ds4n[i] - hf[i], 2), den += std::pow(hf[i], 2);
+  std::printf("[ synthetic ] ds4 numerics vs HF numerics: max|diff| %.3g, nmse %.3g\n", d, num / den);
+  EXPECT_GT(d, 1e-4f);        // the FP8 / FP4 round trips are really applied
+  EXPECT_LT(num / den, 0.1);  // and only perturb
+  EXPECT_LT(max_abs_diff(ds4_chunked.data(), ds4n.data(), ds4n.size()), 1e-4f);
+  setenv("DS4_DSV4_NUMERICS", "fp4", 1);
+  EXPECT_THROW(ds4::load_model(path), ds4::InputError);
+  unsetenv("DS4_DSV4_NUMERICS");
+  std::filesystem::remove(path);
 }
