@@ -166,7 +166,7 @@ void Engine::start(Job& job) {
       std::vector<int32_t> full(t.begin(), t.begin() + long(c.keep));
       full.insert(full.end(), c.append.begin(), c.append.end());
       return byte_continuation(*codec_, t, full);
-    });
+    }, /*use_alias=*/true);
   }
   if (hit && (!hit->append.empty() || !hit->logits.empty())) {
     job.state = std::move(hit->state);

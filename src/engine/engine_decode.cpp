@@ -1,5 +1,6 @@
 // Decode side of the engine: token -> text -> stop strings -> parser -> events; finish
 // reasons; publishing the finished state to the prefix cache.
+#include <algorithm>
 #include <chrono>
 
 #include "engine/engine.h"
@@ -10,6 +11,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// The answer as the client sees it, so the turn end can be re-rendered the way it comes back.
+void record(Engine::Job& job, const tok::ParseEvent& ev) {
+  switch (ev.kind) {
+    case tok::ParseEvent::Kind::kReasoning: job.parsed.reasoning += ev.text; break;
+    case tok::ParseEvent::Kind::kContent: job.parsed.content += ev.text; break;
+    case tok::ParseEvent::Kind::kToolCall: job.parsed.tool_calls.push_back(ev.call); break;
+  }
 }
 
 void push_text(Engine::Job& job, const std::string& text) {
@@ -26,6 +36,7 @@ void push_text(Engine::Job& job, const std::string& text) {
       case tok::ParseEvent::Kind::kToolCall: out.kind = GenEvent::Kind::kToolCall; break;
     }
     job.reasoning = ev.kind == tok::ParseEvent::Kind::kReasoning;
+    record(job, ev);
     out.text = std::move(ev.text);
     out.call = std::move(ev.call);
     job.handle->push(std::move(out));
@@ -39,10 +50,54 @@ void flush_parser(Engine::Job& job) {
     out.kind = ev.kind == tok::ParseEvent::Kind::kReasoning ? GenEvent::Kind::kReasoning
                : ev.kind == tok::ParseEvent::Kind::kToolCall ? GenEvent::Kind::kToolCall
                                                               : GenEvent::Kind::kContent;
+    record(job, ev);
     out.text = std::move(ev.text);
     out.call = std::move(ev.call);
     job.handle->push(std::move(out));
   }
+}
+
+// A turn that ended on a stop token comes back from the client as parsed text, which the
+// template re-renders with its own whitespace rules (Qwen and GLM strip reasoning and
+// content), so the next prompt need not repeat the generated tokens. The canonical render
+// of this turn, up to and including its stop token, names the same state: the snapshot is
+// reused when the next prompt starts with it. Empty when there is nothing to alias.
+std::vector<int32_t> turn_alias(const Codec& codec, const Engine::Job& job) {
+  if (!job.parser || job.req.raw_prompt) return {};
+  tok::Conversation conv = job.req.conv;
+  tok::Message a;
+  a.role = "assistant";
+  a.content = job.parsed.content;
+  a.reasoning = job.parsed.reasoning;
+  a.tool_calls = job.parsed.tool_calls;
+  conv.messages.push_back(std::move(a));
+  conv.add_generation_prompt = false;
+  std::vector<int32_t> r;
+  try {
+    r = codec.render(conv);
+  } catch (const std::exception&) {
+    return {};  // the answer cannot be rendered back (e.g. odd tool arguments): no alias
+  }
+  // The prompt must be a prefix of the re-render, else the alias would cover other tokens.
+  const size_t n = job.prompt.size();
+  if (r.size() <= n || !std::equal(job.prompt.begin(), job.prompt.end(), r.begin())) return {};
+  size_t end = n;
+  while (end < r.size() && !codec.is_stop_token(r[end])) ++end;
+  if (end == r.size()) return {};
+  r.resize(end + 1);
+  // Only whitespace may differ: a template that rewrites more (DeepSeek drops reasoning of
+  // past turns) describes other tokens than the state holds, and must not alias it.
+  const size_t gen = size_t(job.usage.completion_tokens);
+  if (gen > job.history.size()) return {};
+  auto squeeze = [&](auto first, auto last) {
+    std::string s;
+    for (auto it = first; it != last; ++it)
+      for (char c : codec.token_bytes(*it))
+        if (c != ' ' && c != '\n' && c != '\t' && c != '\r') s += c;
+    return s;
+  };
+  if (squeeze(r.begin() + long(n), r.end()) != squeeze(job.history.end() - long(gen), job.history.end())) return {};
+  return r == job.history ? std::vector<int32_t>{} : r;
 }
 }  // namespace
 
@@ -105,7 +160,8 @@ void Engine::finish(Job& job, Finish why) {
         job.history.push_back(t);
         job.to_feed = -1;
       }
-      cache_.insert(std::move(job.history), std::move(job.state), std::move(job.logits));
+      std::vector<int32_t> alias = why == Finish::kStop ? turn_alias(*codec_, job) : std::vector<int32_t>{};
+      cache_.insert(std::move(job.history), std::move(job.state), std::move(job.logits), std::move(alias));
     } catch (const std::exception&) {
       // A failed final feed only loses the snapshot; the answer is already complete.
     }

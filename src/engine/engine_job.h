@@ -21,6 +21,7 @@ struct Engine::Job {
   std::optional<Sampler> sampler;
   std::unique_ptr<TextStream> text;
   std::unique_ptr<tok::OutputParser> parser;
+  tok::ParsedOutput parsed;      // everything the parser emitted (the answer a client sends back)
   std::optional<StopMatcher> stops;
   bool reasoning = false;        // last parsed text was reasoning
   int32_t to_feed = -1;          // sampled token still to feed into the state

@@ -2,13 +2,15 @@
 
 namespace ds4::engine {
 
-std::optional<PrefixCache::Hit> PrefixCache::lookup(const Usable& usable) {
+std::optional<PrefixCache::Hit> PrefixCache::lookup(const Usable& usable, bool use_alias) {
   std::lock_guard lk(mu_);
   auto best = lru_.end();
   std::vector<int32_t> best_append;
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
     if (best != lru_.end() && it->tokens.size() <= best->tokens.size()) continue;
-    if (auto app = usable(it->tokens)) best = it, best_append = std::move(*app);
+    auto app = usable(it->tokens);
+    if (!app && use_alias && !it->alias.empty()) app = usable(it->alias);
+    if (app) best = it, best_append = std::move(*app);
   }
   if (best == lru_.end()) return std::nullopt;
   lru_.splice(lru_.begin(), lru_, best);
@@ -21,11 +23,12 @@ std::optional<PrefixCache::Hit> PrefixCache::lookup(const Usable& usable) {
 }
 
 void PrefixCache::insert(std::vector<int32_t> tokens, std::unique_ptr<ModelState> state,
-                         std::vector<float> logits) {
+                         std::vector<float> logits, std::vector<int32_t> alias) {
   Entry e;
-  e.bytes = state->bytes() + logits.size() * sizeof(float) + tokens.size() * sizeof(int32_t);
+  e.bytes = state->bytes() + logits.size() * sizeof(float) + (tokens.size() + alias.size()) * sizeof(int32_t);
   if (e.bytes > max_bytes_) return;  // would evict everything and still not fit
   e.tokens = std::move(tokens);
+  e.alias = std::move(alias);
   e.state = std::move(state);
   e.logits = std::move(logits);
   std::lock_guard lk(mu_);

@@ -27,9 +27,14 @@ class PrefixCache {
   };
   // usable(entry_tokens) -> tokens to append, or nullopt if the entry cannot be continued.
   using Usable = std::function<std::optional<std::vector<int32_t>>(const std::vector<int32_t>&)>;
-  std::optional<Hit> lookup(const Usable& usable);
-  // Takes ownership. Replaces an entry with identical tokens.
-  void insert(std::vector<int32_t> tokens, std::unique_ptr<ModelState> state, std::vector<float> logits);
+  // use_alias: an entry whose own tokens are not usable may still be continued through its
+  // alias (see insert); Hit::tokens are always the tokens the state really holds.
+  std::optional<Hit> lookup(const Usable& usable, bool use_alias = false);
+  // Takes ownership. Replaces an entry with identical tokens. `alias`: the canonical
+  // re-render of the same turn (what a client sending the answer back produces) when it
+  // differs from the generated tokens, e.g. edge whitespace the template strips.
+  void insert(std::vector<int32_t> tokens, std::unique_ptr<ModelState> state, std::vector<float> logits,
+              std::vector<int32_t> alias = {});
 
   size_t bytes() const;
   size_t entries() const;
@@ -38,6 +43,7 @@ class PrefixCache {
  private:
   struct Entry {
     std::vector<int32_t> tokens;
+    std::vector<int32_t> alias;  // empty: none
     std::unique_ptr<ModelState> state;
     std::vector<float> logits;
     size_t bytes = 0;
