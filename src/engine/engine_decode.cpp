@@ -4,6 +4,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_job.h"
+#include "engine/session_checkpoints.h"
 
 namespace ds4::engine {
 namespace {
@@ -105,6 +106,7 @@ void Engine::finish(Job& job, Finish why) {
         job.history.push_back(t);
         job.to_feed = -1;
       }
+      if (checkpoints_) checkpoints_->save(job.history, *job.state, job.logits);
       cache_.insert(std::move(job.history), std::move(job.state), std::move(job.logits));
     } catch (const std::exception&) {
       // A failed final feed only loses the snapshot; the answer is already complete.
