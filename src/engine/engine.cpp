@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/engine_job.h"
+#include "engine/session_checkpoints.h"
 
 namespace ds4::engine {
 namespace {
@@ -29,6 +30,8 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
     throw InputError("context_size " + std::to_string(context_size_) + " exceeds the model's " +
                      std::to_string(model_->info().max_context));
   if (prefill_chunk_ <= 0) prefill_chunk_ = 2048;
+  if (!o.checkpoint_dir.empty())
+    checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -168,6 +171,8 @@ void Engine::start(Job& job) {
       return byte_continuation(*codec_, t, full);
     }, /*use_alias=*/true);
   }
+  // Nothing in memory: the longest checkpoint on disk (exact token prefix of the prompt).
+  if (!hit && checkpoints_) hit = checkpoints_->restore(job.prompt);
   if (hit && (!hit->append.empty() || !hit->logits.empty())) {
     job.state = std::move(hit->state);
     job.history = std::move(hit->tokens);

@@ -23,6 +23,8 @@
 
 namespace ds4::engine {
 
+class SessionCheckpoints;
+
 struct EngineOptions {
   int64_t context_size = 0;     // 0 = model max_context
   int64_t prefill_chunk = 0;    // 0 = model default_prefill_chunk
@@ -31,6 +33,9 @@ struct EngineOptions {
   // Also snapshot at the end of each prefill: a regenerate, an edited last answer or an
   // answer the template re-renders differently (trimmed whitespace) still reuses the prompt.
   bool snapshot_prompt = true;
+  // On-disk session checkpoints (session_checkpoints.h); empty dir = off.
+  std::string checkpoint_dir;
+  uint64_t checkpoint_budget_bytes = uint64_t(4) << 30;
 };
 
 struct EngineMetrics {
@@ -88,6 +93,7 @@ class Engine {
   int max_live_;
   bool snapshot_prompt_;
   PrefixCache cache_;
+  std::unique_ptr<SessionCheckpoints> checkpoints_;  // null = checkpoints off
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

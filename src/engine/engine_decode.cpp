@@ -5,6 +5,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_job.h"
+#include "engine/session_checkpoints.h"
 
 namespace ds4::engine {
 namespace {
@@ -161,6 +162,7 @@ void Engine::finish(Job& job, Finish why) {
         job.to_feed = -1;
       }
       std::vector<int32_t> alias = why == Finish::kStop ? turn_alias(*codec_, job) : std::vector<int32_t>{};
+      if (checkpoints_) checkpoints_->save(job.history, *job.state, job.logits);
       cache_.insert(std::move(job.history), std::move(job.state), std::move(job.logits), std::move(alias));
     } catch (const std::exception&) {
       // A failed final feed only loses the snapshot; the answer is already complete.

@@ -125,6 +125,8 @@ const std::vector<Key>& keys() {
       INT_KEY("speculative.depth", depth, 1, 5),
       OPT_NUM_KEY("speculative.dspark_confidence", dspark_confidence, 0.0, 1.0),
       INT_KEY("cache.mib", cache_mib, 0, int64_t(1) << 24),
+      STR_KEY("checkpoint.dir", checkpoint_dir),
+      INT_KEY("checkpoint.budget_bytes", checkpoint_budget_bytes, 0, int64_t(1) << 50),
       STR_KEY("server.host", host),
       INT_KEY("server.port", port, 0, 65535),
       STR_KEY("server.api_key", api_key),

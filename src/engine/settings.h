@@ -29,6 +29,9 @@ struct Settings {
   std::optional<double> dspark_confidence;  // unset = per-turn rule of SPEC §2
   // Prefix cache.
   int64_t cache_mib = 2048;
+  // On-disk session checkpoints: empty dir = off.
+  std::string checkpoint_dir;
+  int64_t checkpoint_budget_bytes = int64_t(4) << 30;
   // Server.
   std::string host = "127.0.0.1";
   int port = 8080;

@@ -1,6 +1,10 @@
 #include "models/model.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "core/error.h"
 
 namespace ds4 {
 
@@ -25,6 +29,46 @@ std::vector<float> Model::verify(ModelState& state, std::span<const int32_t> tok
   std::vector<float> logits;
   forward(state, tokens, Logits::kAll, logits);
   return logits;
+}
+
+void ModelState::save(std::vector<StateSection>&) const {
+  throw Error("this model state does not support checkpoints (save)");
+}
+
+void ModelState::load(const std::vector<StateSection>&) {
+  throw Error("this model state does not support checkpoints (load)");
+}
+
+namespace {
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+const std::string& Model::fingerprint() {
+  if (!fingerprint_.empty()) return fingerprint_;
+  const ModelInfo& mi = info();
+  std::string key = mi.family + "|" + mi.name + "|" + std::to_string(mi.vocab_size) + "|" +
+                    std::to_string(mi.hidden_size) + "|" + std::to_string(mi.max_context);
+  // Probe: a short fixed prompt through a fresh state; its top-16 token ranking depends on
+  // every weight on the path, unlike metadata, which two fine-tunes share.
+  std::vector<int32_t> probe;
+  for (int32_t t : {1, 7, 42, 3, 100}) probe.push_back(int32_t(t % std::max<int64_t>(mi.vocab_size, 1)));
+  auto st = new_state();
+  const std::vector<float> logits = prefill(*st, probe);
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  const size_t k = std::min<size_t>(16, ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + long(k), ids.end(), [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  });
+  for (size_t i = 0; i < k; ++i) key += "," + std::to_string(ids[i]);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(key)));
+  fingerprint_ = mi.family + ":" + mi.name + ":" + hex;
+  return fingerprint_;
 }
 
 }  // namespace ds4

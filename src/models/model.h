@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/state_sections.h"
+
 namespace ds4 {
 
 struct ModelInfo {
@@ -33,6 +35,12 @@ class ModelState {
   virtual int64_t position() const = 0;
   // Bytes held (for cache budgets).
   virtual size_t bytes() const = 0;
+  // Named byte sections of everything the state holds (for checkpoints on disk), and back.
+  // load() is called on a fresh state of the same model (new_state()); it checks every
+  // section against the model's shapes and throws InputError naming the section on a
+  // mismatch. The defaults throw: a family without them simply is not checkpointed.
+  virtual void save(std::vector<StateSection>& out) const;
+  virtual void load(const std::vector<StateSection>& in);
 };
 
 enum class Logits { kNone, kLast, kAll };
@@ -54,6 +62,14 @@ class Model {
   std::vector<float> decode(ModelState& state, int32_t token);
   // All positions' logits in one batched pass: tokens.size() * vocab.
   std::vector<float> verify(ModelState& state, std::span<const int32_t> tokens);
+
+  // Model identity for checkpoints: family, name, shapes, and a digest of the greedy
+  // ranking of a probe forward pass (so different weights give a different value; top-k
+  // ids rather than raw floats so run-to-run float noise cannot change it). Computed once.
+  const std::string& fingerprint();
+
+ private:
+  std::string fingerprint_;
 };
 
 struct LoadOptions {

@@ -27,6 +27,8 @@ engine::EngineOptions engine_options(const engine::Settings& s) {
   o.context_size = s.context_size;
   o.prefill_chunk = s.prefill_chunk;
   o.cache_bytes = size_t(s.cache_mib) << 20;
+  o.checkpoint_dir = s.checkpoint_dir;
+  o.checkpoint_budget_bytes = uint64_t(s.checkpoint_budget_bytes);
   return o;
 }
 

@@ -14,6 +14,11 @@ class TestState : public ModelState {
   std::unique_ptr<ModelState> clone() const override { return std::make_unique<TestState>(*this); }
   int64_t position() const override { return int64_t(tokens.size()); }
   size_t bytes() const override { return tokens.size() * sizeof(int32_t) + 4096; }
+  void save(std::vector<StateSection>& out) const override { StateWriter(out).vec("tokens", tokens); }
+  void load(const std::vector<StateSection>& in) override {
+    if (in.size() != 1) throw InputError("test model checkpoint: expected 1 section");
+    StateReader(in).vec("tokens", tokens);
+  }
 };
 
 void append_text(std::vector<int32_t>& out, const std::string& s) {

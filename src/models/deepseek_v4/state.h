@@ -30,6 +30,8 @@ class State : public ModelState {
  public:
   std::unique_ptr<ModelState> clone() const override { return std::make_unique<State>(*this); }
   int64_t position() const override { return pos; }
+  void save(std::vector<StateSection>& out) const override;  // state_io.cpp
+  void load(const std::vector<StateSection>& in) override;
   size_t bytes() const override {
     size_t b = 0;
     auto lane = [](const CompressorState& c) {

@@ -26,6 +26,8 @@ class State final : public ModelState {
  public:
   std::unique_ptr<ModelState> clone() const override { return std::make_unique<State>(*this); }
   int64_t position() const override { return pos; }
+  void save(std::vector<StateSection>& out) const override;  // state_io.cpp
+  void load(const std::vector<StateSection>& in) override;
   size_t bytes() const override {
     size_t b = 0;
     for (const auto& k : kda) b += (k.conv.size() + k.recurrent.size()) * sizeof(float);

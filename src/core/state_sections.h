@@ -1,0 +1,89 @@
+#pragma once
+// Neutral "named byte section" form of a model state, shared by models/ (which fills and
+// reads it) and persist/ (which writes it to disk), so neither depends on the other.
+//
+// A family lists its state's vectors once in a template `visit(io, state)`; StateWriter
+// and StateReader run that list in both directions, so save and load can never disagree
+// on names or order.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ds4 {
+
+struct StateSection {
+  std::string name;
+  std::vector<uint8_t> bytes;
+};
+
+class StateWriter {
+ public:
+  explicit StateWriter(std::vector<StateSection>& out) : out_(out) {}
+  template <class T>
+  void vec(const std::string& name, const std::vector<T>& v, bool /*fixed*/ = false) {
+    StateSection s{name, std::vector<uint8_t>(v.size() * sizeof(T))};
+    if (!v.empty()) std::memcpy(s.bytes.data(), v.data(), s.bytes.size());
+    out_.push_back(std::move(s));
+  }
+  template <class T>
+  void scalar(const std::string& name, const T& x) {
+    StateSection s{name, std::vector<uint8_t>(sizeof(T))};
+    std::memcpy(s.bytes.data(), &x, sizeof(T));
+    out_.push_back(std::move(s));
+  }
+
+ private:
+  std::vector<StateSection>& out_;
+};
+
+// Reads into a fresh state made by the same model (so fixed-size vectors already have the
+// model's shapes). `fixed` vectors must keep their size exactly; growing ones (KV rows)
+// must be a whole number of `row` elements. Any mismatch or missing section is an
+// InputError naming the section.
+class StateReader {
+ public:
+  explicit StateReader(const std::vector<StateSection>& in) {
+    for (size_t i = 0; i < in.size(); ++i) index_[in[i].name] = &in[i];
+  }
+  template <class T>
+  void vec(const std::string& name, std::vector<T>& v, bool fixed = false, size_t row = 1) {
+    const StateSection& s = get(name);
+    if (s.bytes.size() % sizeof(T) != 0)
+      throw InputError("checkpoint section '" + name + "': " + std::to_string(s.bytes.size()) +
+                       " bytes is not a whole number of elements");
+    const size_t n = s.bytes.size() / sizeof(T);
+    if (fixed && n != v.size())
+      throw InputError("checkpoint section '" + name + "': " + std::to_string(n) + " elements, model expects " +
+                       std::to_string(v.size()));
+    if (!fixed && row > 1 && n % row != 0)
+      throw InputError("checkpoint section '" + name + "': " + std::to_string(n) +
+                       " elements is not a whole number of rows of " + std::to_string(row));
+    v.resize(n);
+    if (n) std::memcpy(v.data(), s.bytes.data(), s.bytes.size());
+  }
+  template <class T>
+  void scalar(const std::string& name, T& x) {
+    const StateSection& s = get(name);
+    if (s.bytes.size() != sizeof(T))
+      throw InputError("checkpoint section '" + name + "': " + std::to_string(s.bytes.size()) + " bytes, expected " +
+                       std::to_string(sizeof(T)));
+    std::memcpy(&x, s.bytes.data(), sizeof(T));
+  }
+  size_t used() const { return used_; }
+
+ private:
+  const StateSection& get(const std::string& name) {
+    auto it = index_.find(name);
+    if (it == index_.end()) throw InputError("checkpoint: missing section '" + name + "'");
+    ++used_;
+    return *it->second;
+  }
+  std::unordered_map<std::string, const StateSection*> index_;
+  size_t used_ = 0;
+};
+
+}  // namespace ds4

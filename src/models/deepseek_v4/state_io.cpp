@@ -1,0 +1,61 @@
+// DeepSeek V4 state <-> named sections. One list (visit) drives both directions.
+#include "models/deepseek_v4/state.h"
+
+namespace ds4::deepseek_v4 {
+namespace {
+
+template <class IO, class C>
+void visit_lane(IO& io, const std::string& p, C& c) {
+  io.vec(p + "pend_kv", c.pend_kv);
+  io.vec(p + "pend_gate", c.pend_gate);
+  io.vec(p + "prev_kv", c.prev_kv);
+  io.vec(p + "prev_gate", c.prev_gate);
+  io.vec(p + "entries", c.entries);
+  io.scalar(p + "n_entries", c.n_entries);
+}
+
+template <class IO, class S>
+void visit(IO& io, S& s) {
+  io.scalar("pos", s.pos);
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const std::string p = "layer." + std::to_string(i) + ".";
+    io.vec(p + "window", s.layers[i].window);
+    io.scalar(p + "n_window", s.layers[i].n_window);
+    visit_lane(io, p + "comp.", s.layers[i].comp);
+    visit_lane(io, p + "index.", s.layers[i].index);
+  }
+}
+
+// Row counts must agree with the stored row data, or the forward would read past it.
+void check_rows(const std::string& name, size_t elems, int64_t rows) {
+  if (rows < 0 || (rows == 0) != (elems == 0) || (rows > 0 && elems % size_t(rows) != 0))
+    throw InputError("deepseek_v4 checkpoint: section '" + name + "' holds " + std::to_string(elems) +
+                     " floats for " + std::to_string(rows) + " rows");
+}
+
+}  // namespace
+
+void State::save(std::vector<StateSection>& out) const {
+  StateWriter w(out);
+  visit(w, *this);
+}
+
+void State::load(const std::vector<StateSection>& in) {
+  StateReader r(in);
+  State fresh = *this;  // validate into a copy: a refused checkpoint leaves *this untouched
+  visit(r, fresh);
+  if (r.used() != in.size())
+    throw InputError("deepseek_v4 checkpoint: " + std::to_string(in.size() - r.used()) +
+                     " unknown sections (other layer count?)");
+  if (fresh.pos < 0) throw InputError("deepseek_v4 checkpoint: section 'pos' is negative");
+  for (size_t i = 0; i < fresh.layers.size(); ++i) {
+    const auto& l = fresh.layers[i];
+    const std::string p = "layer." + std::to_string(i) + ".";
+    check_rows(p + "window", l.window.size(), l.n_window);
+    check_rows(p + "comp.entries", l.comp.entries.size(), l.comp.n_entries);
+    check_rows(p + "index.entries", l.index.entries.size(), l.index.n_entries);
+  }
+  *this = std::move(fresh);
+}
+
+}  // namespace ds4::deepseek_v4

@@ -1,0 +1,53 @@
+// GLM 5 state <-> named sections. One list (visit) drives both directions.
+#include "models/glm5/state.h"
+
+namespace ds4::glm5 {
+namespace {
+
+template <class IO, class S>
+void visit(IO& io, S& s) {
+  io.scalar("pos", s.pos);
+  for (size_t i = 0; i < s.kda.size(); ++i) {
+    const std::string p = "layer." + std::to_string(i) + ".";
+    // KDA conv window and recurrent matrix have the model's fixed shapes (empty on DSA layers).
+    io.vec(p + "kda.conv", s.kda[i].conv, true);
+    io.vec(p + "kda.recurrent", s.kda[i].recurrent, true);
+  }
+  for (size_t i = 0; i < s.mla.size(); ++i) {
+    const std::string p = "layer." + std::to_string(i) + ".";
+    io.vec(p + "mla.latent", s.mla[i].latent);
+    io.vec(p + "mla.idx_keys", s.mla[i].idx_keys);
+    io.vec(p + "mla.idx_gates", s.mla[i].idx_gates);
+    io.vec(p + "mla.pool_keys", s.mla[i].pool_keys);
+  }
+}
+
+}  // namespace
+
+void State::save(std::vector<StateSection>& out) const {
+  StateWriter w(out);
+  visit(w, *this);
+}
+
+void State::load(const std::vector<StateSection>& in) {
+  StateReader r(in);
+  State fresh = *this;  // validate into a copy: a refused checkpoint leaves *this untouched
+  visit(r, fresh);
+  if (r.used() != in.size())
+    throw InputError("glm5 checkpoint: " + std::to_string(in.size() - r.used()) +
+                     " unknown sections (other layer count?)");
+  if (fresh.pos < 0) throw InputError("glm5 checkpoint: section 'pos' is negative");
+  // Per-position rows: latent and indexer keys must hold exactly `pos` rows.
+  for (size_t i = 0; i < fresh.mla.size(); ++i) {
+    const auto& m = fresh.mla[i];
+    for (auto [name, n] : {std::pair{"latent", m.latent.size()}, {"idx_keys", m.idx_keys.size()},
+                           {"idx_gates", m.idx_gates.size()}})
+      if (n != 0 && (fresh.pos == 0 || n % size_t(fresh.pos) != 0))
+        throw InputError("glm5 checkpoint: section 'layer." + std::to_string(i) + ".mla." + name + "' holds " +
+                         std::to_string(n) + " floats, not a whole row per position (pos " +
+                         std::to_string(fresh.pos) + ")");
+  }
+  *this = std::move(fresh);
+}
+
+}  // namespace ds4::glm5

@@ -1,0 +1,70 @@
+// Qwen Next state <-> named sections. One list (visit) drives both directions.
+#include <type_traits>
+
+#include "models/qwen_next/state.h"
+
+namespace ds4::qwen_next {
+namespace {
+
+// Fixed-size members (conv, ssm, PLE history) keep the fresh state's size exactly; the
+// KV and indexer rows grow with the position.
+template <class IO, class L>
+void visit_layer(IO& io, const std::string& p, L& l) {
+  io.vec(p + "conv", l.conv, true);
+  io.vec(p + "ssm", l.ssm, true);
+  io.vec(p + "ple_ctx", l.ple_ctx, true);
+  io.vec(p + "ple_conv", l.ple_conv, true);
+  io.vec(p + "k", l.k);
+  io.vec(p + "v", l.v);
+  io.vec(p + "idx_raw", l.idx_raw);
+  io.vec(p + "idx_pooled", l.idx_pooled);
+}
+
+template <class IO, class S>
+void visit(IO& io, S& s) {
+  io.scalar("pos", s.pos);
+  for (size_t i = 0; i < s.layers.size(); ++i) visit_layer(io, "layer." + std::to_string(i) + ".", s.layers[i]);
+  uint8_t mtp_on = s.mtp_on ? 1 : 0;
+  io.scalar("mtp.on", mtp_on);
+  if constexpr (!std::is_const_v<S>) s.mtp_on = mtp_on != 0;
+  // The MTP head's layer exists only once enabled, so none of its vectors is fixed-size.
+  for (auto [name, v] : {std::pair{"k", &s.mtp.k}, {"v", &s.mtp.v}, {"idx_raw", &s.mtp.idx_raw},
+                         {"idx_pooled", &s.mtp.idx_pooled}, {"conv", &s.mtp.conv}, {"ssm", &s.mtp.ssm},
+                         {"ple_conv", &s.mtp.ple_conv}})
+    io.vec(std::string("mtp.") + name, *v);
+  io.vec("mtp.ple_ctx", s.mtp.ple_ctx);
+  io.scalar("mtp.pos", s.mtp_pos);
+  io.vec("mtp.last_wide", s.last_wide);
+  io.vec("mtp.pending_wide", s.pending_wide);
+  io.vec("mtp.pending_next", s.pending_next);
+}
+
+}  // namespace
+
+void State::save(std::vector<StateSection>& out) const {
+  StateWriter w(out);
+  visit(w, *this);
+}
+
+void State::load(const std::vector<StateSection>& in) {
+  StateReader r(in);
+  State fresh = *this;  // validate into a copy: a refused checkpoint leaves *this untouched
+  visit(r, fresh);
+  if (r.used() != in.size())
+    throw InputError("qwen_next checkpoint: " + std::to_string(in.size() - r.used()) +
+                     " unknown sections (other layer count?)");
+  if (fresh.pos < 0) throw InputError("qwen_next checkpoint: section 'pos' is negative");
+  // Attention rows are one per position: a size that is not a whole row per position is
+  // a truncated or foreign section.
+  for (size_t i = 0; i < fresh.layers.size(); ++i) {
+    const auto& l = fresh.layers[i];
+    for (auto [name, n] : {std::pair{"k", l.k.size()}, {"v", l.v.size()}, {"idx_raw", l.idx_raw.size()}})
+      if (n != 0 && (fresh.pos == 0 || n % size_t(fresh.pos) != 0 || l.k.size() != l.v.size()))
+        throw InputError("qwen_next checkpoint: section 'layer." + std::to_string(i) + "." + name + "' holds " +
+                         std::to_string(n) + " floats, not a whole row per position (pos " +
+                         std::to_string(fresh.pos) + ")");
+  }
+  *this = std::move(fresh);
+}
+
+}  // namespace ds4::qwen_next
