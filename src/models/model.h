@@ -37,6 +37,8 @@ class ModelState {
 
 enum class Logits { kNone, kLast, kAll };
 
+class DraftHead;
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -54,6 +56,8 @@ class Model {
   std::vector<float> decode(ModelState& state, int32_t token);
   // All positions' logits in one batched pass: tokens.size() * vocab.
   std::vector<float> verify(ModelState& state, std::span<const int32_t> tokens);
+  // The model's draft head (models/draft_head.h), or nullptr when it has none.
+  virtual DraftHead* draft_head() { return nullptr; }
 };
 
 struct LoadOptions {
