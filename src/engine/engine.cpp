@@ -29,6 +29,7 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
     throw InputError("context_size " + std::to_string(context_size_) + " exceeds the model's " +
                      std::to_string(model_->info().max_context));
   if (prefill_chunk_ <= 0) prefill_chunk_ = 2048;
+  spec_depth_ = model_->draft_head() ? o.spec_depth : 0;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -176,6 +177,7 @@ void Engine::start(Job& job) {
     job.usage.cached_tokens = int64_t(job.history.size());
   } else {
     job.state = model_->new_state();
+    if (spec_depth_ > 0) model_->draft_head()->enable_draft(*job.state);
     job.pending = job.prompt;
   }
   job.usage.prompt_tokens = int64_t(job.history.size() + job.pending.size());

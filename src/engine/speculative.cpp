@@ -35,6 +35,11 @@ SpecDecoder::SpecDecoder(Model& model, int depth) : model_(model), head_(head_of
 
 void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_t budget, std::span<const int32_t> eos,
                         SpecCycle& out) {
+  cycle(state, next, budget, [eos](int32_t t) { return is_eos(eos, t); }, out);
+}
+
+void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_t budget,
+                        const std::function<bool(int32_t)>& is_stop, SpecCycle& out) {
   const int64_t V = model_.info().vocab_size;
   auto t0 = Clock::now();
   head_.draft(*state, next, depth_, drafts_);
@@ -62,7 +67,7 @@ void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_
   for (int k = 0; k < i && !stop; ++k) {
     if (int64_t(out.accepted.size()) >= budget) { stop = true; break; }
     out.accepted.push_back(drafts_[size_t(k)]);
-    stop = is_eos(eos, drafts_[size_t(k)]);
+    stop = is_stop(drafts_[size_t(k)]);
   }
   if (!stop && int64_t(out.accepted.size()) >= budget) stop = true;
 

@@ -50,6 +50,8 @@ class SpecDecoder {
   // token it stops on).
   void cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_t budget, std::span<const int32_t> eos,
              SpecCycle& out);
+  void cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_t budget,
+             const std::function<bool(int32_t)>& is_stop, SpecCycle& out);
   const SpecStats& stats() const { return stats_; }
 
  private:

@@ -27,6 +27,7 @@ engine::EngineOptions engine_options(const engine::Settings& s) {
   o.context_size = s.context_size;
   o.prefill_chunk = s.prefill_chunk;
   o.cache_bytes = size_t(s.cache_mib) << 20;
+  o.spec_depth = s.speculative ? s.depth : 0;
   return o;
 }
 
