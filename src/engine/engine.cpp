@@ -32,6 +32,7 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
   if (prefill_chunk_ <= 0) prefill_chunk_ = 2048;
   if (!o.checkpoint_dir.empty())
     checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes);
+  spec_depth_ = model_->draft_head() ? o.spec_depth : 0;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -181,6 +182,7 @@ void Engine::start(Job& job) {
     job.usage.cached_tokens = int64_t(job.history.size());
   } else {
     job.state = model_->new_state();
+    if (spec_depth_ > 0) model_->draft_head()->enable_draft(*job.state);
     job.pending = job.prompt;
   }
   job.usage.prompt_tokens = int64_t(job.history.size() + job.pending.size());

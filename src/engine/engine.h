@@ -36,6 +36,8 @@ struct EngineOptions {
   // On-disk session checkpoints (session_checkpoints.h); empty dir = off.
   std::string checkpoint_dir;
   uint64_t checkpoint_budget_bytes = uint64_t(4) << 30;
+  // Speculative decoding with the model's draft head (greedy turns only); 0 = off.
+  int spec_depth = 0;
 };
 
 struct EngineMetrics {
@@ -81,7 +83,9 @@ class Engine {
   void start(Job& job);
   void prefill_step(Job& job);
   void decode_batch(std::vector<Job*>& jobs);
-  void emit_token(Job& job, int32_t token);
+  // fed: the token is already in the state (an accepted speculative draft).
+  void emit_token(Job& job, int32_t token, bool fed = false);
+  void spec_decode(Job& job);  // speculative.cpp
   void finish(Job& job, Finish why);
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
 
@@ -91,6 +95,7 @@ class Engine {
   SamplerKind sampler_kind_;
   int64_t context_size_, prefill_chunk_;
   int max_live_;
+  int spec_depth_ = 0;
   bool snapshot_prompt_;
   PrefixCache cache_;
   std::unique_ptr<SessionCheckpoints> checkpoints_;  // null = checkpoints off

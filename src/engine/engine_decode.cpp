@@ -102,7 +102,7 @@ std::vector<int32_t> turn_alias(const Codec& codec, const Engine::Job& job) {
 }
 }  // namespace
 
-void Engine::emit_token(Job& job, int32_t token) {
+void Engine::emit_token(Job& job, int32_t token, bool fed) {
   auto now = Clock::now();
   if (job.usage.completion_tokens == 0) {
     job.t_first = now;
@@ -113,7 +113,7 @@ void Engine::emit_token(Job& job, int32_t token) {
     std::lock_guard lk(metrics_mu_);
     m_.generated_tokens++;
   }
-  job.to_feed = token;
+  job.to_feed = fed ? -1 : token;
   // The stop token ends the turn; it is fed (so the cached state holds the whole turn, as
   // the next turn's template renders it) but never becomes text.
   if (codec_->is_stop_token(token)) return finish(job, Finish::kStop);
@@ -131,6 +131,10 @@ void Engine::decode_batch(std::vector<Job*>& jobs) {
     if (j->phase != Job::Phase::kDecode || j->to_feed < 0) continue;
     const int32_t t = j->to_feed;
     try {
+      if (spec_depth_ > 0 && j->req.sampler.temperature <= 0) {
+        spec_decode(*j);  // speculative.cpp
+        continue;
+      }
       model_->forward(*j->state, std::span<const int32_t>(&t, 1), Logits::kLast, j->logits);
       j->history.push_back(t);
       j->to_feed = -1;

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "engine/engine.h"
+#include "engine/speculative.h"
 #include "engine/stop_matcher.h"
 
 namespace ds4::engine {
@@ -26,6 +27,7 @@ struct Engine::Job {
   bool reasoning = false;        // last parsed text was reasoning
   int32_t to_feed = -1;          // sampled token still to feed into the state
   Usage usage;
+  std::unique_ptr<SpecDecoder> spec;  // greedy turns with speculation on
   std::chrono::steady_clock::time_point t_submit, t_prefill, t_first;
 };
 

@@ -45,6 +45,8 @@ class ModelState {
 
 enum class Logits { kNone, kLast, kAll };
 
+class DraftHead;
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -67,6 +69,8 @@ class Model {
   // ranking of a probe forward pass (so different weights give a different value; top-k
   // ids rather than raw floats so run-to-run float noise cannot change it). Computed once.
   const std::string& fingerprint();
+  // The model's draft head (models/draft_head.h), or nullptr when it has none.
+  virtual DraftHead* draft_head() { return nullptr; }
 
  private:
   std::string fingerprint_;

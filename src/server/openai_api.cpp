@@ -97,6 +97,15 @@ const char* openai_finish(const engine::GenEvent& done, bool tool_calls) {
   }
 }
 
+// Per-turn speculative decoding counters (engine/speculative.h); mode "target_only" = off.
+json speculative_json(const engine::Usage& u) {
+  const double rate = u.spec_drafted ? double(u.spec_accepted) / double(u.spec_drafted) : 0.0;
+  return {{"mode", u.spec_mode}, {"drafted", u.spec_drafted}, {"accepted", u.spec_accepted},
+          {"bonus", u.spec_bonus}, {"acceptance", rate}, {"repairs", u.spec_repairs},
+          {"full_replays", u.spec_full_replays}, {"draft_s", u.spec_draft_s},
+          {"verify_s", u.spec_verify_s}, {"commit_s", u.spec_commit_s}};
+}
+
 json usage_json(const engine::Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
@@ -104,7 +113,8 @@ json usage_json(const engine::Usage& u) {
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
           {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
           // Not in OpenAI's schema; clients ignore it, the web page shows it.
-          {"timings", {{"ttft_s", u.ttft_s}, {"prefill_s", u.prefill_s}, {"decode_s", u.decode_s}}}};
+          {"timings", {{"ttft_s", u.ttft_s}, {"prefill_s", u.prefill_s}, {"decode_s", u.decode_s}}},
+          {"speculative", speculative_json(u)}};
 }
 
 json tool_call_json(const tok::ToolCall& tc) {

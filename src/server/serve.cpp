@@ -29,6 +29,7 @@ engine::EngineOptions engine_options(const engine::Settings& s) {
   o.cache_bytes = size_t(s.cache_mib) << 20;
   o.checkpoint_dir = s.checkpoint_dir;
   o.checkpoint_budget_bytes = uint64_t(s.checkpoint_budget_bytes);
+  o.spec_depth = s.speculative ? s.depth : 0;
   return o;
 }
 

@@ -44,6 +44,9 @@ def cell_name(family, mode):
 
 def skip_reason(family, mode, model):
     """Why a cell cannot run, or None. Checked before any process starts."""
+    if family == "qwen" and mode == "MTP":
+        return ("qwen MTP: the engine speculates on greedy turns only (stochastic 'exact' mode missing); "
+                "this harness samples with the family defaults (T=1), so the cell would run target_only")
     if mode != "AR":
         return f"{mode} speculative decoding is not implemented in the engine yet (AR only on main)"
     p = pathlib.Path(model)
@@ -185,8 +188,7 @@ def receipt(base, kind, res, before, after, health, spec_reason):
         "prefill_tok_s": new / prefill if new and prefill else None,
         # decode_s runs from the first token to the finish: out - 1 tokens in it.
         "decode_tok_s": (out - 1) / decode if out and out > 1 and decode else None,
-        "speculative": {"acceptance": None, "draft_s": None, "verify_s": None, "commit_s": None,
-                        "reason": spec_reason},
+        "speculative": speculative_fields(u, spec_reason),
         "token_latency_ms": lat,
         "peak_mem_bytes": after["vm_hwm_bytes"], "rss_bytes": after["vm_rss_bytes"],
         "io_read_bytes": delta("read_bytes"), "io_write_bytes": delta("write_bytes"),
@@ -195,6 +197,16 @@ def receipt(base, kind, res, before, after, health, spec_reason):
         "answer_excerpt": res["content"][:800], "reasoning_chars": len(res["reasoning"]),
         "health": {k: v for k, v in health.items() if k != "settings"},
     }
+
+
+def speculative_fields(u, reason):
+    """The server's per-turn speculative counters (usage.speculative), or nulls with why."""
+    sp = u.get("speculative") or {}
+    if sp.get("mode") not in (None, "target_only"):
+        return {k: sp.get(k) for k in ("mode", "acceptance", "drafted", "accepted", "bonus", "repairs",
+                                       "full_replays", "draft_s", "verify_s", "commit_s")}
+    return {"mode": sp.get("mode"), "acceptance": None, "draft_s": None, "verify_s": None,
+            "commit_s": None, "reason": reason}
 
 
 def assistant_message(res):

@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "formats/tensor_source.h"
+#include "models/draft_head.h"
 #include "models/model.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/state.h"
@@ -15,7 +16,7 @@
 
 namespace ds4::qwen_next {
 
-class QwenNextModel : public Model {
+class QwenNextModel : public Model, public DraftHead {
  public:
   QwenNextModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt);
   const ModelInfo& info() const override { return info_; }
@@ -37,8 +38,16 @@ class QwenNextModel : public Model {
   void mtp_draft(ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
                  std::vector<int32_t>& drafts);
 
+  // DraftHead over the MTP head (nullptr when the checkpoint has no mtp.* tensors).
+  DraftHead* draft_head() override { return w_.mtp ? this : nullptr; }
+  void enable_draft(ModelState& state) const override { enable_mtp(state); }
+  void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override {
+    mtp_draft(state, next_token, depth, draft_logits_, drafts);
+  }
+
  private:
   void mtp_catch_up(State& st);
+  std::vector<float> draft_logits_;  // scratch for draft(): {depth, vocab}
 
   std::unique_ptr<TensorSource> src_;
   Config cfg_;

@@ -1,0 +1,51 @@
+// Engine hook for speculative decoding (greedy turns): one SpecDecoder cycle replaces the
+// single-token forward of decode_batch, then the accepted drafts are emitted like sampled
+// tokens. Kept apart from engine.cpp so the step loop stays one-token simple.
+#include "engine/engine.h"
+#include "engine/engine_job.h"
+#include "models/draft_head.h"
+
+namespace ds4::engine {
+
+void Engine::spec_decode(Job& job) {
+  const int32_t next = job.to_feed;
+  // Budget: the turn's remaining tokens, and room so that the context check of emit_token
+  // cannot fire inside the cycle (it then fires on the same token as AR, on a later step).
+  const int64_t budget = std::min(job.req.max_tokens - job.usage.completion_tokens,
+                                  context_size_ - int64_t(job.history.size()) - 3 - spec_depth_);
+  if (budget < 1) {  // too close to the end: plain one-token forward
+    model_->forward(*job.state, std::span<const int32_t>(&next, 1), Logits::kLast, job.logits);
+    job.history.push_back(next);
+    job.to_feed = -1;
+    return;
+  }
+  if (!job.spec) job.spec = std::make_unique<SpecDecoder>(*model_, spec_depth_);
+  SpecCycle c;
+  job.spec->cycle(job.state, next, budget, [this](int32_t t) { return codec_->is_stop_token(t); }, c);
+  // The state now holds next + the accepted drafts, minus the last one when the turn stops
+  // on it (EOS / max_tokens: that one is fed by finish(), as in AR). History follows the
+  // state first, so a stop string matched on a fed draft still publishes a consistent pair.
+  const size_t fed = c.bonus < 0 ? c.accepted.size() - 1 : c.accepted.size();
+  job.history.push_back(next);
+  job.history.insert(job.history.end(), c.accepted.begin(), c.accepted.begin() + int64_t(fed));
+  job.logits = std::move(c.logits);
+  job.to_feed = -1;
+  const SpecStats& s = job.spec->stats();
+  Usage& u = job.usage;
+  u.spec_mode = "greedy";
+  u.spec_drafted = s.drafted, u.spec_accepted = s.accepted, u.spec_bonus = s.bonus;
+  u.spec_repairs = s.repairs, u.spec_full_replays = s.full_replays;
+  u.spec_draft_s = s.draft_s, u.spec_verify_s = s.verify_s, u.spec_commit_s = s.commit_s;
+  for (size_t k = 0; k < c.accepted.size() && job.phase != Job::Phase::kDone; ++k)
+    emit_token(job, c.accepted[k], k < fed);
+  // A cycle cut by the context room (not by the turn's end) leaves its last draft emitted
+  // but unfed: feed it now so the next step samples from fresh logits.
+  if (job.phase != Job::Phase::kDone && job.to_feed >= 0) {
+    const int32_t t = job.to_feed;
+    model_->forward(*job.state, std::span<const int32_t>(&t, 1), Logits::kLast, job.logits);
+    job.history.push_back(t);
+    job.to_feed = -1;
+  }
+}
+
+}  // namespace ds4::engine
