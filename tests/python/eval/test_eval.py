@@ -137,7 +137,7 @@ def test_chat_reuses_previous_history(run):
 def test_skipped_cells_carry_reasons(run):
     _, recs = run
     skipped = {r["cell"]: r["reason"] for r in recs if r["turn"] == "skipped"}
-    assert "not implemented" in skipped["qwen-MTP"]
+    assert "greedy turns only" in skipped["qwen-MTP"]
     assert skipped["glm-AR"].startswith("model not found")
     assert "tokenizer.json" in skipped["deepseek-AR"]
     assert not any(r["cell"] in skipped for r in recs if r["turn"] not in ("skipped",))
