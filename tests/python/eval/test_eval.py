@@ -146,7 +146,7 @@ def test_skipped_cells_carry_reasons(run):
 def test_report_files(run):
     out, recs = run
     md = (out / "summary.md").read_text()
-    assert "| qwen-AR | chat3 | 1 |" in md and "qwen-MTP: MTP speculative" in md
+    assert "| qwen-AR | chat3 | 1 |" in md and "qwen-MTP: qwen MTP: the engine speculates on greedy turns only" in md
     svg = (out / "latency.svg").read_text()
     assert svg.startswith("<svg") and "qwen-AR chat2" in svg
     ET.fromstring(svg)  # well-formed XML
