@@ -86,4 +86,20 @@ class StateReader {
   size_t used_ = 0;
 };
 
+// The load shell every family shares: reads the sections through `visit` into a copy of
+// `current` (a refused checkpoint leaves the caller's state untouched), refuses unknown
+// sections and a negative 'pos'. The family runs its own row checks on the result, then
+// commits it.
+template <class S, class Visit>
+S read_state_sections(const char* family, const S& current, const std::vector<StateSection>& in, Visit visit) {
+  StateReader r(in);
+  S fresh = current;
+  visit(r, fresh);
+  if (r.used() != in.size())
+    throw InputError(std::string(family) + " checkpoint: " + std::to_string(in.size() - r.used()) +
+                     " unknown sections (other layer count?)");
+  if (fresh.pos < 0) throw InputError(std::string(family) + " checkpoint: section 'pos' is negative");
+  return fresh;
+}
+
 }  // namespace ds4

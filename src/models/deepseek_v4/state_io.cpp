@@ -41,13 +41,7 @@ void State::save(std::vector<StateSection>& out) const {
 }
 
 void State::load(const std::vector<StateSection>& in) {
-  StateReader r(in);
-  State fresh = *this;  // validate into a copy: a refused checkpoint leaves *this untouched
-  visit(r, fresh);
-  if (r.used() != in.size())
-    throw InputError("deepseek_v4 checkpoint: " + std::to_string(in.size() - r.used()) +
-                     " unknown sections (other layer count?)");
-  if (fresh.pos < 0) throw InputError("deepseek_v4 checkpoint: section 'pos' is negative");
+  State fresh = read_state_sections("deepseek_v4", *this, in, [](auto& io, auto& st) { visit(io, st); });
   for (size_t i = 0; i < fresh.layers.size(); ++i) {
     const auto& l = fresh.layers[i];
     const std::string p = "layer." + std::to_string(i) + ".";

@@ -30,13 +30,7 @@ void State::save(std::vector<StateSection>& out) const {
 }
 
 void State::load(const std::vector<StateSection>& in) {
-  StateReader r(in);
-  State fresh = *this;  // validate into a copy: a refused checkpoint leaves *this untouched
-  visit(r, fresh);
-  if (r.used() != in.size())
-    throw InputError("glm5 checkpoint: " + std::to_string(in.size() - r.used()) +
-                     " unknown sections (other layer count?)");
-  if (fresh.pos < 0) throw InputError("glm5 checkpoint: section 'pos' is negative");
+  State fresh = read_state_sections("glm5", *this, in, [](auto& io, auto& st) { visit(io, st); });
   // Per-position rows: latent and indexer keys must hold exactly `pos` rows.
   for (size_t i = 0; i < fresh.mla.size(); ++i) {
     const auto& m = fresh.mla[i];

@@ -47,13 +47,7 @@ void State::save(std::vector<StateSection>& out) const {
 }
 
 void State::load(const std::vector<StateSection>& in) {
-  StateReader r(in);
-  State fresh = *this;  // validate into a copy: a refused checkpoint leaves *this untouched
-  visit(r, fresh);
-  if (r.used() != in.size())
-    throw InputError("qwen_next checkpoint: " + std::to_string(in.size() - r.used()) +
-                     " unknown sections (other layer count?)");
-  if (fresh.pos < 0) throw InputError("qwen_next checkpoint: section 'pos' is negative");
+  State fresh = read_state_sections("qwen_next", *this, in, [](auto& io, auto& st) { visit(io, st); });
   // Attention rows are one per position: a size that is not a whole row per position is
   // a truncated or foreign section.
   for (size_t i = 0; i < fresh.layers.size(); ++i) {
