@@ -91,7 +91,7 @@ if command -v cuobjdump >/dev/null && [ -n "$obj" ]; then
   log "sass: $(grep -c Function "$out/gemv_sass.txt") kernels"
 fi
 
-if [ -n "$ncu" ] && [ "$(left)" -gt 50 ]; then
+if [ -z "${SKIP_GEMV_BENCH:-}" ] && [ -n "$ncu" ] && [ "$(left)" -gt 50 ]; then
   log "ncu over the GEMV kernels (bench --profile), $(left) s left"
   timeout $(( $(left) - 35 )) "$ncu" --clock-control none --kernel-name regex:gemv --section SpeedOfLight \
     --section Occupancy --section MemoryWorkloadAnalysis "$bin/bench_cuda_gemv" --profile >"$out/ncu.txt" 2>&1
@@ -105,8 +105,8 @@ if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 15 ]; then
   tail -5 "$out/sanitizer.txt"
 fi
 if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 40 ]; then
-  log "compute-sanitizer memcheck test_qwen_next_cuda, $(left) s left"
-  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_qwen_next_cuda" "$root" \
+  log "compute-sanitizer memcheck test_qwen_next_cuda --quick, $(left) s left"
+  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_qwen_next_cuda" "$root" --quick \
     >"$out/sanitizer_qwen.txt" 2>&1
   log "sanitizer (qwen) exit $? (124 = timed out)"
   tail -5 "$out/sanitizer_qwen.txt"
