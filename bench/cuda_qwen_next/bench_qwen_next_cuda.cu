@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "models/qwen_next/cuda/model_cuda.h"
@@ -56,19 +57,27 @@ int main(int argc, char** argv) {
   const int np = argc > 3 ? std::stoi(argv[3]) : 64;
   LoadOptions o;
   o.threads = argc > 4 ? std::stoi(argv[4]) : 0;
+  if (o.threads <= 0) o.threads = int(std::thread::hardware_concurrency());
+  LoadOptions o1 = o;
+  o1.threads = 1;  // the tiny model's matrices are too small to split: one thread is a fair peer too
   std::vector<int32_t> prompt;
   for (int i = 0; i < np; ++i) prompt.push_back(int32_t((i * 7919 + 13) % 8000));
   auto cpu = qwen_next::load(dir, o);
+  auto cpu1 = qwen_next::load(dir, o1);
   auto gpu = qwen_next::load_cuda(dir, o);
   auto gpu_direct = qwen_next::load_cuda(dir, o, qwen_next::CudaModelOptions{false});
   std::printf("model %s, prompt %d tokens, greedy decode %d tokens, batch 1; CUDA weights %.1f MiB\n", dir.c_str(),
               np, n, double(static_cast<qwen_next::QwenNextCudaModel&>(*gpu).weight_bytes()) / (1 << 20));
-  const Result rc = run(*cpu, prompt, n), rg = run(*gpu, prompt, n), rd = run(*gpu_direct, prompt, n);
+  const Result rc = run(*cpu, prompt, n), r1 = run(*cpu1, prompt, n), rg = run(*gpu, prompt, n),
+               rd = run(*gpu_direct, prompt, n);
+  const Result& best_cpu = r1.decode_tps > rc.decode_tps ? r1 : rc;
   std::printf("| backend | prefill tok/s (token by token on CUDA) | decode tok/s | ms/token |\n|---|---|---|---|\n");
   std::printf("| CPU (%d threads) | %.0f | %.1f | %.3f |\n", o.threads, rc.prefill_tps, rc.decode_tps, 1e3 / rc.decode_tps);
+  std::printf("| CPU (1 thread) | %.0f | %.1f | %.3f |\n", r1.prefill_tps, r1.decode_tps, 1e3 / r1.decode_tps);
   std::printf("| CUDA graph | %.0f | %.1f | %.3f |\n", rg.prefill_tps, rg.decode_tps, 1e3 / rg.decode_tps);
   std::printf("| CUDA direct launches | %.0f | %.1f | %.3f |\n", rd.prefill_tps, rd.decode_tps, 1e3 / rd.decode_tps);
-  std::printf("decode speedup CUDA graph / CPU: %.2fx; greedy tokens CPU == CUDA: %s\n", rg.decode_tps / rc.decode_tps,
-              rc.tokens == rg.tokens && rg.tokens == rd.tokens ? "yes" : "NO");
+  std::printf("decode speedup CUDA graph / best CPU: %.2fx; greedy tokens CPU == CUDA: %s\n",
+              rg.decode_tps / best_cpu.decode_tps,
+              rc.tokens == rg.tokens && rg.tokens == rd.tokens && r1.tokens == rc.tokens ? "yes" : "NO");
   return rc.tokens == rg.tokens ? 0 : 1;
 }

@@ -32,6 +32,13 @@ namespace {
 // Golden rule of tests/data/qwen_next/README.md for float32 implementations; the same bound
 // is used against the CPU model (measured CUDA-vs-CPU differences are printed).
 constexpr float kTol = 1e-4f;
+// p300 holds a MoE routing near-tie: at prompt row 276 (in some layer) the 2nd and 3rd
+// router probabilities are 0.14939804 and 0.14939800 (gap 4.5e-8, two float ulps), so the
+// pick depends on float summation order. The CPU follows the oracle; the GPU takes the other
+// expert. Forcing that one flip on the CPU model reproduces the GPU's deviation exactly
+// (max |logit diff| 5.74e-4 vs golden, measured 2026-12-01 with a patched moe.cpp). Every row
+// after 276 carries it, so p300 is held to kNearTieTol (and argmax equality on every row).
+constexpr float kNearTieTol = 1e-3f;
 int g_fail = 0;
 
 void check(bool ok, const std::string& what) {
@@ -75,10 +82,12 @@ void tiny_prompt(Model& cpu, Model& gpu, Model& gpu_nograph, const TensorSource&
     vs_nograph = std::max(vs_nograph, max_diff(lg.data(), ln.data(), size_t(V)));
     if (i + 1 < greedy.size()) tokens_ok = tokens_ok && argmax(lg.data(), V) == greedy[i + 1];
   }
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "tiny %s (%zu tokens): prefill + %zu decode rows, max |diff| vs golden %.3g, vs CPU %.3g (tol %.0e)",
-                p.c_str(), tokens.size(), greedy.size(), vs_gold, vs_cpu, double(kTol));
-  check(vs_gold <= kTol && vs_cpu <= kTol, buf);
+  char buf[320];
+  const float tol = p == "p300" ? kNearTieTol : kTol;
+  std::snprintf(buf, sizeof buf, "tiny %s (%zu tokens): prefill + %zu decode rows, max |diff| vs golden %.3g, vs CPU %.3g (tol %.0e%s)",
+                p.c_str(), tokens.size(), greedy.size(), vs_gold, vs_cpu, double(tol),
+                p == "p300" ? ": MoE near-tie at row 276, see kNearTieTol" : "");
+  check(vs_gold <= tol && vs_cpu <= tol, buf);
   check(tokens_ok, "tiny " + p + ": argmax of every row = golden greedy tokens");
   std::snprintf(buf, sizeof buf, "tiny %s: graph replay vs direct launches max |diff| %.3g (must be 0)", p.c_str(),
                 vs_nograph);
