@@ -77,6 +77,9 @@ log "test_qwen_next_cuda exit $qwen_rc"
 log "bench_qwen_next_cuda $root/models/default 256 64"
 "$bin/bench_qwen_next_cuda" "$root/models/default" 256 64 2>&1 | tee "$out/bench_qwen_next_cuda.txt"
 log "bench_qwen_next_cuda exit ${PIPESTATUS[0]}"
+log "bench_qwen_next_cuda $root/models/default 128 2048 (decode at 2k context)"
+"$bin/bench_qwen_next_cuda" "$root/models/default" 128 2048 2>&1 | tee -a "$out/bench_qwen_next_cuda.txt"
+log "bench_qwen_next_cuda (2k) exit ${PIPESTATUS[0]}"
 
 touch "$out/bench_cuda_gemv.txt"
 if [ -z "${SKIP_GEMV_BENCH:-}" ]; then
@@ -110,6 +113,22 @@ if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 40 ]; then
     >"$out/sanitizer_qwen.txt" 2>&1
   log "sanitizer (qwen) exit $? (124 = timed out)"
   tail -5 "$out/sanitizer_qwen.txt"
+fi
+if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
+  log "compute-sanitizer racecheck test_qwen_next_cuda --quick, $(left) s left"
+  timeout $(( $(left) - 30 )) compute-sanitizer --tool racecheck --print-limit 20 "$bin/test_qwen_next_cuda" "$root" --quick \
+    >"$out/racecheck_qwen.txt" 2>&1
+  log "racecheck (qwen) exit $? (124 = timed out)"
+  tail -3 "$out/racecheck_qwen.txt"
+fi
+# Per-kernel time of the Qwen decode step: ncu over the first 300 launches of the bench (the
+# graph model's warm-up: prefill of 2 tokens + decode steps of models/default), summed per
+# kernel name. --clock-control none: the clocks as they are (METHOD.md).
+if [ -n "$ncu" ] && [ "$(left)" -gt 60 ]; then
+  log "ncu per-kernel summary of the qwen decode step, $(left) s left"
+  timeout $(( $(left) - 20 )) "$ncu" --clock-control none --launch-count 300 --metrics gpu__time_duration.sum \
+    --print-summary per-kernel "$bin/bench_qwen_next_cuda" "$root/models/default" 2 2 1 >"$out/ncu_qwen.txt" 2>&1
+  log "ncu (qwen) exit $? (124 = timed out)"
 fi
 log "total $(( $(date +%s) - start )) s"
 # The reply shows only the output's tail: repeat the two results last.

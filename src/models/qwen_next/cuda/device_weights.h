@@ -13,16 +13,27 @@
 
 namespace ds4::qwen_next::cuda {
 
+// Projections of one input stacked into one matrix (rows concatenated in device memory),
+// so the decode step reads them with one gemv launch; outputs land back to back. When the
+// parts differ in type or width (a mixed-precision GGUF), they stay separate (`parts`).
+struct DProj {
+  WeightMatrix fused;               // rows > 0: the stacked matrix
+  std::vector<WeightMatrix> parts;  // otherwise one gemv each, outputs consecutive
+  int64_t rows = 0;                 // total output rows
+};
 struct DHyper {
   const float* norm = nullptr;  // {hc*d}
-  WeightMatrix down, up, inject;
+  DProj down_inject;            // [down {rank} | inject {hc}] (inject absent for mixers)
+  WeightMatrix up;
 };
 struct DGdn {
-  WeightMatrix qkv, z, b, a, out;
+  DProj in;  // [qkv {conv_dim} | z {v_dim*vh} | b {vh} | a {vh}]
+  WeightMatrix out;
   const float *conv = nullptr, *a_log = nullptr, *dt_bias = nullptr, *norm = nullptr;
 };
 struct DQsa {
-  WeightMatrix q, k, v, o, idx_qk;
+  DProj in;  // [q {heads*2*hd} | k {kv*hd} | v {kv*hd} | idx_qk {(idx_heads+1)*idx_dim}]
+  WeightMatrix o;
   const float *q_norm = nullptr, *k_norm = nullptr, *idx_q_norm = nullptr, *idx_k_norm = nullptr;
 };
 // Experts are packed at a fixed stride so one batched gemv picks them by id on the device.
@@ -31,11 +42,12 @@ struct DExperts {
   size_t stride = 0, scale_stride = 0;
 };
 struct DMoe {
-  WeightMatrix router, sh_gate, sh_up, sh_down, sh_gate_scalar;
+  DProj in;  // [sh_gate {S} | sh_up {S} | router {E} | sh_gate_scalar {1}]
+  WeightMatrix sh_down;
   DExperts gate_up, down;
 };
 struct DPle {
-  WeightMatrix key, value;
+  DProj in;  // [key {hc*d} | value {d}]
   const float *norm_key = nullptr, *norm_query = nullptr, *norm_conv = nullptr, *conv = nullptr;
   int64_t index = -1;  // among PLE layers: which slice of the step's gathered rows
 };
@@ -57,6 +69,7 @@ struct DeviceWeights {
 // Uploads everything the decode step reads (not the embedding or the PLE tables: those
 // are gathered on the host per token). Admission first: throws ds4::Error naming the bytes
 // when the weights do not fit in free device memory.
-DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_freq);
+// fuse = false keeps every projection separate (the unfused reference in the tests).
+DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_freq, bool fuse);
 
 }  // namespace ds4::qwen_next::cuda

@@ -88,20 +88,30 @@ struct QwenNextCudaModel::Impl {
   cudaStream_t stream = nullptr;
 
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
+  void proj(const DProj& p, const float* x, float* y);
   void hyper_read(const DHyper& h, const float* x, float* mixed, float* inject);
   void layer(CudaState& st, int64_t l);
   void enqueue_step(CudaState& st, bool logits);
   void run_step(CudaState& st, bool logits);
 };
 
+// y = [W_0; W_1; ...] x: one launch when stacked, else one per part into consecutive rows.
+void QwenNextCudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
+  if (p.fused.rows > 0) return dc::gemv(p.fused, x, y, stream);
+  for (const WeightMatrix& m : p.parts) {
+    dc::gemv(m, x, y, stream);
+    y += m.rows;
+  }
+}
+
+// mixed {d} (and inject {hc}, which follows the low-rank row in scratch) from h {hc*d}.
 void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float* mixed, float* inject) {
   const int64_t hc = c.hc, d = c.hidden;
   float* normed = S(sl.normed);
   hc_norm(x, h.norm, hc, d, c.rms_eps, normed, stream);
-  dc::gemv(h.down, normed, S(sl.low), stream);
+  proj(h.down_inject, normed, S(sl.low));  // [low {rank} | inject {hc}]
   hc_low_act(S(sl.low), c.hc_rank, hc, stream);
   dc::gemv(h.up, S(sl.low), S(sl.mix), stream);
-  if (inject) dc::gemv(h.inject, normed, inject, stream);
   hc_combine(S(sl.mix), normed, hc, d, mixed, inject, stream);
 }
 
@@ -112,12 +122,11 @@ void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
   auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
   const int64_t hc = c.hc, d = c.hidden, W = c.wide();
   float* h = S(sl.h);
-  float *mixed = S(sl.mixed), *out = S(sl.out), *inject = S(sl.inject);
+  float *mixed = S(sl.mixed), *out = S(sl.out), *inject = S(sl.inject);  // inject: written by hyper_read
   if (L.ple) {
     const DPle& p = *L.ple;
     const float* emb = S(sl.ple_emb) + p.index * sl.ple_stride;
-    dc::gemv(p.key, emb, S(sl.ple_key), stream);
-    dc::gemv(p.value, emb, S(sl.ple_val), stream);
+    proj(p.in, emb, S(sl.ple_key));  // [key | value]
     ple_gate(S(sl.ple_key), S(sl.ple_val), h, p.norm_key, p.norm_query, p.norm_conv, hc, d, c.rms_eps, S(sl.ple_gv),
              S(sl.ple_gvn), stream);
     dc::conv1d_step_f32(S(sl.ple_gvn), p.conv, SF(o.ple_conv), W, c.ple_conv_k, c.ngram, true, S(sl.ple_conv),
@@ -128,10 +137,7 @@ void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
   if (L.gdn) {
     const DGdn& g = *L.gdn;
     const GdnShape sh{c.k_heads, c.v_heads, c.k_dim, c.v_dim, c.rms_eps, c.gate_sigmoid};
-    dc::gemv(g.qkv, mixed, S(sl.raw), stream);
-    dc::gemv(g.z, mixed, S(sl.z), stream);
-    dc::gemv(g.b, mixed, S(sl.b), stream);
-    dc::gemv(g.a, mixed, S(sl.a), stream);
+    proj(g.in, mixed, S(sl.raw));  // [qkv | z | b | a]
     dc::conv1d_step_f32(S(sl.raw), g.conv, SF(o.conv), c.conv_dim(), c.conv_k, 1, true, S(sl.qkv), stream);
     gdn_prep(S(sl.qkv), S(sl.b), S(sl.a), g.a_log, g.dt_bias, sh, stream);
     gdn_recurrent(S(sl.qkv), S(sl.a), S(sl.b), SF(o.ssm), S(sl.o), sh, stream);
@@ -143,10 +149,7 @@ void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
                       c.idx_ratio, lay.max_ctx, c.rms_eps, dw.inv_freq};
     const QsaCache cache{SF(o.k), SF(o.v), SF(o.idx_raw), SF(o.idx_pooled)};
     const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
-    dc::gemv(a.q, mixed, S(sl.qg), stream);
-    dc::gemv(a.k, mixed, S(sl.k), stream);
-    dc::gemv(a.v, mixed, S(sl.v), stream);
-    dc::gemv(a.idx_qk, mixed, S(sl.iqk), stream);
+    proj(a.in, mixed, S(sl.qg));  // [q+gate | k | v | indexer q+k]
     qsa_prep(S(sl.qg), S(sl.k), S(sl.v), S(sl.iqk), QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm}, cache,
              sh, pos, S(sl.q), S(sl.gate), stream);
     uint8_t* keep = scratch.as<uint8_t>() + sl.keep;
@@ -159,13 +162,10 @@ void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
   const DMoe& m = L.moe;
   const int64_t K = c.top_k, I = c.moe_inter;
   int32_t* ids = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.ids);
-  dc::gemv(m.router, mixed, S(sl.router), stream);
+  proj(m.in, mixed, S(sl.sh_g));  // [shared gate | shared up | router | shared gate scalar]
   moe_route(S(sl.router), c.experts, K, c.norm_topk, ids, S(sl.wts), stream);
-  dc::gemv(m.sh_gate, mixed, S(sl.sh_g), stream);
-  dc::gemv(m.sh_up, mixed, S(sl.sh_u), stream);
   dc::swiglu_f32(S(sl.sh_g), S(sl.sh_u), S(sl.sh_g), c.shared_inter, stream);
   dc::gemv(m.sh_down, S(sl.sh_g), S(sl.sh_out), stream);
-  dc::gemv(m.sh_gate_scalar, mixed, S(sl.sg), stream);
   dc::gemv_batched(m.gate_up.first, mixed, S(sl.gu),
                    dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream);
   moe_swiglu(S(sl.gu), K, I, S(sl.act), stream);
@@ -231,11 +231,11 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   m.info.eos_token_ids = c.eos_ids;
   m.info.default_prefill_chunk = 2048;
   m.info.has_draft_head = false;  // the MTP head is CPU-only so far
-  for (const auto* mat : {&m.w.lm_head, &m.w.layers[0].moe.router})
+  for (const auto* mat : {&m.w.lm_head, &m.w.layers[0].moe.router, &m.w.layers[0].moe.gate_up[0]})
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) +
                        " has no CUDA gemv");
-  m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta));
+  m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections);
   m.lay = state_layout(c, m.info.max_context);
   m.sl = scratch_layout(c, m.info.max_context);
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "qwen_next step scratch");

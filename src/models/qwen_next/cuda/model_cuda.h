@@ -13,7 +13,8 @@
 namespace ds4::qwen_next {
 
 struct CudaModelOptions {
-  bool graphs = true;  // replay the decode step from a CUDA graph (false: launch each kernel)
+  bool graphs = true;            // replay the decode step from a CUDA graph (false: launch each kernel)
+  bool fuse_projections = true;  // stack projections of one input into one gemv (false: one each)
 };
 
 class QwenNextCudaModel : public Model {

@@ -85,18 +85,26 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.ple_emb = take(ple_layers * s.ple_stride);
   s.ple_emb_in = int64_t(s.ple_emb / 4);
   s.in_bytes = s.ple_emb + size_t(ple_layers * s.ple_stride) * 4;
-  s.normed = take(W), s.low = take(c.hc_rank), s.mix = take(W), s.mixed = take(d), s.inject = take(c.hc);
-  s.out = take(d);
-  s.raw = take(C), s.qkv = take(C), s.z = take(V), s.b = take(c.v_heads), s.a = take(c.v_heads), s.o = take(V);
-  s.qg = take(c.heads * 2 * hd), s.k = take(c.kv_heads * hd), s.v = take(c.kv_heads * hd);
-  s.iqk = take((c.idx_heads + 1) * c.idx_dim), s.q = take(c.heads * hd), s.gate = take(c.heads * hd);
+  // Outputs of one stacked projection (DProj) are consecutive floats; the first part of
+  // each run is the one a later gemv reads as x (aligned).
+  auto after = [](size_t off, int64_t floats) { return off + size_t(floats) * 4; };
+  s.normed = take(W), s.low = take(c.hc_rank + c.hc), s.inject = after(s.low, c.hc_rank);
+  s.mix = take(W), s.mixed = take(d), s.out = take(d);
+  s.raw = take(C + V + 2 * c.v_heads), s.z = after(s.raw, C), s.b = after(s.z, V), s.a = after(s.b, c.v_heads);
+  s.qkv = take(C), s.o = take(V);
+  const int64_t kvd = c.kv_heads * hd;
+  s.qg = take(c.heads * 2 * hd + 2 * kvd + (c.idx_heads + 1) * c.idx_dim);
+  s.k = after(s.qg, c.heads * 2 * hd), s.v = after(s.k, kvd), s.iqk = after(s.v, kvd);
+  s.q = take(c.heads * hd), s.gate = take(c.heads * hd);
   const int64_t blocks = max_ctx / std::max<int64_t>(c.idx_ratio, 1) + 1;
   s.keep = take(blocks / 4 + 1), s.block_scores = take(blocks), s.att_scores = take(c.heads * max_ctx);
   s.att = take(c.heads * hd);
-  s.router = take(c.experts), s.ids = take(c.top_k), s.wts = take(c.top_k);
-  s.sh_g = take(c.shared_inter), s.sh_u = take(c.shared_inter), s.sh_out = take(d), s.sg = take(1);
+  const int64_t S = c.shared_inter;
+  s.sh_g = take(2 * S + c.experts + 1), s.sh_u = after(s.sh_g, S), s.router = after(s.sh_u, S);
+  s.sg = after(s.router, c.experts);
+  s.ids = take(c.top_k), s.wts = take(c.top_k), s.sh_out = take(d);
   s.gu = take(c.top_k * 2 * c.moe_inter), s.act = take(c.top_k * c.moe_inter), s.ey = take(c.top_k * d);
-  s.ple_key = take(W), s.ple_val = take(d), s.ple_gv = take(W), s.ple_gvn = take(W), s.ple_conv = take(W);
+  s.ple_key = take(W + d), s.ple_val = after(s.ple_key, W), s.ple_gv = take(W), s.ple_gvn = take(W), s.ple_conv = take(W);
   s.logits = take(c.vocab);
   s.bytes = at;
   return s;
