@@ -94,6 +94,7 @@ EngineMetrics Engine::metrics() const {
   m.cache_bytes = cache_.bytes();
   m.cache_entries = cache_.entries();
   m.cache_evictions = cache_.evictions();
+  if (checkpoints_) m.checkpoints = checkpoints_->stats();
   return m;
 }
 
@@ -151,15 +152,19 @@ void Engine::step(Job& job) {
 }
 
 void Engine::start(Job& job) {
-  job.t_prefill = Clock::now();
-  job.usage.queue_s = seconds(job.t_submit, job.t_prefill);
   std::optional<PrefixCache::Hit> hit;
-  if (job.req.raw_prompt) {
+  if (job.restore) {
+    // A checkpoint read is in flight (session_checkpoints.h): its memory lookup already missed.
+  } else if (job.req.raw_prompt) {
+    job.t_prefill = Clock::now();
+    job.usage.queue_s = seconds(job.t_submit, job.t_prefill);
     hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
       if (t.size() > job.prompt.size() || !std::equal(t.begin(), t.end(), job.prompt.begin())) return std::nullopt;
       return std::vector<int32_t>(job.prompt.begin() + t.size(), job.prompt.end());
     });
   } else {
+    job.t_prefill = Clock::now();
+    job.usage.queue_s = seconds(job.t_submit, job.t_prefill);
     hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
       auto c = codec_->continuation(t, job.req.conv);
       if (c.keep == t.size()) return std::move(c.append);
@@ -172,8 +177,13 @@ void Engine::start(Job& job) {
       return byte_continuation(*codec_, t, full);
     }, /*use_alias=*/true);
   }
-  // Nothing in memory: the longest checkpoint on disk (exact token prefix of the prompt).
-  if (!hit && checkpoints_) hit = checkpoints_->restore(job.prompt);
+  // Nothing in memory: the longest checkpoint on disk (its tokens or its turn alias are a
+  // prefix of the prompt). The file is read on a reader thread; until it is in, this job
+  // stays new and the other sessions keep stepping (alone, it waits a little per round).
+  if (!hit && checkpoints_) {
+    const auto wait = live_.size() > 1 ? std::chrono::microseconds(0) : std::chrono::microseconds(2000);
+    if (checkpoints_->restore(job.prompt, job.restore, hit, wait) == SessionCheckpoints::Restore::kPending) return;
+  }
   if (hit && (!hit->append.empty() || !hit->logits.empty())) {
     job.state = std::move(hit->state);
     job.history = std::move(hit->tokens);

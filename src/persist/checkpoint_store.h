@@ -33,6 +33,7 @@ struct CheckpointEntry {
   uint64_t token_count = 0;
   uint64_t bytes = 0;
   uint64_t last_used = 0;  // store-wide use counter (bigger = more recent)
+  uint64_t alias_hash = 0, alias_count = 0;  // second key (Checkpoint::alias); count 0 = none
 };
 
 struct CheckpointStats {
@@ -50,8 +51,15 @@ class CheckpointStore {
   void save_async(Checkpoint ckpt);
   void flush();  // blocks until every queued save has finished (or failed)
 
-  // The longest stored prefix of `tokens` (may be all of it) for `fingerprint`, validated.
+  // The checkpoint for `fingerprint` whose tokens or alias are the longest prefix of `tokens`
+  // (may be all of it), validated. The file is read without holding the store's lock, so
+  // saves and stats never wait for a large read. Thread-safe.
   std::optional<Checkpoint> restore_longest(const std::string& fingerprint, std::span<const int32_t> tokens);
+
+  // Whether some stored key (tokens or alias) is a prefix of `tokens` by hash (no file read).
+  bool has_candidate(const std::string& fingerprint, std::span<const int32_t> tokens) const;
+  // A checkpoint the caller could not use after all (its state did not load): counted as rejected.
+  void reject(const std::string& reason);
 
   std::vector<CheckpointEntry> entries() const;
   uint64_t total_bytes() const;
@@ -60,6 +68,8 @@ class CheckpointStore {
   std::vector<std::string> take_problems();
 
  private:
+  // Prompt tokens the entry's keys cover given the prompt's hash chain (0 = none).
+  static uint64_t covered(const CheckpointEntry& e, const std::string& fingerprint, const std::vector<uint64_t>& chain);
   void writer_loop();
   void save_now(const Checkpoint& ckpt);
   void load_manifest_locked();
@@ -67,7 +77,7 @@ class CheckpointStore {
   void write_manifest_locked();
   void evict_locked();
   uint64_t total_bytes_locked() const;
-  void drop_locked(size_t index, const std::string& reason);
+  void drop_locked(const std::string& file, const std::string& reason);
 
   CheckpointStoreOptions options_;
   mutable std::mutex mu_;
