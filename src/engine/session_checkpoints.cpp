@@ -84,13 +84,16 @@ SessionCheckpoints::Restore SessionCheckpoints::restore(const std::vector<int32_
     // Only the manifest is consulted here; a prompt no stored key matches costs no thread.
     if (!store_.has_candidate(fingerprint_, prompt)) return Restore::kDone;
     pending = std::make_shared<Pending>();
-    pending->read = std::async(std::launch::async, [this, prompt]() -> std::optional<Checkpoint> {
+    pending->read = std::async(std::launch::async, [this, prompt] {
+      Read r;
+      const auto t0 = std::chrono::steady_clock::now();
       try {
-        return store_.restore_longest(fingerprint_, prompt);
+        r.ckpt = store_.restore_longest(fingerprint_, prompt);
       } catch (const std::exception& e) {
         log(Level::kWarn, std::string("restore failed: ") + e.what());
-        return std::nullopt;
       }
+      r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      return r;
     });
   }
   if (pending->read.wait_for(wait) != std::future_status::ready) return Restore::kPending;
@@ -108,8 +111,9 @@ std::optional<PrefixCache::Hit> SessionCheckpoints::restore(const std::vector<in
 }
 
 // Turns a verified checkpoint into a fresh state (engine thread: the model's buffers live there).
-std::optional<PrefixCache::Hit> SessionCheckpoints::install(std::optional<Checkpoint> ck,
-                                                            const std::vector<int32_t>& prompt) {
+std::optional<PrefixCache::Hit> SessionCheckpoints::install(Read read, const std::vector<int32_t>& prompt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<Checkpoint>& ck = read.ckpt;
   report_problems();
   if (!ck || ck->tokens.empty()) return std::nullopt;
   auto is_prefix = [&](const std::vector<int32_t>& t) {
@@ -147,8 +151,11 @@ std::optional<PrefixCache::Hit> SessionCheckpoints::install(std::optional<Checkp
     report_problems();
     return std::nullopt;
   }
+  char times[96];
+  std::snprintf(times, sizeof times, "read+verify %.2f ms (reader thread), install %.2f ms", read.ms,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   log(Level::kInfo, "restored " + std::to_string(ck->tokens.size()) + " tokens (prompt " +
-                        std::to_string(prompt.size()) + ")");
+                        std::to_string(prompt.size()) + "): " + times);
   hit.tokens = std::move(ck->tokens);
   hit.append.assign(prompt.begin() + long(covered), prompt.end());
   return hit;

@@ -29,8 +29,12 @@ class SessionCheckpoints {
             const std::vector<int32_t>& alias = {});
 
   // A restore in flight, owned by the job that asked for it.
+  struct Read {
+    std::optional<Checkpoint> ckpt;
+    double ms = 0;  // read + verify time on the reader thread
+  };
   struct Pending {
-    std::future<std::optional<Checkpoint>> read;
+    std::future<Read> read;
   };
   enum class Restore { kPending, kDone };
   // Non-blocking restore of the longest stored prefix of `prompt`. The first call starts the
@@ -49,7 +53,7 @@ class SessionCheckpoints {
   CheckpointStats stats() const { return store_.stats(); }
 
  private:
-  std::optional<PrefixCache::Hit> install(std::optional<Checkpoint> ck, const std::vector<int32_t>& prompt);
+  std::optional<PrefixCache::Hit> install(Read read, const std::vector<int32_t>& prompt);
   void report_problems();
 
   Model& model_;

@@ -51,6 +51,12 @@ void CheckpointStore::save_async(Checkpoint ckpt) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(ckpt));
+    while (queue_.size() > std::max<size_t>(1, options_.max_queued)) {
+      ++stats_.save_failures;
+      problems_.push_back("save dropped: the writer is " + std::to_string(queue_.size()) + " saves behind (" +
+                          std::to_string(queue_.front().tokens.size()) + " tokens)");
+      queue_.pop_front();
+    }
   }
   queue_cv_.notify_one();
 }

@@ -24,6 +24,10 @@ namespace ds4 {
 struct CheckpointStoreOptions {
   std::string dir;
   uint64_t budget_bytes = uint64_t(4) << 30;
+  // Saves waiting for the writer. Each holds a full state copy, so a disk slower than the
+  // chats must not grow memory without bound: past this, the oldest waiting save is dropped
+  // (counted as a save failure; a later turn of the same chat supersedes it anyway).
+  size_t max_queued = 8;
 };
 
 struct CheckpointEntry {
