@@ -38,7 +38,7 @@ void drop_page_cache(const std::string& path) {
 }
 
 struct Times {
-  std::vector<double> prefill, serialize, write, read_warm, read_cold, install;
+  std::vector<double> prefill, serialize, write, read_warm, read_cold, install, decode;
 };
 
 void run_once(ds4::Model& model, const std::vector<int32_t>& tokens, const std::string& path, Times& t,
@@ -79,7 +79,9 @@ void run_once(ds4::Model& model, const std::vector<int32_t>& tokens, const std::
   const int32_t next = int32_t((tokens.size() * 37 + 11) % size_t(V));
   std::vector<float> a, b;
   model.forward(*st, std::span<const int32_t>(&next, 1), ds4::Logits::kLast, a);
+  auto t8 = Clock::now();
   model.forward(*restored, std::span<const int32_t>(&next, 1), ds4::Logits::kLast, b);
+  t.decode.push_back(ms(t8, Clock::now()));  // one decode step at this context: the engine's unit of latency
   same_logits = same_logits && a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 }  // namespace
@@ -102,9 +104,9 @@ int main(int argc, char** argv) {
   const std::string path = (std::filesystem::current_path() / "ds4-bench-persist.ckpt").string();
   std::printf("model %s (family %s), %d repeats, medians in ms; file on %s\n", argv[1],
               model->info().family.c_str(), repeats, std::filesystem::current_path().c_str());
-  std::printf("%7s %10s %10s | %9s %9s | %9s | %9s %9s | %9s | %8s %8s %s\n", "prefix", "state_B", "file_B",
-              "serialize", "install", "write", "read_warm", "read_cold", "recompute", "eng/rec", "all/rec",
-              "logits");
+  std::printf("%7s %10s %10s | %9s %9s | %9s | %9s %9s | %9s %7s | %8s %8s %s\n", "prefix", "state_B", "file_B",
+              "serialize", "install", "write", "read_warm", "read_cold", "recompute", "decode1", "eng/rec",
+              "all/rec", "logits");
   for (int n : prefixes) {
     std::vector<int32_t> tokens;
     for (int i = 0; i < n; ++i) tokens.push_back(int32_t((i * 37 + 11) % V));
@@ -116,9 +118,10 @@ int main(int argc, char** argv) {
     std::filesystem::remove(path);
     const double eng = median(t.serialize) + median(t.install);  // engine thread, save + restore
     const double all = median(t.install) + median(t.read_cold);  // a cold restore, end to end
-    std::printf("%7d %10zu %10llu | %9.3f %9.3f | %9.2f | %9.2f %9.2f | %9.2f | %8.4f %8.4f %s\n", n, state_bytes,
-                static_cast<unsigned long long>(file_bytes), median(t.serialize), median(t.install), median(t.write),
-                median(t.read_warm), median(t.read_cold), median(t.prefill), eng / median(t.prefill),
+    std::printf("%7d %10zu %10llu | %9.3f %9.3f | %9.2f | %9.2f %9.2f | %9.2f %7.2f | %8.4f %8.4f %s\n", n,
+                state_bytes, static_cast<unsigned long long>(file_bytes), median(t.serialize), median(t.install),
+                median(t.write), median(t.read_warm), median(t.read_cold), median(t.prefill), median(t.decode),
+                eng / median(t.prefill),
                 all / median(t.prefill), same ? "identical" : "DIFFER");
   }
   return 0;
