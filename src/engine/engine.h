@@ -20,7 +20,7 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "models/model.h"
-#include "persist/checkpoint_store.h"
+#include "persist/checkpoint_stats.h"
 
 namespace ds4::engine {
 

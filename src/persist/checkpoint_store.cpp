@@ -93,7 +93,7 @@ void CheckpointStore::save_now(const Checkpoint& c) {
     problems_.push_back(std::string("save failed: ") + e.what());
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   ++stats_.saves;
   stats_.bytes_written += bytes;
   entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.file == name; }),
@@ -101,7 +101,7 @@ void CheckpointStore::save_now(const Checkpoint& c) {
   entries_.push_back({name, c.fingerprint, prefix_hash(c.tokens), c.tokens.size(), bytes, ++use_counter_,
                       c.alias.empty() ? 0 : prefix_hash(c.alias), c.alias.size()});
   evict_locked();
-  write_manifest_locked();
+  publish_manifest(lock);
 }
 
 uint64_t CheckpointStore::covered(const CheckpointEntry& e, const std::string& fingerprint,
@@ -162,13 +162,13 @@ std::optional<Checkpoint> CheckpointStore::restore_longest(const std::string& fi
       if (it == entries_.end()) continue;
       ++stats_.rejected;
       drop_locked(best->file, error);
-      write_manifest_locked();
+      publish_manifest(lock);
       continue;
     }
     ++stats_.restores;
     stats_.bytes_read += best->bytes;
     if (it != entries_.end()) it->last_used = ++use_counter_;
-    write_manifest_locked();
+    publish_manifest(lock);
     return c;
   }
 }
@@ -232,6 +232,41 @@ void CheckpointStore::rebuild_manifest_locked() {
 }
 
 void CheckpointStore::write_manifest_locked() {
+  std::string error;
+  write_manifest_text(manifest_text_locked(), error);
+  if (!error.empty()) problems_.push_back(error);
+}
+
+// The manifest's fsync must not hold the store's lock (the engine thread takes it to queue a
+// save or look up a prompt): snapshot the text under it, write without it. Writes are
+// ordered by generation, so an older snapshot never overwrites a newer one.
+void CheckpointStore::publish_manifest(std::unique_lock<std::mutex>& lock) {
+  std::string text = manifest_text_locked();
+  const uint64_t gen = ++manifest_gen_;
+  lock.unlock();
+  std::string error;
+  {
+    std::lock_guard<std::mutex> mlock(manifest_mu_);
+    if (gen > manifest_written_) {
+      write_manifest_text(text, error);
+      manifest_written_ = gen;
+    }
+  }
+  lock.lock();
+  if (!error.empty()) problems_.push_back(error);
+}
+
+void CheckpointStore::write_manifest_text(const std::string& text, std::string& error) const {
+  try {
+    write_file_atomic((fs::path(options_.dir) / kManifest).string(),
+                      [&](FileWriter& w) { w.write(text.data(), text.size()); });
+  } catch (const std::exception& e) {
+    // The manifest is only a cache of the headers; the next open rebuilds it.
+    error = std::string("manifest not written: ") + e.what();
+  }
+}
+
+std::string CheckpointStore::manifest_text_locked() const {
   nlohmann::json j;
   j["version"] = kManifestVersion;
   j["entries"] = nlohmann::json::array();
@@ -239,14 +274,7 @@ void CheckpointStore::write_manifest_locked() {
     j["entries"].push_back({{"file", e.file}, {"fingerprint", e.fingerprint}, {"prefix_hash", e.prefix_hash},
                             {"token_count", e.token_count}, {"bytes", e.bytes}, {"last_used", e.last_used},
                             {"alias_hash", e.alias_hash}, {"alias_count", e.alias_count}});
-  std::string text = j.dump(1);
-  try {
-    write_file_atomic((fs::path(options_.dir) / kManifest).string(),
-                      [&](FileWriter& w) { w.write(text.data(), text.size()); });
-  } catch (const std::exception& e) {
-    // The manifest is only a cache of the headers; the next open rebuilds it.
-    problems_.push_back(std::string("manifest not written: ") + e.what());
-  }
+  return j.dump(1);
 }
 
 std::vector<CheckpointEntry> CheckpointStore::entries() const {

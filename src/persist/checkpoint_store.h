@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "persist/checkpoint_file.h"
+#include "persist/checkpoint_stats.h"
 
 namespace ds4 {
 
@@ -38,11 +39,6 @@ struct CheckpointEntry {
   uint64_t bytes = 0;
   uint64_t last_used = 0;  // store-wide use counter (bigger = more recent)
   uint64_t alias_hash = 0, alias_count = 0;  // second key (Checkpoint::alias); count 0 = none
-};
-
-struct CheckpointStats {
-  uint64_t saves = 0, save_failures = 0, restores = 0, rejected = 0, evictions = 0;
-  uint64_t bytes_written = 0, bytes_read = 0;
 };
 
 class CheckpointStore {
@@ -78,7 +74,10 @@ class CheckpointStore {
   void save_now(const Checkpoint& ckpt);
   void load_manifest_locked();
   void rebuild_manifest_locked();
-  void write_manifest_locked();
+  void write_manifest_locked();  // constructor only: nothing else runs yet
+  void publish_manifest(std::unique_lock<std::mutex>& lock);
+  std::string manifest_text_locked() const;
+  void write_manifest_text(const std::string& text, std::string& error) const;
   void evict_locked();
   uint64_t total_bytes_locked() const;
   void drop_locked(const std::string& file, const std::string& reason);
@@ -92,6 +91,8 @@ class CheckpointStore {
   std::vector<std::string> problems_;
   CheckpointStats stats_;
   uint64_t use_counter_ = 0;
+  std::mutex manifest_mu_;  // orders manifest writes (taken without mu_)
+  uint64_t manifest_gen_ = 0, manifest_written_ = 0;
   std::thread writer_;
 };
 
