@@ -1,5 +1,5 @@
 """Chat sessions on disk through the real binary (issue #12): `ds4server serve` on the shipped
-default model (models/default) with checkpoint.dir; a two-turn greedy chat, the server is
+default model (models/default/model.gguf, Q8_0) with checkpoint.dir; a two-turn greedy chat, the server is
 stopped (SIGTERM, or kill -9 once the turn-2 save is committed) and started again on the same
 directory; turn 3 must report the whole previous history as cached (restored from disk, only
 the new tokens computed) and answer exactly like a server that never restarted. A damaged
@@ -19,7 +19,7 @@ import pytest
 
 ROOT = pathlib.Path(os.environ.get("DS4_ROOT", pathlib.Path(__file__).resolve().parents[3]))
 BIN = pathlib.Path(os.environ.get("DS4_BIN", ROOT / "build" / "debug" / "bin"))
-MODEL = ROOT / "models" / "default"
+MODEL = ROOT / "models" / "default" / "model.gguf"  # the shipped Q8_0 default of serve
 TURNS = ["hello", "tell me a story", "and another one"]
 MAX_TOKENS = 16
 
@@ -29,7 +29,7 @@ class Server:
         exe = BIN / "ds4server"
         if not exe.exists():
             pytest.skip(f"{exe} not built")
-        if not (MODEL / "model.safetensors").exists():
+        if not MODEL.exists():
             pytest.skip("models/default missing")
         cmd = [str(exe), "serve", "--model", str(MODEL), "--port", "0", "--host", "127.0.0.1",
                "--thinking", "off", "--sampler.temperature", "0", "--threads", "2",
