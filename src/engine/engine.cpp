@@ -30,9 +30,10 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
     throw InputError("context_size " + std::to_string(context_size_) + " exceeds the model's " +
                      std::to_string(model_->info().max_context));
   if (prefill_chunk_ <= 0) prefill_chunk_ = 2048;
-  if (!o.checkpoint_dir.empty())
-    checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes);
   spec_depth_ = model_->draft_head() ? o.spec_depth : 0;
+  if (!o.checkpoint_dir.empty())
+    checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes,
+                                                        /*draft_state=*/spec_depth_ > 0);
   thread_ = std::thread([this] { run(); });
 }
 

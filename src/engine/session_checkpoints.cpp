@@ -33,9 +33,10 @@ void log(Level level, const std::string& line) {
 }
 }  // namespace
 
-SessionCheckpoints::SessionCheckpoints(Model& model, const std::string& dir, uint64_t budget_bytes)
+SessionCheckpoints::SessionCheckpoints(Model& model, const std::string& dir, uint64_t budget_bytes,
+                                       bool draft_state)
     : model_(model),
-      fingerprint_(model.fingerprint()),
+      fingerprint_(model.fingerprint() + (draft_state ? "+draft" : "")),
       store_(CheckpointStoreOptions{.dir = dir, .budget_bytes = budget_bytes}) {
   report_problems();  // files refused while the manifest was rebuilt
 }

@@ -20,8 +20,10 @@ namespace ds4::engine {
 
 class SessionCheckpoints {
  public:
-  // Computes the model fingerprint (one short probe forward) once.
-  SessionCheckpoints(Model& model, const std::string& dir, uint64_t budget_bytes);
+  // Computes the model fingerprint (one short probe forward) once. `draft_state`: the
+  // engine's states carry the draft head's state (speculation on); it is part of the key,
+  // since a state without it cannot speculate and one with it costs the head's work.
+  SessionCheckpoints(Model& model, const std::string& dir, uint64_t budget_bytes, bool draft_state = false);
   // Queues the state holding `tokens` (with its last-position logits). `alias`: the turn's
   // canonical re-render when it differs from `tokens` (engine turn_alias), a second key.
   // Never throws: a state that cannot be serialized is just not checkpointed.

@@ -25,7 +25,7 @@ MAX_TOKENS = 16
 
 
 class Server:
-    def __init__(self, ckpt_dir=None):
+    def __init__(self, ckpt_dir=None, *extra):
         exe = BIN / "ds4server"
         if not exe.exists():
             pytest.skip(f"{exe} not built")
@@ -36,6 +36,7 @@ class Server:
                "--server.web_root", str(ROOT / "web")]
         if ckpt_dir is not None:
             cmd += ["--checkpoint.dir", str(ckpt_dir)]
+        cmd += list(extra)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.lines, port = [], None
         deadline = time.time() + 120
@@ -199,5 +200,22 @@ def test_all_checkpoints_damaged_recomputes_everything(tmp_path, reference):
         assert s2.metric("ds4_checkpoint_rejected_total") == 2
         assert s2.metric("ds4_checkpoint_restores_total") == 0
         assert s2.metric("ds4_computed_prompt_tokens_total") == usage.prompt_tokens
+    finally:
+        assert s2.stop() == 0
+
+
+def test_states_without_the_draft_head_are_not_resumed_with_speculation_on(tmp_path, reference):
+    """A server with speculation off saves states without the MTP head's state; one with it on
+    (the default) cannot speculate from them, so it recomputes instead of failing the turn."""
+    s = Server(tmp_path, "--speculative.enabled", "false")
+    two_turns(s, reference)
+    assert s.stop() == 0
+    assert len(list(tmp_path.glob("*.ckpt"))) == 2
+    s2, got, usage = turn3(tmp_path, reference)
+    try:
+        assert got == reference[1][2]
+        assert usage.prompt_tokens_details.cached_tokens == 0
+        assert s2.metric("ds4_checkpoint_restores_total") == 0
+        assert s2.metric("ds4_checkpoint_rejected_total") == 0
     finally:
         assert s2.stop() == 0
