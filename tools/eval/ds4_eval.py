@@ -35,7 +35,7 @@ from progress import Progress  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CELLS = [("deepseek", "AR"), ("deepseek", "DSpark"), ("glm", "AR"), ("glm", "MTP"), ("qwen", "AR"), ("qwen", "MTP")]
-DEFAULT_MODELS = {"deepseek": "tests/data/deepseek_v4/model", "glm": "tests/data/glm5/model", "qwen": "models/default"}
+DEFAULT_MODELS = {"deepseek": "tests/data/deepseek_v4/model", "glm": "tests/data/glm5/model", "qwen": "models/default/model.gguf"}
 PROMPT_STORY = "Write a short story (about 150 words) about a lighthouse keeper who finds a message in a bottle."
 PROMPT_PRIME = ("Write a Python function is_prime(n) and five assert statements that test it. "
                 "Put all the code in one ```python code block.")

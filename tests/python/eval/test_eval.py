@@ -1,4 +1,4 @@
-"""ds4-eval against the real server binary (DS4_BIN, the ctest build) on models/default:
+"""ds4-eval against the real server binary (DS4_BIN, the ctest build) on models/default/model.gguf:
 receipt fields, phase accounting, prefix-cache reuse across the chat, the greedy MTP cell
 (D3 speculation: acceptance and time split recorded, answers equal to the AR cell's), skip
 reasons, quiet output when piped, the tiny DeepSeek/GLM models chatting through their
@@ -134,7 +134,7 @@ def test_chat_reuses_previous_history(run):
     repeat the generated tokens; the snapshot of that turn must still be reused whole."""
     _, recs = run
     t = turns(recs)
-    # The premise (greedy on models/default, 256-token budget): chat1 is cut by the budget,
+    # The premise (greedy on models/default/model.gguf, 256-token budget): chat1 is cut by the budget,
     # chat2 ends with the stop token after a reasoning block.
     assert t["chat2"]["finish_reason"] == "stop" and t["chat2"]["thinking_tokens"] > 0, t["chat2"]
     assert t["chat1"]["cached_tokens"] == 0 or t["chat1"]["cached_tokens"] < t["chat1"]["prompt_tokens"]
