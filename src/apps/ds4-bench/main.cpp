@@ -5,6 +5,7 @@
 //
 //   ds4-bench -m models/default --ctx-start 512 --ctx-max 32768 --gen-tokens 64 --csv out.csv
 //   ds4-bench -m M ... --compare 'python3 peer.py --ctx-start {ctx_start} ... --csv {csv}'
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -32,15 +33,16 @@ const char* kUsage =
     "usage: ds4-bench -m MODEL [--prompt-file FILE] [--tokenizer tokenizer.json]\n"
     "                 [--ctx-start N=512] [--ctx-max N=32768] [--step-incr N (0: double)]\n"
     "                 [--gen-tokens N=64] [--csv FILE] [--threads N] [--chunk N]\n"
-    "                 [--progress auto|on|off] [--no-warmup]\n"
+    "                 [--progress auto|on|off] [--no-warmup] [--repeats N=1]\n"
     "                 [--compare CMD [--compare-csv FILE]]\n"
-    "Without --prompt-file the prompt is fixed pseudo-random token ids. CMD placeholders:\n"
+    "Without --prompt-file the prompt is fixed pseudo-random token ids. --repeats runs the\n"
+    "sweep N times (fresh state each) and writes the per-row median rates. CMD placeholders:\n"
     "{model} {prompt_file} {ctx_start} {ctx_max} {step_incr} {gen_tokens} {csv}.\n";
 
 struct Args {
   std::string model, prompt_file, tokenizer, csv, compare, compare_csv, progress = "auto";
   int64_t ctx_start = 512, ctx_max = 32768, step = 0, gen = 64, chunk = 0;
-  int threads = 0;
+  int threads = 0, repeats = 1;
   bool warmup = true;
 };
 
@@ -76,6 +78,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--chunk") a.chunk = num();
     else if (k == "--progress") a.progress = val();
     else if (k == "--no-warmup") a.warmup = false;
+    else if (k == "--repeats") a.repeats = int(num());
     else if (k == "--compare") a.compare = val();
     else if (k == "--compare-csv") a.compare_csv = val();
     else if (k == "-h" || k == "--help") throw InputError(kUsage);
@@ -83,6 +86,7 @@ Args parse(int argc, char** argv) {
   }
   if (a.model.empty()) throw InputError(std::string("-m MODEL is required\n") + kUsage);
   if (a.gen < 0) throw InputError("--gen-tokens must be >= 0");
+  if (a.repeats < 1) throw InputError("--repeats must be >= 1");
   if (a.progress != "auto" && a.progress != "on" && a.progress != "off")
     throw InputError("--progress: '" + a.progress + "' is not auto, on or off");
   return a;
@@ -134,9 +138,41 @@ void print_row(const Row& r, void* out) {
   std::fprintf(stderr, "ds4-bench: ctx %6lld  prefill %6lld tok %9.1f tok/s  gen %4lld tok %8.1f tok/s  state %lld B\n",
                (long long)r.ctx_tokens, (long long)r.prefill_tokens, r.prefill_tps, (long long)r.gen_tokens,
                r.gen_tps, (long long)r.kvcache_bytes);
-  auto* f = static_cast<FILE*>(out);
-  std::fprintf(f, "%s\n", csv_line(r).c_str());
-  std::fflush(f);
+  if (auto* f = static_cast<FILE*>(out)) {
+    std::fprintf(f, "%s\n", csv_line(r).c_str());
+    std::fflush(f);
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Runs the sweep `repeats` times; one repeat streams its rows to `out` as they come, more
+// repeats write the per-row medians at the end (a shared machine's stalls hit single rows).
+std::vector<Row> sweeps(Model& model, const std::vector<int32_t>& tokens, const SweepOptions& opt, int repeats,
+                        FILE* out) {
+  if (repeats == 1) return run_sweep(model, tokens, opt, print_row, out);
+  std::vector<std::vector<Row>> all;
+  for (int r = 0; r < repeats; ++r) {
+    std::fprintf(stderr, "ds4-bench: repeat %d/%d\n", r + 1, repeats);
+    all.push_back(run_sweep(model, tokens, opt, print_row, nullptr));
+  }
+  std::vector<Row> med = all[0];
+  for (size_t i = 0; i < med.size(); ++i) {
+    std::vector<double> p, g;
+    for (const auto& rows : all) {
+      p.push_back(rows[i].prefill_tps);
+      g.push_back(rows[i].gen_tps);
+    }
+    med[i].prefill_tps = median(p);
+    med[i].gen_tps = median(g);
+    std::fprintf(out, "%s\n", csv_line(med[i]).c_str());
+  }
+  std::fprintf(stderr, "ds4-bench: CSV rows are medians over %d repeats\n", repeats);
+  return med;
 }
 
 int run(int argc, char** argv) {
@@ -177,7 +213,7 @@ int run(int argc, char** argv) {
   FILE* out = a.csv.empty() ? stdout : std::fopen(a.csv.c_str(), "w");
   if (!out) throw InputError("--csv: cannot write " + a.csv);
   std::fprintf(out, "%s\n", csv_header().c_str());
-  const auto rows = run_sweep(*model, tokens, opt, print_row, out);
+  const auto rows = sweeps(*model, tokens, opt, a.repeats, out);
   if (out != stdout) std::fclose(out);
   if (a.compare.empty()) return 0;
   const std::map<std::string, std::string> vars = {

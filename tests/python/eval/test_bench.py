@@ -65,6 +65,21 @@ def test_linear_sweep_prompt_file_and_csv_file(tmp_path):
     assert "README.md (" in res.stderr and "warmup" not in res.stderr
 
 
+def test_repeats_write_one_median_row_per_frontier():
+    res = bench("-m", MODELS["glm"], "--ctx-start", 64, "--ctx-max", 256, "--gen-tokens", 2, "--repeats", 3)
+    assert res.returncode == 0, res.stderr
+    check_sane(rows_of(res.stdout), [64, 128, 256], 2)
+    assert res.stderr.count("ds4-bench: ctx ") == 9 and "CSV rows are medians over 3 repeats" in res.stderr
+    # Each CSV rate is the middle one of the three printed for its frontier.
+    per = {}
+    for line in res.stderr.splitlines():
+        if line.startswith("ds4-bench: ctx "):
+            w = line.split()
+            per.setdefault(int(w[2]), []).append(float(w[6]))
+    for r in rows_of(res.stdout):
+        assert abs(r["prefill_tps"] - sorted(per[int(r["ctx_tokens"])])[1]) <= 0.06
+
+
 def test_ctx_max_is_capped_by_the_model_context():
     # models/default holds 4096 positions: ctx 4096 + 8 generated does not fit.
     res = bench("-m", MODELS["qwen"], "--ctx-start", 4000, "--ctx-max", 4096, "--gen-tokens", 8, "--no-warmup")
@@ -109,6 +124,7 @@ def test_compare_with_itself_through_stdout():
     (["--ctx-start", "512", "--ctx-max", "256"], "--ctx-max (256) is below --ctx-start (512)"),
     (["--ctx-start", "x"], "--ctx-start: 'x' is not an integer"),
     (["--progress", "maybe"], "--progress: 'maybe' is not auto, on or off"),
+    (["--repeats", "0"], "--repeats must be >= 1"),
     (["--prompt-file", "/nonexistent/p.txt"], "--prompt-file: cannot read /nonexistent/p.txt"),
     (["--ctx-max", "128", "--compare", "echo nothing,here"], "--compare peer CSV: CSV header has no column 'ctx_tokens'"),
     (["--ctx-max", "128", "--compare", "exit 3"], "peer command failed"),
