@@ -17,3 +17,6 @@ export PYTHONHASHSEED=0 OMP_NUM_THREADS=1
 # glm5 (GLM 5.x Flash, HF glm5_next)
 "$PY" tools/reference/glm5/make_tiny.py tests/data/glm5/model
 "$PY" tools/reference/glm5/make_golden.py tests/data/glm5/model tests/data/glm5/golden.safetensors
+
+# speculative acceptance vectors (MTPLX cycle; NumPy only)
+"$PY" tools/reference/speculative/gen_accept_vectors.py tests/data/speculative 2>/dev/null
