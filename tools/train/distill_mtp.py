@@ -83,12 +83,15 @@ def render(user, thinking):
 
 
 @torch.no_grad()
-def greedy_batch(model, prompts, new_tokens, device, stop):
+def greedy_batch(model, prompts, new_tokens, device, stop, deadline):
     """Greedy answers of a batch by full recomputation over right-padded rows: every layer is
-    causal, so pads to the right of a row never change its logits (exact, no cache needed)."""
+    causal, so pads to the right of a row never change its logits (exact, no cache needed).
+    Stops early at `deadline` (time.time()), keeping the answers as far as they got."""
     rows = [list(p) for p in prompts]
     done = [False] * len(rows)
     for _ in range(new_tokens):
+        if time.time() > deadline:
+            break
         width = max(len(r) for r in rows)
         x = torch.full((len(rows), width), q.EOT_ID, dtype=torch.long, device=device)
         for i, r in enumerate(rows):
@@ -154,11 +157,12 @@ def main():
     users, rng = user_prompts(args.prompts, args.seed)
     prompts = [tok.encode(render(u, rng.random() < 0.5), add_special_tokens=False).ids[-1024:] for u in users]
     texts, t_gen = [], time.time()
+    print(f"{len(prompts)} prompts, {time.time() - t0:.0f} s", flush=True)
     for i in range(0, len(prompts), args.gen_batch):
         if time.time() - t_gen > args.gen_budget:
             break
         texts += greedy_batch(model, prompts[i:i + args.gen_batch], args.new_tokens, args.device,
-                              (q.IM_END_ID, q.EOT_ID))
+                              (q.IM_END_ID, q.EOT_ID), t_gen + args.gen_budget)
         print(f"generated {len(texts)} answers, {time.time() - t0:.0f} s", flush=True)
     stream = [t for r in texts for t in r + [q.EOT_ID]]
     span = args.seq + depth + 1
@@ -193,7 +197,7 @@ def main():
             g["lr"] = args.lr * (0.1 + 0.9 * 0.5 * (1 + torch.cos(torch.tensor(3.14159265 * frac)).item()))
         opt.step()
         step += 1
-        if step % 50 == 0:
+        if step % 50 == 0 or step == 1:
             losses.append((step, round(float(loss), 4)))
             print(f"step {step} loss {float(loss):.4f} {time.time() - t0:.0f} s", flush=True)
     head.eval()
