@@ -89,9 +89,11 @@ def greedy_batch(model, prompts, new_tokens, device, stop, deadline):
     Stops early at `deadline` (time.time()), keeping the answers as far as they got."""
     rows = [list(p) for p in prompts]
     done = [False] * len(rows)
-    for _ in range(new_tokens):
+    for j in range(new_tokens):
         if time.time() > deadline:
             break
+        if j % 32 == 0:
+            print(f"  token {j}, width {max(len(r) for r in rows)}, {time.strftime('%X')}", flush=True)
         width = max(len(r) for r in rows)
         x = torch.full((len(rows), width), q.EOT_ID, dtype=torch.long, device=device)
         for i, r in enumerate(rows):
