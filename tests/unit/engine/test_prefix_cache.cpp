@@ -1,0 +1,146 @@
+// Prefix cache branch points: snapshots at prefill chunk boundaries (a prompt that diverges
+// inside a long earlier prompt resumes from the last boundary before the divergence), and
+// turn ends by max_tokens or a stop string (the next turn reuses exactly the tokens that
+// still match). Each reuse is checked against an uncached run: same text / same greedy ids.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "engine/engine.h"
+#include "engine_test_util.h"
+#include "models/model.h"
+
+using namespace ds4;
+using namespace ds4::engine;
+
+namespace {
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t k = 0;
+  while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
+  return k;
+}
+
+EngineOptions snapshot_options(int64_t every, size_t cache_bytes = size_t(64) << 20) {
+  EngineOptions o;
+  o.snapshot_every = every;
+  o.cache_bytes = cache_bytes;
+  return o;
+}
+}  // namespace
+
+TEST(PrefixCache, ChunkSnapshotsLetADivergingPromptResume) {
+  // Test model: prefill chunks of 64 tokens; a snapshot at every chunk end.
+  auto e = make_engine({}, "qwen_test", snapshot_options(64));
+  const std::string shared(300, 'p');
+  auto a = chat({user(shared + " then the first ending")});
+  auto b = chat({user(shared + " and another ending")});
+  a.max_tokens = b.max_tokens = 1000;
+  auto ra = collect(*e->submit(a));
+  EXPECT_EQ(ra.done.usage.cached_tokens, 0);
+  EXPECT_EQ(ra.content, "Echo: " + shared + " then the first ending. Done.");
+  // The prompt of `a` spans 5 chunk ends (64..320) before its last, partial chunk.
+  const auto pa = e->codec().render(a.conv), pb = e->codec().render(b.conv);
+  ASSERT_GT(pa.size(), 320u);
+  EXPECT_EQ(e->metrics().cache_entries, 5u + 1u + 1u);  // chunk ends, prompt end, turn end
+  auto rb = collect(*e->submit(b));
+  const size_t lcp = common_prefix(pa, pb);
+  ASSERT_GT(lcp, 300u);
+  EXPECT_EQ(rb.done.usage.cached_tokens, int64_t(lcp / 64 * 64));  // 256 of the shared 307
+  EXPECT_EQ(rb.done.usage.prompt_tokens, int64_t(pb.size()));
+  // The scripted answer echoes every byte of the user turn as the state holds it.
+  auto fresh = make_engine({}, "qwen_test", snapshot_options(-1, 0));
+  auto rf = collect(*fresh->submit(b));
+  EXPECT_EQ(rf.done.usage.cached_tokens, 0);
+  EXPECT_EQ(rb.content, rf.content);
+  EXPECT_EQ(rb.content, "Echo: " + shared + " and another ending. Done.");
+}
+
+TEST(PrefixCache, ChunkSnapshotsOffAndAuto) {
+  auto off = make_engine({}, "qwen_test", snapshot_options(-1));
+  EXPECT_EQ(off->snapshot_every(), 0);
+  collect(*off->submit(chat({user(std::string(300, 'q'))})));
+  EXPECT_EQ(off->metrics().cache_entries, 2u);  // prompt end + turn end only
+  auto b = collect(*off->submit(chat({user(std::string(300, 'q') + "x")})));
+  EXPECT_EQ(b.done.usage.cached_tokens, 0);
+  // auto: 4096 tokens, whole chunks; an explicit value rounds up to whole chunks.
+  EXPECT_EQ(make_engine({}, "qwen_test", snapshot_options(0))->snapshot_every(), 4096);
+  EXPECT_EQ(make_engine({}, "qwen_test", snapshot_options(100))->snapshot_every(), 128);
+}
+
+TEST(PrefixCache, ChunkSnapshotsStayInsideTheByteBudget) {
+  // Test states cost 4096 bytes + 4 per token: a 20 KiB budget holds only a few.
+  auto e = make_engine({}, "qwen_test", snapshot_options(64, 20 << 10));
+  collect(*e->submit(chat({user(std::string(600, 'z'))})));
+  const auto m = e->metrics();
+  EXPECT_LE(m.cache_bytes, size_t(20) << 10);
+  EXPECT_GT(m.cache_evictions, 0u);
+}
+
+// ---- the real tiny Qwen3.8 Flash Next model (recurrent GDN state + indexed attention) ----
+namespace {
+// Completion-mode codec over the tiny model's 1024 ids: bytes are ids 0..255, every id
+// prints as "<id>" so the greedy token ids can be compared as text.
+class IdCodec : public Codec {
+ public:
+  std::string family() const override { return "qwen_next"; }
+  std::vector<int32_t> render(const tok::Conversation&) const override { throw Error("IdCodec: no chat template"); }
+  std::vector<int32_t> encode(std::string_view text) const override {
+    std::vector<int32_t> out;
+    for (unsigned char c : text) out.push_back(int32_t(c));
+    return out;
+  }
+  std::unique_ptr<TextStream> stream() const override {
+    struct S : TextStream {
+      std::string push(int32_t id) override { return "<" + std::to_string(id) + ">"; }
+      std::string finish() override { return ""; }
+    };
+    return std::make_unique<S>();
+  }
+  std::unique_ptr<tok::OutputParser> parser(bool) const override { return nullptr; }
+  bool starts_in_reasoning(const tok::Conversation&) const override { return false; }
+  std::string token_bytes(int32_t id) const override { return id < 256 ? std::string(1, char(id)) : ""; }
+  bool is_stop_token(int32_t id) const override { return id == 1000; }
+};
+
+std::unique_ptr<Engine> tiny_qwen_engine(EngineOptions o) {
+  LoadOptions lo;
+  lo.threads = 2;
+  o.prefill_chunk = 16;
+  return std::make_unique<Engine>(load_model(std::string(DS4_TEST_DATA) + "/qwen_next/model", lo),
+                                  std::make_unique<IdCodec>(), o);
+}
+
+GenRequest completion(std::string text) {
+  GenRequest r;
+  r.raw_prompt = std::move(text);
+  r.parse_output = false;
+  r.sampler.temperature = 0;  // greedy
+  r.max_tokens = 12;
+  return r;
+}
+}  // namespace
+
+TEST(PrefixCache, TinyQwenResumesAtChunkBoundaryWithIdenticalGreedyTokens) {
+  auto cached = tiny_qwen_engine(snapshot_options(16));
+  std::string shared;
+  for (int i = 0; shared.size() < 150; ++i) shared += "word" + std::to_string(i * 7 % 13) + " ";
+  const auto a = completion(shared + "alpha beta gamma delta");
+  const auto b = completion(shared + "omega psi chi");
+  const auto ra = collect(*cached->submit(a));
+  EXPECT_EQ(ra.done.usage.cached_tokens, 0);
+  const auto rb = collect(*cached->submit(b));
+  // Divergence after shared.size() (>= 150) tokens: the last boundary before it is 144.
+  EXPECT_EQ(rb.done.usage.cached_tokens, int64_t(shared.size() / 16 * 16));
+  EXPECT_EQ(rb.done.usage.cached_tokens, 144);
+  // Uncached reference: same chunk boundaries from position 0, so the same arithmetic.
+  auto fresh = tiny_qwen_engine(snapshot_options(-1, 0));
+  const auto rf = collect(*fresh->submit(b));
+  EXPECT_EQ(rf.done.usage.cached_tokens, 0);
+  EXPECT_EQ(rb.content, rf.content);
+  EXPECT_EQ(rb.done.usage.completion_tokens, rf.done.usage.completion_tokens);
+  EXPECT_FALSE(rb.content.empty());
+  // And the first prompt, run again, resumes from its own prompt-end snapshot.
+  const auto ra2 = collect(*cached->submit(a));
+  EXPECT_EQ(ra2.done.usage.cached_tokens, ra2.done.usage.prompt_tokens);
+  EXPECT_EQ(ra2.content, ra.content);
+}
