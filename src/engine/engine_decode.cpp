@@ -194,6 +194,8 @@ void Engine::finish(Job& job, Finish why) {
           job.to_feed = -1;
         }
         Alias alias = turn_alias(*codec_, job, job.history, why == Finish::kStop);
+        // A key that names this state on disk must stand for all of its tokens: an alias
+        // whose end marker the state lacks (alias.fed < alias.tokens.size()) is not one.
         if (checkpoints_) checkpoints_->save(job.history, *job.state, job.logits);
         cache_.insert(std::move(job.history), std::move(job.state), std::move(job.logits), std::move(alias.tokens),
                       alias.fed);
