@@ -91,6 +91,7 @@ class Engine {
   void emit_token(Job& job, int32_t token, bool fed = false);
   void spec_decode(Job& job);  // speculative.cpp
   void finish(Job& job, Finish why);
+  void publish_pre_stop(Job& job);  // a turn ended by a stop string (engine_decode.cpp)
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
 
 

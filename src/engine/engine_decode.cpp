@@ -134,14 +134,40 @@ void Engine::emit_token(Job& job, int32_t token, bool fed) {
   // Held-back text begins in this token: it may be a stop string, whose tokens the next
   // prompt will not repeat. Keep the state from before the token (it holds exactly
   // `history` unless the token was already fed as a speculative draft).
-  if (!fed && !was_holding && (job.stops->holding() || job.stops->matched()))
-    job.pre_stop = Job::Snapshot{job.history, job.state->clone(), job.logits};
+  if (!was_holding && (job.stops->holding() || job.stops->matched())) {
+    job.stop_at = size_t(job.usage.prompt_tokens + job.usage.completion_tokens - 1);
+    if (!fed) job.pre_stop = Job::Snapshot{job.history, job.state->clone(), job.logits};
+  }
   push_text(job, text);
   // Counted after parsing: a token belongs to reasoning until the parser leaves it.
   if (job.reasoning) job.usage.reasoning_tokens++;
   if (job.stops->matched()) return finish(job, Finish::kStopString);
   if (job.usage.completion_tokens >= job.req.max_tokens) return finish(job, Finish::kLength);
   if (int64_t(job.history.size()) + 1 >= context_size_) return finish(job, Finish::kContext);
+}
+
+// The final state of a turn ended by a stop string holds the stop string's tokens; publish
+// the state from before the token where it began. When that token was a speculative draft
+// fed with its cycle, no such state was kept: rebuild it from the longest cached prefix
+// (usually the prompt-end snapshot) when at most one prefill chunk is left to feed.
+void Engine::publish_pre_stop(Job& job) {
+  std::optional<Job::Snapshot> s = std::move(job.pre_stop);
+  if ((!s || s->tokens.size() != job.stop_at) && job.stop_at <= job.history.size()) {
+    std::vector<int32_t> tokens(job.history.begin(), job.history.begin() + long(job.stop_at));
+    auto hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
+      if (t.size() >= tokens.size() || !std::equal(t.begin(), t.end(), tokens.begin())) return std::nullopt;
+      return std::vector<int32_t>(tokens.begin() + long(t.size()), tokens.end());
+    });
+    if (hit && int64_t(hit->append.size()) <= prefill_chunk_) {
+      std::vector<float> logits;
+      model_->forward(*hit->state, hit->append, Logits::kLast, logits);
+      s = Job::Snapshot{std::move(tokens), std::move(hit->state), std::move(logits)};
+    }
+  }
+  if (!s) return;
+  Alias alias = turn_alias(*codec_, job, s->tokens, false);
+  if (checkpoints_) checkpoints_->save(s->tokens, *s->state, s->logits);
+  cache_.insert(std::move(s->tokens), std::move(s->state), std::move(s->logits), std::move(alias.tokens), alias.fed);
 }
 
 void Engine::decode_batch(std::vector<Job*>& jobs) {
@@ -179,13 +205,7 @@ void Engine::finish(Job& job, Finish why) {
   if (publish && job.phase == Job::Phase::kDecode) {
     try {
       if (why == Finish::kStopString) {
-        // The final state holds the stop string; publish the one from before it (if any).
-        if (job.pre_stop) {
-          auto& p = *job.pre_stop;
-          Alias alias = turn_alias(*codec_, job, p.tokens, false);
-          if (checkpoints_) checkpoints_->save(p.tokens, *p.state, p.logits);
-          cache_.insert(std::move(p.tokens), std::move(p.state), std::move(p.logits), std::move(alias.tokens), alias.fed);
-        }
+        publish_pre_stop(job);
       } else {
         if (job.to_feed >= 0) {
           const int32_t t = job.to_feed;
