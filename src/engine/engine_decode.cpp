@@ -216,7 +216,9 @@ void Engine::finish(Job& job, Finish why) {
         Alias alias = turn_alias(*codec_, job, job.history, why == Finish::kStop);
         // A key that names this state on disk must stand for all of its tokens: an alias
         // whose end marker the state lacks (alias.fed < alias.tokens.size()) is not one.
-        if (checkpoints_) checkpoints_->save(job.history, *job.state, job.logits);
+        if (checkpoints_)
+          checkpoints_->save(job.history, *job.state, job.logits,
+                             alias.fed == alias.tokens.size() ? alias.tokens : std::vector<int32_t>{});
         cache_.insert(std::move(job.history), std::move(job.state), std::move(job.logits), std::move(alias.tokens),
                       alias.fed);
       }

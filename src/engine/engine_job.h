@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "engine/engine.h"
+#include "engine/session_checkpoints.h"
 #include "engine/speculative.h"
 #include "engine/stop_matcher.h"
 
@@ -40,6 +41,7 @@ struct Engine::Job {
   };
   std::optional<Snapshot> pre_stop;
   size_t stop_at = 0;
+  std::shared_ptr<SessionCheckpoints::Pending> restore;  // a checkpoint read in flight
   std::chrono::steady_clock::time_point t_submit, t_prefill, t_first;
 };
 
