@@ -30,6 +30,11 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
     throw InputError("context_size " + std::to_string(context_size_) + " exceeds the model's " +
                      std::to_string(model_->info().max_context));
   if (prefill_chunk_ <= 0) prefill_chunk_ = 2048;
+  if (o.snapshot_every >= 0) {
+    // Whole chunks: a snapshot can only be taken where a chunk ends.
+    const int64_t every = o.snapshot_every > 0 ? o.snapshot_every : 4096;
+    snapshot_every_ = (every + prefill_chunk_ - 1) / prefill_chunk_ * prefill_chunk_;
+  }
   spec_depth_ = model_->draft_head() ? o.spec_depth : 0;
   if (!o.checkpoint_dir.empty())
     checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes,
@@ -167,6 +172,10 @@ void Engine::start(Job& job) {
     job.t_prefill = Clock::now();
     job.usage.queue_s = seconds(job.t_submit, job.t_prefill);
     hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
+      // job.prompt is the render of this conversation: a cached exact token prefix of it
+      // (a chunk snapshot, an earlier turn) continues without asking the template.
+      if (t.size() < job.prompt.size() && std::equal(t.begin(), t.end(), job.prompt.begin()))
+        return std::vector<int32_t>(job.prompt.begin() + long(t.size()), job.prompt.end());
       auto c = codec_->continuation(t, job.req.conv);
       if (c.keep == t.size()) return std::move(c.append);
       // Recurrent state cannot be cut back, so a token mismatch would mean a full re-prefill.
@@ -234,6 +243,10 @@ void Engine::prefill_step(Job& job) {
     m_.computed_prompt_tokens += n;
   }
   if (!last) {
+    // A branch point for later prompts that share this prefix (see EngineOptions).
+    const size_t at = job.history.size();
+    if (snapshot_every_ > 0 && (at / size_t(snapshot_every_)) > ((at - n) / size_t(snapshot_every_)))
+      cache_.insert(job.history, job.state->clone(), {});
     GenEvent p;
     p.kind = GenEvent::Kind::kProgress;
     p.done = int64_t(job.pending_at);

@@ -34,6 +34,11 @@ struct EngineOptions {
   // Also snapshot at the end of each prefill: a regenerate, an edited last answer or an
   // answer the template re-renders differently (trimmed whitespace) still reuses the prompt.
   bool snapshot_prompt = true;
+  // Recurrent state cannot be cut back, so a later prompt that branches inside a long prompt
+  // can only resume from a snapshot taken at or before the branch point: snapshot at the
+  // first chunk end after every `snapshot_every` prompt tokens. 0 = auto (4096 tokens,
+  // rounded up to whole prefill chunks), < 0 = off. Bounded by cache_bytes like every entry.
+  int64_t snapshot_every = 0;
   // On-disk session checkpoints (session_checkpoints.h); empty dir = off.
   std::string checkpoint_dir;
   uint64_t checkpoint_budget_bytes = uint64_t(4) << 30;
@@ -72,11 +77,10 @@ class Engine {
   SamplerKind sampler_kind() const { return sampler_kind_; }
   int64_t context_size() const { return context_size_; }
   int64_t prefill_chunk() const { return prefill_chunk_; }
+  int64_t snapshot_every() const { return snapshot_every_; }  // 0 = off
   EngineMetrics metrics() const;
 
- private:
- public:
-  struct Job;  // engine_job.h
+  struct Job;  // engine_job.h (public: the decode helpers take it)
 
  private:
   void run();
@@ -89,6 +93,7 @@ class Engine {
   void emit_token(Job& job, int32_t token, bool fed = false);
   void spec_decode(Job& job);  // speculative.cpp
   void finish(Job& job, Finish why);
+  void publish_pre_stop(Job& job);  // a turn ended by a stop string (engine_decode.cpp)
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
 
 
@@ -96,6 +101,7 @@ class Engine {
   std::unique_ptr<Codec> codec_;
   SamplerKind sampler_kind_;
   int64_t context_size_, prefill_chunk_;
+  int64_t snapshot_every_ = 0;  // resolved; 0 = no chunk snapshots
   int max_live_;
   int spec_depth_ = 0;
   bool snapshot_prompt_;

@@ -58,12 +58,21 @@ void flush_parser(Engine::Job& job) {
   }
 }
 
-// A turn that ended on a stop token comes back from the client as parsed text, which the
-// template re-renders with its own whitespace rules (Qwen and GLM strip reasoning and
-// content), so the next prompt need not repeat the generated tokens. The canonical render
-// of this turn, up to and including its stop token, names the same state: the snapshot is
-// reused when the next prompt starts with it. Empty when there is nothing to alias.
-std::vector<int32_t> turn_alias(const Codec& codec, const Engine::Job& job) {
+// A finished turn comes back from the client as parsed text, which the template re-renders
+// with its own whitespace rules (Qwen and GLM strip reasoning and content), so the next
+// prompt need not repeat the generated tokens. The canonical render of this turn, up to and
+// including its end marker, names the same state: the snapshot is reused when the next
+// prompt starts with it. `held`: the tokens the state holds; `held_end`: whether they include
+// the end marker (a stop token) or not (max_tokens, context end, a stop string: the alias then
+// still ends with the marker, so it only matches a prompt that closes this very turn, and
+// the marker is fed on reuse). Returns the alias and how many of its tokens the state stands
+// for; empty when the state's own tokens already are the canonical render, or when nothing
+// but whitespace may differ and more does.
+struct Alias {
+  std::vector<int32_t> tokens;
+  size_t fed = 0;
+};
+Alias turn_alias(const Codec& codec, const Engine::Job& job, const std::vector<int32_t>& held, bool held_end) {
   if (!job.parser || job.req.raw_prompt) return {};
   tok::Conversation conv = job.req.conv;
   tok::Message a;
@@ -86,10 +95,13 @@ std::vector<int32_t> turn_alias(const Codec& codec, const Engine::Job& job) {
   while (end < r.size() && !codec.is_stop_token(r[end])) ++end;
   if (end == r.size()) return {};
   r.resize(end + 1);
+  const size_t stand = held_end ? end + 1 : end;
+  // The generated part of the state (its head may be an earlier turn's non-canonical tokens).
+  if (int64_t(held.size()) < job.usage.prompt_tokens) return {};
+  const size_t gen = held.size() - size_t(job.usage.prompt_tokens);
+  if (stand == held.size() && std::equal(r.begin(), r.begin() + long(stand), held.begin())) return {};
   // Only whitespace may differ: a template that rewrites more (DeepSeek drops reasoning of
   // past turns) describes other tokens than the state holds, and must not alias it.
-  const size_t gen = size_t(job.usage.completion_tokens);
-  if (gen > job.history.size()) return {};
   auto squeeze = [&](auto first, auto last) {
     std::string s;
     for (auto it = first; it != last; ++it)
@@ -97,8 +109,8 @@ std::vector<int32_t> turn_alias(const Codec& codec, const Engine::Job& job) {
         if (c != ' ' && c != '\n' && c != '\t' && c != '\r') s += c;
     return s;
   };
-  if (squeeze(r.begin() + long(n), r.end()) != squeeze(job.history.end() - long(gen), job.history.end())) return {};
-  return r == job.history ? std::vector<int32_t>{} : r;
+  if (squeeze(r.begin() + long(n), r.begin() + long(stand)) != squeeze(held.end() - long(gen), held.end())) return {};
+  return {std::move(r), stand};
 }
 }  // namespace
 
@@ -117,12 +129,45 @@ void Engine::emit_token(Job& job, int32_t token, bool fed) {
   // The stop token ends the turn; it is fed (so the cached state holds the whole turn, as
   // the next turn's template renders it) but never becomes text.
   if (codec_->is_stop_token(token)) return finish(job, Finish::kStop);
-  push_text(job, job.stops->feed(job.text->push(token)));
+  const bool was_holding = job.stops->holding();
+  std::string text = job.stops->feed(job.text->push(token));
+  // Held-back text begins in this token: it may be a stop string, whose tokens the next
+  // prompt will not repeat. Keep the state from before the token (it holds exactly
+  // `history` unless the token was already fed as a speculative draft).
+  if (!was_holding && (job.stops->holding() || job.stops->matched())) {
+    job.stop_at = size_t(job.usage.prompt_tokens + job.usage.completion_tokens - 1);
+    if (!fed) job.pre_stop = Job::Snapshot{job.history, job.state->clone(), job.logits};
+  }
+  push_text(job, text);
   // Counted after parsing: a token belongs to reasoning until the parser leaves it.
   if (job.reasoning) job.usage.reasoning_tokens++;
   if (job.stops->matched()) return finish(job, Finish::kStopString);
   if (job.usage.completion_tokens >= job.req.max_tokens) return finish(job, Finish::kLength);
   if (int64_t(job.history.size()) + 1 >= context_size_) return finish(job, Finish::kContext);
+}
+
+// The final state of a turn ended by a stop string holds the stop string's tokens; publish
+// the state from before the token where it began. When that token was a speculative draft
+// fed with its cycle, no such state was kept: rebuild it from the longest cached prefix
+// (usually the prompt-end snapshot) when at most one prefill chunk is left to feed.
+void Engine::publish_pre_stop(Job& job) {
+  std::optional<Job::Snapshot> s = std::move(job.pre_stop);
+  if ((!s || s->tokens.size() != job.stop_at) && job.stop_at <= job.history.size()) {
+    std::vector<int32_t> tokens(job.history.begin(), job.history.begin() + long(job.stop_at));
+    auto hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
+      if (t.size() >= tokens.size() || !std::equal(t.begin(), t.end(), tokens.begin())) return std::nullopt;
+      return std::vector<int32_t>(tokens.begin() + long(t.size()), tokens.end());
+    });
+    if (hit && int64_t(hit->append.size()) <= prefill_chunk_) {
+      std::vector<float> logits;
+      model_->forward(*hit->state, hit->append, Logits::kLast, logits);
+      s = Job::Snapshot{std::move(tokens), std::move(hit->state), std::move(logits)};
+    }
+  }
+  if (!s) return;
+  Alias alias = turn_alias(*codec_, job, s->tokens, false);
+  if (checkpoints_) checkpoints_->save(s->tokens, *s->state, s->logits);
+  cache_.insert(std::move(s->tokens), std::move(s->state), std::move(s->logits), std::move(alias.tokens), alias.fed);
 }
 
 void Engine::decode_batch(std::vector<Job*>& jobs) {
@@ -159,19 +204,29 @@ void Engine::finish(Job& job, Finish why) {
   }
   if (publish && job.phase == Job::Phase::kDecode) {
     try {
-      if (job.to_feed >= 0) {
-        const int32_t t = job.to_feed;
-        model_->forward(*job.state, std::span<const int32_t>(&t, 1), Logits::kLast, job.logits);
-        job.history.push_back(t);
-        job.to_feed = -1;
+      if (why == Finish::kStopString) {
+        publish_pre_stop(job);
+      } else {
+        if (job.to_feed >= 0) {
+          const int32_t t = job.to_feed;
+          model_->forward(*job.state, std::span<const int32_t>(&t, 1), Logits::kLast, job.logits);
+          job.history.push_back(t);
+          job.to_feed = -1;
+        }
+        Alias alias = turn_alias(*codec_, job, job.history, why == Finish::kStop);
+        // A key that names this state on disk must stand for all of its tokens: an alias
+        // whose end marker the state lacks (alias.fed < alias.tokens.size()) is not one.
+        if (checkpoints_)
+          checkpoints_->save(job.history, *job.state, job.logits,
+                             alias.fed == alias.tokens.size() ? alias.tokens : std::vector<int32_t>{});
+        cache_.insert(std::move(job.history), std::move(job.state), std::move(job.logits), std::move(alias.tokens),
+                      alias.fed);
       }
-      std::vector<int32_t> alias = why == Finish::kStop ? turn_alias(*codec_, job) : std::vector<int32_t>{};
-      if (checkpoints_) checkpoints_->save(job.history, *job.state, job.logits, alias);
-      cache_.insert(std::move(job.history), std::move(job.state), std::move(job.logits), std::move(alias));
     } catch (const std::exception&) {
       // A failed final feed only loses the snapshot; the answer is already complete.
     }
   }
+  job.pre_stop.reset();
   auto now = Clock::now();
   if (job.usage.completion_tokens > 0) job.usage.decode_s = seconds(job.t_first, now);
   {

@@ -29,6 +29,18 @@ struct Engine::Job {
   int32_t to_feed = -1;          // sampled token still to feed into the state
   Usage usage;
   std::unique_ptr<SpecDecoder> spec;  // greedy turns with speculation on
+  // The state from just before the token where held-back stop-string text began: if that
+  // text turns out to be a stop string, this (not the final state, which holds the stop
+  // string's tokens that the client never sees) is the turn end a next prompt can continue.
+  // stop_at: the tokens before that token (prompt included); when it was a speculative
+  // draft already fed, no such state was kept and finish() rebuilds it.
+  struct Snapshot {
+    std::vector<int32_t> tokens;
+    std::unique_ptr<ModelState> state;
+    std::vector<float> logits;
+  };
+  std::optional<Snapshot> pre_stop;
+  size_t stop_at = 0;
   std::shared_ptr<SessionCheckpoints::Pending> restore;  // a checkpoint read in flight
   std::chrono::steady_clock::time_point t_submit, t_prefill, t_first;
 };

@@ -1,5 +1,7 @@
 #include "engine/prefix_cache.h"
 
+#include <algorithm>
+
 namespace ds4::engine {
 
 std::optional<PrefixCache::Hit> PrefixCache::lookup(const Usable& usable, bool use_alias) {
@@ -9,7 +11,13 @@ std::optional<PrefixCache::Hit> PrefixCache::lookup(const Usable& usable, bool u
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
     if (best != lru_.end() && it->tokens.size() <= best->tokens.size()) continue;
     auto app = usable(it->tokens);
-    if (!app && use_alias && !it->alias.empty()) app = usable(it->alias);
+    if (!app && use_alias && !it->alias.empty()) {
+      app = usable(it->alias);
+      // The state stands for alias[0, alias_fed): the rest of the alias is still to feed.
+      if (app) app->insert(app->begin(), it->alias.begin() + long(it->alias_fed), it->alias.end());
+    }
+    // A snapshot without logits (a prefill chunk end) needs at least one token fed after it.
+    if (app && app->empty() && it->logits.empty()) app.reset();
     if (app) best = it, best_append = std::move(*app);
   }
   if (best == lru_.end()) return std::nullopt;
@@ -23,8 +31,9 @@ std::optional<PrefixCache::Hit> PrefixCache::lookup(const Usable& usable, bool u
 }
 
 void PrefixCache::insert(std::vector<int32_t> tokens, std::unique_ptr<ModelState> state,
-                         std::vector<float> logits, std::vector<int32_t> alias) {
+                         std::vector<float> logits, std::vector<int32_t> alias, size_t alias_fed) {
   Entry e;
+  e.alias_fed = std::min(alias_fed, alias.size());
   e.bytes = state->bytes() + logits.size() * sizeof(float) + (tokens.size() + alias.size()) * sizeof(int32_t);
   if (e.bytes > max_bytes_) return;  // would evict everything and still not fit
   e.tokens = std::move(tokens);
@@ -34,6 +43,10 @@ void PrefixCache::insert(std::vector<int32_t> tokens, std::unique_ptr<ModelState
   std::lock_guard lk(mu_);
   for (auto it = lru_.begin(); it != lru_.end(); ++it)
     if (it->tokens == e.tokens) {
+      if (e.logits.empty() && !it->logits.empty()) {  // same state, and the old one has logits
+        lru_.splice(lru_.begin(), lru_, it);
+        return;
+      }
       bytes_ -= it->bytes;
       lru_.erase(it);
       break;

@@ -1,8 +1,9 @@
 #pragma once
-// Model-state snapshots at turn ends, keyed by the exact tokens they hold, bounded in bytes
-// with LRU eviction. Recurrent state cannot be cut back, so a snapshot is only usable when
-// all of its tokens are a prefix of the new prompt; the caller decides that (the template's
-// continuation rule), the cache only picks the longest usable entry.
+// Model-state snapshots at turn ends, prompt ends and prefill chunk boundaries, keyed by the
+// exact tokens they hold, bounded in bytes with LRU eviction. Recurrent state cannot be cut
+// back, so a snapshot is only usable when all of its tokens are a prefix of the new prompt;
+// the caller decides that (the template's continuation rule), the cache only picks the
+// longest usable entry.
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -32,9 +33,13 @@ class PrefixCache {
   std::optional<Hit> lookup(const Usable& usable, bool use_alias = false);
   // Takes ownership. Replaces an entry with identical tokens. `alias`: the canonical
   // re-render of the same turn (what a client sending the answer back produces) when it
-  // differs from the generated tokens, e.g. edge whitespace the template strips.
+  // differs from the generated tokens, e.g. edge whitespace the template strips. The state
+  // stands for alias[0, alias_fed) (default: all of it); a hit through the alias feeds
+  // alias[alias_fed...] first (a turn cut by max_tokens or a stop string lacks its end marker,
+  // which the alias still carries so that it only matches a prompt that closes the turn).
+  // Empty logits: the caller must feed at least one token after this state.
   void insert(std::vector<int32_t> tokens, std::unique_ptr<ModelState> state, std::vector<float> logits,
-              std::vector<int32_t> alias = {});
+              std::vector<int32_t> alias = {}, size_t alias_fed = size_t(-1));
 
   size_t bytes() const;
   size_t entries() const;
@@ -44,6 +49,7 @@ class PrefixCache {
   struct Entry {
     std::vector<int32_t> tokens;
     std::vector<int32_t> alias;  // empty: none
+    size_t alias_fed = 0;        // alias tokens the state holds the equivalent of
     std::unique_ptr<ModelState> state;
     std::vector<float> logits;
     size_t bytes = 0;

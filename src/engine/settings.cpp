@@ -125,6 +125,14 @@ const std::vector<Key>& keys() {
       INT_KEY("speculative.depth", depth, 1, 5),
       OPT_NUM_KEY("speculative.dspark_confidence", dspark_confidence, 0.0, 1.0),
       INT_KEY("cache.mib", cache_mib, 0, int64_t(1) << 24),
+      Key{"cache.snapshot_every",
+          [](Settings& s, const std::string& v, const std::string& w) {
+            s.cache_snapshot_every = v == "auto" ? 0 : v == "off" ? -1 : parse_int(v, 1, int64_t(1) << 24, w, "cache.snapshot_every");
+          },
+          [](const Settings& s) {
+            return s.cache_snapshot_every > 0 ? std::to_string(s.cache_snapshot_every)
+                                              : std::string(s.cache_snapshot_every < 0 ? "off" : "auto");
+          }},
       STR_KEY("checkpoint.dir", checkpoint_dir),
       INT_KEY("checkpoint.budget_bytes", checkpoint_budget_bytes, 0, int64_t(1) << 50),
       STR_KEY("server.host", host),

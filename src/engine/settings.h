@@ -29,6 +29,9 @@ struct Settings {
   std::optional<double> dspark_confidence;  // unset = per-turn rule of SPEC §2
   // Prefix cache.
   int64_t cache_mib = 2048;
+  // Prefill snapshots every N prompt tokens (branch points for prompts sharing a long prefix;
+  // EngineOptions::snapshot_every): 0 = auto (4096), -1 = off.
+  int64_t cache_snapshot_every = 0;
   // On-disk session checkpoints: empty dir = off.
   std::string checkpoint_dir;
   int64_t checkpoint_budget_bytes = int64_t(4) << 30;

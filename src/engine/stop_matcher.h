@@ -17,6 +17,8 @@ class StopMatcher {
   // End of generation: releases whatever was held back.
   std::string flush();
   bool matched() const { return matched_ >= 0; }
+  // Text is held back: what came since it was last empty may begin a stop string.
+  bool holding() const { return !held_.empty(); }
   const std::string& matched_string() const { return stops_[matched_]; }
 
  private:

@@ -101,8 +101,10 @@ const char* stop_reason(const engine::GenEvent& done, bool tool_use) {
 
 json usage_json(const engine::Usage& u) {
   // Anthropic counts cache reads apart from input_tokens.
-  return {{"input_tokens", u.prompt_tokens - u.cached_tokens}, {"output_tokens", u.completion_tokens},
-          {"cache_read_input_tokens", u.cached_tokens}, {"cache_creation_input_tokens", 0}};
+  json j = {{"input_tokens", u.prompt_tokens - u.cached_tokens}, {"output_tokens", u.completion_tokens},
+            {"cache_read_input_tokens", u.cached_tokens}, {"cache_creation_input_tokens", 0}};
+  j.update(usage_extras(u));
+  return j;
 }
 
 json tool_use_block(const tok::ToolCall& tc) {
@@ -182,7 +184,7 @@ void messages(Context& c, const httplib::Request& req, httplib::Response& res) {
   json msg = {{"id", new_id("msg_")}, {"type", "message"}, {"role", "assistant"}, {"model", c.model_name},
               {"content", json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr}};
   if (stream) return stream_messages(h, msg, res);
-  auto r = collect(*h);
+  auto r = collect(*h, req);
   if (r.done.kind == K::kError) throw ApiError{500, "api_error", r.done.text, ""};
   if (!r.reasoning.empty()) msg["content"].push_back({{"type", "thinking"}, {"thinking", r.reasoning}, {"signature", ""}});
   if (!r.content.empty()) msg["content"].push_back({{"type", "text"}, {"text", r.content}});

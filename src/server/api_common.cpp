@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "server/client_watch.h"
 
 namespace ds4::server {
 
@@ -113,6 +114,16 @@ std::vector<std::string> stop_list(const json& body, const char* key) {
   return out;
 }
 
+json usage_extras(const engine::Usage& u) {
+  const double rate = u.spec_drafted ? double(u.spec_accepted) / double(u.spec_drafted) : 0.0;
+  return {{"timings", {{"ttft_s", u.ttft_s}, {"prefill_s", u.prefill_s}, {"decode_s", u.decode_s}}},
+          {"speculative",
+           {{"mode", u.spec_mode}, {"drafted", u.spec_drafted}, {"accepted", u.spec_accepted},
+            {"bonus", u.spec_bonus}, {"acceptance", rate}, {"repairs", u.spec_repairs},
+            {"full_replays", u.spec_full_replays}, {"draft_s", u.spec_draft_s},
+            {"verify_s", u.spec_verify_s}, {"commit_s", u.spec_commit_s}}}};
+}
+
 tok::Message make_message(std::string role, std::string content) {
   tok::Message m;
   m.role = std::move(role);
@@ -163,24 +174,34 @@ bool pump(engine::RequestHandle& h, httplib::DataSink& sink, const std::string& 
   }
 }
 
-Collected collect(engine::RequestHandle& h) {
+void wait_events(engine::RequestHandle& h, const httplib::Request& q,
+                 const std::function<void(const engine::GenEvent&)>& on_event) {
+  using K = engine::GenEvent::Kind;
+  ClientWatch watch(q);
+  for (;;) {
+    // Events come every token, so the client is looked at by the clock, not on timeouts.
+    if (!h.cancelled() && watch.gone()) h.cancel();
+    auto ev = h.next(std::chrono::milliseconds(250));
+    if (!ev) continue;
+    on_event(*ev);
+    if (ev->kind == K::kDone || ev->kind == K::kError) return;
+  }
+}
+
+Collected collect(engine::RequestHandle& h, const httplib::Request& q) {
   using K = engine::GenEvent::Kind;
   Collected c;
-  for (;;) {
-    auto ev = h.next(std::chrono::milliseconds(600000));
-    if (!ev) {
-      h.cancel();
-      continue;
-    }
-    switch (ev->kind) {
-      case K::kReasoning: c.reasoning += ev->text; break;
-      case K::kContent: c.content += ev->text; break;
-      case K::kToolCall: c.calls.push_back(ev->call); break;
+  wait_events(h, q, [&](const engine::GenEvent& ev) {
+    switch (ev.kind) {
+      case K::kReasoning: c.reasoning += ev.text; break;
+      case K::kContent: c.content += ev.text; break;
+      case K::kToolCall: c.calls.push_back(ev.call); break;
       case K::kDone:
-      case K::kError: c.done = std::move(*ev); return c;
+      case K::kError: c.done = ev; break;
       default: break;
     }
-  }
+  });
+  return c;
 }
 
 std::shared_ptr<engine::RequestHandle> submit(const Context& c, engine::GenRequest req) {

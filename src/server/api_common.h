@@ -46,6 +46,13 @@ tok::Thinking thinking_from_settings(const engine::Settings& s);
 int64_t resolve_max_tokens(const Context& c, std::optional<int64_t> requested);
 std::vector<std::string> stop_list(const json& body, const char* key);
 
+// The usage fields every protocol adds to its own token counts (one serializer for all):
+// "timings" {ttft_s, prefill_s, decode_s} and "speculative" {mode, drafted, accepted, bonus,
+// acceptance, repairs, full_replays, draft_s, verify_s, commit_s}; mode "target_only" when
+// no draft head ran (engine/request.h Usage). Not in the OpenAI/Anthropic schemas: the SDKs
+// keep unknown fields (model_extra), the web page and ds4-eval read them.
+json usage_extras(const engine::Usage& u);
+
 tok::Message make_message(std::string role, std::string content);
 std::string new_id(const std::string& prefix);
 int64_t unix_now();
@@ -60,13 +67,18 @@ bool sse_write(httplib::DataSink& sink, const std::string& event, const std::str
 bool pump(engine::RequestHandle& h, httplib::DataSink& sink, const std::string& keepalive,
           const std::function<bool(const engine::GenEvent&)>& on_event);
 
+// Non-streaming: hands every event to `on_event` until kDone/kError (inclusive). When the
+// client of `q` disconnects, the request is cancelled (the engine then finishes it as
+// kCancelled: slot freed, nothing published) and the events still run to the end.
+void wait_events(engine::RequestHandle& h, const httplib::Request& q,
+                 const std::function<void(const engine::GenEvent&)>& on_event);
 // Non-streaming: all events folded into one result.
 struct Collected {
   std::string reasoning, content;
   std::vector<tok::ToolCall> calls;
   engine::GenEvent done;  // kind kDone (or kError with text)
 };
-Collected collect(engine::RequestHandle& h);
+Collected collect(engine::RequestHandle& h, const httplib::Request& q);
 
 // Engine submit with InputError -> 400.
 std::shared_ptr<engine::RequestHandle> submit(const Context& c, engine::GenRequest req);

@@ -97,24 +97,14 @@ const char* openai_finish(const engine::GenEvent& done, bool tool_calls) {
   }
 }
 
-// Per-turn speculative decoding counters (engine/speculative.h); mode "target_only" = off.
-json speculative_json(const engine::Usage& u) {
-  const double rate = u.spec_drafted ? double(u.spec_accepted) / double(u.spec_drafted) : 0.0;
-  return {{"mode", u.spec_mode}, {"drafted", u.spec_drafted}, {"accepted", u.spec_accepted},
-          {"bonus", u.spec_bonus}, {"acceptance", rate}, {"repairs", u.spec_repairs},
-          {"full_replays", u.spec_full_replays}, {"draft_s", u.spec_draft_s},
-          {"verify_s", u.spec_verify_s}, {"commit_s", u.spec_commit_s}};
-}
-
 json usage_json(const engine::Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-          {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
-          // Not in OpenAI's schema; clients ignore it, the web page shows it.
-          {"timings", {{"ttft_s", u.ttft_s}, {"prefill_s", u.prefill_s}, {"decode_s", u.decode_s}}},
-          {"speculative", speculative_json(u)}};
+  json j = {{"prompt_tokens", u.prompt_tokens},
+           {"completion_tokens", u.completion_tokens},
+           {"total_tokens", u.prompt_tokens + u.completion_tokens},
+           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+           {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
+  j.update(usage_extras(u));
+  return j;
 }
 
 json tool_call_json(const tok::ToolCall& tc) {
@@ -138,7 +128,7 @@ void chat_completions(Context& c, const httplib::Request& req, httplib::Response
   const int64_t created = unix_now();
   const std::string model = c.model_name;
   if (!stream) {
-    auto r = collect(*h);
+    auto r = collect(*h, req);
     if (r.done.kind == K::kError) throw ApiError{500, "server_error", r.done.text, ""};
     json msg = {{"role", "assistant"}, {"content", r.content}};
     if (!r.reasoning.empty()) msg["reasoning_content"] = r.reasoning;
@@ -213,7 +203,7 @@ void completions(Context& c, const httplib::Request& req, httplib::Response& res
   const int64_t created = unix_now();
   const std::string model = c.model_name;
   if (!stream) {
-    auto r = collect(*h);
+    auto r = collect(*h, req);
     if (r.done.kind == K::kError) throw ApiError{500, "server_error", r.done.text, ""};
     json out = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
                 {"choices", json::array({{{"index", 0}, {"text", r.content}, {"logprobs", nullptr},

@@ -125,6 +125,7 @@ class Builder {
     r["usage"] = {{"input_tokens", u.prompt_tokens}, {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
                   {"output_tokens", u.completion_tokens}, {"output_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
                   {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+    r["usage"].update(usage_extras(u));
     final_ = r;
     return send(incomplete ? "response.incomplete" : "response.completed", {{"response", r}});
   }
@@ -194,14 +195,12 @@ void responses(Context& c, const httplib::Request& req, httplib::Response& res) 
   };
   if (!stream) {
     Builder b(base, nullptr);
-    using E = engine::GenEvent;
-    for (;;) {
-      auto ev = h->next(std::chrono::milliseconds(600000));
-      if (!ev) continue;
-      if (ev->kind == E::Kind::kError) throw ApiError{500, "server_error", ev->text, ""};
-      relay(b, *ev);
-      if (ev->kind == E::Kind::kDone) break;
-    }
+    std::optional<std::string> error;
+    wait_events(*h, req, [&](const engine::GenEvent& ev) {
+      if (ev.kind == K::kError) error = ev.text;
+      else relay(b, ev);
+    });
+    if (error) throw ApiError{500, "server_error", *error, ""};
     res.set_content(dump(b.final_response()), "application/json");
     return;
   }

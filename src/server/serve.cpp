@@ -19,6 +19,7 @@ engine::Settings effective_settings(const engine::Settings& s, const engine::Eng
   if (!out.seed) out.seed = p.seed;
   out.context_size = e.context_size();
   out.prefill_chunk = e.prefill_chunk();
+  out.cache_snapshot_every = e.snapshot_every() > 0 ? e.snapshot_every() : -1;
   return out;
 }
 
@@ -27,6 +28,7 @@ engine::EngineOptions engine_options(const engine::Settings& s) {
   o.context_size = s.context_size;
   o.prefill_chunk = s.prefill_chunk;
   o.cache_bytes = size_t(s.cache_mib) << 20;
+  o.snapshot_every = s.cache_snapshot_every;
   o.checkpoint_dir = s.checkpoint_dir;
   o.checkpoint_budget_bytes = uint64_t(s.checkpoint_budget_bytes);
   o.spec_depth = s.speculative ? s.depth : 0;

@@ -15,11 +15,14 @@ BIN = pathlib.Path(os.environ.get("DS4_BIN", ROOT / "build" / "debug" / "bin"))
 
 
 class ServerProc:
-    def __init__(self, *extra):
-        exe = BIN / "ds4server_testmodel"
+    """ds4server_testmodel by default; exe="ds4server", subcommand="serve" for a real model."""
+
+    def __init__(self, *extra, exe="ds4server_testmodel", subcommand=None):
+        exe = BIN / exe
         if not exe.exists():
             pytest.skip(f"{exe} not built")
-        cmd = [str(exe), "--port", "0", "--host", "127.0.0.1", "--server.web_root", str(ROOT / "web"), *extra]
+        cmd = [str(exe), *([subcommand] if subcommand else []), "--port", "0", "--host", "127.0.0.1",
+               "--server.web_root", str(ROOT / "web"), *extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines = []
         self.port = None

@@ -1,7 +1,13 @@
 """Anthropic Messages API through the official anthropic SDK (scripted test model)."""
+import json
+import re
+import time
+
 import anthropic
 import httpx
 import pytest
+
+from conftest import health
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +82,26 @@ def test_count_tokens(client):
     assert r.input_tokens == 1 + 5 + 3 + 1 + 1 + 1 + 10
 
 
+def test_cancel_mid_stream(server, client):
+    def cancelled():
+        m = httpx.get(server.url + "/metrics").text
+        return int(float(re.search(r"\nds4_requests_cancelled_total (\S+)", m).group(1)))
+    before = cancelled()
+    got = ""
+    with client.messages.stream(model="t", max_tokens=30000, messages=user("count and stop")) as s:
+        for text in s.text_stream:
+            got += text
+            if len(got) > 30:
+                break
+    assert got.startswith("1 2 3 4 5 6 7 8 9 10")
+    deadline = time.time() + 30
+    while time.time() < deadline and not (cancelled() == before + 1 and health(server.url)["live_sessions"] == 0):
+        time.sleep(0.05)
+    assert cancelled() == before + 1
+    assert health(server.url)["live_sessions"] == 0
+    assert client.messages.create(model="t", max_tokens=50, messages=user("on")).content[0].text == "Echo: on. Done."
+
+
 def test_errors_in_anthropic_shape(server, client):
     with pytest.raises(anthropic.BadRequestError):
         client.messages.create(model="t", max_tokens=10, messages=[{"role": "system", "content": "x"}])
@@ -84,11 +110,24 @@ def test_errors_in_anthropic_shape(server, client):
     assert r.json()["error"]["type"] == "invalid_request_error"
     r = httpx.post(server.url + "/v1/messages", json={"messages": user("x")}, timeout=10)
     assert r.status_code == 400 and "max_tokens" in r.json()["error"]["message"]
+    bad = [
+        (json.dumps({"max_tokens": "ten", "messages": user("x")}).encode(), 400, "invalid_request_error"),
+        (json.dumps({"max_tokens": 5, "messages": [{"role": "user", "content": 7}]}).encode(), 400, "invalid_request_error"),
+        (b'{"max_tokens": 5, "messages": [{"role": "user", "content": "\xff bad"}]}', 400, "invalid_request_error"),
+        (json.dumps({"max_tokens": 5, "messages": user("x" * 70000)}).encode(), 413, "request_too_large"),
+    ]
+    for body, status, kind in bad:
+        r = httpx.post(server.url + "/v1/messages", content=body, headers={"content-type": "application/json"}, timeout=10)
+        assert r.status_code == status, (body[:50], r.text)
+        assert r.json()["type"] == "error" and r.json()["error"]["type"] == kind, r.text
+    assert server.alive() and health(server.url)["status"] == "ok"
 
 
 def test_anthropic_api_key(auth_server):
     bad = anthropic.Anthropic(base_url=auth_server.url, api_key="nope", max_retries=0)
     with pytest.raises(anthropic.AuthenticationError):
         bad.messages.create(model="t", max_tokens=10, messages=user("x"))
+    r = httpx.post(auth_server.url + "/v1/messages", json={"max_tokens": 5, "messages": user("x")}, timeout=10)
+    assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
     ok = anthropic.Anthropic(base_url=auth_server.url, api_key="sekret-key", max_retries=0)
     assert ok.messages.create(model="t", max_tokens=50, messages=user("k")).content[0].text == "Echo: k. Done."

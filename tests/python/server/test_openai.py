@@ -110,10 +110,15 @@ def test_three_turns_reuse_cache(client):
         msgs.append({"role": "assistant", "content": r.choices[0].message.content})
 
 
+def metric(url, name):
+    line = [l for l in httpx.get(url + "/metrics").text.splitlines() if l.startswith(name + " ")][0]
+    return int(float(line.split()[1]))
+
+
 def test_cancel_mid_stream_frees_slot(server, client):
-    before = httpx.get(server.url + "/metrics").text
-    cancelled_before = int(float([l for l in before.splitlines() if l.startswith("ds4_requests_cancelled_total")][0].split()[1]))
-    stream = ask(client, "count", max_tokens=30000, stream=True)
+    cancelled_before = metric(server.url, "ds4_requests_cancelled_total")
+    entries_before = metric(server.url, "ds4_cache_entries")
+    stream = ask(client, "count to cancel", max_tokens=30000, stream=True)
     got = ""
     for chunk in stream:
         if chunk.choices:
@@ -133,6 +138,16 @@ def test_cancel_mid_stream_frees_slot(server, client):
         time.sleep(0.05)
     assert h["live_sessions"] == 0
     assert cancelled == cancelled_before + 1
+    # State not published: only the prompt-end snapshot is new, and a chat that continues the
+    # partial answer reuses just the prompt (nothing that holds generated tokens).
+    assert metric(server.url, "ds4_cache_entries") == entries_before + 1
+    # <|im_start|> "user\n" text <|im_end|> "\n" <|im_start|> "assistant\n" (thinking off)
+    prompt_tokens = 1 + 5 + len("count to cancel") + 1 + 1 + 1 + 10
+    r = client.chat.completions.create(model="t", messages=[
+        {"role": "user", "content": "count to cancel"}, {"role": "assistant", "content": got},
+        {"role": "user", "content": "next"}])
+    assert r.choices[0].message.content == "Echo: next. Done."
+    assert r.usage.prompt_tokens_details.cached_tokens == prompt_tokens
     # The server keeps serving.
     assert ask(client, "after").choices[0].message.content == "Echo: after. Done."
 

@@ -9,57 +9,12 @@
 #include "engine/stop_matcher.h"
 #include "support/test_codec.h"
 #include "support/test_model.h"
+#include "engine_test_util.h"
 
 using namespace ds4;
 using namespace ds4::engine;
 using namespace std::chrono_literals;
 
-namespace {
-struct Result {
-  std::string reasoning, content;
-  std::vector<tok::ToolCall> calls;
-  GenEvent done;
-  int progress = 0;
-};
-
-Result collect(RequestHandle& h) {
-  Result r;
-  for (;;) {
-    auto ev = h.next(10s);
-    if (!ev) throw std::runtime_error("timeout");
-    switch (ev->kind) {
-      case GenEvent::Kind::kReasoning: r.reasoning += ev->text; break;
-      case GenEvent::Kind::kContent: r.content += ev->text; break;
-      case GenEvent::Kind::kToolCall: r.calls.push_back(ev->call); break;
-      case GenEvent::Kind::kProgress: r.progress++; break;
-      case GenEvent::Kind::kStarted: break;
-      case GenEvent::Kind::kDone: r.done = *ev; return r;
-      case GenEvent::Kind::kError: throw std::runtime_error(ev->text);
-    }
-  }
-}
-
-std::unique_ptr<Engine> make_engine(std::chrono::microseconds delay = {}, std::string family = "qwen_test") {
-  return std::make_unique<Engine>(std::make_unique<testmodel::TestModel>(family, 4096, delay),
-                                  std::make_unique<testmodel::TestCodec>(), EngineOptions{});
-}
-
-GenRequest chat(std::vector<tok::Message> msgs, bool thinking = false) {
-  GenRequest r;
-  r.conv.messages = std::move(msgs);
-  r.conv.thinking = thinking ? tok::Thinking::kOn : tok::Thinking::kOff;
-  r.max_tokens = 200;
-  return r;
-}
-tok::Message msg(std::string role, std::string s) {
-  tok::Message m;
-  m.role = std::move(role);
-  m.content = std::move(s);
-  return m;
-}
-tok::Message user(std::string s) { return msg("user", std::move(s)); }
-tok::Message assistant(std::string s) { return msg("assistant", std::move(s)); }
-}  // namespace
 
 TEST(StopMatcher, SplitAcrossFeedsAndHeldBack) {
   StopMatcher m({"STOP", "xy"});

@@ -50,3 +50,21 @@ TEST(Settings, ErrorsNameLineAndKey) {
   apply_cli(s, {"--top-p", "0.5"}, {});
   EXPECT_EQ(*s.top_p, 0.5);
 }
+
+TEST(Settings, CacheSnapshotEvery) {
+  Settings s;
+  EXPECT_NE(settings_yaml(s).find("  snapshot_every: auto\n"), std::string::npos);
+  load_settings_yaml(s, "cache:\n  snapshot_every: 2048\n", "c.yaml");
+  EXPECT_EQ(s.cache_snapshot_every, 2048);
+  apply_cli(s, {"--snapshot_every", "off"}, {});
+  EXPECT_EQ(s.cache_snapshot_every, -1);
+  Settings back;
+  load_settings_yaml(back, settings_yaml(s), "receipt");
+  EXPECT_EQ(back.cache_snapshot_every, -1);
+  try {
+    load_settings_yaml(s, "cache:\n  snapshot_every: 0\n", "c.yaml");
+    FAIL();
+  } catch (const ds4::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("c.yaml:2: cache.snapshot_every = '0'"), std::string::npos) << e.what();
+  }
+}
