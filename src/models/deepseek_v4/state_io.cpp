@@ -32,6 +32,14 @@ void visit(IO& io, S& s) {
   io.vec("mtp.window", s.mtp.window);
   io.scalar("mtp.n_window", s.mtp.n_window);
   io.vec("mtp.last_y", s.mtp_last_y);
+  uint8_t dspark_on = s.dspark_on ? 1 : 0;
+  io.scalar("dspark.on", dspark_on);
+  if constexpr (!std::is_const_v<S>) {
+    s.dspark_on = dspark_on != 0;
+    s.dspark_ring.resize(s.dspark_on ? 3 : 0);
+  }
+  for (size_t i = 0; i < s.dspark_ring.size(); ++i) io.vec("dspark.ring." + std::to_string(i), s.dspark_ring[i]);
+  io.scalar("dspark.n", s.dspark_n);
 }
 
 // Row counts must agree with the stored row data, or the forward would read past it.
@@ -58,6 +66,8 @@ void State::load(const std::vector<StateSection>& in) {
     check_rows(p + "index.entries", l.index.entries.size(), l.index.n_entries);
   }
   check_rows("mtp.window", fresh.mtp.window.size(), fresh.mtp.n_window);
+  for (size_t i = 0; i < fresh.dspark_ring.size(); ++i)
+    check_rows("dspark.ring." + std::to_string(i), fresh.dspark_ring[i].size(), fresh.dspark_n);
   *this = std::move(fresh);
 }
 
