@@ -1,7 +1,8 @@
 // MTPLX's DSpark drafter on CPU (src/models/deepseek_v4/dspark.cpp) against the torch
 // reference (tests/data/deepseek_v4/dspark, tools/reference/deepseek_v4/dspark_mtplx_ref.py):
 // draft logits within 1e-3, drafts and gate prefixes exact, confidences within 1e-4; chunked
-// prefill drafts the same, drafting leaves the state unchanged, save/load keeps the rings.
+// prefill drafts the same, drafting leaves the state unchanged, save/load keeps the rings;
+// in the generic greedy speculative loop the output equals greedy AR.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "engine/speculative.h"
 #include "golden.h"
 #include "models/deepseek_v4/model.h"
 #include "models/draft_head.h"
@@ -139,6 +141,36 @@ TEST_F(DeepseekDspark, ChunkedPrefillDraftingAndSaveLoadKeepTheState) {
   std::vector<int32_t> d;
   model_->draft_head()->draft(*one, primary, 3, d);
   EXPECT_EQ(d, std::vector<int32_t>(a.drafts.begin(), a.drafts.begin() + 3));
+}
+
+// engine/speculative.h with DSpark drafts (own, or forced to the AR continuation so every
+// draft is accepted and the bonus token is used), depths 1 and 4.
+TEST_F(DeepseekDspark, GreedySpeculativeEqualsAr) {
+  const auto prompt = ref<int32_t>("p64.tokens");
+  const int32_t eos[] = {1};
+  auto run = [&](int depth, const std::vector<int32_t>* force, ds4::engine::SpecStats* stats) {
+    auto st = model_->new_state();
+    if (depth > 0) model_->draft_head()->enable_draft(*st);
+    auto logits = model_->prefill(*st, prompt);
+    std::function<void(std::vector<int32_t>&)> corrupt;
+    if (force)
+      corrupt = [&](std::vector<int32_t>& d) {
+        const size_t at = size_t(st->position()) - prompt.size() + 1;
+        for (size_t k = 0; k < d.size() && at + k < force->size(); ++k) d[k] = (*force)[at + k];
+      };
+    return ds4::engine::generate_greedy(*model_, st, logits, 24, eos, depth, stats, corrupt);
+  };
+  const std::vector<int32_t> ar = run(0, nullptr, nullptr);
+  ASSERT_EQ(ar.size(), 24u);
+  for (int depth : {1, 4}) {
+    ds4::engine::SpecStats own_stats, forced_stats;
+    EXPECT_EQ(run(depth, nullptr, &own_stats), ar) << depth;
+    EXPECT_GT(own_stats.drafted, 0) << depth;
+    EXPECT_EQ(run(depth, &ar, &forced_stats), ar) << depth;
+    EXPECT_GT(forced_stats.accepted, 0) << depth;
+    EXPECT_GT(forced_stats.bonus, 0) << depth;
+    EXPECT_EQ(forced_stats.full_replays, 0) << depth;
+  }
 }
 
 TEST_F(DeepseekDspark, BadInputsAreInputErrors) {
