@@ -89,6 +89,7 @@ class DsModel : public Model, public DraftHead {
     if (s.pos != 0) throw InputError("deepseek_v4: enable the draft head before the first forward");
     s.mtp_on = w_.mtp != nullptr;
     s.dspark_on = w_.dspark != nullptr;
+    if (w_.dspark) s.dspark_ring.assign(w_.dspark->stages.size(), {});
   }
   // DSpark: one K5 pass, the first min(depth, 5) futures; no confidence gate here (the
   // threshold is a per-turn engine setting, SPEC §2; dspark_draft_details exposes it).

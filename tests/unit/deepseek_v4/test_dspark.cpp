@@ -176,6 +176,9 @@ TEST_F(DeepseekDspark, GreedySpeculativeEqualsAr) {
 TEST_F(DeepseekDspark, BadInputsAreInputErrors) {
   auto st = model_->new_state();
   model_->draft_head()->enable_draft(*st);
+  std::vector<ds4::StateSection> sec;  // an enabled, empty state round-trips
+  st->save(sec);
+  EXPECT_NO_THROW(model_->new_state()->load(sec));
   std::vector<int32_t> d;
   EXPECT_THROW(model_->draft_head()->draft(*st, 0, 2, d), ds4::InputError);  // no context row yet
   auto ok = consumed("p7");
