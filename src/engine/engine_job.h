@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "engine/engine.h"
+#include "engine/session_checkpoints.h"
 #include "engine/speculative.h"
 #include "engine/stop_matcher.h"
 
@@ -28,6 +29,7 @@ struct Engine::Job {
   int32_t to_feed = -1;          // sampled token still to feed into the state
   Usage usage;
   std::unique_ptr<SpecDecoder> spec;  // greedy turns with speculation on
+  std::shared_ptr<SessionCheckpoints::Pending> restore;  // a checkpoint read in flight
   std::chrono::steady_clock::time_point t_submit, t_prefill, t_first;
 };
 
