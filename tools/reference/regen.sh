@@ -14,6 +14,7 @@ export PYTHONHASHSEED=0 OMP_NUM_THREADS=1
 "$PY" tools/reference/deepseek_v4/make_tiny.py tests/data/deepseek_v4/model
 "$PY" tools/reference/deepseek_v4/make_golden.py tests/data/deepseek_v4/model tests/data/deepseek_v4/golden.safetensors
 "$PY" tools/reference/deepseek_v4/make_mtp.py tests/data/deepseek_v4/model tests/data/deepseek_v4/mtp
+"$PY" tools/reference/deepseek_v4/make_dspark.py tests/data/deepseek_v4/model tests/data/deepseek_v4/dspark
 
 # glm5 (GLM 5.x Flash, HF glm5_next)
 "$PY" tools/reference/glm5/make_tiny.py tests/data/glm5/model

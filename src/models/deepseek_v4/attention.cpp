@@ -58,6 +58,8 @@ void attend(const Ctx& ctx, const KeySet& ks, const float* q, float sink, int64_
   }
 }
 
+}  // namespace
+
 // Grouped output projection: group g's heads {heads/g * hd} -> o_lora via rows
 // [g * o_lora, (g+1) * o_lora) of o_a, then all groups {g * o_lora} -> hidden via o_b.
 void grouped_output(const Ctx& ctx, const LayerWeights& w, const float* heads, int64_t T, float* out) {
@@ -74,8 +76,6 @@ void grouped_output(const Ctx& ctx, const LayerWeights& w, const float* heads, i
   }
   matmul(w.o_b, low.data(), T, out, ctx.pool);
 }
-
-}  // namespace
 
 void attention_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, LayerState& s, const float* x,
                        int64_t T, int64_t p0, float* out) {

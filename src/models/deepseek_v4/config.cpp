@@ -1,5 +1,6 @@
 #include "models/deepseek_v4/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -111,6 +112,20 @@ void parse_rope(const nlohmann::json& j, const Reader& r, Config& c) {
   }
 }
 
+void parse_dspark(const nlohmann::json& j, const Reader& r, Config& c) {
+  c.dspark_noise = r.i_or("dspark_noise_token_id", -1);
+  if (c.dspark_noise >= c.vocab) r.fail("dspark_noise_token_id", "is outside the vocabulary");
+  if (j.contains("dspark_target_layer_ids") && j["dspark_target_layer_ids"].is_array()) {
+    for (const auto& v : j["dspark_target_layer_ids"]) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.layers)
+        r.fail("dspark_target_layer_ids", "has an entry outside [0, num_hidden_layers)");
+      c.dspark_taps.push_back(v.get<int64_t>());
+    }
+  } else {
+    for (int64_t l = std::max<int64_t>(0, c.layers - 3); l < c.layers; ++l) c.dspark_taps.push_back(l);
+  }
+}
+
 }  // namespace
 
 int64_t Config::ratio(int64_t layer) const {
@@ -163,6 +178,7 @@ Config parse_config(const nlohmann::json& j, const std::string& where) {
   if (c.index_dim < c.rope_dim) r.fail("index_head_dim", "is smaller than the rope dim");
   c.rms_eps = float(r.f_or("rms_norm_eps", 1e-6));
   c.max_positions = r.i_or("max_position_embeddings", 1 << 20);
+  parse_dspark(j, r, c);
   if (j.contains("eos_token_id")) {
     const auto& e = j["eos_token_id"];
     if (e.is_array()) for (const auto& v : e) c.eos.push_back(v.get<int32_t>());

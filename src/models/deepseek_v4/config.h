@@ -45,6 +45,11 @@ struct Config {
   // of the KV rows' non-rope part, Hadamard + FP4 round trip of indexer queries and keys.
   // Not part of HF's graph; on by default for ds4-layout GGUF files (model.cpp).
   bool ds4_numerics = false;
+  // DSpark drafter (MTPLX ModelArgs dspark_*; used only when the checkpoint has DSpark
+  // weights): the noise token of block rows 1..4 (-1: absent from the config) and the trunk
+  // layers whose HC means feed main_proj (default: the last three layers).
+  int64_t dspark_noise = -1;
+  std::vector<int64_t> dspark_taps;
 
   int64_t ratio(int64_t layer) const;  // 0 for sliding-only layers
 };

@@ -45,6 +45,9 @@ std::vector<std::vector<int32_t>> indexer_select(const Ctx& ctx, const LayerWeig
 void attention_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, LayerState& s, const float* x,
                        int64_t T, int64_t p0, float* out);
 
+// Grouped o LoRA: heads {T, heads * head_dim} (rope tail already rotated back) -> out {T, hidden}.
+void grouped_output(const Ctx& ctx, const LayerWeights& w, const float* heads, int64_t T, float* out);
+
 // MoE sublayer: routed experts (hash or top-k) + shared expert. x {T, hidden} -> out {T, hidden}.
 void moe_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, const int32_t* tokens, const float* x,
                  int64_t T, float* out);

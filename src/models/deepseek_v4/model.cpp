@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "formats/tensor_source.h"
 #include "models/deepseek_v4/gguf.h"
+#include "models/deepseek_v4/dspark.h"
 #include "models/deepseek_v4/layers.h"
 #include "models/deepseek_v4/mtp.h"
 #include "models/draft_head.h"
@@ -65,6 +66,7 @@ class DsModel : public Model, public DraftHead {
     hc_.hc_eps = c_.hc_eps;
     hc_.norm_eps = c_.rms_eps;
     if (w_.mtp) c_ = with_mtp_layer(c_);  // the head's layer is index c_.layers
+    if (w_.dspark) c_ = with_dspark_layers(c_);  // stages c_.layers .. c_.layers + 2
   }
 
   const ModelInfo& info() const override { return info_; }
@@ -78,19 +80,32 @@ class DsModel : public Model, public DraftHead {
   void forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
   LayerObserver observer;
 
-  // DraftHead over ds4's MTP block (nullptr when the checkpoint has no mtp.0.* tensors).
-  DraftHead* draft_head() override { return w_.mtp ? this : nullptr; }
+  // DraftHead over ds4's MTP block or MTPLX's DSpark (DSpark wins when both are present;
+  // nullptr when the checkpoint has neither).
+  DraftHead* draft_head() override { return w_.mtp || w_.dspark ? this : nullptr; }
   void enable_draft(ModelState& state) const override {
     State& s = as_state(state);
-    if (!w_.mtp) throw InputError("deepseek_v4: this checkpoint has no MTP head (mtp.0.* tensors)");
-    if (s.pos != 0) throw InputError("deepseek_v4: enable the MTP head before the first forward");
-    s.mtp_on = true;
+    if (!w_.mtp && !w_.dspark) throw InputError("deepseek_v4: this checkpoint has no MTP head (mtp.0.* tensors)");
+    if (s.pos != 0) throw InputError("deepseek_v4: enable the draft head before the first forward");
+    s.mtp_on = w_.mtp != nullptr;
+    s.dspark_on = w_.dspark != nullptr;
+    if (w_.dspark) s.dspark_ring.assign(w_.dspark->stages.size(), {});
   }
+  // DSpark: one K5 pass, the first min(depth, 5) futures; no confidence gate here (the
+  // threshold is a per-turn engine setting, SPEC §2; dspark_draft_details exposes it).
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override {
     const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
+    if (w_.dspark) {
+      if (depth < 0) throw InputError("deepseek_v4: negative draft depth " + std::to_string(depth));
+      dspark_draft(ctx, hc_, w_, as_state(state), next_token, dspark_);
+      draft_logits_ = dspark_.logits;
+      drafts.assign(dspark_.drafts.begin(), dspark_.drafts.begin() + std::min<size_t>(size_t(depth), dspark_.drafts.size()));
+      return;
+    }
     mtp_draft(ctx, hc_, w_, as_state(state), next_token, depth, draft_logits_, drafts);
   }
   const std::vector<float>& last_draft_logits() const { return draft_logits_; }
+  const DsparkDraft& last_dspark() const { return dspark_; }
 
  private:
   static State& as_state(ModelState& base) {
@@ -98,7 +113,8 @@ class DsModel : public Model, public DraftHead {
     if (!s) throw Error("deepseek_v4: state belongs to another model family");
     return *s;
   }
-  std::vector<float> draft_logits_;  // {depth + 1, vocab} of the last draft()
+  std::vector<float> draft_logits_;  // {depth + 1, vocab} of the last draft() (DSpark: {5, vocab})
+  DsparkDraft dspark_;
 
   std::unique_ptr<TensorSource> src_;
   Config c_;
@@ -151,11 +167,25 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
     for (int64_t j = 1; j < n; ++j) std::copy_n(x.data() + t * n * H, H, x.data() + (t * n + j) * H);
   }
   const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
+  // DSpark taps (DSparkTargetRoute): HC mean of each tap layer's output {T, n_taps * H}
+  const bool taps_on = s->dspark_on && w_.dspark;
+  const int64_t K = int64_t(c_.dspark_taps.size());
+  std::vector<float> taps(taps_on ? size_t(T * K * H) : 0);
   for (int64_t l = 0; l < c_.layers; ++l) {
     decoder_layer(ctx, hc_, w_.layers[size_t(l)], l, s->layers[size_t(l)], tokens.data(), T, s->pos, x);
     if (observer) observer(l, x.data(), T);
+    for (int64_t k = 0; taps_on && k < K; ++k) {
+      if (c_.dspark_taps[size_t(k)] != l) continue;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < H; ++i) {
+          float sum = 0.0f;
+          for (int64_t j = 0; j < n; ++j) sum += x[size_t((t * n + j) * H + i)];
+          taps[size_t((t * K + k) * H + i)] = sum / float(n);
+        }
+    }
   }
   mtp_record(ctx, hc_, w_, *s, tokens, s->pos, x.data());  // no-op unless the head is on
+  if (taps_on) dspark_record(ctx, w_, *s, taps.data(), T, s->pos);
   s->pos += T;
   if (mode == Logits::kNone) return;
   const int64_t first = mode == Logits::kLast ? T - 1 : 0, rows = T - first;
@@ -181,6 +211,16 @@ void mtp_draft_logits(Model& m, ModelState& state, int32_t next_token, int depth
   if (!d->draft_head()) throw InputError("deepseek_v4: this checkpoint has no MTP head (mtp.0.* tensors)");
   d->draft(state, next_token, depth, drafts);
   logits = d->last_draft_logits();
+}
+
+void dspark_draft_details(Model& m, ModelState& state, int32_t primary, std::vector<float>& logits,
+                          std::vector<int32_t>& drafts, std::vector<float>& confidence) {
+  auto* d = dynamic_cast<DsModel*>(&m);
+  if (!d) throw Error("deepseek_v4::dspark_draft_details: not a deepseek_v4 model");
+  if (!d->draft_head()) throw InputError("deepseek_v4: this checkpoint has no draft head");
+  d->draft(state, primary, 5, drafts);
+  logits = d->last_dspark().logits;
+  confidence = d->last_dspark().confidence;
 }
 
 bool probe(const std::string& path) {

@@ -23,4 +23,9 @@ void set_layer_observer(Model& m, LayerObserver fn);
 void mtp_draft_logits(Model& m, ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
                       std::vector<int32_t>& drafts);
 
+// Tests: one DSpark K5 pass (checkpoint with DSpark weights): logits {5, vocab} (neural +
+// Markov bias), the five drafts and their confidences. Leaves `state` unchanged.
+void dspark_draft_details(Model& m, ModelState& state, int32_t primary, std::vector<float>& logits,
+                          std::vector<int32_t>& drafts, std::vector<float>& confidence);
+
 }  // namespace ds4::deepseek_v4

@@ -39,6 +39,7 @@ class State : public ModelState {
              sizeof(float);
     };
     for (const auto& l : layers) b += l.window.size() * sizeof(float) + lane(l.comp) + lane(l.index);
+    for (const auto& r : dspark_ring) b += r.size() * sizeof(float);
     return b + (mtp.window.size() + mtp_last_y.size()) * sizeof(float);
   }
 
@@ -49,6 +50,11 @@ class State : public ModelState {
   bool mtp_on = false;
   LayerState mtp;
   std::vector<float> mtp_last_y;
+  // DSpark drafter (dspark.cpp): per stage the rope'd K/V rows of the last `window` consumed
+  // positions ({dspark_n, head_dim}, oldest first), built from the fused trunk taps.
+  bool dspark_on = false;
+  std::vector<std::vector<float>> dspark_ring;
+  int64_t dspark_n = 0;
 };
 
 }  // namespace ds4::deepseek_v4

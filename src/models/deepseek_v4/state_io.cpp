@@ -1,6 +1,7 @@
 // DeepSeek V4 state <-> named sections. One list (visit) drives both directions.
 #include "models/deepseek_v4/state.h"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace ds4::deepseek_v4 {
@@ -16,8 +17,10 @@ void visit_lane(IO& io, const std::string& p, C& c) {
   io.scalar(p + "n_entries", c.n_entries);
 }
 
+// DSpark sections exist only for states with the drafter on, so checkpoints written
+// before (or without) DSpark keep their exact section list.
 template <class IO, class S>
-void visit(IO& io, S& s) {
+void visit(IO& io, S& s, bool dspark) {
   io.scalar("pos", s.pos);
   for (size_t i = 0; i < s.layers.size(); ++i) {
     const std::string p = "layer." + std::to_string(i) + ".";
@@ -32,6 +35,14 @@ void visit(IO& io, S& s) {
   io.vec("mtp.window", s.mtp.window);
   io.scalar("mtp.n_window", s.mtp.n_window);
   io.vec("mtp.last_y", s.mtp_last_y);
+  if constexpr (!std::is_const_v<S>) {  // a checkpoint without rings turns the drafter off
+    s.dspark_on = dspark;
+    s.dspark_ring.resize(dspark ? 3 : 0);
+    if (!dspark) s.dspark_n = 0;
+  }
+  if (!dspark) return;
+  for (size_t i = 0; i < s.dspark_ring.size(); ++i) io.vec("dspark.ring." + std::to_string(i), s.dspark_ring[i]);
+  io.scalar("dspark.n", s.dspark_n);
 }
 
 // Row counts must agree with the stored row data, or the forward would read past it.
@@ -45,11 +56,12 @@ void check_rows(const std::string& name, size_t elems, int64_t rows) {
 
 void State::save(std::vector<StateSection>& out) const {
   StateWriter w(out);
-  visit(w, *this);
+  visit(w, *this, dspark_on);
 }
 
 void State::load(const std::vector<StateSection>& in) {
-  State fresh = read_state_sections("deepseek_v4", *this, in, [](auto& io, auto& st) { visit(io, st); });
+  const bool dspark = std::any_of(in.begin(), in.end(), [](const StateSection& x) { return x.name == "dspark.n"; });
+  State fresh = read_state_sections("deepseek_v4", *this, in, [&](auto& io, auto& st) { visit(io, st, dspark); });
   for (size_t i = 0; i < fresh.layers.size(); ++i) {
     const auto& l = fresh.layers[i];
     const std::string p = "layer." + std::to_string(i) + ".";
@@ -58,6 +70,8 @@ void State::load(const std::vector<StateSection>& in) {
     check_rows(p + "index.entries", l.index.entries.size(), l.index.n_entries);
   }
   check_rows("mtp.window", fresh.mtp.window.size(), fresh.mtp.n_window);
+  for (size_t i = 0; i < fresh.dspark_ring.size(); ++i)
+    check_rows("dspark.ring." + std::to_string(i), fresh.dspark_ring[i].size(), fresh.dspark_n);
   *this = std::move(fresh);
 }
 

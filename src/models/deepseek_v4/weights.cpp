@@ -192,7 +192,40 @@ std::unique_ptr<MtpWeights> bind_mtp(const TensorSource& src, bool ds4, const Co
   return m;
 }
 
+std::unique_ptr<DsparkWeights> bind_dspark(const TensorSource& src, const Config& c) {
+  if (!src.find("mtp.0.main_proj.weight")) return nullptr;
+  const Config cd = with_dspark_layers(c);
+  const int64_t H = c.hidden, V = c.vocab, taps = int64_t(c.dspark_taps.size());
+  auto d = std::make_unique<DsparkWeights>();
+  for (int64_t s = 0; s < 3; ++s) {
+    const Binder b{src, false, "mtp." + std::to_string(s) + "."};
+    d->stages.push_back(bind_layer(b, c.layers + s, cd));
+  }
+  const Binder b{src, false, {}};
+  d->main_proj = b.mat("mtp.0.main_proj.weight", H, taps * H);
+  d->main_norm = b.vec("mtp.0.main_norm.weight", {H});
+  d->norm = b.vec("mtp.2.norm.weight", {H});
+  d->head_hc = b.hc("mtp.2.hc_head.hc_fn", "mtp.2.hc_head.hc_base", "mtp.2.hc_head.hc_scale", c.hc, c.hc * H, 1);
+  const TensorInfo* w1 = src.find("mtp.2.markov_head.markov_w1.weight");
+  if (!w1 || w1->shape.size() != 2) throw InputError(src.path() + ": DSpark needs mtp.2.markov_head.markov_w1.weight {vocab, rank}");
+  d->rank = w1->shape[1];
+  d->markov_w1 = b.mat("mtp.2.markov_head.markov_w1.weight", V, d->rank);
+  d->markov_w2 = b.mat("mtp.2.markov_head.markov_w2.weight", V, d->rank);
+  d->conf_proj = b.vec("mtp.2.confidence_head.proj.weight", {1, H + d->rank});
+  if (c.dspark_noise < 0)
+    throw InputError(src.path() + ": DSpark weights need config field 'dspark_noise_token_id'");
+  return d;
+}
+
 }  // namespace
+
+Config with_dspark_layers(Config c) {
+  for (int s = 0; s < 3; ++s) {
+    c.attn_types.push_back(AttnType::kSliding);
+    c.hash_moe.push_back(false);
+  }
+  return c;
+}
 
 Config with_mtp_layer(Config c) {
   c.attn_types.push_back(AttnType::kSliding);
@@ -211,6 +244,7 @@ Weights bind_weights(const TensorSource& src, const Config& c) {
                    b.global("model.hc_head.hc_scale"), c.hc, c.hc * c.hidden, 1);
   for (int64_t l = 0; l < c.layers; ++l) w.layers.push_back(bind_layer(b, l, c));
   w.mtp = bind_mtp(src, w.ds4_layout, c);
+  if (!w.ds4_layout) w.dspark = bind_dspark(src, c);
   return w;
 }
 

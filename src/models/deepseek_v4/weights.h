@@ -55,18 +55,36 @@ struct MtpWeights {
   LayerWeights block;                     // a sliding-only, top-k routed layer
 };
 
+// MTPLX's DSpark drafter (mtplx/models/deepseek_v4_dspark.py; tools/reference/deepseek_v4/
+// dspark_mtplx_ref.py): three decoder stages `mtp.<s>.<decoder layer names>` (sliding, top-k
+// routed), stage 0 main_proj/main_norm, stage 2 norm, hc_head, Markov and confidence heads.
+struct DsparkWeights {
+  std::vector<LayerWeights> stages;    // run as layer indices c.layers + s
+  WeightMatrix main_proj;              // {hidden, taps * hidden}
+  std::vector<float> main_norm, norm;  // {hidden}
+  HcBlock head_hc;
+  WeightMatrix markov_w1, markov_w2;   // {vocab, rank}: embedding rows / linear rank -> vocab
+  std::vector<float> conf_proj;        // {hidden + rank}
+  int64_t rank = 0;
+};
+
 struct Weights {
   WeightMatrix embed, lm_head;  // {vocab, hidden}
   std::vector<float> norm;
   HcBlock head_hc;              // fn {hc, hc * hidden}, base {hc}, scale {1}
   std::vector<LayerWeights> layers;
   std::unique_ptr<MtpWeights> mtp;  // null: no mtp.0.* tensors
+  std::unique_ptr<DsparkWeights> dspark;  // null: no mtp.0.main_proj.weight
   bool ds4_layout = false;      // GGUF written the way antirez/ds4 writes it
 };
 
 // The MTP block runs as one more layer, index c.layers: sliding window only, top-k routing
 // (ds4 metal_graph_encode_decode_layer(il = 1) with no compressor and no tid2eid).
 Config with_mtp_layer(Config c);
+
+// DSpark's stages run as layer indices c.layers .. c.layers + 2 (sliding, top-k routed).
+// Extra entries are harmless for the MTP block, which uses index c.layers the same way.
+Config with_dspark_layers(Config c);
 
 // Throws ds4::InputError naming the file, tensor, expected and actual shape.
 Weights bind_weights(const TensorSource& src, const Config& c);

@@ -1,0 +1,191 @@
+// MTPLX's DSpark drafter on CPU (src/models/deepseek_v4/dspark.cpp) against the torch
+// reference (tests/data/deepseek_v4/dspark, tools/reference/deepseek_v4/dspark_mtplx_ref.py):
+// draft logits within 1e-3, drafts and gate prefixes exact, confidences within 1e-4; chunked
+// prefill drafts the same, drafting leaves the state unchanged, save/load keeps the rings;
+// in the generic greedy speculative loop the output equals greedy AR.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "engine/speculative.h"
+#include "golden.h"
+#include "models/deepseek_v4/model.h"
+#include "models/draft_head.h"
+#include "models/model.h"
+
+namespace ds4_test {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kDir = std::string(DS4_TEST_DATA) + "/deepseek_v4/dspark";
+
+// The trunk + dspark.safetensors, with dspark_config.json merged into config.json.
+std::string with_dspark_dir() {
+  fs::path dir = fs::temp_directory_path() / ("ds4_dspark_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(kModelDir) / "model.safetensors", dir / "model.safetensors",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(kDir + "/dspark.safetensors", dir / "dspark.safetensors", fs::copy_options::overwrite_existing);
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(fs::path(kModelDir) / "config.json"));
+  cfg.update(nlohmann::json::parse(std::ifstream(kDir + "/dspark_config.json")));
+  std::ofstream(dir / "config.json") << cfg.dump(2);
+  return dir.string();
+}
+
+class DeepseekDspark : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ds4::LoadOptions o;
+    o.threads = 2;
+    dir_ = new std::string(with_dspark_dir());
+    model_ = ds4::load_model(*dir_, o).release();
+    ref_ = new ds4::SafetensorsFile(ds4::read_safetensors(ds4::MappedFile::open(kDir + "/golden_dspark.safetensors")));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete ref_;
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  template <class T>
+  static std::vector<T> ref(const std::string& name) {
+    for (const auto& t : ref_->tensors)
+      if (t.name == name) return {static_cast<const T*>(t.data), static_cast<const T*>(t.data) + t.numel()};
+    throw std::runtime_error("missing " + name);
+  }
+  // the prompt consumed (chunk 0: one shot) by a drafter-enabled state
+  static std::unique_ptr<ds4::ModelState> consumed(const std::string& k, size_t chunk = 0) {
+    const std::vector<int32_t> toks = ref<int32_t>(k + ".tokens");
+    auto st = model_->new_state();
+    model_->draft_head()->enable_draft(*st);
+    std::vector<float> lg;
+    if (!chunk) chunk = toks.size();
+    for (size_t i = 0; i < toks.size(); i += chunk)
+      model_->forward(*st, std::span<const int32_t>(toks.data() + i, std::min(chunk, toks.size() - i)),
+                      ds4::Logits::kNone, lg);
+    return st;
+  }
+  struct Out {
+    std::vector<float> logits, conf;
+    std::vector<int32_t> drafts;
+  };
+  static Out draft(ds4::ModelState& st, int32_t primary) {
+    Out o;
+    ds4::deepseek_v4::dspark_draft_details(*model_, st, primary, o.logits, o.drafts, o.conf);
+    return o;
+  }
+  static std::string* dir_;
+  static ds4::Model* model_;
+  static ds4::SafetensorsFile* ref_;
+};
+std::string* DeepseekDspark::dir_ = nullptr;
+ds4::Model* DeepseekDspark::model_ = nullptr;
+ds4::SafetensorsFile* DeepseekDspark::ref_ = nullptr;
+
+int gate(const std::vector<float>& conf, float t) {
+  int k = 0;
+  while (k < int(conf.size()) && conf[size_t(k)] >= t) ++k;
+  return k;
+}
+
+TEST_F(DeepseekDspark, DraftsMatchTheReference) {
+  for (const char* c : {"p1", "p7", "p64", "p300"}) {
+    const std::string k = c;
+    auto st = consumed(k);
+    const Out o = draft(*st, ref<int32_t>(k + ".primary")[0]);
+    const auto want = ref<float>(k + ".draft_logits");
+    ASSERT_EQ(o.logits.size(), want.size()) << k;
+    const float diff = max_abs_diff(o.logits.data(), want.data(), want.size());
+    EXPECT_LE(diff, kLogitTol) << k;
+    EXPECT_EQ(o.drafts, ref<int32_t>(k + ".drafts")) << k;
+    const auto conf = ref<float>(k + ".confidence");
+    ASSERT_EQ(o.conf.size(), conf.size());
+    const float cdiff = max_abs_diff(o.conf.data(), conf.data(), conf.size());
+    EXPECT_LE(cdiff, 1e-4f) << k;
+    const auto prefix = ref<int32_t>(k + ".gate_prefix");
+    EXPECT_EQ(gate(o.conf, 0.6f), prefix[0]) << k;
+    EXPECT_EQ(gate(o.conf, 0.8f), prefix[1]) << k;
+    std::printf("deepseek dspark %s: max |draft logit diff| %.3g, max |confidence diff| %.3g\n", c, diff, cdiff);
+  }
+}
+
+TEST_F(DeepseekDspark, ChunkedPrefillDraftingAndSaveLoadKeepTheState) {
+  const int32_t primary = ref<int32_t>("p64.primary")[0];
+  auto one = consumed("p64");
+  std::vector<ds4::StateSection> before, after;
+  one->save(before);
+  const Out a = draft(*one, primary);
+  one->save(after);
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(before[i].bytes, after[i].bytes) << before[i].name;
+  for (size_t chunk : {1u, 7u}) {  // ring rows appended chunk by chunk, window 16 crossed
+    auto st = consumed("p64", chunk);
+    const Out b = draft(*st, primary);
+    EXPECT_EQ(a.drafts, b.drafts) << chunk;
+    EXPECT_LE(max_abs_diff(a.logits.data(), b.logits.data(), a.logits.size()), 1e-4f) << chunk;
+  }
+  auto fresh = model_->new_state();
+  fresh->load(before);
+  const Out c = draft(*fresh, primary);
+  EXPECT_EQ(a.drafts, c.drafts);
+  EXPECT_EQ(max_abs_diff(a.logits.data(), c.logits.data(), a.logits.size()), 0.0f);
+  // the DraftHead interface hands out the first `depth` futures of the same pass
+  std::vector<int32_t> d;
+  model_->draft_head()->draft(*one, primary, 3, d);
+  EXPECT_EQ(d, std::vector<int32_t>(a.drafts.begin(), a.drafts.begin() + 3));
+}
+
+// engine/speculative.h with DSpark drafts (own, or forced to the AR continuation so every
+// draft is accepted and the bonus token is used), depths 1 and 4.
+TEST_F(DeepseekDspark, GreedySpeculativeEqualsAr) {
+  const auto prompt = ref<int32_t>("p64.tokens");
+  const int32_t eos[] = {1};
+  auto run = [&](int depth, const std::vector<int32_t>* force, ds4::engine::SpecStats* stats) {
+    auto st = model_->new_state();
+    if (depth > 0) model_->draft_head()->enable_draft(*st);
+    auto logits = model_->prefill(*st, prompt);
+    std::function<void(std::vector<int32_t>&)> corrupt;
+    if (force)
+      corrupt = [&](std::vector<int32_t>& d) {
+        const size_t at = size_t(st->position()) - prompt.size() + 1;
+        for (size_t k = 0; k < d.size() && at + k < force->size(); ++k) d[k] = (*force)[at + k];
+      };
+    return ds4::engine::generate_greedy(*model_, st, logits, 24, eos, depth, stats, corrupt);
+  };
+  const std::vector<int32_t> ar = run(0, nullptr, nullptr);
+  ASSERT_EQ(ar.size(), 24u);
+  for (int depth : {1, 4}) {
+    ds4::engine::SpecStats own_stats, forced_stats;
+    EXPECT_EQ(run(depth, nullptr, &own_stats), ar) << depth;
+    EXPECT_GT(own_stats.drafted, 0) << depth;
+    EXPECT_EQ(run(depth, &ar, &forced_stats), ar) << depth;
+    EXPECT_GT(forced_stats.accepted, 0) << depth;
+    EXPECT_GT(forced_stats.bonus, 0) << depth;
+    EXPECT_EQ(forced_stats.full_replays, 0) << depth;
+  }
+}
+
+TEST_F(DeepseekDspark, BadInputsAreInputErrors) {
+  auto st = model_->new_state();
+  model_->draft_head()->enable_draft(*st);
+  std::vector<ds4::StateSection> sec;  // an enabled, empty state round-trips
+  st->save(sec);
+  EXPECT_NO_THROW(model_->new_state()->load(sec));
+  std::vector<int32_t> d;
+  EXPECT_THROW(model_->draft_head()->draft(*st, 0, 2, d), ds4::InputError);  // no context row yet
+  auto ok = consumed("p7");
+  EXPECT_THROW(model_->draft_head()->draft(*ok, 1024, 2, d), ds4::InputError);
+  EXPECT_THROW(model_->draft_head()->draft(*ok, 0, -1, d), ds4::InputError);
+  EXPECT_THROW(model_->draft_head()->enable_draft(*ok), ds4::InputError);
+}
+
+}  // namespace
+}  // namespace ds4_test
