@@ -36,6 +36,12 @@ from progress import Progress  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CELLS = [("deepseek", "AR"), ("deepseek", "DSpark"), ("glm", "AR"), ("glm", "MTP"), ("qwen", "AR"), ("qwen", "MTP")]
 DEFAULT_MODELS = {"deepseek": "tests/data/deepseek_v4/model", "glm": "tests/data/glm5/model", "qwen": "models/default/model.gguf"}
+# The tiny reference models keep their draft heads in separate files (tests/data/<family>/
+# {mtp,dspark}/): a speculative cell on a default model runs a folder of links to the trunk
+# plus the head (and the head's config keys merged into config.json).
+DRAFT_HEADS = {("glm", "MTP"): ("tests/data/glm5/mtp/mtp.safetensors", None),
+               ("deepseek", "DSpark"): ("tests/data/deepseek_v4/dspark/dspark.safetensors",
+                                        "tests/data/deepseek_v4/dspark/dspark_config.json")}
 PROMPT_STORY = "Write a short story (about 150 words) about a lighthouse keeper who finds a message in a bottle."
 PROMPT_PRIME = ("Write a Python function is_prime(n) and five assert statements that test it. "
                 "Put all the code in one ```python code block.")
@@ -47,12 +53,30 @@ def cell_name(family, mode):
     return f"{family}-{mode}"
 
 
+def with_draft_head(family, mode, model, workdir):
+    """The model a cell runs: for a speculative cell on the family's default tiny model, a
+    folder in `workdir` with the trunk's files linked and the draft head added; else `model`."""
+    head = DRAFT_HEADS.get((family, mode))
+    src = pathlib.Path(model)
+    if head is None or src.resolve() != (ROOT / DEFAULT_MODELS[family]).resolve() or not src.is_dir():
+        return model
+    dst = pathlib.Path(workdir) / f"{family}-{mode}-model"
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.name != "config.json" and not (dst / f.name).exists():
+            (dst / f.name).symlink_to(f.resolve())
+    weights, extra = (ROOT / h if h else None for h in head)
+    if not (dst / weights.name).exists():
+        (dst / weights.name).symlink_to(weights)
+    cfg = json.loads((src / "config.json").read_text())
+    if extra:
+        cfg.update(json.loads(extra.read_text()))
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    return str(dst)
+
+
 def skip_reason(family, mode, model, temperature=0.0):
     """Why a cell cannot run, or None. Checked before any process starts."""
-    if family == "deepseek" and mode == "DSpark":
-        return "DSpark draft+verify is not implemented in the engine yet (speculation exists for Qwen MTP only)"
-    if family == "glm" and mode == "MTP":
-        return "GLM integrated MTP (2-row verify) is not implemented in the engine yet (speculation exists for Qwen MTP only)"
     p = pathlib.Path(model)
     if not p.exists():
         return f"model not found: {model}"
@@ -375,16 +399,18 @@ def main(argv=None):
         jsonl.write(json.dumps(rec) + "\n")
         jsonl.flush()
 
-    runnable = []
+    runnable, cell_models = [], {}
     for fam, mode in CELLS:
         if wanted and cell_name(fam, mode) not in wanted:
             continue
-        why = skip_reason(fam, mode, models[fam], args.temperature)
+        model = with_draft_head(fam, mode, models[fam], out)
+        why = skip_reason(fam, mode, model, args.temperature)
         if why:
-            emit({"cell": cell_name(fam, mode), "family": fam, "mode": mode, "model": models[fam],
+            emit({"cell": cell_name(fam, mode), "family": fam, "mode": mode, "model": model,
                   "turn": "skipped", "reason": why})
         else:
             runnable.append((fam, mode))
+            cell_models[(fam, mode)] = model
     bar = Progress(enabled={"auto": None, "on": True, "off": False}[args.progress])
     step = [0, args.repeats * len(runnable) * len(eval_report.TURNS)]
     # A B B A: odd repeats run the cells in reverse so drift hits every cell alike.
@@ -392,7 +418,7 @@ def main(argv=None):
         for fam, mode in (runnable if r % 2 == 0 else runnable[::-1]):
             bar.log(f"repeat {r + 1}/{args.repeats}: {cell_name(fam, mode)}")
             try:
-                run_cell(args, fam, mode, models[fam], r, emit, bar, step)
+                run_cell(args, fam, mode, cell_models[(fam, mode)], r, emit, bar, step)
             except Exception as e:  # a crashed cell is a result, not the end of the run
                 bar.clear()
                 emit({"cell": cell_name(fam, mode), "family": fam, "mode": mode, "repeat": r,
