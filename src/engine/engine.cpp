@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <utility>
 
 #include "core/error.h"
 #include "engine/engine_job.h"
@@ -33,6 +34,8 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
   if (!o.checkpoint_dir.empty())
     checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes);
   spec_depth_ = model_->draft_head() ? o.spec_depth : 0;
+  parse_spec_category(o.spec_sampling);  // rejects a bad name at construction
+  spec_sampling_ = o.spec_sampling;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -142,7 +145,9 @@ void Engine::step(Job& job) {
     case Job::Phase::kNew: start(job); break;
     case Job::Phase::kPrefill: prefill_step(job); break;
     case Job::Phase::kDecode: {
-      const int32_t tok = job.sampler->sample(job.logits);
+      // A speculative cycle already chose the next token (bonus / correction, drawn from
+      // the sampler's stream in the walk's order): emit it instead of sampling again.
+      const int32_t tok = job.spec_next >= 0 ? std::exchange(job.spec_next, -1) : job.sampler->sample(job.logits);
       emit_token(job, tok);
       break;
     }

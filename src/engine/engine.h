@@ -36,8 +36,11 @@ struct EngineOptions {
   // On-disk session checkpoints (session_checkpoints.h); empty dir = off.
   std::string checkpoint_dir;
   uint64_t checkpoint_budget_bytes = uint64_t(4) << 30;
-  // Speculative decoding with the model's draft head (greedy turns only); 0 = off.
+  // Speculative decoding with the model's draft head; 0 = off. Greedy turns use category
+  // greedy; sampled turns on the MTPLX (Qwen) sampler use spec_sampling: exact (default,
+  // MTPLX's distribution-preserving walk), opportunistic, or target_only (no speculation).
   int spec_depth = 0;
+  std::string spec_sampling = "exact";
 };
 
 struct EngineMetrics {
@@ -85,7 +88,7 @@ class Engine {
   void decode_batch(std::vector<Job*>& jobs);
   // fed: the token is already in the state (an accepted speculative draft).
   void emit_token(Job& job, int32_t token, bool fed = false);
-  void spec_decode(Job& job);  // speculative.cpp
+  bool spec_decode(Job& job);  // engine_spec.cpp; false: this turn does not speculate
   void finish(Job& job, Finish why);
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
 
@@ -96,6 +99,7 @@ class Engine {
   int64_t context_size_, prefill_chunk_;
   int max_live_;
   int spec_depth_ = 0;
+  std::string spec_sampling_ = "exact";
   bool snapshot_prompt_;
   PrefixCache cache_;
   std::unique_ptr<SessionCheckpoints> checkpoints_;  // null = checkpoints off

@@ -27,7 +27,8 @@ struct Engine::Job {
   bool reasoning = false;        // last parsed text was reasoning
   int32_t to_feed = -1;          // sampled token still to feed into the state
   Usage usage;
-  std::unique_ptr<SpecDecoder> spec;  // greedy turns with speculation on
+  std::unique_ptr<SpecDecoder> spec;  // turns with speculation on
+  int32_t spec_next = -1;             // the token the last cycle chose; emitted by the next step
   std::chrono::steady_clock::time_point t_submit, t_prefill, t_first;
 };
 

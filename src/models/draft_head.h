@@ -2,6 +2,8 @@
 // Family-neutral draft head for speculative decoding (Qwen MTP today; GLM MTP and DSpark
 // plug in the same way). The speculative loop (engine/speculative.h) only sees this.
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "models/model.h"
@@ -13,9 +15,17 @@ class DraftHead {
   virtual ~DraftHead() = default;
   // Makes `state` keep whatever history the head needs; call before the first forward.
   virtual void enable_draft(ModelState& state) const = 0;
-  // Greedy chain of `depth` draft tokens that follow `next_token` (the token the target
-  // chose after the state's last consumed token). Must leave `state` unchanged.
-  virtual void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) = 0;
+  // Picks draft token k from the head's logits row {vocab} (exact speculative sampling draws
+  // it from the sampler's distribution); empty = argmax (greedy).
+  using Pick = std::function<int32_t(std::span<const float> row)>;
+  // Chain of `depth` draft tokens that follow `next_token` (the token the target chose after
+  // the state's last consumed token), each fed back as the next step's input. Must leave
+  // `state` unchanged.
+  virtual void draft(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                     std::vector<int32_t>& drafts) = 0;
+  void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) {
+    draft(state, next_token, depth, Pick{}, drafts);
+  }
 };
 
 }  // namespace ds4
