@@ -102,10 +102,10 @@ int main(int argc, char** argv) {
   std::printf("spec: %lld tokens %.3f s  %.1f tok/s  (x%.2f vs AR)\n", (long long)sp_n, sp_s, sp_n / sp_s,
               (sp_n / sp_s) / (ar_n / ar_s));
   std::printf("acceptance %.3f (%lld/%lld drafted), %.2f accepted per cycle, cycles %lld, bonus %lld, "
-              "corrections %lld, repairs %lld, full_replays %lld\n",
+              "corrections %lld, prefix_commits %lld, repairs %lld, full_replays %lld\n",
               st.acceptance(), (long long)st.accepted, (long long)st.drafted,
               st.cycles ? double(st.accepted) / double(st.cycles) : 0.0, (long long)st.cycles, (long long)st.bonus,
-              (long long)st.corrections, (long long)st.repairs, (long long)st.full_replays);
+              (long long)st.corrections, (long long)st.prefix_commits, (long long)st.repairs, (long long)st.full_replays);
   std::printf("draft %.3f s  verify %.3f s  commit %.3f s\n", st.draft_s, st.verify_s, st.commit_s);
   std::printf("verify(%d)/decode cost ratio %.2f (decode %.2f ms, verify %.2f ms)\n", depth + 1, ver / dec,
               1e3 * dec / 20, 1e3 * ver / 20);

@@ -22,7 +22,7 @@ void report(const SpecDecoder& spec, Usage& u) {
   const SpecStats& s = spec.stats();
   u.spec_mode = spec_category_name(spec.category());
   u.spec_drafted = s.drafted, u.spec_accepted = s.accepted, u.spec_bonus = s.bonus;
-  u.spec_corrections = s.corrections;
+  u.spec_corrections = s.corrections, u.spec_prefix_commits = s.prefix_commits;
   u.spec_repairs = s.repairs, u.spec_full_replays = s.full_replays;
   u.spec_draft_s = s.draft_s, u.spec_verify_s = s.verify_s, u.spec_commit_s = s.commit_s;
 }

@@ -40,7 +40,7 @@ struct Usage {
   // was off or not applicable.
   std::string spec_mode = "target_only";
   int64_t spec_drafted = 0, spec_accepted = 0, spec_bonus = 0, spec_repairs = 0, spec_full_replays = 0;
-  int64_t spec_corrections = 0;
+  int64_t spec_corrections = 0, spec_prefix_commits = 0;
   double spec_draft_s = 0, spec_verify_s = 0, spec_commit_s = 0;
 };
 

@@ -26,7 +26,7 @@ int32_t argmax(const float* row, int64_t n) {
 
 void SpecStats::add(const SpecStats& o) {
   cycles += o.cycles; drafted += o.drafted; accepted += o.accepted; bonus += o.bonus;
-  corrections += o.corrections; target_rows += o.target_rows;
+  corrections += o.corrections; target_rows += o.target_rows; prefix_commits += o.prefix_commits;
   repairs += o.repairs; full_replays += o.full_replays;
   draft_s += o.draft_s; verify_s += o.verify_s; commit_s += o.commit_s;
 }
@@ -77,12 +77,18 @@ void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_
   if (corrupt_draft) corrupt_draft(drafts_);
   stats_.draft_s += since(t0);
 
-  // Verify on a clone: rows {D+1, vocab}; row k predicts the token after [next, d1..dk].
+  // Verify: rows {D+1, vocab}; row k predicts the token after [next, d1..dk]. With capture
+  // the window runs on the state itself (any prefix can be committed afterwards, and `next`
+  // is always kept); without it, on a clone that is kept only when every row is.
   t0 = Clock::now();
-  auto trial = state->clone();
   row_tokens_.assign(1, next);
   row_tokens_.insert(row_tokens_.end(), drafts_.begin(), drafts_.end());
-  model_.forward(*trial, row_tokens_, Logits::kAll, rows_);
+  std::unique_ptr<ModelState> trial;
+  const bool captured = cfg_.capture_commit && head_.verify_capture(*state, row_tokens_, rows_);
+  if (!captured) {
+    trial = state->clone();
+    model_.forward(*trial, row_tokens_, Logits::kAll, rows_);
+  }
   stats_.verify_s += since(t0);
 
   stats_.cycles++;
@@ -100,7 +106,12 @@ void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_
   t0 = Clock::now();
   const size_t feed = 1 + out.accepted.size() - (stop && !out.accepted.empty() ? 1 : 0);
   const int64_t last = int64_t(feed) - 1;  // verify row holding the logits after the fed tokens
-  commit(state, trial, feed);
+  if (captured) {
+    head_.commit_prefix(*state, int64_t(feed));
+    if (feed < row_tokens_.size()) stats_.prefix_commits++;
+  } else {
+    commit(state, trial, feed);
+  }
   out.logits.assign(rows_.begin() + last * V, rows_.begin() + (last + 1) * V);
   if (stop) out.bonus = -1;
   stats_.commit_s += since(t0);

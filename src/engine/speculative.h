@@ -23,10 +23,12 @@
 // stream equals MTPLX's at the max_tokens edge too; the bonus is drawn only when tokens
 // remain (accepted < budget).
 //
-// Commit: the recurrent GDN state cannot be cut back, so when every verified row is kept the
-// clone *is* the committed state; otherwise the original state re-runs only the kept prefix
-// [next, d1..di] (a "repair"). Nothing ever replays from the conversation start
-// (full_replays stays 0).
+// Commit (MTPLX capture_commit): the verify runs on the state itself while the head records
+// per-row recurrent state (DraftHead::verify_capture); the kept prefix [next, d1..di] is then
+// committed from those records (commit_prefix), without re-running anything. A head that
+// cannot capture verifies on a clone: all rows kept -> the clone is the state; otherwise the
+// original state re-runs the kept prefix (a counted "repair"). Nothing ever replays from the
+// conversation start (full_replays stays 0).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,7 +67,8 @@ struct SpecStats {
   int64_t bonus = 0;         // every draft accepted: next token from the row after the last
   int64_t corrections = 0;   // a rejected draft replaced by the target's token
   int64_t target_rows = 0;   // target distributions materialized (stochastic categories)
-  int64_t repairs = 0;       // partial acceptances: accepted prefix re-run on the state
+  int64_t prefix_commits = 0;  // partial acceptances committed from captured rows (no re-run)
+  int64_t repairs = 0;       // partial acceptances re-run on the state (head cannot capture)
   int64_t full_replays = 0;  // always 0: never replays from the start
   double draft_s = 0, verify_s = 0, commit_s = 0;
   double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
@@ -82,6 +85,7 @@ struct SpecConfig {
   int depth = 3;
   SpecCategory category = SpecCategory::kGreedy;
   SamplerParams sampler;  // stochastic categories: the turn's MTPLX sampler settings
+  bool capture_commit = true;  // captured-prefix commit when the head supports it
 };
 
 class SpecDecoder {

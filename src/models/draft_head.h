@@ -26,6 +26,18 @@ class DraftHead {
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) {
     draft(state, next_token, depth, Pick{}, drafts);
   }
+
+  // Captured-prefix commit (MTPLX capture_commit). verify_capture(): the batched verify
+  // forward (Logits::kAll) that also records, in `trial`, the per-row state a recurrent
+  // model cannot cut back (GDN recurrent/conv state, PLE history, MTP rows). Returns false
+  // when the family cannot capture; the loop then re-runs the kept prefix on the original
+  // state instead (a counted repair). commit_prefix(): turns `trial` into the state after
+  // its first `keep` verified rows (1 <= keep <= rows) from those records, and drops them.
+  virtual bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) {
+    (void)trial, (void)tokens, (void)logits;
+    return false;
+  }
+  virtual void commit_prefix(ModelState& trial, int64_t keep) { (void)trial, (void)keep; }
 };
 
 }  // namespace ds4

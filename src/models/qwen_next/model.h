@@ -47,6 +47,10 @@ class QwenNextModel : public Model, public DraftHead {
     mtp_draft(state, next_token, depth, draft_logits_, drafts, pick);
   }
 
+  // Captured-prefix commit (spec_commit.cpp).
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
+  void commit_prefix(ModelState& trial, int64_t keep) override;
+
  private:
   void mtp_catch_up(State& st);
   std::vector<float> draft_logits_;  // scratch for draft(): {depth, vocab}

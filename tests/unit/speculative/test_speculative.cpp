@@ -101,8 +101,45 @@ TEST_P(Spec, ForcedRejectionStillGivesAr) {
   Gen ar = run(*m, c.prompt, 100, {}, 0);
   Gen sp = run(*m, c.prompt, 100, {}, GetParam(), corrupt);
   EXPECT_EQ(sp.tokens, ar.tokens);
-  EXPECT_GT(sp.stats.repairs, 0);
+  // Partial acceptances are committed from the captured rows: no re-run, no replay.
+  EXPECT_GT(sp.stats.prefix_commits, 0);
+  EXPECT_EQ(sp.stats.repairs, 0);
+  EXPECT_EQ(sp.stats.full_replays, 0);
   EXPECT_LT(sp.stats.accepted, sp.stats.drafted);
+  expect_same_state(*m, ar, sp);
+}
+
+TEST_P(Spec, RepairPathWithoutCaptureStillGivesAr) {
+  // The fallback for heads that cannot capture: verify on a clone, re-run the kept prefix.
+  const Case c = default_model();
+  auto m = load(c);
+  Gen ar = run(*m, c.prompt, 60, {}, 0);
+  Gen sp;
+  sp.state = m->new_state();
+  m->draft_head()->enable_draft(*sp.state);
+  auto logits = m->prefill(*sp.state, c.prompt);
+  SpecConfig cfg;
+  cfg.depth = GetParam();
+  cfg.capture_commit = false;
+  SpecDecoder spec(*m, cfg, nullptr);
+  int cyc = 0;
+  spec.corrupt_draft = [&](std::vector<int32_t>& d) {
+    if (cyc++ % 2) d.back() = int32_t((d.back() + 1) % m->info().vocab_size);
+  };
+  int32_t t = argmax(logits.data(), m->info().vocab_size);
+  SpecCycle cy;
+  for (;;) {
+    sp.tokens.push_back(t);
+    if (sp.tokens.size() >= 60) break;
+    spec.cycle(sp.state, t, 60 - int64_t(sp.tokens.size()), std::span<const int32_t>{}, cy);
+    sp.tokens.insert(sp.tokens.end(), cy.accepted.begin(), cy.accepted.end());
+    if (cy.bonus < 0) break;
+    t = cy.bonus;
+  }
+  EXPECT_EQ(sp.tokens, ar.tokens);
+  EXPECT_GT(spec.stats().repairs, 0);
+  EXPECT_EQ(spec.stats().prefix_commits, 0);
+  EXPECT_EQ(spec.stats().full_replays, 0);
   expect_same_state(*m, ar, sp);
 }
 
