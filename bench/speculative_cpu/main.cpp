@@ -75,8 +75,12 @@ int main(int argc, char** argv) {
     m->draft_head()->enable_draft(*s1);
     auto l1 = m->prefill(*s1, p);
     t0 = Clock::now();
-    auto sp = sampled ? engine::generate_sampled(*m, s1, l1, max_tokens, eos, sc, &st)
-                      : engine::generate_greedy(*m, s1, l1, max_tokens, eos, depth, &st);
+    engine::SpecStats one;
+    auto sp = sampled ? engine::generate_sampled(*m, s1, l1, max_tokens, eos, sc, &one)
+                      : engine::generate_greedy(*m, s1, l1, max_tokens, eos, depth, &one);
+    st.add(one);
+    std::printf("prompt %zu: %zu tokens, accepted %lld of %lld drafted\n", size_t(&p - prompts.data()), sp.size(),
+                (long long)one.accepted, (long long)one.drafted);
     sp_s += since(t0);
     sp_n += int64_t(sp.size());
     if (sp != ar && !sampled) std::printf("MISMATCH: speculative output differs from AR\n");
