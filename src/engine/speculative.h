@@ -86,6 +86,9 @@ struct SpecConfig {
   SpecCategory category = SpecCategory::kGreedy;
   SamplerParams sampler;  // stochastic categories: the turn's MTPLX sampler settings
   bool capture_commit = true;  // captured-prefix commit when the head supports it
+  // Exact: MTPLX's draft_sampler temperature; unset = the turn's. <= 0: argmax drafts with a
+  // one-hot q and no draw (MTPLX _sample_draft_from_logits with a greedy draft sampler).
+  std::optional<double> draft_temperature;
 };
 
 class SpecDecoder {

@@ -52,8 +52,16 @@ int32_t SpecDecoder::pick_exact(std::span<const float> row) {
   const size_t V = row.size();
   if (size_t(pick_k_ + 1) * V > q_.size()) throw Error("speculative: draft head asked for more picks than depth");
   std::span<double> q(q_.data() + size_t(pick_k_) * V, V);
-  mtplx_distribution(row, cfg_.sampler, q);  // the draft sampler is the turn's sampler
   ++pick_k_;
+  SamplerParams dp = cfg_.sampler;  // MTPLX: the draft sampler is the turn's unless set
+  if (cfg_.draft_temperature) dp.temperature = *cfg_.draft_temperature;
+  if (dp.temperature <= 0) {
+    const int32_t t = argmax(row.data(), int64_t(V));
+    std::fill(q.begin(), q.end(), 0.0);
+    q[size_t(t)] = 1.0;
+    return t;
+  }
+  mtplx_distribution(row, dp, q);
   return mtplx_draw(q, *rng_);
 }
 
