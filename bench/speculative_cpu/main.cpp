@@ -3,6 +3,8 @@
 // acceptance, draft/verify/commit time, and the verify(D+1)/decode cost ratio.
 // prompts.txt: one prompt per line as token ids (render_prompts.py writes eval.py's).
 // temperature > 0: MTPLX sampler (top-p 0.95, top-k 20, seed 12345), category exact.
+// A 7th argument `eval_protocol` runs tools/train/eval.py's acceptance protocol instead.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +19,54 @@
 using namespace ds4;
 using Clock = std::chrono::steady_clock;
 static double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// tools/train/eval.py's Runner.speculative protocol, for a like-for-like acceptance figure:
+// each step takes y = argmax of a fresh trunk pass, drafts 3 after y, verifies [y, drafts],
+// appends y + the accepted drafts + the target's token at the first miss (or the bonus),
+// and stops once n new tokens are reached or y / an appended token is a stop id. Acceptance
+// is counted per step over the full depth, as eval.py does.
+static void eval_protocol(Model& m, const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& eos,
+                          int64_t n, int depth) {
+  const int64_t V = m.info().vocab_size;
+  auto stop = [&](int32_t t) { return std::find(eos.begin(), eos.end(), t) != eos.end(); };
+  int64_t drafted = 0, accepted = 0, steps = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    auto s = m.new_state();
+    m.draft_head()->enable_draft(*s);
+    auto logits = m.prefill(*s, prompts[p]);
+    int64_t made = 0, pd = 0, pa = 0;
+    bool done = false;
+    while (made < n && !done) {
+      const int32_t y = engine::argmax(logits.data(), V);
+      if (stop(y)) { ++made; break; }
+      std::vector<int32_t> drafts;
+      m.draft_head()->draft(*s, y, depth, drafts);
+      std::vector<int32_t> rows_in = {y};
+      rows_in.insert(rows_in.end(), drafts.begin(), drafts.end());
+      auto trial = s->clone();
+      auto rows = m.verify(*trial, rows_in);
+      int acc = 0;
+      while (acc < depth && engine::argmax(rows.data() + int64_t(acc) * V, V) == drafts[size_t(acc)]) ++acc;
+      steps++, pd += depth, pa += acc;
+      std::vector<int32_t> add = {y};
+      add.insert(add.end(), drafts.begin(), drafts.begin() + acc);
+      add.push_back(engine::argmax(rows.data() + int64_t(acc) * V, V));
+      size_t k = 0;
+      for (; k < add.size(); ++k) {
+        ++made;
+        if (stop(add[k])) { done = true; ++k; break; }
+      }
+      logits = m.verify(*s, std::span<const int32_t>(add.data(), k));
+      logits.erase(logits.begin(), logits.end() - V);
+    }
+    std::printf("prompt %zu: %lld new tokens, accepted %lld of %lld drafted\n", p, (long long)made, (long long)pa,
+                (long long)pd);
+    drafted += pd, accepted += pa;
+  }
+  std::printf("eval.py protocol, depth %d: accepted %lld of %lld drafted = %.3f over %lld steps (%.2f per step)\n",
+              depth, (long long)accepted, (long long)drafted, double(accepted) / double(drafted), (long long)steps,
+              double(accepted) / double(steps));
+}
 
 int main(int argc, char** argv) {
   if (argc < 2) { std::fprintf(stderr, "usage: bench_speculative MODEL_DIR [max_tokens] [depth] [threads]\n"); return 2; }
@@ -58,6 +108,10 @@ int main(int argc, char** argv) {
   sc.sampler.temperature = argc > 6 ? std::stod(argv[6]) : 0.0;
   const bool sampled = sc.sampler.temperature > 0;
   sc.category = sampled ? engine::SpecCategory::kExact : engine::SpecCategory::kGreedy;
+  if (argc > 7 && std::string(argv[7]) == "eval_protocol") {
+    eval_protocol(*m, prompts, eos, max_tokens, depth);
+    return 0;
+  }
   double ar_s = 0, sp_s = 0;
   int64_t ar_n = 0, sp_n = 0;
   engine::SpecStats st;
