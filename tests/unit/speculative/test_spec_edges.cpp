@@ -86,7 +86,7 @@ TEST(SpecEdges, CancelBetweenCyclesKeepsTextAndPublishesNoHalfState) {
 TEST(SpecEdges, ContextEndInsideDraftStopsLikeTargetOnly) {
   // Sweep the context size so its end falls at every offset of a 3-draft cycle.
   int ended = 0;
-  for (int64_t ctx = 40; ctx < 52; ++ctx) {
+  for (int64_t ctx = 40; ctx < 48; ++ctx) {
     auto a = engine(0, ctx), s = engine(3, ctx);
     const Answer ar = run(*a, kStory, 200), sp = run(*s, kStory, 200);
     EXPECT_EQ(sp.text, ar.text) << "context " << ctx;
@@ -95,7 +95,7 @@ TEST(SpecEdges, ContextEndInsideDraftStopsLikeTargetOnly) {
     EXPECT_EQ(sp.done.usage.spec_full_replays, 0);
     ended += ar.done.finish == Finish::kContext;
   }
-  EXPECT_GT(ended, 6) << "the sweep must actually hit the context end";
+  EXPECT_GT(ended, 4) << "the sweep must actually hit the context end";
 }
 
 struct TempDir {
