@@ -36,6 +36,7 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
   spec_depth_ = model_->draft_head() ? o.spec_depth : 0;
   parse_spec_category(o.spec_sampling);  // rejects a bad name at construction
   spec_sampling_ = o.spec_sampling;
+  dspark_confidence_ = o.dspark_confidence;
   thread_ = std::thread([this] { run(); });
 }
 

@@ -41,6 +41,9 @@ struct EngineOptions {
   // MTPLX's distribution-preserving walk), opportunistic, or target_only (no speculation).
   int spec_depth = 0;
   std::string spec_sampling = "exact";
+  // DSpark confidence gate as set by the user (unset = the per-turn rule of SPEC §2, see
+  // resolve_dspark_confidence); resolved per turn into SpecConfig::dspark_confidence.
+  std::optional<double> dspark_confidence;
 };
 
 struct EngineMetrics {
@@ -100,6 +103,7 @@ class Engine {
   int max_live_;
   int spec_depth_ = 0;
   std::string spec_sampling_ = "exact";
+  std::optional<double> dspark_confidence_;
   bool snapshot_prompt_;
   PrefixCache cache_;
   std::unique_ptr<SessionCheckpoints> checkpoints_;  // null = checkpoints off

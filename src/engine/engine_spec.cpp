@@ -37,6 +37,7 @@ bool Engine::spec_decode(Job& job) {
     cfg.depth = spec_depth_;
     cfg.category = cat;
     cfg.sampler = job.sampler->params();
+    cfg.dspark_confidence = resolve_dspark_confidence(dspark_confidence_, cat);
     job.spec = std::make_unique<SpecDecoder>(*model_, cfg, cat == SpecCategory::kGreedy ? nullptr : &job.sampler->pcg());
   }
   const int32_t next = job.to_feed;

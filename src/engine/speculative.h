@@ -89,6 +89,8 @@ struct SpecConfig {
   // Exact: MTPLX's draft_sampler temperature; unset = the turn's. <= 0: argmax drafts with a
   // one-hot q and no draw (MTPLX _sample_draft_from_logits with a greedy draft sampler).
   std::optional<double> draft_temperature;
+  // DSpark heads only: the confidence gate of this turn (resolve_dspark_confidence).
+  double dspark_confidence = kDsparkConfidenceDefault;
 };
 
 class SpecDecoder {
