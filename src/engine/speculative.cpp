@@ -70,7 +70,11 @@ void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_
   if (exact) {
     q_.assign(size_t(depth) * size_t(V), 0.0);
     pick_k_ = 0;
-    head_.draft(*state, next, depth, [this](std::span<const float> row) { return pick_exact(row); }, drafts_);
+    if (!head_.draft_picked(*state, next, depth, [this](std::span<const float> row) { return pick_exact(row); },
+                            drafts_)) {
+      head_.draft(*state, next, depth, drafts_);  // greedy-only head: point-mass proposal, no draw
+      for (size_t k = 0; k < drafts_.size(); ++k) q_[k * size_t(V) + size_t(drafts_[k])] = 1.0;
+    }
   } else {
     head_.draft(*state, next, depth, drafts_);
   }

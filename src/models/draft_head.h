@@ -15,16 +15,18 @@ class DraftHead {
   virtual ~DraftHead() = default;
   // Makes `state` keep whatever history the head needs; call before the first forward.
   virtual void enable_draft(ModelState& state) const = 0;
-  // Picks draft token k from the head's logits row {vocab} (exact speculative sampling draws
-  // it from the sampler's distribution); empty = argmax (greedy).
+  // Greedy chain of `depth` draft tokens that follow `next_token` (the token the target
+  // chose after the state's last consumed token). Must leave `state` unchanged.
+  virtual void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) = 0;
+  // The same chain with draft token k chosen by `pick` from the head's logits row {vocab}
+  // (exact speculative sampling draws it from the sampler's distribution) and fed back as
+  // step k+1's input. Returns false when the head only drafts greedily; the exact walk then
+  // treats its argmax drafts as a point-mass proposal (MTPLX's greedy draft sampler).
   using Pick = std::function<int32_t(std::span<const float> row)>;
-  // Chain of `depth` draft tokens that follow `next_token` (the token the target chose after
-  // the state's last consumed token), each fed back as the next step's input. Must leave
-  // `state` unchanged.
-  virtual void draft(ModelState& state, int32_t next_token, int depth, const Pick& pick,
-                     std::vector<int32_t>& drafts) = 0;
-  void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) {
-    draft(state, next_token, depth, Pick{}, drafts);
+  virtual bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                            std::vector<int32_t>& drafts) {
+    (void)state, (void)next_token, (void)depth, (void)pick, (void)drafts;
+    return false;
   }
 
   // Captured-prefix commit (MTPLX capture_commit). verify_capture(): the batched verify

@@ -41,10 +41,13 @@ class QwenNextModel : public Model, public DraftHead {
   // DraftHead over the MTP head (nullptr when the checkpoint has no mtp.* tensors).
   DraftHead* draft_head() override { return w_.mtp ? this : nullptr; }
   void enable_draft(ModelState& state) const override { enable_mtp(state); }
-  using DraftHead::draft;
-  void draft(ModelState& state, int32_t next_token, int depth, const Pick& pick,
-             std::vector<int32_t>& drafts) override {
+  void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override {
+    mtp_draft(state, next_token, depth, draft_logits_, drafts);
+  }
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override {
     mtp_draft(state, next_token, depth, draft_logits_, drafts, pick);
+    return true;
   }
 
   // Captured-prefix commit (spec_commit.cpp).

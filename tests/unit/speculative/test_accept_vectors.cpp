@@ -53,12 +53,16 @@ class Replay : public Model, public DraftHead {
   }
   DraftHead* draft_head() override { return this; }
   void enable_draft(ModelState&) const override {}
-  void draft(ModelState&, int32_t, int depth, const Pick& pick, std::vector<int32_t>& drafts) override {
+  void draft(ModelState& s, int32_t next, int depth, std::vector<int32_t>& drafts) override {
+    draft_picked(s, next, depth, Pick{}, drafts);
+  }
+  bool draft_picked(ModelState&, int32_t, int depth, const Pick& pick, std::vector<int32_t>& drafts) override {
     drafts.clear();
     for (int k = 0; k < depth; ++k) {
       const auto& r = draft_[size_t(k)];
       drafts.push_back(pick ? pick(r) : argmax(r.data(), int64_t(r.size())));
     }
+    return true;
   }
 
  private:

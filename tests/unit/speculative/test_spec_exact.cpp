@@ -61,15 +61,20 @@ class ChainModel : public Model, public DraftHead {
   }
   DraftHead* draft_head() override { return this; }
   void enable_draft(ModelState&) const override {}
-  void draft(ModelState&, int32_t next, int depth, const Pick& pick, std::vector<int32_t>& drafts) override {
+  void draft(ModelState& s, int32_t next, int depth, std::vector<int32_t>& drafts) override {
+    draft_picked(s, next, depth, Pick{}, drafts);
+  }
+  bool draft_picked(ModelState&, int32_t next, int depth, const Pick& pick, std::vector<int32_t>& drafts) override {
     drafts.clear();
     int32_t prev = next;
     for (int k = 0; k < depth; ++k) {
       std::span<const float> row(draft_[size_t(prev)].data(), kV);
-      prev = pick ? pick(row) : int32_t(std::max_element(row.begin(), row.end()) - row.begin());
+      prev = pick && picks_ ? pick(row) : int32_t(std::max_element(row.begin(), row.end()) - row.begin());
       drafts.push_back(prev);
     }
+    return picks_;
   }
+  bool picks_ = true;  // false: a greedy-only head (drafts are argmax, the pick is not used)
 
  private:
   Table draft_;
@@ -176,6 +181,18 @@ TEST(SpecExact, PreservesTargetLawTopKTopP) {
   EXPECT_LT(chi, kChi35p001);
   std::printf("top-k/top-p: chi-square %.1f, acceptance %.3f\n", chi, c.stats.acceptance());
   EXPECT_GT(c.stats.corrections, kSeeds / 10);
+}
+
+TEST(SpecExact, GreedyOnlyHeadIsAPointMassProposal) {
+  // A head that cannot pick drafts greedily; exact treats them as q = one-hot (MTPLX with a
+  // greedy draft sampler): still the target's law, and no draft draws.
+  ChainModel m(kDraft);
+  m.picks_ = false;
+  const Counts c = run_many(m, filtered(), SpecCategory::kExact, 2, kSeeds);
+  const double chi = chi_square(c, law(filtered()), kSeeds);
+  EXPECT_LT(chi, kChi35p001);
+  EXPECT_GT(c.stats.corrections, kSeeds / 10);
+  std::printf("greedy-only head: chi-square %.1f, acceptance %.3f\n", chi, c.stats.acceptance());
 }
 
 TEST(SpecExact, DraftEqualToTargetIsAlwaysAccepted) {
