@@ -11,7 +11,7 @@
 namespace ds4::engine {
 
 struct Settings {
-  std::string model = "models/default";
+  std::string model = "models/default/model.gguf";  // the shipped Q8_0 default (issue #13)
   int power = 100;                 // percent of the machine's compute to use
   int64_t prefill_chunk = 0;       // 0 = auto (model default: 2048 Qwen/GLM, 4096 DeepSeek)
   int64_t context_size = 0;        // 0 = model maximum

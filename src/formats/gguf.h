@@ -79,10 +79,14 @@ class GgufWriter {
   void add_tensor(const std::string& name, DType type, const std::vector<int64_t>& shape);
   // Appends bytes of the current tensor; moves to the next once it is complete.
   void write(const void* data, size_t bytes);
+  // Appends `bytes` zero bytes by seeking: on file systems with sparse files they take no
+  // space (synthetic full-size models).
+  void write_zeros(size_t bytes);
   void finish();  // checks every tensor was written completely, closes the file
 
  private:
   void write_header();
+  void append(const uint8_t* p, size_t bytes);
   std::string path_;
   uint64_t alignment_;
   std::vector<GgufKV> kvs_;
@@ -94,6 +98,7 @@ class GgufWriter {
   uint64_t data_pos_ = 0;    // bytes written into the data section
   bool header_done_ = false;
   bool finished_ = false;
+  bool ends_in_hole_ = false;
 };
 
 }  // namespace ds4

@@ -1,6 +1,9 @@
 // Streaming GGUF writer: the header (metadata + tensor infos with precomputed aligned
 // offsets) goes out first, then tensor bytes as the caller produces them, so a converter
 // never holds more than one tensor in memory.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -121,9 +124,13 @@ void GgufWriter::write_header() {
   written_in_current_ = 0;
 }
 
-void GgufWriter::write(const void* data, size_t bytes) {
+void GgufWriter::write(const void* data, size_t bytes) { append(static_cast<const uint8_t*>(data), bytes); }
+
+void GgufWriter::write_zeros(size_t bytes) { append(nullptr, bytes); }
+
+// Shared by write (p = data) and write_zeros (p = nullptr: seek forward, leaving a hole).
+void GgufWriter::append(const uint8_t* p, size_t bytes) {
   if (!header_done_) write_header();
-  const uint8_t* p = static_cast<const uint8_t*>(data);
   while (bytes > 0) {
     while (current_ < tensors_.size() && written_in_current_ == tensors_[current_].bytes) {
       ++current_;
@@ -136,10 +143,15 @@ void GgufWriter::write(const void* data, size_t bytes) {
       data_pos_ = t.offset;
     }
     size_t k = std::min(bytes, t.bytes - written_in_current_);
-    put(f_, p, k, path_);
+    if (p) {
+      put(f_, p, k, path_);
+      p += k;
+    } else if (fseeko(f_, off_t(k), SEEK_CUR) != 0) {
+      throw Error(path_ + ": seek failed");
+    }
+    ends_in_hole_ = p == nullptr;
     written_in_current_ += k;
     data_pos_ += k;
-    p += k;
     bytes -= k;
   }
 }
@@ -154,6 +166,9 @@ void GgufWriter::finish() {
       throw Error(path_ + ": tensor '" + tensors_[i].name + "' has " + std::to_string(done) + " of " +
                   std::to_string(tensors_[i].bytes) + " bytes written");
   }
+  // A seek past the end does not grow the file: set its length where the last hole ends.
+  if (ends_in_hole_ && (std::fflush(f_) != 0 || ftruncate(fileno(f_), ftello(f_)) != 0))
+    throw Error(path_ + ": cannot extend the file over its final hole");
   if (std::fclose(f_) != 0) throw Error(path_ + ": close failed");
   f_ = nullptr;
   finished_ = true;

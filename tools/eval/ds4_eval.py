@@ -9,6 +9,10 @@ usage.timings (prefill_s, ttft_s, decode_s) plus the client's chunk arrival time
 split so nothing is counted twice: first_token_s = ttft_s - prefill_s (queue + first sample),
 and prefill_s + first_token_s + decode_s <= the request's wall time.
 
+Every cell samples greedily by default (--temperature 0): the engine speculates on greedy
+turns only, and greedy speculative output must equal greedy AR output token for token, so
+the AR and speculative cells of a family do the same work and their speeds compare directly.
+
   python3 tools/eval/ds4_eval.py --repeats 3 --out bench/results/eval-DATE
 """
 import argparse
@@ -27,10 +31,11 @@ import httpx
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import eval_report  # noqa: E402
 import sandbox  # noqa: E402
+from progress import Progress  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CELLS = [("deepseek", "AR"), ("deepseek", "DSpark"), ("glm", "AR"), ("glm", "MTP"), ("qwen", "AR"), ("qwen", "MTP")]
-DEFAULT_MODELS = {"deepseek": "tests/data/deepseek_v4/model", "glm": "tests/data/glm5/model", "qwen": "models/default"}
+DEFAULT_MODELS = {"deepseek": "tests/data/deepseek_v4/model", "glm": "tests/data/glm5/model", "qwen": "models/default/model.gguf"}
 PROMPT_STORY = "Write a short story (about 150 words) about a lighthouse keeper who finds a message in a bottle."
 PROMPT_PRIME = ("Write a Python function is_prime(n) and five assert statements that test it. "
                 "Put all the code in one ```python code block.")
@@ -42,20 +47,43 @@ def cell_name(family, mode):
     return f"{family}-{mode}"
 
 
-def skip_reason(family, mode, model):
+def skip_reason(family, mode, model, temperature=0.0):
     """Why a cell cannot run, or None. Checked before any process starts."""
-    if family == "qwen" and mode == "MTP":
-        return ("qwen MTP: the engine speculates on greedy turns only (stochastic 'exact' mode missing); "
-                "this harness samples with the family defaults (T=1), so the cell would run target_only")
-    if mode != "AR":
-        return f"{mode} speculative decoding is not implemented in the engine yet (AR only on main)"
+    if family == "deepseek" and mode == "DSpark":
+        return "DSpark draft+verify is not implemented in the engine yet (speculation exists for Qwen MTP only)"
+    if family == "glm" and mode == "MTP":
+        return "GLM integrated MTP (2-row verify) is not implemented in the engine yet (speculation exists for Qwen MTP only)"
     p = pathlib.Path(model)
     if not p.exists():
         return f"model not found: {model}"
     tok = p / "tokenizer.json" if p.is_dir() else p.parent / "tokenizer.json"
     if not tok.exists():
         return f"no tokenizer.json beside the model ({tok}); the server's codec needs one"
+    if family == "qwen" and mode == "MTP":
+        if temperature != 0:
+            return (f"qwen MTP: the engine speculates on greedy turns only (stochastic 'exact' mode missing); "
+                    f"--temperature {temperature} would run target_only")
+        if not has_mtp_head(p):
+            return f"qwen MTP: the model has no MTP head (mtp_num_hidden_layers is 0 or absent in {p}/config.json)"
     return None
+
+
+def has_mtp_head(model):
+    """A Qwen safetensors folder declares its MTP layers in config.json; a GGUF file is
+    assumed to carry them (the server reports target_only turns otherwise, and the cell's
+    receipts show it)."""
+    cfg = model / "config.json" if model.is_dir() else None
+    if cfg is None or not cfg.exists():
+        return True
+    c = json.loads(cfg.read_text())
+    return int(c.get("text_config", c).get("mtp_num_hidden_layers") or 0) > 0
+
+
+def cell_server_args(mode, depth):
+    """Server flags that make a cell what its name says."""
+    if mode == "AR":
+        return ["--speculative.enabled", "false"]
+    return ["--speculative.enabled", "true", "--speculative.depth", str(depth)]
 
 
 def proc_stats(pid):
@@ -107,9 +135,11 @@ class Server:
         threading.Thread(target=lambda: [self.lines.append(x) for x in self.proc.stderr], daemon=True).start()
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def wait_healthy(self, timeout=600):
+    def wait_healthy(self, timeout=600, tick=None):
         deadline = time.time() + timeout
         while time.time() < deadline:
+            if tick:
+                tick()
             try:
                 r = httpx.get(self.url + "/health", timeout=5)
                 if r.status_code == 200 and r.json().get("status") == "ok":
@@ -130,10 +160,12 @@ class Server:
         return self.proc.returncode
 
 
-def stream_chat(url, messages, max_tokens, timeout):
+def stream_chat(url, messages, max_tokens, timeout, temperature=None, on_piece=None):
     """One streamed chat completion. Returns content, reasoning, usage, finish, client times."""
     body = {"model": "x", "messages": messages, "stream": True, "max_tokens": max_tokens,
             "stream_options": {"include_usage": True}}
+    if temperature is not None:
+        body["temperature"] = temperature
     content, reasoning, arrivals = [], [], []
     usage, finish = None, None
     t0 = time.perf_counter()
@@ -157,6 +189,8 @@ def stream_chat(url, messages, max_tokens, timeout):
                 if piece:
                     arrivals.append(time.perf_counter() - t0)
                     (content if d.get("content") else reasoning).append(piece)
+                    if on_piece:
+                        on_piece(len(arrivals))
                 if ch.get("finish_reason"):
                     finish = ch["finish_reason"]
     wall = time.perf_counter() - t0
@@ -199,12 +233,15 @@ def receipt(base, kind, res, before, after, health, spec_reason):
     }
 
 
+SPEC_KEYS = ("mode", "acceptance", "drafted", "accepted", "bonus", "repairs", "full_replays",
+             "draft_s", "verify_s", "commit_s")
+
+
 def speculative_fields(u, reason):
     """The server's per-turn speculative counters (usage.speculative), or nulls with why."""
     sp = u.get("speculative") or {}
     if sp.get("mode") not in (None, "target_only"):
-        return {k: sp.get(k) for k in ("mode", "acceptance", "drafted", "accepted", "bonus", "repairs",
-                                       "full_replays", "draft_s", "verify_s", "commit_s")}
+        return {k: sp.get(k) for k in SPEC_KEYS}
     return {"mode": sp.get("mode"), "acceptance": None, "draft_s": None, "verify_s": None,
             "commit_s": None, "reason": reason}
 
@@ -244,14 +281,22 @@ def readme_prompt(health, max_tokens):
     return "Summarize this project README in a few sentences:\n\n" + text, truncated
 
 
-def run_cell(args, family, mode, model, repeat, emit):
+def run_cell(args, family, mode, model, repeat, emit, bar=None, step=None):
+    """One run of a cell in its own server process. bar/step: the progress bar and a
+    counter of finished turns over the whole eval (for its total)."""
     base = {"cell": cell_name(family, mode), "family": family, "mode": mode, "model": str(model),
-            "repeat": repeat}
-    spec_reason = "autoregressive cell: no speculative decoding"
+            "repeat": repeat, "sampling": {"temperature": args.temperature},
+            "speculative_depth": args.depth if mode != "AR" else None}
+    spec_reason = ("autoregressive cell: no speculative decoding" if mode == "AR"
+                   else "the server ran this turn target_only (no draft head or a sampled turn)")
+    bar = bar or Progress(enabled=False)
+    step = step if step is not None else [0, 0]
+    label = f"{base['cell']} r{repeat + 1}"
     log = []
-    srv = Server(args.bin_path, model, ["--speculative.enabled", "false", *args.server_arg], log)
+    bar.restart_clock()
+    srv = Server(args.bin_path, model, [*cell_server_args(mode, args.depth), *args.server_arg], log)
     try:
-        load_s, health = srv.wait_healthy()
+        load_s, health = srv.wait_healthy(tick=lambda: bar.update(f"{label}: loading"))
         st = proc_stats(srv.proc.pid)
         emit({**base, "turn": "load", "load_s": load_s, "peak_mem_bytes": st["vm_hwm_bytes"],
               "io_read_bytes": st["read_bytes"], "command": srv.cmd, "settings": health.get("settings")})
@@ -259,7 +304,11 @@ def run_cell(args, family, mode, model, repeat, emit):
 
         def turn(kind, messages, max_tokens):
             before = proc_stats(srv.proc.pid)
-            res = stream_chat(srv.url, messages, max_tokens, t)
+            what = f"{label}: {kind} (turn {step[0] + 1}/{step[1]})"
+            bar.update(what, 0, max_tokens, force=True)
+            res = stream_chat(srv.url, messages, max_tokens, t, args.temperature,
+                              lambda n: bar.update(what, min(n, max_tokens), max_tokens))
+            step[0] += 1
             rec = receipt(base, kind, res, before, proc_stats(srv.proc.pid), health, spec_reason)
             return res, rec
 
@@ -284,6 +333,7 @@ def run_cell(args, family, mode, model, repeat, emit):
         emit(rec)
         emit({**base, "turn": "metrics", "metrics": metrics(srv.url)})
     finally:
+        bar.clear()
         rc = srv.stop()
     if rc not in (0, None):
         print(f"warning: {base['cell']} server exit status {rc}", file=sys.stderr)
@@ -301,6 +351,11 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=600, help="seconds per request")
     ap.add_argument("--sandbox-timeout", type=float, default=5)
     ap.add_argument("--server-arg", action="append", default=[], help="extra server argument (repeatable)")
+    ap.add_argument("--temperature", type=float, default=0.0,
+                    help="sampling temperature of every request (default 0: greedy, the mode the engine speculates in)")
+    ap.add_argument("--depth", type=int, default=3, help="speculative depth of the MTP/DSpark cells (default 3)")
+    ap.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
+                    help="progress bar on stderr: auto = only when stderr is a terminal")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     if args.repeats < 1:
@@ -324,19 +379,22 @@ def main(argv=None):
     for fam, mode in CELLS:
         if wanted and cell_name(fam, mode) not in wanted:
             continue
-        why = skip_reason(fam, mode, models[fam])
+        why = skip_reason(fam, mode, models[fam], args.temperature)
         if why:
             emit({"cell": cell_name(fam, mode), "family": fam, "mode": mode, "model": models[fam],
                   "turn": "skipped", "reason": why})
         else:
             runnable.append((fam, mode))
+    bar = Progress(enabled={"auto": None, "on": True, "off": False}[args.progress])
+    step = [0, args.repeats * len(runnable) * len(eval_report.TURNS)]
     # A B B A: odd repeats run the cells in reverse so drift hits every cell alike.
     for r in range(args.repeats):
         for fam, mode in (runnable if r % 2 == 0 else runnable[::-1]):
-            print(f"repeat {r + 1}/{args.repeats}: {cell_name(fam, mode)}", file=sys.stderr)
+            bar.log(f"repeat {r + 1}/{args.repeats}: {cell_name(fam, mode)}")
             try:
-                run_cell(args, fam, mode, models[fam], r, emit)
+                run_cell(args, fam, mode, models[fam], r, emit, bar, step)
             except Exception as e:  # a crashed cell is a result, not the end of the run
+                bar.clear()
                 emit({"cell": cell_name(fam, mode), "family": fam, "mode": mode, "repeat": r,
                       "turn": "error", "reason": str(e)[:500]})
     jsonl.close()

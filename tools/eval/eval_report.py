@@ -71,9 +71,64 @@ def markdown(recs, command, host=""):
         out += ["", "## Skipped cells", ""] + [f"- {c}: {why}" for c, why in skipped]
     if errors:
         out += ["", "## Errors", ""] + [f"- {c} repeat {r}: {why}" for c, r, why in errors]
+    out += speculative_section(recs)
     out += ["", "Speculative acceptance and the draft/verify/commit split are null in every AR cell "
             "(no speculative decoding); restore time is inside prefill_s (the server does not split it).", ""]
     return "\n".join(out)
+
+
+def acceptance(recs, turns=("chat1", "chat2", "chat3")):
+    """Pooled acceptance of a cell's speculative turns: accepted / drafted summed over the
+    given turns of every repeat (a ratio of sums, so long turns weigh by their drafts)."""
+    sp = [r["speculative"] for r in recs if r["turn"] in turns and r.get("speculative", {}).get("drafted")]
+    drafted = sum(x["drafted"] for x in sp)
+    accepted = sum(x["accepted"] for x in sp)
+    return (accepted / drafted if drafted else None), accepted, drafted
+
+
+def same_output(recs, cell_a, cell_b):
+    """Per (repeat, turn): do two cells' answers match byte for byte? (greedy speculative
+    output must equal greedy AR output)."""
+    key = lambda r: (r["repeat"], r["turn"])  # noqa: E731
+    a = {key(r): r.get("answer_excerpt") for r in recs if r["cell"] == cell_a and "answer_excerpt" in r}
+    b = {key(r): r.get("answer_excerpt") for r in recs if r["cell"] == cell_b and "answer_excerpt" in r}
+    common = sorted(set(a) & set(b))
+    return sum(a[k] == b[k] for k in common), len(common)
+
+
+def speculative_section(recs):
+    cells = _by_cell(recs)
+    spec_cells = [c for c, rs in cells.items() if any((r.get("speculative") or {}).get("drafted") for r in rs)]
+    if not spec_cells:
+        return []
+    out = ["", "## Speculative decoding (usage.speculative per turn, medians over repeats)", "",
+           "| cell | turn | depth | acceptance | drafted | accepted | bonus | repairs | full replays | "
+           "draft s | verify s | commit s | decode tok/s | AR decode tok/s | ratio |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for cell in spec_cells:
+        rs = cells[cell]
+        ar_cell = cell.rsplit("-", 1)[0] + "-AR"
+        for t in TURNS:
+            tr = [r for r in rs if r["turn"] == t and r.get("speculative")]
+            if not tr:
+                continue
+            m = lambda k: _med([r["speculative"].get(k) for r in tr])  # noqa: E731
+            dec = _med([r["decode_tok_s"] for r in tr])
+            ar = _med([r["decode_tok_s"] for r in cells.get(ar_cell, []) if r["turn"] == t])
+            out.append(f"| {cell} | {t} | {tr[0].get('speculative_depth')} | {_fmt(m('acceptance'), 3)} | "
+                       f"{_fmt(m('drafted'), 0)} | {_fmt(m('accepted'), 0)} | {_fmt(m('bonus'), 0)} | "
+                       f"{_fmt(m('repairs'), 0)} | {_fmt(m('full_replays'), 0)} | {_fmt(m('draft_s'), 3)} | "
+                       f"{_fmt(m('verify_s'), 3)} | {_fmt(m('commit_s'), 3)} | {_fmt(dec, 1)} | {_fmt(ar, 1)} | "
+                       f"{_fmt(dec / ar if dec and ar else None, 2)} |")
+        rate, acc, dr = acceptance(rs)
+        rate_all, acc_all, dr_all = acceptance(rs, TURNS)
+        same, n = same_output(recs, cell, ar_cell)
+        out += ["", f"**{cell} acceptance over the three chat turns of every repeat: "
+                f"{_fmt(rate, 3)} ({acc}/{dr} drafted tokens accepted)**; over all turns incl. warmup and "
+                f"ping: {_fmt(rate_all, 3)} ({acc_all}/{dr_all}).",
+                f"Answers identical to {ar_cell} (greedy speculative = greedy AR): {same}/{n} turns "
+                f"(compared on the first 800 characters).", ""]
+    return out
 
 
 def _bars(x0, y0, w, h, title, unit, groups, series, colors):

@@ -27,6 +27,11 @@ struct Ds4ExportOptions {
   // Testing aid: when set (F32 or F16), every non-expert float tensor is written in this
   // type instead of ds4's per-tensor choice (layout and metadata checked without quant error).
   std::optional<DType> dense_type;
+  // Synthetic sources only (synthetic.h): routed experts left as file holes (zeros, which
+  // read at the same bandwidth) so a full-size file fits a smaller disk as a sparse file.
+  bool synthetic_expert_holes = false;
+  // When set: tokenizer.ggml.{model,pre,tokens,merges} from this HF tokenizer.json.
+  std::string tokenizer_json;
 };
 
 // Writes `src` (HF names, any float type) as a ds4-layout GGUF at `path`.

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu/hyper_connections.h"
 #include "models/deepseek_v4/config.h"
 #include "models/deepseek_v4/state.h"
 #include "models/deepseek_v4/weights.h"
@@ -47,5 +48,10 @@ void attention_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, Lay
 // MoE sublayer: routed experts (hash or top-k) + shared expert. x {T, hidden} -> out {T, hidden}.
 void moe_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, const int32_t* tokens, const float* x,
                  int64_t T, float* out);
+
+// One decoder layer (HC pre, attention, HC post, HC pre, MoE, HC post): x {T, hc, hidden}
+// in/out at positions p0.. `layer` indexes ctx.c's per-layer schedule (model.cpp).
+void decoder_layer(const Ctx& ctx, const cpu::HcShape& hc, const LayerWeights& w, int64_t layer, LayerState& s,
+                   const int32_t* tokens, int64_t T, int64_t p0, std::vector<float>& x);
 
 }  // namespace ds4::deepseek_v4

@@ -15,6 +15,8 @@
 #include "formats/tensor_source.h"
 #include "models/deepseek_v4/gguf.h"
 #include "models/deepseek_v4/layers.h"
+#include "models/deepseek_v4/mtp.h"
+#include "models/draft_head.h"
 
 namespace ds4::deepseek_v4 {
 namespace {
@@ -33,7 +35,7 @@ std::vector<float> inv_freq(const RopeConfig& r, int64_t rot_dim) {
   return r.yarn ? cpu::rope_yarn_inv_freq(rot_dim, r.theta, r.yarn_params) : cpu::rope_inv_freq(rot_dim, r.theta);
 }
 
-class DsModel : public Model {
+class DsModel : public Model, public DraftHead {
  public:
   DsModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt)
       : src_(std::move(src)),
@@ -62,6 +64,7 @@ class DsModel : public Model {
     hc_.sinkhorn_iters = c_.sinkhorn_iters;
     hc_.hc_eps = c_.hc_eps;
     hc_.norm_eps = c_.rms_eps;
+    if (w_.mtp) c_ = with_mtp_layer(c_);  // the head's layer is index c_.layers
   }
 
   const ModelInfo& info() const override { return info_; }
@@ -75,8 +78,27 @@ class DsModel : public Model {
   void forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
   LayerObserver observer;
 
+  // DraftHead over ds4's MTP block (nullptr when the checkpoint has no mtp.0.* tensors).
+  DraftHead* draft_head() override { return w_.mtp ? this : nullptr; }
+  void enable_draft(ModelState& state) const override {
+    State& s = as_state(state);
+    if (!w_.mtp) throw InputError("deepseek_v4: this checkpoint has no MTP head (mtp.0.* tensors)");
+    if (s.pos != 0) throw InputError("deepseek_v4: enable the MTP head before the first forward");
+    s.mtp_on = true;
+  }
+  void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override {
+    const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
+    mtp_draft(ctx, hc_, w_, as_state(state), next_token, depth, draft_logits_, drafts);
+  }
+  const std::vector<float>& last_draft_logits() const { return draft_logits_; }
+
  private:
-  void layer(int64_t l, LayerState& s, const int32_t* tokens, int64_t T, int64_t p0, std::vector<float>& x);
+  static State& as_state(ModelState& base) {
+    auto* s = dynamic_cast<State*>(&base);
+    if (!s) throw Error("deepseek_v4: state belongs to another model family");
+    return *s;
+  }
+  std::vector<float> draft_logits_;  // {depth + 1, vocab} of the last draft()
 
   std::unique_ptr<TensorSource> src_;
   Config c_;
@@ -87,24 +109,28 @@ class DsModel : public Model {
   ModelInfo info_;
 };
 
+}  // namespace
+
 // x {T, hc, hidden} in/out.
-void DsModel::layer(int64_t l, LayerState& s, const int32_t* tokens, int64_t T, int64_t p0, std::vector<float>& x) {
-  const LayerWeights& w = w_.layers[size_t(l)];
-  const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
-  const int64_t H = c_.hidden, n = c_.hc;
+void decoder_layer(const Ctx& ctx, const cpu::HcShape& hc, const LayerWeights& w, int64_t l, LayerState& s,
+                   const int32_t* tokens, int64_t T, int64_t p0, std::vector<float>& x) {
+  const Config& c = ctx.c;
+  const int64_t H = c.hidden, n = c.hc;
   std::vector<float> col(static_cast<size_t>(T * H)), post(static_cast<size_t>(T * n)), comb(static_cast<size_t>(T * n * n)), y(static_cast<size_t>(T * H));
   std::vector<float> next(x.size());
-  cpu::hc_pre_f32(w.attn_hc.view(), hc_, x.data(), T, col.data(), post.data(), comb.data(), &pool_);
+  cpu::hc_pre_f32(w.attn_hc.view(), hc, x.data(), T, col.data(), post.data(), comb.data(), ctx.pool);
   for (int64_t t = 0; t < T; ++t)
-    cpu::rmsnorm_f32(col.data() + t * H, w.attn_norm.data(), 0.0f, H, c_.rms_eps, col.data() + t * H);
+    cpu::rmsnorm_f32(col.data() + t * H, w.attn_norm.data(), 0.0f, H, c.rms_eps, col.data() + t * H);
   attention_forward(ctx, w, l, s, col.data(), T, p0, y.data());
-  cpu::hc_post_f32(hc_, y.data(), x.data(), post.data(), comb.data(), T, next.data());
-  cpu::hc_pre_f32(w.ffn_hc.view(), hc_, next.data(), T, col.data(), post.data(), comb.data(), &pool_);
+  cpu::hc_post_f32(hc, y.data(), x.data(), post.data(), comb.data(), T, next.data());
+  cpu::hc_pre_f32(w.ffn_hc.view(), hc, next.data(), T, col.data(), post.data(), comb.data(), ctx.pool);
   for (int64_t t = 0; t < T; ++t)
-    cpu::rmsnorm_f32(col.data() + t * H, w.ffn_norm.data(), 0.0f, H, c_.rms_eps, col.data() + t * H);
+    cpu::rmsnorm_f32(col.data() + t * H, w.ffn_norm.data(), 0.0f, H, c.rms_eps, col.data() + t * H);
   moe_forward(ctx, w, l, tokens, col.data(), T, y.data());
-  cpu::hc_post_f32(hc_, y.data(), next.data(), post.data(), comb.data(), T, x.data());
+  cpu::hc_post_f32(hc, y.data(), next.data(), post.data(), comb.data(), T, x.data());
 }
+
+namespace {
 
 void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) {
   auto* s = dynamic_cast<State*>(&base);
@@ -124,10 +150,12 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
     dequantize_row(w_.embed, tokens[size_t(t)], x.data() + t * n * H);
     for (int64_t j = 1; j < n; ++j) std::copy_n(x.data() + t * n * H, H, x.data() + (t * n + j) * H);
   }
+  const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
   for (int64_t l = 0; l < c_.layers; ++l) {
-    layer(l, s->layers[size_t(l)], tokens.data(), T, s->pos, x);
+    decoder_layer(ctx, hc_, w_.layers[size_t(l)], l, s->layers[size_t(l)], tokens.data(), T, s->pos, x);
     if (observer) observer(l, x.data(), T);
   }
+  mtp_record(ctx, hc_, w_, *s, tokens, s->pos, x.data());  // no-op unless the head is on
   s->pos += T;
   if (mode == Logits::kNone) return;
   const int64_t first = mode == Logits::kLast ? T - 1 : 0, rows = T - first;
@@ -144,6 +172,15 @@ void set_layer_observer(Model& m, LayerObserver fn) {
   auto* d = dynamic_cast<DsModel*>(&m);
   if (!d) throw Error("set_layer_observer: not a deepseek_v4 model");
   d->observer = std::move(fn);
+}
+
+void mtp_draft_logits(Model& m, ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
+                      std::vector<int32_t>& drafts) {
+  auto* d = dynamic_cast<DsModel*>(&m);
+  if (!d) throw Error("deepseek_v4::mtp_draft_logits: not a deepseek_v4 model");
+  if (!d->draft_head()) throw InputError("deepseek_v4: this checkpoint has no MTP head (mtp.0.* tensors)");
+  d->draft(state, next_token, depth, drafts);
+  logits = d->last_draft_logits();
 }
 
 bool probe(const std::string& path) {

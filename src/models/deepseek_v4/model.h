@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/model.h"
 
@@ -16,5 +17,10 @@ std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options)
 // current forward chunk. Throws ds4::Error if `m` is not a DeepSeek V4 model.
 using LayerObserver = std::function<void(int64_t layer, const float* x, int64_t tokens)>;
 void set_layer_observer(Model& m, LayerObserver fn);
+
+// Tests: the MTP draft chain (m.draft_head()->draft) with its logits {depth + 1, vocab}:
+// row 0 = the head's prediction after the last consumed token, rows 1.. the drafts.
+void mtp_draft_logits(Model& m, ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
+                      std::vector<int32_t>& drafts);
 
 }  // namespace ds4::deepseek_v4

@@ -39,11 +39,16 @@ class State : public ModelState {
              sizeof(float);
     };
     for (const auto& l : layers) b += l.window.size() * sizeof(float) + lane(l.comp) + lane(l.index);
-    return b;
+    return b + (mtp.window.size() + mtp_last_y.size()) * sizeof(float);
   }
 
   int64_t pos = 0;
   std::vector<LayerState> layers;
+  // MTP draft head (mtp.cpp): its layer's sliding window over one row per consumed
+  // position, and its output HC state {hc, hidden} for the last consumed token.
+  bool mtp_on = false;
+  LayerState mtp;
+  std::vector<float> mtp_last_y;
 };
 
 }  // namespace ds4::deepseek_v4

@@ -1,6 +1,8 @@
 // DeepSeek V4 state <-> named sections. One list (visit) drives both directions.
 #include "models/deepseek_v4/state.h"
 
+#include <type_traits>
+
 namespace ds4::deepseek_v4 {
 namespace {
 
@@ -24,6 +26,12 @@ void visit(IO& io, S& s) {
     visit_lane(io, p + "comp.", s.layers[i].comp);
     visit_lane(io, p + "index.", s.layers[i].index);
   }
+  uint8_t mtp_on = s.mtp_on ? 1 : 0;
+  io.scalar("mtp.on", mtp_on);
+  if constexpr (!std::is_const_v<S>) s.mtp_on = mtp_on != 0;
+  io.vec("mtp.window", s.mtp.window);
+  io.scalar("mtp.n_window", s.mtp.n_window);
+  io.vec("mtp.last_y", s.mtp_last_y);
 }
 
 // Row counts must agree with the stored row data, or the forward would read past it.
@@ -49,6 +57,7 @@ void State::load(const std::vector<StateSection>& in) {
     check_rows(p + "comp.entries", l.comp.entries.size(), l.comp.n_entries);
     check_rows(p + "index.entries", l.index.entries.size(), l.index.n_entries);
   }
+  check_rows("mtp.window", fresh.mtp.window.size(), fresh.mtp.n_window);
   *this = std::move(fresh);
 }
 

@@ -41,6 +41,7 @@ const std::map<std::string, std::string>& ds4_layer_names() {
 struct Binder {
   const TensorSource& src;
   bool ds4;
+  std::string mtp;  // non-empty: layer names live under this prefix (the MTP block)
 
   std::string global(const std::string& hf) const {
     if (!ds4) return hf;
@@ -51,9 +52,10 @@ struct Binder {
     return g.at(hf);
   }
   std::string layer(int64_t l, const std::string& hf) const {
-    if (!ds4) return "model.layers." + std::to_string(l) + "." + hf;
-    return "blk." + std::to_string(l) + "." + ds4_layer_names().at(hf);
+    if (!ds4) return (mtp.empty() ? "model.layers." + std::to_string(l) + "." : mtp) + hf;
+    return blk(l) + ds4_layer_names().at(hf);
   }
+  std::string blk(int64_t l) const { return mtp.empty() ? "blk." + std::to_string(l) + "." : mtp; }
   WeightMatrix mat(const std::string& name, int64_t rows, int64_t cols) const {
     return as_matrix(src.get(name, {rows, cols}));
   }
@@ -102,7 +104,7 @@ std::vector<int32_t> hash_table(const Binder& b, int64_t l, const Config& c) {
 void bind_experts(const Binder& b, int64_t l, const Config& c, LayerWeights& w) {
   const int64_t E = c.experts, F = c.expert_ff, H = c.hidden;
   if (b.ds4) {
-    const std::string blk = "blk." + std::to_string(l) + ".";
+    const std::string blk = b.blk(l);
     const TensorInfo& g = b.src.get(blk + "ffn_gate_exps.weight", {E, F, H});
     const TensorInfo& u = b.src.get(blk + "ffn_up_exps.weight", {E, F, H});
     const TensorInfo& d = b.src.get(blk + "ffn_down_exps.weight", {E, H, F});
@@ -169,18 +171,46 @@ LayerWeights bind_layer(const Binder& b, int64_t l, const Config& c) {
   return w;
 }
 
+std::unique_ptr<MtpWeights> bind_mtp(const TensorSource& src, bool ds4, const Config& c) {
+  if (!src.find("mtp.0.e_proj.weight")) return nullptr;
+  const Config cm = with_mtp_layer(c);
+  const Binder b{src, ds4, ds4 ? "mtp.0." : "mtp.0.block."};
+  const int64_t H = c.hidden;
+  auto m = std::make_unique<MtpWeights>();
+  m->e_proj = b.mat("mtp.0.e_proj.weight", H, H);
+  m->h_proj = b.mat("mtp.0.h_proj.weight", H, H);
+  m->enorm = b.vec("mtp.0.enorm.weight", {H});
+  m->hnorm = b.vec("mtp.0.hnorm.weight", {H});
+  m->norm = b.vec("mtp.0.norm.weight", {H});
+  m->head_hc = ds4 ? b.hc("mtp.0.hc_head_fn.weight", "mtp.0.hc_head_base.weight", "mtp.0.hc_head_scale.weight", c.hc,
+                          c.hc * H, 1)
+                   : b.hc("mtp.0.hc_head.hc_fn", "mtp.0.hc_head.hc_base", "mtp.0.hc_head.hc_scale", c.hc, c.hc * H, 1);
+  m->block = bind_layer(b, c.layers, cm);
+  if (m->block.router_bias.empty())
+    throw InputError(src.path() + ": MTP block has no router bias (" + b.layer(c.layers, "mlp.gate.e_score_correction_bias") +
+                     "), which ds4 requires");
+  return m;
+}
+
 }  // namespace
+
+Config with_mtp_layer(Config c) {
+  c.attn_types.push_back(AttnType::kSliding);
+  c.hash_moe.push_back(false);
+  return c;
+}
 
 Weights bind_weights(const TensorSource& src, const Config& c) {
   Weights w;
   w.ds4_layout = src.find("token_embd.weight") != nullptr;
-  const Binder b{src, w.ds4_layout};
+  const Binder b{src, w.ds4_layout, {}};
   w.embed = b.mat(b.global("model.embed_tokens.weight"), c.vocab, c.hidden);
   w.lm_head = b.mat(b.global("lm_head.weight"), c.vocab, c.hidden);
   w.norm = b.vec(b.global("model.norm.weight"), {c.hidden});
   w.head_hc = b.hc(b.global("model.hc_head.hc_fn"), b.global("model.hc_head.hc_base"),
                    b.global("model.hc_head.hc_scale"), c.hc, c.hc * c.hidden, 1);
   for (int64_t l = 0; l < c.layers; ++l) w.layers.push_back(bind_layer(b, l, c));
+  w.mtp = bind_mtp(src, w.ds4_layout, c);
   return w;
 }
 

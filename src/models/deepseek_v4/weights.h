@@ -5,6 +5,7 @@
 // whatever type the file has; small vectors (norms, biases, sinks, HC base/scale) are
 // converted to owned f32.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backend/cpu/hyper_connections.h"
@@ -43,13 +44,29 @@ struct LayerWeights {
   WeightMatrix sh_gate, sh_up, sh_down;
 };
 
+// antirez/ds4's MTP draft head `mtp.0.*` (ds4.c ds4_mtp_weights; tools/reference/
+// deepseek_v4/dspark_ref.py). HF-style names: mtp.0.{e_proj,h_proj,enorm,hnorm,norm}.weight,
+// mtp.0.hc_head.{hc_fn,hc_base,hc_scale}, mtp.0.block.<decoder layer names>; ds4 GGUF
+// names: mtp.0.<ds4 suffix> (docs/formats/ds4-gguf-layout.md).
+struct MtpWeights {
+  WeightMatrix e_proj, h_proj;            // {hidden, hidden}
+  std::vector<float> enorm, hnorm, norm;  // {hidden}
+  HcBlock head_hc;                        // the head's own output-HC collapse
+  LayerWeights block;                     // a sliding-only, top-k routed layer
+};
+
 struct Weights {
   WeightMatrix embed, lm_head;  // {vocab, hidden}
   std::vector<float> norm;
   HcBlock head_hc;              // fn {hc, hc * hidden}, base {hc}, scale {1}
   std::vector<LayerWeights> layers;
+  std::unique_ptr<MtpWeights> mtp;  // null: no mtp.0.* tensors
   bool ds4_layout = false;      // GGUF written the way antirez/ds4 writes it
 };
+
+// The MTP block runs as one more layer, index c.layers: sliding window only, top-k routing
+// (ds4 metal_graph_encode_decode_layer(il = 1) with no compressor and no tid2eid).
+Config with_mtp_layer(Config c);
 
 // Throws ds4::InputError naming the file, tensor, expected and actual shape.
 Weights bind_weights(const TensorSource& src, const Config& c);

@@ -3,16 +3,15 @@
 #include <filesystem>
 #include <fstream>
 
-#include "backend/cpu/hyper_connections.h"
-#include "backend/cpu/norm.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/tensor_source.h"
+#include "models/draft_head.h"
 #include "models/glm5/config.h"
 #include "models/glm5/indexer.h"
 #include "models/glm5/kda.h"
-#include "models/glm5/mla.h"
-#include "models/glm5/moe.h"
+#include "models/glm5/layer.h"
+#include "models/glm5/mtp.h"
 #include "models/glm5/state.h"
 #include "models/glm5/weights.h"
 
@@ -27,7 +26,7 @@ std::string config_where(const TensorSource& src) {
   return src.path() + ": ds4.config_json";
 }
 
-class Glm5Model final : public Model {
+class Glm5Model final : public Model, public DraftHead {
  public:
   Glm5Model(std::unique_ptr<TensorSource> src, const LoadOptions& opt)
       : src_(std::move(src)), cfg_(parse_config(src_->config(), config_where(*src_))),
@@ -57,8 +56,21 @@ class Glm5Model final : public Model {
   // Set by layer_outputs(): receives the streams after each layer.
   std::vector<std::vector<float>>* tap = nullptr;
 
+  // DraftHead over the integrated MTP layer (nullptr when the checkpoint has none).
+  DraftHead* draft_head() override { return w_.mtp ? this : nullptr; }
+  void enable_draft(ModelState& state) const override { mtp_enable(cfg_, w_, as_state(state)); }
+  void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override {
+    mtp_draft(cfg_, w_, as_state(state), next_token, depth, draft_logits_, drafts, &pool_);
+  }
+  const std::vector<float>& last_draft_logits() const { return draft_logits_; }
+
  private:
-  void layer(int64_t l, State& st, int64_t n, std::vector<float>& x, std::vector<float>& tmp, Selection& sel);
+  static State& as_state(ModelState& s) {
+    auto* st = dynamic_cast<State*>(&s);
+    if (!st) throw Error("glm5: got a state of another model family");
+    return *st;
+  }
+  std::vector<float> draft_logits_;  // {depth, vocab} of the last draft() call
 
   std::unique_ptr<TensorSource> src_;
   Config cfg_;
@@ -66,32 +78,6 @@ class Glm5Model final : public Model {
   ThreadPool pool_;
   ModelInfo info_;
 };
-
-// One decoder layer over n tokens: streams x {n, hc, hidden} -> x (tmp is scratch).
-void Glm5Model::layer(int64_t l, State& st, int64_t n, std::vector<float>& x, std::vector<float>& tmp,
-                      Selection& sel) {
-  const LayerWeights& L = w_.layers[size_t(l)];
-  const int64_t H = cfg_.hidden_size, hc = cfg_.hc_mult;
-  std::vector<float> post(size_t(n * hc)), comb(size_t(n * hc * hc)), in(size_t(n * H)), y(size_t(n * H));
-  // Attention half: collapse streams, norm, mix, expand.
-  cpu::hc_pre_f32(L.attn_hc.w, L.attn_hc.shape, x.data(), n, in.data(), post.data(), comb.data(), &pool_);
-  for (int64_t t = 0; t < n; ++t)
-    cpu::rmsnorm_f32(in.data() + t * H, L.input_norm.data(), 0.0f, H, cfg_.rms_norm_eps, in.data() + t * H);
-  if (L.kind == LayerKind::kLinear)
-    kda_forward(L.kda, cfg_, in.data(), n, st.kda[size_t(l)], y.data(), &pool_);
-  else
-    mla_forward(L.mla, cfg_, in.data(), n, st.pos, st.mla[size_t(l)], sel, y.data(), &pool_);
-  cpu::hc_post_f32(L.attn_hc.shape, y.data(), x.data(), post.data(), comb.data(), n, tmp.data());
-  x.swap(tmp);
-  // Feed-forward half.
-  cpu::hc_pre_f32(L.ffn_hc.w, L.ffn_hc.shape, x.data(), n, in.data(), post.data(), comb.data(), &pool_);
-  for (int64_t t = 0; t < n; ++t)
-    cpu::rmsnorm_f32(in.data() + t * H, L.post_norm.data(), 0.0f, H, cfg_.rms_norm_eps, in.data() + t * H);
-  if (L.sparse_mlp) moe_forward(L.moe, cfg_, in.data(), n, y.data(), &pool_);
-  else mlp_forward(L.mlp, cfg_.swiglu_limit, in.data(), n, y.data(), &pool_);
-  cpu::hc_post_f32(L.ffn_hc.shape, y.data(), x.data(), post.data(), comb.data(), n, tmp.data());
-  x.swap(tmp);
-}
 
 void Glm5Model::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) {
   auto* st = dynamic_cast<State*>(&state);
@@ -115,26 +101,28 @@ void Glm5Model::forward(ModelState& state, std::span<const int32_t> tokens, Logi
   }
   Selection sel;  // written by full-indexer layers, read by the shared layer after them
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
-    layer(l, *st, n, x, tmp, sel);
+    const auto li = size_t(l);
+    decoder_layer(w_.layers[li], cfg_, &st->kda[li], &st->mla[li], st->pos, n, x, tmp, sel, &pool_);
     if (tap) tap->push_back(x);
   }
   st->pos += n;
+  if (mode == Logits::kNone && !st->mtp_on) {
+    logits.clear();
+    return;
+  }
+  // Final head: unweighted mean of the streams, RMSNorm, lm_head. The MTP head needs the
+  // normed output of every row.
+  const int64_t first = st->mtp_on || mode == Logits::kAll ? 0 : n - 1;
+  std::vector<float> h(size_t((n - first) * H));
+  hc_mean(cfg_, x.data() + first * hc * H, n - first, w_.norm.data(), h.data());
+  mtp_record(cfg_, *st, tokens, h.data());  // no-op unless the head is on (then first == 0)
   if (mode == Logits::kNone) {
     logits.clear();
     return;
   }
-  // Final head: unweighted mean of the streams, RMSNorm, lm_head.
-  const int64_t first = mode == Logits::kLast ? n - 1 : 0, rows = n - first;
-  std::vector<float> h(size_t(rows * H), 0.0f);
-  for (int64_t t = 0; t < rows; ++t) {
-    float* ht = h.data() + t * H;
-    for (int64_t s = 0; s < hc; ++s)
-      for (int64_t d = 0; d < H; ++d) ht[d] += x[size_t(((first + t) * hc + s) * H + d)];
-    for (int64_t d = 0; d < H; ++d) ht[d] /= float(hc);
-    cpu::rmsnorm_f32(ht, w_.norm.data(), 0.0f, H, cfg_.rms_norm_eps, ht);
-  }
+  const int64_t from = mode == Logits::kLast ? n - 1 - first : 0, rows = n - first - from;
   logits.resize(size_t(rows * cfg_.vocab_size));
-  matmul(w_.lm_head, h.data(), rows, logits.data(), &pool_);
+  matmul(w_.lm_head, h.data() + from * H, rows, logits.data(), &pool_);
 }
 
 }  // namespace
@@ -154,6 +142,15 @@ std::vector<std::vector<float>> layer_outputs(Model& model, std::span<const int3
   }
   m->tap = nullptr;
   return out;
+}
+
+void mtp_draft_logits(Model& model, ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
+                      std::vector<int32_t>& drafts) {
+  auto* m = dynamic_cast<Glm5Model*>(&model);
+  if (!m) throw Error("glm5::mtp_draft_logits: not a glm5 model");
+  if (!m->draft_head()) throw InputError("glm5: this checkpoint has no MTP layer");
+  m->draft(state, next_token, depth, drafts);
+  logits = m->last_draft_logits();
 }
 
 bool probe(const std::string& path) {

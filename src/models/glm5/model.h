@@ -23,4 +23,8 @@ std::unique_ptr<Model> load_source(std::unique_ptr<TensorSource> src, const Load
 // output streams {tokens, hc, hidden} of every decoder layer. `model` must be a glm5 model.
 std::vector<std::vector<float>> layer_outputs(Model& model, std::span<const int32_t> tokens);
 
+// Tests: the MTP draft chain (model.draft_head()->draft) with its logits {depth, vocab}.
+void mtp_draft_logits(Model& model, ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
+                      std::vector<int32_t>& drafts);
+
 }  // namespace ds4::glm5

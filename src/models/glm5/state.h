@@ -33,12 +33,25 @@ class State final : public ModelState {
     for (const auto& k : kda) b += (k.conv.size() + k.recurrent.size()) * sizeof(float);
     for (const auto& m : mla)
       b += (m.latent.size() + m.idx_keys.size() + m.idx_gates.size() + m.pool_keys.size()) * sizeof(float);
+    b += (mtp_kda.conv.size() + mtp_kda.recurrent.size() + mtp_mla.latent.size() + mtp_mla.idx_keys.size() +
+          mtp_mla.idx_gates.size() + mtp_mla.pool_keys.size() + last_hidden.size() + pending_hidden.size()) *
+         sizeof(float);
     return b;
   }
 
   int64_t pos = 0;
   std::vector<KdaState> kda;  // per layer (empty for DSA layers)
   std::vector<MlaState> mla;  // per layer (empty for KDA layers)
+  // MTP head (mtp.cpp): its own layer history (row i pairs the trunk's normed output at i
+  // with token i+1), the trunk's normed output of the last consumed token, and rows whose
+  // next token is known but that the head has not consumed yet.
+  bool mtp_on = false;
+  KdaState mtp_kda;
+  MlaState mtp_mla;
+  int64_t mtp_pos = 0;
+  std::vector<float> last_hidden;     // {hidden}
+  std::vector<float> pending_hidden;  // {k, hidden}
+  std::vector<int32_t> pending_next;  // {k}
 };
 
 }  // namespace ds4::glm5

@@ -1,4 +1,6 @@
 // GLM 5 state <-> named sections. One list (visit) drives both directions.
+#include <type_traits>
+
 #include "models/glm5/state.h"
 
 namespace ds4::glm5 {
@@ -20,6 +22,19 @@ void visit(IO& io, S& s) {
     io.vec(p + "mla.idx_gates", s.mla[i].idx_gates);
     io.vec(p + "mla.pool_keys", s.mla[i].pool_keys);
   }
+  uint8_t mtp_on = s.mtp_on ? 1 : 0;
+  io.scalar("mtp.on", mtp_on);
+  if constexpr (!std::is_const_v<S>) s.mtp_on = mtp_on != 0;
+  io.scalar("mtp.pos", s.mtp_pos);
+  io.vec("mtp.kda.conv", s.mtp_kda.conv);
+  io.vec("mtp.kda.recurrent", s.mtp_kda.recurrent);
+  io.vec("mtp.mla.latent", s.mtp_mla.latent);
+  io.vec("mtp.mla.idx_keys", s.mtp_mla.idx_keys);
+  io.vec("mtp.mla.idx_gates", s.mtp_mla.idx_gates);
+  io.vec("mtp.mla.pool_keys", s.mtp_mla.pool_keys);
+  io.vec("mtp.last_hidden", s.last_hidden);
+  io.vec("mtp.pending_hidden", s.pending_hidden);
+  io.vec("mtp.pending_next", s.pending_next);
 }
 
 }  // namespace

@@ -118,6 +118,38 @@ void bind_moe(const Binder& b, const Config& c, const std::string& p, MoeWeights
   bind_mlp(b, p + "shared_experts.", H, I * c.n_shared_experts, w.shared);
 }
 
+// The MTP layer's kind is not in the config (layer_types covers the trunk only): read it
+// from the tensors present. A DSA layer must carry its own indexer (nothing precedes it).
+void bind_mtp(const TensorSource& src, const Binder& b, const std::string& prefix, const Config& c, Weights& w) {
+  const std::string p = "layers." + std::to_string(c.num_hidden_layers) + ".";
+  if (!src.find(prefix + p + "eh_proj.weight")) return;
+  auto m = std::make_unique<MtpWeights>();
+  const int64_t H = c.hidden_size;
+  m->enorm = b.vec(p + "enorm.weight", {H});
+  m->hnorm = b.vec(p + "hnorm.weight", {H});
+  m->shared_norm = b.vec(p + "shared_head.norm.weight", {H});
+  m->eh_proj = b.mat(p + "eh_proj.weight", H, 2 * H);
+  LayerWeights& L = m->layer;
+  const bool kda = src.find(prefix + p + "self_attn.q_proj.weight") != nullptr;
+  L.kind = kda ? LayerKind::kLinear : LayerKind::kIndexed;
+  L.sparse_mlp = src.find(prefix + p + "mlp.gate.weight") != nullptr;
+  if (kda) {
+    bind_kda(b, c, p + "self_attn.", L.kda);
+  } else {
+    if (!src.find(prefix + p + "self_attn.indexer.wq_b.weight"))
+      throw InputError(src.path() + ": MTP layer '" + prefix + p + "' is a DSA layer without its own indexer "
+                       "(self_attn.indexer.*): no earlier layer can lend it a selection");
+    bind_mla(b, c, p + "self_attn.", true, L.mla);
+  }
+  if (L.sparse_mlp) bind_moe(b, c, p + "mlp.", L.moe);
+  else bind_mlp(b, p + "mlp.", H, c.intermediate_size, L.mlp);
+  L.input_norm = b.vec(p + "input_layernorm.weight", {H});
+  L.post_norm = b.vec(p + "post_attention_layernorm.weight", {H});
+  bind_hc(b, c, p + "attn_hc", L.attn_hc);
+  bind_hc(b, c, p + "ffn_hc", L.ffn_hc);
+  w.mtp = std::move(m);
+}
+
 }  // namespace
 
 Weights bind_weights(const TensorSource& src, const Config& c) {
@@ -144,6 +176,7 @@ Weights bind_weights(const TensorSource& src, const Config& c) {
     bind_hc(b, c, layer_name(l, "attn_hc"), L.attn_hc);
     bind_hc(b, c, layer_name(l, "ffn_hc"), L.ffn_hc);
   }
+  bind_mtp(src, b, prefix, c, w);
   return w;
 }
 

@@ -77,11 +77,21 @@ struct LayerWeights {
   HcStore attn_hc, ffn_hc;
 };
 
+// Integrated MTP head, checkpoint layer `layers.<num_hidden_layers>.` (GLM-4.x nextn layout;
+// tools/reference/glm5/mtp_ref.py): eh_proj over [enorm(embed(t)), hnorm(h)], one decoder
+// layer, shared_head.norm; logits through the trunk lm_head.
+struct MtpWeights {
+  std::vector<float> enorm, hnorm, shared_norm;  // {hidden}
+  WeightMatrix eh_proj;            // {hidden, 2*hidden}
+  LayerWeights layer;
+};
+
 struct Weights {
   WeightMatrix embed;              // {vocab, hidden}
   WeightMatrix lm_head;            // {vocab, hidden}
   std::vector<float> norm;
   std::vector<LayerWeights> layers;
+  std::unique_ptr<MtpWeights> mtp;  // null when the checkpoint has no MTP layer
 };
 
 Weights bind_weights(const TensorSource& src, const Config& c);

@@ -41,8 +41,10 @@ def tok():
 
 
 def test_size_budget():
+    # Issue #13: the shipped (quantized) default under 40 MB; the bf16 master rides along.
     total = sum(p.stat().st_size for p in MODEL.iterdir() if p.is_file())
-    assert total <= 12 * 2**20, total
+    assert total <= 20 * 2**20, total
+    assert (MODEL / "model.gguf").stat().st_size < 8 * 2**20
 
 
 def test_tensors_match_config(cfg):
@@ -73,7 +75,9 @@ def test_tokenizer_control_tokens(cfg, tok):
     assert tok.get_vocab_size() == cfg["vocab_size"] == 8192
     ids = [tok.token_to_id(t) for t in CONTROL]
     assert ids == list(range(8192 - len(CONTROL), 8192))
-    assert cfg["eos_token_id"] == tok.token_to_id("<|endoftext|>") == 8166
+    # <|endoftext|> first: HF and the engine take the first id as the PLE segment marker.
+    assert cfg["eos_token_id"] == [tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|im_end|>")]
+    assert cfg["eos_token_id"] == [8166, 8168]
     tc = json.loads((MODEL / "tokenizer_config.json").read_text())
     special = {v["content"]: v["special"] for v in tc["added_tokens_decoder"].values()}
     assert special["<|im_end|>"] and not special["<think>"]
@@ -104,14 +108,33 @@ def test_engine_reproduces_reference_greedy():
         assert got[:n] == case["greedy"], (case["name"], got, case["greedy"])
 
 
-def test_q8_gguf_reproduces_reference_greedy(tmp_path):
-    """ds4-convert's Q8_0 GGUF of the default model (6.6 MiB) keeps every golden greedy token."""
+def test_shipped_gguf_is_the_converted_master(tmp_path):
+    """models/default/model.gguf is byte-for-byte ds4-convert's Q8_0 of the bf16 master."""
     bindir = Path(os.environ.get("DS4_BIN", ROOT / "build/debug/bin"))
     gguf = tmp_path / "model.gguf"
     conv = subprocess.run([str(bindir / "ds4-convert"), str(MODEL), str(gguf), "--quant", "Q8_0"],
                           capture_output=True, text=True, timeout=600)
     assert conv.returncode == 0, conv.stderr
-    assert gguf.stat().st_size < 8 * 2**20
+    assert gguf.read_bytes() == (MODEL / "model.gguf").read_bytes()
+
+
+def test_run_stops_at_im_end():
+    """A plain `run` (no chat template) ends the answer at <|im_end|>: chat_hello's golden answer
+    is 9 tokens followed by <|im_end|>, so a 50-token budget stops at 9 with finish eos."""
+    bindir = Path(os.environ.get("DS4_BIN", ROOT / "build/debug/bin"))
+    case = next(c for c in json.loads(GOLDEN.read_text())["cases"] if c["name"] == "chat_hello")
+    proc = subprocess.run([str(bindir / "ds4server"), "run", "--model", str(MODEL / "model.gguf"),
+                           "--tokens", ",".join(map(str, case["prompt"])), "--max-tokens", "50"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert [int(t) for t in proc.stdout.split()] == case["greedy"]
+    assert "generated 9 (eos)" in proc.stderr
+
+
+def test_q8_gguf_reproduces_reference_greedy():
+    """The shipped Q8_0 GGUF (6.6 MiB) keeps every golden greedy token of the bf16 reference."""
+    bindir = Path(os.environ.get("DS4_BIN", ROOT / "build/debug/bin"))
+    gguf = MODEL / "model.gguf"
     for case in json.loads(GOLDEN.read_text())["cases"]:
         n = len(case["greedy"])
         proc = subprocess.run([str(bindir / "ds4server"), "run", "--model", str(gguf), "--tokens",

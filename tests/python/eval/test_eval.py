@@ -1,9 +1,14 @@
-"""ds4-eval against the real server binary (DS4_BIN, the ctest build) on models/default:
-receipt fields, phase accounting, prefix-cache reuse across the chat, skip reasons, and the
-is_prime sandbox runner on known-good, known-bad and non-terminating snippets."""
+"""ds4-eval against the real server binary (DS4_BIN, the ctest build) on models/default/model.gguf:
+receipt fields, phase accounting, prefix-cache reuse across the chat, the greedy MTP cell
+(D3 speculation: acceptance and time split recorded, answers equal to the AR cell's), skip
+reasons, quiet output when piped, the tiny DeepSeek/GLM models chatting through their
+tokenizers, and the is_prime sandbox runner on known-good, known-bad and non-terminating
+snippets."""
+import io
 import json
 import os
 import pathlib
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
@@ -14,6 +19,7 @@ BIN = pathlib.Path(os.environ.get("DS4_BIN", ROOT / "build" / "debug" / "bin"))
 sys.path.insert(0, str(ROOT / "tools" / "eval"))
 import ds4_eval  # noqa: E402
 import eval_report  # noqa: E402
+import progress  # noqa: E402
 import sandbox  # noqa: E402
 
 TURN_FIELDS = ["cell", "family", "mode", "model", "repeat", "turn", "new_tokens", "cached_tokens",
@@ -51,11 +57,14 @@ def run(tmp_path_factory):
     # A model folder without tokenizer.json: the skip reason must name it.
     (out / "no-tokenizer").mkdir()
     (out / "no-tokenizer" / "config.json").write_text("{}")
-    rc = ds4_eval.main(["--bin", str(BIN), "--cells", "qwen-AR,qwen-MTP,glm-AR,deepseek-AR",
-                        "--repeats", "1", "--max-tokens", "256", "--ping-tokens", "4",
-                        "--model-glm", str(out / "absent-model"), "--model-deepseek", str(out / "no-tokenizer"),
-                        "--out", str(out)])
-    assert rc == 0
+    # Through the CLI with stdout/stderr piped: what a CI log or `| tee` sees.
+    res = subprocess.run([str(ROOT / "tools" / "ds4-eval"), "--bin", str(BIN),
+                          "--cells", "qwen-AR,qwen-MTP,glm-AR,deepseek-AR,glm-MTP,deepseek-DSpark",
+                          "--repeats", "1", "--max-tokens", "256", "--ping-tokens", "4",
+                          "--model-glm", str(out / "absent-model"), "--model-deepseek", str(out / "no-tokenizer"),
+                          "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    (out / "stderr.txt").write_text(res.stderr)
     recs = [json.loads(x) for x in open(out / "receipts.jsonl")]
     return out, recs
 
@@ -76,6 +85,7 @@ def test_every_turn_has_every_field(run):
         assert set(r["phases_s"]) == {"restore_s", "prefill_s", "first_token_s", "decode_s"}
         assert set(r["token_latency_ms"]) == {"p50", "p95", "p99", "max", "n"}
         assert r["speculative"]["acceptance"] is None and "no speculative" in r["speculative"]["reason"]
+        assert r["sampling"] == {"temperature": 0.0} and "speculative:\n  enabled: false\n" in r["settings"]
         assert r["new_tokens"] == r["prompt_tokens"] - r["cached_tokens"]
         assert r["output_tokens"] > 0 and r["peak_mem_bytes"] > 0
         assert r["settings"] and "speculative" in r["settings"]
@@ -124,7 +134,7 @@ def test_chat_reuses_previous_history(run):
     repeat the generated tokens; the snapshot of that turn must still be reused whole."""
     _, recs = run
     t = turns(recs)
-    # The premise (greedy on models/default, 256-token budget): chat1 is cut by the budget,
+    # The premise (greedy on models/default/model.gguf, 256-token budget): chat1 is cut by the budget,
     # chat2 ends with the stop token after a reasoning block.
     assert t["chat2"]["finish_reason"] == "stop" and t["chat2"]["thinking_tokens"] > 0, t["chat2"]
     assert t["chat1"]["cached_tokens"] == 0 or t["chat1"]["cached_tokens"] < t["chat1"]["prompt_tokens"]
@@ -134,19 +144,94 @@ def test_chat_reuses_previous_history(run):
         assert t[cur]["cached_tokens"] == history, (cur, t[cur]["cached_tokens"], history)
 
 
+def test_mtp_cell_speculates_greedy_and_matches_ar(run):
+    """qwen-MTP: the server speculates at depth 3 on every greedy turn; the receipts carry
+    its counters and time split; greedy speculative answers equal greedy AR answers."""
+    _, recs = run
+    mtp = {r["turn"]: r for r in recs if r["cell"] == "qwen-MTP" and r["turn"] not in ("metrics",)}
+    ar = turns(recs)
+    assert "error" not in mtp, mtp.get("error")
+    assert "speculative:\n  enabled: true\n  depth: 3\n" in mtp["load"]["settings"]  # the YAML receipt
+    for name in ["warmup", "chat1", "chat2", "chat3", "ping"]:
+        r, sp = mtp[name], mtp[name]["speculative"]
+        assert r["speculative_depth"] == 3 and r["sampling"] == {"temperature": 0.0}
+        assert sp["mode"] == "greedy", (name, sp)
+        assert 0 < sp["drafted"] and 0 <= sp["accepted"] <= sp["drafted"], (name, sp)
+        assert abs(sp["acceptance"] - sp["accepted"] / sp["drafted"]) < 1e-9
+        assert sp["full_replays"] == 0
+        parts = [sp["draft_s"], sp["verify_s"], sp["commit_s"]]
+        assert all(x >= 0 for x in parts) and sum(parts) <= r["wall_s"], (name, sp, r["wall_s"])
+        assert r["answer_excerpt"] == ar[name]["answer_excerpt"], name
+        assert r["output_tokens"] == ar[name]["output_tokens"], name
+    rate, acc, drafted = eval_report.acceptance([mtp[t] for t in ("chat1", "chat2", "chat3")])
+    assert drafted == sum(mtp[t]["speculative"]["drafted"] for t in ("chat1", "chat2", "chat3"))
+    assert rate == acc / drafted
+
+
 def test_skipped_cells_carry_reasons(run):
     _, recs = run
     skipped = {r["cell"]: r["reason"] for r in recs if r["turn"] == "skipped"}
-    assert "greedy turns only" in skipped["qwen-MTP"]
+    assert set(skipped) == {"glm-AR", "deepseek-AR", "glm-MTP", "deepseek-DSpark"}
     assert skipped["glm-AR"].startswith("model not found")
     assert "tokenizer.json" in skipped["deepseek-AR"]
+    assert "not implemented" in skipped["glm-MTP"] and "not implemented" in skipped["deepseek-DSpark"]
     assert not any(r["cell"] in skipped for r in recs if r["turn"] not in ("skipped",))
+    # A sampled run cannot speculate: the MTP cell says so instead of running target_only.
+    why = ds4_eval.skip_reason("qwen", "MTP", str(ROOT / "models" / "default"), 1.0)
+    assert "greedy turns only" in why and "--temperature 1.0" in why
+    assert ds4_eval.skip_reason("qwen", "MTP", str(ROOT / "models" / "default"), 0.0) is None
+
+
+def test_piped_output_has_no_progress_codes(run):
+    out, _ = run
+    err = (out / "stderr.txt").read_text()
+    assert "repeat 1/1: qwen-MTP" in err
+    assert "\r" not in err and "\x1b" not in err, repr(err[:300])
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_only_on_a_terminal():
+    piped = io.StringIO()
+    bar = progress.Progress(piped)
+    bar.update("chat1", 3, 10, force=True)
+    bar.log("a line")
+    assert piped.getvalue() == "a line\n"
+    tty = _Tty()
+    bar = progress.Progress(tty)
+    bar.update("chat1", 5, 10, force=True)
+    assert tty.getvalue() == "\r[" + "#" * 14 + "." * 14 + "] 5/10 chat1\x1b[K"
+    bar.log("a line")
+    assert tty.getvalue().endswith("\r\x1b[Ka line\n")
+
+
+def test_tiny_deepseek_and_glm_chat_through_their_tokenizers(tmp_path):
+    """The tiny random-weight models (vocab 1024) have a family-format tokenizer.json of
+    exactly their vocabulary beside them, so their AR cells run the whole chat (noise text)."""
+    if not (BIN / "ds4server").exists():
+        pytest.skip(f"{BIN / 'ds4server'} not built")
+    rc = ds4_eval.main(["--bin", str(BIN), "--cells", "deepseek-AR,glm-AR", "--repeats", "1",
+                        "--max-tokens", "16", "--ping-tokens", "4", "--progress", "off", "--out", str(tmp_path)])
+    assert rc == 0
+    recs = [json.loads(x) for x in open(tmp_path / "receipts.jsonl")]
+    for cell in ("deepseek-AR", "glm-AR"):
+        got = [r["turn"] for r in recs if r["cell"] == cell]
+        assert got == ["load", "warmup", "chat1", "chat2", "chat3", "ping", "metrics"], (cell, recs[-1])
+        for r in recs:
+            if r["cell"] == cell and r["turn"] in ("chat1", "chat2", "chat3"):
+                assert 0 < r["output_tokens"] <= 16 and r["new_tokens"] > 0, (cell, r["turn"])
+                assert r["finish_reason"] in ("stop", "length")
 
 
 def test_report_files(run):
     out, recs = run
     md = (out / "summary.md").read_text()
-    assert "| qwen-AR | chat3 | 1 |" in md and "qwen-MTP: qwen MTP: the engine speculates on greedy turns only" in md
+    assert "| qwen-AR | chat3 | 1 |" in md and "| qwen-MTP | chat3 | 1 |" in md
+    assert "qwen-MTP acceptance over the three chat turns" in md and "Answers identical to qwen-AR" in md
+    assert "glm-MTP: GLM integrated MTP" in md
     svg = (out / "latency.svg").read_text()
     assert svg.startswith("<svg") and "qwen-AR chat2" in svg
     ET.fromstring(svg)  # well-formed XML

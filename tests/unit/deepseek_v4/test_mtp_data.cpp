@@ -40,7 +40,7 @@ TEST(DeepseekMtpData, HeadWeightsHaveDs4Names) {
 TEST(DeepseekMtpData, DraftsMarginsAndPrompts) {
   auto f = ds4::read_safetensors(ds4::MappedFile::open(kMtpDir + "golden_mtp.safetensors"));
   Golden g;
-  for (const char* c : {"p1h1", "p7h1", "p64h1", "p64h4", "p300h1"}) {
+  for (const char* c : {"p1h1", "p7h1", "p64h1", "p64h4", "p300h1", "p7h8", "p64h65", "p300h301"}) {
     const std::string k = c;
     const auto& lg = need(f, k + ".draft_logits");
     ASSERT_EQ(lg.shape, (std::vector<int64_t>{4, 1024})) << k;

@@ -281,3 +281,35 @@ TEST(Gguf, Ds4StyleStackedExperts) {
   EXPECT_EQ(std::memcmp(d.data, down.data() + 2 * 256 * 84, 256 * 84), 0);
   std::filesystem::remove_all(dir);
 }
+
+// write_zeros seeks instead of writing: a hole in the middle and one at the very end (the
+// file must still reach its declared length) both read back as zeros, and the file equals
+// the one written with explicit zero bytes.
+TEST(Gguf, WriteZerosLeavesHolesThatReadAsZeros) {
+  auto dir = temp_dir("gguf_holes");
+  auto make = [&](const char* name, bool holes) {
+    GgufWriter w((dir / name).string());
+    w.add_tensor("a", DType::F32, {3});
+    w.add_tensor("hole", DType::F32, {1 << 16});
+    w.add_tensor("b", DType::F32, {2});
+    w.add_tensor("tail", DType::F32, {1 << 14});
+    const std::vector<float> a = {1, 2, 3}, b = {4, 5};
+    const std::vector<uint8_t> zeros(size_t(4) << 16, 0);
+    w.write(a.data(), 12);
+    if (holes) w.write_zeros(size_t(4) << 16);
+    else w.write(zeros.data(), size_t(4) << 16);
+    w.write(b.data(), 8);
+    if (holes) w.write_zeros(size_t(4) << 14);
+    else w.write(zeros.data(), size_t(4) << 14);
+    w.finish();
+    return read_bytes(dir / name);
+  };
+  const std::vector<uint8_t> sparse = make("sparse.gguf", true), dense = make("dense.gguf", false);
+  EXPECT_EQ(sparse, dense);
+  auto src = open_tensor_source((dir / "sparse.gguf").string());
+  EXPECT_EQ(static_cast<const float*>(src->get("b").data)[1], 5.0f);
+  const auto& tail = src->get("tail");
+  const auto* t = static_cast<const uint8_t*>(tail.data);
+  EXPECT_EQ(std::count(t, t + tail.bytes, uint8_t(0)), int64_t(tail.bytes));
+  std::filesystem::remove_all(dir);
+}

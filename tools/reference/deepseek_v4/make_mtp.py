@@ -29,7 +29,8 @@ from make_golden import prompt_tokens  # noqa: E402
 
 SEED = 4321
 DEPTH = 4
-CASES = ((1, 1), (7, 1), (64, 1), (64, 4), (300, 1))  # (prompt length, hist)
+# (prompt length, hist); hist = n + 1: every consumed position has a head row (our C++ head)
+CASES = ((1, 1), (7, 1), (64, 1), (64, 4), (300, 1), (7, 8), (64, 65), (300, 301))
 
 
 def main() -> None:
