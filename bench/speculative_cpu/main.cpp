@@ -165,6 +165,9 @@ int main(int argc, char** argv) {
               st.cycles ? double(st.accepted) / double(st.cycles) : 0.0, (long long)st.cycles, (long long)st.bonus,
               (long long)st.corrections, (long long)st.prefix_commits, (long long)st.repairs, (long long)st.full_replays);
   std::printf("draft %.3f s  verify %.3f s  commit %.3f s\n", st.draft_s, st.verify_s, st.commit_s);
+  if (sampled)  // lazily: only the rows the acceptance walk reached (of drafted + cycles verify rows)
+    std::printf("target distributions materialized %lld of %lld verify rows\n", (long long)st.target_rows,
+                (long long)(st.drafted + st.cycles));
   std::printf("verify(%d)/decode cost ratio %.2f (decode %.2f ms, verify %.2f ms)\n", depth + 1, ver / dec,
               1e3 * dec / 20, 1e3 * ver / 20);
   return 0;
