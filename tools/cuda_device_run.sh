@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Builds the CUDA targets for sm_90a and runs, on the H200 machine: the op test, the GEMV
-# bench, then as time permits (BUDGET_S, default 225 s for the whole script) the GEMV SASS,
-# an ncu pass over the GEMV kernels and the op test under compute-sanitizer. Logs go to OUTDIR.
-# Usage, from the tree root: [BUDGET_S=225] tools/cuda_device_run.sh OUTDIR
+# Builds the CUDA targets for sm_90a and runs, on the H200 machine: the op test, the Qwen3.8
+# Flash Next CUDA model test (vs the CPU model and the golden vectors) and its decode bench,
+# the GEMV bench (unless SKIP_GEMV_BENCH=1), then as time permits (BUDGET_S, default 225 s
+# for the whole script) the GEMV SASS, an ncu pass over the GEMV kernels and both tests under
+# compute-sanitizer. Logs go to OUTDIR; the exit code is non-zero when a test failed.
+# Usage, from the tree root: [BUDGET_S=225] [SKIP_GEMV_BENCH=1] tools/cuda_device_run.sh OUTDIR
+# nlohmann/json.hpp (CPU model config parsing) is not on the H200 image: when the system has
+# none, the build looks in <root>/.devinclude (copy /usr/include/nlohmann there; not committed).
 # CMake first (the project's own build); where the project cannot be configured there, a
 # plain nvcc build of the same files (sm_90a) so the run still counts.
 set -u
@@ -29,22 +33,33 @@ t0=$(date +%s)
 if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc 2>/dev/null &&
    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=OFF \
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
-   cmake --build "$build" --target test_cuda_ops bench_cuda_gemv -j 16 >>"$out/build.txt" 2>&1; then
+   cmake --build "$build" --target test_cuda_ops bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda -j 16 >>"$out/build.txt" 2>&1; then
   bin=$build/bin
   log "cmake build ok in $(( $(date +%s) - t0 )) s"
 else
   log "no cmake build (packages missing or configure failed, see build.txt); plain nvcc build"
   tail -5 "$out/build.txt" 2>/dev/null
   bin=$build/nvcc && mkdir -p "$bin"
-  flags=(-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$root/src" -I"$root")
+  inc=(-I"$root/src" -I"$root")
+  [ -f /usr/include/nlohmann/json.hpp ] || inc+=(-I"$root/.devinclude")
+  flags=(-O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a "${inc[@]}" -DDS4_ROOT="\"$root\"")
   jobs=$(nproc)
+  # CPU side: core, formats, the CPU backend and the CPU Qwen model (the reference the CUDA
+  # model is tested against); GPU side: backend/cuda and the CUDA Qwen model.
+  cpu_src=$(ls "$root"/src/core/*.cpp "$root"/src/formats/*.cpp "$root"/src/backend/cpu/*.cpp \
+    "$root/src/models/model.cpp" "$root"/src/models/qwen_next/*.cpp "$root/tests/cuda/host_ref.cpp")
   ( cd "$bin" &&
-    printf '%s\n' "$root"/src/core/*.cpp "$root/tests/cuda/host_ref.cpp" |
-      xargs -P "$jobs" -I{} g++ -std=c++20 -O2 -ffp-contract=off -I"$root/src" -c {} &&
-    printf '%s\n' "$root"/src/backend/cuda/*.cu | xargs -P "$jobs" -I{} "$nvcc" "${flags[@]}" -c {} &&
-    printf '%s\n' tests/cuda/test_cuda_ops.cu bench/cuda_gemv/bench_cuda_gemv.cu |
-      xargs -P 2 -I{} sh -c '"$0" "$@" -o "$(basename {} .cu)" "'"$root"'/{}" ./*.o' "$nvcc" "${flags[@]}" ) >>"$out/build.txt" 2>&1 ||
-    { tail -40 "$out/build.txt"; exit 3; }
+    printf '%s\n' $cpu_src |
+      xargs -P "$jobs" -I{} sh -c 'g++ -std=c++20 -O2 -ffp-contract=off '"${inc[*]}"' -c {} -o "$(echo {} | tr / _).o"' &&
+    printf '%s\n' "$root"/src/backend/cuda/*.cu "$root"/src/models/qwen_next/cuda/*.cu |
+      xargs -P "$jobs" -I{} sh -c '"$0" "$@" -c {} -o "$(echo {} | tr / _).o"' "$nvcc" "${flags[@]}" &&
+    ops=$(ls ./*_core_*.o ./*_backend_cuda_*.o ./*host_ref.cpp.o) &&
+    "$nvcc" "${flags[@]}" -o test_cuda_ops "$root/tests/cuda/test_cuda_ops.cu" $ops &&
+    "$nvcc" "${flags[@]}" -o bench_cuda_gemv "$root/bench/cuda_gemv/bench_cuda_gemv.cu" $ops &&
+    all=$(ls ./*.o | grep -v host_ref) &&
+    "$nvcc" "${flags[@]}" -o test_qwen_next_cuda "$root/tests/cuda/test_qwen_next_cuda.cu" $all -lpthread &&
+    "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all -lpthread
+  ) >>"$out/build.txt" 2>&1 || { tail -40 "$out/build.txt"; exit 3; }
   log "nvcc build ok in $(( $(date +%s) - t0 )) s"
 fi
 
@@ -53,9 +68,25 @@ log "test_cuda_ops"
 test_rc=${PIPESTATUS[0]}
 log "test_cuda_ops exit $test_rc"
 
-log "bench_cuda_gemv 20"
-"$bin/bench_cuda_gemv" 20 2>&1 | tee "$out/bench_cuda_gemv.txt"
-log "bench exit ${PIPESTATUS[0]}"
+log "test_qwen_next_cuda $root"
+"$bin/test_qwen_next_cuda" "$root" 2>&1 | tee "$out/test_qwen_next_cuda.txt"
+qwen_rc=${PIPESTATUS[0]}
+log "test_qwen_next_cuda exit $qwen_rc"
+[ "$test_rc" -ne 0 ] || test_rc=$qwen_rc
+
+log "bench_qwen_next_cuda $root/models/default 256 64"
+"$bin/bench_qwen_next_cuda" "$root/models/default" 256 64 2>&1 | tee "$out/bench_qwen_next_cuda.txt"
+log "bench_qwen_next_cuda exit ${PIPESTATUS[0]}"
+log "bench_qwen_next_cuda $root/models/default 128 2048 (decode at 2k context)"
+"$bin/bench_qwen_next_cuda" "$root/models/default" 128 2048 2>&1 | tee -a "$out/bench_qwen_next_cuda.txt"
+log "bench_qwen_next_cuda (2k) exit ${PIPESTATUS[0]}"
+
+touch "$out/bench_cuda_gemv.txt"
+if [ -z "${SKIP_GEMV_BENCH:-}" ]; then
+  log "bench_cuda_gemv 20"
+  "$bin/bench_cuda_gemv" 20 2>&1 | tee "$out/bench_cuda_gemv.txt"
+  log "bench exit ${PIPESTATUS[0]}"
+fi
 
 obj=$(find "$build" \( -name gemv.cu.o -o -name gemv.o \) | head -1)
 if command -v cuobjdump >/dev/null && [ -n "$obj" ]; then
@@ -63,7 +94,7 @@ if command -v cuobjdump >/dev/null && [ -n "$obj" ]; then
   log "sass: $(grep -c Function "$out/gemv_sass.txt") kernels"
 fi
 
-if [ -n "$ncu" ] && [ "$(left)" -gt 50 ]; then
+if [ -z "${SKIP_GEMV_BENCH:-}" ] && [ -n "$ncu" ] && [ "$(left)" -gt 50 ]; then
   log "ncu over the GEMV kernels (bench --profile), $(left) s left"
   timeout $(( $(left) - 35 )) "$ncu" --clock-control none --kernel-name regex:gemv --section SpeedOfLight \
     --section Occupancy --section MemoryWorkloadAnalysis "$bin/bench_cuda_gemv" --profile >"$out/ncu.txt" 2>&1
@@ -76,8 +107,33 @@ if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 15 ]; then
   log "sanitizer exit $? (124 = timed out)"
   tail -5 "$out/sanitizer.txt"
 fi
+if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 40 ]; then
+  log "compute-sanitizer memcheck test_qwen_next_cuda --quick, $(left) s left"
+  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_qwen_next_cuda" "$root" --quick \
+    >"$out/sanitizer_qwen.txt" 2>&1
+  log "sanitizer (qwen) exit $? (124 = timed out)"
+  tail -5 "$out/sanitizer_qwen.txt"
+fi
+# racecheck is opt-in: on --quick it ran past 230 s (2026-12-01).
+if [ -n "${RACECHECK:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
+  log "compute-sanitizer racecheck test_qwen_next_cuda --quick, $(left) s left"
+  timeout $(( $(left) - 30 )) compute-sanitizer --tool racecheck --print-limit 20 "$bin/test_qwen_next_cuda" "$root" --quick \
+    >"$out/racecheck_qwen.txt" 2>&1
+  log "racecheck (qwen) exit $? (124 = timed out)"
+  tail -3 "$out/racecheck_qwen.txt"
+fi
+# Per-kernel time of the Qwen decode step: ncu over the first 300 launches of the bench (the
+# graph model's warm-up: prefill of 2 tokens + decode steps of models/default), summed per
+# kernel name. --clock-control none: the clocks as they are (METHOD.md).
+if [ -n "$ncu" ] && [ "$(left)" -gt 60 ]; then
+  log "ncu per-kernel summary of the qwen decode step, $(left) s left"
+  timeout $(( $(left) - 20 )) "$ncu" --clock-control none --launch-count 300 --metrics gpu__time_duration.sum \
+    --print-summary per-kernel "$bin/bench_qwen_next_cuda" "$root/models/default" 2 2 1 >"$out/ncu_qwen.txt" 2>&1
+  log "ncu (qwen) exit $? (124 = timed out)"
+fi
 log "total $(( $(date +%s) - start )) s"
 # The reply shows only the output's tail: repeat the two results last.
 grep -E "FAIL|PASSED|FAILED|FATAL" "$out/test_cuda_ops.txt" | tail -20
-cat "$out/bench_cuda_gemv.txt"
+cat "$out/test_qwen_next_cuda.txt" "$out/bench_qwen_next_cuda.txt"
+tail -30 "$out/bench_cuda_gemv.txt"
 exit "$test_rc"

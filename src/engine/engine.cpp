@@ -31,12 +31,13 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
     throw InputError("context_size " + std::to_string(context_size_) + " exceeds the model's " +
                      std::to_string(model_->info().max_context));
   if (prefill_chunk_ <= 0) prefill_chunk_ = 2048;
-  if (!o.checkpoint_dir.empty())
-    checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes);
   spec_depth_ = model_->draft_head() ? o.spec_depth : 0;
   parse_spec_category(o.spec_sampling);  // rejects a bad name at construction
   spec_sampling_ = o.spec_sampling;
   dspark_confidence_ = o.dspark_confidence;
+  if (!o.checkpoint_dir.empty())
+    checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes,
+                                                        /*draft_state=*/spec_depth_ > 0);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -98,6 +99,7 @@ EngineMetrics Engine::metrics() const {
   m.cache_bytes = cache_.bytes();
   m.cache_entries = cache_.entries();
   m.cache_evictions = cache_.evictions();
+  if (checkpoints_) m.checkpoints = checkpoints_->stats();
   return m;
 }
 
@@ -157,15 +159,19 @@ void Engine::step(Job& job) {
 }
 
 void Engine::start(Job& job) {
-  job.t_prefill = Clock::now();
-  job.usage.queue_s = seconds(job.t_submit, job.t_prefill);
   std::optional<PrefixCache::Hit> hit;
-  if (job.req.raw_prompt) {
+  if (job.restore) {
+    // A checkpoint read is in flight (session_checkpoints.h): its memory lookup already missed.
+  } else if (job.req.raw_prompt) {
+    job.t_prefill = Clock::now();
+    job.usage.queue_s = seconds(job.t_submit, job.t_prefill);
     hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
       if (t.size() > job.prompt.size() || !std::equal(t.begin(), t.end(), job.prompt.begin())) return std::nullopt;
       return std::vector<int32_t>(job.prompt.begin() + t.size(), job.prompt.end());
     });
   } else {
+    job.t_prefill = Clock::now();
+    job.usage.queue_s = seconds(job.t_submit, job.t_prefill);
     hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
       auto c = codec_->continuation(t, job.req.conv);
       if (c.keep == t.size()) return std::move(c.append);
@@ -178,8 +184,13 @@ void Engine::start(Job& job) {
       return byte_continuation(*codec_, t, full);
     }, /*use_alias=*/true);
   }
-  // Nothing in memory: the longest checkpoint on disk (exact token prefix of the prompt).
-  if (!hit && checkpoints_) hit = checkpoints_->restore(job.prompt);
+  // Nothing in memory: the longest checkpoint on disk (its tokens or its turn alias are a
+  // prefix of the prompt). The file is read on a reader thread; until it is in, this job
+  // stays new and the other sessions keep stepping (alone, it waits a little per round).
+  if (!hit && checkpoints_) {
+    const auto wait = live_.size() > 1 ? std::chrono::microseconds(0) : std::chrono::microseconds(2000);
+    if (checkpoints_->restore(job.prompt, job.restore, hit, wait) == SessionCheckpoints::Restore::kPending) return;
+  }
   if (hit && (!hit->append.empty() || !hit->logits.empty())) {
     job.state = std::move(hit->state);
     job.history = std::move(hit->tokens);

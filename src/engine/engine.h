@@ -20,6 +20,7 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "models/model.h"
+#include "persist/checkpoint_stats.h"
 
 namespace ds4::engine {
 
@@ -53,6 +54,7 @@ struct EngineMetrics {
   size_t cache_bytes = 0, cache_entries = 0;
   int64_t queue_depth = 0, live = 0;
   double prefill_seconds = 0, decode_seconds = 0;
+  CheckpointStats checkpoints;  // on-disk session checkpoints (all zero when off)
 };
 
 class Engine {

@@ -163,7 +163,7 @@ void Engine::finish(Job& job, Finish why) {
         job.to_feed = -1;
       }
       std::vector<int32_t> alias = why == Finish::kStop ? turn_alias(*codec_, job) : std::vector<int32_t>{};
-      if (checkpoints_) checkpoints_->save(job.history, *job.state, job.logits);
+      if (checkpoints_) checkpoints_->save(job.history, *job.state, job.logits, alias);
       cache_.insert(std::move(job.history), std::move(job.state), std::move(job.logits), std::move(alias));
     } catch (const std::exception&) {
       // A failed final feed only loses the snapshot; the answer is already complete.

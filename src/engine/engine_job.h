@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "engine/engine.h"
+#include "engine/session_checkpoints.h"
 #include "engine/speculative.h"
 #include "engine/stop_matcher.h"
 
@@ -29,6 +30,7 @@ struct Engine::Job {
   Usage usage;
   std::unique_ptr<SpecDecoder> spec;  // turns with speculation on
   int32_t spec_next = -1;             // the token the last cycle chose; emitted by the next step
+  std::shared_ptr<SessionCheckpoints::Pending> restore;  // a checkpoint read in flight
   std::chrono::steady_clock::time_point t_submit, t_prefill, t_first;
 };
 

@@ -97,6 +97,32 @@ CheckpointHeader parse_header(Cursor& c, uint32_t* section_count) {
   return h;
 }
 
+struct RawSection {
+  std::string name;
+  uint64_t size = 0;
+  const uint8_t* data = nullptr;
+};
+
+// One section, bounds- and checksum-checked.
+RawSection read_section(Cursor& c) {
+  uint32_t name_len = c.get<uint32_t>("section name length");
+  if (name_len == 0 || name_len > kMaxName) c.fail("section name length out of range");
+  RawSection s;
+  s.name.assign(reinterpret_cast<const char*>(c.take(name_len, "section name")), name_len);
+  s.size = c.get<uint64_t>("section size");
+  uint32_t crc = c.get<uint32_t>("section crc");
+  s.data = c.take(s.size, ("section " + s.name).c_str());
+  if (section_crc(s.name, s.size, s.data) != crc) c.fail("section '" + s.name + "' checksum mismatch");
+  return s;
+}
+
+std::vector<int32_t> alias_tokens(const Cursor& c, const RawSection& s) {
+  if (s.size % 4 != 0 || s.size == 0) c.fail("alias section malformed");
+  std::vector<int32_t> a(s.size / 4);
+  std::memcpy(a.data(), s.data, s.size);
+  return a;
+}
+
 }  // namespace
 
 const CheckpointSection* Checkpoint::find(const std::string& name) const {
@@ -108,18 +134,19 @@ const CheckpointSection* Checkpoint::find(const std::string& name) const {
 uint64_t write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   if (ckpt.fingerprint.size() > kMaxFingerprint) throw Error("checkpoint fingerprint too long");
   for (const auto& s : ckpt.sections)
-    if (s.name.empty() || s.name.size() > kMaxName || s.name == "tokens")
+    if (s.name.empty() || s.name.size() > kMaxName || s.name == "tokens" || s.name == "alias")
       throw Error("checkpoint section name invalid: '" + s.name + "'");
   uint64_t total = 0;
   write_file_atomic(path, [&](FileWriter& w) {
     std::vector<uint8_t> head(kMagic, kMagic + 8);
-    std::vector<uint8_t> header = encode_header(ckpt, uint32_t(ckpt.sections.size() + 1));
+    std::vector<uint8_t> header = encode_header(ckpt, uint32_t(ckpt.sections.size() + 1 + (ckpt.alias.empty() ? 0 : 1)));
     put<uint32_t>(head, kCheckpointVersion);
     put<uint32_t>(head, uint32_t(header.size()));
     head.insert(head.end(), header.begin(), header.end());
     put<uint32_t>(head, crc32c(header.data(), header.size()));
     w.write(head.data(), head.size());
     write_section(w, "tokens", ckpt.tokens.data(), ckpt.tokens.size() * sizeof(int32_t));
+    if (!ckpt.alias.empty()) write_section(w, "alias", ckpt.alias.data(), ckpt.alias.size() * sizeof(int32_t));
     for (const auto& s : ckpt.sections) write_section(w, s.name, s.bytes.data(), s.bytes.size());
     w.write(kTrailer, 8);
     total = w.written();
@@ -131,7 +158,15 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
   auto file = MappedFile::open(path);
   Cursor c(*file);
   uint32_t sections = 0;
-  return parse_header(c, &sections);
+  CheckpointHeader h = parse_header(c, &sections);
+  // The alias sits right after the tokens, at the start of the file: cheap to read here,
+  // so a manifest rebuilt from the headers keeps both keys.
+  if (sections >= 2) {
+    read_section(c);
+    RawSection s = read_section(c);
+    if (s.name == "alias") h.alias = alias_tokens(c, s);
+  }
+  return h;
 }
 
 Checkpoint read_checkpoint(const std::string& path, const std::string& expected_fingerprint) {
@@ -145,20 +180,16 @@ Checkpoint read_checkpoint(const std::string& path, const std::string& expected_
   Checkpoint out;
   out.fingerprint = h.fingerprint;
   for (uint32_t i = 0; i < count; ++i) {
-    uint32_t name_len = c.get<uint32_t>("section name length");
-    if (name_len == 0 || name_len > kMaxName) c.fail("section name length out of range");
-    std::string name(reinterpret_cast<const char*>(c.take(name_len, "section name")), name_len);
-    uint64_t size = c.get<uint64_t>("section size");
-    uint32_t crc = c.get<uint32_t>("section crc");
-    const uint8_t* data = c.take(size, ("section " + name).c_str());
-    if (section_crc(name, size, data) != crc) c.fail("section '" + name + "' checksum mismatch");
+    RawSection sec = read_section(c);
     if (i == 0) {
-      if (name != "tokens" || size % 4 != 0 || size / 4 != h.token_count) c.fail("tokens section malformed");
-      out.tokens.resize(size / 4);
-      std::memcpy(out.tokens.data(), data, size);
+      if (sec.name != "tokens" || sec.size % 4 != 0 || sec.size / 4 != h.token_count) c.fail("tokens section malformed");
+      out.tokens.resize(sec.size / 4);
+      std::memcpy(out.tokens.data(), sec.data, sec.size);
       if (prefix_hash(out.tokens) != h.prefix_hash) c.fail("tokens do not match the prefix hash");
+    } else if (i == 1 && sec.name == "alias") {
+      out.alias = alias_tokens(c, sec);
     } else {
-      out.sections.push_back({std::move(name), std::vector<uint8_t>(data, data + size)});
+      out.sections.push_back({std::move(sec.name), std::vector<uint8_t>(sec.data, sec.data + sec.size)});
     }
   }
   if (std::memcmp(c.take(8, "trailer"), kTrailer, 8) != 0) c.fail("bad trailer");

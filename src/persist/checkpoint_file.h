@@ -6,6 +6,7 @@
 //   sections: { u32 name_len | name | u64 size | u32 crc32c | bytes } * section_count |
 //   "DS4CKEND"
 //   header = u64 token_count | u64 prefix_hash | u32 section_count | u32 fp_len | fingerprint
+// Section 0 is "tokens"; an optional "alias" section (int32 tokens) follows it.
 // The trailer catches truncation; per-section CRCs catch bit rot; the fingerprint (model
 // identity: family + weight digest) refuses a checkpoint made by another model; the tokens
 // are stored as section "tokens" so a hash collision can never restore a wrong prefix.
@@ -33,6 +34,9 @@ struct CheckpointSection {
 struct Checkpoint {
   std::string fingerprint;
   std::vector<int32_t> tokens;
+  // Optional second key: the canonical re-render of the same turn (what a client sending
+  // the answer back produces) when it differs from `tokens`; stored as section "alias".
+  std::vector<int32_t> alias;
   std::vector<CheckpointSection> sections;  // model state, excluding "tokens"
   const CheckpointSection* find(const std::string& name) const;
 };
@@ -42,11 +46,12 @@ struct CheckpointHeader {
   uint64_t token_count = 0;
   uint64_t prefix_hash = 0;
   std::string fingerprint;
+  std::vector<int32_t> alias;  // empty: none
 };
 
 // Atomic write (temp + fsync + rename + dir fsync). Returns bytes written.
 uint64_t write_checkpoint(const std::string& path, const Checkpoint& ckpt);
-// Reads only the header (validated); throws CheckpointError naming file and field.
+// Reads only the header and the alias (validated); throws CheckpointError naming file and field.
 CheckpointHeader read_checkpoint_header(const std::string& path);
 // Full read with every check (magic, version, bounds, CRCs, trailer, fingerprint, tokens
 // hash). `expected_fingerprint` empty = accept any model.

@@ -51,6 +51,12 @@ void CheckpointStore::save_async(Checkpoint ckpt) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(ckpt));
+    while (queue_.size() > std::max<size_t>(1, options_.max_queued)) {
+      ++stats_.save_failures;
+      problems_.push_back("save dropped: the writer is " + std::to_string(queue_.size()) + " saves behind (" +
+                          std::to_string(queue_.front().tokens.size()) + " tokens)");
+      queue_.pop_front();
+    }
   }
   queue_cv_.notify_one();
 }
@@ -87,54 +93,91 @@ void CheckpointStore::save_now(const Checkpoint& c) {
     problems_.push_back(std::string("save failed: ") + e.what());
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   ++stats_.saves;
   stats_.bytes_written += bytes;
   entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.file == name; }),
                  entries_.end());
-  entries_.push_back({name, c.fingerprint, prefix_hash(c.tokens), c.tokens.size(), bytes, ++use_counter_});
+  entries_.push_back({name, c.fingerprint, prefix_hash(c.tokens), c.tokens.size(), bytes, ++use_counter_,
+                      c.alias.empty() ? 0 : prefix_hash(c.alias), c.alias.size()});
   evict_locked();
-  write_manifest_locked();
+  publish_manifest(lock);
+}
+
+uint64_t CheckpointStore::covered(const CheckpointEntry& e, const std::string& fingerprint,
+                                  const std::vector<uint64_t>& chain) {
+  if (e.fingerprint != fingerprint) return 0;
+  const uint64_t len = chain.size() - 1;  // prompt tokens
+  uint64_t n = 0;
+  if (e.token_count <= len && chain[e.token_count] == e.prefix_hash) n = e.token_count;
+  if (e.alias_count > n && e.alias_count <= len && chain[e.alias_count] == e.alias_hash) n = e.alias_count;
+  return n;
+}
+
+bool CheckpointStore::has_candidate(const std::string& fingerprint, std::span<const int32_t> tokens) const {
+  const std::vector<uint64_t> chain = prefix_hash_chain(tokens);
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::any_of(entries_.begin(), entries_.end(),
+                     [&](const auto& e) { return covered(e, fingerprint, chain) > 0; });
+}
+
+void CheckpointStore::reject(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.rejected;
+  problems_.push_back(reason);
 }
 
 std::optional<Checkpoint> CheckpointStore::restore_longest(const std::string& fingerprint,
                                                             std::span<const int32_t> tokens) {
-  std::vector<uint64_t> chain = prefix_hash_chain(tokens);
+  const std::vector<uint64_t> chain = prefix_hash_chain(tokens);
+  auto is_prefix = [&](const std::vector<int32_t>& t) {
+    return !t.empty() && t.size() <= tokens.size() && std::equal(t.begin(), t.end(), tokens.begin());
+  };
+  std::vector<std::string> tried;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    // Best candidate: most tokens among entries whose hash matches the prompt's prefix.
-    std::optional<size_t> best;
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      const auto& e = entries_[i];
-      if (e.fingerprint != fingerprint || e.token_count > tokens.size()) continue;
-      if (chain[e.token_count] != e.prefix_hash) continue;
-      if (!best || e.token_count > entries_[*best].token_count) best = i;
+    std::optional<CheckpointEntry> best;
+    uint64_t best_n = 0;
+    for (const auto& e : entries_) {
+      const uint64_t n = covered(e, fingerprint, chain);
+      if (n > best_n && std::find(tried.begin(), tried.end(), e.file) == tried.end()) best = e, best_n = n;
     }
     if (!best) return std::nullopt;
-    CheckpointEntry entry = entries_[*best];
-    std::string path = (fs::path(options_.dir) / entry.file).string();
+    tried.push_back(best->file);
+    const std::string path = (fs::path(options_.dir) / best->file).string();
+    lock.unlock();
+    std::optional<Checkpoint> c;
+    std::string error;
     try {
-      Checkpoint c = read_checkpoint(path, fingerprint);
-      if (!std::equal(c.tokens.begin(), c.tokens.end(), tokens.begin()))
+      c = read_checkpoint(path, fingerprint);
+      if (!is_prefix(c->tokens) && !is_prefix(c->alias))
         throw CheckpointError("checkpoint " + path + ": stored tokens differ from the prompt (hash collision)");
-      ++stats_.restores;
-      stats_.bytes_read += entry.bytes;
-      entries_[*best].last_used = ++use_counter_;
-      write_manifest_locked();
-      return c;
     } catch (const std::exception& e) {
-      ++stats_.rejected;
-      drop_locked(*best, e.what());
-      write_manifest_locked();
+      error = e.what();
     }
+    lock.lock();
+    auto it = std::find_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.file == best->file; });
+    if (!error.empty()) {
+      // Gone meanwhile (evicted or replaced by a save): no fault of the file, try the next.
+      if (it == entries_.end()) continue;
+      ++stats_.rejected;
+      drop_locked(best->file, error);
+      publish_manifest(lock);
+      continue;
+    }
+    ++stats_.restores;
+    stats_.bytes_read += best->bytes;
+    if (it != entries_.end()) it->last_used = ++use_counter_;
+    publish_manifest(lock);
+    return c;
   }
 }
 
-void CheckpointStore::drop_locked(size_t index, const std::string& reason) {
+void CheckpointStore::drop_locked(const std::string& file, const std::string& reason) {
   std::error_code ec;
-  fs::remove(fs::path(options_.dir) / entries_[index].file, ec);
+  fs::remove(fs::path(options_.dir) / file, ec);
   problems_.push_back(reason);
-  entries_.erase(entries_.begin() + long(index));
+  std::erase_if(entries_, [&](const auto& e) { return e.file == file; });
 }
 
 void CheckpointStore::evict_locked() {
@@ -158,7 +201,8 @@ void CheckpointStore::load_manifest_locked() {
     for (const auto& e : j.at("entries")) {
       CheckpointEntry c{e.at("file").get<std::string>(), e.at("fingerprint").get<std::string>(),
                         e.at("prefix_hash").get<uint64_t>(), e.at("token_count").get<uint64_t>(),
-                        e.at("bytes").get<uint64_t>(), e.at("last_used").get<uint64_t>()};
+                        e.at("bytes").get<uint64_t>(), e.at("last_used").get<uint64_t>(),
+                        e.value("alias_hash", uint64_t(0)), e.value("alias_count", uint64_t(0))};
       if (c.file.find('/') != std::string::npos || !fs::exists(fs::path(options_.dir) / c.file)) continue;
       use_counter_ = std::max(use_counter_, c.last_used);
       entries_.push_back(std::move(c));
@@ -176,8 +220,10 @@ void CheckpointStore::rebuild_manifest_locked() {
     try {
       CheckpointHeader h = read_checkpoint_header(f.path().string());
       entries_.push_back({f.path().filename().string(), h.fingerprint, h.prefix_hash, h.token_count,
-                          uint64_t(fs::file_size(f.path())), ++use_counter_});
+                          uint64_t(fs::file_size(f.path())), ++use_counter_,
+                          h.alias.empty() ? 0 : prefix_hash(h.alias), h.alias.size()});
     } catch (const std::exception& e) {
+      ++stats_.rejected;
       problems_.push_back(e.what());
       fs::remove(f.path(), ec);
     }
@@ -186,20 +232,49 @@ void CheckpointStore::rebuild_manifest_locked() {
 }
 
 void CheckpointStore::write_manifest_locked() {
-  nlohmann::json j;
-  j["version"] = kManifestVersion;
-  j["entries"] = nlohmann::json::array();
-  for (const auto& e : entries_)
-    j["entries"].push_back({{"file", e.file}, {"fingerprint", e.fingerprint}, {"prefix_hash", e.prefix_hash},
-                            {"token_count", e.token_count}, {"bytes", e.bytes}, {"last_used", e.last_used}});
-  std::string text = j.dump(1);
+  std::string error;
+  write_manifest_text(manifest_text_locked(), error);
+  if (!error.empty()) problems_.push_back(error);
+}
+
+// The manifest's fsync must not hold the store's lock (the engine thread takes it to queue a
+// save or look up a prompt): snapshot the text under it, write without it. Writes are
+// ordered by generation, so an older snapshot never overwrites a newer one.
+void CheckpointStore::publish_manifest(std::unique_lock<std::mutex>& lock) {
+  std::string text = manifest_text_locked();
+  const uint64_t gen = ++manifest_gen_;
+  lock.unlock();
+  std::string error;
+  {
+    std::lock_guard<std::mutex> mlock(manifest_mu_);
+    if (gen > manifest_written_) {
+      write_manifest_text(text, error);
+      manifest_written_ = gen;
+    }
+  }
+  lock.lock();
+  if (!error.empty()) problems_.push_back(error);
+}
+
+void CheckpointStore::write_manifest_text(const std::string& text, std::string& error) const {
   try {
     write_file_atomic((fs::path(options_.dir) / kManifest).string(),
                       [&](FileWriter& w) { w.write(text.data(), text.size()); });
   } catch (const std::exception& e) {
     // The manifest is only a cache of the headers; the next open rebuilds it.
-    problems_.push_back(std::string("manifest not written: ") + e.what());
+    error = std::string("manifest not written: ") + e.what();
   }
+}
+
+std::string CheckpointStore::manifest_text_locked() const {
+  nlohmann::json j;
+  j["version"] = kManifestVersion;
+  j["entries"] = nlohmann::json::array();
+  for (const auto& e : entries_)
+    j["entries"].push_back({{"file", e.file}, {"fingerprint", e.fingerprint}, {"prefix_hash", e.prefix_hash},
+                            {"token_count", e.token_count}, {"bytes", e.bytes}, {"last_used", e.last_used},
+                            {"alias_hash", e.alias_hash}, {"alias_count", e.alias_count}});
+  return j.dump(1);
 }
 
 std::vector<CheckpointEntry> CheckpointStore::entries() const {

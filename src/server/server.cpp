@@ -101,6 +101,14 @@ std::string Server::Impl::metrics_text() {
          m.prefill_seconds > 0 ? double(m.computed_prompt_tokens) / m.prefill_seconds : 0.0);
   metric("ds4_decode_tokens_per_second", "gauge", "Generated tokens / decode seconds (per session).",
          m.decode_seconds > 0 ? double(m.generated_tokens) / m.decode_seconds : 0.0);
+  const auto& ck = m.checkpoints;  // on-disk session checkpoints (zero when checkpoint.dir is unset)
+  metric("ds4_checkpoint_saves_total", "counter", "Session checkpoints written to disk.", double(ck.saves));
+  metric("ds4_checkpoint_save_failures_total", "counter", "Checkpoint saves that failed (the chat went on).", double(ck.save_failures));
+  metric("ds4_checkpoint_restores_total", "counter", "Sessions continued from a disk checkpoint.", double(ck.restores));
+  metric("ds4_checkpoint_rejected_total", "counter", "Checkpoint files refused (corrupt, truncated, foreign).", double(ck.rejected));
+  metric("ds4_checkpoint_evictions_total", "counter", "Checkpoint files evicted by the byte budget.", double(ck.evictions));
+  metric("ds4_checkpoint_bytes_written_total", "counter", "Bytes of checkpoint files written.", double(ck.bytes_written));
+  metric("ds4_checkpoint_bytes_read_total", "counter", "Bytes of checkpoint files restored.", double(ck.bytes_read));
   long rss_kb = 0;
   if (FILE* f = std::fopen("/proc/self/statm", "r")) {
     long pages = 0, resident = 0;

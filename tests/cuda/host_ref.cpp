@@ -42,6 +42,12 @@ HostWeight random_weight(DType type, int64_t rows, int64_t cols, std::mt19937_64
   const BlockGeometry g = block_geometry(type);
   const int64_t blocks = rows * (cols / g.elements);
   switch (type) {
+    case DType::F32:
+      for (int64_t e = 0; e < rows * cols; ++e) {
+        const float v = n(rng);
+        std::memcpy(&w.data[4 * e], &v, 4);
+      }
+      break;
     case DType::F16:
     case DType::BF16:
       for (int64_t e = 0; e < rows * cols; ++e)

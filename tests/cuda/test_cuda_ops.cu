@@ -118,6 +118,43 @@ void test_gemv(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st
   }
 }
 
+// gemv_batched: `count` entries pick experts by device ids out of E packed at a 256-byte
+// aligned stride, each with its own x and y (the MoE expert launch).
+void test_gemv_batched(DType t, int64_t E, int64_t rows, int64_t cols) {
+  const std::vector<int32_t> ids = {int32_t(E - 1), 0, int32_t(E / 2)};
+  const int64_t count = int64_t(ids.size());
+  const size_t rb = size_t(row_bytes(t, cols)), stride = (rows * rb + 255) / 256 * 256;
+  std::vector<HostWeight> hw;
+  cuda::DeviceBuffer dw(stride * size_t(E), "experts");
+  for (int64_t e = 0; e < E; ++e) {
+    hw.push_back(random_weight(t, rows, cols, g_rng));
+    DS4_CUDA_CHECK(cudaMemcpy(dw.as<uint8_t>() + e * stride, hw.back().data.data(), rows * rb, cudaMemcpyHostToDevice));
+  }
+  const int64_t xs = (cols + 3) / 4 * 4;
+  const std::vector<float> x = randn(size_t(count * xs));
+  std::vector<double> ref(size_t(count * rows));
+  std::vector<float> wrow(static_cast<size_t>(cols));
+  for (int64_t b = 0; b < count; ++b) {
+    const WeightMatrix view = host_view(hw[size_t(ids[size_t(b)])]);
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(view, r, wrow.data());
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += double(wrow[c]) * double(x[size_t(b * xs + c)]);
+      ref[size_t(b * rows + r)] = s;
+    }
+  }
+  WeightMatrix w = host_view(hw[0]);
+  w.data = dw.get();
+  cuda::DeviceBuffer dx = to_device(x, "x"), dy(size_t(count * rows) * sizeof(float), "y");
+  cuda::DeviceBuffer did(ids.size() * sizeof(int32_t), "ids");
+  DS4_CUDA_CHECK(cudaMemcpy(did.get(), ids.data(), did.bytes(), cudaMemcpyHostToDevice));
+  poison(dy);
+  cuda::gemv_batched(w, dx.as<float>(), dy.as<float>(), cuda::GemvBatch{int(count), did.as<int32_t>(), stride, 0, xs, rows},
+                     nullptr);
+  report("gemv_batched_" + std::string(dtype_name(t)), shape2(rows, cols) + "x3", to_host(dy, size_t(count * rows)), ref,
+         kGemvNmse, kGemvRel);
+}
+
 void test_rmsnorm(int64_t rows, int64_t dim) {
   const float eps = 1e-6f;
   const std::vector<float> x = randn(static_cast<size_t>(rows * dim), 2.f), w = randn(static_cast<size_t>(dim));
@@ -219,9 +256,9 @@ void test_errors() {
   w.rows = 4;
   w.cols = 100;
   expect_throw("gemv bad cols", [&] { cuda::gemv(w, nullptr, nullptr, nullptr); });
-  w.type = DType::F32;
+  w.type = DType::F8_E4M3;
   w.cols = 256;
-  expect_throw("gemv F32", [&] { cuda::gemv(w, nullptr, nullptr, nullptr); });
+  expect_throw("gemv F8_E4M3", [&] { cuda::gemv(w, nullptr, nullptr, nullptr); });
   expect_throw("admission 1 PiB", [] { cuda::admit_allocation(static_cast<size_t>(1) << 50, "a 1 PiB test tensor"); });
   w.type = DType::IQ2_XXS;
   w.cols = 7168;  // 28 blocks of 66 bytes: a row stride that is not 16-byte aligned
@@ -258,6 +295,14 @@ int main(int argc, char** argv) {
       test_gemv(t, big_rows, 4096, 32, DType::BF16);
       test_gemv(t, wide_rows, 2048, 64, DType::BF16);
     }
+    test_gemv(DType::F32, 77, 768, 64, DType::F16, true);
+    test_gemv(DType::F32, 33, 48);  // cols not a multiple of 32: the plain per-row kernel
+    test_gemv(DType::BF16, 40, 16);
+    test_gemv(DType::F16, 9, 200);
+    test_gemv_batched(DType::BF16, 8, 96, 192);
+    test_gemv_batched(DType::BF16, 8, 192, 48);
+    test_gemv_batched(DType::Q8_0, 6, 64, 256);
+    test_gemv_batched(DType::F32, 5, 24, 32);
     test_rmsnorm(7, 4096);
     test_rmsnorm(3, 100);
     test_softmax(5, 1000, 0.125f, false);

@@ -2,8 +2,13 @@
 
 #include <thread>
 
+#include "core/error.h"
 #include "engine/tok_codec.h"
 #include "models/model.h"
+#include "models/qwen_next/model.h"
+#ifdef DS4_CUDA
+#include "models/qwen_next/cuda/model_cuda.h"
+#endif
 
 namespace ds4::cli {
 
@@ -17,6 +22,18 @@ server::Loaded load_for_settings(const engine::Settings& s) {
   l.model = load_model(s.model, o);
   l.codec = engine::TokCodec::open(s.model, l.model->info().family);
   return l;
+}
+
+std::unique_ptr<Model> load_model_on(const std::string& path, const LoadOptions& o, const std::string& backend) {
+  if (backend == "cpu") return load_model(path, o);
+  if (backend != "cuda") throw InputError("--backend: '" + backend + "' is not cpu or cuda");
+#ifdef DS4_CUDA
+  if (!qwen_next::probe(path))
+    throw InputError("--backend cuda: " + path + " is not a Qwen3.8 Flash Next model (the only family on CUDA so far)");
+  return qwen_next::load_cuda(path, o);
+#else
+  throw InputError("--backend cuda: this ds4server was built without CUDA (configure with -DDS4_CUDA=ON)");
+#endif
 }
 
 }  // namespace ds4::cli

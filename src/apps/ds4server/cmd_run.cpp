@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/ds4server/app_model.h"
 #include "apps/ds4server/commands.h"
 #include "core/error.h"
 #include "models/model.h"
@@ -30,11 +31,13 @@ struct RunArgs {
   uint64_t seed = 12345;
   int threads = 0;
   int64_t chunk = 0;
+  std::string backend = "cpu";
 };
 
 const char* kUsage =
     "usage: ds4server run --model PATH (--tokens ID,ID,... | -p TEXT [--tokenizer tokenizer.json])\n"
-    "                     [--max-tokens N] [--temp T] [--seed S] [--threads N] [--chunk N]\n";
+    "                     [--max-tokens N] [--temp T] [--seed S] [--threads N] [--chunk N]\n"
+    "                     [--backend cpu|cuda]   (cuda: Qwen3.8 Flash Next only, builds with DS4_CUDA)\n";
 
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
@@ -86,6 +89,7 @@ RunArgs parse(const Args& a) {
     else if (k == "--seed") r.seed = uint64_t(num(val()));
     else if (k == "--threads") r.threads = int(num(val()));
     else if (k == "--chunk") r.chunk = int64_t(num(val()));
+    else if (k == "--backend") r.backend = val();
     else throw InputError("unknown option '" + k + "'\n" + kUsage);
   }
   if (r.model.empty()) throw InputError(std::string("--model is required\n") + kUsage);
@@ -119,7 +123,7 @@ int cmd_run(const Args& args) {
   const auto t0 = clock::now();
   LoadOptions lo;
   lo.threads = r.threads;
-  auto model = load_model(r.model, lo);
+  auto model = load_model_on(r.model, lo, r.backend);
   // Text mode: the tokenizer next to the model unless --tokenizer names one.
   std::unique_ptr<tok::Tokenizer> tk;
   std::vector<int32_t> prompt = r.tokens;

@@ -44,6 +44,18 @@ __device__ __forceinline__ void load_x(const float* __restrict__ x, int64_t unit
   }
 }
 
+// Batched launches: this block's entry (blockIdx.y) picks its expert, x and y.
+// Returns the entry index; the caller offsets x and y by it.
+__device__ __forceinline__ int64_t batch_entry(Args& a) {
+  const int64_t b = blockIdx.y;
+  if (b == 0 && !a.ids) return 0;
+  const int64_t e = a.ids ? a.ids[b] : b;
+  a.data += e * a.id_stride;
+  if (a.scales) a.scales = static_cast<const uint8_t*>(a.scales) + e * a.id_scale_stride;
+  if (a.biases) a.biases = static_cast<const uint8_t*>(a.biases) + e * a.id_scale_stride;
+  return b;
+}
+
 // Only IQ2_XXS reads the codebook. Lanes index it at random, so each block stages it in
 // shared memory (constant memory would serialize the divergent addresses).
 template <class F>
@@ -83,6 +95,11 @@ __device__ void block_finish(const float (&acc)[R], int64_t row0, int64_t rows, 
 template <class F, int R>
 __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const float* __restrict__ x,
                                                                  float* __restrict__ y) {
+  {
+    const int64_t b = batch_entry(a);
+    x += b * a.x_stride;
+    y += b * a.y_stride;
+  }
   __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
   Codebook<F> book{grid_smem};
   book.stage();
@@ -114,6 +131,11 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_staged_kernel(Args a, const 
   constexpr int kVecsPerLane = (kSpanVecs + 31) / 32;
   constexpr int kSpanUnits = F::kSpanBlocks * F::kUnitsPerBlock;
   static_assert(kSpanBytes % 16 == 0, "a span must be whole 16-byte vectors");
+  {
+    const int64_t b = batch_entry(a);
+    x += b * a.x_stride;
+    y += b * a.y_stride;
+  }
   __shared__ uint4 stage[kMaxThreads / 32][R][kSpanVecs];  // {warps, rows, span bytes / 16}
   __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
   Codebook<F> book{grid_smem};
@@ -159,13 +181,40 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_staged_kernel(Args a, const 
   block_finish<R>(acc, row0, a.rows, y);
 }
 
+// Plain-float rows whose length is not a multiple of 32 (small projections: low-rank
+// hyper-connection, narrow experts): one warp per row, lanes stride over the columns.
+template <int kType>  // 0 F32, 1 F16, 2 BF16
+__global__ void __launch_bounds__(kMaxThreads) gemv_small_kernel(Args a, const float* __restrict__ x,
+                                                                float* __restrict__ y) {
+  {
+    const int64_t b = batch_entry(a);
+    x += b * a.x_stride;
+    y += b * a.y_stride;
+  }
+  const int64_t row = int64_t(blockIdx.x) * (kMaxThreads / 32) + threadIdx.x / 32;
+  if (row >= a.rows) return;
+  const uint8_t* p = a.data + row * a.row_stride;
+  float s = 0.f;
+  for (int64_t c = threadIdx.x % 32; c < a.cols; c += 32) {
+    float w;
+    if constexpr (kType == 0) w = __ldg(reinterpret_cast<const float*>(p) + c);
+    else {
+      const uint16_t h = __ldg(reinterpret_cast<const unsigned short*>(p) + c);
+      w = kType == 1 ? f16_bits(h) : bf16_bits(h);
+    }
+    s = fmaf(w, x[c], s);
+  }
+  s = warp_sum(s);
+  if (threadIdx.x % 32 == 0) y[row] = s;
+}
+
 int threads_for(int64_t work_items) {  // narrow rows get fewer threads rather than idle ones
   return int(std::min<int64_t>(kMaxThreads, (work_items + 31) / 32 * 32));
 }
 
 template <class F, int R>
-void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged) {
-  const unsigned blocks = unsigned((a.rows + R - 1) / R);
+void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, unsigned batch) {
+  const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
   const int64_t units = a.cols / kUnit;
   if constexpr (F::kSpanBlocks > 0) {
     if (staged) {
@@ -180,12 +229,13 @@ void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, b
 }
 
 template <class F>
-void launch(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, int rows_per_block) {
+void launch(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, int rows_per_block,
+            unsigned batch = 1) {
   switch (rows_per_block ? rows_per_block : F::kRows) {
-    case 1: return launch_rows<F, 1>(a, x, y, stream, staged);
-    case 2: return launch_rows<F, 2>(a, x, y, stream, staged);
-    case 4: return launch_rows<F, 4>(a, x, y, stream, staged);
-    case 8: return launch_rows<F, 8>(a, x, y, stream, staged);
+    case 1: return launch_rows<F, 1>(a, x, y, stream, staged, batch);
+    case 2: return launch_rows<F, 2>(a, x, y, stream, staged, batch);
+    case 4: return launch_rows<F, 4>(a, x, y, stream, staged, batch);
+    case 8: return launch_rows<F, 8>(a, x, y, stream, staged, batch);
     default: throw InputError("cuda gemv: rows_per_block " + std::to_string(rows_per_block) + " is not 0, 1, 2, 4 or 8");
   }
 }
@@ -202,10 +252,16 @@ void check_shape(const WeightMatrix& w, int64_t multiple) {
                      std::to_string(w.cols) + ": cols must be a positive multiple of " + std::to_string(multiple));
 }
 
+bool is_plain(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// Plain-float rows of any length take the small kernel when not a multiple of 32.
+bool use_small(const WeightMatrix& w) { return is_plain(w.type) && w.cols % kUnit != 0; }
+
 Args make_args(const WeightMatrix& w) {
   const bool k_block = w.type == DType::Q4_K || w.type == DType::Q2_K || w.type == DType::IQ2_XXS;
-  check_shape(w, k_block ? 256 : kUnit);
-  Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), w.scales, w.biases, 0, 0, w.rows, w.cols};
+  check_shape(w, use_small(w) ? 1 : k_block ? 256 : kUnit);
+  Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), w.scales, w.biases, 0, 0, w.rows, w.cols,
+         nullptr, 0, 0, 0, 0};
   if (w.type == DType::MLX_Q4 || w.type == DType::MLX_Q8) {
     a.group_shift = log2_exact(w.group_size);
     if (a.group_shift < 5 || w.cols % w.group_size != 0)
@@ -223,7 +279,7 @@ Args make_args(const WeightMatrix& w) {
 
 bool gemv_supports(DType t) {
   switch (t) {
-    case DType::BF16: case DType::F16: case DType::Q8_0: case DType::Q4_K: case DType::Q2_K:
+    case DType::F32: case DType::BF16: case DType::F16: case DType::Q8_0: case DType::Q4_K: case DType::Q2_K:
     case DType::IQ2_XXS: case DType::MLX_Q4: case DType::MLX_Q8:
       return true;
     default:
@@ -240,31 +296,68 @@ void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream) 
   gemv(w, x, y, stream, GemvOptions{});
 }
 
-void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt) {
+namespace {
+
+void dispatch(const WeightMatrix& w, Args a, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt,
+              unsigned batch) {
   const GemvPath path = opt.path;
   const int rb = opt.rows_per_block;
-  if (!gemv_supports(w.type))
-    throw InputError("cuda gemv: weight type " + std::string(dtype_name(w.type)) + " is not supported");
-  const Args a = make_args(w);
   const bool can_stage = gemv_can_stage(w);
   if (path == GemvPath::kStaged && !can_stage && (w.type == DType::Q8_0 || w.type == DType::Q2_K || w.type == DType::IQ2_XXS))
     throw InputError("cuda gemv: staged path needs a 16-byte aligned " + std::string(dtype_name(w.type)) +
                      " row stride (" + std::to_string(a.row_stride) + " bytes) and data pointer");
   const bool staged = path != GemvPath::kDirect && can_stage;
   const bool bf16s = w.scale_type == DType::BF16;
+  if (use_small(w)) {
+    const dim3 blocks(unsigned((a.rows + kMaxThreads / 32 - 1) / (kMaxThreads / 32)), batch);
+    if (w.type == DType::F32) gemv_small_kernel<0><<<blocks, kMaxThreads, 0, stream>>>(a, x, y);
+    else if (w.type == DType::F16) gemv_small_kernel<1><<<blocks, kMaxThreads, 0, stream>>>(a, x, y);
+    else gemv_small_kernel<2><<<blocks, kMaxThreads, 0, stream>>>(a, x, y);
+    DS4_CUDA_CHECK_LAUNCH();
+    return;
+  }
   switch (w.type) {
-    case DType::BF16: return launch<Half16<true>>(a, x, y, stream, false, rb);
-    case DType::F16: return launch<Half16<false>>(a, x, y, stream, false, rb);
-    case DType::Q8_0: return launch<Q8_0>(a, x, y, stream, staged, rb);
-    case DType::Q4_K: return launch<Q4_K>(a, x, y, stream, false, rb);
-    case DType::Q2_K: return launch<Q2_K>(a, x, y, stream, staged, rb);
-    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, x, y, stream, staged, rb);
+    case DType::F32: return launch<F32>(a, x, y, stream, false, rb, batch);
+    case DType::BF16: return launch<Half16<true>>(a, x, y, stream, false, rb, batch);
+    case DType::F16: return launch<Half16<false>>(a, x, y, stream, false, rb, batch);
+    case DType::Q8_0: return launch<Q8_0>(a, x, y, stream, staged, rb, batch);
+    case DType::Q4_K: return launch<Q4_K>(a, x, y, stream, false, rb, batch);
+    case DType::Q2_K: return launch<Q2_K>(a, x, y, stream, staged, rb, batch);
+    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, x, y, stream, staged, rb, batch);
     case DType::MLX_Q4:
-      return bf16s ? launch<MlxAffine<4, true>>(a, x, y, stream, false, rb) : launch<MlxAffine<4, false>>(a, x, y, stream, false, rb);
+      return bf16s ? launch<MlxAffine<4, true>>(a, x, y, stream, false, rb, batch)
+                   : launch<MlxAffine<4, false>>(a, x, y, stream, false, rb, batch);
     case DType::MLX_Q8:
-      return bf16s ? launch<MlxAffine<8, true>>(a, x, y, stream, false, rb) : launch<MlxAffine<8, false>>(a, x, y, stream, false, rb);
+      return bf16s ? launch<MlxAffine<8, true>>(a, x, y, stream, false, rb, batch)
+                   : launch<MlxAffine<8, false>>(a, x, y, stream, false, rb, batch);
     default: break;
   }
+}
+
+void check_type(const WeightMatrix& w) {
+  if (!gemv_supports(w.type))
+    throw InputError("cuda gemv: weight type " + std::string(dtype_name(w.type)) + " is not supported");
+}
+
+}  // namespace
+
+void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt) {
+  check_type(w);
+  dispatch(w, make_args(w), x, y, stream, opt, 1);
+}
+
+void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBatch& b, cudaStream_t stream) {
+  check_type(w);
+  if (b.count < 1 || b.count > 65535) throw InputError("cuda gemv_batched: count " + std::to_string(b.count));
+  if (!use_small(w) && b.x_stride % 4 != 0)
+    throw InputError("cuda gemv_batched: x_stride " + std::to_string(b.x_stride) + " must keep x 16-byte aligned");
+  Args a = make_args(w);
+  a.ids = b.ids;
+  a.id_stride = int64_t(b.id_stride);
+  a.id_scale_stride = int64_t(b.id_scale_stride);
+  a.x_stride = b.x_stride;
+  a.y_stride = b.y_stride;
+  dispatch(w, a, x, y, stream, GemvOptions{}, unsigned(b.count));
 }
 
 }  // namespace ds4::cuda

@@ -10,8 +10,9 @@ namespace ds4::cuda {
 
 // y[rows] = W[rows x cols] x[cols], f32 accumulation. `w.data` (and for MLX `w.scales`,
 // `w.biases`), `x` and `y` are device pointers; `x` 16-byte aligned.
-// Formats: BF16, F16, Q8_0, Q4_K, Q2_K, IQ2_XXS (ggml block layouts), MLX_Q4 / MLX_Q8
+// Formats: F32, BF16, F16, Q8_0, Q4_K, Q2_K, IQ2_XXS (ggml block layouts), MLX_Q4 / MLX_Q8
 // (affine, group a multiple of 32, F16 or BF16 scales and biases).
+// F32/F16/BF16 take any cols (a plain per-row kernel when not a multiple of 32).
 // Throws ds4::InputError for another type, cols not a multiple of 32 (of 256 for the
 // K-quants and IQ2_XXS), or a bad MLX group.
 void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream);
@@ -32,6 +33,20 @@ struct GemvOptions {
 };
 void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt);
 bool gemv_can_stage(const WeightMatrix& w);
+
+// Several products of the same shape in one launch (MoE experts): entry b computes
+// y + b*y_stride = W_e (x + b*x_stride) with e = ids[b] (device memory, read by the kernel
+// so the choice can come from a router kernel and the launch can sit in a CUDA graph) or
+// e = b without ids. W_e is `w` with data (and MLX scales/biases) advanced by e strides.
+struct GemvBatch {
+  int count = 1;
+  const int32_t* ids = nullptr;  // device {count}, or null
+  size_t id_stride = 0;          // bytes from one expert's weights to the next
+  size_t id_scale_stride = 0;    // MLX: bytes from one expert's scales (and biases) to the next
+  int64_t x_stride = 0;          // floats; a multiple of 4 (x stays 16-byte aligned)
+  int64_t y_stride = 0;          // floats
+};
+void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBatch& b, cudaStream_t stream);
 
 // Whether gemv() takes this type (so callers can report unsupported weights up front).
 bool gemv_supports(DType type);

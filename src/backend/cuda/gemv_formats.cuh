@@ -34,6 +34,10 @@ struct Args {
   int group_shift;         // MLX: log2(group size)
   int64_t rows;
   int64_t cols;
+  // Batched launch (gridDim.y entries, see GemvBatch in gemv.h): entry b reads expert
+  // ids[b] (b when ids is null) at data + e * id_stride, x + b * x_stride, y + b * y_stride.
+  const int32_t* ids;
+  int64_t id_stride, id_scale_stride, x_stride, y_stride;
 };
 
 __device__ __forceinline__ float f16_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
@@ -89,6 +93,32 @@ struct Half16 {
         s = fmaf(a, xv[8 * i + 2 * j], s);
         s = fmaf(b, xv[8 * i + 2 * j + 1], s);
       }
+    }
+    return s;
+  }
+};
+
+// ---- F32: 128 bytes per unit, eight 16-byte loads (tiny reference checkpoints). ----
+struct F32 {
+  static constexpr int kRows = 2;
+  static constexpr int kSpanBlocks = 0;
+  struct Raw { uint4 v[8]; };
+  template <class L>
+  __device__ static Raw load(const Args&, const uint8_t* row_bytes, int64_t, int64_t unit) {
+    const uint8_t* p = row_bytes + unit * 128;
+    Raw r;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) r.v[i] = L::u4(p + 16 * i);
+    return r;
+  }
+  __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      s = fmaf(__uint_as_float(r.v[i].x), xv[4 * i], s);
+      s = fmaf(__uint_as_float(r.v[i].y), xv[4 * i + 1], s);
+      s = fmaf(__uint_as_float(r.v[i].z), xv[4 * i + 2], s);
+      s = fmaf(__uint_as_float(r.v[i].w), xv[4 * i + 3], s);
     }
     return s;
   }

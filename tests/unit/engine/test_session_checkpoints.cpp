@@ -100,6 +100,9 @@ TEST(SessionCheckpoints, RestartedEngineContinuesFromDisk) {
   EXPECT_EQ(r3.usage.prompt_tokens, ref3.usage.prompt_tokens);
   const auto m = e->metrics();
   EXPECT_EQ(m.computed_prompt_tokens, m.prompt_tokens - m.cached_tokens);
+  EXPECT_EQ(m.checkpoints.restores, 1u);
+  EXPECT_EQ(m.checkpoints.rejected, 0u);
+  EXPECT_GT(m.checkpoints.bytes_read, 0u);
 }
 
 TEST(SessionCheckpoints, CorruptedCheckpointIsRefusedAndRecomputed) {
@@ -129,4 +132,9 @@ TEST(SessionCheckpoints, CorruptedCheckpointIsRefusedAndRecomputed) {
   const auto r3 = run(*e, msgs);
   EXPECT_EQ(r3.content, "Echo: three. Done.");
   EXPECT_EQ(r3.usage.cached_tokens, 0);
+  // Both damaged files (turns 1 and 2) were refused and counted; nothing was restored.
+  const auto m = e->metrics();
+  EXPECT_EQ(m.checkpoints.rejected, 2u);
+  EXPECT_EQ(m.checkpoints.restores, 0u);
+  EXPECT_EQ(m.computed_prompt_tokens, m.prompt_tokens);
 }

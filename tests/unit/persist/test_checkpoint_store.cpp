@@ -151,6 +151,23 @@ TEST(CheckpointStore, FullDiskFailsTheSaveCleanlyAndKeepsEarlierCheckpoints) {
   EXPECT_EQ(got->tokens.size(), 10u);
 }
 
+TEST(CheckpointStore, WriterBehindDropsOldestQueuedSaveNeverTheNewest) {
+  TempDir dir;
+  auto h = history(200);
+  CheckpointStoreOptions o{dir.path(), uint64_t(1) << 30};
+  o.max_queued = 1;
+  CheckpointStore store(o);
+  for (size_t n = 10; n <= 200; n += 10) store.save_async(at_prefix(h, n, 200000));
+  store.flush();
+  const auto s = store.stats();
+  EXPECT_EQ(s.saves + s.save_failures, 20u);  // every save either written or dropped and counted
+  EXPECT_EQ(store.take_problems().size(), s.save_failures);
+  // The newest state is always kept: it supersedes the dropped ones.
+  auto got = store.restore_longest(kModel, h);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->tokens.size(), 200u);
+}
+
 TEST(AtomicFile, KillDuringWriteLosesNothingCommitted) {
   TempDir dir;
   std::string path = dir.file("x.ckpt");

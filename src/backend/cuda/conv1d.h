@@ -1,0 +1,16 @@
+#pragma once
+// Depthwise causal 1-D convolution over time, one new row (decode step), with carried
+// state: the GPU form of backend/cpu/conv1d.h (same weight and state layouts).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ds4::cuda {
+
+// x = concat(state, x_new) along time; y[c] = act(sum_j w[c*kernel + j] * x[j*dilation][c]);
+// state {(kernel-1)*dilation, channels} (oldest first) then drops its oldest row and takes
+// x_new. act = silu when `silu`, else identity. Device pointers; y must not alias x_new.
+void conv1d_step_f32(const float* x_new, const float* w, float* state, int64_t channels, int64_t kernel,
+                     int64_t dilation, bool silu, float* y, cudaStream_t stream);
+
+}  // namespace ds4::cuda

@@ -1,0 +1,75 @@
+#pragma once
+// Internal to the CUDA Qwen model: the weights as device copies. WeightMatrix views keep
+// their host shapes with data (and MLX scales/biases) pointing into one device buffer;
+// norm vectors hold (offset + w) so every kernel multiplies by the stored value.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "backend/cuda/memory.h"
+#include "core/weight.h"
+#include "models/qwen_next/config.h"
+#include "models/qwen_next/weights.h"
+
+namespace ds4::qwen_next::cuda {
+
+// Projections of one input stacked into one matrix (rows concatenated in device memory),
+// so the decode step reads them with one gemv launch; outputs land back to back. When the
+// parts differ in type or width (a mixed-precision GGUF), they stay separate (`parts`).
+struct DProj {
+  WeightMatrix fused;               // rows > 0: the stacked matrix
+  std::vector<WeightMatrix> parts;  // otherwise one gemv each, outputs consecutive
+  int64_t rows = 0;                 // total output rows
+};
+struct DHyper {
+  const float* norm = nullptr;  // {hc*d}
+  DProj down_inject;            // [down {rank} | inject {hc}] (inject absent for mixers)
+  WeightMatrix up;
+};
+struct DGdn {
+  DProj in;  // [qkv {conv_dim} | z {v_dim*vh} | b {vh} | a {vh}]
+  WeightMatrix out;
+  const float *conv = nullptr, *a_log = nullptr, *dt_bias = nullptr, *norm = nullptr;
+};
+struct DQsa {
+  DProj in;  // [q {heads*2*hd} | k {kv*hd} | v {kv*hd} | idx_qk {(idx_heads+1)*idx_dim}]
+  WeightMatrix o;
+  const float *q_norm = nullptr, *k_norm = nullptr, *idx_q_norm = nullptr, *idx_k_norm = nullptr;
+};
+// Experts are packed at a fixed stride so one batched gemv picks them by id on the device.
+struct DExperts {
+  WeightMatrix first;        // expert 0
+  size_t stride = 0, scale_stride = 0;
+};
+struct DMoe {
+  DProj in;  // [sh_gate {S} | sh_up {S} | router {E} | sh_gate_scalar {1}]
+  WeightMatrix sh_down;
+  DExperts gate_up, down;
+};
+struct DPle {
+  DProj in;  // [key {hc*d} | value {d}]
+  const float *norm_key = nullptr, *norm_query = nullptr, *norm_conv = nullptr, *conv = nullptr;
+  int64_t index = -1;  // among PLE layers: which slice of the step's gathered rows
+};
+struct DLayer {
+  DHyper attn_hc, mlp_hc;
+  std::optional<DGdn> gdn;
+  std::optional<DQsa> qsa;
+  std::optional<DPle> ple;
+  DMoe moe;
+};
+struct DeviceWeights {
+  ds4::cuda::DeviceBuffer buffer;
+  std::vector<DLayer> layers;
+  DHyper mixer;
+  WeightMatrix lm_head;
+  const float* inv_freq = nullptr;  // {rot_dim / 2}
+};
+
+// Uploads everything the decode step reads (not the embedding or the PLE tables: those
+// are gathered on the host per token). Admission first: throws ds4::Error naming the bytes
+// when the weights do not fit in free device memory.
+// fuse = false keeps every projection separate (the unfused reference in the tests).
+DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_freq, bool fuse);
+
+}  // namespace ds4::qwen_next::cuda

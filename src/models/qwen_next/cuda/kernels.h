@@ -1,0 +1,88 @@
+#pragma once
+// Qwen3.8 Flash Next kernels for one decode token (the CUDA model runs every token through
+// them; prefill loops tokens). Each mirrors the CPU block in src/models/qwen_next/*.cpp
+// named beside it. All pointers are device pointers; `pos` is the device position counter
+// (read by the kernels, so a captured CUDA graph replays at any position).
+// Norm weights arrive with their offset already applied (1 + w for zero-centered ones).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ds4::qwen_next::cuda {
+
+// ---- hyper.cu (hyper.cpp) ----
+// normed {hc*d} = per-stream rmsnorm of h with w {hc*d}.
+void hc_norm(const float* h, const float* w, int64_t hc, int64_t d, float eps, float* normed, cudaStream_t s);
+// low {r} = silu(low / hc) in place.
+void hc_low_act(float* low, int64_t r, int64_t hc, cudaStream_t s);
+// mixed {d} = mean_k sigmoid(mix[k]) * normed[k]; inject {hc} (optional) = 2 sigmoid(inject / hc).
+void hc_combine(const float* mix, const float* normed, int64_t hc, int64_t d, float* mixed, float* inject,
+                cudaStream_t s);
+// h[k*d + i] += out[i] * inject[k].
+void hc_write(float* h, const float* out, const float* inject, int64_t hc, int64_t d, cudaStream_t s);
+// h {hc*d} = x {d} repeated in every stream.
+void hc_broadcast(const float* x, int64_t hc, int64_t d, float* h, cudaStream_t s);
+
+// ---- gdn.cu (gdn.cpp) ----
+struct GdnShape {
+  int64_t k_heads, v_heads, k_dim, v_dim;
+  float eps;
+  bool gate_sigmoid;
+};
+// qkv {conv_dim} after conv+silu: l2-normalize q and k heads, scale q; beta {vh} = sigmoid(b),
+// g {vh} = -exp(a_log) softplus(a + dt_bias) (in place over b and a).
+void gdn_prep(float* qkv, float* b, float* a, const float* a_log, const float* dt_bias, const GdnShape& g,
+              cudaStream_t s);
+// One step of the gated delta rule per value head; S {vh, k_dim, v_dim}; o {vh * v_dim}.
+void gdn_recurrent(const float* qkv, const float* g, const float* beta, float* S, float* o, const GdnShape& sh,
+                   cudaStream_t s);
+// o = rmsnorm(o per head) * w * act(z), act sigmoid or silu.
+void gdn_gated_norm(float* o, const float* z, const float* w, const GdnShape& g, cudaStream_t s);
+
+// ---- qsa.cu (qsa.cpp) ----
+struct QsaShape {
+  int64_t heads, kv_heads, head_dim, rot_dim;
+  int64_t idx_heads, idx_dim, idx_budget, idx_ratio;
+  int64_t max_ctx;
+  float eps;
+  const float* inv_freq;  // device {rot_dim / 2}
+};
+struct QsaCache {
+  float* k;           // {max_ctx, kv_heads*hd}
+  float* v;           // {max_ctx, kv_heads*hd}
+  float* idx_raw;     // {max_ctx, idx_dim}
+  float* idx_pooled;  // {max_ctx / ratio, idx_dim}
+};
+struct QsaNorms {
+  const float *q, *k, *idx_q, *idx_k;
+};
+// qg {heads, 2*hd} -> q {heads, hd} normed + roped, gate {heads, hd}; k, v -> cache at pos;
+// iqk {(idx_heads+1), idx_dim}: queries normed + roped in place, the key into idx_raw; pools
+// the block the new row completes.
+void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const QsaNorms& n, const QsaCache& c,
+              const QsaShape& sh, const int32_t* pos, float* q, float* gate, cudaStream_t s);
+// Indexer selection for the query at pos: keep {max_ctx / ratio} = 1 for kept blocks.
+void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
+                uint8_t* keep, cudaStream_t s);
+// att {heads, hd} = softmax attention over the selected keys, times sigmoid(gate).
+void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
+                const uint8_t* keep, float* scores, float* att, cudaStream_t s);
+
+// ---- moe.cu (moe.cpp) ----
+// Router softmax + top-k (ties: lower index), ids ascending, weights (normalized when norm).
+void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32_t* ids, float* weights,
+               cudaStream_t s);
+// act {k, I} = silu(gu[:, :I]) * gu[:, I:] for gu {k, 2I}.
+void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStream_t s);
+// out {d} = sum_j w[j] y[j] (ascending expert order) + sh * sigmoid(sg[0]).
+void moe_combine(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
+                 float* out, cudaStream_t s);
+
+// ---- ple.cu (ple.cpp) ----
+// key {hc*d}, val {d}, h {hc*d} -> gv {hc*d} (gated value) and gvn = rmsnorm(gv) (norm_conv).
+void ple_gate(const float* key, const float* val, const float* h, const float* norm_key, const float* norm_query,
+              const float* norm_conv, int64_t hc, int64_t d, float eps, float* gv, float* gvn, cudaStream_t s);
+// h += gv + conv (conv already silu'd).
+void ple_add(float* h, const float* gv, const float* conv, int64_t n, cudaStream_t s);
+
+}  // namespace ds4::qwen_next::cuda

@@ -1,0 +1,313 @@
+// The CUDA Qwen3.8 Flash Next model: per-state device caches, the decode step (one token
+// through every layer, all on one stream, position read from device memory) and its CUDA
+// graph, and the host side of each token (embedding row and PLE n-gram rows, gathered on
+// the host and shipped with the step's inputs).
+#include "models/qwen_next/cuda/model_cuda.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/rope.h"
+#include "backend/cuda/activation.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/conv1d.h"
+#include "backend/cuda/gemv.h"
+#include "core/error.h"
+#include "models/qwen_next/config.h"
+#include "models/qwen_next/cuda/device_weights.h"
+#include "models/qwen_next/cuda/kernels.h"
+#include "models/qwen_next/cuda/step_layout.h"
+#include "models/qwen_next/ple_hash.h"
+#include "models/qwen_next/weights.h"
+
+namespace ds4::qwen_next {
+
+using namespace ds4::qwen_next::cuda;
+namespace dc = ds4::cuda;
+
+namespace {
+
+__global__ void increment_kernel(int32_t* p) { *p += 1; }
+
+// Pinned host memory for the step's inputs and logits: a captured graph copies from and to
+// these fixed addresses on every replay.
+struct Pinned {
+  void* p = nullptr;
+  explicit Pinned(size_t bytes) { DS4_CUDA_CHECK(cudaMallocHost(&p, bytes)); }
+  ~Pinned() { if (p) cudaFreeHost(p); }
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+};
+
+}  // namespace
+
+class CudaState : public ModelState {
+ public:
+  CudaState(const StateLayout& lay, const Config& c) : buf(lay.bytes, "qwen_next state (context caches)") {
+    DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
+    // The step runs on a non-blocking stream, which does not wait for the legacy stream.
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    for (int64_t p = 0; p < lay.ple_layers; ++p) ple_ctx.emplace_back(size_t(c.ngram - 1), c.eos);
+  }
+  ~CudaState() override {
+    for (auto& g : graph)
+      if (g) cudaGraphExecDestroy(g);
+  }
+  std::unique_ptr<ModelState> clone() const override {
+    auto s = std::unique_ptr<CudaState>(new CudaState(*this));
+    return s;
+  }
+  int64_t position() const override { return pos; }
+  size_t bytes() const override { return buf.bytes(); }
+
+  dc::DeviceBuffer buf;                        // every layer's caches + the position counter
+  std::vector<std::vector<int32_t>> ple_ctx;   // per PLE layer {ngram-1}: previous tokens
+  int64_t pos = 0;
+  cudaGraphExec_t graph[2] = {nullptr, nullptr};  // [with logits]
+
+ private:
+  CudaState(const CudaState& o) : buf(o.buf.bytes(), "qwen_next state clone"), ple_ctx(o.ple_ctx), pos(o.pos) {
+    DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
+  }
+};
+
+struct QwenNextCudaModel::Impl {
+  std::unique_ptr<TensorSource> src;
+  Config c;
+  Weights w;  // host views (embedding and PLE tables are read from here)
+  ModelInfo info;
+  CudaModelOptions opt;
+  DeviceWeights dw;
+  StateLayout lay;
+  ScratchLayout sl;
+  dc::DeviceBuffer scratch;
+  std::unique_ptr<Pinned> in_host, logits_host;
+  cudaStream_t stream = nullptr;
+
+  float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
+  void proj(const DProj& p, const float* x, float* y);
+  void hyper_read(const DHyper& h, const float* x, float* mixed, float* inject);
+  void layer(CudaState& st, int64_t l);
+  void enqueue_step(CudaState& st, bool logits);
+  void run_step(CudaState& st, bool logits);
+};
+
+// y = [W_0; W_1; ...] x: one launch when stacked, else one per part into consecutive rows.
+void QwenNextCudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
+  if (p.fused.rows > 0) return dc::gemv(p.fused, x, y, stream);
+  for (const WeightMatrix& m : p.parts) {
+    dc::gemv(m, x, y, stream);
+    y += m.rows;
+  }
+}
+
+// mixed {d} (and inject {hc}, which follows the low-rank row in scratch) from h {hc*d}.
+void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float* mixed, float* inject) {
+  const int64_t hc = c.hc, d = c.hidden;
+  float* normed = S(sl.normed);
+  hc_norm(x, h.norm, hc, d, c.rms_eps, normed, stream);
+  proj(h.down_inject, normed, S(sl.low));  // [low {rank} | inject {hc}]
+  hc_low_act(S(sl.low), c.hc_rank, hc, stream);
+  dc::gemv(h.up, S(sl.low), S(sl.mix), stream);
+  hc_combine(S(sl.mix), normed, hc, d, mixed, inject, stream);
+}
+
+void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
+  const DLayer& L = dw.layers[size_t(l)];
+  const LayerOffsets& o = lay.layers[size_t(l)];
+  uint8_t* sb = st.buf.as<uint8_t>();
+  auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
+  const int64_t hc = c.hc, d = c.hidden, W = c.wide();
+  float* h = S(sl.h);
+  float *mixed = S(sl.mixed), *out = S(sl.out), *inject = S(sl.inject);  // inject: written by hyper_read
+  if (L.ple) {
+    const DPle& p = *L.ple;
+    const float* emb = S(sl.ple_emb) + p.index * sl.ple_stride;
+    proj(p.in, emb, S(sl.ple_key));  // [key | value]
+    ple_gate(S(sl.ple_key), S(sl.ple_val), h, p.norm_key, p.norm_query, p.norm_conv, hc, d, c.rms_eps, S(sl.ple_gv),
+             S(sl.ple_gvn), stream);
+    dc::conv1d_step_f32(S(sl.ple_gvn), p.conv, SF(o.ple_conv), W, c.ple_conv_k, c.ngram, true, S(sl.ple_conv),
+                        stream);
+    ple_add(h, S(sl.ple_gv), S(sl.ple_conv), W, stream);
+  }
+  hyper_read(L.attn_hc, h, mixed, inject);
+  if (L.gdn) {
+    const DGdn& g = *L.gdn;
+    const GdnShape sh{c.k_heads, c.v_heads, c.k_dim, c.v_dim, c.rms_eps, c.gate_sigmoid};
+    proj(g.in, mixed, S(sl.raw));  // [qkv | z | b | a]
+    dc::conv1d_step_f32(S(sl.raw), g.conv, SF(o.conv), c.conv_dim(), c.conv_k, 1, true, S(sl.qkv), stream);
+    gdn_prep(S(sl.qkv), S(sl.b), S(sl.a), g.a_log, g.dt_bias, sh, stream);
+    gdn_recurrent(S(sl.qkv), S(sl.a), S(sl.b), SF(o.ssm), S(sl.o), sh, stream);
+    gdn_gated_norm(S(sl.o), S(sl.z), g.norm, sh, stream);
+    dc::gemv(g.out, S(sl.o), out, stream);
+  } else {
+    const DQsa& a = *L.qsa;
+    const QsaShape sh{c.heads, c.kv_heads, c.head_dim, c.rot_dim, c.idx_heads, c.idx_dim, c.idx_budget,
+                      c.idx_ratio, lay.max_ctx, c.rms_eps, dw.inv_freq};
+    const QsaCache cache{SF(o.k), SF(o.v), SF(o.idx_raw), SF(o.idx_pooled)};
+    const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
+    proj(a.in, mixed, S(sl.qg));  // [q+gate | k | v | indexer q+k]
+    qsa_prep(S(sl.qg), S(sl.k), S(sl.v), S(sl.iqk), QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm}, cache,
+             sh, pos, S(sl.q), S(sl.gate), stream);
+    uint8_t* keep = scratch.as<uint8_t>() + sl.keep;
+    qsa_select(S(sl.iqk), cache, sh, pos, S(sl.block_scores), keep, stream);
+    qsa_attend(S(sl.q), S(sl.gate), cache, sh, pos, keep, S(sl.att_scores), S(sl.att), stream);
+    dc::gemv(a.o, S(sl.att), out, stream);
+  }
+  hc_write(h, out, inject, hc, d, stream);
+  hyper_read(L.mlp_hc, h, mixed, inject);
+  const DMoe& m = L.moe;
+  const int64_t K = c.top_k, I = c.moe_inter;
+  int32_t* ids = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.ids);
+  proj(m.in, mixed, S(sl.sh_g));  // [shared gate | shared up | router | shared gate scalar]
+  moe_route(S(sl.router), c.experts, K, c.norm_topk, ids, S(sl.wts), stream);
+  dc::swiglu_f32(S(sl.sh_g), S(sl.sh_u), S(sl.sh_g), c.shared_inter, stream);
+  dc::gemv(m.sh_down, S(sl.sh_g), S(sl.sh_out), stream);
+  dc::gemv_batched(m.gate_up.first, mixed, S(sl.gu),
+                   dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream);
+  moe_swiglu(S(sl.gu), K, I, S(sl.act), stream);
+  dc::gemv_batched(m.down.first, S(sl.act), S(sl.ey),
+                   dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, d}, stream);
+  moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh_out), S(sl.sg), d, out, stream);
+  hc_write(h, out, inject, hc, d, stream);
+}
+
+void QwenNextCudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
+  DS4_CUDA_CHECK(cudaMemcpyAsync(S(sl.h), in_host->p, sl.in_bytes, cudaMemcpyHostToDevice, stream));
+  for (int64_t l = 0; l < c.layers; ++l) layer(st, l);
+  if (logits) {
+    hyper_read(dw.mixer, S(sl.h), S(sl.mixed), nullptr);
+    dc::gemv(dw.lm_head, S(sl.mixed), S(sl.logits), stream);
+    DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
+                                   cudaMemcpyDeviceToHost, stream));
+  }
+  increment_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos));
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void QwenNextCudaModel::Impl::run_step(CudaState& st, bool logits) {
+  if (!opt.graphs) {
+    enqueue_step(st, logits);
+  } else {
+    cudaGraphExec_t& exec = st.graph[logits ? 1 : 0];
+    if (!exec) {
+      cudaGraph_t g = nullptr;
+      DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      try {
+        enqueue_step(st, logits);
+      } catch (...) {
+        cudaStreamEndCapture(stream, &g);
+        if (g) cudaGraphDestroy(g);
+        throw;
+      }
+      DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+      const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+      cudaGraphDestroy(g);
+      DS4_CUDA_CHECK(e);
+    }
+    DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  }
+  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt,
+                                     const CudaModelOptions& copt)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.src = std::move(src);
+  m.opt = copt;
+  m.c = parse_config(m.src->config(), m.src->path());
+  m.w = bind_weights(*m.src, m.c, opt);
+  const Config& c = m.c;
+  m.info.family = "qwen_next";
+  m.info.name = m.src->config().value("_name_or_path", std::string("qwen4_exp"));
+  if (m.info.name.empty()) m.info.name = "qwen4_exp";
+  m.info.vocab_size = c.vocab;
+  m.info.hidden_size = c.hidden;
+  m.info.max_context = opt.max_context > 0 ? std::min(opt.max_context, c.max_position) : c.max_position;
+  m.info.eos_token_ids = c.eos_ids;
+  m.info.default_prefill_chunk = 2048;
+  m.info.has_draft_head = false;  // the MTP head is CPU-only so far
+  for (const auto* mat : {&m.w.lm_head, &m.w.layers[0].moe.router, &m.w.layers[0].moe.gate_up[0]})
+    if (!dc::gemv_supports(mat->type))
+      throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) +
+                       " has no CUDA gemv");
+  m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections);
+  m.lay = state_layout(c, m.info.max_context);
+  m.sl = scratch_layout(c, m.info.max_context);
+  m.scratch = dc::DeviceBuffer(m.sl.bytes, "qwen_next step scratch");
+  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes);
+  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float));
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+}
+
+QwenNextCudaModel::~QwenNextCudaModel() {
+  if (impl_ && impl_->stream) cudaStreamDestroy(impl_->stream);
+}
+
+const ModelInfo& QwenNextCudaModel::info() const { return impl_->info; }
+size_t QwenNextCudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
+
+std::unique_ptr<ModelState> QwenNextCudaModel::new_state() const {
+  return std::make_unique<CudaState>(impl_->lay, impl_->c);
+}
+
+void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,
+                                std::vector<float>& logits) {
+  auto* stp = dynamic_cast<CudaState*>(&state);
+  if (!stp) throw InputError("qwen_next cuda: state does not come from this CUDA model");
+  CudaState& st = *stp;
+  Impl& m = *impl_;
+  const Config& c = m.c;
+  const int64_t n = int64_t(tokens.size()), W = c.wide(), d = c.hidden, V = c.vocab;
+  logits.clear();
+  if (n == 0) return;
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.vocab)
+      throw InputError("qwen_next: token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                       std::to_string(c.vocab) + ")");
+  if (st.pos + n > m.info.max_context)
+    throw InputError("qwen_next: context of " + std::to_string(st.pos + n) + " tokens exceeds max_context " +
+                     std::to_string(m.info.max_context));
+  if (mode == Logits::kAll) logits.resize(size_t(n * V));
+  float* in = static_cast<float*>(m.in_host->p);
+  const int64_t heads = (c.ngram - 1) * c.heads_per_ngram;
+  std::vector<int64_t> ids(static_cast<size_t>(heads));
+  std::vector<int32_t> window(static_cast<size_t>(c.ngram));
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t tok = tokens[size_t(t)];
+    dequantize_row(m.w.embed, tok, in);  // the step's input row, repeated per stream
+    for (int64_t k = 1; k < c.hc; ++k) std::memcpy(in + k * d, in, size_t(d) * sizeof(float));
+    for (size_t l = 0; l < m.w.layers.size(); ++l) {
+      const auto& lw = m.w.layers[l];
+      if (!lw.ple) continue;
+      const int64_t pi = m.dw.layers[l].ple->index;
+      auto& ctx = st.ple_ctx[size_t(pi)];
+      std::copy(ctx.begin(), ctx.end(), window.begin());
+      window.back() = tok;
+      ple_ngram_ids(c, *lw.ple, window.data(), ids.data());
+      for (int64_t id : ids)
+        if (id < 0 || id >= lw.ple->table->rows()) throw Error("PLE n-gram row " + std::to_string(id) + " out of range");
+      lw.ple->table->gather(ids.data(), heads, in + m.sl.ple_emb_in + pi * m.sl.ple_stride);
+      ctx.assign(window.begin() + 1, window.end());
+    }
+    const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
+    m.run_step(st, want);
+    st.pos += 1;
+    if (want) {
+      const float* src = static_cast<const float*>(m.logits_host->p);
+      if (mode == Logits::kAll) std::copy_n(src, V, logits.data() + t * V);
+      else logits.assign(src, src + V);
+    }
+  }
+  (void)W;
+}
+
+std::unique_ptr<Model> load_cuda(const std::string& path, const LoadOptions& opt, const CudaModelOptions& copt) {
+  return std::make_unique<QwenNextCudaModel>(open_tensor_source(path), opt, copt);
+}
+
+}  // namespace ds4::qwen_next

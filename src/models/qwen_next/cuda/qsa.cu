@@ -1,0 +1,172 @@
+// QSA attention decode kernels (CPU: qsa.cpp). The position comes from device memory so
+// the whole step can be replayed from a CUDA graph; loops over keys and blocks are sized
+// by it at run time.
+#include <cfloat>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/reduce.cuh"
+#include "models/qwen_next/cuda/kernels.h"
+
+namespace ds4::qwen_next::cuda {
+namespace {
+
+using ds4::cuda::detail::block_reduce;
+using ds4::cuda::detail::MaxOp;
+using ds4::cuda::detail::SumOp;
+using ds4::cuda::detail::warp_reduce;
+
+// dst {n} = rope(rmsnorm(src) * w) at `pos` (NeoX halves over the first rot dims); one warp.
+__device__ void norm_rope_warp(const float* src, const float* w, int64_t n, float eps, int64_t rot, int64_t pos,
+                               const float* inv_freq, float* dst) {
+  const int lane = threadIdx.x % 32;
+  float ss = 0.f;
+  for (int64_t i = lane; i < n; i += 32) ss += src[i] * src[i];
+  ss = warp_reduce(ss, SumOp{});
+  const float r = rsqrtf(ss / float(n) + eps);
+  for (int64_t i = lane; i < n; i += 32) dst[i] = (src[i] * r) * w[i];
+  __syncwarp();
+  const int64_t half = rot / 2;
+  for (int64_t i = lane; i < half; i += 32) {
+    const float a = float(pos) * inv_freq[i];
+    const float c = cosf(a), s = sinf(a);
+    const float x0 = dst[i], x1 = dst[i + half];
+    dst[i] = x0 * c - x1 * s;
+    dst[i + half] = x1 * c + x0 * s;
+  }
+  __syncwarp();
+}
+
+__global__ void qsa_prep_kernel(const float* __restrict__ qg, const float* __restrict__ k,
+                                const float* __restrict__ v, float* __restrict__ iqk, QsaNorms nw, QsaCache c,
+                                QsaShape sh, const int32_t* __restrict__ pos_p, float* __restrict__ q,
+                                float* __restrict__ gate) {
+  const int64_t pos = *pos_p, hd = sh.head_dim, D = sh.idx_dim, KVD = sh.kv_heads * hd;
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32, lane = threadIdx.x % 32;
+  const int64_t vecs = sh.heads + 2 * sh.kv_heads + sh.idx_heads + 1;
+  for (int64_t t = warp; t < vecs; t += warps) {
+    if (t < sh.heads) {  // query head: [query | gate]
+      const float* src = qg + t * 2 * hd;
+      norm_rope_warp(src, nw.q, hd, sh.eps, sh.rot_dim, pos, sh.inv_freq, q + t * hd);
+      for (int64_t i = lane; i < hd; i += 32) gate[t * hd + i] = src[hd + i];
+    } else if (t < sh.heads + sh.kv_heads) {
+      const int64_t h = t - sh.heads;
+      norm_rope_warp(k + h * hd, nw.k, hd, sh.eps, sh.rot_dim, pos, sh.inv_freq, c.k + pos * KVD + h * hd);
+    } else if (t < sh.heads + 2 * sh.kv_heads) {
+      const int64_t h = t - sh.heads - sh.kv_heads;
+      for (int64_t i = lane; i < hd; i += 32) c.v[pos * KVD + h * hd + i] = v[h * hd + i];
+    } else if (t < vecs - 1) {
+      float* p = iqk + (t - sh.heads - 2 * sh.kv_heads) * D;
+      norm_rope_warp(p, nw.idx_q, D, sh.eps, sh.rot_dim, pos, sh.inv_freq, p);
+    } else {
+      for (int64_t i = lane; i < D; i += 32) c.idx_raw[pos * D + i] = iqk[sh.idx_heads * D + i];
+    }
+  }
+  // The block this row completes: mean of raw keys -> k_layernorm -> rope at its first row.
+  const int64_t R = sh.idx_ratio;
+  if ((pos + 1) % R != 0) return;
+  __syncthreads();
+  if (warp != 0) return;
+  const int64_t b = pos / R;
+  float* m = c.idx_pooled + b * D;
+  for (int64_t i = lane; i < D; i += 32) {
+    float s = 0.f;
+    for (int64_t r = 0; r < R; ++r) s += c.idx_raw[(b * R + r) * D + i];
+    m[i] = s / float(R);
+  }
+  __syncwarp();
+  norm_rope_warp(m, nw.idx_k, D, sh.eps, sh.rot_dim, b * R, sh.inv_freq, m);
+}
+
+// scores {nb}: relu(q_h . k_b) summed over indexer heads; keep[b] = rank of b < budget/R
+// (rank: higher score first, ties by lower index, as cpu::topk_f32).
+__global__ void qsa_select_kernel(const float* __restrict__ iqk, QsaCache c, QsaShape sh,
+                                  const int32_t* __restrict__ pos_p, float* __restrict__ scores,
+                                  uint8_t* __restrict__ keep) {
+  const int64_t p = *pos_p, D = sh.idx_dim, R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
+  if (nb <= keep_n) return;  // every complete block is kept: qsa_attend does not read `keep`
+  const float inv = rsqrtf(float(D));
+  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
+    const float* kb = c.idx_pooled + b * D;
+    float acc = 0.f;
+    for (int64_t h = 0; h < sh.idx_heads; ++h) {
+      float dot = 0.f;
+      for (int64_t i = 0; i < D; ++i) dot += iqk[h * D + i] * kb[i];
+      acc += fmaxf(dot, 0.f);
+    }
+    scores[b] = acc * inv;
+  }
+  __syncthreads();
+  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
+    const float s = scores[b];
+    int64_t rank = 0;
+    for (int64_t o = 0; o < nb; ++o) {
+      const float t = scores[o];
+      rank += (t > s) || (t == s && o < b);
+    }
+    keep[b] = rank < keep_n;
+  }
+}
+
+// One block per query head: scores over visible keys, softmax, weighted values, output gate.
+__global__ void qsa_attend_kernel(const float* __restrict__ q, const float* __restrict__ gate, QsaCache c,
+                                  QsaShape sh, const int32_t* __restrict__ pos_p, const uint8_t* __restrict__ keep,
+                                  float* __restrict__ scores, float* __restrict__ att) {
+  extern __shared__ float qs[];  // {hd}
+  const int64_t p = *pos_p, hd = sh.head_dim, h = blockIdx.x, R = sh.idx_ratio, nb = (p + 1) / R;
+  const bool all = nb <= sh.idx_budget / R;
+  const int64_t kvh = h / (sh.heads / sh.kv_heads), KVD = sh.kv_heads * hd;
+  const float scale = rsqrtf(float(hd));
+  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = q[h * hd + i];
+  __syncthreads();
+  float* sc = scores + h * sh.max_ctx;
+  float m = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j <= p; j += blockDim.x) {
+    float s = -INFINITY;
+    if (all || j >= nb * R || keep[j / R]) {
+      const float* kj = c.k + j * KVD + kvh * hd;
+      float d = 0.f;
+      for (int64_t e = 0; e < hd; ++e) d += qs[e] * kj[e];
+      s = d * scale;
+      m = fmaxf(m, s);
+    }
+    sc[j] = s;
+  }
+  m = block_reduce(m, MaxOp{}, -FLT_MAX);
+  float sum = 0.f;
+  for (int64_t j = threadIdx.x; j <= p; j += blockDim.x) {
+    const float e = expf(sc[j] - m);  // masked keys: exp(-inf) = 0
+    sc[j] = e;
+    sum += e;
+  }
+  sum = block_reduce(sum, SumOp{}, 0.f);  // its barriers also publish sc[] to the block
+  const float inv = 1.f / sum;
+  for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
+    float o = 0.f;
+    for (int64_t j = 0; j <= p; ++j) o += (sc[j] * inv) * c.v[j * KVD + kvh * hd + e];
+    const float g = gate[h * hd + e];
+    att[h * hd + e] = o * (1.f / (1.f + expf(-g)));
+  }
+}
+
+}  // namespace
+
+void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const QsaNorms& n, const QsaCache& c,
+              const QsaShape& sh, const int32_t* pos, float* q, float* gate, cudaStream_t s) {
+  qsa_prep_kernel<<<1, 256, 0, s>>>(qg, k, v, iqk, n, c, sh, pos, q, gate);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
+                uint8_t* keep, cudaStream_t s) {
+  qsa_select_kernel<<<1, 1024, 0, s>>>(iqk, c, sh, pos, scores, keep);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
+                const uint8_t* keep, float* scores, float* att, cudaStream_t s) {
+  qsa_attend_kernel<<<unsigned(sh.heads), 256, size_t(sh.head_dim) * sizeof(float), s>>>(q, gate, c, sh, pos, keep,
+                                                                                        scores, att);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ds4::qwen_next::cuda

@@ -1,0 +1,113 @@
+#pragma once
+// Internal to the CUDA Qwen model: byte offsets of a state's device buffer (per-layer
+// caches sized for max_ctx, and the position counter) and of the model's step scratch.
+// Every piece starts 256-byte aligned (gemv reads x with 16-byte loads).
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "models/qwen_next/config.h"
+
+namespace ds4::qwen_next::cuda {
+
+struct LayerOffsets {
+  size_t conv = 0, ssm = 0, ple_conv = 0, k = 0, v = 0, idx_raw = 0, idx_pooled = 0;
+};
+
+struct StateLayout {
+  std::vector<LayerOffsets> layers;
+  size_t pos = 0;  // int32 position counter
+  size_t bytes = 0;
+  int64_t ple_layers = 0, max_ctx = 0;
+};
+
+struct ScratchLayout {
+  // Step inputs: h {hc*d} then the gathered PLE rows {ple_layers, ple_stride}, copied from the
+  // pinned host buffer of the same layout in one transfer of in_bytes.
+  size_t h = 0, ple_emb = 0, in_bytes = 0;
+  int64_t ple_emb_in = 0, ple_stride = 0;  // floats
+  size_t normed, low, mix, mixed, inject, out;
+  size_t raw, qkv, z, b, a, o;
+  size_t qg, k, v, iqk, q, gate, keep, block_scores, att_scores, att;
+  size_t router, ids, wts, sh_g, sh_u, sh_out, sg, gu, act, ey;
+  size_t ple_key, ple_val, ple_gv, ple_gvn, ple_conv;
+  size_t logits;
+  size_t bytes = 0;
+};
+
+inline size_t layout_align(size_t v) { return (v + 255) / 256 * 256; }
+
+inline StateLayout state_layout(const Config& c, int64_t max_ctx) {
+  StateLayout s;
+  s.max_ctx = max_ctx;
+  size_t at = 0;
+  auto take = [&](int64_t floats) {
+    const size_t off = at;
+    at = layout_align(at + size_t(floats) * 4);
+    return off;
+  };
+  s.pos = take(1);
+  for (int64_t l = 0; l < c.layers; ++l) {
+    LayerOffsets o;
+    if (c.is_linear[size_t(l)]) {
+      o.conv = take((c.conv_k - 1) * c.conv_dim());
+      o.ssm = take(c.v_heads * c.k_dim * c.v_dim);
+    } else {
+      o.k = take(max_ctx * c.kv_heads * c.head_dim);
+      o.v = take(max_ctx * c.kv_heads * c.head_dim);
+      o.idx_raw = take(max_ctx * c.idx_dim);
+      o.idx_pooled = take((max_ctx / c.idx_ratio + 1) * c.idx_dim);
+    }
+    if (c.ple_index(l) >= 0) {
+      o.ple_conv = take((c.ple_conv_k - 1) * c.ngram * c.wide());
+      ++s.ple_layers;
+    }
+    s.layers.push_back(o);
+  }
+  s.bytes = at;
+  return s;
+}
+
+inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
+  ScratchLayout s;
+  size_t at = 0;
+  auto take = [&](int64_t floats) {
+    const size_t off = at;
+    at = layout_align(at + size_t(floats) * 4);
+    return off;
+  };
+  const int64_t W = c.wide(), d = c.hidden, C = c.conv_dim(), V = c.value_dim(), hd = c.head_dim;
+  int64_t ple_layers = 0;
+  for (int64_t l = 0; l < c.layers; ++l) ple_layers += c.ple_index(l) >= 0;
+  s.h = take(W);
+  s.ple_stride = (c.ple_dim + 63) / 64 * 64;
+  s.ple_emb = take(ple_layers * s.ple_stride);
+  s.ple_emb_in = int64_t(s.ple_emb / 4);
+  s.in_bytes = s.ple_emb + size_t(ple_layers * s.ple_stride) * 4;
+  // Outputs of one stacked projection (DProj) are consecutive floats; the first part of
+  // each run is the one a later gemv reads as x (aligned).
+  auto after = [](size_t off, int64_t floats) { return off + size_t(floats) * 4; };
+  s.normed = take(W), s.low = take(c.hc_rank + c.hc), s.inject = after(s.low, c.hc_rank);
+  s.mix = take(W), s.mixed = take(d), s.out = take(d);
+  s.raw = take(C + V + 2 * c.v_heads), s.z = after(s.raw, C), s.b = after(s.z, V), s.a = after(s.b, c.v_heads);
+  s.qkv = take(C), s.o = take(V);
+  const int64_t kvd = c.kv_heads * hd;
+  s.qg = take(c.heads * 2 * hd + 2 * kvd + (c.idx_heads + 1) * c.idx_dim);
+  s.k = after(s.qg, c.heads * 2 * hd), s.v = after(s.k, kvd), s.iqk = after(s.v, kvd);
+  s.q = take(c.heads * hd), s.gate = take(c.heads * hd);
+  const int64_t blocks = max_ctx / std::max<int64_t>(c.idx_ratio, 1) + 1;
+  s.keep = take(blocks / 4 + 1), s.block_scores = take(blocks), s.att_scores = take(c.heads * max_ctx);
+  s.att = take(c.heads * hd);
+  const int64_t S = c.shared_inter;
+  s.sh_g = take(2 * S + c.experts + 1), s.sh_u = after(s.sh_g, S), s.router = after(s.sh_u, S);
+  s.sg = after(s.router, c.experts);
+  s.ids = take(c.top_k), s.wts = take(c.top_k), s.sh_out = take(d);
+  s.gu = take(c.top_k * 2 * c.moe_inter), s.act = take(c.top_k * c.moe_inter), s.ey = take(c.top_k * d);
+  s.ple_key = take(W + d), s.ple_val = after(s.ple_key, W), s.ple_gv = take(W), s.ple_gvn = take(W), s.ple_conv = take(W);
+  s.logits = take(c.vocab);
+  s.bytes = at;
+  return s;
+}
+
+}  // namespace ds4::qwen_next::cuda
