@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <utility>
 
 #include "core/error.h"
 #include "engine/engine_job.h"
@@ -36,6 +37,9 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
     snapshot_every_ = (every + prefill_chunk_ - 1) / prefill_chunk_ * prefill_chunk_;
   }
   spec_depth_ = model_->draft_head() ? o.spec_depth : 0;
+  parse_spec_category(o.spec_sampling);  // rejects a bad name at construction
+  spec_sampling_ = o.spec_sampling;
+  dspark_confidence_ = o.dspark_confidence;
   if (!o.checkpoint_dir.empty())
     checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes,
                                                         /*draft_state=*/spec_depth_ > 0);
@@ -149,7 +153,9 @@ void Engine::step(Job& job) {
     case Job::Phase::kNew: start(job); break;
     case Job::Phase::kPrefill: prefill_step(job); break;
     case Job::Phase::kDecode: {
-      const int32_t tok = job.sampler->sample(job.logits);
+      // A speculative cycle already chose the next token (bonus / correction, drawn from
+      // the sampler's stream in the walk's order): emit it instead of sampling again.
+      const int32_t tok = job.spec_next >= 0 ? std::exchange(job.spec_next, -1) : job.sampler->sample(job.logits);
       emit_token(job, tok);
       break;
     }

@@ -42,8 +42,14 @@ struct EngineOptions {
   // On-disk session checkpoints (session_checkpoints.h); empty dir = off.
   std::string checkpoint_dir;
   uint64_t checkpoint_budget_bytes = uint64_t(4) << 30;
-  // Speculative decoding with the model's draft head (greedy turns only); 0 = off.
+  // Speculative decoding with the model's draft head; 0 = off. Greedy turns use category
+  // greedy; sampled turns on the MTPLX (Qwen) sampler use spec_sampling: exact (default,
+  // MTPLX's distribution-preserving walk), opportunistic, or target_only (no speculation).
   int spec_depth = 0;
+  std::string spec_sampling = "exact";
+  // DSpark confidence gate as set by the user (unset = the per-turn rule of SPEC §2, see
+  // resolve_dspark_confidence); resolved per turn into SpecConfig::dspark_confidence.
+  std::optional<double> dspark_confidence;
 };
 
 struct EngineMetrics {
@@ -91,7 +97,7 @@ class Engine {
   void decode_batch(std::vector<Job*>& jobs);
   // fed: the token is already in the state (an accepted speculative draft).
   void emit_token(Job& job, int32_t token, bool fed = false);
-  void spec_decode(Job& job);  // speculative.cpp
+  bool spec_decode(Job& job);  // engine_spec.cpp; false: this turn does not speculate
   void finish(Job& job, Finish why);
   void publish_pre_stop(Job& job);  // a turn ended by a stop string (engine_decode.cpp)
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
@@ -104,6 +110,8 @@ class Engine {
   int64_t snapshot_every_ = 0;  // resolved; 0 = no chunk snapshots
   int max_live_;
   int spec_depth_ = 0;
+  std::string spec_sampling_ = "exact";
+  std::optional<double> dspark_confidence_;
   bool snapshot_prompt_;
   PrefixCache cache_;
   std::unique_ptr<SessionCheckpoints> checkpoints_;  // null = checkpoints off

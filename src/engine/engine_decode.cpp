@@ -176,10 +176,7 @@ void Engine::decode_batch(std::vector<Job*>& jobs) {
     if (j->phase != Job::Phase::kDecode || j->to_feed < 0) continue;
     const int32_t t = j->to_feed;
     try {
-      if (spec_depth_ > 0 && j->req.sampler.temperature <= 0) {
-        spec_decode(*j);  // speculative.cpp
-        continue;
-      }
+      if (spec_depth_ > 0 && spec_decode(*j)) continue;  // engine_spec.cpp
       model_->forward(*j->state, std::span<const int32_t>(&t, 1), Logits::kLast, j->logits);
       j->history.push_back(t);
       j->to_feed = -1;

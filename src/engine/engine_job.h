@@ -28,7 +28,8 @@ struct Engine::Job {
   bool reasoning = false;        // last parsed text was reasoning
   int32_t to_feed = -1;          // sampled token still to feed into the state
   Usage usage;
-  std::unique_ptr<SpecDecoder> spec;  // greedy turns with speculation on
+  std::unique_ptr<SpecDecoder> spec;  // turns with speculation on
+  int32_t spec_next = -1;             // the token the last cycle chose; emitted by the next step
   // The state from just before the token where held-back stop-string text began: if that
   // text turns out to be a stop string, this (not the final state, which holds the stop
   // string's tokens that the client never sees) is the turn end a next prompt can continue.

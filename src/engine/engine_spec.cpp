@@ -1,13 +1,45 @@
-// Engine hook for speculative decoding (greedy turns): one SpecDecoder cycle replaces the
-// single-token forward of decode_batch, then the accepted drafts are emitted like sampled
-// tokens. Kept apart from engine.cpp so the step loop stays one-token simple.
+// Engine hook for speculative decoding: one SpecDecoder cycle replaces the single-token
+// forward of decode_batch, then the accepted drafts are emitted like sampled tokens and the
+// cycle's next token (bonus or correction) waits in job.spec_next for the next step. Kept
+// apart from engine.cpp so the step loop stays one-token simple.
 #include "engine/engine.h"
 #include "engine/engine_job.h"
 #include "models/draft_head.h"
 
 namespace ds4::engine {
+namespace {
 
-void Engine::spec_decode(Job& job) {
+// The turn's category (SPEC.md §2, resolved per turn). Sampled turns speculate only on the
+// MTPLX sampler, whose PCG64 stream the exact walk continues; the ds4 sampler path has no
+// stochastic draft head yet (GLM MTP / DSpark), so those turns stay target_only.
+SpecCategory turn_category(const Sampler& sampler, const std::string& stochastic) {
+  if (sampler.params().temperature <= 0) return SpecCategory::kGreedy;
+  if (sampler.kind() != SamplerKind::kMtplx) return SpecCategory::kTargetOnly;
+  return resolve_spec_category(true, sampler.params(), parse_spec_category(stochastic));
+}
+
+void report(const SpecDecoder& spec, Usage& u) {
+  const SpecStats& s = spec.stats();
+  u.spec_mode = spec_category_name(spec.category());
+  u.spec_drafted = s.drafted, u.spec_accepted = s.accepted, u.spec_bonus = s.bonus;
+  u.spec_corrections = s.corrections, u.spec_prefix_commits = s.prefix_commits;
+  u.spec_repairs = s.repairs, u.spec_full_replays = s.full_replays;
+  u.spec_draft_s = s.draft_s, u.spec_verify_s = s.verify_s, u.spec_commit_s = s.commit_s;
+}
+
+}  // namespace
+
+bool Engine::spec_decode(Job& job) {
+  if (!job.spec) {
+    const SpecCategory cat = turn_category(*job.sampler, spec_sampling_);
+    if (cat == SpecCategory::kTargetOnly) return false;
+    SpecConfig cfg;
+    cfg.depth = spec_depth_;
+    cfg.category = cat;
+    cfg.sampler = job.sampler->params();
+    cfg.dspark_confidence = resolve_dspark_confidence(dspark_confidence_, cat);
+    job.spec = std::make_unique<SpecDecoder>(*model_, cfg, cat == SpecCategory::kGreedy ? nullptr : &job.sampler->pcg());
+  }
   const int32_t next = job.to_feed;
   // Budget: the turn's remaining tokens, and room so that the context check of emit_token
   // cannot fire inside the cycle (it then fires on the same token as AR, on a later step).
@@ -17,9 +49,8 @@ void Engine::spec_decode(Job& job) {
     model_->forward(*job.state, std::span<const int32_t>(&next, 1), Logits::kLast, job.logits);
     job.history.push_back(next);
     job.to_feed = -1;
-    return;
+    return true;
   }
-  if (!job.spec) job.spec = std::make_unique<SpecDecoder>(*model_, spec_depth_);
   SpecCycle c;
   job.spec->cycle(job.state, next, budget, [this](int32_t t) { return codec_->is_stop_token(t); }, c);
   // The state now holds next + the accepted drafts, minus the last one when the turn stops
@@ -30,22 +61,23 @@ void Engine::spec_decode(Job& job) {
   job.history.insert(job.history.end(), c.accepted.begin(), c.accepted.begin() + int64_t(fed));
   job.logits = std::move(c.logits);
   job.to_feed = -1;
-  const SpecStats& s = job.spec->stats();
-  Usage& u = job.usage;
-  u.spec_mode = "greedy";
-  u.spec_drafted = s.drafted, u.spec_accepted = s.accepted, u.spec_bonus = s.bonus;
-  u.spec_repairs = s.repairs, u.spec_full_replays = s.full_replays;
-  u.spec_draft_s = s.draft_s, u.spec_verify_s = s.verify_s, u.spec_commit_s = s.commit_s;
+  report(*job.spec, job.usage);
   for (size_t k = 0; k < c.accepted.size() && job.phase != Job::Phase::kDone; ++k)
     emit_token(job, c.accepted[k], k < fed);
+  if (job.phase == Job::Phase::kDone) return true;
+  if (c.bonus >= 0) {
+    job.spec_next = c.bonus;  // emitted (and later fed) by the next step, never re-sampled
+    return true;
+  }
   // A cycle cut by the context room (not by the turn's end) leaves its last draft emitted
   // but unfed: feed it now so the next step samples from fresh logits.
-  if (job.phase != Job::Phase::kDone && job.to_feed >= 0) {
+  if (job.to_feed >= 0) {
     const int32_t t = job.to_feed;
     model_->forward(*job.state, std::span<const int32_t>(&t, 1), Logits::kLast, job.logits);
     job.history.push_back(t);
     job.to_feed = -1;
   }
+  return true;
 }
 
 }  // namespace ds4::engine

@@ -35,10 +35,12 @@ struct Usage {
   int64_t completion_tokens = 0;  // sampled tokens, the final stop token included
   int64_t reasoning_tokens = 0;   // part of completion_tokens spent in reasoning
   double queue_s = 0, prefill_s = 0, ttft_s = 0, decode_s = 0;
-  // Speculative decoding (engine/speculative.h): "greedy" when a draft head ran,
-  // "target_only" when speculation was off or not applicable (sampled turns).
+  // Speculative decoding (engine/speculative.h), the turn's category: "greedy" (argmax turn),
+  // "exact" / "opportunistic" (sampled turn, MTPLX sampler), "target_only" when speculation
+  // was off or not applicable.
   std::string spec_mode = "target_only";
   int64_t spec_drafted = 0, spec_accepted = 0, spec_bonus = 0, spec_repairs = 0, spec_full_replays = 0;
+  int64_t spec_corrections = 0, spec_prefix_commits = 0;
   double spec_draft_s = 0, spec_verify_s = 0, spec_commit_s = 0;
 };
 

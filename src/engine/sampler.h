@@ -47,6 +47,9 @@ class Sampler {
   SamplerKind kind() const { return kind_; }
   const SamplerParams& params() const { return params_; }
   uint64_t ds4_rng_state() const { return ds4_rng_.state(); }
+  // The MTPLX path's generator: exact speculative decoding (engine/speculative.h) draws
+  // its draft, acceptance, residual and bonus samples from the same stream, in MTPLX order.
+  Pcg64& pcg() { return pcg_; }
 
  private:
   int32_t sample_mtplx(std::span<const float> logits);
@@ -61,5 +64,8 @@ int32_t ds4_sample(std::span<const float> logits, const SamplerParams& p, Ds4Rng
 // MTPLX's filtered distribution (dense, float64): softmax, top-p, top-k, renormalised.
 void mtplx_distribution(std::span<const float> logits, const SamplerParams& p,
                         std::span<double> probs_out);
+// MTPLX sample_from_distribution() on a dense float64 vector: probs / sum, then
+// Generator.choice (cumsum, / cdf[-1], searchsorted right of one random() draw).
+int32_t mtplx_draw(std::span<const double> probs, Pcg64& rng);
 
 }  // namespace ds4::engine

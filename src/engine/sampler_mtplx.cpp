@@ -77,6 +77,20 @@ void mtplx_distribution(std::span<const float> logits, const SamplerParams& p,
   for (size_t i = 0; i < n; ++i) probs[i] = keep[i] ? probs[i] / kept : 0.0;
 }
 
+int32_t mtplx_draw(std::span<const double> probs, Pcg64& rng) {
+  double total = 0;
+  for (double x : probs) total += x;
+  std::vector<double> cdf(probs.size());
+  double acc = 0;
+  for (size_t i = 0; i < probs.size(); ++i) cdf[i] = acc += probs[i] / total;
+  const double last = cdf.back();
+  for (auto& c : cdf) c /= last;
+  const double u = rng.next_double();
+  // searchsorted(side="right"): first index with cdf[i] > u.
+  auto it = std::upper_bound(cdf.begin(), cdf.end(), u);
+  return int32_t(std::min<size_t>(size_t(it - cdf.begin()), cdf.size() - 1));
+}
+
 int32_t Sampler::sample_mtplx(std::span<const float> logits) {
   if (params_.temperature <= 0) {
     // MTPLX greedy: argmax of the float64 logits, no RNG draw.
@@ -87,18 +101,7 @@ int32_t Sampler::sample_mtplx(std::span<const float> logits) {
   }
   std::vector<double> probs(logits.size());
   mtplx_distribution(logits, params_, probs);
-  // sample_from_distribution(): probs / probs.sum(); Generator.choice: cumsum, / cdf[-1].
-  double total = 0;
-  for (double x : probs) total += x;
-  std::vector<double> cdf(probs.size());
-  double acc = 0;
-  for (size_t i = 0; i < probs.size(); ++i) cdf[i] = acc += probs[i] / total;
-  const double last = cdf.back();
-  for (auto& c : cdf) c /= last;
-  const double u = pcg_.next_double();
-  // searchsorted(side="right"): first index with cdf[i] > u.
-  auto it = std::upper_bound(cdf.begin(), cdf.end(), u);
-  return int32_t(std::min<size_t>(it - cdf.begin(), cdf.size() - 1));
+  return mtplx_draw(probs, pcg_);
 }
 
 }  // namespace ds4::engine

@@ -124,6 +124,14 @@ const std::vector<Key>& keys() {
       BOOL_KEY("speculative.enabled", speculative),
       INT_KEY("speculative.depth", depth, 1, 5),
       OPT_NUM_KEY("speculative.dspark_confidence", dspark_confidence, 0.0, 1.0),
+      Key{"speculative.sampling",
+          [](Settings& s, const std::string& v, const std::string& w) {
+            static const char* ok[] = {"exact", "opportunistic", "target_only"};
+            if (std::find(std::begin(ok), std::end(ok), v) == std::end(ok))
+              bad(w, "speculative.sampling", v, "expected exact, opportunistic or target_only");
+            s.spec_sampling = v;
+          },
+          [](const Settings& s) { return s.spec_sampling; }},
       INT_KEY("cache.mib", cache_mib, 0, int64_t(1) << 24),
       Key{"cache.snapshot_every",
           [](Settings& s, const std::string& v, const std::string& w) {

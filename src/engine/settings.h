@@ -27,6 +27,7 @@ struct Settings {
   bool speculative = true;
   int depth = 3;                        // MTP depth D1..D5
   std::optional<double> dspark_confidence;  // unset = per-turn rule of SPEC §2
+  std::string spec_sampling = "exact";  // sampled turns: exact | opportunistic | target_only
   // Prefix cache.
   int64_t cache_mib = 2048;
   // Prefill snapshots every N prompt tokens (branch points for prompts sharing a long prefix;

@@ -1,4 +1,5 @@
-// Speculative decoding loop (greedy acceptance); see speculative.h for the cycle.
+// Speculative decoding loop: draft, verify, commit, and the greedy acceptance walk; see
+// speculative.h for the cycle. The stochastic walks live in speculative_exact.cpp.
 #include "engine/speculative.h"
 
 #include <algorithm>
@@ -25,12 +26,32 @@ int32_t argmax(const float* row, int64_t n) {
 
 void SpecStats::add(const SpecStats& o) {
   cycles += o.cycles; drafted += o.drafted; accepted += o.accepted; bonus += o.bonus;
+  corrections += o.corrections; target_rows += o.target_rows; prefix_commits += o.prefix_commits;
   repairs += o.repairs; full_replays += o.full_replays;
   draft_s += o.draft_s; verify_s += o.verify_s; commit_s += o.commit_s;
 }
 
-SpecDecoder::SpecDecoder(Model& model, int depth) : model_(model), head_(head_of(model)), depth_(depth) {
-  if (depth < 1 || depth > 16) throw InputError("speculative: depth must be 1..16, got " + std::to_string(depth));
+namespace {
+SpecConfig greedy_config(int depth) {
+  SpecConfig c;
+  c.depth = depth;
+  return c;
+}
+}  // namespace
+
+SpecDecoder::SpecDecoder(Model& model, int depth) : SpecDecoder(model, greedy_config(depth), nullptr) {}
+
+SpecDecoder::SpecDecoder(Model& model, const SpecConfig& config, Pcg64* rng)
+    : model_(model), head_(head_of(model)), cfg_(config), rng_(rng) {
+  if (cfg_.depth < 1 || cfg_.depth > 16)
+    throw InputError("speculative: depth must be 1..16, got " + std::to_string(cfg_.depth));
+  const bool stochastic = cfg_.category == SpecCategory::kExact || cfg_.category == SpecCategory::kOpportunistic;
+  if (cfg_.category == SpecCategory::kTargetOnly)
+    throw InputError("speculative: category target_only has no speculative cycle");
+  if (stochastic && !rng_) throw InputError("speculative: a stochastic category needs the sampler's generator");
+  if (stochastic && !(cfg_.sampler.temperature > 0))
+    throw InputError("speculative: category " + std::string(spec_category_name(cfg_.category)) +
+                     " needs temperature > 0 (greedy turns use category greedy)");
 }
 
 void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_t budget, std::span<const int32_t> eos,
@@ -40,29 +61,83 @@ void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_
 
 void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_t budget,
                         const std::function<bool(int32_t)>& is_stop, SpecCycle& out) {
+  if (budget < 1) throw Error("speculative: cycle with no token budget");
   const int64_t V = model_.info().vocab_size;
+  const bool exact = cfg_.category == SpecCategory::kExact;
+  // Greedy keeps the full depth (it draws nothing; the budget only cuts the accepted list).
+  const int depth = cfg_.category == SpecCategory::kGreedy ? cfg_.depth : int(std::min<int64_t>(cfg_.depth, budget));
   auto t0 = Clock::now();
-  head_.draft(*state, next, depth_, drafts_);
+  if (exact) {
+    q_.assign(size_t(depth) * size_t(V), 0.0);
+    pick_k_ = 0;
+    if (!head_.draft_picked(*state, next, depth, [this](std::span<const float> row) { return pick_exact(row); },
+                            drafts_)) {
+      head_.draft(*state, next, depth, drafts_);  // greedy-only head: point-mass proposal, no draw
+      for (size_t k = 0; k < drafts_.size(); ++k) q_[k * size_t(V) + size_t(drafts_[k])] = 1.0;
+    }
+  } else {
+    head_.draft(*state, next, depth, drafts_);
+  }
   if (corrupt_draft) corrupt_draft(drafts_);
   stats_.draft_s += since(t0);
 
-  // Verify on a clone: rows {D+1, vocab}; row k predicts the token after [next, d1..dk].
+  // Verify: rows {D+1, vocab}; row k predicts the token after [next, d1..dk]. With capture
+  // the window runs on the state itself (any prefix can be committed afterwards, and `next`
+  // is always kept); without it, on a clone that is kept only when every row is.
   t0 = Clock::now();
-  auto trial = state->clone();
   row_tokens_.assign(1, next);
   row_tokens_.insert(row_tokens_.end(), drafts_.begin(), drafts_.end());
-  model_.forward(*trial, row_tokens_, Logits::kAll, rows_);
+  std::unique_ptr<ModelState> trial;
+  const bool captured = cfg_.capture_commit && head_.verify_capture(*state, row_tokens_, rows_);
+  if (!captured) {
+    trial = state->clone();
+    model_.forward(*trial, row_tokens_, Logits::kAll, rows_);
+  }
   stats_.verify_s += since(t0);
 
+  stats_.cycles++;
+  stats_.drafted += int64_t(drafts_.size());
+  out.accepted.clear();
+  out.bonus = -1;
+  bool stop = false;
+  switch (cfg_.category) {
+    case SpecCategory::kExact: stop = walk_exact(budget, is_stop, out); break;
+    case SpecCategory::kOpportunistic: stop = walk_opportunistic(budget, is_stop, out); break;
+    default: stop = walk_greedy(budget, is_stop, out); break;
+  }
+
+  // Commit: tokens AR would have fed = [next, accepted...] minus the stop token.
+  t0 = Clock::now();
+  const size_t feed = 1 + out.accepted.size() - (stop && !out.accepted.empty() ? 1 : 0);
+  const int64_t last = int64_t(feed) - 1;  // verify row holding the logits after the fed tokens
+  if (captured) {
+    head_.commit_prefix(*state, int64_t(feed));
+    if (feed < row_tokens_.size()) stats_.prefix_commits++;
+  } else {
+    commit(state, trial, feed);
+  }
+  out.logits.assign(rows_.begin() + last * V, rows_.begin() + (last + 1) * V);
+  if (stop) out.bonus = -1;
+  stats_.commit_s += since(t0);
+}
+
+void SpecDecoder::commit(std::unique_ptr<ModelState>& state, std::unique_ptr<ModelState>& trial, size_t feed) {
+  if (feed == row_tokens_.size()) {
+    state = std::move(trial);  // every row kept: the verified clone is the committed state
+    return;
+  }
+  stats_.repairs++;
+  std::vector<float> unused;
+  model_.forward(*state, std::span<const int32_t>(row_tokens_.data(), feed), Logits::kNone, unused);
+}
+
+bool SpecDecoder::walk_greedy(int64_t budget, const std::function<bool(int32_t)>& is_stop, SpecCycle& out) {
+  const int64_t V = model_.info().vocab_size;
   const int D = int(drafts_.size());
   int i = 0;
   while (i < D && argmax(rows_.data() + int64_t(i) * V, V) == drafts_[size_t(i)]) ++i;
-  stats_.cycles++;
-  stats_.drafted += D;
   stats_.accepted += i;
-
   // Where the caller's turn ends inside the accepted drafts (EOS kept, budget cap).
-  out.accepted.clear();
   bool stop = false;
   for (int k = 0; k < i && !stop; ++k) {
     if (int64_t(out.accepted.size()) >= budget) { stop = true; break; }
@@ -70,22 +145,11 @@ void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_
     stop = is_stop(drafts_[size_t(k)]);
   }
   if (!stop && int64_t(out.accepted.size()) >= budget) stop = true;
-
-  // Commit: tokens AR would have fed = [next, accepted...] minus the stop token.
-  t0 = Clock::now();
-  const size_t feed = 1 + out.accepted.size() - (stop && !out.accepted.empty() ? 1 : 0);
-  const int64_t last = int64_t(feed) - 1;  // verify row holding the logits after the fed tokens
-  if (feed == row_tokens_.size()) {
-    state = std::move(trial);  // every draft accepted: the verified clone is the committed state
-  } else {
-    stats_.repairs++;
-    std::vector<float> unused;
-    model_.forward(*state, std::span<const int32_t>(row_tokens_.data(), feed), Logits::kNone, unused);
-  }
-  out.logits.assign(rows_.begin() + last * V, rows_.begin() + (last + 1) * V);
-  out.bonus = stop ? -1 : argmax(out.logits.data(), V);
-  if (!stop) stats_.bonus++;
-  stats_.commit_s += since(t0);
+  if (stop) return true;
+  const size_t last = out.accepted.size();  // == i here
+  out.bonus = argmax(rows_.data() + int64_t(last) * V, V);
+  (i == D ? stats_.bonus : stats_.corrections)++;
+  return false;
 }
 
 std::vector<int32_t> generate_greedy(Model& model, std::unique_ptr<ModelState>& state, std::vector<float> logits,

@@ -2,6 +2,8 @@
 // Family-neutral draft head for speculative decoding (Qwen MTP today; GLM MTP and DSpark
 // plug in the same way). The speculative loop (engine/speculative.h) only sees this.
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "models/model.h"
@@ -16,6 +18,28 @@ class DraftHead {
   // Greedy chain of `depth` draft tokens that follow `next_token` (the token the target
   // chose after the state's last consumed token). Must leave `state` unchanged.
   virtual void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) = 0;
+  // The same chain with draft token k chosen by `pick` from the head's logits row {vocab}
+  // (exact speculative sampling draws it from the sampler's distribution) and fed back as
+  // step k+1's input. Returns false when the head only drafts greedily; the exact walk then
+  // treats its argmax drafts as a point-mass proposal (MTPLX's greedy draft sampler).
+  using Pick = std::function<int32_t(std::span<const float> row)>;
+  virtual bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                            std::vector<int32_t>& drafts) {
+    (void)state, (void)next_token, (void)depth, (void)pick, (void)drafts;
+    return false;
+  }
+
+  // Captured-prefix commit (MTPLX capture_commit). verify_capture(): the batched verify
+  // forward (Logits::kAll) that also records, in `trial`, the per-row state a recurrent
+  // model cannot cut back (GDN recurrent/conv state, PLE history, MTP rows). Returns false
+  // when the family cannot capture; the loop then re-runs the kept prefix on the original
+  // state instead (a counted repair). commit_prefix(): turns `trial` into the state after
+  // its first `keep` verified rows (1 <= keep <= rows) from those records, and drops them.
+  virtual bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) {
+    (void)trial, (void)tokens, (void)logits;
+    return false;
+  }
+  virtual void commit_prefix(ModelState& trial, int64_t keep) { (void)trial, (void)keep; }
 };
 
 }  // namespace ds4

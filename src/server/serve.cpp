@@ -32,6 +32,8 @@ engine::EngineOptions engine_options(const engine::Settings& s) {
   o.checkpoint_dir = s.checkpoint_dir;
   o.checkpoint_budget_bytes = uint64_t(s.checkpoint_budget_bytes);
   o.spec_depth = s.speculative ? s.depth : 0;
+  o.spec_sampling = s.spec_sampling;
+  o.dspark_confidence = s.dspark_confidence;
   return o;
 }
 

@@ -150,7 +150,7 @@ void QwenNextModel::mtp_catch_up(State& st) {
 }
 
 void QwenNextModel::mtp_draft(ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
-                              std::vector<int32_t>& drafts) {
+                              std::vector<int32_t>& drafts, const DraftHead::Pick& pick) {
   auto& st = dynamic_cast<State&>(state);
   if (!st.mtp_on || st.last_wide.empty()) throw InputError("qwen_next: mtp_draft needs enable_mtp() and a prefill");
   if (next_token < 0 || next_token >= cfg_.vocab) throw InputError("qwen_next: draft token id out of range");
@@ -171,7 +171,8 @@ void QwenNextModel::mtp_draft(ModelState& state, int32_t next_token, int depth, 
     hyper_read(x, w_.mtp->mixer, row.data(), 1, mixed.data(), nullptr);
     float* lg = logits.data() + k * V;
     matvec(w_.lm_head, mixed.data(), lg, pool_.get());
-    const int32_t tok = int32_t(std::max_element(lg, lg + V) - lg);
+    const int32_t tok = pick ? pick(std::span<const float>(lg, size_t(V))) : int32_t(std::max_element(lg, lg + V) - lg);
+    if (tok < 0 || tok >= V) throw Error("qwen_next: draft pick returned token " + std::to_string(tok));
     drafts.push_back(tok);
     std::vector<float> next(static_cast<size_t>(W));
     mtp_prepare(x, *w_.mtp, w_.embed, row.data(), &tok, 1, next.data());

@@ -127,6 +127,10 @@ void gdn_forward(const Ctx& x, const GdnWeights& w, LayerState& s, const float* 
   matmul(w.z, in, n, z.data(), x.pool);      // {n, v_heads * v_dim}
   matmul(w.b, in, n, b.data(), x.pool);      // {n, v_heads}
   matmul(w.a, in, n, a.data(), x.pool);
+  if (s.cap.on) {  // conv history before the window + its input rows (commit rebuilds any prefix)
+    s.cap.conv0 = s.conv;
+    s.cap.conv_in = raw;
+  }
   cpu::conv1d_causal_f32({raw.data(), n, C, w.conv.data(), c.conv_k, 1, s.conv.data(), qkv.data()});
   cpu::silu_f32(qkv.data(), n * C, qkv.data());
   // q, k: L2 norm per key head (eps 1e-6 on the sum, FLA convention), q scaled by k_dim^-1/2.
@@ -145,11 +149,20 @@ void gdn_forward(const Ctx& x, const GdnWeights& w, LayerState& s, const float* 
       a[size_t(t * VH + h)] = -std::exp(w.a_log[size_t(h)]) * cpu::softplus(a[size_t(t * VH + h)] + w.dt_bias[size_t(h)]);
     }
   const int64_t sz = c.k_dim * c.v_dim;
+  if (s.cap.on) s.cap.ssm.resize(size_t(n * VH * sz));
   parallel_for(x.pool, VH, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
+      float* S = s.ssm.data() + h * sz;
+      if (s.cap.on) {  // captured verify: the recurrence row by row, keeping S after each row
+        for (int64_t t = 0; t < n; ++t) {
+          delta_rule_head(c, h, qkv.data() + t * C, 1, a.data() + t * VH, b.data() + t * VH, S, o.data() + t * V);
+          std::copy_n(S, sz, s.cap.ssm.data() + (t * VH + h) * sz);
+        }
+        continue;
+      }
       // One token: the recurrence (decode). Several: the chunked form (prefill, verify).
-      if (n == 1) delta_rule_head(c, h, qkv.data(), n, a.data(), b.data(), s.ssm.data() + h * sz, o.data());
-      else delta_rule_chunked_head(c, h, qkv.data(), n, a.data(), b.data(), s.ssm.data() + h * sz, o.data());
+      if (n == 1) delta_rule_head(c, h, qkv.data(), n, a.data(), b.data(), S, o.data());
+      else delta_rule_chunked_head(c, h, qkv.data(), n, a.data(), b.data(), S, o.data());
     }
   });
   // Gated RMSNorm per value head: norm(o) * w * act(z), act = sigmoid (Flash-Next) or silu.

@@ -36,7 +36,7 @@ class QwenNextModel : public Model, public DraftHead {
   // state's last token, given the trunk's next token; logits {depth, vocab}.
   void enable_mtp(ModelState& state) const;
   void mtp_draft(ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
-                 std::vector<int32_t>& drafts);
+                 std::vector<int32_t>& drafts, const DraftHead::Pick& pick = {});
 
   // DraftHead over the MTP head (nullptr when the checkpoint has no mtp.* tensors).
   DraftHead* draft_head() override { return w_.mtp ? this : nullptr; }
@@ -44,6 +44,15 @@ class QwenNextModel : public Model, public DraftHead {
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override {
     mtp_draft(state, next_token, depth, draft_logits_, drafts);
   }
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override {
+    mtp_draft(state, next_token, depth, draft_logits_, drafts, pick);
+    return true;
+  }
+
+  // Captured-prefix commit (spec_commit.cpp).
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
+  void commit_prefix(ModelState& trial, int64_t keep) override;
 
  private:
   void mtp_catch_up(State& st);

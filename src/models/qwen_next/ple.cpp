@@ -38,6 +38,7 @@ void ple_forward(const Ctx& x, const PleWeights& w, LayerState& s, const int32_t
   const int64_t W = c.wide(), d = c.hidden;
   std::vector<float> emb(size_t(n * c.ple_dim)), key(size_t(n * W)), val(size_t(n * d)), gv(size_t(n * W)),
       gvn(size_t(n * W)), conv(size_t(n * W));
+  if (s.cap.on) s.cap.ple_ctx0 = s.ple_ctx;
   gather_embeddings(c, w, s, tokens, n, emb.data());
   matmul(w.key, emb.data(), n, key.data(), x.pool);    // {n, hc*d}
   matmul(w.value, emb.data(), n, val.data(), x.pool);  // {n, d}
@@ -56,6 +57,10 @@ void ple_forward(const Ctx& x, const PleWeights& w, LayerState& s, const int32_t
       for (int64_t i = 0; i < d; ++i) gv[size_t(t * W + k * d + i)] = sg * val[size_t(t * d + i)];
     }
     cpu::rmsnorm_grouped_f32(gv.data() + t * W, w.norm_conv.data(), 1.0f, W, d, c.rms_eps, gvn.data() + t * W);
+  }
+  if (s.cap.on) {
+    s.cap.ple_conv0 = s.ple_conv;
+    s.cap.ple_in = gvn;
   }
   cpu::conv1d_causal_f32({gvn.data(), n, W, w.conv.data(), c.ple_conv_k, c.ngram, s.ple_conv.data(), conv.data()});
   for (int64_t i = 0; i < n * W; ++i) h[i] += gv[size_t(i)] + cpu::silu(conv[size_t(i)]);

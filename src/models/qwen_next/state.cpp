@@ -4,9 +4,14 @@
 
 namespace ds4::qwen_next {
 
+size_t RowCapture::bytes() const {
+  return (conv0.size() + conv_in.size() + ssm.size() + ple_conv0.size() + ple_in.size()) * sizeof(float) +
+         ple_ctx0.size() * sizeof(int32_t);
+}
+
 size_t LayerState::bytes() const {
   return (conv.size() + ssm.size() + ple_conv.size() + k.size() + v.size() + idx_raw.size() + idx_pooled.size()) *
-             sizeof(float) + ple_ctx.size() * sizeof(int32_t);
+             sizeof(float) + ple_ctx.size() * sizeof(int32_t) + cap.bytes();
 }
 
 size_t State::bytes() const {

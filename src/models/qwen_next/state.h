@@ -8,6 +8,18 @@
 
 namespace ds4::qwen_next {
 
+// Per-row history of one verify window, recorded only while a speculative verify captures
+// (QwenNextModel::verify_capture), so that the accepted prefix can be committed without
+// re-running it (MTPLX gdn_capture.commit_captured_prefix). Empty otherwise.
+struct RowCapture {
+  bool on = false;
+  std::vector<float> conv0, conv_in;     // GDN: conv state before the window; its input rows {n, conv_dim}
+  std::vector<float> ssm;                // GDN: recurrent state after each row {n, v_heads*k_dim*v_dim}
+  std::vector<int32_t> ple_ctx0;         // PLE: token context before the window
+  std::vector<float> ple_conv0, ple_in;  // PLE: conv history before; its input rows {n, hc*d}
+  size_t bytes() const;
+};
+
 struct LayerState {
   // Gated DeltaNet
   std::vector<float> conv;       // {K-1, conv_dim}: last pre-conv qkv rows
@@ -19,6 +31,7 @@ struct LayerState {
   std::vector<float> k, v;       // {pos, kv_heads*head_dim} after norm + rope
   std::vector<float> idx_raw;    // {pos, idx_dim}: raw indexer keys
   std::vector<float> idx_pooled; // {blocks, idx_dim}: mean -> norm -> rope, per full block
+  RowCapture cap;                // verify window being captured (speculative decoding)
   size_t bytes() const;
 };
 
@@ -40,6 +53,8 @@ class State : public ModelState {
   std::vector<float> last_wide;     // {hc*d}: trunk row of the last consumed token
   std::vector<float> pending_wide;  // {k, hc*d}: rows whose next token is known but that
   std::vector<int32_t> pending_next;  // the head has not consumed yet (with those tokens)
+  // Captured verify window (spec_commit.cpp): its tokens; empty when nothing is captured.
+  std::vector<int32_t> cap_tokens;
 };
 
 }  // namespace ds4::qwen_next
