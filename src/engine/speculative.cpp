@@ -32,9 +32,12 @@ void SpecStats::add(const SpecStats& o) {
 }
 
 namespace {
+// The plain greedy loop of tests and benches drafts ungated; the engine resolves SPEC §2's
+// DSpark gate per turn (resolve_dspark_confidence) into its SpecConfig.
 SpecConfig greedy_config(int depth) {
   SpecConfig c;
   c.depth = depth;
+  c.dspark_confidence = 0.0;
   return c;
 }
 }  // namespace
@@ -52,6 +55,7 @@ SpecDecoder::SpecDecoder(Model& model, const SpecConfig& config, Pcg64* rng)
   if (stochastic && !(cfg_.sampler.temperature > 0))
     throw InputError("speculative: category " + std::string(spec_category_name(cfg_.category)) +
                      " needs temperature > 0 (greedy turns use category greedy)");
+  head_.set_confidence_gate(cfg_.dspark_confidence);
 }
 
 void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_t budget, std::span<const int32_t> eos,

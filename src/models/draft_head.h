@@ -29,6 +29,11 @@ class DraftHead {
     return false;
   }
 
+  // Heads with a confidence head (DSpark) keep only the leading drafts whose confidence is
+  // at least `min_confidence` (SPEC §2's gate, resolved per turn by the engine; 0 = keep
+  // all). Heads without one ignore it.
+  virtual void set_confidence_gate(double min_confidence) { (void)min_confidence; }
+
   // Captured-prefix commit (MTPLX capture_commit). verify_capture(): the batched verify
   // forward (Logits::kAll) that also records, in `trial`, the per-row state a recurrent
   // model cannot cut back (GDN recurrent/conv state, PLE history, MTP rows). Returns false

@@ -9,8 +9,8 @@ usage.timings (prefill_s, ttft_s, decode_s) plus the client's chunk arrival time
 split so nothing is counted twice: first_token_s = ttft_s - prefill_s (queue + first sample),
 and prefill_s + first_token_s + decode_s <= the request's wall time.
 
-Every cell samples greedily by default (--temperature 0): the engine speculates on greedy
-turns only, and greedy speculative output must equal greedy AR output token for token, so
+Every cell samples greedily by default (--temperature 0): greedy speculative output must
+equal greedy AR output token for token, so
 the AR and speculative cells of a family do the same work and their speeds compare directly.
 
   python3 tools/eval/ds4_eval.py --repeats 3 --out bench/results/eval-DATE
@@ -84,9 +84,6 @@ def skip_reason(family, mode, model, temperature=0.0):
     if not tok.exists():
         return f"no tokenizer.json beside the model ({tok}); the server's codec needs one"
     if family == "qwen" and mode == "MTP":
-        if temperature != 0:
-            return (f"qwen MTP: the engine speculates on greedy turns only (stochastic 'exact' mode missing); "
-                    f"--temperature {temperature} would run target_only")
         if not has_mtp_head(p):
             return f"qwen MTP: the model has no MTP head (mtp_num_hidden_layers is 0 or absent in {p}/config.json)"
     return None
@@ -376,7 +373,7 @@ def main(argv=None):
     ap.add_argument("--sandbox-timeout", type=float, default=5)
     ap.add_argument("--server-arg", action="append", default=[], help="extra server argument (repeatable)")
     ap.add_argument("--temperature", type=float, default=0.0,
-                    help="sampling temperature of every request (default 0: greedy, the mode the engine speculates in)")
+                    help="sampling temperature of every request (default 0: greedy, where speculative answers must equal AR; sampled turns speculate in exact mode)")
     ap.add_argument("--depth", type=int, default=3, help="speculative depth of the MTP/DSpark cells (default 3)")
     ap.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                     help="progress bar on stderr: auto = only when stderr is a terminal")

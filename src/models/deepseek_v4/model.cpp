@@ -91,15 +91,18 @@ class DsModel : public Model, public DraftHead {
     s.dspark_on = w_.dspark != nullptr;
     if (w_.dspark) s.dspark_ring.assign(w_.dspark->stages.size(), {});
   }
-  // DSpark: one K5 pass, the first min(depth, 5) futures; no confidence gate here (the
-  // threshold is a per-turn engine setting, SPEC §2; dspark_draft_details exposes it).
+  // DSpark: one K5 pass, the first min(depth, 5) futures, cut before the first row whose
+  // confidence is under the gate (set_confidence_gate; SPEC §2).
+  void set_confidence_gate(double min_confidence) override { gate_ = min_confidence; }
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override {
     const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
     if (w_.dspark) {
       if (depth < 0) throw InputError("deepseek_v4: negative draft depth " + std::to_string(depth));
       dspark_draft(ctx, hc_, w_, as_state(state), next_token, dspark_);
       draft_logits_ = dspark_.logits;
-      drafts.assign(dspark_.drafts.begin(), dspark_.drafts.begin() + std::min<size_t>(size_t(depth), dspark_.drafts.size()));
+      size_t keep = std::min<size_t>(size_t(depth), dspark_.drafts.size()), k = 0;
+      while (k < keep && dspark_.confidence[k] >= gate_) ++k;
+      drafts.assign(dspark_.drafts.begin(), dspark_.drafts.begin() + k);
       return;
     }
     mtp_draft(ctx, hc_, w_, as_state(state), next_token, depth, draft_logits_, drafts);
@@ -115,6 +118,7 @@ class DsModel : public Model, public DraftHead {
   }
   std::vector<float> draft_logits_;  // {depth + 1, vocab} of the last draft() (DSpark: {5, vocab})
   DsparkDraft dspark_;
+  double gate_ = 0.0;  // DSpark confidence gate of the current turn (0: keep every draft)
 
   std::unique_ptr<TensorSource> src_;
   Config c_;

@@ -143,6 +143,28 @@ TEST_F(DeepseekDspark, ChunkedPrefillDraftingAndSaveLoadKeepTheState) {
   EXPECT_EQ(d, std::vector<int32_t>(a.drafts.begin(), a.drafts.begin() + 3));
 }
 
+// SPEC §2's gate through the DraftHead interface: the drafts are the leading rows whose
+// confidence reaches the threshold, exactly the reference's gate prefixes.
+TEST_F(DeepseekDspark, ConfidenceGateKeepsTheReferencePrefix) {
+  ds4::DraftHead* head = model_->draft_head();
+  for (const char* c : {"p7", "p64", "p300"}) {
+    const std::string k = c;
+    auto st = consumed(k);
+    const int32_t primary = ref<int32_t>(k + ".primary")[0];
+    const auto all = ref<int32_t>(k + ".drafts");
+    const auto prefix = ref<int32_t>(k + ".gate_prefix");
+    std::vector<int32_t> d;
+    for (int i : {0, 1}) {
+      head->set_confidence_gate(i == 0 ? 0.6 : 0.8);
+      head->draft(*st, primary, 5, d);
+      EXPECT_EQ(d, std::vector<int32_t>(all.begin(), all.begin() + prefix[size_t(i)])) << k << " gate " << i;
+    }
+    head->set_confidence_gate(0.0);
+    head->draft(*st, primary, 5, d);
+    EXPECT_EQ(d, all) << k;
+  }
+}
+
 // engine/speculative.h with DSpark drafts (own, or forced to the AR continuation so every
 // draft is accepted and the bonus token is used), depths 1 and 4.
 TEST_F(DeepseekDspark, GreedySpeculativeEqualsAr) {
