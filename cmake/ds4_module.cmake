@@ -35,6 +35,8 @@ function(ds4_test name)
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   add_executable(test_${name} ${srcs})
   target_link_libraries(test_${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  # tests/unit/common: headers shared by the tests of several modules (no binary of its own).
+  target_include_directories(test_${name} PRIVATE ${DS4_ROOT}/tests/unit/common)
   target_compile_definitions(test_${name} PRIVATE DS4_TEST_DATA="${DS4_TEST_DATA}" DS4_ROOT="${DS4_ROOT}")
   add_test(NAME ${name} COMMAND test_${name} --gtest_brief=1 WORKING_DIRECTORY ${DS4_ROOT})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "DS4_ROOT=${DS4_ROOT};DS4_BIN=${CMAKE_BINARY_DIR}/bin")

@@ -5,12 +5,12 @@ directory; turn 3 must report the whole previous history as cached (restored fro
 the new tokens computed) and answer exactly like a server that never restarted. A damaged
 checkpoint is reported (log line + ds4_checkpoint_rejected_total), ignored and recomputed.
 """
+import contextlib
 import os
 import pathlib
 import re
 import signal
-import subprocess
-import threading
+import sys
 import time
 
 import httpx
@@ -19,12 +19,15 @@ import pytest
 
 ROOT = pathlib.Path(os.environ.get("DS4_ROOT", pathlib.Path(__file__).resolve().parents[3]))
 BIN = pathlib.Path(os.environ.get("DS4_BIN", ROOT / "build" / "debug" / "bin"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "common"))
+from ds4_server_proc import ServerProcess  # noqa: E402
+
 MODEL = ROOT / "models" / "default" / "model.gguf"  # the shipped Q8_0 default of serve
 TURNS = ["hello", "tell me a story", "and another one"]
 MAX_TOKENS = 16
 
 
-class Server:
+class Server(ServerProcess):
     def __init__(self, ckpt_dir=None, *extra):
         exe = BIN / "ds4server"
         if not exe.exists():
@@ -36,24 +39,7 @@ class Server:
                "--server.web_root", str(ROOT / "web")]
         if ckpt_dir is not None:
             cmd += ["--checkpoint.dir", str(ckpt_dir)]
-        cmd += list(extra)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.lines, port = [], None
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                port = int(m.group(1))
-                break
-        if port is None:
-            self.proc.kill()
-            pytest.fail("ds4server serve did not start:\n" + "".join(self.lines))
-        threading.Thread(target=lambda: [self.lines.append(l) for l in self.proc.stderr], daemon=True).start()
-        self.url = f"http://127.0.0.1:{port}"
+        super().__init__(cmd + list(extra), start_s=120)
         self.client = openai.OpenAI(base_url=self.url + "/v1", api_key="x", timeout=120, max_retries=0)
 
     def chat(self, msgs):
@@ -65,13 +51,7 @@ class Server:
         return int(float(re.search(r"\n" + name + r" (\S+)", text).group(1)))
 
     def stop(self, sig=signal.SIGTERM):
-        self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        return self.proc.returncode
+        return super().stop(sig, wait_s=60)
 
 
 def messages(answers, upto):
@@ -114,15 +94,18 @@ def wait_saves(s, n):
         time.sleep(0.05)
 
 
+@contextlib.contextmanager
 def turn3(d, reference):
-    answers, ref = reference
+    """A server started again on `d` answers turn 3; the body checks it, then it must stop with 0."""
+    answers, _ = reference
     s = Server(d)
     try:
         content, finish, usage = s.chat(messages(answers, 2))
-        return s, (content, finish, usage.completion_tokens, usage.prompt_tokens), usage
+        yield s, (content, finish, usage.completion_tokens, usage.prompt_tokens), usage
     except BaseException:
         s.stop()
         raise
+    assert s.stop() == 0
 
 
 def assert_resumed(s, got, usage, ref3, history):
@@ -146,12 +129,9 @@ def test_restart_resumes_from_disk(tmp_path, reference, how):
         # Committed saves survive a crash: the process gets no chance to flush anything.
         wait_saves(s, 2)
         s.stop(signal.SIGKILL)
-    s2, got, usage = turn3(tmp_path, reference)
-    try:
+    with turn3(tmp_path, reference) as (s2, got, usage):
         assert_resumed(s2, got, usage, reference[1][2], history)
         wait_saves(s2, 1)  # turn 3's own state is saved too
-    finally:
-        assert s2.stop() == 0
 
 
 def flip_byte(path):
@@ -170,8 +150,7 @@ def test_corrupted_checkpoint_is_reported_ignored_and_recomputed(tmp_path, refer
     # Damage the turn-2 checkpoint in the middle of its state: the longest valid one left is turn 1's.
     flip_byte(files[-1])
     history1 = reference[1][0][3] + reference[1][0][2]
-    s2, got, usage = turn3(tmp_path, reference)
-    try:
+    with turn3(tmp_path, reference) as (s2, got, usage):
         assert got == reference[1][2], (got, reference[1][2])
         assert usage.prompt_tokens_details.cached_tokens == history1
         assert s2.metric("ds4_checkpoint_rejected_total") == 1
@@ -180,8 +159,6 @@ def test_corrupted_checkpoint_is_reported_ignored_and_recomputed(tmp_path, refer
         log = "".join(s2.lines)
         assert re.search(r"warn: checkpoint: .*" + re.escape(files[-1].name) + r".*checksum mismatch", log), log
         assert not files[-1].exists()  # refused files are deleted, never loaded again
-    finally:
-        assert s2.stop() == 0
 
 
 def test_all_checkpoints_damaged_recomputes_everything(tmp_path, reference):
@@ -193,15 +170,12 @@ def test_all_checkpoints_damaged_recomputes_everything(tmp_path, reference):
     assert len(files) == 2
     flip_byte(files[0])
     files[1].write_bytes(files[1].read_bytes()[:-100])  # truncated
-    s2, got, usage = turn3(tmp_path, reference)
-    try:
+    with turn3(tmp_path, reference) as (s2, got, usage):
         assert got == reference[1][2]
         assert usage.prompt_tokens_details.cached_tokens == 0
         assert s2.metric("ds4_checkpoint_rejected_total") == 2
         assert s2.metric("ds4_checkpoint_restores_total") == 0
         assert s2.metric("ds4_computed_prompt_tokens_total") == usage.prompt_tokens
-    finally:
-        assert s2.stop() == 0
 
 
 def test_states_without_the_draft_head_are_not_resumed_with_speculation_on(tmp_path, reference):
@@ -211,11 +185,8 @@ def test_states_without_the_draft_head_are_not_resumed_with_speculation_on(tmp_p
     two_turns(s, reference)
     assert s.stop() == 0
     assert len(list(tmp_path.glob("*.ckpt"))) == 2
-    s2, got, usage = turn3(tmp_path, reference)
-    try:
+    with turn3(tmp_path, reference) as (s2, got, usage):
         assert got == reference[1][2]
         assert usage.prompt_tokens_details.cached_tokens == 0
         assert s2.metric("ds4_checkpoint_restores_total") == 0
         assert s2.metric("ds4_checkpoint_rejected_total") == 0
-    finally:
-        assert s2.stop() == 0

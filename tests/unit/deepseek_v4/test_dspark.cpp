@@ -8,14 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "core/error.h"
-#include "engine/speculative.h"
+#include "draft_head_test_util.h"
 #include "golden.h"
 #include "models/deepseek_v4/model.h"
 #include "models/draft_head.h"
@@ -24,54 +19,19 @@
 namespace ds4_test {
 namespace {
 
-namespace fs = std::filesystem;
 const std::string kDir = std::string(DS4_TEST_DATA) + "/deepseek_v4/dspark";
 
-// The trunk + dspark.safetensors, with dspark_config.json merged into config.json.
-std::string with_dspark_dir() {
-  fs::path dir = fs::temp_directory_path() / ("ds4_dspark_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  fs::copy_file(fs::path(kModelDir) / "model.safetensors", dir / "model.safetensors",
-                fs::copy_options::overwrite_existing);
-  fs::copy_file(kDir + "/dspark.safetensors", dir / "dspark.safetensors", fs::copy_options::overwrite_existing);
-  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(fs::path(kModelDir) / "config.json"));
-  cfg.update(nlohmann::json::parse(std::ifstream(kDir + "/dspark_config.json")));
-  std::ofstream(dir / "config.json") << cfg.dump(2);
-  return dir.string();
-}
-
-class DeepseekDspark : public ::testing::Test {
+class DeepseekDspark : public ds4::draft_test::DraftHeadSuite<DeepseekDspark> {
  protected:
+  // The trunk + dspark.safetensors, with dspark_config.json merged into config.json.
   static void SetUpTestSuite() {
-    ds4::LoadOptions o;
-    o.threads = 2;
-    dir_ = new std::string(with_dspark_dir());
-    model_ = ds4::load_model(*dir_, o).release();
-    ref_ = new ds4::SafetensorsFile(ds4::read_safetensors(ds4::MappedFile::open(kDir + "/golden_dspark.safetensors")));
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete ref_;
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  template <class T>
-  static std::vector<T> ref(const std::string& name) {
-    for (const auto& t : ref_->tensors)
-      if (t.name == name) return {static_cast<const T*>(t.data), static_cast<const T*>(t.data) + t.numel()};
-    throw std::runtime_error("missing " + name);
+    open(ds4::draft_test::trunk_with_head_dir("ds4_dspark", kModelDir, kDir + "/dspark.safetensors",
+                                              kDir + "/dspark_config.json"),
+         kDir + "/golden_dspark.safetensors");
   }
   // the prompt consumed (chunk 0: one shot) by a drafter-enabled state
   static std::unique_ptr<ds4::ModelState> consumed(const std::string& k, size_t chunk = 0) {
-    const std::vector<int32_t> toks = ref<int32_t>(k + ".tokens");
-    auto st = model_->new_state();
-    model_->draft_head()->enable_draft(*st);
-    std::vector<float> lg;
-    if (!chunk) chunk = toks.size();
-    for (size_t i = 0; i < toks.size(); i += chunk)
-      model_->forward(*st, std::span<const int32_t>(toks.data() + i, std::min(chunk, toks.size() - i)),
-                      ds4::Logits::kNone, lg);
-    return st;
+    return prefilled(ref<int32_t>(k + ".tokens"), chunk);
   }
   struct Out {
     std::vector<float> logits, conf;
@@ -82,13 +42,7 @@ class DeepseekDspark : public ::testing::Test {
     ds4::deepseek_v4::dspark_draft_details(*model_, st, primary, o.logits, o.drafts, o.conf);
     return o;
   }
-  static std::string* dir_;
-  static ds4::Model* model_;
-  static ds4::SafetensorsFile* ref_;
 };
-std::string* DeepseekDspark::dir_ = nullptr;
-ds4::Model* DeepseekDspark::model_ = nullptr;
-ds4::SafetensorsFile* DeepseekDspark::ref_ = nullptr;
 
 int gate(const std::vector<float>& conf, float t) {
   int k = 0;
@@ -168,31 +122,7 @@ TEST_F(DeepseekDspark, ConfidenceGateKeepsTheReferencePrefix) {
 // engine/speculative.h with DSpark drafts (own, or forced to the AR continuation so every
 // draft is accepted and the bonus token is used), depths 1 and 4.
 TEST_F(DeepseekDspark, GreedySpeculativeEqualsAr) {
-  const auto prompt = ref<int32_t>("p64.tokens");
-  const int32_t eos[] = {1};
-  auto run = [&](int depth, const std::vector<int32_t>* force, ds4::engine::SpecStats* stats) {
-    auto st = model_->new_state();
-    if (depth > 0) model_->draft_head()->enable_draft(*st);
-    auto logits = model_->prefill(*st, prompt);
-    std::function<void(std::vector<int32_t>&)> corrupt;
-    if (force)
-      corrupt = [&](std::vector<int32_t>& d) {
-        const size_t at = size_t(st->position()) - prompt.size() + 1;
-        for (size_t k = 0; k < d.size() && at + k < force->size(); ++k) d[k] = (*force)[at + k];
-      };
-    return ds4::engine::generate_greedy(*model_, st, logits, 24, eos, depth, stats, corrupt);
-  };
-  const std::vector<int32_t> ar = run(0, nullptr, nullptr);
-  ASSERT_EQ(ar.size(), 24u);
-  for (int depth : {1, 4}) {
-    ds4::engine::SpecStats own_stats, forced_stats;
-    EXPECT_EQ(run(depth, nullptr, &own_stats), ar) << depth;
-    EXPECT_GT(own_stats.drafted, 0) << depth;
-    EXPECT_EQ(run(depth, &ar, &forced_stats), ar) << depth;
-    EXPECT_GT(forced_stats.accepted, 0) << depth;
-    EXPECT_GT(forced_stats.bonus, 0) << depth;
-    EXPECT_EQ(forced_stats.full_replays, 0) << depth;
-  }
+  ds4::draft_test::expect_speculative_equals_ar(*model_, ref<int32_t>("p64.tokens"), 1, {1, 4});
 }
 
 TEST_F(DeepseekDspark, BadInputsAreInputErrors) {

@@ -6,11 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-
-#include <unistd.h>
-
 #include "core/error.h"
+#include "draft_head_test_util.h"
 #include "golden.h"
 #include "models/deepseek_v4/model.h"
 #include "models/draft_head.h"
@@ -19,61 +16,22 @@
 namespace ds4_test {
 namespace {
 
-namespace fs = std::filesystem;
 constexpr int kDepth = 3;  // the reference has 4 rows: row 0 + 3 drafts
 
-std::string with_mtp_dir() {
-  fs::path dir = fs::temp_directory_path() / ("ds4_mtp_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  for (const char* f : {"config.json", "model.safetensors"})
-    fs::copy_file(fs::path(kModelDir) / f, dir / f, fs::copy_options::overwrite_existing);
-  fs::copy_file(std::string(DS4_TEST_DATA) + "/deepseek_v4/mtp/mtp.safetensors", dir / "mtp.safetensors",
-                fs::copy_options::overwrite_existing);
-  return dir.string();
-}
-
-class DeepseekMtp : public ::testing::Test {
+class DeepseekMtp : public ds4::draft_test::DraftHeadSuite<DeepseekMtp> {
  protected:
   static void SetUpTestSuite() {
-    ds4::LoadOptions o;
-    o.threads = 2;
-    dir_ = new std::string(with_mtp_dir());
-    model_ = ds4::load_model(*dir_, o).release();
-    ref_ = new ds4::SafetensorsFile(
-        ds4::read_safetensors(ds4::MappedFile::open(std::string(DS4_TEST_DATA) + "/deepseek_v4/mtp/golden_mtp.safetensors")));
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete ref_;
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  template <class T>
-  static std::vector<T> ref(const std::string& name) {
-    for (const auto& t : ref_->tensors)
-      if (t.name == name) return {static_cast<const T*>(t.data), static_cast<const T*>(t.data) + t.numel()};
-    throw std::runtime_error("missing " + name);
+    const std::string data = std::string(DS4_TEST_DATA) + "/deepseek_v4/mtp";
+    open(ds4::draft_test::trunk_with_head_dir("ds4_mtp", kModelDir, data + "/mtp.safetensors"),
+         data + "/golden_mtp.safetensors");
   }
   // prompt + next_token consumed (chunk 0: one shot) by a head-enabled state
   static std::unique_ptr<ds4::ModelState> consumed(const std::string& k, size_t chunk = 0) {
     std::vector<int32_t> toks = ref<int32_t>(k + ".tokens");
     toks.push_back(ref<int32_t>(k + ".next_token")[0]);
-    auto st = model_->new_state();
-    model_->draft_head()->enable_draft(*st);
-    std::vector<float> lg;
-    if (!chunk) chunk = toks.size();
-    for (size_t i = 0; i < toks.size(); i += chunk)
-      model_->forward(*st, std::span<const int32_t>(toks.data() + i, std::min(chunk, toks.size() - i)),
-                      ds4::Logits::kNone, lg);
-    return st;
+    return prefilled(toks, chunk);
   }
-  static std::string* dir_;
-  static ds4::Model* model_;
-  static ds4::SafetensorsFile* ref_;
 };
-std::string* DeepseekMtp::dir_ = nullptr;
-ds4::Model* DeepseekMtp::model_ = nullptr;
-ds4::SafetensorsFile* DeepseekMtp::ref_ = nullptr;
 
 TEST_F(DeepseekMtp, HeadOnlyWhenTheCheckpointHasIt) {
   EXPECT_NE(model_->draft_head(), nullptr);

@@ -6,11 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-
-#include <unistd.h>
-
 #include "core/error.h"
+#include "draft_head_test_util.h"
 #include "golden.h"
 #include "models/draft_head.h"
 #include "models/glm5/model.h"
@@ -19,7 +16,6 @@
 namespace ds4::glm5_test {
 namespace {
 
-namespace fs = std::filesystem;
 constexpr float kTol = 1e-3f;  // README: float32 vs float64 reference differ by <= 7.6e-6
 constexpr int kDepth = 4;
 const int kLengths[] = {1, 7, 64, 300};
@@ -31,55 +27,17 @@ float max_diff(const std::vector<float>& a, const float* b) {
 }
 
 // Trunk + head: a directory with the trunk files and mtp.safetensors side by side.
-std::string with_mtp_dir() {
-  fs::path dir = fs::temp_directory_path() / ("glm5_mtp_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  for (const char* f : {"config.json", "model.safetensors"})
-    fs::copy_file(fs::path(model_dir()) / f, dir / f, fs::copy_options::overwrite_existing);
-  fs::copy_file(data_dir() + "/mtp/mtp.safetensors", dir / "mtp.safetensors", fs::copy_options::overwrite_existing);
-  return dir.string();
-}
-
-class Glm5Mtp : public ::testing::Test {
+class Glm5Mtp : public draft_test::DraftHeadSuite<Glm5Mtp> {
  protected:
   static void SetUpTestSuite() {
-    LoadOptions o;
-    o.threads = 2;
-    dir_ = new std::string(with_mtp_dir());
-    model_ = load_model(*dir_, o).release();
-    ref_ = new SafetensorsFile(read_safetensors(MappedFile::open(data_dir() + "/mtp/golden_mtp.safetensors")));
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete ref_;
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  template <class T>
-  static std::vector<T> ref(const std::string& name) {
-    for (const auto& t : ref_->tensors)
-      if (t.name == name) return {static_cast<const T*>(t.data), static_cast<const T*>(t.data) + t.numel()};
-    throw std::runtime_error("missing " + name);
+    open(draft_test::trunk_with_head_dir("glm5_mtp", model_dir(), data_dir() + "/mtp/mtp.safetensors"),
+         data_dir() + "/mtp/golden_mtp.safetensors");
   }
   // Prefill `toks` in chunks of `chunk` (0: one shot) into a head-enabled state.
   static std::unique_ptr<ModelState> prefilled(const std::vector<int32_t>& toks, size_t chunk = 0) {
-    auto st = model_->new_state();
-    model_->draft_head()->enable_draft(*st);
-    std::vector<float> lg;
-    if (!chunk) chunk = toks.size();
-    for (size_t i = 0; i < toks.size(); i += chunk) {
-      const size_t n = std::min(chunk, toks.size() - i);
-      model_->forward(*st, std::span<const int32_t>(toks.data() + i, n), Logits::kLast, lg);
-    }
-    return st;
+    return DraftHeadSuite::prefilled(toks, chunk, Logits::kLast);
   }
-  static std::string* dir_;
-  static Model* model_;
-  static SafetensorsFile* ref_;
 };
-std::string* Glm5Mtp::dir_ = nullptr;
-Model* Glm5Mtp::model_ = nullptr;
-SafetensorsFile* Glm5Mtp::ref_ = nullptr;
 
 TEST_F(Glm5Mtp, HeadOnlyWhenTheCheckpointHasIt) {
   EXPECT_NE(model_->draft_head(), nullptr);

@@ -27,12 +27,11 @@ import sys
 import numpy as np
 import torch
 from safetensors.numpy import save_file as save_np
-from transformers import DeepseekV4ForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dspark_mtplx_ref import BLOCK, STAGES, DSpark, gate_prefix  # noqa: E402
 from dspark_ref import init_head  # noqa: E402
-from make_golden import prompt_tokens  # noqa: E402
+from make_golden import load_reference, prompt_tokens  # noqa: E402
 
 SEED = 5151
 RANK = 16
@@ -75,9 +74,7 @@ def f64_diff(model, ds, toks, primary, ref):
 def main() -> None:
     model_dir, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    torch.manual_seed(0)
-    model = DeepseekV4ForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    model.config._attn_implementation = "eager"
+    model = load_reference(model_dir)
     cfg = model.config
     ds = build(cfg)
     meta = {"dspark_block_size": BLOCK, "dspark_noise_token_id": ds.noise_token,

@@ -29,6 +29,15 @@ def prompt_tokens(n: int, vocab: int) -> np.ndarray:
     return rng.integers(2, vocab, size=n, dtype=np.int64)
 
 
+def load_reference(model_dir: str) -> DeepseekV4ForCausalLM:
+    """The trunk as every deepseek_v4 generator runs it (make_golden, make_mtp, make_dspark):
+    torch seed 0, float32, eval, eager attention."""
+    torch.manual_seed(0)
+    model = DeepseekV4ForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    model.config._attn_implementation = "eager"
+    return model
+
+
 def run(model, tokens: np.ndarray, out: dict) -> None:
     n = len(tokens)
     key = f"p{n}"
@@ -72,9 +81,7 @@ def run(model, tokens: np.ndarray, out: dict) -> None:
 
 def main() -> None:
     model_dir, out_file = sys.argv[1], sys.argv[2]
-    torch.manual_seed(0)
-    model = DeepseekV4ForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    model.config._attn_implementation = "eager"
+    model = load_reference(model_dir)
     out = {}
     for n in LENGTHS:
         run(model, prompt_tokens(n, model.config.vocab_size), out)

@@ -21,11 +21,10 @@ import numpy as np
 import torch
 from safetensors.numpy import save_file as save_np
 from safetensors.torch import save_file
-from transformers import DeepseekV4ForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dspark_ref import MTPHead, draft_chain, init_head, trunk_hc  # noqa: E402
-from make_golden import prompt_tokens  # noqa: E402
+from make_golden import load_reference, prompt_tokens  # noqa: E402
 
 SEED = 4321
 DEPTH = 4
@@ -36,9 +35,7 @@ CASES = ((1, 1), (7, 1), (64, 1), (64, 4), (300, 1), (7, 8), (64, 65), (300, 301
 def main() -> None:
     model_dir, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    torch.manual_seed(0)
-    model = DeepseekV4ForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    model.config._attn_implementation = "eager"
+    model = load_reference(model_dir)
     head = MTPHead(model.config).to(torch.float32).eval()
     init_head(head, SEED)
     state = {f"mtp.0.{k}": v.contiguous() for k, v in head.state_dict().items()}
