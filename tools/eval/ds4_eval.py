@@ -21,8 +21,10 @@ import math
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -397,10 +399,12 @@ def main(argv=None):
         jsonl.flush()
 
     runnable, cell_models = [], {}
+    # Linked model folders of the speculative cells live outside the results (removed at the end).
+    workdir = tempfile.mkdtemp(prefix="ds4-eval-models-")
     for fam, mode in CELLS:
         if wanted and cell_name(fam, mode) not in wanted:
             continue
-        model = with_draft_head(fam, mode, models[fam], out)
+        model = with_draft_head(fam, mode, models[fam], workdir)
         why = skip_reason(fam, mode, model, args.temperature)
         if why:
             emit({"cell": cell_name(fam, mode), "family": fam, "mode": mode, "model": model,
@@ -421,6 +425,7 @@ def main(argv=None):
                 emit({"cell": cell_name(fam, mode), "family": fam, "mode": mode, "repeat": r,
                       "turn": "error", "reason": str(e)[:500]})
     jsonl.close()
+    shutil.rmtree(workdir, ignore_errors=True)
     recs = [json.loads(x) for x in open(out / "receipts.jsonl")]
     cmdline = " ".join(["tools/ds4-eval", *(argv if argv is not None else sys.argv[1:])])
     (out / "summary.md").write_text(eval_report.markdown(recs, cmdline, host))
