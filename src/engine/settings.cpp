@@ -93,6 +93,12 @@ const std::vector<Key>& keys() {
             s.context_size = v == "auto" ? 0 : parse_int(v, 16, int64_t(1) << 24, w, "context_size");
           },
           [](const Settings& s) { return s.context_size ? std::to_string(s.context_size) : std::string("auto"); }},
+      Key{"backend",
+          [](Settings& s, const std::string& v, const std::string& w) {
+            if (v != "cpu" && v != "cuda") bad(w, "backend", v, "expected cpu or cuda");
+            s.backend = v;
+          },
+          [](const Settings& s) { return s.backend; }},
       Key{"thinking",
           [](Settings& s, const std::string& v, const std::string& w) {
             static const char* ok[] = {"off", "on", "low", "medium", "high", "max"};

@@ -19,7 +19,7 @@ server::Loaded load_for_settings(const engine::Settings& s) {
   o.threads = std::max(1, threads * s.power / 100);
   o.max_context = s.context_size;
   server::Loaded l;
-  l.model = load_model(s.model, o);
+  l.model = load_model_on(s.model, o, s.backend);
   l.codec = engine::TokCodec::open(s.model, l.model->info().family);
   return l;
 }

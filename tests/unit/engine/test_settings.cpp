@@ -8,8 +8,10 @@ using namespace ds4::engine;
 TEST(Settings, YamlCliRoundTrip) {
   Settings s;
   load_settings_yaml(s, "model: /m\nsampler:\n  temperature: 0.7\n  top_k: 40\nserver:\n  port: 9000\n", "c.yaml");
-  apply_cli(s, {"--port", "9001", "--sampler.seed=7", "--thinking", "off", "--print-config"}, {"--print-config"});
+  apply_cli(s, {"--port", "9001", "--sampler.seed=7", "--thinking", "off", "--backend", "cuda", "--print-config"},
+            {"--print-config"});
   EXPECT_EQ(s.model, "/m");
+  EXPECT_EQ(s.backend, "cuda");
   EXPECT_EQ(*s.temperature, 0.7);
   EXPECT_EQ(*s.top_k, 40);
   EXPECT_EQ(s.port, 9001);
@@ -47,6 +49,7 @@ TEST(Settings, ErrorsNameLineAndKey) {
   EXPECT_THROW(apply_cli(s, {"--top-p", "2"}, {}), ds4::InputError);
   EXPECT_THROW(apply_cli(s, {"--nope", "1"}, {}), ds4::InputError);
   EXPECT_THROW(apply_cli(s, {"--thinking", "maybe"}, {}), ds4::InputError);
+  EXPECT_THROW(apply_cli(s, {"--backend", "gpu"}, {}), ds4::InputError);
   apply_cli(s, {"--top-p", "0.5"}, {});
   EXPECT_EQ(*s.top_p, 0.5);
 }
