@@ -35,6 +35,8 @@ class StateWriter {
     std::memcpy(s.bytes.data(), &x, sizeof(T));
     out_.push_back(std::move(s));
   }
+  // A bool as one byte (0 / 1).
+  void flag(const std::string& name, bool b) { scalar(name, uint8_t(b ? 1 : 0)); }
 
  private:
   std::vector<StateSection>& out_;
@@ -73,6 +75,11 @@ class StateReader {
                        std::to_string(sizeof(T)));
     std::memcpy(&x, s.bytes.data(), sizeof(T));
   }
+  void flag(const std::string& name, bool& b) {
+    uint8_t v = 0;
+    scalar(name, v);
+    b = v != 0;
+  }
   size_t used() const { return used_; }
 
  private:
@@ -100,6 +107,16 @@ S read_state_sections(const char* family, const S& current, const std::vector<St
                      " unknown sections (other layer count?)");
   if (fresh.pos < 0) throw InputError(std::string(family) + " checkpoint: section 'pos' is negative");
   return fresh;
+}
+
+// Growing per-position sections (KV / latent / indexer rows) hold a whole row per position;
+// any other size (or `consistent` false, e.g. K and V disagreeing) is a truncated or foreign
+// section.
+inline void require_whole_rows(const char* family, const std::string& section, size_t n, int64_t pos,
+                               bool consistent = true) {
+  if (n != 0 && (!consistent || pos == 0 || n % size_t(pos) != 0))
+    throw InputError(std::string(family) + " checkpoint: section '" + section + "' holds " + std::to_string(n) +
+                     " floats, not a whole row per position (pos " + std::to_string(pos) + ")");
 }
 
 }  // namespace ds4

@@ -29,9 +29,7 @@ void visit(IO& io, S& s, bool dspark) {
     visit_lane(io, p + "comp.", s.layers[i].comp);
     visit_lane(io, p + "index.", s.layers[i].index);
   }
-  uint8_t mtp_on = s.mtp_on ? 1 : 0;
-  io.scalar("mtp.on", mtp_on);
-  if constexpr (!std::is_const_v<S>) s.mtp_on = mtp_on != 0;
+  io.flag("mtp.on", s.mtp_on);
   io.vec("mtp.window", s.mtp.window);
   io.scalar("mtp.n_window", s.mtp.n_window);
   io.vec("mtp.last_y", s.mtp_last_y);

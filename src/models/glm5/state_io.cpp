@@ -22,9 +22,7 @@ void visit(IO& io, S& s) {
     io.vec(p + "mla.idx_gates", s.mla[i].idx_gates);
     io.vec(p + "mla.pool_keys", s.mla[i].pool_keys);
   }
-  uint8_t mtp_on = s.mtp_on ? 1 : 0;
-  io.scalar("mtp.on", mtp_on);
-  if constexpr (!std::is_const_v<S>) s.mtp_on = mtp_on != 0;
+  io.flag("mtp.on", s.mtp_on);
   io.scalar("mtp.pos", s.mtp_pos);
   io.vec("mtp.kda.conv", s.mtp_kda.conv);
   io.vec("mtp.kda.recurrent", s.mtp_kda.recurrent);
@@ -51,10 +49,7 @@ void State::load(const std::vector<StateSection>& in) {
     const auto& m = fresh.mla[i];
     for (auto [name, n] : {std::pair{"latent", m.latent.size()}, {"idx_keys", m.idx_keys.size()},
                            {"idx_gates", m.idx_gates.size()}})
-      if (n != 0 && (fresh.pos == 0 || n % size_t(fresh.pos) != 0))
-        throw InputError("glm5 checkpoint: section 'layer." + std::to_string(i) + ".mla." + name + "' holds " +
-                         std::to_string(n) + " floats, not a whole row per position (pos " +
-                         std::to_string(fresh.pos) + ")");
+      require_whole_rows("glm5", "layer." + std::to_string(i) + ".mla." + name, n, fresh.pos);
   }
   *this = std::move(fresh);
 }

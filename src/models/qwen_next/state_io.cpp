@@ -24,9 +24,7 @@ template <class IO, class S>
 void visit(IO& io, S& s) {
   io.scalar("pos", s.pos);
   for (size_t i = 0; i < s.layers.size(); ++i) visit_layer(io, "layer." + std::to_string(i) + ".", s.layers[i]);
-  uint8_t mtp_on = s.mtp_on ? 1 : 0;
-  io.scalar("mtp.on", mtp_on);
-  if constexpr (!std::is_const_v<S>) s.mtp_on = mtp_on != 0;
+  io.flag("mtp.on", s.mtp_on);
   // The MTP head's layer exists only once enabled, so none of its vectors is fixed-size.
   for (auto [name, v] : {std::pair{"k", &s.mtp.k}, {"v", &s.mtp.v}, {"idx_raw", &s.mtp.idx_raw},
                          {"idx_pooled", &s.mtp.idx_pooled}, {"conv", &s.mtp.conv}, {"ssm", &s.mtp.ssm},
@@ -48,15 +46,11 @@ void State::save(std::vector<StateSection>& out) const {
 
 void State::load(const std::vector<StateSection>& in) {
   State fresh = read_state_sections("qwen_next", *this, in, [](auto& io, auto& st) { visit(io, st); });
-  // Attention rows are one per position: a size that is not a whole row per position is
-  // a truncated or foreign section.
+  // Attention rows are one per position, and K and V agree.
   for (size_t i = 0; i < fresh.layers.size(); ++i) {
     const auto& l = fresh.layers[i];
     for (auto [name, n] : {std::pair{"k", l.k.size()}, {"v", l.v.size()}, {"idx_raw", l.idx_raw.size()}})
-      if (n != 0 && (fresh.pos == 0 || n % size_t(fresh.pos) != 0 || l.k.size() != l.v.size()))
-        throw InputError("qwen_next checkpoint: section 'layer." + std::to_string(i) + "." + name + "' holds " +
-                         std::to_string(n) + " floats, not a whole row per position (pos " +
-                         std::to_string(fresh.pos) + ")");
+      require_whole_rows("qwen_next", "layer." + std::to_string(i) + "." + name, n, fresh.pos, l.k.size() == l.v.size());
   }
   *this = std::move(fresh);
 }
