@@ -32,12 +32,19 @@ struct RunArgs {
   int threads = 0;
   int64_t chunk = 0;
   std::string backend = "cpu";
+  // Batch mode: many prompts in one load (e.g. on-policy text for draft-head training).
+  std::string batch_in, batch_out;
+  int shard = 0, shards = 1;
+  double time_limit = 0;  // seconds; 0 = none
 };
 
 const char* kUsage =
     "usage: ds4server run --model PATH (--tokens ID,ID,... | -p TEXT [--tokenizer tokenizer.json])\n"
     "                     [--max-tokens N] [--temp T] [--seed S] [--threads N] [--chunk N]\n"
-    "                     [--backend cpu|cuda]   (cuda: Qwen3.8 Flash Next only, builds with DS4_CUDA)\n";
+    "                     [--backend cpu|cuda]   (cuda: Qwen3.8 Flash Next only, builds with DS4_CUDA)\n"
+    "       ds4server run --model PATH --batch PROMPTS.txt --out ANSWERS.txt [--shard I/N] [--time-limit S]\n"
+    "                     (one prompt of token ids per line; writes 'line-index<TAB>generated ids' per\n"
+    "                      prompt, flushed as each finishes; --shard I/N takes lines with index % N == I)\n";
 
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
@@ -90,9 +97,24 @@ RunArgs parse(const Args& a) {
     else if (k == "--threads") r.threads = int(num(val()));
     else if (k == "--chunk") r.chunk = int64_t(num(val()));
     else if (k == "--backend") r.backend = val();
-    else throw InputError("unknown option '" + k + "'\n" + kUsage);
+    else if (k == "--batch") r.batch_in = val();
+    else if (k == "--out") r.batch_out = val();
+    else if (k == "--time-limit") r.time_limit = num(val());
+    else if (k == "--shard") {
+      const std::string v = val();
+      const auto slash = v.find('/');
+      if (slash == std::string::npos) throw InputError("--shard: '" + v + "' is not I/N");
+      r.shard = int(num(v.substr(0, slash)));
+      r.shards = int(num(v.substr(slash + 1)));
+      if (r.shards < 1 || r.shard < 0 || r.shard >= r.shards) throw InputError("--shard: '" + v + "' needs 0 <= I < N");
+    } else throw InputError("unknown option '" + k + "'\n" + kUsage);
   }
   if (r.model.empty()) throw InputError(std::string("--model is required\n") + kUsage);
+  if (r.batch_in.empty() != r.batch_out.empty()) throw InputError("--batch and --out go together");
+  if (!r.batch_in.empty()) {
+    if (!r.tokens.empty() || !r.prompt.empty()) throw InputError("--batch replaces --tokens / -p");
+    return r;
+  }
   if (r.tokens.empty() && r.prompt.empty()) throw InputError(std::string("give --tokens or -p\n") + kUsage);
   if (!r.prompt.empty() && !r.tokens.empty()) throw InputError("give either --tokens or -p, not both");
   if (r.max_tokens < 0) throw InputError("--max-tokens must be >= 0");
@@ -115,10 +137,66 @@ int32_t sample(const std::vector<float>& logits, double temp, std::mt19937_64& r
   return int32_t(best);
 }
 
+// Generate for every prompt line of r.batch_in that belongs to this shard; one output line
+// per prompt, written and flushed when it finishes, so a run stopped by --time-limit or a
+// kill keeps every finished answer. Returns the number of prompts answered.
+int64_t run_batch(Model& model, const RunArgs& r) {
+  std::FILE* in = std::fopen(r.batch_in.c_str(), "r");
+  if (!in) throw InputError("--batch: cannot open '" + r.batch_in + "'");
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> in_guard(in, &std::fclose);
+  std::FILE* out = std::fopen(r.batch_out.c_str(), "w");
+  if (!out) throw InputError("--out: cannot create '" + r.batch_out + "'");
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out_guard(out, &std::fclose);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& eos = model.info().eos_token_ids;
+  std::mt19937_64 rng(r.seed + uint64_t(r.shard));
+  std::string line;
+  int64_t index = -1, answered = 0, generated = 0;
+  for (int c; (c = std::fgetc(in)) != EOF || !line.empty();) {
+    if (c != '\n' && c != EOF) {
+      line.push_back(char(c));
+      continue;
+    }
+    ++index;
+    std::string text;
+    text.swap(line);
+    if (index % r.shards != r.shard) continue;
+    if (r.time_limit > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > r.time_limit)
+      break;
+    const std::vector<int32_t> prompt = parse_ids(text);
+    auto state = model.new_state();
+    auto logits = model.prefill(*state, prompt, r.chunk);
+    std::string ids;
+    const int64_t room = model.info().max_context - int64_t(prompt.size());
+    for (int64_t i = 0; i < std::min(r.max_tokens, room); ++i) {
+      const int32_t tok = sample(logits, r.temp, rng);
+      ids += (i ? " " : "") + std::to_string(tok);
+      ++generated;
+      if (std::find(eos.begin(), eos.end(), tok) != eos.end()) break;  // kept: the answer's end
+      if (i + 1 < std::min(r.max_tokens, room)) logits = model.decode(*state, tok);
+    }
+    std::fprintf(out, "%lld\t%s\n", (long long)index, ids.c_str());
+    std::fflush(out);
+    ++answered;
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "[run] batch shard %d/%d: %lld prompts, %lld tokens generated in %.1f s (%.1f tok/s)\n",
+               r.shard, r.shards, (long long)answered, (long long)generated, s, double(generated) / std::max(s, 1e-9));
+  return answered;
+}
+
 }  // namespace
 
 int cmd_run(const Args& args) {
   const RunArgs r = parse(args);
+  if (!r.batch_in.empty()) {
+    LoadOptions lo;
+    lo.threads = r.threads;
+    auto model = load_model_on(r.model, lo, r.backend);
+    run_batch(*model, r);
+    return 0;
+  }
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   LoadOptions lo;
