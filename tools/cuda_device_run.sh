@@ -114,6 +114,11 @@ else
     "$bin/bench_glm5_cuda" "$root/tests/data/glm5/model" 128 $np 2>&1 | tee -a "$out/bench_glm5_cuda.txt"
     log "bench_glm5_cuda ($np) exit ${PIPESTATUS[0]}"
   done
+  if [ "$(left)" -gt 90 ]; then  # real-size matrices (hidden 4096, 4 layers, 16 experts), $(left) s left
+    log "bench_glm5_cuda synthetic:4:16 32 256, $(left) s left"
+    timeout $(( $(left) - 30 )) "$bin/bench_glm5_cuda" synthetic:4:16 32 256 2>&1 | tee -a "$out/bench_glm5_cuda.txt"
+    log "bench_glm5_cuda (synthetic) exit ${PIPESTATUS[0]}"
+  fi
   if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
     log "compute-sanitizer memcheck test_glm5_cuda --quick, $(left) s left"
     timeout $(( $(left) - 30 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_glm5_cuda" "$root" --quick \

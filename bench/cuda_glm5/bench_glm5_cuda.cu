@@ -2,10 +2,12 @@
 // launches) vs the CPU model, same file, same prompt, same greedy tokens, same process;
 // plus the bytes of weights one decode token reads and the roofline fraction against the
 // device copy bandwidth measured in the same run (backend/cuda/bandwidth.h).
-// Usage: bench_glm5_cuda [model_dir] [decode_tokens] [prompt_tokens] [cpu_threads]
+// Usage: bench_glm5_cuda [model] [decode_tokens] [prompt_tokens] [cpu_threads]
+//   model: a checkpoint dir/GGUF, or synthetic:LAYERS:EXPERTS (GLM 5.x Flash shapes, hidden
+//   4096, vocab 32768, BF16 generated weights in memory: models/glm5/synthetic.h);
 //   defaults: tests/data/glm5/model 128 64 0 (0 = all cores)
 // On the tiny test model (hidden 64) the GPU number measures per-token launch/graph
-// overhead, not bandwidth: the roofline line says how far from weight streaming that is.
+// overhead, not bandwidth; the synthetic model reads real-size matrices per token.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -18,6 +20,7 @@
 #include "backend/cuda/bandwidth.h"
 #include "models/glm5/cuda/model_cuda.h"
 #include "models/glm5/model.h"
+#include "models/glm5/synthetic.h"
 
 using namespace ds4;
 using Clock = std::chrono::steady_clock;
@@ -70,9 +73,21 @@ int main(int argc, char** argv) {
   if (o.threads <= 0) o.threads = int(std::thread::hardware_concurrency());
   o.max_context = np + n + 16;  // device caches sized for this run
   try {
-    auto cpu = glm5::load(dir, o);
-    auto gpu = glm5::load_cuda(dir, o);
-    auto gpu_direct = glm5::load_cuda(dir, o, glm5::CudaModelOptions{false, true});
+    std::unique_ptr<Model> cpu, gpu, gpu_direct;
+    if (dir.rfind("synthetic:", 0) == 0) {
+      const size_t c2 = dir.find(':', 10);
+      const int64_t layers = std::stoll(dir.substr(10, c2 - 10)), experts = std::stoll(dir.substr(c2 + 1));
+      const auto t0 = Clock::now();
+      const auto w = glm5::make_synthetic(glm5::synthetic_config(layers, experts, 32768), DType::BF16);
+      std::printf("synthetic weights generated in %.1f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
+      cpu = glm5::load_source(glm5::synthetic_source(w), o);
+      gpu = std::make_unique<glm5::Glm5CudaModel>(glm5::synthetic_source(w), o);
+      gpu_direct = std::make_unique<glm5::Glm5CudaModel>(glm5::synthetic_source(w), o, glm5::CudaModelOptions{false, true});
+    } else {
+      cpu = glm5::load(dir, o);
+      gpu = glm5::load_cuda(dir, o);
+      gpu_direct = glm5::load_cuda(dir, o, glm5::CudaModelOptions{false, true});
+    }
     const auto& g = static_cast<glm5::Glm5CudaModel&>(*gpu);
     const int64_t V = cpu->info().vocab_size;
     std::vector<int32_t> prompt;
