@@ -23,6 +23,7 @@ void kda_gates(float* g, float* beta, const float* a_log, const float* dt_bias, 
 void kda_gated_norm(float* o, const float* gate, const float* w, const KdaShape& sh, cudaStream_t s);
 
 // ---- mla.cu (mla.cpp) ----
+inline constexpr int64_t kMaxKvLora = 512;  // latent rows live in registers (16 floats a lane)
 struct MlaShape {
   int64_t heads, kv_lora, kpool, max_ctx;
   float scale, eps;
@@ -32,7 +33,7 @@ void mla_append(const float* kv, const float* w, float* latent, const int32_t* p
                 cudaStream_t s);
 // o_lat {heads, kv_lora} = softmax attention of q_lat {heads, kv_lora} over the latent rows
 // 0..pos kept by `keep` (per complete pool; the incomplete tail pool is always kept).
-// scores {heads, max_ctx} scratch.
+// scores {heads, max_ctx} scratch (left holding the probabilities). kv_lora <= kMaxKvLora.
 void mla_attend(const float* q_lat, const float* latent, const uint8_t* keep, const int32_t* pos, const MlaShape& sh,
                 float* scores, float* o_lat, cudaStream_t s);
 
