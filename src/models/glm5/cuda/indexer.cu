@@ -1,5 +1,5 @@
 // DSA indexer decode kernels (CPU: indexer.cpp): cache append with k-pool compression,
-// pool scoring and the top-k of pools as a keep mask.
+// pool scoring, the top-k of pools as keep flags, and the selected position list.
 #include <cfloat>
 
 #include "backend/cuda/check.h"
@@ -81,6 +81,44 @@ __global__ void indexer_keep_kernel(const float* __restrict__ scores, IndexerSha
   keep[p] = rank < sh.budget;
 }
 
+// One block of kListThreads: keep flags -> the ascending position list (kept pools' rows,
+// then the tail), through a block-wide prefix sum of kept pools over contiguous pool ranges.
+constexpr int kListThreads = 1024;
+__global__ void selection_list_kernel(const uint8_t* __restrict__ keep, IndexerShape sh,
+                                      const int32_t* __restrict__ pos, int32_t* __restrict__ idx,
+                                      int32_t* __restrict__ count) {
+  __shared__ int sums[kListThreads];
+  const int64_t last = *pos, kp = sh.kpool, complete = (last + 1) / kp, tail0 = complete * kp;
+  const int tid = threadIdx.x;
+  if (complete <= sh.budget) {  // dense: every visible position
+    for (int64_t j = tid; j <= last; j += kListThreads) idx[j] = int32_t(j);
+    if (tid == 0) *count = int32_t(last + 1);
+    return;
+  }
+  const int64_t chunk = (complete + kListThreads - 1) / kListThreads;
+  const int64_t p0 = tid * chunk < complete ? tid * chunk : complete;
+  const int64_t p1 = p0 + chunk < complete ? p0 + chunk : complete;
+  int c = 0;
+  for (int64_t p = p0; p < p1; ++p) c += keep[p];
+  sums[tid] = c;
+  __syncthreads();
+  for (int off = 1; off < kListThreads; off <<= 1) {  // inclusive scan
+    const int v = tid >= off ? sums[tid - off] : 0;
+    __syncthreads();
+    sums[tid] += v;
+    __syncthreads();
+  }
+  int64_t at = int64_t(sums[tid] - c) * kp;
+  for (int64_t p = p0; p < p1; ++p) {
+    if (!keep[p]) continue;
+    for (int64_t r = 0; r < kp; ++r) idx[at + r] = int32_t(p * kp + r);
+    at += kp;
+  }
+  const int64_t base = int64_t(sums[kListThreads - 1]) * kp;
+  for (int64_t j = tail0 + tid; j <= last; j += kListThreads) idx[base + j - tail0] = int32_t(j);
+  if (tid == 0) *count = int32_t(base + last + 1 - tail0);
+}
+
 }  // namespace
 
 void indexer_append(const float* k, const float* gate, const float* norm_w, const float* norm_b, const float* ape,
@@ -90,11 +128,14 @@ void indexer_append(const float* k, const float* gate, const float* norm_w, cons
 }
 
 void indexer_select(const float* q, const float* w, const IndexerCache& c, const IndexerShape& sh,
-                    const int32_t* pos, float* scores, uint8_t* keep, cudaStream_t s) {
+                    const int32_t* pos, float* scores, uint8_t* keep, int32_t* sel_idx, int32_t* sel_count,
+                    cudaStream_t s) {
   // Sized for the most pools the state can hold; blocks past the current count exit at once.
   indexer_score_kernel<<<unsigned((sh.max_pools + 7) / 8), 256, 0, s>>>(q, w, c, sh, pos, scores);
   DS4_CUDA_CHECK_LAUNCH();
   indexer_keep_kernel<<<unsigned((sh.max_pools + 255) / 256), 256, 0, s>>>(scores, sh, pos, keep);
+  DS4_CUDA_CHECK_LAUNCH();
+  selection_list_kernel<<<1, kListThreads, 0, s>>>(keep, sh, pos, sel_idx, sel_count);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -25,17 +25,18 @@ void kda_gated_norm(float* o, const float* gate, const float* w, const KdaShape&
 // ---- mla.cu (mla.cpp) ----
 inline constexpr int64_t kMaxKvLora = 512;  // latent rows live in registers (16 floats a lane)
 struct MlaShape {
-  int64_t heads, kv_lora, kpool, max_ctx;
+  int64_t heads, kv_lora;
+  int64_t width;  // max selected positions per query = index_topk + index_kpool - 1
   float scale, eps;
 };
 // latent[pos] {kv_lora} = rmsnorm(kv) * w: the new position's compressed KV row.
 void mla_append(const float* kv, const float* w, float* latent, const int32_t* pos, const MlaShape& sh,
                 cudaStream_t s);
 // o_lat {heads, kv_lora} = softmax attention of q_lat {heads, kv_lora} over the latent rows
-// 0..pos kept by `keep` (per complete pool; the incomplete tail pool is always kept).
-// scores {heads, max_ctx} scratch (left holding the probabilities). kv_lora <= kMaxKvLora.
-void mla_attend(const float* q_lat, const float* latent, const uint8_t* keep, const int32_t* pos, const MlaShape& sh,
-                float* scores, float* o_lat, cudaStream_t s);
+// sel_idx[0 .. *sel_count) (ascending positions, from indexer_select). scores {heads, width}
+// scratch (left holding the probabilities). kv_lora <= kMaxKvLora.
+void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
+                const MlaShape& sh, float* scores, float* o_lat, cudaStream_t s);
 
 // ---- indexer.cu (indexer.cpp) ----
 struct IndexerShape {
@@ -50,11 +51,13 @@ struct IndexerCache {
 // finishes the pool that position completes (softmax over the pool of gate + ape per channel).
 void indexer_append(const float* k, const float* gate, const float* norm_w, const float* norm_b, const float* ape,
                     const IndexerCache& c, const IndexerShape& sh, const int32_t* pos, cudaStream_t s);
-// keep {max_pools}: 1 for the complete pools the query at pos attends to (all of them while
-// they fit the budget, else the top `budget` by the weighted ReLU score; ties: lower index).
-// q {heads, dim}, w {heads} (weights_proj x); scores {max_pools} scratch.
+// The positions the query at pos attends to, ascending: every complete pool while they fit
+// the budget, else the top `budget` pools by the weighted ReLU score (ties: lower index),
+// then the incomplete tail pool. sel_idx {budget * kpool + kpool - 1}, sel_count {1}.
+// q {heads, dim}, w {heads} (weights_proj x); scores {max_pools}, keep {max_pools} scratch.
 void indexer_select(const float* q, const float* w, const IndexerCache& c, const IndexerShape& sh,
-                    const int32_t* pos, float* scores, uint8_t* keep, cudaStream_t s);
+                    const int32_t* pos, float* scores, uint8_t* keep, int32_t* sel_idx, int32_t* sel_count,
+                    cudaStream_t s);
 
 // ---- moe.cu (moe.cpp) ----
 struct RouteShape {

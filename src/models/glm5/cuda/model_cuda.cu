@@ -124,8 +124,10 @@ void Glm5CudaModel::Impl::kda(const DKda& k, float* conv, float* rec) {
 void Glm5CudaModel::Impl::mla(const DMla& m, const LayerOffsets& o, uint8_t* sb, const int32_t* pos) {
   auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
   const int64_t nah = c.num_attention_heads, kvr = c.kv_lora_rank, nope = c.qk_nope_head_dim, vd = c.v_head_dim;
-  const MlaShape msh{nah, kvr, c.index_kpool, lay.max_ctx, 1.0f / std::sqrt(float(nope)), c.rms_norm_eps};
-  uint8_t* keep = scratch.as<uint8_t>() + sl.keep;  // written by full-indexer layers, read by shared ones
+  const MlaShape msh{nah, kvr, c.index_topk + c.index_kpool - 1, 1.0f / std::sqrt(float(nope)), c.rms_norm_eps};
+  // The selection: written by full-indexer layers, read by the shared layers after them.
+  int32_t* sel_idx = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.sel_idx);
+  int32_t* sel_count = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.sel_count);
   dc::gemv_proj(m.in, S(sl.in), S(sl.mraw), stream);  // [q_a | kv_a | idx k | idx gate | idx weights]
   dc::rmsnorm_f32(S(sl.mraw), m.q_a_norm, S(sl.qres), 1, c.q_lora_rank, c.rms_norm_eps, stream);
   mla_append(S(sl.mkv), m.kv_a_norm, SF(o.latent), pos, msh, stream);
@@ -134,12 +136,13 @@ void Glm5CudaModel::Impl::mla(const DMla& m, const LayerOffsets& o, uint8_t* sb,
     const IndexerCache ic{SF(o.idx_keys), SF(o.idx_gates), SF(o.idx_pools)};
     indexer_append(S(sl.ik), S(sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic, ish, pos, stream);
     dc::gemv(m.idx.wq_b, S(sl.qres), S(sl.iq), stream);
-    indexer_select(S(sl.iq), S(sl.iw), ic, ish, pos, S(sl.pool_scores), keep, stream);
+    indexer_select(S(sl.iq), S(sl.iw), ic, ish, pos, S(sl.pool_scores), scratch.as<uint8_t>() + sl.keep, sel_idx,
+                   sel_count, stream);
   }
   dc::gemv(m.q_b, S(sl.qres), S(sl.q), stream);  // {heads, nope}
   // q_lat[h] = W_uk[h]^T q[h] {heads, kv_lora}; attention; o[h] = W_uv[h] o_lat[h] {heads, v}.
   dc::gemv_batched(m.uk_t, S(sl.q), S(sl.qlat), dc::GemvBatch{int(nah), nullptr, m.uk_stride, 0, nope, kvr}, stream);
-  mla_attend(S(sl.qlat), SF(o.latent), keep, pos, msh, S(sl.att_scores), S(sl.olat), stream);
+  mla_attend(S(sl.qlat), SF(o.latent), sel_idx, sel_count, msh, S(sl.att_scores), S(sl.olat), stream);
   dc::gemv_batched(m.uv, S(sl.olat), S(sl.ov), dc::GemvBatch{int(nah), nullptr, m.uv_stride, 0, kvr, vd}, stream);
   dc::gemv(m.o, S(sl.ov), S(sl.y), stream);
 }

@@ -28,7 +28,7 @@ struct ScratchLayout {
   size_t normed, mix, post_comb, coll, in, y;
   size_t kraw, fa, ga, kb, kconv, kg, kgate, ko;                  // KDA
   size_t mraw, mkv, ik, igate, iw, qres, q, qlat, olat, ov, iq;   // MLA + indexer
-  size_t pool_scores, keep, att_scores;
+  size_t pool_scores, keep, sel_idx, sel_count, att_scores;
   size_t gu, act, router, ids, wts, sh_out, egu, eact, ey;        // MLP / MoE
   size_t hfin, logits;
   size_t bytes = 0;
@@ -93,7 +93,10 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.qres = t.take(qr), s.q = t.take(nah * c.qk_nope_head_dim), s.qlat = t.take(nah * kvr), s.olat = t.take(nah * kvr);
   s.ov = t.take(nah * c.v_head_dim), s.iq = t.take(ih * id);
   const int64_t pools = max_ctx / c.index_kpool + 1;
-  s.pool_scores = t.take(pools), s.keep = t.take(pools / 4 + 1), s.att_scores = t.take(nah * max_ctx);
+  // The selection: at most index_topk + kpool - 1 positions (budget pools plus the tail).
+  const int64_t width = c.index_topk + c.index_kpool - 1;
+  s.pool_scores = t.take(pools), s.keep = t.take(pools / 4 + 1);
+  s.sel_idx = t.take(width), s.sel_count = t.take(1), s.att_scores = t.take(nah * width);
   const int64_t I = c.moe_intermediate_size, S = I * c.n_shared_experts, E = c.n_routed_experts, K = c.num_experts_per_tok;
   s.gu = t.take(std::max(2 * c.intermediate_size, 2 * S + E)), s.router = after(s.gu, 2 * S);
   s.act = t.take(std::max(c.intermediate_size, S)), s.sh_out = t.take(H);
