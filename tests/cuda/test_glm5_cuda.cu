@@ -84,6 +84,7 @@ void tiny_prompt(Model& cpu, glm5::Glm5CudaModel& gpu, Model& gpu_plain, const T
   float vs_gold = pre_gold, vs_cpu = pre_cpu, vs_plain = max_diff(lg.data(), ln.data(), size_t(V));
   bool tokens_ok = argmax(lg.data(), V) == greedy[0];
   int first_bad = tokens_ok ? -1 : 0;
+  int first_over = std::max(pre_gold, pre_cpu) > kTol ? 0 : -1;  // first row over tolerance (0 = prefill)
   for (size_t i = 0; i < greedy.size(); ++i) {
     lc = cpu.decode(*sc, greedy[i]);
     lg = gpu.decode(*sg, greedy[i]);
@@ -91,16 +92,18 @@ void tiny_prompt(Model& cpu, glm5::Glm5CudaModel& gpu, Model& gpu_plain, const T
     vs_gold = std::max(vs_gold, max_diff(lg.data(), ref_decode.data() + i * V, size_t(V)));
     vs_cpu = std::max(vs_cpu, max_diff(lg.data(), lc.data(), size_t(V)));
     vs_plain = std::max(vs_plain, max_diff(lg.data(), ln.data(), size_t(V)));
+    if (first_over < 0 && std::max(vs_gold, vs_cpu) > kTol) first_over = int(i + 1);
     if (i + 1 < greedy.size() && argmax(lg.data(), V) != greedy[i + 1]) {
       tokens_ok = false;
       if (first_bad < 0) first_bad = int(i + 1);
     }
   }
-  char buf[360];
+  char buf[420];
   std::snprintf(buf, sizeof buf,
                 "tiny %s (%zu tokens): prefill + %zu decode rows, max |diff| vs golden %.3g (prefill %.3g), vs CPU %.3g "
-                "(prefill %.3g) (tol %.0e)",
-                p.c_str(), tokens.size(), greedy.size(), vs_gold, pre_gold, vs_cpu, pre_cpu, double(kTol));
+                "(prefill %.3g) (tol %.0e; first row over it: %d, position %zu)",
+                p.c_str(), tokens.size(), greedy.size(), vs_gold, pre_gold, vs_cpu, pre_cpu, double(kTol), first_over,
+                first_over < 0 ? size_t(0) : tokens.size() - 1 + size_t(first_over));
   check(vs_gold <= kTol && vs_cpu <= kTol, buf);
   check(tokens_ok, "tiny " + p + ": argmax of every row = golden greedy tokens" +
                        (first_bad >= 0 ? " (first wrong row " + std::to_string(first_bad) + ")" : ""));
