@@ -19,6 +19,7 @@
 #include "backend/cuda/norm.h"
 #include "core/error.h"
 #include "models/glm5/config.h"
+#include "models/glm5/cuda/cuda_state.h"
 #include "models/glm5/cuda/device_weights.h"
 #include "models/glm5/cuda/kernels.h"
 #include "models/glm5/cuda/step_layout.h"
@@ -41,32 +42,6 @@ struct Pinned {
   ~Pinned() { if (p) cudaFreeHost(p); }
   Pinned(const Pinned&) = delete;
   Pinned& operator=(const Pinned&) = delete;
-};
-
-class CudaState : public ModelState {
- public:
-  explicit CudaState(const StateLayout& lay) : buf(lay.bytes, "glm5 state (context caches)") {
-    DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
-    // The step runs on a non-blocking stream, which does not wait for the legacy stream.
-    DS4_CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  ~CudaState() override {
-    for (auto& g : graph)
-      if (g) cudaGraphExecDestroy(g);
-  }
-  std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
-  int64_t position() const override { return pos; }
-  size_t bytes() const override { return buf.bytes(); }
-
-  dc::DeviceBuffer buf;  // every layer's caches + the position counter
-  int64_t pos = 0;
-  cudaGraphExec_t graph[2] = {nullptr, nullptr};  // [with logits]
-
- private:
-  CudaState(const CudaState& o) : buf(o.buf.bytes(), "glm5 state clone"), pos(o.pos) {
-    DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
-    DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
-  }
 };
 
 }  // namespace
@@ -303,7 +278,9 @@ size_t Glm5CudaModel::weight_bytes_per_token() const {
                                                     double(c.n_routed_experts));
 }
 
-std::unique_ptr<ModelState> Glm5CudaModel::new_state() const { return std::make_unique<CudaState>(impl_->lay); }
+std::unique_ptr<ModelState> Glm5CudaModel::new_state() const {
+  return std::make_unique<CudaState>(impl_->c, impl_->lay);
+}
 
 void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,
                             std::vector<float>& logits) {

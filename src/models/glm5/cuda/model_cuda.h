@@ -3,8 +3,8 @@
 // CPU model (src/models/glm5/model.h) within float32 rounding; weights are uploaded once at
 // load (after memory admission), each state's caches live on the GPU, and every token is
 // one decode step, replayed from a CUDA graph captured per state. Prefill runs the same step
-// token by token (no chunked GPU prefill yet). No MTP draft head or state save/load on the
-// GPU yet.
+// token by token (no chunked GPU prefill yet). No MTP draft head on the GPU yet. States save
+// and load the CPU model's checkpoint sections, so a checkpoint moves between the two.
 #include <memory>
 #include <span>
 #include <string>
