@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "backend/cpu/hyper_connections.h"
+#include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/memory.h"
 #include "backend/cuda/weight_upload.h"
 #include "core/weight.h"
@@ -21,7 +21,7 @@ using ds4::cuda::DProj;
 struct DHc {
   WeightMatrix fn;                             // {(2+hc)*hc, hc*hidden}
   const float *base = nullptr, *scale = nullptr;
-  cpu::HcShape shape;
+  ds4::cuda::HcDims dims;
 };
 struct DKda {
   DProj in;  // [q {qkv} | k {qkv} | v {qkv} | f_a {hd} | g_a {hd} | b {heads}]

@@ -72,4 +72,8 @@ void moe_route(const float* logits, const float* bias, const RouteShape& sh, int
 // out {d} = sh {d} + sum_j w[j] y[j] (j in ascending expert order).
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out, cudaStream_t s);
 
+// ---- head.cu (layer.cpp hc_mean) ----
+// out {hidden} = rmsnorm(mean over the n streams of x {n, hidden}) * norm: the final collapse.
+void hc_mean_norm(const float* x, int64_t n, int64_t hidden, const float* norm, float eps, float* out, cudaStream_t s);
+
 }  // namespace ds4::glm5::cuda

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "backend/cuda/activation.h"
 #include "backend/cuda/check.h"
@@ -61,7 +62,9 @@ struct Glm5CudaModel::Impl {
   std::vector<std::vector<float>>* tap = nullptr;  // layer_outputs(): streams after each layer
 
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
+  float *cur = nullptr, *alt = nullptr;  // the streams and the other buffer (swapped by hc_out)
   void hc_in(const DHc& h, const float* norm);
+  void hc_out(const DHc& h);
   void kda(const DKda& k, float* conv, float* rec);
   void mla(const DMla& m, const LayerOffsets& o, uint8_t* sb, const int32_t* pos);
   void ffn(const DLayer& L);
@@ -70,13 +73,18 @@ struct Glm5CudaModel::Impl {
   void run_step(CudaState& st, bool logits, bool direct);
 };
 
-// in {hidden} = rmsnorm(collapse(streams), norm); post/comb kept in scratch for hc_post.
+// in {hidden} = rmsnorm(collapse(streams), norm); post/comb kept in scratch for hc_out.
+// backend/cuda/hyper_connections: fn runs on the raw streams, the flat norm is a scalar.
 void Glm5CudaModel::Impl::hc_in(const DHc& h, const float* norm) {
-  const int64_t W = c.hc_mult * c.hidden_size;
-  dc::rmsnorm_f32(S(sl.x), nullptr, S(sl.normed), 1, W, h.shape.norm_eps, stream);
-  dc::gemv(h.fn, S(sl.normed), S(sl.mix), stream);
-  dc::hc_pre(S(sl.mix), h.scale, h.base, h.shape, S(sl.x), S(sl.coll), S(sl.post_comb), stream);
-  dc::rmsnorm_f32(S(sl.coll), norm, S(sl.in), 1, c.hidden_size, c.rms_norm_eps, stream);
+  dc::gemv(h.fn, cur, S(sl.mix), stream);
+  dc::hc_pre_f32(S(sl.mix), h.scale, h.base, h.dims, cur, norm, S(sl.in), S(sl.post), S(sl.comb), stream);
+}
+
+// streams = post * y + comb^T streams, written to the other buffer (the step's buffer choice
+// is fixed at capture: two swaps per layer).
+void Glm5CudaModel::Impl::hc_out(const DHc& h) {
+  dc::hc_post_f32(h.dims, S(sl.y), cur, S(sl.post), S(sl.comb), alt, stream);
+  std::swap(cur, alt);
 }
 
 // KDA (kda.cpp): y = o_proj(gated_norm(delta_rule(conv(q|k|v)))).
@@ -157,28 +165,28 @@ void Glm5CudaModel::Impl::layer(CudaState& st, int64_t l) {
   hc_in(L.attn_hc, L.input_norm);
   if (L.kda) kda(*L.kda, reinterpret_cast<float*>(sb + o.conv), reinterpret_cast<float*>(sb + o.rec));
   else mla(*L.mla, o, sb, pos);
-  dc::hc_post(L.attn_hc.shape, S(sl.y), S(sl.post_comb), S(sl.x), stream);
+  hc_out(L.attn_hc);
   hc_in(L.ffn_hc, L.post_norm);
   ffn(L);
-  dc::hc_post(L.ffn_hc.shape, S(sl.y), S(sl.post_comb), S(sl.x), stream);
+  hc_out(L.ffn_hc);
 }
 
 void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   const int64_t W = c.hc_mult * c.hidden_size;
-  DS4_CUDA_CHECK(cudaMemcpyAsync(S(sl.x), in_host->p, sl.in_bytes, cudaMemcpyHostToDevice, stream));
+  cur = S(sl.x), alt = S(sl.x2);
+  DS4_CUDA_CHECK(cudaMemcpyAsync(cur, in_host->p, sl.in_bytes, cudaMemcpyHostToDevice, stream));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     layer(st, l);
     if (tap) {  // direct launches only (never captured)
       std::vector<float> row(static_cast<size_t>(W));
-      DS4_CUDA_CHECK(cudaMemcpyAsync(row.data(), S(sl.x), size_t(W) * 4, cudaMemcpyDeviceToHost, stream));
+      DS4_CUDA_CHECK(cudaMemcpyAsync(row.data(), cur, size_t(W) * 4, cudaMemcpyDeviceToHost, stream));
       DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
       auto& out = (*tap)[size_t(l)];
       out.insert(out.end(), row.begin(), row.end());
     }
   }
   if (logits) {
-    dc::hc_mean(S(sl.x), c.hc_mult, c.hidden_size, S(sl.hfin), stream);
-    dc::rmsnorm_f32(S(sl.hfin), dw.norm, S(sl.hfin), 1, c.hidden_size, c.rms_norm_eps, stream);
+    hc_mean_norm(cur, c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, S(sl.hfin), stream);
     dc::gemv(dw.lm_head, S(sl.hfin), S(sl.logits), stream);
     DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab_size) * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream));
@@ -222,8 +230,8 @@ void check_supported(const Config& c, const Weights& w, const std::string& where
   if (c.linear_head_dim % 4 != 0)
     throw InputError(where + ": linear_head_dim " + std::to_string(c.linear_head_dim) +
                      " must be a multiple of 4 on the CUDA backend");
-  if (c.hc_mult > dc::kMaxHcStreams)
-    throw InputError(where + ": hc_mult " + std::to_string(c.hc_mult) + " > " + std::to_string(dc::kMaxHcStreams));
+  if (c.hc_mult > dc::kMaxHc)
+    throw InputError(where + ": hc_mult " + std::to_string(c.hc_mult) + " > " + std::to_string(dc::kMaxHc));
   if (c.num_experts_per_tok > 64)
     throw InputError(where + ": num_experts_per_tok " + std::to_string(c.num_experts_per_tok) + " > 64");
   for (const WeightMatrix* m : {&w.lm_head, &w.layers[0].attn_hc.w.fn})

@@ -25,7 +25,8 @@ struct StateLayout {
 
 struct ScratchLayout {
   size_t x = 0, in_bytes = 0;  // step input: the streams {hc, hidden}, from the pinned buffer
-  size_t normed, mix, post_comb, coll, in, y;
+  size_t x2;                   // the other stream buffer (hc_post writes out of place)
+  size_t mix, post, comb, in, y;
   size_t kraw, fa, ga, kb, kconv, kg, kgate, ko;                  // KDA
   size_t mraw, mkv, ik, igate, iw, qres, q, qlat, olat, ov, iq;   // MLA + indexer
   size_t pool_scores, keep, sel_idx, sel_count, att_scores;
@@ -82,8 +83,8 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   const int64_t id = c.index_head_dim, ih = c.index_n_heads;
   s.x = t.take(W);
   s.in_bytes = size_t(W) * 4;
-  s.normed = t.take(W), s.mix = t.take((2 + hc) * hc), s.post_comb = t.take(hc + hc * hc);
-  s.coll = t.take(H), s.in = t.take(H), s.y = t.take(H);
+  s.x2 = t.take(W), s.mix = t.take((2 + hc) * hc), s.post = t.take(hc), s.comb = t.take(hc * hc);
+  s.in = t.take(H), s.y = t.take(H);
   // Outputs of one stacked projection are consecutive floats; the parts a later gemv reads
   // as x (f_a, g_a) need 16-byte alignment, checked at load (qkv and hd multiples of 4).
   s.kraw = t.take(3 * qkv + 2 * hd + nh), s.fa = after(s.kraw, 3 * qkv), s.ga = after(s.fa, hd), s.kb = after(s.ga, hd);

@@ -15,7 +15,8 @@ DHc hc(Uploader& u, const HcStore& h) {
   d.fn = u.mat(h.w.fn);
   d.base = u.vec(h.base);
   d.scale = u.vec(h.scale);
-  d.shape = h.shape;
+  const cpu::HcShape& sh = h.shape;
+  d.dims = ds4::cuda::HcDims{sh.n_hc, sh.hidden, sh.sinkhorn_iters, sh.hc_eps, sh.norm_eps, 1};
   return d;
 }
 
