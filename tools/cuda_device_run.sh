@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA targets for sm_90a and runs, on the H200 machine: the op test, the Qwen3.8
 # Flash Next CUDA model test (vs the CPU model and the golden vectors) and its decode bench,
+# the GLM 5.x Flash CUDA model test and bench (its own block below),
 # the GEMV bench (unless SKIP_GEMV_BENCH=1), then as time permits (BUDGET_S, default 225 s
 # for the whole script) the GEMV SASS, an ncu pass over the GEMV kernels and both tests under
 # compute-sanitizer. Logs go to OUTDIR; the exit code is non-zero when a test failed.
@@ -81,6 +82,54 @@ log "bench_qwen_next_cuda $root/models/default 128 2048 (decode at 2k context)"
 "$bin/bench_qwen_next_cuda" "$root/models/default" 128 2048 2>&1 | tee -a "$out/bench_qwen_next_cuda.txt"
 log "bench_qwen_next_cuda (2k) exit ${PIPESTATUS[0]}"
 
+# ---- GLM 5.x Flash on CUDA (src/models/glm5/cuda): build, test, bench (own block) ----
+# Built after the rest so a GLM build failure never hides the other results. In the plain
+# nvcc build the GLM objects go to $bin/glm5 and link with the shared core/formats/backend
+# objects (not the Qwen ones).
+glm_rc=0
+t0=$(date +%s)
+if [ "$bin" = "$build/bin" ]; then
+  cmake --build "$build" --target test_glm5_cuda bench_glm5_cuda -j 16 >"$out/build_glm5.txt" 2>&1 || glm_rc=3
+else
+  ( cd "$bin" && mkdir -p glm5 &&
+    printf '%s\n' "$root"/src/models/glm5/*.cpp |
+      xargs -P "$jobs" -I{} sh -c 'g++ -std=c++20 -O2 -ffp-contract=off '"${inc[*]}"' -c {} -o "glm5/$(echo {} | tr / _).o"' &&
+    printf '%s\n' "$root"/src/models/glm5/cuda/*.cu |
+      xargs -P "$jobs" -I{} sh -c '"$0" "$@" -c {} -o "glm5/$(echo {} | tr / _).o"' "$nvcc" "${flags[@]}" &&
+    base=$(ls ./*.o | grep -v -e host_ref -e _models_qwen_next_) &&
+    "$nvcc" "${flags[@]}" -o test_glm5_cuda "$root/tests/cuda/test_glm5_cuda.cu" $base glm5/*.o -lpthread &&
+    "$nvcc" "${flags[@]}" -o bench_glm5_cuda "$root/bench/cuda_glm5/bench_glm5_cuda.cu" $base glm5/*.o -lpthread
+  ) >"$out/build_glm5.txt" 2>&1 || glm_rc=3
+fi
+if [ "$glm_rc" -ne 0 ]; then
+  log "glm5 build FAILED (build_glm5.txt)"
+  tail -40 "$out/build_glm5.txt" | tee "$out/test_glm5_cuda.txt"
+else
+  log "glm5 build ok in $(( $(date +%s) - t0 )) s; test_glm5_cuda $root"
+  "$bin/test_glm5_cuda" "$root" 2>&1 | tee "$out/test_glm5_cuda.txt"
+  glm_rc=${PIPESTATUS[0]}
+  log "test_glm5_cuda exit $glm_rc"
+  for np in 64 1024; do
+    log "bench_glm5_cuda $root/tests/data/glm5/model 128 $np"
+    "$bin/bench_glm5_cuda" "$root/tests/data/glm5/model" 128 $np 2>&1 | tee -a "$out/bench_glm5_cuda.txt"
+    log "bench_glm5_cuda ($np) exit ${PIPESTATUS[0]}"
+  done
+  if [ "$(left)" -gt 90 ]; then  # real-size matrices (hidden 4096, 4 layers, 16 experts), $(left) s left
+    log "bench_glm5_cuda synthetic:4:16 32 256, $(left) s left"
+    timeout $(( $(left) - 30 )) "$bin/bench_glm5_cuda" synthetic:4:16 32 256 2>&1 | tee -a "$out/bench_glm5_cuda.txt"
+    log "bench_glm5_cuda (synthetic) exit ${PIPESTATUS[0]}"
+  fi
+  if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
+    log "compute-sanitizer memcheck test_glm5_cuda --quick, $(left) s left"
+    timeout $(( $(left) - 30 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_glm5_cuda" "$root" --quick \
+      >"$out/sanitizer_glm5.txt" 2>&1
+    log "sanitizer (glm5) exit $? (124 = timed out)"
+    tail -5 "$out/sanitizer_glm5.txt"
+  fi
+fi
+[ "$test_rc" -ne 0 ] || test_rc=$glm_rc
+# ---- end GLM 5.x block ----
+
 touch "$out/bench_cuda_gemv.txt"
 if [ -z "${SKIP_GEMV_BENCH:-}" ]; then
   log "bench_cuda_gemv 20"
@@ -135,5 +184,6 @@ log "total $(( $(date +%s) - start )) s"
 # The reply shows only the output's tail: repeat the two results last.
 grep -E "FAIL|PASSED|FAILED|FATAL" "$out/test_cuda_ops.txt" | tail -20
 cat "$out/test_qwen_next_cuda.txt" "$out/bench_qwen_next_cuda.txt"
+cat "$out/test_glm5_cuda.txt" "$out/bench_glm5_cuda.txt" 2>/dev/null  # GLM 5.x
 tail -30 "$out/bench_cuda_gemv.txt"
 exit "$test_rc"

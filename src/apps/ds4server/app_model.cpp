@@ -7,10 +7,27 @@
 #include "models/model.h"
 #include "models/qwen_next/model.h"
 #ifdef DS4_CUDA
+#include "models/glm5/model.h"
+#include "models/glm5/cuda/model_cuda.h"
 #include "models/qwen_next/cuda/model_cuda.h"
 #endif
 
 namespace ds4::cli {
+
+#ifdef DS4_CUDA
+namespace {
+// Families with a CUDA model: one line each (probe of the checkpoint, CUDA loader).
+struct CudaFamily {
+  const char* name;
+  bool (*probe)(const std::string&);
+  std::unique_ptr<Model> (*load)(const std::string&, const LoadOptions&);
+};
+const CudaFamily kCudaFamilies[] = {
+    {"Qwen3.8 Flash Next", qwen_next::probe, [](const std::string& p, const LoadOptions& o) { return qwen_next::load_cuda(p, o); }},
+    {"GLM 5.x Flash", glm5::probe, [](const std::string& p, const LoadOptions& o) { return glm5::load_cuda(p, o); }},
+};
+}  // namespace
+#endif
 
 server::Loaded load_for_settings(const engine::Settings& s) {
   LoadOptions o;
@@ -28,9 +45,12 @@ std::unique_ptr<Model> load_model_on(const std::string& path, const LoadOptions&
   if (backend == "cpu") return load_model(path, o);
   if (backend != "cuda") throw InputError("--backend: '" + backend + "' is not cpu or cuda");
 #ifdef DS4_CUDA
-  if (!qwen_next::probe(path))
-    throw InputError("--backend cuda: " + path + " is not a Qwen3.8 Flash Next model (the only family on CUDA so far)");
-  return qwen_next::load_cuda(path, o);
+  std::string names;
+  for (const CudaFamily& f : kCudaFamilies) {
+    if (f.probe(path)) return f.load(path, o);
+    names += names.empty() ? f.name : std::string(", ") + f.name;
+  }
+  throw InputError("--backend cuda: " + path + " is not a model of a family with a CUDA backend (" + names + ")");
 #else
   throw InputError("--backend cuda: this ds4server was built without CUDA (configure with -DDS4_CUDA=ON)");
 #endif

@@ -8,7 +8,8 @@
 
 namespace ds4::cli {
 server::Loaded load_for_settings(const engine::Settings& s);
-// load_model on a backend: "cpu" (every family) or "cuda" (Qwen3.8 Flash Next, only in a
-// DS4_CUDA build). Throws InputError naming the backend otherwise.
+// load_model on a backend: "cpu" (every family) or "cuda" (the families listed in
+// app_model.cpp kCudaFamilies, only in a DS4_CUDA build). Throws InputError naming the
+// backend otherwise.
 std::unique_ptr<Model> load_model_on(const std::string& path, const LoadOptions& o, const std::string& backend);
 }  // namespace ds4::cli

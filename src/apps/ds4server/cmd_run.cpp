@@ -41,7 +41,7 @@ struct RunArgs {
 const char* kUsage =
     "usage: ds4server run --model PATH (--tokens ID,ID,... | -p TEXT [--tokenizer tokenizer.json])\n"
     "                     [--max-tokens N] [--temp T] [--seed S] [--threads N] [--chunk N]\n"
-    "                     [--backend cpu|cuda]   (cuda: Qwen3.8 Flash Next only, builds with DS4_CUDA)\n"
+    "                     [--backend cpu|cuda]   (cuda: the families with a CUDA model; DS4_CUDA builds)\n"
     "       ds4server run --model PATH --batch PROMPTS.txt --out ANSWERS.txt [--shard I/N] [--time-limit S]\n"
     "                     (one prompt of token ids per line; writes 'line-index<TAB>generated ids' per\n"
     "                      prompt, flushed as each finishes; --shard I/N takes lines with index % N == I)\n";

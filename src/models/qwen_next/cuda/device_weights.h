@@ -7,20 +7,14 @@
 #include <vector>
 
 #include "backend/cuda/memory.h"
+#include "backend/cuda/weight_upload.h"
 #include "core/weight.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/weights.h"
 
 namespace ds4::qwen_next::cuda {
 
-// Projections of one input stacked into one matrix (rows concatenated in device memory),
-// so the decode step reads them with one gemv launch; outputs land back to back. When the
-// parts differ in type or width (a mixed-precision GGUF), they stay separate (`parts`).
-struct DProj {
-  WeightMatrix fused;               // rows > 0: the stacked matrix
-  std::vector<WeightMatrix> parts;  // otherwise one gemv each, outputs consecutive
-  int64_t rows = 0;                 // total output rows
-};
+using ds4::cuda::DProj;  // backend/cuda/weight_upload.h
 struct DHyper {
   const float* norm = nullptr;  // {hc*d}
   DProj down_inject;            // [down {rank} | inject {hc}] (inject absent for mixers)
@@ -36,11 +30,7 @@ struct DQsa {
   WeightMatrix o;
   const float *q_norm = nullptr, *k_norm = nullptr, *idx_q_norm = nullptr, *idx_k_norm = nullptr;
 };
-// Experts are packed at a fixed stride so one batched gemv picks them by id on the device.
-struct DExperts {
-  WeightMatrix first;        // expert 0
-  size_t stride = 0, scale_stride = 0;
-};
+using ds4::cuda::DExperts;
 struct DMoe {
   DProj in;  // [sh_gate {S} | sh_up {S} | router {E} | sh_gate_scalar {1}]
   WeightMatrix sh_down;

@@ -95,14 +95,7 @@ struct QwenNextCudaModel::Impl {
   void run_step(CudaState& st, bool logits);
 };
 
-// y = [W_0; W_1; ...] x: one launch when stacked, else one per part into consecutive rows.
-void QwenNextCudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
-  if (p.fused.rows > 0) return dc::gemv(p.fused, x, y, stream);
-  for (const WeightMatrix& m : p.parts) {
-    dc::gemv(m, x, y, stream);
-    y += m.rows;
-  }
-}
+void QwenNextCudaModel::Impl::proj(const DProj& p, const float* x, float* y) { dc::gemv_proj(p, x, y, stream); }
 
 // mixed {d} (and inject {hc}, which follows the low-rank row in scratch) from h {hc*d}.
 void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float* mixed, float* inject) {

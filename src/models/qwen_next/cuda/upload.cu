@@ -1,5 +1,5 @@
-// Weight upload for the CUDA Qwen model: one pass sizes everything, admission checks it,
-// a second pass copies into one device buffer (256-byte aligned pieces).
+// Weight upload for the CUDA Qwen model through backend/cuda/weight_upload.h: one pass
+// sizes everything, admission checks it, a second pass copies into one device buffer.
 #include <cuda_runtime.h>
 
 #include <utility>
@@ -11,101 +11,7 @@
 namespace ds4::qwen_next::cuda {
 namespace {
 
-constexpr size_t kAlign = 256;
-size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-// Sizing pass (base == nullptr): only counts. Copy pass: copies and returns device pointers.
-class Uploader {
- public:
-  explicit Uploader(uint8_t* base) : base_(base) {}
-  const void* add(const void* host, size_t bytes) { return add_run({{host, bytes}}); }
-  // Pieces copied back to back (no padding between them), the run itself aligned.
-  const void* add_run(const std::vector<std::pair<const void*, size_t>>& pieces) {
-    const size_t off = used_;
-    size_t at = off;
-    for (const auto& [host, bytes] : pieces) {
-      if (base_) DS4_CUDA_CHECK(cudaMemcpy(base_ + at, host, bytes, cudaMemcpyHostToDevice));
-      at += bytes;
-    }
-    used_ = align_up(at);
-    return base_ ? base_ + off : nullptr;
-  }
-  const float* vec(const Vec& v, float offset) {
-    Vec t(v);
-    for (float& x : t) x += offset;
-    return static_cast<const float*>(add(t.data(), t.size() * sizeof(float)));
-  }
-  static size_t data_bytes(const WeightMatrix& m) { return size_t(m.rows * m.row_stride_bytes()); }
-  static size_t scale_bytes(const WeightMatrix& m) {
-    return m.scales ? size_t(m.rows * (m.cols / m.group_size) * row_bytes(m.scale_type, 1)) : 0;
-  }
-  WeightMatrix mat(const WeightMatrix& m) {
-    WeightMatrix d = m;
-    d.data = add(m.data, data_bytes(m));
-    if (m.scales) {
-      d.scales = add(m.scales, scale_bytes(m));
-      d.biases = add(m.biases, scale_bytes(m));
-    }
-    return d;
-  }
-  // Projections of one input: stacked when they share type, width and quantization.
-  DProj proj(const std::vector<const WeightMatrix*>& ms, bool fuse) {
-    DProj d;
-    bool same = fuse;
-    for (const WeightMatrix* m : ms) {
-      d.rows += m->rows;
-      same = same && m->type == ms[0]->type && m->cols == ms[0]->cols && m->group_size == ms[0]->group_size &&
-             m->scale_type == ms[0]->scale_type && (m->scales != nullptr) == (ms[0]->scales != nullptr);
-    }
-    if (!same || ms.size() == 1) {
-      for (const WeightMatrix* m : ms) d.parts.push_back(mat(*m));
-      return d;
-    }
-    d.fused = *ms[0];
-    d.fused.rows = d.rows;
-    std::vector<std::pair<const void*, size_t>> data, scales, biases;
-    for (const WeightMatrix* m : ms) {
-      data.push_back({m->data, data_bytes(*m)});
-      if (m->scales) {
-        scales.push_back({m->scales, scale_bytes(*m)});
-        biases.push_back({m->biases, scale_bytes(*m)});
-      }
-    }
-    d.fused.data = add_run(data);
-    if (ms[0]->scales) {
-      d.fused.scales = add_run(scales);
-      d.fused.biases = add_run(biases);
-    }
-    return d;
-  }
-  // All experts' data, then all scales, then all biases: each at one fixed stride.
-  DExperts experts(const std::vector<WeightMatrix>& es) {
-    DExperts d;
-    d.first = es[0];
-    d.stride = align_up(data_bytes(es[0]));
-    d.scale_stride = align_up(scale_bytes(es[0]));
-    for (size_t e = 0; e < es.size(); ++e) {
-      const void* p = add(es[e].data, data_bytes(es[0]));
-      if (e == 0) d.first.data = p;
-    }
-    if (es[0].scales) {
-      for (size_t e = 0; e < es.size(); ++e) {
-        const void* p = add(es[e].scales, scale_bytes(es[0]));
-        if (e == 0) d.first.scales = p;
-      }
-      for (size_t e = 0; e < es.size(); ++e) {
-        const void* p = add(es[e].biases, scale_bytes(es[0]));
-        if (e == 0) d.first.biases = p;
-      }
-    }
-    return d;
-  }
-  size_t used() const { return used_; }
-
- private:
-  uint8_t* base_;
-  size_t used_ = 0;
-};
+using ds4::cuda::Uploader;
 
 DHyper hyper(Uploader& u, const HyperWeights& h, bool fuse) {
   DHyper d;

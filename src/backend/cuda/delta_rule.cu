@@ -1,0 +1,72 @@
+// Gated delta rule decode kernels (see delta_rule.h).
+#include "backend/cuda/check.h"
+#include "backend/cuda/delta_rule.h"
+#include "backend/cuda/reduce.cuh"
+
+namespace ds4::cuda {
+namespace {
+
+// One warp per q/k head (2 * k_heads of them).
+__global__ void qk_l2norm_kernel(float* __restrict__ qkv, DeltaRuleShape sh) {
+  const int64_t head = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (head >= 2 * sh.k_heads) return;
+  float* p = qkv + head * sh.k_dim;
+  float ss = 0.f;
+  for (int64_t i = lane; i < sh.k_dim; i += 32) ss += p[i] * p[i];
+  ss = detail::warp_reduce(ss, detail::SumOp{});
+  const float r = rsqrtf(ss + 1e-6f);  // FLA l2norm: eps on the sum
+  const float qscale = head < sh.k_heads ? rsqrtf(float(sh.k_dim)) : 1.f;
+  for (int64_t i = lane; i < sh.k_dim; i += 32) p[i] = (p[i] * r) * qscale;
+}
+
+// One block per value head; thread j owns column j of S {k_dim, v_dim}. Shared memory holds
+// q, k and the per-row decay exp(g) {3, k_dim}.
+__global__ void delta_rule_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
+                                  const float* __restrict__ beta, float* __restrict__ S, float* __restrict__ o,
+                                  DeltaRuleShape sh) {
+  extern __shared__ float qkd[];
+  const int64_t h = blockIdx.x, kd = sh.k_dim, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
+  const float* q = qkv + kh * kd;
+  const float* k = qkv + sh.k_heads * kd + kh * kd;
+  const float* v = qkv + 2 * sh.k_heads * kd + h * vd;
+  float* decay = qkd + 2 * kd;
+  for (int64_t i = threadIdx.x; i < kd; i += blockDim.x) {
+    qkd[i] = q[i];
+    qkd[kd + i] = k[i];
+    decay[i] = expf(sh.per_channel_gate ? g[h * kd + i] : g[h]);
+  }
+  __syncthreads();
+  const float bt = beta[h];
+  float* Sh = S + h * kd * vd;
+  for (int64_t j = threadIdx.x; j < vd; j += blockDim.x) {
+    float mem = 0.f;
+    for (int64_t i = 0; i < kd; ++i) mem += (Sh[i * vd + j] * decay[i]) * qkd[kd + i];
+    const float delta = (v[j] - mem) * bt;
+    float acc = 0.f;
+    for (int64_t i = 0; i < kd; ++i) {
+      const float s = Sh[i * vd + j] * decay[i] + qkd[kd + i] * delta;
+      Sh[i * vd + j] = s;
+      acc += s * qkd[i];
+    }
+    o[h * vd + j] = acc;
+  }
+}
+
+}  // namespace
+
+void delta_rule_qk_l2norm(float* qkv, const DeltaRuleShape& sh, cudaStream_t stream) {
+  const int64_t heads = 2 * sh.k_heads;
+  qk_l2norm_kernel<<<unsigned((heads + 3) / 4), 128, 0, stream>>>(qkv, sh);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void delta_rule_step(const float* qkv, const float* g, const float* beta, float* S, float* o,
+                     const DeltaRuleShape& sh, cudaStream_t stream) {
+  const int threads = int(sh.v_dim < 256 ? (sh.v_dim + 31) / 32 * 32 : 256);
+  delta_rule_kernel<<<unsigned(sh.v_heads), threads, size_t(3 * sh.k_dim) * sizeof(float), stream>>>(qkv, g, beta, S,
+                                                                                                   o, sh);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ds4::cuda

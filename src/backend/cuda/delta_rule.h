@@ -1,0 +1,28 @@
+#pragma once
+// The gated delta rule, one decode token: the recurrent core of Gated DeltaNet (Qwen3.8
+// Flash Next, per-head scalar decay) and of Kimi Delta Attention (GLM 5.x, per-key-channel
+// decay). Per value head h with state S {k_dim, v_dim} (row i belongs to key channel i):
+//   S[i, :] *= exp(g[i]);  delta = beta (v - S^T k);  S += k delta^T;  o = S^T q.
+// CPU counterparts: qwen_next/gdn.cpp and glm5/kda.cpp (delta_rule_head).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ds4::cuda {
+
+struct DeltaRuleShape {
+  int64_t k_heads = 0, v_heads = 0;  // v_heads a multiple of k_heads (value head h reads key head h / ratio)
+  int64_t k_dim = 0, v_dim = 0;
+  bool per_channel_gate = false;     // g {v_heads, k_dim} (KDA) instead of {v_heads} (GDN)
+};
+
+// qkv {q: k_heads*k_dim | k: k_heads*k_dim | v: v_heads*v_dim}: l2-normalizes every q and
+// k head in place (eps 1e-6 on the sum of squares, as FLA) and scales q by 1/sqrt(k_dim).
+void delta_rule_qk_l2norm(float* qkv, const DeltaRuleShape& sh, cudaStream_t stream);
+
+// One token through every value head. qkv as above (normalized), g: log decay (<= 0),
+// beta {v_heads}, S {v_heads, k_dim, v_dim} updated in place, o {v_heads, v_dim}.
+void delta_rule_step(const float* qkv, const float* g, const float* beta, float* S, float* o,
+                     const DeltaRuleShape& sh, cudaStream_t stream);
+
+}  // namespace ds4::cuda

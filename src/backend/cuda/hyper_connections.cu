@@ -1,0 +1,167 @@
+// mHC kernels (CPU: backend/cpu/hyper_connections.cpp). The n x n Sinkhorn projection is a
+// few hundred flops: one warp does it in the CPU's order, the block then streams hidden.
+#include "backend/cuda/check.h"
+#include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/reduce.cuh"
+
+namespace ds4::cuda {
+namespace {
+
+__device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
+
+// Run by the first warp: lane r < n owns row r (softmax, row passes) and column r (column
+// passes), so each sum keeps the CPU's order; phases are separated by __syncwarp.
+__device__ void sinkhorn_split(const float* mix, const float* scale, const float* base, int n, int iters, float eps,
+                               float* pre, float* post, float* comb) {
+  const int lane = threadIdx.x;
+  if (lane < n) {
+    pre[lane] = sigm(mix[lane] * scale[0] + base[lane]) + eps;
+    post[lane] = 2.f * sigm(mix[n + lane] * scale[1] + base[n + lane]);
+    const float* cm = mix + 2 * n + lane * n;
+    const float* cb = base + 2 * n + lane * n;
+    float* row = comb + lane * n;  // softmax over the row, then + eps
+    float mx = -INFINITY;
+    for (int c = 0; c < n; ++c) {
+      row[c] = cm[c] * scale[2] + cb[c];
+      mx = fmaxf(mx, row[c]);
+    }
+    float sum = 0.f;
+    for (int c = 0; c < n; ++c) sum += (row[c] = expf(row[c] - mx));
+    for (int c = 0; c < n; ++c) row[c] = row[c] / sum + eps;
+  }
+  __syncwarp();
+  for (int it = 0; it < (iters > 1 ? iters : 1); ++it) {  // the CPU always does one column pass
+    if (it > 0) {  // rows (not on the first pass: columns come first)
+      if (lane < n) {
+        float sum = 0.f;
+        for (int c = 0; c < n; ++c) sum += comb[lane * n + c];
+        for (int c = 0; c < n; ++c) comb[lane * n + c] /= (sum + eps);
+      }
+      __syncwarp();
+    }
+    if (lane < n) {
+      float sum = 0.f;
+      for (int r = 0; r < n; ++r) sum += comb[r * n + lane];
+      for (int r = 0; r < n; ++r) comb[r * n + lane] /= (sum + eps);
+    }
+    __syncwarp();
+  }
+}
+
+// rsqrt(mean(x^2) + eps) over the n * hidden stream values (the CPU's flat rmsnorm factor).
+__device__ float flat_norm_factor(const float* x, int64_t count, float eps) {
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
+  ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);
+  return rsqrtf(ss / float(count) + eps);
+}
+
+// out {hidden} = sum_j w[j] x[j], then (out_norm) rmsnorm with out_norm. Each thread rereads
+// only the values it wrote, so no barrier is needed between the two passes.
+__device__ void collapse(const float* w, int n, int64_t hidden, const float* x, const float* out_norm, float eps,
+                         float* out) {
+  float ss = 0.f;
+  for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {
+    float acc = 0.f;
+    for (int j = 0; j < n; ++j) acc += w[j] * x[j * hidden + d];
+    out[d] = acc;
+    ss = fmaf(acc, acc, ss);
+  }
+  if (!out_norm) return;
+  ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);
+  const float r = rsqrtf(ss / float(hidden) + eps);
+  for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) out[d] = out[d] * r * out_norm[d];
+}
+
+__global__ void hc_pre_kernel(const float* __restrict__ mix_raw, const float* __restrict__ scale,
+                              const float* __restrict__ base, HcDims dims, const float* __restrict__ x,
+                              const float* __restrict__ out_norm, float* __restrict__ collapsed,
+                              float* __restrict__ post, float* __restrict__ comb) {
+  __shared__ float mix[(2 + kMaxHc) * kMaxHc], pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
+  const int n = int(dims.n_hc);
+  const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps);
+  const int m_dim = (2 + n) * n;
+  for (int i = threadIdx.x; i < m_dim; i += blockDim.x) {
+    float v = 0.f;
+    for (int64_t sp = 0; sp < dims.mix_splits; ++sp) v += mix_raw[sp * m_dim + i];
+    mix[i] = v * r;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    sinkhorn_split(mix, scale, base, n, dims.sinkhorn_iters, dims.hc_eps, pre, p_post, p_comb);
+    if (int(threadIdx.x) < n) post[threadIdx.x] = p_post[threadIdx.x];
+    for (int i = threadIdx.x; i < n * n; i += 32) comb[i] = p_comb[i];
+  }
+  __syncthreads();
+  collapse(pre, n, dims.hidden, x, out_norm, dims.norm_eps, collapsed);
+}
+
+__global__ void hc_post_kernel(int n, int64_t hidden, const float* __restrict__ b, const float* __restrict__ r,
+                               const float* __restrict__ post, const float* __restrict__ comb,
+                               float* __restrict__ out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * hidden) return;
+  const int64_t k = i / hidden, d = i % hidden;
+  float acc = post[k] * b[d];
+  for (int j = 0; j < n; ++j) acc += comb[j * n + k] * r[j * hidden + d];
+  out[i] = acc;
+}
+
+__global__ void hc_head_kernel(const float* __restrict__ mix_raw, const float* __restrict__ scale,
+                               const float* __restrict__ base, HcDims dims, const float* __restrict__ x,
+                               const float* __restrict__ out_norm, float* __restrict__ out) {
+  __shared__ float w[kMaxHc];
+  const int n = int(dims.n_hc);
+  const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps);
+  if (threadIdx.x < n) {
+    float v = 0.f;
+    for (int64_t sp = 0; sp < dims.mix_splits; ++sp) v += mix_raw[sp * n + threadIdx.x];
+    w[threadIdx.x] = sigm(v * r * scale[0] + base[threadIdx.x]) + dims.hc_eps;
+  }
+  __syncthreads();
+  collapse(w, n, dims.hidden, x, out_norm, dims.norm_eps, out);
+}
+
+__global__ void hc_expand_kernel(const float* __restrict__ x, int n, int64_t hidden, float* __restrict__ h) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n * hidden) h[i] = x[i % hidden];
+}
+
+void check_dims(const HcDims& d) {
+  if (d.n_hc < 1 || d.n_hc > kMaxHc)
+    throw InputError("cuda hyper-connections: n_hc " + std::to_string(d.n_hc) + " outside [1, 16]");
+  if (d.mix_splits < 1) throw InputError("cuda hyper-connections: mix_splits " + std::to_string(d.mix_splits));
+}
+unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
+
+}  // namespace
+
+void hc_pre_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
+                const float* out_norm, float* collapsed, float* post, float* comb, cudaStream_t s) {
+  check_dims(d);
+  hc_pre_kernel<<<1, 512, 0, s>>>(mix_raw, scale, base, d, x, out_norm, collapsed, post, comb);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void hc_post_f32(const HcDims& d, const float* block_out, const float* residual, const float* post,
+                 const float* comb, float* out, cudaStream_t s) {
+  check_dims(d);
+  hc_post_kernel<<<blocks(d.n_hc * d.hidden, 256), 256, 0, s>>>(int(d.n_hc), d.hidden, block_out, residual, post,
+                                                                 comb, out);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void hc_head_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
+                 const float* out_norm, float* out, cudaStream_t s) {
+  check_dims(d);
+  hc_head_kernel<<<1, 512, 0, s>>>(mix_raw, scale, base, d, x, out_norm, out);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void hc_expand_f32(const float* x, const HcDims& d, float* h, cudaStream_t s) {
+  check_dims(d);
+  hc_expand_kernel<<<blocks(d.n_hc * d.hidden, 256), 256, 0, s>>>(x, int(d.n_hc), d.hidden, h);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ds4::cuda

@@ -1,0 +1,107 @@
+// Weight upload shared by the CUDA models (see weight_upload.h).
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/weight_upload.h"
+
+namespace ds4::cuda {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+size_t Uploader::data_bytes(const WeightMatrix& m) { return size_t(m.rows * m.row_stride_bytes()); }
+
+size_t Uploader::scale_bytes(const WeightMatrix& m) {
+  return m.scales ? size_t(m.rows * (m.cols / m.group_size) * row_bytes(m.scale_type, 1)) : 0;
+}
+
+const void* Uploader::add_run(const std::vector<std::pair<const void*, size_t>>& pieces) {
+  const size_t off = used_;
+  size_t at = off;
+  for (const auto& [host, bytes] : pieces) {
+    if (base_) DS4_CUDA_CHECK(cudaMemcpy(base_ + at, host, bytes, cudaMemcpyHostToDevice));
+    at += bytes;
+  }
+  used_ = align_up(at);
+  return base_ ? base_ + off : nullptr;
+}
+
+const float* Uploader::vec(const std::vector<float>& v, float offset) {
+  std::vector<float> t(v);
+  for (float& x : t) x += offset;
+  return static_cast<const float*>(add(t.data(), t.size() * sizeof(float)));
+}
+
+WeightMatrix Uploader::mat(const WeightMatrix& m) {
+  WeightMatrix d = m;
+  d.data = add(m.data, data_bytes(m));
+  if (m.scales) {
+    d.scales = add(m.scales, scale_bytes(m));
+    d.biases = add(m.biases, scale_bytes(m));
+  }
+  return d;
+}
+
+DProj Uploader::proj(const std::vector<const WeightMatrix*>& ms, bool fuse) {
+  DProj d;
+  bool same = fuse;
+  for (const WeightMatrix* m : ms) {
+    d.rows += m->rows;
+    same = same && m->type == ms[0]->type && m->cols == ms[0]->cols && m->group_size == ms[0]->group_size &&
+           m->scale_type == ms[0]->scale_type && (m->scales != nullptr) == (ms[0]->scales != nullptr);
+  }
+  if (!same || ms.size() == 1) {
+    for (const WeightMatrix* m : ms) d.parts.push_back(mat(*m));
+    return d;
+  }
+  d.fused = *ms[0];
+  d.fused.rows = d.rows;
+  std::vector<std::pair<const void*, size_t>> data, scales, biases;
+  for (const WeightMatrix* m : ms) {
+    data.push_back({m->data, data_bytes(*m)});
+    if (m->scales) {
+      scales.push_back({m->scales, scale_bytes(*m)});
+      biases.push_back({m->biases, scale_bytes(*m)});
+    }
+  }
+  d.fused.data = add_run(data);
+  if (ms[0]->scales) {
+    d.fused.scales = add_run(scales);
+    d.fused.biases = add_run(biases);
+  }
+  return d;
+}
+
+DExperts Uploader::experts(const std::vector<WeightMatrix>& es) {
+  DExperts d;
+  d.first = es[0];
+  d.stride = align_up(data_bytes(es[0]));
+  d.scale_stride = align_up(scale_bytes(es[0]));
+  for (size_t e = 0; e < es.size(); ++e) {
+    const void* p = add(es[e].data, data_bytes(es[0]));
+    if (e == 0) d.first.data = p;
+  }
+  if (es[0].scales) {
+    for (size_t e = 0; e < es.size(); ++e) {
+      const void* p = add(es[e].scales, scale_bytes(es[0]));
+      if (e == 0) d.first.scales = p;
+    }
+    for (size_t e = 0; e < es.size(); ++e) {
+      const void* p = add(es[e].biases, scale_bytes(es[0]));
+      if (e == 0) d.first.biases = p;
+    }
+  }
+  return d;
+}
+
+void gemv_proj(const DProj& p, const float* x, float* y, cudaStream_t stream) {
+  if (p.fused.rows > 0) return gemv(p.fused, x, y, stream);
+  for (const WeightMatrix& m : p.parts) {
+    gemv(m, x, y, stream);
+    y += m.rows;
+  }
+}
+
+}  // namespace ds4::cuda

@@ -1,0 +1,78 @@
+#pragma once
+// Internal to the CUDA GLM 5.x model: the weights as device copies (backend/cuda
+// weight_upload.h). Projections of one input are stacked (DProj) so each runs as one gemv;
+// MLA's per-head absorption matrices are f32 {heads, rows, cols} read by a batched gemv.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/memory.h"
+#include "backend/cuda/weight_upload.h"
+#include "core/weight.h"
+#include "models/glm5/config.h"
+#include "models/glm5/weights.h"
+
+namespace ds4::glm5::cuda {
+
+using ds4::cuda::DExperts;
+using ds4::cuda::DProj;
+
+struct DHc {
+  WeightMatrix fn;                             // {(2+hc)*hc, hc*hidden}
+  const float *base = nullptr, *scale = nullptr;
+  ds4::cuda::HcDims dims;
+};
+struct DKda {
+  DProj in;  // [q {qkv} | k {qkv} | v {qkv} | f_a {hd} | g_a {hd} | b {heads}]
+  WeightMatrix f_b, g_b, o;
+  const float *conv = nullptr, *dt_bias = nullptr, *a_log = nullptr, *o_norm = nullptr;
+};
+struct DIndexer {
+  WeightMatrix wq_b;
+  const float *k_norm_w = nullptr, *k_norm_b = nullptr, *ape = nullptr;
+};
+struct DMla {
+  DProj in;  // [q_a {q_lora} | kv_a {kv_lora} | indexer: wk {dim} | compress_gate {dim} | weights_proj {heads}]
+  WeightMatrix q_b, o;
+  WeightMatrix uk_t;  // head 0 of {heads, kv_lora, nope} f32: W_uk^T per head (absorbed query)
+  WeightMatrix uv;    // head 0 of {heads, v, kv_lora} f32
+  size_t uk_stride = 0, uv_stride = 0;  // bytes per head
+  const float *q_a_norm = nullptr, *kv_a_norm = nullptr;
+  bool has_indexer = false;
+  DIndexer idx;
+};
+struct DMlp {
+  DProj gate_up;  // [gate {inter} | up {inter}]
+  WeightMatrix down;
+};
+struct DMoe {
+  DProj in;  // [shared gate {S} | shared up {S} | router {E}]
+  WeightMatrix sh_down;
+  const float* bias = nullptr;  // e_score_correction_bias {E}
+  DExperts gate_up, down;
+};
+struct DLayer {
+  LayerKind kind = LayerKind::kLinear;
+  bool sparse = false;
+  DHc attn_hc, ffn_hc;
+  const float *input_norm = nullptr, *post_norm = nullptr;
+  std::optional<DKda> kda;
+  std::optional<DMla> mla;
+  DMlp mlp;
+  DMoe moe;
+};
+struct DeviceWeights {
+  ds4::cuda::DeviceBuffer buffer;
+  std::vector<DLayer> layers;
+  const float* norm = nullptr;
+  WeightMatrix lm_head;
+  size_t routed_bytes = 0;  // all routed experts' bytes (a token reads k / E of them)
+};
+
+// Uploads everything the decode step reads (not the embedding: its row is dequantized on
+// the host per token). Admission first: throws ds4::Error naming the bytes when the weights
+// do not fit in free device memory. fuse = false keeps every projection separate.
+DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse);
+
+}  // namespace ds4::glm5::cuda

@@ -1,0 +1,142 @@
+// DSA indexer decode kernels (CPU: indexer.cpp): cache append with k-pool compression,
+// pool scoring, the top-k of pools as keep flags, and the selected position list.
+#include <cfloat>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/reduce.cuh"
+#include "models/glm5/cuda/kernels.h"
+
+namespace ds4::glm5::cuda {
+namespace {
+
+using ds4::cuda::detail::block_reduce;
+using ds4::cuda::detail::SumOp;
+using ds4::cuda::detail::warp_reduce;
+
+// One block. LayerNorm (biased variance) of the new key, both rows stored at pos; when pos
+// completes a pool, each thread finishes one channel of that pool's key.
+__global__ void indexer_append_kernel(const float* __restrict__ k, const float* __restrict__ gate,
+                                      const float* __restrict__ nw, const float* __restrict__ nb,
+                                      const float* __restrict__ ape, IndexerCache c, IndexerShape sh,
+                                      const int32_t* __restrict__ pos) {
+  const int64_t dim = sh.dim, p = *pos, kp = sh.kpool;
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) s += k[i];
+  const float mean = block_reduce(s, SumOp{}, 0.f) / float(dim);
+  float v = 0.f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) v += (k[i] - mean) * (k[i] - mean);
+  const float r = rsqrtf(block_reduce(v, SumOp{}, 0.f) / float(dim) + 1e-6f);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    c.keys[p * dim + i] = (k[i] - mean) * r * nw[i] + nb[i];
+    c.gates[p * dim + i] = gate[i];
+  }
+  if ((p + 1) % kp != 0) return;
+  __syncthreads();  // the new rows are read below by other threads
+  const int64_t pool = (p + 1) / kp - 1, first = pool * kp;
+  for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+    float m = -INFINITY;
+    for (int64_t j = 0; j < kp; ++j) m = fmaxf(m, c.gates[(first + j) * dim + d] + ape[j * dim + d]);
+    float sum = 0.f, acc = 0.f;
+    for (int64_t j = 0; j < kp; ++j) {
+      const float e = expf(c.gates[(first + j) * dim + d] + ape[j * dim + d] - m);
+      sum += e;
+      acc += e * c.keys[(first + j) * dim + d];
+    }
+    c.pools[pool * dim + d] = acc / sum;
+  }
+}
+
+// One warp per complete pool: score = sum_h w[h]/sqrt(heads) * relu(q_h . pool / sqrt(dim)).
+__global__ void indexer_score_kernel(const float* __restrict__ q, const float* __restrict__ w, IndexerCache c,
+                                     IndexerShape sh, const int32_t* __restrict__ pos, float* __restrict__ scores) {
+  const int64_t pool = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t complete = (int64_t(*pos) + 1) / sh.kpool;
+  if (pool >= complete || complete <= sh.budget) return;  // dense: no scores needed
+  const float head_scale = rsqrtf(float(sh.heads)), softmax_scale = rsqrtf(float(sh.dim));
+  const float* key = c.pools + pool * sh.dim;
+  float score = 0.f;
+  for (int64_t h = 0; h < sh.heads; ++h) {
+    float d = 0.f;
+    for (int64_t i = lane; i < sh.dim; i += 32) d += q[h * sh.dim + i] * key[i];
+    d = warp_reduce(d, SumOp{});
+    score += (w[h] * head_scale) * fmaxf(d * softmax_scale, 0.f);
+  }
+  if (lane == 0) scores[pool] = score;
+}
+
+// One thread per complete pool: kept when its rank (score desc, index asc) is < budget.
+__global__ void indexer_keep_kernel(const float* __restrict__ scores, IndexerShape sh, const int32_t* __restrict__ pos,
+                                    uint8_t* __restrict__ keep) {
+  const int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t complete = (int64_t(*pos) + 1) / sh.kpool;
+  if (p >= complete) return;
+  if (complete <= sh.budget) {
+    keep[p] = 1;
+    return;
+  }
+  const float s = scores[p];
+  int64_t rank = 0;
+  for (int64_t o = 0; o < complete && rank < sh.budget; ++o) rank += scores[o] > s || (scores[o] == s && o < p);
+  keep[p] = rank < sh.budget;
+}
+
+// One block of kListThreads: keep flags -> the ascending position list (kept pools' rows,
+// then the tail), through a block-wide prefix sum of kept pools over contiguous pool ranges.
+constexpr int kListThreads = 1024;
+__global__ void selection_list_kernel(const uint8_t* __restrict__ keep, IndexerShape sh,
+                                      const int32_t* __restrict__ pos, int32_t* __restrict__ idx,
+                                      int32_t* __restrict__ count) {
+  __shared__ int sums[kListThreads];
+  const int64_t last = *pos, kp = sh.kpool, complete = (last + 1) / kp, tail0 = complete * kp;
+  const int tid = threadIdx.x;
+  if (complete <= sh.budget) {  // dense: every visible position
+    for (int64_t j = tid; j <= last; j += kListThreads) idx[j] = int32_t(j);
+    if (tid == 0) *count = int32_t(last + 1);
+    return;
+  }
+  const int64_t chunk = (complete + kListThreads - 1) / kListThreads;
+  const int64_t p0 = tid * chunk < complete ? tid * chunk : complete;
+  const int64_t p1 = p0 + chunk < complete ? p0 + chunk : complete;
+  int c = 0;
+  for (int64_t p = p0; p < p1; ++p) c += keep[p];
+  sums[tid] = c;
+  __syncthreads();
+  for (int off = 1; off < kListThreads; off <<= 1) {  // inclusive scan
+    const int v = tid >= off ? sums[tid - off] : 0;
+    __syncthreads();
+    sums[tid] += v;
+    __syncthreads();
+  }
+  int64_t at = int64_t(sums[tid] - c) * kp;
+  for (int64_t p = p0; p < p1; ++p) {
+    if (!keep[p]) continue;
+    for (int64_t r = 0; r < kp; ++r) idx[at + r] = int32_t(p * kp + r);
+    at += kp;
+  }
+  const int64_t base = int64_t(sums[kListThreads - 1]) * kp;
+  for (int64_t j = tail0 + tid; j <= last; j += kListThreads) idx[base + j - tail0] = int32_t(j);
+  if (tid == 0) *count = int32_t(base + last + 1 - tail0);
+}
+
+}  // namespace
+
+void indexer_append(const float* k, const float* gate, const float* norm_w, const float* norm_b, const float* ape,
+                    const IndexerCache& c, const IndexerShape& sh, const int32_t* pos, cudaStream_t s) {
+  indexer_append_kernel<<<1, 128, 0, s>>>(k, gate, norm_w, norm_b, ape, c, sh, pos);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void indexer_select(const float* q, const float* w, const IndexerCache& c, const IndexerShape& sh,
+                    const int32_t* pos, float* scores, uint8_t* keep, int32_t* sel_idx, int32_t* sel_count,
+                    cudaStream_t s) {
+  // Sized for the most pools the state can hold; blocks past the current count exit at once.
+  indexer_score_kernel<<<unsigned((sh.max_pools + 7) / 8), 256, 0, s>>>(q, w, c, sh, pos, scores);
+  DS4_CUDA_CHECK_LAUNCH();
+  indexer_keep_kernel<<<unsigned((sh.max_pools + 255) / 256), 256, 0, s>>>(scores, sh, pos, keep);
+  DS4_CUDA_CHECK_LAUNCH();
+  selection_list_kernel<<<1, kListThreads, 0, s>>>(keep, sh, pos, sel_idx, sel_count);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ds4::glm5::cuda

@@ -1,0 +1,79 @@
+#pragma once
+// GLM 5.x Flash kernels for one decode token (the CUDA model runs every token through them;
+// prefill loops tokens). Each mirrors the CPU block in src/models/glm5/*.cpp named beside
+// it. All pointers are device pointers; `pos` is the device position counter (read by the
+// kernels, so a captured CUDA graph replays at any position). Generic ops (gemv, rmsnorm,
+// conv1d, delta rule, hyper-connections, clamped SwiGLU) come from src/backend/cuda.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ds4::glm5::cuda {
+
+// ---- kda.cu (kda.cpp) ----
+struct KdaShape {
+  int64_t heads, head_dim;
+  bool has_lower_bound;
+  float lower_bound, eps;
+};
+// g {qkv} = f_b output -> log decay (forget_gate of kda.cpp), in place; beta {heads} =
+// sigmoid(b) in place.
+void kda_gates(float* g, float* beta, const float* a_log, const float* dt_bias, const KdaShape& sh, cudaStream_t s);
+// o {heads, head_dim} = rmsnorm(o per head) * w * sigmoid(gate).
+void kda_gated_norm(float* o, const float* gate, const float* w, const KdaShape& sh, cudaStream_t s);
+
+// ---- mla.cu (mla.cpp) ----
+inline constexpr int64_t kMaxKvLora = 512;  // latent rows live in registers (16 floats a lane)
+struct MlaShape {
+  int64_t heads, kv_lora;
+  int64_t width;  // max selected positions per query = index_topk + index_kpool - 1
+  float scale, eps;
+};
+// latent[pos] {kv_lora} = rmsnorm(kv) * w: the new position's compressed KV row.
+void mla_append(const float* kv, const float* w, float* latent, const int32_t* pos, const MlaShape& sh,
+                cudaStream_t s);
+// o_lat {heads, kv_lora} = softmax attention of q_lat {heads, kv_lora} over the latent rows
+// sel_idx[0 .. *sel_count) (ascending positions, from indexer_select). scores {heads, width}
+// scratch (left holding the probabilities). kv_lora <= kMaxKvLora.
+void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
+                const MlaShape& sh, float* scores, float* o_lat, cudaStream_t s);
+
+// ---- indexer.cu (indexer.cpp) ----
+struct IndexerShape {
+  int64_t heads, dim, kpool, budget, max_pools;
+};
+struct IndexerCache {
+  float* keys;   // {max_ctx, dim}: LayerNorm(wk x)
+  float* gates;  // {max_ctx, dim}: compress_gate x
+  float* pools;  // {max_pools, dim}: finished pool keys
+};
+// Appends the new position's key (LayerNorm with w, b; eps 1e-6) and gate at pos, and
+// finishes the pool that position completes (softmax over the pool of gate + ape per channel).
+void indexer_append(const float* k, const float* gate, const float* norm_w, const float* norm_b, const float* ape,
+                    const IndexerCache& c, const IndexerShape& sh, const int32_t* pos, cudaStream_t s);
+// The positions the query at pos attends to, ascending: every complete pool while they fit
+// the budget, else the top `budget` pools by the weighted ReLU score (ties: lower index),
+// then the incomplete tail pool. sel_idx {budget * kpool + kpool - 1}, sel_count {1}.
+// q {heads, dim}, w {heads} (weights_proj x); scores {max_pools}, keep {max_pools} scratch.
+void indexer_select(const float* q, const float* w, const IndexerCache& c, const IndexerShape& sh,
+                    const int32_t* pos, float* scores, uint8_t* keep, int32_t* sel_idx, int32_t* sel_count,
+                    cudaStream_t s);
+
+// ---- moe.cu (moe.cpp) ----
+struct RouteShape {
+  int64_t experts, k;
+  bool norm_topk;
+  float scaling;
+};
+// Sigmoid scores, top-k of score + bias (ties: lower index), weights = scores normalized
+// (over the top-k, in rank order) times scaling; ids written in ascending expert order.
+void moe_route(const float* logits, const float* bias, const RouteShape& sh, int32_t* ids, float* weights,
+               cudaStream_t s);
+// out {d} = sh {d} + sum_j w[j] y[j] (j in ascending expert order).
+void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out, cudaStream_t s);
+
+// ---- head.cu (layer.cpp hc_mean) ----
+// out {hidden} = rmsnorm(mean over the n streams of x {n, hidden}) * norm: the final collapse.
+void hc_mean_norm(const float* x, int64_t n, int64_t hidden, const float* norm, float eps, float* out, cudaStream_t s);
+
+}  // namespace ds4::glm5::cuda

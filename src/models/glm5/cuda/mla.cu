@@ -1,0 +1,125 @@
+// MLA decode kernels (CPU: mla.cpp): the latent cache append and the absorbed attention
+// over the selected latent rows (scores, softmax, weighted sum: three kernels over the
+// indexer's position list, each row read once for all heads in the first and once per 8
+// heads in the last; the cost does not grow with the context once the selection is sparse). The W_uk / W_uv
+// products are batched gemvs (model_cuda.cu).
+#include <algorithm>
+#include <cfloat>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/reduce.cuh"
+#include "models/glm5/cuda/kernels.h"
+
+namespace ds4::glm5::cuda {
+namespace {
+
+using ds4::cuda::detail::block_reduce;
+using ds4::cuda::detail::MaxOp;
+using ds4::cuda::detail::SumOp;
+using ds4::cuda::detail::warp_reduce;
+
+__global__ void mla_append_kernel(const float* __restrict__ kv, const float* __restrict__ w, float* __restrict__ latent,
+                                  const int32_t* __restrict__ pos, MlaShape sh) {
+  const int64_t n = sh.kv_lora;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += kv[i] * kv[i];
+  ss = block_reduce(ss, SumOp{}, 0.f);
+  const float r = rsqrtf(ss / float(n) + sh.eps);
+  float* row = latent + int64_t(*pos) * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) row[i] = (kv[i] * r) * w[i];
+}
+
+// Scores {heads, width} of the selected rows: one warp per row (grid-stride), the row held
+// in registers and dotted with every head's query, so each row is read once for all heads.
+__global__ void mla_scores_kernel(const float* __restrict__ q_lat, const float* __restrict__ latent,
+                                  const int32_t* __restrict__ sel_idx, const int32_t* __restrict__ sel_count,
+                                  MlaShape sh, float* __restrict__ scores) {
+  constexpr int kPer = kMaxKvLora / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t n = sh.kv_lora, count = *sel_count;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t t = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; t < count; t += warps) {
+    float r[kPer];
+    const float* row = latent + int64_t(sel_idx[t]) * n;
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) r[u] = lane + 32 * u < n ? row[lane + 32 * u] : 0.f;
+    for (int64_t h = 0; h < sh.heads; ++h) {
+      const float* q = q_lat + h * n;
+      float d = 0.f;
+#pragma unroll
+      for (int u = 0; u < kPer; ++u)
+        if (lane + 32 * u < n) d += __ldg(q + lane + 32 * u) * r[u];
+      d = warp_reduce(d, SumOp{});
+      if (lane == 0) scores[h * sh.width + t] = d * sh.scale;
+    }
+  }
+}
+
+// One block per head: scores -> probabilities in place (exp(s - max) * 1/sum).
+__global__ void mla_softmax_kernel(const int32_t* __restrict__ sel_count, MlaShape sh, float* __restrict__ scores) {
+  float* sc = scores + int64_t(blockIdx.x) * sh.width;
+  const int64_t count = *sel_count;
+  float m = -FLT_MAX;
+  for (int64_t t = threadIdx.x; t < count; t += blockDim.x) m = fmaxf(m, sc[t]);
+  m = block_reduce(m, MaxOp{}, -FLT_MAX);
+  float sum = 0.f;
+  for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+    const float e = expf(sc[t] - m);
+    sc[t] = e;
+    sum += e;
+  }
+  sum = block_reduce(sum, SumOp{}, 0.f);
+  const float inv = 1.f / sum;
+  for (int64_t t = threadIdx.x; t < count; t += blockDim.x) sc[t] *= inv;
+}
+
+// o_lat[h][i] = sum_t p[h][t] latent[sel_idx[t]][i], in selection (= ascending position)
+// order. Block: 8 warps = 8 heads over one 32-wide column chunk (blockIdx.x), so the chunk
+// of each selected row is read from L1 by all 8; lanes load 32 (p, row) pairs at a time.
+__global__ void mla_output_kernel(const float* __restrict__ probs, const float* __restrict__ latent,
+                                  const int32_t* __restrict__ sel_idx, const int32_t* __restrict__ sel_count,
+                                  MlaShape sh, float* __restrict__ o_lat) {
+  const int lane = threadIdx.x % 32;
+  const int64_t h = int64_t(blockIdx.y) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int64_t i = int64_t(blockIdx.x) * 32 + lane, n = sh.kv_lora, count = *sel_count;
+  if (h >= sh.heads) return;
+  const float* p = probs + h * sh.width;
+  float acc = 0.f;
+  for (int64_t t0 = 0; t0 < count; t0 += 32) {
+    const bool in = t0 + lane < count;
+    const float pt = in ? p[t0 + lane] : 0.f;
+    const int32_t jt = in ? sel_idx[t0 + lane] : 0;
+    const int m = int(count - t0 < 32 ? count - t0 : 32);
+    for (int b = 0; b < m; ++b) {
+      const float w = __shfl_sync(0xffffffffu, pt, b);
+      const int64_t j = __shfl_sync(0xffffffffu, jt, b);
+      if (i < n) acc += w * latent[j * n + i];
+    }
+  }
+  if (i < n) o_lat[h * n + i] = acc;
+}
+
+}  // namespace
+
+void mla_append(const float* kv, const float* w, float* latent, const int32_t* pos, const MlaShape& sh,
+                cudaStream_t s) {
+  mla_append_kernel<<<1, 256, 0, s>>>(kv, w, latent, pos, sh);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
+                const MlaShape& sh, float* scores, float* o_lat, cudaStream_t s) {
+  if (sh.kv_lora > kMaxKvLora)
+    throw InputError("glm5 cuda: kv_lora_rank " + std::to_string(sh.kv_lora) + " > " + std::to_string(kMaxKvLora));
+  // The count lives on the device: fixed grids (the step is a CUDA graph), grid-stride rows.
+  const unsigned row_blocks = unsigned(std::min<int64_t>((sh.width + 7) / 8, 256));
+  mla_scores_kernel<<<row_blocks, 256, 0, s>>>(q_lat, latent, sel_idx, sel_count, sh, scores);
+  DS4_CUDA_CHECK_LAUNCH();
+  mla_softmax_kernel<<<unsigned(sh.heads), 256, 0, s>>>(sel_count, sh, scores);
+  DS4_CUDA_CHECK_LAUNCH();
+  const dim3 grid(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8));
+  mla_output_kernel<<<grid, 256, 0, s>>>(scores, latent, sel_idx, sel_count, sh, o_lat);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ds4::glm5::cuda

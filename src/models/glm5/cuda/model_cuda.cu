@@ -1,0 +1,344 @@
+// The CUDA GLM 5.x Flash model: per-state device caches, the decode step (one token through
+// every layer, all on one stream, position read from device memory) and its CUDA graph, and
+// the host side of each token (the embedding row, dequantized on the host and shipped as
+// the step's input streams).
+#include "models/glm5/cuda/model_cuda.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "backend/cuda/activation.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/conv1d.h"
+#include "backend/cuda/delta_rule.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/norm.h"
+#include "core/error.h"
+#include "models/glm5/config.h"
+#include "models/glm5/cuda/cuda_state.h"
+#include "models/glm5/cuda/device_weights.h"
+#include "models/glm5/cuda/kernels.h"
+#include "models/glm5/cuda/step_layout.h"
+#include "models/glm5/weights.h"
+
+namespace ds4::glm5 {
+
+using namespace ds4::glm5::cuda;
+namespace dc = ds4::cuda;
+
+namespace {
+
+__global__ void increment_kernel(int32_t* p) { *p += 1; }
+
+// Pinned host memory for the step's input and logits: a captured graph copies from and to
+// these fixed addresses on every replay.
+struct Pinned {
+  void* p = nullptr;
+  explicit Pinned(size_t bytes) { DS4_CUDA_CHECK(cudaMallocHost(&p, bytes)); }
+  ~Pinned() { if (p) cudaFreeHost(p); }
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+};
+
+}  // namespace
+
+struct Glm5CudaModel::Impl {
+  std::unique_ptr<TensorSource> src;
+  Config c;
+  Weights w;  // host views (the embedding is read from here)
+  ModelInfo info;
+  CudaModelOptions opt;
+  DeviceWeights dw;
+  StateLayout lay;
+  ScratchLayout sl;
+  dc::DeviceBuffer scratch;
+  std::unique_ptr<Pinned> in_host, logits_host;
+  cudaStream_t stream = nullptr;
+  std::vector<std::vector<float>>* tap = nullptr;  // layer_outputs(): streams after each layer
+
+  float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
+  float *cur = nullptr, *alt = nullptr;  // the streams and the other buffer (swapped by hc_out)
+  void hc_in(const DHc& h, const float* norm);
+  void hc_out(const DHc& h);
+  void kda(const DKda& k, float* conv, float* rec);
+  void mla(const DMla& m, const LayerOffsets& o, uint8_t* sb, const int32_t* pos);
+  void ffn(const DLayer& L);
+  void layer(CudaState& st, int64_t l);
+  void enqueue_step(CudaState& st, bool logits);
+  void run_step(CudaState& st, bool logits, bool direct);
+};
+
+// in {hidden} = rmsnorm(collapse(streams), norm); post/comb kept in scratch for hc_out.
+// backend/cuda/hyper_connections: fn runs on the raw streams, the flat norm is a scalar.
+void Glm5CudaModel::Impl::hc_in(const DHc& h, const float* norm) {
+  dc::gemv(h.fn, cur, S(sl.mix), stream);
+  dc::hc_pre_f32(S(sl.mix), h.scale, h.base, h.dims, cur, norm, S(sl.in), S(sl.post), S(sl.comb), stream);
+}
+
+// streams = post * y + comb^T streams, written to the other buffer (the step's buffer choice
+// is fixed at capture: two swaps per layer).
+void Glm5CudaModel::Impl::hc_out(const DHc& h) {
+  dc::hc_post_f32(h.dims, S(sl.y), cur, S(sl.post), S(sl.comb), alt, stream);
+  std::swap(cur, alt);
+}
+
+// KDA (kda.cpp): y = o_proj(gated_norm(delta_rule(conv(q|k|v)))).
+void Glm5CudaModel::Impl::kda(const DKda& k, float* conv, float* rec) {
+  const int64_t hd = c.linear_head_dim, nh = c.linear_num_heads, qkv = hd * nh;
+  const KdaShape ksh{nh, hd, c.has_lower_bound, c.linear_lower_bound, c.rms_norm_eps};
+  const dc::DeltaRuleShape dsh{nh, nh, hd, hd, true};
+  dc::gemv_proj(k.in, S(sl.in), S(sl.kraw), stream);  // [q | k | v | f_a | g_a | b]
+  dc::conv1d_step_f32(S(sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, S(sl.kconv), stream);
+  dc::gemv(k.f_b, S(sl.fa), S(sl.kg), stream);
+  dc::gemv(k.g_b, S(sl.ga), S(sl.kgate), stream);
+  kda_gates(S(sl.kg), S(sl.kb), k.a_log, k.dt_bias, ksh, stream);
+  dc::delta_rule_qk_l2norm(S(sl.kconv), dsh, stream);
+  dc::delta_rule_step(S(sl.kconv), S(sl.kg), S(sl.kb), rec, S(sl.ko), dsh, stream);
+  kda_gated_norm(S(sl.ko), S(sl.kgate), k.o_norm, ksh, stream);
+  dc::gemv(k.o, S(sl.ko), S(sl.y), stream);
+}
+
+// MLA + DSA (mla.cpp, indexer.cpp), absorbed form over the latent cache.
+void Glm5CudaModel::Impl::mla(const DMla& m, const LayerOffsets& o, uint8_t* sb, const int32_t* pos) {
+  auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
+  const int64_t nah = c.num_attention_heads, kvr = c.kv_lora_rank, nope = c.qk_nope_head_dim, vd = c.v_head_dim;
+  const MlaShape msh{nah, kvr, c.index_topk + c.index_kpool - 1, 1.0f / std::sqrt(float(nope)), c.rms_norm_eps};
+  // The selection: written by full-indexer layers, read by the shared layers after them.
+  int32_t* sel_idx = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.sel_idx);
+  int32_t* sel_count = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.sel_count);
+  dc::gemv_proj(m.in, S(sl.in), S(sl.mraw), stream);  // [q_a | kv_a | idx k | idx gate | idx weights]
+  dc::rmsnorm_f32(S(sl.mraw), m.q_a_norm, S(sl.qres), 1, c.q_lora_rank, c.rms_norm_eps, stream);
+  mla_append(S(sl.mkv), m.kv_a_norm, SF(o.latent), pos, msh, stream);
+  if (m.has_indexer) {
+    const IndexerShape ish{c.index_n_heads, c.index_head_dim, c.index_kpool, c.kpool_budget(), lay.max_pools};
+    const IndexerCache ic{SF(o.idx_keys), SF(o.idx_gates), SF(o.idx_pools)};
+    indexer_append(S(sl.ik), S(sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic, ish, pos, stream);
+    dc::gemv(m.idx.wq_b, S(sl.qres), S(sl.iq), stream);
+    indexer_select(S(sl.iq), S(sl.iw), ic, ish, pos, S(sl.pool_scores), scratch.as<uint8_t>() + sl.keep, sel_idx,
+                   sel_count, stream);
+  }
+  dc::gemv(m.q_b, S(sl.qres), S(sl.q), stream);  // {heads, nope}
+  // q_lat[h] = W_uk[h]^T q[h] {heads, kv_lora}; attention; o[h] = W_uv[h] o_lat[h] {heads, v}.
+  dc::gemv_batched(m.uk_t, S(sl.q), S(sl.qlat), dc::GemvBatch{int(nah), nullptr, m.uk_stride, 0, nope, kvr}, stream);
+  mla_attend(S(sl.qlat), SF(o.latent), sel_idx, sel_count, msh, S(sl.att_scores), S(sl.olat), stream);
+  dc::gemv_batched(m.uv, S(sl.olat), S(sl.ov), dc::GemvBatch{int(nah), nullptr, m.uv_stride, 0, kvr, vd}, stream);
+  dc::gemv(m.o, S(sl.ov), S(sl.y), stream);
+}
+
+// Dense clamped-SwiGLU MLP or the routed MoE with its shared expert (moe.cpp).
+void Glm5CudaModel::Impl::ffn(const DLayer& L) {
+  const int64_t H = c.hidden_size;
+  const float lim = c.swiglu_limit;
+  if (!L.sparse) {
+    const int64_t inter = L.mlp.down.cols;
+    dc::gemv_proj(L.mlp.gate_up, S(sl.in), S(sl.gu), stream);
+    dc::swiglu_clamp_rows_f32(S(sl.gu), 1, inter, lim, S(sl.act), stream);
+    dc::gemv(L.mlp.down, S(sl.act), S(sl.y), stream);
+    return;
+  }
+  const DMoe& m = L.moe;
+  const int64_t K = c.num_experts_per_tok, I = c.moe_intermediate_size, Sh = m.sh_down.cols;
+  int32_t* ids = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.ids);
+  dc::gemv_proj(m.in, S(sl.in), S(sl.gu), stream);  // [shared gate | shared up | router]
+  moe_route(S(sl.router), m.bias, RouteShape{c.n_routed_experts, K, c.norm_topk_prob, c.routed_scaling_factor}, ids,
+            S(sl.wts), stream);
+  dc::swiglu_clamp_rows_f32(S(sl.gu), 1, Sh, lim, S(sl.act), stream);
+  dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), stream);
+  dc::gemv_batched(m.gate_up.first, S(sl.in), S(sl.egu),
+                   dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream);
+  dc::swiglu_clamp_rows_f32(S(sl.egu), K, I, lim, S(sl.eact), stream);
+  dc::gemv_batched(m.down.first, S(sl.eact), S(sl.ey),
+                   dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, H}, stream);
+  moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh_out), H, S(sl.y), stream);
+}
+
+void Glm5CudaModel::Impl::layer(CudaState& st, int64_t l) {
+  const DLayer& L = dw.layers[size_t(l)];
+  const LayerOffsets& o = lay.layers[size_t(l)];
+  uint8_t* sb = st.buf.as<uint8_t>();
+  const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
+  hc_in(L.attn_hc, L.input_norm);
+  if (L.kda) kda(*L.kda, reinterpret_cast<float*>(sb + o.conv), reinterpret_cast<float*>(sb + o.rec));
+  else mla(*L.mla, o, sb, pos);
+  hc_out(L.attn_hc);
+  hc_in(L.ffn_hc, L.post_norm);
+  ffn(L);
+  hc_out(L.ffn_hc);
+}
+
+void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
+  const int64_t W = c.hc_mult * c.hidden_size;
+  cur = S(sl.x), alt = S(sl.x2);
+  DS4_CUDA_CHECK(cudaMemcpyAsync(cur, in_host->p, sl.in_bytes, cudaMemcpyHostToDevice, stream));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    layer(st, l);
+    if (tap) {  // direct launches only (never captured)
+      std::vector<float> row(static_cast<size_t>(W));
+      DS4_CUDA_CHECK(cudaMemcpyAsync(row.data(), cur, size_t(W) * 4, cudaMemcpyDeviceToHost, stream));
+      DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
+      auto& out = (*tap)[size_t(l)];
+      out.insert(out.end(), row.begin(), row.end());
+    }
+  }
+  if (logits) {
+    hc_mean_norm(cur, c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, S(sl.hfin), stream);
+    dc::gemv(dw.lm_head, S(sl.hfin), S(sl.logits), stream);
+    DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab_size) * sizeof(float),
+                                   cudaMemcpyDeviceToHost, stream));
+  }
+  increment_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos));
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void Glm5CudaModel::Impl::run_step(CudaState& st, bool logits, bool direct) {
+  if (direct || !opt.graphs) {
+    enqueue_step(st, logits);
+  } else {
+    cudaGraphExec_t& exec = st.graph[logits ? 1 : 0];
+    if (!exec) {
+      cudaGraph_t g = nullptr;
+      DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      try {
+        enqueue_step(st, logits);
+      } catch (...) {
+        cudaStreamEndCapture(stream, &g);
+        if (g) cudaGraphDestroy(g);
+        throw;
+      }
+      DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+      const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+      cudaGraphDestroy(g);
+      DS4_CUDA_CHECK(e);
+    }
+    DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  }
+  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+namespace {
+
+// What the GPU step cannot run yet, refused at load with the field named.
+void check_supported(const Config& c, const Weights& w, const std::string& where) {
+  if (c.n_group > 1 && c.topk_group < c.n_group)
+    throw InputError(where + ": n_group " + std::to_string(c.n_group) + " / topk_group " +
+                     std::to_string(c.topk_group) + ": group-limited routing is not on the CUDA backend yet");
+  if (c.linear_head_dim % 4 != 0)
+    throw InputError(where + ": linear_head_dim " + std::to_string(c.linear_head_dim) +
+                     " must be a multiple of 4 on the CUDA backend");
+  if (c.hc_mult > dc::kMaxHc)
+    throw InputError(where + ": hc_mult " + std::to_string(c.hc_mult) + " > " + std::to_string(dc::kMaxHc));
+  if (c.num_experts_per_tok > 64)
+    throw InputError(where + ": num_experts_per_tok " + std::to_string(c.num_experts_per_tok) + " > 64");
+  for (const WeightMatrix* m : {&w.lm_head, &w.layers[0].attn_hc.w.fn})
+    if (!dc::gemv_supports(m->type))
+      throw InputError(where + ": weight type " + std::string(dtype_name(m->type)) + " has no CUDA gemv");
+}
+
+}  // namespace
+
+Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt, const CudaModelOptions& copt)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.src = std::move(src);
+  m.opt = copt;
+  const std::string type = m.src->config().value("model_type", std::string());
+  if (type != "glm5_next" && type != "glm5_next_text")
+    throw InputError(m.src->path() + ": model_type '" + type + "' is not glm5_next");
+  m.c = parse_config(m.src->config(), m.src->path());
+  m.w = bind_weights(*m.src, m.c);
+  const Config& c = m.c;
+  check_supported(c, m.w, m.src->path());
+  m.info.family = "glm5";
+  m.info.name = m.src->config().value("_name_or_path", std::string("glm5"));
+  if (m.info.name.empty()) m.info.name = "glm5";
+  m.info.vocab_size = c.vocab_size;
+  m.info.hidden_size = c.hidden_size;
+  m.info.max_context = opt.max_context > 0 ? std::min(opt.max_context, c.max_position_embeddings)
+                                           : c.max_position_embeddings;
+  m.info.eos_token_ids = c.eos_token_ids;
+  m.info.default_prefill_chunk = 2048;
+  m.info.has_draft_head = false;  // the MTP head is CPU-only so far
+  m.dw = upload_weights(c, m.w, copt.fuse_projections);
+  m.lay = state_layout(c, m.info.max_context);
+  m.sl = scratch_layout(c, m.info.max_context);
+  m.scratch = dc::DeviceBuffer(m.sl.bytes, "glm5 step scratch");
+  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes);
+  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab_size) * sizeof(float));
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+}
+
+Glm5CudaModel::~Glm5CudaModel() {
+  if (impl_ && impl_->stream) cudaStreamDestroy(impl_->stream);
+}
+
+const ModelInfo& Glm5CudaModel::info() const { return impl_->info; }
+size_t Glm5CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
+
+size_t Glm5CudaModel::weight_bytes_per_token() const {
+  const Config& c = impl_->c;
+  const size_t routed = impl_->dw.routed_bytes;
+  return impl_->dw.buffer.bytes() - routed + size_t(double(routed) * double(c.num_experts_per_tok) /
+                                                    double(c.n_routed_experts));
+}
+
+std::unique_ptr<ModelState> Glm5CudaModel::new_state() const {
+  return std::make_unique<CudaState>(impl_->c, impl_->lay);
+}
+
+void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,
+                            std::vector<float>& logits) {
+  auto* stp = dynamic_cast<CudaState*>(&state);
+  if (!stp) throw InputError("glm5 cuda: state does not come from this CUDA model");
+  CudaState& st = *stp;
+  Impl& m = *impl_;
+  const Config& c = m.c;
+  const int64_t n = int64_t(tokens.size()), H = c.hidden_size, V = c.vocab_size;
+  logits.clear();
+  if (n == 0) return;
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.vocab_size)
+      throw InputError("glm5: token id " + std::to_string(t) + " outside vocab_size " + std::to_string(c.vocab_size));
+  if (st.pos + n > m.info.max_context)
+    throw InputError("glm5: context full: position " + std::to_string(st.pos) + " + " + std::to_string(n) +
+                     " tokens > max_context " + std::to_string(m.info.max_context));
+  if (mode == Logits::kAll) logits.resize(size_t(n * V));
+  float* in = static_cast<float*>(m.in_host->p);
+  for (int64_t t = 0; t < n; ++t) {
+    dequantize_row(m.w.embed, tokens[size_t(t)], in);  // every stream starts as the embedding
+    for (int64_t k = 1; k < c.hc_mult; ++k) std::memcpy(in + k * H, in, size_t(H) * sizeof(float));
+    const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
+    m.run_step(st, want, m.tap != nullptr);
+    st.pos += 1;
+    if (want) {
+      const float* src = static_cast<const float*>(m.logits_host->p);
+      if (mode == Logits::kAll) std::copy_n(src, V, logits.data() + t * V);
+      else logits.assign(src, src + V);
+    }
+  }
+}
+
+std::vector<std::vector<float>> Glm5CudaModel::layer_outputs(std::span<const int32_t> tokens) {
+  std::vector<std::vector<float>> out(size_t(impl_->c.num_hidden_layers));
+  auto st = new_state();
+  std::vector<float> logits;
+  impl_->tap = &out;
+  try {
+    forward(*st, tokens, Logits::kNone, logits);
+  } catch (...) {
+    impl_->tap = nullptr;
+    throw;
+  }
+  impl_->tap = nullptr;
+  return out;
+}
+
+std::unique_ptr<Model> load_cuda(const std::string& path, const LoadOptions& opt, const CudaModelOptions& copt) {
+  return std::make_unique<Glm5CudaModel>(open_tensor_source(path), opt, copt);
+}
+
+}  // namespace ds4::glm5

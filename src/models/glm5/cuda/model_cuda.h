@@ -1,0 +1,47 @@
+#pragma once
+// GLM 5.x Flash on the CUDA backend (issue #10). Same Model interface and results as the
+// CPU model (src/models/glm5/model.h) within float32 rounding; weights are uploaded once at
+// load (after memory admission), each state's caches live on the GPU, and every token is
+// one decode step, replayed from a CUDA graph captured per state. Prefill runs the same step
+// token by token (no chunked GPU prefill yet). No MTP draft head on the GPU yet. States save
+// and load the CPU model's checkpoint sections, so a checkpoint moves between the two.
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "formats/tensor_source.h"
+#include "models/model.h"
+
+namespace ds4::glm5 {
+
+struct CudaModelOptions {
+  bool graphs = true;            // replay the decode step from a CUDA graph (false: launch each kernel)
+  bool fuse_projections = true;  // stack projections of one input into one gemv (false: one each)
+};
+
+class Glm5CudaModel : public Model {
+ public:
+  Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt, const CudaModelOptions& copt = {});
+  ~Glm5CudaModel() override;
+  const ModelInfo& info() const override;
+  std::unique_ptr<ModelState> new_state() const override;
+  void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+
+  size_t weight_bytes() const;       // device bytes of the uploaded weights
+  // Bytes of weights one decode token reads: everything but the routed experts, plus k of
+  // E experts per MoE layer (the KV/indexer cache reads come on top, growing with position).
+  size_t weight_bytes_per_token() const;
+  // Debugging aid (tests): prefills `tokens` into a fresh state with direct launches and
+  // returns the output streams {tokens, hc, hidden} of every decoder layer, the layout of
+  // glm5::layer_outputs on the CPU model.
+  std::vector<std::vector<float>> layer_outputs(std::span<const int32_t> tokens);
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+std::unique_ptr<Model> load_cuda(const std::string& path, const LoadOptions& opt, const CudaModelOptions& copt = {});
+
+}  // namespace ds4::glm5

@@ -1,0 +1,73 @@
+// MoE routing and combination kernels (CPU: moe.cpp route_token / moe_forward). The experts'
+// matrices run through backend/cuda gemv_batched with the ids this router writes.
+#include <cfloat>
+
+#include "backend/cuda/check.h"
+#include "models/glm5/cuda/kernels.h"
+
+namespace ds4::glm5::cuda {
+namespace {
+
+__device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
+
+// One block of blockDim >= 32. Shared: score {E}, choice {E}, rank {E}.
+__global__ void moe_route_kernel(const float* __restrict__ logits, const float* __restrict__ bias, RouteShape sh,
+                                 int32_t* __restrict__ ids, float* __restrict__ weights) {
+  extern __shared__ float sm[];
+  const int64_t E = sh.experts, K = sh.k;
+  float* score = sm;
+  float* choice = sm + E;
+  int* rank = reinterpret_cast<int*>(sm + 2 * E);
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+    score[e] = sigm(logits[e]);
+    choice[e] = score[e] + bias[e];  // the bias steers the choice, not the weight
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+    int r = 0;
+    for (int64_t o = 0; o < E; ++o) r += choice[o] > choice[e] || (choice[o] == choice[e] && o < e);
+    rank[e] = r;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  // The chosen experts by rank (the CPU's top-k order) for the normalizing sum.
+  int32_t by_rank[64];
+  for (int64_t e = 0; e < E; ++e)
+    if (rank[e] < K) by_rank[rank[e]] = int32_t(e);
+  float sum = 0.f;
+  for (int64_t i = 0; i < K; ++i) sum += score[by_rank[i]];
+  int slot = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    if (rank[e] >= K) continue;
+    float w = score[e];
+    if (sh.norm_topk) w /= sum + 1e-20f;
+    ids[slot] = int32_t(e);
+    weights[slot++] = w * sh.scaling;
+  }
+}
+
+__global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
+                                   const float* __restrict__ sh, int64_t d, float* __restrict__ out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= d) return;
+  float r = sh[i];
+  for (int64_t j = 0; j < k; ++j) r += w[j] * y[j * d + i];
+  out[i] = r;
+}
+
+}  // namespace
+
+void moe_route(const float* logits, const float* bias, const RouteShape& sh, int32_t* ids, float* weights,
+               cudaStream_t s) {
+  if (sh.k > 64 || sh.k > sh.experts)
+    throw InputError("glm5 cuda: num_experts_per_tok " + std::to_string(sh.k) + " must be <= 64 and <= n_routed_experts");
+  moe_route_kernel<<<1, 256, size_t(sh.experts) * 3 * sizeof(float), s>>>(logits, bias, sh, ids, weights);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out, cudaStream_t s) {
+  moe_combine_kernel<<<unsigned((d + 255) / 256), 256, 0, s>>>(y, w, k, sh, d, out);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ds4::glm5::cuda

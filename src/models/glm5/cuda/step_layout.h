@@ -1,0 +1,111 @@
+#pragma once
+// Internal to the CUDA GLM 5.x model: byte offsets of a state's device buffer (per-layer
+// caches sized for max_ctx, and the position counter) and of the model's step scratch.
+// Every piece starts 256-byte aligned (gemv reads x with 16-byte loads).
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "models/glm5/config.h"
+
+namespace ds4::glm5::cuda {
+
+struct LayerOffsets {
+  size_t conv = 0, rec = 0;                          // KDA: {K-1, 3*qkv}, {heads, hd, hd}
+  size_t latent = 0, idx_keys = 0, idx_gates = 0, idx_pools = 0;  // DSA: {max_ctx, ...}
+};
+
+struct StateLayout {
+  std::vector<LayerOffsets> layers;
+  size_t pos = 0;  // int32 position counter
+  size_t bytes = 0;
+  int64_t max_ctx = 0, max_pools = 0;
+};
+
+struct ScratchLayout {
+  size_t x = 0, in_bytes = 0;  // step input: the streams {hc, hidden}, from the pinned buffer
+  size_t x2;                   // the other stream buffer (hc_post writes out of place)
+  size_t mix, post, comb, in, y;
+  size_t kraw, fa, ga, kb, kconv, kg, kgate, ko;                  // KDA
+  size_t mraw, mkv, ik, igate, iw, qres, q, qlat, olat, ov, iq;   // MLA + indexer
+  size_t pool_scores, keep, sel_idx, sel_count, att_scores;
+  size_t gu, act, router, ids, wts, sh_out, egu, eact, ey;        // MLP / MoE
+  size_t hfin, logits;
+  size_t bytes = 0;
+};
+
+inline size_t layout_align(size_t v) { return (v + 255) / 256 * 256; }
+
+struct LayoutTaker {
+  size_t at = 0;
+  size_t take(int64_t floats) {
+    const size_t off = at;
+    at = layout_align(at + size_t(std::max<int64_t>(floats, 1)) * 4);
+    return off;
+  }
+  static size_t after(size_t off, int64_t floats) { return off + size_t(floats) * 4; }
+};
+
+inline StateLayout state_layout(const Config& c, int64_t max_ctx) {
+  StateLayout s;
+  s.max_ctx = max_ctx;
+  s.max_pools = max_ctx / c.index_kpool + 1;
+  LayoutTaker t;
+  s.pos = t.take(1);
+  const int64_t qkv = c.linear_num_heads * c.linear_head_dim;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    LayerOffsets o;
+    if (c.layer_types[size_t(l)] == LayerKind::kLinear) {
+      o.conv = t.take((c.linear_conv_kernel_dim - 1) * 3 * qkv);
+      o.rec = t.take(c.linear_num_heads * c.linear_head_dim * c.linear_head_dim);
+    } else {
+      o.latent = t.take(max_ctx * c.kv_lora_rank);
+      if (!c.indexer_shared[size_t(l)]) {
+        o.idx_keys = t.take(max_ctx * c.index_head_dim);
+        o.idx_gates = t.take(max_ctx * c.index_head_dim);
+        o.idx_pools = t.take(s.max_pools * c.index_head_dim);
+      }
+    }
+    s.layers.push_back(o);
+  }
+  s.bytes = t.at;
+  return s;
+}
+
+inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
+  ScratchLayout s;
+  LayoutTaker t;
+  auto after = LayoutTaker::after;
+  const int64_t H = c.hidden_size, hc = c.hc_mult, W = hc * H;
+  const int64_t hd = c.linear_head_dim, nh = c.linear_num_heads, qkv = hd * nh;
+  const int64_t nah = c.num_attention_heads, kvr = c.kv_lora_rank, qr = c.q_lora_rank;
+  const int64_t id = c.index_head_dim, ih = c.index_n_heads;
+  s.x = t.take(W);
+  s.in_bytes = size_t(W) * 4;
+  s.x2 = t.take(W), s.mix = t.take((2 + hc) * hc), s.post = t.take(hc), s.comb = t.take(hc * hc);
+  s.in = t.take(H), s.y = t.take(H);
+  // Outputs of one stacked projection are consecutive floats; the parts a later gemv reads
+  // as x (f_a, g_a) need 16-byte alignment, checked at load (qkv and hd multiples of 4).
+  s.kraw = t.take(3 * qkv + 2 * hd + nh), s.fa = after(s.kraw, 3 * qkv), s.ga = after(s.fa, hd), s.kb = after(s.ga, hd);
+  s.kconv = t.take(3 * qkv), s.kg = t.take(qkv), s.kgate = t.take(qkv), s.ko = t.take(qkv);
+  s.mraw = t.take(qr + kvr + 2 * id + ih), s.mkv = after(s.mraw, qr), s.ik = after(s.mkv, kvr);
+  s.igate = after(s.ik, id), s.iw = after(s.igate, id);
+  s.qres = t.take(qr), s.q = t.take(nah * c.qk_nope_head_dim), s.qlat = t.take(nah * kvr), s.olat = t.take(nah * kvr);
+  s.ov = t.take(nah * c.v_head_dim), s.iq = t.take(ih * id);
+  const int64_t pools = max_ctx / c.index_kpool + 1;
+  // The selection: at most index_topk + kpool - 1 positions (budget pools plus the tail).
+  const int64_t width = c.index_topk + c.index_kpool - 1;
+  s.pool_scores = t.take(pools), s.keep = t.take(pools / 4 + 1);
+  s.sel_idx = t.take(width), s.sel_count = t.take(1), s.att_scores = t.take(nah * width);
+  const int64_t I = c.moe_intermediate_size, S = I * c.n_shared_experts, E = c.n_routed_experts, K = c.num_experts_per_tok;
+  s.gu = t.take(std::max(2 * c.intermediate_size, 2 * S + E)), s.router = after(s.gu, 2 * S);
+  s.act = t.take(std::max(c.intermediate_size, S)), s.sh_out = t.take(H);
+  s.ids = t.take(K), s.wts = t.take(K);
+  s.egu = t.take(K * 2 * I), s.eact = t.take(K * I), s.ey = t.take(K * H);
+  s.hfin = t.take(H), s.logits = t.take(c.vocab_size);
+  s.bytes = t.at;
+  return s;
+}
+
+}  // namespace ds4::glm5::cuda

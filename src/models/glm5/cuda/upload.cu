@@ -1,0 +1,110 @@
+// Weight upload for the CUDA GLM 5.x model through backend/cuda/weight_upload.h: one pass
+// sizes everything, admission checks it, a second pass copies into one device buffer.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/check.h"
+#include "models/glm5/cuda/device_weights.h"
+
+namespace ds4::glm5::cuda {
+namespace {
+
+using ds4::cuda::Uploader;
+
+DHc hc(Uploader& u, const HcStore& h) {
+  DHc d;
+  d.fn = u.mat(h.w.fn);
+  d.base = u.vec(h.base);
+  d.scale = u.vec(h.scale);
+  const cpu::HcShape& sh = h.shape;
+  d.dims = ds4::cuda::HcDims{sh.n_hc, sh.hidden, sh.sinkhorn_iters, sh.hc_eps, sh.norm_eps, 1};
+  return d;
+}
+
+// Per-head f32 blocks {heads, rows, cols} as a WeightMatrix of head 0 plus a byte stride.
+WeightMatrix f32_heads(Uploader& u, const std::vector<float>& v, int64_t rows, int64_t cols) {
+  WeightMatrix m;
+  m.type = DType::F32;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = u.add(v.data(), v.size() * sizeof(float));
+  return m;
+}
+
+DMla mla(Uploader& u, const Config& c, const MlaWeights& w, bool fuse) {
+  const int64_t nh = c.num_attention_heads, nope = c.qk_nope_head_dim, vd = c.v_head_dim, kvr = c.kv_lora_rank;
+  DMla d;
+  d.in = w.has_indexer ? u.proj({&w.q_a, &w.kv_a, &w.indexer.wk, &w.indexer.compress_gate, &w.indexer.weights_proj}, fuse)
+                       : u.proj({&w.q_a, &w.kv_a}, fuse);
+  d.q_b = u.mat(w.q_b);
+  d.o = u.mat(w.o);
+  // w_uk {heads, nope, kv_lora} -> {heads, kv_lora, nope}: q_lat[h] = W_uk[h]^T q[h] is then a gemv.
+  std::vector<float> ukt(w.w_uk.size());
+  for (int64_t h = 0; h < nh; ++h)
+    for (int64_t r = 0; r < nope; ++r)
+      for (int64_t i = 0; i < kvr; ++i) ukt[size_t((h * kvr + i) * nope + r)] = w.w_uk[size_t((h * nope + r) * kvr + i)];
+  d.uk_t = f32_heads(u, ukt, kvr, nope);
+  d.uk_stride = size_t(kvr * nope) * sizeof(float);
+  d.uv = f32_heads(u, w.w_uv, vd, kvr);
+  d.uv_stride = size_t(vd * kvr) * sizeof(float);
+  d.q_a_norm = u.vec(w.q_a_norm);
+  d.kv_a_norm = u.vec(w.kv_a_norm);
+  d.has_indexer = w.has_indexer;
+  if (w.has_indexer)
+    d.idx = DIndexer{u.mat(w.indexer.wq_b), u.vec(w.indexer.k_norm_w), u.vec(w.indexer.k_norm_b), u.vec(w.indexer.ape)};
+  return d;
+}
+
+DLayer layer(Uploader& u, const Config& c, const LayerWeights& w, bool fuse, size_t& routed) {
+  DLayer d;
+  d.kind = w.kind;
+  d.sparse = w.sparse_mlp;
+  d.attn_hc = hc(u, w.attn_hc);
+  d.ffn_hc = hc(u, w.ffn_hc);
+  d.input_norm = u.vec(w.input_norm);
+  d.post_norm = u.vec(w.post_norm);
+  if (w.kind == LayerKind::kLinear) {
+    const KdaWeights& k = w.kda;
+    d.kda = DKda{u.proj({&k.q, &k.k, &k.v, &k.f_a, &k.g_a, &k.b}, fuse), u.mat(k.f_b), u.mat(k.g_b), u.mat(k.o),
+                 u.vec(k.conv), u.vec(k.dt_bias), u.vec(k.a_log), u.vec(k.o_norm)};
+  } else {
+    d.mla = mla(u, c, w.mla, fuse);
+  }
+  if (w.sparse_mlp) {
+    const MoeWeights& m = w.moe;
+    d.moe.in = u.proj({&m.shared.gate, &m.shared.up, &m.router}, fuse);
+    d.moe.sh_down = u.mat(m.shared.down);
+    d.moe.bias = u.vec(m.bias);
+    const size_t before = u.used();
+    d.moe.gate_up = u.experts(m.gate_up);
+    d.moe.down = u.experts(m.down);
+    routed += u.used() - before;
+  } else {
+    d.mlp = DMlp{u.proj({&w.mlp.gate, &w.mlp.up}, fuse), u.mat(w.mlp.down)};
+  }
+  return d;
+}
+
+void bind_all(Uploader& u, const Config& c, const Weights& w, bool fuse, DeviceWeights& d) {
+  d.layers.clear();
+  d.routed_bytes = 0;
+  for (const auto& l : w.layers) d.layers.push_back(layer(u, c, l, fuse, d.routed_bytes));
+  d.norm = u.vec(w.norm);
+  d.lm_head = u.mat(w.lm_head);
+}
+
+}  // namespace
+
+DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse) {
+  DeviceWeights d;
+  Uploader sizing(nullptr);
+  bind_all(sizing, c, w, fuse, d);
+  d.buffer = ds4::cuda::DeviceBuffer(sizing.used(), "glm5 weights");  // admission inside
+  Uploader copy(d.buffer.as<uint8_t>());
+  bind_all(copy, c, w, fuse, d);
+  // Pageable copies may return before the DMA lands; the step's non-blocking stream would not
+  // wait for them.
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  return d;
+}
+
+}  // namespace ds4::glm5::cuda
