@@ -92,3 +92,55 @@ def test_gguf_from_ds4_convert(tmp_path):
             assert got == want
         else:
             assert got[:2] == want[:2]
+
+
+def read_answers(path):
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        idx, _, ids = line.partition("\t")
+        out[int(idx)] = [int(t) for t in ids.split()]
+    return out
+
+
+def test_batch_mode_equals_single_runs_and_shards(tmp_path):
+    # --batch: one load, one answer line per prompt; every answer equals a single `run` of the
+    # same prompt, shards split the lines by index and together cover them all.
+    prompts = [list(map(int, GOLDEN[f"{p}.tokens"])) for p in ("p1", "p7", "p64")] + [[5, 6, 7]]
+    src = tmp_path / "prompts.txt"
+    src.write_text("".join(" ".join(map(str, p)) + "\n" for p in prompts))
+    whole = tmp_path / "all.txt"
+    r = run("--model", str(MODEL), "--batch", str(src), "--out", str(whole), "--max-tokens", "12", "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    assert "4 prompts" in r.stderr
+    answers = read_answers(whole)
+    assert sorted(answers) == [0, 1, 2, 3]
+    for i, p in enumerate(prompts):
+        single = run("--model", str(MODEL), "--tokens", ",".join(map(str, p)), "--max-tokens", "12", "--threads", "1")
+        got = [int(t) for t in single.stdout.split()]
+        # run stops before printing an end token; batch mode keeps it as the answer's last id
+        assert answers[i][: len(got)] == got and len(answers[i]) in (len(got), len(got) + 1)
+        assert len(answers[i]) <= 12
+    parts = {}
+    for shard in ("0/2", "1/2"):
+        out = tmp_path / f"shard{shard[0]}.txt"
+        r = run("--model", str(MODEL), "--batch", str(src), "--out", str(out), "--max-tokens", "12",
+                "--threads", "1", "--shard", shard)
+        assert r.returncode == 0, r.stderr
+        got = read_answers(out)
+        assert all(i % 2 == int(shard[0]) for i in got)
+        parts.update(got)
+    assert parts == answers
+
+
+def test_batch_mode_bad_input(tmp_path):
+    src = tmp_path / "prompts.txt"
+    src.write_text("1 2 3\n")
+    r = run("--model", str(MODEL), "--batch", str(src))
+    assert r.returncode == 1 and "--batch and --out go together" in r.stderr
+    r = run("--model", str(MODEL), "--batch", str(src), "--out", str(tmp_path / "o"), "--shard", "2/2")
+    assert r.returncode == 1 and "0 <= I < N" in r.stderr
+    r = run("--model", str(MODEL), "--batch", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o"))
+    assert r.returncode == 1 and "cannot open" in r.stderr
+    src.write_text("1 2 x\n")
+    r = run("--model", str(MODEL), "--batch", str(src), "--out", str(tmp_path / "o"))
+    assert r.returncode == 1 and "'x' is not a token id" in r.stderr
