@@ -101,15 +101,15 @@ TEST(CanaryMonitor, TurnWindowAndPercentiles) {
 
 TEST(CanaryMonitor, RingKeepsOnlyTheLastCapacitySamples) {
   Rig r(/*capacity=*/4);
-  for (int ms : {90, 80, 1, 2, 3, 4}) r.probe_taking(ms);
+  for (double ms : {90.0, 80.0, 0.5, 1.5, 3.0, 4.0}) r.probe_taking(ms);
   auto s = r.mon->snapshot();
   EXPECT_EQ(s.samples, 4);
   EXPECT_NEAR(s.max_ms, 4, 1e-6);  // 90 and 80 were overwritten
-  EXPECT_NEAR(s.p50_ms, 2, 1e-6);
+  EXPECT_NEAR(s.p50_ms, 1.5, 1e-6);
   // Lifetime totals keep everything: histogram over all six.
   auto t = r.mon->totals();
   EXPECT_EQ(t.count, 6u);
-  EXPECT_NEAR(t.sum_ms, 180, 1e-6);
+  EXPECT_NEAR(t.sum_ms, 179, 1e-6);
   EXPECT_EQ(t.le[0], 1u);  // <= 1 ms
   EXPECT_EQ(t.le[1], 2u);  // <= 2 ms
   EXPECT_EQ(t.le[2], 4u);  // <= 5 ms
