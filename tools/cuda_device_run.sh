@@ -34,7 +34,7 @@ t0=$(date +%s)
 if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc 2>/dev/null &&
    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=OFF \
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
-   cmake --build "$build" --target test_cuda_ops bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda -j 16 >>"$out/build.txt" 2>&1; then
+   cmake --build "$build" --target test_cuda_ops test_cuda_canary bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda -j 16 >>"$out/build.txt" 2>&1; then
   bin=$build/bin
   log "cmake build ok in $(( $(date +%s) - t0 )) s"
 else
@@ -56,6 +56,7 @@ else
       xargs -P "$jobs" -I{} sh -c '"$0" "$@" -c {} -o "$(echo {} | tr / _).o"' "$nvcc" "${flags[@]}" &&
     ops=$(ls ./*_core_*.o ./*_backend_cuda_*.o ./*host_ref.cpp.o) &&
     "$nvcc" "${flags[@]}" -o test_cuda_ops "$root/tests/cuda/test_cuda_ops.cu" $ops &&
+    "$nvcc" "${flags[@]}" -o test_cuda_canary "$root/tests/cuda/test_cuda_canary.cu" $ops -lpthread &&
     "$nvcc" "${flags[@]}" -o bench_cuda_gemv "$root/bench/cuda_gemv/bench_cuda_gemv.cu" $ops &&
     all=$(ls ./*.o | grep -v host_ref) &&
     "$nvcc" "${flags[@]}" -o test_qwen_next_cuda "$root/tests/cuda/test_qwen_next_cuda.cu" $all -lpthread &&
@@ -68,6 +69,12 @@ log "test_cuda_ops"
 "$bin/test_cuda_ops" 2>&1 | tee "$out/test_cuda_ops.txt"
 test_rc=${PIPESTATUS[0]}
 log "test_cuda_ops exit $test_rc"
+
+log "test_cuda_canary (GPU canary next to a busy stream and a 3 s device hog, ~6 s)"
+"$bin/test_cuda_canary" 2>&1 | tee "$out/test_cuda_canary.txt"
+canary_rc=${PIPESTATUS[0]}
+log "test_cuda_canary exit $canary_rc"
+[ "$test_rc" -ne 0 ] || test_rc=$canary_rc
 
 log "test_qwen_next_cuda $root"
 "$bin/test_qwen_next_cuda" "$root" 2>&1 | tee "$out/test_qwen_next_cuda.txt"
