@@ -43,6 +43,8 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
   if (!o.checkpoint_dir.empty())
     checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes,
                                                         /*draft_state=*/spec_depth_ > 0);
+  canary_ = std::move(o.canary);
+  if (canary_) canary_->start();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -56,6 +58,7 @@ void Engine::shutdown() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (canary_) canary_->stop();
 }
 
 std::vector<int32_t> Engine::prompt_tokens(const GenRequest& req) const {
@@ -105,6 +108,7 @@ EngineMetrics Engine::metrics() const {
   m.cache_entries = cache_.entries();
   m.cache_evictions = cache_.evictions();
   if (checkpoints_) m.checkpoints = checkpoints_->stats();
+  if (canary_) m.canary = canary_->totals();
   return m;
 }
 
@@ -141,6 +145,7 @@ void Engine::run() {
       }
     }
     decode_batch(decode);
+    check_canary();
     std::erase_if(live_, [](const auto& j) { return j->phase == Job::Phase::kDone; });
     std::lock_guard lk(metrics_mu_);
     m_.live = int64_t(live_.size());
@@ -149,6 +154,7 @@ void Engine::run() {
 
 void Engine::step(Job& job) {
   if (job.phase != Job::Phase::kDone && job.handle->cancelled()) return finish(job, Finish::kCancelled);
+  if (canary_ && !job.canary_mark) job.canary_mark = canary_->mark();
   switch (job.phase) {
     case Job::Phase::kNew: start(job); break;
     case Job::Phase::kPrefill: prefill_step(job); break;

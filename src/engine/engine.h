@@ -50,6 +50,10 @@ struct EngineOptions {
   // DSpark confidence gate as set by the user (unset = the per-turn rule of SPEC §2, see
   // resolve_dspark_confidence); resolved per turn into SpecConfig::dspark_confidence.
   std::optional<double> dspark_confidence;
+  // GPU canary of a CUDA model (backend/cuda/canary.h GpuCanary; null = none, a CPU model).
+  // The engine starts it, reports its per-turn latencies in Usage::gpu_canary and aborts a
+  // turn whose probes stalled past the canary's stall_s.
+  std::shared_ptr<CanaryMonitor> canary;
 };
 
 struct EngineMetrics {
@@ -60,6 +64,8 @@ struct EngineMetrics {
   int64_t queue_depth = 0, live = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   CheckpointStats checkpoints;  // on-disk session checkpoints (all zero when off)
+  std::optional<CanaryTotals> canary;  // lifetime GPU canary histogram; absent without one
+  uint64_t canary_aborts = 0;          // turns aborted by a GPU stall
 };
 
 class Engine {
@@ -101,6 +107,7 @@ class Engine {
   void finish(Job& job, Finish why);
   void publish_pre_stop(Job& job);  // a turn ended by a stop string (engine_decode.cpp)
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
+  void check_canary();  // engine_canary.cpp: aborts the live turns a GPU stall hit
 
 
   std::unique_ptr<Model> model_;
@@ -115,6 +122,7 @@ class Engine {
   bool snapshot_prompt_;
   PrefixCache cache_;
   std::unique_ptr<SessionCheckpoints> checkpoints_;  // null = checkpoints off
+  std::shared_ptr<CanaryMonitor> canary_;             // null = no GPU canary
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

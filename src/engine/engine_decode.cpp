@@ -236,6 +236,7 @@ void Engine::finish(Job& job, Finish why) {
   done.finish = why;
   if (why == Finish::kStopString) done.stop_string = job.stops->matched_string();
   done.usage = job.usage;
+  if (canary_ && job.canary_mark) done.usage.gpu_canary = canary_->snapshot(*job.canary_mark);
   job.handle->push(std::move(done));
   job.phase = Job::Phase::kDone;
   job.state.reset();

@@ -44,6 +44,7 @@ struct Engine::Job {
   size_t stop_at = 0;
   std::shared_ptr<SessionCheckpoints::Pending> restore;  // a checkpoint read in flight
   std::chrono::steady_clock::time_point t_submit, t_prefill, t_first;
+  std::optional<CanaryMonitor::Mark> canary_mark;  // set when the turn's first step runs
 };
 
 }  // namespace ds4::engine
