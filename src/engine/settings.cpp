@@ -95,7 +95,7 @@ const std::vector<Key>& keys() {
           [](const Settings& s) { return s.context_size ? std::to_string(s.context_size) : std::string("auto"); }},
       Key{"backend",
           [](Settings& s, const std::string& v, const std::string& w) {
-            if (v != "cpu" && v != "cuda") bad(w, "backend", v, "expected cpu or cuda");
+            if (v != "auto" && v != "cpu" && v != "cuda") bad(w, "backend", v, "expected auto, cpu or cuda");
             s.backend = v;
           },
           [](const Settings& s) { return s.backend; }},

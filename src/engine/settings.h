@@ -15,9 +15,10 @@ struct Settings {
   int power = 100;                 // percent of the machine's compute to use
   int64_t prefill_chunk = 0;       // 0 = auto (model default: 2048 Qwen/GLM, 4096 DeepSeek)
   int64_t context_size = 0;        // 0 = model maximum
-  // cpu (every family) or cuda (Qwen3.8 Flash Next so far, DS4_CUDA builds); the loader
-  // refuses cuda with a clear error elsewhere.
-  std::string backend = "cpu";
+  // auto (cuda when the build has CUDA, a device is visible and the family has a CUDA model,
+  // else cpu: engine/backend_choice.h), cpu (every family) or cuda (the families with a CUDA
+  // model, DS4_CUDA builds; the loader refuses it with a clear error elsewhere).
+  std::string backend = "auto";
   std::string thinking = "on";     // off | on | low | medium | high | max
   bool plain_chat = false;         // no tool/skill text injected
   int threads = 0;                 // 0 = all cores (scaled by power)

@@ -116,12 +116,16 @@ std::vector<std::string> stop_list(const json& body, const char* key) {
 
 json usage_extras(const engine::Usage& u) {
   const double rate = u.spec_drafted ? double(u.spec_accepted) / double(u.spec_drafted) : 0.0;
-  return {{"timings", {{"ttft_s", u.ttft_s}, {"prefill_s", u.prefill_s}, {"decode_s", u.decode_s}}},
+  json j = {{"timings", {{"ttft_s", u.ttft_s}, {"prefill_s", u.prefill_s}, {"decode_s", u.decode_s}}},
           {"speculative",
            {{"mode", u.spec_mode}, {"drafted", u.spec_drafted}, {"accepted", u.spec_accepted},
             {"bonus", u.spec_bonus}, {"acceptance", rate}, {"repairs", u.spec_repairs},
             {"full_replays", u.spec_full_replays}, {"draft_s", u.spec_draft_s},
             {"verify_s", u.spec_verify_s}, {"commit_s", u.spec_commit_s}}}};
+  if (const auto& c = u.gpu_canary)
+    j["gpu_canary"] = {{"samples", c->samples}, {"p50_ms", c->p50_ms}, {"p95_ms", c->p95_ms},
+                       {"p99_ms", c->p99_ms},   {"max_ms", c->max_ms}, {"stalls", c->stalls}};
+  return j;
 }
 
 tok::Message make_message(std::string role, std::string content) {

@@ -49,7 +49,8 @@ std::vector<std::string> stop_list(const json& body, const char* key);
 // The usage fields every protocol adds to its own token counts (one serializer for all):
 // "timings" {ttft_s, prefill_s, decode_s} and "speculative" {mode, drafted, accepted, bonus,
 // acceptance, repairs, full_replays, draft_s, verify_s, commit_s}; mode "target_only" when
-// no draft head ran (engine/request.h Usage). Not in the OpenAI/Anthropic schemas: the SDKs
+// no draft head ran (engine/request.h Usage); "gpu_canary" {samples, p50_ms, p95_ms, p99_ms,
+// max_ms, stalls} only when the model runs on CUDA (SPEC §6). Not in the OpenAI/Anthropic schemas: the SDKs
 // keep unknown fields (model_extra), the web page and ds4-eval read them.
 json usage_extras(const engine::Usage& u);
 

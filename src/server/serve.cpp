@@ -37,6 +37,22 @@ engine::EngineOptions engine_options(const engine::Settings& s) {
   return o;
 }
 
+engine::EngineOptions engine_options(engine::Settings& s, const Loaded& l) {
+  engine::EngineOptions o = engine_options(s);
+  o.canary = l.canary;
+  if (!l.backend.backend.empty()) {
+    s.backend = l.backend.backend;
+    std::fprintf(stderr, "backend: %s (%s)%s\n", l.backend.backend.c_str(), l.backend.reason.c_str(),
+                 l.canary ? "; GPU canary on" : "");
+  }
+  return o;
+}
+
+std::string backend_comment(const Loaded& l) {
+  if (l.backend.backend.empty()) return "";
+  return "# backend: " + l.backend.backend + " (" + l.backend.reason + ")\n";
+}
+
 int serve_main(const std::vector<std::string>& args, const Loader& load) {
   engine::Settings settings;
   auto rest = engine::apply_cli(settings, args, {"--print-config"});
@@ -50,8 +66,10 @@ int serve_main(const std::vector<std::string>& args, const Loader& load) {
 
   Loaded l = load(settings);
   const std::string family = l.model->info().family;
-  engine::Engine eng(std::move(l.model), std::move(l.codec), engine_options(settings));
-  const std::string receipt = engine::settings_yaml(effective_settings(settings, eng), /*redact_secrets=*/true);
+  const std::string why = l.backend.reason;
+  const std::string comment = backend_comment(l);
+  engine::Engine eng(std::move(l.model), std::move(l.codec), engine_options(settings, l));
+  const std::string receipt = comment + engine::settings_yaml(effective_settings(settings, eng), /*redact_secrets=*/true);
   if (print_only) {
     std::fputs(receipt.c_str(), stdout);
     return 0;
@@ -64,7 +82,7 @@ int serve_main(const std::vector<std::string>& args, const Loader& load) {
   if (settings.top_k) sp.top_k = *settings.top_k;
   engine::validate_sampler_params(eng.sampler_kind(), sp);
 
-  Server srv(eng, settings, receipt);
+  Server srv(eng, settings, receipt, why);
   const int port = srv.bind();
   std::fprintf(stderr, "# ds4server effective settings (family %s, sampler %s)\n%s", family.c_str(),
                engine::sampler_kind_name(eng.sampler_kind()), receipt.c_str());

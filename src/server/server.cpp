@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <mutex>
 
@@ -37,19 +38,43 @@ std::string error_body(const std::string& path, const ApiError& e) {
   if (e.status == 401) err["code"] = "invalid_api_key";
   return dump({{"error", err}});
 }
+
+// GPU canary (SPEC §6), only for a CUDA model: latency histogram (Prometheus convention:
+// seconds, cumulative buckets), stalls and the turns they aborted.
+std::string canary_metrics_text(const CanaryTotals& t, uint64_t aborts) {
+  const char* name = "ds4_gpu_canary_latency_seconds";
+  std::string out = std::string("# HELP ") + name + " GPU canary probe latency, launch to completion.\n# TYPE " +
+                    name + " histogram\n";
+  char line[160];
+  for (size_t i = 0; i < kCanaryBuckets; ++i) {
+    std::snprintf(line, sizeof line, "%s_bucket{le=\"%g\"} %llu\n", name, kCanaryBucketsMs[i] / 1e3,
+                  (unsigned long long)t.le[i]);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+                (unsigned long long)t.count, name, t.sum_ms / 1e3, name, (unsigned long long)t.count);
+  out += line;
+  out += "# HELP ds4_gpu_canary_stalls_total Canary probes that waited over the stall limit (2 s).\n"
+         "# TYPE ds4_gpu_canary_stalls_total counter\nds4_gpu_canary_stalls_total " + std::to_string(t.stalls) + "\n";
+  out += "# HELP ds4_gpu_canary_aborted_turns_total Turns aborted by a GPU stall.\n"
+         "# TYPE ds4_gpu_canary_aborted_turns_total counter\nds4_gpu_canary_aborted_turns_total " +
+         std::to_string(aborts) + "\n";
+  return out;
+}
 }  // namespace
 
 struct Server::Impl {
   engine::Engine& engine;
   engine::Settings settings;
   std::string receipt;
+  std::string backend_reason;
   Context ctx;
   httplib::Server http;
   std::mutex counts_mu;
   std::map<std::pair<std::string, int>, uint64_t> http_counts;  // (route, status) -> n
 
-  Impl(engine::Engine& e, const engine::Settings& s, std::string r)
-      : engine(e), settings(s), receipt(std::move(r)), ctx{e, settings, model_name(s, e)} {}
+  Impl(engine::Engine& e, const engine::Settings& s, std::string r, std::string why)
+      : engine(e), settings(s), receipt(std::move(r)), backend_reason(std::move(why)), ctx{e, settings, model_name(s, e)} {}
 
   static std::string model_name(const engine::Settings& s, engine::Engine& e) {
     std::string n = e.model_info().name.empty() ? e.model_info().family : e.model_info().name;
@@ -116,6 +141,7 @@ std::string Server::Impl::metrics_text() {
     std::fclose(f);
   }
   metric("ds4_resident_memory_bytes", "gauge", "Resident memory of the server process.", double(rss_kb) * 1024.0);
+  if (m.canary) out += canary_metrics_text(*m.canary, m.canary_aborts);
   out += "# HELP ds4_http_requests_total HTTP requests by route and status.\n# TYPE ds4_http_requests_total counter\n";
   std::lock_guard lk(counts_mu);
   for (const auto& [k, v] : http_counts)
@@ -174,7 +200,8 @@ void Server::Impl::setup() {
     json j = {{"status", "ok"}, {"model", ctx.model_name}, {"family", engine.model_info().family},
               {"sampler", engine::sampler_kind_name(engine.sampler_kind())}, {"context_size", engine.context_size()},
               {"prefill_chunk", engine.prefill_chunk()}, {"queue_depth", m.queue_depth}, {"live_sessions", m.live},
-              {"settings", receipt}};
+              {"backend", settings.backend}, {"settings", receipt}};
+    if (!backend_reason.empty()) j["backend_reason"] = backend_reason;
     r.set_content(dump(j), "application/json");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
@@ -185,8 +212,8 @@ void Server::Impl::setup() {
   http.set_mount_point("/", settings.web_root);
 }
 
-Server::Server(engine::Engine& engine, const engine::Settings& settings, std::string receipt)
-    : impl_(std::make_unique<Impl>(engine, settings, std::move(receipt))) {
+Server::Server(engine::Engine& engine, const engine::Settings& settings, std::string receipt, std::string backend_reason)
+    : impl_(std::make_unique<Impl>(engine, settings, std::move(receipt), std::move(backend_reason))) {
   impl_->setup();
 }
 

@@ -11,8 +11,10 @@ namespace ds4::server {
 
 class Server {
  public:
-  // `receipt`: the effective settings (YAML) shown by /health.
-  Server(engine::Engine& engine, const engine::Settings& settings, std::string receipt);
+  // `receipt`: the effective settings (YAML) shown by /health, with settings.backend and
+  // `backend_reason` (why that backend: engine/backend_choice.h; empty = not shown).
+  Server(engine::Engine& engine, const engine::Settings& settings, std::string receipt,
+         std::string backend_reason = "");
   ~Server();
   // Binds host:port (port 0 = any free port); returns the bound port. Throws on failure.
   int bind();

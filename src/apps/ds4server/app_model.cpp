@@ -1,5 +1,6 @@
 #include "apps/ds4server/app_model.h"
 
+#include <cstdio>
 #include <thread>
 
 #include "core/error.h"
@@ -7,6 +8,7 @@
 #include "models/model.h"
 #include "models/qwen_next/model.h"
 #ifdef DS4_CUDA
+#include "backend/cuda/canary.h"
 #include "models/glm5/model.h"
 #include "models/glm5/cuda/model_cuda.h"
 #include "models/qwen_next/cuda/model_cuda.h"
@@ -26,8 +28,26 @@ const CudaFamily kCudaFamilies[] = {
     {"Qwen3.8 Flash Next", qwen_next::probe, [](const std::string& p, const LoadOptions& o) { return qwen_next::load_cuda(p, o); }},
     {"GLM 5.x Flash", glm5::probe, [](const std::string& p, const LoadOptions& o) { return glm5::load_cuda(p, o); }},
 };
+std::string cuda_family_names() {
+  std::string names;
+  for (const CudaFamily& f : kCudaFamilies) names += names.empty() ? f.name : std::string(", ") + f.name;
+  return names;
+}
 }  // namespace
 #endif
+
+engine::BackendChoice resolve_backend(const std::string& path, const std::string& requested) {
+  engine::BackendFacts f;
+#ifdef DS4_CUDA
+  f.cuda_build = true;
+  if (requested == "auto") {  // explicit choices need no device query or probe
+    f.cuda_devices = cuda::visible_device_count();
+    f.cuda_families = cuda_family_names();
+    for (const CudaFamily& fam : kCudaFamilies) f.family_has_cuda = f.family_has_cuda || fam.probe(path);
+  }
+#endif
+  return engine::choose_backend(requested, f);
+}
 
 server::Loaded load_for_settings(const engine::Settings& s) {
   LoadOptions o;
@@ -36,21 +56,28 @@ server::Loaded load_for_settings(const engine::Settings& s) {
   o.threads = std::max(1, threads * s.power / 100);
   o.max_context = s.context_size;
   server::Loaded l;
-  l.model = load_model_on(s.model, o, s.backend);
+  l.backend = resolve_backend(s.model, s.backend);
+  l.model = load_model_on(s.model, o, l.backend.backend);
   l.codec = engine::TokCodec::open(s.model, l.model->info().family);
+#ifdef DS4_CUDA
+  // The engine owns one canary per CUDA model (SPEC §6); it starts it with the runtime.
+  if (l.backend.backend == "cuda") l.canary = std::make_shared<cuda::GpuCanary>();
+#endif
   return l;
 }
 
 std::unique_ptr<Model> load_model_on(const std::string& path, const LoadOptions& o, const std::string& backend) {
-  if (backend == "cpu") return load_model(path, o);
-  if (backend != "cuda") throw InputError("--backend: '" + backend + "' is not cpu or cuda");
-#ifdef DS4_CUDA
-  std::string names;
-  for (const CudaFamily& f : kCudaFamilies) {
-    if (f.probe(path)) return f.load(path, o);
-    names += names.empty() ? f.name : std::string(", ") + f.name;
+  if (backend == "auto") {
+    const engine::BackendChoice c = resolve_backend(path, backend);
+    std::fprintf(stderr, "backend: %s (%s)\n", c.backend.c_str(), c.reason.c_str());
+    return load_model_on(path, o, c.backend);
   }
-  throw InputError("--backend cuda: " + path + " is not a model of a family with a CUDA backend (" + names + ")");
+  if (backend == "cpu") return load_model(path, o);
+  if (backend != "cuda") throw InputError("--backend: '" + backend + "' is not auto, cpu or cuda");
+#ifdef DS4_CUDA
+  for (const CudaFamily& f : kCudaFamilies)
+    if (f.probe(path)) return f.load(path, o);
+  throw InputError("--backend cuda: " + path + " is not a model of a family with a CUDA backend (" + cuda_family_names() + ")");
 #else
   throw InputError("--backend cuda: this ds4server was built without CUDA (configure with -DDS4_CUDA=ON)");
 #endif

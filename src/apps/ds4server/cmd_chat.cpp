@@ -66,8 +66,9 @@ int cmd_chat(const Args& args) {
   engine::Settings s;
   engine::apply_cli(s, args, {});
   auto l = load_for_settings(s);
-  engine::Engine eng(std::move(l.model), std::move(l.codec), server::engine_options(s));
-  std::fputs(engine::settings_yaml(server::effective_settings(s, eng), true).c_str(), stderr);
+  const std::string comment = server::backend_comment(l);
+  engine::Engine eng(std::move(l.model), std::move(l.codec), server::engine_options(s, l));
+  std::fputs((comment + engine::settings_yaml(server::effective_settings(s, eng), true)).c_str(), stderr);
   std::signal(SIGINT, on_sigint);
   const bool tty = isatty(fileno(stdout));
   tok::Conversation conv;

@@ -31,7 +31,7 @@ struct RunArgs {
   uint64_t seed = 12345;
   int threads = 0;
   int64_t chunk = 0;
-  std::string backend = "cpu";
+  std::string backend = "auto";
   // Batch mode: many prompts in one load (e.g. on-policy text for draft-head training).
   std::string batch_in, batch_out;
   int shard = 0, shards = 1;
@@ -41,7 +41,8 @@ struct RunArgs {
 const char* kUsage =
     "usage: ds4server run --model PATH (--tokens ID,ID,... | -p TEXT [--tokenizer tokenizer.json])\n"
     "                     [--max-tokens N] [--temp T] [--seed S] [--threads N] [--chunk N]\n"
-    "                     [--backend cpu|cuda]   (cuda: the families with a CUDA model; DS4_CUDA builds)\n"
+    "                     [--backend auto|cpu|cuda]   (auto: cuda when built with CUDA, a GPU is visible and the\n"
+    "                      family has a CUDA model, else cpu; the choice and why go to stderr)\n"
     "       ds4server run --model PATH --batch PROMPTS.txt --out ANSWERS.txt [--shard I/N] [--time-limit S]\n"
     "                     (one prompt of token ids per line; writes 'line-index<TAB>generated ids' per\n"
     "                      prompt, flushed as each finishes; --shard I/N takes lines with index % N == I)\n";

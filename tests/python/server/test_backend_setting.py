@@ -1,10 +1,15 @@
-"""The `backend` setting of `ds4server serve` (issue #10): in the receipt, bad values named,
-and `cuda` refused with a clear reason by a build without CUDA (the CI/debug build)."""
+"""The `backend` setting of `ds4server serve` (issue #10): auto by default, resolved to the
+backend that runs and why (receipt comment, stderr, /health); bad values named; `cuda`
+refused with a clear reason by a build without CUDA (the CI/debug build, no GPU here)."""
+import json
+import re
 import subprocess
+import urllib.request
 
 from conftest import BIN, ROOT
 
 MODEL = str(ROOT / "models" / "default" / "model.gguf")
+NO_CUDA = "auto: this ds4server was built without CUDA"
 
 
 def serve(*args):
@@ -15,16 +20,48 @@ def serve(*args):
 def test_receipt_names_the_backend():
     r = serve("--print-config")
     assert r.returncode == 0, r.stderr
-    assert "backend: cpu" in r.stdout
+    # auto resolves to cpu on this build, says why, and the receipt names what runs.
+    assert f"# backend: cpu ({NO_CUDA})" in r.stdout
+    assert re.search(r"^backend: cpu$", r.stdout, re.M), r.stdout
+    assert f"backend: cpu ({NO_CUDA})" in r.stderr
+
+
+def test_explicit_cpu_is_kept_and_said():
+    r = serve("--backend", "cpu", "--print-config")
+    assert r.returncode == 0, r.stderr
+    assert "# backend: cpu (requested (backend: cpu))" in r.stdout
 
 
 def test_bad_backend_is_named():
     r = serve("--backend", "gpu")
     assert r.returncode != 0
-    assert "backend" in r.stderr and "gpu" in r.stderr and "expected cpu or cuda" in r.stderr
+    assert "backend" in r.stderr and "gpu" in r.stderr and "expected auto, cpu or cuda" in r.stderr
 
 
 def test_cuda_without_a_cuda_build_is_a_clear_error():
     r = serve("--backend", "cuda", "--port", "0")
     assert r.returncode != 0
     assert "built without CUDA" in r.stderr, r.stderr[-500:]
+
+
+def test_health_shows_the_backend_and_why():
+    p = subprocess.Popen([str(BIN / "ds4server"), "serve", "--model", MODEL, "--port", "0"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        for line in p.stderr:
+            m = re.search(r"listening on http://[^:]+:(\d+)", line)
+            if m:
+                port = int(m.group(1))
+                break
+        assert port, "no listening line"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as resp:
+            h = json.load(resp)
+        assert h["backend"] == "cpu"
+        assert h["backend_reason"] == NO_CUDA
+        # No GPU canary on the CPU: its metrics are absent, not zeros.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+            assert "ds4_gpu_canary" not in resp.read().decode()
+    finally:
+        p.terminate()
+        p.wait(timeout=60)
