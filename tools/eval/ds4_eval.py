@@ -8,6 +8,7 @@ repeats alternate the runnable cells in pairs A B B A. Timing phases come from t
 usage.timings (prefill_s, ttft_s, decode_s) plus the client's chunk arrival times; they are
 split so nothing is counted twice: first_token_s = ttft_s - prefill_s (queue + first sample),
 and prefill_s + first_token_s + decode_s <= the request's wall time.
+A CUDA model's turns also carry usage.gpu_canary (SPEC §6 canary latencies) as gpu_canary.
 
 Every cell samples greedily by default (--temperature 0): greedy speculative output must
 equal greedy AR output token for token, so
@@ -246,6 +247,8 @@ def receipt(base, kind, res, before, after, health, spec_reason):
         # decode_s runs from the first token to the finish: out - 1 tokens in it.
         "decode_tok_s": (out - 1) / decode if out and out > 1 and decode else None,
         "speculative": speculative_fields(u, spec_reason),
+        # GPU canary latencies of the turn (SPEC §6): only a CUDA model reports them.
+        **({"gpu_canary": u["gpu_canary"]} if "gpu_canary" in u else {}),
         "token_latency_ms": lat,
         "peak_mem_bytes": after["vm_hwm_bytes"], "rss_bytes": after["vm_rss_bytes"],
         "io_read_bytes": delta("read_bytes"), "io_write_bytes": delta("write_bytes"),

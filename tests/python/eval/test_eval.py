@@ -84,6 +84,7 @@ def test_every_turn_has_every_field(run):
         assert not missing, (name, missing)
         assert set(r["phases_s"]) == {"restore_s", "prefill_s", "first_token_s", "decode_s"}
         assert set(r["token_latency_ms"]) == {"p50", "p95", "p99", "max", "n"}
+        assert "gpu_canary" not in r  # CPU model: no canary ran, so no field (not zeros)
         assert r["speculative"]["acceptance"] is None and "no speculative" in r["speculative"]["reason"]
         assert r["sampling"] == {"temperature": 0.0} and "speculative:\n  enabled: false\n" in r["settings"]
         assert r["new_tokens"] == r["prompt_tokens"] - r["cached_tokens"]
