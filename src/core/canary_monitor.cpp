@@ -78,7 +78,7 @@ void CanaryMonitor::tick() {
       }
       return;
     }
-    if (!due) return;
+    if (!due || !active_.load()) return;
     const double t = now();
     probe_->launch();
     lk.lock();

@@ -72,6 +72,10 @@ class CanaryMonitor {
   // Public so tests drive it with a fake clock; the thread only calls this.
   void tick();
 
+  // Inactive: no new probes (a pending one is still completed and recorded). The engine
+  // turns the canary off while it has no work, so the histogram measures inference only.
+  void set_active(bool on) { active_.store(on); }
+
   Mark mark() const;
   // Samples recorded after `from` (at most the last `capacity`) and stalls flagged by
   // tick() since `from` (a probe still pending past stall_s counts). No mark: all kept.
@@ -96,6 +100,7 @@ class CanaryMonitor {
   double launched_at_ = 0;
   bool launched_once_ = false;
   bool failed_ = false;  // the probe threw: no more probes (reported once on stderr)
+  std::atomic<bool> active_{true};
 
   std::mutex run_mu_;
   std::condition_variable run_cv_;

@@ -115,7 +115,10 @@ EngineMetrics Engine::metrics() const {
 // Moves queued jobs into the live set; false once stopping and nothing is left.
 bool Engine::admit() {
   std::unique_lock lk(mu_);
+  // The GPU canary probes only while there is work (SPEC §6: "during inference").
+  if (canary_ && queue_.empty() && live_.empty()) canary_->set_active(false);
   cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !live_.empty(); });
+  if (canary_) canary_->set_active(true);
   if (stopping_) {
     for (auto& j : queue_) live_.push_back(std::move(j));
     queue_.clear();

@@ -143,6 +143,22 @@ TEST(CanaryMonitor, StallOverTwoSecondsIsFlaggedOnceAndRecorded) {
   EXPECT_EQ(r.mon->snapshot(m2).stalls, 0);
 }
 
+TEST(CanaryMonitor, InactiveLaunchesNothingButFinishesThePendingProbe) {
+  Rig r;
+  r.mon->tick();  // launch
+  r.mon->set_active(false);
+  r.t += 0.004;
+  r.probe->complete = true;
+  r.mon->tick();  // recorded even while inactive
+  r.t += 1.0;
+  r.mon->tick();  // due, but inactive
+  EXPECT_EQ(r.probe->launches, 1);
+  EXPECT_EQ(r.mon->snapshot().samples, 1);
+  r.mon->set_active(true);
+  r.mon->tick();
+  EXPECT_EQ(r.probe->launches, 2);
+}
+
 TEST(CanaryMonitor, ExactlyTwoSecondsIsNotAStall) {
   Rig r;
   r.mon->tick();

@@ -66,7 +66,6 @@ TEST(EngineCanary, StallAbortsTheTurnAndTheEngineKeepsServing) {
   o.canary = monitor(std::make_unique<StuckProbe>(&launched), &clock, 0.1);
   // 200 tokens at 20 ms each: the turn is still running when the clock jumps.
   auto e = make_engine(std::chrono::microseconds(20000), "qwen_test", o);
-  while (!launched.load()) std::this_thread::yield();  // the probe went out at clock 0
   auto h = e->submit(chat({user("a long answer please")}));
   for (;;) {  // wait until the turn runs (its canary mark is taken by then)
     auto ev = h->next(10s);
@@ -74,6 +73,8 @@ TEST(EngineCanary, StallAbortsTheTurnAndTheEngineKeepsServing) {
     ASSERT_NE(ev->kind, GenEvent::Kind::kDone);
     if (ev->kind == GenEvent::Kind::kStarted) break;
   }
+  // The engine turned the canary on with the turn: its probe goes out at clock 0.
+  while (!launched.load()) std::this_thread::yield();
   clock.store(2.5);  // the probe launched at 0 has now waited 2.5 s > 2 s
   std::optional<GenEvent> err;
   for (;;) {
