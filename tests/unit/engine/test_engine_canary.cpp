@@ -8,20 +8,11 @@
 #include <thread>
 
 #include "engine_test_util.h"
+#include "support/fake_canary.h"
 
 namespace ds4::engine {
 namespace {
 
-// Every completed probe takes exactly 5 ms of the fake clock (done() advances it).
-struct FiveMsProbe : CanaryProbe {
-  std::atomic<double>* clock;
-  explicit FiveMsProbe(std::atomic<double>* c) : clock(c) {}
-  void launch() override {}
-  bool done() override {
-    clock->store(clock->load() + 0.005);
-    return true;
-  }
-};
 // Never completes: the GPU is "hung" until the test moves the clock past the stall limit.
 struct StuckProbe : CanaryProbe {
   std::atomic<bool>* launched;
@@ -40,7 +31,7 @@ std::shared_ptr<CanaryMonitor> monitor(std::unique_ptr<CanaryProbe> p, std::atom
 TEST(EngineCanary, TurnReceiptHasTheCanaryLatencies) {
   std::atomic<double> clock{10.0};
   EngineOptions o;
-  o.canary = monitor(std::make_unique<FiveMsProbe>(&clock), &clock, 1e-9);
+  o.canary = testmodel::fixed_latency_canary(&clock, 0.005);
   auto e = make_engine(std::chrono::microseconds(2000), "qwen_test", o);
   auto req = chat({user("hello there")});
   req.max_tokens = 20;

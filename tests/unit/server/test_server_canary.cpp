@@ -10,6 +10,7 @@
 
 #include "server/api_common.h"
 #include "server/server.h"
+#include "support/fake_canary.h"
 #include "support/test_codec.h"
 #include "support/test_model.h"
 
@@ -17,16 +18,6 @@ using namespace ds4;
 using nlohmann::json;
 
 namespace {
-
-struct FiveMsProbe : CanaryProbe {
-  std::atomic<double>* clock;
-  explicit FiveMsProbe(std::atomic<double>* c) : clock(c) {}
-  void launch() override {}
-  bool done() override {
-    clock->store(clock->load() + 0.005);
-    return true;
-  }
-};
 
 struct Running {
   std::atomic<double> clock{1.0};
@@ -39,12 +30,7 @@ struct Running {
     settings.port = 0;
     settings.thinking = "off";
     engine::EngineOptions o;
-    if (canary) {
-      CanaryMonitor::Options co;
-      co.period_s = 1e-9;
-      co.clock = [this] { return clock.load(); };
-      o.canary = std::make_shared<CanaryMonitor>(std::make_unique<FiveMsProbe>(&clock), co);
-    }
+    if (canary) o.canary = testmodel::fixed_latency_canary(&clock, 0.005);
     // 2 ms per forward: the canary completes probes while the turn runs.
     engine = std::make_unique<engine::Engine>(
         std::make_unique<testmodel::TestModel>("qwen_test", 4096, std::chrono::microseconds(2000)),
