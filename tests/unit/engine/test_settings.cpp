@@ -50,6 +50,9 @@ TEST(Settings, ErrorsNameLineAndKey) {
   EXPECT_THROW(apply_cli(s, {"--nope", "1"}, {}), ds4::InputError);
   EXPECT_THROW(apply_cli(s, {"--thinking", "maybe"}, {}), ds4::InputError);
   EXPECT_THROW(apply_cli(s, {"--backend", "gpu"}, {}), ds4::InputError);
+  EXPECT_EQ(Settings{}.backend, "auto");  // issue #10: auto is the default
+  apply_cli(s, {"--backend", "auto"}, {});
+  EXPECT_EQ(s.backend, "auto");
   apply_cli(s, {"--top-p", "0.5"}, {});
   EXPECT_EQ(*s.top_p, 0.5);
 }
