@@ -17,6 +17,7 @@
 #include "models/deepseek_v4/dspark.h"
 #include "models/deepseek_v4/layers.h"
 #include "models/deepseek_v4/mtp.h"
+#include "models/deepseek_v4/spec_commit.h"
 #include "models/draft_head.h"
 
 namespace ds4::deepseek_v4 {
@@ -109,6 +110,21 @@ class DsModel : public Model, public DraftHead {
   }
   const std::vector<float>& last_draft_logits() const { return draft_logits_; }
   const DsparkDraft& last_dspark() const { return dspark_; }
+  // Captured-prefix commit (spec_commit.cpp): any kept prefix of the verify window without
+  // re-running it.
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override {
+    State& s = as_state(trial);
+    capture_begin(s);
+    try {
+      forward(trial, tokens, Logits::kAll, logits);
+    } catch (...) {
+      capture_abort(s);
+      throw;
+    }
+    capture_end(s, tokens);
+    return true;
+  }
+  void commit_prefix(ModelState& trial, int64_t keep) override { commit_captured_prefix(c_, w_, as_state(trial), keep); }
 
  private:
   static State& as_state(ModelState& base) {

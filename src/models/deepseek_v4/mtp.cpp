@@ -45,6 +45,7 @@ void mtp_record(const Ctx& ctx, const cpu::HcShape& hc, const Weights& w, State&
   std::vector<float> rows = head_rows(ctx, w, x, tokens.data(), T);
   decoder_layer(ctx, hc, w.mtp->block, ctx.c.layers, s.mtp, tokens.data(), T, p0, rows);
   s.mtp_last_y.assign(rows.end() - W, rows.end());
+  if (s.cap_on) s.cap_mtp_y = std::move(rows);  // captured verify window: y of every row
 }
 
 void mtp_draft(const Ctx& ctx, const cpu::HcShape& hc, const Weights& w, State& s, int32_t next_token, int depth,

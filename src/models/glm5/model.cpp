@@ -12,6 +12,7 @@
 #include "models/glm5/kda.h"
 #include "models/glm5/layer.h"
 #include "models/glm5/mtp.h"
+#include "models/glm5/spec_commit.h"
 #include "models/glm5/state.h"
 #include "models/glm5/weights.h"
 
@@ -63,6 +64,21 @@ class Glm5Model final : public Model, public DraftHead {
     mtp_draft(cfg_, w_, as_state(state), next_token, depth, draft_logits_, drafts, &pool_);
   }
   const std::vector<float>& last_draft_logits() const { return draft_logits_; }
+  // Captured-prefix commit (spec_commit.cpp): any kept prefix of the verify window without
+  // re-running it.
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override {
+    State& st = as_state(trial);
+    capture_begin(st);
+    try {
+      forward(trial, tokens, Logits::kAll, logits);
+    } catch (...) {
+      capture_abort(st);
+      throw;
+    }
+    capture_end(st, tokens);
+    return true;
+  }
+  void commit_prefix(ModelState& trial, int64_t keep) override { commit_captured_prefix(cfg_, as_state(trial), keep); }
 
  private:
   static State& as_state(ModelState& s) {
