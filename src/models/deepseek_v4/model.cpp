@@ -108,6 +108,15 @@ class DsModel : public Model, public DraftHead {
     }
     mtp_draft(ctx, hc_, w_, as_state(state), next_token, depth, draft_logits_, drafts);
   }
+  // ds4's MTP chain can draw each draft from the sampler's q (exact); DSpark drafts its block
+  // in one pass, so it stays a greedy (point-mass) proposal.
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override {
+    if (w_.dspark) return false;
+    const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
+    mtp_draft(ctx, hc_, w_, as_state(state), next_token, depth, draft_logits_, drafts, &pick);
+    return true;
+  }
   const std::vector<float>& last_draft_logits() const { return draft_logits_; }
   const DsparkDraft& last_dspark() const { return dspark_; }
   // Captured-prefix commit (spec_commit.cpp): any kept prefix of the verify window without

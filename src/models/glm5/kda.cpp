@@ -80,7 +80,7 @@ void delta_rule_head(const HeadRun& a) {
         ot[j] += Si[j] * qi;
       }
     }
-    if (a.rec) std::copy_n(S, hd * hd, a.rec + t * a.rec_stride);
+    if (a.rec && t + 1 < n) std::copy_n(S, hd * hd, a.rec + t * a.rec_stride);
   }
 }
 
@@ -107,7 +107,9 @@ void kda_forward(const KdaWeights& w, const Config& c, const float* x, int64_t n
   if (st.cap.on) {  // a captured verify window: keep what commit_prefix needs per row
     st.cap.conv0 = st.conv;
     st.cap.conv_in = mixed;
-    st.cap.rec.assign(size_t(n) * st.recurrent.size(), 0.0f);
+    // The state after the last row is the layer's own: rows 0..n-2 only. For GLM's 2-row
+    // verify (integrated MTP, one draft) this is the one backup a rejection restores.
+    st.cap.rec.assign(size_t(n - 1) * st.recurrent.size(), 0.0f);
   }
   cpu::Conv1dArgs ca;
   ca.x = mixed.data();

@@ -63,6 +63,11 @@ class Glm5Model final : public Model, public DraftHead {
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override {
     mtp_draft(cfg_, w_, as_state(state), next_token, depth, draft_logits_, drafts, &pool_);
   }
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override {
+    mtp_draft(cfg_, w_, as_state(state), next_token, depth, draft_logits_, drafts, &pool_, &pick);
+    return true;
+  }
   const std::vector<float>& last_draft_logits() const { return draft_logits_; }
   // Captured-prefix commit (spec_commit.cpp): any kept prefix of the verify window without
   // re-running it.

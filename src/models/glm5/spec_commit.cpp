@@ -1,7 +1,8 @@
 // Captured-prefix commit for GLM 5.x (the MTPLX capture_commit scheme of qwen_next, applied to
 // this family's state; the row arithmetic is shared: models/capture_rows.h).
-//   KDA   recurrent matrix after row keep-1 (captured per row); conv window = the last K-1
-//         rows of [conv before the window ; conv input rows 0..keep-1]
+//   KDA   recurrent matrix after row keep-1 (captured for rows 0..n-2: with one MTP draft,
+//         the 2-row verify, that is the single backup a rejection restores); conv window =
+//         the last K-1 rows of [conv before the window ; conv input rows 0..keep-1]
 //   MLA   append-only caches (latent, indexer keys and gates) truncated to the kept
 //         positions; k-pool keys that the dropped rows completed are dropped
 //   MTP   the head's queued (trunk row, next token) pairs of the dropped rows are dropped and
@@ -37,7 +38,7 @@ void commit_captured_prefix(const Config& c, State& st, int64_t keep) {
   const int64_t pos0 = st.pos - n;
   if (keep < n) {
     for (auto& k : st.kda) {
-      if (k.cap.rec.empty()) continue;
+      if (k.cap.conv_in.empty()) continue;  // a DSA layer
       const int64_t sz = int64_t(k.recurrent.size());
       std::copy_n(k.cap.rec.begin() + (keep - 1) * sz, sz, k.recurrent.begin());
       tail_rows(k.cap.conv0, k.cap.conv_in, keep, int64_t(k.cap.conv_in.size()) / n, k.conv);

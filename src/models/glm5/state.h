@@ -15,7 +15,7 @@ namespace ds4::glm5 {
 struct KdaCapture {
   bool on = false;
   std::vector<float> conv0, conv_in;  // conv state before the window; its input rows {n, 3*qkv}
-  std::vector<float> rec;             // recurrent state after each row {n, heads, hd, hd}
+  std::vector<float> rec;             // recurrent state after rows 0..n-2 {n-1, heads, hd, hd}
 };
 
 struct KdaState {

@@ -137,18 +137,19 @@ inline void expect_broken_commit_caught(Model& m, const ModelState& base, const 
   EXPECT_NE(commit_vs_ar(m, base, window, off_by_one), "");
 }
 
-// Perturbing one float of section `name` (relative 1e-3) in an otherwise equal state must be
-// caught by state_mismatch: the comparison itself can fail.
+// Moving the largest float of section `name` by 1e-3 of max(1, its magnitude) in an otherwise
+// equal state must be caught by state_mismatch: the comparison itself can fail.
 inline void expect_perturbation_caught(Model& m, const ModelState& s, const std::string& name) {
   std::vector<StateSection> sec;
   s.save(sec);
   bool found = false;
   for (auto& x : sec)
     if (x.name == name && x.bytes.size() >= 4) {
-      float v;
-      std::memcpy(&v, x.bytes.data() + x.bytes.size() - 4, 4);
-      v = v == 0 ? 1e-3f : v * 1.001f;
-      std::memcpy(x.bytes.data() + x.bytes.size() - 4, &v, 4);
+      std::vector<float> f(x.bytes.size() / 4);
+      std::memcpy(f.data(), x.bytes.data(), f.size() * 4);
+      float& v = *std::max_element(f.begin(), f.end(), [](float a, float b) { return std::fabs(a) < std::fabs(b); });
+      v += 1e-3f * std::max(1.0f, std::fabs(v));
+      std::memcpy(x.bytes.data(), f.data(), f.size() * 4);
       found = true;
     }
   ASSERT_TRUE(found) << name;

@@ -48,6 +48,17 @@ TEST_F(Glm5Commit, EqualsArStateAtEveryKeep) {
   }
 }
 
+TEST_F(Glm5Commit, TwoRowVerifyEqualsTwoSingleRowSteps) {
+  // GLM's integrated MTP drafts one token: the verify is one 2-row batched pass [next, d1].
+  // Both rows' logits equal two single-row decode steps; keep 2 is the state after both,
+  // keep 1 (d1 rejected) restores the KDA backup taken after row 0.
+  for (int64_t len : {7, 8}) {
+    auto b = base(len);
+    EXPECT_EQ(draft_test::commit_vs_ar(*m_, *b, {kWindow[0], kWindow[1]}, draft_test::real_commit, 1), "")
+        << "prompt " << len;
+  }
+}
+
 TEST_F(Glm5Commit, BrokenCommitIsCaught) {
   auto b = base(10);
   draft_test::expect_broken_commit_caught(*m_, *b, kWindow);
