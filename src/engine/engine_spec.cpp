@@ -19,6 +19,7 @@ SpecCategory turn_category(const Sampler& sampler, const std::string& stochastic
 void report(const SpecDecoder& spec, Usage& u) {
   const SpecStats& s = spec.stats();
   u.spec_mode = spec_category_name(spec.category());
+  u.spec_dspark_confidence = spec.config().dspark_confidence;
   u.spec_drafted = s.drafted, u.spec_accepted = s.accepted, u.spec_bonus = s.bonus;
   u.spec_corrections = s.corrections, u.spec_prefix_commits = s.prefix_commits;
   u.spec_repairs = s.repairs, u.spec_full_replays = s.full_replays;

@@ -143,6 +143,7 @@ class SpecDecoder {
              const std::function<bool(int32_t)>& is_stop, SpecCycle& out);
   const SpecStats& stats() const { return stats_; }
   SpecCategory category() const { return cfg_.category; }
+  const SpecConfig& config() const { return cfg_; }
 
  private:
   // Acceptance walk over the verify rows; fills out.accepted / out.bonus, returns whether

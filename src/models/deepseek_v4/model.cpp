@@ -123,15 +123,8 @@ class DsModel : public Model, public DraftHead {
   // re-running it.
   bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override {
     State& s = as_state(trial);
-    capture_begin(s);
-    try {
-      forward(trial, tokens, Logits::kAll, logits);
-    } catch (...) {
-      capture_abort(s);
-      throw;
-    }
-    capture_end(s, tokens);
-    return true;
+    return captured_verify(*this, trial, tokens, logits, [&] { capture_begin(s); }, [&] { capture_end(s, tokens); },
+                           [&] { capture_abort(s); });
   }
   void commit_prefix(ModelState& trial, int64_t keep) override { commit_captured_prefix(c_, w_, as_state(trial), keep); }
 

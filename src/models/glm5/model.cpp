@@ -73,15 +73,8 @@ class Glm5Model final : public Model, public DraftHead {
   // re-running it.
   bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override {
     State& st = as_state(trial);
-    capture_begin(st);
-    try {
-      forward(trial, tokens, Logits::kAll, logits);
-    } catch (...) {
-      capture_abort(st);
-      throw;
-    }
-    capture_end(st, tokens);
-    return true;
+    return captured_verify(*this, trial, tokens, logits, [&] { capture_begin(st); }, [&] { capture_end(st, tokens); },
+                           [&] { capture_abort(st); });
   }
   void commit_prefix(ModelState& trial, int64_t keep) override { commit_captured_prefix(cfg_, as_state(trial), keep); }
 

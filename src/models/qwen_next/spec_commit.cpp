@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "models/capture_rows.h"
+#include "models/draft_head.h"
 #include "models/qwen_next/model.h"
 
 namespace ds4::qwen_next {
@@ -45,16 +46,13 @@ void commit_layer(const Config& c, LayerState& s, int64_t pos0, int64_t n, int64
 bool QwenNextModel::verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) {
   auto& st = dynamic_cast<State&>(trial);
   if (!st.cap_tokens.empty()) throw Error("qwen_next: verify_capture over an uncommitted captured window");
-  for (auto& l : st.layers) l.cap.on = true;
-  try {
-    forward(trial, tokens, Logits::kAll, logits);
-  } catch (...) {
-    for (auto& l : st.layers) l.cap = RowCapture{};
-    throw;
-  }
-  for (auto& l : st.layers) l.cap.on = false;  // the records stay until commit_prefix
-  st.cap_tokens.assign(tokens.begin(), tokens.end());
-  return true;
+  return captured_verify(
+      *this, trial, tokens, logits, [&] { for (auto& l : st.layers) l.cap.on = true; },
+      [&] {
+        for (auto& l : st.layers) l.cap.on = false;  // the records stay until commit_prefix
+        st.cap_tokens.assign(tokens.begin(), tokens.end());
+      },
+      [&] { for (auto& l : st.layers) l.cap = RowCapture{}; });
 }
 
 void QwenNextModel::commit_prefix(ModelState& trial, int64_t keep) {

@@ -1,7 +1,7 @@
 // Sampled speculation with the GLM 5.x MTP head through the generic walks (engine/
 // speculative.h) on ds4's sampler: opportunistic equals sampled AR (own drafts, a draft forced
 // wrong at each position, all right + bonus, stop inside a draft); exact preserves the
-// target's law (chi-square over fixed seeds). See tests/unit/common/sampled_spec_test_util.h.
+// target's law (chi-square over fixed seeds), with the real head and with an oracle head. See tests/unit/common/sampled_spec_test_util.h.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -38,7 +38,13 @@ TEST_F(Glm5Sampled, OpportunisticEqualsSampledAr) {
 }
 
 TEST_F(Glm5Sampled, ExactPreservesTargetLaw) {
-  for (int depth : {1, 3}) draft_test::expect_exact_preserves_law(sc(), depth, 1500);
+  // The real head (its drafts fall outside the target's top 2: the residual path), then an
+  // oracle head over the same model and commit path (accepted and rejected drafts).
+  draft_test::expect_exact_preserves_law(sc(), 3, 500);
+  draft_test::OracleHeadModel oracle(*m_);
+  draft_test::SampledCase o = sc();
+  o.model = &oracle;
+  draft_test::expect_exact_preserves_law(o, 2, 800, true);
 }
 
 }  // namespace

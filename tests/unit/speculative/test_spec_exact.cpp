@@ -247,36 +247,6 @@ TEST(SpecExact, Ds4DistributionIsWhatDs4SampleDraws) {
     }
 }
 
-TEST(SpecExact, OpportunisticEmitsTheSampledArStreamDs4Sampler) {
-  ChainModel m(kDraft);
-  for (uint64_t seed = 1; seed <= 200; ++seed) {
-    SpecConfig ar;
-    ar.depth = 0;
-    ar.sampler = default_sampler_params(SamplerKind::kDs4);
-    ar.sampler.seed = seed;
-    ar.sampler_kind = SamplerKind::kDs4;
-    SpecConfig op = ar;
-    op.depth = 3;
-    op.category = SpecCategory::kOpportunistic;
-    auto s0 = m.new_state(), s1 = m.new_state();
-    auto l0 = m.prefill(*s0, std::vector<int32_t>{0}), l1 = m.prefill(*s1, std::vector<int32_t>{0});
-    const std::vector<int32_t> eos = {5};
-    auto a = generate_sampled(m, s0, l0, 30, eos, ar);
-    auto b = generate_sampled(m, s1, l1, 30, eos, op);
-    ASSERT_EQ(a, b) << "seed " << seed;
-    // ds4's own sampled loop is the reference: Sampler(kDs4) draw by draw.
-    Sampler ref(SamplerKind::kDs4, ar.sampler);
-    std::vector<int32_t> want;
-    int32_t t = ref.sample(l0);
-    for (;;) {
-      want.push_back(t);
-      if (t == 5 || want.size() >= 30) break;
-      t = ref.sample(kTarget[size_t(t)]);
-    }
-    ASSERT_EQ(a, want) << "seed " << seed;
-  }
-}
-
 TEST(SpecExact, DraftEqualToTargetIsAlwaysAccepted) {
   ChainModel m(kTarget);  // q == p: min(1, p/q) = 1, every u <= 1 accepts
   const Counts c = run_many(m, filtered(), SpecCategory::kExact, 3, 500);
@@ -285,25 +255,50 @@ TEST(SpecExact, DraftEqualToTargetIsAlwaysAccepted) {
   EXPECT_GT(c.stats.drafted, 0);
 }
 
+// Sampled AR and opportunistic (depth 3) on the chain from token 0 with `kind`'s sampler:
+// asserts the streams and end states are equal and returns the stream.
+std::vector<int32_t> opportunistic_vs_ar(ChainModel& m, const SamplerParams& p, SamplerKind kind, uint64_t seed) {
+  SpecConfig ar;
+  ar.depth = 0;
+  ar.sampler = p;
+  ar.sampler.seed = seed;
+  ar.sampler_kind = kind;
+  SpecConfig op = ar;
+  op.depth = 3;
+  op.category = SpecCategory::kOpportunistic;
+  auto s0 = m.new_state(), s1 = m.new_state();
+  auto l0 = m.prefill(*s0, std::vector<int32_t>{0}), l1 = m.prefill(*s1, std::vector<int32_t>{0});
+  const std::vector<int32_t> eos = {5};
+  auto a = generate_sampled(m, s0, l0, 30, eos, ar);
+  auto b = generate_sampled(m, s1, l1, 30, eos, op);
+  EXPECT_EQ(a, b) << "seed " << seed;
+  EXPECT_EQ(s0->position(), s1->position()) << "seed " << seed;
+  return a;
+}
+
 TEST(SpecExact, OpportunisticEmitsTheSampledArStream) {
   // Each verify row samples the token AR samples at that position, in AR's draw order, so
   // the emitted stream equals sampled AR token for token (same seed).
   ChainModel m(kDraft);
+  for (uint64_t seed = 1; seed <= 200; ++seed) opportunistic_vs_ar(m, filtered(), SamplerKind::kMtplx, seed);
+}
+
+TEST(SpecExact, OpportunisticEmitsTheSampledArStreamDs4Sampler) {
+  ChainModel m(kDraft);
   for (uint64_t seed = 1; seed <= 200; ++seed) {
-    SpecConfig ar;
-    ar.depth = 0;
-    ar.sampler = filtered();
-    ar.sampler.seed = seed;
-    SpecConfig op = ar;
-    op.depth = 3;
-    op.category = SpecCategory::kOpportunistic;
-    auto s0 = m.new_state(), s1 = m.new_state();
-    auto l0 = m.prefill(*s0, std::vector<int32_t>{0}), l1 = m.prefill(*s1, std::vector<int32_t>{0});
-    const std::vector<int32_t> eos = {5};
-    auto a = generate_sampled(m, s0, l0, 30, eos, ar);
-    auto b = generate_sampled(m, s1, l1, 30, eos, op);
-    ASSERT_EQ(a, b) << "seed " << seed;
-    EXPECT_EQ(s0->position(), s1->position()) << "seed " << seed;
+    const auto a = opportunistic_vs_ar(m, default_sampler_params(SamplerKind::kDs4), SamplerKind::kDs4, seed);
+    // ds4's own sampled loop is the reference: Sampler(kDs4) draw by draw.
+    SamplerParams p = default_sampler_params(SamplerKind::kDs4);
+    p.seed = seed;
+    Sampler ref(SamplerKind::kDs4, p);
+    std::vector<int32_t> want;
+    int32_t t = ref.sample(kTarget[0]);
+    for (;;) {
+      want.push_back(t);
+      if (t == 5 || want.size() >= 30) break;
+      t = ref.sample(kTarget[size_t(t)]);
+    }
+    ASSERT_EQ(a, want) << "seed " << seed;
   }
 }
 
