@@ -116,8 +116,9 @@ inline SpecRun generate(Model& m, const std::vector<int32_t>& prompt, int depth,
 }
 
 // At each depth the speculative output equals AR token for token, with the head's own drafts
-// (for a random head mostly rejected: the repair path) and with drafts forced to the AR
-// continuation (all accepted + bonus, never a full replay).
+// (for a random head mostly rejected: kept prefixes committed from the captured verify, never
+// a repair) and with drafts forced to the AR continuation (all accepted + bonus, never a full
+// replay).
 inline void expect_speculative_equals_ar(Model& m, const std::vector<int32_t>& prompt, int32_t eos,
                                          std::initializer_list<int> depths) {
   const SpecRun ar = generate(m, prompt, 0, nullptr, eos);
@@ -126,11 +127,13 @@ inline void expect_speculative_equals_ar(Model& m, const std::vector<int32_t>& p
     const SpecRun own = generate(m, prompt, depth, nullptr, eos);
     EXPECT_EQ(own.tokens, ar.tokens) << depth;
     EXPECT_GT(own.stats.drafted, 0) << depth;
+    EXPECT_GT(own.stats.prefix_commits, 0) << depth;
+    EXPECT_EQ(own.stats.repairs + own.stats.full_replays, 0) << depth;
     const SpecRun forced = generate(m, prompt, depth, &ar.tokens, eos);
     EXPECT_EQ(forced.tokens, ar.tokens) << depth;
     EXPECT_GT(forced.stats.accepted, 0) << depth;
     EXPECT_GT(forced.stats.bonus, 0) << depth;
-    EXPECT_EQ(forced.stats.full_replays, 0) << depth;
+    EXPECT_EQ(forced.stats.repairs + forced.stats.full_replays, 0) << depth;
   }
 }
 
