@@ -48,6 +48,17 @@ inline std::string trunk_with_head_dir(const std::string& tag, const std::string
   return dir.string();
 }
 
+// The trunk with its head loaded from such a directory (removed again once loaded).
+inline std::unique_ptr<Model> load_with_head(const std::string& tag, const std::string& trunk_dir,
+                                             const std::string& head_file, const std::string& extra_config = "") {
+  const std::string dir = trunk_with_head_dir(tag, trunk_dir, head_file, extra_config);
+  LoadOptions o;
+  o.threads = 2;
+  auto m = load_model(dir, o);
+  std::filesystem::remove_all(dir);
+  return m;
+}
+
 // A suite-wide model (trunk + head, loaded once: loading dominates under ASan) and its golden
 // reference file. CRTP: every fixture gets its own statics.
 template <class Fixture>

@@ -32,6 +32,13 @@ struct Turn {
   std::optional<double> gate;
 };
 
+Turn turn(int depth, const std::string& sampling, double temperature, uint64_t seed,
+          std::optional<double> gate = std::nullopt) {
+  Turn t;
+  t.depth = depth, t.sampling = sampling, t.temperature = temperature, t.seed = seed, t.gate = gate;
+  return t;
+}
+
 Answer ask(const std::string& dir, const Turn& t) {
   auto model = ds4::load_model(dir);
   auto codec = ds4::engine::TokCodec::open(dir, model->info().family);
@@ -76,8 +83,8 @@ class EngineSpecDs4 : public ::testing::Test {
 TEST_F(EngineSpecDs4, MtpSampledTurnsReportCategoryAndCounters) {
   const std::string d = dir("ds4_engine_mtp", std::string(DS4_TEST_DATA) + "/deepseek_v4/mtp/mtp.safetensors");
   for (uint64_t seed : {7u, 12345u}) {
-    Turn off{0, "exact", 0.9, seed};
-    Turn op{3, "opportunistic", 0.9, seed};
+    const Turn off = turn(0, "exact", 0.9, seed);
+    const Turn op = turn(3, "opportunistic", 0.9, seed);
     const Answer a = ask(d, off), b = ask(d, op);
     EXPECT_EQ(b.text, a.text) << "seed " << seed;
     EXPECT_EQ(b.done.usage.completion_tokens, a.done.usage.completion_tokens);
@@ -88,25 +95,25 @@ TEST_F(EngineSpecDs4, MtpSampledTurnsReportCategoryAndCounters) {
     EXPECT_EQ(b.done.usage.spec_full_replays, 0);
     EXPECT_EQ(b.done.usage.spec_accepted + b.done.usage.spec_corrections + b.done.usage.spec_bonus > 0, true);
   }
-  const Answer x = ask(d, Turn{3, "exact", 0.9, 7});
+  const Answer x = ask(d, turn(3, "exact", 0.9, 7));
   EXPECT_EQ(x.done.usage.spec_mode, "exact");
   EXPECT_GT(x.done.usage.spec_drafted, 0);
   EXPECT_GT(x.done.usage.spec_corrections, 0);
   EXPECT_EQ(x.done.usage.spec_repairs, 0);
   EXPECT_EQ(x.done.usage.spec_full_replays, 0);
-  EXPECT_EQ(ask(d, Turn{3, "exact", 0.9, 7}).text, x.text);  // the turn's own stream: reproducible
-  EXPECT_EQ(ask(d, Turn{3, "exact", 0.0, 7}).done.usage.spec_mode, "greedy");
-  EXPECT_EQ(ask(d, Turn{3, "target_only", 0.9, 7}).done.usage.spec_mode, "target_only");
+  EXPECT_EQ(ask(d, turn(3, "exact", 0.9, 7)).text, x.text);  // the turn's own stream: reproducible
+  EXPECT_EQ(ask(d, turn(3, "exact", 0.0, 7)).done.usage.spec_mode, "greedy");
+  EXPECT_EQ(ask(d, turn(3, "target_only", 0.9, 7)).done.usage.spec_mode, "target_only");
   std::filesystem::remove_all(d);
 }
 
 TEST_F(EngineSpecDs4, DsparkGateResolvedPerTurn) {
   const std::string dd = std::string(DS4_TEST_DATA) + "/deepseek_v4/dspark";
   const std::string d = dir("ds4_engine_dspark", dd + "/dspark.safetensors", dd + "/dspark_config.json");
-  EXPECT_DOUBLE_EQ(ask(d, Turn{3, "exact", 0.9, 7}).done.usage.spec_dspark_confidence, 0.8);
-  EXPECT_DOUBLE_EQ(ask(d, Turn{3, "opportunistic", 0.9, 7}).done.usage.spec_dspark_confidence, 0.6);
-  EXPECT_DOUBLE_EQ(ask(d, Turn{3, "exact", 0.0, 7}).done.usage.spec_dspark_confidence, 0.6);
-  Turn zero{3, "exact", 0.9, 7, 0.0};
+  EXPECT_DOUBLE_EQ(ask(d, turn(3, "exact", 0.9, 7)).done.usage.spec_dspark_confidence, 0.8);
+  EXPECT_DOUBLE_EQ(ask(d, turn(3, "opportunistic", 0.9, 7)).done.usage.spec_dspark_confidence, 0.6);
+  EXPECT_DOUBLE_EQ(ask(d, turn(3, "exact", 0.0, 7)).done.usage.spec_dspark_confidence, 0.6);
+  const Turn zero = turn(3, "exact", 0.9, 7, 0.0);
   const Answer z = ask(d, zero);
   EXPECT_DOUBLE_EQ(z.done.usage.spec_dspark_confidence, 0.0);
   EXPECT_EQ(z.done.usage.spec_mode, "exact");

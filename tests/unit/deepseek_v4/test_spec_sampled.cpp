@@ -16,10 +16,7 @@ namespace ds4_test {
 namespace {
 
 std::unique_ptr<ds4::Model> open_with(const std::string& tag, const std::string& head, const std::string& extra = "") {
-  const std::string dir = ds4::draft_test::trunk_with_head_dir(tag, kModelDir, head, extra);
-  auto m = ds4::load_model(dir);
-  std::filesystem::remove_all(dir);
-  return m;
+  return ds4::draft_test::load_with_head(tag, kModelDir, head, extra);
 }
 
 ds4::draft_test::SampledCase sc(ds4::Model& m) {

@@ -6,8 +6,6 @@
 // and a perturbed state, are caught.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "capture_commit_test_util.h"
 #include "draft_head_test_util.h"
 #include "golden.h"
@@ -19,10 +17,7 @@ namespace {
 class Glm5Commit : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string dir =
-        draft_test::trunk_with_head_dir("glm5_commit", model_dir(), data_dir() + "/mtp/mtp.safetensors");
-    m_ = load_model(dir).release();
-    std::filesystem::remove_all(dir);
+    m_ = draft_test::load_with_head("glm5_commit", model_dir(), data_dir() + "/mtp/mtp.safetensors").release();
   }
   static void TearDownTestSuite() { delete m_; }
   // Prompt of `len` tokens, head enabled and caught up (as at the start of a cycle).

@@ -4,8 +4,6 @@
 // target's law (chi-square over fixed seeds), with the real head and with an oracle head. See tests/unit/common/sampled_spec_test_util.h.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "draft_head_test_util.h"
 #include "golden.h"
 #include "models/model.h"
@@ -17,10 +15,7 @@ namespace {
 class Glm5Sampled : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string dir =
-        draft_test::trunk_with_head_dir("glm5_sampled", model_dir(), data_dir() + "/mtp/mtp.safetensors");
-    m_ = load_model(dir).release();
-    std::filesystem::remove_all(dir);
+    m_ = draft_test::load_with_head("glm5_sampled", model_dir(), data_dir() + "/mtp/mtp.safetensors").release();
   }
   static void TearDownTestSuite() { delete m_; }
   static draft_test::SampledCase sc() {
