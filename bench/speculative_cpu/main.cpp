@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
   }
   engine::SpecConfig sc;
   sc.depth = depth;
+  // The family's own sampler (MTPLX for Qwen, ds4's for GLM / DeepSeek), as the engine uses.
+  sc.sampler_kind = engine::sampler_kind_for_family(m->info().family);
+  sc.sampler = engine::default_sampler_params(sc.sampler_kind);
   sc.sampler.temperature = argc > 6 ? std::stod(argv[6]) : 0.0;
   const bool sampled = sc.sampler.temperature > 0;
   sc.category = sampled ? engine::SpecCategory::kExact : engine::SpecCategory::kGreedy;
