@@ -17,6 +17,7 @@
 #include "models/deepseek_v4/dspark.h"
 #include "models/deepseek_v4/layers.h"
 #include "models/deepseek_v4/mtp.h"
+#include "models/deepseek_v4/spec_commit.h"
 #include "models/draft_head.h"
 
 namespace ds4::deepseek_v4 {
@@ -107,8 +108,25 @@ class DsModel : public Model, public DraftHead {
     }
     mtp_draft(ctx, hc_, w_, as_state(state), next_token, depth, draft_logits_, drafts);
   }
+  // ds4's MTP chain can draw each draft from the sampler's q (exact); DSpark drafts its block
+  // in one pass, so it stays a greedy (point-mass) proposal.
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override {
+    if (w_.dspark) return false;
+    const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
+    mtp_draft(ctx, hc_, w_, as_state(state), next_token, depth, draft_logits_, drafts, &pick);
+    return true;
+  }
   const std::vector<float>& last_draft_logits() const { return draft_logits_; }
   const DsparkDraft& last_dspark() const { return dspark_; }
+  // Captured-prefix commit (spec_commit.cpp): any kept prefix of the verify window without
+  // re-running it.
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override {
+    State& s = as_state(trial);
+    return captured_verify(*this, trial, tokens, logits, [&] { capture_begin(s); }, [&] { capture_end(s, tokens); },
+                           [&] { capture_abort(s); });
+  }
+  void commit_prefix(ModelState& trial, int64_t keep) override { commit_captured_prefix(c_, w_, as_state(trial), keep); }
 
  private:
   static State& as_state(ModelState& base) {
