@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds the CUDA targets for sm_90a and runs, on the H200 machine: the op test, the Qwen3.8
-# Flash Next CUDA model test (vs the CPU model and the golden vectors) and its decode bench,
+# Flash Next and DeepSeek V4 CUDA model tests (vs the CPU models and the golden vectors), the
+# Qwen decode bench, the DeepSeek V4 decode bench when DS4_SYNTH_GGUF names a GGUF (e.g. the
+# synthetic full-size Flash of `ds4-convert --synthetic deepseek_v4_flash OUT.gguf`; DS4_BENCH_ARGS
+# overrides its "prompt decode [--profile]" arguments, default "64 64 --profile"),
 # the GEMV bench (unless SKIP_GEMV_BENCH=1), then as time permits (BUDGET_S, default 225 s
 # for the whole script) the GEMV SASS, an ncu pass over the GEMV kernels and both tests under
 # compute-sanitizer. Logs go to OUTDIR; the exit code is non-zero when a test failed.
@@ -33,7 +36,8 @@ t0=$(date +%s)
 if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc 2>/dev/null &&
    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=OFF \
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
-   cmake --build "$build" --target test_cuda_ops bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda -j 16 >>"$out/build.txt" 2>&1; then
+   cmake --build "$build" --target test_cuda_ops bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda \
+     test_deepseek_v4_cuda bench_deepseek_v4_cuda -j 16 >>"$out/build.txt" 2>&1; then
   bin=$build/bin
   log "cmake build ok in $(( $(date +%s) - t0 )) s"
 else
@@ -44,21 +48,24 @@ else
   [ -f /usr/include/nlohmann/json.hpp ] || inc+=(-I"$root/.devinclude")
   flags=(-O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a "${inc[@]}" -DDS4_ROOT="\"$root\"")
   jobs=$(nproc)
-  # CPU side: core, formats, the CPU backend and the CPU Qwen model (the reference the CUDA
-  # model is tested against); GPU side: backend/cuda and the CUDA Qwen model.
+  # CPU side: core, formats, the CPU backend and the CPU Qwen and DeepSeek V4 models (the
+  # references the CUDA models are tested against); GPU side: backend/cuda and the CUDA models.
   cpu_src=$(ls "$root"/src/core/*.cpp "$root"/src/formats/*.cpp "$root"/src/backend/cpu/*.cpp \
-    "$root/src/models/model.cpp" "$root"/src/models/qwen_next/*.cpp "$root/tests/cuda/host_ref.cpp")
+    "$root/src/models/model.cpp" "$root"/src/models/qwen_next/*.cpp "$root"/src/models/deepseek_v4/*.cpp \
+    "$root/tests/cuda/host_ref.cpp")
   ( cd "$bin" &&
     printf '%s\n' $cpu_src |
       xargs -P "$jobs" -I{} sh -c 'g++ -std=c++20 -O2 -ffp-contract=off '"${inc[*]}"' -c {} -o "$(echo {} | tr / _).o"' &&
-    printf '%s\n' "$root"/src/backend/cuda/*.cu "$root"/src/models/qwen_next/cuda/*.cu |
+    printf '%s\n' "$root"/src/backend/cuda/*.cu "$root"/src/models/qwen_next/cuda/*.cu "$root"/src/models/deepseek_v4/cuda/*.cu |
       xargs -P "$jobs" -I{} sh -c '"$0" "$@" -c {} -o "$(echo {} | tr / _).o"' "$nvcc" "${flags[@]}" &&
     ops=$(ls ./*_core_*.o ./*_backend_cuda_*.o ./*host_ref.cpp.o) &&
     "$nvcc" "${flags[@]}" -o test_cuda_ops "$root/tests/cuda/test_cuda_ops.cu" $ops &&
     "$nvcc" "${flags[@]}" -o bench_cuda_gemv "$root/bench/cuda_gemv/bench_cuda_gemv.cu" $ops &&
     all=$(ls ./*.o | grep -v host_ref) &&
     "$nvcc" "${flags[@]}" -o test_qwen_next_cuda "$root/tests/cuda/test_qwen_next_cuda.cu" $all -lpthread &&
-    "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all -lpthread
+    "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all -lpthread &&
+    "$nvcc" "${flags[@]}" -o test_deepseek_v4_cuda "$root/tests/cuda/test_deepseek_v4_cuda.cu" $all -lpthread &&
+    "$nvcc" "${flags[@]}" -o bench_deepseek_v4_cuda "$root/bench/cuda_deepseek_v4/bench_deepseek_v4_cuda.cu" $all -lpthread
   ) >>"$out/build.txt" 2>&1 || { tail -40 "$out/build.txt"; exit 3; }
   log "nvcc build ok in $(( $(date +%s) - t0 )) s"
 fi
@@ -73,6 +80,20 @@ log "test_qwen_next_cuda $root"
 qwen_rc=${PIPESTATUS[0]}
 log "test_qwen_next_cuda exit $qwen_rc"
 [ "$test_rc" -ne 0 ] || test_rc=$qwen_rc
+
+log "test_deepseek_v4_cuda $root"
+"$bin/test_deepseek_v4_cuda" "$root" 2>&1 | tee "$out/test_deepseek_v4_cuda.txt"
+dsv4_rc=${PIPESTATUS[0]}
+log "test_deepseek_v4_cuda exit $dsv4_rc"
+[ "$test_rc" -ne 0 ] || test_rc=$dsv4_rc
+
+touch "$out/bench_deepseek_v4_cuda.txt"
+if [ -n "${DS4_SYNTH_GGUF:-}" ]; then
+  log "bench_deepseek_v4_cuda $DS4_SYNTH_GGUF ${DS4_BENCH_ARGS:-64 64 --profile}"
+  # shellcheck disable=SC2086
+  "$bin/bench_deepseek_v4_cuda" "$DS4_SYNTH_GGUF" ${DS4_BENCH_ARGS:-64 64 --profile} 2>&1 | tee "$out/bench_deepseek_v4_cuda.txt"
+  log "bench_deepseek_v4_cuda exit ${PIPESTATUS[0]}"
+fi
 
 log "bench_qwen_next_cuda $root/models/default 256 64"
 "$bin/bench_qwen_next_cuda" "$root/models/default" 256 64 2>&1 | tee "$out/bench_qwen_next_cuda.txt"
@@ -135,5 +156,6 @@ log "total $(( $(date +%s) - start )) s"
 # The reply shows only the output's tail: repeat the two results last.
 grep -E "FAIL|PASSED|FAILED|FATAL" "$out/test_cuda_ops.txt" | tail -20
 cat "$out/test_qwen_next_cuda.txt" "$out/bench_qwen_next_cuda.txt"
+cat "$out/test_deepseek_v4_cuda.txt" "$out/bench_deepseek_v4_cuda.txt"
 tail -30 "$out/bench_cuda_gemv.txt"
 exit "$test_rc"

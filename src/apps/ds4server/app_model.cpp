@@ -6,7 +6,9 @@
 #include "engine/tok_codec.h"
 #include "models/model.h"
 #include "models/qwen_next/model.h"
+#include "models/deepseek_v4/model.h"
 #ifdef DS4_CUDA
+#include "models/deepseek_v4/cuda/model_cuda.h"
 #include "models/qwen_next/cuda/model_cuda.h"
 #endif
 
@@ -28,9 +30,10 @@ std::unique_ptr<Model> load_model_on(const std::string& path, const LoadOptions&
   if (backend == "cpu") return load_model(path, o);
   if (backend != "cuda") throw InputError("--backend: '" + backend + "' is not cpu or cuda");
 #ifdef DS4_CUDA
-  if (!qwen_next::probe(path))
-    throw InputError("--backend cuda: " + path + " is not a Qwen3.8 Flash Next model (the only family on CUDA so far)");
-  return qwen_next::load_cuda(path, o);
+  if (qwen_next::probe(path)) return qwen_next::load_cuda(path, o);
+  if (deepseek_v4::probe(path)) return deepseek_v4::load_cuda(path, o);
+  throw InputError("--backend cuda: " + path +
+                   " is not a Qwen3.8 Flash Next or DeepSeek V4 model (the families on CUDA so far)");
 #else
   throw InputError("--backend cuda: this ds4server was built without CUDA (configure with -DDS4_CUDA=ON)");
 #endif

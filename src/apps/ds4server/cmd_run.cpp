@@ -37,7 +37,7 @@ struct RunArgs {
 const char* kUsage =
     "usage: ds4server run --model PATH (--tokens ID,ID,... | -p TEXT [--tokenizer tokenizer.json])\n"
     "                     [--max-tokens N] [--temp T] [--seed S] [--threads N] [--chunk N]\n"
-    "                     [--backend cpu|cuda]   (cuda: Qwen3.8 Flash Next only, builds with DS4_CUDA)\n";
+    "                     [--backend cpu|cuda]   (cuda: Qwen3.8 Flash Next, DeepSeek V4; DS4_CUDA builds)\n";
 
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;

@@ -7,7 +7,7 @@
 namespace ds4::cuda {
 
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight[:]     x, y {rows, dim}, weight {dim}
-// y may alias x. All pointers are device pointers.
+// weight may be null (an unweighted norm). y may alias x. All pointers are device pointers.
 void rmsnorm_f32(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps,
                  cudaStream_t stream);
 

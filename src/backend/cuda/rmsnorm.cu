@@ -14,7 +14,7 @@ __global__ void rmsnorm_kernel(const float* x, const float* __restrict__ w, floa
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
   ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);
   const float inv = rsqrtf(ss / float(dim) + eps);
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = w ? xr[i] * inv * w[i] : xr[i] * inv;
 }
 
 }  // namespace
