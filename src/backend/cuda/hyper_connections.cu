@@ -1,5 +1,5 @@
 // mHC kernels (CPU: backend/cpu/hyper_connections.cpp). The n x n Sinkhorn projection is a
-// few hundred flops: one thread does it in the CPU's order, the block then streams hidden.
+// few hundred flops: one warp does it in the CPU's order, the block then streams hidden.
 #include "backend/cuda/check.h"
 #include "backend/cuda/hyper_connections.h"
 
@@ -8,37 +8,42 @@ namespace {
 
 __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
 
+// Run by the first warp: lane r < n owns row r (softmax, row passes) and column r (column
+// passes), so each sum keeps the CPU's order; phases are separated by __syncwarp.
 __device__ void sinkhorn_split(const float* mix, const float* scale, const float* base, int n, int iters, float eps,
                                float* pre, float* post, float* comb) {
-  for (int i = 0; i < n; ++i) {
-    pre[i] = sigm(mix[i] * scale[0] + base[i]) + eps;
-    post[i] = 2.f * sigm(mix[n + i] * scale[1] + base[n + i]);
-  }
-  const float* cm = mix + 2 * n;
-  const float* cb = base + 2 * n;
-  for (int r = 0; r < n; ++r) {  // softmax over each row, then + eps
-    float* row = comb + r * n;
+  const int lane = threadIdx.x;
+  if (lane < n) {
+    pre[lane] = sigm(mix[lane] * scale[0] + base[lane]) + eps;
+    post[lane] = 2.f * sigm(mix[n + lane] * scale[1] + base[n + lane]);
+    const float* cm = mix + 2 * n + lane * n;
+    const float* cb = base + 2 * n + lane * n;
+    float* row = comb + lane * n;  // softmax over the row, then + eps
     float mx = -INFINITY;
     for (int c = 0; c < n; ++c) {
-      row[c] = cm[r * n + c] * scale[2] + cb[r * n + c];
+      row[c] = cm[c] * scale[2] + cb[c];
       mx = fmaxf(mx, row[c]);
     }
     float sum = 0.f;
     for (int c = 0; c < n; ++c) sum += (row[c] = expf(row[c] - mx));
     for (int c = 0; c < n; ++c) row[c] = row[c] / sum + eps;
   }
+  __syncwarp();
   for (int it = 0; it < (iters > 1 ? iters : 1); ++it) {  // the CPU always does one column pass
-    if (it > 0)  // rows (not on the first pass: columns come first)
-      for (int r = 0; r < n; ++r) {
+    if (it > 0) {  // rows (not on the first pass: columns come first)
+      if (lane < n) {
         float sum = 0.f;
-        for (int c = 0; c < n; ++c) sum += comb[r * n + c];
-        for (int c = 0; c < n; ++c) comb[r * n + c] /= (sum + eps);
+        for (int c = 0; c < n; ++c) sum += comb[lane * n + c];
+        for (int c = 0; c < n; ++c) comb[lane * n + c] /= (sum + eps);
       }
-    for (int c = 0; c < n; ++c) {
-      float sum = 0.f;
-      for (int r = 0; r < n; ++r) sum += comb[r * n + c];
-      for (int r = 0; r < n; ++r) comb[r * n + c] /= (sum + eps);
+      __syncwarp();
     }
+    if (lane < n) {
+      float sum = 0.f;
+      for (int r = 0; r < n; ++r) sum += comb[r * n + lane];
+      for (int r = 0; r < n; ++r) comb[r * n + lane] /= (sum + eps);
+    }
+    __syncwarp();
   }
 }
 
@@ -47,10 +52,10 @@ __global__ void hc_pre_kernel(const float* __restrict__ mix, const float* __rest
                               const float* __restrict__ x, float* __restrict__ collapsed, float* __restrict__ post,
                               float* __restrict__ comb) {
   __shared__ float pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {
     sinkhorn_split(mix, scale, base, n, iters, eps, pre, p_post, p_comb);
-    for (int i = 0; i < n; ++i) post[i] = p_post[i];
-    for (int i = 0; i < n * n; ++i) comb[i] = p_comb[i];
+    if (int(threadIdx.x) < n) post[threadIdx.x] = p_post[threadIdx.x];
+    for (int i = threadIdx.x; i < n * n; i += 32) comb[i] = p_comb[i];
   }
   __syncthreads();
   for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {

@@ -13,12 +13,19 @@
 
 namespace ds4::deepseek_v4::cuda {
 
+// Projections of one input with outputs back to back: consecutive parts of the same type
+// and width are stacked into one matrix (rows concatenated in device memory) and read by one
+// gemv; gemv rows do not depend on their neighbours, so stacked and separate give identical
+// bits. `runs` in output order; rows = total output rows.
+struct DProj {
+  std::vector<WeightMatrix> runs;
+  int64_t rows = 0;
+};
 struct DHc {
   WeightMatrix fn;  // {mix, n_hc * hidden}
   const float *base = nullptr, *scale = nullptr;
 };
-struct DCompressor {
-  WeightMatrix kv, gate;  // {width, hidden}
+struct DCompressor {  // its kv / gate projections {width, hidden} are part of DLayer::attn_in
   const float *ape = nullptr, *norm = nullptr;  // {ratio, width}, {dim}
   int64_t dim = 0, width = 0;
   bool indexer = false;
@@ -30,18 +37,22 @@ struct DExperts {
 };
 struct DLayer {
   DHc attn_hc, ffn_hc;
+  // Everything that reads the normed attention input: [q_a {q_lora} | kv {hd} | comp kv, gate
+  // {width} each | index kv, gate {index width} each | index_proj {index_heads}].
+  DProj attn_in;
+  // Everything that reads the normed MoE input: [sh_gate {F} | sh_up {F} | router {E}].
+  DProj moe_in;
   const float *attn_norm = nullptr, *ffn_norm = nullptr;
-  WeightMatrix q_a, q_b, kv, o_a, o_b;
+  WeightMatrix q_b, o_a, o_b;
   const float *q_a_norm = nullptr, *kv_norm = nullptr, *sinks = nullptr;
   int64_t ratio = 0;            // 0: sliding window only
   bool has_indexer = false;     // CSA: the comp lane overlaps and the indexer picks entries
   DCompressor comp, index;
-  WeightMatrix index_q_b, index_proj;
-  WeightMatrix router;
+  WeightMatrix index_q_b;
   const float* router_bias = nullptr;  // null: none
   const int32_t* tid2eid = nullptr;    // {vocab, experts_used}; null: top-k routed layer
-  DExperts gate, up, down;
-  WeightMatrix sh_gate, sh_up, sh_down;
+  DExperts gate_up, down;  // gate_up: per expert gate rows then up rows {2F, hidden}
+  WeightMatrix sh_down;
 };
 struct DeviceWeights {
   ds4::cuda::DeviceBuffer buffer;
@@ -56,8 +67,9 @@ struct DeviceWeights {
 // the host from the mmap per token). One sizing pass, admission (throws ds4::Error naming
 // the bytes when they do not fit), then each tensor is copied from the mapped file straight
 // to the device, so the file is never held in host RAM as a whole.
+// fuse = false keeps every projection separate (the unfused reference in the tests).
 DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_main,
-                             const std::vector<float>& inv_comp);
+                             const std::vector<float>& inv_comp, bool fuse);
 
 // Bytes of weights one decode token reads: dense parts of every layer, experts_used routed
 // experts per layer, the HC head and lm_head (the roofline's numerator).

@@ -98,7 +98,9 @@ struct DeepseekV4CudaModel::Impl {
   int32_t* SI(size_t off) const { return reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + off); }
   void mark(const char* name);
   void hc_pre(const DHc& h, const float* norm, const float* x);
-  void lane(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, int64_t ratio, bool overlap, const int32_t* pos);
+  void proj(const DProj& p, const float* x, float* y);
+  void lane(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv, const float* gate,
+            int64_t ratio, bool overlap, const int32_t* pos);
   void attention(CudaState& st, int64_t l);
   void moe(int64_t l);
   void enqueue_step(CudaState& st, bool logits);
@@ -139,14 +141,20 @@ void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, const fl
   mark("hc_pre");
 }
 
-// One compressor lane for this token (CPU compressor_push with T = 1).
-void DeepseekV4CudaModel::Impl::lane(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, int64_t ratio,
-                                     bool overlap, const int32_t* pos) {
+// y = [W_0; W_1; ...] x: one launch per stacked run, outputs back to back.
+void DeepseekV4CudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
+  for (const WeightMatrix& m : p.runs) {
+    dc::gemv(m, x, y, stream);
+    y += m.rows;
+  }
+}
+
+// One compressor lane for this token (CPU compressor_push with T = 1); kv / gate {width} are
+// this token's projections (part of attn_in).
+void DeepseekV4CudaModel::Impl::lane(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv,
+                                     const float* gate, int64_t ratio, bool overlap, const int32_t* pos) {
   auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
-  dc::gemv(d.kv, S(sl.col), S(sl.ckv), stream);
-  dc::gemv(d.gate, S(sl.col), S(sl.cgate), stream);
-  mark(d.indexer ? "index_lane_proj" : "comp_lane_proj");
-  const LaneArgs a{S(sl.ckv), S(sl.cgate), d.ape, d.norm, SF(o.pend_kv), SF(o.pend_gate), SF(o.prev_kv),
+  const LaneArgs a{kv, gate, d.ape, d.norm, SF(o.pend_kv), SF(o.pend_gate), SF(o.prev_kv),
                    SF(o.prev_gate), SF(o.entries), ratio, d.dim, d.width, c.rope_dim, overlap,
                    c.ds4_numerics && !d.indexer, c.ds4_numerics && d.indexer, c.rms_eps, dw.inv_comp};
   compressor_step(a, pos, stream);
@@ -161,13 +169,16 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
   const int64_t hd = c.head_dim;
   const float* inv = L.ratio > 0 ? dw.inv_comp : dw.inv_main;
-  float *col = S(sl.col), *qr = S(sl.qr), *q = S(sl.q), *kv = S(sl.kv);
-  dc::gemv(L.q_a, col, qr, stream);
+  // attn_in outputs {q_lora | hd | comp width x2 | index width x2 | index_heads}
+  const int64_t cw = L.ratio > 0 ? L.comp.width : 0, iwd = L.has_indexer ? L.index.width : 0;
+  float *col = S(sl.col), *qr = S(sl.ain), *q = S(sl.q), *kv = qr + c.q_lora;
+  float *ckv = kv + hd, *cgate = ckv + cw, *ikv = cgate + cw, *igate = ikv + iwd, *iw = igate + iwd;
+  proj(L.attn_in, col, qr);
+  mark("attn_in_proj");
   dc::rmsnorm_f32(qr, L.q_a_norm, qr, 1, c.q_lora, c.rms_eps, stream);
   dc::gemv(L.q_b, qr, q, stream);
   dc::rmsnorm_f32(q, nullptr, q, c.heads, hd, c.rms_eps, stream);  // per head, unweighted
   rope_tail(q, RopeTail{c.heads, hd, c.rope_dim, inv}, pos, 1, stream);
-  dc::gemv(L.kv, col, kv, stream);
   dc::rmsnorm_f32(kv, L.kv_norm, kv, 1, hd, c.rms_eps, stream);
   rope_tail(kv, RopeTail{1, hd, c.rope_dim, inv}, pos, 1, stream);
   float* ring = reinterpret_cast<float*>(sb + o.window);
@@ -176,12 +187,11 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   AttendArgs a{q, ring, c.window, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd, sl.max_rows,
                S(sl.att), S(sl.heads)};
   if (L.ratio > 0) {
-    lane(L.comp, o.comp, sb, L.ratio, L.has_indexer, pos);
+    lane(L.comp, o.comp, sb, ckv, cgate, L.ratio, L.has_indexer, pos);
     if (L.has_indexer) {
-      lane(L.index, o.index, sb, L.ratio, true, pos);
+      lane(L.index, o.index, sb, ikv, igate, L.ratio, true, pos);
       dc::gemv(L.index_q_b, qr, S(sl.iq), stream);
-      dc::gemv(L.index_proj, col, S(sl.iw), stream);
-      const IndexerArgs ia{S(sl.iq), S(sl.iw), reinterpret_cast<const float*>(sb + o.index.entries), c.index_heads,
+      const IndexerArgs ia{S(sl.iq), iw, reinterpret_cast<const float*>(sb + o.index.entries), c.index_heads,
                            c.index_dim, c.rope_dim, L.ratio, c.index_topk, lane_entries(lay.max_ctx, L.ratio),
                            c.ds4_numerics, dw.inv_comp, S(sl.iscores), SI(sl.sel), SI(sl.nsel)};
       indexer_select(ia, pos, stream);
@@ -210,21 +220,19 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
 void DeepseekV4CudaModel::Impl::moe(int64_t l) {
   const DLayer& L = dw.layers[size_t(l)];
   const int64_t K = c.experts_used, F = c.expert_ff, H = c.hidden;
-  float* col = S(sl.col);
+  float *col = S(sl.col), *shg = S(sl.min), *shu = shg + F, *router = shu + F;  // moe_in outputs
   int32_t* ids = SI(sl.ids);
-  dc::gemv(L.router, col, S(sl.router), stream);
-  moe_route(RouteArgs{S(sl.router), L.router_bias, L.tid2eid, SI(sl.tok), c.experts, K, int(c.score), c.norm_topk,
+  proj(L.moe_in, col, shg);
+  mark("moe_in_proj");
+  moe_route(RouteArgs{router, L.router_bias, L.tid2eid, SI(sl.tok), c.experts, K, int(c.score), c.norm_topk,
                       float(c.routed_scale), ids, S(sl.wts)},
             stream);
   mark("moe_route");
-  dc::gemv(L.sh_gate, col, S(sl.shg), stream);
-  dc::gemv(L.sh_up, col, S(sl.shu), stream);
-  swiglu_clamp(S(sl.shg), S(sl.shu), 1, F, F, c.swiglu_limit, S(sl.shg), stream);
-  dc::gemv(L.sh_down, S(sl.shg), S(sl.sh), stream);
+  swiglu_clamp(shg, shu, 1, F, F, c.swiglu_limit, shg, stream);
+  dc::gemv(L.sh_down, shg, S(sl.sh), stream);
   mark("shared_expert");
   float* egu = S(sl.egu);  // {K, 2F}: gate rows then up rows per chosen expert
-  dc::gemv_batched(L.gate.first, col, egu, dc::GemvBatch{int(K), ids, L.gate.stride, 0, 0, 2 * F}, stream);
-  dc::gemv_batched(L.up.first, col, egu + F, dc::GemvBatch{int(K), ids, L.up.stride, 0, 0, 2 * F}, stream);
+  dc::gemv_batched(L.gate_up.first, col, egu, dc::GemvBatch{int(K), ids, L.gate_up.stride, 0, 0, 2 * F}, stream);
   mark("experts_gate_up");
   swiglu_clamp(egu, egu + F, K, F, 2 * F, c.swiglu_limit, S(sl.eact), stream);
   dc::gemv_batched(L.down.first, S(sl.eact), S(sl.ey), dc::GemvBatch{int(K), ids, L.down.stride, 0, F, H}, stream);
@@ -245,6 +253,7 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
     hc_pre(L.attn_hc, L.attn_norm, S(sl.xa));
     attention(st, l);
     dc::hc_post_f32(hcd, S(sl.y), S(sl.xa), S(sl.post), S(sl.comb), S(sl.xb), stream);
+    mark("hc_post");
     hc_pre(L.ffn_hc, L.ffn_norm, S(sl.xb));
     moe(l);
     dc::hc_post_f32(hcd, S(sl.y), S(sl.xb), S(sl.post), S(sl.comb), S(sl.xa), stream);
@@ -321,7 +330,8 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) + " has no CUDA gemv");
   m.hcd = dc::HcDims{c.hc, c.hidden, c.sinkhorn_iters, c.hc_eps};
-  m.dw = upload_weights(c, m.w, inv_freq(c.rope_main, c.rope_dim), inv_freq(c.rope_compress, c.rope_dim));
+  m.dw = upload_weights(c, m.w, inv_freq(c.rope_main, c.rope_dim), inv_freq(c.rope_compress, c.rope_dim),
+                        copt.fuse_projections);
   m.decode_bytes = deepseek_v4::cuda::decode_bytes_per_token(c, m.w);
   m.lay = state_layout(c, m.info.max_context);
   m.sl = scratch_layout(c, m.info.max_context);

@@ -17,6 +17,7 @@ namespace ds4::deepseek_v4 {
 struct CudaModelOptions {
   bool graphs = true;    // replay the decode step from a CUDA graph (false: launch each kernel)
   bool profile = false;  // direct launches only: CUDA events around each op, summed per op name
+  bool fuse_projections = true;  // stack projections of one input into one gemv (false: one each)
 };
 
 // Default context of a CUDA state when LoadOptions::max_context is 0: every state holds its

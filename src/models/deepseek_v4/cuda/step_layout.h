@@ -33,11 +33,12 @@ struct ScratchLayout {
   // the token id (int32, for hash routing) and its embedding row {hidden}.
   size_t tok = 0, emb = 0, in_bytes = 0;
   size_t xa, xb, flat, mix, post, comb, col, y;  // HC streams {hc, hidden} x2, their flat norm
-  size_t qr, q, kv, heads, low;                   // attention
-  size_t ckv, cgate, pooled;                      // compressor projections {width} (either lane)
-  size_t iq, iw, iscores, sel, nsel;              // indexer
+  // ain: outputs of DLayer::attn_in back to back [qr | kv | comp kv | comp gate | index kv |
+  // index gate | index head weights]; min: of DLayer::moe_in [sh gate | sh up | router].
+  size_t ain, q, heads, low;                      // attention
+  size_t iq, iscores, sel, nsel;                  // indexer
   size_t att;                                     // attention scores {heads, max_rows}
-  size_t router, ids, wts, shg, shu, egu, eact, ey, sh;  // MoE
+  size_t min, ids, wts, egu, eact, ey, sh;        // MoE
   size_t hout, logits;
   size_t bytes = 0;
   int64_t max_rows = 0;     // keys one query can see: window + compressed entries
@@ -93,10 +94,9 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.in_bytes = s.emb + size_t(H) * 4;
   s.xa = take(n * H), s.xb = take(n * H), s.flat = take(n * H), s.mix = take((2 + n) * n);
   s.post = take(n), s.comb = take(n * n), s.col = take(H), s.y = take(H);
-  s.qr = take(c.q_lora), s.q = take(c.heads * hd), s.kv = take(hd), s.heads = take(c.heads * hd);
+  s.ain = take(c.q_lora + hd + 4 * hd + 4 * c.index_dim + c.index_heads);
+  s.q = take(c.heads * hd), s.heads = take(c.heads * hd);
   s.low = take(c.o_groups * c.o_lora);
-  const int64_t wmax = 2 * std::max(hd, c.index_dim);
-  s.ckv = take(wmax), s.cgate = take(wmax), s.pooled = take(wmax);
   int64_t comp_rows = 0;
   for (int64_t l = 0; l < c.layers; ++l) {
     const int64_t ratio = c.ratio(l);
@@ -106,12 +106,11 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
     if (csa) s.max_entries = std::max(s.max_entries, lane_entries(max_ctx, ratio));
   }
   s.max_rows = c.window + comp_rows;
-  s.iq = take(c.index_heads * c.index_dim), s.iw = take(c.index_heads);
+  s.iq = take(c.index_heads * c.index_dim);
   s.iscores = take(std::max<int64_t>(s.max_entries, 1)), s.sel = take(std::max<int64_t>(c.index_topk, 1));
   s.nsel = take(1);
   s.att = take(c.heads * s.max_rows);
-  s.router = take(c.experts), s.ids = take(K), s.wts = take(K);
-  s.shg = take(F), s.shu = take(F), s.sh = take(H);
+  s.min = take(2 * F + c.experts), s.ids = take(K), s.wts = take(K), s.sh = take(H);
   s.egu = take(K * 2 * F), s.eact = take(K * F), s.ey = take(K * H);
   s.hout = take(H), s.logits = take(c.vocab);
   s.bytes = at;

@@ -3,6 +3,7 @@
 // (256-byte aligned pieces). Nothing is staged in host RAM beyond the page cache.
 #include <cuda_runtime.h>
 
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -19,11 +20,38 @@ size_t data_bytes(const WeightMatrix& m) { return size_t(m.rows * m.row_stride_b
 class Uploader {
  public:
   explicit Uploader(uint8_t* base) : base_(base) {}
-  const void* add(const void* host, size_t bytes) {
+  const void* add(const void* host, size_t bytes) { return add_run({{host, bytes}}); }
+  // Pieces copied back to back (no padding between them), the run itself aligned.
+  const void* add_run(const std::vector<std::pair<const void*, size_t>>& pieces) {
     const size_t off = used_;
-    if (base_ && bytes) DS4_CUDA_CHECK(cudaMemcpy(base_ + off, host, bytes, cudaMemcpyHostToDevice));
-    used_ = align_up(off + bytes);
+    size_t at = off;
+    for (const auto& [host, bytes] : pieces) {
+      if (base_ && bytes) DS4_CUDA_CHECK(cudaMemcpy(base_ + at, host, bytes, cudaMemcpyHostToDevice));
+      at += bytes;
+    }
+    used_ = align_up(at);
     return base_ ? base_ + off : nullptr;
+  }
+  // Consecutive parts of one type and width become one stacked matrix (fuse), else one each.
+  DProj proj(const std::vector<const WeightMatrix*>& ms, bool fuse) {
+    DProj d;
+    for (size_t i = 0; i < ms.size();) {
+      size_t j = i + 1;
+      while (fuse && j < ms.size() && ms[j]->type == ms[i]->type && ms[j]->cols == ms[i]->cols) ++j;
+      WeightMatrix run = *ms[i];
+      std::vector<std::pair<const void*, size_t>> pieces;
+      run.rows = 0;
+      for (size_t k = i; k < j; ++k) {
+        if (ms[k]->scales) throw InputError("deepseek_v4 cuda: MLX affine weights are not supported");
+        pieces.push_back({ms[k]->data, data_bytes(*ms[k])});
+        run.rows += ms[k]->rows;
+      }
+      run.data = add_run(pieces);
+      d.runs.push_back(run);
+      d.rows += run.rows;
+      i = j;
+    }
+    return d;
   }
   const float* vec(const std::vector<float>& v) {
     return static_cast<const float*>(add(v.data(), v.size() * sizeof(float)));
@@ -34,21 +62,31 @@ class Uploader {
     d.data = add(m.data, data_bytes(m));
     return d;
   }
-  DExperts experts(const std::vector<WeightMatrix>& es) {
+  // Expert e = [a_e; b_e] (b optional) at a fixed stride: gemv_batched picks it by id.
+  DExperts experts(const std::vector<WeightMatrix>& a, const std::vector<WeightMatrix>* b = nullptr) {
     DExperts d;
-    d.first = es[0];
-    d.stride = align_up(data_bytes(es[0]));
-    for (size_t e = 0; e < es.size(); ++e) {
-      if (es[e].type != es[0].type || es[e].rows != es[0].rows || es[e].cols != es[0].cols)
+    d.first = a[0];
+    const size_t bytes = data_bytes(a[0]) + (b ? data_bytes((*b)[0]) : 0);
+    d.stride = align_up(bytes);
+    if (b) {
+      if ((*b)[0].type != a[0].type || (*b)[0].cols != a[0].cols)
+        throw InputError("deepseek_v4 cuda: expert gate and up differ in type or width");
+      d.first.rows += (*b)[0].rows;
+    }
+    for (size_t e = 0; e < a.size(); ++e) {
+      if (a[e].type != a[0].type || a[e].rows != a[0].rows || a[e].cols != a[0].cols ||
+          (b && ((*b)[e].type != a[0].type || (*b)[e].rows != (*b)[0].rows || (*b)[e].cols != a[0].cols)))
         throw InputError("deepseek_v4 cuda: experts of one layer differ in type or shape");
-      const void* p = add(es[e].data, data_bytes(es[0]));
+      std::vector<std::pair<const void*, size_t>> pieces{{a[e].data, data_bytes(a[0])}};
+      if (b) pieces.push_back({(*b)[e].data, data_bytes((*b)[0])});
+      const void* p = add_run(pieces);
       if (e == 0) d.first.data = p;
     }
     return d;
   }
   DHc hc(const HcBlock& h) { return DHc{mat(h.fn), vec(h.base), vec(h.scale)}; }
-  DCompressor comp(const CompressorWeights& c) {
-    return DCompressor{mat(c.kv), mat(c.gate), vec(c.ape), vec(c.norm), c.dim, c.width, c.indexer};
+  DCompressor comp(const CompressorWeights& c) {  // kv / gate projections live in DLayer::attn_in
+    return DCompressor{vec(c.ape), vec(c.norm), c.dim, c.width, c.indexer};
   }
   size_t used() const { return used_; }
 
@@ -57,15 +95,18 @@ class Uploader {
   size_t used_ = 0;
 };
 
-DLayer layer(Uploader& u, const Config& c, const LayerWeights& w, int64_t l) {
+DLayer layer(Uploader& u, const Config& c, const LayerWeights& w, int64_t l, bool fuse) {
   DLayer d;
+  std::vector<const WeightMatrix*> in{&w.q_a, &w.kv};
+  if (c.ratio(l) > 0) in.insert(in.end(), {&w.comp.kv, &w.comp.gate});
+  if (w.has_indexer) in.insert(in.end(), {&w.index.kv, &w.index.gate, &w.index_proj});
+  d.attn_in = u.proj(in, fuse);
+  d.moe_in = u.proj({&w.sh_gate, &w.sh_up, &w.router}, fuse);
   d.attn_hc = u.hc(w.attn_hc);
   d.ffn_hc = u.hc(w.ffn_hc);
   d.attn_norm = u.vec(w.attn_norm);
   d.ffn_norm = u.vec(w.ffn_norm);
-  d.q_a = u.mat(w.q_a);
   d.q_b = u.mat(w.q_b);
-  d.kv = u.mat(w.kv);
   d.o_a = u.mat(w.o_a);
   d.o_b = u.mat(w.o_b);
   d.q_a_norm = u.vec(w.q_a_norm);
@@ -77,25 +118,20 @@ DLayer layer(Uploader& u, const Config& c, const LayerWeights& w, int64_t l) {
   if (w.has_indexer) {
     d.index = u.comp(w.index);
     d.index_q_b = u.mat(w.index_q_b);
-    d.index_proj = u.mat(w.index_proj);
   }
-  d.router = u.mat(w.router);
   if (!w.router_bias.empty()) d.router_bias = u.vec(w.router_bias);
   if (c.hash_moe[size_t(l)])
     d.tid2eid = static_cast<const int32_t*>(u.add(w.tid2eid.data(), w.tid2eid.size() * sizeof(int32_t)));
-  d.gate = u.experts(w.exp_gate);
-  d.up = u.experts(w.exp_up);
+  d.gate_up = u.experts(w.exp_gate, &w.exp_up);
   d.down = u.experts(w.exp_down);
-  d.sh_gate = u.mat(w.sh_gate);
-  d.sh_up = u.mat(w.sh_up);
   d.sh_down = u.mat(w.sh_down);
   return d;
 }
 
 void bind_all(Uploader& u, const Config& c, const Weights& w, const std::vector<float>& inv_main,
-              const std::vector<float>& inv_comp, DeviceWeights& d) {
+              const std::vector<float>& inv_comp, bool fuse, DeviceWeights& d) {
   d.layers.clear();
-  for (int64_t l = 0; l < c.layers; ++l) d.layers.push_back(layer(u, c, w.layers[size_t(l)], l));
+  for (int64_t l = 0; l < c.layers; ++l) d.layers.push_back(layer(u, c, w.layers[size_t(l)], l, fuse));
   d.head_hc = u.hc(w.head_hc);
   d.norm = u.vec(w.norm);
   d.lm_head = u.mat(w.lm_head);
@@ -108,13 +144,13 @@ size_t mbytes(const WeightMatrix& m) { return data_bytes(m); }
 }  // namespace
 
 DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_main,
-                             const std::vector<float>& inv_comp) {
+                             const std::vector<float>& inv_comp, bool fuse) {
   DeviceWeights d;
   Uploader sizing(nullptr);
-  bind_all(sizing, c, w, inv_main, inv_comp, d);
+  bind_all(sizing, c, w, inv_main, inv_comp, fuse, d);
   d.buffer = ds4::cuda::DeviceBuffer(sizing.used(), "deepseek_v4 weights");  // admission inside
   Uploader copy(d.buffer.as<uint8_t>());
-  bind_all(copy, c, w, inv_main, inv_comp, d);
+  bind_all(copy, c, w, inv_main, inv_comp, fuse, d);
   // Pageable copies may return before the DMA lands; the step's non-blocking stream would
   // not wait for them.
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
