@@ -3,7 +3,7 @@
 # Flash Next and DeepSeek V4 CUDA model tests (vs the CPU models and the golden vectors), the
 # Qwen decode bench, the DeepSeek V4 decode bench when DS4_SYNTH_GGUF names a GGUF (e.g. the
 # synthetic full-size Flash of `ds4-convert --synthetic deepseek_v4_flash OUT.gguf`; DS4_BENCH_ARGS
-# overrides its "prompt decode [--profile]" arguments, default "64 64 --profile"),
+# overrides its "prompt decode [--profile]" arguments, default "2048 64 --profile", the peer's 2048-token context),
 # the GEMV bench (unless SKIP_GEMV_BENCH=1), then as time permits (BUDGET_S, default 225 s
 # for the whole script) the GEMV SASS, an ncu pass over the GEMV kernels and both tests under
 # compute-sanitizer. Logs go to OUTDIR; the exit code is non-zero when a test failed.
@@ -89,9 +89,9 @@ log "test_deepseek_v4_cuda exit $dsv4_rc"
 
 touch "$out/bench_deepseek_v4_cuda.txt"
 if [ -n "${DS4_SYNTH_GGUF:-}" ]; then
-  log "bench_deepseek_v4_cuda $DS4_SYNTH_GGUF ${DS4_BENCH_ARGS:-64 64 --profile}"
+  log "bench_deepseek_v4_cuda $DS4_SYNTH_GGUF ${DS4_BENCH_ARGS:-2048 64 --profile}"
   # shellcheck disable=SC2086
-  "$bin/bench_deepseek_v4_cuda" "$DS4_SYNTH_GGUF" ${DS4_BENCH_ARGS:-64 64 --profile} 2>&1 | tee "$out/bench_deepseek_v4_cuda.txt"
+  "$bin/bench_deepseek_v4_cuda" "$DS4_SYNTH_GGUF" ${DS4_BENCH_ARGS:-2048 64 --profile} 2>&1 | tee "$out/bench_deepseek_v4_cuda.txt"
   log "bench_deepseek_v4_cuda exit ${PIPESTATUS[0]}"
 fi
 
