@@ -2,6 +2,7 @@
 // few hundred flops: one warp does it in the CPU's order, the block then streams hidden.
 #include "backend/cuda/check.h"
 #include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/reduce.cuh"
 
 namespace ds4::cuda {
 namespace {
@@ -47,22 +48,47 @@ __device__ void sinkhorn_split(const float* mix, const float* scale, const float
   }
 }
 
-__global__ void hc_pre_kernel(const float* __restrict__ mix, const float* __restrict__ scale,
-                              const float* __restrict__ base, int n, int64_t hidden, int iters, float eps,
-                              const float* __restrict__ x, float* __restrict__ collapsed, float* __restrict__ post,
-                              float* __restrict__ comb) {
-  __shared__ float pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
+// rsqrt(mean(x^2) + eps) over the n * hidden stream values (the CPU's flat rmsnorm factor).
+__device__ float flat_norm_factor(const float* x, int64_t count, float eps) {
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
+  ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);
+  return rsqrtf(ss / float(count) + eps);
+}
+
+// out {hidden} = sum_j w[j] x[j], then (out_norm) rmsnorm with out_norm. Each thread rereads
+// only the values it wrote, so no barrier is needed between the two passes.
+__device__ void collapse(const float* w, int n, int64_t hidden, const float* x, const float* out_norm, float eps,
+                         float* out) {
+  float ss = 0.f;
+  for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {
+    float acc = 0.f;
+    for (int j = 0; j < n; ++j) acc += w[j] * x[j * hidden + d];
+    out[d] = acc;
+    ss = fmaf(acc, acc, ss);
+  }
+  if (!out_norm) return;
+  ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);
+  const float r = rsqrtf(ss / float(hidden) + eps);
+  for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) out[d] = out[d] * r * out_norm[d];
+}
+
+__global__ void hc_pre_kernel(const float* __restrict__ mix_raw, const float* __restrict__ scale,
+                              const float* __restrict__ base, HcDims dims, const float* __restrict__ x,
+                              const float* __restrict__ out_norm, float* __restrict__ collapsed,
+                              float* __restrict__ post, float* __restrict__ comb) {
+  __shared__ float mix[(2 + kMaxHc) * kMaxHc], pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
+  const int n = int(dims.n_hc);
+  const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps);
+  for (int i = threadIdx.x; i < (2 + n) * n; i += blockDim.x) mix[i] = mix_raw[i] * r;
+  __syncthreads();
   if (threadIdx.x < 32) {
-    sinkhorn_split(mix, scale, base, n, iters, eps, pre, p_post, p_comb);
+    sinkhorn_split(mix, scale, base, n, dims.sinkhorn_iters, dims.hc_eps, pre, p_post, p_comb);
     if (int(threadIdx.x) < n) post[threadIdx.x] = p_post[threadIdx.x];
     for (int i = threadIdx.x; i < n * n; i += 32) comb[i] = p_comb[i];
   }
   __syncthreads();
-  for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {
-    float acc = 0.f;
-    for (int j = 0; j < n; ++j) acc += pre[j] * x[j * hidden + d];
-    collapsed[d] = acc;
-  }
+  collapse(pre, n, dims.hidden, x, out_norm, dims.norm_eps, collapsed);
 }
 
 __global__ void hc_post_kernel(int n, int64_t hidden, const float* __restrict__ b, const float* __restrict__ r,
@@ -76,17 +102,15 @@ __global__ void hc_post_kernel(int n, int64_t hidden, const float* __restrict__ 
   out[i] = acc;
 }
 
-__global__ void hc_head_kernel(const float* __restrict__ mix, const float* __restrict__ scale,
-                               const float* __restrict__ base, int n, int64_t hidden, float eps,
-                               const float* __restrict__ x, float* __restrict__ out) {
+__global__ void hc_head_kernel(const float* __restrict__ mix_raw, const float* __restrict__ scale,
+                               const float* __restrict__ base, HcDims dims, const float* __restrict__ x,
+                               const float* __restrict__ out_norm, float* __restrict__ out) {
   __shared__ float w[kMaxHc];
-  if (threadIdx.x < n) w[threadIdx.x] = sigm(mix[threadIdx.x] * scale[0] + base[threadIdx.x]) + eps;
+  const int n = int(dims.n_hc);
+  const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps);
+  if (threadIdx.x < n) w[threadIdx.x] = sigm(mix_raw[threadIdx.x] * r * scale[0] + base[threadIdx.x]) + dims.hc_eps;
   __syncthreads();
-  for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {
-    float acc = 0.f;
-    for (int j = 0; j < n; ++j) acc += w[j] * x[j * hidden + d];
-    out[d] = acc;
-  }
+  collapse(w, n, dims.hidden, x, out_norm, dims.norm_eps, out);
 }
 
 __global__ void hc_expand_kernel(const float* __restrict__ x, int n, int64_t hidden, float* __restrict__ h) {
@@ -102,11 +126,10 @@ unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
 
 }  // namespace
 
-void hc_pre_f32(const float* mix, const float* scale, const float* base, const HcDims& d, const float* x,
-                float* collapsed, float* post, float* comb, cudaStream_t s) {
+void hc_pre_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
+                const float* out_norm, float* collapsed, float* post, float* comb, cudaStream_t s) {
   check_dims(d);
-  hc_pre_kernel<<<1, 256, 0, s>>>(mix, scale, base, int(d.n_hc), d.hidden, d.sinkhorn_iters, d.hc_eps, x, collapsed,
-                                  post, comb);
+  hc_pre_kernel<<<1, 512, 0, s>>>(mix_raw, scale, base, d, x, out_norm, collapsed, post, comb);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -118,10 +141,10 @@ void hc_post_f32(const HcDims& d, const float* block_out, const float* residual,
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-void hc_head_f32(const float* mix, const float* scale, const float* base, const HcDims& d, const float* x,
-                 float* out, cudaStream_t s) {
+void hc_head_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
+                 const float* out_norm, float* out, cudaStream_t s) {
   check_dims(d);
-  hc_head_kernel<<<1, 256, 0, s>>>(mix, scale, base, int(d.n_hc), d.hidden, d.hc_eps, x, out);
+  hc_head_kernel<<<1, 512, 0, s>>>(mix_raw, scale, base, d, x, out_norm, out);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

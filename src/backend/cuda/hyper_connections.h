@@ -1,8 +1,10 @@
 #pragma once
 // Manifold-constrained hyper-connections (mHC) on the GPU, one token (decode): the same math
 // as backend/cpu/hyper_connections.h (DeepSeek V4, GLM 5.x). The residual is n_hc streams
-// {n_hc, hidden}. The mix projection fn(rmsnorm(flat x)) is a plain gemv the caller runs
-// between rmsnorm_f32 (weight null) and these kernels, so every weight format works.
+// {n_hc, hidden}. The mix projection is a plain gemv the caller runs on the raw streams,
+// mix_raw = fn x, so every weight format works: the unweighted flat rmsnorm the CPU applies
+// before fn is a scalar, fn(rmsnorm(x)) = rsqrt(mean(x^2) + eps) (fn x), and the kernels
+// apply it (one launch fewer per collapse; the order of rounding differs from the CPU's).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -13,24 +15,26 @@ struct HcDims {
   int64_t n_hc = 4;    // at most kMaxHc
   int64_t hidden = 0;
   int sinkhorn_iters = 20;
-  float hc_eps = 1e-6f;
+  float hc_eps = 1e-6f;    // Sinkhorn floor and pre offset
+  float norm_eps = 1e-6f;  // the flat rmsnorm before fn, and the optional output norm
 };
 inline constexpr int64_t kMaxHc = 16;
 
-// mix {(2+n)*n}, scale {3}, base {(2+n)*n} (device) -> pre (Sinkhorn split, exactly the CPU's
-// op order: sigmoid pre/post, row softmax + eps, column pass, (iters-1) x rows+columns),
-// collapsed {hidden} = sum_j pre[j] x[j], post {n}, comb {n, n} (comb[j*n+k]: stream j -> k).
-void hc_pre_f32(const float* mix, const float* scale, const float* base, const HcDims& d, const float* x,
-                float* collapsed, float* post, float* comb, cudaStream_t s);
+// mix_raw {(2+n)*n} = fn x, scale {3}, base {(2+n)*n} (device) -> pre (Sinkhorn split, the
+// CPU's op order: sigmoid pre/post, row softmax + eps, column pass, (iters-1) x rows+columns),
+// collapsed {hidden} = sum_j pre[j] x[j], then rmsnorm'd with out_norm {hidden} when not null
+// (the block's input norm); post {n}, comb {n, n} (comb[j*n+k]: stream j -> k) for hc_post.
+void hc_pre_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
+                const float* out_norm, float* collapsed, float* post, float* comb, cudaStream_t s);
 
 // out[k] = post[k] * block_out + sum_j comb[j, k] residual[j]; out {n, hidden} must not alias residual.
 void hc_post_f32(const HcDims& d, const float* block_out, const float* residual, const float* post,
                  const float* comb, float* out, cudaStream_t s);
 
-// DeepSeek V4 head collapse: mix {n}, scale {1}, base {n}: w = sigmoid(mix * scale + base) + eps,
-// out {hidden} = sum_j w[j] x[j].
-void hc_head_f32(const float* mix, const float* scale, const float* base, const HcDims& d, const float* x,
-                 float* out, cudaStream_t s);
+// DeepSeek V4 head collapse: mix_raw {n} = fn x, scale {1}, base {n}: w = sigmoid(mix * scale
+// + base) + eps, out {hidden} = sum_j w[j] x[j], then rmsnorm'd with out_norm when not null.
+void hc_head_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
+                 const float* out_norm, float* out, cudaStream_t s);
 
 // x {hidden} copied into every stream of h {n, hidden} (the embedding entering the streams).
 void hc_expand_f32(const float* x, const HcDims& d, float* h, cudaStream_t s);

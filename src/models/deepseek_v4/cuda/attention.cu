@@ -15,29 +15,43 @@ using ds4::cuda::detail::MaxOp;
 using ds4::cuda::detail::SumOp;
 using ds4::cuda::detail::warp_reduce;
 
-// One block per head, one thread per rotated pair (2i, 2i+1) of the tail. The angle is the
-// f32 product pos * inv_freq as on the CPU; cosf/sinf are full-range accurate.
-__global__ void rope_tail_kernel(float* x, int64_t hd, int64_t rot, const float* __restrict__ inv,
-                                 const int32_t* __restrict__ pos, int sign) {
-  const int64_t i = threadIdx.x;
-  if (i >= rot / 2) return;
-  const float a = float(int64_t(sign) * int64_t(*pos)) * inv[i];
-  const float c = cosf(a), s = sinf(a);
-  float* xh = x + int64_t(blockIdx.x) * hd + (hd - rot);
-  const float x0 = xh[2 * i], x1 = xh[2 * i + 1];
-  xh[2 * i] = x0 * c - x1 * s;
-  xh[2 * i + 1] = x1 * c + x0 * s;
+// Rotates the tail pairs (2i, 2i+1) of one row in shared memory by angle p * inv_freq[i] (the
+// f32 product, as on the CPU; cosf / sinf are full-range accurate). Every thread calls.
+__device__ void rope_shared(float* row, int64_t hd, int64_t rot, const float* inv, int64_t p) {
+  float* t = row + (hd - rot);
+  for (int64_t i = threadIdx.x; i < rot / 2; i += blockDim.x) {
+    const float a = float(p) * inv[i];
+    const float c = cosf(a), s = sinf(a);
+    const float x0 = t[2 * i], x1 = t[2 * i + 1];
+    t[2 * i] = x0 * c - x1 * s;
+    t[2 * i + 1] = x1 * c + x0 * s;
+  }
+  __syncthreads();
 }
 
-__global__ void kv_store_kernel(const float* __restrict__ kv, int64_t hd, int64_t nope, bool fp8,
-                                float* __restrict__ ring, int64_t window, const int32_t* __restrict__ pos) {
+// One block per head: rmsnorm, rope tail, and for the KV row the storage round trip and the
+// window ring.
+__global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict__ pos) {
   extern __shared__ float row[];  // {hd}
-  for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) row[j] = kv[j];
+  const int64_t hd = r.head_dim, p = *pos;
+  float* xh = x + int64_t(blockIdx.x) * hd;
+  float ss = 0.f;
+  for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
+    row[j] = xh[j];
+    ss = fmaf(row[j], row[j], ss);
+  }
+  ss = block_reduce(ss, SumOp{}, 0.f);
+  const float inv = rsqrtf(ss / float(hd) + r.eps);
+  for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) row[j] = r.weight ? row[j] * inv * r.weight[j] : row[j] * inv;
   __syncthreads();
-  if (fp8 && int64_t(threadIdx.x) < nope / 64) ds4::cuda::detail::roundtrip_block(row + threadIdx.x * 64, 64, true);
+  rope_shared(row, hd, r.rope_dim, r.inv_freq, p);
+  const int64_t nope = hd - r.rope_dim;
+  if (r.ring && r.fp8 && int64_t(threadIdx.x) < nope / 64)
+    ds4::cuda::detail::roundtrip_block(row + threadIdx.x * 64, 64, true);
   __syncthreads();
-  float* dst = ring + (int64_t(*pos) % window) * hd;
-  for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) dst[j] = row[j];
+  for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) xh[j] = row[j];
+  if (r.ring)
+    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) r.ring[(p % r.window) * hd + j] = row[j];
 }
 
 __device__ __forceinline__ const float* key_row(const AttendArgs& a, int64_t r, int64_t n_win, int64_t p) {
@@ -77,29 +91,26 @@ __global__ void attend_kernel(AttendArgs a, const int32_t* __restrict__ pos) {
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) sum += (sc[r] = expf(sc[r] - m));
   sum = block_reduce(sum, SumOp{}, 0.f);  // its barriers also publish sc[]
   const float inv = 1.f / (sum + expf(sink - m));
+  float* o = q;  // q is no longer read (the reductions' barriers passed): reuse it for the output
   for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
     float acc = 0.f;
     for (int64_t r = 0; r < rows; ++r) acc = fmaf(sc[r], key_row(a, r, n_win, p)[i], acc);
-    a.out[h * hd + i] = acc * inv;
+    o[i] = acc * inv;
   }
+  __syncthreads();
+  rope_shared(o, hd, a.rope_dim, a.inv_freq, -p);  // K == V carried rope: rotate back
+  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) a.out[h * hd + i] = o[i];
 }
 
 }  // namespace
 
-void rope_tail(float* x, const RopeTail& r, const int32_t* pos, int sign, cudaStream_t s) {
-  if (r.rope_dim <= 0) return;
-  if (r.rope_dim % 2 || r.rope_dim > r.head_dim || r.rope_dim / 2 > 1024)
+void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s) {
+  if (r.rope_dim < 0 || r.rope_dim % 2 || r.rope_dim > r.head_dim)
     throw InputError("deepseek_v4 cuda: rope_dim " + std::to_string(r.rope_dim) + " unsupported");
-  const unsigned threads = unsigned((r.rope_dim / 2 + 31) / 32 * 32);
-  rope_tail_kernel<<<unsigned(r.heads), threads, 0, s>>>(x, r.head_dim, r.rope_dim, r.inv_freq, pos, sign);
-  DS4_CUDA_CHECK_LAUNCH();
-}
-
-void kv_store(const float* kv, int64_t head_dim, int64_t rope_dim, bool fp8, float* ring, int64_t window,
-              const int32_t* pos, cudaStream_t s) {
-  const int64_t nope = head_dim - rope_dim;
-  fp8 = fp8 && nope > 0 && nope % 64 == 0;  // ds4's shape condition (ds4_kv_storage)
-  kv_store_kernel<<<1, 256, size_t(head_dim) * 4, s>>>(kv, head_dim, nope, fp8, ring, window, pos);
+  NormRope k = r;
+  const int64_t nope = r.head_dim - r.rope_dim;
+  k.fp8 = r.fp8 && nope > 0 && nope % 64 == 0;  // ds4's shape condition (ds4_kv_storage)
+  norm_rope_kernel<<<unsigned(r.heads), 128, size_t(r.head_dim) * 4, s>>>(x, k, pos);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

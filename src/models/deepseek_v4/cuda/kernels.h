@@ -11,17 +11,19 @@
 namespace ds4::deepseek_v4::cuda {
 
 // ---- attention.cu (attention.cpp) ----
-struct RopeTail {
+struct NormRope {
   int64_t heads, head_dim, rope_dim;  // the last rope_dim features of each head rotate (pairs 2i, 2i+1)
+  const float* weight;                // {head_dim} or null (unweighted)
+  float eps;
   const float* inv_freq;              // {rope_dim / 2}
+  // The KV row only (heads = 1): ds4's FP8 round trip of the non-rope part (when fp8), then
+  // the row into the window ring {window, head_dim} at slot pos % window. null: none.
+  float* ring = nullptr;
+  int64_t window = 0;
+  bool fp8 = false;
 };
-// x {heads, head_dim} in place at position sign * (*pos) (sign -1: rotate the output back).
-void rope_tail(float* x, const RopeTail& r, const int32_t* pos, int sign, cudaStream_t s);
-
-// The new KV row (normed, rope'd) -> ds4 FP8 storage round trip of its non-rope part (when
-// fp8) -> the window ring at slot pos % window. kv {head_dim}; ring {window, head_dim}.
-void kv_store(const float* kv, int64_t head_dim, int64_t rope_dim, bool fp8, float* ring, int64_t window,
-              const int32_t* pos, cudaStream_t s);
+// x {heads, head_dim} in place: per head rmsnorm, rope on the tail at position *pos.
+void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s);
 
 struct AttendArgs {
   const float* q;         // {heads, hd}: normed, rope'd
@@ -35,9 +37,11 @@ struct AttendArgs {
   int64_t heads, hd, max_rows;
   float* scores;          // scratch {heads, max_rows}
   float* out;             // {heads, hd}
+  int64_t rope_dim;
+  const float* inv_freq;
 };
 // Per head: softmax over [window rows, compressed rows, sink] of q.k / sqrt(hd), times the
-// rows (K == V). Rope of the output tail is undone by the caller (rope_tail sign -1).
+// rows (K == V); the output's rope tail is rotated back to position 0 (angle -pos).
 void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s);
 
 // ---- compressor.cu (compressor.cpp) ----

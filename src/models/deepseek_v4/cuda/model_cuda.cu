@@ -132,12 +132,10 @@ void DeepseekV4CudaModel::Impl::collect_profile() {
 
 // col {hidden} = norm(sum_j pre[j] x[j]) from the streams x {hc, hidden}; post and comb stay
 // in scratch for hc_post (CPU: hc_pre_f32 + rmsnorm in decoder_layer).
+// fn runs on the raw streams: hc_pre_f32 applies the flat rmsnorm factor and the input norm.
 void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, const float* x) {
-  const int64_t flat = c.hc * c.hidden;
-  dc::rmsnorm_f32(x, nullptr, S(sl.flat), 1, flat, c.rms_eps, stream);
-  dc::gemv(h.fn, S(sl.flat), S(sl.mix), stream);
-  dc::hc_pre_f32(S(sl.mix), h.scale, h.base, hcd, x, S(sl.col), S(sl.post), S(sl.comb), stream);
-  dc::rmsnorm_f32(S(sl.col), norm, S(sl.col), 1, c.hidden, c.rms_eps, stream);
+  dc::gemv(h.fn, x, S(sl.mix), stream);
+  dc::hc_pre_f32(S(sl.mix), h.scale, h.base, hcd, x, norm, S(sl.col), S(sl.post), S(sl.comb), stream);
   mark("hc_pre");
 }
 
@@ -177,15 +175,12 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   mark("attn_in_proj");
   dc::rmsnorm_f32(qr, L.q_a_norm, qr, 1, c.q_lora, c.rms_eps, stream);
   dc::gemv(L.q_b, qr, q, stream);
-  dc::rmsnorm_f32(q, nullptr, q, c.heads, hd, c.rms_eps, stream);  // per head, unweighted
-  rope_tail(q, RopeTail{c.heads, hd, c.rope_dim, inv}, pos, 1, stream);
-  dc::rmsnorm_f32(kv, L.kv_norm, kv, 1, hd, c.rms_eps, stream);
-  rope_tail(kv, RopeTail{1, hd, c.rope_dim, inv}, pos, 1, stream);
+  norm_rope(q, NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream);  // per head, unweighted
   float* ring = reinterpret_cast<float*>(sb + o.window);
-  kv_store(kv, hd, c.rope_dim, c.ds4_numerics, ring, c.window, pos, stream);
-  mark("attn_qkv");
+  norm_rope(kv, NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, c.window, c.ds4_numerics}, pos, stream);
+  mark("attn_q_kv");
   AttendArgs a{q, ring, c.window, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd, sl.max_rows,
-               S(sl.att), S(sl.heads)};
+               S(sl.att), S(sl.heads), c.rope_dim, inv};
   if (L.ratio > 0) {
     lane(L.comp, o.comp, sb, ckv, cgate, L.ratio, L.has_indexer, pos);
     if (L.has_indexer) {
@@ -203,7 +198,6 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
     a.ratio = L.ratio;
   }
   attend(a, pos, stream);
-  rope_tail(S(sl.heads), RopeTail{c.heads, hd, c.rope_dim, inv}, pos, -1, stream);  // K == V carried rope
   mark("attend");
   // grouped o LoRA: group g's heads {heads/G * hd} through rows [g * o_lora, (g+1) * o_lora) of o_a
   WeightMatrix oa = L.o_a;
@@ -266,10 +260,8 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
     }
   }
   if (logits) {
-    dc::rmsnorm_f32(S(sl.xa), nullptr, S(sl.flat), 1, c.hc * H, c.rms_eps, stream);
-    dc::gemv(dw.head_hc.fn, S(sl.flat), S(sl.mix), stream);
-    dc::hc_head_f32(S(sl.mix), dw.head_hc.scale, dw.head_hc.base, hcd, S(sl.xa), S(sl.hout), stream);
-    dc::rmsnorm_f32(S(sl.hout), dw.norm, S(sl.hout), 1, H, c.rms_eps, stream);
+    dc::gemv(dw.head_hc.fn, S(sl.xa), S(sl.mix), stream);
+    dc::hc_head_f32(S(sl.mix), dw.head_hc.scale, dw.head_hc.base, hcd, S(sl.xa), dw.norm, S(sl.hout), stream);
     dc::gemv(dw.lm_head, S(sl.hout), S(sl.logits), stream);
     DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream));
@@ -329,7 +321,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   for (const WeightMatrix* mat : probe)
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) + " has no CUDA gemv");
-  m.hcd = dc::HcDims{c.hc, c.hidden, c.sinkhorn_iters, c.hc_eps};
+  m.hcd = dc::HcDims{c.hc, c.hidden, c.sinkhorn_iters, c.hc_eps, c.rms_eps};
   m.dw = upload_weights(c, m.w, inv_freq(c.rope_main, c.rope_dim), inv_freq(c.rope_compress, c.rope_dim),
                         copt.fuse_projections);
   m.decode_bytes = deepseek_v4::cuda::decode_bytes_per_token(c, m.w);

@@ -32,7 +32,7 @@ struct ScratchLayout {
   // Step inputs, copied from the pinned host buffer of the same layout in one transfer:
   // the token id (int32, for hash routing) and its embedding row {hidden}.
   size_t tok = 0, emb = 0, in_bytes = 0;
-  size_t xa, xb, flat, mix, post, comb, col, y;  // HC streams {hc, hidden} x2, their flat norm
+  size_t xa, xb, mix, post, comb, col, y;  // HC streams {hc, hidden} x2, the HC mix and split
   // ain: outputs of DLayer::attn_in back to back [qr | kv | comp kv | comp gate | index kv |
   // index gate | index head weights]; min: of DLayer::moe_in [sh gate | sh up | router].
   size_t ain, q, heads, low;                      // attention
@@ -92,7 +92,7 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   const int64_t H = c.hidden, n = c.hc, hd = c.head_dim, K = c.experts_used, F = c.expert_ff;
   s.tok = take(1), s.emb = take(H);
   s.in_bytes = s.emb + size_t(H) * 4;
-  s.xa = take(n * H), s.xb = take(n * H), s.flat = take(n * H), s.mix = take((2 + n) * n);
+  s.xa = take(n * H), s.xb = take(n * H), s.mix = take((2 + n) * n);
   s.post = take(n), s.comb = take(n * n), s.col = take(H), s.y = take(H);
   s.ain = take(c.q_lora + hd + 4 * hd + 4 * c.index_dim + c.index_heads);
   s.q = take(c.heads * hd), s.heads = take(c.heads * hd);
