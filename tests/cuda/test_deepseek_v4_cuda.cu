@@ -3,7 +3,8 @@
 //  1. tests/data/deepseek_v4 tiny model (F32, HF layout), prompts p1/p7/p64/p300: prefill
 //     last logits and 32 teacher-forced decode rows within kTol of the golden rows AND of
 //     the CPU model's rows; argmax of every row = the golden greedy tokens. The model run with
-//     direct launches (no CUDA graph) and without stacked projections gives bit-identical logits.
+//     direct launches (no CUDA graph) and without stacked projections gives bit-identical logits,
+//     and so does the graph with the layer's side branches on a second stream.
 //  2. A cloned state continues bit-identically; Logits::kAll rows match the CPU's kAll rows.
 //  3. The tiny model exported in antirez/ds4's GGUF layout (F16 / Q8_0 dense, Q8_0 experts):
 //     CUDA vs CPU on the same file (quantized gemv paths, GGUF binding).
@@ -96,18 +97,22 @@ void layer_diffs(Model& cpu, dsv4::DeepseekV4CudaModel& gpu, const std::vector<i
 
 int64_t g_width = 0;  // hc * hidden of the tiny model
 
-void tiny_prompt(Model& cpu, Model& gpu, dsv4::DeepseekV4CudaModel& direct, const TensorSource& g,
+// gpu: graphs + stacked projections (the default); streams: the same with the side stream;
+// direct: direct launches, one gemv per matrix, one stream.
+void tiny_prompt(Model& cpu, Model& gpu, Model& streams, dsv4::DeepseekV4CudaModel& direct, const TensorSource& g,
                  const std::string& p) {
   const auto tokens = golden<int32_t>(g, p + ".tokens");
   const auto greedy = golden<int32_t>(g, p + ".greedy");
   const auto ref_prefill = golden<float>(g, p + ".prefill_logits");
   const auto ref_decode = golden<float>(g, p + ".decode_logits");
   const int64_t V = gpu.info().vocab_size;
-  auto sc = cpu.new_state(), sg = gpu.new_state(), sd = direct.new_state();
+  auto sc = cpu.new_state(), sg = gpu.new_state(), sd = direct.new_state(), ss = streams.new_state();
   auto lc = cpu.prefill(*sc, tokens), lg = gpu.prefill(*sg, tokens), ld = direct.prefill(*sd, tokens);
+  auto ls = streams.prefill(*ss, tokens);
   const float pre_gold = max_diff(lg.data(), ref_prefill.data(), size_t(V));
   const float pre_cpu = max_diff(lg.data(), lc.data(), size_t(V));
   float vs_gold = pre_gold, vs_cpu = pre_cpu, vs_direct = max_diff(lg.data(), ld.data(), size_t(V));
+  float streams_vs_direct = max_diff(ls.data(), ld.data(), size_t(V));
   float cpu_gold = max_diff(lc.data(), ref_prefill.data(), size_t(V));
   bool tokens_ok = argmax(lg.data(), V) == greedy[0];
   int first_bad_row = -1;
@@ -115,6 +120,8 @@ void tiny_prompt(Model& cpu, Model& gpu, dsv4::DeepseekV4CudaModel& direct, cons
     lc = cpu.decode(*sc, greedy[i]);
     lg = gpu.decode(*sg, greedy[i]);
     ld = direct.decode(*sd, greedy[i]);
+    ls = streams.decode(*ss, greedy[i]);
+    streams_vs_direct = std::max(streams_vs_direct, max_diff(ls.data(), ld.data(), size_t(V)));
     const float dg = max_diff(lg.data(), ref_decode.data() + i * V, size_t(V));
     if (first_bad_row < 0 && dg > kTol) first_bad_row = int(i);
     vs_gold = std::max(vs_gold, dg);
@@ -137,6 +144,9 @@ void tiny_prompt(Model& cpu, Model& gpu, dsv4::DeepseekV4CudaModel& direct, cons
                 "(must be 0)", p.c_str(),
                 vs_direct);
   check(vs_direct == 0.f, buf);
+  std::snprintf(buf, sizeof buf, "tiny %s: CUDA graph with the side stream vs direct launches: max |diff| %.3g (must be 0)",
+                p.c_str(), streams_vs_direct);
+  check(streams_vs_direct == 0.f, buf);
   if (!ok) {
     std::vector<int32_t> all(tokens);
     all.insert(all.end(), greedy.begin(), greedy.end());
@@ -241,12 +251,13 @@ int main(int argc, char** argv) {
     LoadOptions o;
     auto cpu = dsv4::load(tiny, o);
     auto gpu = dsv4::load_cuda(tiny, o);
-    dsv4::DeepseekV4CudaModel direct(open_tensor_source(tiny), o, dsv4::CudaModelOptions{false, false, false});
+    dsv4::DeepseekV4CudaModel direct(open_tensor_source(tiny), o, dsv4::CudaModelOptions{false, false, false, false});
+    auto streams = dsv4::load_cuda(tiny, o, dsv4::CudaModelOptions{true, false, true, true});
     auto g = open_tensor_source(root + "/tests/data/deepseek_v4/golden.safetensors");
     g_width = dsv4::config_of(*open_tensor_source(tiny)).hc * gpu->info().hidden_size;
     const std::vector<std::string> prompts =
         quick ? std::vector<std::string>{"p7", "p64"} : std::vector<std::string>{"p1", "p7", "p64", "p300"};
-    for (const auto& p : prompts) tiny_prompt(*cpu, *gpu, direct, *g, p);
+    for (const auto& p : prompts) tiny_prompt(*cpu, *gpu, *streams, direct, *g, p);
     tiny_extras(*cpu, *gpu, *g);
     if (!quick) tiny_gguf(root, *g);
   } catch (const std::exception& e) {

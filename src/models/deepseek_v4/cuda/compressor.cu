@@ -93,13 +93,15 @@ __global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos) {
   for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x) q[j] = row[j];
 }
 
-// One warp per closed entry (grid-stride); lanes split the heads, the queries sit in shared.
+// One warp per closed entry (grid-stride); lanes split the heads, the queries sit in shared
+// with a row stride of d + 1 floats (lanes read the same feature of different heads: an
+// unpadded stride of d would put them all in one bank).
 __global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ pos) {
-  extern __shared__ float sq[];  // {nh * d} then {nh}
-  const int64_t nh = a.nh, d = a.d, visible = (int64_t(*pos) + 1) / a.ratio;
+  extern __shared__ float sq[];  // {nh, d + 1} then {nh}
+  const int64_t nh = a.nh, d = a.d, ld = d + 1, visible = (int64_t(*pos) + 1) / a.ratio;
   if (int64_t(blockIdx.x) * (blockDim.x / 32) >= visible) return;  // the grid is sized for max_ctx
-  for (int64_t i = threadIdx.x; i < nh * d; i += blockDim.x) sq[i] = a.q[i];
-  for (int64_t i = threadIdx.x; i < nh; i += blockDim.x) sq[nh * d + i] = a.w[i];
+  for (int64_t i = threadIdx.x; i < nh * d; i += blockDim.x) sq[(i / d) * ld + i % d] = a.q[i];
+  for (int64_t i = threadIdx.x; i < nh; i += blockDim.x) sq[nh * ld + i] = a.w[i];
   __syncthreads();
   const float score_scale = 1.0f / sqrtf(float(d)), head_scale = 1.0f / sqrtf(float(nh));
   const int lane = threadIdx.x % 32;
@@ -108,10 +110,10 @@ __global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ po
     const float* e = a.entries + k * d;
     float s = 0.f;
     for (int64_t h = lane; h < nh; h += 32) {
-      const float* qh = sq + h * d;
+      const float* qh = sq + h * ld;
       float dot = 0.f;
       for (int64_t i = 0; i < d; ++i) dot = fmaf(qh[i], e[i], dot);
-      s += fmaxf(dot, 0.f) * score_scale * (sq[nh * d + h] * head_scale);
+      s += fmaxf(dot, 0.f) * score_scale * (sq[nh * ld + h] * head_scale);
     }
     s = warp_reduce(s, SumOp{});
     if (lane == 0) a.scores[k] = s;
@@ -204,7 +206,7 @@ void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s) {
 void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s) {
   index_q_kernel<<<unsigned(a.nh), 128, size_t(a.d) * 4, s>>>(a, pos);
   DS4_CUDA_CHECK_LAUNCH();
-  const size_t shm = size_t(a.nh * a.d + a.nh) * 4;
+  const size_t shm = size_t(a.nh * (a.d + 1) + a.nh) * 4;
   if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: indexer queries exceed 48 KiB of shared memory");
   const int64_t blocks = (a.max_entries + 7) / 8;
   index_score_kernel<<<unsigned(blocks < 1 ? 1 : (blocks > 1024 ? 1024 : blocks)), 256, shm, s>>>(a, pos);

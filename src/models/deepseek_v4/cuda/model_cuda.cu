@@ -84,6 +84,8 @@ struct DeepseekV4CudaModel::Impl {
   dc::DeviceBuffer scratch;
   std::unique_ptr<Pinned> in_host, logits_host;
   cudaStream_t stream = nullptr;
+  cudaStream_t side_stream = nullptr;      // second stream of CudaModelOptions::streams
+  cudaEvent_t fork_ev = nullptr, join_ev = nullptr;
   dc::HcDims hcd;
   size_t decode_bytes = 0;
   LayerObserver observer;
@@ -99,8 +101,13 @@ struct DeepseekV4CudaModel::Impl {
   void mark(const char* name);
   void hc_pre(const DHc& h, const float* norm, const float* x);
   void proj(const DProj& p, const float* x, float* y);
+  // The stream of a layer's side branch (the main stream when streams are off); fork makes
+  // it wait for the main stream's work so far, join makes the main stream wait for it.
+  cudaStream_t side() const { return opt.streams ? side_stream : stream; }
+  void fork();
+  void join();
   void lane(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv, const float* gate,
-            int64_t ratio, bool overlap, const int32_t* pos);
+            int64_t ratio, bool overlap, const int32_t* pos, cudaStream_t s);
   void attention(CudaState& st, int64_t l);
   void moe(int64_t l);
   void enqueue_step(CudaState& st, bool logits);
@@ -108,8 +115,20 @@ struct DeepseekV4CudaModel::Impl {
   void collect_profile();
 };
 
+void DeepseekV4CudaModel::Impl::fork() {
+  if (!opt.streams) return;
+  DS4_CUDA_CHECK(cudaEventRecord(fork_ev, stream));
+  DS4_CUDA_CHECK(cudaStreamWaitEvent(side_stream, fork_ev, 0));
+}
+
+void DeepseekV4CudaModel::Impl::join() {
+  if (!opt.streams) return;
+  DS4_CUDA_CHECK(cudaEventRecord(join_ev, side_stream));
+  DS4_CUDA_CHECK(cudaStreamWaitEvent(stream, join_ev, 0));
+}
+
 void DeepseekV4CudaModel::Impl::mark(const char* name) {
-  if (!opt.profile || opt.graphs) return;
+  if (!opt.profile || opt.graphs || opt.streams) return;
   if (n_events == events.size()) {
     events.emplace_back();
     DS4_CUDA_CHECK(cudaEventCreate(&events.back()));
@@ -150,12 +169,13 @@ void DeepseekV4CudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
 // One compressor lane for this token (CPU compressor_push with T = 1); kv / gate {width} are
 // this token's projections (part of attn_in).
 void DeepseekV4CudaModel::Impl::lane(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv,
-                                     const float* gate, int64_t ratio, bool overlap, const int32_t* pos) {
+                                     const float* gate, int64_t ratio, bool overlap, const int32_t* pos,
+                                     cudaStream_t s) {
   auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
   const LaneArgs a{kv, gate, d.ape, d.norm, SF(o.pend_kv), SF(o.pend_gate), SF(o.prev_kv),
                    SF(o.prev_gate), SF(o.entries), ratio, d.dim, d.width, c.rope_dim, overlap,
                    c.ds4_numerics && !d.indexer, c.ds4_numerics && d.indexer, c.rms_eps, dw.inv_comp};
-  compressor_step(a, pos, stream);
+  compressor_step(a, pos, s);
   mark(d.indexer ? "index_lane_pool" : "comp_lane_pool");
 }
 
@@ -173,19 +193,25 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   float *ckv = kv + hd, *cgate = ckv + cw, *ikv = cgate + cw, *igate = ikv + iwd, *iw = igate + iwd;
   proj(L.attn_in, col, qr);
   mark("attn_in_proj");
+  // side branch: the KV row into the ring, the compressor lanes (they read only attn_in outputs
+  // other than qr, and the state)
+  fork();
+  float* ring = reinterpret_cast<float*>(sb + o.window);
+  norm_rope(kv, NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, c.window, c.ds4_numerics}, pos, side());
+  mark("attn_kv");
+  if (L.ratio > 0) lane(L.comp, o.comp, sb, ckv, cgate, L.ratio, L.has_indexer, pos, side());
+  if (L.has_indexer) lane(L.index, o.index, sb, ikv, igate, L.ratio, true, pos, side());
+  // main branch: the queries
   dc::rmsnorm_f32(qr, L.q_a_norm, qr, 1, c.q_lora, c.rms_eps, stream);
   dc::gemv(L.q_b, qr, q, stream);
   norm_rope(q, NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream);  // per head, unweighted
-  float* ring = reinterpret_cast<float*>(sb + o.window);
-  norm_rope(kv, NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, c.window, c.ds4_numerics}, pos, stream);
-  mark("attn_q_kv");
+  if (L.has_indexer) dc::gemv(L.index_q_b, qr, S(sl.iq), stream);
+  mark("attn_q");
+  join();
   AttendArgs a{q, ring, c.window, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd, sl.max_rows,
                S(sl.att), S(sl.heads), c.rope_dim, inv};
   if (L.ratio > 0) {
-    lane(L.comp, o.comp, sb, ckv, cgate, L.ratio, L.has_indexer, pos);
     if (L.has_indexer) {
-      lane(L.index, o.index, sb, ikv, igate, L.ratio, true, pos);
-      dc::gemv(L.index_q_b, qr, S(sl.iq), stream);
       const IndexerArgs ia{S(sl.iq), iw, reinterpret_cast<const float*>(sb + o.index.entries), c.index_heads,
                            c.index_dim, c.rope_dim, L.ratio, c.index_topk, lane_entries(lay.max_ctx, L.ratio),
                            c.ds4_numerics, dw.inv_comp, S(sl.iscores), SI(sl.sel), SI(sl.nsel)};
@@ -218,19 +244,21 @@ void DeepseekV4CudaModel::Impl::moe(int64_t l) {
   int32_t* ids = SI(sl.ids);
   proj(L.moe_in, col, shg);
   mark("moe_in_proj");
+  fork();  // side branch: the shared expert
+  swiglu_clamp(shg, shu, 1, F, F, c.swiglu_limit, shg, side());
+  dc::gemv(L.sh_down, shg, S(sl.sh), side());
+  mark("shared_expert");
   moe_route(RouteArgs{router, L.router_bias, L.tid2eid, SI(sl.tok), c.experts, K, int(c.score), c.norm_topk,
                       float(c.routed_scale), ids, S(sl.wts)},
             stream);
   mark("moe_route");
-  swiglu_clamp(shg, shu, 1, F, F, c.swiglu_limit, shg, stream);
-  dc::gemv(L.sh_down, shg, S(sl.sh), stream);
-  mark("shared_expert");
   float* egu = S(sl.egu);  // {K, 2F}: gate rows then up rows per chosen expert
   dc::gemv_batched(L.gate_up.first, col, egu, dc::GemvBatch{int(K), ids, L.gate_up.stride, 0, 0, 2 * F}, stream);
   mark("experts_gate_up");
   swiglu_clamp(egu, egu + F, K, F, 2 * F, c.swiglu_limit, S(sl.eact), stream);
   dc::gemv_batched(L.down.first, S(sl.eact), S(sl.ey), dc::GemvBatch{int(K), ids, L.down.stride, 0, F, H}, stream);
   mark("experts_down");
+  join();
   moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh), H, S(sl.y), stream);
   mark("moe_combine");
 }
@@ -331,12 +359,18 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.in_host = std::make_unique<Pinned>(m.sl.in_bytes);
   m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.side_stream, cudaStreamNonBlocking));
+  DS4_CUDA_CHECK(cudaEventCreateWithFlags(&m.fork_ev, cudaEventDisableTiming));
+  DS4_CUDA_CHECK(cudaEventCreateWithFlags(&m.join_ev, cudaEventDisableTiming));
 }
 
 DeepseekV4CudaModel::~DeepseekV4CudaModel() {
   if (!impl_) return;
   for (cudaEvent_t e : impl_->events) cudaEventDestroy(e);
-  if (impl_->stream) cudaStreamDestroy(impl_->stream);
+  for (cudaEvent_t e : {impl_->fork_ev, impl_->join_ev})
+    if (e) cudaEventDestroy(e);
+  for (cudaStream_t s : {impl_->stream, impl_->side_stream})
+    if (s) cudaStreamDestroy(s);
 }
 
 const ModelInfo& DeepseekV4CudaModel::info() const { return impl_->info; }

@@ -18,6 +18,10 @@ struct CudaModelOptions {
   bool graphs = true;    // replay the decode step from a CUDA graph (false: launch each kernel)
   bool profile = false;  // direct launches only: CUDA events around each op, summed per op name
   bool fuse_projections = true;  // stack projections of one input into one gemv (false: one each)
+  // Independent branches of a layer on a second stream (KV row + compressor lanes beside the
+  // q path; the shared expert beside the routed experts), joined by events (also in graphs).
+  // Not with profile (the events time the main stream only).
+  bool streams = false;
 };
 
 // Default context of a CUDA state when LoadOptions::max_context is 0: every state holds its
