@@ -135,6 +135,13 @@ if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 40 ]; then
   log "sanitizer (qwen) exit $? (124 = timed out)"
   tail -5 "$out/sanitizer_qwen.txt"
 fi
+if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
+  log "compute-sanitizer memcheck test_deepseek_v4_cuda --quick, $(left) s left"
+  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_deepseek_v4_cuda" "$root" --quick \
+    >"$out/sanitizer_deepseek_v4.txt" 2>&1
+  log "sanitizer (deepseek_v4) exit $? (124 = timed out)"
+  tail -5 "$out/sanitizer_deepseek_v4.txt"
+fi
 # racecheck is opt-in: on --quick it ran past 230 s (2026-12-01).
 if [ -n "${RACECHECK:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
   log "compute-sanitizer racecheck test_qwen_next_cuda --quick, $(left) s left"
