@@ -9,6 +9,8 @@
 //  3. The tiny model exported in antirez/ds4's GGUF layout (F16 / Q8_0 dense, Q8_0 experts):
 //     CUDA vs CPU on the same file (quantized gemv paths, GGUF binding).
 //  4. Bad input: a token outside the vocabulary and a context overflow throw InputError.
+//  5. ds4's storage numerics (FP8 KV rows, Hadamard + FP4 indexer rows; the tiny shapes never
+//     trigger them) on the device equal the CPU's value for value.
 // When a logits check fails, the per-layer max |diff| of the HC state vs the CPU model is
 // printed for that prompt (direct launches + layer observers), to localize the bug.
 // Usage: test_deepseek_v4_cuda [root] [--quick]   (--quick: p7 and p64 only, for sanitizers)
@@ -21,6 +23,10 @@
 
 #include <unistd.h>
 
+#include "backend/cpu/quant_sim.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/memory.h"
+#include "backend/cuda/quant_sim.cuh"
 #include "core/error.h"
 #include "formats/tensor_source.h"
 #include "models/deepseek_v4/cuda/model_cuda.h"
@@ -233,6 +239,62 @@ void tiny_gguf(const std::string& root, const TensorSource& g) {
   check(d <= kTol && same, buf);
 }
 
+// ds4 storage numerics on the device (the tiny model's shapes never trigger them): one block
+// per row; mode 0 = FP8 round trip of a KV row's 448 non-rope values (blocks of 64), mode 1 =
+// an indexer row of 128 (Hadamard, then FP4 blocks of 32).
+__global__ void storage_kernel(float* x, int64_t n, int mode) {
+  extern __shared__ float row[];
+  float* xr = x + int64_t(blockIdx.x) * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) row[i] = xr[i];
+  __syncthreads();
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (mode == 0) {
+    for (int b = warp; b < n / 64; b += warps) ds4::cuda::detail::roundtrip_block_warp(row + b * 64, 64, true);
+  } else {
+    ds4::cuda::detail::hadamard_block(row, n);
+    for (int b = warp; b < n / 32; b += warps) ds4::cuda::detail::roundtrip_block_warp(row + b * 32, 32, false);
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] = row[i];
+}
+
+// The device round trips against backend/cpu/quant_sim on 256 rows of each kind, values
+// spread over 2^-12 .. 2^6 (the block scales vary): the results must be equal value for value.
+void storage_numerics() {
+  for (int mode = 0; mode < 2; ++mode) {
+    const int64_t n = mode == 0 ? 448 : 128, rows = 256;
+    std::vector<float> x(size_t(n * rows));
+    uint32_t st = 12345 + uint32_t(mode);
+    for (size_t i = 0; i < x.size(); ++i) {
+      st = st * 1664525u + 1013904223u;
+      const float u = float(st >> 8) / float(1 << 24) * 2.f - 1.f;
+      x[i] = u * std::ldexp(1.f, int((i / 32) % 19) - 12);
+    }
+    std::vector<float> want(x), got(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      float* w = want.data() + r * n;
+      if (mode == 0) {
+        cpu::fp8_e4m3_roundtrip_f32(w, n, 64);
+      } else {
+        cpu::hadamard_f32(w, n);
+        cpu::fp4_e2m1_roundtrip_f32(w, n, 32);
+      }
+    }
+    cuda::DeviceBuffer d(x.size() * 4, "storage numerics test");
+    DS4_CUDA_CHECK(cudaMemcpy(d.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    storage_kernel<<<unsigned(rows), 128, size_t(n) * 4>>>(d.as<float>(), n, mode);
+    DS4_CUDA_CHECK_LAUNCH();
+    DS4_CUDA_CHECK(cudaMemcpy(got.data(), d.get(), x.size() * 4, cudaMemcpyDeviceToHost));
+    size_t differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) differ += got[i] != want[i];
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "ds4 storage numerics on the device (%s, %lld rows): %zu of %zu values differ from the CPU's, max |diff| %.3g",
+                  mode == 0 ? "FP8 E4M3 KV rows" : "Hadamard + FP4 E2M1 indexer rows", (long long)rows, differ, x.size(),
+                  double(max_diff(got.data(), want.data(), x.size())));
+    check(differ == 0, buf);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -259,6 +321,7 @@ int main(int argc, char** argv) {
         quick ? std::vector<std::string>{"p7", "p64"} : std::vector<std::string>{"p1", "p7", "p64", "p300"};
     for (const auto& p : prompts) tiny_prompt(*cpu, *gpu, *streams, direct, *g, p);
     tiny_extras(*cpu, *gpu, *g);
+    storage_numerics();
     if (!quick) tiny_gguf(root, *g);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

@@ -1,8 +1,8 @@
 #pragma once
 // Device versions of backend/cpu/quant_sim.h: round trips that simulate low-precision
 // storage in f32 (antirez/ds4's FP8 KV rows and Hadamard + FP4 indexer rows of DeepSeek V4).
-// Header-only __device__ functions, run by one thread over a row held in shared or local
-// memory (rows are short: a few hundred values, once per token).
+// Header-only __device__ functions over a row in shared memory (a warp per block of values,
+// the whole thread block for the Hadamard transform).
 #include <cstdint>
 
 namespace ds4::cuda::detail {
@@ -43,31 +43,44 @@ __device__ inline float e2m1_round(float x) {
   return sign * kValues[best];
 }
 
-// One block of `block` values in place: scale = 2^ceil(log2(amax / fmax)) (amax floored),
-// x = round(clamp(x / scale)) * scale. fp8 = true: E4M3 (448, floor 1e-4); else E2M1 (6).
-__device__ inline void roundtrip_block(float* x, int64_t block, bool fp8) {
+// One block of `block` values in place, by one whole warp (lanes split the values; the block's
+// amax is exact in any order, every value is rounded on its own): scale = 2^ceil(log2(amax /
+// fmax)) (amax floored), x = round(clamp(x / scale)) * scale. fp8: E4M3 (448, floor 1e-4),
+// else E2M1 (6, floor 7.05e-38), as cpu::fp8_e4m3_roundtrip_f32 / fp4_e2m1_roundtrip_f32.
+__device__ inline void roundtrip_block_warp(float* x, int64_t block, bool fp8) {
+  const int lane = threadIdx.x % 32;
   const float fmax = fp8 ? 448.0f : 6.0f, floor_amax = fp8 ? 1e-4f : 7.052966104933725e-38f;
   float amax = 0.f;
-  for (int64_t i = 0; i < block; ++i) amax = fmaxf(amax, fabsf(x[i]));
+  for (int64_t i = lane; i < block; i += 32) amax = fmaxf(amax, fabsf(x[i]));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   amax = fmaxf(amax, floor_amax);
   const float scale = ldexpf(1.0f, int(ceilf(log2f(amax / fmax))));
-  for (int64_t i = 0; i < block; ++i) {
+  for (int64_t i = lane; i < block; i += 32) {
     const float v = fminf(fmaxf(x[i] / scale, -fmax), fmax);
     x[i] = (fp8 ? e4m3fn_round(v) : e2m1_round(v)) * scale;
   }
+  __syncwarp();
 }
 
-// Unnormalized Walsh-Hadamard transform of n = 2^k values times 1/sqrt(n), in place.
-__device__ inline void hadamard(float* x, int64_t n) {
-  for (int64_t h = 1; h < n; h *= 2)
-    for (int64_t b = 0; b < n; b += 2 * h)
-      for (int64_t i = b; i < b + h; ++i) {
-        const float a = x[i], c = x[i + h];
-        x[i] = a + c;
-        x[i + h] = a - c;
-      }
+// Unnormalized Walsh-Hadamard transform of n = 2^k values times 1/sqrt(n), in place (as
+// cpu::hadamard_f32), by a whole thread block (blockDim.x >= n / 2), x in shared memory: each
+// stage updates every pair once, as the serial loop does. Every thread calls; ends with a barrier.
+__device__ inline void hadamard_block(float* x, int64_t n) {
+  __syncthreads();
+  for (int64_t h = 1; h < n; h *= 2) {
+    const int64_t i = threadIdx.x;
+    if (i < n / 2) {
+      const int64_t b = (i / h) * 2 * h + i % h;
+      const float a = x[b], c = x[b + h];
+      x[b] = a + c;
+      x[b + h] = a - c;
+    }
+    __syncthreads();
+  }
   const float s = 1.0f / sqrtf(float(n));
-  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) x[i] *= s;
+  __syncthreads();
 }
 
 }  // namespace ds4::cuda::detail

@@ -46,8 +46,9 @@ __global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict
   __syncthreads();
   rope_shared(row, hd, r.rope_dim, r.inv_freq, p);
   const int64_t nope = hd - r.rope_dim;
-  if (r.ring && r.fp8 && int64_t(threadIdx.x) < nope / 64)
-    ds4::cuda::detail::roundtrip_block(row + threadIdx.x * 64, 64, true);
+  if (r.ring && r.fp8)  // one warp per block of 64
+    for (int64_t b = threadIdx.x / 32; b < nope / 64; b += blockDim.x / 32)
+      ds4::cuda::detail::roundtrip_block_warp(row + b * 64, 64, true);
   __syncthreads();
   for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) xh[j] = row[j];
   if (r.ring)

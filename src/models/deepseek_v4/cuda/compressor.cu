@@ -17,13 +17,14 @@ using ds4::cuda::detail::warp_reduce;
 
 // ds4 storage numerics of one emitted entry (CPU ds4_kv_storage / ds4_indexer_storage),
 // `row` in shared memory; every thread of the block calls.
+// One warp per block of values; blockDim.x >= 64 (the Hadamard's 64 pairs).
 __device__ void entry_storage(float* row, int64_t dim, int64_t rope_dim, bool fp8, bool indexer_sim) {
-  const int64_t nope = dim - rope_dim;
-  if (fp8 && nope > 0 && nope % 64 == 0 && int64_t(threadIdx.x) < nope / 64)
-    ds4::cuda::detail::roundtrip_block(row + threadIdx.x * 64, 64, true);
-  if (indexer_sim && dim == 128 && threadIdx.x == 0) {
-    ds4::cuda::detail::hadamard(row, dim);
-    for (int64_t b = 0; b < dim; b += 32) ds4::cuda::detail::roundtrip_block(row + b, 32, false);
+  const int64_t nope = dim - rope_dim, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (fp8 && nope > 0 && nope % 64 == 0)
+    for (int64_t b = warp; b < nope / 64; b += warps) ds4::cuda::detail::roundtrip_block_warp(row + b * 64, 64, true);
+  if (indexer_sim && dim == 128) {
+    ds4::cuda::detail::hadamard_block(row, dim);
+    for (int64_t b = warp; b < dim / 32; b += warps) ds4::cuda::detail::roundtrip_block_warp(row + b * 32, 32, false);
   }
   __syncthreads();
 }
