@@ -159,13 +159,22 @@ void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, const fl
   mark("hc_pre");
 }
 
-// y = W x. Q8_0 (ds4's dense format) with 4 rows per block: bench/results/cuda-h200-2026-12-01
-// (rows-per-block sweep) measured 1566 vs 1233 GB/s (4096x4096) and 2042 vs 1483 GB/s
-// (16384x8192) against the format's default of 2. Every row is computed alone either way.
-void DeepseekV4CudaModel::Impl::mv(const WeightMatrix& m, const float* x, float* y, cudaStream_t s) const {
+// GEMV read path per format, from the H200 GEMV bench (bench/results/cuda-h200-2026-12-01):
+// the direct path beats the staged one kAuto would pick for ds4's formats (Q8_0 dense 1233 vs
+// 1016 GB/s at 4096x4096, IQ2_XXS expert up 348 vs 283, Q2_K expert down 506 vs 398), and
+// Q8_0 runs best with 4 rows per block (rows-per-block sweep: 1566 vs 1233 GB/s at 4096x4096,
+// 2042 vs 1483 at 16384x8192). Every row is computed alone either way.
+namespace {
+dc::GemvOptions gemv_options(DType t) {
   dc::GemvOptions o;
-  if (m.type == DType::Q8_0) o.rows_per_block = 4;
-  dc::gemv(m, x, y, s, o);
+  o.path = dc::GemvPath::kDirect;
+  if (t == DType::Q8_0) o.rows_per_block = 4;
+  return o;
+}
+}  // namespace
+
+void DeepseekV4CudaModel::Impl::mv(const WeightMatrix& m, const float* x, float* y, cudaStream_t s) const {
+  dc::gemv(m, x, y, s, gemv_options(m.type));
 }
 
 // y = [W_0; W_1; ...] x: one launch per stacked run, outputs back to back.
@@ -241,7 +250,7 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   const int64_t in = c.heads * hd / c.o_groups;
   dc::gemv_batched(oa, S(sl.heads), S(sl.low),
                    dc::GemvBatch{int(c.o_groups), nullptr, size_t(c.o_lora * L.o_a.row_stride_bytes()), 0, in, c.o_lora},
-                   stream);
+                   stream, gemv_options(oa.type));
   mv(L.o_b, S(sl.low), S(sl.y), stream);
   mark("attn_out");
 }
@@ -263,10 +272,12 @@ void DeepseekV4CudaModel::Impl::moe(int64_t l) {
             stream);
   mark("moe_route");
   float* egu = S(sl.egu);  // {K, 2F}: gate rows then up rows per chosen expert
-  dc::gemv_batched(L.gate_up.first, col, egu, dc::GemvBatch{int(K), ids, L.gate_up.stride, 0, 0, 2 * F}, stream);
+  dc::gemv_batched(L.gate_up.first, col, egu, dc::GemvBatch{int(K), ids, L.gate_up.stride, 0, 0, 2 * F}, stream,
+                   gemv_options(L.gate_up.first.type));
   mark("experts_gate_up");
   swiglu_clamp(egu, egu + F, K, F, 2 * F, c.swiglu_limit, S(sl.eact), stream);
-  dc::gemv_batched(L.down.first, S(sl.eact), S(sl.ey), dc::GemvBatch{int(K), ids, L.down.stride, 0, F, H}, stream);
+  dc::gemv_batched(L.down.first, S(sl.eact), S(sl.ey), dc::GemvBatch{int(K), ids, L.down.stride, 0, F, H}, stream,
+                   gemv_options(L.down.first.type));
   mark("experts_down");
   join();
   moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh), H, S(sl.y), stream);
