@@ -106,14 +106,19 @@ int main(int argc, char** argv) {
       streams_tps = n / secs(t4, Clock::now());
     }
     m.set_options(deepseek_v4::CudaModelOptions{});
-    const double bytes = double(m.decode_bytes_per_token());
+    const auto db = m.decode_bytes_per_token();
+    const double bytes = double(db.total());
     const double roof = bw.copy_gbps * 1e9 / bytes;
     std::printf("model %s: %.2f GB of weights on the device (loaded in %.1f s), max_context %lld\n", path.c_str(),
                 double(m.weight_bytes()) / 1e9, load_s, (long long)m.info().max_context);
     std::printf("prompt %d tokens (token-by-token prefill: %.1f tok/s), greedy decode %d tokens at batch 1 (CUDA graph)\n",
                 np, prefill_tps, n);
-    std::printf("decode: %.2f tok/s, %.3f ms/token; weights read per token %.3f GB -> %.0f GB/s effective\n",
-                decode_tps, 1e3 / decode_tps, bytes / 1e9, bytes * decode_tps / 1e9);
+    std::printf("weights read per decode token: %.3f GB = dense layer parts %.3f + %lld routed experts x %lld layers "
+                "%.3f + HC head and lm_head %.3f\n",
+                bytes / 1e9, double(db.dense) / 1e9, (long long)m.config().experts_used, (long long)m.config().layers,
+                double(db.experts) / 1e9, double(db.head) / 1e9);
+    std::printf("decode: %.2f tok/s, %.3f ms/token -> %.0f GB/s of weights effective\n", decode_tps,
+                1e3 / decode_tps, bytes * decode_tps / 1e9);
     std::printf("roofline (copy bandwidth / bytes per token) %.1f tok/s; fraction %.1f%%\n", roof,
                 100 * decode_tps / roof);
     std::printf("with the side stream (CudaModelOptions::streams): %.2f tok/s, %.3f ms/token, %.1f%% of the roofline\n",

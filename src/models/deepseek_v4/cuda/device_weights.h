@@ -73,6 +73,9 @@ DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vecto
 
 // Bytes of weights one decode token reads: dense parts of every layer, experts_used routed
 // experts per layer, the HC head and lm_head (the roofline's numerator).
-size_t decode_bytes_per_token(const Config& c, const Weights& w);
+struct DecodeBytes {
+  size_t dense = 0, experts = 0, head = 0;
+};
+DecodeBytes decode_bytes_per_token(const Config& c, const Weights& w);
 
 }  // namespace ds4::deepseek_v4::cuda

@@ -87,7 +87,7 @@ struct DeepseekV4CudaModel::Impl {
   cudaStream_t side_stream = nullptr;      // second stream of CudaModelOptions::streams
   cudaEvent_t fork_ev = nullptr, join_ev = nullptr;
   dc::HcDims hcd;
-  size_t decode_bytes = 0;
+  DeepseekV4CudaModel::DecodeBytes decode_bytes;
   LayerObserver observer;
   std::vector<float> observed;
   // profiling (direct launches): events after each op, their names, summed ms per name
@@ -373,7 +373,8 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.hcd = dc::HcDims{c.hc, c.hidden, c.sinkhorn_iters, c.hc_eps, c.rms_eps};
   m.dw = upload_weights(c, m.w, inv_freq(c.rope_main, c.rope_dim), inv_freq(c.rope_compress, c.rope_dim),
                         copt.fuse_projections);
-  m.decode_bytes = deepseek_v4::cuda::decode_bytes_per_token(c, m.w);
+  const auto db = deepseek_v4::cuda::decode_bytes_per_token(c, m.w);
+  m.decode_bytes = DecodeBytes{db.dense, db.experts, db.head};
   m.lay = state_layout(c, m.info.max_context);
   m.sl = scratch_layout(c, m.info.max_context);
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "deepseek_v4 step scratch");
@@ -395,8 +396,9 @@ DeepseekV4CudaModel::~DeepseekV4CudaModel() {
 }
 
 const ModelInfo& DeepseekV4CudaModel::info() const { return impl_->info; }
+const Config& DeepseekV4CudaModel::config() const { return impl_->c; }
 size_t DeepseekV4CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
-size_t DeepseekV4CudaModel::decode_bytes_per_token() const { return impl_->decode_bytes; }
+DeepseekV4CudaModel::DecodeBytes DeepseekV4CudaModel::decode_bytes_per_token() const { return impl_->decode_bytes; }
 const std::map<std::string, double>& DeepseekV4CudaModel::op_times() const { return impl_->op_ms; }
 void DeepseekV4CudaModel::reset_op_times() { impl_->op_ms.clear(); }
 void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {

@@ -36,8 +36,15 @@ class DeepseekV4CudaModel : public Model {
   std::unique_ptr<ModelState> new_state() const override;
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
 
+  const Config& config() const;
   size_t weight_bytes() const;           // device bytes of the uploaded weights
-  size_t decode_bytes_per_token() const; // weight bytes one decode token reads (active experts only)
+  // Weight bytes one decode token reads: dense parts of the layers, experts_used routed
+  // experts per layer, HC head + lm_head (the roofline's numerator is their sum).
+  struct DecodeBytes {
+    size_t dense = 0, experts = 0, head = 0;
+    size_t total() const { return dense + experts + head; }
+  };
+  DecodeBytes decode_bytes_per_token() const;
   // Debugging (direct launches only): called after every layer with its output HC state
   // {hc, hidden} (one token). Throws ds4::Error with graphs on.
   void set_layer_observer(LayerObserver fn);

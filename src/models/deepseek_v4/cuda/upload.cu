@@ -157,16 +157,18 @@ DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vecto
   return d;
 }
 
-size_t decode_bytes_per_token(const Config& c, const Weights& w) {
-  size_t b = mbytes(w.head_hc.fn) + mbytes(w.lm_head);
+DecodeBytes decode_bytes_per_token(const Config& c, const Weights& w) {
+  DecodeBytes b;
+  b.head = mbytes(w.head_hc.fn) + mbytes(w.lm_head);
   for (int64_t l = 0; l < c.layers; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
-    b += mbytes(L.attn_hc.fn) + mbytes(L.ffn_hc.fn) + mbytes(L.q_a) + mbytes(L.q_b) + mbytes(L.kv) +
-         mbytes(L.o_a) + mbytes(L.o_b) + mbytes(L.router) + mbytes(L.sh_gate) + mbytes(L.sh_up) + mbytes(L.sh_down);
-    if (c.ratio(l) > 0) b += mbytes(L.comp.kv) + mbytes(L.comp.gate);
+    b.dense += mbytes(L.attn_hc.fn) + mbytes(L.ffn_hc.fn) + mbytes(L.q_a) + mbytes(L.q_b) + mbytes(L.kv) +
+               mbytes(L.o_a) + mbytes(L.o_b) + mbytes(L.router) + mbytes(L.sh_gate) + mbytes(L.sh_up) +
+               mbytes(L.sh_down);
+    if (c.ratio(l) > 0) b.dense += mbytes(L.comp.kv) + mbytes(L.comp.gate);
     if (L.has_indexer)
-      b += mbytes(L.index.kv) + mbytes(L.index.gate) + mbytes(L.index_q_b) + mbytes(L.index_proj);
-    b += size_t(c.experts_used) * (mbytes(L.exp_gate[0]) + mbytes(L.exp_up[0]) + mbytes(L.exp_down[0]));
+      b.dense += mbytes(L.index.kv) + mbytes(L.index.gate) + mbytes(L.index_q_b) + mbytes(L.index_proj);
+    b.experts += size_t(c.experts_used) * (mbytes(L.exp_gate[0]) + mbytes(L.exp_up[0]) + mbytes(L.exp_down[0]));
   }
   return b;
 }
