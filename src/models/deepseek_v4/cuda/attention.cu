@@ -1,5 +1,6 @@
 // DeepSeek V4 attention kernels (CPU: attention.cpp): rope on the head tails, the KV row
-// into the sliding-window ring, and the sink softmax over window + compressed rows.
+// into the sliding-window ring, and the sink softmax over window + compressed rows, split over
+// chunks of key rows (one block per head group and chunk, then a merge per head).
 #include <cfloat>
 
 #include "backend/cuda/check.h"
@@ -61,45 +62,102 @@ __device__ __forceinline__ const float* key_row(const AttendArgs& a, int64_t r, 
   return a.entries + (a.sel ? int64_t(a.sel[k]) : k) * a.hd;
 }
 
-// One block per head. Scores by warps (one row each), then the block's max / sum with the
-// sink in the denominator, then each thread owns output features.
-__global__ void attend_kernel(AttendArgs a, const int32_t* __restrict__ pos) {
-  extern __shared__ float q[];  // {hd}
-  const int64_t h = blockIdx.x, p = *pos, hd = a.hd;
-  const int64_t n_win = p + 1 < a.window ? p + 1 : a.window;
+constexpr int kHeadGroup = 8;   // heads per block: each key row read serves them all
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ int64_t visible_rows(const AttendArgs& a, int64_t p, int64_t& n_win) {
+  n_win = p + 1 < a.window ? p + 1 : a.window;
   int64_t n_comp = 0;
   if (a.ratio > 0) n_comp = a.sel ? int64_t(*a.nsel) : (p + 1) / a.ratio;
-  int64_t rows = n_win + n_comp;
-  if (rows > a.max_rows) rows = a.max_rows;  // sized for max_ctx; never hit within it
-  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) q[i] = a.q[h * hd + i];
+  const int64_t rows = n_win + n_comp;
+  return rows < a.max_rows ? rows : a.max_rows;  // sized for max_ctx; never clipped within it
+}
+
+// Split-K attention (flash decoding). Block (g, c): heads [g * HG, (g+1) * HG) over key rows
+// [c * kAttnChunk, ...): scores (a warp per row, the row read once for all HG heads), the
+// chunk's max and exp-sum per head, and the unnormalized partial output {HG, hd}.
+__global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, int hg, const int32_t* __restrict__ pos) {
+  extern __shared__ float sm[];  // q {hg, hd}, then p {hg, kAttnChunk}
+  const int64_t p = *pos, hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
+  int64_t n_win;
+  const int64_t rows = visible_rows(a, p, n_win), r0 = c * kAttnChunk;
+  if (r0 >= rows) return;  // the grid is sized for max_ctx
+  const int64_t nr = rows - r0 < kAttnChunk ? rows - r0 : kAttnChunk;
+  float* q = sm;
+  float* pr = sm + hg * hd;
+  for (int64_t i = threadIdx.x; i < hg * hd; i += blockDim.x) q[i] = a.q[h0 * hd + i];
   __syncthreads();
-  float* sc = a.scores + h * a.max_rows;
   const float scale = 1.0f / sqrtf(float(hd));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
-  for (int64_t r = warp; r < rows; r += nw) {
-    const float* k = key_row(a, r, n_win, p);
-    float d = 0.f;
-    for (int64_t i = lane; i < hd; i += 32) d = fmaf(q[i], k[i], d);
-    d = warp_reduce(d, SumOp{});
-    if (lane == 0) sc[r] = d * scale;
+  for (int64_t r = warp; r < nr; r += nw) {
+    const float* k = key_row(a, r0 + r, n_win, p);
+    float d[kHeadGroup];
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h) d[h] = 0.f;
+    for (int64_t i = lane; i < hd; i += 32) {
+      const float v = k[i];
+#pragma unroll
+      for (int h = 0; h < kHeadGroup; ++h)
+        if (h < hg) d[h] = fmaf(q[h * hd + i], v, d[h]);
+    }
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h)
+      if (h < hg) {
+        const float t = warp_reduce(d[h], SumOp{});
+        if (lane == 0) pr[h * kAttnChunk + r] = t * scale;
+      }
   }
   __syncthreads();
+  if (threadIdx.x < hg) {  // per head: the chunk's max, exp, sum (serial: at most kAttnChunk rows)
+    float* ph = pr + threadIdx.x * kAttnChunk;
+    float m = -FLT_MAX;
+    for (int64_t r = 0; r < nr; ++r) m = fmaxf(m, ph[r]);
+    float l = 0.f;
+    for (int64_t r = 0; r < nr; ++r) l += (ph[r] = expf(ph[r] - m));
+    float* ml = a.part_ml + (c * a.heads + h0 + threadIdx.x) * 2;
+    ml[0] = m, ml[1] = l;
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
+    float acc[kHeadGroup];
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h) acc[h] = 0.f;
+    for (int64_t r = 0; r < nr; ++r) {
+      const float v = key_row(a, r0 + r, n_win, p)[i];
+#pragma unroll
+      for (int h = 0; h < kHeadGroup; ++h)
+        if (h < hg) acc[h] = fmaf(pr[h * kAttnChunk + r], v, acc[h]);
+    }
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h)
+      if (h < hg) a.part[(c * a.heads + h0 + h) * hd + i] = acc[h];
+  }
+}
+
+// One block per head: merges the chunks (rescaled to the global max, the sink joining the
+// denominator), then rotates the output's rope tail back (K == V carried rope).
+__global__ void attend_merge_kernel(AttendArgs a, const int32_t* __restrict__ pos) {
+  extern __shared__ float o[];  // {hd}
+  const int64_t p = *pos, hd = a.hd, h = blockIdx.x;
+  int64_t n_win;
+  const int64_t chunks = (visible_rows(a, p, n_win) + kAttnChunk - 1) / kAttnChunk;
   const float sink = a.sinks[h];
   float m = sink;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) m = fmaxf(m, sc[r]);
-  m = block_reduce(m, MaxOp{}, -FLT_MAX);
-  float sum = 0.f;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) sum += (sc[r] = expf(sc[r] - m));
-  sum = block_reduce(sum, SumOp{}, 0.f);  // its barriers also publish sc[]
-  const float inv = 1.f / (sum + expf(sink - m));
-  float* o = q;  // q is no longer read (the reductions' barriers passed): reuse it for the output
+  for (int64_t c = 0; c < chunks; ++c) m = fmaxf(m, a.part_ml[(c * a.heads + h) * 2]);
+  float den = expf(sink - m);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* ml = a.part_ml + (c * a.heads + h) * 2;
+    den += expf(ml[0] - m) * ml[1];
+  }
+  const float inv = 1.f / den;
   for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
     float acc = 0.f;
-    for (int64_t r = 0; r < rows; ++r) acc = fmaf(sc[r], key_row(a, r, n_win, p)[i], acc);
+    for (int64_t c = 0; c < chunks; ++c)
+      acc = fmaf(expf(a.part_ml[(c * a.heads + h) * 2] - m), a.part[(c * a.heads + h) * hd + i], acc);
     o[i] = acc * inv;
   }
   __syncthreads();
-  rope_shared(o, hd, a.rope_dim, a.inv_freq, -p);  // K == V carried rope: rotate back
+  rope_shared(o, hd, a.rope_dim, a.inv_freq, -p);
   for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) a.out[h * hd + i] = o[i];
 }
 
@@ -116,7 +174,14 @@ void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s) 
 }
 
 void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s) {
-  attend_kernel<<<unsigned(a.heads), 256, size_t(a.hd) * 4, s>>>(a, pos);
+  int hg = kHeadGroup;
+  while (a.heads % hg) hg /= 2;
+  const size_t shm = size_t(hg) * size_t(a.hd + kAttnChunk) * 4;
+  if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: head_dim " + std::to_string(a.hd) + " too large for attend");
+  const dim3 grid(unsigned(a.heads / hg), unsigned(attend_chunks(a.max_rows)));
+  attend_chunk_kernel<<<grid, kThreads, shm, s>>>(a, hg, pos);
+  DS4_CUDA_CHECK_LAUNCH();
+  attend_merge_kernel<<<unsigned(a.heads), 128, size_t(a.hd) * 4, s>>>(a, pos);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -35,13 +35,17 @@ struct AttendArgs {
   const int32_t* nsel;
   const float* sinks;     // {heads}
   int64_t heads, hd, max_rows;
-  float* scores;          // scratch {heads, max_rows}
+  float* part;            // scratch {attend_chunks(max_rows), heads, hd}: unnormalized partial outputs
+  float* part_ml;         // scratch {attend_chunks(max_rows), heads, 2}: each chunk's max and exp-sum
   float* out;             // {heads, hd}
   int64_t rope_dim;
   const float* inv_freq;
 };
 // Per head: softmax over [window rows, compressed rows, sink] of q.k / sqrt(hd), times the
-// rows (K == V); the output's rope tail is rotated back to position 0 (angle -pos).
+// rows (K == V); the output's rope tail is rotated back to position 0 (angle -pos). Computed
+// over chunks of kAttnChunk key rows, then merged.
+inline constexpr int64_t kAttnChunk = 64;
+inline int64_t attend_chunks(int64_t max_rows) { return (max_rows + kAttnChunk - 1) / kAttnChunk; }
 void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s);
 
 // ---- compressor.cu (compressor.cpp) ----

@@ -228,7 +228,7 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   mark("attn_q");
   join();
   AttendArgs a{q, ring, c.window, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd, sl.max_rows,
-               S(sl.att), S(sl.heads), c.rope_dim, inv};
+               S(sl.part), S(sl.part_ml), S(sl.heads), c.rope_dim, inv};
   if (L.ratio > 0) {
     if (L.has_indexer) {
       const IndexerArgs ia{S(sl.iq), iw, reinterpret_cast<const float*>(sb + o.index.entries), c.index_heads,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/deepseek_v4/config.h"
+#include "models/deepseek_v4/cuda/kernels.h"
 
 namespace ds4::deepseek_v4::cuda {
 
@@ -37,7 +38,7 @@ struct ScratchLayout {
   // index gate | index head weights]; min: of DLayer::moe_in [sh gate | sh up | router].
   size_t ain, q, heads, low;                      // attention
   size_t iq, iscores, sel, nsel;                  // indexer
-  size_t att;                                     // attention scores {heads, max_rows}
+  size_t part, part_ml;                           // attention partials (kernels.h attend)
   size_t min, ids, wts, egu, eact, ey, sh;        // MoE
   size_t hout, logits;
   size_t bytes = 0;
@@ -109,7 +110,8 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.iq = take(c.index_heads * c.index_dim);
   s.iscores = take(std::max<int64_t>(s.max_entries, 1)), s.sel = take(std::max<int64_t>(c.index_topk, 1));
   s.nsel = take(1);
-  s.att = take(c.heads * s.max_rows);
+  const int64_t chunks = attend_chunks(s.max_rows);
+  s.part = take(chunks * c.heads * hd), s.part_ml = take(chunks * c.heads * 2);
   s.min = take(2 * F + c.experts), s.ids = take(K), s.wts = take(K), s.sh = take(H);
   s.egu = take(K * 2 * F), s.eact = take(K * F), s.ey = take(K * H);
   s.hout = take(H), s.logits = take(c.vocab);
