@@ -80,7 +80,12 @@ __global__ void hc_pre_kernel(const float* __restrict__ mix_raw, const float* __
   __shared__ float mix[(2 + kMaxHc) * kMaxHc], pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
   const int n = int(dims.n_hc);
   const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps);
-  for (int i = threadIdx.x; i < (2 + n) * n; i += blockDim.x) mix[i] = mix_raw[i] * r;
+  const int m_dim = (2 + n) * n;
+  for (int i = threadIdx.x; i < m_dim; i += blockDim.x) {
+    float v = 0.f;
+    for (int64_t sp = 0; sp < dims.mix_splits; ++sp) v += mix_raw[sp * m_dim + i];
+    mix[i] = v * r;
+  }
   __syncthreads();
   if (threadIdx.x < 32) {
     sinkhorn_split(mix, scale, base, n, dims.sinkhorn_iters, dims.hc_eps, pre, p_post, p_comb);
@@ -108,7 +113,11 @@ __global__ void hc_head_kernel(const float* __restrict__ mix_raw, const float* _
   __shared__ float w[kMaxHc];
   const int n = int(dims.n_hc);
   const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps);
-  if (threadIdx.x < n) w[threadIdx.x] = sigm(mix_raw[threadIdx.x] * r * scale[0] + base[threadIdx.x]) + dims.hc_eps;
+  if (threadIdx.x < n) {
+    float v = 0.f;
+    for (int64_t sp = 0; sp < dims.mix_splits; ++sp) v += mix_raw[sp * n + threadIdx.x];
+    w[threadIdx.x] = sigm(v * r * scale[0] + base[threadIdx.x]) + dims.hc_eps;
+  }
   __syncthreads();
   collapse(w, n, dims.hidden, x, out_norm, dims.norm_eps, out);
 }
@@ -121,6 +130,7 @@ __global__ void hc_expand_kernel(const float* __restrict__ x, int n, int64_t hid
 void check_dims(const HcDims& d) {
   if (d.n_hc < 1 || d.n_hc > kMaxHc)
     throw InputError("cuda hyper-connections: n_hc " + std::to_string(d.n_hc) + " outside [1, 16]");
+  if (d.mix_splits < 1) throw InputError("cuda hyper-connections: mix_splits " + std::to_string(d.mix_splits));
 }
 unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
 

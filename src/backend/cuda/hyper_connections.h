@@ -17,10 +17,13 @@ struct HcDims {
   int sinkhorn_iters = 20;
   float hc_eps = 1e-6f;    // Sinkhorn floor and pre offset
   float norm_eps = 1e-6f;  // the flat rmsnorm before fn, and the optional output norm
+  // mix_raw holds this many partial products over consecutive column ranges of fn (a long,
+  // short matrix split so its gemv spreads over the GPU), summed here in order.
+  int64_t mix_splits = 1;
 };
 inline constexpr int64_t kMaxHc = 16;
 
-// mix_raw {(2+n)*n} = fn x, scale {3}, base {(2+n)*n} (device) -> pre (Sinkhorn split, the
+// mix_raw {mix_splits, (2+n)*n} = fn x, scale {3}, base {(2+n)*n} (device) -> pre (Sinkhorn split, the
 // CPU's op order: sigmoid pre/post, row softmax + eps, column pass, (iters-1) x rows+columns),
 // collapsed {hidden} = sum_j pre[j] x[j], then rmsnorm'd with out_norm {hidden} when not null
 // (the block's input norm); post {n}, comb {n, n} (comb[j*n+k]: stream j -> k) for hc_post.
@@ -31,7 +34,7 @@ void hc_pre_f32(const float* mix_raw, const float* scale, const float* base, con
 void hc_post_f32(const HcDims& d, const float* block_out, const float* residual, const float* post,
                  const float* comb, float* out, cudaStream_t s);
 
-// DeepSeek V4 head collapse: mix_raw {n} = fn x, scale {1}, base {n}: w = sigmoid(mix * scale
+// DeepSeek V4 head collapse: mix_raw {mix_splits, n} = fn x, scale {1}, base {n}: w = sigmoid(mix * scale
 // + base) + eps, out {hidden} = sum_j w[j] x[j], then rmsnorm'd with out_norm when not null.
 void hc_head_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
                  const float* out_norm, float* out, cudaStream_t s);

@@ -21,10 +21,17 @@ struct DProj {
   std::vector<WeightMatrix> runs;
   int64_t rows = 0;
 };
+// fn {mix, n_hc * hidden} is long and short (24 x 16384 in Flash): its gemv alone would keep a
+// handful of SMs busy. It is stored as `splits` column blocks {mix, cols / splits} back to
+// back (split_stride bytes apart) and read by one batched gemv into {splits, mix} partials,
+// which hc_pre_f32 / hc_head_f32 sum (HcDims::mix_splits).
 struct DHc {
-  WeightMatrix fn;  // {mix, n_hc * hidden}
+  WeightMatrix fn;  // one column block: {mix, n_hc * hidden / splits}
+  int64_t splits = 1;
+  size_t split_stride = 0;
   const float *base = nullptr, *scale = nullptr;
 };
+inline constexpr int64_t kMaxHcSplits = 16;
 struct DCompressor {  // its kv / gate projections {width, hidden} are part of DLayer::attn_in
   const float *ape = nullptr, *norm = nullptr;  // {ratio, width}, {dim}
   int64_t dim = 0, width = 0;

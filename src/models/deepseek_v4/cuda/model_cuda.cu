@@ -44,6 +44,18 @@ std::vector<float> inv_freq(const RopeConfig& r, int64_t rot_dim) {
   return r.yarn ? cpu::rope_yarn_inv_freq(rot_dim, r.theta, r.yarn_params) : cpu::rope_inv_freq(rot_dim, r.theta);
 }
 
+// GEMV read path per format, from the H200 GEMV bench (bench/results/cuda-h200-2026-12-01):
+// the direct path beats the staged one kAuto would pick for ds4's formats (Q8_0 dense 1233 vs
+// 1016 GB/s at 4096x4096, IQ2_XXS expert up 348 vs 283, Q2_K expert down 506 vs 398), and
+// Q8_0 runs best with 4 rows per block (rows-per-block sweep: 1566 vs 1233 GB/s at 4096x4096,
+// 2042 vs 1483 at 16384x8192). Every row is computed alone either way.
+dc::GemvOptions gemv_options(DType t) {
+  dc::GemvOptions o;
+  o.path = dc::GemvPath::kDirect;
+  if (t == DType::Q8_0) o.rows_per_block = 4;
+  return o;
+}
+
 }  // namespace
 
 class CudaState : public ModelState {
@@ -99,6 +111,7 @@ struct DeepseekV4CudaModel::Impl {
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
   int32_t* SI(size_t off) const { return reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + off); }
   void mark(const char* name);
+  void hc_mix(const DHc& h, const float* x);
   void hc_pre(const DHc& h, const float* norm, const float* x);
   void proj(const DProj& p, const float* x, float* y);
   void mv(const WeightMatrix& m, const float* x, float* y, cudaStream_t s) const;
@@ -152,26 +165,22 @@ void DeepseekV4CudaModel::Impl::collect_profile() {
 
 // col {hidden} = norm(sum_j pre[j] x[j]) from the streams x {hc, hidden}; post and comb stay
 // in scratch for hc_post (CPU: hc_pre_f32 + rmsnorm in decoder_layer).
-// fn runs on the raw streams: hc_pre_f32 applies the flat rmsnorm factor and the input norm.
+// fn runs on the raw streams, split into column blocks (DHc): mix {splits, rows} partials.
+void DeepseekV4CudaModel::Impl::hc_mix(const DHc& h, const float* x) {
+  dc::gemv_batched(h.fn, x, S(sl.mix),
+                   dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows}, stream,
+                   gemv_options(h.fn.type));
+}
+
+// hc_pre_f32 sums the partials and applies the flat rmsnorm factor and the input norm.
 void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, const float* x) {
-  mv(h.fn, x, S(sl.mix), stream);
-  dc::hc_pre_f32(S(sl.mix), h.scale, h.base, hcd, x, norm, S(sl.col), S(sl.post), S(sl.comb), stream);
+  hc_mix(h, x);
+  dc::HcDims d = hcd;
+  d.mix_splits = h.splits;
+  dc::hc_pre_f32(S(sl.mix), h.scale, h.base, d, x, norm, S(sl.col), S(sl.post), S(sl.comb), stream);
   mark("hc_pre");
 }
 
-// GEMV read path per format, from the H200 GEMV bench (bench/results/cuda-h200-2026-12-01):
-// the direct path beats the staged one kAuto would pick for ds4's formats (Q8_0 dense 1233 vs
-// 1016 GB/s at 4096x4096, IQ2_XXS expert up 348 vs 283, Q2_K expert down 506 vs 398), and
-// Q8_0 runs best with 4 rows per block (rows-per-block sweep: 1566 vs 1233 GB/s at 4096x4096,
-// 2042 vs 1483 at 16384x8192). Every row is computed alone either way.
-namespace {
-dc::GemvOptions gemv_options(DType t) {
-  dc::GemvOptions o;
-  o.path = dc::GemvPath::kDirect;
-  if (t == DType::Q8_0) o.rows_per_block = 4;
-  return o;
-}
-}  // namespace
 
 void DeepseekV4CudaModel::Impl::mv(const WeightMatrix& m, const float* x, float* y, cudaStream_t s) const {
   dc::gemv(m, x, y, s, gemv_options(m.type));
@@ -309,8 +318,10 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
     }
   }
   if (logits) {
-    mv(dw.head_hc.fn, S(sl.xa), S(sl.mix), stream);
-    dc::hc_head_f32(S(sl.mix), dw.head_hc.scale, dw.head_hc.base, hcd, S(sl.xa), dw.norm, S(sl.hout), stream);
+    hc_mix(dw.head_hc, S(sl.xa));
+    dc::HcDims d = hcd;
+    d.mix_splits = dw.head_hc.splits;
+    dc::hc_head_f32(S(sl.mix), dw.head_hc.scale, dw.head_hc.base, d, S(sl.xa), dw.norm, S(sl.hout), stream);
     mv(dw.lm_head, S(sl.hout), S(sl.logits), stream);
     DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/deepseek_v4/config.h"
+#include "models/deepseek_v4/cuda/device_weights.h"
 #include "models/deepseek_v4/cuda/kernels.h"
 
 namespace ds4::deepseek_v4::cuda {
@@ -93,7 +94,7 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   const int64_t H = c.hidden, n = c.hc, hd = c.head_dim, K = c.experts_used, F = c.expert_ff;
   s.tok = take(1), s.emb = take(H);
   s.in_bytes = s.emb + size_t(H) * 4;
-  s.xa = take(n * H), s.xb = take(n * H), s.mix = take((2 + n) * n);
+  s.xa = take(n * H), s.xb = take(n * H), s.mix = take(kMaxHcSplits * (2 + n) * n);
   s.post = take(n), s.comb = take(n * n), s.col = take(H), s.y = take(H);
   s.ain = take(c.q_lora + hd + 4 * hd + 4 * c.index_dim + c.index_heads);
   s.q = take(c.heads * hd), s.heads = take(c.heads * hd);

@@ -3,6 +3,7 @@
 // (256-byte aligned pieces). Nothing is staged in host RAM beyond the page cache.
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -84,7 +85,35 @@ class Uploader {
     }
     return d;
   }
-  DHc hc(const HcBlock& h) { return DHc{mat(h.fn), vec(h.base), vec(h.scale)}; }
+  DHc hc(const HcBlock& h) {
+    DHc d;
+    d.base = vec(h.base);
+    d.scale = vec(h.scale);
+    const WeightMatrix& f = h.fn;
+    const size_t row_b = size_t(f.row_stride_bytes());
+    auto whole = [&](int64_t sp) {  // column blocks of whole quant blocks, bytes splitting evenly
+      if (f.cols % sp || f.cols / sp < 64) return false;  // (the tiny test model splits too)
+      const WeightMatrix part{f.type, 1, f.cols / sp};
+      return size_t(part.row_stride_bytes()) * size_t(sp) == row_b && part.row_stride_bytes() % 16 == 0;
+    };
+    int64_t sp = 1;
+    while (sp < kMaxHcSplits && whole(sp * 2)) sp *= 2;
+    d.fn = f;
+    d.fn.cols = f.cols / sp;
+    d.splits = sp;
+    const size_t chunk = row_b / size_t(sp);
+    d.split_stride = size_t(f.rows) * chunk;
+    std::vector<uint8_t> t;
+    if (base_) {  // {splits, rows, chunk}: column block s of every row, then the next block
+      t.resize(size_t(f.rows) * row_b);
+      const uint8_t* src = static_cast<const uint8_t*>(f.data);
+      for (int64_t s = 0; s < sp; ++s)
+        for (int64_t r = 0; r < f.rows; ++r)
+          std::memcpy(t.data() + (size_t(s * f.rows + r)) * chunk, src + size_t(r) * row_b + size_t(s) * chunk, chunk);
+    }
+    d.fn.data = add(t.data(), size_t(f.rows) * row_b);
+    return d;
+  }
   DCompressor comp(const CompressorWeights& c) {  // kv / gate projections live in DLayer::attn_in
     return DCompressor{vec(c.ape), vec(c.norm), c.dim, c.width, c.indexer};
   }
