@@ -47,6 +47,13 @@ void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vec
   std::printf("| op (all layers) | ms/token | share |\n|---|---|---|\n");
   for (const auto& [ms, name] : rows) std::printf("| %s | %.3f | %.1f%% |\n", name.c_str(), ms, 100 * ms / total);
   std::printf("| total | %.3f | |\n", total);
+  const auto& t = m.op_times();
+  auto ms = [&](const char* k) { return t.count(k) ? t.at(k) / n : 0.0; };
+  const double ex_ms = ms("experts_gate_up") + ms("experts_down");
+  if (ex_ms > 0)
+    std::printf("routed experts: %.3f GB per token in %.3f ms -> %.0f GB/s (gate|up %.3f ms, down %.3f ms)\n",
+                double(m.decode_bytes_per_token().experts) / 1e9, ex_ms,
+                double(m.decode_bytes_per_token().experts) / 1e6 / ex_ms, ms("experts_gate_up"), ms("experts_down"));
 }
 
 }  // namespace
