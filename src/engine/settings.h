@@ -15,7 +15,7 @@ struct Settings {
   int power = 100;                 // percent of the machine's compute to use
   int64_t prefill_chunk = 0;       // 0 = auto (model default: 2048 Qwen/GLM, 4096 DeepSeek)
   int64_t context_size = 0;        // 0 = model maximum
-  // cpu (every family) or cuda (Qwen3.8 Flash Next so far, DS4_CUDA builds); the loader
+  // cpu (every family) or cuda (Qwen3.8 Flash Next, DeepSeek V4; DS4_CUDA builds); the loader
   // refuses cuda with a clear error elsewhere.
   std::string backend = "cpu";
   std::string thinking = "on";     // off | on | low | medium | high | max

@@ -346,7 +346,8 @@ void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, 
   dispatch(w, make_args(w), x, y, stream, opt, 1);
 }
 
-void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBatch& b, cudaStream_t stream) {
+void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBatch& b, cudaStream_t stream,
+                  const GemvOptions& opt) {
   check_type(w);
   if (b.count < 1 || b.count > 65535) throw InputError("cuda gemv_batched: count " + std::to_string(b.count));
   if (!use_small(w) && b.x_stride % 4 != 0)
@@ -357,7 +358,7 @@ void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBat
   a.id_scale_stride = int64_t(b.id_scale_stride);
   a.x_stride = b.x_stride;
   a.y_stride = b.y_stride;
-  dispatch(w, a, x, y, stream, GemvOptions{}, unsigned(b.count));
+  dispatch(w, a, x, y, stream, opt, unsigned(b.count));
 }
 
 }  // namespace ds4::cuda

@@ -46,7 +46,8 @@ struct GemvBatch {
   int64_t x_stride = 0;          // floats; a multiple of 4 (x stays 16-byte aligned)
   int64_t y_stride = 0;          // floats
 };
-void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBatch& b, cudaStream_t stream);
+void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBatch& b, cudaStream_t stream,
+                  const GemvOptions& opt = {});
 
 // Whether gemv() takes this type (so callers can report unsupported weights up front).
 bool gemv_supports(DType type);

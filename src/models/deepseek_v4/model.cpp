@@ -21,7 +21,6 @@
 #include "models/draft_head.h"
 
 namespace ds4::deepseek_v4 {
-namespace {
 
 // HF config.json, or the deepseek4.* keys of a ds4-layout GGUF.
 Config config_of(const TensorSource& src) {
@@ -32,6 +31,19 @@ Config config_of(const TensorSource& src) {
   if (md.contains("tokenizer.ggml.eos_token_id")) hf["eos_token_id"] = md["tokenizer.ggml.eos_token_id"];
   return parse_config(hf, src.path());
 }
+
+bool ds4_numerics_for(bool ds4_layout) {
+  // ds4 numerics: what ds4 computes for its own files; HF's graph for HF checkpoints.
+  // DS4_DSV4_NUMERICS=hf|ds4 overrides (e.g. to compare a GGUF against the HF oracle).
+  if (const char* e = std::getenv("DS4_DSV4_NUMERICS")) {
+    const std::string v = e;
+    if (v != "hf" && v != "ds4") throw InputError("DS4_DSV4_NUMERICS must be 'hf' or 'ds4', got '" + v + "'");
+    return v == "ds4";
+  }
+  return ds4_layout;
+}
+
+namespace {
 
 std::vector<float> inv_freq(const RopeConfig& r, int64_t rot_dim) {
   return r.yarn ? cpu::rope_yarn_inv_freq(rot_dim, r.theta, r.yarn_params) : cpu::rope_inv_freq(rot_dim, r.theta);
@@ -46,14 +58,7 @@ class DsModel : public Model, public DraftHead {
         inv_main_(inv_freq(c_.rope_main, c_.rope_dim)),
         inv_comp_(inv_freq(c_.rope_compress, c_.rope_dim)),
         pool_(opt.threads) {
-    // ds4 numerics: what ds4 computes for its own files; HF's graph for HF checkpoints.
-    // DS4_DSV4_NUMERICS=hf|ds4 overrides (e.g. to compare a GGUF against the HF oracle).
-    c_.ds4_numerics = w_.ds4_layout;
-    if (const char* e = std::getenv("DS4_DSV4_NUMERICS")) {
-      const std::string v = e;
-      if (v != "hf" && v != "ds4") throw InputError("DS4_DSV4_NUMERICS must be 'hf' or 'ds4', got '" + v + "'");
-      c_.ds4_numerics = v == "ds4";
-    }
+    c_.ds4_numerics = ds4_numerics_for(w_.ds4_layout);
     info_.family = "deepseek_v4";
     info_.name = src_->config().value("_name_or_path", std::filesystem::path(src_->path()).filename().string());
     info_.vocab_size = c_.vocab;
