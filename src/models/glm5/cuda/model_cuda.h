@@ -1,9 +1,10 @@
 #pragma once
 // GLM 5.x Flash on the CUDA backend (issue #10). Same Model interface and results as the
 // CPU model (src/models/glm5/model.h) within float32 rounding; weights are uploaded once at
-// load (after memory admission), each state's caches live on the GPU, and every token is
-// one decode step, replayed from a CUDA graph captured per state. Prefill runs the same step
-// token by token (no chunked GPU prefill yet). No MTP draft head on the GPU yet. States save
+// load (after memory admission), each state's caches live on the GPU; a single token is one
+// decode step, replayed from a CUDA graph captured per state; a forward of T > 1 tokens
+// (prefill, speculative verify) runs chunks of up to chunk_rows tokens that read every
+// weight once per chunk (chunk.cu), each chunk shape captured as its own graph. No MTP draft head on the GPU yet. States save
 // and load the CPU model's checkpoint sections, so a checkpoint moves between the two.
 #include <memory>
 #include <span>
@@ -18,6 +19,9 @@ namespace ds4::glm5 {
 struct CudaModelOptions {
   bool graphs = true;            // replay the decode step from a CUDA graph (false: launch each kernel)
   bool fuse_projections = true;  // stack projections of one input into one gemv (false: one each)
+  // Tokens per multi-row forward (prefill chunk / verify rows, 1..16): each weight matrix is
+  // read once per chunk. 1 = every token through the one-token decode step.
+  int chunk_rows = 16;
 };
 
 class Glm5CudaModel : public Model {
