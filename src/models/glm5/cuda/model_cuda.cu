@@ -233,6 +233,14 @@ size_t Glm5CudaModel::weight_bytes_per_token() const {
                                                     double(c.n_routed_experts));
 }
 
+double Glm5CudaModel::chunk_bytes_ratio(int64_t rows) const {
+  const Config& c = impl_->c;
+  const double routed = double(impl_->dw.routed_bytes), all = double(impl_->dw.buffer.bytes());
+  const double E = double(c.n_routed_experts), k = double(c.num_experts_per_tok);
+  const double used = E * (1.0 - std::pow(1.0 - k / E, double(rows)));
+  return (all - routed + routed * used / E) / double(weight_bytes_per_token());
+}
+
 std::unique_ptr<ModelState> Glm5CudaModel::new_state() const {
   return std::make_unique<CudaState>(impl_->c, impl_->lay);
 }

@@ -36,6 +36,10 @@ class Glm5CudaModel : public Model {
   // Bytes of weights one decode token reads: everything but the routed experts, plus k of
   // E experts per MoE layer (the KV/indexer cache reads come on top, growing with position).
   size_t weight_bytes_per_token() const;
+  // Weight bytes one chunk of `rows` tokens reads over one decode token's: every matrix once,
+  // routed experts as the expected union of the rows' top-k sets, E (1 - (1 - k/E)^rows),
+  // under uniform independent routing: the floor of the verify-cost ratio from bytes alone.
+  double chunk_bytes_ratio(int64_t rows) const;
   // Debugging aid (tests): prefills `tokens` into a fresh state with direct launches and
   // returns the output streams {tokens, hc, hidden} of every decoder layer, the layout of
   // glm5::layer_outputs on the CPU model.
