@@ -49,14 +49,13 @@ void Glm5CudaModel::Impl::mproj(const dc::DProj& p, size_t x_off, size_t y_off) 
 
 void Glm5CudaModel::Impl::hc_in_rows(const DHc& h, const float* norm) {
   mgemv(h.fn, cur_off, sl.mix);
-  for (int64_t t = 0; t < rows; ++t)
-    dc::hc_pre_f32(R(t, sl.mix), h.scale, h.base, h.dims, R(t, cur_off), norm, R(t, sl.in), R(t, sl.post),
-                   R(t, sl.comb), stream);
+  dc::hc_pre_f32(R(0, sl.mix), h.scale, h.base, h.dims, R(0, cur_off), norm, R(0, sl.in), R(0, sl.post), R(0, sl.comb),
+                 dc::HcRows{rows, rs()}, stream);
 }
 
 void Glm5CudaModel::Impl::hc_out_rows(const DHc& h) {
-  for (int64_t t = 0; t < rows; ++t)
-    dc::hc_post_f32(h.dims, R(t, sl.y), R(t, cur_off), R(t, sl.post), R(t, sl.comb), R(t, alt_off), stream);
+  dc::hc_post_f32(h.dims, R(0, sl.y), R(0, cur_off), R(0, sl.post), R(0, sl.comb), R(0, alt_off),
+                  dc::HcRows{rows, rs()}, stream);
   std::swap(cur_off, alt_off);
 }
 
