@@ -122,7 +122,7 @@ else
   fi
   # Issue #11's verify cost (forward of k+1 rows / one decode step) and the chunked prefill
   # rows, pulled out of every bench run above (tiny 64, tiny 1024, synthetic:4:16).
-  grep -E '^model |^\| CUDA|^verify cost|^\(bytes floor|^ the rows|^\| k |^\|---\|---\|---\|---\|---\|---\|---\|---\||^\| [1-4] \|' \
+  grep -E '^model |^\| CUDA|^prefill tok/s with|^verify cost|^\(bytes floor|^ the rows|^\| k |^\|---\|---\|---\|---\|---\|---\|---\|---\||^\| [1-4] \|' \
     "$out/bench_glm5_cuda.txt" >"$out/verify_cost.txt" 2>/dev/null
   cat "$out/verify_cost.txt"
   if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
