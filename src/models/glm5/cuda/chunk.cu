@@ -69,12 +69,13 @@ void Glm5CudaModel::Impl::kda_rows(const DKda& k, float* conv, float* rec) {
     dc::conv1d_step_f32(R(t, sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, R(t, sl.kconv), stream);
   mgemv(k.f_b, sl.fa, sl.kg);
   mgemv(k.g_b, sl.ga, sl.kgate);
+  const Rows all{rows, rs()};  // gates and the output norm do not read the recurrent state
+  kda_gates(R(0, sl.kg), R(0, sl.kb), k.a_log, k.dt_bias, ksh, stream, all);
   for (int64_t t = 0; t < rows; ++t) {
-    kda_gates(R(t, sl.kg), R(t, sl.kb), k.a_log, k.dt_bias, ksh, stream);
     dc::delta_rule_qk_l2norm(R(t, sl.kconv), dsh, stream);
     dc::delta_rule_step(R(t, sl.kconv), R(t, sl.kg), R(t, sl.kb), rec, R(t, sl.ko), dsh, stream);
-    kda_gated_norm(R(t, sl.ko), R(t, sl.kgate), k.o_norm, ksh, stream);
   }
+  kda_gated_norm(R(0, sl.ko), R(0, sl.kgate), k.o_norm, ksh, stream, all);
   mgemv(k.o, sl.ko, sl.y);
 }
 
@@ -124,7 +125,7 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   float* wts = C(cl.wts);
   mproj(m.in, sl.in, sl.gu);  // {rows, [shared gate | shared up | router]}
   const RouteShape rsh{E, K, c.norm_topk_prob, c.routed_scaling_factor};
-  for (int64_t t = 0; t < rows; ++t) moe_route(R(t, sl.router), m.bias, rsh, ids + t * K, wts + t * K, stream);
+  moe_route(R(0, sl.router), m.bias, rsh, ids, wts, stream, Rows{rows, rs()});  // ids, wts {rows, K}
   const MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
                    C<int32_t>(cl.slot), kGroupRows};
   moe_group(ids, rows, K, E, g, stream);
@@ -141,8 +142,7 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   r.batch.id_stride = m.down.stride, r.batch.id_scale_stride = m.down.scale_stride;
   r.x_row = I, r.x_idx = g.slot, r.y_row = H;  // eact {rows * K, I} -> ey {rows * K, H}
   dc::gemv_rows(m.down.first, C(cl.eact), C(cl.ey), r, stream);
-  for (int64_t t = 0; t < rows; ++t)
-    moe_combine(C(cl.ey) + t * K * H, wts + t * K, K, R(t, sl.sh_out), H, R(t, sl.y), stream);
+  moe_combine(C(cl.ey), wts, K, R(0, sl.sh_out), H, R(0, sl.y), stream, Rows{rows, rs()});  // ey {rows, K, H}
 }
 
 void Glm5CudaModel::Impl::ffn_rows(const DLayer& L) {
