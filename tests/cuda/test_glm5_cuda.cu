@@ -12,16 +12,16 @@
 //  4. Checkpoints (save/load sections): GPU -> GPU continues bit-identically, GPU -> CPU and
 //     CPU -> GPU continue within kTol of the source model; a truncated section throws.
 //  5. Bad input: a token outside the vocabulary and a context overflow throw InputError.
-//  7. Multi-row forward (chunk.cu: prefill chunks / speculative verify) = the same number of
-//     single decode steps: T = 2, 4, 7, 16 after a prefix and T = 300 from empty, on the tiny
-//     model (chunks of 16 and of 8) and on the synthetic Flash shapes; kLast, and 4 decode
-//     steps after. (Items 1-4 also run chunked now: prefill and kAll of > 1 token use it.)
 //  6. Real GLM 5.x Flash shapes (hidden 4096, KDA 64 x 128, MLA 64 heads, kv LoRA 512,
 //     experts of 2048; BF16 generated weights, models/glm5/synthetic.h; 4 layers, 8 experts,
 //     index_topk 64 so 80 prompt tokens cross the sparse switch): prefill + 8 decode rows vs
 //     the CPU model within kSynthRelTol of the logit range (random weights: no golden).
+//  7. Multi-row forward (chunk.cu: prefill chunks / speculative verify) = the same number of
+//     single decode steps: T = 2, 4, 7, 16 after a prefix and T = 300 from empty, on the tiny
+//     model (chunks of 16 and of 8) and on the synthetic Flash shapes; kLast, and 4 decode
+//     steps after. (Items 1-4 also run chunked now: prefill and kAll of > 1 token use it.)
 // Usage: test_glm5_cuda [root] [--quick]   (root: the tree, default DS4_ROOT or ".";
-//   --quick: prompts p7 and p64 and the extras only, for compute-sanitizer)
+//   --quick: prompts p7 and p64, the extras and a short multi-row check, for compute-sanitizer)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
