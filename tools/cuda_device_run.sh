@@ -4,7 +4,8 @@
 # Qwen decode bench, the DeepSeek V4 decode bench when DS4_SYNTH_GGUF names a GGUF (e.g. the
 # synthetic full-size Flash of `ds4-convert --synthetic deepseek_v4_flash OUT.gguf`; DS4_BENCH_ARGS
 # overrides its "prompt decode [--profile]" arguments, default "2048 64 --profile", the peer's 2048-token context),
-# the GLM 5.x Flash CUDA model test and bench (its own block below),
+# the GLM 5.x Flash CUDA model test and bench (its own block below; the bench's verify-cost
+# and chunked-prefill rows are also collected in OUTDIR/verify_cost.txt),
 # the GEMV bench (unless SKIP_GEMV_BENCH=1), then as time permits (BUDGET_S, default 225 s
 # for the whole script) the GEMV SASS, an ncu pass over the GEMV kernels and both tests under
 # compute-sanitizer. Logs go to OUTDIR; the exit code is non-zero when a test failed.
@@ -146,6 +147,11 @@ else
     timeout $(( $(left) - 30 )) "$bin/bench_glm5_cuda" synthetic:4:16 32 256 2>&1 | tee -a "$out/bench_glm5_cuda.txt"
     log "bench_glm5_cuda (synthetic) exit ${PIPESTATUS[0]}"
   fi
+  # Issue #11's verify cost (forward of k+1 rows / one decode step) and the chunked prefill
+  # rows, pulled out of every bench run above (tiny 64, tiny 1024, synthetic:4:16).
+  grep -E '^model |^\| CUDA|^prefill tok/s with|^verify cost|^\(bytes floor|^ the rows|^\| k |^\|---\|---\|---\|---\|---\|---\|---\|---\||^\| [1-4] \|' \
+    "$out/bench_glm5_cuda.txt" >"$out/verify_cost.txt" 2>/dev/null
+  cat "$out/verify_cost.txt"
   if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
     log "compute-sanitizer memcheck test_glm5_cuda --quick, $(left) s left"
     timeout $(( $(left) - 30 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_glm5_cuda" "$root" --quick \
