@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Builds the CUDA targets for sm_90a and runs, on the H200 machine: the op test, the Qwen3.8
-# Flash Next CUDA model test (vs the CPU model and the golden vectors) and its decode bench,
-# the GLM 5.x Flash CUDA model test and bench (its own block below),
+# Flash Next and DeepSeek V4 CUDA model tests (vs the CPU models and the golden vectors), the
+# Qwen decode bench, the DeepSeek V4 decode bench when DS4_SYNTH_GGUF names a GGUF (e.g. the
+# synthetic full-size Flash of `ds4-convert --synthetic deepseek_v4_flash OUT.gguf`; DS4_BENCH_ARGS
+# overrides its "prompt decode [--profile]" arguments, default "2048 64 --profile", the peer's 2048-token context),
+# the GLM 5.x Flash CUDA model test and bench (its own block below; the bench's verify-cost
+# and chunked-prefill rows are also collected in OUTDIR/verify_cost.txt),
 # the GEMV bench (unless SKIP_GEMV_BENCH=1), then as time permits (BUDGET_S, default 225 s
 # for the whole script) the GEMV SASS, an ncu pass over the GEMV kernels and both tests under
 # compute-sanitizer. Logs go to OUTDIR; the exit code is non-zero when a test failed.
-# Usage, from the tree root: [BUDGET_S=225] [SKIP_GEMV_BENCH=1] tools/cuda_device_run.sh OUTDIR
+# Usage, from the tree root: [BUDGET_S=225] [SKIP_GEMV_BENCH=1] [SKIP_QWEN=1] [DS4_SYNTH_GGUF=FILE]
+#   tools/cuda_device_run.sh OUTDIR      (SKIP_QWEN: no Qwen test/bench/sanitizer/ncu pass)
 # nlohmann/json.hpp (CPU model config parsing) is not on the H200 image: when the system has
 # none, the build looks in <root>/.devinclude (copy /usr/include/nlohmann there; not committed).
 # CMake first (the project's own build); where the project cannot be configured there, a
@@ -34,7 +39,8 @@ t0=$(date +%s)
 if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc 2>/dev/null &&
    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=OFF \
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
-   cmake --build "$build" --target test_cuda_ops test_cuda_canary bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda -j 16 >>"$out/build.txt" 2>&1; then
+   cmake --build "$build" --target test_cuda_ops test_cuda_canary bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda \
+     test_deepseek_v4_cuda bench_deepseek_v4_cuda -j 16 >>"$out/build.txt" 2>&1; then
   bin=$build/bin
   log "cmake build ok in $(( $(date +%s) - t0 )) s"
 else
@@ -45,14 +51,15 @@ else
   [ -f /usr/include/nlohmann/json.hpp ] || inc+=(-I"$root/.devinclude")
   flags=(-O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a "${inc[@]}" -DDS4_ROOT="\"$root\"")
   jobs=$(nproc)
-  # CPU side: core, formats, the CPU backend and the CPU Qwen model (the reference the CUDA
-  # model is tested against); GPU side: backend/cuda and the CUDA Qwen model.
+  # CPU side: core, formats, the CPU backend and the CPU Qwen and DeepSeek V4 models (the
+  # references the CUDA models are tested against); GPU side: backend/cuda and the CUDA models.
   cpu_src=$(ls "$root"/src/core/*.cpp "$root"/src/formats/*.cpp "$root"/src/backend/cpu/*.cpp \
-    "$root/src/models/model.cpp" "$root"/src/models/qwen_next/*.cpp "$root/tests/cuda/host_ref.cpp")
+    "$root/src/models/model.cpp" "$root"/src/models/qwen_next/*.cpp "$root"/src/models/deepseek_v4/*.cpp \
+    "$root/tests/cuda/host_ref.cpp")
   ( cd "$bin" &&
     printf '%s\n' $cpu_src |
       xargs -P "$jobs" -I{} sh -c 'g++ -std=c++20 -O2 -ffp-contract=off '"${inc[*]}"' -c {} -o "$(echo {} | tr / _).o"' &&
-    printf '%s\n' "$root"/src/backend/cuda/*.cu "$root"/src/models/qwen_next/cuda/*.cu |
+    printf '%s\n' "$root"/src/backend/cuda/*.cu "$root"/src/models/qwen_next/cuda/*.cu "$root"/src/models/deepseek_v4/cuda/*.cu |
       xargs -P "$jobs" -I{} sh -c '"$0" "$@" -c {} -o "$(echo {} | tr / _).o"' "$nvcc" "${flags[@]}" &&
     ops=$(ls ./*_core_*.o ./*_backend_cuda_*.o ./*host_ref.cpp.o) &&
     "$nvcc" "${flags[@]}" -o test_cuda_ops "$root/tests/cuda/test_cuda_ops.cu" $ops &&
@@ -60,7 +67,9 @@ else
     "$nvcc" "${flags[@]}" -o bench_cuda_gemv "$root/bench/cuda_gemv/bench_cuda_gemv.cu" $ops &&
     all=$(ls ./*.o | grep -v host_ref) &&
     "$nvcc" "${flags[@]}" -o test_qwen_next_cuda "$root/tests/cuda/test_qwen_next_cuda.cu" $all -lpthread &&
-    "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all -lpthread
+    "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all -lpthread &&
+    "$nvcc" "${flags[@]}" -o test_deepseek_v4_cuda "$root/tests/cuda/test_deepseek_v4_cuda.cu" $all -lpthread &&
+    "$nvcc" "${flags[@]}" -o bench_deepseek_v4_cuda "$root/bench/cuda_deepseek_v4/bench_deepseek_v4_cuda.cu" $all -lpthread
   ) >>"$out/build.txt" 2>&1 || { tail -40 "$out/build.txt"; exit 3; }
   log "nvcc build ok in $(( $(date +%s) - t0 )) s"
 fi
@@ -76,18 +85,37 @@ canary_rc=${PIPESTATUS[0]}
 log "test_cuda_canary exit $canary_rc"
 [ "$test_rc" -ne 0 ] || test_rc=$canary_rc
 
-log "test_qwen_next_cuda $root"
-"$bin/test_qwen_next_cuda" "$root" 2>&1 | tee "$out/test_qwen_next_cuda.txt"
-qwen_rc=${PIPESTATUS[0]}
-log "test_qwen_next_cuda exit $qwen_rc"
-[ "$test_rc" -ne 0 ] || test_rc=$qwen_rc
+touch "$out/test_qwen_next_cuda.txt" "$out/bench_qwen_next_cuda.txt"
+if [ -z "${SKIP_QWEN:-}" ]; then
+  log "test_qwen_next_cuda $root"
+  "$bin/test_qwen_next_cuda" "$root" 2>&1 | tee "$out/test_qwen_next_cuda.txt"
+  qwen_rc=${PIPESTATUS[0]}
+  log "test_qwen_next_cuda exit $qwen_rc"
+  [ "$test_rc" -ne 0 ] || test_rc=$qwen_rc
+fi
 
-log "bench_qwen_next_cuda $root/models/default 256 64"
-"$bin/bench_qwen_next_cuda" "$root/models/default" 256 64 2>&1 | tee "$out/bench_qwen_next_cuda.txt"
-log "bench_qwen_next_cuda exit ${PIPESTATUS[0]}"
-log "bench_qwen_next_cuda $root/models/default 128 2048 (decode at 2k context)"
-"$bin/bench_qwen_next_cuda" "$root/models/default" 128 2048 2>&1 | tee -a "$out/bench_qwen_next_cuda.txt"
-log "bench_qwen_next_cuda (2k) exit ${PIPESTATUS[0]}"
+log "test_deepseek_v4_cuda $root"
+"$bin/test_deepseek_v4_cuda" "$root" 2>&1 | tee "$out/test_deepseek_v4_cuda.txt"
+dsv4_rc=${PIPESTATUS[0]}
+log "test_deepseek_v4_cuda exit $dsv4_rc"
+[ "$test_rc" -ne 0 ] || test_rc=$dsv4_rc
+
+touch "$out/bench_deepseek_v4_cuda.txt"
+if [ -n "${DS4_SYNTH_GGUF:-}" ]; then
+  log "bench_deepseek_v4_cuda $DS4_SYNTH_GGUF ${DS4_BENCH_ARGS:-2048 64 --profile}"
+  # shellcheck disable=SC2086
+  "$bin/bench_deepseek_v4_cuda" "$DS4_SYNTH_GGUF" ${DS4_BENCH_ARGS:-2048 64 --profile} 2>&1 | tee "$out/bench_deepseek_v4_cuda.txt"
+  log "bench_deepseek_v4_cuda exit ${PIPESTATUS[0]}"
+fi
+
+if [ -z "${SKIP_QWEN:-}" ]; then
+  log "bench_qwen_next_cuda $root/models/default 256 64"
+  "$bin/bench_qwen_next_cuda" "$root/models/default" 256 64 2>&1 | tee "$out/bench_qwen_next_cuda.txt"
+  log "bench_qwen_next_cuda exit ${PIPESTATUS[0]}"
+  log "bench_qwen_next_cuda $root/models/default 128 2048 (decode at 2k context)"
+  "$bin/bench_qwen_next_cuda" "$root/models/default" 128 2048 2>&1 | tee -a "$out/bench_qwen_next_cuda.txt"
+  log "bench_qwen_next_cuda (2k) exit ${PIPESTATUS[0]}"
+fi
 
 # ---- GLM 5.x Flash on CUDA (src/models/glm5/cuda): build, test, bench (own block) ----
 # Built after the rest so a GLM build failure never hides the other results. In the plain
@@ -126,6 +154,11 @@ else
     timeout $(( $(left) - 30 )) "$bin/bench_glm5_cuda" synthetic:4:16 32 256 2>&1 | tee -a "$out/bench_glm5_cuda.txt"
     log "bench_glm5_cuda (synthetic) exit ${PIPESTATUS[0]}"
   fi
+  # Issue #11's verify cost (forward of k+1 rows / one decode step) and the chunked prefill
+  # rows, pulled out of every bench run above (tiny 64, tiny 1024, synthetic:4:16).
+  grep -E '^model |^\| CUDA|^prefill tok/s with|^verify cost|^\(bytes floor|^ the rows|^\| k |^\|---\|---\|---\|---\|---\|---\|---\|---\||^\| [1-4] \|' \
+    "$out/bench_glm5_cuda.txt" >"$out/verify_cost.txt" 2>/dev/null
+  cat "$out/verify_cost.txt"
   if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
     log "compute-sanitizer memcheck test_glm5_cuda --quick, $(left) s left"
     timeout $(( $(left) - 30 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_glm5_cuda" "$root" --quick \
@@ -163,12 +196,19 @@ if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 15 ]; then
   log "sanitizer exit $? (124 = timed out)"
   tail -5 "$out/sanitizer.txt"
 fi
-if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 40 ]; then
+if [ -z "${SKIP_QWEN:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 40 ]; then
   log "compute-sanitizer memcheck test_qwen_next_cuda --quick, $(left) s left"
   timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_qwen_next_cuda" "$root" --quick \
     >"$out/sanitizer_qwen.txt" 2>&1
   log "sanitizer (qwen) exit $? (124 = timed out)"
   tail -5 "$out/sanitizer_qwen.txt"
+fi
+if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
+  log "compute-sanitizer memcheck test_deepseek_v4_cuda --quick, $(left) s left"
+  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_deepseek_v4_cuda" "$root" --quick \
+    >"$out/sanitizer_deepseek_v4.txt" 2>&1
+  log "sanitizer (deepseek_v4) exit $? (124 = timed out)"
+  tail -5 "$out/sanitizer_deepseek_v4.txt"
 fi
 # racecheck is opt-in: on --quick it ran past 230 s (2026-12-01).
 if [ -n "${RACECHECK:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
@@ -181,7 +221,7 @@ fi
 # Per-kernel time of the Qwen decode step: ncu over the first 300 launches of the bench (the
 # graph model's warm-up: prefill of 2 tokens + decode steps of models/default), summed per
 # kernel name. --clock-control none: the clocks as they are (METHOD.md).
-if [ -n "$ncu" ] && [ "$(left)" -gt 60 ]; then
+if [ -z "${SKIP_QWEN:-}" ] && [ -n "$ncu" ] && [ "$(left)" -gt 60 ]; then
   log "ncu per-kernel summary of the qwen decode step, $(left) s left"
   timeout $(( $(left) - 20 )) "$ncu" --clock-control none --launch-count 300 --metrics gpu__time_duration.sum \
     --print-summary per-kernel "$bin/bench_qwen_next_cuda" "$root/models/default" 2 2 1 >"$out/ncu_qwen.txt" 2>&1
@@ -191,6 +231,7 @@ log "total $(( $(date +%s) - start )) s"
 # The reply shows only the output's tail: repeat the two results last.
 grep -E "FAIL|PASSED|FAILED|FATAL" "$out/test_cuda_ops.txt" | tail -20
 cat "$out/test_qwen_next_cuda.txt" "$out/bench_qwen_next_cuda.txt"
+cat "$out/test_deepseek_v4_cuda.txt" "$out/bench_deepseek_v4_cuda.txt"
 cat "$out/test_glm5_cuda.txt" "$out/bench_glm5_cuda.txt" 2>/dev/null  # GLM 5.x
 tail -30 "$out/bench_cuda_gemv.txt"
 exit "$test_rc"

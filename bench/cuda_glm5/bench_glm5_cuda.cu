@@ -2,6 +2,10 @@
 // launches) vs the CPU model, same file, same prompt, same greedy tokens, same process;
 // plus the bytes of weights one decode token reads and the roofline fraction against the
 // device copy bandwidth measured in the same run (backend/cuda/bandwidth.h).
+// Prefill tok/s in chunks of 16 rows (each weight read once per chunk) vs token by token.
+// Verify cost (issue #11): median time of forward(k+1 rows, Logits::kAll) (what a speculative
+// verify of k drafts runs) over the median time of one decode step at the same context, for
+// k = 1..4, with the multi-row forward and with k+1 decode steps (chunk_rows = 1).
 // Usage: bench_glm5_cuda [model] [decode_tokens] [prompt_tokens] [cpu_threads]
 //   model: a checkpoint dir/GGUF, or synthetic:LAYERS:EXPERTS (GLM 5.x Flash shapes, hidden
 //   4096, vocab 32768, BF16 generated weights in memory: models/glm5/synthetic.h);
@@ -10,11 +14,13 @@
 // overhead, not bandwidth; the synthetic model reads real-size matrices per token.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/bandwidth.h"
@@ -57,6 +63,63 @@ Result run(Model& m, const std::vector<int32_t>& prompt, int n) {
   return r;
 }
 
+// Prefill tok/s once the state's graphs exist: `prompt` twice on one state, the second timed
+// (run() times a fresh state, so its prefill includes capturing each chunk shape's graph).
+double prefill_steady(Model& m, const std::vector<int32_t>& prompt) {
+  auto s = m.new_state();
+  m.prefill(*s, prompt);
+  const auto t0 = Clock::now();
+  m.prefill(*s, prompt);
+  return double(prompt.size()) / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median ms of one decode step and of one forward(rows, kAll), interleaved (so both run at
+// the same context) from a fresh state holding `prompt`; graphs captured before timing.
+std::pair<double, double> verify_cost(Model& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& rows,
+                                      int reps) {
+  auto s = m.new_state();
+  m.prefill(*s, prompt);
+  std::vector<float> l;
+  m.forward(*s, rows, Logits::kAll, l);  // warm-up: capture both graphs
+  m.decode(*s, rows[0]);
+  std::vector<double> dec, ver;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    m.decode(*s, rows[size_t(i) % rows.size()]);
+    auto t1 = Clock::now();
+    m.forward(*s, rows, Logits::kAll, l);
+    auto t2 = Clock::now();
+    dec.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    ver.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+  }
+  return {median(dec), median(ver)};
+}
+
+void verify_table(Model& chunked, Model& steps, const std::vector<int32_t>& prompt) {
+  const auto& g = static_cast<const glm5::Glm5CudaModel&>(chunked);
+  const int reps = 15;
+  const int64_t V = chunked.info().vocab_size;
+  std::printf("\nverify cost at context %zu (median of %d): forward(k+1 rows, kAll) / one decode step\n", prompt.size(),
+              reps);
+  std::printf("(bytes floor: weight bytes the k+1 rows read over one token's, routed experts as the expected union of\n"
+              " the rows' top-k under uniform routing; with few experts the union, not the kernels, bounds the ratio)\n");
+  std::printf("| k | rows | decode ms | verify ms (multi-row) | ratio | bytes floor | verify ms (k+1 steps) | ratio |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (int k = 1; k <= 4; ++k) {
+    std::vector<int32_t> rows;
+    for (int i = 0; i <= k; ++i) rows.push_back(int32_t((i * 4099 + 17) % V));
+    const auto [dm, vm] = verify_cost(chunked, prompt, rows, reps);
+    const auto [ds, vs] = verify_cost(steps, prompt, rows, reps);
+    std::printf("| %d | %d | %.3f | %.3f | %.2fx | %.2fx | %.3f | %.2fx |\n", k, k + 1, dm, vm, vm / dm,
+                g.chunk_bytes_ratio(k + 1), vs, vs / ds);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,9 +134,10 @@ int main(int argc, char** argv) {
   LoadOptions o;
   o.threads = argc > 4 ? std::stoi(argv[4]) : 0;
   if (o.threads <= 0) o.threads = int(std::thread::hardware_concurrency());
-  o.max_context = np + n + 16;  // device caches sized for this run
+  o.max_context = 2 * np + n + 16 + 512;  // device caches sized for this run (+ steady prefill, verify table)
   try {
-    std::unique_ptr<Model> cpu, gpu, gpu_direct;
+    std::unique_ptr<Model> cpu, gpu, gpu_direct, gpu_tok;
+    const glm5::CudaModelOptions tok_opt{true, true, 1};
     if (dir.rfind("synthetic:", 0) == 0) {
       const size_t c2 = dir.find(':', 10);
       const int64_t layers = std::stoll(dir.substr(10, c2 - 10)), experts = std::stoll(dir.substr(c2 + 1));
@@ -83,10 +147,12 @@ int main(int argc, char** argv) {
       cpu = glm5::load_source(glm5::synthetic_source(w), o);
       gpu = std::make_unique<glm5::Glm5CudaModel>(glm5::synthetic_source(w), o);
       gpu_direct = std::make_unique<glm5::Glm5CudaModel>(glm5::synthetic_source(w), o, glm5::CudaModelOptions{false, true});
+      gpu_tok = std::make_unique<glm5::Glm5CudaModel>(glm5::synthetic_source(w), o, tok_opt);
     } else {
       cpu = glm5::load(dir, o);
       gpu = glm5::load_cuda(dir, o);
       gpu_direct = glm5::load_cuda(dir, o, glm5::CudaModelOptions{false, true});
+      gpu_tok = glm5::load_cuda(dir, o, tok_opt);
     }
     const auto& g = static_cast<glm5::Glm5CudaModel&>(*gpu);
     const int64_t V = cpu->info().vocab_size;
@@ -103,7 +169,8 @@ int main(int argc, char** argv) {
     std::printf("device bandwidth (same run): copy %.0f GB/s, memcpy %.0f GB/s, read %.0f GB/s\n", bw.copy_gbps,
                 bw.memcpy_gbps, bw.read_gbps);
     const Result rc = run(*cpu, prompt, n), rg = run(*gpu, prompt, n), rd = run(*gpu_direct, prompt, n);
-    std::printf("| backend | prefill tok/s (token by token on CUDA) | decode tok/s | ms/token | weight GB/s | of copy bw |\n");
+    const Result rt = run(*gpu_tok, prompt, n);
+    std::printf("| backend | prefill tok/s | decode tok/s | ms/token | weight GB/s | of copy bw |\n");
     std::printf("|---|---|---|---|---|---|\n");
     auto row = [&](const char* name, const Result& r) {
       const double gbps = per_tok * r.decode_tps / 1e9;
@@ -113,10 +180,17 @@ int main(int argc, char** argv) {
     char cname[64];
     std::snprintf(cname, sizeof cname, "CPU (%d threads)", o.threads);
     row(cname, rc);
-    row("CUDA graph", rg);
-    row("CUDA direct launches", rd);
-    std::printf("decode speedup CUDA graph / CPU: %.2fx; greedy tokens CPU == CUDA graph == direct: %s\n",
-                rg.decode_tps / rc.decode_tps, rc.tokens == rg.tokens && rg.tokens == rd.tokens ? "yes" : "NO");
+    row("CUDA graph, prefill in chunks of 16", rg);
+    row("CUDA direct launches, chunks of 16", rd);
+    row("CUDA graph, prefill token by token", rt);
+    std::printf("decode speedup CUDA graph / CPU: %.2fx; chunked prefill / token by token: %.2fx; greedy tokens CPU == "
+                "CUDA graph == direct == token-by-token prefill: %s\n",
+                rg.decode_tps / rc.decode_tps, rg.prefill_tps / rt.prefill_tps,
+                rc.tokens == rg.tokens && rg.tokens == rd.tokens && rg.tokens == rt.tokens ? "yes" : "NO");
+    const double ps_chunk = prefill_steady(*gpu, prompt), ps_tok = prefill_steady(*gpu_tok, prompt);
+    std::printf("prefill tok/s with graphs already captured (prompt again at context %d): chunks of 16 %.0f, token by "
+                "token %.0f (%.2fx)\n", np, ps_chunk, ps_tok, ps_chunk / ps_tok);
+    verify_table(*gpu, *gpu_tok, prompt);
     return rc.tokens == rg.tokens ? 0 : 1;
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

@@ -2,7 +2,8 @@
 // AR vs speculative decoding on the same chat prompts, same process: tok/s of each,
 // acceptance, draft/verify/commit time, and the verify(D+1)/decode cost ratio.
 // prompts.txt: one prompt per line as token ids (render_prompts.py writes eval.py's).
-// temperature > 0: MTPLX sampler (top-p 0.95, top-k 20, seed 12345), category exact.
+// temperature > 0: the family's sampler with its defaults (MTPLX for Qwen, ds4's for GLM /
+// DeepSeek), seed 12345, category exact.
 // A 7th argument `eval_protocol` runs tools/train/eval.py's acceptance protocol instead.
 #include <algorithm>
 #include <chrono>
@@ -105,6 +106,9 @@ int main(int argc, char** argv) {
   }
   engine::SpecConfig sc;
   sc.depth = depth;
+  // The family's own sampler (MTPLX for Qwen, ds4's for GLM / DeepSeek), as the engine uses.
+  sc.sampler_kind = engine::sampler_kind_for_family(m->info().family);
+  sc.sampler = engine::default_sampler_params(sc.sampler_kind);
   sc.sampler.temperature = argc > 6 ? std::stod(argv[6]) : 0.0;
   const bool sampled = sc.sampler.temperature > 0;
   sc.category = sampled ? engine::SpecCategory::kExact : engine::SpecCategory::kGreedy;

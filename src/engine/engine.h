@@ -43,8 +43,9 @@ struct EngineOptions {
   std::string checkpoint_dir;
   uint64_t checkpoint_budget_bytes = uint64_t(4) << 30;
   // Speculative decoding with the model's draft head; 0 = off. Greedy turns use category
-  // greedy; sampled turns on the MTPLX (Qwen) sampler use spec_sampling: exact (default,
-  // MTPLX's distribution-preserving walk), opportunistic, or target_only (no speculation).
+  // greedy; sampled turns (on the family's sampler: MTPLX for Qwen, ds4's for GLM and
+  // DeepSeek) use spec_sampling: exact (default, the distribution-preserving walk),
+  // opportunistic, or target_only (no speculation).
   int spec_depth = 0;
   std::string spec_sampling = "exact";
   // DSpark confidence gate as set by the user (unset = the per-turn rule of SPEC §2, see

@@ -9,18 +9,17 @@
 namespace ds4::engine {
 namespace {
 
-// The turn's category (SPEC.md §2, resolved per turn). Sampled turns speculate only on the
-// MTPLX sampler, whose PCG64 stream the exact walk continues; the ds4 sampler path has no
-// stochastic draft head yet (GLM MTP / DSpark), so those turns stay target_only.
+// The turn's category (SPEC.md §2, resolved per turn). Sampled turns continue the turn's own
+// sampler stream (SpecDraws: MTPLX's PCG64 for Qwen, ds4's xorshift64* for GLM / DeepSeek).
 SpecCategory turn_category(const Sampler& sampler, const std::string& stochastic) {
   if (sampler.params().temperature <= 0) return SpecCategory::kGreedy;
-  if (sampler.kind() != SamplerKind::kMtplx) return SpecCategory::kTargetOnly;
   return resolve_spec_category(true, sampler.params(), parse_spec_category(stochastic));
 }
 
 void report(const SpecDecoder& spec, Usage& u) {
   const SpecStats& s = spec.stats();
   u.spec_mode = spec_category_name(spec.category());
+  u.spec_dspark_confidence = spec.config().dspark_confidence;
   u.spec_drafted = s.drafted, u.spec_accepted = s.accepted, u.spec_bonus = s.bonus;
   u.spec_corrections = s.corrections, u.spec_prefix_commits = s.prefix_commits;
   u.spec_repairs = s.repairs, u.spec_full_replays = s.full_replays;
@@ -38,7 +37,8 @@ bool Engine::spec_decode(Job& job) {
     cfg.category = cat;
     cfg.sampler = job.sampler->params();
     cfg.dspark_confidence = resolve_dspark_confidence(dspark_confidence_, cat);
-    job.spec = std::make_unique<SpecDecoder>(*model_, cfg, cat == SpecCategory::kGreedy ? nullptr : &job.sampler->pcg());
+    cfg.sampler_kind = job.sampler->kind();
+    job.spec = std::make_unique<SpecDecoder>(*model_, cfg, SpecDraws::of(*job.sampler));
   }
   const int32_t next = job.to_feed;
   // Budget: the turn's remaining tokens, and room so that the context check of emit_token

@@ -37,9 +37,11 @@ struct Usage {
   int64_t reasoning_tokens = 0;   // part of completion_tokens spent in reasoning
   double queue_s = 0, prefill_s = 0, ttft_s = 0, decode_s = 0;
   // Speculative decoding (engine/speculative.h), the turn's category: "greedy" (argmax turn),
-  // "exact" / "opportunistic" (sampled turn, MTPLX sampler), "target_only" when speculation
-  // was off or not applicable.
+  // "exact" / "opportunistic" (sampled turn, on the family's sampler), "target_only" when
+  // speculation was off or not applicable; and the turn's effective DSpark confidence gate
+  // (resolve_dspark_confidence; heads without a confidence head ignore it).
   std::string spec_mode = "target_only";
+  double spec_dspark_confidence = 0;
   int64_t spec_drafted = 0, spec_accepted = 0, spec_bonus = 0, spec_repairs = 0, spec_full_replays = 0;
   int64_t spec_corrections = 0, spec_prefix_commits = 0;
   double spec_draft_s = 0, spec_verify_s = 0, spec_commit_s = 0;

@@ -50,6 +50,8 @@ class Sampler {
   // The MTPLX path's generator: exact speculative decoding (engine/speculative.h) draws
   // its draft, acceptance, residual and bonus samples from the same stream, in MTPLX order.
   Pcg64& pcg() { return pcg_; }
+  // The ds4 path's generator (speculative walks continue its stream the same way).
+  Ds4Rng& ds4_rng() { return ds4_rng_; }
 
  private:
   int32_t sample_mtplx(std::span<const float> logits);
@@ -61,6 +63,9 @@ class Sampler {
 
 // ds4's sampler as a free function (exposed for tests and the speculative loop).
 int32_t ds4_sample(std::span<const float> logits, const SamplerParams& p, Ds4Rng& rng);
+// The distribution one ds4_sample() draw follows (dense, float64): the kept candidates'
+// float weights over their float total; a one-hot row where ds4 falls back to argmax.
+void ds4_distribution(std::span<const float> logits, const SamplerParams& p, std::span<double> probs_out);
 // MTPLX's filtered distribution (dense, float64): softmax, top-p, top-k, renormalised.
 void mtplx_distribution(std::span<const float> logits, const SamplerParams& p,
                         std::span<double> probs_out);

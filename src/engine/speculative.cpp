@@ -44,14 +44,14 @@ SpecConfig greedy_config(int depth) {
 
 SpecDecoder::SpecDecoder(Model& model, int depth) : SpecDecoder(model, greedy_config(depth), nullptr) {}
 
-SpecDecoder::SpecDecoder(Model& model, const SpecConfig& config, Pcg64* rng)
-    : model_(model), head_(head_of(model)), cfg_(config), rng_(rng) {
+SpecDecoder::SpecDecoder(Model& model, const SpecConfig& config, SpecDraws draws)
+    : model_(model), head_(head_of(model)), cfg_(config), draws_(draws) {
   if (cfg_.depth < 1 || cfg_.depth > 16)
     throw InputError("speculative: depth must be 1..16, got " + std::to_string(cfg_.depth));
   const bool stochastic = cfg_.category == SpecCategory::kExact || cfg_.category == SpecCategory::kOpportunistic;
   if (cfg_.category == SpecCategory::kTargetOnly)
     throw InputError("speculative: category target_only has no speculative cycle");
-  if (stochastic && !rng_) throw InputError("speculative: a stochastic category needs the sampler's generator");
+  if (stochastic && !draws_.valid()) throw InputError("speculative: a stochastic category needs the sampler's generator");
   if (stochastic && !(cfg_.sampler.temperature > 0))
     throw InputError("speculative: category " + std::string(spec_category_name(cfg_.category)) +
                      " needs temperature > 0 (greedy turns use category greedy)");

@@ -19,6 +19,9 @@
 //                  bonus is drawn from p_D. Draw order: q_1..q_D draws while drafting, then
 //                  one uniform per reached row, then one residual or bonus draw. An accepted
 //                  stop token ends the walk with no further draw.
+// The draws come from the turn's own sampler stream (SpecDraws): MTPLX's PCG64 for Qwen, in
+// MTPLX's exact order; ds4's xorshift64* for GLM / DeepSeek, whose dense distribution is
+// ds4_distribution (the law of one ds4_sample draw), so opportunistic equals ds4's sampled AR.
 // Depth in stochastic categories is min(D, budget) (MTPLX cycle_depth) so that the draw
 // stream equals MTPLX's at the max_tokens edge too; the bonus is drawn only when tokens
 // remain (accepted < budget).
@@ -60,6 +63,30 @@ inline constexpr double kDsparkConfidenceDefault = 0.6;
 inline constexpr double kDsparkConfidenceExact = 0.8;
 double resolve_dspark_confidence(std::optional<double> user, SpecCategory category);
 
+// The turn's sampler as the stochastic walks see it, for either golden master's sampler
+// (SamplerKind): kMtplx continues the PCG64 stream in MTPLX's order; kDs4 continues ds4's
+// xorshift64* stream, so the opportunistic walk draws exactly what sampled AR draws.
+class SpecDraws {
+ public:
+  SpecDraws() = default;
+  SpecDraws(SamplerKind kind, Pcg64* pcg, Ds4Rng* ds4) : kind_(kind), pcg_(pcg), ds4_(ds4) {}
+  static SpecDraws of(Sampler& s) { return {s.kind(), &s.pcg(), &s.ds4_rng()}; }
+  bool valid() const { return kind_ == SamplerKind::kMtplx ? pcg_ != nullptr : ds4_ != nullptr; }
+  SamplerKind kind() const { return kind_; }
+  // The token sampled AR would draw from `row` (one draw from the stream).
+  int32_t sample(std::span<const float> row, const SamplerParams& p);
+  // The sampler's filtered distribution of `row` (dense, float64, sums to 1).
+  void distribution(std::span<const float> row, const SamplerParams& p, std::span<double> out) const;
+  // One draw from a dense distribution (residual, bonus, draft), and one uniform in [0, 1).
+  int32_t draw(std::span<const double> probs);
+  double uniform();
+
+ private:
+  SamplerKind kind_ = SamplerKind::kMtplx;
+  Pcg64* pcg_ = nullptr;
+  Ds4Rng* ds4_ = nullptr;
+};
+
 struct SpecStats {
   int64_t cycles = 0;
   int64_t drafted = 0;       // draft tokens proposed
@@ -84,7 +111,8 @@ struct SpecCycle {
 struct SpecConfig {
   int depth = 3;
   SpecCategory category = SpecCategory::kGreedy;
-  SamplerParams sampler;  // stochastic categories: the turn's MTPLX sampler settings
+  SamplerParams sampler;  // stochastic categories: the turn's sampler settings
+  SamplerKind sampler_kind = SamplerKind::kMtplx;  // generate_sampled: which sampler draws
   bool capture_commit = true;  // captured-prefix commit when the head supports it
   // Exact: MTPLX's draft_sampler temperature; unset = the turn's. <= 0: argmax drafts with a
   // one-hot q and no draw (MTPLX _sample_draft_from_logits with a greedy draft sampler).
@@ -97,8 +125,11 @@ class SpecDecoder {
  public:
   // Throws ds4::InputError when the model has no draft head or the depth is out of range.
   SpecDecoder(Model& model, int depth);
-  // Stochastic categories draw from `rng` (the turn's sampler stream; it must outlive this).
-  SpecDecoder(Model& model, const SpecConfig& config, Pcg64* rng);
+  // Stochastic categories draw from `draws` (the turn's sampler stream; it must outlive this).
+  SpecDecoder(Model& model, const SpecConfig& config, SpecDraws draws);
+  // The MTPLX sampler's PCG64 stream (nullptr: greedy only).
+  SpecDecoder(Model& model, const SpecConfig& config, Pcg64* rng)
+      : SpecDecoder(model, config, SpecDraws(SamplerKind::kMtplx, rng, nullptr)) {}
   // Test hook: may rewrite the drafts before verification (forces rejections).
   std::function<void(std::vector<int32_t>&)> corrupt_draft;
 
@@ -112,6 +143,7 @@ class SpecDecoder {
              const std::function<bool(int32_t)>& is_stop, SpecCycle& out);
   const SpecStats& stats() const { return stats_; }
   SpecCategory category() const { return cfg_.category; }
+  const SpecConfig& config() const { return cfg_; }
 
  private:
   // Acceptance walk over the verify rows; fills out.accepted / out.bonus, returns whether
@@ -125,7 +157,7 @@ class SpecDecoder {
   Model& model_;
   DraftHead& head_;
   SpecConfig cfg_;
-  Pcg64* rng_ = nullptr;
+  SpecDraws draws_;
   SpecStats stats_;
   std::vector<int32_t> drafts_, row_tokens_;
   std::vector<float> rows_;      // verify logits {D+1, vocab}
@@ -141,12 +173,14 @@ std::vector<int32_t> generate_greedy(Model& model, std::unique_ptr<ModelState>& 
                                      SpecStats* stats = nullptr,
                                      std::function<void(std::vector<int32_t>&)> corrupt = {});
 
-// Sampled generation with the MTPLX sampler (seeded from params.seed), the way MTPLX's
-// generate_ar (config.depth 0) and generate_mtpk (depth > 0, category exact or opportunistic) do:
-// the first token is drawn from `logits`, then each cycle's next token comes from the walk.
+// Sampled generation with config.sampler_kind's sampler (seeded from params.seed), the way
+// MTPLX's generate_ar (config.depth 0) and generate_mtpk (depth > 0, category exact or
+// opportunistic) do: the first token is drawn from `logits`, then each cycle's next token
+// comes from the walk. With the ds4 sampler depth 0 is ds4's sampled AR loop.
 std::vector<int32_t> generate_sampled(Model& model, std::unique_ptr<ModelState>& state, std::vector<float> logits,
                                       int64_t max_tokens, std::span<const int32_t> eos, const SpecConfig& config,
-                                      SpecStats* stats = nullptr);
+                                      SpecStats* stats = nullptr,
+                                      std::function<void(std::vector<int32_t>&)> corrupt = {});
 
 int32_t argmax(const float* row, int64_t n);
 

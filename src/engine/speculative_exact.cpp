@@ -61,8 +61,8 @@ int32_t SpecDecoder::pick_exact(std::span<const float> row) {
     q[size_t(t)] = 1.0;
     return t;
   }
-  mtplx_distribution(row, dp, q);
-  return mtplx_draw(q, *rng_);
+  draws_.distribution(row, dp, q);
+  return draws_.draw(q);
 }
 
 bool SpecDecoder::walk_exact(int64_t budget, const std::function<bool(int32_t)>& is_stop, SpecCycle& out) {
@@ -70,7 +70,7 @@ bool SpecDecoder::walk_exact(int64_t budget, const std::function<bool(int32_t)>&
   const int D = int(drafts_.size());
   p_.resize(size_t(V));
   auto target = [&](int k) {  // p_k, materialized only when the walk reaches row k
-    mtplx_distribution(std::span<const float>(rows_.data() + int64_t(k) * V, size_t(V)), cfg_.sampler, p_);
+    draws_.distribution(std::span<const float>(rows_.data() + int64_t(k) * V, size_t(V)), cfg_.sampler, p_);
     stats_.target_rows++;
   };
   for (int k = 0; k < D; ++k) {
@@ -79,7 +79,7 @@ bool SpecDecoder::walk_exact(int64_t budget, const std::function<bool(int32_t)>&
     const double* q = q_.data() + int64_t(k) * V;
     const double pd = p_[size_t(d)], qd = q[d];
     const double a = qd <= 0 ? (pd > 0 ? 1.0 : 0.0) : std::min(1.0, pd / qd);
-    if (rng_->next_double() <= a) {  // MTPLX: float(rng.random()) <= accept_prob
+    if (draws_.uniform() <= a) {  // MTPLX: float(rng.random()) <= accept_prob
       out.accepted.push_back(d);
       stats_.accepted++;
       if (is_stop(d)) return true;  // an accepted stop ends the walk: no further draw
@@ -97,13 +97,13 @@ bool SpecDecoder::walk_exact(int64_t budget, const std::function<bool(int32_t)>&
       for (int64_t v = 0; v < V; ++v) total += r[size_t(v)] = p_[size_t(v)] > 0 ? p_[size_t(v)] : 0.0;
     }
     for (auto& x : r) x /= total;
-    out.bonus = mtplx_draw(r, *rng_);
+    out.bonus = draws_.draw(r);
     stats_.corrections++;
     return false;
   }
   if (int64_t(D) >= budget) return true;  // every token the turn may emit is placed: no bonus draw
   target(D);
-  out.bonus = mtplx_draw(p_, *rng_);
+  out.bonus = draws_.draw(p_);
   stats_.bonus++;
   return false;
 }
@@ -111,11 +111,9 @@ bool SpecDecoder::walk_exact(int64_t budget, const std::function<bool(int32_t)>&
 bool SpecDecoder::walk_opportunistic(int64_t budget, const std::function<bool(int32_t)>& is_stop, SpecCycle& out) {
   const int64_t V = model_.info().vocab_size;
   const int D = int(drafts_.size());
-  p_.resize(size_t(V));
-  auto sample_row = [&](int k) {
-    mtplx_distribution(std::span<const float>(rows_.data() + int64_t(k) * V, size_t(V)), cfg_.sampler, p_);
+  auto sample_row = [&](int k) {  // exactly the draw sampled AR makes from this row
     stats_.target_rows++;
-    return mtplx_draw(p_, *rng_);
+    return draws_.sample(std::span<const float>(rows_.data() + int64_t(k) * V, size_t(V)), cfg_.sampler);
   };
   for (int k = 0; k < D; ++k) {
     const int32_t t = sample_row(k);  // the token AR would have sampled here
@@ -136,27 +134,24 @@ bool SpecDecoder::walk_opportunistic(int64_t budget, const std::function<bool(in
 
 std::vector<int32_t> generate_sampled(Model& model, std::unique_ptr<ModelState>& state, std::vector<float> logits,
                                       int64_t max_tokens, std::span<const int32_t> eos, const SpecConfig& config,
-                                      SpecStats* stats) {
-  const int64_t V = model.info().vocab_size;
+                                      SpecStats* stats, std::function<void(std::vector<int32_t>&)> corrupt) {
   std::vector<int32_t> out;
   if (max_tokens <= 0) return out;
-  Pcg64 rng(config.sampler.seed);  // numpy.random.default_rng(seed), as MTPLX seeds a turn
-  std::vector<double> p(static_cast<size_t>(V));
-  auto draw = [&](const std::vector<float>& l) {
-    mtplx_distribution(l, config.sampler, p);
-    return mtplx_draw(p, rng);
-  };
+  // Seeded from params.seed: numpy.random.default_rng(seed) as MTPLX seeds a turn, or ds4's
+  // xorshift64* state.
+  Sampler sampler(config.sampler_kind, config.sampler);
   auto stop = [&](int32_t t) { return std::find(eos.begin(), eos.end(), t) != eos.end(); };
-  int32_t t = draw(logits);  // MTPLX's first primary
+  int32_t t = sampler.sample(logits);  // MTPLX's first primary
   if (config.depth <= 0) {  // generate_ar
     for (;;) {
       out.push_back(t);
       if (stop(t) || int64_t(out.size()) >= max_tokens) return out;
       model.forward(*state, std::span<const int32_t>(&t, 1), Logits::kLast, logits);
-      t = draw(logits);
+      t = sampler.sample(logits);
     }
   }
-  SpecDecoder spec(model, config, &rng);
+  SpecDecoder spec(model, config, SpecDraws::of(sampler));
+  spec.corrupt_draft = std::move(corrupt);
   SpecCycle c;
   for (;;) {
     out.push_back(t);

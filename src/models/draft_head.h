@@ -47,4 +47,20 @@ class DraftHead {
   virtual void commit_prefix(ModelState& trial, int64_t keep) { (void)trial, (void)keep; }
 };
 
+// A family's verify_capture: `begin` arms the records, one batched Logits::kAll forward, `end`
+// keeps them for commit_prefix; `abort` drops them when the forward throws.
+template <class Begin, class End, class Abort>
+bool captured_verify(Model& m, ModelState& s, std::span<const int32_t> tokens, std::vector<float>& logits,
+                     Begin begin, End end, Abort abort) {
+  begin();
+  try {
+    m.forward(s, tokens, Logits::kAll, logits);
+  } catch (...) {
+    abort();
+    throw;
+  }
+  end();
+  return true;
+}
+
 }  // namespace ds4

@@ -119,7 +119,9 @@ json usage_extras(const engine::Usage& u) {
   json j = {{"timings", {{"ttft_s", u.ttft_s}, {"prefill_s", u.prefill_s}, {"decode_s", u.decode_s}}},
           {"speculative",
            {{"mode", u.spec_mode}, {"drafted", u.spec_drafted}, {"accepted", u.spec_accepted},
-            {"bonus", u.spec_bonus}, {"acceptance", rate}, {"repairs", u.spec_repairs},
+            {"bonus", u.spec_bonus}, {"corrections", u.spec_corrections}, {"acceptance", rate},
+            {"prefix_commits", u.spec_prefix_commits}, {"dspark_confidence", u.spec_dspark_confidence},
+            {"repairs", u.spec_repairs},
             {"full_replays", u.spec_full_replays}, {"draft_s", u.spec_draft_s},
             {"verify_s", u.spec_verify_s}, {"commit_s", u.spec_commit_s}}}};
   if (const auto& c = u.gpu_canary)

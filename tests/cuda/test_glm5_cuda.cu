@@ -16,8 +16,12 @@
 //     experts of 2048; BF16 generated weights, models/glm5/synthetic.h; 4 layers, 8 experts,
 //     index_topk 64 so 80 prompt tokens cross the sparse switch): prefill + 8 decode rows vs
 //     the CPU model within kSynthRelTol of the logit range (random weights: no golden).
+//  7. Multi-row forward (chunk.cu: prefill chunks / speculative verify) = the same number of
+//     single decode steps: T = 2, 4, 7, 16 after a prefix and T = 300 from empty, on the tiny
+//     model (chunks of 16 and of 8) and on the synthetic Flash shapes; kLast, and 4 decode
+//     steps after. (Items 1-4 also run chunked now: prefill and kAll of > 1 token use it.)
 // Usage: test_glm5_cuda [root] [--quick]   (root: the tree, default DS4_ROOT or ".";
-//   --quick: prompts p7 and p64 and the extras only, for compute-sanitizer)
+//   --quick: prompts p7 and p64, the extras and a short multi-row check, for compute-sanitizer)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -198,12 +202,74 @@ void checkpoints(Model& cpu, Model& gpu, const TensorSource& g) {
   check(threw, "checkpoint with a truncated latent section throws InputError");
 }
 
+// Multi-row forward (chunks of up to 16 rows: prefill and the speculative verify) against the
+// same model run one decode step per token (chunk_rows = 1): for each T, from a state holding
+// `prefix` tokens, forward(T tokens, kAll) rows vs the T single-step rows, argmax per row,
+// kLast = the last kAll row, then 4 more decode steps from both states (the state after a
+// chunk continues identically). Expected bit-identical (gemv_rows equals gemv on the direct
+// path, every other kernel is the step's); asserted within `tol` of the logit scale
+// (max(1, max |logit|)) so a one-ulp MoE router tie (tests/data/glm5 README) cannot fail it.
+void chunk_vs_steps(Model& chunked, Model& steps, const std::vector<int32_t>& tokens, int64_t prefix,
+                    const std::vector<int64_t>& lengths, float tol, const std::string& name) {
+  const int64_t V = chunked.info().vocab_size;
+  for (int64_t T : lengths) {
+    const std::span<const int32_t> pre(tokens.data(), size_t(prefix)), rows(tokens.data() + prefix, size_t(T));
+    auto sa = chunked.new_state(), sb = steps.new_state();
+    std::vector<float> a, b, last;
+    // The same prefix state in both, written one decode step per token (a state replays the
+    // graphs its own model captured, so each model fills its own states).
+    auto one_by_one = [&](Model& m, ModelState& st) {
+      std::vector<float> none;
+      for (int32_t tok : pre) m.forward(st, std::span<const int32_t>(&tok, 1), Logits::kNone, none);
+    };
+    one_by_one(chunked, *sa);
+    one_by_one(steps, *sb);
+    chunked.forward(*sa, rows, Logits::kAll, a);
+    steps.forward(*sb, rows, Logits::kAll, b);
+    float diff = a.size() == b.size() ? max_diff(a.data(), b.data(), a.size()) : INFINITY, scale = 1.f;
+    for (float x : b) scale = std::max(scale, std::fabs(x));
+    const bool bitwise = a == b;
+    int bad_argmax = 0, close = 0;
+    for (int64_t t = 0; t < T && a.size() == b.size(); ++t) {
+      const float* rb = b.data() + t * V;
+      const int32_t top = argmax(rb, V);
+      float second = -INFINITY;
+      for (int64_t v = 0; v < V; ++v)
+        if (v != top) second = std::max(second, rb[v]);
+      if (argmax(a.data() + t * V, V) == top) continue;
+      if (rb[top] - second > 2 * diff) ++bad_argmax;
+      else ++close;  // a near-tie inside the measured difference
+    }
+    auto sc = chunked.new_state();  // kLast through the chunk path = its kAll last row
+    one_by_one(chunked, *sc);
+    chunked.forward(*sc, rows, Logits::kLast, last);
+    const float dlast = last.size() == size_t(V) && a.size() == size_t(T * V)
+                            ? max_diff(last.data(), a.data() + (T - 1) * V, size_t(V)) : INFINITY;
+    float cont = 0.f;  // the states continue identically: 4 decode steps
+    for (int i = 0; i < 4; ++i) {
+      const int32_t next = tokens[size_t((prefix + T + i * 31) % int64_t(tokens.size()))];
+      a = chunked.decode(*sa, next);
+      b = steps.decode(*sb, next);
+      cont = std::max(cont, max_diff(a.data(), b.data(), size_t(V)));
+    }
+    char buf[360];
+    std::snprintf(buf, sizeof buf,
+                  "%s: forward of %lld rows after %lld (kAll) vs %lld decode steps: max |diff| %.3g (%s), kLast vs kAll "
+                  "last row %.3g, 4 steps after %.3g (tol %.0e x %.3g); argmax differs on %d rows (+%d near-ties)",
+                  name.c_str(), (long long)T, (long long)prefix, (long long)T, diff, bitwise ? "bit-identical" : "not bitwise",
+                  dlast, cont, double(tol), scale, bad_argmax, close);
+    check(diff <= tol * scale && dlast <= tol * scale && cont <= tol * scale && bad_argmax == 0 &&
+              sa->position() == prefix + T + 4,
+          buf);
+  }
+}
+
 void synthetic_flash() {
   nlohmann::json cfg = glm5::synthetic_config(4, 8, 8192);
   cfg["index_topk"] = 64;  // 4 pools of 16: sparse from position 79 on
   const auto w = glm5::make_synthetic(cfg, DType::BF16);
   LoadOptions o;
-  o.max_context = 256;
+  o.max_context = 512;
   auto cpu = glm5::load_source(glm5::synthetic_source(w), o);
   glm5::Glm5CudaModel gpu(glm5::synthetic_source(w), o);
   const int64_t V = gpu.info().vocab_size;
@@ -228,6 +294,12 @@ void synthetic_flash() {
                 "max |logit| %.3g, relative %.3g (tol %.0e); argmax equal on %d of 9 rows",
                 double(gpu.weight_bytes_per_token()) / (1 << 20), diff, scale, diff / scale, double(kSynthRelTol), same);
   check(diff / scale <= kSynthRelTol, buf);
+  // Multi-row forward on the real shapes (BF16 gemv_rows, 8 experts grouped per chunk).
+  std::vector<int32_t> longer;
+  for (int i = 0; i < 340; ++i) longer.push_back(int32_t((i * 104729 + 7) % V));
+  glm5::Glm5CudaModel steps(glm5::synthetic_source(w), o, glm5::CudaModelOptions{true, true, 1});
+  chunk_vs_steps(gpu, steps, longer, 70, {2, 4, 7, 16}, kSynthRelTol, "synthetic Flash");
+  chunk_vs_steps(gpu, steps, longer, 0, {300}, kSynthRelTol, "synthetic Flash");
 }
 
 }  // namespace
@@ -258,6 +330,20 @@ int main(int argc, char** argv) {
         quick ? std::vector<std::string>{"p7", "p64"} : std::vector<std::string>{"p1", "p7", "p64", "p300"};
     for (const auto& p : prompts) tiny_prompt(*cpu, gpu, *gpu_plain, *g, p);
     tiny_extras(*cpu, gpu, *g);
+    {
+      auto steps = glm5::load_cuda(tiny, o, glm5::CudaModelOptions{true, true, 1});
+      auto chunk8 = glm5::load_cuda(tiny, o, glm5::CudaModelOptions{true, true, 8});
+      const auto p300 = golden<int32_t>(*g, "p300.tokens");
+      std::vector<int32_t> toks(p300);
+      toks.insert(toks.end(), p300.begin(), p300.begin() + 64);  // 364: room for a prefix + 300
+      if (quick) {  // compute-sanitizer: a short verify and a partial chunk
+        chunk_vs_steps(gpu, *steps, toks, 40, {2, 7}, kTol, "tiny chunk 16");
+      } else {
+        chunk_vs_steps(gpu, *steps, toks, 40, {2, 4, 7, 16}, kTol, "tiny chunk 16");
+        chunk_vs_steps(gpu, *steps, toks, 0, {300}, kTol, "tiny chunk 16");
+        chunk_vs_steps(*chunk8, *steps, toks, 13, {7, 300}, kTol, "tiny chunk 8");
+      }
+    }
     checkpoints(*cpu, gpu, *g);
     if (!quick) synthetic_flash();
   } catch (const std::exception& e) {

@@ -13,6 +13,9 @@ A CUDA model's turns also carry usage.gpu_canary (SPEC §6 canary latencies) as 
 Every cell samples greedily by default (--temperature 0): greedy speculative output must
 equal greedy AR output token for token, so
 the AR and speculative cells of a family do the same work and their speeds compare directly.
+Every request carries `reasoning_effort` (--thinking, default low): the audited reference
+runs its matrix at the smallest active thinking level ("kleinster aktiver Thinking-Level",
+Thinking Low for the session runs), not at the server's default.
 
   python3 tools/eval/ds4_eval.py --repeats 3 --out bench/results/eval-DATE
 """
@@ -184,12 +187,15 @@ class Server:
         return self.proc.returncode
 
 
-def stream_chat(url, messages, max_tokens, timeout, temperature=None, on_piece=None):
-    """One streamed chat completion. Returns content, reasoning, usage, finish, client times."""
+def stream_chat(url, messages, max_tokens, timeout, temperature=None, on_piece=None, thinking=None):
+    """One streamed chat completion. Returns content, reasoning, usage, finish, client times.
+    thinking: the request's reasoning_effort (None: the server's default level)."""
     body = {"model": "x", "messages": messages, "stream": True, "max_tokens": max_tokens,
             "stream_options": {"include_usage": True}}
     if temperature is not None:
         body["temperature"] = temperature
+    if thinking is not None:
+        body["reasoning_effort"] = thinking
     content, reasoning, arrivals = [], [], []
     usage, finish = None, None
     t0 = time.perf_counter()
@@ -312,6 +318,7 @@ def run_cell(args, family, mode, model, repeat, emit, bar=None, step=None):
     counter of finished turns over the whole eval (for its total)."""
     base = {"cell": cell_name(family, mode), "family": family, "mode": mode, "model": str(model),
             "repeat": repeat, "sampling": {"temperature": args.temperature},
+            "thinking": args.thinking or "server default",
             "speculative_depth": args.depth if mode != "AR" else None}
     spec_reason = ("autoregressive cell: no speculative decoding" if mode == "AR"
                    else "the server ran this turn target_only (no draft head or a sampled turn)")
@@ -332,8 +339,8 @@ def run_cell(args, family, mode, model, repeat, emit, bar=None, step=None):
             before = proc_stats(srv.proc.pid)
             what = f"{label}: {kind} (turn {step[0] + 1}/{step[1]})"
             bar.update(what, 0, max_tokens, force=True)
-            res = stream_chat(srv.url, messages, max_tokens, t, args.temperature,
-                              lambda n: bar.update(what, min(n, max_tokens), max_tokens))
+            res = stream_chat(srv.url, messages, max_tokens, t, args.temperature, thinking=args.thinking or None,
+                              on_piece=lambda n: bar.update(what, min(n, max_tokens), max_tokens))
             step[0] += 1
             rec = receipt(base, kind, res, before, proc_stats(srv.proc.pid), health, spec_reason)
             return res, rec
@@ -379,6 +386,9 @@ def main(argv=None):
     ap.add_argument("--server-arg", action="append", default=[], help="extra server argument (repeatable)")
     ap.add_argument("--temperature", type=float, default=0.0,
                     help="sampling temperature of every request (default 0: greedy, where speculative answers must equal AR; sampled turns speculate in exact mode)")
+    ap.add_argument("--thinking", default="low",
+                    help="reasoning_effort of every request: none, low, medium, high, xhigh, max, or '' for the "
+                         "server's default (default low: the reference's smallest active thinking level)")
     ap.add_argument("--depth", type=int, default=3, help="speculative depth of the MTP/DSpark cells (default 3)")
     ap.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                     help="progress bar on stderr: auto = only when stderr is a terminal")

@@ -24,7 +24,9 @@ def _by_cell(recs):
 
 
 def markdown(recs, command, host=""):
+    levels = sorted({str(r.get("thinking", "server default")) for r in recs if "thinking" in r}) or ["server default"]
     out = ["# ds4-eval summary", "", f"Command: `{command}`", "", f"Host: {host}", "",
+           f"Thinking level (reasoning_effort) of every request: {', '.join(levels)}", "",
            "Medians over repeats. Tokens: new / cached / output (thinking). Times in seconds; "
            "latency = gap between streamed chunks (ms).", ""]
     head = ("| cell | turn | runs | new | cached | output (thinking) | prefill s | TTFT s | decode s | "

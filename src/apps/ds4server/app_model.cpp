@@ -7,10 +7,12 @@
 #include "engine/tok_codec.h"
 #include "models/model.h"
 #include "models/qwen_next/model.h"
+#include "models/deepseek_v4/model.h"
 #ifdef DS4_CUDA
 #include "backend/cuda/canary.h"
 #include "models/glm5/model.h"
 #include "models/glm5/cuda/model_cuda.h"
+#include "models/deepseek_v4/cuda/model_cuda.h"
 #include "models/qwen_next/cuda/model_cuda.h"
 #endif
 
@@ -27,6 +29,8 @@ struct CudaFamily {
 const CudaFamily kCudaFamilies[] = {
     {"Qwen3.8 Flash Next", qwen_next::probe, [](const std::string& p, const LoadOptions& o) { return qwen_next::load_cuda(p, o); }},
     {"GLM 5.x Flash", glm5::probe, [](const std::string& p, const LoadOptions& o) { return glm5::load_cuda(p, o); }},
+    {"DeepSeek V4 Flash", deepseek_v4::probe,
+     [](const std::string& p, const LoadOptions& o) { return deepseek_v4::load_cuda(p, o); }},
 };
 std::string cuda_family_names() {
   std::string names;

@@ -208,6 +208,113 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_small_kernel(Args a, const f
   if (threadIdx.x % 32 == 0) y[row] = s;
 }
 
+// ---- Multi-row (gemv_rows): a block owns R weight rows and N input rows (n live) ----
+struct RowsArgs {
+  int n;
+  int64_t x_row, y_row;
+  const int32_t *live, *counts, *x_idx, *y_idx;
+};
+
+// This block's entry: false past *live; else points `a` at the entry's expert and fills the
+// rows' x / y offsets (floats, entry offset included) and their live count.
+template <int N>
+__device__ __forceinline__ bool rows_entry(Args& a, const RowsArgs& ra, int& n, int64_t (&xo)[N], int64_t (&yo)[N]) {
+  if (ra.live && int(blockIdx.y) >= *ra.live) return false;
+  const int64_t b = batch_entry(a);
+  n = ra.counts ? min(ra.counts[blockIdx.y], N) : ra.n;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int64_t k = int64_t(blockIdx.y) * kGemvMaxRows + i;
+    xo[i] = b * a.x_stride + (i < n ? (ra.x_idx ? ra.x_idx[k] : i) * ra.x_row : 0);
+    yo[i] = b * a.y_stride + (i < n ? (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : 0);
+  }
+  return true;
+}
+
+// The direct kernel's loop with an inner loop over input rows: per (weight row, input row)
+// the same per-thread unit order and the same reductions as gemv_direct_kernel.
+template <class F, int R, int N>
+__global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs ra, const float* __restrict__ x,
+                                                               float* __restrict__ y) {
+  int n;
+  int64_t xo[N], yo[N];
+  if (!rows_entry<N>(a, ra, n, xo, yo)) return;  // whole block: before any barrier
+  __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
+  Codebook<F> book{grid_smem};
+  book.stage();
+  const int64_t row0 = int64_t(blockIdx.x) * R;
+  const uint8_t* rows_p[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
+  float acc[R][N];  // {weight rows, input rows}
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
+  const int64_t units = a.cols / kUnit;
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    typename F::Raw raw[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if (i >= n) break;
+      float xv[kUnit];
+      load_x(x + xo[i], u, xv);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][i] += F::dot(raw[r], u, xv, book.get());
+    }
+  }
+  __shared__ float part[R * N][kMaxThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const float s = warp_sum(acc[r][i]);
+      if (lane == 0) part[r * N + i][warp] = s;
+    }
+  __syncthreads();
+  for (int k = threadIdx.x; k < R * N; k += blockDim.x) {
+    const int r = k / N, i = k % N;
+    if (i >= n || row0 + r >= a.rows) continue;
+    float s = 0.f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[k][w];
+    y[yo[i] + row0 + r] = s;
+  }
+}
+
+// gemv_small_kernel over input rows: one warp per weight row, each weight read once.
+template <int kType, int N>
+__global__ void __launch_bounds__(kMaxThreads) gemv_rows_small_kernel(Args a, RowsArgs ra, const float* __restrict__ x,
+                                                                     float* __restrict__ y) {
+  int n;
+  int64_t xo[N], yo[N];
+  if (!rows_entry<N>(a, ra, n, xo, yo)) return;
+  const int64_t row = int64_t(blockIdx.x) * (kMaxThreads / 32) + threadIdx.x / 32;
+  if (row >= a.rows) return;
+  const uint8_t* p = a.data + row * a.row_stride;
+  float s[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) s[i] = 0.f;
+  for (int64_t c = threadIdx.x % 32; c < a.cols; c += 32) {
+    float w;
+    if constexpr (kType == 0) w = __ldg(reinterpret_cast<const float*>(p) + c);
+    else {
+      const uint16_t h = __ldg(reinterpret_cast<const unsigned short*>(p) + c);
+      w = kType == 1 ? f16_bits(h) : bf16_bits(h);
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (i < n) s[i] = fmaf(w, x[xo[i] + c], s[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const float t = warp_sum(s[i]);
+    if (i < n && threadIdx.x % 32 == 0) y[yo[i] + row] = t;
+  }
+}
+
 int threads_for(int64_t work_items) {  // narrow rows get fewer threads rather than idle ones
   return int(std::min<int64_t>(kMaxThreads, (work_items + 31) / 32 * 32));
 }
@@ -346,7 +453,8 @@ void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, 
   dispatch(w, make_args(w), x, y, stream, opt, 1);
 }
 
-void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBatch& b, cudaStream_t stream) {
+void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBatch& b, cudaStream_t stream,
+                  const GemvOptions& opt) {
   check_type(w);
   if (b.count < 1 || b.count > 65535) throw InputError("cuda gemv_batched: count " + std::to_string(b.count));
   if (!use_small(w) && b.x_stride % 4 != 0)
@@ -357,7 +465,78 @@ void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBat
   a.id_scale_stride = int64_t(b.id_scale_stride);
   a.x_stride = b.x_stride;
   a.y_stride = b.y_stride;
-  dispatch(w, a, x, y, stream, GemvOptions{}, unsigned(b.count));
+  dispatch(w, a, x, y, stream, opt, unsigned(b.count));
+}
+
+namespace {
+
+// N input rows per launch: the smallest of 4, 8, 16 holding n (fewer idle accumulators);
+// R weight rows per block keeps R * N accumulators at 16-32 registers.
+template <class F, int R, int N>
+void launch_rows_n(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
+  const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
+  gemv_rows_kernel<F, R, N><<<blocks, threads_for(a.cols / kUnit), 0, stream>>>(a, ra, x, y);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+template <class F>
+void launch_multi(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
+  if (ra.n <= 4) return launch_rows_n<F, 4, 4>(a, ra, x, y, stream, batch);
+  if (ra.n <= 8) return launch_rows_n<F, 4, 8>(a, ra, x, y, stream, batch);
+  return launch_rows_n<F, 2, 16>(a, ra, x, y, stream, batch);
+}
+
+template <int kType>
+void launch_multi_small(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream,
+                        unsigned batch) {
+  const dim3 blocks(unsigned((a.rows + kMaxThreads / 32 - 1) / (kMaxThreads / 32)), batch);
+  if (ra.n <= 4) gemv_rows_small_kernel<kType, 4><<<blocks, kMaxThreads, 0, stream>>>(a, ra, x, y);
+  else if (ra.n <= 8) gemv_rows_small_kernel<kType, 8><<<blocks, kMaxThreads, 0, stream>>>(a, ra, x, y);
+  else gemv_rows_small_kernel<kType, 16><<<blocks, kMaxThreads, 0, stream>>>(a, ra, x, y);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream) {
+  check_type(w);
+  if (r.n < 1 || r.n > kGemvMaxRows)
+    throw InputError("cuda gemv_rows: n " + std::to_string(r.n) + " is not in 1.." + std::to_string(kGemvMaxRows));
+  const GemvBatch& b = r.batch;
+  if (b.count < 1 || b.count > 65535) throw InputError("cuda gemv_rows: batch count " + std::to_string(b.count));
+  if (!use_small(w) && (b.x_stride % 4 != 0 || r.x_row % 4 != 0))
+    throw InputError("cuda gemv_rows: x_row " + std::to_string(r.x_row) + " / x_stride " + std::to_string(b.x_stride) +
+                     " must keep x 16-byte aligned");
+  Args a = make_args(w);
+  a.ids = b.ids;
+  a.id_stride = int64_t(b.id_stride);
+  a.id_scale_stride = int64_t(b.id_scale_stride);
+  a.x_stride = b.x_stride;
+  a.y_stride = b.y_stride;
+  const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
+  const unsigned batch = unsigned(b.count);
+  const bool bf16s = w.scale_type == DType::BF16;
+  if (use_small(w)) {
+    if (w.type == DType::F32) return launch_multi_small<0>(a, ra, x, y, stream, batch);
+    if (w.type == DType::F16) return launch_multi_small<1>(a, ra, x, y, stream, batch);
+    return launch_multi_small<2>(a, ra, x, y, stream, batch);
+  }
+  switch (w.type) {
+    case DType::F32: return launch_multi<F32>(a, ra, x, y, stream, batch);
+    case DType::BF16: return launch_multi<Half16<true>>(a, ra, x, y, stream, batch);
+    case DType::F16: return launch_multi<Half16<false>>(a, ra, x, y, stream, batch);
+    case DType::Q8_0: return launch_multi<Q8_0>(a, ra, x, y, stream, batch);
+    case DType::Q4_K: return launch_multi<Q4_K>(a, ra, x, y, stream, batch);
+    case DType::Q2_K: return launch_multi<Q2_K>(a, ra, x, y, stream, batch);
+    case DType::IQ2_XXS: return launch_multi<IQ2_XXS>(a, ra, x, y, stream, batch);
+    case DType::MLX_Q4:
+      return bf16s ? launch_multi<MlxAffine<4, true>>(a, ra, x, y, stream, batch)
+                   : launch_multi<MlxAffine<4, false>>(a, ra, x, y, stream, batch);
+    case DType::MLX_Q8:
+      return bf16s ? launch_multi<MlxAffine<8, true>>(a, ra, x, y, stream, batch)
+                   : launch_multi<MlxAffine<8, false>>(a, ra, x, y, stream, batch);
+    default: break;
+  }
 }
 
 }  // namespace ds4::cuda

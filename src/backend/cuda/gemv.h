@@ -46,7 +46,32 @@ struct GemvBatch {
   int64_t x_stride = 0;          // floats; a multiple of 4 (x stays 16-byte aligned)
   int64_t y_stride = 0;          // floats
 };
-void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBatch& b, cudaStream_t stream);
+void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBatch& b, cudaStream_t stream,
+                  const GemvOptions& opt = {});
+
+// Several input rows against one weight matrix (prefill chunks, speculative verify): each
+// weight is read once and dotted with up to kGemvMaxRows input rows, so T rows cost about
+// one gemv's memory traffic instead of T. Row i: y_i = W x_i with x_i = x + i * x_row,
+// y_i = y + i * y_row (floats; x_row a multiple of 4). Every row equals gemv() with
+// GemvPath::kDirect bit for bit (same per-thread unit order and reductions; the staged path
+// of Q8_0/Q2_K/IQ2_XXS sums in another order, so against kAuto it agrees to rounding).
+// With `batch` (count > 1 or ids) the launch is grouped as gemv_batched: entry b reads
+// expert ids[b] and offsets x, y by b * batch.x_stride / y_stride; then:
+//   live   device scalar: entries b >= *live do nothing (a router decides how many are used)
+//   counts device {batch.count}: entry b has counts[b] rows (<= n), else n
+//   x_idx, y_idx  device {batch.count, kGemvMaxRows}: entry b's row i reads x row x_idx[..]
+//          and writes y row y_idx[..] (MoE: the tokens routed to one expert), else row i.
+inline constexpr int kGemvMaxRows = 16;
+struct GemvRows {
+  int n = 1;  // 1..kGemvMaxRows
+  int64_t x_row = 0, y_row = 0;
+  GemvBatch batch;
+  const int32_t* live = nullptr;
+  const int32_t* counts = nullptr;
+  const int32_t* x_idx = nullptr;
+  const int32_t* y_idx = nullptr;
+};
+void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream);
 
 // Whether gemv() takes this type (so callers can report unsupported weights up front).
 bool gemv_supports(DType type);

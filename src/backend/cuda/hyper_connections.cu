@@ -73,10 +73,15 @@ __device__ void collapse(const float* w, int n, int64_t hidden, const float* x, 
   for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) out[d] = out[d] * r * out_norm[d];
 }
 
+// Rows (HcRows): block row blockIdx.y works on its token's buffers, all `stride` floats apart.
 __global__ void hc_pre_kernel(const float* __restrict__ mix_raw, const float* __restrict__ scale,
                               const float* __restrict__ base, HcDims dims, const float* __restrict__ x,
                               const float* __restrict__ out_norm, float* __restrict__ collapsed,
-                              float* __restrict__ post, float* __restrict__ comb) {
+                              float* __restrict__ post, float* __restrict__ comb, int64_t stride) {
+  {
+    const int64_t o = int64_t(blockIdx.y) * stride;
+    mix_raw += o, x += o, collapsed += o, post += o, comb += o;
+  }
   __shared__ float mix[(2 + kMaxHc) * kMaxHc], pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
   const int n = int(dims.n_hc);
   const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps);
@@ -98,7 +103,11 @@ __global__ void hc_pre_kernel(const float* __restrict__ mix_raw, const float* __
 
 __global__ void hc_post_kernel(int n, int64_t hidden, const float* __restrict__ b, const float* __restrict__ r,
                                const float* __restrict__ post, const float* __restrict__ comb,
-                               float* __restrict__ out) {
+                               float* __restrict__ out, int64_t stride) {
+  {
+    const int64_t o = int64_t(blockIdx.y) * stride;
+    b += o, r += o, post += o, comb += o, out += o;
+  }
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * hidden) return;
   const int64_t k = i / hidden, d = i % hidden;
@@ -136,18 +145,35 @@ unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
 
 }  // namespace
 
+void check_rows(const HcRows& rows) {
+  if (rows.count < 1 || rows.count > 65535) throw InputError("cuda hyper-connections: rows " + std::to_string(rows.count));
+}
+
 void hc_pre_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
                 const float* out_norm, float* collapsed, float* post, float* comb, cudaStream_t s) {
+  hc_pre_f32(mix_raw, scale, base, d, x, out_norm, collapsed, post, comb, HcRows{}, s);
+}
+
+void hc_pre_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
+                const float* out_norm, float* collapsed, float* post, float* comb, const HcRows& rows, cudaStream_t s) {
   check_dims(d);
-  hc_pre_kernel<<<1, 512, 0, s>>>(mix_raw, scale, base, d, x, out_norm, collapsed, post, comb);
+  check_rows(rows);
+  hc_pre_kernel<<<dim3(1, unsigned(rows.count)), 512, 0, s>>>(mix_raw, scale, base, d, x, out_norm, collapsed, post,
+                                                              comb, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void hc_post_f32(const HcDims& d, const float* block_out, const float* residual, const float* post,
                  const float* comb, float* out, cudaStream_t s) {
+  hc_post_f32(d, block_out, residual, post, comb, out, HcRows{}, s);
+}
+
+void hc_post_f32(const HcDims& d, const float* block_out, const float* residual, const float* post,
+                 const float* comb, float* out, const HcRows& rows, cudaStream_t s) {
   check_dims(d);
-  hc_post_kernel<<<blocks(d.n_hc * d.hidden, 256), 256, 0, s>>>(int(d.n_hc), d.hidden, block_out, residual, post,
-                                                                 comb, out);
+  check_rows(rows);
+  const dim3 grid(blocks(d.n_hc * d.hidden, 256), unsigned(rows.count));
+  hc_post_kernel<<<grid, 256, 0, s>>>(int(d.n_hc), d.hidden, block_out, residual, post, comb, out, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

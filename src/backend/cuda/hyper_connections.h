@@ -34,6 +34,17 @@ void hc_pre_f32(const float* mix_raw, const float* scale, const float* base, con
 void hc_post_f32(const HcDims& d, const float* block_out, const float* residual, const float* post,
                  const float* comb, float* out, cudaStream_t s);
 
+// The same for `count` tokens in one launch (prefill chunks, verify): token t's mix_raw, x,
+// collapsed, post, comb (hc_pre) and block_out, residual, post, comb, out (hc_post) lie
+// t * stride floats after token 0's; weights (scale, base, out_norm) are shared.
+struct HcRows {
+  int64_t count = 1, stride = 0;
+};
+void hc_pre_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
+                const float* out_norm, float* collapsed, float* post, float* comb, const HcRows& rows, cudaStream_t s);
+void hc_post_f32(const HcDims& d, const float* block_out, const float* residual, const float* post,
+                 const float* comb, float* out, const HcRows& rows, cudaStream_t s);
+
 // DeepSeek V4 head collapse: mix_raw {mix_splits, n} = fn x, scale {1}, base {n}: w = sigmoid(mix * scale
 // + base) + eps, out {hidden} = sum_j w[j] x[j], then rmsnorm'd with out_norm when not null.
 void hc_head_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,

@@ -104,4 +104,12 @@ void gemv_proj(const DProj& p, const float* x, float* y, cudaStream_t stream) {
   }
 }
 
+void gemv_proj_rows(const DProj& p, const float* x, float* y, const GemvRows& r, cudaStream_t stream) {
+  if (p.fused.rows > 0) return gemv_rows(p.fused, x, y, r, stream);
+  for (const WeightMatrix& m : p.parts) {
+    gemv_rows(m, x, y, r, stream);
+    y += m.rows;
+  }
+}
+
 }  // namespace ds4::cuda

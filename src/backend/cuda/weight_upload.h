@@ -54,5 +54,8 @@ class Uploader {
 
 // y = [W_0; W_1; ...] x: one launch when stacked, else one per part into consecutive rows.
 void gemv_proj(const DProj& p, const float* x, float* y, cudaStream_t stream);
+// The same over r.n input rows (gemv_rows, no batch): row i's outputs at y + i * r.y_row.
+struct GemvRows;
+void gemv_proj_rows(const DProj& p, const float* x, float* y, const GemvRows& r, cudaStream_t stream);
 
 }  // namespace ds4::cuda

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/simd.h"
 #include "core/thread_pool.h"
+#include "models/capture_rows.h"
 #include "models/deepseek_v4/layers.h"
 
 namespace ds4::deepseek_v4 {
@@ -105,9 +106,9 @@ void attention_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, Lay
   std::vector<std::vector<int32_t>> sel;
   if (ratio > 0) {
     const bool csa = w.has_indexer;
-    compressor_push(ctx, w.comp, ratio, csa, s.comp, x, T, p0);
+    compressor_push(ctx, w.comp, ratio, csa, s.comp, x, T, p0, s.cap.on ? &s.cap.comp : nullptr);
     if (csa) {
-      compressor_push(ctx, w.index, ratio, true, s.index, x, T, p0);
+      compressor_push(ctx, w.index, ratio, true, s.index, x, T, p0, s.cap.on ? &s.cap.index : nullptr);
       sel = indexer_select(ctx, w, ratio, s.index, qr.data(), x, T, p0);
       ks.sel = &sel;
     }
@@ -127,10 +128,28 @@ void attention_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, Lay
     cpu::rope_f32(heads.data() + t * c.heads * hd + nope, c.heads, hd, c.rope_dim, -(p0 + t), inv.data(),
                   cpu::RopeStyle::kInterleaved);
   grouped_output(ctx, w, heads.data(), T, out);
+  if (s.cap.on) {  // a captured verify window: what attention_commit needs
+    s.cap.window0 = s.window;
+    s.cap.n_window0 = s.n_window;
+    s.cap.rows = kv;
+  }
   // keep the last (window - 1) raw rows: with the next token they make a full window
   const int64_t total = s.n_window + T, keep = std::min<int64_t>(total, c.window - 1);
   s.window.assign(raw.end() - keep * hd, raw.end());
   s.n_window = keep;
+}
+
+void attention_commit(const Config& c, const LayerWeights& w, int64_t layer, LayerState& s, int64_t keep, int64_t p0) {
+  const int64_t hd = c.head_dim, ratio = c.ratio(layer);
+  const int64_t rows = std::min<int64_t>(s.cap.n_window0 + keep, c.window - 1);
+  tail_rows(s.cap.window0, s.cap.rows, keep, hd, rows, s.window);
+  s.n_window = rows;
+  if (ratio > 0) {
+    const bool csa = w.has_indexer;
+    compressor_commit(w.comp, ratio, csa, s.comp, s.cap.comp, keep, p0);
+    if (csa) compressor_commit(w.index, ratio, true, s.index, s.cap.index, keep, p0);
+  }
+  s.cap = LayerCapture{};
 }
 
 }  // namespace ds4::deepseek_v4

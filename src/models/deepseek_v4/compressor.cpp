@@ -46,6 +46,11 @@ void emit_entry(const Ctx& ctx, const CompressorWeights& w, int64_t ratio, bool 
   if (w.indexer) ds4_indexer_storage(ctx.c, entry.data(), dim);
   else ds4_kv_storage(ctx.c, entry.data(), dim);
   s.entries.insert(s.entries.end(), entry.begin(), entry.end());
+}
+
+// The lane bookkeeping of one closed window once its entry exists: count it, keep its Ca
+// half (CSA) for the next window, empty the open window.
+void close_window(int64_t ratio, bool overlap, int64_t dim, int64_t width, CompressorState& s) {
   ++s.n_entries;
   if (overlap) {  // keep this window's Ca half for the next window
     s.prev_kv.assign(size_t(ratio * dim), 0.0f);
@@ -58,6 +63,23 @@ void emit_entry(const Ctx& ctx, const CompressorWeights& w, int64_t ratio, bool 
   }
   s.pend_kv.clear();
   s.pend_gate.clear();
+}
+
+// Appends rows [0, T) (kv, gate with the position bias; {T, width}) at positions p0.. to the
+// open window; a closed window is pooled into an entry when `ctx` is given, else (captured
+// commit: the entry already exists) only closed.
+void append_rows(const Ctx* ctx, const CompressorWeights& w, int64_t ratio, bool overlap, CompressorState& s,
+                 const std::vector<float>& kv, const std::vector<float>& gate, int64_t T, int64_t p0) {
+  const int64_t width = w.width;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t pos = p0 + t, slot = pos % ratio;
+    DS4_CHECK(int64_t(s.pend_kv.size()) == slot * width, "compressor: open window out of step with position");
+    s.pend_kv.insert(s.pend_kv.end(), kv.begin() + t * width, kv.begin() + (t + 1) * width);
+    s.pend_gate.insert(s.pend_gate.end(), gate.begin() + t * width, gate.begin() + (t + 1) * width);
+    if (slot != ratio - 1) continue;
+    if (ctx) emit_entry(*ctx, w, ratio, overlap, s, pos + 1 - ratio);
+    close_window(ratio, overlap, w.dim, width, s);
+  }
 }
 
 }  // namespace
@@ -81,18 +103,29 @@ std::vector<float> project(const Ctx& ctx, const WeightMatrix& w, const float* x
 }
 
 void compressor_push(const Ctx& ctx, const CompressorWeights& w, int64_t ratio, bool overlap,
-                     CompressorState& s, const float* x, int64_t T, int64_t p0) {
+                     CompressorState& s, const float* x, int64_t T, int64_t p0, LaneCapture* cap) {
   const int64_t width = w.width;
-  const std::vector<float> kv = project(ctx, w.kv, x, T, "compressor kv");      // {T, width}
-  const std::vector<float> gate = project(ctx, w.gate, x, T, "compressor gate");  // {T, width}
+  const std::vector<float> kv = project(ctx, w.kv, x, T, "compressor kv");  // {T, width}
+  std::vector<float> gate = project(ctx, w.gate, x, T, "compressor gate");  // {T, width}
   for (int64_t t = 0; t < T; ++t) {
-    const int64_t pos = p0 + t;
-    const int64_t slot = pos % ratio;
-    DS4_CHECK(int64_t(s.pend_kv.size()) == slot * width, "compressor: open window out of step with position");
-    s.pend_kv.insert(s.pend_kv.end(), kv.begin() + t * width, kv.begin() + (t + 1) * width);
-    for (int64_t j = 0; j < width; ++j) s.pend_gate.push_back(gate[size_t(t * width + j)] + w.ape[size_t(slot * width + j)]);
-    if (slot == ratio - 1) emit_entry(ctx, w, ratio, overlap, s, pos + 1 - ratio);
+    const int64_t slot = (p0 + t) % ratio;
+    for (int64_t j = 0; j < width; ++j) gate[size_t(t * width + j)] += w.ape[size_t(slot * width + j)];
   }
+  if (cap) {
+    cap->before = CompressorState{s.pend_kv, s.pend_gate, s.prev_kv, s.prev_gate, {}, s.n_entries};
+    cap->kv = kv;
+    cap->gate = gate;
+  }
+  append_rows(&ctx, w, ratio, overlap, s, kv, gate, T, p0);
+}
+
+void compressor_commit(const CompressorWeights& w, int64_t ratio, bool overlap, CompressorState& s,
+                       const LaneCapture& cap, int64_t keep, int64_t p0) {
+  std::vector<float> entries = std::move(s.entries);
+  s = cap.before;
+  append_rows(nullptr, w, ratio, overlap, s, cap.kv, cap.gate, keep, p0);
+  entries.resize(size_t(s.n_entries * w.dim));
+  s.entries = std::move(entries);
 }
 
 std::vector<std::vector<int32_t>> indexer_select(const Ctx& ctx, const LayerWeights& w, int64_t ratio,

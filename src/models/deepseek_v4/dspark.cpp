@@ -92,10 +92,12 @@ void dspark_record(const Ctx& ctx, const Weights& w, State& s, const float* taps
   std::vector<float> main = project(ctx, d.main_proj, taps, T, "dspark main_proj");  // {T, H}
   for (int64_t t = 0; t < T; ++t) cpu::rmsnorm_f32(main.data() + t * H, d.main_norm.data(), 0.0f, H, c.rms_eps, main.data() + t * H);
   s.dspark_ring.resize(d.stages.size());
+  if (s.cap_on) s.cap_ring_rows.resize(d.stages.size());
   const int64_t total = s.dspark_n + T, keep = std::min<int64_t>(total, c.window);
   for (size_t st = 0; st < d.stages.size(); ++st) {
     std::vector<float>& ring = s.dspark_ring[st];
     const std::vector<float> kv = kv_rows(ctx, d.stages[st], main.data(), T, p0);
+    if (s.cap_on) s.cap_ring_rows[st] = kv;  // captured verify window (spec_commit.cpp)
     ring.insert(ring.end(), kv.begin(), kv.end());
     ring.erase(ring.begin(), ring.end() - keep * hd);
   }

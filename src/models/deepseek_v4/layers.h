@@ -31,9 +31,17 @@ void ds4_indexer_storage(const Config& c, float* row, int64_t dim);
 std::vector<float> project(const Ctx& ctx, const WeightMatrix& w, const float* x, int64_t n, const char* what);
 
 // Appends T tokens (x {T, hidden}, positions p0..) to a compressor lane; emits one entry
-// per closed window. overlap = CSA (width = 2 * dim).
+// per closed window. overlap = CSA (width = 2 * dim). `cap` (captured verify window) gets
+// the lane before and the pushed rows.
 void compressor_push(const Ctx& ctx, const CompressorWeights& w, int64_t ratio, bool overlap,
-                     CompressorState& s, const float* x, int64_t T, int64_t p0);
+                     CompressorState& s, const float* x, int64_t T, int64_t p0, LaneCapture* cap = nullptr);
+// Captured commit: the lane after the first `keep` of the captured rows (pushed at p0..),
+// from the capture and the entries already pooled; nothing is pooled again.
+void compressor_commit(const CompressorWeights& w, int64_t ratio, bool overlap, CompressorState& s,
+                       const LaneCapture& cap, int64_t keep, int64_t p0);
+
+// Captured commit of one layer's attention state (window + lanes) to `keep` rows at p0...
+void attention_commit(const Config& c, const LayerWeights& w, int64_t layer, LayerState& s, int64_t keep, int64_t p0);
 
 // Lightning indexer: for each query t the compressed entries it may attend to (top-k of the
 // causally visible ones). qr {T, q_lora} (q LoRA after its norm), x {T, hidden}.

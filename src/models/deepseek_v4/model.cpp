@@ -17,10 +17,10 @@
 #include "models/deepseek_v4/dspark.h"
 #include "models/deepseek_v4/layers.h"
 #include "models/deepseek_v4/mtp.h"
+#include "models/deepseek_v4/spec_commit.h"
 #include "models/draft_head.h"
 
 namespace ds4::deepseek_v4 {
-namespace {
 
 // HF config.json, or the deepseek4.* keys of a ds4-layout GGUF.
 Config config_of(const TensorSource& src) {
@@ -31,6 +31,19 @@ Config config_of(const TensorSource& src) {
   if (md.contains("tokenizer.ggml.eos_token_id")) hf["eos_token_id"] = md["tokenizer.ggml.eos_token_id"];
   return parse_config(hf, src.path());
 }
+
+bool ds4_numerics_for(bool ds4_layout) {
+  // ds4 numerics: what ds4 computes for its own files; HF's graph for HF checkpoints.
+  // DS4_DSV4_NUMERICS=hf|ds4 overrides (e.g. to compare a GGUF against the HF oracle).
+  if (const char* e = std::getenv("DS4_DSV4_NUMERICS")) {
+    const std::string v = e;
+    if (v != "hf" && v != "ds4") throw InputError("DS4_DSV4_NUMERICS must be 'hf' or 'ds4', got '" + v + "'");
+    return v == "ds4";
+  }
+  return ds4_layout;
+}
+
+namespace {
 
 std::vector<float> inv_freq(const RopeConfig& r, int64_t rot_dim) {
   return r.yarn ? cpu::rope_yarn_inv_freq(rot_dim, r.theta, r.yarn_params) : cpu::rope_inv_freq(rot_dim, r.theta);
@@ -45,14 +58,7 @@ class DsModel : public Model, public DraftHead {
         inv_main_(inv_freq(c_.rope_main, c_.rope_dim)),
         inv_comp_(inv_freq(c_.rope_compress, c_.rope_dim)),
         pool_(opt.threads) {
-    // ds4 numerics: what ds4 computes for its own files; HF's graph for HF checkpoints.
-    // DS4_DSV4_NUMERICS=hf|ds4 overrides (e.g. to compare a GGUF against the HF oracle).
-    c_.ds4_numerics = w_.ds4_layout;
-    if (const char* e = std::getenv("DS4_DSV4_NUMERICS")) {
-      const std::string v = e;
-      if (v != "hf" && v != "ds4") throw InputError("DS4_DSV4_NUMERICS must be 'hf' or 'ds4', got '" + v + "'");
-      c_.ds4_numerics = v == "ds4";
-    }
+    c_.ds4_numerics = ds4_numerics_for(w_.ds4_layout);
     info_.family = "deepseek_v4";
     info_.name = src_->config().value("_name_or_path", std::filesystem::path(src_->path()).filename().string());
     info_.vocab_size = c_.vocab;
@@ -107,8 +113,25 @@ class DsModel : public Model, public DraftHead {
     }
     mtp_draft(ctx, hc_, w_, as_state(state), next_token, depth, draft_logits_, drafts);
   }
+  // ds4's MTP chain can draw each draft from the sampler's q (exact); DSpark drafts its block
+  // in one pass, so it stays a greedy (point-mass) proposal.
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override {
+    if (w_.dspark) return false;
+    const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
+    mtp_draft(ctx, hc_, w_, as_state(state), next_token, depth, draft_logits_, drafts, &pick);
+    return true;
+  }
   const std::vector<float>& last_draft_logits() const { return draft_logits_; }
   const DsparkDraft& last_dspark() const { return dspark_; }
+  // Captured-prefix commit (spec_commit.cpp): any kept prefix of the verify window without
+  // re-running it.
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override {
+    State& s = as_state(trial);
+    return captured_verify(*this, trial, tokens, logits, [&] { capture_begin(s); }, [&] { capture_end(s, tokens); },
+                           [&] { capture_abort(s); });
+  }
+  void commit_prefix(ModelState& trial, int64_t keep) override { commit_captured_prefix(c_, w_, as_state(trial), keep); }
 
  private:
   static State& as_state(ModelState& base) {

@@ -5,9 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "formats/tensor_source.h"
+#include "models/deepseek_v4/config.h"
 #include "models/model.h"
 
 namespace ds4::deepseek_v4 {
+
+// The config of an opened checkpoint: HF config.json, or the deepseek4.* keys of a GGUF.
+Config config_of(const TensorSource& src);
+// Whether to apply ds4's storage numerics (Config::ds4_numerics): on for ds4-layout files,
+// DS4_DSV4_NUMERICS=hf|ds4 overrides. Throws InputError for another value.
+bool ds4_numerics_for(bool ds4_layout);
 
 // config.json model_type "deepseek_v4", or a GGUF with general.architecture "deepseek4".
 bool probe(const std::string& path);

@@ -45,10 +45,11 @@ void mtp_record(const Ctx& ctx, const cpu::HcShape& hc, const Weights& w, State&
   std::vector<float> rows = head_rows(ctx, w, x, tokens.data(), T);
   decoder_layer(ctx, hc, w.mtp->block, ctx.c.layers, s.mtp, tokens.data(), T, p0, rows);
   s.mtp_last_y.assign(rows.end() - W, rows.end());
+  if (s.cap_on) s.cap_mtp_y = std::move(rows);  // captured verify window: y of every row
 }
 
 void mtp_draft(const Ctx& ctx, const cpu::HcShape& hc, const Weights& w, State& s, int32_t next_token, int depth,
-               std::vector<float>& logits, std::vector<int32_t>& drafts) {
+               std::vector<float>& logits, std::vector<int32_t>& drafts, const DraftPick* pick) {
   const Config& c = ctx.c;
   if (!s.mtp_on || s.mtp_last_y.empty()) throw InputError("deepseek_v4: MTP drafting needs the head enabled and a prefill");
   if (next_token < 0 || next_token >= c.vocab)
@@ -67,7 +68,7 @@ void mtp_draft(const Ctx& ctx, const cpu::HcShape& hc, const Weights& w, State& 
     decoder_layer(ctx, hc, w.mtp->block, c.layers, s.mtp, &tok, 1, s.pos + k - 1, rows);
     float* lg = logits.data() + size_t(k) * size_t(V);
     head_logits(ctx, hc, w, rows.data(), lg);
-    tok = int32_t(std::max_element(lg, lg + V) - lg);
+    tok = pick ? (*pick)(std::span<const float>(lg, size_t(V))) : int32_t(std::max_element(lg, lg + V) - lg);
     drafts.push_back(tok);
     y.swap(rows);
   }

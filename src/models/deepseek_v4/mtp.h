@@ -7,6 +7,7 @@
 // Every consumed position q gets a history row (trunk final HC at q, t_q); its y of the last
 // one predicts the target's next token. Draft k >= 1 = row(y of the previous row, token).
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -22,8 +23,10 @@ void mtp_record(const Ctx& ctx, const cpu::HcShape& hc, const Weights& w, State&
 
 // logits {depth + 1, vocab}: row 0 from the last consumed token's y (ds4 accepts a chain
 // only if its argmax equals next_token), row k the k-th draft after next_token; drafts
-// {depth} greedy. Leaves `s` unchanged.
+// {depth} greedy, or `pick(row k)` when given (exact speculative sampling). Leaves `s`
+// unchanged.
+using DraftPick = std::function<int32_t(std::span<const float>)>;
 void mtp_draft(const Ctx& ctx, const cpu::HcShape& hc, const Weights& w, State& s, int32_t next_token, int depth,
-               std::vector<float>& logits, std::vector<int32_t>& drafts);
+               std::vector<float>& logits, std::vector<int32_t>& drafts, const DraftPick* pick = nullptr);
 
 }  // namespace ds4::deepseek_v4

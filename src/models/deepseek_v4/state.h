@@ -20,10 +20,27 @@ struct CompressorState {
   int64_t n_entries = 0;
 };
 
+// A compressor lane during a captured verify window (spec_commit.cpp): its open window and
+// Ca half before the window, and the rows the window pushed ({n, width}; gate with the
+// position bias), from which any kept prefix's lane follows without pooling again.
+struct LaneCapture {
+  CompressorState before;  // entries left empty: the entries themselves are only truncated
+  std::vector<float> kv, gate;
+};
+
+// What a layer records during a captured verify window.
+struct LayerCapture {
+  bool on = false;
+  std::vector<float> window0, rows;  // sliding window before; the window's rope'd KV rows {n, head_dim}
+  int64_t n_window0 = 0;
+  LaneCapture comp, index;
+};
+
 struct LayerState {
   std::vector<float> window;  // {n, head_dim}: the last (sliding_window - 1) rope'd KV rows, oldest first
   int64_t n_window = 0;
   CompressorState comp, index;
+  LayerCapture cap;           // verify window being captured (speculative decoding)
 };
 
 class State : public ModelState {
@@ -55,6 +72,14 @@ class State : public ModelState {
   bool dspark_on = false;
   std::vector<std::vector<float>> dspark_ring;
   int64_t dspark_n = 0;
+  // Captured verify window awaiting commit_prefix (spec_commit.cpp): its tokens, the MTP
+  // head's output HC rows {n, hc, hidden}, the DSpark rings before it and their new rows
+  // per stage {n, head_dim}.
+  bool cap_on = false;
+  std::vector<int32_t> cap_tokens;
+  std::vector<float> cap_mtp_y;
+  std::vector<std::vector<float>> cap_ring0, cap_ring_rows;
+  int64_t cap_dspark_n0 = 0;
 };
 
 }  // namespace ds4::deepseek_v4

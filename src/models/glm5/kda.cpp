@@ -1,5 +1,6 @@
 #include "models/glm5/kda.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -34,10 +35,22 @@ void forget_gate(const KdaWeights& w, const Config& c, const Dims& d, const floa
     }
 }
 
+// One head's operands over n tokens: q/k/v/g rows of `row` floats, beta with stride bstride.
+struct HeadRun {
+  const float *q, *k, *v, *g, *beta;
+  int64_t n, row, bstride, hd;
+  float* S;                 // {dk, dv}: the head's state, advanced in place
+  float* o;                 // {n, row}
+  float* rec = nullptr;     // captured window: S after token t at rec + t * rec_stride
+  int64_t rec_stride = 0;
+};
+
 // One head over n tokens, token by token (the recurrent form; HF's chunked form is the same
-// recurrence reassociated). S {dk, dv} is the head's state.
-void delta_rule_head(const float* q, const float* k, const float* v, const float* g, const float* beta,
-                     int64_t n, int64_t row, int64_t bstride, int64_t hd, float* S, float* o) {
+// recurrence reassociated).
+void delta_rule_head(const HeadRun& a) {
+  const float *q = a.q, *k = a.k, *v = a.v, *g = a.g, *beta = a.beta;
+  const int64_t n = a.n, row = a.row, bstride = a.bstride, hd = a.hd;
+  float *S = a.S, *o = a.o;
   std::vector<float> qn(static_cast<size_t>(hd)), kn(qn), mem(qn);
   const float scale = 1.0f / std::sqrt(float(hd));
   for (int64_t t = 0; t < n; ++t) {
@@ -67,6 +80,7 @@ void delta_rule_head(const float* q, const float* k, const float* v, const float
         ot[j] += Si[j] * qi;
       }
     }
+    if (a.rec && t + 1 < n) std::copy_n(S, hd * hd, a.rec + t * a.rec_stride);
   }
 }
 
@@ -89,6 +103,13 @@ void kda_forward(const KdaWeights& w, const Config& c, const float* x, int64_t n
     matmul(*mats[part], x, n, proj.data(), pool);
     for (int64_t t = 0; t < n; ++t)
       std::copy_n(proj.data() + t * d.qkv, d.qkv, mixed.data() + t * C + part * d.qkv);
+  }
+  if (st.cap.on) {  // a captured verify window: keep what commit_prefix needs per row
+    st.cap.conv0 = st.conv;
+    st.cap.conv_in = mixed;
+    // The state after the last row is the layer's own: rows 0..n-2 only. For GLM's 2-row
+    // verify (integrated MTP, one draft) this is the one backup a rejection restores.
+    st.cap.rec.assign(size_t(n - 1) * st.recurrent.size(), 0.0f);
   }
   cpu::Conv1dArgs ca;
   ca.x = mixed.data();
@@ -118,8 +139,10 @@ void kda_forward(const KdaWeights& w, const Config& c, const float* x, int64_t n
         std::copy_n(r + 2 * d.qkv, d.hd, v.data() + t * d.hd);
         std::copy_n(g.data() + t * d.qkv + h * d.hd, d.hd, gg.data() + t * d.hd);
       }
-      delta_rule_head(q.data(), k.data(), v.data(), gg.data(), beta.data() + h, n, d.hd, d.nh, d.hd,
-                      st.recurrent.data() + h * d.hd * d.hd, o.data());
+      HeadRun run{q.data(), k.data(), v.data(), gg.data(), beta.data() + h, n, d.hd, d.nh, d.hd,
+                  st.recurrent.data() + h * d.hd * d.hd, o.data()};
+      if (st.cap.on) run.rec = st.cap.rec.data() + h * d.hd * d.hd, run.rec_stride = int64_t(st.recurrent.size());
+      delta_rule_head(run);
       for (int64_t t = 0; t < n; ++t) std::copy_n(o.data() + t * d.hd, d.hd, core.data() + t * d.qkv + h * d.hd);
     }
   });

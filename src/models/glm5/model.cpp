@@ -12,6 +12,7 @@
 #include "models/glm5/kda.h"
 #include "models/glm5/layer.h"
 #include "models/glm5/mtp.h"
+#include "models/glm5/spec_commit.h"
 #include "models/glm5/state.h"
 #include "models/glm5/weights.h"
 
@@ -62,7 +63,20 @@ class Glm5Model final : public Model, public DraftHead {
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override {
     mtp_draft(cfg_, w_, as_state(state), next_token, depth, draft_logits_, drafts, &pool_);
   }
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override {
+    mtp_draft(cfg_, w_, as_state(state), next_token, depth, draft_logits_, drafts, &pool_, &pick);
+    return true;
+  }
   const std::vector<float>& last_draft_logits() const { return draft_logits_; }
+  // Captured-prefix commit (spec_commit.cpp): any kept prefix of the verify window without
+  // re-running it.
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override {
+    State& st = as_state(trial);
+    return captured_verify(*this, trial, tokens, logits, [&] { capture_begin(st); }, [&] { capture_end(st, tokens); },
+                           [&] { capture_abort(st); });
+  }
+  void commit_prefix(ModelState& trial, int64_t keep) override { commit_captured_prefix(cfg_, as_state(trial), keep); }
 
  private:
   static State& as_state(ModelState& s) {

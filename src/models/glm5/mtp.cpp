@@ -73,7 +73,7 @@ void mtp_record(const Config& c, State& st, std::span<const int32_t> tokens, con
 }
 
 void mtp_draft(const Config& c, const Weights& w, State& st, int32_t next_token, int depth,
-               std::vector<float>& logits, std::vector<int32_t>& drafts, ThreadPool* pool) {
+               std::vector<float>& logits, std::vector<int32_t>& drafts, ThreadPool* pool, const DraftPick* pick) {
   if (!st.mtp_on || st.last_hidden.empty())
     throw InputError("glm5: MTP drafting needs the head enabled before a prefill");
   if (next_token < 0 || next_token >= c.vocab_size)
@@ -100,7 +100,7 @@ void mtp_draft(const Config& c, const Weights& w, State& st, int32_t next_token,
     cpu::rmsnorm_f32(normed.data(), w.mtp->shared_norm.data(), 0.0f, H, c.rms_norm_eps, normed.data());
     float* lg = logits.data() + size_t(k) * size_t(V);
     matvec(w.lm_head, normed.data(), lg, pool);
-    tok = int32_t(std::max_element(lg, lg + V) - lg);
+    tok = pick ? (*pick)(std::span<const float>(lg, size_t(V))) : int32_t(std::max_element(lg, lg + V) - lg);
     drafts.push_back(tok);
     prev.swap(pre);
   }

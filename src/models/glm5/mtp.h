@@ -7,6 +7,7 @@
 // History row i pairs the trunk's normed output at position i with token i+1; draft k+1
 // appends row(pre of draft k, draft k). The head's layer keeps its own positions 0, 1, ...
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -28,10 +29,13 @@ void mtp_enable(const Config& c, const Weights& w, State& st);
 // queues the rows whose next token is now known.
 void mtp_record(const Config& c, State& st, std::span<const int32_t> tokens, const float* hidden);
 
-// Greedy chain of `depth` drafts after the state's last token, given the trunk's next
-// token. logits {depth, vocab}. Consumes queued rows into the head's history; the drafts
-// themselves leave no trace in `st`.
+// Chain of `depth` drafts after the state's last token, given the trunk's next token: each
+// the argmax of its logits row, or `pick(row)` when given (exact speculative sampling).
+// logits {depth, vocab}. Consumes queued rows into the head's history; the drafts themselves
+// leave no trace in `st`.
+using DraftPick = std::function<int32_t(std::span<const float>)>;
 void mtp_draft(const Config& c, const Weights& w, State& st, int32_t next_token, int depth,
-               std::vector<float>& logits, std::vector<int32_t>& drafts, ThreadPool* pool);
+               std::vector<float>& logits, std::vector<int32_t>& drafts, ThreadPool* pool,
+               const DraftPick* pick = nullptr);
 
 }  // namespace ds4::glm5

@@ -10,9 +10,18 @@
 
 namespace ds4::glm5 {
 
+// What a KDA layer records during a captured verify window (spec_commit.cpp): the layer
+// cannot cut its recurrent matrix or conv window back, so it keeps them per row.
+struct KdaCapture {
+  bool on = false;
+  std::vector<float> conv0, conv_in;  // conv state before the window; its input rows {n, 3*qkv}
+  std::vector<float> rec;             // recurrent state after rows 0..n-2 {n-1, heads, hd, hd}
+};
+
 struct KdaState {
   std::vector<float> conv;        // {kernel-1, 3*qkv} pre-conv inputs, oldest first
   std::vector<float> recurrent;   // {heads, head_dim(k), head_dim(v)}
+  KdaCapture cap;                 // verify window being captured (speculative decoding)
 };
 
 struct MlaState {
@@ -52,6 +61,8 @@ class State final : public ModelState {
   std::vector<float> last_hidden;     // {hidden}
   std::vector<float> pending_hidden;  // {k, hidden}
   std::vector<int32_t> pending_next;  // {k}
+  // Tokens of the captured verify window awaiting commit_prefix (empty: none).
+  std::vector<int32_t> cap_tokens;
 };
 
 }  // namespace ds4::glm5

@@ -12,24 +12,12 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "models/capture_rows.h"
+#include "models/draft_head.h"
 #include "models/qwen_next/model.h"
 
 namespace ds4::qwen_next {
 namespace {
-
-// The last rows(old) rows of [old ; in[0..keep)], both {rows, width} row-major.
-void tail_rows(const std::vector<float>& old, const std::vector<float>& in, int64_t keep, int64_t width,
-               std::vector<float>& out) {
-  const size_t r = old.size();
-  std::vector<float> all(old);
-  all.insert(all.end(), in.begin(), in.begin() + keep * width);
-  out.assign(all.end() - int64_t(r), all.end());
-}
-
-void truncate_rows(std::vector<float>& v, int64_t rows_now, int64_t rows_kept) {
-  if (v.empty() || rows_now == 0) return;
-  v.resize(v.size() / size_t(rows_now) * size_t(rows_kept));
-}
 
 void commit_layer(const Config& c, LayerState& s, int64_t pos0, int64_t n, int64_t keep, const int32_t* tokens) {
   RowCapture& k = s.cap;
@@ -58,37 +46,24 @@ void commit_layer(const Config& c, LayerState& s, int64_t pos0, int64_t n, int64
 bool QwenNextModel::verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) {
   auto& st = dynamic_cast<State&>(trial);
   if (!st.cap_tokens.empty()) throw Error("qwen_next: verify_capture over an uncommitted captured window");
-  for (auto& l : st.layers) l.cap.on = true;
-  try {
-    forward(trial, tokens, Logits::kAll, logits);
-  } catch (...) {
-    for (auto& l : st.layers) l.cap = RowCapture{};
-    throw;
-  }
-  for (auto& l : st.layers) l.cap.on = false;  // the records stay until commit_prefix
-  st.cap_tokens.assign(tokens.begin(), tokens.end());
-  return true;
+  return captured_verify(
+      *this, trial, tokens, logits, [&] { for (auto& l : st.layers) l.cap.on = true; },
+      [&] {
+        for (auto& l : st.layers) l.cap.on = false;  // the records stay until commit_prefix
+        st.cap_tokens.assign(tokens.begin(), tokens.end());
+      },
+      [&] { for (auto& l : st.layers) l.cap = RowCapture{}; });
 }
 
 void QwenNextModel::commit_prefix(ModelState& trial, int64_t keep) {
   auto& st = dynamic_cast<State&>(trial);
   const int64_t n = int64_t(st.cap_tokens.size());
-  if (n == 0) throw Error("qwen_next: commit_prefix without a captured verify window");
-  if (keep < 1 || keep > n)
-    throw Error("qwen_next: commit_prefix keeps " + std::to_string(keep) + " of " + std::to_string(n) + " rows");
+  check_commit_keep("qwen_next", n, keep);
   const int64_t pos0 = st.pos - n;
   if (keep < n) {
     for (auto& l : st.layers) commit_layer(cfg_, l, pos0, n, keep, st.cap_tokens.data());
-    if (st.mtp_on) {
-      // forward() appended one pending pair per verified row after the first (plus the
-      // pair of the previous last row): drop the n - keep pairs of the dropped rows; the
-      // first dropped pair holds the trunk row of the last kept token.
-      const int64_t W = cfg_.wide(), P = int64_t(st.pending_next.size()), drop = n - keep;
-      if (P < drop) throw Error("qwen_next: commit_prefix: MTP pending rows out of step");
-      st.last_wide.assign(st.pending_wide.begin() + (P - drop) * W, st.pending_wide.begin() + (P - drop + 1) * W);
-      st.pending_wide.resize(size_t((P - drop) * W));
-      st.pending_next.resize(size_t(P - drop));
-    }
+    if (st.mtp_on)
+      drop_pending_pairs(st.pending_wide, st.pending_next, st.last_wide, cfg_.wide(), n - keep, "qwen_next");
     st.pos = pos0 + keep;
   } else {
     for (auto& l : st.layers) l.cap = RowCapture{};

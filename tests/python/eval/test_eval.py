@@ -87,6 +87,7 @@ def test_every_turn_has_every_field(run):
         assert "gpu_canary" not in r  # CPU model: no canary ran, so no field (not zeros)
         assert r["speculative"]["acceptance"] is None and "no speculative" in r["speculative"]["reason"]
         assert r["sampling"] == {"temperature": 0.0} and "speculative:\n  enabled: false\n" in r["settings"]
+        assert r["thinking"] == "low"  # the reference's smallest active level, sent per request
         assert r["new_tokens"] == r["prompt_tokens"] - r["cached_tokens"]
         assert r["output_tokens"] > 0 and r["peak_mem_bytes"] > 0
         assert r["settings"] and "speculative" in r["settings"]
@@ -243,6 +244,7 @@ def test_report_files(run):
     assert "| qwen-AR | chat3 | 1 |" in md and "| qwen-MTP | chat3 | 1 |" in md
     assert "qwen-MTP acceptance over the three chat turns" in md and "Answers identical to qwen-AR" in md
     assert "glm-MTP: model not found" in md
+    assert "Thinking level (reasoning_effort) of every request: low" in md
     svg = (out / "latency.svg").read_text()
     assert svg.startswith("<svg") and "qwen-AR chat2" in svg
     ET.fromstring(svg)  # well-formed XML

@@ -1,6 +1,6 @@
 // The GLM 5.x MTP head inside the generic greedy speculative loop (engine/speculative.h):
 // output equals greedy AR token for token, with the random head's own drafts (mostly
-// rejected: the repair path) and with drafts forced to the AR continuation (every draft
+// rejected: prefixes committed from the captured verify, no repair) and with drafts forced to the AR continuation (every draft
 // accepted plus the bonus row), depths 1 and 3.
 #include <gtest/gtest.h>
 

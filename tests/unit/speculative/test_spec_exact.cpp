@@ -82,9 +82,11 @@ class ChainModel : public Model, public DraftHead {
 };
 
 // The law of the sampled chain under `p`'s sampler: row t = filtered distribution after t.
-std::array<std::array<double, kV>, kV> law(const SamplerParams& p) {
+std::array<std::array<double, kV>, kV> law(const SamplerParams& p, SamplerKind kind = SamplerKind::kMtplx) {
   std::array<std::array<double, kV>, kV> m{};
-  for (int t = 0; t < kV; ++t) mtplx_distribution(kTarget[size_t(t)], p, m[size_t(t)]);
+  for (int t = 0; t < kV; ++t)
+    if (kind == SamplerKind::kDs4) ds4_distribution(kTarget[size_t(t)], p, m[size_t(t)]);
+    else mtplx_distribution(kTarget[size_t(t)], p, m[size_t(t)]);
   return m;
 }
 
@@ -93,13 +95,15 @@ struct Counts {
   SpecStats stats;
 };
 
-Counts run_many(ChainModel& m, const SamplerParams& p, SpecCategory cat, int depth, int seeds) {
+Counts run_many(ChainModel& m, const SamplerParams& p, SpecCategory cat, int depth, int seeds,
+                SamplerKind kind = SamplerKind::kMtplx) {
   Counts c;
   for (int s = 0; s < seeds; ++s) {
     SpecConfig cfg;
     cfg.depth = depth;
     cfg.category = cat;
     cfg.sampler = p;
+    cfg.sampler_kind = kind;
     cfg.sampler.seed = uint64_t(1000 + s);
     auto st = m.new_state();
     auto logits = m.prefill(*st, std::vector<int32_t>{0});
@@ -195,6 +199,54 @@ TEST(SpecExact, GreedyOnlyHeadIsAPointMassProposal) {
   std::printf("greedy-only head: chi-square %.1f, acceptance %.3f\n", chi, c.stats.acceptance());
 }
 
+TEST(SpecExact, PreservesTargetLawDs4Sampler) {
+  // The same walk on ds4's sampler (GLM / DeepSeek turns): its distribution (float weights,
+  // min-p, top-p on raw sums) and its xorshift64* stream, with drafts picked from q and with
+  // a greedy-only head.
+  SamplerParams p = default_sampler_params(SamplerKind::kDs4);  // T 1, top-p 1, min-p 0.05
+  p.top_k = 5;
+  for (bool picks : {true, false}) {
+    ChainModel m(kDraft);
+    m.picks_ = picks;
+    const Counts c = run_many(m, p, SpecCategory::kExact, 2, kSeeds, SamplerKind::kDs4);
+    const double chi = chi_square(c, law(p, SamplerKind::kDs4), kSeeds);
+    EXPECT_LT(chi, kChi35p001) << "picks " << picks;
+    EXPECT_GT(c.stats.corrections, kSeeds / 10);
+    std::printf("ds4 sampler, picks %d: chi-square %.1f, acceptance %.3f\n", int(picks), chi, c.stats.acceptance());
+    // Power: the same counts are far from the draft head's own law q.
+    std::array<std::array<double, kV>, kV> q{};
+    for (int t = 0; t < kV; ++t) ds4_distribution(kDraft[size_t(t)], p, q[size_t(t)]);
+    EXPECT_GT(chi_square(c, q, kSeeds), 50 * kChi35p001);
+  }
+}
+
+TEST(SpecExact, Ds4DistributionIsWhatDs4SampleDraws) {
+  // ds4_distribution is the law of ds4_sample: 200k draws per row, chi-square per row (5 dof
+  // at most: 20.5 at p = 0.001), for a top-k, a top-p and a full-vocabulary min-p setting.
+  SamplerParams a = default_sampler_params(SamplerKind::kDs4), b = a, c = a;
+  a.top_k = 4;
+  b.top_p = 0.7;
+  c.min_p = 0.3;
+  for (const SamplerParams& p : {a, b, c})
+    for (int t = 0; t < kV; ++t) {
+      std::array<double, kV> d{}, n{};
+      ds4_distribution(kTarget[size_t(t)], p, d);
+      Ds4Rng rng(uint64_t(77 + t));
+      const int N = 200000;
+      for (int i = 0; i < N; ++i) n[size_t(ds4_sample(kTarget[size_t(t)], p, rng))] += 1;
+      double chi = 0;
+      for (int v = 0; v < kV; ++v) {
+        if (d[size_t(v)] == 0) {
+          EXPECT_EQ(n[size_t(v)], 0) << "row " << t << " id " << v;
+          continue;
+        }
+        const double e = N * d[size_t(v)];
+        chi += (n[size_t(v)] - e) * (n[size_t(v)] - e) / e;
+      }
+      EXPECT_LT(chi, 20.5) << "row " << t;
+    }
+}
+
 TEST(SpecExact, DraftEqualToTargetIsAlwaysAccepted) {
   ChainModel m(kTarget);  // q == p: min(1, p/q) = 1, every u <= 1 accepts
   const Counts c = run_many(m, filtered(), SpecCategory::kExact, 3, 500);
@@ -203,25 +255,50 @@ TEST(SpecExact, DraftEqualToTargetIsAlwaysAccepted) {
   EXPECT_GT(c.stats.drafted, 0);
 }
 
+// Sampled AR and opportunistic (depth 3) on the chain from token 0 with `kind`'s sampler:
+// asserts the streams and end states are equal and returns the stream.
+std::vector<int32_t> opportunistic_vs_ar(ChainModel& m, const SamplerParams& p, SamplerKind kind, uint64_t seed) {
+  SpecConfig ar;
+  ar.depth = 0;
+  ar.sampler = p;
+  ar.sampler.seed = seed;
+  ar.sampler_kind = kind;
+  SpecConfig op = ar;
+  op.depth = 3;
+  op.category = SpecCategory::kOpportunistic;
+  auto s0 = m.new_state(), s1 = m.new_state();
+  auto l0 = m.prefill(*s0, std::vector<int32_t>{0}), l1 = m.prefill(*s1, std::vector<int32_t>{0});
+  const std::vector<int32_t> eos = {5};
+  auto a = generate_sampled(m, s0, l0, 30, eos, ar);
+  auto b = generate_sampled(m, s1, l1, 30, eos, op);
+  EXPECT_EQ(a, b) << "seed " << seed;
+  EXPECT_EQ(s0->position(), s1->position()) << "seed " << seed;
+  return a;
+}
+
 TEST(SpecExact, OpportunisticEmitsTheSampledArStream) {
   // Each verify row samples the token AR samples at that position, in AR's draw order, so
   // the emitted stream equals sampled AR token for token (same seed).
   ChainModel m(kDraft);
+  for (uint64_t seed = 1; seed <= 200; ++seed) opportunistic_vs_ar(m, filtered(), SamplerKind::kMtplx, seed);
+}
+
+TEST(SpecExact, OpportunisticEmitsTheSampledArStreamDs4Sampler) {
+  ChainModel m(kDraft);
   for (uint64_t seed = 1; seed <= 200; ++seed) {
-    SpecConfig ar;
-    ar.depth = 0;
-    ar.sampler = filtered();
-    ar.sampler.seed = seed;
-    SpecConfig op = ar;
-    op.depth = 3;
-    op.category = SpecCategory::kOpportunistic;
-    auto s0 = m.new_state(), s1 = m.new_state();
-    auto l0 = m.prefill(*s0, std::vector<int32_t>{0}), l1 = m.prefill(*s1, std::vector<int32_t>{0});
-    const std::vector<int32_t> eos = {5};
-    auto a = generate_sampled(m, s0, l0, 30, eos, ar);
-    auto b = generate_sampled(m, s1, l1, 30, eos, op);
-    ASSERT_EQ(a, b) << "seed " << seed;
-    EXPECT_EQ(s0->position(), s1->position()) << "seed " << seed;
+    const auto a = opportunistic_vs_ar(m, default_sampler_params(SamplerKind::kDs4), SamplerKind::kDs4, seed);
+    // ds4's own sampled loop is the reference: Sampler(kDs4) draw by draw.
+    SamplerParams p = default_sampler_params(SamplerKind::kDs4);
+    p.seed = seed;
+    Sampler ref(SamplerKind::kDs4, p);
+    std::vector<int32_t> want;
+    int32_t t = ref.sample(kTarget[0]);
+    for (;;) {
+      want.push_back(t);
+      if (t == 5 || want.size() >= 30) break;
+      t = ref.sample(kTarget[size_t(t)]);
+    }
+    ASSERT_EQ(a, want) << "seed " << seed;
   }
 }
 

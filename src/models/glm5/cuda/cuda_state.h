@@ -5,6 +5,7 @@
 // checkpoint moves between the CPU and the CUDA model.
 #include <cuda_runtime.h>
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -27,6 +28,8 @@ class CudaState : public ModelState {
   ~CudaState() override {
     for (auto& g : graph)
       if (g) cudaGraphExecDestroy(g);
+    for (auto& [key, g] : chunk_graph)
+      if (g) cudaGraphExecDestroy(g);
   }
   std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
   int64_t position() const override { return pos; }
@@ -42,6 +45,7 @@ class CudaState : public ModelState {
   ds4::cuda::DeviceBuffer buf;  // every layer's caches + the position counter
   int64_t pos = 0;
   cudaGraphExec_t graph[2] = {nullptr, nullptr};  // [with logits]
+  std::map<int64_t, cudaGraphExec_t> chunk_graph;  // multi-row forwards, by rows * 3 + logits mode
 
  private:
   CudaState(const CudaState& o) : c_(o.c_), lay_(o.lay_), buf(o.buf.bytes(), "glm5 state clone"), pos(o.pos) {

@@ -14,7 +14,9 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); 
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(expf(x)); }
 
 __global__ void kda_gates_kernel(float* __restrict__ g, float* __restrict__ beta, const float* __restrict__ a_log,
-                                 const float* __restrict__ dt_bias, KdaShape sh) {
+                                 const float* __restrict__ dt_bias, KdaShape sh, int64_t stride) {
+  g += int64_t(blockIdx.y) * stride;
+  beta += int64_t(blockIdx.y) * stride;
   const int64_t qkv = sh.heads * sh.head_dim;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < qkv) {
@@ -26,12 +28,12 @@ __global__ void kda_gates_kernel(float* __restrict__ g, float* __restrict__ beta
   if (i < sh.heads) beta[i] = sigm(beta[i]);
 }
 
-// One block per head.
+// One block per head (and token: blockIdx.y).
 __global__ void kda_gated_norm_kernel(float* __restrict__ o, const float* __restrict__ gate,
-                                      const float* __restrict__ w, KdaShape sh) {
+                                      const float* __restrict__ w, KdaShape sh, int64_t stride) {
   const int64_t hd = sh.head_dim;
-  float* oh = o + blockIdx.x * hd;
-  const float* gh = gate + blockIdx.x * hd;
+  float* oh = o + int64_t(blockIdx.y) * stride + blockIdx.x * hd;
+  const float* gh = gate + int64_t(blockIdx.y) * stride + blockIdx.x * hd;
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) ss += oh[i] * oh[i];
   ss = block_reduce(ss, SumOp{}, 0.f);
@@ -41,14 +43,17 @@ __global__ void kda_gated_norm_kernel(float* __restrict__ o, const float* __rest
 
 }  // namespace
 
-void kda_gates(float* g, float* beta, const float* a_log, const float* dt_bias, const KdaShape& sh, cudaStream_t s) {
+void kda_gates(float* g, float* beta, const float* a_log, const float* dt_bias, const KdaShape& sh, cudaStream_t s,
+               const Rows& rows) {
   const int64_t n = sh.heads * sh.head_dim > sh.heads ? sh.heads * sh.head_dim : sh.heads;
-  kda_gates_kernel<<<unsigned((n + 255) / 256), 256, 0, s>>>(g, beta, a_log, dt_bias, sh);
+  const dim3 grid(unsigned((n + 255) / 256), unsigned(rows.count));
+  kda_gates_kernel<<<grid, 256, 0, s>>>(g, beta, a_log, dt_bias, sh, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-void kda_gated_norm(float* o, const float* gate, const float* w, const KdaShape& sh, cudaStream_t s) {
-  kda_gated_norm_kernel<<<unsigned(sh.heads), 128, 0, s>>>(o, gate, w, sh);
+void kda_gated_norm(float* o, const float* gate, const float* w, const KdaShape& sh, cudaStream_t s,
+                    const Rows& rows) {
+  kda_gated_norm_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 128, 0, s>>>(o, gate, w, sh, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

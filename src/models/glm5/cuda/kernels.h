@@ -10,6 +10,12 @@
 
 namespace ds4::glm5::cuda {
 
+// Several tokens in one launch (the multi-row forward, chunk.cu): token t's buffers lie
+// t * stride floats after token 0's (weights shared). Default: one token.
+struct Rows {
+  int64_t count = 1, stride = 0;
+};
+
 // ---- kda.cu (kda.cpp) ----
 struct KdaShape {
   int64_t heads, head_dim;
@@ -18,9 +24,11 @@ struct KdaShape {
 };
 // g {qkv} = f_b output -> log decay (forget_gate of kda.cpp), in place; beta {heads} =
 // sigmoid(b) in place.
-void kda_gates(float* g, float* beta, const float* a_log, const float* dt_bias, const KdaShape& sh, cudaStream_t s);
+void kda_gates(float* g, float* beta, const float* a_log, const float* dt_bias, const KdaShape& sh, cudaStream_t s,
+               const Rows& rows = {});
 // o {heads, head_dim} = rmsnorm(o per head) * w * sigmoid(gate).
-void kda_gated_norm(float* o, const float* gate, const float* w, const KdaShape& sh, cudaStream_t s);
+void kda_gated_norm(float* o, const float* gate, const float* w, const KdaShape& sh, cudaStream_t s,
+                    const Rows& rows = {});
 
 // ---- mla.cu (mla.cpp) ----
 inline constexpr int64_t kMaxKvLora = 512;  // latent rows live in registers (16 floats a lane)
@@ -67,10 +75,24 @@ struct RouteShape {
 };
 // Sigmoid scores, top-k of score + bias (ties: lower index), weights = scores normalized
 // (over the top-k, in rank order) times scaling; ids written in ascending expert order.
+// Rows: token t's logits at t * rows.stride; its ids / weights at t * k.
 void moe_route(const float* logits, const float* bias, const RouteShape& sh, int32_t* ids, float* weights,
-               cudaStream_t s);
+               cudaStream_t s, const Rows& rows = {});
 // out {d} = sh {d} + sum_j w[j] y[j] (j in ascending expert order).
-void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out, cudaStream_t s);
+// Rows: token t's y at t * k * d, w at t * k, sh and out at t * rows.stride.
+void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out, cudaStream_t s,
+                 const Rows& rows = {});
+
+// Multi-row MoE (prefill chunk / verify): the routed (token, slot) pairs ids {rows, k} grouped
+// per expert so each used expert's matrices are read once for all its rows. Entries in order
+// of first use: experts[u], counts[u] rows, tok[u * group_stride + i] = token t (the x row)
+// and slot[u * group_stride + i] = t * k + j (the expert output row); *live = entries used.
+// Every row picks k distinct experts, so no entry has more than `rows` rows.
+struct MoeGroup {
+  int32_t *experts, *live, *counts, *tok, *slot;
+  int64_t group_stride;
+};
+void moe_group(const int32_t* ids, int64_t rows, int64_t k, int64_t experts, const MoeGroup& g, cudaStream_t s);
 
 // ---- head.cu (layer.cpp hc_mean) ----
 // out {hidden} = rmsnorm(mean over the n streams of x {n, hidden}) * norm: the final collapse.

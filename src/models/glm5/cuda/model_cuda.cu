@@ -23,55 +23,17 @@
 #include "models/glm5/cuda/cuda_state.h"
 #include "models/glm5/cuda/device_weights.h"
 #include "models/glm5/cuda/kernels.h"
+#include "models/glm5/cuda/model_impl.h"
 #include "models/glm5/cuda/step_layout.h"
 #include "models/glm5/weights.h"
 
 namespace ds4::glm5 {
 
-using namespace ds4::glm5::cuda;
-namespace dc = ds4::cuda;
-
 namespace {
 
 __global__ void increment_kernel(int32_t* p) { *p += 1; }
 
-// Pinned host memory for the step's input and logits: a captured graph copies from and to
-// these fixed addresses on every replay.
-struct Pinned {
-  void* p = nullptr;
-  explicit Pinned(size_t bytes) { DS4_CUDA_CHECK(cudaMallocHost(&p, bytes)); }
-  ~Pinned() { if (p) cudaFreeHost(p); }
-  Pinned(const Pinned&) = delete;
-  Pinned& operator=(const Pinned&) = delete;
-};
-
 }  // namespace
-
-struct Glm5CudaModel::Impl {
-  std::unique_ptr<TensorSource> src;
-  Config c;
-  Weights w;  // host views (the embedding is read from here)
-  ModelInfo info;
-  CudaModelOptions opt;
-  DeviceWeights dw;
-  StateLayout lay;
-  ScratchLayout sl;
-  dc::DeviceBuffer scratch;
-  std::unique_ptr<Pinned> in_host, logits_host;
-  cudaStream_t stream = nullptr;
-  std::vector<std::vector<float>>* tap = nullptr;  // layer_outputs(): streams after each layer
-
-  float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
-  float *cur = nullptr, *alt = nullptr;  // the streams and the other buffer (swapped by hc_out)
-  void hc_in(const DHc& h, const float* norm);
-  void hc_out(const DHc& h);
-  void kda(const DKda& k, float* conv, float* rec);
-  void mla(const DMla& m, const LayerOffsets& o, uint8_t* sb, const int32_t* pos);
-  void ffn(const DLayer& L);
-  void layer(CudaState& st, int64_t l);
-  void enqueue_step(CudaState& st, bool logits);
-  void run_step(CudaState& st, bool logits, bool direct);
-};
 
 // in {hidden} = rmsnorm(collapse(streams), norm); post/comb kept in scratch for hc_out.
 // backend/cuda/hyper_connections: fn runs on the raw streams, the flat norm is a scalar.
@@ -196,28 +158,7 @@ void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
 }
 
 void Glm5CudaModel::Impl::run_step(CudaState& st, bool logits, bool direct) {
-  if (direct || !opt.graphs) {
-    enqueue_step(st, logits);
-  } else {
-    cudaGraphExec_t& exec = st.graph[logits ? 1 : 0];
-    if (!exec) {
-      cudaGraph_t g = nullptr;
-      DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      try {
-        enqueue_step(st, logits);
-      } catch (...) {
-        cudaStreamEndCapture(stream, &g);
-        if (g) cudaGraphDestroy(g);
-        throw;
-      }
-      DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-      const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
-      cudaGraphDestroy(g);
-      DS4_CUDA_CHECK(e);
-    }
-    DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  }
-  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
+  replay(st.graph[logits ? 1 : 0], direct, [&] { enqueue_step(st, logits); });
 }
 
 namespace {
@@ -267,8 +208,14 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   m.lay = state_layout(c, m.info.max_context);
   m.sl = scratch_layout(c, m.info.max_context);
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "glm5 step scratch");
-  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes);
-  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab_size) * sizeof(float));
+  if (copt.chunk_rows < 1 || copt.chunk_rows > dc::kGemvMaxRows)
+    throw InputError("glm5 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
+                     std::to_string(dc::kGemvMaxRows));
+  m.cl = chunk_layout(c, m.sl, copt.chunk_rows);
+  if (copt.chunk_rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "glm5 chunk scratch");
+  // Rows of the step input and logits; the one-token step uses row 0.
+  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(copt.chunk_rows));
+  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab_size) * sizeof(float) * size_t(copt.chunk_rows));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
 }
 
@@ -284,6 +231,14 @@ size_t Glm5CudaModel::weight_bytes_per_token() const {
   const size_t routed = impl_->dw.routed_bytes;
   return impl_->dw.buffer.bytes() - routed + size_t(double(routed) * double(c.num_experts_per_tok) /
                                                     double(c.n_routed_experts));
+}
+
+double Glm5CudaModel::chunk_bytes_ratio(int64_t rows) const {
+  const Config& c = impl_->c;
+  const double routed = double(impl_->dw.routed_bytes), all = double(impl_->dw.buffer.bytes());
+  const double E = double(c.n_routed_experts), k = double(c.num_experts_per_tok);
+  const double used = E * (1.0 - std::pow(1.0 - k / E, double(rows)));
+  return (all - routed + routed * used / E) / double(weight_bytes_per_token());
 }
 
 std::unique_ptr<ModelState> Glm5CudaModel::new_state() const {
@@ -308,6 +263,25 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
                      " tokens > max_context " + std::to_string(m.info.max_context));
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
   float* in = static_cast<float*>(m.in_host->p);
+  const int64_t C = m.opt.chunk_rows;
+  if (n > 1 && C > 1 && !m.tap) {  // chunks of up to C rows
+    for (int64_t t0 = 0; t0 < n; t0 += C) {
+      const int64_t T = std::min(C, n - t0);
+      for (int64_t t = 0; t < T; ++t) {
+        float* row = in + t * (m.sl.in_bytes / sizeof(float));
+        dequantize_row(m.w.embed, tokens[size_t(t0 + t)], row);
+        for (int64_t k = 1; k < c.hc_mult; ++k) std::memcpy(row + k * H, row, size_t(H) * sizeof(float));
+      }
+      const bool last = t0 + T == n;
+      const Logits cm = mode == Logits::kAll ? Logits::kAll : mode == Logits::kLast && last ? Logits::kLast : Logits::kNone;
+      m.run_chunk(st, T, cm);
+      st.pos += T;
+      const float* src = static_cast<const float*>(m.logits_host->p);
+      if (cm == Logits::kAll) std::copy_n(src, T * V, logits.data() + t0 * V);
+      else if (cm == Logits::kLast) logits.assign(src, src + V);
+    }
+    return;
+  }
   for (int64_t t = 0; t < n; ++t) {
     dequantize_row(m.w.embed, tokens[size_t(t)], in);  // every stream starts as the embedding
     for (int64_t k = 1; k < c.hc_mult; ++k) std::memcpy(in + k * H, in, size_t(H) * sizeof(float));

@@ -1,9 +1,10 @@
 #pragma once
 // GLM 5.x Flash on the CUDA backend (issue #10). Same Model interface and results as the
 // CPU model (src/models/glm5/model.h) within float32 rounding; weights are uploaded once at
-// load (after memory admission), each state's caches live on the GPU, and every token is
-// one decode step, replayed from a CUDA graph captured per state. Prefill runs the same step
-// token by token (no chunked GPU prefill yet). No MTP draft head on the GPU yet. States save
+// load (after memory admission), each state's caches live on the GPU; a single token is one
+// decode step, replayed from a CUDA graph captured per state; a forward of T > 1 tokens
+// (prefill, speculative verify) runs chunks of up to chunk_rows tokens that read every
+// weight once per chunk (chunk.cu), each chunk shape captured as its own graph. No MTP draft head on the GPU yet. States save
 // and load the CPU model's checkpoint sections, so a checkpoint moves between the two.
 #include <memory>
 #include <span>
@@ -18,6 +19,9 @@ namespace ds4::glm5 {
 struct CudaModelOptions {
   bool graphs = true;            // replay the decode step from a CUDA graph (false: launch each kernel)
   bool fuse_projections = true;  // stack projections of one input into one gemv (false: one each)
+  // Tokens per multi-row forward (prefill chunk / verify rows, 1..16): each weight matrix is
+  // read once per chunk. 1 = every token through the one-token decode step.
+  int chunk_rows = 16;
 };
 
 class Glm5CudaModel : public Model {
@@ -32,6 +36,10 @@ class Glm5CudaModel : public Model {
   // Bytes of weights one decode token reads: everything but the routed experts, plus k of
   // E experts per MoE layer (the KV/indexer cache reads come on top, growing with position).
   size_t weight_bytes_per_token() const;
+  // Weight bytes one chunk of `rows` tokens reads over one decode token's: every matrix once,
+  // routed experts as the expected union of the rows' top-k sets, E (1 - (1 - k/E)^rows),
+  // under uniform independent routing: the floor of the verify-cost ratio from bytes alone.
+  double chunk_bytes_ratio(int64_t rows) const;
   // Debugging aid (tests): prefills `tokens` into a fresh state with direct launches and
   // returns the output streams {tokens, hc, hidden} of every decoder layer, the layout of
   // glm5::layer_outputs on the CPU model.

@@ -10,11 +10,14 @@ namespace {
 
 __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
 
-// One block of blockDim >= 32. Shared: score {E}, choice {E}, rank {E}.
+// One block of blockDim >= 32 per token. Shared: score {E}, choice {E}, rank {E}.
 __global__ void moe_route_kernel(const float* __restrict__ logits, const float* __restrict__ bias, RouteShape sh,
-                                 int32_t* __restrict__ ids, float* __restrict__ weights) {
+                                 int32_t* __restrict__ ids, float* __restrict__ weights, int64_t stride) {
   extern __shared__ float sm[];
   const int64_t E = sh.experts, K = sh.k;
+  logits += int64_t(blockIdx.x) * stride;
+  ids += int64_t(blockIdx.x) * K;
+  weights += int64_t(blockIdx.x) * K;
   float* score = sm;
   float* choice = sm + E;
   int* rank = reinterpret_cast<int*>(sm + 2 * E);
@@ -47,7 +50,11 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, const float* 
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
-                                   const float* __restrict__ sh, int64_t d, float* __restrict__ out) {
+                                   const float* __restrict__ sh, int64_t d, float* __restrict__ out, int64_t stride) {
+  {
+    const int64_t t = blockIdx.y;
+    y += t * k * d, w += t * k, sh += t * stride, out += t * stride;
+  }
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= d) return;
   float r = sh[i];
@@ -55,18 +62,53 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __r
   out[i] = r;
 }
 
+// One block; a single thread walks the pairs in (token, slot) order (at most 16 x k of them:
+// cheaper than any parallel scheme's barriers), the others only clear the expert map.
+__global__ void moe_group_kernel(const int32_t* __restrict__ ids, int64_t rows, int64_t k, int64_t experts,
+                                 MoeGroup g) {
+  extern __shared__ int32_t entry_of[];  // {experts}: entry of each expert, -1 unused
+  for (int64_t e = threadIdx.x; e < experts; e += blockDim.x) entry_of[e] = -1;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  int32_t used = 0;
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids[t * k + j];
+      int32_t u = entry_of[e];
+      if (u < 0) {
+        u = entry_of[e] = used++;
+        g.experts[u] = e;
+        g.counts[u] = 0;
+      }
+      const int32_t i = g.counts[u]++;
+      g.tok[u * g.group_stride + i] = int32_t(t);
+      g.slot[u * g.group_stride + i] = int32_t(t * k + j);
+    }
+  *g.live = used;
+}
+
 }  // namespace
 
-void moe_route(const float* logits, const float* bias, const RouteShape& sh, int32_t* ids, float* weights,
-               cudaStream_t s) {
-  if (sh.k > 64 || sh.k > sh.experts)
-    throw InputError("glm5 cuda: num_experts_per_tok " + std::to_string(sh.k) + " must be <= 64 and <= n_routed_experts");
-  moe_route_kernel<<<1, 256, size_t(sh.experts) * 3 * sizeof(float), s>>>(logits, bias, sh, ids, weights);
+void moe_group(const int32_t* ids, int64_t rows, int64_t k, int64_t experts, const MoeGroup& g, cudaStream_t s) {
+  if (rows > g.group_stride)
+    throw InputError("glm5 cuda: moe_group of " + std::to_string(rows) + " rows > " + std::to_string(g.group_stride));
+  moe_group_kernel<<<1, 256, size_t(experts) * sizeof(int32_t), s>>>(ids, rows, k, experts, g);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out, cudaStream_t s) {
-  moe_combine_kernel<<<unsigned((d + 255) / 256), 256, 0, s>>>(y, w, k, sh, d, out);
+void moe_route(const float* logits, const float* bias, const RouteShape& sh, int32_t* ids, float* weights,
+               cudaStream_t s, const Rows& rows) {
+  if (sh.k > 64 || sh.k > sh.experts)
+    throw InputError("glm5 cuda: num_experts_per_tok " + std::to_string(sh.k) + " must be <= 64 and <= n_routed_experts");
+  moe_route_kernel<<<unsigned(rows.count), 256, size_t(sh.experts) * 3 * sizeof(float), s>>>(logits, bias, sh, ids,
+                                                                                              weights, rows.stride);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out, cudaStream_t s,
+                 const Rows& rows) {
+  moe_combine_kernel<<<dim3(unsigned((d + 255) / 256), unsigned(rows.count)), 256, 0, s>>>(y, w, k, sh, d, out,
+                                                                                           rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

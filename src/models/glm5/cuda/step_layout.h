@@ -108,4 +108,36 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   return s;
 }
 
+// A multi-row forward (prefill chunk, speculative verify) of up to `rows` tokens: row t has
+// its own copy of the step scratch at t * row_bytes (so every per-token kernel runs on row t
+// unchanged, and every buffer is a strided {rows, ...} array for gemv_rows: row stride
+// row_bytes / 4 floats, a multiple of 64), then the chunk-wide parts below.
+struct ChunkLayout {
+  int64_t rows = 0;
+  size_t row_bytes = 0;
+  size_t positions = 0;                    // int32 {rows}: the rows' positions (device, per replay)
+  size_t ids = 0, wts = 0;                 // MoE routing {rows, K}: slot s = t * K + j
+  size_t egu = 0, eact = 0, ey = 0;        // {rows * K, 2I}, {rows * K, I}, {rows * K, H}
+  size_t experts = 0, live = 0, counts = 0, tok = 0, slot = 0;  // grouping (moe_group)
+  size_t bytes = 0;
+};
+
+inline constexpr int64_t kGroupRows = 16;  // = ds4::cuda::kGemvMaxRows (tok/slot row stride)
+
+inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_t rows) {
+  ChunkLayout s;
+  s.rows = rows;
+  s.row_bytes = sl.bytes;
+  LayoutTaker t;
+  t.at = layout_align(size_t(rows) * sl.bytes);
+  const int64_t K = c.num_experts_per_tok, I = c.moe_intermediate_size, H = c.hidden_size, RK = rows * K;
+  s.positions = t.take(rows);
+  s.ids = t.take(RK), s.wts = t.take(RK);
+  s.egu = t.take(RK * 2 * I), s.eact = t.take(RK * I), s.ey = t.take(RK * H);
+  s.experts = t.take(RK), s.live = t.take(1), s.counts = t.take(RK);
+  s.tok = t.take(RK * kGroupRows), s.slot = t.take(RK * kGroupRows);
+  s.bytes = t.at;
+  return s;
+}
+
 }  // namespace ds4::glm5::cuda

@@ -1,0 +1,219 @@
+// KV compression and the lightning indexer on the GPU (CPU: compressor.cpp). Everything
+// depends on the device position only, so the kernels replay inside a CUDA graph: a lane
+// kernel that does not close a window just stores its row and returns.
+#include <cfloat>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/quant_sim.cuh"
+#include "backend/cuda/reduce.cuh"
+#include "models/deepseek_v4/cuda/kernels.h"
+
+namespace ds4::deepseek_v4::cuda {
+namespace {
+
+using ds4::cuda::detail::block_reduce;
+using ds4::cuda::detail::SumOp;
+using ds4::cuda::detail::warp_reduce;
+
+// ds4 storage numerics of one emitted entry (CPU ds4_kv_storage / ds4_indexer_storage),
+// `row` in shared memory; every thread of the block calls.
+// One warp per block of values; blockDim.x >= 64 (the Hadamard's 64 pairs).
+__device__ void entry_storage(float* row, int64_t dim, int64_t rope_dim, bool fp8, bool indexer_sim) {
+  const int64_t nope = dim - rope_dim, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (fp8 && nope > 0 && nope % 64 == 0)
+    for (int64_t b = warp; b < nope / 64; b += warps) ds4::cuda::detail::roundtrip_block_warp(row + b * 64, 64, true);
+  if (indexer_sim && dim == 128) {
+    ds4::cuda::detail::hadamard_block(row, dim);
+    for (int64_t b = warp; b < dim / 32; b += warps) ds4::cuda::detail::roundtrip_block_warp(row + b * 32, 32, false);
+  }
+  __syncthreads();
+}
+
+__device__ void rope_row(float* row, int64_t dim, int64_t rot, const float* inv, int64_t p) {
+  for (int64_t i = threadIdx.x; i < rot / 2; i += blockDim.x) {
+    const float a = float(p) * inv[i];
+    const float c = cosf(a), s = sinf(a);
+    float* t = row + (dim - rot);
+    const float x0 = t[2 * i], x1 = t[2 * i + 1];
+    t[2 * i] = x0 * c - x1 * s;
+    t[2 * i + 1] = x1 * c + x0 * s;
+  }
+  __syncthreads();
+}
+
+__global__ void compressor_kernel(LaneArgs a, const int32_t* __restrict__ pos) {
+  extern __shared__ float row[];  // {dim}
+  const int64_t p = *pos, R = a.ratio, W = a.width, D = a.dim, slot = p % R;
+  for (int64_t j = threadIdx.x; j < W; j += blockDim.x) {
+    a.pend_kv[slot * W + j] = a.kv[j];
+    a.pend_gate[slot * W + j] = a.gate[j] + a.ape[slot * W + j];
+  }
+  if ((p + 1) % R != 0) return;  // the window stays open (uniform over the block)
+  __syncthreads();                // the slot just written is read below by other threads
+  const int64_t e = (p + 1) / R - 1, off = a.overlap ? D : 0;
+  const bool has_prev = a.overlap && e > 0;
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
+    float m = -FLT_MAX;
+    if (has_prev)
+      for (int64_t r = 0; r < R; ++r) m = fmaxf(m, a.prev_gate[r * D + j]);
+    for (int64_t r = 0; r < R; ++r) m = fmaxf(m, a.pend_gate[r * W + off + j]);
+    float sum = 0.f;
+    if (has_prev)
+      for (int64_t r = 0; r < R; ++r) sum += expf(a.prev_gate[r * D + j] - m);
+    for (int64_t r = 0; r < R; ++r) sum += expf(a.pend_gate[r * W + off + j] - m);
+    float acc = 0.f;
+    if (has_prev)
+      for (int64_t r = 0; r < R; ++r) acc += a.prev_kv[r * D + j] * (expf(a.prev_gate[r * D + j] - m) / sum);
+    for (int64_t r = 0; r < R; ++r) acc += a.pend_kv[r * W + off + j] * (expf(a.pend_gate[r * W + off + j] - m) / sum);
+    row[j] = acc;
+    if (a.overlap)  // this window's Ca half pools with the next window (same feature, same thread)
+      for (int64_t r = 0; r < R; ++r) {
+        a.prev_kv[r * D + j] = a.pend_kv[r * W + j];
+        a.prev_gate[r * D + j] = a.pend_gate[r * W + j];
+      }
+  }
+  float ss = 0.f;
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) ss += row[j] * row[j];
+  ss = block_reduce(ss, SumOp{}, 0.f);
+  const float inv = rsqrtf(ss / float(D) + a.eps);
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) row[j] = row[j] * inv * a.norm[j];
+  __syncthreads();
+  rope_row(row, D, a.rope_dim, a.inv_freq, p + 1 - R);  // at the window's first position
+  entry_storage(row, D, a.rope_dim, a.fp8, a.indexer_sim);
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) a.entries[e * D + j] = row[j];
+}
+
+// One block per indexer head: rope the query tail, then the storage round trip.
+__global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos) {
+  extern __shared__ float row[];  // {d}
+  float* q = a.q + int64_t(blockIdx.x) * a.d;
+  for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x) row[j] = q[j];
+  __syncthreads();
+  rope_row(row, a.d, a.rope_dim, a.inv_freq, *pos);
+  entry_storage(row, a.d, a.rope_dim, false, a.sim);
+  for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x) q[j] = row[j];
+}
+
+// One warp per closed entry (grid-stride); lanes split the heads, the queries sit in shared
+// with a row stride of d + 1 floats (lanes read the same feature of different heads: an
+// unpadded stride of d would put them all in one bank).
+__global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ pos) {
+  extern __shared__ float sq[];  // {nh, d + 1} then {nh}
+  const int64_t nh = a.nh, d = a.d, ld = d + 1, visible = (int64_t(*pos) + 1) / a.ratio;
+  if (int64_t(blockIdx.x) * (blockDim.x / 32) >= visible) return;  // the grid is sized for max_ctx
+  for (int64_t i = threadIdx.x; i < nh * d; i += blockDim.x) sq[(i / d) * ld + i % d] = a.q[i];
+  for (int64_t i = threadIdx.x; i < nh; i += blockDim.x) sq[nh * ld + i] = a.w[i];
+  __syncthreads();
+  const float score_scale = 1.0f / sqrtf(float(d)), head_scale = 1.0f / sqrtf(float(nh));
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t k = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; k < visible; k += warps) {
+    const float* e = a.entries + k * d;
+    float s = 0.f;
+    for (int64_t h = lane; h < nh; h += 32) {
+      const float* qh = sq + h * ld;
+      float dot = 0.f;
+      for (int64_t i = 0; i < d; ++i) dot = fmaf(qh[i], e[i], dot);
+      s += fmaxf(dot, 0.f) * score_scale * (sq[nh * ld + h] * head_scale);
+    }
+    s = warp_reduce(s, SumOp{});
+    if (lane == 0) a.scores[k] = s;
+  }
+}
+
+__device__ __forceinline__ uint32_t order_key(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// In-place exclusive scan of v[0..blockDim) (Hillis-Steele); returns the total.
+__device__ int block_exclusive_scan(int* v, int mine) {
+  v[threadIdx.x] = mine;
+  __syncthreads();
+  for (unsigned o = 1; o < blockDim.x; o <<= 1) {
+    const int add = threadIdx.x >= o ? v[threadIdx.x - o] : 0;
+    __syncthreads();
+    v[threadIdx.x] += add;
+    __syncthreads();
+  }
+  const int incl = v[threadIdx.x], total = v[blockDim.x - 1];
+  __syncthreads();
+  v[threadIdx.x] = incl - mine;
+  __syncthreads();
+  return total;
+}
+
+// One block: the k-th largest key by a bitwise search (32 counting passes), then the chosen
+// entries in ascending index order (ties at the boundary: lower indices first, as topk_f32).
+__global__ void index_topk_kernel(IndexerArgs a, const int32_t* __restrict__ pos) {
+  __shared__ int scan[1024];
+  __shared__ int count;
+  const int64_t n = (int64_t(*pos) + 1) / a.ratio;
+  if (n <= a.topk) {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) a.sel[i] = int32_t(i);
+    if (threadIdx.x == 0) *a.nsel = int32_t(n);
+    return;
+  }
+  const int k = int(a.topk);
+  uint32_t T = 0;
+  for (int bit = 31; bit >= 0; --bit) {
+    const uint32_t cand = T | (1u << bit);
+    if (threadIdx.x == 0) count = 0;
+    __syncthreads();
+    int c = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) c += order_key(a.scores[i]) >= cand;
+    atomicAdd(&count, c);
+    __syncthreads();
+    if (count >= k) T = cand;
+    __syncthreads();
+  }
+  const int64_t chunk = (n + blockDim.x - 1) / blockDim.x;
+  const int64_t lo = threadIdx.x * chunk, hi = lo + chunk < n ? lo + chunk : n;
+  int greater = 0, ties = 0;
+  for (int64_t i = lo; i < hi; ++i) {
+    const uint32_t key = order_key(a.scores[i]);
+    greater += key > T;
+    ties += key == T;
+  }
+  block_exclusive_scan(scan, ties);
+  const int tie_before = scan[threadIdx.x];  // ties in lower chunks: this chunk's first tie rank
+  const int total_greater = [&] {
+    if (threadIdx.x == 0) count = 0;
+    __syncthreads();
+    atomicAdd(&count, greater);
+    __syncthreads();
+    return count;
+  }();
+  const int need = k - total_greater;
+  int take_ties = need - tie_before;
+  take_ties = take_ties < 0 ? 0 : (take_ties > ties ? ties : take_ties);
+  block_exclusive_scan(scan, greater + take_ties);
+  int out = scan[threadIdx.x], tie_rank = tie_before;
+  for (int64_t i = lo; i < hi; ++i) {
+    const uint32_t key = order_key(a.scores[i]);
+    if (key > T) a.sel[out++] = int32_t(i);
+    else if (key == T && tie_rank++ < need) a.sel[out++] = int32_t(i);
+  }
+  if (threadIdx.x == 0) *a.nsel = k;
+}
+
+}  // namespace
+
+void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s) {
+  compressor_kernel<<<1, 512, size_t(a.dim) * 4, s>>>(a, pos);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s) {
+  index_q_kernel<<<unsigned(a.nh), 128, size_t(a.d) * 4, s>>>(a, pos);
+  DS4_CUDA_CHECK_LAUNCH();
+  const size_t shm = size_t(a.nh * (a.d + 1) + a.nh) * 4;
+  if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: indexer queries exceed 48 KiB of shared memory");
+  const int64_t blocks = (a.max_entries + 7) / 8;
+  index_score_kernel<<<unsigned(blocks < 1 ? 1 : (blocks > 1024 ? 1024 : blocks)), 256, shm, s>>>(a, pos);
+  DS4_CUDA_CHECK_LAUNCH();
+  index_topk_kernel<<<1, 1024, 0, s>>>(a, pos);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ds4::deepseek_v4::cuda

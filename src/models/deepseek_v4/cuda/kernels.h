@@ -1,0 +1,104 @@
+#pragma once
+// DeepSeek V4 kernels for one decode token (the CUDA model runs every token through them;
+// prefill loops tokens). Each mirrors the CPU code named beside it. All pointers are device
+// pointers; `pos` is the state's device position counter (read by the kernels, so a
+// captured CUDA graph replays at any position). Generic ops (gemv, rmsnorm, mHC) come from
+// src/backend/cuda.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ds4::deepseek_v4::cuda {
+
+// ---- attention.cu (attention.cpp) ----
+struct NormRope {
+  int64_t heads, head_dim, rope_dim;  // the last rope_dim features of each head rotate (pairs 2i, 2i+1)
+  const float* weight;                // {head_dim} or null (unweighted)
+  float eps;
+  const float* inv_freq;              // {rope_dim / 2}
+  // The KV row only (heads = 1): ds4's FP8 round trip of the non-rope part (when fp8), then
+  // the row into the window ring {window, head_dim} at slot pos % window. null: none.
+  float* ring = nullptr;
+  int64_t window = 0;
+  bool fp8 = false;
+};
+// x {heads, head_dim} in place: per head rmsnorm, rope on the tail at position *pos.
+void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s);
+
+struct AttendArgs {
+  const float* q;         // {heads, hd}: normed, rope'd
+  const float* ring;      // {window, hd}
+  int64_t window;
+  const float* entries;   // {n, hd} compressed entries (null: sliding only)
+  int64_t ratio;          // 0: sliding only
+  const int32_t* sel;     // CSA: chosen entries (count *nsel); null: every closed entry (HCA)
+  const int32_t* nsel;
+  const float* sinks;     // {heads}
+  int64_t heads, hd, max_rows;
+  float* part;            // scratch {attend_chunks(max_rows), heads, hd}: unnormalized partial outputs
+  float* part_ml;         // scratch {attend_chunks(max_rows), heads, 2}: each chunk's max and exp-sum
+  float* out;             // {heads, hd}
+  int64_t rope_dim;
+  const float* inv_freq;
+};
+// Per head: softmax over [window rows, compressed rows, sink] of q.k / sqrt(hd), times the
+// rows (K == V); the output's rope tail is rotated back to position 0 (angle -pos). Computed
+// over chunks of kAttnChunk key rows, then merged.
+inline constexpr int64_t kAttnChunk = 64;
+inline int64_t attend_chunks(int64_t max_rows) { return (max_rows + kAttnChunk - 1) / kAttnChunk; }
+void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s);
+
+// ---- compressor.cu (compressor.cpp) ----
+struct LaneArgs {
+  const float *kv, *gate;       // this token's projections {width}
+  const float *ape, *norm;      // {ratio, width}, {dim}
+  float *pend_kv, *pend_gate, *prev_kv, *prev_gate, *entries;  // the lane's state
+  int64_t ratio, dim, width, rope_dim;
+  bool overlap;                 // CSA: pool the previous window's Ca half with this window's Cb half
+  bool fp8, indexer_sim;        // ds4 storage numerics of the emitted entry
+  float eps;
+  const float* inv_freq;        // compressed-layer rope
+};
+// Stores the token at slot pos % ratio; when it closes the window, pools the window into one
+// entry (per-feature softmax over the gates), rmsnorm, rope at the window's first position,
+// storage round trip, appended at entry (pos + 1) / ratio - 1; keeps Ca for the next window.
+void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s);
+
+struct IndexerArgs {
+  float* q;                // {nh, d}: rope'd + storage-simulated in place
+  const float* w;          // {nh}: head weights (index_proj)
+  const float* entries;    // {n, d}: the index lane's entries
+  int64_t nh, d, rope_dim, ratio, topk, max_entries;
+  bool sim;                // ds4 Hadamard + FP4 round trip of the queries
+  const float* inv_freq;
+  float* scores;           // scratch {max_entries}
+  int32_t* sel;            // {topk} chosen entries, ascending
+  int32_t* nsel;           // {1}
+};
+// Lightning indexer: score every closed entry (sum over heads of relu(q.k) * w / sqrt(d nh)),
+// keep the top min(topk, visible) (ties: lower index), as CPU topk_f32.
+void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s);
+
+// ---- moe.cu (moe.cpp) ----
+struct RouteArgs {
+  const float* logits;      // {E}
+  const float* bias;        // {E} or null
+  const int32_t* tid2eid;   // {vocab, K} for hash-routed layers, else null
+  const int32_t* token;     // {1}
+  int64_t experts, k;
+  int score;                // ScoreFunc as int
+  bool norm_topk;
+  float routed_scale;
+  int32_t* ids;             // {K}
+  float* weights;           // {K}
+};
+void moe_route(const RouteArgs& a, cudaStream_t s);
+// y {n} = silu(min(g, limit)) * clamp(u, -limit, limit) (limit 0: plain swiglu); g, u with
+// row strides (experts: rows of gate|up {K, 2F}); n = rows * cols.
+void swiglu_clamp(const float* g, const float* u, int64_t rows, int64_t cols, int64_t in_stride, float limit,
+                  float* y, cudaStream_t s);
+// out {d} = sum_j w[j] y[j] + sh.
+void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out,
+                 cudaStream_t s);
+
+}  // namespace ds4::deepseek_v4::cuda

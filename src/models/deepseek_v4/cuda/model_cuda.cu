@@ -1,0 +1,464 @@
+// The CUDA DeepSeek V4 model: per-state device caches, the decode step (one token through
+// every layer on one stream, the position read from device memory) and its CUDA graph, and
+// the host side of a token (its embedding row, dequantized from the mmap).
+#include "models/deepseek_v4/cuda/model_cuda.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "backend/cpu/rope.h"
+#include "backend/cpu/rope_yarn.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/norm.h"
+#include "core/error.h"
+#include "models/deepseek_v4/cuda/device_weights.h"
+#include "models/deepseek_v4/cuda/kernels.h"
+#include "models/deepseek_v4/cuda/step_layout.h"
+#include "models/deepseek_v4/weights.h"
+
+namespace ds4::deepseek_v4 {
+
+using namespace ds4::deepseek_v4::cuda;
+namespace dc = ds4::cuda;
+
+namespace {
+
+__global__ void increment_kernel(int32_t* p) { *p += 1; }
+
+// Pinned host memory for the step's inputs and logits: a captured graph copies from and to
+// these fixed addresses on every replay.
+struct Pinned {
+  void* p = nullptr;
+  explicit Pinned(size_t bytes) { DS4_CUDA_CHECK(cudaMallocHost(&p, bytes)); }
+  ~Pinned() { if (p) cudaFreeHost(p); }
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+};
+
+std::vector<float> inv_freq(const RopeConfig& r, int64_t rot_dim) {
+  return r.yarn ? cpu::rope_yarn_inv_freq(rot_dim, r.theta, r.yarn_params) : cpu::rope_inv_freq(rot_dim, r.theta);
+}
+
+// GEMV read path per format, from the H200 GEMV bench (bench/results/cuda-h200-2026-12-01):
+// the direct path beats the staged one kAuto would pick for ds4's formats (Q8_0 dense 1233 vs
+// 1016 GB/s at 4096x4096, IQ2_XXS expert up 348 vs 283, Q2_K expert down 506 vs 398), and
+// Q8_0 runs best with 4 rows per block (rows-per-block sweep: 1566 vs 1233 GB/s at 4096x4096,
+// 2042 vs 1483 at 16384x8192). Every row is computed alone either way.
+dc::GemvOptions gemv_options(DType t) {
+  dc::GemvOptions o;
+  o.path = dc::GemvPath::kDirect;
+  if (t == DType::Q8_0) o.rows_per_block = 4;
+  return o;
+}
+
+}  // namespace
+
+class CudaState : public ModelState {
+ public:
+  explicit CudaState(const StateLayout& lay) : buf(lay.bytes, "deepseek_v4 state (context caches)") {
+    DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
+    // The step runs on a non-blocking stream, which does not wait for the legacy stream.
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  ~CudaState() override {
+    for (auto& g : graph)
+      if (g) cudaGraphExecDestroy(g);
+  }
+  std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
+  int64_t position() const override { return pos; }
+  size_t bytes() const override { return buf.bytes(); }
+
+  dc::DeviceBuffer buf;  // every layer's caches + the position counter
+  int64_t pos = 0;
+  cudaGraphExec_t graph[2] = {nullptr, nullptr};  // [with logits]
+
+ private:
+  CudaState(const CudaState& o) : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos) {
+    DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
+  }
+};
+
+struct DeepseekV4CudaModel::Impl {
+  std::unique_ptr<TensorSource> src;
+  Config c;
+  Weights w;  // host views (the embedding is read from here)
+  ModelInfo info;
+  CudaModelOptions opt;
+  DeviceWeights dw;
+  StateLayout lay;
+  ScratchLayout sl;
+  dc::DeviceBuffer scratch;
+  std::unique_ptr<Pinned> in_host, logits_host;
+  cudaStream_t stream = nullptr;
+  cudaStream_t side_stream = nullptr;      // second stream of CudaModelOptions::streams
+  cudaEvent_t fork_ev = nullptr, join_ev = nullptr;
+  dc::HcDims hcd;
+  DeepseekV4CudaModel::DecodeBytes decode_bytes;
+  LayerObserver observer;
+  std::vector<float> observed;
+  // profiling (direct launches): events after each op, their names, summed ms per name
+  std::vector<cudaEvent_t> events;
+  std::vector<const char*> event_names;
+  size_t n_events = 0;
+  std::map<std::string, double> op_ms;
+
+  float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
+  int32_t* SI(size_t off) const { return reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + off); }
+  void mark(const char* name);
+  void hc_mix(const DHc& h, const float* x);
+  void hc_pre(const DHc& h, const float* norm, const float* x);
+  void proj(const DProj& p, const float* x, float* y);
+  void mv(const WeightMatrix& m, const float* x, float* y, cudaStream_t s) const;
+  // The stream of a layer's side branch (the main stream when streams are off); fork makes
+  // it wait for the main stream's work so far, join makes the main stream wait for it.
+  cudaStream_t side() const { return opt.streams ? side_stream : stream; }
+  void fork();
+  void join();
+  void lane(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv, const float* gate,
+            int64_t ratio, bool overlap, const int32_t* pos, cudaStream_t s);
+  void attention(CudaState& st, int64_t l);
+  void moe(int64_t l);
+  void enqueue_step(CudaState& st, bool logits);
+  void run_step(CudaState& st, bool logits);
+  void collect_profile();
+};
+
+void DeepseekV4CudaModel::Impl::fork() {
+  if (!opt.streams) return;
+  DS4_CUDA_CHECK(cudaEventRecord(fork_ev, stream));
+  DS4_CUDA_CHECK(cudaStreamWaitEvent(side_stream, fork_ev, 0));
+}
+
+void DeepseekV4CudaModel::Impl::join() {
+  if (!opt.streams) return;
+  DS4_CUDA_CHECK(cudaEventRecord(join_ev, side_stream));
+  DS4_CUDA_CHECK(cudaStreamWaitEvent(stream, join_ev, 0));
+}
+
+void DeepseekV4CudaModel::Impl::mark(const char* name) {
+  if (!opt.profile || opt.graphs || opt.streams) return;
+  if (n_events == events.size()) {
+    events.emplace_back();
+    DS4_CUDA_CHECK(cudaEventCreate(&events.back()));
+    event_names.push_back(nullptr);
+  }
+  DS4_CUDA_CHECK(cudaEventRecord(events[n_events], stream));
+  event_names[n_events++] = name;
+}
+
+void DeepseekV4CudaModel::Impl::collect_profile() {
+  if (n_events < 2) return;
+  DS4_CUDA_CHECK(cudaEventSynchronize(events[n_events - 1]));
+  for (size_t i = 1; i < n_events; ++i) {
+    float ms = 0;
+    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms, events[i - 1], events[i]));
+    op_ms[event_names[i]] += ms;
+  }
+  n_events = 0;
+}
+
+// col {hidden} = norm(sum_j pre[j] x[j]) from the streams x {hc, hidden}; post and comb stay
+// in scratch for hc_post (CPU: hc_pre_f32 + rmsnorm in decoder_layer).
+// fn runs on the raw streams, split into column blocks (DHc): mix {splits, rows} partials.
+void DeepseekV4CudaModel::Impl::hc_mix(const DHc& h, const float* x) {
+  dc::gemv_batched(h.fn, x, S(sl.mix),
+                   dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows}, stream,
+                   gemv_options(h.fn.type));
+}
+
+// hc_pre_f32 sums the partials and applies the flat rmsnorm factor and the input norm.
+void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, const float* x) {
+  hc_mix(h, x);
+  dc::HcDims d = hcd;
+  d.mix_splits = h.splits;
+  dc::hc_pre_f32(S(sl.mix), h.scale, h.base, d, x, norm, S(sl.col), S(sl.post), S(sl.comb), stream);
+  mark("hc_pre");
+}
+
+
+void DeepseekV4CudaModel::Impl::mv(const WeightMatrix& m, const float* x, float* y, cudaStream_t s) const {
+  dc::gemv(m, x, y, s, gemv_options(m.type));
+}
+
+// y = [W_0; W_1; ...] x: one launch per stacked run, outputs back to back.
+void DeepseekV4CudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
+  for (const WeightMatrix& m : p.runs) {
+    mv(m, x, y, stream);
+    y += m.rows;
+  }
+}
+
+// One compressor lane for this token (CPU compressor_push with T = 1); kv / gate {width} are
+// this token's projections (part of attn_in).
+void DeepseekV4CudaModel::Impl::lane(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv,
+                                     const float* gate, int64_t ratio, bool overlap, const int32_t* pos,
+                                     cudaStream_t s) {
+  auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
+  const LaneArgs a{kv, gate, d.ape, d.norm, SF(o.pend_kv), SF(o.pend_gate), SF(o.prev_kv),
+                   SF(o.prev_gate), SF(o.entries), ratio, d.dim, d.width, c.rope_dim, overlap,
+                   c.ds4_numerics && !d.indexer, c.ds4_numerics && d.indexer, c.rms_eps, dw.inv_comp};
+  compressor_step(a, pos, s);
+  mark(d.indexer ? "index_lane_pool" : "comp_lane_pool");
+}
+
+// CPU attention_forward with T = 1: out in scratch y.
+void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
+  const DLayer& L = dw.layers[size_t(l)];
+  const LayerOffsets& o = lay.layers[size_t(l)];
+  uint8_t* sb = st.buf.as<uint8_t>();
+  const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
+  const int64_t hd = c.head_dim;
+  const float* inv = L.ratio > 0 ? dw.inv_comp : dw.inv_main;
+  // attn_in outputs {q_lora | hd | comp width x2 | index width x2 | index_heads}
+  const int64_t cw = L.ratio > 0 ? L.comp.width : 0, iwd = L.has_indexer ? L.index.width : 0;
+  float *col = S(sl.col), *qr = S(sl.ain), *q = S(sl.q), *kv = qr + c.q_lora;
+  float *ckv = kv + hd, *cgate = ckv + cw, *ikv = cgate + cw, *igate = ikv + iwd, *iw = igate + iwd;
+  proj(L.attn_in, col, qr);
+  mark("attn_in_proj");
+  // side branch: the KV row into the ring, the compressor lanes (they read only attn_in outputs
+  // other than qr, and the state)
+  fork();
+  float* ring = reinterpret_cast<float*>(sb + o.window);
+  norm_rope(kv, NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, c.window, c.ds4_numerics}, pos, side());
+  mark("attn_kv");
+  if (L.ratio > 0) lane(L.comp, o.comp, sb, ckv, cgate, L.ratio, L.has_indexer, pos, side());
+  if (L.has_indexer) lane(L.index, o.index, sb, ikv, igate, L.ratio, true, pos, side());
+  // main branch: the queries
+  dc::rmsnorm_f32(qr, L.q_a_norm, qr, 1, c.q_lora, c.rms_eps, stream);
+  mv(L.q_b, qr, q, stream);
+  norm_rope(q, NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream);  // per head, unweighted
+  if (L.has_indexer) mv(L.index_q_b, qr, S(sl.iq), stream);
+  mark("attn_q");
+  join();
+  AttendArgs a{q, ring, c.window, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd, sl.max_rows,
+               S(sl.part), S(sl.part_ml), S(sl.heads), c.rope_dim, inv};
+  if (L.ratio > 0) {
+    if (L.has_indexer) {
+      const IndexerArgs ia{S(sl.iq), iw, reinterpret_cast<const float*>(sb + o.index.entries), c.index_heads,
+                           c.index_dim, c.rope_dim, L.ratio, c.index_topk, lane_entries(lay.max_ctx, L.ratio),
+                           c.ds4_numerics, dw.inv_comp, S(sl.iscores), SI(sl.sel), SI(sl.nsel)};
+      indexer_select(ia, pos, stream);
+      a.sel = SI(sl.sel);
+      a.nsel = SI(sl.nsel);
+      mark("indexer");
+    }
+    a.entries = reinterpret_cast<const float*>(sb + o.comp.entries);
+    a.ratio = L.ratio;
+  }
+  attend(a, pos, stream);
+  mark("attend");
+  // grouped o LoRA: group g's heads {heads/G * hd} through rows [g * o_lora, (g+1) * o_lora) of o_a
+  WeightMatrix oa = L.o_a;
+  oa.rows = c.o_lora;
+  const int64_t in = c.heads * hd / c.o_groups;
+  dc::gemv_batched(oa, S(sl.heads), S(sl.low),
+                   dc::GemvBatch{int(c.o_groups), nullptr, size_t(c.o_lora * L.o_a.row_stride_bytes()), 0, in, c.o_lora},
+                   stream, gemv_options(oa.type));
+  mv(L.o_b, S(sl.low), S(sl.y), stream);
+  mark("attn_out");
+}
+
+// CPU moe_forward with T = 1: routed experts (hash or top-k) + shared expert -> scratch y.
+void DeepseekV4CudaModel::Impl::moe(int64_t l) {
+  const DLayer& L = dw.layers[size_t(l)];
+  const int64_t K = c.experts_used, F = c.expert_ff, H = c.hidden;
+  float *col = S(sl.col), *shg = S(sl.min), *shu = shg + F, *router = shu + F;  // moe_in outputs
+  int32_t* ids = SI(sl.ids);
+  proj(L.moe_in, col, shg);
+  mark("moe_in_proj");
+  fork();  // side branch: the shared expert
+  swiglu_clamp(shg, shu, 1, F, F, c.swiglu_limit, shg, side());
+  mv(L.sh_down, shg, S(sl.sh), side());
+  mark("shared_expert");
+  moe_route(RouteArgs{router, L.router_bias, L.tid2eid, SI(sl.tok), c.experts, K, int(c.score), c.norm_topk,
+                      float(c.routed_scale), ids, S(sl.wts)},
+            stream);
+  mark("moe_route");
+  float* egu = S(sl.egu);  // {K, 2F}: gate rows then up rows per chosen expert
+  dc::gemv_batched(L.gate_up.first, col, egu, dc::GemvBatch{int(K), ids, L.gate_up.stride, 0, 0, 2 * F}, stream,
+                   gemv_options(L.gate_up.first.type));
+  mark("experts_gate_up");
+  swiglu_clamp(egu, egu + F, K, F, 2 * F, c.swiglu_limit, S(sl.eact), stream);
+  dc::gemv_batched(L.down.first, S(sl.eact), S(sl.ey), dc::GemvBatch{int(K), ids, L.down.stride, 0, F, H}, stream,
+                   gemv_options(L.down.first.type));
+  mark("experts_down");
+  join();
+  moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh), H, S(sl.y), stream);
+  mark("moe_combine");
+}
+
+void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
+  const int64_t H = c.hidden;
+  mark("start");
+  DS4_CUDA_CHECK(cudaMemcpyAsync(scratch.as<uint8_t>() + sl.tok, in_host->p, sl.in_bytes, cudaMemcpyHostToDevice,
+                                 stream));
+  dc::hc_expand_f32(S(sl.emb), hcd, S(sl.xa), stream);  // every stream starts as the embedding
+  mark("embed");
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const DLayer& L = dw.layers[size_t(l)];
+    hc_pre(L.attn_hc, L.attn_norm, S(sl.xa));
+    attention(st, l);
+    dc::hc_post_f32(hcd, S(sl.y), S(sl.xa), S(sl.post), S(sl.comb), S(sl.xb), stream);
+    mark("hc_post");
+    hc_pre(L.ffn_hc, L.ffn_norm, S(sl.xb));
+    moe(l);
+    dc::hc_post_f32(hcd, S(sl.y), S(sl.xb), S(sl.post), S(sl.comb), S(sl.xa), stream);
+    mark("hc_post");
+    if (observer) {
+      observed.resize(size_t(c.hc * H));
+      DS4_CUDA_CHECK(cudaMemcpyAsync(observed.data(), S(sl.xa), observed.size() * 4, cudaMemcpyDeviceToHost, stream));
+      DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
+      observer(l, observed.data(), 1);
+    }
+  }
+  if (logits) {
+    hc_mix(dw.head_hc, S(sl.xa));
+    dc::HcDims d = hcd;
+    d.mix_splits = dw.head_hc.splits;
+    dc::hc_head_f32(S(sl.mix), dw.head_hc.scale, dw.head_hc.base, d, S(sl.xa), dw.norm, S(sl.hout), stream);
+    mv(dw.lm_head, S(sl.hout), S(sl.logits), stream);
+    DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
+                                   cudaMemcpyDeviceToHost, stream));
+    mark("head");
+  }
+  increment_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos));
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void DeepseekV4CudaModel::Impl::run_step(CudaState& st, bool logits) {
+  if (!opt.graphs) {
+    enqueue_step(st, logits);
+  } else {
+    cudaGraphExec_t& exec = st.graph[logits ? 1 : 0];
+    if (!exec) {
+      cudaGraph_t g = nullptr;
+      DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      try {
+        enqueue_step(st, logits);
+      } catch (...) {
+        cudaStreamEndCapture(stream, &g);
+        if (g) cudaGraphDestroy(g);
+        throw;
+      }
+      DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+      const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+      cudaGraphDestroy(g);
+      DS4_CUDA_CHECK(e);
+    }
+    DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  }
+  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
+  collect_profile();
+}
+
+DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt,
+                                         const CudaModelOptions& copt)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.src = std::move(src);
+  m.opt = copt;
+  m.c = config_of(*m.src);
+  m.w = bind_weights(*m.src, m.c);
+  m.c.ds4_numerics = ds4_numerics_for(m.w.ds4_layout);
+  const Config& c = m.c;
+  m.info.family = "deepseek_v4";
+  m.info.name = m.src->config().value("_name_or_path", std::filesystem::path(m.src->path()).filename().string());
+  m.info.vocab_size = c.vocab;
+  m.info.hidden_size = c.hidden;
+  const int64_t ctx = opt.max_context > 0 ? opt.max_context : kCudaDefaultContext;
+  m.info.max_context = std::min(ctx, c.max_positions);
+  m.info.eos_token_ids = c.eos;
+  m.info.default_prefill_chunk = 4096;  // SPEC §4
+  m.info.has_draft_head = false;        // MTP / DSpark are CPU-only so far
+  const LayerWeights& l0 = m.w.layers[0];
+  const WeightMatrix* probe[] = {&m.w.lm_head, &l0.q_a, &l0.attn_hc.fn, &l0.router, &l0.exp_gate[0], &l0.exp_down[0]};
+  for (const WeightMatrix* mat : probe)
+    if (!dc::gemv_supports(mat->type))
+      throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) + " has no CUDA gemv");
+  m.hcd = dc::HcDims{c.hc, c.hidden, c.sinkhorn_iters, c.hc_eps, c.rms_eps};
+  m.dw = upload_weights(c, m.w, inv_freq(c.rope_main, c.rope_dim), inv_freq(c.rope_compress, c.rope_dim),
+                        copt.fuse_projections);
+  const auto db = deepseek_v4::cuda::decode_bytes_per_token(c, m.w);
+  m.decode_bytes = DecodeBytes{db.dense, db.experts, db.head};
+  m.lay = state_layout(c, m.info.max_context);
+  m.sl = scratch_layout(c, m.info.max_context);
+  m.scratch = dc::DeviceBuffer(m.sl.bytes, "deepseek_v4 step scratch");
+  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes);
+  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float));
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.side_stream, cudaStreamNonBlocking));
+  DS4_CUDA_CHECK(cudaEventCreateWithFlags(&m.fork_ev, cudaEventDisableTiming));
+  DS4_CUDA_CHECK(cudaEventCreateWithFlags(&m.join_ev, cudaEventDisableTiming));
+}
+
+DeepseekV4CudaModel::~DeepseekV4CudaModel() {
+  if (!impl_) return;
+  for (cudaEvent_t e : impl_->events) cudaEventDestroy(e);
+  for (cudaEvent_t e : {impl_->fork_ev, impl_->join_ev})
+    if (e) cudaEventDestroy(e);
+  for (cudaStream_t s : {impl_->stream, impl_->side_stream})
+    if (s) cudaStreamDestroy(s);
+}
+
+const ModelInfo& DeepseekV4CudaModel::info() const { return impl_->info; }
+const Config& DeepseekV4CudaModel::config() const { return impl_->c; }
+size_t DeepseekV4CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
+DeepseekV4CudaModel::DecodeBytes DeepseekV4CudaModel::decode_bytes_per_token() const { return impl_->decode_bytes; }
+const std::map<std::string, double>& DeepseekV4CudaModel::op_times() const { return impl_->op_ms; }
+void DeepseekV4CudaModel::reset_op_times() { impl_->op_ms.clear(); }
+void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
+  if (copt.graphs && impl_->observer) throw Error("deepseek_v4 cuda: the layer observer needs direct launches (graphs off)");
+  impl_->opt = copt;
+}
+
+void DeepseekV4CudaModel::set_layer_observer(LayerObserver fn) {
+  if (impl_->opt.graphs && fn) throw Error("deepseek_v4 cuda: the layer observer needs direct launches (graphs off)");
+  impl_->observer = std::move(fn);
+}
+
+std::unique_ptr<ModelState> DeepseekV4CudaModel::new_state() const { return std::make_unique<CudaState>(impl_->lay); }
+
+void DeepseekV4CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,
+                                  std::vector<float>& logits) {
+  auto* stp = dynamic_cast<CudaState*>(&state);
+  if (!stp) throw InputError("deepseek_v4 cuda: state does not come from this CUDA model");
+  CudaState& st = *stp;
+  Impl& m = *impl_;
+  const Config& c = m.c;
+  const int64_t n = int64_t(tokens.size()), V = c.vocab;
+  logits.clear();
+  if (n == 0) return;
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.vocab)
+      throw InputError("deepseek_v4: token id " + std::to_string(t) + " outside [0, " + std::to_string(c.vocab) + ")");
+  if (st.pos + n > m.info.max_context)
+    throw InputError("deepseek_v4: context " + std::to_string(st.pos + n) + " exceeds max_context " +
+                     std::to_string(m.info.max_context));
+  if (mode == Logits::kAll) logits.resize(size_t(n * V));
+  uint8_t* in = static_cast<uint8_t*>(m.in_host->p);
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t tok = tokens[size_t(t)];
+    std::memcpy(in + m.sl.tok, &tok, sizeof tok);  // hash-routed layers read it on the device
+    dequantize_row(m.w.embed, tok, reinterpret_cast<float*>(in + m.sl.emb));
+    const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
+    m.run_step(st, want);
+    st.pos += 1;
+    if (want) {
+      const float* src = static_cast<const float*>(m.logits_host->p);
+      if (mode == Logits::kAll) std::copy_n(src, V, logits.data() + t * V);
+      else logits.assign(src, src + V);
+    }
+  }
+}
+
+std::unique_ptr<Model> load_cuda(const std::string& path, const LoadOptions& opt, const CudaModelOptions& copt) {
+  return std::make_unique<DeepseekV4CudaModel>(open_tensor_source(path), opt, copt);
+}
+
+}  // namespace ds4::deepseek_v4

@@ -1,0 +1,64 @@
+#pragma once
+// DeepSeek V4 Flash on the CUDA backend (issue #10). Same Model interface and results as
+// the CPU model (src/models/deepseek_v4/model.h) within float32 rounding; weights are
+// uploaded once at load (after memory admission, streamed from the mmap), each state's
+// caches (window ring, compressor lanes and entries) live on the GPU, and every token is one
+// decode step, replayed from a CUDA graph captured per state. Prefill runs the same step
+// token by token (no batched GPU prefill yet). No MTP / DSpark draft head on the GPU yet.
+#include <map>
+#include <memory>
+#include <string>
+
+#include "models/deepseek_v4/model.h"
+#include "models/model.h"
+
+namespace ds4::deepseek_v4 {
+
+struct CudaModelOptions {
+  bool graphs = true;    // replay the decode step from a CUDA graph (false: launch each kernel)
+  bool profile = false;  // direct launches only: CUDA events around each op, summed per op name
+  bool fuse_projections = true;  // stack projections of one input into one gemv (false: one each)
+  // Independent branches of a layer on a second stream (KV row + compressor lanes beside the
+  // q path; the shared expert beside the routed experts), joined by events (also in graphs).
+  // Not with profile (the events time the main stream only).
+  bool streams = false;
+};
+
+// Default context of a CUDA state when LoadOptions::max_context is 0: every state holds its
+// caches for the whole context on the device, and the engine clones states.
+inline constexpr int64_t kCudaDefaultContext = 32768;
+
+class DeepseekV4CudaModel : public Model {
+ public:
+  DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt, const CudaModelOptions& copt = {});
+  ~DeepseekV4CudaModel() override;
+  const ModelInfo& info() const override;
+  std::unique_ptr<ModelState> new_state() const override;
+  void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+
+  const Config& config() const;
+  size_t weight_bytes() const;           // device bytes of the uploaded weights
+  // Weight bytes one decode token reads: dense parts of the layers, experts_used routed
+  // experts per layer, HC head + lm_head (the roofline's numerator is their sum).
+  struct DecodeBytes {
+    size_t dense = 0, experts = 0, head = 0;
+    size_t total() const { return dense + experts + head; }
+  };
+  DecodeBytes decode_bytes_per_token() const;
+  // Debugging (direct launches only): called after every layer with its output HC state
+  // {hc, hidden} (one token). Throws ds4::Error with graphs on.
+  void set_layer_observer(LayerObserver fn);
+  // With CudaModelOptions::profile: milliseconds per op name summed since the last reset.
+  const std::map<std::string, double>& op_times() const;
+  // Switch graphs / profiling for later steps (states keep graphs already captured).
+  void set_options(const CudaModelOptions& copt);
+  void reset_op_times();
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+std::unique_ptr<Model> load_cuda(const std::string& path, const LoadOptions& opt, const CudaModelOptions& copt = {});
+
+}  // namespace ds4::deepseek_v4

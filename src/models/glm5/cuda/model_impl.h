@@ -1,0 +1,113 @@
+#pragma once
+// Internal to the CUDA GLM 5.x model: the model's private state, shared by model_cuda.cu
+// (one-token decode step) and chunk.cu (the multi-row forward of a prefill chunk or a
+// speculative verify).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/memory.h"
+#include "formats/tensor_source.h"
+#include "models/glm5/config.h"
+#include "models/glm5/cuda/cuda_state.h"
+#include "models/glm5/cuda/device_weights.h"
+#include "models/glm5/cuda/model_cuda.h"
+#include "models/glm5/cuda/step_layout.h"
+#include "models/glm5/weights.h"
+
+namespace ds4::glm5 {
+
+namespace dc = ds4::cuda;
+using namespace ds4::glm5::cuda;
+
+// Pinned host memory for the step's input and logits: a captured graph copies from and to
+// these fixed addresses on every replay.
+struct Pinned {
+  void* p = nullptr;
+  explicit Pinned(size_t bytes) { DS4_CUDA_CHECK(cudaMallocHost(&p, bytes)); }
+  ~Pinned() { if (p) cudaFreeHost(p); }
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+};
+
+struct Glm5CudaModel::Impl {
+  std::unique_ptr<TensorSource> src;
+  Config c;
+  Weights w;  // host views (the embedding is read from here)
+  ModelInfo info;
+  CudaModelOptions opt;
+  DeviceWeights dw;
+  StateLayout lay;
+  ScratchLayout sl;
+  dc::DeviceBuffer scratch;
+  std::unique_ptr<Pinned> in_host, logits_host;
+  cudaStream_t stream = nullptr;
+  std::vector<std::vector<float>>* tap = nullptr;  // layer_outputs(): streams after each layer
+
+  float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
+  float *cur = nullptr, *alt = nullptr;  // the streams and the other buffer (swapped by hc_out)
+  void hc_in(const DHc& h, const float* norm);
+  void hc_out(const DHc& h);
+  void kda(const DKda& k, float* conv, float* rec);
+  void mla(const DMla& m, const LayerOffsets& o, uint8_t* sb, const int32_t* pos);
+  void ffn(const DLayer& L);
+  void layer(CudaState& st, int64_t l);
+  void enqueue_step(CudaState& st, bool logits);
+  void run_step(CudaState& st, bool logits, bool direct);
+  // Runs `enqueue` on the stream, or replays it from `exec` (captured on first use); syncs.
+  template <class Fn>
+  void replay(cudaGraphExec_t& exec, bool direct, Fn&& enqueue);
+
+  // ---- chunk.cu: the multi-row forward (up to cl.rows tokens, each with its own row scratch) ----
+  ChunkLayout cl;
+  dc::DeviceBuffer chunk;
+  int64_t rows = 0;                 // rows of the chunk being enqueued
+  size_t cur_off = 0, alt_off = 0;  // the streams' row-scratch offsets (swapped by hc_out_rows)
+  float* R(int64_t t, size_t off) const {
+    return reinterpret_cast<float*>(chunk.as<uint8_t>() + size_t(t) * cl.row_bytes + off);
+  }
+  template <class T = float>
+  T* C(size_t off) const { return reinterpret_cast<T*>(chunk.as<uint8_t>() + off); }
+  int64_t rs() const { return int64_t(cl.row_bytes / 4); }  // floats between rows
+  void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off);
+  void mproj(const dc::DProj& p, size_t x_off, size_t y_off);
+  void hc_in_rows(const DHc& h, const float* norm);
+  void hc_out_rows(const DHc& h);
+  void kda_rows(const DKda& k, float* conv, float* rec);
+  void mla_rows(const DMla& m, const LayerOffsets& o, uint8_t* sb);
+  void moe_rows(const DMoe& m);
+  void ffn_rows(const DLayer& L);
+  void enqueue_chunk(CudaState& st, Logits mode);
+  void run_chunk(CudaState& st, int64_t n, Logits mode);
+};
+
+template <class Fn>
+void Glm5CudaModel::Impl::replay(cudaGraphExec_t& exec, bool direct, Fn&& enqueue) {
+  if (direct || !opt.graphs) {
+    enqueue();
+  } else {
+    if (!exec) {
+      cudaGraph_t g = nullptr;
+      DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      try {
+        enqueue();
+      } catch (...) {
+        cudaStreamEndCapture(stream, &g);
+        if (g) cudaGraphDestroy(g);
+        throw;
+      }
+      DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+      const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+      cudaGraphDestroy(g);
+      DS4_CUDA_CHECK(e);
+    }
+    DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  }
+  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace ds4::glm5

@@ -1,0 +1,332 @@
+// The CUDA DeepSeek V4 model against the CPU model and the golden vectors.
+// Plain executable (no GoogleTest on the H200 image); exits 1 when any check fails.
+//  1. tests/data/deepseek_v4 tiny model (F32, HF layout), prompts p1/p7/p64/p300: prefill
+//     last logits and 32 teacher-forced decode rows within kTol of the golden rows AND of
+//     the CPU model's rows; argmax of every row = the golden greedy tokens. The model run with
+//     direct launches (no CUDA graph) and without stacked projections gives bit-identical logits,
+//     and so does the graph with the layer's side branches on a second stream.
+//  2. A cloned state continues bit-identically; Logits::kAll rows match the CPU's kAll rows.
+//  3. The tiny model exported in antirez/ds4's GGUF layout (F16 / Q8_0 dense, Q8_0 experts):
+//     CUDA vs CPU on the same file (quantized gemv paths, GGUF binding).
+//  4. Bad input: a token outside the vocabulary and a context overflow throw InputError.
+//  5. ds4's storage numerics (FP8 KV rows, Hadamard + FP4 indexer rows; the tiny shapes never
+//     trigger them) on the device equal the CPU's value for value.
+// When a logits check fails, the per-layer max |diff| of the HC state vs the CPU model is
+// printed for that prompt (direct launches + layer observers), to localize the bug.
+// Usage: test_deepseek_v4_cuda [root] [--quick]   (--quick: p7 and p64 only, for sanitizers)
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "backend/cpu/quant_sim.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/memory.h"
+#include "backend/cuda/quant_sim.cuh"
+#include "core/error.h"
+#include "formats/tensor_source.h"
+#include "models/deepseek_v4/cuda/model_cuda.h"
+#include "models/deepseek_v4/gguf.h"
+#include "models/deepseek_v4/model.h"
+
+using namespace ds4;
+namespace dsv4 = ds4::deepseek_v4;
+
+namespace {
+
+// tests/data/deepseek_v4/README.md: max |logit diff| <= 1e-3 for float32 compute, exact
+// greedy tokens. The same bound is used against the CPU model.
+constexpr float kTol = 1e-3f;
+int g_fail = 0;
+
+void check(bool ok, const std::string& what) {
+  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+  std::fflush(stdout);
+  if (!ok) ++g_fail;
+}
+
+float max_diff(const float* a, const float* b, size_t n) {
+  float m = 0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  if (!std::all_of(a, a + n, [](float x) { return std::isfinite(x); })) m = INFINITY;
+  return m;
+}
+int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v + n) - v); }
+
+template <class T>
+std::vector<T> golden(const TensorSource& g, const std::string& name) {
+  const TensorInfo& t = g.get(name);
+  const T* p = static_cast<const T*>(t.data);
+  return std::vector<T>(p, p + t.numel());
+}
+
+// Localizes a mismatch: feeds `tokens` one at a time to the CPU model and the direct-launch
+// CUDA model, both with layer observers, and prints per layer the max |diff| of the HC state
+// (and the first token where a layer exceeds 1e-4 of the state's abs-max).
+// width = hc * hidden (one token's HC state).
+void layer_diffs(Model& cpu, dsv4::DeepseekV4CudaModel& gpu, const std::vector<int32_t>& tokens, int64_t width) {
+  std::vector<std::vector<float>> hc, hg;
+  dsv4::set_layer_observer(cpu, [&](int64_t l, const float* x, int64_t T) {
+    hc.resize(std::max(hc.size(), size_t(l + 1)));
+    hc[size_t(l)].assign(x + (T - 1) * width, x + T * width);
+  });
+  gpu.set_layer_observer([&](int64_t l, const float* x, int64_t) {
+    hg.resize(std::max(hg.size(), size_t(l + 1)));
+    hg[size_t(l)].assign(x, x + width);
+  });
+  auto sc = cpu.new_state(), sg = gpu.new_state();
+  std::vector<float> worst, scale, lc, lg;
+  std::vector<int64_t> first;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const std::span<const int32_t> one(&tokens[t], 1);
+    cpu.forward(*sc, one, Logits::kNone, lc);
+    gpu.forward(*sg, one, Logits::kNone, lg);
+    worst.resize(hc.size(), 0.f), scale.resize(hc.size(), 0.f), first.resize(hc.size(), -1);
+    for (size_t l = 0; l < hc.size() && l < hg.size(); ++l) {
+      const float d = max_diff(hg[l].data(), hc[l].data(), hc[l].size());
+      float amax = 0;
+      for (float v : hc[l]) amax = std::max(amax, std::fabs(v));
+      worst[l] = std::max(worst[l], d), scale[l] = std::max(scale[l], amax);
+      if (first[l] < 0 && d > 1e-4f * std::max(amax, 1.f)) first[l] = int64_t(t);
+    }
+  }
+  for (size_t l = 0; l < worst.size(); ++l)
+    std::printf("     layer %zu: max |HC state diff| vs CPU %.3g (abs-max %.3g), first token over 1e-4 rel: %lld\n", l,
+                double(worst[l]), double(scale[l]), (long long)first[l]);
+  dsv4::set_layer_observer(cpu, nullptr);
+  gpu.set_layer_observer(nullptr);
+}
+
+int64_t g_width = 0;  // hc * hidden of the tiny model
+
+// gpu: graphs + stacked projections (the default); streams: the same with the side stream;
+// direct: direct launches, one gemv per matrix, one stream.
+void tiny_prompt(Model& cpu, Model& gpu, Model& streams, dsv4::DeepseekV4CudaModel& direct, const TensorSource& g,
+                 const std::string& p) {
+  const auto tokens = golden<int32_t>(g, p + ".tokens");
+  const auto greedy = golden<int32_t>(g, p + ".greedy");
+  const auto ref_prefill = golden<float>(g, p + ".prefill_logits");
+  const auto ref_decode = golden<float>(g, p + ".decode_logits");
+  const int64_t V = gpu.info().vocab_size;
+  auto sc = cpu.new_state(), sg = gpu.new_state(), sd = direct.new_state(), ss = streams.new_state();
+  auto lc = cpu.prefill(*sc, tokens), lg = gpu.prefill(*sg, tokens), ld = direct.prefill(*sd, tokens);
+  auto ls = streams.prefill(*ss, tokens);
+  const float pre_gold = max_diff(lg.data(), ref_prefill.data(), size_t(V));
+  const float pre_cpu = max_diff(lg.data(), lc.data(), size_t(V));
+  float vs_gold = pre_gold, vs_cpu = pre_cpu, vs_direct = max_diff(lg.data(), ld.data(), size_t(V));
+  float streams_vs_direct = max_diff(ls.data(), ld.data(), size_t(V));
+  float cpu_gold = max_diff(lc.data(), ref_prefill.data(), size_t(V));
+  bool tokens_ok = argmax(lg.data(), V) == greedy[0];
+  int first_bad_row = -1;
+  for (size_t i = 0; i < greedy.size(); ++i) {
+    lc = cpu.decode(*sc, greedy[i]);
+    lg = gpu.decode(*sg, greedy[i]);
+    ld = direct.decode(*sd, greedy[i]);
+    ls = streams.decode(*ss, greedy[i]);
+    streams_vs_direct = std::max(streams_vs_direct, max_diff(ls.data(), ld.data(), size_t(V)));
+    const float dg = max_diff(lg.data(), ref_decode.data() + i * V, size_t(V));
+    if (first_bad_row < 0 && dg > kTol) first_bad_row = int(i);
+    vs_gold = std::max(vs_gold, dg);
+    vs_cpu = std::max(vs_cpu, max_diff(lg.data(), lc.data(), size_t(V)));
+    vs_direct = std::max(vs_direct, max_diff(lg.data(), ld.data(), size_t(V)));
+    cpu_gold = std::max(cpu_gold, max_diff(lc.data(), ref_decode.data() + i * V, size_t(V)));
+    if (i + 1 < greedy.size()) tokens_ok = tokens_ok && argmax(lg.data(), V) == greedy[i + 1];
+  }
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "tiny %s (%zu tokens): prefill row max |diff| vs golden %.3g, vs CPU %.3g; with %zu decode rows: vs golden "
+                "%.3g, vs CPU %.3g (tol %.0e; CPU vs golden %.3g; first decode row over tol: %d)",
+                p.c_str(), tokens.size(), pre_gold, pre_cpu, greedy.size(), vs_gold, vs_cpu, double(kTol), cpu_gold,
+                first_bad_row);
+  const bool ok = vs_gold <= kTol && vs_cpu <= kTol;
+  check(ok, buf);
+  check(tokens_ok, "tiny " + p + ": argmax of every row = golden greedy tokens");
+  std::snprintf(buf, sizeof buf,
+                "tiny %s: CUDA graph + stacked projections vs direct launches + one gemv per matrix: max |diff| %.3g "
+                "(must be 0)", p.c_str(),
+                vs_direct);
+  check(vs_direct == 0.f, buf);
+  std::snprintf(buf, sizeof buf, "tiny %s: CUDA graph with the side stream vs direct launches: max |diff| %.3g (must be 0)",
+                p.c_str(), streams_vs_direct);
+  check(streams_vs_direct == 0.f, buf);
+  if (!ok) {
+    std::vector<int32_t> all(tokens);
+    all.insert(all.end(), greedy.begin(), greedy.end());
+    std::printf("     per-layer HC state diffs over prompt + greedy tokens (%zu):\n", all.size());
+    layer_diffs(cpu, direct, all, g_width);
+  }
+}
+
+void tiny_extras(Model& cpu, Model& gpu, const TensorSource& g) {
+  const auto tokens = golden<int32_t>(g, "p64.tokens");
+  const int64_t V = gpu.info().vocab_size;
+  auto s = gpu.new_state();
+  gpu.prefill(*s, std::span<const int32_t>(tokens.data(), 40));
+  auto c = s->clone();
+  std::vector<float> a, b;
+  const std::span<const int32_t> rest(tokens.data() + 40, tokens.size() - 40);
+  gpu.forward(*s, rest, Logits::kAll, a);
+  gpu.forward(*c, rest, Logits::kAll, b);
+  check(a.size() == rest.size() * size_t(V) && a == b && c->position() == 64,
+        "tiny p64: cloned state (at 40) continues bit-identically (24 rows)");
+  auto sc = cpu.new_state(), sg = gpu.new_state();
+  cpu.forward(*sc, tokens, Logits::kAll, a);
+  gpu.forward(*sg, tokens, Logits::kAll, b);
+  char buf[160];
+  const float d = a.size() == b.size() ? max_diff(b.data(), a.data(), a.size()) : INFINITY;
+  std::snprintf(buf, sizeof buf, "tiny p64: Logits::kAll, 64 rows, max |diff| vs CPU %.3g (tol %.0e)", d, double(kTol));
+  check(d <= kTol, buf);
+  bool threw = false;
+  try {
+    gpu.decode(*sg, int32_t(V));
+  } catch (const InputError&) {
+    threw = true;
+  }
+  check(threw, "token id == vocab throws InputError");
+  threw = false;
+  try {
+    gpu.decode(*sg, -1);
+  } catch (const InputError&) {
+    threw = true;
+  }
+  check(threw, "token id -1 throws InputError");
+  threw = false;
+  std::vector<int32_t> many(size_t(gpu.info().max_context), 1);
+  try {
+    gpu.forward(*sg, many, Logits::kNone, a);
+  } catch (const InputError&) {
+    threw = true;
+  }
+  check(threw && sg->position() == 64, "context overflow throws InputError (state unchanged)");
+}
+
+// The tiny model in ds4's GGUF layout (F16 / Q8_0 dense tensors, Q8_0 experts): CUDA vs CPU
+// on the same file, p64 prefill + 16 greedy decode rows.
+void tiny_gguf(const std::string& root, const TensorSource& g) {
+  const std::string dir = root + "/tests/data/deepseek_v4/model";
+  const auto path = std::filesystem::temp_directory_path() / ("ds4_cuda_tiny_dsv4_" + std::to_string(::getpid()) + ".gguf");
+  {
+    auto src = open_tensor_source(dir);
+    const auto cfg = dsv4::parse_config(src->config(), dir);
+    dsv4::Ds4ExportOptions opt;
+    opt.expert_type = opt.expert_down_type = DType::Q8_0;
+    dsv4::export_ds4_gguf(*src, cfg, path.string(), opt);
+  }
+  LoadOptions o;
+  auto cpu = dsv4::load(path.string(), o);
+  auto gpu = dsv4::load_cuda(path.string(), o);
+  const auto tokens = golden<int32_t>(g, "p64.tokens");
+  const int64_t V = gpu->info().vocab_size;
+  auto sc = cpu->new_state(), sg = gpu->new_state();
+  auto lc = cpu->prefill(*sc, tokens), lg = gpu->prefill(*sg, tokens);
+  float d = max_diff(lg.data(), lc.data(), size_t(V));
+  bool same = true;
+  for (int i = 0; i < 16; ++i) {
+    const int32_t tc = argmax(lc.data(), V), tg = argmax(lg.data(), V);
+    same = same && tc == tg;
+    lc = cpu->decode(*sc, tc);
+    lg = gpu->decode(*sg, tc);
+    d = std::max(d, max_diff(lg.data(), lc.data(), size_t(V)));
+  }
+  std::filesystem::remove(path);
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "tiny ds4 GGUF (Q8_0 experts): p64 prefill + 16 decode rows, max |diff| vs CPU %.3g (tol %.0e), greedy equal: %s",
+                d, double(kTol), same ? "yes" : "NO");
+  check(d <= kTol && same, buf);
+}
+
+// ds4 storage numerics on the device (the tiny model's shapes never trigger them): one block
+// per row; mode 0 = FP8 round trip of a KV row's 448 non-rope values (blocks of 64), mode 1 =
+// an indexer row of 128 (Hadamard, then FP4 blocks of 32).
+__global__ void storage_kernel(float* x, int64_t n, int mode) {
+  extern __shared__ float row[];
+  float* xr = x + int64_t(blockIdx.x) * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) row[i] = xr[i];
+  __syncthreads();
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (mode == 0) {
+    for (int b = warp; b < n / 64; b += warps) ds4::cuda::detail::roundtrip_block_warp(row + b * 64, 64, true);
+  } else {
+    ds4::cuda::detail::hadamard_block(row, n);
+    for (int b = warp; b < n / 32; b += warps) ds4::cuda::detail::roundtrip_block_warp(row + b * 32, 32, false);
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] = row[i];
+}
+
+// The device round trips against backend/cpu/quant_sim on 256 rows of each kind, values
+// spread over 2^-12 .. 2^6 (the block scales vary): the results must be equal value for value.
+void storage_numerics() {
+  for (int mode = 0; mode < 2; ++mode) {
+    const int64_t n = mode == 0 ? 448 : 128, rows = 256;
+    std::vector<float> x(size_t(n * rows));
+    uint32_t st = 12345 + uint32_t(mode);
+    for (size_t i = 0; i < x.size(); ++i) {
+      st = st * 1664525u + 1013904223u;
+      const float u = float(st >> 8) / float(1 << 24) * 2.f - 1.f;
+      x[i] = u * std::ldexp(1.f, int((i / 32) % 19) - 12);
+    }
+    std::vector<float> want(x), got(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      float* w = want.data() + r * n;
+      if (mode == 0) {
+        cpu::fp8_e4m3_roundtrip_f32(w, n, 64);
+      } else {
+        cpu::hadamard_f32(w, n);
+        cpu::fp4_e2m1_roundtrip_f32(w, n, 32);
+      }
+    }
+    cuda::DeviceBuffer d(x.size() * 4, "storage numerics test");
+    DS4_CUDA_CHECK(cudaMemcpy(d.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    storage_kernel<<<unsigned(rows), 128, size_t(n) * 4>>>(d.as<float>(), n, mode);
+    DS4_CUDA_CHECK_LAUNCH();
+    DS4_CUDA_CHECK(cudaMemcpy(got.data(), d.get(), x.size() * 4, cudaMemcpyDeviceToHost));
+    size_t differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) differ += got[i] != want[i];
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "ds4 storage numerics on the device (%s, %lld rows): %zu of %zu values differ from the CPU's, max |diff| %.3g",
+                  mode == 0 ? "FP8 E4M3 KV rows" : "Hadamard + FP4 E2M1 indexer rows", (long long)rows, differ, x.size(),
+                  double(max_diff(got.data(), want.data(), x.size())));
+    check(differ == 0, buf);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifdef DS4_ROOT
+  std::string root = DS4_ROOT;
+#else
+  std::string root = ".";
+#endif
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--quick") quick = true;
+    else root = argv[i];
+  }
+  try {
+    const std::string tiny = root + "/tests/data/deepseek_v4/model";
+    LoadOptions o;
+    auto cpu = dsv4::load(tiny, o);
+    auto gpu = dsv4::load_cuda(tiny, o);
+    dsv4::DeepseekV4CudaModel direct(open_tensor_source(tiny), o, dsv4::CudaModelOptions{false, false, false, false});
+    auto streams = dsv4::load_cuda(tiny, o, dsv4::CudaModelOptions{true, false, true, true});
+    auto g = open_tensor_source(root + "/tests/data/deepseek_v4/golden.safetensors");
+    g_width = dsv4::config_of(*open_tensor_source(tiny)).hc * gpu->info().hidden_size;
+    const std::vector<std::string> prompts =
+        quick ? std::vector<std::string>{"p7", "p64"} : std::vector<std::string>{"p1", "p7", "p64", "p300"};
+    for (const auto& p : prompts) tiny_prompt(*cpu, *gpu, *streams, direct, *g, p);
+    tiny_extras(*cpu, *gpu, *g);
+    storage_numerics();
+    if (!quick) tiny_gguf(root, *g);
+  } catch (const std::exception& e) {
+    std::printf("FATAL %s\n", e.what());
+    return 2;
+  }
+  std::printf(g_fail ? "FAILED (%d)\n" : "ALL PASSED\n", g_fail);
+  return g_fail ? 1 : 0;
+}
