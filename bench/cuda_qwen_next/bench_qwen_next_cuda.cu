@@ -14,39 +14,22 @@
 #include "models/qwen_next/cuda/model_cuda.h"
 #include "models/qwen_next/model.h"
 
+#include "../cuda_common.h"
+
 using namespace ds4;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct Result {
-  double prefill_tps = 0, decode_tps = 0;
-  std::vector<int32_t> tokens;
-};
+using Result = bench::GreedyRun;
 
 Result run(Model& m, const std::vector<int32_t>& prompt, int n) {
-  Result r;
   auto s = m.new_state();
   {  // warm-up (graph capture, caches), then a fresh state
     auto w = m.new_state();
     auto l = m.prefill(*w, prompt);
     for (int i = 0; i < 4; ++i) m.decode(*w, 1);
   }
-  auto t0 = Clock::now();
-  auto l = m.prefill(*s, prompt);
-  auto t1 = Clock::now();
-  const int64_t V = m.info().vocab_size;
-  for (int i = 0; i < n; ++i) {
-    int32_t best = 0;
-    for (int64_t v = 1; v < V; ++v)
-      if (l[size_t(v)] > l[size_t(best)]) best = int32_t(v);
-    r.tokens.push_back(best);
-    l = m.decode(*s, best);
-  }
-  auto t2 = Clock::now();
-  r.prefill_tps = double(prompt.size()) / std::chrono::duration<double>(t1 - t0).count();
-  r.decode_tps = double(n) / std::chrono::duration<double>(t2 - t1).count();
-  return r;
+  return bench::timed_greedy(m, *s, prompt, n);
 }
 
 }  // namespace

@@ -32,8 +32,10 @@
 #include "models/deepseek_v4/cuda/model_cuda.h"
 #include "models/deepseek_v4/gguf.h"
 #include "models/deepseek_v4/model.h"
+#include "test_common.h"
 
 using namespace ds4;
+using namespace ds4::cuda_test;
 namespace dsv4 = ds4::deepseek_v4;
 
 namespace {
@@ -41,28 +43,6 @@ namespace {
 // tests/data/deepseek_v4/README.md: max |logit diff| <= 1e-3 for float32 compute, exact
 // greedy tokens. The same bound is used against the CPU model.
 constexpr float kTol = 1e-3f;
-int g_fail = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  std::fflush(stdout);
-  if (!ok) ++g_fail;
-}
-
-float max_diff(const float* a, const float* b, size_t n) {
-  float m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  if (!std::all_of(a, a + n, [](float x) { return std::isfinite(x); })) m = INFINITY;
-  return m;
-}
-int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v + n) - v); }
-
-template <class T>
-std::vector<T> golden(const TensorSource& g, const std::string& name) {
-  const TensorInfo& t = g.get(name);
-  const T* p = static_cast<const T*>(t.data);
-  return std::vector<T>(p, p + t.numel());
-}
 
 // Localizes a mismatch: feeds `tokens` one at a time to the CPU model and the direct-launch
 // CUDA model, both with layer observers, and prints per layer the max |diff| of the HC state
@@ -298,16 +278,9 @@ void storage_numerics() {
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef DS4_ROOT
-  std::string root = DS4_ROOT;
-#else
-  std::string root = ".";
-#endif
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--quick") quick = true;
-    else root = argv[i];
-  }
+  const TestArgs args = parse_args(argc, argv);
+  const std::string& root = args.root;
+  const bool quick = args.quick;
   try {
     const std::string tiny = root + "/tests/data/deepseek_v4/model";
     LoadOptions o;
@@ -327,6 +300,5 @@ int main(int argc, char** argv) {
     std::printf("FATAL %s\n", e.what());
     return 2;
   }
-  std::printf(g_fail ? "FAILED (%d)\n" : "ALL PASSED\n", g_fail);
-  return g_fail ? 1 : 0;
+  return summary();
 }

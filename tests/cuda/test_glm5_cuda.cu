@@ -33,8 +33,10 @@
 #include "models/glm5/cuda/model_cuda.h"
 #include "models/glm5/model.h"
 #include "models/glm5/synthetic.h"
+#include "test_common.h"
 
 using namespace ds4;
+using namespace ds4::cuda_test;
 
 namespace {
 
@@ -44,28 +46,6 @@ constexpr float kTol = 1e-3f;
 // Synthetic real-size model: f32 summation order over 4096-wide BF16 rows, relative to the
 // largest |logit| (a kernel bug gives O(1) relative differences).
 constexpr float kSynthRelTol = 1e-3f;
-int g_fail = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  std::fflush(stdout);
-  if (!ok) ++g_fail;
-}
-
-float max_diff(const float* a, const float* b, size_t n) {
-  float m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  if (!std::all_of(a, a + n, [](float x) { return std::isfinite(x); })) m = INFINITY;
-  return m;
-}
-int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v + n) - v); }
-
-template <class T>
-std::vector<T> golden(const TensorSource& g, const std::string& name) {
-  const TensorInfo& t = g.get(name);
-  const T* p = static_cast<const T*>(t.data);
-  return std::vector<T>(p, p + t.numel());
-}
 
 // Output streams of every layer after prefilling `tokens`, GPU vs CPU.
 void layer_diffs(Model& cpu, glm5::Glm5CudaModel& gpu, const std::vector<int32_t>& tokens, const std::string& p) {
@@ -305,16 +285,9 @@ void synthetic_flash() {
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef DS4_ROOT
-  std::string root = DS4_ROOT;
-#else
-  std::string root = ".";
-#endif
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--quick") quick = true;
-    else root = argv[i];
-  }
+  const TestArgs args = parse_args(argc, argv);
+  const std::string& root = args.root;
+  const bool quick = args.quick;
   try {
     const std::string tiny = root + "/tests/data/glm5/model";
     LoadOptions o;
@@ -350,6 +323,5 @@ int main(int argc, char** argv) {
     std::printf("FATAL %s\n", e.what());
     return 2;
   }
-  std::printf(g_fail ? "FAILED (%d)\n" : "ALL PASSED\n", g_fail);
-  return g_fail ? 1 : 0;
+  return summary();
 }

@@ -25,8 +25,10 @@
 #include "formats/tensor_source.h"
 #include "models/qwen_next/cuda/model_cuda.h"
 #include "models/qwen_next/model.h"
+#include "test_common.h"
 
 using namespace ds4;
+using namespace ds4::cuda_test;
 
 namespace {
 
@@ -40,27 +42,6 @@ constexpr float kTol = 1e-4f;
 // (max |logit diff| 5.74e-4 vs golden, measured 2026-12-01 with a patched moe.cpp). Every row
 // after 276 carries it, so p300 is held to kNearTieTol (and argmax equality on every row).
 constexpr float kNearTieTol = 1e-3f;
-int g_fail = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  if (!ok) ++g_fail;
-}
-
-float max_diff(const float* a, const float* b, size_t n) {
-  float m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  if (!std::all_of(a, a + n, [](float x) { return std::isfinite(x); })) m = INFINITY;
-  return m;
-}
-int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v + n) - v); }
-
-template <class T>
-std::vector<T> golden(const TensorSource& g, const std::string& name) {
-  const TensorInfo& t = g.get(name);
-  const T* p = static_cast<const T*>(t.data);
-  return std::vector<T>(p, p + t.numel());
-}
 
 void tiny_prompt(Model& cpu, Model& gpu, Model& gpu_nograph, const TensorSource& g, const std::string& p) {
   const auto tokens = golden<int32_t>(g, p + ".tokens");
@@ -176,16 +157,9 @@ void default_model(const std::string& root) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef DS4_ROOT
-  std::string root = DS4_ROOT;
-#else
-  std::string root = ".";
-#endif
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--quick") quick = true;
-    else root = argv[i];
-  }
+  const TestArgs args = parse_args(argc, argv);
+  const std::string& root = args.root;
+  const bool quick = args.quick;
   try {
     const std::string tiny = root + "/tests/data/qwen_next/model";
     LoadOptions o;
@@ -202,6 +176,5 @@ int main(int argc, char** argv) {
     std::printf("FATAL %s\n", e.what());
     return 2;
   }
-  std::printf(g_fail ? "FAILED (%d)\n" : "ALL PASSED\n", g_fail);
-  return g_fail ? 1 : 0;
+  return summary();
 }

@@ -13,6 +13,7 @@
 #include "backend/cpu/rope_yarn.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/graph_step.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/norm.h"
 #include "core/error.h"
@@ -332,28 +333,7 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
 }
 
 void DeepseekV4CudaModel::Impl::run_step(CudaState& st, bool logits) {
-  if (!opt.graphs) {
-    enqueue_step(st, logits);
-  } else {
-    cudaGraphExec_t& exec = st.graph[logits ? 1 : 0];
-    if (!exec) {
-      cudaGraph_t g = nullptr;
-      DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      try {
-        enqueue_step(st, logits);
-      } catch (...) {
-        cudaStreamEndCapture(stream, &g);
-        if (g) cudaGraphDestroy(g);
-        throw;
-      }
-      DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-      const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
-      cudaGraphDestroy(g);
-      DS4_CUDA_CHECK(e);
-    }
-    DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  }
-  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
+  dc::run_graph_step(stream, st.graph[logits ? 1 : 0], opt.graphs, [&] { enqueue_step(st, logits); });
   collect_profile();
 }
 

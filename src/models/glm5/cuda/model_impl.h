@@ -5,11 +5,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
 #include "formats/tensor_source.h"
 #include "models/glm5/config.h"
@@ -59,8 +61,9 @@ struct Glm5CudaModel::Impl {
   void enqueue_step(CudaState& st, bool logits);
   void run_step(CudaState& st, bool logits, bool direct);
   // Runs `enqueue` on the stream, or replays it from `exec` (captured on first use); syncs.
-  template <class Fn>
-  void replay(cudaGraphExec_t& exec, bool direct, Fn&& enqueue);
+  void replay(cudaGraphExec_t& exec, bool direct, const std::function<void()>& enqueue) {
+    dc::run_graph_step(stream, exec, !direct && opt.graphs, enqueue);
+  }
 
   // ---- chunk.cu: the multi-row forward (up to cl.rows tokens, each with its own row scratch) ----
   ChunkLayout cl;
@@ -84,30 +87,5 @@ struct Glm5CudaModel::Impl {
   void enqueue_chunk(CudaState& st, Logits mode);
   void run_chunk(CudaState& st, int64_t n, Logits mode);
 };
-
-template <class Fn>
-void Glm5CudaModel::Impl::replay(cudaGraphExec_t& exec, bool direct, Fn&& enqueue) {
-  if (direct || !opt.graphs) {
-    enqueue();
-  } else {
-    if (!exec) {
-      cudaGraph_t g = nullptr;
-      DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      try {
-        enqueue();
-      } catch (...) {
-        cudaStreamEndCapture(stream, &g);
-        if (g) cudaGraphDestroy(g);
-        throw;
-      }
-      DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-      const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
-      cudaGraphDestroy(g);
-      DS4_CUDA_CHECK(e);
-    }
-    DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  }
-  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
 
 }  // namespace ds4::glm5

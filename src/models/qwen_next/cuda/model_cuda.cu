@@ -14,6 +14,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/conv1d.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/graph_step.h"
 #include "core/error.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/device_weights.h"
@@ -182,28 +183,7 @@ void QwenNextCudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
 }
 
 void QwenNextCudaModel::Impl::run_step(CudaState& st, bool logits) {
-  if (!opt.graphs) {
-    enqueue_step(st, logits);
-  } else {
-    cudaGraphExec_t& exec = st.graph[logits ? 1 : 0];
-    if (!exec) {
-      cudaGraph_t g = nullptr;
-      DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      try {
-        enqueue_step(st, logits);
-      } catch (...) {
-        cudaStreamEndCapture(stream, &g);
-        if (g) cudaGraphDestroy(g);
-        throw;
-      }
-      DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-      const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
-      cudaGraphDestroy(g);
-      DS4_CUDA_CHECK(e);
-    }
-    DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  }
-  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
+  dc::run_graph_step(stream, st.graph[logits ? 1 : 0], opt.graphs, [&] { enqueue_step(st, logits); });
 }
 
 QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt,

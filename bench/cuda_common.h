@@ -1,0 +1,39 @@
+#pragma once
+// Shared by the CUDA decode benches of Qwen3.8 Flash Next and GLM 5.x Flash: the timed part
+// of a greedy run (each bench keeps its own warm-up, which differs per model).
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "models/model.h"
+
+namespace ds4::bench {
+
+struct GreedyRun {
+  double prefill_tps = 0, decode_tps = 0;
+  std::vector<int32_t> tokens;
+};
+
+// Times prefill(prompt) on `s` (a fresh state) and then n greedy decode steps (argmax: the
+// first of equal maxima).
+inline GreedyRun timed_greedy(Model& m, ModelState& s, const std::vector<int32_t>& prompt, int n) {
+  using Clock = std::chrono::steady_clock;
+  GreedyRun r;
+  auto t0 = Clock::now();
+  auto l = m.prefill(s, prompt);
+  auto t1 = Clock::now();
+  const int64_t V = m.info().vocab_size;
+  for (int i = 0; i < n; ++i) {
+    int32_t best = 0;
+    for (int64_t v = 1; v < V; ++v)
+      if (l[size_t(v)] > l[size_t(best)]) best = int32_t(v);
+    r.tokens.push_back(best);
+    l = m.decode(s, best);
+  }
+  auto t2 = Clock::now();
+  r.prefill_tps = double(prompt.size()) / std::chrono::duration<double>(t1 - t0).count();
+  r.decode_tps = double(n) / std::chrono::duration<double>(t2 - t1).count();
+  return r;
+}
+
+}  // namespace ds4::bench

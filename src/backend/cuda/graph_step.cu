@@ -1,0 +1,35 @@
+// Capture-or-replay of a fixed-shape step; see graph_step.h.
+#include "backend/cuda/graph_step.h"
+
+#include "backend/cuda/check.h"
+
+namespace ds4::cuda {
+
+void run_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
+                    const std::function<void()>& enqueue) {
+  if (!use_graph) {
+    enqueue();
+  } else {
+    if (!exec) {
+      cudaGraph_t g = nullptr;
+      // Thread-local mode: another thread's CUDA calls (the canary, a second state) are not
+      // forbidden during the capture.
+      DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      try {
+        enqueue();
+      } catch (...) {
+        cudaStreamEndCapture(stream, &g);
+        if (g) cudaGraphDestroy(g);
+        throw;
+      }
+      DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+      const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+      cudaGraphDestroy(g);
+      DS4_CUDA_CHECK(e);
+    }
+    DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  }
+  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace ds4::cuda
