@@ -54,4 +54,10 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   return *this;
 }
 
+PinnedHost::PinnedHost(size_t bytes) { DS4_CUDA_CHECK(cudaMallocHost(&p, bytes)); }
+
+PinnedHost::~PinnedHost() {
+  if (p) cudaFreeHost(p);
+}
+
 }  // namespace ds4::cuda

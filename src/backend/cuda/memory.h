@@ -43,4 +43,14 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Pinned (page-locked) host memory, cudaMallocHost: a captured CUDA graph copies from and to
+// these fixed host addresses on every replay (the models' step inputs and logits).
+struct PinnedHost {
+  void* p = nullptr;
+  explicit PinnedHost(size_t bytes);
+  ~PinnedHost();
+  PinnedHost(const PinnedHost&) = delete;
+  PinnedHost& operator=(const PinnedHost&) = delete;
+};
+
 }  // namespace ds4::cuda

@@ -14,6 +14,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
+#include "backend/cuda/memory.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/norm.h"
 #include "core/error.h"
@@ -31,15 +32,8 @@ namespace {
 
 __global__ void increment_kernel(int32_t* p) { *p += 1; }
 
-// Pinned host memory for the step's inputs and logits: a captured graph copies from and to
-// these fixed addresses on every replay.
-struct Pinned {
-  void* p = nullptr;
-  explicit Pinned(size_t bytes) { DS4_CUDA_CHECK(cudaMallocHost(&p, bytes)); }
-  ~Pinned() { if (p) cudaFreeHost(p); }
-  Pinned(const Pinned&) = delete;
-  Pinned& operator=(const Pinned&) = delete;
-};
+// Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
+using Pinned = dc::PinnedHost;
 
 std::vector<float> inv_freq(const RopeConfig& r, int64_t rot_dim) {
   return r.yarn ? cpu::rope_yarn_inv_freq(rot_dim, r.theta, r.yarn_params) : cpu::rope_inv_freq(rot_dim, r.theta);

@@ -26,15 +26,8 @@ namespace ds4::glm5 {
 namespace dc = ds4::cuda;
 using namespace ds4::glm5::cuda;
 
-// Pinned host memory for the step's input and logits: a captured graph copies from and to
-// these fixed addresses on every replay.
-struct Pinned {
-  void* p = nullptr;
-  explicit Pinned(size_t bytes) { DS4_CUDA_CHECK(cudaMallocHost(&p, bytes)); }
-  ~Pinned() { if (p) cudaFreeHost(p); }
-  Pinned(const Pinned&) = delete;
-  Pinned& operator=(const Pinned&) = delete;
-};
+// Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
+using Pinned = dc::PinnedHost;
 
 struct Glm5CudaModel::Impl {
   std::unique_ptr<TensorSource> src;

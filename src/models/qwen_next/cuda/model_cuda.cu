@@ -15,6 +15,7 @@
 #include "backend/cuda/conv1d.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
+#include "backend/cuda/memory.h"
 #include "core/error.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/device_weights.h"
@@ -32,15 +33,8 @@ namespace {
 
 __global__ void increment_kernel(int32_t* p) { *p += 1; }
 
-// Pinned host memory for the step's inputs and logits: a captured graph copies from and to
-// these fixed addresses on every replay.
-struct Pinned {
-  void* p = nullptr;
-  explicit Pinned(size_t bytes) { DS4_CUDA_CHECK(cudaMallocHost(&p, bytes)); }
-  ~Pinned() { if (p) cudaFreeHost(p); }
-  Pinned(const Pinned&) = delete;
-  Pinned& operator=(const Pinned&) = delete;
-};
+// Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
+using Pinned = dc::PinnedHost;
 
 }  // namespace
 
