@@ -12,6 +12,7 @@
 
 #include "../common/draft_head_test_util.h"
 #include "engine/engine.h"
+#include "models/draft_head.h"
 #include "engine/tok_codec.h"
 #include "models/model.h"
 
@@ -82,6 +83,51 @@ class RecordingCodec : public Codec {
   IdLog log_;  // streams are made one turn at a time (tests run turns one by one)
 };
 
+// A draft head that proposes the known AR continuation: with `full` = prompt + AR answer,
+// the drafts after the state's position p (whose next token is full[p]) are full[p+1..].
+// Every draft is then accepted, so cycles emit depth + 1 tokens and a turn's end (cancel,
+// context) falls inside them, which a random head (drafts almost always rejected) never
+// reaches. The real head still runs (and keeps its state); only its proposal is replaced.
+class OracleHead : public DraftHead {
+ public:
+  OracleHead(DraftHead& h, std::vector<int32_t> full) : h_(h), full_(std::move(full)) {}
+  void enable_draft(ModelState& st) const override { h_.enable_draft(st); }
+  void draft(ModelState& st, int32_t next, int depth, std::vector<int32_t>& drafts) override {
+    h_.draft(st, next, depth, drafts);
+    const size_t p = size_t(st.position());
+    if (p >= full_.size() || full_[p] != next) return;  // off the AR path: the head's own
+    for (size_t k = 0; k < drafts.size() && p + 1 + k < full_.size(); ++k) drafts[k] = full_[p + 1 + k];
+  }
+  bool draft_picked(ModelState& st, int32_t next, int depth, const Pick& pick, std::vector<int32_t>& d) override {
+    return h_.draft_picked(st, next, depth, pick, d);
+  }
+  void set_confidence_gate(double c) override { h_.set_confidence_gate(c); }
+  bool verify_capture(ModelState& trial, std::span<const int32_t> t, std::vector<float>& lg) override {
+    return h_.verify_capture(trial, t, lg);
+  }
+  void commit_prefix(ModelState& trial, int64_t keep) override { h_.commit_prefix(trial, keep); }
+
+ private:
+  DraftHead& h_;
+  std::vector<int32_t> full_;
+};
+
+class OracleModel : public Model {
+ public:
+  OracleModel(std::unique_ptr<Model> m, std::vector<int32_t> full)
+      : m_(std::move(m)), head_(*m_->draft_head(), std::move(full)) {}
+  const ModelInfo& info() const override { return m_->info(); }
+  std::unique_ptr<ModelState> new_state() const override { return m_->new_state(); }
+  void forward(ModelState& st, std::span<const int32_t> t, Logits mode, std::vector<float>& lg) override {
+    m_->forward(st, t, mode, lg);
+  }
+  DraftHead* draft_head() override { return &head_; }
+
+ private:
+  std::unique_ptr<Model> m_;
+  OracleHead head_;
+};
+
 tok::Message msg(std::string role, std::string s) {
   tok::Message m;
   m.role = std::move(role);
@@ -115,17 +161,34 @@ class SpecEdgesFamily : public ::testing::TestWithParam<Family> {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::unique_ptr<Engine> engine(int depth, int64_t context = 0, const std::string& ckpt = "") {
+  // `oracle` (prompt + AR answer, non-empty): drafts forced to it (OracleHead).
+  std::unique_ptr<Engine> engine(int depth, int64_t context = 0, const std::string& ckpt = "",
+                                 std::vector<int32_t> oracle = {}) {
     LoadOptions lo;
     lo.threads = 2;
-    auto model = load_model(dir_, lo);
-    EXPECT_NE(model->draft_head(), nullptr) << "the folder must load the draft head";
+    std::unique_ptr<Model> model = load_model(dir_, lo);
+    if (!model->draft_head()) throw std::runtime_error("the folder must load the draft head");
     auto codec = std::make_unique<RecordingCodec>(TokCodec::open(dir_, model->info().family), log_);
+    if (!oracle.empty()) model = std::make_unique<OracleModel>(std::move(model), std::move(oracle));
     EngineOptions o;
     o.spec_depth = depth;
     o.context_size = context;
     o.checkpoint_dir = ckpt;
     return std::make_unique<Engine>(std::move(model), std::move(codec), o);
+  }
+
+  static tok::Conversation conv(const std::vector<tok::Message>& msgs) {
+    tok::Conversation c;
+    c.messages = msgs;
+    c.thinking = tok::Thinking::kOff;
+    return c;
+  }
+  // The rendered prompt of `msgs` followed by `answer`: an OracleHead's sequence.
+  static std::vector<int32_t> prompt_plus(Engine& e, const std::vector<tok::Message>& msgs,
+                                          const std::vector<int32_t>& answer) {
+    std::vector<int32_t> full = e.codec().render(conv(msgs));
+    full.insert(full.end(), answer.begin(), answer.end());
+    return full;
   }
 
   // Completion-mode greedy turn on the prompt `ids`.
@@ -139,9 +202,8 @@ class SpecEdgesFamily : public ::testing::TestWithParam<Family> {
   Answer run(Engine& e, const std::vector<tok::Message>& msgs, int64_t max_tokens, int cancel_after = 0,
              std::optional<std::string> raw_prompt = std::nullopt) {
     GenRequest r;
-    r.conv.messages = msgs;
+    r.conv = conv(msgs);
     r.raw_prompt = std::move(raw_prompt);
-    r.conv.thinking = tok::Thinking::kOff;
     r.max_tokens = max_tokens;
     r.sampler.temperature = 0;
     const size_t turn = log_->size();
@@ -181,53 +243,73 @@ TEST_P(SpecEdgesFamily, CancelMidTurnKeepsPrefixAndPublishesNothing) {
   // An AR engine cancelled at the same point is the reference for what the cache holds.
   auto ref_cut = engine(0);
   EXPECT_EQ(run(*ref_cut, kStory, 40, 3).done.finish, Finish::kCancelled);
-  auto e = engine(3);
-  const Answer cut = run(*e, kStory, 40, 3);
-  EXPECT_EQ(cut.done.finish, Finish::kCancelled);
-  ASSERT_FALSE(cut.ids.empty());
-  ASSERT_LT(cut.ids.size(), full.ids.size());
-  EXPECT_EQ(std::vector<int32_t>(full.ids.begin(), full.ids.begin() + int64_t(cut.ids.size())), cut.ids)
-      << "the partial turn is a prefix of the answer";
-  EXPECT_GT(cut.done.usage.spec_drafted, 0) << "the turn speculated before the cancel";
-  EXPECT_EQ(cut.done.usage.spec_full_replays, 0);
-  // Nothing of the cancelled turn entered the prefix cache: only the prompt snapshot, as AR
-  // (the bytes differ: the speculative state also holds the draft head's).
-  EXPECT_EQ(e->metrics().cache_entries, ref_cut->metrics().cache_entries);
-  EXPECT_EQ(e->metrics().requests_cancelled, 1u);
-  // The same question again gives the uncancelled answer (a half-finished speculative state
-  // would change it), resuming from the same cached prefix as AR after its cancel.
-  const Answer again = run(*e, kStory, 40), ar_again = run(*ref_cut, kStory, 40);
-  EXPECT_EQ(again.ids, full.ids);
+  const size_t ar_entries = ref_cut->metrics().cache_entries;
+  const Answer ar_again = run(*ref_cut, kStory, 40);
   EXPECT_EQ(ar_again.ids, full.ids);
-  EXPECT_EQ(again.done.finish, full.done.finish);
-  EXPECT_GT(again.done.usage.cached_tokens, 0);
-  EXPECT_EQ(again.done.usage.cached_tokens, ar_again.done.usage.cached_tokens);
+  // The head's own drafts (mostly rejected), then drafts forced to the answer (every cycle
+  // emits 4 tokens, the cancel lands inside a cycle's burst of events).
+  for (bool forced : {false, true}) {
+    SCOPED_TRACE(forced ? "forced drafts" : "own drafts");
+    auto e = engine(3, 0, "", forced ? prompt_plus(*ref, kStory, full.ids) : std::vector<int32_t>{});
+    const Answer cut = run(*e, kStory, 40, 3);
+    EXPECT_EQ(cut.done.finish, Finish::kCancelled);
+    ASSERT_GE(cut.ids.size(), 3u);
+    ASSERT_LT(cut.ids.size(), full.ids.size());
+    EXPECT_EQ(std::vector<int32_t>(full.ids.begin(), full.ids.begin() + int64_t(cut.ids.size())), cut.ids)
+        << "the partial turn is a prefix of the answer";
+    EXPECT_GT(cut.done.usage.spec_drafted, 0) << "the turn speculated before the cancel";
+    if (forced) {
+      EXPECT_GT(cut.done.usage.spec_accepted, 0);
+    }
+    EXPECT_EQ(cut.done.usage.spec_full_replays, 0);
+    // Nothing of the cancelled turn entered the prefix cache: only the prompt snapshot, as
+    // AR (the bytes differ: the speculative state also holds the draft head's).
+    EXPECT_EQ(e->metrics().cache_entries, ar_entries);
+    EXPECT_EQ(e->metrics().requests_cancelled, 1u);
+    // The same question again gives the uncancelled answer (a half-finished speculative
+    // state would change it), resuming from the same cached prefix as AR after its cancel.
+    const Answer again = run(*e, kStory, 40);
+    EXPECT_EQ(again.ids, full.ids);
+    EXPECT_EQ(again.done.finish, full.done.finish);
+    EXPECT_GT(again.done.usage.cached_tokens, 0);
+    EXPECT_EQ(again.done.usage.cached_tokens, ar_again.done.usage.cached_tokens);
+  }
 }
 
 TEST_P(SpecEdgesFamily, ContextEndInsideDraftStopsLikeTargetOnly) {
   // Sweep the context size so its end falls at every offset of a 3-draft cycle (and one
-  // more), starting a few tokens after the prompt.
+  // more), far enough after the prompt that cycles run before the engine's end-of-context
+  // room (depth + 3) turns them off; with the head's own drafts and with drafts forced
+  // to the AR answer (all accepted: the end falls inside the cycles).
   auto probe = engine(0);
-  const Answer free = run(*probe, kStory, 1);
-  const int64_t prompt = free.done.usage.prompt_tokens;
+  const int64_t prompt = int64_t(probe->codec().render(conv(kStory)).size());
   ASSERT_GT(prompt, 0);
   int ended = 0;
-  for (int64_t ctx = prompt + 6; ctx < prompt + 11; ++ctx) {
-    auto a = engine(0, ctx), s = engine(3, ctx);
-    const Answer ar = run(*a, kStory, 200), sp = run(*s, kStory, 200);
-    EXPECT_EQ(sp.ids, ar.ids) << "context " << ctx;
-    EXPECT_EQ(sp.done.finish, ar.done.finish) << "context " << ctx;
-    EXPECT_EQ(sp.done.usage.completion_tokens, ar.done.usage.completion_tokens) << "context " << ctx;
-    EXPECT_EQ(sp.done.usage.completion_tokens, int64_t(sp.ids.size())) << "context " << ctx;
-    EXPECT_EQ(sp.done.usage.spec_full_replays, 0);
+  for (int64_t ctx = prompt + 12; ctx < prompt + 17; ++ctx) {
+    auto a = engine(0, ctx);
+    const Answer ar = run(*a, kStory, 200);
+    EXPECT_EQ(ar.done.usage.prompt_tokens, prompt);
     if (ar.done.finish == Finish::kContext) {
       ++ended;
       EXPECT_EQ(ar.done.usage.prompt_tokens + ar.done.usage.completion_tokens, ctx) << "context " << ctx;
     }
+    for (bool forced : {false, true}) {
+      auto s = engine(3, ctx, "", forced ? prompt_plus(*a, kStory, ar.ids) : std::vector<int32_t>{});
+      const Answer sp = run(*s, kStory, 200);
+      SCOPED_TRACE(std::string(forced ? "forced" : "own") + " drafts, context " + std::to_string(ctx));
+      EXPECT_EQ(sp.ids, ar.ids);
+      EXPECT_EQ(sp.done.finish, ar.done.finish);
+      EXPECT_EQ(sp.done.usage.completion_tokens, ar.done.usage.completion_tokens);
+      EXPECT_EQ(sp.done.usage.completion_tokens, int64_t(sp.ids.size()));
+      EXPECT_GT(sp.done.usage.spec_drafted, 0);
+      if (forced) {
+        EXPECT_GT(sp.done.usage.spec_accepted, 0);
+      }
+      EXPECT_EQ(sp.done.usage.spec_full_replays, 0);
+    }
   }
   EXPECT_EQ(ended, 5) << "the sweep must actually hit the context end";
 }
-
 
 TEST_P(SpecEdgesFamily, ChatTurnsSameAsTargetOnly) {
   // Three chat turns (the later prompts resume from the prefix cache) with speculation on
