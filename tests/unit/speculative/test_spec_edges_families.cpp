@@ -265,6 +265,7 @@ TEST_P(SpecEdgesFamily, CancelMidTurnKeepsPrefixAndPublishesNothing) {
     // Nothing of the cancelled turn entered the prefix cache: only the prompt snapshot, as
     // AR (the bytes differ: the speculative state also holds the draft head's).
     EXPECT_EQ(e->metrics().cache_entries, ar_entries);
+    EXPECT_EQ(e->metrics().cache_entries, 1u) << "the prompt snapshot (snapshot_prompt) only";
     EXPECT_EQ(e->metrics().requests_cancelled, 1u);
     // The same question again gives the uncancelled answer (a half-finished speculative
     // state would change it), resuming from the same cached prefix as AR after its cancel.
