@@ -10,10 +10,10 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "../common/draft_head_test_util.h"
+#include "draft_head_test_util.h"
 #include "engine/engine.h"
-#include "models/draft_head.h"
 #include "engine/tok_codec.h"
+#include "models/draft_head.h"
 #include "models/model.h"
 
 namespace ds4::engine {
@@ -372,6 +372,17 @@ TEST_P(SpecEdgesFamily, SaveRestoreMidConversationContinuesLikeNeverLeaving) {
   EXPECT_EQ(r2.done.usage.spec_drafted, ref2.done.usage.spec_drafted);
   EXPECT_EQ(r2.done.usage.spec_accepted, ref2.done.usage.spec_accepted);
   EXPECT_EQ(r2.done.usage.spec_full_replays, 0);
+  // Restored again with drafts forced to the answer: accepted cycles (captured-prefix
+  // commits) run on the restored state and still give the same ids.
+  std::vector<int32_t> oracle = p2;
+  oracle.insert(oracle.end(), ref2.ids.begin(), ref2.ids.end());
+  auto f = engine(3, 0, dir.path, oracle);
+  const Answer forced = run_ids(*f, p2, 24);
+  EXPECT_EQ(forced.ids, ref2.ids);
+  EXPECT_EQ(f->metrics().checkpoints.restores, 1u);
+  EXPECT_EQ(forced.done.usage.cached_tokens, int64_t(p1.size() + a1.ids.size()));
+  EXPECT_GT(forced.done.usage.spec_accepted, 0);
+  EXPECT_EQ(forced.done.usage.spec_full_replays, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SpecEdgesFamily, ::testing::ValuesIn(kFamilies),
