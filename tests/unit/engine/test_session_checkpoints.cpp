@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "chat_test_util.h"
 #include "engine/engine.h"
 #include "support/test_codec.h"
 #include "support/test_model.h"
@@ -48,21 +49,9 @@ std::unique_ptr<Engine> engine_on(const std::string& dir) {
                                   std::make_unique<testmodel::TestCodec>(), o);
 }
 
-tok::Message msg(std::string role, std::string s) {
-  tok::Message m;
-  m.role = std::move(role);
-  m.content = std::move(s);
-  return m;
-}
+using ds4::test::msg;
 
-struct TempDir {
-  std::string path;
-  explicit TempDir(const std::string& name) {
-    path = (fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()))).string();
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using ds4::test::TempDir;
 
 // Two turns on one engine; returns the messages for turn 3 and the turn-2 usage.
 std::vector<tok::Message> two_turns(Engine& e, Usage& u2) {

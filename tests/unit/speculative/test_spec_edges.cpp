@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "chat_test_util.h"
 #include "engine/engine.h"
 #include "engine/tok_codec.h"
 #include "models/model.h"
@@ -27,12 +28,7 @@ std::unique_ptr<Engine> engine(int depth, int64_t context = 0, const std::string
   return std::make_unique<Engine>(std::move(model), std::move(codec), o);
 }
 
-tok::Message msg(std::string role, std::string s) {
-  tok::Message m;
-  m.role = std::move(role);
-  m.content = std::move(s);
-  return m;
-}
+using ds4::test::msg;
 
 struct Answer {
   std::string text;
@@ -98,14 +94,7 @@ TEST(SpecEdges, ContextEndInsideDraftStopsLikeTargetOnly) {
   EXPECT_GT(ended, 4) << "the sweep must actually hit the context end";
 }
 
-struct TempDir {
-  std::string path;
-  explicit TempDir(const std::string& name) {
-    path = (fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()))).string();
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using ds4::test::TempDir;
 
 // Two turns; returns the messages of turn 3.
 std::vector<tok::Message> two_turns(Engine& e, Usage* u2 = nullptr) {

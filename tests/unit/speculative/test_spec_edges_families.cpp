@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "draft_head_test_util.h"
+#include "chat_test_util.h"
 #include "engine/engine.h"
 #include "engine/tok_codec.h"
 #include "models/draft_head.h"
@@ -128,12 +129,7 @@ class OracleModel : public Model {
   OracleHead head_;
 };
 
-tok::Message msg(std::string role, std::string s) {
-  tok::Message m;
-  m.role = std::move(role);
-  m.content = std::move(s);
-  return m;
-}
+using ds4::test::msg;
 
 struct Answer {
   std::vector<int32_t> ids;  // emitted token ids, the final stop token included
@@ -141,14 +137,7 @@ struct Answer {
   GenEvent done;
 };
 
-struct TempDir {
-  std::string path;
-  explicit TempDir(const std::string& name) {
-    path = (fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()))).string();
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using ds4::test::TempDir;
 
 class SpecEdgesFamily : public ::testing::TestWithParam<Family> {
  protected:
