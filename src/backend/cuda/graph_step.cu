@@ -32,4 +32,13 @@ void run_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
   DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+namespace {
+__global__ void increment_kernel(int32_t* p) { *p += 1; }
+}  // namespace
+
+void enqueue_position_increment(int32_t* pos, cudaStream_t stream) {
+  increment_kernel<<<1, 1, 0, stream>>>(pos);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace ds4::cuda

@@ -5,6 +5,7 @@
 // so one captured graph replays at every position. Shared by the three CUDA models.
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <functional>
 
 namespace ds4::cuda {
@@ -15,5 +16,9 @@ namespace ds4::cuda {
 // propagates; `exec` stays null so the next call captures again.
 void run_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
                     const std::function<void()>& enqueue);
+
+// The last op of a captured step: the device-side position counter += 1, so the next replay
+// of the same graph sees the next position.
+void enqueue_position_increment(int32_t* pos, cudaStream_t stream);
 
 }  // namespace ds4::cuda

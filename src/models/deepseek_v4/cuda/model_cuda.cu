@@ -30,8 +30,6 @@ namespace dc = ds4::cuda;
 
 namespace {
 
-__global__ void increment_kernel(int32_t* p) { *p += 1; }
-
 // Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
 using Pinned = dc::PinnedHost;
 
@@ -322,8 +320,7 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
                                    cudaMemcpyDeviceToHost, stream));
     mark("head");
   }
-  increment_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos));
-  DS4_CUDA_CHECK_LAUNCH();
+  dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
 }
 
 void DeepseekV4CudaModel::Impl::run_step(CudaState& st, bool logits) {

@@ -31,8 +31,6 @@ namespace ds4::glm5 {
 
 namespace {
 
-__global__ void increment_kernel(int32_t* p) { *p += 1; }
-
 }  // namespace
 
 // in {hidden} = rmsnorm(collapse(streams), norm); post/comb kept in scratch for hc_out.
@@ -153,8 +151,7 @@ void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
     DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab_size) * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream));
   }
-  increment_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos));
-  DS4_CUDA_CHECK_LAUNCH();
+  dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
 }
 
 void Glm5CudaModel::Impl::run_step(CudaState& st, bool logits, bool direct) {

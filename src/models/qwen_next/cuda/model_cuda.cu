@@ -31,8 +31,6 @@ namespace dc = ds4::cuda;
 
 namespace {
 
-__global__ void increment_kernel(int32_t* p) { *p += 1; }
-
 // Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
 using Pinned = dc::PinnedHost;
 
@@ -172,8 +170,7 @@ void QwenNextCudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
     DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream));
   }
-  increment_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos));
-  DS4_CUDA_CHECK_LAUNCH();
+  dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
 }
 
 void QwenNextCudaModel::Impl::run_step(CudaState& st, bool logits) {
