@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cuda/layout.h"
 #include "models/deepseek_v4/config.h"
 #include "models/deepseek_v4/cuda/device_weights.h"
 #include "models/deepseek_v4/cuda/kernels.h"
@@ -47,19 +48,15 @@ struct ScratchLayout {
   int64_t max_entries = 0;  // compressed entries of the densest indexer lane
 };
 
-inline size_t layout_align(size_t v) { return (v + 255) / 256 * 256; }
+using ::ds4::cuda::layout_align;
 
 inline int64_t lane_entries(int64_t max_ctx, int64_t ratio) { return max_ctx / ratio + 1; }
 
 inline StateLayout state_layout(const Config& c, int64_t max_ctx) {
   StateLayout s;
   s.max_ctx = max_ctx;
-  size_t at = 0;
-  auto take = [&](int64_t floats) {
-    const size_t off = at;
-    at = layout_align(at + size_t(floats) * 4);
-    return off;
-  };
+  ::ds4::cuda::LayoutTaker t;
+  auto take = [&](int64_t floats) { return t.take(floats); };
   auto lane = [&](int64_t ratio, int64_t dim, int64_t width) {
     LaneOffsets o;
     o.pend_kv = take(ratio * width), o.pend_gate = take(ratio * width);
@@ -79,18 +76,14 @@ inline StateLayout state_layout(const Config& c, int64_t max_ctx) {
     }
     s.layers.push_back(o);
   }
-  s.bytes = at;
+  s.bytes = t.at;
   return s;
 }
 
 inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   ScratchLayout s;
-  size_t at = 0;
-  auto take = [&](int64_t floats) {
-    const size_t off = at;
-    at = layout_align(at + size_t(floats) * 4);
-    return off;
-  };
+  ::ds4::cuda::LayoutTaker t;
+  auto take = [&](int64_t floats) { return t.take(floats); };
   const int64_t H = c.hidden, n = c.hc, hd = c.head_dim, K = c.experts_used, F = c.expert_ff;
   s.tok = take(1), s.emb = take(H);
   s.in_bytes = s.emb + size_t(H) * 4;
@@ -116,7 +109,7 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.min = take(2 * F + c.experts), s.ids = take(K), s.wts = take(K), s.sh = take(H);
   s.egu = take(K * 2 * F), s.eact = take(K * F), s.ey = take(K * H);
   s.hout = take(H), s.logits = take(c.vocab);
-  s.bytes = at;
+  s.bytes = t.at;
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cuda/layout.h"
 #include "models/glm5/config.h"
 
 namespace ds4::glm5::cuda {
@@ -35,16 +36,11 @@ struct ScratchLayout {
   size_t bytes = 0;
 };
 
-inline size_t layout_align(size_t v) { return (v + 255) / 256 * 256; }
+using ::ds4::cuda::layout_align;
 
-struct LayoutTaker {
-  size_t at = 0;
-  size_t take(int64_t floats) {
-    const size_t off = at;
-    at = layout_align(at + size_t(std::max<int64_t>(floats, 1)) * 4);
-    return off;
-  }
-  static size_t after(size_t off, int64_t floats) { return off + size_t(floats) * 4; }
+// Every part gets its own slot, even an empty one (min_floats 1).
+struct LayoutTaker : ::ds4::cuda::LayoutTaker {
+  LayoutTaker() { min_floats = 1; }
 };
 
 inline StateLayout state_layout(const Config& c, int64_t max_ctx) {

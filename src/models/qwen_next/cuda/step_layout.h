@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cuda/layout.h"
 #include "models/qwen_next/config.h"
 
 namespace ds4::qwen_next::cuda {
@@ -36,17 +37,13 @@ struct ScratchLayout {
   size_t bytes = 0;
 };
 
-inline size_t layout_align(size_t v) { return (v + 255) / 256 * 256; }
+using ::ds4::cuda::layout_align;
 
 inline StateLayout state_layout(const Config& c, int64_t max_ctx) {
   StateLayout s;
   s.max_ctx = max_ctx;
-  size_t at = 0;
-  auto take = [&](int64_t floats) {
-    const size_t off = at;
-    at = layout_align(at + size_t(floats) * 4);
-    return off;
-  };
+  ::ds4::cuda::LayoutTaker t;
+  auto take = [&](int64_t floats) { return t.take(floats); };
   s.pos = take(1);
   for (int64_t l = 0; l < c.layers; ++l) {
     LayerOffsets o;
@@ -65,18 +62,14 @@ inline StateLayout state_layout(const Config& c, int64_t max_ctx) {
     }
     s.layers.push_back(o);
   }
-  s.bytes = at;
+  s.bytes = t.at;
   return s;
 }
 
 inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   ScratchLayout s;
-  size_t at = 0;
-  auto take = [&](int64_t floats) {
-    const size_t off = at;
-    at = layout_align(at + size_t(floats) * 4);
-    return off;
-  };
+  ::ds4::cuda::LayoutTaker t;
+  auto take = [&](int64_t floats) { return t.take(floats); };
   const int64_t W = c.wide(), d = c.hidden, C = c.conv_dim(), V = c.value_dim(), hd = c.head_dim;
   int64_t ple_layers = 0;
   for (int64_t l = 0; l < c.layers; ++l) ple_layers += c.ple_index(l) >= 0;
@@ -106,7 +99,7 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.gu = take(c.top_k * 2 * c.moe_inter), s.act = take(c.top_k * c.moe_inter), s.ey = take(c.top_k * d);
   s.ple_key = take(W + d), s.ple_val = after(s.ple_key, W), s.ple_gv = take(W), s.ple_gvn = take(W), s.ple_conv = take(W);
   s.logits = take(c.vocab);
-  s.bytes = at;
+  s.bytes = t.at;
   return s;
 }
 
