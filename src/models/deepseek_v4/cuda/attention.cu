@@ -85,12 +85,16 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
   const int64_t nr = rows - r0 < kAttnChunk ? rows - r0 : kAttnChunk;
   float* q = sm;
   float* pr = sm + hg * hd;
+  // The chunk's row addresses once (ring slot / selected entry: an int64 modulo and a gather),
+  // so the loops below are plain independent loads the compiler can keep in flight.
+  __shared__ const float* rp[kAttnChunk];
+  for (int64_t r = threadIdx.x; r < nr; r += blockDim.x) rp[r] = key_row(a, r0 + r, n_win, p);
   for (int64_t i = threadIdx.x; i < hg * hd; i += blockDim.x) q[i] = a.q[h0 * hd + i];
   __syncthreads();
   const float scale = 1.0f / sqrtf(float(hd));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
   for (int64_t r = warp; r < nr; r += nw) {
-    const float* k = key_row(a, r0 + r, n_win, p);
+    const float* k = rp[r];
     float d[kHeadGroup];
 #pragma unroll
     for (int h = 0; h < kHeadGroup; ++h) d[h] = 0.f;
@@ -122,8 +126,9 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
     float acc[kHeadGroup];
 #pragma unroll
     for (int h = 0; h < kHeadGroup; ++h) acc[h] = 0.f;
+#pragma unroll 8
     for (int64_t r = 0; r < nr; ++r) {
-      const float v = key_row(a, r0 + r, n_win, p)[i];
+      const float v = rp[r][i];
 #pragma unroll
       for (int h = 0; h < kHeadGroup; ++h)
         if (h < hg) acc[h] = fmaf(pr[h * kAttnChunk + r], v, acc[h]);

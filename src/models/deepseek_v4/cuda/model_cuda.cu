@@ -110,7 +110,8 @@ struct DeepseekV4CudaModel::Impl {
   void mv(const WeightMatrix& m, const float* x, float* y, cudaStream_t s) const;
   // The stream of a layer's side branch (the main stream when streams are off); fork makes
   // it wait for the main stream's work so far, join makes the main stream wait for it.
-  cudaStream_t side() const { return opt.streams ? side_stream : stream; }
+  bool two_streams() const { return opt.streams && !opt.profile; }
+  cudaStream_t side() const { return two_streams() ? side_stream : stream; }
   void fork();
   void join();
   void lane(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv, const float* gate,
@@ -123,19 +124,19 @@ struct DeepseekV4CudaModel::Impl {
 };
 
 void DeepseekV4CudaModel::Impl::fork() {
-  if (!opt.streams) return;
+  if (!two_streams()) return;
   DS4_CUDA_CHECK(cudaEventRecord(fork_ev, stream));
   DS4_CUDA_CHECK(cudaStreamWaitEvent(side_stream, fork_ev, 0));
 }
 
 void DeepseekV4CudaModel::Impl::join() {
-  if (!opt.streams) return;
+  if (!two_streams()) return;
   DS4_CUDA_CHECK(cudaEventRecord(join_ev, side_stream));
   DS4_CUDA_CHECK(cudaStreamWaitEvent(stream, join_ev, 0));
 }
 
 void DeepseekV4CudaModel::Impl::mark(const char* name) {
-  if (!opt.profile || opt.graphs || opt.streams) return;
+  if (!opt.profile || opt.graphs) return;
   if (n_events == events.size()) {
     events.emplace_back();
     DS4_CUDA_CHECK(cudaEventCreate(&events.back()));

@@ -20,8 +20,9 @@ struct CudaModelOptions {
   bool fuse_projections = true;  // stack projections of one input into one gemv (false: one each)
   // Independent branches of a layer on a second stream (KV row + compressor lanes beside the
   // q path; the shared expert beside the routed experts), joined by events (also in graphs).
-  // Not with profile (the events time the main stream only).
-  bool streams = false;
+  // Bit-identical to one stream (test); H200, synthetic Flash at 2048: 58.0 vs 55.8 tok/s
+  // (bench/results/cuda-all-h200-2026-12-01). Profiling turns it off (events time one stream).
+  bool streams = true;
 };
 
 // Default context of a CUDA state when LoadOptions::max_context is 0: every state holds its
