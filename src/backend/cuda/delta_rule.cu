@@ -58,6 +58,60 @@ __global__ void delta_rule_kernel(const float* __restrict__ qkv, const float* __
   }
 }
 
+// delta_rule_kernel with a compile-time k_dim: thread j keeps its column of S in KD registers
+// for all the launch's tokens (S is read and written once per launch, its loads all in
+// flight together, instead of two dependent passes over global memory per token). Needs one
+// column per thread (v_dim <= blockDim.x). Same operations in the same order as
+// delta_rule_kernel, so the two agree bit for bit.
+template <int KD>
+__global__ void __launch_bounds__(256) delta_rule_reg_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
+                                                             const float* __restrict__ beta, float* __restrict__ S,
+                                                             float* __restrict__ o, DeltaRuleShape sh,
+                                                             DeltaRuleRows rows) {
+  extern __shared__ float qkd[];
+  const int64_t h = blockIdx.x, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
+  const int64_t j = threadIdx.x;
+  const bool live = j < vd;
+  float* decay = qkd + 2 * KD;
+  float* Sh = S + h * KD * vd;
+  float st[KD];
+  if (live) {
+#pragma unroll
+    for (int i = 0; i < KD; ++i) st[i] = Sh[i * vd + j];
+  }
+  for (int64_t t = 0; t < rows.count; ++t) {
+    const int64_t off = t * rows.stride;
+    const float* q = qkv + off + kh * KD;
+    const float* k = qkv + off + sh.k_heads * KD + kh * KD;
+    const float* v = qkv + off + 2 * sh.k_heads * KD + h * vd;
+    if (t > 0) __syncthreads();  // the previous token's q, k, decay are no longer read
+    for (int64_t i = threadIdx.x; i < KD; i += blockDim.x) {
+      qkd[i] = q[i];
+      qkd[KD + i] = k[i];
+      decay[i] = expf(sh.per_channel_gate ? g[off + h * KD + i] : g[off + h]);
+    }
+    __syncthreads();
+    if (!live) continue;
+    const float bt = beta[off + h];
+    float mem = 0.f;
+#pragma unroll
+    for (int i = 0; i < KD; ++i) mem += (st[i] * decay[i]) * qkd[KD + i];
+    const float delta = (v[j] - mem) * bt;
+    float acc = 0.f;
+#pragma unroll
+    for (int i = 0; i < KD; ++i) {
+      const float s = st[i] * decay[i] + qkd[KD + i] * delta;
+      st[i] = s;
+      acc += s * qkd[i];
+    }
+    o[off + h * vd + j] = acc;
+  }
+  if (live) {
+#pragma unroll
+    for (int i = 0; i < KD; ++i) Sh[i * vd + j] = st[i];
+  }
+}
+
 }  // namespace
 
 void delta_rule_qk_l2norm_rows(float* qkv, const DeltaRuleShape& sh, const DeltaRuleRows& rows, cudaStream_t stream) {
@@ -71,8 +125,11 @@ void delta_rule_rows(const float* qkv, const float* g, const float* beta, float*
                      const DeltaRuleRows& rows, cudaStream_t stream) {
   if (rows.count <= 0) return;
   const int threads = int(sh.v_dim < 256 ? (sh.v_dim + 31) / 32 * 32 : 256);
-  delta_rule_kernel<<<unsigned(sh.v_heads), threads, size_t(3 * sh.k_dim) * sizeof(float), stream>>>(qkv, g, beta, S,
-                                                                                                   o, sh, rows);
+  const size_t smem = size_t(3 * sh.k_dim) * sizeof(float);
+  if (sh.k_dim == 128 && sh.v_dim <= 256)  // GLM 5.x KDA and Qwen GDN: 128-wide key heads
+    delta_rule_reg_kernel<128><<<unsigned(sh.v_heads), threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+  else
+    delta_rule_kernel<<<unsigned(sh.v_heads), threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

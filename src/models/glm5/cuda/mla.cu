@@ -101,10 +101,17 @@ __global__ void mla_output_kernel(const float* __restrict__ probs, const float* 
     const float pt = in ? p[t0 + lane] : 0.f;
     const int32_t jt = in ? sel_idx[t0 + lane] : 0;
     const int m = int(count - t0 < 32 ? count - t0 : 32);
-    for (int b = 0; b < m; ++b) {
-      const float w = __shfl_sync(0xffffffffu, pt, b);
+    // All 32 rows' loads first (in flight together), then the sum in selection order.
+    float lv[32];
+#pragma unroll
+    for (int b = 0; b < 32; ++b) {
       const int64_t j = __shfl_sync(0xffffffffu, jt, b);
-      if (i < n) acc += w * latent[j * n + i];
+      lv[b] = b < m && i < n ? latent[j * n + i] : 0.f;
+    }
+#pragma unroll
+    for (int b = 0; b < 32; ++b) {
+      const float w = __shfl_sync(0xffffffffu, pt, b);
+      if (b < m && i < n) acc += w * lv[b];
     }
   }
   if (i < n) o_lat[h * n + i] = acc;
