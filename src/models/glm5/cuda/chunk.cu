@@ -9,8 +9,10 @@
 //   - MoE: routing per row, then the (token, expert) pairs grouped per expert (moe_group) so
 //     each used expert is read once for all the rows routed to it.
 // Row t's arithmetic is the decode step's (the step runs the same kernels with one row), on
-// row t's copy of the step scratch (step_layout.h ChunkLayout); row t's position is positions[t] = *pos + t on the device, so
-// a chunk of a given size and logits mode is captured once per state as a CUDA graph.
+// row t's copy of the step scratch (step_layout.h ChunkLayout); row t's position is
+// positions[t] = *pos + t on the device, so a chunk of a given size and logits mode is
+// captured once per state as a CUDA graph. profile_chunk (bench --profile) runs the same
+// enqueue with direct launches and an event at each mark().
 #include <cuda_runtime.h>
 
 #include <algorithm>
