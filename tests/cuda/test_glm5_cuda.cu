@@ -213,7 +213,7 @@ void chunk_vs_steps(Model& chunked, Model& steps, const std::vector<int32_t>& to
     float diff = a.size() == b.size() ? max_diff(a.data(), b.data(), a.size()) : INFINITY, scale = 1.f;
     for (float x : b) scale = std::max(scale, std::fabs(x));
     const bool bitwise = a == b;
-    char first[96] = "";  // where a chunk row first differs from its decode step
+    char first[160] = "";  // where a chunk row first differs from its decode step
     for (size_t i = 0; !bitwise && i < a.size() && i < b.size(); ++i)
       if (a[i] != b[i]) {
         std::snprintf(first, sizeof first, "; first at row %lld logit %lld: %.9g vs %.9g", (long long)(i / size_t(V)),

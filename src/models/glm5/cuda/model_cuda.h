@@ -58,7 +58,8 @@ class Glm5CudaModel : public Model {
   // through the multi-row path with direct launches and a cudaEvent at each section start
   // (hyper-connections, KDA projections / conv / recurrence, MLA projections / append + select
   // / attend, MoE route / shared / experts, head); the state advances as forward() would.
-  // Events between launches add a little time to each section; the split is what matters.
+  // A 20 ms hold kernel first lets the host enqueue the whole chunk before the GPU starts it,
+  // so the sections time the GPU, not the launch rate; events add a little to each section.
   ChunkProfile profile_chunk(ModelState& state, std::span<const int32_t> tokens);
   struct Impl;
 
