@@ -186,7 +186,7 @@ void profile_table(Model& chunked, const std::vector<int32_t>& prompt) {
     }
   }
   std::printf("\nchunk profile at context %zu: GPU ms per section of forward(rows, kAll), direct launches, cudaEvent at\n"
-              "each section start, summed over layers (median of %d); +row: the 4-row cost over the 1-row cost\n",
+              "each section start, summed over layers (median of %d); last column: 4 rows over 1 row\n",
               prompt.size(), kReps);
   std::printf("| section | 1 row | 2 rows | 3 rows | 4 rows | 5 rows | 4 rows / 1 row |\n|---|---|---|---|---|---|---|\n");
   for (size_t k = 0; k < names.size(); ++k) {
