@@ -113,9 +113,25 @@ __device__ void block_finish(const float (&acc)[R], int64_t row0, int64_t rows, 
 
 // Kernel generation (gemv_set_kernel): 1 = the kernels of 2026-12-01, 2 = dot2 decoders and loads
 // issued ahead (see direct_loop).
+template <class F, class = void>
+struct HasDot2 : std::false_type {};
+template <class F>
+struct HasDot2<F, std::void_t<decltype(&F::dot2)>> : std::true_type {};
+
+template <class F, class = void>
+struct HasLoad2 : std::false_type {};
+template <class F>
+struct HasLoad2<F, std::void_t<decltype(&F::load_global2)>> : std::true_type {};
+
+template <int V, class F>
+__device__ __forceinline__ typename F::Raw load_v(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t u) {
+  if constexpr (V == 2 && HasLoad2<F>::value) return F::load_global2(row_bytes, u);
+  else return F::template load<FromGlobal>(a, row_bytes, row, u);
+}
+
 template <int V, class F>
 __device__ __forceinline__ float dot_v(const typename F::Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
-  if constexpr (V == 2 && requires { &F::dot2; }) return F::dot2(r, u, xv, sh);
+  if constexpr (V == 2 && HasDot2<F>::value) return F::dot2(r, u, xv, sh);
   else return F::dot(r, u, xv, sh);
 }
 
@@ -124,8 +140,9 @@ __device__ __forceinline__ float dot_v(const typename F::Raw& r, int64_t u, cons
 // of this block's R rows (row0.., the tail re-reads the last row), loads the R rows' bytes of
 // the unit and calls body(raw, u). Kernel 2 issues the first unit's loads before staging the
 // IQ2_XXS codebook (one memory latency less per block: the batched expert launches are one or
-// two units per thread) and, with kAhead and where R raw units fit in 32 registers, the next
-// unit's loads before this unit's math. Elsewhere the loop is kernel 1's (loads inside the
+// two units per thread) and, where R raw units fit in 32 registers, the next unit's loads
+// before this unit's math; both only with kAhead (gemv, not gemv_rows: with N input rows the
+// compiler keeps the decoded weights for all of them, and the early loads made IQ2_XXS spill). Elsewhere the loop is kernel 1's (loads inside the
 // loop let the compiler interleave them with the math: fewer live registers, see the
 // ptxas notes in bench/cuda_gemv).
 template <class F, int R, int V, bool kAhead, class Body>
@@ -135,11 +152,11 @@ __device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codeboo
   for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
   auto load_all = [&](typename F::Raw (&raw)[R], int64_t u) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
+    for (int r = 0; r < R; ++r) raw[r] = load_v<V, F>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
   };
   const int64_t units = a.cols / kUnit;
   constexpr bool kPrefetch = V == 2 && kAhead && sizeof(typename F::Raw) * R <= 128;
-  constexpr bool kEarly = V == 2 && std::is_same_v<F, IQ2_XXS>;
+  constexpr bool kEarly = V == 2 && kAhead && std::is_same_v<F, IQ2_XXS>;
   if constexpr (!kPrefetch && !kEarly) {
     book.stage();
     for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {

@@ -150,6 +150,23 @@ struct Q8_0 {
     for (int i = 0; i < 8; ++i) r.q[i] = uint32_t(L::u16(p + 2 + 4 * i)) | (uint32_t(L::u16(p + 4 + 4 * i)) << 16);
     return r;
   }
+  // Kernel 2's global read: the unit's 34 bytes as 4-byte loads from the 4-byte boundary at or
+  // before it (off = 0 or 2 bytes), reassembled with funnel shifts: 9 loads instead of 17
+  // 2-byte ones. When off = 0 the last load is 2 bytes (never reads past the unit).
+  __device__ static Raw load_global2(const uint8_t* row_bytes, int64_t unit) {
+    const uint8_t* p = row_bytes + unit * 34;
+    const int off = int(reinterpret_cast<uintptr_t>(p) & 2);
+    const uint8_t* a = p - off;
+    uint32_t w[9];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) w[j] = FromGlobal::u32(a + 4 * j);
+    w[8] = off ? FromGlobal::u32(a + 32) : uint32_t(FromGlobal::u16(a + 32));
+    Raw r;
+    r.d = uint16_t(__funnelshift_r(w[0], w[1], 8 * off));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) r.q[i] = __funnelshift_rc(w[i], w[i + 1], 16 + 8 * off);
+    return r;
+  }
   __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
     float s = 0.f;
 #pragma unroll
@@ -344,7 +361,7 @@ struct IQ2_XXS {
     return db * s;
   }
   // Grid bytes (8, 25 or 43) in place: bytes 0/2 of each half at bit 0, 1/3 at bit 8; the
-  // sign goes onto x's sign bit.
+  // sign flips the decoded weight's sign bit.
   __device__ static float dot2(const Raw& r, int64_t, const float (&xv)[kUnit], const void* shared) {
     const uint64_t* grid = static_cast<const uint64_t*>(shared);
     float s0 = 0.f, s1 = 0.f;
@@ -356,9 +373,11 @@ struct IQ2_XXS {
       const uint32_t w[4] = {uint32_t(g), uint32_t(g) >> 16, uint32_t(g >> 32), uint32_t(g >> 48)};
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        const float x = __uint_as_float(__float_as_uint(xv[8 * l + k]) ^ ((signs << (31 - k)) & 0x80000000u));
-        if (k & 1) s1 = fmaf(mant(w[k >> 1] & 0xff00u) - kMant, x, s1);
-        else s0 = fmaf(mant(w[k >> 1] & 0xffu) - kMant, x, s0);
+        // The sign onto the weight, not x: gemv_rows reuses the signed weight for every input row.
+        const float v = mant(w[k >> 1] & ((k & 1) ? 0xff00u : 0xffu)) - kMant;
+        const float sv = __uint_as_float(__float_as_uint(v) ^ ((signs << (31 - k)) & 0x80000000u));
+        if (k & 1) s1 = fmaf(sv, xv[8 * l + k], s1);
+        else s0 = fmaf(sv, xv[8 * l + k], s0);
       }
     }
     const float db = f16_bits(r.d) * (0.5f + float(r.aux1 >> 28)) * 0.25f;
