@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
     std::printf("\nrows per block sweep, kernel 2 (GB/s; default: the format's kRows)\n%-12s %-22s %8s %8s %8s %8s %8s\n",
                 "format", "shape", "default", "R=1", "R=2", "R=4", "R=8");
     for (const Format& f : formats)
-      for (const Shape& s : {shapes[0], shapes[6]}) {
+      for (const Shape& s : {shapes[0], shapes[6], shapes[7]}) {
         WeightMatrix probe;
         probe.type = f.type, probe.rows = s.rows, probe.cols = s.cols, probe.data = x.get();
         if (f.path == cuda::GemvPath::kStaged && !cuda::gemv_can_stage(probe)) continue;
