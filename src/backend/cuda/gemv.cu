@@ -10,6 +10,10 @@
 // gemv_staged_kernel: for 34/66/84-byte blocks a thread's 2/4-byte loads are spread over
 //   many sectors per warp instruction; instead each warp copies a span of whole blocks of
 //   its kRows rows into shared memory with coalesced 16-byte loads, then decodes there.
+//   Only on request (GemvPath::kStaged) under kernel 2; kernel 1 also took it for kAuto.
+// Two kernel generations (gemv_set_kernel, DS4_GEMV_KERNEL): 2 (default) decodes with the
+// formats' dot2 (no int->float conversions), reads Q8_0 with 4-byte loads and issues IQ2_XXS
+// loads ahead; 1 is the 2026-12-01 code, kept as the fallback and for side-by-side benches.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -142,9 +146,9 @@ __device__ __forceinline__ float dot_v(const typename F::Raw& r, int64_t u, cons
 // IQ2_XXS codebook (one memory latency less per block: the batched expert launches are one or
 // two units per thread) and, where R raw units fit in 32 registers, the next unit's loads
 // before this unit's math; both only with kAhead (gemv, not gemv_rows: with N input rows the
-// compiler keeps the decoded weights for all of them, and the early loads made IQ2_XXS spill). Elsewhere the loop is kernel 1's (loads inside the
-// loop let the compiler interleave them with the math: fewer live registers, see the
-// ptxas notes in bench/cuda_gemv).
+// compiler keeps the decoded weights for all of them, and the early loads made IQ2_XXS spill).
+// Elsewhere the loop is kernel 1's (loads inside the loop let the compiler interleave them
+// with the math: fewer live registers; ptxas numbers in bench/cuda_gemv/NOTES.md).
 template <class F, int R, int V, bool kAhead, class Body>
 __device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codebook<F>& book, Body&& body) {
   const uint8_t* rows_p[R];
