@@ -40,7 +40,7 @@ t0=$(date +%s)
 if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc 2>/dev/null &&
    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=OFF \
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
-   cmake --build "$build" --target test_cuda_ops test_cuda_canary bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda \
+   cmake --build "$build" --target test_cuda_ops test_gemv_decode test_cuda_canary bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda \
      test_deepseek_v4_cuda bench_deepseek_v4_cuda -j 16 >>"$out/build.txt" 2>&1; then
   bin=$build/bin
   log "cmake build ok in $(( $(date +%s) - t0 )) s"
@@ -64,6 +64,8 @@ else
       xargs -P "$jobs" -I{} sh -c '"$0" "$@" -c {} -o "$(echo {} | tr / _).o"' "$nvcc" "${flags[@]}" &&
     ops=$(ls ./*_core_*.o ./*_backend_cuda_*.o ./*host_ref.cpp.o) &&
     "$nvcc" "${flags[@]}" -o test_cuda_ops "$root/tests/cuda/test_cuda_ops.cu" $ops &&
+    g++ -std=c++20 -O2 -Wno-unknown-pragmas "${inc[@]}" -I"$(dirname "$nvcc")/../include" -o test_gemv_decode \
+      "$root/tests/cuda/test_gemv_decode.cpp" &&
     "$nvcc" "${flags[@]}" -o test_cuda_canary "$root/tests/cuda/test_cuda_canary.cu" $ops -lpthread &&
     "$nvcc" "${flags[@]}" -o bench_cuda_gemv "$root/bench/cuda_gemv/bench_cuda_gemv.cu" $ops &&
     all=$(ls ./*.o | grep -v host_ref) &&
@@ -79,6 +81,11 @@ log "test_cuda_ops"
 "$bin/test_cuda_ops" 2>&1 | tee "$out/test_cuda_ops.txt"
 test_rc=${PIPESTATUS[0]}
 log "test_cuda_ops exit $test_rc"
+
+log "test_gemv_decode (GEMV kernel-2 decoders vs kernel 1, host)"
+"$bin/test_gemv_decode" 2>&1 | tee "$out/test_gemv_decode.txt"
+decode_rc=${PIPESTATUS[0]}
+[ "$test_rc" -ne 0 ] || test_rc=$decode_rc
 
 log "test_cuda_canary (GPU canary next to a busy stream and a 3 s device hog, ~6 s)"
 "$bin/test_cuda_canary" 2>&1 | tee "$out/test_cuda_canary.txt"

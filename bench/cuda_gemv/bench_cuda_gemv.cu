@@ -8,6 +8,11 @@
 // CUDA graph (decode runs as a graph too) and replayed; the median of the replays is
 // reported per launch.
 //
+// Each case runs under both GEMV kernel generations (cuda::gemv_set_kernel: 1 = the kernels
+// of 2026-12-01, 2 = the current default) side by side, with k2/k1 the speed-up. The "x6
+// experts" shapes are the routed-expert launches of DeepSeek V4 Flash (gemv_batched over 6
+// expert ids: gate|up 4096x4096, down 4096x2048).
+//
 // Usage: bench_cuda_gemv [reps]      the table
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
@@ -58,6 +63,7 @@ struct Format {
 struct Shape {
   int64_t rows, cols;
   const char* what;
+  int batch = 0;  // > 0: gemv_batched over this many experts (ids 0.., one copy = all of them)
 };
 
 struct Row {
@@ -74,23 +80,38 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   w.scale_type = f.scale_type;
   const size_t data_bytes = size_t(s.rows * w.row_stride_bytes());
   const size_t sb_bytes = f.group ? size_t(s.rows * (s.cols / f.group) * 2) : 0;
-  const size_t per_copy = data_bytes + 2 * sb_bytes;
+  const size_t experts = size_t(std::max(1, s.batch));
+  const size_t per_copy = experts * (data_bytes + 2 * sb_bytes);
   // Profiling: one copy (ncu saves and restores what a replayed kernel may touch).
   const size_t copies = profile ? 1 : std::max<size_t>(1, ((static_cast<size_t>(1) << 30) + per_copy - 1) / per_copy);
-  cuda::DeviceBuffer data(copies * data_bytes, std::string("bench weights ") + f.label);
+  cuda::DeviceBuffer data(copies * experts * data_bytes, std::string("bench weights ") + f.label);
   fill(data.get(), data.bytes(), 1234u);
   cuda::DeviceBuffer sc, bi;
   if (sb_bytes) {
-    sc = cuda::DeviceBuffer(copies * sb_bytes, "bench scales");
-    bi = cuda::DeviceBuffer(copies * sb_bytes, "bench biases");
+    sc = cuda::DeviceBuffer(copies * experts * sb_bytes, "bench scales");
+    bi = cuda::DeviceBuffer(copies * experts * sb_bytes, "bench biases");
     // ~0.002 and ~-0.03 in either half format's bit pattern is fine for timing.
-    fill_halves<<<1024, 256>>>(sc.as<uint16_t>(), copies * sb_bytes / 2, 0x1800);
-    fill_halves<<<1024, 256>>>(bi.as<uint16_t>(), copies * sb_bytes / 2, 0xa400);
+    fill_halves<<<1024, 256>>>(sc.as<uint16_t>(), copies * experts * sb_bytes / 2, 0x1800);
+    fill_halves<<<1024, 256>>>(bi.as<uint16_t>(), copies * experts * sb_bytes / 2, 0xa400);
     DS4_CUDA_CHECK_LAUNCH();
   }
+  cuda::DeviceBuffer ids;
+  if (s.batch > 0) {
+    std::vector<int32_t> h(experts);
+    for (size_t e = 0; e < experts; ++e) h[e] = int32_t(e);
+    ids = cuda::DeviceBuffer(sizeof(int32_t) * experts, "bench ids");
+    DS4_CUDA_CHECK(cudaMemcpy(ids.get(), h.data(), sizeof(int32_t) * experts, cudaMemcpyHostToDevice));
+  }
+  auto launch = [&](cudaStream_t st) {
+    const cuda::GemvOptions o{f.path, f.rows_per_block};
+    if (s.batch > 0)
+      cuda::gemv_batched(w, x, y, cuda::GemvBatch{s.batch, ids.as<int32_t>(), data_bytes, sb_bytes, 0, s.rows}, st, o);
+    else
+      cuda::gemv(w, x, y, st, o);
+  };
   if (profile) {  // one launch: ncu replays it as often as its sections need
     w.data = data.get(), w.scales = sc.get(), w.biases = bi.get();
-    cuda::gemv(w, x, y, nullptr, cuda::GemvOptions{f.path, f.rows_per_block});
+    launch(nullptr);
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
     return Row{f.label, "", 0, 0, 0};
   }
@@ -98,10 +119,10 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   auto pass = [&] {
     for (size_t c = 0; c < copies; ++c) {
-      w.data = data.as<uint8_t>() + c * data_bytes;
-      w.scales = sb_bytes ? sc.as<uint8_t>() + c * sb_bytes : nullptr;
-      w.biases = sb_bytes ? bi.as<uint8_t>() + c * sb_bytes : nullptr;
-      cuda::gemv(w, x, y, st, cuda::GemvOptions{f.path, f.rows_per_block});
+      w.data = data.as<uint8_t>() + c * experts * data_bytes;
+      w.scales = sb_bytes ? sc.as<uint8_t>() + c * experts * sb_bytes : nullptr;
+      w.biases = sb_bytes ? bi.as<uint8_t>() + c * experts * sb_bytes : nullptr;
+      launch(st);
     }
   };
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
@@ -133,6 +154,7 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   Row row;
   row.label = f.label;
   row.shape = std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what;
+  if (s.batch > 0) row.shape += " x" + std::to_string(s.batch);
   row.mib = double(per_copy) / double(1 << 20);
   row.us = per_launch_s * 1e6;
   row.gbps = double(per_copy) / per_launch_s * 1e-9;
@@ -169,10 +191,13 @@ int main(int argc, char** argv) {
                             {7168, 2048, "tall"},
                             {2048, 4096, "expert up"},
                             {4096, 2048, "expert down"},
-                            {16384, 8192, "large"}};  // kernel-bound: launch gaps amortized
-    cuda::DeviceBuffer x(sizeof(float) * 8192, "bench x"), y(sizeof(float) * 16384, "bench y");
+                            {16384, 8192, "large"},  // kernel-bound: launch gaps amortized
+                            {4096, 4096, "gate|up", 6},
+                            {4096, 2048, "down", 6}};
+    cuda::DeviceBuffer x(sizeof(float) * 8192, "bench x"), y(sizeof(float) * 65536, "bench y");
     fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
-    std::printf("%-12s %-22s %9s %9s %9s %7s %7s\n", "format", "shape", "MiB", "us", "GB/s", "%copy", "%read");
+    std::printf("%-12s %-25s %8s | %-27s | %-27s | %6s\n", "format", "shape", "MiB", "kernel 1: us GB/s %copy",
+                "kernel 2: us GB/s %copy", "k2/k1");
     for (const Format& f : formats)
       for (const Shape& s : shapes) {
         WeightMatrix probe;
@@ -183,21 +208,28 @@ int main(int argc, char** argv) {
           continue;
         }
         if (profile && s.rows != s.cols && s.rows != 16384) continue;
-        const Row r = bench_one(f, s, reps, x.as<float>(), y.as<float>(), profile);
+        Row r[2];
+        for (int k = 1; k <= 2; ++k) {
+          if (profile && k == 1) continue;  // ncu: the current kernel only
+          cuda::gemv_set_kernel(k);
+          r[k - 1] = bench_one(f, s, reps, x.as<float>(), y.as<float>(), profile);
+        }
         if (profile) continue;
-        std::printf("%-12s %-22s %9.2f %9.2f %9.0f %6.1f%% %6.1f%%\n", r.label.c_str(), r.shape.c_str(), r.mib, r.us,
-                    r.gbps, 100.0 * r.gbps / bw.copy_gbps, 100.0 * r.gbps / bw.read_gbps);
+        std::printf("%-12s %-25s %8.2f | %8.2f %8.0f %8.1f%% | %8.2f %8.0f %8.1f%% | %5.2fx\n", r[1].label.c_str(),
+                    r[1].shape.c_str(), r[1].mib, r[0].us, r[0].gbps, 100.0 * r[0].gbps / bw.copy_gbps, r[1].us,
+                    r[1].gbps, 100.0 * r[1].gbps / bw.copy_gbps, r[1].gbps / r[0].gbps);
       }
+    cuda::gemv_set_kernel(2);
     if (profile) return 0;
     // Rows per thread block, the main tuning knob: GB/s for each choice.
-    std::printf("\nrows per block sweep (GB/s; default: the format's kRows)\n%-12s %-22s %8s %8s %8s %8s %8s\n",
+    std::printf("\nrows per block sweep, kernel 2 (GB/s; default: the format's kRows)\n%-12s %-22s %8s %8s %8s %8s %8s\n",
                 "format", "shape", "default", "R=1", "R=2", "R=4", "R=8");
     for (const Format& f : formats)
-      for (const Shape& s : {shapes[0], shapes[5]}) {
+      for (const Shape& s : {shapes[0], shapes[6], shapes[7]}) {
         WeightMatrix probe;
         probe.type = f.type, probe.rows = s.rows, probe.cols = s.cols, probe.data = x.get();
         if (f.path == cuda::GemvPath::kStaged && !cuda::gemv_can_stage(probe)) continue;
-        std::printf("%-12s %-22s", f.label, (std::to_string(s.rows) + "x" + std::to_string(s.cols)).c_str());
+        std::printf("%-12s %-22s", f.label, (std::to_string(s.rows) + "x" + std::to_string(s.cols) + (s.batch ? " x" + std::to_string(s.batch) : "")).c_str());
         for (int rb : {0, 1, 2, 4, 8}) {
           Format g = f;
           g.rows_per_block = rb;

@@ -383,40 +383,50 @@ int main(int argc, char** argv) {
     // spans, every format), the same checks.
     const int64_t big_rows = small ? 8 : 1024, wide_rows = small ? 3 : 64;
     const DType blockwise[] = {DType::BF16, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q2_K, DType::IQ2_XXS};
-    for (DType t : blockwise) {
-      test_gemv(t, 77, 768, 64, DType::F16, true);  // 77 rows: a tail for every rows-per-block
-      test_gemv(t, big_rows, 4096);
-      test_gemv(t, wide_rows, 7168);
-      test_gemv(t, 40, 1024);  // Q8_0: exactly one staging span
+    // Every GEMV check under both kernel generations (cuda::gemv_set_kernel): 2, the default,
+    // then 1, the fallback (DS4_GEMV_KERNEL=1).
+    const int default_kernel = cuda::gemv_kernel();
+    for (int kernel : {2, 1}) {
+      cuda::gemv_set_kernel(kernel);
+      g_rows_bitwise = g_rows_checked = 0;
+      std::printf("-- GEMV kernel %d\n", kernel);
+      for (DType t : blockwise) {
+        test_gemv(t, 77, 768, 64, DType::F16, true);  // 77 rows: a tail for every rows-per-block
+        test_gemv(t, big_rows, 4096);
+        test_gemv(t, wide_rows, 7168);
+        test_gemv(t, 40, 1024);  // Q8_0: exactly one staging span
+      }
+      for (DType t : {DType::MLX_Q4, DType::MLX_Q8}) {
+        test_gemv(t, 77, 768, 64, DType::F16, true);
+        test_gemv(t, big_rows, 4096, 32, DType::BF16);
+        test_gemv(t, wide_rows, 2048, 64, DType::BF16);
+      }
+      test_gemv(DType::F32, 77, 768, 64, DType::F16, true);
+      test_gemv(DType::F32, 33, 48);  // cols not a multiple of 32: the plain per-row kernel
+      test_gemv(DType::BF16, 40, 16);
+      test_gemv(DType::F16, 9, 200);
+      test_gemv_batched(DType::BF16, 8, 96, 192);
+      test_gemv_batched(DType::BF16, 8, 192, 48);
+      test_gemv_batched(DType::Q8_0, 6, 64, 256);
+      test_gemv_batched(DType::F32, 5, 24, 32);
+      // Multi-row gemv: every format, n across the 4 / 8 / 16 kernels, tails of rows.
+      for (DType t : blockwise)
+        for (int n : {1, 2, 3, 5, 8, 13, 16}) test_gemv_rows(t, 77, small ? 512 : 2048, n);
+      for (int n : {2, 7, 16}) {
+        test_gemv_rows(DType::MLX_Q4, 45, 768, n);
+        test_gemv_rows(DType::MLX_Q8, 45, 768, n, DType::BF16);
+        test_gemv_rows(DType::F32, 33, 768, n);
+        test_gemv_rows(DType::F32, 33, 48, n);  // the plain per-row kernel
+        test_gemv_rows(DType::BF16, 40, 16, n);
+      }
+      test_gemv_rows_grouped(DType::BF16, 8, 96, 256);
+      test_gemv_rows_grouped(DType::Q8_0, 6, 64, 256);
+      test_gemv_rows_grouped(DType::Q4_K, 4, 40, 512);
+      test_gemv_rows_grouped(DType::F32, 5, 24, 48);
+      std::printf("gemv_rows (kernel %d): %d of %d comparisons bit-identical to gemv/direct\n", kernel, g_rows_bitwise,
+                  g_rows_checked);
     }
-    for (DType t : {DType::MLX_Q4, DType::MLX_Q8}) {
-      test_gemv(t, 77, 768, 64, DType::F16, true);
-      test_gemv(t, big_rows, 4096, 32, DType::BF16);
-      test_gemv(t, wide_rows, 2048, 64, DType::BF16);
-    }
-    test_gemv(DType::F32, 77, 768, 64, DType::F16, true);
-    test_gemv(DType::F32, 33, 48);  // cols not a multiple of 32: the plain per-row kernel
-    test_gemv(DType::BF16, 40, 16);
-    test_gemv(DType::F16, 9, 200);
-    test_gemv_batched(DType::BF16, 8, 96, 192);
-    test_gemv_batched(DType::BF16, 8, 192, 48);
-    test_gemv_batched(DType::Q8_0, 6, 64, 256);
-    test_gemv_batched(DType::F32, 5, 24, 32);
-    // Multi-row gemv: every format, n across the 4 / 8 / 16 kernels, tails of rows.
-    for (DType t : blockwise)
-      for (int n : {1, 2, 3, 5, 8, 13, 16}) test_gemv_rows(t, 77, small ? 512 : 2048, n);
-    for (int n : {2, 7, 16}) {
-      test_gemv_rows(DType::MLX_Q4, 45, 768, n);
-      test_gemv_rows(DType::MLX_Q8, 45, 768, n, DType::BF16);
-      test_gemv_rows(DType::F32, 33, 768, n);
-      test_gemv_rows(DType::F32, 33, 48, n);  // the plain per-row kernel
-      test_gemv_rows(DType::BF16, 40, 16, n);
-    }
-    test_gemv_rows_grouped(DType::BF16, 8, 96, 256);
-    test_gemv_rows_grouped(DType::Q8_0, 6, 64, 256);
-    test_gemv_rows_grouped(DType::Q4_K, 4, 40, 512);
-    test_gemv_rows_grouped(DType::F32, 5, 24, 48);
-    std::printf("gemv_rows: %d of %d comparisons bit-identical to gemv/direct\n", g_rows_bitwise, g_rows_checked);
+    cuda::gemv_set_kernel(default_kernel);
     test_rmsnorm(7, 4096);
     test_rmsnorm(3, 100);
     test_softmax(5, 1000, 0.125f, false);

@@ -10,7 +10,12 @@
 // gemv_staged_kernel: for 34/66/84-byte blocks a thread's 2/4-byte loads are spread over
 //   many sectors per warp instruction; instead each warp copies a span of whole blocks of
 //   its kRows rows into shared memory with coalesced 16-byte loads, then decodes there.
+//   Only on request (GemvPath::kStaged) under kernel 2; kernel 1 also took it for kAuto.
+// Two kernel generations (gemv_set_kernel, DS4_GEMV_KERNEL): 2 (default) decodes with the
+// formats' dot2 (no int->float conversions), reads Q8_0 with 4-byte loads and issues IQ2_XXS
+// loads ahead; 1 is the 2026-12-01 code, kept as the fallback and for side-by-side benches.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -21,6 +26,24 @@
 #include "core/error.h"
 
 namespace ds4::cuda {
+
+namespace {
+int g_kernel = 0;  // 0: not yet read from DS4_GEMV_KERNEL
+}
+
+int gemv_kernel() {
+  if (g_kernel == 0) {
+    const char* e = std::getenv("DS4_GEMV_KERNEL");
+    g_kernel = e && std::string(e) == "1" ? 1 : 2;
+  }
+  return g_kernel;
+}
+
+void gemv_set_kernel(int version) {
+  if (version != 1 && version != 2) throw InputError("cuda gemv: kernel " + std::to_string(version) + " is not 1 or 2");
+  g_kernel = version;
+}
+
 namespace {
 
 using namespace gemv_detail;
@@ -92,7 +115,83 @@ __device__ void block_finish(const float (&acc)[R], int64_t row0, int64_t rows, 
   }
 }
 
-template <class F, int R>
+// Kernel generation (gemv_set_kernel): 1 = the kernels of 2026-12-01, 2 = dot2 decoders and loads
+// issued ahead (see direct_loop).
+template <class F, class = void>
+struct HasDot2 : std::false_type {};
+template <class F>
+struct HasDot2<F, std::void_t<decltype(&F::dot2)>> : std::true_type {};
+
+template <class F, class = void>
+struct HasLoad2 : std::false_type {};
+template <class F>
+struct HasLoad2<F, std::void_t<decltype(&F::load_global2)>> : std::true_type {};
+
+template <int V, class F>
+__device__ __forceinline__ typename F::Raw load_v(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t u) {
+  if constexpr (V == 2 && HasLoad2<F>::value) return F::load_global2(row_bytes, u);
+  else return F::template load<FromGlobal>(a, row_bytes, row, u);
+}
+
+template <int V, class F>
+__device__ __forceinline__ float dot_v(const typename F::Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
+  if constexpr (V == 2 && HasDot2<F>::value) return F::dot2(r, u, xv, sh);
+  else return F::dot(r, u, xv, sh);
+}
+
+// The block prologue and unit loop shared by gemv_direct_kernel and gemv_rows_kernel, so a
+// row of gemv_rows is the direct gemv bit for bit: thread t takes units t, t + blockDim.x, ...
+// of this block's R rows (row0.., the tail re-reads the last row), loads the R rows' bytes of
+// the unit and calls body(raw, u). Kernel 2 issues the first unit's loads before staging the
+// IQ2_XXS codebook (one memory latency less per block: the batched expert launches are one or
+// two units per thread) and, where R raw units fit in 32 registers, the next unit's loads
+// before this unit's math; both only with kAhead (gemv, not gemv_rows: with N input rows the
+// compiler keeps the decoded weights for all of them, and the early loads made IQ2_XXS spill).
+// Elsewhere the loop is kernel 1's (loads inside the loop let the compiler interleave them
+// with the math: fewer live registers; ptxas numbers in bench/cuda_gemv/NOTES.md).
+template <class F, int R, int V, bool kAhead, class Body>
+__device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codebook<F>& book, Body&& body) {
+  const uint8_t* rows_p[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
+  auto load_all = [&](typename F::Raw (&raw)[R], int64_t u) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) raw[r] = load_v<V, F>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
+  };
+  const int64_t units = a.cols / kUnit;
+  constexpr bool kPrefetch = V == 2 && kAhead && sizeof(typename F::Raw) * R <= 128;
+  constexpr bool kEarly = V == 2 && kAhead && std::is_same_v<F, IQ2_XXS>;
+  if constexpr (!kPrefetch && !kEarly) {
+    book.stage();
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      typename F::Raw raw[R];
+      load_all(raw, u);
+      body(raw, u);
+    }
+  } else {
+    int64_t u = threadIdx.x;
+    typename F::Raw cur[R];
+    if (u < units) load_all(cur, u);
+    book.stage();
+    for (; u < units; u += blockDim.x) {
+      const int64_t next = u + blockDim.x;
+      if constexpr (kPrefetch) {
+        typename F::Raw nxt[R];
+        if (next < units) load_all(nxt, next);
+        body(cur, u);
+        if (next < units) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) cur[r] = nxt[r];
+        }
+      } else {
+        body(cur, u);
+        if (next < units) load_all(cur, next);
+      }
+    }
+  }
+}
+
+template <class F, int R, int V>
 __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const float* __restrict__ x,
                                                                  float* __restrict__ y) {
   {
@@ -102,24 +201,16 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const 
   }
   __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
   Codebook<F> book{grid_smem};
-  book.stage();
   const int64_t row0 = int64_t(blockIdx.x) * R;
-  const uint8_t* rows_p[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;  // tail: re-read the last row
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.f;
-  const int64_t units = a.cols / kUnit;
-  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
-    typename F::Raw raw[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
+  direct_loop<F, R, V, true>(a, row0, book, [&](const typename F::Raw (&raw)[R], int64_t u) {
     float xv[kUnit];
     load_x(x, u, xv);
 #pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] += F::dot(raw[r], u, xv, book.get());
-  }
+    for (int r = 0; r < R; ++r) acc[r] += dot_v<V, F>(raw[r], u, xv, book.get());
+  });
   block_finish<R>(acc, row0, a.rows, y);
 }
 
@@ -299,7 +390,7 @@ struct RowsDot<Half16<kBf16>> {
 
 // The direct kernel's loop with an inner loop over input rows: per (weight row, input row)
 // the same per-thread unit order and the same reductions as gemv_direct_kernel.
-template <class F, int R, int N>
+template <class F, int R, int N, int V>
 __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs ra, const float* __restrict__ x,
                                                                float* __restrict__ y) {
   int n;
@@ -307,23 +398,22 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
   if (!rows_entry<N>(a, ra, n, xo, yo)) return;  // whole block: before any barrier
   __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
   Codebook<F> book{grid_smem};
-  book.stage();
   const int64_t row0 = int64_t(blockIdx.x) * R;
-  const uint8_t* rows_p[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
   float acc[R][N];  // {weight rows, input rows}
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
-  const int64_t units = a.cols / kUnit;
-  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
-    typename F::Raw raw[R];
+  direct_loop<F, R, V, false>(a, row0, book, [&](const typename F::Raw (&raw)[R], int64_t u) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
-    RowsDot<F>::template run<R, N>(raw, u, x, xo, n, acc, book.get());
-  }
+    for (int i = 0; i < N; ++i) {
+      if (i >= n) break;
+      float xv[kUnit];
+      load_x(x + xo[i], u, xv);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][i] += dot_v<V, F>(raw[r], u, xv, book.get());
+    }
+  });
   __shared__ float part[R * N][kMaxThreads / 32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
@@ -390,7 +480,8 @@ void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, b
       return;
     }
   }
-  gemv_direct_kernel<F, R><<<blocks, threads_for(units), 0, stream>>>(a, x, y);
+  if (gemv_kernel() == 1) gemv_direct_kernel<F, R, 1><<<blocks, threads_for(units), 0, stream>>>(a, x, y);
+  else gemv_direct_kernel<F, R, 2><<<blocks, threads_for(units), 0, stream>>>(a, x, y);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -472,7 +563,9 @@ void dispatch(const WeightMatrix& w, Args a, const float* x, float* y, cudaStrea
   if (path == GemvPath::kStaged && !can_stage && (w.type == DType::Q8_0 || w.type == DType::Q2_K || w.type == DType::IQ2_XXS))
     throw InputError("cuda gemv: staged path needs a 16-byte aligned " + std::string(dtype_name(w.type)) +
                      " row stride (" + std::to_string(a.row_stride) + " bytes) and data pointer");
-  const bool staged = path != GemvPath::kDirect && can_stage;
+  // kAuto stages under kernel 1 only: on the H200 (bench/results/cuda-h200-2026-12-01) the
+  // staged path was slower than the direct one on every shape.
+  const bool staged = can_stage && (path == GemvPath::kStaged || (path == GemvPath::kAuto && gemv_kernel() == 1));
   const bool bf16s = w.scale_type == DType::BF16;
   if (use_small(w)) {
     const dim3 blocks(unsigned((a.rows + kMaxThreads / 32 - 1) / (kMaxThreads / 32)), batch);
@@ -534,7 +627,8 @@ namespace {
 template <class F, int R, int N>
 void launch_rows_n(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
   const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
-  gemv_rows_kernel<F, R, N><<<blocks, threads_for(a.cols / kUnit), 0, stream>>>(a, ra, x, y);
+  if (gemv_kernel() == 1) gemv_rows_kernel<F, R, N, 1><<<blocks, threads_for(a.cols / kUnit), 0, stream>>>(a, ra, x, y);
+  else gemv_rows_kernel<F, R, N, 2><<<blocks, threads_for(a.cols / kUnit), 0, stream>>>(a, ra, x, y);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

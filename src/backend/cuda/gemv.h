@@ -73,6 +73,18 @@ struct GemvRows {
 };
 void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream);
 
+// Kernel generation used by gemv, gemv_batched and gemv_rows (the staged path and the plain
+// per-row kernel are the same in both):
+//   2 (default): exact float decode through the mantissa instead of int->float conversions,
+//     first loads issued before the IQ2_XXS codebook is staged, next unit's loads before this
+//     unit's math where they fit; kAuto reads Q8_0/Q2_K/IQ2_XXS directly.
+//   1: the kernels measured on 2026-12-01 (kAuto stages where it can). Fallback: set the
+//     environment variable DS4_GEMV_KERNEL=1 (read on first use) or call gemv_set_kernel(1).
+// Results of 1 and 2 agree to rounding (not bit for bit); gemv_rows equals gemv/kDirect bit
+// for bit under either. Not thread safe against launches in flight on other threads.
+int gemv_kernel();
+void gemv_set_kernel(int version);  // 1 or 2; throws InputError otherwise
+
 // Whether gemv() takes this type (so callers can report unsupported weights up front).
 bool gemv_supports(DType type);
 

@@ -12,6 +12,12 @@
 //                                L reads global memory (FromGlobal) or a staged copy of the
 //                                row's bytes in shared memory (FromShared, see gemv.cu)
 //   dot(raw, unit, xv, shared)   decodes and returns sum_k w[k] * xv[k]
+//   dot2(...)                    (optional) the same sum with the kernel-2 decode: quantized
+//                                fields become floats exactly through the float mantissa
+//                                (bits 0x4B000000 | f = 2^23 + f for f < 2^23, then one FADD)
+//                                instead of the quarter-rate int->float conversion, fields
+//                                taken in place (so a field at bit 8 is worth 256x: separate
+//                                partial sums per bit position, scaled by exact powers of two)
 //   kSpanBlocks                  blocks a warp stages at once (0: the format is read directly:
 //                                its units are already 16-byte loads); kSpanBlocks * kBlockBytes
 //                                is a multiple of 16
@@ -56,6 +62,12 @@ struct FromShared {
   __device__ static uint32_t u32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
   __device__ static uint4 u4(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
 };
+// 2^23 + f as a float for a field f < 2^23 already in place (no shift); minus 2^23 (+ bias) is exact.
+__device__ __forceinline__ float mant(uint32_t f) { return __uint_as_float(0x4B000000u | f); }
+constexpr float kMant = 8388608.f;  // 2^23
+// 2^-s for 0 <= s < 127, exactly.
+__device__ __forceinline__ float pow2_neg(int s) { return __uint_as_float(uint32_t(127 - s) << 23); }
+
 // Sum of xv[8*w + 4*k ...]: used by the affine formats (w = scale*q + bias) for the bias term.
 __device__ __forceinline__ float sum32(const float (&xv)[kUnit]) {
   float s = 0.f;
@@ -138,6 +150,23 @@ struct Q8_0 {
     for (int i = 0; i < 8; ++i) r.q[i] = uint32_t(L::u16(p + 2 + 4 * i)) | (uint32_t(L::u16(p + 4 + 4 * i)) << 16);
     return r;
   }
+  // Kernel 2's global read: the unit's 34 bytes as 4-byte loads from the 4-byte boundary at or
+  // before it (off = 0 or 2 bytes), reassembled with funnel shifts: 9 loads instead of 17
+  // 2-byte ones. When off = 0 the last load is 2 bytes (never reads past the unit).
+  __device__ static Raw load_global2(const uint8_t* row_bytes, int64_t unit) {
+    const uint8_t* p = row_bytes + unit * 34;
+    const int off = int(reinterpret_cast<uintptr_t>(p) & 2);
+    const uint8_t* a = p - off;
+    uint32_t w[9];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) w[j] = FromGlobal::u32(a + 4 * j);
+    w[8] = off ? FromGlobal::u32(a + 32) : uint32_t(FromGlobal::u16(a + 32));
+    Raw r;
+    r.d = uint16_t(__funnelshift_r(w[0], w[1], 8 * off));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) r.q[i] = __funnelshift_rc(w[i], w[i + 1], 16 + 8 * off);
+    return r;
+  }
   __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
     float s = 0.f;
 #pragma unroll
@@ -145,6 +174,19 @@ struct Q8_0 {
 #pragma unroll
       for (int k = 0; k < 4; ++k) s = fmaf(float(int8_t(byte_of(r.q[i], k))), xv[4 * i + k], s);
     return f16_bits(r.d) * s;
+  }
+  // t = q ^ 0x80 per byte is q + 128 unsigned; bytes 0/2 in place at bit 0, 1/3 at bit 8.
+  __device__ static float dot2(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t t = r.q[i] ^ 0x80808080u, h = t >> 16;
+      s0 = fmaf(mant(t & 0xffu) - (kMant + 128.f), xv[4 * i], s0);
+      s1 = fmaf(mant(t & 0xff00u) - (kMant + 32768.f), xv[4 * i + 1], s1);
+      s0 = fmaf(mant(h & 0xffu) - (kMant + 128.f), xv[4 * i + 2], s0);
+      s1 = fmaf(mant(h & 0xff00u) - (kMant + 32768.f), xv[4 * i + 3], s1);
+    }
+    return f16_bits(r.d) * fmaf(s1, 1.f / 256.f, s0);
   }
 };
 
@@ -188,6 +230,34 @@ struct Q4_K {
     const float d = f16_bits(r.hdr.x & 0xffff), dmin = f16_bits(r.hdr.x >> 16);
     return d * float(sc) * sq - dmin * float(mn) * sum32(xv);
   }
+  __device__ static float dot2(const Raw& r, int64_t unit, const float (&xv)[kUnit], const void*) {
+    const int j = int(unit & 7);
+    const uint32_t sw[3] = {r.hdr.y, r.hdr.z, r.hdr.w};
+    auto sb = [&](int i) { return byte_of(sw[i >> 2], i & 3); };
+    uint32_t sc, mn;
+    if (j < 4) {
+      sc = sb(j) & 63;
+      mn = sb(j + 4) & 63;
+    } else {
+      sc = (sb(j + 4) & 0xf) | ((sb(j - 4) >> 6) << 4);
+      mn = (sb(j + 4) >> 4) | ((sb(j) >> 6) << 4);
+    }
+    const int shift = 4 * (j & 1);
+    const uint32_t m0 = 0xfu << shift, m1 = 0xf00u << shift;  // nibbles of bytes 0/2 and 1/3, in place
+    const uint32_t w[8] = {r.q[0].x, r.q[0].y, r.q[0].z, r.q[0].w, r.q[1].x, r.q[1].y, r.q[1].z, r.q[1].w};
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t h = w[i] >> 16;
+      s0 = fmaf(mant(w[i] & m0) - kMant, xv[4 * i], s0);
+      s1 = fmaf(mant(w[i] & m1) - kMant, xv[4 * i + 1], s1);
+      s0 = fmaf(mant(h & m0) - kMant, xv[4 * i + 2], s0);
+      s1 = fmaf(mant(h & m1) - kMant, xv[4 * i + 3], s1);
+    }
+    const float sq = fmaf(s1, 1.f / 256.f, s0) * pow2_neg(shift);
+    const float d = f16_bits(r.hdr.x & 0xffff), dmin = f16_bits(r.hdr.x >> 16);
+    return d * float(sc) * sq - dmin * float(mn) * sum32(xv);
+  }
 };
 
 // ---- Q2_K: 256-weight block = 16 bytes of 4-bit scale|min pairs, 64 bytes of 2-bit
@@ -228,6 +298,31 @@ struct Q2_K {
     }
     return s;
   }
+  __device__ static float dot2(const Raw& r, int64_t unit, const float (&xv)[kUnit], const void*) {
+    const int shift = 2 * int(unit & 3);
+    const uint32_t m0 = 3u << shift, m1 = 0x300u << shift;  // bytes 0/2 and 1/3, in place
+    float s0[2] = {0.f, 0.f}, s1[2] = {0.f, 0.f}, sx[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int g = i >> 2;
+      const uint32_t h = r.q[i] >> 16;
+      s0[g] = fmaf(mant(r.q[i] & m0) - kMant, xv[4 * i], s0[g]);
+      s1[g] = fmaf(mant(r.q[i] & m1) - kMant, xv[4 * i + 1], s1[g]);
+      s0[g] = fmaf(mant(h & m0) - kMant, xv[4 * i + 2], s0[g]);
+      s1[g] = fmaf(mant(h & m1) - kMant, xv[4 * i + 3], s1[g]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) sx[g] += xv[4 * i + k];
+    }
+    const float d = f16_bits(r.dm & 0xffff), dmin = f16_bits(r.dm >> 16), p = pow2_neg(shift);
+    float s = 0.f;
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const uint32_t scm = (r.sc >> (8 * g)) & 0xff;
+      const float sq = fmaf(s1[g], 1.f / 256.f, s0[g]) * p;
+      s += d * float(scm & 0xf) * sq - dmin * float(scm >> 4) * sx[g];
+    }
+    return s;
+  }
 };
 
 // ---- IQ2_XXS: 256-weight block = f16 d + 8 sub-blocks of 8 bytes (66 bytes, 2-byte
@@ -265,6 +360,29 @@ struct IQ2_XXS {
     const float db = f16_bits(r.d) * (0.5f + float(r.aux1 >> 28)) * 0.25f;
     return db * s;
   }
+  // Grid bytes (8, 25 or 43) in place: bytes 0/2 of each half at bit 0, 1/3 at bit 8; the
+  // sign flips the decoded weight's sign bit.
+  __device__ static float dot2(const Raw& r, int64_t, const float (&xv)[kUnit], const void* shared) {
+    const uint64_t* grid = static_cast<const uint64_t*>(shared);
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t g = grid[byte_of(r.aux0, l)];
+      const uint32_t s7 = (r.aux1 >> (7 * l)) & 127;
+      const uint32_t signs = s7 | ((__popc(s7) & 1u) << 7);
+      const uint32_t w[4] = {uint32_t(g), uint32_t(g) >> 16, uint32_t(g >> 32), uint32_t(g >> 48)};
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        // The sign onto the weight, not x: gemv_rows reuses the signed weight for every input row.
+        const float v = mant(w[k >> 1] & ((k & 1) ? 0xff00u : 0xffu)) - kMant;
+        const float sv = __uint_as_float(__float_as_uint(v) ^ ((signs << (31 - k)) & 0x80000000u));
+        if (k & 1) s1 = fmaf(sv, xv[8 * l + k], s1);
+        else s0 = fmaf(sv, xv[8 * l + k], s0);
+      }
+    }
+    const float db = f16_bits(r.d) * (0.5f + float(r.aux1 >> 28)) * 0.25f;
+    return db * fmaf(s1, 1.f / 256.f, s0);
+  }
 };
 
 // ---- MLX affine: packed u32 along the row (element i at bits kBits*(i%per_word), low
@@ -300,6 +418,32 @@ struct MlxAffine {
         for (int k = 0; k < kPerWord; ++k)
           sq = fmaf(float((w[j] >> (kBits * k)) & kMask), xv[(4 * i + j) * kPerWord + k], sq);
     }
+    const float scale = kBf16Scales ? bf16_bits(r.scale) : f16_bits(r.scale);
+    const float bias = kBf16Scales ? bf16_bits(r.bias) : f16_bits(r.bias);
+    return scale * sq + bias * sum32(xv);
+  }
+  // Fields in place in w (low half) and w >> 16: kBits 4 at bits 0/4/8/12, kBits 8 at 0/8.
+  __device__ static float dot2(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
+    constexpr int kPerWord = 32 / kBits, kPerHalf = kPerWord / 2;
+    constexpr uint32_t kMask = (1u << kBits) - 1;
+    float s[kPerHalf];
+#pragma unroll
+    for (int k = 0; k < kPerHalf; ++k) s[k] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const uint32_t w[4] = {r.v[i].x, r.v[i].y, r.v[i].z, r.v[i].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int k = 0; k < kPerWord; ++k) {
+          const uint32_t half = k < kPerHalf ? w[j] : w[j] >> 16;
+          const int kk = k % kPerHalf;
+          s[kk] = fmaf(mant(half & (kMask << (kBits * kk))) - kMant, xv[(4 * i + j) * kPerWord + k], s[kk]);
+        }
+    }
+    float sq = s[kPerHalf - 1];
+#pragma unroll
+    for (int k = kPerHalf - 2; k >= 0; --k) sq = fmaf(sq, 1.f / float(1u << kBits), s[k]);
     const float scale = kBf16Scales ? bf16_bits(r.scale) : f16_bits(r.scale);
     const float bias = kBf16Scales ? bf16_bits(r.bias) : f16_bits(r.bias);
     return scale * sq + bias * sum32(xv);

@@ -1,0 +1,122 @@
+// Host-only check of the GEMV decoders (backend/cuda/gemv_formats.cuh): for every format with
+// a kernel-2 decoder (dot2), random unit bytes and random x, both dot and dot2 against a double
+// sum of the unit's weights (each weight read back through dot with a one-hot x). Needs the
+// CUDA headers but no GPU: the device intrinsics the decoders use get host stand-ins here.
+// Prints the worst |dot2 - ref| / sum |w x| per format; fails above 4e-6 (float rounding of a
+// 32-term sum is ~1e-7 of that sum).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+static inline float __uint_as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint32_t __float_as_uint(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+static inline int __popc(uint32_t v) { return __builtin_popcount(v); }
+template <class T>
+static inline T __ldg(const T* p) {
+  return *p;
+}
+static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t s) {
+  return uint32_t(((uint64_t(hi) << 32) | lo) >> (s & 31));
+}
+static inline uint32_t __funnelshift_rc(uint32_t lo, uint32_t hi, uint32_t s) {
+  return uint32_t(((uint64_t(hi) << 32) | lo) >> (s > 32 ? 32 : s));
+}
+
+#include "backend/cuda/gemv_formats.cuh"
+#include "backend/cuda/iq2xxs_grid.h"
+
+namespace {
+
+using namespace ds4::cuda::gemv_detail;
+
+const uint64_t kGrid[256] = {DS4_IQ2XXS_GRID_VALUES};
+std::mt19937 g_rng(5);
+int g_fail = 0;
+
+template <class F>
+void check(const char* name, int units, Args a = {}) {
+  double worst = 0, worst1 = 0;
+  std::normal_distribution<float> nd;
+  for (int trial = 0; trial < 20000; ++trial) {
+    alignas(16) uint8_t buf[4096];
+    for (auto& b : buf) b = uint8_t(g_rng());
+    for (int i = 0; i < 4096; i += 2)
+      if (g_rng() % 2) buf[i + 1] &= 0x3b;  // many f16 fields small and finite
+    const int64_t unit = int64_t(g_rng() % uint32_t(units));
+    float xv[kUnit];
+    for (auto& v : xv) v = nd(g_rng);
+    const auto r = F::template load<FromShared>(a, buf, 0, unit);
+    const float s1 = F::dot(r, unit, xv, kGrid), s2 = F::dot2(r, unit, xv, kGrid);
+    double ref = 0, bound = 0;
+    for (int k = 0; k < kUnit; ++k) {
+      float e[kUnit] = {};
+      e[k] = 1.f;
+      const double wk = F::dot(r, unit, e, kGrid);
+      ref += wk * xv[k];
+      bound += std::fabs(wk * xv[k]);
+    }
+    if (!std::isfinite(bound) || bound == 0) continue;
+    const double e1 = std::fabs(s1 - ref) / bound, e2 = std::fabs(s2 - ref) / bound;
+    worst = std::max(worst, e2);
+    worst1 = std::max(worst1, e1);
+    if (!(e2 <= 4e-6)) {
+      std::printf("%-8s FAIL trial %d unit %lld: dot %.9g dot2 %.9g ref %.9g sum|wx| %.3g\n", name, trial,
+                  (long long)unit, s1, s2, ref, bound);
+      ++g_fail;
+      return;
+    }
+  }
+  std::printf("%-8s PASS worst |dot2-ref|/sum|wx| %.3g (dot: %.3g)\n", name, worst, worst1);
+}
+
+// Q8_0's kernel-2 global read (4-byte loads + funnel shifts) returns the same Raw as the
+// 2-byte loads, at both alignments of a unit (34-byte blocks alternate 0 and 2 mod 4).
+void check_q8_load() {
+  alignas(16) uint8_t buf[34 * 65];
+  for (auto& b : buf) b = uint8_t(g_rng());
+  for (int u = 0; u < 64; ++u) {
+    const Q8_0::Raw a = Q8_0::load<FromGlobal>(Args{}, buf, 0, u), b = Q8_0::load_global2(buf, u);
+    bool same = a.d == b.d;
+    for (int i = 0; i < 8; ++i) same = same && a.q[i] == b.q[i];
+    if (!same) {
+      std::printf("Q8_0 load_global2 FAIL unit %d: d %04x vs %04x, q[0] %08x vs %08x, q[7] %08x vs %08x\n", u, a.d, b.d,
+                  a.q[0], b.q[0], a.q[7], b.q[7]);
+      ++g_fail;
+      return;
+    }
+  }
+  std::printf("Q8_0 load_global2 PASS (64 units, both alignments)\n");
+}
+
+}  // namespace
+
+int main() {
+  check_q8_load();
+  check<Q8_0>("Q8_0", 64);
+  check<Q4_K>("Q4_K", 16);
+  check<Q2_K>("Q2_K", 16);
+  check<IQ2_XXS>("IQ2_XXS", 16);
+  static uint16_t sc[64], bi[64];
+  for (int i = 0; i < 64; ++i) sc[i] = uint16_t(0x1800 + i), bi[i] = uint16_t(0xa400 + i);
+  Args a{};
+  a.scales = sc, a.biases = bi, a.groups_per_row = 8, a.group_shift = 6;
+  check<MlxAffine<4, false>>("MLX_Q4", 16, a);
+  check<MlxAffine<4, true>>("MLX_Q4b", 16, a);
+  check<MlxAffine<8, true>>("MLX_Q8", 16, a);
+  std::printf(g_fail ? "FAILED\n" : "ALL PASSED\n");
+  return g_fail ? 1 : 0;
+}
