@@ -10,6 +10,9 @@
 //   model: a checkpoint dir/GGUF, or synthetic:LAYERS:EXPERTS (GLM 5.x Flash shapes, hidden
 //   4096, vocab 32768, BF16 generated weights in memory: models/glm5/synthetic.h);
 //   defaults: tests/data/glm5/model 128 64 0 (0 = all cores)
+// Or: bench_glm5_cuda synthetic-full[:TYPE[:EXPERTS[:LAYERS]]] [decode_tokens] [contexts]
+//   the full-size model generated on the GPU, prefill + decode per context frontier as
+//   fractions of the roofline (synthetic_full.h); defaults q2_k 288 45, 32, 2048,8192,32768
 // On the tiny test model (hidden 64) the GPU number measures per-token launch/graph
 // overhead, not bandwidth; the synthetic model reads real-size matrices per token.
 #include <cuda_runtime.h>
@@ -29,6 +32,7 @@
 #include "models/glm5/synthetic.h"
 
 #include "../cuda_common.h"
+#include "synthetic_full.h"
 
 using namespace ds4;
 using Clock = std::chrono::steady_clock;
@@ -113,6 +117,15 @@ int main(int argc, char** argv) {
   const std::string def = "tests/data/glm5/model";
 #endif
   const std::string dir = argc > 1 ? argv[1] : def;
+  try {
+    glm5::SyntheticFullOptions so;
+    if (glm5::parse_synthetic_full(dir, so))
+      return bench::glm5_synthetic_full(so, argc > 2 ? std::stoi(argv[2]) : 32,
+                                        bench::parse_contexts(argc > 3 ? argv[3] : "2048,8192,32768"));
+  } catch (const std::exception& e) {
+    std::printf("FATAL %s\n", e.what());
+    return 2;
+  }
   const int n = argc > 2 ? std::stoi(argv[2]) : 128;
   const int np = argc > 3 ? std::stoi(argv[3]) : 64;
   LoadOptions o;
