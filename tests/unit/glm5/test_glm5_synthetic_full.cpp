@@ -36,7 +36,7 @@ TEST(Glm5SyntheticFull, BlocksDecodeFiniteWithinAmp) {
     }
     WeightMatrix w;
     w.type = t, w.rows = rows, w.cols = cols, w.data = buf.data();
-    std::vector<float> row(size_t(cols));
+    std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
       dequantize_row(w, r, row.data());
       double sum = 0;
