@@ -135,7 +135,8 @@ else
     base=$(ls ./*.o | grep -v -e host_ref -e _models_qwen_next_) &&
     "$nvcc" "${flags[@]}" -o test_glm5_cuda "$root/tests/cuda/test_glm5_cuda.cu" $base glm5/*.o -lpthread &&
     "$nvcc" "${flags[@]}" -o bench_glm5_cuda "$root/bench/cuda_glm5/bench_glm5_cuda.cu" $base glm5/*.o -lpthread &&
-    "$nvcc" "${flags[@]}" -o test_synthetic_cuda "$root/tests/cuda/test_synthetic_cuda.cu" $base glm5/*.o -lpthread
+    "$nvcc" "${flags[@]}" -o test_synthetic_cuda "$root/tests/cuda/test_synthetic_cuda.cu" $(ls ./*.o | grep -v host_ref) \
+      glm5/*.o -lpthread
   ) >"$out/build_glm5.txt" 2>&1 || glm_rc=3
 fi
 if [ "$glm_rc" -ne 0 ]; then
@@ -174,7 +175,8 @@ fi
 
 # ---- synthetic full-size models (issue #10): test always (~20 s), benches with SYNTH_FULL=1 ----
 # test_synthetic_cuda: device fill == host generator per format, deterministic by seed; the
-# synthetic GLM 5.x Flash (45 layers, 16 experts, ~10 GB) gives finite first logits, equal per seed.
+# synthetic GLM 5.x Flash (45 layers, 16 experts, ~10 GB) and Qwen3.8 Flash Next (48 layers, 16
+# experts, ~5 GB) give finite first logits, equal per seed.
 # SYNTH_FULL=1: bench_glm5_cuda synthetic-full (45 layers, 288 experts Q2_K + Q8_0, ~105 GB on the
 # GPU) and bench_qwen_next_cuda synthetic-full (48 layers, 512 experts MLX q4, ~72 GB), each
 # "decode_tokens contexts" from GLM_SYNTH_ARGS (default "32 2048,8192,32768") / QWEN_SYNTH_ARGS

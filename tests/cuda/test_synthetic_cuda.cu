@@ -1,8 +1,9 @@
 // Synthetic full-size models on the GPU (issue #10): the device fill (backend/cuda
 // synthetic_fill) equals the host generator byte for byte for every format, is deterministic
 // by seed and differs between seeds; the synthetic GLM 5.x Flash (real widths, all 45 layers,
-// fewer experts so it is quick; --quick: 4 layers) gives finite first logits, the same for
-// the same seed and different for another seed.
+// fewer experts so it is quick; --quick: 4 layers) and Qwen3.8 Flash Next (all 48 layers, 16
+// experts; --quick: 4) give finite first logits, the same for the same seed and different for
+// another seed.
 // Usage: test_synthetic_cuda [--quick]
 #include <cuda_runtime.h>
 
@@ -17,6 +18,8 @@
 #include "backend/cuda/weight_upload.h"
 #include "models/glm5/cuda/model_cuda.h"
 #include "models/glm5/synthetic_full.h"
+#include "models/qwen_next/cuda/model_cuda.h"
+#include "models/qwen_next/synthetic_full.h"
 #include "test_common.h"
 
 using namespace ds4;
@@ -90,6 +93,8 @@ void fill_checks() {
   }
 }
 
+const std::vector<int32_t> kPrompt = {1, 17, 4242, 99, 154000, 3, 8, 12, 5000, 77, 2, 1, 9, 10, 11, 12, 13, 14};
+
 std::vector<float> first_logits(const glm5::SyntheticFullOptions& so, uint64_t seed) {
   LoadOptions lo;
   lo.max_context = 256;
@@ -97,26 +102,33 @@ std::vector<float> first_logits(const glm5::SyntheticFullOptions& so, uint64_t s
   co.synthetic_seed = seed;
   glm5::Glm5CudaModel g(glm5::synthetic_full_source(so), lo, co);
   auto st = g.new_state();
-  std::vector<int32_t> prompt = {1, 17, 4242, 99, 154000, 3, 8, 12, 5000, 77, 2, 1, 9, 10, 11, 12, 13, 14};
-  return g.prefill(*st, prompt);
+  return g.prefill(*st, kPrompt);
 }
 
-void glm_checks(bool quick) {
-  glm5::SyntheticFullOptions so;
-  so.n_experts = 16;
-  so.layers = quick ? 4 : 45;
+std::vector<float> first_logits(const qwen_next::SyntheticFullOptions& so, uint64_t seed) {
+  LoadOptions lo;
+  lo.max_context = 256;
+  qwen_next::CudaModelOptions co;
+  co.synthetic_seed = seed;
+  qwen_next::QwenNextCudaModel g(qwen_next::synthetic_full_source(so), lo, co);
+  auto st = g.new_state();
+  return g.prefill(*st, kPrompt);
+}
+
+template <class Options>
+void model_checks(const std::string& name, const Options& so) {
   const auto a = first_logits(so, 1), b = first_logits(so, 1), c = first_logits(so, 2);
   size_t bad = a.size();
   for (size_t i = 0; i < a.size() && bad == a.size(); ++i)
     if (!std::isfinite(a[i])) bad = i;
   const auto [lo, hi] = std::minmax_element(a.begin(), a.end());
-  check(bad == a.size(), "glm5 synthetic-full (" + std::to_string(so.layers) + " layers, 16 experts) first logits finite" +
+  check(bad == a.size(), name + " synthetic-full (" + std::to_string(so.layers) + " layers, 16 experts) first logits finite" +
                              (bad == a.size() ? "" : " (logit " + std::to_string(bad) + " = " + std::to_string(a[bad]) + ")") +
                              ", range [" + std::to_string(*lo) + ", " + std::to_string(*hi) + "]");
-  check(*hi - *lo > 1e-4f, "glm5 synthetic-full logits not degenerate");
-  check(a == b, "glm5 synthetic-full: same seed, same logits (max diff " +
+  check(*hi - *lo > 1e-4f, name + " synthetic-full logits not degenerate");
+  check(a == b, name + " synthetic-full: same seed, same logits (max diff " +
                     std::to_string(cuda_test::max_diff(a.data(), b.data(), a.size())) + ")");
-  check(a != c, "glm5 synthetic-full: another seed, other logits");
+  check(a != c, name + " synthetic-full: another seed, other logits");
 }
 
 }  // namespace
@@ -125,7 +137,14 @@ int main(int argc, char** argv) {
   const auto args = cuda_test::parse_args(argc, argv);
   try {
     fill_checks();
-    glm_checks(args.quick);
+    glm5::SyntheticFullOptions g;
+    g.n_experts = 16;
+    g.layers = args.quick ? 4 : 45;
+    model_checks("glm5", g);
+    qwen_next::SyntheticFullOptions q;
+    q.n_experts = 16;
+    q.layers = args.quick ? 4 : 48;
+    model_checks("qwen_next", q);
   } catch (const std::exception& e) {
     check(false, std::string("exception: ") + e.what());
   }
