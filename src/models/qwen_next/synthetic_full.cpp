@@ -2,9 +2,12 @@
 // weights.cpp binds, MLX q4 g64 matrices as shapes only, small vectors generated on the host.
 #include "models/qwen_next/synthetic_full.h"
 
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/synthetic_fill_blocks.h"
 #include "core/error.h"
 #include "core/synthetic_weights.h"
 #include "models/qwen_next/config.h"
@@ -16,8 +19,10 @@ namespace {
 
 class Source final : public TensorSource {
  public:
-  Source(nlohmann::json config, uint64_t seed) : config_(std::move(config)), seed_(seed) {}
+  Source(nlohmann::json config, uint64_t seed, bool materialize)
+      : config_(std::move(config)), seed_(seed), materialize_(materialize) {}
   void info(const std::string& name, std::vector<int64_t> shape, DType t, const void* data = nullptr) {
+    if (!data && materialize_) data = host_data(name, shape, t);
     TensorInfo i;
     i.name = name;
     i.type = t;
@@ -30,6 +35,7 @@ class Source final : public TensorSource {
   // MLX q4 g64 linear "<name>.weight/.scales/.biases" {rows, cols} (or {n, rows, cols}).
   void linear(const std::string& name, std::vector<int64_t> shape) {
     const int64_t cols = shape.back();
+    amp_ = 1.0f / std::sqrt(float(cols));
     if (cols % 64) throw InputError("qwen synthetic-full: " + name + " cols " + std::to_string(cols) + " not a multiple of 64");
     std::vector<int64_t> w = shape, s = shape;
     w.back() = cols / 8, s.back() = cols / 64;
@@ -50,8 +56,35 @@ class Source final : public TensorSource {
   std::string format() const override { return "synthetic"; }
 
  private:
+  // Host values with the device generator: packed words, or per-group scales (".scales") and
+  // biases (".biases") of the last linear(), or plain BF16 values (the PLE table).
+  const void* host_data(const std::string& name, const std::vector<int64_t>& shape, DType t) {
+    namespace sy = ds4::synth;
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    const uint64_t seed = seed_from_name(name.substr(0, name.rfind('.')).c_str(), seed_);
+    data_.emplace_back(size_t(n) * (t == DType::U32 ? 4 : 2));
+    uint8_t* p = data_.back().data();
+    const bool scales = name.size() > 7 && name.compare(name.size() - 7, 7, ".scales") == 0;
+    const bool biases = name.size() > 7 && name.compare(name.size() - 7, 7, ".biases") == 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (t == DType::U32) {
+        const uint32_t v = sy::mlx_word(seed, uint64_t(i));
+        std::memcpy(p + 4 * i, &v, 4);
+      } else if (scales) {
+        sy::put16(p + 2 * i, sy::mlx_scale(seed, uint64_t(i), amp_, 4, true));
+      } else if (biases) {
+        sy::put16(p + 2 * i, sy::mlx_bias(seed, uint64_t(i), amp_, true));
+      } else {
+        sy::put16(p + 2 * i, sy::to_bf16(sy::plain(seed, uint64_t(i), 0.f, 0.05f)));
+      }
+    }
+    return p;
+  }
   nlohmann::json config_;
   uint64_t seed_;
+  bool materialize_;
+  float amp_ = 0.f;
   std::vector<TensorInfo> tensors_;
   std::vector<std::vector<uint8_t>> data_;
   nlohmann::json empty_ = nlohmann::json::object();
@@ -126,26 +159,26 @@ nlohmann::json synthetic_full_config(const SyntheticFullOptions& o) {
   nlohmann::json types = nlohmann::json::array();
   for (int64_t l = 0; l < layers; ++l) types.push_back(l % 4 == 3 ? "full_attention" : "linear_attention");
   nlohmann::json t = {
-      {"model_type", "qwen4_exp_text"}, {"vocab_size", 248320}, {"hidden_size", 2560}, {"num_hidden_layers", layers},
+      {"model_type", "qwen4_exp_text"}, {"vocab_size", o.vocab > 0 ? o.vocab : 248320}, {"hidden_size", 2560}, {"num_hidden_layers", layers},
       {"layer_types", types}, {"num_attention_heads", 24}, {"num_key_value_heads", 2}, {"head_dim", 256},
       {"linear_num_key_heads", 16}, {"linear_num_value_heads", 48}, {"linear_key_head_dim", 128},
       {"linear_value_head_dim", 128}, {"linear_conv_kernel_dim", 4}, {"output_gate_type", "sigmoid"},
       {"num_experts", o.n_experts > 0 ? o.n_experts : 512}, {"num_experts_per_tok", 10},
       {"moe_intermediate_size", 640}, {"shared_expert_intermediate_size", 640}, {"norm_topk_prob", true},
       {"hc_count", 4}, {"hc_lowrank", 320}, {"ple_layer_ids", {1}}, {"ple_embed_dim", 2560},
-      {"ple_conv_kernel_size", 4}, {"ngram_size", 3}, {"heads_per_ngram", 8}, {"ngram_vocab_size_base", 20000000},
+      {"ple_conv_kernel_size", 4}, {"ngram_size", 3}, {"heads_per_ngram", 8}, {"ngram_vocab_size_base", o.ngram_base > 0 ? o.ngram_base : 20000000},
       {"make_ngram_vocab_size_divisible_by", 128}, {"seed", 1234}, {"indexer_n_heads", 4}, {"indexer_kv_heads", 1},
       {"indexer_head_dim", 128}, {"indexer_budget", 2048}, {"indexer_compress_ratio", 4},
       {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 10000000.0}, {"partial_rotary_factor", 0.25}}},
       {"rms_norm_eps", 1e-6}, {"max_position_embeddings", 262144}, {"tie_word_embeddings", false},
-      {"eos_token_id", {248046}}};
+      {"eos_token_id", {o.vocab > 0 ? o.vocab - 1 : 248046}}};
   return {{"model_type", "qwen4_exp"}, {"_name_or_path", "synthetic-full-qwen3.8-flash-next"}, {"text_config", t}};
 }
 
 std::unique_ptr<TensorSource> synthetic_full_source(const SyntheticFullOptions& o) {
   const nlohmann::json j = synthetic_full_config(o);
   const Config c = parse_config(j, "synthetic-full qwen_next config");
-  auto s = std::make_unique<Source>(j, o.seed);
+  auto s = std::make_unique<Source>(j, o.seed, o.materialize);
   s->linear("model.embed_tokens", {c.vocab, c.hidden});  // rows made per token (never read)
   s->linear("lm_head", {c.vocab, c.hidden});
   for (int64_t l = 0; l < c.layers; ++l) layer(*s, c, "model.layers." + std::to_string(l), l);

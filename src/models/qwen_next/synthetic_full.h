@@ -24,6 +24,11 @@ struct SyntheticFullOptions {
   int64_t layers = 0;     // 0: 48 (must keep the GDN/QSA pattern: multiples of 4 stay faithful)
   int64_t n_experts = 0;  // 0: 512
   uint64_t seed = 1;
+  int64_t vocab = 0;        // 0: 248320
+  int64_t ngram_base = 0;   // 0: 20M (HF); a small value shrinks the PLE table (CPU checks)
+  // Fill every tensor on the host with the GPU's block generator (backend/cuda/
+  // synthetic_fill_blocks.h) so the CPU model can run it: for small variants only.
+  bool materialize = false;
 };
 
 nlohmann::json synthetic_full_config(const SyntheticFullOptions& o);
