@@ -54,6 +54,7 @@ inline void context_table(Model& m, const std::vector<int64_t>& contexts, int n_
   std::printf("| context | prefill tok/s (segment) | prefill tok/s (from 0) | prefill bytes/token MB | prefill of bw | decode "
               "tok/s | decode ms | decode bytes/token MB | decode of bw |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::fflush(stdout);  // a run cut by a timeout keeps the rows it printed
   int64_t pos = 0;
   double prefill_s = 0;
   int64_t prefilled = 0;
@@ -86,6 +87,7 @@ inline void context_table(Model& m, const std::vector<int64_t>& contexts, int n_
     std::printf("| %lld | %.0f | %.0f | %.1f | %.3f | %.2f | %.3f | %.1f | %.3f |%s\n", (long long)ctx, seg_tps,
                 double(prefilled) / prefill_s, pbytes / 1e6, pbytes * seg_tps / 1e9 / bw.copy_gbps, dec_tps,
                 1e3 / dec_tps, dbytes / 1e6, dbytes * dec_tps / 1e9 / bw.copy_gbps, finite ? "" : " NON-FINITE LOGITS");
+    std::fflush(stdout);
   }
   std::printf("(of bw: bytes/token x tok/s over the copy bandwidth of this run, %.0f GB/s; the read-only probe gave %.0f "
               "GB/s)\n", bw.copy_gbps, bw.read_gbps);
