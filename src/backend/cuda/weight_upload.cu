@@ -15,7 +15,8 @@ size_t Uploader::data_bytes(const WeightMatrix& m) { return size_t(m.rows * m.ro
 
 size_t Uploader::scale_bytes(const WeightMatrix& m) {
   // MLX by type too: a fill-mode host view may have null scales.
-  return m.scales || m.type == DType::MLX_Q4 || m.type == DType::MLX_Q8 ? size_t(m.rows * (m.cols / m.group_size) * row_bytes(m.scale_type, 1)) : 0;
+  const bool mlx = m.scales || m.type == DType::MLX_Q4 || m.type == DType::MLX_Q8;
+  return mlx ? size_t(m.rows * (m.cols / m.group_size) * row_bytes(m.scale_type, 1)) : 0;
 }
 
 const void* Uploader::add_run(const std::vector<std::pair<const void*, size_t>>& pieces) {
