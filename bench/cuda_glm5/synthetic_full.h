@@ -7,7 +7,7 @@
 // Bytes per token: the uploaded weights except the routed experts (hc mixes, attention,
 // shared experts, dense MLPs, router, lm_head; the embedding row is made on the host) + the
 // routed experts a token reads (decode: k of E per MoE layer; prefill: the expected union of
-// 16 rows' top-k under uniform routing, over 16) + KDA recurrent state read and written
+// 16 rows' top-k under uniform routing, over 16, without the lm_head) + KDA recurrent state read and written
 // (f32 {heads, hd, hd} per KDA layer) + the MLA latent rows attention reads (the selection:
 // min(pos, index_topk + tail) x kv_lora f32 per DSA layer) + the indexer's pool keys (pos /
 // kpool x index_head_dim f32 per full-indexer layer).
@@ -53,7 +53,9 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
     if (c.layer_types[size_t(l)] == glm5::LayerKind::kLinear) ++kda;
     else ++dsa, full_idx += c.indexer_shared[size_t(l)] ? 0 : 1;
   }
-  const double per_tok = double(g.weight_bytes_per_token()), chunk = per_tok * g.chunk_bytes_ratio(16) / 16.0;
+  // A prefill chunk reads the lm_head only for the last chunk's logits: left out (Q8_0: V x H x 34/32).
+  const double lm = double(c.vocab_size) * double(c.hidden_size) * 34.0 / 32.0;
+  const double per_tok = double(g.weight_bytes_per_token()), chunk = (per_tok * g.chunk_bytes_ratio(16) - lm) / 16.0;
   const double kda_state = double(kda) * 2.0 * double(c.linear_num_heads * c.linear_head_dim * c.linear_head_dim) * 4.0;
   auto attn = [&](int64_t p) {
     const int64_t sel = std::min<int64_t>(p + 1, c.index_topk + (p + 1) % c.index_kpool);

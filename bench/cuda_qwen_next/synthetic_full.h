@@ -4,7 +4,7 @@
 // BF16 scales/biases) generated on the GPU, then prefill to each context frontier (default
 // 2048,8192; the CUDA model prefills token by token, so a frontier costs frontier decode
 // steps) and greedy decode at batch 1 there, as fractions of the roofline (cuda_synthetic.h).
-// Bytes per token (decode and prefill alike: each prefill token is one decode step): the
+// Bytes per token (a prefill token is one decode step without the lm_head): the
 // uploaded weights except the routed experts (hyper-connections, GDN, QSA, PLE projections,
 // shared experts, routers, lm_head; embedding and PLE rows are made on the host) + top_k of
 // E routed experts per layer + GDN recurrent state read and written (f32 {v_heads, k_dim,
@@ -59,7 +59,9 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
               state / 1e6, (long long)ctx.back(), attn(ctx.back()) / 1e6);
   TokenBytes tb;
   tb.decode = [&](int64_t p) { return per_tok + state + attn(p); };
-  tb.prefill = tb.decode;
+  // A prefill token without logits skips the lm_head (MLX q4: V x (H/2 + 4 H/64) bytes).
+  const double lm = double(c.vocab) * double(c.hidden / 2 + 4 * c.hidden / 64);
+  tb.prefill = [&, lm](int64_t p) { return per_tok - lm + state + attn(p); };
   context_table(g, ctx, n_decode, tb, bw);
   return 0;
 }
