@@ -13,6 +13,7 @@
 // kpool x index_head_dim f32 per full-indexer layer).
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "../cuda_synthetic.h"
@@ -32,7 +33,15 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   co.synthetic_seed = so.seed;
   const auto free0 = cuda::device_memory_info();
   auto t0 = Clock::now();
-  glm5::Glm5CudaModel g(glm5::synthetic_full_source(so), lo, co);
+  std::unique_ptr<glm5::Glm5CudaModel> gp;
+  try {  // admission (backend/cuda/memory.h) refuses before anything is generated
+    gp = std::make_unique<glm5::Glm5CudaModel>(glm5::synthetic_full_source(so), lo, co);
+  } catch (const std::exception& e) {
+    std::printf("FATAL %s\n(synthetic-full: routed experts Q4_K need ~171 GB with 288 experts; use q2_k, or fewer experts "
+                "such as synthetic-full:q4_k:200)\n", e.what());
+    return 2;
+  }
+  glm5::Glm5CudaModel& g = *gp;
   const double load_s = std::chrono::duration<double>(Clock::now() - t0).count();
   const auto free1 = cuda::device_memory_info();
   std::printf("synthetic-full GLM 5.x Flash: %lld layers, %lld experts (top-%lld) in %s, rest %s, vocab %lld, max "
