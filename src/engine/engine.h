@@ -91,6 +91,8 @@ class Engine {
   int64_t context_size() const { return context_size_; }
   int64_t prefill_chunk() const { return prefill_chunk_; }
   int64_t snapshot_every() const { return snapshot_every_; }  // 0 = off
+  // Draft depth the engine speculates with: 0 when off or when the model has no draft head.
+  int speculative_depth() const { return spec_depth_; }
   EngineMetrics metrics() const;
 
   struct Job;  // engine_job.h (public: the decode helpers take it)

@@ -18,6 +18,7 @@ engine::Settings effective_settings(const engine::Settings& s, const engine::Eng
   if (!out.min_p) out.min_p = p.min_p;
   if (!out.seed) out.seed = p.seed;
   out.context_size = e.context_size();
+  if (e.speculative_depth() == 0) out.speculative = false;  // asked for, but no draft head to run
   out.prefill_chunk = e.prefill_chunk();
   out.cache_snapshot_every = e.snapshot_every() > 0 ? e.snapshot_every() : -1;
   return out;
@@ -53,6 +54,14 @@ std::string backend_comment(const Loaded& l) {
   return "# backend: " + l.backend.backend + " (" + l.backend.reason + ")\n";
 }
 
+// Speculation asked for but impossible is said once, not silently dropped: a CUDA model has no
+// draft head yet, or the checkpoint carries none. Empty when speculation runs or was not asked.
+std::string speculative_note(const engine::Settings& s, const engine::Engine& e, const std::string& backend) {
+  if (!s.speculative || e.speculative_depth() > 0) return "";
+  return backend == "cuda" ? "off (the cuda backend has no draft head for this family yet)"
+                           : "off (the model has no draft head)";
+}
+
 int serve_main(const std::vector<std::string>& args, const Loader& load) {
   engine::Settings settings;
   auto rest = engine::apply_cli(settings, args, {"--print-config"});
@@ -67,8 +76,13 @@ int serve_main(const std::vector<std::string>& args, const Loader& load) {
   Loaded l = load(settings);
   const std::string family = l.model->info().family;
   const std::string why = l.backend.reason;
-  const std::string comment = backend_comment(l);
+  std::string comment = backend_comment(l);
+  const std::string backend = l.backend.backend;
   engine::Engine eng(std::move(l.model), std::move(l.codec), engine_options(settings, l));
+  if (const std::string note = speculative_note(settings, eng, backend); !note.empty()) {
+    std::fprintf(stderr, "speculative: %s\n", note.c_str());
+    comment += "# speculative: " + note + "\n";
+  }
   const std::string receipt = comment + engine::settings_yaml(effective_settings(settings, eng), /*redact_secrets=*/true);
   if (print_only) {
     std::fputs(receipt.c_str(), stdout);

@@ -20,6 +20,10 @@
 //     single decode steps: T = 2, 4, 7, 16 after a prefix and T = 300 from empty, on the tiny
 //     model (chunks of 16 and of 8) and on the synthetic Flash shapes; kLast, and 4 decode
 //     steps after. (Items 1-4 also run chunked now: prefill and kAll of > 1 token use it.)
+//     The chunk batches the sequential parts over its rows (one conv/recurrence launch, all
+//     rows appended then one selection and one attention launch) with each row's arithmetic
+//     the step's, so rows are expected bit-identical; a difference prints its first row.
+//     profile_chunk (the bench's --profile) leaves the same state as forward().
 // Usage: test_glm5_cuda [root] [--quick]   (root: the tree, default DS4_ROOT or ".";
 //   --quick: prompts p7 and p64, the extras and a short multi-row check, for compute-sanitizer)
 #include <algorithm>
@@ -209,6 +213,13 @@ void chunk_vs_steps(Model& chunked, Model& steps, const std::vector<int32_t>& to
     float diff = a.size() == b.size() ? max_diff(a.data(), b.data(), a.size()) : INFINITY, scale = 1.f;
     for (float x : b) scale = std::max(scale, std::fabs(x));
     const bool bitwise = a == b;
+    char first[160] = "";  // where a chunk row first differs from its decode step
+    for (size_t i = 0; !bitwise && i < a.size() && i < b.size(); ++i)
+      if (a[i] != b[i]) {
+        std::snprintf(first, sizeof first, "; first at row %lld logit %lld: %.9g vs %.9g", (long long)(i / size_t(V)),
+                      (long long)(i % size_t(V)), double(a[i]), double(b[i]));
+        break;
+      }
     int bad_argmax = 0, close = 0;
     for (int64_t t = 0; t < T && a.size() == b.size(); ++t) {
       const float* rb = b.data() + t * V;
@@ -232,16 +243,34 @@ void chunk_vs_steps(Model& chunked, Model& steps, const std::vector<int32_t>& to
       b = steps.decode(*sb, next);
       cont = std::max(cont, max_diff(a.data(), b.data(), size_t(V)));
     }
-    char buf[360];
+    char buf[480];
     std::snprintf(buf, sizeof buf,
-                  "%s: forward of %lld rows after %lld (kAll) vs %lld decode steps: max |diff| %.3g (%s), kLast vs kAll "
+                  "%s: forward of %lld rows after %lld (kAll) vs %lld decode steps: max |diff| %.3g (%s%s), kLast vs kAll "
                   "last row %.3g, 4 steps after %.3g (tol %.0e x %.3g); argmax differs on %d rows (+%d near-ties)",
                   name.c_str(), (long long)T, (long long)prefix, (long long)T, diff, bitwise ? "bit-identical" : "not bitwise",
-                  dlast, cont, double(tol), scale, bad_argmax, close);
+                  first, dlast, cont, double(tol), scale, bad_argmax, close);
     check(diff <= tol * scale && dlast <= tol * scale && cont <= tol * scale && bad_argmax == 0 &&
               sa->position() == prefix + T + 4,
           buf);
   }
+}
+
+// The bench's --profile path (profile_chunk: the chunk with direct launches and events) leaves
+// the state forward() leaves: the next decode step's logits are bit-identical, and it names
+// its sections with a positive total time.
+void profiled_chunk(glm5::Glm5CudaModel& m, const std::vector<int32_t>& tokens) {
+  const std::span<const int32_t> pre(tokens.data(), 20), rows(tokens.data() + 20, 4);
+  auto sa = m.new_state(), sb = m.new_state();
+  std::vector<float> none;
+  m.forward(*sa, pre, Logits::kNone, none);
+  m.forward(*sb, pre, Logits::kNone, none);
+  const glm5::ChunkProfile p = m.profile_chunk(*sa, rows);
+  m.forward(*sb, rows, Logits::kAll, none);
+  const auto a = m.decode(*sa, tokens[30]), b = m.decode(*sb, tokens[30]);
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "profile_chunk of 4 rows: %zu sections, %.3f ms; next step max |diff| vs forward() %.3g",
+                p.sections.size(), p.total_ms, double(max_diff(a.data(), b.data(), a.size())));
+  check(a == b && p.total_ms > 0 && p.sections.size() >= 5 && sa->position() == 25, buf);
 }
 
 void synthetic_flash() {
@@ -309,6 +338,7 @@ int main(int argc, char** argv) {
       const auto p300 = golden<int32_t>(*g, "p300.tokens");
       std::vector<int32_t> toks(p300);
       toks.insert(toks.end(), p300.begin(), p300.begin() + 64);  // 364: room for a prefix + 300
+      profiled_chunk(gpu, toks);
       if (quick) {  // compute-sanitizer: a short verify and a partial chunk
         chunk_vs_steps(gpu, *steps, toks, 40, {2, 7}, kTol, "tiny chunk 16");
       } else {

@@ -33,16 +33,18 @@ const Command kCommands[] = {
     {"run", ds4::cli::cmd_run, "generate tokens with a model (--model PATH --tokens IDS)"},
 };
 
-int usage() {
-  std::fprintf(stderr, "usage: ds4server COMMAND [ARGS...]\ncommands:\n");
-  for (const auto& c : kCommands) std::fprintf(stderr, "  %-12s %s\n", c.name, c.help);
-  return 2;
+// Asked-for help goes to stdout and succeeds; usage after a mistake goes to stderr and fails.
+int usage(std::FILE* to = stderr, int rc = 2) {
+  std::fprintf(to, "usage: ds4server COMMAND [ARGS...]\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(to, "  %-12s %s\n", c.name, c.help);
+  return rc;
 }
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
   std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") return usage(stdout, 0);
   ds4::cli::Args args(argv + 2, argv + argc);
   for (const auto& c : kCommands) {
     if (name != c.name) continue;

@@ -30,21 +30,27 @@ void launch(const float* a, const float* b, float* y, int64_t n, cudaStream_t st
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-__global__ void swiglu_clamp_rows_kernel(const float* __restrict__ gu, int64_t rows, int64_t n, float limit,
-                                         float* __restrict__ y) {
+__global__ void swiglu_clamp_rows_kernel(const float* __restrict__ gu, int64_t gs, int64_t rows, int64_t n,
+                                         float limit, float* __restrict__ y, int64_t ys) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * n) return;
   const int64_t r = i / n, c = i % n;
-  const float g = fminf(gu[r * 2 * n + c], limit), u = fminf(fmaxf(gu[r * 2 * n + n + c], -limit), limit);
-  y[i] = silu(g) * u;
+  const float g = fminf(gu[r * gs + c], limit), u = fminf(fmaxf(gu[r * gs + n + c], -limit), limit);
+  y[r * ys + c] = silu(g) * u;
 }
 
 }  // namespace
 
-void swiglu_clamp_rows_f32(const float* gu, int64_t rows, int64_t n, float limit, float* y, cudaStream_t stream) {
+void swiglu_clamp_strided_f32(const float* gu, int64_t gu_stride, int64_t rows, int64_t n, float limit, float* y,
+                              int64_t y_stride, cudaStream_t stream) {
   if (rows * n <= 0) return;
-  swiglu_clamp_rows_kernel<<<unsigned((rows * n + 255) / 256), 256, 0, stream>>>(gu, rows, n, limit, y);
+  swiglu_clamp_rows_kernel<<<unsigned((rows * n + 255) / 256), 256, 0, stream>>>(gu, gu_stride, rows, n, limit, y,
+                                                                                  y_stride);
   DS4_CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_clamp_rows_f32(const float* gu, int64_t rows, int64_t n, float limit, float* y, cudaStream_t stream) {
+  swiglu_clamp_strided_f32(gu, 2 * n, rows, n, limit, y, n, stream);
 }
 
 void silu_f32(const float* x, float* y, int64_t n, cudaStream_t stream) { launch<Silu>(x, nullptr, y, n, stream); }

@@ -8,30 +8,38 @@ namespace {
 
 __global__ void conv1d_step_kernel(const float* __restrict__ x_new, const float* __restrict__ w,
                                    float* __restrict__ state, int64_t C, int K, int dil, bool silu,
-                                   float* __restrict__ y) {
+                                   float* __restrict__ y, Conv1dRows rows) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int s = (K - 1) * dil;
-  const float xn = x_new[c];
-  float acc = 0.f;
-  for (int j = 0; j < K; ++j) {
-    const int r = j * dil;  // row of concat(state, x_new)
-    const float v = r < s ? state[int64_t(r) * C + c] : xn;
-    acc += w[c * K + j] * v;  // plain multiply-add order of the CPU reference
+  for (int64_t t = 0; t < rows.count; ++t) {  // rows in token order: the state carries between them
+    const float xn = x_new[t * rows.x_stride + c];
+    float acc = 0.f;
+    for (int j = 0; j < K; ++j) {
+      const int r = j * dil;  // row of concat(state, x_new)
+      const float v = r < s ? state[int64_t(r) * C + c] : xn;
+      acc += w[c * K + j] * v;  // plain multiply-add order of the CPU reference
+    }
+    for (int r = 0; r + 1 < s; ++r) state[int64_t(r) * C + c] = state[int64_t(r + 1) * C + c];
+    if (s > 0) state[int64_t(s - 1) * C + c] = xn;
+    y[t * rows.y_stride + c] = silu ? acc / (1.f + expf(-acc)) : acc;
   }
-  for (int r = 0; r + 1 < s; ++r) state[int64_t(r) * C + c] = state[int64_t(r + 1) * C + c];
-  if (s > 0) state[int64_t(s - 1) * C + c] = xn;
-  y[c] = silu ? acc / (1.f + expf(-acc)) : acc;
 }
 
 }  // namespace
 
-void conv1d_step_f32(const float* x_new, const float* w, float* state, int64_t channels, int64_t kernel,
-                     int64_t dilation, bool silu, float* y, cudaStream_t stream) {
+void conv1d_rows_f32(const float* x_new, const float* w, float* state, int64_t channels, int64_t kernel,
+                     int64_t dilation, bool silu, float* y, const Conv1dRows& rows, cudaStream_t stream) {
+  if (rows.count <= 0) return;
   const int threads = 128;
   conv1d_step_kernel<<<unsigned((channels + threads - 1) / threads), threads, 0, stream>>>(
-      x_new, w, state, channels, int(kernel), int(dilation), silu, y);
+      x_new, w, state, channels, int(kernel), int(dilation), silu, y, rows);
   DS4_CUDA_CHECK_LAUNCH();
+}
+
+void conv1d_step_f32(const float* x_new, const float* w, float* state, int64_t channels, int64_t kernel,
+                     int64_t dilation, bool silu, float* y, cudaStream_t stream) {
+  conv1d_rows_f32(x_new, w, state, channels, kernel, dilation, silu, y, Conv1dRows{}, stream);
 }
 
 }  // namespace ds4::cuda

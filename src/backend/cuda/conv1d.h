@@ -13,4 +13,14 @@ namespace ds4::cuda {
 void conv1d_step_f32(const float* x_new, const float* w, float* state, int64_t channels, int64_t kernel,
                      int64_t dilation, bool silu, float* y, cudaStream_t stream);
 
+// conv1d_step_f32 over `count` consecutive new rows in one launch (a prefill chunk or a
+// speculative verify): row t reads x_new + t * x_stride, writes y + t * y_stride (floats),
+// and the state advances row by row inside the kernel (one thread per channel), so every
+// row equals the single step's arithmetic.
+struct Conv1dRows {
+  int64_t count = 1, x_stride = 0, y_stride = 0;
+};
+void conv1d_rows_f32(const float* x_new, const float* w, float* state, int64_t channels, int64_t kernel,
+                     int64_t dilation, bool silu, float* y, const Conv1dRows& rows, cudaStream_t stream);
+
 }  // namespace ds4::cuda

@@ -7,7 +7,8 @@ namespace ds4::cuda {
 namespace {
 
 // One warp per q/k head (2 * k_heads of them).
-__global__ void qk_l2norm_kernel(float* __restrict__ qkv, DeltaRuleShape sh) {
+__global__ void qk_l2norm_kernel(float* __restrict__ qkv, DeltaRuleShape sh, int64_t stride) {
+  qkv += int64_t(blockIdx.y) * stride;  // token (rows variant)
   const int64_t head = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (head >= 2 * sh.k_heads) return;
@@ -21,52 +22,124 @@ __global__ void qk_l2norm_kernel(float* __restrict__ qkv, DeltaRuleShape sh) {
 }
 
 // One block per value head; thread j owns column j of S {k_dim, v_dim}. Shared memory holds
-// q, k and the per-row decay exp(g) {3, k_dim}.
+// q, k and the per-row decay exp(g) {3, k_dim} of the current token; tokens run in order.
 __global__ void delta_rule_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
                                   const float* __restrict__ beta, float* __restrict__ S, float* __restrict__ o,
-                                  DeltaRuleShape sh) {
+                                  DeltaRuleShape sh, DeltaRuleRows rows) {
   extern __shared__ float qkd[];
   const int64_t h = blockIdx.x, kd = sh.k_dim, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
-  const float* q = qkv + kh * kd;
-  const float* k = qkv + sh.k_heads * kd + kh * kd;
-  const float* v = qkv + 2 * sh.k_heads * kd + h * vd;
   float* decay = qkd + 2 * kd;
-  for (int64_t i = threadIdx.x; i < kd; i += blockDim.x) {
-    qkd[i] = q[i];
-    qkd[kd + i] = k[i];
-    decay[i] = expf(sh.per_channel_gate ? g[h * kd + i] : g[h]);
-  }
-  __syncthreads();
-  const float bt = beta[h];
   float* Sh = S + h * kd * vd;
-  for (int64_t j = threadIdx.x; j < vd; j += blockDim.x) {
+  for (int64_t t = 0; t < rows.count; ++t) {
+    const int64_t off = t * rows.stride;
+    const float* q = qkv + off + kh * kd;
+    const float* k = qkv + off + sh.k_heads * kd + kh * kd;
+    const float* v = qkv + off + 2 * sh.k_heads * kd + h * vd;
+    if (t > 0) __syncthreads();  // the previous token's q, k, decay are no longer read
+    for (int64_t i = threadIdx.x; i < kd; i += blockDim.x) {
+      qkd[i] = q[i];
+      qkd[kd + i] = k[i];
+      decay[i] = expf(sh.per_channel_gate ? g[off + h * kd + i] : g[off + h]);
+    }
+    __syncthreads();
+    const float bt = beta[off + h];
+    for (int64_t j = threadIdx.x; j < vd; j += blockDim.x) {
+      float mem = 0.f;
+      for (int64_t i = 0; i < kd; ++i) mem += (Sh[i * vd + j] * decay[i]) * qkd[kd + i];
+      const float delta = (v[j] - mem) * bt;
+      float acc = 0.f;
+      for (int64_t i = 0; i < kd; ++i) {
+        const float s = Sh[i * vd + j] * decay[i] + qkd[kd + i] * delta;
+        Sh[i * vd + j] = s;
+        acc += s * qkd[i];
+      }
+      o[off + h * vd + j] = acc;
+    }
+  }
+}
+
+// delta_rule_kernel with a compile-time k_dim: thread j keeps its column of S in KD registers
+// for all the launch's tokens (S is read and written once per launch, its loads all in
+// flight together, instead of two dependent passes over global memory per token). Needs one
+// column per thread (v_dim <= blockDim.x). Same operations in the same order as
+// delta_rule_kernel, so the two agree bit for bit.
+template <int KD>
+__global__ void __launch_bounds__(256) delta_rule_reg_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
+                                                             const float* __restrict__ beta, float* __restrict__ S,
+                                                             float* __restrict__ o, DeltaRuleShape sh,
+                                                             DeltaRuleRows rows) {
+  extern __shared__ float qkd[];
+  const int64_t h = blockIdx.x, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
+  const int64_t j = threadIdx.x;
+  const bool live = j < vd;
+  float* decay = qkd + 2 * KD;
+  float* Sh = S + h * KD * vd;
+  float st[KD];
+  if (live) {
+#pragma unroll
+    for (int i = 0; i < KD; ++i) st[i] = Sh[i * vd + j];
+  }
+  for (int64_t t = 0; t < rows.count; ++t) {
+    const int64_t off = t * rows.stride;
+    const float* q = qkv + off + kh * KD;
+    const float* k = qkv + off + sh.k_heads * KD + kh * KD;
+    const float* v = qkv + off + 2 * sh.k_heads * KD + h * vd;
+    if (t > 0) __syncthreads();  // the previous token's q, k, decay are no longer read
+    for (int64_t i = threadIdx.x; i < KD; i += blockDim.x) {
+      qkd[i] = q[i];
+      qkd[KD + i] = k[i];
+      decay[i] = expf(sh.per_channel_gate ? g[off + h * KD + i] : g[off + h]);
+    }
+    __syncthreads();
+    if (!live) continue;
+    const float bt = beta[off + h];
     float mem = 0.f;
-    for (int64_t i = 0; i < kd; ++i) mem += (Sh[i * vd + j] * decay[i]) * qkd[kd + i];
+#pragma unroll
+    for (int i = 0; i < KD; ++i) mem += (st[i] * decay[i]) * qkd[KD + i];
     const float delta = (v[j] - mem) * bt;
     float acc = 0.f;
-    for (int64_t i = 0; i < kd; ++i) {
-      const float s = Sh[i * vd + j] * decay[i] + qkd[kd + i] * delta;
-      Sh[i * vd + j] = s;
+#pragma unroll
+    for (int i = 0; i < KD; ++i) {
+      const float s = st[i] * decay[i] + qkd[KD + i] * delta;
+      st[i] = s;
       acc += s * qkd[i];
     }
-    o[h * vd + j] = acc;
+    o[off + h * vd + j] = acc;
+  }
+  if (live) {
+#pragma unroll
+    for (int i = 0; i < KD; ++i) Sh[i * vd + j] = st[i];
   }
 }
 
 }  // namespace
 
-void delta_rule_qk_l2norm(float* qkv, const DeltaRuleShape& sh, cudaStream_t stream) {
+void delta_rule_qk_l2norm_rows(float* qkv, const DeltaRuleShape& sh, const DeltaRuleRows& rows, cudaStream_t stream) {
+  if (rows.count <= 0) return;
   const int64_t heads = 2 * sh.k_heads;
-  qk_l2norm_kernel<<<unsigned((heads + 3) / 4), 128, 0, stream>>>(qkv, sh);
+  qk_l2norm_kernel<<<dim3(unsigned((heads + 3) / 4), unsigned(rows.count)), 128, 0, stream>>>(qkv, sh, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
+}
+
+void delta_rule_rows(const float* qkv, const float* g, const float* beta, float* S, float* o, const DeltaRuleShape& sh,
+                     const DeltaRuleRows& rows, cudaStream_t stream) {
+  if (rows.count <= 0) return;
+  const int threads = int(sh.v_dim < 256 ? (sh.v_dim + 31) / 32 * 32 : 256);
+  const size_t smem = size_t(3 * sh.k_dim) * sizeof(float);
+  if (sh.k_dim == 128 && sh.v_dim <= 256)  // GLM 5.x KDA and Qwen GDN: 128-wide key heads
+    delta_rule_reg_kernel<128><<<unsigned(sh.v_heads), threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+  else
+    delta_rule_kernel<<<unsigned(sh.v_heads), threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void delta_rule_qk_l2norm(float* qkv, const DeltaRuleShape& sh, cudaStream_t stream) {
+  delta_rule_qk_l2norm_rows(qkv, sh, DeltaRuleRows{}, stream);
 }
 
 void delta_rule_step(const float* qkv, const float* g, const float* beta, float* S, float* o,
                      const DeltaRuleShape& sh, cudaStream_t stream) {
-  const int threads = int(sh.v_dim < 256 ? (sh.v_dim + 31) / 32 * 32 : 256);
-  delta_rule_kernel<<<unsigned(sh.v_heads), threads, size_t(3 * sh.k_dim) * sizeof(float), stream>>>(qkv, g, beta, S,
-                                                                                                   o, sh);
-  DS4_CUDA_CHECK_LAUNCH();
+  delta_rule_rows(qkv, g, beta, S, o, sh, DeltaRuleRows{}, stream);
 }
 
 }  // namespace ds4::cuda

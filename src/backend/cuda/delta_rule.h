@@ -25,4 +25,15 @@ void delta_rule_qk_l2norm(float* qkv, const DeltaRuleShape& sh, cudaStream_t str
 void delta_rule_step(const float* qkv, const float* g, const float* beta, float* S, float* o,
                      const DeltaRuleShape& sh, cudaStream_t stream);
 
+// The two above over `count` consecutive tokens in one launch each (prefill chunk, speculative
+// verify): token t's qkv, g, beta and o lie t * stride floats after token 0's. The recurrence
+// loops the tokens inside the kernel in order (each thread keeps its column of S), so every
+// token equals the single step's arithmetic bit for bit.
+struct DeltaRuleRows {
+  int64_t count = 1, stride = 0;
+};
+void delta_rule_qk_l2norm_rows(float* qkv, const DeltaRuleShape& sh, const DeltaRuleRows& rows, cudaStream_t stream);
+void delta_rule_rows(const float* qkv, const float* g, const float* beta, float* S, float* o, const DeltaRuleShape& sh,
+                     const DeltaRuleRows& rows, cudaStream_t stream);
+
 }  // namespace ds4::cuda

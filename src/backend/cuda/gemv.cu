@@ -231,6 +231,72 @@ __device__ __forceinline__ bool rows_entry(Args& a, const RowsArgs& ra, int& n, 
   return true;
 }
 
+// One unit of R weight rows against the n live input rows: acc[r][i] += dot(row r, x row i).
+// Generic form: the format's dot per (row, input row), decoding the unit's weights n times.
+template <class F>
+struct RowsDot {
+  template <int R, int N>
+  __device__ static void run(const typename F::Raw (&raw)[R], int64_t u, const float* __restrict__ x,
+                             const int64_t (&xo)[N], int n, float (&acc)[R][N], const void* book) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if (i >= n) break;
+      float xv[kUnit];
+      load_x(x + xo[i], u, xv);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][i] += F::dot(raw[r], u, xv, book);
+    }
+  }
+};
+
+// BF16 / F16: each 16-byte vector (8 weights) of the R rows is converted to float once and
+// used for every input row (the generic form converts it n times: at 4+ rows the conversions
+// and the FMAs, not the weight stream, set the time). Per (row, input row) the partial sum
+// runs over the unit's 32 weights in Half16::dot's order from 0, then adds to acc: the same
+// arithmetic, so gemv_rows stays bit-identical to gemv.
+template <bool kBf16>
+struct RowsDot<Half16<kBf16>> {
+  template <int R, int N>
+  __device__ static void run(const typename Half16<kBf16>::Raw (&raw)[R], int64_t u, const float* __restrict__ x,
+                             const int64_t (&xo)[N], int n, float (&acc)[R][N], const void*) {
+    float s[R][N];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int i = 0; i < N; ++i) s[r][i] = 0.f;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      float w[R][8];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const uint32_t wd[4] = {raw[r].v[c].x, raw[r].v[c].y, raw[r].v[c].z, raw[r].v[c].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint16_t lo = wd[j] & 0xffff, hi = wd[j] >> 16;
+          w[r][2 * j] = kBf16 ? bf16_bits(lo) : f16_bits(lo);
+          w[r][2 * j + 1] = kBf16 ? bf16_bits(hi) : f16_bits(hi);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        if (i >= n) break;
+        const float4* xp = reinterpret_cast<const float4*>(x + xo[i] + u * kUnit + 8 * c);
+        const float4 a = __ldg(xp), b = __ldg(xp + 1);
+        const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int k = 0; k < 8; ++k) s[r][i] = fmaf(w[r][k], xv[k], s[r][i]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        if (i < n) acc[r][i] += s[r][i];
+  }
+};
+
 // The direct kernel's loop with an inner loop over input rows: per (weight row, input row)
 // the same per-thread unit order and the same reductions as gemv_direct_kernel.
 template <class F, int R, int N>
@@ -256,14 +322,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
     typename F::Raw raw[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      if (i >= n) break;
-      float xv[kUnit];
-      load_x(x + xo[i], u, xv);
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[r][i] += F::dot(raw[r], u, xv, book.get());
-    }
+    RowsDot<F>::template run<R, N>(raw, u, x, xo, n, acc, book.get());
   }
   __shared__ float part[R * N][kMaxThreads / 32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -65,3 +65,21 @@ def test_health_shows_the_backend_and_why():
     finally:
         p.terminate()
         p.wait(timeout=60)
+
+
+def test_speculation_without_a_draft_head_is_said_and_off():
+    # The tiny GLM trunk ships its MTP head in a separate file: this folder has none.
+    glm = str(ROOT / "tests" / "data" / "glm5" / "model")
+    r = subprocess.run([str(BIN / "ds4server"), "serve", "--model", glm, "--print-config"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "# speculative: off (the model has no draft head)" in r.stdout
+    assert re.search(r"^speculative:\n  enabled: false$", r.stdout, re.M), r.stdout
+    assert "speculative: off (the model has no draft head)" in r.stderr
+
+
+def test_speculation_with_a_draft_head_stays_on():
+    r = serve("--print-config")  # the default model has its MTP head
+    assert r.returncode == 0, r.stderr
+    assert "# speculative:" not in r.stdout
+    assert re.search(r"^speculative:\n  enabled: true$", r.stdout, re.M), r.stdout

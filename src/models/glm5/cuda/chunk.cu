@@ -1,25 +1,31 @@
 // The multi-row forward of the CUDA GLM 5.x model: a chunk of up to cl.rows tokens (prefill
 // chunk, speculative verify of k+1 rows) through every layer with each weight matrix read
 // once per chunk (backend/cuda gemv_rows), while the parts that carry state from one token to
-// the next run row by row in token order inside the layer:
-//   - KDA: conv1d state and the delta-rule recurrence, per row;
-//   - MLA: latent append, indexer append + selection, attention, per row at its own position
-//     (row t sees the rows before it: they were appended earlier in the same layer);
+// the next take all rows in one launch and keep token order inside it:
+//   - KDA: conv1d state and the delta-rule recurrence loop the rows inside their kernels;
+//   - MLA: all rows' latents and indexer keys appended first, then one selection and one
+//     attention launch, row t at its own position pos + t (it sees the rows before it and
+//     nothing the rows after it wrote);
 //   - MoE: routing per row, then the (token, expert) pairs grouped per expert (moe_group) so
 //     each used expert is read once for all the rows routed to it.
-// Row t's per-token kernels are the decode step's, run on row t's copy of the step scratch
-// (step_layout.h ChunkLayout); row t's position is positions[t] = *pos + t on the device, so
-// a chunk of a given size and logits mode is captured once per state as a CUDA graph.
+// Row t's arithmetic is the decode step's (the step runs the same kernels with one row), on
+// row t's copy of the step scratch (step_layout.h ChunkLayout); row t's position is
+// positions[t] = *pos + t on the device, so a chunk of a given size and logits mode is
+// captured once per state as a CUDA graph. profile_chunk (bench --profile) runs the same
+// enqueue with direct launches and an event at each mark().
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string>
 
 #include "backend/cuda/activation.h"
 #include "backend/cuda/conv1d.h"
 #include "backend/cuda/delta_rule.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/norm.h"
+#include "core/error.h"
 #include "models/glm5/cuda/kernels.h"
 #include "models/glm5/cuda/model_impl.h"
 
@@ -31,6 +37,12 @@ __global__ void chunk_positions_kernel(const int32_t* pos, int32_t* positions, i
   if (int32_t(threadIdx.x) < rows) positions[threadIdx.x] = *pos + int32_t(threadIdx.x);
 }
 __global__ void advance_kernel(int32_t* pos, int32_t rows) { *pos += rows; }
+// profile_chunk: holds the stream ~ns so the host has enqueued the whole chunk before the GPU
+// starts it (direct launches would otherwise leave host-bound gaps inside the sections).
+__global__ void hold_kernel(int64_t ns) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < ns * 2) __nanosleep(1000);  // clock64 ticks at ~2 GHz on the H200
+}
 
 }  // namespace
 
@@ -48,12 +60,14 @@ void Glm5CudaModel::Impl::mproj(const dc::DProj& p, size_t x_off, size_t y_off) 
 }
 
 void Glm5CudaModel::Impl::hc_in_rows(const DHc& h, const float* norm) {
+  mark("hyper-connections");
   mgemv(h.fn, cur_off, sl.mix);
   dc::hc_pre_f32(R(0, sl.mix), h.scale, h.base, h.dims, R(0, cur_off), norm, R(0, sl.in), R(0, sl.post), R(0, sl.comb),
                  dc::HcRows{rows, rs()}, stream);
 }
 
 void Glm5CudaModel::Impl::hc_out_rows(const DHc& h) {
+  mark("hyper-connections");
   dc::hc_post_f32(h.dims, R(0, sl.y), R(0, cur_off), R(0, sl.post), R(0, sl.comb), R(0, alt_off),
                   dc::HcRows{rows, rs()}, stream);
   std::swap(cur_off, alt_off);
@@ -64,25 +78,33 @@ void Glm5CudaModel::Impl::kda_rows(const DKda& k, float* conv, float* rec) {
   const int64_t hd = c.linear_head_dim, nh = c.linear_num_heads, qkv = hd * nh;
   const KdaShape ksh{nh, hd, c.has_lower_bound, c.linear_lower_bound, c.rms_norm_eps};
   const dc::DeltaRuleShape dsh{nh, nh, hd, hd, true};
+  mark("kda proj in");
   mproj(k.in, sl.in, sl.kraw);  // {rows, [q | k | v | f_a | g_a | b]}
-  for (int64_t t = 0; t < rows; ++t)
-    dc::conv1d_step_f32(R(t, sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, R(t, sl.kconv), stream);
+  mark("kda conv");
+  // The conv state advances row by row inside one launch (a thread per channel).
+  dc::conv1d_rows_f32(R(0, sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, R(0, sl.kconv),
+                      dc::Conv1dRows{rows, rs(), rs()}, stream);
+  mark("kda f_b g_b gates");
   mgemv(k.f_b, sl.fa, sl.kg);
   mgemv(k.g_b, sl.ga, sl.kgate);
   const Rows all{rows, rs()};  // gates and the output norm do not read the recurrent state
   kda_gates(R(0, sl.kg), R(0, sl.kb), k.a_log, k.dt_bias, ksh, stream, all);
-  for (int64_t t = 0; t < rows; ++t) {
-    dc::delta_rule_qk_l2norm(R(t, sl.kconv), dsh, stream);
-    dc::delta_rule_step(R(t, sl.kconv), R(t, sl.kg), R(t, sl.kb), rec, R(t, sl.ko), dsh, stream);
-  }
+  // One launch each; the recurrence loops the rows in order inside the kernel.
+  mark("kda recurrence");
+  const dc::DeltaRuleRows drows{rows, rs()};
+  dc::delta_rule_qk_l2norm_rows(R(0, sl.kconv), dsh, drows, stream);
+  dc::delta_rule_rows(R(0, sl.kconv), R(0, sl.kg), R(0, sl.kb), rec, R(0, sl.ko), dsh, drows, stream);
+  mark("kda norm + o");
   kda_gated_norm(R(0, sl.ko), R(0, sl.kgate), k.o_norm, ksh, stream, all);
   mgemv(k.o, sl.ko, sl.y);
 }
 
 // mla() of model_cuda.cu over the rows. The projections (q_a, kv_a, indexer, q_b, W_uk) do
-// not read the cache, so they run for all rows first; then per row in order: append its
-// latent (and indexer key) at its position, select, attend. Each row keeps its own
-// selection list (row scratch) for the shared-indexer layers after this one.
+// not read the cache, so they run for all rows first; then every row's latent (and indexer
+// key) is appended at its position, then one selection launch and one attention launch for
+// all rows: row t attends to positions <= pos + t only (its own selection), and the rows
+// after it write positions and pools row t never reads, so each row equals its decode step.
+// Each row keeps its own selection list (row scratch) for the shared-indexer layers.
 void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, uint8_t* sb) {
   auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
   const int64_t nah = c.num_attention_heads, kvr = c.kv_lora_rank, nope = c.qk_nope_head_dim, vd = c.v_head_dim;
@@ -90,27 +112,30 @@ void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, uint8_t
   const IndexerShape ish{c.index_n_heads, c.index_head_dim, c.index_kpool, c.kpool_budget(), lay.max_pools};
   const IndexerCache ic{SF(o.idx_keys), SF(o.idx_gates), SF(o.idx_pools)};
   const int32_t* positions = C<int32_t>(cl.positions);
+  mark("mla proj (q_a kv_a idx q_b uk)");
   mproj(m.in, sl.in, sl.mraw);  // {rows, [q_a | kv_a | idx k | idx gate | idx weights]}
-  for (int64_t t = 0; t < rows; ++t)
-    dc::rmsnorm_f32(R(t, sl.mraw), m.q_a_norm, R(t, sl.qres), 1, c.q_lora_rank, c.rms_norm_eps, stream);
+  dc::rmsnorm_strided_f32(R(0, sl.mraw), rs(), m.q_a_norm, R(0, sl.qres), rs(), rows, c.q_lora_rank, c.rms_norm_eps,
+                          stream);
   if (m.has_indexer) mgemv(m.idx.wq_b, sl.qres, sl.iq);
   mgemv(m.q_b, sl.qres, sl.q);  // {rows, heads, nope}
   dc::GemvRows r;  // per head (batch entry) and row: q_lat[t][h] = W_uk[h]^T q[t][h]
   r.n = int(rows), r.x_row = rs(), r.y_row = rs();
   r.batch = dc::GemvBatch{int(nah), nullptr, m.uk_stride, 0, nope, kvr};
   dc::gemv_rows(m.uk_t, R(0, sl.q), R(0, sl.qlat), r, stream);
-  for (int64_t t = 0; t < rows; ++t) {
-    int32_t* sel_idx = reinterpret_cast<int32_t*>(R(t, sl.sel_idx));
-    int32_t* sel_count = reinterpret_cast<int32_t*>(R(t, sl.sel_count));
-    mla_append(R(t, sl.mkv), m.kv_a_norm, SF(o.latent), positions + t, msh, stream);
-    if (m.has_indexer) {
-      indexer_append(R(t, sl.ik), R(t, sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic, ish, positions + t,
-                     stream);
-      indexer_select(R(t, sl.iq), R(t, sl.iw), ic, ish, positions + t, R(t, sl.pool_scores),
-                     reinterpret_cast<uint8_t*>(R(t, sl.keep)), sel_idx, sel_count, stream);
-    }
-    mla_attend(R(t, sl.qlat), SF(o.latent), sel_idx, sel_count, msh, R(t, sl.att_scores), R(t, sl.olat), stream);
+  const Rows all{rows, rs()};
+  int32_t* sel_idx = reinterpret_cast<int32_t*>(R(0, sl.sel_idx));
+  int32_t* sel_count = reinterpret_cast<int32_t*>(R(0, sl.sel_count));
+  mark("mla append + select");
+  mla_append(R(0, sl.mkv), m.kv_a_norm, SF(o.latent), positions, msh, stream, all);
+  if (m.has_indexer) {
+    indexer_append(R(0, sl.ik), R(0, sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic, ish, positions, stream,
+                   all);
+    indexer_select(R(0, sl.iq), R(0, sl.iw), ic, ish, positions, R(0, sl.pool_scores),
+                   reinterpret_cast<uint8_t*>(R(0, sl.keep)), sel_idx, sel_count, stream, all);
   }
+  mark("mla attend");
+  mla_attend(R(0, sl.qlat), SF(o.latent), sel_idx, sel_count, msh, R(0, sl.att_scores), R(0, sl.olat), stream, all);
+  mark("mla uv + o");
   r.batch = dc::GemvBatch{int(nah), nullptr, m.uv_stride, 0, kvr, vd};  // o[t][h] = W_uv[h] o_lat[t][h]
   dc::gemv_rows(m.uv, R(0, sl.olat), R(0, sl.ov), r, stream);
   mgemv(m.o, sl.ov, sl.y);
@@ -123,14 +148,18 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   const float lim = c.swiglu_limit;
   int32_t* ids = C<int32_t>(cl.ids);
   float* wts = C(cl.wts);
+  mark("moe proj (shared gate/up, router)");
   mproj(m.in, sl.in, sl.gu);  // {rows, [shared gate | shared up | router]}
+  mark("moe route + group");
   const RouteShape rsh{E, K, c.norm_topk_prob, c.routed_scaling_factor};
   moe_route(R(0, sl.router), m.bias, rsh, ids, wts, stream, Rows{rows, rs()});  // ids, wts {rows, K}
   const MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
                    C<int32_t>(cl.slot), kGroupRows};
   moe_group(ids, rows, K, E, g, stream);
-  for (int64_t t = 0; t < rows; ++t) dc::swiglu_clamp_rows_f32(R(t, sl.gu), 1, Sh, lim, R(t, sl.act), stream);
+  mark("moe shared down");
+  dc::swiglu_clamp_strided_f32(R(0, sl.gu), rs(), rows, Sh, lim, R(0, sl.act), rs(), stream);
   mgemv(m.sh_down, sl.act, sl.sh_out);
+  mark("moe experts gate_up");
   // Entry u = a used expert (at most min(E, rows * K) of them, *live decides on the device).
   dc::GemvRows r;
   r.n = int(rows);
@@ -138,6 +167,7 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // egu {rows * K, 2I}
   dc::gemv_rows(m.gate_up.first, R(0, sl.in), C(cl.egu), r, stream);
+  mark("moe experts down + combine");
   dc::swiglu_clamp_rows_f32(C(cl.egu), pairs, I, lim, C(cl.eact), stream);
   r.batch.id_stride = m.down.stride, r.batch.id_scale_stride = m.down.scale_stride;
   r.x_row = I, r.x_idx = g.slot, r.y_row = H;  // eact {rows * K, I} -> ey {rows * K, H}
@@ -147,10 +177,10 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
 
 void Glm5CudaModel::Impl::ffn_rows(const DLayer& L) {
   if (L.sparse) return moe_rows(L.moe);
+  mark("dense mlp");
   const int64_t inter = L.mlp.down.cols;
   mproj(L.mlp.gate_up, sl.in, sl.gu);
-  for (int64_t t = 0; t < rows; ++t)
-    dc::swiglu_clamp_rows_f32(R(t, sl.gu), 1, inter, c.swiglu_limit, R(t, sl.act), stream);
+  dc::swiglu_clamp_strided_f32(R(0, sl.gu), rs(), rows, inter, c.swiglu_limit, R(0, sl.act), rs(), stream);
   mgemv(L.mlp.down, sl.act, sl.y);
 }
 
@@ -161,6 +191,7 @@ void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
   int32_t* pos = reinterpret_cast<int32_t*>(sb + lay.pos);
   const int64_t V = c.vocab_size;
   cur_off = sl.x, alt_off = sl.x2;
+  mark("input copy");
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.x), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
                                    cudaMemcpyHostToDevice, stream));
   chunk_positions_kernel<<<1, 32, 0, stream>>>(pos, C<int32_t>(cl.positions), int32_t(rows));
@@ -176,9 +207,10 @@ void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
     ffn_rows(L);
     hc_out_rows(L.ffn_hc);
   }
+  mark("head (norm, lm_head, logits copy)");
   if (mode == Logits::kAll) {
-    for (int64_t t = 0; t < rows; ++t)
-      hc_mean_norm(R(t, cur_off), c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, R(t, sl.hfin), stream);
+    hc_mean_norm(R(0, cur_off), c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, R(0, sl.hfin), stream,
+                 Rows{rows, rs()});
     mgemv(dw.lm_head, sl.hfin, sl.logits);
     DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(0, sl.logits), cl.row_bytes,
                                      size_t(V) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost, stream));
@@ -191,6 +223,7 @@ void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
   }
   advance_kernel<<<1, 1, 0, stream>>>(pos, int32_t(rows));
   DS4_CUDA_CHECK_LAUNCH();
+  mark(nullptr);  // the end of the last section
 }
 
 void Glm5CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {
@@ -198,6 +231,46 @@ void Glm5CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {
   const int64_t key = n * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0);
   cudaGraphExec_t& exec = st.chunk_graph[key];
   replay(exec, false, [&] { enqueue_chunk(st, mode); });
+}
+
+ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int32_t> tokens) {
+  auto* st = dynamic_cast<CudaState*>(&state);
+  Impl& m = *impl_;
+  const int64_t n = int64_t(tokens.size()), H = m.c.hidden_size;
+  if (!st || n < 1 || n > m.opt.chunk_rows || m.opt.chunk_rows < 2 || st->pos + n > m.info.max_context)
+    throw InputError("glm5 cuda profile_chunk: needs a CUDA state, 1..chunk_rows (" + std::to_string(m.opt.chunk_rows) +
+                     " > 1) tokens and room in the context");
+  float* in = static_cast<float*>(m.in_host->p);
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = in + t * int64_t(m.sl.in_bytes / sizeof(float));
+    m.embed(tokens[size_t(t)], row);
+    for (int64_t k = 1; k < m.c.hc_mult; ++k) std::memcpy(row + k * H, row, size_t(H) * sizeof(float));
+  }
+  Impl::Marks marks;
+  m.rows = n;
+  m.marks = &marks;
+  hold_kernel<<<1, 1, 0, m.stream>>>(int64_t(20) * 1000 * 1000);  // 20 ms
+  DS4_CUDA_CHECK_LAUNCH();
+  try {
+    m.enqueue_chunk(*st, Logits::kAll);
+  } catch (...) {
+    m.marks = nullptr;
+    throw;
+  }
+  m.marks = nullptr;
+  DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  st->pos += n;
+  ChunkProfile p;
+  for (size_t i = 0; i + 1 < marks.events.size(); ++i) {
+    float ms = 0.f;
+    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms, marks.events[i], marks.events[i + 1]));
+    p.total_ms += ms;
+    auto it = std::find_if(p.sections.begin(), p.sections.end(), [&](const auto& s) { return s.first == marks.names[i]; });
+    if (it == p.sections.end()) p.sections.emplace_back(marks.names[i], double(ms));
+    else it->second += ms;
+  }
+  for (cudaEvent_t e : marks.events) cudaEventDestroy(e);
+  return p;
 }
 
 }  // namespace ds4::glm5

@@ -7,9 +7,11 @@
 namespace ds4::glm5::cuda {
 namespace {
 
-// One block. Each thread rereads only the values it wrote: no barrier between the passes.
+// One block per token. Each thread rereads only the values it wrote: no barrier between the passes.
 __global__ void hc_mean_norm_kernel(const float* __restrict__ x, int n, int64_t hidden, const float* __restrict__ w,
-                                    float eps, float* __restrict__ out) {
+                                    float eps, float* __restrict__ out, int64_t stride) {
+  x += int64_t(blockIdx.x) * stride;
+  out += int64_t(blockIdx.x) * stride;
   float ss = 0.f;
   for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {
     float acc = 0.f;
@@ -25,8 +27,9 @@ __global__ void hc_mean_norm_kernel(const float* __restrict__ x, int n, int64_t 
 
 }  // namespace
 
-void hc_mean_norm(const float* x, int64_t n, int64_t hidden, const float* norm, float eps, float* out, cudaStream_t s) {
-  hc_mean_norm_kernel<<<1, 512, 0, s>>>(x, int(n), hidden, norm, eps, out);
+void hc_mean_norm(const float* x, int64_t n, int64_t hidden, const float* norm, float eps, float* out, cudaStream_t s,
+                  const Rows& rows) {
+  hc_mean_norm_kernel<<<unsigned(rows.count), 512, 0, s>>>(x, int(n), hidden, norm, eps, out, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -13,42 +13,52 @@ using ds4::cuda::detail::block_reduce;
 using ds4::cuda::detail::SumOp;
 using ds4::cuda::detail::warp_reduce;
 
-// One block. LayerNorm (biased variance) of the new key, both rows stored at pos; when pos
-// completes a pool, each thread finishes one channel of that pool's key.
-__global__ void indexer_append_kernel(const float* __restrict__ k, const float* __restrict__ gate,
+// One block; tokens in order. LayerNorm (biased variance) of the new key, both rows stored at
+// pos; when pos completes a pool, each thread finishes one channel of that pool's key (it may
+// read keys an earlier token of the same launch wrote).
+__global__ void indexer_append_kernel(const float* __restrict__ k0, const float* __restrict__ gate0,
                                       const float* __restrict__ nw, const float* __restrict__ nb,
                                       const float* __restrict__ ape, IndexerCache c, IndexerShape sh,
-                                      const int32_t* __restrict__ pos) {
-  const int64_t dim = sh.dim, p = *pos, kp = sh.kpool;
-  float s = 0.f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) s += k[i];
-  const float mean = block_reduce(s, SumOp{}, 0.f) / float(dim);
-  float v = 0.f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) v += (k[i] - mean) * (k[i] - mean);
-  const float r = rsqrtf(block_reduce(v, SumOp{}, 0.f) / float(dim) + 1e-6f);
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    c.keys[p * dim + i] = (k[i] - mean) * r * nw[i] + nb[i];
-    c.gates[p * dim + i] = gate[i];
-  }
-  if ((p + 1) % kp != 0) return;
-  __syncthreads();  // the new rows are read below by other threads
-  const int64_t pool = (p + 1) / kp - 1, first = pool * kp;
-  for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
-    float m = -INFINITY;
-    for (int64_t j = 0; j < kp; ++j) m = fmaxf(m, c.gates[(first + j) * dim + d] + ape[j * dim + d]);
-    float sum = 0.f, acc = 0.f;
-    for (int64_t j = 0; j < kp; ++j) {
-      const float e = expf(c.gates[(first + j) * dim + d] + ape[j * dim + d] - m);
-      sum += e;
-      acc += e * c.keys[(first + j) * dim + d];
+                                      const int32_t* __restrict__ pos, Rows rows) {
+  for (int64_t t = 0; t < rows.count; ++t) {
+    const float* k = k0 + t * rows.stride;
+    const float* gate = gate0 + t * rows.stride;
+    const int64_t dim = sh.dim, p = pos[t], kp = sh.kpool;
+    float s = 0.f;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) s += k[i];
+    const float mean = block_reduce(s, SumOp{}, 0.f) / float(dim);
+    float v = 0.f;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) v += (k[i] - mean) * (k[i] - mean);
+    const float r = rsqrtf(block_reduce(v, SumOp{}, 0.f) / float(dim) + 1e-6f);
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      c.keys[p * dim + i] = (k[i] - mean) * r * nw[i] + nb[i];
+      c.gates[p * dim + i] = gate[i];
     }
-    c.pools[pool * dim + d] = acc / sum;
+    if ((p + 1) % kp != 0) continue;  // uniform over the block
+    __syncthreads();  // the new rows are read below by other threads
+    const int64_t pool = (p + 1) / kp - 1, first = pool * kp;
+    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+      float m = -INFINITY;
+      for (int64_t j = 0; j < kp; ++j) m = fmaxf(m, c.gates[(first + j) * dim + d] + ape[j * dim + d]);
+      float sum = 0.f, acc = 0.f;
+      for (int64_t j = 0; j < kp; ++j) {
+        const float e = expf(c.gates[(first + j) * dim + d] + ape[j * dim + d] - m);
+        sum += e;
+        acc += e * c.keys[(first + j) * dim + d];
+      }
+      c.pools[pool * dim + d] = acc / sum;
+    }
   }
 }
 
 // One warp per complete pool: score = sum_h w[h]/sqrt(heads) * relu(q_h . pool / sqrt(dim)).
 __global__ void indexer_score_kernel(const float* __restrict__ q, const float* __restrict__ w, IndexerCache c,
-                                     IndexerShape sh, const int32_t* __restrict__ pos, float* __restrict__ scores) {
+                                     IndexerShape sh, const int32_t* __restrict__ pos, float* __restrict__ scores,
+                                     int64_t stride) {
+  {  // token blockIdx.y of a chunk
+    const int64_t o = int64_t(blockIdx.y) * stride;
+    q += o, w += o, scores += o, pos += blockIdx.y;
+  }
   const int64_t pool = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int64_t complete = (int64_t(*pos) + 1) / sh.kpool;
@@ -67,7 +77,11 @@ __global__ void indexer_score_kernel(const float* __restrict__ q, const float* _
 
 // One thread per complete pool: kept when its rank (score desc, index asc) is < budget.
 __global__ void indexer_keep_kernel(const float* __restrict__ scores, IndexerShape sh, const int32_t* __restrict__ pos,
-                                    uint8_t* __restrict__ keep) {
+                                    uint8_t* __restrict__ keep, int64_t stride) {
+  {  // token blockIdx.y of a chunk
+    const int64_t o = int64_t(blockIdx.y) * stride;
+    scores += o, keep += 4 * o, pos += blockIdx.y;
+  }
   const int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t complete = (int64_t(*pos) + 1) / sh.kpool;
   if (p >= complete) return;
@@ -86,7 +100,11 @@ __global__ void indexer_keep_kernel(const float* __restrict__ scores, IndexerSha
 constexpr int kListThreads = 1024;
 __global__ void selection_list_kernel(const uint8_t* __restrict__ keep, IndexerShape sh,
                                       const int32_t* __restrict__ pos, int32_t* __restrict__ idx,
-                                      int32_t* __restrict__ count) {
+                                      int32_t* __restrict__ count, int64_t stride) {
+  {  // token blockIdx.x of a chunk
+    const int64_t o = int64_t(blockIdx.x) * stride;
+    keep += 4 * o, idx += o, count += o, pos += blockIdx.x;
+  }
   __shared__ int sums[kListThreads];
   const int64_t last = *pos, kp = sh.kpool, complete = (last + 1) / kp, tail0 = complete * kp;
   const int tid = threadIdx.x;
@@ -122,20 +140,24 @@ __global__ void selection_list_kernel(const uint8_t* __restrict__ keep, IndexerS
 }  // namespace
 
 void indexer_append(const float* k, const float* gate, const float* norm_w, const float* norm_b, const float* ape,
-                    const IndexerCache& c, const IndexerShape& sh, const int32_t* pos, cudaStream_t s) {
-  indexer_append_kernel<<<1, 128, 0, s>>>(k, gate, norm_w, norm_b, ape, c, sh, pos);
+                    const IndexerCache& c, const IndexerShape& sh, const int32_t* pos, cudaStream_t s,
+                    const Rows& rows) {
+  indexer_append_kernel<<<1, 128, 0, s>>>(k, gate, norm_w, norm_b, ape, c, sh, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void indexer_select(const float* q, const float* w, const IndexerCache& c, const IndexerShape& sh,
                     const int32_t* pos, float* scores, uint8_t* keep, int32_t* sel_idx, int32_t* sel_count,
-                    cudaStream_t s) {
+                    cudaStream_t s, const Rows& rows) {
+  const unsigned T = unsigned(rows.count);
   // Sized for the most pools the state can hold; blocks past the current count exit at once.
-  indexer_score_kernel<<<unsigned((sh.max_pools + 7) / 8), 256, 0, s>>>(q, w, c, sh, pos, scores);
+  indexer_score_kernel<<<dim3(unsigned((sh.max_pools + 7) / 8), T), 256, 0, s>>>(q, w, c, sh, pos, scores,
+                                                                                  rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
-  indexer_keep_kernel<<<unsigned((sh.max_pools + 255) / 256), 256, 0, s>>>(scores, sh, pos, keep);
+  indexer_keep_kernel<<<dim3(unsigned((sh.max_pools + 255) / 256), T), 256, 0, s>>>(scores, sh, pos, keep,
+                                                                                    rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
-  selection_list_kernel<<<1, kListThreads, 0, s>>>(keep, sh, pos, sel_idx, sel_count);
+  selection_list_kernel<<<T, kListThreads, 0, s>>>(keep, sh, pos, sel_idx, sel_count, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -38,13 +38,16 @@ struct MlaShape {
   float scale, eps;
 };
 // latent[pos] {kv_lora} = rmsnorm(kv) * w: the new position's compressed KV row.
+// Rows: token t's kv at t * rows.stride, its position pos[t] (one block each).
 void mla_append(const float* kv, const float* w, float* latent, const int32_t* pos, const MlaShape& sh,
-                cudaStream_t s);
+                cudaStream_t s, const Rows& rows = {});
 // o_lat {heads, kv_lora} = softmax attention of q_lat {heads, kv_lora} over the latent rows
 // sel_idx[0 .. *sel_count) (ascending positions, from indexer_select). scores {heads, width}
 // scratch (left holding the probabilities). kv_lora <= kMaxKvLora.
+// Rows: token t's q_lat, sel_idx, sel_count, scores and o_lat at t * rows.stride (4-byte
+// elements); each token attends over its own list (grid.y / grid.z = token).
 void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
-                const MlaShape& sh, float* scores, float* o_lat, cudaStream_t s);
+                const MlaShape& sh, float* scores, float* o_lat, cudaStream_t s, const Rows& rows = {});
 
 // ---- indexer.cu (indexer.cpp) ----
 struct IndexerShape {
@@ -57,15 +60,21 @@ struct IndexerCache {
 };
 // Appends the new position's key (LayerNorm with w, b; eps 1e-6) and gate at pos, and
 // finishes the pool that position completes (softmax over the pool of gate + ape per channel).
+// Rows: token t's k and gate at t * rows.stride, position pos[t]; one block appends the
+// tokens in order (a pool a token completes may hold keys of the tokens before it).
 void indexer_append(const float* k, const float* gate, const float* norm_w, const float* norm_b, const float* ape,
-                    const IndexerCache& c, const IndexerShape& sh, const int32_t* pos, cudaStream_t s);
+                    const IndexerCache& c, const IndexerShape& sh, const int32_t* pos, cudaStream_t s,
+                    const Rows& rows = {});
 // The positions the query at pos attends to, ascending: every complete pool while they fit
 // the budget, else the top `budget` pools by the weighted ReLU score (ties: lower index),
 // then the incomplete tail pool. sel_idx {budget * kpool + kpool - 1}, sel_count {1}.
 // q {heads, dim}, w {heads} (weights_proj x); scores {max_pools}, keep {max_pools} scratch.
+// Rows: token t at position pos[t], its q, w, scores, keep, sel_idx, sel_count at
+// t * rows.stride 4-byte elements (grid.y = token). Every token's key must be appended
+// first: token t reads only pools complete at pos[t], which later tokens do not touch.
 void indexer_select(const float* q, const float* w, const IndexerCache& c, const IndexerShape& sh,
                     const int32_t* pos, float* scores, uint8_t* keep, int32_t* sel_idx, int32_t* sel_count,
-                    cudaStream_t s);
+                    cudaStream_t s, const Rows& rows = {});
 
 // ---- moe.cu (moe.cpp) ----
 struct RouteShape {
@@ -96,6 +105,8 @@ void moe_group(const int32_t* ids, int64_t rows, int64_t k, int64_t experts, con
 
 // ---- head.cu (layer.cpp hc_mean) ----
 // out {hidden} = rmsnorm(mean over the n streams of x {n, hidden}) * norm: the final collapse.
-void hc_mean_norm(const float* x, int64_t n, int64_t hidden, const float* norm, float eps, float* out, cudaStream_t s);
+// Rows: token t's x and out at t * rows.stride (one block each).
+void hc_mean_norm(const float* x, int64_t n, int64_t hidden, const float* norm, float eps, float* out, cudaStream_t s,
+                  const Rows& rows = {});
 
 }  // namespace ds4::glm5::cuda

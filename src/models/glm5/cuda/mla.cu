@@ -19,13 +19,14 @@ using ds4::cuda::detail::SumOp;
 using ds4::cuda::detail::warp_reduce;
 
 __global__ void mla_append_kernel(const float* __restrict__ kv, const float* __restrict__ w, float* __restrict__ latent,
-                                  const int32_t* __restrict__ pos, MlaShape sh) {
+                                  const int32_t* __restrict__ pos, MlaShape sh, int64_t stride) {
+  kv += int64_t(blockIdx.x) * stride;  // token blockIdx.x of a chunk
   const int64_t n = sh.kv_lora;
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += kv[i] * kv[i];
   ss = block_reduce(ss, SumOp{}, 0.f);
   const float r = rsqrtf(ss / float(n) + sh.eps);
-  float* row = latent + int64_t(*pos) * n;
+  float* row = latent + int64_t(pos[blockIdx.x]) * n;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) row[i] = (kv[i] * r) * w[i];
 }
 
@@ -33,7 +34,11 @@ __global__ void mla_append_kernel(const float* __restrict__ kv, const float* __r
 // in registers and dotted with every head's query, so each row is read once for all heads.
 __global__ void mla_scores_kernel(const float* __restrict__ q_lat, const float* __restrict__ latent,
                                   const int32_t* __restrict__ sel_idx, const int32_t* __restrict__ sel_count,
-                                  MlaShape sh, float* __restrict__ scores) {
+                                  MlaShape sh, float* __restrict__ scores, int64_t stride) {
+  {  // token blockIdx.y of a chunk
+    const int64_t o = int64_t(blockIdx.y) * stride;
+    q_lat += o, sel_idx += o, sel_count += o, scores += o;
+  }
   constexpr int kPer = kMaxKvLora / 32;
   const int lane = threadIdx.x % 32;
   const int64_t n = sh.kv_lora, count = *sel_count;
@@ -56,8 +61,10 @@ __global__ void mla_scores_kernel(const float* __restrict__ q_lat, const float* 
 }
 
 // One block per head: scores -> probabilities in place (exp(s - max) * 1/sum).
-__global__ void mla_softmax_kernel(const int32_t* __restrict__ sel_count, MlaShape sh, float* __restrict__ scores) {
-  float* sc = scores + int64_t(blockIdx.x) * sh.width;
+__global__ void mla_softmax_kernel(const int32_t* __restrict__ sel_count, MlaShape sh, float* __restrict__ scores,
+                                   int64_t stride) {
+  sel_count += int64_t(blockIdx.y) * stride;  // token blockIdx.y
+  float* sc = scores + int64_t(blockIdx.y) * stride + int64_t(blockIdx.x) * sh.width;
   const int64_t count = *sel_count;
   float m = -FLT_MAX;
   for (int64_t t = threadIdx.x; t < count; t += blockDim.x) m = fmaxf(m, sc[t]);
@@ -78,7 +85,11 @@ __global__ void mla_softmax_kernel(const int32_t* __restrict__ sel_count, MlaSha
 // of each selected row is read from L1 by all 8; lanes load 32 (p, row) pairs at a time.
 __global__ void mla_output_kernel(const float* __restrict__ probs, const float* __restrict__ latent,
                                   const int32_t* __restrict__ sel_idx, const int32_t* __restrict__ sel_count,
-                                  MlaShape sh, float* __restrict__ o_lat) {
+                                  MlaShape sh, float* __restrict__ o_lat, int64_t stride) {
+  {  // token blockIdx.z of a chunk
+    const int64_t o = int64_t(blockIdx.z) * stride;
+    probs += o, sel_idx += o, sel_count += o, o_lat += o;
+  }
   const int lane = threadIdx.x % 32;
   const int64_t h = int64_t(blockIdx.y) * (blockDim.x / 32) + threadIdx.x / 32;
   const int64_t i = int64_t(blockIdx.x) * 32 + lane, n = sh.kv_lora, count = *sel_count;
@@ -90,10 +101,17 @@ __global__ void mla_output_kernel(const float* __restrict__ probs, const float* 
     const float pt = in ? p[t0 + lane] : 0.f;
     const int32_t jt = in ? sel_idx[t0 + lane] : 0;
     const int m = int(count - t0 < 32 ? count - t0 : 32);
-    for (int b = 0; b < m; ++b) {
-      const float w = __shfl_sync(0xffffffffu, pt, b);
+    // All 32 rows' loads first (in flight together), then the sum in selection order.
+    float lv[32];
+#pragma unroll
+    for (int b = 0; b < 32; ++b) {
       const int64_t j = __shfl_sync(0xffffffffu, jt, b);
-      if (i < n) acc += w * latent[j * n + i];
+      lv[b] = b < m && i < n ? latent[j * n + i] : 0.f;
+    }
+#pragma unroll
+    for (int b = 0; b < 32; ++b) {
+      const float w = __shfl_sync(0xffffffffu, pt, b);
+      if (b < m && i < n) acc += w * lv[b];
     }
   }
   if (i < n) o_lat[h * n + i] = acc;
@@ -102,23 +120,24 @@ __global__ void mla_output_kernel(const float* __restrict__ probs, const float* 
 }  // namespace
 
 void mla_append(const float* kv, const float* w, float* latent, const int32_t* pos, const MlaShape& sh,
-                cudaStream_t s) {
-  mla_append_kernel<<<1, 256, 0, s>>>(kv, w, latent, pos, sh);
+                cudaStream_t s, const Rows& rows) {
+  mla_append_kernel<<<unsigned(rows.count), 256, 0, s>>>(kv, w, latent, pos, sh, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
-                const MlaShape& sh, float* scores, float* o_lat, cudaStream_t s) {
+                const MlaShape& sh, float* scores, float* o_lat, cudaStream_t s, const Rows& rows) {
   if (sh.kv_lora > kMaxKvLora)
     throw InputError("glm5 cuda: kv_lora_rank " + std::to_string(sh.kv_lora) + " > " + std::to_string(kMaxKvLora));
   // The count lives on the device: fixed grids (the step is a CUDA graph), grid-stride rows.
   const unsigned row_blocks = unsigned(std::min<int64_t>((sh.width + 7) / 8, 256));
-  mla_scores_kernel<<<row_blocks, 256, 0, s>>>(q_lat, latent, sel_idx, sel_count, sh, scores);
+  const unsigned T = unsigned(rows.count);
+  mla_scores_kernel<<<dim3(row_blocks, T), 256, 0, s>>>(q_lat, latent, sel_idx, sel_count, sh, scores, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
-  mla_softmax_kernel<<<unsigned(sh.heads), 256, 0, s>>>(sel_count, sh, scores);
+  mla_softmax_kernel<<<dim3(unsigned(sh.heads), T), 256, 0, s>>>(sel_count, sh, scores, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
-  const dim3 grid(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8));
-  mla_output_kernel<<<grid, 256, 0, s>>>(scores, latent, sel_idx, sel_count, sh, o_lat);
+  const dim3 grid(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8), T);
+  mla_output_kernel<<<grid, 256, 0, s>>>(scores, latent, sel_idx, sel_count, sh, o_lat, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -228,6 +228,7 @@ Glm5CudaModel::~Glm5CudaModel() {
 }
 
 const ModelInfo& Glm5CudaModel::info() const { return impl_->info; }
+const Config& Glm5CudaModel::config() const { return impl_->c; }
 size_t Glm5CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
 
 size_t Glm5CudaModel::weight_bytes_per_token() const {

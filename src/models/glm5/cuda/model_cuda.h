@@ -9,9 +9,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "formats/tensor_source.h"
+#include "models/glm5/config.h"
 #include "models/model.h"
 
 namespace ds4::glm5 {
@@ -27,6 +29,13 @@ struct CudaModelOptions {
   uint64_t synthetic_seed = 0;
 };
 
+// Per-section GPU time of one multi-row forward (profile_chunk): sections in order of first
+// appearance, each summed over the layers.
+struct ChunkProfile {
+  std::vector<std::pair<std::string, double>> sections;  // {name, ms}
+  double total_ms = 0;
+};
+
 class Glm5CudaModel : public Model {
  public:
   Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt, const CudaModelOptions& copt = {});
@@ -35,6 +44,7 @@ class Glm5CudaModel : public Model {
   std::unique_ptr<ModelState> new_state() const override;
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
 
+  const Config& config() const;
   size_t weight_bytes() const;       // device bytes of the uploaded weights
   // Bytes of weights one decode token reads: everything but the routed experts, plus k of
   // E experts per MoE layer (the KV/indexer cache reads come on top, growing with position).
@@ -47,6 +57,13 @@ class Glm5CudaModel : public Model {
   // returns the output streams {tokens, hc, hidden} of every decoder layer, the layout of
   // glm5::layer_outputs on the CPU model.
   std::vector<std::vector<float>> layer_outputs(std::span<const int32_t> tokens);
+  // Bench aid (bench_glm5_cuda --profile): forward of `tokens` (1..chunk_rows, chunk_rows > 1)
+  // through the multi-row path with direct launches and a cudaEvent at each section start
+  // (hyper-connections, KDA projections / conv / recurrence, MLA projections / append + select
+  // / attend, MoE route / shared / experts, head); the state advances as forward() would.
+  // A 20 ms hold kernel first lets the host enqueue the whole chunk before the GPU starts it,
+  // so the sections time the GPU, not the launch rate; events add a little to each section.
+  ChunkProfile profile_chunk(ModelState& state, std::span<const int32_t> tokens);
   struct Impl;
 
  private:

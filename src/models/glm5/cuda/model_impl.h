@@ -81,6 +81,22 @@ struct Glm5CudaModel::Impl {
   void ffn_rows(const DLayer& L);
   void enqueue_chunk(CudaState& st, Logits mode);
   void run_chunk(CudaState& st, int64_t n, Logits mode);
+
+  // profile_chunk(): an event recorded at each section start of a directly launched chunk;
+  // the time up to the next event is charged to that section's name.
+  struct Marks {
+    std::vector<const char*> names;
+    std::vector<cudaEvent_t> events;
+  };
+  Marks* marks = nullptr;
+  void mark(const char* name) {
+    if (!marks) return;
+    cudaEvent_t e;
+    DS4_CUDA_CHECK(cudaEventCreate(&e));
+    DS4_CUDA_CHECK(cudaEventRecord(e, stream));
+    marks->names.push_back(name);
+    marks->events.push_back(e);
+  }
 };
 
 }  // namespace ds4::glm5
