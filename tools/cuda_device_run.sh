@@ -10,7 +10,9 @@
 # the GEMV bench (unless SKIP_GEMV_BENCH=1), then as time permits (BUDGET_S, default 225 s
 # for the whole script) the GEMV SASS, an ncu pass over the GEMV kernels and both tests under
 # compute-sanitizer. Logs go to OUTDIR; the exit code is non-zero when a test failed.
+# test_synthetic_cuda and, with SYNTH_FULL=1, the full-size synthetic GLM/Qwen benches (own block),
 # Usage, from the tree root: [BUDGET_S=225] [SKIP_GEMV_BENCH=1] [SKIP_QWEN=1] [SKIP_GLM_SYNTH64=1] [DS4_SYNTH_GGUF=FILE]
+#   [SYNTH_FULL=1]
 #   tools/cuda_device_run.sh OUTDIR      (SKIP_QWEN: no Qwen test/bench/sanitizer/ncu pass)
 # nlohmann/json.hpp (CPU model config parsing) is not on the H200 image: when the system has
 # none, the build looks in <root>/.devinclude (copy /usr/include/nlohmann there; not committed).
@@ -132,7 +134,7 @@ fi
 glm_rc=0
 t0=$(date +%s)
 if [ "$bin" = "$build/bin" ]; then
-  cmake --build "$build" --target test_glm5_cuda bench_glm5_cuda -j 16 >"$out/build_glm5.txt" 2>&1 || glm_rc=3
+  cmake --build "$build" --target test_glm5_cuda bench_glm5_cuda test_synthetic_cuda -j 16 >"$out/build_glm5.txt" 2>&1 || glm_rc=3
 else
   ( cd "$bin" && mkdir -p glm5 &&
     printf '%s\n' "$root"/src/models/glm5/*.cpp |
@@ -141,7 +143,9 @@ else
       xargs -P "$jobs" -I{} sh -c '"$0" "$@" -c {} -o "glm5/$(echo {} | tr / _).o"' "$nvcc" "${flags[@]}" &&
     base=$(ls ./*.o | grep -v -e host_ref -e _models_qwen_next_) &&
     "$nvcc" "${flags[@]}" -o test_glm5_cuda "$root/tests/cuda/test_glm5_cuda.cu" $base glm5/*.o -lpthread &&
-    "$nvcc" "${flags[@]}" -o bench_glm5_cuda "$root/bench/cuda_glm5/bench_glm5_cuda.cu" $base glm5/*.o -lpthread
+    "$nvcc" "${flags[@]}" -o bench_glm5_cuda "$root/bench/cuda_glm5/bench_glm5_cuda.cu" $base glm5/*.o -lpthread &&
+    "$nvcc" "${flags[@]}" -o test_synthetic_cuda "$root/tests/cuda/test_synthetic_cuda.cu" $(ls ./*.o | grep -v host_ref) \
+      glm5/*.o -lpthread
   ) >"$out/build_glm5.txt" 2>&1 || glm_rc=3
 fi
 if [ "$glm_rc" -ne 0 ]; then
@@ -188,6 +192,37 @@ else
 fi
 [ "$test_rc" -ne 0 ] || test_rc=$glm_rc
 # ---- end GLM 5.x block ----
+
+# ---- synthetic full-size models (issue #10): test always (~20 s), benches with SYNTH_FULL=1 ----
+# test_synthetic_cuda: device fill == host generator per format, deterministic by seed; the
+# synthetic GLM 5.x Flash (45 layers, 16 experts, ~10 GB) and Qwen3.8 Flash Next (48 layers, 16
+# experts, ~5 GB) give finite first logits, equal per seed.
+# SYNTH_FULL=1: bench_glm5_cuda synthetic-full (45 layers, 288 experts Q2_K + Q8_0, ~105 GB on the
+# GPU) and bench_qwen_next_cuda synthetic-full (48 layers, 512 experts MLX q4, ~72 GB), each
+# "decode_tokens contexts" from GLM_SYNTH_ARGS (default "32 2048,8192,32768") / QWEN_SYNTH_ARGS
+# (default "32 2048,8192"; Qwen prefills token by token), each under a 150 s timeout.
+touch "$out/test_synthetic_cuda.txt" "$out/bench_synthetic_full.txt"
+if [ -x "$bin/test_synthetic_cuda" ]; then
+  log "test_synthetic_cuda"
+  timeout 120 "$bin/test_synthetic_cuda" 2>&1 | tee "$out/test_synthetic_cuda.txt"
+  synth_rc=${PIPESTATUS[0]}
+  log "test_synthetic_cuda exit $synth_rc"
+  [ "$test_rc" -ne 0 ] || test_rc=$synth_rc
+fi
+if [ -n "${SYNTH_FULL:-}" ]; then
+  log "bench_glm5_cuda synthetic-full ${GLM_SYNTH_ARGS:-32 2048,8192,32768}"
+  # shellcheck disable=SC2086
+  timeout 150 "$bin/bench_glm5_cuda" "${GLM_SYNTH_SPEC:-synthetic-full}" ${GLM_SYNTH_ARGS:-32 2048,8192,32768} 2>&1 |
+    tee -a "$out/bench_synthetic_full.txt"
+  log "bench_glm5_cuda synthetic-full exit ${PIPESTATUS[0]} (124 = timed out)"
+  if [ -z "${SKIP_QWEN:-}" ]; then
+    log "bench_qwen_next_cuda synthetic-full ${QWEN_SYNTH_ARGS:-32 2048,8192}"
+    # shellcheck disable=SC2086
+    timeout 150 "$bin/bench_qwen_next_cuda" "${QWEN_SYNTH_SPEC:-synthetic-full}" ${QWEN_SYNTH_ARGS:-32 2048,8192} 2>&1 |
+      tee -a "$out/bench_synthetic_full.txt"
+    log "bench_qwen_next_cuda synthetic-full exit ${PIPESTATUS[0]} (124 = timed out)"
+  fi
+fi
 
 touch "$out/bench_cuda_gemv.txt"
 if [ -z "${SKIP_GEMV_BENCH:-}" ]; then
@@ -252,5 +287,6 @@ grep -E "FAIL|PASSED|FAILED|FATAL" "$out/test_cuda_ops.txt" | tail -20
 cat "$out/test_qwen_next_cuda.txt" "$out/bench_qwen_next_cuda.txt"
 cat "$out/test_deepseek_v4_cuda.txt" "$out/bench_deepseek_v4_cuda.txt"
 cat "$out/test_glm5_cuda.txt" "$out/bench_glm5_cuda.txt" 2>/dev/null  # GLM 5.x
+cat "$out/test_synthetic_cuda.txt" "$out/bench_synthetic_full.txt"
 tail -30 "$out/bench_cuda_gemv.txt"
 exit "$test_rc"

@@ -15,6 +15,9 @@
 //   model: a checkpoint dir/GGUF, or synthetic:LAYERS:EXPERTS (GLM 5.x Flash shapes, hidden
 //   4096, vocab 32768, BF16 generated weights in memory: models/glm5/synthetic.h);
 //   defaults: tests/data/glm5/model 128 64 0 (0 = all cores)
+// Or: bench_glm5_cuda synthetic-full[:TYPE[:EXPERTS[:LAYERS]]] [decode_tokens] [contexts]
+//   the full-size model generated on the GPU, prefill + decode per context frontier as
+//   fractions of the roofline (synthetic_full.h); defaults q2_k 288 45, 32, 2048,8192,32768
 // On the tiny test model (hidden 64) the GPU number measures per-token launch/graph
 // overhead, not bandwidth; the synthetic model reads real-size matrices per token.
 #include <cuda_runtime.h>
@@ -36,6 +39,7 @@
 #include "models/glm5/synthetic.h"
 
 #include "../cuda_common.h"
+#include "synthetic_full.h"
 
 using namespace ds4;
 using Clock = std::chrono::steady_clock;
@@ -217,6 +221,15 @@ int main(int argc, char** argv) {
     else args.push_back(a);
   }
   const std::string dir = args.size() > 0 ? args[0] : def;
+  try {
+    glm5::SyntheticFullOptions so;
+    if (glm5::parse_synthetic_full(dir, so))
+      return bench::glm5_synthetic_full(so, args.size() > 1 ? std::stoi(args[1]) : 32,
+                                        bench::parse_contexts(args.size() > 2 ? args[2] : "2048,8192,32768"));
+  } catch (const std::exception& e) {
+    std::printf("FATAL %s\n", e.what());
+    return 2;
+  }
   const int n = args.size() > 1 ? std::stoi(args[1]) : 128;
   const int np = args.size() > 2 ? std::stoi(args[2]) : 64;
   LoadOptions o;

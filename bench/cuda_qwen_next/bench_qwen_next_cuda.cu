@@ -2,6 +2,9 @@
 // launches) vs the CPU model, same model, same prompt, same greedy tokens, same process.
 // Usage: bench_qwen_next_cuda [model_dir] [decode_tokens] [prompt_tokens] [cpu_threads]
 //   defaults: models/default 256 64 0 (0 = all cores)
+// Or: bench_qwen_next_cuda synthetic-full[:EXPERTS[:LAYERS]] [decode_tokens] [contexts]: the
+//   full-size model generated on the GPU, prefill + decode per context frontier as fractions
+//   of the roofline (synthetic_full.h); defaults 512 48, 32, 2048,8192
 // Prints tok/s per backend and the ratio; the model is tiny (5.9M params, 11 MiB bf16), so
 // the GPU number measures per-token launch/graph overhead, not bandwidth.
 #include <chrono>
@@ -15,6 +18,7 @@
 #include "models/qwen_next/model.h"
 
 #include "../cuda_common.h"
+#include "synthetic_full.h"
 
 using namespace ds4;
 
@@ -36,6 +40,15 @@ Result run(Model& m, const std::vector<int32_t>& prompt, int n) {
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : "models/default";
+  try {
+    qwen_next::SyntheticFullOptions so;
+    if (qwen_next::parse_synthetic_full(dir, so))
+      return bench::qwen_synthetic_full(so, argc > 2 ? std::stoi(argv[2]) : 32,
+                                        bench::parse_contexts(argc > 3 ? argv[3] : "2048,8192"));
+  } catch (const std::exception& e) {
+    std::printf("FATAL %s\n", e.what());
+    return 2;
+  }
   const int n = argc > 2 ? std::stoi(argv[2]) : 256;
   const int np = argc > 3 ? std::stoi(argv[3]) : 64;
   LoadOptions o;

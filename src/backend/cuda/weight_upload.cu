@@ -14,14 +14,16 @@ size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 size_t Uploader::data_bytes(const WeightMatrix& m) { return size_t(m.rows * m.row_stride_bytes()); }
 
 size_t Uploader::scale_bytes(const WeightMatrix& m) {
-  return m.scales ? size_t(m.rows * (m.cols / m.group_size) * row_bytes(m.scale_type, 1)) : 0;
+  // MLX by type too: a fill-mode host view may have null scales.
+  const bool mlx = m.scales || m.type == DType::MLX_Q4 || m.type == DType::MLX_Q8;
+  return mlx ? size_t(m.rows * (m.cols / m.group_size) * row_bytes(m.scale_type, 1)) : 0;
 }
 
 const void* Uploader::add_run(const std::vector<std::pair<const void*, size_t>>& pieces) {
   const size_t off = used_;
   size_t at = off;
   for (const auto& [host, bytes] : pieces) {
-    if (base_) DS4_CUDA_CHECK(cudaMemcpy(base_ + at, host, bytes, cudaMemcpyHostToDevice));
+    if (base_ && host) DS4_CUDA_CHECK(cudaMemcpy(base_ + at, host, bytes, cudaMemcpyHostToDevice));
     at += bytes;
   }
   used_ = align_up(at);
@@ -34,7 +36,20 @@ const float* Uploader::vec(const std::vector<float>& v, float offset) {
   return static_cast<const float*>(add(t.data(), t.size() * sizeof(float)));
 }
 
+WeightMatrix Uploader::reserve(const WeightMatrix& m, int64_t rows) {
+  WeightMatrix d = m;
+  d.rows = rows;
+  d.data = add(nullptr, data_bytes(d));
+  if (scale_bytes(m) > 0) {
+    d.scales = add(nullptr, scale_bytes(d));
+    d.biases = add(nullptr, scale_bytes(d));
+  }
+  if (base_) (*fill_)(d);
+  return d;
+}
+
 WeightMatrix Uploader::mat(const WeightMatrix& m) {
+  if (fill_) return reserve(m, m.rows);
   WeightMatrix d = m;
   d.data = add(m.data, data_bytes(m));
   if (m.scales) {
@@ -54,6 +69,10 @@ DProj Uploader::proj(const std::vector<const WeightMatrix*>& ms, bool fuse) {
   }
   if (!same || ms.size() == 1) {
     for (const WeightMatrix* m : ms) d.parts.push_back(mat(*m));
+    return d;
+  }
+  if (fill_) {  // the stacked matrix is one fill (same type and width as every part)
+    d.fused = reserve(*ms[0], d.rows);
     return d;
   }
   d.fused = *ms[0];
@@ -79,6 +98,17 @@ DExperts Uploader::experts(const std::vector<WeightMatrix>& es) {
   d.first = es[0];
   d.stride = align_up(data_bytes(es[0]));
   d.scale_stride = align_up(scale_bytes(es[0]));
+  if (fill_) {  // data, then scales, then biases, each at its stride (as below)
+    const bool mlx = scale_bytes(es[0]) > 0;
+    std::vector<WeightMatrix> v(es.size(), es[0]);
+    for (auto& e : v) e.data = add(nullptr, data_bytes(es[0]));
+    for (auto& e : v) e.scales = mlx ? add(nullptr, scale_bytes(es[0])) : nullptr;
+    for (auto& e : v) e.biases = mlx ? add(nullptr, scale_bytes(es[0])) : nullptr;
+    if (base_)
+      for (const auto& e : v) (*fill_)(e);
+    d.first = v[0];
+    return d;
+  }
   for (size_t e = 0; e < es.size(); ++e) {
     const void* p = add(es[e].data, data_bytes(es[0]));
     if (e == 0) d.first.data = p;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -29,9 +30,14 @@ struct DExperts {
   size_t stride = 0, scale_stride = 0;
 };
 
+// Fill mode (synthetic models, synthetic_fill.h): with `fill`, mat/proj/experts never read
+// the host matrices (their data pointers may be null) and call fill(device view) on the
+// space they reserve instead; vec/add still copy their host values.
+using MatrixFill = std::function<void(const WeightMatrix&)>;
+
 class Uploader {
  public:
-  explicit Uploader(uint8_t* base) : base_(base) {}
+  explicit Uploader(uint8_t* base, MatrixFill* fill = nullptr) : base_(base), fill_(fill) {}
   const void* add(const void* host, size_t bytes) { return add_run({{host, bytes}}); }
   // Pieces copied back to back (no padding between them), the run itself aligned.
   const void* add_run(const std::vector<std::pair<const void*, size_t>>& pieces);
@@ -48,7 +54,10 @@ class Uploader {
   static size_t scale_bytes(const WeightMatrix& m);
 
  private:
+  // Reserves m's data (and MLX scales/biases) as mat() lays them out; fills when copying.
+  WeightMatrix reserve(const WeightMatrix& m, int64_t rows);
   uint8_t* base_;
+  MatrixFill* fill_;
   size_t used_ = 0;
 };
 

@@ -243,7 +243,7 @@ ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int
   float* in = static_cast<float*>(m.in_host->p);
   for (int64_t t = 0; t < n; ++t) {
     float* row = in + t * int64_t(m.sl.in_bytes / sizeof(float));
-    dequantize_row(m.w.embed, tokens[size_t(t)], row);
+    m.embed(tokens[size_t(t)], row);
     for (int64_t k = 1; k < m.c.hc_mult; ++k) std::memcpy(row + k * H, row, size_t(H) * sizeof(float));
   }
   Impl::Marks marks;

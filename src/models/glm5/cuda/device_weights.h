@@ -73,6 +73,7 @@ struct DeviceWeights {
 // Uploads everything the decode step reads (not the embedding: its row is dequantized on
 // the host per token). Admission first: throws ds4::Error naming the bytes when the weights
 // do not fit in free device memory. fuse = false keeps every projection separate.
-DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse);
+// fill (synthetic models): matrices are generated on the device, never read from `w`.
+DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse, ds4::cuda::MatrixFill* fill = nullptr);
 
 }  // namespace ds4::glm5::cuda

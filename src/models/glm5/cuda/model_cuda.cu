@@ -18,6 +18,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/norm.h"
+#include "backend/cuda/synthetic_fill.h"
 #include "core/error.h"
 #include "models/glm5/config.h"
 #include "models/glm5/cuda/cuda_state.h"
@@ -29,9 +30,10 @@
 
 namespace ds4::glm5 {
 
-namespace {
-
-}  // namespace
+void Glm5CudaModel::Impl::embed(int32_t t, float* out) const {
+  if (opt.synthetic_seed == 0) return dequantize_row(w.embed, t, out);
+  dc::synthetic_row(opt.synthetic_seed, t, c.hidden_size, 1.0f, out);
+}
 
 // in {hidden} = rmsnorm(collapse(streams), norm); post/comb kept in scratch for hc_out.
 // backend/cuda/hyper_connections: fn runs on the raw streams, the flat norm is a scalar.
@@ -201,7 +203,12 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   m.info.eos_token_ids = c.eos_token_ids;
   m.info.default_prefill_chunk = 2048;
   m.info.has_draft_head = false;  // the MTP head is CPU-only so far
-  m.dw = upload_weights(c, m.w, copt.fuse_projections);
+  if (copt.synthetic_seed != 0) {
+    dc::MatrixFill fill = dc::SyntheticFiller{copt.synthetic_seed};
+    m.dw = upload_weights(c, m.w, copt.fuse_projections, &fill);
+  } else {
+    m.dw = upload_weights(c, m.w, copt.fuse_projections);
+  }
   m.lay = state_layout(c, m.info.max_context);
   m.sl = scratch_layout(c, m.info.max_context);
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "glm5 step scratch");
@@ -267,7 +274,7 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
       const int64_t T = std::min(C, n - t0);
       for (int64_t t = 0; t < T; ++t) {
         float* row = in + t * (m.sl.in_bytes / sizeof(float));
-        dequantize_row(m.w.embed, tokens[size_t(t0 + t)], row);
+        m.embed(tokens[size_t(t0 + t)], row);
         for (int64_t k = 1; k < c.hc_mult; ++k) std::memcpy(row + k * H, row, size_t(H) * sizeof(float));
       }
       const bool last = t0 + T == n;
@@ -281,7 +288,7 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
     return;
   }
   for (int64_t t = 0; t < n; ++t) {
-    dequantize_row(m.w.embed, tokens[size_t(t)], in);  // every stream starts as the embedding
+    m.embed(tokens[size_t(t)], in);  // every stream starts as the embedding
     for (int64_t k = 1; k < c.hc_mult; ++k) std::memcpy(in + k * H, in, size_t(H) * sizeof(float));
     const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
     m.run_step(st, want, m.tap != nullptr);

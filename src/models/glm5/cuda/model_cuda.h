@@ -24,6 +24,9 @@ struct CudaModelOptions {
   // Tokens per multi-row forward (prefill chunk / verify rows, 1..16): each weight matrix is
   // read once per chunk. 1 = every token through the one-token decode step.
   int chunk_rows = 16;
+  // Non-zero: a synthetic model (glm5/cuda/synthetic.h): every matrix generated on the GPU
+  // from this seed (the source's matrices are shapes only), embedding rows made per token.
+  uint64_t synthetic_seed = 0;
 };
 
 // Per-section GPU time of one multi-row forward (profile_chunk): sections in order of first

@@ -42,6 +42,8 @@ struct Glm5CudaModel::Impl {
   std::unique_ptr<Pinned> in_host, logits_host;
   cudaStream_t stream = nullptr;
   std::vector<std::vector<float>>* tap = nullptr;  // layer_outputs(): streams after each layer
+  // The input row of token t: the embedding's, or a synthetic model's generated row.
+  void embed(int32_t t, float* out) const;
 
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
   float *cur = nullptr, *alt = nullptr;  // the streams and the other buffer (swapped by hc_out)

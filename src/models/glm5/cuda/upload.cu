@@ -94,12 +94,12 @@ void bind_all(Uploader& u, const Config& c, const Weights& w, bool fuse, DeviceW
 
 }  // namespace
 
-DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse) {
+DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse, ds4::cuda::MatrixFill* fill) {
   DeviceWeights d;
-  Uploader sizing(nullptr);
+  Uploader sizing(nullptr, fill);
   bind_all(sizing, c, w, fuse, d);
   d.buffer = ds4::cuda::DeviceBuffer(sizing.used(), "glm5 weights");  // admission inside
-  Uploader copy(d.buffer.as<uint8_t>());
+  Uploader copy(d.buffer.as<uint8_t>(), fill);
   bind_all(copy, c, w, fuse, d);
   // Pageable copies may return before the DMA lands; the step's non-blocking stream would not
   // wait for them.

@@ -60,6 +60,8 @@ struct DeviceWeights {
 // are gathered on the host per token). Admission first: throws ds4::Error naming the bytes
 // when the weights do not fit in free device memory.
 // fuse = false keeps every projection separate (the unfused reference in the tests).
-DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_freq, bool fuse);
+// fill (synthetic models): matrices are generated on the device, never read from `w`.
+DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_freq, bool fuse,
+                             ds4::cuda::MatrixFill* fill = nullptr);
 
 }  // namespace ds4::qwen_next::cuda

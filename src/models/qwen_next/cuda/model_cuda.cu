@@ -16,11 +16,13 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
+#include "backend/cuda/synthetic_fill.h"
 #include "core/error.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/device_weights.h"
 #include "models/qwen_next/cuda/kernels.h"
 #include "models/qwen_next/cuda/step_layout.h"
+#include "models/qwen_next/cuda/synthetic.h"
 #include "models/qwen_next/ple_hash.h"
 #include "models/qwen_next/weights.h"
 
@@ -199,7 +201,15 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) +
                        " has no CUDA gemv");
-  m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections);
+  if (copt.synthetic_seed != 0) {  // synthetic_full.h: matrices made on the GPU, PLE rows per lookup
+    for (auto& l : m.w.layers)
+      if (l.ple) l.ple->table = qwen_next::cuda::synthetic_ple_table(l.ple->table->rows(), l.ple->table->cols(),
+                                                                      copt.synthetic_seed);
+    dc::MatrixFill fill = dc::SyntheticFiller{copt.synthetic_seed};
+    m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, &fill);
+  } else {
+    m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections);
+  }
   m.lay = state_layout(c, m.info.max_context);
   m.sl = scratch_layout(c, m.info.max_context);
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "qwen_next step scratch");
@@ -214,6 +224,15 @@ QwenNextCudaModel::~QwenNextCudaModel() {
 
 const ModelInfo& QwenNextCudaModel::info() const { return impl_->info; }
 size_t QwenNextCudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
+
+size_t QwenNextCudaModel::weight_bytes_per_token() const {
+  const Config& c = impl_->c;
+  size_t routed = 0;
+  for (const auto& l : impl_->w.layers)
+    for (const WeightMatrix& e : {l.moe.gate_up[0], l.moe.down[0]})
+      routed += size_t(c.experts) * (dc::Uploader::data_bytes(e) + 2 * dc::Uploader::scale_bytes(e));
+  return weight_bytes() - routed + size_t(double(routed) * double(c.top_k) / double(c.experts));
+}
 
 std::unique_ptr<ModelState> QwenNextCudaModel::new_state() const {
   return std::make_unique<CudaState>(impl_->lay, impl_->c);
@@ -243,7 +262,8 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
   std::vector<int32_t> window(static_cast<size_t>(c.ngram));
   for (int64_t t = 0; t < n; ++t) {
     const int32_t tok = tokens[size_t(t)];
-    dequantize_row(m.w.embed, tok, in);  // the step's input row, repeated per stream
+    if (m.opt.synthetic_seed) dc::synthetic_row(m.opt.synthetic_seed, tok, d, 1.0f, in);  // synthetic_full.h
+    else dequantize_row(m.w.embed, tok, in);  // the step's input row, repeated per stream
     for (int64_t k = 1; k < c.hc; ++k) std::memcpy(in + k * d, in, size_t(d) * sizeof(float));
     for (size_t l = 0; l < m.w.layers.size(); ++l) {
       const auto& lw = m.w.layers[l];

@@ -15,6 +15,9 @@ namespace ds4::qwen_next {
 struct CudaModelOptions {
   bool graphs = true;            // replay the decode step from a CUDA graph (false: launch each kernel)
   bool fuse_projections = true;  // stack projections of one input into one gemv (false: one each)
+  // Non-zero: a synthetic model (models/qwen_next/synthetic_full.h): every matrix generated
+  // on the GPU from this seed, embedding rows and PLE rows made per token on the host.
+  uint64_t synthetic_seed = 0;
 };
 
 class QwenNextCudaModel : public Model {
@@ -26,6 +29,9 @@ class QwenNextCudaModel : public Model {
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
 
   size_t weight_bytes() const;  // device bytes of the uploaded weights
+  // Bytes of weights one decode token reads: all but the routed experts, plus top_k of
+  // experts of them (state and KV reads come on top).
+  size_t weight_bytes_per_token() const;
   struct Impl;
 
  private:

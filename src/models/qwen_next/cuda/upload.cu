@@ -62,13 +62,14 @@ void bind_all(Uploader& u, const Weights& w, const std::vector<float>& inv_freq,
 
 }  // namespace
 
-DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_freq, bool fuse) {
+DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_freq, bool fuse,
+                             ds4::cuda::MatrixFill* fill) {
   (void)c;
   DeviceWeights d;
-  Uploader sizing(nullptr);
+  Uploader sizing(nullptr, fill);
   bind_all(sizing, w, inv_freq, fuse, d);
   d.buffer = ds4::cuda::DeviceBuffer(sizing.used(), "qwen_next weights");  // admission inside
-  Uploader copy(d.buffer.as<uint8_t>());
+  Uploader copy(d.buffer.as<uint8_t>(), fill);
   bind_all(copy, w, inv_freq, fuse, d);
   // Pageable copies may return before the DMA lands; the step's non-blocking stream would not
   // wait for them.

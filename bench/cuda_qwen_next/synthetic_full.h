@@ -1,0 +1,69 @@
+#pragma once
+// bench_qwen_next_cuda synthetic-full[:EXPERTS[:LAYERS]] [decode_tokens] [contexts]: the
+// full-size Qwen3.8 Flash Next (models/qwen_next/synthetic_full.h: SPEC shapes, MLX q4 g64,
+// BF16 scales/biases) generated on the GPU, then prefill to each context frontier (default
+// 2048,8192; the CUDA model prefills token by token, so a frontier costs frontier decode
+// steps) and greedy decode at batch 1 there, as fractions of the roofline (cuda_synthetic.h).
+// Bytes per token (a prefill token is one decode step without the lm_head): the
+// uploaded weights except the routed experts (hyper-connections, GDN, QSA, PLE projections,
+// shared experts, routers, lm_head; embedding and PLE rows are made on the host) + top_k of
+// E routed experts per layer + GDN recurrent state read and written (f32 {v_heads, k_dim,
+// v_dim} per GDN layer) + QSA K/V rows read (min(pos, idx_budget + ratio) rows x kv_heads x
+// head_dim x 2 (K and V), f32, per QSA layer) + the indexer's compressed keys (pos / ratio x
+// idx_dim f32 per QSA layer).
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "../cuda_synthetic.h"
+#include "backend/cuda/memory.h"
+#include "models/qwen_next/config.h"
+#include "models/qwen_next/cuda/model_cuda.h"
+#include "models/qwen_next/synthetic_full.h"
+
+namespace ds4::bench {
+
+inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx) {
+  using Clock = std::chrono::steady_clock;
+  const qwen_next::Config c = qwen_next::parse_config(qwen_next::synthetic_full_config(so), "synthetic-full");
+  LoadOptions lo;
+  lo.max_context = ctx.back() + n_decode * int64_t(ctx.size()) + 64;
+  qwen_next::CudaModelOptions co;
+  co.synthetic_seed = so.seed;
+  const auto free0 = cuda::device_memory_info();
+  auto t0 = Clock::now();
+  qwen_next::QwenNextCudaModel g(qwen_next::synthetic_full_source(so), lo, co);
+  const double load_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto free1 = cuda::device_memory_info();
+  std::printf("synthetic-full Qwen3.8 Flash Next: %lld layers, %lld experts (top-%lld) MLX q4 g64 bf16 scales, hidden "
+              "%lld, vocab %lld, max context %lld\n", (long long)c.layers, (long long)c.experts, (long long)c.top_k,
+              (long long)c.hidden, (long long)c.vocab, (long long)lo.max_context);
+  std::printf("weights %.2f GiB generated on the GPU, load %.1f s; device memory used by the model %.2f GiB (of %.2f "
+              "GiB total)\n", double(g.weight_bytes()) / (1ull << 30), load_s,
+              double(free0.free_bytes - free1.free_bytes) / (1ull << 30), double(free0.total_bytes) / (1ull << 30));
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  const auto bw = cuda::measure_bandwidth(size_t(1) << 30, 20, stream);
+  cudaStreamDestroy(stream);
+  std::printf("device bandwidth (same run): copy %.0f GB/s, memcpy %.0f GB/s, read %.0f GB/s\n", bw.copy_gbps,
+              bw.memcpy_gbps, bw.read_gbps);
+  int64_t gdn = 0, qsa = 0;
+  for (int64_t l = 0; l < c.layers; ++l) (c.is_linear[size_t(l)] ? gdn : qsa) += 1;
+  const double per_tok = double(g.weight_bytes_per_token());
+  const double state = double(gdn) * 2.0 * double(c.v_heads * c.k_dim * c.v_dim) * 4.0;
+  auto attn = [&](int64_t p) {
+    const int64_t rows = std::min<int64_t>(p + 1, c.idx_budget + c.idx_ratio);
+    return double(qsa) * (double(rows * c.kv_heads * c.head_dim) * 2.0 * 4.0 + double(p / c.idx_ratio * c.idx_dim) * 4.0);
+  };
+  std::printf("bytes per token: weights %.1f MB, GDN state %.1f MB, attention at %lld: %.1f MB\n", per_tok / 1e6,
+              state / 1e6, (long long)ctx.back(), attn(ctx.back()) / 1e6);
+  TokenBytes tb;
+  tb.decode = [&](int64_t p) { return per_tok + state + attn(p); };
+  // A prefill token without logits skips the lm_head (MLX q4: V x (H/2 + 4 H/64) bytes).
+  const double lm = double(c.vocab) * double(c.hidden / 2 + 4 * c.hidden / 64);
+  tb.prefill = [&, lm](int64_t p) { return per_tok - lm + state + attn(p); };
+  context_table(g, ctx, n_decode, tb, bw);
+  return 0;
+}
+
+}  // namespace ds4::bench

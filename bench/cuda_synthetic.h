@@ -1,0 +1,96 @@
+#pragma once
+// Shared by the CUDA benches' synthetic full-size runs (issue #10): prefill to growing
+// context frontiers on one state, and greedy decode at batch 1 at each frontier, each as a
+// fraction of the roofline = (bytes that must be read per token) / (device bandwidth measured
+// in the same run). The bytes per token come from the model's bench (Bytes callback), so each
+// states its own counting.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/bandwidth.h"
+#include "models/model.h"
+
+namespace ds4::bench {
+
+// Bytes one token must move: a decode token at context `pos`, or a prefill token in a chunk
+// (amortized over the chunk's rows) at context `pos`.
+struct TokenBytes {
+  std::function<double(int64_t pos)> decode, prefill;
+};
+
+inline std::vector<int64_t> parse_contexts(const std::string& s) {
+  std::vector<int64_t> v;
+  size_t at = 0;
+  while (at < s.size()) {
+    const size_t comma = s.find(',', at);
+    v.push_back(std::stoll(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at)));
+    at = comma == std::string::npos ? s.size() : comma + 1;
+  }
+  return v;
+}
+
+// Prefills token ids (a fixed pseudo-random sequence) up to each frontier in `contexts`
+// (ascending), then decodes n_decode greedy tokens there; prints one table row per frontier.
+// The prefill rows: tok/s of that segment (from the previous frontier) and cumulative from 0.
+inline void context_table(Model& m, const std::vector<int64_t>& contexts, int n_decode, const TokenBytes& bytes,
+                          const cuda::Bandwidth& bw) {
+  using Clock = std::chrono::steady_clock;
+  const int64_t V = m.info().vocab_size;
+  auto tok = [&](int64_t i) { return int32_t((i * 7919 + 13) % V); };
+  {  // warm-up on a throw-away state: first-use costs outside the timed state (its own graphs still get captured)
+    auto w = m.new_state();
+    std::vector<int32_t> p;
+    for (int64_t i = 0; i < 40; ++i) p.push_back(tok(i));
+    m.prefill(*w, p);
+    for (int i = 0; i < 3; ++i) m.decode(*w, tok(i));
+  }
+  auto s = m.new_state();
+  std::printf("| context | prefill tok/s (segment) | prefill tok/s (from 0) | prefill bytes/token MB | prefill of bw | decode "
+              "tok/s | decode ms | decode bytes/token MB | decode of bw |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::fflush(stdout);  // a run cut by a timeout keeps the rows it printed
+  int64_t pos = 0;
+  double prefill_s = 0;
+  int64_t prefilled = 0;
+  for (const int64_t ctx : contexts) {
+    if (ctx <= pos) continue;
+    std::vector<int32_t> seg;
+    for (int64_t i = pos; i < ctx; ++i) seg.push_back(tok(i));
+    double pbytes = 0;  // mean bytes per prefill token over the segment
+    for (int64_t i = pos; i < ctx; i += 256) pbytes += bytes.prefill(i) * double(std::min<int64_t>(256, ctx - i));
+    pbytes /= double(ctx - pos);
+    auto t0 = Clock::now();
+    auto l = m.prefill(*s, seg);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    prefill_s += dt;
+    prefilled += int64_t(seg.size());
+    const double seg_tps = double(seg.size()) / dt;
+    pos = ctx;
+    const double dbytes = bytes.decode(pos + n_decode / 2);
+    t0 = Clock::now();
+    for (int i = 0; i < n_decode; ++i) {
+      int32_t best = 0;
+      for (int64_t v = 1; v < V; ++v)
+        if (l[size_t(v)] > l[size_t(best)]) best = int32_t(v);
+      l = m.decode(*s, best);
+    }
+    const double dec_tps = double(n_decode) / std::chrono::duration<double>(Clock::now() - t0).count();
+    pos += n_decode;
+    bool finite = true;
+    for (float x : l) finite = finite && std::isfinite(x);
+    std::printf("| %lld | %.0f | %.0f | %.1f | %.3f | %.2f | %.3f | %.1f | %.3f |%s\n", (long long)ctx, seg_tps,
+                double(prefilled) / prefill_s, pbytes / 1e6, pbytes * seg_tps / 1e9 / bw.copy_gbps, dec_tps,
+                1e3 / dec_tps, dbytes / 1e6, dbytes * dec_tps / 1e9 / bw.copy_gbps, finite ? "" : " NON-FINITE LOGITS");
+    std::fflush(stdout);
+  }
+  std::printf("(of bw: bytes/token x tok/s over the copy bandwidth of this run, %.0f GB/s; the read-only probe gave %.0f "
+              "GB/s)\n", bw.copy_gbps, bw.read_gbps);
+}
+
+}  // namespace ds4::bench
