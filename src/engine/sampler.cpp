@@ -50,4 +50,19 @@ int32_t Sampler::sample(std::span<const float> logits) {
   return sample_mtplx(logits);
 }
 
+std::optional<int32_t> Sampler::sample_from(const SampleCandidates& c) {
+  if (kind_ == SamplerKind::kDs4) return ds4_sample_candidates(c, params_, ds4_rng_);
+  // MTPLX: greedy is np.argmax of the row, the ds4 argmax unless a NaN (which np.argmax can
+  // return) is there, so only a row of finite values is decided here. Sampling normalises
+  // over the whole vocabulary in float64 (softmax's id-order sum) before top-p/top-k: that
+  // sum, and so the bits of every probability, needs the full row.
+  if (params_.temperature <= 0 && c.finite == c.vocab) return c.argmax;
+  return std::nullopt;
+}
+
+int Sampler::candidates_k(int full_vocab_k) const {
+  if (kind_ == SamplerKind::kDs4) return ds4_candidates_k(params_, full_vocab_k);
+  return params_.temperature <= 0 ? 1 : 0;
+}
+
 }  // namespace ds4::engine
