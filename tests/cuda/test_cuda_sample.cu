@@ -43,7 +43,7 @@ const char* kind_name(Kind k) {
 std::vector<float> make_row(std::mt19937_64& g, int64_t vocab, Kind kind) {
   std::normal_distribution<float> nd(0.0f, 3.0f);
   std::uniform_int_distribution<int64_t> at(0, vocab - 1);
-  std::vector<float> r(size_t(vocab));
+  std::vector<float> r(static_cast<size_t>(vocab));
   for (auto& x : r) x = nd(g);
   switch (kind) {
     case Kind::kNormal: break;

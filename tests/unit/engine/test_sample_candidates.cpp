@@ -201,3 +201,45 @@ TEST(SampleCandidates, CandidatesKPerSetting) {
   q.temperature = 0;
   EXPECT_EQ(Sampler(SamplerKind::kMtplx, q).candidates_k(), 1);
 }
+
+// The engine's decode steps through Model::forward_candidates (here the host default on the
+// scripted test model): same answer as with the full row every step, and the usage says
+// which path each draw took.
+#include "engine_test_util.h"
+
+namespace ds4::engine {
+
+TEST(SampleCandidates, EngineSameAnswerAndCountsThePath) {
+  struct Case {
+    const char* family;
+    double temperature;
+    bool expect_candidates;
+  };
+  for (Case c : {Case{"qwen_test", 0.0, true}, Case{"qwen_test", 1.0, false}, Case{"deepseek_test", 1.0, true},
+                 Case{"deepseek_test", 0.0, true}}) {
+    std::string answers[2];
+    for (int on = 0; on < 2; ++on) {
+      EngineOptions o;
+      o.sample_candidates = on == 1;
+      auto e = make_engine({}, c.family, o);
+      auto req = chat({user("hello")});
+      req.sampler = default_sampler_params(sampler_kind_for_family(c.family));
+      req.sampler.temperature = c.temperature;
+      auto r = collect(*e->submit(req));
+      answers[on] = r.content;
+      const Usage& u = r.done.usage;
+      const int64_t decode_draws = u.completion_tokens - 1;  // the first comes from the prefill row
+      if (on && c.expect_candidates) {
+        EXPECT_EQ(u.sampled_from_candidates + u.sampled_full_fallback, decode_draws) << c.family;
+        EXPECT_GT(u.sampled_from_candidates, 0) << c.family << " T=" << c.temperature;
+        EXPECT_EQ(e->metrics().sampled_from_candidates, uint64_t(u.sampled_from_candidates));
+      } else {
+        EXPECT_EQ(u.sampled_from_candidates + u.sampled_full_fallback, 0) << c.family << " on=" << on;
+      }
+    }
+    EXPECT_EQ(answers[0], answers[1]) << c.family << " T=" << c.temperature;
+    EXPECT_FALSE(answers[1].empty());
+  }
+}
+
+}  // namespace ds4::engine
