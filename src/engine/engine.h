@@ -110,7 +110,7 @@ class Engine {
   void start(Job& job);
   void prefill_step(Job& job);
   void decode_batch(std::vector<Job*>& jobs);
-  void forward_and_sample(Job& j, int32_t t, int k);  // engine_decode.cpp
+  void forward_and_sample(Job& j, int32_t t, const CandidateRequest& req);  // engine_decode.cpp
   // fed: the token is already in the state (an accepted speculative draft).
   void emit_token(Job& job, int32_t token, bool fed = false);
   bool spec_decode(Job& job);  // engine_spec.cpp; false: this turn does not speculate

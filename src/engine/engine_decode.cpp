@@ -174,10 +174,10 @@ void Engine::publish_pre_stop(Job& job) {
 // row when the sampler says they cannot decide it (the model then hands back this step's
 // row). j.logits is left as the model leaves it: the row or empty (a cached state with empty
 // logits is continued by feeding a token, never sampled from).
-void Engine::forward_and_sample(Job& j, int32_t t, int k) {
+void Engine::forward_and_sample(Job& j, int32_t t, const CandidateRequest& req) {
   SampleCandidates c;
   std::optional<int32_t> tok;
-  model_->forward_candidates(*j.state, std::span<const int32_t>(&t, 1), k, c, j.logits,
+  model_->forward_candidates(*j.state, std::span<const int32_t>(&t, 1), req, c, j.logits,
                              [&](const SampleCandidates& cand) {
                                tok = j.sampler->sample_from(cand);
                                return !tok.has_value();
@@ -199,9 +199,10 @@ void Engine::decode_batch(std::vector<Job*>& jobs) {
       if (spec_depth_ > 0 && spec_decode(*j)) continue;  // engine_spec.cpp
       // A turn that does not speculate (spec_decode said no: it never will this turn) needs
       // only the draw from this row: take it from the model's candidates where they suffice.
-      const int k = sample_candidates_ ? j->sampler->candidates_k(sample_candidates_k_) : 0;
-      if (k > 0) {
-        forward_and_sample(*j, t, k);
+      const CandidateRequest req = sample_candidates_ ? j->sampler->candidates_request(sample_candidates_k_)
+                                                      : CandidateRequest{0, 0.0};
+      if (req.k > 0) {
+        forward_and_sample(*j, t, req);
       } else {
         model_->forward(*j->state, std::span<const int32_t>(&t, 1), Logits::kLast, j->logits);
       }

@@ -52,17 +52,19 @@ int32_t Sampler::sample(std::span<const float> logits) {
 
 std::optional<int32_t> Sampler::sample_from(const SampleCandidates& c) {
   if (kind_ == SamplerKind::kDs4) return ds4_sample_candidates(c, params_, ds4_rng_);
-  // MTPLX: greedy is np.argmax of the row, the ds4 argmax unless a NaN (which np.argmax can
-  // return) is there, so only a row of finite values is decided here. Sampling normalises
-  // over the whole vocabulary in float64 (softmax's id-order sum) before top-p/top-k: that
-  // sum, and so the bits of every probability, needs the full row.
-  if (params_.temperature <= 0 && c.finite == c.vocab) return c.argmax;
-  return std::nullopt;
+  const Pcg64 before = pcg_;  // a draw the candidates could not certify is taken back
+  std::optional<int32_t> t = mtplx_sample_candidates(c, params_, pcg_);
+  if (!t) pcg_ = before;
+  return t;
 }
 
-int Sampler::candidates_k(int full_vocab_k) const {
-  if (kind_ == SamplerKind::kDs4) return ds4_candidates_k(params_, full_vocab_k);
-  return params_.temperature <= 0 ? 1 : 0;
+CandidateRequest Sampler::candidates_request(int full_vocab_k) const {
+  if (kind_ == SamplerKind::kDs4) return {ds4_candidates_k(params_, full_vocab_k), 0.0};
+  if (params_.temperature <= 0) return {1, 0.0};
+  // Sampling needs top-k (the kept set within the candidates) and the softmax normaliser;
+  // a few candidates past the cut show its gap (more on CUDA, which always returns 1024).
+  if (params_.top_k <= 0 || params_.top_k >= 1024) return {0, 0.0};
+  return {std::min(params_.top_k + 32, 1024), params_.temperature};
 }
 
 }  // namespace ds4::engine

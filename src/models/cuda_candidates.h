@@ -20,11 +20,19 @@ class CudaCandidates {
   static constexpr int kK = cuda::kSampleReduceMaxK;
   CudaCandidates()
       : dev_(cuda::sample_reduce_words(kK) * sizeof(int32_t), "sampling candidates"),
-        host_(cuda::sample_reduce_words(kK) * sizeof(int32_t)) {}
+        host_(cuda::sample_reduce_words(kK) * sizeof(int32_t)),
+        t_dev_(sizeof(double), "sampling temperature"),
+        t_host_(sizeof(double)) {
+    set_temperature(0);
+  }
+  // The temperature of the next step's exp_sum (<= 0: none); read by the step's own copy.
+  void set_temperature(double t) { *static_cast<double*>(t_host_.p) = t; }
 
   // After the step's logits {vocab} are in `row` (device): the op, then the small copy back.
+  // The temperature goes up inside the step, so a captured graph takes each request's value.
   void enqueue(const float* row, int64_t vocab, cudaStream_t stream) {
-    cuda::sample_reduce_f32(row, vocab, kK, dev_.as<int32_t>(), stream);
+    DS4_CUDA_CHECK(cudaMemcpyAsync(t_dev_.get(), t_host_.p, sizeof(double), cudaMemcpyHostToDevice, stream));
+    cuda::sample_reduce_f32(row, vocab, kK, t_dev_.as<double>(), dev_.as<int32_t>(), stream);
     DS4_CUDA_CHECK(cudaMemcpyAsync(host_.p, dev_.get(), cuda::sample_reduce_words(kK) * sizeof(int32_t),
                                    cudaMemcpyDeviceToHost, stream));
   }
@@ -36,14 +44,18 @@ class CudaCandidates {
     out.argmax = w[0];
     out.finite = w[2];
     out.vocab = vocab;
-    out.ids.assign(w + 4, w + 4 + n);
+    std::memcpy(&out.exp_sum, w + 4, sizeof(double));
+    const int32_t* ids = w + cuda::kSampleReduceHeader;
+    out.ids.assign(ids, ids + n);
     out.logits.resize(n);
-    std::memcpy(out.logits.data(), w + 4 + w[3], n * sizeof(float));
+    std::memcpy(out.logits.data(), ids + w[3], n * sizeof(float));
   }
 
  private:
   cuda::DeviceBuffer dev_;
   cuda::PinnedHost host_;
+  cuda::DeviceBuffer t_dev_;
+  cuda::PinnedHost t_host_;
 };
 
 // Model::forward_candidates of a CUDA model for one token: `step` runs forward(kLast) with the

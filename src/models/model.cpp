@@ -19,10 +19,10 @@ std::vector<float> Model::prefill(ModelState& state, std::span<const int32_t> to
   return logits;
 }
 
-void Model::forward_candidates(ModelState& state, std::span<const int32_t> tokens, int k, SampleCandidates& out,
-                               std::vector<float>& logits, const NeedFull& need_full) {
+void Model::forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
+                               SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) {
   forward(state, tokens, Logits::kLast, logits);
-  top_candidates(logits, k, out);
+  top_candidates(logits, req, out);
   need_full(out);  // the row is here anyway; keep it (a cached state's logits stay valid)
 }
 

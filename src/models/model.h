@@ -61,14 +61,15 @@ class Model {
                        std::vector<float>& logits) = 0;
 
   // forward(kLast) for a caller that samples the last row and usually needs only its top
-  // `k` candidates (models/sample_candidates.h): `out` gets at least min(k, finite) of them.
+  // req.k candidates (models/sample_candidates.h): `out` gets at least min(k, finite) of them
+  // (and the softmax normaliser when req asks for it).
   // need_full(out) is asked once; when it says true (a sampler setting that needs the whole
   // vocabulary after all) `logits` gets the full row of this same step, not recomputed.
   // When it says false `logits` is either that row or empty (the caller must not rely on
   // it). The default runs forward() and picks the candidates on the host; a CUDA model
   // picks them on the device and copies back only them (one small copy per step).
   using NeedFull = std::function<bool(const SampleCandidates&)>;
-  virtual void forward_candidates(ModelState& state, std::span<const int32_t> tokens, int k,
+  virtual void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
                                   SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full);
 
   // Convenience wrappers shared by every family (model.cpp).

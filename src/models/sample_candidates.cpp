@@ -31,6 +31,18 @@ void top_candidates(std::span<const float> row, int k, SampleCandidates& out) {
   out.logits.resize(n);
   for (size_t i = 0; i < n; ++i) out.logits[i] = row[size_t(ids[i])];
   out.ids = std::move(ids);
+  out.exp_sum = NAN;
+}
+
+void top_candidates(std::span<const float> row, const CandidateRequest& req, SampleCandidates& out) {
+  top_candidates(row, req.k, out);
+  const double t = req.exp_sum_temperature;
+  if (!(t > 0) || out.finite != out.vocab || out.ids.empty()) return;
+  // mtplx_distribution's softmax, term for term: max of l / T, then the id-order sum.
+  const double mx = double(out.logits[0]) / t;
+  double total = 0;
+  for (float v : row) total += std::exp(double(v) / t - mx);
+  out.exp_sum = total;
 }
 
 }  // namespace ds4

@@ -8,6 +8,7 @@
 // compute-sanitizer).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -74,24 +75,29 @@ std::vector<float> make_row(std::mt19937_64& g, int64_t vocab, Kind kind) {
 }
 
 struct Gpu {
-  cuda::DeviceBuffer row, out;
+  cuda::DeviceBuffer row, out, temp;
   std::vector<int32_t> host;
   explicit Gpu(int64_t vocab)
       : row(size_t(vocab) * 4, "test row"),
         out(cuda::sample_reduce_words(cuda::kSampleReduceMaxK) * 4, "test out"),
+        temp(sizeof(double), "test temperature"),
         host(cuda::sample_reduce_words(cuda::kSampleReduceMaxK)) {}
-  void run(const std::vector<float>& r, int k, SampleCandidates& c) {
+  // temperature > 0: also MTPLX's normaliser (exp_sum).
+  void run(const std::vector<float>& r, int k, SampleCandidates& c, double temperature = 0) {
     DS4_CUDA_CHECK(cudaMemcpy(row.get(), r.data(), r.size() * 4, cudaMemcpyHostToDevice));
+    DS4_CUDA_CHECK(cudaMemcpy(temp.get(), &temperature, sizeof(double), cudaMemcpyHostToDevice));
     DS4_CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));  // stale words must not pass
-    cuda::sample_reduce_f32(row.as<float>(), int64_t(r.size()), k, out.as<int32_t>(), nullptr);
+    cuda::sample_reduce_f32(row.as<float>(), int64_t(r.size()), k, temp.as<double>(), out.as<int32_t>(), nullptr);
     DS4_CUDA_CHECK(cudaMemcpy(host.data(), out.get(), cuda::sample_reduce_words(k) * 4, cudaMemcpyDeviceToHost));
     c.argmax = host[0];
     c.finite = host[2];
     c.vocab = int64_t(r.size());
+    std::memcpy(&c.exp_sum, host.data() + 4, sizeof(double));
     const int n = std::max(0, std::min(host[1], k));
-    c.ids.assign(host.begin() + 4, host.begin() + 4 + n);
+    const int32_t* ids = host.data() + cuda::kSampleReduceHeader;
+    c.ids.assign(ids, ids + n);
     c.logits.resize(size_t(n));
-    std::memcpy(c.logits.data(), host.data() + 4 + k, size_t(n) * 4);
+    std::memcpy(c.logits.data(), ids + k, size_t(n) * 4);
   }
 };
 
@@ -119,6 +125,14 @@ bool compare(const SampleCandidates& gpu, const SampleCandidates& ref, int count
         why = "position " + std::to_string(i) + ": gpu id " + std::to_string(gpu.ids[i]) + " logit " +
               hexf(gpu.logits[i]) + ", host id " + std::to_string(ref.ids[i]) + " logit " + hexf(ref.logits[i]);
     }
+  // The normaliser (when asked): another summation order and the device exp, so close, not equal.
+  if (why.empty() && (std::isnan(ref.exp_sum) != std::isnan(gpu.exp_sum) ||
+                      std::fabs(gpu.exp_sum - ref.exp_sum) > 1e-10 * std::fabs(ref.exp_sum))) {
+    char b[128];
+    std::snprintf(b, sizeof b, "exp_sum gpu %.17g host %.17g (rel %.3g)", gpu.exp_sum, ref.exp_sum,
+                  std::fabs(gpu.exp_sum - ref.exp_sum) / std::fabs(ref.exp_sum));
+    why = b;
+  }
   check(why.empty(), name + (why.empty() ? "" : ": " + why));
   return why.empty();
 }
@@ -135,11 +149,15 @@ void check_draws(const std::vector<float>& row, const SampleCandidates& c, const
       {SamplerKind::kDs4, {0.0, 1.0, 0, 0.0, 1}},     {SamplerKind::kDs4, {1.0, 1.0, 0, 0.05, 2}},
       {SamplerKind::kDs4, {0.7, 0.9, 40, 0.05, 3}},   {SamplerKind::kDs4, {1.0, 0.95, 1024, 0.0, 4}},
       {SamplerKind::kDs4, {2.0, 1.0, 256, 0.1, 5}},   {SamplerKind::kMtplx, {0.0, 0.95, 20, 0.0, 6}},
+      // MTPLX sampling at T 1 (the candidates' exp_sum was computed at T 1): default and wider.
+      {SamplerKind::kMtplx, {1.0, 0.95, 20, 0.0, 7}}, {SamplerKind::kMtplx, {1.0, 1.0, 200, 0.0, 8}},
   };
   for (const S& s : settings) {
     engine::Sampler full(s.kind, s.p), cand(s.kind, s.p);
     std::string why;
     int decided = 0;
+    const bool nan_row = !std::all_of(row.begin(), row.end(), [](float x) { return std::isfinite(x); });
+    if (s.kind == SamplerKind::kMtplx && s.p.temperature > 0 && nan_row) continue;  // MTPLX rejects it
     for (int d = 0; d < 6 && why.empty(); ++d) {
       const int32_t want = full.sample(row);
       std::optional<int32_t> got = cand.sample_from(c);
@@ -164,7 +182,7 @@ void check_graph(int64_t vocab, std::mt19937_64& g) {
   cudaGraphExec_t exec;
   const int k = cuda::kSampleReduceMaxK;
   DS4_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  cuda::sample_reduce_f32(gpu.row.as<float>(), vocab, k, gpu.out.as<int32_t>(), s);
+  cuda::sample_reduce_f32(gpu.row.as<float>(), vocab, k, nullptr, gpu.out.as<int32_t>(), s);
   DS4_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
   DS4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   for (int rep = 0; rep < 3; ++rep) {
@@ -175,9 +193,10 @@ void check_graph(int64_t vocab, std::mt19937_64& g) {
     DS4_CUDA_CHECK(cudaMemcpy(gpu.host.data(), gpu.out.get(), gpu.host.size() * 4, cudaMemcpyDeviceToHost));
     SampleCandidates c, ref;
     c.argmax = gpu.host[0], c.finite = gpu.host[2], c.vocab = vocab;
-    c.ids.assign(gpu.host.begin() + 4, gpu.host.begin() + 4 + gpu.host[1]);
+    const int32_t* ids = gpu.host.data() + cuda::kSampleReduceHeader;
+    c.ids.assign(ids, ids + gpu.host[1]);
     c.logits.resize(c.ids.size());
-    std::memcpy(c.logits.data(), gpu.host.data() + 4 + k, c.ids.size() * 4);
+    std::memcpy(c.logits.data(), ids + k, c.ids.size() * 4);
     top_candidates(row, k, ref);
     compare(c, ref, gpu.host[1], k, "graph replay " + std::to_string(rep) + " vocab " + std::to_string(vocab));
   }
@@ -194,10 +213,10 @@ void time_op(int64_t vocab, int k, std::mt19937_64& g) {
   cudaEvent_t a, b;
   DS4_CUDA_CHECK(cudaEventCreate(&a));
   DS4_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 5; ++i) cuda::sample_reduce_f32(gpu.row.as<float>(), vocab, k, gpu.out.as<int32_t>(), nullptr);
+  for (int i = 0; i < 5; ++i) cuda::sample_reduce_f32(gpu.row.as<float>(), vocab, k, nullptr, gpu.out.as<int32_t>(), nullptr);
   const int reps = 100;
   DS4_CUDA_CHECK(cudaEventRecord(a));
-  for (int i = 0; i < reps; ++i) cuda::sample_reduce_f32(gpu.row.as<float>(), vocab, k, gpu.out.as<int32_t>(), nullptr);
+  for (int i = 0; i < reps; ++i) cuda::sample_reduce_f32(gpu.row.as<float>(), vocab, k, nullptr, gpu.out.as<int32_t>(), nullptr);
   DS4_CUDA_CHECK(cudaEventRecord(b));
   DS4_CUDA_CHECK(cudaEventSynchronize(b));
   float ms = 0;
@@ -221,8 +240,9 @@ int main(int argc, char** argv) {
         const auto row = make_row(g, vocab, Kind(kind));
         for (int k : ks) {
           SampleCandidates c, ref;
-          gpu.run(row, k, c);
-          top_candidates(row, k, ref);
+          const double t = k == 1024 ? 1.0 : 0.0;  // the normaliser too, for MTPLX's draws below
+          gpu.run(row, k, c, t);
+          top_candidates(row, CandidateRequest{k, t}, ref);
           const std::string name = "sample_reduce vocab " + std::to_string(vocab) + " " + kind_name(Kind(kind)) +
                                    " k " + std::to_string(k);
           if (compare(c, ref, gpu.host[1], k, name) && k == 1024 && vocab >= 1000) check_draws(row, c, name);

@@ -65,13 +65,14 @@ __device__ __forceinline__ void scan_row(const float* __restrict__ row, int voca
 }
 
 __global__ void __launch_bounds__(kThreads) sample_reduce_kernel(const float* __restrict__ row, int vocab, int k,
-                                                                  int32_t* __restrict__ out) {
+                                                                  const double* temperature, int32_t* __restrict__ out) {
   __shared__ unsigned hist[256];
   __shared__ unsigned long long sel[kSortCap];
   __shared__ float w_v[kWarps];
   __shared__ int w_i[kWarps], w_n[kWarps];
+  __shared__ double w_d[kWarps];
   __shared__ uint32_t s_prefix;
-  __shared__ int s_need, s_target, s_gt, s_eq_total;
+  __shared__ int s_need, s_target, s_gt, s_eq_total, s_argmax, s_finite;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
   // Pass 1: argmax, finite count, histogram of the keys' top byte.
@@ -102,10 +103,12 @@ __global__ void __launch_bounds__(kThreads) sample_reduce_kernel(const float* __
       n += w_n[w];
       if (beats(w_v[w], w_i[w], v, i)) v = w_v[w], i = w_i[w];
     }
-    out[0] = i < 0 ? 0 : i;
+    out[0] = s_argmax = i < 0 ? 0 : i;
+    s_finite = n;
     out[1] = min(k, n);
     out[2] = n;
     out[3] = k;
+    *reinterpret_cast<double*>(out + 4) = NAN;
     s_target = min(k, n);
     s_need = s_target;  // still to take at or below the prefix found so far
     s_prefix = 0;
@@ -114,6 +117,23 @@ __global__ void __launch_bounds__(kThreads) sample_reduce_kernel(const float* __
   __syncthreads();
   const int target = s_target;
   if (target == 0) return;
+
+  // MTPLX's normaliser (all-finite rows only; it rejects others): terms as mtplx_distribution.
+  const double t = temperature ? *temperature : 0.0;
+  if (t > 0 && s_finite == vocab) {
+    const double mx = double(row[s_argmax]) / t;  // max of l / T: division keeps the order
+    double sum = 0;
+    scan_row(row, vocab, [&](float v, int) { sum += exp(double(v) / t - mx); });
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) w_d[warp] = sum;
+    __syncthreads();
+    if (tid == 0) {
+      double total = 0;
+      for (int w = 0; w < kWarps; ++w) total += w_d[w];
+      *reinterpret_cast<double*>(out + 4) = total;
+    }
+  }
 
   // Radix select: the key of the target-th largest value, byte by byte from the top.
   for (int shift = 24; shift >= 0; shift -= 8) {
@@ -201,17 +221,18 @@ __global__ void __launch_bounds__(kThreads) sample_reduce_kernel(const float* __
   }
   for (int r = tid; r < target; r += kThreads) {
     const int id = int(0xffffffffu - uint32_t(sel[r] & 0xffffffffull));
-    out[4 + r] = id;
-    out[4 + k + r] = __float_as_int(row[id]);
+    out[kSampleReduceHeader + r] = id;
+    out[kSampleReduceHeader + k + r] = __float_as_int(row[id]);
   }
 }
 
 }  // namespace
 
-void sample_reduce_f32(const float* row, int64_t vocab, int k, int32_t* out, cudaStream_t stream) {
+void sample_reduce_f32(const float* row, int64_t vocab, int k, const double* temperature, int32_t* out,
+                       cudaStream_t stream) {
   if (k < 1 || k > kSampleReduceMaxK) throw Error("sample_reduce_f32: k = " + std::to_string(k) + " outside [1, 1024]");
   if (vocab < 1 || vocab > INT_MAX) throw Error("sample_reduce_f32: vocab = " + std::to_string(vocab));
-  sample_reduce_kernel<<<1, kThreads, 0, stream>>>(row, int(vocab), k, out);
+  sample_reduce_kernel<<<1, kThreads, 0, stream>>>(row, int(vocab), k, temperature, out);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

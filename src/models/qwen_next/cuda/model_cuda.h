@@ -25,8 +25,8 @@ class QwenNextCudaModel : public Model {
   std::unique_ptr<ModelState> new_state() const override;
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
   // One token: the candidates are picked on the GPU and only they are copied back.
-  void forward_candidates(ModelState& state, std::span<const int32_t> tokens, int k, SampleCandidates& out,
-                          std::vector<float>& logits, const NeedFull& need_full) override;
+  void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
+                          SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
 
   size_t weight_bytes() const;  // device bytes of the uploaded weights
   struct Impl;
