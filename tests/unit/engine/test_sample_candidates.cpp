@@ -192,24 +192,9 @@ TEST(SampleCandidates, MtplxSameTokensAsFullRow) {
     }
   EXPECT_GT(greedy.from_candidates, 100);
   EXPECT_GT(greedy.fallback, 0);            // rows with NaN / inf
-  EXPECT_GT(sampled.from_candidates, 500);  // top-k with the normaliser
-  EXPECT_GT(sampled.fallback, 100);         // no top-k, too few candidates, no normaliser
-  EXPECT_GT(perturbed.from_candidates, 500);
-}
-
-TEST(SampleCandidates, MtplxMarginsSendCloseCallsToTheRow) {
-  // A normaliser far off (1e-3) must never change a token: the margins catch what moves.
-  std::mt19937_64 g(9);
-  Counts n;
-  for (int i = 0; i < 200; ++i) {
-    const auto row = make_row(g, 500, RowKind::kNormal, 1.5f);
-    SamplerParams p{1.0, 0.95, 20, 0.0, uint64_t(i)};
-    for (double scale : {1.001, 0.999}) {
-      Counts m = compare(SamplerKind::kMtplx, p, row, 64, 0, 4, 1.0, scale);
-      n.from_candidates += m.from_candidates, n.fallback += m.fallback;
-    }
-  }
-  (void)n;  // the token checks are inside compare(); both paths occur at this error
+  EXPECT_GT(sampled.from_candidates, 200);  // top-k with the normaliser
+  EXPECT_GT(sampled.fallback, 100);         // no top-k, too few candidates, ties at the cut
+  EXPECT_GT(perturbed.from_candidates, 200);
 }
 
 TEST(SampleCandidates, CandidatesKPerSetting) {
