@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the CUDA targets for sm_90a and runs, on the H200 machine: the op test, the Qwen3.8
+# Builds the CUDA targets for sm_90a and runs, on the H200 machine: the op test, the sampling
+# candidates test (test_cuda_sample), the Qwen3.8
 # Flash Next and DeepSeek V4 CUDA model tests (vs the CPU models and the golden vectors), the
 # Qwen decode bench, the DeepSeek V4 decode bench when DS4_SYNTH_GGUF names a GGUF (e.g. the
 # synthetic full-size Flash of `ds4-convert --synthetic deepseek_v4_flash OUT.gguf`; DS4_BENCH_ARGS
@@ -42,7 +43,7 @@ t0=$(date +%s)
 if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc 2>/dev/null &&
    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=OFF \
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
-   cmake --build "$build" --target test_cuda_ops test_gemv_decode test_cuda_canary bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda \
+   cmake --build "$build" --target test_cuda_ops test_gemv_decode test_cuda_canary test_cuda_sample bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda \
      test_deepseek_v4_cuda bench_deepseek_v4_cuda -j 16 >>"$out/build.txt" 2>&1; then
   bin=$build/bin
   log "cmake build ok in $(( $(date +%s) - t0 )) s"
@@ -57,7 +58,7 @@ else
   # CPU side: core, formats, the CPU backend and the CPU Qwen and DeepSeek V4 models (the
   # references the CUDA models are tested against); GPU side: backend/cuda and the CUDA models.
   cpu_src=$(ls "$root"/src/core/*.cpp "$root"/src/formats/*.cpp "$root"/src/backend/cpu/*.cpp \
-    "$root/src/models/model.cpp" "$root"/src/models/qwen_next/*.cpp "$root"/src/models/deepseek_v4/*.cpp \
+    "$root/src/models/model.cpp" "$root/src/models/sample_candidates.cpp" "$root"/src/models/qwen_next/*.cpp "$root"/src/models/deepseek_v4/*.cpp \
     "$root/tests/cuda/host_ref.cpp")
   ( cd "$bin" &&
     printf '%s\n' $cpu_src |
@@ -69,6 +70,9 @@ else
     g++ -std=c++20 -O2 -Wno-unknown-pragmas "${inc[@]}" -I"$(dirname "$nvcc")/../include" -o test_gemv_decode \
       "$root/tests/cuda/test_gemv_decode.cpp" &&
     "$nvcc" "${flags[@]}" -o test_cuda_canary "$root/tests/cuda/test_cuda_canary.cu" $ops -lpthread &&
+    "$nvcc" "${flags[@]}" -o test_cuda_sample "$root/tests/cuda/test_cuda_sample.cu" "$root"/src/engine/rng.cpp \
+      "$root"/src/engine/sampler.cpp "$root"/src/engine/sampler_ds4.cpp "$root"/src/engine/sampler_mtplx.cpp \
+      ./*_src_models_sample_candidates.cpp.o $ops &&
     "$nvcc" "${flags[@]}" -o bench_cuda_gemv "$root/bench/cuda_gemv/bench_cuda_gemv.cu" $ops &&
     all=$(ls ./*.o | grep -v host_ref) &&
     "$nvcc" "${flags[@]}" -o test_qwen_next_cuda "$root/tests/cuda/test_qwen_next_cuda.cu" $all -lpthread &&
@@ -88,6 +92,11 @@ log "test_gemv_decode (GEMV kernel-2 decoders vs kernel 1, host)"
 "$bin/test_gemv_decode" 2>&1 | tee "$out/test_gemv_decode.txt"
 decode_rc=${PIPESTATUS[0]}
 [ "$test_rc" -ne 0 ] || test_rc=$decode_rc
+log "test_cuda_sample (sampling candidates on the GPU vs the host; samplers' draws from them)"
+"$bin/test_cuda_sample" 2>&1 | tee "$out/test_cuda_sample.txt"
+sample_rc=${PIPESTATUS[0]}
+log "test_cuda_sample exit $sample_rc"
+[ "$test_rc" -ne 0 ] || test_rc=$sample_rc
 
 log "test_cuda_canary (GPU canary next to a busy stream and a 3 s device hog, ~6 s)"
 "$bin/test_cuda_canary" 2>&1 | tee "$out/test_cuda_canary.txt"
@@ -250,6 +259,13 @@ if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 15 ]; then
   log "sanitizer exit $? (124 = timed out)"
   tail -5 "$out/sanitizer.txt"
 fi
+if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 15 ]; then
+  log "compute-sanitizer memcheck test_cuda_sample --small, $(left) s left"
+  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_cuda_sample" --small \
+    >"$out/sanitizer_sample.txt" 2>&1
+  log "sanitizer (sample) exit $? (124 = timed out)"
+  tail -5 "$out/sanitizer_sample.txt"
+fi
 if [ -z "${SKIP_QWEN:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 40 ]; then
   log "compute-sanitizer memcheck test_qwen_next_cuda --quick, $(left) s left"
   timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_qwen_next_cuda" "$root" --quick \
@@ -284,6 +300,7 @@ fi
 log "total $(( $(date +%s) - start )) s"
 # The reply shows only the output's tail: repeat the two results last.
 grep -E "FAIL|PASSED|FAILED|FATAL" "$out/test_cuda_ops.txt" | tail -20
+grep -E "FAIL|PASSED|FAILED|FATAL|^time" "$out/test_cuda_sample.txt" | tail -20
 cat "$out/test_qwen_next_cuda.txt" "$out/bench_qwen_next_cuda.txt"
 cat "$out/test_deepseek_v4_cuda.txt" "$out/bench_deepseek_v4_cuda.txt"
 cat "$out/test_glm5_cuda.txt" "$out/bench_glm5_cuda.txt" 2>/dev/null  # GLM 5.x

@@ -40,6 +40,10 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
   parse_spec_category(o.spec_sampling);  // rejects a bad name at construction
   spec_sampling_ = o.spec_sampling;
   dspark_confidence_ = o.dspark_confidence;
+  sample_candidates_ = o.sample_candidates;
+  if (o.sample_candidates_k < 1 || o.sample_candidates_k > 1024)
+    throw InputError("sample_candidates_k " + std::to_string(o.sample_candidates_k) + " must be in [1, 1024]");
+  sample_candidates_k_ = o.sample_candidates_k;
   if (!o.checkpoint_dir.empty())
     checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes,
                                                         /*draft_state=*/spec_depth_ > 0);
@@ -164,7 +168,9 @@ void Engine::step(Job& job) {
     case Job::Phase::kDecode: {
       // A speculative cycle already chose the next token (bonus / correction, drawn from
       // the sampler's stream in the walk's order): emit it instead of sampling again.
-      const int32_t tok = job.spec_next >= 0 ? std::exchange(job.spec_next, -1) : job.sampler->sample(job.logits);
+      const int32_t tok = job.spec_next >= 0      ? std::exchange(job.spec_next, -1)
+                          : job.sampled_next >= 0 ? std::exchange(job.sampled_next, -1)
+                                                  : job.sampler->sample(job.logits);
       emit_token(job, tok);
       break;
     }

@@ -55,6 +55,11 @@ struct EngineOptions {
   // The engine starts it, reports its per-turn latencies in Usage::gpu_canary and aborts a
   // turn whose probes stalled past the canary's stall_s.
   std::shared_ptr<CanaryMonitor> canary;
+  // Decode steps of non-speculating turns ask the model for the last row's top candidates
+  // (Model::forward_candidates: on CUDA one small copy back per step instead of the row)
+  // where the sampler settings allow it (Sampler::candidates_k); false = always the full row.
+  bool sample_candidates = true;
+  int sample_candidates_k = 256;  // candidates for ds4's min-p without top-k (else top_k)
 };
 
 struct EngineMetrics {
@@ -67,6 +72,9 @@ struct EngineMetrics {
   CheckpointStats checkpoints;  // on-disk session checkpoints (all zero when off)
   std::optional<CanaryTotals> canary;  // lifetime GPU canary histogram; absent without one
   uint64_t canary_aborts = 0;          // turns aborted by a GPU stall
+  // Decode-step draws: from the model's candidates, and from the full row after asking for
+  // candidates that could not decide the draw (see EngineOptions::sample_candidates).
+  uint64_t sampled_from_candidates = 0, sampled_full_fallback = 0;
 };
 
 class Engine {
@@ -104,6 +112,7 @@ class Engine {
   void start(Job& job);
   void prefill_step(Job& job);
   void decode_batch(std::vector<Job*>& jobs);
+  void forward_and_sample(Job& j, int32_t t, const CandidateRequest& req);  // engine_decode.cpp
   // fed: the token is already in the state (an accepted speculative draft).
   void emit_token(Job& job, int32_t token, bool fed = false);
   bool spec_decode(Job& job);  // engine_spec.cpp; false: this turn does not speculate
@@ -123,6 +132,8 @@ class Engine {
   std::string spec_sampling_ = "exact";
   std::optional<double> dspark_confidence_;
   bool snapshot_prompt_;
+  bool sample_candidates_ = true;
+  int sample_candidates_k_ = 256;
   PrefixCache cache_;
   std::unique_ptr<SessionCheckpoints> checkpoints_;  // null = checkpoints off
   std::shared_ptr<CanaryMonitor> canary_;             // null = no GPU canary

@@ -170,6 +170,26 @@ void Engine::publish_pre_stop(Job& job) {
   cache_.insert(std::move(s->tokens), std::move(s->state), std::move(s->logits), std::move(alias.tokens), alias.fed);
 }
 
+// Feeds `t` and draws the next token now, from the row's top-k candidates, or from the full
+// row when the sampler says they cannot decide it (the model then hands back this step's
+// row). j.logits is left as the model leaves it: the row or empty (a cached state with empty
+// logits is continued by feeding a token, never sampled from).
+void Engine::forward_and_sample(Job& j, int32_t t, const CandidateRequest& req) {
+  SampleCandidates c;
+  std::optional<int32_t> tok;
+  model_->forward_candidates(*j.state, std::span<const int32_t>(&t, 1), req, c, j.logits,
+                             [&](const SampleCandidates& cand) {
+                               tok = j.sampler->sample_from(cand);
+                               return !tok.has_value();
+                             });
+  const bool fallback = !tok.has_value();
+  if (fallback) tok = j.sampler->sample(j.logits);
+  j.sampled_next = *tok;
+  (fallback ? j.usage.sampled_full_fallback : j.usage.sampled_from_candidates)++;
+  std::lock_guard lk(metrics_mu_);
+  (fallback ? m_.sampled_full_fallback : m_.sampled_from_candidates)++;
+}
+
 void Engine::decode_batch(std::vector<Job*>& jobs) {
   // One forward per session for now; a batched backend takes the whole list in one pass.
   for (Job* j : jobs) {
@@ -177,7 +197,15 @@ void Engine::decode_batch(std::vector<Job*>& jobs) {
     const int32_t t = j->to_feed;
     try {
       if (spec_depth_ > 0 && spec_decode(*j)) continue;  // engine_spec.cpp
-      model_->forward(*j->state, std::span<const int32_t>(&t, 1), Logits::kLast, j->logits);
+      // A turn that does not speculate (spec_decode said no: it never will this turn) needs
+      // only the draw from this row: take it from the model's candidates where they suffice.
+      const CandidateRequest req = sample_candidates_ ? j->sampler->candidates_request(sample_candidates_k_)
+                                                      : CandidateRequest{0, 0.0};
+      if (req.k > 0) {
+        forward_and_sample(*j, t, req);
+      } else {
+        model_->forward(*j->state, std::span<const int32_t>(&t, 1), Logits::kLast, j->logits);
+      }
       j->history.push_back(t);
       j->to_feed = -1;
     } catch (const std::exception& e) {

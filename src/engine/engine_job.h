@@ -30,6 +30,10 @@ struct Engine::Job {
   Usage usage;
   std::unique_ptr<SpecDecoder> spec;  // turns with speculation on
   int32_t spec_next = -1;             // the token the last cycle chose; emitted by the next step
+  // The token already drawn right after the decode forward (from the model's candidates,
+  // which only that forward's call can hand back); emitted by the next step. Same draws in
+  // the same order as sampling in the next step.
+  int32_t sampled_next = -1;
   // The state from just before the token where held-back stop-string text began: if that
   // text turns out to be a stop string, this (not the final state, which holds the stop
   // string's tokens that the client never sees) is the turn end a next prompt can continue.

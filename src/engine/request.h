@@ -45,6 +45,9 @@ struct Usage {
   int64_t spec_drafted = 0, spec_accepted = 0, spec_bonus = 0, spec_repairs = 0, spec_full_replays = 0;
   int64_t spec_corrections = 0, spec_prefix_commits = 0;
   double spec_draft_s = 0, spec_verify_s = 0, spec_commit_s = 0;
+  // Decode-step draws from the model's top candidates (no full logits row copied), and those
+  // that asked for candidates but needed the full row after all (EngineOptions::sample_candidates).
+  int64_t sampled_from_candidates = 0, sampled_full_fallback = 0;
   // GPU canary latencies over this turn (SPEC §6); absent when the model runs on the CPU or
   // the build has no CUDA (absent, not zeros: no probe ran).
   std::optional<CanaryStats> gpu_canary;

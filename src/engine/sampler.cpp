@@ -50,4 +50,21 @@ int32_t Sampler::sample(std::span<const float> logits) {
   return sample_mtplx(logits);
 }
 
+std::optional<int32_t> Sampler::sample_from(const SampleCandidates& c) {
+  if (kind_ == SamplerKind::kDs4) return ds4_sample_candidates(c, params_, ds4_rng_);
+  const Pcg64 before = pcg_;  // a draw the candidates could not certify is taken back
+  std::optional<int32_t> t = mtplx_sample_candidates(c, params_, pcg_);
+  if (!t) pcg_ = before;
+  return t;
+}
+
+CandidateRequest Sampler::candidates_request(int full_vocab_k) const {
+  if (kind_ == SamplerKind::kDs4) return {ds4_candidates_k(params_, full_vocab_k), 0.0};
+  if (params_.temperature <= 0) return {1, 0.0};
+  // Sampling needs top-k (the kept set within the candidates) and the softmax normaliser;
+  // a few candidates past the cut show its gap (more on CUDA, which always returns 1024).
+  if (params_.top_k <= 0 || params_.top_k >= 1024) return {0, 0.0};
+  return {std::min(params_.top_k + 32, 1024), params_.temperature};
+}
+
 }  // namespace ds4::engine

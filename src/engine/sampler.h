@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/rng.h"
+#include "models/sample_candidates.h"
 
 namespace ds4::engine {
 
@@ -44,6 +45,14 @@ class Sampler {
   Sampler(SamplerKind kind, const SamplerParams& params, const std::vector<uint32_t>& seed);
   // logits: one row of vocab floats. Returns the token id.
   int32_t sample(std::span<const float> logits);
+  // The same draw from the row's candidates (models/sample_candidates.h), bit for bit, or
+  // nullopt -- before touching the RNG -- when they cannot decide it; then sample() the row.
+  std::optional<int32_t> sample_from(const SampleCandidates& c);
+  // What sample_from() wants for these settings; k 0 = it needs the full row anyway (do not
+  // ask for candidates). `full_vocab_k`: the guess for settings that look at the whole
+  // vocabulary through a cut that is usually narrow (ds4's min-p without top-k/top-p).
+  CandidateRequest candidates_request(int full_vocab_k = 256) const;
+  int candidates_k(int full_vocab_k = 256) const { return candidates_request(full_vocab_k).k; }
   SamplerKind kind() const { return kind_; }
   const SamplerParams& params() const { return params_; }
   uint64_t ds4_rng_state() const { return ds4_rng_.state(); }
@@ -63,6 +72,16 @@ class Sampler {
 
 // ds4's sampler as a free function (exposed for tests and the speculative loop).
 int32_t ds4_sample(std::span<const float> logits, const SamplerParams& p, Ds4Rng& rng);
+// ds4_sample() from a row's candidates: exact for greedy, any top-k (<= 1024, ds4's cap), and
+// top-k off with top-p 1 and min-p > 0 when every token above min-p is a candidate; also
+// whenever the candidates hold every finite logit. Else nullopt, with no draw made.
+std::optional<int32_t> ds4_sample_candidates(const SampleCandidates& c, const SamplerParams& p, Ds4Rng& rng);
+int ds4_candidates_k(const SamplerParams& p, int full_vocab_k);
+// MTPLX's draw from candidates: greedy on an all-finite row; sampling with top-k (< 1024) and
+// the candidates' exp_sum, where every cut and the draw clear a 1e-8 margin that covers the
+// difference between a GPU and the host normaliser (else nullopt; the caller restores the
+// generator). The same token as the row, not the same intermediate bits.
+std::optional<int32_t> mtplx_sample_candidates(const SampleCandidates& c, const SamplerParams& p, Pcg64& rng);
 // The distribution one ds4_sample() draw follows (dense, float64): the kept candidates'
 // float weights over their float total; a one-hot row where ds4 falls back to argmax.
 void ds4_distribution(std::span<const float> logits, const SamplerParams& p, std::span<double> probs_out);

@@ -56,27 +56,23 @@ void keep_sorted(std::vector<Cand>& c, float sum, float min_p, float top_p, Kept
   k.end = k.c.back().id;
 }
 
-void keep_full_vocab(std::span<const float> logits, float t, float top_p, float min_p, Kept& k) {
+// `fin`: every finite logit of the row in id order (or, from candidates, every one that can
+// matter: see ds4_keep_candidates). `prob` is filled here.
+void keep_full_vocab(std::vector<Cand> fin, float t, float top_p, float min_p, Kept& k) {
   float max_logit = -INFINITY;
   int32_t best = 0;
-  size_t finite = 0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (!std::isfinite(logits[i])) continue;
-    finite++;
-    if (logits[i] > max_logit) max_logit = logits[i], best = int32_t(i);
-  }
-  if (finite == 0) return void(k.fixed = argmax_f32(logits));
+  for (const Cand& x : fin)
+    if (x.logit > max_logit) max_logit = x.logit, best = x.id;
   std::vector<Cand> c;
-  c.reserve(finite);
+  c.reserve(fin.size());
   float sum = 0.0f;
   if (top_p >= 1.0f) {
     // No sort needed: min-p here compares the *unnormalised* weight to min_p (ds4 quirk); the
     // walk goes in id order and ends on the best id.
     const float min_rel = min_p > 0.0f ? min_p : 0.0f;
-    for (size_t i = 0; i < logits.size(); ++i) {
-      if (!std::isfinite(logits[i])) continue;
-      const float p = std::exp((logits[i] - max_logit) / t);
-      if (p >= min_rel) sum += p, c.push_back({int32_t(i), logits[i], p});
+    for (const Cand& x : fin) {
+      const float p = std::exp((x.logit - max_logit) / t);
+      if (p >= min_rel) sum += p, c.push_back({x.id, x.logit, p});
     }
     if (sum <= 0.0f || !std::isfinite(sum)) return void(k.fixed = best);
     k.c = std::move(c);
@@ -84,10 +80,9 @@ void keep_full_vocab(std::span<const float> logits, float t, float top_p, float 
     k.end = best;
     return;
   }
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (!std::isfinite(logits[i])) continue;
-    const float p = std::exp((logits[i] - max_logit) / t);
-    c.push_back({int32_t(i), logits[i], p});
+  for (const Cand& x : fin) {
+    const float p = std::exp((x.logit - max_logit) / t);
+    c.push_back({x.id, x.logit, p});
     sum += p;
   }
   if (sum <= 0.0f || !std::isfinite(sum)) return void(k.fixed = best);
@@ -97,13 +92,41 @@ void keep_full_vocab(std::span<const float> logits, float t, float top_p, float 
   keep_sorted(c, sum, min_p > 0.0f ? min_p : 0.0f, top_p, k);
 }
 
+// The bounded top-k list (value descending, ties lower id first) -> weights and the cut.
+void keep_top_list(std::vector<Cand> c, float t, float top_p, float min_p, Kept& k) {
+  const float max_logit = c[0].logit;
+  float sum = 0.0f;
+  for (auto& x : c) sum += x.prob = std::exp((x.logit - max_logit) / t);
+  if (sum <= 0.0f || !std::isfinite(sum)) return void(k.fixed = c[0].id);
+  keep_sorted(c, sum, min_p, top_p, k);
+}
+
+struct Ds4Cut {
+  float t, top_p, min_p;
+};
+// ds4.c's clamps of the request's settings (float, as ds4 holds them).
+Ds4Cut ds4_cut(const SamplerParams& p) {
+  Ds4Cut c{float(p.temperature), float(p.top_p), float(p.min_p)};
+  if (c.top_p <= 0.0f || c.top_p > 1.0f) c.top_p = 1.0f;
+  if (c.min_p < 0.0f) c.min_p = 0.0f;
+  return c;
+}
+
+size_t ds4_list_size(const SamplerParams& p, size_t vocab) {
+  return std::min<size_t>(std::min(p.top_k, 1024), vocab);
+}
+
 // ds4.c sample_top_p_min_p's candidate set for one row (temperature > 0).
 void ds4_keep(std::span<const float> logits, const SamplerParams& p, Kept& k) {
-  float t = float(p.temperature), top_p = float(p.top_p), min_p = float(p.min_p);
-  if (top_p <= 0.0f || top_p > 1.0f) top_p = 1.0f;
-  if (min_p < 0.0f) min_p = 0.0f;
-  if (p.top_k <= 0) return keep_full_vocab(logits, t, top_p, min_p, k);
-  const size_t n = std::min<size_t>(std::min(p.top_k, 1024), logits.size());
+  const Ds4Cut cut = ds4_cut(p);
+  if (p.top_k <= 0) {
+    std::vector<Cand> fin;
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (std::isfinite(logits[i])) fin.push_back({int32_t(i), logits[i], 0.0f});
+    if (fin.empty()) return void(k.fixed = argmax_f32(logits));
+    return keep_full_vocab(std::move(fin), cut.t, cut.top_p, cut.min_p, k);
+  }
+  const size_t n = ds4_list_size(p, logits.size());
   // Bounded insertion-sorted list: a value equal to an entry goes after it (strict '<'),
   // and once full, a value equal to the last entry is dropped -> lower ids win ties.
   std::vector<Cand> c;
@@ -121,11 +144,45 @@ void ds4_keep(std::span<const float> logits, const SamplerParams& p, Kept& k) {
     c[j] = {int32_t(i), v, 0.0f};
   }
   if (c.empty()) return void(k.fixed = argmax_f32(logits));
-  const float max_logit = c[0].logit;
-  float sum = 0.0f;
-  for (auto& x : c) sum += x.prob = std::exp((x.logit - max_logit) / t);
-  if (sum <= 0.0f || !std::isfinite(sum)) return void(k.fixed = c[0].id);
-  keep_sorted(c, sum, min_p, top_p, k);
+  keep_top_list(std::move(c), cut.t, cut.top_p, cut.min_p, k);
+}
+
+// The same set from a row's candidates; false when they cannot decide it (then the caller
+// samples the full row). Same inputs in the same order as ds4_keep, so the same floats.
+bool ds4_keep_candidates(const SampleCandidates& sc, const SamplerParams& p, Kept& k) {
+  const Ds4Cut cut = ds4_cut(p);
+  if (sc.finite == 0) return k.fixed = sc.argmax, true;
+  std::vector<Cand> c;
+  if (p.top_k > 0) {
+    // The list holds the top min(top_k, 1024, vocab) finite values: the first candidates.
+    const size_t n = ds4_list_size(p, size_t(sc.vocab));
+    if (sc.ids.size() < n && !sc.complete()) return false;
+    for (size_t i = 0; i < std::min(n, sc.ids.size()); ++i) c.push_back({sc.ids[i], sc.logits[i], 0.0f});
+    keep_top_list(std::move(c), cut.t, cut.top_p, cut.min_p, k);
+    return true;
+  }
+  // Full vocabulary: only exact when every token that enters a sum is a candidate. With
+  // top-p off and min-p on, a token enters iff exp((l - max) / t) >= min_p; that weight
+  // does not grow as the logit falls, so if the smallest candidate is already below min_p,
+  // so is every other token. Top-p (or min-p 0) sums the whole vocabulary in id order.
+  if (!sc.complete()) {
+    if (cut.top_p < 1.0f || cut.min_p <= 0.0f || sc.ids.empty()) return false;
+    if (!(std::exp((sc.logits.back() - sc.logits.front()) / cut.t) < cut.min_p)) return false;
+  }
+  for (size_t i = 0; i < sc.ids.size(); ++i) c.push_back({sc.ids[i], sc.logits[i], 0.0f});
+  std::sort(c.begin(), c.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
+  keep_full_vocab(std::move(c), cut.t, cut.top_p, cut.min_p, k);
+  return true;
+}
+
+int32_t ds4_draw(const Kept& k, Ds4Rng& rng) {
+  if (k.fixed >= 0) return k.fixed;
+  float r = rng.next_f32() * k.total;
+  for (const Cand& x : k.c) {
+    r -= x.prob;
+    if (r <= 0.0f) return x.id;
+  }
+  return k.end;
 }
 
 }  // namespace
@@ -134,13 +191,21 @@ int32_t ds4_sample(std::span<const float> logits, const SamplerParams& p, Ds4Rng
   if (float(p.temperature) <= 0.0f) return argmax_f32(logits);
   Kept k;
   ds4_keep(logits, p, k);
-  if (k.fixed >= 0) return k.fixed;
-  float r = rng.next_f32() * k.total;
-  for (const Cand& x : k.c) {
-    r -= x.prob;
-    if (r <= 0.0f) return x.id;
-  }
-  return k.end;
+  return ds4_draw(k, rng);
+}
+
+std::optional<int32_t> ds4_sample_candidates(const SampleCandidates& c, const SamplerParams& p, Ds4Rng& rng) {
+  if (float(p.temperature) <= 0.0f) return c.argmax;  // argmax_f32 over the row
+  Kept k;
+  if (!ds4_keep_candidates(c, p, k)) return std::nullopt;  // decided before any draw
+  return ds4_draw(k, rng);
+}
+
+int ds4_candidates_k(const SamplerParams& p, int full_vocab_k) {
+  if (float(p.temperature) <= 0.0f) return 1;
+  if (p.top_k > 0) return std::min(p.top_k, 1024);
+  const Ds4Cut cut = ds4_cut(p);
+  return cut.top_p >= 1.0f && cut.min_p > 0.0f ? full_vocab_k : 0;
 }
 
 void ds4_distribution(std::span<const float> logits, const SamplerParams& p, std::span<double> probs_out) {

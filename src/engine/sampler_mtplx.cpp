@@ -91,6 +91,79 @@ int32_t mtplx_draw(std::span<const double> probs, Pcg64& rng) {
   return int32_t(std::min<size_t>(size_t(it - cdf.begin()), cdf.size() - 1));
 }
 
+namespace {
+
+// The MTPLX draw from candidates takes the row's softmax normaliser from SampleCandidates::
+// exp_sum, which on the GPU is not the host's id-order sum bit for bit (relative difference
+// < 2e-11: 151k-term float64 sums, 1-ulp exps). Every decision below compares a mass or a cdf
+// value in [0, 1] that this moves by ~1e-10 at most; one closer than kMargin to its
+// threshold is left to the full row, so the token is the one the row gives.
+constexpr double kMargin = 1e-8;
+
+// Candidate order (logit desc, id asc) is MTPLX's rank order (probability desc, id asc) when
+// distinct logits keep clearly distinct weights: checked over [0, last].
+bool ranks_hold(const SampleCandidates& c, const std::vector<double>& e, size_t last) {
+  for (size_t i = 1; i <= last; ++i)
+    if (c.logits[i] != c.logits[i - 1] && !(e[i - 1] > e[i] * (1 + 1e-9))) return false;
+  return true;
+}
+
+}  // namespace
+
+std::optional<int32_t> mtplx_sample_candidates(const SampleCandidates& c, const SamplerParams& p, Pcg64& rng) {
+  // Greedy is np.argmax of the row, the ds4 argmax unless a NaN (which np.argmax can return)
+  // is there: only an all-finite row is decided here.
+  if (p.temperature <= 0) return c.finite == c.vocab ? std::optional<int32_t>(c.argmax) : std::nullopt;
+  const size_t n = size_t(c.vocab);
+  const size_t k = (p.top_k > 0 && size_t(p.top_k) < n) ? size_t(p.top_k) : 0;
+  // Without top-k the kept set (all, or a nucleus of any width) is not bounded by the candidates.
+  if (k == 0 || c.finite != c.vocab || c.ids.size() < k || !(c.exp_sum > 0) || !std::isfinite(c.exp_sum))
+    return std::nullopt;
+  // The top-k cut: past the tie group of the k-th logit, one candidate with a smaller logit
+  // must show the gap (every token after it weighs no more), unless none is left at all.
+  size_t q = k;
+  while (q < c.ids.size() && c.logits[q] == c.logits[k - 1]) ++q;
+  if (q == c.ids.size() && !c.complete()) return std::nullopt;
+  const size_t last = std::min(q, c.ids.size() - 1);
+  // softmax() term for term: the max of l / T is the top candidate's (the row is finite).
+  const double mx = double(c.logits[0]) / p.temperature;
+  std::vector<double> e(last + 1), pr(last + 1);
+  for (size_t i = 0; i <= last; ++i) {
+    e[i] = std::exp(double(c.logits[i]) / p.temperature - mx);
+    pr[i] = e[i] / c.exp_sum;
+  }
+  if (!ranks_hold(c, e, last)) return std::nullopt;
+  // apply_top_p_top_k: the nucleus over the top-k in rank order (mass before < top_p).
+  size_t kept_n = k;
+  if (p.top_p > 0 && p.top_p < 1.0) {
+    double before = 0;
+    kept_n = 0;
+    for (size_t i = 0; i < k; ++i) {
+      if (std::fabs(before - p.top_p) <= kMargin) return std::nullopt;
+      if (before < p.top_p) kept_n = i + 1;
+      before += pr[i];
+    }
+  }
+  // Renormalise and draw as mtplx_draw does over the dense row, whose zeros add nothing: the
+  // kept tokens in id order.
+  std::vector<std::pair<int32_t, double>> kept;
+  for (size_t i = 0; i < kept_n; ++i) kept.push_back({c.ids[i], pr[i]});
+  std::sort(kept.begin(), kept.end());
+  double kept_sum = 0;
+  for (auto& x : kept) kept_sum += x.second;
+  if (!(kept_sum > 0)) return std::nullopt;
+  double total = 0;
+  for (auto& x : kept) total += x.second /= kept_sum;
+  std::vector<double> cdf(kept.size());
+  double acc = 0;
+  for (size_t i = 0; i < kept.size(); ++i) cdf[i] = acc += kept[i].second / total;
+  for (auto& x : cdf) x /= acc;
+  const double u = rng.next_double();
+  const size_t j = size_t(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+  if (j >= cdf.size() || cdf[j] - u <= kMargin || (j > 0 && u - cdf[j - 1] <= kMargin)) return std::nullopt;
+  return kept[j].first;
+}
+
 int32_t Sampler::sample_mtplx(std::span<const float> logits) {
   if (params_.temperature <= 0) {
     // MTPLX greedy: argmax of the float64 logits, no RNG draw.

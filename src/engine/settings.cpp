@@ -127,6 +127,8 @@ const std::vector<Key>& keys() {
             s.seed = x;
           },
           [](const Settings& s) { return s.seed ? std::to_string(*s.seed) : std::string("auto"); }},
+      BOOL_KEY("sampler.candidates", sample_candidates),
+      INT_KEY("sampler.candidates_k", sample_candidates_k, 1, 1024),
       BOOL_KEY("speculative.enabled", speculative),
       INT_KEY("speculative.depth", depth, 1, 5),
       OPT_NUM_KEY("speculative.dspark_confidence", dspark_confidence, 0.0, 1.0),

@@ -27,6 +27,11 @@ struct Settings {
   std::optional<double> temperature, top_p, min_p;
   std::optional<int> top_k;
   std::optional<uint64_t> seed;
+  // Decode steps draw from the model's top candidates where the settings allow (on CUDA the
+  // step copies back those instead of the logits row); candidates_k: how many for ds4's min-p
+  // without top-k (EngineOptions::sample_candidates{,_k}).
+  bool sample_candidates = true;
+  int sample_candidates_k = 256;
   // Speculative decoding.
   bool speculative = true;
   int depth = 3;                        // MTP depth D1..D5

@@ -19,6 +19,13 @@ std::vector<float> Model::prefill(ModelState& state, std::span<const int32_t> to
   return logits;
 }
 
+void Model::forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
+                               SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) {
+  forward(state, tokens, Logits::kLast, logits);
+  top_candidates(logits, req, out);
+  need_full(out);  // the row is here anyway; keep it (a cached state's logits stay valid)
+}
+
 std::vector<float> Model::decode(ModelState& state, int32_t token) {
   std::vector<float> logits;
   forward(state, std::span<const int32_t>(&token, 1), Logits::kLast, logits);

@@ -6,12 +6,14 @@
 // (KV cache, recurrent/conv state, indexer caches, token history) lives in ModelState, so
 // the engine can keep one state per session and swap them in O(1).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/state_sections.h"
+#include "models/sample_candidates.h"
 
 namespace ds4 {
 
@@ -57,6 +59,18 @@ class Model {
   // vocab floats for the last token, with kAll tokens.size() * vocab (row-major).
   virtual void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,
                        std::vector<float>& logits) = 0;
+
+  // forward(kLast) for a caller that samples the last row and usually needs only its top
+  // req.k candidates (models/sample_candidates.h): `out` gets at least min(k, finite) of them
+  // (and the softmax normaliser when req asks for it).
+  // need_full(out) is asked once; when it says true (a sampler setting that needs the whole
+  // vocabulary after all) `logits` gets the full row of this same step, not recomputed.
+  // When it says false `logits` is either that row or empty (the caller must not rely on
+  // it). The default runs forward() and picks the candidates on the host; a CUDA model
+  // picks them on the device and copies back only them (one small copy per step).
+  using NeedFull = std::function<bool(const SampleCandidates&)>;
+  virtual void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
+                                  SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full);
 
   // Convenience wrappers shared by every family (model.cpp).
   // prefill: chunked forward (chunk <= 0 -> info().default_prefill_chunk); last logits.

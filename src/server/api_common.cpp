@@ -123,7 +123,9 @@ json usage_extras(const engine::Usage& u) {
             {"prefix_commits", u.spec_prefix_commits}, {"dspark_confidence", u.spec_dspark_confidence},
             {"repairs", u.spec_repairs},
             {"full_replays", u.spec_full_replays}, {"draft_s", u.spec_draft_s},
-            {"verify_s", u.spec_verify_s}, {"commit_s", u.spec_commit_s}}}};
+            {"verify_s", u.spec_verify_s}, {"commit_s", u.spec_commit_s}}},
+          // Decode draws from the model's top candidates vs from the full row after all.
+          {"sampling", {{"from_candidates", u.sampled_from_candidates}, {"full_fallback", u.sampled_full_fallback}}}};
   if (const auto& c = u.gpu_canary)
     j["gpu_canary"] = {{"samples", c->samples}, {"p50_ms", c->p50_ms}, {"p95_ms", c->p95_ms},
                        {"p99_ms", c->p99_ms},   {"max_ms", c->max_ms}, {"stalls", c->stalls}};

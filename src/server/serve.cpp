@@ -35,6 +35,8 @@ engine::EngineOptions engine_options(const engine::Settings& s) {
   o.spec_depth = s.speculative ? s.depth : 0;
   o.spec_sampling = s.spec_sampling;
   o.dspark_confidence = s.dspark_confidence;
+  o.sample_candidates = s.sample_candidates;
+  o.sample_candidates_k = s.sample_candidates_k;
   return o;
 }
 

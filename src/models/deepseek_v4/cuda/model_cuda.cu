@@ -18,6 +18,7 @@
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/norm.h"
 #include "core/error.h"
+#include "models/cuda_candidates.h"
 #include "models/deepseek_v4/cuda/device_weights.h"
 #include "models/deepseek_v4/cuda/kernels.h"
 #include "models/deepseek_v4/cuda/step_layout.h"
@@ -68,7 +69,7 @@ class CudaState : public ModelState {
 
   dc::DeviceBuffer buf;  // every layer's caches + the position counter
   int64_t pos = 0;
-  cudaGraphExec_t graph[2] = {nullptr, nullptr};  // [with logits]
+  cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
 
  private:
   CudaState(const CudaState& o) : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos) {
@@ -89,6 +90,8 @@ struct DeepseekV4CudaModel::Impl {
   dc::DeviceBuffer scratch;
   std::unique_ptr<Pinned> in_host, logits_host;
   cudaStream_t stream = nullptr;
+  std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
+  bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
   cudaStream_t side_stream = nullptr;      // second stream of CudaModelOptions::streams
   cudaEvent_t fork_ev = nullptr, join_ev = nullptr;
   dc::HcDims hcd;
@@ -317,15 +320,16 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
     d.mix_splits = dw.head_hc.splits;
     dc::hc_head_f32(S(sl.mix), dw.head_hc.scale, dw.head_hc.base, d, S(sl.xa), dw.norm, S(sl.hout), stream);
     mv(dw.lm_head, S(sl.hout), S(sl.logits), stream);
-    DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream));
+    if (top_only) cand->enqueue(S(sl.logits), c.vocab, stream);
+    else DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
+                                        cudaMemcpyDeviceToHost, stream));
     mark("head");
   }
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
 }
 
 void DeepseekV4CudaModel::Impl::run_step(CudaState& st, bool logits) {
-  dc::run_graph_step(stream, st.graph[logits ? 1 : 0], opt.graphs, [&] { enqueue_step(st, logits); });
+  dc::run_graph_step(stream, st.graph[!logits ? 0 : top_only ? 2 : 1], opt.graphs, [&] { enqueue_step(st, logits); });
   collect_profile();
 }
 
@@ -421,12 +425,23 @@ void DeepseekV4CudaModel::forward(ModelState& state, std::span<const int32_t> to
     const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
     m.run_step(st, want);
     st.pos += 1;
-    if (want) {
+    if (want && !m.top_only) {
       const float* src = static_cast<const float*>(m.logits_host->p);
       if (mode == Logits::kAll) std::copy_n(src, V, logits.data() + t * V);
       else logits.assign(src, src + V);
     }
   }
+}
+
+void DeepseekV4CudaModel::forward_candidates(ModelState& state, std::span<const int32_t> tokens,
+    const CandidateRequest& req, SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) {
+  Impl& m = *impl_;
+  if (tokens.size() != 1 || req.k > CudaCandidates::kK)
+    return Model::forward_candidates(state, tokens, req, out, logits, need_full);
+  if (!m.cand) m.cand = std::make_unique<CudaCandidates>();
+  m.cand->set_temperature(req.exp_sum_temperature);
+  cuda_forward_candidates(*m.cand, m.top_only, [&] { forward(state, tokens, Logits::kLast, logits); },
+                          m.S(m.sl.logits), m.logits_host->p, m.c.vocab, m.stream, out, logits, need_full);
 }
 
 std::unique_ptr<Model> load_cuda(const std::string& path, const LoadOptions& opt, const CudaModelOptions& copt) {

@@ -44,7 +44,7 @@ class CudaState : public ModelState {
  public:
   ds4::cuda::DeviceBuffer buf;  // every layer's caches + the position counter
   int64_t pos = 0;
-  cudaGraphExec_t graph[2] = {nullptr, nullptr};  // [with logits]
+  cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
   std::map<int64_t, cudaGraphExec_t> chunk_graph;  // multi-row forwards, by rows * 3 + logits mode
 
  private:

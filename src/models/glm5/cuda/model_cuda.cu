@@ -150,14 +150,15 @@ void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   if (logits) {
     hc_mean_norm(cur, c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, S(sl.hfin), stream);
     dc::gemv(dw.lm_head, S(sl.hfin), S(sl.logits), stream);
-    DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab_size) * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream));
+    if (top_only) cand->enqueue(S(sl.logits), c.vocab_size, stream);
+    else DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab_size) * sizeof(float),
+                                        cudaMemcpyDeviceToHost, stream));
   }
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
 }
 
 void Glm5CudaModel::Impl::run_step(CudaState& st, bool logits, bool direct) {
-  replay(st.graph[logits ? 1 : 0], direct, [&] { enqueue_step(st, logits); });
+  replay(st.graph[!logits ? 0 : top_only ? 2 : 1], direct, [&] { enqueue_step(st, logits); });
 }
 
 namespace {
@@ -293,12 +294,23 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
     const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
     m.run_step(st, want, m.tap != nullptr);
     st.pos += 1;
-    if (want) {
+    if (want && !m.top_only) {
       const float* src = static_cast<const float*>(m.logits_host->p);
       if (mode == Logits::kAll) std::copy_n(src, V, logits.data() + t * V);
       else logits.assign(src, src + V);
     }
   }
+}
+
+void Glm5CudaModel::forward_candidates(ModelState& state, std::span<const int32_t> tokens,
+    const CandidateRequest& req, SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) {
+  Impl& m = *impl_;
+  if (tokens.size() != 1 || req.k > CudaCandidates::kK)
+    return Model::forward_candidates(state, tokens, req, out, logits, need_full);
+  if (!m.cand) m.cand = std::make_unique<CudaCandidates>();
+  m.cand->set_temperature(req.exp_sum_temperature);
+  cuda_forward_candidates(*m.cand, m.top_only, [&] { forward(state, tokens, Logits::kLast, logits); },
+                          m.S(m.sl.logits), m.logits_host->p, m.c.vocab_size, m.stream, out, logits, need_full);
 }
 
 std::vector<std::vector<float>> Glm5CudaModel::layer_outputs(std::span<const int32_t> tokens) {

@@ -43,6 +43,9 @@ class Glm5CudaModel : public Model {
   const ModelInfo& info() const override;
   std::unique_ptr<ModelState> new_state() const override;
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+  // One token: the candidates are picked on the GPU and only they are copied back.
+  void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
+                          SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
 
   const Config& config() const;
   size_t weight_bytes() const;       // device bytes of the uploaded weights

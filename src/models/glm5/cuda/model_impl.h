@@ -14,6 +14,7 @@
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
 #include "formats/tensor_source.h"
+#include "models/cuda_candidates.h"
 #include "models/glm5/config.h"
 #include "models/glm5/cuda/cuda_state.h"
 #include "models/glm5/cuda/device_weights.h"
@@ -41,6 +42,8 @@ struct Glm5CudaModel::Impl {
   dc::DeviceBuffer scratch;
   std::unique_ptr<Pinned> in_host, logits_host;
   cudaStream_t stream = nullptr;
+  std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
+  bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
   std::vector<std::vector<float>>* tap = nullptr;  // layer_outputs(): streams after each layer
   // The input row of token t: the embedding's, or a synthetic model's generated row.
   void embed(int32_t t, float* out) const;

@@ -18,6 +18,7 @@
 #include "backend/cuda/memory.h"
 #include "backend/cuda/synthetic_fill.h"
 #include "core/error.h"
+#include "models/cuda_candidates.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/device_weights.h"
 #include "models/qwen_next/cuda/kernels.h"
@@ -60,7 +61,7 @@ class CudaState : public ModelState {
   dc::DeviceBuffer buf;                        // every layer's caches + the position counter
   std::vector<std::vector<int32_t>> ple_ctx;   // per PLE layer {ngram-1}: previous tokens
   int64_t pos = 0;
-  cudaGraphExec_t graph[2] = {nullptr, nullptr};  // [with logits]
+  cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
 
  private:
   CudaState(const CudaState& o) : buf(o.buf.bytes(), "qwen_next state clone"), ple_ctx(o.ple_ctx), pos(o.pos) {
@@ -81,6 +82,8 @@ struct QwenNextCudaModel::Impl {
   dc::DeviceBuffer scratch;
   std::unique_ptr<Pinned> in_host, logits_host;
   cudaStream_t stream = nullptr;
+  std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
+  bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
 
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
   void proj(const DProj& p, const float* x, float* y);
@@ -169,14 +172,15 @@ void QwenNextCudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   if (logits) {
     hyper_read(dw.mixer, S(sl.h), S(sl.mixed), nullptr);
     dc::gemv(dw.lm_head, S(sl.mixed), S(sl.logits), stream);
-    DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream));
+    if (top_only) cand->enqueue(S(sl.logits), c.vocab, stream);
+    else DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
+                                        cudaMemcpyDeviceToHost, stream));
   }
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
 }
 
 void QwenNextCudaModel::Impl::run_step(CudaState& st, bool logits) {
-  dc::run_graph_step(stream, st.graph[logits ? 1 : 0], opt.graphs, [&] { enqueue_step(st, logits); });
+  dc::run_graph_step(stream, st.graph[!logits ? 0 : top_only ? 2 : 1], opt.graphs, [&] { enqueue_step(st, logits); });
 }
 
 QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt,
@@ -281,13 +285,24 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
     const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
     m.run_step(st, want);
     st.pos += 1;
-    if (want) {
+    if (want && !m.top_only) {
       const float* src = static_cast<const float*>(m.logits_host->p);
       if (mode == Logits::kAll) std::copy_n(src, V, logits.data() + t * V);
       else logits.assign(src, src + V);
     }
   }
   (void)W;
+}
+
+void QwenNextCudaModel::forward_candidates(ModelState& state, std::span<const int32_t> tokens,
+    const CandidateRequest& req, SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) {
+  Impl& m = *impl_;
+  if (tokens.size() != 1 || req.k > CudaCandidates::kK)
+    return Model::forward_candidates(state, tokens, req, out, logits, need_full);
+  if (!m.cand) m.cand = std::make_unique<CudaCandidates>();
+  m.cand->set_temperature(req.exp_sum_temperature);
+  cuda_forward_candidates(*m.cand, m.top_only, [&] { forward(state, tokens, Logits::kLast, logits); },
+                          m.S(m.sl.logits), m.logits_host->p, m.c.vocab, m.stream, out, logits, need_full);
 }
 
 std::unique_ptr<Model> load_cuda(const std::string& path, const LoadOptions& opt, const CudaModelOptions& copt) {

@@ -27,6 +27,9 @@ class QwenNextCudaModel : public Model {
   const ModelInfo& info() const override;
   std::unique_ptr<ModelState> new_state() const override;
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+  // One token: the candidates are picked on the GPU and only they are copied back.
+  void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
+                          SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
 
   size_t weight_bytes() const;  // device bytes of the uploaded weights
   // Bytes of weights one decode token reads: all but the routed experts, plus top_k of
