@@ -4,6 +4,7 @@
 // unpacking into SampleCandidates. One per model: a step's result is read right after it.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/memory.h"
@@ -58,14 +59,20 @@ class CudaCandidates {
   cuda::PinnedHost t_host_;
 };
 
-// Model::forward_candidates of a CUDA model for one token: `step` runs forward(kLast) with the
+// Model::forward_candidates of a CUDA model: false (nothing run) unless it is one token and
+// k fits the op, and the caller then takes the host path. `step` runs forward(kLast) with the
 // model's step switched to end in cand.enqueue() instead of the row copy (its own captured
 // graph), then the candidates are unpacked; when need_full says so, this step's row, still in
-// `d_row` (nothing ran since), is copied back through `pinned` {vocab floats}.
+// `d_row` (nothing ran since), is copied back through `pinned` {vocab floats}. `cand` is made
+// on first use.
 template <class Step>
-void cuda_forward_candidates(CudaCandidates& cand, bool& top_only, Step&& step, const float* d_row, void* pinned,
-                             int64_t vocab, cudaStream_t stream, SampleCandidates& out, std::vector<float>& logits,
+bool cuda_forward_candidates(std::unique_ptr<CudaCandidates>& cand, const CandidateRequest& req, size_t tokens,
+                             bool& top_only, Step&& step, const float* d_row, void* pinned, int64_t vocab,
+                             cudaStream_t stream, SampleCandidates& out, std::vector<float>& logits,
                              const Model::NeedFull& need_full) {
+  if (tokens != 1 || req.k > CudaCandidates::kK) return false;
+  if (!cand) cand = std::make_unique<CudaCandidates>();
+  cand->set_temperature(req.exp_sum_temperature);
   top_only = true;
   try {
     step();
@@ -75,12 +82,13 @@ void cuda_forward_candidates(CudaCandidates& cand, bool& top_only, Step&& step, 
   }
   top_only = false;
   logits.clear();
-  cand.unpack(vocab, out);
-  if (!need_full(out)) return;
+  cand->unpack(vocab, out);
+  if (!need_full(out)) return true;
   DS4_CUDA_CHECK(cudaMemcpyAsync(pinned, d_row, size_t(vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream));
   DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
   const float* src = static_cast<const float*>(pinned);
   logits.assign(src, src + vocab);
+  return true;
 }
 
 }  // namespace ds4

@@ -297,12 +297,10 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
 void QwenNextCudaModel::forward_candidates(ModelState& state, std::span<const int32_t> tokens,
     const CandidateRequest& req, SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) {
   Impl& m = *impl_;
-  if (tokens.size() != 1 || req.k > CudaCandidates::kK)
-    return Model::forward_candidates(state, tokens, req, out, logits, need_full);
-  if (!m.cand) m.cand = std::make_unique<CudaCandidates>();
-  m.cand->set_temperature(req.exp_sum_temperature);
-  cuda_forward_candidates(*m.cand, m.top_only, [&] { forward(state, tokens, Logits::kLast, logits); },
-                          m.S(m.sl.logits), m.logits_host->p, m.c.vocab, m.stream, out, logits, need_full);
+  if (!cuda_forward_candidates(m.cand, req, tokens.size(), m.top_only,
+                               [&] { forward(state, tokens, Logits::kLast, logits); }, m.S(m.sl.logits),
+                               m.logits_host->p, m.c.vocab, m.stream, out, logits, need_full))
+    Model::forward_candidates(state, tokens, req, out, logits, need_full);
 }
 
 std::unique_ptr<Model> load_cuda(const std::string& path, const LoadOptions& opt, const CudaModelOptions& copt) {
