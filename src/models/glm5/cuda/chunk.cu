@@ -19,6 +19,7 @@
 #include "backend/cuda/conv1d.h"
 #include "backend/cuda/delta_rule.h"
 #include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/moe_group.h"
 #include "backend/cuda/norm.h"
 #include "models/glm5/cuda/kernels.h"
 #include "models/glm5/cuda/model_impl.h"
@@ -126,9 +127,9 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   mproj(m.in, sl.in, sl.gu);  // {rows, [shared gate | shared up | router]}
   const RouteShape rsh{E, K, c.norm_topk_prob, c.routed_scaling_factor};
   moe_route(R(0, sl.router), m.bias, rsh, ids, wts, stream, Rows{rows, rs()});  // ids, wts {rows, K}
-  const MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
+  const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
                    C<int32_t>(cl.slot), kGroupRows};
-  moe_group(ids, rows, K, E, g, stream);
+  dc::moe_group(ids, rows, K, E, g, stream);
   for (int64_t t = 0; t < rows; ++t) dc::swiglu_clamp_rows_f32(R(t, sl.gu), 1, Sh, lim, R(t, sl.act), stream);
   mgemv(m.sh_down, sl.act, sl.sh_out);
   // Entry u = a used expert (at most min(E, rows * K) of them, *live decides on the device).
