@@ -4,7 +4,10 @@
 # Flash Next and DeepSeek V4 CUDA model tests (vs the CPU models and the golden vectors), the
 # Qwen decode bench, the DeepSeek V4 decode bench when DS4_SYNTH_GGUF names a GGUF (e.g. the
 # synthetic full-size Flash of `ds4-convert --synthetic deepseek_v4_flash OUT.gguf`; DS4_BENCH_ARGS
-# overrides its "prompt decode [--profile]" arguments, default "2048 64 --profile", the peer's 2048-token context),
+# overrides its "prompt decode [--profile] [--prefill N,...]" arguments, default "2048 64 --profile --prefill
+# 2048,8192,32768": decode at the peer's 2048-token context, the verify-cost table, chunked prefill
+# tok/s at 2k / 8k / 32k with the GPU canary during the 2k one; its prefill / verify / canary rows
+# are also collected in OUTDIR/deepseek_v4_prefill.txt),
 # the GLM 5.x Flash CUDA model test and bench (its own block below; the bench's verify-cost,
 # chunk-profile and chunked-prefill rows are also collected in OUTDIR/verify_cost.txt; the
 # 64-expert synthetic verify run is skipped with SKIP_GLM_SYNTH64=1),
@@ -121,10 +124,15 @@ log "test_deepseek_v4_cuda exit $dsv4_rc"
 
 touch "$out/bench_deepseek_v4_cuda.txt"
 if [ -n "${DS4_SYNTH_GGUF:-}" ]; then
-  log "bench_deepseek_v4_cuda $DS4_SYNTH_GGUF ${DS4_BENCH_ARGS:-2048 64 --profile}"
+  dsv4_args=${DS4_BENCH_ARGS:-2048 64 --profile --prefill 2048,8192,32768}
+  log "bench_deepseek_v4_cuda $DS4_SYNTH_GGUF $dsv4_args"
   # shellcheck disable=SC2086
-  "$bin/bench_deepseek_v4_cuda" "$DS4_SYNTH_GGUF" ${DS4_BENCH_ARGS:-2048 64 --profile} 2>&1 | tee "$out/bench_deepseek_v4_cuda.txt"
+  "$bin/bench_deepseek_v4_cuda" "$DS4_SYNTH_GGUF" $dsv4_args 2>&1 | tee "$out/bench_deepseek_v4_cuda.txt"
   log "bench_deepseek_v4_cuda exit ${PIPESTATUS[0]}"
+  # Issues #10 / #11: chunked prefill, verify cost, canary rows.
+  grep -E '^prompt |^verify cost|^\(bytes floor|^ the rows|^\| k |^\| [1-4] \||^chunked prefill|^weights-only|^\| prompt|^\| [0-9]+ \| [0-9.]+ \||^GPU canary' \
+    "$out/bench_deepseek_v4_cuda.txt" >"$out/deepseek_v4_prefill.txt" 2>/dev/null
+  cat "$out/deepseek_v4_prefill.txt"
 fi
 
 if [ -z "${SKIP_QWEN:-}" ]; then

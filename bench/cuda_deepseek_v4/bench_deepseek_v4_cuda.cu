@@ -1,10 +1,18 @@
 // Decode speed of DeepSeek V4 (Flash) on CUDA at batch 1, as a fraction of the roofline:
 // weight bytes one decode token reads (dense parts + experts_used routed experts per layer +
 // HC head + lm_head) over the device copy bandwidth measured in the same run.
-// Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile]
-//   defaults: 64 prompt tokens (ids generated), 64 greedy decode tokens.
+// Prefill (issues #10, #11): tok/s of the chunked forward (chunks of 16 rows, each weight read
+// once per chunk) for each --prefill length from a fresh state, against its weights-only
+// roofline (copy bandwidth over the bytes a chunk reads per token: every matrix once, routed
+// experts as the expected union of 16 rows' top-k); the GPU canary (backend/cuda/canary.h,
+// probing every 5 ms) during a second prefill of the first length; and the verify cost:
+// median forward(k+1 rows, kAll) / median decode step at the prompt's context, k = 1..4,
+// multi-row and as k+1 decode steps (chunk_rows 1), beside the bytes floor.
+// Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
+//   defaults: 64 prompt tokens (ids generated), 64 greedy decode tokens, no prefill lengths.
 //   --profile: afterwards 8 more decode tokens from a clone of the state with direct launches
-//   and CUDA events around each op; prints milliseconds per op (summed over layers) per token.
+//   and CUDA events around each op; prints milliseconds per op (summed over layers) per token;
+//   and the same per op for one chunk of 16 rows.
 // Peer: antirez/ds4 on the same synthetic file, H200: 33.65 tok/s decode at 2048 context, 8.2%
 // of the 410 tok/s roofline (bench/results/ds4-peer-h200-2026-12-01).
 // The synthetic full-size Flash: ds4-convert --synthetic deepseek_v4_flash OUT.gguf.
@@ -18,6 +26,7 @@
 #include <vector>
 
 #include "backend/cuda/bandwidth.h"
+#include "backend/cuda/canary.h"
 #include "backend/cuda/check.h"
 #include "models/deepseek_v4/cuda/model_cuda.h"
 
@@ -30,6 +39,16 @@ double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::dura
 
 int32_t argmax(const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); }
 
+void print_op_times(const deepseek_v4::DeepseekV4CudaModel& m, int n, const char* unit) {
+  std::vector<std::pair<double, std::string>> rows;
+  double total = 0;
+  for (const auto& [name, ms] : m.op_times()) rows.push_back({ms / n, name}), total += ms / n;
+  std::sort(rows.rbegin(), rows.rend());
+  std::printf("| op (all layers) | ms/%s | share |\n|---|---|---|\n", unit);
+  for (const auto& [ms, name] : rows) std::printf("| %s | %.3f | %.1f%% |\n", name.c_str(), ms, 100 * ms / total);
+  std::printf("| total | %.3f | |\n", total);
+}
+
 // Continues a clone of the bench's state (same context length) with direct launches.
 void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vector<float> l, int n) {
   auto s = at.clone();
@@ -38,15 +57,9 @@ void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vec
   const auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) l = m.decode(*s, argmax(l));
   const double dt = secs(t0, Clock::now());
-  std::vector<std::pair<double, std::string>> rows;
-  double total = 0;
-  for (const auto& [name, ms] : m.op_times()) rows.push_back({ms / n, name}), total += ms / n;
-  std::sort(rows.rbegin(), rows.rend());
   std::printf("\nper-op GPU time per decode token (direct launches + events, %d tokens; %.3f ms/token wall):\n", n,
               1e3 * dt / n);
-  std::printf("| op (all layers) | ms/token | share |\n|---|---|---|\n");
-  for (const auto& [ms, name] : rows) std::printf("| %s | %.3f | %.1f%% |\n", name.c_str(), ms, 100 * ms / total);
-  std::printf("| total | %.3f | |\n", total);
+  print_op_times(m, n, "token");
   const auto& t = m.op_times();
   auto ms = [&](const char* k) { return t.count(k) ? t.at(k) / n : 0.0; };
   const double ex_ms = ms("experts_gate_up") + ms("experts_down");
@@ -54,19 +67,131 @@ void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vec
     std::printf("routed experts: %.3f GB per token in %.3f ms -> %.0f GB/s (gate|up %.3f ms, down %.3f ms)\n",
                 double(m.decode_bytes_per_token().experts) / 1e9, ex_ms,
                 double(m.decode_bytes_per_token().experts) / 1e6 / ex_ms, ms("experts_gate_up"), ms("experts_down"));
+  // One chunk of 16 rows (the prefill unit) at the same context, per op.
+  std::vector<int32_t> rows;
+  for (int i = 0; i < 16; ++i) rows.push_back(int32_t((i * 4099 + 17) % m.info().vocab_size));
+  auto c = at.clone();
+  m.reset_op_times();
+  const auto t1 = Clock::now();
+  m.forward(*c, rows, Logits::kLast, l);
+  std::printf("\nper-op GPU time of one chunk of 16 rows (direct launches + events; %.3f ms wall, %.3f ms per row):\n",
+              1e3 * secs(t1, Clock::now()), 1e3 * secs(t1, Clock::now()) / 16);
+  print_op_times(m, 1, "chunk");
+  m.set_options(deepseek_v4::CudaModelOptions{});
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median ms of one decode step and of one forward(rows, kAll), interleaved (both at about the
+// same context) on a clone of `at`; the clone's graphs are captured before timing.
+std::pair<double, double> verify_cost(Model& m, const ModelState& at, const std::vector<int32_t>& rows, int reps) {
+  auto s = at.clone();
+  std::vector<float> l;
+  m.forward(*s, rows, Logits::kAll, l);
+  m.decode(*s, rows[0]);
+  std::vector<double> dec, ver;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    m.decode(*s, rows[size_t(i) % rows.size()]);
+    const auto t1 = Clock::now();
+    m.forward(*s, rows, Logits::kAll, l);
+    dec.push_back(1e3 * secs(t0, t1));
+    ver.push_back(1e3 * secs(t1, Clock::now()));
+  }
+  return {median(dec), median(ver)};
+}
+
+// Issue #11's table: what a speculative verify of k drafts costs in decode steps.
+void verify_table(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, int reps) {
+  const int64_t V = m.info().vocab_size;
+  std::printf("\nverify cost at context %lld (median of %d): forward(k+1 rows, kAll) / one decode step\n",
+              (long long)at.position(), reps);
+  std::printf("(bytes floor: weight bytes the k+1 rows read over one token's, routed experts as the expected union of\n"
+              " the rows' top-k under uniform routing)\n");
+  std::printf("| k | rows | decode ms | verify ms (multi-row) | ratio | bytes floor | verify ms (k+1 steps) | ratio |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  deepseek_v4::CudaModelOptions one;
+  one.chunk_rows = 1;
+  for (int k = 1; k <= 4; ++k) {
+    std::vector<int32_t> rows;
+    for (int i = 0; i <= k; ++i) rows.push_back(int32_t((i * 4099 + 17) % V));
+    const auto [dm, vm] = verify_cost(m, at, rows, reps);
+    m.set_options(one);
+    const auto [ds, vs] = verify_cost(m, at, rows, reps);
+    m.set_options(deepseek_v4::CudaModelOptions{});
+    std::printf("| %d | %d | %.3f | %.3f | %.2fx | %.2fx | %.3f | %.2fx |\n", k, k + 1, dm, vm, vm / dm,
+                m.chunk_bytes_ratio(k + 1), vs, vs / ds);
+  }
+}
+
+// Chunked prefill of each length from a fresh state (graph capture included: one chunk shape
+// per logits mode), as a fraction of the weights-only roofline; the canary during a second
+// prefill of the first length.
+void prefill_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int>& lengths, double copy_gbps) {
+  if (lengths.empty()) return;
+  const int64_t V = m.info().vocab_size;
+  const double per_tok = double(m.decode_bytes_per_token().total()) * m.chunk_bytes_ratio(16) / 16;
+  const double roof = copy_gbps * 1e9 / per_tok;
+  std::printf("\nchunked prefill (16 rows per chunk, CUDA graphs, side stream), fresh state per length\n");
+  std::printf("weights-only roofline: %.3f GB per token (a chunk's bytes / 16; experts: expected union of 16 rows' top-k)"
+              " -> %.0f tok/s at %.0f GB/s\n", per_tok / 1e9, roof, copy_gbps);
+  std::printf("| prompt tokens | prefill s | tok/s | of roofline | vs ds4 ~1370 tok/s (2k) |\n|---|---|---|---|---|\n");
+  auto prompt_of = [&](int n) {
+    std::vector<int32_t> p;
+    for (int i = 0; i < n; ++i) p.push_back(int32_t((int64_t(i) * 7919 + 13) % V));
+    return p;
+  };
+  for (int n : lengths) {
+    const auto p = prompt_of(n);
+    auto s = m.new_state();
+    const auto t0 = Clock::now();
+    m.prefill(*s, p);
+    const double dt = secs(t0, Clock::now()), tps = n / dt;
+    std::printf("| %d | %.2f | %.1f | %.1f%% | %.3fx |\n", n, dt, tps, 100 * tps / roof, tps / 1370.0);
+    std::fflush(stdout);
+  }
+  const auto p = prompt_of(lengths[0]);
+  cuda::GpuCanary::Options co;
+  co.period_s = 0.005;
+  cuda::GpuCanary canary(co);
+  auto s = m.new_state();
+  canary.start();
+  const auto t0 = Clock::now();
+  m.prefill(*s, p);
+  const double dt = secs(t0, Clock::now());
+  canary.stop();
+  const CanaryStats cs = canary.snapshot();
+  std::printf("GPU canary (probe every 5 ms) during a %d-token prefill (%.1f tok/s with it): %lld samples, p50 %.3f ms, "
+              "p99 %.3f ms, max %.3f ms, stalls %lld (SPEC wants max < 10 ms; each chunk of 16 rows is one graph "
+              "launch + sync)\n",
+              lengths[0], lengths[0] / dt, (long long)cs.samples, cs.p50_ms, cs.p99_ms, cs.max_ms, (long long)cs.stalls);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> pos;
+  std::vector<int> prefill_lengths;
   bool prof = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--profile") == 0) prof = true;
-    else pos.push_back(argv[i]);
+    if (std::strcmp(argv[i], "--profile") == 0) {
+      prof = true;
+    } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
+      for (std::string l = argv[++i]; !l.empty();) {
+        const size_t c = l.find(',');
+        prefill_lengths.push_back(std::stoi(l.substr(0, c)));
+        l = c == std::string::npos ? "" : l.substr(c + 1);
+      }
+    } else {
+      pos.push_back(argv[i]);
+    }
   }
   if (pos.empty()) {
-    std::fprintf(stderr, "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile]\n");
+    std::fprintf(stderr,
+                 "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]\n");
     return 2;
   }
   const std::string path = pos[0];
@@ -80,7 +205,10 @@ int main(int argc, char** argv) {
     std::printf("copy bandwidth %.0f GB/s (read+write), memcpy %.0f GB/s, read-only %.0f GB/s (1 GiB buffers)\n",
                 bw.copy_gbps, bw.memcpy_gbps, bw.read_gbps);
     LoadOptions o;
-    o.max_context = np + n + 64;
+    // Device caches sized for this run: the decode, the verify table's rows, the prefill lengths.
+    int longest = np + n + 1024;
+    for (int l : prefill_lengths) longest = std::max(longest, l + 64);
+    o.max_context = longest;
     const auto t0 = Clock::now();
     deepseek_v4::DeepseekV4CudaModel m(open_tensor_source(path), o);
     const double load_s = secs(t0, Clock::now());
@@ -118,8 +246,8 @@ int main(int argc, char** argv) {
     const double roof = bw.copy_gbps * 1e9 / bytes;
     std::printf("model %s: %.2f GB of weights on the device (loaded in %.1f s), max_context %lld\n", path.c_str(),
                 double(m.weight_bytes()) / 1e9, load_s, (long long)m.info().max_context);
-    std::printf("prompt %d tokens (token-by-token prefill: %.1f tok/s), greedy decode %d tokens at batch 1 (CUDA graph, side stream)\n",
-                np, prefill_tps, n);
+    std::printf("prompt %d tokens (chunked prefill: %.1f tok/s, graph capture included), greedy decode %d tokens at "
+                "batch 1 (CUDA graph, side stream)\n", np, prefill_tps, n);
     std::printf("weights read per decode token: %.3f GB = dense layer parts %.3f + %lld routed experts x %lld layers "
                 "%.3f + HC head and lm_head %.3f\n",
                 bytes / 1e9, double(db.dense) / 1e9, (long long)m.config().experts_used, (long long)m.config().layers,
@@ -132,6 +260,8 @@ int main(int argc, char** argv) {
                 streams_tps, 1e3 / streams_tps, 100 * streams_tps / roof);
     std::printf("vs antirez/ds4 on the synthetic Flash, H200, 2048 context: 33.65 tok/s (8.2%% of its roofline): "
                 "ratio %.2fx\n", decode_tps / 33.65);
+    verify_table(m, *at_prompt, 9);
+    prefill_table(m, prefill_lengths, bw.copy_gbps);
     if (prof) profile(m, *s, l, 8);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

@@ -33,11 +33,13 @@ void run_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
 }
 
 namespace {
-__global__ void increment_kernel(int32_t* p) { *p += 1; }
+__global__ void increment_kernel(int32_t* p, int32_t by) { *p += by; }
 }  // namespace
 
-void enqueue_position_increment(int32_t* pos, cudaStream_t stream) {
-  increment_kernel<<<1, 1, 0, stream>>>(pos);
+void enqueue_position_increment(int32_t* pos, cudaStream_t stream) { enqueue_position_increment(pos, 1, stream); }
+
+void enqueue_position_increment(int32_t* pos, int32_t rows, cudaStream_t stream) {
+  increment_kernel<<<1, 1, 0, stream>>>(pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

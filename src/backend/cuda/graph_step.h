@@ -20,5 +20,7 @@ void run_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
 // The last op of a captured step: the device-side position counter += 1, so the next replay
 // of the same graph sees the next position.
 void enqueue_position_increment(int32_t* pos, cudaStream_t stream);
+// The same by `rows` (a multi-row chunk's last op).
+void enqueue_position_increment(int32_t* pos, int32_t rows, cudaStream_t stream);
 
 }  // namespace ds4::cuda

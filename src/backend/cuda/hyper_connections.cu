@@ -118,7 +118,11 @@ __global__ void hc_post_kernel(int n, int64_t hidden, const float* __restrict__ 
 
 __global__ void hc_head_kernel(const float* __restrict__ mix_raw, const float* __restrict__ scale,
                                const float* __restrict__ base, HcDims dims, const float* __restrict__ x,
-                               const float* __restrict__ out_norm, float* __restrict__ out) {
+                               const float* __restrict__ out_norm, float* __restrict__ out, int64_t stride) {
+  {
+    const int64_t o = int64_t(blockIdx.y) * stride;
+    mix_raw += o, x += o, out += o;
+  }
   __shared__ float w[kMaxHc];
   const int n = int(dims.n_hc);
   const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps);
@@ -131,7 +135,9 @@ __global__ void hc_head_kernel(const float* __restrict__ mix_raw, const float* _
   collapse(w, n, dims.hidden, x, out_norm, dims.norm_eps, out);
 }
 
-__global__ void hc_expand_kernel(const float* __restrict__ x, int n, int64_t hidden, float* __restrict__ h) {
+__global__ void hc_expand_kernel(const float* __restrict__ x, int n, int64_t hidden, float* __restrict__ h,
+                                 int64_t stride) {
+  x += int64_t(blockIdx.y) * stride, h += int64_t(blockIdx.y) * stride;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n * hidden) h[i] = x[i % hidden];
 }
@@ -179,14 +185,26 @@ void hc_post_f32(const HcDims& d, const float* block_out, const float* residual,
 
 void hc_head_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
                  const float* out_norm, float* out, cudaStream_t s) {
+  hc_head_f32(mix_raw, scale, base, d, x, out_norm, out, HcRows{}, s);
+}
+
+void hc_head_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
+                 const float* out_norm, float* out, const HcRows& rows, cudaStream_t s) {
   check_dims(d);
-  hc_head_kernel<<<1, 512, 0, s>>>(mix_raw, scale, base, d, x, out_norm, out);
+  check_rows(rows);
+  hc_head_kernel<<<dim3(1, unsigned(rows.count)), 512, 0, s>>>(mix_raw, scale, base, d, x, out_norm, out, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void hc_expand_f32(const float* x, const HcDims& d, float* h, cudaStream_t s) {
+  hc_expand_f32(x, d, h, HcRows{}, s);
+}
+
+void hc_expand_f32(const float* x, const HcDims& d, float* h, const HcRows& rows, cudaStream_t s) {
   check_dims(d);
-  hc_expand_kernel<<<blocks(d.n_hc * d.hidden, 256), 256, 0, s>>>(x, int(d.n_hc), d.hidden, h);
+  check_rows(rows);
+  const dim3 grid(blocks(d.n_hc * d.hidden, 256), unsigned(rows.count));
+  hc_expand_kernel<<<grid, 256, 0, s>>>(x, int(d.n_hc), d.hidden, h, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

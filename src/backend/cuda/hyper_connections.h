@@ -52,5 +52,10 @@ void hc_head_f32(const float* mix_raw, const float* scale, const float* base, co
 
 // x {hidden} copied into every stream of h {n, hidden} (the embedding entering the streams).
 void hc_expand_f32(const float* x, const HcDims& d, float* h, cudaStream_t s);
+// Both for `rows.count` tokens: token t's buffers (mix_raw, x, out; x and h) lie t * stride
+// floats after token 0's.
+void hc_head_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
+                 const float* out_norm, float* out, const HcRows& rows, cudaStream_t s);
+void hc_expand_f32(const float* x, const HcDims& d, float* h, const HcRows& rows, cudaStream_t s);
 
 }  // namespace ds4::cuda

@@ -30,12 +30,12 @@ __device__ void rope_shared(float* row, int64_t hd, int64_t rot, const float* in
   __syncthreads();
 }
 
-// One block per head: rmsnorm, rope tail, and for the KV row the storage round trip and the
-// window ring.
-__global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict__ pos) {
+// One block per head (and row: blockIdx.y): rmsnorm, rope tail, and for the KV row the
+// storage round trip and the window ring.
+__global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict__ pos, int64_t stride) {
   extern __shared__ float row[];  // {hd}
-  const int64_t hd = r.head_dim, p = *pos;
-  float* xh = x + int64_t(blockIdx.x) * hd;
+  const int64_t hd = r.head_dim, p = *pos + int64_t(blockIdx.y);
+  float* xh = x + int64_t(blockIdx.y) * stride + int64_t(blockIdx.x) * hd;
   float ss = 0.f;
   for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
     row[j] = xh[j];
@@ -53,11 +53,11 @@ __global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict
   __syncthreads();
   for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) xh[j] = row[j];
   if (r.ring)
-    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) r.ring[(p % r.window) * hd + j] = row[j];
+    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) r.ring[(p % r.ring_rows) * hd + j] = row[j];
 }
 
 __device__ __forceinline__ const float* key_row(const AttendArgs& a, int64_t r, int64_t n_win, int64_t p) {
-  if (r < n_win) return a.ring + ((p - n_win + 1 + r) % a.window) * a.hd;
+  if (r < n_win) return a.ring + ((p - n_win + 1 + r) % a.ring_rows) * a.hd;
   const int64_t k = r - n_win;
   return a.entries + (a.sel ? int64_t(a.sel[k]) : k) * a.hd;
 }
@@ -73,12 +73,21 @@ __device__ __forceinline__ int64_t visible_rows(const AttendArgs& a, int64_t p, 
   return rows < a.max_rows ? rows : a.max_rows;  // sized for max_ctx; never clipped within it
 }
 
+// Row t of a chunk: its own query, selection, partials and output (Rows::stride floats apart).
+__device__ __forceinline__ void to_row(AttendArgs& a, int64_t t, int64_t stride) {
+  const int64_t o = t * stride;
+  a.q += o, a.part += o, a.part_ml += o, a.out += o;
+  if (a.sel) a.sel += o, a.nsel += o;
+}
+
 // Split-K attention (flash decoding). Block (g, c): heads [g * HG, (g+1) * HG) over key rows
 // [c * kAttnChunk, ...): scores (a warp per row, the row read once for all HG heads), the
 // chunk's max and exp-sum per head, and the unnormalized partial output {HG, hd}.
-__global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, int hg, const int32_t* __restrict__ pos) {
+__global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, int hg, const int32_t* __restrict__ pos,
+                                                                int64_t stride) {
   extern __shared__ float sm[];  // q {hg, hd}, then p {hg, kAttnChunk}
-  const int64_t p = *pos, hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
+  to_row(a, blockIdx.z, stride);
+  const int64_t p = *pos + int64_t(blockIdx.z), hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
   int64_t n_win;
   const int64_t rows = visible_rows(a, p, n_win), r0 = c * kAttnChunk;
   if (r0 >= rows) return;  // the grid is sized for max_ctx
@@ -141,9 +150,10 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
 
 // One block per head: merges the chunks (rescaled to the global max, the sink joining the
 // denominator), then rotates the output's rope tail back (K == V carried rope).
-__global__ void attend_merge_kernel(AttendArgs a, const int32_t* __restrict__ pos) {
+__global__ void attend_merge_kernel(AttendArgs a, const int32_t* __restrict__ pos, int64_t stride) {
   extern __shared__ float o[];  // {hd}
-  const int64_t p = *pos, hd = a.hd, h = blockIdx.x;
+  to_row(a, blockIdx.y, stride);
+  const int64_t p = *pos + int64_t(blockIdx.y), hd = a.hd, h = blockIdx.x;
   int64_t n_win;
   const int64_t chunks = (visible_rows(a, p, n_win) + kAttnChunk - 1) / kAttnChunk;
   const float sink = a.sinks[h];
@@ -168,25 +178,27 @@ __global__ void attend_merge_kernel(AttendArgs a, const int32_t* __restrict__ po
 
 }  // namespace
 
-void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s) {
+void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   if (r.rope_dim < 0 || r.rope_dim % 2 || r.rope_dim > r.head_dim)
     throw InputError("deepseek_v4 cuda: rope_dim " + std::to_string(r.rope_dim) + " unsupported");
   NormRope k = r;
   const int64_t nope = r.head_dim - r.rope_dim;
   k.fp8 = r.fp8 && nope > 0 && nope % 64 == 0;  // ds4's shape condition (ds4_kv_storage)
-  norm_rope_kernel<<<unsigned(r.heads), 128, size_t(r.head_dim) * 4, s>>>(x, k, pos);
+  if (r.ring && r.ring_rows < 1) throw InputError("deepseek_v4 cuda: norm_rope ring without rows");
+  norm_rope_kernel<<<dim3(unsigned(r.heads), unsigned(rows.count)), 128, size_t(r.head_dim) * 4, s>>>(x, k, pos,
+                                                                                                   rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s) {
+void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   int hg = kHeadGroup;
   while (a.heads % hg) hg /= 2;
   const size_t shm = size_t(hg) * size_t(a.hd + kAttnChunk) * 4;
   if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: head_dim " + std::to_string(a.hd) + " too large for attend");
-  const dim3 grid(unsigned(a.heads / hg), unsigned(attend_chunks(a.max_rows)));
-  attend_chunk_kernel<<<grid, kThreads, shm, s>>>(a, hg, pos);
+  const dim3 grid(unsigned(a.heads / hg), unsigned(attend_chunks(a.max_rows)), unsigned(rows.count));
+  attend_chunk_kernel<<<grid, kThreads, shm, s>>>(a, hg, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
-  attend_merge_kernel<<<unsigned(a.heads), 128, size_t(a.hd) * 4, s>>>(a, pos);
+  attend_merge_kernel<<<dim3(unsigned(a.heads), unsigned(rows.count)), 128, size_t(a.hd) * 4, s>>>(a, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

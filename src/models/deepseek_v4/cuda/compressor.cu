@@ -41,12 +41,12 @@ __device__ void rope_row(float* row, int64_t dim, int64_t rot, const float* inv,
   __syncthreads();
 }
 
-__global__ void compressor_kernel(LaneArgs a, const int32_t* __restrict__ pos) {
-  extern __shared__ float row[];  // {dim}
-  const int64_t p = *pos, R = a.ratio, W = a.width, D = a.dim, slot = p % R;
+// One token of the lane at position p (kv, gate {width}): store, and pool when it closes the window.
+__device__ void lane_row(const LaneArgs& a, float* row, int64_t p, const float* kv, const float* gate) {
+  const int64_t R = a.ratio, W = a.width, D = a.dim, slot = p % R;
   for (int64_t j = threadIdx.x; j < W; j += blockDim.x) {
-    a.pend_kv[slot * W + j] = a.kv[j];
-    a.pend_gate[slot * W + j] = a.gate[j] + a.ape[slot * W + j];
+    a.pend_kv[slot * W + j] = kv[j];
+    a.pend_gate[slot * W + j] = gate[j] + a.ape[slot * W + j];
   }
   if ((p + 1) % R != 0) return;  // the window stays open (uniform over the block)
   __syncthreads();                // the slot just written is read below by other threads
@@ -81,15 +81,32 @@ __global__ void compressor_kernel(LaneArgs a, const int32_t* __restrict__ pos) {
   rope_row(row, D, a.rope_dim, a.inv_freq, p + 1 - R);  // at the window's first position
   entry_storage(row, D, a.rope_dim, a.fp8, a.indexer_sim);
   for (int64_t j = threadIdx.x; j < D; j += blockDim.x) a.entries[e * D + j] = row[j];
+  __syncthreads();  // the next row's store overwrites slots read above; row[] is reused
 }
 
-// One block per indexer head: rope the query tail, then the storage round trip.
-__global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos) {
+// One block walks the rows (a chunk's tokens) in order: each row's step sees the lane state
+// the previous row left, exactly as consecutive one-token steps.
+__global__ void compressor_kernel(LaneArgs a, const int32_t* __restrict__ pos, int64_t rows, int64_t stride) {
+  extern __shared__ float row[];  // {dim}
+  const int64_t p0 = *pos;
+  for (int64_t t = 0; t < rows; ++t) lane_row(a, row, p0 + t, a.kv + t * stride, a.gate + t * stride);
+}
+
+// Row t of a chunk: its own query, head weights, scores and selection (stride floats apart).
+__device__ __forceinline__ void to_row(IndexerArgs& a, int64_t t, int64_t stride) {
+  const int64_t o = t * stride;
+  a.q += o, a.w += o, a.scores += o, a.sel += o, a.nsel += o;
+}
+
+// One block per indexer head (and row: blockIdx.y): rope the query tail, then the storage
+// round trip.
+__global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos, int64_t stride) {
   extern __shared__ float row[];  // {d}
+  to_row(a, blockIdx.y, stride);
   float* q = a.q + int64_t(blockIdx.x) * a.d;
   for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x) row[j] = q[j];
   __syncthreads();
-  rope_row(row, a.d, a.rope_dim, a.inv_freq, *pos);
+  rope_row(row, a.d, a.rope_dim, a.inv_freq, *pos + int64_t(blockIdx.y));
   entry_storage(row, a.d, a.rope_dim, false, a.sim);
   for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x) q[j] = row[j];
 }
@@ -97,9 +114,10 @@ __global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos) {
 // One warp per closed entry (grid-stride); lanes split the heads, the queries sit in shared
 // with a row stride of d + 1 floats (lanes read the same feature of different heads: an
 // unpadded stride of d would put them all in one bank).
-__global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ pos) {
+__global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ pos, int64_t stride) {
   extern __shared__ float sq[];  // {nh, d + 1} then {nh}
-  const int64_t nh = a.nh, d = a.d, ld = d + 1, visible = (int64_t(*pos) + 1) / a.ratio;
+  to_row(a, blockIdx.y, stride);
+  const int64_t nh = a.nh, d = a.d, ld = d + 1, visible = (int64_t(*pos) + int64_t(blockIdx.y) + 1) / a.ratio;
   if (int64_t(blockIdx.x) * (blockDim.x / 32) >= visible) return;  // the grid is sized for max_ctx
   for (int64_t i = threadIdx.x; i < nh * d; i += blockDim.x) sq[(i / d) * ld + i % d] = a.q[i];
   for (int64_t i = threadIdx.x; i < nh; i += blockDim.x) sq[nh * ld + i] = a.w[i];
@@ -145,10 +163,11 @@ __device__ int block_exclusive_scan(int* v, int mine) {
 
 // One block: the k-th largest key by a bitwise search (32 counting passes), then the chosen
 // entries in ascending index order (ties at the boundary: lower indices first, as topk_f32).
-__global__ void index_topk_kernel(IndexerArgs a, const int32_t* __restrict__ pos) {
+__global__ void index_topk_kernel(IndexerArgs a, const int32_t* __restrict__ pos, int64_t stride) {
   __shared__ int scan[1024];
   __shared__ int count;
-  const int64_t n = (int64_t(*pos) + 1) / a.ratio;
+  to_row(a, blockIdx.x, stride);
+  const int64_t n = (int64_t(*pos) + int64_t(blockIdx.x) + 1) / a.ratio;
   if (n <= a.topk) {
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) a.sel[i] = int32_t(i);
     if (threadIdx.x == 0) *a.nsel = int32_t(n);
@@ -199,20 +218,22 @@ __global__ void index_topk_kernel(IndexerArgs a, const int32_t* __restrict__ pos
 
 }  // namespace
 
-void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s) {
-  compressor_kernel<<<1, 512, size_t(a.dim) * 4, s>>>(a, pos);
+void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
+  compressor_kernel<<<1, 512, size_t(a.dim) * 4, s>>>(a, pos, rows.count, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s) {
-  index_q_kernel<<<unsigned(a.nh), 128, size_t(a.d) * 4, s>>>(a, pos);
+void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
+  const unsigned nr = unsigned(rows.count);
+  index_q_kernel<<<dim3(unsigned(a.nh), nr), 128, size_t(a.d) * 4, s>>>(a, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
   const size_t shm = size_t(a.nh * (a.d + 1) + a.nh) * 4;
   if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: indexer queries exceed 48 KiB of shared memory");
   const int64_t blocks = (a.max_entries + 7) / 8;
-  index_score_kernel<<<unsigned(blocks < 1 ? 1 : (blocks > 1024 ? 1024 : blocks)), 256, shm, s>>>(a, pos);
+  const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 1024 ? 1024 : blocks)), nr);
+  index_score_kernel<<<grid, 256, shm, s>>>(a, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
-  index_topk_kernel<<<1, 1024, 0, s>>>(a, pos);
+  index_topk_kernel<<<nr, 1024, 0, s>>>(a, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

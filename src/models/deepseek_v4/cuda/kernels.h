@@ -1,14 +1,26 @@
 #pragma once
-// DeepSeek V4 kernels for one decode token (the CUDA model runs every token through them;
-// prefill loops tokens). Each mirrors the CPU code named beside it. All pointers are device
-// pointers; `pos` is the state's device position counter (read by the kernels, so a
-// captured CUDA graph replays at any position). Generic ops (gemv, rmsnorm, mHC) come from
-// src/backend/cuda.
+// DeepSeek V4 kernels for one decode token, or for the rows of a multi-row chunk (prefill,
+// speculative verify; chunk.cu) in one launch. Each mirrors the CPU code named beside it. All
+// pointers are device pointers; `pos` is the state's device position counter (read by the
+// kernels, so a captured CUDA graph replays at any position); row t of a chunk is at position
+// *pos + t. Generic ops (gemv, rmsnorm, mHC) come from src/backend/cuda.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 namespace ds4::deepseek_v4::cuda {
+
+// The rows of a chunk in one launch: row t's per-token buffers lie t * stride floats after
+// row 0's (the chunk's per-row copies of the step scratch); each row computes exactly what
+// the one-token call computes at position *pos + t. Default: one token at *pos.
+struct Rows {
+  int64_t count = 1, stride = 0;
+};
+
+// The sliding-window ring holds window + kRingSlack rows (slot p % ring_rows), so a chunk of
+// up to kRingSlack + 1 rows can append all its KV rows before any of them attends: row t's
+// window (its last `window` positions) is never overwritten by a later row of the chunk.
+inline constexpr int64_t kRingSlack = 16;
 
 // ---- attention.cu (attention.cpp) ----
 struct NormRope {
@@ -17,18 +29,18 @@ struct NormRope {
   float eps;
   const float* inv_freq;              // {rope_dim / 2}
   // The KV row only (heads = 1): ds4's FP8 round trip of the non-rope part (when fp8), then
-  // the row into the window ring {window, head_dim} at slot pos % window. null: none.
+  // the row into the window ring {ring_rows, head_dim} at slot pos % ring_rows. null: none.
   float* ring = nullptr;
-  int64_t window = 0;
+  int64_t ring_rows = 0;
   bool fp8 = false;
 };
-// x {heads, head_dim} in place: per head rmsnorm, rope on the tail at position *pos.
-void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s);
+// x {heads, head_dim} in place: per head rmsnorm, rope on the tail at position *pos (+ row).
+void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
 
 struct AttendArgs {
   const float* q;         // {heads, hd}: normed, rope'd
-  const float* ring;      // {window, hd}
-  int64_t window;
+  const float* ring;      // {ring_rows, hd}: position p at slot p % ring_rows
+  int64_t window, ring_rows;
   const float* entries;   // {n, hd} compressed entries (null: sliding only)
   int64_t ratio;          // 0: sliding only
   const int32_t* sel;     // CSA: chosen entries (count *nsel); null: every closed entry (HCA)
@@ -46,7 +58,9 @@ struct AttendArgs {
 // over chunks of kAttnChunk key rows, then merged.
 inline constexpr int64_t kAttnChunk = 64;
 inline int64_t attend_chunks(int64_t max_rows) { return (max_rows + kAttnChunk - 1) / kAttnChunk; }
-void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s);
+// Rows: q, sel, nsel, part, part_ml, out per row (every row's KV rows and entries must be
+// stored first; row t sees positions <= *pos + t only).
+void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
 
 // ---- compressor.cu (compressor.cpp) ----
 struct LaneArgs {
@@ -62,7 +76,9 @@ struct LaneArgs {
 // Stores the token at slot pos % ratio; when it closes the window, pools the window into one
 // entry (per-feature softmax over the gates), rmsnorm, rope at the window's first position,
 // storage round trip, appended at entry (pos + 1) / ratio - 1; keeps Ca for the next window.
-void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s);
+// Rows: kv, gate per row; one block walks the rows in order (each row's step reads the lane
+// state the previous row left), so the lane ends as after rows.count single steps.
+void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
 
 struct IndexerArgs {
   float* q;                // {nh, d}: rope'd + storage-simulated in place
@@ -77,7 +93,9 @@ struct IndexerArgs {
 };
 // Lightning indexer: score every closed entry (sum over heads of relu(q.k) * w / sqrt(d nh)),
 // keep the top min(topk, visible) (ties: lower index), as CPU topk_f32.
-void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s);
+// Rows: q, w, scores, sel, nsel per row; the entries of every row must be stored first (row t
+// reads only the (*pos + t + 1) / ratio entries it sees).
+void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
 
 // ---- moe.cu (moe.cpp) ----
 struct RouteArgs {
@@ -92,13 +110,16 @@ struct RouteArgs {
   int32_t* ids;             // {K}
   float* weights;           // {K}
 };
-void moe_route(const RouteArgs& a, cudaStream_t s);
-// y {n} = silu(min(g, limit)) * clamp(u, -limit, limit) (limit 0: plain swiglu); g, u with
-// row strides (experts: rows of gate|up {K, 2F}); n = rows * cols.
+// Rows: logits and token per row (rows.stride), ids and weights {rows, K} packed.
+void moe_route(const RouteArgs& a, cudaStream_t s, const Rows& rows = {});
+// y = silu(min(g, limit)) * clamp(u, -limit, limit) (limit 0: plain swiglu) over {rows, cols};
+// g, u with row stride in_stride (experts: rows of gate|up {K, 2F}), y with row stride
+// out_stride (0: cols, packed).
 void swiglu_clamp(const float* g, const float* u, int64_t rows, int64_t cols, int64_t in_stride, float limit,
-                  float* y, cudaStream_t s);
-// out {d} = sum_j w[j] y[j] + sh.
+                  float* y, cudaStream_t s, int64_t out_stride = 0);
+// out {d} = sum_j w[j] y[j] + sh. Rows: row t's y at t * k * d, w at t * k, sh and out at
+// t * rows.stride.
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out,
-                 cudaStream_t s);
+                 cudaStream_t s, const Rows& rows = {});
 
 }  // namespace ds4::deepseek_v4::cuda

@@ -6,125 +6,26 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
 #include "backend/cpu/rope.h"
 #include "backend/cpu/rope_yarn.h"
-#include "backend/cuda/check.h"
-#include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
-#include "backend/cuda/memory.h"
-#include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/norm.h"
 #include "core/error.h"
-#include "models/cuda_candidates.h"
-#include "models/deepseek_v4/cuda/device_weights.h"
-#include "models/deepseek_v4/cuda/kernels.h"
-#include "models/deepseek_v4/cuda/step_layout.h"
-#include "models/deepseek_v4/weights.h"
+#include "models/deepseek_v4/cuda/model_impl.h"
 
 namespace ds4::deepseek_v4 {
 
-using namespace ds4::deepseek_v4::cuda;
-namespace dc = ds4::cuda;
-
 namespace {
-
-// Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
-using Pinned = dc::PinnedHost;
 
 std::vector<float> inv_freq(const RopeConfig& r, int64_t rot_dim) {
   return r.yarn ? cpu::rope_yarn_inv_freq(rot_dim, r.theta, r.yarn_params) : cpu::rope_inv_freq(rot_dim, r.theta);
 }
 
-// GEMV read path per format, from the H200 GEMV bench (bench/results/cuda-h200-2026-12-01):
-// the direct path beats the staged one kAuto would pick for ds4's formats (Q8_0 dense 1233 vs
-// 1016 GB/s at 4096x4096, IQ2_XXS expert up 348 vs 283, Q2_K expert down 506 vs 398), and
-// Q8_0 runs best with 4 rows per block (rows-per-block sweep: 1566 vs 1233 GB/s at 4096x4096,
-// 2042 vs 1483 at 16384x8192). Every row is computed alone either way.
-dc::GemvOptions gemv_options(DType t) {
-  dc::GemvOptions o;
-  o.path = dc::GemvPath::kDirect;
-  if (t == DType::Q8_0) o.rows_per_block = 4;
-  return o;
-}
-
 }  // namespace
-
-class CudaState : public ModelState {
- public:
-  explicit CudaState(const StateLayout& lay) : buf(lay.bytes, "deepseek_v4 state (context caches)") {
-    DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
-    // The step runs on a non-blocking stream, which does not wait for the legacy stream.
-    DS4_CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  ~CudaState() override {
-    for (auto& g : graph)
-      if (g) cudaGraphExecDestroy(g);
-  }
-  std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
-  int64_t position() const override { return pos; }
-  size_t bytes() const override { return buf.bytes(); }
-
-  dc::DeviceBuffer buf;  // every layer's caches + the position counter
-  int64_t pos = 0;
-  cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
-
- private:
-  CudaState(const CudaState& o) : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos) {
-    DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
-    DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
-  }
-};
-
-struct DeepseekV4CudaModel::Impl {
-  std::unique_ptr<TensorSource> src;
-  Config c;
-  Weights w;  // host views (the embedding is read from here)
-  ModelInfo info;
-  CudaModelOptions opt;
-  DeviceWeights dw;
-  StateLayout lay;
-  ScratchLayout sl;
-  dc::DeviceBuffer scratch;
-  std::unique_ptr<Pinned> in_host, logits_host;
-  cudaStream_t stream = nullptr;
-  std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
-  bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
-  cudaStream_t side_stream = nullptr;      // second stream of CudaModelOptions::streams
-  cudaEvent_t fork_ev = nullptr, join_ev = nullptr;
-  dc::HcDims hcd;
-  DeepseekV4CudaModel::DecodeBytes decode_bytes;
-  LayerObserver observer;
-  std::vector<float> observed;
-  // profiling (direct launches): events after each op, their names, summed ms per name
-  std::vector<cudaEvent_t> events;
-  std::vector<const char*> event_names;
-  size_t n_events = 0;
-  std::map<std::string, double> op_ms;
-
-  float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
-  int32_t* SI(size_t off) const { return reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + off); }
-  void mark(const char* name);
-  void hc_mix(const DHc& h, const float* x);
-  void hc_pre(const DHc& h, const float* norm, const float* x);
-  void proj(const DProj& p, const float* x, float* y);
-  void mv(const WeightMatrix& m, const float* x, float* y, cudaStream_t s) const;
-  // The stream of a layer's side branch (the main stream when streams are off); fork makes
-  // it wait for the main stream's work so far, join makes the main stream wait for it.
-  bool two_streams() const { return opt.streams && !opt.profile; }
-  cudaStream_t side() const { return two_streams() ? side_stream : stream; }
-  void fork();
-  void join();
-  void lane(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv, const float* gate,
-            int64_t ratio, bool overlap, const int32_t* pos, cudaStream_t s);
-  void attention(CudaState& st, int64_t l);
-  void moe(int64_t l);
-  void enqueue_step(CudaState& st, bool logits);
-  void run_step(CudaState& st, bool logits);
-  void collect_profile();
-};
 
 void DeepseekV4CudaModel::Impl::fork() {
   if (!two_streams()) return;
@@ -191,17 +92,14 @@ void DeepseekV4CudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
   }
 }
 
-// One compressor lane for this token (CPU compressor_push with T = 1); kv / gate {width} are
-// this token's projections (part of attn_in).
-void DeepseekV4CudaModel::Impl::lane(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv,
-                                     const float* gate, int64_t ratio, bool overlap, const int32_t* pos,
-                                     cudaStream_t s) {
+// One compressor lane's arguments (CPU compressor_push); kv / gate {width} are the token's
+// projections (part of attn_in; row 0's in a chunk).
+LaneArgs DeepseekV4CudaModel::Impl::lane_args(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv,
+                                              const float* gate, int64_t ratio, bool overlap) const {
   auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
-  const LaneArgs a{kv, gate, d.ape, d.norm, SF(o.pend_kv), SF(o.pend_gate), SF(o.prev_kv),
-                   SF(o.prev_gate), SF(o.entries), ratio, d.dim, d.width, c.rope_dim, overlap,
-                   c.ds4_numerics && !d.indexer, c.ds4_numerics && d.indexer, c.rms_eps, dw.inv_comp};
-  compressor_step(a, pos, s);
-  mark(d.indexer ? "index_lane_pool" : "comp_lane_pool");
+  return LaneArgs{kv, gate, d.ape, d.norm, SF(o.pend_kv), SF(o.pend_gate), SF(o.prev_kv),
+                  SF(o.prev_gate), SF(o.entries), ratio, d.dim, d.width, c.rope_dim, overlap,
+                  c.ds4_numerics && !d.indexer, c.ds4_numerics && d.indexer, c.rms_eps, dw.inv_comp};
 }
 
 // CPU attention_forward with T = 1: out in scratch y.
@@ -222,10 +120,16 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   // other than qr, and the state)
   fork();
   float* ring = reinterpret_cast<float*>(sb + o.window);
-  norm_rope(kv, NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, c.window, c.ds4_numerics}, pos, side());
+  norm_rope(kv, NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, lay.ring_rows, c.ds4_numerics}, pos, side());
   mark("attn_kv");
-  if (L.ratio > 0) lane(L.comp, o.comp, sb, ckv, cgate, L.ratio, L.has_indexer, pos, side());
-  if (L.has_indexer) lane(L.index, o.index, sb, ikv, igate, L.ratio, true, pos, side());
+  if (L.ratio > 0) {
+    compressor_step(lane_args(L.comp, o.comp, sb, ckv, cgate, L.ratio, L.has_indexer), pos, side());
+    mark("comp_lane_pool");
+  }
+  if (L.has_indexer) {
+    compressor_step(lane_args(L.index, o.index, sb, ikv, igate, L.ratio, true), pos, side());
+    mark("index_lane_pool");
+  }
   // main branch: the queries
   dc::rmsnorm_f32(qr, L.q_a_norm, qr, 1, c.q_lora, c.rms_eps, stream);
   mv(L.q_b, qr, q, stream);
@@ -233,7 +137,7 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   if (L.has_indexer) mv(L.index_q_b, qr, S(sl.iq), stream);
   mark("attn_q");
   join();
-  AttendArgs a{q, ring, c.window, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd, sl.max_rows,
+  AttendArgs a{q, ring, c.window, lay.ring_rows, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd, sl.max_rows,
                S(sl.part), S(sl.part_ml), S(sl.heads), c.rope_dim, inv};
   if (L.ratio > 0) {
     if (L.has_indexer) {
@@ -365,8 +269,14 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.lay = state_layout(c, m.info.max_context);
   m.sl = scratch_layout(c, m.info.max_context);
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "deepseek_v4 step scratch");
-  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes);
-  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float));
+  if (copt.chunk_rows < 1 || copt.chunk_rows > kMaxChunkRows)
+    throw InputError("deepseek_v4 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
+                     std::to_string(kMaxChunkRows));
+  m.cl = chunk_layout(c, m.sl, copt.chunk_rows);
+  if (copt.chunk_rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "deepseek_v4 chunk scratch");
+  // Rows of the step input and logits; the one-token step uses row 0.
+  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(copt.chunk_rows));
+  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float) * size_t(copt.chunk_rows));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.side_stream, cudaStreamNonBlocking));
   DS4_CUDA_CHECK(cudaEventCreateWithFlags(&m.fork_ev, cudaEventDisableTiming));
@@ -390,7 +300,20 @@ const std::map<std::string, double>& DeepseekV4CudaModel::op_times() const { ret
 void DeepseekV4CudaModel::reset_op_times() { impl_->op_ms.clear(); }
 void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
   if (copt.graphs && impl_->observer) throw Error("deepseek_v4 cuda: the layer observer needs direct launches (graphs off)");
+  // The chunk scratch and pinned rows are sized at load: fewer rows are fine, more are not.
+  if (copt.chunk_rows < 1 || copt.chunk_rows > std::max<int64_t>(impl_->cl.rows, 1) ||
+      (copt.chunk_rows > 1 && impl_->cl.rows < 2))
+    throw InputError("deepseek_v4 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " exceeds the " +
+                     std::to_string(impl_->cl.rows) + " rows the model was loaded with");
   impl_->opt = copt;
+}
+
+double DeepseekV4CudaModel::chunk_bytes_ratio(int64_t rows) const {
+  const Config& c = impl_->c;
+  const DecodeBytes& d = impl_->decode_bytes;
+  const double E = double(c.experts), k = double(c.experts_used);
+  const double used = E * (1.0 - std::pow(1.0 - k / E, double(rows)));  // expected union of the rows' top-k sets
+  return (double(d.dense) + double(d.head) + double(d.experts) * used / k) / double(d.total());
 }
 
 void DeepseekV4CudaModel::set_layer_observer(LayerObserver fn) {
@@ -418,6 +341,26 @@ void DeepseekV4CudaModel::forward(ModelState& state, std::span<const int32_t> to
                      std::to_string(m.info.max_context));
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
   uint8_t* in = static_cast<uint8_t*>(m.in_host->p);
+  const int64_t C = m.opt.chunk_rows;
+  if (n > 1 && C > 1 && !m.observer) {  // chunks of up to C rows (chunk.cu)
+    for (int64_t t0 = 0; t0 < n; t0 += C) {
+      const int64_t T = std::min(C, n - t0);
+      for (int64_t t = 0; t < T; ++t) {  // pinned row t: [token id | embedding row] as the step's input
+        uint8_t* row = in + size_t(t) * m.sl.in_bytes;
+        const int32_t tok = tokens[size_t(t0 + t)];
+        std::memcpy(row + m.sl.tok, &tok, sizeof tok);
+        dequantize_row(m.w.embed, tok, reinterpret_cast<float*>(row + m.sl.emb));
+      }
+      const bool last = t0 + T == n;
+      const Logits cm = mode == Logits::kAll ? Logits::kAll : mode == Logits::kLast && last ? Logits::kLast : Logits::kNone;
+      m.run_chunk(st, T, cm);
+      st.pos += T;
+      const float* src = static_cast<const float*>(m.logits_host->p);
+      if (cm == Logits::kAll) std::copy_n(src, T * V, logits.data() + t0 * V);
+      else if (cm == Logits::kLast) logits.assign(src, src + V);
+    }
+    return;
+  }
   for (int64_t t = 0; t < n; ++t) {
     const int32_t tok = tokens[size_t(t)];
     std::memcpy(in + m.sl.tok, &tok, sizeof tok);  // hash-routed layers read it on the device

@@ -2,9 +2,11 @@
 // DeepSeek V4 Flash on the CUDA backend (issue #10). Same Model interface and results as
 // the CPU model (src/models/deepseek_v4/model.h) within float32 rounding; weights are
 // uploaded once at load (after memory admission, streamed from the mmap), each state's
-// caches (window ring, compressor lanes and entries) live on the GPU, and every token is one
-// decode step, replayed from a CUDA graph captured per state. Prefill runs the same step
-// token by token (no batched GPU prefill yet). No MTP / DSpark draft head on the GPU yet.
+// caches (window ring, compressor lanes and entries) live on the GPU; a single token is one
+// decode step, replayed from a CUDA graph captured per state; a forward of T > 1 tokens
+// (prefill, speculative verify) runs chunks of up to chunk_rows tokens that read every weight
+// once per chunk (chunk.cu), each chunk shape captured as its own graph, with logits equal to
+// as many decode steps bit for bit. No MTP / DSpark draft head on the GPU yet.
 #include <map>
 #include <memory>
 #include <string>
@@ -23,6 +25,10 @@ struct CudaModelOptions {
   // Bit-identical to one stream (test); H200, synthetic Flash at 2048: 58.0 vs 55.8 tok/s
   // (bench/results/cuda-all-h200-2026-12-01). Profiling turns it off (events time one stream).
   bool streams = true;
+  // Tokens per multi-row forward (prefill chunk / verify rows, 1..16): every weight matrix is
+  // read once per chunk. 1 = every token through the one-token decode step. set_options may
+  // lower it below the value the model was loaded with, not raise it.
+  int chunk_rows = 16;
 };
 
 // Default context of a CUDA state when LoadOptions::max_context is 0: every state holds its
@@ -49,6 +55,10 @@ class DeepseekV4CudaModel : public Model {
     size_t total() const { return dense + experts + head; }
   };
   DecodeBytes decode_bytes_per_token() const;
+  // Weight bytes one chunk of `rows` tokens reads over one decode token's: every matrix once,
+  // routed experts as the expected union of the rows' top-k sets, E (1 - (1 - k/E)^rows),
+  // under uniform independent routing (the bytes floor of a verify of `rows` rows).
+  double chunk_bytes_ratio(int64_t rows) const;
   // Debugging (direct launches only): called after every layer with its output HC state
   // {hc, hidden} (one token). Throws ds4::Error with graphs on.
   void set_layer_observer(LayerObserver fn);

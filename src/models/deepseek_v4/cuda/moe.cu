@@ -22,9 +22,14 @@ __device__ __forceinline__ float score_of(int f, float x) {
   return x;  // softmax: normalized over the row below
 }
 
-// One block: scores, then the chosen experts (hash table row, or top-k of score + bias with
-// ties to the lower index, in rank order as topk_f32) and their normalized, scaled weights.
-__global__ void route_kernel(RouteArgs a) {
+// One block per token: scores, then the chosen experts (hash table row, or top-k of score +
+// bias with ties to the lower index, in rank order as topk_f32) and their normalized, scaled
+// weights. Token t (blockIdx.x) reads logits / token at t * stride, writes ids / weights at t * K.
+__global__ void route_kernel(RouteArgs a, int64_t stride) {
+  {
+    const int64_t t = blockIdx.x;
+    a.logits += t * stride, a.token += t * stride, a.ids += t * a.k, a.weights += t * a.k;
+  }
   extern __shared__ float p[];  // {E} scores, then {E} biased
   float* biased = p + a.experts;
   __shared__ int chosen[kMaxK];
@@ -64,7 +69,8 @@ __global__ void route_kernel(RouteArgs a) {
 }
 
 __global__ void swiglu_clamp_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t rows,
-                                    int64_t cols, int64_t in_stride, float limit, float* __restrict__ y) {
+                                    int64_t cols, int64_t in_stride, float limit, float* __restrict__ y,
+                                    int64_t out_stride) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
   const int64_t r = i / cols, c = i % cols;
@@ -73,11 +79,15 @@ __global__ void swiglu_clamp_kernel(const float* __restrict__ g, const float* __
     gv = fminf(gv, limit);
     uv = fminf(fmaxf(uv, -limit), limit);
   }
-  y[i] = gv / (1.f + expf(-gv)) * uv;
+  y[r * out_stride + c] = gv / (1.f + expf(-gv)) * uv;
 }
 
 __global__ void combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
-                               const float* __restrict__ sh, int64_t d, float* __restrict__ out) {
+                               const float* __restrict__ sh, int64_t d, float* __restrict__ out, int64_t stride) {
+  {
+    const int64_t t = blockIdx.y;
+    y += t * k * d, w += t * k, sh += t * stride, out += t * stride;
+  }
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= d) return;
   float r = 0.f;
@@ -87,23 +97,24 @@ __global__ void combine_kernel(const float* __restrict__ y, const float* __restr
 
 }  // namespace
 
-void moe_route(const RouteArgs& a, cudaStream_t s) {
+void moe_route(const RouteArgs& a, cudaStream_t s, const Rows& rows) {
   if (a.k < 1 || a.k > kMaxK || a.k > a.experts)
     throw InputError("deepseek_v4 cuda: experts_used " + std::to_string(a.k) + " unsupported (1.." +
                      std::to_string(kMaxK) + ")");
-  route_kernel<<<1, 256, size_t(a.experts) * 8, s>>>(a);
+  route_kernel<<<unsigned(rows.count), 256, size_t(a.experts) * 8, s>>>(a, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void swiglu_clamp(const float* g, const float* u, int64_t rows, int64_t cols, int64_t in_stride, float limit,
-                  float* y, cudaStream_t s) {
-  swiglu_clamp_kernel<<<unsigned((rows * cols + 255) / 256), 256, 0, s>>>(g, u, rows, cols, in_stride, limit, y);
+                  float* y, cudaStream_t s, int64_t out_stride) {
+  swiglu_clamp_kernel<<<unsigned((rows * cols + 255) / 256), 256, 0, s>>>(g, u, rows, cols, in_stride, limit, y,
+                                                                          out_stride ? out_stride : cols);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out,
-                 cudaStream_t s) {
-  combine_kernel<<<unsigned((d + 255) / 256), 256, 0, s>>>(y, w, k, sh, d, out);
+                 cudaStream_t s, const Rows& rows) {
+  combine_kernel<<<dim3(unsigned((d + 255) / 256), unsigned(rows.count)), 256, 0, s>>>(y, w, k, sh, d, out, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cuda/gemv.h"
 #include "backend/cuda/layout.h"
 #include "models/deepseek_v4/config.h"
 #include "models/deepseek_v4/cuda/device_weights.h"
@@ -21,7 +22,7 @@ struct LaneOffsets {
   size_t entries = 0;                 // {max_ctx / ratio + 1, dim}
 };
 struct LayerOffsets {
-  size_t window = 0;  // {window, head_dim}: rope'd KV rows, row of position p at slot p % window
+  size_t window = 0;  // {ring_rows, head_dim}: rope'd KV rows, row of position p at slot p % ring_rows
   LaneOffsets comp, index;
 };
 struct StateLayout {
@@ -29,6 +30,7 @@ struct StateLayout {
   size_t pos = 0;  // int32 position counter
   size_t bytes = 0;
   int64_t max_ctx = 0;
+  int64_t ring_rows = 0;  // window + kRingSlack (kernels.h: a chunk appends before it attends)
 };
 
 struct ScratchLayout {
@@ -50,6 +52,11 @@ struct ScratchLayout {
 
 using ::ds4::cuda::layout_align;
 
+// Rows of a multi-row chunk at most: gemv_rows' limit, and the ring's slack (kernels.h).
+inline constexpr int64_t kMaxChunkRows = 16;
+static_assert(kMaxChunkRows == ::ds4::cuda::kGemvMaxRows, "moe_group's tok/slot stride is gemv_rows' row limit");
+static_assert(kMaxChunkRows <= kRingSlack + 1, "a chunk's later rows would overwrite an earlier row's window");
+
 inline int64_t lane_entries(int64_t max_ctx, int64_t ratio) { return max_ctx / ratio + 1; }
 
 inline StateLayout state_layout(const Config& c, int64_t max_ctx) {
@@ -65,9 +72,10 @@ inline StateLayout state_layout(const Config& c, int64_t max_ctx) {
     return o;
   };
   s.pos = take(1);
+  s.ring_rows = c.window + kRingSlack;
   for (int64_t l = 0; l < c.layers; ++l) {
     LayerOffsets o;
-    o.window = take(c.window * c.head_dim);
+    o.window = take(s.ring_rows * c.head_dim);
     const int64_t ratio = c.ratio(l);
     if (ratio > 0) {
       const bool csa = c.attn_types[size_t(l)] == AttnType::kCompressedSparse;
@@ -109,6 +117,35 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.min = take(2 * F + c.experts), s.ids = take(K), s.wts = take(K), s.sh = take(H);
   s.egu = take(K * 2 * F), s.eact = take(K * F), s.ey = take(K * H);
   s.hout = take(H), s.logits = take(c.vocab);
+  s.bytes = t.at;
+  return s;
+}
+
+// A multi-row forward (prefill chunk, speculative verify) of up to `rows` tokens: row t has
+// its own copy of the step scratch at t * row_bytes (every per-token buffer becomes a strided
+// {rows, ...} array for gemv_rows and the Rows kernels: row stride row_bytes / 4 floats, a
+// multiple of 64), then the chunk-wide MoE buffers below (the experts' rows are grouped
+// across tokens, so they are packed, not per row).
+struct ChunkLayout {
+  int64_t rows = 0;
+  size_t row_bytes = 0;
+  size_t ids = 0, wts = 0;                 // routing {rows, K}: slot s = t * K + j
+  size_t egu = 0, eact = 0, ey = 0;        // {rows * K, 2F}, {rows * K, F}, {rows * K, H}
+  size_t experts = 0, live = 0, counts = 0, tok = 0, slot = 0;  // backend/cuda moe_group
+  size_t bytes = 0;
+};
+
+inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_t rows) {
+  ChunkLayout s;
+  s.rows = rows;
+  s.row_bytes = sl.bytes;
+  ::ds4::cuda::LayoutTaker t;
+  t.at = layout_align(size_t(rows) * sl.bytes);
+  const int64_t K = c.experts_used, F = c.expert_ff, H = c.hidden, RK = rows * K;
+  s.ids = t.take(RK), s.wts = t.take(RK);
+  s.egu = t.take(RK * 2 * F), s.eact = t.take(RK * F), s.ey = t.take(RK * H);
+  s.experts = t.take(RK), s.live = t.take(1), s.counts = t.take(RK);
+  s.tok = t.take(RK * kMaxChunkRows), s.slot = t.take(RK * kMaxChunkRows);
   s.bytes = t.at;
   return s;
 }

@@ -24,6 +24,7 @@
 #include "backend/cuda/conv1d.h"
 #include "backend/cuda/delta_rule.h"
 #include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/moe_group.h"
 #include "backend/cuda/norm.h"
 #include "core/error.h"
 #include "models/glm5/cuda/kernels.h"
@@ -153,9 +154,9 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   mark("moe route + group");
   const RouteShape rsh{E, K, c.norm_topk_prob, c.routed_scaling_factor};
   moe_route(R(0, sl.router), m.bias, rsh, ids, wts, stream, Rows{rows, rs()});  // ids, wts {rows, K}
-  const MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
+  const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
                    C<int32_t>(cl.slot), kGroupRows};
-  moe_group(ids, rows, K, E, g, stream);
+  dc::moe_group(ids, rows, K, E, g, stream);
   mark("moe shared down");
   dc::swiglu_clamp_strided_f32(R(0, sl.gu), rs(), rows, Sh, lim, R(0, sl.act), rs(), stream);
   mgemv(m.sh_down, sl.act, sl.sh_out);

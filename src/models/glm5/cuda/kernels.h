@@ -92,16 +92,8 @@ void moe_route(const float* logits, const float* bias, const RouteShape& sh, int
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out, cudaStream_t s,
                  const Rows& rows = {});
 
-// Multi-row MoE (prefill chunk / verify): the routed (token, slot) pairs ids {rows, k} grouped
-// per expert so each used expert's matrices are read once for all its rows. Entries in order
-// of first use: experts[u], counts[u] rows, tok[u * group_stride + i] = token t (the x row)
-// and slot[u * group_stride + i] = t * k + j (the expert output row); *live = entries used.
-// Every row picks k distinct experts, so no entry has more than `rows` rows.
-struct MoeGroup {
-  int32_t *experts, *live, *counts, *tok, *slot;
-  int64_t group_stride;
-};
-void moe_group(const int32_t* ids, int64_t rows, int64_t k, int64_t experts, const MoeGroup& g, cudaStream_t s);
+// Multi-row MoE: the chunk's (token, expert) pairs are grouped per expert by
+// backend/cuda/moe_group.h (shared with DeepSeek V4).
 
 // ---- head.cu (layer.cpp hc_mean) ----
 // out {hidden} = rmsnorm(mean over the n streams of x {n, hidden}) * norm: the final collapse.

@@ -1,0 +1,212 @@
+// The multi-row forward of the CUDA DeepSeek V4 model: a chunk of up to cl.rows tokens
+// (prefill chunk, speculative verify of k+1 rows) through every layer with each weight matrix
+// read once per chunk (backend/cuda gemv_rows), every other op one launch for all rows:
+//   - projections, o LoRA, shared expert, HC head, lm_head: gemv_rows over the chunk;
+//   - MoE: routing per row (one launch), the (token, expert) pairs grouped per expert
+//     (backend/cuda moe_group) so each used expert is read once for all the rows routed to it;
+//   - mHC, norms, rope: the Rows variants of the decode kernels (rows are independent);
+//   - the parts that carry state from one token to the next:
+//       KV rows: every row's KV row goes into the window ring first (the ring has kRingSlack
+//         spare slots, so no row of the chunk overwrites a position an earlier row still sees);
+//       compressor lanes: one block walks the rows in order (store, close, pool);
+//       indexer + attention: then row t scores / attends at position *pos + t over exactly the
+//         ring rows and entries it would see as a decode step (later rows' entries are never
+//         read: the counts come from the row's own position).
+// Row t computes with the decode step's code on its own copy of the step scratch
+// (step_layout.h ChunkLayout), and gemv_rows equals the decode step's direct-path gemv bit for
+// bit, so a chunk's logits and state equal as many decode steps exactly (test_deepseek_v4_cuda).
+// A chunk of a given size and logits mode is captured once per state as a CUDA graph.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "backend/cuda/graph_step.h"
+#include "backend/cuda/moe_group.h"
+#include "backend/cuda/norm.h"
+#include "models/deepseek_v4/cuda/model_impl.h"
+
+namespace ds4::deepseek_v4 {
+
+// y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats).
+void DeepseekV4CudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, cudaStream_t s) {
+  dc::GemvRows r;
+  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
+  dc::gemv_rows(w, R(0, x_off), R(0, y_off), r, s);
+}
+
+// proj() over the rows: one gemv_rows per stacked run, outputs back to back in each row.
+void DeepseekV4CudaModel::Impl::mproj(const DProj& p, size_t x_off, size_t y_off) {
+  for (const WeightMatrix& m : p.runs) {
+    mgemv(m, x_off, y_off, stream);
+    y_off += size_t(m.rows) * sizeof(float);
+  }
+}
+
+// hc_pre() over the rows: fn's column blocks {splits, mix} per row, then the split + collapse.
+void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, size_t x_off) {
+  dc::GemvRows r;
+  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
+  r.batch = dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows};
+  dc::gemv_rows(h.fn, R(0, x_off), R(0, sl.mix), r, stream);
+  dc::HcDims d = hcd;
+  d.mix_splits = h.splits;
+  dc::hc_pre_f32(R(0, sl.mix), h.scale, h.base, d, R(0, x_off), norm, R(0, sl.col), R(0, sl.post), R(0, sl.comb),
+                 dc::HcRows{rows, rs()}, stream);
+  mark("hc_pre");
+}
+
+// attention() over the rows (the same streams and order of dependencies; see the file comment).
+void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
+  const DLayer& L = dw.layers[size_t(l)];
+  const LayerOffsets& o = lay.layers[size_t(l)];
+  uint8_t* sb = st.buf.as<uint8_t>();
+  const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
+  const int64_t hd = c.head_dim;
+  const float* inv = L.ratio > 0 ? dw.inv_comp : dw.inv_main;
+  const Rows all = all_rows();
+  auto RI = [&](size_t off) { return reinterpret_cast<int32_t*>(R(0, off)); };
+  // attn_in outputs per row, byte offsets: {q_lora | hd | comp width x2 | index width x2 | index_heads}
+  const size_t cw = L.ratio > 0 ? size_t(L.comp.width) * 4 : 0, iwd = L.has_indexer ? size_t(L.index.width) * 4 : 0;
+  const size_t qr = sl.ain, kv = qr + size_t(c.q_lora) * 4, ckv = kv + size_t(hd) * 4, cgate = ckv + cw;
+  const size_t ikv = cgate + cw, igate = ikv + iwd, iw = igate + iwd;
+  mproj(L.attn_in, sl.col, sl.ain);
+  mark("attn_in_proj");
+  // side branch: every row's KV row into the ring, the compressor lanes row by row
+  fork();
+  float* ring = reinterpret_cast<float*>(sb + o.window);
+  norm_rope(R(0, kv), NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, lay.ring_rows, c.ds4_numerics}, pos,
+            side(), all);
+  mark("attn_kv");
+  if (L.ratio > 0) {
+    compressor_step(lane_args(L.comp, o.comp, sb, R(0, ckv), R(0, cgate), L.ratio, L.has_indexer), pos, side(), all);
+    mark("comp_lane_pool");
+  }
+  if (L.has_indexer) {
+    compressor_step(lane_args(L.index, o.index, sb, R(0, ikv), R(0, igate), L.ratio, true), pos, side(), all);
+    mark("index_lane_pool");
+  }
+  // main branch: the queries
+  dc::rmsnorm_strided_f32(R(0, qr), rs(), L.q_a_norm, R(0, qr), rs(), rows, c.q_lora, c.rms_eps, stream);
+  mgemv(L.q_b, qr, sl.q, stream);
+  norm_rope(R(0, sl.q), NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream, all);
+  if (L.has_indexer) mgemv(L.index_q_b, qr, sl.iq, stream);
+  mark("attn_q");
+  join();
+  AttendArgs a{R(0, sl.q), ring, c.window, lay.ring_rows, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd,
+               sl.max_rows, R(0, sl.part), R(0, sl.part_ml), R(0, sl.heads), c.rope_dim, inv};
+  if (L.ratio > 0) {
+    if (L.has_indexer) {
+      const IndexerArgs ia{R(0, sl.iq), R(0, iw), reinterpret_cast<const float*>(sb + o.index.entries), c.index_heads,
+                           c.index_dim, c.rope_dim, L.ratio, c.index_topk, lane_entries(lay.max_ctx, L.ratio),
+                           c.ds4_numerics, dw.inv_comp, R(0, sl.iscores), RI(sl.sel), RI(sl.nsel)};
+      indexer_select(ia, pos, stream, all);
+      a.sel = RI(sl.sel);
+      a.nsel = RI(sl.nsel);
+      mark("indexer");
+    }
+    a.entries = reinterpret_cast<const float*>(sb + o.comp.entries);
+    a.ratio = L.ratio;
+  }
+  attend(a, pos, stream, all);
+  mark("attend");
+  // grouped o LoRA per row: group g's heads through rows [g * o_lora, (g+1) * o_lora) of o_a
+  WeightMatrix oa = L.o_a;
+  oa.rows = c.o_lora;
+  dc::GemvRows r;
+  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
+  r.batch = dc::GemvBatch{int(c.o_groups), nullptr, size_t(c.o_lora * L.o_a.row_stride_bytes()), 0,
+                          c.heads * hd / c.o_groups, c.o_lora};
+  dc::gemv_rows(oa, R(0, sl.heads), R(0, sl.low), r, stream);
+  mgemv(L.o_b, sl.low, sl.y, stream);
+  mark("attn_out");
+}
+
+// moe() over the rows: route every row, group the pairs per expert, each used expert read once.
+void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
+  const DLayer& L = dw.layers[size_t(l)];
+  const int64_t K = c.experts_used, F = c.expert_ff, H = c.hidden, E = c.experts, pairs = rows * K;
+  const size_t shg = sl.min, shu = shg + size_t(F) * 4, router = shu + size_t(F) * 4;  // moe_in outputs per row
+  const Rows all = all_rows();
+  mproj(L.moe_in, sl.col, sl.min);
+  mark("moe_in_proj");
+  fork();  // side branch: the shared expert
+  swiglu_clamp(R(0, shg), R(0, shu), rows, F, rs(), c.swiglu_limit, R(0, shg), side(), rs());
+  mgemv(L.sh_down, shg, sl.sh, side());
+  mark("shared_expert");
+  int32_t* ids = C<int32_t>(cl.ids);  // {rows, K}
+  float* wts = C(cl.wts);
+  moe_route(RouteArgs{R(0, router), L.router_bias, L.tid2eid, reinterpret_cast<const int32_t*>(R(0, sl.tok)),
+                      c.experts, K, int(c.score), c.norm_topk, float(c.routed_scale), ids, wts},
+            stream, all);
+  const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
+                       C<int32_t>(cl.slot), kMaxChunkRows};
+  dc::moe_group(ids, rows, K, E, g, stream);
+  mark("moe_route");
+  // Entry u = a used expert (at most min(E, rows * K) of them; *live decides on the device).
+  dc::GemvRows r;
+  r.n = int(rows);
+  r.batch = dc::GemvBatch{int(std::min(E, pairs)), g.experts, L.gate_up.stride, 0, 0, 0};
+  r.live = g.live, r.counts = g.counts;
+  r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
+  dc::gemv_rows(L.gate_up.first, R(0, sl.col), C(cl.egu), r, stream);
+  mark("experts_gate_up");
+  swiglu_clamp(C(cl.egu), C(cl.egu) + F, pairs, F, 2 * F, c.swiglu_limit, C(cl.eact), stream);
+  r.batch.id_stride = L.down.stride;
+  r.x_row = F, r.x_idx = g.slot, r.y_row = H;  // eact {rows * K, F} -> ey {rows * K, H}
+  dc::gemv_rows(L.down.first, C(cl.eact), C(cl.ey), r, stream);
+  mark("experts_down");
+  join();
+  moe_combine(C(cl.ey), wts, K, R(0, sl.sh), H, R(0, sl.y), stream, all);
+  mark("moe_combine");
+}
+
+// Everything of one chunk of `rows` tokens: the pinned input rows in, every layer, logits out
+// (row rows-1 to pinned row 0 for kLast; every row for kAll), position counter += rows.
+void DeepseekV4CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
+  const int64_t V = c.vocab;
+  const dc::HcRows hr{rows, rs()};
+  mark("start");
+  // pinned row t [token id | embedding] -> row t's scratch (sl.tok = 0, then sl.emb)
+  DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.tok), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
+                                   cudaMemcpyHostToDevice, stream));
+  dc::hc_expand_f32(R(0, sl.emb), hcd, R(0, sl.xa), hr, stream);  // every stream starts as the embedding
+  mark("embed");
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const DLayer& L = dw.layers[size_t(l)];
+    hc_pre_rows(L.attn_hc, L.attn_norm, sl.xa);
+    attention_rows(st, l);
+    dc::hc_post_f32(hcd, R(0, sl.y), R(0, sl.xa), R(0, sl.post), R(0, sl.comb), R(0, sl.xb), hr, stream);
+    mark("hc_post");
+    hc_pre_rows(L.ffn_hc, L.ffn_norm, sl.xb);
+    moe_rows(l);
+    dc::hc_post_f32(hcd, R(0, sl.y), R(0, sl.xb), R(0, sl.post), R(0, sl.comb), R(0, sl.xa), hr, stream);
+    mark("hc_post");
+  }
+  if (mode != Logits::kNone) {
+    const int64_t t0 = mode == Logits::kAll ? 0 : rows - 1, n = rows - t0;  // the rows that want logits
+    dc::GemvRows r;
+    r.n = int(n), r.x_row = rs(), r.y_row = rs();
+    const DHc& h = dw.head_hc;
+    r.batch = dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows};
+    dc::gemv_rows(h.fn, R(t0, sl.xa), R(t0, sl.mix), r, stream);
+    dc::HcDims d = hcd;
+    d.mix_splits = h.splits;
+    dc::hc_head_f32(R(t0, sl.mix), h.scale, h.base, d, R(t0, sl.xa), dw.norm, R(t0, sl.hout), dc::HcRows{n, rs()},
+                    stream);
+    r.batch = dc::GemvBatch{};
+    dc::gemv_rows(dw.lm_head, R(t0, sl.hout), R(t0, sl.logits), r, stream);
+    DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(t0, sl.logits), cl.row_bytes,
+                                     size_t(V) * sizeof(float), size_t(n), cudaMemcpyDeviceToHost, stream));
+    mark("head");
+  }
+  dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), int32_t(rows), stream);
+}
+
+void DeepseekV4CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {
+  rows = n;
+  const int64_t key = n * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0);
+  dc::run_graph_step(stream, st.chunk_graph[key], opt.graphs, [&] { enqueue_chunk(st, mode); });
+  collect_profile();
+}
+
+}  // namespace ds4::deepseek_v4

@@ -1,0 +1,143 @@
+#pragma once
+// Internal to the CUDA DeepSeek V4 model: the model's private state and a conversation's
+// device state, shared by model_cuda.cu (the one-token decode step) and chunk.cu (the
+// multi-row forward of a prefill chunk or a speculative verify).
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/memory.h"
+#include "formats/tensor_source.h"
+#include "models/cuda_candidates.h"
+#include "models/deepseek_v4/config.h"
+#include "models/deepseek_v4/cuda/device_weights.h"
+#include "models/deepseek_v4/cuda/kernels.h"
+#include "models/deepseek_v4/cuda/model_cuda.h"
+#include "models/deepseek_v4/cuda/step_layout.h"
+#include "models/deepseek_v4/weights.h"
+
+namespace ds4::deepseek_v4 {
+
+namespace dc = ds4::cuda;
+using namespace ds4::deepseek_v4::cuda;
+
+// Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
+using Pinned = dc::PinnedHost;
+
+// GEMV read path per format, from the H200 GEMV bench (bench/results/cuda-h200-2026-12-01):
+// the direct path beats the staged one kAuto would pick for ds4's formats (Q8_0 dense 1233 vs
+// 1016 GB/s at 4096x4096, IQ2_XXS expert up 348 vs 283, Q2_K expert down 506 vs 398), and
+// Q8_0 runs best with 4 rows per block (rows-per-block sweep: 1566 vs 1233 GB/s at 4096x4096,
+// 2042 vs 1483 at 16384x8192). Every row is computed alone either way; gemv_rows (the chunk)
+// reads the direct path's per-thread order, so its rows equal these gemvs bit for bit.
+inline dc::GemvOptions gemv_options(DType t) {
+  dc::GemvOptions o;
+  o.path = dc::GemvPath::kDirect;
+  if (t == DType::Q8_0) o.rows_per_block = 4;
+  return o;
+}
+
+class CudaState : public ModelState {
+ public:
+  explicit CudaState(const StateLayout& lay) : buf(lay.bytes, "deepseek_v4 state (context caches)") {
+    DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
+    // The step runs on a non-blocking stream, which does not wait for the legacy stream.
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  ~CudaState() override {
+    for (auto& g : graph)
+      if (g) cudaGraphExecDestroy(g);
+    for (auto& [key, g] : chunk_graph)
+      if (g) cudaGraphExecDestroy(g);
+  }
+  std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
+  int64_t position() const override { return pos; }
+  size_t bytes() const override { return buf.bytes(); }
+
+  dc::DeviceBuffer buf;  // every layer's caches + the position counter
+  int64_t pos = 0;
+  cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
+  std::map<int64_t, cudaGraphExec_t> chunk_graph;  // multi-row forwards, by rows * 3 + logits mode
+
+ private:
+  // A clone captures its own graphs (they hold this state's addresses).
+  CudaState(const CudaState& o) : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos) {
+    DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
+  }
+};
+
+struct DeepseekV4CudaModel::Impl {
+  std::unique_ptr<TensorSource> src;
+  Config c;
+  Weights w;  // host views (the embedding is read from here)
+  ModelInfo info;
+  CudaModelOptions opt;
+  DeviceWeights dw;
+  StateLayout lay;
+  ScratchLayout sl;
+  dc::DeviceBuffer scratch;
+  std::unique_ptr<Pinned> in_host, logits_host;  // chunk_rows rows; the one-token step uses row 0
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
+  bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
+  cudaStream_t side_stream = nullptr;      // second stream of CudaModelOptions::streams
+  cudaEvent_t fork_ev = nullptr, join_ev = nullptr;
+  dc::HcDims hcd;
+  DeepseekV4CudaModel::DecodeBytes decode_bytes;
+  LayerObserver observer;
+  std::vector<float> observed;
+  // profiling (direct launches): events after each op, their names, summed ms per name
+  std::vector<cudaEvent_t> events;
+  std::vector<const char*> event_names;
+  size_t n_events = 0;
+  std::map<std::string, double> op_ms;
+
+  float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
+  int32_t* SI(size_t off) const { return reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + off); }
+  void mark(const char* name);
+  void hc_mix(const DHc& h, const float* x);
+  void hc_pre(const DHc& h, const float* norm, const float* x);
+  void proj(const DProj& p, const float* x, float* y);
+  void mv(const WeightMatrix& m, const float* x, float* y, cudaStream_t s) const;
+  // The stream of a layer's side branch (the main stream when streams are off); fork makes
+  // it wait for the main stream's work so far, join makes the main stream wait for it.
+  bool two_streams() const { return opt.streams && !opt.profile; }
+  cudaStream_t side() const { return two_streams() ? side_stream : stream; }
+  void fork();
+  void join();
+  LaneArgs lane_args(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv, const float* gate,
+                     int64_t ratio, bool overlap) const;
+  void attention(CudaState& st, int64_t l);
+  void moe(int64_t l);
+  void enqueue_step(CudaState& st, bool logits);
+  void run_step(CudaState& st, bool logits);
+  void collect_profile();
+
+  // ---- chunk.cu: the multi-row forward (up to cl.rows tokens, each with its own row scratch) ----
+  ChunkLayout cl;
+  dc::DeviceBuffer chunk;
+  int64_t rows = 0;  // rows of the chunk being enqueued
+  float* R(int64_t t, size_t off) const {
+    return reinterpret_cast<float*>(chunk.as<uint8_t>() + size_t(t) * cl.row_bytes + off);
+  }
+  template <class T = float>
+  T* C(size_t off) const { return reinterpret_cast<T*>(chunk.as<uint8_t>() + off); }
+  int64_t rs() const { return int64_t(cl.row_bytes / 4); }  // floats between rows
+  Rows all_rows() const { return Rows{rows, rs()}; }
+  void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, cudaStream_t s);
+  void mproj(const DProj& p, size_t x_off, size_t y_off);
+  void hc_pre_rows(const DHc& h, const float* norm, size_t x_off);
+  void attention_rows(CudaState& st, int64_t l);
+  void moe_rows(int64_t l);
+  void enqueue_chunk(CudaState& st, Logits mode);
+  void run_chunk(CudaState& st, int64_t n, Logits mode);
+};
+
+}  // namespace ds4::deepseek_v4
