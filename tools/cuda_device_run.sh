@@ -15,7 +15,8 @@
 # for the whole script) the GEMV SASS, an ncu pass over the GEMV kernels and both tests under
 # compute-sanitizer. Logs go to OUTDIR; the exit code is non-zero when a test failed.
 # test_synthetic_cuda and, with SYNTH_FULL=1, the full-size synthetic GLM/Qwen benches (own block),
-# Usage, from the tree root: [BUDGET_S=225] [SKIP_GEMV_BENCH=1] [SKIP_QWEN=1] [SKIP_GLM_SYNTH64=1] [DS4_SYNTH_GGUF=FILE]
+# the upload bench (bench_cuda_upload, unless SKIP_UPLOAD_BENCH=1; UPLOAD_GB sets its size),
+# Usage, from the tree root: [BUDGET_S=225] [SKIP_GEMV_BENCH=1] [SKIP_UPLOAD_BENCH=1] [UPLOAD_GB=6] [SKIP_QWEN=1] [SKIP_GLM_SYNTH64=1] [DS4_SYNTH_GGUF=FILE]
 #   [SYNTH_FULL=1]
 #   tools/cuda_device_run.sh OUTDIR      (SKIP_QWEN: no Qwen test/bench/sanitizer/ncu pass)
 # nlohmann/json.hpp (CPU model config parsing) is not on the H200 image: when the system has
@@ -46,7 +47,7 @@ t0=$(date +%s)
 if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc 2>/dev/null &&
    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=OFF \
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
-   cmake --build "$build" --target test_cuda_ops test_gemv_decode test_cuda_canary test_cuda_sample bench_cuda_gemv test_qwen_next_cuda bench_qwen_next_cuda \
+   cmake --build "$build" --target test_cuda_ops test_gemv_decode test_cuda_canary test_cuda_sample bench_cuda_gemv bench_cuda_upload test_qwen_next_cuda bench_qwen_next_cuda \
      test_deepseek_v4_cuda bench_deepseek_v4_cuda -j 16 >>"$out/build.txt" 2>&1; then
   bin=$build/bin
   log "cmake build ok in $(( $(date +%s) - t0 )) s"
@@ -77,6 +78,7 @@ else
       "$root"/src/engine/sampler.cpp "$root"/src/engine/sampler_ds4.cpp "$root"/src/engine/sampler_mtplx.cpp \
       ./*_src_models_sample_candidates.cpp.o $ops &&
     "$nvcc" "${flags[@]}" -o bench_cuda_gemv "$root/bench/cuda_gemv/bench_cuda_gemv.cu" $ops &&
+    "$nvcc" "${flags[@]}" -o bench_cuda_upload "$root/bench/cuda_upload/bench_cuda_upload.cu" $ops &&
     all=$(ls ./*.o | grep -v host_ref) &&
     "$nvcc" "${flags[@]}" -o test_qwen_next_cuda "$root/tests/cuda/test_qwen_next_cuda.cu" $all -lpthread &&
     "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all -lpthread &&
@@ -241,6 +243,17 @@ if [ -n "${SYNTH_FULL:-}" ]; then
   fi
 fi
 
+# Weight upload GB/s (issue #10): per-piece pageable cudaMemcpy vs the pinned staged path vs the
+# pinned ceiling, same run; UPLOAD_GB (default 6) of synthetic pieces, every staged byte read back.
+touch "$out/bench_cuda_upload.txt"
+if [ -z "${SKIP_UPLOAD_BENCH:-}" ] && [ "$(left)" -gt 60 ]; then
+  log "bench_cuda_upload ${UPLOAD_GB:-6} 3, $(left) s left"
+  timeout 120 "$bin/bench_cuda_upload" "${UPLOAD_GB:-6}" 3 2>&1 | tee "$out/bench_cuda_upload.txt"
+  upload_rc=${PIPESTATUS[0]}
+  log "bench_cuda_upload exit $upload_rc (1 = a staged byte differs, 124 = timed out)"
+  [ "$upload_rc" -ne 1 ] || [ "$test_rc" -ne 0 ] || test_rc=1
+fi
+
 touch "$out/bench_cuda_gemv.txt"
 if [ -z "${SKIP_GEMV_BENCH:-}" ]; then
   log "bench_cuda_gemv 20"
@@ -313,5 +326,6 @@ cat "$out/test_qwen_next_cuda.txt" "$out/bench_qwen_next_cuda.txt"
 cat "$out/test_deepseek_v4_cuda.txt" "$out/bench_deepseek_v4_cuda.txt"
 cat "$out/test_glm5_cuda.txt" "$out/bench_glm5_cuda.txt" 2>/dev/null  # GLM 5.x
 cat "$out/test_synthetic_cuda.txt" "$out/bench_synthetic_full.txt"
+tail -12 "$out/bench_cuda_upload.txt"
 tail -30 "$out/bench_cuda_gemv.txt"
 exit "$test_rc"

@@ -19,15 +19,40 @@ size_t Uploader::scale_bytes(const WeightMatrix& m) {
   return mlx ? size_t(m.rows * (m.cols / m.group_size) * row_bytes(m.scale_type, 1)) : 0;
 }
 
+Uploader::Uploader(uint8_t* base, MatrixFill* fill, StagedUpload* sink) : base_(base), fill_(fill), sink_(sink) {
+  DS4_CHECK(!base || sink, "Uploader: a copy pass needs its staged upload");
+}
+
 const void* Uploader::add_run(const std::vector<std::pair<const void*, size_t>>& pieces) {
   const size_t off = used_;
   size_t at = off;
   for (const auto& [host, bytes] : pieces) {
-    if (base_ && host) DS4_CUDA_CHECK(cudaMemcpy(base_ + at, host, bytes, cudaMemcpyHostToDevice));
+    if (base_) sink_->put(at, host, bytes);
     at += bytes;
+    payload_ += bytes;
   }
   used_ = align_up(at);
   return base_ ? base_ + off : nullptr;
+}
+
+DeviceBuffer upload_two_pass(const std::string& what, MatrixFill* fill, const std::function<void(Uploader&)>& bind,
+                             const StagingOptions& opt) {
+  Uploader sizing(nullptr, fill);
+  bind(sizing);
+  DeviceBuffer buf(sizing.used(), what);  // admission inside
+  StagingOptions o = opt;
+  o.max_gap = kAlign - 1;  // a shorter gap is alignment padding (a fill's space is a hole: never bridged)
+  StagedUpload st(buf.as<uint8_t>(), sizing.payload(), what, o);
+  Uploader copy(buf.as<uint8_t>(), fill, &st);
+  bind(copy);
+  DS4_CHECK(copy.used() == sizing.used(), what + ": the copy pass placed " + std::to_string(copy.used()) +
+                                              " bytes, the sizing pass " + std::to_string(sizing.used()));
+  // The fills run on their own stream (the legacy default one); the model's non-blocking
+  // step stream would not wait for them. Before finish(), so that its closing line's time
+  // includes them (fill bytes count as done when launched).
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  st.finish();
+  return buf;
 }
 
 const float* Uploader::vec(const std::vector<float>& v, float offset) {

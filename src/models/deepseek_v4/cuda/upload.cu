@@ -1,13 +1,15 @@
 // Weight upload for the CUDA DeepSeek V4 model: one pass sizes everything, admission checks
 // it, a second pass copies each tensor from its mmap'd bytes into one device buffer
-// (256-byte aligned pieces). Nothing is staged in host RAM beyond the page cache.
+// (256-byte aligned pieces) through the shared pinned staging (backend/cuda/weight_upload.h,
+// which does every byte of the copy; this file only decides the layout). Nothing is held in
+// host RAM beyond the page cache and the staging buffers.
 #include <cuda_runtime.h>
 
 #include <cstring>
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/weight_upload.h"
 #include "models/deepseek_v4/cuda/device_weights.h"
 
 namespace ds4::deepseek_v4::cuda {
@@ -17,22 +19,13 @@ constexpr size_t kAlign = 256;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 size_t data_bytes(const WeightMatrix& m) { return size_t(m.rows * m.row_stride_bytes()); }
 
-// Sizing pass (base == nullptr): only counts. Copy pass: copies and returns device pointers.
-class Uploader {
+// DeepSeek's layouts (runs of stacked projections, gate+up experts, split hc matrices) over
+// the shared uploader's pieces: sizing pass when it is not copying, copy pass otherwise.
+class Binder {
  public:
-  explicit Uploader(uint8_t* base) : base_(base) {}
-  const void* add(const void* host, size_t bytes) { return add_run({{host, bytes}}); }
-  // Pieces copied back to back (no padding between them), the run itself aligned.
-  const void* add_run(const std::vector<std::pair<const void*, size_t>>& pieces) {
-    const size_t off = used_;
-    size_t at = off;
-    for (const auto& [host, bytes] : pieces) {
-      if (base_ && bytes) DS4_CUDA_CHECK(cudaMemcpy(base_ + at, host, bytes, cudaMemcpyHostToDevice));
-      at += bytes;
-    }
-    used_ = align_up(at);
-    return base_ ? base_ + off : nullptr;
-  }
+  explicit Binder(ds4::cuda::Uploader& u) : u_(u) {}
+  const void* add(const void* host, size_t bytes) { return u_.add(host, bytes); }
+  const void* add_run(const std::vector<std::pair<const void*, size_t>>& pieces) { return u_.add_run(pieces); }
   // Consecutive parts of one type and width become one stacked matrix (fuse), else one each.
   DProj proj(const std::vector<const WeightMatrix*>& ms, bool fuse) {
     DProj d;
@@ -103,8 +96,8 @@ class Uploader {
     d.splits = sp;
     const size_t chunk = row_b / size_t(sp);
     d.split_stride = size_t(f.rows) * chunk;
-    std::vector<uint8_t> t;
-    if (base_) {  // {splits, rows, chunk}: column block s of every row, then the next block
+    std::vector<uint8_t> t;  // staged by add() before it returns: a temporary is fine
+    if (u_.copying()) {  // {splits, rows, chunk}: column block s of every row, then the next block
       t.resize(size_t(f.rows) * row_b);
       const uint8_t* src = static_cast<const uint8_t*>(f.data);
       for (int64_t s = 0; s < sp; ++s)
@@ -117,14 +110,12 @@ class Uploader {
   DCompressor comp(const CompressorWeights& c) {  // kv / gate projections live in DLayer::attn_in
     return DCompressor{vec(c.ape), vec(c.norm), c.dim, c.width, c.indexer};
   }
-  size_t used() const { return used_; }
 
  private:
-  uint8_t* base_;
-  size_t used_ = 0;
+  ds4::cuda::Uploader& u_;
 };
 
-DLayer layer(Uploader& u, const Config& c, const LayerWeights& w, int64_t l, bool fuse) {
+DLayer layer(Binder& u, const Config& c, const LayerWeights& w, int64_t l, bool fuse) {
   DLayer d;
   std::vector<const WeightMatrix*> in{&w.q_a, &w.kv};
   if (c.ratio(l) > 0) in.insert(in.end(), {&w.comp.kv, &w.comp.gate});
@@ -157,7 +148,7 @@ DLayer layer(Uploader& u, const Config& c, const LayerWeights& w, int64_t l, boo
   return d;
 }
 
-void bind_all(Uploader& u, const Config& c, const Weights& w, const std::vector<float>& inv_main,
+void bind_all(Binder& u, const Config& c, const Weights& w, const std::vector<float>& inv_main,
               const std::vector<float>& inv_comp, bool fuse, DeviceWeights& d) {
   d.layers.clear();
   for (int64_t l = 0; l < c.layers; ++l) d.layers.push_back(layer(u, c, w.layers[size_t(l)], l, fuse));
@@ -175,14 +166,10 @@ size_t mbytes(const WeightMatrix& m) { return data_bytes(m); }
 DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_main,
                              const std::vector<float>& inv_comp, bool fuse) {
   DeviceWeights d;
-  Uploader sizing(nullptr);
-  bind_all(sizing, c, w, inv_main, inv_comp, fuse, d);
-  d.buffer = ds4::cuda::DeviceBuffer(sizing.used(), "deepseek_v4 weights");  // admission inside
-  Uploader copy(d.buffer.as<uint8_t>());
-  bind_all(copy, c, w, inv_main, inv_comp, fuse, d);
-  // Pageable copies may return before the DMA lands; the step's non-blocking stream would
-  // not wait for them.
-  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  d.buffer = ds4::cuda::upload_two_pass("deepseek_v4 weights", nullptr, [&](ds4::cuda::Uploader& u) {
+    Binder b(u);
+    bind_all(b, c, w, inv_main, inv_comp, fuse, d);
+  });
   return d;
 }
 

@@ -1,8 +1,8 @@
 // Weight upload for the CUDA GLM 5.x model through backend/cuda/weight_upload.h: one pass
-// sizes everything, admission checks it, a second pass copies into one device buffer.
+// sizes everything, admission checks it, a second pass copies into one device buffer
+// (pinned staging, progress on stderr).
 #include <cuda_runtime.h>
 
-#include "backend/cuda/check.h"
 #include "models/glm5/cuda/device_weights.h"
 
 namespace ds4::glm5::cuda {
@@ -96,14 +96,7 @@ void bind_all(Uploader& u, const Config& c, const Weights& w, bool fuse, DeviceW
 
 DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse, ds4::cuda::MatrixFill* fill) {
   DeviceWeights d;
-  Uploader sizing(nullptr, fill);
-  bind_all(sizing, c, w, fuse, d);
-  d.buffer = ds4::cuda::DeviceBuffer(sizing.used(), "glm5 weights");  // admission inside
-  Uploader copy(d.buffer.as<uint8_t>(), fill);
-  bind_all(copy, c, w, fuse, d);
-  // Pageable copies may return before the DMA lands; the step's non-blocking stream would not
-  // wait for them.
-  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  d.buffer = ds4::cuda::upload_two_pass("glm5 weights", fill, [&](Uploader& u) { bind_all(u, c, w, fuse, d); });
   return d;
 }
 

@@ -1,11 +1,11 @@
 // Weight upload for the CUDA Qwen model through backend/cuda/weight_upload.h: one pass
-// sizes everything, admission checks it, a second pass copies into one device buffer.
+// sizes everything, admission checks it, a second pass copies into one device buffer
+// (pinned staging, progress on stderr).
 #include <cuda_runtime.h>
 
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/check.h"
 #include "models/qwen_next/cuda/device_weights.h"
 
 namespace ds4::qwen_next::cuda {
@@ -66,14 +66,8 @@ DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vecto
                              ds4::cuda::MatrixFill* fill) {
   (void)c;
   DeviceWeights d;
-  Uploader sizing(nullptr, fill);
-  bind_all(sizing, w, inv_freq, fuse, d);
-  d.buffer = ds4::cuda::DeviceBuffer(sizing.used(), "qwen_next weights");  // admission inside
-  Uploader copy(d.buffer.as<uint8_t>(), fill);
-  bind_all(copy, w, inv_freq, fuse, d);
-  // Pageable copies may return before the DMA lands; the step's non-blocking stream would not
-  // wait for them.
-  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  d.buffer = ds4::cuda::upload_two_pass("qwen_next weights", fill,
+                                        [&](Uploader& u) { bind_all(u, w, inv_freq, fuse, d); });
   return d;
 }
 
