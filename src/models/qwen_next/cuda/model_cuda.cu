@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/rope.h"
@@ -216,6 +217,17 @@ size_t QwenNextCudaModel::weight_bytes_per_token() const {
     for (const WeightMatrix& e : {l.moe.gate_up[0], l.moe.down[0]})
       routed += size_t(c.experts) * (dc::Uploader::data_bytes(e) + 2 * dc::Uploader::scale_bytes(e));
   return weight_bytes() - routed + size_t(double(routed) * double(c.top_k) / double(c.experts));
+}
+
+double QwenNextCudaModel::chunk_bytes_ratio(int64_t rows) const {
+  const Config& c = impl_->c;
+  double routed = 0;
+  for (const auto& l : impl_->w.layers)
+    for (const WeightMatrix& e : {l.moe.gate_up[0], l.moe.down[0]})
+      routed += double(c.experts) * double(dc::Uploader::data_bytes(e) + 2 * dc::Uploader::scale_bytes(e));
+  const double E = double(c.experts), k = double(c.top_k);
+  const double used = E * (1.0 - std::pow(1.0 - k / E, double(rows)));  // expected distinct experts
+  return (double(weight_bytes()) - routed + routed * used / E) / double(weight_bytes_per_token());
 }
 
 std::unique_ptr<ModelState> QwenNextCudaModel::new_state() const {

@@ -48,6 +48,10 @@ class QwenNextCudaModel : public Model {
   // Bytes of weights one decode token reads: all but the routed experts, plus top_k of
   // experts of them (state and KV reads come on top).
   size_t weight_bytes_per_token() const;
+  // Weight bytes a chunk of `rows` rows reads over one token's (the bench's bytes floor):
+  // everything but the routed experts once, routed experts as the expected union of the
+  // rows' top-k under uniform routing.
+  double chunk_bytes_ratio(int64_t rows) const;
   struct Impl;
 
  private:
