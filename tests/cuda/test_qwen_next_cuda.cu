@@ -16,7 +16,8 @@
 //     on the same GPU model. The windows cross QSA block boundaries (idx_ratio 4), the point
 //     where the indexer starts to drop blocks (position 36: budget 32) and the 16-row chunk
 //     boundary.
-//  6. Captured-prefix commit (verify_capture + commit_prefix(keep), every keep in 1..rows):
+//  6. Captured-prefix commit (verify_capture + commit_prefix(keep), every keep in 1..rows, for
+//     2/4/5/7/8 rows and 16 rows with capture_rows 16):
 //     the next decode steps equal bit for bit those of a state that consumed only the kept
 //     tokens by decode steps, and the positions agree; committing one row too many is detected
 //     (different logits); bad keeps, a superseded window and a too-long window are refused.
@@ -301,7 +302,7 @@ void captured_commit(qwen_next::QwenNextCudaModel& m, const std::vector<int32_t>
   const std::span<const int32_t> long_rows(tokens.data() + prefix, 17);
   const bool captured = m.verify_capture(*t3, long_rows, lg);
   check(!captured && t3->position() == base->position(),
-        "captured commit: verify_capture of 17 rows (> chunk_rows) returns false and leaves the state");
+        "captured commit: verify_capture of 17 rows (> capture_rows) returns false and leaves the state");
 }
 
 }  // namespace
@@ -331,8 +332,12 @@ int main(int argc, char** argv) {
       chunk_vs_steps(*gpu, p300, 33, {2, 4, 7, 16, 17}, "tiny chunk");
       chunk_vs_steps(*gpu, p300, 0, {2, 16, 17, 300}, "tiny chunk");
       chunk_vs_steps(*gpu_nograph, p300, 30, {7, 40}, "tiny chunk, direct launches + unstacked");
-      captured_commit(static_cast<qwen_next::QwenNextCudaModel&>(*gpu), p300, 33, {2, 4, 7, 16});
+      captured_commit(static_cast<qwen_next::QwenNextCudaModel&>(*gpu), p300, 33, {2, 4, 7, 8});
       captured_commit(static_cast<qwen_next::QwenNextCudaModel&>(*gpu), p300, 5, {5});
+      qwen_next::CudaModelOptions co16;
+      co16.capture_rows = 16;  // a whole chunk of records, its block boundaries and the 16-row graph
+      qwen_next::QwenNextCudaModel gpu16(open_tensor_source(tiny), o, co16);
+      captured_commit(gpu16, p300, 33, {16});
     }
     if (!quick) default_model(root);
   } catch (const std::exception& e) {

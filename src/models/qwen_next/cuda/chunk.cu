@@ -212,16 +212,20 @@ bool QwenNextCudaModel::verify_capture(ModelState& trial, std::span<const int32_
   if (!st) throw InputError("qwen_next cuda: state does not come from this CUDA model");
   Impl& m = *impl_;
   const int64_t n = int64_t(tokens.size());
-  if (!st->cap_tokens.empty()) throw Error("qwen_next cuda: verify_capture over an uncommitted captured window");
-  if (n < 1 || n > m.opt.chunk_rows) return false;  // not one chunk: the loop verifies on a clone
+  // A live window must be committed first (as on the CPU); one superseded by a later
+  // verify_capture elsewhere has no records left and is dropped.
+  if (!st->cap_tokens.empty() && st->cap_id == m.cap_seq)
+    throw Error("qwen_next cuda: verify_capture over an uncommitted captured window");
+  const int64_t cap_rows = std::min(m.opt.capture_rows, m.opt.chunk_rows);
+  if (n < 1 || (n > 1 && n > cap_rows)) return false;  // not one recorded chunk: the loop verifies on a clone
   m.check_input(*st, tokens);
   const uint64_t id = ++m.cap_seq;  // any earlier window's records are gone from here on
   std::vector<std::vector<int32_t>> ctx0 = st->ple_ctx;
   if (n == 1) {  // nothing to cut back: commit_prefix can only keep the one row
     forward(trial, tokens, Logits::kAll, logits);
   } else {
-    if (m.cap.bytes() == 0) {  // sized once for chunk_rows rows: captured graphs hold its address
-      m.capl = capture_layout(m.c, m.opt.chunk_rows);
+    if (m.cap.bytes() == 0) {  // sized once: captured graphs hold its address
+      m.capl = capture_layout(m.c, cap_rows);
       m.cap = dc::DeviceBuffer(m.capl.bytes, "qwen_next verify capture records");
     }
     const int64_t V = m.c.vocab;

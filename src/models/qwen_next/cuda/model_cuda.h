@@ -22,6 +22,9 @@ struct CudaModelOptions {
   // on the GPU from this seed, embedding rows and PLE rows made per token on the host.
   uint64_t synthetic_seed = 0;
   int chunk_rows = 16;  // rows per multi-row chunk, 1..16 (1: every token is a decode step)
+  // Most rows verify_capture records (made on its first use, min(capture_rows, chunk_rows)
+  // rows; full size ~3.2 MB of GDN state per GDN layer and row, ~0.9 GB at 8 rows).
+  int capture_rows = 8;
 };
 
 class QwenNextCudaModel : public Model {
@@ -36,7 +39,7 @@ class QwenNextCudaModel : public Model {
                           SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
 
   // Captured-prefix commit (DraftHead::verify_capture / commit_prefix, MTPLX semantics):
-  // verify_capture runs `tokens` (1..chunk_rows of them; more: returns false, state untouched)
+  // verify_capture runs `tokens` (1..capture rows of them; more: returns false, state untouched)
   // as one Logits::kAll chunk while recording per row what cannot be cut back (GDN recurrent
   // state and conv input rows, PLE conv input rows and token context); commit_prefix(keep)
   // makes `trial` the state after its first `keep` rows. The records live in the model: one

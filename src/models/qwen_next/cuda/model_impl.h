@@ -131,7 +131,7 @@ struct QwenNextCudaModel::Impl {
 
   // ---- captured verify (chunk.cu): records of one window at a time, for one state ----
   CaptureLayout capl;
-  dc::DeviceBuffer cap;  // made on the first verify_capture (chunk_rows rows), never resized
+  dc::DeviceBuffer cap;  // made on the first verify_capture (capl.rows rows), never resized
   uint64_t cap_seq = 0;  // the window the records belong to (CudaState::cap_id)
   float* CAP(size_t off) const { return reinterpret_cast<float*>(cap.as<uint8_t>() + off); }
 };
