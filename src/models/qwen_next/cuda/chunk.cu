@@ -67,12 +67,13 @@ void QwenNextCudaModel::Impl::hyper_read_rows(const DHyper& h, size_t x_off, boo
 
 // The conv history of a captured verify: [state before the window ; the rows' conv inputs]
 // (step_layout.h CaptureLayout), copied before the conv advances the state.
-static void record_history(float* hist, const float* state, int64_t state_rows, const float* in_rows, size_t in_pitch,
-                           int64_t width, int64_t rows, cudaStream_t s) {
+// state {state_rows, width}; in_rows: row 0's input {width} in the row scratch.
+void QwenNextCudaModel::Impl::record_history(float* hist, const float* state, int64_t state_rows, const float* in_rows,
+                                             int64_t width) {
   const size_t wb = size_t(width) * sizeof(float);
-  DS4_CUDA_CHECK(cudaMemcpyAsync(hist, state, size_t(state_rows) * wb, cudaMemcpyDeviceToDevice, s));
-  DS4_CUDA_CHECK(cudaMemcpy2DAsync(hist + state_rows * width, wb, in_rows, in_pitch, wb, size_t(rows),
-                                   cudaMemcpyDeviceToDevice, s));
+  DS4_CUDA_CHECK(cudaMemcpyAsync(hist, state, size_t(state_rows) * wb, cudaMemcpyDeviceToDevice, stream));
+  DS4_CUDA_CHECK(cudaMemcpy2DAsync(hist + state_rows * width, wb, in_rows, cl.row_bytes, wb, size_t(rows),
+                                   cudaMemcpyDeviceToDevice, stream));
 }
 
 // The PLE block of layer() over the rows; `conv` the layer's dilated conv state, cap_conv
@@ -83,8 +84,7 @@ void QwenNextCudaModel::Impl::ple_rows(const DPle& p, float* conv, float* cap_co
   mproj(p.in, sl.ple_emb + size_t(p.index * sl.ple_stride) * 4, sl.ple_key);  // {rows, [key {hc*d} | value {d}]}
   ple_gate(R(0, sl.ple_key), R(0, sl.ple_val), R(0, sl.h), p.norm_key, p.norm_query, p.norm_conv, hc, d, c.rms_eps,
            R(0, sl.ple_gv), R(0, sl.ple_gvn), stream, all);
-  if (cap_conv) record_history(cap_conv, conv, (c.ple_conv_k - 1) * c.ngram, R(0, sl.ple_gvn), cl.row_bytes, W, rows,
-                               stream);
+  if (cap_conv) record_history(cap_conv, conv, (c.ple_conv_k - 1) * c.ngram, R(0, sl.ple_gvn), W);
   dc::conv1d_rows_f32(R(0, sl.ple_gvn), p.conv, conv, W, c.ple_conv_k, c.ngram, true, R(0, sl.ple_conv),
                       dc::Conv1dRows{rows, rs(), rs()}, stream);
   ple_add(R(0, sl.h), R(0, sl.ple_gv), R(0, sl.ple_conv), W, stream, all);
@@ -95,11 +95,11 @@ void QwenNextCudaModel::Impl::ple_rows(const DPle& p, float* conv, float* cap_co
 void QwenNextCudaModel::Impl::gdn_rows(const DGdn& g, float* conv, float* ssm, float* cap_conv, float* cap_ssm) {
   const GdnShape sh{c.k_heads, c.v_heads, c.k_dim, c.v_dim, c.rms_eps, c.gate_sigmoid};
   const Rows all = all_rows();
-  const int64_t C = c.conv_dim();
+  const int64_t cdim = c.conv_dim();
   mproj(g.in, sl.mixed, sl.raw);  // {rows, [qkv | z | b | a]}
-  if (cap_conv) record_history(cap_conv, conv, c.conv_k - 1, R(0, sl.raw), cl.row_bytes, C, rows, stream);
+  if (cap_conv) record_history(cap_conv, conv, c.conv_k - 1, R(0, sl.raw), cdim);
   // The conv state advances row by row inside one launch (a thread per channel).
-  dc::conv1d_rows_f32(R(0, sl.raw), g.conv, conv, C, c.conv_k, 1, true, R(0, sl.qkv), dc::Conv1dRows{rows, rs(), rs()},
+  dc::conv1d_rows_f32(R(0, sl.raw), g.conv, conv, cdim, c.conv_k, 1, true, R(0, sl.qkv), dc::Conv1dRows{rows, rs(), rs()},
                       stream);
   gdn_prep(R(0, sl.qkv), R(0, sl.b), R(0, sl.a), g.a_log, g.dt_bias, sh, stream, all);
   // One launch; the recurrence loops the rows in order inside the kernel.

@@ -122,6 +122,8 @@ struct QwenNextCudaModel::Impl {
   void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off);
   void mproj(const DProj& p, size_t x_off, size_t y_off);
   void hyper_read_rows(const DHyper& h, size_t x_off, bool inject);
+  // Captured verify: a conv history record [state ; the rows' conv inputs] (CaptureLayout).
+  void record_history(float* hist, const float* state, int64_t state_rows, const float* in_rows, int64_t width);
   void ple_rows(const DPle& p, float* conv, float* cap_conv);
   void gdn_rows(const DGdn& g, float* conv, float* ssm, float* cap_conv, float* cap_ssm);
   void qsa_rows(const DQsa& a, const LayerOffsets& o, uint8_t* sb);
