@@ -15,7 +15,7 @@
 //     bit-identical kAll rows, kLast row and following decode steps to as many decode steps
 //     on the same GPU model. The windows cross QSA block boundaries (idx_ratio 4), the point
 //     where the indexer starts to drop blocks (position 36: budget 32) and the 16-row chunk
-//     boundary.
+//     boundary. A 17-row chunk after 33 tokens matches the CPU model's kAll rows within kTol.
 //  6. Captured-prefix commit (verify_capture + commit_prefix(keep), every keep in 1..rows, for
 //     2/4/5/7/8 rows and 16 rows with capture_rows 16):
 //     the next decode steps equal bit for bit those of a state that consumed only the kept
@@ -211,6 +211,23 @@ void chunk_vs_steps(Model& m, const std::vector<int32_t>& tokens, int64_t prefix
   }
 }
 
+// A chunk that starts mid-context (rows cross a QSA block boundary, the indexer's pruning
+// point at position 36 and the 16-row chunk boundary) against the CPU model's kAll rows.
+void chunk_vs_cpu(Model& cpu, Model& gpu, const std::vector<int32_t>& tokens, int64_t prefix, int64_t T) {
+  auto sc = cpu.new_state(), sg = gpu.new_state();
+  std::vector<float> a, b;
+  const std::span<const int32_t> head(tokens.data(), size_t(prefix)), rows(tokens.data() + prefix, size_t(T));
+  cpu.forward(*sc, head, Logits::kNone, a);
+  gpu.forward(*sg, head, Logits::kNone, b);
+  cpu.forward(*sc, rows, Logits::kAll, a);
+  gpu.forward(*sg, rows, Logits::kAll, b);
+  const float d = a.size() == b.size() ? max_diff(b.data(), a.data(), a.size()) : INFINITY;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "tiny chunk of %lld rows after %lld tokens: kAll max |diff| vs CPU %.3g (tol %.0e)",
+                (long long)T, (long long)prefix, d, double(kTol));
+  check(d <= kTol, buf);
+}
+
 // The logits of 2 decode steps (tokens a, b) from `s`, concatenated.
 std::vector<float> next_two(Model& m, ModelState& s, int32_t a, int32_t b) {
   auto x = m.decode(s, a);
@@ -330,6 +347,7 @@ int main(int argc, char** argv) {
       captured_commit(static_cast<qwen_next::QwenNextCudaModel&>(*gpu), p300, 33, {4});
     } else {
       chunk_vs_steps(*gpu, p300, 33, {2, 4, 7, 16, 17}, "tiny chunk");
+      chunk_vs_cpu(*cpu, *gpu, p300, 33, 17);
       chunk_vs_steps(*gpu, p300, 0, {2, 16, 17, 300}, "tiny chunk");
       chunk_vs_steps(*gpu_nograph, p300, 30, {7, 40}, "tiny chunk, direct launches + unstacked");
       captured_commit(static_cast<qwen_next::QwenNextCudaModel&>(*gpu), p300, 33, {2, 4, 7, 8});
