@@ -138,12 +138,18 @@ if [ -n "${DS4_SYNTH_GGUF:-}" ]; then
 fi
 
 if [ -z "${SKIP_QWEN:-}" ]; then
-  log "bench_qwen_next_cuda $root/models/default 256 64"
-  "$bin/bench_qwen_next_cuda" "$root/models/default" 256 64 2>&1 | tee "$out/bench_qwen_next_cuda.txt"
+  # Issue #11: prefill through the 16-row chunk vs token by token (8k/32k exceed the tiny
+  # model's max_context 4096: printed as skipped), verify cost of k+1 = 2..5 rows.
+  log "bench_qwen_next_cuda $root/models/default 256 64 --prefill=2048,4000,8192,32768 --verify=512"
+  "$bin/bench_qwen_next_cuda" "$root/models/default" 256 64 --prefill=2048,4000,8192,32768 --verify=512 2>&1 |
+    tee "$out/bench_qwen_next_cuda.txt"
   log "bench_qwen_next_cuda exit ${PIPESTATUS[0]}"
   log "bench_qwen_next_cuda $root/models/default 128 2048 (decode at 2k context)"
   "$bin/bench_qwen_next_cuda" "$root/models/default" 128 2048 2>&1 | tee -a "$out/bench_qwen_next_cuda.txt"
   log "bench_qwen_next_cuda (2k) exit ${PIPESTATUS[0]}"
+  grep -E '^prefill through|^\| context \| chunked|^\| [0-9]+ \| [0-9(]|^verify cost|^\(bytes floor|^ the rows|^\| k |^\| [1-4] \|' \
+    "$out/bench_qwen_next_cuda.txt" >"$out/qwen_next_chunk.txt" 2>/dev/null
+  cat "$out/qwen_next_chunk.txt"
 fi
 
 # ---- GLM 5.x Flash on CUDA (src/models/glm5/cuda): build, test, bench (own block) ----
@@ -219,7 +225,8 @@ fi
 # SYNTH_FULL=1: bench_glm5_cuda synthetic-full (45 layers, 288 experts Q2_K + Q8_0, ~105 GB on the
 # GPU) and bench_qwen_next_cuda synthetic-full (48 layers, 512 experts MLX q4, ~72 GB), each
 # "decode_tokens contexts" from GLM_SYNTH_ARGS (default "32 2048,8192,32768") / QWEN_SYNTH_ARGS
-# (default "32 2048,8192"; Qwen prefills token by token), each under a 150 s timeout.
+# (default "32 2048,8192,32768 --verify=512": 16-row chunk prefill, then the verify table),
+# GLM under a 150 s timeout, Qwen under 240 s.
 touch "$out/test_synthetic_cuda.txt" "$out/bench_synthetic_full.txt"
 if [ -x "$bin/test_synthetic_cuda" ]; then
   log "test_synthetic_cuda"
@@ -235,9 +242,9 @@ if [ -n "${SYNTH_FULL:-}" ]; then
     tee -a "$out/bench_synthetic_full.txt"
   log "bench_glm5_cuda synthetic-full exit ${PIPESTATUS[0]} (124 = timed out)"
   if [ -z "${SKIP_QWEN:-}" ]; then
-    log "bench_qwen_next_cuda synthetic-full ${QWEN_SYNTH_ARGS:-32 2048,8192}"
+    log "bench_qwen_next_cuda synthetic-full ${QWEN_SYNTH_ARGS:-32 2048,8192,32768 --verify=512}"
     # shellcheck disable=SC2086
-    timeout 150 "$bin/bench_qwen_next_cuda" "${QWEN_SYNTH_SPEC:-synthetic-full}" ${QWEN_SYNTH_ARGS:-32 2048,8192} 2>&1 |
+    timeout 240 "$bin/bench_qwen_next_cuda" "${QWEN_SYNTH_SPEC:-synthetic-full}" ${QWEN_SYNTH_ARGS:-32 2048,8192,32768 --verify=512} 2>&1 |
       tee -a "$out/bench_synthetic_full.txt"
     log "bench_qwen_next_cuda synthetic-full exit ${PIPESTATUS[0]} (124 = timed out)"
   fi

@@ -7,6 +7,12 @@
 //   of the roofline (synthetic_full.h); defaults 512 48, 32, 2048,8192
 // Prints tok/s per backend and the ratio; the model is tiny (5.9M params, 11 MiB bf16), so
 // the GPU number measures per-token launch/graph overhead, not bandwidth.
+// Flags (either mode; chunk_tables.h):
+//   --prefill=C1,C2,..  prefill tok/s through the 16-row chunk at each context (tiny model:
+//                       also token by token; contexts past max_context are skipped)
+//   --verify=CTX        verify cost of k+1 = 2..5 rows (chunk, and verify_capture + commit)
+//                       over one decode step at context CTX, with the bytes floor
+//   --no-greedy         skip the CPU-vs-CUDA greedy table (tiny model)
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -18,6 +24,7 @@
 #include "models/qwen_next/model.h"
 
 #include "../cuda_common.h"
+#include "chunk_tables.h"
 #include "synthetic_full.h"
 
 using namespace ds4;
@@ -39,23 +46,48 @@ Result run(Model& m, const std::vector<int32_t>& prompt, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string dir = argc > 1 ? argv[1] : "models/default";
+  std::vector<std::string> pos_args;  // positional arguments (flags taken out)
+  std::vector<int64_t> prefill_ctx;
+  int64_t verify_ctx = -1;
+  bool greedy = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--prefill=", 0) == 0) prefill_ctx = bench::parse_contexts(a.substr(10));
+    else if (a.rfind("--verify=", 0) == 0) verify_ctx = std::stoll(a.substr(9));
+    else if (a == "--no-greedy") greedy = false;
+    else pos_args.push_back(a);
+  }
+  auto arg = [&](size_t i, const char* def) { return i < pos_args.size() ? pos_args[i] : std::string(def); };
+  const std::string dir = arg(0, "models/default");
   try {
     qwen_next::SyntheticFullOptions so;
     if (qwen_next::parse_synthetic_full(dir, so))
-      return bench::qwen_synthetic_full(so, argc > 2 ? std::stoi(argv[2]) : 32,
-                                        bench::parse_contexts(argc > 3 ? argv[3] : "2048,8192"));
+      return bench::qwen_synthetic_full(so, std::stoi(arg(1, "32")), bench::parse_contexts(arg(2, "2048,8192")),
+                                        verify_ctx);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;
   }
-  const int n = argc > 2 ? std::stoi(argv[2]) : 256;
-  const int np = argc > 3 ? std::stoi(argv[3]) : 64;
+  const int n = std::stoi(arg(1, "256"));
+  const int np = std::stoi(arg(2, "64"));
   LoadOptions o;
-  o.threads = argc > 4 ? std::stoi(argv[4]) : 0;
+  o.threads = std::stoi(arg(3, "0"));
   if (o.threads <= 0) o.threads = int(std::thread::hardware_concurrency());
   LoadOptions o1 = o;
   o1.threads = 1;  // the tiny model's matrices are too small to split: one thread is a fair peer too
+  if (!greedy) {
+    try {
+      auto gpu = qwen_next::load_cuda(dir, o);
+      auto& g = static_cast<qwen_next::QwenNextCudaModel&>(*gpu);
+      std::printf("model %s (CUDA only: --no-greedy)\n", dir.c_str());
+      if (!prefill_ctx.empty()) bench::prefill_table(g, prefill_ctx, true);
+      if (verify_ctx >= 0) bench::verify_table(g, verify_ctx);
+    } catch (const std::exception& e) {
+      std::printf("FATAL %s\n", e.what());
+      return 2;
+    }
+    return 0;
+  }
   std::vector<int32_t> prompt;
   for (int i = 0; i < np; ++i) prompt.push_back(int32_t((i * 7919 + 13) % 8000));
   auto cpu = qwen_next::load(dir, o);
@@ -68,7 +100,7 @@ int main(int argc, char** argv) {
   const Result rc = run(*cpu, prompt, n), r1 = run(*cpu1, prompt, n), rg = run(*gpu, prompt, n),
                rd = run(*gpu_direct, prompt, n), ru = run(*gpu_unfused, prompt, n);
   const Result& best_cpu = r1.decode_tps > rc.decode_tps ? r1 : rc;
-  std::printf("| backend | prefill tok/s (token by token on CUDA) | decode tok/s | ms/token |\n|---|---|---|---|\n");
+  std::printf("| backend | prefill tok/s (16-row chunks on CUDA) | decode tok/s | ms/token |\n|---|---|---|---|\n");
   std::printf("| CPU (%d threads) | %.0f | %.1f | %.3f |\n", o.threads, rc.prefill_tps, rc.decode_tps, 1e3 / rc.decode_tps);
   std::printf("| CPU (1 thread) | %.0f | %.1f | %.3f |\n", r1.prefill_tps, r1.decode_tps, 1e3 / r1.decode_tps);
   std::printf("| CUDA graph | %.0f | %.1f | %.3f |\n", rg.prefill_tps, rg.decode_tps, 1e3 / rg.decode_tps);
@@ -78,5 +110,8 @@ int main(int argc, char** argv) {
   std::printf("decode speedup CUDA graph / best CPU: %.2fx; greedy tokens CPU == CUDA: %s\n",
               rg.decode_tps / best_cpu.decode_tps,
               rc.tokens == rg.tokens && rg.tokens == rd.tokens && r1.tokens == rc.tokens && ru.tokens == rg.tokens ? "yes" : "NO");
+  auto& g = static_cast<qwen_next::QwenNextCudaModel&>(*gpu);
+  if (!prefill_ctx.empty()) bench::prefill_table(g, prefill_ctx, true);
+  if (verify_ctx >= 0) bench::verify_table(g, verify_ctx);
   return rc.tokens == rg.tokens ? 0 : 1;
 }

@@ -1,21 +1,25 @@
 #pragma once
-// bench_qwen_next_cuda synthetic-full[:EXPERTS[:LAYERS]] [decode_tokens] [contexts]: the
-// full-size Qwen3.8 Flash Next (models/qwen_next/synthetic_full.h: SPEC shapes, MLX q4 g64,
-// BF16 scales/biases) generated on the GPU, then prefill to each context frontier (default
-// 2048,8192; the CUDA model prefills token by token, so a frontier costs frontier decode
-// steps) and greedy decode at batch 1 there, as fractions of the roofline (cuda_synthetic.h).
-// Bytes per token (a prefill token is one decode step without the lm_head): the
+// bench_qwen_next_cuda synthetic-full[:EXPERTS[:LAYERS]] [decode_tokens] [contexts]
+// [--verify=CTX]: the full-size Qwen3.8 Flash Next (models/qwen_next/synthetic_full.h: SPEC
+// shapes, MLX q4 g64, BF16 scales/biases) generated on the GPU, then prefill to each context
+// frontier (default 2048,8192; 16-row chunks) and greedy decode at batch 1 there, as
+// fractions of the roofline (cuda_synthetic.h); --verify: chunk_tables.h verify_table.
+// Bytes per decode token: the
 // uploaded weights except the routed experts (hyper-connections, GDN, QSA, PLE projections,
 // shared experts, routers, lm_head; embedding and PLE rows are made on the host) + top_k of
 // E routed experts per layer + GDN recurrent state read and written (f32 {v_heads, k_dim,
 // v_dim} per GDN layer) + QSA K/V rows read (min(pos, idx_budget + ratio) rows x kv_heads x
 // head_dim x 2 (K and V), f32, per QSA layer) + the indexer's compressed keys (pos / ratio x
-// idx_dim f32 per QSA layer).
+// idx_dim f32 per QSA layer). A prefill token of a 16-row chunk: the chunk's weight bytes
+// (chunk_bytes_ratio(16): routed experts as the expected union of 16 rows' top-k) and the
+// GDN state once per chunk, over 16, without the lm_head, plus its own attention reads.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 
 #include "../cuda_synthetic.h"
+#include "chunk_tables.h"
 #include "backend/cuda/memory.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/model_cuda.h"
@@ -23,11 +27,13 @@
 
 namespace ds4::bench {
 
-inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx) {
+inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx,
+                               int64_t verify_ctx = -1) {
   using Clock = std::chrono::steady_clock;
   const qwen_next::Config c = qwen_next::parse_config(qwen_next::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
-  lo.max_context = ctx.back() + n_decode * int64_t(ctx.size()) + 64;
+  // + room for the verify table's prompt and its 15 reps of up to 9 tokens each
+  lo.max_context = std::max(ctx.back() + n_decode * int64_t(ctx.size()), verify_ctx + 256) + 64;
   qwen_next::CudaModelOptions co;
   co.synthetic_seed = so.seed;
   const auto free0 = cuda::device_memory_info();
@@ -61,8 +67,11 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
   tb.decode = [&](int64_t p) { return per_tok + state + attn(p); };
   // A prefill token without logits skips the lm_head (MLX q4: V x (H/2 + 4 H/64) bytes).
   const double lm = double(c.vocab) * double(c.hidden / 2 + 4 * c.hidden / 64);
-  tb.prefill = [&, lm](int64_t p) { return per_tok - lm + state + attn(p); };
+  const double chunk = (per_tok * g.chunk_bytes_ratio(16) - lm + state) / 16.0;
+  std::printf("prefill bytes per token (16-row chunks, weights + GDN state over 16): %.1f MB\n", chunk / 1e6);
+  tb.prefill = [&, chunk](int64_t p) { return chunk + attn(p); };
   context_table(g, ctx, n_decode, tb, bw);
+  if (verify_ctx >= 0) verify_table(g, verify_ctx);
   return 0;
 }
 

@@ -10,6 +10,17 @@
 //     tests/data/default_model/greedy.json equal to the CPU model's (and the torch golden
 //     greedy prefix).
 //  4. Bad input: a token outside the vocabulary and a context overflow throw InputError.
+//  5. Multi-row forward (chunk.cu: prefill chunks / speculative verify; items 1-2 run chunked
+//     too now: prefill and kAll of > 1 token use it): chunks of 2/4/7/16/17/300 rows give
+//     bit-identical kAll rows, kLast row and following decode steps to as many decode steps
+//     on the same GPU model. The windows cross QSA block boundaries (idx_ratio 4), the point
+//     where the indexer starts to drop blocks (position 36: budget 32) and the 16-row chunk
+//     boundary. A 17-row chunk after 33 tokens matches the CPU model's kAll rows within kTol.
+//  6. Captured-prefix commit (verify_capture + commit_prefix(keep), every keep in 1..rows, for
+//     2/4/5/7/8 rows and 16 rows with capture_rows 16):
+//     the next decode steps equal bit for bit those of a state that consumed only the kept
+//     tokens by decode steps, and the positions agree; committing one row too many is detected
+//     (different logits); bad keeps, a superseded window and a too-long window are refused.
 // Usage: test_qwen_next_cuda [root] [--quick]   (root: the tree, default DS4_ROOT or ".";
 //   --quick: tiny prompts p7 and p64 and the extras only, for compute-sanitizer)
 #include <algorithm>
@@ -154,6 +165,163 @@ void default_model(const std::string& root) {
   }
 }
 
+// Multi-row forward against the same model run one decode step per token: from a state that
+// consumed `prefix` tokens by decode steps, the next T tokens as one forward() (chunks of up
+// to 16 rows) vs T decode() calls; then 3 decode steps on both. Expected bit-identical
+// (every chunk kernel runs the decode step's arithmetic per row; gemv_rows equals the step's
+// direct-path gemv).
+void chunk_vs_steps(Model& m, const std::vector<int32_t>& tokens, int64_t prefix, const std::vector<int64_t>& counts,
+                    const std::string& what) {
+  const int64_t V = m.info().vocab_size;
+  for (int64_t T : counts) {
+    if (prefix + T + 3 > int64_t(tokens.size())) throw Error("chunk_vs_steps: not enough tokens");
+    auto sa = m.new_state(), sb = m.new_state();
+    for (int64_t i = 0; i < prefix; ++i) {
+      m.decode(*sa, tokens[size_t(i)]);
+      m.decode(*sb, tokens[size_t(i)]);
+    }
+    auto sc = sa->clone();
+    const std::span<const int32_t> rows(tokens.data() + prefix, size_t(T));
+    std::vector<float> a, last;
+    m.forward(*sa, rows, Logits::kAll, a);
+    m.forward(*sc, rows, Logits::kLast, last);
+    int64_t first_bad = -1;
+    float worst = 0.f;
+    for (int64_t t = 0; t < T; ++t) {
+      const auto b = m.decode(*sb, rows[size_t(t)]);
+      const float dd = max_diff(a.data() + t * V, b.data(), size_t(V));
+      worst = std::max(worst, dd);
+      if (dd != 0.f && first_bad < 0) first_bad = t;
+    }
+    const bool last_ok = std::equal(last.begin(), last.end(), a.begin() + (T - 1) * V) && int64_t(last.size()) == V;
+    float after = 0.f;
+    bool pos_ok = sa->position() == sb->position() && sc->position() == sb->position();
+    for (int64_t i = 0; i < 3; ++i) {
+      const int32_t next = tokens[size_t(prefix + T + i)];
+      const auto x = m.decode(*sa, next), y = m.decode(*sb, next), z = m.decode(*sc, next);
+      after = std::max({after, max_diff(x.data(), y.data(), size_t(V)), max_diff(z.data(), y.data(), size_t(V))});
+    }
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%s: chunk of %lld rows after %lld tokens = %lld decode steps: kAll max |diff| %.3g (first row off: %lld), "
+                  "kLast = last kAll row %s, next 3 steps max |diff| %.3g, positions %s (all must be 0 / yes)",
+                  what.c_str(), (long long)T, (long long)prefix, (long long)T, worst, (long long)first_bad,
+                  last_ok ? "yes" : "NO", after, pos_ok ? "agree" : "DIFFER");
+    check(worst == 0.f && last_ok && after == 0.f && pos_ok, buf);
+  }
+}
+
+// A chunk that starts mid-context (rows cross a QSA block boundary, the indexer's pruning
+// point at position 36 and the 16-row chunk boundary) against the CPU model's kAll rows.
+void chunk_vs_cpu(Model& cpu, Model& gpu, const std::vector<int32_t>& tokens, int64_t prefix, int64_t T) {
+  auto sc = cpu.new_state(), sg = gpu.new_state();
+  std::vector<float> a, b;
+  const std::span<const int32_t> head(tokens.data(), size_t(prefix)), rows(tokens.data() + prefix, size_t(T));
+  cpu.forward(*sc, head, Logits::kNone, a);
+  gpu.forward(*sg, head, Logits::kNone, b);
+  cpu.forward(*sc, rows, Logits::kAll, a);
+  gpu.forward(*sg, rows, Logits::kAll, b);
+  const float d = a.size() == b.size() ? max_diff(b.data(), a.data(), a.size()) : INFINITY;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "tiny chunk of %lld rows after %lld tokens: kAll max |diff| vs CPU %.3g (tol %.0e)",
+                (long long)T, (long long)prefix, d, double(kTol));
+  check(d <= kTol, buf);
+}
+
+// The logits of 2 decode steps (tokens a, b) from `s`, concatenated.
+std::vector<float> next_two(Model& m, ModelState& s, int32_t a, int32_t b) {
+  auto x = m.decode(s, a);
+  const auto y = m.decode(s, b);
+  x.insert(x.end(), y.begin(), y.end());
+  return x;
+}
+
+// verify_capture + commit_prefix(keep) for every keep against decode steps of the kept tokens.
+void captured_commit(qwen_next::QwenNextCudaModel& m, const std::vector<int32_t>& tokens, int64_t prefix,
+                     const std::vector<int64_t>& counts) {
+  const int64_t V = m.info().vocab_size;
+  auto base = m.new_state();
+  for (int64_t i = 0; i < prefix; ++i) m.decode(*base, tokens[size_t(i)]);
+  const int32_t x0 = tokens[size_t(prefix + 20)], x1 = tokens[size_t(prefix + 21)];
+  for (int64_t T : counts) {
+    const std::span<const int32_t> rows(tokens.data() + prefix, size_t(T));
+    std::vector<float> chunk_rows;
+    {
+      auto s = base->clone();
+      m.forward(*s, rows, Logits::kAll, chunk_rows);
+    }
+    std::vector<std::vector<float>> ref(size_t(T) + 1);  // ref[k]: next steps after keeping k rows
+    std::vector<int64_t> ref_pos(size_t(T) + 1);
+    for (int64_t k = 1; k <= T; ++k) {
+      auto s = base->clone();
+      for (int64_t i = 0; i < k; ++i) m.decode(*s, rows[size_t(i)]);
+      ref_pos[size_t(k)] = s->position();
+      ref[size_t(k)] = next_two(m, *s, x0, x1);
+    }
+    int64_t bad = 0, first_bad = -1;
+    bool logits_ok = true;
+    for (int64_t k = 1; k <= T; ++k) {
+      auto trial = base->clone();
+      std::vector<float> lg;
+      const bool captured = m.verify_capture(*trial, rows, lg);
+      logits_ok = logits_ok && captured && lg == chunk_rows;
+      m.commit_prefix(*trial, k);
+      const bool pos_ok = trial->position() == ref_pos[size_t(k)] && trial->position() == base->position() + k;
+      const auto got = next_two(m, *trial, x0, x1);
+      const bool ok = pos_ok && got.size() == ref[size_t(k)].size() &&
+                      max_diff(got.data(), ref[size_t(k)].data(), got.size()) == 0.f;
+      if (!ok) {
+        ++bad;
+        if (first_bad < 0) first_bad = k;
+      }
+    }
+    char buf[260];
+    std::snprintf(buf, sizeof buf,
+                  "captured commit, %lld verify rows after %lld tokens: verify logits = chunk kAll %s; keep 1..%lld: "
+                  "%lld of %lld commits differ from decode steps of the kept tokens (first keep %lld; must be 0)",
+                  (long long)T, (long long)prefix, logits_ok ? "yes" : "NO", (long long)T, (long long)bad, (long long)T,
+                  (long long)first_bad);
+    check(logits_ok && bad == 0, buf);
+    if (T >= 3) {  // sanity: the comparison sees a commit of the wrong length
+      auto trial = base->clone();
+      std::vector<float> lg;
+      m.verify_capture(*trial, rows, lg);
+      m.commit_prefix(*trial, 2);
+      const auto got = next_two(m, *trial, x0, x1);
+      const float d = max_diff(got.data(), ref[3].data(), got.size());
+      std::snprintf(buf, sizeof buf, "captured commit of %lld rows: keep 2 vs the reference of keep 3 differs (max |diff| %.3g > 0)",
+                    (long long)T, d);
+      check(d > 0.f, buf);
+    }
+  }
+  // Refusals: keep out of 1..rows, no window, a superseded window, a window longer than a chunk.
+  const std::span<const int32_t> rows(tokens.data() + prefix, 4);
+  std::vector<float> lg;
+  auto expect_throw = [&](const char* what, auto&& f) {
+    bool threw = false;
+    try {
+      f();
+    } catch (const Error&) {
+      threw = true;
+    }
+    check(threw, std::string("captured commit: ") + what + " throws");
+  };
+  auto t1 = base->clone(), t2 = base->clone();
+  m.verify_capture(*t1, rows, lg);
+  expect_throw("keep 0", [&] { m.commit_prefix(*t1, 0); });
+  expect_throw("keep rows + 1", [&] { m.commit_prefix(*t1, 5); });
+  expect_throw("verify_capture over an uncommitted window", [&] { m.verify_capture(*t1, rows, lg); });
+  m.verify_capture(*t2, rows, lg);  // replaces t1's records
+  expect_throw("commit of a superseded window", [&] { m.commit_prefix(*t1, 2); });
+  m.commit_prefix(*t2, 2);
+  expect_throw("commit without a window", [&] { m.commit_prefix(*t2, 1); });
+  auto t3 = base->clone();
+  const std::span<const int32_t> long_rows(tokens.data() + prefix, 17);
+  const bool captured = m.verify_capture(*t3, long_rows, lg);
+  check(!captured && t3->position() == base->position(),
+        "captured commit: verify_capture of 17 rows (> capture_rows) returns false and leaves the state");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,6 +339,24 @@ int main(int argc, char** argv) {
         quick ? std::vector<std::string>{"p7", "p64"} : std::vector<std::string>{"p1", "p7", "p64", "p300"};
     for (const auto& p : prompts) tiny_prompt(*cpu, *gpu, *gpu_nograph, *g, p);
     tiny_extras(*cpu, *gpu, *g);
+    auto p300 = golden<int32_t>(*g, "p300.tokens");  // + p64: room for 300 rows and the steps after
+    const auto p64 = golden<int32_t>(*g, "p64.tokens");
+    p300.insert(p300.end(), p64.begin(), p64.end());
+    if (quick) {  // compute-sanitizer: a short verify, a partial chunk, a chunk boundary
+      chunk_vs_steps(*gpu, p300, 33, {2, 7, 17}, "tiny chunk");
+      captured_commit(static_cast<qwen_next::QwenNextCudaModel&>(*gpu), p300, 33, {4});
+    } else {
+      chunk_vs_steps(*gpu, p300, 33, {2, 4, 7, 16, 17}, "tiny chunk");
+      chunk_vs_cpu(*cpu, *gpu, p300, 33, 17);
+      chunk_vs_steps(*gpu, p300, 0, {2, 16, 17, 300}, "tiny chunk");
+      chunk_vs_steps(*gpu_nograph, p300, 30, {7, 40}, "tiny chunk, direct launches + unstacked");
+      captured_commit(static_cast<qwen_next::QwenNextCudaModel&>(*gpu), p300, 33, {2, 4, 7, 8});
+      captured_commit(static_cast<qwen_next::QwenNextCudaModel&>(*gpu), p300, 5, {5});
+      qwen_next::CudaModelOptions co16;
+      co16.capture_rows = 16;  // a whole chunk of records, its block boundaries and the 16-row graph
+      qwen_next::QwenNextCudaModel gpu16(open_tensor_source(tiny), o, co16);
+      captured_commit(gpu16, p300, 33, {16});
+    }
     if (!quick) default_model(root);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

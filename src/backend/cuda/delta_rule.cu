@@ -54,6 +54,8 @@ __global__ void delta_rule_kernel(const float* __restrict__ qkv, const float* __
         acc += s * qkd[i];
       }
       o[off + h * vd + j] = acc;
+      if (rows.states)
+        for (int64_t i = 0; i < kd; ++i) rows.states[t * rows.state_stride + h * kd * vd + i * vd + j] = Sh[i * vd + j];
     }
   }
 }
@@ -105,6 +107,11 @@ __global__ void __launch_bounds__(256) delta_rule_reg_kernel(const float* __rest
       acc += s * qkd[i];
     }
     o[off + h * vd + j] = acc;
+    if (rows.states) {
+      float* snap = rows.states + t * rows.state_stride + h * KD * vd;
+#pragma unroll
+      for (int i = 0; i < KD; ++i) snap[i * vd + j] = st[i];
+    }
   }
   if (live) {
 #pragma unroll

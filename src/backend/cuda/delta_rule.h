@@ -29,8 +29,13 @@ void delta_rule_step(const float* qkv, const float* g, const float* beta, float*
 // verify): token t's qkv, g, beta and o lie t * stride floats after token 0's. The recurrence
 // loops the tokens inside the kernel in order (each thread keeps its column of S), so every
 // token equals the single step's arithmetic bit for bit.
+// states (optional, delta_rule_rows only): S after each token t is also written to
+// states + t * state_stride (same {v_heads, k_dim, v_dim} layout), the per-row records of a
+// speculative verify that a recurrent state cannot cut back (Qwen captured-prefix commit).
 struct DeltaRuleRows {
   int64_t count = 1, stride = 0;
+  float* states = nullptr;
+  int64_t state_stride = 0;
 };
 void delta_rule_qk_l2norm_rows(float* qkv, const DeltaRuleShape& sh, const DeltaRuleRows& rows, cudaStream_t stream);
 void delta_rule_rows(const float* qkv, const float* g, const float* beta, float* S, float* o, const DeltaRuleShape& sh,

@@ -152,9 +152,13 @@ DExperts Uploader::experts(const std::vector<WeightMatrix>& es) {
 }
 
 void gemv_proj(const DProj& p, const float* x, float* y, cudaStream_t stream) {
-  if (p.fused.rows > 0) return gemv(p.fused, x, y, stream);
+  gemv_proj(p, x, y, stream, GemvOptions{});
+}
+
+void gemv_proj(const DProj& p, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt) {
+  if (p.fused.rows > 0) return gemv(p.fused, x, y, stream, opt);
   for (const WeightMatrix& m : p.parts) {
-    gemv(m, x, y, stream);
+    gemv(m, x, y, stream, opt);
     y += m.rows;
   }
 }

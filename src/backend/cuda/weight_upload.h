@@ -83,7 +83,9 @@ DeviceBuffer upload_two_pass(const std::string& what, MatrixFill* fill, const st
                              const StagingOptions& opt = {});
 
 // y = [W_0; W_1; ...] x: one launch when stacked, else one per part into consecutive rows.
+struct GemvOptions;
 void gemv_proj(const DProj& p, const float* x, float* y, cudaStream_t stream);
+void gemv_proj(const DProj& p, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt);
 // The same over r.n input rows (gemv_rows, no batch): row i's outputs at y + i * r.y_row.
 struct GemvRows;
 void gemv_proj_rows(const DProj& p, const float* x, float* y, const GemvRows& r, cudaStream_t stream);

@@ -1,5 +1,7 @@
-// Hyper-connection read/write kernels (CPU: hyper.cpp). Decode rows are one token wide, so
-// each is a single small launch; the matrices in between go through backend/cuda gemv.
+// Hyper-connection read/write kernels (CPU: hyper.cpp). A decode row is one token wide, so
+// each is a single small launch; the matrices in between go through backend/cuda gemv. The
+// chunk (chunk.cu) runs the same kernels over `Rows` (blockIdx.y = row, every pointer offset
+// by row * stride floats): row t does exactly the decode step's arithmetic.
 #include "backend/cuda/check.h"
 #include "backend/cuda/reduce.cuh"
 #include "models/qwen_next/cuda/kernels.h"
@@ -14,7 +16,8 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); 
 
 // One block per stream: rmsnorm of that stream's d values.
 __global__ void hc_norm_kernel(const float* __restrict__ h, const float* __restrict__ w, int64_t d, float eps,
-                               float* __restrict__ out) {
+                               float* __restrict__ out, int64_t rs) {
+  h += blockIdx.y * rs, out += blockIdx.y * rs;
   const float* x = h + blockIdx.x * d;
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += x[i] * x[i];
@@ -23,7 +26,8 @@ __global__ void hc_norm_kernel(const float* __restrict__ h, const float* __restr
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) out[blockIdx.x * d + i] = (x[i] * r) * w[blockIdx.x * d + i];
 }
 
-__global__ void hc_low_act_kernel(float* low, int64_t r, float inv_hc) {
+__global__ void hc_low_act_kernel(float* low, int64_t r, float inv_hc, int64_t rs) {
+  low += blockIdx.y * rs;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < r) {
     const float v = low[i] * inv_hc;
@@ -32,7 +36,9 @@ __global__ void hc_low_act_kernel(float* low, int64_t r, float inv_hc) {
 }
 
 __global__ void hc_combine_kernel(const float* __restrict__ mix, const float* __restrict__ normed, int64_t hc,
-                                  int64_t d, float* __restrict__ mixed, float* __restrict__ inject) {
+                                  int64_t d, float* __restrict__ mixed, float* __restrict__ inject, int64_t rs) {
+  mix += blockIdx.y * rs, normed += blockIdx.y * rs, mixed += blockIdx.y * rs;
+  if (inject) inject += blockIdx.y * rs;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const float inv_hc = 1.f / float(hc);
   if (i < d) {
@@ -44,7 +50,8 @@ __global__ void hc_combine_kernel(const float* __restrict__ mix, const float* __
 }
 
 __global__ void hc_write_kernel(float* __restrict__ h, const float* __restrict__ out,
-                                const float* __restrict__ inject, int64_t hc, int64_t d) {
+                                const float* __restrict__ inject, int64_t hc, int64_t d, int64_t rs) {
+  h += blockIdx.y * rs, out += blockIdx.y * rs, inject += blockIdx.y * rs;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < hc * d) h[i] += out[i % d] * inject[i / d];
 }
@@ -58,24 +65,27 @@ unsigned blocks(int64_t n, int t) { return unsigned((n + t - 1) / t); }
 
 }  // namespace
 
-void hc_norm(const float* h, const float* w, int64_t hc, int64_t d, float eps, float* normed, cudaStream_t s) {
-  hc_norm_kernel<<<unsigned(hc), 256, 0, s>>>(h, w, d, eps, normed);
+void hc_norm(const float* h, const float* w, int64_t hc, int64_t d, float eps, float* normed, cudaStream_t s,
+             const Rows& rows) {
+  hc_norm_kernel<<<dim3(unsigned(hc), unsigned(rows.count)), 256, 0, s>>>(h, w, d, eps, normed, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-void hc_low_act(float* low, int64_t r, int64_t hc, cudaStream_t s) {
-  hc_low_act_kernel<<<blocks(r, 128), 128, 0, s>>>(low, r, 1.f / float(hc));
+void hc_low_act(float* low, int64_t r, int64_t hc, cudaStream_t s, const Rows& rows) {
+  hc_low_act_kernel<<<dim3(blocks(r, 128), unsigned(rows.count)), 128, 0, s>>>(low, r, 1.f / float(hc), rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void hc_combine(const float* mix, const float* normed, int64_t hc, int64_t d, float* mixed, float* inject,
-                cudaStream_t s) {
-  hc_combine_kernel<<<blocks(d > hc ? d : hc, 128), 128, 0, s>>>(mix, normed, hc, d, mixed, inject);
+                cudaStream_t s, const Rows& rows) {
+  hc_combine_kernel<<<dim3(blocks(d > hc ? d : hc, 128), unsigned(rows.count)), 128, 0, s>>>(mix, normed, hc, d, mixed,
+                                                                                            inject, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-void hc_write(float* h, const float* out, const float* inject, int64_t hc, int64_t d, cudaStream_t s) {
-  hc_write_kernel<<<blocks(hc * d, 256), 256, 0, s>>>(h, out, inject, hc, d);
+void hc_write(float* h, const float* out, const float* inject, int64_t hc, int64_t d, cudaStream_t s,
+              const Rows& rows) {
+  hc_write_kernel<<<dim3(blocks(hc * d, 256), unsigned(rows.count)), 256, 0, s>>>(h, out, inject, hc, d, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,25 +1,35 @@
 #pragma once
-// Qwen3.8 Flash Next kernels for one decode token (the CUDA model runs every token through
-// them; prefill loops tokens). Each mirrors the CPU block in src/models/qwen_next/*.cpp
-// named beside it. All pointers are device pointers; `pos` is the device position counter
-// (read by the kernels, so a captured CUDA graph replays at any position).
+// Qwen3.8 Flash Next kernels for one decode token, and for the rows of a chunk (prefill
+// chunk, speculative verify: chunk.cu). Each mirrors the CPU block in
+// src/models/qwen_next/*.cpp named beside it. All pointers are device pointers; `pos` is the
+// device position counter (read by the kernels, so a captured CUDA graph replays at any
+// position), or for rows the device array {rows} of the rows' positions.
 // Norm weights arrive with their offset already applied (1 + w for zero-centered ones).
+// `rows`: the same kernel over rows.count rows in one launch, row t's buffers at t * stride
+// floats after row 0's (every row in its own copy of the step scratch); each row does the
+// decode step's arithmetic exactly, so the default (one row) is the decode step itself.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 namespace ds4::qwen_next::cuda {
 
+struct Rows {
+  int64_t count = 1, stride = 0;  // stride in floats
+};
+
 // ---- hyper.cu (hyper.cpp) ----
 // normed {hc*d} = per-stream rmsnorm of h with w {hc*d}.
-void hc_norm(const float* h, const float* w, int64_t hc, int64_t d, float eps, float* normed, cudaStream_t s);
+void hc_norm(const float* h, const float* w, int64_t hc, int64_t d, float eps, float* normed, cudaStream_t s,
+             const Rows& rows = {});
 // low {r} = silu(low / hc) in place.
-void hc_low_act(float* low, int64_t r, int64_t hc, cudaStream_t s);
+void hc_low_act(float* low, int64_t r, int64_t hc, cudaStream_t s, const Rows& rows = {});
 // mixed {d} = mean_k sigmoid(mix[k]) * normed[k]; inject {hc} (optional) = 2 sigmoid(inject / hc).
 void hc_combine(const float* mix, const float* normed, int64_t hc, int64_t d, float* mixed, float* inject,
-                cudaStream_t s);
+                cudaStream_t s, const Rows& rows = {});
 // h[k*d + i] += out[i] * inject[k].
-void hc_write(float* h, const float* out, const float* inject, int64_t hc, int64_t d, cudaStream_t s);
+void hc_write(float* h, const float* out, const float* inject, int64_t hc, int64_t d, cudaStream_t s,
+              const Rows& rows = {});
 // h {hc*d} = x {d} repeated in every stream.
 void hc_broadcast(const float* x, int64_t hc, int64_t d, float* h, cudaStream_t s);
 
@@ -32,12 +42,15 @@ struct GdnShape {
 // qkv {conv_dim} after conv+silu: l2-normalize q and k heads, scale q; beta {vh} = sigmoid(b),
 // g {vh} = -exp(a_log) softplus(a + dt_bias) (in place over b and a).
 void gdn_prep(float* qkv, float* b, float* a, const float* a_log, const float* dt_bias, const GdnShape& g,
-              cudaStream_t s);
+              cudaStream_t s, const Rows& rows = {});
 // One step of the gated delta rule per value head; S {vh, k_dim, v_dim}; o {vh * v_dim}.
+// Rows run in order inside one launch; `states` (optional, a speculative verify's records)
+// receives S after each row {rows, vh, k_dim, v_dim}.
 void gdn_recurrent(const float* qkv, const float* g, const float* beta, float* S, float* o, const GdnShape& sh,
-                   cudaStream_t s);
+                   cudaStream_t s, const Rows& rows = {}, float* states = nullptr);
 // o = rmsnorm(o per head) * w * act(z), act sigmoid or silu.
-void gdn_gated_norm(float* o, const float* z, const float* w, const GdnShape& g, cudaStream_t s);
+void gdn_gated_norm(float* o, const float* z, const float* w, const GdnShape& g, cudaStream_t s,
+                    const Rows& rows = {});
 
 // ---- qsa.cu (qsa.cpp) ----
 struct QsaShape {
@@ -58,31 +71,39 @@ struct QsaNorms {
 };
 // qg {heads, 2*hd} -> q {heads, hd} normed + roped, gate {heads, hd}; k, v -> cache at pos;
 // iqk {(idx_heads+1), idx_dim}: queries normed + roped in place, the key into idx_raw; pools
-// the block the new row completes.
+// the block the new row completes. Rows: every row appends first, then (second launch) each
+// row pools the block it completes, so a pool never reads a raw key not yet written.
 void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const QsaNorms& n, const QsaCache& c,
-              const QsaShape& sh, const int32_t* pos, float* q, float* gate, cudaStream_t s);
-// Indexer selection for the query at pos: keep {max_ctx / ratio} = 1 for kept blocks.
+              const QsaShape& sh, const int32_t* pos, float* q, float* gate, cudaStream_t s, const Rows& rows = {});
+// Indexer selection for the query at pos: keep {max_ctx / ratio} = 1 for kept blocks
+// (only blocks complete at pos: (pos + 1) / ratio of them). keep is a byte array inside
+// the float row scratch (row t's at t * stride * 4 bytes).
 void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
-                uint8_t* keep, cudaStream_t s);
-// att {heads, hd} = softmax attention over the selected keys, times sigmoid(gate).
+                uint8_t* keep, cudaStream_t s, const Rows& rows = {});
+// att {heads, hd} = softmax attention over the selected keys (positions <= pos), times sigmoid(gate).
 void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
-                const uint8_t* keep, float* scores, float* att, cudaStream_t s);
+                const uint8_t* keep, float* scores, float* att, cudaStream_t s, const Rows& rows = {});
 
 // ---- moe.cu (moe.cpp) ----
 // Router softmax + top-k (ties: lower index), ids ascending, weights (normalized when norm).
+// Rows: logits at rows.stride, ids and weights packed {rows, k}.
 void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32_t* ids, float* weights,
-               cudaStream_t s);
-// act {k, I} = silu(gu[:, :I]) * gu[:, I:] for gu {k, 2I}.
-void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStream_t s);
+               cudaStream_t s, const Rows& rows = {});
+// act {k, I} = silu(gu[:, :I]) * gu[:, I:] for gu {k, 2I}; row strides (floats, 0: packed
+// 2I and I) let it run over the chunk's row scratches, act may alias gu's gate half.
+void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStream_t s, int64_t gu_stride = 0,
+                int64_t act_stride = 0);
 // out {d} = sum_j w[j] y[j] (ascending expert order) + sh * sigmoid(sg[0]).
+// Rows: y {rows, k, d} and w {rows, k} packed; sh, sg, out at rows.stride.
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
-                 float* out, cudaStream_t s);
+                 float* out, cudaStream_t s, const Rows& rows = {});
 
 // ---- ple.cu (ple.cpp) ----
 // key {hc*d}, val {d}, h {hc*d} -> gv {hc*d} (gated value) and gvn = rmsnorm(gv) (norm_conv).
 void ple_gate(const float* key, const float* val, const float* h, const float* norm_key, const float* norm_query,
-              const float* norm_conv, int64_t hc, int64_t d, float eps, float* gv, float* gvn, cudaStream_t s);
+              const float* norm_conv, int64_t hc, int64_t d, float eps, float* gv, float* gvn, cudaStream_t s,
+              const Rows& rows = {});
 // h += gv + conv (conv already silu'd).
-void ple_add(float* h, const float* gv, const float* conv, int64_t n, cudaStream_t s);
+void ple_add(float* h, const float* gv, const float* conv, int64_t n, cudaStream_t s, const Rows& rows = {});
 
 }  // namespace ds4::qwen_next::cuda

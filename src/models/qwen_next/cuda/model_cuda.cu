@@ -1,12 +1,14 @@
 // The CUDA Qwen3.8 Flash Next model: per-state device caches, the decode step (one token
 // through every layer, all on one stream, position read from device memory) and its CUDA
 // graph, and the host side of each token (embedding row and PLE n-gram rows, gathered on
-// the host and shipped with the step's inputs).
+// the host and shipped with the step's inputs). forward() of more than one token runs the
+// multi-row chunk of chunk.cu.
 #include "models/qwen_next/cuda/model_cuda.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/rope.h"
@@ -22,6 +24,7 @@
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/device_weights.h"
 #include "models/qwen_next/cuda/kernels.h"
+#include "models/qwen_next/cuda/model_impl.h"
 #include "models/qwen_next/cuda/step_layout.h"
 #include "models/qwen_next/cuda/synthetic.h"
 #include "models/qwen_next/ple_hash.h"
@@ -29,71 +32,9 @@
 
 namespace ds4::qwen_next {
 
-using namespace ds4::qwen_next::cuda;
-namespace dc = ds4::cuda;
-
-namespace {
-
-// Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
-using Pinned = dc::PinnedHost;
-
-}  // namespace
-
-class CudaState : public ModelState {
- public:
-  CudaState(const StateLayout& lay, const Config& c) : buf(lay.bytes, "qwen_next state (context caches)") {
-    DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
-    // The step runs on a non-blocking stream, which does not wait for the legacy stream.
-    DS4_CUDA_CHECK(cudaDeviceSynchronize());
-    for (int64_t p = 0; p < lay.ple_layers; ++p) ple_ctx.emplace_back(size_t(c.ngram - 1), c.eos);
-  }
-  ~CudaState() override {
-    for (auto& g : graph)
-      if (g) cudaGraphExecDestroy(g);
-  }
-  std::unique_ptr<ModelState> clone() const override {
-    auto s = std::unique_ptr<CudaState>(new CudaState(*this));
-    return s;
-  }
-  int64_t position() const override { return pos; }
-  size_t bytes() const override { return buf.bytes(); }
-
-  dc::DeviceBuffer buf;                        // every layer's caches + the position counter
-  std::vector<std::vector<int32_t>> ple_ctx;   // per PLE layer {ngram-1}: previous tokens
-  int64_t pos = 0;
-  cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
-
- private:
-  CudaState(const CudaState& o) : buf(o.buf.bytes(), "qwen_next state clone"), ple_ctx(o.ple_ctx), pos(o.pos) {
-    DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
-    DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
-  }
-};
-
-struct QwenNextCudaModel::Impl {
-  std::unique_ptr<TensorSource> src;
-  Config c;
-  Weights w;  // host views (embedding and PLE tables are read from here)
-  ModelInfo info;
-  CudaModelOptions opt;
-  DeviceWeights dw;
-  StateLayout lay;
-  ScratchLayout sl;
-  dc::DeviceBuffer scratch;
-  std::unique_ptr<Pinned> in_host, logits_host;
-  cudaStream_t stream = nullptr;
-  std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
-  bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
-
-  float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
-  void proj(const DProj& p, const float* x, float* y);
-  void hyper_read(const DHyper& h, const float* x, float* mixed, float* inject);
-  void layer(CudaState& st, int64_t l);
-  void enqueue_step(CudaState& st, bool logits);
-  void run_step(CudaState& st, bool logits);
-};
-
-void QwenNextCudaModel::Impl::proj(const DProj& p, const float* x, float* y) { dc::gemv_proj(p, x, y, stream); }
+void QwenNextCudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
+  dc::gemv_proj(p, x, y, stream, gemv_options());
+}
 
 // mixed {d} (and inject {hc}, which follows the low-rank row in scratch) from h {hc*d}.
 void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float* mixed, float* inject) {
@@ -102,7 +43,7 @@ void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float*
   hc_norm(x, h.norm, hc, d, c.rms_eps, normed, stream);
   proj(h.down_inject, normed, S(sl.low));  // [low {rank} | inject {hc}]
   hc_low_act(S(sl.low), c.hc_rank, hc, stream);
-  dc::gemv(h.up, S(sl.low), S(sl.mix), stream);
+  gemv(h.up, S(sl.low), S(sl.mix));
   hc_combine(S(sl.mix), normed, hc, d, mixed, inject, stream);
 }
 
@@ -133,7 +74,7 @@ void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
     gdn_prep(S(sl.qkv), S(sl.b), S(sl.a), g.a_log, g.dt_bias, sh, stream);
     gdn_recurrent(S(sl.qkv), S(sl.a), S(sl.b), SF(o.ssm), S(sl.o), sh, stream);
     gdn_gated_norm(S(sl.o), S(sl.z), g.norm, sh, stream);
-    dc::gemv(g.out, S(sl.o), out, stream);
+    gemv(g.out, S(sl.o), out);
   } else {
     const DQsa& a = *L.qsa;
     const QsaShape sh{c.heads, c.kv_heads, c.head_dim, c.rot_dim, c.idx_heads, c.idx_dim, c.idx_budget,
@@ -146,7 +87,7 @@ void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
     uint8_t* keep = scratch.as<uint8_t>() + sl.keep;
     qsa_select(S(sl.iqk), cache, sh, pos, S(sl.block_scores), keep, stream);
     qsa_attend(S(sl.q), S(sl.gate), cache, sh, pos, keep, S(sl.att_scores), S(sl.att), stream);
-    dc::gemv(a.o, S(sl.att), out, stream);
+    gemv(a.o, S(sl.att), out);
   }
   hc_write(h, out, inject, hc, d, stream);
   hyper_read(L.mlp_hc, h, mixed, inject);
@@ -155,13 +96,15 @@ void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
   int32_t* ids = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.ids);
   proj(m.in, mixed, S(sl.sh_g));  // [shared gate | shared up | router | shared gate scalar]
   moe_route(S(sl.router), c.experts, K, c.norm_topk, ids, S(sl.wts), stream);
-  dc::swiglu_f32(S(sl.sh_g), S(sl.sh_u), S(sl.sh_g), c.shared_inter, stream);
-  dc::gemv(m.sh_down, S(sl.sh_g), S(sl.sh_out), stream);
+  // The shared expert's [gate | up] is one {1, 2S} row of moe_swiglu (the chunk's kernel too).
+  moe_swiglu(S(sl.sh_g), 1, c.shared_inter, S(sl.sh_g), stream);
+  gemv(m.sh_down, S(sl.sh_g), S(sl.sh_out));
   dc::gemv_batched(m.gate_up.first, mixed, S(sl.gu),
-                   dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream);
+                   dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream,
+                   gemv_options());
   moe_swiglu(S(sl.gu), K, I, S(sl.act), stream);
   dc::gemv_batched(m.down.first, S(sl.act), S(sl.ey),
-                   dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, d}, stream);
+                   dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, d}, stream, gemv_options());
   moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh_out), S(sl.sg), d, out, stream);
   hc_write(h, out, inject, hc, d, stream);
 }
@@ -171,7 +114,7 @@ void QwenNextCudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   for (int64_t l = 0; l < c.layers; ++l) layer(st, l);
   if (logits) {
     hyper_read(dw.mixer, S(sl.h), S(sl.mixed), nullptr);
-    dc::gemv(dw.lm_head, S(sl.mixed), S(sl.logits), stream);
+    gemv(dw.lm_head, S(sl.mixed), S(sl.logits));
     if (top_only) cand->enqueue(S(sl.logits), c.vocab, stream);
     else DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
                                         cudaMemcpyDeviceToHost, stream));
@@ -181,6 +124,39 @@ void QwenNextCudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
 
 void QwenNextCudaModel::Impl::run_step(CudaState& st, bool logits) {
   dc::run_graph_step(stream, st.graph[!logits ? 0 : top_only ? 2 : 1], opt.graphs, [&] { enqueue_step(st, logits); });
+}
+
+void QwenNextCudaModel::Impl::check_input(const CudaState& st, std::span<const int32_t> tokens) const {
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.vocab)
+      throw InputError("qwen_next: token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                       std::to_string(c.vocab) + ")");
+  if (st.pos + int64_t(tokens.size()) > info.max_context)
+    throw InputError("qwen_next: context of " + std::to_string(st.pos + int64_t(tokens.size())) +
+                     " tokens exceeds max_context " + std::to_string(info.max_context));
+}
+
+void QwenNextCudaModel::Impl::fill_input(CudaState& st, int32_t tok, int64_t row) {
+  const int64_t d = c.hidden, heads = (c.ngram - 1) * c.heads_per_ngram;
+  float* in = static_cast<float*>(in_host->p) + row * int64_t(sl.in_bytes / sizeof(float));  // {h | PLE rows}
+  if (opt.synthetic_seed) dc::synthetic_row(opt.synthetic_seed, tok, d, 1.0f, in);  // synthetic_full.h
+  else dequantize_row(w.embed, tok, in);  // the step's input row, repeated per stream
+  for (int64_t k = 1; k < c.hc; ++k) std::memcpy(in + k * d, in, size_t(d) * sizeof(float));
+  std::vector<int64_t> ids(static_cast<size_t>(heads));
+  std::vector<int32_t> window(static_cast<size_t>(c.ngram));
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const auto& lw = w.layers[l];
+    if (!lw.ple) continue;
+    const int64_t pi = dw.layers[l].ple->index;
+    auto& ctx = st.ple_ctx[size_t(pi)];
+    std::copy(ctx.begin(), ctx.end(), window.begin());
+    window.back() = tok;
+    ple_ngram_ids(c, *lw.ple, window.data(), ids.data());
+    for (int64_t id : ids)
+      if (id < 0 || id >= lw.ple->table->rows()) throw Error("PLE n-gram row " + std::to_string(id) + " out of range");
+    lw.ple->table->gather(ids.data(), heads, in + sl.ple_emb_in + pi * sl.ple_stride);
+    ctx.assign(window.begin() + 1, window.end());
+  }
 }
 
 QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt,
@@ -201,6 +177,9 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   m.info.eos_token_ids = c.eos_ids;
   m.info.default_prefill_chunk = 2048;
   m.info.has_draft_head = false;  // the MTP head is CPU-only so far
+  if (copt.chunk_rows < 1 || copt.chunk_rows > dc::kGemvMaxRows)
+    throw InputError("qwen_next cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
+                     std::to_string(dc::kGemvMaxRows));
   for (const auto* mat : {&m.w.lm_head, &m.w.layers[0].moe.router, &m.w.layers[0].moe.gate_up[0]})
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) +
@@ -217,8 +196,10 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   m.lay = state_layout(c, m.info.max_context);
   m.sl = scratch_layout(c, m.info.max_context);
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "qwen_next step scratch");
-  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes);
-  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float));
+  m.cl = chunk_layout(c, m.sl, copt.chunk_rows);
+  if (copt.chunk_rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "qwen_next chunk scratch");
+  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(copt.chunk_rows));
+  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float) * size_t(copt.chunk_rows));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
 }
 
@@ -238,6 +219,17 @@ size_t QwenNextCudaModel::weight_bytes_per_token() const {
   return weight_bytes() - routed + size_t(double(routed) * double(c.top_k) / double(c.experts));
 }
 
+double QwenNextCudaModel::chunk_bytes_ratio(int64_t rows) const {
+  const Config& c = impl_->c;
+  double routed = 0;
+  for (const auto& l : impl_->w.layers)
+    for (const WeightMatrix& e : {l.moe.gate_up[0], l.moe.down[0]})
+      routed += double(c.experts) * double(dc::Uploader::data_bytes(e) + 2 * dc::Uploader::scale_bytes(e));
+  const double E = double(c.experts), k = double(c.top_k);
+  const double used = E * (1.0 - std::pow(1.0 - k / E, double(rows)));  // expected distinct experts
+  return (double(weight_bytes()) - routed + routed * used / E) / double(weight_bytes_per_token());
+}
+
 std::unique_ptr<ModelState> QwenNextCudaModel::new_state() const {
   return std::make_unique<CudaState>(impl_->lay, impl_->c);
 }
@@ -249,39 +241,28 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
   CudaState& st = *stp;
   Impl& m = *impl_;
   const Config& c = m.c;
-  const int64_t n = int64_t(tokens.size()), W = c.wide(), d = c.hidden, V = c.vocab;
+  const int64_t n = int64_t(tokens.size()), V = c.vocab;
   logits.clear();
   if (n == 0) return;
-  for (int32_t t : tokens)
-    if (t < 0 || t >= c.vocab)
-      throw InputError("qwen_next: token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                       std::to_string(c.vocab) + ")");
-  if (st.pos + n > m.info.max_context)
-    throw InputError("qwen_next: context of " + std::to_string(st.pos + n) + " tokens exceeds max_context " +
-                     std::to_string(m.info.max_context));
+  m.check_input(st, tokens);
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
-  float* in = static_cast<float*>(m.in_host->p);
-  const int64_t heads = (c.ngram - 1) * c.heads_per_ngram;
-  std::vector<int64_t> ids(static_cast<size_t>(heads));
-  std::vector<int32_t> window(static_cast<size_t>(c.ngram));
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t tok = tokens[size_t(t)];
-    if (m.opt.synthetic_seed) dc::synthetic_row(m.opt.synthetic_seed, tok, d, 1.0f, in);  // synthetic_full.h
-    else dequantize_row(m.w.embed, tok, in);  // the step's input row, repeated per stream
-    for (int64_t k = 1; k < c.hc; ++k) std::memcpy(in + k * d, in, size_t(d) * sizeof(float));
-    for (size_t l = 0; l < m.w.layers.size(); ++l) {
-      const auto& lw = m.w.layers[l];
-      if (!lw.ple) continue;
-      const int64_t pi = m.dw.layers[l].ple->index;
-      auto& ctx = st.ple_ctx[size_t(pi)];
-      std::copy(ctx.begin(), ctx.end(), window.begin());
-      window.back() = tok;
-      ple_ngram_ids(c, *lw.ple, window.data(), ids.data());
-      for (int64_t id : ids)
-        if (id < 0 || id >= lw.ple->table->rows()) throw Error("PLE n-gram row " + std::to_string(id) + " out of range");
-      lw.ple->table->gather(ids.data(), heads, in + m.sl.ple_emb_in + pi * m.sl.ple_stride);
-      ctx.assign(window.begin() + 1, window.end());
+  const int64_t C = m.opt.chunk_rows;
+  if (n > 1 && C > 1) {  // chunks of up to C rows (a last chunk of one row too: it equals the step)
+    for (int64_t t0 = 0; t0 < n; t0 += C) {
+      const int64_t T = std::min(C, n - t0);
+      for (int64_t t = 0; t < T; ++t) m.fill_input(st, tokens[size_t(t0 + t)], t);
+      const bool last = t0 + T == n;
+      const Logits cm = mode == Logits::kAll ? Logits::kAll : mode == Logits::kLast && last ? Logits::kLast : Logits::kNone;
+      m.run_chunk(st, T, cm, false);
+      st.pos += T;
+      const float* src = static_cast<const float*>(m.logits_host->p);
+      if (cm == Logits::kAll) std::copy_n(src, T * V, logits.data() + t0 * V);
+      else if (cm == Logits::kLast) logits.assign(src, src + V);
     }
+    return;
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    m.fill_input(st, tokens[size_t(t)], 0);
     const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
     m.run_step(st, want);
     st.pos += 1;
@@ -291,7 +272,6 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
       else logits.assign(src, src + V);
     }
   }
-  (void)W;
 }
 
 void QwenNextCudaModel::forward_candidates(ModelState& state, std::span<const int32_t> tokens,

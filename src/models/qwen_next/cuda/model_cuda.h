@@ -1,9 +1,12 @@
 #pragma once
-// Qwen3.8 Flash Next on the CUDA backend (issue #10). Same Model interface and results as
-// the CPU model (src/models/qwen_next/model.h) within float32 rounding; weights are uploaded
-// once at load (after memory admission), each state's caches live on the GPU, and every
-// token is one decode step, replayed from a CUDA graph captured per state. Prefill runs the
-// same step token by token (no chunked GPU prefill yet). No MTP draft head on the GPU yet.
+// Qwen3.8 Flash Next on the CUDA backend (issues #10, #11). Same Model interface and results
+// as the CPU model (src/models/qwen_next/model.h) within float32 rounding; weights are
+// uploaded once at load (after memory admission), each state's caches live on the GPU. One
+// token is one decode step, replayed from a CUDA graph captured per state; more than one
+// token (prefill, speculative verify) runs in chunks of up to chunk_rows rows (chunk.cu),
+// each weight read once per chunk, each chunk shape a CUDA graph per state too; every chunk
+// row equals its decode step bit for bit. verify_capture/commit_prefix: the captured-prefix
+// commit of a speculative verify (DraftHead's signatures; the GPU MTP head wires them in).
 #include <memory>
 #include <string>
 
@@ -18,6 +21,10 @@ struct CudaModelOptions {
   // Non-zero: a synthetic model (models/qwen_next/synthetic_full.h): every matrix generated
   // on the GPU from this seed, embedding rows and PLE rows made per token on the host.
   uint64_t synthetic_seed = 0;
+  int chunk_rows = 16;  // rows per multi-row chunk, 1..16 (1: every token is a decode step)
+  // Most rows verify_capture records (made on its first use, min(capture_rows, chunk_rows)
+  // rows; full size ~3.2 MB of GDN state per GDN layer and row, ~0.9 GB at 8 rows).
+  int capture_rows = 8;
 };
 
 class QwenNextCudaModel : public Model {
@@ -31,10 +38,23 @@ class QwenNextCudaModel : public Model {
   void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
                           SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
 
+  // Captured-prefix commit (DraftHead::verify_capture / commit_prefix, MTPLX semantics):
+  // verify_capture runs `tokens` (1..capture rows of them; more: returns false, state untouched)
+  // as one Logits::kAll chunk while recording per row what cannot be cut back (GDN recurrent
+  // state and conv input rows, PLE conv input rows and token context); commit_prefix(keep)
+  // makes `trial` the state after its first `keep` rows. The records live in the model: one
+  // window at a time (a newer verify_capture, on any state, supersedes it: commit then throws).
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits);
+  void commit_prefix(ModelState& trial, int64_t keep);
+
   size_t weight_bytes() const;  // device bytes of the uploaded weights
   // Bytes of weights one decode token reads: all but the routed experts, plus top_k of
   // experts of them (state and KV reads come on top).
   size_t weight_bytes_per_token() const;
+  // Weight bytes a chunk of `rows` rows reads over one token's (the bench's bytes floor):
+  // everything but the routed experts once, routed experts as the expected union of the
+  // rows' top-k under uniform routing.
+  double chunk_bytes_ratio(int64_t rows) const;
   struct Impl;
 
  private:

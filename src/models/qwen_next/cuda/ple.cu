@@ -1,6 +1,8 @@
 // PLE gating kernels (CPU: ple.cpp). The n-gram hashing and the table gather stay on the
 // host (the real table is an SSD sidecar of ~51B parameters); the gathered row arrives with
-// the step's inputs, and everything after it runs here.
+// the step's inputs, and everything after it runs here. Over `Rows` (chunk.cu) row t =
+// blockIdx.y reads and writes its own row scratch; the dilated conv between gate and add
+// advances row by row inside conv1d_rows_f32.
 #include "backend/cuda/check.h"
 #include "backend/cuda/reduce.cuh"
 #include "models/qwen_next/cuda/kernels.h"
@@ -17,7 +19,9 @@ using ds4::cuda::detail::SumOp;
 __global__ void ple_gate_kernel(const float* __restrict__ key, const float* __restrict__ val,
                                 const float* __restrict__ h, const float* __restrict__ nk,
                                 const float* __restrict__ nq, const float* __restrict__ nc, int64_t d, float eps,
-                                float* __restrict__ gv, float* __restrict__ gvn) {
+                                float* __restrict__ gv, float* __restrict__ gvn, int64_t rs) {
+  const int64_t row = blockIdx.y;
+  key += row * rs, val += row * rs, h += row * rs, gv += row * rs, gvn += row * rs;
   const int64_t o = blockIdx.x * d;
   float sk = 0.f, sq = 0.f;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
@@ -46,7 +50,8 @@ __global__ void ple_gate_kernel(const float* __restrict__ key, const float* __re
 }
 
 __global__ void ple_add_kernel(float* __restrict__ h, const float* __restrict__ gv, const float* __restrict__ conv,
-                               int64_t n) {
+                               int64_t n, int64_t rs) {
+  h += blockIdx.y * rs, gv += blockIdx.y * rs, conv += blockIdx.y * rs;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) h[i] += gv[i] + conv[i];
 }
@@ -54,13 +59,15 @@ __global__ void ple_add_kernel(float* __restrict__ h, const float* __restrict__ 
 }  // namespace
 
 void ple_gate(const float* key, const float* val, const float* h, const float* norm_key, const float* norm_query,
-              const float* norm_conv, int64_t hc, int64_t d, float eps, float* gv, float* gvn, cudaStream_t s) {
-  ple_gate_kernel<<<unsigned(hc), 256, 0, s>>>(key, val, h, norm_key, norm_query, norm_conv, d, eps, gv, gvn);
+              const float* norm_conv, int64_t hc, int64_t d, float eps, float* gv, float* gvn, cudaStream_t s,
+              const Rows& rows) {
+  ple_gate_kernel<<<dim3(unsigned(hc), unsigned(rows.count)), 256, 0, s>>>(key, val, h, norm_key, norm_query,
+                                                                           norm_conv, d, eps, gv, gvn, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-void ple_add(float* h, const float* gv, const float* conv, int64_t n, cudaStream_t s) {
-  ple_add_kernel<<<unsigned((n + 255) / 256), 256, 0, s>>>(h, gv, conv, n);
+void ple_add(float* h, const float* gv, const float* conv, int64_t n, cudaStream_t s, const Rows& rows) {
+  ple_add_kernel<<<dim3(unsigned((n + 255) / 256), unsigned(rows.count)), 256, 0, s>>>(h, gv, conv, n, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,6 +1,10 @@
 // QSA attention decode kernels (CPU: qsa.cpp). The position comes from device memory so
 // the whole step can be replayed from a CUDA graph; loops over keys and blocks are sized
-// by it at run time.
+// by it at run time. Over `Rows` (chunk.cu) row t = blockIdx.y runs at position pos[t]: one
+// prep launch appends every row's K/V/raw indexer key, one pool launch pools the blocks they
+// complete, then one select and one attend launch for all rows. Row t reads positions
+// <= pos[t] and blocks < (pos[t]+1)/ratio only; a later row writes positions > pos[t] and
+// completes blocks >= (pos[t]+1)/ratio, so no later row leaks into row t.
 #include <cfloat>
 
 #include "backend/cuda/check.h"
@@ -36,11 +40,32 @@ __device__ void norm_rope_warp(const float* src, const float* w, int64_t n, floa
   __syncwarp();
 }
 
+// The indexer block that position `pos` completes (if any): mean of its raw keys ->
+// k_layernorm -> rope at its first row. One warp; the raw keys must be visible to it.
+__device__ void pool_block(const QsaCache& c, const QsaShape& sh, const float* idx_k_norm, int64_t pos) {
+  const int64_t R = sh.idx_ratio, D = sh.idx_dim;
+  const int lane = threadIdx.x % 32;
+  if ((pos + 1) % R != 0) return;
+  const int64_t b = pos / R;
+  float* m = c.idx_pooled + b * D;
+  for (int64_t i = lane; i < D; i += 32) {
+    float s = 0.f;
+    for (int64_t r = 0; r < R; ++r) s += c.idx_raw[(b * R + r) * D + i];
+    m[i] = s / float(R);
+  }
+  __syncwarp();
+  norm_rope_warp(m, idx_k_norm, D, sh.eps, sh.rot_dim, b * R, sh.inv_freq, m);
+}
+
+// pool: the decode step pools its own block here (one row: every raw key it needs is in
+// memory or written by this block); a chunk's rows pool in qsa_pool_kernel after all appends.
 __global__ void qsa_prep_kernel(const float* __restrict__ qg, const float* __restrict__ k,
                                 const float* __restrict__ v, float* __restrict__ iqk, QsaNorms nw, QsaCache c,
                                 QsaShape sh, const int32_t* __restrict__ pos_p, float* __restrict__ q,
-                                float* __restrict__ gate) {
-  const int64_t pos = *pos_p, hd = sh.head_dim, D = sh.idx_dim, KVD = sh.kv_heads * hd;
+                                float* __restrict__ gate, int64_t rs, bool pool) {
+  const int64_t row = blockIdx.y;
+  qg += row * rs, k += row * rs, v += row * rs, iqk += row * rs, q += row * rs, gate += row * rs;
+  const int64_t pos = pos_p[row], hd = sh.head_dim, D = sh.idx_dim, KVD = sh.kv_heads * hd;
   const int warp = threadIdx.x / 32, warps = blockDim.x / 32, lane = threadIdx.x % 32;
   const int64_t vecs = sh.heads + 2 * sh.kv_heads + sh.idx_heads + 1;
   for (int64_t t = warp; t < vecs; t += warps) {
@@ -61,28 +86,25 @@ __global__ void qsa_prep_kernel(const float* __restrict__ qg, const float* __res
       for (int64_t i = lane; i < D; i += 32) c.idx_raw[pos * D + i] = iqk[sh.idx_heads * D + i];
     }
   }
-  // The block this row completes: mean of raw keys -> k_layernorm -> rope at its first row.
-  const int64_t R = sh.idx_ratio;
-  if ((pos + 1) % R != 0) return;
-  __syncthreads();
-  if (warp != 0) return;
-  const int64_t b = pos / R;
-  float* m = c.idx_pooled + b * D;
-  for (int64_t i = lane; i < D; i += 32) {
-    float s = 0.f;
-    for (int64_t r = 0; r < R; ++r) s += c.idx_raw[(b * R + r) * D + i];
-    m[i] = s / float(R);
-  }
-  __syncwarp();
-  norm_rope_warp(m, nw.idx_k, D, sh.eps, sh.rot_dim, b * R, sh.inv_freq, m);
+  if (!pool || (pos + 1) % sh.idx_ratio != 0) return;
+  __syncthreads();  // this row's raw key (written by another warp) is visible to warp 0
+  if (warp == 0) pool_block(c, sh, nw.idx_k, pos);
+}
+
+// One warp per row: the block row t completes, after every row's raw key is appended.
+__global__ void qsa_pool_kernel(QsaCache c, QsaShape sh, const float* __restrict__ idx_k_norm,
+                                const int32_t* __restrict__ pos_p) {
+  pool_block(c, sh, idx_k_norm, pos_p[blockIdx.x]);
 }
 
 // scores {nb}: relu(q_h . k_b) summed over indexer heads; keep[b] = rank of b < budget/R
 // (rank: higher score first, ties by lower index, as cpu::topk_f32).
 __global__ void qsa_select_kernel(const float* __restrict__ iqk, QsaCache c, QsaShape sh,
                                   const int32_t* __restrict__ pos_p, float* __restrict__ scores,
-                                  uint8_t* __restrict__ keep) {
-  const int64_t p = *pos_p, D = sh.idx_dim, R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
+                                  uint8_t* __restrict__ keep, int64_t rs) {
+  const int64_t row = blockIdx.x;
+  iqk += row * rs, scores += row * rs, keep += row * rs * 4;  // keep: bytes in a float row scratch
+  const int64_t p = pos_p[row], D = sh.idx_dim, R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
   if (nb <= keep_n) return;  // every complete block is kept: qsa_attend does not read `keep`
   const float inv = rsqrtf(float(D));
   for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
@@ -110,9 +132,11 @@ __global__ void qsa_select_kernel(const float* __restrict__ iqk, QsaCache c, Qsa
 // One block per query head: scores over visible keys, softmax, weighted values, output gate.
 __global__ void qsa_attend_kernel(const float* __restrict__ q, const float* __restrict__ gate, QsaCache c,
                                   QsaShape sh, const int32_t* __restrict__ pos_p, const uint8_t* __restrict__ keep,
-                                  float* __restrict__ scores, float* __restrict__ att) {
+                                  float* __restrict__ scores, float* __restrict__ att, int64_t rs) {
   extern __shared__ float qs[];  // {hd}
-  const int64_t p = *pos_p, hd = sh.head_dim, h = blockIdx.x, R = sh.idx_ratio, nb = (p + 1) / R;
+  const int64_t row = blockIdx.y;
+  q += row * rs, gate += row * rs, keep += row * rs * 4, scores += row * rs, att += row * rs;
+  const int64_t p = pos_p[row], hd = sh.head_dim, h = blockIdx.x, R = sh.idx_ratio, nb = (p + 1) / R;
   const bool all = nb <= sh.idx_budget / R;
   const int64_t kvh = h / (sh.heads / sh.kv_heads), KVD = sh.kv_heads * hd;
   const float scale = rsqrtf(float(hd));
@@ -151,21 +175,26 @@ __global__ void qsa_attend_kernel(const float* __restrict__ q, const float* __re
 }  // namespace
 
 void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const QsaNorms& n, const QsaCache& c,
-              const QsaShape& sh, const int32_t* pos, float* q, float* gate, cudaStream_t s) {
-  qsa_prep_kernel<<<1, 256, 0, s>>>(qg, k, v, iqk, n, c, sh, pos, q, gate);
+              const QsaShape& sh, const int32_t* pos, float* q, float* gate, cudaStream_t s, const Rows& rows) {
+  const bool one = rows.count == 1;
+  qsa_prep_kernel<<<dim3(1, unsigned(rows.count)), 256, 0, s>>>(qg, k, v, iqk, n, c, sh, pos, q, gate, rows.stride,
+                                                                one);
+  DS4_CUDA_CHECK_LAUNCH();
+  if (one) return;
+  qsa_pool_kernel<<<unsigned(rows.count), 32, 0, s>>>(c, sh, n.idx_k, pos);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
-                uint8_t* keep, cudaStream_t s) {
-  qsa_select_kernel<<<1, 1024, 0, s>>>(iqk, c, sh, pos, scores, keep);
+                uint8_t* keep, cudaStream_t s, const Rows& rows) {
+  qsa_select_kernel<<<unsigned(rows.count), 1024, 0, s>>>(iqk, c, sh, pos, scores, keep, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
-                const uint8_t* keep, float* scores, float* att, cudaStream_t s) {
-  qsa_attend_kernel<<<unsigned(sh.heads), 256, size_t(sh.head_dim) * sizeof(float), s>>>(q, gate, c, sh, pos, keep,
-                                                                                        scores, att);
+                const uint8_t* keep, float* scores, float* att, cudaStream_t s, const Rows& rows) {
+  qsa_attend_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 256, size_t(sh.head_dim) * sizeof(float), s>>>(
+      q, gate, c, sh, pos, keep, scores, att, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Internal to the CUDA Qwen model: byte offsets of a state's device buffer (per-layer
-// caches sized for max_ctx, and the position counter) and of the model's step scratch.
+// caches sized for max_ctx, and the position counter), of the model's step scratch, of the
+// chunk scratch (rows of step scratch) and of a captured verify's records.
 // Every piece starts 256-byte aligned (gemv reads x with 16-byte loads).
 #include <algorithm>
 #include <cstddef>
@@ -99,6 +100,71 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.gu = take(c.top_k * 2 * c.moe_inter), s.act = take(c.top_k * c.moe_inter), s.ey = take(c.top_k * d);
   s.ple_key = take(W + d), s.ple_val = after(s.ple_key, W), s.ple_gv = take(W), s.ple_gvn = take(W), s.ple_conv = take(W);
   s.logits = take(c.vocab);
+  s.bytes = t.at;
+  return s;
+}
+
+// A multi-row forward (prefill chunk, speculative verify) of up to `rows` tokens: row t has
+// its own copy of the step scratch at t * row_bytes (so every per-token kernel runs on row t
+// unchanged, and every buffer is a strided {rows, ...} array for gemv_rows: row stride
+// row_bytes / 4 floats, a multiple of 64), then the chunk-wide parts below.
+struct ChunkLayout {
+  int64_t rows = 0;
+  size_t row_bytes = 0;
+  size_t positions = 0;                    // int32 {rows}: the rows' positions (device, per replay)
+  size_t ids = 0, wts = 0;                 // MoE routing {rows, K}: slot s = t * K + j
+  size_t gu = 0, act = 0, ey = 0;          // experts {rows * K, 2I}, {rows * K, I}, {rows * K, d}
+  size_t experts = 0, live = 0, counts = 0, tok = 0, slot = 0;  // grouping (backend/cuda moe_group)
+  size_t bytes = 0;
+};
+
+inline constexpr int64_t kGroupRows = 16;  // = ds4::cuda::kGemvMaxRows (tok/slot row stride)
+
+inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_t rows) {
+  ChunkLayout s;
+  s.rows = rows;
+  s.row_bytes = sl.bytes;
+  ::ds4::cuda::LayoutTaker t;
+  t.at = layout_align(size_t(rows) * sl.bytes);
+  const int64_t K = c.top_k, I = c.moe_inter, RK = rows * K;
+  s.positions = t.take(rows);
+  s.ids = t.take(RK), s.wts = t.take(RK);
+  s.gu = t.take(RK * 2 * I), s.act = t.take(RK * I), s.ey = t.take(RK * c.hidden);
+  s.experts = t.take(RK), s.live = t.take(1), s.counts = t.take(RK);
+  s.tok = t.take(RK * kGroupRows), s.slot = t.take(RK * kGroupRows);
+  s.bytes = t.at;
+  return s;
+}
+
+// The records of a captured speculative verify of up to `rows` rows (model_cuda.h
+// verify_capture / commit_prefix), per layer:
+//   ssm       GDN recurrent state after each row {rows, v_heads, k_dim, v_dim}
+//   conv      GDN conv history [state before the window {K-1, conv_dim} ; input rows {rows, conv_dim}]
+//   ple_conv  PLE dilated conv history [state before {(K-1)*ngram, hc*d} ; input rows {rows, hc*d}]
+// A history is laid out so that the conv state after keeping `keep` rows is one contiguous
+// run: its K-1 (or (K-1)*ngram) rows starting at row `keep`.
+struct CaptureOffsets {
+  size_t ssm = 0, conv = 0, ple_conv = 0;
+};
+struct CaptureLayout {
+  int64_t rows = 0;
+  std::vector<CaptureOffsets> layers;
+  size_t bytes = 0;
+};
+
+inline CaptureLayout capture_layout(const Config& c, int64_t rows) {
+  CaptureLayout s;
+  s.rows = rows;
+  ::ds4::cuda::LayoutTaker t;
+  for (int64_t l = 0; l < c.layers; ++l) {
+    CaptureOffsets o;
+    if (c.is_linear[size_t(l)]) {
+      o.ssm = t.take(rows * c.v_heads * c.k_dim * c.v_dim);
+      o.conv = t.take((c.conv_k - 1 + rows) * c.conv_dim());
+    }
+    if (c.ple_index(l) >= 0) o.ple_conv = t.take(((c.ple_conv_k - 1) * c.ngram + rows) * c.wide());
+    s.layers.push_back(o);
+  }
   s.bytes = t.at;
   return s;
 }

@@ -1,0 +1,295 @@
+// The multi-row forward of the CUDA Qwen3.8 Flash Next model: a chunk of up to cl.rows
+// tokens (prefill chunk, speculative verify of k+1 rows) through every layer with each weight
+// matrix read once per chunk (backend/cuda gemv_rows), while the parts that carry state from
+// one token to the next take all rows in one launch and keep token order inside it:
+//   - GDN: conv1d state and the delta-rule recurrence loop the rows inside their kernels;
+//   - PLE: the dilated n-gram conv likewise (conv1d_rows_f32, dilation ngram); the host
+//     gathered every row's n-gram rows into the pinned input (fill_input, row by row);
+//   - QSA: every row's K/V/raw indexer key appended first, then the blocks they complete
+//     pooled, then one selection and one attention launch, row t at its own position pos + t
+//     (it sees positions <= pos + t and the blocks complete there, nothing a later row wrote);
+//   - MoE: routing per row, then the (token, expert) pairs grouped per expert (moe_group) so
+//     each used expert is read once for all the rows routed to it.
+// Row t's arithmetic is the decode step's (the same kernels, kernels.h Rows), on row t's copy
+// of the step scratch (step_layout.h ChunkLayout); its position is positions[t] = *pos + t on
+// the device, so a chunk of a given size and logits mode is captured once per state as a
+// CUDA graph. Also here: the captured verify (records per row) and commit_prefix.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "backend/cuda/conv1d.h"
+#include "backend/cuda/moe_group.h"
+#include "core/error.h"
+#include "models/capture_rows.h"
+#include "models/qwen_next/cuda/model_impl.h"
+
+namespace ds4::qwen_next {
+
+namespace {
+
+__global__ void chunk_positions_kernel(const int32_t* pos, int32_t* positions, int32_t rows) {
+  if (int32_t(threadIdx.x) < rows) positions[threadIdx.x] = *pos + int32_t(threadIdx.x);
+}
+
+int64_t chunk_key(int64_t rows, Logits mode, bool capture) {
+  return (rows * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0)) * 2 + (capture ? 1 : 0);
+}
+
+}  // namespace
+
+// y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats).
+void QwenNextCudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_off) {
+  dc::GemvRows r;
+  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
+  dc::gemv_rows(w, R(0, x_off), R(0, y_off), r, stream);
+}
+
+void QwenNextCudaModel::Impl::mproj(const DProj& p, size_t x_off, size_t y_off) {
+  dc::GemvRows r;
+  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
+  dc::gemv_proj_rows(p, R(0, x_off), R(0, y_off), r, stream);
+}
+
+// hyper_read() of model_cuda.cu over the rows: mixed {rows, d} (and inject {rows, hc} when
+// `inject`: a mixer has none) from the streams at x_off {rows, hc*d}.
+void QwenNextCudaModel::Impl::hyper_read_rows(const DHyper& h, size_t x_off, bool inject) {
+  const int64_t hc = c.hc, d = c.hidden;
+  const Rows all = all_rows();
+  hc_norm(R(0, x_off), h.norm, hc, d, c.rms_eps, R(0, sl.normed), stream, all);
+  mproj(h.down_inject, sl.normed, sl.low);  // {rows, [low {rank} | inject {hc}]}
+  hc_low_act(R(0, sl.low), c.hc_rank, hc, stream, all);
+  mgemv(h.up, sl.low, sl.mix);
+  hc_combine(R(0, sl.mix), R(0, sl.normed), hc, d, R(0, sl.mixed), inject ? R(0, sl.inject) : nullptr, stream, all);
+}
+
+// The conv history of a captured verify: [state before the window ; the rows' conv inputs]
+// (step_layout.h CaptureLayout), copied before the conv advances the state.
+// state {state_rows, width}; in_rows: row 0's input {width} in the row scratch.
+void QwenNextCudaModel::Impl::record_history(float* hist, const float* state, int64_t state_rows, const float* in_rows,
+                                             int64_t width) {
+  const size_t wb = size_t(width) * sizeof(float);
+  DS4_CUDA_CHECK(cudaMemcpyAsync(hist, state, size_t(state_rows) * wb, cudaMemcpyDeviceToDevice, stream));
+  DS4_CUDA_CHECK(cudaMemcpy2DAsync(hist + state_rows * width, wb, in_rows, cl.row_bytes, wb, size_t(rows),
+                                   cudaMemcpyDeviceToDevice, stream));
+}
+
+// The PLE block of layer() over the rows; `conv` the layer's dilated conv state, cap_conv
+// (captured verify) its history record or null.
+void QwenNextCudaModel::Impl::ple_rows(const DPle& p, float* conv, float* cap_conv) {
+  const int64_t hc = c.hc, d = c.hidden, W = c.wide();
+  const Rows all = all_rows();
+  mproj(p.in, sl.ple_emb + size_t(p.index * sl.ple_stride) * 4, sl.ple_key);  // {rows, [key {hc*d} | value {d}]}
+  ple_gate(R(0, sl.ple_key), R(0, sl.ple_val), R(0, sl.h), p.norm_key, p.norm_query, p.norm_conv, hc, d, c.rms_eps,
+           R(0, sl.ple_gv), R(0, sl.ple_gvn), stream, all);
+  if (cap_conv) record_history(cap_conv, conv, (c.ple_conv_k - 1) * c.ngram, R(0, sl.ple_gvn), W);
+  dc::conv1d_rows_f32(R(0, sl.ple_gvn), p.conv, conv, W, c.ple_conv_k, c.ngram, true, R(0, sl.ple_conv),
+                      dc::Conv1dRows{rows, rs(), rs()}, stream);
+  ple_add(R(0, sl.h), R(0, sl.ple_gv), R(0, sl.ple_conv), W, stream, all);
+}
+
+// The GDN block of layer() over the rows; cap_conv / cap_ssm (captured verify): the conv
+// history and the recurrent state after each row, or null.
+void QwenNextCudaModel::Impl::gdn_rows(const DGdn& g, float* conv, float* ssm, float* cap_conv, float* cap_ssm) {
+  const GdnShape sh{c.k_heads, c.v_heads, c.k_dim, c.v_dim, c.rms_eps, c.gate_sigmoid};
+  const Rows all = all_rows();
+  const int64_t cdim = c.conv_dim();
+  mproj(g.in, sl.mixed, sl.raw);  // {rows, [qkv | z | b | a]}
+  if (cap_conv) record_history(cap_conv, conv, c.conv_k - 1, R(0, sl.raw), cdim);
+  // The conv state advances row by row inside one launch (a thread per channel).
+  dc::conv1d_rows_f32(R(0, sl.raw), g.conv, conv, cdim, c.conv_k, 1, true, R(0, sl.qkv), dc::Conv1dRows{rows, rs(), rs()},
+                      stream);
+  gdn_prep(R(0, sl.qkv), R(0, sl.b), R(0, sl.a), g.a_log, g.dt_bias, sh, stream, all);
+  // One launch; the recurrence loops the rows in order inside the kernel.
+  gdn_recurrent(R(0, sl.qkv), R(0, sl.a), R(0, sl.b), ssm, R(0, sl.o), sh, stream, all, cap_ssm);
+  gdn_gated_norm(R(0, sl.o), R(0, sl.z), g.norm, sh, stream, all);
+  mgemv(g.out, sl.o, sl.out);
+}
+
+// The QSA block of layer() over the rows. The projection does not read the cache, so it runs
+// for all rows first; qsa_prep appends every row's K/V/raw key at its position and pools the
+// blocks they complete (a second launch, after all appends); then one select and one attend
+// launch: row t at pos + t reads only positions <= pos + t and blocks complete there.
+void QwenNextCudaModel::Impl::qsa_rows(const DQsa& a, const LayerOffsets& o, uint8_t* sb) {
+  auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
+  const QsaShape sh{c.heads, c.kv_heads, c.head_dim, c.rot_dim, c.idx_heads, c.idx_dim, c.idx_budget,
+                    c.idx_ratio, lay.max_ctx, c.rms_eps, dw.inv_freq};
+  const QsaCache cache{SF(o.k), SF(o.v), SF(o.idx_raw), SF(o.idx_pooled)};
+  const int32_t* positions = C<int32_t>(cl.positions);
+  const Rows all = all_rows();
+  mproj(a.in, sl.mixed, sl.qg);  // {rows, [q+gate | k | v | indexer q+k]}
+  qsa_prep(R(0, sl.qg), R(0, sl.k), R(0, sl.v), R(0, sl.iqk), QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm},
+           cache, sh, positions, R(0, sl.q), R(0, sl.gate), stream, all);
+  uint8_t* keep = reinterpret_cast<uint8_t*>(R(0, sl.keep));  // row t's at t * rs() * 4 bytes
+  qsa_select(R(0, sl.iqk), cache, sh, positions, R(0, sl.block_scores), keep, stream, all);
+  qsa_attend(R(0, sl.q), R(0, sl.gate), cache, sh, positions, keep, R(0, sl.att_scores), R(0, sl.att), stream, all);
+  mgemv(a.o, sl.att, sl.out);
+}
+
+// The MoE of layer() over the rows: route each row, group, each used expert once for its rows.
+void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
+  const int64_t d = c.hidden, K = c.top_k, I = c.moe_inter, E = c.experts, pairs = rows * K;
+  const Rows all = all_rows();
+  int32_t* ids = C<int32_t>(cl.ids);
+  float* wts = C(cl.wts);
+  mproj(m.in, sl.mixed, sl.sh_g);  // {rows, [shared gate | shared up | router | shared gate scalar]}
+  moe_route(R(0, sl.router), E, K, c.norm_topk, ids, wts, stream, all);  // ids, wts {rows, K}
+  const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
+                       C<int32_t>(cl.slot), kGroupRows};
+  dc::moe_group(ids, rows, K, E, g, stream);
+  moe_swiglu(R(0, sl.sh_g), rows, c.shared_inter, R(0, sl.sh_g), stream, rs(), rs());
+  mgemv(m.sh_down, sl.sh_g, sl.sh_out);
+  // Entry u = a used expert (at most min(E, rows * K) of them, *live decides on the device).
+  dc::GemvRows r;
+  r.n = int(rows);
+  r.batch = dc::GemvBatch{int(std::min(E, pairs)), g.experts, m.gate_up.stride, m.gate_up.scale_stride, 0, 0};
+  r.live = g.live, r.counts = g.counts;
+  r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // mixed rows -> gu {rows * K, 2I}
+  dc::gemv_rows(m.gate_up.first, R(0, sl.mixed), C(cl.gu), r, stream);
+  moe_swiglu(C(cl.gu), pairs, I, C(cl.act), stream);  // act {rows * K, I}
+  r.batch.id_stride = m.down.stride, r.batch.id_scale_stride = m.down.scale_stride;
+  r.x_row = I, r.x_idx = g.slot, r.y_row = d;  // act {rows * K, I} -> ey {rows * K, d}
+  dc::gemv_rows(m.down.first, C(cl.act), C(cl.ey), r, stream);
+  moe_combine(C(cl.ey), wts, K, R(0, sl.sh_out), R(0, sl.sg), d, R(0, sl.out), stream, all);  // ey {rows, K, d}
+}
+
+// Everything of one chunk of `rows` tokens: input rows in, every layer, logits out (row
+// rows-1 to pinned row 0 for kLast; all rows for kAll), position counter += rows. capture:
+// also the verify records (capl) of every GDN and PLE layer.
+void QwenNextCudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode, bool capture) {
+  uint8_t* sb = st.buf.as<uint8_t>();
+  auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
+  int32_t* pos = reinterpret_cast<int32_t*>(sb + lay.pos);
+  const int64_t hc = c.hc, d = c.hidden, V = c.vocab;
+  const Rows all = all_rows();
+  // Input rows {rows, [h {hc*d} | PLE rows]}: pinned row t -> row t's scratch.
+  DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.h), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
+                                   cudaMemcpyHostToDevice, stream));
+  chunk_positions_kernel<<<1, 32, 0, stream>>>(pos, C<int32_t>(cl.positions), int32_t(rows));
+  DS4_CUDA_CHECK_LAUNCH();
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const DLayer& L = dw.layers[size_t(l)];
+    const LayerOffsets& o = lay.layers[size_t(l)];
+    const CaptureOffsets* k = capture ? &capl.layers[size_t(l)] : nullptr;
+    if (L.ple) ple_rows(*L.ple, SF(o.ple_conv), k ? CAP(k->ple_conv) : nullptr);
+    hyper_read_rows(L.attn_hc, sl.h, true);
+    if (L.gdn) gdn_rows(*L.gdn, SF(o.conv), SF(o.ssm), k ? CAP(k->conv) : nullptr, k ? CAP(k->ssm) : nullptr);
+    else qsa_rows(*L.qsa, o, sb);
+    hc_write(R(0, sl.h), R(0, sl.out), R(0, sl.inject), hc, d, stream, all);
+    hyper_read_rows(L.mlp_hc, sl.h, true);
+    moe_rows(L.moe);
+    hc_write(R(0, sl.h), R(0, sl.out), R(0, sl.inject), hc, d, stream, all);
+  }
+  if (mode != Logits::kNone) {
+    hyper_read_rows(dw.mixer, sl.h, false);  // kLast: every row's mixer (small), one lm_head row
+    if (mode == Logits::kAll) {
+      mgemv(dw.lm_head, sl.mixed, sl.logits);
+      DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(0, sl.logits), cl.row_bytes,
+                                       size_t(V) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost, stream));
+    } else {
+      const int64_t t = rows - 1;
+      gemv(dw.lm_head, R(t, sl.mixed), R(t, sl.logits));
+      DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, R(t, sl.logits), size_t(V) * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream));
+    }
+  }
+  dc::enqueue_position_increment(pos, int32_t(rows), stream);
+}
+
+void QwenNextCudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode, bool capture) {
+  rows = n;
+  cudaGraphExec_t& exec = st.chunk_graph[chunk_key(n, mode, capture)];
+  dc::run_graph_step(stream, exec, opt.graphs, [&] { enqueue_chunk(st, mode, capture); });
+}
+
+// ---- captured-prefix commit (MTPLX capture_commit; CPU: spec_commit.cpp) ----
+
+bool QwenNextCudaModel::verify_capture(ModelState& trial, std::span<const int32_t> tokens,
+                                       std::vector<float>& logits) {
+  auto* st = dynamic_cast<CudaState*>(&trial);
+  if (!st) throw InputError("qwen_next cuda: state does not come from this CUDA model");
+  Impl& m = *impl_;
+  const int64_t n = int64_t(tokens.size());
+  // A live window must be committed first (as on the CPU); one superseded by a later
+  // verify_capture elsewhere has no records left and is dropped.
+  if (!st->cap_tokens.empty() && st->cap_id == m.cap_seq)
+    throw Error("qwen_next cuda: verify_capture over an uncommitted captured window");
+  const int64_t cap_rows = std::min(m.opt.capture_rows, m.opt.chunk_rows);
+  if (n < 1 || (n > 1 && n > cap_rows)) return false;  // not one recorded chunk: the loop verifies on a clone
+  m.check_input(*st, tokens);
+  const uint64_t id = ++m.cap_seq;  // any earlier window's records are gone from here on
+  std::vector<std::vector<int32_t>> ctx0 = st->ple_ctx;
+  if (n == 1) {  // nothing to cut back: commit_prefix can only keep the one row
+    forward(trial, tokens, Logits::kAll, logits);
+  } else {
+    if (m.cap.bytes() == 0) {  // sized once: captured graphs hold its address
+      m.capl = capture_layout(m.c, cap_rows);
+      m.cap = dc::DeviceBuffer(m.capl.bytes, "qwen_next verify capture records");
+    }
+    const int64_t V = m.c.vocab;
+    try {
+      for (int64_t t = 0; t < n; ++t) m.fill_input(*st, tokens[size_t(t)], t);
+      m.run_chunk(*st, n, Logits::kAll, true);
+    } catch (...) {
+      st->ple_ctx = std::move(ctx0);
+      throw;
+    }
+    st->pos += n;
+    const float* src = static_cast<const float*>(m.logits_host->p);
+    logits.assign(src, src + n * V);
+  }
+  st->cap_tokens.assign(tokens.begin(), tokens.end());
+  st->cap_ple_ctx0 = std::move(ctx0);
+  st->cap_id = id;
+  return true;
+}
+
+void QwenNextCudaModel::commit_prefix(ModelState& trial, int64_t keep) {
+  auto* stp = dynamic_cast<CudaState*>(&trial);
+  if (!stp) throw InputError("qwen_next cuda: state does not come from this CUDA model");
+  CudaState& st = *stp;
+  Impl& m = *impl_;
+  const Config& c = m.c;
+  const int64_t n = int64_t(st.cap_tokens.size());
+  check_commit_keep("qwen_next cuda", n, keep);
+  if (st.cap_id != m.cap_seq)
+    throw Error("qwen_next cuda: commit_prefix: a later verify_capture replaced this window's records");
+  if (keep < n) {
+    uint8_t* sb = st.buf.as<uint8_t>();
+    const size_t ssm_bytes = size_t(c.v_heads * c.k_dim * c.v_dim) * sizeof(float);
+    const int64_t C = c.conv_dim(), W = c.wide(), ple_hist = (c.ple_conv_k - 1) * c.ngram;
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const LayerOffsets& o = m.lay.layers[size_t(l)];
+      const CaptureOffsets& k = m.capl.layers[size_t(l)];
+      const DLayer& L = m.dw.layers[size_t(l)];
+      if (L.gdn) {  // state after row keep-1; conv state = history rows keep .. keep+K-2
+        DS4_CUDA_CHECK(cudaMemcpyAsync(sb + o.ssm, m.CAP(k.ssm) + (keep - 1) * (ssm_bytes / sizeof(float)), ssm_bytes,
+                                       cudaMemcpyDeviceToDevice, m.stream));
+        DS4_CUDA_CHECK(cudaMemcpyAsync(sb + o.conv, m.CAP(k.conv) + keep * C, size_t((c.conv_k - 1) * C) * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, m.stream));
+      }
+      if (L.ple) {
+        DS4_CUDA_CHECK(cudaMemcpyAsync(sb + o.ple_conv, m.CAP(k.ple_conv) + keep * W, size_t(ple_hist * W) * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, m.stream));
+        const size_t pi = size_t(L.ple->index);
+        std::vector<int32_t> hist(st.cap_ple_ctx0[pi]);  // last ngram-1 of [context before ; kept tokens]
+        hist.insert(hist.end(), st.cap_tokens.begin(), st.cap_tokens.begin() + keep);
+        st.ple_ctx[pi].assign(hist.end() - int64_t(st.cap_ple_ctx0[pi].size()), hist.end());
+      }
+    }
+    // QSA needs no copy: K/V/raw keys past the position are rewritten before any row reads
+    // them, and a pooled block the dropped rows completed is pooled again when a later row
+    // completes it (select reads only blocks complete at its position).
+    st.pos = st.pos - n + keep;
+    const int32_t p = int32_t(st.pos);
+    DS4_CUDA_CHECK(cudaMemcpyAsync(sb + m.lay.pos, &p, sizeof p, cudaMemcpyHostToDevice, m.stream));
+    DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  }
+  st.cap_tokens.clear();
+  st.cap_ple_ctx0.clear();
+  st.cap_id = 0;
+}
+
+}  // namespace ds4::qwen_next

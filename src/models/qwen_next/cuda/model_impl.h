@@ -1,0 +1,141 @@
+#pragma once
+// Internal to the CUDA Qwen3.8 Flash Next model: the model's private state and a
+// conversation's device state, shared by model_cuda.cu (the one-token decode step, the host
+// side of a token) and chunk.cu (the multi-row forward of a prefill chunk or a speculative
+// verify, and the captured-prefix commit).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/graph_step.h"
+#include "backend/cuda/memory.h"
+#include "formats/tensor_source.h"
+#include "models/cuda_candidates.h"
+#include "models/qwen_next/config.h"
+#include "models/qwen_next/cuda/device_weights.h"
+#include "models/qwen_next/cuda/kernels.h"
+#include "models/qwen_next/cuda/model_cuda.h"
+#include "models/qwen_next/cuda/step_layout.h"
+#include "models/qwen_next/weights.h"
+
+namespace ds4::qwen_next {
+
+namespace dc = ds4::cuda;
+using namespace ds4::qwen_next::cuda;
+
+// Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
+using Pinned = dc::PinnedHost;
+
+// Every gemv of the step and of the chunk reads the direct path: gemv_rows (the chunk)
+// equals gemv/kDirect bit for bit, and kAuto equals kDirect under the default gemv kernel
+// generation only (kernel 1 stages Q8_0/Q2_K/IQ2_XXS), so the step asks for it explicitly.
+inline dc::GemvOptions gemv_options() {
+  dc::GemvOptions o;
+  o.path = dc::GemvPath::kDirect;
+  return o;
+}
+
+class CudaState : public ModelState {
+ public:
+  CudaState(const StateLayout& lay, const Config& c) : buf(lay.bytes, "qwen_next state (context caches)") {
+    DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
+    // The step runs on a non-blocking stream, which does not wait for the legacy stream.
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    for (int64_t p = 0; p < lay.ple_layers; ++p) ple_ctx.emplace_back(size_t(c.ngram - 1), c.eos);
+  }
+  ~CudaState() override {
+    for (auto& g : graph)
+      if (g) cudaGraphExecDestroy(g);
+    for (auto& [key, g] : chunk_graph)
+      if (g) cudaGraphExecDestroy(g);
+  }
+  // A clone captures its own graphs (they hold this state's addresses) and holds no
+  // captured verify window (its records live in the model, owned by the original).
+  std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
+  int64_t position() const override { return pos; }
+  size_t bytes() const override { return buf.bytes(); }
+
+  dc::DeviceBuffer buf;                        // every layer's caches + the position counter
+  std::vector<std::vector<int32_t>> ple_ctx;   // per PLE layer {ngram-1}: previous tokens
+  int64_t pos = 0;
+  cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
+  // Multi-row forwards, by (rows * 3 + logits mode) * 2 + captured (chunk.cu chunk_key).
+  std::map<int64_t, cudaGraphExec_t> chunk_graph;
+  // Captured verify window (verify_capture): its tokens, the PLE token contexts before it,
+  // and the model's capture sequence number that its device records carry (0: none).
+  std::vector<int32_t> cap_tokens;
+  std::vector<std::vector<int32_t>> cap_ple_ctx0;
+  uint64_t cap_id = 0;
+
+ private:
+  CudaState(const CudaState& o) : buf(o.buf.bytes(), "qwen_next state clone"), ple_ctx(o.ple_ctx), pos(o.pos) {
+    DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
+  }
+};
+
+struct QwenNextCudaModel::Impl {
+  std::unique_ptr<TensorSource> src;
+  Config c;
+  Weights w;  // host views (embedding and PLE tables are read from here)
+  ModelInfo info;
+  CudaModelOptions opt;
+  DeviceWeights dw;
+  StateLayout lay;
+  ScratchLayout sl;
+  dc::DeviceBuffer scratch;
+  std::unique_ptr<Pinned> in_host, logits_host;  // chunk_rows rows; the one-token step uses row 0
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
+  bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
+
+  float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
+  void gemv(const WeightMatrix& w, const float* x, float* y) const { dc::gemv(w, x, y, stream, gemv_options()); }
+  void proj(const DProj& p, const float* x, float* y);
+  void hyper_read(const DHyper& h, const float* x, float* mixed, float* inject);
+  void layer(CudaState& st, int64_t l);
+  void enqueue_step(CudaState& st, bool logits);
+  void run_step(CudaState& st, bool logits);
+  // The host side of token `tok` at input row `row` of the pinned buffer: its embedding in
+  // every stream and each PLE layer's gathered n-gram rows (advances st.ple_ctx).
+  void fill_input(CudaState& st, int32_t tok, int64_t row);
+  // Throws InputError for a token outside the vocabulary or a context overflow.
+  void check_input(const CudaState& st, std::span<const int32_t> tokens) const;
+
+  // ---- chunk.cu: the multi-row forward (up to cl.rows tokens, each with its own row scratch) ----
+  ChunkLayout cl;
+  dc::DeviceBuffer chunk;
+  int64_t rows = 0;  // rows of the chunk being enqueued
+  float* R(int64_t t, size_t off) const {
+    return reinterpret_cast<float*>(chunk.as<uint8_t>() + size_t(t) * cl.row_bytes + off);
+  }
+  template <class T = float>
+  T* C(size_t off) const { return reinterpret_cast<T*>(chunk.as<uint8_t>() + off); }
+  int64_t rs() const { return int64_t(cl.row_bytes / 4); }  // floats between rows
+  Rows all_rows() const { return Rows{rows, rs()}; }
+  void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off);
+  void mproj(const DProj& p, size_t x_off, size_t y_off);
+  void hyper_read_rows(const DHyper& h, size_t x_off, bool inject);
+  // Captured verify: a conv history record [state ; the rows' conv inputs] (CaptureLayout).
+  void record_history(float* hist, const float* state, int64_t state_rows, const float* in_rows, int64_t width);
+  void ple_rows(const DPle& p, float* conv, float* cap_conv);
+  void gdn_rows(const DGdn& g, float* conv, float* ssm, float* cap_conv, float* cap_ssm);
+  void qsa_rows(const DQsa& a, const LayerOffsets& o, uint8_t* sb);
+  void moe_rows(const DMoe& m);
+  void enqueue_chunk(CudaState& st, Logits mode, bool capture);
+  void run_chunk(CudaState& st, int64_t n, Logits mode, bool capture);
+
+  // ---- captured verify (chunk.cu): records of one window at a time, for one state ----
+  CaptureLayout capl;
+  dc::DeviceBuffer cap;  // made on the first verify_capture (capl.rows rows), never resized
+  uint64_t cap_seq = 0;  // the window the records belong to (CudaState::cap_id)
+  float* CAP(size_t off) const { return reinterpret_cast<float*>(cap.as<uint8_t>() + off); }
+};
+
+}  // namespace ds4::qwen_next
