@@ -3,7 +3,7 @@
 // in tests/data/deepseek_v4/mtp. Plain executable (no GoogleTest on the H200 image); exits 1
 // when any check fails. The tiny trunk + tests/data/deepseek_v4/mtp/mtp.safetensors:
 //  1. The head exists on the GPU for an MTP checkpoint, not for the plain trunk nor for a
-//     DSpark checkpoint (DSpark is CPU-only).
+//     DSpark checkpoint (DSpark is CPU-only); bad draft inputs are InputErrors.
 //  2. Draft logits {4, vocab} within kTol of the reference (cases p7h8 p64h65 p300h301), drafts
 //     exact.
 //  3. Depth 1..4 after three ways of consuming the same 64 tokens (one chunked forward; a
@@ -108,6 +108,27 @@ void heads(const std::string& root, Model& gpu) {
   fs::remove_all(dir);
   check(dspark->draft_head() == nullptr && !dspark->info().has_draft_head,
         "DSpark checkpoint: no draft head on CUDA (DSpark is CPU-only)");
+}
+
+// CPU mtp_draft's and enable_draft's errors, and the GPU chain's depth bound.
+void bad_inputs(dsv4::DeepseekV4CudaModel& g) {
+  const int32_t V = int32_t(g.info().vocab_size);
+  std::vector<int32_t> d;
+  auto off = g.new_state();
+  auto on = consumed(g, {5, 6, 7});
+  auto input_error = [](auto f) {
+    try {
+      f();
+    } catch (const InputError&) {
+      return true;
+    } catch (...) {
+    }
+    return false;
+  };
+  const bool ok = input_error([&] { g.draft(*off, 0, 1, d); }) && input_error([&] { g.draft(*on, V, 1, d); }) &&
+                  input_error([&] { g.draft(*on, 0, -1, d); }) && input_error([&] { g.draft(*on, 0, 17, d); }) &&
+                  input_error([&] { g.enable_draft(*on); });
+  check(ok, "InputError: draft without the head enabled, token = vocab, depth -1, depth 17 (> 16), enable after a forward");
 }
 
 void golden_drafts(dsv4::DeepseekV4CudaModel& g, const TensorSource& ref, bool quick) {
@@ -317,6 +338,7 @@ int main(int argc, char** argv) {
     auto g = open_tensor_source(root + "/tests/data/deepseek_v4/golden.safetensors");
     const auto p64 = golden<int32_t>(*g, "p64.tokens");
     heads(root, gpu);
+    bad_inputs(gpu);
     golden_drafts(gpu, *ref, args.quick);
     versus_cpu(*cpu, gpu, direct, p64);
     unchanged_and_picked(*cpu, gpu, p64);

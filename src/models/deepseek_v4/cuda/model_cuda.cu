@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
+#include <vector>
 
 #include "backend/cpu/rope.h"
 #include "backend/cpu/rope_yarn.h"
@@ -268,7 +270,12 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.info.has_draft_head = mtp;          // ds4's MTP head (DSpark stays CPU-only)
   const LayerWeights& l0 = m.w.layers[0];
   const WeightMatrix* probe[] = {&m.w.lm_head, &l0.q_a, &l0.attn_hc.fn, &l0.router, &l0.exp_gate[0], &l0.exp_down[0]};
-  for (const WeightMatrix* mat : probe)
+  std::vector<const WeightMatrix*> mats(std::begin(probe), std::end(probe));
+  if (mtp)
+    for (const WeightMatrix* mat : {&m.w.mtp->e_proj, &m.w.mtp->h_proj, &m.w.mtp->block.q_a, &m.w.mtp->block.exp_gate[0],
+                                    &m.w.mtp->block.exp_down[0]})
+      mats.push_back(mat);
+  for (const WeightMatrix* mat : mats)
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) + " has no CUDA gemv");
   m.hcd = dc::HcDims{c.hc, c.hidden, c.sinkhorn_iters, c.hc_eps, c.rms_eps};
