@@ -48,7 +48,7 @@ if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc
    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=OFF \
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
    cmake --build "$build" --target test_cuda_ops test_gemv_decode test_cuda_canary test_cuda_sample bench_cuda_gemv bench_cuda_upload test_qwen_next_cuda bench_qwen_next_cuda \
-     test_deepseek_v4_cuda bench_deepseek_v4_cuda -j 16 >>"$out/build.txt" 2>&1; then
+     test_deepseek_v4_cuda test_deepseek_v4_mtp_cuda bench_deepseek_v4_cuda -j 16 >>"$out/build.txt" 2>&1; then
   bin=$build/bin
   log "cmake build ok in $(( $(date +%s) - t0 )) s"
 else
@@ -83,7 +83,11 @@ else
     "$nvcc" "${flags[@]}" -o test_qwen_next_cuda "$root/tests/cuda/test_qwen_next_cuda.cu" $all -lpthread &&
     "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all -lpthread &&
     "$nvcc" "${flags[@]}" -o test_deepseek_v4_cuda "$root/tests/cuda/test_deepseek_v4_cuda.cu" $all -lpthread &&
-    "$nvcc" "${flags[@]}" -o bench_deepseek_v4_cuda "$root/bench/cuda_deepseek_v4/bench_deepseek_v4_cuda.cu" $all -lpthread
+    spec_src=$(printf '%s ' "$root"/src/engine/speculative.cpp "$root"/src/engine/speculative_exact.cpp \
+      "$root"/src/engine/spec_draws.cpp "$root"/src/engine/rng.cpp "$root"/src/engine/sampler.cpp \
+      "$root"/src/engine/sampler_ds4.cpp "$root"/src/engine/sampler_mtplx.cpp) &&
+    "$nvcc" "${flags[@]}" -o test_deepseek_v4_mtp_cuda "$root/tests/cuda/test_deepseek_v4_mtp_cuda.cu" $spec_src $all -lpthread &&
+    "$nvcc" "${flags[@]}" -o bench_deepseek_v4_cuda "$root/bench/cuda_deepseek_v4/bench_deepseek_v4_cuda.cu" $spec_src $all -lpthread
   ) >>"$out/build.txt" 2>&1 || { tail -40 "$out/build.txt"; exit 3; }
   log "nvcc build ok in $(( $(date +%s) - t0 )) s"
 fi
@@ -123,6 +127,20 @@ log "test_deepseek_v4_cuda $root"
 dsv4_rc=${PIPESTATUS[0]}
 log "test_deepseek_v4_cuda exit $dsv4_rc"
 [ "$test_rc" -ne 0 ] || test_rc=$dsv4_rc
+
+log "test_deepseek_v4_mtp_cuda $root (MTP draft head + captured commit, issue #11)"
+"$bin/test_deepseek_v4_mtp_cuda" "$root" 2>&1 | tee "$out/test_deepseek_v4_mtp_cuda.txt"
+mtp_rc=${PIPESTATUS[0]}
+log "test_deepseek_v4_mtp_cuda exit $mtp_rc"
+[ "$test_rc" -ne 0 ] || test_rc=$mtp_rc
+# Issue #11's draft-cost and speculative rows on the tiny model with its MTP head (seconds).
+mtp_dir=$(mktemp -d)
+cp "$root"/tests/data/deepseek_v4/model/config.json "$root"/tests/data/deepseek_v4/model/model.safetensors \
+  "$root"/tests/data/deepseek_v4/mtp/mtp.safetensors "$mtp_dir"/
+log "bench_deepseek_v4_cuda tiny + MTP head 64 64"
+"$bin/bench_deepseek_v4_cuda" "$mtp_dir" 64 64 2>&1 | tee "$out/bench_deepseek_v4_mtp_tiny.txt"
+log "bench_deepseek_v4_cuda (tiny + MTP) exit ${PIPESTATUS[0]}"
+rm -rf "$mtp_dir"
 
 touch "$out/bench_deepseek_v4_cuda.txt"
 if [ -n "${DS4_SYNTH_GGUF:-}" ]; then
@@ -331,6 +349,8 @@ grep -E "FAIL|PASSED|FAILED|FATAL" "$out/test_cuda_ops.txt" | tail -20
 grep -E "FAIL|PASSED|FAILED|FATAL|^time" "$out/test_cuda_sample.txt" | tail -20
 cat "$out/test_qwen_next_cuda.txt" "$out/bench_qwen_next_cuda.txt"
 cat "$out/test_deepseek_v4_cuda.txt" "$out/bench_deepseek_v4_cuda.txt"
+cat "$out/test_deepseek_v4_mtp_cuda.txt"
+grep -A12 -E '^MTP draft cost|^greedy speculative' "$out/bench_deepseek_v4_mtp_tiny.txt" 2>/dev/null
 cat "$out/test_glm5_cuda.txt" "$out/bench_glm5_cuda.txt" 2>/dev/null  # GLM 5.x
 cat "$out/test_synthetic_cuda.txt" "$out/bench_synthetic_full.txt"
 tail -12 "$out/bench_cuda_upload.txt"

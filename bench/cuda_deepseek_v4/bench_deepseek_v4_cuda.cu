@@ -7,7 +7,11 @@
 // experts as the expected union of 16 rows' top-k); the GPU canary (backend/cuda/canary.h,
 // probing every 5 ms) during a second prefill of the first length; and the verify cost:
 // median forward(k+1 rows, kAll) / median decode step at the prompt's context, k = 1..4,
-// multi-row and as k+1 decode steps (chunk_rows 1), beside the bytes floor.
+// multi-row and as k+1 decode steps (chunk_rows 1), beside the bytes floor. With ds4's MTP
+// head on the GPU (a checkpoint with mtp.0.*, e.g. the tiny model's directory with
+// tests/data/deepseek_v4/mtp/mtp.safetensors copied in): the draft chain of depth 1..3 against
+// one decode step, and greedy speculative decoding (engine::generate_greedy, captured-prefix
+// commit) at depth 1..3 against AR, tok/s with its acceptance (issue #11).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
 //   defaults: 64 prompt tokens (ids generated), 64 greedy decode tokens, no prefill lengths.
 //   --profile: afterwards 8 more decode tokens from a clone of the state with direct launches
@@ -28,6 +32,7 @@
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/canary.h"
 #include "backend/cuda/check.h"
+#include "engine/speculative.h"
 #include "models/deepseek_v4/cuda/model_cuda.h"
 
 using namespace ds4;
@@ -124,6 +129,56 @@ void verify_table(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, int
     m.set_options(deepseek_v4::CudaModelOptions{});
     std::printf("| %d | %d | %.3f | %.3f | %.2fx | %.2fx | %.3f | %.2fx |\n", k, k + 1, dm, vm, vm / dm,
                 m.chunk_bytes_ratio(k + 1), vs, vs / ds);
+  }
+}
+
+// Issue #11: what a draft chain costs in decode steps, and what speculation buys. Every timed
+// run continues a state whose graphs (decode, verify chunk, draft chain) were captured by an
+// untimed run of the same kind, so capture time is left out on both sides.
+void draft_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int32_t>& prompt, int n, int reps) {
+  auto s = m.new_state();
+  m.enable_draft(*s);
+  auto l = m.prefill(*s, prompt);
+  std::vector<int32_t> d;
+  std::printf("\nMTP draft cost at context %lld (median of %d): draft(depth) / one decode step\n", (long long)s->position(),
+              reps);
+  std::printf("| depth | decode ms | draft ms | ratio |\n|---|---|---|---|\n");
+  for (int depth = 1; depth <= 3; ++depth) {
+    m.draft(*s, argmax(l), depth, d);  // the chain's graph for this depth
+    std::vector<double> dec, dr;
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = Clock::now();
+      l = m.decode(*s, argmax(l));
+      const auto t1 = Clock::now();
+      m.draft(*s, argmax(l), depth, d);
+      dec.push_back(1e3 * secs(t0, t1));
+      dr.push_back(1e3 * secs(t1, Clock::now()));
+    }
+    std::printf("| %d | %.3f | %.3f | %.2fx |\n", depth, median(dec), median(dr), median(dr) / median(dec));
+  }
+  // greedy generation of n tokens, twice on one state: the second run is timed
+  auto run = [&](int depth, engine::SpecStats& stats) {
+    auto st = m.new_state();
+    if (depth > 0) m.enable_draft(*st);
+    auto lg = m.prefill(*st, prompt);
+    auto out = engine::generate_greedy(m, st, lg, n, {}, depth);
+    lg = m.decode(*st, out.back());  // the last token is returned unfed
+    const auto t0 = Clock::now();
+    out = engine::generate_greedy(m, st, lg, n, {}, depth, &stats);
+    return double(out.size()) / secs(t0, Clock::now());
+  };
+  engine::SpecStats ar_stats;
+  const double ar = run(0, ar_stats);
+  std::printf("\ngreedy speculative decoding, %d tokens after %zu (engine::generate_greedy; AR %.1f tok/s)\n", n,
+              prompt.size() + size_t(n), ar);
+  std::printf("| depth | tok/s | vs AR | acceptance | tokens/cycle | prefix commits | repairs + full replays |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (int depth = 1; depth <= 3; ++depth) {
+    engine::SpecStats st;
+    const double tps = run(depth, st);
+    std::printf("| %d | %.1f | %.2fx | %.2f | %.2f | %lld | %lld |\n", depth, tps, tps / ar, st.acceptance(),
+                st.cycles ? double(n) / double(st.cycles) : 0.0, (long long)st.prefix_commits,
+                (long long)(st.repairs + st.full_replays));
   }
 }
 
@@ -261,6 +316,8 @@ int main(int argc, char** argv) {
     std::printf("vs antirez/ds4 on the synthetic Flash, H200, 2048 context: 33.65 tok/s (8.2%% of its roofline): "
                 "ratio %.2fx\n", decode_tps / 33.65);
     verify_table(m, *at_prompt, 9);
+    if (m.draft_head()) draft_table(m, prompt, n, 9);
+    else std::printf("\nno MTP draft head on the GPU for this checkpoint: no draft / speculative rows\n");
     prefill_table(m, prefill_lengths, bw.copy_gbps);
     if (prof) profile(m, *s, l, 8);
   } catch (const std::exception& e) {

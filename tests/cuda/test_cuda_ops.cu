@@ -15,12 +15,14 @@
 
 #include "backend/cuda/activation.h"
 #include "backend/cuda/check.h"
+#include "backend/cuda/embed.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/memory.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/rope.h"
 #include "backend/cuda/softmax.h"
 #include "backend/cuda/staged_upload.h"
+#include "core/error.h"
 #include "core/weight.h"
 #include "device_weight.h"
 #include "host_ref.h"
@@ -255,6 +257,36 @@ void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols) {
   rows_compare("gemv_rows_grouped_" + std::string(dtype_name(t)), got, want);
 }
 
+// embed_rows_f32: rows picked by device ids equal core dequantize_row bit for bit; an id
+// outside [0, rows) gives NaN; a type without a device lookup throws InputError.
+void test_embed_rows(DType t, int64_t rows, int64_t cols) {
+  const HostWeight hw = random_weight(t, rows, cols, g_rng, 64, DType::F16);
+  const DeviceWeight dw = upload(hw);
+  const std::vector<int32_t> ids = {3, 0, int32_t(rows - 1), 7, -1, int32_t(rows)};
+  const int64_t n = int64_t(ids.size());
+  cuda::DeviceBuffer d_ids(ids.size() * 4, "embed ids"), out(size_t(n * cols) * 4, "embed rows");
+  DS4_CUDA_CHECK(cudaMemcpy(d_ids.get(), ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+  poison(out);
+  cuda::embed_rows_f32(dw.view, d_ids.as<int32_t>(), 1, n, out.as<float>(), cols, nullptr);
+  const std::vector<float> got = to_host(out, size_t(n * cols));
+  const WeightMatrix view = host_view(hw);
+  std::vector<float> want(static_cast<size_t>(cols));
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* g = got.data() + i * cols;
+    if (ids[size_t(i)] < 0 || ids[size_t(i)] >= rows) {
+      for (int64_t c = 0; c < cols; ++c) ok = ok && std::isnan(g[c]);
+      continue;
+    }
+    dequantize_row(view, ids[size_t(i)], want.data());
+    ok = ok && std::memcmp(g, want.data(), size_t(cols) * 4) == 0;
+  }
+  if (!ok) ++g_failures;
+  std::printf("%-22s %-18s %10s %10s %10s %9s %9s  %s\n", ("embed_rows_" + std::string(dtype_name(t))).c_str(),
+              (std::to_string(rows) + "x" + std::to_string(cols)).c_str(), "-", "-", "-", "-", "bitwise",
+              ok ? "PASS" : "FAIL");
+}
+
 void test_rmsnorm(int64_t rows, int64_t dim) {
   const float eps = 1e-6f;
   const std::vector<float> x = randn(static_cast<size_t>(rows * dim), 2.f), w = randn(static_cast<size_t>(dim));
@@ -463,6 +495,17 @@ int main(int argc, char** argv) {
                   g_rows_checked);
     }
     cuda::gemv_set_kernel(default_kernel);
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) test_embed_rows(t, 50, 256);
+    {
+      bool threw = false;
+      try {
+        cuda::embed_rows_f32(WeightMatrix{DType::Q4_K, 1, 256}, nullptr, 1, 1, nullptr, 256, nullptr);
+      } catch (const InputError&) {
+        threw = true;
+      }
+      if (!threw) ++g_failures;
+      std::printf("%-22s %-18s %s\n", "embed_rows_Q4_K", "unsupported", threw ? "PASS (InputError)" : "FAIL");
+    }
     test_rmsnorm(7, 4096);
     test_rmsnorm(3, 100);
     test_softmax(5, 1000, 0.125f, false);

@@ -77,12 +77,16 @@ void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
   norm_rope(R(0, kv), NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, lay.ring_rows, c.ds4_numerics}, pos,
             side(), all);
   mark("attn_kv");
-  if (L.ratio > 0) {
-    compressor_step(lane_args(L.comp, o.comp, sb, R(0, ckv), R(0, cgate), L.ratio, L.has_indexer), pos, side(), all);
+  if (L.ratio > 0) {  // a captured verify window also logs what each row overwrites (spec_commit.cu)
+    LaneArgs la = lane_args(L.comp, o.comp, sb, R(0, ckv), R(0, cgate), L.ratio, L.has_indexer);
+    if (capturing) lane_undo_args(la, cap.comp_lane[size_t(l)]);
+    compressor_step(la, pos, side(), all);
     mark("comp_lane_pool");
   }
   if (L.has_indexer) {
-    compressor_step(lane_args(L.index, o.index, sb, R(0, ikv), R(0, igate), L.ratio, true), pos, side(), all);
+    LaneArgs la = lane_args(L.index, o.index, sb, R(0, ikv), R(0, igate), L.ratio, true);
+    if (capturing) lane_undo_args(la, cap.index_lane[size_t(l)]);
+    compressor_step(la, pos, side(), all);
     mark("index_lane_pool");
   }
   // main branch: the queries
@@ -171,17 +175,7 @@ void DeepseekV4CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
                                    cudaMemcpyHostToDevice, stream));
   dc::hc_expand_f32(R(0, sl.emb), hcd, R(0, sl.xa), hr, stream);  // every stream starts as the embedding
   mark("embed");
-  for (int64_t l = 0; l < c.layers; ++l) {
-    const DLayer& L = dw.layers[size_t(l)];
-    hc_pre_rows(L.attn_hc, L.attn_norm, sl.xa);
-    attention_rows(st, l);
-    dc::hc_post_f32(hcd, R(0, sl.y), R(0, sl.xa), R(0, sl.post), R(0, sl.comb), R(0, sl.xb), hr, stream);
-    mark("hc_post");
-    hc_pre_rows(L.ffn_hc, L.ffn_norm, sl.xb);
-    moe_rows(l);
-    dc::hc_post_f32(hcd, R(0, sl.y), R(0, sl.xb), R(0, sl.post), R(0, sl.comb), R(0, sl.xa), hr, stream);
-    mark("hc_post");
-  }
+  for (int64_t l = 0; l < c.layers; ++l) layer_rows(st, l);
   if (mode != Logits::kNone) {
     const int64_t t0 = mode == Logits::kAll ? 0 : rows - 1, n = rows - t0;  // the rows that want logits
     dc::GemvRows r;
@@ -199,12 +193,26 @@ void DeepseekV4CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
                                      size_t(V) * sizeof(float), size_t(n), cudaMemcpyDeviceToHost, stream));
     mark("head");
   }
+  if (st.mtp_on) mtp_record_rows(st);  // at the rows' positions: before the increment
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), int32_t(rows), stream);
+}
+
+void DeepseekV4CudaModel::Impl::layer_rows(CudaState& st, int64_t l) {
+  const DLayer& L = dw.layers[size_t(l)];
+  const dc::HcRows hr{rows, rs()};
+  hc_pre_rows(L.attn_hc, L.attn_norm, sl.xa);
+  attention_rows(st, l);
+  dc::hc_post_f32(hcd, R(0, sl.y), R(0, sl.xa), R(0, sl.post), R(0, sl.comb), R(0, sl.xb), hr, stream);
+  mark("hc_post");
+  hc_pre_rows(L.ffn_hc, L.ffn_norm, sl.xb);
+  moe_rows(l);
+  dc::hc_post_f32(hcd, R(0, sl.y), R(0, sl.xb), R(0, sl.post), R(0, sl.comb), R(0, sl.xa), hr, stream);
+  mark("hc_post");
 }
 
 void DeepseekV4CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {
   rows = n;
-  const int64_t key = n * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0);
+  const int64_t key = (n * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0)) * 2 + (capturing ? 1 : 0);
   dc::run_graph_step(stream, st.chunk_graph[key], opt.graphs, [&] { enqueue_chunk(st, mode); });
   collect_profile();
 }

@@ -41,10 +41,16 @@ __device__ void rope_row(float* row, int64_t dim, int64_t rot, const float* inv,
   __syncthreads();
 }
 
-// One token of the lane at position p (kv, gate {width}): store, and pool when it closes the window.
-__device__ void lane_row(const LaneArgs& a, float* row, int64_t p, const float* kv, const float* gate) {
+// One token of the lane at position p (kv, gate {width}; row t of its chunk): store, and pool
+// when it closes the window. With an undo log each thread saves the values it overwrites
+// (the same thread later restores them: compressor_undo walks the same index ranges).
+__device__ void lane_row(const LaneArgs& a, float* row, int64_t p, const float* kv, const float* gate, int64_t t) {
   const int64_t R = a.ratio, W = a.width, D = a.dim, slot = p % R;
   for (int64_t j = threadIdx.x; j < W; j += blockDim.x) {
+    if (a.undo_kv) {
+      a.undo_kv[t * W + j] = a.pend_kv[slot * W + j];
+      a.undo_gate[t * W + j] = a.pend_gate[slot * W + j];
+    }
     a.pend_kv[slot * W + j] = kv[j];
     a.pend_gate[slot * W + j] = gate[j] + a.ape[slot * W + j];
   }
@@ -68,6 +74,10 @@ __device__ void lane_row(const LaneArgs& a, float* row, int64_t p, const float* 
     row[j] = acc;
     if (a.overlap)  // this window's Ca half pools with the next window (same feature, same thread)
       for (int64_t r = 0; r < R; ++r) {
+        if (a.undo_prev_kv) {
+          a.undo_prev_kv[(t * R + r) * D + j] = a.prev_kv[r * D + j];
+          a.undo_prev_gate[(t * R + r) * D + j] = a.prev_gate[r * D + j];
+        }
         a.prev_kv[r * D + j] = a.pend_kv[r * W + j];
         a.prev_gate[r * D + j] = a.pend_gate[r * W + j];
       }
@@ -89,7 +99,33 @@ __device__ void lane_row(const LaneArgs& a, float* row, int64_t p, const float* 
 __global__ void compressor_kernel(LaneArgs a, const int32_t* __restrict__ pos, int64_t rows, int64_t stride) {
   extern __shared__ float row[];  // {dim}
   const int64_t p0 = *pos;
-  for (int64_t t = 0; t < rows; ++t) lane_row(a, row, p0 + t, a.kv + t * stride, a.gate + t * stride);
+  for (int64_t t = 0; t < rows; ++t) lane_row(a, row, p0 + t, a.kv + t * stride, a.gate + t * stride, t);
+}
+
+// One block per lane: rows rows-1 .. keep undone newest first. Thread j owns the same
+// indices as in lane_row (j over W for the slots, over D for the Ca half), so its own
+// program order is the only ordering needed.
+__global__ void undo_kernel(const LaneUndo* __restrict__ lanes, uint8_t* st, const uint8_t* cap, int64_t p0,
+                            int64_t rows, int64_t keep) {
+  const LaneUndo u = lanes[blockIdx.x];
+  auto S = [&](uint64_t off) { return reinterpret_cast<float*>(st + off); };
+  auto C = [&](uint64_t off) { return reinterpret_cast<const float*>(cap + off); };
+  float *pend_kv = S(u.pend_kv), *pend_gate = S(u.pend_gate), *prev_kv = S(u.prev_kv), *prev_gate = S(u.prev_gate);
+  const float *ukv = C(u.undo_kv), *ugate = C(u.undo_gate), *upkv = C(u.undo_prev_kv), *upgate = C(u.undo_prev_gate);
+  const int64_t R = u.ratio, W = u.width, D = u.dim;
+  for (int64_t t = rows - 1; t >= keep; --t) {
+    const int64_t p = p0 + t, slot = p % R;
+    if (u.overlap && (p + 1) % R == 0)
+      for (int64_t j = threadIdx.x; j < D; j += blockDim.x)
+        for (int64_t r = 0; r < R; ++r) {
+          prev_kv[r * D + j] = upkv[(t * R + r) * D + j];
+          prev_gate[r * D + j] = upgate[(t * R + r) * D + j];
+        }
+    for (int64_t j = threadIdx.x; j < W; j += blockDim.x) {
+      pend_kv[slot * W + j] = ukv[t * W + j];
+      pend_gate[slot * W + j] = ugate[t * W + j];
+    }
+  }
 }
 
 // Row t of a chunk: its own query, head weights, scores and selection (stride floats apart).
@@ -220,6 +256,13 @@ __global__ void index_topk_kernel(IndexerArgs a, const int32_t* __restrict__ pos
 
 void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   compressor_kernel<<<1, 512, size_t(a.dim) * 4, s>>>(a, pos, rows.count, rows.stride);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void compressor_undo(const LaneUndo* lanes, int64_t n_lanes, uint8_t* state, const uint8_t* cap, int64_t p0,
+                     int64_t rows, int64_t keep, cudaStream_t s) {
+  if (n_lanes == 0 || keep >= rows) return;
+  undo_kernel<<<unsigned(n_lanes), 512, 0, s>>>(lanes, state, cap, p0, rows, keep);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -61,9 +61,20 @@ struct DLayer {
   DExperts gate_up, down;  // gate_up: per expert gate rows then up rows {2F, hidden}
   WeightMatrix sh_down;
 };
+// ds4's MTP draft head (weights.h MtpWeights); its decoder block is DeviceWeights::layers
+// [c.layers], uploaded by the trunk's per-layer code. The draft chain looks its own tokens'
+// embedding rows up on the device, so the embedding is uploaded too (with the head only).
+struct DMtp {
+  WeightMatrix e_proj, h_proj;  // {hidden, hidden}
+  const float *enorm = nullptr, *hnorm = nullptr, *norm = nullptr;  // {hidden}
+  DHc head_hc;
+  WeightMatrix embed;  // {vocab, hidden}, the trunk's (F32 / F16 / BF16 / Q8_0: embed.h)
+};
 struct DeviceWeights {
   ds4::cuda::DeviceBuffer buffer;
-  std::vector<DLayer> layers;
+  std::vector<DLayer> layers;  // the trunk's, then the MTP block's (has_mtp)
+  bool has_mtp = false;
+  DMtp mtp;
   DHc head_hc;
   const float* norm = nullptr;
   WeightMatrix lm_head;
@@ -75,8 +86,9 @@ struct DeviceWeights {
 // the bytes when they do not fit), then each tensor is copied from the mapped file straight
 // to the device, so the file is never held in host RAM as a whole.
 // fuse = false keeps every projection separate (the unfused reference in the tests).
+// mtp: also the MTP head (w.mtp must be bound; `c` with_mtp_layer, so layer c.layers exists).
 DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_main,
-                             const std::vector<float>& inv_comp, bool fuse);
+                             const std::vector<float>& inv_comp, bool fuse, bool mtp);
 
 // Bytes of weights one decode token reads: dense parts of every layer, experts_used routed
 // experts per layer, the HC head and lm_head (the roofline's numerator).

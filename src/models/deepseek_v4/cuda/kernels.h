@@ -72,6 +72,12 @@ struct LaneArgs {
   bool fp8, indexer_sim;        // ds4 storage numerics of the emitted entry
   float eps;
   const float* inv_freq;        // compressed-layer rope
+  // Captured verify window (speculative decoding; null: none): an undo log of what each row
+  // overwrites, so commit_prefix can cut the lane back to any kept prefix. Row t (of the
+  // chunk) saves the open-window slot it is about to store into {W} at undo_kv / undo_gate
+  // + t * width, and, when it closes a CSA window, the Ca half it replaces {ratio, dim} at
+  // undo_prev_* + t * ratio * dim.
+  float *undo_kv = nullptr, *undo_gate = nullptr, *undo_prev_kv = nullptr, *undo_prev_gate = nullptr;
 };
 // Stores the token at slot pos % ratio; when it closes the window, pools the window into one
 // entry (per-feature softmax over the gates), rmsnorm, rope at the window's first position,
@@ -79,6 +85,21 @@ struct LaneArgs {
 // Rows: kv, gate per row; one block walks the rows in order (each row's step reads the lane
 // state the previous row left), so the lane ends as after rows.count single steps.
 void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
+
+// One compressor lane's undo log (LaneArgs::undo_*) as byte offsets: the lane in a state's
+// buffer, its log in the model's capture buffer (step_layout.h CaptureLayout).
+struct LaneUndo {
+  uint64_t pend_kv, pend_gate, prev_kv, prev_gate;              // state buffer
+  uint64_t undo_kv, undo_gate, undo_prev_kv, undo_prev_gate;    // capture buffer
+  int64_t ratio, width, dim;
+  int32_t overlap;
+};
+// Captured commit (CPU compressor_commit): every lane of `lanes` (device {n_lanes}) after the
+// first `keep` of the `rows` captured rows at positions p0..: the logged slots and Ca halves
+// of rows rows-1 down to keep are put back, newest first. Entries need nothing: entry e is
+// read only at positions past its window's close, which rewrites it first.
+void compressor_undo(const LaneUndo* lanes, int64_t n_lanes, uint8_t* state, const uint8_t* cap, int64_t p0,
+                     int64_t rows, int64_t keep, cudaStream_t s);
 
 struct IndexerArgs {
   float* q;                // {nh, d}: rope'd + storage-simulated in place
@@ -96,6 +117,11 @@ struct IndexerArgs {
 // Rows: q, w, scores, sel, nsel per row; the entries of every row must be stored first (row t
 // reads only the (*pos + t + 1) / ratio entries it sees).
 void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
+
+// ---- mtp.cu (mtp.cpp head_rows) ----
+// x {hc, dim} += e {dim} in every stream (the MTP head's embedding half). Rows: x and e per
+// row at t * rows.stride.
+void streams_add(float* x, const float* e, int64_t hc, int64_t dim, cudaStream_t s, const Rows& rows = {});
 
 // ---- moe.cu (moe.cpp) ----
 struct RouteArgs {

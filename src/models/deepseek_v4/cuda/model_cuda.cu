@@ -9,9 +9,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
+#include <vector>
 
 #include "backend/cpu/rope.h"
 #include "backend/cpu/rope_yarn.h"
+#include "backend/cuda/embed.h"
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/norm.h"
 #include "core/error.h"
@@ -202,15 +205,7 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   dc::hc_expand_f32(S(sl.emb), hcd, S(sl.xa), stream);  // every stream starts as the embedding
   mark("embed");
   for (int64_t l = 0; l < c.layers; ++l) {
-    const DLayer& L = dw.layers[size_t(l)];
-    hc_pre(L.attn_hc, L.attn_norm, S(sl.xa));
-    attention(st, l);
-    dc::hc_post_f32(hcd, S(sl.y), S(sl.xa), S(sl.post), S(sl.comb), S(sl.xb), stream);
-    mark("hc_post");
-    hc_pre(L.ffn_hc, L.ffn_norm, S(sl.xb));
-    moe(l);
-    dc::hc_post_f32(hcd, S(sl.y), S(sl.xb), S(sl.post), S(sl.comb), S(sl.xa), stream);
-    mark("hc_post");
+    layer_step(st, l);
     if (observer) {
       observed.resize(size_t(c.hc * H));
       DS4_CUDA_CHECK(cudaMemcpyAsync(observed.data(), S(sl.xa), observed.size() * 4, cudaMemcpyDeviceToHost, stream));
@@ -229,7 +224,20 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
                                         cudaMemcpyDeviceToHost, stream));
     mark("head");
   }
+  if (st.mtp_on) mtp_record_step(st);  // at this token's position: before the increment
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
+}
+
+void DeepseekV4CudaModel::Impl::layer_step(CudaState& st, int64_t l) {
+  const DLayer& L = dw.layers[size_t(l)];
+  hc_pre(L.attn_hc, L.attn_norm, S(sl.xa));
+  attention(st, l);
+  dc::hc_post_f32(hcd, S(sl.y), S(sl.xa), S(sl.post), S(sl.comb), S(sl.xb), stream);
+  mark("hc_post");
+  hc_pre(L.ffn_hc, L.ffn_norm, S(sl.xb));
+  moe(l);
+  dc::hc_post_f32(hcd, S(sl.y), S(sl.xb), S(sl.post), S(sl.comb), S(sl.xa), stream);
+  mark("hc_post");
 }
 
 void DeepseekV4CudaModel::Impl::run_step(CudaState& st, bool logits) {
@@ -246,6 +254,10 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.c = config_of(*m.src);
   m.w = bind_weights(*m.src, m.c);
   m.c.ds4_numerics = ds4_numerics_for(m.w.ds4_layout);
+  // ds4's MTP head on the GPU: not with DSpark (CPU-only; it wins over MTP on the CPU too),
+  // and only when the device can look the chain's embedding rows up.
+  const bool mtp = m.w.mtp && !m.w.dspark && dc::embed_rows_supports(m.w.embed.type);
+  if (mtp) m.c = with_mtp_layer(m.c);  // the head's layer is index c.layers
   const Config& c = m.c;
   m.info.family = "deepseek_v4";
   m.info.name = m.src->config().value("_name_or_path", std::filesystem::path(m.src->path()).filename().string());
@@ -255,18 +267,23 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.info.max_context = std::min(ctx, c.max_positions);
   m.info.eos_token_ids = c.eos;
   m.info.default_prefill_chunk = 4096;  // SPEC §4
-  m.info.has_draft_head = false;        // MTP / DSpark are CPU-only so far
+  m.info.has_draft_head = mtp;          // ds4's MTP head (DSpark stays CPU-only)
   const LayerWeights& l0 = m.w.layers[0];
   const WeightMatrix* probe[] = {&m.w.lm_head, &l0.q_a, &l0.attn_hc.fn, &l0.router, &l0.exp_gate[0], &l0.exp_down[0]};
-  for (const WeightMatrix* mat : probe)
+  std::vector<const WeightMatrix*> mats(std::begin(probe), std::end(probe));
+  if (mtp)
+    for (const WeightMatrix* mat : {&m.w.mtp->e_proj, &m.w.mtp->h_proj, &m.w.mtp->block.q_a, &m.w.mtp->block.exp_gate[0],
+                                    &m.w.mtp->block.exp_down[0]})
+      mats.push_back(mat);
+  for (const WeightMatrix* mat : mats)
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) + " has no CUDA gemv");
   m.hcd = dc::HcDims{c.hc, c.hidden, c.sinkhorn_iters, c.hc_eps, c.rms_eps};
   m.dw = upload_weights(c, m.w, inv_freq(c.rope_main, c.rope_dim), inv_freq(c.rope_compress, c.rope_dim),
-                        copt.fuse_projections);
+                        copt.fuse_projections, mtp);
   const auto db = deepseek_v4::cuda::decode_bytes_per_token(c, m.w);
   m.decode_bytes = DecodeBytes{db.dense, db.experts, db.head};
-  m.lay = state_layout(c, m.info.max_context);
+  m.lay = state_layout(c, m.info.max_context, mtp);
   m.sl = scratch_layout(c, m.info.max_context);
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "deepseek_v4 step scratch");
   if (copt.chunk_rows < 1 || copt.chunk_rows > kMaxChunkRows)
@@ -277,6 +294,18 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   // Rows of the step input and logits; the one-token step uses row 0.
   m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(copt.chunk_rows));
   m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float) * size_t(copt.chunk_rows));
+  if (mtp) {  // the draft chain's buffers and the captured verify window's records
+    m.dl = draft_layout(c, m.lay);
+    m.draft = dc::DeviceBuffer(m.dl.bytes, "deepseek_v4 MTP draft chain");
+    m.draft_host = std::make_unique<Pinned>(size_t((kMaxDraftDepth + 1) * kDraftSlotWords + 1) * sizeof(int32_t));
+    m.cap = capture_layout(c, m.lay, m.cl.rows);
+    m.cap_buf = dc::DeviceBuffer(m.cap.bytes, "deepseek_v4 verify capture");
+    if (!m.cap.lanes.empty()) {
+      m.cap_lanes = dc::DeviceBuffer(m.cap.lanes.size() * sizeof(LaneUndo), "deepseek_v4 lane undo table");
+      DS4_CUDA_CHECK(cudaMemcpy(m.cap_lanes.get(), m.cap.lanes.data(), m.cap.lanes.size() * sizeof(LaneUndo),
+                                cudaMemcpyHostToDevice));
+    }
+  }
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.side_stream, cudaStreamNonBlocking));
   DS4_CUDA_CHECK(cudaEventCreateWithFlags(&m.fork_ev, cudaEventDisableTiming));

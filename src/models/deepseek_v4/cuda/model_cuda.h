@@ -6,12 +6,22 @@
 // decode step, replayed from a CUDA graph captured per state; a forward of T > 1 tokens
 // (prefill, speculative verify) runs chunks of up to chunk_rows tokens that read every weight
 // once per chunk (chunk.cu), each chunk shape captured as its own graph, with logits equal to
-// as many decode steps bit for bit. No MTP / DSpark draft head on the GPU yet.
+// as many decode steps bit for bit.
+// Speculative decoding (issue #11): with ds4's MTP head in the checkpoint (mtp.0.*) the model is
+// its own DraftHead (mtp.cu): the head's layer (index config().layers, the trunk's layer code)
+// has its window ring and mtp_last_y in each head-enabled state, fed on the device after every
+// trunk forward; draft() runs the greedy chain on the device (argmax per row, the ids copied
+// back once) and leaves the state as it was; verify_capture() records a compressor-lane undo log
+// and the head's rows during the verify chunk, so commit_prefix(keep) costs one kernel and
+// a copy (spec_commit.cu). MTPLX's DSpark head is not on the GPU: a checkpoint with DSpark
+// weights (even next to mtp.0.*) gets draft_head() nullptr here, and so does an embedding type
+// the device lookup lacks (backend/cuda/embed.h: F32, F16, BF16, Q8_0).
 #include <map>
 #include <memory>
 #include <string>
 
 #include "models/deepseek_v4/model.h"
+#include "models/draft_head.h"
 #include "models/model.h"
 
 namespace ds4::deepseek_v4 {
@@ -35,7 +45,7 @@ struct CudaModelOptions {
 // caches for the whole context on the device, and the engine clones states.
 inline constexpr int64_t kCudaDefaultContext = 32768;
 
-class DeepseekV4CudaModel : public Model {
+class DeepseekV4CudaModel : public Model, public DraftHead {
  public:
   DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt, const CudaModelOptions& copt = {});
   ~DeepseekV4CudaModel() override;
@@ -45,6 +55,24 @@ class DeepseekV4CudaModel : public Model {
   // One token: the candidates are picked on the GPU and only they are copied back.
   void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
                           SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
+
+  // DraftHead (ds4's MTP head; nullptr without it, see above). enable_draft before the first
+  // forward, as on the CPU. Depth at most 16 (kMaxDraftDepth); verify_capture takes windows of
+  // up to chunk_rows tokens (false beyond: the loop re-runs the kept prefix, a counted repair).
+  DraftHead* draft_head() override;
+  void enable_draft(ModelState& state) const override;
+  void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override;
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override;
+  void set_confidence_gate(double) override {}  // MTP has no confidence head
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
+  void commit_prefix(ModelState& trial, int64_t keep) override;
+  // Tests / bench: draft() with its logits {depth + 1, vocab} copied back (row 0 = the head's
+  // prediction after the last consumed token; CPU deepseek_v4::mtp_draft_logits).
+  void draft_logits(ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
+                    std::vector<int32_t>& drafts);
+  // Tests: the logits rows 1..depth of the last draft_picked() {depth, vocab}.
+  void last_picked_logits(int depth, std::vector<float>& logits) const;
 
   const Config& config() const;
   size_t weight_bytes() const;           // device bytes of the uploaded weights

@@ -55,19 +55,44 @@ class CudaState : public ModelState {
       if (g) cudaGraphExecDestroy(g);
     for (auto& [key, g] : chunk_graph)
       if (g) cudaGraphExecDestroy(g);
+    for (auto& [key, g] : draft_graph)
+      if (g) cudaGraphExecDestroy(g);
   }
   std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
+  // Graphs are recaptured on next use (enable_draft changes what a forward enqueues).
+  void drop_graphs() {
+    for (auto& g : graph)
+      if (g) cudaGraphExecDestroy(g), g = nullptr;
+    for (auto* m : {&chunk_graph, &draft_graph}) {
+      for (auto& [key, g] : *m)
+        if (g) cudaGraphExecDestroy(g);
+      m->clear();
+    }
+  }
   int64_t position() const override { return pos; }
   size_t bytes() const override { return buf.bytes(); }
 
   dc::DeviceBuffer buf;  // every layer's caches + the position counter
   int64_t pos = 0;
   cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
-  std::map<int64_t, cudaGraphExec_t> chunk_graph;  // multi-row forwards, by rows * 3 + logits mode
+  // multi-row forwards, by (rows * 3 + logits mode) * 2 + captured (a verify_capture window)
+  std::map<int64_t, cudaGraphExec_t> chunk_graph;
+  std::map<int64_t, cudaGraphExec_t> draft_graph;  // greedy MTP chains, by depth * 2 + row 0 wanted
+  // MTP head (enable_draft, before the first forward): every forward also runs the head's
+  // rows (mtp.cu), so the graphs above include them.
+  bool mtp_on = false;
+  // A captured verify window awaiting commit_prefix: its rows, and the model's capture
+  // generation when it ran (the records live in the model; a later verify_capture on any
+  // state replaces them).
+  int64_t cap_rows = 0;
+  uint64_t cap_gen = 0;
 
  private:
-  // A clone captures its own graphs (they hold this state's addresses).
-  CudaState(const CudaState& o) : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos) {
+  // A clone captures its own graphs (they hold this state's addresses). A pending captured
+  // window carries over: its undo log applies to the clone's equal buffer as well.
+  CudaState(const CudaState& o)
+      : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos), mtp_on(o.mtp_on), cap_rows(o.cap_rows),
+        cap_gen(o.cap_gen) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
     DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
   }
@@ -138,6 +163,40 @@ struct DeepseekV4CudaModel::Impl {
   void moe_rows(int64_t l);
   void enqueue_chunk(CudaState& st, Logits mode);
   void run_chunk(CudaState& st, int64_t n, Logits mode);
+  // One decoder layer (CPU decoder_layer) on the HC streams in xa, in place: the trunk's
+  // layers and the MTP head's (l = c.layers) run the same code. _rows: over the chunk rows.
+  void layer_step(CudaState& st, int64_t l);
+  void layer_rows(CudaState& st, int64_t l);
+
+  // ---- mtp.cu: ds4's MTP draft head on the device (dw.has_mtp) ----
+  DraftLayout dl;
+  dc::DeviceBuffer draft;          // the chain's buffers
+  std::unique_ptr<Pinned> draft_host;  // slots {kMaxDraftDepth + 1, kDraftSlotWords} + a position word
+  bool draft_row0 = false;         // the chain being enqueued computes logits row 0 (tests, bench)
+  // Head input rows into xa of `n` rows (scratch base `base`, rows `stride` floats apart):
+  // prev {hc, hidden} and emb {hidden} per row at the same stride (CPU head_rows).
+  void mtp_in(uint8_t* base, int64_t n, int64_t stride, const float* prev, const float* emb);
+  void mtp_logits(const float* y, float* logits);  // {hc, hidden} -> {vocab} (CPU head_logits)
+  void mtp_record_step(CudaState& st);  // after the trunk of a decode step (CPU mtp_record)
+  void mtp_record_rows(CudaState& st);  // after the trunk of a chunk
+  void draft_begin(CudaState& st);      // saves the head's ring and the position
+  void draft_end(CudaState& st);        // puts them back
+  void draft_row(CudaState& st, int64_t k);  // chain row k >= 1: token in slot k-1 -> logits row k
+  void enqueue_draft(CudaState& st, int64_t depth);
+  int32_t* slot(int64_t k) const { return reinterpret_cast<int32_t*>(draft.as<uint8_t>() + dl.slots) + k * kDraftSlotWords; }
+  float* draft_logits_row(int64_t k) const {
+    return reinterpret_cast<float*>(draft.as<uint8_t>() + dl.logits) + k * c.vocab;
+  }
+  void check_draft(const CudaState& st, int32_t next_token, int depth) const;
+  // The greedy chain (graph per state and depth): drafts {depth} from the device slots.
+  void run_draft(CudaState& st, int32_t next_token, int depth, std::vector<int32_t>& drafts);
+
+  // ---- spec_commit.cu: the captured verify window ----
+  CaptureLayout cap;
+  dc::DeviceBuffer cap_buf, cap_lanes;  // undo logs + head rows; the LaneUndo table
+  bool capturing = false;  // the chunk being enqueued records (LaneArgs::undo_*, head rows)
+  uint64_t cap_gen = 0;    // bumped by every verify_capture
+  void lane_undo_args(LaneArgs& a, int lane) const;
 };
 
 }  // namespace ds4::deepseek_v4

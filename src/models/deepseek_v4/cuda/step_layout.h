@@ -26,7 +26,10 @@ struct LayerOffsets {
   LaneOffsets comp, index;
 };
 struct StateLayout {
+  // The trunk's layers, then (with the MTP head on the GPU) the head's layer at index
+  // c.layers: a window ring only (a sliding layer).
   std::vector<LayerOffsets> layers;
+  size_t mtp_y = 0;  // {hc, hidden}: the head's output HC state for the last consumed token
   size_t pos = 0;  // int32 position counter
   size_t bytes = 0;
   int64_t max_ctx = 0;
@@ -45,6 +48,7 @@ struct ScratchLayout {
   size_t part, part_ml;                           // attention partials (kernels.h attend)
   size_t min, ids, wts, egu, eact, ey, sh;        // MoE
   size_t hout, logits;
+  size_t me, mep;  // MTP head: normed embedding {hidden}, its e_proj {hidden}
   size_t bytes = 0;
   int64_t max_rows = 0;     // keys one query can see: window + compressed entries
   int64_t max_entries = 0;  // compressed entries of the densest indexer lane
@@ -59,7 +63,7 @@ static_assert(kMaxChunkRows <= kRingSlack + 1, "a chunk's later rows would overw
 
 inline int64_t lane_entries(int64_t max_ctx, int64_t ratio) { return max_ctx / ratio + 1; }
 
-inline StateLayout state_layout(const Config& c, int64_t max_ctx) {
+inline StateLayout state_layout(const Config& c, int64_t max_ctx, bool mtp = false) {
   StateLayout s;
   s.max_ctx = max_ctx;
   ::ds4::cuda::LayoutTaker t;
@@ -83,6 +87,12 @@ inline StateLayout state_layout(const Config& c, int64_t max_ctx) {
       if (csa) o.index = lane(ratio, c.index_dim, 2 * c.index_dim);
     }
     s.layers.push_back(o);
+  }
+  if (mtp) {
+    LayerOffsets o;
+    o.window = take(s.ring_rows * c.head_dim);
+    s.layers.push_back(o);
+    s.mtp_y = take(c.hc * c.hidden);
   }
   s.bytes = t.at;
   return s;
@@ -117,6 +127,7 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.min = take(2 * F + c.experts), s.ids = take(K), s.wts = take(K), s.sh = take(H);
   s.egu = take(K * 2 * F), s.eact = take(K * F), s.ey = take(K * H);
   s.hout = take(H), s.logits = take(c.vocab);
+  s.me = take(H), s.mep = take(H);
   s.bytes = t.at;
   return s;
 }
@@ -148,6 +159,66 @@ inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_
   s.tok = t.take(RK * kMaxChunkRows), s.slot = t.take(RK * kMaxChunkRows);
   s.bytes = t.at;
   return s;
+}
+
+// The MTP draft chain's buffers (mtp.cu; one per model: a chain runs to its end before the
+// next forward). Depth is at most kMaxDraftDepth (verify rows = depth + 1 <= kMaxChunkRows + 1).
+inline constexpr int64_t kMaxDraftDepth = 16;
+inline constexpr int64_t kDraftSlotWords = 8;  // sample_reduce_words(1): {argmax, ...}
+struct DraftLayout {
+  size_t ring = 0;    // {ring_rows, head_dim}: the head's window ring before the chain
+  size_t pos = 0;     // int32: the position counter before the chain
+  size_t slots = 0;   // int32 {kMaxDraftDepth + 1, kDraftSlotWords}: slot k word 0 = token k
+                      // (slot 0 = next_token from the host, slot k = argmax of logits row k)
+  size_t logits = 0;  // {kMaxDraftDepth + 1, vocab}: row 0 from mtp_y, row k after draft k-1
+  size_t bytes = 0;
+};
+
+inline DraftLayout draft_layout(const Config& c, const StateLayout& lay) {
+  DraftLayout d;
+  ::ds4::cuda::LayoutTaker t;
+  d.ring = t.take(lay.ring_rows * c.head_dim);
+  d.pos = t.take(1);
+  d.slots = t.take((kMaxDraftDepth + 1) * kDraftSlotWords);
+  d.logits = t.take((kMaxDraftDepth + 1) * c.vocab);
+  d.bytes = t.at;
+  return d;
+}
+
+// A captured verify window's records (spec_commit.cu; one per model, for the last
+// verify_capture): per compressor lane its undo log (LaneArgs::undo_*) for up to `rows` rows,
+// and the MTP head's output rows {rows, hc, hidden}. The window ring needs no record: it has
+// kRingSlack spare slots, so a dropped row (at most kMaxChunkRows - 1 of them) only
+// overwrites positions no later row attends to, and its own slot is rewritten before it is read.
+struct CaptureLayout {
+  std::vector<LaneUndo> lanes;
+  std::vector<int> comp_lane, index_lane;  // per trunk layer: index into lanes, -1 = none
+  size_t mtp_y = 0;
+  size_t bytes = 0;
+  int64_t rows = 0;
+};
+
+inline CaptureLayout capture_layout(const Config& c, const StateLayout& lay, int64_t rows) {
+  CaptureLayout cap;
+  cap.rows = rows;
+  ::ds4::cuda::LayoutTaker t;
+  auto lane = [&](const LaneOffsets& o, int64_t ratio, int64_t dim, int64_t width, bool overlap) {
+    LaneUndo u{o.pend_kv, o.pend_gate, o.prev_kv, o.prev_gate, 0, 0, 0, 0, ratio, width, dim, overlap ? 1 : 0};
+    u.undo_kv = t.take(rows * width), u.undo_gate = t.take(rows * width);
+    if (overlap) u.undo_prev_kv = t.take(rows * ratio * dim), u.undo_prev_gate = t.take(rows * ratio * dim);
+    cap.lanes.push_back(u);
+    return int(cap.lanes.size()) - 1;
+  };
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const int64_t ratio = c.ratio(l);
+    const LayerOffsets& o = lay.layers[size_t(l)];
+    const bool csa = ratio > 0 && c.attn_types[size_t(l)] == AttnType::kCompressedSparse;
+    cap.comp_lane.push_back(ratio > 0 ? lane(o.comp, ratio, c.head_dim, csa ? 2 * c.head_dim : c.head_dim, csa) : -1);
+    cap.index_lane.push_back(csa ? lane(o.index, ratio, c.index_dim, 2 * c.index_dim, true) : -1);
+  }
+  cap.mtp_y = t.take(rows * c.hc * c.hidden);
+  cap.bytes = t.at;
+  return cap;
 }
 
 }  // namespace ds4::deepseek_v4::cuda

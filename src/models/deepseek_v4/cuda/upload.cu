@@ -149,9 +149,21 @@ DLayer layer(Binder& u, const Config& c, const LayerWeights& w, int64_t l, bool 
 }
 
 void bind_all(Binder& u, const Config& c, const Weights& w, const std::vector<float>& inv_main,
-              const std::vector<float>& inv_comp, bool fuse, DeviceWeights& d) {
+              const std::vector<float>& inv_comp, bool fuse, bool mtp, DeviceWeights& d) {
   d.layers.clear();
   for (int64_t l = 0; l < c.layers; ++l) d.layers.push_back(layer(u, c, w.layers[size_t(l)], l, fuse));
+  d.has_mtp = mtp;
+  if (mtp) {  // the block as one more layer (sliding, top-k): the trunk's code runs it
+    const MtpWeights& m = *w.mtp;
+    d.layers.push_back(layer(u, c, m.block, c.layers, fuse));
+    d.mtp.e_proj = u.mat(m.e_proj);
+    d.mtp.h_proj = u.mat(m.h_proj);
+    d.mtp.enorm = u.vec(m.enorm);
+    d.mtp.hnorm = u.vec(m.hnorm);
+    d.mtp.norm = u.vec(m.norm);
+    d.mtp.head_hc = u.hc(m.head_hc);
+    d.mtp.embed = u.mat(w.embed);
+  }
   d.head_hc = u.hc(w.head_hc);
   d.norm = u.vec(w.norm);
   d.lm_head = u.mat(w.lm_head);
@@ -164,11 +176,13 @@ size_t mbytes(const WeightMatrix& m) { return data_bytes(m); }
 }  // namespace
 
 DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_main,
-                             const std::vector<float>& inv_comp, bool fuse) {
+                             const std::vector<float>& inv_comp, bool fuse, bool mtp) {
   DeviceWeights d;
+  if (mtp && (!w.mtp || int64_t(c.attn_types.size()) <= c.layers))
+    throw Error("deepseek_v4 cuda: MTP upload without the head's weights or its layer in the config");
   d.buffer = ds4::cuda::upload_two_pass("deepseek_v4 weights", nullptr, [&](ds4::cuda::Uploader& u) {
     Binder b(u);
-    bind_all(b, c, w, inv_main, inv_comp, fuse, d);
+    bind_all(b, c, w, inv_main, inv_comp, fuse, mtp, d);
   });
   return d;
 }

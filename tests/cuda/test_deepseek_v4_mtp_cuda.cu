@@ -1,0 +1,352 @@
+// ds4's MTP draft head and the captured-prefix commit of the CUDA DeepSeek V4 model (mtp.cu,
+// spec_commit.cu) against the CPU model (mtp.cpp, spec_commit.cpp) and the reference vectors
+// in tests/data/deepseek_v4/mtp. Plain executable (no GoogleTest on the H200 image); exits 1
+// when any check fails. The tiny trunk + tests/data/deepseek_v4/mtp/mtp.safetensors:
+//  1. The head exists on the GPU for an MTP checkpoint, not for the plain trunk nor for a
+//     DSpark checkpoint (DSpark is CPU-only); bad draft inputs are InputErrors.
+//  2. Draft logits {4, vocab} within kTol of the reference (cases p7h8 p64h65 p300h301), drafts
+//     exact.
+//  3. Depth 1..4 after three ways of consuming the same 64 tokens (one chunked forward; a
+//     40-token forward then 24 decode steps; chunks of 5): ids = the CPU's mtp_draft ids, all
+//     depth + 1 logits rows within kTol of the CPU's. Graph vs direct launches: bit-identical.
+//  4. draft() and draft_picked() leave the state unchanged: the next decode logits and the next
+//     draft are bit-identical to a clone that never drafted.
+//  5. draft_picked with a 2nd-best pick: ids = the CPU's draft_picked ids.
+//  6. verify_capture + commit_prefix(keep) for every keep in 1..n (windows of 4 and 16 rows,
+//     prompts putting the window's fill edge, CSA closes and an HCA close inside the window):
+//     the verify rows equal a plain kAll forward, and afterwards the next draft and 6 decode
+//     steps are bit-identical to a state that consumed only the kept tokens by decode steps.
+//     Bad keeps, a commit without a window, a second capture and a window past chunk_rows.
+//  7. The greedy speculative loop (engine/speculative.h) on the CUDA model: output = greedy AR
+//     token for token (and = the CPU's AR), drafted > 0, prefix commits > 0, repairs and full
+//     replays 0; with drafts forced to the AR continuation: accepted > 0, bonus > 0.
+// Usage: test_deepseek_v4_mtp_cuda [root] [--quick]
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "engine/speculative.h"
+#include "formats/tensor_source.h"
+#include "models/deepseek_v4/cuda/model_cuda.h"
+#include "models/deepseek_v4/model.h"
+#include "models/draft_head.h"
+#include "test_common.h"
+
+using namespace ds4;
+using namespace ds4::cuda_test;
+namespace dsv4 = ds4::deepseek_v4;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr float kTol = 1e-3f;  // tests/data/deepseek_v4/mtp/README.md: logits 1e-3, drafts exact
+
+// <tmp>/<tag>_<pid>: the trunk's config.json (merged with `extra`, a JSON file or "") and
+// model.safetensors next to the head file.
+std::string head_dir(const std::string& root, const std::string& tag, const std::string& head, const std::string& extra = "") {
+  const fs::path dir = fs::temp_directory_path() / (tag + "_" + std::to_string(::getpid()));
+  const fs::path trunk = fs::path(root) / "tests/data/deepseek_v4/model";
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors"})
+    fs::copy_file(trunk / f, dir / f, fs::copy_options::overwrite_existing);
+  fs::copy_file(head, dir / fs::path(head).filename(), fs::copy_options::overwrite_existing);
+  if (!extra.empty()) {
+    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+    cfg.update(nlohmann::json::parse(std::ifstream(extra)));
+    std::ofstream(dir / "config.json") << cfg.dump(2);
+  }
+  return dir.string();
+}
+
+std::vector<int32_t> synthetic_tokens(int64_t n, int64_t mul, int64_t add, int64_t V) {
+  std::vector<int32_t> t;
+  for (int64_t i = 0; i < n; ++i) t.push_back(int32_t((mul * i + add) % V));
+  return t;
+}
+
+// A head-enabled state that consumed `toks`: in forwards of `chunk` tokens (0: one), then
+// `steps` more of them one at a time.
+std::unique_ptr<ModelState> consumed(Model& m, const std::vector<int32_t>& toks, size_t chunk = 0, size_t steps = 0) {
+  auto st = m.new_state();
+  m.draft_head()->enable_draft(*st);
+  std::vector<float> lg;
+  const size_t bulk = toks.size() - steps;
+  if (!chunk) chunk = std::max<size_t>(bulk, 1);
+  for (size_t i = 0; i < bulk; i += chunk)
+    m.forward(*st, std::span<const int32_t>(toks.data() + i, std::min(chunk, bulk - i)), Logits::kNone, lg);
+  for (size_t i = bulk; i < toks.size(); ++i) m.forward(*st, std::span<const int32_t>(&toks[i], 1), Logits::kNone, lg);
+  return st;
+}
+
+template <class F>
+bool throws(F f) {
+  try {
+    f();
+  } catch (const Error&) {
+    return true;
+  }
+  return false;
+}
+
+void heads(const std::string& root, Model& gpu) {
+  check(gpu.draft_head() != nullptr && gpu.info().has_draft_head, "MTP checkpoint: the CUDA model has a draft head");
+  LoadOptions o;
+  auto plain = dsv4::load_cuda(root + "/tests/data/deepseek_v4/model", o);
+  check(plain->draft_head() == nullptr && !plain->info().has_draft_head, "plain trunk: no draft head on CUDA");
+  const std::string ds = root + "/tests/data/deepseek_v4/dspark";
+  const std::string dir = head_dir(root, "ds4_cuda_dspark", ds + "/dspark.safetensors", ds + "/dspark_config.json");
+  auto dspark = dsv4::load_cuda(dir, o);
+  fs::remove_all(dir);
+  check(dspark->draft_head() == nullptr && !dspark->info().has_draft_head,
+        "DSpark checkpoint: no draft head on CUDA (DSpark is CPU-only)");
+}
+
+// CPU mtp_draft's and enable_draft's errors, and the GPU chain's depth bound.
+void bad_inputs(dsv4::DeepseekV4CudaModel& g) {
+  const int32_t V = int32_t(g.info().vocab_size);
+  std::vector<int32_t> d;
+  auto off = g.new_state();
+  auto on = consumed(g, {5, 6, 7});
+  auto input_error = [](auto f) {
+    try {
+      f();
+    } catch (const InputError&) {
+      return true;
+    } catch (...) {
+    }
+    return false;
+  };
+  const bool ok = input_error([&] { g.draft(*off, 0, 1, d); }) && input_error([&] { g.draft(*on, V, 1, d); }) &&
+                  input_error([&] { g.draft(*on, 0, -1, d); }) && input_error([&] { g.draft(*on, 0, 17, d); }) &&
+                  input_error([&] { g.enable_draft(*on); });
+  check(ok, "InputError: draft without the head enabled, token = vocab, depth -1, depth 17 (> 16), enable after a forward");
+}
+
+void golden_drafts(dsv4::DeepseekV4CudaModel& g, const TensorSource& ref, bool quick) {
+  for (const char* c : {"p7h8", "p64h65", "p300h301"}) {
+    const std::string k = c;
+    if (quick && k == "p300h301") continue;
+    std::vector<int32_t> toks = golden<int32_t>(ref, k + ".tokens");
+    toks.push_back(golden<int32_t>(ref, k + ".next_token")[0]);
+    const auto want = golden<float>(ref, k + ".draft_logits");
+    const auto want_d = golden<int32_t>(ref, k + ".drafts");
+    auto st = consumed(g, toks);
+    std::vector<float> lg;
+    std::vector<int32_t> d;
+    g.draft_logits(*st, want_d[0], 3, lg, d);
+    const float diff = lg.size() == want.size() ? max_diff(lg.data(), want.data(), lg.size()) : INFINITY;
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "reference %s: draft logits {4, vocab} max |diff| %.3g (tol %.0e), drafts exact: %s", c,
+                  double(diff), double(kTol), d == std::vector<int32_t>(want_d.begin() + 1, want_d.end()) ? "yes" : "NO");
+    check(diff <= kTol && d == std::vector<int32_t>(want_d.begin() + 1, want_d.end()), buf);
+  }
+}
+
+void versus_cpu(Model& cpu, dsv4::DeepseekV4CudaModel& g, dsv4::DeepseekV4CudaModel& direct, const std::vector<int32_t>& toks) {
+  const int32_t next = 321;
+  auto sc = consumed(cpu, toks);
+  struct Way {
+    const char* name;
+    size_t chunk, steps;
+  };
+  for (const Way& w : {Way{"one chunked forward", 0, 0}, Way{"40 tokens then 24 decode steps", 0, 24},
+                       Way{"chunks of 5", 5, 0}}) {
+    auto sg = consumed(g, toks, w.chunk, w.steps);
+    auto sd = consumed(direct, toks, w.chunk, w.steps);
+    for (int depth = 1; depth <= 4; ++depth) {
+      std::vector<float> lc, lg, ld;
+      std::vector<int32_t> dc, dg, dd;
+      dsv4::mtp_draft_logits(cpu, *sc, next, depth, lc, dc);
+      g.draft_logits(*sg, next, depth, lg, dg);
+      direct.draft_logits(*sd, next, depth, ld, dd);
+      const float diff = lg.size() == lc.size() ? max_diff(lg.data(), lc.data(), lc.size()) : INFINITY;
+      char buf[300];
+      std::snprintf(buf, sizeof buf,
+                    "after %s: depth %d draft ids = CPU's: %s; %d logits rows max |diff| vs CPU %.3g (tol %.0e); graph = "
+                    "direct launches bit for bit: %s",
+                    w.name, depth, dg == dc ? "yes" : "NO", depth + 1, double(diff), double(kTol),
+                    lg == ld && dg == dd ? "yes" : "NO");
+      check(dg == dc && diff <= kTol && lg == ld && dg == dd, buf);
+    }
+  }
+}
+
+// Index of the second-largest logit (ties: the lower id first).
+int32_t second_best(std::span<const float> row) {
+  int32_t a = 0, b = -1;
+  for (int32_t i = 1; i < int32_t(row.size()); ++i) {
+    if (row[size_t(i)] > row[size_t(a)]) b = a, a = i;
+    else if (b < 0 || row[size_t(i)] > row[size_t(b)]) b = i;
+  }
+  return b < 0 ? a : b;
+}
+
+void unchanged_and_picked(Model& cpu, dsv4::DeepseekV4CudaModel& g, const std::vector<int32_t>& toks) {
+  const int32_t next = 77, after = 500;
+  auto s = consumed(g, toks), c = s->clone();
+  std::vector<int32_t> d, dp, dcpu;
+  g.draft(*s, next, 4, d);
+  g.draft_picked(*s, next, 4, second_best, dp);
+  const auto ls = g.decode(*s, after), lc = g.decode(*c, after);
+  std::vector<float> ds, dc;
+  std::vector<int32_t> is, ic;
+  g.draft_logits(*s, next, 3, ds, is);
+  g.draft_logits(*c, next, 3, dc, ic);
+  check(s->position() == c->position() && ls == lc && ds == dc && is == ic,
+        "draft(depth 4) + draft_picked(depth 4) leave the state unchanged: next decode logits and next draft bit-identical "
+        "to a clone that never drafted");
+  auto sc = consumed(cpu, toks);
+  cpu.draft_head()->draft_picked(*sc, next, 4, second_best, dcpu);
+  check(dp == dcpu && dp.size() == 4, "draft_picked with the 2nd-best pick: ids = the CPU's draft_picked ids");
+  check(d.size() == 4 && d != dp, "greedy and 2nd-best chains differ (the pick is used)");
+}
+
+// One base state (prompt of `len` tokens, head on, one draft done) and a window: every keep.
+void commit_case(dsv4::DeepseekV4CudaModel& g, int64_t len, const std::vector<int32_t>& window) {
+  const int64_t V = g.info().vocab_size, n = int64_t(window.size());
+  auto base = consumed(g, synthetic_tokens(len, 37, 11, V));
+  std::vector<int32_t> d;
+  g.draft(*base, 5, 2, d);
+  std::vector<float> want_rows, rows;
+  {
+    auto plain = base->clone();
+    g.forward(*plain, window, Logits::kAll, want_rows);
+  }
+  const std::vector<int32_t> cont = synthetic_tokens(6, 53, 7, V);
+  std::string bad;
+  for (int64_t keep = 1; keep <= n && bad.empty(); ++keep) {
+    auto trial = base->clone();
+    if (!g.verify_capture(*trial, window, rows)) {
+      bad = "verify_capture returned false";
+      break;
+    }
+    if (rows != want_rows) bad = "verify rows differ from a plain kAll forward";
+    g.commit_prefix(*trial, keep);
+    auto ref = base->clone();
+    for (int64_t i = 0; i < keep; ++i) g.decode(*ref, window[size_t(i)]);
+    if (trial->position() != len + keep) bad = "position " + std::to_string(trial->position());
+    std::vector<float> dt, dr;
+    std::vector<int32_t> it, ir;
+    g.draft_logits(*trial, cont[0], 3, dt, it);
+    g.draft_logits(*ref, cont[0], 3, dr, ir);
+    if (bad.empty() && (dt != dr || it != ir)) bad = "next draft differs at keep " + std::to_string(keep);
+    for (size_t i = 0; i < cont.size() && bad.empty(); ++i)
+      if (g.decode(*trial, cont[i]) != g.decode(*ref, cont[i]))
+        bad = "decode " + std::to_string(i) + " after keep " + std::to_string(keep) + " differs";
+  }
+  char buf[300];
+  std::snprintf(buf, sizeof buf,
+                "captured commit, prompt %lld, window %lld: every keep 1..%lld = decode steps over the kept tokens (next "
+                "draft + 6 decode steps bit-identical)%s%s",
+                (long long)len, (long long)n, (long long)n, bad.empty() ? "" : ": ", bad.c_str());
+  check(bad.empty(), buf);
+}
+
+void commits(dsv4::DeepseekV4CudaModel& g, bool quick) {
+  const int64_t V = g.info().vocab_size;
+  const std::vector<int32_t> w4 = {17, 90, 3, 44}, w16 = synthetic_tokens(16, 29, 5, V);
+  const std::vector<int64_t> lens = quick ? std::vector<int64_t>{14, 30} : std::vector<int64_t>{13, 14, 15, 16, 29, 30};
+  for (int64_t len : lens) commit_case(g, len, w4);
+  for (int64_t len : quick ? std::vector<int64_t>{13} : std::vector<int64_t>{1, 13, 30, 47}) commit_case(g, len, w16);
+  auto s = consumed(g, synthetic_tokens(6, 37, 11, V));
+  std::vector<float> rows;
+  const bool none = throws([&] { g.commit_prefix(*s, 1); });
+  const bool ok = g.verify_capture(*s, w4, rows);
+  const bool k0 = throws([&] { g.commit_prefix(*s, 0); });
+  const bool k5 = throws([&] { g.commit_prefix(*s, 5); });
+  auto t = consumed(g, synthetic_tokens(6, 37, 11, V));
+  g.verify_capture(*t, w4, rows);
+  const bool twice = throws([&] { g.verify_capture(*t, w4, rows); });
+  check(none && ok && k0 && k5 && twice,
+        "commit without a window, keep 0, keep 5 of 4, and a second verify_capture over a pending window throw");
+  auto u = consumed(g, synthetic_tokens(6, 37, 11, V));
+  const bool long_window = g.verify_capture(*u, synthetic_tokens(17, 3, 1, V), rows);
+  check(!long_window && u->position() == 6, "a window past chunk_rows (17 > 16) is not captured (state unchanged)");
+}
+
+struct SpecRun {
+  std::vector<int32_t> tokens;
+  engine::SpecStats stats;
+};
+
+// 24 greedy tokens after `prompt` (depth 0: plain AR); `force`: drafts overwritten by the AR
+// continuation (every draft accepted, bonus row used). As tests/unit's draft_head_test_util.h.
+SpecRun generate(Model& m, const std::vector<int32_t>& prompt, int depth, const std::vector<int32_t>* force) {
+  SpecRun r;
+  auto st = m.new_state();
+  if (depth > 0) m.draft_head()->enable_draft(*st);
+  auto logits = m.prefill(*st, prompt);
+  std::function<void(std::vector<int32_t>&)> corrupt;
+  if (force)
+    corrupt = [&](std::vector<int32_t>& d) {
+      const size_t at = size_t(st->position()) - prompt.size() + 1;
+      for (size_t k = 0; k < d.size() && at + k < force->size(); ++k) d[k] = (*force)[at + k];
+    };
+  const int32_t stop[] = {1};
+  r.tokens = engine::generate_greedy(m, st, logits, 24, stop, depth, &r.stats, corrupt);
+  return r;
+}
+
+void speculative(Model& cpu, Model& gpu, const std::vector<int32_t>& prompt) {
+  const SpecRun ar = generate(gpu, prompt, 0, nullptr), ar_cpu = generate(cpu, prompt, 0, nullptr);
+  check(ar.tokens.size() == 24 && ar.tokens == ar_cpu.tokens, "greedy AR on CUDA = greedy AR on the CPU (24 tokens)");
+  for (int depth : {1, 3}) {
+    const SpecRun own = generate(gpu, prompt, depth, nullptr), forced = generate(gpu, prompt, depth, &ar.tokens);
+    const auto& s = own.stats;
+    char buf[300];
+    std::snprintf(buf, sizeof buf,
+                  "speculative depth %d on CUDA = greedy AR: %s; drafted %lld, accepted %lld, prefix commits %lld, repairs "
+                  "%lld, full replays %lld",
+                  depth, own.tokens == ar.tokens ? "yes" : "NO", (long long)s.drafted, (long long)s.accepted,
+                  (long long)s.prefix_commits, (long long)s.repairs, (long long)s.full_replays);
+    check(own.tokens == ar.tokens && s.drafted > 0 && s.prefix_commits > 0 && s.repairs + s.full_replays == 0, buf);
+    const auto& f = forced.stats;
+    std::snprintf(buf, sizeof buf,
+                  "speculative depth %d, drafts forced to the AR continuation: = AR: %s; accepted %lld, bonus %lld, repairs "
+                  "%lld, full replays %lld",
+                  depth, forced.tokens == ar.tokens ? "yes" : "NO", (long long)f.accepted, (long long)f.bonus,
+                  (long long)f.repairs, (long long)f.full_replays);
+    check(forced.tokens == ar.tokens && f.accepted > 0 && f.bonus > 0 && f.repairs + f.full_replays == 0, buf);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const TestArgs args = parse_args(argc, argv);
+  const std::string& root = args.root;
+  try {
+    const std::string dir =
+        head_dir(root, "ds4_cuda_mtp", root + "/tests/data/deepseek_v4/mtp/mtp.safetensors");
+    LoadOptions o;
+    auto cpu = dsv4::load(dir, o);
+    auto gpu_m = dsv4::load_cuda(dir, o);
+    auto direct_m = dsv4::load_cuda(dir, o, dsv4::CudaModelOptions{false, false, false, false});
+    fs::remove_all(dir);
+    auto& gpu = dynamic_cast<dsv4::DeepseekV4CudaModel&>(*gpu_m);
+    auto& direct = dynamic_cast<dsv4::DeepseekV4CudaModel&>(*direct_m);
+    auto ref = open_tensor_source(root + "/tests/data/deepseek_v4/mtp/golden_mtp.safetensors");
+    auto g = open_tensor_source(root + "/tests/data/deepseek_v4/golden.safetensors");
+    const auto p64 = golden<int32_t>(*g, "p64.tokens");
+    heads(root, gpu);
+    bad_inputs(gpu);
+    golden_drafts(gpu, *ref, args.quick);
+    versus_cpu(*cpu, gpu, direct, p64);
+    unchanged_and_picked(*cpu, gpu, p64);
+    commits(gpu, args.quick);
+    if (!args.quick) speculative(*cpu, gpu, p64);
+  } catch (const std::exception& e) {
+    std::printf("FATAL %s\n", e.what());
+    return 2;
+  }
+  return summary();
+}
