@@ -54,6 +54,10 @@ __global__ void delta_rule_kernel(const float* __restrict__ qkv, const float* __
         acc += s * qkd[i];
       }
       o[off + h * vd + j] = acc;
+      if (rows.S_rows) {  // this thread's column after token t (it wrote every element itself)
+        float* snap = rows.S_rows + t * rows.S_rows_stride + h * kd * vd;
+        for (int64_t i = 0; i < kd; ++i) snap[i * vd + j] = Sh[i * vd + j];
+      }
     }
   }
 }
@@ -105,6 +109,11 @@ __global__ void __launch_bounds__(256) delta_rule_reg_kernel(const float* __rest
       acc += s * qkd[i];
     }
     o[off + h * vd + j] = acc;
+    if (rows.S_rows) {  // the column after token t
+      float* snap = rows.S_rows + t * rows.S_rows_stride + h * KD * vd;
+#pragma unroll
+      for (int i = 0; i < KD; ++i) snap[i * vd + j] = st[i];
+    }
   }
   if (live) {
 #pragma unroll

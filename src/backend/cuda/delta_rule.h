@@ -29,8 +29,13 @@ void delta_rule_step(const float* qkv, const float* g, const float* beta, float*
 // verify): token t's qkv, g, beta and o lie t * stride floats after token 0's. The recurrence
 // loops the tokens inside the kernel in order (each thread keeps its column of S), so every
 // token equals the single step's arithmetic bit for bit.
+// S_rows (optional, GLM speculative verify capture): after token t the state S is also
+// written to S_rows + t * S_rows_stride floats ({v_heads, k_dim, v_dim} each), so a rejected
+// suffix can be cut back without a second forward. Arithmetic unchanged.
 struct DeltaRuleRows {
   int64_t count = 1, stride = 0;
+  float* S_rows = nullptr;
+  int64_t S_rows_stride = 0;
 };
 void delta_rule_qk_l2norm_rows(float* qkv, const DeltaRuleShape& sh, const DeltaRuleRows& rows, cudaStream_t stream);
 void delta_rule_rows(const float* qkv, const float* g, const float* beta, float* S, float* o, const DeltaRuleShape& sh,
