@@ -16,7 +16,8 @@
 //     rows and the next decode logits bit-identical to a state that consumed only the kept
 //     tokens by single decode steps; the following draft's ids equal, its logits within
 //     kTol (printed; expected bit-identical).
-//  6. engine::generate_greedy (speculative loop) on the CUDA model, depths 1 and 3: the greedy
+//  6. Checkpoints with the head's history: GPU -> GPU, GPU -> CPU, CPU -> GPU draft equal ids.
+//  7. engine::generate_greedy (speculative loop) on the CUDA model, depths 1 and 3: the greedy
 //     AR tokens exactly, drafted > 0, repairs and full replays 0; with drafts forced to the AR
 //     continuation: accepted > 0 and bonus > 0 too.
 // Usage: test_glm5_mtp_cuda [root]
@@ -85,7 +86,10 @@ std::vector<int32_t> gpu_draft_logits(glm5::Glm5CudaModel& gpu, ModelState& st, 
 
 std::string ids(const std::vector<int32_t>& v) {
   std::string s;
-  for (int32_t t : v) s += (s.empty() ? "" : ",") + std::to_string(t);
+  for (int32_t t : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(t);
+  }
   return s;
 }
 
@@ -252,6 +256,32 @@ void commits(const Models& m) {
   }
 }
 
+// Checkpoints carry the head's history: GPU -> GPU, GPU -> CPU and CPU -> GPU states draft
+// the ids the source state drafts.
+void checkpoints(const Models& m, const TensorSource& g) {
+  const auto tokens = golden<int32_t>(g, "p64.tokens");
+  auto sg = prefilled(m.gpu, tokens);
+  auto sc = prefilled(m.cpu, tokens);
+  std::vector<int32_t> d;
+  m.gpu.draft(*sg, 3, 2, d);  // caught up, then one decode queues a pair
+  m.cpu.draft_head()->draft(*sc, 3, 2, d);
+  m.gpu.decode(*sg, 3), m.cpu.decode(*sc, 3);
+  std::vector<StateSection> from_gpu, from_cpu;
+  sg->save(from_gpu);
+  sc->save(from_cpu);
+  auto g2 = m.gpu.new_state(), c2 = m.cpu.new_state(), g3 = m.gpu.new_state();
+  g2->load(from_gpu);
+  c2->load(from_gpu);
+  g3->load(from_cpu);
+  std::vector<int32_t> ref, a, b, c;
+  m.gpu.draft(*sg, 44, 3, ref);
+  m.gpu.draft(*g2, 44, 3, a);
+  m.cpu.draft_head()->draft(*c2, 44, 3, b);
+  m.gpu.draft(*g3, 44, 3, c);
+  check(a == ref && b == ref && c == ref, "checkpoint with the MTP head: GPU->GPU, GPU->CPU, CPU->GPU draft the same ids (" +
+                                              ids(ref) + ")");
+}
+
 struct Run {
   std::vector<int32_t> tokens;
   engine::SpecStats stats;
@@ -313,6 +343,7 @@ int main(int argc, char** argv) {
     mixed(m, *g);
     picked_second(m, *g);
     commits(m);
+    checkpoints(m, *g);
     speculative(m, *g);
     // Without the head file: no draft head, enable_draft refused.
     auto plain = glm5::load_cuda(args.root + "/tests/data/glm5/model", o);
