@@ -38,7 +38,7 @@ class CudaState : public ModelState {
   }
   std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
   int64_t position() const override { return pos; }
-  size_t bytes() const override { return buf.bytes(); }
+  size_t bytes() const override { return buf.bytes() + cap.bytes(); }
   void save(std::vector<StateSection>& out) const override;
   void load(const std::vector<StateSection>& in) override;
 
