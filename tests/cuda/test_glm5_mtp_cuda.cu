@@ -20,6 +20,8 @@
 //  7. engine::generate_greedy (speculative loop) on the CUDA model, depths 1 and 3: the greedy
 //     AR tokens exactly, drafted > 0, repairs and full replays 0; with drafts forced to the AR
 //     continuation: accepted > 0 and bonus > 0 too.
+//  8. chunk_rows 1 (the head's catch-up in 1-row pieces): drafts = golden; a 2-row
+//     verify_capture returns false (the loop then repairs).
 // Usage: test_glm5_mtp_cuda [root]
 #include <unistd.h>
 
@@ -332,10 +334,9 @@ int main(int argc, char** argv) {
     o.threads = 4;
     auto cpu = glm5::load(dir, o);
     auto gpu = glm5::load_cuda(dir, o);
-    std::filesystem::remove_all(dir);
     auto* g5 = dynamic_cast<glm5::Glm5CudaModel*>(gpu.get());
     check(g5 && gpu->info().has_draft_head && gpu->draft_head() == g5, "CUDA model with mtp.safetensors has a draft head");
-    if (!g5 || !gpu->draft_head()) return summary();
+    if (!g5 || !gpu->draft_head()) return std::filesystem::remove_all(dir), summary();
     auto g = open_tensor_source(args.root + "/tests/data/glm5/mtp/golden_mtp.safetensors");
     const Models m{*cpu, *g5, gpu->info().vocab_size};
     for (const char* p : {"p1", "p7", "p64", "p300"}) golden_drafts(m, *g, p);
@@ -345,9 +346,23 @@ int main(int argc, char** argv) {
     commits(m);
     checkpoints(m, *g);
     speculative(m, *g);
+    {  // chunk_rows 1: the head catches up in 1-row pieces; a multi-row verify cannot capture
+      auto one = glm5::load_cuda(dir, o, glm5::CudaModelOptions{true, true, 1});
+      auto* g1 = dynamic_cast<glm5::Glm5CudaModel*>(one.get());
+      const auto tokens = golden<int32_t>(*g, "p64.tokens");
+      const int32_t next = golden<int32_t>(*g, "p64.next_token")[0];
+      auto s1 = prefilled(*g1, tokens);
+      std::vector<int32_t> d1;
+      g1->draft(*s1, next, kDepth, d1);
+      std::vector<float> rows;
+      const bool captured = g1->verify_capture(*s1, std::vector<int32_t>{next, d1[0]}, rows);
+      check(d1 == golden<int32_t>(*g, "p64.drafts") && !captured,
+            "chunk_rows 1: drafts = golden (" + ids(d1) + "), a 2-row verify_capture returns false");
+    }
     // Without the head file: no draft head, enable_draft refused.
     auto plain = glm5::load_cuda(args.root + "/tests/data/glm5/model", o);
     check(!plain->info().has_draft_head && plain->draft_head() == nullptr, "CUDA model without the head file: no draft head");
+    std::filesystem::remove_all(dir);
   } catch (const std::exception& e) {
     std::printf("FAIL exception: %s\n", e.what());
     ++g_fail;

@@ -10,8 +10,8 @@
 // trunk forward fills the queue on the device, a greedy draft chain is one CUDA graph with
 // one copy of the ids back (mtp.cu); verify_capture / commit_prefix keep any verified prefix
 // from per-row KDA records without a second forward (spec_commit.cu). States save and load
-// the CPU model's checkpoint sections (trunk only: an MTP head's history is not saved yet),
-// so a checkpoint moves between the two.
+// the CPU model's checkpoint sections (the MTP head's history too), so a checkpoint moves
+// between the two.
 #include <memory>
 #include <span>
 #include <string>

@@ -89,7 +89,21 @@ void Glm5CudaModel::Impl::mtp_enable(CudaState& st) {
     emb = dc::DeviceBuffer(rows.size() * sizeof(float), "glm5 MTP embedding rows");
     DS4_CUDA_CHECK(cudaMemcpy(emb.get(), rows.data(), rows.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
+  uint8_t* sb = st.buf.as<uint8_t>();  // an empty head: position 0, nothing queued
+  DS4_CUDA_CHECK(cudaMemsetAsync(sb + lay.mtp.pos, 0, sizeof(int32_t), stream));
+  DS4_CUDA_CHECK(cudaMemsetAsync(sb + lay.mtp.qlen, 0, sizeof(int32_t), stream));
+  if (dw.mtp->layer.kda) {  // kda_init_state: zero conv window and recurrent matrix
+    const int64_t qkv = c.linear_num_heads * c.linear_head_dim;
+    DS4_CUDA_CHECK(cudaMemsetAsync(sb + lay.mtp.layer.conv, 0,
+                                   size_t((c.linear_conv_kernel_dim - 1) * 3 * qkv) * sizeof(float), stream));
+    DS4_CUDA_CHECK(cudaMemsetAsync(sb + lay.mtp.layer.rec, 0,
+                                   size_t(c.linear_num_heads * c.linear_head_dim * c.linear_head_dim) * sizeof(float),
+                                   stream));
+  }
+  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
   st.mtp_on = true;
+  st.mtp_pos = 0;
+  st.pending_next.clear();
   st.drop_graphs();  // graphs captured before (none at position 0 normally) lack the push
 }
 
