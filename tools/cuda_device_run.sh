@@ -177,16 +177,25 @@ fi
 glm_rc=0
 t0=$(date +%s)
 if [ "$bin" = "$build/bin" ]; then
-  cmake --build "$build" --target test_glm5_cuda bench_glm5_cuda test_synthetic_cuda -j 16 >"$out/build_glm5.txt" 2>&1 || glm_rc=3
+  cmake --build "$build" --target test_glm5_cuda test_glm5_mtp_cuda bench_glm5_cuda test_synthetic_cuda -j 16 \
+    >"$out/build_glm5.txt" 2>&1 || glm_rc=3
 else
-  ( cd "$bin" && mkdir -p glm5 &&
+  # The speculative loop (test_glm5_mtp_cuda, bench --mtp): the engine files it needs, which
+  # include only core and models headers.
+  spec_src=$(ls "$root"/src/engine/{rng,sampler,sampler_ds4,sampler_mtplx,spec_draws,speculative,speculative_exact}.cpp)
+  ( cd "$bin" && mkdir -p glm5 glm5/engine &&
     printf '%s\n' "$root"/src/models/glm5/*.cpp |
       xargs -P "$jobs" -I{} sh -c 'g++ -std=c++20 -O2 -ffp-contract=off '"${inc[*]}"' -c {} -o "glm5/$(echo {} | tr / _).o"' &&
+    printf '%s\n' $spec_src |
+      xargs -P "$jobs" -I{} sh -c 'g++ -std=c++20 -O2 -ffp-contract=off '"${inc[*]}"' -c {} -o "glm5/engine/$(echo {} | tr / _).o"' &&
     printf '%s\n' "$root"/src/models/glm5/cuda/*.cu |
       xargs -P "$jobs" -I{} sh -c '"$0" "$@" -c {} -o "glm5/$(echo {} | tr / _).o"' "$nvcc" "${flags[@]}" &&
     base=$(ls ./*.o | grep -v -e host_ref -e _models_qwen_next_) &&
     "$nvcc" "${flags[@]}" -o test_glm5_cuda "$root/tests/cuda/test_glm5_cuda.cu" $base glm5/*.o -lpthread &&
-    "$nvcc" "${flags[@]}" -o bench_glm5_cuda "$root/bench/cuda_glm5/bench_glm5_cuda.cu" $base glm5/*.o -lpthread &&
+    "$nvcc" "${flags[@]}" -o test_glm5_mtp_cuda "$root/tests/cuda/test_glm5_mtp_cuda.cu" $base glm5/*.o glm5/engine/*.o \
+      -lpthread &&
+    "$nvcc" "${flags[@]}" -o bench_glm5_cuda "$root/bench/cuda_glm5/bench_glm5_cuda.cu" $base glm5/*.o glm5/engine/*.o \
+      -lpthread &&
     "$nvcc" "${flags[@]}" -o test_synthetic_cuda "$root/tests/cuda/test_synthetic_cuda.cu" $(ls ./*.o | grep -v host_ref) \
       glm5/*.o -lpthread
   ) >"$out/build_glm5.txt" 2>&1 || glm_rc=3
@@ -199,6 +208,14 @@ else
   "$bin/test_glm5_cuda" "$root" 2>&1 | tee "$out/test_glm5_cuda.txt"
   glm_rc=${PIPESTATUS[0]}
   log "test_glm5_cuda exit $glm_rc"
+  log "test_glm5_mtp_cuda $root (MTP draft head + captured commit on the GPU, issue #11)"
+  "$bin/test_glm5_mtp_cuda" "$root" 2>&1 | tee "$out/test_glm5_mtp_cuda.txt"
+  mtp_rc=${PIPESTATUS[0]}
+  log "test_glm5_mtp_cuda exit $mtp_rc"
+  [ "$glm_rc" -ne 0 ] || glm_rc=$mtp_rc
+  log "bench_glm5_cuda $root/tests/data/glm5/model 128 64 --mtp (draft cost, speculative tok/s)"
+  "$bin/bench_glm5_cuda" "$root/tests/data/glm5/model" 128 64 --mtp 2>&1 | tee "$out/bench_glm5_mtp.txt"
+  log "bench_glm5_cuda --mtp exit ${PIPESTATUS[0]}"
   for np in 64 1024; do
     log "bench_glm5_cuda $root/tests/data/glm5/model 128 $np"
     "$bin/bench_glm5_cuda" "$root/tests/data/glm5/model" 128 $np 2>&1 | tee -a "$out/bench_glm5_cuda.txt"

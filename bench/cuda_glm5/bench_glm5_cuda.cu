@@ -11,7 +11,11 @@
 // --profile: GPU ms per section of the multi-row forward (cudaEvents between sections, direct
 // launches, summed over layers) for 1..5 rows: where a verify's time goes.
 // --verify-only: skip the CPU model and the greedy runs (big synthetic expert counts).
-// Usage: bench_glm5_cuda [model] [decode_tokens] [prompt_tokens] [cpu_threads] [--profile] [--verify-only]
+// --mtp: the checkpoint dir with tests/data/glm5/mtp/mtp.safetensors beside it (the tiny
+// model's MTP head, issue #11): draft cost (median ms of one depth-1..3 chain after a decode
+// step, over one decode step) and greedy speculative decoding (engine::generate_greedy,
+// captured-prefix commit) tok/s vs AR tok/s with the acceptance, depths 1..3.
+// Usage: bench_glm5_cuda [model] [decode_tokens] [prompt_tokens] [cpu_threads] [--profile] [--verify-only] [--mtp]
 //   model: a checkpoint dir/GGUF, or synthetic:LAYERS:EXPERTS (GLM 5.x Flash shapes, hidden
 //   4096, vocab 32768, BF16 generated weights in memory: models/glm5/synthetic.h);
 //   defaults: tests/data/glm5/model 128 64 0 (0 = all cores)
@@ -21,11 +25,13 @@
 // On the tiny test model (hidden 64) the GPU number measures per-token launch/graph
 // overhead, not bandwidth; the synthetic model reads real-size matrices per token.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -33,6 +39,7 @@
 #include <vector>
 
 #include "backend/cuda/bandwidth.h"
+#include "engine/speculative.h"
 #include "models/glm5/config.h"
 #include "models/glm5/cuda/model_cuda.h"
 #include "models/glm5/model.h"
@@ -157,6 +164,59 @@ void verify_table(Model& chunked, Model& steps, const std::vector<int32_t>& prom
   }
 }
 
+// --mtp: the draft head's cost and the speculative loop's speed on this model.
+void mtp_table(Model& m, const std::vector<int32_t>& prompt, int n) {
+  DraftHead* h = m.draft_head();
+  if (!h) return void(std::printf("\n--mtp: this checkpoint has no MTP head\n"));
+  const int reps = 21;
+  std::printf("\nMTP draft cost at context %zu (median of %d): one greedy chain of depth d (after one decode step: "
+              "catch-up of 1 row + d steps, one graph) / one decode step\n", prompt.size(), reps);
+  std::printf("| depth | decode ms | draft ms | ratio |\n|---|---|---|---|\n");
+  for (int d = 1; d <= 3; ++d) {
+    auto s = m.new_state();
+    h->enable_draft(*s);
+    m.prefill(*s, prompt);
+    std::vector<int32_t> drafts;
+    h->draft(*s, 1, d, drafts);  // warm-up: capture the graphs
+    m.decode(*s, 1);
+    h->draft(*s, 1, d, drafts);
+    std::vector<double> dec, dr;
+    for (int i = 0; i < reps; ++i) {
+      auto t0 = Clock::now();
+      m.decode(*s, int32_t(1 + i % 7));
+      auto t1 = Clock::now();
+      h->draft(*s, 1, d, drafts);
+      auto t2 = Clock::now();
+      dec.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      dr.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+    }
+    std::printf("| %d | %.3f | %.3f | %.2fx |\n", d, median(dec), median(dr), median(dr) / median(dec));
+  }
+  std::printf("\ngreedy speculative decoding, %d tokens after a %zu-token prompt (engine::generate_greedy, captured-"
+              "prefix commit; the tiny model's head is random, so acceptance is low)\n", n, prompt.size());
+  std::printf("| depth | tok/s | vs AR | acceptance | drafted | accepted | prefix commits | repairs | same tokens |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::vector<int32_t> ar;
+  double ar_tps = 0;
+  for (int depth = 0; depth <= 3; ++depth) {
+    for (int pass = 0; pass < 2; ++pass) {  // pass 0 warms the graphs up
+      std::unique_ptr<ModelState> s = m.new_state();
+      if (depth > 0) h->enable_draft(*s);
+      auto logits = m.prefill(*s, prompt);
+      engine::SpecStats st;
+      const auto t0 = Clock::now();
+      const auto toks = engine::generate_greedy(m, s, logits, n, std::span<const int32_t>(), depth, &st);
+      const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (pass == 0) continue;
+      const double tps = double(toks.size()) / sec;
+      if (depth == 0) ar = toks, ar_tps = tps;
+      std::printf("| %d | %.1f | %.2fx | %.3f | %lld | %lld | %lld | %lld | %s |\n", depth, tps, tps / ar_tps,
+                  st.acceptance(), (long long)st.drafted, (long long)st.accepted, (long long)st.prefix_commits,
+                  (long long)st.repairs, toks == ar ? "yes" : "NO");
+    }
+  }
+}
+
 // --profile: per-section GPU ms of the multi-row forward for 1..5 rows (median of 5 chunks,
 // each from the state the previous one left, after one warm-up chunk), at the prompt's context.
 void profile_table(Model& chunked, const std::vector<int32_t>& prompt) {
@@ -213,14 +273,26 @@ int main(int argc, char** argv) {
   const std::string def = "tests/data/glm5/model";
 #endif
   std::vector<std::string> args;
-  bool profile = false, verify_only = false;
+  bool profile = false, verify_only = false, mtp = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--profile") profile = true;
     else if (a == "--verify-only") verify_only = true;
+    else if (a == "--mtp") mtp = true;
     else args.push_back(a);
   }
-  const std::string dir = args.size() > 0 ? args[0] : def;
+  std::string dir = args.size() > 0 ? args[0] : def;
+  std::string head_dir;  // --mtp: the checkpoint's files and the head file side by side
+  if (mtp) {
+    namespace fs = std::filesystem;
+    const fs::path d = fs::temp_directory_path() / ("bench_glm5_mtp_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    for (const char* f : {"config.json", "model.safetensors"})
+      fs::copy_file(fs::path(dir) / f, d / f, fs::copy_options::overwrite_existing);
+    fs::copy_file(fs::path(def).parent_path() / "mtp" / "mtp.safetensors", d / "mtp.safetensors",
+                  fs::copy_options::overwrite_existing);
+    head_dir = dir = d.string();
+  }
   try {
     glm5::SyntheticFullOptions so;
     if (glm5::parse_synthetic_full(dir, so))
@@ -303,6 +375,8 @@ int main(int argc, char** argv) {
     }
     verify_table(*gpu, *gpu_tok, prompt);
     if (profile) profile_table(*gpu, prompt);
+    if (mtp) mtp_table(*gpu, prompt, n);
+    if (!head_dir.empty()) std::filesystem::remove_all(head_dir);
     return rc;
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

@@ -30,8 +30,9 @@ void delta_rule_step(const float* qkv, const float* g, const float* beta, float*
 // loops the tokens inside the kernel in order (each thread keeps its column of S), so every
 // token equals the single step's arithmetic bit for bit.
 // states (optional, delta_rule_rows only): S after each token t is also written to
-// states + t * state_stride (same {v_heads, k_dim, v_dim} layout), the per-row records of a
-// speculative verify that a recurrent state cannot cut back (Qwen captured-prefix commit).
+// states + t * state_stride floats (same {v_heads, k_dim, v_dim} layout): the per-row records
+// of a speculative verify that a recurrent state cannot cut back (the Qwen GDN and GLM KDA
+// captured-prefix commits). Arithmetic unchanged.
 struct DeltaRuleRows {
   int64_t count = 1, stride = 0;
   float* states = nullptr;

@@ -74,14 +74,33 @@ void Glm5CudaModel::Impl::hc_out_rows(const DHc& h) {
   std::swap(cur_off, alt_off);
 }
 
+void Glm5CudaModel::Impl::enqueue_positions(const int32_t* pos) {
+  chunk_positions_kernel<<<1, 32, 0, stream>>>(pos, C<int32_t>(cl.positions), int32_t(rows));
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void Glm5CudaModel::Impl::enqueue_advance(int32_t* pos, int64_t n) {
+  advance_kernel<<<1, 1, 0, stream>>>(pos, int32_t(n));
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
 // kda() of model_cuda.cu over the rows; conv state and recurrence advance row by row.
-void Glm5CudaModel::Impl::kda_rows(const DKda& k, float* conv, float* rec) {
+// cap (verify_capture, spec_commit.cu): also keep the conv state before the rows, the conv
+// input rows and the recurrent state after each row.
+void Glm5CudaModel::Impl::kda_rows(const DKda& k, float* conv, float* rec, const KdaCapPtrs* cap) {
   const int64_t hd = c.linear_head_dim, nh = c.linear_num_heads, qkv = hd * nh;
   const KdaShape ksh{nh, hd, c.has_lower_bound, c.linear_lower_bound, c.rms_norm_eps};
   const dc::DeltaRuleShape dsh{nh, nh, hd, hd, true};
   mark("kda proj in");
   mproj(k.in, sl.in, sl.kraw);  // {rows, [q | k | v | f_a | g_a | b]}
   mark("kda conv");
+  if (cap) {  // conv0 {K-1, 3*qkv} before the rows; conv_in {rows, 3*qkv} = the q|k|v part of kraw
+    const size_t w = size_t(3 * qkv) * sizeof(float);
+    DS4_CUDA_CHECK(cudaMemcpyAsync(cap->conv0, conv, size_t(c.linear_conv_kernel_dim - 1) * w,
+                                   cudaMemcpyDeviceToDevice, stream));
+    DS4_CUDA_CHECK(cudaMemcpy2DAsync(cap->conv_in, w, R(0, sl.kraw), cl.row_bytes, w, size_t(rows),
+                                     cudaMemcpyDeviceToDevice, stream));
+  }
   // The conv state advances row by row inside one launch (a thread per channel).
   dc::conv1d_rows_f32(R(0, sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, R(0, sl.kconv),
                       dc::Conv1dRows{rows, rs(), rs()}, stream);
@@ -92,7 +111,8 @@ void Glm5CudaModel::Impl::kda_rows(const DKda& k, float* conv, float* rec) {
   kda_gates(R(0, sl.kg), R(0, sl.kb), k.a_log, k.dt_bias, ksh, stream, all);
   // One launch each; the recurrence loops the rows in order inside the kernel.
   mark("kda recurrence");
-  const dc::DeltaRuleRows drows{rows, rs()};
+  dc::DeltaRuleRows drows{rows, rs()};
+  if (cap) drows.states = cap->rec, drows.state_stride = nh * hd * hd;  // {rows, heads, hd, hd}
   dc::delta_rule_qk_l2norm_rows(R(0, sl.kconv), dsh, drows, stream);
   dc::delta_rule_rows(R(0, sl.kconv), R(0, sl.kg), R(0, sl.kb), rec, R(0, sl.ko), dsh, drows, stream);
   mark("kda norm + o");
@@ -185,6 +205,18 @@ void Glm5CudaModel::Impl::ffn_rows(const DLayer& L) {
   mgemv(L.mlp.down, sl.act, sl.y);
 }
 
+// One decoder layer over the chunk's rows (the trunk's, or the MTP head's own: mtp.cu), on
+// the caches at `o` in the state buffer `sb`; positions: cl.positions.
+void Glm5CudaModel::Impl::layer_rows(const DLayer& L, const LayerOffsets& o, uint8_t* sb, const KdaCapPtrs* cap) {
+  hc_in_rows(L.attn_hc, L.input_norm);
+  if (L.kda) kda_rows(*L.kda, reinterpret_cast<float*>(sb + o.conv), reinterpret_cast<float*>(sb + o.rec), cap);
+  else mla_rows(*L.mla, o, sb);
+  hc_out_rows(L.attn_hc);
+  hc_in_rows(L.ffn_hc, L.post_norm);
+  ffn_rows(L);
+  hc_out_rows(L.ffn_hc);
+}
+
 // Everything of one chunk of `rows` tokens: input rows in, every layer, logits out (row
 // rows-1 to pinned row 0 for kLast; all rows for kAll), position counter += rows.
 void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
@@ -195,41 +227,41 @@ void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
   mark("input copy");
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.x), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
                                    cudaMemcpyHostToDevice, stream));
-  chunk_positions_kernel<<<1, 32, 0, stream>>>(pos, C<int32_t>(cl.positions), int32_t(rows));
-  DS4_CUDA_CHECK_LAUNCH();
+  enqueue_positions(pos);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const DLayer& L = dw.layers[size_t(l)];
-    const LayerOffsets& o = lay.layers[size_t(l)];
-    hc_in_rows(L.attn_hc, L.input_norm);
-    if (L.kda) kda_rows(*L.kda, reinterpret_cast<float*>(sb + o.conv), reinterpret_cast<float*>(sb + o.rec));
-    else mla_rows(*L.mla, o, sb);
-    hc_out_rows(L.attn_hc);
-    hc_in_rows(L.ffn_hc, L.post_norm);
-    ffn_rows(L);
-    hc_out_rows(L.ffn_hc);
+    const KdaCapPtrs cp = capturing ? cap_ptrs(st, l) : KdaCapPtrs{};
+    layer_rows(dw.layers[size_t(l)], lay.layers[size_t(l)], sb, cp.rec ? &cp : nullptr);
   }
   mark("head (norm, lm_head, logits copy)");
-  if (mode == Logits::kAll) {
+  // The MTP head queues every row's normed output (mtp.cu): then all rows get their hfin.
+  if (st.mtp_on) {
     hc_mean_norm(R(0, cur_off), c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, R(0, sl.hfin), stream,
                  Rows{rows, rs()});
+    mtp_push(st, R(0, sl.hfin), rows, rs());
+  }
+  if (mode == Logits::kAll) {
+    if (!st.mtp_on)
+      hc_mean_norm(R(0, cur_off), c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, R(0, sl.hfin), stream,
+                   Rows{rows, rs()});
     mgemv(dw.lm_head, sl.hfin, sl.logits);
     DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(0, sl.logits), cl.row_bytes,
                                      size_t(V) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost, stream));
   } else if (mode == Logits::kLast) {
     const int64_t t = rows - 1;
-    hc_mean_norm(R(t, cur_off), c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, R(t, sl.hfin), stream);
+    if (!st.mtp_on)
+      hc_mean_norm(R(t, cur_off), c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, R(t, sl.hfin), stream);
     dc::gemv(dw.lm_head, R(t, sl.hfin), R(t, sl.logits), stream);
     DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, R(t, sl.logits), size_t(V) * sizeof(float), cudaMemcpyDeviceToHost,
                                    stream));
   }
-  advance_kernel<<<1, 1, 0, stream>>>(pos, int32_t(rows));
-  DS4_CUDA_CHECK_LAUNCH();
+  enqueue_advance(pos, rows);
   mark(nullptr);  // the end of the last section
 }
 
 void Glm5CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {
   rows = n;
-  const int64_t key = n * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0);
+  // A captured verify also copies into st.cap (its own graph; dropped when st.cap grows).
+  const int64_t key = n * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0) + (capturing ? kCaptureKey : 0);
   cudaGraphExec_t& exec = st.chunk_graph[key];
   replay(exec, false, [&] { enqueue_chunk(st, mode); });
 }
@@ -247,6 +279,7 @@ ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int
     m.embed(tokens[size_t(t)], row);
     for (int64_t k = 1; k < m.c.hc_mult; ++k) std::memcpy(row + k * H, row, size_t(H) * sizeof(float));
   }
+  m.mtp_before_forward(*st, n);
   Impl::Marks marks;
   m.rows = n;
   m.marks = &marks;
@@ -260,6 +293,7 @@ ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int
   }
   m.marks = nullptr;
   DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  m.mtp_after_forward(*st, tokens, st->pos);
   st->pos += n;
   ChunkProfile p;
   for (size_t i = 0; i + 1 < marks.events.size(); ++i) {

@@ -25,15 +25,20 @@ class CudaState : public ModelState {
     // The step runs on a non-blocking stream, which does not wait for the legacy stream.
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  ~CudaState() override {
+  ~CudaState() override { drop_graphs(); }
+  // Forgets every captured graph (they hold this state's addresses and the forward's shape).
+  void drop_graphs() {
     for (auto& g : graph)
-      if (g) cudaGraphExecDestroy(g);
-    for (auto& [key, g] : chunk_graph)
-      if (g) cudaGraphExecDestroy(g);
+      if (g) cudaGraphExecDestroy(g), g = nullptr;
+    for (auto* m : {&chunk_graph, &mtp_graph})
+      for (auto& [key, g] : *m)
+        if (g) cudaGraphExecDestroy(g);
+    chunk_graph.clear();
+    mtp_graph.clear();
   }
   std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
   int64_t position() const override { return pos; }
-  size_t bytes() const override { return buf.bytes(); }
+  size_t bytes() const override { return buf.bytes() + cap.bytes(); }
   void save(std::vector<StateSection>& out) const override;
   void load(const std::vector<StateSection>& in) override;
 
@@ -45,11 +50,32 @@ class CudaState : public ModelState {
   ds4::cuda::DeviceBuffer buf;  // every layer's caches + the position counter
   int64_t pos = 0;
   cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
-  std::map<int64_t, cudaGraphExec_t> chunk_graph;  // multi-row forwards, by rows * 3 + logits mode
+  std::map<int64_t, cudaGraphExec_t> chunk_graph;  // multi-row forwards, by rows * 3 + logits mode (+ capture)
+
+  // MTP draft head (mtp.cu; CPU: State's mtp_* fields). The head layer's caches, its
+  // position, the trunk's last row and the queued trunk rows live in `buf` (lay.mtp); the
+  // queued pairs' next tokens stay here (the host knows them, and ships them with a draft).
+  bool mtp_on = false;
+  int64_t mtp_pos = 0;                  // host mirror of the head layer's position counter
+  std::vector<int32_t> pending_next;    // {qlen}: next token of each queued pair
+  std::map<int64_t, cudaGraphExec_t> mtp_graph;  // draft chains, by queued rows and depth
+
+  // Captured verify window (spec_commit.cu; CPU: KdaCapture): per KDA layer its conv state
+  // before the window, its conv input rows and its recurrent state after every row.
+  ds4::cuda::DeviceBuffer cap;  // capacity cap_rows rows, grown on demand
+  int64_t cap_rows = 0;
+  int64_t cap_n = 0, cap_pos0 = 0;  // rows of the pending window (0: none) and its first position
 
  private:
-  CudaState(const CudaState& o) : c_(o.c_), lay_(o.lay_), buf(o.buf.bytes(), "glm5 state clone"), pos(o.pos) {
+  CudaState(const CudaState& o)
+      : c_(o.c_), lay_(o.lay_), buf(o.buf.bytes(), "glm5 state clone"), pos(o.pos), mtp_on(o.mtp_on),
+        mtp_pos(o.mtp_pos), pending_next(o.pending_next), cap_n(o.cap_n), cap_pos0(o.cap_pos0) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
+    if (o.cap_n > 0) {  // a pending window's records travel with the clone (as the CPU state's do)
+      cap = ds4::cuda::DeviceBuffer(o.cap.bytes(), "glm5 verify capture clone");
+      cap_rows = o.cap_rows;
+      DS4_CUDA_CHECK(cudaMemcpy(cap.get(), o.cap.get(), o.cap.bytes(), cudaMemcpyDeviceToDevice));
+    }
     DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
   }
 };

@@ -62,12 +62,21 @@ struct DLayer {
   DMlp mlp;
   DMoe moe;
 };
+// The integrated MTP head (weights.h MtpWeights; CPU: mtp.cpp): its own decoder layer runs
+// through the trunk's layer code; the logits use the trunk's lm_head.
+struct DMtp {
+  WeightMatrix eh_proj;  // {hidden, 2*hidden} over [enorm(embed t) | hnorm(h)]
+  const float *enorm = nullptr, *hnorm = nullptr, *shared_norm = nullptr;
+  DLayer layer;
+};
 struct DeviceWeights {
   ds4::cuda::DeviceBuffer buffer;
   std::vector<DLayer> layers;
   const float* norm = nullptr;
   WeightMatrix lm_head;
   size_t routed_bytes = 0;  // all routed experts' bytes (a token reads k / E of them)
+  std::optional<DMtp> mtp;  // when the checkpoint has the MTP layer
+  size_t mtp_bytes = 0;     // its bytes (a trunk token reads none of them)
 };
 
 // Uploads everything the decode step reads (not the embedding: its row is dequantized on

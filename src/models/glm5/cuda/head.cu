@@ -25,7 +25,24 @@ __global__ void hc_mean_norm_kernel(const float* __restrict__ x, int n, int64_t 
   for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) out[d] = (out[d] * r) * w[d];
 }
 
+// The same mean without the norm (the MTP head's pre, mtp.cpp: hc_mean with no norm).
+__global__ void hc_mean_kernel(const float* __restrict__ x, int n, int64_t hidden, float* __restrict__ out,
+                               int64_t stride) {
+  x += int64_t(blockIdx.x) * stride;
+  out += int64_t(blockIdx.x) * stride;
+  for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < n; ++s) acc += x[s * hidden + d];
+    out[d] = acc / float(n);
+  }
+}
+
 }  // namespace
+
+void hc_mean(const float* x, int64_t n, int64_t hidden, float* out, cudaStream_t s, const Rows& rows) {
+  hc_mean_kernel<<<unsigned(rows.count), 512, 0, s>>>(x, int(n), hidden, out, rows.stride);
+  DS4_CUDA_CHECK_LAUNCH();
+}
 
 void hc_mean_norm(const float* x, int64_t n, int64_t hidden, const float* norm, float eps, float* out, cudaStream_t s,
                   const Rows& rows) {

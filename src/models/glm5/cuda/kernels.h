@@ -100,5 +100,7 @@ void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int
 // Rows: token t's x and out at t * rows.stride (one block each).
 void hc_mean_norm(const float* x, int64_t n, int64_t hidden, const float* norm, float eps, float* out, cudaStream_t s,
                   const Rows& rows = {});
+// out {hidden} = mean over the n streams of x, no norm (the MTP head's pre-norm output).
+void hc_mean(const float* x, int64_t n, int64_t hidden, float* out, cudaStream_t s, const Rows& rows = {});
 
 }  // namespace ds4::glm5::cuda

@@ -147,8 +147,10 @@ void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
       out.insert(out.end(), row.begin(), row.end());
     }
   }
+  // The MTP head queues every token's normed output (mtp.cu), logits or not.
+  if (logits || st.mtp_on) hc_mean_norm(cur, c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, S(sl.hfin), stream);
+  if (st.mtp_on) mtp_push(st, S(sl.hfin), 1, 0);
   if (logits) {
-    hc_mean_norm(cur, c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, S(sl.hfin), stream);
     dc::gemv(dw.lm_head, S(sl.hfin), S(sl.logits), stream);
     if (top_only) cand->enqueue(S(sl.logits), c.vocab_size, stream);
     else DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab_size) * sizeof(float),
@@ -203,21 +205,32 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
                                            : c.max_position_embeddings;
   m.info.eos_token_ids = c.eos_token_ids;
   m.info.default_prefill_chunk = 2048;
-  m.info.has_draft_head = false;  // the MTP head is CPU-only so far
   if (copt.synthetic_seed != 0) {
     dc::MatrixFill fill = dc::SyntheticFiller{copt.synthetic_seed};
     m.dw = upload_weights(c, m.w, copt.fuse_projections, &fill);
   } else {
     m.dw = upload_weights(c, m.w, copt.fuse_projections);
   }
-  m.lay = state_layout(c, m.info.max_context);
-  m.sl = scratch_layout(c, m.info.max_context);
-  m.scratch = dc::DeviceBuffer(m.sl.bytes, "glm5 step scratch");
+  m.info.has_draft_head = m.dw.mtp.has_value();  // the integrated MTP layer (mtp.cu)
   if (copt.chunk_rows < 1 || copt.chunk_rows > dc::kGemvMaxRows)
     throw InputError("glm5 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(dc::kGemvMaxRows));
-  m.cl = chunk_layout(c, m.sl, copt.chunk_rows);
-  if (copt.chunk_rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "glm5 chunk scratch");
+  MtpShape mtp;
+  if (m.dw.mtp) {
+    m.qcap = kMtpQueueChunks * std::max<int64_t>(copt.chunk_rows, 4);
+    mtp = MtpShape{m.dw.mtp->layer.kind, m.qcap};
+  }
+  m.lay = state_layout(c, m.info.max_context, mtp);
+  // The scratch's pool scores cover the MTP head's longer history too.
+  m.sl = scratch_layout(c, m.info.max_context + (m.dw.mtp ? kMtpMaxDepth : 0));
+  m.scratch = dc::DeviceBuffer(m.sl.bytes, "glm5 step scratch");
+  m.cl = chunk_layout(c, m.sl, copt.chunk_rows, m.qcap);
+  // The MTP head runs on the chunk path's row scratch, with chunk_rows = 1 too.
+  if (copt.chunk_rows > 1 || m.dw.mtp) m.chunk = dc::DeviceBuffer(m.cl.bytes, "glm5 chunk scratch");
+  if (m.dw.mtp) {
+    m.mids_host = std::make_unique<Pinned>(size_t(m.qcap + kMtpMaxDepth + 1) * sizeof(int32_t));
+    m.mout_host = std::make_unique<Pinned>(size_t(kMtpMaxDepth) * 8 * sizeof(int32_t));
+  }
   // Rows of the step input and logits; the one-token step uses row 0.
   m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(copt.chunk_rows));
   m.logits_host = std::make_unique<Pinned>(size_t(c.vocab_size) * sizeof(float) * size_t(copt.chunk_rows));
@@ -235,13 +248,13 @@ size_t Glm5CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
 size_t Glm5CudaModel::weight_bytes_per_token() const {
   const Config& c = impl_->c;
   const size_t routed = impl_->dw.routed_bytes;
-  return impl_->dw.buffer.bytes() - routed + size_t(double(routed) * double(c.num_experts_per_tok) /
-                                                    double(c.n_routed_experts));
+  return impl_->dw.buffer.bytes() - impl_->dw.mtp_bytes - routed +
+         size_t(double(routed) * double(c.num_experts_per_tok) / double(c.n_routed_experts));
 }
 
 double Glm5CudaModel::chunk_bytes_ratio(int64_t rows) const {
   const Config& c = impl_->c;
-  const double routed = double(impl_->dw.routed_bytes), all = double(impl_->dw.buffer.bytes());
+  const double routed = double(impl_->dw.routed_bytes), all = double(impl_->dw.buffer.bytes() - impl_->dw.mtp_bytes);
   const double E = double(c.n_routed_experts), k = double(c.num_experts_per_tok);
   const double used = E * (1.0 - std::pow(1.0 - k / E, double(rows)));
   return (all - routed + routed * used / E) / double(weight_bytes_per_token());
@@ -280,7 +293,9 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
       }
       const bool last = t0 + T == n;
       const Logits cm = mode == Logits::kAll ? Logits::kAll : mode == Logits::kLast && last ? Logits::kLast : Logits::kNone;
+      m.mtp_before_forward(st, T);
       m.run_chunk(st, T, cm);
+      m.mtp_after_forward(st, tokens.subspan(size_t(t0), size_t(T)), st.pos);
       st.pos += T;
       const float* src = static_cast<const float*>(m.logits_host->p);
       if (cm == Logits::kAll) std::copy_n(src, T * V, logits.data() + t0 * V);
@@ -292,7 +307,9 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
     m.embed(tokens[size_t(t)], in);  // every stream starts as the embedding
     for (int64_t k = 1; k < c.hc_mult; ++k) std::memcpy(in + k * H, in, size_t(H) * sizeof(float));
     const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
+    m.mtp_before_forward(st, 1);
     m.run_step(st, want, m.tap != nullptr);
+    m.mtp_after_forward(st, tokens.subspan(size_t(t), 1), st.pos);
     st.pos += 1;
     if (want && !m.top_only) {
       const float* src = static_cast<const float*>(m.logits_host->p);

@@ -4,8 +4,14 @@
 // load (after memory admission), each state's caches live on the GPU; a single token is one
 // decode step, replayed from a CUDA graph captured per state; a forward of T > 1 tokens
 // (prefill, speculative verify) runs chunks of up to chunk_rows tokens that read every
-// weight once per chunk (chunk.cu), each chunk shape captured as its own graph. No MTP draft head on the GPU yet. States save
-// and load the CPU model's checkpoint sections, so a checkpoint moves between the two.
+// weight once per chunk (chunk.cu), each chunk shape captured as its own graph. When the
+// checkpoint has the integrated MTP layer the model is its own DraftHead (issue #11):
+// the head's layer caches and the queue of trunk rows live in the state on the GPU, the
+// trunk forward fills the queue on the device, a greedy draft chain is one CUDA graph with
+// one copy of the ids back (mtp.cu); verify_capture / commit_prefix keep any verified prefix
+// from per-row KDA records without a second forward (spec_commit.cu). States save and load
+// the CPU model's checkpoint sections (the MTP head's history too), so a checkpoint moves
+// between the two.
 #include <memory>
 #include <span>
 #include <string>
@@ -13,6 +19,7 @@
 #include <vector>
 
 #include "formats/tensor_source.h"
+#include "models/draft_head.h"
 #include "models/glm5/config.h"
 #include "models/model.h"
 
@@ -36,7 +43,7 @@ struct ChunkProfile {
   double total_ms = 0;
 };
 
-class Glm5CudaModel : public Model {
+class Glm5CudaModel : public Model, public DraftHead {
  public:
   Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt, const CudaModelOptions& copt = {});
   ~Glm5CudaModel() override;
@@ -67,6 +74,19 @@ class Glm5CudaModel : public Model {
   // A 20 ms hold kernel first lets the host enqueue the whole chunk before the GPU starts it,
   // so the sections time the GPU, not the launch rate; events add a little to each section.
   ChunkProfile profile_chunk(ModelState& state, std::span<const int32_t> tokens);
+
+  // DraftHead over the integrated MTP layer (nullptr when the checkpoint has none); the CPU
+  // model's semantics (mtp.cpp, spec_commit.cpp). Draft depth 0..16.
+  DraftHead* draft_head() override;
+  void enable_draft(ModelState& state) const override;
+  void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override;
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override;
+  // Logits {depth, vocab} of the last draft_picked() (tests: a pick = argmax gives the greedy chain's).
+  const std::vector<float>& last_draft_logits() const;
+  // Verify rows <= chunk_rows (and chunk_rows > 1, or one row) capture; more return false.
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
+  void commit_prefix(ModelState& trial, int64_t keep) override;
   struct Impl;
 
  private:

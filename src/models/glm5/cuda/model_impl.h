@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -78,12 +79,42 @@ struct Glm5CudaModel::Impl {
   void mproj(const dc::DProj& p, size_t x_off, size_t y_off);
   void hc_in_rows(const DHc& h, const float* norm);
   void hc_out_rows(const DHc& h);
-  void kda_rows(const DKda& k, float* conv, float* rec);
+  struct KdaCapPtrs {  // one KDA layer's verify-capture records in CudaState::cap (spec_commit.cu)
+    float *conv0 = nullptr, *conv_in = nullptr, *rec = nullptr;  // {K-1, 3qkv}, {rows, 3qkv}, {rows, heads, hd, hd}
+  };
+  void kda_rows(const DKda& k, float* conv, float* rec, const KdaCapPtrs* cap = nullptr);
+  void layer_rows(const DLayer& L, const LayerOffsets& o, uint8_t* sb, const KdaCapPtrs* cap);
+  void enqueue_positions(const int32_t* pos);  // cl.positions[t] = *pos + t for t < rows
+  void enqueue_advance(int32_t* pos, int64_t n);
   void mla_rows(const DMla& m, const LayerOffsets& o, uint8_t* sb);
   void moe_rows(const DMoe& m);
   void ffn_rows(const DLayer& L);
   void enqueue_chunk(CudaState& st, Logits mode);
   void run_chunk(CudaState& st, int64_t n, Logits mode);
+
+  // ---- mtp.cu: the MTP draft head (CPU: mtp.cpp) on the chunk path's row scratch ----
+  int64_t qcap = 0;              // queue rows per state (0: the checkpoint has no head)
+  dc::DeviceBuffer emb;          // {vocab, hidden} f32 input rows (made on the first enable_draft)
+  std::unique_ptr<Pinned> mids_host, mout_host;  // head token ids {qcap + kMtpMaxDepth + 1}; argmax words
+  std::vector<float> draft_logits;  // {depth, vocab} of the last mtp_draft with a host pick
+  void mtp_enable(CudaState& st);
+  // Enqueues the queue push of n trunk rows h (stride floats apart) after they ran (trunk step / chunk).
+  void mtp_push(CudaState& st, const float* h, int64_t n, int64_t stride);
+  void mtp_before_forward(CudaState& st, int64_t n);  // catches the head up when n rows would overflow the queue
+  void mtp_after_forward(CudaState& st, std::span<const int32_t> tokens, int64_t pos0);  // host mirror of the push
+  void mtp_catch_up(CudaState& st);  // the head layer over every queued pair (direct launches; syncs)
+  void head_rows(CudaState& st, int64_t n, const int32_t* ids, const float* prev, int64_t prev_stride);
+  void head_logits(int32_t* argmax);  // row 0: HC mean (kept in mpre), shared norm, lm_head, argmax (or none)
+  void enqueue_head_save(CudaState& st, bool restore);
+  void enqueue_draft(CudaState& st, int64_t qlen, int depth);
+  void mtp_draft(CudaState& st, int32_t next, int depth, const std::function<int32_t(std::span<const float>)>* pick,
+                 std::vector<int32_t>& drafts);
+
+  // ---- spec_commit.cu: captured verify window (CPU: spec_commit.cpp) ----
+  static constexpr int64_t kCaptureKey = int64_t(1) << 20;  // chunk_graph key offset of a captured verify
+  bool capturing = false;  // enqueue_chunk records into st.cap
+  KdaCapPtrs cap_ptrs(CudaState& st, int64_t l) const;
+  void cap_reserve(CudaState& st, int64_t rows);
 
   // profile_chunk(): an event recorded at each section start of a directly launched chunk;
   // the time up to the next event is charged to that section's name.

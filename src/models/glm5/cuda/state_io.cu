@@ -45,6 +45,22 @@ void up(uint8_t* base, size_t off, const std::vector<float>& v, size_t n, const 
   if (n) DS4_CUDA_CHECK(cudaMemcpy(base + off, v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
 }
 
+// The MTP head layer's caches at its position (its kind: a KDA head has a conv slot; offset
+// 0 is the trunk's position counter, never a cache).
+Counts head_counts(const Config& c, const MtpOffsets& mo, int64_t mpos) {
+  Counts n;
+  if (mo.layer.conv) {
+    const int64_t qkv = c.linear_num_heads * c.linear_head_dim;
+    n.conv = size_t((c.linear_conv_kernel_dim - 1) * 3 * qkv);
+    n.rec = size_t(c.linear_num_heads * c.linear_head_dim * c.linear_head_dim);
+    return n;
+  }
+  n.latent = size_t(mpos * c.kv_lora_rank);
+  n.idx = size_t(mpos * c.index_head_dim);
+  n.pools = size_t(mpos / c.index_kpool * c.index_head_dim);
+  return n;
+}
+
 }  // namespace
 
 void CudaState::save(std::vector<StateSection>& out) const {
@@ -66,7 +82,22 @@ void CudaState::save(std::vector<StateSection>& out) const {
     down(base, o.idx_gates, m.idx_gates, n.idx);
     down(base, o.idx_pools, m.pool_keys, n.pools);
   }
-  h.save(out);  // MTP sections empty: the head is CPU-only
+  if (mtp_on) {  // the MTP head's history (CPU State's mtp_* fields, mtp.cu's layout)
+    const MtpOffsets& mo = lay_->mtp;
+    const Counts n = head_counts(c, mo, mtp_pos);
+    h.mtp_on = true;
+    h.mtp_pos = mtp_pos;
+    down(base, mo.layer.conv, h.mtp_kda.conv, n.conv);
+    down(base, mo.layer.rec, h.mtp_kda.recurrent, n.rec);
+    down(base, mo.layer.latent, h.mtp_mla.latent, n.latent);
+    down(base, mo.layer.idx_keys, h.mtp_mla.idx_keys, n.idx);
+    down(base, mo.layer.idx_gates, h.mtp_mla.idx_gates, n.idx);
+    down(base, mo.layer.idx_pools, h.mtp_mla.pool_keys, n.pools);
+    down(base, mo.last, h.last_hidden, pos > 0 ? size_t(c.hidden_size) : 0);
+    down(base, mo.queue, h.pending_hidden, pending_next.size() * size_t(c.hidden_size));
+    h.pending_next = pending_next;
+  }
+  h.save(out);
 }
 
 void CudaState::load(const std::vector<StateSection>& in) {
@@ -94,10 +125,39 @@ void CudaState::load(const std::vector<StateSection>& in) {
     up(base, o.idx_gates, m.idx_gates, n.idx, p + "mla.idx_gates");
     up(base, o.idx_pools, m.pool_keys, n.pools, p + "mla.pool_keys");
   }
+  if (h.mtp_on) {
+    const MtpOffsets& mo = lay_->mtp;
+    const int64_t H = c.hidden_size, P = int64_t(h.pending_next.size());
+    if (!lay_->has_mtp) throw InputError("glm5 cuda checkpoint: MTP head sections, but this model has no MTP layer");
+    if (h.mtp_pos < 0 || h.mtp_pos > lay_->max_ctx)
+      throw InputError("glm5 cuda checkpoint: mtp.pos " + std::to_string(h.mtp_pos) + " outside the context");
+    // The device queue holds qcap rows; a CPU state saved right after a long prefill queues
+    // more (the CPU head catches up only when it drafts).
+    if (P > mo.qcap)
+      throw InputError("glm5 cuda checkpoint: " + std::to_string(P) + " queued MTP rows > the device queue's " +
+                       std::to_string(mo.qcap) + " (draft once on the CPU before saving)");
+    const Counts n = head_counts(c, mo, h.mtp_pos);
+    up(base, mo.layer.conv, h.mtp_kda.conv, n.conv, "mtp.kda.conv");
+    up(base, mo.layer.rec, h.mtp_kda.recurrent, n.rec, "mtp.kda.recurrent");
+    up(base, mo.layer.latent, h.mtp_mla.latent, n.latent, "mtp.mla.latent");
+    up(base, mo.layer.idx_keys, h.mtp_mla.idx_keys, n.idx, "mtp.mla.idx_keys");
+    up(base, mo.layer.idx_gates, h.mtp_mla.idx_gates, n.idx, "mtp.mla.idx_gates");
+    up(base, mo.layer.idx_pools, h.mtp_mla.pool_keys, n.pools, "mtp.mla.pool_keys");
+    up(base, mo.last, h.last_hidden, h.pos > 0 ? size_t(H) : 0, "mtp.last_hidden");
+    up(base, mo.queue, h.pending_hidden, size_t(P * H), "mtp.pending_hidden");
+    const int32_t counters[2] = {int32_t(h.mtp_pos), int32_t(P)};
+    DS4_CUDA_CHECK(cudaMemcpy(base + mo.pos, &counters[0], sizeof(int32_t), cudaMemcpyHostToDevice));
+    DS4_CUDA_CHECK(cudaMemcpy(base + mo.qlen, &counters[1], sizeof(int32_t), cudaMemcpyHostToDevice));
+  }
   const int32_t p32 = int32_t(h.pos);
   DS4_CUDA_CHECK(cudaMemcpy(base + lay_->pos, &p32, sizeof p32, cudaMemcpyHostToDevice));
   DS4_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies may return before the DMA lands
   pos = h.pos;
+  mtp_on = h.mtp_on;
+  mtp_pos = h.mtp_pos;
+  pending_next = h.pending_next;
+  cap_n = 0;
+  drop_graphs();  // whether the step pushes into the MTP queue may have changed
 }
 
 }  // namespace ds4::glm5::cuda

@@ -17,11 +17,35 @@ struct LayerOffsets {
   size_t latent = 0, idx_keys = 0, idx_gates = 0, idx_pools = 0;  // DSA: {max_ctx, ...}
 };
 
+// The MTP draft head (mtp.cu): chains are at most this deep, so its layer's caches hold
+// max_ctx + kMtpMaxDepth positions (a draft at the context's end still fits).
+inline constexpr int64_t kMtpMaxDepth = 16;
+// Queued (trunk row, next token) pairs the head has not consumed: a forward that would push
+// past this many runs the head over the queue first (the result is the same, mtp.cu).
+inline constexpr int64_t kMtpQueueChunks = 4;  // capacity = kMtpQueueChunks * max(chunk_rows, 4)
+
+struct MtpOffsets {
+  LayerOffsets layer;    // the head layer's caches (KDA or DSA with its own indexer)
+  size_t pos = 0;        // int32: the head layer's own position counter
+  size_t qlen = 0;       // int32: queued pairs (written by the trunk's push, host-mirrored)
+  size_t last = 0;       // {hidden}: trunk normed output of the last consumed token
+  size_t queue = 0;      // {qcap, hidden}: trunk rows of the queued pairs (next tokens: host)
+  int64_t qcap = 0;
+};
+
 struct StateLayout {
   std::vector<LayerOffsets> layers;
   size_t pos = 0;  // int32 position counter
   size_t bytes = 0;
   int64_t max_ctx = 0, max_pools = 0;
+  bool has_mtp = false;
+  MtpOffsets mtp;
+};
+
+// What state_layout needs of the MTP head (kind: its layer's; qcap: queue rows; 0 = no head).
+struct MtpShape {
+  LayerKind kind = LayerKind::kLinear;
+  int64_t qcap = 0;
 };
 
 struct ScratchLayout {
@@ -33,6 +57,7 @@ struct ScratchLayout {
   size_t pool_scores, keep, sel_idx, sel_count, att_scores;
   size_t gu, act, router, ids, wts, sh_out, egu, eact, ey;        // MLP / MoE
   size_t hfin, logits;
+  size_t memb, mcat, mpre;  // MTP head input and HC mean
   size_t bytes = 0;
 };
 
@@ -43,27 +68,43 @@ struct LayoutTaker : ::ds4::cuda::LayoutTaker {
   LayoutTaker() { min_floats = 1; }
 };
 
-inline StateLayout state_layout(const Config& c, int64_t max_ctx) {
+// One layer's caches: KDA, or DSA with (own_indexer) or without its indexer's.
+inline LayerOffsets layer_offsets(const Config& c, LayoutTaker& t, LayerKind kind, bool own_indexer, int64_t ctx,
+                                  int64_t pools) {
+  const int64_t qkv = c.linear_num_heads * c.linear_head_dim;
+  LayerOffsets o;
+  if (kind == LayerKind::kLinear) {
+    o.conv = t.take((c.linear_conv_kernel_dim - 1) * 3 * qkv);
+    o.rec = t.take(c.linear_num_heads * c.linear_head_dim * c.linear_head_dim);
+  } else {
+    o.latent = t.take(ctx * c.kv_lora_rank);
+    if (own_indexer) {
+      o.idx_keys = t.take(ctx * c.index_head_dim);
+      o.idx_gates = t.take(ctx * c.index_head_dim);
+      o.idx_pools = t.take(pools * c.index_head_dim);
+    }
+  }
+  return o;
+}
+
+inline StateLayout state_layout(const Config& c, int64_t max_ctx, const MtpShape& mtp = {}) {
   StateLayout s;
   s.max_ctx = max_ctx;
-  s.max_pools = max_ctx / c.index_kpool + 1;
+  s.has_mtp = mtp.qcap > 0;
+  // Pools of the head's longer history too (one max_pools for every indexer: the scratch).
+  const int64_t head_ctx = max_ctx + (s.has_mtp ? kMtpMaxDepth : 0);
+  s.max_pools = head_ctx / c.index_kpool + 1;
   LayoutTaker t;
   s.pos = t.take(1);
-  const int64_t qkv = c.linear_num_heads * c.linear_head_dim;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    LayerOffsets o;
-    if (c.layer_types[size_t(l)] == LayerKind::kLinear) {
-      o.conv = t.take((c.linear_conv_kernel_dim - 1) * 3 * qkv);
-      o.rec = t.take(c.linear_num_heads * c.linear_head_dim * c.linear_head_dim);
-    } else {
-      o.latent = t.take(max_ctx * c.kv_lora_rank);
-      if (!c.indexer_shared[size_t(l)]) {
-        o.idx_keys = t.take(max_ctx * c.index_head_dim);
-        o.idx_gates = t.take(max_ctx * c.index_head_dim);
-        o.idx_pools = t.take(s.max_pools * c.index_head_dim);
-      }
-    }
-    s.layers.push_back(o);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    s.layers.push_back(
+        layer_offsets(c, t, c.layer_types[size_t(l)], !c.indexer_shared[size_t(l)], max_ctx, s.max_pools));
+  if (s.has_mtp) {
+    MtpOffsets& m = s.mtp;
+    m.layer = layer_offsets(c, t, mtp.kind, true, head_ctx, s.max_pools);  // weights.cpp: DSA head has its indexer
+    m.pos = t.take(1), m.qlen = t.take(1), m.last = t.take(c.hidden_size);
+    m.queue = t.take(mtp.qcap * c.hidden_size);
+    m.qcap = mtp.qcap;
   }
   s.bytes = t.at;
   return s;
@@ -100,6 +141,8 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.ids = t.take(K), s.wts = t.take(K);
   s.egu = t.take(K * 2 * I), s.eact = t.take(K * I), s.ey = t.take(K * H);
   s.hfin = t.take(H), s.logits = t.take(c.vocab_size);
+  // MTP head input (mtp.cu): embedding row, [enorm(embed) | hnorm(prev)], the HC mean (pre-norm).
+  s.memb = t.take(H), s.mcat = t.take(2 * H), s.mpre = t.take(H);
   s.bytes = t.at;
   return s;
 }
@@ -115,12 +158,16 @@ struct ChunkLayout {
   size_t ids = 0, wts = 0;                 // MoE routing {rows, K}: slot s = t * K + j
   size_t egu = 0, eact = 0, ey = 0;        // {rows * K, 2I}, {rows * K, I}, {rows * K, H}
   size_t experts = 0, live = 0, counts = 0, tok = 0, slot = 0;  // grouping (moe_group)
+  // MTP draft head (mtp.cu): token ids of the head rows {qcap + kMtpMaxDepth + 1} (from the
+  // host), argmax results {kMtpMaxDepth, 8 words} (sample_reduce, k = 1), the head position
+  // and KDA state saved across a draft chain.
+  size_t mids = 0, mout = 0, mpos_save = 0, mkda_save = 0;
   size_t bytes = 0;
 };
 
 inline constexpr int64_t kGroupRows = 16;  // = ds4::cuda::kGemvMaxRows (tok/slot row stride)
 
-inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_t rows) {
+inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_t rows, int64_t mtp_qcap = 0) {
   ChunkLayout s;
   s.rows = rows;
   s.row_bytes = sl.bytes;
@@ -132,6 +179,11 @@ inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_
   s.egu = t.take(RK * 2 * I), s.eact = t.take(RK * I), s.ey = t.take(RK * H);
   s.experts = t.take(RK), s.live = t.take(1), s.counts = t.take(RK);
   s.tok = t.take(RK * kGroupRows), s.slot = t.take(RK * kGroupRows);
+  if (mtp_qcap > 0) {
+    s.mids = t.take(mtp_qcap + kMtpMaxDepth + 1), s.mout = t.take(kMtpMaxDepth * 8), s.mpos_save = t.take(1);
+    const int64_t qkv = c.linear_num_heads * c.linear_head_dim, rec = c.linear_num_heads * c.linear_head_dim * c.linear_head_dim;
+    s.mkda_save = t.take((c.linear_conv_kernel_dim - 1) * 3 * qkv + rec);  // conv, then rec
+  }
   s.bytes = t.at;
   return s;
 }

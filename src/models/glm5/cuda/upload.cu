@@ -90,6 +90,16 @@ void bind_all(Uploader& u, const Config& c, const Weights& w, bool fuse, DeviceW
   for (const auto& l : w.layers) d.layers.push_back(layer(u, c, l, fuse, d.routed_bytes));
   d.norm = u.vec(w.norm);
   d.lm_head = u.mat(w.lm_head);
+  d.mtp.reset();
+  d.mtp_bytes = 0;
+  if (w.mtp) {
+    const size_t before = u.used();
+    size_t head_routed = 0;  // not added to routed_bytes: weight_bytes_per_token is the trunk's
+    const MtpWeights& m = *w.mtp;
+    d.mtp = DMtp{u.mat(m.eh_proj), u.vec(m.enorm), u.vec(m.hnorm), u.vec(m.shared_norm),
+                 layer(u, c, m.layer, fuse, head_routed)};
+    d.mtp_bytes = u.used() - before;
+  }
 }
 
 }  // namespace
