@@ -13,6 +13,7 @@
 #include "backend/cuda/activation.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/conv1d.h"
+#include "backend/cuda/embed_row.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
@@ -22,6 +23,7 @@
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/device_weights.h"
 #include "models/qwen_next/cuda/kernels.h"
+#include "models/qwen_next/cuda/model_impl.h"
 #include "models/qwen_next/cuda/step_layout.h"
 #include "models/qwen_next/cuda/synthetic.h"
 #include "models/qwen_next/ple_hash.h"
@@ -31,67 +33,6 @@ namespace ds4::qwen_next {
 
 using namespace ds4::qwen_next::cuda;
 namespace dc = ds4::cuda;
-
-namespace {
-
-// Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
-using Pinned = dc::PinnedHost;
-
-}  // namespace
-
-class CudaState : public ModelState {
- public:
-  CudaState(const StateLayout& lay, const Config& c) : buf(lay.bytes, "qwen_next state (context caches)") {
-    DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
-    // The step runs on a non-blocking stream, which does not wait for the legacy stream.
-    DS4_CUDA_CHECK(cudaDeviceSynchronize());
-    for (int64_t p = 0; p < lay.ple_layers; ++p) ple_ctx.emplace_back(size_t(c.ngram - 1), c.eos);
-  }
-  ~CudaState() override {
-    for (auto& g : graph)
-      if (g) cudaGraphExecDestroy(g);
-  }
-  std::unique_ptr<ModelState> clone() const override {
-    auto s = std::unique_ptr<CudaState>(new CudaState(*this));
-    return s;
-  }
-  int64_t position() const override { return pos; }
-  size_t bytes() const override { return buf.bytes(); }
-
-  dc::DeviceBuffer buf;                        // every layer's caches + the position counter
-  std::vector<std::vector<int32_t>> ple_ctx;   // per PLE layer {ngram-1}: previous tokens
-  int64_t pos = 0;
-  cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
-
- private:
-  CudaState(const CudaState& o) : buf(o.buf.bytes(), "qwen_next state clone"), ple_ctx(o.ple_ctx), pos(o.pos) {
-    DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
-    DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
-  }
-};
-
-struct QwenNextCudaModel::Impl {
-  std::unique_ptr<TensorSource> src;
-  Config c;
-  Weights w;  // host views (embedding and PLE tables are read from here)
-  ModelInfo info;
-  CudaModelOptions opt;
-  DeviceWeights dw;
-  StateLayout lay;
-  ScratchLayout sl;
-  dc::DeviceBuffer scratch;
-  std::unique_ptr<Pinned> in_host, logits_host;
-  cudaStream_t stream = nullptr;
-  std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
-  bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
-
-  float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
-  void proj(const DProj& p, const float* x, float* y);
-  void hyper_read(const DHyper& h, const float* x, float* mixed, float* inject);
-  void layer(CudaState& st, int64_t l);
-  void enqueue_step(CudaState& st, bool logits);
-  void run_step(CudaState& st, bool logits);
-};
 
 void QwenNextCudaModel::Impl::proj(const DProj& p, const float* x, float* y) { dc::gemv_proj(p, x, y, stream); }
 
@@ -107,9 +48,12 @@ void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float*
 }
 
 void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
-  const DLayer& L = dw.layers[size_t(l)];
-  const LayerOffsets& o = lay.layers[size_t(l)];
   uint8_t* sb = st.buf.as<uint8_t>();
+  layer(dw.layers[size_t(l)], lay.layers[size_t(l)], sb, reinterpret_cast<const int32_t*>(sb + lay.pos), lay.max_ctx);
+}
+
+void QwenNextCudaModel::Impl::layer(const DLayer& L, const LayerOffsets& o, uint8_t* sb, const int32_t* pos,
+                                    int64_t max_ctx) {
   auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
   const int64_t hc = c.hc, d = c.hidden, W = c.wide();
   float* h = S(sl.h);
@@ -137,9 +81,8 @@ void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
   } else {
     const DQsa& a = *L.qsa;
     const QsaShape sh{c.heads, c.kv_heads, c.head_dim, c.rot_dim, c.idx_heads, c.idx_dim, c.idx_budget,
-                      c.idx_ratio, lay.max_ctx, c.rms_eps, dw.inv_freq};
+                      c.idx_ratio, max_ctx, c.rms_eps, dw.inv_freq};
     const QsaCache cache{SF(o.k), SF(o.v), SF(o.idx_raw), SF(o.idx_pooled)};
-    const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
     proj(a.in, mixed, S(sl.qg));  // [q+gate | k | v | indexer q+k]
     qsa_prep(S(sl.qg), S(sl.k), S(sl.v), S(sl.iqk), QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm}, cache,
              sh, pos, S(sl.q), S(sl.gate), stream);
@@ -200,7 +143,6 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   m.info.max_context = opt.max_context > 0 ? std::min(opt.max_context, c.max_position) : c.max_position;
   m.info.eos_token_ids = c.eos_ids;
   m.info.default_prefill_chunk = 2048;
-  m.info.has_draft_head = false;  // the MTP head is CPU-only so far
   for (const auto* mat : {&m.w.lm_head, &m.w.layers[0].moe.router, &m.w.layers[0].moe.gate_up[0]})
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) +
@@ -212,14 +154,20 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
     dc::MatrixFill fill = dc::SyntheticFiller{copt.synthetic_seed};
     m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, &fill);
   } else {
-    m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections);
+    // The MTP head needs a device embedding (its draft tokens are chosen on the GPU).
+    const bool mtp = m.w.mtp && dc::embed_row_supports(m.w.embed.type);
+    m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, nullptr, mtp);
   }
+  m.info.has_draft_head = m.has_mtp();
   m.lay = state_layout(c, m.info.max_context);
-  m.sl = scratch_layout(c, m.info.max_context);
+  // With the head, the QSA scratch (scores, block flags) also covers the head's draft rows
+  // past max_ctx (MtpLayout::ctx).
+  m.sl = scratch_layout(c, m.info.max_context + (m.has_mtp() ? kMtpMaxDepth : 0));
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "qwen_next step scratch");
-  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes);
-  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float));
+  m.in_host = std::make_unique<dc::PinnedHost>(m.sl.in_bytes);
+  m.logits_host = std::make_unique<dc::PinnedHost>(size_t(c.vocab) * sizeof(float));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  if (m.has_mtp()) m.mtp_init();
 }
 
 QwenNextCudaModel::~QwenNextCudaModel() {
@@ -235,7 +183,7 @@ size_t QwenNextCudaModel::weight_bytes_per_token() const {
   for (const auto& l : impl_->w.layers)
     for (const WeightMatrix& e : {l.moe.gate_up[0], l.moe.down[0]})
       routed += size_t(c.experts) * (dc::Uploader::data_bytes(e) + 2 * dc::Uploader::scale_bytes(e));
-  return weight_bytes() - routed + size_t(double(routed) * double(c.top_k) / double(c.experts));
+  return impl_->dw.trunk_bytes - routed + size_t(double(routed) * double(c.top_k) / double(c.experts));
 }
 
 std::unique_ptr<ModelState> QwenNextCudaModel::new_state() const {
@@ -283,7 +231,9 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
       ctx.assign(window.begin() + 1, window.end());
     }
     const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
+    if (st.mtp_on) m.mtp_room(st, st.pos);  // MTP head (mtp.cu): before h is overwritten
     m.run_step(st, want);
+    if (st.mtp_on) m.mtp_push(st, st.pos, tok, m.S(m.sl.h));  // the step's final h row + its token, on the device
     st.pos += 1;
     if (want && !m.top_only) {
       const float* src = static_cast<const float*>(m.logits_host->p);
@@ -291,6 +241,8 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
       else logits.assign(src, src + V);
     }
   }
+  // The last push is still in flight, and clone() copies on the legacy stream.
+  if (st.mtp_on) DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   (void)W;
 }
 

@@ -3,11 +3,16 @@
 // the CPU model (src/models/qwen_next/model.h) within float32 rounding; weights are uploaded
 // once at load (after memory admission), each state's caches live on the GPU, and every
 // token is one decode step, replayed from a CUDA graph captured per state. Prefill runs the
-// same step token by token (no chunked GPU prefill yet). No MTP draft head on the GPU yet.
+// same step token by token (no chunked GPU prefill yet). With mtp.* tensors the model is its
+// own DraftHead (mtp.cu, issue #11): the MTP head's layer runs through the trunk's decode-step
+// code on the state's head caches, a greedy draft chain is one CUDA graph with one copy back
+// of its draft ids. verify_capture stays the default (false): the speculative loop verifies on
+// a clone and re-runs a partly kept prefix on the state (a counted repair).
 #include <memory>
 #include <string>
 
 #include "formats/tensor_source.h"
+#include "models/draft_head.h"
 #include "models/model.h"
 
 namespace ds4::qwen_next {
@@ -20,7 +25,7 @@ struct CudaModelOptions {
   uint64_t synthetic_seed = 0;
 };
 
-class QwenNextCudaModel : public Model {
+class QwenNextCudaModel : public Model, public DraftHead {
  public:
   QwenNextCudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt, const CudaModelOptions& copt = {});
   ~QwenNextCudaModel() override;
@@ -35,6 +40,25 @@ class QwenNextCudaModel : public Model {
   // Bytes of weights one decode token reads: all but the routed experts, plus top_k of
   // experts of them (state and KV reads come on top).
   size_t weight_bytes_per_token() const;
+
+  // MTP draft head (MTPLX Qwen4ExpMTP), the CPU model's semantics (models/qwen_next/model.h):
+  // nullptr without mtp.* tensors, for synthetic models, or for an embedding type the GPU
+  // cannot decode a row of (backend/cuda/embed_row.h). Depth at most 16 (cuda::kMtpMaxDepth).
+  DraftHead* draft_head() override;
+  void enable_draft(ModelState& state) const override;
+  void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override;
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override;
+  // Tests: the same chain with its logits {depth, vocab} copied back (CPU: mtp_draft).
+  void mtp_draft(ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
+                 std::vector<int32_t>& drafts, const Pick& pick = {});
+  // For a device commit_prefix (the chunked verify, branch qwenchunk), after it has cut the
+  // trunk back to position pos_after: the MTP head's share of drop_pending_pairs
+  // (models/capture_rows.h). The ring keeps rows by position, so the pending rows and
+  // last_wide (slot pos_after-1) follow the position by themselves; this only undoes pairs a
+  // catch-up inside the window consumed past the kept rows (mtp_pos := pos_after-1). The
+  // window's forward must have pushed its rows (Impl::mtp_room / mtp_push per row).
+  void mtp_keep_through(ModelState& state, int64_t pos_after);
   struct Impl;
 
  private:
