@@ -79,11 +79,11 @@ else
     "$nvcc" "${flags[@]}" -o bench_cuda_gemv "$root/bench/cuda_gemv/bench_cuda_gemv.cu" $ops &&
     all=$(ls ./*.o | grep -v host_ref) &&
     "$nvcc" "${flags[@]}" -o test_qwen_next_cuda "$root/tests/cuda/test_qwen_next_cuda.cu" $all -lpthread &&
-    "$nvcc" "${flags[@]}" -o test_qwen_next_mtp_cuda "$root/tests/cuda/test_qwen_next_mtp_cuda.cu" $all \
-      "$root"/src/engine/speculative.cpp "$root"/src/engine/speculative_exact.cpp "$root"/src/engine/spec_draws.cpp \
+    spec=$(ls "$root"/src/engine/speculative.cpp "$root"/src/engine/speculative_exact.cpp "$root"/src/engine/spec_draws.cpp \
       "$root"/src/engine/rng.cpp "$root"/src/engine/sampler.cpp "$root"/src/engine/sampler_ds4.cpp \
-      "$root"/src/engine/sampler_mtplx.cpp -lpthread &&
-    "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all -lpthread &&
+      "$root"/src/engine/sampler_mtplx.cpp) &&
+    "$nvcc" "${flags[@]}" -o test_qwen_next_mtp_cuda "$root/tests/cuda/test_qwen_next_mtp_cuda.cu" $all $spec -lpthread &&
+    "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all $spec -lpthread &&
     "$nvcc" "${flags[@]}" -o test_deepseek_v4_cuda "$root/tests/cuda/test_deepseek_v4_cuda.cu" $all -lpthread &&
     "$nvcc" "${flags[@]}" -o bench_deepseek_v4_cuda "$root/bench/cuda_deepseek_v4/bench_deepseek_v4_cuda.cu" $all -lpthread
   ) >>"$out/build.txt" 2>&1 || { tail -40 "$out/build.txt"; exit 3; }
