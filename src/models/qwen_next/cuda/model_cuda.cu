@@ -15,6 +15,7 @@
 #include "backend/cuda/activation.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/conv1d.h"
+#include "backend/cuda/embed_row.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
@@ -48,9 +49,12 @@ void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float*
 }
 
 void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
-  const DLayer& L = dw.layers[size_t(l)];
-  const LayerOffsets& o = lay.layers[size_t(l)];
   uint8_t* sb = st.buf.as<uint8_t>();
+  layer(dw.layers[size_t(l)], lay.layers[size_t(l)], sb, reinterpret_cast<const int32_t*>(sb + lay.pos), lay.max_ctx);
+}
+
+void QwenNextCudaModel::Impl::layer(const DLayer& L, const LayerOffsets& o, uint8_t* sb, const int32_t* pos,
+                                    int64_t max_ctx) {
   auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
   const int64_t hc = c.hc, d = c.hidden, W = c.wide();
   float* h = S(sl.h);
@@ -78,9 +82,8 @@ void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
   } else {
     const DQsa& a = *L.qsa;
     const QsaShape sh{c.heads, c.kv_heads, c.head_dim, c.rot_dim, c.idx_heads, c.idx_dim, c.idx_budget,
-                      c.idx_ratio, lay.max_ctx, c.rms_eps, dw.inv_freq};
+                      c.idx_ratio, max_ctx, c.rms_eps, dw.inv_freq};
     const QsaCache cache{SF(o.k), SF(o.v), SF(o.idx_raw), SF(o.idx_pooled)};
-    const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
     proj(a.in, mixed, S(sl.qg));  // [q+gate | k | v | indexer q+k]
     qsa_prep(S(sl.qg), S(sl.k), S(sl.v), S(sl.iqk), QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm}, cache,
              sh, pos, S(sl.q), S(sl.gate), stream);
@@ -176,7 +179,6 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   m.info.max_context = opt.max_context > 0 ? std::min(opt.max_context, c.max_position) : c.max_position;
   m.info.eos_token_ids = c.eos_ids;
   m.info.default_prefill_chunk = 2048;
-  m.info.has_draft_head = false;  // the MTP head is CPU-only so far
   if (copt.chunk_rows < 1 || copt.chunk_rows > dc::kGemvMaxRows)
     throw InputError("qwen_next cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(dc::kGemvMaxRows));
@@ -191,16 +193,22 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
     dc::MatrixFill fill = dc::SyntheticFiller{copt.synthetic_seed};
     m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, &fill);
   } else {
-    m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections);
+    // The MTP head needs a device embedding (its draft tokens are chosen on the GPU).
+    const bool mtp = m.w.mtp && dc::embed_row_supports(m.w.embed.type);
+    m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, nullptr, mtp);
   }
+  m.info.has_draft_head = m.has_mtp();
   m.lay = state_layout(c, m.info.max_context);
-  m.sl = scratch_layout(c, m.info.max_context);
+  // With the head, the QSA scratch (scores, block flags) also covers the head's draft rows
+  // past max_ctx (MtpLayout::ctx).
+  m.sl = scratch_layout(c, m.info.max_context + (m.has_mtp() ? kMtpMaxDepth : 0));
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "qwen_next step scratch");
   m.cl = chunk_layout(c, m.sl, copt.chunk_rows);
   if (copt.chunk_rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "qwen_next chunk scratch");
   m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(copt.chunk_rows));
   m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float) * size_t(copt.chunk_rows));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  if (m.has_mtp()) m.mtp_init();
 }
 
 QwenNextCudaModel::~QwenNextCudaModel() {
@@ -216,7 +224,7 @@ size_t QwenNextCudaModel::weight_bytes_per_token() const {
   for (const auto& l : impl_->w.layers)
     for (const WeightMatrix& e : {l.moe.gate_up[0], l.moe.down[0]})
       routed += size_t(c.experts) * (dc::Uploader::data_bytes(e) + 2 * dc::Uploader::scale_bytes(e));
-  return weight_bytes() - routed + size_t(double(routed) * double(c.top_k) / double(c.experts));
+  return impl_->dw.trunk_bytes - routed + size_t(double(routed) * double(c.top_k) / double(c.experts));
 }
 
 double QwenNextCudaModel::chunk_bytes_ratio(int64_t rows) const {
@@ -227,7 +235,7 @@ double QwenNextCudaModel::chunk_bytes_ratio(int64_t rows) const {
       routed += double(c.experts) * double(dc::Uploader::data_bytes(e) + 2 * dc::Uploader::scale_bytes(e));
   const double E = double(c.experts), k = double(c.top_k);
   const double used = E * (1.0 - std::pow(1.0 - k / E, double(rows)));  // expected distinct experts
-  return (double(weight_bytes()) - routed + routed * used / E) / double(weight_bytes_per_token());
+  return (double(impl_->dw.trunk_bytes) - routed + routed * used / E) / double(weight_bytes_per_token());
 }
 
 std::unique_ptr<ModelState> QwenNextCudaModel::new_state() const {
@@ -262,9 +270,12 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
     return;
   }
   for (int64_t t = 0; t < n; ++t) {
-    m.fill_input(st, tokens[size_t(t)], 0);
+    const int32_t tok = tokens[size_t(t)];
+    m.fill_input(st, tok, 0);
     const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
+    if (st.mtp_on) m.mtp_room(st, st.pos);  // MTP head (mtp.cu): before h is overwritten
     m.run_step(st, want);
+    if (st.mtp_on) m.mtp_push(st, st.pos, tok, m.S(m.sl.h));  // the step's final h row + its token, on the device
     st.pos += 1;
     if (want && !m.top_only) {
       const float* src = static_cast<const float*>(m.logits_host->p);
@@ -272,6 +283,8 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
       else logits.assign(src, src + V);
     }
   }
+  // The last push is still in flight, and clone() copies on the legacy stream.
+  if (st.mtp_on) DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));
 }
 
 void QwenNextCudaModel::forward_candidates(ModelState& state, std::span<const int32_t> tokens,

@@ -5,12 +5,17 @@
 // token is one decode step, replayed from a CUDA graph captured per state; more than one
 // token (prefill, speculative verify) runs in chunks of up to chunk_rows rows (chunk.cu),
 // each weight read once per chunk, each chunk shape a CUDA graph per state too; every chunk
-// row equals its decode step bit for bit. verify_capture/commit_prefix: the captured-prefix
-// commit of a speculative verify (DraftHead's signatures; the GPU MTP head wires them in).
+// row equals its decode step bit for bit.
+// With mtp.* tensors the model is its own DraftHead (mtp.cu): the MTP head's layer runs
+// through the trunk's decode-step code on the state's head caches, a greedy draft chain is
+// one CUDA graph with one copy back of its draft ids. Merge state: the chunk path does not
+// yet push its rows into the head's ring, and verify_capture/commit_prefix do not yet
+// override DraftHead's (the integration commit after this merge does both).
 #include <memory>
 #include <string>
 
 #include "formats/tensor_source.h"
+#include "models/draft_head.h"
 #include "models/model.h"
 
 namespace ds4::qwen_next {
@@ -27,7 +32,7 @@ struct CudaModelOptions {
   int capture_rows = 8;
 };
 
-class QwenNextCudaModel : public Model {
+class QwenNextCudaModel : public Model, public DraftHead {
  public:
   QwenNextCudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt, const CudaModelOptions& copt = {});
   ~QwenNextCudaModel() override;
@@ -55,6 +60,25 @@ class QwenNextCudaModel : public Model {
   // everything but the routed experts once, routed experts as the expected union of the
   // rows' top-k under uniform routing.
   double chunk_bytes_ratio(int64_t rows) const;
+
+  // MTP draft head (MTPLX Qwen4ExpMTP), the CPU model's semantics (models/qwen_next/model.h):
+  // nullptr without mtp.* tensors, for synthetic models, or for an embedding type the GPU
+  // cannot decode a row of (backend/cuda/embed_row.h). Depth at most 16 (cuda::kMtpMaxDepth).
+  DraftHead* draft_head() override;
+  void enable_draft(ModelState& state) const override;
+  void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override;
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override;
+  // Tests: the same chain with its logits {depth, vocab} copied back (CPU: mtp_draft).
+  void mtp_draft(ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
+                 std::vector<int32_t>& drafts, const Pick& pick = {});
+  // For a device commit_prefix (the chunked verify, branch qwenchunk), after it has cut the
+  // trunk back to position pos_after: the MTP head's share of drop_pending_pairs
+  // (models/capture_rows.h). The ring keeps rows by position, so the pending rows and
+  // last_wide (slot pos_after-1) follow the position by themselves; this only undoes pairs a
+  // catch-up inside the window consumed past the kept rows (mtp_pos := pos_after-1). The
+  // window's forward must have pushed its rows (Impl::mtp_room / mtp_push per row).
+  void mtp_keep_through(ModelState& state, int64_t pos_after);
   struct Impl;
 
  private:
