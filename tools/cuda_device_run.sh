@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds the CUDA targets for sm_90a and runs, on the H200 machine: the op test, the sampling
 # candidates test (test_cuda_sample), the Qwen3.8
-# Flash Next (trunk, and its MTP draft head: test_qwen_next_mtp_cuda) and DeepSeek V4 CUDA model tests (vs the CPU models and the golden vectors), the
-# Qwen decode bench, the DeepSeek V4 decode bench when DS4_SYNTH_GGUF names a GGUF (e.g. the
+# Flash Next CUDA model tests (trunk with its chunked forward and captured commit:
+# test_qwen_next_cuda; its MTP draft head through chunks, captured commits and the speculative
+# loop: test_qwen_next_mtp_cuda, --quick when little time is left) and the DeepSeek V4 CUDA
+# model test (vs the CPU models and the golden vectors), the Qwen bench (decode, chunked
+# prefill, verify cost, MTP draft chain and speculative vs AR), the DeepSeek V4 decode bench when DS4_SYNTH_GGUF names a GGUF (e.g. the
 # synthetic full-size Flash of `ds4-convert --synthetic deepseek_v4_flash OUT.gguf`; DS4_BENCH_ARGS
 # overrides its "prompt decode [--profile] [--prefill N,...]" arguments, default "2048 64 --profile --prefill
 # 2048,8192,32768": decode at the peer's 2048-token context, the verify-cost table, chunked prefill
@@ -121,8 +124,12 @@ if [ -z "${SKIP_QWEN:-}" ]; then
   qwen_rc=${PIPESTATUS[0]}
   log "test_qwen_next_cuda exit $qwen_rc"
   [ "$test_rc" -ne 0 ] || test_rc=$qwen_rc
-  log "test_qwen_next_mtp_cuda $root (MTP draft head vs CPU, speculative = AR)"
-  "$bin/test_qwen_next_mtp_cuda" "$root" 2>&1 | tee "$out/test_qwen_next_mtp_cuda.txt"
+  # The MTP head: vs the CPU head after decode steps, chunks and captured commits, and the
+  # speculative loop through verify_capture (= AR). The full run adds p300 and models/default;
+  # with under 120 s left only --quick, and never past 180 s.
+  mtp_args=("$root"); [ "$(left)" -gt 120 ] || mtp_args+=(--quick)
+  log "test_qwen_next_mtp_cuda ${mtp_args[*]} (MTP draft head vs CPU, speculative = AR), $(left) s left"
+  timeout 180 "$bin/test_qwen_next_mtp_cuda" "${mtp_args[@]}" 2>&1 | tee "$out/test_qwen_next_mtp_cuda.txt"
   mtp_rc=${PIPESTATUS[0]}
   log "test_qwen_next_mtp_cuda exit $mtp_rc"
   [ "$test_rc" -ne 0 ] || test_rc=$mtp_rc
@@ -317,6 +324,14 @@ if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
     >"$out/sanitizer_deepseek_v4.txt" 2>&1
   log "sanitizer (deepseek_v4) exit $? (124 = timed out)"
   tail -5 "$out/sanitizer_deepseek_v4.txt"
+fi
+# After the others: under memcheck the MTP test (CPU references, the speculative loop) is the slowest.
+if [ -z "${SKIP_QWEN:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 90 ]; then
+  log "compute-sanitizer memcheck test_qwen_next_mtp_cuda --quick, $(left) s left"
+  timeout $(( $(left) - 30 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_qwen_next_mtp_cuda" "$root" \
+    --quick >"$out/sanitizer_qwen_mtp.txt" 2>&1
+  log "sanitizer (qwen mtp) exit $? (124 = timed out)"
+  tail -5 "$out/sanitizer_qwen_mtp.txt"
 fi
 # racecheck is opt-in: on --quick it ran past 230 s (2026-12-01).
 if [ -n "${RACECHECK:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then

@@ -11,11 +11,23 @@
 //     pending rows) and after 150 prompt tokens (more than the ring of 64: catch-up inside
 //     forward) equals the CPU.
 //  4. draft_picked with a pick of the 2nd-best id equals the CPU's draft_picked.
-//  5. engine::generate_greedy on the CUDA model: depth 3 (and depth 3 with a corrupted last
-//     draft, forcing repairs) gives exactly the AR token ids, drafted > 0, full replays 0.
-//     models/default (bf16, trained head) the same on tests/data/default_model/greedy.json's
-//     chat prompts, with its acceptance printed.
-// Usage: test_qwen_next_mtp_cuda [root] [--quick]   (--quick: p7/p64 and the tiny model only)
+//  5. engine::generate_greedy on the CUDA model, verifying through verify_capture +
+//     commit_prefix (chunk.cu): depth 3 (and depth 3 with a corrupted last draft, forcing
+//     partial keeps) gives exactly the AR token ids, drafted > 0, repairs 0, full replays 0
+//     (the corrupted pass: prefix commits > 0). models/default (bf16, trained head) the same
+//     on tests/data/default_model/greedy.json's chat prompts, with its acceptance printed.
+//  6. Chunked forwards keep the ring: after a 40- and a 150-token prefill (16-row chunks, the
+//     ring's room caught up before a chunk) the drafts equal the CPU's, and bit for bit a
+//     state that consumed the same tokens by decode steps.
+//  7. Captured commit with the head on: verify_capture of 4 / 8 rows after 33 tokens (and of 8
+//     after 60: a catch-up before the window) + commit_prefix(keep) for every keep, then a
+//     draft: ids and logits bit-identical to a state that consumed only the kept tokens by
+//     decode steps, ids = the CPU model's after its own verify_capture / commit_prefix (logits
+//     within kTol); the next trunk step and the draft after it bit-identical too. Also a draft
+//     on the uncommitted window (its catch-up consumes the window's rows; commit_prefix moves
+//     the head back, mtp_keep_through) gives the same.
+// Usage: test_qwen_next_mtp_cuda [root] [--quick]   (--quick: p7/p64, the tiny model only,
+//   item 6 at 40 tokens, item 7 at 4 rows)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -173,6 +185,77 @@ void picked(const Models& m, const TensorSource& g) {
   check(gg == ref, "tiny p64: a greedy draft after draft_picked = a fresh state's greedy draft");
 }
 
+// Item 6: drafts after a prefill of n tokens (chunks) = CPU, and = decode steps bit for bit.
+void chunked(const Models& m, const TensorSource& g, int64_t n) {
+  const auto tokens = golden<int32_t>(g, "p300.tokens");
+  const std::vector<int32_t> head(tokens.begin(), tokens.begin() + n);
+  std::vector<float> lc, lg, tmp;
+  auto sc = prefilled(*m.cpu, head, lc);
+  auto sg = prefilled(*m.gpu, head, lg);
+  auto ss = m.gpu->new_state();
+  m.gpu->enable_draft(*ss);
+  for (int32_t t : head) m.gpu->forward(*ss, std::span<const int32_t>(&t, 1), Logits::kNone, tmp);
+  const int32_t next = tokens[size_t(n)];
+  const std::string what = "tiny p300[:" + std::to_string(n) + "] prefill in 16-row chunks";
+  depths(m, *sc, *sg, next, what, kTol);
+  std::vector<float> a, b;
+  std::vector<int32_t> ia, ib;
+  m.gpu->mtp_draft(*sg, next, 3, a, ia);
+  m.gpu->mtp_draft(*ss, next, 3, b, ib);
+  check(ia == ib && !a.empty() && a == b, what + ": depth 3 draft = a state fed by decode steps (bit-identical)");
+}
+
+// Item 7 for one window: `rows` verify rows after `prefix` tokens, every keep. early_draft:
+// a draft runs on the uncommitted window first.
+void captured(const Models& m, const TensorSource& g, int64_t prefix, int64_t rows, bool early_draft) {
+  const auto tokens = golden<int32_t>(g, "p300.tokens");
+  const std::vector<int32_t> head(tokens.begin(), tokens.begin() + prefix);
+  const std::span<const int32_t> win(tokens.data() + prefix, size_t(rows));
+  std::vector<float> l;
+  auto bc = prefilled(*m.cpu, head, l);
+  auto bg = prefilled(*m.gpu, head, l);
+  int64_t bad = 0, first_bad = -1;
+  float worst_cpu = 0.f;
+  for (int64_t keep = 1; keep <= rows; ++keep) {
+    const int32_t next = tokens[size_t(prefix + rows + keep)], after = tokens[size_t(prefix + rows + keep + 1)];
+    auto tg = bg->clone(), rg = bg->clone();
+    std::vector<float> lg, tmp;
+    bool ok = m.gpu->verify_capture(*tg, win, lg) && int64_t(lg.size()) == rows * m.gpu->info().vocab_size;
+    std::vector<int32_t> d;
+    if (early_draft) m.gpu->draft(*tg, next, 3, d);
+    m.gpu->commit_prefix(*tg, keep);
+    for (int64_t i = 0; i < keep; ++i) m.gpu->forward(*rg, win.subspan(size_t(i), 1), Logits::kNone, tmp);
+    ok = ok && tg->position() == rg->position();
+    std::vector<float> dt, dr, dc;
+    std::vector<int32_t> it, ir, ic;
+    m.gpu->mtp_draft(*tg, next, 3, dt, it);
+    m.gpu->mtp_draft(*rg, next, 3, dr, ir);
+    ok = ok && it == ir && dt == dr;
+    auto tc = bc->clone();
+    std::vector<float> lc;
+    ok = ok && m.cpu->verify_capture(*tc, win, lc);
+    m.cpu->commit_prefix(*tc, keep);
+    m.cpu->mtp_draft(*tc, next, 3, dc, ic);
+    const float dcpu = dc.size() == dt.size() ? max_diff(dt.data(), dc.data(), dc.size()) : INFINITY;
+    worst_cpu = std::max(worst_cpu, dcpu);
+    ok = ok && ic == it && dcpu <= kTol;
+    // The next trunk step (its row pushed after the commit) and the draft after it.
+    const auto xt = m.gpu->decode(*tg, next), xr = m.gpu->decode(*rg, next);
+    m.gpu->mtp_draft(*tg, after, 3, dt, it);
+    m.gpu->mtp_draft(*rg, after, 3, dr, ir);
+    ok = ok && !xt.empty() && xt == xr && it == ir && dt == dr;
+    if (!ok) {
+      ++bad;
+      if (first_bad < 0) first_bad = keep;
+    }
+  }
+  check(bad == 0, "tiny captured commit with the MTP head, " + std::to_string(rows) + " rows after " +
+                      std::to_string(prefix) + " tokens" + (early_draft ? " (a draft on the uncommitted window)" : "") +
+                      fmt(": keep 1..rows, %.0f commits differ (first keep %.0f; drafts vs decode steps bit-identical, "
+                          "ids = CPU, logits max |diff| vs CPU %.3g)",
+                          double(bad), double(first_bad), worst_cpu));
+}
+
 // Greedy speculative decoding through the engine's loop equals AR on the same CUDA model.
 void speculative(Model& gpu, const std::vector<int32_t>& prompt, int64_t n, const std::string& what) {
   const auto& eos = gpu.info().eos_token_ids;
@@ -189,10 +272,14 @@ void speculative(Model& gpu, const std::vector<int32_t>& prompt, int64_t n, cons
     if (pass == 1)  // the last draft never matches: every cycle keeps a strict prefix (a repair)
       corrupt = [&](std::vector<int32_t>& d) { d.back() = (d.back() + 1) % int32_t(gpu.info().vocab_size); };
     const auto sp = engine::generate_greedy(gpu, st, l, n, eos, 3, &stats, corrupt);
-    check(sp == ar && stats.drafted > 0 && stats.full_replays == 0 && (pass == 0 || stats.repairs > 0),
+    // Every verify is captured (4 rows <= capture_rows): partial keeps are prefix commits.
+    check(sp == ar && stats.drafted > 0 && stats.full_replays == 0 && stats.repairs == 0 &&
+              (pass == 0 || stats.prefix_commits > 0),
           what + (pass ? " (last draft corrupted)" : "") +
-              fmt(": speculative depth 3 = AR token ids; drafted %.0f, acceptance %.3f, repairs %.0f", double(stats.drafted),
-                  stats.acceptance(), double(stats.repairs)) +
+              fmt(": speculative depth 3 = AR token ids; drafted %.0f, acceptance %.3f, ", double(stats.drafted),
+                  stats.acceptance()) +
+              fmt("prefix commits %.0f, repairs %.0f (must be 0), full replays %.0f", double(stats.prefix_commits),
+                  double(stats.repairs), double(stats.full_replays)) +
               " (AR " + std::to_string(ar.size()) + " tokens)");
   }
 }
@@ -220,6 +307,14 @@ int main(int argc, char** argv) {
     unchanged(m, *g);
     catch_up(m, *g);
     picked(m, *g);
+    chunked(m, *g, 40);
+    if (!args.quick) chunked(m, *g, 150);
+    captured(m, *g, 33, 4, false);
+    if (!args.quick) {
+      captured(m, *g, 33, 8, false);
+      captured(m, *g, 60, 8, false);  // 60 + 8 - 1 >= 64 pending: forward_chunk catches up first
+      captured(m, *g, 33, 4, true);
+    }
     speculative(*gpu, golden<int32_t>(*g, "p64.tokens"), 48, "tiny p64");
     bool threw = false;
     try {

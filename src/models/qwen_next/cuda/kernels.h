@@ -108,8 +108,18 @@ void ple_add(float* h, const float* gv, const float* conv, int64_t n, cudaStream
 
 // ---- mtp_kernels.cu (forward.cpp: the MTP head's input rows, mtp_prepare) ----
 // The trunk-row ring of a state (step_layout.h MtpLayout): rows {ring, W}, next {ring}.
-// rows[slot] = h {W}, next[slot] = token.
-void mtp_ring_push(const float* h, float* rows, int32_t* next, int64_t W, int64_t slot, int32_t token, cudaStream_t s);
+// The consumed rows of positions first .. first+count-1 (a decode step: one; a chunk: its
+// rows, row t's h at h + t * h_stride floats): rows[(first + t) % ring] = h_t {W},
+// next[(first + t) % ring] = token[t]. The tokens travel by value (the push is launched
+// outside the captured graphs, after the step or chunk).
+inline constexpr int kRingPushMax = 16;  // = the chunk's most rows (ds4::cuda::kGemvMaxRows)
+struct RingPush {
+  int64_t first = 0;
+  int32_t count = 0;
+  int32_t token[kRingPushMax] = {};
+};
+void mtp_ring_push(const float* h, int64_t h_stride, float* rows, int32_t* next, int64_t W, int64_t ring,
+                   const RingPush& p, cudaStream_t s);
 // With q = *pos + row_off (a device counter, so a captured graph replays at any position):
 // row_out {W} = rows[q mod ring]; tok_out (optional) = next[(q + 1) mod ring], the token
 // that follows row q.

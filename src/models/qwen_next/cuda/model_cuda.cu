@@ -2,7 +2,8 @@
 // through every layer, all on one stream, position read from device memory) and its CUDA
 // graph, and the host side of each token (embedding row and PLE n-gram rows, gathered on
 // the host and shipped with the step's inputs). forward() of more than one token runs the
-// multi-row chunk of chunk.cu.
+// multi-row chunk of chunk.cu; with the MTP head on, every consumed token's final trunk row
+// goes into the state's ring for the head (mtp.cu).
 #include "models/qwen_next/cuda/model_cuda.h"
 
 #include <cuda_runtime.h>
@@ -258,29 +259,28 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
   if (n > 1 && C > 1) {  // chunks of up to C rows (a last chunk of one row too: it equals the step)
     for (int64_t t0 = 0; t0 < n; t0 += C) {
       const int64_t T = std::min(C, n - t0);
-      for (int64_t t = 0; t < T; ++t) m.fill_input(st, tokens[size_t(t0 + t)], t);
       const bool last = t0 + T == n;
       const Logits cm = mode == Logits::kAll ? Logits::kAll : mode == Logits::kLast && last ? Logits::kLast : Logits::kNone;
-      m.run_chunk(st, T, cm, false);
-      st.pos += T;
+      m.forward_chunk(st, tokens.subspan(size_t(t0), size_t(T)), cm, false);
       const float* src = static_cast<const float*>(m.logits_host->p);
       if (cm == Logits::kAll) std::copy_n(src, T * V, logits.data() + t0 * V);
       else if (cm == Logits::kLast) logits.assign(src, src + V);
     }
-    return;
-  }
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t tok = tokens[size_t(t)];
-    m.fill_input(st, tok, 0);
-    const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
-    if (st.mtp_on) m.mtp_room(st, st.pos);  // MTP head (mtp.cu): before h is overwritten
-    m.run_step(st, want);
-    if (st.mtp_on) m.mtp_push(st, st.pos, tok, m.S(m.sl.h));  // the step's final h row + its token, on the device
-    st.pos += 1;
-    if (want && !m.top_only) {
-      const float* src = static_cast<const float*>(m.logits_host->p);
-      if (mode == Logits::kAll) std::copy_n(src, V, logits.data() + t * V);
-      else logits.assign(src, src + V);
+  } else {
+    for (int64_t t = 0; t < n; ++t) {
+      m.fill_input(st, tokens[size_t(t)], 0);
+      const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
+      if (st.mtp_on) m.mtp_room(st, st.pos, 1);  // MTP head (mtp.cu): a catch-up overwrites S(sl.h)
+      m.run_step(st, want);
+      // The step's final h row and its token into the ring, on the device (before the next
+      // step or catch-up overwrites S(sl.h)).
+      if (st.mtp_on) m.mtp_push(st, st.pos, tokens.subspan(size_t(t), 1), m.S(m.sl.h), 0);
+      st.pos += 1;
+      if (want && !m.top_only) {
+        const float* src = static_cast<const float*>(m.logits_host->p);
+        if (mode == Logits::kAll) std::copy_n(src, V, logits.data() + t * V);
+        else logits.assign(src, src + V);
+      }
     }
   }
   // The last push is still in flight, and clone() copies on the legacy stream.

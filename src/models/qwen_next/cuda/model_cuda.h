@@ -8,9 +8,11 @@
 // row equals its decode step bit for bit.
 // With mtp.* tensors the model is its own DraftHead (mtp.cu): the MTP head's layer runs
 // through the trunk's decode-step code on the state's head caches, a greedy draft chain is
-// one CUDA graph with one copy back of its draft ids. Merge state: the chunk path does not
-// yet push its rows into the head's ring, and verify_capture/commit_prefix do not yet
-// override DraftHead's (the integration commit after this merge does both).
+// one CUDA graph with one copy back of its draft ids; every consumed token's final trunk row
+// (decode step or chunk row) goes into the state's ring of trunk rows for the head. The
+// speculative loop verifies through verify_capture (one recorded chunk on the state itself)
+// and keeps any prefix with commit_prefix, which cuts the trunk back from the records and
+// the head's bookkeeping with mtp_keep_through: no clone, no re-run (no repair).
 #include <memory>
 #include <string>
 
@@ -44,13 +46,16 @@ class QwenNextCudaModel : public Model, public DraftHead {
                           SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
 
   // Captured-prefix commit (DraftHead::verify_capture / commit_prefix, MTPLX semantics):
-  // verify_capture runs `tokens` (1..capture rows of them; more: returns false, state untouched)
-  // as one Logits::kAll chunk while recording per row what cannot be cut back (GDN recurrent
-  // state and conv input rows, PLE conv input rows and token context); commit_prefix(keep)
-  // makes `trial` the state after its first `keep` rows. The records live in the model: one
-  // window at a time (a newer verify_capture, on any state, supersedes it: commit then throws).
-  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits);
-  void commit_prefix(ModelState& trial, int64_t keep);
+  // verify_capture runs `tokens` (1..min(capture_rows, chunk_rows) of them; more: returns
+  // false, state untouched) as one Logits::kAll chunk on `trial` itself while recording per
+  // row what cannot be cut back (GDN recurrent state and conv input rows, PLE conv input rows
+  // and token context); with the MTP head on, the rows also enter the state's trunk-row ring
+  // as any forward's do. commit_prefix(keep) makes `trial` the state after its first `keep`
+  // rows, the head's pending pairs included (Impl::mtp_keep_through). The records live in the
+  // model: one window at a time (a newer verify_capture, on any state, supersedes it: commit
+  // then throws).
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
+  void commit_prefix(ModelState& trial, int64_t keep) override;
 
   size_t weight_bytes() const;  // device bytes of the uploaded weights
   // Bytes of weights one decode token reads: all but the routed experts, plus top_k of
@@ -72,13 +77,6 @@ class QwenNextCudaModel : public Model, public DraftHead {
   // Tests: the same chain with its logits {depth, vocab} copied back (CPU: mtp_draft).
   void mtp_draft(ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
                  std::vector<int32_t>& drafts, const Pick& pick = {});
-  // For a device commit_prefix (the chunked verify, branch qwenchunk), after it has cut the
-  // trunk back to position pos_after: the MTP head's share of drop_pending_pairs
-  // (models/capture_rows.h). The ring keeps rows by position, so the pending rows and
-  // last_wide (slot pos_after-1) follow the position by themselves; this only undoes pairs a
-  // catch-up inside the window consumed past the kept rows (mtp_pos := pos_after-1). The
-  // window's forward must have pushed its rows (Impl::mtp_room / mtp_push per row).
-  void mtp_keep_through(ModelState& state, int64_t pos_after);
   struct Impl;
 
  private:

@@ -32,9 +32,10 @@ using namespace ds4::qwen_next::cuda;
 // Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
 using Pinned = dc::PinnedHost;
 
-// Every gemv of the step and of the chunk reads the direct path: gemv_rows (the chunk)
-// equals gemv/kDirect bit for bit, and kAuto equals kDirect under the default gemv kernel
-// generation only (kernel 1 stages Q8_0/Q2_K/IQ2_XXS), so the step asks for it explicitly.
+// Every gemv of the step, the chunk and the MTP head reads the direct path: gemv_rows (the
+// chunk) equals gemv/kDirect bit for bit, and kAuto equals kDirect under the default gemv
+// kernel generation only (kernel 1 stages Q8_0/Q2_K/IQ2_XXS), so the step asks for it
+// explicitly.
 inline dc::GemvOptions gemv_options() {
   dc::GemvOptions o;
   o.path = dc::GemvPath::kDirect;
@@ -151,6 +152,10 @@ struct QwenNextCudaModel::Impl {
   void moe_rows(const DMoe& m);
   void enqueue_chunk(CudaState& st, Logits mode, bool capture);
   void run_chunk(CudaState& st, int64_t n, Logits mode, bool capture);
+  // One chunk of tokens (1..cl.rows) at st.pos, the host side included: MTP ring room, input
+  // rows, run_chunk, the rows pushed into the MTP ring, st.pos += rows. The logits are in
+  // logits_host (kAll: every row; kLast: the last row).
+  void forward_chunk(CudaState& st, std::span<const int32_t> tokens, Logits mode, bool capture);
 
   // ---- captured verify (chunk.cu): records of one window at a time, for one state ----
   CaptureLayout capl;
@@ -168,12 +173,14 @@ struct QwenNextCudaModel::Impl {
   bool has_mtp() const { return dw.mtp.has_value(); }
   void mtp_init();  // after upload: layouts, scratch, pinned buffers
   void mtp_enable(CudaState& st) const;
-  // forward(): before the trunk step at position p, consume pending pairs when slot p would
-  // overwrite one (a catch-up: it uses S(sl.h) and the head's scratch, so `h` of a push must
-  // not live there while one can run); after the step, push its final row h {hc*d} and token.
-  // A chunked forward does room + push per row, in position order, after its chunk.
-  void mtp_room(CudaState& st, int64_t p);
-  void mtp_push(CudaState& st, int64_t p, int32_t token, const float* h);
+  // forward(): before the trunk consumes positions p .. p+n-1 (a decode step: n = 1; a chunk:
+  // its rows), consume pending pairs when a push would overwrite one (a catch-up: it uses
+  // S(sl.h) and the head's scratch, never the chunk scratch, so a chunk's rows stay intact,
+  // but the step's own h must be pushed before the next catch-up can run). After the step or
+  // chunk, push the consumed rows' final pre-mixer h {hc*d} and tokens, in position order:
+  // row t at h + t * h_stride floats goes to slot (p + t) % ring.
+  void mtp_room(CudaState& st, int64_t p, int64_t n);
+  void mtp_push(CudaState& st, int64_t p, std::span<const int32_t> tokens, const float* h, int64_t h_stride);
   // Every pending pair through the head's layer (CPU mtp_catch_up): rows mtp_pos .. upto-1.
   void mtp_catch_up(CudaState& st, int64_t upto);
   void mtp_enqueue_catch_up_row(CudaState& st);
@@ -187,7 +194,7 @@ struct QwenNextCudaModel::Impl {
   void mtp_prepare(const float* row, const int32_t* tok);
   void mtp_draft(CudaState& st, int32_t next, int depth, const DraftHead::Pick& pick, std::vector<float>* logits,
                  std::vector<int32_t>& drafts);
-  // commit_prefix of a verify window (qwenchunk): see QwenNextCudaModel::mtp_keep_through.
+  // The head's share of commit_prefix: see QwenNextCudaModel::mtp_keep_through.
   void mtp_keep_through(CudaState& st, int64_t pos_after);
   uint8_t* M(const CudaState& st, size_t off) const { return st.mtp.as<uint8_t>() + off; }
   float* MS(size_t off) const { return reinterpret_cast<float*>(mtp_scratch.as<uint8_t>() + off); }

@@ -4,7 +4,8 @@
 // position, so the head and the trunk share every kernel.
 //
 // History: forward() pushes each consumed token's final pre-mixer h row and the token into
-// the state's ring (step_layout.h MtpLayout), on the device. A pair (row q, token q+1) is
+// the state's ring (step_layout.h MtpLayout), on the device: after each decode step from the
+// step scratch, after each chunk (chunk.cu forward_chunk) every row from its row scratch. A pair (row q, token q+1) is
 // pending until a catch-up runs it through the head's layer at position q (mtp_pos then
 // counts the consumed pairs, as on the CPU): at the start of every draft, and inside
 // forward() when the ring is about to overwrite a pending row.
@@ -28,9 +29,6 @@
 #include "models/qwen_next/cuda/model_impl.h"
 
 namespace ds4::qwen_next {
-
-using namespace ds4::qwen_next::cuda;
-namespace dc = ds4::cuda;
 
 namespace {
 
@@ -91,16 +89,26 @@ void QwenNextCudaModel::Impl::mtp_enable(CudaState& st) const {
   st.mtp_pos = 0;
 }
 
-void QwenNextCudaModel::Impl::mtp_room(CudaState& st, int64_t p) {
-  // Slot p % ring holds row mtp_pos when p - mtp_pos == ring: consume the pairs first (rows
-  // mtp_pos .. p-2 with tokens up to p-1, all pushed). Afterwards p - mtp_pos == 1.
-  if (p - st.mtp_pos >= ml.ring) mtp_catch_up(st, p - 1);
+// A chunk's rows go into the ring in one push, onto distinct slots.
+static_assert(kRingPushMax >= dc::kGemvMaxRows && kMtpRing > kRingPushMax, "MTP ring push sizes");
+
+void QwenNextCudaModel::Impl::mtp_room(CudaState& st, int64_t p, int64_t n) {
+  // The last of the n pushes (position p+n-1) lands on the slot of row mtp_pos when
+  // p+n-1 - mtp_pos == ring: consume the pairs first (rows mtp_pos .. p-2 with tokens up to
+  // p-1, all pushed). Afterwards p+n-1 - mtp_pos == n <= kRingPushMax < ring.
+  if (p + n - 1 - st.mtp_pos >= ml.ring) mtp_catch_up(st, p - 1);
 }
 
-void QwenNextCudaModel::Impl::mtp_push(CudaState& st, int64_t p, int32_t token, const float* h) {
-  DS4_CHECK(p - st.mtp_pos < ml.ring, "qwen_next cuda: MTP ring push without room (mtp_room)");
-  mtp_ring_push(h, reinterpret_cast<float*>(M(st, ml.rows)), reinterpret_cast<int32_t*>(M(st, ml.next)), c.wide(),
-                p % ml.ring, token, stream);
+void QwenNextCudaModel::Impl::mtp_push(CudaState& st, int64_t p, std::span<const int32_t> tokens, const float* h,
+                                       int64_t h_stride) {
+  const int64_t n = int64_t(tokens.size());
+  DS4_CHECK(n <= kRingPushMax && p + n - 1 - st.mtp_pos < ml.ring,
+            "qwen_next cuda: MTP ring push without room (mtp_room)");
+  RingPush r;
+  r.first = p, r.count = int32_t(n);
+  std::copy(tokens.begin(), tokens.end(), r.token);
+  mtp_ring_push(h, h_stride, reinterpret_cast<float*>(M(st, ml.rows)), reinterpret_cast<int32_t*>(M(st, ml.next)),
+                c.wide(), ml.ring, r, stream);
 }
 
 void QwenNextCudaModel::Impl::mtp_prepare(const float* row, const int32_t* tok) {
@@ -113,7 +121,7 @@ void QwenNextCudaModel::Impl::mtp_prepare(const float* row, const int32_t* tok) 
   dc::gemv_rows(m.fc_hidden, normed, h, r, stream);
   dc::embed_row_f32(dw.embed, tok, emb, stream);
   dc::rmsnorm_f32(emb, m.norm_emb, emb, 1, d, c.rms_eps, stream);
-  dc::gemv(m.fc_emb, emb, femb, stream);
+  gemv(m.fc_emb, emb, femb);
   mtp_add_streams(h, femb, hc, d, stream);
 }
 
@@ -144,7 +152,7 @@ void QwenNextCudaModel::Impl::mtp_enqueue_draft_step(CudaState& st, int k, const
   dc::enqueue_position_increment(dpos, stream);
   hyper_read(dw.mtp->mixer, S(sl.h), S(sl.mixed), nullptr);
   float* lg = MS(ms.logits) + k * V;
-  dc::gemv(dw.lm_head, S(sl.mixed), lg, stream);
+  gemv(dw.lm_head, S(sl.mixed), lg);
   dc::sample_reduce_f32(lg, V, 1, nullptr, reinterpret_cast<int32_t*>(MS(ms.picks)) + k * ms.pick_words, stream);
   // The head recurses on its own pre-mixer output (CPU: row.swap(next) after mtp_prepare).
   if (!last)
@@ -221,6 +229,11 @@ void QwenNextCudaModel::Impl::mtp_draft(CudaState& st, int32_t next, int depth, 
   }
 }
 
+// commit_prefix (chunk.cu) after it cut the trunk back to position pos_after: the head's
+// share of drop_pending_pairs (models/capture_rows.h). The ring keeps rows by position, so
+// the pending rows and last_wide follow the position by themselves. A catch-up inside the
+// window (forward_chunk's room runs only up to the window's first position - 1, but a draft
+// on an uncommitted window would go further) is undone here.
 void QwenNextCudaModel::Impl::mtp_keep_through(CudaState& st, int64_t pos_after) {
   // Rows below pos_after are in the ring as the window wrote them, and slot pos_after-1 is
   // last_wide, so only pairs the head consumed beyond the kept rows are undone: a pair q
@@ -252,10 +265,6 @@ bool QwenNextCudaModel::draft_picked(ModelState& state, int32_t next_token, int 
 void QwenNextCudaModel::mtp_draft(ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
                                   std::vector<int32_t>& drafts, const Pick& pick) {
   impl_->mtp_draft(cuda_state(state), next_token, depth, pick, &logits, drafts);
-}
-
-void QwenNextCudaModel::mtp_keep_through(ModelState& state, int64_t pos_after) {
-  impl_->mtp_keep_through(cuda_state(state), pos_after);
 }
 
 }  // namespace ds4::qwen_next

@@ -8,12 +8,15 @@
 namespace ds4::qwen_next::cuda {
 namespace {
 
-__global__ void ring_push_kernel(const float* __restrict__ h, float* __restrict__ rows, int32_t* __restrict__ next,
-                                 int64_t W, int64_t slot, int32_t token) {
+// One block row (blockIdx.y) per pushed row.
+__global__ void ring_push_kernel(const float* __restrict__ h, int64_t h_stride, float* __restrict__ rows,
+                                 int32_t* __restrict__ next, int64_t W, int64_t ring, RingPush p) {
+  const int64_t t = blockIdx.y, slot = (p.first + t) % ring;
+  const float* src = h + t * h_stride;
   float* dst = rows + slot * W;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < W; i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = h[i];
-  if (blockIdx.x == 0 && threadIdx.x == 0) next[slot] = token;
+    dst[i] = src[i];
+  if (blockIdx.x == 0 && threadIdx.x == 0) next[slot] = p.token[t];
 }
 
 __device__ __forceinline__ int64_t wrap(int64_t q, int64_t ring) { return ((q % ring) + ring) % ring; }
@@ -37,8 +40,10 @@ unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + 255) / 2
 
 }  // namespace
 
-void mtp_ring_push(const float* h, float* rows, int32_t* next, int64_t W, int64_t slot, int32_t token, cudaStream_t s) {
-  ring_push_kernel<<<blocks_for(W), 256, 0, s>>>(h, rows, next, W, slot, token);
+void mtp_ring_push(const float* h, int64_t h_stride, float* rows, int32_t* next, int64_t W, int64_t ring,
+                   const RingPush& p, cudaStream_t s) {
+  if (p.count <= 0) return;
+  ring_push_kernel<<<dim3(blocks_for(W), unsigned(p.count)), 256, 0, s>>>(h, h_stride, rows, next, W, ring, p);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
