@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds the CUDA targets for sm_90a and runs, on the H200 machine: the op test, the sampling
 # candidates test (test_cuda_sample), the Qwen3.8
-# Flash Next and DeepSeek V4 CUDA model tests (vs the CPU models and the golden vectors), the
-# Qwen decode bench, the DeepSeek V4 decode bench when DS4_SYNTH_GGUF names a GGUF (e.g. the
+# Flash Next CUDA model tests (trunk with its chunked forward and captured commit:
+# test_qwen_next_cuda; its MTP draft head through chunks, captured commits and the speculative
+# loop: test_qwen_next_mtp_cuda, --quick when little time is left) and the DeepSeek V4 CUDA
+# model test (vs the CPU models and the golden vectors), the Qwen bench (decode, chunked
+# prefill, verify cost, MTP draft chain and speculative vs AR), the DeepSeek V4 decode bench when DS4_SYNTH_GGUF names a GGUF (e.g. the
 # synthetic full-size Flash of `ds4-convert --synthetic deepseek_v4_flash OUT.gguf`; DS4_BENCH_ARGS
 # overrides its "prompt decode [--profile] [--prefill N,...]" arguments, default "2048 64 --profile --prefill
 # 2048,8192,32768": decode at the peer's 2048-token context, the verify-cost table, chunked prefill
@@ -47,7 +50,8 @@ t0=$(date +%s)
 if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc 2>/dev/null &&
    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=OFF \
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
-   cmake --build "$build" --target test_cuda_ops test_gemv_decode test_cuda_canary test_cuda_sample bench_cuda_gemv bench_cuda_upload test_qwen_next_cuda bench_qwen_next_cuda \
+   cmake --build "$build" --target test_cuda_ops test_gemv_decode test_cuda_canary test_cuda_sample bench_cuda_gemv bench_cuda_upload \
+     test_qwen_next_cuda test_qwen_next_mtp_cuda bench_qwen_next_cuda \
      test_deepseek_v4_cuda test_deepseek_v4_mtp_cuda bench_deepseek_v4_cuda -j 16 >>"$out/build.txt" 2>&1; then
   bin=$build/bin
   log "cmake build ok in $(( $(date +%s) - t0 )) s"
@@ -81,13 +85,14 @@ else
     "$nvcc" "${flags[@]}" -o bench_cuda_upload "$root/bench/cuda_upload/bench_cuda_upload.cu" $ops &&
     all=$(ls ./*.o | grep -v host_ref) &&
     "$nvcc" "${flags[@]}" -o test_qwen_next_cuda "$root/tests/cuda/test_qwen_next_cuda.cu" $all -lpthread &&
-    "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all -lpthread &&
+    spec=$(ls "$root"/src/engine/speculative.cpp "$root"/src/engine/speculative_exact.cpp "$root"/src/engine/spec_draws.cpp \
+      "$root"/src/engine/rng.cpp "$root"/src/engine/sampler.cpp "$root"/src/engine/sampler_ds4.cpp \
+      "$root"/src/engine/sampler_mtplx.cpp) &&
+    "$nvcc" "${flags[@]}" -o test_qwen_next_mtp_cuda "$root/tests/cuda/test_qwen_next_mtp_cuda.cu" $all $spec -lpthread &&
+    "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all $spec -lpthread &&
     "$nvcc" "${flags[@]}" -o test_deepseek_v4_cuda "$root/tests/cuda/test_deepseek_v4_cuda.cu" $all -lpthread &&
-    spec_src=$(printf '%s ' "$root"/src/engine/speculative.cpp "$root"/src/engine/speculative_exact.cpp \
-      "$root"/src/engine/spec_draws.cpp "$root"/src/engine/rng.cpp "$root"/src/engine/sampler.cpp \
-      "$root"/src/engine/sampler_ds4.cpp "$root"/src/engine/sampler_mtplx.cpp) &&
-    "$nvcc" "${flags[@]}" -o test_deepseek_v4_mtp_cuda "$root/tests/cuda/test_deepseek_v4_mtp_cuda.cu" $spec_src $all -lpthread &&
-    "$nvcc" "${flags[@]}" -o bench_deepseek_v4_cuda "$root/bench/cuda_deepseek_v4/bench_deepseek_v4_cuda.cu" $spec_src $all -lpthread
+    "$nvcc" "${flags[@]}" -o test_deepseek_v4_mtp_cuda "$root/tests/cuda/test_deepseek_v4_mtp_cuda.cu" $spec $all -lpthread &&
+    "$nvcc" "${flags[@]}" -o bench_deepseek_v4_cuda "$root/bench/cuda_deepseek_v4/bench_deepseek_v4_cuda.cu" $spec $all -lpthread
   ) >>"$out/build.txt" 2>&1 || { tail -40 "$out/build.txt"; exit 3; }
   log "nvcc build ok in $(( $(date +%s) - t0 )) s"
 fi
@@ -113,13 +118,22 @@ canary_rc=${PIPESTATUS[0]}
 log "test_cuda_canary exit $canary_rc"
 [ "$test_rc" -ne 0 ] || test_rc=$canary_rc
 
-touch "$out/test_qwen_next_cuda.txt" "$out/bench_qwen_next_cuda.txt"
+touch "$out/test_qwen_next_cuda.txt" "$out/test_qwen_next_mtp_cuda.txt" "$out/bench_qwen_next_cuda.txt"
 if [ -z "${SKIP_QWEN:-}" ]; then
   log "test_qwen_next_cuda $root"
   "$bin/test_qwen_next_cuda" "$root" 2>&1 | tee "$out/test_qwen_next_cuda.txt"
   qwen_rc=${PIPESTATUS[0]}
   log "test_qwen_next_cuda exit $qwen_rc"
   [ "$test_rc" -ne 0 ] || test_rc=$qwen_rc
+  # The MTP head: vs the CPU head after decode steps, chunks and captured commits, and the
+  # speculative loop through verify_capture (= AR). The full run adds p300 and models/default;
+  # with under 120 s left only --quick, and never past 180 s.
+  mtp_args=("$root"); [ "$(left)" -gt 120 ] || mtp_args+=(--quick)
+  log "test_qwen_next_mtp_cuda ${mtp_args[*]} (MTP draft head vs CPU, speculative = AR), $(left) s left"
+  timeout 180 "$bin/test_qwen_next_mtp_cuda" "${mtp_args[@]}" 2>&1 | tee "$out/test_qwen_next_mtp_cuda.txt"
+  mtp_rc=${PIPESTATUS[0]}
+  log "test_qwen_next_mtp_cuda exit $mtp_rc"
+  [ "$test_rc" -ne 0 ] || test_rc=$mtp_rc
 fi
 
 log "test_deepseek_v4_cuda $root"
@@ -343,6 +357,14 @@ if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
   log "sanitizer (deepseek_v4) exit $? (124 = timed out)"
   tail -5 "$out/sanitizer_deepseek_v4.txt"
 fi
+# After the others: under memcheck the MTP test (CPU references, the speculative loop) is the slowest.
+if [ -z "${SKIP_QWEN:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 90 ]; then
+  log "compute-sanitizer memcheck test_qwen_next_mtp_cuda --quick, $(left) s left"
+  timeout $(( $(left) - 30 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_qwen_next_mtp_cuda" "$root" \
+    --quick >"$out/sanitizer_qwen_mtp.txt" 2>&1
+  log "sanitizer (qwen mtp) exit $? (124 = timed out)"
+  tail -5 "$out/sanitizer_qwen_mtp.txt"
+fi
 # racecheck is opt-in: on --quick it ran past 230 s (2026-12-01).
 if [ -n "${RACECHECK:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
   log "compute-sanitizer racecheck test_qwen_next_cuda --quick, $(left) s left"
@@ -365,6 +387,7 @@ log "total $(( $(date +%s) - start )) s"
 grep -E "FAIL|PASSED|FAILED|FATAL" "$out/test_cuda_ops.txt" | tail -20
 grep -E "FAIL|PASSED|FAILED|FATAL|^time" "$out/test_cuda_sample.txt" | tail -20
 cat "$out/test_qwen_next_cuda.txt" "$out/bench_qwen_next_cuda.txt"
+cat "$out/test_qwen_next_mtp_cuda.txt" 2>/dev/null
 cat "$out/test_deepseek_v4_cuda.txt" "$out/bench_deepseek_v4_cuda.txt"
 cat "$out/test_deepseek_v4_mtp_cuda.txt"
 grep -A12 -E '^MTP draft cost|^greedy speculative' "$out/bench_deepseek_v4_mtp_tiny.txt" 2>/dev/null

@@ -7,6 +7,9 @@
 //   of the roofline (synthetic_full.h); defaults 512 48, 32, 2048,8192
 // Prints tok/s per backend and the ratio; the model is tiny (5.9M params, 11 MiB bf16), so
 // the GPU number measures per-token launch/graph overhead, not bandwidth.
+// With an MTP head (issue #11): one greedy draft chain of depth 3 vs one trunk decode step,
+// and greedy speculative decoding (engine::generate_greedy, depth 3) vs AR on the CUDA model
+// over the chat prompts of tests/data/default_model/greedy.json: tok/s, acceptance, equality.
 // Flags (either mode; chunk_tables.h):
 //   --prefill=C1,C2,..  prefill tok/s through the 16-row chunk at each context (tiny model:
 //                       also token by token; contexts past max_context are skipped)
@@ -15,11 +18,15 @@
 //   --no-greedy         skip the CPU-vs-CUDA greedy table (tiny model)
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "engine/speculative.h"
 #include "models/qwen_next/cuda/model_cuda.h"
 #include "models/qwen_next/model.h"
 
@@ -41,6 +48,73 @@ Result run(Model& m, const std::vector<int32_t>& prompt, int n) {
     for (int i = 0; i < 4; ++i) m.decode(*w, 1);
   }
   return bench::timed_greedy(m, *s, prompt, n);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The MTP rows; returns false when speculative tokens differ from AR.
+bool mtp_rows(Model& gpu, const std::vector<int32_t>& bench_prompt, int n) {
+  DraftHead* head = gpu.draft_head();
+  if (!head) {
+    std::printf("MTP: no draft head on the GPU for this checkpoint\n");
+    return true;
+  }
+  constexpr int kDepth = 3, kReps = 200;
+  const auto& eos = gpu.info().eos_token_ids;
+  auto s = gpu.new_state();
+  head->enable_draft(*s);
+  gpu.prefill(*s, bench_prompt);
+  std::vector<int32_t> d;
+  head->draft(*s, 1, kDepth, d);  // catch-up of the prompt's rows, graph capture
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kReps; ++i) head->draft(*s, 1, kDepth, d);  // the state is unchanged: same chain each time
+  const double draft_ms = 1e3 * seconds_since(t0) / kReps;
+  auto w = gpu.new_state();
+  gpu.prefill(*w, bench_prompt);
+  gpu.decode(*w, 1);
+  t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kReps; ++i) gpu.decode(*w, 1);
+  const double step_ms = 1e3 * seconds_since(t0) / kReps;
+  std::printf("| MTP cost (CUDA graph) | ms | vs one trunk decode step |\n|---|---|---|\n");
+  std::printf("| one trunk decode step (logits row) | %.3f | 1.00 |\n", step_ms);
+  std::printf("| one greedy draft chain, depth %d | %.3f | %.2f |\n", kDepth, draft_ms, draft_ms / step_ms);
+
+  std::vector<std::pair<std::string, std::vector<int32_t>>> prompts;
+  std::ifstream f(std::string(DS4_ROOT) + "/tests/data/default_model/greedy.json");
+  if (f && gpu.info().vocab_size == 8192) {  // the default model's chat prompts
+    const auto j = nlohmann::json::parse(f);
+    for (const auto& cs : j["cases"])
+      prompts.push_back({cs["name"].get<std::string>(), cs["prompt"].get<std::vector<int32_t>>()});
+  }
+  if (prompts.empty()) prompts.push_back({"bench prompt", bench_prompt});
+  auto timed = [&](const std::vector<int32_t>& prompt, int depth, engine::SpecStats* st, double& tps) {
+    auto x = gpu.new_state();
+    if (depth > 0) head->enable_draft(*x);
+    auto l = gpu.prefill(*x, prompt);
+    const auto t = std::chrono::steady_clock::now();
+    auto out = engine::generate_greedy(gpu, x, l, n, eos, depth, st);
+    tps = double(out.size()) / seconds_since(t);
+    return out;
+  };
+  bool same_all = true;
+  // The loop verifies through verify_capture + commit_prefix (chunk.cu): prefix commits, no repairs.
+  std::printf("| prompt | AR tok/s | speculative depth %d tok/s | speedup | acceptance | drafted | prefix commits | repairs "
+              "| tokens equal |\n|---|---|---|---|---|---|---|---|---|\n", kDepth);
+  for (const auto& [name, prompt] : prompts) {
+    double ar_tps = 0, sp_tps = 0, warm = 0;
+    engine::SpecStats ws, st;
+    timed(prompt, kDepth, &ws, warm);  // warm-up: graphs of fresh states, caches
+    const auto ar = timed(prompt, 0, nullptr, ar_tps);
+    const auto sp = timed(prompt, kDepth, &st, sp_tps);
+    const bool same = ar == sp;
+    same_all = same_all && same;
+    std::printf("| %s (%zu tokens) | %.1f | %.1f | %.2fx | %.3f | %lld | %lld | %lld | %s |\n", name.c_str(), ar.size(),
+                ar_tps, sp_tps, sp_tps / ar_tps, st.acceptance(), (long long)st.drafted, (long long)st.prefix_commits,
+                (long long)st.repairs, same ? "yes" : "NO");
+  }
+  return same_all;
 }
 
 }  // namespace
@@ -113,5 +187,6 @@ int main(int argc, char** argv) {
   auto& g = static_cast<qwen_next::QwenNextCudaModel&>(*gpu);
   if (!prefill_ctx.empty()) bench::prefill_table(g, prefill_ctx, true);
   if (verify_ctx >= 0) bench::verify_table(g, verify_ctx);
-  return rc.tokens == rg.tokens ? 0 : 1;
+  const bool mtp_ok = mtp_rows(*gpu, prompt, n);
+  return rc.tokens == rg.tokens && mtp_ok ? 0 : 1;
 }

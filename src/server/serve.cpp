@@ -56,11 +56,12 @@ std::string backend_comment(const Loaded& l) {
   return "# backend: " + l.backend.backend + " (" + l.backend.reason + ")\n";
 }
 
-// Speculation asked for but impossible is said once, not silently dropped: a CUDA model has no
-// draft head yet, or the checkpoint carries none. Empty when speculation runs or was not asked.
+// Speculation asked for but impossible is said once, not silently dropped: the family's CUDA
+// model has no draft head yet (GLM, DeepSeek; Qwen's has one), or the checkpoint carries none.
+// Empty when speculation runs or was not asked.
 std::string speculative_note(const engine::Settings& s, const engine::Engine& e, const std::string& backend) {
   if (!s.speculative || e.speculative_depth() > 0) return "";
-  return backend == "cuda" ? "off (the cuda backend has no draft head for this family yet)"
+  return backend == "cuda" ? "off (the cuda model has no draft head: none for this family on the GPU yet, or none in the checkpoint)"
                            : "off (the model has no draft head)";
 }
 

@@ -13,7 +13,8 @@
 // Row t's arithmetic is the decode step's (the same kernels, kernels.h Rows), on row t's copy
 // of the step scratch (step_layout.h ChunkLayout); its position is positions[t] = *pos + t on
 // the device, so a chunk of a given size and logits mode is captured once per state as a
-// CUDA graph. Also here: the captured verify (records per row) and commit_prefix.
+// CUDA graph. Also here: the MTP ring around a chunk (forward_chunk), the captured verify
+// (records per row) and commit_prefix.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -204,6 +205,21 @@ void QwenNextCudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode, b
   dc::run_graph_step(stream, exec, opt.graphs, [&] { enqueue_chunk(st, mode, capture); });
 }
 
+// The MTP ring around a chunk: the room first (a catch-up runs the head's layer on S(sl.h)
+// and the head's scratch, never on the chunk scratch, and it must run before the pushes since
+// the last row's slot may hold a pending row), then the chunk, then every row's final
+// pre-mixer h (row t's R(t, sl.h): the mixer of the logits reads it, writes elsewhere) and
+// token into slot (pos + t) % ring, in one launch, in position order.
+void QwenNextCudaModel::Impl::forward_chunk(CudaState& st, std::span<const int32_t> tokens, Logits mode,
+                                            bool capture) {
+  const int64_t n = int64_t(tokens.size());
+  if (st.mtp_on) mtp_room(st, st.pos, n);
+  for (int64_t t = 0; t < n; ++t) fill_input(st, tokens[size_t(t)], t);
+  run_chunk(st, n, mode, capture);
+  if (st.mtp_on) mtp_push(st, st.pos, tokens, R(0, sl.h), rs());
+  st.pos += n;
+}
+
 // ---- captured-prefix commit (MTPLX capture_commit; CPU: spec_commit.cpp) ----
 
 bool QwenNextCudaModel::verify_capture(ModelState& trial, std::span<const int32_t> tokens,
@@ -230,13 +246,13 @@ bool QwenNextCudaModel::verify_capture(ModelState& trial, std::span<const int32_
     }
     const int64_t V = m.c.vocab;
     try {
-      for (int64_t t = 0; t < n; ++t) m.fill_input(*st, tokens[size_t(t)], t);
-      m.run_chunk(*st, n, Logits::kAll, true);
+      m.forward_chunk(*st, tokens, Logits::kAll, true);
     } catch (...) {
       st->ple_ctx = std::move(ctx0);
       throw;
     }
-    st->pos += n;
+    // The MTP push is still in flight, and clone() copies on the legacy stream.
+    if (st->mtp_on) DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));
     const float* src = static_cast<const float*>(m.logits_host->p);
     logits.assign(src, src + n * V);
   }
@@ -287,6 +303,10 @@ void QwenNextCudaModel::commit_prefix(ModelState& trial, int64_t keep) {
     DS4_CUDA_CHECK(cudaMemcpyAsync(sb + m.lay.pos, &p, sizeof p, cudaMemcpyHostToDevice, m.stream));
     DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   }
+  // The MTP head: its ring holds the window's rows by position, so the kept ones are its
+  // pending rows and last_wide already; only pairs consumed past them go back (none unless a
+  // draft ran on the uncommitted window: forward_chunk catches up to the window's start).
+  m.mtp_keep_through(st, st.pos);
   st.cap_tokens.clear();
   st.cap_ple_ctx0.clear();
   st.cap_id = 0;

@@ -48,20 +48,34 @@ struct DLayer {
   std::optional<DPle> ple;
   DMoe moe;
 };
+// MTPLX Qwen4ExpMTP (CPU: weights.h MtpWeights, forward.cpp mtp_prepare / mtp_draft).
+struct DMtp {
+  const float *norm_emb = nullptr, *norm_hidden = nullptr;  // {d}, {hc*d} full width (1 + w)
+  WeightMatrix fc_emb, fc_hidden;                           // {d, d}
+  DLayer layer;                                             // one QSA decoder layer, no PLE
+  DHyper mixer;
+};
 struct DeviceWeights {
   ds4::cuda::DeviceBuffer buffer;
   std::vector<DLayer> layers;
   DHyper mixer;
   WeightMatrix lm_head;
   const float* inv_freq = nullptr;  // {rot_dim / 2}
+  // The draft head, with a device copy of the embedding (its steps embed tokens chosen on the
+  // GPU); absent without mtp.* tensors, for synthetic models, or when the embedding's type has
+  // no device row decode (backend/cuda/embed_row.h).
+  std::optional<DMtp> mtp;
+  WeightMatrix embed;       // {vocab, d}; only with mtp
+  size_t trunk_bytes = 0;   // bytes of everything the trunk's decode step reads (not the head)
 };
 
 // Uploads everything the decode step reads (not the embedding or the PLE tables: those
-// are gathered on the host per token). Admission first: throws ds4::Error naming the bytes
+// are gathered on the host per token) and, with `with_mtp` and w.mtp, the draft head and
+// the embedding it needs. Admission first: throws ds4::Error naming the bytes
 // when the weights do not fit in free device memory.
 // fuse = false keeps every projection separate (the unfused reference in the tests).
 // fill (synthetic models): matrices are generated on the device, never read from `w`.
 DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_freq, bool fuse,
-                             ds4::cuda::MatrixFill* fill = nullptr);
+                             ds4::cuda::MatrixFill* fill = nullptr, bool with_mtp = false);
 
 }  // namespace ds4::qwen_next::cuda

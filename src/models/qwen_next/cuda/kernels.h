@@ -106,4 +106,26 @@ void ple_gate(const float* key, const float* val, const float* h, const float* n
 // h += gv + conv (conv already silu'd).
 void ple_add(float* h, const float* gv, const float* conv, int64_t n, cudaStream_t s, const Rows& rows = {});
 
+// ---- mtp_kernels.cu (forward.cpp: the MTP head's input rows, mtp_prepare) ----
+// The trunk-row ring of a state (step_layout.h MtpLayout): rows {ring, W}, next {ring}.
+// The consumed rows of positions first .. first+count-1 (a decode step: one; a chunk: its
+// rows, row t's h at h + t * h_stride floats): rows[(first + t) % ring] = h_t {W},
+// next[(first + t) % ring] = token[t]. The tokens travel by value (the push is launched
+// outside the captured graphs, after the step or chunk).
+inline constexpr int kRingPushMax = 16;  // = the chunk's most rows (ds4::cuda::kGemvMaxRows)
+struct RingPush {
+  int64_t first = 0;
+  int32_t count = 0;
+  int32_t token[kRingPushMax] = {};
+};
+void mtp_ring_push(const float* h, int64_t h_stride, float* rows, int32_t* next, int64_t W, int64_t ring,
+                   const RingPush& p, cudaStream_t s);
+// With q = *pos + row_off (a device counter, so a captured graph replays at any position):
+// row_out {W} = rows[q mod ring]; tok_out (optional) = next[(q + 1) mod ring], the token
+// that follows row q.
+void mtp_ring_read(const float* rows, const int32_t* next, int64_t ring, int64_t W, const int32_t* pos,
+                   int32_t row_off, float* row_out, int32_t* tok_out, cudaStream_t s);
+// h[k*d + i] += x[i] for every stream k (the embedding term of mtp_prepare).
+void mtp_add_streams(float* h, const float* x, int64_t hc, int64_t d, cudaStream_t s);
+
 }  // namespace ds4::qwen_next::cuda

@@ -2,7 +2,8 @@
 // through every layer, all on one stream, position read from device memory) and its CUDA
 // graph, and the host side of each token (embedding row and PLE n-gram rows, gathered on
 // the host and shipped with the step's inputs). forward() of more than one token runs the
-// multi-row chunk of chunk.cu.
+// multi-row chunk of chunk.cu; with the MTP head on, every consumed token's final trunk row
+// goes into the state's ring for the head (mtp.cu).
 #include "models/qwen_next/cuda/model_cuda.h"
 
 #include <cuda_runtime.h>
@@ -15,6 +16,7 @@
 #include "backend/cuda/activation.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/conv1d.h"
+#include "backend/cuda/embed_row.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
@@ -48,9 +50,12 @@ void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float*
 }
 
 void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
-  const DLayer& L = dw.layers[size_t(l)];
-  const LayerOffsets& o = lay.layers[size_t(l)];
   uint8_t* sb = st.buf.as<uint8_t>();
+  layer(dw.layers[size_t(l)], lay.layers[size_t(l)], sb, reinterpret_cast<const int32_t*>(sb + lay.pos), lay.max_ctx);
+}
+
+void QwenNextCudaModel::Impl::layer(const DLayer& L, const LayerOffsets& o, uint8_t* sb, const int32_t* pos,
+                                    int64_t max_ctx) {
   auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
   const int64_t hc = c.hc, d = c.hidden, W = c.wide();
   float* h = S(sl.h);
@@ -78,9 +83,8 @@ void QwenNextCudaModel::Impl::layer(CudaState& st, int64_t l) {
   } else {
     const DQsa& a = *L.qsa;
     const QsaShape sh{c.heads, c.kv_heads, c.head_dim, c.rot_dim, c.idx_heads, c.idx_dim, c.idx_budget,
-                      c.idx_ratio, lay.max_ctx, c.rms_eps, dw.inv_freq};
+                      c.idx_ratio, max_ctx, c.rms_eps, dw.inv_freq};
     const QsaCache cache{SF(o.k), SF(o.v), SF(o.idx_raw), SF(o.idx_pooled)};
-    const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
     proj(a.in, mixed, S(sl.qg));  // [q+gate | k | v | indexer q+k]
     qsa_prep(S(sl.qg), S(sl.k), S(sl.v), S(sl.iqk), QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm}, cache,
              sh, pos, S(sl.q), S(sl.gate), stream);
@@ -176,7 +180,6 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   m.info.max_context = opt.max_context > 0 ? std::min(opt.max_context, c.max_position) : c.max_position;
   m.info.eos_token_ids = c.eos_ids;
   m.info.default_prefill_chunk = 2048;
-  m.info.has_draft_head = false;  // the MTP head is CPU-only so far
   if (copt.chunk_rows < 1 || copt.chunk_rows > dc::kGemvMaxRows)
     throw InputError("qwen_next cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(dc::kGemvMaxRows));
@@ -191,16 +194,22 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
     dc::MatrixFill fill = dc::SyntheticFiller{copt.synthetic_seed};
     m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, &fill);
   } else {
-    m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections);
+    // The MTP head needs a device embedding (its draft tokens are chosen on the GPU).
+    const bool mtp = m.w.mtp && dc::embed_row_supports(m.w.embed.type);
+    m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, nullptr, mtp);
   }
+  m.info.has_draft_head = m.has_mtp();
   m.lay = state_layout(c, m.info.max_context);
-  m.sl = scratch_layout(c, m.info.max_context);
+  // With the head, the QSA scratch (scores, block flags) also covers the head's draft rows
+  // past max_ctx (MtpLayout::ctx).
+  m.sl = scratch_layout(c, m.info.max_context + (m.has_mtp() ? kMtpMaxDepth : 0));
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "qwen_next step scratch");
   m.cl = chunk_layout(c, m.sl, copt.chunk_rows);
   if (copt.chunk_rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "qwen_next chunk scratch");
   m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(copt.chunk_rows));
   m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float) * size_t(copt.chunk_rows));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  if (m.has_mtp()) m.mtp_init();
 }
 
 QwenNextCudaModel::~QwenNextCudaModel() {
@@ -216,7 +225,7 @@ size_t QwenNextCudaModel::weight_bytes_per_token() const {
   for (const auto& l : impl_->w.layers)
     for (const WeightMatrix& e : {l.moe.gate_up[0], l.moe.down[0]})
       routed += size_t(c.experts) * (dc::Uploader::data_bytes(e) + 2 * dc::Uploader::scale_bytes(e));
-  return weight_bytes() - routed + size_t(double(routed) * double(c.top_k) / double(c.experts));
+  return impl_->dw.trunk_bytes - routed + size_t(double(routed) * double(c.top_k) / double(c.experts));
 }
 
 double QwenNextCudaModel::chunk_bytes_ratio(int64_t rows) const {
@@ -227,7 +236,7 @@ double QwenNextCudaModel::chunk_bytes_ratio(int64_t rows) const {
       routed += double(c.experts) * double(dc::Uploader::data_bytes(e) + 2 * dc::Uploader::scale_bytes(e));
   const double E = double(c.experts), k = double(c.top_k);
   const double used = E * (1.0 - std::pow(1.0 - k / E, double(rows)));  // expected distinct experts
-  return (double(weight_bytes()) - routed + routed * used / E) / double(weight_bytes_per_token());
+  return (double(impl_->dw.trunk_bytes) - routed + routed * used / E) / double(weight_bytes_per_token());
 }
 
 std::unique_ptr<ModelState> QwenNextCudaModel::new_state() const {
@@ -250,28 +259,32 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
   if (n > 1 && C > 1) {  // chunks of up to C rows (a last chunk of one row too: it equals the step)
     for (int64_t t0 = 0; t0 < n; t0 += C) {
       const int64_t T = std::min(C, n - t0);
-      for (int64_t t = 0; t < T; ++t) m.fill_input(st, tokens[size_t(t0 + t)], t);
       const bool last = t0 + T == n;
       const Logits cm = mode == Logits::kAll ? Logits::kAll : mode == Logits::kLast && last ? Logits::kLast : Logits::kNone;
-      m.run_chunk(st, T, cm, false);
-      st.pos += T;
+      m.forward_chunk(st, tokens.subspan(size_t(t0), size_t(T)), cm, false);
       const float* src = static_cast<const float*>(m.logits_host->p);
       if (cm == Logits::kAll) std::copy_n(src, T * V, logits.data() + t0 * V);
       else if (cm == Logits::kLast) logits.assign(src, src + V);
     }
-    return;
-  }
-  for (int64_t t = 0; t < n; ++t) {
-    m.fill_input(st, tokens[size_t(t)], 0);
-    const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
-    m.run_step(st, want);
-    st.pos += 1;
-    if (want && !m.top_only) {
-      const float* src = static_cast<const float*>(m.logits_host->p);
-      if (mode == Logits::kAll) std::copy_n(src, V, logits.data() + t * V);
-      else logits.assign(src, src + V);
+  } else {
+    for (int64_t t = 0; t < n; ++t) {
+      m.fill_input(st, tokens[size_t(t)], 0);
+      const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
+      if (st.mtp_on) m.mtp_room(st, st.pos, 1);  // MTP head (mtp.cu): a catch-up overwrites S(sl.h)
+      m.run_step(st, want);
+      // The step's final h row and its token into the ring, on the device (before the next
+      // step or catch-up overwrites S(sl.h)).
+      if (st.mtp_on) m.mtp_push(st, st.pos, tokens.subspan(size_t(t), 1), m.S(m.sl.h), 0);
+      st.pos += 1;
+      if (want && !m.top_only) {
+        const float* src = static_cast<const float*>(m.logits_host->p);
+        if (mode == Logits::kAll) std::copy_n(src, V, logits.data() + t * V);
+        else logits.assign(src, src + V);
+      }
     }
   }
+  // The last push is still in flight, and clone() copies on the legacy stream.
+  if (st.mtp_on) DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));
 }
 
 void QwenNextCudaModel::forward_candidates(ModelState& state, std::span<const int32_t> tokens,

@@ -5,12 +5,19 @@
 // token is one decode step, replayed from a CUDA graph captured per state; more than one
 // token (prefill, speculative verify) runs in chunks of up to chunk_rows rows (chunk.cu),
 // each weight read once per chunk, each chunk shape a CUDA graph per state too; every chunk
-// row equals its decode step bit for bit. verify_capture/commit_prefix: the captured-prefix
-// commit of a speculative verify (DraftHead's signatures; the GPU MTP head wires them in).
+// row equals its decode step bit for bit.
+// With mtp.* tensors the model is its own DraftHead (mtp.cu): the MTP head's layer runs
+// through the trunk's decode-step code on the state's head caches, a greedy draft chain is
+// one CUDA graph with one copy back of its draft ids; every consumed token's final trunk row
+// (decode step or chunk row) goes into the state's ring of trunk rows for the head. The
+// speculative loop verifies through verify_capture (one recorded chunk on the state itself)
+// and keeps any prefix with commit_prefix, which cuts the trunk back from the records and
+// the head's bookkeeping with mtp_keep_through: no clone, no re-run (no repair).
 #include <memory>
 #include <string>
 
 #include "formats/tensor_source.h"
+#include "models/draft_head.h"
 #include "models/model.h"
 
 namespace ds4::qwen_next {
@@ -27,7 +34,7 @@ struct CudaModelOptions {
   int capture_rows = 8;
 };
 
-class QwenNextCudaModel : public Model {
+class QwenNextCudaModel : public Model, public DraftHead {
  public:
   QwenNextCudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt, const CudaModelOptions& copt = {});
   ~QwenNextCudaModel() override;
@@ -39,13 +46,16 @@ class QwenNextCudaModel : public Model {
                           SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
 
   // Captured-prefix commit (DraftHead::verify_capture / commit_prefix, MTPLX semantics):
-  // verify_capture runs `tokens` (1..capture rows of them; more: returns false, state untouched)
-  // as one Logits::kAll chunk while recording per row what cannot be cut back (GDN recurrent
-  // state and conv input rows, PLE conv input rows and token context); commit_prefix(keep)
-  // makes `trial` the state after its first `keep` rows. The records live in the model: one
-  // window at a time (a newer verify_capture, on any state, supersedes it: commit then throws).
-  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits);
-  void commit_prefix(ModelState& trial, int64_t keep);
+  // verify_capture runs `tokens` (1..min(capture_rows, chunk_rows) of them; more: returns
+  // false, state untouched) as one Logits::kAll chunk on `trial` itself while recording per
+  // row what cannot be cut back (GDN recurrent state and conv input rows, PLE conv input rows
+  // and token context); with the MTP head on, the rows also enter the state's trunk-row ring
+  // as any forward's do. commit_prefix(keep) makes `trial` the state after its first `keep`
+  // rows, the head's pending pairs included (Impl::mtp_keep_through). The records live in the
+  // model: one window at a time (a newer verify_capture, on any state, supersedes it: commit
+  // then throws).
+  bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
+  void commit_prefix(ModelState& trial, int64_t keep) override;
 
   size_t weight_bytes() const;  // device bytes of the uploaded weights
   // Bytes of weights one decode token reads: all but the routed experts, plus top_k of
@@ -55,6 +65,18 @@ class QwenNextCudaModel : public Model {
   // everything but the routed experts once, routed experts as the expected union of the
   // rows' top-k under uniform routing.
   double chunk_bytes_ratio(int64_t rows) const;
+
+  // MTP draft head (MTPLX Qwen4ExpMTP), the CPU model's semantics (models/qwen_next/model.h):
+  // nullptr without mtp.* tensors, for synthetic models, or for an embedding type the GPU
+  // cannot decode a row of (backend/cuda/embed_row.h). Depth at most 16 (cuda::kMtpMaxDepth).
+  DraftHead* draft_head() override;
+  void enable_draft(ModelState& state) const override;
+  void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override;
+  bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
+                    std::vector<int32_t>& drafts) override;
+  // Tests: the same chain with its logits {depth, vocab} copied back (CPU: mtp_draft).
+  void mtp_draft(ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,
+                 std::vector<int32_t>& drafts, const Pick& pick = {});
   struct Impl;
 
  private:

@@ -1,8 +1,8 @@
 #pragma once
-// Internal to the CUDA Qwen3.8 Flash Next model: the model's private state and a
-// conversation's device state, shared by model_cuda.cu (the one-token decode step, the host
-// side of a token) and chunk.cu (the multi-row forward of a prefill chunk or a speculative
-// verify, and the captured-prefix commit).
+// Internal to the CUDA Qwen3.8 Flash Next model (.cu files only): the model's private state
+// and a conversation's device state, shared by model_cuda.cu (the one-token decode step, the
+// host side of a token, forward()), chunk.cu (the multi-row forward of a prefill chunk or a
+// speculative verify, and the captured-prefix commit) and mtp.cu (the MTP draft head).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -32,9 +32,10 @@ using namespace ds4::qwen_next::cuda;
 // Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
 using Pinned = dc::PinnedHost;
 
-// Every gemv of the step and of the chunk reads the direct path: gemv_rows (the chunk)
-// equals gemv/kDirect bit for bit, and kAuto equals kDirect under the default gemv kernel
-// generation only (kernel 1 stages Q8_0/Q2_K/IQ2_XXS), so the step asks for it explicitly.
+// Every gemv of the step, the chunk and the MTP head reads the direct path: gemv_rows (the
+// chunk) equals gemv/kDirect bit for bit, and kAuto equals kDirect under the default gemv
+// kernel generation only (kernel 1 stages Q8_0/Q2_K/IQ2_XXS), so the step asks for it
+// explicitly.
 inline dc::GemvOptions gemv_options() {
   dc::GemvOptions o;
   o.path = dc::GemvPath::kDirect;
@@ -54,12 +55,15 @@ class CudaState : public ModelState {
       if (g) cudaGraphExecDestroy(g);
     for (auto& [key, g] : chunk_graph)
       if (g) cudaGraphExecDestroy(g);
+    for (auto& g : mtp_graph)
+      if (g) cudaGraphExecDestroy(g);
   }
-  // A clone captures its own graphs (they hold this state's addresses) and holds no
-  // captured verify window (its records live in the model, owned by the original).
+  // A clone captures its own graphs (they hold this state's addresses), copies the MTP head's
+  // part, and holds no captured verify window (its records live in the model, owned by the
+  // original).
   std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
   int64_t position() const override { return pos; }
-  size_t bytes() const override { return buf.bytes(); }
+  size_t bytes() const override { return buf.bytes() + mtp.bytes(); }
 
   dc::DeviceBuffer buf;                        // every layer's caches + the position counter
   std::vector<std::vector<int32_t>> ple_ctx;   // per PLE layer {ngram-1}: previous tokens
@@ -73,9 +77,24 @@ class CudaState : public ModelState {
   std::vector<std::vector<int32_t>> cap_ple_ctx0;
   uint64_t cap_id = 0;
 
+  // MTP draft head (mtp.cu; MtpLayout): empty until enable_draft. Host copy of what the
+  // device counter holds: mtp_pos = rows the head consumed (== the device counter).
+  bool mtp_on = false;
+  int64_t mtp_pos = 0;
+  dc::DeviceBuffer mtp;
+  // [catch-up row, greedy draft chain of depth 1 .. kMtpMaxDepth]; captured per state (the
+  // kernels take this state's cache pointers), never copied by clone().
+  cudaGraphExec_t mtp_graph[kMtpMaxDepth + 1] = {};
+
  private:
-  CudaState(const CudaState& o) : buf(o.buf.bytes(), "qwen_next state clone"), ple_ctx(o.ple_ctx), pos(o.pos) {
+  CudaState(const CudaState& o)
+      : buf(o.buf.bytes(), "qwen_next state clone"), ple_ctx(o.ple_ctx), pos(o.pos), mtp_on(o.mtp_on),
+        mtp_pos(o.mtp_pos) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
+    if (o.mtp.bytes()) {
+      mtp = dc::DeviceBuffer(o.mtp.bytes(), "qwen_next MTP state clone");
+      DS4_CUDA_CHECK(cudaMemcpy(mtp.get(), o.mtp.get(), o.mtp.bytes(), cudaMemcpyDeviceToDevice));
+    }
     DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
   }
 };
@@ -99,6 +118,9 @@ struct QwenNextCudaModel::Impl {
   void gemv(const WeightMatrix& w, const float* x, float* y) const { dc::gemv(w, x, y, stream, gemv_options()); }
   void proj(const DProj& p, const float* x, float* y);
   void hyper_read(const DHyper& h, const float* x, float* mixed, float* inject);
+  // One decoder layer on h = S(sl.h) at the device position *pos, its caches at `o` in the
+  // buffer `sb` sized for max_ctx rows (the trunk's layers and the MTP head's share it).
+  void layer(const DLayer& L, const LayerOffsets& o, uint8_t* sb, const int32_t* pos, int64_t max_ctx);
   void layer(CudaState& st, int64_t l);
   void enqueue_step(CudaState& st, bool logits);
   void run_step(CudaState& st, bool logits);
@@ -130,12 +152,52 @@ struct QwenNextCudaModel::Impl {
   void moe_rows(const DMoe& m);
   void enqueue_chunk(CudaState& st, Logits mode, bool capture);
   void run_chunk(CudaState& st, int64_t n, Logits mode, bool capture);
+  // One chunk of tokens (1..cl.rows) at st.pos, the host side included: MTP ring room, input
+  // rows, run_chunk, the rows pushed into the MTP ring, st.pos += rows. The logits are in
+  // logits_host (kAll: every row; kLast: the last row).
+  void forward_chunk(CudaState& st, std::span<const int32_t> tokens, Logits mode, bool capture);
 
   // ---- captured verify (chunk.cu): records of one window at a time, for one state ----
   CaptureLayout capl;
   dc::DeviceBuffer cap;  // made on the first verify_capture (capl.rows rows), never resized
   uint64_t cap_seq = 0;  // the window the records belong to (CudaState::cap_id)
   float* CAP(size_t off) const { return reinterpret_cast<float*>(cap.as<uint8_t>() + off); }
+
+  // ---- mtp.cu: the MTP draft head ----
+  // Layout of a state's head part, the chain's scratch, its pinned host side (step tokens in,
+  // argmax records and one logits row out).
+  MtpLayout ml;
+  MtpScratch ms;
+  dc::DeviceBuffer mtp_scratch;
+  std::unique_ptr<Pinned> mtp_tok_host, mtp_picks_host, mtp_row_host;
+  bool has_mtp() const { return dw.mtp.has_value(); }
+  void mtp_init();  // after upload: layouts, scratch, pinned buffers
+  void mtp_enable(CudaState& st) const;
+  // forward(): before the trunk consumes positions p .. p+n-1 (a decode step: n = 1; a chunk:
+  // its rows), consume pending pairs when a push would overwrite one (a catch-up: it uses
+  // S(sl.h) and the head's scratch, never the chunk scratch, so a chunk's rows stay intact,
+  // but the step's own h must be pushed before the next catch-up can run). After the step or
+  // chunk, push the consumed rows' final pre-mixer h {hc*d} and tokens, in position order:
+  // row t at h + t * h_stride floats goes to slot (p + t) % ring.
+  void mtp_room(CudaState& st, int64_t p, int64_t n);
+  void mtp_push(CudaState& st, int64_t p, std::span<const int32_t> tokens, const float* h, int64_t h_stride);
+  // Every pending pair through the head's layer (CPU mtp_catch_up): rows mtp_pos .. upto-1.
+  void mtp_catch_up(CudaState& st, int64_t upto);
+  void mtp_enqueue_catch_up_row(CudaState& st);
+  // Draft step k of a chain: prepare(row, *tok) -> the head's layer at draft_pos -> mixer ->
+  // lm_head -> logits row k -> its argmax record; the layer output becomes the next row.
+  void mtp_enqueue_draft_step(CudaState& st, int k, const int32_t* tok, bool last);
+  void mtp_enqueue_chain_start(CudaState& st);
+  void mtp_enqueue_chain(CudaState& st, int depth);
+  // MTPLX _prepare_inputs_eager on the device: S(sl.h) = fc_hidden(norm_hidden(row)) per
+  // stream + fc_emb(norm_emb(embed(*tok))) in every stream.
+  void mtp_prepare(const float* row, const int32_t* tok);
+  void mtp_draft(CudaState& st, int32_t next, int depth, const DraftHead::Pick& pick, std::vector<float>* logits,
+                 std::vector<int32_t>& drafts);
+  // The head's share of commit_prefix: see QwenNextCudaModel::mtp_keep_through.
+  void mtp_keep_through(CudaState& st, int64_t pos_after);
+  uint8_t* M(const CudaState& st, size_t off) const { return st.mtp.as<uint8_t>() + off; }
+  float* MS(size_t off) const { return reinterpret_cast<float*>(mtp_scratch.as<uint8_t>() + off); }
 };
 
 }  // namespace ds4::qwen_next

@@ -24,6 +24,70 @@ struct StateLayout {
   int64_t ple_layers = 0, max_ctx = 0;
 };
 
+// The MTP draft head's part of a state (allocated by enable_draft, so AR-only states do not
+// pay it). Trunk rows are kept by position: slot p % ring holds the final pre-mixer h
+// {hc*d} of the token consumed at position p and that token, so with q = the head's
+// position (mtp_pos) the rows q .. pos-2 pair with the tokens q+1 .. pos-1 (the pending
+// pairs the head has not consumed; CPU State::pending_wide/pending_next) and slot pos-1 is
+// last_wide. A push at position p needs p - mtp_pos < ring (QwenNextCudaModel::Impl::mtp_room).
+inline constexpr int64_t kMtpRing = 64;
+// Longest draft chain: the head's caches hold this many rows past max_ctx for the draft
+// steps, which write past mtp_pos and never advance it.
+inline constexpr int64_t kMtpMaxDepth = 16;
+
+struct MtpLayout {
+  LayerOffsets layer;  // the head's QSA caches, {ctx, ...} rows
+  size_t pos = 0;      // int32: mtp_pos (rows the head has consumed)
+  size_t draft_pos = 0;  // int32: position of the draft step running (scratch; never read after a draft)
+  size_t rows = 0;     // {ring, hc*d}: trunk rows by position % ring
+  size_t next = 0;     // int32 {ring}: the token consumed at that position
+  int64_t ring = kMtpRing, ctx = 0;
+  size_t bytes = 0;
+};
+
+inline MtpLayout mtp_layout(const Config& c, int64_t max_ctx) {
+  MtpLayout m;
+  m.ctx = max_ctx + kMtpMaxDepth;
+  ::ds4::cuda::LayoutTaker t;
+  m.pos = t.take(1);
+  m.draft_pos = t.take(1);
+  m.layer.k = t.take(m.ctx * c.kv_heads * c.head_dim);
+  m.layer.v = t.take(m.ctx * c.kv_heads * c.head_dim);
+  m.layer.idx_raw = t.take(m.ctx * c.idx_dim);
+  m.layer.idx_pooled = t.take((m.ctx / c.idx_ratio + 1) * c.idx_dim);
+  m.rows = t.take(m.ring * c.wide());
+  m.next = t.take(m.ring);
+  m.bytes = t.at;
+  return m;
+}
+
+// The draft chain's own scratch (model-wide, next to ScratchLayout's; the head's layer runs
+// in ScratchLayout with h = ScratchLayout::h).
+struct MtpScratch {
+  size_t row = 0;     // {hc*d}: the step's input row (trunk row, then the head's own output)
+  size_t normed = 0;  // {hc*d}: full-width rmsnorm of row
+  size_t emb = 0;     // {d}: embedding of the step's token, normed in place
+  size_t femb = 0;    // {d}: fc_embedding of it
+  size_t tok = 0;     // int32 {kMtpMaxDepth}: step tokens that come from the host
+  size_t catch_tok = 0;  // int32: the token of the pending pair being consumed
+  size_t picks = 0;   // int32 {kMtpMaxDepth, sample_reduce_words(1)}: each step's argmax record
+  size_t logits = 0;  // {kMtpMaxDepth, vocab}: each step's logits row
+  int64_t pick_words = 0;
+  size_t bytes = 0;
+};
+
+inline MtpScratch mtp_scratch_layout(const Config& c, int64_t pick_words) {
+  MtpScratch m;
+  ::ds4::cuda::LayoutTaker t;
+  m.row = t.take(c.wide()), m.normed = t.take(c.wide()), m.emb = t.take(c.hidden), m.femb = t.take(c.hidden);
+  m.tok = t.take(kMtpMaxDepth), m.catch_tok = t.take(1);
+  m.pick_words = pick_words;
+  m.picks = t.take(kMtpMaxDepth * pick_words);
+  m.logits = t.take(kMtpMaxDepth * c.vocab);
+  m.bytes = t.at;
+  return m;
+}
+
 struct ScratchLayout {
   // Step inputs: h {hc*d} then the gathered PLE rows {ple_layers, ple_stride}, copied from the
   // pinned host buffer of the same layout in one transfer of in_bytes.

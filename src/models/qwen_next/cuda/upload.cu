@@ -48,7 +48,8 @@ DLayer layer(Uploader& u, const LayerWeights& w, bool fuse) {
   return d;
 }
 
-void bind_all(Uploader& u, const Weights& w, const std::vector<float>& inv_freq, bool fuse, DeviceWeights& d) {
+void bind_all(Uploader& u, const Weights& w, const std::vector<float>& inv_freq, bool fuse, bool with_mtp,
+              DeviceWeights& d) {
   d.layers.clear();
   int64_t ple_index = 0;
   for (const auto& l : w.layers) {
@@ -58,16 +59,23 @@ void bind_all(Uploader& u, const Weights& w, const std::vector<float>& inv_freq,
   d.mixer = hyper(u, w.mixer, fuse);
   d.lm_head = u.mat(w.lm_head);
   d.inv_freq = u.vec(inv_freq, 0.f);
+  d.trunk_bytes = u.used();
+  d.mtp.reset();
+  if (!with_mtp || !w.mtp) return;
+  const MtpWeights& m = *w.mtp;
+  d.mtp = DMtp{u.vec(m.norm_emb, 1.f), u.vec(m.norm_hidden, 1.f), u.mat(m.fc_emb), u.mat(m.fc_hidden),
+               layer(u, m.layer, fuse), hyper(u, m.mixer, fuse)};
+  d.embed = u.mat(w.embed);
 }
 
 }  // namespace
 
 DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_freq, bool fuse,
-                             ds4::cuda::MatrixFill* fill) {
+                             ds4::cuda::MatrixFill* fill, bool with_mtp) {
   (void)c;
   DeviceWeights d;
   d.buffer = ds4::cuda::upload_two_pass("qwen_next weights", fill,
-                                        [&](Uploader& u) { bind_all(u, w, inv_freq, fuse, d); });
+                                        [&](Uploader& u) { bind_all(u, w, inv_freq, fuse, with_mtp, d); });
   return d;
 }
 
