@@ -19,7 +19,9 @@
 # compute-sanitizer. Logs go to OUTDIR; the exit code is non-zero when a test failed.
 # test_synthetic_cuda and, with SYNTH_FULL=1, the full-size synthetic GLM/Qwen benches (own block),
 # the upload bench (bench_cuda_upload, unless SKIP_UPLOAD_BENCH=1; UPLOAD_GB sets its size),
-# Usage, from the tree root: [BUDGET_S=225] [SKIP_GEMV_BENCH=1] [SKIP_UPLOAD_BENCH=1] [UPLOAD_GB=6] [SKIP_QWEN=1] [SKIP_GLM_SYNTH64=1] [DS4_SYNTH_GGUF=FILE]
+# the indexer top-k bench (bench_cuda_topk: topk_select_f32 vs the old per-model selections,
+# unless SKIP_TOPK_BENCH=1, when 40 s of the budget are left; OUTDIR/bench_cuda_topk.txt),
+# Usage, from the tree root: [BUDGET_S=225] [SKIP_GEMV_BENCH=1] [SKIP_UPLOAD_BENCH=1] [SKIP_TOPK_BENCH=1] [UPLOAD_GB=6] [SKIP_QWEN=1] [SKIP_GLM_SYNTH64=1] [DS4_SYNTH_GGUF=FILE]
 #   [SYNTH_FULL=1]
 #   tools/cuda_device_run.sh OUTDIR      (SKIP_QWEN: no Qwen test/bench/sanitizer/ncu pass)
 # nlohmann/json.hpp (CPU model config parsing) is not on the H200 image: when the system has
@@ -51,7 +53,7 @@ if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc
    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=OFF \
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
    cmake --build "$build" --target test_cuda_ops test_gemv_decode test_cuda_canary test_cuda_sample bench_cuda_gemv bench_cuda_upload \
-     test_qwen_next_cuda test_qwen_next_mtp_cuda bench_qwen_next_cuda \
+     bench_cuda_topk test_qwen_next_cuda test_qwen_next_mtp_cuda bench_qwen_next_cuda \
      test_deepseek_v4_cuda test_deepseek_v4_mtp_cuda bench_deepseek_v4_cuda -j 16 >>"$out/build.txt" 2>&1; then
   bin=$build/bin
   log "cmake build ok in $(( $(date +%s) - t0 )) s"
@@ -83,6 +85,7 @@ else
       ./*_src_models_sample_candidates.cpp.o $ops &&
     "$nvcc" "${flags[@]}" -o bench_cuda_gemv "$root/bench/cuda_gemv/bench_cuda_gemv.cu" $ops &&
     "$nvcc" "${flags[@]}" -o bench_cuda_upload "$root/bench/cuda_upload/bench_cuda_upload.cu" $ops &&
+    "$nvcc" "${flags[@]}" -o bench_cuda_topk "$root/bench/cuda_topk/bench_cuda_topk.cu" $ops &&
     all=$(ls ./*.o | grep -v host_ref) &&
     "$nvcc" "${flags[@]}" -o test_qwen_next_cuda "$root/tests/cuda/test_qwen_next_cuda.cu" $all -lpthread &&
     spec=$(ls "$root"/src/engine/speculative.cpp "$root"/src/engine/speculative_exact.cpp "$root"/src/engine/spec_draws.cpp \
@@ -310,6 +313,17 @@ if [ -z "${SKIP_UPLOAD_BENCH:-}" ] && [ "$(left)" -gt 60 ]; then
   [ "$upload_rc" -ne 1 ] || [ "$test_rc" -ne 0 ] || test_rc=1
 fi
 
+# Indexer top-k (issue #10): topk_select_f32 vs the old O(n^2) rank kernels and DeepSeek's
+# bitwise search, n = 2k..64k, k = 512 / 2048, 1 and 16 rows; "same" must read yes everywhere.
+touch "$out/bench_cuda_topk.txt"
+if [ -z "${SKIP_TOPK_BENCH:-}" ] && [ "$(left)" -gt 40 ]; then
+  log "bench_cuda_topk 50, $(left) s left"
+  timeout $(( $(left) - 20 )) "$bin/bench_cuda_topk" 50 2>&1 | tee "$out/bench_cuda_topk.txt"
+  topk_rc=${PIPESTATUS[0]}
+  log "bench_cuda_topk exit $topk_rc (124 = timed out)"
+  ! grep -q '| NO |' "$out/bench_cuda_topk.txt" || [ "$test_rc" -ne 0 ] || test_rc=1
+fi
+
 touch "$out/bench_cuda_gemv.txt"
 if [ -z "${SKIP_GEMV_BENCH:-}" ]; then
   log "bench_cuda_gemv 20"
@@ -394,5 +408,6 @@ grep -A12 -E '^MTP draft cost|^greedy speculative' "$out/bench_deepseek_v4_mtp_t
 cat "$out/test_glm5_cuda.txt" "$out/bench_glm5_cuda.txt" 2>/dev/null  # GLM 5.x
 cat "$out/test_synthetic_cuda.txt" "$out/bench_synthetic_full.txt"
 tail -12 "$out/bench_cuda_upload.txt"
+tail -20 "$out/bench_cuda_topk.txt"
 tail -30 "$out/bench_cuda_gemv.txt"
 exit "$test_rc"

@@ -1,6 +1,9 @@
 #include "host_ref.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -91,6 +94,35 @@ HostWeight random_weight(DType type, int64_t rows, int64_t cols, std::mt19937_64
       throw std::runtime_error("random_weight: unsupported type " + std::string(dtype_name(type)));
   }
   return w;
+}
+
+void topk_select_ref(const float* x, int64_t n, int64_t k, std::vector<uint8_t>& keep, std::vector<int32_t>& list) {
+  n = std::max<int64_t>(n, 0);
+  const int64_t take = std::clamp<int64_t>(k, 0, n);
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  // A strict weak order: numbers by value (== folds -0 onto +0), every NaN after them.
+  auto first = [x](int32_t a, int32_t b) {
+    const bool na = std::isnan(x[a]), nb = std::isnan(x[b]);
+    if (na != nb) return nb;
+    if (!na && x[a] != x[b]) return x[a] > x[b];
+    return a < b;
+  };
+  std::partial_sort(idx.begin(), idx.begin() + take, idx.end(), first);
+  keep.assign(size_t(n), 0);
+  for (int64_t i = 0; i < take; ++i) keep[size_t(idx[size_t(i)])] = 1;
+  list.clear();
+  for (int64_t i = 0; i < n; ++i)
+    if (keep[size_t(i)]) list.push_back(int32_t(i));
+}
+
+void topk_rank_ref(const float* x, int64_t n, int64_t k, std::vector<uint8_t>& keep) {
+  keep.assign(size_t(std::max<int64_t>(n, 0)), 0);
+  for (int64_t b = 0; b < n; ++b) {
+    int64_t rank = 0;
+    for (int64_t o = 0; o < n; ++o) rank += x[o] > x[b] || (x[o] == x[b] && o < b);
+    keep[size_t(b)] = rank < k;
+  }
 }
 
 }  // namespace ds4::cuda_test

@@ -27,4 +27,12 @@ HostWeight random_weight(DType type, int64_t rows, int64_t cols, std::mt19937_64
 // The host view core's decoders take (pointers into `w`).
 WeightMatrix host_view(const HostWeight& w);
 
+// cuda::topk_select_f32's definition on one row: keep[i] = 1 for the min(n, k) entries first
+// in (score descending, index ascending), NaN below every number (NaNs by index), -0 == +0;
+// list = the kept indices ascending. O(n log n) sort.
+void topk_select_ref(const float* x, int64_t n, int64_t k, std::vector<uint8_t>& keep, std::vector<int32_t>& list);
+// The per-model rank kernels' literal definition (O(n^2), small rows only): keep[i] =
+// #{j : x[j] > x[i] || (x[j] == x[i] && j < i)} < k. Equal to topk_select_ref on NaN-free rows.
+void topk_rank_ref(const float* x, int64_t n, int64_t k, std::vector<uint8_t>& keep);
+
 }  // namespace ds4::cuda_test

@@ -5,9 +5,11 @@
 // max |ref|) and exits non-zero if any
 // case misses its stated tolerance. Runs on the H200 machine (tools/cuda_device_run.sh).
 // Usage: test_cuda_ops [--small]
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -22,6 +24,7 @@
 #include "backend/cuda/rope.h"
 #include "backend/cuda/softmax.h"
 #include "backend/cuda/staged_upload.h"
+#include "backend/cuda/topk_select.h"
 #include "core/error.h"
 #include "core/weight.h"
 #include "device_weight.h"
@@ -407,6 +410,134 @@ void test_staged_upload(bool pageable) {
               ps.size(), (unsigned long long)stats.copies, wrong, ok ? "ok" : "FAIL");
 }
 
+// ---- topk_select_f32 ----
+// Score rows for the top-k tests: kinds that stress the boundary (few distinct values: wide
+// ties at the k-th key), the comparisons (-0 / +0, +-inf, subnormals) and NaN.
+enum class TopkFill { kRandn, kFew, kEqual, kSpecial, kNan };
+std::vector<float> topk_row(TopkFill f, int64_t n) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float special[] = {-inf, -0.f, 0.f, inf, 1.f, -1.f, 1e-45f, -1e-45f, 0.5f};
+  std::uniform_int_distribution<int> few(-2, 2), pick(0, 8), coin(0, 3);
+  std::vector<float> x = randn(size_t(n));
+  for (auto& v : x) {
+    if (f == TopkFill::kFew) v = float(few(g_rng));
+    if (f == TopkFill::kEqual) v = 0.25f;
+    if (f == TopkFill::kSpecial) v = special[pick(g_rng)];
+    if (f == TopkFill::kNan && coin(g_rng) == 0) v = coin(g_rng) ? nan : -nan;
+  }
+  return x;
+}
+
+// The positions that give row r its n (TopkCount's formula, inverted): ratio * n - 1 plus an
+// offset inside the ratio window, so the device's division is exercised too.
+std::vector<int32_t> topk_positions(const std::vector<std::vector<float>>& rows, int64_t ratio) {
+  std::vector<int32_t> pos;
+  for (size_t r = 0; r < rows.size(); ++r) pos.push_back(int32_t(int64_t(rows[r].size()) * ratio - 1 + int64_t(r) % ratio));
+  return pos;
+}
+
+// One launch over `rows` (each its own n), keep and/or list, against topk_select_ref byte for
+// byte: keep[0, n), the list and count; keep bytes past n and list slots past the count are
+// never written; scores past n are +inf (kept if ever read). NaN-free rows of n <= 4096 are
+// also checked against the rank kernels' O(n^2) definition (topk_rank_ref).
+void test_topk_select(const std::string& name, int64_t k, const std::vector<std::vector<float>>& rows,
+                      const cuda::TopkCount& form_in, const std::vector<int32_t>& pos, bool want_keep, bool want_list) {
+  const int64_t R = int64_t(rows.size());
+  int64_t maxn = 1;
+  for (const auto& x : rows) maxn = std::max<int64_t>(maxn, int64_t(x.size()));
+  const int64_t ss = maxn + 3, ks = 4 * ss, ls = std::max(maxn, k) + 5;  // odd score stride: unaligned rows
+  std::vector<float> sc(size_t(R * ss), std::numeric_limits<float>::infinity());
+  for (int64_t r = 0; r < R; ++r) std::copy(rows[r].begin(), rows[r].end(), sc.begin() + r * ss);
+  cuda::DeviceBuffer d_sc = to_device(sc, "topk scores"), d_pos(pos.size() * 4, "topk pos"),
+                     d_keep(size_t(R * ks), "topk keep"), d_list(size_t(R * ls) * 4, "topk list"),
+                     d_count(size_t(R) * 4, "topk count");
+  DS4_CUDA_CHECK(cudaMemcpy(d_pos.get(), pos.data(), pos.size() * 4, cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaMemset(d_keep.get(), 0xab, d_keep.bytes()));
+  DS4_CUDA_CHECK(cudaMemset(d_list.get(), 0xff, d_list.bytes()));
+  DS4_CUDA_CHECK(cudaMemset(d_count.get(), 0xff, d_count.bytes()));
+  cuda::TopkSelectArgs a;
+  a.scores = d_sc.as<float>(), a.score_stride = ss, a.k = k, a.n = form_in, a.rows = R;
+  a.n.pos = d_pos.as<int32_t>();
+  if (want_keep) a.keep = d_keep.as<uint8_t>(), a.keep_stride = ks;
+  if (want_list) a.list = d_list.as<int32_t>(), a.count = d_count.as<int32_t>(), a.list_stride = ls, a.count_stride = 1;
+  cuda::topk_select_f32(a, nullptr);
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<uint8_t> keep(d_keep.bytes());
+  std::vector<int32_t> list(static_cast<size_t>(R * ls)), count(static_cast<size_t>(R));
+  DS4_CUDA_CHECK(cudaMemcpy(keep.data(), d_keep.get(), keep.size(), cudaMemcpyDeviceToHost));
+  DS4_CUDA_CHECK(cudaMemcpy(list.data(), d_list.get(), list.size() * 4, cudaMemcpyDeviceToHost));
+  DS4_CUDA_CHECK(cudaMemcpy(count.data(), d_count.get(), count.size() * 4, cudaMemcpyDeviceToHost));
+  int bad_rows = 0, rank_checked = 0;
+  std::string first_bad;
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t n = int64_t(rows[r].size());
+    const int64_t dev_n = (int64_t(pos[size_t(r * form_in.pos_stride)]) + r * form_in.row_step + 1) / form_in.ratio;
+    std::vector<uint8_t> rk;
+    std::vector<int32_t> rl;
+    topk_select_ref(rows[r].data(), n, k, rk, rl);
+    bool ok = dev_n == n;  // the test's own positions
+    if (want_keep) {
+      const uint8_t* g = keep.data() + r * ks;
+      ok = ok && std::equal(rk.begin(), rk.end(), g);
+      for (int64_t i = n; i < ks; ++i) ok = ok && g[i] == 0xab;
+      const bool nan_free = std::none_of(rows[r].begin(), rows[r].end(), [](float v) { return std::isnan(v); });
+      if (nan_free && n <= 4096) {
+        std::vector<uint8_t> rank;
+        topk_rank_ref(rows[r].data(), n, k, rank);
+        ok = ok && rank == rk;
+        ++rank_checked;
+      }
+    }
+    if (want_list) {
+      const int32_t* g = list.data() + r * ls;
+      ok = ok && count[size_t(r)] == int32_t(rl.size()) && std::equal(rl.begin(), rl.end(), g);
+      for (int64_t i = int64_t(rl.size()); i < ls; ++i) ok = ok && g[i] == -1;
+    }
+    if (!ok && bad_rows++ == 0) first_bad = "row " + std::to_string(r) + " n " + std::to_string(n);
+  }
+  if (bad_rows) ++g_failures;
+  std::printf("%-22s %-18s %d rows, k %lld, %s%s, %d vs rank def; %d bad%s  %s\n", ("topk_select " + name).c_str(),
+              ("max n " + std::to_string(maxn)).c_str(), int(R), (long long)k, want_keep ? "keep" : "",
+              want_list ? (want_keep ? "+list" : "list") : "", rank_checked, bad_rows,
+              bad_rows ? (" (first: " + first_bad + ")").c_str() : "", bad_rows ? "FAIL" : "PASS");
+}
+
+void test_topk_select_all(bool small) {
+  using F = TopkFill;
+  const int64_t big = small ? 4096 : 65536, mid = small ? 4096 : 32768;
+  auto rows_of = [](std::initializer_list<std::pair<F, int64_t>> spec) {
+    std::vector<std::vector<float>> rows;
+    for (const auto& [f, n] : spec) rows.push_back(topk_row(f, n));
+    return rows;
+  };
+  const cuda::TopkCount per_row{nullptr, 1, 0, 1}, per_row4{nullptr, 1, 0, 4};
+  // Qwen / GLM form (a position per row): n < k, n = k, n = k + 1, n = 1, ties, +-0/inf, NaN.
+  const auto a = rows_of({{F::kRandn, 1}, {F::kRandn, 100}, {F::kFew, 511}, {F::kFew, 512}, {F::kFew, 513},
+                          {F::kRandn, 1000}, {F::kFew, 1024}, {F::kEqual, 2048}, {F::kSpecial, 4096},
+                          {F::kFew, 8192}, {F::kRandn, big}, {F::kFew, big}, {F::kEqual, big}, {F::kNan, 600},
+                          {F::kNan, 3000}, {F::kSpecial, 513}});
+  const auto pa = topk_positions(a, 1);
+  test_topk_select("k512", 512, a, per_row, pa, true, true);
+  test_topk_select("k512 keep only", 512, a, per_row, pa, true, false);
+  test_topk_select("k512 list only", 512, a, per_row, pa, false, true);
+  const auto b = rows_of({{F::kRandn, 1}, {F::kEqual, 2}, {F::kSpecial, 3}, {F::kFew, 1000}, {F::kEqual, big},
+                          {F::kSpecial, 50}, {F::kNan, 77}, {F::kRandn, big}});
+  test_topk_select("k1", 1, b, per_row, topk_positions(b, 1), true, true);
+  // Ratio 4 (positions inside the block window), k 2048.
+  const auto c = rows_of({{F::kFew, 2047}, {F::kFew, 2048}, {F::kFew, 2049}, {F::kRandn, mid}, {F::kFew, mid},
+                          {F::kSpecial, 20000}, {F::kEqual, 2049}, {F::kNan, 5000}});
+  test_topk_select("k2048 ratio4", 2048, c, per_row4, topk_positions(c, 4), true, true);
+  // DeepSeek V4 form: one base position, row r at p0 + r, ratio 4, k 8 (the tiny config's).
+  {
+    const int64_t p0 = 25, R = 17, ratio = 4;
+    std::vector<std::vector<float>> d;
+    for (int64_t r = 0; r < R; ++r) d.push_back(topk_row(r % 2 ? F::kFew : F::kRandn, (p0 + r + 1) / ratio));
+    test_topk_select("k8 deepseek form", 8, d, cuda::TopkCount{nullptr, 0, 1, ratio}, {int32_t(p0)}, true, true);
+  }
+  // k = 0 keeps nothing (count 0), n = 0 rows write nothing.
+  test_topk_select("k0", 0, rows_of({{F::kRandn, 5}, {F::kRandn, 0}}), per_row, {4, -1}, true, true);
+}
+
 void test_errors() {
   auto expect_throw = [](const char* what, auto&& f) {
     try {
@@ -514,6 +645,7 @@ int main(int argc, char** argv) {
     test_rope(cuda::RopeStyle::kInterleaved, 5, 4, 192, 64);
     test_rope(cuda::RopeStyle::kNeox, 3, 8, 64, 64);
     test_activations(small ? 1003 : 100003);
+    test_topk_select_all(small);
     test_staged_upload(false);
     test_staged_upload(true);
     test_errors();

@@ -6,6 +6,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/quant_sim.cuh"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/topk_select.h"
 #include "models/deepseek_v4/cuda/kernels.h"
 
 namespace ds4::deepseek_v4::cuda {
@@ -175,83 +176,6 @@ __global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ po
   }
 }
 
-__device__ __forceinline__ uint32_t order_key(float f) {
-  const uint32_t u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-// In-place exclusive scan of v[0..blockDim) (Hillis-Steele); returns the total.
-__device__ int block_exclusive_scan(int* v, int mine) {
-  v[threadIdx.x] = mine;
-  __syncthreads();
-  for (unsigned o = 1; o < blockDim.x; o <<= 1) {
-    const int add = threadIdx.x >= o ? v[threadIdx.x - o] : 0;
-    __syncthreads();
-    v[threadIdx.x] += add;
-    __syncthreads();
-  }
-  const int incl = v[threadIdx.x], total = v[blockDim.x - 1];
-  __syncthreads();
-  v[threadIdx.x] = incl - mine;
-  __syncthreads();
-  return total;
-}
-
-// One block: the k-th largest key by a bitwise search (32 counting passes), then the chosen
-// entries in ascending index order (ties at the boundary: lower indices first, as topk_f32).
-__global__ void index_topk_kernel(IndexerArgs a, const int32_t* __restrict__ pos, int64_t stride) {
-  __shared__ int scan[1024];
-  __shared__ int count;
-  to_row(a, blockIdx.x, stride);
-  const int64_t n = (int64_t(*pos) + int64_t(blockIdx.x) + 1) / a.ratio;
-  if (n <= a.topk) {
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) a.sel[i] = int32_t(i);
-    if (threadIdx.x == 0) *a.nsel = int32_t(n);
-    return;
-  }
-  const int k = int(a.topk);
-  uint32_t T = 0;
-  for (int bit = 31; bit >= 0; --bit) {
-    const uint32_t cand = T | (1u << bit);
-    if (threadIdx.x == 0) count = 0;
-    __syncthreads();
-    int c = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) c += order_key(a.scores[i]) >= cand;
-    atomicAdd(&count, c);
-    __syncthreads();
-    if (count >= k) T = cand;
-    __syncthreads();
-  }
-  const int64_t chunk = (n + blockDim.x - 1) / blockDim.x;
-  const int64_t lo = threadIdx.x * chunk, hi = lo + chunk < n ? lo + chunk : n;
-  int greater = 0, ties = 0;
-  for (int64_t i = lo; i < hi; ++i) {
-    const uint32_t key = order_key(a.scores[i]);
-    greater += key > T;
-    ties += key == T;
-  }
-  block_exclusive_scan(scan, ties);
-  const int tie_before = scan[threadIdx.x];  // ties in lower chunks: this chunk's first tie rank
-  const int total_greater = [&] {
-    if (threadIdx.x == 0) count = 0;
-    __syncthreads();
-    atomicAdd(&count, greater);
-    __syncthreads();
-    return count;
-  }();
-  const int need = k - total_greater;
-  int take_ties = need - tie_before;
-  take_ties = take_ties < 0 ? 0 : (take_ties > ties ? ties : take_ties);
-  block_exclusive_scan(scan, greater + take_ties);
-  int out = scan[threadIdx.x], tie_rank = tie_before;
-  for (int64_t i = lo; i < hi; ++i) {
-    const uint32_t key = order_key(a.scores[i]);
-    if (key > T) a.sel[out++] = int32_t(i);
-    else if (key == T && tie_rank++ < need) a.sel[out++] = int32_t(i);
-  }
-  if (threadIdx.x == 0) *a.nsel = k;
-}
-
 }  // namespace
 
 void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
@@ -276,8 +200,14 @@ void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, co
   const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 1024 ? 1024 : blocks)), nr);
   index_score_kernel<<<grid, 256, shm, s>>>(a, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
-  index_topk_kernel<<<nr, 1024, 0, s>>>(a, pos, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
+  // sel: the top min(topk, visible) entries ascending (score desc, index asc, as
+  // cpu::topk_f32). The bitwise search it replaced ordered -0 below +0; the scores here are
+  // sums from +0.f, never -0, so the sets agree; NaN aside (topk_select.h).
+  ds4::cuda::TopkSelectArgs ta;
+  ta.scores = a.scores, ta.score_stride = rows.stride, ta.k = a.topk, ta.rows = rows.count;
+  ta.n = ds4::cuda::TopkCount{pos, 0, 1, a.ratio};  // row t at *pos + t: (*pos + t + 1) / ratio
+  ta.list = a.sel, ta.count = a.nsel, ta.list_stride = ta.count_stride = rows.stride;
+  ds4::cuda::topk_select_f32(ta, s);
 }
 
 }  // namespace ds4::deepseek_v4::cuda

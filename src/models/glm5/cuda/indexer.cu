@@ -4,6 +4,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/topk_select.h"
 #include "models/glm5/cuda/kernels.h"
 
 namespace ds4::glm5::cuda {
@@ -75,26 +76,6 @@ __global__ void indexer_score_kernel(const float* __restrict__ q, const float* _
   if (lane == 0) scores[pool] = score;
 }
 
-// One thread per complete pool: kept when its rank (score desc, index asc) is < budget.
-__global__ void indexer_keep_kernel(const float* __restrict__ scores, IndexerShape sh, const int32_t* __restrict__ pos,
-                                    uint8_t* __restrict__ keep, int64_t stride) {
-  {  // token blockIdx.y of a chunk
-    const int64_t o = int64_t(blockIdx.y) * stride;
-    scores += o, keep += 4 * o, pos += blockIdx.y;
-  }
-  const int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t complete = (int64_t(*pos) + 1) / sh.kpool;
-  if (p >= complete) return;
-  if (complete <= sh.budget) {
-    keep[p] = 1;
-    return;
-  }
-  const float s = scores[p];
-  int64_t rank = 0;
-  for (int64_t o = 0; o < complete && rank < sh.budget; ++o) rank += scores[o] > s || (scores[o] == s && o < p);
-  keep[p] = rank < sh.budget;
-}
-
 // One block of kListThreads: keep flags -> the ascending position list (kept pools' rows,
 // then the tail), through a block-wide prefix sum of kept pools over contiguous pool ranges.
 constexpr int kListThreads = 1024;
@@ -154,9 +135,13 @@ void indexer_select(const float* q, const float* w, const IndexerCache& c, const
   indexer_score_kernel<<<dim3(unsigned((sh.max_pools + 7) / 8), T), 256, 0, s>>>(q, w, c, sh, pos, scores,
                                                                                   rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
-  indexer_keep_kernel<<<dim3(unsigned((sh.max_pools + 255) / 256), T), 256, 0, s>>>(scores, sh, pos, keep,
-                                                                                    rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
+  // keep {complete}: the top `budget` pools (score desc, index asc, as cpu::topk_f32; every
+  // pool while complete <= budget); the same set as the rank loop it replaced, NaN aside.
+  ds4::cuda::TopkSelectArgs ta;
+  ta.scores = scores, ta.score_stride = rows.stride, ta.k = sh.budget, ta.rows = rows.count;
+  ta.n = ds4::cuda::TopkCount{pos, 1, 0, sh.kpool};  // complete = (pos[t] + 1) / kpool
+  ta.keep = keep, ta.keep_stride = 4 * rows.stride;  // bytes in the float row scratch
+  ds4::cuda::topk_select_f32(ta, s);
   selection_list_kernel<<<T, kListThreads, 0, s>>>(keep, sh, pos, sel_idx, sel_count, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }

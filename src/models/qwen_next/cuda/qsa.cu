@@ -9,6 +9,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/topk_select.h"
 #include "models/qwen_next/cuda/kernels.h"
 
 namespace ds4::qwen_next::cuda {
@@ -97,13 +98,12 @@ __global__ void qsa_pool_kernel(QsaCache c, QsaShape sh, const float* __restrict
   pool_block(c, sh, idx_k_norm, pos_p[blockIdx.x]);
 }
 
-// scores {nb}: relu(q_h . k_b) summed over indexer heads; keep[b] = rank of b < budget/R
-// (rank: higher score first, ties by lower index, as cpu::topk_f32).
+// scores {nb}: relu(q_h . k_b) summed over indexer heads (the top budget/R of them are kept
+// by ds4::cuda::topk_select_f32 in qsa_select: score desc, index asc, as cpu::topk_f32).
 __global__ void qsa_select_kernel(const float* __restrict__ iqk, QsaCache c, QsaShape sh,
-                                  const int32_t* __restrict__ pos_p, float* __restrict__ scores,
-                                  uint8_t* __restrict__ keep, int64_t rs) {
+                                  const int32_t* __restrict__ pos_p, float* __restrict__ scores, int64_t rs) {
   const int64_t row = blockIdx.x;
-  iqk += row * rs, scores += row * rs, keep += row * rs * 4;  // keep: bytes in a float row scratch
+  iqk += row * rs, scores += row * rs;
   const int64_t p = pos_p[row], D = sh.idx_dim, R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
   if (nb <= keep_n) return;  // every complete block is kept: qsa_attend does not read `keep`
   const float inv = rsqrtf(float(D));
@@ -116,16 +116,6 @@ __global__ void qsa_select_kernel(const float* __restrict__ iqk, QsaCache c, Qsa
       acc += fmaxf(dot, 0.f);
     }
     scores[b] = acc * inv;
-  }
-  __syncthreads();
-  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
-    const float s = scores[b];
-    int64_t rank = 0;
-    for (int64_t o = 0; o < nb; ++o) {
-      const float t = scores[o];
-      rank += (t > s) || (t == s && o < b);
-    }
-    keep[b] = rank < keep_n;
   }
 }
 
@@ -187,8 +177,14 @@ void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const
 
 void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
                 uint8_t* keep, cudaStream_t s, const Rows& rows) {
-  qsa_select_kernel<<<unsigned(rows.count), 1024, 0, s>>>(iqk, c, sh, pos, scores, keep, rows.stride);
+  qsa_select_kernel<<<unsigned(rows.count), 1024, 0, s>>>(iqk, c, sh, pos, scores, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
+  // The same set as the rank loop it replaced (float compare); NaN aside (topk_select.h).
+  ds4::cuda::TopkSelectArgs ta;
+  ta.scores = scores, ta.score_stride = rows.stride, ta.k = sh.idx_budget / sh.idx_ratio, ta.rows = rows.count;
+  ta.n = ds4::cuda::TopkCount{pos, 1, 0, sh.idx_ratio};  // nb = (pos[t] + 1) / ratio
+  ta.keep = keep, ta.keep_stride = rows.stride * 4;       // bytes in the float row scratch
+  ds4::cuda::topk_select_f32(ta, s);
 }
 
 void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
