@@ -64,7 +64,7 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override;
   bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
                     std::vector<int32_t>& drafts) override;
-  void set_confidence_gate(double) override {}  // MTP has no confidence head
+  void set_confidence_gate(double min_confidence) override;  // DSpark's gate (MTP has no confidence head)
   bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
   void commit_prefix(ModelState& trial, int64_t keep) override;
   // Tests / bench: draft() with its logits {depth + 1, vocab} copied back (row 0 = the head's
@@ -73,6 +73,11 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
                     std::vector<int32_t>& drafts);
   // Tests: the logits rows 1..depth of the last draft_picked() {depth, vocab}.
   void last_picked_logits(int depth, std::vector<float>& logits) const;
+  // Tests / bench, DSpark: one K5 pass after the state's consumed tokens, `primary` the target's
+  // token for the next position: logits {5, vocab} (neural + Markov bias), the 5 drafts and
+  // their confidences, no gate (CPU deepseek_v4::dspark_draft_details). State unchanged.
+  void dspark_draft_details(ModelState& state, int32_t primary, std::vector<float>& logits,
+                            std::vector<int32_t>& drafts, std::vector<float>& confidence);
 
   const Config& config() const;
   size_t weight_bytes() const;           // device bytes of the uploaded weights
