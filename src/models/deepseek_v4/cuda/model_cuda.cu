@@ -345,6 +345,7 @@ DeepseekV4CudaModel::~DeepseekV4CudaModel() {
 
 const ModelInfo& DeepseekV4CudaModel::info() const { return impl_->info; }
 const Config& DeepseekV4CudaModel::config() const { return impl_->c; }
+bool DeepseekV4CudaModel::has_dspark() const { return impl_->dw.has_dspark; }
 size_t DeepseekV4CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
 DeepseekV4CudaModel::DecodeBytes DeepseekV4CudaModel::decode_bytes_per_token() const { return impl_->decode_bytes; }
 const std::map<std::string, double>& DeepseekV4CudaModel::op_times() const { return impl_->op_ms; }

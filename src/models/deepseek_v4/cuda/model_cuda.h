@@ -80,6 +80,7 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
                             std::vector<int32_t>& drafts, std::vector<float>& confidence);
 
   const Config& config() const;
+  bool has_dspark() const;  // the draft head on the GPU is DSpark's (else MTP's, or none)
   size_t weight_bytes() const;           // device bytes of the uploaded weights
   // Weight bytes one decode token reads: dense parts of the layers, experts_used routed
   // experts per layer, HC head + lm_head (the roofline's numerator is their sum).
