@@ -177,7 +177,8 @@ inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_
   return s;
 }
 
-// The MTP draft chain's buffers (mtp.cu; one per model: a chain runs to its end before the
+// The draft buffers (mtp.cu: the MTP chain; dspark.cu: the K5 pass's ids, confidences and Markov
+// rows; one per model: a draft runs to its end before the
 // next forward). Depth is at most kMaxDraftDepth (verify rows = depth + 1 <= kMaxChunkRows + 1).
 inline constexpr int64_t kMaxDraftDepth = 16;
 inline constexpr int64_t kDraftSlotWords = 8;  // sample_reduce_words(1): {argmax, ...}
