@@ -104,19 +104,17 @@ __global__ void __launch_bounds__(kK5Threads) k5_attend_kernel(K5Args a, const i
 constexpr int kMarkovThreads = 256;
 
 // Blocks 0 .. gridDim.x - 2: logits += bias; the last block: the confidence.
-__global__ void markov_row_kernel(float* logits, const float* __restrict__ bias, int64_t vocab,
-                                  const float* __restrict__ proj, const float* __restrict__ hidden, int64_t dim,
-                                  const float* __restrict__ emb, int64_t rank, float* conf) {
+__global__ void markov_row_kernel(MarkovRowArgs a) {
   if (blockIdx.x + 1 < gridDim.x) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < vocab) logits[i] += bias[i];
+    if (i < a.vocab) a.logits[i] += a.bias[i];
     return;
   }
   float z = 0.f;
-  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) z = fmaf(proj[j], hidden[j], z);
-  for (int64_t j = threadIdx.x; j < rank; j += blockDim.x) z = fmaf(proj[dim + j], emb[j], z);
+  for (int64_t j = threadIdx.x; j < a.dim; j += blockDim.x) z = fmaf(a.proj[j], a.hidden[j], z);
+  for (int64_t j = threadIdx.x; j < a.rank; j += blockDim.x) z = fmaf(a.proj[a.dim + j], a.emb[j], z);
   z = block_reduce(z, SumOp{}, 0.f);
-  if (threadIdx.x == 0) *conf = 1.0f / (1.0f + expf(-z));
+  if (threadIdx.x == 0) *a.conf = 1.0f / (1.0f + expf(-z));
 }
 
 }  // namespace
@@ -136,10 +134,9 @@ void k5_attend(const K5Args& a, const int32_t* pos, cudaStream_t s) {
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-void markov_row(float* logits, const float* bias, int64_t vocab, const float* proj, const float* hidden, int64_t dim,
-                const float* emb, int64_t rank, float* conf, cudaStream_t s) {
-  const unsigned blocks = unsigned((vocab + kMarkovThreads - 1) / kMarkovThreads) + 1;
-  markov_row_kernel<<<blocks, kMarkovThreads, 0, s>>>(logits, bias, vocab, proj, hidden, dim, emb, rank, conf);
+void markov_row(const MarkovRowArgs& a, cudaStream_t s) {
+  const unsigned blocks = unsigned((a.vocab + kMarkovThreads - 1) / kMarkovThreads) + 1;
+  markov_row_kernel<<<blocks, kMarkovThreads, 0, s>>>(a);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -260,7 +257,7 @@ void DeepseekV4CudaModel::Impl::enqueue_dspark(CudaState& st) {
   for (int64_t k = 0; k < B; ++k) {
     dc::embed_rows_f32(d.markov_w1, slot(k), 0, 1, mk, 0, stream);
     mv(d.markov_w2, mk, bias, stream);
-    markov_row(R(k, sl.logits), bias, V, d.conf_proj, R(k, sl.hout), H, mk, d.rank, conf + k, stream);
+    markov_row(MarkovRowArgs{R(k, sl.logits), bias, V, d.conf_proj, R(k, sl.hout), H, mk, d.rank, conf + k}, stream);
     dc::sample_reduce_f32(R(k, sl.logits), V, 1, nullptr, slot(k + 1), stream);  // word 0: argmax
   }
   mark("dspark_markov");

@@ -144,10 +144,20 @@ struct K5Args {
 // the output's rope tail rotated back by -(*pos + t).
 void k5_attend(const K5Args& a, const int32_t* pos, cudaStream_t s);
 
-// One row of DSpark's Markov chain: logits {vocab} += bias {vocab} (markov_w2 of markov_w1
-// [prev]); *conf = sigmoid(proj . [hidden {dim}, emb {rank}]).
-void markov_row(float* logits, const float* bias, int64_t vocab, const float* proj, const float* hidden, int64_t dim,
-                const float* emb, int64_t rank, float* conf, cudaStream_t s);
+// One row of DSpark's Markov chain: logits += bias (markov_w2 of markov_w1[prev]);
+// *conf = sigmoid(proj . [hidden, emb]).
+struct MarkovRowArgs {
+  float* logits;       // {vocab}: the row's neural logits, in place
+  const float* bias;   // {vocab}
+  int64_t vocab;
+  const float* proj;   // {dim + rank}: the confidence head
+  const float* hidden; // {dim}: the row's normed hidden (lm_head input)
+  int64_t dim;
+  const float* emb;    // {rank}: markov_w1[prev]
+  int64_t rank;
+  float* conf;         // {1}
+};
+void markov_row(const MarkovRowArgs& a, cudaStream_t s);
 
 // ---- moe.cu (moe.cpp) ----
 struct RouteArgs {
