@@ -95,8 +95,8 @@ class CudaState : public ModelState {
   // A clone captures its own graphs (they hold this state's addresses). A pending captured
   // window carries over: its undo log applies to the clone's equal buffer as well.
   CudaState(const CudaState& o)
-      : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos), mtp_on(o.mtp_on), dspark_on(o.dspark_on), cap_rows(o.cap_rows),
-        cap_gen(o.cap_gen) {
+      : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos), mtp_on(o.mtp_on), dspark_on(o.dspark_on),
+        cap_rows(o.cap_rows), cap_gen(o.cap_gen) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
     DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
   }
