@@ -11,6 +11,7 @@
 # 2048,8192,32768": decode at the peer's 2048-token context, the verify-cost table, chunked prefill
 # tok/s at 2k / 8k / 32k with the GPU canary during the 2k one; its prefill / verify / canary rows
 # are also collected in OUTDIR/deepseek_v4_prefill.txt),
+# the DeepSeek V4 MTP and DSpark draft-head tests and their tiny-model draft / speculative bench rows,
 # the GLM 5.x Flash CUDA model test and bench (its own block below; the bench's verify-cost,
 # chunk-profile and chunked-prefill rows are also collected in OUTDIR/verify_cost.txt; the
 # 64-expert synthetic verify run is skipped with SKIP_GLM_SYNTH64=1),
@@ -54,7 +55,7 @@ if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
    cmake --build "$build" --target test_cuda_ops test_gemv_decode test_cuda_canary test_cuda_sample bench_cuda_gemv bench_cuda_upload \
      bench_cuda_topk test_qwen_next_cuda test_qwen_next_mtp_cuda bench_qwen_next_cuda \
-     test_deepseek_v4_cuda test_deepseek_v4_mtp_cuda bench_deepseek_v4_cuda -j 16 >>"$out/build.txt" 2>&1; then
+     test_deepseek_v4_cuda test_deepseek_v4_mtp_cuda test_deepseek_v4_dspark_cuda bench_deepseek_v4_cuda -j 16 >>"$out/build.txt" 2>&1; then
   bin=$build/bin
   log "cmake build ok in $(( $(date +%s) - t0 )) s"
 else
@@ -95,6 +96,7 @@ else
     "$nvcc" "${flags[@]}" -o bench_qwen_next_cuda "$root/bench/cuda_qwen_next/bench_qwen_next_cuda.cu" $all $spec -lpthread &&
     "$nvcc" "${flags[@]}" -o test_deepseek_v4_cuda "$root/tests/cuda/test_deepseek_v4_cuda.cu" $all -lpthread &&
     "$nvcc" "${flags[@]}" -o test_deepseek_v4_mtp_cuda "$root/tests/cuda/test_deepseek_v4_mtp_cuda.cu" $spec $all -lpthread &&
+    "$nvcc" "${flags[@]}" -o test_deepseek_v4_dspark_cuda "$root/tests/cuda/test_deepseek_v4_dspark_cuda.cu" $spec $all -lpthread &&
     "$nvcc" "${flags[@]}" -o bench_deepseek_v4_cuda "$root/bench/cuda_deepseek_v4/bench_deepseek_v4_cuda.cu" $spec $all -lpthread
   ) >>"$out/build.txt" 2>&1 || { tail -40 "$out/build.txt"; exit 3; }
   log "nvcc build ok in $(( $(date +%s) - t0 )) s"
@@ -158,6 +160,22 @@ log "bench_deepseek_v4_cuda tiny + MTP head 64 64"
 "$bin/bench_deepseek_v4_cuda" "$mtp_dir" 64 64 2>&1 | tee "$out/bench_deepseek_v4_mtp_tiny.txt"
 log "bench_deepseek_v4_cuda (tiny + MTP) exit ${PIPESTATUS[0]}"
 rm -rf "$mtp_dir"
+
+log "test_deepseek_v4_dspark_cuda $root (DSpark block drafter + captured commit, issue #11)"
+"$bin/test_deepseek_v4_dspark_cuda" "$root" 2>&1 | tee "$out/test_deepseek_v4_dspark_cuda.txt"
+dspark_rc=${PIPESTATUS[0]}
+log "test_deepseek_v4_dspark_cuda exit $dspark_rc"
+[ "$test_rc" -ne 0 ] || test_rc=$dspark_rc
+# The same rows with MTPLX's DSpark drafter: config.json with dspark_config.json's fields merged
+# (no JSON tool on the image: the trunk's file ends in "\n}\n", the DSpark one starts with "{\n").
+ds_dir=$(mktemp -d)
+cp "$root"/tests/data/deepseek_v4/model/model.safetensors "$root"/tests/data/deepseek_v4/dspark/dspark.safetensors "$ds_dir"/
+{ head -c -3 "$root"/tests/data/deepseek_v4/model/config.json; printf ',\n'
+  tail -n +2 "$root"/tests/data/deepseek_v4/dspark/dspark_config.json; } >"$ds_dir/config.json"
+log "bench_deepseek_v4_cuda tiny + DSpark 64 64"
+"$bin/bench_deepseek_v4_cuda" "$ds_dir" 64 64 2>&1 | tee "$out/bench_deepseek_v4_dspark_tiny.txt"
+log "bench_deepseek_v4_cuda (tiny + DSpark) exit ${PIPESTATUS[0]}"
+rm -rf "$ds_dir"
 
 touch "$out/bench_deepseek_v4_cuda.txt"
 if [ -n "${DS4_SYNTH_GGUF:-}" ]; then
@@ -371,6 +389,13 @@ if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
   log "sanitizer (deepseek_v4) exit $? (124 = timed out)"
   tail -5 "$out/sanitizer_deepseek_v4.txt"
 fi
+if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 45 ]; then
+  log "compute-sanitizer memcheck test_deepseek_v4_dspark_cuda --quick, $(left) s left"
+  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_deepseek_v4_dspark_cuda" "$root" \
+    --quick >"$out/sanitizer_deepseek_v4_dspark.txt" 2>&1
+  log "sanitizer (deepseek_v4 dspark) exit $? (124 = timed out)"
+  tail -5 "$out/sanitizer_deepseek_v4_dspark.txt"
+fi
 # After the others: under memcheck the MTP test (CPU references, the speculative loop) is the slowest.
 if [ -z "${SKIP_QWEN:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 90 ]; then
   log "compute-sanitizer memcheck test_qwen_next_mtp_cuda --quick, $(left) s left"
@@ -405,6 +430,8 @@ cat "$out/test_qwen_next_mtp_cuda.txt" 2>/dev/null
 cat "$out/test_deepseek_v4_cuda.txt" "$out/bench_deepseek_v4_cuda.txt"
 cat "$out/test_deepseek_v4_mtp_cuda.txt"
 grep -A12 -E '^MTP draft cost|^greedy speculative' "$out/bench_deepseek_v4_mtp_tiny.txt" 2>/dev/null
+cat "$out/test_deepseek_v4_dspark_cuda.txt"
+grep -A8 -E '^DSpark \(one K5 pass\) draft cost|^greedy speculative' "$out/bench_deepseek_v4_dspark_tiny.txt" 2>/dev/null
 cat "$out/test_glm5_cuda.txt" "$out/bench_glm5_cuda.txt" 2>/dev/null  # GLM 5.x
 cat "$out/test_synthetic_cuda.txt" "$out/bench_synthetic_full.txt"
 tail -12 "$out/bench_cuda_upload.txt"

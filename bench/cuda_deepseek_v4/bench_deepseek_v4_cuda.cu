@@ -11,7 +11,11 @@
 // head on the GPU (a checkpoint with mtp.0.*, e.g. the tiny model's directory with
 // tests/data/deepseek_v4/mtp/mtp.safetensors copied in): the draft chain of depth 1..3 against
 // one decode step, and greedy speculative decoding (engine::generate_greedy, captured-prefix
-// commit) at depth 1..3 against AR, tok/s with its acceptance (issue #11).
+// commit) at depth 1..3 against AR, tok/s with its acceptance (issue #11). With MTPLX's DSpark
+// drafter instead (mtp.0.main_proj.weight, e.g. the tiny model with tests/data/deepseek_v4/
+// dspark/dspark.safetensors and dspark_config.json merged into config.json): one K5 pass (all
+// five drafts) against one decode step, and greedy speculative decoding at depth 1, 3, 5 (gate
+// 0, as generate_greedy sets it).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
 //   defaults: 64 prompt tokens (ids generated), 64 greedy decode tokens, no prefill lengths.
 //   --profile: afterwards 8 more decode tokens from a clone of the state with direct launches
@@ -140,11 +144,16 @@ void draft_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int32_t>
   m.enable_draft(*s);
   auto l = m.prefill(*s, prompt);
   std::vector<int32_t> d;
-  std::printf("\nMTP draft cost at context %lld (median of %d): draft(depth) / one decode step\n", (long long)s->position(),
-              reps);
+  const bool dspark = m.has_dspark();
+  // DSpark: one K5 pass gives all five drafts whatever the depth (draft() only cuts them)
+  const std::vector<int> cost_depths = dspark ? std::vector<int>{5} : std::vector<int>{1, 2, 3};
+  const std::vector<int> spec_depths = dspark ? std::vector<int>{1, 3, 5} : std::vector<int>{1, 2, 3};
+  std::printf("\n%s draft cost at context %lld (median of %d): draft(depth) / one decode step\n",
+              dspark ? "DSpark (one K5 pass)" : "MTP", (long long)s->position(), reps);
   std::printf("| depth | decode ms | draft ms | ratio |\n|---|---|---|---|\n");
-  for (int depth = 1; depth <= 3; ++depth) {
-    m.draft(*s, argmax(l), depth, d);  // the chain's graph for this depth
+  m.set_confidence_gate(0.0);
+  for (int depth : cost_depths) {
+    m.draft(*s, argmax(l), depth, d);  // the draft's graph for this depth
     std::vector<double> dec, dr;
     for (int i = 0; i < reps; ++i) {
       const auto t0 = Clock::now();
@@ -169,11 +178,11 @@ void draft_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int32_t>
   };
   engine::SpecStats ar_stats;
   const double ar = run(0, ar_stats);
-  std::printf("\ngreedy speculative decoding, %d tokens after %zu (engine::generate_greedy; AR %.1f tok/s)\n", n,
-              prompt.size() + size_t(n), ar);
+  std::printf("\ngreedy speculative decoding (%s), %d tokens after %zu (engine::generate_greedy; AR %.1f tok/s)\n",
+              dspark ? "DSpark" : "MTP", n, prompt.size() + size_t(n), ar);
   std::printf("| depth | tok/s | vs AR | acceptance | tokens/cycle | prefix commits | repairs + full replays |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
-  for (int depth = 1; depth <= 3; ++depth) {
+  for (int depth : spec_depths) {
     engine::SpecStats st;
     const double tps = run(depth, st);
     std::printf("| %d | %.1f | %.2fx | %.2f | %.2f | %lld | %lld |\n", depth, tps, tps / ar, st.acceptance(),
@@ -317,7 +326,7 @@ int main(int argc, char** argv) {
                 "ratio %.2fx\n", decode_tps / 33.65);
     verify_table(m, *at_prompt, 9);
     if (m.draft_head()) draft_table(m, prompt, n, 9);
-    else std::printf("\nno MTP draft head on the GPU for this checkpoint: no draft / speculative rows\n");
+    else std::printf("\nno draft head (MTP or DSpark) on the GPU for this checkpoint: no draft / speculative rows\n");
     prefill_table(m, prefill_lengths, bw.copy_gbps);
     if (prof) profile(m, *s, l, 8);
   } catch (const std::exception& e) {

@@ -2,8 +2,8 @@
 // spec_commit.cu) against the CPU model (mtp.cpp, spec_commit.cpp) and the reference vectors
 // in tests/data/deepseek_v4/mtp. Plain executable (no GoogleTest on the H200 image); exits 1
 // when any check fails. The tiny trunk + tests/data/deepseek_v4/mtp/mtp.safetensors:
-//  1. The head exists on the GPU for an MTP checkpoint, not for the plain trunk nor for a
-//     DSpark checkpoint (DSpark is CPU-only); bad draft inputs are InputErrors.
+//  1. The head exists on the GPU for an MTP checkpoint (and DSpark's for a DSpark checkpoint),
+//     not for the plain trunk; bad draft inputs are InputErrors.
 //  2. Draft logits {4, vocab} within kTol of the reference (cases p7h8 p64h65 p300h301), drafts
 //     exact.
 //  3. Depth 1..4 after three ways of consuming the same 64 tokens (one chunked forward; a
@@ -106,8 +106,8 @@ void heads(const std::string& root, Model& gpu) {
   const std::string dir = head_dir(root, "ds4_cuda_dspark", ds + "/dspark.safetensors", ds + "/dspark_config.json");
   auto dspark = dsv4::load_cuda(dir, o);
   fs::remove_all(dir);
-  check(dspark->draft_head() == nullptr && !dspark->info().has_draft_head,
-        "DSpark checkpoint: no draft head on CUDA (DSpark is CPU-only)");
+  check(dspark->draft_head() != nullptr && dspark->info().has_draft_head,
+        "DSpark checkpoint: a draft head on CUDA too (DSpark's: test_deepseek_v4_dspark_cuda)");
 }
 
 // CPU mtp_draft's and enable_draft's errors, and the GPU chain's depth bound.

@@ -7,6 +7,7 @@
 #include "backend/cuda/quant_sim.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "models/deepseek_v4/cuda/kernels.h"
+#include "models/deepseek_v4/cuda/rope_shared.cuh"
 
 namespace ds4::deepseek_v4::cuda {
 namespace {
@@ -15,20 +16,6 @@ using ds4::cuda::detail::block_reduce;
 using ds4::cuda::detail::MaxOp;
 using ds4::cuda::detail::SumOp;
 using ds4::cuda::detail::warp_reduce;
-
-// Rotates the tail pairs (2i, 2i+1) of one row in shared memory by angle p * inv_freq[i] (the
-// f32 product, as on the CPU; cosf / sinf are full-range accurate). Every thread calls.
-__device__ void rope_shared(float* row, int64_t hd, int64_t rot, const float* inv, int64_t p) {
-  float* t = row + (hd - rot);
-  for (int64_t i = threadIdx.x; i < rot / 2; i += blockDim.x) {
-    const float a = float(p) * inv[i];
-    const float c = cosf(a), s = sinf(a);
-    const float x0 = t[2 * i], x1 = t[2 * i + 1];
-    t[2 * i] = x0 * c - x1 * s;
-    t[2 * i + 1] = x1 * c + x0 * s;
-  }
-  __syncthreads();
-}
 
 // One block per head (and row: blockIdx.y): rmsnorm, rope tail, and for the KV row the
 // storage round trip and the window ring.

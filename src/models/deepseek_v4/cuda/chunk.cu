@@ -113,13 +113,18 @@ void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
   }
   attend(a, pos, stream, all);
   mark("attend");
-  // grouped o LoRA per row: group g's heads through rows [g * o_lora, (g+1) * o_lora) of o_a
+  out_rows(L);
+}
+
+// Grouped o LoRA per row: group g's heads through rows [g * o_lora, (g+1) * o_lora) of o_a,
+// then o_b: heads -> y (the trunk's attention and DSpark's K5 attention).
+void DeepseekV4CudaModel::Impl::out_rows(const DLayer& L) {
   WeightMatrix oa = L.o_a;
   oa.rows = c.o_lora;
   dc::GemvRows r;
   r.n = int(rows), r.x_row = rs(), r.y_row = rs();
   r.batch = dc::GemvBatch{int(c.o_groups), nullptr, size_t(c.o_lora * L.o_a.row_stride_bytes()), 0,
-                          c.heads * hd / c.o_groups, c.o_lora};
+                          c.heads * c.head_dim / c.o_groups, c.o_lora};
   dc::gemv_rows(oa, R(0, sl.heads), R(0, sl.low), r, stream);
   mgemv(L.o_b, sl.low, sl.y, stream);
   mark("attn_out");
@@ -175,7 +180,10 @@ void DeepseekV4CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
                                    cudaMemcpyHostToDevice, stream));
   dc::hc_expand_f32(R(0, sl.emb), hcd, R(0, sl.xa), hr, stream);  // every stream starts as the embedding
   mark("embed");
-  for (int64_t l = 0; l < c.layers; ++l) layer_rows(st, l);
+  for (int64_t l = 0; l < c.layers; ++l) {
+    layer_rows(st, l);
+    if (st.dspark_on) dspark_tap(l, R(0, sl.xa), rows, rs());
+  }
   if (mode != Logits::kNone) {
     const int64_t t0 = mode == Logits::kAll ? 0 : rows - 1, n = rows - t0;  // the rows that want logits
     dc::GemvRows r;
@@ -194,6 +202,7 @@ void DeepseekV4CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
     mark("head");
   }
   if (st.mtp_on) mtp_record_rows(st);  // at the rows' positions: before the increment
+  if (st.dspark_on) dspark_record_rows(st);
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), int32_t(rows), stream);
 }
 
@@ -201,7 +210,8 @@ void DeepseekV4CudaModel::Impl::layer_rows(CudaState& st, int64_t l) {
   const DLayer& L = dw.layers[size_t(l)];
   const dc::HcRows hr{rows, rs()};
   hc_pre_rows(L.attn_hc, L.attn_norm, sl.xa);
-  attention_rows(st, l);
+  if (dw.has_dspark && l >= c.layers) k5_attention_rows(st, l - c.layers);  // a DSpark stage (K5 pass)
+  else attention_rows(st, l);
   dc::hc_post_f32(hcd, R(0, sl.y), R(0, sl.xa), R(0, sl.post), R(0, sl.comb), R(0, sl.xb), hr, stream);
   mark("hc_post");
   hc_pre_rows(L.ffn_hc, L.ffn_norm, sl.xb);

@@ -62,19 +62,35 @@ struct DLayer {
   WeightMatrix sh_down;
 };
 // ds4's MTP draft head (weights.h MtpWeights); its decoder block is DeviceWeights::layers
-// [c.layers], uploaded by the trunk's per-layer code. The draft chain looks its own tokens'
-// embedding rows up on the device, so the embedding is uploaded too (with the head only).
+// [c.layers], uploaded by the trunk's per-layer code.
 struct DMtp {
   WeightMatrix e_proj, h_proj;  // {hidden, hidden}
   const float *enorm = nullptr, *hnorm = nullptr, *norm = nullptr;  // {hidden}
   DHc head_hc;
-  WeightMatrix embed;  // {vocab, hidden}, the trunk's (F32 / F16 / BF16 / Q8_0: embed.h)
+};
+// MTPLX's DSpark drafter (weights.h DsparkWeights); its three stages are DeviceWeights::layers
+// [c.layers .. c.layers + 2] (sliding, top-k routed), uploaded by the trunk's per-layer code.
+// The record step needs each stage's kv projection of main_q alone: the three are stacked
+// again as ring_kv (one gemv gives every stage's ring row; a small duplicate of attn_in's
+// kv part, {3 * head_dim, hidden}).
+struct DDspark {
+  WeightMatrix main_proj;              // {hidden, taps * hidden}
+  const float *main_norm = nullptr, *norm = nullptr;  // {hidden}
+  DProj ring_kv;                       // [stage 0 kv | stage 1 kv | stage 2 kv] {3 * head_dim}
+  DHc head_hc;
+  WeightMatrix markov_w1, markov_w2;   // {vocab, rank}: embedding rows (embed.h types) / linear
+  const float* conf_proj = nullptr;    // {hidden + rank}
+  int64_t rank = 0;
 };
 struct DeviceWeights {
   ds4::cuda::DeviceBuffer buffer;
-  std::vector<DLayer> layers;  // the trunk's, then the MTP block's (has_mtp)
-  bool has_mtp = false;
+  std::vector<DLayer> layers;  // the trunk's, then the MTP block's (has_mtp) or DSpark's stages
+  bool has_mtp = false, has_dspark = false;
   DMtp mtp;
+  DDspark dspark;
+  // A draft head looks its own tokens' embedding rows up on the device, so the embedding is
+  // uploaded with a head only: {vocab, hidden}, the trunk's (F32 / F16 / BF16 / Q8_0: embed.h).
+  WeightMatrix embed;
   DHc head_hc;
   const float* norm = nullptr;
   WeightMatrix lm_head;
@@ -85,10 +101,13 @@ struct DeviceWeights {
 // the host from the mmap per token). One sizing pass, admission (throws ds4::Error naming
 // the bytes when they do not fit), then each tensor is copied from the mapped file straight
 // to the device, so the file is never held in host RAM as a whole.
-// fuse = false keeps every projection separate (the unfused reference in the tests).
-// mtp: also the MTP head (w.mtp must be bound; `c` with_mtp_layer, so layer c.layers exists).
+struct UploadOptions {
+  bool fuse = true;     // false keeps every projection separate (the unfused reference in the tests)
+  bool mtp = false;     // the MTP head (w.mtp bound; `c` with_mtp_layer: layer c.layers exists)
+  bool dspark = false;  // DSpark (w.dspark bound; `c` with_dspark_layers); not with mtp
+};
 DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_main,
-                             const std::vector<float>& inv_comp, bool fuse, bool mtp);
+                             const std::vector<float>& inv_comp, const UploadOptions& o);
 
 // Bytes of weights one decode token reads: dense parts of every layer, experts_used routed
 // experts per layer, the HC head and lm_head (the roofline's numerator).

@@ -123,6 +123,42 @@ void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, co
 // row at t * rows.stride.
 void streams_add(float* x, const float* e, int64_t hc, int64_t dim, cudaStream_t s, const Rows& rows = {});
 
+// ---- dspark.cu (dspark.cpp) ----
+// out {dim} = the mean of the hc streams x {hc, dim} (summed in stream order, then / hc, as the
+// CPU's tap). Rows: x and out per row at t * rows.stride.
+void hc_mean(const float* x, int64_t hc, int64_t dim, float* out, cudaStream_t s, const Rows& rows = {});
+
+struct K5Args {
+  const float* q;        // {heads, hd} per block row: normed, rope'd at *pos + t
+  const float* own;      // {hd} per block row: the block's own K/V rows (kv_norm, rope'd)
+  const float* ring;     // {ring_rows, hd}: the stage's ring, position p at slot p % ring_rows
+  int64_t ring_rows, window;
+  const float* sinks;    // {heads}
+  int64_t heads, hd, rope_dim;
+  const float* inv_freq; // {rope_dim / 2}
+  float* out;            // {heads, hd} per block row
+  int64_t block, stride; // block rows, floats between rows (q, own, out)
+};
+// CPU k5_attention: every block row t and head attends, with the sink, to the ring's last
+// min(*pos, window) positions (oldest first) and all `block` own rows (no causal mask); K == V,
+// the output's rope tail rotated back by -(*pos + t).
+void k5_attend(const K5Args& a, const int32_t* pos, cudaStream_t s);
+
+// One row of DSpark's Markov chain: logits += bias (markov_w2 of markov_w1[prev]);
+// *conf = sigmoid(proj . [hidden, emb]).
+struct MarkovRowArgs {
+  float* logits;       // {vocab}: the row's neural logits, in place
+  const float* bias;   // {vocab}
+  int64_t vocab;
+  const float* proj;   // {dim + rank}: the confidence head
+  const float* hidden; // {dim}: the row's normed hidden (lm_head input)
+  int64_t dim;
+  const float* emb;    // {rank}: markov_w1[prev]
+  int64_t rank;
+  float* conf;         // {1}
+};
+void markov_row(const MarkovRowArgs& a, cudaStream_t s);
+
 // ---- moe.cu (moe.cpp) ----
 struct RouteArgs {
   const float* logits;      // {E}

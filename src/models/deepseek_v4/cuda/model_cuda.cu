@@ -206,6 +206,7 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   mark("embed");
   for (int64_t l = 0; l < c.layers; ++l) {
     layer_step(st, l);
+    if (st.dspark_on) dspark_tap(l, S(sl.xa), 1, 0);
     if (observer) {
       observed.resize(size_t(c.hc * H));
       DS4_CUDA_CHECK(cudaMemcpyAsync(observed.data(), S(sl.xa), observed.size() * 4, cudaMemcpyDeviceToHost, stream));
@@ -225,6 +226,7 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
     mark("head");
   }
   if (st.mtp_on) mtp_record_step(st);  // at this token's position: before the increment
+  if (st.dspark_on) dspark_record_step(st);
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
 }
 
@@ -254,10 +256,14 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.c = config_of(*m.src);
   m.w = bind_weights(*m.src, m.c);
   m.c.ds4_numerics = ds4_numerics_for(m.w.ds4_layout);
-  // ds4's MTP head on the GPU: not with DSpark (CPU-only; it wins over MTP on the CPU too),
-  // and only when the device can look the chain's embedding rows up.
+  // A draft head on the GPU: MTPLX's DSpark when the checkpoint has it (it wins over ds4's MTP
+  // head, as on the CPU), else ds4's MTP head; either only when the device can look its
+  // tokens' embedding rows up (and, for DSpark, its Markov rows).
+  const bool dspark = m.w.dspark && dc::embed_rows_supports(m.w.embed.type) &&
+                      dc::embed_rows_supports(m.w.dspark->markov_w1.type);
   const bool mtp = m.w.mtp && !m.w.dspark && dc::embed_rows_supports(m.w.embed.type);
-  if (mtp) m.c = with_mtp_layer(m.c);  // the head's layer is index c.layers
+  if (mtp) m.c = with_mtp_layer(m.c);        // the head's layer is index c.layers
+  if (dspark) m.c = with_dspark_layers(m.c);  // stages c.layers .. c.layers + 2
   const Config& c = m.c;
   m.info.family = "deepseek_v4";
   m.info.name = m.src->config().value("_name_or_path", std::filesystem::path(m.src->path()).filename().string());
@@ -267,7 +273,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.info.max_context = std::min(ctx, c.max_positions);
   m.info.eos_token_ids = c.eos;
   m.info.default_prefill_chunk = 4096;  // SPEC §4
-  m.info.has_draft_head = mtp;          // ds4's MTP head (DSpark stays CPU-only)
+  m.info.has_draft_head = mtp || dspark;
   const LayerWeights& l0 = m.w.layers[0];
   const WeightMatrix* probe[] = {&m.w.lm_head, &l0.q_a, &l0.attn_hc.fn, &l0.router, &l0.exp_gate[0], &l0.exp_down[0]};
   std::vector<const WeightMatrix*> mats(std::begin(probe), std::end(probe));
@@ -275,29 +281,45 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
     for (const WeightMatrix* mat : {&m.w.mtp->e_proj, &m.w.mtp->h_proj, &m.w.mtp->block.q_a, &m.w.mtp->block.exp_gate[0],
                                     &m.w.mtp->block.exp_down[0]})
       mats.push_back(mat);
+  if (dspark) {
+    const DsparkWeights& d = *m.w.dspark;
+    if (int64_t(d.stages.size()) != kDsparkStages)
+      throw InputError(m.src->path() + ": DSpark needs " + std::to_string(kDsparkStages) + " stages");
+    for (const WeightMatrix* mat : {&d.main_proj, &d.markov_w2, &d.head_hc.fn})
+      mats.push_back(mat);
+    for (const LayerWeights& st : d.stages)
+      for (const WeightMatrix* mat : {&st.q_a, &st.kv, &st.q_b, &st.o_a, &st.exp_gate[0], &st.exp_down[0]})
+        mats.push_back(mat);
+  }
   for (const WeightMatrix* mat : mats)
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) + " has no CUDA gemv");
   m.hcd = dc::HcDims{c.hc, c.hidden, c.sinkhorn_iters, c.hc_eps, c.rms_eps};
   m.dw = upload_weights(c, m.w, inv_freq(c.rope_main, c.rope_dim), inv_freq(c.rope_compress, c.rope_dim),
-                        copt.fuse_projections, mtp);
+                        UploadOptions{copt.fuse_projections, mtp, dspark});
   const auto db = deepseek_v4::cuda::decode_bytes_per_token(c, m.w);
   m.decode_bytes = DecodeBytes{db.dense, db.experts, db.head};
-  m.lay = state_layout(c, m.info.max_context, mtp);
+  m.lay = state_layout(c, m.info.max_context, mtp, dspark ? kDsparkStages : 0);
   m.sl = scratch_layout(c, m.info.max_context);
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "deepseek_v4 step scratch");
   if (copt.chunk_rows < 1 || copt.chunk_rows > kMaxChunkRows)
     throw InputError("deepseek_v4 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(kMaxChunkRows));
-  m.cl = chunk_layout(c, m.sl, copt.chunk_rows);
-  if (copt.chunk_rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "deepseek_v4 chunk scratch");
-  // Rows of the step input and logits; the one-token step uses row 0.
-  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(copt.chunk_rows));
-  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float) * size_t(copt.chunk_rows));
-  if (mtp) {  // the draft chain's buffers and the captured verify window's records
-    m.dl = draft_layout(c, m.lay);
-    m.draft = dc::DeviceBuffer(m.dl.bytes, "deepseek_v4 MTP draft chain");
-    m.draft_host = std::make_unique<Pinned>(size_t((kMaxDraftDepth + 1) * kDraftSlotWords + 1) * sizeof(int32_t));
+  // DSpark's K5 pass runs its five block rows in the chunk scratch, whatever chunk_rows is.
+  m.cl = chunk_layout(c, m.sl, dspark ? std::max<int64_t>(copt.chunk_rows, kDsparkBlock) : copt.chunk_rows);
+  if (m.cl.rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "deepseek_v4 chunk scratch");
+  // Rows of the step input and logits (as many as the chunk scratch: set_options may raise
+  // chunk_rows up to cl.rows); the one-token step uses row 0.
+  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(m.cl.rows));
+  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float) * size_t(m.cl.rows));
+  if (mtp || dspark) {  // the draft's buffers and the captured verify window's records
+    m.dl = draft_layout(c, m.lay, dspark ? m.w.dspark->rank : 0);
+    m.draft = dc::DeviceBuffer(m.dl.bytes, mtp ? "deepseek_v4 MTP draft chain" : "deepseek_v4 DSpark draft");
+    m.draft_host = std::make_unique<Pinned>(size_t(kDraftHostWords) * sizeof(int32_t));
+    if (dspark) {
+      const int32_t noise = int32_t(c.dspark_noise);
+      DS4_CUDA_CHECK(cudaMemcpy(m.draft.as<uint8_t>() + m.dl.noise, &noise, 4, cudaMemcpyHostToDevice));
+    }
     m.cap = capture_layout(c, m.lay, m.cl.rows);
     m.cap_buf = dc::DeviceBuffer(m.cap.bytes, "deepseek_v4 verify capture");
     if (!m.cap.lanes.empty()) {
@@ -323,6 +345,7 @@ DeepseekV4CudaModel::~DeepseekV4CudaModel() {
 
 const ModelInfo& DeepseekV4CudaModel::info() const { return impl_->info; }
 const Config& DeepseekV4CudaModel::config() const { return impl_->c; }
+bool DeepseekV4CudaModel::has_dspark() const { return impl_->dw.has_dspark; }
 size_t DeepseekV4CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
 DeepseekV4CudaModel::DecodeBytes DeepseekV4CudaModel::decode_bytes_per_token() const { return impl_->decode_bytes; }
 const std::map<std::string, double>& DeepseekV4CudaModel::op_times() const { return impl_->op_ms; }

@@ -13,9 +13,14 @@
 // trunk forward; draft() runs the greedy chain on the device (argmax per row, the ids copied
 // back once) and leaves the state as it was; verify_capture() records a compressor-lane undo log
 // and the head's rows during the verify chunk, so commit_prefix(keep) costs one kernel and
-// a copy (spec_commit.cu). MTPLX's DSpark head is not on the GPU: a checkpoint with DSpark
-// weights (even next to mtp.0.*) gets draft_head() nullptr here, and so does an embedding type
-// the device lookup lacks (backend/cuda/embed.h: F32, F16, BF16, Q8_0).
+// a copy (spec_commit.cu). With MTPLX's DSpark drafter in the checkpoint (mtp.0.main_proj.weight;
+// it wins over mtp.0.* as on the CPU) the DraftHead is DSpark's (dspark.cu): per stage a ring of
+// main_q's K/V rows in each drafter-enabled state, recorded on the device from the tap layers'
+// HC means in every trunk step / chunk; draft() is one K5 pass as a graph (stages, logits, the
+// Markov chain and confidences on the device, ids and confidences copied back once), then the
+// depth cut and the confidence gate (set_confidence_gate) as the CPU; draft_picked declines; the
+// captured commit needs no DSpark record. No draft head for an embedding (or DSpark markov_w1)
+// type the device lookup lacks (backend/cuda/embed.h: F32, F16, BF16, Q8_0).
 #include <map>
 #include <memory>
 #include <string>
@@ -56,15 +61,16 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
                           SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
 
-  // DraftHead (ds4's MTP head; nullptr without it, see above). enable_draft before the first
-  // forward, as on the CPU. Depth at most 16 (kMaxDraftDepth); verify_capture takes windows of
+  // DraftHead (DSpark's, else ds4's MTP head; nullptr without either, see above). enable_draft
+  // before the first forward, as on the CPU. MTP depth at most 16 (kMaxDraftDepth; DSpark: any
+  // depth, at most 5 drafts); verify_capture takes windows of
   // up to chunk_rows tokens (false beyond: the loop re-runs the kept prefix, a counted repair).
   DraftHead* draft_head() override;
   void enable_draft(ModelState& state) const override;
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override;
   bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
                     std::vector<int32_t>& drafts) override;
-  void set_confidence_gate(double) override {}  // MTP has no confidence head
+  void set_confidence_gate(double min_confidence) override;  // DSpark's gate (MTP has no confidence head)
   bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
   void commit_prefix(ModelState& trial, int64_t keep) override;
   // Tests / bench: draft() with its logits {depth + 1, vocab} copied back (row 0 = the head's
@@ -73,8 +79,14 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
                     std::vector<int32_t>& drafts);
   // Tests: the logits rows 1..depth of the last draft_picked() {depth, vocab}.
   void last_picked_logits(int depth, std::vector<float>& logits) const;
+  // Tests / bench, DSpark: one K5 pass after the state's consumed tokens, `primary` the target's
+  // token for the next position: logits {5, vocab} (neural + Markov bias), the 5 drafts and
+  // their confidences, no gate (CPU deepseek_v4::dspark_draft_details). State unchanged.
+  void dspark_draft_details(ModelState& state, int32_t primary, std::vector<float>& logits,
+                            std::vector<int32_t>& drafts, std::vector<float>& confidence);
 
   const Config& config() const;
+  bool has_dspark() const;  // the draft head on the GPU is DSpark's (else MTP's, or none)
   size_t weight_bytes() const;           // device bytes of the uploaded weights
   // Weight bytes one decode token reads: dense parts of the layers, experts_used routed
   // experts per layer, HC head + lm_head (the roofline's numerator is their sum).

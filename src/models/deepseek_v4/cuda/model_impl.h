@@ -77,10 +77,14 @@ class CudaState : public ModelState {
   cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
   // multi-row forwards, by (rows * 3 + logits mode) * 2 + captured (a verify_capture window)
   std::map<int64_t, cudaGraphExec_t> chunk_graph;
-  std::map<int64_t, cudaGraphExec_t> draft_graph;  // greedy MTP chains, by depth * 2 + row 0 wanted
+  // greedy MTP chains, by depth * 2 + row 0 wanted; the DSpark K5 pass at kDsparkGraphKey
+  std::map<int64_t, cudaGraphExec_t> draft_graph;
   // MTP head (enable_draft, before the first forward): every forward also runs the head's
   // rows (mtp.cu), so the graphs above include them.
   bool mtp_on = false;
+  // DSpark (enable_draft, before the first forward): every forward also records the stages'
+  // ring rows (dspark.cu), so the graphs above include them.
+  bool dspark_on = false;
   // A captured verify window awaiting commit_prefix: its rows, and the model's capture
   // generation when it ran (the records live in the model; a later verify_capture on any
   // state replaces them).
@@ -91,8 +95,8 @@ class CudaState : public ModelState {
   // A clone captures its own graphs (they hold this state's addresses). A pending captured
   // window carries over: its undo log applies to the clone's equal buffer as well.
   CudaState(const CudaState& o)
-      : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos), mtp_on(o.mtp_on), cap_rows(o.cap_rows),
-        cap_gen(o.cap_gen) {
+      : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos), mtp_on(o.mtp_on), dspark_on(o.dspark_on),
+        cap_rows(o.cap_rows), cap_gen(o.cap_gen) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
     DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
   }
@@ -197,6 +201,25 @@ struct DeepseekV4CudaModel::Impl {
   bool capturing = false;  // the chunk being enqueued records (LaneArgs::undo_*, head rows)
   uint64_t cap_gen = 0;    // bumped by every verify_capture
   void lane_undo_args(LaneArgs& a, int lane) const;
+
+  // ---- dspark.cu: MTPLX's DSpark block drafter on the device (dw.has_dspark) ----
+  // Its K5 pass runs in the chunk scratch (rows 0..4; cl.rows >= kDsparkBlock with DSpark)
+  // and the Markov chain in the draft buffers (dl); slot r + 1 = draft r, confidences at
+  // kDraftConfWord. The stages are layers c.layers + s: layer_rows runs them, with the K5
+  // attention in place of the trunk's.
+  static constexpr int64_t kDsparkGraphKey = -1;
+  double gate = 0.0;  // set_confidence_gate (SPEC §2; 0 keeps every draft)
+  // After layer l: the HC mean of the rows' xa x (n rows, stride floats apart) into their taps
+  // slot when l is a tap layer.
+  void dspark_tap(int64_t l, float* x, int64_t n, int64_t stride);
+  void dspark_record_step(CudaState& st);  // after the trunk of a decode step (CPU dspark_record)
+  void dspark_record_rows(CudaState& st);  // after the trunk of a chunk
+  void k5_attention_rows(CudaState& st, int64_t stage);  // CPU k5_attention over the 5 block rows
+  void out_rows(const DLayer& L);  // grouped o LoRA + o_b over the rows: heads -> y (chunk.cu)
+  void enqueue_dspark(CudaState& st);
+  void check_dspark(const CudaState& st, int32_t primary) const;
+  // One K5 pass (graph per state): drafts {5} and confidences {5} from the device.
+  void run_dspark(CudaState& st, int32_t primary, std::vector<int32_t>& drafts, std::vector<float>& conf);
 };
 
 }  // namespace ds4::deepseek_v4

@@ -15,6 +15,8 @@
 // chunk's head rows equal as many decode steps' bit for bit (as the trunk's do).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 
 #include "backend/cuda/embed.h"
@@ -124,7 +126,7 @@ void DeepseekV4CudaModel::Impl::draft_end(CudaState& st) {
 // the state (k = 1) or xa (the previous row's output), logits into row k, counter + 1.
 void DeepseekV4CudaModel::Impl::draft_row(CudaState& st, int64_t k) {
   uint8_t* sb = st.buf.as<uint8_t>();
-  dc::embed_rows_f32(dw.mtp.embed, slot(k - 1), 0, 1, S(sl.emb), 0, stream);
+  dc::embed_rows_f32(dw.embed, slot(k - 1), 0, 1, S(sl.emb), 0, stream);
   const float* prev = k == 1 ? reinterpret_cast<const float*>(sb + lay.mtp_y) : S(sl.xa);
   mtp_in(scratch.as<uint8_t>(), 1, 0, prev, S(sl.emb));
   layer_step(st, c.layers);  // at *pos = the state's position + k - 1
@@ -168,20 +170,39 @@ void DeepseekV4CudaModel::Impl::run_draft(CudaState& st, int32_t next_token, int
   for (int k = 1; k <= depth; ++k) drafts[size_t(k - 1)] = io[k * kDraftSlotWords];
 }
 
-DraftHead* DeepseekV4CudaModel::draft_head() { return impl_->dw.has_mtp ? this : nullptr; }
+// The DraftHead entry points serve both heads: DSpark (dspark.cu) when the checkpoint has it on
+// the GPU, else ds4's MTP head.
+DraftHead* DeepseekV4CudaModel::draft_head() { return impl_->dw.has_mtp || impl_->dw.has_dspark ? this : nullptr; }
 
 void DeepseekV4CudaModel::enable_draft(ModelState& state) const {
   CudaState& st = cuda_state(state);
-  if (!impl_->dw.has_mtp)
-    throw InputError("deepseek_v4 cuda: no MTP head on the GPU for this checkpoint (mtp.0.* tensors; DSpark is CPU-only)");
+  const DeviceWeights& dw = impl_->dw;
+  if (!dw.has_mtp && !dw.has_dspark)
+    throw InputError("deepseek_v4 cuda: no draft head on the GPU for this checkpoint (mtp.0.* tensors, or DSpark's "
+                     "mtp.0.main_proj.weight, with an embedding type the device lookup has)");
   if (st.pos != 0) throw InputError("deepseek_v4: enable the draft head before the first forward");
-  st.mtp_on = true;
+  st.mtp_on = dw.has_mtp;
+  st.dspark_on = dw.has_dspark;
   st.drop_graphs();  // graphs captured so far lack the head's rows
 }
+
+void DeepseekV4CudaModel::set_confidence_gate(double min_confidence) { impl_->gate = min_confidence; }
 
 void DeepseekV4CudaModel::draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) {
   Impl& m = *impl_;
   CudaState& st = cuda_state(state);
+  if (m.dw.has_dspark) {  // CPU model.cpp draft(): one K5 pass, min(depth, 5) futures, the gate's cut
+    if (depth < 0) throw InputError("deepseek_v4: negative draft depth " + std::to_string(depth));
+    m.check_dspark(st, next_token);
+    std::vector<int32_t> all;
+    std::vector<float> conf;
+    m.run_dspark(st, next_token, all, conf);
+    const size_t keep = std::min<size_t>(size_t(depth), all.size());
+    size_t k = 0;
+    while (k < keep && conf[k] >= m.gate) ++k;
+    drafts.assign(all.begin(), all.begin() + std::ptrdiff_t(k));
+    return;
+  }
   m.check_draft(st, next_token, depth);
   drafts.clear();
   if (depth == 0) return;
@@ -214,6 +235,7 @@ void DeepseekV4CudaModel::draft_logits(ModelState& state, int32_t next_token, in
 bool DeepseekV4CudaModel::draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
                                        std::vector<int32_t>& drafts) {
   Impl& m = *impl_;
+  if (m.dw.has_dspark) return false;  // DSpark drafts its block in one pass: a greedy proposal (as the CPU)
   CudaState& st = cuda_state(state);
   m.check_draft(st, next_token, depth);
   drafts.clear();

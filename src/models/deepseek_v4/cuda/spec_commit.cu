@@ -10,7 +10,11 @@
 //                 entry e is only read at positions after its window closes, which rewrites it;
 //   HC            per token: nothing carries over;
 //   MTP head      its ring as the trunk's; its output rows {n, hc, hidden} are kept, and row
-//                 keep - 1 becomes mtp_y.
+//                 keep - 1 becomes mtp_y;
+//   DSpark rings  nothing, as the window ring: position-indexed with kRingSlack spare slots,
+//                 so the kept prefix's last `window` positions are all still there (the CPU's
+//                 tail of [ring before ; new rows 0..keep-1]), and the row count is
+//                 min(pos, window) from the position set below.
 // commit_prefix then sets the position (host and device counter) to p0 + keep. The records
 // live in the model (one pending window; a later verify_capture on any state replaces them,
 // and a commit against replaced records throws).
@@ -46,7 +50,7 @@ void DeepseekV4CudaModel::Impl::lane_undo_args(LaneArgs& a, int lane) const {
 bool DeepseekV4CudaModel::verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) {
   Impl& m = *impl_;
   CudaState& st = cuda_state(trial);
-  if (!m.dw.has_mtp) return false;
+  if (!m.dw.has_mtp && !m.dw.has_dspark) return false;
   if (st.cap_rows > 0) throw Error("deepseek_v4: verify_capture over an uncommitted captured window");
   const int64_t n = int64_t(tokens.size());
   // One chunk only (a window of several chunks could be cut back too, but the undo log is
@@ -84,7 +88,7 @@ void DeepseekV4CudaModel::commit_prefix(ModelState& trial, int64_t keep) {
     DS4_CUDA_CHECK(cudaMemcpyAsync(sb + m.lay.mtp_y, m.cap_buf.as<uint8_t>() + m.cap.mtp_y + size_t(keep - 1) * W, W,
                                    cudaMemcpyDeviceToDevice, m.stream));
   }
-  int32_t* word = static_cast<int32_t*>(m.draft_host->p) + (kMaxDraftDepth + 1) * kDraftSlotWords;
+  int32_t* word = static_cast<int32_t*>(m.draft_host->p) + kDraftPosWord;
   *word = int32_t(p0 + keep);
   DS4_CUDA_CHECK(cudaMemcpyAsync(sb + m.lay.pos, word, 4, cudaMemcpyHostToDevice, m.stream));
   DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));

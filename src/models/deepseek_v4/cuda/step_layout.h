@@ -30,6 +30,11 @@ struct StateLayout {
   // c.layers: a window ring only (a sliding layer).
   std::vector<LayerOffsets> layers;
   size_t mtp_y = 0;  // {hc, hidden}: the head's output HC state for the last consumed token
+  // DSpark (dspark.cu): per stage the rope'd K/V rows of main_q, position-indexed like the
+  // trunk's window ring ({ring_rows, head_dim}, position p at slot p % ring_rows); the K5 pass
+  // reads the last min(pos, window) positions (= the CPU's dspark_n, since the drafter is on
+  // from position 0 and every forward records), so no row count is stored.
+  std::vector<size_t> dspark_ring;
   size_t pos = 0;  // int32 position counter
   size_t bytes = 0;
   int64_t max_ctx = 0;
@@ -49,12 +54,19 @@ struct ScratchLayout {
   size_t min, ids, wts, egu, eact, ey, sh;        // MoE
   size_t hout, logits;
   size_t me, mep;  // MTP head: normed embedding {hidden}, its e_proj {hidden}
+  // DSpark record: the tap layers' HC means {taps, hidden} (written as the tap layers run),
+  // main_q {hidden}, the stages' ring rows {stages, head_dim}.
+  size_t taps, dmain, dkv;
   size_t bytes = 0;
   int64_t max_rows = 0;     // keys one query can see: window + compressed entries
   int64_t max_entries = 0;  // compressed entries of the densest indexer lane
 };
 
 using ::ds4::cuda::layout_align;
+
+// DSpark (MTPLX): the K5 block [primary, noise x 4] through three stages.
+inline constexpr int64_t kDsparkBlock = 5;
+inline constexpr int64_t kDsparkStages = 3;
 
 // Rows of a multi-row chunk at most: gemv_rows' limit, and the ring's slack (kernels.h).
 inline constexpr int64_t kMaxChunkRows = 16;
@@ -63,7 +75,7 @@ static_assert(kMaxChunkRows <= kRingSlack + 1, "a chunk's later rows would overw
 
 inline int64_t lane_entries(int64_t max_ctx, int64_t ratio) { return max_ctx / ratio + 1; }
 
-inline StateLayout state_layout(const Config& c, int64_t max_ctx, bool mtp = false) {
+inline StateLayout state_layout(const Config& c, int64_t max_ctx, bool mtp = false, int64_t dspark_stages = 0) {
   StateLayout s;
   s.max_ctx = max_ctx;
   ::ds4::cuda::LayoutTaker t;
@@ -94,6 +106,7 @@ inline StateLayout state_layout(const Config& c, int64_t max_ctx, bool mtp = fal
     s.layers.push_back(o);
     s.mtp_y = take(c.hc * c.hidden);
   }
+  for (int64_t i = 0; i < dspark_stages; ++i) s.dspark_ring.push_back(take(s.ring_rows * c.head_dim));
   s.bytes = t.at;
   return s;
 }
@@ -128,6 +141,9 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.egu = take(K * 2 * F), s.eact = take(K * F), s.ey = take(K * H);
   s.hout = take(H), s.logits = take(c.vocab);
   s.me = take(H), s.mep = take(H);
+  // (sized whether or not the checkpoint has DSpark: a few rows of floats)
+  s.taps = take(std::max<int64_t>(int64_t(c.dspark_taps.size()), 1) * H), s.dmain = take(H);
+  s.dkv = take(kDsparkStages * hd);
   s.bytes = t.at;
   return s;
 }
@@ -161,25 +177,37 @@ inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_
   return s;
 }
 
-// The MTP draft chain's buffers (mtp.cu; one per model: a chain runs to its end before the
+// The draft buffers (mtp.cu: the MTP chain; dspark.cu: the K5 pass's ids, confidences and Markov
+// rows; one per model: a draft runs to its end before the
 // next forward). Depth is at most kMaxDraftDepth (verify rows = depth + 1 <= kMaxChunkRows + 1).
 inline constexpr int64_t kMaxDraftDepth = 16;
 inline constexpr int64_t kDraftSlotWords = 8;  // sample_reduce_words(1): {argmax, ...}
+// The words after the slots (device and pinned host alike): DSpark's confidences {5} (f32
+// bits), so ids and confidences come back in one copy; then the host's position word
+// (commit_prefix's counter upload).
+inline constexpr int64_t kDraftConfWord = (kMaxDraftDepth + 1) * kDraftSlotWords;
+inline constexpr int64_t kDraftPosWord = kDraftConfWord + kDsparkBlock;
+inline constexpr int64_t kDraftHostWords = kDraftPosWord + 1;
 struct DraftLayout {
   size_t ring = 0;    // {ring_rows, head_dim}: the head's window ring before the chain
   size_t pos = 0;     // int32: the position counter before the chain
   size_t slots = 0;   // int32 {kMaxDraftDepth + 1, kDraftSlotWords}: slot k word 0 = token k
-                      // (slot 0 = next_token from the host, slot k = argmax of logits row k)
+                      // (slot 0 = next_token from the host, slot k = argmax of logits row k;
+                      // DSpark: slot r + 1 = draft r), then the confidences (kDraftConfWord)
+  size_t noise = 0;   // int32: DSpark's noise token (block rows 1..4), set at load
+  size_t mk = 0, mbias = 0;  // DSpark's Markov chain: markov_w1 row {rank}, markov_w2 of it {vocab}
   size_t logits = 0;  // {kMaxDraftDepth + 1, vocab}: row 0 from mtp_y, row k after draft k-1
   size_t bytes = 0;
 };
 
-inline DraftLayout draft_layout(const Config& c, const StateLayout& lay) {
+inline DraftLayout draft_layout(const Config& c, const StateLayout& lay, int64_t markov_rank = 0) {
   DraftLayout d;
   ::ds4::cuda::LayoutTaker t;
   d.ring = t.take(lay.ring_rows * c.head_dim);
   d.pos = t.take(1);
-  d.slots = t.take((kMaxDraftDepth + 1) * kDraftSlotWords);
+  d.slots = t.take(kDraftPosWord);
+  d.noise = t.take(1);
+  d.mk = t.take(std::max<int64_t>(markov_rank, 1)), d.mbias = t.take(markov_rank > 0 ? c.vocab : 1);
   d.logits = t.take((kMaxDraftDepth + 1) * c.vocab);
   d.bytes = t.at;
   return d;

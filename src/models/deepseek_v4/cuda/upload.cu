@@ -149,7 +149,8 @@ DLayer layer(Binder& u, const Config& c, const LayerWeights& w, int64_t l, bool 
 }
 
 void bind_all(Binder& u, const Config& c, const Weights& w, const std::vector<float>& inv_main,
-              const std::vector<float>& inv_comp, bool fuse, bool mtp, DeviceWeights& d) {
+              const std::vector<float>& inv_comp, const UploadOptions& o, DeviceWeights& d) {
+  const bool fuse = o.fuse, mtp = o.mtp;
   d.layers.clear();
   for (int64_t l = 0; l < c.layers; ++l) d.layers.push_back(layer(u, c, w.layers[size_t(l)], l, fuse));
   d.has_mtp = mtp;
@@ -162,8 +163,26 @@ void bind_all(Binder& u, const Config& c, const Weights& w, const std::vector<fl
     d.mtp.hnorm = u.vec(m.hnorm);
     d.mtp.norm = u.vec(m.norm);
     d.mtp.head_hc = u.hc(m.head_hc);
-    d.mtp.embed = u.mat(w.embed);
   }
+  d.has_dspark = o.dspark;
+  if (o.dspark) {  // the stages as layers c.layers.. (sliding, top-k): the trunk's code runs them
+    const DsparkWeights& s = *w.dspark;
+    for (size_t i = 0; i < s.stages.size(); ++i)
+      d.layers.push_back(layer(u, c, s.stages[i], c.layers + int64_t(i), fuse));
+    DDspark& q = d.dspark;
+    q.main_proj = u.mat(s.main_proj);
+    q.main_norm = u.vec(s.main_norm);
+    q.norm = u.vec(s.norm);
+    std::vector<const WeightMatrix*> kv;
+    for (const LayerWeights& st : s.stages) kv.push_back(&st.kv);
+    q.ring_kv = u.proj(kv, fuse);
+    q.head_hc = u.hc(s.head_hc);
+    q.markov_w1 = u.mat(s.markov_w1);
+    q.markov_w2 = u.mat(s.markov_w2);
+    q.conf_proj = u.vec(s.conf_proj);
+    q.rank = s.rank;
+  }
+  if (mtp || o.dspark) d.embed = u.mat(w.embed);
   d.head_hc = u.hc(w.head_hc);
   d.norm = u.vec(w.norm);
   d.lm_head = u.mat(w.lm_head);
@@ -176,13 +195,15 @@ size_t mbytes(const WeightMatrix& m) { return data_bytes(m); }
 }  // namespace
 
 DeviceWeights upload_weights(const Config& c, const Weights& w, const std::vector<float>& inv_main,
-                             const std::vector<float>& inv_comp, bool fuse, bool mtp) {
+                             const std::vector<float>& inv_comp, const UploadOptions& o) {
   DeviceWeights d;
-  if (mtp && (!w.mtp || int64_t(c.attn_types.size()) <= c.layers))
+  if (o.mtp && (!w.mtp || int64_t(c.attn_types.size()) <= c.layers))
     throw Error("deepseek_v4 cuda: MTP upload without the head's weights or its layer in the config");
+  if (o.dspark && (o.mtp || !w.dspark || int64_t(c.attn_types.size()) < c.layers + int64_t(w.dspark->stages.size())))
+    throw Error("deepseek_v4 cuda: DSpark upload with the MTP head, without its weights or its stages in the config");
   d.buffer = ds4::cuda::upload_two_pass("deepseek_v4 weights", nullptr, [&](ds4::cuda::Uploader& u) {
     Binder b(u);
-    bind_all(b, c, w, inv_main, inv_comp, fuse, mtp, d);
+    bind_all(b, c, w, inv_main, inv_comp, o, d);
   });
   return d;
 }

@@ -1,0 +1,372 @@
+// MTPLX's DSpark block drafter on the CUDA DeepSeek V4 model (dspark.cu, spec_commit.cu)
+// against the CPU model (dspark.cpp, spec_commit.cpp) and the reference vectors in
+// tests/data/deepseek_v4/dspark (README.md there: logits 1e-3, drafts exact, confidences 1e-4,
+// gate prefixes exact). Plain executable (no GoogleTest on the H200 image); exits 1 when any
+// check fails. The tiny trunk + dspark.safetensors, dspark_config.json merged into config.json:
+//  1. The drafter exists on the GPU (draft_head, has_draft_head); draft_picked declines (a
+//     greedy block proposal, as on the CPU); bad inputs are InputErrors.
+//  2. Reference cases p1 p7 p64 p300: K5 logits {5, vocab}, drafts, confidences and the gate
+//     prefixes at 0.6 / 0.8.
+//  3. Versus the CPU model after several prompts consumed three ways (one chunked forward; all
+//     but the last 9 (at most n - 1) tokens, then those as decode steps; chunks of 5): drafts equal, confidences within 1e-4,
+//     logits within kTol; graph vs direct launches bit-identical.
+//  4. The gate (0, 0.6, 0.8, 1.0) and the depth cut (1, 3, 5, 7) through DraftHead::draft: the
+//     CPU's drafts exactly.
+//  5. draft() leaves the state unchanged: the next decode logits and the next K5 pass are
+//     bit-identical to a clone that never drafted.
+//  6. verify_capture + commit_prefix(keep) for every keep (windows of 4 and 16 rows, prompts on
+//     both sides of the 16-row DSpark window): the next K5 pass and 6 decode steps are
+//     bit-identical to a state that consumed only the kept tokens by decode steps.
+//  7. The greedy speculative loop (engine/speculative.h) on the CUDA model, depths 1 and 4:
+//     output = greedy AR token for token, drafted > 0, prefix commits > 0, repairs and full
+//     replays 0; with drafts forced to the AR continuation: accepted > 0, bonus > 0.
+// Usage: test_deepseek_v4_dspark_cuda [root] [--quick]
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "engine/speculative.h"
+#include "formats/tensor_source.h"
+#include "models/deepseek_v4/cuda/model_cuda.h"
+#include "models/deepseek_v4/model.h"
+#include "models/draft_head.h"
+#include "test_common.h"
+
+using namespace ds4;
+using namespace ds4::cuda_test;
+namespace dsv4 = ds4::deepseek_v4;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr float kTol = 1e-3f;      // README: max |draft logit diff| <= 1e-3
+constexpr float kConfTol = 1e-4f;  // README: |confidence diff| <= 1e-4
+
+// <tmp>/<tag>_<pid>: the trunk's config.json merged with dspark_config.json, model.safetensors
+// and dspark.safetensors (CPU test: draft_test::trunk_with_head_dir).
+std::string dspark_dir(const std::string& root) {
+  const fs::path dir = fs::temp_directory_path() / ("ds4_cuda_dspark_" + std::to_string(::getpid()));
+  const fs::path trunk = fs::path(root) / "tests/data/deepseek_v4/model", ds = fs::path(root) / "tests/data/deepseek_v4/dspark";
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors"})
+    fs::copy_file(trunk / f, dir / f, fs::copy_options::overwrite_existing);
+  fs::copy_file(ds / "dspark.safetensors", dir / "dspark.safetensors", fs::copy_options::overwrite_existing);
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  cfg.update(nlohmann::json::parse(std::ifstream(ds / "dspark_config.json")));
+  std::ofstream(dir / "config.json") << cfg.dump(2);
+  return dir.string();
+}
+
+std::vector<int32_t> synthetic_tokens(int64_t n, int64_t mul, int64_t add, int64_t V) {
+  std::vector<int32_t> t;
+  for (int64_t i = 0; i < n; ++i) t.push_back(int32_t((mul * i + add) % V));
+  return t;
+}
+
+// A drafter-enabled state that consumed `toks`: in forwards of `chunk` tokens (0: one), then
+// `steps` more of them one at a time.
+std::unique_ptr<ModelState> consumed(Model& m, const std::vector<int32_t>& toks, size_t chunk = 0, size_t steps = 0) {
+  auto st = m.new_state();
+  m.draft_head()->enable_draft(*st);
+  std::vector<float> lg;
+  const size_t bulk = toks.size() - steps;
+  if (!chunk) chunk = std::max<size_t>(bulk, 1);
+  for (size_t i = 0; i < bulk; i += chunk)
+    m.forward(*st, std::span<const int32_t>(toks.data() + i, std::min(chunk, bulk - i)), Logits::kNone, lg);
+  for (size_t i = bulk; i < toks.size(); ++i) m.forward(*st, std::span<const int32_t>(&toks[i], 1), Logits::kNone, lg);
+  return st;
+}
+
+struct K5 {
+  std::vector<float> logits, conf;
+  std::vector<int32_t> drafts;
+};
+
+K5 gpu_k5(dsv4::DeepseekV4CudaModel& g, ModelState& st, int32_t primary) {
+  K5 o;
+  g.dspark_draft_details(st, primary, o.logits, o.drafts, o.conf);
+  return o;
+}
+
+// The CPU's pass with its gate at 0 (dspark_draft_details hands out the gated drafts).
+K5 cpu_k5(Model& cpu, ModelState& st, int32_t primary) {
+  K5 o;
+  cpu.draft_head()->set_confidence_gate(0.0);
+  dsv4::dspark_draft_details(cpu, st, primary, o.logits, o.drafts, o.conf);
+  return o;
+}
+
+bool same(const K5& a, const K5& b) { return a.logits == b.logits && a.drafts == b.drafts && a.conf == b.conf; }
+
+int gate_prefix(const std::vector<float>& conf, float t) {
+  int k = 0;
+  while (k < int(conf.size()) && conf[size_t(k)] >= t) ++k;
+  return k;
+}
+
+template <class F>
+bool throws(F f) {
+  try {
+    f();
+  } catch (const Error&) {
+    return true;
+  }
+  return false;
+}
+
+void heads_and_inputs(dsv4::DeepseekV4CudaModel& g) {
+  check(g.draft_head() != nullptr && g.info().has_draft_head, "DSpark checkpoint: the CUDA model has a draft head");
+  const int32_t V = int32_t(g.info().vocab_size);
+  auto on = consumed(g, {5, 6, 7});
+  std::vector<int32_t> d = {9};
+  const bool declined = !g.draft_picked(*on, 3, 2, [](std::span<const float>) { return int32_t(0); }, d);
+  check(declined && d == std::vector<int32_t>{9}, "draft_picked declines on DSpark (drafts untouched), as the CPU");
+  auto input_error = [](auto f) {
+    try {
+      f();
+    } catch (const InputError&) {
+      return true;
+    } catch (...) {
+    }
+    return false;
+  };
+  auto off = g.new_state(), empty = g.new_state();
+  g.enable_draft(*empty);
+  std::vector<float> lg, conf;
+  const bool ok = input_error([&] { g.draft(*off, 0, 2, d); }) && input_error([&] { g.draft(*empty, 0, 2, d); }) &&
+                  input_error([&] { g.draft(*on, V, 2, d); }) && input_error([&] { g.draft(*on, -1, 2, d); }) &&
+                  input_error([&] { g.draft(*on, 0, -1, d); }) && input_error([&] { g.enable_draft(*on); }) &&
+                  input_error([&] { g.dspark_draft_details(*off, 0, lg, d, conf); }) &&
+                  input_error([&] { g.draft_logits(*on, 0, 1, lg, d); });
+  check(ok, "InputError: draft without the drafter, with no consumed token, token = vocab / -1, depth -1, enable after a "
+            "forward, details without the drafter, MTP draft_logits on DSpark");
+}
+
+void golden_cases(dsv4::DeepseekV4CudaModel& g, const TensorSource& ref, bool quick) {
+  for (const char* c : {"p1", "p7", "p64", "p300"}) {
+    const std::string k = c;
+    if (quick && k == "p300") continue;
+    auto st = consumed(g, golden<int32_t>(ref, k + ".tokens"));
+    const K5 o = gpu_k5(g, *st, golden<int32_t>(ref, k + ".primary")[0]);
+    const auto want = golden<float>(ref, k + ".draft_logits"), conf = golden<float>(ref, k + ".confidence");
+    const auto prefix = golden<int32_t>(ref, k + ".gate_prefix");
+    const float diff = o.logits.size() == want.size() ? max_diff(o.logits.data(), want.data(), want.size()) : INFINITY;
+    const float cdiff = o.conf.size() == conf.size() ? max_diff(o.conf.data(), conf.data(), conf.size()) : INFINITY;
+    const bool ids = o.drafts == golden<int32_t>(ref, k + ".drafts");
+    const bool gates = gate_prefix(o.conf, 0.6f) == prefix[0] && gate_prefix(o.conf, 0.8f) == prefix[1];
+    char buf[300];
+    std::snprintf(buf, sizeof buf,
+                  "reference %s: K5 logits {5, vocab} max |diff| %.3g (tol %.0e), confidences max |diff| %.3g (tol %.0e), "
+                  "drafts exact: %s, gate prefixes 0.6 / 0.8 exact: %s",
+                  c, double(diff), double(kTol), double(cdiff), double(kConfTol), ids ? "yes" : "NO", gates ? "yes" : "NO");
+    check(diff <= kTol && cdiff <= kConfTol && ids && gates, buf);
+  }
+}
+
+void versus_cpu(Model& cpu, dsv4::DeepseekV4CudaModel& g, dsv4::DeepseekV4CudaModel& direct,
+                const std::vector<std::vector<int32_t>>& prompts) {
+  struct Way {
+    const char* name;
+    size_t chunk, steps;
+  };
+  const int32_t primary = 321;
+  for (const auto& toks : prompts) {
+    auto sc = consumed(cpu, toks);
+    const K5 want = cpu_k5(cpu, *sc, primary);
+    for (const Way& w : {Way{"one chunked forward", 0, 0}, Way{"then 9 decode steps", 0, 9}, Way{"chunks of 5", 5, 0}}) {
+      const size_t steps = std::min(w.steps, toks.size() - 1);
+      auto sg = consumed(g, toks, w.chunk, steps);
+      auto sd = consumed(direct, toks, w.chunk, steps);
+      const K5 o = gpu_k5(g, *sg, primary), od = gpu_k5(direct, *sd, primary);
+      const float diff = o.logits.size() == want.logits.size()
+                             ? max_diff(o.logits.data(), want.logits.data(), want.logits.size()) : INFINITY;
+      const float cdiff = o.conf.size() == want.conf.size() ? max_diff(o.conf.data(), want.conf.data(), 5) : INFINITY;
+      char buf[300];
+      std::snprintf(buf, sizeof buf,
+                    "prompt %zu tokens, %s: drafts = CPU's: %s; logits max |diff| %.3g (tol %.0e), confidences %.3g (tol "
+                    "%.0e); graph = direct launches bit for bit: %s",
+                    toks.size(), w.name, o.drafts == want.drafts ? "yes" : "NO", double(diff), double(kTol), double(cdiff),
+                    double(kConfTol), same(o, od) ? "yes" : "NO");
+      check(o.drafts == want.drafts && diff <= kTol && cdiff <= kConfTol && same(o, od), buf);
+    }
+  }
+}
+
+// DraftHead::draft with the gate and depth cut (CPU model.cpp draft()) on both models.
+void gates(Model& cpu, dsv4::DeepseekV4CudaModel& g, const TensorSource& ref) {
+  std::string bad;
+  for (const char* c : {"p7", "p64", "p300"}) {
+    const std::string k = c;
+    const auto toks = golden<int32_t>(ref, k + ".tokens");
+    const int32_t primary = golden<int32_t>(ref, k + ".primary")[0];
+    auto sc = consumed(cpu, toks);
+    auto sg = consumed(g, toks);
+    for (double t : {0.0, 0.6, 0.8, 1.0})
+      for (int depth : {0, 1, 3, 5, 7}) {
+        std::vector<int32_t> dc, dg;
+        cpu.draft_head()->set_confidence_gate(t);
+        g.draft_head()->set_confidence_gate(t);
+        cpu.draft_head()->draft(*sc, primary, depth, dc);
+        g.draft_head()->draft(*sg, primary, depth, dg);
+        if (dc != dg && bad.empty())
+          bad = k + " gate " + std::to_string(t) + " depth " + std::to_string(depth) + ": " + std::to_string(dg.size()) +
+                " drafts vs the CPU's " + std::to_string(dc.size());
+      }
+  }
+  cpu.draft_head()->set_confidence_gate(0.0);
+  g.draft_head()->set_confidence_gate(0.0);
+  check(bad.empty(), "gate 0 / 0.6 / 0.8 / 1.0 x depth 0 / 1 / 3 / 5 / 7: DraftHead::draft = the CPU's drafts" +
+                         (bad.empty() ? std::string() : ": " + bad));
+}
+
+void unchanged(dsv4::DeepseekV4CudaModel& g, const std::vector<int32_t>& toks) {
+  const int32_t primary = 77, after = 500;
+  auto s = consumed(g, toks), c = s->clone();
+  std::vector<int32_t> d;
+  g.draft(*s, primary, 5, d);
+  g.draft(*s, primary + 1, 3, d);
+  const auto ls = g.decode(*s, after), lc = g.decode(*c, after);
+  const K5 a = gpu_k5(g, *s, primary), b = gpu_k5(g, *c, primary);
+  check(s->position() == c->position() && ls == lc && same(a, b),
+        "draft() leaves the state unchanged: next decode logits and the next K5 pass bit-identical to a clone that never "
+        "drafted");
+}
+
+// One base state (prompt of `len` tokens, drafter on, one draft done) and a window: every keep.
+void commit_case(dsv4::DeepseekV4CudaModel& g, int64_t len, const std::vector<int32_t>& window) {
+  const int64_t V = g.info().vocab_size, n = int64_t(window.size());
+  auto base = consumed(g, synthetic_tokens(len, 37, 11, V));
+  std::vector<int32_t> d;
+  g.draft(*base, 5, 2, d);
+  std::vector<float> want_rows, rows;
+  {
+    auto plain = base->clone();
+    g.forward(*plain, window, Logits::kAll, want_rows);
+  }
+  const std::vector<int32_t> cont = synthetic_tokens(6, 53, 7, V);
+  std::string bad;
+  for (int64_t keep = 1; keep <= n && bad.empty(); ++keep) {
+    auto trial = base->clone();
+    if (!g.verify_capture(*trial, window, rows)) {
+      bad = "verify_capture returned false";
+      break;
+    }
+    if (rows != want_rows) bad = "verify rows differ from a plain kAll forward";
+    g.commit_prefix(*trial, keep);
+    auto ref = base->clone();
+    for (int64_t i = 0; i < keep; ++i) g.decode(*ref, window[size_t(i)]);
+    if (trial->position() != len + keep) bad = "position " + std::to_string(trial->position());
+    if (bad.empty() && !same(gpu_k5(g, *trial, cont[0]), gpu_k5(g, *ref, cont[0])))
+      bad = "next K5 pass differs at keep " + std::to_string(keep);
+    for (size_t i = 0; i < cont.size() && bad.empty(); ++i)
+      if (g.decode(*trial, cont[i]) != g.decode(*ref, cont[i]))
+        bad = "decode " + std::to_string(i) + " after keep " + std::to_string(keep) + " differs";
+    if (bad.empty() && !same(gpu_k5(g, *trial, cont[1]), gpu_k5(g, *ref, cont[1])))
+      bad = "K5 pass after the 6 decode steps differs at keep " + std::to_string(keep);
+  }
+  char buf[300];
+  std::snprintf(buf, sizeof buf,
+                "captured commit, prompt %lld, window %lld: every keep 1..%lld = decode steps over the kept tokens (next K5 "
+                "pass + 6 decode steps + K5 pass bit-identical)%s%s",
+                (long long)len, (long long)n, (long long)n, bad.empty() ? "" : ": ", bad.c_str());
+  check(bad.empty(), buf);
+}
+
+void commits(dsv4::DeepseekV4CudaModel& g, bool quick) {
+  const int64_t V = g.info().vocab_size;
+  const std::vector<int32_t> w4 = {17, 90, 3, 44}, w16 = synthetic_tokens(16, 29, 5, V);
+  // the DSpark window is 16 rows: prompts below, at and past it (a kept prefix that fills it)
+  const std::vector<int64_t> lens = quick ? std::vector<int64_t>{14, 30} : std::vector<int64_t>{3, 13, 14, 15, 16, 29, 30};
+  for (int64_t len : lens) commit_case(g, len, w4);
+  for (int64_t len : quick ? std::vector<int64_t>{13} : std::vector<int64_t>{1, 13, 30, 47}) commit_case(g, len, w16);
+}
+
+struct SpecRun {
+  std::vector<int32_t> tokens;
+  engine::SpecStats stats;
+};
+
+// 24 greedy tokens after `prompt` (depth 0: plain AR); `force`: drafts overwritten by the AR
+// continuation (every draft accepted, bonus row used). generate_greedy's gate is 0.
+SpecRun generate(Model& m, const std::vector<int32_t>& prompt, int depth, const std::vector<int32_t>* force) {
+  SpecRun r;
+  auto st = m.new_state();
+  if (depth > 0) m.draft_head()->enable_draft(*st);
+  auto logits = m.prefill(*st, prompt);
+  std::function<void(std::vector<int32_t>&)> corrupt;
+  if (force)
+    corrupt = [&](std::vector<int32_t>& d) {
+      const size_t at = size_t(st->position()) - prompt.size() + 1;
+      for (size_t k = 0; k < d.size() && at + k < force->size(); ++k) d[k] = (*force)[at + k];
+    };
+  const int32_t stop[] = {1};
+  r.tokens = engine::generate_greedy(m, st, logits, 24, stop, depth, &r.stats, corrupt);
+  return r;
+}
+
+void speculative(Model& cpu, Model& gpu, const std::vector<int32_t>& prompt) {
+  const SpecRun ar = generate(gpu, prompt, 0, nullptr), ar_cpu = generate(cpu, prompt, 0, nullptr);
+  check(ar.tokens.size() == 24 && ar.tokens == ar_cpu.tokens, "greedy AR on CUDA = greedy AR on the CPU (24 tokens)");
+  for (int depth : {1, 4}) {
+    const SpecRun own = generate(gpu, prompt, depth, nullptr), forced = generate(gpu, prompt, depth, &ar.tokens);
+    const SpecRun own_cpu = generate(cpu, prompt, depth, nullptr);
+    const auto& s = own.stats;
+    char buf[300];
+    std::snprintf(buf, sizeof buf,
+                  "DSpark speculative depth %d on CUDA = greedy AR: %s; drafted %lld (CPU %lld), accepted %lld (CPU %lld), "
+                  "prefix commits %lld, repairs %lld, full replays %lld",
+                  depth, own.tokens == ar.tokens ? "yes" : "NO", (long long)s.drafted, (long long)own_cpu.stats.drafted,
+                  (long long)s.accepted, (long long)own_cpu.stats.accepted, (long long)s.prefix_commits,
+                  (long long)s.repairs, (long long)s.full_replays);
+    check(own.tokens == ar.tokens && s.drafted > 0 && s.prefix_commits > 0 && s.repairs + s.full_replays == 0, buf);
+    const auto& f = forced.stats;
+    std::snprintf(buf, sizeof buf,
+                  "DSpark speculative depth %d, drafts forced to the AR continuation: = AR: %s; accepted %lld, bonus %lld, "
+                  "repairs %lld, full replays %lld",
+                  depth, forced.tokens == ar.tokens ? "yes" : "NO", (long long)f.accepted, (long long)f.bonus,
+                  (long long)f.repairs, (long long)f.full_replays);
+    check(forced.tokens == ar.tokens && f.accepted > 0 && f.bonus > 0 && f.repairs + f.full_replays == 0, buf);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const TestArgs args = parse_args(argc, argv);
+  const std::string& root = args.root;
+  try {
+    const std::string dir = dspark_dir(root);
+    LoadOptions o;
+    auto cpu = dsv4::load(dir, o);
+    auto gpu_m = dsv4::load_cuda(dir, o);
+    auto direct_m = dsv4::load_cuda(dir, o, dsv4::CudaModelOptions{false, false, false, false});
+    fs::remove_all(dir);
+    auto& gpu = dynamic_cast<dsv4::DeepseekV4CudaModel&>(*gpu_m);
+    auto& direct = dynamic_cast<dsv4::DeepseekV4CudaModel&>(*direct_m);
+    auto ref = open_tensor_source(root + "/tests/data/deepseek_v4/dspark/golden_dspark.safetensors");
+    const int64_t V = gpu.info().vocab_size;
+    const auto p64 = golden<int32_t>(*ref, "p64.tokens");
+    heads_and_inputs(gpu);
+    golden_cases(gpu, *ref, args.quick);
+    std::vector<std::vector<int32_t>> prompts = {golden<int32_t>(*ref, "p7.tokens"), p64};
+    if (!args.quick) prompts.push_back(synthetic_tokens(40, 41, 3, V));
+    versus_cpu(*cpu, gpu, direct, prompts);
+    gates(*cpu, gpu, *ref);
+    unchanged(gpu, p64);
+    commits(gpu, args.quick);
+    if (!args.quick) speculative(*cpu, gpu, p64);
+  } catch (const std::exception& e) {
+    std::printf("FATAL %s\n", e.what());
+    return 2;
+  }
+  return summary();
+}
