@@ -271,7 +271,13 @@ void Glm5CudaModel::Impl::mtp_draft(CudaState& st, int32_t next, int depth,
     DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
     float* row = draft_logits.data() + size_t(k) * size_t(V);
     std::copy_n(static_cast<const float*>(logits_host->p), V, row);
-    tok = (*pick)(std::span<const float>(row, size_t(V)));
+    try {
+      tok = (*pick)(std::span<const float>(row, size_t(V)));
+    } catch (...) {  // a throwing pick leaves no trace either (the head's rows are put back)
+      enqueue_head_save(st, true);
+      cudaStreamSynchronize(stream);
+      throw;
+    }
     if (tok < 0 || tok >= V) {
       enqueue_head_save(st, true);
       DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
