@@ -86,6 +86,9 @@ void Glm5CudaModel::Impl::mtp_table() {
   for (int64_t t = 0; t < V; ++t) embed(int32_t(t), rows.data() + t * H);
   emb = dc::DeviceBuffer(rows.size() * sizeof(float), "glm5 MTP embedding rows");
   DS4_CUDA_CHECK(cudaMemcpy(emb.get(), rows.data(), rows.size() * sizeof(float), cudaMemcpyHostToDevice));
+  // A pageable copy may return before its DMA lands; the head reads the table on the
+  // non-blocking stream, which does not wait for the legacy one.
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void Glm5CudaModel::Impl::mtp_enable(CudaState& st) {
