@@ -21,7 +21,8 @@
 //     AR tokens exactly, drafted > 0, repairs and full replays 0; with drafts forced to the AR
 //     continuation: accepted > 0 and bonus > 0 too.
 //  8. chunk_rows 1 (the head's catch-up in 1-row pieces): drafts = golden; a 2-row
-//     verify_capture returns false (the loop then repairs).
+//     verify_capture returns false (the loop then repairs); first, on that fresh model, a CPU
+//     checkpoint with the head on drafts the golden ids (the head's table made on first use).
 // Usage: test_glm5_mtp_cuda [root]
 #include <unistd.h>
 
@@ -351,6 +352,19 @@ int main(int argc, char** argv) {
       auto* g1 = dynamic_cast<glm5::Glm5CudaModel*>(one.get());
       const auto tokens = golden<int32_t>(*g, "p64.tokens");
       const int32_t next = golden<int32_t>(*g, "p64.next_token")[0];
+      {  // a state loaded with the head on, on a model where no state enabled it yet
+        auto sc = prefilled(*cpu, tokens);
+        std::vector<int32_t> dc, d0;
+        cpu->draft_head()->draft(*sc, next, 1, dc);  // caught up: the 16-row device queue takes it
+        std::vector<StateSection> secs;
+        sc->save(secs);
+        auto s0 = g1->new_state();
+        s0->load(secs);
+        g1->draft(*s0, next, kDepth, d0);
+        check(d0 == golden<int32_t>(*g, "p64.drafts"),
+              "CPU checkpoint loaded on a fresh CUDA model (no enable_draft there yet) drafts the golden ids (" +
+                  ids(d0) + ")");
+      }
       auto s1 = prefilled(*g1, tokens);
       std::vector<int32_t> d1;
       g1->draft(*s1, next, kDepth, d1);

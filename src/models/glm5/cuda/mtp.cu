@@ -77,18 +77,26 @@ void Glm5CudaModel::Impl::mtp_push(CudaState& st, const float* h, int64_t n, int
   DS4_CUDA_CHECK_LAUNCH();
 }
 
+// The head's input rows: the trunk's embedding (or synthetic rows), as f32 on the device; made
+// on first use: enable_draft, or the first catch-up / draft of a state loaded with the head on.
+void Glm5CudaModel::Impl::mtp_table() {
+  if (emb.get()) return;
+  const int64_t V = c.vocab_size, H = c.hidden_size;
+  std::vector<float> rows(size_t(V * H));
+  for (int64_t t = 0; t < V; ++t) embed(int32_t(t), rows.data() + t * H);
+  emb = dc::DeviceBuffer(rows.size() * sizeof(float), "glm5 MTP embedding rows");
+  DS4_CUDA_CHECK(cudaMemcpy(emb.get(), rows.data(), rows.size() * sizeof(float), cudaMemcpyHostToDevice));
+  // A pageable copy may return before its DMA lands; the head reads the table on the
+  // non-blocking stream, which does not wait for the legacy one.
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 void Glm5CudaModel::Impl::mtp_enable(CudaState& st) {
   if (!dw.mtp)
     throw InputError("glm5: this checkpoint has no MTP layer (layers." + std::to_string(c.num_hidden_layers) +
                      ".eh_proj.weight)");
   if (st.pos != 0) throw InputError("glm5: enable the MTP head before the first forward");
-  if (!emb.get()) {  // the head's input rows: the trunk's embedding (or synthetic rows), as f32 on the device
-    const int64_t V = c.vocab_size, H = c.hidden_size;
-    std::vector<float> rows(size_t(V * H));
-    for (int64_t t = 0; t < V; ++t) embed(int32_t(t), rows.data() + t * H);
-    emb = dc::DeviceBuffer(rows.size() * sizeof(float), "glm5 MTP embedding rows");
-    DS4_CUDA_CHECK(cudaMemcpy(emb.get(), rows.data(), rows.size() * sizeof(float), cudaMemcpyHostToDevice));
-  }
+  mtp_table();
   uint8_t* sb = st.buf.as<uint8_t>();  // an empty head: position 0, nothing queued
   DS4_CUDA_CHECK(cudaMemsetAsync(sb + lay.mtp.pos, 0, sizeof(int32_t), stream));
   DS4_CUDA_CHECK(cudaMemsetAsync(sb + lay.mtp.qlen, 0, sizeof(int32_t), stream));
@@ -203,6 +211,7 @@ void Glm5CudaModel::Impl::enqueue_draft(CudaState& st, int64_t qlen, int depth) 
 void Glm5CudaModel::Impl::mtp_catch_up(CudaState& st) {
   const int64_t P = int64_t(st.pending_next.size()), H = c.hidden_size;
   if (P == 0) return;
+  mtp_table();
   uint8_t* sb = st.buf.as<uint8_t>();
   int32_t* ids_h = static_cast<int32_t*>(mids_host->p);
   int32_t* mids = C<int32_t>(cl.mids);
@@ -231,6 +240,7 @@ void Glm5CudaModel::Impl::mtp_draft(CudaState& st, int32_t next, int depth,
                      std::to_string(kMtpMaxDepth));
   if (st.cap_n > 0) throw Error("glm5: draft over an uncommitted captured verify window");
   drafts.clear();
+  mtp_table();  // before a chain graph captures its address
   const int64_t V = c.vocab_size, H = c.hidden_size;
   if (!pick && depth > 0) {
     if (int64_t(st.pending_next.size()) > cl.rows) mtp_catch_up(st);  // a long prefill: pieces first
@@ -264,7 +274,13 @@ void Glm5CudaModel::Impl::mtp_draft(CudaState& st, int32_t next, int depth,
     DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
     float* row = draft_logits.data() + size_t(k) * size_t(V);
     std::copy_n(static_cast<const float*>(logits_host->p), V, row);
-    tok = (*pick)(std::span<const float>(row, size_t(V)));
+    try {
+      tok = (*pick)(std::span<const float>(row, size_t(V)));
+    } catch (...) {  // a throwing pick leaves no trace either (the head's rows are put back)
+      enqueue_head_save(st, true);
+      cudaStreamSynchronize(stream);
+      throw;
+    }
     if (tok < 0 || tok >= V) {
       enqueue_head_save(st, true);
       DS4_CUDA_CHECK(cudaStreamSynchronize(stream));

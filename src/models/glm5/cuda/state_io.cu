@@ -111,6 +111,17 @@ void CudaState::load(const std::vector<StateSection>& in) {
   if (h.pos < 0 || h.pos > lay_->max_ctx)
     throw InputError("glm5 cuda checkpoint: position " + std::to_string(h.pos) + " outside this state's context of " +
                      std::to_string(lay_->max_ctx));
+  if (h.mtp_on) {  // refused before anything is written (the state stays as it was)
+    if (!lay_->has_mtp) throw InputError("glm5 cuda checkpoint: MTP head sections, but this model has no MTP layer");
+    if (h.mtp_pos < 0 || h.mtp_pos > lay_->max_ctx)
+      throw InputError("glm5 cuda checkpoint: mtp.pos " + std::to_string(h.mtp_pos) + " outside the context");
+    // The device queue holds qcap rows; a CPU state saved right after a long prefill queues
+    // more (the CPU head catches up only when it drafts).
+    const int64_t P = int64_t(h.pending_next.size());
+    if (P > lay_->mtp.qcap)
+      throw InputError("glm5 cuda checkpoint: " + std::to_string(P) + " queued MTP rows > the device queue's " +
+                       std::to_string(lay_->mtp.qcap) + " (draft once on the CPU before saving)");
+  }
   uint8_t* base = buf.as<uint8_t>();
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerOffsets& o = lay_->layers[size_t(l)];
@@ -128,14 +139,6 @@ void CudaState::load(const std::vector<StateSection>& in) {
   if (h.mtp_on) {
     const MtpOffsets& mo = lay_->mtp;
     const int64_t H = c.hidden_size, P = int64_t(h.pending_next.size());
-    if (!lay_->has_mtp) throw InputError("glm5 cuda checkpoint: MTP head sections, but this model has no MTP layer");
-    if (h.mtp_pos < 0 || h.mtp_pos > lay_->max_ctx)
-      throw InputError("glm5 cuda checkpoint: mtp.pos " + std::to_string(h.mtp_pos) + " outside the context");
-    // The device queue holds qcap rows; a CPU state saved right after a long prefill queues
-    // more (the CPU head catches up only when it drafts).
-    if (P > mo.qcap)
-      throw InputError("glm5 cuda checkpoint: " + std::to_string(P) + " queued MTP rows > the device queue's " +
-                       std::to_string(mo.qcap) + " (draft once on the CPU before saving)");
     const Counts n = head_counts(c, mo, h.mtp_pos);
     up(base, mo.layer.conv, h.mtp_kda.conv, n.conv, "mtp.kda.conv");
     up(base, mo.layer.rec, h.mtp_kda.recurrent, n.rec, "mtp.kda.recurrent");
