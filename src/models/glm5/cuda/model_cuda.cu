@@ -17,6 +17,7 @@
 #include "backend/cuda/delta_rule.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/embed.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/synthetic_fill.h"
 #include "core/error.h"
@@ -209,7 +210,9 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
     dc::MatrixFill fill = dc::SyntheticFiller{copt.synthetic_seed};
     m.dw = upload_weights(c, m.w, copt.fuse_projections, &fill);
   } else {
-    m.dw = upload_weights(c, m.w, copt.fuse_projections);
+    // The MTP head looks its input rows up by device ids: the embedding itself goes up when
+    // the device can decode its type (else mtp_enable builds an f32 table).
+    m.dw = upload_weights(c, m.w, copt.fuse_projections, nullptr, dc::embed_rows_supports(m.w.embed.type));
   }
   m.info.has_draft_head = m.dw.mtp.has_value();  // the integrated MTP layer (mtp.cu)
   if (copt.chunk_rows < 1 || copt.chunk_rows > dc::kGemvMaxRows)

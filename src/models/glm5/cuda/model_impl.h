@@ -94,7 +94,11 @@ struct Glm5CudaModel::Impl {
 
   // ---- mtp.cu: the MTP draft head (CPU: mtp.cpp) on the chunk path's row scratch ----
   int64_t qcap = 0;              // queue rows per state (0: the checkpoint has no head)
-  dc::DeviceBuffer emb;          // {vocab, hidden} f32 input rows (made on the first enable_draft)
+  // The MTP head's input rows {vocab, hidden} (set on the first enable_draft): the uploaded
+  // embedding (DMtp::embed), or `emb`, an f32 table of the host's rows where none was uploaded
+  // (synthetic models; a type backend/cuda/embed.h cannot decode).
+  WeightMatrix emb_rows;
+  dc::DeviceBuffer emb;
   std::unique_ptr<Pinned> mids_host, mout_host;  // head token ids {qcap + kMtpMaxDepth + 1}; argmax words
   std::vector<float> draft_logits;  // {depth, vocab} of the last mtp_draft with a host pick
   void mtp_enable(CudaState& st);

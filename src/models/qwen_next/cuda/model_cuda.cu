@@ -16,7 +16,7 @@
 #include "backend/cuda/activation.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/conv1d.h"
-#include "backend/cuda/embed_row.h"
+#include "backend/cuda/embed.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
@@ -195,7 +195,7 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
     m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, &fill);
   } else {
     // The MTP head needs a device embedding (its draft tokens are chosen on the GPU).
-    const bool mtp = m.w.mtp && dc::embed_row_supports(m.w.embed.type);
+    const bool mtp = m.w.mtp && dc::embed_rows_supports(m.w.embed.type);
     m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, nullptr, mtp);
   }
   m.info.has_draft_head = m.has_mtp();
