@@ -262,8 +262,8 @@ void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols) {
 
 // embed_rows_f32: rows picked by device ids equal core dequantize_row bit for bit; an id
 // outside [0, rows) gives NaN; a type without a device lookup throws InputError.
-void test_embed_rows(DType t, int64_t rows, int64_t cols) {
-  const HostWeight hw = random_weight(t, rows, cols, g_rng, 64, DType::F16);
+void test_embed_rows(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st = DType::F16) {
+  const HostWeight hw = random_weight(t, rows, cols, g_rng, group, st);
   const DeviceWeight dw = upload(hw);
   const std::vector<int32_t> ids = {3, 0, int32_t(rows - 1), 7, -1, int32_t(rows)};
   const int64_t n = int64_t(ids.size());
@@ -285,7 +285,9 @@ void test_embed_rows(DType t, int64_t rows, int64_t cols) {
     ok = ok && std::memcmp(g, want.data(), size_t(cols) * 4) == 0;
   }
   if (!ok) ++g_failures;
-  std::printf("%-22s %-18s %10s %10s %10s %9s %9s  %s\n", ("embed_rows_" + std::string(dtype_name(t))).c_str(),
+  std::string name = "embed_rows_" + std::string(dtype_name(t));
+  if (t == DType::MLX_Q4 || t == DType::MLX_Q8) name += "_g" + std::to_string(group) + (st == DType::BF16 ? "_bf16" : "_f16");
+  std::printf("%-22s %-18s %10s %10s %10s %9s %9s  %s\n", name.c_str(),
               (std::to_string(rows) + "x" + std::to_string(cols)).c_str(), "-", "-", "-", "-", "bitwise",
               ok ? "PASS" : "FAIL");
 }
@@ -627,6 +629,10 @@ int main(int argc, char** argv) {
     }
     cuda::gemv_set_kernel(default_kernel);
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) test_embed_rows(t, 50, 256);
+    test_embed_rows(DType::MLX_Q4, 50, 256, 64, DType::F16);
+    test_embed_rows(DType::MLX_Q4, 50, 320, 32, DType::BF16);  // 320: a partial column tile
+    test_embed_rows(DType::MLX_Q8, 50, 256, 32, DType::BF16);
+    test_embed_rows(DType::MLX_Q8, 50, 256, 64, DType::F16);
     {
       bool threw = false;
       try {

@@ -40,6 +40,8 @@
 #include "models/deepseek_v4/model.h"
 #include "models/draft_head.h"
 #include "test_common.h"
+// tests/unit/common: the gtest-free draft-head scaffolding shared with the unit tests.
+#include "../unit/common/draft_head_run.h"
 
 using namespace ds4;
 using namespace ds4::cuda_test;
@@ -53,18 +55,7 @@ constexpr float kTol = 1e-3f;  // tests/data/deepseek_v4/mtp/README.md: logits 1
 // <tmp>/<tag>_<pid>: the trunk's config.json (merged with `extra`, a JSON file or "") and
 // model.safetensors next to the head file.
 std::string head_dir(const std::string& root, const std::string& tag, const std::string& head, const std::string& extra = "") {
-  const fs::path dir = fs::temp_directory_path() / (tag + "_" + std::to_string(::getpid()));
-  const fs::path trunk = fs::path(root) / "tests/data/deepseek_v4/model";
-  fs::create_directories(dir);
-  for (const char* f : {"config.json", "model.safetensors"})
-    fs::copy_file(trunk / f, dir / f, fs::copy_options::overwrite_existing);
-  fs::copy_file(head, dir / fs::path(head).filename(), fs::copy_options::overwrite_existing);
-  if (!extra.empty()) {
-    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir / "config.json"));
-    cfg.update(nlohmann::json::parse(std::ifstream(extra)));
-    std::ofstream(dir / "config.json") << cfg.dump(2);
-  }
-  return dir.string();
+  return draft_test::trunk_with_head_dir(tag, root + "/tests/data/deepseek_v4/model", head, extra);
 }
 
 std::vector<int32_t> synthetic_tokens(int64_t n, int64_t mul, int64_t add, int64_t V) {
@@ -273,27 +264,11 @@ void commits(dsv4::DeepseekV4CudaModel& g, bool quick) {
   check(!long_window && u->position() == 6, "a window past chunk_rows (17 > 16) is not captured (state unchanged)");
 }
 
-struct SpecRun {
-  std::vector<int32_t> tokens;
-  engine::SpecStats stats;
-};
-
-// 24 greedy tokens after `prompt` (depth 0: plain AR); `force`: drafts overwritten by the AR
-// continuation (every draft accepted, bonus row used). As tests/unit's draft_head_test_util.h.
+using draft_test::SpecRun;
+// 24 greedy tokens after `prompt` (depth 0: plain AR), eos 1; `force`: drafts overwritten by
+// the AR continuation (every draft accepted, bonus row used).
 SpecRun generate(Model& m, const std::vector<int32_t>& prompt, int depth, const std::vector<int32_t>* force) {
-  SpecRun r;
-  auto st = m.new_state();
-  if (depth > 0) m.draft_head()->enable_draft(*st);
-  auto logits = m.prefill(*st, prompt);
-  std::function<void(std::vector<int32_t>&)> corrupt;
-  if (force)
-    corrupt = [&](std::vector<int32_t>& d) {
-      const size_t at = size_t(st->position()) - prompt.size() + 1;
-      for (size_t k = 0; k < d.size() && at + k < force->size(); ++k) d[k] = (*force)[at + k];
-    };
-  const int32_t stop[] = {1};
-  r.tokens = engine::generate_greedy(m, st, logits, 24, stop, depth, &r.stats, corrupt);
-  return r;
+  return draft_test::generate(m, prompt, depth, force, 1);
 }
 
 void speculative(Model& cpu, Model& gpu, const std::vector<int32_t>& prompt) {

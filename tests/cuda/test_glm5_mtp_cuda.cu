@@ -40,6 +40,8 @@
 #include "models/glm5/cuda/model_cuda.h"
 #include "models/glm5/model.h"
 #include "test_common.h"
+// tests/unit/common: the gtest-free draft-head scaffolding shared with the unit tests.
+#include "../unit/common/draft_head_run.h"
 
 using namespace ds4;
 using namespace ds4::cuda_test;
@@ -51,14 +53,8 @@ constexpr int kDepth = 4;
 
 // The trunk's files and the head file side by side (the head ships as its own file).
 std::string assemble(const std::string& root) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("glm5_mtp_cuda_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  for (const char* f : {"config.json", "model.safetensors"})
-    fs::copy_file(fs::path(root) / "tests/data/glm5/model" / f, dir / f, fs::copy_options::overwrite_existing);
-  fs::copy_file(fs::path(root) / "tests/data/glm5/mtp/mtp.safetensors", dir / "mtp.safetensors",
-                fs::copy_options::overwrite_existing);
-  return dir.string();
+  return draft_test::trunk_with_head_dir("glm5_mtp_cuda", root + "/tests/data/glm5/model",
+                                         root + "/tests/data/glm5/mtp/mtp.safetensors");
 }
 
 struct Models {
@@ -285,24 +281,11 @@ void checkpoints(const Models& m, const TensorSource& g) {
                                               ids(ref) + ")");
 }
 
-struct Run {
-  std::vector<int32_t> tokens;
-  engine::SpecStats stats;
-};
+using Run = draft_test::SpecRun;
+// 24 greedy tokens after `prompt` (depth 0: plain AR), eos 1023; `force`: drafts overwritten
+// by the AR continuation.
 Run generate(Model& m, const std::vector<int32_t>& prompt, int depth, const std::vector<int32_t>* force) {
-  Run r;
-  auto st = m.new_state();
-  if (depth > 0) m.draft_head()->enable_draft(*st);
-  auto logits = m.prefill(*st, prompt);
-  std::function<void(std::vector<int32_t>&)> corrupt;
-  if (force)
-    corrupt = [&](std::vector<int32_t>& d) {
-      const size_t at = size_t(st->position()) - prompt.size() + 1;
-      for (size_t k = 0; k < d.size() && at + k < force->size(); ++k) d[k] = (*force)[at + k];
-    };
-  const int32_t stop[] = {1023};
-  r.tokens = engine::generate_greedy(m, st, logits, 24, stop, depth, &r.stats, corrupt);
-  return r;
+  return draft_test::generate(m, prompt, depth, force, 1023);
 }
 
 void speculative(const Models& m, const TensorSource& g) {

@@ -18,6 +18,7 @@
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/norm.h"
 #include "core/error.h"
+#include "models/cuda_chunking.h"
 #include "models/deepseek_v4/cuda/model_impl.h"
 
 namespace ds4::deepseek_v4 {
@@ -395,22 +396,17 @@ void DeepseekV4CudaModel::forward(ModelState& state, std::span<const int32_t> to
   uint8_t* in = static_cast<uint8_t*>(m.in_host->p);
   const int64_t C = m.opt.chunk_rows;
   if (n > 1 && C > 1 && !m.observer) {  // chunks of up to C rows (chunk.cu)
-    for (int64_t t0 = 0; t0 < n; t0 += C) {
-      const int64_t T = std::min(C, n - t0);
-      for (int64_t t = 0; t < T; ++t) {  // pinned row t: [token id | embedding row] as the step's input
-        uint8_t* row = in + size_t(t) * m.sl.in_bytes;
-        const int32_t tok = tokens[size_t(t0 + t)];
-        std::memcpy(row + m.sl.tok, &tok, sizeof tok);
-        dequantize_row(m.w.embed, tok, reinterpret_cast<float*>(row + m.sl.emb));
-      }
-      const bool last = t0 + T == n;
-      const Logits cm = mode == Logits::kAll ? Logits::kAll : mode == Logits::kLast && last ? Logits::kLast : Logits::kNone;
-      m.run_chunk(st, T, cm);
-      st.pos += T;
-      const float* src = static_cast<const float*>(m.logits_host->p);
-      if (cm == Logits::kAll) std::copy_n(src, T * V, logits.data() + t0 * V);
-      else if (cm == Logits::kLast) logits.assign(src, src + V);
-    }
+    forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,
+                      [&](int64_t t0, int64_t T, Logits cm) {
+                        for (int64_t t = 0; t < T; ++t) {  // pinned row t: [token id | embedding row]
+                          uint8_t* row = in + size_t(t) * m.sl.in_bytes;
+                          const int32_t tok = tokens[size_t(t0 + t)];
+                          std::memcpy(row + m.sl.tok, &tok, sizeof tok);
+                          dequantize_row(m.w.embed, tok, reinterpret_cast<float*>(row + m.sl.emb));
+                        }
+                        m.run_chunk(st, T, cm);
+                        st.pos += T;
+                      });
     return;
   }
   for (int64_t t = 0; t < n; ++t) {

@@ -68,6 +68,9 @@ struct DMtp {
   WeightMatrix eh_proj;  // {hidden, 2*hidden} over [enorm(embed t) | hnorm(h)]
   const float *enorm = nullptr, *hnorm = nullptr, *shared_norm = nullptr;
   DLayer layer;
+  // The trunk's embedding {vocab, hidden} on the device (the head's input rows, looked up by
+  // device ids: backend/cuda/embed.h); data null when upload_weights was not asked for it.
+  WeightMatrix embed;
 };
 struct DeviceWeights {
   ds4::cuda::DeviceBuffer buffer;
@@ -83,6 +86,8 @@ struct DeviceWeights {
 // the host per token). Admission first: throws ds4::Error naming the bytes when the weights
 // do not fit in free device memory. fuse = false keeps every projection separate.
 // fill (synthetic models): matrices are generated on the device, never read from `w`.
-DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse, ds4::cuda::MatrixFill* fill = nullptr);
+// mtp_embed: with the MTP layer, also the embedding (DMtp::embed; counted in mtp_bytes).
+DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse, ds4::cuda::MatrixFill* fill = nullptr,
+                             bool mtp_embed = false);
 
 }  // namespace ds4::glm5::cuda

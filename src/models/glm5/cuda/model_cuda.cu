@@ -17,9 +17,11 @@
 #include "backend/cuda/delta_rule.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/embed.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/synthetic_fill.h"
 #include "core/error.h"
+#include "models/cuda_chunking.h"
 #include "models/glm5/config.h"
 #include "models/glm5/cuda/cuda_state.h"
 #include "models/glm5/cuda/device_weights.h"
@@ -209,7 +211,9 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
     dc::MatrixFill fill = dc::SyntheticFiller{copt.synthetic_seed};
     m.dw = upload_weights(c, m.w, copt.fuse_projections, &fill);
   } else {
-    m.dw = upload_weights(c, m.w, copt.fuse_projections);
+    // The MTP head looks its input rows up by device ids: the embedding itself goes up when
+    // the device can decode its type (else mtp_enable builds an f32 table).
+    m.dw = upload_weights(c, m.w, copt.fuse_projections, nullptr, dc::embed_rows_supports(m.w.embed.type));
   }
   m.info.has_draft_head = m.dw.mtp.has_value();  // the integrated MTP layer (mtp.cu)
   if (copt.chunk_rows < 1 || copt.chunk_rows > dc::kGemvMaxRows)
@@ -284,23 +288,19 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   float* in = static_cast<float*>(m.in_host->p);
   const int64_t C = m.opt.chunk_rows;
   if (n > 1 && C > 1 && !m.tap) {  // chunks of up to C rows
-    for (int64_t t0 = 0; t0 < n; t0 += C) {
-      const int64_t T = std::min(C, n - t0);
-      for (int64_t t = 0; t < T; ++t) {
-        float* row = in + t * (m.sl.in_bytes / sizeof(float));
-        m.embed(tokens[size_t(t0 + t)], row);
-        for (int64_t k = 1; k < c.hc_mult; ++k) std::memcpy(row + k * H, row, size_t(H) * sizeof(float));
-      }
-      const bool last = t0 + T == n;
-      const Logits cm = mode == Logits::kAll ? Logits::kAll : mode == Logits::kLast && last ? Logits::kLast : Logits::kNone;
-      m.mtp_before_forward(st, T);
-      m.run_chunk(st, T, cm);
-      m.mtp_after_forward(st, tokens.subspan(size_t(t0), size_t(T)), st.pos);
-      st.pos += T;
-      const float* src = static_cast<const float*>(m.logits_host->p);
-      if (cm == Logits::kAll) std::copy_n(src, T * V, logits.data() + t0 * V);
-      else if (cm == Logits::kLast) logits.assign(src, src + V);
-    }
+    forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,
+                      [&](int64_t t0, int64_t T, Logits cm) {
+                        for (int64_t t = 0; t < T; ++t) {
+                          float* row = in + t * (m.sl.in_bytes / sizeof(float));
+                          m.embed(tokens[size_t(t0 + t)], row);
+                          for (int64_t k = 1; k < c.hc_mult; ++k)
+                            std::memcpy(row + k * H, row, size_t(H) * sizeof(float));
+                        }
+                        m.mtp_before_forward(st, T);
+                        m.run_chunk(st, T, cm);
+                        m.mtp_after_forward(st, tokens.subspan(size_t(t0), size_t(T)), st.pos);
+                        st.pos += T;
+                      });
     return;
   }
   for (int64_t t = 0; t < n; ++t) {

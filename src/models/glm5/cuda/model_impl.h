@@ -94,10 +94,14 @@ struct Glm5CudaModel::Impl {
 
   // ---- mtp.cu: the MTP draft head (CPU: mtp.cpp) on the chunk path's row scratch ----
   int64_t qcap = 0;              // queue rows per state (0: the checkpoint has no head)
-  dc::DeviceBuffer emb;          // {vocab, hidden} f32 input rows (mtp_table: made on first use)
+  // The MTP head's input rows {vocab, hidden} (mtp_table: resolved on first use): the uploaded
+  // embedding (DMtp::embed), or `emb`, an f32 table of the host's rows where none was uploaded
+  // (synthetic models; a type backend/cuda/embed.h cannot decode).
+  WeightMatrix emb_rows;
+  dc::DeviceBuffer emb;
   std::unique_ptr<Pinned> mids_host, mout_host;  // head token ids {qcap + kMtpMaxDepth + 1}; argmax words
   std::vector<float> draft_logits;  // {depth, vocab} of the last mtp_draft with a host pick
-  void mtp_table();  // makes `emb` unless it exists
+  void mtp_table();  // resolves emb_rows unless done
   void mtp_enable(CudaState& st);
   // Enqueues the queue push of n trunk rows h (stride floats apart) after they ran (trunk step / chunk).
   void mtp_push(CudaState& st, const float* h, int64_t n, int64_t stride);

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/embed.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/sample_reduce.h"
 #include "core/error.h"
@@ -31,13 +32,6 @@
 
 namespace ds4::glm5 {
 namespace {
-
-// out row t {hidden} = table[ids[t]] (f32 rows); grid.y = row.
-__global__ void embed_rows_kernel(const float* __restrict__ table, const int32_t* __restrict__ ids, int64_t hidden,
-                                  float* __restrict__ out, int64_t stride) {
-  const int64_t t = blockIdx.y, d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (d < hidden) out[t * stride + d] = table[int64_t(ids[t]) * hidden + d];
-}
 
 // x row t {hc, hidden} = y row t {hidden} in every stream (the trunk's embedding expansion).
 __global__ void expand_streams_kernel(const float* __restrict__ y, int64_t hc, int64_t hidden, float* __restrict__ x,
@@ -79,8 +73,15 @@ void Glm5CudaModel::Impl::mtp_push(CudaState& st, const float* h, int64_t n, int
 
 // The head's input rows: the trunk's embedding (or synthetic rows), as f32 on the device; made
 // on first use: enable_draft, or the first catch-up / draft of a state loaded with the head on.
+// The head's input rows, resolved on first use (enable_draft, or the first catch-up / draft of
+// a state loaded with the head on): the trunk's embedding uploaded with the head's weights, or
+// (a synthetic model's generated rows, a type embed_rows cannot decode) an f32 table.
 void Glm5CudaModel::Impl::mtp_table() {
-  if (emb.get()) return;
+  if (emb_rows.data) return;
+  if (dw.mtp->embed.data) {
+    emb_rows = dw.mtp->embed;
+    return;
+  }
   const int64_t V = c.vocab_size, H = c.hidden_size;
   std::vector<float> rows(size_t(V * H));
   for (int64_t t = 0; t < V; ++t) embed(int32_t(t), rows.data() + t * H);
@@ -89,6 +90,7 @@ void Glm5CudaModel::Impl::mtp_table() {
   // A pageable copy may return before its DMA lands; the head reads the table on the
   // non-blocking stream, which does not wait for the legacy one.
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  emb_rows = WeightMatrix{DType::F32, V, H, emb.get()};
 }
 
 void Glm5CudaModel::Impl::mtp_enable(CudaState& st) {
@@ -137,13 +139,12 @@ void Glm5CudaModel::Impl::head_rows(CudaState& st, int64_t n, const int32_t* ids
   int32_t* hpos = reinterpret_cast<int32_t*>(sb + lay.mtp.pos);
   rows = n;
   cur_off = sl.x, alt_off = sl.x2;
-  const dim3 grid(unsigned((H + 255) / 256), unsigned(n));
-  embed_rows_kernel<<<grid, 256, 0, stream>>>(emb.as<float>(), ids, H, R(0, sl.memb), rs());
-  DS4_CUDA_CHECK_LAUNCH();
+  dc::embed_rows_f32(emb_rows, ids, 1, n, R(0, sl.memb), rs(), stream);  // {rows, hidden}
   // mcat {rows, [enorm(embed) | hnorm(prev)]}
   dc::rmsnorm_strided_f32(R(0, sl.memb), rs(), h.enorm, R(0, sl.mcat), rs(), n, H, eps, stream);
   dc::rmsnorm_strided_f32(prev, prev_stride, h.hnorm, R(0, sl.mcat) + H, rs(), n, H, eps, stream);
   mgemv(h.eh_proj, sl.mcat, sl.y);  // {rows, hidden}
+  const dim3 grid(unsigned((H + 255) / 256), unsigned(n));
   expand_streams_kernel<<<grid, 256, 0, stream>>>(R(0, sl.y), c.hc_mult, H, R(0, cur_off), rs());
   DS4_CUDA_CHECK_LAUNCH();
   enqueue_positions(hpos);

@@ -84,7 +84,7 @@ DLayer layer(Uploader& u, const Config& c, const LayerWeights& w, bool fuse, siz
   return d;
 }
 
-void bind_all(Uploader& u, const Config& c, const Weights& w, bool fuse, DeviceWeights& d) {
+void bind_all(Uploader& u, const Config& c, const Weights& w, bool fuse, bool mtp_embed, DeviceWeights& d) {
   d.layers.clear();
   d.routed_bytes = 0;
   for (const auto& l : w.layers) d.layers.push_back(layer(u, c, l, fuse, d.routed_bytes));
@@ -97,16 +97,19 @@ void bind_all(Uploader& u, const Config& c, const Weights& w, bool fuse, DeviceW
     size_t head_routed = 0;  // not added to routed_bytes: weight_bytes_per_token is the trunk's
     const MtpWeights& m = *w.mtp;
     d.mtp = DMtp{u.mat(m.eh_proj), u.vec(m.enorm), u.vec(m.hnorm), u.vec(m.shared_norm),
-                 layer(u, c, m.layer, fuse, head_routed)};
+                 layer(u, c, m.layer, fuse, head_routed), WeightMatrix{}};
+    if (mtp_embed) d.mtp->embed = u.mat(w.embed);
     d.mtp_bytes = u.used() - before;
   }
 }
 
 }  // namespace
 
-DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse, ds4::cuda::MatrixFill* fill) {
+DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse, ds4::cuda::MatrixFill* fill,
+                             bool mtp_embed) {
   DeviceWeights d;
-  d.buffer = ds4::cuda::upload_two_pass("glm5 weights", fill, [&](Uploader& u) { bind_all(u, c, w, fuse, d); });
+  d.buffer = ds4::cuda::upload_two_pass("glm5 weights", fill,
+                                        [&](Uploader& u) { bind_all(u, c, w, fuse, mtp_embed, d); });
   return d;
 }
 

@@ -63,7 +63,7 @@ struct DeviceWeights {
   const float* inv_freq = nullptr;  // {rot_dim / 2}
   // The draft head, with a device copy of the embedding (its steps embed tokens chosen on the
   // GPU); absent without mtp.* tensors, for synthetic models, or when the embedding's type has
-  // no device row decode (backend/cuda/embed_row.h).
+  // no device row decode (backend/cuda/embed.h).
   std::optional<DMtp> mtp;
   WeightMatrix embed;       // {vocab, d}; only with mtp
   size_t trunk_bytes = 0;   // bytes of everything the trunk's decode step reads (not the head)

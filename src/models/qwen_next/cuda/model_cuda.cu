@@ -16,13 +16,14 @@
 #include "backend/cuda/activation.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/conv1d.h"
-#include "backend/cuda/embed_row.h"
+#include "backend/cuda/embed.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
 #include "backend/cuda/synthetic_fill.h"
 #include "core/error.h"
 #include "models/cuda_candidates.h"
+#include "models/cuda_chunking.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/device_weights.h"
 #include "models/qwen_next/cuda/kernels.h"
@@ -195,7 +196,7 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
     m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, &fill);
   } else {
     // The MTP head needs a device embedding (its draft tokens are chosen on the GPU).
-    const bool mtp = m.w.mtp && dc::embed_row_supports(m.w.embed.type);
+    const bool mtp = m.w.mtp && dc::embed_rows_supports(m.w.embed.type);
     m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, nullptr, mtp);
   }
   m.info.has_draft_head = m.has_mtp();
@@ -257,15 +258,10 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
   const int64_t C = m.opt.chunk_rows;
   if (n > 1 && C > 1) {  // chunks of up to C rows (a last chunk of one row too: it equals the step)
-    for (int64_t t0 = 0; t0 < n; t0 += C) {
-      const int64_t T = std::min(C, n - t0);
-      const bool last = t0 + T == n;
-      const Logits cm = mode == Logits::kAll ? Logits::kAll : mode == Logits::kLast && last ? Logits::kLast : Logits::kNone;
-      m.forward_chunk(st, tokens.subspan(size_t(t0), size_t(T)), cm, false);
-      const float* src = static_cast<const float*>(m.logits_host->p);
-      if (cm == Logits::kAll) std::copy_n(src, T * V, logits.data() + t0 * V);
-      else if (cm == Logits::kLast) logits.assign(src, src + V);
-    }
+    forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,
+                      [&](int64_t t0, int64_t T, Logits cm) {
+                        m.forward_chunk(st, tokens.subspan(size_t(t0), size_t(T)), cm, false);
+                      });
   } else {
     for (int64_t t = 0; t < n; ++t) {
       m.fill_input(st, tokens[size_t(t)], 0);

@@ -68,7 +68,7 @@ class QwenNextCudaModel : public Model, public DraftHead {
 
   // MTP draft head (MTPLX Qwen4ExpMTP), the CPU model's semantics (models/qwen_next/model.h):
   // nullptr without mtp.* tensors, for synthetic models, or for an embedding type the GPU
-  // cannot decode a row of (backend/cuda/embed_row.h). Depth at most 16 (cuda::kMtpMaxDepth).
+  // cannot decode a row of (backend/cuda/embed.h). Depth at most 16 (cuda::kMtpMaxDepth).
   DraftHead* draft_head() override;
   void enable_draft(ModelState& state) const override;
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override;

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "backend/cuda/check.h"
-#include "backend/cuda/embed_row.h"
+#include "backend/cuda/embed.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/norm.h"
@@ -119,7 +119,7 @@ void QwenNextCudaModel::Impl::mtp_prepare(const float* row, const int32_t* tok) 
   dc::GemvRows r;  // fc_hidden on each stream {hc, d} -> h {hc, d}
   r.n = int(hc), r.x_row = d, r.y_row = d;
   dc::gemv_rows(m.fc_hidden, normed, h, r, stream);
-  dc::embed_row_f32(dw.embed, tok, emb, stream);
+  dc::embed_rows_f32(dw.embed, tok, 0, 1, emb, 0, stream);
   dc::rmsnorm_f32(emb, m.norm_emb, emb, 1, d, c.rms_eps, stream);
   gemv(m.fc_emb, emb, femb);
   mtp_add_streams(h, femb, hc, d, stream);

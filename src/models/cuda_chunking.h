@@ -1,0 +1,30 @@
+#pragma once
+// For the CUDA models' forward(): a span of tokens run as chunks of up to `rows` rows (each
+// model's chunk path), the logits the caller asked for gathered from the chunks' results.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "models/model.h"
+
+namespace ds4 {
+
+// For t0 = 0, rows, 2*rows, ...: chunk(t0, T, cm) runs tokens [t0, t0 + T) (T <= rows) with
+// the chunk's logits mode cm (kAll for every chunk of a kAll forward; kLast for the last
+// chunk of a kLast one; else kNone), leaving its logits in `src` (the model's pinned host
+// rows, {T, vocab} for kAll, {vocab} for kLast). They are copied out right after: kAll rows
+// to logits[t0 * vocab ..] (sized n * vocab by the caller), kLast's row as the whole result.
+template <class Chunk>
+void forward_in_chunks(int64_t n, int64_t rows, Logits mode, int64_t vocab, const float* src,
+                       std::vector<float>& logits, Chunk&& chunk) {
+  for (int64_t t0 = 0; t0 < n; t0 += rows) {
+    const int64_t T = std::min(rows, n - t0);
+    const bool last = t0 + T == n;
+    const Logits cm = mode == Logits::kAll ? Logits::kAll : mode == Logits::kLast && last ? Logits::kLast : Logits::kNone;
+    chunk(t0, T, cm);
+    if (cm == Logits::kAll) std::copy_n(src, T * vocab, logits.data() + t0 * vocab);
+    else if (cm == Logits::kLast) logits.assign(src, src + vocab);
+  }
+}
+
+}  // namespace ds4
