@@ -39,7 +39,10 @@
 #include "models/deepseek_v4/cuda/model_cuda.h"
 #include "models/deepseek_v4/model.h"
 #include "models/draft_head.h"
+#include "draft_test_util.h"
 #include "test_common.h"
+// tests/unit/common: the gtest-free draft-head scaffolding shared with the unit tests.
+#include "../unit/common/draft_head_run.h"
 
 using namespace ds4;
 using namespace ds4::cuda_test;
@@ -52,38 +55,11 @@ constexpr float kTol = 1e-3f;      // README: max |draft logit diff| <= 1e-3
 constexpr float kConfTol = 1e-4f;  // README: |confidence diff| <= 1e-4
 
 // <tmp>/<tag>_<pid>: the trunk's config.json merged with dspark_config.json, model.safetensors
-// and dspark.safetensors (CPU test: draft_test::trunk_with_head_dir).
+// and dspark.safetensors.
 std::string dspark_dir(const std::string& root) {
-  const fs::path dir = fs::temp_directory_path() / ("ds4_cuda_dspark_" + std::to_string(::getpid()));
-  const fs::path trunk = fs::path(root) / "tests/data/deepseek_v4/model", ds = fs::path(root) / "tests/data/deepseek_v4/dspark";
-  fs::create_directories(dir);
-  for (const char* f : {"config.json", "model.safetensors"})
-    fs::copy_file(trunk / f, dir / f, fs::copy_options::overwrite_existing);
-  fs::copy_file(ds / "dspark.safetensors", dir / "dspark.safetensors", fs::copy_options::overwrite_existing);
-  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir / "config.json"));
-  cfg.update(nlohmann::json::parse(std::ifstream(ds / "dspark_config.json")));
-  std::ofstream(dir / "config.json") << cfg.dump(2);
-  return dir.string();
-}
-
-std::vector<int32_t> synthetic_tokens(int64_t n, int64_t mul, int64_t add, int64_t V) {
-  std::vector<int32_t> t;
-  for (int64_t i = 0; i < n; ++i) t.push_back(int32_t((mul * i + add) % V));
-  return t;
-}
-
-// A drafter-enabled state that consumed `toks`: in forwards of `chunk` tokens (0: one), then
-// `steps` more of them one at a time.
-std::unique_ptr<ModelState> consumed(Model& m, const std::vector<int32_t>& toks, size_t chunk = 0, size_t steps = 0) {
-  auto st = m.new_state();
-  m.draft_head()->enable_draft(*st);
-  std::vector<float> lg;
-  const size_t bulk = toks.size() - steps;
-  if (!chunk) chunk = std::max<size_t>(bulk, 1);
-  for (size_t i = 0; i < bulk; i += chunk)
-    m.forward(*st, std::span<const int32_t>(toks.data() + i, std::min(chunk, bulk - i)), Logits::kNone, lg);
-  for (size_t i = bulk; i < toks.size(); ++i) m.forward(*st, std::span<const int32_t>(&toks[i], 1), Logits::kNone, lg);
-  return st;
+  const std::string ds = root + "/tests/data/deepseek_v4/dspark";
+  return draft_test::trunk_with_head_dir("ds4_cuda_dspark", root + "/tests/data/deepseek_v4/model",
+                                         ds + "/dspark.safetensors", ds + "/dspark_config.json");
 }
 
 struct K5 {
@@ -111,16 +87,6 @@ int gate_prefix(const std::vector<float>& conf, float t) {
   int k = 0;
   while (k < int(conf.size()) && conf[size_t(k)] >= t) ++k;
   return k;
-}
-
-template <class F>
-bool throws(F f) {
-  try {
-    f();
-  } catch (const Error&) {
-    return true;
-  }
-  return false;
 }
 
 void heads_and_inputs(dsv4::DeepseekV4CudaModel& g) {
@@ -290,27 +256,12 @@ void commits(dsv4::DeepseekV4CudaModel& g, bool quick) {
   for (int64_t len : quick ? std::vector<int64_t>{13} : std::vector<int64_t>{1, 13, 30, 47}) commit_case(g, len, w16);
 }
 
-struct SpecRun {
-  std::vector<int32_t> tokens;
-  engine::SpecStats stats;
-};
+using draft_test::SpecRun;
 
 // 24 greedy tokens after `prompt` (depth 0: plain AR); `force`: drafts overwritten by the AR
 // continuation (every draft accepted, bonus row used). generate_greedy's gate is 0.
 SpecRun generate(Model& m, const std::vector<int32_t>& prompt, int depth, const std::vector<int32_t>* force) {
-  SpecRun r;
-  auto st = m.new_state();
-  if (depth > 0) m.draft_head()->enable_draft(*st);
-  auto logits = m.prefill(*st, prompt);
-  std::function<void(std::vector<int32_t>&)> corrupt;
-  if (force)
-    corrupt = [&](std::vector<int32_t>& d) {
-      const size_t at = size_t(st->position()) - prompt.size() + 1;
-      for (size_t k = 0; k < d.size() && at + k < force->size(); ++k) d[k] = (*force)[at + k];
-    };
-  const int32_t stop[] = {1};
-  r.tokens = engine::generate_greedy(m, st, logits, 24, stop, depth, &r.stats, corrupt);
-  return r;
+  return draft_test::generate(m, prompt, depth, force, 1);
 }
 
 void speculative(Model& cpu, Model& gpu, const std::vector<int32_t>& prompt) {

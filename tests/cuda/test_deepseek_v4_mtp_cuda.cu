@@ -39,6 +39,7 @@
 #include "models/deepseek_v4/cuda/model_cuda.h"
 #include "models/deepseek_v4/model.h"
 #include "models/draft_head.h"
+#include "draft_test_util.h"
 #include "test_common.h"
 // tests/unit/common: the gtest-free draft-head scaffolding shared with the unit tests.
 #include "../unit/common/draft_head_run.h"
@@ -56,36 +57,6 @@ constexpr float kTol = 1e-3f;  // tests/data/deepseek_v4/mtp/README.md: logits 1
 // model.safetensors next to the head file.
 std::string head_dir(const std::string& root, const std::string& tag, const std::string& head, const std::string& extra = "") {
   return draft_test::trunk_with_head_dir(tag, root + "/tests/data/deepseek_v4/model", head, extra);
-}
-
-std::vector<int32_t> synthetic_tokens(int64_t n, int64_t mul, int64_t add, int64_t V) {
-  std::vector<int32_t> t;
-  for (int64_t i = 0; i < n; ++i) t.push_back(int32_t((mul * i + add) % V));
-  return t;
-}
-
-// A head-enabled state that consumed `toks`: in forwards of `chunk` tokens (0: one), then
-// `steps` more of them one at a time.
-std::unique_ptr<ModelState> consumed(Model& m, const std::vector<int32_t>& toks, size_t chunk = 0, size_t steps = 0) {
-  auto st = m.new_state();
-  m.draft_head()->enable_draft(*st);
-  std::vector<float> lg;
-  const size_t bulk = toks.size() - steps;
-  if (!chunk) chunk = std::max<size_t>(bulk, 1);
-  for (size_t i = 0; i < bulk; i += chunk)
-    m.forward(*st, std::span<const int32_t>(toks.data() + i, std::min(chunk, bulk - i)), Logits::kNone, lg);
-  for (size_t i = bulk; i < toks.size(); ++i) m.forward(*st, std::span<const int32_t>(&toks[i], 1), Logits::kNone, lg);
-  return st;
-}
-
-template <class F>
-bool throws(F f) {
-  try {
-    f();
-  } catch (const Error&) {
-    return true;
-  }
-  return false;
 }
 
 void heads(const std::string& root, Model& gpu) {

@@ -5,30 +5,35 @@
 
 namespace ds4::cuda {
 
-void run_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
-                    const std::function<void()>& enqueue) {
+void launch_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
+                       const std::function<void()>& enqueue) {
   if (!use_graph) {
     enqueue();
-  } else {
-    if (!exec) {
-      cudaGraph_t g = nullptr;
-      // Thread-local mode: another thread's CUDA calls (the canary, a second state) are not
-      // forbidden during the capture.
-      DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      try {
-        enqueue();
-      } catch (...) {
-        cudaStreamEndCapture(stream, &g);
-        if (g) cudaGraphDestroy(g);
-        throw;
-      }
-      DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-      const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
-      cudaGraphDestroy(g);
-      DS4_CUDA_CHECK(e);
-    }
-    DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    return;
   }
+  if (!exec) {
+    cudaGraph_t g = nullptr;
+    // Thread-local mode: another thread's CUDA calls (the canary, a second state) are not
+    // forbidden during the capture.
+    DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue();
+    } catch (...) {
+      cudaStreamEndCapture(stream, &g);
+      if (g) cudaGraphDestroy(g);
+      throw;
+    }
+    DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    cudaGraphDestroy(g);
+    DS4_CUDA_CHECK(e);
+  }
+  DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+}
+
+void run_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
+                    const std::function<void()>& enqueue) {
+  launch_graph_step(stream, exec, use_graph, enqueue);
   DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

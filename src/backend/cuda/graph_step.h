@@ -16,6 +16,10 @@ namespace ds4::cuda {
 // propagates; `exec` stays null so the next call captures again.
 void run_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
                     const std::function<void()>& enqueue);
+// The same without the stream sync (work queued back to back, one sync on the result: the
+// Qwen MTP catch-up rows and draft chain).
+void launch_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
+                       const std::function<void()>& enqueue);
 
 // The last op of a captured step: the device-side position counter += 1, so the next replay
 // of the same graph sees the next position.

@@ -142,16 +142,6 @@ void markov_row(const MarkovRowArgs& a, cudaStream_t s) {
 
 }  // namespace cuda
 
-namespace {
-
-CudaState& cuda_state(ModelState& s) {
-  auto* st = dynamic_cast<CudaState*>(&s);
-  if (!st) throw InputError("deepseek_v4 cuda: state does not come from this CUDA model");
-  return *st;
-}
-
-}  // namespace
-
 // The rows' xa {hc, hidden} (scratch base `base`, rows `stride` floats apart) after layer l:
 // its HC mean into the rows' taps slot k for every tap k that is l.
 void DeepseekV4CudaModel::Impl::dspark_tap(int64_t l, float* x, int64_t n, int64_t stride) {

@@ -13,6 +13,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/memory.h"
+#include "core/error.h"
 #include "formats/tensor_source.h"
 #include "models/cuda_candidates.h"
 #include "models/deepseek_v4/config.h"
@@ -101,6 +102,13 @@ class CudaState : public ModelState {
     DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
   }
 };
+
+// The CUDA state behind a ModelState handed to this model (mtp.cu, dspark.cu, spec_commit.cu).
+inline CudaState& cuda_state(ModelState& s) {
+  auto* st = dynamic_cast<CudaState*>(&s);
+  if (!st) throw InputError("deepseek_v4 cuda: state does not come from this CUDA model");
+  return *st;
+}
 
 struct DeepseekV4CudaModel::Impl {
   std::unique_ptr<TensorSource> src;

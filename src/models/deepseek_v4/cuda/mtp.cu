@@ -46,16 +46,6 @@ void streams_add(float* x, const float* e, int64_t hc, int64_t dim, cudaStream_t
 
 }  // namespace cuda
 
-namespace {
-
-CudaState& cuda_state(ModelState& s) {
-  auto* st = dynamic_cast<CudaState*>(&s);
-  if (!st) throw InputError("deepseek_v4 cuda: state does not come from this CUDA model");
-  return *st;
-}
-
-}  // namespace
-
 // xa {hc, H} of row t = h_proj(hnorm(prev_t[s])) + e_proj(enorm(emb_t)). prev may be xa itself:
 // it is normed into xb before xa is written. The h_proj of every stream is one batched
 // gemv_rows (entry s = stream s, the same matrix).

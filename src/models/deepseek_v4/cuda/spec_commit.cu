@@ -26,16 +26,6 @@
 
 namespace ds4::deepseek_v4 {
 
-namespace {
-
-CudaState& cuda_state(ModelState& s) {
-  auto* st = dynamic_cast<CudaState*>(&s);
-  if (!st) throw InputError("deepseek_v4 cuda: state does not come from this CUDA model");
-  return *st;
-}
-
-}  // namespace
-
 void DeepseekV4CudaModel::Impl::lane_undo_args(LaneArgs& a, int lane) const {
   const LaneUndo& u = cap.lanes[size_t(lane)];
   uint8_t* b = cap_buf.as<uint8_t>();

@@ -32,31 +32,6 @@ namespace ds4::qwen_next {
 
 namespace {
 
-// Capture-or-replay like dc::run_graph_step, without its stream sync: catch-up rows queue
-// back to back, and the draft chain syncs once on its result.
-void launch(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph, const std::function<void()>& enqueue) {
-  if (!use_graph) {
-    enqueue();
-    return;
-  }
-  if (!exec) {
-    cudaGraph_t g = nullptr;
-    DS4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue();
-    } catch (...) {
-      cudaStreamEndCapture(stream, &g);
-      if (g) cudaGraphDestroy(g);
-      throw;
-    }
-    DS4_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-    const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
-    cudaGraphDestroy(g);
-    DS4_CUDA_CHECK(e);
-  }
-  DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-}
-
 CudaState& cuda_state(ModelState& s) {
   auto* p = dynamic_cast<CudaState*>(&s);
   if (!p) throw InputError("qwen_next cuda: state does not come from this CUDA model");
@@ -140,7 +115,7 @@ void QwenNextCudaModel::Impl::mtp_catch_up(CudaState& st, int64_t upto) {
   const int64_t n = upto - st.mtp_pos;
   DS4_CHECK(n < ml.ring, "qwen_next cuda: MTP catch-up wants more rows than the ring keeps");
   for (int64_t i = 0; i < n; ++i)
-    launch(stream, st.mtp_graph[0], opt.graphs, [&] { mtp_enqueue_catch_up_row(st); });
+    dc::launch_graph_step(stream, st.mtp_graph[0], opt.graphs, [&] { mtp_enqueue_catch_up_row(st); });
   if (n > 0) st.mtp_pos = upto;
 }
 
@@ -199,7 +174,7 @@ void QwenNextCudaModel::Impl::mtp_draft(CudaState& st, int32_t next, int depth, 
   int32_t* tok_host = static_cast<int32_t*>(mtp_tok_host->p);
   tok_host[0] = next;
   if (!pick) {  // greedy: the whole chain on the device, one copy of the argmax records back
-    launch(stream, st.mtp_graph[depth], opt.graphs, [&] { mtp_enqueue_chain(st, depth); });
+    dc::launch_graph_step(stream, st.mtp_graph[depth], opt.graphs, [&] { mtp_enqueue_chain(st, depth); });
     DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
     const int32_t* rec = static_cast<const int32_t*>(mtp_picks_host->p);
     for (int k = 0; k < depth; ++k) drafts.push_back(rec[k * ms.pick_words]);
