@@ -21,6 +21,11 @@
 //     the next decode steps equal bit for bit those of a state that consumed only the kept
 //     tokens by decode steps, and the positions agree; committing one row too many is detected
 //     (different logits); bad keeps, a superseded window and a too-long window are refused.
+//  7. Checkpoints (save/load through the CPU State's sections, cuda/state_io.cu) after 40
+//     tokens of p64: GPU -> fresh GPU state continues bit-identically (24 kAll rows); GPU ->
+//     CPU model within kTol of the GPU and of the CPU's own state; CPU -> GPU within kTol of
+//     the CPU; a section one row short and a state holding a captured window are refused
+//     with InputError, and the refused load leaves the state as it was (bit-identical rows).
 // Usage: test_qwen_next_cuda [root] [--quick]   (root: the tree, default DS4_ROOT or ".";
 //   --quick: tiny prompts p7 and p64 and the extras only, for compute-sanitizer)
 #include <algorithm>
@@ -322,6 +327,78 @@ void captured_commit(qwen_next::QwenNextCudaModel& m, const std::vector<int32_t>
         "captured commit: verify_capture of 17 rows (> capture_rows) returns false and leaves the state");
 }
 
+// Item 7: checkpoints across the CPU and CUDA states.
+void checkpoints(Model& cpu, qwen_next::QwenNextCudaModel& gpu, const TensorSource& g) {
+  const auto tokens = golden<int32_t>(g, "p64.tokens");
+  const std::span<const int32_t> head(tokens.data(), 40), rest(tokens.data() + 40, tokens.size() - 40);
+  std::vector<float> a, b, c, d, e;
+  std::vector<StateSection> from_gpu, from_cpu;
+  auto gs = gpu.new_state(), cs = cpu.new_state();
+  gpu.prefill(*gs, head);
+  cpu.prefill(*cs, head);
+  gs->save(from_gpu);
+  cs->save(from_cpu);
+  auto g2 = gpu.new_state(), c2 = cpu.new_state(), g3 = gpu.new_state();
+  g2->load(from_gpu);
+  c2->load(from_gpu);
+  g3->load(from_cpu);
+  check(g2->position() == 40 && c2->position() == 40 && g3->position() == 40, "checkpoint: loaded positions are 40");
+  auto keep = gs->clone();  // for the refused load below
+  gpu.forward(*gs, rest, Logits::kAll, a);
+  gpu.forward(*g2, rest, Logits::kAll, b);
+  cpu.forward(*c2, rest, Logits::kAll, c);
+  cpu.forward(*cs, rest, Logits::kAll, d);
+  gpu.forward(*g3, rest, Logits::kAll, e);
+  check(!a.empty() && a == b, "checkpoint GPU -> GPU at position 40 continues bit-identically (24 rows)");
+  char buf[240];
+  const float d1 = c.size() == a.size() ? max_diff(c.data(), a.data(), a.size()) : INFINITY;
+  const float d1c = c.size() == d.size() ? max_diff(c.data(), d.data(), d.size()) : INFINITY;
+  const float d2 = e.size() == d.size() ? max_diff(e.data(), d.data(), d.size()) : INFINITY;
+  std::snprintf(buf, sizeof buf,
+                "checkpoint GPU -> CPU: max |diff| vs the GPU %.3g, vs the CPU's own state %.3g; CPU -> GPU: vs the CPU "
+                "%.3g (tol %.0e)",
+                d1, d1c, d2, double(kTol));
+  check(d1 <= kTol && d1c <= kTol && d2 <= kTol, buf);
+
+  // A corrupted section (an attention layer's K one row short): refused before any copy.
+  bool cut = false;
+  for (auto& sec : from_gpu) {
+    const std::string& n = sec.name;
+    if (!cut && n.rfind("layer.", 0) == 0 && n.size() > 2 && n.compare(n.size() - 2, 2, ".k") == 0 && !sec.bytes.empty()) {
+      sec.bytes.resize(sec.bytes.size() - sec.bytes.size() / 40);  // {40, kv_heads*head_dim}: one row short
+      cut = true;
+    }
+  }
+  auto refused = [](const char* what, auto&& f) {
+    bool threw = false;
+    try {
+      f();
+    } catch (const InputError& ex) {
+      threw = true;
+      std::printf("     (%s)\n", ex.what());
+    }
+    check(threw, std::string("checkpoint: ") + what + " throws InputError");
+  };
+  auto target = keep->clone();
+  refused("a K section one row short", [&] { target->load(from_gpu); });
+  std::vector<float> x, y;
+  gpu.forward(*target, rest, Logits::kAll, x);
+  gpu.forward(*keep, rest, Logits::kAll, y);
+  check(cut && target->position() == 64 && !x.empty() && x == y,
+        "checkpoint: the refused load left the state as it was (next 24 rows bit-identical)");
+
+  // A captured verify window is neither kept nor dropped yet: save refuses it.
+  auto trial = gpu.new_state();
+  gpu.prefill(*trial, head);
+  std::vector<float> lg;
+  gpu.verify_capture(*trial, std::span<const int32_t>(rest.data(), 4), lg);
+  std::vector<StateSection> sections;
+  refused("saving an uncommitted captured window", [&] { trial->save(sections); });
+  gpu.commit_prefix(*trial, 2);
+  trial->save(sections);
+  check(!sections.empty(), "checkpoint: after commit_prefix the state saves");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -357,6 +434,7 @@ int main(int argc, char** argv) {
       qwen_next::QwenNextCudaModel gpu16(open_tensor_source(tiny), o, co16);
       captured_commit(gpu16, p300, 33, {16});
     }
+    checkpoints(*cpu, static_cast<qwen_next::QwenNextCudaModel&>(*gpu), *g);
     if (!quick) default_model(root);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

@@ -26,6 +26,14 @@
 //     within kTol); the next trunk step and the draft after it bit-identical too. Also a draft
 //     on the uncommitted window (its catch-up consumes the window's rows; commit_prefix moves
 //     the head back, mtp_keep_through) gives the same.
+//  8. Checkpoints with the head on (cuda/state_io.cu: the ring unrolled into the CPU's
+//     pending pairs and last_wide), after 40 prompt tokens (39 pending pairs) and after a
+//     draft at 40 plus 3 decode steps (the head caught up, 3 pending): GPU -> fresh GPU state:
+//     next trunk logits and the depth-3 draft (ids and logits) bit-identical; GPU -> CPU
+//     model: trunk logits within kTol of the GPU and of the CPU's own state, drafts equal;
+//     CPU -> GPU likewise. A CPU state with 149 pending pairs (more than the ring) is refused
+//     with InputError and the refused state still drafts as before; after one CPU draft it
+//     loads.
 // Usage: test_qwen_next_mtp_cuda [root] [--quick]   (--quick: p7/p64, the tiny model only,
 //   item 6 at 40 tokens, item 7 at 4 rows)
 #include <algorithm>
@@ -284,6 +292,109 @@ void speculative(Model& gpu, const std::vector<int32_t>& prompt, int64_t n, cons
   }
 }
 
+// Item 8 at one point of a conversation: sc / sg are the CPU and GPU states (head on) after
+// the same tokens; `next` the token to draft from, `then` the two tokens consumed after it.
+void checkpoint_at(const Models& m, ModelState& sc, ModelState& sg, int32_t next, std::span<const int32_t> then,
+                   const std::string& what) {
+  std::vector<StateSection> from_gpu, from_cpu;
+  sg.save(from_gpu);
+  sc.save(from_cpu);
+  auto g2 = m.gpu->new_state(), c2 = m.cpu->new_state(), g3 = m.gpu->new_state();
+  g2->load(from_gpu);  // fresh states without enable_draft: the sections turn the head on
+  c2->load(from_gpu);
+  g3->load(from_cpu);
+  // Draft then trunk, on each of the five states.
+  struct Run {
+    std::vector<float> draft, trunk;
+    std::vector<int32_t> ids;
+  };
+  auto run_gpu = [&](ModelState& s) {
+    Run r;
+    m.gpu->mtp_draft(s, next, 3, r.draft, r.ids);
+    m.gpu->forward(s, then, Logits::kAll, r.trunk);
+    return r;
+  };
+  auto run_cpu = [&](ModelState& s) {
+    Run r;
+    m.cpu->mtp_draft(s, next, 3, r.draft, r.ids);
+    m.cpu->forward(s, then, Logits::kAll, r.trunk);
+    return r;
+  };
+  const Run a = run_gpu(sg), b = run_gpu(*g2), c = run_cpu(*c2), d = run_cpu(sc), e = run_gpu(*g3);
+  check(!a.trunk.empty() && a.trunk == b.trunk && a.ids == b.ids && a.draft == b.draft,
+        what + ": checkpoint GPU -> GPU: depth-3 draft and next trunk rows bit-identical");
+  auto diff = [](const std::vector<float>& x, const std::vector<float>& y) {
+    return x.size() == y.size() && !x.empty() ? max_diff(x.data(), y.data(), x.size()) : INFINITY;
+  };
+  const float t1 = diff(c.trunk, a.trunk), t1c = diff(c.trunk, d.trunk), t2 = diff(e.trunk, d.trunk);
+  const float q1 = diff(c.draft, a.draft), q2 = diff(e.draft, d.draft);
+  check(c.ids == a.ids && c.ids == d.ids && t1 <= kTol && t1c <= kTol && q1 <= kTol,
+        what + fmt(": checkpoint GPU -> CPU: drafts = GPU's = CPU's own, trunk max |diff| vs GPU %.3g, vs CPU %.3g, "
+                   "draft logits vs GPU %.3g",
+                   t1, t1c, q1));
+  check(e.ids == d.ids && t2 <= kTol && q2 <= kTol,
+        what + fmt(": checkpoint CPU -> GPU: drafts = CPU's, trunk max |diff| vs CPU %.3g, draft logits %.3g (tol 1e-4)",
+                   t2, q2));
+}
+
+void checkpoints(const Models& m, const TensorSource& g) {
+  const auto tokens = golden<int32_t>(g, "p300.tokens");
+  std::vector<float> lc, lg;
+  const std::vector<int32_t> head(tokens.begin(), tokens.begin() + 40);
+  {
+    auto sc = prefilled(*m.cpu, head, lc);
+    auto sg = prefilled(*m.gpu, head, lg);
+    checkpoint_at(m, *sc, *sg, tokens[40], std::span<const int32_t>(tokens.data() + 40, 2),
+                  "tiny p300[:40] (39 pending pairs)");
+  }
+  {
+    auto sc = prefilled(*m.cpu, head, lc);
+    auto sg = prefilled(*m.gpu, head, lg);
+    std::vector<int32_t> d;
+    m.cpu->draft(*sc, tokens[40], 2, d);  // the head catches up to 39 pairs
+    m.gpu->draft(*sg, tokens[40], 2, d);
+    for (int i = 40; i < 43; ++i) {
+      m.cpu->decode(*sc, tokens[size_t(i)]);
+      m.gpu->decode(*sg, tokens[size_t(i)]);
+    }
+    checkpoint_at(m, *sc, *sg, tokens[43], std::span<const int32_t>(tokens.data() + 43, 2),
+                  "tiny p300[:43] (head caught up to 39, 3 pending)");
+  }
+  // More pending pairs than the device ring keeps: refused before anything is written.
+  const std::vector<int32_t> long_head(tokens.begin(), tokens.begin() + 150);
+  auto sc = prefilled(*m.cpu, long_head, lc);
+  std::vector<StateSection> sections;
+  sc->save(sections);
+  auto sg = prefilled(*m.gpu, head, lg);  // a live GPU state the refused load must not touch
+  auto ref = sg->clone();
+  bool threw = false;
+  try {
+    sg->load(sections);
+  } catch (const InputError& ex) {
+    threw = true;
+    std::printf("     (%s)\n", ex.what());
+  }
+  std::vector<float> a, b;
+  std::vector<int32_t> ia, ib;
+  m.gpu->mtp_draft(*sg, tokens[40], 3, a, ia);
+  m.gpu->mtp_draft(*ref, tokens[40], 3, b, ib);
+  check(threw && sg->position() == 40 && ia == ib && !a.empty() && a == b,
+        "checkpoint: a CPU state with 149 pending MTP pairs is refused (InputError); the state drafts as before");
+  std::vector<int32_t> d;
+  m.cpu->draft(*sc, tokens[150], 1, d);  // catches the CPU head up: no pending pair left
+  sections.clear();
+  sc->save(sections);
+  auto g2 = m.gpu->new_state();
+  g2->load(sections);
+  std::vector<float> dc, dg;
+  std::vector<int32_t> ic, ig;
+  m.cpu->mtp_draft(*sc, tokens[150], 3, dc, ic);
+  m.gpu->mtp_draft(*g2, tokens[150], 3, dg, ig);
+  const float q = dc.size() == dg.size() ? max_diff(dc.data(), dg.data(), dc.size()) : INFINITY;
+  check(g2->position() == 150 && ic == ig && q <= kTol,
+        fmt("checkpoint: after one CPU draft the 150-token state loads on the GPU; drafts = CPU's (logits %.3g)", q));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -315,6 +426,7 @@ int main(int argc, char** argv) {
       captured(m, *g, 60, 8, false);  // 60 + 8 - 1 >= 64 pending: forward_chunk catches up first
       captured(m, *g, 33, 4, true);
     }
+    checkpoints(m, *g);
     speculative(*gpu, golden<int32_t>(*g, "p64.tokens"), 48, "tiny p64");
     bool threw = false;
     try {

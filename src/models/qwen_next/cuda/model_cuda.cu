@@ -241,7 +241,7 @@ double QwenNextCudaModel::chunk_bytes_ratio(int64_t rows) const {
 }
 
 std::unique_ptr<ModelState> QwenNextCudaModel::new_state() const {
-  return std::make_unique<CudaState>(impl_->lay, impl_->c);
+  return std::make_unique<CudaState>(impl_->lay, impl_->c, impl_->has_mtp() ? &impl_->ml : nullptr);
 }
 
 void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,

@@ -13,6 +13,8 @@
 // speculative loop verifies through verify_capture (one recorded chunk on the state itself)
 // and keeps any prefix with commit_prefix, which cuts the trunk back from the records and
 // the head's bookkeeping with mtp_keep_through: no clone, no re-run (no repair).
+// A state saves and loads the CPU State's named sections (state_io.cu), so chat checkpoints
+// move between the CPU and CUDA models either way (the head's history included).
 #include <memory>
 #include <string>
 

@@ -44,19 +44,24 @@ inline dc::GemvOptions gemv_options() {
 
 class CudaState : public ModelState {
  public:
-  CudaState(const StateLayout& lay, const Config& c) : buf(lay.bytes, "qwen_next state (context caches)") {
+  // ml: the MTP head's layout, nullptr for a model without a device head.
+  CudaState(const StateLayout& lay, const Config& c, const MtpLayout* ml)
+      : buf(lay.bytes, "qwen_next state (context caches)"), c_(&c), lay_(&lay), ml_(ml) {
     DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
     // The step runs on a non-blocking stream, which does not wait for the legacy stream.
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
     for (int64_t p = 0; p < lay.ple_layers; ++p) ple_ctx.emplace_back(size_t(c.ngram - 1), c.eos);
   }
-  ~CudaState() override {
+  ~CudaState() override { drop_graphs(); }
+  // Every captured graph of this state (recaptured on next use).
+  void drop_graphs() {
     for (auto& g : graph)
-      if (g) cudaGraphExecDestroy(g);
+      if (g) cudaGraphExecDestroy(g), g = nullptr;
     for (auto& [key, g] : chunk_graph)
       if (g) cudaGraphExecDestroy(g);
+    chunk_graph.clear();
     for (auto& g : mtp_graph)
-      if (g) cudaGraphExecDestroy(g);
+      if (g) cudaGraphExecDestroy(g), g = nullptr;
   }
   // A clone captures its own graphs (they hold this state's addresses), copies the MTP head's
   // part, and holds no captured verify window (its records live in the model, owned by the
@@ -64,6 +69,11 @@ class CudaState : public ModelState {
   std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
   int64_t position() const override { return pos; }
   size_t bytes() const override { return buf.bytes() + mtp.bytes(); }
+  // The CPU State's named sections (state_io.cu): save copies the device caches into a host
+  // qwen_next::State and lets it write them; load reads and checks a fresh host State, then
+  // uploads it. Either side's checkpoint loads on the other.
+  void save(std::vector<StateSection>& out) const override;
+  void load(const std::vector<StateSection>& in) override;
 
   dc::DeviceBuffer buf;                        // every layer's caches + the position counter
   std::vector<std::vector<int32_t>> ple_ctx;   // per PLE layer {ngram-1}: previous tokens
@@ -87,9 +97,13 @@ class CudaState : public ModelState {
   cudaGraphExec_t mtp_graph[kMtpMaxDepth + 1] = {};
 
  private:
+  const Config* c_;
+  const StateLayout* lay_;
+  const MtpLayout* ml_;  // nullptr: no device MTP head
+
   CudaState(const CudaState& o)
       : buf(o.buf.bytes(), "qwen_next state clone"), ple_ctx(o.ple_ctx), pos(o.pos), mtp_on(o.mtp_on),
-        mtp_pos(o.mtp_pos) {
+        mtp_pos(o.mtp_pos), c_(o.c_), lay_(o.lay_), ml_(o.ml_) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
     if (o.mtp.bytes()) {
       mtp = dc::DeviceBuffer(o.mtp.bytes(), "qwen_next MTP state clone");
