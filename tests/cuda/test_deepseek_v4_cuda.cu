@@ -19,6 +19,9 @@
 //     straddling the compressor windows) likewise; the ds4 GGUF tiny (Q8_0 / F16 gemv_rows
 //     paths) too. Items 1-2 run the chunk path already: every multi-token prefill there is
 //     chunked (golden + CPU tolerances), and item 2's kAll check is 64 chunked rows vs the CPU.
+//  7. Checkpoints (state_io.cu, dsv4_checkpoint_test.h) after 301 tokens (ring of 16 wrapped,
+//     CSA / HCA windows closed, both open): GPU -> GPU next logits bit-identical, GPU <-> CPU
+//     within kTol, corrupted sections refused with InputError.
 // When a logits check fails, the per-layer max |diff| of the HC state vs the CPU model is
 // printed for that prompt (direct launches + layer observers), to localize the bug.
 // Usage: test_deepseek_v4_cuda [root] [--quick]   (--quick: p7 and p64 only, for sanitizers)
@@ -40,6 +43,7 @@
 #include "models/deepseek_v4/cuda/model_cuda.h"
 #include "models/deepseek_v4/gguf.h"
 #include "models/deepseek_v4/model.h"
+#include "dsv4_checkpoint_test.h"
 #include "test_common.h"
 
 using namespace ds4;
@@ -368,6 +372,12 @@ int main(int argc, char** argv) {
         quick ? std::vector<std::string>{"p7", "p64"} : std::vector<std::string>{"p1", "p7", "p64", "p300"};
     for (const auto& p : prompts) tiny_prompt(*cpu, *gpu, *streams, direct, *g, p);
     tiny_extras(*cpu, *gpu, *g);
+    {
+      auto p301 = golden<int32_t>(*g, "p300.tokens");  // 301 % 4 = 1, 301 % 16 = 13: windows open
+      p301.push_back(p301[0]);
+      const int64_t hd = dsv4::config_of(*open_tensor_source(tiny)).head_dim;
+      checkpoint_round_trips(*cpu, *gpu, p301, CheckpointCase{"tiny", 7, 0, kTol, "layer.3.comp.pend_kv", size_t(hd)});
+    }
     {
       dsv4::CudaModelOptions one, seven;
       one.chunk_rows = 1, seven.chunk_rows = 7;

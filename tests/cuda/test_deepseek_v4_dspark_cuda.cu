@@ -20,6 +20,8 @@
 //  7. The greedy speculative loop (engine/speculative.h) on the CUDA model, depths 1 and 4:
 //     output = greedy AR token for token, drafted > 0, prefix commits > 0, repairs and full
 //     replays 0; with drafts forced to the AR continuation: accepted > 0, bonus > 0.
+//  8. Checkpoints with the drafter on (dsv4_checkpoint_test.h, 301 tokens): the stage rings
+//     round-trip (GPU -> GPU bit-identical, GPU <-> CPU within kTol, all 5 drafts equal).
 // Usage: test_deepseek_v4_dspark_cuda [root] [--quick]
 #include <unistd.h>
 
@@ -40,6 +42,7 @@
 #include "models/deepseek_v4/model.h"
 #include "models/draft_head.h"
 #include "draft_test_util.h"
+#include "dsv4_checkpoint_test.h"
 #include "test_common.h"
 // tests/unit/common: the gtest-free draft-head scaffolding shared with the unit tests.
 #include "../unit/common/draft_head_run.h"
@@ -314,6 +317,12 @@ int main(int argc, char** argv) {
     gates(*cpu, gpu, *ref);
     unchanged(gpu, p64);
     commits(gpu, args.quick);
+    {  // 301 % 4 = 1, 301 % 16 = 13: compressor windows open; gate 0 keeps all 5 drafts
+      gpu.set_confidence_gate(0.0);
+      cpu->draft_head()->set_confidence_gate(0.0);
+      checkpoint_round_trips(*cpu, gpu, synthetic_tokens(301, 41, 3, V),
+                             CheckpointCase{"DSpark", 77, 5, kTol, "layer.3.comp.pend_kv", size_t(gpu.config().head_dim)});
+    }
     if (!args.quick) speculative(*cpu, gpu, p64);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

@@ -20,6 +20,9 @@
 //  7. The greedy speculative loop (engine/speculative.h) on the CUDA model: output = greedy AR
 //     token for token (and = the CPU's AR), drafted > 0, prefix commits > 0, repairs and full
 //     replays 0; with drafts forced to the AR continuation: accepted > 0, bonus > 0.
+//  8. Checkpoints with the head on (dsv4_checkpoint_test.h, 301 tokens): the head's ring and
+//     mtp_last_y round-trip (GPU -> GPU bit-identical, GPU <-> CPU within kTol, drafts equal);
+//     save during an uncommitted captured window throws, after commit_prefix it saves.
 // Usage: test_deepseek_v4_mtp_cuda [root] [--quick]
 #include <unistd.h>
 
@@ -40,6 +43,7 @@
 #include "models/deepseek_v4/model.h"
 #include "models/draft_head.h"
 #include "draft_test_util.h"
+#include "dsv4_checkpoint_test.h"
 #include "test_common.h"
 // tests/unit/common: the gtest-free draft-head scaffolding shared with the unit tests.
 #include "../unit/common/draft_head_run.h"
@@ -267,6 +271,21 @@ void speculative(Model& cpu, Model& gpu, const std::vector<int32_t>& prompt) {
 
 }  // namespace
 
+// A captured window's undo log lives in the model, not in the sections: save waits for the commit.
+void save_during_capture(dsv4::DeepseekV4CudaModel& g, const std::vector<int32_t>& toks) {
+  auto s = consumed(g, toks);
+  std::vector<float> lg;
+  std::vector<StateSection> out;
+  const std::vector<int32_t> window(toks.begin(), toks.begin() + 4);
+  const bool captured = g.verify_capture(*s, window, lg);
+  const bool refused = captured && throws([&] { s->save(out); });
+  if (captured) g.commit_prefix(*s, 2);
+  out.clear();
+  s->save(out);
+  check(refused && !out.empty() && s->position() == int64_t(toks.size()) + 2,
+        "save during an uncommitted captured window throws; after commit_prefix(2) it saves");
+}
+
 int main(int argc, char** argv) {
   const TestArgs args = parse_args(argc, argv);
   const std::string& root = args.root;
@@ -289,6 +308,13 @@ int main(int argc, char** argv) {
     versus_cpu(*cpu, gpu, direct, p64);
     unchanged_and_picked(*cpu, gpu, p64);
     commits(gpu, args.quick);
+    {
+      auto p301 = golden<int32_t>(*g, "p300.tokens");  // 301 % 4 = 1, 301 % 16 = 13: windows open
+      p301.push_back(p301[0]);
+      checkpoint_round_trips(*cpu, gpu, p301,
+                             CheckpointCase{"MTP head", 77, 4, kTol, "layer.3.comp.pend_kv", size_t(gpu.config().head_dim)});
+      save_during_capture(gpu, p64);
+    }
     if (!args.quick) speculative(*cpu, gpu, p64);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

@@ -374,7 +374,7 @@ void DeepseekV4CudaModel::set_layer_observer(LayerObserver fn) {
   impl_->observer = std::move(fn);
 }
 
-std::unique_ptr<ModelState> DeepseekV4CudaModel::new_state() const { return std::make_unique<CudaState>(impl_->lay); }
+std::unique_ptr<ModelState> DeepseekV4CudaModel::new_state() const { return std::make_unique<CudaState>(impl_->c, impl_->lay); }
 
 void DeepseekV4CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,
                                   std::vector<float>& logits) {

@@ -21,6 +21,9 @@
 // depth cut and the confidence gate (set_confidence_gate) as the CPU; draft_picked declines; the
 // captured commit needs no DSpark record. No draft head for an embedding (or DSpark markov_w1)
 // type the device lookup lacks (backend/cuda/embed.h: F32, F16, BF16, Q8_0).
+// Checkpoints (state_io.cu): a state's save()/load() use the CPU State's named sections, so
+// GPU and CPU checkpoints load into each other; load refuses (InputError, nothing written)
+// what the device state cannot hold; save throws while a captured verify window is pending.
 #include <map>
 #include <memory>
 #include <string>

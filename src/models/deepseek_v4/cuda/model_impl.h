@@ -46,7 +46,9 @@ inline dc::GemvOptions gemv_options(DType t) {
 
 class CudaState : public ModelState {
  public:
-  explicit CudaState(const StateLayout& lay) : buf(lay.bytes, "deepseek_v4 state (context caches)") {
+  // c and lay are the model's (Impl): they outlive its states.
+  CudaState(const Config& c, const StateLayout& lay)
+      : buf(lay.bytes, "deepseek_v4 state (context caches)"), c_(&c), lay_(&lay) {
     DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
     // The step runs on a non-blocking stream, which does not wait for the legacy stream.
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
@@ -72,6 +74,10 @@ class CudaState : public ModelState {
   }
   int64_t position() const override { return pos; }
   size_t bytes() const override { return buf.bytes(); }
+  // The CPU state's named sections (state_io.cu): save goes through a host deepseek_v4::State,
+  // load reads one (it checks the sections) and uploads it, refusing what this state cannot hold.
+  void save(std::vector<StateSection>& out) const override;
+  void load(const std::vector<StateSection>& in) override;
 
   dc::DeviceBuffer buf;  // every layer's caches + the position counter
   int64_t pos = 0;
@@ -93,11 +99,13 @@ class CudaState : public ModelState {
   uint64_t cap_gen = 0;
 
  private:
+  const Config* c_;
+  const StateLayout* lay_;
   // A clone captures its own graphs (they hold this state's addresses). A pending captured
   // window carries over: its undo log applies to the clone's equal buffer as well.
   CudaState(const CudaState& o)
       : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos), mtp_on(o.mtp_on), dspark_on(o.dspark_on),
-        cap_rows(o.cap_rows), cap_gen(o.cap_gen) {
+        cap_rows(o.cap_rows), cap_gen(o.cap_gen), c_(o.c_), lay_(o.lay_) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
     DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
   }
