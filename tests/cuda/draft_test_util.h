@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -45,6 +46,41 @@ bool throws(F f) {
     return true;
   }
   return false;
+}
+
+// Captured-prefix commit at every keep: a base state (prompt of `len` synthetic tokens, drafting
+// on, one draft done) verifies `window` through verify_capture, keeps 1..n rows, and must equal
+// a clone that decoded only the kept tokens: verify rows = a plain kAll forward, positions,
+// the head's next output (`head_same(trial, ref, token)`), 6 decode steps and the head's
+// output after them. Returns "" or what differed first.
+template <class HeadSame>
+std::string commit_every_keep(Model& g, int64_t len, const std::vector<int32_t>& window, HeadSame head_same) {
+  const int64_t V = g.info().vocab_size, n = int64_t(window.size());
+  DraftHead& h = *g.draft_head();
+  auto base = consumed(g, synthetic_tokens(len, 37, 11, V));
+  std::vector<int32_t> d;
+  h.draft(*base, 5, 2, d);
+  std::vector<float> want_rows, rows;
+  {
+    auto plain = base->clone();
+    g.forward(*plain, window, Logits::kAll, want_rows);
+  }
+  const std::vector<int32_t> cont = synthetic_tokens(6, 53, 7, V);
+  for (int64_t keep = 1; keep <= n; ++keep) {
+    const std::string at = " at keep " + std::to_string(keep);
+    auto trial = base->clone();
+    if (!h.verify_capture(*trial, window, rows)) return "verify_capture returned false";
+    if (rows != want_rows) return "verify rows differ from a plain kAll forward";
+    h.commit_prefix(*trial, keep);
+    auto ref = base->clone();
+    for (int64_t i = 0; i < keep; ++i) g.decode(*ref, window[size_t(i)]);
+    if (trial->position() != len + keep) return "position " + std::to_string(trial->position()) + at;
+    if (!head_same(*trial, *ref, cont[0])) return "next draft differs" + at;
+    for (size_t i = 0; i < cont.size(); ++i)
+      if (g.decode(*trial, cont[i]) != g.decode(*ref, cont[i])) return "decode " + std::to_string(i) + " differs" + at;
+    if (!head_same(*trial, *ref, cont[1])) return "draft after the 6 decode steps differs" + at;
+  }
+  return "";
 }
 
 }  // namespace ds4::cuda_test

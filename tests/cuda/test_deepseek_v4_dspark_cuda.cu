@@ -210,42 +210,16 @@ void unchanged(dsv4::DeepseekV4CudaModel& g, const std::vector<int32_t>& toks) {
         "drafted");
 }
 
-// One base state (prompt of `len` tokens, drafter on, one draft done) and a window: every keep.
+// One base state and a window: every keep (draft_test_util.h commit_every_keep).
 void commit_case(dsv4::DeepseekV4CudaModel& g, int64_t len, const std::vector<int32_t>& window) {
-  const int64_t V = g.info().vocab_size, n = int64_t(window.size());
-  auto base = consumed(g, synthetic_tokens(len, 37, 11, V));
-  std::vector<int32_t> d;
-  g.draft(*base, 5, 2, d);
-  std::vector<float> want_rows, rows;
-  {
-    auto plain = base->clone();
-    g.forward(*plain, window, Logits::kAll, want_rows);
-  }
-  const std::vector<int32_t> cont = synthetic_tokens(6, 53, 7, V);
-  std::string bad;
-  for (int64_t keep = 1; keep <= n && bad.empty(); ++keep) {
-    auto trial = base->clone();
-    if (!g.verify_capture(*trial, window, rows)) {
-      bad = "verify_capture returned false";
-      break;
-    }
-    if (rows != want_rows) bad = "verify rows differ from a plain kAll forward";
-    g.commit_prefix(*trial, keep);
-    auto ref = base->clone();
-    for (int64_t i = 0; i < keep; ++i) g.decode(*ref, window[size_t(i)]);
-    if (trial->position() != len + keep) bad = "position " + std::to_string(trial->position());
-    if (bad.empty() && !same(gpu_k5(g, *trial, cont[0]), gpu_k5(g, *ref, cont[0])))
-      bad = "next K5 pass differs at keep " + std::to_string(keep);
-    for (size_t i = 0; i < cont.size() && bad.empty(); ++i)
-      if (g.decode(*trial, cont[i]) != g.decode(*ref, cont[i]))
-        bad = "decode " + std::to_string(i) + " after keep " + std::to_string(keep) + " differs";
-    if (bad.empty() && !same(gpu_k5(g, *trial, cont[1]), gpu_k5(g, *ref, cont[1])))
-      bad = "K5 pass after the 6 decode steps differs at keep " + std::to_string(keep);
-  }
+  const int64_t n = int64_t(window.size());
+  const std::string bad = commit_every_keep(g, len, window, [&](ModelState& t, ModelState& r, int32_t tok) {
+    return same(gpu_k5(g, t, tok), gpu_k5(g, r, tok));
+  });
   char buf[300];
   std::snprintf(buf, sizeof buf,
-                "captured commit, prompt %lld, window %lld: every keep 1..%lld = decode steps over the kept tokens (next K5 "
-                "pass + 6 decode steps + K5 pass bit-identical)%s%s",
+                "captured commit, prompt %lld, window %lld: every keep 1..%lld = decode steps over the kept tokens (next K5 pass, "
+                "6 decode steps, next K5 pass again bit-identical)%s%s",
                 (long long)len, (long long)n, (long long)n, bad.empty() ? "" : ": ", bad.c_str());
   check(bad.empty(), buf);
 }

@@ -176,43 +176,25 @@ void unchanged_and_picked(Model& cpu, dsv4::DeepseekV4CudaModel& g, const std::v
   check(d.size() == 4 && d != dp, "greedy and 2nd-best chains differ (the pick is used)");
 }
 
-// One base state (prompt of `len` tokens, head on, one draft done) and a window: every keep.
+// The depth-3 draft chain (logits and ids) after `tok` on two states, bit for bit.
+bool head_logits_equal(dsv4::DeepseekV4CudaModel& g, ModelState& a, ModelState& b, int32_t tok) {
+  std::vector<float> la, lb;
+  std::vector<int32_t> ia, ib;
+  g.draft_logits(a, tok, 3, la, ia);
+  g.draft_logits(b, tok, 3, lb, ib);
+  return la == lb && ia == ib;
+}
+
+// One base state and a window: every keep (draft_test_util.h commit_every_keep).
 void commit_case(dsv4::DeepseekV4CudaModel& g, int64_t len, const std::vector<int32_t>& window) {
-  const int64_t V = g.info().vocab_size, n = int64_t(window.size());
-  auto base = consumed(g, synthetic_tokens(len, 37, 11, V));
-  std::vector<int32_t> d;
-  g.draft(*base, 5, 2, d);
-  std::vector<float> want_rows, rows;
-  {
-    auto plain = base->clone();
-    g.forward(*plain, window, Logits::kAll, want_rows);
-  }
-  const std::vector<int32_t> cont = synthetic_tokens(6, 53, 7, V);
-  std::string bad;
-  for (int64_t keep = 1; keep <= n && bad.empty(); ++keep) {
-    auto trial = base->clone();
-    if (!g.verify_capture(*trial, window, rows)) {
-      bad = "verify_capture returned false";
-      break;
-    }
-    if (rows != want_rows) bad = "verify rows differ from a plain kAll forward";
-    g.commit_prefix(*trial, keep);
-    auto ref = base->clone();
-    for (int64_t i = 0; i < keep; ++i) g.decode(*ref, window[size_t(i)]);
-    if (trial->position() != len + keep) bad = "position " + std::to_string(trial->position());
-    std::vector<float> dt, dr;
-    std::vector<int32_t> it, ir;
-    g.draft_logits(*trial, cont[0], 3, dt, it);
-    g.draft_logits(*ref, cont[0], 3, dr, ir);
-    if (bad.empty() && (dt != dr || it != ir)) bad = "next draft differs at keep " + std::to_string(keep);
-    for (size_t i = 0; i < cont.size() && bad.empty(); ++i)
-      if (g.decode(*trial, cont[i]) != g.decode(*ref, cont[i]))
-        bad = "decode " + std::to_string(i) + " after keep " + std::to_string(keep) + " differs";
-  }
+  const int64_t n = int64_t(window.size());
+  const std::string bad = commit_every_keep(g, len, window, [&](ModelState& t, ModelState& r, int32_t tok) {
+    return head_logits_equal(g, t, r, tok);
+  });
   char buf[300];
   std::snprintf(buf, sizeof buf,
-                "captured commit, prompt %lld, window %lld: every keep 1..%lld = decode steps over the kept tokens (next "
-                "draft + 6 decode steps bit-identical)%s%s",
+                "captured commit, prompt %lld, window %lld: every keep 1..%lld = decode steps over the kept tokens (next draft, "
+                "6 decode steps, next draft again bit-identical)%s%s",
                 (long long)len, (long long)n, (long long)n, bad.empty() ? "" : ": ", bad.c_str());
   check(bad.empty(), buf);
 }
