@@ -37,6 +37,7 @@
 #include "models/glm5/cuda/model_cuda.h"
 #include "models/glm5/model.h"
 #include "models/glm5/synthetic.h"
+#include "checkpoint_round_trip.h"
 #include "test_common.h"
 
 using namespace ds4;
@@ -151,22 +152,9 @@ void tiny_extras(Model& cpu, Model& gpu, const TensorSource& g) {
 void checkpoints(Model& cpu, Model& gpu, const TensorSource& g) {
   const auto tokens = golden<int32_t>(g, "p64.tokens");
   const std::span<const int32_t> head(tokens.data(), 40), rest(tokens.data() + 40, tokens.size() - 40);
-  std::vector<float> a, b, c, d, e;
-  std::vector<StateSection> from_gpu, from_cpu;
-  auto gs = gpu.new_state(), cs = cpu.new_state();
-  gpu.prefill(*gs, head);
-  cpu.prefill(*cs, head);
-  gs->save(from_gpu);
-  cs->save(from_cpu);
-  auto g2 = gpu.new_state(), c2 = cpu.new_state(), g3 = gpu.new_state();
-  g2->load(from_gpu);
-  c2->load(from_gpu);
-  g3->load(from_cpu);
-  gpu.forward(*gs, rest, Logits::kAll, a);
-  gpu.forward(*g2, rest, Logits::kAll, b);
-  cpu.forward(*c2, rest, Logits::kAll, c);
-  cpu.forward(*cs, rest, Logits::kAll, d);
-  gpu.forward(*g3, rest, Logits::kAll, e);
+  CheckpointRows r = checkpoint_round_trip(cpu, gpu, head, rest);
+  const std::vector<float>&a = r.gpu, &b = r.gpu_loaded, &c = r.cpu_loaded, &d = r.cpu, &e = r.gpu_from_cpu;
+  std::vector<StateSection>& from_gpu = r.from_gpu;
   check(!a.empty() && a == b, "checkpoint GPU -> GPU at position 40 continues bit-identically (24 rows)");
   char buf[200];
   const float d1 = c.size() == a.size() ? max_diff(c.data(), a.data(), a.size()) : INFINITY;

@@ -41,6 +41,7 @@
 #include "formats/tensor_source.h"
 #include "models/qwen_next/cuda/model_cuda.h"
 #include "models/qwen_next/model.h"
+#include "checkpoint_round_trip.h"
 #include "test_common.h"
 
 using namespace ds4;
@@ -331,24 +332,13 @@ void captured_commit(qwen_next::QwenNextCudaModel& m, const std::vector<int32_t>
 void checkpoints(Model& cpu, qwen_next::QwenNextCudaModel& gpu, const TensorSource& g) {
   const auto tokens = golden<int32_t>(g, "p64.tokens");
   const std::span<const int32_t> head(tokens.data(), 40), rest(tokens.data() + 40, tokens.size() - 40);
-  std::vector<float> a, b, c, d, e;
-  std::vector<StateSection> from_gpu, from_cpu;
-  auto gs = gpu.new_state(), cs = cpu.new_state();
-  gpu.prefill(*gs, head);
-  cpu.prefill(*cs, head);
-  gs->save(from_gpu);
-  cs->save(from_cpu);
-  auto g2 = gpu.new_state(), c2 = cpu.new_state(), g3 = gpu.new_state();
-  g2->load(from_gpu);
-  c2->load(from_gpu);
-  g3->load(from_cpu);
-  check(g2->position() == 40 && c2->position() == 40 && g3->position() == 40, "checkpoint: loaded positions are 40");
-  auto keep = gs->clone();  // for the refused load below
-  gpu.forward(*gs, rest, Logits::kAll, a);
-  gpu.forward(*g2, rest, Logits::kAll, b);
-  cpu.forward(*c2, rest, Logits::kAll, c);
-  cpu.forward(*cs, rest, Logits::kAll, d);
-  gpu.forward(*g3, rest, Logits::kAll, e);
+  // The refused load below goes into a state that consumed `head` (a clone to compare with).
+  auto keep = gpu.new_state();
+  gpu.prefill(*keep, head);
+  CheckpointRows r = checkpoint_round_trip(cpu, gpu, head, rest);
+  const std::vector<float>&a = r.gpu, &b = r.gpu_loaded, &c = r.cpu_loaded, &d = r.cpu, &e = r.gpu_from_cpu;
+  std::vector<StateSection>& from_gpu = r.from_gpu;
+  check(r.loaded_position == 40, "checkpoint: loaded positions are 40");
   check(!a.empty() && a == b, "checkpoint GPU -> GPU at position 40 continues bit-identically (24 rows)");
   char buf[240];
   const float d1 = c.size() == a.size() ? max_diff(c.data(), a.data(), a.size()) : INFINITY;
