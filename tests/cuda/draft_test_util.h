@@ -3,6 +3,8 @@
 // token rows, a drafting state fed in chosen forward sizes, and an error probe. The greedy
 // speculative run and the trunk + head directory are tests/unit/common/draft_head_run.h.
 #include <algorithm>
+#include <cstdio>
+#include <initializer_list>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -12,6 +14,9 @@
 #include "core/error.h"
 #include "models/draft_head.h"
 #include "models/model.h"
+#include "test_common.h"
+// tests/unit/common: the gtest-free draft-head scaffolding shared with the unit tests.
+#include "../unit/common/draft_head_run.h"
 
 namespace ds4::cuda_test {
 
@@ -81,6 +86,39 @@ std::string commit_every_keep(Model& g, int64_t len, const std::vector<int32_t>&
     if (!head_same(*trial, *ref, cont[1])) return "draft after the 6 decode steps differs" + at;
   }
   return "";
+}
+
+// Greedy speculative decoding on the CUDA model equals greedy AR (24 tokens after `prompt`, eos
+// `eos`), at each depth with the head's own drafts (drafted > 0, every verify a prefix commit,
+// no repair or replay) and with drafts forced to the AR continuation (accepted and bonus > 0);
+// greedy AR on CUDA equals greedy AR on the CPU. `label` names the head in the check lines.
+inline void speculative_equals_ar(Model& cpu, Model& gpu, const std::vector<int32_t>& prompt,
+                                  std::initializer_list<int> depths, const char* label, int32_t eos = 1) {
+  using draft_test::SpecRun;
+  const SpecRun ar = draft_test::generate(gpu, prompt, 0, nullptr, eos),
+                ar_cpu = draft_test::generate(cpu, prompt, 0, nullptr, eos);
+  check(ar.tokens.size() == 24 && ar.tokens == ar_cpu.tokens, "greedy AR on CUDA = greedy AR on the CPU (24 tokens)");
+  for (int depth : depths) {
+    const SpecRun own = draft_test::generate(gpu, prompt, depth, nullptr, eos),
+                  forced = draft_test::generate(gpu, prompt, depth, &ar.tokens, eos),
+                  own_cpu = draft_test::generate(cpu, prompt, depth, nullptr, eos);
+    const auto& s = own.stats;
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%s depth %d on CUDA = greedy AR: %s; drafted %lld (CPU %lld), accepted %lld (CPU %lld), prefix "
+                  "commits %lld, repairs %lld, full replays %lld",
+                  label, depth, own.tokens == ar.tokens ? "yes" : "NO", (long long)s.drafted,
+                  (long long)own_cpu.stats.drafted, (long long)s.accepted, (long long)own_cpu.stats.accepted,
+                  (long long)s.prefix_commits, (long long)s.repairs, (long long)s.full_replays);
+    check(own.tokens == ar.tokens && s.drafted > 0 && s.prefix_commits > 0 && s.repairs + s.full_replays == 0, buf);
+    const auto& f = forced.stats;
+    std::snprintf(buf, sizeof buf,
+                  "%s depth %d, drafts forced to the AR continuation: = AR: %s; accepted %lld, bonus %lld, repairs "
+                  "%lld, full replays %lld",
+                  label, depth, forced.tokens == ar.tokens ? "yes" : "NO", (long long)f.accepted, (long long)f.bonus,
+                  (long long)f.repairs, (long long)f.full_replays);
+    check(forced.tokens == ar.tokens && f.accepted > 0 && f.bonus > 0 && f.repairs + f.full_replays == 0, buf);
+  }
 }
 
 }  // namespace ds4::cuda_test

@@ -233,37 +233,8 @@ void commits(dsv4::DeepseekV4CudaModel& g, bool quick) {
   for (int64_t len : quick ? std::vector<int64_t>{13} : std::vector<int64_t>{1, 13, 30, 47}) commit_case(g, len, w16);
 }
 
-using draft_test::SpecRun;
-
-// 24 greedy tokens after `prompt` (depth 0: plain AR); `force`: drafts overwritten by the AR
-// continuation (every draft accepted, bonus row used). generate_greedy's gate is 0.
-SpecRun generate(Model& m, const std::vector<int32_t>& prompt, int depth, const std::vector<int32_t>* force) {
-  return draft_test::generate(m, prompt, depth, force, 1);
-}
-
 void speculative(Model& cpu, Model& gpu, const std::vector<int32_t>& prompt) {
-  const SpecRun ar = generate(gpu, prompt, 0, nullptr), ar_cpu = generate(cpu, prompt, 0, nullptr);
-  check(ar.tokens.size() == 24 && ar.tokens == ar_cpu.tokens, "greedy AR on CUDA = greedy AR on the CPU (24 tokens)");
-  for (int depth : {1, 4}) {
-    const SpecRun own = generate(gpu, prompt, depth, nullptr), forced = generate(gpu, prompt, depth, &ar.tokens);
-    const SpecRun own_cpu = generate(cpu, prompt, depth, nullptr);
-    const auto& s = own.stats;
-    char buf[300];
-    std::snprintf(buf, sizeof buf,
-                  "DSpark speculative depth %d on CUDA = greedy AR: %s; drafted %lld (CPU %lld), accepted %lld (CPU %lld), "
-                  "prefix commits %lld, repairs %lld, full replays %lld",
-                  depth, own.tokens == ar.tokens ? "yes" : "NO", (long long)s.drafted, (long long)own_cpu.stats.drafted,
-                  (long long)s.accepted, (long long)own_cpu.stats.accepted, (long long)s.prefix_commits,
-                  (long long)s.repairs, (long long)s.full_replays);
-    check(own.tokens == ar.tokens && s.drafted > 0 && s.prefix_commits > 0 && s.repairs + s.full_replays == 0, buf);
-    const auto& f = forced.stats;
-    std::snprintf(buf, sizeof buf,
-                  "DSpark speculative depth %d, drafts forced to the AR continuation: = AR: %s; accepted %lld, bonus %lld, "
-                  "repairs %lld, full replays %lld",
-                  depth, forced.tokens == ar.tokens ? "yes" : "NO", (long long)f.accepted, (long long)f.bonus,
-                  (long long)f.repairs, (long long)f.full_replays);
-    check(forced.tokens == ar.tokens && f.accepted > 0 && f.bonus > 0 && f.repairs + f.full_replays == 0, buf);
-  }
+  speculative_equals_ar(cpu, gpu, prompt, {1, 4}, "DSpark speculative");
 }
 
 }  // namespace

@@ -221,34 +221,8 @@ void commits(dsv4::DeepseekV4CudaModel& g, bool quick) {
   check(!long_window && u->position() == 6, "a window past chunk_rows (17 > 16) is not captured (state unchanged)");
 }
 
-using draft_test::SpecRun;
-// 24 greedy tokens after `prompt` (depth 0: plain AR), eos 1; `force`: drafts overwritten by
-// the AR continuation (every draft accepted, bonus row used).
-SpecRun generate(Model& m, const std::vector<int32_t>& prompt, int depth, const std::vector<int32_t>* force) {
-  return draft_test::generate(m, prompt, depth, force, 1);
-}
-
 void speculative(Model& cpu, Model& gpu, const std::vector<int32_t>& prompt) {
-  const SpecRun ar = generate(gpu, prompt, 0, nullptr), ar_cpu = generate(cpu, prompt, 0, nullptr);
-  check(ar.tokens.size() == 24 && ar.tokens == ar_cpu.tokens, "greedy AR on CUDA = greedy AR on the CPU (24 tokens)");
-  for (int depth : {1, 3}) {
-    const SpecRun own = generate(gpu, prompt, depth, nullptr), forced = generate(gpu, prompt, depth, &ar.tokens);
-    const auto& s = own.stats;
-    char buf[300];
-    std::snprintf(buf, sizeof buf,
-                  "speculative depth %d on CUDA = greedy AR: %s; drafted %lld, accepted %lld, prefix commits %lld, repairs "
-                  "%lld, full replays %lld",
-                  depth, own.tokens == ar.tokens ? "yes" : "NO", (long long)s.drafted, (long long)s.accepted,
-                  (long long)s.prefix_commits, (long long)s.repairs, (long long)s.full_replays);
-    check(own.tokens == ar.tokens && s.drafted > 0 && s.prefix_commits > 0 && s.repairs + s.full_replays == 0, buf);
-    const auto& f = forced.stats;
-    std::snprintf(buf, sizeof buf,
-                  "speculative depth %d, drafts forced to the AR continuation: = AR: %s; accepted %lld, bonus %lld, repairs "
-                  "%lld, full replays %lld",
-                  depth, forced.tokens == ar.tokens ? "yes" : "NO", (long long)f.accepted, (long long)f.bonus,
-                  (long long)f.repairs, (long long)f.full_replays);
-    check(forced.tokens == ar.tokens && f.accepted > 0 && f.bonus > 0 && f.repairs + f.full_replays == 0, buf);
-  }
+  speculative_equals_ar(cpu, gpu, prompt, {1, 3}, "speculative");
 }
 
 }  // namespace
