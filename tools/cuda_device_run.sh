@@ -41,6 +41,17 @@ log() { echo "== $*" | tee -a "$out/env.txt"; }
 start=$(date +%s)
 budget=${BUDGET_S:-225}
 left() { echo $(( budget - ($(date +%s) - start) )); }
+# memcheck TAG MIN_LEFT MARGIN BIN ARGS...: compute-sanitizer memcheck of BIN when more than
+# MIN_LEFT s of the budget are left, cut MARGIN s before the budget ends; log in sanitizer_TAG.txt.
+memcheck() {
+  local tag=$1 min=$2 margin=$3 bin_=$4
+  shift 4
+  command -v compute-sanitizer >/dev/null && [ "$(left)" -gt "$min" ] || return 0
+  log "compute-sanitizer memcheck $(basename "$bin_") $*, $(left) s left"
+  timeout $(( $(left) - margin )) compute-sanitizer --tool memcheck --print-limit 20 "$bin_" "$@" >"$out/sanitizer_$tag.txt" 2>&1
+  log "sanitizer ($tag) exit $? (124 = timed out)"
+  tail -5 "$out/sanitizer_$tag.txt"
+}
 
 log "date $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit,driver_version --format=csv 2>&1 | tee -a "$out/env.txt"
@@ -277,13 +288,7 @@ else
   grep -E '^model |^\| CUDA|^prefill tok/s with|^verify cost|^\(bytes floor|^ the rows|^ this model|^ top-|^\| k |^\|---\|---\|---\|---\|---\|---\|---\|---\||^\| [1-4] \||^chunk profile|^each section|^\| section|^\|---\|---\|---\|---\|---\|---\|---\|$|^\| (input|hyper|kda|mla|moe|dense|head|total)' \
     "$out/bench_glm5_cuda.txt" >"$out/verify_cost.txt" 2>/dev/null
   cat "$out/verify_cost.txt"
-  if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
-    log "compute-sanitizer memcheck test_glm5_cuda --quick, $(left) s left"
-    timeout $(( $(left) - 30 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_glm5_cuda" "$root" --quick \
-      >"$out/sanitizer_glm5.txt" 2>&1
-    log "sanitizer (glm5) exit $? (124 = timed out)"
-    tail -5 "$out/sanitizer_glm5.txt"
-  fi
+  memcheck glm5 60 30 "$bin/test_glm5_cuda" "$root" --quick
 fi
 [ "$test_rc" -ne 0 ] || test_rc=$glm_rc
 # ---- end GLM 5.x block ----
@@ -362,48 +367,13 @@ if [ -z "${SKIP_GEMV_BENCH:-}" ] && [ -n "$ncu" ] && [ "$(left)" -gt 50 ]; then
   log "ncu exit $? (124 = timed out)"
 fi
 
-if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 15 ]; then
-  log "compute-sanitizer memcheck test_cuda_ops --small, $(left) s left"
-  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_cuda_ops" --small >"$out/sanitizer.txt" 2>&1
-  log "sanitizer exit $? (124 = timed out)"
-  tail -5 "$out/sanitizer.txt"
-fi
-if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 15 ]; then
-  log "compute-sanitizer memcheck test_cuda_sample --small, $(left) s left"
-  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_cuda_sample" --small \
-    >"$out/sanitizer_sample.txt" 2>&1
-  log "sanitizer (sample) exit $? (124 = timed out)"
-  tail -5 "$out/sanitizer_sample.txt"
-fi
-if [ -z "${SKIP_QWEN:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 40 ]; then
-  log "compute-sanitizer memcheck test_qwen_next_cuda --quick, $(left) s left"
-  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_qwen_next_cuda" "$root" --quick \
-    >"$out/sanitizer_qwen.txt" 2>&1
-  log "sanitizer (qwen) exit $? (124 = timed out)"
-  tail -5 "$out/sanitizer_qwen.txt"
-fi
-if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
-  log "compute-sanitizer memcheck test_deepseek_v4_cuda --quick, $(left) s left"
-  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_deepseek_v4_cuda" "$root" --quick \
-    >"$out/sanitizer_deepseek_v4.txt" 2>&1
-  log "sanitizer (deepseek_v4) exit $? (124 = timed out)"
-  tail -5 "$out/sanitizer_deepseek_v4.txt"
-fi
-if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 45 ]; then
-  log "compute-sanitizer memcheck test_deepseek_v4_dspark_cuda --quick, $(left) s left"
-  timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_deepseek_v4_dspark_cuda" "$root" \
-    --quick >"$out/sanitizer_deepseek_v4_dspark.txt" 2>&1
-  log "sanitizer (deepseek_v4 dspark) exit $? (124 = timed out)"
-  tail -5 "$out/sanitizer_deepseek_v4_dspark.txt"
-fi
+memcheck ops 15 5 "$bin/test_cuda_ops" --small
+memcheck sample 15 5 "$bin/test_cuda_sample" --small
+[ -n "${SKIP_QWEN:-}" ] || memcheck qwen 40 5 "$bin/test_qwen_next_cuda" "$root" --quick
+memcheck deepseek_v4 60 5 "$bin/test_deepseek_v4_cuda" "$root" --quick
+memcheck deepseek_v4_dspark 45 5 "$bin/test_deepseek_v4_dspark_cuda" "$root" --quick
 # After the others: under memcheck the MTP test (CPU references, the speculative loop) is the slowest.
-if [ -z "${SKIP_QWEN:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 90 ]; then
-  log "compute-sanitizer memcheck test_qwen_next_mtp_cuda --quick, $(left) s left"
-  timeout $(( $(left) - 30 )) compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_qwen_next_mtp_cuda" "$root" \
-    --quick >"$out/sanitizer_qwen_mtp.txt" 2>&1
-  log "sanitizer (qwen mtp) exit $? (124 = timed out)"
-  tail -5 "$out/sanitizer_qwen_mtp.txt"
-fi
+[ -n "${SKIP_QWEN:-}" ] || memcheck qwen_mtp 90 30 "$bin/test_qwen_next_mtp_cuda" "$root" --quick
 # racecheck is opt-in: on --quick it ran past 230 s (2026-12-01).
 if [ -n "${RACECHECK:-}" ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
   log "compute-sanitizer racecheck test_qwen_next_cuda --quick, $(left) s left"
