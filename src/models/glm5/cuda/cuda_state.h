@@ -11,6 +11,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/memory.h"
+#include "core/error.h"
 #include "models/glm5/config.h"
 #include "models/glm5/cuda/step_layout.h"
 #include "models/model.h"
@@ -79,5 +80,12 @@ class CudaState : public ModelState {
     DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
   }
 };
+
+// The CUDA state behind a ModelState handed to this model.
+inline CudaState& cuda_state(ModelState& s) {
+  auto* st = dynamic_cast<CudaState*>(&s);
+  if (!st) throw InputError("glm5 cuda: state does not come from this CUDA model");
+  return *st;
+}
 
 }  // namespace ds4::glm5::cuda

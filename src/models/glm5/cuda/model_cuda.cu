@@ -270,9 +270,7 @@ std::unique_ptr<ModelState> Glm5CudaModel::new_state() const {
 
 void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,
                             std::vector<float>& logits) {
-  auto* stp = dynamic_cast<CudaState*>(&state);
-  if (!stp) throw InputError("glm5 cuda: state does not come from this CUDA model");
-  CudaState& st = *stp;
+  CudaState& st = cuda_state(state);
   Impl& m = *impl_;
   const Config& c = m.c;
   const int64_t n = int64_t(tokens.size()), H = c.hidden_size, V = c.vocab_size;

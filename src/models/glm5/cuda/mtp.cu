@@ -296,24 +296,14 @@ void Glm5CudaModel::Impl::mtp_draft(CudaState& st, int32_t next, int depth,
 }  // namespace ds4::glm5
 
 namespace ds4::glm5 {
-namespace {
-
-cuda::CudaState& as_cuda(ModelState& s) {
-  auto* st = dynamic_cast<cuda::CudaState*>(&s);
-  if (!st) throw InputError("glm5 cuda: state does not come from this CUDA model");
-  return *st;
-}
-
-}  // namespace
-
 DraftHead* Glm5CudaModel::draft_head() { return impl_->dw.mtp ? this : nullptr; }
-void Glm5CudaModel::enable_draft(ModelState& state) const { impl_->mtp_enable(as_cuda(state)); }
+void Glm5CudaModel::enable_draft(ModelState& state) const { impl_->mtp_enable(cuda::cuda_state(state)); }
 void Glm5CudaModel::draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) {
-  impl_->mtp_draft(as_cuda(state), next_token, depth, nullptr, drafts);
+  impl_->mtp_draft(cuda::cuda_state(state), next_token, depth, nullptr, drafts);
 }
 bool Glm5CudaModel::draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
                                  std::vector<int32_t>& drafts) {
-  impl_->mtp_draft(as_cuda(state), next_token, depth, &pick, drafts);
+  impl_->mtp_draft(cuda::cuda_state(state), next_token, depth, &pick, drafts);
   return true;
 }
 const std::vector<float>& Glm5CudaModel::last_draft_logits() const { return impl_->draft_logits; }

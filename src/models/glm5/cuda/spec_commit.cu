@@ -74,9 +74,7 @@ void Glm5CudaModel::Impl::cap_reserve(CudaState& st, int64_t rows) {
 }
 
 bool Glm5CudaModel::verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) {
-  auto* stp = dynamic_cast<CudaState*>(&trial);
-  if (!stp) throw InputError("glm5 cuda: state does not come from this CUDA model");
-  CudaState& st = *stp;
+  CudaState& st = cuda_state(trial);
   Impl& m = *impl_;
   const int64_t n = int64_t(tokens.size());
   if (st.cap_n > 0) throw Error("glm5: verify_capture over an uncommitted captured window");
@@ -98,9 +96,7 @@ bool Glm5CudaModel::verify_capture(ModelState& trial, std::span<const int32_t> t
 }
 
 void Glm5CudaModel::commit_prefix(ModelState& trial, int64_t keep) {
-  auto* stp = dynamic_cast<CudaState*>(&trial);
-  if (!stp) throw InputError("glm5 cuda: state does not come from this CUDA model");
-  CudaState& st = *stp;
+  CudaState& st = cuda_state(trial);
   Impl& m = *impl_;
   const Config& c = m.c;
   const int64_t n = st.cap_n;

@@ -224,8 +224,7 @@ void QwenNextCudaModel::Impl::forward_chunk(CudaState& st, std::span<const int32
 
 bool QwenNextCudaModel::verify_capture(ModelState& trial, std::span<const int32_t> tokens,
                                        std::vector<float>& logits) {
-  auto* st = dynamic_cast<CudaState*>(&trial);
-  if (!st) throw InputError("qwen_next cuda: state does not come from this CUDA model");
+  CudaState* st = &cuda_state(trial);
   Impl& m = *impl_;
   const int64_t n = int64_t(tokens.size());
   // A live window must be committed first (as on the CPU); one superseded by a later
@@ -263,9 +262,7 @@ bool QwenNextCudaModel::verify_capture(ModelState& trial, std::span<const int32_
 }
 
 void QwenNextCudaModel::commit_prefix(ModelState& trial, int64_t keep) {
-  auto* stp = dynamic_cast<CudaState*>(&trial);
-  if (!stp) throw InputError("qwen_next cuda: state does not come from this CUDA model");
-  CudaState& st = *stp;
+  CudaState& st = cuda_state(trial);
   Impl& m = *impl_;
   const Config& c = m.c;
   const int64_t n = int64_t(st.cap_tokens.size());

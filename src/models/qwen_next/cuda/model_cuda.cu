@@ -246,9 +246,7 @@ std::unique_ptr<ModelState> QwenNextCudaModel::new_state() const {
 
 void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,
                                 std::vector<float>& logits) {
-  auto* stp = dynamic_cast<CudaState*>(&state);
-  if (!stp) throw InputError("qwen_next cuda: state does not come from this CUDA model");
-  CudaState& st = *stp;
+  CudaState& st = cuda_state(state);
   Impl& m = *impl_;
   const Config& c = m.c;
   const int64_t n = int64_t(tokens.size()), V = c.vocab;

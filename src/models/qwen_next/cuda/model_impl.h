@@ -15,6 +15,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
+#include "core/error.h"
 #include "formats/tensor_source.h"
 #include "models/cuda_candidates.h"
 #include "models/qwen_next/config.h"
@@ -112,6 +113,13 @@ class CudaState : public ModelState {
     DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
   }
 };
+
+// The CUDA state behind a ModelState handed to this model.
+inline CudaState& cuda_state(ModelState& s) {
+  auto* st = dynamic_cast<CudaState*>(&s);
+  if (!st) throw InputError("qwen_next cuda: state does not come from this CUDA model");
+  return *st;
+}
 
 struct QwenNextCudaModel::Impl {
   std::unique_ptr<TensorSource> src;

@@ -30,16 +30,6 @@
 
 namespace ds4::qwen_next {
 
-namespace {
-
-CudaState& cuda_state(ModelState& s) {
-  auto* p = dynamic_cast<CudaState*>(&s);
-  if (!p) throw InputError("qwen_next cuda: state does not come from this CUDA model");
-  return *p;
-}
-
-}  // namespace
-
 void QwenNextCudaModel::Impl::mtp_init() {
   ml = mtp_layout(c, info.max_context);
   ms = mtp_scratch_layout(c, int64_t(dc::sample_reduce_words(1)));
