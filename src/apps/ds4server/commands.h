@@ -13,4 +13,5 @@ int cmd_chat_template(const Args& args);
 int cmd_serve(const Args& args);
 int cmd_chat(const Args& args);
 int cmd_run(const Args& args);
+int cmd_logits(const Args& args);
 }  // namespace ds4::cli

@@ -31,6 +31,7 @@ const Command kCommands[] = {
     {"serve", ds4::cli::cmd_serve, "OpenAI + Anthropic server and web chat (--model PATH --config FILE --port N --print-config)"},
     {"chat", ds4::cli::cmd_chat, "interactive chat in the terminal (--model PATH; Ctrl-C cancels a turn)"},
     {"run", ds4::cli::cmd_run, "generate tokens with a model (--model PATH --tokens IDS)"},
+    {"logits", ds4::cli::cmd_logits, "logits over a token file, fed in several ways (reference fuzzer)"},
 };
 
 // Asked-for help goes to stdout and succeeds; usage after a mistake goes to stderr and fails.
