@@ -3,8 +3,9 @@
 # N random cases per family on the CPU model against transformers 5.25 (carried as wheels: the
 # image has an older transformers).
 # Needs, carried under .devwork/: serve.tar.xz (tools/device/make_bundle.sh: the cuda-preset
-# ds4server and the libraries the image lacks) and wheels/ (transformers 5.25.0 and the pure
-# Python packages it needs beyond the image's).
+# ds4server and the libraries the image lacks) and tf525.tar.xz (transformers 5.25.0 and the
+# packages it needs beyond the image's, their wheels unpacked as `pip install --target` would lay
+# them out: tools/reference/fuzz/pack_transformers.sh).
 # Usage: tools/reference/fuzz/device_fuzz.sh OUTDIR [CASES_PER_FAMILY=500] [FAMILIES...]
 #   env: FUZZ_SEED (default 7), FUZZ_BUDGET_S (seconds for the random cases, default 360),
 #        FUZZ_LENGTHS_PER_CASE (3), FUZZ_MAX_LEN (2000)
@@ -21,7 +22,7 @@ log "date $(date -u +%FT%TZ) $(nproc) cores"
 tar -C /tmp/serve-unpack -xJf "$root/.devwork/serve.tar.xz" || { log "no bundle"; exit 2; }
 export LD_LIBRARY_PATH=/tmp/serve-unpack/serve/lib:${LD_LIBRARY_PATH:-}
 export DS4_BIN=/tmp/serve-unpack/serve/bin
-python3 -m pip install -q --no-index --no-deps --target /tmp/tf525 "$root"/.devwork/wheels/*.whl >>"$out/env.txt" 2>&1
+tar -C /tmp/tf525 -xJf "$root/.devwork/tf525.tar.xz" || { log "no tf525.tar.xz"; exit 2; }
 export PYTHONPATH=/tmp/tf525 OMP_NUM_THREADS=1 PYTHONHASHSEED=0
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" 2>&1 | tee -a "$out/env.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | tee -a "$out/env.txt"
