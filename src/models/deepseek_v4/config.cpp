@@ -178,6 +178,10 @@ Config parse_config(const nlohmann::json& j, const std::string& where) {
   if (c.index_dim < c.rope_dim) r.fail("index_head_dim", "is smaller than the rope dim");
   c.rms_eps = float(r.f_or("rms_norm_eps", 1e-6));
   c.max_positions = r.i_or("max_position_embeddings", 1 << 20);
+  if (j.contains("tie_word_embeddings") && !j["tie_word_embeddings"].is_null()) {
+    if (!j["tie_word_embeddings"].is_boolean()) r.fail("tie_word_embeddings", "is not a boolean");
+    c.tie_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
   parse_dspark(j, r, c);
   if (j.contains("eos_token_id")) {
     const auto& e = j["eos_token_id"];

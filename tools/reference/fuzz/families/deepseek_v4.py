@@ -1,0 +1,243 @@
+"""Fuzzer family: DeepSeek V4 Flash (HF `deepseek_v4`, our `deepseek_v4`).
+
+Config fields the HF modeling code (transformers 5.17 .. 5.25) reads, all drawn here:
+  vocab_size, hidden_size, num_hidden_layers, num_attention_heads, head_dim,
+  partial_rotary_factor (legacy spelling qk_rope_head_dim), q_lora_rank, o_groups,
+  o_lora_rank, n_routed_experts, num_experts_per_tok, moe_intermediate_size,
+  routed_scaling_factor, scoring_func, layer_types (legacy compress_ratios),
+  mlp_layer_types (legacy num_hash_layers), compress_rates (legacy compress_rate_csa /
+  compress_rate_hca), rope_theta, compress_rope_theta, rope_parameters (yarn or default,
+  main / compress), hc_mult, hc_sinkhorn_iters, hc_eps, swiglu_limit, sliding_window,
+  index_n_heads, index_head_dim, index_topk, rms_norm_eps, max_position_embeddings,
+  tie_word_embeddings, hidden_act (silu only: the only activation the golden master has),
+  mlp_bias (False only).
+Read by the config but not by the modeling code (so not fuzzed): num_key_value_heads (the KV
+head is always one), n_shared_experts (always one shared MLP), norm_topk_prob (the router
+always normalizes), attention_bias, attention_dropout, num_nextn_predict_layers (HF does
+not build the MTP block; we add a random ds4-layout MTP head to the files on some cases so
+the loader sees it; it does not change the trunk logits the fuzzer compares).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import sys
+from pathlib import Path
+
+import numpy as np
+
+FAMILY = "deepseek_v4"
+TOLERANCE = 1e-3
+
+LAYER_TYPES = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
+
+
+def _pick(rng, seq):
+    return seq[int(rng.integers(len(seq)))]
+
+
+def _layer_types(rng, n: int) -> list[str]:
+    """Random orders, with the structured ones (all one type, one type alone, compressed
+    first / last) drawn often enough to appear in a few dozen cases."""
+    style = int(rng.integers(6))
+    if style == 0:  # all the same type
+        return [_pick(rng, LAYER_TYPES)] * n
+    if style == 1:  # one layer of a type, alone among another
+        base, odd = rng.choice(len(LAYER_TYPES), size=2, replace=False)
+        out = [LAYER_TYPES[base]] * n
+        out[int(rng.integers(n))] = LAYER_TYPES[odd]
+        return out
+    if style == 2:  # ds4's schedule: sliding bootstrap, then CSA / HCA alternating
+        k = int(rng.integers(0, min(n, 2) + 1))
+        return ["sliding_attention"] * k + [LAYER_TYPES[1 + (i % 2)] for i in range(n - k)]
+    return [_pick(rng, LAYER_TYPES) for _ in range(n)]
+
+
+def random_config(rng: np.random.Generator) -> dict:
+    heads = int(_pick(rng, (1, 2, 3, 4, 6, 8)))
+    o_groups = int(_pick(rng, [g for g in (1, 2, 3, 4) if heads % g == 0]))
+    head_dim = int(_pick(rng, (8, 12, 16, 24, 32, 48, 64)))
+    rope_dim = int(_pick(rng, [r for r in (2, 4, 6, 8, 16, 32) if r <= head_dim]))
+    index_head_dim = int(_pick(rng, [d for d in (4, 8, 12, 16, 32) if d >= rope_dim] or [rope_dim]))
+    n_layers = int(rng.integers(1, 7))
+    experts = int(rng.integers(1, 9))
+    window = int(_pick(rng, (2, 3, 4, 5, 8, 16, 33, 64, 128)))
+    csa = int(_pick(rng, (1, 2, 3, 4, 4, 4, 5, 8)))
+    hca = int(_pick(rng, (2, 3, 7, 8, 16, 16, 32, 128)))
+    yarn = bool(rng.random() < 0.6)
+    rope_parameters = {"rope_type": "default"}
+    if yarn:
+        rope_parameters = {"rope_type": "yarn", "factor": float(_pick(rng, (2.0, 4.0, 16.0))),
+                           "original_max_position_embeddings": int(_pick(rng, (64, 256, 4096, 65536))),
+                           "beta_fast": float(_pick(rng, (32.0, 16.0))), "beta_slow": float(_pick(rng, (1.0, 2.0)))}
+    cfg = dict(
+        vocab_size=int(rng.integers(48, 513)),
+        hidden_size=int(_pick(rng, (16, 24, 32, 48, 64))),
+        moe_intermediate_size=int(_pick(rng, (8, 16, 24, 32, 48))),
+        num_hidden_layers=n_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=1,
+        head_dim=head_dim,
+        partial_rotary_factor=rope_dim / head_dim,
+        q_lora_rank=int(_pick(rng, (8, 16, 32, 48))),
+        o_groups=o_groups,
+        o_lora_rank=int(_pick(rng, (4, 8, 16, 32))),
+        n_routed_experts=experts,
+        num_experts_per_tok=int(rng.integers(1, experts + 1)),
+        n_shared_experts=1,
+        scoring_func=_pick(rng, ("sqrtsoftplus", "sqrtsoftplus", "sigmoid")),
+        routed_scaling_factor=float(_pick(rng, (1.0, 1.5, 2.5, 0.7))),
+        layer_types=_layer_types(rng, n_layers),
+        mlp_layer_types=[_pick(rng, ("hash_moe", "moe")) for _ in range(n_layers)],
+        compress_rates={"compressed_sparse_attention": csa, "heavily_compressed_attention": hca},
+        rope_theta=float(_pick(rng, (10000.0, 500.0, 1e6))),
+        compress_rope_theta=float(_pick(rng, (160000.0, 10000.0, 1000.0))),
+        rope_parameters=rope_parameters,
+        max_position_embeddings=1 << 20,
+        hc_mult=int(_pick(rng, (1, 2, 3, 4, 4))),
+        hc_sinkhorn_iters=int(_pick(rng, (1, 2, 5, 20, 20))),
+        hc_eps=float(_pick(rng, (1e-6, 1e-3))),
+        swiglu_limit=float(_pick(rng, (0.5, 1.5, 10.0))),
+        sliding_window=window,
+        index_n_heads=int(_pick(rng, (4, 8, 16, 16))),
+        index_head_dim=index_head_dim,
+        index_topk=int(_pick(rng, (1, 2, 3, 8, 16, 64))),
+        num_nextn_predict_layers=int(rng.random() < 0.25),
+        rms_norm_eps=float(_pick(rng, (1e-6, 1e-5))),
+        tie_word_embeddings=bool(rng.random() < 0.15),
+        hidden_act="silu",
+        bos_token_id=0,
+        eos_token_id=1,
+    )
+    return cfg
+
+
+def hf_config(cfg: dict):
+    from transformers import DeepseekV4Config
+    from transformers.utils import logging
+    logging.set_verbosity_error()  # yarn factor vs max_position_embeddings chatter
+    c = DeepseekV4Config(**copy.deepcopy(cfg))  # HF's __post_init__ edits rope_parameters in place
+    c._attn_implementation = "eager"
+    return c
+
+
+def _randomize(model, cfg_obj, seed: int) -> None:
+    """make_tiny.py's scheme: weights well above HF's std 0.02 so the logits spread out (top-2
+    margins far above float noise), distinct hash experts per token."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            shape = p.shape
+            if name.endswith("norm.weight") or name.endswith("layernorm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(shape, generator=g))
+            elif name.endswith(".scale") or name.endswith("hc_scale"):
+                p.copy_(0.5 + 0.5 * torch.rand(shape, generator=g))
+            elif name.endswith(".base") or name.endswith("hc_base"):
+                p.copy_(0.5 * torch.randn(shape, generator=g))
+            elif name.endswith("sinks"):
+                p.copy_(torch.randn(shape, generator=g))
+            elif name.endswith("position_bias"):
+                p.copy_(0.5 * torch.randn(shape, generator=g))
+            elif name.endswith(".fn") or name.endswith("hc_fn"):
+                p.copy_(0.1 * torch.randn(shape, generator=g))
+            elif p.dim() >= 2:
+                p.copy_(torch.randn(shape, generator=g) * (1.5 / shape[-1] ** 0.5))
+            else:
+                p.copy_(0.1 * torch.randn(shape, generator=g))
+        for name, b in sorted(model.named_buffers()):
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(0.05 * torch.randn(b.shape, generator=g))
+            elif name.endswith("tid2eid"):
+                E, k = cfg_obj.n_routed_experts, cfg_obj.num_experts_per_tok
+                rows = [torch.randperm(E, generator=g)[:k] for _ in range(cfg_obj.vocab_size)]
+                b.copy_(torch.stack(rows).to(b.dtype))
+
+
+def build(cfg: dict, seed: int):
+    import torch
+    from transformers import DeepseekV4ForCausalLM
+    torch.manual_seed(seed)
+    c = hf_config(cfg)
+    model = DeepseekV4ForCausalLM(c).to(torch.float32).eval()
+    _randomize(model, c, seed)
+    if c.tie_word_embeddings:
+        model.tie_weights()
+    model._fuzz_seed = seed
+    return model
+
+
+def save(model, cfg: dict, out_dir) -> None:
+    import torch
+    from safetensors.torch import save_file
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import common  # noqa: PLC0415
+    out_dir = Path(out_dir)
+    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)  # a tied checkpoint ships the embedding only
+    for k in list(state):
+        if k.endswith("tid2eid"):
+            state[k] = state[k].to(torch.int32)  # what ds4 stores
+    save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    common.write_config_json(model.config, out_dir, {"architectures": ["DeepseekV4ForCausalLM"]})
+    if cfg.get("num_nextn_predict_layers"):
+        _save_mtp(model, out_dir)
+
+
+def _save_mtp(model, out_dir: Path) -> None:
+    """A random ds4-layout MTP head (tools/reference/deepseek_v4/dspark_ref.MTPHead) beside the
+    trunk: the loader binds it; the trunk logits the fuzzer compares do not read it."""
+    import torch
+    from safetensors.torch import save_file
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "deepseek_v4"))
+    from dspark_ref import MTPHead, init_head  # noqa: PLC0415
+    head = MTPHead(model.config).to(torch.float32).eval()
+    init_head(head, int(getattr(model, "_fuzz_seed", 0)) + 1)
+    st = {f"mtp.0.{k}": v.detach().contiguous() for k, v in head.state_dict().items()}
+    save_file(st, str(out_dir / "mtp.safetensors"), metadata={"format": "pt"})
+
+
+@contextlib.contextmanager
+def _lowest_index_topk():
+    """HF's indexer picks its top-k with Tensor.topk, whose order among equal scores is
+    unspecified (and changes with the sequence length). Equal scores are common: an entry
+    whose dot product is <= 0 for every indexer head scores exactly 0 (ReLU). ds4 (ds4.c
+    indexer_allowed_decode_one: repeated strict-> argmax) and we keep the lowest index among
+    equals; the reference does the same here, so it is one well-defined function.
+    docs/reference-differences.md, "Fuzzer findings: deepseek_v4"."""
+    import torch
+    orig = torch.Tensor.topk
+
+    def stable(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - torch's signature
+        vals, idx = torch.sort(self, dim=dim, descending=largest, stable=True)
+        return torch.return_types.topk((vals.narrow(dim, 0, k), idx.narrow(dim, 0, k)))
+
+    torch.Tensor.topk = stable
+    try:
+        yield
+    finally:
+        torch.Tensor.topk = orig
+
+
+def reference(model, ids, gen):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import common  # noqa: PLC0415
+    with _lowest_index_topk():
+        return common.hf_reference(model, ids, gen)
+
+
+def boundaries(cfg: dict) -> list[int]:
+    """Prompt lengths where something in this config changes: the sliding window filling, the
+    first and second compressed block of each ratio used (CSA's overlap window reaches back one
+    block), the indexer's top-k budget being exceeded (topk + 1 CSA blocks)."""
+    out = [cfg["sliding_window"], cfg["sliding_window"] + 1]
+    used = set(cfg["layer_types"])
+    rates = cfg["compress_rates"]
+    if "compressed_sparse_attention" in used:
+        m = rates["compressed_sparse_attention"]
+        out += [m, 2 * m, 3 * m, (cfg["index_topk"] + 1) * m, (cfg["index_topk"] + 2) * m]
+    if "heavily_compressed_attention" in used:
+        m = rates["heavily_compressed_attention"]
+        out += [m, 2 * m]
+    return sorted({b for b in out if b >= 1})
