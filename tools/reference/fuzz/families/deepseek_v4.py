@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import sys
 from pathlib import Path
 
@@ -76,7 +77,6 @@ def random_config(rng: np.random.Generator) -> dict:
         moe_intermediate_size=int(_pick(rng, (8, 16, 24, 32, 48))),
         num_hidden_layers=n_layers,
         num_attention_heads=heads,
-        num_key_value_heads=1,
         head_dim=head_dim,
         partial_rotary_factor=rope_dim / head_dim,
         q_lora_rank=int(_pick(rng, (8, 16, 32, 48))),
@@ -84,7 +84,6 @@ def random_config(rng: np.random.Generator) -> dict:
         o_lora_rank=int(_pick(rng, (4, 8, 16, 32))),
         n_routed_experts=experts,
         num_experts_per_tok=int(rng.integers(1, experts + 1)),
-        n_shared_experts=1,
         scoring_func=_pick(rng, ("sqrtsoftplus", "sqrtsoftplus", "sigmoid")),
         routed_scaling_factor=float(_pick(rng, (1.0, 1.5, 2.5, 0.7))),
         layer_types=_layer_types(rng, n_layers),
@@ -103,6 +102,9 @@ def random_config(rng: np.random.Generator) -> dict:
         index_head_dim=index_head_dim,
         index_topk=int(_pick(rng, (1, 2, 3, 8, 16, 64))),
         num_nextn_predict_layers=int(rng.random() < 0.25),
+        norm_topk_prob=bool(rng.random() < 0.8),  # the fields below are never read by the modeling
+        num_key_value_heads=int(_pick(rng, (1, 1, 2))),
+        n_shared_experts=int(_pick(rng, (1, 1, 2))),
         rms_norm_eps=float(_pick(rng, (1e-6, 1e-5))),
         tie_word_embeddings=bool(rng.random() < 0.15),
         hidden_act="silu",
@@ -181,8 +183,49 @@ def save(model, cfg: dict, out_dir) -> None:
             state[k] = state[k].to(torch.int32)  # what ds4 stores
     save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     common.write_config_json(model.config, out_dir, {"architectures": ["DeepseekV4ForCausalLM"]})
+    seed = int(getattr(model, "_fuzz_seed", 0))
+    if seed % 3 == 1:  # one case in three in the legacy spellings transformers still loads
+        _write_legacy_spelling(model, out_dir)
     if cfg.get("num_nextn_predict_layers"):
         _save_mtp(model, out_dir)
+
+
+_RATIO_OF = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+
+
+def _write_legacy_spelling(model, out_dir: Path) -> None:
+    """Rewrite config.json with the top-level legacy fields DeepseekV4Config.__post_init__ folds
+    in (compress_ratios, compress_rate_csa / _hca, num_hash_layers, qk_rope_head_dim, a flat
+    rope_scaling), wherever they express this config, and check transformers loads the result
+    as the same config: our loader must then read it as the same model."""
+    import copy as _copy
+    from transformers import DeepseekV4Config
+    path = out_dir / "config.json"
+    d = json.loads(path.read_text())
+    c = model.config
+    new = _copy.deepcopy(d)
+    new["compress_ratios"] = [_RATIO_OF[t] for t in c.layer_types]
+    del new["layer_types"]
+    new["compress_rate_csa"] = c.compress_rates["compressed_sparse_attention"]
+    new["compress_rate_hca"] = c.compress_rates["heavily_compressed_attention"]
+    del new["compress_rates"]
+    n_hash = sum(t == "hash_moe" for t in c.mlp_layer_types)
+    if c.mlp_layer_types == ["hash_moe"] * n_hash + ["moe"] * (len(c.mlp_layer_types) - n_hash):
+        new["num_hash_layers"] = n_hash
+        del new["mlp_layer_types"]
+    main, comp = c.rope_parameters["main"], c.rope_parameters["compress"]
+    if main.get("rope_type", "default") == "default" and main["rope_theta"] == c.rope_theta:
+        flat = {k: v for k, v in comp.items() if k not in ("rope_theta", "partial_rotary_factor", "attention_factor")}
+        new["rope_scaling"] = flat
+        del new["rope_parameters"]
+        new["qk_rope_head_dim"] = c.qk_rope_head_dim
+        new.pop("partial_rotary_factor", None)
+    path.write_text(json.dumps(new, indent=2, sort_keys=True) + "\n")
+    back = DeepseekV4Config.from_pretrained(str(out_dir)).to_dict()
+    want = c.to_dict()
+    for k in ("layer_types", "mlp_layer_types", "compress_rates", "rope_parameters", "partial_rotary_factor"):
+        if back.get(k) != want.get(k):
+            raise AssertionError(f"legacy spelling of {k} loads as {back.get(k)}, want {want.get(k)}")
 
 
 def _save_mtp(model, out_dir: Path) -> None:
