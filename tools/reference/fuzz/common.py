@@ -16,6 +16,7 @@ A family module (families/<name>.py) provides:
   build(cfg: dict, seed) -> M   the HF model in float32 eval mode, randomized
   save(model, cfg, out_dir)     config.json + model.safetensors our loader reads
   boundaries(cfg) -> [int]      prompt lengths at this config's window/block/pool edges
+  corpus_config(cfg) -> dict    optional: a smaller config for the committed corpus (corpus.py)
   prompt(cfg, rng, n) -> ids    optional: random prompt ids (default: uniform over vocab)
   TOLERANCE                     optional: absolute logit tolerance (default 1e-3)
   reference(model, ids, gen)    optional: (greedy tokens, no-cache rows) if the default HF

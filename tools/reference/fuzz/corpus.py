@@ -33,10 +33,13 @@ def write_case(family: str, seed: int, k: int, max_len: int, per_case: int, out:
     fam = common.family_module(family)
     rng = np.random.default_rng([seed, k])
     cfg = fam.random_config(rng)
+    if hasattr(fam, "corpus_config"):  # optional: the family's smaller version for committed cases
+        cfg = fam.corpus_config(cfg)
     model = fam.build(cfg, int(rng.integers(1 << 31)))
     lengths = common.candidate_lengths(fam, cfg, max_len)
     if per_case and len(lengths) > per_case:
-        lengths = sorted(rng.choice(lengths, size=per_case, replace=False).tolist())
+        # always the longest: it crosses every boundary of the config below max_len
+        lengths = sorted(rng.choice(lengths[:-1], size=per_case - 1, replace=False).tolist() + lengths[-1:])
     out.mkdir(parents=True, exist_ok=True)
     fam.save(model, cfg, out)
     ref = {"meta.tolerance": np.array([common.tolerance(fam)], np.float32),

@@ -114,6 +114,30 @@ def random_config(rng: np.random.Generator) -> dict:
     return cfg
 
 
+def corpus_config(cfg: dict) -> dict:
+    """The committed corpus's version of a random config (corpus.py): the same layer orders,
+    windows, compress ratios, top-k, HC streams and routing, with the widths cut so a case
+    is tens of KB (the corpus must stay a few MB and check in seconds under ASan)."""
+    c = copy.deepcopy(cfg)
+    n = min(c["num_hidden_layers"], 3)
+    c["num_hidden_layers"] = n
+    c["layer_types"], c["mlp_layer_types"] = c["layer_types"][:n], c["mlp_layer_types"][:n]
+    c["vocab_size"] = min(c["vocab_size"], 64)
+    c["num_nextn_predict_layers"] = 0  # the MTP head is not compared; no bytes for it here
+    c["hidden_size"], c["moe_intermediate_size"], c["q_lora_rank"], c["o_lora_rank"] = 16, 8, 8, 4
+    c["n_routed_experts"] = min(c["n_routed_experts"], 4)
+    c["num_experts_per_tok"] = min(c["num_experts_per_tok"], c["n_routed_experts"])
+    c["num_attention_heads"] = min(c["num_attention_heads"], 2)
+    c["o_groups"] = min(c["o_groups"], c["num_attention_heads"])
+    rope = round(cfg["head_dim"] * cfg["partial_rotary_factor"])
+    c["head_dim"] = min(c["head_dim"], 16)
+    rope = min(rope, c["head_dim"])
+    c["partial_rotary_factor"] = rope / c["head_dim"]
+    c["index_n_heads"] = min(c["index_n_heads"], 8)
+    c["index_head_dim"] = max(rope, min(c["index_head_dim"], 8))
+    return c
+
+
 def hf_config(cfg: dict):
     from transformers import DeepseekV4Config
     from transformers.utils import logging
