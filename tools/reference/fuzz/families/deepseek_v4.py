@@ -71,6 +71,16 @@ def random_config(rng: np.random.Generator) -> dict:
         rope_parameters = {"rope_type": "yarn", "factor": float(_pick(rng, (2.0, 4.0, 16.0))),
                            "original_max_position_embeddings": int(_pick(rng, (64, 256, 4096, 65536))),
                            "beta_fast": float(_pick(rng, (32.0, 16.0))), "beta_slow": float(_pick(rng, (1.0, 2.0)))}
+    if rng.random() < 0.2:  # the nested {main, compress} form: yarn may then scale the main rope too
+        prf = rope_dim / head_dim
+
+        def sub(theta):
+            d = {"rope_type": "default", "rope_theta": theta, "partial_rotary_factor": prf}
+            if rng.random() < 0.5:
+                d.update(rope_type="yarn", factor=float(_pick(rng, (2.0, 8.0))), attention_factor=1.0,
+                         original_max_position_embeddings=int(_pick(rng, (32, 512))), beta_fast=32.0, beta_slow=1.0)
+            return d
+        rope_parameters = {"main": sub(float(_pick(rng, (10000.0, 300.0)))), "compress": sub(float(_pick(rng, (160000.0, 2000.0))))}
     cfg = dict(
         vocab_size=int(rng.integers(48, 513)),
         hidden_size=int(_pick(rng, (16, 24, 32, 48, 64))),
@@ -241,6 +251,7 @@ def _write_legacy_spelling(model, out_dir: Path) -> None:
     if main.get("rope_type", "default") == "default" and main["rope_theta"] == c.rope_theta:
         flat = {k: v for k, v in comp.items() if k not in ("rope_theta", "partial_rotary_factor", "attention_factor")}
         new["rope_scaling"] = flat
+        new["compress_rope_theta"] = comp["rope_theta"]
         del new["rope_parameters"]
         new["qk_rope_head_dim"] = c.qk_rope_head_dim
         new.pop("partial_rotary_factor", None)
