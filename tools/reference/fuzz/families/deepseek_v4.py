@@ -157,46 +157,17 @@ def hf_config(cfg: dict):
     return c
 
 
-def _randomize(model, cfg_obj, seed: int) -> None:
-    """make_tiny.py's scheme: weights well above HF's std 0.02 so the logits spread out (top-2
-    margins far above float noise), distinct hash experts per token."""
-    import torch
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in sorted(model.named_parameters()):
-            shape = p.shape
-            if name.endswith("norm.weight") or name.endswith("layernorm.weight"):
-                p.copy_(1.0 + 0.1 * torch.randn(shape, generator=g))
-            elif name.endswith(".scale") or name.endswith("hc_scale"):
-                p.copy_(0.5 + 0.5 * torch.rand(shape, generator=g))
-            elif name.endswith(".base") or name.endswith("hc_base"):
-                p.copy_(0.5 * torch.randn(shape, generator=g))
-            elif name.endswith("sinks"):
-                p.copy_(torch.randn(shape, generator=g))
-            elif name.endswith("position_bias"):
-                p.copy_(0.5 * torch.randn(shape, generator=g))
-            elif name.endswith(".fn") or name.endswith("hc_fn"):
-                p.copy_(0.1 * torch.randn(shape, generator=g))
-            elif p.dim() >= 2:
-                p.copy_(torch.randn(shape, generator=g) * (1.5 / shape[-1] ** 0.5))
-            else:
-                p.copy_(0.1 * torch.randn(shape, generator=g))
-        for name, b in sorted(model.named_buffers()):
-            if name.endswith("e_score_correction_bias"):
-                b.copy_(0.05 * torch.randn(b.shape, generator=g))
-            elif name.endswith("tid2eid"):
-                E, k = cfg_obj.n_routed_experts, cfg_obj.num_experts_per_tok
-                rows = [torch.randperm(E, generator=g)[:k] for _ in range(cfg_obj.vocab_size)]
-                b.copy_(torch.stack(rows).to(b.dtype))
-
-
 def build(cfg: dict, seed: int):
     import torch
     from transformers import DeepseekV4ForCausalLM
     torch.manual_seed(seed)
     c = hf_config(cfg)
     model = DeepseekV4ForCausalLM(c).to(torch.float32).eval()
-    _randomize(model, c, seed)
+    # make_tiny's init: weights well above HF's std 0.02 so the logits spread out (top-2
+    # margins far above float noise), distinct hash experts per token
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "deepseek_v4"))
+    from make_tiny import randomize  # noqa: PLC0415
+    randomize(model, c, seed)
     if c.tie_word_embeddings:
         model.tie_weights()
     model._fuzz_seed = seed
