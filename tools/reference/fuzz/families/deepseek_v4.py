@@ -143,6 +143,9 @@ def corpus_config(cfg: dict) -> dict:
     c["head_dim"] = min(c["head_dim"], 16)
     rope = min(rope, c["head_dim"])
     c["partial_rotary_factor"] = rope / c["head_dim"]
+    for sub in c["rope_parameters"].values():  # the nested form sizes each rope by its own factor
+        if isinstance(sub, dict):
+            sub["partial_rotary_factor"] = c["partial_rotary_factor"]
     c["index_n_heads"] = min(c["index_n_heads"], 8)
     c["index_head_dim"] = max(rope, min(c["index_head_dim"], 8))
     return c
