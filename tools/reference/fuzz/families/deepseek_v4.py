@@ -312,8 +312,12 @@ def _first_unstable_position(model, seq) -> int:
     def on_scorer(m, inp, out):  # inp: q {1, S, H, D}, keys {1, T, D}, hidden {1, S, E}; out {1, S, T}
         q, keys, hidden = (x[0].float() for x in inp)
         w = (m.weights_proj(hidden[None])[0].float() * m.weights_scaling).abs()  # {S, H}
-        dots = torch.einsum("shd,td->sht", q, keys)
-        mag = (torch.einsum("shd,td->sht", q.abs(), keys.abs()) * (dots > 0) * m.softmax_scale * w[..., None]).sum(1)
+        mag = []
+        for q0 in range(0, q.shape[0], 256):  # {256, H, T} at a time: 2,000-token prompts, ratio 1
+            qs, ws = q[q0:q0 + 256], w[q0:q0 + 256]
+            live = torch.einsum("shd,td->sht", qs, keys) > 0
+            mag.append((torch.einsum("shd,td->sht", qs.abs(), keys.abs()) * live * ws[..., None]).sum(1))
+        mag = torch.cat(mag) * m.softmax_scale
         s = out[0].float()
         pos = torch.arange(s.shape[0])
         causal = torch.arange(s.shape[1])[None, :] < ((pos + 1) // ratio)[:, None]
