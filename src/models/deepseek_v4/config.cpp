@@ -221,7 +221,8 @@ Config parse_config(const nlohmann::json& j, const std::string& where) {
   // norm_topk_prob: transformers' router always normalizes the chosen weights and ds4 requires
   // expert_weights_norm = true, so the flag is accepted and ignored (docs/reference-differences.md).
   c.norm_topk = true;
-  if (j.value("hidden_act", std::string("silu")) != "silu") r.fail("hidden_act", "must be silu (SwiGLU experts)");
+  const std::string act = j.value("hidden_act", std::string("silu"));  // transformers: swish is silu
+  if (act != "silu" && act != "swish") r.fail("hidden_act", "must be silu (SwiGLU experts), is '" + act + "'");
   if (j.contains("mlp_bias") && j["mlp_bias"].is_boolean() && j["mlp_bias"].get<bool>())
     r.fail("mlp_bias", "is true; DeepSeek V4's shared expert has no biases");
   parse_schedule(j, r, c);

@@ -134,6 +134,7 @@ TEST(DeepseekV4Config, FieldsTransformersNeverReadLoad) {
   j["n_shared_experts"] = 2;     // always one shared MLP
   j["norm_topk_prob"] = false;   // the router always normalizes
   j["tie_word_embeddings"] = true;
+  j["hidden_act"] = "swish";  // ACT2FN["swish"] is SiLU
   const Config c = parse_config(j, "cfg");
   EXPECT_TRUE(c.norm_topk);
   EXPECT_TRUE(c.tie_embeddings);
