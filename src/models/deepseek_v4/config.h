@@ -40,6 +40,7 @@ struct Config {
   int64_t index_heads = 0, index_dim = 0, index_topk = 0;
   float rms_eps = 1e-6f;
   int64_t max_positions = 0;
+  bool tie_embeddings = false;  // tie_word_embeddings: lm_head is the embedding (HF ties them)
   std::vector<int32_t> eos;
   // antirez/ds4's storage simulation (docs/reference-differences.md #1, #2): FP8 round trip
   // of the KV rows' non-rope part, Hadamard + FP4 round trip of indexer queries and keys.

@@ -238,7 +238,8 @@ Weights bind_weights(const TensorSource& src, const Config& c) {
   w.ds4_layout = src.find("token_embd.weight") != nullptr;
   const Binder b{src, w.ds4_layout, {}};
   w.embed = b.mat(b.global("model.embed_tokens.weight"), c.vocab, c.hidden);
-  w.lm_head = b.mat(b.global("lm_head.weight"), c.vocab, c.hidden);
+  // HF ties lm_head to the embedding whenever the config says so, whatever the file holds.
+  w.lm_head = c.tie_embeddings ? w.embed : b.mat(b.global("lm_head.weight"), c.vocab, c.hidden);
   w.norm = b.vec(b.global("model.norm.weight"), {c.hidden});
   w.head_hc = b.hc(b.global("model.hc_head.hc_fn"), b.global("model.hc_head.hc_base"),
                    b.global("model.hc_head.hc_scale"), c.hc, c.hc * c.hidden, 1);

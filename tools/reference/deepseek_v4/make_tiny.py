@@ -80,8 +80,9 @@ def tiny_config() -> DeepseekV4Config:
     )
 
 
-def randomize(model: DeepseekV4ForCausalLM, cfg: DeepseekV4Config) -> None:
-    g = torch.Generator().manual_seed(SEED)
+def randomize(model: DeepseekV4ForCausalLM, cfg: DeepseekV4Config, seed: int = SEED) -> None:
+    """Also the fuzzer's init (tools/reference/fuzz/families/deepseek_v4.py)."""
+    g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
             shape = p.shape

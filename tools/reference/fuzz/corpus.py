@@ -9,7 +9,8 @@ model.safetensors (what our loader reads) and ref.safetensors (the HF reference 
                   (numpy only: what CI and the H200 run)
 
 ref.safetensors: for each prompt length n, `n<n>.ids` I64 {n}, `n<n>.greedy` I64 {GEN},
-`n<n>.rows` F32 {GEN+1, vocab}; `meta.tolerance` F32 {1}; `meta.lengths` I64.
+`n<n>.rows` F32 {GEN+1, vocab}; optional `n<n>.unstable_from` I64 {1} (common.reference);
+`meta.tolerance` F32 {1}; `meta.lengths` I64.
 """
 from __future__ import annotations
 
@@ -33,20 +34,25 @@ def write_case(family: str, seed: int, k: int, max_len: int, per_case: int, out:
     fam = common.family_module(family)
     rng = np.random.default_rng([seed, k])
     cfg = fam.random_config(rng)
+    if hasattr(fam, "corpus_config"):  # optional: the family's smaller version for committed cases
+        cfg = fam.corpus_config(cfg)
     model = fam.build(cfg, int(rng.integers(1 << 31)))
     lengths = common.candidate_lengths(fam, cfg, max_len)
     if per_case and len(lengths) > per_case:
-        lengths = sorted(rng.choice(lengths, size=per_case, replace=False).tolist())
+        # always the longest: it crosses every boundary of the config below max_len
+        lengths = sorted(rng.choice(lengths[:-1], size=per_case - 1, replace=False).tolist() + lengths[-1:])
     out.mkdir(parents=True, exist_ok=True)
     fam.save(model, cfg, out)
     ref = {"meta.tolerance": np.array([common.tolerance(fam)], np.float32),
            "meta.lengths": np.array(lengths, np.int64)}
     for n in lengths:
         ids = common.make_prompt(fam, cfg, rng, n)
-        greedy, rows = common.reference(fam, model, ids)
+        greedy, rows, unstable = common.reference(fam, model, ids)
         ref[f"n{n}.ids"] = ids.astype(np.int64)
         ref[f"n{n}.greedy"] = np.asarray(greedy, np.int64)
         ref[f"n{n}.rows"] = np.ascontiguousarray(rows, dtype=np.float32)
+        if unstable >= 0:
+            ref[f"n{n}.unstable_from"] = np.array([unstable], np.int64)
     save_file(ref, str(out / "ref.safetensors"))
     (out / "fuzz_case.json").write_text(json.dumps({"family": family, "seed": seed, "case": k,
                                                     "max_len": max_len, "config": cfg}, indent=1, default=str) + "\n")
@@ -59,8 +65,9 @@ def check_case(case_dir: Path, backend: str, modes, bin_path: Path) -> list[comm
     tol = float(ref["meta.tolerance"][0])
     out = []
     for n in ref["meta.lengths"].tolist():
+        unstable = int(ref[f"n{n}.unstable_from"][0]) if f"n{n}.unstable_from" in ref else -1
         r = common.check_length(bin_path, case_dir, ref[f"n{n}.ids"], ref[f"n{n}.greedy"], ref[f"n{n}.rows"],
-                                modes, backend, tol)
+                                modes, backend, tol, unstable)
         out.append(r)
     return out
 

@@ -47,8 +47,9 @@ def run_case(args_tuple):
             fam.save(model, cfg, mdir)
             for n in lengths:
                 ids = common.make_prompt(fam, cfg, rng, n)
-                greedy, rows = common.reference(fam, model, ids)
-                r = common.check_length(Path(bin_path), mdir, ids, greedy, rows, modes, backend, common.tolerance(fam))
+                greedy, rows, unstable = common.reference(fam, model, ids)
+                r = common.check_length(Path(bin_path), mdir, ids, greedy, rows, modes, backend, common.tolerance(fam),
+                                        unstable)
                 results.append(r.ok)
                 lines.append(f"case {k} {r.summary()}")
                 if not r.ok and keep:
