@@ -192,6 +192,9 @@ Config parse_config(const nlohmann::json& root, const std::string& where) {
   get(j, "hc_sinkhorn_iters", c.hc_sinkhorn_iters, where);
   get(j, "hc_eps", c.hc_eps, where);
   get(j, "max_position_embeddings", c.max_position_embeddings, where);
+  // HF's generation model ties lm_head to the embeddings when the outer or the text config says so.
+  if (&j != &root) get(root, "tie_word_embeddings", c.tie_word_embeddings, where);
+  get(j, "tie_word_embeddings", c.tie_word_embeddings, where);
   if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer()) c.eos_token_ids = {j["eos_token_id"].get<int32_t>()};
   else if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) get(j, "eos_token_id", c.eos_token_ids, where);
   int64_t rope = 0, kv_heads = c.num_attention_heads;

@@ -143,6 +143,9 @@ TEST(Glm5Config, AliasesAndNulls) {
   j["linear_attn_config"] = {{"gate_lower_bound", nullptr}, {"safe_gate", false}};
   EXPECT_FALSE(parse_config(j, "cfg").has_lower_bound);
   j = tiny();
+  EXPECT_FALSE(parse_config(j, "cfg").tie_word_embeddings);
+  nlohmann::json outer = {{"model_type", "glm5_next"}, {"tie_word_embeddings", true}, {"text_config", tiny()}};
+  EXPECT_TRUE(parse_config(outer, "cfg").tie_word_embeddings);  // the generation model's flag
   j["q_lora_rank"] = nullptr;  // a strict int field in HF: refused there too
   try {
     parse_config(j, "cfg.json");

@@ -15,6 +15,7 @@ Every field Glm5NextTextModel reads (transformers 5.25, modeling_glm5_next.py) i
               n_group, topk_group, routed_scaling_factor, norm_topk_prob, swiglu_limit
   KDA         linear_lower_bound (a float or null: the softplus gate), or linear_attn_config
   HC          hc_mult, hc_sinkhorn_iters, hc_eps; rms_norm_eps
+  head        tie_word_embeddings (then the checkpoint has no lm_head.weight)
   fixed       hidden_act silu, attention_bias false (both refused otherwise, see config.cpp),
               attention_dropout (eval), initializer_range / pad_token_id (init only)
 The checkpoint is written flat or in the multimodal layout (text_config + model.language_model.),
@@ -112,7 +113,7 @@ def random_config(rng) -> dict:
         v_head_dim=int(rng.choice([4, 8, 16, 32])),
         hidden_act="silu", attention_bias=False, max_position_embeddings=4096,
         rms_norm_eps=float(rng.choice([1e-5, 1e-6])), pad_token_id=None, bos_token_id=None,
-        eos_token_id=None, tie_word_embeddings=False,
+        eos_token_id=None, tie_word_embeddings=bool(rng.random() < 0.1),
         index_topk=kpool * budget, index_head_dim=int(rng.choice([4, 8, 16])),
         index_n_heads=int(rng.integers(1, 9)), index_kpool=kpool, index_kpool_always_select_tail=True,
         swiglu_limit=float(np.round(rng.choice([0.7, 1.5, 3.0, 10.0]), 3)),
@@ -256,6 +257,8 @@ def build(cfg: dict, seed: int) -> Model:
         text.embed_tokens.weight.copy_(torch.randn(text.embed_tokens.weight.shape, generator=g))
         if cfg.get("_fuzz", {}).get("positive_indexer"):
             _positive_indexer(text, g)
+        if hf_cfg.tie_word_embeddings:  # Glm5NextForConditionalGeneration ties lm_head to them
+            lm_head.weight.copy_(text.embed_tokens.weight)
     mtp = None
     if cfg.get("_fuzz", {}).get("mtp"):
         sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "glm5"))
@@ -285,7 +288,8 @@ def save(model: Model, cfg: dict, out_dir) -> None:
         prefix = "model."
     (out_dir / "config.json").write_text(json.dumps(conf, indent=1, sort_keys=True) + "\n")
     sd = {prefix + k: v.detach().contiguous().float() for k, v in model.text.state_dict().items()}
-    sd["lm_head.weight"] = model.lm_head.weight.detach().contiguous().float()
+    if not model.cfg.tie_word_embeddings:  # tied: the checkpoint leaves lm_head out
+        sd["lm_head.weight"] = model.lm_head.weight.detach().contiguous().float()
     if model.mtp is not None:
         for k, v in model.mtp.saved_state(model.cfg.num_hidden_layers).items():
             sd[prefix + k[len("model."):]] = v
