@@ -172,7 +172,7 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   mark("moe proj (shared gate/up, router)");
   mproj(m.in, sl.in, sl.gu);  // {rows, [shared gate | shared up | router]}
   mark("moe route + group");
-  const RouteShape rsh{E, K, c.norm_topk_prob, c.routed_scaling_factor};
+  const RouteShape rsh{E, K, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group};
   moe_route(R(0, sl.router), m.bias, rsh, ids, wts, stream, Rows{rows, rs()});  // ids, wts {rows, K}
   const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
                    C<int32_t>(cl.slot), kGroupRows};

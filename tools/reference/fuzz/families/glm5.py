@@ -102,7 +102,8 @@ def random_config(rng) -> dict:
     budget = int(rng.choice([1, 2, 3, 4, 6, 8, 16, 40]))
     heads = int(rng.integers(1, 5))
     cfg = dict(
-        vocab_size=int(rng.integers(32, 513)), hidden_size=H,
+        # Mostly small vocabularies: the corpus stores {13, vocab} f32 rows per length.
+        vocab_size=int(rng.integers(32, 161) if rng.random() < 0.6 else rng.integers(161, 513)), hidden_size=H,
         intermediate_size=int(rng.integers(8, 65)), moe_intermediate_size=int(rng.integers(4, 25)),
         num_hidden_layers=n, num_attention_heads=heads, num_key_value_heads=heads,
         n_shared_experts=int(rng.choice([0, 1, 1, 1, 2])), n_routed_experts=E, num_experts_per_tok=k,
@@ -118,7 +119,7 @@ def random_config(rng) -> dict:
         index_n_heads=int(rng.integers(1, 9)), index_kpool=kpool, index_kpool_always_select_tail=True,
         swiglu_limit=float(np.round(rng.choice([0.7, 1.5, 3.0, 10.0]), 3)),
         hc_mult=int(rng.integers(1, 5)), hc_eps=float(rng.choice([1e-6, 1e-4])),
-        hc_sinkhorn_iters=int(rng.choice([1, 2, 5, 20])), initializer_range=0.08,
+        hc_sinkhorn_iters=int(rng.choice([0, 1, 2, 5, 20, 20])), initializer_range=0.08,
     )
     # KDA: flat fields or the linear_attn_config dict; a float lower bound or the softplus gate.
     lin = dict(head_dim=int(rng.choice([4, 8, 16])), num_heads=int(rng.integers(1, 5)),
@@ -237,6 +238,11 @@ def _positive_indexer(model, g):
         idx.weights_proj.weight[:, 0] = 1.0 + 0.2 * torch.rand(idx.n_heads, generator=g)
 
 
+def _bf16(name: str, t) -> bool:
+    """Stored as BF16: the matrices, except those HF keeps in f32 (router, conv)."""
+    return t.dim() >= 2 and "conv1d" not in name and not name.endswith("mlp.gate.weight")
+
+
 def build(cfg: dict, seed: int) -> Model:
     import torch
     from transformers.models.glm5_next.configuration_glm5_next import Glm5NextTextConfig
@@ -259,6 +265,11 @@ def build(cfg: dict, seed: int) -> Model:
             _positive_indexer(text, g)
         if hf_cfg.tie_word_embeddings:  # Glm5NextForConditionalGeneration ties lm_head to them
             lm_head.weight.copy_(text.embed_tokens.weight)
+        # Matrices bf16-representable and saved as BF16 like a real checkpoint (half the corpus
+        # bytes, and our BF16 loading path in every case); the reference computes in f32.
+        for name, p in list(text.named_parameters()) + [("lm_head.weight", lm_head.weight)]:
+            if _bf16(name, p):
+                p.copy_(p.to(torch.bfloat16).float())
     mtp = None
     if cfg.get("_fuzz", {}).get("mtp"):
         sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "glm5"))
@@ -287,12 +298,17 @@ def save(model: Model, cfg: dict, out_dir) -> None:
                     torch_dtype="float32")
         prefix = "model."
     (out_dir / "config.json").write_text(json.dumps(conf, indent=1, sort_keys=True) + "\n")
-    sd = {prefix + k: v.detach().contiguous().float() for k, v in model.text.state_dict().items()}
+    import torch
+
+    def stored(name, v):
+        v = v.detach().contiguous().float()
+        return v.to(torch.bfloat16) if _bf16(name, v) else v
+    sd = {prefix + k: stored(k, v) for k, v in model.text.state_dict().items()}
     if not model.cfg.tie_word_embeddings:  # tied: the checkpoint leaves lm_head out
-        sd["lm_head.weight"] = model.lm_head.weight.detach().contiguous().float()
+        sd["lm_head.weight"] = stored("lm_head.weight", model.lm_head.weight)
     if model.mtp is not None:
         for k, v in model.mtp.saved_state(model.cfg.num_hidden_layers).items():
-            sd[prefix + k[len("model."):]] = v
+            sd[prefix + k[len("model."):]] = stored(k, v)
     save_file(sd, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
 
 
