@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "glm5"))  # make_tiny, mtp_ref
+
 FAMILY = "glm5"
 TOLERANCE = 1e-3
 SELECT_GAP = 5e-6     # relative gap at a top-k boundary below which a prompt is redrawn
@@ -187,32 +189,6 @@ class Model:
         self.cfg, self.text, self.lm_head, self.mtp = hf_cfg, text, lm_head, mtp
 
 
-def _randomize(model, g, n_experts):
-    """HF init leaves norms at 1, HC base 0 / scale 1, pool gate 1 / ape 0, correction bias 0
-    (constants that hide bugs): randomize them, as tools/reference/glm5/make_tiny.py does."""
-    import torch
-    for name, p in model.named_parameters():
-        if name.endswith("norm.weight") or "layernorm" in name:
-            p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
-        elif name.endswith("_hc.base"):
-            p.copy_(0.5 * torch.randn(p.shape, generator=g))
-        elif name.endswith("_hc.scale"):
-            p.copy_(0.5 + torch.rand(p.shape, generator=g))
-        elif name.endswith("_hc.fn"):
-            p.copy_(0.3 * torch.randn(p.shape, generator=g))
-        elif "index_kpool_compress" in name:
-            p.copy_(0.5 * torch.randn(p.shape, generator=g))
-        elif name.endswith("k_norm.bias"):
-            p.copy_(0.1 * torch.randn(p.shape, generator=g))
-        elif name.endswith("A_log"):
-            p.copy_(0.5 * torch.randn(p.shape, generator=g))
-        elif name.endswith("conv1d.weight"):
-            p.copy_(0.5 * torch.randn(p.shape, generator=g))
-    for layer in model.layers:
-        if hasattr(layer.mlp, "gate"):
-            layer.mlp.gate.e_score_correction_bias.copy_(0.3 * torch.randn(n_experts, generator=g))
-
-
 def _positive_indexer(model, g):
     """Indexer scores kept away from ReLU zeros, whose ties torch.topk orders its own way: a
     constant channel 0 in the embeddings makes every q_resid row mostly positive; wq_b turns
@@ -247,6 +223,7 @@ def build(cfg: dict, seed: int) -> Model:
     import torch
     from transformers.models.glm5_next.configuration_glm5_next import Glm5NextTextConfig
     from transformers.models.glm5_next.modeling_glm5_next import Glm5NextTextModel
+    from make_tiny import randomize_constants
     torch.manual_seed(seed)
     hf_cfg = Glm5NextTextConfig(**_hf_kwargs(cfg))
     hf_cfg._attn_implementation = "eager"
@@ -257,7 +234,7 @@ def build(cfg: dict, seed: int) -> Model:
     lm_head = torch.nn.Linear(hf_cfg.hidden_size, hf_cfg.vocab_size, bias=False)
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
-        _randomize(text, g, hf_cfg.n_routed_experts)
+        randomize_constants(text, g, hf_cfg.n_routed_experts)  # make_tiny's (no constant parameters)
         # Logit scale: top-2 margins far above float noise (hidden <= 64, normed output ~1).
         lm_head.weight.copy_(0.5 * torch.randn(lm_head.weight.shape, generator=g))
         text.embed_tokens.weight.copy_(torch.randn(text.embed_tokens.weight.shape, generator=g))
@@ -272,7 +249,6 @@ def build(cfg: dict, seed: int) -> Model:
                 p.copy_(p.to(torch.bfloat16).float())
     mtp = None
     if cfg.get("_fuzz", {}).get("mtp"):
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "glm5"))
         from mtp_ref import MTPHead, init_head
         torch.manual_seed(cfg["_fuzz"]["seed_mtp"])
         mtp = MTPHead(hf_cfg).float().eval()
@@ -370,7 +346,7 @@ class _SelectionGaps:
 
     def __init__(self, model: Model):
         import torch.nn.functional as F  # noqa: F401
-        self.min_gap, self.where = float("inf"), ""
+        self.min_gap, self.where, self.exact_ties = float("inf"), "", 0
         self.handles = []
         for layer in model.text.layers:
             attn = layer.self_attn
@@ -385,6 +361,7 @@ class _SelectionGaps:
 
     def _note(self, kept, dropped, scale, what):
         gap = (kept - dropped) / np.maximum(scale, 1e-30)
+        self.exact_ties += int((gap == 0).sum())
         gap = gap[gap > 0]  # exact ties: both sides keep the lower index (_LowerIndexTopk)
         if gap.size and float(gap.min()) < self.min_gap:
             self.min_gap, self.where = float(gap.min()), what
