@@ -178,8 +178,12 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
                    C<int32_t>(cl.slot), kGroupRows};
   dc::moe_group(ids, rows, K, E, g, stream);
   mark("moe shared down");
-  dc::swiglu_clamp_strided_f32(R(0, sl.gu), rs(), rows, Sh, lim, R(0, sl.act), rs(), stream);
-  mgemv(m.sh_down, sl.act, sl.sh_out);
+  if (Sh > 0) {
+    dc::swiglu_clamp_strided_f32(R(0, sl.gu), rs(), rows, Sh, lim, R(0, sl.act), rs(), stream);
+    mgemv(m.sh_down, sl.act, sl.sh_out);
+  } else {  // n_shared_experts = 0: no shared expert (an empty launch is a CUDA error)
+    DS4_CUDA_CHECK(cudaMemset2DAsync(R(0, sl.sh_out), cl.row_bytes, 0, size_t(H) * sizeof(float), size_t(rows), stream));
+  }
   mark("moe experts gate_up");
   // Entry u = a used expert (at most min(E, rows * K) of them, *live decides on the device).
   dc::GemvRows r;

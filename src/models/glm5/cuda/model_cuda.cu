@@ -111,8 +111,12 @@ void Glm5CudaModel::Impl::ffn(const DLayer& L) {
   dc::gemv_proj(m.in, S(sl.in), S(sl.gu), stream);  // [shared gate | shared up | router]
   const RouteShape rsh{c.n_routed_experts, K, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group};
   moe_route(S(sl.router), m.bias, rsh, ids, S(sl.wts), stream);
-  dc::swiglu_clamp_rows_f32(S(sl.gu), 1, Sh, lim, S(sl.act), stream);
-  dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), stream);
+  if (Sh > 0) {
+    dc::swiglu_clamp_rows_f32(S(sl.gu), 1, Sh, lim, S(sl.act), stream);
+    dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), stream);
+  } else {  // n_shared_experts = 0: no shared expert (an empty launch is a CUDA error)
+    DS4_CUDA_CHECK(cudaMemsetAsync(S(sl.sh_out), 0, size_t(H) * sizeof(float), stream));
+  }
   dc::gemv_batched(m.gate_up.first, S(sl.in), S(sl.egu),
                    dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream);
   dc::swiglu_clamp_rows_f32(S(sl.egu), K, I, lim, S(sl.eact), stream);
