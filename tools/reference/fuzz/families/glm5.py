@@ -158,15 +158,17 @@ def random_config(rng) -> dict:
         cfg["index_topk_pattern"] = "".join("S" if t == "shared" else "F" for t in itypes)
     else:
         cfg["indexer_types"] = itypes
-    cfg["_fuzz"] = dict(nested=bool(rng.random() < 0.3), mtp=bool(rng.random() < 0.2) and cfg["n_shared_experts"] > 0,  # mtp_ref: no empty tensors
+    # mtp_ref's init cannot fill empty tensors: no MTP layer without a shared expert.
+    cfg["_fuzz"] = dict(nested=bool(rng.random() < 0.3), mtp=bool(rng.random() < 0.2) and cfg["n_shared_experts"] > 0,
                         seed_mtp=int(rng.integers(1 << 30)), positive_indexer=bool(rng.random() < 0.6))
     return cfg
 
 
 def boundaries(cfg: dict) -> list[int]:
-    """Prompt lengths at this config's edges: the dense/sparse switch (first row whose visible
-    complete pools exceed the budget: index_topk + index_kpool - 1 tokens), pool multiples
-    around it, KDA's 64-token chunks (HF's prefill form), the conv window."""
+    """Prompt lengths at this config's edges: the dense/sparse switch (the first row whose
+    visible complete pools exceed the budget sits at position index_topk + index_kpool - 1:
+    a prompt one shorter is dense and its first decode step sparse), pool multiples around
+    it, KDA's 64-token chunks (HF's prefill form), the conv window."""
     kp, topk = cfg["index_kpool"], cfg["index_topk"]
     conv = cfg.get("linear_conv_kernel_dim", cfg.get("linear_attn_config", {}).get("short_conv_kernel_size", 4))
     switch = topk + kp - 1
