@@ -256,6 +256,7 @@ def build(cfg: dict, seed: int) -> Model:
         mtp = MTPHead(hf_cfg).float().eval()
         init_head(mtp, cfg["_fuzz"]["seed_mtp"] + 1, hf_cfg.n_routed_experts)
     m = Model(hf_cfg, text, lm_head, mtp)
+    _MODELS.clear()  # one case at a time per process (fuzz.py workers, corpus.py)
     _MODELS[id(cfg)] = m
     return m
 
