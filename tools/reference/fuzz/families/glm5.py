@@ -439,3 +439,27 @@ def prompt(cfg: dict, rng, n: int) -> np.ndarray:
 def reference(model: Model, ids, gen):
     toks, rows, _ = _result(model, np.asarray(ids, np.int64), gen)
     return toks, rows
+
+
+if __name__ == "__main__":
+    # Quick robustness check without running any model: N random configs (default 300) of
+    # seed S must build in HF and save. Usage: python families/glm5.py [N] [S]
+    import tempfile
+    import time
+
+    n_cases = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+    seed = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    t0, bad = time.time(), 0
+    for case in range(n_cases):
+        r = np.random.default_rng([seed, case])
+        try:
+            c = random_config(r)
+            model = build(c, int(r.integers(1 << 31)))
+            with tempfile.TemporaryDirectory() as td:
+                save(model, c, td)
+            boundaries(c)
+        except Exception as e:  # noqa: BLE001 - listed, then counted
+            bad += 1
+            print(f"case {case}: {type(e).__name__}: {e}")
+    print(f"{n_cases - bad}/{n_cases} configs build and save ({time.time() - t0:.0f} s)")
+    sys.exit(1 if bad else 0)
