@@ -5,10 +5,14 @@
 namespace ds4::glm5 {
 namespace {
 
+// HF's config is a strict dataclass: a null int/float/bool field is refused there, so it is
+// here (only the Optional fields -- token ids, schedules, the KDA lower bound -- take null,
+// and those are read without get()).
 template <class T>
 void get(const nlohmann::json& j, const char* key, T& v, const std::string& where) {
   auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
+  if (it == j.end()) return;
+  if (it->is_null()) throw InputError(where + ": config field '" + key + "' is null (transformers refuses it too)");
   try {
     v = it->get<T>();
   } catch (const std::exception&) {
@@ -20,13 +24,30 @@ void positive(int64_t v, const char* key, const std::string& where) {
   if (v <= 0) throw InputError(where + ": config field '" + key + "' must be > 0, got " + std::to_string(v));
 }
 
-std::vector<std::string> strings(const nlohmann::json& j, const char* key, size_t n, const std::string& where) {
+// A per-layer list (null or absent: empty). `at_least`: HF indexes it by layer only, so a
+// longer list loads there (indexer_types); layer_types / mlp_layer_types must match exactly.
+std::vector<std::string> strings(const nlohmann::json& j, const char* key, size_t n, const std::string& where,
+                                 bool at_least = false) {
   std::vector<std::string> out;
-  get(j, key, out, where);
-  if (!out.empty() && out.size() != n)
-    throw InputError(where + ": config field '" + key + "' has " + std::to_string(out.size()) +
-                     " entries, expected num_hidden_layers = " + std::to_string(n));
+  if (j.contains(key) && !j[key].is_null()) get(j, key, out, where);
+  if (!out.empty() && (at_least ? out.size() < n : out.size() != n))
+    throw InputError(where + ": config field '" + key + "' has " + std::to_string(out.size()) + " entries, expected " +
+                     (at_least ? "at least " : "") + "num_hidden_layers = " + std::to_string(n));
   return out;
+}
+
+// Every layer_types spelling transformers 5.17..5.25 runs as a GLM layer. 5.17 writes
+// "deepseek_sparse_attention"; 5.25 writes "indexed_attention" and remaps the legacy names
+// (configuration_utils._LEGACY_LAYER_TYPE_REMAP: mamba, deepseek_sparse_attention,
+// qwen_sparse_attention); both map "full_attention" (real checkpoints) to the DSA layer.
+// "attention" and the other generic names load in HF's config but its model has no mask
+// for them (KeyError), so they are refused here.
+bool layer_kind(const std::string& t, LayerKind& k) {
+  if (t == "linear_attention" || t == "mamba") return k = LayerKind::kLinear, true;
+  if (t == "indexed_attention" || t == "full_attention" || t == "deepseek_sparse_attention" ||
+      t == "qwen_sparse_attention")
+    return k = LayerKind::kIndexed, true;
+  return false;
 }
 
 void parse_schedules(const nlohmann::json& j, Config& c, const std::string& where) {
@@ -34,9 +55,12 @@ void parse_schedules(const nlohmann::json& j, Config& c, const std::string& wher
   auto lt = strings(j, "layer_types", n, where);
   for (size_t l = 0; l < n; ++l) {
     std::string t = lt.empty() ? (l % 4 != 3 ? "linear_attention" : "indexed_attention") : lt[l];
-    if (t == "linear_attention") c.layer_types.push_back(LayerKind::kLinear);
-    else if (t == "indexed_attention" || t == "full_attention") c.layer_types.push_back(LayerKind::kIndexed);
-    else throw InputError(where + ": layer_types[" + std::to_string(l) + "] = '" + t + "' is unknown");
+    LayerKind k{};
+    if (!layer_kind(t, k))
+      throw InputError(where + ": layer_types[" + std::to_string(l) + "] = '" + t +
+                       "' is not a GLM 5.x layer (linear_attention / mamba for KDA; indexed_attention, "
+                       "full_attention, deepseek_sparse_attention or qwen_sparse_attention for MLA+DSA)");
+    c.layer_types.push_back(k);
   }
   auto mt = strings(j, "mlp_layer_types", n, where);
   for (size_t l = 0; l < n; ++l) {
@@ -45,10 +69,24 @@ void parse_schedules(const nlohmann::json& j, Config& c, const std::string& wher
       throw InputError(where + ": mlp_layer_types[" + std::to_string(l) + "] = '" + t + "' is unknown");
     c.mlp_sparse.push_back(t == "sparse");
   }
-  auto it = strings(j, "indexer_types", n, where);
-  if (it.empty() && j.contains("index_topk_pattern") && j["index_topk_pattern"].is_string()) {
-    for (char ch : j["index_topk_pattern"].get<std::string>()) it.push_back(ch == 'S' ? "shared" : "full");
-    if (it.size() != n) throw InputError(where + ": index_topk_pattern length differs from num_hidden_layers");
+  auto it = strings(j, "indexer_types", n, where, /*at_least=*/true);
+  // HF: a pattern string of F/S (any other letter raises there), or a list taken as
+  // indexer_types; only used when indexer_types is absent.
+  if (it.empty() && j.contains("index_topk_pattern") && !j["index_topk_pattern"].is_null()) {
+    if (j["index_topk_pattern"].is_string()) {
+      const auto pat = j["index_topk_pattern"].get<std::string>();
+      for (size_t i = 0; i < pat.size(); ++i) {
+        if (pat[i] != 'F' && pat[i] != 'S')
+          throw InputError(where + ": index_topk_pattern[" + std::to_string(i) + "] = '" + std::string(1, pat[i]) +
+                           "' (expected F = full or S = shared)");
+        it.push_back(pat[i] == 'S' ? "shared" : "full");
+      }
+    } else {
+      it = strings(j, "index_topk_pattern", n, where, /*at_least=*/true);
+    }
+    if (it.size() < n)
+      throw InputError(where + ": index_topk_pattern has " + std::to_string(it.size()) +
+                       " entries, expected at least num_hidden_layers = " + std::to_string(n));
   }
   int64_t freq = 1, offset = 2;
   get(j, "index_topk_freq", freq, where);
@@ -80,8 +118,18 @@ void validate_values(const Config& c, const std::string& where) {
   if (c.n_routed_experts % c.n_group != 0 || c.topk_group > c.n_group)
     throw InputError(where + ": n_routed_experts/n_group/topk_group inconsistent: " + std::to_string(c.n_routed_experts) +
                      "/" + std::to_string(c.n_group) + "/" + std::to_string(c.topk_group));
-  if (c.num_experts_per_tok > c.n_routed_experts)
-    throw InputError(where + ": num_experts_per_tok > n_routed_experts");
+  // HF's router takes the top-2 of each group (of all experts when n_group = 1), and picks the
+  // experts among the kept groups only; beyond that it would pick masked (-inf) experts.
+  if (c.n_routed_experts / c.n_group < 2)
+    throw InputError(where + ": n_routed_experts / n_group = " + std::to_string(c.n_routed_experts / c.n_group) +
+                     " experts per group (the router needs at least 2)");
+  if (c.topk_group < 1 || c.num_experts_per_tok > c.topk_group * (c.n_routed_experts / c.n_group))
+    throw InputError(where + ": num_experts_per_tok (" + std::to_string(c.num_experts_per_tok) +
+                     ") > topk_group x experts per group (" + std::to_string(c.topk_group) + " x " +
+                     std::to_string(c.n_routed_experts / c.n_group) + ")");
+  for (auto [v, k] : {std::pair{c.linear_conv_kernel_dim, "linear_conv_kernel_dim"},
+                      {c.index_head_dim, "index_head_dim"}, {c.index_n_heads, "index_n_heads"}})
+    positive(v, k, where);
 }
 
 }  // namespace
@@ -102,6 +150,7 @@ Config parse_config(const nlohmann::json& root, const std::string& where) {
   get(j, "num_attention_heads", c.num_attention_heads, where);
   get(j, "n_shared_experts", c.n_shared_experts, where);
   get(j, "n_routed_experts", c.n_routed_experts, where);
+  get(j, "num_local_experts", c.n_routed_experts, where);  // HF attribute_map alias; set last, it wins
   get(j, "num_experts_per_tok", c.num_experts_per_tok, where);
   get(j, "n_group", c.n_group, where);
   get(j, "topk_group", c.topk_group, where);
@@ -122,8 +171,8 @@ Config parse_config(const nlohmann::json& root, const std::string& where) {
   get(j, "linear_num_heads", c.linear_num_heads, where);
   get(j, "linear_conv_kernel_dim", c.linear_conv_kernel_dim, where);
   if (j.contains("linear_lower_bound")) {
-    c.has_lower_bound = !j["linear_lower_bound"].is_null();
-    get(j, "linear_lower_bound", c.linear_lower_bound, where);
+    c.has_lower_bound = !j["linear_lower_bound"].is_null();  // null: the softplus gate
+    if (c.has_lower_bound) get(j, "linear_lower_bound", c.linear_lower_bound, where);
   }
   if (j.contains("linear_attn_config") && j["linear_attn_config"].is_object()) {
     const auto& la = j["linear_attn_config"];
@@ -132,19 +181,37 @@ Config parse_config(const nlohmann::json& root, const std::string& where) {
     get(la, "short_conv_kernel_size", c.linear_conv_kernel_dim, where);
     if (la.contains("gate_lower_bound")) {
       c.has_lower_bound = !la["gate_lower_bound"].is_null();
-      get(la, "gate_lower_bound", c.linear_lower_bound, where);
+      if (c.has_lower_bound) get(la, "gate_lower_bound", c.linear_lower_bound, where);
     }
-    bool safe = true;
-    get(la, "safe_gate", safe, where);
+    bool safe = true;  // HF: dict.get("safe_gate", True); an explicit null is falsy there
+    if (la.contains("safe_gate") && la["safe_gate"].is_null()) safe = false;
+    else get(la, "safe_gate", safe, where);
     if (safe && !c.has_lower_bound) c.has_lower_bound = true, c.linear_lower_bound = -5.0f;
   }
   get(j, "hc_mult", c.hc_mult, where);
   get(j, "hc_sinkhorn_iters", c.hc_sinkhorn_iters, where);
   get(j, "hc_eps", c.hc_eps, where);
   get(j, "max_position_embeddings", c.max_position_embeddings, where);
+  // HF's generation model ties lm_head to the embeddings when the outer or the text config says so.
+  if (&j != &root) get(root, "tie_word_embeddings", c.tie_word_embeddings, where);
+  get(j, "tie_word_embeddings", c.tie_word_embeddings, where);
   if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer()) c.eos_token_ids = {j["eos_token_id"].get<int32_t>()};
-  else get(j, "eos_token_id", c.eos_token_ids, where);
-  int64_t rope = 0;
+  else if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) get(j, "eos_token_id", c.eos_token_ids, where);
+  int64_t rope = 0, kv_heads = c.num_attention_heads;
+  if (j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null())  // HF: null = heads
+    get(j, "num_key_value_heads", kv_heads, where);
+  if (kv_heads != c.num_attention_heads)
+    throw InputError(where + ": num_key_value_heads = " + std::to_string(kv_heads) + " differs from num_attention_heads = " +
+                     std::to_string(c.num_attention_heads) + " (transformers refuses it too)");
+  // What HF reads but we do not implement: refuse instead of computing something else.
+  std::string act = "silu";
+  get(j, "hidden_act", act, where);
+  if (act != "silu" && act != "swish")
+    throw InputError(where + ": hidden_act = '" + act + "' is not supported (GLM 5.x uses silu)");
+  bool attn_bias = false;
+  get(j, "attention_bias", attn_bias, where);
+  if (attn_bias)
+    throw InputError(where + ": attention_bias = true is not supported (no GLM 5.x checkpoint has MLA biases)");
   get(j, "qk_rope_head_dim", rope, where);
   if (rope != 0) throw InputError(where + ": qk_rope_head_dim = " + std::to_string(rope) + " (GLM 5.x DSA layers are NoPE; expected 0)");
 

@@ -30,6 +30,7 @@ struct Config {
   int64_t hc_mult = 4, hc_sinkhorn_iters = 20;
   float hc_eps = 1e-6f;
   int64_t max_position_embeddings = 1048576;
+  bool tie_word_embeddings = false;  // a checkpoint without lm_head.weight reads the embeddings
   std::vector<int32_t> eos_token_ids;
   std::vector<LayerKind> layer_types;
   std::vector<bool> mlp_sparse;      // per layer: MoE (true) or dense MLP

@@ -160,7 +160,9 @@ Weights bind_weights(const TensorSource& src, const Config& c) {
   Weights w;
   w.embed = b.mat("embed_tokens.weight", c.vocab_size, c.hidden_size);
   w.norm = b.vec("norm.weight", {c.hidden_size});
-  w.lm_head = as_matrix(src.get("lm_head.weight", {c.vocab_size, c.hidden_size}));
+  // Tied checkpoints (tie_word_embeddings) may leave lm_head.weight out: the embeddings serve.
+  if (c.tie_word_embeddings && !src.find("lm_head.weight")) w.lm_head = w.embed;
+  else w.lm_head = as_matrix(src.get("lm_head.weight", {c.vocab_size, c.hidden_size}));
   w.layers.resize(size_t(c.num_hidden_layers));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     LayerWeights& L = w.layers[size_t(l)];

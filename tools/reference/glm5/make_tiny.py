@@ -41,6 +41,32 @@ CONFIG = dict(
 )
 
 
+def randomize_constants(model, g, n_experts):
+    """HF init leaves several parameters at constants that would hide bugs (norm weights 1,
+    hc base 0 / scale 1, indexer pool gate 1 / ape 0, correction bias 0): randomize them
+    (also used by the fuzzer, tools/reference/fuzz/families/glm5.py)."""
+    for name, p in model.named_parameters():
+        if name.endswith("norm.weight") or "layernorm" in name:
+            p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+        elif name.endswith("_hc.base"):
+            p.copy_(0.5 * torch.randn(p.shape, generator=g))
+        elif name.endswith("_hc.scale"):
+            p.copy_(0.5 + torch.rand(p.shape, generator=g))
+        elif name.endswith("_hc.fn"):
+            p.copy_(0.3 * torch.randn(p.shape, generator=g))
+        elif "index_kpool_compress" in name:
+            p.copy_(0.5 * torch.randn(p.shape, generator=g))
+        elif name.endswith("k_norm.bias"):
+            p.copy_(0.1 * torch.randn(p.shape, generator=g))
+        elif name.endswith("A_log"):
+            p.copy_(0.5 * torch.randn(p.shape, generator=g))
+        elif name.endswith("conv1d.weight"):
+            p.copy_(0.5 * torch.randn(p.shape, generator=g))
+    for layer in model.layers:
+        if hasattr(layer.mlp, "gate"):
+            layer.mlp.gate.e_score_correction_bias.copy_(0.3 * torch.randn(n_experts, generator=g))
+
+
 def build(seed=1237):
     torch.manual_seed(seed)
     cfg = Glm5NextTextConfig(**CONFIG)
@@ -49,28 +75,7 @@ def build(seed=1237):
     lm_head = torch.nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
-        # HF init leaves several parameters at constants that would hide bugs (norm weights 1,
-        # hc base 0 / scale 1, indexer pool gate 1 / ape 0, correction bias 0): randomize them.
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight") or "layernorm" in name:
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
-            elif name.endswith("_hc.base"):
-                p.copy_(0.5 * torch.randn(p.shape, generator=g))
-            elif name.endswith("_hc.scale"):
-                p.copy_(0.5 + torch.rand(p.shape, generator=g))
-            elif name.endswith("_hc.fn"):
-                p.copy_(0.3 * torch.randn(p.shape, generator=g))
-            elif "index_kpool_compress" in name:
-                p.copy_(0.5 * torch.randn(p.shape, generator=g))
-            elif name.endswith("k_norm.bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            elif name.endswith("A_log"):
-                p.copy_(0.5 * torch.randn(p.shape, generator=g))
-            elif name.endswith("conv1d.weight"):
-                p.copy_(0.5 * torch.randn(p.shape, generator=g))
-        for layer in model.layers:
-            if hasattr(layer.mlp, "gate"):
-                layer.mlp.gate.e_score_correction_bias.copy_(0.3 * torch.randn(cfg.n_routed_experts, generator=g))
+        randomize_constants(model, g, cfg.n_routed_experts)
         lm_head.weight.copy_(0.5 * torch.randn(lm_head.weight.shape, generator=g))
         model.embed_tokens.weight.copy_(torch.randn(model.embed_tokens.weight.shape, generator=g))
     return cfg, model, lm_head

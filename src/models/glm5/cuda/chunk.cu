@@ -172,14 +172,18 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   mark("moe proj (shared gate/up, router)");
   mproj(m.in, sl.in, sl.gu);  // {rows, [shared gate | shared up | router]}
   mark("moe route + group");
-  const RouteShape rsh{E, K, c.norm_topk_prob, c.routed_scaling_factor};
+  const RouteShape rsh{E, K, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group};
   moe_route(R(0, sl.router), m.bias, rsh, ids, wts, stream, Rows{rows, rs()});  // ids, wts {rows, K}
   const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
                    C<int32_t>(cl.slot), kGroupRows};
   dc::moe_group(ids, rows, K, E, g, stream);
   mark("moe shared down");
-  dc::swiglu_clamp_strided_f32(R(0, sl.gu), rs(), rows, Sh, lim, R(0, sl.act), rs(), stream);
-  mgemv(m.sh_down, sl.act, sl.sh_out);
+  if (Sh > 0) {
+    dc::swiglu_clamp_strided_f32(R(0, sl.gu), rs(), rows, Sh, lim, R(0, sl.act), rs(), stream);
+    mgemv(m.sh_down, sl.act, sl.sh_out);
+  } else {  // n_shared_experts = 0: no shared expert (an empty launch is a CUDA error)
+    DS4_CUDA_CHECK(cudaMemset2DAsync(R(0, sl.sh_out), cl.row_bytes, 0, size_t(H) * sizeof(float), size_t(rows), stream));
+  }
   mark("moe experts gate_up");
   // Entry u = a used expert (at most min(E, rows * K) of them, *live decides on the device).
   dc::GemvRows r;

@@ -81,9 +81,12 @@ struct RouteShape {
   int64_t experts, k;
   bool norm_topk;
   float scaling;
+  int64_t groups = 1, topk_groups = 1;  // n_group / topk_group
 };
 // Sigmoid scores, top-k of score + bias (ties: lower index), weights = scores normalized
 // (over the top-k, in rank order) times scaling; ids written in ascending expert order.
+// With groups > topk_groups the top-k is taken over the experts of the topk_groups groups
+// with the best sum of their two best choices (ties: lower group index), as on the CPU.
 // Rows: token t's logits at t * rows.stride; its ids / weights at t * k.
 void moe_route(const float* logits, const float* bias, const RouteShape& sh, int32_t* ids, float* weights,
                cudaStream_t s, const Rows& rows = {});

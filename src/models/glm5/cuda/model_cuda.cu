@@ -109,10 +109,14 @@ void Glm5CudaModel::Impl::ffn(const DLayer& L) {
   const int64_t K = c.num_experts_per_tok, I = c.moe_intermediate_size, Sh = m.sh_down.cols;
   int32_t* ids = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.ids);
   dc::gemv_proj(m.in, S(sl.in), S(sl.gu), stream);  // [shared gate | shared up | router]
-  moe_route(S(sl.router), m.bias, RouteShape{c.n_routed_experts, K, c.norm_topk_prob, c.routed_scaling_factor}, ids,
-            S(sl.wts), stream);
-  dc::swiglu_clamp_rows_f32(S(sl.gu), 1, Sh, lim, S(sl.act), stream);
-  dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), stream);
+  const RouteShape rsh{c.n_routed_experts, K, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group};
+  moe_route(S(sl.router), m.bias, rsh, ids, S(sl.wts), stream);
+  if (Sh > 0) {
+    dc::swiglu_clamp_rows_f32(S(sl.gu), 1, Sh, lim, S(sl.act), stream);
+    dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), stream);
+  } else {  // n_shared_experts = 0: no shared expert (an empty launch is a CUDA error)
+    DS4_CUDA_CHECK(cudaMemsetAsync(S(sl.sh_out), 0, size_t(H) * sizeof(float), stream));
+  }
   dc::gemv_batched(m.gate_up.first, S(sl.in), S(sl.egu),
                    dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream);
   dc::swiglu_clamp_rows_f32(S(sl.egu), K, I, lim, S(sl.eact), stream);
@@ -169,9 +173,6 @@ namespace {
 
 // What the GPU step cannot run yet, refused at load with the field named.
 void check_supported(const Config& c, const Weights& w, const std::string& where) {
-  if (c.n_group > 1 && c.topk_group < c.n_group)
-    throw InputError(where + ": n_group " + std::to_string(c.n_group) + " / topk_group " +
-                     std::to_string(c.topk_group) + ": group-limited routing is not on the CUDA backend yet");
   if (c.linear_head_dim % 4 != 0)
     throw InputError(where + ": linear_head_dim " + std::to_string(c.linear_head_dim) +
                      " must be a multiple of 4 on the CUDA backend");

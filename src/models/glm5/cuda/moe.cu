@@ -10,7 +10,7 @@ namespace {
 
 __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
 
-// One block of blockDim >= 32 per token. Shared: score {E}, choice {E}, rank {E}.
+// One block of blockDim >= 32 per token. Shared: score {E}, choice {E}, rank {E}, group {G}.
 __global__ void moe_route_kernel(const float* __restrict__ logits, const float* __restrict__ bias, RouteShape sh,
                                  int32_t* __restrict__ ids, float* __restrict__ weights, int64_t stride) {
   extern __shared__ float sm[];
@@ -26,6 +26,30 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, const float* 
     choice[e] = score[e] + bias[e];  // the bias steers the choice, not the weight
   }
   __syncthreads();
+  if (sh.groups > 1 && sh.topk_groups < sh.groups) {
+    // Group-limited routing (moe.cpp route_token): a group's score is the sum of its two best
+    // choices (largest first, like the CPU's sum over its top-2); the experts of every group
+    // outside the best topk_groups are masked out of the choice.
+    const int64_t G = sh.groups, per = E / G;
+    float* gscore = sm + 3 * E;
+    for (int64_t g = threadIdx.x; g < G; g += blockDim.x) {
+      float a = -INFINITY, b = -INFINITY;
+      for (int64_t j = 0; j < per; ++j) {
+        const float v = choice[g * per + j];
+        if (v > a) b = a, a = v;
+        else if (v > b) b = v;
+      }
+      gscore[g] = a + b;
+    }
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+      const int64_t g = e / per;
+      int r = 0;
+      for (int64_t o = 0; o < G; ++o) r += gscore[o] > gscore[g] || (gscore[o] == gscore[g] && o < g);
+      if (r >= sh.topk_groups) choice[e] = -INFINITY;  // only this thread touches choice[e] here
+    }
+    __syncthreads();
+  }
   for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
     int r = 0;
     for (int64_t o = 0; o < E; ++o) r += choice[o] > choice[e] || (choice[o] == choice[e] && o < e);
@@ -68,8 +92,8 @@ void moe_route(const float* logits, const float* bias, const RouteShape& sh, int
                cudaStream_t s, const Rows& rows) {
   if (sh.k > 64 || sh.k > sh.experts)
     throw InputError("glm5 cuda: num_experts_per_tok " + std::to_string(sh.k) + " must be <= 64 and <= n_routed_experts");
-  moe_route_kernel<<<unsigned(rows.count), 256, size_t(sh.experts) * 3 * sizeof(float), s>>>(logits, bias, sh, ids,
-                                                                                              weights, rows.stride);
+  const size_t smem = size_t(3 * sh.experts + sh.groups) * sizeof(float);
+  moe_route_kernel<<<unsigned(rows.count), 256, smem, s>>>(logits, bias, sh, ids, weights, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -71,7 +71,10 @@ DLayer layer(Uploader& u, const Config& c, const LayerWeights& w, bool fuse, siz
   }
   if (w.sparse_mlp) {
     const MoeWeights& m = w.moe;
-    d.moe.in = u.proj({&m.shared.gate, &m.shared.up, &m.router}, fuse);
+    // n_shared_experts = 0: the router alone (a 0-row part would be an empty gemv launch);
+    // the stacked rows keep their layout (router after 2 x 0 shared rows).
+    if (m.shared.gate.rows == 0) d.moe.in = u.proj({&m.router}, fuse);
+    else d.moe.in = u.proj({&m.shared.gate, &m.shared.up, &m.router}, fuse);
     d.moe.sh_down = u.mat(m.shared.down);
     d.moe.bias = u.vec(m.bias);
     const size_t before = u.used();
