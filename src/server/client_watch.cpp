@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "server/conn_guard.h"
+
 namespace ds4::server {
 namespace {
 
@@ -48,6 +50,11 @@ bool matches(int fd, const httplib::Request& q) {
 }  // namespace
 
 ClientWatch::ClientWatch(const httplib::Request& q) {
+  // The connection guard knows this thread's socket; the scan below is the fallback.
+  if (const int fd = ConnGuard::current_fd(); fd >= 0) {
+    fd_ = fd;
+    return;
+  }
   if (q.remote_port <= 0 || q.local_port <= 0) return;
   // The 4-tuple names one TCP connection; the handler's thread keeps that fd open (and its
   // number unchanged) until the handler returns, so the fd stays valid while we watch it.

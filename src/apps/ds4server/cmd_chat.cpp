@@ -8,6 +8,7 @@
 #include "apps/ds4server/app_model.h"
 #include "apps/ds4server/commands.h"
 #include "core/error.h"
+#include "engine/rng.h"
 
 namespace ds4::cli {
 namespace {
@@ -22,7 +23,7 @@ engine::GenRequest turn_request(const engine::Settings& s, const engine::Engine&
   r.sampler.top_p = *eff.top_p;
   r.sampler.top_k = *eff.top_k;
   r.sampler.min_p = *eff.min_p;
-  r.sampler.seed = *eff.seed;
+  r.sampler.seed = eff.seed ? *eff.seed : engine::fresh_seed();  // auto: a fresh draw per turn
   r.max_tokens = s.default_max_tokens;
   return r;
 }
