@@ -7,6 +7,7 @@
 #include "engine/rng.h"
 #include "server/client_watch.h"
 #include "server/conn_guard.h"
+#include "server/turn_metrics.h"
 
 namespace ds4::server {
 
@@ -194,6 +195,7 @@ bool pump(engine::RequestHandle& h, httplib::DataSink& sink, const std::string& 
     if (!ev || ev->kind == K::kProgress) {
       ok = sink.is_writable() && sink.write(keepalive.data(), keepalive.size());
     } else {
+      if (ev->kind == K::kDone) turn_metrics().observe(ev->usage);
       ok = on_event(*ev);
       if (ev->kind == K::kDone || ev->kind == K::kError) return ok;
     }
@@ -216,6 +218,7 @@ void wait_events(engine::RequestHandle& h, const httplib::Request& q,
     if (!h.cancelled() && watch.gone()) h.cancel();
     auto ev = h.next(std::chrono::milliseconds(250));
     if (!ev) continue;
+    if (ev->kind == K::kDone) turn_metrics().observe(ev->usage);
     on_event(*ev);
     if (ev->kind == K::kDone || ev->kind == K::kError) return;
   }

@@ -12,6 +12,7 @@
 #include "server/api_common.h"
 #include "server/conn_guard.h"
 #include "server/http_framing.h"
+#include "server/turn_metrics.h"
 
 namespace ds4::server {
 
@@ -164,6 +165,7 @@ std::string Server::Impl::metrics_text() {
   }
   metric("ds4_resident_memory_bytes", "gauge", "Resident memory of the server process.", double(rss_kb) * 1024.0);
   if (m.canary) out += canary_metrics_text(*m.canary, m.canary_aborts);
+  out += turn_metrics().text(engine.model_info().family);
   const GuardStats g = guard.stats();
   metric("ds4_http_connections_total", "counter", "HTTP connections accepted.", double(g.accepted));
   metric("ds4_http_connections_refused_total", "counter", "Connections refused (503): over a per-client limit.", double(g.refused_per_client));

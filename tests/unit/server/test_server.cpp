@@ -84,3 +84,24 @@ TEST_F(ServerTest, ErrorShapesPerProtocol) {
   EXPECT_EQ(j["error"]["type"], "invalid_request_error");
   EXPECT_NE(j["error"]["message"].get<std::string>().find("max_tokens"), std::string::npos);
 }
+
+TEST(Server, ExposureWarning) {
+  engine::Settings s;
+  s.host = "127.0.0.1";
+  EXPECT_EQ(server::exposure_warning(s), "");
+  s.host = "::1";
+  EXPECT_EQ(server::exposure_warning(s), "");
+  s.host = "0.0.0.0";
+  EXPECT_NE(server::exposure_warning(s).find("without an API key"), std::string::npos);
+  s.host = "192.168.1.5";
+  EXPECT_NE(server::exposure_warning(s).find("192.168.1.5"), std::string::npos);
+  s.api_key = "k";
+  EXPECT_EQ(server::exposure_warning(s), "");
+}
+
+TEST_F(ServerTest, HealthCarriesNoWarningOnLoopback) {
+  auto r = client().Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_FALSE(json::parse(r->body).contains("warnings"));
+}
