@@ -57,7 +57,9 @@ struct Settings {
   // Slow or hostile clients (server/conn_guard.h): a request's header block must arrive
   // within header_timeout_s of a worker taking the connection (or of a keep-alive follow-up's
   // first byte), its body within body_timeout_s after the headers; a peer address holds at
-  // most max_connections_per_client open or queued connections (0 = auto: http_threads / 2).
+  // most max_connections_per_client connections holding a worker (0 = auto: http_threads / 2
+  // for remote peers, none for loopback ones, which all share one address; a set value
+  // applies to every peer).
   int header_timeout_s = 10;
   int body_timeout_s = 60;
   int max_connections_per_client = 0;

@@ -280,7 +280,8 @@ void ConnGuard::Impl::dispatch(const std::shared_ptr<Conn>& c) {
   if (c->phase.load() == kParked) {
     counters.parked_now--;
     c->phase = kQueued;
-    if (limits.max_per_client > 0 && busy_per_peer[c->peer] >= limits.max_per_client) {
+    const bool loopback = c->peer.rfind("127.", 0) == 0 || c->peer == "::1" || c->peer.rfind("::ffff:127.", 0) == 0;
+    if (limits.max_per_client > 0 && (limits.limit_loopback || !loopback) && busy_per_peer[c->peer] >= limits.max_per_client) {
       c->phase = kClosing;
       counters.refused_per_client++;
       send_raw(c->fd, 503, "Service Unavailable",

@@ -26,6 +26,9 @@ struct GuardLimits {
   double header_timeout_s = 10;  // a worker picks the connection up -> full header block
   double body_timeout_s = 60;    // headers -> body read (the route handler starts)
   int max_per_client = 32;       // connections holding (or queued for) a worker, per peer address
+  // Loopback peers are all one address (the web page, SDK clients, agents on this machine):
+  // a per-address limit cannot tell them apart, so it applies to them only when asked for.
+  bool limit_loopback = false;
 };
 
 struct GuardStats {

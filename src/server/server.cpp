@@ -96,6 +96,7 @@ struct Server::Impl {
     g.header_timeout_s = s.header_timeout_s;
     g.body_timeout_s = s.body_timeout_s;
     g.max_per_client = s.max_connections_per_client > 0 ? s.max_connections_per_client : std::max(1, s.http_threads / 2);
+    g.limit_loopback = s.max_connections_per_client > 0;  // auto: remote peers only
     return g;
   }
 

@@ -82,9 +82,9 @@ int cmd_chat(const Args& args) {
   conv.thinking = tok::thinking_from_name(s.thinking);
   std::string line;
   for (;;) {
+    g_interrupt = false;  // before the prompt: a Ctrl-C from here on interrupts the read below
     std::fputs("\n> ", stdout);
     std::fflush(stdout);
-    g_interrupt = false;
     if (!std::getline(std::cin, line)) {
       if (!g_interrupt.exchange(false)) break;  // Ctrl-D / end of input
       // Ctrl-C at the prompt: nothing runs, so nothing to cancel; a fresh prompt.
