@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "server/socket_addr.h"
+
 namespace ds4::server {
 
 uint64_t tcp_bytes_received(int fd);  // tcp_rx.cpp
@@ -55,32 +57,15 @@ bool headers_in(int fd) {
 // while the previous response may still be being written (so no 408 is written into it).
 enum Phase : int { kParked, kQueued, kHeaders, kFollowUp, kBody, kHandler, kResponding, kClosing };
 
-bool addr_of(const sockaddr_storage& sa, std::string* host, int* port) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (sa.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&sa);
-    if (!inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf)) return false;
-    *port = ntohs(a->sin_port);
-  } else if (sa.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&sa);
-    if (!inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf)) return false;
-    *port = ntohs(a->sin6_port);
-  } else {
-    return false;
-  }
-  *host = buf;
-  return true;
-}
-
 // A connected socket on local `port`: its peer's numeric address.
 bool accepted_on(int fd, int port, std::string* peer) {
   sockaddr_storage local{}, remote{};
   socklen_t ll = sizeof local, rl = sizeof remote;
   std::string lh;
   int lp = -1, rp = -1;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 || !addr_of(local, &lh, &lp) || lp != port)
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 || !numeric_address(local, &lh, &lp) || lp != port)
     return false;
-  return getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &rl) == 0 && addr_of(remote, peer, &rp);
+  return getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &rl) == 0 && numeric_address(remote, peer, &rp);
 }
 
 void send_all(int fd, const std::string& s) {

@@ -26,10 +26,10 @@ def inspect(path):
     return subprocess.run([str(exe), "inspect", str(path)], capture_output=True, text=True, timeout=60)
 
 
-def write_gguf(path):
+def write_gguf(path, dtype=np.float16):
     w = GGUFWriter(str(path), "llama")  # default alignment 32; 64 f16 = 128 bytes each: no padding
     for i, n in enumerate(NAMES):
-        w.add_tensor(n, np.full(64, i, dtype=np.float16))
+        w.add_tensor(n, np.full(64, i, dtype=dtype))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -73,13 +73,7 @@ def test_gguf_type_that_doubles_a_tensor_is_refused(gguf_file, tmp_path):
 def test_gguf_type_that_halves_a_tensor_is_refused(tmp_path):
     # f32 tensors declared f16: each claims half of the bytes written for it.
     p = tmp_path / "f32src.gguf"
-    w = GGUFWriter(str(p), "llama")
-    for i, n in enumerate(NAMES):
-        w.add_tensor(n, np.full(64, i, dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_gguf(p, np.float32)
     assert inspect(p).returncode == 0
     type_pos, _ = tensor_info_pos(p.read_bytes(), "tensor_alpha")
     r = inspect(mutate(p, tmp_path / "half.gguf", [(type_pos, "<I", GGML_F16)]))

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import BIN
-from test_real_model import MODEL, build_tokenizer
+from test_real_model import tiny_qwen_dir
 
 
 class Pty:
@@ -51,13 +51,7 @@ class Pty:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    if not (MODEL / "config.json").exists():
-        pytest.skip("no tiny qwen model")
-    d = tmp_path_factory.mktemp("qwen_chat")
-    for f in ["config.json", "model.safetensors"]:
-        os.symlink(MODEL / f, d / f)
-    build_tokenizer(d / "tokenizer.json")
-    return d
+    return tiny_qwen_dir(tmp_path_factory, "qwen_chat")
 
 
 def test_ctrl_c_at_the_prompt_does_not_cancel_the_next_turn(model_dir):
