@@ -37,10 +37,6 @@ int64_t now_ns() {
 }
 int64_t after_s(double s) { return now_ns() + int64_t(s * 1e9); }
 
-// Open connections one peer address may have (parked ones included: they cost an fd, not a
-// thread); beyond it, 503 at accept.
-constexpr int kMaxOpenPerClient = 1024;
-
 // The first request's header block is in the socket buffer (or can never come: end of
 // stream, an error, or more header bytes than any request we serve has): hand it to a worker.
 bool headers_in(int fd) {
@@ -198,11 +194,16 @@ std::shared_ptr<ConnGuard::Conn> ConnGuard::Impl::adopt() {
   counters.accepted++;
   known.insert(c->ino);
   conns.push_back(c);
-  if (++per_peer[c->peer] > kMaxOpenPerClient) {
+  // Parked connections cost no thread but two fds each (httplib's and our dup); httplib 0.11
+  // selects on fds, which fails past FD_SETSIZE (1024), so their number is bounded.
+  const char* over = ++per_peer[c->peer] > limits.max_open_per_client ? "too many open connections from this client"
+                     : counters.parked_now.load() >= uint64_t(limits.max_parked) ? "too many connections waiting for their headers"
+                                                                                  : nullptr;
+  if (over) {
     // Refused at once: its task finds the socket shut and ends without reading.
     c->phase = kClosing;
     counters.refused_per_client++;
-    send_raw(c->fd, 503, "Service Unavailable", "too many open connections from this client", "too_many_connections");
+    send_raw(c->fd, 503, "Service Unavailable", over, "too_many_connections");
     ::shutdown(c->fd, SHUT_RDWR);
   }
   return c;

@@ -29,10 +29,12 @@ struct GuardLimits {
   // Loopback peers are all one address (the web page, SDK clients, agents on this machine):
   // a per-address limit cannot tell them apart, so it applies to them only when asked for.
   bool limit_loopback = false;
+  int max_open_per_client = 128;  // open connections (parked ones too) per peer address, loopback too
+  int max_parked = 256;           // connections waiting for their headers, all peers together
 };
 
 struct GuardStats {
-  uint64_t accepted = 0, refused_per_client = 0, header_timeouts = 0, body_timeouts = 0, closed_after_refusal = 0;
+  uint64_t accepted = 0, refused_per_client = 0 /* every 503 of the guard */, header_timeouts = 0, body_timeouts = 0, closed_after_refusal = 0;
   uint64_t parked = 0;  // now: accepted, headers not yet in
 };
 

@@ -76,6 +76,14 @@ std::string canary_metrics_text(const CanaryTotals& t, uint64_t aborts) {
 }
 }  // namespace
 
+// httplib 0.11 listens with a backlog of 5: a burst of connects (or a flood the guard is
+// about to refuse) then waits on SYN retries. Its listening socket is protected: re-listen it.
+struct Http : httplib::Server {
+  void widen_backlog() {
+    if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, SOMAXCONN);
+  }
+};
+
 struct Server::Impl {
   engine::Engine& engine;
   engine::Settings settings;
@@ -83,7 +91,7 @@ struct Server::Impl {
   std::string backend_reason;
   Context ctx;
   ConnGuard guard;  // before http: its watchdog outlives the listener's connections
-  httplib::Server http;
+  Http http;
   std::mutex counts_mu;
   std::map<std::pair<std::string, int>, uint64_t> http_counts;  // (route, status) -> n
 
@@ -97,6 +105,9 @@ struct Server::Impl {
     g.body_timeout_s = s.body_timeout_s;
     g.max_per_client = s.max_connections_per_client > 0 ? s.max_connections_per_client : std::max(1, s.http_threads / 2);
     g.limit_loopback = s.max_connections_per_client > 0;  // auto: remote peers only
+    // Bounded fds (conn_guard.cpp adopt): with 64 workers at most ~640 in use by connections.
+    g.max_open_per_client = std::max(16, 2 * s.http_threads);
+    g.max_parked = std::max(16, 4 * s.http_threads);
     return g;
   }
 
@@ -169,7 +180,7 @@ std::string Server::Impl::metrics_text() {
   out += turn_metrics().text(engine.model_info().family);
   const GuardStats g = guard.stats();
   metric("ds4_http_connections_total", "counter", "HTTP connections accepted.", double(g.accepted));
-  metric("ds4_http_connections_refused_total", "counter", "Connections refused (503): over a per-client limit.", double(g.refused_per_client));
+  metric("ds4_http_connections_refused_total", "counter", "Connections refused (503): over a per-client limit or the parked limit.", double(g.refused_per_client));
   metric("ds4_http_header_timeouts_total", "counter", "Connections closed: headers not received in time.", double(g.header_timeouts));
   metric("ds4_http_body_timeouts_total", "counter", "Connections closed: body not received in time.", double(g.body_timeouts));
   metric("ds4_http_closed_after_refusal_total", "counter", "Connections closed after a refusal sent before the body was read.",
@@ -286,10 +297,12 @@ int Server::bind() {
     int p = impl_->http.bind_to_any_port(s.host);
     if (p <= 0) throw Error("cannot bind " + s.host);
     impl_->guard.set_port(p);
+    impl_->http.widen_backlog();
     return p;
   }
   if (!impl_->http.bind_to_port(s.host, s.port)) throw Error("cannot bind " + s.host + ":" + std::to_string(s.port));
   impl_->guard.set_port(s.port);
+  impl_->http.widen_backlog();
   return s.port;
 }
 

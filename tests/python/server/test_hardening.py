@@ -255,6 +255,27 @@ def test_slow_header_clients_do_not_starve_the_server(srv):
     assert float(line.split()[1]) >= 8
 
 
+def test_waiting_connections_are_bounded(srv):
+    # 4 workers: at most 16 connections may wait for their headers (each costs fds); beyond,
+    # a 503 at once. The server stays reachable once they are gone.
+    idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=15) for _ in range(20)]
+    try:
+        statuses = []
+        for s in idle:
+            out = b""
+            while b := s.recv(65536):
+                out += b
+            statuses.append(status_of(out))
+        assert sorted(statuses) == [408] * 16 + [503] * 4, statuses
+    finally:
+        for s in idle:
+            s.close()
+    deadline = time.time() + 15
+    while httpx.get(srv.url + "/health", timeout=10).status_code != 200 and time.time() < deadline:
+        time.sleep(0.2)
+    assert httpx.get(srv.url + "/health", timeout=10).status_code == 200
+
+
 def test_per_client_worker_limit(limited):
     srv = limited
     # Three connections hold a worker each (headers in, body pending); the fourth gets a 503.
