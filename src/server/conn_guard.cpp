@@ -104,7 +104,7 @@ void linger_close(int fd) {
 }
 
 struct GuardCounters {
-  std::atomic<uint64_t> accepted{0}, refused_per_client{0}, header_timeouts{0}, body_timeouts{0}, closed_after_refusal{0},
+  std::atomic<uint64_t> accepted{0}, refused{0}, header_timeouts{0}, body_timeouts{0}, closed_after_refusal{0},
       parked_now{0};
 };
 }  // namespace
@@ -202,7 +202,7 @@ std::shared_ptr<ConnGuard::Conn> ConnGuard::Impl::adopt() {
   if (over) {
     // Refused at once: its task finds the socket shut and ends without reading.
     c->phase = kClosing;
-    counters.refused_per_client++;
+    counters.refused++;
     send_raw(c->fd, 503, "Service Unavailable", over, "too_many_connections");
     ::shutdown(c->fd, SHUT_RDWR);
   }
@@ -269,7 +269,7 @@ void ConnGuard::Impl::dispatch(const std::shared_ptr<Conn>& c) {
     const bool loopback = c->peer.rfind("127.", 0) == 0 || c->peer == "::1" || c->peer.rfind("::ffff:127.", 0) == 0;
     if (limits.max_per_client > 0 && (limits.limit_loopback || !loopback) && busy_per_peer[c->peer] >= limits.max_per_client) {
       c->phase = kClosing;
-      counters.refused_per_client++;
+      counters.refused++;
       send_raw(c->fd, 503, "Service Unavailable",
                "too many concurrent requests from this client (limit " + std::to_string(limits.max_per_client) + ")",
                "too_many_connections");
@@ -394,7 +394,7 @@ httplib::TaskQueue* ConnGuard::new_task_queue(size_t threads) {
 
 GuardStats ConnGuard::stats() const {
   const auto& k = impl_->counters;
-  return {k.accepted.load(), k.refused_per_client.load(), k.header_timeouts.load(), k.body_timeouts.load(),
+  return {k.accepted.load(), k.refused.load(), k.header_timeouts.load(), k.body_timeouts.load(),
           k.closed_after_refusal.load(), k.parked_now.load()};
 }
 

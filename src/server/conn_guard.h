@@ -34,7 +34,7 @@ struct GuardLimits {
 };
 
 struct GuardStats {
-  uint64_t accepted = 0, refused_per_client = 0 /* every 503 of the guard */, header_timeouts = 0, body_timeouts = 0, closed_after_refusal = 0;
+  uint64_t accepted = 0, refused = 0 /* 503s: a per-client or the parked limit */, header_timeouts = 0, body_timeouts = 0, closed_after_refusal = 0;
   uint64_t parked = 0;  // now: accepted, headers not yet in
 };
 

@@ -180,7 +180,7 @@ std::string Server::Impl::metrics_text() {
   out += turn_metrics().text(engine.model_info().family);
   const GuardStats g = guard.stats();
   metric("ds4_http_connections_total", "counter", "HTTP connections accepted.", double(g.accepted));
-  metric("ds4_http_connections_refused_total", "counter", "Connections refused (503): over a per-client limit or the parked limit.", double(g.refused_per_client));
+  metric("ds4_http_connections_refused_total", "counter", "Connections refused (503): over a per-client limit or the parked limit.", double(g.refused));
   metric("ds4_http_header_timeouts_total", "counter", "Connections closed: headers not received in time.", double(g.header_timeouts));
   metric("ds4_http_body_timeouts_total", "counter", "Connections closed: body not received in time.", double(g.body_timeouts));
   metric("ds4_http_closed_after_refusal_total", "counter", "Connections closed after a refusal sent before the body was read.",
