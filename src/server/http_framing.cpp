@@ -45,6 +45,10 @@ std::optional<FramingError> check_framing(const httplib::Request& q, int64_t max
     else if (v != first) return FramingError{400, "conflicting Content-Length values"};
   }
   const int64_t n = std::stoll(first);  // <= 19 digits: fits
+  // httplib reads a body only for these methods: any other one's body would be parsed as the
+  // next request on the connection.
+  const bool reads_body = q.method == "POST" || q.method == "PUT" || q.method == "PATCH" || q.method == "DELETE";
+  if (n > 0 && !reads_body) return FramingError{400, "a " + q.method + " request carries no body"};
   if (n > max_body_bytes)
     return FramingError{413, "request body of " + std::to_string(n) + " bytes exceeds this server's limit of " +
                                  std::to_string(max_body_bytes)};

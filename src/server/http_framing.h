@@ -18,7 +18,8 @@ struct FramingError {
   std::string message;
 };
 
-// Content-Length: one value (repeats must agree), digits only, at most max_body_bytes.
+// Content-Length: one value (repeats must agree), digits only, at most max_body_bytes, and 0
+// on a method httplib reads no body for (GET, HEAD, OPTIONS).
 // Transfer-Encoding: refused (chunked with 411: every client this server is for sends a
 // Content-Length, and httplib would not bound a chunked body). A POST/PUT/PATCH without
 // either: 411 (httplib would read it until the client closes).

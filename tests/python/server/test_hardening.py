@@ -163,6 +163,13 @@ def test_bad_framing_is_answered_and_closed(srv, headers, status):
     assert body_of(out)["error"]["type"] == "invalid_request_error"
 
 
+def test_get_with_a_body_is_not_a_second_request(srv):
+    inner = b"GET /v1/models HTTP/1.1\r\nHost: t\r\n\r\n"
+    out, closed = raw(srv.port, b"GET /health HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(inner) + inner)
+    assert closed and out.count(b"HTTP/1.1 ") == 1 and status_of(out) == 400, out
+    assert "carries no body" in body_of(out)["error"]["message"]
+
+
 def test_body_deadline_closes_a_short_body(srv):
     out, closed = raw(srv.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 50\r\n\r\n{\"mess")
     assert closed and status_of(out) == 408, out

@@ -32,6 +32,11 @@ TEST(HttpFraming, ContentLength) {
   httplib::Request get;
   get.method = "GET";
   EXPECT_EQ(status(get), 0);
+  get.headers.emplace("Content-Length", "0");
+  EXPECT_EQ(status(get), 0);
+  get.headers.clear();
+  get.headers.emplace("Content-Length", "20");  // never read: it would be the next request
+  EXPECT_EQ(status(get), 400);
 }
 
 TEST(HttpFraming, TransferEncoding) {
