@@ -227,6 +227,7 @@ void Engine::start(Job& job) {
     job.pending = job.prompt;
   }
   job.usage.prompt_tokens = int64_t(job.history.size() + job.pending.size());
+  job.usage.seed = job.req.sampler.seed;
   {
     std::lock_guard lk(metrics_mu_);
     (job.usage.cached_tokens > 0 ? m_.cache_hits : m_.cache_misses)++;

@@ -36,6 +36,7 @@ struct Usage {
   int64_t completion_tokens = 0;  // sampled tokens, the final stop token included
   int64_t reasoning_tokens = 0;   // part of completion_tokens spent in reasoning
   double queue_s = 0, prefill_s = 0, ttft_s = 0, decode_s = 0;
+  uint64_t seed = 0;  // the sampler seed of this turn: sending it back reproduces the answer
   // Speculative decoding (engine/speculative.h), the turn's category: "greedy" (argmax turn),
   // "exact" / "opportunistic" (sampled turn, on the family's sampler), "target_only" when
   // speculation was off or not applicable; and the turn's effective DSpark confidence gate

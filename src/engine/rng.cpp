@@ -4,7 +4,14 @@
 // against tests/data/sampler/pcg64_vectors.json (made by real NumPy).
 #include "engine/rng.h"
 
+#include <random>
+
 namespace ds4::engine {
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return ((uint64_t(rd()) << 32) | rd()) & ((uint64_t(1) << 53) - 1);
+}
 namespace {
 constexpr uint32_t kInitA = 0x43b0d7e5, kMultA = 0x931e8875;
 constexpr uint32_t kInitB = 0x8b51f9dd, kMultB = 0x58f38ded;

@@ -11,6 +11,10 @@
 
 namespace ds4::engine {
 
+// A fresh seed for a turn that names none (issue #25: "regenerate" must give a new draw).
+// Below 2^53 so it survives a round trip through JavaScript numbers back into `seed`.
+uint64_t fresh_seed();
+
 // Arbitrary-size non-negative seeds as NumPy accepts them (Python ints), little-endian
 // 32-bit words; {0} for zero.
 std::vector<uint32_t> seed_words(uint64_t lo, uint64_t hi = 0);

@@ -159,6 +159,9 @@ const std::vector<Key>& keys() {
       INT_KEY("server.max_tokens_limit", max_tokens_limit, 1, int64_t(1) << 24),
       INT_KEY("server.default_max_tokens", default_max_tokens, 1, int64_t(1) << 24),
       INT_KEY("server.http_threads", http_threads, 2, 4096),
+      INT_KEY("server.header_timeout_s", header_timeout_s, 1, 3600),
+      INT_KEY("server.body_timeout_s", body_timeout_s, 1, 3600),
+      INT_KEY("server.max_connections_per_client", max_connections_per_client, 0, 1 << 20),
       STR_KEY("server.web_root", web_root),
       STR_KEY("server.js_root", js_root),
   };

@@ -54,6 +54,15 @@ struct Settings {
   int64_t max_tokens_limit = 32768;   // upper bound a request may ask for
   int64_t default_max_tokens = 4096;
   int http_threads = 64;
+  // Slow or hostile clients (server/conn_guard.h): a request's header block must arrive
+  // within header_timeout_s of a worker taking the connection (or of a keep-alive follow-up's
+  // first byte), its body within body_timeout_s after the headers; a peer address holds at
+  // most max_connections_per_client connections holding a worker (0 = auto: http_threads / 2
+  // for remote peers, none for loopback ones, which all share one address; a set value
+  // applies to every peer).
+  int header_timeout_s = 10;
+  int body_timeout_s = 60;
+  int max_connections_per_client = 0;
   std::string web_root = "web";
   std::string js_root = "/usr/share/javascript";
 };

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
+#include "formats/tensor_layout.h"
 
 namespace ds4 {
 namespace {
@@ -203,6 +204,9 @@ GgufFile read_gguf(std::shared_ptr<const MappedFile> file) {
       c.fail(field, "data [" + std::to_string(t.offset) + ", +" + std::to_string(t.bytes) + ") runs past the end of the file (data section has " +
                         std::to_string(data_size) + " bytes)");
   }
+  std::vector<TensorRange> ranges;
+  for (const GgufTensor& t : g.tensors) ranges.push_back({t.name, t.offset, t.offset + t.bytes});
+  if (std::string e = tensor_layout_error(std::move(ranges), g.alignment); !e.empty()) c.fail("tensor data", e);
   return g;
 }
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "formats/tensor_layout.h"
 
 namespace ds4 {
 namespace {
@@ -131,6 +132,12 @@ SafetensorsFile read_safetensors(std::shared_ptr<const MappedFile> file) {
     }
     st.tensors.push_back(parse_entry(f, it.key(), *it, data, data_size));
   }
+  std::vector<TensorRange> ranges;
+  for (const TensorInfo& t : st.tensors) {
+    const uint64_t b = uint64_t(static_cast<const uint8_t*>(t.data) - data);
+    ranges.push_back({t.name, b, b + t.bytes});
+  }
+  if (std::string e = tensor_layout_error(std::move(ranges)); !e.empty()) fail(f, "tensor data", e);
   // Header order is JSON-object order (sorted); order by offset to match the file layout.
   std::stable_sort(st.tensors.begin(), st.tensors.end(),
                    [](const TensorInfo& a, const TensorInfo& b) { return a.data < b.data; });

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "formats/config_checks.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 
@@ -83,6 +84,7 @@ class SafetensorsSource : public TensorSource {
       files_.push_back(st.file);
     }
     config_ = config_path.empty() || !fs::exists(config_path) ? nlohmann::json::object() : read_json_file(config_path);
+    check_config_values(config_, config_path);
     metadata_ = nlohmann::json::object();
   }
   const std::vector<TensorInfo>& tensors() const override { return tensors_; }
@@ -114,6 +116,7 @@ class GgufSource : public TensorSource {
       tensors_.push_back(std::move(t));
     }
     config_ = build_config();
+    check_config_values(config_, path_ + " (config)");
   }
   const std::vector<TensorInfo>& tensors() const override { return tensors_; }
   const nlohmann::json& config() const override { return config_; }

@@ -2,6 +2,7 @@
 // path hold my family?) and a loader. Adding a family = one line in kFamilies.
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.h"
@@ -32,8 +33,15 @@ const std::vector<Family>& families() {
 
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {
   if (!std::filesystem::exists(path)) throw InputError("model path does not exist: " + path);
-  for (const auto& f : families())
-    if (f.probe(path)) return f.load(path, options);
+  for (const auto& f : families()) {
+    try {
+      if (f.probe(path)) return f.load(path, options);
+    } catch (const nlohmann::json::exception& e) {
+      // A config value of a type the family did not expect, on a key the shared checks
+      // (formats/config_checks.h, which name the key) do not cover: at least name the model.
+      throw InputError(path + ": " + f.name + " config: a value has an unexpected type (" + e.what() + ")");
+    }
+  }
   throw InputError("no model family recognizes " + path +
                    " (expected config.json model_type or GGUF general.architecture of a known family)");
 }

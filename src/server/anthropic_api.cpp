@@ -70,12 +70,7 @@ engine::GenRequest messages_request(const Context& c, const json& body, bool nee
   if (!msgs || msgs->empty()) fail("'messages' must be a non-empty array", "messages");
   for (size_t i = 0; i < msgs->size(); ++i) convert((*msgs)[i], i, r.conv);
   if (auto tools = get_array(body, "tools"))
-    for (const auto& t : *tools) {
-      if (!t.is_object() || !get_string(t, "name")) fail("tools need a 'name'", "tools");
-      json fn = {{"name", t["name"]}, {"description", t.value("description", "")},
-                 {"parameters", t.value("input_schema", json::object())}};
-      r.conv.tools.push_back(dump({{"type", "function"}, {"function", fn}}));
-    }
+    for (size_t i = 0; i < tools->size(); ++i) r.conv.tools.push_back(function_tool((*tools)[i], i, "input_schema"));
   r.conv.thinking = thinking_from_settings(c.settings);
   if (auto th = get_object(body, "thinking")) {
     auto type = get_string(*th, "type").value_or("enabled");

@@ -4,7 +4,10 @@
 #include <random>
 
 #include "core/error.h"
+#include "engine/rng.h"
 #include "server/client_watch.h"
+#include "server/conn_guard.h"
+#include "server/turn_metrics.h"
 
 namespace ds4::server {
 
@@ -13,6 +16,7 @@ void fail(const std::string& message, const std::string& param, int status) {
 }
 
 json parse_body(const httplib::Request& req) {
+  ConnGuard::handler_started();  // the body is in: no body deadline while the handler runs
   json j = json::parse(req.body, nullptr, false);  // rejects invalid UTF-8 too
   if (j.is_discarded()) fail("request body is not valid JSON (or not valid UTF-8)");
   if (!j.is_object()) fail("request body must be a JSON object");
@@ -67,6 +71,25 @@ const json* get_object(const json& j, const char* key) {
   return f;
 }
 
+std::string function_tool(const json& t, size_t i, const char* schema_key) {
+  const std::string where = "tools[" + std::to_string(i) + "]";
+  if (!t.is_object()) fail("'" + where + "' must be an object", where);
+  auto field = [&](const char* key) { return where + "." + key; };
+  auto name = t.find("name");
+  if (name == t.end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+    fail("'" + field("name") + "' must be a non-empty string", field("name"));
+  json fn = {{"name", *name}, {"description", ""}, {"parameters", json::object()}};
+  if (auto d = t.find("description"); d != t.end() && !d->is_null()) {
+    if (!d->is_string()) fail("'" + field("description") + "' must be a string", field("description"));
+    fn["description"] = *d;
+  }
+  if (auto p = t.find(schema_key); p != t.end() && !p->is_null()) {
+    if (!p->is_object()) fail("'" + field(schema_key) + "' must be an object (a JSON schema)", field(schema_key));
+    fn["parameters"] = *p;
+  }
+  return dump({{"type", "function"}, {"function", fn}});
+}
+
 engine::SamplerParams resolve_sampler(const Context& c, const json& body) {
   auto p = engine::default_sampler_params(c.engine.sampler_kind());
   const auto& s = c.settings;
@@ -74,7 +97,9 @@ engine::SamplerParams resolve_sampler(const Context& c, const json& body) {
   if (s.top_p) p.top_p = *s.top_p;
   if (s.top_k) p.top_k = *s.top_k;
   if (s.min_p) p.min_p = *s.min_p;
-  if (s.seed) p.seed = *s.seed;
+  // No seed in the settings or the request: a fresh one per request (reported in usage.seed),
+  // so "regenerate" draws anew and any answer can still be reproduced.
+  p.seed = s.seed ? *s.seed : engine::fresh_seed();
   if (auto v = get_number(body, "temperature")) p.temperature = *v;
   if (auto v = get_number(body, "top_p")) p.top_p = *v;
   if (auto v = get_int(body, "top_k")) p.top_k = int(std::clamp<int64_t>(*v, -1, 1 << 30));
@@ -116,7 +141,8 @@ std::vector<std::string> stop_list(const json& body, const char* key) {
 
 json usage_extras(const engine::Usage& u) {
   const double rate = u.spec_drafted ? double(u.spec_accepted) / double(u.spec_drafted) : 0.0;
-  json j = {{"timings", {{"ttft_s", u.ttft_s}, {"prefill_s", u.prefill_s}, {"decode_s", u.decode_s}}},
+  json j = {{"seed", u.seed},
+          {"timings", {{"ttft_s", u.ttft_s}, {"prefill_s", u.prefill_s}, {"decode_s", u.decode_s}}},
           {"speculative",
            {{"mode", u.spec_mode}, {"drafted", u.spec_drafted}, {"accepted", u.spec_accepted},
             {"bonus", u.spec_bonus}, {"corrections", u.spec_corrections}, {"acceptance", rate},
@@ -169,6 +195,7 @@ bool pump(engine::RequestHandle& h, httplib::DataSink& sink, const std::string& 
     if (!ev || ev->kind == K::kProgress) {
       ok = sink.is_writable() && sink.write(keepalive.data(), keepalive.size());
     } else {
+      if (ev->kind == K::kDone) turn_metrics().observe(ev->usage);
       ok = on_event(*ev);
       if (ev->kind == K::kDone || ev->kind == K::kError) return ok;
     }
@@ -191,6 +218,7 @@ void wait_events(engine::RequestHandle& h, const httplib::Request& q,
     if (!h.cancelled() && watch.gone()) h.cancel();
     auto ev = h.next(std::chrono::milliseconds(250));
     if (!ev) continue;
+    if (ev->kind == K::kDone) turn_metrics().observe(ev->usage);
     on_event(*ev);
     if (ev->kind == K::kDone || ev->kind == K::kError) return;
   }

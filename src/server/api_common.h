@@ -34,6 +34,11 @@ std::optional<bool> get_bool(const json& j, const char* key);
 const json* get_array(const json& j, const char* key);   // nullptr if absent
 const json* get_object(const json& j, const char* key);  // nullptr if absent
 
+// A function tool as the family templates take it, {"type":"function","function":{name,
+// description, parameters}}, from the fields of tools[i] (Anthropic: input_schema; Responses:
+// parameters). Each field type-checked: a 400 naming tools[i].<field>, never a JSON exception.
+std::string function_tool(const json& t, size_t i, const char* schema_key);
+
 struct Context {
   engine::Engine& engine;
   const engine::Settings& settings;

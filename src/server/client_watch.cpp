@@ -11,26 +11,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "server/conn_guard.h"
+#include "server/socket_addr.h"
+
 namespace ds4::server {
 namespace {
-
-// "addr", port of a socket address, the way httplib prints them (numeric host).
-bool addr_of(const sockaddr_storage& sa, std::string& host, int& port) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (sa.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&sa);
-    if (!inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf)) return false;
-    port = ntohs(a->sin_port);
-  } else if (sa.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&sa);
-    if (!inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf)) return false;
-    port = ntohs(a->sin6_port);
-  } else {
-    return false;
-  }
-  host = buf;
-  return true;
-}
 
 bool matches(int fd, const httplib::Request& q) {
   struct stat st {};
@@ -41,13 +26,18 @@ bool matches(int fd, const httplib::Request& q) {
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) return false;
   std::string lh, ph;
   int lp = -1, pp = -1;
-  return addr_of(local, lh, lp) && addr_of(peer, ph, pp) && lp == q.local_port && pp == q.remote_port &&
+  return numeric_address(local, &lh, &lp) && numeric_address(peer, &ph, &pp) && lp == q.local_port && pp == q.remote_port &&
          lh == q.local_addr && ph == q.remote_addr;
 }
 
 }  // namespace
 
 ClientWatch::ClientWatch(const httplib::Request& q) {
+  // The connection guard knows this thread's socket; the scan below is the fallback.
+  if (const int fd = ConnGuard::current_fd(); fd >= 0) {
+    fd_ = fd;
+    return;
+  }
   if (q.remote_port <= 0 || q.local_port <= 0) return;
   // The 4-tuple names one TCP connection; the handler's thread keeps that fd open (and its
   // number unchanged) until the handler returns, so the fd stays valid while we watch it.

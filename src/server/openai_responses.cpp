@@ -65,11 +65,10 @@ tok::Conversation conversation(const Context& c, const json& body) {
   }
   if (conv.messages.empty()) fail("'input' has no messages", "input");
   if (auto tools = get_array(body, "tools"))
-    for (const auto& t : *tools) {
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
       if (!t.is_object() || get_string(t, "type").value_or("") != "function") fail("only function tools are supported", "tools");
-      json fn = {{"name", t.value("name", "")}, {"description", t.value("description", "")},
-                 {"parameters", t.value("parameters", json::object())}};
-      conv.tools.push_back(dump({{"type", "function"}, {"function", fn}}));
+      conv.tools.push_back(function_tool(t, i, "parameters"));
     }
   conv.thinking = thinking_from_settings(c.settings);
   if (auto r = get_object(body, "reasoning"))
@@ -173,6 +172,11 @@ class Builder {
 
 void responses(Context& c, const httplib::Request& req, httplib::Response& res) {
   json body = parse_body(req);
+  // Responses are not stored (no state kept between requests), so a chained request would
+  // silently lose its history: refused, naming the feature.
+  if (get_string(body, "previous_response_id"))
+    fail("'previous_response_id' is not supported: this server does not store responses; send the whole "
+         "conversation in 'input'", "previous_response_id");
   engine::GenRequest gen;
   gen.conv = conversation(c, body);
   gen.sampler = resolve_sampler(c, body);
@@ -182,7 +186,7 @@ void responses(Context& c, const httplib::Request& req, httplib::Response& res) 
                {"error", nullptr}, {"incomplete_details", nullptr}, {"instructions", body.value("instructions", json())},
                {"max_output_tokens", gen.max_tokens}, {"parallel_tool_calls", true}, {"tool_choice", "auto"},
                {"tools", body.value("tools", json::array())}, {"temperature", gen.sampler.temperature},
-               {"top_p", gen.sampler.top_p}, {"metadata", json::object()}, {"usage", nullptr}};
+               {"top_p", gen.sampler.top_p}, {"metadata", json::object()}, {"store", false}, {"usage", nullptr}};
   auto h = submit(c, std::move(gen));
   auto relay = [](Builder& b, const engine::GenEvent& ev) {
     switch (ev.kind) {
@@ -223,6 +227,11 @@ void responses(Context& c, const httplib::Request& req, httplib::Response& res) 
 
 void register_responses(httplib::Server& svr, Context& c) {
   svr.Post("/v1/responses", [&c](const httplib::Request& q, httplib::Response& r) { responses(c, q, r); });
+  // Nothing is stored to retrieve: a clear 404 naming the feature, not "no such route".
+  svr.Get(R"(/v1/responses/([^/]+))", [](const httplib::Request& q, httplib::Response&) {
+    fail("response '" + q.matches[1].str() + "' not found: this server does not store responses "
+         "(GET /v1/responses/{id} and previous_response_id are not supported)", "response_id", 404);
+  });
 }
 
 }  // namespace ds4::server

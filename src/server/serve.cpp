@@ -16,7 +16,7 @@ engine::Settings effective_settings(const engine::Settings& s, const engine::Eng
   if (!out.top_p) out.top_p = p.top_p;
   if (!out.top_k) out.top_k = p.top_k;
   if (!out.min_p) out.min_p = p.min_p;
-  if (!out.seed) out.seed = p.seed;
+  // seed stays unset ("auto"): every request then gets a fresh one (api_common resolve_sampler).
   out.context_size = e.context_size();
   if (e.speculative_depth() == 0) out.speculative = false;  // asked for, but no draft head to run
   out.prefill_chunk = e.prefill_chunk();
@@ -104,6 +104,7 @@ int serve_main(const std::vector<std::string>& args, const Loader& load) {
   std::fprintf(stderr, "# ds4server effective settings (family %s, sampler %s)\n%s", family.c_str(),
                engine::sampler_kind_name(eng.sampler_kind()), receipt.c_str());
   std::fprintf(stderr, "listening on http://%s:%d\n", settings.host.c_str(), port);
+  if (const std::string w = exposure_warning(settings); !w.empty()) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
   std::fflush(stderr);
   std::thread waiter([&] {
     int sig = 0;

@@ -3,14 +3,27 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <mutex>
 
 #include "core/error.h"
 #include "server/api_common.h"
+#include "server/conn_guard.h"
+#include "server/http_framing.h"
+#include "server/turn_metrics.h"
 
 namespace ds4::server {
+
+std::string exposure_warning(const engine::Settings& s) {
+  if (!s.api_key.empty()) return "";
+  const std::string& h = s.host;
+  const bool loopback = h == "localhost" || h == "::1" || h == "[::1]" || h.rfind("127.", 0) == 0;
+  if (loopback) return "";
+  return "listening on " + h + " without an API key: anyone who can reach this address can use the model "
+         "(set server.api_key, or --host 127.0.0.1)";
+}
 
 bool constant_time_equal(const std::string& a, const std::string& b) {
   // Compare over the longer length so the loop count does not leak the matching prefix.
@@ -63,18 +76,40 @@ std::string canary_metrics_text(const CanaryTotals& t, uint64_t aborts) {
 }
 }  // namespace
 
+// httplib 0.11 listens with a backlog of 5: a burst of connects (or a flood the guard is
+// about to refuse) then waits on SYN retries. Its listening socket is protected: re-listen it.
+struct Http : httplib::Server {
+  void widen_backlog() {
+    if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, SOMAXCONN);
+  }
+};
+
 struct Server::Impl {
   engine::Engine& engine;
   engine::Settings settings;
   std::string receipt;
   std::string backend_reason;
   Context ctx;
-  httplib::Server http;
+  ConnGuard guard;  // before http: its watchdog outlives the listener's connections
+  Http http;
   std::mutex counts_mu;
   std::map<std::pair<std::string, int>, uint64_t> http_counts;  // (route, status) -> n
 
   Impl(engine::Engine& e, const engine::Settings& s, std::string r, std::string why)
-      : engine(e), settings(s), receipt(std::move(r)), backend_reason(std::move(why)), ctx{e, settings, model_name(s, e)} {}
+      : engine(e), settings(s), receipt(std::move(r)), backend_reason(std::move(why)), ctx{e, settings, model_name(s, e)},
+        guard(guard_limits(s)) {}
+
+  static GuardLimits guard_limits(const engine::Settings& s) {
+    GuardLimits g;
+    g.header_timeout_s = s.header_timeout_s;
+    g.body_timeout_s = s.body_timeout_s;
+    g.max_per_client = s.max_connections_per_client > 0 ? s.max_connections_per_client : std::max(1, s.http_threads / 2);
+    g.limit_loopback = s.max_connections_per_client > 0;  // auto: remote peers only
+    // Bounded fds (conn_guard.cpp adopt): with 64 workers at most ~640 in use by connections.
+    g.max_open_per_client = std::max(16, 2 * s.http_threads);
+    g.max_parked = std::max(16, 4 * s.http_threads);
+    return g;
+  }
 
   static std::string model_name(const engine::Settings& s, engine::Engine& e) {
     std::string n = e.model_info().name.empty() ? e.model_info().family : e.model_info().name;
@@ -142,6 +177,15 @@ std::string Server::Impl::metrics_text() {
   }
   metric("ds4_resident_memory_bytes", "gauge", "Resident memory of the server process.", double(rss_kb) * 1024.0);
   if (m.canary) out += canary_metrics_text(*m.canary, m.canary_aborts);
+  out += turn_metrics().text(engine.model_info().family);
+  const GuardStats g = guard.stats();
+  metric("ds4_http_connections_total", "counter", "HTTP connections accepted.", double(g.accepted));
+  metric("ds4_http_connections_refused_total", "counter", "Connections refused (503): over a per-client limit or the parked limit.", double(g.refused));
+  metric("ds4_http_header_timeouts_total", "counter", "Connections closed: headers not received in time.", double(g.header_timeouts));
+  metric("ds4_http_body_timeouts_total", "counter", "Connections closed: body not received in time.", double(g.body_timeouts));
+  metric("ds4_http_closed_after_refusal_total", "counter", "Connections closed after a refusal sent before the body was read.",
+         double(g.closed_after_refusal));
+  metric("ds4_http_connections_parked", "gauge", "Connections accepted whose headers are not in yet (no thread held).", double(g.parked));
   out += "# HELP ds4_http_requests_total HTTP requests by route and status.\n# TYPE ds4_http_requests_total counter\n";
   std::lock_guard lk(counts_mu);
   for (const auto& [k, v] : http_counts)
@@ -151,10 +195,19 @@ std::string Server::Impl::metrics_text() {
 }
 
 void Server::Impl::setup() {
-  http.new_task_queue = [n = settings.http_threads] { return new httplib::ThreadPool(size_t(n)); };
+  // A client that goes away mid-write must cost an EPIPE, not the process (httplib 0.11
+  // sends without MSG_NOSIGNAL).
+  std::signal(SIGPIPE, SIG_IGN);
+  http.new_task_queue = [this, n = settings.http_threads] { return guard.new_task_queue(size_t(n)); };
   http.set_payload_max_length(size_t(settings.max_body_bytes));
   http.set_read_timeout(30, 0);
   http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+    ConnGuard::headers_read();
+    // Framing first: a refusal here is answered before httplib reads (or waits for) a body.
+    if (auto f = check_framing(q, settings.max_body_bytes)) {
+      close_after(q, r, f->status, error_body(q.path, {f->status, "invalid_request_error", f->message, ""}));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (!settings.cors_origin.empty()) {
       r.set_header("Access-Control-Allow-Origin", settings.cors_origin);
       r.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
@@ -165,13 +218,22 @@ void Server::Impl::setup() {
       }
     }
     if (q.path.rfind("/v1/", 0) == 0 && !authorized(q)) {
-      r.status = 401;
-      r.set_content(error_body(q.path, {401, "authentication_error", "invalid or missing API key", ""}), "application/json");
+      const std::string body = error_body(q.path, {401, "authentication_error", "invalid or missing API key", ""});
+      // The body is not read: with one on its way, close after the answer, or it would be
+      // parsed as the next request on this connection (a request smuggled past the key).
+      // (Framing passed: a body means a Content-Length other than 0.)
+      if (q.has_header("Content-Length") && q.get_header_value("Content-Length") != "0") {
+        close_after(q, r, 401, body);
+      } else {
+        r.status = 401;
+        r.set_content(body, "application/json");
+      }
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   http.set_post_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+    ConnGuard::response_started(r.is_chunked_content_provider_);
     count(q, r.status);
   });
   http.set_exception_handler([](const httplib::Request& q, httplib::Response& r, std::exception_ptr ep) {
@@ -182,6 +244,10 @@ void Server::Impl::setup() {
       e = a;
     } catch (const InputError& x) {
       e = {400, "invalid_request_error", x.what(), ""};
+    } catch (const json::exception&) {
+      // A JSON type error escaped the typed getters: the client's value, but never the
+      // library's text (it names no field and leaks internals).
+      e = {400, "invalid_request_error", "a value in the request body has the wrong type", ""};
     } catch (const std::exception& x) {
       e.message = x.what();
     }
@@ -189,9 +255,14 @@ void Server::Impl::setup() {
     r.set_content(error_body(q.path, e), "application/json");
   });
   http.set_error_handler([](const httplib::Request& q, httplib::Response& r) {
-    if (!r.body.empty()) return;  // a handler already wrote a JSON error
+    // A handler or the guard already wrote the answer (JSON body or close_after's provider).
+    if (!r.body.empty() || r.content_length_ > 0) return;
     std::string msg = r.status == 413 ? "request body too large" : r.status == 404 ? "no such route: " + q.path : "HTTP error";
-    r.set_content(error_body(q.path, {r.status, "invalid_request_error", msg, ""}), "application/json");
+    const std::string body = error_body(q.path, {r.status, "invalid_request_error", msg, ""});
+    // httplib's own 4xx other than 404 (a bad request line or headers, a body it could not
+    // read): the stream is out of step, so the connection ends after the answer.
+    if (r.status != 404 && r.status != 405) close_after(q, r, r.status, body);
+    else r.set_content(body, "application/json");
   });
   register_openai(http, ctx);
   register_anthropic(http, ctx);
@@ -202,6 +273,7 @@ void Server::Impl::setup() {
               {"prefill_chunk", engine.prefill_chunk()}, {"queue_depth", m.queue_depth}, {"live_sessions", m.live},
               {"backend", settings.backend}, {"settings", receipt}};
     if (!backend_reason.empty()) j["backend_reason"] = backend_reason;
+    if (const std::string w = exposure_warning(settings); !w.empty()) j["warnings"] = json::array({w});
     r.set_content(dump(j), "application/json");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
@@ -224,9 +296,13 @@ int Server::bind() {
   if (s.port == 0) {
     int p = impl_->http.bind_to_any_port(s.host);
     if (p <= 0) throw Error("cannot bind " + s.host);
+    impl_->guard.set_port(p);
+    impl_->http.widen_backlog();
     return p;
   }
   if (!impl_->http.bind_to_port(s.host, s.port)) throw Error("cannot bind " + s.host + ":" + std::to_string(s.port));
+  impl_->guard.set_port(s.port);
+  impl_->http.widen_backlog();
   return s.port;
 }
 

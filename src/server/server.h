@@ -28,6 +28,9 @@ class Server {
   std::unique_ptr<Impl> impl_;
 };
 
+// A warning when the server listens beyond loopback without an API key; empty otherwise.
+std::string exposure_warning(const engine::Settings& s);
+
 // Constant-time equality (API keys): the time depends on the lengths only.
 bool constant_time_equal(const std::string& a, const std::string& b);
 

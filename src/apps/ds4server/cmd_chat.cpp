@@ -1,5 +1,6 @@
 // ds4server chat: interactive streaming chat in the terminal (reasoning dimmed; Ctrl-C
-// cancels the running turn, Ctrl-D or /quit leaves; /reset starts over).
+// cancels the running turn and only it, at the prompt it just gives a fresh prompt; Ctrl-D or
+// /quit leaves; /reset starts over).
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include "apps/ds4server/app_model.h"
 #include "apps/ds4server/commands.h"
 #include "core/error.h"
+#include "engine/rng.h"
 
 namespace ds4::cli {
 namespace {
@@ -22,7 +24,7 @@ engine::GenRequest turn_request(const engine::Settings& s, const engine::Engine&
   r.sampler.top_p = *eff.top_p;
   r.sampler.top_k = *eff.top_k;
   r.sampler.min_p = *eff.min_p;
-  r.sampler.seed = *eff.seed;
+  r.sampler.seed = eff.seed ? *eff.seed : engine::fresh_seed();  // auto: a fresh draw per turn
   r.max_tokens = s.default_max_tokens;
   return r;
 }
@@ -69,16 +71,31 @@ int cmd_chat(const Args& args) {
   const std::string comment = server::backend_comment(l);
   engine::Engine eng(std::move(l.model), std::move(l.codec), server::engine_options(s, l));
   std::fputs((comment + engine::settings_yaml(server::effective_settings(s, eng), true)).c_str(), stderr);
-  std::signal(SIGINT, on_sigint);
+  // No SA_RESTART: a Ctrl-C at the prompt interrupts the read, so it can give a fresh prompt
+  // instead of waiting there and cancelling the next turn the moment it starts (issue #25).
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
   const bool tty = isatty(fileno(stdout));
   tok::Conversation conv;
   conv.thinking = tok::thinking_from_name(s.thinking);
   std::string line;
   for (;;) {
+    g_interrupt = false;  // before the prompt: a Ctrl-C from here on interrupts the read below
     std::fputs("\n> ", stdout);
     std::fflush(stdout);
+    if (!std::getline(std::cin, line)) {
+      if (!g_interrupt.exchange(false)) break;  // Ctrl-D / end of input
+      // Ctrl-C at the prompt: nothing runs, so nothing to cancel; a fresh prompt.
+      std::cin.clear();
+      clearerr(stdin);
+      std::fputs("\n(Ctrl-C cancels a running turn; Ctrl-D or /quit leaves)", stdout);
+      continue;
+    }
+    // A Ctrl-C that came while the line was typed, or just after the last turn, belongs to
+    // no turn: only one pressed while this turn runs cancels it.
     g_interrupt = false;
-    if (!std::getline(std::cin, line)) break;
     if (line == "/quit") break;
     if (line == "/reset") {
       conv.messages.clear();

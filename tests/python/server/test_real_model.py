@@ -71,17 +71,23 @@ def _bytes_to_unicode():
     return [chr(table[b]) for b in range(256)]
 
 
+def tiny_qwen_dir(tmp_path_factory, name):
+    """The tiny model's files linked into a temp dir beside the test tokenizer."""
+    if not (MODEL / "config.json").exists():
+        pytest.skip("no tiny qwen model")
+    d = tmp_path_factory.mktemp(name)
+    for f in ["config.json", "model.safetensors"]:
+        os.symlink(MODEL / f, d / f)
+    build_tokenizer(d / "tokenizer.json")
+    return d
+
+
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory):
     exe = BIN / "ds4server"
     if not exe.exists():
         pytest.skip(f"{exe} not built")
-    if not (MODEL / "config.json").exists():
-        pytest.skip("no tiny qwen model")
-    d = tmp_path_factory.mktemp("qwen_tiny")
-    for f in ["config.json", "model.safetensors"]:
-        os.symlink(MODEL / f, d / f)
-    build_tokenizer(d / "tokenizer.json")
+    d = tiny_qwen_dir(tmp_path_factory, "qwen_tiny")
     cmd = [str(exe), "serve", "--model", str(d), "--port", "0", "--host", "127.0.0.1", "--thinking", "off",
            "--sampler.temperature", "0", "--context_size", "1024", "--threads", "2",
            "--server.web_root", str(ROOT / "web")]

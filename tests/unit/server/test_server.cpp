@@ -6,6 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "server/server.h"
 #include "support/test_codec.h"
 #include "support/test_model.h"
@@ -27,6 +32,7 @@ class ServerTest : public ::testing::Test {
     settings.port = 0;
     settings.api_key = "k1";
     settings.thinking = "off";
+    settings.header_timeout_s = 1;  // the guard's deadline cases end quickly
     engine = std::make_unique<engine::Engine>(std::make_unique<testmodel::TestModel>(),
                                               std::make_unique<testmodel::TestCodec>(), engine::EngineOptions{});
     srv = std::make_unique<server::Server>(*engine, settings, "receipt: yes\n");
@@ -83,4 +89,70 @@ TEST_F(ServerTest, ErrorShapesPerProtocol) {
   EXPECT_EQ(j["type"], "error");
   EXPECT_EQ(j["error"]["type"], "invalid_request_error");
   EXPECT_NE(j["error"]["message"].get<std::string>().find("max_tokens"), std::string::npos);
+}
+
+TEST(Server, ExposureWarning) {
+  engine::Settings s;
+  s.host = "127.0.0.1";
+  EXPECT_EQ(server::exposure_warning(s), "");
+  s.host = "::1";
+  EXPECT_EQ(server::exposure_warning(s), "");
+  s.host = "0.0.0.0";
+  EXPECT_NE(server::exposure_warning(s).find("without an API key"), std::string::npos);
+  s.host = "192.168.1.5";
+  EXPECT_NE(server::exposure_warning(s).find("192.168.1.5"), std::string::npos);
+  s.api_key = "k";
+  EXPECT_EQ(server::exposure_warning(s), "");
+}
+
+TEST_F(ServerTest, HealthCarriesNoWarningOnLoopback) {
+  auto r = client().Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_FALSE(json::parse(r->body).contains("warnings"));
+}
+
+namespace {
+// Raw bytes to the server; everything it sends until it closes (the socket's own 20 s receive
+// timeout bounds a server that would never close).
+std::string raw_exchange(int port, const std::string& data) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return "";
+  }
+  send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, size_t(n));
+  close(fd);
+  return out;
+}
+}  // namespace
+
+// The connection guard in process (CI runs this under ASan/UBSan): a header block that never
+// completes gets a 408 and the close; bad framing is answered without waiting for a body; a
+// refused body is not read as a second request.
+TEST_F(ServerTest, GuardAnswersAndCloses) {
+  std::string out = raw_exchange(port, "GET /health HTTP/1.1\r\nHost: t\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 408 ", 0), 0u) << out;
+  out = raw_exchange(port, "POST /v1/messages HTTP/1.1\r\nHost: t\r\nx-api-key: k1\r\nContent-Length: 999999999\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 413 ", 0), 0u) << out;
+  EXPECT_NE(out.find("request_too_large"), std::string::npos) << out;  // Anthropic's error shape
+  out = raw_exchange(port, "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 400 ", 0), 0u) << out;
+  const std::string inner = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
+  out = raw_exchange(port, "POST /v1/models HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(inner.size()) +
+                               "\r\n\r\n" + inner);
+  EXPECT_EQ(out.rfind("HTTP/1.1 401 ", 0), 0u) << out;
+  EXPECT_EQ(out.find("HTTP/1.1", 1), std::string::npos) << out;  // one answer: the body was no request
+  auto r = client().Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find("ds4_http_header_timeouts_total 1"), std::string::npos);
 }

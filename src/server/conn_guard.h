@@ -1,0 +1,74 @@
+#pragma once
+// Connection guard for cpp-httplib 0.11 (Debian 12), which gives every accepted connection a
+// worker thread at once, has no header-read deadline (a read timeout per recv only: one
+// header line every 2 s holds a thread forever), no per-client limit, and no way to end a
+// connection from a handler. Its request loop is private, so the guard wraps what is public:
+//  - the task queue (Server::new_task_queue): enqueue() runs on the listener thread right
+//    after accept(); the guard finds that socket (the one socket on our port it has not seen),
+//    dup()s it (a late shutdown can never hit a reused fd number) and parks it: the task goes
+//    to a worker only once the request's header block is in the socket buffer (MSG_PEEK), so
+//    slow clients hold an fd, not a thread; a parked connection past its header deadline gets
+//    a 408 and is closed. A peer holding its share of workers gets a 503;
+//  - a watchdog (the same thread) that shuts down a connection whose keep-alive follow-up
+//    headers or whose body do not arrive within their deadlines;
+//  - hooks the routes call on the connection's own thread (phase changes), and close_after():
+//    a refusal sent before the body was read ends the connection after the response, so the
+//    unread body is never parsed as the next request.
+#include <httplib.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace ds4::server {
+
+struct GuardLimits {
+  double header_timeout_s = 10;  // a worker picks the connection up -> full header block
+  double body_timeout_s = 60;    // headers -> body read (the route handler starts)
+  int max_per_client = 32;       // connections holding (or queued for) a worker, per peer address
+  // Loopback peers are all one address (the web page, SDK clients, agents on this machine):
+  // a per-address limit cannot tell them apart, so it applies to them only when asked for.
+  bool limit_loopback = false;
+  int max_open_per_client = 128;  // open connections (parked ones too) per peer address, loopback too
+  int max_parked = 256;           // connections waiting for their headers, all peers together
+};
+
+struct GuardStats {
+  uint64_t accepted = 0, refused = 0 /* 503s: a per-client or the parked limit */, header_timeouts = 0, body_timeouts = 0, closed_after_refusal = 0;
+  uint64_t parked = 0;  // now: accepted, headers not yet in
+};
+
+class ConnGuard {
+ public:
+  explicit ConnGuard(GuardLimits limits);
+  ~ConnGuard();
+  ConnGuard(const ConnGuard&) = delete;
+  ConnGuard& operator=(const ConnGuard&) = delete;
+
+  // The port the server listens on (finds accepted sockets); call before listening.
+  void set_port(int port);
+  // For Server::new_task_queue: a thread pool of `threads` behind the guard.
+  httplib::TaskQueue* new_task_queue(size_t threads);
+  GuardStats stats() const;
+
+  // Hooks, on the connection's own thread (no-ops on a thread the guard does not run).
+  static void headers_read();                            // pre-routing: the body deadline starts
+  static void handler_started();                         // a route handler runs: no deadline
+  static void response_started(bool streaming);          // post-routing
+  // The connection's socket (our dup), -1 when unknown.
+  static int current_fd();
+
+  struct Conn;
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Sends `status` with `body` (JSON) and then ends the connection: Connection: close, the
+// body written, our side shut for writing, what the client still sends drained (bounded:
+// 1 s, 1 MiB) so the close does not reset the answer away, then the keep-alive loop ends.
+// For refusals decided before httplib read the body (auth, framing).
+void close_after(const httplib::Request& q, httplib::Response& r, int status, const std::string& body);
+
+}  // namespace ds4::server

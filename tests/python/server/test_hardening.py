@@ -1,0 +1,352 @@
+"""The probes of issue #25's server hardening, kept as tests against ds4server_testmodel:
+a malformed-request corpus on every endpoint (type errors are 400s naming the field, never a
+500 or a JSON library message), bad framing answered right after the headers and closed, the
+401 keep-alive sequence over raw sockets (no request smuggled behind a refused body), slow
+clients (a short header deadline for the test; the server stays reachable), the per-client
+worker limit, the Responses state refusals, per-request seeds and the /metrics histograms.
+No timing assertions: every wait is bounded by a generous socket timeout only."""
+import copy
+import json
+import pathlib
+import socket
+import time
+
+import httpx
+import pytest
+
+from conftest import ServerProc
+
+CORPUS = pathlib.Path(__file__).resolve().parents[2] / "data" / "server" / "malformed_requests.json"
+
+
+@pytest.fixture(scope="module")
+def srv():
+    # Short deadlines and few workers so the slow-client cases end quickly and would starve
+    # the server if the guard did not hold.
+    s = ServerProc("--thinking", "off", "--server.max_body_bytes", "65536", "--server.http_threads", "4",
+                   "--server.header_timeout_s", "1", "--server.body_timeout_s", "2")
+    yield s
+    assert s.stop() == 0, "".join(s.lines[-20:])
+
+
+@pytest.fixture(scope="module")
+def limited():
+    # An explicit per-client limit applies to loopback peers too; long deadlines so held
+    # connections stay held for the whole test.
+    s = ServerProc("--thinking", "off", "--server.max_connections_per_client", "3",
+                   "--server.body_timeout_s", "120")
+    yield s
+    assert s.stop() == 0, "".join(s.lines[-20:])
+
+
+@pytest.fixture(scope="module")
+def keyed():
+    s = ServerProc("--thinking", "off", "--server.api_key", "sekret-key")
+    yield s
+    s.stop()
+
+
+def raw(port, data, timeout=15, pause_after=None):
+    """Sends raw bytes; returns everything read until the server closes (or the timeout)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        if pause_after is not None:
+            time.sleep(pause_after[0])
+            s.sendall(pause_after[1])
+        out = b""
+        while True:
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                return out, False
+            if not b:
+                return out, True
+            out += b
+
+
+def status_of(resp: bytes):
+    return int(resp.split(b" ", 2)[1]) if resp.startswith(b"HTTP/1.1 ") else None
+
+
+def body_of(resp: bytes):
+    return json.loads(resp.split(b"\r\n\r\n", 1)[1])
+
+
+# ---- type errors: the committed corpus, then every top-level field with every wrong type --
+
+def test_corpus_of_malformed_requests(srv):
+    cases = json.loads(CORPUS.read_text())
+    assert len(cases) >= 30
+    with httpx.Client(base_url=srv.url, timeout=30) as c:
+        for case in cases:
+            r = c.post(case["path"], json=case["body"])
+            assert r.status_code == 400, (case, r.status_code, r.text)
+            j = r.json()
+            msg = j["error"]["message"]
+            assert case["field"] in msg, (case, msg)
+            assert "json.exception" not in msg and "type must be" not in msg, (case, msg)
+            if case["path"].startswith("/v1/messages"):
+                assert j["type"] == "error" and j["error"]["type"] == "invalid_request_error"
+            else:
+                assert j["error"]["type"] == "invalid_request_error"
+
+
+BASES = {
+    "/v1/chat/completions": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+                             "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]},
+    "/v1/completions": {"prompt": "hi", "max_tokens": 2},
+    "/v1/messages": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "system": "s",
+                     "tools": [{"name": "f", "description": "d", "input_schema": {"type": "object"}}]},
+    "/v1/messages/count_tokens": {"messages": [{"role": "user", "content": "hi"}],
+                                  "tools": [{"name": "f", "description": "d", "input_schema": {}}]},
+    "/v1/responses": {"input": "hi", "max_output_tokens": 2, "instructions": "be brief",
+                      "tools": [{"type": "function", "name": "f", "description": "d", "parameters": {}}]},
+}
+WRONG = [7, -1.5, "text", True, [1, "a"], {"k": {"n": 1}}]
+
+
+def mutations(body):
+    """Every value of the body (nested), replaced by each wrong-typed value in turn."""
+    def walk(node, path):
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+        for k, v in items:
+            yield path + [k]
+            yield from walk(v, path + [k])
+    for path in walk(body, []):
+        for w in WRONG:
+            b = copy.deepcopy(body)
+            node = b
+            for k in path[:-1]:
+                node = node[k]
+            node[path[-1]] = w
+            yield path, b
+
+
+def test_no_type_error_is_a_500(srv):
+    seen = {200: 0, 400: 0}
+    with httpx.Client(base_url=srv.url, timeout=30) as c:
+        for path, base in BASES.items():
+            assert c.post(path, json=base).status_code == 200, path
+            for where, body in mutations(base):
+                r = c.post(path, json=body)
+                assert r.status_code in (200, 400), (path, where, body, r.status_code, r.text)
+                seen[r.status_code] += 1
+                if r.status_code == 400:
+                    msg = r.json()["error"]["message"]
+                    assert "json.exception" not in msg and "[json" not in msg, (path, where, msg)
+    assert seen[400] > 100, seen  # the mutations really are refused, not silently accepted
+
+
+# ---- framing: answered right after the headers, then the connection closes -----------------
+
+FRAMING = [
+    (b"Content-Length: 99999999999\r\n", 413),
+    (b"Content-Length: -1\r\n", 400),
+    (b"Content-Length: 12abc\r\n", 400),
+    (b"Content-Length: 5\r\nContent-Length: 6\r\n", 400),
+    (b"Transfer-Encoding: gzip\r\n", 400),
+    (b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400),
+    (b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", 400),
+    (b"Transfer-Encoding: chunked\r\n", 411),  # a negative chunk size or no last chunk never gets read
+    (b"", 411),  # a POST with neither: httplib would read until the client closes
+]
+
+
+@pytest.mark.parametrize("headers,status", FRAMING)
+def test_bad_framing_is_answered_and_closed(srv, headers, status):
+    req = b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\n" + headers + b"\r\n"
+    # The declared body never comes: the answer may not wait for it.
+    out, closed = raw(srv.port, req)
+    assert closed, out
+    assert status_of(out) == status, out
+    assert b"Connection: close" in out
+    assert body_of(out)["error"]["type"] == "invalid_request_error"
+
+
+def test_get_with_a_body_is_not_a_second_request(srv):
+    inner = b"GET /v1/models HTTP/1.1\r\nHost: t\r\n\r\n"
+    out, closed = raw(srv.port, b"GET /health HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(inner) + inner)
+    assert closed and out.count(b"HTTP/1.1 ") == 1 and status_of(out) == 400, out
+    assert "carries no body" in body_of(out)["error"]["message"]
+
+
+def test_body_deadline_closes_a_short_body(srv):
+    out, closed = raw(srv.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 50\r\n\r\n{\"mess")
+    assert closed and status_of(out) == 408, out
+    assert "body not received" in body_of(out)["error"]["message"]
+
+
+# ---- auth: a refused body is never parsed as the next request -------------------------------
+
+def test_refused_body_is_not_a_second_request(keyed):
+    inner = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode()
+    smuggled = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer sekret-key\r\n"
+                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(inner) + inner)
+    outer = b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(smuggled)
+    # The body follows the headers in a second write, as Python's http.client sends it.
+    out, closed = raw(keyed.port, outer, pause_after=(0.2, smuggled))
+    assert closed
+    assert out.count(b"HTTP/1.1 ") == 1, out
+    assert status_of(out) == 401 and b"Connection: close" in out
+
+
+def test_keepalive_clients_after_401_get_no_spurious_errors(keyed):
+    body = {"messages": [{"role": "user", "content": "x" * 3000}], "max_tokens": 2}
+    counts = {}
+    with httpx.Client(base_url=keyed.url, timeout=30) as c:
+        for i in range(40):
+            key = "sekret-key" if i % 2 else "wrong"
+            r = c.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer " + key})
+            counts[(key, r.status_code)] = counts.get((key, r.status_code), 0) + 1
+    assert counts == {("wrong", 401): 20, ("sekret-key", 200): 20}, counts
+
+
+def read_one_response(s):
+    """One whole response (headers + Content-Length body) from a socket left open."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += s.recv(65536)
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(next(l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")))
+    while len(body) < length:
+        body += s.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def test_401_without_body_keeps_the_connection(keyed):
+    with socket.create_connection(("127.0.0.1", keyed.port), timeout=15) as s:
+        s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: t\r\n\r\n")
+        first = read_one_response(s)
+        assert status_of(first) == 401 and b"Connection: close" not in first
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        rest = b""
+        while b := s.recv(65536):
+            rest += b
+    assert status_of(rest) == 200, rest
+
+
+# ---- slow clients ------------------------------------------------------------------------
+
+def test_slow_header_clients_do_not_starve_the_server(srv):
+    # Twice as many slow connections as HTTP threads, each sending a header line now and then.
+    slow = [socket.create_connection(("127.0.0.1", srv.port), timeout=15) for _ in range(8)]
+    try:
+        for s in slow:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n")
+        for _ in range(2):
+            r = httpx.get(srv.url + "/health", timeout=10)  # would wait forever with all threads held
+            assert r.status_code == 200
+            for s in slow:
+                try:
+                    s.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass  # already past its deadline (a slow machine)
+            time.sleep(0.2)
+        answered = 0
+        for s in slow:  # the header deadline (1 s here) ends each of them with a 408
+            out = b""
+            try:
+                while b := s.recv(65536):
+                    out += b
+            except ConnectionResetError:
+                pass  # a late header line of ours crossed the close: the 408 may be lost, the close is not
+            if out:
+                assert status_of(out) == 408, out
+                answered += 1
+        assert answered >= 1
+    finally:
+        for s in slow:
+            s.close()
+    metrics = httpx.get(srv.url + "/metrics", timeout=10).text
+    line = next(l for l in metrics.splitlines() if l.startswith("ds4_http_header_timeouts_total"))
+    assert float(line.split()[1]) >= 8
+
+
+def test_waiting_connections_are_bounded(srv):
+    # 4 workers: at most 16 connections may wait for their headers (each costs fds); beyond,
+    # a 503 at once. The server stays reachable once they are gone.
+    idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=15) for _ in range(20)]
+    try:
+        statuses = []
+        for s in idle:
+            out = b""
+            while b := s.recv(65536):
+                out += b
+            statuses.append(status_of(out))
+        assert sorted(statuses) == [408] * 16 + [503] * 4, statuses
+    finally:
+        for s in idle:
+            s.close()
+    deadline = time.time() + 15
+    while httpx.get(srv.url + "/health", timeout=10).status_code != 200 and time.time() < deadline:
+        time.sleep(0.2)
+    assert httpx.get(srv.url + "/health", timeout=10).status_code == 200
+
+
+def test_per_client_worker_limit(limited):
+    srv = limited
+    # Three connections hold a worker each (headers in, body pending); the fourth gets a 503.
+    held = [socket.create_connection(("127.0.0.1", srv.port), timeout=15) for _ in range(3)]
+    try:
+        for s in held:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{")
+        time.sleep(0.5)  # let the guard hand them to workers
+        out, closed = raw(srv.port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert closed and status_of(out) == 503, out
+        assert "too many concurrent requests" in body_of(out)["error"]["message"]
+    finally:
+        for s in held:
+            s.close()
+    # Their slots come back once they are gone.
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        if httpx.get(srv.url + "/health", timeout=10).status_code == 200:
+            break
+        time.sleep(0.2)
+    assert httpx.get(srv.url + "/health", timeout=10).status_code == 200
+
+
+# ---- Responses state, seeds, metrics --------------------------------------------------------
+
+def test_responses_state_is_refused_by_name(srv):
+    r = httpx.post(srv.url + "/v1/responses", json={"input": "hi", "previous_response_id": "resp_123"}, timeout=30)
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == "previous_response_id"
+    assert "does not store responses" in r.json()["error"]["message"]
+    r = httpx.get(srv.url + "/v1/responses/resp_123", timeout=30)
+    assert r.status_code == 404
+    assert "resp_123" in r.json()["error"]["message"] and "does not store" in r.json()["error"]["message"]
+    r = httpx.post(srv.url + "/v1/responses", json={"input": "hi", "max_output_tokens": 2}, timeout=30)
+    assert r.status_code == 200 and r.json()["store"] is False
+
+
+def test_fresh_seed_per_request_reproduces(srv):
+    body = {"messages": [{"role": "user", "content": "tell me"}], "max_tokens": 12, "temperature": 1.5}
+    with httpx.Client(base_url=srv.url, timeout=30) as c:
+        a = c.post("/v1/chat/completions", json=body).json()
+        b = c.post("/v1/chat/completions", json=body).json()
+        assert a["usage"]["seed"] != b["usage"]["seed"]
+        again = c.post("/v1/chat/completions", json={**body, "seed": a["usage"]["seed"]}).json()
+        assert again["usage"]["seed"] == a["usage"]["seed"]
+        assert again["choices"][0]["message"]["content"] == a["choices"][0]["message"]["content"]
+        fixed = c.post("/v1/chat/completions", json={**body, "seed": 7}).json()
+        assert fixed["usage"]["seed"] == 7
+
+
+def test_metrics_histograms(srv):
+    body = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}
+    httpx.post(srv.url + "/v1/chat/completions", json=body, timeout=30).raise_for_status()
+    text = httpx.get(srv.url + "/metrics", timeout=10).text
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            values[k] = float(v)
+    for h in ["ds4_ttft_seconds", "ds4_time_per_output_token_seconds", "ds4_prefill_tokens_per_second",
+              "ds4_queue_wait_seconds"]:
+        assert f"# TYPE {h} histogram" in text
+        assert values[f"{h}_count"] >= 1, h
+        assert values[f'{h}_bucket{{le="+Inf"}}'] == values[f"{h}_count"]
+    family = httpx.get(srv.url + "/health", timeout=10).json()["family"]
+    for c in ["drafted", "accepted", "bonus"]:
+        assert f'ds4_speculative_{c}_tokens_total{{family="{family}"}}' in values

@@ -1,0 +1,50 @@
+// check_framing: which header combinations are refused right after the headers, and how.
+#include <gtest/gtest.h>
+
+#include "server/http_framing.h"
+
+using ds4::server::check_framing;
+
+namespace {
+httplib::Request post(std::initializer_list<std::pair<const char*, const char*>> headers) {
+  httplib::Request q;
+  q.method = "POST";
+  for (const auto& [k, v] : headers) q.headers.emplace(k, v);
+  return q;
+}
+int status(const httplib::Request& q) {
+  auto e = check_framing(q, 1000);
+  return e ? e->status : 0;
+}
+}  // namespace
+
+TEST(HttpFraming, ContentLength) {
+  EXPECT_EQ(status(post({{"Content-Length", "10"}})), 0);
+  EXPECT_EQ(status(post({{"Content-Length", "1000"}})), 0);
+  EXPECT_EQ(status(post({{"Content-Length", "1001"}})), 413);
+  EXPECT_EQ(status(post({{"Content-Length", "99999999999999999999"}})), 400);  // 20 digits: not a size we parse
+  EXPECT_EQ(status(post({{"Content-Length", "-1"}})), 400);
+  EXPECT_EQ(status(post({{"Content-Length", "1e3"}})), 400);
+  EXPECT_EQ(status(post({{"Content-Length", ""}})), 400);
+  EXPECT_EQ(status(post({{"Content-Length", "5"}, {"Content-Length", "5"}})), 0);
+  EXPECT_EQ(status(post({{"Content-Length", "5"}, {"Content-Length", "6"}})), 400);
+  EXPECT_EQ(status(post({})), 411);
+  httplib::Request get;
+  get.method = "GET";
+  EXPECT_EQ(status(get), 0);
+  get.headers.emplace("Content-Length", "0");
+  EXPECT_EQ(status(get), 0);
+  get.headers.clear();
+  get.headers.emplace("Content-Length", "20");  // never read: it would be the next request
+  EXPECT_EQ(status(get), 400);
+}
+
+TEST(HttpFraming, TransferEncoding) {
+  EXPECT_EQ(status(post({{"Transfer-Encoding", "chunked"}})), 411);
+  EXPECT_EQ(status(post({{"Transfer-Encoding", "gzip"}})), 400);
+  EXPECT_EQ(status(post({{"Transfer-Encoding", "chunked"}, {"Transfer-Encoding", "chunked"}})), 400);
+  EXPECT_EQ(status(post({{"Transfer-Encoding", "chunked"}, {"Content-Length", "3"}})), 400);
+  auto e = check_framing(post({{"Transfer-Encoding", "x\"\\\x01y"}}), 1000);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message, "unsupported Transfer-Encoding 'x???y'");  // the client's bytes never raw
+}
