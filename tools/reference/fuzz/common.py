@@ -90,6 +90,7 @@ class CaseResult:
     ok: bool
     modes: dict = field(default_factory=dict)
     error: str = ""
+    unstable_from: int = -1  # rows from here on not compared (reference near-tie)
 
     def summary(self) -> str:
         if self.error:
@@ -97,7 +98,8 @@ class CaseResult:
         parts = [f"{m} err {r.max_err:.2e} bad {r.argmax_mismatch}" + (f" ties {r.ties}" if r.ties else "")
                  + (f" first_bad_row {r.first_bad_row}" if r.first_bad_row >= 0 else "")
                  for m, r in self.modes.items()]
-        return f"len {self.length}: {'ok' if self.ok else 'MISMATCH'} | " + "; ".join(parts)
+        tie = f" (near-tie: rows >= {self.unstable_from} not compared)" if self.unstable_from >= 0 else ""
+        return f"len {self.length}: {'ok' if self.ok else 'MISMATCH'}{tie} | " + "; ".join(parts)
 
 
 def compare_rows(ours: np.ndarray, ref: np.ndarray, tokens: np.ndarray, tol: float,
@@ -150,7 +152,7 @@ def run_ours(bin_path: Path, model_dir: Path, seq: np.ndarray, p: int, modes, ba
 def check_length(bin_path, model_dir, ids, greedy, ref_rows, modes, backend, tol, unstable_from=-1) -> CaseResult:
     p = len(ids)
     seq = np.concatenate([ids, greedy]).astype(np.int64)
-    res = CaseResult(length=p, ok=True)
+    res = CaseResult(length=p, ok=True, unstable_from=unstable_from)
     try:
         ours = run_ours(bin_path, model_dir, seq, p, modes, backend, ref_rows.shape[1])
     except Exception as e:  # noqa: BLE001 - reported per case

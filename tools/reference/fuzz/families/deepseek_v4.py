@@ -11,11 +11,16 @@ Config fields the HF modeling code (transformers 5.17 .. 5.25) reads, all drawn 
   index_n_heads, index_head_dim, index_topk, rms_norm_eps, max_position_embeddings,
   tie_word_embeddings, hidden_act (silu only: the only activation the golden master has),
   mlp_bias (False only).
-Read by the config but not by the modeling code (so not fuzzed): num_key_value_heads (the KV
-head is always one), n_shared_experts (always one shared MLP), norm_topk_prob (the router
-always normalizes), attention_bias, attention_dropout, num_nextn_predict_layers (HF does
-not build the MTP block; we add a random ds4-layout MTP head to the files on some cases so
-the loader sees it; it does not change the trunk logits the fuzzer compares).
+Written by the config but never read by the modeling code, drawn anyway so our loader must
+accept what transformers accepts: num_key_value_heads (the KV head is always one),
+n_shared_experts (always one shared MLP), norm_topk_prob (the router always normalizes).
+num_nextn_predict_layers: HF does not build the MTP block; on those cases we add a random
+ds4-layout MTP head (mtp.safetensors) so the loader binds it; the trunk logits compared do
+not read it. One case in three is written in the legacy spellings (_write_legacy_spelling).
+
+The reference (reference()): HF with ds4's lowest-index rule at top-k ties, and the first row
+past a near-tie at a top-k edge, where float noise may legitimately pick the other entry.
+docs/reference-differences.md, "Fuzzer findings: deepseek_v4".
 """
 from __future__ import annotations
 
