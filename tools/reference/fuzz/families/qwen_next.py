@@ -162,12 +162,38 @@ def _randomize(model, seed: int) -> None:
         model.lm_head.weight.mul_(3.0)
 
 
+def _stable_topk(indexer) -> None:
+    """Tied block scores (a relu-sum is exactly 0 whenever every indexer head is negative, common
+    with few heads and short prompts) have no order in torch.topk or MTPLX's argpartition; we
+    keep the lower block index (docs/reference-differences.md, "QSA top-k ties"). The reference
+    indexer runs with a topk that does the same, so a tie at the budget edge is not a mismatch."""
+    import torch
+    inner = indexer._select_tokens
+
+    def stable(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - torch's name
+        order = torch.sort(x, dim=dim, descending=largest, stable=True).indices.narrow(dim, 0, k)
+        return torch.return_types.topk((x.gather(dim, order), order))
+
+    def select(*args, **kwargs):
+        saved = torch.Tensor.topk
+        torch.Tensor.topk = stable
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            torch.Tensor.topk = saved
+
+    indexer._select_tokens = select
+
+
 def build(cfg: dict, seed: int):
     import torch
     from transformers.models.qwen4_exp.modeling_qwen4_exp import Qwen4ExpForCausalLM
     torch.manual_seed(seed)
     model = Qwen4ExpForCausalLM(_hf_config(cfg)).float().eval()
     _randomize(model, seed + 1)
+    for layer in model.model.layers:
+        if hasattr(layer, "self_attn"):
+            _stable_topk(layer.self_attn.indexer)
     if cfg.get("_mtp"):
         sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "qwen_next"))
         import mtp_ref
