@@ -108,13 +108,15 @@ Config parse_config(const nlohmann::json& root, const std::string& origin) {
   const std::string rope_type = rope.value("rope_type", std::string("default"));
   if (rope_type != "default") rr.fail("rope_parameters.rope_type", "= '" + rope_type + "' is not supported (only 'default')");
   c.rope_theta = rr.f_or("rope_theta", j.value("rope_theta", 1e7));
-  const double partial = rr.f_or("partial_rotary_factor", j.value("partial_rotary_factor", 1.0));
+  // A missing partial_rotary_factor is 0.25 in MTPLX (TextArgs), 1.0 in HF: MTPLX wins.
+  const double partial = rr.f_or("partial_rotary_factor", r.f_or("partial_rotary_factor", 0.25));
   c.rot_dim = int64_t(double(c.head_dim) * partial);
   if (c.rot_dim % 2 || c.rot_dim <= 0) r.fail("partial_rotary_factor", "gives an odd or empty rotary dim");
-  c.idx_heads = r.i("indexer_n_heads");
-  c.idx_dim = r.i("indexer_head_dim");
-  c.idx_budget = r.i("indexer_budget");
-  c.idx_ratio = r.i("indexer_compress_ratio");
+  // Missing indexer fields: MTPLX's TextArgs defaults (HF cannot build the model without them).
+  c.idx_heads = r.i_or("indexer_n_heads", 4);
+  c.idx_dim = r.i_or("indexer_head_dim", 128);
+  c.idx_budget = r.i_or("indexer_budget", 2048);
+  c.idx_ratio = r.i_or("indexer_compress_ratio", 4);
   if (r.i_or("indexer_kv_heads", 1) != 1) r.fail("indexer_kv_heads", "must be 1");
   if (c.idx_budget % c.idx_ratio) r.fail("indexer_budget", "is not a multiple of indexer_compress_ratio");
   if (c.rot_dim > c.idx_dim) r.fail("indexer_head_dim", "is smaller than the rotary dim");

@@ -85,6 +85,23 @@ TEST(QwenConfig, RefusesWhatTheEngineDoesNotImplement) {
   EXPECT_NE(refusal(j).find("rope_type"), std::string::npos);
 }
 
+TEST(QwenConfig, MissingFieldsTakeMtplxDefaults) {
+  // MTPLX (golden master) TextArgs: partial_rotary_factor 0.25 (HF: 1.0); indexer 4 heads x 128,
+  // budget 2048, ratio 4 (HF cannot build the model without them).
+  nlohmann::json j = tiny({"linear_attention", "indexed_attention", "linear_attention"});
+  j["head_dim"] = 256;
+  j["rope_parameters"].erase("partial_rotary_factor");
+  for (const char* k : {"indexer_n_heads", "indexer_head_dim", "indexer_budget", "indexer_compress_ratio"}) j.erase(k);
+  const Config c = parse_config(j, "cfg.json");
+  EXPECT_EQ(c.rot_dim, 64);
+  EXPECT_EQ(c.idx_heads, 4);
+  EXPECT_EQ(c.idx_dim, 128);
+  EXPECT_EQ(c.idx_budget, 2048);
+  EXPECT_EQ(c.idx_ratio, 4);
+  j["partial_rotary_factor"] = 0.5;  // top level, as older configs carry it
+  EXPECT_EQ(parse_config(j, "cfg.json").rot_dim, 128);
+}
+
 TEST(QwenConfig, PleOnlyOnLinearLayers) {
   nlohmann::json j = tiny({"linear_attention", "full_attention", "linear_attention"});
   j["ple_layer_ids"] = {2};
