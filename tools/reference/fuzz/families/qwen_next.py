@@ -22,6 +22,7 @@ gets the canonical names; config.json keeps the drawn spelling so our loader see
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -55,14 +56,21 @@ def _layer_kinds(rng, n: int) -> list[bool]:
     return [bool(rng.random() < 0.6) for _ in range(n)]
 
 
+def _small() -> bool:
+    """DS4_FUZZ_SMALL=1: the committed corpus's draw. Same fields and layer orders, smaller
+    dims (a case ~100 KB instead of ~500 KB) so 20+ cases stay within ~2 MB."""
+    return os.environ.get("DS4_FUZZ_SMALL") == "1"
+
+
 def random_config(rng: np.random.Generator) -> dict:
-    n_layers = int(rng.integers(1, 6))
+    small = _small()
+    n_layers = int(rng.integers(1, 4 if small else 6))
     kinds = _layer_kinds(rng, n_layers)
-    hidden = int(_pick(rng, (16, 24, 32, 48, 64)))
-    vocab = int(rng.integers(48, 513))
+    hidden = int(_pick(rng, (16, 24) if small else (16, 24, 32, 48, 64)))
+    vocab = int(rng.integers(48, 129 if small else 513))
     heads = int(_pick(rng, (1, 2, 4)))
     kv_heads = int(_pick(rng, [d for d in (1, 2, 4) if heads % d == 0]))
-    head_dim = int(_pick(rng, (8, 16, 32)))
+    head_dim = int(_pick(rng, (8, 16) if small else (8, 16, 32)))
     # partial rotary: an even rotary dim of at least 2 that fits the indexer head
     factors = [f for f in (0.25, 0.5, 0.75, 1.0, 0.125) if int(head_dim * f) >= 2 and int(head_dim * f) % 2 == 0]
     partial = float(_pick(rng, factors))
@@ -75,7 +83,7 @@ def random_config(rng: np.random.Generator) -> dict:
     if rng.random() < 0.5:
         rope.update(mrope_section=[2, 1, 1], mrope_interleaved=True)
     k_heads = int(_pick(rng, (1, 2)))
-    experts = int(rng.integers(1, 9))
+    experts = int(rng.integers(1, 5 if small else 9))
     hc = int(rng.integers(2, 5))
     cfg = dict(
         vocab_size=vocab, hidden_size=hidden, num_hidden_layers=n_layers,
@@ -85,15 +93,17 @@ def random_config(rng: np.random.Generator) -> dict:
         rms_norm_eps=float(_pick(rng, (1e-6, 1e-5))), tie_word_embeddings=bool(rng.random() < 0.2),
         rope_parameters=rope,
         linear_conv_kernel_dim=int(rng.integers(1, 6)),
-        linear_key_head_dim=int(_pick(rng, (8, 16))), linear_value_head_dim=int(_pick(rng, (8, 16))),
+        linear_key_head_dim=int(_pick(rng, (8,) if small else (8, 16))),
+        linear_value_head_dim=int(_pick(rng, (8,) if small else (8, 16))),
         linear_num_key_heads=k_heads, linear_num_value_heads=k_heads * int(_pick(rng, (1, 2, 3))),
-        moe_intermediate_size=int(_pick(rng, (8, 16))), shared_expert_intermediate_size=int(_pick(rng, (8, 16, 24))),
+        moe_intermediate_size=int(_pick(rng, (8,) if small else (8, 16))),
+        shared_expert_intermediate_size=int(_pick(rng, (8,) if small else (8, 16, 24))),
         num_experts=experts, num_experts_per_tok=int(rng.integers(1, experts + 1)),
         norm_topk_prob=bool(rng.random() < 0.7),
-        hc_count=hc, hc_lowrank=int(_pick(rng, (4, 8, 16))),
+        hc_count=hc, hc_lowrank=int(_pick(rng, (4,) if small else (4, 8, 16))),
         # >= 4 indexer heads: a relu-sum score of exactly 0 is then rare, so top-k seldom cuts
         # through tied blocks (whose order torch.topk leaves unspecified)
-        indexer_n_heads=int(rng.integers(4, 9)), indexer_kv_heads=1, indexer_head_dim=idx_dim,
+        indexer_n_heads=int(rng.integers(4, 7 if small else 9)), indexer_kv_heads=1, indexer_head_dim=idx_dim,
         indexer_budget=ratio * block_topk, indexer_compress_ratio=ratio,
         bos_token_id=None, pad_token_id=None, split_ngram_parts=1,
     )
@@ -111,7 +121,7 @@ def random_config(rng: np.random.Generator) -> dict:
                    # kernel 1 gives HF's cache a 0-long PLE conv state, which its cache cannot
                    # hold (copy_ size error): transformers cannot generate with it at all
                    ple_conv_kernel_size=int(rng.integers(2, 5)),
-                   ngram_vocab_size_base=int(rng.integers(20, 400)),
+                   ngram_vocab_size_base=int(rng.integers(20, 120 if small else 400)),
                    make_ngram_vocab_size_divisible_by=int(_pick(rng, (1, 8, 128))),
                    seed=int(rng.integers(0, 100000)))
     # layer schedule: explicit list in some spelling, or the interval form (no layer_types)
@@ -145,23 +155,6 @@ def _hf_config(cfg: dict):
     return c
 
 
-def _randomize(model, seed: int) -> None:
-    """As make_tiny.py: non-trivial norms and PLE conv, a wide lm_head so margins stay clear."""
-    import torch
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("linear_attn.norm.weight"):
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
-            elif name.endswith("norm.weight") or "layernorm" in name or "norm_" in name or "hc_norm" in name:
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            elif name.endswith("ple.conv1d.weight"):
-                p.copy_(0.3 * torch.randn(p.shape, generator=g))
-            elif name.endswith("ngram_embedding.weight"):
-                p.copy_(0.5 * torch.randn(p.shape, generator=g))
-        model.lm_head.weight.mul_(3.0)
-
-
 def _stable_topk(indexer) -> None:
     """Tied block scores (a relu-sum is exactly 0 whenever every indexer head is negative, common
     with few heads and short prompts) have no order in torch.topk or MTPLX's argpartition; we
@@ -188,17 +181,19 @@ def _stable_topk(indexer) -> None:
 def build(cfg: dict, seed: int):
     import torch
     from transformers.models.qwen4_exp.modeling_qwen4_exp import Qwen4ExpForCausalLM
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "qwen_next"))
+    import make_tiny
+    import mtp_ref
     torch.manual_seed(seed)
     model = Qwen4ExpForCausalLM(_hf_config(cfg)).float().eval()
-    _randomize(model, seed + 1)
+    make_tiny.randomize(model, seed + 1)  # scaled norms / PLE conv, wide lm_head: clear margins
     for layer in model.model.layers:
         if hasattr(layer, "self_attn"):
             _stable_topk(layer.self_attn.indexer)
     if cfg.get("_mtp"):
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "qwen_next"))
-        import mtp_ref
-        model._fuzz_mtp = mtp_ref.MTPHead(model.config)
-        mtp_ref.init_head(model._fuzz_mtp, seed + 2)
+        head = mtp_ref.MTPHead(model.config)
+        mtp_ref.init_head(head, seed + 2)
+        model.__dict__["_fuzz_mtp"] = head  # not a submodule: kept out of model.state_dict()
     return model
 
 
@@ -211,7 +206,7 @@ def save(model, cfg: dict, out_dir: Path) -> None:
                if not any(s in k for s in skip)}
     if model.config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)  # tied checkpoints carry only the embedding
-    mtp = getattr(model, "_fuzz_mtp", None)
+    mtp = model.__dict__.get("_fuzz_mtp")
     if mtp is not None:
         for k, v in mtp.state_dict().items():
             tensors["mtp." + k] = v.detach().contiguous().clone()
