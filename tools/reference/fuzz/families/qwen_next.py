@@ -68,9 +68,9 @@ def random_config(rng: np.random.Generator) -> dict:
     kinds = _layer_kinds(rng, n_layers)
     hidden = int(_pick(rng, (16, 24) if small else (16, 24, 32, 48, 64)))
     vocab = int(rng.integers(48, 129 if small else 513))
-    heads = int(_pick(rng, (1, 2, 4)))
+    heads = int(_pick(rng, (1, 2) if small else (1, 2, 4)))
     kv_heads = int(_pick(rng, [d for d in (1, 2, 4) if heads % d == 0]))
-    head_dim = int(_pick(rng, (8, 16) if small else (8, 16, 32)))
+    head_dim = int(_pick(rng, (8,) if small else (8, 16, 32)))
     # partial rotary: an even rotary dim of at least 2 that fits the indexer head
     factors = [f for f in (0.25, 0.5, 0.75, 1.0, 0.125) if int(head_dim * f) >= 2 and int(head_dim * f) % 2 == 0]
     partial = float(_pick(rng, factors))
@@ -83,8 +83,8 @@ def random_config(rng: np.random.Generator) -> dict:
     if rng.random() < 0.5:
         rope.update(mrope_section=[2, 1, 1], mrope_interleaved=True)
     k_heads = int(_pick(rng, (1, 2)))
-    experts = int(rng.integers(1, 5 if small else 9))
-    hc = int(rng.integers(2, 5))
+    experts = int(rng.integers(1, 4 if small else 9))
+    hc = int(rng.integers(2, 4 if small else 5))
     cfg = dict(
         vocab_size=vocab, hidden_size=hidden, num_hidden_layers=n_layers,
         num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
@@ -117,11 +117,11 @@ def random_config(rng: np.random.Generator) -> dict:
         hpn = int(rng.integers(1, 4))
         heads_total = (ngram - 1) * hpn
         cfg.update(ngram_size=ngram, heads_per_ngram=hpn,
-                   ple_embed_dim=heads_total * int(_pick(rng, (2, 4, 8))),
+                   ple_embed_dim=heads_total * int(_pick(rng, (2, 4) if small else (2, 4, 8))),
                    # kernel 1 gives HF's cache a 0-long PLE conv state, which its cache cannot
                    # hold (copy_ size error): transformers cannot generate with it at all
                    ple_conv_kernel_size=int(rng.integers(2, 5)),
-                   ngram_vocab_size_base=int(rng.integers(20, 120 if small else 400)),
+                   ngram_vocab_size_base=int(rng.integers(20, 80 if small else 400)),
                    make_ngram_vocab_size_divisible_by=int(_pick(rng, (1, 8, 128))),
                    seed=int(rng.integers(0, 100000)))
     # layer schedule: explicit list in some spelling, or the interval form (no layer_types)
