@@ -101,8 +101,8 @@ def random_config(rng: np.random.Generator) -> dict:
         num_experts=experts, num_experts_per_tok=int(rng.integers(1, experts + 1)),
         norm_topk_prob=bool(rng.random() < 0.7),
         hc_count=hc, hc_lowrank=int(_pick(rng, (4,) if small else (4, 8, 16))),
-        # >= 4 indexer heads: a relu-sum score of exactly 0 is then rare, so top-k seldom cuts
-        # through tied blocks (whose order torch.topk leaves unspecified)
+        # 4+ indexer heads keep most cases clear of tied (all-negative, score 0) blocks; the
+        # ties that remain are broken as ours are (_stable_topk)
         indexer_n_heads=int(rng.integers(4, 7 if small else 9)), indexer_kv_heads=1, indexer_head_dim=idx_dim,
         indexer_budget=ratio * block_topk, indexer_compress_ratio=ratio,
         bos_token_id=None, pad_token_id=None, split_ngram_parts=1,
