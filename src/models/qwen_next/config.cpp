@@ -29,15 +29,25 @@ struct Reader {
   }
 };
 
+// Every layer-type name some transformers version loads for a qwen4_exp layer: 5.17 writes
+// qwen_sparse_attention, 5.24+ indexed_attention, real checkpoints full_attention; 5.25 also
+// remaps the legacy mamba and deepseek_sparse_attention. Both 5.17 and 5.25 refuse the rest
+// ("attention" included: 5.25 remaps it to full_attention only after Qwen's own remap).
+bool layer_is_linear(const Reader& r, const nlohmann::json& t) {
+  const std::string s = t.is_string() ? t.get<std::string>() : "";
+  if (s == "linear_attention" || s == "mamba") return true;
+  if (s == "indexed_attention" || s == "full_attention" || s == "qwen_sparse_attention" ||
+      s == "deepseek_sparse_attention")
+    return false;
+  r.fail("layer_types", "has unsupported entry " + t.dump() +
+                            " (linear_attention/mamba or indexed_attention/full_attention/qwen_sparse_attention/"
+                            "deepseek_sparse_attention)");
+}
+
 void parse_layout(const Reader& r, Config& c) {
   const auto& j = r.j;
   if (j.contains("layer_types") && j["layer_types"].is_array()) {
-    for (const auto& t : j["layer_types"]) {
-      const std::string s = t.is_string() ? t.get<std::string>() : "";
-      if (s == "linear_attention") c.is_linear.push_back(true);
-      else if (s == "full_attention" || s == "indexed_attention") c.is_linear.push_back(false);
-      else r.fail("layer_types", "has unsupported entry '" + t.dump() + "'");
-    }
+    for (const auto& t : j["layer_types"]) c.is_linear.push_back(layer_is_linear(r, t));
     if (int64_t(c.is_linear.size()) != c.layers) r.fail("layer_types", "length differs from num_hidden_layers");
   } else {
     const int64_t every = r.i_or("full_attention_interval", 4);
@@ -83,6 +93,12 @@ Config parse_config(const nlohmann::json& root, const std::string& origin) {
   c.rms_eps = float(r.f_or("rms_norm_eps", 1e-6));
   c.max_position = r.i_or("max_position_embeddings", 262144);
   c.tie_embeddings = j.value("tie_word_embeddings", false);
+  // transformers loads these too, but every shipped checkpoint has them as refused here; the
+  // engine implements neither attention biases nor another MLP/conv activation than silu
+  if (j.contains("attention_bias") && j["attention_bias"].is_boolean() && j["attention_bias"].get<bool>())
+    r.fail("attention_bias", "= true is not supported (no q/k/v/o biases)");
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu")
+    r.fail("hidden_act", "= " + j["hidden_act"].dump() + " is not supported (only \"silu\")");
   c.heads = r.i("num_attention_heads");
   c.kv_heads = r.i("num_key_value_heads");
   c.head_dim = r.i_or("head_dim", c.hidden / c.heads);
@@ -92,13 +108,15 @@ Config parse_config(const nlohmann::json& root, const std::string& origin) {
   const std::string rope_type = rope.value("rope_type", std::string("default"));
   if (rope_type != "default") rr.fail("rope_parameters.rope_type", "= '" + rope_type + "' is not supported (only 'default')");
   c.rope_theta = rr.f_or("rope_theta", j.value("rope_theta", 1e7));
-  const double partial = rr.f_or("partial_rotary_factor", j.value("partial_rotary_factor", 1.0));
+  // A missing partial_rotary_factor is 0.25 in MTPLX (TextArgs), 1.0 in HF: MTPLX wins.
+  const double partial = rr.f_or("partial_rotary_factor", r.f_or("partial_rotary_factor", 0.25));
   c.rot_dim = int64_t(double(c.head_dim) * partial);
   if (c.rot_dim % 2 || c.rot_dim <= 0) r.fail("partial_rotary_factor", "gives an odd or empty rotary dim");
-  c.idx_heads = r.i("indexer_n_heads");
-  c.idx_dim = r.i("indexer_head_dim");
-  c.idx_budget = r.i("indexer_budget");
-  c.idx_ratio = r.i("indexer_compress_ratio");
+  // Missing indexer fields: MTPLX's TextArgs defaults (HF cannot build the model without them).
+  c.idx_heads = r.i_or("indexer_n_heads", 4);
+  c.idx_dim = r.i_or("indexer_head_dim", 128);
+  c.idx_budget = r.i_or("indexer_budget", 2048);
+  c.idx_ratio = r.i_or("indexer_compress_ratio", 4);
   if (r.i_or("indexer_kv_heads", 1) != 1) r.fail("indexer_kv_heads", "must be 1");
   if (c.idx_budget % c.idx_ratio) r.fail("indexer_budget", "is not a multiple of indexer_compress_ratio");
   if (c.rot_dim > c.idx_dim) r.fail("indexer_head_dim", "is smaller than the rotary dim");

@@ -66,8 +66,9 @@ def hf_reference(model, ids: np.ndarray, gen: int):
     import torch
     with torch.no_grad():
         x = torch.tensor(ids, dtype=torch.long)[None]
-        # An explicit all-ones mask: without it generate() infers one from ids != pad_token_id
-        # and masks every prompt token that happens to equal the pad id (0 here).
+        # An explicit all-ones mask: without it generate() infers one from pad_token_id, and a
+        # prompt token equal to it (id 0 here, common in 150+ token random prompts) becomes
+        # padding: masked out and position ids shifted (5.24+), unlike the no-cache rows.
         out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=gen, do_sample=False,
                              min_new_tokens=gen, eos_token_id=None, pad_token_id=0)
         seq = out[0].numpy().astype(np.int64)

@@ -82,9 +82,10 @@ def tiny_config() -> Qwen4ExpTextConfig:
     )
 
 
-def randomize(model: torch.nn.Module) -> None:
-    """Non-trivial values where HF init leaves constants (norms, PLE conv)."""
-    g = torch.Generator().manual_seed(SEED + 1)
+def randomize(model: torch.nn.Module, seed: int = SEED + 1) -> None:
+    """Non-trivial values where HF init leaves constants (norms, PLE conv). Also the fuzzer's
+    (tools/reference/fuzz/families/qwen_next.py), with its own seed."""
+    g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight") or "layernorm" in name or "norm_" in name or "hc_norm" in name:
