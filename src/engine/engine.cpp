@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "engine/engine_job.h"
 #include "engine/session_checkpoints.h"
+#include "engine/turn_boundary.h"
 
 namespace ds4::engine {
 namespace {
@@ -81,6 +82,7 @@ std::shared_ptr<RequestHandle> Engine::submit(GenRequest req) {
   if (int64_t(job->prompt.size()) >= context_size_)
     throw InputError("prompt has " + std::to_string(job->prompt.size()) + " tokens; the context holds " +
                      std::to_string(context_size_) + " (at least one must be left to generate)");
+  if (!req.raw_prompt) job->turn_start = turn_boundary(*codec_, req.conv, job->prompt);
   job->req = std::move(req);
   job->handle = std::make_shared<RequestHandle>();
   job->t_submit = Clock::now();
@@ -253,12 +255,18 @@ void Engine::start(Job& job) {
 }
 
 void Engine::prefill_step(Job& job) {
-  const size_t n = std::min<size_t>(size_t(prefill_chunk_), job.pending.size() - job.pending_at);
+  size_t n = std::min<size_t>(size_t(prefill_chunk_), job.pending.size() - job.pending_at);
+  // End a chunk at the turn boundary (and ask for its logits: a complete state, publishable
+  // in memory and on disk like a turn end).
+  const size_t at0 = job.history.size();
+  const bool to_boundary = job.turn_start > at0 && job.turn_start <= at0 + n;
+  if (to_boundary) n = job.turn_start - at0;
   std::span<const int32_t> chunk(job.pending.data() + job.pending_at, n);
   const bool last = job.pending_at + n == job.pending.size();
-  model_->forward(*job.state, chunk, last ? Logits::kLast : Logits::kNone, job.logits);
+  model_->forward(*job.state, chunk, last || to_boundary ? Logits::kLast : Logits::kNone, job.logits);
   job.history.insert(job.history.end(), chunk.begin(), chunk.end());
   job.pending_at += n;
+  if (to_boundary && !last) publish_turn_start(job);
   {
     std::lock_guard lk(metrics_mu_);
     m_.computed_prompt_tokens += n;
@@ -266,7 +274,7 @@ void Engine::prefill_step(Job& job) {
   if (!last) {
     // A branch point for later prompts that share this prefix (see EngineOptions).
     const size_t at = job.history.size();
-    if (snapshot_every_ > 0 && (at / size_t(snapshot_every_)) > ((at - n) / size_t(snapshot_every_)))
+    if (!to_boundary && snapshot_every_ > 0 && (at / size_t(snapshot_every_)) > ((at - n) / size_t(snapshot_every_)))
       cache_.insert(job.history, job.state->clone(), {});
     GenEvent p;
     p.kind = GenEvent::Kind::kProgress;
@@ -284,6 +292,14 @@ void Engine::prefill_step(Job& job) {
   job.phase = Job::Phase::kDecode;
   // A complete state (every prompt token fed, logits of the last one): safe to publish.
   if (snapshot_prompt_) cache_.insert(job.history, job.state->clone(), job.logits);
+}
+
+// The state at the turn boundary: a clone in the prefix cache (counted in its budget, LRU)
+// and a checkpoint on disk. The next turn matches it by exact token prefix.
+void Engine::publish_turn_start(Job& job) {
+  std::vector<int32_t> tokens(job.history);
+  if (checkpoints_) checkpoints_->save(tokens, *job.state, job.logits);
+  cache_.insert(std::move(tokens), job.state->clone(), job.logits);
 }
 
 }  // namespace ds4::engine

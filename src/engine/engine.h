@@ -111,6 +111,7 @@ class Engine {
   void step(Job& job);
   void start(Job& job);
   void prefill_step(Job& job);
+  void publish_turn_start(Job& job);  // the state before the generation prompt (turn_boundary.h)
   void decode_batch(std::vector<Job*>& jobs);
   void forward_and_sample(Job& j, int32_t t, const CandidateRequest& req);  // engine_decode.cpp
   // fed: the token is already in the state (an accepted speculative draft).

@@ -19,6 +19,10 @@ struct Engine::Job {
   std::vector<int32_t> history;  // tokens the state holds (after pending is fed)
   std::vector<int32_t> pending;  // prompt tokens still to feed
   size_t pending_at = 0;
+  // Prompt tokens before the generation prompt (turn_boundary.h); 0 = none. A prefill chunk
+  // ends there and that state is published: the next turn's prompt starts with it even when
+  // the client drops this turn's reasoning.
+  size_t turn_start = 0;
   std::vector<float> logits;     // last position's logits
   std::optional<Sampler> sampler;
   std::unique_ptr<TextStream> text;
