@@ -82,7 +82,11 @@ std::shared_ptr<RequestHandle> Engine::submit(GenRequest req) {
   if (int64_t(job->prompt.size()) >= context_size_)
     throw InputError("prompt has " + std::to_string(job->prompt.size()) + " tokens; the context holds " +
                      std::to_string(context_size_) + " (at least one must be left to generate)");
-  if (!req.raw_prompt) job->turn_start = turn_boundary(*codec_, req.conv, job->prompt);
+  // Only where the re-render of this turn cannot match what it generates: a prompt that
+  // opens a reasoning block the client will not send back. Elsewhere the turn-end state
+  // (with its alias) is reused and a boundary snapshot would only cost memory and disk.
+  if (!req.raw_prompt && codec_->starts_in_reasoning(req.conv))
+    job->turn_start = turn_boundary(*codec_, req.conv, job->prompt);
   job->req = std::move(req);
   job->handle = std::make_shared<RequestHandle>();
   job->t_submit = Clock::now();

@@ -5,7 +5,8 @@
 // drops, "<think>\n" vs "<think>\n\n</think>", DeepSeek's "</think>" for an old turn), so
 // neither the prompt-end nor the turn-end state is a token prefix of the next turn's prompt.
 // Everything up to the end of the last message is: the engine ends a prefill chunk there and
-// keeps that state (recurrent states cannot be cut back later), in memory and on disk.
+// keeps that state (recurrent states cannot be cut back later), in memory and on disk; only
+// for prompts that open a reasoning block (thinking on): elsewhere the turn end is reused.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

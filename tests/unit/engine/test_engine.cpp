@@ -135,9 +135,8 @@ TEST(Engine, CancelKeepsPartialAndPublishesNothing) {
   auto rest = collect(*h);
   EXPECT_EQ(rest.done.finish, Finish::kCancelled);
   EXPECT_EQ((partial + rest.content).rfind("1 2 3 4 5 6 7 8 9 10", 0), 0u);
-  // Only the turn-boundary and prompt-end snapshots exist; nothing with generated tokens
-  // was published.
-  EXPECT_EQ(e->metrics().cache_entries, 2u);
+  // Only the prompt-end snapshot exists; nothing with generated tokens was published.
+  EXPECT_EQ(e->metrics().cache_entries, 1u);
   EXPECT_EQ(e->metrics().requests_cancelled, 1u);
   auto again = collect(*e->submit(req2_short()));
   EXPECT_EQ(again.done.usage.cached_tokens, again.done.usage.prompt_tokens);  // the prompt snapshot

@@ -121,10 +121,9 @@ TEST(SessionCheckpoints, CorruptedCheckpointIsRefusedAndRecomputed) {
   const auto r3 = run(*e, msgs);
   EXPECT_EQ(r3.content, "Echo: three. Done.");
   EXPECT_EQ(r3.usage.cached_tokens, 0);
-  // All four damaged files (the turn boundary and the turn end of turns 1 and 2) were
-  // refused and counted; nothing was restored.
+  // Both damaged files (turns 1 and 2) were refused and counted; nothing was restored.
   const auto m = e->metrics();
-  EXPECT_EQ(m.checkpoints.rejected, 4u);
+  EXPECT_EQ(m.checkpoints.rejected, 2u);
   EXPECT_EQ(m.checkpoints.restores, 0u);
   EXPECT_EQ(m.computed_prompt_tokens, m.prompt_tokens);
 }
