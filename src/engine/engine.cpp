@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <optional>
 #include <utility>
 
@@ -38,6 +39,7 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
     snapshot_every_ = (every + prefill_chunk_ - 1) / prefill_chunk_ * prefill_chunk_;
   }
   spec_depth_ = model_->draft_head() ? o.spec_depth : 0;
+  spec_default_ = o.spec_default;
   parse_spec_category(o.spec_sampling);  // rejects a bad name at construction
   spec_sampling_ = o.spec_sampling;
   dspark_confidence_ = o.dspark_confidence;
@@ -50,7 +52,16 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
                                                         /*draft_state=*/spec_depth_ > 0);
   canary_ = std::move(o.canary);
   if (canary_) canary_->start();
-  thread_ = std::thread([this] { run(); });
+  // The cost model's warmup runs on the engine thread (a GPU model's buffers live there)
+  // before any request; the engine is ready when it is done.
+  std::promise<void> warm;
+  auto ready = warm.get_future();
+  thread_ = std::thread([this, &warm] {
+    measure_spec_cost();
+    warm.set_value();
+    run();
+  });
+  ready.wait();
 }
 
 Engine::~Engine() { shutdown(); }

@@ -252,6 +252,10 @@ void Engine::finish(Job& job, Finish why) {
     }
   }
   job.pre_stop.reset();
+  if (job.spec) {  // live costs and acceptance for the cost model (spec_cost.h)
+    const SpecStats& st = job.spec->stats();
+    spec_cost_.observe(st.cycles, st.drafted, st.accepted, st.draft_s, st.verify_s, st.commit_s);
+  }
   auto now = Clock::now();
   if (job.usage.completion_tokens > 0) job.usage.decode_s = seconds(job.t_first, now);
   {

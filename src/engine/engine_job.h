@@ -33,6 +33,7 @@ struct Engine::Job {
   int32_t to_feed = -1;          // sampled token still to feed into the state
   Usage usage;
   std::unique_ptr<SpecDecoder> spec;  // turns with speculation on
+  bool spec_declined = false;         // this turn decided at its first step not to speculate
   int32_t spec_next = -1;             // the token the last cycle chose; emitted by the next step
   // The token already drawn right after the decode forward (from the model's candidates,
   // which only that forward's call can hand back); emitted by the next step. Same draws in

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "server/api_common.h"
+#include "server/speculation_report.h"
 
 namespace ds4::server {
 
@@ -202,6 +203,7 @@ void Server::Impl::setup() {
               {"prefill_chunk", engine.prefill_chunk()}, {"queue_depth", m.queue_depth}, {"live_sessions", m.live},
               {"backend", settings.backend}, {"settings", receipt}};
     if (!backend_reason.empty()) j["backend_reason"] = backend_reason;
+    j["speculation"] = speculation_json(engine);
     r.set_content(dump(j), "application/json");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
