@@ -1,7 +1,8 @@
 // The cost model's start-up measurement (spec_cost.h): on this model and backend, one AR
 // decode forward, one verify forward of depth+1 rows and one draft of depth tokens, each
-// the median of a few runs on a short warm state. A handful of forwards before the first
-// request; nothing when speculation is off or the model has no draft head.
+// the median of a few runs on a warm state of a few hundred tokens. A dozen forwards before
+// the first request; nothing when speculation is off or the model has no draft head. Live
+// AR steps and speculative cycles then move these costs (SpecCostModel::observe*).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,13 +42,14 @@ void Engine::measure_spec_cost() {
     const int64_t vocab = model_->info().vocab_size;
     auto base = model_->new_state();
     head->enable_draft(*base);
-    std::vector<int32_t> prompt(16);
+    // A few hundred tokens of context: per-token costs at 16 tokens understate a chat's.
+    std::vector<int32_t> prompt(size_t(std::clamp<int64_t>(context_size_ / 4, 16, 256)));
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((int64_t(i) * 7919 + 13) % vocab);
     std::vector<float> logits;
     model_->forward(*base, prompt, Logits::kLast, logits);
     const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     std::vector<int32_t> drafts;
-    constexpr int kRuns = 5;
+    constexpr int kRuns = 3;
     const double draft_s = median_s(kRuns, [&] { return timed([&] { head->draft(*base, next, k, drafts); }); });
     std::vector<int32_t> rows{next};
     rows.insert(rows.end(), drafts.begin(), drafts.end());

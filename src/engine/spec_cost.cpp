@@ -72,6 +72,14 @@ void SpecCostModel::observe(int64_t cycles, int64_t drafted, int64_t accepted, d
   in_.source = "warmup+live";
 }
 
+void SpecCostModel::observe_decode(double step_s) {
+  if (!(step_s > 0)) return;
+  std::lock_guard lk(mu_);
+  if (!measured_) return;
+  in_.decode_s += (step_s - in_.decode_s) / 64.0;
+  in_.source = "warmup+live";
+}
+
 bool SpecCostModel::measured() const {
   std::lock_guard lk(mu_);
   return measured_;

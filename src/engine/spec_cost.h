@@ -54,6 +54,9 @@ class SpecCostModel {
   void set_warmup(int depth, double decode_s, double verify_s, double draft_s);
   // One speculating turn: its cycles, drafts, acceptances and time in each phase.
   void observe(int64_t cycles, int64_t drafted, int64_t accepted, double draft_s, double verify_s, double commit_s);
+  // One AR decode step of a turn that did not speculate (forward + draw, as the engine runs
+  // it at the context the chats really have): moves decode_s by 1/64 of the difference.
+  void observe_decode(double step_s);
   bool measured() const;
   SpecCostInputs inputs() const;
   SpecCostDecision decision() const { return decide_speculation(inputs()); }

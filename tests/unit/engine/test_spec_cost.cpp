@@ -3,6 +3,8 @@
 // its replacement by live acceptance.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/spec_cost.h"
 
 using namespace ds4::engine;
@@ -93,4 +95,18 @@ TEST(SpecCost, LiveCyclesMoveTheCosts) {
   EXPECT_NEAR(m.inputs().commit_s, 0.25 * 1e-3, 1e-15);
   m.observe(0, 0, 0, 1.0, 1.0, 1.0);  // a turn with no cycle changes nothing
   EXPECT_NEAR(m.inputs().verify_s, 15.5e-3, 1e-15);
+}
+
+TEST(SpecCost, LiveDecodeStepsMoveTheStepCost) {
+  SpecCostModel m;
+  m.observe_decode(5e-3);  // before the warmup: nothing to move
+  EXPECT_EQ(m.inputs().decode_s, 0.0);
+  m.set_warmup(3, 1e-3, 3.1e-3, 3.9e-3);
+  // The warmup's step understates a chat's (context, the draw): off at acceptance 0.7...
+  EXPECT_FALSE(m.decision().enabled);
+  for (int i = 0; i < 256; ++i) m.observe_decode(4e-3);
+  // ...the live steps (4 ms) move decode_s most of the way: 1 + 3 * (1 - (63/64)^256).
+  EXPECT_NEAR(m.inputs().decode_s, 1e-3 + 3e-3 * (1 - std::pow(63.0 / 64.0, 256)), 1e-12);
+  EXPECT_EQ(m.inputs().source, "warmup+live");
+  EXPECT_TRUE(m.decision().enabled);  // 2.533 tokens per 7 ms cycle vs ~3.9 ms per AR token
 }
