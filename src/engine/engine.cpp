@@ -54,11 +54,12 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
   if (canary_) canary_->start();
   // The cost model's warmup runs on the engine thread (a GPU model's buffers live there)
   // before any request; the engine is ready when it is done.
-  std::promise<void> warm;
-  auto ready = warm.get_future();
-  thread_ = std::thread([this, &warm] {
-    measure_spec_cost();
-    warm.set_value();
+  // (The promise is shared: the constructor may return while set_value is still running.)
+  auto warm = std::make_shared<std::promise<void>>();
+  auto ready = warm->get_future();
+  thread_ = std::thread([this, warm] {
+    measure_spec_cost();  // never throws
+    warm->set_value();
     run();
   });
   ready.wait();

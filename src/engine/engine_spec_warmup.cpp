@@ -71,6 +71,8 @@ void Engine::measure_spec_cost() {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ds4: warn: speculative cost model: warmup failed (%s); speculation stays on by default\n",
                  e.what());
+  } catch (...) {
+    std::fprintf(stderr, "ds4: warn: speculative cost model: warmup failed; speculation stays on by default\n");
   }
 }
 
