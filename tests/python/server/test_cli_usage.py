@@ -6,7 +6,7 @@ import pytest
 
 from conftest import BIN
 
-COMMANDS = ["version", "inspect", "tokenize", "detokenize", "chat-template", "serve", "chat", "run"]
+COMMANDS = ["version", "inspect", "tokenize", "detokenize", "chat-template", "serve", "chat", "run", "logits"]
 
 
 def ds4server(*args):
