@@ -49,8 +49,10 @@ struct EngineOptions {
   // opportunistic, or target_only (no speculation).
   int spec_depth = 0;
   // With spec_depth > 0: whether a turn whose request does not say speculates. nullopt =
-  // the measured cost model decides (spec_cost.h; measured at start on the engine thread).
-  std::optional<bool> spec_default;
+  // the measured cost model decides (spec_cost.h; measured at start on the engine thread):
+  // what the settings' `speculative.enabled: auto` (their default) passes. Code that builds
+  // an engine with a depth (tests, benches) speculates unless it asks for the cost model.
+  std::optional<bool> spec_default = true;
   std::string spec_sampling = "exact";
   // DSpark confidence gate as set by the user (unset = the per-turn rule of SPEC §2, see
   // resolve_dspark_confidence); resolved per turn into SpecConfig::dspark_confidence.
