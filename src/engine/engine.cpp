@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <optional>
 #include <utility>
 
 #include "core/error.h"
 #include "engine/engine_job.h"
 #include "engine/session_checkpoints.h"
+#include "engine/turn_boundary.h"
 
 namespace ds4::engine {
 namespace {
@@ -37,6 +39,7 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
     snapshot_every_ = (every + prefill_chunk_ - 1) / prefill_chunk_ * prefill_chunk_;
   }
   spec_depth_ = model_->draft_head() ? o.spec_depth : 0;
+  spec_default_ = o.spec_default;
   parse_spec_category(o.spec_sampling);  // rejects a bad name at construction
   spec_sampling_ = o.spec_sampling;
   dspark_confidence_ = o.dspark_confidence;
@@ -49,7 +52,17 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
                                                         /*draft_state=*/spec_depth_ > 0);
   canary_ = std::move(o.canary);
   if (canary_) canary_->start();
-  thread_ = std::thread([this] { run(); });
+  // The cost model's warmup runs on the engine thread (a GPU model's buffers live there)
+  // before any request; the engine is ready when it is done.
+  // (The promise is shared: the constructor may return while set_value is still running.)
+  auto warm = std::make_shared<std::promise<void>>();
+  auto ready = warm->get_future();
+  thread_ = std::thread([this, warm] {
+    measure_spec_cost();  // never throws
+    warm->set_value();
+    run();
+  });
+  ready.wait();
 }
 
 Engine::~Engine() { shutdown(); }
@@ -81,6 +94,11 @@ std::shared_ptr<RequestHandle> Engine::submit(GenRequest req) {
   if (int64_t(job->prompt.size()) >= context_size_)
     throw InputError("prompt has " + std::to_string(job->prompt.size()) + " tokens; the context holds " +
                      std::to_string(context_size_) + " (at least one must be left to generate)");
+  // Only where the re-render of this turn cannot match what it generates: a prompt that
+  // opens a reasoning block the client will not send back. Elsewhere the turn-end state
+  // (with its alias) is reused and a boundary snapshot would only cost memory and disk.
+  if (!req.raw_prompt && codec_->starts_in_reasoning(req.conv))
+    job->turn_start = turn_boundary(*codec_, req.conv, job->prompt);
   job->req = std::move(req);
   job->handle = std::make_shared<RequestHandle>();
   job->t_submit = Clock::now();
@@ -254,12 +272,18 @@ void Engine::start(Job& job) {
 }
 
 void Engine::prefill_step(Job& job) {
-  const size_t n = std::min<size_t>(size_t(prefill_chunk_), job.pending.size() - job.pending_at);
+  size_t n = std::min<size_t>(size_t(prefill_chunk_), job.pending.size() - job.pending_at);
+  // End a chunk at the turn boundary (and ask for its logits: a complete state, publishable
+  // in memory and on disk like a turn end).
+  const size_t at0 = job.history.size();
+  const bool to_boundary = job.turn_start > at0 && job.turn_start <= at0 + n;
+  if (to_boundary) n = job.turn_start - at0;
   std::span<const int32_t> chunk(job.pending.data() + job.pending_at, n);
   const bool last = job.pending_at + n == job.pending.size();
-  model_->forward(*job.state, chunk, last ? Logits::kLast : Logits::kNone, job.logits);
+  model_->forward(*job.state, chunk, last || to_boundary ? Logits::kLast : Logits::kNone, job.logits);
   job.history.insert(job.history.end(), chunk.begin(), chunk.end());
   job.pending_at += n;
+  if (to_boundary && !last) publish_turn_start(job);
   {
     std::lock_guard lk(metrics_mu_);
     m_.computed_prompt_tokens += n;
@@ -267,7 +291,7 @@ void Engine::prefill_step(Job& job) {
   if (!last) {
     // A branch point for later prompts that share this prefix (see EngineOptions).
     const size_t at = job.history.size();
-    if (snapshot_every_ > 0 && (at / size_t(snapshot_every_)) > ((at - n) / size_t(snapshot_every_)))
+    if (!to_boundary && snapshot_every_ > 0 && (at / size_t(snapshot_every_)) > ((at - n) / size_t(snapshot_every_)))
       cache_.insert(job.history, job.state->clone(), {});
     GenEvent p;
     p.kind = GenEvent::Kind::kProgress;
@@ -285,6 +309,14 @@ void Engine::prefill_step(Job& job) {
   job.phase = Job::Phase::kDecode;
   // A complete state (every prompt token fed, logits of the last one): safe to publish.
   if (snapshot_prompt_) cache_.insert(job.history, job.state->clone(), job.logits);
+}
+
+// The state at the turn boundary: a clone in the prefix cache (counted in its budget, LRU)
+// and a checkpoint on disk. The next turn matches it by exact token prefix.
+void Engine::publish_turn_start(Job& job) {
+  std::vector<int32_t> tokens(job.history);
+  if (checkpoints_) checkpoints_->save(tokens, *job.state, job.logits);
+  cache_.insert(std::move(tokens), job.state->clone(), job.logits);
 }
 
 }  // namespace ds4::engine

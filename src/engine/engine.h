@@ -19,6 +19,7 @@
 #include "engine/prefix_cache.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
+#include "engine/spec_cost.h"
 #include "models/model.h"
 #include "persist/checkpoint_stats.h"
 
@@ -47,6 +48,11 @@ struct EngineOptions {
   // DeepSeek) use spec_sampling: exact (default, the distribution-preserving walk),
   // opportunistic, or target_only (no speculation).
   int spec_depth = 0;
+  // With spec_depth > 0: whether a turn whose request does not say speculates. nullopt =
+  // the measured cost model decides (spec_cost.h; measured at start on the engine thread):
+  // what the settings' `speculative.enabled: auto` (their default) passes. Code that builds
+  // an engine with a depth (tests, benches) speculates unless it asks for the cost model.
+  std::optional<bool> spec_default = true;
   std::string spec_sampling = "exact";
   // DSpark confidence gate as set by the user (unset = the per-turn rule of SPEC §2, see
   // resolve_dspark_confidence); resolved per turn into SpecConfig::dspark_confidence.
@@ -101,6 +107,16 @@ class Engine {
   int64_t snapshot_every() const { return snapshot_every_; }  // 0 = off
   // Draft depth the engine speculates with: 0 when off or when the model has no draft head.
   int speculative_depth() const { return spec_depth_; }
+  // Whether a turn whose request does not say speculates (the per-request switch calls
+  // this for its default), and why: the settings, or the measured cost model.
+  struct SpecDefault {
+    bool enabled = false;
+    std::string source;         // "settings", "cost model", "no draft head"
+    SpecCostInputs inputs;      // cost model inputs (zero when it was not measured)
+    SpecCostDecision decision;  // its verdict (also when the settings override it)
+  };
+  SpecDefault speculation_default() const;
+  bool speculate_by_default() const { return speculation_default().enabled; }
   EngineMetrics metrics() const;
 
   struct Job;  // engine_job.h (public: the decode helpers take it)
@@ -111,11 +127,13 @@ class Engine {
   void step(Job& job);
   void start(Job& job);
   void prefill_step(Job& job);
+  void publish_turn_start(Job& job);  // the state before the generation prompt (turn_boundary.h)
   void decode_batch(std::vector<Job*>& jobs);
   void forward_and_sample(Job& j, int32_t t, const CandidateRequest& req);  // engine_decode.cpp
   // fed: the token is already in the state (an accepted speculative draft).
   void emit_token(Job& job, int32_t token, bool fed = false);
   bool spec_decode(Job& job);  // engine_spec.cpp; false: this turn does not speculate
+  void measure_spec_cost();    // engine_spec_warmup.cpp: warmup costs for the cost model
   void finish(Job& job, Finish why);
   void publish_pre_stop(Job& job);  // a turn ended by a stop string (engine_decode.cpp)
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
@@ -129,6 +147,8 @@ class Engine {
   int64_t snapshot_every_ = 0;  // resolved; 0 = no chunk snapshots
   int max_live_;
   int spec_depth_ = 0;
+  std::optional<bool> spec_default_;
+  SpecCostModel spec_cost_;
   std::string spec_sampling_ = "exact";
   std::optional<double> dspark_confidence_;
   bool snapshot_prompt_;

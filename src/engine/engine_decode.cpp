@@ -201,11 +201,14 @@ void Engine::decode_batch(std::vector<Job*>& jobs) {
       // only the draw from this row: take it from the model's candidates where they suffice.
       const CandidateRequest req = sample_candidates_ ? j->sampler->candidates_request(sample_candidates_k_)
                                                       : CandidateRequest{0, 0.0};
+      const auto t0 = Clock::now();
       if (req.k > 0) {
         forward_and_sample(*j, t, req);
       } else {
         model_->forward(*j->state, std::span<const int32_t>(&t, 1), Logits::kLast, j->logits);
       }
+      // The AR step as chats run it, for the speculation cost model (spec_cost.h).
+      if (spec_depth_ > 0) spec_cost_.observe_decode(seconds(t0, Clock::now()));
       j->history.push_back(t);
       j->to_feed = -1;
     } catch (const std::exception& e) {
@@ -252,6 +255,10 @@ void Engine::finish(Job& job, Finish why) {
     }
   }
   job.pre_stop.reset();
+  if (job.spec) {  // live costs and acceptance for the cost model (spec_cost.h)
+    const SpecStats& st = job.spec->stats();
+    spec_cost_.observe(st.cycles, st.drafted, st.accepted, st.draft_s, st.verify_s, st.commit_s);
+  }
   auto now = Clock::now();
   if (job.usage.completion_tokens > 0) job.usage.decode_s = seconds(job.t_first, now);
   {

@@ -19,6 +19,10 @@ struct Engine::Job {
   std::vector<int32_t> history;  // tokens the state holds (after pending is fed)
   std::vector<int32_t> pending;  // prompt tokens still to feed
   size_t pending_at = 0;
+  // Prompt tokens before the generation prompt (turn_boundary.h); 0 = none. A prefill chunk
+  // ends there and that state is published: the next turn's prompt starts with it even when
+  // the client drops this turn's reasoning.
+  size_t turn_start = 0;
   std::vector<float> logits;     // last position's logits
   std::optional<Sampler> sampler;
   std::unique_ptr<TextStream> text;
@@ -29,6 +33,7 @@ struct Engine::Job {
   int32_t to_feed = -1;          // sampled token still to feed into the state
   Usage usage;
   std::unique_ptr<SpecDecoder> spec;  // turns with speculation on
+  bool spec_declined = false;         // this turn decided at its first step not to speculate
   int32_t spec_next = -1;             // the token the last cycle chose; emitted by the next step
   // The token already drawn right after the decode forward (from the model's candidates,
   // which only that forward's call can hand back); emitted by the next step. Same draws in

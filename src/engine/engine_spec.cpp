@@ -30,6 +30,11 @@ void report(const SpecDecoder& spec, Usage& u) {
 
 bool Engine::spec_decode(Job& job) {
   if (!job.spec) {
+    // Decided once, at the turn's first decode step.
+    if (job.spec_declined || !speculate_by_default()) {
+      job.spec_declined = true;
+      return false;
+    }
     const SpecCategory cat = turn_category(*job.sampler, spec_sampling_);
     if (cat == SpecCategory::kTargetOnly) return false;
     SpecConfig cfg;

@@ -129,7 +129,14 @@ const std::vector<Key>& keys() {
           [](const Settings& s) { return s.seed ? std::to_string(*s.seed) : std::string("auto"); }},
       BOOL_KEY("sampler.candidates", sample_candidates),
       INT_KEY("sampler.candidates_k", sample_candidates_k, 1, 1024),
-      BOOL_KEY("speculative.enabled", speculative),
+      Key{"speculative.enabled",
+          [](Settings& s, const std::string& v, const std::string& w) {
+            if (v == "auto") return s.speculative.reset();
+            if (v != "true" && v != "false" && v != "on" && v != "off" && v != "yes" && v != "no" && v != "1" && v != "0")
+              bad(w, "speculative.enabled", v, "expected auto, true or false");
+            s.speculative = parse_bool(v, w, "speculative.enabled");
+          },
+          [](const Settings& s) { return s.speculative ? std::string(*s.speculative ? "true" : "false") : "auto"; }},
       INT_KEY("speculative.depth", depth, 1, 5),
       OPT_NUM_KEY("speculative.dspark_confidence", dspark_confidence, 0.0, 1.0),
       Key{"speculative.sampling",

@@ -32,8 +32,10 @@ struct Settings {
   // without top-k (EngineOptions::sample_candidates{,_k}).
   bool sample_candidates = true;
   int sample_candidates_k = 256;
-  // Speculative decoding.
-  bool speculative = true;
+  // Speculative decoding. Unset ("auto") = on where the engine's measured cost model
+  // expects it to be faster (engine/spec_cost.h, Engine::speculate_by_default); true = on
+  // by default; false = off for the whole server (states carry no draft head).
+  std::optional<bool> speculative;
   int depth = 3;                        // MTP depth D1..D5
   std::optional<double> dspark_confidence;  // unset = per-turn rule of SPEC §2
   std::string spec_sampling = "exact";  // sampled turns: exact | opportunistic | target_only

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "server/server.h"
+#include "server/speculation_report.h"
 
 namespace ds4::server {
 
@@ -32,7 +33,8 @@ engine::EngineOptions engine_options(const engine::Settings& s) {
   o.snapshot_every = s.cache_snapshot_every;
   o.checkpoint_dir = s.checkpoint_dir;
   o.checkpoint_budget_bytes = uint64_t(s.checkpoint_budget_bytes);
-  o.spec_depth = s.speculative ? s.depth : 0;
+  o.spec_depth = s.speculative.value_or(true) ? s.depth : 0;
+  o.spec_default = s.speculative;  // unset: the engine's cost model decides
   o.spec_sampling = s.spec_sampling;
   o.dspark_confidence = s.dspark_confidence;
   o.sample_candidates = s.sample_candidates;
@@ -60,7 +62,7 @@ std::string backend_comment(const Loaded& l) {
 // model has no draft head yet (GLM, DeepSeek; Qwen's has one), or the checkpoint carries none.
 // Empty when speculation runs or was not asked.
 std::string speculative_note(const engine::Settings& s, const engine::Engine& e, const std::string& backend) {
-  if (!s.speculative || e.speculative_depth() > 0) return "";
+  if (!s.speculative.value_or(true) || e.speculative_depth() > 0) return "";
   return backend == "cuda" ? "off (the cuda model has no draft head: none for this family on the GPU yet, or none in the checkpoint)"
                            : "off (the model has no draft head)";
 }
@@ -86,6 +88,7 @@ int serve_main(const std::vector<std::string>& args, const Loader& load) {
     std::fprintf(stderr, "speculative: %s\n", note.c_str());
     comment += "# speculative: " + note + "\n";
   }
+  comment += speculation_receipt_line(eng);
   const std::string receipt = comment + engine::settings_yaml(effective_settings(settings, eng), /*redact_secrets=*/true);
   if (print_only) {
     std::fputs(receipt.c_str(), stdout);

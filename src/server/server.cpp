@@ -13,6 +13,7 @@
 #include "server/conn_guard.h"
 #include "server/http_framing.h"
 #include "server/turn_metrics.h"
+#include "server/speculation_report.h"
 
 namespace ds4::server {
 
@@ -274,6 +275,7 @@ void Server::Impl::setup() {
               {"backend", settings.backend}, {"settings", receipt}};
     if (!backend_reason.empty()) j["backend_reason"] = backend_reason;
     if (const std::string w = exposure_warning(settings); !w.empty()) j["warnings"] = json::array({w});
+    j["speculation"] = speculation_json(engine);
     r.set_content(dump(j), "application/json");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {

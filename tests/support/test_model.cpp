@@ -1,6 +1,7 @@
 #include "support/test_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include "core/error.h"
@@ -8,8 +9,14 @@
 namespace ds4::testmodel {
 namespace {
 
+std::atomic<int64_t> g_live_states{0};
+
 class TestState : public ModelState {
  public:
+  TestState() { g_live_states++; }
+  TestState(const TestState& o) : ModelState(o), tokens(o.tokens) { g_live_states++; }
+  TestState& operator=(const TestState&) = delete;
+  ~TestState() override { g_live_states--; }
   std::vector<int32_t> tokens;
   std::unique_ptr<ModelState> clone() const override { return std::make_unique<TestState>(*this); }
   int64_t position() const override { return int64_t(tokens.size()); }
@@ -47,6 +54,8 @@ std::string bytes_of(const std::vector<int32_t>& t, size_t from, size_t to) {
 }
 
 }  // namespace
+
+int64_t TestModel::live_states() { return g_live_states.load(); }
 
 const char* control_text(int32_t id) {
   switch (id) {

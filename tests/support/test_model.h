@@ -34,6 +34,9 @@ class TestModel : public Model {
   // The scripted continuation for a history (for test expectations).
   static std::vector<int32_t> script_for(const std::vector<int32_t>& history);
   uint64_t forwarded_tokens() const { return forwarded_; }
+  // States alive in this process (every model's, clones included): what the prefix cache
+  // and the live sessions hold; tests check that evicted entries free theirs.
+  static int64_t live_states();
 
  private:
   ModelInfo info_;

@@ -36,6 +36,7 @@ import httpx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import eval_report  # noqa: E402
+import reuse_turns  # noqa: E402
 import sandbox  # noqa: E402
 from progress import Progress  # noqa: E402
 
@@ -372,6 +373,34 @@ def run_cell(args, family, mode, model, repeat, emit, bar=None, step=None):
         print(f"warning: {base['cell']} server exit status {rc}", file=sys.stderr)
 
 
+def run_reuse(args, family, mode, model, emit):
+    """The --reuse-turns scenario on one cell; prints its per-turn table."""
+    base = {"cell": cell_name(family, mode), "family": family, "mode": mode, "model": str(model),
+            "scenario": "reuse-turns"}
+    servers = []
+    tokenizer = pathlib.Path(model) / "tokenizer.json" if pathlib.Path(model).is_dir() else \
+        pathlib.Path(model).parent / "tokenizer.json"
+    fam_name = {"deepseek": "deepseek_v4", "glm": "glm5", "qwen": "qwen35"}[family]
+
+    def make_server(extra):
+        srv = Server(args.bin_path, model, [*cell_server_args(mode, args.depth), *args.server_arg, *extra], [])
+        srv.wait_healthy()
+        servers.append(srv)
+        return srv
+
+    def chat_template(req):
+        out = subprocess.run([str(args.bin_path), "chat-template", "--family", fam_name, "--tokenizer", str(tokenizer)],
+                             input=json.dumps(req), capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+    rows = reuse_turns.run(make_server, chat_template, args.reuse_turns, args.max_tokens, args.timeout,
+                           args.temperature, args.thinking or None, args.restart_at,
+                           emit=lambda row: emit({**base, **row}))
+    print(f"{base['cell']} ({model}): {args.reuse_turns} turns, thinking {args.thinking or 'server default'}, "
+          f"reasoning dropped by the client")
+    print(reuse_turns.table(rows))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", help="folder with ds4server (default build/release/bin, else build/debug/bin)")
@@ -392,6 +421,11 @@ def main(argv=None):
     ap.add_argument("--depth", type=int, default=3, help="speculative depth of the MTP/DSpark cells (default 3)")
     ap.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                     help="progress bar on stderr: auto = only when stderr is a terminal")
+    ap.add_argument("--reuse-turns", type=int, default=0,
+                    help="instead of the matrix: an N-turn chat per cell with thinking on where the client drops "
+                         "the reasoning; prints prompt / cached / new tokens per turn (tools/eval/reuse_turns.py)")
+    ap.add_argument("--restart-at", type=int, default=None,
+                    help="with --reuse-turns: restart the server (same checkpoint dir) before this turn")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     if args.repeats < 1:
@@ -425,6 +459,12 @@ def main(argv=None):
         else:
             runnable.append((fam, mode))
             cell_models[(fam, mode)] = model
+    if args.reuse_turns > 0:
+        for fam, mode in runnable:
+            run_reuse(args, fam, mode, cell_models[(fam, mode)], emit)
+        jsonl.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+        return 0
     bar = Progress(enabled={"auto": None, "on": True, "off": False}[args.progress])
     step = [0, args.repeats * len(runnable) * len(eval_report.TURNS)]
     # A B B A: odd repeats run the cells in reverse so drift hits every cell alike.

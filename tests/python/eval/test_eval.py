@@ -285,3 +285,24 @@ def test_percentiles_nearest_rank():
     assert (p["p50"], p["p95"], p["p99"], p["max"], p["n"]) == (50.0, 95.0, 99.0, 100.0, 100)
     assert ds4_eval.percentiles([])["p50"] is None
     assert eval_report.svg([]).startswith("<svg")
+
+
+def test_reuse_turns_scenario(tmp_path, capsys):
+    """--reuse-turns: a thinking-on chat whose client drops the reasoning, restarted before the
+    last turn; every later turn reuses at least the conversation up to the previous user
+    message, exactly that after the restart (from the disk checkpoint at that boundary)."""
+    if not (BIN / "ds4server").exists():
+        pytest.skip(f"{BIN / 'ds4server'} not built")
+    assert ds4_eval.main(["--bin", str(BIN), "--cells", "deepseek-AR", "--reuse-turns", "4", "--restart-at", "4",
+                          "--max-tokens", "8", "--thinking", "", "--out", str(tmp_path)]) == 0
+    rows = [json.loads(x) for x in open(tmp_path / "receipts.jsonl")]
+    assert [r["turn"] for r in rows] == [1, 2, 3, 4]
+    assert rows[0]["cached_tokens"] == 0 and rows[0]["must_cache"] == 0
+    for r in rows:
+        assert r["new_tokens"] == r["prompt_tokens"] - r["cached_tokens"]
+        assert r["scenario"] == "reuse-turns" and r["cell"] == "deepseek-AR"
+    for r in rows[1:3]:
+        assert r["cached_tokens"] >= r["must_cache"] > 0, r
+    assert rows[3]["restored"] and rows[3]["cached_tokens"] == rows[3]["must_cache"] > rows[2]["must_cache"]
+    table = capsys.readouterr().out
+    assert "turn  prompt  cached  new  >=must  restored" in table and "total " in table

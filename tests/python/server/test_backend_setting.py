@@ -78,8 +78,14 @@ def test_speculation_without_a_draft_head_is_said_and_off():
     assert "speculative: off (the model has no draft head)" in r.stderr
 
 
-def test_speculation_with_a_draft_head_stays_on():
+def test_speculation_with_a_draft_head_follows_the_cost_model():
     r = serve("--print-config")  # the default model has its MTP head
     assert r.returncode == 0, r.stderr
     assert "# speculative:" not in r.stdout
+    # Unset: the engine's measured cost model decides the default (engine/spec_cost.h).
+    assert re.search(r"^speculative:\n  enabled: auto$", r.stdout, re.M), r.stdout
+    assert re.search(r"^# speculative default: (on|off) \(cost model: (on|off): expected [0-9.]+x AR ", r.stdout, re.M), \
+        r.stdout
+    r = serve("--print-config", "--speculative.enabled", "true")
     assert re.search(r"^speculative:\n  enabled: true$", r.stdout, re.M), r.stdout
+    assert re.search(r"^# speculative default: on \(settings: (on|off): expected [0-9.]+x AR ", r.stdout, re.M), r.stdout
