@@ -20,7 +20,25 @@ void record(Engine::Job& job, const tok::ParseEvent& ev) {
     case tok::ParseEvent::Kind::kReasoning: job.parsed.reasoning += ev.text; break;
     case tok::ParseEvent::Kind::kContent: job.parsed.content += ev.text; break;
     case tok::ParseEvent::Kind::kToolCall: job.parsed.tool_calls.push_back(ev.call); break;
+    // The client gets the error, not the text; what the model wrote stays the turn's text
+    // for the next prompt's render (so the cached state still matches).
+    case tok::ParseEvent::Kind::kToolCallError: job.parsed.content += ev.text; break;
   }
+}
+
+GenEvent to_event(tok::ParseEvent&& ev) {
+  GenEvent out;
+  switch (ev.kind) {
+    case tok::ParseEvent::Kind::kReasoning: out.kind = GenEvent::Kind::kReasoning; break;
+    case tok::ParseEvent::Kind::kContent: out.kind = GenEvent::Kind::kContent; break;
+    case tok::ParseEvent::Kind::kToolCall: out.kind = GenEvent::Kind::kToolCall; break;
+    case tok::ParseEvent::Kind::kToolCallError: out.kind = GenEvent::Kind::kToolCallError; break;
+  }
+  out.text = std::move(ev.text);
+  out.call = std::move(ev.call);
+  out.error_type = std::move(ev.error_type);
+  out.error = std::move(ev.error);
+  return out;
 }
 
 void push_text(Engine::Job& job, const std::string& text) {
@@ -30,31 +48,17 @@ void push_text(Engine::Job& job, const std::string& text) {
     return;
   }
   for (auto& ev : job.parser->feed(text)) {
-    GenEvent out;
-    switch (ev.kind) {
-      case tok::ParseEvent::Kind::kReasoning: out.kind = GenEvent::Kind::kReasoning; break;
-      case tok::ParseEvent::Kind::kContent: out.kind = GenEvent::Kind::kContent; break;
-      case tok::ParseEvent::Kind::kToolCall: out.kind = GenEvent::Kind::kToolCall; break;
-    }
     job.reasoning = ev.kind == tok::ParseEvent::Kind::kReasoning;
     record(job, ev);
-    out.text = std::move(ev.text);
-    out.call = std::move(ev.call);
-    job.handle->push(std::move(out));
+    job.handle->push(to_event(std::move(ev)));
   }
 }
 
 void flush_parser(Engine::Job& job) {
   if (!job.parser) return;
   for (auto& ev : job.parser->finish()) {
-    GenEvent out;
-    out.kind = ev.kind == tok::ParseEvent::Kind::kReasoning ? GenEvent::Kind::kReasoning
-               : ev.kind == tok::ParseEvent::Kind::kToolCall ? GenEvent::Kind::kToolCall
-                                                              : GenEvent::Kind::kContent;
     record(job, ev);
-    out.text = std::move(ev.text);
-    out.call = std::move(ev.call);
-    job.handle->push(std::move(out));
+    job.handle->push(to_event(std::move(ev)));
   }
 }
 
@@ -196,11 +200,13 @@ void Engine::decode_batch(std::vector<Job*>& jobs) {
     if (j->phase != Job::Phase::kDecode || j->to_feed < 0) continue;
     const int32_t t = j->to_feed;
     try {
-      if (spec_depth_ > 0 && spec_decode(*j)) continue;  // engine_spec.cpp
+      if (j->spec_depth > 0 && spec_decode(*j)) continue;  // engine_spec.cpp
       // A turn that does not speculate (spec_decode said no: it never will this turn) needs
       // only the draw from this row: take it from the model's candidates where they suffice.
-      const CandidateRequest req = sample_candidates_ ? j->sampler->candidates_request(sample_candidates_k_)
-                                                      : CandidateRequest{0, 0.0};
+      // A constrained turn masks the whole row first, so it always takes the row.
+      const CandidateRequest req = sample_candidates_ && !j->constraint
+                                       ? j->sampler->candidates_request(sample_candidates_k_)
+                                       : CandidateRequest{0, 0.0};
       if (req.k > 0) {
         forward_and_sample(*j, t, req);
       } else {

@@ -28,6 +28,8 @@ struct Engine::Job {
   bool reasoning = false;        // last parsed text was reasoning
   int32_t to_feed = -1;          // sampled token still to feed into the state
   Usage usage;
+  std::unique_ptr<TokenConstraint> constraint;  // tool_choice decoding (null: unconstrained)
+  int spec_depth = 0;                 // resolved per request at submit; 0 = no speculation
   std::unique_ptr<SpecDecoder> spec;  // turns with speculation on
   int32_t spec_next = -1;             // the token the last cycle chose; emitted by the next step
   // The token already drawn right after the decode forward (from the model's candidates,
