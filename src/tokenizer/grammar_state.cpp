@@ -268,7 +268,8 @@ ToolGrammar::State::Step ToolGrammar::State::text_byte(Frame& f, uint8_t b, bool
   }
   f.tail[f.tail_len++] = char(b);
   if (tail_ends_with(f, t.term)) {
-    const int64_t len = f.count - code_points(t.term);
+    const size_t before = f.tail_len - t.term.size();  // tail index just past the text
+    const int64_t len = f.count - code_points(t.term) - (t.strip_nl && before > 0 && f.tail[before - 1] == '\n');
     if (len < t.min_len || (t.max_len >= 0 && len > t.max_len)) return Step::kReject;
     result_ = 0;
     return Step::kDone;
@@ -278,7 +279,10 @@ ToolGrammar::State::Step ToolGrammar::State::text_byte(Frame& f, uint8_t b, bool
   if (t.max_len >= 0) {
     // Text beyond the limit is allowed only while it may still become the terminator.
     const size_t k = partial(f, t.term);
-    if (f.count - code_points(std::string_view(f.tail + f.tail_len - k, k)) > t.max_len) return Step::kReject;
+    const int64_t len = f.count - code_points(std::string_view(f.tail + f.tail_len - k, k));
+    // One char over is the newline the parser drops, if that is what it is.
+    const bool dropped_nl = t.strip_nl && len == t.max_len + 1 && f.tail_len > k && f.tail[f.tail_len - k - 1] == '\n';
+    if (len > t.max_len && !dropped_nl) return Step::kReject;
   }
   return Step::kTake;
 }

@@ -273,7 +273,7 @@ std::shared_ptr<const ToolGrammar> ToolGrammar::build(Family family, const std::
         pf.set = b.set(std::move(vals));
       } else if (raw) {
         pf.form = ParamFmt::Form::kRaw;
-        pf.text = b.text({fmt.raw_term, fmt.raw_avoid, n.min_len, n.max_len, false});
+        pf.text = b.text({fmt.raw_term, fmt.raw_avoid, n.min_len, n.max_len, false, !fmt.raw_enum_sep.empty()});
         pf.after = b.lit(fmt.raw_after);
       }
       if (!raw) pf.after = b.lit(fmt.json_after);

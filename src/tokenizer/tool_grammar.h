@@ -109,6 +109,7 @@ class ToolGrammar {
     int depth_ = 0;
     int32_t result_ = 0;  // what the frame that just completed chose (choice index, stop)
   };
+  // A State points into its grammar: the grammar must outlive it.
   State start() const;
 
   // ---- the compiled tables (read by State) ----
@@ -121,6 +122,9 @@ class ToolGrammar {
     std::vector<std::string> avoid;  // texts it may never contain (the parser would cut there)
     int64_t min_len = 0, max_len = -1;
     bool stop_ends = false;          // a stop token ends the text (and the turn)
+    // The parser drops one newline before the terminator (Qwen writes "\n</parameter>"):
+    // it does not count toward min_len / max_len.
+    bool strip_nl = false;
   };
   struct ParamFmt {
     enum class Form { kRaw, kRawEnum, kJson } form = Form::kJson;
