@@ -91,8 +91,8 @@ std::shared_ptr<RequestHandle> Engine::submit(GenRequest req) {
                      (model_->draft_head() ? "started with speculative.enabled false" : "the model has no draft head") +
                      "); only speculative.enabled false is accepted");
   if (req.spec_enabled == false) {
+    if (job->spec_depth > 0) job->usage.spec_off_reason = "request";
     job->spec_depth = 0;
-    job->usage.spec_off_reason = "request";
   } else if (req.spec_depth) {
     job->spec_depth = *req.spec_depth;
   }

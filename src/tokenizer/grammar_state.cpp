@@ -408,8 +408,9 @@ ToolGrammar::State::Step ToolGrammar::State::string_step(Frame& f, int32_t u) {
 }
 
 ToolGrammar::State::Step ToolGrammar::State::number_step(Frame& f, int32_t u) {
-  // -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?, at most 15 digits per part and 3 in the exponent so a
-  // model cannot run on forever; integer nodes stop before the fraction.
+  // -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?, at most 15 digits per part (exact in a double) and 2
+  // in the exponent (1e999 overflows a double: parsers refuse it) so a model cannot run on
+  // forever; integer nodes stop before the fraction.
   const bool integer = g_->nodes_[size_t(f.id)].kind == NK::kInteger;
   const bool digit = is_digit(u);
   auto go = [&](uint8_t st, int32_t count) {
@@ -444,7 +445,7 @@ ToolGrammar::State::Step ToolGrammar::State::number_step(Frame& f, int32_t u) {
       return digit ? go(8, 1) : Step::kReject;
     case 7: return digit ? go(8, 1) : Step::kReject;
     default:
-      if (digit && f.count < 3) return go(8, f.count + 1);
+      if (digit && f.count < 2) return go(8, f.count + 1);
       return end(true);
   }
 }
