@@ -22,7 +22,10 @@ void record(Engine::Job& job, const tok::ParseEvent& ev) {
     case tok::ParseEvent::Kind::kToolCall: job.parsed.tool_calls.push_back(ev.call); break;
     // The client gets the error, not the text; what the model wrote stays the turn's text
     // for the next prompt's render (so the cached state still matches).
-    case tok::ParseEvent::Kind::kToolCallError: job.parsed.content += ev.text; break;
+    case tok::ParseEvent::Kind::kToolCallError:
+      job.parsed.content += ev.text;
+      job.tool_error_seen = true;
+      break;
   }
 }
 
@@ -115,6 +118,22 @@ Alias turn_alias(const Codec& codec, const Engine::Job& job, const std::vector<i
   };
   if (squeeze(r.begin() + long(n), r.begin() + long(stand)) != squeeze(held.end() - long(gen), held.end())) return {};
   return {std::move(r), stand};
+}
+// A turn forced to call a tool (required / a named function) that ends before the parser saw
+// any call, its opening marker not even complete (cut in the reasoning or inside the marker):
+// the call the client asked for is missing, so say so like any cut-off call.
+void report_missing_call(Engine::Job& job, Finish why) {
+  using M = tok::ToolChoice::Mode;
+  const M m = job.req.tool_choice.mode;
+  if (!job.constraint || (m != M::kRequired && m != M::kFunction) || !job.parsed.tool_calls.empty() ||
+      job.tool_error_seen || (why != Finish::kLength && why != Finish::kContext))
+    return;
+  GenEvent e;
+  e.kind = GenEvent::Kind::kToolCallError;
+  e.error_type = "truncated";
+  e.error = "the output ended before the forced tool call was complete";
+  e.text = job.parsed.content;
+  job.handle->push(std::move(e));
 }
 }  // namespace
 
@@ -228,6 +247,7 @@ void Engine::finish(Job& job, Finish why) {
     if (job.text && why != Finish::kStopString) push_text(job, job.stops->feed(job.text->finish()));
     if (job.stops && !job.stops->matched()) push_text(job, job.stops->flush());
     flush_parser(job);
+    report_missing_call(job, why);
   } else if (job.parser) {
     // Cancel keeps the partial text: flush what was already accepted.
     if (job.stops) push_text(job, job.stops->flush());

@@ -29,6 +29,7 @@ struct Engine::Job {
   int32_t to_feed = -1;          // sampled token still to feed into the state
   Usage usage;
   std::unique_ptr<TokenConstraint> constraint;  // tool_choice decoding (null: unconstrained)
+  bool tool_error_seen = false;       // the parser reported a tool call it could not take
   int spec_depth = 0;                 // resolved per request at submit; 0 = no speculation
   std::unique_ptr<SpecDecoder> spec;  // turns with speculation on
   int32_t spec_next = -1;             // the token the last cycle chose; emitted by the next step

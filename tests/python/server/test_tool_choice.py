@@ -223,6 +223,10 @@ def test_cut_off_call_is_an_error_not_text(fam):
     assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
     assert not r.output
     assert r.model_extra["tool_call_error"]["type"] == "truncated"
+    # Cut before the opening marker is even complete: still the missing call, not text.
+    one = oa.chat.completions.create(model="m", max_tokens=1, messages=msgs, tools=oa_tools(), tool_choice="required")
+    assert one.choices[0].finish_reason == "length"
+    assert one.choices[0].model_extra["tool_call_error"]["type"] == "truncated"
 
 
 def post(url, path, body):
