@@ -8,6 +8,8 @@ std::shared_ptr<const TokenTable> make_token_table(const TokenSource& src) {
   auto t = std::make_shared<TokenTable>();
   t->role.assign(size_t(std::max(0, src.vocab_size)), TokenTable::Role::kUnused);
   t->bytes.resize(t->role.size());
+  t->plain_text.assign(t->role.size(), 0);
+  t->plain_json.assign(t->role.size(), 0);
   for (int32_t id = 0; id < src.vocab_size; ++id) {
     std::string b = src.bytes(id);
     if (src.is_stop(id)) {
@@ -21,6 +23,8 @@ std::shared_ptr<const TokenTable> make_token_table(const TokenSource& src) {
     } else if (!b.empty()) {
       t->role[size_t(id)] = TokenTable::Role::kText;
       t->by_first[static_cast<unsigned char>(b[0])].push_back(id);
+      t->plain_text[size_t(id)] = tok::ToolGrammar::plain_token(b, tok::ToolGrammar::State::Plain::kRawText);
+      t->plain_json[size_t(id)] = tok::ToolGrammar::plain_token(b, tok::ToolGrammar::State::Plain::kJsonString);
       t->bytes[size_t(id)] = std::move(b);
     }
   }
@@ -41,6 +45,11 @@ class GrammarConstraint : public TokenConstraint {
       scratch_.assign(state_);
       allowed_[size_t(id)] = scratch_.feed(unit);
     };
+    // In plain free text most tokens need no check (see State::plain).
+    const auto kind = state_.plain();
+    const std::vector<uint8_t>* plain = kind == tok::ToolGrammar::State::Plain::kRawText    ? &t_->plain_text
+                                        : kind == tok::ToolGrammar::State::Plain::kJsonString ? &t_->plain_json
+                                                                                               : nullptr;
     for (int32_t id : t_->stops) try_unit(id, tok::kStopUnit);
     for (int32_t id : t_->controls) try_unit(id, tok::kControlBase + id);
     for (int b = 0; b < 256; ++b) {
@@ -50,6 +59,10 @@ class GrammarConstraint : public TokenConstraint {
       if (!first_.feed(b)) continue;  // no token starting with this byte fits
       for (int32_t id : ids) {
         if (size_t(id) >= allowed_.size()) continue;
+        if (plain && (*plain)[size_t(id)]) {
+          allowed_[size_t(id)] = 1;
+          continue;
+        }
         const std::string& s = t_->bytes[size_t(id)];
         if (s.size() == 1) {
           allowed_[size_t(id)] = 1;

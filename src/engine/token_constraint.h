@@ -37,6 +37,9 @@ struct TokenTable {
   std::vector<std::string> bytes;                  // per id: kText tokens' bytes
   std::array<std::vector<int32_t>, 256> by_first;  // kText ids by first byte
   std::vector<int32_t> controls, stops;
+  // Per id: allowed in any plain raw text / JSON string state without a check
+  // (tok::ToolGrammar::plain_token).
+  std::vector<uint8_t> plain_text, plain_json;
   tok::GrammarVocab vocab;                         // control texts and stop ids for the grammar
 };
 struct TokenSource {

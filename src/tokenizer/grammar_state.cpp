@@ -87,6 +87,34 @@ void ToolGrammar::State::assign(const State& o) {
   std::copy_n(o.frames_.begin(), depth_, frames_.begin());
 }
 
+ToolGrammar::State::Plain ToolGrammar::State::plain() const {
+  if (depth_ == 0) return Plain::kNone;
+  const Frame& f = frames_[size_t(depth_ - 1)];
+  if (f.need) return Plain::kNone;
+  if (f.kind == kStr) {
+    const SchemaNode& n = g_->nodes_[size_t(f.id)];
+    return f.st == 1 && (n.kind != NK::kString || n.max_len < 0) ? Plain::kJsonString : Plain::kNone;
+  }
+  if (f.kind != kText) return Plain::kNone;
+  const TextSpec& t = g_->texts_[size_t(f.id)];
+  if (t.max_len >= 0 || partial(f, t.term) > 0) return Plain::kNone;
+  for (const auto& a : t.avoid)
+    if (partial(f, a) > 0) return Plain::kNone;
+  return Plain::kRawText;
+}
+
+bool ToolGrammar::plain_token(std::string_view bytes, State::Plain kind) {
+  if (bytes.empty() || kind == State::Plain::kNone) return false;
+  Frame f;
+  for (char c : bytes) {
+    const uint8_t b = static_cast<uint8_t>(c);
+    if (b == '<') return false;
+    if (kind == State::Plain::kJsonString && (b == '"' || b == '\\')) return false;
+    if (!utf8_next(f, b, kind == State::Plain::kJsonString)) return false;
+  }
+  return f.need == 0;
+}
+
 bool ToolGrammar::State::feed_bytes(std::string_view bytes) {
   for (char c : bytes)
     if (!feed(int32_t(static_cast<unsigned char>(c)))) return false;

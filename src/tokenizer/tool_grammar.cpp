@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/template_util.h"
 
 namespace ds4::tok {
 
@@ -89,18 +90,6 @@ Format format_of(Family f) {
       break;
   }
   return x;
-}
-
-std::string attr_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '&') o += "&amp;";
-    else if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
 }
 
 }  // namespace
@@ -277,14 +266,14 @@ std::shared_ptr<const ToolGrammar> ToolGrammar::build(Family family, const std::
         pf.after = b.lit(fmt.raw_after);
       }
       if (!raw) pf.after = b.lit(fmt.json_after);
-      const std::string key = fmt.escape_attr ? attr_escape(p.name) : p.name;
+      const std::string key = fmt.escape_attr ? xml_attr_escape(p.name) : p.name;
       opens.push_back(b.units(fmt.param_open + key + (raw ? fmt.param_mid_raw : fmt.param_mid_json)));
       if (p.required) f.required |= uint64_t(1) << i;
       f.params.push_back(pf);
     }
     opens.push_back(b.units(fmt.close));
     f.param_set = b.set(std::move(opens));
-    names.push_back(b.units((fmt.escape_attr ? attr_escape(t->name) : t->name) + fmt.name_suffix));
+    names.push_back(b.units((fmt.escape_attr ? xml_attr_escape(t->name) : t->name) + fmt.name_suffix));
     g->fns_.push_back(std::move(f));
   }
   g->name_set_ = b.set(std::move(names));

@@ -81,6 +81,12 @@ class ToolGrammar {
     bool done() const { return depth_ == 0; }
     // Copies only the live frames (the per-token check copies a State for every candidate).
     void assign(const State& o);
+    // Free text where a "plain" token (plain_token()) is always allowed and leaves the State
+    // as it was in kind: raw text with no length limit and no marker under way (kRawText),
+    // or inside a JSON string without limits (kJsonString). The token masks skip the per-token
+    // check for those: most of a large vocabulary, in the longest stretches of a turn.
+    enum class Plain { kNone, kRawText, kJsonString };
+    Plain plain() const;
 
    private:
     friend class ToolGrammar;
@@ -111,6 +117,10 @@ class ToolGrammar {
   };
   // A State points into its grammar: the grammar must outlive it.
   State start() const;
+  // Whether a token's bytes are plain for State::plain(): complete valid UTF-8 without '<'
+  // (every marker starts with it) nor C0 controls but tab / newline / return; for a JSON
+  // string also without '"', '\\' and any C0 control.
+  static bool plain_token(std::string_view bytes, State::Plain kind);
 
   // ---- the compiled tables (read by State) ----
   struct LitSet {
