@@ -178,6 +178,47 @@ TEST(TokenConstraint, RandomModelsAlwaysEndInAValidCall) {
   }
 }
 
+// The masks (first-byte buckets, plain free-text shortcut) allow exactly the tokens a plain
+// State accepts one by one, all along random walks through reasoning, raw strings (with and
+// without maxLength), JSON strings and the markers.
+TEST(TokenConstraint, MaskEqualsTheTokenByTokenCheck) {
+  const std::string free_text = R"({"type":"function","function":{"name":"say","parameters":{"type":"object",
+    "properties":{"text":{"type":"string"},"short":{"type":"string","maxLength":4},"list":{"type":"array","items":{"type":"string"},"maxItems":2}},
+    "required":["text","short","list"]}}})";
+  for (Family f : {Family::kQwen35, Family::kGlm5, Family::kDeepSeekV4}) {
+    const Vocab v = vocab(f);
+    auto t = table(v);
+    for (int seed = 0; seed < 4; ++seed) {
+      tok::ToolChoice choice;
+      choice.mode = seed == 3 ? Mode::kNone : Mode::kRequired;
+      auto g = tok::ToolGrammar::build(f, {free_text}, choice, seed % 2 == 1, t->vocab);
+      auto c = make_grammar_constraint(g, t);
+      auto s = g->start(), x = g->start();
+      std::mt19937 rng(uint32_t(seed + 100 * int(f)));
+      for (int step = 0; step < 150 && !s.done(); ++step) {
+        std::vector<int32_t> brute;
+        for (int32_t id = 0; id < int32_t(v.text.size()); ++id) {
+          x.assign(s);
+          const bool ok = id == v.stop ? x.feed(tok::kStopUnit)
+                          : v.control.count(id) ? x.feed(tok::kControlBase + id)
+                                                : x.feed_bytes(v.text[size_t(id)]);
+          if (ok) brute.push_back(id);
+        }
+        const auto masked = allowed(*c, v.text.size());
+        ASSERT_EQ(masked, brute) << tok::family_name(f) << " seed " << seed << " step " << step;
+        // Walk on, leaning to the markers so the walk leaves its free text now and then.
+        int32_t pick = brute[rng() % brute.size()];
+        for (int32_t id : brute)
+          if ((v.control.count(id) || id == '<' || id == '"') && rng() % 4 == 0) pick = id;
+        ASSERT_TRUE(c->accept(pick));
+        ASSERT_TRUE(pick == v.stop ? s.feed(tok::kStopUnit)
+                    : v.control.count(pick) ? s.feed(tok::kControlBase + pick)
+                                            : s.feed_bytes(v.text[size_t(pick)]));
+      }
+    }
+  }
+}
+
 TEST(TokenConstraint, NoneMasksTheOpeningInEveryForm) {
   const Vocab v = vocab(Family::kQwen35);
   auto c = constraint(Family::kQwen35, v, Mode::kNone, "", {kWeather});
