@@ -9,7 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/token_constraint.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/tool_grammar.h"
 
 namespace ds4::engine {
 
@@ -36,6 +38,20 @@ class Codec {
   virtual std::unique_ptr<TextStream> stream() const = 0;
   // thinking: generation starts inside a reasoning block.
   virtual std::unique_ptr<tok::OutputParser> parser(bool thinking) const = 0;
+  // The same, told the request's tools: arguments whose schema allows only strings stay
+  // text, and a tool call in another family's format is reported rather than kept as text.
+  virtual std::unique_ptr<tok::OutputParser> parser(bool thinking, const std::vector<std::string>& tools) const {
+    (void)tools;
+    return parser(thinking);
+  }
+  // Constrained decoding for a tool choice that needs it (none / required / a function);
+  // nullptr when the codec has no grammar (then the engine refuses such a choice). Throws
+  // ds4::InputError for a choice the tools cannot satisfy (an unknown function name).
+  virtual std::unique_ptr<TokenConstraint> tool_constraint(const tok::Conversation& conv,
+                                                           const tok::ToolChoice& choice) const {
+    (void)conv, (void)choice;
+    return nullptr;
+  }
   // True when the rendered prompt leaves the model inside a reasoning block.
   virtual bool starts_in_reasoning(const tok::Conversation& conv) const = 0;
   // The bytes one token stands for (control tokens: their text).

@@ -99,6 +99,32 @@ std::shared_ptr<RequestHandle> Engine::submit(GenRequest req) {
   // (with its alias) is reused and a boundary snapshot would only cost memory and disk.
   if (!req.raw_prompt && codec_->starts_in_reasoning(req.conv))
     job->turn_start = turn_boundary(*codec_, req.conv, job->prompt);
+  // Speculation per request: off on request, or at another depth; on only where the server
+  // runs its draft head (the states carry the head's history only then).
+  job->spec_depth = spec_depth_;
+  if (req.spec_depth && (*req.spec_depth < 1 || *req.spec_depth > 5))
+    throw InputError("speculative.depth must be in 1..5, got " + std::to_string(*req.spec_depth));
+  if (req.spec_enabled.value_or(true) && spec_depth_ == 0 && (req.spec_enabled || req.spec_depth))
+    throw InputError(std::string("speculative: this server does not speculate (") +
+                     (model_->draft_head() ? "started with speculative.enabled false" : "the model has no draft head") +
+                     "); only speculative.enabled false is accepted");
+  if (req.spec_enabled == false) {
+    if (job->spec_depth > 0) job->usage.spec_off_reason = "request";
+    job->spec_depth = 0;
+  } else if (req.spec_enabled || req.spec_depth) {
+    // Asked for by the request: speculates whatever the cost model's default says.
+    job->spec_requested = true;
+    if (req.spec_depth) job->spec_depth = *req.spec_depth;
+  }
+  if (req.tool_choice.constrains() && !req.raw_prompt) {
+    job->constraint = codec_->tool_constraint(req.conv, req.tool_choice);
+    if (!job->constraint)
+      throw InputError(std::string("tool_choice '") + tok::tool_choice_name(req.tool_choice.mode) +
+                       "' needs constrained decoding, which this model's codec does not have");
+    // Drafts are not checked against the grammar: constrained turns decode target-only.
+    if (job->spec_depth > 0) job->usage.spec_off_reason = "constrained";
+    job->spec_depth = 0;
+  }
   job->req = std::move(req);
   job->handle = std::make_shared<RequestHandle>();
   job->t_submit = Clock::now();
@@ -184,6 +210,7 @@ void Engine::step(Job& job) {
     case Job::Phase::kNew: start(job); break;
     case Job::Phase::kPrefill: prefill_step(job); break;
     case Job::Phase::kDecode: {
+      if (job.constraint) return constrained_step(job);
       // A speculative cycle already chose the next token (bonus / correction, drawn from
       // the sampler's stream in the walk's order): emit it instead of sampling again.
       const int32_t tok = job.spec_next >= 0      ? std::exchange(job.spec_next, -1)
@@ -194,6 +221,24 @@ void Engine::step(Job& job) {
     }
     case Job::Phase::kDone: break;
   }
+}
+
+// One draw under the turn's constraint: the sampler sees the row with every token that would
+// leave the grammar at -inf (the same sampler and RNG stream, so a seeded turn is
+// reproducible), and the drawn token advances the constraint.
+void Engine::constrained_step(Job& job) {
+  std::vector<float> row = job.logits;
+  if (job.constraint->mask(row) == 0) {
+    job.handle->push(error_event("constrained decoding reached a dead end: no token continues the tool call"));
+    return finish(job, Finish::kError);
+  }
+  const int32_t tok = job.sampler->sample(row);
+  if (!job.constraint->accept(tok)) {
+    job.handle->push(error_event("constrained decoding drew token " + std::to_string(tok) + ", which the grammar refuses"));
+    return finish(job, Finish::kError);
+  }
+  job.usage.constrained_steps++;
+  emit_token(job, tok);
 }
 
 void Engine::start(Job& job) {
@@ -261,7 +306,7 @@ void Engine::start(Job& job) {
   job.text = codec_->stream();
   if (job.req.parse_output && !job.req.raw_prompt) {
     job.reasoning = codec_->starts_in_reasoning(job.req.conv);
-    job.parser = codec_->parser(job.reasoning);
+    job.parser = codec_->parser(job.reasoning, job.req.conv.tools);
   }
   job.stops.emplace(job.req.stop);
   job.phase = Job::Phase::kPrefill;

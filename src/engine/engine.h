@@ -134,6 +134,7 @@ class Engine {
   void emit_token(Job& job, int32_t token, bool fed = false);
   bool spec_decode(Job& job);  // engine_spec.cpp; false: this turn does not speculate
   void measure_spec_cost();    // engine_spec_warmup.cpp: warmup costs for the cost model
+  void constrained_step(Job& job);  // a draw under the turn's tool_choice constraint
   void finish(Job& job, Finish why);
   void publish_pre_stop(Job& job);  // a turn ended by a stop string (engine_decode.cpp)
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;

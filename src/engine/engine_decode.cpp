@@ -20,7 +20,28 @@ void record(Engine::Job& job, const tok::ParseEvent& ev) {
     case tok::ParseEvent::Kind::kReasoning: job.parsed.reasoning += ev.text; break;
     case tok::ParseEvent::Kind::kContent: job.parsed.content += ev.text; break;
     case tok::ParseEvent::Kind::kToolCall: job.parsed.tool_calls.push_back(ev.call); break;
+    // The client gets the error, not the text; what the model wrote stays the turn's text
+    // for the next prompt's render (so the cached state still matches).
+    case tok::ParseEvent::Kind::kToolCallError:
+      job.parsed.content += ev.text;
+      job.tool_error_seen = true;
+      break;
   }
+}
+
+GenEvent to_event(tok::ParseEvent&& ev) {
+  GenEvent out;
+  switch (ev.kind) {
+    case tok::ParseEvent::Kind::kReasoning: out.kind = GenEvent::Kind::kReasoning; break;
+    case tok::ParseEvent::Kind::kContent: out.kind = GenEvent::Kind::kContent; break;
+    case tok::ParseEvent::Kind::kToolCall: out.kind = GenEvent::Kind::kToolCall; break;
+    case tok::ParseEvent::Kind::kToolCallError: out.kind = GenEvent::Kind::kToolCallError; break;
+  }
+  out.text = std::move(ev.text);
+  out.call = std::move(ev.call);
+  out.error_type = std::move(ev.error_type);
+  out.error = std::move(ev.error);
+  return out;
 }
 
 void push_text(Engine::Job& job, const std::string& text) {
@@ -30,31 +51,17 @@ void push_text(Engine::Job& job, const std::string& text) {
     return;
   }
   for (auto& ev : job.parser->feed(text)) {
-    GenEvent out;
-    switch (ev.kind) {
-      case tok::ParseEvent::Kind::kReasoning: out.kind = GenEvent::Kind::kReasoning; break;
-      case tok::ParseEvent::Kind::kContent: out.kind = GenEvent::Kind::kContent; break;
-      case tok::ParseEvent::Kind::kToolCall: out.kind = GenEvent::Kind::kToolCall; break;
-    }
     job.reasoning = ev.kind == tok::ParseEvent::Kind::kReasoning;
     record(job, ev);
-    out.text = std::move(ev.text);
-    out.call = std::move(ev.call);
-    job.handle->push(std::move(out));
+    job.handle->push(to_event(std::move(ev)));
   }
 }
 
 void flush_parser(Engine::Job& job) {
   if (!job.parser) return;
   for (auto& ev : job.parser->finish()) {
-    GenEvent out;
-    out.kind = ev.kind == tok::ParseEvent::Kind::kReasoning ? GenEvent::Kind::kReasoning
-               : ev.kind == tok::ParseEvent::Kind::kToolCall ? GenEvent::Kind::kToolCall
-                                                              : GenEvent::Kind::kContent;
     record(job, ev);
-    out.text = std::move(ev.text);
-    out.call = std::move(ev.call);
-    job.handle->push(std::move(out));
+    job.handle->push(to_event(std::move(ev)));
   }
 }
 
@@ -111,6 +118,22 @@ Alias turn_alias(const Codec& codec, const Engine::Job& job, const std::vector<i
   };
   if (squeeze(r.begin() + long(n), r.begin() + long(stand)) != squeeze(held.end() - long(gen), held.end())) return {};
   return {std::move(r), stand};
+}
+// A turn forced to call a tool (required / a named function) that ends before the parser saw
+// any call, its opening marker not even complete (cut in the reasoning or inside the marker):
+// the call the client asked for is missing, so say so like any cut-off call.
+void report_missing_call(Engine::Job& job, Finish why) {
+  using M = tok::ToolChoice::Mode;
+  const M m = job.req.tool_choice.mode;
+  if (!job.constraint || (m != M::kRequired && m != M::kFunction) || !job.parsed.tool_calls.empty() ||
+      job.tool_error_seen || (why != Finish::kLength && why != Finish::kContext))
+    return;
+  GenEvent e;
+  e.kind = GenEvent::Kind::kToolCallError;
+  e.error_type = "truncated";
+  e.error = "the output ended before the forced tool call was complete";
+  e.text = job.parsed.content;
+  job.handle->push(std::move(e));
 }
 }  // namespace
 
@@ -196,11 +219,13 @@ void Engine::decode_batch(std::vector<Job*>& jobs) {
     if (j->phase != Job::Phase::kDecode || j->to_feed < 0) continue;
     const int32_t t = j->to_feed;
     try {
-      if (spec_depth_ > 0 && spec_decode(*j)) continue;  // engine_spec.cpp
+      if (j->spec_depth > 0 && spec_decode(*j)) continue;  // engine_spec.cpp
       // A turn that does not speculate (spec_decode said no: it never will this turn) needs
       // only the draw from this row: take it from the model's candidates where they suffice.
-      const CandidateRequest req = sample_candidates_ ? j->sampler->candidates_request(sample_candidates_k_)
-                                                      : CandidateRequest{0, 0.0};
+      // A constrained turn masks the whole row first, so it always takes the row.
+      const CandidateRequest req = sample_candidates_ && !j->constraint
+                                       ? j->sampler->candidates_request(sample_candidates_k_)
+                                       : CandidateRequest{0, 0.0};
       const auto t0 = Clock::now();
       if (req.k > 0) {
         forward_and_sample(*j, t, req);
@@ -225,6 +250,7 @@ void Engine::finish(Job& job, Finish why) {
     if (job.text && why != Finish::kStopString) push_text(job, job.stops->feed(job.text->finish()));
     if (job.stops && !job.stops->matched()) push_text(job, job.stops->flush());
     flush_parser(job);
+    report_missing_call(job, why);
   } else if (job.parser) {
     // Cancel keeps the partial text: flush what was already accepted.
     if (job.stops) push_text(job, job.stops->flush());

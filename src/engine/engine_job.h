@@ -32,8 +32,12 @@ struct Engine::Job {
   bool reasoning = false;        // last parsed text was reasoning
   int32_t to_feed = -1;          // sampled token still to feed into the state
   Usage usage;
+  std::unique_ptr<TokenConstraint> constraint;  // tool_choice decoding (null: unconstrained)
+  bool tool_error_seen = false;       // the parser reported a tool call it could not take
+  int spec_depth = 0;                 // resolved per request at submit; 0 = no speculation
   std::unique_ptr<SpecDecoder> spec;  // turns with speculation on
   bool spec_declined = false;         // this turn decided at its first step not to speculate
+  bool spec_requested = false;        // the request asked for speculation: the default does not apply
   int32_t spec_next = -1;             // the token the last cycle chose; emitted by the next step
   // The token already drawn right after the decode forward (from the model's candidates,
   // which only that forward's call can hand back); emitted by the next step. Same draws in

@@ -19,6 +19,7 @@ SpecCategory turn_category(const Sampler& sampler, const std::string& stochastic
 void report(const SpecDecoder& spec, Usage& u) {
   const SpecStats& s = spec.stats();
   u.spec_mode = spec_category_name(spec.category());
+  u.spec_depth = spec.config().depth;
   u.spec_dspark_confidence = spec.config().dspark_confidence;
   u.spec_drafted = s.drafted, u.spec_accepted = s.accepted, u.spec_bonus = s.bonus;
   u.spec_corrections = s.corrections, u.spec_prefix_commits = s.prefix_commits;
@@ -31,14 +32,14 @@ void report(const SpecDecoder& spec, Usage& u) {
 bool Engine::spec_decode(Job& job) {
   if (!job.spec) {
     // Decided once, at the turn's first decode step.
-    if (job.spec_declined || !speculate_by_default()) {
+    if (job.spec_declined || (!job.spec_requested && !speculate_by_default())) {
       job.spec_declined = true;
       return false;
     }
     const SpecCategory cat = turn_category(*job.sampler, spec_sampling_);
     if (cat == SpecCategory::kTargetOnly) return false;
     SpecConfig cfg;
-    cfg.depth = spec_depth_;
+    cfg.depth = job.spec_depth;
     cfg.category = cat;
     cfg.sampler = job.sampler->params();
     cfg.dspark_confidence = resolve_dspark_confidence(dspark_confidence_, cat);
@@ -49,7 +50,7 @@ bool Engine::spec_decode(Job& job) {
   // Budget: the turn's remaining tokens, and room so that the context check of emit_token
   // cannot fire inside the cycle (it then fires on the same token as AR, on a later step).
   const int64_t budget = std::min(job.req.max_tokens - job.usage.completion_tokens,
-                                  context_size_ - int64_t(job.history.size()) - 3 - spec_depth_);
+                                  context_size_ - int64_t(job.history.size()) - 3 - job.spec_depth);
   if (budget < 1) {  // too close to the end: plain one-token forward
     model_->forward(*job.state, std::span<const int32_t>(&next, 1), Logits::kLast, job.logits);
     job.history.push_back(next);

@@ -15,6 +15,7 @@
 #include "core/canary_monitor.h"
 #include "engine/sampler.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/tool_grammar.h"
 
 namespace ds4::engine {
 
@@ -25,6 +26,13 @@ struct GenRequest {
   int64_t max_tokens = 256;
   std::vector<std::string> stop;        // stop strings (never part of the output)
   bool parse_output = true;             // split reasoning / content / tool calls
+  // none / required / a function: decoding is constrained to the family's tool-call format
+  // (engine/token_constraint.h); auto leaves it to the model.
+  tok::ToolChoice tool_choice;
+  // Per-request speculation (the `speculative` extension): unset = the server's setting.
+  // enabled true needs a server that runs its draft head (Engine::submit refuses otherwise).
+  std::optional<bool> spec_enabled;
+  std::optional<int> spec_depth;        // 1..5
 };
 
 enum class Finish { kNone, kStop, kStopString, kLength, kContext, kCancelled, kError };
@@ -42,6 +50,14 @@ struct Usage {
   // speculation was off or not applicable; and the turn's effective DSpark confidence gate
   // (resolve_dspark_confidence; heads without a confidence head ignore it).
   std::string spec_mode = "target_only";
+  // Why this turn did not speculate although the server does: "request" (speculative.enabled
+  // false) or "constrained" (tool_choice decoding masks every step; drafts are not checked
+  // against the grammar, so constrained turns run target-only). Empty otherwise.
+  std::string spec_off_reason;
+  int spec_depth = 0;                   // the depth this turn speculated at (0: it did not)
+  // Constrained decoding (tool_choice none / required / a function): steps whose logits were
+  // masked; 0 for an unconstrained turn.
+  int64_t constrained_steps = 0;
   double spec_dspark_confidence = 0;
   int64_t spec_drafted = 0, spec_accepted = 0, spec_bonus = 0, spec_repairs = 0, spec_full_replays = 0;
   int64_t spec_corrections = 0, spec_prefix_commits = 0;
@@ -56,10 +72,13 @@ struct Usage {
 
 struct GenEvent {
   // kStarted: prefill begins; usage has prompt_tokens and cached_tokens.
-  enum class Kind { kStarted, kReasoning, kContent, kToolCall, kProgress, kDone, kError };
+  // kToolCallError: a tool call the parser could not take (cut off, malformed, another
+  // family's format); text = the raw text, error_type / error = what went wrong.
+  enum class Kind { kStarted, kReasoning, kContent, kToolCall, kToolCallError, kProgress, kDone, kError };
   Kind kind = Kind::kContent;
   std::string text;      // deltas; kError: message
   tok::ToolCall call;    // kToolCall
+  std::string error_type, error;  // kToolCallError
   int64_t done = 0, total = 0;  // kProgress: prompt tokens computed so far / to compute
   Finish finish = Finish::kNone;  // kDone
   std::string stop_string;        // kDone with kStopString

@@ -51,6 +51,25 @@ std::unique_ptr<tok::OutputParser> TokCodec::parser(bool thinking) const {
   return tok::OutputParser::create(family_, thinking);
 }
 
+std::unique_ptr<tok::OutputParser> TokCodec::parser(bool thinking, const std::vector<std::string>& tools) const {
+  return tok::OutputParser::create(family_, thinking, tools);
+}
+
+std::unique_ptr<TokenConstraint> TokCodec::tool_constraint(const tok::Conversation& conv,
+                                                           const tok::ToolChoice& choice) const {
+  if (!choice.constrains()) return nullptr;
+  std::call_once(table_once_, [this] {
+    TokenSource src;
+    src.vocab_size = tok_->vocab_size();
+    src.bytes = [this](int32_t id) { return tok_->token_to_piece(id); };
+    src.is_control = [this](int32_t id) { return tok_->is_added(id); };
+    src.is_stop = [this](int32_t id) { return is_stop_token(id); };
+    table_ = make_token_table(src);
+  });
+  auto grammar = tok::ToolGrammar::build(family_, conv.tools, choice, starts_in_reasoning(conv), table_->vocab);
+  return make_grammar_constraint(std::move(grammar), table_);
+}
+
 bool TokCodec::starts_in_reasoning(const tok::Conversation& conv) const {
   // All three families open reasoning with <think>; the prompt starts in reasoning when its
   // last <think> is not closed.

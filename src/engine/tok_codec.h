@@ -2,6 +2,7 @@
 // The production codec: src/tokenizer's Tokenizer + ChatTemplate + OutputParser for a
 // model family, loaded from the tokenizer.json next to the model.
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "engine/codec.h"
@@ -24,6 +25,9 @@ class TokCodec : public Codec {
   std::vector<int32_t> encode(std::string_view text) const override;
   std::unique_ptr<TextStream> stream() const override;
   std::unique_ptr<tok::OutputParser> parser(bool thinking) const override;
+  std::unique_ptr<tok::OutputParser> parser(bool thinking, const std::vector<std::string>& tools) const override;
+  std::unique_ptr<TokenConstraint> tool_constraint(const tok::Conversation& conv,
+                                                   const tok::ToolChoice& choice) const override;
   bool starts_in_reasoning(const tok::Conversation& conv) const override;
   bool is_stop_token(int32_t id) const override;
   std::string token_bytes(int32_t id) const override { return tok_->token_to_piece(id); }
@@ -32,6 +36,9 @@ class TokCodec : public Codec {
   tok::Family family_;
   std::unique_ptr<tok::Tokenizer> tok_;  // heap: the template keeps a pointer to it
   std::unique_ptr<tok::ChatTemplate> tpl_;
+  // The vocabulary as the tool grammar sees it: made on the first constrained request.
+  mutable std::once_flag table_once_;
+  mutable std::shared_ptr<const TokenTable> table_;
 };
 
 }  // namespace ds4::engine

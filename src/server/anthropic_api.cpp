@@ -2,6 +2,7 @@
 // message_delta, message_stop, ping) and /v1/messages/count_tokens. Thinking, text and
 // tool_use blocks; tool_result blocks become tool messages.
 #include "server/api_common.h"
+#include "server/tool_choice.h"
 
 #include "core/error.h"
 
@@ -69,6 +70,7 @@ engine::GenRequest messages_request(const Context& c, const json& body, bool nee
   auto msgs = get_array(body, "messages");
   if (!msgs || msgs->empty()) fail("'messages' must be a non-empty array", "messages");
   for (size_t i = 0; i < msgs->size(); ++i) convert((*msgs)[i], i, r.conv);
+  check_tool_types(body, Protocol::kMessages);
   if (auto tools = get_array(body, "tools"))
     for (size_t i = 0; i < tools->size(); ++i) r.conv.tools.push_back(function_tool((*tools)[i], i, "input_schema"));
   r.conv.thinking = thinking_from_settings(c.settings);
@@ -81,10 +83,16 @@ engine::GenRequest messages_request(const Context& c, const json& body, bool nee
   if (!mt && need_max_tokens) fail("'max_tokens' is required", "max_tokens");
   r.max_tokens = resolve_max_tokens(c, mt);
   r.stop = stop_list(body, "stop_sequences");
+  read_tool_choice(body, Protocol::kMessages, r);
+  read_speculative(body, r);
   return r;
 }
 
-const char* stop_reason(const engine::GenEvent& done, bool tool_use) {
+// A tool call the model got wrong: "max_tokens" when the output was cut inside it, else
+// "tool_call_error" (the message's tool_call_error says what).
+const char* stop_reason(const engine::GenEvent& done, bool tool_use, bool tool_error = false) {
+  const bool cut = done.finish == Finish::kLength || done.finish == Finish::kContext;
+  if (tool_error) return cut ? "max_tokens" : "tool_call_error";
   if (tool_use) return "tool_use";
   switch (done.finish) {
     case Finish::kStopString: return "stop_sequence";
@@ -115,6 +123,7 @@ void stream_messages(std::shared_ptr<engine::RequestHandle> h, json msg, httplib
       return sse_write(sink, type, dump(ev));
     };
     int index = -1;
+    std::vector<engine::GenEvent> tool_errors;
     std::string open;  // "text" | "thinking" | ""
     bool started = false, tool_use = false;
     auto close = [&]() {
@@ -157,9 +166,11 @@ void stream_messages(std::shared_ptr<engine::RequestHandle> h, json msg, httplib
                  send("content_block_delta", {{"index", index}, {"delta", {{"type", "input_json_delta"}, {"partial_json", dump(input)}}}}) &&
                  send("content_block_stop", {{"index", index}});
         }
+        case K::kToolCallError: tool_errors.push_back(ev); return true;  // reported with the stop
         case K::kDone: {
           if (!close()) return false;
-          json delta = {{"stop_reason", stop_reason(ev, tool_use)}, {"stop_sequence", nullptr}};
+          json delta = {{"stop_reason", stop_reason(ev, tool_use, !tool_errors.empty())}, {"stop_sequence", nullptr}};
+          if (!tool_errors.empty()) delta["tool_call_error"] = tool_call_error_json(tool_errors);
           if (ev.finish == Finish::kStopString) delta["stop_sequence"] = ev.stop_string;
           return send("message_delta", {{"delta", delta}, {"usage", usage_json(ev.usage)}}) && send("message_stop", json::object());
         }
@@ -184,7 +195,8 @@ void messages(Context& c, const httplib::Request& req, httplib::Response& res) {
   if (!r.reasoning.empty()) msg["content"].push_back({{"type", "thinking"}, {"thinking", r.reasoning}, {"signature", ""}});
   if (!r.content.empty()) msg["content"].push_back({{"type", "text"}, {"text", r.content}});
   for (const auto& tc : r.calls) msg["content"].push_back(tool_use_block(tc));
-  msg["stop_reason"] = stop_reason(r.done, !r.calls.empty());
+  msg["stop_reason"] = stop_reason(r.done, !r.calls.empty(), !r.tool_errors.empty());
+  if (!r.tool_errors.empty()) msg["tool_call_error"] = tool_call_error_json(r.tool_errors);
   if (r.done.finish == Finish::kStopString) msg["stop_sequence"] = r.done.stop_string;
   msg["usage"] = usage_json(r.done.usage);
   res.set_content(dump(msg), "application/json");

@@ -144,14 +144,17 @@ json usage_extras(const engine::Usage& u) {
   json j = {{"seed", u.seed},
           {"timings", {{"ttft_s", u.ttft_s}, {"prefill_s", u.prefill_s}, {"decode_s", u.decode_s}}},
           {"speculative",
-           {{"mode", u.spec_mode}, {"drafted", u.spec_drafted}, {"accepted", u.spec_accepted},
+           {{"mode", u.spec_mode}, {"depth", u.spec_depth}, {"off_reason", u.spec_off_reason},
+            {"drafted", u.spec_drafted}, {"accepted", u.spec_accepted},
             {"bonus", u.spec_bonus}, {"corrections", u.spec_corrections}, {"acceptance", rate},
             {"prefix_commits", u.spec_prefix_commits}, {"dspark_confidence", u.spec_dspark_confidence},
             {"repairs", u.spec_repairs},
             {"full_replays", u.spec_full_replays}, {"draft_s", u.spec_draft_s},
             {"verify_s", u.spec_verify_s}, {"commit_s", u.spec_commit_s}}},
           // Decode draws from the model's top candidates vs from the full row after all.
-          {"sampling", {{"from_candidates", u.sampled_from_candidates}, {"full_fallback", u.sampled_full_fallback}}}};
+          {"sampling", {{"from_candidates", u.sampled_from_candidates}, {"full_fallback", u.sampled_full_fallback}}},
+          // Steps decoded under a tool_choice constraint (0: the turn was not constrained).
+          {"constrained_steps", u.constrained_steps}};
   if (const auto& c = u.gpu_canary)
     j["gpu_canary"] = {{"samples", c->samples}, {"p50_ms", c->p50_ms}, {"p95_ms", c->p95_ms},
                        {"p99_ms", c->p99_ms},   {"max_ms", c->max_ms}, {"stalls", c->stalls}};
@@ -232,6 +235,7 @@ Collected collect(engine::RequestHandle& h, const httplib::Request& q) {
       case K::kReasoning: c.reasoning += ev.text; break;
       case K::kContent: c.content += ev.text; break;
       case K::kToolCall: c.calls.push_back(ev.call); break;
+      case K::kToolCallError: c.tool_errors.push_back(ev); break;
       case K::kDone:
       case K::kError: c.done = ev; break;
       default: break;

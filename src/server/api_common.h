@@ -82,6 +82,7 @@ void wait_events(engine::RequestHandle& h, const httplib::Request& q,
 struct Collected {
   std::string reasoning, content;
   std::vector<tok::ToolCall> calls;
+  std::vector<engine::GenEvent> tool_errors;  // kToolCallError events
   engine::GenEvent done;  // kind kDone (or kError with text)
 };
 Collected collect(engine::RequestHandle& h, const httplib::Request& q);

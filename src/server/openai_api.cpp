@@ -2,6 +2,7 @@
 // openai_responses.cpp). Shapes follow the OpenAI API reference; the official Python SDK is
 // the test client (tests/python/server).
 #include "server/api_common.h"
+#include "server/tool_choice.h"
 
 #include "core/error.h"
 
@@ -73,6 +74,7 @@ engine::GenRequest chat_request(const Context& c, const json& body) {
   auto msgs = get_array(body, "messages");
   if (!msgs || msgs->empty()) fail("'messages' must be a non-empty array", "messages");
   for (size_t i = 0; i < msgs->size(); ++i) r.conv.messages.push_back(convert_message((*msgs)[i], i));
+  check_tool_types(body, Protocol::kChat);
   if (auto tools = get_array(body, "tools"))
     for (const auto& t : *tools) {
       if (!t.is_object()) fail("'tools' entries must be objects", "tools");
@@ -85,10 +87,16 @@ engine::GenRequest chat_request(const Context& c, const json& body) {
   if (!mt) mt = get_int(body, "max_tokens");
   r.max_tokens = resolve_max_tokens(c, mt);
   r.stop = stop_list(body, "stop");
+  read_tool_choice(body, Protocol::kChat, r);
+  read_speculative(body, r);
   return r;
 }
 
-const char* openai_finish(const engine::GenEvent& done, bool tool_calls) {
+// A tool call the model got wrong: "length" when the output was cut inside it, else
+// "tool_call_error" (the choice's tool_call_error says what); valid calls: "tool_calls".
+const char* openai_finish(const engine::GenEvent& done, bool tool_calls, bool tool_error = false) {
+  const bool cut = done.finish == Finish::kLength || done.finish == Finish::kContext;
+  if (tool_error) return cut ? "length" : "tool_call_error";
   if (tool_calls) return "tool_calls";
   switch (done.finish) {
     case Finish::kLength:
@@ -137,18 +145,21 @@ void chat_completions(Context& c, const httplib::Request& req, httplib::Response
       for (const auto& tc : r.calls) msg["tool_calls"].push_back(tool_call_json(tc));
       if (r.content.empty()) msg["content"] = nullptr;
     }
+    json choice = {{"index", 0}, {"message", msg}, {"logprobs", nullptr},
+                   {"finish_reason", openai_finish(r.done, !r.calls.empty(), !r.tool_errors.empty())}};
+    if (!r.tool_errors.empty()) choice["tool_call_error"] = tool_call_error_json(r.tool_errors);
     json out = {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
-                {"choices", json::array({{{"index", 0}, {"message", msg}, {"logprobs", nullptr},
-                                          {"finish_reason", openai_finish(r.done, !r.calls.empty())}}})},
-                {"usage", usage_json(r.done.usage)}};
+                {"choices", json::array({choice})}, {"usage", usage_json(r.done.usage)}};
     res.set_content(dump(out), "application/json");
     return;
   }
   res.set_chunked_content_provider("text/event-stream", [h, id, created, model, include_usage](size_t, httplib::DataSink& sink) {
+    std::vector<engine::GenEvent> tool_errors;
     auto chunk = [&](json delta, json finish) {
+      json choice = {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", finish}};
+      if (!finish.is_null() && !tool_errors.empty()) choice["tool_call_error"] = tool_call_error_json(tool_errors);
       json j = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-                {"choices", json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr},
-                                          {"finish_reason", std::move(finish)}}})}};
+                {"choices", json::array({std::move(choice)})}};
       return sse_write(sink, "", dump(j));
     };
     int tool_index = 0;
@@ -166,8 +177,9 @@ void chat_completions(Context& c, const httplib::Request& req, httplib::Response
           tc["index"] = tool_index++;
           return chunk({{"tool_calls", json::array({tc})}}, nullptr);
         }
+        case K::kToolCallError: tool_errors.push_back(ev); return true;  // reported with the finish
         case K::kDone: {
-          if (!chunk(json::object(), openai_finish(ev, tool_index > 0))) return false;
+          if (!chunk(json::object(), openai_finish(ev, tool_index > 0, !tool_errors.empty()))) return false;
           if (include_usage) {
             json u = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
                       {"choices", json::array()}, {"usage", usage_json(ev.usage)}};

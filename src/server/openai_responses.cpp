@@ -2,6 +2,7 @@
 // (reasoning, message, function_call) built once and either streamed as the documented
 // response.* events (each with a sequence_number) or returned whole.
 #include "server/api_common.h"
+#include "server/tool_choice.h"
 
 #include "core/error.h"
 
@@ -64,6 +65,7 @@ tok::Conversation conversation(const Context& c, const json& body) {
     fail("'input' must be a string or an array", "input");
   }
   if (conv.messages.empty()) fail("'input' has no messages", "input");
+  check_tool_types(body, Protocol::kResponses);
   if (auto tools = get_array(body, "tools"))
     for (size_t i = 0; i < tools->size(); ++i) {
       const json& t = (*tools)[i];
@@ -115,18 +117,29 @@ class Builder {
            send("response.function_call_arguments.done", {{"item_id", item["id"]}, {"output_index", idx}, {"name", tc.name}, {"arguments", tc.arguments}}) &&
            send("response.output_item.done", {{"output_index", idx}, {"item", item}});
   }
+  // A tool call the model got wrong: reported with the finish (never as output text).
+  bool tool_error(const engine::GenEvent& ev) {
+    tool_errors_.push_back(ev);
+    return true;
+  }
   bool finish(const engine::GenEvent& done) {
     if (!close()) return false;
     const bool incomplete = done.finish == Finish::kLength || done.finish == Finish::kContext;
-    json r = response(incomplete ? "incomplete" : "completed");
+    // Cut inside a call: incomplete, as any cut; a malformed call: failed, with the error.
+    const bool failed = !incomplete && !tool_errors_.empty();
+    json r = response(incomplete ? "incomplete" : failed ? "failed" : "completed");
     if (incomplete) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
+    if (!tool_errors_.empty()) {
+      r["tool_call_error"] = tool_call_error_json(tool_errors_);
+      if (failed) r["error"] = {{"code", "tool_call_" + tool_errors_.front().error_type}, {"message", tool_errors_.front().error}};
+    }
     const auto& u = done.usage;
     r["usage"] = {{"input_tokens", u.prompt_tokens}, {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
                   {"output_tokens", u.completion_tokens}, {"output_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
                   {"total_tokens", u.prompt_tokens + u.completion_tokens}};
     r["usage"].update(usage_extras(u));
     final_ = r;
-    return send(incomplete ? "response.incomplete" : "response.completed", {{"response", r}});
+    return send(incomplete ? "response.incomplete" : failed ? "response.failed" : "response.completed", {{"response", r}});
   }
   const json& final_response() const { return final_; }
 
@@ -165,6 +178,7 @@ class Builder {
   }
 
   json base_, output_ = json::array(), final_;
+  std::vector<engine::GenEvent> tool_errors_;
   Emit emit_;
   std::string open_, buf_;
   int64_t seq_ = 0;
@@ -181,10 +195,13 @@ void responses(Context& c, const httplib::Request& req, httplib::Response& res) 
   gen.conv = conversation(c, body);
   gen.sampler = resolve_sampler(c, body);
   gen.max_tokens = resolve_max_tokens(c, get_int(body, "max_output_tokens"));
+  read_tool_choice(body, Protocol::kResponses, gen);
+  read_speculative(body, gen);
   const bool stream = get_bool(body, "stream").value_or(false);
   json base = {{"id", new_id("resp_")}, {"object", "response"}, {"created_at", unix_now()}, {"model", c.model_name},
                {"error", nullptr}, {"incomplete_details", nullptr}, {"instructions", body.value("instructions", json())},
-               {"max_output_tokens", gen.max_tokens}, {"parallel_tool_calls", true}, {"tool_choice", "auto"},
+               {"max_output_tokens", gen.max_tokens}, {"parallel_tool_calls", gen.tool_choice.parallel},
+               {"tool_choice", tool_choice_echo(gen.tool_choice)},
                {"tools", body.value("tools", json::array())}, {"temperature", gen.sampler.temperature},
                {"top_p", gen.sampler.top_p}, {"metadata", json::object()}, {"store", false}, {"usage", nullptr}};
   auto h = submit(c, std::move(gen));
@@ -193,6 +210,7 @@ void responses(Context& c, const httplib::Request& req, httplib::Response& res) 
       case K::kReasoning: return b.text(true, ev.text);
       case K::kContent: return b.text(false, ev.text);
       case K::kToolCall: return b.tool_call(ev.call);
+      case K::kToolCallError: return b.tool_error(ev);
       case K::kDone: return b.finish(ev);
       default: return true;
     }

@@ -116,20 +116,29 @@ class ChatTemplate {
 // ---- output parsing ----------------------------------------------------------------------
 
 struct ParseEvent {
-  enum class Kind { kReasoning, kContent, kToolCall };
+  // kToolCallError: a tool call that could not be taken; text = what the model wrote
+  // (markers included), error_type "truncated" (the output ended inside the call),
+  // "malformed" (the family's markers around a body its parser refuses) or "foreign_format"
+  // (another family's tool-call markers; only looked for when the request has tools).
+  enum class Kind { kReasoning, kContent, kToolCall, kToolCallError };
   Kind kind;
   std::string text;  // kReasoning / kContent: a text delta
   ToolCall call;     // kToolCall: one complete call (arguments = JSON object text)
+  std::string error_type, error;  // kToolCallError
 };
 
 // Feed generated text in chunks of any size (even split inside a UTF-8 character or a
 // marker); get reasoning/content deltas and complete tool calls. Never throws on model
-// output: malformed or truncated tool calls come out as content text at finish().
+// output: malformed or truncated tool calls come out as kToolCallError events.
 class OutputParser {
  public:
   virtual ~OutputParser() = default;
   // thinking: the prompt ended inside a reasoning block (generation starts in reasoning).
-  static std::unique_ptr<OutputParser> create(Family family, bool thinking);
+  // tools: the request's tool definitions: arguments their schema types as strings stay
+  // text (Qwen / GLM write every argument bare), and other families' call markers are
+  // reported as errors (without tools they are just text).
+  static std::unique_ptr<OutputParser> create(Family family, bool thinking,
+                                              const std::vector<std::string>& tools = {});
   virtual std::vector<ParseEvent> feed(std::string_view chunk) = 0;
   virtual std::vector<ParseEvent> finish() = 0;
 };
@@ -139,7 +148,9 @@ struct ParsedOutput {
   std::string reasoning;
   std::string content;
   std::vector<ToolCall> tool_calls;
+  std::vector<ParseEvent> tool_errors;  // kToolCallError events
 };
-ParsedOutput parse_output(Family family, bool thinking, std::string_view text);
+ParsedOutput parse_output(Family family, bool thinking, std::string_view text,
+                          const std::vector<std::string>& tools = {});
 
 }  // namespace ds4::tok

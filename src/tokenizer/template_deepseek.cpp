@@ -51,18 +51,6 @@ constexpr const char* kToolsFooter =
     "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls. "
     "Use the exact parameter names from the schemas.";
 
-std::string attr_escaped(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '&') o += "&amp;";
-    else if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
-}
-
 // Only a literal closing tag inside a value needs protection (its '<' becomes &lt; in
 // text, \u003c in JSON); everything else stays byte-exact.
 std::string param_text(const std::string& s) { return replace_all(s, kParamEnd, std::string("&lt;") + (kParamEnd + 1)); }
@@ -94,12 +82,12 @@ void tool_calls(TemplateOut& o, const std::vector<ToolCall>& calls) {
   std::vector<RawMember> args;
   for (const auto& c : calls) {
     o.t("<｜DSML｜invoke name=\"");
-    o.u(attr_escaped(c.name));
+    o.u(xml_attr_escape(c.name));
     o.t("\">\n");
     if (raw_object_members(c.arguments, args)) {
       for (const auto& a : args) {
         o.t("<｜DSML｜parameter name=\"");
-        o.u(attr_escaped(a.key));
+        o.u(xml_attr_escape(a.key));
         o.t(a.is_string ? "\" string=\"true\">" : "\" string=\"false\">");
         o.u(a.is_string ? param_text(a.str) : param_json(json_minify(a.raw)));
         o.t("</｜DSML｜parameter>\n");

@@ -295,4 +295,16 @@ std::string replace_all(std::string s, std::string_view from, std::string_view t
   return s;
 }
 
+std::string xml_attr_escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '&') o += "&amp;";
+    else if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '"') o += "&quot;";
+    else o += c;
+  }
+  return o;
+}
+
 }  // namespace ds4::tok

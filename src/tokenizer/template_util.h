@@ -39,5 +39,7 @@ bool raw_object_members(std::string_view text, std::vector<RawMember>& out);
 std::string json_minify(std::string_view raw);
 
 std::string replace_all(std::string s, std::string_view from, std::string_view to);
+// & < > " as XML entities (DSML names are attribute values).
+std::string xml_attr_escape(std::string_view s);
 
 }  // namespace ds4::tok

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/json_schema.h"
 #include "tokenizer/template_util.h"
 
 namespace ds4::tok {
@@ -47,11 +48,29 @@ std::string unescape_attr(std::string s) {
   return replace_all(s, "&amp;", "&");
 }
 
+bool is_string_arg(const StringArgs* s, const std::string& fn, const std::string& key) {
+  if (!s) return false;
+  auto it = s->find(fn);
+  return it != s->end() && it->second.count(key) > 0;
+}
+
 std::string dump(const ojson& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 }  // namespace
 
-bool parse_dsml_block(std::string_view body, std::vector<ToolCall>& out) {
+StringArgs string_args_of(const std::vector<std::string>& tools) {
+  StringArgs out;
+  for (const auto& t : tools) {
+    nlohmann::json j = nlohmann::json::parse(t, nullptr, false);
+    if (!j.is_object()) continue;
+    const nlohmann::json& fn = j.contains("function") && j["function"].is_object() ? j["function"] : j;
+    if (!fn.contains("name") || !fn["name"].is_string() || !fn.contains("parameters")) continue;
+    for (auto& p : string_properties(fn["parameters"])) out[fn["name"].get<std::string>()].insert(std::move(p));
+  }
+  return out;
+}
+
+bool parse_dsml_block(std::string_view body, std::vector<ToolCall>& out, const StringArgs*) {
   constexpr std::string_view kInvoke = "<｜DSML｜invoke name=\"", kInvokeEnd = "</｜DSML｜invoke>";
   constexpr std::string_view kParam = "<｜DSML｜parameter name=\"", kParamEnd = "</｜DSML｜parameter>";
   size_t pos = 0;
@@ -103,7 +122,7 @@ bool parse_dsml_block(std::string_view body, std::vector<ToolCall>& out) {
   return true;
 }
 
-bool parse_qwen_block(std::string_view body, std::vector<ToolCall>& out) {
+bool parse_qwen_block(std::string_view body, std::vector<ToolCall>& out, const StringArgs* strings) {
   size_t pos = 0;
   std::string_view fn;
   size_t f = body.find("<function=");
@@ -131,7 +150,7 @@ bool parse_qwen_block(std::string_view body, std::vector<ToolCall>& out) {
     // The template writes "\n" + value + "\n".
     if (!v.empty() && v.front() == '\n') v.remove_prefix(1);
     if (!v.empty() && v.back() == '\n') v.remove_suffix(1);
-    args[key] = loose_value(v);
+    args[key] = is_string_arg(strings, c.name, key) ? ojson(std::string(v)) : loose_value(v);
     pos = e + 12;
   }
   (void)fn;
@@ -140,7 +159,7 @@ bool parse_qwen_block(std::string_view body, std::vector<ToolCall>& out) {
   return true;
 }
 
-bool parse_glm_block(std::string_view body, std::vector<ToolCall>& out) {
+bool parse_glm_block(std::string_view body, std::vector<ToolCall>& out, const StringArgs* strings) {
   size_t k = body.find("<arg_key>");
   ToolCall c;
   c.name = py_strip(body.substr(0, k));
@@ -155,7 +174,8 @@ bool parse_glm_block(std::string_view body, std::vector<ToolCall>& out) {
     if (!take(body, q, "<arg_value>", "</arg_value>", val)) return false;
     if (!only_ws(body.substr(pos, body.find("<arg_key>", pos) - pos))) return false;
     if (!only_ws(body.substr(p, body.find("<arg_value>", p) - p))) return false;
-    args[py_strip(key)] = loose_value(val);
+    const std::string k = py_strip(key);
+    args[k] = is_string_arg(strings, c.name, k) ? ojson(std::string(val)) : loose_value(val);
     pos = q;
     size_t next = body.find("<arg_key>", pos);
     if (next == std::string_view::npos) {

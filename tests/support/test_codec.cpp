@@ -63,7 +63,7 @@ class Parser : public tok::OutputParser {
     while (step(out, true)) {}
     if (!buf_.empty()) {
       out.push_back({mode_ == kReasoning ? tok::ParseEvent::Kind::kReasoning : tok::ParseEvent::Kind::kContent,
-                     (mode_ == kTool ? "<tool_call>" : "") + buf_, {}});
+                     (mode_ == kTool ? "<tool_call>" : "") + buf_, {}, {}, {}});
       buf_.clear();
     }
     return out;
@@ -97,9 +97,9 @@ class Parser : public tok::OutputParser {
         tok::ToolCall c;
         c.name = j["name"].get<std::string>();
         c.arguments = j.value("arguments", nlohmann::json::object()).dump();
-        out.push_back({tok::ParseEvent::Kind::kToolCall, {}, c});
+        out.push_back({tok::ParseEvent::Kind::kToolCall, {}, c, {}, {}});
       } else {
-        out.push_back({tok::ParseEvent::Kind::kContent, "<tool_call>" + buf_.substr(0, at + marker.size()), {}});
+        out.push_back({tok::ParseEvent::Kind::kContent, "<tool_call>" + buf_.substr(0, at + marker.size()), {}, {}, {}});
       }
       mode_ = kContent;
     } else {
@@ -125,7 +125,7 @@ class Parser : public tok::OutputParser {
       if (!s.empty()) skip_newlines_ = false;
     }
     if (s.empty()) return;
-    out.push_back({mode_ == kReasoning ? tok::ParseEvent::Kind::kReasoning : tok::ParseEvent::Kind::kContent, s, {}});
+    out.push_back({mode_ == kReasoning ? tok::ParseEvent::Kind::kReasoning : tok::ParseEvent::Kind::kContent, s, {}, {}, {}});
   }
 };
 

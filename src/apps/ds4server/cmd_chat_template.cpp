@@ -73,10 +73,13 @@ ordered_json parse_request(tok::Family fam, const ordered_json& req) {
   }
   auto e = parser->finish();
   ev.insert(ev.end(), e.begin(), e.end());
-  ordered_json res = {{"reasoning", ""}, {"content", ""}, {"tool_calls", ordered_json::array()}};
+  ordered_json res = {{"reasoning", ""}, {"content", ""}, {"tool_calls", ordered_json::array()},
+                      {"tool_errors", ordered_json::array()}};
   for (const auto& x : ev) {
     if (x.kind == tok::ParseEvent::Kind::kReasoning) res["reasoning"] = res["reasoning"].get<std::string>() + x.text;
     else if (x.kind == tok::ParseEvent::Kind::kContent) res["content"] = res["content"].get<std::string>() + x.text;
+    else if (x.kind == tok::ParseEvent::Kind::kToolCallError)
+      res["tool_errors"].push_back({{"type", x.error_type}, {"message", x.error}, {"text", x.text}});
     else res["tool_calls"].push_back({{"name", x.call.name}, {"arguments", x.call.arguments}});
   }
   return res;

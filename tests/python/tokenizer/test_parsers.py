@@ -79,7 +79,7 @@ def test_parse_truncated_anywhere(family, ds4):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_parse_malformed_stays_text(family, ds4):
+def test_parse_malformed_is_an_error_not_text(family, ds4):
     broken = {
         "deepseek_v4": '</think>x<｜DSML｜tool_calls><｜DSML｜invoke name="f"><｜DSML｜parameter name="a" string="false">{bad'
                        '</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜tool_calls>',
@@ -87,4 +87,6 @@ def test_parse_malformed_stays_text(family, ds4):
         "glm5": "</think>x<tool_call><arg_key>a</arg_key><arg_value>1</arg_value></tool_call>",
     }[family]
     g = ds4(family).ask([{"op": "parse", "text": broken, "thinking": True}])[0]
-    assert g["tool_calls"] == [] and g["content"].startswith("x") and len(g["content"]) > 5
+    assert g["tool_calls"] == [] and g["content"] == "x"
+    assert [e["type"] for e in g["tool_errors"]] == ["malformed"]
+    assert g["tool_errors"][0]["text"] == broken[len("</think>x"):]

@@ -1,0 +1,142 @@
+#include "server/tool_choice.h"
+
+#include <algorithm>
+
+#include "server/api_common.h"
+
+namespace ds4::server {
+
+namespace {
+
+std::string at(size_t i, const char* field) { return "tools[" + std::to_string(i) + "]." + field; }
+
+std::vector<std::string> tool_names(const std::vector<std::string>& tools) {
+  std::vector<std::string> names;
+  for (const auto& t : tools) {
+    json j = json::parse(t, nullptr, false);
+    const json& fn = j.is_object() && j.contains("function") && j["function"].is_object() ? j["function"] : j;
+    if (fn.is_object() && fn.contains("name") && fn["name"].is_string()) names.push_back(fn["name"].get<std::string>());
+  }
+  return names;
+}
+
+tok::ToolChoice from_string(const std::string& s) {
+  tok::ToolChoice c;
+  if (s == "auto") c.mode = tok::ToolChoice::Mode::kAuto;
+  else if (s == "none") c.mode = tok::ToolChoice::Mode::kNone;
+  else if (s == "required") c.mode = tok::ToolChoice::Mode::kRequired;
+  else fail("tool_choice '" + s + "' is not one of auto, none, required (or a function object)", "tool_choice");
+  return c;
+}
+
+tok::ToolChoice openai_choice(const json& v, Protocol p) {
+  if (v.is_string()) return from_string(v.get<std::string>());
+  if (!v.is_object()) fail("'tool_choice' must be a string or an object", "tool_choice");
+  const auto type = get_string(v, "type");
+  if (type != "function") fail("tool_choice.type must be 'function'", "tool_choice.type");
+  tok::ToolChoice c;
+  c.mode = tok::ToolChoice::Mode::kFunction;
+  // Chat Completions nests the name in "function"; the Responses API puts it on the object.
+  if (p == Protocol::kChat) {
+    const json* fn = get_object(v, "function");
+    if (!fn) fail("tool_choice.function is required", "tool_choice.function");
+    auto name = get_string(*fn, "name");
+    if (!name) fail("tool_choice.function.name is required", "tool_choice.function.name");
+    c.function = *name;
+  } else {
+    auto name = get_string(v, "name");
+    if (!name) fail("tool_choice.name is required", "tool_choice.name");
+    c.function = *name;
+  }
+  return c;
+}
+
+tok::ToolChoice anthropic_choice(const json& v) {
+  if (!v.is_object()) fail("'tool_choice' must be an object", "tool_choice");
+  const auto type = get_string(v, "type");
+  if (!type) fail("tool_choice.type is required", "tool_choice.type");
+  tok::ToolChoice c;
+  if (*type == "auto") c.mode = tok::ToolChoice::Mode::kAuto;
+  else if (*type == "any") c.mode = tok::ToolChoice::Mode::kRequired;
+  else if (*type == "none") c.mode = tok::ToolChoice::Mode::kNone;
+  else if (*type == "tool") {
+    c.mode = tok::ToolChoice::Mode::kFunction;
+    auto name = get_string(v, "name");
+    if (!name) fail("tool_choice.name is required for type 'tool'", "tool_choice.name");
+    c.function = *name;
+  } else {
+    fail("tool_choice.type '" + *type + "' is not one of auto, any, tool, none", "tool_choice.type");
+  }
+  if (auto d = get_bool(v, "disable_parallel_tool_use")) c.parallel = !*d;
+  return c;
+}
+
+}  // namespace
+
+void check_tool_types(const json& body, Protocol p) {
+  const json* tools = get_array(body, "tools");
+  if (!tools) return;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    if (!t.is_object()) fail("'tools[" + std::to_string(i) + "]' must be an object", "tools[" + std::to_string(i) + "]");
+    auto it = t.find("type");
+    const bool absent = it == t.end() || it->is_null();
+    if (!absent && !it->is_string()) fail("'" + at(i, "type") + "' must be a string", at(i, "type"));
+    const std::string type = absent ? "" : it->get<std::string>();
+    const bool ok = p == Protocol::kMessages ? (absent || type == "custom")
+                                             : (type == "function" || (absent && p == Protocol::kChat));
+    if (!ok)
+      fail("tool type '" + type + "' in '" + at(i, "type") + "' is not supported (" +
+               (p == Protocol::kMessages ? "custom tools only" : "function tools only") + ")",
+           at(i, "type"));
+  }
+}
+
+void read_tool_choice(const json& body, Protocol p, engine::GenRequest& r) {
+  auto it = body.find("tool_choice");
+  tok::ToolChoice c;
+  if (it != body.end() && !it->is_null()) c = p == Protocol::kMessages ? anthropic_choice(*it) : openai_choice(*it, p);
+  if (p != Protocol::kMessages)
+    if (auto par = get_bool(body, "parallel_tool_calls")) c.parallel = *par;
+  const auto names = tool_names(r.conv.tools);
+  if ((c.mode == tok::ToolChoice::Mode::kRequired || c.mode == tok::ToolChoice::Mode::kFunction) && names.empty())
+    fail(std::string("tool_choice '") + tok::tool_choice_name(c.mode) + "' needs at least one tool in 'tools'", "tool_choice");
+  if (c.mode == tok::ToolChoice::Mode::kFunction && std::find(names.begin(), names.end(), c.function) == names.end())
+    fail("tool_choice names function '" + c.function + "', which is not among the tools", "tool_choice");
+  // Without tools the model is shown none, and there is nothing to keep it from calling.
+  if (c.mode == tok::ToolChoice::Mode::kNone && names.empty()) c.mode = tok::ToolChoice::Mode::kAuto;
+  r.tool_choice = c;
+}
+
+void read_speculative(const json& body, engine::GenRequest& r) {
+  const json* s = get_object(body, "speculative");
+  if (!s) return;
+  for (auto it = s->begin(); it != s->end(); ++it)
+    if (it.key() != "enabled" && it.key() != "depth")
+      fail("unknown field 'speculative." + it.key() + "' (enabled, depth)", "speculative." + it.key());
+  auto f = s->find("enabled");
+  if (f != s->end() && !f->is_null()) {
+    if (!f->is_boolean()) fail("'speculative.enabled' must be a boolean", "speculative.enabled");
+    r.spec_enabled = f->get<bool>();
+  }
+  f = s->find("depth");
+  if (f != s->end() && !f->is_null()) {
+    if (!f->is_number_integer()) fail("'speculative.depth' must be an integer", "speculative.depth");
+    const int64_t d = f->get<int64_t>();
+    if (d < 1 || d > 5) fail("'speculative.depth' must be in 1..5, got " + std::to_string(d), "speculative.depth");
+    r.spec_depth = int(d);
+  }
+}
+
+json tool_call_error_json(const std::vector<engine::GenEvent>& errors) {
+  if (errors.empty()) return nullptr;
+  const auto& e = errors.front();
+  return {{"type", e.error_type}, {"message", e.error}, {"text", e.text}};
+}
+
+json tool_choice_echo(const tok::ToolChoice& c) {
+  if (c.mode == tok::ToolChoice::Mode::kFunction) return {{"type", "function"}, {"name", c.function}};
+  return tok::tool_choice_name(c.mode);
+}
+
+}  // namespace ds4::server
