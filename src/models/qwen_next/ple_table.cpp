@@ -26,6 +26,31 @@ class MemoryTable : public PleTable {
   WeightMatrix w_;
 };
 
+class ShardedTable : public PleTable {
+ public:
+  explicit ShardedTable(std::vector<WeightMatrix> shards) : shards_(std::move(shards)) {
+    int64_t r = 0;
+    for (const WeightMatrix& w : shards_) {
+      if (w.cols != shards_[0].cols) throw InputError("PLE table shards differ in width");
+      ends_.push_back(r += w.rows);
+    }
+  }
+  int64_t rows() const override { return ends_.empty() ? 0 : ends_.back(); }
+  int64_t cols() const override { return shards_.empty() ? 0 : shards_[0].cols; }
+  void gather(const int64_t* ids, int64_t n, float* out) override {
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t s = size_t(std::upper_bound(ends_.begin(), ends_.end(), ids[i]) - ends_.begin());
+      if (ids[i] < 0 || s >= shards_.size()) throw Error("PLE n-gram row " + std::to_string(ids[i]) + " out of range");
+      const int64_t first = s == 0 ? 0 : ends_[s - 1];
+      dequantize_row(shards_[s], ids[i] - first, out + i * cols());
+    }
+  }
+
+ private:
+  std::vector<WeightMatrix> shards_;
+  std::vector<int64_t> ends_;  // cumulative row counts
+};
+
 class SidecarTable : public PleTable {
  public:
   SidecarTable(const std::string& file, const std::string& tensor, size_t cache_bytes, int readers)
@@ -129,6 +154,11 @@ class SidecarTable : public PleTable {
 };
 
 }  // namespace
+
+std::unique_ptr<PleTable> sharded_table(std::vector<WeightMatrix> shards) {
+  if (shards.empty()) throw InputError("PLE table: no shards");
+  return std::make_unique<ShardedTable>(std::move(shards));
+}
 
 std::unique_ptr<PleTable> memory_table(const WeightMatrix& w) { return std::make_unique<MemoryTable>(w); }
 

@@ -34,6 +34,10 @@ class PleTable {
 
 std::unique_ptr<PleTable> memory_table(const WeightMatrix& w);
 
+// The table stored as row shards in order (HF save_pretrained writes
+// `ngram_embedding.shard_<i>.weight`, split_ngram_parts of them): read in place, no copy.
+std::unique_ptr<PleTable> sharded_table(std::vector<WeightMatrix> shards);
+
 // `file`: a safetensors file; `tensor`: the table's name in it ({rows, cols}, F32/F16/BF16).
 std::unique_ptr<PleTable> sidecar_table(const std::string& file, const std::string& tensor, size_t cache_bytes,
                                         int readers);

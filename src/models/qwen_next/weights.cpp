@@ -108,6 +108,16 @@ struct Binder {
     return m;
   }
 
+  static std::string shard_name(const std::string& p, int64_t i) {
+    return p + ".ple_embedding.ngram_embedding.shard_" + std::to_string(i) + ".weight";
+  }
+  // HF save_pretrained's layout of the n-gram table: shard_0 .. shard_{split_ngram_parts-1}.
+  std::vector<WeightMatrix> ple_shards(const std::string& p) const {
+    std::vector<WeightMatrix> out;
+    for (int64_t i = 0; const TensorInfo* t = src.find(shard_name(p, i)); ++i) out.push_back(as_matrix(*t));
+    return out;
+  }
+
   std::unique_ptr<PleWeights> ple(const std::string& p, int64_t ple_index) const {
     auto w = std::make_unique<PleWeights>();
     const int64_t heads = (c.ngram - 1) * c.heads_per_ngram;
@@ -118,6 +128,8 @@ struct Binder {
     const auto sidecar = std::filesystem::path(src.path()) / "ngram-table.safetensors";
     if (std::filesystem::is_directory(src.path()) && std::filesystem::exists(sidecar))
       w->table = sidecar_table(sidecar.string(), name, opt.ple_cache_bytes, opt.ple_readers);
+    else if (!src.find(name) && src.find(shard_name(p, 0)))
+      w->table = sharded_table(ple_shards(p));
     else
       w->table = memory_table(as_matrix(src.get(name, {padded, c.ple_dim / heads})));
     if (w->table->rows() != padded || w->table->cols() != c.ple_dim / heads)

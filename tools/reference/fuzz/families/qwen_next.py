@@ -206,6 +206,13 @@ def save(model, cfg: dict, out_dir: Path) -> None:
                if not any(s in k for s in skip)}
     if model.config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)  # tied checkpoints carry only the embedding
+    # HF save_pretrained's layout of the n-gram table: split_ngram_parts row shards. Drawn from
+    # the PLE seed (not the rng) so the fuzz cases stay what they were.
+    split = 1 + int(cfg.get("seed", 0)) % 3 if model.config.ple_layer_ids else 1
+    if split > 1:
+        for k in [k for k in tensors if k.endswith("ngram_embedding.weight")]:
+            for i, part in enumerate(tensors.pop(k).tensor_split(split, dim=0)):
+                tensors[k[: -len("weight")] + f"shard_{i}.weight"] = part.contiguous()
     mtp = model.__dict__.get("_fuzz_mtp")
     if mtp is not None:
         for k, v in mtp.state_dict().items():
@@ -216,6 +223,7 @@ def save(model, cfg: dict, out_dir: Path) -> None:
         d.pop(k, None)
     d["torch_dtype"] = "float32"
     d["architectures"] = ["Qwen4ExpForCausalLM"]
+    d["split_ngram_parts"] = split
     if "layer_types" in cfg:
         d["layer_types"] = list(cfg["layer_types"])  # the drawn spelling, as that version writes it
     else:
