@@ -21,17 +21,17 @@
 #include <algorithm>
 
 #include "backend/cuda/graph_step.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/moe_group.h"
 #include "backend/cuda/norm.h"
 #include "models/deepseek_v4/cuda/model_impl.h"
 
 namespace ds4::deepseek_v4 {
 
-// y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats).
+// y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats): gemv_rows
+// (exact) below gemm_rows rows, a BF16 tensor-core GEMM from there (backend/cuda matmul_rows).
 void DeepseekV4CudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, cudaStream_t s) {
-  dc::GemvRows r;
-  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
-  dc::gemv_rows(w, R(0, x_off), R(0, y_off), r, s);
+  dc::matmul_rows(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, dc::MatmulBatch{}, mm(s), s);
 }
 
 // proj() over the rows: one gemv_rows per stacked run, outputs back to back in each row.
@@ -44,10 +44,8 @@ void DeepseekV4CudaModel::Impl::mproj(const DProj& p, size_t x_off, size_t y_off
 
 // hc_pre() over the rows: fn's column blocks {splits, mix} per row, then the split + collapse.
 void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, size_t x_off) {
-  dc::GemvRows r;
-  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
-  r.batch = dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows};
-  dc::gemv_rows(h.fn, R(0, x_off), R(0, sl.mix), r, stream);
+  dc::matmul_rows(h.fn, R(0, x_off), rs(), R(0, sl.mix), rs(), rows,
+                  dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows}, mm(stream), stream);
   dc::HcDims d = hcd;
   d.mix_splits = h.splits;
   dc::hc_pre_f32(R(0, sl.mix), h.scale, h.base, d, R(0, x_off), norm, R(0, sl.col), R(0, sl.post), R(0, sl.comb),
@@ -121,11 +119,9 @@ void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
 void DeepseekV4CudaModel::Impl::out_rows(const DLayer& L) {
   WeightMatrix oa = L.o_a;
   oa.rows = c.o_lora;
-  dc::GemvRows r;
-  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
-  r.batch = dc::GemvBatch{int(c.o_groups), nullptr, size_t(c.o_lora * L.o_a.row_stride_bytes()), 0,
+  const dc::MatmulBatch b{int(c.o_groups), size_t(c.o_lora * L.o_a.row_stride_bytes()), 0,
                           c.heads * c.head_dim / c.o_groups, c.o_lora};
-  dc::gemv_rows(oa, R(0, sl.heads), R(0, sl.low), r, stream);
+  dc::matmul_rows(oa, R(0, sl.heads), rs(), R(0, sl.low), rs(), rows, b, mm(stream), stream);
   mgemv(L.o_b, sl.low, sl.y, stream);
   mark("attn_out");
 }
@@ -148,13 +144,14 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
                       c.experts, K, int(c.score), c.norm_topk, float(c.routed_scale), ids, wts},
             stream, all);
   const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
-                       C<int32_t>(cl.slot), kMaxChunkRows};
+                       C<int32_t>(cl.slot), dc::kGemvMaxRows};
   dc::moe_group(ids, rows, K, E, g, stream);
   mark("moe_route");
-  // Entry u = a used expert (at most min(E, rows * K) of them; *live decides on the device).
+  // Entry u = up to 16 rows of a used expert (*live of at most moe_group_entries decides on the
+  // device; a verify chunk has one entry per used expert).
   dc::GemvRows r;
-  r.n = int(rows);
-  r.batch = dc::GemvBatch{int(std::min(E, pairs)), g.experts, L.gate_up.stride, 0, 0, 0};
+  r.n = int(std::min<int64_t>(rows, dc::kGemvMaxRows));
+  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, dc::kGemvMaxRows)), g.experts, L.gate_up.stride, 0, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
   dc::gemv_rows(L.gate_up.first, R(0, sl.col), C(cl.egu), r, stream);
@@ -186,17 +183,14 @@ void DeepseekV4CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
   }
   if (mode != Logits::kNone) {
     const int64_t t0 = mode == Logits::kAll ? 0 : rows - 1, n = rows - t0;  // the rows that want logits
-    dc::GemvRows r;
-    r.n = int(n), r.x_row = rs(), r.y_row = rs();
     const DHc& h = dw.head_hc;
-    r.batch = dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows};
-    dc::gemv_rows(h.fn, R(t0, sl.xa), R(t0, sl.mix), r, stream);
+    dc::matmul_rows(h.fn, R(t0, sl.xa), rs(), R(t0, sl.mix), rs(), n,
+                    dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows}, mm(stream), stream);
     dc::HcDims d = hcd;
     d.mix_splits = h.splits;
     dc::hc_head_f32(R(t0, sl.mix), h.scale, h.base, d, R(t0, sl.xa), dw.norm, R(t0, sl.hout), dc::HcRows{n, rs()},
                     stream);
-    r.batch = dc::GemvBatch{};
-    dc::gemv_rows(dw.lm_head, R(t0, sl.hout), R(t0, sl.logits), r, stream);
+    dc::matmul_rows(dw.lm_head, R(t0, sl.hout), rs(), R(t0, sl.logits), rs(), n, dc::MatmulBatch{}, mm(stream), stream);
     DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(t0, sl.logits), cl.row_bytes,
                                      size_t(V) * sizeof(float), size_t(n), cudaMemcpyDeviceToHost, stream));
     mark("head");

@@ -12,6 +12,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
 #include "core/error.h"
 #include "formats/tensor_source.h"
@@ -168,6 +169,10 @@ struct DeepseekV4CudaModel::Impl {
   // ---- chunk.cu: the multi-row forward (up to cl.rows tokens, each with its own row scratch) ----
   ChunkLayout cl;
   dc::DeviceBuffer chunk;
+  // The tensor-core path's cuBLAS handle + BF16 scratch, one per stream (the shared expert's
+  // GEMM on the side stream runs beside the main stream's).
+  std::unique_ptr<dc::MatmulWorkspace> mm_main, mm_side;
+  dc::MatmulWorkspace& mm(cudaStream_t s) const { return s == stream ? *mm_main : *mm_side; }
   int64_t rows = 0;  // rows of the chunk being enqueued
   float* R(int64_t t, size_t off) const {
     return reinterpret_cast<float*>(chunk.as<uint8_t>() + size_t(t) * cl.row_bytes + off);
