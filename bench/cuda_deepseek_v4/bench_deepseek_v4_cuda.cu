@@ -89,6 +89,16 @@ void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vec
   std::printf("\nper-op GPU time of one chunk of 16 rows (direct launches + events; %.3f ms wall, %.3f ms per row):\n",
               1e3 * secs(t1, Clock::now()), 1e3 * secs(t1, Clock::now()) / 16);
   print_op_times(m, 1, "chunk");
+  // One prefill chunk of 512 rows on the tensor-core path (issue #22), per op.
+  for (int i = 16; i < 512; ++i) rows.push_back(int32_t((i * 4099 + 17) % m.info().vocab_size));
+  auto c2 = at.clone();
+  m.reset_op_times();
+  const auto t2 = Clock::now();
+  m.forward(*c2, rows, Logits::kLast, l);
+  const double w2 = secs(t2, Clock::now());
+  std::printf("\nper-op GPU time of one prefill chunk of 512 rows (tensor-core path, direct launches + events; %.3f ms "
+              "wall, %.3f ms per row):\n", 1e3 * w2, 1e3 * w2 / 512);
+  print_op_times(m, 1, "chunk");
   m.set_options(deepseek_v4::CudaModelOptions{});
 }
 
@@ -200,7 +210,7 @@ void draft_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int32_t>
 // by the caller); `base_tps` (> 0) adds the speedup over the old path measured in this run.
 std::vector<double> prefill_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int>& lengths,
                                   double copy_gbps, const std::string& title, int chunk,
-                                  const std::vector<double>& base_tps = {}) {
+                                  const std::vector<double>& base_tps = {}, bool with_canary = true) {
   std::vector<double> out;
   if (lengths.empty()) return out;
   const int64_t V = m.info().vocab_size;
@@ -228,6 +238,7 @@ std::vector<double> prefill_table(deepseek_v4::DeepseekV4CudaModel& m, const std
     std::printf("| %d | %.2f | %.1f | %.1f%% | %.3fx | %s |\n", n, dt, tps, 100 * tps / roof, tps / 1370.0, vs);
     std::fflush(stdout);
   }
+  if (!with_canary) return out;
   const auto p = prompt_of(lengths[0]);
   cuda::GpuCanary::Options co;
   co.period_s = 0.005;
@@ -363,14 +374,21 @@ int main(int argc, char** argv) {
       deepseek_v4::CudaModelOptions old;
       old.prefill_rows = 0;
       m.set_options(old);
-      const auto base = prefill_table(m, old_lengths, bw.copy_gbps, "16 rows per chunk, gemv_rows (the old path)", 16);
+      const auto base =
+          prefill_table(m, old_lengths, bw.copy_gbps, "16 rows per chunk, gemv_rows (the old path)", 16, {}, false);
       for (int rows : prefill_rows) {
         deepseek_v4::CudaModelOptions tc;
         tc.prefill_rows = rows;
+        tc.expert_mma = false;
+        m.set_options(tc);
+        prefill_table(m, old_lengths, bw.copy_gbps,
+                      std::to_string(rows) + " rows per chunk, dense projections as TF32 GEMMs (cuBLAS), "
+                      "routed experts gemv_rows entries of <= 16 rows", rows, base, false);
+        tc.expert_mma = true;
         m.set_options(tc);
         prefill_table(m, prefill_lengths, bw.copy_gbps,
-                      std::to_string(rows) + " rows per chunk, dense projections as BF16 GEMMs (tensor cores), "
-                      "routed experts gemv_rows entries of <= 16 rows", rows, base);
+                      std::to_string(rows) + " rows per chunk, dense projections as TF32 GEMMs (cuBLAS), "
+                      "routed experts grouped BF16 MMAs (grouped_mma_bf16)", rows, base);
       }
       m.set_options(deepseek_v4::CudaModelOptions{});
     }

@@ -22,11 +22,12 @@
 //     Items 1-7 run the exact path (gemm_rows 0): forwards over 16 tokens take prefill_rows
 //     chunks (up to 512 rows; routed experts split in entries of 16 rows) and must stay exact.
 //  8. The tensor-core path (default options: chunks of >= gemm_rows = 64 rows do their dense
-//     projections as BF16 GEMMs, backend/cuda matmul_rows): tolerance-based, not bit for bit.
-//     p300 prefill + 32 greedy decode rows vs the CPU model: max |logit diff| <= kGemmTol
-//     (BF16 operands: ~2^-9 relative per product; the tiny model's logits are O(1)), argmax of
-//     every row = the golden greedy tokens; a 300-row kAll forward within kGemmTol of the CPU;
-//     graphs = direct launches bit for bit (cuBLAS is deterministic for a fixed handle/shape).
+//     projections as TF32 GEMMs, backend/cuda matmul_rows, and routed experts as BF16 MMAs
+//     where cols % 128 == 0; HC mixes and router logits exact): tolerance-based, not bit for
+//     bit. p300 prefill + 32 greedy decode rows vs the CPU model: max |logit diff| <= kGemmTol,
+//     argmax of every row = the golden greedy tokens; a 300-row kAll forward within kGemmTol
+//     of the CPU; the side stream vs one stream with direct launches bit for bit (cuBLAS is
+//     deterministic for a fixed handle and shape).
 //  7. Checkpoints (state_io.cu, dsv4_checkpoint_test.h) after 301 tokens (ring of 16 wrapped,
 //     CSA / HCA windows closed, both open): GPU -> GPU next logits bit-identical, GPU <-> CPU
 //     within kTol, corrupted sections refused with InputError.
@@ -63,7 +64,7 @@ namespace {
 // tests/data/deepseek_v4/README.md: max |logit diff| <= 1e-3 for float32 compute, exact
 // greedy tokens. The same bound is used against the CPU model.
 constexpr float kTol = 1e-3f;
-// The tensor-core path (item 8): BF16 operands.
+// The tensor-core path (item 8): TF32 dense products, BF16 expert products.
 constexpr float kGemmTol = 3e-2f;
 
 // Options of the exact path: no GEMM (items 1-7 compare bit for bit / within kTol).

@@ -14,6 +14,9 @@ namespace ds4::cuda {
 // nearest BF16. Every format gemv() takes (gemv_supports); the same shape rules as gemv().
 void dequant_bf16(const WeightMatrix& w, int64_t row0, int64_t rows, void* out, cudaStream_t stream);
 
+// The same decode written as f32 (the TF32 path of matmul_rows): out {rows, w.cols} floats.
+void dequant_f32(const WeightMatrix& w, int64_t row0, int64_t rows, float* out, cudaStream_t stream);
+
 // out {n, cols} row-major BF16 (contiguous) = the f32 rows x + i * x_row, rounded to nearest.
 void rows_to_bf16(const float* x, int64_t x_row, int64_t n, int64_t cols, void* out, cudaStream_t stream);
 

@@ -20,8 +20,8 @@ using namespace gemv_detail;
 
 __device__ const uint64_t d_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
 
-template <class F>
-__global__ void __launch_bounds__(256) dequant_bf16_kernel(Args a, int64_t row0, int64_t rows, __nv_bfloat16* out) {
+template <class F, class T>  // T: __nv_bfloat16 or float
+__global__ void __launch_bounds__(256) dequant_kernel(Args a, int64_t row0, int64_t rows, T* out) {
   __shared__ uint64_t grid[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
   if constexpr (std::is_same_v<F, IQ2_XXS>) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_grid[i];
@@ -34,22 +34,28 @@ __global__ void __launch_bounds__(256) dequant_bf16_kernel(Args a, int64_t row0,
   const typename F::Raw raw = F::template load<FromGlobal>(a, a.data + row * a.row_stride, row, u);
   float w[kUnit];
   F::decode(raw, u, w, grid);
-  uint4 v[4];
-  uint32_t* p = reinterpret_cast<uint32_t*>(v);
+  if constexpr (std::is_same_v<T, float>) {
+    float4* o = reinterpret_cast<float4*>(out + r * a.cols + u * kUnit);
 #pragma unroll
-  for (int k = 0; k < kUnit / 2; ++k) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(w[2 * k], w[2 * k + 1]);  // .x = low half = element 2k
-    p[k] = *reinterpret_cast<const uint32_t*>(&h);
+    for (int k = 0; k < kUnit / 4; ++k) o[k] = make_float4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+  } else {
+    uint4 v[4];
+    uint32_t* p = reinterpret_cast<uint32_t*>(v);
+#pragma unroll
+    for (int k = 0; k < kUnit / 2; ++k) {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(w[2 * k], w[2 * k + 1]);  // .x = low half = element 2k
+      p[k] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    uint4* o = reinterpret_cast<uint4*>(out + r * a.cols + u * kUnit);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) o[k] = v[k];
   }
-  uint4* o = reinterpret_cast<uint4*>(out + r * a.cols + u * kUnit);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) o[k] = v[k];
 }
 
 // Plain-float rows of any length (cols not a multiple of 32): one thread per element.
-template <int kType>  // 0 F32, 1 F16, 2 BF16
+template <int kType, class T>  // 0 F32, 1 F16, 2 BF16
 __global__ void dequant_plain_kernel(const uint8_t* data, int64_t row_stride, int64_t row0, int64_t rows, int64_t cols,
-                                     __nv_bfloat16* out) {
+                                     T* out) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
   const int64_t r = i / cols, c = i % cols;
@@ -60,7 +66,8 @@ __global__ void dequant_plain_kernel(const uint8_t* data, int64_t row_stride, in
     const uint16_t h = reinterpret_cast<const uint16_t*>(p)[c];
     w = kType == 1 ? f16_bits(h) : bf16_bits(h);
   }
-  out[i] = __float2bfloat16_rn(w);
+  if constexpr (std::is_same_v<T, float>) out[i] = w;
+  else out[i] = __float2bfloat16_rn(w);
 }
 
 __global__ void rows_to_bf16_kernel(const float* __restrict__ x, int64_t x_row, int64_t n, int64_t cols,
@@ -72,16 +79,15 @@ __global__ void rows_to_bf16_kernel(const float* __restrict__ x, int64_t x_row, 
 
 unsigned blocks_for(int64_t items, int threads) { return unsigned((items + threads - 1) / threads); }
 
-template <class F>
-void launch(const Args& a, int64_t row0, int64_t rows, void* out, cudaStream_t s) {
+template <class F, class T>
+void launch(const Args& a, int64_t row0, int64_t rows, T* out, cudaStream_t s) {
   const int64_t items = rows * (a.cols / kUnit);
-  dequant_bf16_kernel<F><<<blocks_for(items, 256), 256, 0, s>>>(a, row0, rows, static_cast<__nv_bfloat16*>(out));
+  dequant_kernel<F, T><<<blocks_for(items, 256), 256, 0, s>>>(a, row0, rows, out);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-void dequant_bf16(const WeightMatrix& w, int64_t row0, int64_t rows, void* out, cudaStream_t s) {
+template <class T>
+void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStream_t s) {
   if (!gemv_supports(w.type))
     throw InputError("cuda dequant_bf16: weight type " + std::string(dtype_name(w.type)) + " is not supported");
   if (row0 < 0 || rows < 1 || row0 + rows > w.rows)
@@ -91,11 +97,12 @@ void dequant_bf16(const WeightMatrix& w, int64_t row0, int64_t rows, void* out, 
   const bool k_block = w.type == DType::Q4_K || w.type == DType::Q2_K || w.type == DType::IQ2_XXS;
   if (plain && w.cols % kUnit != 0) {
     const auto* d = static_cast<const uint8_t*>(w.data);
-    auto* o = static_cast<__nv_bfloat16*>(out);
+    T* o = out;
     const unsigned b = blocks_for(rows * w.cols, 256);
-    if (w.type == DType::F32) dequant_plain_kernel<0><<<b, 256, 0, s>>>(d, w.row_stride_bytes(), row0, rows, w.cols, o);
-    else if (w.type == DType::F16) dequant_plain_kernel<1><<<b, 256, 0, s>>>(d, w.row_stride_bytes(), row0, rows, w.cols, o);
-    else dequant_plain_kernel<2><<<b, 256, 0, s>>>(d, w.row_stride_bytes(), row0, rows, w.cols, o);
+    const int64_t rsb = w.row_stride_bytes();
+    if (w.type == DType::F32) dequant_plain_kernel<0, T><<<b, 256, 0, s>>>(d, rsb, row0, rows, w.cols, o);
+    else if (w.type == DType::F16) dequant_plain_kernel<1, T><<<b, 256, 0, s>>>(d, rsb, row0, rows, w.cols, o);
+    else dequant_plain_kernel<2, T><<<b, 256, 0, s>>>(d, rsb, row0, rows, w.cols, o);
     DS4_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -128,6 +135,16 @@ void dequant_bf16(const WeightMatrix& w, int64_t row0, int64_t rows, void* out, 
       return bf16s ? launch<MlxAffine<8, true>>(a, row0, rows, out, s) : launch<MlxAffine<8, false>>(a, row0, rows, out, s);
     default: break;
   }
+}
+
+}  // namespace
+
+void dequant_bf16(const WeightMatrix& w, int64_t row0, int64_t rows, void* out, cudaStream_t s) {
+  dequant(w, row0, rows, static_cast<__nv_bfloat16*>(out), s);
+}
+
+void dequant_f32(const WeightMatrix& w, int64_t row0, int64_t rows, float* out, cudaStream_t s) {
+  dequant(w, row0, rows, out, s);
 }
 
 void rows_to_bf16(const float* x, int64_t x_row, int64_t n, int64_t cols, void* out, cudaStream_t s) {

@@ -1,11 +1,13 @@
 #pragma once
 // Multi-row products Y = X W^T on tensor cores for prefill chunks of any model: a tile of
-// weight rows is dequantized to BF16 once (dequant.h) and multiplied with all input rows
-// (also rounded to BF16) by cuBLAS (cublasGemmEx, BF16 in, FP32 accumulate and out). Each
-// weight is read once per call whatever the row count. Fewer than `min_rows` rows keep the
-// exact path: gemv_rows in groups of kGemvMaxRows, each row equal to the decode step's gemv
-// bit for bit. The GEMM path sums in another order over BF16 inputs: it agrees with the f32
-// path within BF16 rounding (relative error ~2^-8 per product, test_cuda_ops states it).
+// weight rows is dequantized once (dequant.h) and multiplied with all input rows by cuBLAS
+// (cublasGemmEx, FP32 accumulate and out). Each weight is read once per call whatever the
+// row count. Two precisions (MatmulPrecision):
+//   kTf32 (the models' choice): the tile dequantized to f32, x read in place as f32, TF32
+//     tensor cores (10-bit mantissa: ~2^-11 relative per operand);
+//   kBf16: tile and x rounded to BF16 (~2^-9 relative per operand), half the tile bytes.
+// Fewer than `min_rows` rows keep the exact path: gemv_rows in groups of kGemvMaxRows, each
+// row equal to the decode step's gemv bit for bit (matmul_rows_exact always takes it).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,9 +21,12 @@ namespace ds4::cuda {
 // second stream needs its own). Sized at load (admission): `max_rows` input rows of up to
 // `max_cols` columns, weight tiles of `tile_elems` BF16 values (a tile is as many whole rows
 // as fit, so a matrix of any size goes through it in pieces).
+enum class MatmulPrecision : uint8_t { kTf32, kBf16 };
+
 class MatmulWorkspace {
  public:
-  MatmulWorkspace(int64_t max_rows, int64_t max_cols, int64_t tile_elems, int64_t min_rows, const char* what);
+  MatmulWorkspace(int64_t max_rows, int64_t max_cols, int64_t tile_elems, int64_t min_rows, const char* what,
+                  MatmulPrecision precision = MatmulPrecision::kTf32);
   ~MatmulWorkspace();
   MatmulWorkspace(const MatmulWorkspace&) = delete;
   MatmulWorkspace& operator=(const MatmulWorkspace&) = delete;
@@ -34,6 +39,7 @@ class MatmulWorkspace {
   void* handle_ = nullptr;  // cublasHandle_t (kept out of this header)
   DeviceBuffer x_, w_, cublas_ws_;
   int64_t max_rows_, max_cols_, tile_elems_, min_rows_;
+  MatmulPrecision precision_;
 };
 
 // Entry b of a batch: weight data (and MLX scales / biases) advanced by b * w_stride
@@ -49,5 +55,9 @@ struct MatmulBatch {
 // workspace's max_rows or cols above its max_cols on the GEMM path, and gemv's errors.
 void matmul_rows(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
                  const MatmulBatch& b, MatmulWorkspace& ws, cudaStream_t s);
+// The exact path for any n (products whose results feed discrete choices, e.g. the HC mixes
+// and MoE router logits of a tensor-core chunk, stay as the decode step computes them).
+void matmul_rows_exact(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
+                       const MatmulBatch& b, cudaStream_t s);
 
 }  // namespace ds4::cuda

@@ -319,6 +319,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
     constexpr int64_t kTile = int64_t(32) << 20;  // BF16 weight tile: 64 MiB, lm_head in ~16 pieces
     const int64_t mr = std::max<int64_t>(m.cl.rows, 1);
     m.mm_main = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, copt.gemm_rows, "deepseek_v4 matmul");
+    // (TF32: the tile is f32, 128 MiB per workspace)
     m.mm_side = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, copt.gemm_rows, "deepseek_v4 side matmul");
   }
   // Rows of the step input and logits (as many as the chunk scratch: set_options may raise

@@ -57,6 +57,10 @@ struct CudaModelOptions {
   // <= chunk_rows) = every forward in chunk_rows chunks; gemm_rows 0 = never a GEMM.
   int prefill_rows = 512;
   int gemm_rows = 64;
+  // From gemm_rows rows, routed experts on tensor cores too (backend/cuda grouped_mma_bf16:
+  // each entry's expert tile decoded to BF16 in shared memory, warp MMAs); false keeps
+  // gemv_rows for them (exact per row) while the dense projections are GEMMs.
+  bool expert_mma = true;
 };
 
 // Default context of a CUDA state when LoadOptions::max_context is 0: every state holds its

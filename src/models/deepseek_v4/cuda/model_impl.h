@@ -183,6 +183,7 @@ struct DeepseekV4CudaModel::Impl {
   Rows all_rows() const { return Rows{rows, rs()}; }
   void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, cudaStream_t s);
   void mproj(const DProj& p, size_t x_off, size_t y_off);
+  void mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1);
   void hc_pre_rows(const DHc& h, const float* norm, size_t x_off);
   void attention_rows(CudaState& st, int64_t l);
   void moe_rows(int64_t l);
