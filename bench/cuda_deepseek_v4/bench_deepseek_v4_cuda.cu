@@ -379,6 +379,7 @@ int main(int argc, char** argv) {
       for (int rows : prefill_rows) {
         deepseek_v4::CudaModelOptions tc;
         tc.prefill_rows = rows;
+        tc.gemm_rows = 64;
         tc.expert_mma = false;
         m.set_options(tc);
         prefill_table(m, old_lengths, bw.copy_gbps,

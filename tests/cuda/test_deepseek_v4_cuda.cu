@@ -21,7 +21,7 @@
 //     chunked (golden + CPU tolerances), and item 2's kAll check is 64 chunked rows vs the CPU.
 //     Items 1-7 run the exact path (gemm_rows 0): forwards over 16 tokens take prefill_rows
 //     chunks (up to 512 rows; routed experts split in entries of 16 rows) and must stay exact.
-//  8. The tensor-core path (default options: chunks of >= gemm_rows = 64 rows do their dense
+//  8. The tensor-core path (gemm_rows = 64: chunks of >= 64 rows do their dense
 //     projections as TF32 GEMMs, backend/cuda matmul_rows, and routed experts as BF16 MMAs
 //     where cols % 128 == 0; HC mixes and router logits exact): tolerance-based, not bit for
 //     bit. p300 prefill + 32 greedy decode rows vs the CPU model: max |logit diff| <= kGemmTol,
@@ -67,9 +67,16 @@ constexpr float kTol = 1e-3f;
 // The tensor-core path (item 8): TF32 dense products, BF16 expert products.
 constexpr float kGemmTol = 3e-2f;
 
-// Options of the exact path: no GEMM (items 1-7 compare bit for bit / within kTol).
+// Options of the exact path: no GEMM (items 1-7 compare bit for bit / within kTol; the
+// default, stated here so the items keep their meaning if the default changes).
 dsv4::CudaModelOptions exact(dsv4::CudaModelOptions o = {}) {
   o.gemm_rows = 0;
+  return o;
+}
+// Item 8: GEMMs from 64 rows (the bench's setting).
+dsv4::CudaModelOptions tensor_cores() {
+  dsv4::CudaModelOptions o;
+  o.gemm_rows = 64;
   return o;
 }
 
@@ -301,7 +308,7 @@ void tiny_gguf(const std::string& root, const TensorSource& g) {
     chunk_vs_steps(*gpu, *steps, tokens, 5, {16, 59}, "tiny ds4 GGUF (Q8_0 experts), chunk 16");
   }
   {  // the tensor-core path on the quantized formats (F16 / Q8_0 dense): item 8's tolerance
-    auto tc = dsv4::load_cuda(path.string(), o);
+    auto tc = dsv4::load_cuda(path.string(), o, tensor_cores());
     auto sc2 = cpu->new_state(), st = tc->new_state();
     std::vector<float> a, b;
     cpu->forward(*sc2, tokens, Logits::kAll, a);
@@ -380,8 +387,8 @@ void storage_numerics() {
 // The chunk path without graphs or the side stream (its kernels launched one by one).
 // Item 8: the tensor-core path (default options) vs the CPU model and the golden tokens.
 void tensor_core_path(Model& cpu, const std::string& tiny, const LoadOptions& o, const TensorSource& g) {
-  auto tc = dsv4::load_cuda(tiny, o);
-  dsv4::CudaModelOptions d;
+  auto tc = dsv4::load_cuda(tiny, o, tensor_cores());
+  dsv4::CudaModelOptions d = tensor_cores();
   d.graphs = false, d.streams = false;
   auto tcd = dsv4::load_cuda(tiny, o, d);
   const auto tokens = golden<int32_t>(g, "p300.tokens");
