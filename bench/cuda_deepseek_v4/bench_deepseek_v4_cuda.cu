@@ -17,6 +17,9 @@
 // five drafts) against one decode step, and greedy speculative decoding at depth 1, 3, 5 (gate
 // 0, as generate_greedy sets it).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
+//        [--prefill-rows N,N] [--old-max N]
+//   --prefill: the old path (16-row chunks; only lengths <= --old-max) and then the tensor-core
+//   path at each --prefill-rows chunk size (default 512), same run, speedups side by side.
 //   defaults: 64 prompt tokens (ids generated), 64 greedy decode tokens, no prefill lengths.
 //   --profile: afterwards 8 more decode tokens from a clone of the state with direct launches
 //   and CUDA events around each op; prints milliseconds per op (summed over layers) per token;
@@ -85,6 +88,16 @@ void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vec
   m.forward(*c, rows, Logits::kLast, l);
   std::printf("\nper-op GPU time of one chunk of 16 rows (direct launches + events; %.3f ms wall, %.3f ms per row):\n",
               1e3 * secs(t1, Clock::now()), 1e3 * secs(t1, Clock::now()) / 16);
+  print_op_times(m, 1, "chunk");
+  // One prefill chunk of 512 rows on the tensor-core path (issue #22), per op.
+  for (int i = 16; i < 512; ++i) rows.push_back(int32_t((i * 4099 + 17) % m.info().vocab_size));
+  auto c2 = at.clone();
+  m.reset_op_times();
+  const auto t2 = Clock::now();
+  m.forward(*c2, rows, Logits::kLast, l);
+  const double w2 = secs(t2, Clock::now());
+  std::printf("\nper-op GPU time of one prefill chunk of 512 rows (tensor-core path, direct launches + events; %.3f ms "
+              "wall, %.3f ms per row):\n", 1e3 * w2, 1e3 * w2 / 512);
   print_op_times(m, 1, "chunk");
   m.set_options(deepseek_v4::CudaModelOptions{});
 }
@@ -192,17 +205,22 @@ void draft_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int32_t>
 }
 
 // Chunked prefill of each length from a fresh state (graph capture included: one chunk shape
-// per logits mode), as a fraction of the weights-only roofline; the canary during a second
-// prefill of the first length.
-void prefill_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int>& lengths, double copy_gbps) {
-  if (lengths.empty()) return;
+// per logits mode), as a fraction of the weights-only roofline of its chunk size; the canary
+// during a second prefill of the first length. `title` names the path (CudaModelOptions set
+// by the caller); `base_tps` (> 0) adds the speedup over the old path measured in this run.
+std::vector<double> prefill_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int>& lengths,
+                                  double copy_gbps, const std::string& title, int chunk,
+                                  const std::vector<double>& base_tps = {}, bool with_canary = true) {
+  std::vector<double> out;
+  if (lengths.empty()) return out;
   const int64_t V = m.info().vocab_size;
-  const double per_tok = double(m.decode_bytes_per_token().total()) * m.chunk_bytes_ratio(16) / 16;
+  const double per_tok = double(m.decode_bytes_per_token().total()) * m.chunk_bytes_ratio(chunk) / chunk;
   const double roof = copy_gbps * 1e9 / per_tok;
-  std::printf("\nchunked prefill (16 rows per chunk, CUDA graphs, side stream), fresh state per length\n");
-  std::printf("weights-only roofline: %.3f GB per token (a chunk's bytes / 16; experts: expected union of 16 rows' top-k)"
-              " -> %.0f tok/s at %.0f GB/s\n", per_tok / 1e9, roof, copy_gbps);
-  std::printf("| prompt tokens | prefill s | tok/s | of roofline | vs ds4 ~1370 tok/s (2k) |\n|---|---|---|---|---|\n");
+  std::printf("\nchunked prefill, %s, fresh state per length\n", title.c_str());
+  std::printf("weights-only roofline: %.3f GB per token (a chunk's bytes / %d; experts: expected union of %d rows' top-k)"
+              " -> %.0f tok/s at %.0f GB/s\n", per_tok / 1e9, chunk, chunk, roof, copy_gbps);
+  std::printf("| prompt tokens | prefill s | tok/s | of roofline | vs ds4 ~1370 tok/s (2k) | vs the 16-row path |\n"
+              "|---|---|---|---|---|---|\n");
   auto prompt_of = [&](int n) {
     std::vector<int32_t> p;
     for (int i = 0; i < n; ++i) p.push_back(int32_t((int64_t(i) * 7919 + 13) % V));
@@ -214,9 +232,13 @@ void prefill_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int>& 
     const auto t0 = Clock::now();
     m.prefill(*s, p);
     const double dt = secs(t0, Clock::now()), tps = n / dt;
-    std::printf("| %d | %.2f | %.1f | %.1f%% | %.3fx |\n", n, dt, tps, 100 * tps / roof, tps / 1370.0);
+    out.push_back(tps);
+    char vs[32] = "-";
+    if (out.size() <= base_tps.size()) std::snprintf(vs, sizeof vs, "%.2fx", tps / base_tps[out.size() - 1]);
+    std::printf("| %d | %.2f | %.1f | %.1f%% | %.3fx | %s |\n", n, dt, tps, 100 * tps / roof, tps / 1370.0, vs);
     std::fflush(stdout);
   }
+  if (!with_canary) return out;
   const auto p = prompt_of(lengths[0]);
   cuda::GpuCanary::Options co;
   co.period_s = 0.005;
@@ -229,9 +251,11 @@ void prefill_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int>& 
   canary.stop();
   const CanaryStats cs = canary.snapshot();
   std::printf("GPU canary (probe every 5 ms) during a %d-token prefill (%.1f tok/s with it): %lld samples, p50 %.3f ms, "
-              "p99 %.3f ms, max %.3f ms, stalls %lld (SPEC wants max < 10 ms; each chunk of 16 rows is one graph "
+              "p99 %.3f ms, max %.3f ms, stalls %lld (SPEC wants max < 10 ms; each chunk of %d rows is one graph "
               "launch + sync)\n",
-              lengths[0], lengths[0] / dt, (long long)cs.samples, cs.p50_ms, cs.p99_ms, cs.max_ms, (long long)cs.stalls);
+              lengths[0], lengths[0] / dt, (long long)cs.samples, cs.p50_ms, cs.p99_ms, cs.max_ms, (long long)cs.stalls,
+              chunk);
+  return out;
 }
 
 }  // namespace
@@ -240,9 +264,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> pos;
   std::vector<int> prefill_lengths;
   bool prof = false;
+  int old_max = 1 << 30;                 // --old-max N: the old path only at lengths <= N
+  std::vector<int> prefill_rows = {512};  // --prefill-rows N,N: the tensor-core path's chunk sizes
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       prof = true;
+    } else if (std::strcmp(argv[i], "--old-max") == 0 && i + 1 < argc) {
+      old_max = std::stoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--prefill-rows") == 0 && i + 1 < argc) {
+      prefill_rows.clear();
+      for (std::string l = argv[++i]; !l.empty();) {
+        const size_t c = l.find(',');
+        prefill_rows.push_back(std::stoi(l.substr(0, c)));
+        l = c == std::string::npos ? "" : l.substr(c + 1);
+      }
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
       for (std::string l = argv[++i]; !l.empty();) {
         const size_t c = l.find(',');
@@ -255,7 +290,8 @@ int main(int argc, char** argv) {
   }
   if (pos.empty()) {
     std::fprintf(stderr,
-                 "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]\n");
+                 "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...] "
+                 "[--prefill-rows N,N] [--old-max N]\n");
     return 2;
   }
   const std::string path = pos[0];
@@ -274,7 +310,9 @@ int main(int argc, char** argv) {
     for (int l : prefill_lengths) longest = std::max(longest, l + 64);
     o.max_context = longest;
     const auto t0 = Clock::now();
-    deepseek_v4::DeepseekV4CudaModel m(open_tensor_source(path), o);
+    deepseek_v4::CudaModelOptions lo;  // the chunk scratch sized for the largest prefill chunk
+    for (int r : prefill_rows) lo.prefill_rows = std::max(lo.prefill_rows, r);
+    deepseek_v4::DeepseekV4CudaModel m(open_tensor_source(path), o, lo);
     const double load_s = secs(t0, Clock::now());
     const int64_t V = m.info().vocab_size;
     std::vector<int32_t> prompt;
@@ -327,7 +365,34 @@ int main(int argc, char** argv) {
     verify_table(m, *at_prompt, 9);
     if (m.draft_head()) draft_table(m, prompt, n, 9);
     else std::printf("\nno draft head (MTP or DSpark) on the GPU for this checkpoint: no draft / speculative rows\n");
-    prefill_table(m, prefill_lengths, bw.copy_gbps);
+    if (!prefill_lengths.empty()) {
+      // The old path (16-row chunks, row-looped GEMVs) at the lengths up to old_max, then the
+      // tensor-core path (prefill_rows chunks, dense projections as BF16 GEMMs), same run.
+      std::vector<int> old_lengths;
+      for (int len : prefill_lengths)
+        if (len <= old_max) old_lengths.push_back(len);
+      deepseek_v4::CudaModelOptions old;
+      old.prefill_rows = 0;
+      m.set_options(old);
+      const auto base =
+          prefill_table(m, old_lengths, bw.copy_gbps, "16 rows per chunk, gemv_rows (the old path)", 16, {}, false);
+      for (int rows : prefill_rows) {
+        deepseek_v4::CudaModelOptions tc;
+        tc.prefill_rows = rows;
+        tc.gemm_rows = 64;
+        tc.expert_mma = false;
+        m.set_options(tc);
+        prefill_table(m, old_lengths, bw.copy_gbps,
+                      std::to_string(rows) + " rows per chunk, dense projections as TF32 GEMMs (cuBLAS), "
+                      "routed experts gemv_rows entries of <= 16 rows", rows, base, false);
+        tc.expert_mma = true;
+        m.set_options(tc);
+        prefill_table(m, prefill_lengths, bw.copy_gbps,
+                      std::to_string(rows) + " rows per chunk, dense projections as TF32 GEMMs (cuBLAS), "
+                      "routed experts grouped BF16 MMAs (grouped_mma_bf16)", rows, base);
+      }
+      m.set_options(deepseek_v4::CudaModelOptions{});
+    }
     if (prof) profile(m, *s, l, 8);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

@@ -19,6 +19,15 @@
 //     straddling the compressor windows) likewise; the ds4 GGUF tiny (Q8_0 / F16 gemv_rows
 //     paths) too. Items 1-2 run the chunk path already: every multi-token prefill there is
 //     chunked (golden + CPU tolerances), and item 2's kAll check is 64 chunked rows vs the CPU.
+//     Items 1-7 run the exact path (gemm_rows 0): forwards over 16 tokens take prefill_rows
+//     chunks (up to 512 rows; routed experts split in entries of 16 rows) and must stay exact.
+//  8. The tensor-core path (gemm_rows = 64: chunks of >= 64 rows do their dense
+//     projections as TF32 GEMMs, backend/cuda matmul_rows, and routed experts as BF16 MMAs
+//     where cols % 128 == 0; HC mixes and router logits exact): tolerance-based, not bit for
+//     bit. p300 prefill + 32 greedy decode rows vs the CPU model: max |logit diff| <= kGemmTol,
+//     argmax of every row = the golden greedy tokens; a 300-row kAll forward within kGemmTol
+//     of the CPU; the side stream vs one stream with direct launches bit for bit (cuBLAS is
+//     deterministic for a fixed handle and shape).
 //  7. Checkpoints (state_io.cu, dsv4_checkpoint_test.h) after 301 tokens (ring of 16 wrapped,
 //     CSA / HCA windows closed, both open): GPU -> GPU next logits bit-identical, GPU <-> CPU
 //     within kTol, corrupted sections refused with InputError.
@@ -55,6 +64,21 @@ namespace {
 // tests/data/deepseek_v4/README.md: max |logit diff| <= 1e-3 for float32 compute, exact
 // greedy tokens. The same bound is used against the CPU model.
 constexpr float kTol = 1e-3f;
+// The tensor-core path (item 8): TF32 dense products, BF16 expert products.
+constexpr float kGemmTol = 3e-2f;
+
+// Options of the exact path: no GEMM (items 1-7 compare bit for bit / within kTol; the
+// default, stated here so the items keep their meaning if the default changes).
+dsv4::CudaModelOptions exact(dsv4::CudaModelOptions o = {}) {
+  o.gemm_rows = 0;
+  return o;
+}
+// Item 8: GEMMs from 64 rows (the bench's setting).
+dsv4::CudaModelOptions tensor_cores() {
+  dsv4::CudaModelOptions o;
+  o.gemm_rows = 64;
+  return o;
+}
 
 // Localizes a mismatch: feeds `tokens` one at a time to the CPU model and the direct-launch
 // CUDA model, both with layer observers, and prints per layer the max |diff| of the HC state
@@ -263,7 +287,7 @@ void tiny_gguf(const std::string& root, const TensorSource& g) {
   }
   LoadOptions o;
   auto cpu = dsv4::load(path.string(), o);
-  auto gpu = dsv4::load_cuda(path.string(), o);
+  auto gpu = dsv4::load_cuda(path.string(), o, exact());
   const auto tokens = golden<int32_t>(g, "p64.tokens");
   const int64_t V = gpu->info().vocab_size;
   auto sc = cpu->new_state(), sg = gpu->new_state();
@@ -280,8 +304,22 @@ void tiny_gguf(const std::string& root, const TensorSource& g) {
   {  // the chunk path on the quantized formats: bit-identical to decode steps
     dsv4::CudaModelOptions one;
     one.chunk_rows = 1;
-    auto steps = dsv4::load_cuda(path.string(), o, one);
+    auto steps = dsv4::load_cuda(path.string(), o, exact(one));
     chunk_vs_steps(*gpu, *steps, tokens, 5, {16, 59}, "tiny ds4 GGUF (Q8_0 experts), chunk 16");
+  }
+  {  // the tensor-core path on the quantized formats (F16 / Q8_0 dense): item 8's tolerance
+    auto tc = dsv4::load_cuda(path.string(), o, tensor_cores());
+    auto sc2 = cpu->new_state(), st = tc->new_state();
+    std::vector<float> a, b;
+    cpu->forward(*sc2, tokens, Logits::kAll, a);
+    tc->forward(*st, tokens, Logits::kAll, b);
+    const float dt = a.size() == b.size() ? max_diff(a.data(), b.data(), a.size()) : INFINITY;
+    bool am = a.size() == b.size();
+    for (size_t r = 0; am && r < tokens.size(); ++r) am = argmax(a.data() + r * V, V) == argmax(b.data() + r * V, V);
+    char tb[200];
+    std::snprintf(tb, sizeof tb, "tiny ds4 GGUF: tensor-core path, kAll 64 rows vs CPU max |diff| %.3g (tol %.0e), "
+                  "argmax equal: %s", double(dt), double(kGemmTol), am ? "yes" : "NO");
+    check(dt <= kGemmTol && am, tb);
   }
   std::filesystem::remove(path);
   char buf[200];
@@ -347,8 +385,49 @@ void storage_numerics() {
 }
 
 // The chunk path without graphs or the side stream (its kernels launched one by one).
+// Item 8: the tensor-core path (default options) vs the CPU model and the golden tokens.
+void tensor_core_path(Model& cpu, const std::string& tiny, const LoadOptions& o, const TensorSource& g) {
+  auto tc = dsv4::load_cuda(tiny, o, tensor_cores());
+  dsv4::CudaModelOptions d = tensor_cores();
+  d.graphs = false, d.streams = false;
+  auto tcd = dsv4::load_cuda(tiny, o, d);
+  const auto tokens = golden<int32_t>(g, "p300.tokens");
+  const auto greedy = golden<int32_t>(g, "p300.greedy");
+  const int64_t V = tc->info().vocab_size;
+  auto sc = cpu.new_state(), st = tc->new_state(), sd = tcd->new_state();
+  auto lc = cpu.prefill(*sc, tokens), lt = tc->prefill(*st, tokens), ld = tcd->prefill(*sd, tokens);
+  float d_cpu = max_diff(lt.data(), lc.data(), size_t(V)), d_direct = max_diff(lt.data(), ld.data(), size_t(V));
+  bool tokens_ok = argmax(lt.data(), V) == greedy[0];
+  for (size_t i = 0; i < greedy.size(); ++i) {
+    lc = cpu.decode(*sc, greedy[i]);
+    lt = tc->decode(*st, greedy[i]);
+    ld = tcd->decode(*sd, greedy[i]);
+    d_cpu = std::max(d_cpu, max_diff(lt.data(), lc.data(), size_t(V)));
+    d_direct = std::max(d_direct, max_diff(lt.data(), ld.data(), size_t(V)));
+    if (i + 1 < greedy.size()) tokens_ok = tokens_ok && argmax(lt.data(), V) == greedy[i + 1];
+  }
+  char buf[300];
+  std::snprintf(buf, sizeof buf, "tensor cores: p300 prefill (GEMM chunk of 300) + %zu decode rows vs CPU max |diff| %.3g "
+                "(tol %.0e), greedy = golden: %s", greedy.size(), double(d_cpu), double(kGemmTol), tokens_ok ? "yes" : "NO");
+  check(d_cpu <= kGemmTol && tokens_ok, buf);
+  std::snprintf(buf, sizeof buf, "tensor cores: CUDA graph + side stream vs direct launches max |diff| %.3g (must be 0)",
+                double(d_direct));
+  check(d_direct == 0.f, buf);
+  std::vector<float> a, b;
+  auto sc2 = cpu.new_state(), st2 = tc->new_state();
+  cpu.forward(*sc2, tokens, Logits::kAll, a);
+  tc->forward(*st2, tokens, Logits::kAll, b);
+  const float dk = a.size() == b.size() ? max_diff(a.data(), b.data(), a.size()) : INFINITY;
+  int arg_diff = 0;
+  for (size_t r = 0; a.size() == b.size() && r < tokens.size(); ++r)
+    arg_diff += argmax(a.data() + r * V, V) != argmax(b.data() + r * V, V);
+  std::snprintf(buf, sizeof buf, "tensor cores: kAll 300 rows (lm_head as a GEMM) vs CPU max |diff| %.3g (tol %.0e), "
+                "rows with another argmax: %d", double(dk), double(kGemmTol), arg_diff);
+  check(dk <= kGemmTol, buf);
+}
+
 std::unique_ptr<Model> direct_chunks(const std::string& dir, const LoadOptions& o) {
-  dsv4::CudaModelOptions d;
+  dsv4::CudaModelOptions d = exact();
   d.graphs = false, d.streams = false;
   return dsv4::load_cuda(dir, o, d);
 }
@@ -363,9 +442,9 @@ int main(int argc, char** argv) {
     const std::string tiny = root + "/tests/data/deepseek_v4/model";
     LoadOptions o;
     auto cpu = dsv4::load(tiny, o);
-    auto gpu = dsv4::load_cuda(tiny, o);
-    dsv4::DeepseekV4CudaModel direct(open_tensor_source(tiny), o, dsv4::CudaModelOptions{false, false, false, false});
-    auto streams = dsv4::load_cuda(tiny, o, dsv4::CudaModelOptions{true, false, true, true});
+    auto gpu = dsv4::load_cuda(tiny, o, exact());
+    dsv4::DeepseekV4CudaModel direct(open_tensor_source(tiny), o, exact(dsv4::CudaModelOptions{false, false, false, false}));
+    auto streams = dsv4::load_cuda(tiny, o, exact(dsv4::CudaModelOptions{true, false, true, true}));
     auto g = open_tensor_source(root + "/tests/data/deepseek_v4/golden.safetensors");
     g_width = dsv4::config_of(*open_tensor_source(tiny)).hc * gpu->info().hidden_size;
     const std::vector<std::string> prompts =
@@ -381,8 +460,8 @@ int main(int argc, char** argv) {
     {
       dsv4::CudaModelOptions one, seven;
       one.chunk_rows = 1, seven.chunk_rows = 7;
-      auto steps = dsv4::load_cuda(tiny, o, one);
-      auto chunk7 = dsv4::load_cuda(tiny, o, seven);
+      auto steps = dsv4::load_cuda(tiny, o, exact(one));
+      auto chunk7 = dsv4::load_cuda(tiny, o, exact(seven));
       const auto p300 = golden<int32_t>(*g, "p300.tokens");
       std::vector<int32_t> toks(p300);
       toks.insert(toks.end(), p300.begin(), p300.begin() + 64);  // 364: room for a prefix + 300
@@ -397,6 +476,7 @@ int main(int argc, char** argv) {
     }
     storage_numerics();
     if (!quick) tiny_gguf(root, *g);
+    tensor_core_path(*cpu, tiny, o, *g);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

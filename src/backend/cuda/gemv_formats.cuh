@@ -18,6 +18,8 @@
 //                                instead of the quarter-rate int->float conversion, fields
 //                                taken in place (so a field at bit 8 is worth 256x: separate
 //                                partial sums per bit position, scaled by exact powers of two)
+//   decode(raw, unit, w, shared) the unit's 32 weights as floats (dequant_bf16.cu: the
+//                                tensor-core path dequantizes a tile, then multiplies)
 //   kSpanBlocks                  blocks a warp stages at once (0: the format is read directly:
 //                                its units are already 16-byte loads); kSpanBlocks * kBlockBytes
 //                                is a multiple of 16
@@ -84,6 +86,18 @@ struct Half16 {
   static constexpr int kRows = 4;
   static constexpr int kSpanBlocks = 0;
   struct Raw { uint4 v[4]; };
+  __device__ static void decode(const Raw& r, int64_t, float (&out)[kUnit], const void*) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t w[4] = {r.v[i].x, r.v[i].y, r.v[i].z, r.v[i].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint16_t lo = w[j] & 0xffff, hi = w[j] >> 16;
+        out[8 * i + 2 * j] = kBf16 ? bf16_bits(lo) : f16_bits(lo);
+        out[8 * i + 2 * j + 1] = kBf16 ? bf16_bits(hi) : f16_bits(hi);
+      }
+    }
+  }
   template <class L>
   __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
     const uint8_t* p = row_bytes + unit * 64;
@@ -115,6 +129,13 @@ struct F32 {
   static constexpr int kRows = 2;
   static constexpr int kSpanBlocks = 0;
   struct Raw { uint4 v[8]; };
+  __device__ static void decode(const Raw& r, int64_t, float (&out)[kUnit], const void*) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      out[4 * i] = __uint_as_float(r.v[i].x), out[4 * i + 1] = __uint_as_float(r.v[i].y);
+      out[4 * i + 2] = __uint_as_float(r.v[i].z), out[4 * i + 3] = __uint_as_float(r.v[i].w);
+    }
+  }
   template <class L>
   __device__ static Raw load(const Args&, const uint8_t* row_bytes, int64_t, int64_t unit) {
     const uint8_t* p = row_bytes + unit * 128;
@@ -141,6 +162,13 @@ struct Q8_0 {
   static constexpr int kRows = 4;  // H200 sweep: direct path 2042 GB/s at R=4 vs 1483 at R=2
   static constexpr int kSpanBlocks = 32, kBlockBytes = 34, kUnitsPerBlock = 1;  // 1088 B
   struct Raw { uint16_t d; uint32_t q[8]; };
+  __device__ static void decode(const Raw& r, int64_t, float (&out)[kUnit], const void*) {
+    const float d = f16_bits(r.d);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) out[4 * i + k] = d * float(int8_t(byte_of(r.q[i], k)));
+  }
   template <class L>
   __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
     const uint8_t* p = row_bytes + unit * 34;
@@ -198,6 +226,26 @@ struct Q4_K {
   static constexpr int kRows = 8;  // H200 sweep: 1203 GB/s at R=8 vs 1178 at R=4 (decode-bound)
   static constexpr int kSpanBlocks = 0;
   struct Raw { uint4 hdr; uint4 q[2]; };
+  __device__ static void decode(const Raw& r, int64_t unit, float (&out)[kUnit], const void*) {
+    const int j = int(unit & 7);
+    const uint32_t sw[3] = {r.hdr.y, r.hdr.z, r.hdr.w};
+    auto sb = [&](int i) { return byte_of(sw[i >> 2], i & 3); };
+    uint32_t sc, mn;
+    if (j < 4) {
+      sc = sb(j) & 63;
+      mn = sb(j + 4) & 63;
+    } else {
+      sc = (sb(j + 4) & 0xf) | ((sb(j - 4) >> 6) << 4);
+      mn = (sb(j + 4) >> 4) | ((sb(j) >> 6) << 4);
+    }
+    const int shift = 4 * (j & 1);
+    const float dsc = f16_bits(r.hdr.x & 0xffff) * float(sc), m = f16_bits(r.hdr.x >> 16) * float(mn);
+    const uint32_t w[8] = {r.q[0].x, r.q[0].y, r.q[0].z, r.q[0].w, r.q[1].x, r.q[1].y, r.q[1].z, r.q[1].w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) out[4 * i + k] = dsc * float((byte_of(w[i], k) >> shift) & 0xf) - m;
+  }
   template <class L>
   __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
     const uint8_t* p = row_bytes + (unit >> 3) * 144;
@@ -267,6 +315,19 @@ struct Q2_K {
   static constexpr int kRows = 8;
   static constexpr int kSpanBlocks = 4, kBlockBytes = 84, kUnitsPerBlock = 8;  // 336 B
   struct Raw { uint32_t q[8]; uint16_t sc; uint32_t dm; };
+  __device__ static void decode(const Raw& r, int64_t unit, float (&out)[kUnit], const void*) {
+    const int shift = 2 * int(unit & 3);
+    const float d = f16_bits(r.dm & 0xffff), dmin = f16_bits(r.dm >> 16);
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const uint32_t scm = (r.sc >> (8 * g)) & 0xff;
+      const float dl = d * float(scm & 0xf), ml = dmin * float(scm >> 4);
+#pragma unroll
+      for (int i = 4 * g; i < 4 * g + 4; ++i)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) out[4 * i + k] = dl * float((byte_of(r.q[i], k) >> shift) & 3) - ml;
+    }
+  }
   template <class L>
   __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
     const uint8_t* p = row_bytes + (unit >> 3) * 84;
@@ -333,6 +394,21 @@ struct IQ2_XXS {
   static constexpr int kRows = 8;
   static constexpr int kSpanBlocks = 8, kBlockBytes = 66, kUnitsPerBlock = 8;  // 528 B
   struct Raw { uint16_t d; uint32_t aux0, aux1; };
+  __device__ static void decode(const Raw& r, int64_t, float (&out)[kUnit], const void* shared) {
+    const uint64_t* grid = static_cast<const uint64_t*>(shared);
+    const float db = f16_bits(r.d) * (0.5f + float(r.aux1 >> 28)) * 0.25f;
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t g = grid[byte_of(r.aux0, l)];
+      const uint32_t s7 = (r.aux1 >> (7 * l)) & 127;
+      const uint32_t signs = s7 | ((__popc(s7) & 1u) << 7);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float v = db * float(uint32_t(g >> (8 * k)) & 0xffu);
+        out[8 * l + k] = (signs >> k) & 1 ? -v : v;
+      }
+    }
+  }
   template <class L>
   __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
     const uint8_t* p = row_bytes + (unit >> 3) * 66;
@@ -394,6 +470,21 @@ struct MlxAffine {
   static constexpr int kSpanBlocks = 0;
   static constexpr int kVecs = kBits == 4 ? 1 : 2;  // 16-byte loads per unit
   struct Raw { uint4 v[kVecs]; uint16_t scale, bias; };
+  __device__ static void decode(const Raw& r, int64_t, float (&out)[kUnit], const void*) {
+    constexpr int kPerWord = 32 / kBits;
+    constexpr uint32_t kMask = (1u << kBits) - 1;
+    const float scale = kBf16Scales ? bf16_bits(r.scale) : f16_bits(r.scale);
+    const float bias = kBf16Scales ? bf16_bits(r.bias) : f16_bits(r.bias);
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const uint32_t w[4] = {r.v[i].x, r.v[i].y, r.v[i].z, r.v[i].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int k = 0; k < kPerWord; ++k)
+          out[(4 * i + j) * kPerWord + k] = fmaf(scale, float((w[j] >> (kBits * k)) & kMask), bias);
+    }
+  }
   template <class L>
   __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
     const uint8_t* p = row_bytes + unit * (kUnit * kBits / 8);

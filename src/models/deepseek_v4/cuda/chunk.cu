@@ -1,6 +1,10 @@
 // The multi-row forward of the CUDA DeepSeek V4 model: a chunk of up to cl.rows tokens
 // (prefill chunk, speculative verify of k+1 rows) through every layer with each weight matrix
-// read once per chunk (backend/cuda gemv_rows), every other op one launch for all rows:
+// read once per chunk (backend/cuda gemv_rows; from CudaModelOptions::gemm_rows rows the
+// dense projections are TF32 GEMMs and the routed experts BF16 MMAs on tensor cores, issue
+// #22: then the HC mixes and the router logits still take the exact path, so routing and
+// Sinkhorn see the decode step's values; every other product is within TF32 / BF16 rounding,
+// not bit for bit), every other op one launch for all rows:
 //   - projections, o LoRA, shared expert, HC head, lm_head: gemv_rows over the chunk;
 //   - MoE: routing per row (one launch), the (token, expert) pairs grouped per expert
 //     (backend/cuda moe_group) so each used expert is read once for all the rows routed to it;
@@ -21,17 +25,18 @@
 #include <algorithm>
 
 #include "backend/cuda/graph_step.h"
+#include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/moe_group.h"
 #include "backend/cuda/norm.h"
 #include "models/deepseek_v4/cuda/model_impl.h"
 
 namespace ds4::deepseek_v4 {
 
-// y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats).
+// y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats): gemv_rows
+// (exact) below gemm_rows rows, a BF16 tensor-core GEMM from there (backend/cuda matmul_rows).
 void DeepseekV4CudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, cudaStream_t s) {
-  dc::GemvRows r;
-  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
-  dc::gemv_rows(w, R(0, x_off), R(0, y_off), r, s);
+  dc::matmul_rows(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, dc::MatmulBatch{}, mm(s), s);
 }
 
 // proj() over the rows: one gemv_rows per stacked run, outputs back to back in each row.
@@ -42,12 +47,28 @@ void DeepseekV4CudaModel::Impl::mproj(const DProj& p, size_t x_off, size_t y_off
   }
 }
 
+// Rows [r0, r1) of a stacked projection again on the exact path (after a tensor-core mproj):
+// the router logits pick experts, so a tensor-core chunk routes exactly as decode steps would.
+void DeepseekV4CudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1) {
+  int64_t at = 0;
+  for (const WeightMatrix& m : p.runs) {
+    const int64_t a = std::max(at, r0), b = std::min(at + m.rows, r1);
+    if (a < b) {
+      WeightMatrix sub = m;
+      sub.data = static_cast<const uint8_t*>(m.data) + (a - at) * m.row_stride_bytes();
+      sub.rows = b - a;
+      dc::matmul_rows_exact(sub, R(0, x_off), rs(), R(0, y_off + size_t(a) * 4), rs(), rows, dc::MatmulBatch{},
+                            stream);
+    }
+    at += m.rows;
+  }
+}
+
 // hc_pre() over the rows: fn's column blocks {splits, mix} per row, then the split + collapse.
 void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, size_t x_off) {
-  dc::GemvRows r;
-  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
-  r.batch = dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows};
-  dc::gemv_rows(h.fn, R(0, x_off), R(0, sl.mix), r, stream);
+  // exact at any row count: the mixes go through Sinkhorn's exponentials (a small matrix)
+  dc::matmul_rows_exact(h.fn, R(0, x_off), rs(), R(0, sl.mix), rs(), rows,
+                        dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows}, stream);
   dc::HcDims d = hcd;
   d.mix_splits = h.splits;
   dc::hc_pre_f32(R(0, sl.mix), h.scale, h.base, d, R(0, x_off), norm, R(0, sl.col), R(0, sl.post), R(0, sl.comb),
@@ -70,6 +91,11 @@ void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
   const size_t qr = sl.ain, kv = qr + size_t(c.q_lora) * 4, ckv = kv + size_t(hd) * 4, cgate = ckv + cw;
   const size_t ikv = cgate + cw, igate = ikv + iwd, iw = igate + iwd;
   mproj(L.attn_in, sl.col, sl.ain);
+  // The indexer's inputs (its kv / gate / head weights, its queries) pick entries by top-k:
+  // exact on a tensor-core chunk too, so it selects what decode steps would.
+  const bool tc = mm_main->min_rows() > 0 && rows >= mm_main->min_rows();
+  if (tc && L.has_indexer)
+    mproj_exact(L.attn_in, sl.col, sl.ain, c.q_lora + hd + (L.ratio > 0 ? 2 * L.comp.width : 0), L.attn_in.rows);
   mark("attn_in_proj");
   // side branch: every row's KV row into the ring, the compressor lanes row by row
   fork();
@@ -93,7 +119,7 @@ void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
   dc::rmsnorm_strided_f32(R(0, qr), rs(), L.q_a_norm, R(0, qr), rs(), rows, c.q_lora, c.rms_eps, stream);
   mgemv(L.q_b, qr, sl.q, stream);
   norm_rope(R(0, sl.q), NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream, all);
-  if (L.has_indexer) mgemv(L.index_q_b, qr, sl.iq, stream);
+  if (L.has_indexer) dc::matmul_rows_exact(L.index_q_b, R(0, qr), rs(), R(0, sl.iq), rs(), rows, dc::MatmulBatch{}, stream);
   mark("attn_q");
   join();
   AttendArgs a{R(0, sl.q), ring, c.window, lay.ring_rows, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd,
@@ -121,11 +147,9 @@ void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
 void DeepseekV4CudaModel::Impl::out_rows(const DLayer& L) {
   WeightMatrix oa = L.o_a;
   oa.rows = c.o_lora;
-  dc::GemvRows r;
-  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
-  r.batch = dc::GemvBatch{int(c.o_groups), nullptr, size_t(c.o_lora * L.o_a.row_stride_bytes()), 0,
+  const dc::MatmulBatch b{int(c.o_groups), size_t(c.o_lora * L.o_a.row_stride_bytes()), 0,
                           c.heads * c.head_dim / c.o_groups, c.o_lora};
-  dc::gemv_rows(oa, R(0, sl.heads), R(0, sl.low), r, stream);
+  dc::matmul_rows(oa, R(0, sl.heads), rs(), R(0, sl.low), rs(), rows, b, mm(stream), stream);
   mgemv(L.o_b, sl.low, sl.y, stream);
   mark("attn_out");
 }
@@ -137,6 +161,7 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   const size_t shg = sl.min, shu = shg + size_t(F) * 4, router = shu + size_t(F) * 4;  // moe_in outputs per row
   const Rows all = all_rows();
   mproj(L.moe_in, sl.col, sl.min);
+  if (mm_main->min_rows() > 0 && rows >= mm_main->min_rows()) mproj_exact(L.moe_in, sl.col, sl.min, 2 * F, 2 * F + E);
   mark("moe_in_proj");
   fork();  // side branch: the shared expert
   swiglu_clamp(R(0, shg), R(0, shu), rows, F, rs(), c.swiglu_limit, R(0, shg), side(), rs());
@@ -148,21 +173,29 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
                       c.experts, K, int(c.score), c.norm_topk, float(c.routed_scale), ids, wts},
             stream, all);
   const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
-                       C<int32_t>(cl.slot), kMaxChunkRows};
+                       C<int32_t>(cl.slot), dc::kGemvMaxRows};
   dc::moe_group(ids, rows, K, E, g, stream);
   mark("moe_route");
-  // Entry u = a used expert (at most min(E, rows * K) of them; *live decides on the device).
+  // Entry u = up to 16 rows of a used expert (*live of at most moe_group_entries decides on the
+  // device; a verify chunk has one entry per used expert).
   dc::GemvRows r;
-  r.n = int(rows);
-  r.batch = dc::GemvBatch{int(std::min(E, pairs)), g.experts, L.gate_up.stride, 0, 0, 0};
+  r.n = int(std::min<int64_t>(rows, dc::kGemvMaxRows));
+  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, dc::kGemvMaxRows)), g.experts, L.gate_up.stride, 0, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
-  dc::gemv_rows(L.gate_up.first, R(0, sl.col), C(cl.egu), r, stream);
+  // From gemm_rows rows the experts run on tensor cores (same entries, BF16 MMAs), else exact.
+  const bool tc = opt.expert_mma && mm_main->min_rows() > 0 && rows >= mm_main->min_rows() &&
+                  dc::grouped_mma_supports(L.gate_up.first) && dc::grouped_mma_supports(L.down.first);
+  auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
+    if (tc) dc::grouped_mma_bf16(w, x, y, r, stream);
+    else dc::gemv_rows(w, x, y, r, stream);
+  };
+  experts(L.gate_up.first, R(0, sl.col), C(cl.egu));
   mark("experts_gate_up");
   swiglu_clamp(C(cl.egu), C(cl.egu) + F, pairs, F, 2 * F, c.swiglu_limit, C(cl.eact), stream);
   r.batch.id_stride = L.down.stride;
   r.x_row = F, r.x_idx = g.slot, r.y_row = H;  // eact {rows * K, F} -> ey {rows * K, H}
-  dc::gemv_rows(L.down.first, C(cl.eact), C(cl.ey), r, stream);
+  experts(L.down.first, C(cl.eact), C(cl.ey));
   mark("experts_down");
   join();
   moe_combine(C(cl.ey), wts, K, R(0, sl.sh), H, R(0, sl.y), stream, all);
@@ -186,17 +219,14 @@ void DeepseekV4CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
   }
   if (mode != Logits::kNone) {
     const int64_t t0 = mode == Logits::kAll ? 0 : rows - 1, n = rows - t0;  // the rows that want logits
-    dc::GemvRows r;
-    r.n = int(n), r.x_row = rs(), r.y_row = rs();
     const DHc& h = dw.head_hc;
-    r.batch = dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows};
-    dc::gemv_rows(h.fn, R(t0, sl.xa), R(t0, sl.mix), r, stream);
+    dc::matmul_rows_exact(h.fn, R(t0, sl.xa), rs(), R(t0, sl.mix), rs(), n,
+                          dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows}, stream);
     dc::HcDims d = hcd;
     d.mix_splits = h.splits;
     dc::hc_head_f32(R(t0, sl.mix), h.scale, h.base, d, R(t0, sl.xa), dw.norm, R(t0, sl.hout), dc::HcRows{n, rs()},
                     stream);
-    r.batch = dc::GemvBatch{};
-    dc::gemv_rows(dw.lm_head, R(t0, sl.hout), R(t0, sl.logits), r, stream);
+    dc::matmul_rows(dw.lm_head, R(t0, sl.hout), rs(), R(t0, sl.logits), rs(), n, dc::MatmulBatch{}, mm(stream), stream);
     DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(t0, sl.logits), cl.row_bytes,
                                      size_t(V) * sizeof(float), size_t(n), cudaMemcpyDeviceToHost, stream));
     mark("head");
@@ -223,7 +253,11 @@ void DeepseekV4CudaModel::Impl::layer_rows(CudaState& st, int64_t l) {
 void DeepseekV4CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {
   rows = n;
   const int64_t key = (n * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0)) * 2 + (capturing ? 1 : 0);
-  dc::run_graph_step(stream, st.chunk_graph[key], opt.graphs, [&] { enqueue_chunk(st, mode); });
+  // A prefill chunk (more rows than a verify) launches directly: its hundreds of ms dwarf the
+  // launches, and capturing + instantiating a graph per state and size stalls other threads'
+  // launches (the GPU canary saw 363 ms) for a graph that a fresh state replays a few times.
+  const bool graph = opt.graphs && n <= opt.chunk_rows;
+  dc::run_graph_step(stream, st.chunk_graph[key], graph, [&] { enqueue_chunk(st, mode); });
   collect_profile();
 }
 

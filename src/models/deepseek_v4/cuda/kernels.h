@@ -20,7 +20,7 @@ struct Rows {
 // The sliding-window ring holds window + kRingSlack rows (slot p % ring_rows), so a chunk of
 // up to kRingSlack + 1 rows can append all its KV rows before any of them attends: row t's
 // window (its last `window` positions) is never overwritten by a later row of the chunk.
-inline constexpr int64_t kRingSlack = 16;
+inline constexpr int64_t kRingSlack = 1024;  // >= kMaxPrefillRows - 1 (step_layout.h)
 
 // ---- attention.cu (attention.cpp) ----
 struct NormRope {

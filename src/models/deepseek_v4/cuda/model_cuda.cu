@@ -306,9 +306,22 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   if (copt.chunk_rows < 1 || copt.chunk_rows > kMaxChunkRows)
     throw InputError("deepseek_v4 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(kMaxChunkRows));
+  if (copt.prefill_rows < 0 || copt.prefill_rows > kMaxPrefillRows || copt.gemm_rows < 0)
+    throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " is not in 0.." +
+                     std::to_string(kMaxPrefillRows) + " (or gemm_rows < 0)");
   // DSpark's K5 pass runs its five block rows in the chunk scratch, whatever chunk_rows is.
-  m.cl = chunk_layout(c, m.sl, dspark ? std::max<int64_t>(copt.chunk_rows, kDsparkBlock) : copt.chunk_rows);
+  const int64_t verify_rows = dspark ? std::max<int64_t>(copt.chunk_rows, kDsparkBlock) : copt.chunk_rows;
+  m.cl = chunk_layout(c, m.sl, std::max<int64_t>(verify_rows, copt.prefill_rows));
   if (m.cl.rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "deepseek_v4 chunk scratch");
+  {  // widest input of a multi-row product: the HC mixes read hc * hidden, o_a a head group
+    const int64_t cols = std::max({c.hc * c.hidden, c.heads * c.head_dim, c.o_groups * c.o_lora, c.expert_ff,
+                                   c.q_lora, c.hidden});
+    constexpr int64_t kTile = int64_t(32) << 20;  // BF16 weight tile: 64 MiB, lm_head in ~16 pieces
+    const int64_t mr = std::max<int64_t>(m.cl.rows, 1);
+    m.mm_main = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, copt.gemm_rows, "deepseek_v4 matmul");
+    // (TF32: the tile is f32, 128 MiB per workspace)
+    m.mm_side = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, copt.gemm_rows, "deepseek_v4 side matmul");
+  }
   // Rows of the step input and logits (as many as the chunk scratch: set_options may raise
   // chunk_rows up to cl.rows); the one-token step uses row 0.
   m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(m.cl.rows));
@@ -321,7 +334,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
       const int32_t noise = int32_t(c.dspark_noise);
       DS4_CUDA_CHECK(cudaMemcpy(m.draft.as<uint8_t>() + m.dl.noise, &noise, 4, cudaMemcpyHostToDevice));
     }
-    m.cap = capture_layout(c, m.lay, m.cl.rows);
+    m.cap = capture_layout(c, m.lay, verify_rows);
     m.cap_buf = dc::DeviceBuffer(m.cap.bytes, "deepseek_v4 verify capture");
     if (!m.cap.lanes.empty()) {
       m.cap_lanes = dc::DeviceBuffer(m.cap.lanes.size() * sizeof(LaneUndo), "deepseek_v4 lane undo table");
@@ -358,7 +371,12 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
       (copt.chunk_rows > 1 && impl_->cl.rows < 2))
     throw InputError("deepseek_v4 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " exceeds the " +
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");
+  if (copt.prefill_rows < 0 || copt.prefill_rows > impl_->cl.rows || copt.gemm_rows < 0)
+    throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
+                     std::to_string(impl_->cl.rows) + " rows the model was loaded with");
   impl_->opt = copt;
+  impl_->mm_main->set_min_rows(copt.gemm_rows);
+  impl_->mm_side->set_min_rows(copt.gemm_rows);
 }
 
 double DeepseekV4CudaModel::chunk_bytes_ratio(int64_t rows) const {
@@ -392,7 +410,10 @@ void DeepseekV4CudaModel::forward(ModelState& state, std::span<const int32_t> to
                      std::to_string(m.info.max_context));
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
   uint8_t* in = static_cast<uint8_t*>(m.in_host->p);
-  const int64_t C = m.opt.chunk_rows;
+  // Long forwards in prefill chunks (tensor cores from gemm_rows rows), the rest in chunk_rows;
+  // a draft head records per row with gemv_rows (16 rows at most): its states stay at chunk_rows.
+  const bool prefill = n > m.opt.chunk_rows && m.opt.prefill_rows > m.opt.chunk_rows && !st.mtp_on && !st.dspark_on;
+  const int64_t C = prefill ? m.opt.prefill_rows : m.opt.chunk_rows;
   if (n > 1 && C > 1 && !m.observer) {  // chunks of up to C rows (chunk.cu)
     forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,
                       [&](int64_t t0, int64_t T, Logits cm) {

@@ -47,6 +47,22 @@ struct CudaModelOptions {
   // read once per chunk. 1 = every token through the one-token decode step. set_options may
   // lower it below the value the model was loaded with, not raise it.
   int chunk_rows = 16;
+  // Prefill (issue #22): a forward of more than chunk_rows tokens (and no draft head enabled on
+  // the state) runs chunks of up to `prefill_rows` tokens (each weight read once per chunk;
+  // routed experts through gemv_rows entries of <= 16 rows). A chunk of at least `gemm_rows`
+  // rows does its dense projections (attention in / q / o, the shared expert, HC mixes,
+  // lm_head) as BF16 GEMMs on tensor cores (backend/cuda matmul_rows): within BF16 rounding
+  // of the CPU model, not bit for bit. Fewer rows (verify windows, decode steps, short
+  // prompts) stay bit-identical to decode steps. prefill_rows up to kMaxPrefillRows, 0 (or
+  // <= chunk_rows) = every forward in chunk_rows chunks; gemm_rows 0 = never a GEMM.
+  // Default 0 (exact) until test_deepseek_v4_cuda item 8 (tensor-core chunk vs the CPU model)
+  // meets its tolerance; 64 is the measured setting (bench/results/cuda-prefill-h200-2026-12-04).
+  int prefill_rows = 512;
+  int gemm_rows = 0;
+  // From gemm_rows rows, routed experts on tensor cores too (backend/cuda grouped_mma_bf16:
+  // each entry's expert tile decoded to BF16 in shared memory, warp MMAs); false keeps
+  // gemv_rows for them (exact per row) while the dense projections are GEMMs.
+  bool expert_mma = true;
 };
 
 // Default context of a CUDA state when LoadOptions::max_context is 0: every state holds its

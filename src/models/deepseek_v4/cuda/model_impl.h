@@ -12,6 +12,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/hyper_connections.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
 #include "core/error.h"
 #include "formats/tensor_source.h"
@@ -168,6 +169,10 @@ struct DeepseekV4CudaModel::Impl {
   // ---- chunk.cu: the multi-row forward (up to cl.rows tokens, each with its own row scratch) ----
   ChunkLayout cl;
   dc::DeviceBuffer chunk;
+  // The tensor-core path's cuBLAS handle + BF16 scratch, one per stream (the shared expert's
+  // GEMM on the side stream runs beside the main stream's).
+  std::unique_ptr<dc::MatmulWorkspace> mm_main, mm_side;
+  dc::MatmulWorkspace& mm(cudaStream_t s) const { return s == stream ? *mm_main : *mm_side; }
   int64_t rows = 0;  // rows of the chunk being enqueued
   float* R(int64_t t, size_t off) const {
     return reinterpret_cast<float*>(chunk.as<uint8_t>() + size_t(t) * cl.row_bytes + off);
@@ -178,6 +183,7 @@ struct DeepseekV4CudaModel::Impl {
   Rows all_rows() const { return Rows{rows, rs()}; }
   void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, cudaStream_t s);
   void mproj(const DProj& p, size_t x_off, size_t y_off);
+  void mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1);
   void hc_pre_rows(const DHc& h, const float* norm, size_t x_off);
   void attention_rows(CudaState& st, int64_t l);
   void moe_rows(int64_t l);

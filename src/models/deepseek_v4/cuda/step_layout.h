@@ -9,6 +9,7 @@
 
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/layout.h"
+#include "backend/cuda/moe_group.h"
 #include "models/deepseek_v4/config.h"
 #include "models/deepseek_v4/cuda/device_weights.h"
 #include "models/deepseek_v4/cuda/kernels.h"
@@ -68,10 +69,13 @@ using ::ds4::cuda::layout_align;
 inline constexpr int64_t kDsparkBlock = 5;
 inline constexpr int64_t kDsparkStages = 3;
 
-// Rows of a multi-row chunk at most: gemv_rows' limit, and the ring's slack (kernels.h).
+// Rows of a verify / exact chunk at most (CudaModelOptions::chunk_rows), and of a prefill chunk
+// (prefill_rows); both within the ring's slack (kernels.h). moe_group's tok/slot stride is
+// gemv_rows' row limit: a prefill chunk's expert with more rows takes several entries.
 inline constexpr int64_t kMaxChunkRows = 16;
-static_assert(kMaxChunkRows == ::ds4::cuda::kGemvMaxRows, "moe_group's tok/slot stride is gemv_rows' row limit");
-static_assert(kMaxChunkRows <= kRingSlack + 1, "a chunk's later rows would overwrite an earlier row's window");
+inline constexpr int64_t kMaxPrefillRows = 1024;
+static_assert(kMaxChunkRows <= ::ds4::cuda::kGemvMaxRows, "a verify chunk's experts are one gemv_rows entry each");
+static_assert(kMaxPrefillRows <= kRingSlack + 1, "a chunk's later rows would overwrite an earlier row's window");
 
 inline int64_t lane_entries(int64_t max_ctx, int64_t ratio) { return max_ctx / ratio + 1; }
 
@@ -159,6 +163,7 @@ struct ChunkLayout {
   size_t ids = 0, wts = 0;                 // routing {rows, K}: slot s = t * K + j
   size_t egu = 0, eact = 0, ey = 0;        // {rows * K, 2F}, {rows * K, F}, {rows * K, H}
   size_t experts = 0, live = 0, counts = 0, tok = 0, slot = 0;  // backend/cuda moe_group
+  int64_t entries = 0;  // moe_group entries at most (experts split past kGemvMaxRows rows)
   size_t bytes = 0;
 };
 
@@ -171,8 +176,9 @@ inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_
   const int64_t K = c.experts_used, F = c.expert_ff, H = c.hidden, RK = rows * K;
   s.ids = t.take(RK), s.wts = t.take(RK);
   s.egu = t.take(RK * 2 * F), s.eact = t.take(RK * F), s.ey = t.take(RK * H);
-  s.experts = t.take(RK), s.live = t.take(1), s.counts = t.take(RK);
-  s.tok = t.take(RK * kMaxChunkRows), s.slot = t.take(RK * kMaxChunkRows);
+  s.entries = ::ds4::cuda::moe_group_entries(rows, K, c.experts, ::ds4::cuda::kGemvMaxRows);
+  s.experts = t.take(s.entries), s.live = t.take(1), s.counts = t.take(s.entries);
+  s.tok = t.take(s.entries * ::ds4::cuda::kGemvMaxRows), s.slot = t.take(s.entries * ::ds4::cuda::kGemvMaxRows);
   s.bytes = t.at;
   return s;
 }

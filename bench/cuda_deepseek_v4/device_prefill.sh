@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue #22 on the H200 in one call, from binaries built here with the cuda preset (sm_90a,
+# CUDA 13 as on the H200 image; carried in BIN with our release ds4-convert):
+#   1. test_cuda_matmul (dequant_bf16 / matmul_rows / moe_group split vs host references),
+#   2. test_deepseek_v4_cuda (exact path bit-identical as before + the tensor-core items),
+#   3. the synthetic full-size Flash (`ds4-convert --synthetic deepseek_v4_flash --quant-experts
+#      IQ2_XXS --expert-holes`, ds4's q2 layout, routed experts as zero holes) in /dev/shm,
+#   4. bench_deepseek_v4_cuda MODEL 64 8 --prefill $LENGTHS --old-max $OLD_MAX --prefill-rows $ROWS:
+#      the old 16-row path and the tensor-core path, same run, canary during the new 2k prefill;
+#   5. test_deepseek_v4_mtp_cuda, test_deepseek_v4_dspark_cuda when present.
+# Usage, from the tree root: BIN=DIR [LENGTHS=2048,8192,32768] [OLD_MAX=2048] [ROWS=512]
+#   [SKIP_TESTS=1] [BENCH_S=240] bench/cuda_deepseek_v4/device_prefill.sh OUTDIR
+set -u
+out=${1:?usage: BIN=DIR bench/cuda_deepseek_v4/device_prefill.sh OUTDIR}
+bin=$(cd "${BIN:?set BIN}" && pwd)
+mkdir -p "$out"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+log() { echo "== $(date +%T) $*" | tee -a "$out/log.txt"; }
+log "start $(date -u +%FT%TZ)"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee -a "$out/log.txt"
+rc=0
+run_test() {  # name timeout args...
+  local name=$1 t=$2
+  shift 2
+  [ -x "$bin/$name" ] || return 0
+  log "$name $*"
+  timeout "$t" "$bin/$name" "$@" >"$out/$name.txt" 2>&1
+  local r=$?
+  log "$name exit $r"
+  grep -E "FAIL|FATAL|ALL PASSED|tensor cores|tensor-core|gemm" "$out/$name.txt" | head -40 | tee -a "$out/log.txt"
+  [ $r -eq 0 ] || rc=1
+}
+if [ -z "${SKIP_TESTS:-}" ]; then
+  run_test test_cuda_matmul 60
+  run_test test_deepseek_v4_cuda ${TEST_S:-120} .
+fi
+model=/dev/shm/ds4flash-synthetic.gguf
+log "synthetic model -> $model"
+"$bin/ds4-convert" --synthetic deepseek_v4_flash "$model" --quant-experts IQ2_XXS --expert-holes >"$out/convert.txt" 2>&1 ||
+  { log "convert failed"; tail -5 "$out/convert.txt"; exit 4; }
+args="64 8 --prefill ${LENGTHS:-2048,8192,32768} --old-max ${OLD_MAX:-2048} --prefill-rows ${ROWS:-512}"
+log "bench_deepseek_v4_cuda MODEL $args"
+timeout "${BENCH_S:-240}" "$bin/bench_deepseek_v4_cuda" "$model" $args >"$out/bench_deepseek_v4_cuda.txt" 2>&1
+log "bench exit $?"
+grep -vE "^\s*$" "$out/bench_deepseek_v4_cuda.txt" | grep -E "^\||prefill|canary|copy bandwidth|model |FATAL" | tee -a "$out/log.txt"
+rm -f "$model"
+if [ -z "${SKIP_TESTS:-}" ]; then  # the draft-head tests last (they run the exact path)
+  run_test test_deepseek_v4_mtp_cuda 45 .
+  run_test test_deepseek_v4_dspark_cuda 45 .
+fi
+log "done"
+exit $rc

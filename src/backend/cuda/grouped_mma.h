@@ -1,0 +1,22 @@
+#pragma once
+// Routed experts of a prefill chunk on tensor cores: the grouped form of gemv_rows (entries =
+// up to 16 rows routed to one expert, see moe_group.h) with each entry's weight tile decoded
+// to BF16 in shared memory (the GEMV's own format decoders) and multiplied with the entry's
+// rows by warp MMAs (BF16 in, FP32 accumulate). The expert is read once per entry, as in
+// gemv_rows, but the multiply-adds run on tensor cores. Within BF16 rounding of gemv_rows
+// (both operands rounded to BF16: ~2^-9 relative each), not bit for bit.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/gemv.h"
+#include "core/weight.h"
+
+namespace ds4::cuda {
+
+// Whether grouped_mma_bf16 takes this weight: every gemv format, cols a multiple of 128.
+bool grouped_mma_supports(const WeightMatrix& w);
+
+// The same arguments and meaning as gemv_rows (r.n <= kGemvMaxRows rows per entry; batch ids,
+// live, counts, x_idx, y_idx as there). Throws ds4::InputError when !grouped_mma_supports(w).
+void grouped_mma_bf16(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream);
+
+}  // namespace ds4::cuda

@@ -1,0 +1,99 @@
+// matmul_rows (matmul_rows.h): the tensor-core path (dequantize a tile, cublasGemmEx) and the
+// exact path (gemv_rows over groups of rows).
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/dequant.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/matmul_rows.h"
+#include "core/error.h"
+
+namespace ds4::cuda {
+namespace {
+
+// cuBLAS needs no more for one GEMM of these shapes; set explicitly so that a captured CUDA
+// graph never asks cuBLAS to allocate (cublasSetStream resets the workspace to its pool).
+constexpr size_t kCublasWorkspace = size_t(32) << 20;
+
+void check_cublas(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string("cuda matmul_rows: ") + what + " failed: " + cublasGetStatusString(st));
+}
+
+cublasHandle_t handle_of(const MatmulWorkspace& ws) { return static_cast<cublasHandle_t>(ws.handle_); }
+
+}  // namespace
+
+MatmulWorkspace::MatmulWorkspace(int64_t max_rows, int64_t max_cols, int64_t tile_elems, int64_t min_rows,
+                                 const char* what, MatmulPrecision precision)
+    : max_rows_(max_rows), max_cols_(max_cols), tile_elems_(std::max(tile_elems, max_cols)), min_rows_(min_rows),
+      precision_(precision) {
+  const std::string w = what;
+  const bool bf16 = precision == MatmulPrecision::kBf16;
+  if (bf16) x_ = DeviceBuffer(size_t(max_rows * max_cols) * 2, w + " bf16 rows");  // TF32 reads x in place
+  w_ = DeviceBuffer(size_t(tile_elems_) * (bf16 ? 2 : 4), w + " weight tile");
+  cublas_ws_ = DeviceBuffer(kCublasWorkspace, w + " cublas workspace");
+  cublasHandle_t h = nullptr;
+  check_cublas(cublasCreate(&h), "cublasCreate");
+  handle_ = h;
+}
+
+MatmulWorkspace::~MatmulWorkspace() {
+  if (handle_) cublasDestroy(handle_of(*this));
+}
+
+bool MatmulWorkspace::uses_gemm(const WeightMatrix& w, int64_t n) const {
+  return min_rows_ > 0 && n >= min_rows_ && n <= max_rows_ && w.cols <= max_cols_ && gemv_supports(w.type);
+}
+
+void matmul_rows_exact(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
+                       const MatmulBatch& b, cudaStream_t s) {
+  GemvRows r;  // groups of up to kGemvMaxRows rows
+  r.x_row = x_row, r.y_row = y_row;
+  r.batch = GemvBatch{b.count, nullptr, b.w_stride, b.scale_stride, b.x_stride, b.y_stride};
+  for (int64_t i0 = 0; i0 < n; i0 += kGemvMaxRows) {
+    r.n = int(std::min<int64_t>(kGemvMaxRows, n - i0));
+    gemv_rows(w, x + i0 * x_row, y + i0 * y_row, r, s);
+  }
+}
+
+void matmul_rows(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
+                 const MatmulBatch& b, MatmulWorkspace& ws, cudaStream_t s) {
+  if (n < 1) return;
+  if (!ws.uses_gemm(w, n)) return matmul_rows_exact(w, x, x_row, y, y_row, n, b, s);
+  const bool bf16 = ws.precision_ == MatmulPrecision::kBf16;
+  cublasHandle_t h = handle_of(ws);
+  check_cublas(cublasSetStream(h, s), "cublasSetStream");
+  check_cublas(cublasSetWorkspace(h, ws.cublas_ws_.get(), ws.cublas_ws_.bytes()), "cublasSetWorkspace");
+  const int64_t tile_rows = std::max<int64_t>(1, ws.tile_elems_ / w.cols);
+  const float one = 1.f, zero = 0.f;
+  for (int e = 0; e < b.count; ++e) {
+    WeightMatrix we = w;
+    we.data = static_cast<const uint8_t*>(w.data) + size_t(e) * b.w_stride;
+    if (w.scales) we.scales = static_cast<const uint8_t*>(w.scales) + size_t(e) * b.scale_stride;
+    if (w.biases) we.biases = static_cast<const uint8_t*>(w.biases) + size_t(e) * b.scale_stride;
+    const float* xe = x + e * b.x_stride;
+    if (bf16) rows_to_bf16(xe, x_row, n, w.cols, ws.x_.get(), s);
+    const void* xb = bf16 ? ws.x_.get() : static_cast<const void*>(xe);
+    const int ldb = bf16 ? int(w.cols) : int(x_row);
+    const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cublasComputeType_t ct = bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+    float* ye = y + e * b.y_stride;
+    for (int64_t r0 = 0; r0 < w.rows; r0 += tile_rows) {
+      const int64_t tr = std::min(tile_rows, w.rows - r0);
+      if (bf16) dequant_bf16(we, r0, tr, ws.w_.get(), s);
+      else dequant_f32(we, r0, tr, ws.w_.as<float>(), s);
+      // Column-major view: the tile is {cols, tr} (lda cols), X {cols, n} (ldb), Y {tr, n} at
+      // ye + r0 (ldc y_row): Y = tile^T X.
+      check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(tr), int(n), int(w.cols), &one, ws.w_.get(), t,
+                                int(w.cols), xb, t, ldb, &zero, ye + r0, CUDA_R_32F, int(y_row), ct,
+                                CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
+    }
+  }
+}
+
+}  // namespace ds4::cuda

@@ -1,0 +1,63 @@
+#pragma once
+// Multi-row products Y = X W^T on tensor cores for prefill chunks of any model: a tile of
+// weight rows is dequantized once (dequant.h) and multiplied with all input rows by cuBLAS
+// (cublasGemmEx, FP32 accumulate and out). Each weight is read once per call whatever the
+// row count. Two precisions (MatmulPrecision):
+//   kTf32 (the models' choice): the tile dequantized to f32, x read in place as f32, TF32
+//     tensor cores (10-bit mantissa: ~2^-11 relative per operand);
+//   kBf16: tile and x rounded to BF16 (~2^-9 relative per operand), half the tile bytes.
+// Fewer than `min_rows` rows keep the exact path: gemv_rows in groups of kGemvMaxRows, each
+// row equal to the decode step's gemv bit for bit (matmul_rows_exact always takes it).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/memory.h"
+#include "core/weight.h"
+
+namespace ds4::cuda {
+
+// The cuBLAS handle and the BF16 scratch of one stream (not shared between streams: a
+// second stream needs its own). Sized at load (admission): `max_rows` input rows of up to
+// `max_cols` columns, weight tiles of `tile_elems` BF16 values (a tile is as many whole rows
+// as fit, so a matrix of any size goes through it in pieces).
+enum class MatmulPrecision : uint8_t { kTf32, kBf16 };
+
+class MatmulWorkspace {
+ public:
+  MatmulWorkspace(int64_t max_rows, int64_t max_cols, int64_t tile_elems, int64_t min_rows, const char* what,
+                  MatmulPrecision precision = MatmulPrecision::kTf32);
+  ~MatmulWorkspace();
+  MatmulWorkspace(const MatmulWorkspace&) = delete;
+  MatmulWorkspace& operator=(const MatmulWorkspace&) = delete;
+  int64_t min_rows() const { return min_rows_; }
+  int64_t max_rows() const { return max_rows_; }
+  void set_min_rows(int64_t v) { min_rows_ = v; }  // 0 = never the GEMM path
+  // Whether matmul_rows takes the tensor-core path for this weight and row count.
+  bool uses_gemm(const WeightMatrix& w, int64_t n) const;
+
+  void* handle_ = nullptr;  // cublasHandle_t (kept out of this header)
+  DeviceBuffer x_, w_, cublas_ws_;
+  int64_t max_rows_, max_cols_, tile_elems_, min_rows_;
+  MatmulPrecision precision_;
+};
+
+// Entry b of a batch: weight data (and MLX scales / biases) advanced by b * w_stride
+// (b * scale_stride) bytes, x by b * x_stride floats, y by b * y_stride floats.
+struct MatmulBatch {
+  int count = 1;
+  size_t w_stride = 0, scale_stride = 0;
+  int64_t x_stride = 0, y_stride = 0;
+};
+
+// Row i < n: y + i * y_row = W (x + i * x_row) (floats; x 16-byte aligned, x_row a multiple
+// of 4 on the exact path), for every batch entry. Throws ds4::InputError for n above the
+// workspace's max_rows or cols above its max_cols on the GEMM path, and gemv's errors.
+void matmul_rows(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
+                 const MatmulBatch& b, MatmulWorkspace& ws, cudaStream_t s);
+// The exact path for any n (products whose results feed discrete choices, e.g. the HC mixes
+// and MoE router logits of a tensor-core chunk, stay as the decode step computes them).
+void matmul_rows_exact(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
+                       const MatmulBatch& b, cudaStream_t s);
+
+}  // namespace ds4::cuda

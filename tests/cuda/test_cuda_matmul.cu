@@ -1,0 +1,348 @@
+// The tensor-core path of multi-row products (issue #22) against host references, every
+// weight format we load:
+//   dequant_bf16   every element within BF16 rounding of the CPU decoder's value
+//                  (|d - w| <= 2^-8 |w| + 2^-8 * 1e-3 max|w|: the f32 decode may differ from
+//                  the CPU's in the last bit before the rounding to BF16);
+//   dequant_f32    every element within 1e-6 of max |w| of the CPU decoder's value;
+//   matmul_rows    GEMM path (n >= min_rows; weight tiles smaller than the matrix; a batch of
+//                  2 entries) vs a double reference over the f32 decoded weights and f32 x:
+//                  BF16: NMSE <= 1e-4, max error <= 2e-2 of max |ref| (both operands rounded to
+//                  BF16: ~2^-9 relative each; FP32 accumulation); TF32 (the models' choice):
+//                  NMSE <= 1e-5, max error <= 5e-3 of max |ref| (10-bit mantissas);
+//                  exact path (n < min_rows, also n > 16: groups of gemv_rows) bit for bit
+//                  equal to gemv/direct row by row;
+//   grouped_mma    the MoE form of gemv_rows on tensor cores (E experts at a stride, entries
+//                  of <= 16 gathered rows, a dead entry past *live): every written row vs a
+//                  double reference, the same tolerance as matmul_rows/gemm; rows of no live
+//                  entry stay untouched (NaN poison);
+//   moe_group      a chunk of 300 rows x 6 slots over 16 experts: entries of <= 16 rows,
+//                  every (token, slot) pair exactly once, each expert's pairs in order.
+// Non-zero exit on failure. Runs on the H200 machine (tools/cuda_device_run.sh).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/dequant.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/matmul_rows.h"
+#include "backend/cuda/memory.h"
+#include "backend/cuda/moe_group.h"
+#include "core/weight.h"
+#include "device_weight.h"
+#include "host_ref.h"
+
+using namespace ds4;
+using namespace ds4::cuda_test;
+
+namespace {
+
+int g_failures = 0;
+std::mt19937_64 g_rng(20261204);
+
+void verdict(const std::string& name, bool ok, const std::string& detail) {
+  if (!ok) ++g_failures;
+  std::printf("%-34s %-44s %s\n", name.c_str(), detail.c_str(), ok ? "PASS" : "FAIL");
+}
+
+std::vector<float> randn(size_t n) {
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g_rng);
+  return v;
+}
+
+std::string fmt_name(DType t, DType st) {
+  std::string n(dtype_name(t));
+  if (t == DType::MLX_Q4 || t == DType::MLX_Q8) n += st == DType::BF16 ? "_bf16s" : "_f16s";
+  return n;
+}
+
+std::vector<float> host_rows(const HostWeight& hw) {  // the CPU decoder's f32 weights {rows, cols}
+  const WeightMatrix v = host_view(hw);
+  std::vector<float> w(size_t(hw.rows * hw.cols));
+  for (int64_t r = 0; r < hw.rows; ++r) dequantize_row(v, r, w.data() + r * hw.cols);
+  return w;
+}
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+void test_dequant(DType t, int64_t rows, int64_t cols, DType st = DType::F16, int64_t group = 64) {
+  const HostWeight hw = random_weight(t, rows, cols, g_rng, group, st);
+  const DeviceWeight dw = upload(hw);
+  const std::vector<float> ref = host_rows(hw);
+  const int64_t r0 = rows / 3, nr = rows - r0;  // a tile that starts inside the matrix
+  cuda::DeviceBuffer out(size_t(nr * cols) * 2, "bf16");
+  DS4_CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));
+  cuda::dequant_bf16(dw.view, r0, nr, out.get(), nullptr);
+  std::vector<uint16_t> got(size_t(nr * cols));
+  DS4_CUDA_CHECK(cudaMemcpy(got.data(), out.get(), out.bytes(), cudaMemcpyDeviceToHost));
+  double max_w = 0;
+  for (float v : ref) max_w = std::max(max_w, double(std::fabs(v)));
+  double worst = 0;  // error over its bound, max
+  for (int64_t i = 0; i < nr * cols; ++i) {
+    const double w = ref[size_t(r0 * cols + i)], d = bf16_to_float(got[size_t(i)]);
+    const double bound = std::ldexp(std::fabs(w), -8) + std::ldexp(max_w, -8) * 1e-3;
+    const double e = std::isfinite(d) ? std::fabs(d - w) / bound : 1e30;
+    worst = std::max(worst, e);
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%lldx%lld rows %lld.. err/bound %.3f", (long long)rows, (long long)cols,
+                (long long)r0, worst);
+  verdict("dequant_bf16_" + fmt_name(t, st), worst <= 1.0, buf);
+  cuda::DeviceBuffer outf(size_t(nr * cols) * 4, "f32");
+  cuda::dequant_f32(dw.view, r0, nr, outf.as<float>(), nullptr);
+  std::vector<float> gotf(size_t(nr * cols));
+  DS4_CUDA_CHECK(cudaMemcpy(gotf.data(), outf.get(), outf.bytes(), cudaMemcpyDeviceToHost));
+  double worst_f = 0;
+  for (int64_t i = 0; i < nr * cols; ++i) {
+    const double d = gotf[size_t(i)], w = ref[size_t(r0 * cols + i)];
+    worst_f = std::isfinite(d) ? std::max(worst_f, std::fabs(d - w)) : 1e30;
+  }
+  std::snprintf(buf, sizeof buf, "%lldx%lld max |err| %.2e of max |w| %.2e", (long long)rows, (long long)cols, worst_f,
+                max_w);
+  verdict("dequant_f32_" + fmt_name(t, st), worst_f <= 1e-6 * max_w, buf);
+}
+
+// Y rows {n, ys} = W x rows {n, xs} (padded strides, as the models' row scratch), batch of
+// `count` entries (weights back to back, x / y advanced per entry).
+void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int64_t tile_elems, int64_t min_rows,
+                 DType st = DType::F16, int64_t group = 64, cuda::MatmulPrecision prec = cuda::MatmulPrecision::kBf16) {
+  std::vector<HostWeight> hw;
+  for (int e = 0; e < count; ++e) hw.push_back(random_weight(t, rows, cols, g_rng, group, st));
+  const size_t wb = hw[0].data.size(), sb = hw[0].scales.size();
+  cuda::DeviceBuffer dwd(wb * size_t(count), "w"), dws(std::max<size_t>(sb, 1) * size_t(count), "s"),
+      dwb(std::max<size_t>(sb, 1) * size_t(count), "b");
+  for (int e = 0; e < count; ++e) {
+    DS4_CUDA_CHECK(cudaMemcpy(dwd.as<uint8_t>() + e * wb, hw[size_t(e)].data.data(), wb, cudaMemcpyHostToDevice));
+    if (sb) {
+      DS4_CUDA_CHECK(cudaMemcpy(dws.as<uint8_t>() + e * sb, hw[size_t(e)].scales.data(), sb, cudaMemcpyHostToDevice));
+      DS4_CUDA_CHECK(cudaMemcpy(dwb.as<uint8_t>() + e * sb, hw[size_t(e)].biases.data(), sb, cudaMemcpyHostToDevice));
+    }
+  }
+  WeightMatrix w = host_view(hw[0]);
+  w.data = dwd.get();
+  w.scales = sb ? dws.get() : nullptr;
+  w.biases = sb ? dwb.get() : nullptr;
+  const int64_t xs = count * ((cols + 3) / 4 * 4) + 4, ys = count * rows + 3;
+  const std::vector<float> x = randn(size_t(n * xs));
+  cuda::DeviceBuffer dx(x.size() * 4, "x"), dy(size_t(n * ys) * 4, "y");
+  DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+  cuda::MatmulWorkspace ws(n, cols, tile_elems, min_rows, "test", prec);
+  const bool tf32 = prec == cuda::MatmulPrecision::kTf32;
+  const cuda::MatmulBatch b{count, wb, sb, (cols + 3) / 4 * 4, rows};
+  cuda::matmul_rows(w, dx.as<float>(), xs, dy.as<float>(), ys, n, b, ws, nullptr);
+  std::vector<float> y(size_t(n * ys));
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  DS4_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
+  const bool gemm = ws.uses_gemm(w, n);
+  std::string name = "matmul_rows_" + fmt_name(t, st) + (gemm ? (tf32 ? "/tf32" : "/bf16") : "/exact");
+  char buf[128];
+  if (gemm) {
+    double num = 0, den = 0, max_abs = 0, max_ref = 0;
+    bool finite = true;
+    for (int e = 0; e < count; ++e) {
+      const std::vector<float> wf = host_rows(hw[size_t(e)]);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < rows; ++r) {
+          double s = 0;
+          for (int64_t c = 0; c < cols; ++c) s += double(wf[size_t(r * cols + c)]) * x[size_t(i * xs + e * b.x_stride + c)];
+          const double g = y[size_t(i * ys + e * rows + r)];
+          if (!std::isfinite(g)) finite = false;
+          num += (g - s) * (g - s), den += s * s;
+          max_abs = std::max(max_abs, std::fabs(g - s)), max_ref = std::max(max_ref, std::fabs(s));
+        }
+    }
+    const double nmse = num / std::max(den, 1e-300), rel = max_abs / std::max(max_ref, 1e-300);
+    std::snprintf(buf, sizeof buf, "%lldx%lld n%lld b%d nmse %.1e rel %.1e", (long long)rows, (long long)cols,
+                  (long long)n, count, nmse, rel);
+    verdict(name, finite && nmse <= (tf32 ? 1e-5 : 1e-4) && rel <= (tf32 ? 5e-3 : 2e-2), buf);
+    return;
+  }
+  // exact path: every row equals gemv/direct bit for bit
+  cuda::DeviceBuffer d1(size_t(rows) * 4, "y1");
+  std::vector<float> y1(static_cast<size_t>(rows));
+  bool same = true;
+  for (int e = 0; e < count; ++e) {
+    WeightMatrix we = w;
+    we.data = dwd.as<uint8_t>() + e * wb;
+    if (sb) we.scales = dws.as<uint8_t>() + e * sb, we.biases = dwb.as<uint8_t>() + e * sb;
+    for (int64_t i = 0; i < n; ++i) {
+      cuda::gemv(we, dx.as<float>() + i * xs + e * b.x_stride, d1.as<float>(), nullptr,
+                 cuda::GemvOptions{cuda::GemvPath::kDirect, 0});
+      DS4_CUDA_CHECK(cudaMemcpy(y1.data(), d1.get(), d1.bytes(), cudaMemcpyDeviceToHost));
+      if (std::memcmp(y1.data(), y.data() + i * ys + e * rows, size_t(rows) * 4) != 0) same = false;
+    }
+  }
+  std::snprintf(buf, sizeof buf, "%lldx%lld n%lld b%d %s", (long long)rows, (long long)cols, (long long)n, count,
+                same ? "bitwise = gemv/direct" : "DIFFERS from gemv/direct");
+  verdict(name, same, buf);
+}
+
+void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st = DType::F16, int64_t group = 64) {
+  std::vector<HostWeight> hw;
+  for (int64_t e = 0; e < E; ++e) hw.push_back(random_weight(t, rows, cols, g_rng, group, st));
+  const size_t rb = hw[0].data.size(), stride = (rb + 255) / 256 * 256, sb = hw[0].scales.size();
+  cuda::DeviceBuffer dw(stride * size_t(E), "experts"), ds(std::max<size_t>(sb, 1) * size_t(E), "s"),
+      dbi(std::max<size_t>(sb, 1) * size_t(E), "b");
+  for (int64_t e = 0; e < E; ++e) {
+    DS4_CUDA_CHECK(cudaMemcpy(dw.as<uint8_t>() + e * stride, hw[size_t(e)].data.data(), rb, cudaMemcpyHostToDevice));
+    if (sb) {
+      DS4_CUDA_CHECK(cudaMemcpy(ds.as<uint8_t>() + e * sb, hw[size_t(e)].scales.data(), sb, cudaMemcpyHostToDevice));
+      DS4_CUDA_CHECK(cudaMemcpy(dbi.as<uint8_t>() + e * sb, hw[size_t(e)].biases.data(), sb, cudaMemcpyHostToDevice));
+    }
+  }
+  const int tokens = 40, K = 2, slots = tokens * K, S = cuda::kGemvMaxRows;
+  const std::vector<int32_t> experts = {int32_t(E - 1), 0, int32_t(E / 2), 1, 2, 0}, counts = {16, 5, 16, 1, 9, 7};
+  const int32_t live = 5;  // entry 5 is dead
+  std::vector<int32_t> xi(experts.size() * S, 0), yi(xi.size(), 0);
+  int slot = 0;
+  for (int b = 0; b < live; ++b)
+    for (int i = 0; i < counts[size_t(b)]; ++i, ++slot) {
+      xi[size_t(b * S + i)] = (slot * 7) % tokens;
+      yi[size_t(b * S + i)] = slot;
+    }
+  const int64_t xs = cols + 2;
+  const std::vector<float> x = randn(size_t(tokens * xs));
+  auto dev = [](const std::vector<int32_t>& v) {
+    cuda::DeviceBuffer b(v.size() * 4, "ints");
+    DS4_CUDA_CHECK(cudaMemcpy(b.get(), v.data(), b.bytes(), cudaMemcpyHostToDevice));
+    return b;
+  };
+  cuda::DeviceBuffer dx(x.size() * 4, "x"), dy(size_t(slots * rows) * 4, "y");
+  DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+  cuda::DeviceBuffer de = dev(experts), dc = dev(counts), dl = dev({live}), dxi = dev(xi), dyi = dev(yi);
+  WeightMatrix w = host_view(hw[0]);
+  w.data = dw.get();
+  w.scales = sb ? ds.get() : nullptr, w.biases = sb ? dbi.get() : nullptr;
+  cuda::GemvRows r;
+  r.n = S, r.x_row = xs, r.y_row = rows;
+  r.batch = cuda::GemvBatch{int(experts.size()), de.as<int32_t>(), stride, sb, 0, 0};
+  r.live = dl.as<int32_t>(), r.counts = dc.as<int32_t>(), r.x_idx = dxi.as<int32_t>(), r.y_idx = dyi.as<int32_t>();
+  cuda::grouped_mma_bf16(w, dx.as<float>(), dy.as<float>(), r, nullptr);
+  std::vector<float> y(size_t(slots * rows));
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  DS4_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
+  double num = 0, den = 0, max_abs = 0, max_ref = 0;
+  bool finite = true, untouched = true;
+  std::vector<int> written(size_t(slots), 0);
+  for (int b = 0; b < live; ++b) {
+    const std::vector<float> wf = host_rows(hw[size_t(experts[size_t(b)])]);
+    for (int i = 0; i < counts[size_t(b)]; ++i) {
+      const int32_t xr = xi[size_t(b * S + i)], yr = yi[size_t(b * S + i)];
+      written[size_t(yr)] = 1;
+      for (int64_t o = 0; o < rows; ++o) {
+        double sref = 0;
+        for (int64_t c = 0; c < cols; ++c) sref += double(wf[size_t(o * cols + c)]) * x[size_t(xr * xs + c)];
+        const double g = y[size_t(yr * rows + o)];
+        if (!std::isfinite(g)) finite = false;
+        num += (g - sref) * (g - sref), den += sref * sref;
+        max_abs = std::max(max_abs, std::fabs(g - sref)), max_ref = std::max(max_ref, std::fabs(sref));
+      }
+    }
+  }
+  for (int s2 = 0; s2 < slots; ++s2)
+    if (!written[size_t(s2)])
+      for (int64_t o = 0; o < rows; ++o) untouched = untouched && std::isnan(y[size_t(s2 * rows + o)]);
+  const double nmse = num / std::max(den, 1e-300), rel = max_abs / std::max(max_ref, 1e-300);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "E%lld %lldx%lld nmse %.1e rel %.1e%s", (long long)E, (long long)rows, (long long)cols,
+                nmse, rel, untouched ? "" : " WROTE A DEAD ROW");
+  verdict("grouped_mma_" + fmt_name(t, st), finite && untouched && nmse <= 1e-4 && rel <= 2e-2, buf);
+}
+
+void test_moe_group_split() {
+  const int64_t rows = 300, k = 6, E = 16, stride = cuda::kGemvMaxRows;
+  std::vector<int32_t> ids(size_t(rows * k));
+  for (int64_t t = 0; t < rows; ++t) {  // k distinct experts per row, skewed toward low ids
+    std::vector<int32_t> p(E);
+    for (int i = 0; i < E; ++i) p[size_t(i)] = i;
+    std::shuffle(p.begin(), p.end(), g_rng);
+    std::sort(p.begin(), p.begin() + k);
+    for (int64_t j = 0; j < k; ++j) ids[size_t(t * k + j)] = p[size_t(j)];
+  }
+  const int64_t entries = cuda::moe_group_entries(rows, k, E, stride);
+  cuda::DeviceBuffer di(ids.size() * 4, "ids"), de(size_t(entries) * 4, "experts"), dl(4, "live"),
+      dc(size_t(entries) * 4, "counts"), dt(size_t(entries * stride) * 4, "tok"), ds(size_t(entries * stride) * 4, "slot");
+  DS4_CUDA_CHECK(cudaMemcpy(di.get(), ids.data(), di.bytes(), cudaMemcpyHostToDevice));
+  const cuda::MoeGroup g{de.as<int32_t>(), dl.as<int32_t>(), dc.as<int32_t>(), dt.as<int32_t>(), ds.as<int32_t>(), stride};
+  cuda::moe_group(di.as<int32_t>(), rows, k, E, g, nullptr);
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  int32_t live = 0;
+  std::vector<int32_t> ex(static_cast<size_t>(entries)), cn(static_cast<size_t>(entries)),
+      tk(static_cast<size_t>(entries * stride)), sl(tk.size());
+  DS4_CUDA_CHECK(cudaMemcpy(&live, dl.get(), 4, cudaMemcpyDeviceToHost));
+  DS4_CUDA_CHECK(cudaMemcpy(ex.data(), de.get(), de.bytes(), cudaMemcpyDeviceToHost));
+  DS4_CUDA_CHECK(cudaMemcpy(cn.data(), dc.get(), dc.bytes(), cudaMemcpyDeviceToHost));
+  DS4_CUDA_CHECK(cudaMemcpy(tk.data(), dt.get(), dt.bytes(), cudaMemcpyDeviceToHost));
+  DS4_CUDA_CHECK(cudaMemcpy(sl.data(), ds.get(), ds.bytes(), cudaMemcpyDeviceToHost));
+  bool ok = live > 0 && live <= entries;
+  std::vector<int> seen(size_t(rows * k), 0);
+  std::vector<int32_t> last(size_t(E), -1);
+  for (int32_t u = 0; ok && u < live; ++u) {
+    ok = cn[size_t(u)] >= 1 && cn[size_t(u)] <= stride;
+    for (int32_t i = 0; ok && i < cn[size_t(u)]; ++i) {
+      const int32_t s = sl[size_t(u * stride + i)], t = tk[size_t(u * stride + i)];
+      ok = s >= 0 && s < rows * k && t == s / k && ids[size_t(s)] == ex[size_t(u)] && s > last[size_t(ex[size_t(u)])];
+      if (ok) ++seen[size_t(s)], last[size_t(ex[size_t(u)])] = s;
+    }
+  }
+  for (int v : seen) ok = ok && v == 1;
+  verdict("moe_group/split", ok, std::to_string(rows) + " rows x " + std::to_string(k) + " over " + std::to_string(E) +
+                                     " experts: " + std::to_string(live) + " entries of <= 16");
+}
+
+}  // namespace
+
+int main() {
+  try {
+    const DType st_all[] = {DType::BF16, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q2_K, DType::IQ2_XXS};
+    for (DType t : st_all) test_dequant(t, 37, 1024);
+    test_dequant(DType::MLX_Q4, 21, 512, DType::F16, 64);
+    test_dequant(DType::MLX_Q4, 21, 512, DType::BF16, 32);
+    test_dequant(DType::MLX_Q8, 21, 512, DType::BF16, 64);
+    test_dequant(DType::F32, 19, 256);
+    test_dequant(DType::F32, 19, 48);  // cols not a multiple of 32: the element kernel
+    test_dequant(DType::BF16, 19, 40);
+    for (DType t : st_all) {
+      test_matmul(t, 200, 512, 70, 1, 64 * 512, 64);  // 4 tiles of 64 rows (the last 8)
+      test_matmul(t, 48, 256, 33, 2, 1 << 20, 16);    // a batch of 2
+      test_matmul(t, 40, 256, 37, 1, 1 << 20, 64);    // exact: 16 + 16 + 5 rows
+    }
+    for (DType t : st_all) {  // the TF32 path (the models' choice)
+      test_matmul(t, 200, 512, 70, 1, 64 * 512, 64, DType::F16, 64, cuda::MatmulPrecision::kTf32);
+      test_matmul(t, 48, 256, 33, 2, 1 << 20, 16, DType::F16, 64, cuda::MatmulPrecision::kTf32);
+    }
+    test_matmul(DType::MLX_Q4, 96, 512, 80, 1, 1 << 20, 64, DType::BF16, 64, cuda::MatmulPrecision::kTf32);
+    test_matmul(DType::F32, 24, 48, 66, 1, 1 << 20, 64, DType::F16, 64, cuda::MatmulPrecision::kTf32);
+    test_matmul(DType::MLX_Q4, 96, 512, 80, 1, 1 << 20, 64, DType::BF16, 64);
+    test_matmul(DType::MLX_Q8, 96, 512, 80, 2, 1 << 20, 64, DType::F16, 32);
+    test_matmul(DType::F32, 24, 1024, 100, 3, 1 << 20, 64);  // the HC mix shape, split in 3
+    test_matmul(DType::F32, 24, 48, 66, 1, 1 << 20, 64);     // odd cols
+    test_matmul(DType::F32, 24, 48, 20, 1, 1 << 20, 64);     // odd cols, exact
+    for (DType t : st_all) test_grouped_mma(t, 4, 200, 512);  // 200 rows: a partial tile of 128
+    test_grouped_mma(DType::MLX_Q4, 3, 130, 256, DType::BF16, 64);
+    test_grouped_mma(DType::MLX_Q8, 3, 64, 384, DType::F16, 32);
+    test_grouped_mma(DType::F32, 3, 24, 128);
+    test_moe_group_split();
+  } catch (const std::exception& e) {
+    std::printf("FATAL: %s\n", e.what());
+    return 2;
+  }
+  std::printf("\n%s: %d failure(s)\n", g_failures ? "FAILED" : "ALL PASSED", g_failures);
+  return g_failures ? 1 : 0;
+}
