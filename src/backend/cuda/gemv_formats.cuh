@@ -226,11 +226,11 @@ struct Q4_K {
   static constexpr int kRows = 8;  // H200 sweep: 1203 GB/s at R=8 vs 1178 at R=4 (decode-bound)
   static constexpr int kSpanBlocks = 0;
   struct Raw { uint4 hdr; uint4 q[2]; };
-  __device__ static void decode(const Raw& r, int64_t unit, float (&out)[kUnit], const void*) {
-    const int j = int(unit & 7);
-    const uint32_t sw[3] = {r.hdr.y, r.hdr.z, r.hdr.w};
+  // Sub-block j's 6-bit scale and min from the 12 packed bytes after d/dmin (one place for
+  // decode, dot and dot2).
+  __device__ static void scale_min(const uint4& hdr, int j, uint32_t& sc, uint32_t& mn) {
+    const uint32_t sw[3] = {hdr.y, hdr.z, hdr.w};
     auto sb = [&](int i) { return byte_of(sw[i >> 2], i & 3); };
-    uint32_t sc, mn;
     if (j < 4) {
       sc = sb(j) & 63;
       mn = sb(j + 4) & 63;
@@ -238,6 +238,11 @@ struct Q4_K {
       sc = (sb(j + 4) & 0xf) | ((sb(j - 4) >> 6) << 4);
       mn = (sb(j + 4) >> 4) | ((sb(j) >> 6) << 4);
     }
+  }
+  __device__ static void decode(const Raw& r, int64_t unit, float (&out)[kUnit], const void*) {
+    const int j = int(unit & 7);
+    uint32_t sc, mn;
+    scale_min(r.hdr, j, sc, mn);
     const int shift = 4 * (j & 1);
     const float dsc = f16_bits(r.hdr.x & 0xffff) * float(sc), m = f16_bits(r.hdr.x >> 16) * float(mn);
     const uint32_t w[8] = {r.q[0].x, r.q[0].y, r.q[0].z, r.q[0].w, r.q[1].x, r.q[1].y, r.q[1].z, r.q[1].w};
@@ -280,16 +285,8 @@ struct Q4_K {
   }
   __device__ static float dot2(const Raw& r, int64_t unit, const float (&xv)[kUnit], const void*) {
     const int j = int(unit & 7);
-    const uint32_t sw[3] = {r.hdr.y, r.hdr.z, r.hdr.w};
-    auto sb = [&](int i) { return byte_of(sw[i >> 2], i & 3); };
     uint32_t sc, mn;
-    if (j < 4) {
-      sc = sb(j) & 63;
-      mn = sb(j + 4) & 63;
-    } else {
-      sc = (sb(j + 4) & 0xf) | ((sb(j - 4) >> 6) << 4);
-      mn = (sb(j + 4) >> 4) | ((sb(j) >> 6) << 4);
-    }
+    scale_min(r.hdr, j, sc, mn);
     const int shift = 4 * (j & 1);
     const uint32_t m0 = 0xfu << shift, m1 = 0xf00u << shift;  // nibbles of bytes 0/2 and 1/3, in place
     const uint32_t w[8] = {r.q[0].x, r.q[0].y, r.q[0].z, r.q[0].w, r.q[1].x, r.q[1].y, r.q[1].z, r.q[1].w};
