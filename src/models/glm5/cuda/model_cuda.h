@@ -34,6 +34,22 @@ struct CudaModelOptions {
   // Non-zero: a synthetic model (glm5/cuda/synthetic.h): every matrix generated on the GPU
   // from this seed (the source's matrices are shapes only), embedding rows made per token.
   uint64_t synthetic_seed = 0;
+  // Prefill (issue #22): a forward of more than chunk_rows tokens (chunk_rows > 1, no MTP head
+  // enabled on the state) runs chunks of up to `prefill_rows` tokens, each weight read once per
+  // chunk. At load the chunk scratch is sized for prefill_rows and halved while it does not fit
+  // beside one state under memory admission (prefill_rows() says what was kept); 0 (or <=
+  // chunk_rows) = every forward in chunk_rows chunks. Such a chunk stays on the exact path
+  // (bit-identical to decode steps) unless it has at least `gemm_rows` rows (gemm_rows > 0):
+  // then the dense projections (KDA, MLA q_a / kv_a / q_b / W_uk / W_uv / o, shared expert,
+  // dense MLP, lm_head) are TF32 GEMMs (backend/cuda matmul_rows) and, with expert_mma, the
+  // routed experts grouped BF16 MMAs (grouped_mma_bf16), while the products that feed discrete
+  // choices stay exact (hyper-connection mixes -> Sinkhorn, router logits -> top-k, the DSA
+  // indexer's keys / gates / weights / queries -> pool top-k): within TF32 / BF16 rounding of
+  // the CPU model, not bit for bit (test_glm5_cuda item 8 states the tolerance).
+  // Default gemm_rows 0 (exact), as DeepSeek V4's until the lead flips it; 64 = the bench's.
+  int prefill_rows = 512;
+  int gemm_rows = 0;
+  bool expert_mma = true;
 };
 
 // Per-section GPU time of one multi-row forward (profile_chunk): sections in order of first
@@ -55,6 +71,13 @@ class Glm5CudaModel : public Model, public DraftHead {
                           SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
 
   const Config& config() const;
+  // Changes the per-forward options of the loaded model (the bench's old vs new path): the load-
+  // time fields (synthetic_seed, fuse_projections) must stay, chunk_rows may not exceed the
+  // value loaded with, prefill_rows not the rows the chunk scratch was sized for (InputError).
+  // States keep the graphs they captured (chunks of <= chunk_rows rows).
+  void set_options(const CudaModelOptions& copt);
+  const CudaModelOptions& options() const;
+  int64_t prefill_rows() const;  // rows of the chunk scratch (the largest prefill chunk)
   size_t weight_bytes() const;       // device bytes of the uploaded weights
   // Bytes of weights one decode token reads: everything but the routed experts, plus k of
   // E experts per MoE layer (the KV/indexer cache reads come on top, growing with position).
