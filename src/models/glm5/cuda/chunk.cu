@@ -328,9 +328,15 @@ ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int
   auto* st = dynamic_cast<CudaState*>(&state);
   Impl& m = *impl_;
   const int64_t n = int64_t(tokens.size()), H = m.c.hidden_size;
-  if (!st || n < 1 || n > m.opt.chunk_rows || m.opt.chunk_rows < 2 || st->pos + n > m.info.max_context)
-    throw InputError("glm5 cuda profile_chunk: needs a CUDA state, 1..chunk_rows (" + std::to_string(m.opt.chunk_rows) +
-                     " > 1) tokens and room in the context");
+  // A verify-sized chunk (<= chunk_rows), or a prefill chunk (<= prefill_rows, no MTP head:
+  // forward()'s rule) on the path forward() would take (tensor cores from gemm_rows).
+  const bool prefill = n > m.opt.chunk_rows;
+  const int64_t most = st && !st->mtp_on && m.opt.prefill_rows > m.opt.chunk_rows
+                           ? std::min<int64_t>(m.opt.prefill_rows, m.cl.rows) : m.opt.chunk_rows;
+  if (!st || n < 1 || n > std::max<int64_t>(most, m.opt.chunk_rows) || m.opt.chunk_rows < 2 ||
+      st->pos + n > m.info.max_context)
+    throw InputError("glm5 cuda profile_chunk: needs a CUDA state, 1.." + std::to_string(most) +
+                     " tokens (chunk_rows > 1) and room in the context");
   float* in = static_cast<float*>(m.in_host->p);
   for (int64_t t = 0; t < n; ++t) {
     float* row = in + t * int64_t(m.sl.in_bytes / sizeof(float));
@@ -341,15 +347,19 @@ ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int
   Impl::Marks marks;
   m.rows = n;
   m.marks = &marks;
-  hold_kernel<<<1, 1, 0, m.stream>>>(int64_t(20) * 1000 * 1000);  // 20 ms
+  m.tc = prefill && m.mm && m.opt.gemm_rows > 0 && n >= m.opt.gemm_rows;  // as run_chunk
+  // A prefill chunk enqueues thousands of launches (cuBLAS calls among them): a longer hold.
+  hold_kernel<<<1, 1, 0, m.stream>>>(int64_t(prefill ? 300 : 20) * 1000 * 1000);
   DS4_CUDA_CHECK_LAUNCH();
   try {
-    m.enqueue_chunk(*st, Logits::kAll);
+    m.enqueue_chunk(*st, prefill ? Logits::kLast : Logits::kAll);
   } catch (...) {
     m.marks = nullptr;
+    m.tc = false;
     throw;
   }
   m.marks = nullptr;
+  m.tc = false;
   DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   m.mtp_after_forward(*st, tokens, st->pos);
   st->pos += n;

@@ -90,12 +90,14 @@ class Glm5CudaModel : public Model, public DraftHead {
   // returns the output streams {tokens, hc, hidden} of every decoder layer, the layout of
   // glm5::layer_outputs on the CPU model.
   std::vector<std::vector<float>> layer_outputs(std::span<const int32_t> tokens);
-  // Bench aid (bench_glm5_cuda --profile): forward of `tokens` (1..chunk_rows, chunk_rows > 1)
-  // through the multi-row path with direct launches and a cudaEvent at each section start
+  // Bench aid (bench_glm5_cuda --profile): forward of `tokens` (1..chunk_rows, chunk_rows > 1,
+  // Logits::kAll; or a prefill chunk of up to prefill_rows on forward()'s path, kLast) through
+  // the multi-row path with direct launches and a cudaEvent at each section start
   // (hyper-connections, KDA projections / conv / recurrence, MLA projections / append + select
   // / attend, MoE route / shared / experts, head); the state advances as forward() would.
-  // A 20 ms hold kernel first lets the host enqueue the whole chunk before the GPU starts it,
-  // so the sections time the GPU, not the launch rate; events add a little to each section.
+  // A hold kernel first (20 ms; 300 ms for a prefill chunk) lets the host enqueue the whole
+  // chunk before the GPU starts it, so the sections time the GPU, not the launch rate; events
+  // add a little to each section.
   ChunkProfile profile_chunk(ModelState& state, std::span<const int32_t> tokens);
 
   // DraftHead over the integrated MTP layer (nullptr when the checkpoint has none); the CPU
