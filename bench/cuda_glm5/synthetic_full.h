@@ -106,7 +106,7 @@ inline void glm5_prefill_table(glm5::Glm5CudaModel& g, const Glm5PrefillArgs& pa
   g.set_options(old);
   const auto base = glm5_prefill_rows(g, old_lengths, "16 rows per chunk, gemv_rows (the old path)", {}, false);
   glm5::CudaModelOptions tc = loaded;
-  tc.prefill_rows = pa.prefill_rows;
+  tc.prefill_rows = int(std::min<int64_t>(pa.prefill_rows, g.prefill_rows()));  // admission may have cut it
   tc.gemm_rows = pa.gemm_rows;
   g.set_options(tc);
   {  // first use of cuBLAS (kernel loading) outside the timed rows
@@ -118,7 +118,7 @@ inline void glm5_prefill_table(glm5::Glm5CudaModel& g, const Glm5PrefillArgs& pa
   }
   // The first length with the canary, then the profile, then the longer lengths (a run cut by
   // its timeout keeps the first two).
-  const std::string title = std::to_string(pa.prefill_rows) + " rows per chunk, dense projections TF32 GEMMs (cuBLAS), "
+  const std::string title = std::to_string(tc.prefill_rows) + " rows per chunk, dense projections TF32 GEMMs (cuBLAS), "
                             "routed experts grouped BF16 MMAs (grouped_mma_bf16), HC mixes / router / indexer exact";
   if (pa.lengths.empty()) return g.set_options(loaded);
   glm5_prefill_rows(g, {pa.lengths[0]}, title, base, true);
