@@ -31,14 +31,19 @@
 //     expert MMAs where the shapes allow, HC mixes / router / indexer inputs exact) vs the CPU
 //     model: the tiny model's p300 as one 300-row chunk, Logits::kAll, then 32 teacher-forced
 //     decode rows (exact steps on the state the chunk left), 332 rows in all. TF32 rounds each
-//     operand to 2^-11 relative, so over six layers the logits (|logit| < 2) move by ~1e-3; a
-//     near-tie of the router (top-3 of 6) or of the indexer's pools can flip on a few rows and
-//     move those rows by O(0.1). Asserted: mean |diff| <= kTcMean, >= 90% of the rows with max
-//     |diff| <= kTcRow, and argmax equal on every row whose CPU top-1/top-2 margin exceeds
-//     2 kTcRow. A wrong stride, row or transposition moves every row by O(1) and breaks all
-//     three. Verify windows (<= chunk_rows rows) of that model stay exact: bit-identical to
-//     steps. Synthetic Flash shapes (hidden 4096, experts 2048 wide: the grouped BF16 MMAs
-//     run): the tensor-core 300-row chunk vs the exact one, relative to the logit scale.
+//     operand to 2^-11 relative; this model's logits reach |20.5| and it amplifies: TF32
+//     rounding alone (round-to-nearest inputs and weights of the same products, emulated in
+//     the HF reference on the CPU: bench/results/cuda-glm5-prefill-h200-2026-12-04b/
+//     tf32_sensitivity.py) moves p300's 300 rows by mean |diff| 5.05e-3, row max p50 9.1e-3,
+//     p90 3.4e-2, max 0.64, 54 of 300 rows (18%) over 2e-2, no argmax change where the margin
+//     exceeds 4e-2. Asserted, about twice that: mean |diff| <= kTcMean, at most kTcShare of the
+//     rows with max |diff| > kTcRow, argmax equal on every row whose CPU top-1/top-2 margin
+//     exceeds 2 kTcRow. A wrong stride, row or transposition moves every row by O(1) and
+//     breaks all three. (The first H200 run asserted bounds written for |logit| < 2 and failed
+//     them with the emulation's numbers: mean 5.56e-3, 60 of 332 rows over 2e-2.) Verify
+//     windows (<= chunk_rows rows) of that model stay exact: bit-identical to steps.
+//     Synthetic Flash shapes (hidden 4096, experts 2048 wide: the grouped BF16 MMAs run): the
+//     tensor-core 300-row chunk vs the exact one, relative to the logit scale.
 // Usage: test_glm5_cuda [root] [--quick]   (root: the tree, default DS4_ROOT or ".";
 //   --quick: prompts p7 and p64, the extras and a short multi-row check, for compute-sanitizer)
 #include <algorithm>
@@ -66,11 +71,11 @@ constexpr float kTol = 1e-3f;
 // Synthetic real-size model: f32 summation order over 4096-wide BF16 rows, relative to the
 // largest |logit| (a kernel bug gives O(1) relative differences).
 constexpr float kSynthRelTol = 1e-3f;
-// Tensor-core chunk (item 8): see the header. Stated before the first GPU run of the item.
-constexpr float kTcMean = 5e-3f, kTcRow = 2e-2f;
+// Tensor-core chunk (item 8): about twice what TF32 rounding alone gives (see the header).
+constexpr float kTcMean = 1e-2f, kTcRow = 2e-2f, kTcShare = 0.3f;
 // Synthetic Flash shapes, tensor-core vs exact chunk, relative to the logit scale: BF16
-// operands (2^-9 relative) in the experts, TF32 elsewhere.
-constexpr float kTcSynthMean = 1e-2f, kTcSynthRow = 5e-2f;
+// operands (2^-9 relative) in the experts, TF32 elsewhere (H200: mean 4.2e-4, max 3.0e-3).
+constexpr float kTcSynthMean = 1e-2f, kTcSynthRow = 5e-2f, kTcSynthShare = 0.1f;
 
 void chunk_vs_steps(Model& chunked, Model& steps, const std::vector<int32_t>& tokens, int64_t prefix,
                     const std::vector<int64_t>& lengths, float tol, const std::string& name);
@@ -86,9 +91,9 @@ glm5::CudaModelOptions tc_options() {
 // Row statistics of a against the reference b ({rows, V} each): mean |diff| over every
 // logit, the rows whose max |diff| exceeds row_tol, and the rows whose argmax differs while
 // b's top-1/top-2 margin exceeds 2 row_tol. Returns whether all three stay in bounds
-// (mean <= mean_tol, outliers <= 10% of the rows, no such argmax change); prints them.
+// (mean <= mean_tol, outliers <= share of the rows, no such argmax change); prints them.
 bool tc_rows_within(const std::vector<float>& a, const std::vector<float>& b, int64_t V, float mean_tol,
-                    float row_tol, const std::string& what) {
+                    float row_tol, float share, const std::string& what) {
   if (a.size() != b.size() || a.empty()) {
     check(false, what + ": row counts differ");
     return false;
@@ -120,14 +125,16 @@ bool tc_rows_within(const std::vector<float>& a, const std::vector<float>& b, in
   }
   std::sort(row_max.begin(), row_max.end());
   const double mean = sum / double(b.size());
-  const bool ok = mean <= mean_tol && outliers * 10 <= rows && flips == 0;
+  float scale = 0.f;
+  for (float x : b) scale = std::max(scale, std::fabs(x));
+  const bool ok = mean <= mean_tol && double(outliers) <= double(share) * double(rows) && flips == 0;
   char buf[520];
   std::snprintf(buf, sizeof buf,
-                "%s: %lld rows, mean |diff| %.3g (tol %.0e), row max |diff| p50 %.3g p90 %.3g max %.3g (row %d), rows "
-                "over %.0e: %d (<= 10%%), argmax differs on %d of %d rows with CPU margin > %.0e",
-                what.c_str(), (long long)rows, mean, double(mean_tol), double(row_max[size_t(rows / 2)]),
-                double(row_max[size_t(rows * 9 / 10)]), double(worst), worst_row, double(row_tol), outliers, flips,
-                compared, double(2 * row_tol));
+                "%s: %lld rows, max |logit| %.3g, mean |diff| %.3g (tol %.1e), row max |diff| p50 %.3g p90 %.3g max "
+                "%.3g (row %d), rows over %.1e: %d (<= %.0f%%), argmax differs on %d of %d rows with margin > %.1e",
+                what.c_str(), (long long)rows, double(scale), mean, double(mean_tol), double(row_max[size_t(rows / 2)]),
+                double(row_max[size_t(rows * 9 / 10)]), double(worst), worst_row, double(row_tol), outliers,
+                100.0 * double(share), flips, compared, double(2 * row_tol));
   check(ok, buf);
   return ok;
 }
@@ -148,7 +155,7 @@ void tensor_core_chunk(Model& cpu, Model& steps, const std::string& tiny, const 
     b.insert(b.end(), lc.begin(), lc.end());
     a.insert(a.end(), lg.begin(), lg.end());
   }
-  tc_rows_within(a, b, V, kTcMean, kTcRow,
+  tc_rows_within(a, b, V, kTcMean, kTcRow, kTcShare,
                  "tiny p300 tensor-core chunk of 300 rows (kAll) + 32 decode rows vs CPU");
   std::vector<int32_t> toks(tokens);
   toks.insert(toks.end(), tokens.begin(), tokens.begin() + 64);
@@ -410,7 +417,7 @@ void synthetic_flash() {
   gpu.forward(*se, rows, Logits::kAll, b);
   float lscale = 1.f;
   for (float x : b) lscale = std::max(lscale, std::fabs(x));
-  tc_rows_within(a, b, V, kTcSynthMean * lscale, kTcSynthRow * lscale,
+  tc_rows_within(a, b, V, kTcSynthMean * lscale, kTcSynthRow * lscale, kTcSynthShare,
                  "synthetic Flash tensor-core chunk of 300 rows vs the exact chunk (tolerances x max |logit| " +
                      std::to_string(lscale) + ")");
 }
