@@ -14,27 +14,12 @@
 set -u
 out=${1:?usage: BIN=DIR bench/cuda_glm5/device_prefill.sh OUTDIR}
 bin=$(cd "${BIN:?set BIN}" && pwd)
-mkdir -p "$out"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
-log() { echo "== $(date +%T) $*" | tee -a "$out/log.txt"; }
-log "start $(date -u +%FT%TZ)"
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee -a "$out/log.txt"
-rc=0
-run() {  # name timeout args...
-  local name=$1 t=$2
-  shift 2
-  [ -x "$bin/$name" ] || { log "$name missing"; return 0; }
-  log "$name $*"
-  timeout "$t" "$bin/$name" "$@" >"$out/$name.txt" 2>&1
-  local r=$?
-  log "$name exit $r (124 = timed out)"
-  grep -E "FAIL|FATAL|ALL PASSED|tensor-core|bit-identical|^\||prefill|canary|bandwidth|profile|weights" "$out/$name.txt" |
-    head -60 | tee -a "$out/log.txt"
-  [ $r -eq 0 ] || rc=1
-}
-run test_glm5_cuda "${TEST_S:-45}" .
-run bench_glm5_cuda "${BENCH_S:-125}" synthetic-full 0 2048 --prefill "${LENGTHS:-2048,8192,32768}" \
+grep_pat="FAIL|FATAL|ALL PASSED|tensor-core|bit-identical|^\||prefill|canary|bandwidth|profile|weights"
+# shellcheck source=../device_lib.sh
+. "$(dirname "$0")/../device_lib.sh"
+device_run test_glm5_cuda "${TEST_S:-45}" .
+device_run bench_glm5_cuda "${BENCH_S:-125}" synthetic-full 0 2048 --prefill "${LENGTHS:-2048,8192,32768}" \
   --old "${OLD:-512}" --prefill-rows "${ROWS:-512}" --gemm-rows "${GEMM:-64}"
-run test_glm5_mtp_cuda "${MTP_S:-20}" .
+device_run test_glm5_mtp_cuda "${MTP_S:-20}" .
 log "done"
 exit $rc

@@ -22,8 +22,8 @@
 #include <memory>
 #include <string>
 
+#include "../cuda_canary_probe.h"
 #include "../cuda_synthetic.h"
-#include "backend/cuda/canary.h"
 #include "backend/cuda/memory.h"
 #include "models/glm5/config.h"
 #include "models/glm5/cuda/model_cuda.h"
@@ -76,16 +76,10 @@ inline PrefillRows glm5_prefill_rows(glm5::Glm5CudaModel& g, const std::vector<i
   }
   if (!canary || lengths.empty()) return out;
   const auto p = prompt_of(lengths[0]);
-  cuda::GpuCanary::Options co;
-  co.period_s = 0.005;
-  cuda::GpuCanary probe(co);
   auto s = g.new_state();
-  probe.start();
-  const auto t0 = Clock::now();
-  g.prefill(*s, p);
-  const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-  probe.stop();
-  const CanaryStats cs = probe.snapshot();
+  const ProbedRun run = with_canary([&] { g.prefill(*s, p); });
+  const double dt = run.seconds;
+  const CanaryStats& cs = run.canary;
   std::printf("GPU canary (probe every 5 ms, highest-priority stream) during a %lld-token prefill (%.1f tok/s with it): "
               "%lld samples, p50 %.3f ms, p99 %.3f ms, max %.3f ms, stalls %lld (SPEC: max < 10 ms)\n",
               (long long)lengths[0], double(lengths[0]) / dt, (long long)cs.samples, cs.p50_ms, cs.p99_ms, cs.max_ms,
