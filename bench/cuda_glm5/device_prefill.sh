@@ -10,7 +10,8 @@
 #      sections of one tensor-core chunk,
 #   3. test_glm5_mtp_cuda (the draft head and verify windows stay on the exact path).
 # Usage, from the tree root: BIN=DIR [LENGTHS=2048,8192,32768] [OLD=512] [ROWS=512] [GEMM=64]
-#   [TEST_S=45] [BENCH_S=125] [MTP_S=20] bench/cuda_glm5/device_prefill.sh OUTDIR
+#   [FP32=1 (the tensor-core path with fp32_gemms)] [TEST_S=45] [BENCH_S=125] [MTP_S=20]
+#   bench/cuda_glm5/device_prefill.sh OUTDIR
 set -u
 out=${1:?usage: BIN=DIR bench/cuda_glm5/device_prefill.sh OUTDIR}
 bin=$(cd "${BIN:?set BIN}" && pwd)
@@ -19,7 +20,7 @@ grep_pat="FAIL|FATAL|ALL PASSED|tensor-core|bit-identical|^\||prefill|canary|ban
 . "$(dirname "$0")/../device_lib.sh"
 device_run test_glm5_cuda "${TEST_S:-45}" .
 device_run bench_glm5_cuda "${BENCH_S:-125}" synthetic-full 0 2048 --prefill "${LENGTHS:-2048,8192,32768}" \
-  --old "${OLD:-512}" --prefill-rows "${ROWS:-512}" --gemm-rows "${GEMM:-64}"
+  --old "${OLD:-512}" --prefill-rows "${ROWS:-512}" --gemm-rows "${GEMM:-64}" ${FP32:+--fp32-gemms}
 device_run test_glm5_mtp_cuda "${MTP_S:-20}" .
 log "done"
 exit $rc

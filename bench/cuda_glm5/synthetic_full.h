@@ -36,6 +36,7 @@ namespace ds4::bench {
 struct Glm5PrefillArgs {
   std::vector<int64_t> lengths, old_lengths;
   bool old_set = false;
+  bool fp32_gemms = false;  // --fp32-gemms: the tensor-core path with CudaModelOptions::fp32_gemms
   int prefill_rows = 512, gemm_rows = 64;
 };
 
@@ -102,6 +103,7 @@ inline void glm5_prefill_table(glm5::Glm5CudaModel& g, const Glm5PrefillArgs& pa
   glm5::CudaModelOptions tc = loaded;
   tc.prefill_rows = int(std::min<int64_t>(pa.prefill_rows, g.prefill_rows()));  // admission may have cut it
   tc.gemm_rows = pa.gemm_rows;
+  tc.fp32_gemms = pa.fp32_gemms;
   g.set_options(tc);
   {  // first use of cuBLAS (kernel loading) outside the timed rows
     const int64_t V = g.info().vocab_size;
@@ -113,7 +115,9 @@ inline void glm5_prefill_table(glm5::Glm5CudaModel& g, const Glm5PrefillArgs& pa
   // The first length with the canary, then the profile, then the longer lengths (a run cut by
   // its timeout keeps the first two).
   const std::string title = std::to_string(tc.prefill_rows) + " rows per chunk, dense projections TF32 GEMMs (cuBLAS), "
-                            "routed experts grouped BF16 MMAs (grouped_mma_bf16), HC mixes / router / indexer exact";
+                            "routed experts grouped BF16 MMAs (grouped_mma_bf16), " +
+                            (pa.fp32_gemms ? "HC mixes and MLA attention FP32 GEMMs, router / indexer exact"
+                                           : "HC mixes / router / indexer exact");
   if (pa.lengths.empty()) return g.set_options(loaded);
   glm5_prefill_rows(g, {pa.lengths[0]}, title, base, true);
   // Where one tensor-core chunk's time goes: the sections of a chunk at context 1536.

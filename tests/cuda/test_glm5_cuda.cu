@@ -43,7 +43,9 @@
 //     them with the emulation's numbers: mean 5.56e-3, 60 of 332 rows over 2e-2.) Verify
 //     windows (<= chunk_rows rows) of that model stay exact: bit-identical to steps.
 //     Synthetic Flash shapes (hidden 4096, experts 2048 wide: the grouped BF16 MMAs run): the
-//     tensor-core 300-row chunk vs the exact one, relative to the logit scale.
+//     tensor-core 300-row chunk vs the exact one, relative to the logit scale. The same rows
+//     again with fp32_gemms (HC mixes and MLA attention as FP32 cuBLAS GEMMs, chunk_gemm.cu;
+//     FP32 only reorders sums, so the same bounds hold; not yet run on a GPU).
 // Usage: test_glm5_cuda [root] [--quick]   (root: the tree, default DS4_ROOT or ".";
 //   --quick: prompts p7 and p64, the extras and a short multi-row check, for compute-sanitizer)
 #include <algorithm>
@@ -81,10 +83,11 @@ void chunk_vs_steps(Model& chunked, Model& steps, const std::vector<int32_t>& to
                     const std::vector<int64_t>& lengths, float tol, const std::string& name);
 
 // Options of a model whose prefill chunks run on tensor cores (the bench's setting).
-glm5::CudaModelOptions tc_options() {
+glm5::CudaModelOptions tc_options(bool fp32_gemms = false) {
   glm5::CudaModelOptions t;
   t.prefill_rows = 512;
   t.gemm_rows = 64;
+  t.fp32_gemms = fp32_gemms;
   return t;
 }
 
@@ -140,9 +143,11 @@ bool tc_rows_within(const std::vector<float>& a, const std::vector<float>& b, in
 }
 
 // Item 8 on the tiny model: see the header.
-void tensor_core_chunk(Model& cpu, Model& steps, const std::string& tiny, const LoadOptions& o, const TensorSource& g) {
-  auto tc_model = glm5::load_cuda(tiny, o, tc_options());
+void tensor_core_chunk(Model& cpu, Model& steps, const std::string& tiny, const LoadOptions& o, const TensorSource& g,
+                       bool fp32_gemms) {
+  auto tc_model = glm5::load_cuda(tiny, o, tc_options(fp32_gemms));
   Model& tc = *tc_model;
+  const std::string with = fp32_gemms ? " (+ fp32_gemms)" : "";
   const auto tokens = golden<int32_t>(g, "p300.tokens");
   const auto greedy = golden<int32_t>(g, "p300.greedy");
   const int64_t V = tc.info().vocab_size;
@@ -156,7 +161,8 @@ void tensor_core_chunk(Model& cpu, Model& steps, const std::string& tiny, const 
     a.insert(a.end(), lg.begin(), lg.end());
   }
   tc_rows_within(a, b, V, kTcMean, kTcRow, kTcShare,
-                 "tiny p300 tensor-core chunk of 300 rows (kAll) + 32 decode rows vs CPU");
+                 "tiny p300 tensor-core chunk of 300 rows (kAll) + 32 decode rows vs CPU" + with);
+  if (fp32_gemms) return;
   std::vector<int32_t> toks(tokens);
   toks.insert(toks.end(), tokens.begin(), tokens.begin() + 64);
   chunk_vs_steps(tc, steps, toks, 40, {2, 7, 16}, 0.f, "tiny tensor-core model, verify windows (exact, tol 0)");
@@ -408,18 +414,22 @@ void synthetic_flash() {
   chunk_vs_steps(gpu, steps, longer, 70, {2, 4, 7, 16}, kSynthRelTol, "synthetic Flash");
   chunk_vs_steps(gpu, steps, longer, 0, {300}, kSynthRelTol, "synthetic Flash");
   // Item 8 on the real shapes: the tensor-core 300-row chunk (grouped BF16 expert MMAs) vs
-  // the exact one, both kAll, relative to the logit scale.
-  glm5::Glm5CudaModel tc(glm5::synthetic_source(w), o, tc_options());
+  // the exact one, both kAll, relative to the logit scale; then with fp32_gemms.
   const std::span<const int32_t> rows(longer.data(), 300);
-  std::vector<float> a, b;
-  auto st = tc.new_state(), se = gpu.new_state();
-  tc.forward(*st, rows, Logits::kAll, a);
+  std::vector<float> b;
+  auto se = gpu.new_state();
   gpu.forward(*se, rows, Logits::kAll, b);
   float lscale = 1.f;
   for (float x : b) lscale = std::max(lscale, std::fabs(x));
-  tc_rows_within(a, b, V, kTcSynthMean * lscale, kTcSynthRow * lscale, kTcSynthShare,
-                 "synthetic Flash tensor-core chunk of 300 rows vs the exact chunk (tolerances x max |logit| " +
-                     std::to_string(lscale) + ")");
+  for (bool fp32 : {false, true}) {
+    glm5::Glm5CudaModel tc(glm5::synthetic_source(w), o, tc_options(fp32));
+    std::vector<float> a;
+    auto st = tc.new_state();
+    tc.forward(*st, rows, Logits::kAll, a);
+    tc_rows_within(a, b, V, kTcSynthMean * lscale, kTcSynthRow * lscale, kTcSynthShare,
+                   std::string("synthetic Flash tensor-core chunk of 300 rows") + (fp32 ? " (+ fp32_gemms)" : "") +
+                       " vs the exact chunk (tolerances x max |logit| " + std::to_string(lscale) + ")");
+  }
 }
 
 }  // namespace
@@ -458,7 +468,8 @@ int main(int argc, char** argv) {
         chunk_vs_steps(gpu, *steps, toks, 40, {2, 4, 7, 16}, kTol, "tiny chunk 16");
         chunk_vs_steps(gpu, *steps, toks, 0, {300}, kTol, "tiny chunk 16");
         chunk_vs_steps(*chunk8, *steps, toks, 13, {7, 300}, kTol, "tiny chunk 8");
-        tensor_core_chunk(*cpu, *steps, tiny, o, *g);
+        tensor_core_chunk(*cpu, *steps, tiny, o, *g, false);
+        tensor_core_chunk(*cpu, *steps, tiny, o, *g, true);
       }
     }
     checkpoints(*cpu, gpu, *g);

@@ -96,7 +96,8 @@ void Glm5CudaModel::Impl::mproj_exact(const dc::DProj& p, size_t x_off, size_t y
 
 void Glm5CudaModel::Impl::hc_in_rows(const DHc& h, const float* norm) {
   mark("hyper-connections");
-  mgemv_exact(h.fn, cur_off, sl.mix);  // the mixes go through Sinkhorn's exponentials: exact
+  // The mixes go through Sinkhorn's exponentials: exact, or FP32 GEMM (chunk_gemm.cu).
+  if (!fp32_gemm_rows(h.fn, cur_off, sl.mix)) mgemv_exact(h.fn, cur_off, sl.mix);
   dc::hc_pre_f32(R(0, sl.mix), h.scale, h.base, h.dims, R(0, cur_off), norm, R(0, sl.in), R(0, sl.post), R(0, sl.comb),
                  dc::HcRows{rows, rs()}, stream);
 }
@@ -191,7 +192,8 @@ void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, uint8_t
                    reinterpret_cast<uint8_t*>(R(0, sl.keep)), sel_idx, sel_count, stream, all);
   }
   mark("mla attend");
-  mla_attend(R(0, sl.qlat), SF(o.latent), sel_idx, sel_count, msh, R(0, sl.att_scores), R(0, sl.olat), stream, all);
+  if (!mla_attend_gemm(SF(o.latent), msh))
+    mla_attend(R(0, sl.qlat), SF(o.latent), sel_idx, sel_count, msh, R(0, sl.att_scores), R(0, sl.olat), stream, all);
   mark("mla uv + o");
   mgemv(m.uv, sl.olat, sl.ov, dc::MatmulBatch{int(nah), m.uv_stride, 0, kvr, vd});  // o[t][h] = W_uv[h] o_lat[t][h]
   mgemv(m.o, sl.ov, sl.y);

@@ -50,6 +50,11 @@ struct CudaModelOptions {
   int prefill_rows = 512;
   int gemm_rows = 0;
   bool expert_mma = true;
+  // In a tensor-core chunk also the HC mixes (F32 weights) and the MLA attention (each token's
+  // selected latent rows gathered, scores and output as strided-batched GEMMs) as FP32 cuBLAS
+  // GEMMs (chunk_gemm.cu): 15% and 51% of a 512-row chunk on the H200 as per-row kernels.
+  // Compiled, not yet run on a GPU: off until test_glm5_cuda item 8's fp32_gemms rows pass.
+  bool fp32_gemms = false;
 };
 
 // Per-section GPU time of one multi-row forward (profile_chunk): sections in order of first

@@ -20,6 +20,7 @@
 #include "models/glm5/config.h"
 #include "models/glm5/cuda/cuda_state.h"
 #include "models/glm5/cuda/device_weights.h"
+#include "models/glm5/cuda/kernels.h"
 #include "models/glm5/cuda/model_cuda.h"
 #include "models/glm5/cuda/step_layout.h"
 #include "models/glm5/weights.h"
@@ -74,6 +75,11 @@ struct Glm5CudaModel::Impl {
   // and verify windows never): mgemv / mproj take the GEMMs, the experts the grouped MMAs.
   bool tc = false;
   std::unique_ptr<dc::MatmulWorkspace> mm;  // cuBLAS handle + dequantized weight tile (stream)
+  // chunk_gemm.cu (CudaModelOptions::fp32_gemms in a tensor-core chunk): false when the caller
+  // takes its usual path (not such a chunk, or an F32-only product of another type).
+  dc::DeviceBuffer attn_gather;  // the attention's gathered latent rows, made on first use
+  bool fp32_gemm_rows(const WeightMatrix& w, size_t x_off, size_t y_off);
+  bool mla_attend_gemm(const float* latent, const MlaShape& msh);
   size_t cur_off = 0, alt_off = 0;  // the streams' row-scratch offsets (swapped by hc_out_rows)
   float* R(int64_t t, size_t off) const {
     return reinterpret_cast<float*>(chunk.as<uint8_t>() + size_t(t) * cl.row_bytes + off);
