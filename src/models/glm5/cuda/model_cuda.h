@@ -4,7 +4,8 @@
 // load (after memory admission), each state's caches live on the GPU; a single token is one
 // decode step, replayed from a CUDA graph captured per state; a forward of T > 1 tokens
 // (prefill, speculative verify) runs chunks of up to chunk_rows tokens that read every
-// weight once per chunk (chunk.cu), each chunk shape captured as its own graph. When the
+// weight once per chunk (chunk.cu), each chunk shape captured as its own graph, and a long
+// prefill chunks of up to prefill_rows, launched directly, on tensor cores from gemm_rows. When the
 // checkpoint has the integrated MTP layer the model is its own DraftHead (issue #11):
 // the head's layer caches and the queue of trunk rows live in the state on the GPU, the
 // trunk forward fills the queue on the device, a greedy draft chain is one CUDA graph with
