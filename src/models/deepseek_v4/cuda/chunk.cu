@@ -2,9 +2,10 @@
 // (prefill chunk, speculative verify of k+1 rows) through every layer with each weight matrix
 // read once per chunk (backend/cuda gemv_rows; a prefill chunk, tensor_core_rows(opt) rows
 // or more, does its dense projections as TF32 GEMMs and its routed experts as BF16 MMAs on
-// tensor cores, issue #22: then the HC mixes and the router logits still take the exact path, so routing and
-// Sinkhorn see the decode step's values; every other product is within TF32 / BF16 rounding,
-// not bit for bit), every other op one launch for all rows:
+// tensor cores, issue #22: then the HC mixes, the router logits and the indexer's inputs keep
+// FP32 operands (mexact), so Sinkhorn and the top-k choices see FP32 values; the chunk is
+// within tests/unit/deepseek_v4/tc_criterion.h of the CPU model, not bit for bit), every other
+// op one launch for all rows:
 //   - projections, o LoRA, shared expert, HC head, lm_head: gemv_rows over the chunk;
 //   - MoE: routing per row (one launch), the (token, expert) pairs grouped per expert
 //     (backend/cuda moe_group) so each used expert is read once for all the rows routed to it;
@@ -47,14 +48,15 @@ void DeepseekV4CudaModel::Impl::mproj(const DProj& p, size_t x_off, size_t y_off
   }
 }
 
+// FP32 operands: FP32 GEMMs in a tensor-core chunk (fp32_gemms), else the exact path.
 void DeepseekV4CudaModel::Impl::mexact(const WeightMatrix& w, const float* x, float* y, int64_t n,
                                        const dc::MatmulBatch& b) {
   if (opt.fp32_gemms && tensor_core_chunk()) dc::matmul_rows_f32(w, x, rs(), y, rs(), n, b, *mm_main, stream);
   else dc::matmul_rows_exact(w, x, rs(), y, rs(), n, b, stream);
 }
 
-// Rows [r0, r1) of a stacked projection again on the exact path (after a tensor-core mproj):
-// the router logits pick experts, so a tensor-core chunk routes exactly as decode steps would.
+// Rows [r0, r1) of a stacked projection again with FP32 operands (mexact, after a tensor-core
+// mproj): the router logits pick experts, the indexer's inputs pick entries.
 void DeepseekV4CudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1) {
   int64_t at = 0;
   for (const WeightMatrix& m : p.runs) {
@@ -71,7 +73,7 @@ void DeepseekV4CudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t
 
 // hc_pre() over the rows: fn's column blocks {splits, mix} per row, then the split + collapse.
 void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, size_t x_off) {
-  // exact at any row count: the mixes go through Sinkhorn's exponentials (a small matrix)
+  // FP32 operands at any row count (mexact): the mixes go through Sinkhorn's exponentials
   mexact(h.fn, R(0, x_off), R(0, sl.mix), rows, dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows});
   dc::HcDims d = hcd;
   d.mix_splits = h.splits;
@@ -96,7 +98,7 @@ void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
   const size_t ikv = cgate + cw, igate = ikv + iwd, iw = igate + iwd;
   mproj(L.attn_in, sl.col, sl.ain);
   // The indexer's inputs (its kv / gate / head weights, its queries) pick entries by top-k:
-  // exact on a tensor-core chunk too, so it selects what decode steps would.
+  // FP32 operands on a tensor-core chunk too (mexact).
   if (tensor_core_chunk() && L.has_indexer)
     mproj_exact(L.attn_in, sl.col, sl.ain, c.q_lora + hd + (L.ratio > 0 ? 2 * L.comp.width : 0), L.attn_in.rows);
   mark("attn_in_proj");
