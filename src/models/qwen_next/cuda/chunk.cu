@@ -106,6 +106,7 @@ void QwenNextCudaModel::Impl::hyper_read_rows(const DHyper& h, size_t x_off, boo
   hc_low_act(R(0, sl.low), c.hc_rank, hc, stream, all);
   mgemv(h.up, sl.low, sl.mix);
   hc_combine(R(0, sl.mix), R(0, sl.normed), hc, d, R(0, sl.mixed), inject ? R(0, sl.inject) : nullptr, stream, all);
+  mark("hc_read");
 }
 
 // The conv history of a captured verify: [state before the window ; the rows' conv inputs]
@@ -131,6 +132,7 @@ void QwenNextCudaModel::Impl::ple_rows(const DPle& p, float* conv, float* cap_co
   dc::conv1d_rows_f32(R(0, sl.ple_gvn), p.conv, conv, W, c.ple_conv_k, c.ngram, true, R(0, sl.ple_conv),
                       dc::Conv1dRows{rows, rs(), rs()}, stream);
   ple_add(R(0, sl.h), R(0, sl.ple_gv), R(0, sl.ple_conv), W, stream, all);
+  mark("ple");
 }
 
 // The GDN block of layer() over the rows; cap_conv / cap_ssm (captured verify): the conv
@@ -140,15 +142,19 @@ void QwenNextCudaModel::Impl::gdn_rows(const DGdn& g, float* conv, float* ssm, f
   const Rows all = all_rows();
   const int64_t cdim = c.conv_dim();
   mproj(g.in, sl.mixed, sl.raw);  // {rows, [qkv | z | b | a]}
+  mark("gdn_in_proj");
   if (cap_conv) record_history(cap_conv, conv, c.conv_k - 1, R(0, sl.raw), cdim);
   // The conv state advances row by row inside one launch (a thread per channel).
   dc::conv1d_rows_f32(R(0, sl.raw), g.conv, conv, cdim, c.conv_k, 1, true, R(0, sl.qkv), dc::Conv1dRows{rows, rs(), rs()},
                       stream);
   gdn_prep(R(0, sl.qkv), R(0, sl.b), R(0, sl.a), g.a_log, g.dt_bias, sh, stream, all);
+  mark("gdn_conv_prep");
   // One launch; the recurrence loops the rows in order inside the kernel.
   gdn_recurrent(R(0, sl.qkv), R(0, sl.a), R(0, sl.b), ssm, R(0, sl.o), sh, stream, all, cap_ssm);
+  mark("gdn_recurrence");
   gdn_gated_norm(R(0, sl.o), R(0, sl.z), g.norm, sh, stream, all);
   mgemv(g.out, sl.o, sl.out);
+  mark("gdn_out");
 }
 
 // The QSA block of layer() over the rows. The projection does not read the cache, so it runs
@@ -166,12 +172,17 @@ void QwenNextCudaModel::Impl::qsa_rows(const DQsa& a, const LayerOffsets& o, uin
   // The indexer's q and k score blocks for a top-k: exact on a tensor-core chunk too.
   const int64_t idx0 = c.heads * 2 * c.head_dim + 2 * c.kv_heads * c.head_dim;
   mproj_exact(a.in, sl.mixed, sl.qg, idx0, idx0 + (c.idx_heads + 1) * c.idx_dim);
+  mark("qsa_in_proj");
   qsa_prep(R(0, sl.qg), R(0, sl.k), R(0, sl.v), R(0, sl.iqk), QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm},
            cache, sh, positions, R(0, sl.q), R(0, sl.gate), stream, all);
+  mark("qsa_prep_pool");
   uint8_t* keep = reinterpret_cast<uint8_t*>(R(0, sl.keep));  // row t's at t * rs() * 4 bytes
   qsa_select(R(0, sl.iqk), cache, sh, positions, R(0, sl.block_scores), keep, stream, all);
+  mark("qsa_select");
   qsa_attend(R(0, sl.q), R(0, sl.gate), cache, sh, positions, keep, R(0, sl.att_scores), R(0, sl.att), stream, all);
+  mark("qsa_attend");
   mgemv(a.o, sl.att, sl.out);
+  mark("qsa_out");
 }
 
 // The MoE of layer() over the rows: route each row, group, each used expert once for its rows.
@@ -183,12 +194,15 @@ void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
   mproj(m.in, sl.mixed, sl.sh_g);  // {rows, [shared gate | shared up | router | shared gate scalar]}
   // The router logits pick experts: exact on a tensor-core chunk too.
   mproj_exact(m.in, sl.mixed, sl.sh_g, 2 * c.shared_inter, 2 * c.shared_inter + E);
+  mark("moe_in_proj");
   moe_route(R(0, sl.router), E, K, c.norm_topk, ids, wts, stream, all);  // ids, wts {rows, K}
   const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
                        C<int32_t>(cl.slot), kGroupRows};
   dc::moe_group(ids, rows, K, E, g, stream);
+  mark("moe_route_group");
   moe_swiglu(R(0, sl.sh_g), rows, c.shared_inter, R(0, sl.sh_g), stream, rs(), rs());
   mgemv(m.sh_down, sl.sh_g, sl.sh_out);
+  mark("shared_expert");
   // Entry u = up to kGroupRows rows of a used expert (at most moe_group_entries of them; *live
   // decides on the device; a verify chunk has one entry per used expert).
   dc::GemvRows r;
@@ -205,11 +219,14 @@ void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
     else dc::gemv_rows(w, x, y, r, stream);
   };
   experts(m.gate_up.first, R(0, sl.mixed), C(cl.gu));
+  mark("experts_gate_up");
   moe_swiglu(C(cl.gu), pairs, I, C(cl.act), stream);  // act {rows * K, I}
   r.batch.id_stride = m.down.stride, r.batch.id_scale_stride = m.down.scale_stride;
   r.x_row = I, r.x_idx = g.slot, r.y_row = d;  // act {rows * K, I} -> ey {rows * K, d}
   experts(m.down.first, C(cl.act), C(cl.ey));
+  mark("experts_swiglu_down");
   moe_combine(C(cl.ey), wts, K, R(0, sl.sh_out), R(0, sl.sg), d, R(0, sl.out), stream, all);  // ey {rows, K, d}
+  mark("moe_combine");
 }
 
 // Everything of one chunk of `rows` tokens: input rows in, every layer, logits out (row
@@ -221,12 +238,14 @@ void QwenNextCudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode, bool cap
   int32_t* pos = reinterpret_cast<int32_t*>(sb + lay.pos);
   const int64_t hc = c.hc, d = c.hidden, V = c.vocab;
   const Rows all = all_rows();
+  mark("start");
   // Input rows {rows, [h {hc*d} | PLE rows]}: pinned row t -> row t's scratch.
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.h), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
                                    cudaMemcpyHostToDevice, stream));
   chunk_positions_kernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(pos, C<int32_t>(cl.positions),
                                                                            int32_t(rows));
   DS4_CUDA_CHECK_LAUNCH();
+  mark("input");
   for (int64_t l = 0; l < c.layers; ++l) {
     const DLayer& L = dw.layers[size_t(l)];
     const LayerOffsets& o = lay.layers[size_t(l)];
@@ -236,9 +255,11 @@ void QwenNextCudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode, bool cap
     if (L.gdn) gdn_rows(*L.gdn, SF(o.conv), SF(o.ssm), k ? CAP(k->conv) : nullptr, k ? CAP(k->ssm) : nullptr);
     else qsa_rows(*L.qsa, o, sb);
     hc_write(R(0, sl.h), R(0, sl.out), R(0, sl.inject), hc, d, stream, all);
+    mark("hc_write");
     hyper_read_rows(L.mlp_hc, sl.h, true);
     moe_rows(L.moe);
     hc_write(R(0, sl.h), R(0, sl.out), R(0, sl.inject), hc, d, stream, all);
+    mark("hc_write");
   }
   if (mode != Logits::kNone) {
     hyper_read_rows(dw.mixer, sl.h, false);  // kLast: every row's mixer (small), one lm_head row
@@ -253,6 +274,7 @@ void QwenNextCudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode, bool cap
                                      cudaMemcpyDeviceToHost, stream));
     }
   }
+  mark("head");
   dc::enqueue_position_increment(pos, int32_t(rows), stream);
 }
 
@@ -263,7 +285,11 @@ void QwenNextCudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode, b
   // threads' launches (DeepSeek's GPU canary saw 363 ms) for a graph replayed a few times.
   const bool graph = opt.graphs && n <= opt.chunk_rows;
   cudaGraphExec_t& exec = st.chunk_graph[chunk_key(n, mode, capture)];
+  const bool profiling = prof.on;
+  prof.on = profiling && !graph;  // events inside a captured graph are not timed
   dc::run_graph_step(stream, exec, graph, [&] { enqueue_chunk(st, mode, capture); });
+  prof.collect();
+  prof.on = profiling;
 }
 
 // The MTP ring around a chunk: the room first (a catch-up runs the head's layer on S(sl.h)

@@ -233,6 +233,11 @@ QwenNextCudaModel::~QwenNextCudaModel() {
 
 const ModelInfo& QwenNextCudaModel::info() const { return impl_->info; }
 const CudaModelOptions& QwenNextCudaModel::options() const { return impl_->opt; }
+void QwenNextCudaModel::set_profiling(bool on) {
+  impl_->prof.reset();
+  impl_->prof.on = on;
+}
+std::map<std::string, double> QwenNextCudaModel::op_times() const { return impl_->prof.ms(); }
 
 void QwenNextCudaModel::set_options(const CudaModelOptions& copt) {
   Impl& m = *impl_;

@@ -15,6 +15,7 @@
 // the head's bookkeeping with mtp_keep_through: no clone, no re-run (no repair).
 // A state saves and loads the CPU State's named sections (state_io.cu), so chat checkpoints
 // move between the CPU and CUDA models either way (the head's history included).
+#include <map>
 #include <memory>
 #include <string>
 
@@ -77,6 +78,10 @@ class QwenNextCudaModel : public Model, public DraftHead {
   // stays as loaded. Use new states after it: a captured chunk graph keeps its path.
   void set_options(const CudaModelOptions& copt);
   const CudaModelOptions& options() const;
+  // Bench: GPU ms per phase of the chunks run since (prefill chunks only: verify-sized chunks
+  // replay graphs), summed over layers and chunks (backend/cuda/op_timer.h).
+  void set_profiling(bool on);
+  std::map<std::string, double> op_times() const;
 
   size_t weight_bytes() const;  // device bytes of the uploaded weights
   // Bytes of weights one decode token reads: all but the routed experts, plus top_k of

@@ -16,6 +16,7 @@
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
+#include "backend/cuda/op_timer.h"
 #include "core/error.h"
 #include "formats/tensor_source.h"
 #include "models/cuda_candidates.h"
@@ -167,6 +168,8 @@ struct QwenNextCudaModel::Impl {
   // Tensor-core products of a prefill chunk (backend/cuda matmul_rows; made at load, its
   // min_rows = CudaModelOptions::gemm_rows) and whether the chunk being enqueued uses them.
   std::unique_ptr<dc::MatmulWorkspace> mm;
+  dc::OpTimer prof;  // phase times of direct-launch chunks (bench; off by default)
+  void mark(const char* name) { prof.mark(stream, name); }
   bool tensor_cores() const { return opt.gemm_rows > 0 && rows >= opt.gemm_rows; }
   void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off);
   void mproj(const DProj& p, size_t x_off, size_t y_off);
