@@ -154,9 +154,17 @@ __global__ void qsa_attend_kernel(const float* __restrict__ q, const float* __re
   }
   sum = block_reduce(sum, SumOp{}, 0.f);  // its barriers also publish sc[] to the block
   const float inv = 1.f / sum;
+  // The weighted values over the kept blocks and the open tail only: a dropped key's weight is
+  // exp(-inf) = 0 exactly, so skipping its term leaves every sum as it was (a long context
+  // keeps idx_budget of its positions: the loop no longer grows with the position).
+  const float* vh = c.v + kvh * hd;
   for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
     float o = 0.f;
-    for (int64_t j = 0; j <= p; ++j) o += (sc[j] * inv) * c.v[j * KVD + kvh * hd + e];
+    for (int64_t b = 0; b < nb; ++b) {
+      if (!all && !keep[b]) continue;
+      for (int64_t j = b * R; j < (b + 1) * R; ++j) o += (sc[j] * inv) * vh[j * KVD + e];
+    }
+    for (int64_t j = nb * R; j <= p; ++j) o += (sc[j] * inv) * vh[j * KVD + e];
     const float g = gate[h * hd + e];
     att[h * hd + e] = o * (1.f / (1.f + expf(-g)));
   }
