@@ -31,6 +31,9 @@
 //     in qwen_next_tensor_cores.h (mean, median row max, max |diff|, argmax share); chunks
 //     below gemm_rows stay bit-identical to the exact model. Items 1-7 load the exact model
 //     (the default, gemm_rows 0), where a prefill of up to 512 rows is one exact chunk.
+//  9. backend/cuda delta_rule_rows at the full-size head width (128: the register kernel the
+//     tiny model never reaches): rows in one launch = one-row launches bit for bit, and within
+//     1e-4 (relative) of a double host recurrence (delta_rule_rows_check.h).
 // Usage: test_qwen_next_cuda [root] [--quick]   (root: the tree, default DS4_ROOT or ".";
 //   --quick: tiny prompts p7 and p64 and the extras only, for compute-sanitizer)
 #include <algorithm>
@@ -47,6 +50,7 @@
 #include "models/qwen_next/cuda/model_cuda.h"
 #include "models/qwen_next/model.h"
 #include "checkpoint_round_trip.h"
+#include "delta_rule_rows_check.h"
 #include "qwen_next_tensor_cores.h"
 #include "test_common.h"
 
@@ -431,6 +435,7 @@ int main(int argc, char** argv) {
       captured_commit(gpu16, p300, 33, {16});
       tensor_core_chunk(*cpu, *gpu, tiny, o, p300);
     }
+    delta_rule_rows_check();
     checkpoints(*cpu, static_cast<qwen_next::QwenNextCudaModel&>(*gpu), *g);
     if (!quick) default_model(root);
   } catch (const std::exception& e) {
