@@ -208,9 +208,19 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   // past max_ctx (MtpLayout::ctx).
   m.sl = scratch_layout(c, m.info.max_context + (m.has_mtp() ? kMtpMaxDepth : 0));
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "qwen_next step scratch");
-  // The chunk scratch holds the larger of a verify chunk and a prefill chunk (DeviceBuffer
-  // admits it against free device memory and names the bytes when it does not fit).
-  m.cl = chunk_layout(c, m.sl, std::max<int64_t>(copt.chunk_rows, copt.prefill_rows));
+  // The chunk scratch holds the larger of a verify chunk and a prefill chunk. A row costs a
+  // step scratch (attention scores for max_context positions per head: ~4.5 MB at full size
+  // and 32K, 25 MB at 256K), so prefill chunks take at most a quarter of the device memory
+  // free after the weights (the states' caches need the rest): fewer rows on a long context.
+  // DeviceBuffer admits the result and names the bytes when even that does not fit.
+  int64_t prefill = copt.prefill_rows;
+  if (prefill > copt.chunk_rows) {
+    const size_t quarter = dc::device_memory_info().free_bytes / 4;
+    const int64_t fit = int64_t(quarter / std::max<size_t>(m.sl.bytes, 1));
+    prefill = std::max<int64_t>(copt.chunk_rows, std::min<int64_t>(prefill, fit));
+  }
+  m.opt.prefill_rows = int(prefill);
+  m.cl = chunk_layout(c, m.sl, std::max<int64_t>(copt.chunk_rows, prefill));
   if (m.cl.rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "qwen_next chunk scratch");
   {  // widest input of a chunk's product: the hyper-connections' normed streams {hc * d}
     const int64_t cols = std::max({c.wide(), c.hidden, c.heads * c.head_dim, c.value_dim(), c.shared_inter,

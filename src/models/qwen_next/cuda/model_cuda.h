@@ -35,7 +35,8 @@ struct CudaModelOptions {
   // Prefill (issue #22): a forward of more than chunk_rows tokens on a state without the MTP
   // head runs chunks of up to `prefill_rows` tokens (0 or <= chunk_rows: chunk_rows chunks;
   // at most kMaxPrefillRows; the chunk scratch is sized for it at load, ~4.5 MB per row at
-  // full size with a 32K context). A chunk of at least `gemm_rows` rows runs its dense
+  // full size with a 32K context, and the load lowers it to what a quarter of the device memory
+  // free after the weights holds: options() tells what was kept). A chunk of at least `gemm_rows` rows runs its dense
   // projections as TF32 GEMMs (backend/cuda matmul_rows) and, with `expert_mma`, its routed
   // experts as grouped BF16 MMAs (grouped_mma_bf16): within TF32 / BF16 rounding of the CPU
   // model, not bit for bit (test_qwen_next_cuda item 8 states the bound). The MoE router
