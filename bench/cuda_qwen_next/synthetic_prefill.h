@@ -50,12 +50,7 @@ inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, con
               "%lld, max context %lld; weights %.2f GiB, load %.1f s\n", (long long)c.layers, (long long)c.experts,
               (long long)c.top_k, (long long)c.hidden, (long long)c.vocab, (long long)lo.max_context,
               double(g.weight_bytes()) / (1ull << 30), secs(t0));
-  cudaStream_t stream;
-  cudaStreamCreate(&stream);
-  const auto bw = cuda::measure_bandwidth(size_t(1) << 30, 20, stream);
-  cudaStreamDestroy(stream);
-  std::printf("device bandwidth (same run): copy %.0f GB/s, memcpy %.0f GB/s, read %.0f GB/s\n", bw.copy_gbps,
-              bw.memcpy_gbps, bw.read_gbps);
+  const auto bw = measure_printed_bandwidth();
   const int64_t V = c.vocab;
   auto prompt = [&](int64_t n) {
     std::vector<int32_t> p;
