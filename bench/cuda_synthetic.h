@@ -24,6 +24,17 @@ struct TokenBytes {
   std::function<double(int64_t pos)> decode, prefill;
 };
 
+// The roofline's bandwidth, measured in the same run (1 GiB buffers, 20 reps) and printed.
+inline cuda::Bandwidth measure_printed_bandwidth() {
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  const auto bw = cuda::measure_bandwidth(size_t(1) << 30, 20, stream);
+  cudaStreamDestroy(stream);
+  std::printf("device bandwidth (same run): copy %.0f GB/s, memcpy %.0f GB/s, read %.0f GB/s\n", bw.copy_gbps,
+              bw.memcpy_gbps, bw.read_gbps);
+  return bw;
+}
+
 inline std::vector<int64_t> parse_contexts(const std::string& s) {
   std::vector<int64_t> v;
   size_t at = 0;

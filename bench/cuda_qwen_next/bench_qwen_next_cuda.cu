@@ -16,6 +16,10 @@
 //   --verify=CTX        verify cost of k+1 = 2..5 rows (chunk, and verify_capture + commit)
 //                       over one decode step at context CTX, with the bytes floor
 //   --no-greedy         skip the CPU-vs-CUDA greedy table (tiny model)
+// synthetic-full with --prefill=L1,L2,..: the issue #22 prefill tables instead (old 16-row path
+//   vs tensor-core chunks, canary, phase profile; synthetic_prefill.h), with
+//   --old-max=N (old path lengths, default 2048), --prefill-rows=N (default 512),
+//   --exact-max=N (also the exact large-chunk path up to N; default 0: not run)
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -32,6 +36,7 @@
 
 #include "../cuda_common.h"
 #include "chunk_tables.h"
+#include "synthetic_prefill.h"
 #include "synthetic_full.h"
 
 using namespace ds4;
@@ -124,9 +129,13 @@ int main(int argc, char** argv) {
   std::vector<int64_t> prefill_ctx;
   int64_t verify_ctx = -1;
   bool greedy = true;
+  bench::QwenPrefillArgs pa;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--prefill=", 0) == 0) prefill_ctx = bench::parse_contexts(a.substr(10));
+    else if (a.rfind("--old-max=", 0) == 0) pa.old_max = std::stoll(a.substr(10));
+    else if (a.rfind("--exact-max=", 0) == 0) pa.exact_max = std::stoll(a.substr(12));
+    else if (a.rfind("--prefill-rows=", 0) == 0) pa.prefill_rows = std::stoi(a.substr(15));
     else if (a.rfind("--verify=", 0) == 0) verify_ctx = std::stoll(a.substr(9));
     else if (a == "--no-greedy") greedy = false;
     else pos_args.push_back(a);
@@ -135,6 +144,10 @@ int main(int argc, char** argv) {
   const std::string dir = arg(0, "models/default");
   try {
     qwen_next::SyntheticFullOptions so;
+    if (qwen_next::parse_synthetic_full(dir, so) && !prefill_ctx.empty()) {
+      pa.lengths = prefill_ctx;
+      return bench::qwen_synthetic_prefill(so, pa);
+    }
     if (qwen_next::parse_synthetic_full(dir, so))
       return bench::qwen_synthetic_full(so, std::stoi(arg(1, "32")), bench::parse_contexts(arg(2, "2048,8192")),
                                         verify_ctx);

@@ -47,12 +47,7 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
   std::printf("weights %.2f GiB generated on the GPU, load %.1f s; device memory used by the model %.2f GiB (of %.2f "
               "GiB total)\n", double(g.weight_bytes()) / (1ull << 30), load_s,
               double(free0.free_bytes - free1.free_bytes) / (1ull << 30), double(free0.total_bytes) / (1ull << 30));
-  cudaStream_t stream;
-  cudaStreamCreate(&stream);
-  const auto bw = cuda::measure_bandwidth(size_t(1) << 30, 20, stream);
-  cudaStreamDestroy(stream);
-  std::printf("device bandwidth (same run): copy %.0f GB/s, memcpy %.0f GB/s, read %.0f GB/s\n", bw.copy_gbps,
-              bw.memcpy_gbps, bw.read_gbps);
+  const auto bw = measure_printed_bandwidth();
   int64_t gdn = 0, qsa = 0;
   for (int64_t l = 0; l < c.layers; ++l) (c.is_linear[size_t(l)] ? gdn : qsa) += 1;
   const double per_tok = double(g.weight_bytes_per_token());

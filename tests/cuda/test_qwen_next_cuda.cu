@@ -26,6 +26,14 @@
 //     CPU model within kTol of the GPU and of the CPU's own state; CPU -> GPU within kTol of
 //     the CPU; a section one row short and a state holding a captured window are refused
 //     with InputError, and the refused load leaves the state as it was (bit-identical rows).
+//  8. The tensor-core prefill chunk (gemm_rows 64: TF32 dense products) vs the CPU model: a
+//     300-row chunk (kAll) and 32 decode steps after it within the bounds stated and derived
+//     in qwen_next_tensor_cores.h (mean, median row max, max |diff|, argmax share); chunks
+//     below gemm_rows stay bit-identical to the exact model. Items 1-7 load the exact model
+//     (the default, gemm_rows 0), where a prefill of up to 512 rows is one exact chunk.
+//  9. backend/cuda delta_rule_rows at the full-size head width (128: the register kernel the
+//     tiny model never reaches): rows in one launch = one-row launches bit for bit, and within
+//     1e-4 (relative) of a double host recurrence (delta_rule_rows_check.h).
 // Usage: test_qwen_next_cuda [root] [--quick]   (root: the tree, default DS4_ROOT or ".";
 //   --quick: tiny prompts p7 and p64 and the extras only, for compute-sanitizer)
 #include <algorithm>
@@ -42,6 +50,8 @@
 #include "models/qwen_next/cuda/model_cuda.h"
 #include "models/qwen_next/model.h"
 #include "checkpoint_round_trip.h"
+#include "delta_rule_rows_check.h"
+#include "qwen_next_tensor_cores.h"
 #include "test_common.h"
 
 using namespace ds4;
@@ -423,7 +433,9 @@ int main(int argc, char** argv) {
       co16.capture_rows = 16;  // a whole chunk of records, its block boundaries and the 16-row graph
       qwen_next::QwenNextCudaModel gpu16(open_tensor_source(tiny), o, co16);
       captured_commit(gpu16, p300, 33, {16});
+      tensor_core_chunk(*cpu, *gpu, tiny, o, p300);
     }
+    delta_rule_rows_check();
     checkpoints(*cpu, static_cast<qwen_next::QwenNextCudaModel&>(*gpu), *g);
     if (!quick) default_model(root);
   } catch (const std::exception& e) {

@@ -64,8 +64,10 @@ __global__ void delta_rule_kernel(const float* __restrict__ qkv, const float* __
 // for all the launch's tokens (S is read and written once per launch, its loads all in
 // flight together, instead of two dependent passes over global memory per token). Needs one
 // column per thread (v_dim <= blockDim.x). Same operations in the same order as
-// delta_rule_kernel, so the two agree bit for bit.
-template <int KD>
+// delta_rule_kernel, so the two agree bit for bit. Over many tokens (a prefill chunk) the
+// next token's q, k, gate, beta and v are loaded into registers while the current one
+// computes, so the recurrence waits on global memory once per launch, not once per token.
+template <int KD, int PER>
 __global__ void __launch_bounds__(256) delta_rule_reg_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
                                                              const float* __restrict__ beta, float* __restrict__ S,
                                                              float* __restrict__ o, DeltaRuleShape sh,
@@ -81,24 +83,47 @@ __global__ void __launch_bounds__(256) delta_rule_reg_kernel(const float* __rest
 #pragma unroll
     for (int i = 0; i < KD; ++i) st[i] = Sh[i * vd + j];
   }
-  for (int64_t t = 0; t < rows.count; ++t) {
+  // Token t's inputs in registers: this thread's channels i = threadIdx.x + u * blockDim.x
+  // (PER >= KD / blockDim.x of them), beta and v[j].
+  constexpr int kPer = PER;
+  float nq[kPer], nk[kPer], ng[kPer], nb = 0.f, nv = 0.f;
+  auto fetch = [&](int64_t t) {
     const int64_t off = t * rows.stride;
     const float* q = qkv + off + kh * KD;
     const float* k = qkv + off + sh.k_heads * KD + kh * KD;
-    const float* v = qkv + off + 2 * sh.k_heads * KD + h * vd;
-    if (t > 0) __syncthreads();  // the previous token's q, k, decay are no longer read
-    for (int64_t i = threadIdx.x; i < KD; i += blockDim.x) {
-      qkd[i] = q[i];
-      qkd[KD + i] = k[i];
-      decay[i] = expf(sh.per_channel_gate ? g[off + h * KD + i] : g[off + h]);
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int64_t i = threadIdx.x + int64_t(u) * blockDim.x;
+      if (i < KD) {
+        nq[u] = q[i];
+        nk[u] = k[i];
+        ng[u] = sh.per_channel_gate ? g[off + h * KD + i] : g[off + h];
+      }
     }
+    nb = beta[off + h];
+    if (live) nv = qkv[off + 2 * sh.k_heads * KD + h * vd + j];
+  };
+  if (rows.count > 0) fetch(0);
+  for (int64_t t = 0; t < rows.count; ++t) {
+    const int64_t off = t * rows.stride;
+    if (t > 0) __syncthreads();  // the previous token's q, k, decay are no longer read
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int64_t i = threadIdx.x + int64_t(u) * blockDim.x;
+      if (i < KD) {
+        qkd[i] = nq[u];
+        qkd[KD + i] = nk[u];
+        decay[i] = expf(ng[u]);
+      }
+    }
+    const float bt = nb, vj = nv;
     __syncthreads();
+    if (t + 1 < rows.count) fetch(t + 1);  // in flight while this token computes
     if (!live) continue;
-    const float bt = beta[off + h];
     float mem = 0.f;
 #pragma unroll
     for (int i = 0; i < KD; ++i) mem += (st[i] * decay[i]) * qkd[KD + i];
-    const float delta = (v[j] - mem) * bt;
+    const float delta = (vj - mem) * bt;
     float acc = 0.f;
 #pragma unroll
     for (int i = 0; i < KD; ++i) {
@@ -133,8 +158,10 @@ void delta_rule_rows(const float* qkv, const float* g, const float* beta, float*
   if (rows.count <= 0) return;
   const int threads = int(sh.v_dim < 256 ? (sh.v_dim + 31) / 32 * 32 : 256);
   const size_t smem = size_t(3 * sh.k_dim) * sizeof(float);
-  if (sh.k_dim == 128 && sh.v_dim <= 256)  // GLM 5.x KDA and Qwen GDN: 128-wide key heads
-    delta_rule_reg_kernel<128><<<unsigned(sh.v_heads), threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+  if (sh.k_dim == 128 && sh.v_dim <= 256 && threads >= 128)  // GLM 5.x KDA and Qwen GDN: 128-wide key heads
+    delta_rule_reg_kernel<128, 1><<<unsigned(sh.v_heads), threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+  else if (sh.k_dim == 128 && sh.v_dim <= 256)  // narrow value heads: up to 4 key channels per thread
+    delta_rule_reg_kernel<128, 4><<<unsigned(sh.v_heads), threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
   else
     delta_rule_kernel<<<unsigned(sh.v_heads), threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
   DS4_CUDA_CHECK_LAUNCH();

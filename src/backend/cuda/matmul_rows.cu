@@ -54,8 +54,20 @@ void matmul_rows_exact(const WeightMatrix& w, const float* x, int64_t x_row, flo
                        const MatmulBatch& b, cudaStream_t s) {
   GemvRows r;  // groups of up to kGemvMaxRows rows
   r.x_row = x_row, r.y_row = y_row;
+  int64_t i0 = 0;
+  const int64_t full = n / kGemvMaxRows;
+  if (b.count == 1 && full > 1 && full <= 65535) {
+    // Every full group of rows as one batch entry of a single launch (entry g: the same weight,
+    // rows g * 16 ..): the groups' blocks fill the GPU together instead of one launch per 16
+    // rows (a 512-row chunk's router: 32 launches of ~500 weight rows each). Each row is the
+    // same kernel's arithmetic at other pointers, so the results are the same bits.
+    r.n = int(kGemvMaxRows);
+    r.batch = GemvBatch{int(full), nullptr, 0, 0, kGemvMaxRows * x_row, kGemvMaxRows * y_row};
+    gemv_rows(w, x, y, r, s);
+    i0 = full * kGemvMaxRows;
+  }
   r.batch = GemvBatch{b.count, nullptr, b.w_stride, b.scale_stride, b.x_stride, b.y_stride};
-  for (int64_t i0 = 0; i0 < n; i0 += kGemvMaxRows) {
+  for (; i0 < n; i0 += kGemvMaxRows) {
     r.n = int(std::min<int64_t>(kGemvMaxRows, n - i0));
     gemv_rows(w, x + i0 * x_row, y + i0 * y_row, r, s);
   }

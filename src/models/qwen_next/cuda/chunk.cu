@@ -13,8 +13,15 @@
 // Row t's arithmetic is the decode step's (the same kernels, kernels.h Rows), on row t's copy
 // of the step scratch (step_layout.h ChunkLayout); its position is positions[t] = *pos + t on
 // the device, so a chunk of a given size and logits mode is captured once per state as a
-// CUDA graph. Also here: the MTP ring around a chunk (forward_chunk), the captured verify
-// (records per row) and commit_prefix.
+// CUDA graph (verify-sized chunks; a prefill chunk launches directly). Also here: the MTP ring
+// around a chunk (forward_chunk), the captured verify (records per row) and commit_prefix.
+// Tensor cores (issue #22): a prefill chunk of at least CudaModelOptions::gemm_rows rows runs
+// every dense projection as a TF32 GEMM (backend/cuda matmul_rows) and the routed experts as
+// grouped BF16 MMAs (grouped_mma_bf16) over entries of <= 16 rows per expert; the router
+// logits and the QSA indexer's q/k are computed again on the exact path (they pick experts
+// and blocks, so the chunk chooses what decode steps would choose; the hyper-connection mixes
+// are continuous sigmoid gates and take the GEMM). Such a chunk equals decode steps within
+// TF32/BF16 rounding, not bit for bit; with gemm_rows 0 every chunk is exact.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,7 +29,10 @@
 #include <string>
 
 #include "backend/cuda/conv1d.h"
+#include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/moe_group.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "models/capture_rows.h"
 #include "models/qwen_next/cuda/model_impl.h"
@@ -32,7 +42,21 @@ namespace ds4::qwen_next {
 namespace {
 
 __global__ void chunk_positions_kernel(const int32_t* pos, int32_t* positions, int32_t rows) {
-  if (int32_t(threadIdx.x) < rows) positions[threadIdx.x] = *pos + int32_t(threadIdx.x);
+  const int32_t t = int32_t(blockIdx.x * blockDim.x + threadIdx.x);
+  if (t < rows) positions[t] = *pos + t;
+}
+
+// Rows [r0, r0 + n) of m as a matrix of their own (MLX scales and biases follow the rows).
+WeightMatrix row_slice(const WeightMatrix& m, int64_t r0, int64_t n) {
+  WeightMatrix s = m;
+  s.rows = n;
+  s.data = static_cast<const uint8_t*>(m.data) + r0 * m.row_stride_bytes();
+  if (m.scales) {
+    const int64_t sb = (m.cols / m.group_size) * row_bytes(m.scale_type, 1);
+    s.scales = static_cast<const uint8_t*>(m.scales) + r0 * sb;
+    s.biases = static_cast<const uint8_t*>(m.biases) + r0 * sb;
+  }
+  return s;
 }
 
 int64_t chunk_key(int64_t rows, Logits mode, bool capture) {
@@ -41,17 +65,35 @@ int64_t chunk_key(int64_t rows, Logits mode, bool capture) {
 
 }  // namespace
 
-// y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats).
+// y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats): gemv_rows in
+// groups of 16 rows (exact: equal to the step's gemv) below gemm_rows rows, a TF32 GEMM from
+// there (backend/cuda matmul_rows).
 void QwenNextCudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_off) {
-  dc::GemvRows r;
-  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
-  dc::gemv_rows(w, R(0, x_off), R(0, y_off), r, stream);
+  dc::matmul_rows(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, dc::MatmulBatch{}, *mm, stream);
 }
 
+// A stacked projection: one product per stacked run, outputs back to back in each row.
 void QwenNextCudaModel::Impl::mproj(const DProj& p, size_t x_off, size_t y_off) {
-  dc::GemvRows r;
-  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
-  dc::gemv_proj_rows(p, R(0, x_off), R(0, y_off), r, stream);
+  if (p.fused.rows > 0) return mgemv(p.fused, x_off, y_off);
+  for (const WeightMatrix& m : p.parts) {
+    mgemv(m, x_off, y_off);
+    y_off += size_t(m.rows) * sizeof(float);
+  }
+}
+
+void QwenNextCudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1) {
+  if (!tensor_cores()) return;  // mproj was exact already
+  int64_t at = 0;
+  auto one = [&](const WeightMatrix& m) {
+    const int64_t a = std::max(at, r0), b = std::min(at + m.rows, r1);
+    if (a < b)
+      dc::matmul_rows_exact(row_slice(m, a - at, b - a), R(0, x_off), rs(), R(0, y_off + size_t(a) * sizeof(float)),
+                            rs(), rows, dc::MatmulBatch{}, stream);
+    at += m.rows;
+  };
+  if (p.fused.rows > 0) one(p.fused);
+  else
+    for (const WeightMatrix& m : p.parts) one(m);
 }
 
 // hyper_read() of model_cuda.cu over the rows: mixed {rows, d} (and inject {rows, hc} when
@@ -64,6 +106,7 @@ void QwenNextCudaModel::Impl::hyper_read_rows(const DHyper& h, size_t x_off, boo
   hc_low_act(R(0, sl.low), c.hc_rank, hc, stream, all);
   mgemv(h.up, sl.low, sl.mix);
   hc_combine(R(0, sl.mix), R(0, sl.normed), hc, d, R(0, sl.mixed), inject ? R(0, sl.inject) : nullptr, stream, all);
+  mark("hc_read");
 }
 
 // The conv history of a captured verify: [state before the window ; the rows' conv inputs]
@@ -89,6 +132,7 @@ void QwenNextCudaModel::Impl::ple_rows(const DPle& p, float* conv, float* cap_co
   dc::conv1d_rows_f32(R(0, sl.ple_gvn), p.conv, conv, W, c.ple_conv_k, c.ngram, true, R(0, sl.ple_conv),
                       dc::Conv1dRows{rows, rs(), rs()}, stream);
   ple_add(R(0, sl.h), R(0, sl.ple_gv), R(0, sl.ple_conv), W, stream, all);
+  mark("ple");
 }
 
 // The GDN block of layer() over the rows; cap_conv / cap_ssm (captured verify): the conv
@@ -98,15 +142,19 @@ void QwenNextCudaModel::Impl::gdn_rows(const DGdn& g, float* conv, float* ssm, f
   const Rows all = all_rows();
   const int64_t cdim = c.conv_dim();
   mproj(g.in, sl.mixed, sl.raw);  // {rows, [qkv | z | b | a]}
+  mark("gdn_in_proj");
   if (cap_conv) record_history(cap_conv, conv, c.conv_k - 1, R(0, sl.raw), cdim);
   // The conv state advances row by row inside one launch (a thread per channel).
   dc::conv1d_rows_f32(R(0, sl.raw), g.conv, conv, cdim, c.conv_k, 1, true, R(0, sl.qkv), dc::Conv1dRows{rows, rs(), rs()},
                       stream);
   gdn_prep(R(0, sl.qkv), R(0, sl.b), R(0, sl.a), g.a_log, g.dt_bias, sh, stream, all);
+  mark("gdn_conv_prep");
   // One launch; the recurrence loops the rows in order inside the kernel.
   gdn_recurrent(R(0, sl.qkv), R(0, sl.a), R(0, sl.b), ssm, R(0, sl.o), sh, stream, all, cap_ssm);
+  mark("gdn_recurrence");
   gdn_gated_norm(R(0, sl.o), R(0, sl.z), g.norm, sh, stream, all);
   mgemv(g.out, sl.o, sl.out);
+  mark("gdn_out");
 }
 
 // The QSA block of layer() over the rows. The projection does not read the cache, so it runs
@@ -121,12 +169,20 @@ void QwenNextCudaModel::Impl::qsa_rows(const DQsa& a, const LayerOffsets& o, uin
   const int32_t* positions = C<int32_t>(cl.positions);
   const Rows all = all_rows();
   mproj(a.in, sl.mixed, sl.qg);  // {rows, [q+gate | k | v | indexer q+k]}
+  // The indexer's q and k score blocks for a top-k: exact on a tensor-core chunk too.
+  const int64_t idx0 = c.heads * 2 * c.head_dim + 2 * c.kv_heads * c.head_dim;
+  mproj_exact(a.in, sl.mixed, sl.qg, idx0, idx0 + (c.idx_heads + 1) * c.idx_dim);
+  mark("qsa_in_proj");
   qsa_prep(R(0, sl.qg), R(0, sl.k), R(0, sl.v), R(0, sl.iqk), QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm},
            cache, sh, positions, R(0, sl.q), R(0, sl.gate), stream, all);
+  mark("qsa_prep_pool");
   uint8_t* keep = reinterpret_cast<uint8_t*>(R(0, sl.keep));  // row t's at t * rs() * 4 bytes
   qsa_select(R(0, sl.iqk), cache, sh, positions, R(0, sl.block_scores), keep, stream, all);
+  mark("qsa_select");
   qsa_attend(R(0, sl.q), R(0, sl.gate), cache, sh, positions, keep, R(0, sl.att_scores), R(0, sl.att), stream, all);
+  mark("qsa_attend");
   mgemv(a.o, sl.att, sl.out);
+  mark("qsa_out");
 }
 
 // The MoE of layer() over the rows: route each row, group, each used expert once for its rows.
@@ -136,24 +192,41 @@ void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
   int32_t* ids = C<int32_t>(cl.ids);
   float* wts = C(cl.wts);
   mproj(m.in, sl.mixed, sl.sh_g);  // {rows, [shared gate | shared up | router | shared gate scalar]}
+  // The router logits pick experts: exact on a tensor-core chunk too.
+  mproj_exact(m.in, sl.mixed, sl.sh_g, 2 * c.shared_inter, 2 * c.shared_inter + E);
+  mark("moe_in_proj");
   moe_route(R(0, sl.router), E, K, c.norm_topk, ids, wts, stream, all);  // ids, wts {rows, K}
   const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
                        C<int32_t>(cl.slot), kGroupRows};
   dc::moe_group(ids, rows, K, E, g, stream);
+  mark("moe_route_group");
   moe_swiglu(R(0, sl.sh_g), rows, c.shared_inter, R(0, sl.sh_g), stream, rs(), rs());
   mgemv(m.sh_down, sl.sh_g, sl.sh_out);
-  // Entry u = a used expert (at most min(E, rows * K) of them, *live decides on the device).
+  mark("shared_expert");
+  // Entry u = up to kGroupRows rows of a used expert (at most moe_group_entries of them; *live
+  // decides on the device; a verify chunk has one entry per used expert).
   dc::GemvRows r;
-  r.n = int(rows);
-  r.batch = dc::GemvBatch{int(std::min(E, pairs)), g.experts, m.gate_up.stride, m.gate_up.scale_stride, 0, 0};
+  r.n = int(std::min<int64_t>(rows, kGroupRows));
+  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, kGroupRows)), g.experts, m.gate_up.stride,
+                          m.gate_up.scale_stride, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // mixed rows -> gu {rows * K, 2I}
-  dc::gemv_rows(m.gate_up.first, R(0, sl.mixed), C(cl.gu), r, stream);
+  // A tensor-core chunk: the same entries as BF16 MMAs (each entry's expert decoded once).
+  const bool mma = opt.expert_mma && tensor_cores() && dc::grouped_mma_supports(m.gate_up.first) &&
+                   dc::grouped_mma_supports(m.down.first);
+  auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
+    if (mma) dc::grouped_mma_bf16(w, x, y, r, stream);
+    else dc::gemv_rows(w, x, y, r, stream);
+  };
+  experts(m.gate_up.first, R(0, sl.mixed), C(cl.gu));
+  mark("experts_gate_up");
   moe_swiglu(C(cl.gu), pairs, I, C(cl.act), stream);  // act {rows * K, I}
   r.batch.id_stride = m.down.stride, r.batch.id_scale_stride = m.down.scale_stride;
   r.x_row = I, r.x_idx = g.slot, r.y_row = d;  // act {rows * K, I} -> ey {rows * K, d}
-  dc::gemv_rows(m.down.first, C(cl.act), C(cl.ey), r, stream);
+  experts(m.down.first, C(cl.act), C(cl.ey));
+  mark("experts_swiglu_down");
   moe_combine(C(cl.ey), wts, K, R(0, sl.sh_out), R(0, sl.sg), d, R(0, sl.out), stream, all);  // ey {rows, K, d}
+  mark("moe_combine");
 }
 
 // Everything of one chunk of `rows` tokens: input rows in, every layer, logits out (row
@@ -165,11 +238,14 @@ void QwenNextCudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode, bool cap
   int32_t* pos = reinterpret_cast<int32_t*>(sb + lay.pos);
   const int64_t hc = c.hc, d = c.hidden, V = c.vocab;
   const Rows all = all_rows();
+  mark("start");
   // Input rows {rows, [h {hc*d} | PLE rows]}: pinned row t -> row t's scratch.
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.h), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
                                    cudaMemcpyHostToDevice, stream));
-  chunk_positions_kernel<<<1, 32, 0, stream>>>(pos, C<int32_t>(cl.positions), int32_t(rows));
+  chunk_positions_kernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(pos, C<int32_t>(cl.positions),
+                                                                           int32_t(rows));
   DS4_CUDA_CHECK_LAUNCH();
+  mark("input");
   for (int64_t l = 0; l < c.layers; ++l) {
     const DLayer& L = dw.layers[size_t(l)];
     const LayerOffsets& o = lay.layers[size_t(l)];
@@ -179,9 +255,11 @@ void QwenNextCudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode, bool cap
     if (L.gdn) gdn_rows(*L.gdn, SF(o.conv), SF(o.ssm), k ? CAP(k->conv) : nullptr, k ? CAP(k->ssm) : nullptr);
     else qsa_rows(*L.qsa, o, sb);
     hc_write(R(0, sl.h), R(0, sl.out), R(0, sl.inject), hc, d, stream, all);
+    mark("hc_write");
     hyper_read_rows(L.mlp_hc, sl.h, true);
     moe_rows(L.moe);
     hc_write(R(0, sl.h), R(0, sl.out), R(0, sl.inject), hc, d, stream, all);
+    mark("hc_write");
   }
   if (mode != Logits::kNone) {
     hyper_read_rows(dw.mixer, sl.h, false);  // kLast: every row's mixer (small), one lm_head row
@@ -196,13 +274,22 @@ void QwenNextCudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode, bool cap
                                      cudaMemcpyDeviceToHost, stream));
     }
   }
+  mark("head");
   dc::enqueue_position_increment(pos, int32_t(rows), stream);
 }
 
 void QwenNextCudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode, bool capture) {
   rows = n;
+  // A prefill chunk (more rows than a verify) launches directly: its time dwarfs the
+  // launches, and capturing + instantiating a graph per state and size would stall other
+  // threads' launches (DeepSeek's GPU canary saw 363 ms) for a graph replayed a few times.
+  const bool graph = opt.graphs && n <= opt.chunk_rows;
   cudaGraphExec_t& exec = st.chunk_graph[chunk_key(n, mode, capture)];
-  dc::run_graph_step(stream, exec, opt.graphs, [&] { enqueue_chunk(st, mode, capture); });
+  const bool profiling = prof.on;
+  prof.on = profiling && !graph;  // events inside a captured graph are not timed
+  dc::run_graph_step(stream, exec, graph, [&] { enqueue_chunk(st, mode, capture); });
+  prof.collect();
+  prof.on = profiling;
 }
 
 // The MTP ring around a chunk: the room first (a catch-up runs the head's layer on S(sl.h)

@@ -184,6 +184,9 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   if (copt.chunk_rows < 1 || copt.chunk_rows > dc::kGemvMaxRows)
     throw InputError("qwen_next cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(dc::kGemvMaxRows));
+  if (copt.prefill_rows < 0 || copt.prefill_rows > kMaxPrefillRows || copt.gemm_rows < 0)
+    throw InputError("qwen_next cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " is not in 0.." +
+                     std::to_string(kMaxPrefillRows) + " (or gemm_rows < 0)");
   for (const auto* mat : {&m.w.lm_head, &m.w.layers[0].moe.router, &m.w.layers[0].moe.gate_up[0]})
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) +
@@ -205,10 +208,31 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   // past max_ctx (MtpLayout::ctx).
   m.sl = scratch_layout(c, m.info.max_context + (m.has_mtp() ? kMtpMaxDepth : 0));
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "qwen_next step scratch");
-  m.cl = chunk_layout(c, m.sl, copt.chunk_rows);
-  if (copt.chunk_rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "qwen_next chunk scratch");
-  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(copt.chunk_rows));
-  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float) * size_t(copt.chunk_rows));
+  // The chunk scratch holds the larger of a verify chunk and a prefill chunk. A row costs a
+  // step scratch (attention scores for max_context positions per head: ~4.5 MB at full size
+  // and 32K, 25 MB at 256K), so prefill chunks take at most a quarter of the device memory
+  // free after the weights (the states' caches need the rest): fewer rows on a long context.
+  // DeviceBuffer admits the result and names the bytes when even that does not fit.
+  int64_t prefill = copt.prefill_rows;
+  if (prefill > copt.chunk_rows) {
+    const size_t quarter = dc::device_memory_info().free_bytes / 4;
+    const int64_t fit = int64_t(quarter / std::max<size_t>(m.sl.bytes, 1));
+    prefill = std::max<int64_t>(copt.chunk_rows, std::min<int64_t>(prefill, fit));
+  }
+  m.opt.prefill_rows = int(prefill);
+  m.cl = chunk_layout(c, m.sl, std::max<int64_t>(copt.chunk_rows, prefill));
+  if (m.cl.rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "qwen_next chunk scratch");
+  {  // widest input of a chunk's product: the hyper-connections' normed streams {hc * d}
+    const int64_t cols = std::max({c.wide(), c.hidden, c.heads * c.head_dim, c.value_dim(), c.shared_inter,
+                                   c.hc_rank + c.hc, c.ple_dim});
+    constexpr int64_t kTile = int64_t(32) << 20;  // f32 weight tile (TF32): 128 MiB, lm_head in ~20 pieces
+    m.mm = std::make_unique<dc::MatmulWorkspace>(std::max<int64_t>(m.cl.rows, 1), cols, kTile, copt.gemm_rows,
+                                                 "qwen_next matmul");
+  }
+  // Pinned input and logits rows for a whole chunk (as many as the chunk scratch); the
+  // one-token step uses row 0.
+  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(m.cl.rows));
+  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab) * sizeof(float) * size_t(m.cl.rows));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
   if (m.has_mtp()) m.mtp_init();
 }
@@ -218,6 +242,27 @@ QwenNextCudaModel::~QwenNextCudaModel() {
 }
 
 const ModelInfo& QwenNextCudaModel::info() const { return impl_->info; }
+const CudaModelOptions& QwenNextCudaModel::options() const { return impl_->opt; }
+void QwenNextCudaModel::set_profiling(bool on) {
+  impl_->prof.reset();
+  impl_->prof.on = on;
+}
+std::map<std::string, double> QwenNextCudaModel::op_times() const { return impl_->prof.ms(); }
+
+void QwenNextCudaModel::set_options(const CudaModelOptions& copt) {
+  Impl& m = *impl_;
+  // The chunk scratch and pinned rows are sized at load (fewer prefill rows are fine); the
+  // capture records are sized on first use from chunk_rows and capture_rows, which stay.
+  if (copt.chunk_rows != m.opt.chunk_rows || copt.capture_rows != m.opt.capture_rows || copt.prefill_rows < 0 ||
+      copt.prefill_rows > m.cl.rows || copt.gemm_rows < 0)
+    throw InputError("qwen_next cuda: set_options: prefill_rows " + std::to_string(copt.prefill_rows) +
+                     " exceeds the " + std::to_string(m.cl.rows) +
+                     " rows the model was loaded with, gemm_rows < 0, or chunk_rows / capture_rows changed");
+  CudaModelOptions o = copt;
+  o.graphs = m.opt.graphs, o.fuse_projections = m.opt.fuse_projections, o.synthetic_seed = m.opt.synthetic_seed;
+  m.opt = o;
+  m.mm->set_min_rows(o.gemm_rows);
+}
 size_t QwenNextCudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
 
 size_t QwenNextCudaModel::weight_bytes_per_token() const {
@@ -254,7 +299,10 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
   if (n == 0) return;
   m.check_input(st, tokens);
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
-  const int64_t C = m.opt.chunk_rows;
+  // Long forwards in prefill chunks (tensor cores from gemm_rows rows), the rest in chunk_rows;
+  // with the MTP head on, the ring takes at most chunk_rows rows per chunk (mtp_room).
+  const bool prefill = n > m.opt.chunk_rows && m.opt.prefill_rows > m.opt.chunk_rows && !st.mtp_on;
+  const int64_t C = prefill ? m.opt.prefill_rows : m.opt.chunk_rows;
   if (n > 1 && C > 1) {  // chunks of up to C rows (a last chunk of one row too: it equals the step)
     forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,
                       [&](int64_t t0, int64_t T, Logits cm) {

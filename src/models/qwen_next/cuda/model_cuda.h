@@ -15,6 +15,7 @@
 // the head's bookkeeping with mtp_keep_through: no clone, no re-run (no repair).
 // A state saves and loads the CPU State's named sections (state_io.cu), so chat checkpoints
 // move between the CPU and CUDA models either way (the head's history included).
+#include <map>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,20 @@ struct CudaModelOptions {
   // on the GPU from this seed, embedding rows and PLE rows made per token on the host.
   uint64_t synthetic_seed = 0;
   int chunk_rows = 16;  // rows per multi-row chunk, 1..16 (1: every token is a decode step)
+  // Prefill (issue #22): a forward of more than chunk_rows tokens on a state without the MTP
+  // head runs chunks of up to `prefill_rows` tokens (0 or <= chunk_rows: chunk_rows chunks;
+  // at most kMaxPrefillRows; the chunk scratch is sized for it at load, ~4.5 MB per row at
+  // full size with a 32K context, and the load lowers it to what a quarter of the device memory
+  // free after the weights holds: options() tells what was kept). A chunk of at least `gemm_rows` rows runs its dense
+  // projections as TF32 GEMMs (backend/cuda matmul_rows) and, with `expert_mma`, its routed
+  // experts as grouped BF16 MMAs (grouped_mma_bf16): within TF32 / BF16 rounding of the CPU
+  // model, not bit for bit (test_qwen_next_cuda item 8 states the bound). The MoE router
+  // logits and the QSA indexer's q/k (they pick experts and blocks) stay on the exact path.
+  // gemm_rows 0 (the default) = every chunk exact: a prefill chunk's rows equal decode steps
+  // bit for bit; the bench measures gemm_rows 64.
+  int prefill_rows = 512;
+  int gemm_rows = 0;
+  bool expert_mma = true;
   // Most rows verify_capture records (made on its first use, min(capture_rows, chunk_rows)
   // rows; full size ~3.2 MB of GDN state per GDN layer and row, ~0.9 GB at 8 rows).
   int capture_rows = 8;
@@ -58,6 +73,16 @@ class QwenNextCudaModel : public Model, public DraftHead {
   // then throws).
   bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
   void commit_prefix(ModelState& trial, int64_t keep) override;
+
+  // Changes prefill_rows (up to the value loaded with), gemm_rows and expert_mma of a loaded
+  // model (bench: the old and the new path in one process; InputError otherwise); the rest
+  // stays as loaded. Use new states after it: a captured chunk graph keeps its path.
+  void set_options(const CudaModelOptions& copt);
+  const CudaModelOptions& options() const;
+  // Bench: GPU ms per phase of the chunks run since (prefill chunks only: verify-sized chunks
+  // replay graphs), summed over layers and chunks (backend/cuda/op_timer.h).
+  void set_profiling(bool on);
+  std::map<std::string, double> op_times() const;
 
   size_t weight_bytes() const;  // device bytes of the uploaded weights
   // Bytes of weights one decode token reads: all but the routed experts, plus top_k of

@@ -14,7 +14,9 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
+#include "backend/cuda/op_timer.h"
 #include "core/error.h"
 #include "formats/tensor_source.h"
 #include "models/cuda_candidates.h"
@@ -163,8 +165,17 @@ struct QwenNextCudaModel::Impl {
   T* C(size_t off) const { return reinterpret_cast<T*>(chunk.as<uint8_t>() + off); }
   int64_t rs() const { return int64_t(cl.row_bytes / 4); }  // floats between rows
   Rows all_rows() const { return Rows{rows, rs()}; }
+  // Tensor-core products of a prefill chunk (backend/cuda matmul_rows; made at load, its
+  // min_rows = CudaModelOptions::gemm_rows) and whether the chunk being enqueued uses them.
+  std::unique_ptr<dc::MatmulWorkspace> mm;
+  dc::OpTimer prof;  // phase times of direct-launch chunks (bench; off by default)
+  void mark(const char* name) { prof.mark(stream, name); }
+  bool tensor_cores() const { return opt.gemm_rows > 0 && rows >= opt.gemm_rows; }
   void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off);
   void mproj(const DProj& p, size_t x_off, size_t y_off);
+  // Output rows [r0, r1) of a stacked projection again on the exact path after a tensor-core
+  // mproj (the products that pick experts or blocks: a chunk chooses as decode steps would).
+  void mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1);
   void hyper_read_rows(const DHyper& h, size_t x_off, bool inject);
   // Captured verify: a conv history record [state ; the rows' conv inputs] (CaptureLayout).
   void record_history(float* hist, const float* state, int64_t state_rows, const float* in_rows, int64_t width);

@@ -154,12 +154,135 @@ __global__ void qsa_attend_kernel(const float* __restrict__ q, const float* __re
   }
   sum = block_reduce(sum, SumOp{}, 0.f);  // its barriers also publish sc[] to the block
   const float inv = 1.f / sum;
+  // The weighted values over the kept blocks and the open tail only: a dropped key's weight is
+  // exp(-inf) = 0 exactly, so skipping its term leaves every sum as it was (a long context
+  // keeps idx_budget of its positions: the loop no longer grows with the position).
+  const float* vh = c.v + kvh * hd;
   for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
     float o = 0.f;
-    for (int64_t j = 0; j <= p; ++j) o += (sc[j] * inv) * c.v[j * KVD + kvh * hd + e];
+    for (int64_t b = 0; b < nb; ++b) {
+      if (!all && !keep[b]) continue;
+      for (int64_t j = b * R; j < (b + 1) * R; ++j) o += (sc[j] * inv) * vh[j * KVD + e];
+    }
+    for (int64_t j = nb * R; j <= p; ++j) o += (sc[j] * inv) * vh[j * KVD + e];
     const float g = gate[h * hd + e];
     att[h * hd + e] = o * (1.f / (1.f + expf(-g)));
   }
+}
+
+// qsa_attend_kernel for all G = heads / kv_heads query heads of one KV head at once (GQA):
+// block (kv head, row). Every visible key and value row is read once for the G heads instead
+// of once per head, and a key's G dot products are one warp's coalesced read of it (lane
+// partials, then a butterfly sum: a different summation order than qsa_attend_kernel's, so the
+// two differ in the last bits; the decode step and a chunk both take this kernel whenever it
+// applies, so a chunk still equals its decode steps bit for bit). MG: G rounded up (registers).
+template <int MG>
+__global__ void qsa_attend_group_kernel(const float* __restrict__ q, const float* __restrict__ gate, QsaCache c,
+                                        QsaShape sh, const int32_t* __restrict__ pos_p,
+                                        const uint8_t* __restrict__ keep, float* __restrict__ scores,
+                                        float* __restrict__ att, int64_t rs) {
+  extern __shared__ float qs[];  // {G, hd} queries, then {warps, MG} maxima and {warps, MG} sums
+  const int64_t row = blockIdx.y, kvh = blockIdx.x;
+  q += row * rs, gate += row * rs, keep += row * rs * 4, scores += row * rs, att += row * rs;
+  const int64_t p = pos_p[row], hd = sh.head_dim, R = sh.idx_ratio, nb = (p + 1) / R, mc = sh.max_ctx;
+  const int64_t G = sh.heads / sh.kv_heads, KVD = sh.kv_heads * hd, h0 = kvh * G;
+  const bool all = nb <= sh.idx_budget / R;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  float* red_max = qs + G * hd;
+  float* red_sum = red_max + warps * MG;
+  const float scale = rsqrtf(float(hd));
+  for (int64_t i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = q[h0 * hd + i];
+  __syncthreads();
+  const float* kh = c.k + kvh * hd;
+  const float* vh = c.v + kvh * hd;
+  float* sc = scores + h0 * mc;  // head h0 + g's scores at sc + g * mc
+  auto visible = [&](int64_t j) { return all || j >= nb * R || keep[j / R]; };
+  float m[MG];
+#pragma unroll
+  for (int g = 0; g < MG; ++g) m[g] = -FLT_MAX;
+  for (int64_t j = warp; j <= p; j += warps) {  // one warp per key
+    if (!visible(j)) continue;  // its weight is never read
+    const float* kj = kh + j * KVD;
+    float d[MG];
+#pragma unroll
+    for (int g = 0; g < MG; ++g) d[g] = 0.f;
+    for (int64_t e = lane; e < hd; e += 32) {
+      const float kv = kj[e];
+#pragma unroll
+      for (int g = 0; g < MG; ++g)
+        if (g < G) d[g] += qs[g * hd + e] * kv;
+    }
+#pragma unroll
+    for (int g = 0; g < MG; ++g) {
+      if (g >= G) break;
+      d[g] = warp_reduce(d[g], SumOp{}) * scale;
+      m[g] = fmaxf(m[g], d[g]);
+      if (lane == 0) sc[g * mc + j] = d[g];
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int g = 0; g < MG; ++g) red_max[warp * MG + g] = m[g];
+  __syncthreads();  // also publishes every warp's scores to the block
+#pragma unroll
+  for (int g = 0; g < MG; ++g) {
+    m[g] = -FLT_MAX;
+    for (int w = 0; w < warps; ++w) m[g] = fmaxf(m[g], red_max[w * MG + g]);
+  }
+  float sum[MG];
+#pragma unroll
+  for (int g = 0; g < MG; ++g) sum[g] = 0.f;
+  for (int64_t j = threadIdx.x; j <= p; j += blockDim.x) {
+    if (!visible(j)) continue;
+#pragma unroll
+    for (int g = 0; g < MG; ++g) {
+      if (g >= G) break;
+      const float e = expf(sc[g * mc + j] - m[g]);
+      sc[g * mc + j] = e;
+      sum[g] += e;
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < MG; ++g) {
+    sum[g] = warp_reduce(sum[g], SumOp{});
+    if (lane == 0) red_sum[warp * MG + g] = sum[g];
+  }
+  __syncthreads();  // also publishes the weights sc[] to the block
+  float inv[MG];
+#pragma unroll
+  for (int g = 0; g < MG; ++g) {
+    float t = 0.f;
+    for (int w = 0; w < warps; ++w) t += red_sum[w * MG + g];
+    inv[g] = 1.f / t;
+  }
+  for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
+    float o[MG];
+#pragma unroll
+    for (int g = 0; g < MG; ++g) o[g] = 0.f;
+    auto add = [&](int64_t j) {
+      const float v = vh[j * KVD + e];
+#pragma unroll
+      for (int g = 0; g < MG; ++g)
+        if (g < G) o[g] += (sc[g * mc + j] * inv[g]) * v;
+    };
+    for (int64_t b = 0; b < nb; ++b) {
+      if (!all && !keep[b]) continue;
+      for (int64_t j = b * R; j < (b + 1) * R; ++j) add(j);
+    }
+    for (int64_t j = nb * R; j <= p; ++j) add(j);
+#pragma unroll
+    for (int g = 0; g < MG; ++g) {
+      if (g >= G) break;
+      const float gt = gate[(h0 + g) * hd + e];
+      att[(h0 + g) * hd + e] = o[g] * (1.f / (1.f + expf(-gt)));
+    }
+  }
+}
+
+constexpr int kAttendThreads = 256;
+
+size_t group_smem(const QsaShape& sh, int mg) {
+  return size_t((sh.heads / sh.kv_heads) * sh.head_dim + 2 * (kAttendThreads / 32) * mg) * sizeof(float);
 }
 
 }  // namespace
@@ -189,6 +312,22 @@ void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const i
 
 void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
                 const uint8_t* keep, float* scores, float* att, cudaStream_t s, const Rows& rows) {
+  // Grouped query heads (the usual case: up to 16 per KV head, queries in 48 KB of shared
+  // memory) read each key and value once for the group; otherwise one block per head.
+  const int64_t G = sh.heads / sh.kv_heads;
+  const dim3 grid(unsigned(sh.kv_heads), unsigned(rows.count));
+  if (G <= 4 && group_smem(sh, 4) <= 48 * 1024) {
+    qsa_attend_group_kernel<4><<<grid, kAttendThreads, group_smem(sh, 4), s>>>(q, gate, c, sh, pos, keep, scores, att,
+                                                                               rows.stride);
+    DS4_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  if (G <= 16 && group_smem(sh, 16) <= 48 * 1024) {
+    qsa_attend_group_kernel<16><<<grid, kAttendThreads, group_smem(sh, 16), s>>>(q, gate, c, sh, pos, keep, scores,
+                                                                                 att, rows.stride);
+    DS4_CUDA_CHECK_LAUNCH();
+    return;
+  }
   qsa_attend_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 256, size_t(sh.head_dim) * sizeof(float), s>>>(
       q, gate, c, sh, pos, keep, scores, att, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cuda/layout.h"
+#include "backend/cuda/moe_group.h"
 #include "models/qwen_next/config.h"
 
 namespace ds4::qwen_next::cuda {
@@ -183,6 +184,9 @@ struct ChunkLayout {
 };
 
 inline constexpr int64_t kGroupRows = 16;  // = ds4::cuda::kGemvMaxRows (tok/slot row stride)
+// Rows of a prefill chunk at most (CudaModelOptions::prefill_rows): its routed experts split
+// into entries of kGroupRows rows (backend/cuda moe_group), its positions set by one launch.
+inline constexpr int64_t kMaxPrefillRows = 1024;
 
 inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_t rows) {
   ChunkLayout s;
@@ -194,8 +198,10 @@ inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_
   s.positions = t.take(rows);
   s.ids = t.take(RK), s.wts = t.take(RK);
   s.gu = t.take(RK * 2 * I), s.act = t.take(RK * I), s.ey = t.take(RK * c.hidden);
-  s.experts = t.take(RK), s.live = t.take(1), s.counts = t.take(RK);
-  s.tok = t.take(RK * kGroupRows), s.slot = t.take(RK * kGroupRows);
+  // entries: one per used expert, more where an expert has more than kGroupRows rows
+  const int64_t entries = ::ds4::cuda::moe_group_entries(rows, K, c.experts, kGroupRows);
+  s.experts = t.take(entries), s.live = t.take(1), s.counts = t.take(entries);
+  s.tok = t.take(entries * kGroupRows), s.slot = t.take(entries * kGroupRows);
   s.bytes = t.at;
   return s;
 }
