@@ -20,6 +20,7 @@
 #include "backend/cuda/norm.h"
 #include "core/error.h"
 #include "models/cuda_chunking.h"
+#include "models/cuda_tensor_cores_env.h"
 #include "models/deepseek_v4/cuda/model_impl.h"
 
 namespace ds4::deepseek_v4 {
@@ -456,11 +457,7 @@ void DeepseekV4CudaModel::forward_candidates(ModelState& state, std::span<const 
 
 CudaModelOptions cuda_options_from_env() {
   CudaModelOptions o;
-  if (const char* e = std::getenv("DS4_CUDA_TENSOR_CORES")) {
-    const std::string v = e;
-    if (v != "0" && v != "1") throw InputError("DS4_CUDA_TENSOR_CORES must be 0 or 1, got '" + v + "'");
-    o.tensor_cores = v == "1";
-  }
+  o.tensor_cores = cuda_tensor_cores_from_env();
   return o;
 }
 

@@ -22,6 +22,7 @@
 #include "formats/tensor_source.h"
 #include "models/draft_head.h"
 #include "models/glm5/config.h"
+#include "models/cuda_tensor_cores_env.h"
 #include "models/model.h"
 
 namespace ds4::glm5 {
@@ -47,7 +48,7 @@ struct CudaModelOptions {
   // choices stay exact (hyper-connection mixes -> Sinkhorn, router logits -> top-k, the DSA
   // indexer's keys / gates / weights / queries -> pool top-k): within TF32 / BF16 rounding of
   // the CPU model, not bit for bit (test_glm5_cuda item 8 states the tolerance).
-  // Default gemm_rows 0 (exact), as DeepSeek V4's until the lead flips it; 64 = the bench's.
+  // Default gemm_rows 0 (exact: the tests' reference); the server takes 64 (cuda_options_from_env).
   int prefill_rows = 512;
   int gemm_rows = 0;
   bool expert_mma = true;
@@ -57,6 +58,16 @@ struct CudaModelOptions {
   // Compiled, not yet run on a GPU: off until test_glm5_cuda item 8's fp32_gemms rows pass.
   bool fp32_gemms = false;
 };
+
+// The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of at
+// least 64 rows on tensor cores (the size the bench and test item 8 measure), unless the
+// environment has DS4_CUDA_TENSOR_CORES=0 (models/cuda_tensor_cores_env.h). Verify windows and
+// draft-head chunks (<= 16 rows) stay exact either way.
+inline CudaModelOptions cuda_options_from_env() {
+  CudaModelOptions o;
+  o.gemm_rows = cuda_tensor_cores_from_env() ? 64 : 0;
+  return o;
+}
 
 // Per-section GPU time of one multi-row forward (profile_chunk): sections in order of first
 // appearance, each summed over the layers.

@@ -21,6 +21,7 @@
 
 #include "formats/tensor_source.h"
 #include "models/draft_head.h"
+#include "models/cuda_tensor_cores_env.h"
 #include "models/model.h"
 
 namespace ds4::qwen_next {
@@ -42,7 +43,7 @@ struct CudaModelOptions {
   // model, not bit for bit (test_qwen_next_cuda item 8 states the bound). The MoE router
   // logits and the QSA indexer's q/k (they pick experts and blocks) stay on the exact path.
   // gemm_rows 0 (the default) = every chunk exact: a prefill chunk's rows equal decode steps
-  // bit for bit; the bench measures gemm_rows 64.
+  // bit for bit; the bench and the server (cuda_options_from_env) take gemm_rows 64.
   int prefill_rows = 512;
   int gemm_rows = 0;
   bool expert_mma = true;
@@ -50,6 +51,16 @@ struct CudaModelOptions {
   // rows; full size ~3.2 MB of GDN state per GDN layer and row, ~0.9 GB at 8 rows).
   int capture_rows = 8;
 };
+
+// The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of at
+// least 64 rows on tensor cores (the size the bench and test item 8 measure), unless the
+// environment has DS4_CUDA_TENSOR_CORES=0 (models/cuda_tensor_cores_env.h). Verify windows and
+// draft-head chunks (<= 16 rows) stay exact either way.
+inline CudaModelOptions cuda_options_from_env() {
+  CudaModelOptions o;
+  o.gemm_rows = cuda_tensor_cores_from_env() ? 64 : 0;
+  return o;
+}
 
 class QwenNextCudaModel : public Model, public DraftHead {
  public:
