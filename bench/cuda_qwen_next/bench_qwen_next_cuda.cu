@@ -16,6 +16,7 @@
 //   --verify=CTX        verify cost of k+1 = 2..5 rows (chunk, and verify_capture + commit)
 //                       over one decode step at context CTX, with the bytes floor
 //   --no-greedy         skip the CPU-vs-CUDA greedy table (tiny model)
+//   --profile           synthetic-full: per-op GPU ms of a decode token at each context
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -123,12 +124,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> pos_args;  // positional arguments (flags taken out)
   std::vector<int64_t> prefill_ctx;
   int64_t verify_ctx = -1;
-  bool greedy = true;
+  bool greedy = true, profile = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--prefill=", 0) == 0) prefill_ctx = bench::parse_contexts(a.substr(10));
     else if (a.rfind("--verify=", 0) == 0) verify_ctx = std::stoll(a.substr(9));
     else if (a == "--no-greedy") greedy = false;
+    else if (a == "--profile") profile = true;
     else pos_args.push_back(a);
   }
   auto arg = [&](size_t i, const char* def) { return i < pos_args.size() ? pos_args[i] : std::string(def); };
@@ -137,7 +139,7 @@ int main(int argc, char** argv) {
     qwen_next::SyntheticFullOptions so;
     if (qwen_next::parse_synthetic_full(dir, so))
       return bench::qwen_synthetic_full(so, std::stoi(arg(1, "32")), bench::parse_contexts(arg(2, "2048,8192")),
-                                        verify_ctx);
+                                        verify_ctx, profile);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

@@ -68,10 +68,13 @@ void DeepseekV4CudaModel::Impl::collect_profile() {
 // col {hidden} = norm(sum_j pre[j] x[j]) from the streams x {hc, hidden}; post and comb stay
 // in scratch for hc_post (CPU: hc_pre_f32 + rmsnorm in decoder_layer).
 // fn runs on the raw streams, split into column blocks (DHc): mix {splits, rows} partials.
+// fn has (2+n)*n = 24 rows: 2 rows per block spread it over more SMs (rows per block change
+// no result, so the chunk's gemv_rows of the same blocks still equals this bit for bit).
 void DeepseekV4CudaModel::Impl::hc_mix(const DHc& h, const float* x) {
+  dc::GemvOptions o = gemv_options(h.fn.type);
+  o.rows_per_block = 2;
   dc::gemv_batched(h.fn, x, S(sl.mix),
-                   dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows}, stream,
-                   gemv_options(h.fn.type));
+                   dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows}, stream, o);
 }
 
 // hc_pre_f32 sums the partials and applies the flat rmsnorm factor and the input norm.

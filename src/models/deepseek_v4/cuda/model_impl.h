@@ -34,14 +34,13 @@ using Pinned = dc::PinnedHost;
 
 // GEMV read path per format, from the H200 GEMV bench (bench/results/cuda-h200-2026-12-01):
 // the direct path beats the staged one kAuto would pick for ds4's formats (Q8_0 dense 1233 vs
-// 1016 GB/s at 4096x4096, IQ2_XXS expert up 348 vs 283, Q2_K expert down 506 vs 398), and
-// Q8_0 runs best with 4 rows per block (rows-per-block sweep: 1566 vs 1233 GB/s at 4096x4096,
-// 2042 vs 1483 at 16384x8192). Every row is computed alone either way; gemv_rows (the chunk)
-// reads the direct path's per-thread order, so its rows equal these gemvs bit for bit.
-inline dc::GemvOptions gemv_options(DType t) {
+// 1016 GB/s at 4096x4096, IQ2_XXS expert up 348 vs 283, Q2_K expert down 506 vs 398). Rows
+// per block are each format's default (Q8_0: 8, from the 2026-12-01d sweep). Every row is
+// computed alone either way; gemv_rows (the chunk) reads the direct path's per-thread order,
+// so its rows equal these gemvs bit for bit.
+inline dc::GemvOptions gemv_options(DType) {
   dc::GemvOptions o;
   o.path = dc::GemvPath::kDirect;
-  if (t == DType::Q8_0) o.rows_per_block = 4;
   return o;
 }
 

@@ -15,6 +15,7 @@
 // the head's bookkeeping with mtp_keep_through: no clone, no re-run (no repair).
 // A state saves and loads the CPU State's named sections (state_io.cu), so chat checkpoints
 // move between the CPU and CUDA models either way (the head's history included).
+#include <map>
 #include <memory>
 #include <string>
 
@@ -58,6 +59,12 @@ class QwenNextCudaModel : public Model, public DraftHead {
   // then throws).
   bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
   void commit_prefix(ModelState& trial, int64_t keep) override;
+
+  // Per-op GPU time of decode steps (issue #23): on = direct launches with an event after each
+  // op (backend/cuda/op_profile.h), off = graph replay again. ms summed per op name since reset.
+  void set_profile(bool on);
+  const std::map<std::string, double>& op_times() const;
+  void reset_op_times();
 
   size_t weight_bytes() const;  // device bytes of the uploaded weights
   // Bytes of weights one decode token reads: all but the routed experts, plus top_k of

@@ -13,6 +13,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/op_profile.h"
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
 #include "core/error.h"
@@ -135,6 +136,11 @@ struct QwenNextCudaModel::Impl {
   cudaStream_t stream = nullptr;
   std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
   bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
+  dc::OpProfile prof;                    // set_profile(true): an event after each op
+  bool profiling = false;
+  void mark(const char* name) {
+    if (profiling && !opt.graphs) prof.mark(stream, name);
+  }
 
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
   void gemv(const WeightMatrix& w, const float* x, float* y) const { dc::gemv(w, x, y, stream, gemv_options()); }
