@@ -13,6 +13,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/matmul_rows.h"
+#include "backend/cuda/op_profile.h"
 #include "backend/cuda/memory.h"
 #include "core/error.h"
 #include "formats/tensor_source.h"
@@ -138,11 +139,7 @@ struct DeepseekV4CudaModel::Impl {
   DeepseekV4CudaModel::DecodeBytes decode_bytes;
   LayerObserver observer;
   std::vector<float> observed;
-  // profiling (direct launches): events after each op, their names, summed ms per name
-  std::vector<cudaEvent_t> events;
-  std::vector<const char*> event_names;
-  size_t n_events = 0;
-  std::map<std::string, double> op_ms;
+  dc::OpProfile prof;  // profiling (direct launches): an event after each op, ms per op name
 
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
   int32_t* SI(size_t off) const { return reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + off); }
