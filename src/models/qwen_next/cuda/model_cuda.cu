@@ -44,7 +44,11 @@ void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float*
   const int64_t hc = c.hc, d = c.hidden;
   float* normed = S(sl.normed);
   hc_norm(x, h.norm, hc, d, c.rms_eps, normed, stream);
-  proj(h.down_inject, normed, S(sl.low));  // [low {rank} | inject {hc}]
+  // [low {rank} | inject {hc}]: ~324 rows of hc*d columns, 2 rows per block to spread them
+  // over the GPU (rows per block change no result: the chunk's gemv_rows still equals this).
+  dc::GemvOptions few = gemv_options();
+  few.rows_per_block = 2;
+  dc::gemv_proj(h.down_inject, normed, S(sl.low), stream, few);
   hc_low_act(S(sl.low), c.hc_rank, hc, stream);
   gemv(h.up, S(sl.low), S(sl.mix));
   hc_combine(S(sl.mix), normed, hc, d, mixed, inject, stream);
