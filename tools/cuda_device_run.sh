@@ -22,7 +22,8 @@
 # the upload bench (bench_cuda_upload, unless SKIP_UPLOAD_BENCH=1; UPLOAD_GB sets its size),
 # the indexer top-k bench (bench_cuda_topk: topk_select_f32 vs the old per-model selections,
 # unless SKIP_TOPK_BENCH=1, when 40 s of the budget are left; OUTDIR/bench_cuda_topk.txt),
-# Usage, from the tree root: [BUDGET_S=225] [SKIP_GEMV_BENCH=1] [SKIP_UPLOAD_BENCH=1] [SKIP_TOPK_BENCH=1] [UPLOAD_GB=6] [SKIP_QWEN=1] [SKIP_GLM_SYNTH64=1] [DS4_SYNTH_GGUF=FILE]
+# PREBUILT=DIR runs the binaries in DIR instead of building (tools/device/pack_cuda_bins.sh).
+# Usage, from the tree root: [PREBUILT=DIR] [BUDGET_S=225] [SKIP_GEMV_BENCH=1] [SKIP_UPLOAD_BENCH=1] [SKIP_TOPK_BENCH=1] [UPLOAD_GB=6] [SKIP_QWEN=1] [SKIP_GLM_SYNTH64=1] [DS4_SYNTH_GGUF=FILE]
 #   [SYNTH_FULL=1]
 #   tools/cuda_device_run.sh OUTDIR      (SKIP_QWEN: no Qwen test/bench/sanitizer/ncu pass)
 # nlohmann/json.hpp (CPU model config parsing) is not on the H200 image: when the system has
@@ -61,7 +62,12 @@ t0=$(date +%s)
 # The project's configure needs the server/tokenizer/engine packages; where the machine lacks
 # them (the H200 image has no cpp-httplib, pcre2, icu, yaml-cpp, nlohmann-json dev packages),
 # skip straight to the plain build of the same CUDA sources.
-if [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc 2>/dev/null &&
+if [ -n "${PREBUILT:-}" ]; then
+  # Binaries built elsewhere with the cuda preset (tools/device/pack_cuda_bins.sh): no device time
+  # spent compiling.
+  bin=$(cd "$PREBUILT" && pwd)
+  log "prebuilt binaries from $bin"
+elif [ -z "${FORCE_NVCC:-}" ] && pkg-config --exists cpp-httplib libpcre2-8 icu-uc 2>/dev/null &&
    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=OFF \
      -DCMAKE_CUDA_COMPILER="$nvcc" >"$out/build.txt" 2>&1 &&
    cmake --build "$build" --target test_cuda_ops test_gemv_decode test_cuda_canary test_cuda_sample bench_cuda_gemv bench_cuda_upload \
@@ -222,7 +228,9 @@ fi
 # objects (not the Qwen ones).
 glm_rc=0
 t0=$(date +%s)
-if [ "$bin" = "$build/bin" ]; then
+if [ -n "${PREBUILT:-}" ]; then
+  [ -x "$bin/test_glm5_cuda" ] || glm_rc=3
+elif [ "$bin" = "$build/bin" ]; then
   cmake --build "$build" --target test_glm5_cuda test_glm5_mtp_cuda bench_glm5_cuda test_synthetic_cuda -j 16 \
     >"$out/build_glm5.txt" 2>&1 || glm_rc=3
 else

@@ -19,11 +19,14 @@
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
 //        [--prefill-rows N,N] [--old-max N]
 //   --prefill: the old path (16-row chunks; only lengths <= --old-max) and then the tensor-core
-//   path at each --prefill-rows chunk size (default 512), same run, speedups side by side.
+//   path (default options) at each --prefill-rows chunk size (default 512; the first at every
+//   length with the canary, the others at the old path's lengths), then the first size with the
+//   exact parts on gemv_rows (fp32_gemms off), same run, speedups side by side.
 //   defaults: 64 prompt tokens (ids generated), 64 greedy decode tokens, no prefill lengths.
 //   --profile: afterwards 8 more decode tokens from a clone of the state with direct launches
 //   and CUDA events around each op; prints milliseconds per op (summed over layers) per token;
-//   and the same per op for one chunk of 16 rows.
+//   and the same per op for one chunk of 16 rows and one tensor-core chunk of 512 rows, and
+//   (with --prefill) one 512-row chunk after the longest prefill.
 // Peer: antirez/ds4 on the same synthetic file, H200: 33.65 tok/s decode at 2048 context, 8.2%
 // of the 410 tok/s roofline (bench/results/ds4-peer-h200-2026-12-01).
 // The synthetic full-size Flash: ds4-convert --synthetic deepseek_v4_flash OUT.gguf.
@@ -56,6 +59,25 @@ void print_op_times(const deepseek_v4::DeepseekV4CudaModel& m, int n, const char
   bench::print_op_table(m.op_times(), n, unit);
 }
 
+// One prefill chunk of `n` rows (default options: tensor cores) on a clone of `at`, per op
+// (direct launches + events; the options are left at profiling).
+void profile_chunk(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, int n, const char* where) {
+  deepseek_v4::CudaModelOptions po;
+  po.graphs = false, po.profile = true;
+  m.set_options(po);
+  std::vector<int32_t> rows;
+  for (int i = 0; i < n; ++i) rows.push_back(int32_t((i * 4099 + 17) % m.info().vocab_size));
+  auto c = at.clone();
+  std::vector<float> l;
+  m.reset_op_times();
+  const auto t0 = Clock::now();
+  m.forward(*c, rows, Logits::kLast, l);
+  const double w = secs(t0, Clock::now());
+  std::printf("\nper-op GPU time of one prefill chunk of %d rows %s (position %lld; tensor-core path, direct launches "
+              "+ events; %.3f ms wall, %.3f ms per row):\n", n, where, (long long)at.position(), 1e3 * w, 1e3 * w / n);
+  print_op_times(m, 1, "chunk");
+}
+
 // Continues a clone of the bench's state (same context length) with direct launches.
 void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vector<float> l, int n) {
   auto s = at.clone();
@@ -85,15 +107,7 @@ void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vec
               1e3 * secs(t1, Clock::now()), 1e3 * secs(t1, Clock::now()) / 16);
   print_op_times(m, 1, "chunk");
   // One prefill chunk of 512 rows on the tensor-core path (issue #22), per op.
-  for (int i = 16; i < 512; ++i) rows.push_back(int32_t((i * 4099 + 17) % m.info().vocab_size));
-  auto c2 = at.clone();
-  m.reset_op_times();
-  const auto t2 = Clock::now();
-  m.forward(*c2, rows, Logits::kLast, l);
-  const double w2 = secs(t2, Clock::now());
-  std::printf("\nper-op GPU time of one prefill chunk of 512 rows (tensor-core path, direct launches + events; %.3f ms "
-              "wall, %.3f ms per row):\n", 1e3 * w2, 1e3 * w2 / 512);
-  print_op_times(m, 1, "chunk");
+  profile_chunk(m, at, 512, "at the decode context");
   m.set_options(deepseek_v4::CudaModelOptions{});
 }
 
@@ -205,7 +219,8 @@ void draft_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int32_t>
 // by the caller); `base_tps` (> 0) adds the speedup over the old path measured in this run.
 std::vector<double> prefill_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int>& lengths,
                                   double copy_gbps, const std::string& title, int chunk,
-                                  const std::vector<double>& base_tps = {}, bool with_canary = true) {
+                                  const std::vector<double>& base_tps = {}, bool with_canary = true,
+                                  std::unique_ptr<ModelState>* last = nullptr) {
   std::vector<double> out;
   if (lengths.empty()) return out;
   const int64_t V = m.info().vocab_size;
@@ -232,6 +247,7 @@ std::vector<double> prefill_table(deepseek_v4::DeepseekV4CudaModel& m, const std
     if (out.size() <= base_tps.size()) std::snprintf(vs, sizeof vs, "%.2fx", tps / base_tps[out.size() - 1]);
     std::printf("| %d | %.2f | %.1f | %.1f%% | %.3fx | %s |\n", n, dt, tps, 100 * tps / roof, tps / 1370.0, vs);
     std::fflush(stdout);
+    if (last) *last = std::move(s);
   }
   if (!with_canary) return out;
   const auto p = prompt_of(lengths[0]);
@@ -302,7 +318,7 @@ int main(int argc, char** argv) {
     LoadOptions o;
     // Device caches sized for this run: the decode, the verify table's rows, the prefill lengths.
     int longest = np + n + 1024;
-    for (int l : prefill_lengths) longest = std::max(longest, l + 64);
+    for (int l : prefill_lengths) longest = std::max(longest, l + 1024);  // + a profiled 512-row chunk
     o.max_context = longest;
     const auto t0 = Clock::now();
     deepseek_v4::CudaModelOptions lo;  // the chunk scratch sized for the largest prefill chunk
@@ -362,7 +378,7 @@ int main(int argc, char** argv) {
     else std::printf("\nno draft head (MTP or DSpark) on the GPU for this checkpoint: no draft / speculative rows\n");
     if (!prefill_lengths.empty()) {
       // The old path (16-row chunks, row-looped GEMVs) at the lengths up to old_max, then the
-      // tensor-core path (prefill_rows chunks, dense projections as BF16 GEMMs), same run.
+      // tensor-core path (prefill_rows chunks), same run.
       std::vector<int> old_lengths;
       for (int len : prefill_lengths)
         if (len <= old_max) old_lengths.push_back(len);
@@ -371,21 +387,29 @@ int main(int argc, char** argv) {
       m.set_options(old);
       const auto base =
           prefill_table(m, old_lengths, bw.copy_gbps, "16 rows per chunk, gemv_rows (the old path)", 16, {}, false);
-      for (int rows : prefill_rows) {
+      // The tensor-core path (the default options) at each chunk size: the first at every
+      // length with the canary, the others at the old path's lengths.
+      std::unique_ptr<ModelState> longest_state;
+      for (size_t i = 0; i < prefill_rows.size(); ++i) {
         deepseek_v4::CudaModelOptions tc;
-        tc.prefill_rows = rows;
-        tc.gemm_rows = 64;
-        tc.expert_mma = false;
+        tc.prefill_rows = prefill_rows[i];
+        m.set_options(tc);
+        prefill_table(m, i == 0 ? prefill_lengths : old_lengths, bw.copy_gbps,
+                      std::to_string(tc.prefill_rows) + " rows per chunk, tensor cores (default options: dense TF32 "
+                      "GEMMs, routed experts grouped BF16 MMAs, exact parts as FP32 GEMMs)", tc.prefill_rows, base,
+                      i == 0, i == 0 ? &longest_state : nullptr);
+      }
+      {  // A/B at the first chunk size: the exact parts on gemv_rows, the experts on gemv_rows
+        deepseek_v4::CudaModelOptions tc;
+        tc.prefill_rows = prefill_rows[0];
+        tc.fp32_gemms = false;
         m.set_options(tc);
         prefill_table(m, old_lengths, bw.copy_gbps,
-                      std::to_string(rows) + " rows per chunk, dense projections as TF32 GEMMs (cuBLAS), "
-                      "routed experts gemv_rows entries of <= 16 rows", rows, base, false);
-        tc.expert_mma = true;
-        m.set_options(tc);
-        prefill_table(m, prefill_lengths, bw.copy_gbps,
-                      std::to_string(rows) + " rows per chunk, dense projections as TF32 GEMMs (cuBLAS), "
-                      "routed experts grouped BF16 MMAs (grouped_mma_bf16)", rows, base);
+                      std::to_string(tc.prefill_rows) + " rows per chunk, tensor cores, exact parts as gemv_rows "
+                      "(fp32_gemms off; the 2026-12-04 path)", tc.prefill_rows, base, false);
       }
+      m.set_options(deepseek_v4::CudaModelOptions{});
+      if (prof && longest_state) profile_chunk(m, *longest_state, 512, "after the longest prefill");
       m.set_options(deepseek_v4::CudaModelOptions{});
     }
     if (prof) profile(m, *s, l, 8);

@@ -5,11 +5,12 @@
 #   2. test_deepseek_v4_cuda (exact path bit-identical as before + the tensor-core items),
 #   3. the synthetic full-size Flash (`ds4-convert --synthetic deepseek_v4_flash --quant-experts
 #      IQ2_XXS --expert-holes`, ds4's q2 layout, routed experts as zero holes) in /dev/shm,
-#   4. bench_deepseek_v4_cuda MODEL 64 8 --prefill $LENGTHS --old-max $OLD_MAX --prefill-rows $ROWS:
-#      the old 16-row path and the tensor-core path, same run, canary during the new 2k prefill;
+#   4. bench_deepseek_v4_cuda MODEL 64 8 --prefill $LENGTHS --old-max $OLD_MAX --prefill-rows $ROWS
+#      [--profile]: the old 16-row path and the tensor-core path (default options), same run,
+#      canary during the new 2k prefill, per-op profiles with PROFILE=1;
 #   5. test_deepseek_v4_mtp_cuda, test_deepseek_v4_dspark_cuda when present.
-# Usage, from the tree root: BIN=DIR [LENGTHS=2048,8192,32768] [OLD_MAX=2048] [ROWS=512]
-#   [SKIP_TESTS=1] [BENCH_S=240] bench/cuda_deepseek_v4/device_prefill.sh OUTDIR
+# Usage, from the tree root: BIN=DIR [LENGTHS=2048,8192,32768] [OLD_MAX=2048] [ROWS=512[,1024]]
+#   [PROFILE=1] [SKIP_TESTS=1] [BENCH_S=240] bench/cuda_deepseek_v4/device_prefill.sh OUTDIR
 set -u
 out=${1:?usage: BIN=DIR bench/cuda_deepseek_v4/device_prefill.sh OUTDIR}
 bin=$(cd "${BIN:?set BIN}" && pwd)
@@ -38,11 +39,11 @@ model=/dev/shm/ds4flash-synthetic.gguf
 log "synthetic model -> $model"
 "$bin/ds4-convert" --synthetic deepseek_v4_flash "$model" --quant-experts IQ2_XXS --expert-holes >"$out/convert.txt" 2>&1 ||
   { log "convert failed"; tail -5 "$out/convert.txt"; exit 4; }
-args="64 8 --prefill ${LENGTHS:-2048,8192,32768} --old-max ${OLD_MAX:-2048} --prefill-rows ${ROWS:-512}"
+args="64 8 --prefill ${LENGTHS:-2048,8192,32768} --old-max ${OLD_MAX:-2048} --prefill-rows ${ROWS:-512}${PROFILE:+ --profile}"
 log "bench_deepseek_v4_cuda MODEL $args"
 timeout "${BENCH_S:-240}" "$bin/bench_deepseek_v4_cuda" "$model" $args >"$out/bench_deepseek_v4_cuda.txt" 2>&1
 log "bench exit $?"
-grep -vE "^\s*$" "$out/bench_deepseek_v4_cuda.txt" | grep -E "^\||prefill|canary|copy bandwidth|model |FATAL" | tee -a "$out/log.txt"
+grep -vE "^\s*$" "$out/bench_deepseek_v4_cuda.txt" | grep -E "^\||prefill|canary|copy bandwidth|model |per-op|FATAL" | tee -a "$out/log.txt"
 rm -f "$model"
 if [ -z "${SKIP_TESTS:-}" ]; then  # the draft-head tests last (they run the exact path)
   run_test test_deepseek_v4_mtp_cuda 45 .

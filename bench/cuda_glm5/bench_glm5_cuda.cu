@@ -20,8 +20,12 @@
 //   4096, vocab 32768, BF16 generated weights in memory: models/glm5/synthetic.h);
 //   defaults: tests/data/glm5/model 128 64 0 (0 = all cores)
 // Or: bench_glm5_cuda synthetic-full[:TYPE[:EXPERTS[:LAYERS]]] [decode_tokens] [contexts]
+//   [--prefill N,N,... [--old N,N,...] [--prefill-rows N] [--gemm-rows N] [--fp32-gemms]]
 //   the full-size model generated on the GPU, prefill + decode per context frontier as
-//   fractions of the roofline (synthetic_full.h); defaults q2_k 288 45, 32, 2048,8192,32768
+//   fractions of the roofline (synthetic_full.h); defaults q2_k 288 45, 32, 2048,8192,32768.
+//   --prefill (issue #22): old path (16-row chunks at the --old lengths, default those <= 2048) vs the
+//   tensor-core path (--prefill-rows, default 512; --gemm-rows, default 64) per length from a
+//   fresh state, the canary, one chunk's profile; decode_tokens 0 skips the context table.
 // On the tiny test model (hidden 64) the GPU number measures per-token launch/graph
 // overhead, not bandwidth; the synthetic model reads real-size matrices per token.
 #include <cuda_runtime.h>
@@ -274,9 +278,16 @@ int main(int argc, char** argv) {
 #endif
   std::vector<std::string> args;
   bool profile = false, verify_only = false, mtp = false;
+  bench::Glm5PrefillArgs pa;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--profile") profile = true;
+    const bool has_value = i + 1 < argc;
+    if (a == "--prefill" && has_value) pa.lengths = bench::parse_contexts(argv[++i]);
+    else if (a == "--old" && has_value) pa.old_lengths = bench::parse_contexts(argv[++i]), pa.old_set = true;
+    else if (a == "--prefill-rows" && has_value) pa.prefill_rows = std::stoi(argv[++i]);
+    else if (a == "--gemm-rows" && has_value) pa.gemm_rows = std::stoi(argv[++i]);
+    else if (a == "--fp32-gemms") pa.fp32_gemms = true;
+    else if (a == "--profile") profile = true;
     else if (a == "--verify-only") verify_only = true;
     else if (a == "--mtp") mtp = true;
     else args.push_back(a);
@@ -297,7 +308,7 @@ int main(int argc, char** argv) {
     glm5::SyntheticFullOptions so;
     if (glm5::parse_synthetic_full(dir, so))
       return bench::glm5_synthetic_full(so, args.size() > 1 ? std::stoi(args[1]) : 32,
-                                        bench::parse_contexts(args.size() > 2 ? args[2] : "2048,8192,32768"));
+                                        bench::parse_contexts(args.size() > 2 ? args[2] : "2048,8192,32768"), pa);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

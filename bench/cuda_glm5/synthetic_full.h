@@ -11,11 +11,18 @@
 // (f32 {heads, hd, hd} per KDA layer) + the MLA latent rows attention reads (the selection:
 // min(pos, index_topk + tail) x kv_lora f32 per DSA layer) + the indexer's pool keys (pos /
 // kpool x index_head_dim f32 per full-indexer layer).
+// With --prefill N,N (issue #22) the prefill table instead: each length from a fresh state on
+// the old path (16-row chunks, row-looped gemv_rows; the --old lengths) and on the
+// tensor-core path (--prefill-rows chunks, TF32 dense GEMMs + grouped BF16 expert MMAs from
+// --gemm-rows rows), the GPU canary (probe every 5 ms) during a second tensor-core prefill of
+// the first length, and the per-section profile of one tensor-core chunk at context 1536.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
 
+#include "../cuda_canary_probe.h"
 #include "../cuda_synthetic.h"
 #include "backend/cuda/memory.h"
 #include "models/glm5/config.h"
@@ -24,13 +31,125 @@
 
 namespace ds4::bench {
 
-inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx) {
+// --prefill: lengths (empty = the context table), the old path's lengths (--old; default the
+// --prefill lengths up to 2048), the tensor-core path's chunk rows and GEMM threshold.
+struct Glm5PrefillArgs {
+  std::vector<int64_t> lengths, old_lengths;
+  bool old_set = false;
+  bool fp32_gemms = false;  // --fp32-gemms: the tensor-core path with CudaModelOptions::fp32_gemms
+  int prefill_rows = 512, gemm_rows = 64;
+};
+
+// Prefill tok/s per length from a fresh state with the model's current options; the canary
+// during a second prefill of the first length when `canary`. Returns {length, tok/s} rows;
+// `base` (the old path's rows): the speedup over its row of the same length, else over its
+// longest (its tok/s hardly moves with the length: 56 / 54 at 2K / 8K in issue #22).
+using PrefillRows = std::vector<std::pair<int64_t, double>>;
+inline PrefillRows glm5_prefill_rows(glm5::Glm5CudaModel& g, const std::vector<int64_t>& lengths,
+                                     const std::string& title, const PrefillRows& base, bool canary) {
+  using Clock = std::chrono::steady_clock;
+  const int64_t V = g.info().vocab_size;
+  auto prompt_of = [&](int64_t n) {
+    std::vector<int32_t> p;
+    for (int64_t i = 0; i < n; ++i) p.push_back(int32_t((i * 7919 + 13) % V));
+    return p;
+  };
+  std::printf("\nprefill, %s, fresh state per length\n| prompt tokens | prefill s | tok/s | vs the 16-row path |\n"
+              "|---|---|---|---|\n", title.c_str());
+  PrefillRows out;
+  for (const int64_t n : lengths) {
+    const auto p = prompt_of(n);
+    auto s = g.new_state();
+    const auto t0 = Clock::now();
+    const auto l = g.prefill(*s, p);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count(), tps = double(n) / dt;
+    out.push_back({n, tps});
+    bool finite = true;
+    for (float x : l) finite = finite && std::isfinite(x);
+    char vs[48] = "-";
+    if (!base.empty()) {
+      auto same = std::find_if(base.begin(), base.end(), [&](const auto& b) { return b.first == n; });
+      if (same != base.end()) std::snprintf(vs, sizeof vs, "%.2fx", tps / same->second);
+      else std::snprintf(vs, sizeof vs, "%.2fx (vs its %lld)", tps / base.back().second, (long long)base.back().first);
+    }
+    std::printf("| %lld | %.2f | %.1f | %s |%s\n", (long long)n, dt, tps, vs, finite ? "" : " NON-FINITE LOGITS");
+    std::fflush(stdout);
+  }
+  if (!canary || lengths.empty()) return out;
+  const auto p = prompt_of(lengths[0]);
+  auto s = g.new_state();
+  const ProbedRun run = with_canary([&] { g.prefill(*s, p); });
+  const double dt = run.seconds;
+  const CanaryStats& cs = run.canary;
+  std::printf("GPU canary (probe every 5 ms, highest-priority stream) during a %lld-token prefill (%.1f tok/s with it): "
+              "%lld samples, p50 %.3f ms, p99 %.3f ms, max %.3f ms, stalls %lld (SPEC: max < 10 ms)\n",
+              (long long)lengths[0], double(lengths[0]) / dt, (long long)cs.samples, cs.p50_ms, cs.p99_ms, cs.max_ms,
+              (long long)cs.stalls);
+  std::fflush(stdout);
+  return out;
+}
+
+// The --prefill table (see the file comment) on the loaded full-size model.
+inline void glm5_prefill_table(glm5::Glm5CudaModel& g, const Glm5PrefillArgs& pa) {
+  const glm5::CudaModelOptions loaded = g.options();
+  std::vector<int64_t> old_lengths = pa.old_lengths;
+  if (!pa.old_set)
+    for (int64_t n : pa.lengths)
+      if (n <= 2048) old_lengths.push_back(n);
+  glm5::CudaModelOptions old = loaded;
+  old.prefill_rows = 0;  // every forward in chunk_rows (16) chunks: the path before issue #22
+  g.set_options(old);
+  const auto base = glm5_prefill_rows(g, old_lengths, "16 rows per chunk, gemv_rows (the old path)", {}, false);
+  glm5::CudaModelOptions tc = loaded;
+  tc.prefill_rows = int(std::min<int64_t>(pa.prefill_rows, g.prefill_rows()));  // admission may have cut it
+  tc.gemm_rows = pa.gemm_rows;
+  tc.fp32_gemms = pa.fp32_gemms;
+  g.set_options(tc);
+  {  // first use of cuBLAS (kernel loading) outside the timed rows
+    const int64_t V = g.info().vocab_size;
+    std::vector<int32_t> w;
+    for (int64_t i = 0; i < std::min<int64_t>(pa.prefill_rows, g.prefill_rows()); ++i) w.push_back(int32_t(i % V));
+    auto s = g.new_state();
+    g.prefill(*s, w);
+  }
+  // The first length with the canary, then the profile, then the longer lengths (a run cut by
+  // its timeout keeps the first two).
+  const std::string title = std::to_string(tc.prefill_rows) + " rows per chunk, dense projections TF32 GEMMs (cuBLAS), "
+                            "routed experts grouped BF16 MMAs (grouped_mma_bf16), " +
+                            (pa.fp32_gemms ? "HC mixes and MLA attention FP32 GEMMs, router / indexer exact"
+                                           : "HC mixes / router / indexer exact");
+  if (pa.lengths.empty()) return g.set_options(loaded);
+  glm5_prefill_rows(g, {pa.lengths[0]}, title, base, true);
+  // Where one tensor-core chunk's time goes: the sections of a chunk at context 1536.
+  const int64_t V = g.info().vocab_size, rows = std::min<int64_t>(pa.prefill_rows, g.prefill_rows());
+  std::vector<int32_t> pre, chunk;
+  for (int64_t i = 0; i < 1536; ++i) pre.push_back(int32_t((i * 7919 + 13) % V));
+  for (int64_t i = 0; i < rows; ++i) chunk.push_back(int32_t((i * 104729 + 7) % V));
+  auto s = g.new_state();
+  g.prefill(*s, pre);
+  const glm5::ChunkProfile p = g.profile_chunk(*s, chunk);
+  std::printf("\nprofile of one tensor-core chunk of %lld rows at context 1536 (direct launches, cudaEvent per section, "
+              "summed over layers): %.1f ms = %.0f tok/s\n| section | ms | share |\n|---|---|---|\n", (long long)rows,
+              p.total_ms, double(rows) / p.total_ms * 1e3);
+  for (const auto& [name, ms] : p.sections)
+    std::printf("| %s | %.2f | %.1f%% |\n", name.c_str(), ms, 100 * ms / p.total_ms);
+  std::fflush(stdout);
+  if (pa.lengths.size() > 1)
+    glm5_prefill_rows(g, std::vector<int64_t>(pa.lengths.begin() + 1, pa.lengths.end()), title + " (continued)", base,
+                      false);
+  g.set_options(loaded);
+}
+
+inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx,
+                               const Glm5PrefillArgs& pa = {}) {
   using Clock = std::chrono::steady_clock;
   const glm5::Config c = glm5::parse_config(glm5::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
   lo.max_context = ctx.back() + n_decode * int64_t(ctx.size()) + 64;
+  if (!pa.lengths.empty()) lo.max_context = std::max(lo.max_context, pa.lengths.back() + 64);
   glm5::CudaModelOptions co;
   co.synthetic_seed = so.seed;
+  co.prefill_rows = std::max(co.prefill_rows, pa.prefill_rows);
   const auto free0 = cuda::device_memory_info();
   auto t0 = Clock::now();
   std::unique_ptr<glm5::Glm5CudaModel> gp;
@@ -74,6 +193,11 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   std::printf("bytes per token: weights %.1f MB (decode), %.1f MB (prefill, 16-row chunks), KDA state %.1f MB, "
               "attention at %lld: %.1f MB\n", per_tok / 1e6, chunk / 1e6, kda_state / 1e6, (long long)ctx.back(),
               attn(ctx.back()) / 1e6);
+  if (!pa.lengths.empty()) {
+    std::printf("prefill chunk scratch sized for %lld rows at load (admission)\n", (long long)g.prefill_rows());
+    glm5_prefill_table(g, pa);
+    if (n_decode <= 0) return 0;
+  }
   TokenBytes tb;
   tb.decode = [&](int64_t p) { return per_tok + kda_state + attn(p); };
   tb.prefill = [&](int64_t p) { return chunk + kda_state + attn(p); };

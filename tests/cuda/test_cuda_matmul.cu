@@ -119,7 +119,8 @@ void test_dequant(DType t, int64_t rows, int64_t cols, DType st = DType::F16, in
 // Y rows {n, ys} = W x rows {n, xs} (padded strides, as the models' row scratch), batch of
 // `count` entries (weights back to back, x / y advanced per entry).
 void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int64_t tile_elems, int64_t min_rows,
-                 DType st = DType::F16, int64_t group = 64, cuda::MatmulPrecision prec = cuda::MatmulPrecision::kBf16) {
+                 DType st = DType::F16, int64_t group = 64, cuda::MatmulPrecision prec = cuda::MatmulPrecision::kBf16,
+                 bool f32 = false) {  // f32: matmul_rows_f32 (prec must be kTf32)
   std::vector<HostWeight> hw;
   for (int e = 0; e < count; ++e) hw.push_back(random_weight(t, rows, cols, g_rng, group, st));
   const size_t wb = hw[0].data.size(), sb = hw[0].scales.size();
@@ -144,12 +145,13 @@ void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int6
   cuda::MatmulWorkspace ws(n, cols, tile_elems, min_rows, "test", prec);
   const bool tf32 = prec == cuda::MatmulPrecision::kTf32;
   const cuda::MatmulBatch b{count, wb, sb, (cols + 3) / 4 * 4, rows};
-  cuda::matmul_rows(w, dx.as<float>(), xs, dy.as<float>(), ys, n, b, ws, nullptr);
+  if (f32) cuda::matmul_rows_f32(w, dx.as<float>(), xs, dy.as<float>(), ys, n, b, ws, nullptr);
+  else cuda::matmul_rows(w, dx.as<float>(), xs, dy.as<float>(), ys, n, b, ws, nullptr);
   std::vector<float> y(size_t(n * ys));
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   DS4_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
   const bool gemm = ws.uses_gemm(w, n);
-  std::string name = "matmul_rows_" + fmt_name(t, st) + (gemm ? (tf32 ? "/tf32" : "/bf16") : "/exact");
+  std::string name = "matmul_rows_" + fmt_name(t, st) + (gemm ? (f32 ? "/f32" : tf32 ? "/tf32" : "/bf16") : "/exact");
   char buf[128];
   if (gemm) {
     double num = 0, den = 0, max_abs = 0, max_ref = 0;
@@ -169,7 +171,9 @@ void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int6
     const double nmse = num / std::max(den, 1e-300), rel = max_abs / std::max(max_ref, 1e-300);
     std::snprintf(buf, sizeof buf, "%lldx%lld n%lld b%d nmse %.1e rel %.1e", (long long)rows, (long long)cols,
                   (long long)n, count, nmse, rel);
-    verdict(name, finite && nmse <= (tf32 ? 1e-5 : 1e-4) && rel <= (tf32 ? 5e-3 : 2e-2), buf);
+    // FP32 (f32): float32 rounding of the sums only; TF32 / BF16: their operand rounding
+    const double nmse_tol = f32 ? 1e-11 : tf32 ? 1e-5 : 1e-4, rel_tol = f32 ? 1e-5 : tf32 ? 5e-3 : 2e-2;
+    verdict(name, finite && nmse <= nmse_tol && rel <= rel_tol, buf);
     return;
   }
   // exact path: every row equals gemv/direct bit for bit
@@ -329,6 +333,11 @@ int main() {
     }
     test_matmul(DType::MLX_Q4, 96, 512, 80, 1, 1 << 20, 64, DType::BF16, 64, cuda::MatmulPrecision::kTf32);
     test_matmul(DType::F32, 24, 48, 66, 1, 1 << 20, 64, DType::F16, 64, cuda::MatmulPrecision::kTf32);
+    // matmul_rows_f32 (the exact parts of a tensor-core chunk): the HC mix shape split in 3,
+    // a quantized router-like matrix in tiles, and below min_rows the exact path
+    test_matmul(DType::F32, 24, 1024, 100, 3, 1 << 20, 64, DType::F16, 64, cuda::MatmulPrecision::kTf32, true);
+    test_matmul(DType::Q8_0, 200, 512, 70, 1, 64 * 512, 64, DType::F16, 64, cuda::MatmulPrecision::kTf32, true);
+    test_matmul(DType::Q8_0, 40, 256, 37, 1, 1 << 20, 64, DType::F16, 64, cuda::MatmulPrecision::kTf32, true);
     test_matmul(DType::MLX_Q4, 96, 512, 80, 1, 1 << 20, 64, DType::BF16, 64);
     test_matmul(DType::MLX_Q8, 96, 512, 80, 2, 1 << 20, 64, DType::F16, 32);
     test_matmul(DType::F32, 24, 1024, 100, 3, 1 << 20, 64);  // the HC mix shape, split in 3

@@ -246,10 +246,10 @@ int main(int argc, char** argv) {
     const std::string dir = dspark_dir(root);
     LoadOptions o;
     auto cpu = dsv4::load(dir, o);
-    // The exact path (gemm_rows 0): greedy and speculative runs are compared token for token
+    // The exact path (tensor_cores off): greedy and speculative runs are compared token for token
     // with the CPU; the tensor-core prefill is test_deepseek_v4_cuda's item 8.
     dsv4::CudaModelOptions exact, direct_exact{false, false, false, false};
-    exact.gemm_rows = direct_exact.gemm_rows = 0;
+    exact.tensor_cores = direct_exact.tensor_cores = false;
     auto gpu_m = dsv4::load_cuda(dir, o, exact);
     auto direct_m = dsv4::load_cuda(dir, o, direct_exact);
     fs::remove_all(dir);

@@ -24,6 +24,28 @@
 //     rows appended then one selection and one attention launch) with each row's arithmetic
 //     the step's, so rows are expected bit-identical; a difference prints its first row.
 //     profile_chunk (the bench's --profile) leaves the same state as forward().
+//     A forward longer than chunk_rows runs as prefill chunks of up to prefill_rows (512):
+//     T = 300 is one 300-row chunk on the exact path (gemm_rows 0, the default), still
+//     bit-identical to 300 steps; "tiny chunk 8" keeps the old 8-row chunks (prefill_rows 0).
+//  8. Tensor-core prefill chunk (issue #22: gemm_rows 64, TF32 dense GEMMs, BF16 grouped
+//     expert MMAs where the shapes allow, HC mixes / router / indexer inputs exact) vs the CPU
+//     model: the tiny model's p300 as one 300-row chunk, Logits::kAll, then 32 teacher-forced
+//     decode rows (exact steps on the state the chunk left), 332 rows in all. TF32 rounds each
+//     operand to 2^-11 relative; this model's logits reach |20.5| and it amplifies: TF32
+//     rounding alone (round-to-nearest inputs and weights of the same products, emulated in
+//     the HF reference on the CPU: bench/results/cuda-glm5-prefill-h200-2026-12-04b/
+//     tf32_sensitivity.py) moves p300's 300 rows by mean |diff| 5.05e-3, row max p50 9.1e-3,
+//     p90 3.4e-2, max 0.64, 54 of 300 rows (18%) over 2e-2, no argmax change where the margin
+//     exceeds 4e-2. Asserted, about twice that: mean |diff| <= kTcMean, at most kTcShare of the
+//     rows with max |diff| > kTcRow, argmax equal on every row whose CPU top-1/top-2 margin
+//     exceeds 2 kTcRow. A wrong stride, row or transposition moves every row by O(1) and
+//     breaks all three. (The first H200 run asserted bounds written for |logit| < 2 and failed
+//     them with the emulation's numbers: mean 5.56e-3, 60 of 332 rows over 2e-2.) Verify
+//     windows (<= chunk_rows rows) of that model stay exact: bit-identical to steps.
+//     Synthetic Flash shapes (hidden 4096, experts 2048 wide: the grouped BF16 MMAs run): the
+//     tensor-core 300-row chunk vs the exact one, relative to the logit scale. The same rows
+//     again with fp32_gemms (HC mixes and MLA attention as FP32 cuBLAS GEMMs, chunk_gemm.cu;
+//     FP32 only reorders sums, so the same bounds hold; not yet run on a GPU).
 // Usage: test_glm5_cuda [root] [--quick]   (root: the tree, default DS4_ROOT or ".";
 //   --quick: prompts p7 and p64, the extras and a short multi-row check, for compute-sanitizer)
 #include <algorithm>
@@ -51,6 +73,100 @@ constexpr float kTol = 1e-3f;
 // Synthetic real-size model: f32 summation order over 4096-wide BF16 rows, relative to the
 // largest |logit| (a kernel bug gives O(1) relative differences).
 constexpr float kSynthRelTol = 1e-3f;
+// Tensor-core chunk (item 8): about twice what TF32 rounding alone gives (see the header).
+constexpr float kTcMean = 1e-2f, kTcRow = 2e-2f, kTcShare = 0.3f;
+// Synthetic Flash shapes, tensor-core vs exact chunk, relative to the logit scale: BF16
+// operands (2^-9 relative) in the experts, TF32 elsewhere (H200: mean 4.2e-4, max 3.0e-3).
+constexpr float kTcSynthMean = 1e-2f, kTcSynthRow = 5e-2f, kTcSynthShare = 0.1f;
+
+void chunk_vs_steps(Model& chunked, Model& steps, const std::vector<int32_t>& tokens, int64_t prefix,
+                    const std::vector<int64_t>& lengths, float tol, const std::string& name);
+
+// Options of a model whose prefill chunks run on tensor cores (the bench's setting).
+glm5::CudaModelOptions tc_options(bool fp32_gemms = false) {
+  glm5::CudaModelOptions t;
+  t.prefill_rows = 512;
+  t.gemm_rows = 64;
+  t.fp32_gemms = fp32_gemms;
+  return t;
+}
+
+// Row statistics of a against the reference b ({rows, V} each): mean |diff| over every
+// logit, the rows whose max |diff| exceeds row_tol, and the rows whose argmax differs while
+// b's top-1/top-2 margin exceeds 2 row_tol. Returns whether all three stay in bounds
+// (mean <= mean_tol, outliers <= share of the rows, no such argmax change); prints them.
+bool tc_rows_within(const std::vector<float>& a, const std::vector<float>& b, int64_t V, float mean_tol,
+                    float row_tol, float share, const std::string& what) {
+  if (a.size() != b.size() || a.empty()) {
+    check(false, what + ": row counts differ");
+    return false;
+  }
+  const int64_t rows = int64_t(b.size()) / V;
+  double sum = 0;
+  float worst = 0;
+  int outliers = 0, flips = 0, compared = 0, worst_row = -1;
+  std::vector<float> row_max;
+  for (int64_t t = 0; t < rows; ++t) {
+    const float *ra = a.data() + t * V, *rb = b.data() + t * V;
+    float m = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      const float d = std::fabs(ra[v] - rb[v]);
+      sum += d;
+      m = std::max(m, d);
+    }
+    row_max.push_back(m);
+    if (m > worst) worst = m, worst_row = int(t);
+    outliers += m > row_tol;
+    const int32_t top = argmax(rb, V);
+    float second = -INFINITY;
+    for (int64_t v = 0; v < V; ++v)
+      if (v != top) second = std::max(second, rb[v]);
+    if (rb[top] - second > 2 * row_tol) {
+      ++compared;
+      flips += argmax(ra, V) != top;
+    }
+  }
+  std::sort(row_max.begin(), row_max.end());
+  const double mean = sum / double(b.size());
+  float scale = 0.f;
+  for (float x : b) scale = std::max(scale, std::fabs(x));
+  const bool ok = mean <= mean_tol && double(outliers) <= double(share) * double(rows) && flips == 0;
+  char buf[520];
+  std::snprintf(buf, sizeof buf,
+                "%s: %lld rows, max |logit| %.3g, mean |diff| %.3g (tol %.1e), row max |diff| p50 %.3g p90 %.3g max "
+                "%.3g (row %d), rows over %.1e: %d (<= %.0f%%), argmax differs on %d of %d rows with margin > %.1e",
+                what.c_str(), (long long)rows, double(scale), mean, double(mean_tol), double(row_max[size_t(rows / 2)]),
+                double(row_max[size_t(rows * 9 / 10)]), double(worst), worst_row, double(row_tol), outliers,
+                100.0 * double(share), flips, compared, double(2 * row_tol));
+  check(ok, buf);
+  return ok;
+}
+
+// Item 8 on the tiny model: see the header.
+void tensor_core_chunk(Model& cpu, Model& steps, const std::string& tiny, const LoadOptions& o, const TensorSource& g,
+                       bool fp32_gemms) {
+  auto tc_model = glm5::load_cuda(tiny, o, tc_options(fp32_gemms));
+  Model& tc = *tc_model;
+  const std::string with = fp32_gemms ? " (+ fp32_gemms)" : "";
+  const auto tokens = golden<int32_t>(g, "p300.tokens");
+  const auto greedy = golden<int32_t>(g, "p300.greedy");
+  const int64_t V = tc.info().vocab_size;
+  auto sc = cpu.new_state(), sg = tc.new_state();
+  std::vector<float> a, b;
+  cpu.forward(*sc, tokens, Logits::kAll, b);
+  tc.forward(*sg, tokens, Logits::kAll, a);
+  for (int32_t t : greedy) {  // teacher-forced decode rows after the chunk (exact steps)
+    const auto lc = cpu.decode(*sc, t), lg = tc.decode(*sg, t);
+    b.insert(b.end(), lc.begin(), lc.end());
+    a.insert(a.end(), lg.begin(), lg.end());
+  }
+  tc_rows_within(a, b, V, kTcMean, kTcRow, kTcShare,
+                 "tiny p300 tensor-core chunk of 300 rows (kAll) + 32 decode rows vs CPU" + with);
+  if (fp32_gemms) return;
+  std::vector<int32_t> toks(tokens);
+  toks.insert(toks.end(), tokens.begin(), tokens.begin() + 64);
+  chunk_vs_steps(tc, steps, toks, 40, {2, 7, 16}, 0.f, "tiny tensor-core model, verify windows (exact, tol 0)");
+}
 
 // Output streams of every layer after prefilling `tokens`, GPU vs CPU.
 void layer_diffs(Model& cpu, glm5::Glm5CudaModel& gpu, const std::vector<int32_t>& tokens, const std::string& p) {
@@ -297,6 +413,23 @@ void synthetic_flash() {
   glm5::Glm5CudaModel steps(glm5::synthetic_source(w), o, glm5::CudaModelOptions{true, true, 1});
   chunk_vs_steps(gpu, steps, longer, 70, {2, 4, 7, 16}, kSynthRelTol, "synthetic Flash");
   chunk_vs_steps(gpu, steps, longer, 0, {300}, kSynthRelTol, "synthetic Flash");
+  // Item 8 on the real shapes: the tensor-core 300-row chunk (grouped BF16 expert MMAs) vs
+  // the exact one, both kAll, relative to the logit scale; then with fp32_gemms.
+  const std::span<const int32_t> rows(longer.data(), 300);
+  std::vector<float> b;
+  auto se = gpu.new_state();
+  gpu.forward(*se, rows, Logits::kAll, b);
+  float lscale = 1.f;
+  for (float x : b) lscale = std::max(lscale, std::fabs(x));
+  for (bool fp32 : {false, true}) {
+    glm5::Glm5CudaModel tc(glm5::synthetic_source(w), o, tc_options(fp32));
+    std::vector<float> a;
+    auto st = tc.new_state();
+    tc.forward(*st, rows, Logits::kAll, a);
+    tc_rows_within(a, b, V, kTcSynthMean * lscale, kTcSynthRow * lscale, kTcSynthShare,
+                   std::string("synthetic Flash tensor-core chunk of 300 rows") + (fp32 ? " (+ fp32_gemms)" : "") +
+                       " vs the exact chunk (tolerances x max |logit| " + std::to_string(lscale) + ")");
+  }
 }
 
 }  // namespace
@@ -322,7 +455,9 @@ int main(int argc, char** argv) {
     tiny_extras(*cpu, gpu, *g);
     {
       auto steps = glm5::load_cuda(tiny, o, glm5::CudaModelOptions{true, true, 1});
-      auto chunk8 = glm5::load_cuda(tiny, o, glm5::CudaModelOptions{true, true, 8});
+      glm5::CudaModelOptions o8;  // the old path: 8-row chunks for every forward
+      o8.chunk_rows = 8, o8.prefill_rows = 0;
+      auto chunk8 = glm5::load_cuda(tiny, o, o8);
       const auto p300 = golden<int32_t>(*g, "p300.tokens");
       std::vector<int32_t> toks(p300);
       toks.insert(toks.end(), p300.begin(), p300.begin() + 64);  // 364: room for a prefix + 300
@@ -333,6 +468,8 @@ int main(int argc, char** argv) {
         chunk_vs_steps(gpu, *steps, toks, 40, {2, 4, 7, 16}, kTol, "tiny chunk 16");
         chunk_vs_steps(gpu, *steps, toks, 0, {300}, kTol, "tiny chunk 16");
         chunk_vs_steps(*chunk8, *steps, toks, 13, {7, 300}, kTol, "tiny chunk 8");
+        tensor_core_chunk(*cpu, *steps, tiny, o, *g, false);
+        tensor_core_chunk(*cpu, *steps, tiny, o, *g, true);
       }
     }
     checkpoints(*cpu, gpu, *g);

@@ -30,7 +30,7 @@ const CudaFamily kCudaFamilies[] = {
     {"Qwen3.8 Flash Next", qwen_next::probe, [](const std::string& p, const LoadOptions& o) { return qwen_next::load_cuda(p, o); }},
     {"GLM 5.x Flash", glm5::probe, [](const std::string& p, const LoadOptions& o) { return glm5::load_cuda(p, o); }},
     {"DeepSeek V4 Flash", deepseek_v4::probe,
-     [](const std::string& p, const LoadOptions& o) { return deepseek_v4::load_cuda(p, o); }},
+     [](const std::string& p, const LoadOptions& o) { return deepseek_v4::load_cuda(p, o, deepseek_v4::cuda_options_from_env()); }},
 };
 std::string cuda_family_names() {
   std::string names;

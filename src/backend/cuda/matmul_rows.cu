@@ -32,6 +32,7 @@ MatmulWorkspace::MatmulWorkspace(int64_t max_rows, int64_t max_cols, int64_t til
     : max_rows_(max_rows), max_cols_(max_cols), tile_elems_(std::max(tile_elems, max_cols)), min_rows_(min_rows),
       precision_(precision) {
   const std::string w = what;
+  if (precision == MatmulPrecision::kF32) throw InputError(w + ": kF32 is matmul_rows_f32's, not a workspace's");
   const bool bf16 = precision == MatmulPrecision::kBf16;
   if (bf16) x_ = DeviceBuffer(size_t(max_rows * max_cols) * 2, w + " bf16 rows");  // TF32 reads x in place
   w_ = DeviceBuffer(size_t(tile_elems_) * (bf16 ? 2 : 4), w + " weight tile");
@@ -60,11 +61,11 @@ void matmul_rows_exact(const WeightMatrix& w, const float* x, int64_t x_row, flo
   }
 }
 
-void matmul_rows(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
-                 const MatmulBatch& b, MatmulWorkspace& ws, cudaStream_t s) {
-  if (n < 1) return;
-  if (!ws.uses_gemm(w, n)) return matmul_rows_exact(w, x, x_row, y, y_row, n, b, s);
-  const bool bf16 = ws.precision_ == MatmulPrecision::kBf16;
+namespace {
+
+void gemm_rows(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
+               const MatmulBatch& b, MatmulWorkspace& ws, cudaStream_t s, MatmulPrecision p) {
+  const bool bf16 = p == MatmulPrecision::kBf16;
   cublasHandle_t h = handle_of(ws);
   check_cublas(cublasSetStream(h, s), "cublasSetStream");
   check_cublas(cublasSetWorkspace(h, ws.cublas_ws_.get(), ws.cublas_ws_.bytes()), "cublasSetWorkspace");
@@ -80,7 +81,9 @@ void matmul_rows(const WeightMatrix& w, const float* x, int64_t x_row, float* y,
     const void* xb = bf16 ? ws.x_.get() : static_cast<const void*>(xe);
     const int ldb = bf16 ? int(w.cols) : int(x_row);
     const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_32F;
-    const cublasComputeType_t ct = bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+    const cublasComputeType_t ct = bf16 ? CUBLAS_COMPUTE_32F
+                                   : p == MatmulPrecision::kF32 ? CUBLAS_COMPUTE_32F_PEDANTIC
+                                                                : CUBLAS_COMPUTE_32F_FAST_TF32;
     float* ye = y + e * b.y_stride;
     for (int64_t r0 = 0; r0 < w.rows; r0 += tile_rows) {
       const int64_t tr = std::min(tile_rows, w.rows - r0);
@@ -94,6 +97,24 @@ void matmul_rows(const WeightMatrix& w, const float* x, int64_t x_row, float* y,
                    "cublasGemmEx");
     }
   }
+}
+
+}  // namespace
+
+void matmul_rows(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
+                 const MatmulBatch& b, MatmulWorkspace& ws, cudaStream_t s) {
+  if (n < 1) return;
+  if (!ws.uses_gemm(w, n)) return matmul_rows_exact(w, x, x_row, y, y_row, n, b, s);
+  gemm_rows(w, x, x_row, y, y_row, n, b, ws, s, ws.precision_);
+}
+
+void matmul_rows_f32(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
+                     const MatmulBatch& b, MatmulWorkspace& ws, cudaStream_t s) {
+  if (n < 1) return;
+  if (!ws.uses_gemm(w, n)) return matmul_rows_exact(w, x, x_row, y, y_row, n, b, s);
+  if (ws.precision_ == MatmulPrecision::kBf16)  // its tile holds BF16 values, half an f32 tile
+    throw InputError("cuda matmul_rows_f32: needs a TF32 workspace (an f32 weight tile)");
+  gemm_rows(w, x, x_row, y, y_row, n, b, ws, s, MatmulPrecision::kF32);
 }
 
 }  // namespace ds4::cuda

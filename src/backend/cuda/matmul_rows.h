@@ -5,7 +5,10 @@
 // row count. Two precisions (MatmulPrecision):
 //   kTf32 (the models' choice): the tile dequantized to f32, x read in place as f32, TF32
 //     tensor cores (10-bit mantissa: ~2^-11 relative per operand);
-//   kBf16: tile and x rounded to BF16 (~2^-9 relative per operand), half the tile bytes.
+//   kBf16: tile and x rounded to BF16 (~2^-9 relative per operand), half the tile bytes;
+//   kF32 (matmul_rows_f32 only): FP32 operands and products (cuBLAS pedantic FP32, no
+//     tensor cores), the f32 tile as TF32's: FP32 rounding in another summation order than
+//     gemv's, for the products whose results feed discrete choices in a tensor-core chunk.
 // Fewer than `min_rows` rows keep the exact path: gemv_rows in groups of kGemvMaxRows, each
 // row equal to the decode step's gemv bit for bit (matmul_rows_exact always takes it).
 #include <cuda_runtime.h>
@@ -21,7 +24,7 @@ namespace ds4::cuda {
 // second stream needs its own). Sized at load (admission): `max_rows` input rows of up to
 // `max_cols` columns, weight tiles of `tile_elems` BF16 values (a tile is as many whole rows
 // as fit, so a matrix of any size goes through it in pieces).
-enum class MatmulPrecision : uint8_t { kTf32, kBf16 };
+enum class MatmulPrecision : uint8_t { kTf32, kBf16, kF32 };
 
 class MatmulWorkspace {
  public:
@@ -55,6 +58,10 @@ struct MatmulBatch {
 // workspace's max_rows or cols above its max_cols on the GEMM path, and gemv's errors.
 void matmul_rows(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
                  const MatmulBatch& b, MatmulWorkspace& ws, cudaStream_t s);
+// matmul_rows in FP32 (MatmulPrecision::kF32) whatever the workspace's precision, on the same
+// row-count rule (uses_gemm; else the exact path).
+void matmul_rows_f32(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,
+                     const MatmulBatch& b, MatmulWorkspace& ws, cudaStream_t s);
 // The exact path for any n (products whose results feed discrete choices, e.g. the HC mixes
 // and MoE router logits of a tensor-core chunk, stay as the decode step computes them).
 void matmul_rows_exact(const WeightMatrix& w, const float* x, int64_t x_row, float* y, int64_t y_row, int64_t n,

@@ -97,7 +97,7 @@ void ds4_indexer_storage(const Config& c, float* row, int64_t dim) {
 
 std::vector<float> project(const Ctx& ctx, const WeightMatrix& w, const float* x, int64_t n, const char* what) {
   std::vector<float> y(static_cast<size_t>(n * w.rows));
-  if (n > 0) matmul(w, x, n, y.data(), ctx.pool);
+  if (n > 0) product(ctx.rounding, w, x, n, y.data(), ctx.pool);
   (void)what;
   return y;
 }

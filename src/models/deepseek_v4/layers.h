@@ -5,6 +5,7 @@
 
 #include "backend/cpu/hyper_connections.h"
 #include "models/deepseek_v4/config.h"
+#include "models/deepseek_v4/operand_rounding.h"
 #include "models/deepseek_v4/state.h"
 #include "models/deepseek_v4/weights.h"
 
@@ -19,6 +20,8 @@ struct Ctx {
   ThreadPool* pool;
   const std::vector<float>& inv_freq_main;      // sliding-only layers
   const std::vector<float>& inv_freq_compress;  // CSA / HCA layers, compressors, indexer
+  // Diagnostics: the CUDA tensor-core chunk's operand rounding (operand_rounding.h); null = exact.
+  const OperandRounding* rounding = nullptr;
 };
 
 // ds4 numerics (Config::ds4_numerics): FP8 round trip of a KV row's non-rope part (blocks

@@ -85,6 +85,9 @@ class DsModel : public Model, public DraftHead {
 
   void forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
   LayerObserver observer;
+  std::unique_ptr<OperandRounding> rounding;  // set_tensor_core_emulation
+  int64_t rounding_rows = 0;
+  const Weights& weights() const { return w_; }
 
   // DraftHead over ds4's MTP block or MTPLX's DSpark (DSpark wins when both are present;
   // nullptr when the checkpoint has neither).
@@ -193,7 +196,9 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
     dequantize_row(w_.embed, tokens[size_t(t)], x.data() + t * n * H);
     for (int64_t j = 1; j < n; ++j) std::copy_n(x.data() + t * n * H, H, x.data() + (t * n + j) * H);
   }
-  const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
+  // tensor-core emulation (diagnostics): a forward of at least its rows, as a CUDA chunk would
+  const bool emulate = rounding && rounding_rows > 0 && T >= rounding_rows;
+  const Ctx ctx{c_, &pool_, inv_main_, inv_comp_, emulate ? rounding.get() : nullptr};
   // DSpark taps (DSparkTargetRoute): HC mean of each tap layer's output {T, n_taps * H}
   const bool taps_on = s->dspark_on && w_.dspark;
   const int64_t K = int64_t(c_.dspark_taps.size());
@@ -220,7 +225,7 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
   cpu::hc_head_f32(w_.head_hc.view(), hc_, x.data() + first * n * H, rows, h.data(), &pool_);
   for (int64_t r = 0; r < rows; ++r) cpu::rmsnorm_f32(h.data() + r * H, w_.norm.data(), 0.0f, H, c_.rms_eps, h.data() + r * H);
   logits.resize(size_t(rows * c_.vocab));
-  matmul(w_.lm_head, h.data(), rows, logits.data(), &pool_);
+  product(ctx.rounding, w_.lm_head, h.data(), rows, logits.data(), &pool_);
 }
 
 }  // namespace
@@ -229,6 +234,14 @@ void set_layer_observer(Model& m, LayerObserver fn) {
   auto* d = dynamic_cast<DsModel*>(&m);
   if (!d) throw Error("set_layer_observer: not a deepseek_v4 model");
   d->observer = std::move(fn);
+}
+
+void set_tensor_core_emulation(Model& m, int64_t min_rows, bool truncate) {
+  auto* d = dynamic_cast<DsModel*>(&m);
+  if (!d) throw Error("set_tensor_core_emulation: not a deepseek_v4 model");
+  if (min_rows < 0) throw InputError("set_tensor_core_emulation: min_rows " + std::to_string(min_rows) + " < 0");
+  d->rounding = min_rows > 0 ? std::make_unique<OperandRounding>(d->weights(), truncate) : nullptr;
+  d->rounding_rows = min_rows;
 }
 
 void mtp_draft_logits(Model& m, ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,

@@ -26,6 +26,11 @@ std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options)
 using LayerObserver = std::function<void(int64_t layer, const float* x, int64_t tokens)>;
 void set_layer_observer(Model& m, LayerObserver fn);
 
+// Diagnostics (issue #22): forwards of at least `min_rows` tokens round the operands of the
+// products that the CUDA tensor-core chunk runs in TF32 / BF16 as it does (operand_rounding.h;
+// `truncate`: drop the extra mantissa bits instead of rounding to nearest); 0 = exact again.
+void set_tensor_core_emulation(Model& m, int64_t min_rows, bool truncate = false);
+
 // Tests: the MTP draft chain (m.draft_head()->draft) with its logits {depth + 1, vocab}:
 // row 0 = the head's prediction after the last consumed token, rows 1.. the drafts.
 void mtp_draft_logits(Model& m, ModelState& state, int32_t next_token, int depth, std::vector<float>& logits,

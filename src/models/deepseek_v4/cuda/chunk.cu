@@ -1,10 +1,11 @@
 // The multi-row forward of the CUDA DeepSeek V4 model: a chunk of up to cl.rows tokens
 // (prefill chunk, speculative verify of k+1 rows) through every layer with each weight matrix
-// read once per chunk (backend/cuda gemv_rows; from CudaModelOptions::gemm_rows rows the
-// dense projections are TF32 GEMMs and the routed experts BF16 MMAs on tensor cores, issue
-// #22: then the HC mixes and the router logits still take the exact path, so routing and
-// Sinkhorn see the decode step's values; every other product is within TF32 / BF16 rounding,
-// not bit for bit), every other op one launch for all rows:
+// read once per chunk (backend/cuda gemv_rows; a prefill chunk, tensor_core_rows(opt) rows
+// or more, does its dense projections as TF32 GEMMs and its routed experts as BF16 MMAs on
+// tensor cores, issue #22: then the HC mixes, the router logits and the indexer's inputs keep
+// FP32 operands (mexact), so Sinkhorn and the top-k choices see FP32 values; the chunk is
+// within tests/unit/deepseek_v4/tc_criterion.h of the CPU model, not bit for bit), every other
+// op one launch for all rows:
 //   - projections, o LoRA, shared expert, HC head, lm_head: gemv_rows over the chunk;
 //   - MoE: routing per row (one launch), the (token, expert) pairs grouped per expert
 //     (backend/cuda moe_group) so each used expert is read once for all the rows routed to it;
@@ -34,7 +35,7 @@
 namespace ds4::deepseek_v4 {
 
 // y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats): gemv_rows
-// (exact) below gemm_rows rows, a BF16 tensor-core GEMM from there (backend/cuda matmul_rows).
+// (exact) below tensor_core_rows rows, a TF32 tensor-core GEMM from there (backend/cuda matmul_rows).
 void DeepseekV4CudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, cudaStream_t s) {
   dc::matmul_rows(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, dc::MatmulBatch{}, mm(s), s);
 }
@@ -47,8 +48,15 @@ void DeepseekV4CudaModel::Impl::mproj(const DProj& p, size_t x_off, size_t y_off
   }
 }
 
-// Rows [r0, r1) of a stacked projection again on the exact path (after a tensor-core mproj):
-// the router logits pick experts, so a tensor-core chunk routes exactly as decode steps would.
+// FP32 operands: FP32 GEMMs in a tensor-core chunk (fp32_gemms), else the exact path.
+void DeepseekV4CudaModel::Impl::mexact(const WeightMatrix& w, const float* x, float* y, int64_t n,
+                                       const dc::MatmulBatch& b) {
+  if (opt.fp32_gemms && tensor_core_chunk()) dc::matmul_rows_f32(w, x, rs(), y, rs(), n, b, *mm_main, stream);
+  else dc::matmul_rows_exact(w, x, rs(), y, rs(), n, b, stream);
+}
+
+// Rows [r0, r1) of a stacked projection again with FP32 operands (mexact, after a tensor-core
+// mproj): the router logits pick experts, the indexer's inputs pick entries.
 void DeepseekV4CudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1) {
   int64_t at = 0;
   for (const WeightMatrix& m : p.runs) {
@@ -57,8 +65,7 @@ void DeepseekV4CudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t
       WeightMatrix sub = m;
       sub.data = static_cast<const uint8_t*>(m.data) + (a - at) * m.row_stride_bytes();
       sub.rows = b - a;
-      dc::matmul_rows_exact(sub, R(0, x_off), rs(), R(0, y_off + size_t(a) * 4), rs(), rows, dc::MatmulBatch{},
-                            stream);
+      mexact(sub, R(0, x_off), R(0, y_off + size_t(a) * 4), rows, dc::MatmulBatch{});
     }
     at += m.rows;
   }
@@ -66,9 +73,8 @@ void DeepseekV4CudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t
 
 // hc_pre() over the rows: fn's column blocks {splits, mix} per row, then the split + collapse.
 void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, size_t x_off) {
-  // exact at any row count: the mixes go through Sinkhorn's exponentials (a small matrix)
-  dc::matmul_rows_exact(h.fn, R(0, x_off), rs(), R(0, sl.mix), rs(), rows,
-                        dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows}, stream);
+  // FP32 operands at any row count (mexact): the mixes go through Sinkhorn's exponentials
+  mexact(h.fn, R(0, x_off), R(0, sl.mix), rows, dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows});
   dc::HcDims d = hcd;
   d.mix_splits = h.splits;
   dc::hc_pre_f32(R(0, sl.mix), h.scale, h.base, d, R(0, x_off), norm, R(0, sl.col), R(0, sl.post), R(0, sl.comb),
@@ -92,9 +98,8 @@ void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
   const size_t ikv = cgate + cw, igate = ikv + iwd, iw = igate + iwd;
   mproj(L.attn_in, sl.col, sl.ain);
   // The indexer's inputs (its kv / gate / head weights, its queries) pick entries by top-k:
-  // exact on a tensor-core chunk too, so it selects what decode steps would.
-  const bool tc = mm_main->min_rows() > 0 && rows >= mm_main->min_rows();
-  if (tc && L.has_indexer)
+  // FP32 operands on a tensor-core chunk too (mexact).
+  if (tensor_core_chunk() && L.has_indexer)
     mproj_exact(L.attn_in, sl.col, sl.ain, c.q_lora + hd + (L.ratio > 0 ? 2 * L.comp.width : 0), L.attn_in.rows);
   mark("attn_in_proj");
   // side branch: every row's KV row into the ring, the compressor lanes row by row
@@ -119,7 +124,7 @@ void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
   dc::rmsnorm_strided_f32(R(0, qr), rs(), L.q_a_norm, R(0, qr), rs(), rows, c.q_lora, c.rms_eps, stream);
   mgemv(L.q_b, qr, sl.q, stream);
   norm_rope(R(0, sl.q), NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream, all);
-  if (L.has_indexer) dc::matmul_rows_exact(L.index_q_b, R(0, qr), rs(), R(0, sl.iq), rs(), rows, dc::MatmulBatch{}, stream);
+  if (L.has_indexer) mexact(L.index_q_b, R(0, qr), R(0, sl.iq), rows, dc::MatmulBatch{});
   mark("attn_q");
   join();
   AttendArgs a{R(0, sl.q), ring, c.window, lay.ring_rows, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd,
@@ -161,7 +166,7 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   const size_t shg = sl.min, shu = shg + size_t(F) * 4, router = shu + size_t(F) * 4;  // moe_in outputs per row
   const Rows all = all_rows();
   mproj(L.moe_in, sl.col, sl.min);
-  if (mm_main->min_rows() > 0 && rows >= mm_main->min_rows()) mproj_exact(L.moe_in, sl.col, sl.min, 2 * F, 2 * F + E);
+  if (tensor_core_chunk()) mproj_exact(L.moe_in, sl.col, sl.min, 2 * F, 2 * F + E);
   mark("moe_in_proj");
   fork();  // side branch: the shared expert
   swiglu_clamp(R(0, shg), R(0, shu), rows, F, rs(), c.swiglu_limit, R(0, shg), side(), rs());
@@ -183,8 +188,8 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, dc::kGemvMaxRows)), g.experts, L.gate_up.stride, 0, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
-  // From gemm_rows rows the experts run on tensor cores (same entries, BF16 MMAs), else exact.
-  const bool tc = opt.expert_mma && mm_main->min_rows() > 0 && rows >= mm_main->min_rows() &&
+  // A tensor-core chunk runs the experts on tensor cores (same entries, BF16 MMAs), else exact.
+  const bool tc = opt.expert_mma && tensor_core_chunk() &&
                   dc::grouped_mma_supports(L.gate_up.first) && dc::grouped_mma_supports(L.down.first);
   auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
     if (tc) dc::grouped_mma_bf16(w, x, y, r, stream);
@@ -220,8 +225,7 @@ void DeepseekV4CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
   if (mode != Logits::kNone) {
     const int64_t t0 = mode == Logits::kAll ? 0 : rows - 1, n = rows - t0;  // the rows that want logits
     const DHc& h = dw.head_hc;
-    dc::matmul_rows_exact(h.fn, R(t0, sl.xa), rs(), R(t0, sl.mix), rs(), n,
-                          dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows}, stream);
+    mexact(h.fn, R(t0, sl.xa), R(t0, sl.mix), n, dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows});
     dc::HcDims d = hcd;
     d.mix_splits = h.splits;
     dc::hc_head_f32(R(t0, sl.mix), h.scale, h.base, d, R(t0, sl.xa), dw.norm, R(t0, sl.hout), dc::HcRows{n, rs()},

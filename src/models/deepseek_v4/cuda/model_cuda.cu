@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iterator>
@@ -293,9 +294,9 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   if (copt.chunk_rows < 1 || copt.chunk_rows > kMaxChunkRows)
     throw InputError("deepseek_v4 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(kMaxChunkRows));
-  if (copt.prefill_rows < 0 || copt.prefill_rows > kMaxPrefillRows || copt.gemm_rows < 0)
+  if (copt.prefill_rows < 0 || copt.prefill_rows > kMaxPrefillRows)
     throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " is not in 0.." +
-                     std::to_string(kMaxPrefillRows) + " (or gemm_rows < 0)");
+                     std::to_string(kMaxPrefillRows));
   // DSpark's K5 pass runs its five block rows in the chunk scratch, whatever chunk_rows is.
   const int64_t verify_rows = dspark ? std::max<int64_t>(copt.chunk_rows, kDsparkBlock) : copt.chunk_rows;
   m.cl = chunk_layout(c, m.sl, std::max<int64_t>(verify_rows, copt.prefill_rows));
@@ -305,9 +306,10 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
                                    c.q_lora, c.hidden});
     constexpr int64_t kTile = int64_t(32) << 20;  // BF16 weight tile: 64 MiB, lm_head in ~16 pieces
     const int64_t mr = std::max<int64_t>(m.cl.rows, 1);
-    m.mm_main = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, copt.gemm_rows, "deepseek_v4 matmul");
+    m.mm_main = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, tensor_core_rows(copt), "deepseek_v4 matmul");
     // (TF32: the tile is f32, 128 MiB per workspace)
-    m.mm_side = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, copt.gemm_rows, "deepseek_v4 side matmul");
+    m.mm_side = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, tensor_core_rows(copt),
+                                                     "deepseek_v4 side matmul");
   }
   // Rows of the step input and logits (as many as the chunk scratch: set_options may raise
   // chunk_rows up to cl.rows); the one-token step uses row 0.
@@ -357,12 +359,12 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
       (copt.chunk_rows > 1 && impl_->cl.rows < 2))
     throw InputError("deepseek_v4 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " exceeds the " +
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");
-  if (copt.prefill_rows < 0 || copt.prefill_rows > impl_->cl.rows || copt.gemm_rows < 0)
+  if (copt.prefill_rows < 0 || copt.prefill_rows > impl_->cl.rows)
     throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");
   impl_->opt = copt;
-  impl_->mm_main->set_min_rows(copt.gemm_rows);
-  impl_->mm_side->set_min_rows(copt.gemm_rows);
+  impl_->mm_main->set_min_rows(tensor_core_rows(copt));
+  impl_->mm_side->set_min_rows(tensor_core_rows(copt));
 }
 
 double DeepseekV4CudaModel::chunk_bytes_ratio(int64_t rows) const {
@@ -396,7 +398,7 @@ void DeepseekV4CudaModel::forward(ModelState& state, std::span<const int32_t> to
                      std::to_string(m.info.max_context));
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
   uint8_t* in = static_cast<uint8_t*>(m.in_host->p);
-  // Long forwards in prefill chunks (tensor cores from gemm_rows rows), the rest in chunk_rows;
+  // Long forwards in prefill chunks (tensor cores: tensor_core_rows), the rest in chunk_rows;
   // a draft head records per row with gemv_rows (16 rows at most): its states stay at chunk_rows.
   const bool prefill = n > m.opt.chunk_rows && m.opt.prefill_rows > m.opt.chunk_rows && !st.mtp_on && !st.dspark_on;
   const int64_t C = prefill ? m.opt.prefill_rows : m.opt.chunk_rows;
@@ -436,6 +438,16 @@ void DeepseekV4CudaModel::forward_candidates(ModelState& state, std::span<const 
                                [&] { forward(state, tokens, Logits::kLast, logits); }, m.S(m.sl.logits),
                                m.logits_host->p, m.c.vocab, m.stream, out, logits, need_full))
     Model::forward_candidates(state, tokens, req, out, logits, need_full);
+}
+
+CudaModelOptions cuda_options_from_env() {
+  CudaModelOptions o;
+  if (const char* e = std::getenv("DS4_CUDA_TENSOR_CORES")) {
+    const std::string v = e;
+    if (v != "0" && v != "1") throw InputError("DS4_CUDA_TENSOR_CORES must be 0 or 1, got '" + v + "'");
+    o.tensor_cores = v == "1";
+  }
+  return o;
 }
 
 std::unique_ptr<Model> load_cuda(const std::string& path, const LoadOptions& opt, const CudaModelOptions& copt) {

@@ -47,23 +47,41 @@ struct CudaModelOptions {
   // read once per chunk. 1 = every token through the one-token decode step. set_options may
   // lower it below the value the model was loaded with, not raise it.
   int chunk_rows = 16;
-  // Prefill (issue #22): a forward of more than chunk_rows tokens (and no draft head enabled on
-  // the state) runs chunks of up to `prefill_rows` tokens (each weight read once per chunk;
-  // routed experts through gemv_rows entries of <= 16 rows). A chunk of at least `gemm_rows`
-  // rows does its dense projections (attention in / q / o, the shared expert, HC mixes,
-  // lm_head) as BF16 GEMMs on tensor cores (backend/cuda matmul_rows): within BF16 rounding
-  // of the CPU model, not bit for bit. Fewer rows (verify windows, decode steps, short
-  // prompts) stay bit-identical to decode steps. prefill_rows up to kMaxPrefillRows, 0 (or
-  // <= chunk_rows) = every forward in chunk_rows chunks; gemm_rows 0 = never a GEMM.
-  // Default 0 (exact) until test_deepseek_v4_cuda item 8 (tensor-core chunk vs the CPU model)
-  // meets its tolerance; 64 is the measured setting (bench/results/cuda-prefill-h200-2026-12-04).
+  // Prefill (issue #22), one chunk policy: a forward of more than chunk_rows tokens on a state
+  // without a draft head enabled runs chunks of up to `prefill_rows` tokens (at most
+  // kMaxPrefillRows; 0, or <= chunk_rows: every forward in chunk_rows chunks). A prefill chunk of
+  // more than 16 rows (tensor_core_rows) with `tensor_cores` does its dense projections (q_a,
+  // kv, compressor kv / gate, q_b, o LoRA, shared expert, lm_head) as TF32 GEMMs (backend/cuda
+  // matmul_rows) and its routed experts BF16 MMAs (grouped_mma_bf16, where cols % 128 == 0);
+  // the HC mixes, the router logits and the indexer's inputs stay exact (they feed Sinkhorn and
+  // top-k choices). Within the stated tolerance of the CPU model, not bit for bit:
+  // test_deepseek_v4_cuda item 8 compares it with the CPU model rounding the same operands
+  // (deepseek_v4::set_tensor_core_emulation). Without `tensor_cores`, and for every chunk of
+  // <= 16 rows (decode steps, verify windows, draft-head states, short prompts), bit-identical
+  // to decode steps.
   int prefill_rows = 512;
-  int gemm_rows = 0;
-  // From gemm_rows rows, routed experts on tensor cores too (backend/cuda grouped_mma_bf16:
-  // each entry's expert tile decoded to BF16 in shared memory, warp MMAs); false keeps
-  // gemv_rows for them (exact per row) while the dense projections are GEMMs.
+  bool tensor_cores = true;
+  // In a tensor-core chunk, the products kept exact (HC mixes, router logits, indexer inputs)
+  // as FP32 GEMMs (cuBLAS pedantic FP32: FP32 rounding in another summation order, no tensor
+  // cores) instead of gemv_rows in groups of 16 rows (false; bit-identical to decode steps).
+  bool fp32_gemms = true;
+  // Diagnostics: false keeps gemv_rows (exact per row) for the routed experts of a tensor-core
+  // chunk while its dense projections are GEMMs (the bench's middle table).
   bool expert_mma = true;
 };
+
+// The first chunk size that runs on tensor cores under `o` (0: none): prefill chunks of more
+// than 16 rows (chunk_rows' maximum: no verify window, DSpark K5 block or draft-head chunk
+// ever reaches it, whatever chunk_rows is set to).
+inline int tensor_core_rows(const CudaModelOptions& o) {
+  return o.tensor_cores && o.prefill_rows > o.chunk_rows ? 17 : 0;
+}
+
+// The options of the serving binary (ds4server): CudaModelOptions{}, with tensor_cores off
+// where the environment has DS4_CUDA_TENSOR_CORES=0 (exactness checks of the served model
+// against a float32 reference, e.g. the fuzz corpus on CUDA). Another value than 0 / 1 throws
+// InputError.
+CudaModelOptions cuda_options_from_env();
 
 // Default context of a CUDA state when LoadOptions::max_context is 0: every state holds its
 // caches for the whole context on the device, and the engine clones states.

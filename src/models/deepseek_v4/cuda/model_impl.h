@@ -169,6 +169,8 @@ struct DeepseekV4CudaModel::Impl {
   // GEMM on the side stream runs beside the main stream's).
   std::unique_ptr<dc::MatmulWorkspace> mm_main, mm_side;
   dc::MatmulWorkspace& mm(cudaStream_t s) const { return s == stream ? *mm_main : *mm_side; }
+  // This chunk's products on tensor cores (CudaModelOptions::tensor_cores, a prefill chunk).
+  bool tensor_core_chunk() const { return mm_main->min_rows() > 0 && rows >= mm_main->min_rows(); }
   int64_t rows = 0;  // rows of the chunk being enqueued
   float* R(int64_t t, size_t off) const {
     return reinterpret_cast<float*>(chunk.as<uint8_t>() + size_t(t) * cl.row_bytes + off);
@@ -180,6 +182,10 @@ struct DeepseekV4CudaModel::Impl {
   void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, cudaStream_t s);
   void mproj(const DProj& p, size_t x_off, size_t y_off);
   void mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1);
+  // The products a tensor-core chunk keeps exact (HC mixes, router logits, indexer inputs): n
+  // rows from x (stride rs()) to y, as FP32 GEMMs there (CudaModelOptions::fp32_gemms), else
+  // gemv_rows in groups of 16 (bit-identical to decode steps).
+  void mexact(const WeightMatrix& w, const float* x, float* y, int64_t n, const dc::MatmulBatch& b);
   void hc_pre_rows(const DHc& h, const float* norm, size_t x_off);
   void attention_rows(CudaState& st, int64_t l);
   void moe_rows(int64_t l);

@@ -1,7 +1,10 @@
 // The multi-row forward of the CUDA GLM 5.x model: a chunk of up to cl.rows tokens (prefill
 // chunk, speculative verify of k+1 rows) through every layer with each weight matrix read
-// once per chunk (backend/cuda gemv_rows), while the parts that carry state from one token to
-// the next take all rows in one launch and keep token order inside it:
+// once per chunk (backend/cuda matmul_rows: gemv_rows per 16 rows on the exact path; in a
+// tensor-core prefill chunk (tc, issue #22) TF32 GEMMs, and the routed experts grouped BF16
+// MMAs, with the products that feed discrete choices still exact: see mgemv_exact's callers),
+// while the parts that carry state from one token to the next take all rows in one launch and
+// keep token order inside it:
 //   - KDA: conv1d state and the delta-rule recurrence loop the rows inside their kernels;
 //   - MLA: all rows' latents and indexer keys appended first, then one selection and one
 //     attention launch, row t at its own position pos + t (it sees the rows before it and
@@ -11,8 +14,10 @@
 // Row t's arithmetic is the decode step's (the step runs the same kernels with one row), on
 // row t's copy of the step scratch (step_layout.h ChunkLayout); row t's position is
 // positions[t] = *pos + t on the device, so a chunk of a given size and logits mode is
-// captured once per state as a CUDA graph. profile_chunk (bench --profile) runs the same
-// enqueue with direct launches and an event at each mark().
+// captured once per state as a CUDA graph (verify-sized chunks only: a prefill chunk launches
+// directly, its capture would stall other threads' launches for a graph replayed a few
+// times). profile_chunk (bench --profile) runs the same enqueue with direct launches and an
+// event at each mark().
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +28,7 @@
 #include "backend/cuda/activation.h"
 #include "backend/cuda/conv1d.h"
 #include "backend/cuda/delta_rule.h"
+#include "backend/cuda/grouped_mma.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/moe_group.h"
 #include "backend/cuda/norm.h"
@@ -35,7 +41,8 @@ namespace ds4::glm5 {
 namespace {
 
 __global__ void chunk_positions_kernel(const int32_t* pos, int32_t* positions, int32_t rows) {
-  if (int32_t(threadIdx.x) < rows) positions[threadIdx.x] = *pos + int32_t(threadIdx.x);
+  const int32_t t = int32_t(blockIdx.x * blockDim.x + threadIdx.x);
+  if (t < rows) positions[t] = *pos + t;
 }
 __global__ void advance_kernel(int32_t* pos, int32_t rows) { *pos += rows; }
 // profile_chunk: holds the stream ~ns so the host has enqueued the whole chunk before the GPU
@@ -47,22 +54,50 @@ __global__ void hold_kernel(int64_t ns) {
 
 }  // namespace
 
-// y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats).
-void Glm5CudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_off) {
-  dc::GemvRows r;
-  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
-  dc::gemv_rows(w, R(0, x_off), R(0, y_off), r, stream);
+// y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats; a batch entry
+// b reads x + b * x_stride and writes y + b * y_stride floats of each row).
+void Glm5CudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, const dc::MatmulBatch& b) {
+  if (!tc) return mgemv_exact(w, x_off, y_off, b);
+  dc::matmul_rows(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, b, *mm, stream);
 }
 
+void Glm5CudaModel::Impl::mgemv_exact(const WeightMatrix& w, size_t x_off, size_t y_off, const dc::MatmulBatch& b) {
+  dc::matmul_rows_exact(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, b, stream);
+}
+
+// Stacked (one matrix) or separate parts with consecutive outputs, as gemv_proj_rows.
 void Glm5CudaModel::Impl::mproj(const dc::DProj& p, size_t x_off, size_t y_off) {
-  dc::GemvRows r;
-  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
-  dc::gemv_proj_rows(p, R(0, x_off), R(0, y_off), r, stream);
+  if (p.fused.rows > 0) return mgemv(p.fused, x_off, y_off);
+  for (const WeightMatrix& m : p.parts) {
+    mgemv(m, x_off, y_off);
+    y_off += size_t(m.rows) * sizeof(float);
+  }
+}
+
+void Glm5CudaModel::Impl::mproj_exact(const dc::DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1) {
+  const std::vector<WeightMatrix> one{p.fused};
+  int64_t at = 0;
+  for (const WeightMatrix& m : p.fused.rows > 0 ? one : p.parts) {
+    const int64_t a = std::max(at, r0), b = std::min(at + m.rows, r1);
+    if (a < b) {  // rows of every gemv format are whole blocks: a row range is a plain sub-matrix
+      WeightMatrix sub = m;
+      sub.data = static_cast<const uint8_t*>(m.data) + (a - at) * m.row_stride_bytes();
+      if (m.scales) {  // MLX affine: one scale (and bias) per group of each row
+        const int64_t srow = row_bytes(m.scale_type, m.cols / m.group_size);
+        sub.scales = static_cast<const uint8_t*>(m.scales) + (a - at) * srow;
+        if (m.biases) sub.biases = static_cast<const uint8_t*>(m.biases) + (a - at) * srow;
+      }
+      sub.rows = b - a;
+      mgemv_exact(sub, x_off, y_off + size_t(a) * sizeof(float));
+    }
+    at += m.rows;
+  }
 }
 
 void Glm5CudaModel::Impl::hc_in_rows(const DHc& h, const float* norm) {
   mark("hyper-connections");
-  mgemv(h.fn, cur_off, sl.mix);
+  // The mixes go through Sinkhorn's exponentials: exact, or FP32 GEMM (chunk_gemm.cu).
+  if (!fp32_gemm_rows(h.fn, cur_off, sl.mix)) mgemv_exact(h.fn, cur_off, sl.mix);
   dc::hc_pre_f32(R(0, sl.mix), h.scale, h.base, h.dims, R(0, cur_off), norm, R(0, sl.in), R(0, sl.post), R(0, sl.comb),
                  dc::HcRows{rows, rs()}, stream);
 }
@@ -75,7 +110,8 @@ void Glm5CudaModel::Impl::hc_out_rows(const DHc& h) {
 }
 
 void Glm5CudaModel::Impl::enqueue_positions(const int32_t* pos) {
-  chunk_positions_kernel<<<1, 32, 0, stream>>>(pos, C<int32_t>(cl.positions), int32_t(rows));
+  chunk_positions_kernel<<<unsigned((rows + 127) / 128), 128, 0, stream>>>(pos, C<int32_t>(cl.positions),
+                                                                          int32_t(rows));
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -135,14 +171,15 @@ void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, uint8_t
   const int32_t* positions = C<int32_t>(cl.positions);
   mark("mla proj (q_a kv_a idx q_b uk)");
   mproj(m.in, sl.in, sl.mraw);  // {rows, [q_a | kv_a | idx k | idx gate | idx weights]}
+  // The indexer's keys, gates, weights and queries pick pools by top-k: exact in a tensor-core
+  // chunk too, so its selection sees what decode steps would compute from the same inputs.
+  if (tc && m.has_indexer) mproj_exact(m.in, sl.in, sl.mraw, c.q_lora_rank + kvr, m.in.rows);
   dc::rmsnorm_strided_f32(R(0, sl.mraw), rs(), m.q_a_norm, R(0, sl.qres), rs(), rows, c.q_lora_rank, c.rms_norm_eps,
                           stream);
-  if (m.has_indexer) mgemv(m.idx.wq_b, sl.qres, sl.iq);
+  if (m.has_indexer) mgemv_exact(m.idx.wq_b, sl.qres, sl.iq);
   mgemv(m.q_b, sl.qres, sl.q);  // {rows, heads, nope}
-  dc::GemvRows r;  // per head (batch entry) and row: q_lat[t][h] = W_uk[h]^T q[t][h]
-  r.n = int(rows), r.x_row = rs(), r.y_row = rs();
-  r.batch = dc::GemvBatch{int(nah), nullptr, m.uk_stride, 0, nope, kvr};
-  dc::gemv_rows(m.uk_t, R(0, sl.q), R(0, sl.qlat), r, stream);
+  // per head (batch entry) and row: q_lat[t][h] = W_uk[h]^T q[t][h]
+  mgemv(m.uk_t, sl.q, sl.qlat, dc::MatmulBatch{int(nah), m.uk_stride, 0, nope, kvr});
   const Rows all{rows, rs()};
   int32_t* sel_idx = reinterpret_cast<int32_t*>(R(0, sl.sel_idx));
   int32_t* sel_count = reinterpret_cast<int32_t*>(R(0, sl.sel_count));
@@ -155,10 +192,10 @@ void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, uint8_t
                    reinterpret_cast<uint8_t*>(R(0, sl.keep)), sel_idx, sel_count, stream, all);
   }
   mark("mla attend");
-  mla_attend(R(0, sl.qlat), SF(o.latent), sel_idx, sel_count, msh, R(0, sl.att_scores), R(0, sl.olat), stream, all);
+  if (!mla_attend_gemm(SF(o.latent), msh))
+    mla_attend(R(0, sl.qlat), SF(o.latent), sel_idx, sel_count, msh, R(0, sl.att_scores), R(0, sl.olat), stream, all);
   mark("mla uv + o");
-  r.batch = dc::GemvBatch{int(nah), nullptr, m.uv_stride, 0, kvr, vd};  // o[t][h] = W_uv[h] o_lat[t][h]
-  dc::gemv_rows(m.uv, R(0, sl.olat), R(0, sl.ov), r, stream);
+  mgemv(m.uv, sl.olat, sl.ov, dc::MatmulBatch{int(nah), m.uv_stride, 0, kvr, vd});  // o[t][h] = W_uv[h] o_lat[t][h]
   mgemv(m.o, sl.ov, sl.y);
 }
 
@@ -171,6 +208,7 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   float* wts = C(cl.wts);
   mark("moe proj (shared gate/up, router)");
   mproj(m.in, sl.in, sl.gu);  // {rows, [shared gate | shared up | router]}
+  if (tc) mproj_exact(m.in, sl.in, sl.gu, 2 * Sh, 2 * Sh + E);  // router logits pick experts: exact
   mark("moe route + group");
   const RouteShape rsh{E, K, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group};
   moe_route(R(0, sl.router), m.bias, rsh, ids, wts, stream, Rows{rows, rs()});  // ids, wts {rows, K}
@@ -185,18 +223,27 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
     DS4_CUDA_CHECK(cudaMemset2DAsync(R(0, sl.sh_out), cl.row_bytes, 0, size_t(H) * sizeof(float), size_t(rows), stream));
   }
   mark("moe experts gate_up");
-  // Entry u = a used expert (at most min(E, rows * K) of them, *live decides on the device).
+  // Entry u = up to kGroupRows rows of a used expert (at most moe_group_entries of them,
+  // *live decides on the device; a verify chunk has one entry per used expert).
   dc::GemvRows r;
-  r.n = int(rows);
-  r.batch = dc::GemvBatch{int(std::min(E, pairs)), g.experts, m.gate_up.stride, m.gate_up.scale_stride, 0, 0};
+  r.n = int(std::min<int64_t>(rows, kGroupRows));
+  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, kGroupRows)), g.experts, m.gate_up.stride,
+                          m.gate_up.scale_stride, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // egu {rows * K, 2I}
-  dc::gemv_rows(m.gate_up.first, R(0, sl.in), C(cl.egu), r, stream);
+  // In a tensor-core chunk the same entries as BF16 MMAs (each expert still read once per entry).
+  const bool mma = tc && opt.expert_mma && dc::grouped_mma_supports(m.gate_up.first) &&
+                   dc::grouped_mma_supports(m.down.first);
+  auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
+    if (mma) dc::grouped_mma_bf16(w, x, y, r, stream);
+    else dc::gemv_rows(w, x, y, r, stream);
+  };
+  experts(m.gate_up.first, R(0, sl.in), C(cl.egu));
   mark("moe experts down + combine");
   dc::swiglu_clamp_rows_f32(C(cl.egu), pairs, I, lim, C(cl.eact), stream);
   r.batch.id_stride = m.down.stride, r.batch.id_scale_stride = m.down.scale_stride;
   r.x_row = I, r.x_idx = g.slot, r.y_row = H;  // eact {rows * K, I} -> ey {rows * K, H}
-  dc::gemv_rows(m.down.first, C(cl.eact), C(cl.ey), r, stream);
+  experts(m.down.first, C(cl.eact), C(cl.ey));
   moe_combine(C(cl.ey), wts, K, R(0, sl.sh_out), H, R(0, sl.y), stream, Rows{rows, rs()});  // ey {rows, K, H}
 }
 
@@ -264,19 +311,34 @@ void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
 
 void Glm5CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {
   rows = n;
+  // A prefill chunk (more rows than a verify) launches directly, on tensor cores from gemm_rows.
+  const bool prefill = n > opt.chunk_rows;
+  tc = prefill && mm && opt.gemm_rows > 0 && n >= opt.gemm_rows;
   // A captured verify also copies into st.cap (its own graph; dropped when st.cap grows).
   const int64_t key = n * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0) + (capturing ? kCaptureKey : 0);
-  cudaGraphExec_t& exec = st.chunk_graph[key];
-  replay(exec, false, [&] { enqueue_chunk(st, mode); });
+  try {
+    cudaGraphExec_t direct = nullptr;  // never captured
+    replay(prefill ? direct : st.chunk_graph[key], prefill, [&] { enqueue_chunk(st, mode); });
+  } catch (...) {
+    tc = false;
+    throw;
+  }
+  tc = false;
 }
 
 ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int32_t> tokens) {
   auto* st = dynamic_cast<CudaState*>(&state);
   Impl& m = *impl_;
   const int64_t n = int64_t(tokens.size()), H = m.c.hidden_size;
-  if (!st || n < 1 || n > m.opt.chunk_rows || m.opt.chunk_rows < 2 || st->pos + n > m.info.max_context)
-    throw InputError("glm5 cuda profile_chunk: needs a CUDA state, 1..chunk_rows (" + std::to_string(m.opt.chunk_rows) +
-                     " > 1) tokens and room in the context");
+  // A verify-sized chunk (<= chunk_rows), or a prefill chunk (<= prefill_rows, no MTP head:
+  // forward()'s rule) on the path forward() would take (tensor cores from gemm_rows).
+  const bool prefill = n > m.opt.chunk_rows;
+  const int64_t most = st && !st->mtp_on && m.opt.prefill_rows > m.opt.chunk_rows
+                           ? std::min<int64_t>(m.opt.prefill_rows, m.cl.rows) : m.opt.chunk_rows;
+  if (!st || n < 1 || n > std::max<int64_t>(most, m.opt.chunk_rows) || m.opt.chunk_rows < 2 ||
+      st->pos + n > m.info.max_context)
+    throw InputError("glm5 cuda profile_chunk: needs a CUDA state, 1.." + std::to_string(most) +
+                     " tokens (chunk_rows > 1) and room in the context");
   float* in = static_cast<float*>(m.in_host->p);
   for (int64_t t = 0; t < n; ++t) {
     float* row = in + t * int64_t(m.sl.in_bytes / sizeof(float));
@@ -287,15 +349,19 @@ ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int
   Impl::Marks marks;
   m.rows = n;
   m.marks = &marks;
-  hold_kernel<<<1, 1, 0, m.stream>>>(int64_t(20) * 1000 * 1000);  // 20 ms
+  m.tc = prefill && m.mm && m.opt.gemm_rows > 0 && n >= m.opt.gemm_rows;  // as run_chunk
+  // A prefill chunk enqueues thousands of launches (cuBLAS calls among them): a longer hold.
+  hold_kernel<<<1, 1, 0, m.stream>>>(int64_t(prefill ? 300 : 20) * 1000 * 1000);
   DS4_CUDA_CHECK_LAUNCH();
   try {
-    m.enqueue_chunk(*st, Logits::kAll);
+    m.enqueue_chunk(*st, prefill ? Logits::kLast : Logits::kAll);
   } catch (...) {
     m.marks = nullptr;
+    m.tc = false;
     throw;
   }
   m.marks = nullptr;
+  m.tc = false;
   DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   m.mtp_after_forward(*st, tokens, st->pos);
   st->pos += n;

@@ -48,6 +48,12 @@ void mla_append(const float* kv, const float* w, float* latent, const int32_t* p
 // elements); each token attends over its own list (grid.y / grid.z = token).
 void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
                 const MlaShape& sh, float* scores, float* o_lat, cudaStream_t s, const Rows& rows = {});
+// The pieces of a tensor-core chunk's attention (chunk_gemm.cu, the products as FP32 GEMMs):
+// g {rows, width, kv_lora} = each token's selected latent rows in selection order, zeros past
+// its count; scores {heads, width} (raw, scaled) -> probabilities over [0, count) in place.
+void mla_gather(const float* latent, const int32_t* sel_idx, const int32_t* sel_count, const MlaShape& sh, float* g,
+                cudaStream_t s, const Rows& rows);
+void mla_softmax(const int32_t* sel_count, const MlaShape& sh, float* scores, cudaStream_t s, const Rows& rows);
 
 // ---- indexer.cu (indexer.cpp) ----
 struct IndexerShape {

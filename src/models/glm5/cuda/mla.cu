@@ -117,7 +117,32 @@ __global__ void mla_output_kernel(const float* __restrict__ probs, const float* 
   if (i < n) o_lat[h * n + i] = acc;
 }
 
+// Tensor-core chunk (chunk_gemm.cu): token blockIdx.y's selected latent rows copied out in
+// selection order, g {width, kv_lora} per token; rows past its count are zeros (their scores
+// are then 0 and their probabilities never written, so they add nothing to the output).
+__global__ void mla_gather_kernel(const float* __restrict__ latent, const int32_t* __restrict__ sel_idx,
+                                  const int32_t* __restrict__ sel_count, MlaShape sh, float* __restrict__ g,
+                                  int64_t stride) {
+  const int64_t t = blockIdx.y, j = blockIdx.x, n = sh.kv_lora;
+  sel_idx += t * stride, sel_count += t * stride;
+  float* out = g + (t * sh.width + j) * n;
+  const float* row = j < *sel_count ? latent + int64_t(sel_idx[j]) * n : nullptr;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = row ? row[i] : 0.f;
+}
+
 }  // namespace
+
+void mla_gather(const float* latent, const int32_t* sel_idx, const int32_t* sel_count, const MlaShape& sh, float* g,
+                cudaStream_t s, const Rows& rows) {
+  mla_gather_kernel<<<dim3(unsigned(sh.width), unsigned(rows.count)), 128, 0, s>>>(latent, sel_idx, sel_count, sh, g,
+                                                                                   rows.stride);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void mla_softmax(const int32_t* sel_count, const MlaShape& sh, float* scores, cudaStream_t s, const Rows& rows) {
+  mla_softmax_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 256, 0, s>>>(sel_count, sh, scores, rows.stride);
+  DS4_CUDA_CHECK_LAUNCH();
+}
 
 void mla_append(const float* kv, const float* w, float* latent, const int32_t* pos, const MlaShape& sh,
                 cudaStream_t s, const Rows& rows) {
@@ -134,8 +159,7 @@ void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx,
   const unsigned T = unsigned(rows.count);
   mla_scores_kernel<<<dim3(row_blocks, T), 256, 0, s>>>(q_lat, latent, sel_idx, sel_count, sh, scores, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
-  mla_softmax_kernel<<<dim3(unsigned(sh.heads), T), 256, 0, s>>>(sel_count, sh, scores, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
+  mla_softmax(sel_count, sh, scores, s, rows);
   const dim3 grid(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8), T);
   mla_output_kernel<<<grid, 256, 0, s>>>(scores, latent, sel_idx, sel_count, sh, o_lat, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();

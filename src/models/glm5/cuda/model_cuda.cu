@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -18,6 +19,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/embed.h"
+#include "backend/cuda/memory.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/synthetic_fill.h"
 #include "core/error.h"
@@ -185,6 +187,22 @@ void check_supported(const Config& c, const Weights& w, const std::string& where
       throw InputError(where + ": weight type " + std::string(dtype_name(m->type)) + " has no CUDA gemv");
 }
 
+// Rows of the chunk scratch: chunk_rows, or prefill_rows when larger, halved (not below
+// chunk_rows) while the scratch, the GEMMs' weight tile and one state of max_context would
+// not fit beside the uploaded weights under admission's headroom (memory.h).
+int64_t prefill_chunk_rows(const Config& c, const Glm5CudaModel::Impl& m, const CudaModelOptions& copt) {
+  const int64_t base = copt.chunk_rows;
+  int64_t rows = std::max<int64_t>(base, copt.prefill_rows);
+  if (rows == base) return base;
+  const size_t free = dc::device_memory_info().free_bytes;
+  const size_t fixed = m.lay.bytes + size_t(kMatmulTile) * sizeof(float) + (size_t(64) << 20) + dc::kDefaultHeadroom;
+  while (rows > base && chunk_layout(c, m.sl, rows, m.qcap).bytes + fixed > free) rows /= 2;
+  if (rows < copt.prefill_rows)
+    std::fprintf(stderr, "glm5 cuda: prefill chunks of %lld rows (%d asked; device memory)\n", (long long)rows,
+                 copt.prefill_rows);
+  return std::max(rows, base);
+}
+
 }  // namespace
 
 Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt, const CudaModelOptions& copt)
@@ -220,6 +238,9 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   if (copt.chunk_rows < 1 || copt.chunk_rows > dc::kGemvMaxRows)
     throw InputError("glm5 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(dc::kGemvMaxRows));
+  if (copt.prefill_rows < 0 || copt.prefill_rows > kMaxPrefillRows || copt.gemm_rows < 0)
+    throw InputError("glm5 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " is not in 0.." +
+                     std::to_string(kMaxPrefillRows) + " (or gemm_rows " + std::to_string(copt.gemm_rows) + " < 0)");
   MtpShape mtp;
   if (m.dw.mtp) {
     m.qcap = kMtpQueueChunks * std::max<int64_t>(copt.chunk_rows, 4);
@@ -229,16 +250,25 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   // The scratch's pool scores cover the MTP head's longer history too.
   m.sl = scratch_layout(c, m.info.max_context + (m.dw.mtp ? kMtpMaxDepth : 0));
   m.scratch = dc::DeviceBuffer(m.sl.bytes, "glm5 step scratch");
-  m.cl = chunk_layout(c, m.sl, copt.chunk_rows, m.qcap);
+  m.verify_rows = copt.chunk_rows;
+  m.cl = chunk_layout(c, m.sl, prefill_chunk_rows(c, m, copt), m.qcap);
   // The MTP head runs on the chunk path's row scratch, with chunk_rows = 1 too.
-  if (copt.chunk_rows > 1 || m.dw.mtp) m.chunk = dc::DeviceBuffer(m.cl.bytes, "glm5 chunk scratch");
+  if (m.cl.rows > 1 || m.dw.mtp) m.chunk = dc::DeviceBuffer(m.cl.bytes, "glm5 chunk scratch");
+  if (m.cl.rows > copt.chunk_rows) {  // prefill chunks: the GEMMs' cuBLAS handle and weight tile
+    const int64_t qkv = c.linear_num_heads * c.linear_head_dim;
+    const int64_t cols = std::max({c.hc_mult * c.hidden_size, c.hidden_size, qkv, c.q_lora_rank,
+                                   c.num_attention_heads * c.v_head_dim, c.intermediate_size,
+                                   c.moe_intermediate_size * c.n_shared_experts, c.qk_nope_head_dim, c.kv_lora_rank});
+    m.mm = std::make_unique<dc::MatmulWorkspace>(m.cl.rows, cols, kMatmulTile, 1, "glm5 matmul");
+  }
   if (m.dw.mtp) {
     m.mids_host = std::make_unique<Pinned>(size_t(m.qcap + kMtpMaxDepth + 1) * sizeof(int32_t));
     m.mout_host = std::make_unique<Pinned>(size_t(kMtpMaxDepth) * 8 * sizeof(int32_t));
   }
-  // Rows of the step input and logits; the one-token step uses row 0.
-  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * size_t(copt.chunk_rows));
-  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab_size) * sizeof(float) * size_t(copt.chunk_rows));
+  // Rows of the step input and logits (a chunk's); the one-token step uses row 0.
+  const size_t host_rows = size_t(std::max<int64_t>(m.cl.rows, 1));
+  m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * host_rows);
+  m.logits_host = std::make_unique<Pinned>(size_t(c.vocab_size) * sizeof(float) * host_rows);
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
 }
 
@@ -248,6 +278,21 @@ Glm5CudaModel::~Glm5CudaModel() {
 
 const ModelInfo& Glm5CudaModel::info() const { return impl_->info; }
 const Config& Glm5CudaModel::config() const { return impl_->c; }
+const CudaModelOptions& Glm5CudaModel::options() const { return impl_->opt; }
+int64_t Glm5CudaModel::prefill_rows() const { return impl_->cl.rows > impl_->verify_rows ? impl_->cl.rows : 0; }
+
+void Glm5CudaModel::set_options(const CudaModelOptions& copt) {
+  Impl& m = *impl_;
+  if (copt.synthetic_seed != m.opt.synthetic_seed || copt.fuse_projections != m.opt.fuse_projections)
+    throw InputError("glm5 cuda: set_options cannot change synthetic_seed or fuse_projections (fixed at load)");
+  if (copt.chunk_rows < 1 || copt.chunk_rows > m.verify_rows)
+    throw InputError("glm5 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
+                     std::to_string(m.verify_rows) + " (the value loaded with)");
+  if (copt.gemm_rows < 0 || copt.prefill_rows < 0 || (copt.prefill_rows > copt.chunk_rows && copt.prefill_rows > prefill_rows()))
+    throw InputError("glm5 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
+                     std::to_string(prefill_rows()) + " rows the chunk scratch was sized for (or gemm_rows < 0)");
+  m.opt = copt;
+}
 size_t Glm5CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
 
 size_t Glm5CudaModel::weight_bytes_per_token() const {
@@ -285,7 +330,12 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
                      " tokens > max_context " + std::to_string(m.info.max_context));
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
   float* in = static_cast<float*>(m.in_host->p);
-  const int64_t C = m.opt.chunk_rows;
+  // Long forwards in prefill chunks (chunk.cu run_chunk: tensor cores from gemm_rows rows), the
+  // rest in chunk_rows; a state with the MTP head enabled queues every row for the head (a
+  // queue of a few verify chunks): it stays at chunk_rows.
+  const bool prefill = n > m.opt.chunk_rows && m.opt.chunk_rows > 1 && m.opt.prefill_rows > m.opt.chunk_rows &&
+                       !st.mtp_on;
+  const int64_t C = prefill ? std::min<int64_t>(m.opt.prefill_rows, m.cl.rows) : m.opt.chunk_rows;
   if (n > 1 && C > 1 && !m.tap) {  // chunks of up to C rows
     forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,
                       [&](int64_t t0, int64_t T, Logits cm) {

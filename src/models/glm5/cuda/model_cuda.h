@@ -4,7 +4,8 @@
 // load (after memory admission), each state's caches live on the GPU; a single token is one
 // decode step, replayed from a CUDA graph captured per state; a forward of T > 1 tokens
 // (prefill, speculative verify) runs chunks of up to chunk_rows tokens that read every
-// weight once per chunk (chunk.cu), each chunk shape captured as its own graph. When the
+// weight once per chunk (chunk.cu), each chunk shape captured as its own graph, and a long
+// prefill chunks of up to prefill_rows, launched directly, on tensor cores from gemm_rows. When the
 // checkpoint has the integrated MTP layer the model is its own DraftHead (issue #11):
 // the head's layer caches and the queue of trunk rows live in the state on the GPU, the
 // trunk forward fills the queue on the device, a greedy draft chain is one CUDA graph with
@@ -34,6 +35,27 @@ struct CudaModelOptions {
   // Non-zero: a synthetic model (glm5/cuda/synthetic.h): every matrix generated on the GPU
   // from this seed (the source's matrices are shapes only), embedding rows made per token.
   uint64_t synthetic_seed = 0;
+  // Prefill (issue #22): a forward of more than chunk_rows tokens (chunk_rows > 1, no MTP head
+  // enabled on the state) runs chunks of up to `prefill_rows` tokens, each weight read once per
+  // chunk. At load the chunk scratch is sized for prefill_rows and halved while it does not fit
+  // beside one state under memory admission (prefill_rows() says what was kept); 0 (or <=
+  // chunk_rows) = every forward in chunk_rows chunks. Such a chunk stays on the exact path
+  // (bit-identical to decode steps) unless it has at least `gemm_rows` rows (gemm_rows > 0):
+  // then the dense projections (KDA, MLA q_a / kv_a / q_b / W_uk / W_uv / o, shared expert,
+  // dense MLP, lm_head) are TF32 GEMMs (backend/cuda matmul_rows) and, with expert_mma, the
+  // routed experts grouped BF16 MMAs (grouped_mma_bf16), while the products that feed discrete
+  // choices stay exact (hyper-connection mixes -> Sinkhorn, router logits -> top-k, the DSA
+  // indexer's keys / gates / weights / queries -> pool top-k): within TF32 / BF16 rounding of
+  // the CPU model, not bit for bit (test_glm5_cuda item 8 states the tolerance).
+  // Default gemm_rows 0 (exact), as DeepSeek V4's until the lead flips it; 64 = the bench's.
+  int prefill_rows = 512;
+  int gemm_rows = 0;
+  bool expert_mma = true;
+  // In a tensor-core chunk also the HC mixes (F32 weights) and the MLA attention (each token's
+  // selected latent rows gathered, scores and output as strided-batched GEMMs) as FP32 cuBLAS
+  // GEMMs (chunk_gemm.cu): 15% and 51% of a 512-row chunk on the H200 as per-row kernels.
+  // Compiled, not yet run on a GPU: off until test_glm5_cuda item 8's fp32_gemms rows pass.
+  bool fp32_gemms = false;
 };
 
 // Per-section GPU time of one multi-row forward (profile_chunk): sections in order of first
@@ -55,6 +77,13 @@ class Glm5CudaModel : public Model, public DraftHead {
                           SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
 
   const Config& config() const;
+  // Changes the per-forward options of the loaded model (the bench's old vs new path): the load-
+  // time fields (synthetic_seed, fuse_projections) must stay, chunk_rows may not exceed the
+  // value loaded with, prefill_rows not the rows the chunk scratch was sized for (InputError).
+  // States keep the graphs they captured (chunks of <= chunk_rows rows).
+  void set_options(const CudaModelOptions& copt);
+  const CudaModelOptions& options() const;
+  int64_t prefill_rows() const;  // rows of the chunk scratch (the largest prefill chunk)
   size_t weight_bytes() const;       // device bytes of the uploaded weights
   // Bytes of weights one decode token reads: everything but the routed experts, plus k of
   // E experts per MoE layer (the KV/indexer cache reads come on top, growing with position).
@@ -67,12 +96,14 @@ class Glm5CudaModel : public Model, public DraftHead {
   // returns the output streams {tokens, hc, hidden} of every decoder layer, the layout of
   // glm5::layer_outputs on the CPU model.
   std::vector<std::vector<float>> layer_outputs(std::span<const int32_t> tokens);
-  // Bench aid (bench_glm5_cuda --profile): forward of `tokens` (1..chunk_rows, chunk_rows > 1)
-  // through the multi-row path with direct launches and a cudaEvent at each section start
+  // Bench aid (bench_glm5_cuda --profile): forward of `tokens` (1..chunk_rows, chunk_rows > 1,
+  // Logits::kAll; or a prefill chunk of up to prefill_rows on forward()'s path, kLast) through
+  // the multi-row path with direct launches and a cudaEvent at each section start
   // (hyper-connections, KDA projections / conv / recurrence, MLA projections / append + select
   // / attend, MoE route / shared / experts, head); the state advances as forward() would.
-  // A 20 ms hold kernel first lets the host enqueue the whole chunk before the GPU starts it,
-  // so the sections time the GPU, not the launch rate; events add a little to each section.
+  // A hold kernel first (20 ms; 300 ms for a prefill chunk) lets the host enqueue the whole
+  // chunk before the GPU starts it, so the sections time the GPU, not the launch rate; events
+  // add a little to each section.
   ChunkProfile profile_chunk(ModelState& state, std::span<const int32_t> tokens);
 
   // DraftHead over the integrated MTP layer (nullptr when the checkpoint has none); the CPU

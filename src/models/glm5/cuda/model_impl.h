@@ -13,12 +13,14 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
 #include "formats/tensor_source.h"
 #include "models/cuda_candidates.h"
 #include "models/glm5/config.h"
 #include "models/glm5/cuda/cuda_state.h"
 #include "models/glm5/cuda/device_weights.h"
+#include "models/glm5/cuda/kernels.h"
 #include "models/glm5/cuda/model_cuda.h"
 #include "models/glm5/cuda/step_layout.h"
 #include "models/glm5/weights.h"
@@ -67,7 +69,17 @@ struct Glm5CudaModel::Impl {
   // ---- chunk.cu: the multi-row forward (up to cl.rows tokens, each with its own row scratch) ----
   ChunkLayout cl;
   dc::DeviceBuffer chunk;
+  int64_t verify_rows = 0;          // chunk_rows at load: verify windows and MTP catch-up pieces
   int64_t rows = 0;                 // rows of the chunk being enqueued
+  // The chunk being enqueued is a tensor-core prefill chunk (run_chunk sets it; the MTP head
+  // and verify windows never): mgemv / mproj take the GEMMs, the experts the grouped MMAs.
+  bool tc = false;
+  std::unique_ptr<dc::MatmulWorkspace> mm;  // cuBLAS handle + dequantized weight tile (stream)
+  // chunk_gemm.cu (CudaModelOptions::fp32_gemms in a tensor-core chunk): false when the caller
+  // takes its usual path (not such a chunk, or an F32-only product of another type).
+  dc::DeviceBuffer attn_gather;  // the attention's gathered latent rows, made on first use
+  bool fp32_gemm_rows(const WeightMatrix& w, size_t x_off, size_t y_off);
+  bool mla_attend_gemm(const float* latent, const MlaShape& msh);
   size_t cur_off = 0, alt_off = 0;  // the streams' row-scratch offsets (swapped by hc_out_rows)
   float* R(int64_t t, size_t off) const {
     return reinterpret_cast<float*>(chunk.as<uint8_t>() + size_t(t) * cl.row_bytes + off);
@@ -75,8 +87,13 @@ struct Glm5CudaModel::Impl {
   template <class T = float>
   T* C(size_t off) const { return reinterpret_cast<T*>(chunk.as<uint8_t>() + off); }
   int64_t rs() const { return int64_t(cl.row_bytes / 4); }  // floats between rows
-  void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off);
+  // y rows = W x rows: a TF32 GEMM in a tensor-core chunk, else exact (gemv_rows per 16 rows).
+  void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, const dc::MatmulBatch& b = {});
+  void mgemv_exact(const WeightMatrix& w, size_t x_off, size_t y_off, const dc::MatmulBatch& b = {});
   void mproj(const dc::DProj& p, size_t x_off, size_t y_off);
+  // Output rows [r0, r1) of a stacked projection again on the exact path (after mproj in a
+  // tensor-core chunk): the parts that feed discrete choices (router, indexer).
+  void mproj_exact(const dc::DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1);
   void hc_in_rows(const DHc& h, const float* norm);
   void hc_out_rows(const DHc& h);
   struct KdaCapPtrs {  // one KDA layer's verify-capture records in CudaState::cap (spec_commit.cu)

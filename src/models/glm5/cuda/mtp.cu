@@ -217,8 +217,8 @@ void Glm5CudaModel::Impl::mtp_catch_up(CudaState& st) {
   int32_t* ids_h = static_cast<int32_t*>(mids_host->p);
   int32_t* mids = C<int32_t>(cl.mids);
   std::copy(st.pending_next.begin(), st.pending_next.end(), ids_h);
-  for (int64_t off = 0; off < P; off += cl.rows) {
-    const int64_t r = std::min(cl.rows, P - off);
+  for (int64_t off = 0; off < P; off += verify_rows) {
+    const int64_t r = std::min(verify_rows, P - off);
     DS4_CUDA_CHECK(cudaMemcpyAsync(mids + off, ids_h + off, size_t(r) * sizeof(int32_t), cudaMemcpyHostToDevice,
                                    stream));
     head_rows(st, r, mids + off, reinterpret_cast<const float*>(sb + lay.mtp.queue) + off * H, H);
@@ -244,7 +244,7 @@ void Glm5CudaModel::Impl::mtp_draft(CudaState& st, int32_t next, int depth,
   mtp_table();  // before a chain graph captures its address
   const int64_t V = c.vocab_size, H = c.hidden_size;
   if (!pick && depth > 0) {
-    if (int64_t(st.pending_next.size()) > cl.rows) mtp_catch_up(st);  // a long prefill: pieces first
+    if (int64_t(st.pending_next.size()) > verify_rows) mtp_catch_up(st);  // a long prefill: pieces first
     const int64_t qlen = int64_t(st.pending_next.size());
     int32_t* ids_h = static_cast<int32_t*>(mids_host->p);
     std::copy(st.pending_next.begin(), st.pending_next.end(), ids_h);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cuda/layout.h"
+#include "backend/cuda/moe_group.h"
 #include "models/glm5/config.h"
 
 namespace ds4::glm5::cuda {
@@ -166,6 +167,11 @@ struct ChunkLayout {
 };
 
 inline constexpr int64_t kGroupRows = 16;  // = ds4::cuda::kGemvMaxRows (tok/slot row stride)
+// Rows of a prefill chunk at most (CudaModelOptions::prefill_rows): the chunk scratch holds a
+// copy of the step scratch per row (~2 MB at full size, logits and attention scores included).
+inline constexpr int64_t kMaxPrefillRows = 2048;
+// Elements of the GEMMs' dequantized weight tile (f32 for TF32: 128 MiB; lm_head in ~20 pieces).
+inline constexpr int64_t kMatmulTile = int64_t(32) << 20;
 
 inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_t rows, int64_t mtp_qcap = 0) {
   ChunkLayout s;
@@ -177,8 +183,10 @@ inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_
   s.positions = t.take(rows);
   s.ids = t.take(RK), s.wts = t.take(RK);
   s.egu = t.take(RK * 2 * I), s.eact = t.take(RK * I), s.ey = t.take(RK * H);
-  s.experts = t.take(RK), s.live = t.take(1), s.counts = t.take(RK);
-  s.tok = t.take(RK * kGroupRows), s.slot = t.take(RK * kGroupRows);
+  // moe_group entries: an expert with more than kGroupRows rows (a prefill chunk) takes several.
+  const int64_t entries = ::ds4::cuda::moe_group_entries(rows, K, c.n_routed_experts, kGroupRows);
+  s.experts = t.take(entries), s.live = t.take(1), s.counts = t.take(entries);
+  s.tok = t.take(entries * kGroupRows), s.slot = t.take(entries * kGroupRows);
   if (mtp_qcap > 0) {
     s.mids = t.take(mtp_qcap + kMtpMaxDepth + 1), s.mout = t.take(kMtpMaxDepth * 8), s.mpos_save = t.take(1);
     const int64_t qkv = c.linear_num_heads * c.linear_head_dim, rec = c.linear_num_heads * c.linear_head_dim * c.linear_head_dim;

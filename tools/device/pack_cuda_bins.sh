@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Packs the cuda preset's CUDA test and bench binaries (built here, sm_90a, CUDA 13 as on the
+# H200 image) for tools/cuda_device_run.sh PREBUILT=..., so a device call spends no time compiling.
+# The binaries share most of their code: one xz stream over the tar (64 MiB dictionary) stores
+# it about once. Output: .devwork/cudabins.tar.xz with cudabins/<binary> (carried, never committed).
+# Usage, from the tree root: tools/device/pack_cuda_bins.sh [--build]   (--build: build them first)
+set -eu
+targets="test_cuda_ops test_gemv_decode test_cuda_canary test_cuda_sample test_cuda_matmul bench_cuda_gemv
+  bench_cuda_upload bench_cuda_topk test_qwen_next_cuda test_qwen_next_mtp_cuda bench_qwen_next_cuda
+  test_deepseek_v4_cuda test_deepseek_v4_mtp_cuda test_deepseek_v4_dspark_cuda bench_deepseek_v4_cuda
+  test_glm5_cuda test_glm5_mtp_cuda bench_glm5_cuda test_synthetic_cuda"
+if [ "${1:-}" = --build ]; then
+  [ -d build/cuda ] || cmake --preset cuda >/dev/null
+  # shellcheck disable=SC2086
+  cmake --build --preset cuda -j 2 --target $targets
+fi
+w=$(mktemp -d)
+trap 'rm -rf "$w"' EXIT
+mkdir -p "$w/cudabins"
+for t in $targets; do
+  [ -x "build/cuda/bin/$t" ] || { echo "missing build/cuda/bin/$t (run with --build)" >&2; exit 2; }
+  strip -o "$w/cudabins/$t" "build/cuda/bin/$t"
+done
+mkdir -p .devwork
+tar -C "$w" -cf - cudabins | xz -9 -T1 >.devwork/cudabins.tar.xz
+ls -la .devwork/cudabins.tar.xz
