@@ -49,8 +49,11 @@ inline std::vector<int64_t> parse_contexts(const std::string& s) {
 // Prefills token ids (a fixed pseudo-random sequence) up to each frontier in `contexts`
 // (ascending), then decodes n_decode greedy tokens there; prints one table row per frontier.
 // The prefill rows: tok/s of that segment (from the previous frontier) and cumulative from 0.
+// at_frontier (optional): called after each frontier's decode with the state and its last
+// logits (benches print a per-op profile there, on a clone), right after that frontier's row.
+using FrontierHook = std::function<void(int64_t ctx, const ModelState& s, const std::vector<float>& logits)>;
 inline void context_table(Model& m, const std::vector<int64_t>& contexts, int n_decode, const TokenBytes& bytes,
-                          const cuda::Bandwidth& bw) {
+                          const cuda::Bandwidth& bw, const FrontierHook& at_frontier = {}) {
   using Clock = std::chrono::steady_clock;
   const int64_t V = m.info().vocab_size;
   auto tok = [&](int64_t i) { return int32_t((i * 7919 + 13) % V); };
@@ -99,6 +102,7 @@ inline void context_table(Model& m, const std::vector<int64_t>& contexts, int n_
                 double(prefilled) / prefill_s, pbytes / 1e6, pbytes * seg_tps / 1e9 / bw.copy_gbps, dec_tps,
                 1e3 / dec_tps, dbytes / 1e6, dbytes * dec_tps / 1e9 / bw.copy_gbps, finite ? "" : " NON-FINITE LOGITS");
     std::fflush(stdout);
+    if (at_frontier) at_frontier(ctx, *s, l);
   }
   std::printf("(of bw: bytes/token x tok/s over the copy bandwidth of this run, %.0f GB/s; the read-only probe gave %.0f "
               "GB/s)\n", bw.copy_gbps, bw.read_gbps);

@@ -43,6 +43,7 @@
 #include "backend/cuda/canary.h"
 #include "backend/cuda/check.h"
 #include "engine/speculative.h"
+#include "../cuda_op_table.h"
 #include "models/deepseek_v4/cuda/model_cuda.h"
 
 using namespace ds4;
@@ -55,13 +56,7 @@ double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::dura
 int32_t argmax(const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); }
 
 void print_op_times(const deepseek_v4::DeepseekV4CudaModel& m, int n, const char* unit) {
-  std::vector<std::pair<double, std::string>> rows;
-  double total = 0;
-  for (const auto& [name, ms] : m.op_times()) rows.push_back({ms / n, name}), total += ms / n;
-  std::sort(rows.rbegin(), rows.rend());
-  std::printf("| op (all layers) | ms/%s | share |\n|---|---|---|\n", unit);
-  for (const auto& [ms, name] : rows) std::printf("| %s | %.3f | %.1f%% |\n", name.c_str(), ms, 100 * ms / total);
-  std::printf("| total | %.3f | |\n", total);
+  bench::print_op_table(m.op_times(), n, unit);
 }
 
 // One prefill chunk of `n` rows (default options: tensor cores) on a clone of `at`, per op

@@ -20,6 +20,7 @@
 //   vs tensor-core chunks, canary, phase profile; synthetic_prefill.h), with
 //   --old-max=N (old path lengths, default 2048), --prefill-rows=N (default 512),
 //   --exact-max=N (also the exact large-chunk path up to N; default 0: not run)
+//   --profile           synthetic-full: per-op GPU ms of a decode token at each context
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> pos_args;  // positional arguments (flags taken out)
   std::vector<int64_t> prefill_ctx;
   int64_t verify_ctx = -1;
-  bool greedy = true;
+  bool greedy = true, profile = false;
   bench::QwenPrefillArgs pa;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -138,6 +139,7 @@ int main(int argc, char** argv) {
     else if (a.rfind("--prefill-rows=", 0) == 0) pa.prefill_rows = std::stoi(a.substr(15));
     else if (a.rfind("--verify=", 0) == 0) verify_ctx = std::stoll(a.substr(9));
     else if (a == "--no-greedy") greedy = false;
+    else if (a == "--profile") profile = true;
     else pos_args.push_back(a);
   }
   auto arg = [&](size_t i, const char* def) { return i < pos_args.size() ? pos_args[i] : std::string(def); };
@@ -150,7 +152,7 @@ int main(int argc, char** argv) {
     }
     if (qwen_next::parse_synthetic_full(dir, so))
       return bench::qwen_synthetic_full(so, std::stoi(arg(1, "32")), bench::parse_contexts(arg(2, "2048,8192")),
-                                        verify_ctx);
+                                        verify_ctx, profile);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

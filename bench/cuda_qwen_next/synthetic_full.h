@@ -20,6 +20,7 @@
 
 #include "../cuda_synthetic.h"
 #include "chunk_tables.h"
+#include "../cuda_op_table.h"
 #include "backend/cuda/memory.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/model_cuda.h"
@@ -27,8 +28,10 @@
 
 namespace ds4::bench {
 
+// profile: after each frontier's row, 4 decode tokens on a clone with direct launches and an
+// event per op (QwenNextCudaModel::set_profiling), GPU ms per op per token.
 inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx,
-                               int64_t verify_ctx = -1) {
+                               int64_t verify_ctx = -1, bool profile = false) {
   using Clock = std::chrono::steady_clock;
   const qwen_next::Config c = qwen_next::parse_config(qwen_next::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
@@ -65,7 +68,24 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
   const double chunk = (per_tok * g.chunk_bytes_ratio(16) - lm + state) / 16.0;
   std::printf("prefill bytes per token (16-row chunks, weights + GDN state over 16): %.1f MB\n", chunk / 1e6);
   tb.prefill = [&, chunk](int64_t p) { return chunk + attn(p); };
-  context_table(g, ctx, n_decode, tb, bw);
+  FrontierHook hook;
+  if (profile)
+    hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l0) {
+      auto st = s.clone();
+      std::vector<float> l = l0;
+      constexpr int kTokens = 4;
+      g.set_profiling(true);
+      g.reset_op_times();
+      const auto p0 = Clock::now();
+      for (int i = 0; i < kTokens; ++i) l = g.decode(*st, int32_t(std::max_element(l.begin(), l.end()) - l.begin()));
+      const double wall = std::chrono::duration<double>(Clock::now() - p0).count();
+      g.set_profiling(false);
+      std::printf("\nper-op GPU time per decode token at context %lld (direct launches + events, %d tokens; %.3f ms/token "
+                  "wall):\n", (long long)at, kTokens, 1e3 * wall / kTokens);
+      print_op_table(g.op_times(), kTokens, "token");
+      std::printf("\n");
+    };
+  context_table(g, ctx, n_decode, tb, bw, hook);
   if (verify_ctx >= 0) verify_table(g, verify_ctx);
   return 0;
 }

@@ -31,6 +31,20 @@ namespace {
 int g_kernel = 0;  // 0: not yet read from DS4_GEMV_KERNEL
 }
 
+namespace {
+int g_pdl = -1;  // -1: not yet read from DS4_GEMV_PDL
+}
+
+bool gemv_pdl() {
+  if (g_pdl < 0) {
+    const char* e = std::getenv("DS4_GEMV_PDL");
+    g_pdl = e && std::string(e) == "0" ? 0 : 1;
+  }
+  return g_pdl == 1;
+}
+
+void gemv_set_pdl(bool on) { g_pdl = on ? 1 : 0; }
+
 int gemv_kernel() {
   if (g_kernel == 0) {
     const char* e = std::getenv("DS4_GEMV_KERNEL");
@@ -149,8 +163,13 @@ __device__ __forceinline__ float dot_v(const typename F::Raw& r, int64_t u, cons
 // compiler keeps the decoded weights for all of them, and the early loads made IQ2_XXS spill).
 // Elsewhere the loop is kernel 1's (loads inside the loop let the compiler interleave them
 // with the math: fewer live registers; ptxas numbers in bench/cuda_gemv/NOTES.md).
-template <class F, int R, int V, bool kAhead, class Body>
-__device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codebook<F>& book, Body&& body) {
+// wait() runs in every thread before the first x load (and the codebook stage): under kernel
+// 2 with kAhead, after the first unit's weight loads are issued, so a gemv launched as a
+// programmatic dependent (gemv_pdl) streams its weights while the kernel before it finishes.
+// The units and their order are the same in every form (gemv_rows still equals gemv).
+template <class F, int R, int V, bool kAhead, class Wait, class Body>
+__device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codebook<F>& book, Wait&& wait,
+                                            Body&& body) {
   const uint8_t* rows_p[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
@@ -160,8 +179,9 @@ __device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codeboo
   };
   const int64_t units = a.cols / kUnit;
   constexpr bool kPrefetch = V == 2 && kAhead && sizeof(typename F::Raw) * R <= 128;
-  constexpr bool kEarly = V == 2 && kAhead && std::is_same_v<F, IQ2_XXS>;
+  constexpr bool kEarly = V == 2 && kAhead;
   if constexpr (!kPrefetch && !kEarly) {
+    wait();
     book.stage();
     for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
       typename F::Raw raw[R];
@@ -172,6 +192,7 @@ __device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codeboo
     int64_t u = threadIdx.x;
     typename F::Raw cur[R];
     if (u < units) load_all(cur, u);
+    wait();
     book.stage();
     for (; u < units; u += blockDim.x) {
       const int64_t next = u + blockDim.x;
@@ -191,9 +212,30 @@ __device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codeboo
   }
 }
 
+// Programmatic dependent launch (sm_90): launch_dependents lets the next kernel's blocks be
+// scheduled once every block of this grid has started; wait blocks until the grid this one
+// depends on has finished and its writes are visible. Both are no-ops without the launch
+// attribute (gemv_pdl off, or a kernel launched plainly).
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Launched as a programmatic dependent (gemv_pdl): everything before pdl_wait reads only
+// weights (immutable) and launch arguments; the expert ids come from the kernel before
+// (a router), so batched launches with ids wait first.
 template <class F, int R, int V>
 __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const float* __restrict__ x,
                                                                  float* __restrict__ y) {
+  pdl_launch_dependents();
+  const bool waited = a.ids != nullptr;
+  if (waited) pdl_wait();
   {
     const int64_t b = batch_entry(a);
     x += b * a.x_stride;
@@ -205,7 +247,10 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const 
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.f;
-  direct_loop<F, R, V, true>(a, row0, book, [&](const typename F::Raw (&raw)[R], int64_t u) {
+  auto wait = [&] {
+    if (!waited) pdl_wait();
+  };
+  direct_loop<F, R, V, true>(a, row0, book, wait, [&](const typename F::Raw (&raw)[R], int64_t u) {
     float xv[kUnit];
     load_x(x, u, xv);
 #pragma unroll
@@ -338,7 +383,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
-  direct_loop<F, R, V, false>(a, row0, book, [&](const typename F::Raw (&raw)[R], int64_t u) {
+  direct_loop<F, R, V, false>(a, row0, book, [] {}, [&](const typename F::Raw (&raw)[R], int64_t u) {
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       if (i >= n) break;
@@ -398,6 +443,26 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_small_kernel(Args a, Ro
   }
 }
 
+// The direct gemv kernel, as a programmatic dependent of the kernel before it when gemv_pdl().
+void launch_direct(void (*k)(Args, const float*, float*), dim3 blocks, int threads, cudaStream_t stream,
+                   const Args& a, const float* x, float* y) {
+  if (!gemv_pdl()) {
+    k<<<blocks, threads, 0, stream>>>(a, x, y);
+    DS4_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = blocks;
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, a, x, y));
+}
+
 int threads_for(int64_t work_items) {  // narrow rows get fewer threads rather than idle ones
   return int(std::min<int64_t>(kMaxThreads, (work_items + 31) / 32 * 32));
 }
@@ -414,9 +479,8 @@ void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, b
       return;
     }
   }
-  if (gemv_kernel() == 1) gemv_direct_kernel<F, R, 1><<<blocks, threads_for(units), 0, stream>>>(a, x, y);
-  else gemv_direct_kernel<F, R, 2><<<blocks, threads_for(units), 0, stream>>>(a, x, y);
-  DS4_CUDA_CHECK_LAUNCH();
+  if (gemv_kernel() == 1) launch_direct(gemv_direct_kernel<F, R, 1>, blocks, threads_for(units), stream, a, x, y);
+  else launch_direct(gemv_direct_kernel<F, R, 2>, blocks, threads_for(units), stream, a, x, y);
 }
 
 template <class F>

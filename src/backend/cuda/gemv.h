@@ -85,6 +85,14 @@ void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& 
 int gemv_kernel();
 void gemv_set_kernel(int version);  // 1 or 2; throws InputError otherwise
 
+// gemv and gemv_batched (the direct kernel) launch as programmatic dependents of the kernel
+// before them (sm_90 PDL): their blocks start while that kernel finishes and stream their
+// first weights before waiting for it (griddepcontrol.wait), which hides a launch and a
+// memory latency per gemv of a decode step. Results are unchanged (the same arithmetic).
+// On by default; DS4_GEMV_PDL=0 (read on first use) or gemv_set_pdl(false) turns it off.
+bool gemv_pdl();
+void gemv_set_pdl(bool on);
+
 // Whether gemv() takes this type (so callers can report unsupported weights up front).
 bool gemv_supports(DType type);
 

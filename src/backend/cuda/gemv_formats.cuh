@@ -81,9 +81,11 @@ __device__ __forceinline__ float sum32(const float (&xv)[kUnit]) {
 // ---- BF16 / F16: 64 bytes per unit, four 16-byte loads. ----
 template <bool kBf16>
 struct Half16 {
-  // H200 sweep (bench/results/cuda-h200-2026-12-01): R=4 reads 16384x8192 at 3312 GB/s vs
-  // 2482 at R=2 (84% vs 63% of the copy bandwidth).
-  static constexpr int kRows = 4;
+  // H200 sweeps: R=4 reads 16384x8192 at 3312 GB/s vs 2482 at R=2 (cuda-h200-2026-12-01);
+  // R=8 reads 4096x4096 at 3044 GB/s vs 2041 at R=4, six 4096x4096 at 3532 vs 3147
+  // (cuda-all-h200-2026-12-01d). Rows per block change no result (each row is one block's
+  // threads over the same units in the same order), so gemv_rows still equals gemv.
+  static constexpr int kRows = 8;
   static constexpr int kSpanBlocks = 0;
   struct Raw { uint4 v[4]; };
   __device__ static void decode(const Raw& r, int64_t, float (&out)[kUnit], const void*) {
@@ -159,7 +161,9 @@ struct F32 {
 
 // ---- Q8_0: block of 32 = f16 d + 32 int8; 34-byte blocks are only 2-byte aligned. ----
 struct Q8_0 {
-  static constexpr int kRows = 4;  // H200 sweep: direct path 2042 GB/s at R=4 vs 1483 at R=2
+  // H200 sweeps, direct path: 2042 GB/s at R=4 vs 1483 at R=2 (16384x8192); 1848 at R=8 vs
+  // 1484 at R=4 (4096x4096), six 4096x4096 2603 vs 2232 (cuda-all-h200-2026-12-01d).
+  static constexpr int kRows = 8;
   static constexpr int kSpanBlocks = 32, kBlockBytes = 34, kUnitsPerBlock = 1;  // 1088 B
   struct Raw { uint16_t d; uint32_t q[8]; };
   __device__ static void decode(const Raw& r, int64_t, float (&out)[kUnit], const void*) {

@@ -7,6 +7,9 @@
 namespace ds4::cuda {
 namespace {
 
+// One block per token: 1024 threads cover a 4096-wide hidden as float4 in one pass.
+constexpr int kHcThreads = 1024;
+
 __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
 
 // Run by the first warp: lane r < n owns row r (softmax, row passes) and column r (column
@@ -48,24 +51,87 @@ __device__ void sinkhorn_split(const float* mix, const float* scale, const float
   }
 }
 
+// Both passes below read x as float4 when it allows (hidden % 4 == 0, 16-byte aligned) with
+// several independent loads per thread in flight: these kernels run as one block per token,
+// so one SM's memory latency, not bandwidth, is their cost (issue #23: hc_pre was 37 us).
+__device__ __forceinline__ bool vec4_ok(const float* x, int64_t hidden) {
+  return hidden % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0;
+}
+
+__device__ __forceinline__ float sq4(float4 v, float ss) {
+  return fmaf(v.w, v.w, fmaf(v.z, v.z, fmaf(v.y, v.y, fmaf(v.x, v.x, ss))));
+}
+
+// sum_sp parts[sp * stride] for sp < splits, in that order, with up to 16 loads in flight (a
+// plain loop waited a memory latency per split: 16 of them for DeepSeek's HC mix).
+__device__ __forceinline__ float sum_splits(const float* parts, int64_t splits, int64_t stride) {
+  constexpr int kBatch = 16;
+  float v = 0.f;
+  for (int64_t sp0 = 0; sp0 < splits; sp0 += kBatch) {
+    float p[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) p[j] = sp0 + j < splits ? parts[(sp0 + j) * stride] : 0.f;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (sp0 + j < splits) v += p[j];
+  }
+  return v;
+}
+
 // rsqrt(mean(x^2) + eps) over the n * hidden stream values (the CPU's flat rmsnorm factor).
-__device__ float flat_norm_factor(const float* x, int64_t count, float eps) {
+__device__ float flat_norm_factor(const float* x, int64_t count, float eps, bool vec) {
   float ss = 0.f;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
+  const int64_t bd = blockDim.x;
+  if (vec) {
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    const int64_t n4 = count / 4;
+    int64_t i = threadIdx.x;
+    for (; i + 3 * bd < n4; i += 4 * bd) {
+      const float4 a = __ldg(x4 + i), b = __ldg(x4 + i + bd), c = __ldg(x4 + i + 2 * bd), d = __ldg(x4 + i + 3 * bd);
+      ss = sq4(d, sq4(c, sq4(b, sq4(a, ss))));
+    }
+    for (; i < n4; i += bd) ss = sq4(__ldg(x4 + i), ss);
+  } else {
+    for (int64_t i = threadIdx.x; i < count; i += bd) ss = fmaf(x[i], x[i], ss);
+  }
   ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);
   return rsqrtf(ss / float(count) + eps);
 }
 
 // out {hidden} = sum_j w[j] x[j], then (out_norm) rmsnorm with out_norm. Each thread rereads
-// only the values it wrote, so no barrier is needed between the two passes.
+// only the values it wrote, so no barrier is needed between the two passes. The n stream
+// loads of a column are issued four at a time.
 __device__ void collapse(const float* w, int n, int64_t hidden, const float* x, const float* out_norm, float eps,
-                         float* out) {
+                         float* out, bool vec) {
   float ss = 0.f;
-  for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {
-    float acc = 0.f;
-    for (int j = 0; j < n; ++j) acc += w[j] * x[j * hidden + d];
-    out[d] = acc;
-    ss = fmaf(acc, acc, ss);
+  if (vec) {
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    float4* o4 = reinterpret_cast<float4*>(out);
+    const int64_t h4 = hidden / 4;
+    for (int64_t d = threadIdx.x; d < h4; d += blockDim.x) {
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int j0 = 0; j0 < n; j0 += 4) {  // 4 streams' loads in flight (registers: 1024 threads)
+        float4 v[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (j0 + j < n) v[j] = __ldg(x4 + (j0 + j) * h4 + d);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (j0 + j < n) {
+            const float wj = w[j0 + j];
+            acc.x += wj * v[j].x, acc.y += wj * v[j].y, acc.z += wj * v[j].z, acc.w += wj * v[j].w;
+          }
+      }
+      o4[d] = acc;
+      ss = sq4(acc, ss);
+    }
+  } else {
+    for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {
+      float acc = 0.f;
+      for (int j = 0; j < n; ++j) acc += w[j] * x[j * hidden + d];
+      out[d] = acc;
+      ss = fmaf(acc, acc, ss);
+    }
   }
   if (!out_norm) return;
   ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);
@@ -74,7 +140,7 @@ __device__ void collapse(const float* w, int n, int64_t hidden, const float* x, 
 }
 
 // Rows (HcRows): block row blockIdx.y works on its token's buffers, all `stride` floats apart.
-__global__ void hc_pre_kernel(const float* __restrict__ mix_raw, const float* __restrict__ scale,
+__global__ void __launch_bounds__(kHcThreads) hc_pre_kernel(const float* __restrict__ mix_raw, const float* __restrict__ scale,
                               const float* __restrict__ base, HcDims dims, const float* __restrict__ x,
                               const float* __restrict__ out_norm, float* __restrict__ collapsed,
                               float* __restrict__ post, float* __restrict__ comb, int64_t stride) {
@@ -84,12 +150,11 @@ __global__ void hc_pre_kernel(const float* __restrict__ mix_raw, const float* __
   }
   __shared__ float mix[(2 + kMaxHc) * kMaxHc], pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
   const int n = int(dims.n_hc);
-  const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps);
+  const bool vec = vec4_ok(x, dims.hidden) && vec4_ok(collapsed, dims.hidden);
+  const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps, vec);
   const int m_dim = (2 + n) * n;
   for (int i = threadIdx.x; i < m_dim; i += blockDim.x) {
-    float v = 0.f;
-    for (int64_t sp = 0; sp < dims.mix_splits; ++sp) v += mix_raw[sp * m_dim + i];
-    mix[i] = v * r;
+    mix[i] = sum_splits(mix_raw + i, dims.mix_splits, m_dim) * r;
   }
   __syncthreads();
   if (threadIdx.x < 32) {
@@ -98,7 +163,7 @@ __global__ void hc_pre_kernel(const float* __restrict__ mix_raw, const float* __
     for (int i = threadIdx.x; i < n * n; i += 32) comb[i] = p_comb[i];
   }
   __syncthreads();
-  collapse(pre, n, dims.hidden, x, out_norm, dims.norm_eps, collapsed);
+  collapse(pre, n, dims.hidden, x, out_norm, dims.norm_eps, collapsed, vec);
 }
 
 __global__ void hc_post_kernel(int n, int64_t hidden, const float* __restrict__ b, const float* __restrict__ r,
@@ -116,7 +181,7 @@ __global__ void hc_post_kernel(int n, int64_t hidden, const float* __restrict__ 
   out[i] = acc;
 }
 
-__global__ void hc_head_kernel(const float* __restrict__ mix_raw, const float* __restrict__ scale,
+__global__ void __launch_bounds__(kHcThreads) hc_head_kernel(const float* __restrict__ mix_raw, const float* __restrict__ scale,
                                const float* __restrict__ base, HcDims dims, const float* __restrict__ x,
                                const float* __restrict__ out_norm, float* __restrict__ out, int64_t stride) {
   {
@@ -125,14 +190,14 @@ __global__ void hc_head_kernel(const float* __restrict__ mix_raw, const float* _
   }
   __shared__ float w[kMaxHc];
   const int n = int(dims.n_hc);
-  const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps);
+  const bool vec = vec4_ok(x, dims.hidden) && vec4_ok(out, dims.hidden);
+  const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps, vec);
   if (threadIdx.x < n) {
-    float v = 0.f;
-    for (int64_t sp = 0; sp < dims.mix_splits; ++sp) v += mix_raw[sp * n + threadIdx.x];
+    const float v = sum_splits(mix_raw + threadIdx.x, dims.mix_splits, n);
     w[threadIdx.x] = sigm(v * r * scale[0] + base[threadIdx.x]) + dims.hc_eps;
   }
   __syncthreads();
-  collapse(w, n, dims.hidden, x, out_norm, dims.norm_eps, out);
+  collapse(w, n, dims.hidden, x, out_norm, dims.norm_eps, out, vec);
 }
 
 __global__ void hc_expand_kernel(const float* __restrict__ x, int n, int64_t hidden, float* __restrict__ h,
@@ -164,7 +229,7 @@ void hc_pre_f32(const float* mix_raw, const float* scale, const float* base, con
                 const float* out_norm, float* collapsed, float* post, float* comb, const HcRows& rows, cudaStream_t s) {
   check_dims(d);
   check_rows(rows);
-  hc_pre_kernel<<<dim3(1, unsigned(rows.count)), 512, 0, s>>>(mix_raw, scale, base, d, x, out_norm, collapsed, post,
+  hc_pre_kernel<<<dim3(1, unsigned(rows.count)), kHcThreads, 0, s>>>(mix_raw, scale, base, d, x, out_norm, collapsed, post,
                                                               comb, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
@@ -192,7 +257,7 @@ void hc_head_f32(const float* mix_raw, const float* scale, const float* base, co
                  const float* out_norm, float* out, const HcRows& rows, cudaStream_t s) {
   check_dims(d);
   check_rows(rows);
-  hc_head_kernel<<<dim3(1, unsigned(rows.count)), 512, 0, s>>>(mix_raw, scale, base, d, x, out_norm, out, rows.stride);
+  hc_head_kernel<<<dim3(1, unsigned(rows.count)), kHcThreads, 0, s>>>(mix_raw, scale, base, d, x, out_norm, out, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

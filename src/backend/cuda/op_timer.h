@@ -1,8 +1,11 @@
 #pragma once
-// Where a multi-row forward spends its GPU time (benches; off by default): an event after each
-// named phase on one stream, the time between consecutive events summed per name. Only for
-// direct launches (events inside a captured graph are not timed) and one stream (a phase on
-// a second stream would be misattributed). Qwen's chunk.cu marks its phases with it.
+// Where a decode step or a multi-row forward spends its GPU time (benches' per-op tables,
+// issues #22 / #23; off by default): an event after each named op on one stream, the time
+// between consecutive events summed per name. Only for direct launches (events inside a
+// captured graph are not timed) and one stream (an op on a second stream would be
+// misattributed). Events serialize nothing but the host's launch loop: the table is GPU time
+// plus launch gaps, for where the time goes; the graph replay's tok/s is the speed.
+// The Qwen and DeepSeek CUDA models mark their ops with it.
 #include <cuda_runtime.h>
 
 #include <map>

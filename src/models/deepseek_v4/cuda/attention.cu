@@ -51,6 +51,7 @@ __device__ __forceinline__ const float* key_row(const AttendArgs& a, int64_t r, 
 
 constexpr int kHeadGroup = 8;   // heads per block: each key row read serves them all
 constexpr int kThreads = 256;
+constexpr int kKeyRegs = 16;    // key values a lane holds at once: head_dim up to 512 in one go
 
 __device__ __forceinline__ int64_t visible_rows(const AttendArgs& a, int64_t p, int64_t& n_win) {
   n_win = p + 1 < a.window ? p + 1 : a.window;
@@ -89,16 +90,33 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
   __syncthreads();
   const float scale = 1.0f / sqrtf(float(hd));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+  // A lane's hd / 32 key values are loaded together before the dot products (issue #23: the
+  // loop that loaded one and used it waited a memory latency per value, 16 of them a row at
+  // hd 512); the sums run in the same order as that loop's, so the scores are unchanged.
   for (int64_t r = warp; r < nr; r += nw) {
     const float* k = rp[r];
     float d[kHeadGroup];
 #pragma unroll
     for (int h = 0; h < kHeadGroup; ++h) d[h] = 0.f;
-    for (int64_t i = lane; i < hd; i += 32) {
-      const float v = k[i];
+    if (hd <= 32 * kKeyRegs) {
+      float kv[kKeyRegs];
 #pragma unroll
-      for (int h = 0; h < kHeadGroup; ++h)
-        if (h < hg) d[h] = fmaf(q[h * hd + i], v, d[h]);
+      for (int j = 0; j < kKeyRegs; ++j) kv[j] = lane + 32 * j < hd ? k[lane + 32 * j] : 0.f;
+#pragma unroll
+      for (int j = 0; j < kKeyRegs; ++j) {
+        const int64_t i = lane + 32 * j;
+        if (i >= hd) break;
+#pragma unroll
+        for (int h = 0; h < kHeadGroup; ++h)
+          if (h < hg) d[h] = fmaf(q[h * hd + i], kv[j], d[h]);
+      }
+    } else {
+      for (int64_t i = lane; i < hd; i += 32) {
+        const float v = k[i];
+#pragma unroll
+        for (int h = 0; h < kHeadGroup; ++h)
+          if (h < hg) d[h] = fmaf(q[h * hd + i], v, d[h]);
+      }
     }
 #pragma unroll
     for (int h = 0; h < kHeadGroup; ++h)

@@ -150,9 +150,11 @@ __global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos, i
 
 // One warp per closed entry (grid-stride); lanes split the heads, the queries sit in shared
 // with a row stride of d + 1 floats (lanes read the same feature of different heads: an
-// unpadded stride of d would put them all in one bank).
+// unpadded stride of d would put them all in one bank). The warp first copies its entry to
+// shared with all lanes' loads in flight (issue #23: every lane walking the entry itself
+// waited a memory latency per feature); the dot products run in the same order as before.
 __global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ pos, int64_t stride) {
-  extern __shared__ float sq[];  // {nh, d + 1} then {nh}
+  extern __shared__ float sq[];  // {nh, d + 1} then {nh}, then {warps, d}: each warp's entry
   to_row(a, blockIdx.y, stride);
   const int64_t nh = a.nh, d = a.d, ld = d + 1, visible = (int64_t(*pos) + int64_t(blockIdx.y) + 1) / a.ratio;
   if (int64_t(blockIdx.x) * (blockDim.x / 32) >= visible) return;  // the grid is sized for max_ctx
@@ -162,8 +164,13 @@ __global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ po
   const float score_scale = 1.0f / sqrtf(float(d)), head_scale = 1.0f / sqrtf(float(nh));
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  float* e = sq + nh * ld + nh + int64_t(threadIdx.x / 32) * d;
   for (int64_t k = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; k < visible; k += warps) {
-    const float* e = a.entries + k * d;
+    const float* src = a.entries + k * d;
+    __syncwarp();  // the previous entry's reads are done
+#pragma unroll 8
+    for (int64_t i = lane; i < d; i += 32) e[i] = src[i];
+    __syncwarp();
     float s = 0.f;
     for (int64_t h = lane; h < nh; h += 32) {
       const float* qh = sq + h * ld;
@@ -194,11 +201,12 @@ void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, co
   const unsigned nr = unsigned(rows.count);
   index_q_kernel<<<dim3(unsigned(a.nh), nr), 128, size_t(a.d) * 4, s>>>(a, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
-  const size_t shm = size_t(a.nh * (a.d + 1) + a.nh) * 4;
+  constexpr int kScoreThreads = 256;
+  const size_t shm = size_t(a.nh * (a.d + 1) + a.nh + (kScoreThreads / 32) * a.d) * 4;
   if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: indexer queries exceed 48 KiB of shared memory");
   const int64_t blocks = (a.max_entries + 7) / 8;
   const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 1024 ? 1024 : blocks)), nr);
-  index_score_kernel<<<grid, 256, shm, s>>>(a, pos, rows.stride);
+  index_score_kernel<<<grid, kScoreThreads, shm, s>>>(a, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
   // sel: the top min(topk, visible) entries ascending (score desc, index asc, as
   // cpu::topk_f32). The bitwise search it replaced ordered -0 below +0; the scores here are

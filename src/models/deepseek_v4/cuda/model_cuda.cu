@@ -46,34 +46,22 @@ void DeepseekV4CudaModel::Impl::join() {
 }
 
 void DeepseekV4CudaModel::Impl::mark(const char* name) {
-  if (!opt.profile || opt.graphs) return;
-  if (n_events == events.size()) {
-    events.emplace_back();
-    DS4_CUDA_CHECK(cudaEventCreate(&events.back()));
-    event_names.push_back(nullptr);
-  }
-  DS4_CUDA_CHECK(cudaEventRecord(events[n_events], stream));
-  event_names[n_events++] = name;
+  prof.on = opt.profile && !opt.graphs;  // OpTimer::mark records only while on
+  prof.mark(stream, name);
 }
 
-void DeepseekV4CudaModel::Impl::collect_profile() {
-  if (n_events < 2) return;
-  DS4_CUDA_CHECK(cudaEventSynchronize(events[n_events - 1]));
-  for (size_t i = 1; i < n_events; ++i) {
-    float ms = 0;
-    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms, events[i - 1], events[i]));
-    op_ms[event_names[i]] += ms;
-  }
-  n_events = 0;
-}
+void DeepseekV4CudaModel::Impl::collect_profile() { prof.collect(); }
 
 // col {hidden} = norm(sum_j pre[j] x[j]) from the streams x {hc, hidden}; post and comb stay
 // in scratch for hc_post (CPU: hc_pre_f32 + rmsnorm in decoder_layer).
 // fn runs on the raw streams, split into column blocks (DHc): mix {splits, rows} partials.
+// fn has (2+n)*n = 24 rows: 2 rows per block spread it over more SMs (rows per block change
+// no result, so the chunk's gemv_rows of the same blocks still equals this bit for bit).
 void DeepseekV4CudaModel::Impl::hc_mix(const DHc& h, const float* x) {
+  dc::GemvOptions o = gemv_options(h.fn.type);
+  o.rows_per_block = 2;
   dc::gemv_batched(h.fn, x, S(sl.mix),
-                   dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows}, stream,
-                   gemv_options(h.fn.type));
+                   dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows}, stream, o);
 }
 
 // hc_pre_f32 sums the partials and applies the flat rmsnorm factor and the input norm.
@@ -353,7 +341,6 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
 
 DeepseekV4CudaModel::~DeepseekV4CudaModel() {
   if (!impl_) return;
-  for (cudaEvent_t e : impl_->events) cudaEventDestroy(e);
   for (cudaEvent_t e : {impl_->fork_ev, impl_->join_ev})
     if (e) cudaEventDestroy(e);
   for (cudaStream_t s : {impl_->stream, impl_->side_stream})
@@ -365,8 +352,8 @@ const Config& DeepseekV4CudaModel::config() const { return impl_->c; }
 bool DeepseekV4CudaModel::has_dspark() const { return impl_->dw.has_dspark; }
 size_t DeepseekV4CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
 DeepseekV4CudaModel::DecodeBytes DeepseekV4CudaModel::decode_bytes_per_token() const { return impl_->decode_bytes; }
-const std::map<std::string, double>& DeepseekV4CudaModel::op_times() const { return impl_->op_ms; }
-void DeepseekV4CudaModel::reset_op_times() { impl_->op_ms.clear(); }
+const std::map<std::string, double>& DeepseekV4CudaModel::op_times() const { return impl_->prof.ms(); }
+void DeepseekV4CudaModel::reset_op_times() { impl_->prof.reset(); }
 void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
   if (copt.graphs && impl_->observer) throw Error("deepseek_v4 cuda: the layer observer needs direct launches (graphs off)");
   // The chunk scratch and pinned rows are sized at load: fewer rows are fine, more are not.

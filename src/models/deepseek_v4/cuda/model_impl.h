@@ -13,6 +13,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/matmul_rows.h"
+#include "backend/cuda/op_timer.h"
 #include "backend/cuda/memory.h"
 #include "core/error.h"
 #include "formats/tensor_source.h"
@@ -34,14 +35,13 @@ using Pinned = dc::PinnedHost;
 
 // GEMV read path per format, from the H200 GEMV bench (bench/results/cuda-h200-2026-12-01):
 // the direct path beats the staged one kAuto would pick for ds4's formats (Q8_0 dense 1233 vs
-// 1016 GB/s at 4096x4096, IQ2_XXS expert up 348 vs 283, Q2_K expert down 506 vs 398), and
-// Q8_0 runs best with 4 rows per block (rows-per-block sweep: 1566 vs 1233 GB/s at 4096x4096,
-// 2042 vs 1483 at 16384x8192). Every row is computed alone either way; gemv_rows (the chunk)
-// reads the direct path's per-thread order, so its rows equal these gemvs bit for bit.
-inline dc::GemvOptions gemv_options(DType t) {
+// 1016 GB/s at 4096x4096, IQ2_XXS expert up 348 vs 283, Q2_K expert down 506 vs 398). Rows
+// per block are each format's default (Q8_0: 8, from the 2026-12-01d sweep). Every row is
+// computed alone either way; gemv_rows (the chunk) reads the direct path's per-thread order,
+// so its rows equal these gemvs bit for bit.
+inline dc::GemvOptions gemv_options(DType) {
   dc::GemvOptions o;
   o.path = dc::GemvPath::kDirect;
-  if (t == DType::Q8_0) o.rows_per_block = 4;
   return o;
 }
 
@@ -139,11 +139,7 @@ struct DeepseekV4CudaModel::Impl {
   DeepseekV4CudaModel::DecodeBytes decode_bytes;
   LayerObserver observer;
   std::vector<float> observed;
-  // profiling (direct launches): events after each op, their names, summed ms per name
-  std::vector<cudaEvent_t> events;
-  std::vector<const char*> event_names;
-  size_t n_events = 0;
-  std::map<std::string, double> op_ms;
+  dc::OpTimer prof;  // profiling (direct launches): an event after each op, ms per op name
 
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
   int32_t* SI(size_t off) const { return reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + off); }

@@ -179,7 +179,8 @@ void QwenNextCudaModel::Impl::qsa_rows(const DQsa& a, const LayerOffsets& o, uin
   uint8_t* keep = reinterpret_cast<uint8_t*>(R(0, sl.keep));  // row t's at t * rs() * 4 bytes
   qsa_select(R(0, sl.iqk), cache, sh, positions, R(0, sl.block_scores), keep, stream, all);
   mark("qsa_select");
-  qsa_attend(R(0, sl.q), R(0, sl.gate), cache, sh, positions, keep, R(0, sl.att_scores), R(0, sl.att), stream, all);
+  qsa_attend(R(0, sl.q), R(0, sl.gate), cache, sh, positions, keep, R(0, sl.att_scores), R(0, sl.att), stream, all,
+             tensor_cores());
   mark("qsa_attend");
   mgemv(a.o, sl.att, sl.out);
   mark("qsa_out");

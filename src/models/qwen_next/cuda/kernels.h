@@ -53,6 +53,14 @@ void gdn_gated_norm(float* o, const float* z, const float* w, const GdnShape& g,
                     const Rows& rows = {});
 
 // ---- qsa.cu (qsa.cpp) ----
+// qsa_attend splits each row's keys into this many position ranges (flash decoding).
+inline constexpr int kQsaSplits = 32;
+// Floats of qsa_attend's scores scratch per row: the old per-key scores {heads, max_ctx} (head
+// dims over 256) or the splits' partials {kQsaSplits, heads, hd + 2}, whichever is larger.
+inline int64_t qsa_attend_scratch(int64_t heads, int64_t head_dim, int64_t max_ctx) {
+  const int64_t per_head = max_ctx > kQsaSplits * (head_dim + 2) ? max_ctx : kQsaSplits * (head_dim + 2);
+  return heads * per_head;
+}
 struct QsaShape {
   int64_t heads, kv_heads, head_dim, rot_dim;
   int64_t idx_heads, idx_dim, idx_budget, idx_ratio;
@@ -81,8 +89,12 @@ void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const
 void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
                 uint8_t* keep, cudaStream_t s, const Rows& rows = {});
 // att {heads, hd} = softmax attention over the selected keys (positions <= pos), times sigmoid(gate).
+// scores: scratch of qsa_attend_scratch floats per row (the splits' partial outputs).
+// many_rows: a tensor-core prefill chunk, whose rows may differ from decode steps in summation
+// order (one block per KV head and row); false keeps the decode step's kernel for every row.
 void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
-                const uint8_t* keep, float* scores, float* att, cudaStream_t s, const Rows& rows = {});
+                const uint8_t* keep, float* scores, float* att, cudaStream_t s, const Rows& rows = {},
+                bool many_rows = false);
 
 // ---- moe.cu (moe.cpp) ----
 // Router softmax + top-k (ties: lower index), ids ascending, weights (normalized when norm).

@@ -44,7 +44,11 @@ void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float*
   const int64_t hc = c.hc, d = c.hidden;
   float* normed = S(sl.normed);
   hc_norm(x, h.norm, hc, d, c.rms_eps, normed, stream);
-  proj(h.down_inject, normed, S(sl.low));  // [low {rank} | inject {hc}]
+  // [low {rank} | inject {hc}]: ~324 rows of hc*d columns, 2 rows per block to spread them
+  // over the GPU (rows per block change no result: the chunk's gemv_rows still equals this).
+  dc::GemvOptions few = gemv_options();
+  few.rows_per_block = 2;
+  dc::gemv_proj(h.down_inject, normed, S(sl.low), stream, few);
   hc_low_act(S(sl.low), c.hc_rank, hc, stream);
   gemv(h.up, S(sl.low), S(sl.mix));
   hc_combine(S(sl.mix), normed, hc, d, mixed, inject, stream);
@@ -70,52 +74,72 @@ void QwenNextCudaModel::Impl::layer(const DLayer& L, const LayerOffsets& o, uint
     dc::conv1d_step_f32(S(sl.ple_gvn), p.conv, SF(o.ple_conv), W, c.ple_conv_k, c.ngram, true, S(sl.ple_conv),
                         stream);
     ple_add(h, S(sl.ple_gv), S(sl.ple_conv), W, stream);
+    mark("ple");
   }
   hyper_read(L.attn_hc, h, mixed, inject);
+  mark("hc_read");
   if (L.gdn) {
     const DGdn& g = *L.gdn;
     const GdnShape sh{c.k_heads, c.v_heads, c.k_dim, c.v_dim, c.rms_eps, c.gate_sigmoid};
     proj(g.in, mixed, S(sl.raw));  // [qkv | z | b | a]
+    mark("gdn_in_proj");
     dc::conv1d_step_f32(S(sl.raw), g.conv, SF(o.conv), c.conv_dim(), c.conv_k, 1, true, S(sl.qkv), stream);
     gdn_prep(S(sl.qkv), S(sl.b), S(sl.a), g.a_log, g.dt_bias, sh, stream);
+    mark("gdn_conv_prep");
     gdn_recurrent(S(sl.qkv), S(sl.a), S(sl.b), SF(o.ssm), S(sl.o), sh, stream);
+    mark("gdn_recurrent");
     gdn_gated_norm(S(sl.o), S(sl.z), g.norm, sh, stream);
     gemv(g.out, S(sl.o), out);
+    mark("gdn_norm_out_proj");
   } else {
     const DQsa& a = *L.qsa;
     const QsaShape sh{c.heads, c.kv_heads, c.head_dim, c.rot_dim, c.idx_heads, c.idx_dim, c.idx_budget,
                       c.idx_ratio, max_ctx, c.rms_eps, dw.inv_freq};
     const QsaCache cache{SF(o.k), SF(o.v), SF(o.idx_raw), SF(o.idx_pooled)};
     proj(a.in, mixed, S(sl.qg));  // [q+gate | k | v | indexer q+k]
+    mark("qsa_in_proj");
     qsa_prep(S(sl.qg), S(sl.k), S(sl.v), S(sl.iqk), QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm}, cache,
              sh, pos, S(sl.q), S(sl.gate), stream);
+    mark("qsa_prep");
     uint8_t* keep = scratch.as<uint8_t>() + sl.keep;
     qsa_select(S(sl.iqk), cache, sh, pos, S(sl.block_scores), keep, stream);
+    mark("qsa_select");
     qsa_attend(S(sl.q), S(sl.gate), cache, sh, pos, keep, S(sl.att_scores), S(sl.att), stream);
+    mark("qsa_attend");
     gemv(a.o, S(sl.att), out);
+    mark("qsa_out_proj");
   }
   hc_write(h, out, inject, hc, d, stream);
+  mark("hc_write");
   hyper_read(L.mlp_hc, h, mixed, inject);
+  mark("hc_read");
   const DMoe& m = L.moe;
   const int64_t K = c.top_k, I = c.moe_inter;
   int32_t* ids = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.ids);
   proj(m.in, mixed, S(sl.sh_g));  // [shared gate | shared up | router | shared gate scalar]
   moe_route(S(sl.router), c.experts, K, c.norm_topk, ids, S(sl.wts), stream);
+  mark("moe_in_proj_route");
   // The shared expert's [gate | up] is one {1, 2S} row of moe_swiglu (the chunk's kernel too).
   moe_swiglu(S(sl.sh_g), 1, c.shared_inter, S(sl.sh_g), stream);
   gemv(m.sh_down, S(sl.sh_g), S(sl.sh_out));
+  mark("shared_expert");
   dc::gemv_batched(m.gate_up.first, mixed, S(sl.gu),
                    dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream,
                    gemv_options());
+  mark("experts_gate_up");
   moe_swiglu(S(sl.gu), K, I, S(sl.act), stream);
   dc::gemv_batched(m.down.first, S(sl.act), S(sl.ey),
                    dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, d}, stream, gemv_options());
+  mark("experts_down");
   moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh_out), S(sl.sg), d, out, stream);
   hc_write(h, out, inject, hc, d, stream);
+  mark("moe_combine_hc_write");
 }
 
 void QwenNextCudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
+  mark("start");
   DS4_CUDA_CHECK(cudaMemcpyAsync(S(sl.h), in_host->p, sl.in_bytes, cudaMemcpyHostToDevice, stream));
+  mark("input_upload");
   for (int64_t l = 0; l < c.layers; ++l) layer(st, l);
   if (logits) {
     hyper_read(dw.mixer, S(sl.h), S(sl.mixed), nullptr);
@@ -123,12 +147,14 @@ void QwenNextCudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
     if (top_only) cand->enqueue(S(sl.logits), c.vocab, stream);
     else DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
                                         cudaMemcpyDeviceToHost, stream));
+    mark("head");
   }
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
 }
 
 void QwenNextCudaModel::Impl::run_step(CudaState& st, bool logits) {
   dc::run_graph_step(stream, st.graph[!logits ? 0 : top_only ? 2 : 1], opt.graphs, [&] { enqueue_step(st, logits); });
+  if (prof.on) prof.collect();
 }
 
 void QwenNextCudaModel::Impl::check_input(const CudaState& st, std::span<const int32_t> tokens) const {
@@ -244,10 +270,14 @@ QwenNextCudaModel::~QwenNextCudaModel() {
 const ModelInfo& QwenNextCudaModel::info() const { return impl_->info; }
 const CudaModelOptions& QwenNextCudaModel::options() const { return impl_->opt; }
 void QwenNextCudaModel::set_profiling(bool on) {
-  impl_->prof.reset();
-  impl_->prof.on = on;
+  Impl& m = *impl_;
+  if (on && !m.prof.on) m.graphs_before_profiling = m.opt.graphs;
+  m.prof.reset();
+  m.prof.on = on;
+  m.opt.graphs = on ? false : m.graphs_before_profiling;  // events inside a captured graph are not timed
 }
-std::map<std::string, double> QwenNextCudaModel::op_times() const { return impl_->prof.ms(); }
+const std::map<std::string, double>& QwenNextCudaModel::op_times() const { return impl_->prof.ms(); }
+void QwenNextCudaModel::reset_op_times() { impl_->prof.reset(); }
 
 void QwenNextCudaModel::set_options(const CudaModelOptions& copt) {
   Impl& m = *impl_;

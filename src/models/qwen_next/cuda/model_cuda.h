@@ -90,10 +90,12 @@ class QwenNextCudaModel : public Model, public DraftHead {
   // stays as loaded. Use new states after it: a captured chunk graph keeps its path.
   void set_options(const CudaModelOptions& copt);
   const CudaModelOptions& options() const;
-  // Bench: GPU ms per phase of the chunks run since (prefill chunks only: verify-sized chunks
-  // replay graphs), summed over layers and chunks (backend/cuda/op_timer.h).
+  // Benches: GPU ms per named op (backend/cuda/op_timer.h) of decode steps (issue #23's per-op
+  // table) and of prefill chunks (issue #22's phases), summed since the last reset. On: direct
+  // launches (no graph replay) with an event after each op; off: graphs again as loaded.
   void set_profiling(bool on);
-  std::map<std::string, double> op_times() const;
+  const std::map<std::string, double>& op_times() const;
+  void reset_op_times();
 
   size_t weight_bytes() const;  // device bytes of the uploaded weights
   // Bytes of weights one decode token reads: all but the routed experts, plus top_k of

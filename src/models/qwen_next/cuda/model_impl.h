@@ -137,6 +137,11 @@ struct QwenNextCudaModel::Impl {
   cudaStream_t stream = nullptr;
   std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
   bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
+  // set_profiling(true): an event after each named op of direct-launch decode steps and
+  // chunks (mark() does nothing while off), summed per name.
+  dc::OpTimer prof;
+  bool graphs_before_profiling = true;
+  void mark(const char* name) { prof.mark(stream, name); }
 
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
   void gemv(const WeightMatrix& w, const float* x, float* y) const { dc::gemv(w, x, y, stream, gemv_options()); }
@@ -168,8 +173,6 @@ struct QwenNextCudaModel::Impl {
   // Tensor-core products of a prefill chunk (backend/cuda matmul_rows; made at load, its
   // min_rows = CudaModelOptions::gemm_rows) and whether the chunk being enqueued uses them.
   std::unique_ptr<dc::MatmulWorkspace> mm;
-  dc::OpTimer prof;  // phase times of direct-launch chunks (bench; off by default)
-  void mark(const char* name) { prof.mark(stream, name); }
   bool tensor_cores() const { return opt.gemm_rows > 0 && rows >= opt.gemm_rows; }
   void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off);
   void mproj(const DProj& p, size_t x_off, size_t y_off);

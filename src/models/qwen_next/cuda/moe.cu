@@ -3,9 +3,11 @@
 // router writes, so no host round trip. Over `Rows` row t = blockIdx.y (route: blockIdx.x)
 // reads its row of the chunk's scratch and its K slots of the packed {rows, K} ids/weights.
 #include <cfloat>
+#include <string>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/reduce.cuh"
+#include "core/error.h"
 #include "models/qwen_next/cuda/kernels.h"
 
 namespace ds4::qwen_next::cuda {
@@ -15,13 +17,41 @@ using ds4::cuda::detail::block_reduce;
 using ds4::cuda::detail::MaxOp;
 using ds4::cuda::detail::SumOp;
 
+constexpr int kMaxTopK = 64;
+
+// The block's best (value desc, index asc) of the candidates each thread offers; every thread
+// gets it. (v, i) = (-inf, n) offers nothing.
+__device__ void block_best(float& v, int64_t& i) {
+  __shared__ float wv[32];
+  __shared__ int64_t wi[32];
+  auto better = [](float a, int64_t ai, float b, int64_t bi) { return a > b || (a == b && ai < bi); };
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, i, o);
+    if (better(ov, oi, v, i)) v = ov, i = oi;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+  __syncthreads();  // wv / wi may still be read by the previous call
+  if (lane == 0) wv[warp] = v, wi[warp] = i;
+  __syncthreads();
+  v = wv[0], i = wi[0];
+  for (int w = 1; w < nw; ++w)
+    if (better(wv[w], wi[w], v, i)) v = wv[w], i = wi[w];
+}
+
 // One block: softmax over E router logits, top-k by (prob desc, index asc), the chosen
 // experts written in ascending index order (the CPU adds expert outputs in that order).
+// The top k are k rounds of a block argmax over the entries after the previous pick in that
+// order (issue #23: the O(E^2) rank loop it replaces cost ~10 us a token and layer at E = 512);
+// for numbers it is the same set as rank(e) < k, and the normalizing sum keeps its order, so
+// ids and weights are bit for bit the old kernel's.
 __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t E, int64_t k, bool norm,
                                  int32_t* __restrict__ ids, float* __restrict__ weights, int64_t rs) {
   logits += blockIdx.x * rs, ids += blockIdx.x * k, weights += blockIdx.x * k;
   extern __shared__ float prob[];  // {E} then flags {E}
   int* chosen = reinterpret_cast<int*>(prob + E);
+  __shared__ int64_t picks[kMaxTopK];
   float m = -FLT_MAX;
   for (int64_t e = threadIdx.x; e < E; e += blockDim.x) m = fmaxf(m, logits[e]);
   m = block_reduce(m, MaxOp{}, -FLT_MAX);
@@ -32,20 +62,32 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t E, in
   }
   s = block_reduce(s, SumOp{}, 0.f);
   const float inv = 1.f / s;
-  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) prob[e] *= inv;
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) prob[e] *= inv, chosen[e] = 0;
   __syncthreads();
-  float sel = 0.f;
-  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
-    int64_t rank = 0;
-    for (int64_t o = 0; o < E; ++o) rank += prob[o] > prob[e] || (prob[o] == prob[e] && o < e);
-    chosen[e] = rank < k;
-    if (rank < k) sel += prob[e];
+  float last_v = INFINITY;
+  int64_t last_i = -1, n_picks = 0;
+  for (int64_t r = 0; r < k; ++r) {
+    float v = -INFINITY;
+    int64_t i = E;
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+      const float p = prob[e];
+      const bool after = p < last_v || (p == last_v && e > last_i);
+      if (after && (p > v || (p == v && e < i))) v = p, i = e;
+    }
+    block_best(v, i);
+    if (i >= E) break;  // k > E: every entry taken
+    if (threadIdx.x == 0) chosen[i] = 1, picks[r] = i;
+    last_v = v, last_i = i, n_picks = r + 1;
   }
-  sel = block_reduce(sel, SumOp{}, 0.f);  // also publishes chosen[]
-  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
-    if (!chosen[e]) continue;
-    int slot = 0;
-    for (int64_t o = 0; o < e; ++o) slot += chosen[o];
+  __syncthreads();  // chosen[] and picks[] to every thread
+  float sel = 0.f;
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
+    if (chosen[e]) sel += prob[e];
+  sel = block_reduce(sel, SumOp{}, 0.f);
+  if (threadIdx.x < n_picks) {
+    const int64_t e = picks[threadIdx.x];
+    int slot = 0;  // ascending index order
+    for (int64_t j = 0; j < n_picks; ++j) slot += picks[j] < e;
     ids[slot] = int32_t(e);
     weights[slot] = norm ? prob[e] / sel : prob[e];
   }
@@ -77,6 +119,9 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __r
 
 void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32_t* ids, float* weights,
                cudaStream_t s, const Rows& rows) {
+  if (k < 1 || k > kMaxTopK || k > experts)
+    throw InputError("qwen_next cuda: router top-" + std::to_string(k) + " of " + std::to_string(experts) +
+                     " experts (1.." + std::to_string(kMaxTopK) + " and at most the experts)");
   moe_route_kernel<<<unsigned(rows.count), 256, size_t(experts) * 8, s>>>(logits, experts, k, norm, ids, weights,
                                                                           rows.stride);
   DS4_CUDA_CHECK_LAUNCH();

@@ -100,26 +100,166 @@ __global__ void qsa_pool_kernel(QsaCache c, QsaShape sh, const float* __restrict
 
 // scores {nb}: relu(q_h . k_b) summed over indexer heads (the top budget/R of them are kept
 // by ds4::cuda::topk_select_f32 in qsa_select: score desc, index asc, as cpu::topk_f32).
+// One thread per pooled block, blocks of kSelectThreads over blockIdx.x (the grid is sized for
+// max_ctx; blocks past nb leave at once): each score's arithmetic is the serial dot it was,
+// only spread over the GPU instead of one block (issue #23: the cost grew with context).
+constexpr int kSelectThreads = 128;
 __global__ void qsa_select_kernel(const float* __restrict__ iqk, QsaCache c, QsaShape sh,
                                   const int32_t* __restrict__ pos_p, float* __restrict__ scores, int64_t rs) {
-  const int64_t row = blockIdx.x;
+  const int64_t row = blockIdx.y;
   iqk += row * rs, scores += row * rs;
   const int64_t p = pos_p[row], D = sh.idx_dim, R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
   if (nb <= keep_n) return;  // every complete block is kept: qsa_attend does not read `keep`
+  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= nb) return;
   const float inv = rsqrtf(float(D));
-  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
-    const float* kb = c.idx_pooled + b * D;
-    float acc = 0.f;
-    for (int64_t h = 0; h < sh.idx_heads; ++h) {
-      float dot = 0.f;
-      for (int64_t i = 0; i < D; ++i) dot += iqk[h * D + i] * kb[i];
-      acc += fmaxf(dot, 0.f);
+  const float* kb = c.idx_pooled + b * D;
+  float acc = 0.f;
+  for (int64_t h = 0; h < sh.idx_heads; ++h) {
+    float dot = 0.f;
+    for (int64_t i = 0; i < D; ++i) dot += iqk[h * D + i] * kb[i];
+    acc += fmaxf(dot, 0.f);
+  }
+  scores[b] = acc * inv;
+}
+
+// ---- Attention over the selected keys, split over key ranges (flash decoding) ----
+// qsa_attend_split_kernel: block (g, s, row) takes the kHg query heads of group g (all on one
+// KV head, so each key and value row is read once for them) over the s-th of kQsaSplits equal
+// ranges of positions 0..pos; its 4 warps take every 4th key, kKeys keys at a time (their
+// loads in flight together), with an online softmax per head; unselected keys (indexer
+// blocks not kept) are skipped without reading them, so the cost follows the selection.
+// The block's warps merge in shared memory and write {m, l, acc[hd]} per head;
+// qsa_attend_merge_kernel rescales the splits to the global max, normalizes and gates.
+// Lane l holds dims l, l + 32, ... (KD = ceil(hd / 32) of them).
+constexpr int kAttnWarps = 4, kKeys = 4;
+
+template <int KD, int HG>
+__global__ void __launch_bounds__(kAttnWarps * 32) qsa_attend_split_kernel(
+    const float* __restrict__ q, QsaCache c, QsaShape sh, const int32_t* __restrict__ pos_p,
+    const uint8_t* __restrict__ keep, float* __restrict__ part, int64_t rs) {
+  const int64_t row = blockIdx.z;
+  q += row * rs, keep += row * rs * 4, part += row * rs;
+  const int64_t p = pos_p[row], hd = sh.head_dim, R = sh.idx_ratio, nb = (p + 1) / R;
+  const bool all = nb <= sh.idx_budget / R;
+  const int64_t h0 = int64_t(blockIdx.x) * HG, kvh = h0 / (sh.heads / sh.kv_heads), KVD = sh.kv_heads * hd;
+  const int64_t n = p + 1, per = (n + kQsaSplits - 1) / kQsaSplits, j0 = int64_t(blockIdx.y) * per;
+  const int64_t j1 = j0 + per < n ? j0 + per : n;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float scale = rsqrtf(float(hd));
+  float qr[HG][KD], acc[HG][KD], m[HG], l[HG];
+#pragma unroll
+  for (int h = 0; h < HG; ++h) {
+    m[h] = -INFINITY, l[h] = 0.f;
+#pragma unroll
+    for (int k = 0; k < KD; ++k) {
+      const int64_t e = lane + 32 * k;
+      qr[h][k] = e < hd ? q[(h0 + h) * hd + e] : 0.f;
+      acc[h][k] = 0.f;
     }
-    scores[b] = acc * inv;
+  }
+  auto visible = [&](int64_t j) { return j < j1 && (all || j >= nb * R || keep[j / R]); };
+  for (int64_t jb = j0 + warp * kKeys; jb < j1; jb += kAttnWarps * kKeys) {
+    float kv[kKeys][KD], vv[kKeys][KD];
+    bool vis[kKeys];
+#pragma unroll
+    for (int t = 0; t < kKeys; ++t) {
+      vis[t] = visible(jb + t);
+      const float* kj = c.k + (jb + t) * KVD + kvh * hd;
+      const float* vj = c.v + (jb + t) * KVD + kvh * hd;
+#pragma unroll
+      for (int k = 0; k < KD; ++k) {
+        const int64_t e = lane + 32 * k;
+        const bool ok = vis[t] && e < hd;
+        kv[t][k] = ok ? __ldg(kj + e) : 0.f;
+        vv[t][k] = ok ? __ldg(vj + e) : 0.f;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < HG; ++h) {
+      float sc[kKeys];
+      float mx = m[h];
+#pragma unroll
+      for (int t = 0; t < kKeys; ++t) {
+        float d = 0.f;
+#pragma unroll
+        for (int k = 0; k < KD; ++k) d = fmaf(qr[h][k], kv[t][k], d);
+        d = warp_reduce(d, SumOp{});
+        sc[t] = vis[t] ? d * scale : -INFINITY;
+        mx = fmaxf(mx, sc[t]);
+      }
+      if (mx == -INFINITY) continue;  // nothing visible yet for this warp
+      const float corr = expf(m[h] - mx);  // m = -inf: 0
+      float pt[kKeys];
+      float lsum = l[h] * corr;
+#pragma unroll
+      for (int t = 0; t < kKeys; ++t) lsum += (pt[t] = expf(sc[t] - mx));
+      l[h] = lsum, m[h] = mx;
+#pragma unroll
+      for (int k = 0; k < KD; ++k) {
+        float a = acc[h][k] * corr;
+#pragma unroll
+        for (int t = 0; t < kKeys; ++t) a = fmaf(pt[t], vv[t][k], a);
+        acc[h][k] = a;
+      }
+    }
+  }
+  // merge the warps: {warps, HG, KD * 32 + 2}
+  __shared__ float wm[kAttnWarps][HG][2];
+  __shared__ float wacc[kAttnWarps][HG][KD * 32];
+#pragma unroll
+  for (int h = 0; h < HG; ++h) {
+    if (lane == 0) wm[warp][h][0] = m[h], wm[warp][h][1] = l[h];
+#pragma unroll
+    for (int k = 0; k < KD; ++k) wacc[warp][h][lane + 32 * k] = acc[h][k];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < HG * KD * 32; i += blockDim.x) {
+    const int h = i / (KD * 32), e = i % (KD * 32);
+    float M = -INFINITY;
+    for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, wm[w][h][0]);
+    float* out = part + ((int64_t(blockIdx.y) * sh.heads + h0 + h) * (hd + 2));
+    if (M == -INFINITY) {  // no visible key in this split
+      if (e == 0) out[0] = -INFINITY, out[1] = 0.f;
+      continue;
+    }
+    float L = 0.f, A = 0.f;
+    for (int w = 0; w < kAttnWarps; ++w) {
+      const float f = expf(wm[w][h][0] - M);  // an empty warp: exp(-inf) = 0
+      L = fmaf(wm[w][h][1], f, L);
+      A = fmaf(wacc[w][h][e], f, A);
+    }
+    if (e < hd) out[2 + e] = A;
+    if (e == 0) out[0] = M, out[1] = L;
+  }
+}
+
+// One block per (head, row): the splits rescaled to the global max, normalized, gated.
+__global__ void qsa_attend_merge_kernel(const float* __restrict__ gate, QsaShape sh, const float* __restrict__ part,
+                                        float* __restrict__ att, int64_t rs) {
+  const int64_t row = blockIdx.y, h = blockIdx.x, hd = sh.head_dim;
+  gate += row * rs, part += row * rs, att += row * rs;
+  float M = -INFINITY;
+  for (int s = 0; s < kQsaSplits; ++s) M = fmaxf(M, part[(int64_t(s) * sh.heads + h) * (hd + 2)]);
+  float L = 0.f;
+  for (int s = 0; s < kQsaSplits; ++s) {
+    const float* ps = part + (int64_t(s) * sh.heads + h) * (hd + 2);
+    if (ps[0] != -INFINITY) L = fmaf(ps[1], expf(ps[0] - M), L);
+  }
+  const float inv = 1.f / L;  // the query's own key is always visible: L > 0
+  for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
+    float o = 0.f;
+    for (int s = 0; s < kQsaSplits; ++s) {
+      const float* ps = part + (int64_t(s) * sh.heads + h) * (hd + 2);
+      if (ps[0] != -INFINITY) o = fmaf(ps[2 + e], expf(ps[0] - M), o);
+    }
+    const float g = gate[h * hd + e];
+    att[h * hd + e] = (o * inv) * (1.f / (1.f + expf(-g)));
   }
 }
 
 // One block per query head: scores over visible keys, softmax, weighted values, output gate.
+// The path for head_dim > 256 (no model has one; the split kernel keeps hd / 32 per lane).
 __global__ void qsa_attend_kernel(const float* __restrict__ q, const float* __restrict__ gate, QsaCache c,
                                   QsaShape sh, const int32_t* __restrict__ pos_p, const uint8_t* __restrict__ keep,
                                   float* __restrict__ scores, float* __restrict__ att, int64_t rs) {
@@ -300,7 +440,9 @@ void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const
 
 void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
                 uint8_t* keep, cudaStream_t s, const Rows& rows) {
-  qsa_select_kernel<<<unsigned(rows.count), 1024, 0, s>>>(iqk, c, sh, pos, scores, rows.stride);
+  const int64_t max_blocks = sh.max_ctx / sh.idx_ratio + 1;
+  const dim3 grid(unsigned((max_blocks + kSelectThreads - 1) / kSelectThreads), unsigned(rows.count));
+  qsa_select_kernel<<<grid, kSelectThreads, 0, s>>>(iqk, c, sh, pos, scores, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
   // The same set as the rank loop it replaced (float compare); NaN aside (topk_select.h).
   ds4::cuda::TopkSelectArgs ta;
@@ -310,24 +452,59 @@ void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const i
   ds4::cuda::topk_select_f32(ta, s);
 }
 
+namespace {
+
+template <int KD, int HG>
+void launch_split(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
+                  const uint8_t* keep, float* part, float* att, cudaStream_t s, const Rows& rows) {
+  const dim3 grid(unsigned(sh.heads / HG), unsigned(kQsaSplits), unsigned(rows.count));
+  qsa_attend_split_kernel<KD, HG><<<grid, kAttnWarps * 32, 0, s>>>(q, c, sh, pos, keep, part, rows.stride);
+  DS4_CUDA_CHECK_LAUNCH();
+  qsa_attend_merge_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 128, 0, s>>>(gate, sh, part, att,
+                                                                                        rows.stride);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+template <int KD>
+void launch_split_kd(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
+                     const uint8_t* keep, float* part, float* att, cudaStream_t s, const Rows& rows) {
+  const int64_t group = sh.heads / sh.kv_heads;  // query heads per KV head
+  if (group % 4 == 0) return launch_split<KD, 4>(q, gate, c, sh, pos, keep, part, att, s, rows);
+  if (group % 2 == 0) return launch_split<KD, 2>(q, gate, c, sh, pos, keep, part, att, s, rows);
+  launch_split<KD, 1>(q, gate, c, sh, pos, keep, part, att, s, rows);
+}
+
+}  // namespace
+
 void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
-                const uint8_t* keep, float* scores, float* att, cudaStream_t s, const Rows& rows) {
-  // Grouped query heads (the usual case: up to 16 per KV head, queries in 48 KB of shared
-  // memory) read each key and value once for the group; otherwise one block per head.
+                const uint8_t* keep, float* scores, float* att, cudaStream_t s, const Rows& rows, bool many_rows) {
+  // A tensor-core prefill chunk (hundreds of rows; not bit-identical to decode steps anyway):
+  // the group kernel, one block per (KV head, row) reading each key and value once for its
+  // query group (up to 16 query heads per KV head, queries in 48 KB of shared memory).
   const int64_t G = sh.heads / sh.kv_heads;
-  const dim3 grid(unsigned(sh.kv_heads), unsigned(rows.count));
-  if (G <= 4 && group_smem(sh, 4) <= 48 * 1024) {
-    qsa_attend_group_kernel<4><<<grid, kAttendThreads, group_smem(sh, 4), s>>>(q, gate, c, sh, pos, keep, scores, att,
-                                                                               rows.stride);
-    DS4_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  if (G <= 16 && group_smem(sh, 16) <= 48 * 1024) {
-    qsa_attend_group_kernel<16><<<grid, kAttendThreads, group_smem(sh, 16), s>>>(q, gate, c, sh, pos, keep, scores,
+  if (many_rows) {
+    const dim3 grid(unsigned(sh.kv_heads), unsigned(rows.count));
+    if (G <= 4 && group_smem(sh, 4) <= 48 * 1024) {
+      qsa_attend_group_kernel<4><<<grid, kAttendThreads, group_smem(sh, 4), s>>>(q, gate, c, sh, pos, keep, scores,
                                                                                  att, rows.stride);
-    DS4_CUDA_CHECK_LAUNCH();
-    return;
+      DS4_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    if (G <= 16 && group_smem(sh, 16) <= 48 * 1024) {
+      qsa_attend_group_kernel<16><<<grid, kAttendThreads, group_smem(sh, 16), s>>>(q, gate, c, sh, pos, keep, scores,
+                                                                                   att, rows.stride);
+      DS4_CUDA_CHECK_LAUNCH();
+      return;
+    }
   }
+  // Decode steps and exact chunks: the split path for every head_dim up to 256 (parallel over
+  // the context, so a single row fills the GPU; the choice depends on the shape only, so an
+  // exact chunk's rows and the decode step take the same one and stay equal bit for bit).
+  const int64_t kd = (sh.head_dim + 31) / 32;
+  if (kd <= 1) return launch_split_kd<1>(q, gate, c, sh, pos, keep, scores, att, s, rows);
+  if (kd <= 2) return launch_split_kd<2>(q, gate, c, sh, pos, keep, scores, att, s, rows);
+  if (kd <= 4) return launch_split_kd<4>(q, gate, c, sh, pos, keep, scores, att, s, rows);
+  if (kd <= 8) return launch_split_kd<8>(q, gate, c, sh, pos, keep, scores, att, s, rows);
   qsa_attend_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 256, size_t(sh.head_dim) * sizeof(float), s>>>(
       q, gate, c, sh, pos, keep, scores, att, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();

@@ -11,6 +11,7 @@
 #include "backend/cuda/layout.h"
 #include "backend/cuda/moe_group.h"
 #include "models/qwen_next/config.h"
+#include "models/qwen_next/cuda/kernels.h"
 
 namespace ds4::qwen_next::cuda {
 
@@ -156,7 +157,7 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   s.k = after(s.qg, c.heads * 2 * hd), s.v = after(s.k, kvd), s.iqk = after(s.v, kvd);
   s.q = take(c.heads * hd), s.gate = take(c.heads * hd);
   const int64_t blocks = max_ctx / std::max<int64_t>(c.idx_ratio, 1) + 1;
-  s.keep = take(blocks / 4 + 1), s.block_scores = take(blocks), s.att_scores = take(c.heads * max_ctx);
+  s.keep = take(blocks / 4 + 1), s.block_scores = take(blocks), s.att_scores = take(qsa_attend_scratch(c.heads, hd, max_ctx));
   s.att = take(c.heads * hd);
   const int64_t S = c.shared_inter;
   s.sh_g = take(2 * S + c.experts + 1), s.sh_u = after(s.sh_g, S), s.router = after(s.sh_u, S);
