@@ -39,6 +39,9 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
   lo.max_context = std::max(ctx.back() + n_decode * int64_t(ctx.size()), verify_ctx + 256) + 64;
   qwen_next::CudaModelOptions co;
   co.synthetic_seed = so.seed;
+  // Contexts are filled as the server fills them (tensor-core prefill chunks, so a 32K
+  // frontier takes seconds); decode steps and verify windows never take that path.
+  co.gemm_rows = qwen_next::cuda_options_from_env().gemm_rows;
   const auto free0 = cuda::device_memory_info();
   auto t0 = Clock::now();
   qwen_next::QwenNextCudaModel g(qwen_next::synthetic_full_source(so), lo, co);

@@ -271,8 +271,10 @@ const ModelInfo& QwenNextCudaModel::info() const { return impl_->info; }
 const CudaModelOptions& QwenNextCudaModel::options() const { return impl_->opt; }
 void QwenNextCudaModel::set_profiling(bool on) {
   Impl& m = *impl_;
-  if (on && !m.prof.on) m.graphs_before_profiling = m.opt.graphs;
-  m.prof.reset();
+  if (on && !m.prof.on) {  // a fresh table; turning it off keeps the table for op_times()
+    m.graphs_before_profiling = m.opt.graphs;
+    m.prof.reset();
+  }
   m.prof.on = on;
   m.opt.graphs = on ? false : m.graphs_before_profiling;  // events inside a captured graph are not timed
 }

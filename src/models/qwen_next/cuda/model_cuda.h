@@ -92,7 +92,8 @@ class QwenNextCudaModel : public Model, public DraftHead {
   const CudaModelOptions& options() const;
   // Benches: GPU ms per named op (backend/cuda/op_timer.h) of decode steps (issue #23's per-op
   // table) and of prefill chunks (issue #22's phases), summed since the last reset. On: direct
-  // launches (no graph replay) with an event after each op; off: graphs again as loaded.
+  // launches (no graph replay) with an event after each op, the table reset when it turns
+  // on; off: graphs again as loaded, the table kept for op_times().
   void set_profiling(bool on);
   const std::map<std::string, double>& op_times() const;
   void reset_op_times();
