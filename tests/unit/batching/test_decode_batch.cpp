@@ -131,7 +131,7 @@ INSTANTIATE_TEST_SUITE_P(
     Families, DecodeBatch,
     ::testing::Values(Case{"glm5", kData + "/glm5/model", "", true},
                       Case{"glm5_mtp", kData + "/glm5/model", kData + "/glm5/mtp/mtp.safetensors", true},
-                      Case{"qwen_next", kData + "/qwen_next/model", "", false},
+                      Case{"qwen_next", kData + "/qwen_next/model", "", true},
                       Case{"deepseek_v4", kData + "/deepseek_v4/model", "", false}),
     [](const auto& info) { return info.param.tag; });
 
