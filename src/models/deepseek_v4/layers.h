@@ -1,6 +1,7 @@
 #pragma once
 // The sublayers the DeepSeek V4 forward composes (internal to the family folder).
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/cpu/hyper_connections.h"
@@ -64,5 +65,18 @@ void moe_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, const int
 // in/out at positions p0.. `layer` indexes ctx.c's per-layer schedule (model.cpp).
 void decoder_layer(const Ctx& ctx, const cpu::HcShape& hc, const LayerWeights& w, int64_t layer, LayerState& s,
                    const int32_t* tokens, int64_t T, int64_t p0, std::vector<float>& x);
+
+// The same layer over several sequences' rows (batched decode): sequence i owns the next
+// seqs[i].T rows of x and tokens, at its positions p0... The HC mixes, norms and the MoE
+// (routed experts + shared expert, most of the weights) run once over all rows; the attention
+// sublayer runs per sequence on its own state (its projections are read once per sequence:
+// docs/batching.md). Every row's result is the one decoder_layer gives it alone.
+struct SeqRows {
+  LayerState* s;
+  int64_t p0;
+  int64_t T;
+};
+void decoder_layer_seqs(const Ctx& ctx, const cpu::HcShape& hc, const LayerWeights& w, int64_t layer,
+                        std::span<const SeqRows> seqs, const int32_t* tokens, std::vector<float>& x);
 
 }  // namespace ds4::deepseek_v4

@@ -1,8 +1,8 @@
 // Model::decode_batch: every sequence's logits in a batch are bit for bit its logits alone
 // (forward of one token on its own state), for every family, with sequences of different
-// lengths joining and leaving the batch between steps. GLM 5.x reads each weight once for
-// the batch (ModelInfo::batched_decode); Qwen Next and DeepSeek V4 use the labelled loop
-// fallback (the same interface, checked the same way).
+// lengths joining and leaving the batch between steps, draft heads on (their per-sequence
+// history must follow the batched rows). All three CPU families implement it natively
+// (ModelInfo::batched_decode); DeepSeek V4 keeps its attention sublayer per sequence.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -20,13 +20,14 @@ const std::string kData = DS4_TEST_DATA;
 struct Case {
   std::string tag, dir, head;  // head: draft head file merged into a temp folder (empty: none)
   bool native;                 // expected ModelInfo::batched_decode
+  std::string extra = "";      // config merged into the temp folder (DSpark's settings)
 };
 
 std::unique_ptr<Model> load(const Case& c) {
   LoadOptions o;
   o.threads = 2;
   if (c.head.empty()) return load_model(c.dir, o);
-  const std::string dir = draft_test::trunk_with_head_dir("ds4-batch-" + c.tag, c.dir, c.head);
+  const std::string dir = draft_test::trunk_with_head_dir("ds4-batch-" + c.tag, c.dir, c.head, c.extra);
   auto m = load_model(dir, o);
   std::filesystem::remove_all(dir);
   return m;
@@ -132,7 +133,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"glm5", kData + "/glm5/model", "", true},
                       Case{"glm5_mtp", kData + "/glm5/model", kData + "/glm5/mtp/mtp.safetensors", true},
                       Case{"qwen_next", kData + "/qwen_next/model", "", true},
-                      Case{"deepseek_v4", kData + "/deepseek_v4/model", "", false}),
+                      Case{"deepseek_v4", kData + "/deepseek_v4/model", "", true},
+                      Case{"deepseek_v4_mtp", kData + "/deepseek_v4/model", kData + "/deepseek_v4/mtp/mtp.safetensors",
+                           true},
+                      Case{"deepseek_v4_dspark", kData + "/deepseek_v4/model",
+                           kData + "/deepseek_v4/dspark/dspark.safetensors", true,
+                           kData + "/deepseek_v4/dspark/dspark_config.json"}),
     [](const auto& info) { return info.param.tag; });
 
 TEST(DecodeBatchGlm, RefusesTheSameStateTwice) {
