@@ -3,9 +3,11 @@
 (1/4/16 by default), each sending `--requests` turns back to back, against ds4server with
 batching off (the round-robin engine of before: a whole prefill chunk per session per
 iteration, decode forwards one after another) and on (token budget + Model::decode_batch),
-in the same run, alternating modes per concurrency level so drift hits both alike.
+in the same run: both servers up at once, rounds alternating off / on so load from other
+processes hits both modes alike.
 
-Per cell: aggregate output tok/s (all completion tokens / wall time of the cell), per-stream
+Per cell (`--repeats` rounds): aggregate output tok/s (completion tokens / wall time of a
+round; the median round), per-stream
 TPOT (decode seconds per token after the first, measured at the client from the SSE chunk
 times and usage.completion_tokens) p50/p99 over turns, TTFT p50/p99, and the server's
 /metrics batching counters. Greedy, speculation off (speculative cycles run per session; see
@@ -85,7 +87,30 @@ def metrics(port):
     return out
 
 
-def cell(port, streams, requests, max_tokens, seq):
+def summarize(rounds, streams):
+    """Rounds of one cell: agg tok/s of the median round, TPOT / TTFT percentiles over all turns."""
+    repeats = len(rounds)
+    res = [r for rr in rounds for r in rr["results"]]
+    tpots = [r[1] for r in res if r[1] is not None]
+    ttfts = [r[0] for r in res]
+    rates = sorted(rr["toks"] / rr["wall"] for rr in rounds)
+    d = {}
+    for rr in rounds:
+        for k, v in rr["delta"].items():
+            d[k] = d.get(k, 0) + v
+    iters = d.get("ds4_decode_batch_size_count", 0)
+    return {
+        "streams": streams, "repeats": repeats, "turns": len(res), "completion_tokens": sum(r[2] for r in res),
+        "agg_tok_s": round(statistics.median(rates), 2), "agg_tok_s_rounds": [round(x, 1) for x in rates],
+        "tpot_p50_ms": round(1e3 * pct(tpots, 50), 2), "tpot_p99_ms": round(1e3 * pct(tpots, 99), 2),
+        "ttft_p50_ms": round(1e3 * pct(ttfts, 50), 1), "ttft_p99_ms": round(1e3 * pct(ttfts, 99), 1),
+        "mean_decode_steps_per_iteration": round(d.get("ds4_decode_batch_size_sum", 0) / iters, 2) if iters else 0,
+        "batched_calls": int(d.get("ds4_batched_decode_calls_total", 0)),
+        "batched_rows": int(d.get("ds4_batched_decode_rows_total", 0)),
+    }
+
+
+def one_round(port, streams, requests, max_tokens, seq):
     results, errors = [], []
     before = metrics(port)
 
@@ -93,7 +118,8 @@ def cell(port, streams, requests, max_tokens, seq):
         try:
             for r in range(requests):
                 topic = TOPICS[(i + r) % len(TOPICS)]
-                # Unique per turn (no prefix-cache reuse between turns or modes).
+                # Unique per turn within a server (no prefix-cache reuse); the same in both modes
+                # (separate servers), so both do the same work.
                 prompt = f"[{seq}.{i}.{r}] Write a long story about {topic}. Use many details."
                 results.append(one_turn(port, prompt, max_tokens))
         except Exception as e:  # reported below; the cell is then invalid
@@ -109,20 +135,8 @@ def cell(port, streams, requests, max_tokens, seq):
     if errors:
         raise RuntimeError(errors[0])
     after = metrics(port)
-    tpots = [r[1] for r in results if r[1] is not None]
-    ttfts = [r[0] for r in results]
-    toks = sum(r[2] for r in results)
-    d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-    iters = d.get("ds4_decode_batch_size_count", 0)
-    return {
-        "streams": streams, "turns": len(results), "completion_tokens": toks, "wall_s": round(wall, 3),
-        "agg_tok_s": round(toks / wall, 2),
-        "tpot_p50_ms": round(1e3 * pct(tpots, 50), 2), "tpot_p99_ms": round(1e3 * pct(tpots, 99), 2),
-        "ttft_p50_ms": round(1e3 * pct(ttfts, 50), 1), "ttft_p99_ms": round(1e3 * pct(ttfts, 99), 1),
-        "mean_decode_steps_per_iteration": round(d.get("ds4_decode_batch_size_sum", 0) / iters, 2) if iters else 0,
-        "batched_calls": int(d.get("ds4_batched_decode_calls_total", 0)),
-        "batched_rows": int(d.get("ds4_batched_decode_rows_total", 0)),
-    }
+    return {"results": results, "wall": wall, "toks": sum(r[2] for r in results),
+            "delta": {k: after.get(k, 0) - before.get(k, 0) for k in after}}
 
 
 def main():
@@ -131,8 +145,9 @@ def main():
     ap.add_argument("--tag", required=True, help="name of the model in the output")
     ap.add_argument("--bin", default=str(ROOT / "build" / "release" / "bin" / "ds4server"))
     ap.add_argument("--streams", default="1,4,16")
-    ap.add_argument("--requests", type=int, default=2, help="turns per stream, back to back")
+    ap.add_argument("--requests", type=int, default=4, help="turns per stream, back to back")
     ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--repeats", type=int, default=3, help="rounds per cell, modes alternating")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -149,8 +164,13 @@ def main():
         for m in servers.values():  # warm both (page in the weights, first-call allocations)
             one_turn(m.port, "[warm] Hello", 8)
         for seq, n in enumerate(int(s) for s in a.streams.split(",")):
+            # Rounds alternate off / on so load from other processes hits both modes alike.
+            per = {"off": [], "on": []}
+            for k in range(a.repeats):
+                for mode in ("off", "on") if k % 2 == 0 else ("on", "off"):
+                    per[mode].append(one_round(servers[mode].port, n, a.requests, a.max_tokens, f"{seq}.{k}"))
             for mode in ("off", "on"):
-                r = cell(servers[mode].port, n, a.requests, a.max_tokens, f"{mode}{seq}")
+                r = summarize(per[mode], n)
                 r.update(model=a.tag, batching=mode)
                 rows.append(r)
                 print(json.dumps(r), flush=True)
@@ -160,7 +180,8 @@ def main():
     with open(out / f"{a.tag}.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    lines = [f"### {a.tag} ({a.model}), {a.requests} turns per stream, max_tokens {a.max_tokens}, threads {a.threads}",
+    lines = [f"### {a.tag} ({a.model}), {a.requests} turns per stream, max_tokens {a.max_tokens}, threads {a.threads}, "
+             f"{a.repeats} rounds per cell (agg tok/s: median round; percentiles over all turns)",
              "", "| streams | batching | agg tok/s | TPOT p50 ms | TPOT p99 ms | TTFT p50 ms | TTFT p99 ms | "
              "decode steps / iteration | batched calls | tokens |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -2,8 +2,6 @@
 // Model::decode_batch call (each weight read once for all sequences), then every session's
 // draw from its own row exactly as a single step draws it (decode_one / forward_and_sample
 // with the host candidates of Model::forward_candidates' default).
-#include <chrono>
-
 #include "engine/engine.h"
 #include "engine/engine_job.h"
 
@@ -17,7 +15,6 @@ void Engine::decode_together(std::vector<Job*>& jobs) {
     tokens.push_back(j->to_feed);
   }
   std::vector<float> rows;
-  const auto t0 = std::chrono::steady_clock::now();
   try {
     model_->decode_batch(states, tokens, rows);
   } catch (const std::exception& e) {
@@ -28,9 +25,8 @@ void Engine::decode_together(std::vector<Job*>& jobs) {
     }
     return;
   }
-  // The latency one stream sees per token, for the speculation cost model (spec_cost.h).
-  if (spec_depth_ > 0)
-    spec_cost_.observe_decode(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  // Not observed by the speculation cost model (spec_cost.h): it weighs one stream's AR step
+  // against one stream's cycle, and a batched step's time is neither.
   {
     std::lock_guard lk(metrics_mu_);
     m_.batched_calls++;

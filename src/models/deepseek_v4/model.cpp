@@ -190,6 +190,17 @@ void decoder_layer_seqs(const Ctx& ctx, const cpu::HcShape& hc, const LayerWeigh
 
 namespace {
 
+// DSpark tap k (DSparkTargetRoute): the HC mean of a tap layer's output, x {rows, n, H} ->
+// taps[row][k] of {rows, K, H}.
+void tap_mean(const float* x, int64_t rows, int64_t n, int64_t H, int64_t k, int64_t K, float* taps) {
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t i = 0; i < H; ++i) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < n; ++j) sum += x[(t * n + j) * H + i];
+      taps[(t * K + k) * H + i] = sum / float(n);
+    }
+}
+
 void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) {
   auto* s = dynamic_cast<State*>(&base);
   if (!s) throw Error("deepseek_v4: state belongs to another model family");
@@ -216,15 +227,8 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
   for (int64_t l = 0; l < c_.layers; ++l) {
     decoder_layer(ctx, hc_, w_.layers[size_t(l)], l, s->layers[size_t(l)], tokens.data(), T, s->pos, x);
     if (observer) observer(l, x.data(), T);
-    for (int64_t k = 0; taps_on && k < K; ++k) {
-      if (c_.dspark_taps[size_t(k)] != l) continue;
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t i = 0; i < H; ++i) {
-          float sum = 0.0f;
-          for (int64_t j = 0; j < n; ++j) sum += x[size_t((t * n + j) * H + i)];
-          taps[size_t((t * K + k) * H + i)] = sum / float(n);
-        }
-    }
+    for (int64_t k = 0; taps_on && k < K; ++k)
+      if (c_.dspark_taps[size_t(k)] == l) tap_mean(x.data(), T, n, H, k, K, taps.data());
   }
   mtp_record(ctx, hc_, w_, *s, tokens, s->pos, x.data());  // no-op unless the head is on
   if (taps_on) dspark_record(ctx, w_, *s, taps.data(), T, s->pos);
@@ -274,15 +278,8 @@ void DsModel::decode_batch(std::span<ModelState* const> states, std::span<const 
   for (int64_t l = 0; l < c_.layers; ++l) {
     for (int64_t b = 0; b < B; ++b) seqs[size_t(b)] = {&st[size_t(b)]->layers[size_t(l)], st[size_t(b)]->pos, 1};
     decoder_layer_seqs(ctx, hc_, w_.layers[size_t(l)], l, seqs, tokens.data(), x);
-    for (int64_t k = 0; w_.dspark && k < K; ++k) {
-      if (c_.dspark_taps[size_t(k)] != l) continue;
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t i = 0; i < H; ++i) {
-          float sum = 0.0f;
-          for (int64_t j = 0; j < n; ++j) sum += x[size_t((b * n + j) * H + i)];
-          taps[size_t((b * K + k) * H + i)] = sum / float(n);
-        }
-    }
+    for (int64_t k = 0; w_.dspark && k < K; ++k)
+      if (c_.dspark_taps[size_t(k)] == l) tap_mean(x.data(), B, n, H, k, K, taps.data());
   }
   for (int64_t b = 0; b < B; ++b) {
     State& s = *st[size_t(b)];
