@@ -30,15 +30,17 @@ void mla_forward_seqs(const MlaWeights& w, const Config& c, const float* x, std:
   matmul(w.kv_a, x, n, kv.data(), pool);              // {n, kv_lora}
   for (int64_t t = 0; t < n; ++t)
     cpu::rmsnorm_f32(kv.data() + t * kvr, w.kv_a_norm.data(), 0.0f, kvr, c.rms_norm_eps, kv.data() + t * kvr);
+  std::vector<IndexerSeq> idx;
   for (int64_t r0 = 0; const MlaSeq& s : seqs) {
     MlaState& st = *s.st;
     DS4_CHECK(int64_t(st.latent.size()) == s.pos0 * kvr, "glm5 mla: latent cache out of step with the position");
     st.latent.insert(st.latent.end(), kv.begin() + r0 * kvr, kv.begin() + (r0 + s.n) * kvr);
-    if (w.has_indexer)
-      indexer_select(w.indexer, c, x + r0 * c.hidden_size, q_resid.data() + r0 * qr, s.n, s.pos0, st, *s.sel, pool);
-    DS4_CHECK(int64_t(s.sel->count.size()) == s.n, "glm5 mla: shared DSA layer without a selection of this batch");
+    idx.push_back({s.st, s.sel, s.pos0, s.n});
     r0 += s.n;
   }
+  if (w.has_indexer) indexer_select_seqs(w.indexer, c, x, q_resid.data(), idx, pool);
+  for (const MlaSeq& s : seqs)
+    DS4_CHECK(int64_t(s.sel->count.size()) == s.n, "glm5 mla: shared DSA layer without a selection of this batch");
 
   // Absorb W_uk into the query: q_lat[t][h] = W_uk[h]^T q[t][h]  {n, heads, kv_lora}.
   std::vector<float> q_lat(size_t(n * nh * kvr), 0.0f), o_lat(size_t(n * nh * kvr));

@@ -24,8 +24,9 @@ void mla_forward(const MlaWeights& w, const Config& c, const float* x, int64_t n
 
 // Several sequences in one pass (batched decode): sequence i owns the next seqs[i].n rows
 // of x and out, at its own positions pos0.., with its own cache and selection. The q / kv /
-// output projections run once over all rows; the indexer, the latent append and the
-// attention run per sequence. Every row's result is the one mla_forward gives it alone.
+// indexer / output projections run once over all rows; the latent append, the indexer's key
+// choice and the attention per sequence. Every row's result is the one mla_forward gives it
+// alone.
 struct MlaSeq {
   MlaState* st;
   Selection* sel;
