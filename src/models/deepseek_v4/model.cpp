@@ -67,7 +67,7 @@ class DsModel : public Model, public DraftHead {
     info_.max_context = opt.max_context > 0 ? std::min(opt.max_context, c_.max_positions) : c_.max_positions;
     info_.eos_token_ids = c_.eos;
     info_.default_prefill_chunk = 4096;  // SPEC §4
-    info_.batched_decode = true;  // decode_batch: all but the attention sublayer shared
+    info_.batched_decode = true;  // decode_batch below
     hc_.n_hc = c_.hc;
     hc_.hidden = c_.hidden;
     hc_.sinkhorn_iters = c_.sinkhorn_iters;
@@ -176,10 +176,7 @@ void decoder_layer_seqs(const Ctx& ctx, const cpu::HcShape& hc, const LayerWeigh
   cpu::hc_pre_f32(w.attn_hc.view(), hc, x.data(), T, col.data(), post.data(), comb.data(), ctx.pool);
   for (int64_t t = 0; t < T; ++t)
     cpu::rmsnorm_f32(col.data() + t * H, w.attn_norm.data(), 0.0f, H, c.rms_eps, col.data() + t * H);
-  for (int64_t r0 = 0; const SeqRows& q : seqs) {
-    attention_forward(ctx, w, l, *q.s, col.data() + r0 * H, q.T, q.p0, y.data() + r0 * H);
-    r0 += q.T;
-  }
+  attention_forward_seqs(ctx, w, l, seqs, col.data(), y.data());
   cpu::hc_post_f32(hc, y.data(), x.data(), post.data(), comb.data(), T, next.data());
   cpu::hc_pre_f32(w.ffn_hc.view(), hc, next.data(), T, col.data(), post.data(), comb.data(), ctx.pool);
   for (int64_t t = 0; t < T; ++t)
@@ -242,9 +239,9 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
   matmul(w_.lm_head, h.data(), rows, logits.data(), &pool_);
 }
 
-// forward(kLast) of one token for each of N sequences: embedding, HC mixes, MoE, HC head
-// and lm_head once over all N rows (decoder_layer_seqs); attention, the draft heads'
-// records and DSpark taps per sequence. Row for row the operations of forward() with T = 1.
+// forward(kLast) of one token for each of N sequences: embedding, HC mixes, MoE, attention
+// projections, HC head and lm_head once over all N rows (decoder_layer_seqs); attention keys,
+// compressor lanes, the draft heads' records and DSpark taps per sequence. Row for row the operations of forward() with T = 1.
 void DsModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                            std::vector<float>& logits) {
   if (observer) return Model::decode_batch(states, tokens, logits);  // the observer sees one sequence per call

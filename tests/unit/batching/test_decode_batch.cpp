@@ -2,7 +2,7 @@
 // (forward of one token on its own state), for every family, with sequences of different
 // lengths joining and leaving the batch between steps, draft heads on (their per-sequence
 // history must follow the batched rows). All three CPU families implement it natively
-// (ModelInfo::batched_decode); DeepSeek V4 keeps its attention sublayer per sequence.
+// (ModelInfo::batched_decode).
 #include <gtest/gtest.h>
 
 #include <cstring>
