@@ -47,6 +47,10 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
   if (o.sample_candidates_k < 1 || o.sample_candidates_k > 1024)
     throw InputError("sample_candidates_k " + std::to_string(o.sample_candidates_k) + " must be in [1, 1024]");
   sample_candidates_k_ = o.sample_candidates_k;
+  batching_ = o.batching;
+  if (o.step_tokens < 0) throw InputError("step_tokens must be >= 0 (0 = auto), got " + std::to_string(o.step_tokens));
+  scheduler_.emplace(batching_ ? (o.step_tokens > 0 ? o.step_tokens : prefill_chunk_) : 0, prefill_chunk_);
+  m_.step_tokens = scheduler_->step_tokens();
   if (!o.checkpoint_dir.empty())
     checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes,
                                                         /*draft_state=*/spec_depth_ > 0);
@@ -181,25 +185,60 @@ bool Engine::admit() {
 }
 
 void Engine::run() {
-  while (admit()) {
-    // One round: every live job gets one step; decode forwards are gathered into a batch.
-    std::vector<Job*> decode;
-    for (auto& j : live_) {
-      try {
-        step(*j);
-        if (j->phase == Job::Phase::kDecode && j->to_feed >= 0) decode.push_back(j.get());
-      } catch (const std::exception& e) {
-        j->handle->push(error_event(e.what()));
-        j->phase = Job::Phase::kDone;
-        std::lock_guard lk(metrics_mu_);
-        m_.requests_failed++;
-      }
-    }
-    decode_batch(decode);
-    check_canary();
-    std::erase_if(live_, [](const auto& j) { return j->phase == Job::Phase::kDone; });
+  while (admit()) iterate();
+}
+
+// One iteration: cancels, starts and decode draws first (every decoding session steps), then
+// the prefill slices the budget allows (sessions started just now included), then the
+// decode forwards of the iteration together. Finished sessions leave at its end; admit()
+// lets queued ones join before the next.
+void Engine::iterate() {
+  auto fail = [&](Job& j, const std::exception& e) {
+    j.handle->push(error_event(e.what()));
+    j.phase = Job::Phase::kDone;
     std::lock_guard lk(metrics_mu_);
-    m_.live = int64_t(live_.size());
+    m_.requests_failed++;
+  };
+  std::vector<Job*> decode, prefill;
+  int64_t decode_tokens = 0;
+  for (auto& j : live_) {
+    try {
+      step(*j);
+      if (j->phase == Job::Phase::kDecode && j->to_feed >= 0) {
+        decode.push_back(j.get());
+        decode_tokens += 1 + j->spec_depth;  // a speculative cycle feeds its drafts too
+      }
+      if (j->phase == Job::Phase::kPrefill) prefill.push_back(j.get());
+    } catch (const std::exception& e) {
+      fail(*j, e);
+    }
+  }
+  std::vector<int64_t> pending;
+  for (Job* j : prefill) pending.push_back(int64_t(j->pending.size() - j->pending_at));
+  const std::vector<int64_t> grant = scheduler_->grant(decode_tokens, pending);
+  int64_t fed = 0;
+  for (size_t i = 0; i < prefill.size(); ++i) {
+    if (grant[i] <= 0) continue;
+    fed++;
+    try {
+      prefill_step(*prefill[i], grant[i]);
+    } catch (const std::exception& e) {
+      fail(*prefill[i], e);
+    }
+  }
+  decode_batch(decode);
+  check_canary();
+  std::erase_if(live_, [](const auto& j) { return j->phase == Job::Phase::kDone; });
+  std::lock_guard lk(metrics_mu_);
+  m_.live = int64_t(live_.size());
+  m_.running = int64_t(decode.size());
+  m_.prefilling = fed;
+  if (!decode.empty()) {
+    size_t b = 0;
+    while (b < std::size(EngineMetrics::kBatchBounds) && int64_t(decode.size()) > EngineMetrics::kBatchBounds[b]) ++b;
+    m_.decode_steps_by_size[b]++;
+    m_.decode_iterations++;
+    m_.decode_sequences += decode.size();
   }
 }
 
@@ -208,7 +247,7 @@ void Engine::step(Job& job) {
   if (canary_ && !job.canary_mark) job.canary_mark = canary_->mark();
   switch (job.phase) {
     case Job::Phase::kNew: start(job); break;
-    case Job::Phase::kPrefill: prefill_step(job); break;
+    case Job::Phase::kPrefill: break;  // fed by iterate() under the token budget
     case Job::Phase::kDecode: {
       if (job.constraint) return constrained_step(job);
       // A speculative cycle already chose the next token (bonus / correction, drawn from
@@ -316,8 +355,8 @@ void Engine::start(Job& job) {
   }
 }
 
-void Engine::prefill_step(Job& job) {
-  size_t n = std::min<size_t>(size_t(prefill_chunk_), job.pending.size() - job.pending_at);
+void Engine::prefill_step(Job& job, int64_t max_tokens) {
+  size_t n = std::min<size_t>(size_t(std::min(prefill_chunk_, max_tokens)), job.pending.size() - job.pending_at);
   // End a chunk at the turn boundary (and ask for its logits: a complete state, publishable
   // in memory and on disk like a turn end).
   const size_t at0 = job.history.size();

@@ -1,9 +1,13 @@
 #pragma once
 // The runtime: one thread owns the model and every live session's state; requests arrive
-// through a queue. Each loop iteration gives every live session one step (a prefill chunk
-// or one decode token) in round-robin order, so a long prefill never starves other chats.
-// Decode steps of one iteration are collected into one batch (decode_batch), the place a
-// batched GPU forward plugs in; on CPU it runs them one after another.
+// through a queue. Continuous batching: requests join and leave the live set at every
+// iteration; each iteration steps every decoding session once (one token, or one
+// speculative cycle) and feeds prefill slices of new or long prompts under a per-iteration
+// token budget (step_scheduler.h), so a long prompt never stalls the others. The plain decode
+// steps of an iteration run as one Model::decode_batch call where the model reads each
+// weight once for all of them (ModelInfo::batched_decode); speculative cycles run per
+// session. EngineOptions::batching = false gives the engine of before (a whole chunk per
+// prefilling session per iteration, decode forwards one after another) for comparison.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -20,6 +24,7 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/spec_cost.h"
+#include "engine/step_scheduler.h"
 #include "models/model.h"
 #include "persist/checkpoint_stats.h"
 
@@ -66,6 +71,11 @@ struct EngineOptions {
   // where the sampler settings allow it (Sampler::candidates_k); false = always the full row.
   bool sample_candidates = true;
   int sample_candidates_k = 256;  // candidates for ds4's min-p without top-k (else top_k)
+  // Continuous batching (see above); false = round-robin without budget or batched decode.
+  bool batching = true;
+  // Tokens one iteration feeds (decode steps + prefill slices); 0 = auto (one prefill chunk).
+  // Prefill always gets at least a quarter of it (step_scheduler.h).
+  int64_t step_tokens = 0;
 };
 
 struct EngineMetrics {
@@ -81,6 +91,15 @@ struct EngineMetrics {
   // Decode-step draws: from the model's candidates, and from the full row after asking for
   // candidates that could not decide the draw (see EngineOptions::sample_candidates).
   uint64_t sampled_from_candidates = 0, sampled_full_fallback = 0;
+  // Continuous batching. running / prefilling: sessions that decoded / were fed a prefill
+  // slice in the last iteration. decode_steps_by_size[i]: iterations whose decode steps
+  // numbered <= kBatchBounds[i] (the last bucket: more); batched_calls / batched_rows: the
+  // Model::decode_batch calls and the sequences they carried (each weight read once per call).
+  static constexpr int64_t kBatchBounds[] = {1, 2, 4, 8, 16, 32, 64};
+  int64_t running = 0, prefilling = 0, step_tokens = 0;
+  uint64_t decode_steps_by_size[8] = {};
+  uint64_t decode_iterations = 0, decode_sequences = 0;  // histogram count and sum
+  uint64_t batched_calls = 0, batched_rows = 0;
 };
 
 class Engine {
@@ -123,13 +142,18 @@ class Engine {
 
  private:
   void run();
+  void iterate();  // one scheduler iteration over the live set
   bool admit();
   void step(Job& job);
   void start(Job& job);
-  void prefill_step(Job& job);
+  void prefill_step(Job& job, int64_t max_tokens);  // feeds up to max_tokens (and a chunk)
   void publish_turn_start(Job& job);  // the state before the generation prompt (turn_boundary.h)
   void decode_batch(std::vector<Job*>& jobs);
+  void decode_one(Job& j);                  // one plain decode forward (engine_decode.cpp)
+  void decode_together(std::vector<Job*>& jobs);  // one Model::decode_batch for all (engine_batch.cpp)
+  CandidateRequest candidate_request(const Job& j) const;
   void forward_and_sample(Job& j, int32_t t, const CandidateRequest& req);  // engine_decode.cpp
+  void count_draw(Job& j, bool fallback);
   // fed: the token is already in the state (an accepted speculative draft).
   void emit_token(Job& job, int32_t token, bool fed = false);
   bool spec_decode(Job& job);  // engine_spec.cpp; false: this turn does not speculate
@@ -155,6 +179,8 @@ class Engine {
   bool snapshot_prompt_;
   bool sample_candidates_ = true;
   int sample_candidates_k_ = 256;
+  bool batching_ = true;
+  std::optional<StepScheduler> scheduler_;  // set in the constructor (needs the chunk)
   PrefixCache cache_;
   std::unique_ptr<SessionCheckpoints> checkpoints_;  // null = checkpoints off
   std::shared_ptr<CanaryMonitor> canary_;             // null = no GPU canary

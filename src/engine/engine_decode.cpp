@@ -208,38 +208,58 @@ void Engine::forward_and_sample(Job& j, int32_t t, const CandidateRequest& req) 
   const bool fallback = !tok.has_value();
   if (fallback) tok = j.sampler->sample(j.logits);
   j.sampled_next = *tok;
+  count_draw(j, fallback);
+}
+
+void Engine::count_draw(Job& j, bool fallback) {
   (fallback ? j.usage.sampled_full_fallback : j.usage.sampled_from_candidates)++;
   std::lock_guard lk(metrics_mu_);
   (fallback ? m_.sampled_full_fallback : m_.sampled_from_candidates)++;
 }
 
+// A turn that does not speculate needs only the draw from its row: it takes it from the
+// model's candidates where the sampler settings allow ({0, 0}: take the whole row). A
+// constrained turn masks the whole row first, so it always takes the row.
+CandidateRequest Engine::candidate_request(const Job& j) const {
+  return sample_candidates_ && !j.constraint ? j.sampler->candidates_request(sample_candidates_k_)
+                                             : CandidateRequest{0, 0.0};
+}
+
 void Engine::decode_batch(std::vector<Job*>& jobs) {
-  // One forward per session for now; a batched backend takes the whole list in one pass.
+  // Speculative cycles run per session (engine_spec.cpp); the plain steps left go together
+  // into one batched forward where the model reads each weight once for all of them.
+  std::vector<Job*> plain;
   for (Job* j : jobs) {
     if (j->phase != Job::Phase::kDecode || j->to_feed < 0) continue;
-    const int32_t t = j->to_feed;
     try {
-      if (j->spec_depth > 0 && spec_decode(*j)) continue;  // engine_spec.cpp
-      // A turn that does not speculate (spec_decode said no: it never will this turn) needs
-      // only the draw from this row: take it from the model's candidates where they suffice.
-      // A constrained turn masks the whole row first, so it always takes the row.
-      const CandidateRequest req = sample_candidates_ && !j->constraint
-                                       ? j->sampler->candidates_request(sample_candidates_k_)
-                                       : CandidateRequest{0, 0.0};
-      const auto t0 = Clock::now();
-      if (req.k > 0) {
-        forward_and_sample(*j, t, req);
-      } else {
-        model_->forward(*j->state, std::span<const int32_t>(&t, 1), Logits::kLast, j->logits);
-      }
-      // The AR step as chats run it, for the speculation cost model (spec_cost.h).
-      if (spec_depth_ > 0) spec_cost_.observe_decode(seconds(t0, Clock::now()));
-      j->history.push_back(t);
-      j->to_feed = -1;
+      if (j->spec_depth > 0 && spec_decode(*j)) continue;  // false: this turn never speculates
+      plain.push_back(j);
     } catch (const std::exception& e) {
       j->handle->push(error_event(e.what()));
       j->phase = Job::Phase::kDone;
     }
+  }
+  if (batching_ && model_->info().batched_decode && plain.size() >= 2) return decode_together(plain);
+  for (Job* j : plain) decode_one(*j);
+}
+
+void Engine::decode_one(Job& j) {
+  const int32_t t = j.to_feed;
+  try {
+    const CandidateRequest req = candidate_request(j);
+    const auto t0 = Clock::now();
+    if (req.k > 0) {
+      forward_and_sample(j, t, req);
+    } else {
+      model_->forward(*j.state, std::span<const int32_t>(&t, 1), Logits::kLast, j.logits);
+    }
+    // The AR step as chats run it, for the speculation cost model (spec_cost.h).
+    if (spec_depth_ > 0) spec_cost_.observe_decode(seconds(t0, Clock::now()));
+    j.history.push_back(t);
+    j.to_feed = -1;
+  } catch (const std::exception& e) {
+    j.handle->push(error_event(e.what()));
+    j.phase = Job::Phase::kDone;
   }
 }
 

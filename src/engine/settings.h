@@ -39,6 +39,10 @@ struct Settings {
   int depth = 3;                        // MTP depth D1..D5
   std::optional<double> dspark_confidence;  // unset = per-turn rule of SPEC §2
   std::string spec_sampling = "exact";  // sampled turns: exact | opportunistic | target_only
+  // Continuous batching (EngineOptions::batching / step_tokens): false = round-robin steps
+  // without a token budget or batched decode; step_tokens 0 = auto (one prefill chunk).
+  bool batching = true;
+  int64_t batching_step_tokens = 0;
   // Prefix cache.
   int64_t cache_mib = 2048;
   // Prefill snapshots every N prompt tokens (branch points for prompts sharing a long prefix;

@@ -26,6 +26,21 @@ void Model::forward_candidates(ModelState& state, std::span<const int32_t> token
   need_full(out);  // the row is here anyway; keep it (a cached state's logits stay valid)
 }
 
+void Model::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                         std::vector<float>& logits) {
+  if (states.size() != tokens.size())
+    throw Error("decode_batch: " + std::to_string(states.size()) + " states for " + std::to_string(tokens.size()) +
+                " tokens");
+  // Fallback (no weight sharing): one forward per sequence, rows concatenated.
+  const size_t V = size_t(info().vocab_size);
+  logits.resize(states.size() * V);
+  std::vector<float> row;
+  for (size_t i = 0; i < states.size(); ++i) {
+    forward(*states[i], tokens.subspan(i, 1), Logits::kLast, row);
+    std::copy(row.begin(), row.end(), logits.begin() + long(i * V));
+  }
+}
+
 std::vector<float> Model::decode(ModelState& state, int32_t token) {
   std::vector<float> logits;
   forward(state, std::span<const int32_t>(&token, 1), Logits::kLast, logits);

@@ -26,6 +26,10 @@ struct ModelInfo {
   std::vector<int32_t> eos_token_ids;
   int64_t default_prefill_chunk = 2048;  // SPEC §4: 2048 Qwen/GLM, 4096 DeepSeek
   bool has_draft_head = false;           // MTP / DSpark available
+  // decode_batch() reads each weight once for all sequences of the batch (the family
+  // overrides it); false: it is the default loop of forward() calls, so the engine keeps
+  // stepping sequences one by one (and CUDA models keep their per-step candidate path).
+  bool batched_decode = false;
 };
 
 class ModelState {
@@ -71,6 +75,17 @@ class Model {
   using NeedFull = std::function<bool(const SampleCandidates&)>;
   virtual void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
                                   SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full);
+
+  // One decode step for N sequences at once (continuous batching): states[i] is fed
+  // tokens[i] and `logits` gets N rows of vocab floats, row i the next-token logits of
+  // sequence i. Row i equals forward(*states[i], {tokens[i]}, kLast) bit for bit, whatever
+  // else is in the batch: the matmuls compute every row alone (core/weight.h batch
+  // invariance) and attention / recurrent state stays per sequence. The states must be
+  // distinct. The default is a labelled fallback: a loop of forward() calls, each weight
+  // read N times (ModelInfo::batched_decode false). Throws like forward(); then states may
+  // have advanced.
+  virtual void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                            std::vector<float>& logits);
 
   // Convenience wrappers shared by every family (model.cpp).
   // prefill: chunked forward (chunk <= 0 -> info().default_prefill_chunk); last logits.

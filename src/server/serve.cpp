@@ -39,6 +39,8 @@ engine::EngineOptions engine_options(const engine::Settings& s) {
   o.dspark_confidence = s.dspark_confidence;
   o.sample_candidates = s.sample_candidates;
   o.sample_candidates_k = s.sample_candidates_k;
+  o.batching = s.batching;
+  o.step_tokens = s.batching_step_tokens;
   return o;
 }
 

@@ -12,6 +12,7 @@
 #include "server/api_common.h"
 #include "server/conn_guard.h"
 #include "server/http_framing.h"
+#include "server/batch_metrics.h"
 #include "server/turn_metrics.h"
 #include "server/speculation_report.h"
 
@@ -156,6 +157,7 @@ std::string Server::Impl::metrics_text() {
   metric("ds4_cache_entries", "gauge", "Prefix cache entries.", double(m.cache_entries));
   metric("ds4_queue_depth", "gauge", "Requests waiting for a session slot.", double(m.queue_depth));
   metric("ds4_live_sessions", "gauge", "Sessions being stepped.", double(m.live));
+  out += batch_metrics_text(m);
   metric("ds4_prefill_seconds_total", "counter", "Time spent in prefill.", m.prefill_seconds);
   metric("ds4_decode_seconds_total", "counter", "Time from first token to finish, summed over requests.", m.decode_seconds);
   metric("ds4_prefill_tokens_per_second", "gauge", "Computed prompt tokens / prefill seconds.",

@@ -34,7 +34,10 @@ void TurnMetrics::observe(const engine::Usage& u) {
   queue_.observe(u.queue_s);
   // A turn that produced no token has no TTFT or per-token time (cancelled before, failed).
   if (u.completion_tokens > 0) ttft_.observe(u.ttft_s);
-  if (u.completion_tokens > 1 && u.decode_s > 0) tpot_.observe(u.decode_s / double(u.completion_tokens - 1));
+  if (u.completion_tokens > 1 && u.decode_s > 0) {
+    tpot_.observe(u.decode_s / double(u.completion_tokens - 1));
+    stream_rate_.observe(double(u.completion_tokens - 1) / u.decode_s);
+  }
   const int64_t computed = u.prompt_tokens - u.cached_tokens;
   if (computed > 0 && u.prefill_s > 0) prefill_.observe(double(computed) / u.prefill_s);
   drafted_ += uint64_t(std::max<int64_t>(0, u.spec_drafted));
@@ -44,7 +47,7 @@ void TurnMetrics::observe(const engine::Usage& u) {
 
 std::string TurnMetrics::text(const std::string& family) const {
   std::lock_guard lk(mu_);
-  std::string out = ttft_.text() + tpot_.text() + prefill_.text() + queue_.text();
+  std::string out = ttft_.text() + tpot_.text() + stream_rate_.text() + prefill_.text() + queue_.text();
   const std::string label = "{family=\"" + family + "\"}";
   auto counter = [&](const char* name, const char* help, uint64_t v) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + label + " " +

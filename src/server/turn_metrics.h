@@ -41,6 +41,9 @@ class TurnMetrics {
                   {0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1}};
   Histogram prefill_{"ds4_prefill_tokens_per_second", "Computed prompt tokens per prefill second, per turn.",
                      {10, 50, 100, 250, 500, 1000, 2500, 5000, 10000}};
+  Histogram stream_rate_{"ds4_stream_decode_tokens_per_second",
+                         "Output tokens per decode second of one stream (after its first token), per turn.",
+                         {1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500}};
   Histogram queue_{"ds4_queue_wait_seconds", "Time from submit until the turn's prefill began.",
                    {0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 30}};
   uint64_t drafted_ = 0, accepted_ = 0, bonus_ = 0;

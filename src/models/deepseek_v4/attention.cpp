@@ -80,63 +80,85 @@ void grouped_output(const Ctx& ctx, const LayerWeights& w, const float* heads, i
 
 void attention_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, LayerState& s, const float* x,
                        int64_t T, int64_t p0, float* out) {
+  const SeqRows one{&s, p0, T};
+  attention_forward_seqs(ctx, w, layer, std::span<const SeqRows>(&one, 1), x, out);
+}
+
+void attention_forward_seqs(const Ctx& ctx, const LayerWeights& w, int64_t layer, std::span<const SeqRows> seqs,
+                            const float* x, float* out) {
   const Config& c = ctx.c;
-  const int64_t hd = c.head_dim, nope = hd - c.rope_dim, ratio = c.ratio(layer);
+  const int64_t hd = c.head_dim, nope = hd - c.rope_dim, ratio = c.ratio(layer), H = c.hidden;
   const std::vector<float>& inv = ratio > 0 ? ctx.inv_freq_compress : ctx.inv_freq_main;
-  // q LoRA: qr {T, q_lora} (the indexer reads it too), q {T, heads, hd}
-  std::vector<float> qr = project(ctx, w.q_a, x, T, "q_a");
-  for (int64_t t = 0; t < T; ++t)
+  int64_t n = 0;
+  for (const SeqRows& sq : seqs) n += sq.T;
+  // Row r of the pass: its position.
+  std::vector<int64_t> pos_of;
+  for (const SeqRows& sq : seqs)
+    for (int64_t t = 0; t < sq.T; ++t) pos_of.push_back(sq.p0 + t);
+  // q LoRA: qr {n, q_lora} (the indexer reads it too), q {n, heads, hd}
+  std::vector<float> qr = project(ctx, w.q_a, x, n, "q_a");
+  for (int64_t t = 0; t < n; ++t)
     cpu::rmsnorm_f32(qr.data() + t * c.q_lora, w.q_a_norm.data(), 0.0f, c.q_lora, c.rms_eps, qr.data() + t * c.q_lora);
-  std::vector<float> q = project(ctx, w.q_b, qr.data(), T, "q_b");
-  // kv {T, hd}: the single shared head, used as key and value
-  std::vector<float> kv = project(ctx, w.kv, x, T, "kv");
-  for (int64_t t = 0; t < T; ++t) {
+  std::vector<float> q = project(ctx, w.q_b, qr.data(), n, "q_b");
+  // kv {n, hd}: the single shared head, used as key and value
+  std::vector<float> kv = project(ctx, w.kv, x, n, "kv");
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t p = pos_of[size_t(t)];
     float* qt = q.data() + t * c.heads * hd;
     for (int64_t h = 0; h < c.heads; ++h) cpu::rmsnorm_f32(qt + h * hd, nullptr, 1.0f, hd, c.rms_eps, qt + h * hd);
-    cpu::rope_f32(qt + nope, c.heads, hd, c.rope_dim, p0 + t, inv.data(), cpu::RopeStyle::kInterleaved);
+    cpu::rope_f32(qt + nope, c.heads, hd, c.rope_dim, p, inv.data(), cpu::RopeStyle::kInterleaved);
     float* kt = kv.data() + t * hd;
     cpu::rmsnorm_f32(kt, w.kv_norm.data(), 0.0f, hd, c.rms_eps, kt);
-    cpu::rope_f32(kt + nope, 1, hd, c.rope_dim, p0 + t, inv.data(), cpu::RopeStyle::kInterleaved);
+    cpu::rope_f32(kt + nope, 1, hd, c.rope_dim, p, inv.data(), cpu::RopeStyle::kInterleaved);
     ds4_kv_storage(c, kt, hd);
   }
-  // raw rows visible to this chunk: the kept window, then the new rows {n_before + T, hd}
-  std::vector<float> raw(s.window);
-  raw.insert(raw.end(), kv.begin(), kv.end());
-  KeySet ks{raw.data(), s.n_window, nullptr, nullptr, ratio};
-  std::vector<std::vector<int32_t>> sel;
-  if (ratio > 0) {
-    const bool csa = w.has_indexer;
-    compressor_push(ctx, w.comp, ratio, csa, s.comp, x, T, p0, s.cap.on ? &s.cap.comp : nullptr);
-    if (csa) {
-      compressor_push(ctx, w.index, ratio, true, s.index, x, T, p0, s.cap.on ? &s.cap.index : nullptr);
-      sel = indexer_select(ctx, w, ratio, s.index, qr.data(), x, T, p0);
-      ks.sel = &sel;
+  std::vector<float> heads(static_cast<size_t>(n * c.heads * hd));
+  for (int64_t r0 = 0; const SeqRows& sq : seqs) {  // keys, compressors and attention per sequence
+    LayerState& s = *sq.s;
+    const int64_t T = sq.T, p0 = sq.p0;
+    const float* xs = x + r0 * H;
+    DS4_CHECK(!s.cap.on || seqs.size() == 1, "deepseek_v4 attention: a captured verify window in a multi-sequence batch");
+    // raw rows visible to this chunk: the kept window, then the new rows {n_before + T, hd}
+    std::vector<float> raw(s.window);
+    raw.insert(raw.end(), kv.begin() + r0 * hd, kv.begin() + (r0 + T) * hd);
+    KeySet ks{raw.data(), s.n_window, nullptr, nullptr, ratio};
+    std::vector<std::vector<int32_t>> sel;
+    if (ratio > 0) {
+      const bool csa = w.has_indexer;
+      compressor_push(ctx, w.comp, ratio, csa, s.comp, xs, T, p0, s.cap.on ? &s.cap.comp : nullptr);
+      if (csa) {
+        compressor_push(ctx, w.index, ratio, true, s.index, xs, T, p0, s.cap.on ? &s.cap.index : nullptr);
+        sel = indexer_select(ctx, w, ratio, s.index, qr.data() + r0 * c.q_lora, xs, T, p0);
+        ks.sel = &sel;
+      }
+      ks.comp = s.comp.entries.data();
     }
-    ks.comp = s.comp.entries.data();
-  }
-  std::vector<float> heads(static_cast<size_t>(T * c.heads * hd));
-  parallel_for(ctx.pool, T * c.heads, [&](int64_t b, int64_t e) {
-    std::vector<float> sc;
-    std::vector<const float*> rows;
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t t = r / c.heads, h = r % c.heads;
-      attend(ctx, ks, q.data() + r * hd, w.sinks[size_t(h)], t, p0, heads.data() + r * hd, sc, rows);
+    float* hs = heads.data() + r0 * c.heads * hd;
+    const float* qs = q.data() + r0 * c.heads * hd;
+    parallel_for(ctx.pool, T * c.heads, [&](int64_t b, int64_t e) {
+      std::vector<float> sc;
+      std::vector<const float*> rows;
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t t = r / c.heads, h = r % c.heads;
+        attend(ctx, ks, qs + r * hd, w.sinks[size_t(h)], t, p0, hs + r * hd, sc, rows);
+      }
+    });
+    // K == V carried rope on its tail; rotate the output back at the query position.
+    for (int64_t t = 0; t < T; ++t)
+      cpu::rope_f32(hs + t * c.heads * hd + nope, c.heads, hd, c.rope_dim, -(p0 + t), inv.data(),
+                    cpu::RopeStyle::kInterleaved);
+    if (s.cap.on) {  // a captured verify window: what attention_commit needs
+      s.cap.window0 = s.window;
+      s.cap.n_window0 = s.n_window;
+      s.cap.rows = kv;
     }
-  });
-  // K == V carried rope on its tail; rotate the output back at the query position.
-  for (int64_t t = 0; t < T; ++t)
-    cpu::rope_f32(heads.data() + t * c.heads * hd + nope, c.heads, hd, c.rope_dim, -(p0 + t), inv.data(),
-                  cpu::RopeStyle::kInterleaved);
-  grouped_output(ctx, w, heads.data(), T, out);
-  if (s.cap.on) {  // a captured verify window: what attention_commit needs
-    s.cap.window0 = s.window;
-    s.cap.n_window0 = s.n_window;
-    s.cap.rows = kv;
+    // keep the last (window - 1) raw rows: with the next token they make a full window
+    const int64_t total = s.n_window + T, keep = std::min<int64_t>(total, c.window - 1);
+    s.window.assign(raw.end() - keep * hd, raw.end());
+    s.n_window = keep;
+    r0 += T;
   }
-  // keep the last (window - 1) raw rows: with the next token they make a full window
-  const int64_t total = s.n_window + T, keep = std::min<int64_t>(total, c.window - 1);
-  s.window.assign(raw.end() - keep * hd, raw.end());
-  s.n_window = keep;
+  grouped_output(ctx, w, heads.data(), n, out);
 }
 
 void attention_commit(const Config& c, const LayerWeights& w, int64_t layer, LayerState& s, int64_t keep, int64_t p0) {

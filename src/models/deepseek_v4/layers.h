@@ -1,6 +1,7 @@
 #pragma once
 // The sublayers the DeepSeek V4 forward composes (internal to the family folder).
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/cpu/hyper_connections.h"
@@ -56,6 +57,19 @@ std::vector<std::vector<int32_t>> indexer_select(const Ctx& ctx, const LayerWeig
 void attention_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, LayerState& s, const float* x,
                        int64_t T, int64_t p0, float* out);
 
+// One sequence's rows inside a multi-sequence pass (batched decode): its layer state, the
+// position of its first row and its row count.
+struct SeqRows {
+  LayerState* s;
+  int64_t p0;
+  int64_t T;
+};
+// Attention over several sequences' rows: the q / kv / output projections once over all
+// rows; norms, rope, window, compressor lanes, indexer and attention per sequence. Every
+// row's result is the one attention_forward gives that sequence alone.
+void attention_forward_seqs(const Ctx& ctx, const LayerWeights& w, int64_t layer, std::span<const SeqRows> seqs,
+                            const float* x, float* out);
+
 // Grouped o LoRA: heads {T, heads * head_dim} (rope tail already rotated back) -> out {T, hidden}.
 void grouped_output(const Ctx& ctx, const LayerWeights& w, const float* heads, int64_t T, float* out);
 
@@ -67,5 +81,14 @@ void moe_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, const int
 // in/out at positions p0.. `layer` indexes ctx.c's per-layer schedule (model.cpp).
 void decoder_layer(const Ctx& ctx, const cpu::HcShape& hc, const LayerWeights& w, int64_t layer, LayerState& s,
                    const int32_t* tokens, int64_t T, int64_t p0, std::vector<float>& x);
+
+// The same layer over several sequences' rows (batched decode): sequence i owns the next
+// seqs[i].T rows of x and tokens, at its positions p0... The HC mixes, norms, the MoE (routed
+// experts + shared expert) and the attention projections run once over all rows; the
+// attention's keys, compressor lanes and indexer per sequence (attention_forward_seqs; the
+// compressors' and indexer's own projections are read once per sequence). Every row's
+// result is the one decoder_layer gives it alone.
+void decoder_layer_seqs(const Ctx& ctx, const cpu::HcShape& hc, const LayerWeights& w, int64_t layer,
+                        std::span<const SeqRows> seqs, const int32_t* tokens, std::vector<float>& x);
 
 }  // namespace ds4::deepseek_v4

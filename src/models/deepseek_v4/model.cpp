@@ -2,6 +2,7 @@
 // HC pre, MoE, HC post) -> HC head -> norm -> lm_head. One batched pass per chunk.
 #include "models/deepseek_v4/model.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -66,6 +67,7 @@ class DsModel : public Model, public DraftHead {
     info_.max_context = opt.max_context > 0 ? std::min(opt.max_context, c_.max_positions) : c_.max_positions;
     info_.eos_token_ids = c_.eos;
     info_.default_prefill_chunk = 4096;  // SPEC §4
+    info_.batched_decode = true;  // decode_batch below
     hc_.n_hc = c_.hc;
     hc_.hidden = c_.hidden;
     hc_.sinkhorn_iters = c_.sinkhorn_iters;
@@ -84,6 +86,8 @@ class DsModel : public Model, public DraftHead {
   }
 
   void forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+  void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                    std::vector<float>& logits) override;
   LayerObserver observer;
   std::unique_ptr<OperandRounding> rounding;  // set_tensor_core_emulation
   int64_t rounding_rows = 0;
@@ -160,14 +164,22 @@ class DsModel : public Model, public DraftHead {
 // x {T, hc, hidden} in/out.
 void decoder_layer(const Ctx& ctx, const cpu::HcShape& hc, const LayerWeights& w, int64_t l, LayerState& s,
                    const int32_t* tokens, int64_t T, int64_t p0, std::vector<float>& x) {
+  const SeqRows one{&s, p0, T};
+  decoder_layer_seqs(ctx, hc, w, l, std::span<const SeqRows>(&one, 1), tokens, x);
+}
+
+void decoder_layer_seqs(const Ctx& ctx, const cpu::HcShape& hc, const LayerWeights& w, int64_t l,
+                        std::span<const SeqRows> seqs, const int32_t* tokens, std::vector<float>& x) {
   const Config& c = ctx.c;
   const int64_t H = c.hidden, n = c.hc;
+  int64_t T = 0;
+  for (const SeqRows& q : seqs) T += q.T;
   std::vector<float> col(static_cast<size_t>(T * H)), post(static_cast<size_t>(T * n)), comb(static_cast<size_t>(T * n * n)), y(static_cast<size_t>(T * H));
   std::vector<float> next(x.size());
   cpu::hc_pre_f32(w.attn_hc.view(), hc, x.data(), T, col.data(), post.data(), comb.data(), ctx.pool);
   for (int64_t t = 0; t < T; ++t)
     cpu::rmsnorm_f32(col.data() + t * H, w.attn_norm.data(), 0.0f, H, c.rms_eps, col.data() + t * H);
-  attention_forward(ctx, w, l, s, col.data(), T, p0, y.data());
+  attention_forward_seqs(ctx, w, l, seqs, col.data(), y.data());
   cpu::hc_post_f32(hc, y.data(), x.data(), post.data(), comb.data(), T, next.data());
   cpu::hc_pre_f32(w.ffn_hc.view(), hc, next.data(), T, col.data(), post.data(), comb.data(), ctx.pool);
   for (int64_t t = 0; t < T; ++t)
@@ -177,6 +189,17 @@ void decoder_layer(const Ctx& ctx, const cpu::HcShape& hc, const LayerWeights& w
 }
 
 namespace {
+
+// DSpark tap k (DSparkTargetRoute): the HC mean of a tap layer's output, x {rows, n, H} ->
+// taps[row][k] of {rows, K, H}.
+void tap_mean(const float* x, int64_t rows, int64_t n, int64_t H, int64_t k, int64_t K, float* taps) {
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t i = 0; i < H; ++i) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < n; ++j) sum += x[(t * n + j) * H + i];
+      taps[(t * K + k) * H + i] = sum / float(n);
+    }
+}
 
 void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) {
   auto* s = dynamic_cast<State*>(&base);
@@ -206,15 +229,8 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
   for (int64_t l = 0; l < c_.layers; ++l) {
     decoder_layer(ctx, hc_, w_.layers[size_t(l)], l, s->layers[size_t(l)], tokens.data(), T, s->pos, x);
     if (observer) observer(l, x.data(), T);
-    for (int64_t k = 0; taps_on && k < K; ++k) {
-      if (c_.dspark_taps[size_t(k)] != l) continue;
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t i = 0; i < H; ++i) {
-          float sum = 0.0f;
-          for (int64_t j = 0; j < n; ++j) sum += x[size_t((t * n + j) * H + i)];
-          taps[size_t((t * K + k) * H + i)] = sum / float(n);
-        }
-    }
+    for (int64_t k = 0; taps_on && k < K; ++k)
+      if (c_.dspark_taps[size_t(k)] == l) tap_mean(x.data(), T, n, H, k, K, taps.data());
   }
   mtp_record(ctx, hc_, w_, *s, tokens, s->pos, x.data());  // no-op unless the head is on
   if (taps_on) dspark_record(ctx, w_, *s, taps.data(), T, s->pos);
@@ -226,6 +242,58 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
   for (int64_t r = 0; r < rows; ++r) cpu::rmsnorm_f32(h.data() + r * H, w_.norm.data(), 0.0f, H, c_.rms_eps, h.data() + r * H);
   logits.resize(size_t(rows * c_.vocab));
   product(ctx.rounding, w_.lm_head, h.data(), rows, logits.data(), &pool_);
+}
+
+// forward(kLast) of one token for each of N sequences: embedding, HC mixes, MoE, attention
+// projections, HC head and lm_head once over all N rows (decoder_layer_seqs); attention keys,
+// compressor lanes, the draft heads' records and DSpark taps per sequence. Row for row the operations of forward() with T = 1.
+void DsModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                           std::vector<float>& logits) {
+  if (observer) return Model::decode_batch(states, tokens, logits);  // the observer sees one sequence per call
+  const int64_t B = int64_t(states.size()), H = c_.hidden, n = c_.hc;
+  if (states.size() != tokens.size())
+    throw Error("deepseek_v4: decode_batch got " + std::to_string(states.size()) + " states for " +
+                std::to_string(tokens.size()) + " tokens");
+  std::vector<State*> st;
+  for (int64_t b = 0; b < B; ++b) {
+    State* s = &as_state(*states[size_t(b)]);
+    if (std::find(st.begin(), st.end(), s) != st.end()) throw Error("deepseek_v4: decode_batch got the same state twice");
+    if (s->pos + 1 > info_.max_context)
+      throw InputError("deepseek_v4: context " + std::to_string(s->pos + 1) + " exceeds max_context " +
+                       std::to_string(info_.max_context));
+    const int32_t t = tokens[size_t(b)];
+    if (t < 0 || t >= c_.vocab)
+      throw InputError("deepseek_v4: token id " + std::to_string(t) + " outside [0, " + std::to_string(c_.vocab) + ")");
+    st.push_back(s);
+  }
+  logits.clear();
+  if (B == 0) return;
+  std::vector<float> x(static_cast<size_t>(B * n * H));
+  for (int64_t b = 0; b < B; ++b) {
+    dequantize_row(w_.embed, tokens[size_t(b)], x.data() + b * n * H);
+    for (int64_t j = 1; j < n; ++j) std::copy_n(x.data() + b * n * H, H, x.data() + (b * n + j) * H);
+  }
+  const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
+  const int64_t K = int64_t(c_.dspark_taps.size());
+  std::vector<float> taps(w_.dspark ? size_t(B * K * H) : 0);  // as forward(), for the sequences with DSpark on
+  std::vector<SeqRows> seqs(static_cast<size_t>(B));
+  for (int64_t l = 0; l < c_.layers; ++l) {
+    for (int64_t b = 0; b < B; ++b) seqs[size_t(b)] = {&st[size_t(b)]->layers[size_t(l)], st[size_t(b)]->pos, 1};
+    decoder_layer_seqs(ctx, hc_, w_.layers[size_t(l)], l, seqs, tokens.data(), x);
+    for (int64_t k = 0; w_.dspark && k < K; ++k)
+      if (c_.dspark_taps[size_t(k)] == l) tap_mean(x.data(), B, n, H, k, K, taps.data());
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    State& s = *st[size_t(b)];
+    mtp_record(ctx, hc_, w_, s, tokens.subspan(size_t(b), 1), s.pos, x.data() + b * n * H);
+    if (s.dspark_on && w_.dspark) dspark_record(ctx, w_, s, taps.data() + b * K * H, 1, s.pos);
+    s.pos += 1;
+  }
+  std::vector<float> h(static_cast<size_t>(B * H));
+  cpu::hc_head_f32(w_.head_hc.view(), hc_, x.data(), B, h.data(), &pool_);
+  for (int64_t r = 0; r < B; ++r) cpu::rmsnorm_f32(h.data() + r * H, w_.norm.data(), 0.0f, H, c_.rms_eps, h.data() + r * H);
+  logits.resize(size_t(B * c_.vocab));
+  matmul(w_.lm_head, h.data(), B, logits.data(), &pool_);
 }
 
 }  // namespace

@@ -49,26 +49,45 @@ void finish_pools(const IndexerWeights& w, int64_t kp, int64_t dim, MlaState& st
 
 void indexer_select(const IndexerWeights& w, const Config& c, const float* x, const float* q_resid, int64_t n,
                     int64_t pos0, MlaState& st, Selection& sel, ThreadPool* pool) {
+  const IndexerSeq one{&st, &sel, pos0, n};
+  indexer_select_seqs(w, c, x, q_resid, std::span<const IndexerSeq>(&one, 1), pool);
+}
+
+void indexer_select_seqs(const IndexerWeights& w, const Config& c, const float* x, const float* q_resid,
+                         std::span<const IndexerSeq> seqs, ThreadPool* pool) {
   const int64_t dim = c.index_head_dim, heads = c.index_n_heads, kp = c.index_kpool, budget = c.kpool_budget();
+  int64_t n = 0;
+  for (const IndexerSeq& s : seqs) n += s.n;
   std::vector<float> k(size_t(n * dim)), gate(size_t(n * dim)), q(size_t(n * heads * dim)), wt(size_t(n * heads));
   matmul(w.wk, x, n, k.data(), pool);  // {n, dim}
   for (int64_t t = 0; t < n; ++t) layernorm(k.data() + t * dim, dim, w.k_norm_w.data(), w.k_norm_b.data(), 1e-6f);
   matmul(w.compress_gate, x, n, gate.data(), pool);  // {n, dim}
-  st.idx_keys.insert(st.idx_keys.end(), k.begin(), k.end());
-  st.idx_gates.insert(st.idx_gates.end(), gate.begin(), gate.end());
-  finish_pools(w, kp, dim, st);
+  // Row r of the pass: its sequence and its row within it.
+  std::vector<const IndexerSeq*> seq_of;
+  std::vector<int64_t> row_in;
+  for (int64_t r0 = 0; const IndexerSeq& s : seqs) {
+    MlaState& st = *s.st;
+    st.idx_keys.insert(st.idx_keys.end(), k.begin() + r0 * dim, k.begin() + (r0 + s.n) * dim);
+    st.idx_gates.insert(st.idx_gates.end(), gate.begin() + r0 * dim, gate.begin() + (r0 + s.n) * dim);
+    finish_pools(w, kp, dim, st);
+    s.sel->width = c.index_topk + kp - 1;
+    s.sel->idx.assign(size_t(s.n * s.sel->width), -1);
+    s.sel->count.assign(size_t(s.n), 0);
+    for (int64_t t = 0; t < s.n; ++t) seq_of.push_back(&s), row_in.push_back(t);
+    r0 += s.n;
+  }
   matmul(w.wq_b, q_resid, n, q.data(), pool);       // {n, heads, dim}
   matmul(w.weights_proj, x, n, wt.data(), pool);    // {n, heads}
   const float head_scale = 1.0f / std::sqrt(float(heads)), softmax_scale = 1.0f / std::sqrt(float(dim));
 
-  sel.width = c.index_topk + kp - 1;
-  sel.idx.assign(size_t(n * sel.width), -1);
-  sel.count.assign(size_t(n), 0);
   parallel_for(pool, n, [&](int64_t b, int64_t e) {
     std::vector<float> score, dots;
     std::vector<int32_t> top;
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t pos = pos0 + t, visible = pos + 1, complete = visible / kp;
+    for (int64_t r = b; r < e; ++r) {
+      const MlaState& st = *seq_of[size_t(r)]->st;
+      Selection& sel = *seq_of[size_t(r)]->sel;
+      const int64_t t = row_in[size_t(r)];
+      const int64_t pos = seq_of[size_t(r)]->pos0 + t, visible = pos + 1, complete = visible / kp;
       int32_t* out = sel.idx.data() + t * sel.width;
       int32_t cnt = 0;
       if (complete <= budget) {
@@ -83,10 +102,10 @@ void indexer_select(const IndexerWeights& w, const Config& c, const float* x, co
         keys.cols = dim;
         keys.data = st.pool_keys.data();
         dots.resize(size_t(heads * complete));
-        matmul(keys, q.data() + t * heads * dim, heads, dots.data(), nullptr);
+        matmul(keys, q.data() + r * heads * dim, heads, dots.data(), nullptr);
         score.assign(size_t(complete), 0.0f);
         for (int64_t h = 0; h < heads; ++h) {
-          const float wh = wt[size_t(t * heads + h)] * head_scale;
+          const float wh = wt[size_t(r * heads + h)] * head_scale;
           const float* dh = dots.data() + h * complete;
           for (int64_t p = 0; p < complete; ++p) score[size_t(p)] += wh * std::max(dh[p] * softmax_scale, 0.0f);
         }

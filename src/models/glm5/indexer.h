@@ -6,6 +6,7 @@
 // complete pools than that budget every visible position is kept: the dense/sparse switch
 // (first sparse position = index_topk + index_kpool - 1 with the tail rule).
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "models/glm5/config.h"
@@ -29,5 +30,17 @@ struct Selection {
 // pos0 .. pos0+n-1. x {n, hidden} (input-normed), q_resid {n, q_lora}.
 void indexer_select(const IndexerWeights& w, const Config& c, const float* x, const float* q_resid, int64_t n,
                     int64_t pos0, MlaState& st, Selection& sel, ThreadPool* pool);
+
+// Several sequences in one pass (batched decode): sequence i owns the next seqs[i].n rows of
+// x and q_resid, its cache and its selection. The projections run once over all rows; the
+// cache append, pooling and key choice per sequence.
+struct IndexerSeq {
+  MlaState* st;
+  Selection* sel;
+  int64_t pos0;
+  int64_t n;
+};
+void indexer_select_seqs(const IndexerWeights& w, const Config& c, const float* x, const float* q_resid,
+                         std::span<const IndexerSeq> seqs, ThreadPool* pool);
 
 }  // namespace ds4::glm5

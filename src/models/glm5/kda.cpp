@@ -7,6 +7,7 @@
 #include "backend/cpu/activation.h"
 #include "backend/cpu/conv1d.h"
 #include "backend/cpu/norm.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 
 namespace ds4::glm5 {
@@ -94,8 +95,18 @@ void kda_init_state(const Config& c, KdaState& st) {
 
 void kda_forward(const KdaWeights& w, const Config& c, const float* x, int64_t n, KdaState& st, float* out,
                  ThreadPool* pool) {
+  const KdaSeq one{&st, n};
+  kda_forward_seqs(w, c, x, std::span<const KdaSeq>(&one, 1), out, pool);
+}
+
+void kda_forward_seqs(const KdaWeights& w, const Config& c, const float* x, std::span<const KdaSeq> seqs, float* out,
+                      ThreadPool* pool) {
   const Dims d{c.hidden_size, c.linear_head_dim, c.linear_num_heads, c.linear_num_heads * c.linear_head_dim};
   const int64_t C = 3 * d.qkv;
+  int64_t n = 0;
+  for (const KdaSeq& q : seqs) n += q.n;
+  std::vector<int64_t> row0;  // first row of each sequence
+  for (int64_t r = 0; const KdaSeq& q : seqs) row0.push_back(r), r += q.n;
   std::vector<float> proj(size_t(n * d.qkv)), mixed(size_t(n * C)), conv(size_t(n * C));
   // {n, 3*qkv} = [q | k | v] per token, the channel order of HF's conv1d.
   const WeightMatrix* mats[3] = {&w.q, &w.k, &w.v};
@@ -104,46 +115,56 @@ void kda_forward(const KdaWeights& w, const Config& c, const float* x, int64_t n
     for (int64_t t = 0; t < n; ++t)
       std::copy_n(proj.data() + t * d.qkv, d.qkv, mixed.data() + t * C + part * d.qkv);
   }
-  if (st.cap.on) {  // a captured verify window: keep what commit_prefix needs per row
-    st.cap.conv0 = st.conv;
-    st.cap.conv_in = mixed;
-    // The state after the last row is the layer's own: rows 0..n-2 only. For GLM's 2-row
-    // verify (integrated MTP, one draft) this is the one backup a rejection restores.
-    st.cap.rec.assign(size_t(n - 1) * st.recurrent.size(), 0.0f);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    KdaState& st = *seqs[i].st;
+    if (st.cap.on) {  // a captured verify window: keep what commit_prefix needs per row
+      DS4_CHECK(seqs.size() == 1, "glm5 kda: a captured verify window in a multi-sequence batch");
+      st.cap.conv0 = st.conv;
+      st.cap.conv_in = mixed;
+      // The state after the last row is the layer's own: rows 0..n-2 only. For GLM's 2-row
+      // verify (integrated MTP, one draft) this is the one backup a rejection restores.
+      st.cap.rec.assign(size_t(n - 1) * st.recurrent.size(), 0.0f);
+    }
+    cpu::Conv1dArgs ca;  // the conv window is per sequence
+    ca.x = mixed.data() + row0[i] * C;
+    ca.n = seqs[i].n;
+    ca.channels = C;
+    ca.w = w.conv.data();
+    ca.kernel = c.linear_conv_kernel_dim;
+    ca.state = st.conv.data();
+    ca.y = conv.data() + row0[i] * C;
+    cpu::conv1d_causal_f32(ca);
   }
-  cpu::Conv1dArgs ca;
-  ca.x = mixed.data();
-  ca.n = n;
-  ca.channels = C;
-  ca.w = w.conv.data();
-  ca.kernel = c.linear_conv_kernel_dim;
-  ca.state = st.conv.data();
-  ca.y = conv.data();
-  cpu::conv1d_causal_f32(ca);
   cpu::silu_f32(conv.data(), n * C, conv.data());
 
   std::vector<float> g(size_t(n * d.qkv)), beta(size_t(n * d.nh)), core(size_t(n * d.qkv));
   forget_gate(w, c, d, x, n, g.data(), pool);
   matmul(w.b, x, n, beta.data(), pool);  // {n, heads}
   cpu::sigmoid_f32(beta.data(), n * d.nh, beta.data());
-  // Heads are independent: one task per head. Views into conv {n, 3*qkv} with row stride C.
-  parallel_for(pool, d.nh, [&](int64_t b, int64_t e) {
-    for (int64_t h = b; h < e; ++h) {
+  // (sequence, head) pairs are independent: one task each. Views into conv {n, 3*qkv} with
+  // row stride C; a sequence's rows start at row0.
+  parallel_for(pool, int64_t(seqs.size()) * d.nh, [&](int64_t b, int64_t e) {
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t h = task % d.nh;
+      const size_t si = size_t(task / d.nh);
+      KdaState& st = *seqs[si].st;
+      const int64_t n = seqs[si].n, r0 = row0[si];
       std::vector<float> o(size_t(n * d.hd));
       // Strided views: q/k/v of head h live at column offsets {0, qkv, 2qkv} + h*hd of row t.
       std::vector<float> q(size_t(n * d.hd)), k(size_t(n * d.hd)), v(size_t(n * d.hd)), gg(size_t(n * d.hd));
       for (int64_t t = 0; t < n; ++t) {
-        const float* r = conv.data() + t * C + h * d.hd;
+        const float* r = conv.data() + (r0 + t) * C + h * d.hd;
         std::copy_n(r, d.hd, q.data() + t * d.hd);
         std::copy_n(r + d.qkv, d.hd, k.data() + t * d.hd);
         std::copy_n(r + 2 * d.qkv, d.hd, v.data() + t * d.hd);
-        std::copy_n(g.data() + t * d.qkv + h * d.hd, d.hd, gg.data() + t * d.hd);
+        std::copy_n(g.data() + (r0 + t) * d.qkv + h * d.hd, d.hd, gg.data() + t * d.hd);
       }
-      HeadRun run{q.data(), k.data(), v.data(), gg.data(), beta.data() + h, n, d.hd, d.nh, d.hd,
+      HeadRun run{q.data(), k.data(), v.data(), gg.data(), beta.data() + r0 * d.nh + h, n, d.hd, d.nh, d.hd,
                   st.recurrent.data() + h * d.hd * d.hd, o.data()};
       if (st.cap.on) run.rec = st.cap.rec.data() + h * d.hd * d.hd, run.rec_stride = int64_t(st.recurrent.size());
       delta_rule_head(run);
-      for (int64_t t = 0; t < n; ++t) std::copy_n(o.data() + t * d.hd, d.hd, core.data() + t * d.qkv + h * d.hd);
+      for (int64_t t = 0; t < n; ++t)
+        std::copy_n(o.data() + t * d.hd, d.hd, core.data() + (r0 + t) * d.qkv + h * d.hd);
     }
   });
   // Output gate (LoRA) and gated RMSNorm per head: rmsnorm(o) * w * sigmoid(gate).

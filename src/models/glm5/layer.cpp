@@ -10,16 +10,29 @@ namespace ds4::glm5 {
 
 void decoder_layer(const LayerWeights& L, const Config& c, KdaState* kda, MlaState* mla, int64_t pos, int64_t n,
                    std::vector<float>& x, std::vector<float>& tmp, Selection& sel, ThreadPool* pool) {
+  const LayerSeq one{kda, mla, &sel, pos, n};
+  decoder_layer_seqs(L, c, std::span<const LayerSeq>(&one, 1), x, tmp, pool);
+}
+
+void decoder_layer_seqs(const LayerWeights& L, const Config& c, std::span<const LayerSeq> seqs, std::vector<float>& x,
+                        std::vector<float>& tmp, ThreadPool* pool) {
   const int64_t H = c.hidden_size, hc = c.hc_mult;
+  int64_t n = 0;
+  for (const LayerSeq& s : seqs) n += s.n;
   std::vector<float> post(size_t(n * hc)), comb(size_t(n * hc * hc)), in(size_t(n * H)), y(size_t(n * H));
   // Attention half: collapse streams, norm, mix, expand.
   cpu::hc_pre_f32(L.attn_hc.w, L.attn_hc.shape, x.data(), n, in.data(), post.data(), comb.data(), pool);
   for (int64_t t = 0; t < n; ++t)
     cpu::rmsnorm_f32(in.data() + t * H, L.input_norm.data(), 0.0f, H, c.rms_norm_eps, in.data() + t * H);
-  if (L.kind == LayerKind::kLinear)
-    kda_forward(L.kda, c, in.data(), n, *kda, y.data(), pool);
-  else
-    mla_forward(L.mla, c, in.data(), n, pos, *mla, sel, y.data(), pool);
+  if (L.kind == LayerKind::kLinear) {
+    std::vector<KdaSeq> k;
+    for (const LayerSeq& s : seqs) k.push_back({s.kda, s.n});
+    kda_forward_seqs(L.kda, c, in.data(), k, y.data(), pool);
+  } else {
+    std::vector<MlaSeq> m;
+    for (const LayerSeq& s : seqs) m.push_back({s.mla, s.sel, s.pos, s.n});
+    mla_forward_seqs(L.mla, c, in.data(), m, y.data(), pool);
+  }
   cpu::hc_post_f32(L.attn_hc.shape, y.data(), x.data(), post.data(), comb.data(), n, tmp.data());
   x.swap(tmp);
   // Feed-forward half.

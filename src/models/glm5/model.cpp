@@ -40,6 +40,7 @@ class Glm5Model final : public Model, public DraftHead {
                                             : cfg_.max_position_embeddings;
     info_.eos_token_ids = cfg_.eos_token_ids;
     info_.default_prefill_chunk = 2048;
+    info_.batched_decode = true;  // decode_batch below
   }
 
   const ModelInfo& info() const override { return info_; }
@@ -54,6 +55,8 @@ class Glm5Model final : public Model, public DraftHead {
   }
 
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+  void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                    std::vector<float>& logits) override;
   // Set by layer_outputs(): receives the streams after each layer.
   std::vector<std::vector<float>>* tap = nullptr;
 
@@ -137,6 +140,52 @@ void Glm5Model::forward(ModelState& state, std::span<const int32_t> tokens, Logi
   const int64_t from = mode == Logits::kLast ? n - 1 - first : 0, rows = n - first - from;
   logits.resize(size_t(rows * cfg_.vocab_size));
   matmul(w_.lm_head, h.data() + from * H, rows, logits.data(), &pool_);
+}
+
+// forward(kLast) of one token for each of N sequences, the rows stacked: every matmul reads
+// its weight once for all N rows; the attention mixers keep per-sequence state
+// (decoder_layer_seqs). Row for row the same operations as forward() with n = 1.
+void Glm5Model::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                             std::vector<float>& logits) {
+  const int64_t B = int64_t(states.size()), H = cfg_.hidden_size, hc = cfg_.hc_mult;
+  if (states.size() != tokens.size())
+    throw Error("glm5: decode_batch got " + std::to_string(states.size()) + " states for " +
+                std::to_string(tokens.size()) + " tokens");
+  std::vector<State*> st(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    st[size_t(b)] = &as_state(*states[size_t(b)]);
+    for (int64_t o = 0; o < b; ++o)
+      if (st[size_t(o)] == st[size_t(b)]) throw Error("glm5: decode_batch got the same state twice");
+    const int32_t id = tokens[size_t(b)];
+    if (id < 0 || id >= cfg_.vocab_size)
+      throw InputError("glm5: token id " + std::to_string(id) + " outside vocab_size " + std::to_string(cfg_.vocab_size));
+    if (st[size_t(b)]->pos + 1 > info_.max_context)
+      throw InputError("glm5: context full: position " + std::to_string(st[size_t(b)]->pos) + " + 1 token > max_context " +
+                       std::to_string(info_.max_context));
+  }
+  logits.clear();
+  if (B == 0) return;
+  std::vector<float> x(size_t(B * hc * H)), tmp(size_t(B * hc * H));
+  for (int64_t b = 0; b < B; ++b) {
+    dequantize_row(w_.embed, tokens[size_t(b)], x.data() + b * hc * H);
+    for (int64_t s = 1; s < hc; ++s) std::copy_n(x.data() + b * hc * H, H, x.data() + (b * hc + s) * H);
+  }
+  std::vector<Selection> sel(static_cast<size_t>(B));  // per sequence, like forward()'s one
+  std::vector<LayerSeq> seqs(static_cast<size_t>(B));
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    const auto li = size_t(l);
+    for (int64_t b = 0; b < B; ++b)
+      seqs[size_t(b)] = {&st[size_t(b)]->kda[li], &st[size_t(b)]->mla[li], &sel[size_t(b)], st[size_t(b)]->pos, 1};
+    decoder_layer_seqs(w_.layers[li], cfg_, seqs, x, tmp, &pool_);
+  }
+  std::vector<float> h(size_t(B * H));
+  hc_mean(cfg_, x.data(), B, w_.norm.data(), h.data());
+  for (int64_t b = 0; b < B; ++b) {
+    st[size_t(b)]->pos += 1;
+    mtp_record(cfg_, *st[size_t(b)], tokens.subspan(size_t(b), 1), h.data() + b * H);
+  }
+  logits.resize(size_t(B * cfg_.vocab_size));
+  matmul(w_.lm_head, h.data(), B, logits.data(), &pool_);
 }
 
 }  // namespace

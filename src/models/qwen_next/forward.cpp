@@ -12,22 +12,36 @@
 namespace ds4::qwen_next {
 namespace {
 
-// One decoder layer over n rows of the widened stream h {n, hc*d} at positions pos0...
-void decoder_layer(const Ctx& x, const LayerWeights& w, LayerState& s, int64_t pos0, const int32_t* tokens,
-                   float* h, int64_t n) {
+// One decoder layer over the rows of several sequences (layers.h SeqRows) of the widened
+// stream h {rows, hc*d}. Everything but PLE and the token mixer is row-wise.
+void decoder_layer_seqs(const Ctx& x, const LayerWeights& w, std::span<const SeqRows> seqs, float* h) {
   const Config& c = x.c;
+  const int64_t n = total_rows(seqs);
   std::vector<float> mixed(size_t(n * c.hidden)), out(size_t(n * c.hidden)), inject(size_t(n * c.hc));
-  if (w.ple) ple_forward(x, *w.ple, s, tokens, h, n);
+  if (w.ple) ple_forward_seqs(x, *w.ple, seqs, h);
   hyper_read(x, w.attn_hc, h, n, mixed.data(), inject.data());
-  if (w.gdn) gdn_forward(x, *w.gdn, s, mixed.data(), n, out.data());
-  else qsa_forward(x, *w.qsa, s, pos0, mixed.data(), n, out.data());
+  if (w.gdn) gdn_forward_seqs(x, *w.gdn, seqs, mixed.data(), out.data());
+  else qsa_forward_seqs(x, *w.qsa, seqs, mixed.data(), out.data());
   hyper_write(x, h, out.data(), inject.data(), n);
   hyper_read(x, w.mlp_hc, h, n, mixed.data(), inject.data());
   moe_forward(x, w.moe, mixed.data(), n, out.data());
   hyper_write(x, h, out.data(), inject.data(), n);
 }
 
+// One decoder layer over n rows of one sequence at positions pos0...
+void decoder_layer(const Ctx& x, const LayerWeights& w, LayerState& s, int64_t pos0, const int32_t* tokens,
+                   float* h, int64_t n) {
+  const SeqRows one{&s, pos0, n, tokens};
+  decoder_layer_seqs(x, w, std::span<const SeqRows>(&one, 1), h);
+}
+
 }  // namespace
+
+int64_t total_rows(std::span<const SeqRows> seqs) {
+  int64_t n = 0;
+  for (const SeqRows& q : seqs) n += q.n;
+  return n;
+}
 
 QwenNextModel::QwenNextModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt) : src_(std::move(src)) {
   cfg_ = parse_config(src_->config(), src_->path());
@@ -43,6 +57,7 @@ QwenNextModel::QwenNextModel(std::unique_ptr<TensorSource> src, const LoadOption
   info_.eos_token_ids = cfg_.eos_ids;
   info_.default_prefill_chunk = 2048;
   info_.has_draft_head = w_.mtp != nullptr;
+  info_.batched_decode = true;  // decode_batch below
 }
 
 std::unique_ptr<ModelState> QwenNextModel::new_state() const {
@@ -92,6 +107,62 @@ void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   if (on_layer) on_layer(-1, mixed.data(), rows);
   logits.resize(size_t(rows * c.vocab));
   matmul(w_.lm_head, mixed.data(), rows, logits.data(), pool_.get());
+}
+
+// forward(kLast) of one token for each of N sequences, the rows stacked through
+// decoder_layer_seqs: every matmul reads its weight once for all N rows; PLE contexts, conv
+// windows, recurrent states and KV caches stay per sequence. Row for row the operations of
+// forward() with n = 1, so each row is bit for bit that sequence's forward alone.
+void QwenNextModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                                 std::vector<float>& logits) {
+  if (on_layer) return Model::decode_batch(states, tokens, logits);  // the debug hook sees one sequence per call
+  const Config& c = cfg_;
+  const int64_t B = int64_t(states.size()), W = c.wide(), d = c.hidden;
+  if (states.size() != tokens.size())
+    throw Error("qwen_next: decode_batch got " + std::to_string(states.size()) + " states for " +
+                std::to_string(tokens.size()) + " tokens");
+  std::vector<State*> st;
+  for (int64_t b = 0; b < B; ++b) {
+    auto* s = dynamic_cast<State*>(states[size_t(b)]);
+    if (!s) throw Error("qwen_next: decode_batch got a state of another model family");
+    if (std::find(st.begin(), st.end(), s) != st.end()) throw Error("qwen_next: decode_batch got the same state twice");
+    const int32_t t = tokens[size_t(b)];
+    if (t < 0 || t >= c.vocab)
+      throw InputError("qwen_next: token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                       std::to_string(c.vocab) + ")");
+    if (s->pos + 1 > info_.max_context)
+      throw InputError("qwen_next: context of " + std::to_string(s->pos + 1) + " tokens exceeds max_context " +
+                       std::to_string(info_.max_context));
+    st.push_back(s);
+  }
+  logits.clear();
+  if (B == 0) return;
+  const Ctx x{c, pool_.get(), inv_freq_};
+  std::vector<float> h(size_t(B * W));
+  for (int64_t b = 0; b < B; ++b) {
+    dequantize_row(w_.embed, tokens[size_t(b)], h.data() + b * W);
+    for (int64_t k = 1; k < c.hc; ++k) std::copy_n(h.data() + b * W, d, h.data() + b * W + k * d);
+  }
+  std::vector<SeqRows> seqs(static_cast<size_t>(B));
+  for (int64_t l = 0; l < c.layers; ++l) {
+    for (int64_t b = 0; b < B; ++b)
+      seqs[size_t(b)] = {&st[size_t(b)]->layers[size_t(l)], st[size_t(b)]->pos, 1, &tokens[size_t(b)]};
+    decoder_layer_seqs(x, w_.layers[size_t(l)], seqs, h.data());
+  }
+  for (int64_t b = 0; b < B; ++b) {  // forward()'s MTP bookkeeping for one token
+    State& s = *st[size_t(b)];
+    const float* row = h.data() + b * W;
+    if (s.mtp_on && !s.last_wide.empty()) {
+      s.pending_wide.insert(s.pending_wide.end(), s.last_wide.begin(), s.last_wide.end());
+      s.pending_next.push_back(tokens[size_t(b)]);
+    }
+    s.last_wide.assign(row, row + W);
+    s.pos += 1;
+  }
+  std::vector<float> mixed(size_t(B * d));
+  hyper_read(x, w_.mixer, h.data(), B, mixed.data(), nullptr);
+  logits.resize(size_t(B * c.vocab));
+  matmul(w_.lm_head, mixed.data(), B, logits.data(), pool_.get());
 }
 
 PleTableStats QwenNextModel::ple_stats() const {

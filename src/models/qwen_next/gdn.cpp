@@ -8,6 +8,7 @@
 #include "backend/cpu/activation.h"
 #include "backend/cpu/conv1d.h"
 #include "backend/cpu/norm.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "models/qwen_next/layers.h"
 
@@ -119,7 +120,13 @@ void delta_rule_chunked_head(const Config& c, int64_t h, const float* qkv, int64
 }  // namespace
 
 void gdn_forward(const Ctx& x, const GdnWeights& w, LayerState& s, const float* in, int64_t n, float* out) {
+  const SeqRows one{&s, 0, n, nullptr};
+  gdn_forward_seqs(x, w, std::span<const SeqRows>(&one, 1), in, out);
+}
+
+void gdn_forward_seqs(const Ctx& x, const GdnWeights& w, std::span<const SeqRows> seqs, const float* in, float* out) {
   const Config& c = x.c;
+  const int64_t n = total_rows(seqs);
   const int64_t C = c.conv_dim(), VH = c.v_heads, V = c.value_dim();
   std::vector<float> raw(size_t(n * C)), qkv(size_t(n * C)), z(size_t(n * V)), a(size_t(n * VH)),
       b(size_t(n * VH)), o(size_t(n * V));
@@ -127,11 +134,16 @@ void gdn_forward(const Ctx& x, const GdnWeights& w, LayerState& s, const float* 
   matmul(w.z, in, n, z.data(), x.pool);      // {n, v_heads * v_dim}
   matmul(w.b, in, n, b.data(), x.pool);      // {n, v_heads}
   matmul(w.a, in, n, a.data(), x.pool);
-  if (s.cap.on) {  // conv history before the window + its input rows (commit rebuilds any prefix)
-    s.cap.conv0 = s.conv;
-    s.cap.conv_in = raw;
+  for (int64_t r0 = 0; const SeqRows& q : seqs) {
+    LayerState& s = *q.s;
+    if (s.cap.on) {  // conv history before the window + its input rows (commit rebuilds any prefix)
+      DS4_CHECK(seqs.size() == 1, "qwen_next gdn: a captured verify window in a multi-sequence batch");
+      s.cap.conv0 = s.conv;
+      s.cap.conv_in = raw;
+    }
+    cpu::conv1d_causal_f32({raw.data() + r0 * C, q.n, C, w.conv.data(), c.conv_k, 1, s.conv.data(), qkv.data() + r0 * C});
+    r0 += q.n;
   }
-  cpu::conv1d_causal_f32({raw.data(), n, C, w.conv.data(), c.conv_k, 1, s.conv.data(), qkv.data()});
   cpu::silu_f32(qkv.data(), n * C, qkv.data());
   // q, k: L2 norm per key head (eps 1e-6 on the sum, FLA convention), q scaled by k_dim^-1/2.
   const float qscale = 1.0f / std::sqrt(float(c.k_dim));
@@ -149,20 +161,29 @@ void gdn_forward(const Ctx& x, const GdnWeights& w, LayerState& s, const float* 
       a[size_t(t * VH + h)] = -std::exp(w.a_log[size_t(h)]) * cpu::softplus(a[size_t(t * VH + h)] + w.dt_bias[size_t(h)]);
     }
   const int64_t sz = c.k_dim * c.v_dim;
-  if (s.cap.on) s.cap.ssm.resize(size_t(n * VH * sz));
-  parallel_for(x.pool, VH, [&](int64_t h0, int64_t h1) {
-    for (int64_t h = h0; h < h1; ++h) {
+  std::vector<int64_t> row0;
+  for (int64_t r = 0; const SeqRows& q : seqs) row0.push_back(r), r += q.n;
+  if (seqs.size() == 1 && seqs[0].s->cap.on) seqs[0].s->cap.ssm.resize(size_t(n * VH * sz));
+  // (sequence, value head) pairs are independent: one task each.
+  parallel_for(x.pool, int64_t(seqs.size()) * VH, [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t h = task % VH;
+      const size_t si = size_t(task / VH);
+      LayerState& s = *seqs[si].s;
+      const int64_t n = seqs[si].n, r0 = row0[si];
+      const float *qr = qkv.data() + r0 * C, *ar = a.data() + r0 * VH, *br = b.data() + r0 * VH;
+      float* orow = o.data() + r0 * V;
       float* S = s.ssm.data() + h * sz;
       if (s.cap.on) {  // captured verify: the recurrence row by row, keeping S after each row
         for (int64_t t = 0; t < n; ++t) {
-          delta_rule_head(c, h, qkv.data() + t * C, 1, a.data() + t * VH, b.data() + t * VH, S, o.data() + t * V);
+          delta_rule_head(c, h, qr + t * C, 1, ar + t * VH, br + t * VH, S, orow + t * V);
           std::copy_n(S, sz, s.cap.ssm.data() + (t * VH + h) * sz);
         }
         continue;
       }
       // One token: the recurrence (decode). Several: the chunked form (prefill, verify).
-      if (n == 1) delta_rule_head(c, h, qkv.data(), n, a.data(), b.data(), S, o.data());
-      else delta_rule_chunked_head(c, h, qkv.data(), n, a.data(), b.data(), S, o.data());
+      if (n == 1) delta_rule_head(c, h, qr, n, ar, br, S, orow);
+      else delta_rule_chunked_head(c, h, qr, n, ar, br, S, orow);
     }
   });
   // Gated RMSNorm per value head: norm(o) * w * act(z), act = sigmoid (Flash-Next) or silu.

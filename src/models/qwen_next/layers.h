@@ -2,6 +2,7 @@
 // The blocks of one decoder layer, each over n rows at once (prefill chunk, verify window
 // or a single decode token). Row-major buffers; shapes in the comments.
 #include <cstdint>
+#include <span>
 
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/state.h"
@@ -38,6 +39,22 @@ void moe_forward(const Ctx& x, const MoeWeights& w, const float* in, int64_t n, 
 
 // PLE: h {n, hc*d} += ple(h, tokens); advances the token context and conv history.
 void ple_forward(const Ctx& x, const PleWeights& w, LayerState& s, const int32_t* tokens, float* h, int64_t n);
+
+// Several sequences in one pass (batched decode): sequence i owns the next seqs[i].n rows of
+// the buffers, its own layer state, positions pos0.. and token ids (PLE). The projections
+// run once over all rows (each weight read once); conv windows, recurrent states, caches and
+// attention stay per sequence. Every row's result is the one the single-sequence call
+// gives it (which is these with one sequence). A captured verify window takes one sequence.
+struct SeqRows {
+  LayerState* s;
+  int64_t pos0;
+  int64_t n;
+  const int32_t* tokens;  // PLE layers only
+};
+void gdn_forward_seqs(const Ctx& x, const GdnWeights& w, std::span<const SeqRows> seqs, const float* in, float* out);
+void qsa_forward_seqs(const Ctx& x, const QsaWeights& w, std::span<const SeqRows> seqs, const float* in, float* out);
+void ple_forward_seqs(const Ctx& x, const PleWeights& w, std::span<const SeqRows> seqs, float* h);
+int64_t total_rows(std::span<const SeqRows> seqs);
 
 // Fresh per-layer state for layer l (or the MTP layer with l = -1).
 LayerState new_layer_state(const Config& c, int64_t l);

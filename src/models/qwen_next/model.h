@@ -22,6 +22,9 @@ class QwenNextModel : public Model, public DraftHead {
   const ModelInfo& info() const override { return info_; }
   std::unique_ptr<ModelState> new_state() const override;
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
+  // One token for each of N sequences, each weight read once for all (forward.cpp).
+  void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                    std::vector<float>& logits) override;
 
   const Config& config() const { return cfg_; }
   // Debug hook: called after every decoder layer with the widened rows h {n, hc*d}

@@ -34,12 +34,21 @@ void gather_embeddings(const Config& c, const PleWeights& w, LayerState& s, cons
 }  // namespace
 
 void ple_forward(const Ctx& x, const PleWeights& w, LayerState& s, const int32_t* tokens, float* h, int64_t n) {
+  const SeqRows one{&s, 0, n, tokens};
+  ple_forward_seqs(x, w, std::span<const SeqRows>(&one, 1), h);
+}
+
+void ple_forward_seqs(const Ctx& x, const PleWeights& w, std::span<const SeqRows> seqs, float* h) {
   const Config& c = x.c;
-  const int64_t W = c.wide(), d = c.hidden;
+  const int64_t W = c.wide(), d = c.hidden, n = total_rows(seqs);
   std::vector<float> emb(size_t(n * c.ple_dim)), key(size_t(n * W)), val(size_t(n * d)), gv(size_t(n * W)),
       gvn(size_t(n * W)), conv(size_t(n * W));
-  if (s.cap.on) s.cap.ple_ctx0 = s.ple_ctx;
-  gather_embeddings(c, w, s, tokens, n, emb.data());
+  for (int64_t r0 = 0; const SeqRows& q : seqs) {  // each sequence's own n-gram context
+    DS4_CHECK(!q.s->cap.on || seqs.size() == 1, "qwen_next ple: a captured verify window in a multi-sequence batch");
+    if (q.s->cap.on) q.s->cap.ple_ctx0 = q.s->ple_ctx;
+    gather_embeddings(c, w, *q.s, q.tokens, q.n, emb.data() + r0 * c.ple_dim);
+    r0 += q.n;
+  }
   matmul(w.key, emb.data(), n, key.data(), x.pool);    // {n, hc*d}
   matmul(w.value, emb.data(), n, val.data(), x.pool);  // {n, d}
   const float inv_sqrt_d = 1.0f / std::sqrt(float(d));
@@ -58,11 +67,16 @@ void ple_forward(const Ctx& x, const PleWeights& w, LayerState& s, const int32_t
     }
     cpu::rmsnorm_grouped_f32(gv.data() + t * W, w.norm_conv.data(), 1.0f, W, d, c.rms_eps, gvn.data() + t * W);
   }
-  if (s.cap.on) {
-    s.cap.ple_conv0 = s.ple_conv;
-    s.cap.ple_in = gvn;
+  for (int64_t r0 = 0; const SeqRows& q : seqs) {  // the dilated conv history is per sequence
+    LayerState& s = *q.s;
+    if (s.cap.on) {
+      s.cap.ple_conv0 = s.ple_conv;
+      s.cap.ple_in = gvn;
+    }
+    cpu::conv1d_causal_f32(
+        {gvn.data() + r0 * W, q.n, W, w.conv.data(), c.ple_conv_k, c.ngram, s.ple_conv.data(), conv.data() + r0 * W});
+    r0 += q.n;
   }
-  cpu::conv1d_causal_f32({gvn.data(), n, W, w.conv.data(), c.ple_conv_k, c.ngram, s.ple_conv.data(), conv.data()});
   for (int64_t i = 0; i < n * W; ++i) h[i] += gv[size_t(i)] + cpu::silu(conv[size_t(i)]);
 }
 

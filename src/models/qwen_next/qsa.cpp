@@ -66,16 +66,27 @@ void select_keys(const Ctx& x, const LayerState& s, const float* q, int64_t p, s
 
 void qsa_forward(const Ctx& x, const QsaWeights& w, LayerState& s, int64_t pos0, const float* in, int64_t n,
                  float* out) {
+  const SeqRows one{&s, pos0, n, nullptr};
+  qsa_forward_seqs(x, w, std::span<const SeqRows>(&one, 1), in, out);
+}
+
+void qsa_forward_seqs(const Ctx& x, const QsaWeights& w, std::span<const SeqRows> seqs, const float* in, float* out) {
   const Config& c = x.c;
   const int64_t H = c.heads, KV = c.kv_heads, hd = c.head_dim, D = c.idx_dim, IH = c.idx_heads;
+  const int64_t n = total_rows(seqs);
   std::vector<float> qg(size_t(n * H * 2 * hd)), k(size_t(n * KV * hd)), v(size_t(n * KV * hd)),
       q(size_t(n * H * hd)), gate(size_t(n * H * hd)), iqk(size_t(n * (IH + 1) * D));
   matmul(w.q, in, n, qg.data(), x.pool);   // {n, heads, [query | gate] 2*hd}
   matmul(w.k, in, n, k.data(), x.pool);    // {n, kv_heads, hd}
   matmul(w.v, in, n, v.data(), x.pool);
   matmul(w.idx_qk, in, n, iqk.data(), x.pool);  // {n, [idx_heads queries | 1 key], idx_dim}
+  // Row t of the pass: its sequence and position.
+  std::vector<const SeqRows*> seq_of(static_cast<size_t>(n));
+  std::vector<int64_t> pos_of(static_cast<size_t>(n));
+  for (int64_t r = 0; const SeqRows& sq : seqs)
+    for (int64_t t = 0; t < sq.n; ++t, ++r) seq_of[size_t(r)] = &sq, pos_of[size_t(r)] = sq.pos0 + t;
   for (int64_t t = 0; t < n; ++t) {
-    const int64_t p = pos0 + t;
+    const int64_t p = pos_of[size_t(t)];
     for (int64_t h = 0; h < H; ++h) {
       const float* src = qg.data() + (t * H + h) * 2 * hd;
       float* qh = q.data() + (t * H + h) * hd;
@@ -89,32 +100,39 @@ void qsa_forward(const Ctx& x, const QsaWeights& w, LayerState& s, int64_t pos0,
     float* iq = iqk.data() + t * (IH + 1) * D;
     for (int64_t h = 0; h < IH; ++h) cpu::rmsnorm_f32(iq + h * D, w.idx_q_norm.data(), 1.0f, D, c.rms_eps, iq + h * D);
     cpu::rope_f32(iq, IH, D, c.rot_dim, p, x.inv_freq.data(), cpu::RopeStyle::kHalf);
+    LayerState& s = *seq_of[size_t(t)]->s;
     s.idx_raw.insert(s.idx_raw.end(), iq + IH * D, iq + (IH + 1) * D);
   }
-  s.k.insert(s.k.end(), k.begin(), k.end());
-  s.v.insert(s.v.end(), v.begin(), v.end());
-  pool_new_blocks(x, w, s, pos0 + n);
-  // Per-query key selection, {n, budget + ratio - 1} at most (or the whole causal prefix).
-  const int64_t total = pos0 + n;
-  std::vector<std::vector<int32_t>> sel(static_cast<size_t>(n));
-  parallel_for(x.pool, n, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) select_keys(x, s, iqk.data() + t * (IH + 1) * D, pos0 + t, sel[size_t(t)]);
-  });
-  int64_t stride = 0;
-  for (auto& v2 : sel) stride = std::max(stride, int64_t(v2.size()));
-  std::vector<int32_t> flat(size_t(n * stride), -1), count(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) {
-    std::copy(sel[size_t(t)].begin(), sel[size_t(t)].end(), flat.begin() + t * stride);
-    count[size_t(t)] = int32_t(sel[size_t(t)].size());
-  }
   std::vector<float> att(size_t(n * H * hd));
-  cpu::AttentionArgs a;
-  a.q = q.data(); a.n_q = n; a.heads = H; a.head_dim = hd;
-  a.k = s.k.data(); a.v = s.v.data(); a.n_kv = total; a.kv_heads = KV;
-  a.q_pos0 = pos0; a.scale = 1.0f / std::sqrt(float(hd));
-  a.sel = flat.data(); a.sel_count = count.data(); a.sel_stride = stride;
-  a.out = att.data(); a.pool = x.pool;
-  cpu::attention_f32(a);
+  for (int64_t r0 = 0; const SeqRows& sq : seqs) {  // caches, key selection and attention per sequence
+    LayerState& s = *sq.s;
+    const int64_t pos0 = sq.pos0, m = sq.n;
+    s.k.insert(s.k.end(), k.begin() + r0 * KV * hd, k.begin() + (r0 + m) * KV * hd);
+    s.v.insert(s.v.end(), v.begin() + r0 * KV * hd, v.begin() + (r0 + m) * KV * hd);
+    pool_new_blocks(x, w, s, pos0 + m);
+    // Per-query key selection, {m, budget + ratio - 1} at most (or the whole causal prefix).
+    const int64_t total = pos0 + m;
+    std::vector<std::vector<int32_t>> sel(static_cast<size_t>(m));
+    parallel_for(x.pool, m, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        select_keys(x, s, iqk.data() + (r0 + t) * (IH + 1) * D, pos0 + t, sel[size_t(t)]);
+    });
+    int64_t stride = 0;
+    for (auto& v2 : sel) stride = std::max(stride, int64_t(v2.size()));
+    std::vector<int32_t> flat(size_t(m * stride), -1), count(static_cast<size_t>(m));
+    for (int64_t t = 0; t < m; ++t) {
+      std::copy(sel[size_t(t)].begin(), sel[size_t(t)].end(), flat.begin() + t * stride);
+      count[size_t(t)] = int32_t(sel[size_t(t)].size());
+    }
+    cpu::AttentionArgs a;
+    a.q = q.data() + r0 * H * hd; a.n_q = m; a.heads = H; a.head_dim = hd;
+    a.k = s.k.data(); a.v = s.v.data(); a.n_kv = total; a.kv_heads = KV;
+    a.q_pos0 = pos0; a.scale = 1.0f / std::sqrt(float(hd));
+    a.sel = flat.data(); a.sel_count = count.data(); a.sel_stride = stride;
+    a.out = att.data() + r0 * H * hd; a.pool = x.pool;
+    cpu::attention_f32(a);
+    r0 += m;
+  }
   for (size_t i = 0; i < att.size(); ++i) att[i] *= cpu::sigmoid(gate[i]);  // output gate
   matmul(w.o, att.data(), n, out, x.pool);  // {n, d}
 }

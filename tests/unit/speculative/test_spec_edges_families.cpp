@@ -12,6 +12,7 @@
 
 #include "draft_head_test_util.h"
 #include "chat_test_util.h"
+#include "recording_codec.h"
 #include "engine/engine.h"
 #include "engine/tok_codec.h"
 #include "models/draft_head.h"
@@ -33,55 +34,6 @@ const Family kFamilies[] = {
     {"dsv4_mtp", kData + "/deepseek_v4/model", kData + "/deepseek_v4/mtp/mtp.safetensors", ""},
     {"dsv4_dspark", kData + "/deepseek_v4/model", kData + "/deepseek_v4/dspark/dspark.safetensors",
      kData + "/deepseek_v4/dspark/dspark_config.json"},
-};
-
-// The ids each turn pushed into its detokenizer, in order: one vector per turn (stream).
-using IdLog = std::shared_ptr<std::vector<std::vector<int32_t>>>;
-
-class RecordingStream : public TextStream {
- public:
-  RecordingStream(std::unique_ptr<TextStream> s, std::vector<int32_t>* ids) : s_(std::move(s)), ids_(ids) {}
-  std::string push(int32_t id) override {
-    ids_->push_back(id);
-    return s_->push(id);
-  }
-  std::string finish() override { return s_->finish(); }
-
- private:
-  std::unique_ptr<TextStream> s_;
-  std::vector<int32_t>* ids_;
-};
-
-// The production codec, with every turn's emitted ids recorded into `log`.
-class RecordingCodec : public Codec {
- public:
-  RecordingCodec(std::unique_ptr<TokCodec> c, IdLog log) : c_(std::move(c)), log_(std::move(log)) {}
-  std::string family() const override { return c_->family(); }
-  std::vector<int32_t> render(const tok::Conversation& conv) const override { return c_->render(conv); }
-  tok::Continuation continuation(const std::vector<int32_t>& h, const tok::Conversation& conv) const override {
-    return c_->continuation(h, conv);
-  }
-  // A raw prompt spelled "#ids 1 2 3" stands for exactly those ids (tests drive token ids).
-  std::vector<int32_t> encode(std::string_view text) const override {
-    if (!text.starts_with(kIdPrompt)) return c_->encode(text);
-    std::vector<int32_t> ids;
-    std::istringstream in{std::string(text.substr(kIdPrompt.size()))};
-    for (int32_t id; in >> id;) ids.push_back(id);
-    return ids;
-  }
-  static constexpr std::string_view kIdPrompt = "#ids ";
-  std::unique_ptr<TextStream> stream() const override {
-    log_->emplace_back();
-    return std::make_unique<RecordingStream>(c_->stream(), &log_->back());
-  }
-  std::unique_ptr<tok::OutputParser> parser(bool thinking) const override { return c_->parser(thinking); }
-  bool starts_in_reasoning(const tok::Conversation& conv) const override { return c_->starts_in_reasoning(conv); }
-  std::string token_bytes(int32_t id) const override { return c_->token_bytes(id); }
-  bool is_stop_token(int32_t id) const override { return c_->is_stop_token(id); }
-
- private:
-  std::unique_ptr<TokCodec> c_;
-  IdLog log_;  // streams are made one turn at a time (tests run turns one by one)
 };
 
 // A draft head that proposes the known AR continuation: with `full` = prompt + AR answer,
@@ -219,7 +171,7 @@ class SpecEdgesFamily : public ::testing::TestWithParam<Family> {
   }
 
   std::string dir_;
-  IdLog log_ = std::make_shared<std::vector<std::vector<int32_t>>>();
+  IdLog log_ = std::make_shared<IdLog::element_type>();
 };
 
 const std::vector<tok::Message> kStory = {msg("user", "Tell me a short story about a cat who learns to fly.")};

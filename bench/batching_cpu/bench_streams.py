@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Continuous batching through the real server on CPU: N concurrent streaming chat clients
+(1/4/16 by default), each sending `--requests` turns back to back, against ds4server with
+batching off (the round-robin engine of before: a whole prefill chunk per session per
+iteration, decode forwards one after another) and on (token budget + Model::decode_batch),
+in the same run: both servers up at once, rounds alternating off / on so load from other
+processes hits both modes alike.
+
+Per cell (`--repeats` rounds): aggregate output tok/s (completion tokens / wall time of a
+round; the median round), per-stream
+TPOT (decode seconds per token after the first, measured at the client from the SSE chunk
+times and usage.completion_tokens) p50/p99 over turns, TTFT p50/p99, and the server's
+/metrics batching counters. Greedy, speculation off (speculative cycles run per session; see
+docs/batching.md). Writes JSON lines and a markdown table.
+
+  python3 bench/batching_cpu/bench_streams.py --model models/default/model.gguf --tag default \
+      --out bench/results/batching-cpu-2026-12-04
+"""
+import argparse
+import http.client
+import json
+import pathlib
+import statistics
+import sys
+import threading
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "python" / "common"))
+from ds4_server_proc import ServerProcess  # noqa: E402
+
+TOPICS = ["a cat who learns to fly", "the history of bread", "how rain forms", "a robot that paints",
+          "why the sky is blue", "a trip to the mountains", "how computers add numbers", "a lost key",
+          "the first day of school", "a lighthouse keeper", "how bees make honey", "a city under the sea",
+          "the rules of chess", "a dragon who bakes", "how trains work", "a letter to a friend"]
+
+
+def pct(xs, p):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def one_turn(port, prompt, max_tokens):
+    """One streaming chat turn; returns (ttft_s, tpot_s or None, completion_tokens, gaps)."""
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+                       "temperature": 0, "stream": True, "stream_options": {"include_usage": True}})
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
+    times, tokens = [], None
+    for raw in resp:
+        line = raw.decode().strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        ev = json.loads(line[6:])
+        if ev.get("usage"):
+            tokens = ev["usage"]["completion_tokens"]
+        for ch in ev.get("choices", []):
+            if ch.get("delta", {}).get("content"):
+                times.append(time.perf_counter())
+    conn.close()
+    if not times or tokens is None:
+        raise RuntimeError("no content or no usage in the stream")
+    ttft = times[0] - t0
+    tpot = (times[-1] - times[0]) / (tokens - 1) if tokens > 1 and len(times) > 1 else None
+    return ttft, tpot, tokens, [b - a for a, b in zip(times, times[1:])]
+
+
+def metrics(port):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(("ds4_batched_decode_", "ds4_decode_batch_size_sum", "ds4_decode_batch_size_count",
+                            "ds4_generated_tokens_total")):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def summarize(rounds, streams):
+    """Rounds of one cell: agg tok/s of the median round, TPOT / TTFT percentiles over all turns."""
+    repeats = len(rounds)
+    res = [r for rr in rounds for r in rr["results"]]
+    tpots = [r[1] for r in res if r[1] is not None]
+    ttfts = [r[0] for r in res]
+    rates = sorted(rr["toks"] / rr["wall"] for rr in rounds)
+    d = {}
+    for rr in rounds:
+        for k, v in rr["delta"].items():
+            d[k] = d.get(k, 0) + v
+    iters = d.get("ds4_decode_batch_size_count", 0)
+    return {
+        "streams": streams, "repeats": repeats, "turns": len(res), "completion_tokens": sum(r[2] for r in res),
+        "agg_tok_s": round(statistics.median(rates), 2), "agg_tok_s_rounds": [round(x, 1) for x in rates],
+        "tpot_p50_ms": round(1e3 * pct(tpots, 50), 2), "tpot_p99_ms": round(1e3 * pct(tpots, 99), 2),
+        "ttft_p50_ms": round(1e3 * pct(ttfts, 50), 1), "ttft_p99_ms": round(1e3 * pct(ttfts, 99), 1),
+        "mean_decode_steps_per_iteration": round(d.get("ds4_decode_batch_size_sum", 0) / iters, 2) if iters else 0,
+        "batched_calls": int(d.get("ds4_batched_decode_calls_total", 0)),
+        "batched_rows": int(d.get("ds4_batched_decode_rows_total", 0)),
+    }
+
+
+def one_round(port, streams, requests, max_tokens, seq):
+    results, errors = [], []
+    before = metrics(port)
+
+    def client(i):
+        try:
+            for r in range(requests):
+                topic = TOPICS[(i + r) % len(TOPICS)]
+                # Unique per turn within a server (no prefix-cache reuse); the same in both modes
+                # (separate servers), so both do the same work.
+                prompt = f"[{seq}.{i}.{r}] Write a long story about {topic}. Use many details."
+                results.append(one_turn(port, prompt, max_tokens))
+        except Exception as e:  # reported below; the cell is then invalid
+            errors.append(repr(e))
+
+    t0 = time.perf_counter()
+    th = [threading.Thread(target=client, args=(i,)) for i in range(streams)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    wall = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError(errors[0])
+    after = metrics(port)
+    return {"results": results, "wall": wall, "toks": sum(r[2] for r in results),
+            "delta": {k: after.get(k, 0) - before.get(k, 0) for k in after}}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--tag", required=True, help="name of the model in the output")
+    ap.add_argument("--bin", default=str(ROOT / "build" / "release" / "bin" / "ds4server"))
+    ap.add_argument("--streams", default="1,4,16")
+    ap.add_argument("--requests", type=int, default=4, help="turns per stream, back to back")
+    ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--repeats", type=int, default=3, help="rounds per cell, modes alternating")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    out = pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    servers = {}
+    for mode in ("off", "on"):
+        servers[mode] = ServerProcess([a.bin, "serve", "--model", a.model, "--port", "0", "--host", "127.0.0.1",
+                                       "--server.web_root", str(ROOT / "web"), "--threads", str(a.threads),
+                                       "--thinking", "off", "--speculative.enabled", "false",
+                                       "--batching.enabled", "true" if mode == "on" else "false"], start_s=120)
+    rows = []
+    try:
+        for m in servers.values():  # warm both (page in the weights, first-call allocations)
+            one_turn(m.port, "[warm] Hello", 8)
+        for seq, n in enumerate(int(s) for s in a.streams.split(",")):
+            # Rounds alternate off / on so load from other processes hits both modes alike.
+            per = {"off": [], "on": []}
+            for k in range(a.repeats):
+                for mode in ("off", "on") if k % 2 == 0 else ("on", "off"):
+                    per[mode].append(one_round(servers[mode].port, n, a.requests, a.max_tokens, f"{seq}.{k}"))
+            for mode in ("off", "on"):
+                r = summarize(per[mode], n)
+                r.update(model=a.tag, batching=mode)
+                rows.append(r)
+                print(json.dumps(r), flush=True)
+    finally:
+        for m in servers.values():
+            m.stop()
+    with open(out / f"{a.tag}.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    lines = [f"### {a.tag} ({a.model}), {a.requests} turns per stream, max_tokens {a.max_tokens}, threads {a.threads}, "
+             f"{a.repeats} rounds per cell (agg tok/s: median round; percentiles over all turns)",
+             "", "| streams | batching | agg tok/s | TPOT p50 ms | TPOT p99 ms | TTFT p50 ms | TTFT p99 ms | "
+             "decode steps / iteration | batched calls | tokens |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['streams']} | {r['batching']} | {r['agg_tok_s']} | {r['tpot_p50_ms']} | {r['tpot_p99_ms']} | "
+                     f"{r['ttft_p50_ms']} | {r['ttft_p99_ms']} | {r['mean_decode_steps_per_iteration']} | "
+                     f"{r['batched_calls']} | {r['completion_tokens']} |")
+    (out / f"{a.tag}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

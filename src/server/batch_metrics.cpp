@@ -1,0 +1,41 @@
+#include "server/batch_metrics.h"
+
+#include <cstdio>
+#include <iterator>
+
+namespace ds4::server {
+
+std::string batch_metrics_text(const engine::EngineMetrics& m) {
+  std::string out;
+  auto one = [&](const char* name, const char* type, const char* help, double v) {
+    char line[64];
+    std::snprintf(line, sizeof line, "%.17g", v);
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + line + "\n";
+  };
+  one("ds4_running_batch_size", "gauge", "Sessions that took a decode step in the last engine iteration.",
+      double(m.running));
+  one("ds4_prefilling_sessions", "gauge", "Sessions fed a prefill slice in the last engine iteration.",
+      double(m.prefilling));
+  one("ds4_step_token_budget", "gauge", "Tokens one engine iteration may feed (0: no budget, batching off).",
+      double(m.step_tokens));
+  one("ds4_batched_decode_calls_total", "counter", "Batched decode forwards (each weight read once for the batch).",
+      double(m.batched_calls));
+  one("ds4_batched_decode_rows_total", "counter", "Sequences carried by batched decode forwards.",
+      double(m.batched_rows));
+  const char* name = "ds4_decode_batch_size";
+  out += std::string("# HELP ") + name + " Decode steps per engine iteration.\n# TYPE " + name + " histogram\n";
+  uint64_t cum = 0;
+  char line[160];
+  for (size_t i = 0; i < std::size(engine::EngineMetrics::kBatchBounds); ++i) {
+    cum += m.decode_steps_by_size[i];
+    std::snprintf(line, sizeof line, "%s_bucket{le=\"%lld\"} %llu\n", name,
+                  (long long)engine::EngineMetrics::kBatchBounds[i], (unsigned long long)cum);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %llu\n%s_count %llu\n", name,
+                (unsigned long long)m.decode_iterations, name, (unsigned long long)m.decode_sequences, name,
+                (unsigned long long)m.decode_iterations);
+  return out + line;
+}
+
+}  // namespace ds4::server

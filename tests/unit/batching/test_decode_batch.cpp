@@ -1,0 +1,158 @@
+// Model::decode_batch: every sequence's logits in a batch are bit for bit its logits alone
+// (forward of one token on its own state), for every family, with sequences of different
+// lengths joining and leaving the batch between steps, draft heads on (their per-sequence
+// history must follow the batched rows). All three CPU families implement it natively
+// (ModelInfo::batched_decode).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "draft_head_run.h"
+#include "models/draft_head.h"
+#include "models/model.h"
+
+namespace ds4 {
+namespace {
+
+const std::string kData = DS4_TEST_DATA;
+
+struct Case {
+  std::string tag, dir, head;  // head: draft head file merged into a temp folder (empty: none)
+  bool native;                 // expected ModelInfo::batched_decode
+  std::string extra = "";      // config merged into the temp folder (DSpark's settings)
+};
+
+std::unique_ptr<Model> load(const Case& c) {
+  LoadOptions o;
+  o.threads = 2;
+  if (c.head.empty()) return load_model(c.dir, o);
+  const std::string dir = draft_test::trunk_with_head_dir("ds4-batch-" + c.tag, c.dir, c.head, c.extra);
+  auto m = load_model(dir, o);
+  std::filesystem::remove_all(dir);
+  return m;
+}
+
+// Deterministic prompt ids in [1, vocab): different lengths and contents per sequence.
+std::vector<int32_t> prompt(int64_t vocab, int seq, int len) {
+  std::vector<int32_t> p;
+  uint32_t x = 2654435761u * uint32_t(seq + 1);
+  for (int i = 0; i < len; ++i) {
+    x = x * 1664525u + 1013904223u;
+    p.push_back(int32_t(1 + (x >> 8) % uint32_t(vocab - 1)));
+  }
+  return p;
+}
+
+int32_t argmax(std::span<const float> row) {
+  return int32_t(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+class DecodeBatch : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DecodeBatch, EachRowEqualsTheSequenceAlone) {
+  const Case& c = GetParam();
+  auto m = load(c);
+  EXPECT_EQ(m->info().batched_decode, c.native);
+  const int64_t V = m->info().vocab_size;
+  // A draft head in use (GLM's from its file, Qwen's built into the checkpoint): its
+  // per-sequence history must follow the batched rows too.
+  const bool head = m->draft_head() != nullptr;
+  if (!c.head.empty()) ASSERT_TRUE(head);
+  // Five sequences; prompt lengths cross GLM's dense/sparse indexer switch (index_topk 32).
+  const int lens[] = {3, 17, 40, 9, 70};
+  const int kSeq = 5, kSteps = 6;
+  // Sequence i is in the batch at steps [join[i], leave[i]).
+  const int join[] = {0, 0, 2, 1, 0}, leave[] = {6, 3, 6, 5, 6};
+  auto fresh = [&](int i) {
+    auto st = m->new_state();
+    if (head) m->draft_head()->enable_draft(*st);
+    std::vector<float> lg = m->prefill(*st, prompt(V, i, lens[i]));
+    return std::make_pair(std::move(st), argmax(lg));
+  };
+  // Alone: greedy steps one forward at a time; the logits rows it sees.
+  std::vector<std::vector<std::vector<float>>> alone(kSeq);
+  std::vector<std::vector<int32_t>> alone_drafts(kSeq);
+  for (int i = 0; i < kSeq; ++i) {
+    auto [st, next] = fresh(i);
+    for (int s = join[i]; s < leave[i]; ++s) {
+      std::vector<float> row = m->decode(*st, next);
+      next = argmax(row);
+      alone[size_t(i)].push_back(std::move(row));
+    }
+    if (head) m->draft_head()->draft(*st, next, 2, alone_drafts[size_t(i)]);
+  }
+  // Batched: the same sequences stepping together, joining and leaving.
+  std::vector<std::unique_ptr<ModelState>> states(kSeq);
+  std::vector<int32_t> next(kSeq);
+  for (int i = 0; i < kSeq; ++i) std::tie(states[size_t(i)], next[size_t(i)]) = fresh(i);
+  std::vector<float> rows;
+  int batched_steps_of_three_or_more = 0;
+  for (int s = 0; s < kSteps; ++s) {
+    std::vector<ModelState*> in;
+    std::vector<int32_t> tok;
+    std::vector<int> who;
+    for (int i = 0; i < kSeq; ++i)
+      if (s >= join[i] && s < leave[i]) in.push_back(states[size_t(i)].get()), tok.push_back(next[size_t(i)]), who.push_back(i);
+    batched_steps_of_three_or_more += in.size() >= 3;
+    m->decode_batch(in, tok, rows);
+    ASSERT_EQ(rows.size(), in.size() * size_t(V));
+    for (size_t b = 0; b < who.size(); ++b) {
+      const int i = who[b];
+      const std::vector<float>& ref = alone[size_t(i)][size_t(s - join[i])];
+      ASSERT_EQ(std::memcmp(ref.data(), rows.data() + b * size_t(V), size_t(V) * sizeof(float)), 0)
+          << c.tag << ": sequence " << i << " step " << s << " differs from its run alone";
+      next[size_t(i)] = argmax(std::span<const float>(rows.data() + b * size_t(V), size_t(V)));
+    }
+  }
+  EXPECT_GE(batched_steps_of_three_or_more, 4);
+  for (int i = 0; i < kSeq; ++i) {
+    EXPECT_EQ(states[size_t(i)]->position(), lens[i] + leave[i] - join[i]);
+    if (!head) continue;
+    // The draft head saw the batched rows exactly as the lone ones (mtp history per sequence).
+    std::vector<int32_t> d;
+    m->draft_head()->draft(*states[size_t(i)], next[size_t(i)], 2, d);
+    EXPECT_EQ(d, alone_drafts[size_t(i)]) << "sequence " << i;
+  }
+}
+
+TEST_P(DecodeBatch, RejectsMismatchedInput) {
+  auto m = load(GetParam());
+  auto a = m->new_state();
+  m->prefill(*a, prompt(m->info().vocab_size, 0, 4));
+  std::vector<ModelState*> one{a.get()};
+  std::vector<int32_t> two{1, 2};
+  std::vector<float> rows;
+  EXPECT_THROW(m->decode_batch(one, two, rows), Error);
+  std::vector<int32_t> bad{int32_t(m->info().vocab_size)};
+  EXPECT_THROW(m->decode_batch(one, bad, rows), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, DecodeBatch,
+    ::testing::Values(Case{"glm5", kData + "/glm5/model", "", true},
+                      Case{"glm5_mtp", kData + "/glm5/model", kData + "/glm5/mtp/mtp.safetensors", true},
+                      Case{"qwen_next", kData + "/qwen_next/model", "", true},
+                      Case{"deepseek_v4", kData + "/deepseek_v4/model", "", true},
+                      Case{"deepseek_v4_mtp", kData + "/deepseek_v4/model", kData + "/deepseek_v4/mtp/mtp.safetensors",
+                           true},
+                      Case{"deepseek_v4_dspark", kData + "/deepseek_v4/model",
+                           kData + "/deepseek_v4/dspark/dspark.safetensors", true,
+                           kData + "/deepseek_v4/dspark/dspark_config.json"}),
+    [](const auto& info) { return info.param.tag; });
+
+TEST(DecodeBatchGlm, RefusesTheSameStateTwice) {
+  LoadOptions o;
+  o.threads = 2;
+  auto m = load_model(kData + "/glm5/model", o);
+  auto a = m->new_state();
+  m->prefill(*a, prompt(m->info().vocab_size, 1, 5));
+  std::vector<ModelState*> twice{a.get(), a.get()};
+  std::vector<int32_t> tok{3, 4};
+  std::vector<float> rows;
+  EXPECT_THROW(m->decode_batch(twice, tok, rows), Error);
+  EXPECT_EQ(a->position(), 5) << "a refused batch must not advance the state";
+}
+
+}  // namespace
+}  // namespace ds4

@@ -1,0 +1,265 @@
+// The engine with continuous batching on the tiny GLM 5.x model (the family whose CPU
+// decode_batch reads each weight once): every turn that runs concurrently with others,
+// joining while others decode and beside one cancelled mid-turn, emits exactly the token ids
+// it emits alone (greedy), with speculation off, and with speculating turns mixed with plain
+// ones. On the scripted test model: answers exact under load and every state returned.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "draft_head_run.h"
+#include "engine/engine.h"
+#include "recording_codec.h"
+#include "support/test_codec.h"
+#include "support/test_model.h"
+
+namespace ds4::engine {
+namespace {
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+const std::string kData = DS4_TEST_DATA;
+
+// One turn read event by event (several are read interleaved: events queue in the handle).
+struct Turn {
+  std::shared_ptr<RequestHandle> h;
+  size_t log_index = 0;  // its stream in the IdLog (turns start in submission order)
+  int text_events = 0;
+  std::optional<GenEvent> done;
+  std::string text;
+  // Reads until `events` text events arrived or the turn ended.
+  void pump(int events = 1 << 30) {
+    while (!done && text_events < events) {
+      auto ev = h->next(120s);
+      if (!ev) throw std::runtime_error("timeout");
+      if (ev->kind == GenEvent::Kind::kError) throw std::runtime_error(ev->text);
+      if (ev->kind == GenEvent::Kind::kDone) done = *ev;
+      if (ev->kind == GenEvent::Kind::kContent) text_events++, text += ev->text;
+    }
+  }
+};
+
+class GlmEngine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = draft_test::trunk_with_head_dir("ds4-batching-glm", kData + "/glm5/model", kData + "/glm5/mtp/mtp.safetensors");
+    fs::copy_file(fs::path(kData) / "glm5/model/tokenizer.json", fs::path(dir_) / "tokenizer.json",
+                  fs::copy_options::overwrite_existing);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<Engine> engine(int depth, bool batching = true, int64_t step_tokens = 0) {
+    LoadOptions lo;
+    lo.threads = 2;
+    auto model = load_model(dir_, lo);
+    log_ = std::make_shared<IdLog::element_type>();
+    auto codec = std::make_unique<RecordingCodec>(TokCodec::open(dir_, model->info().family), log_);
+    EngineOptions o;
+    o.spec_depth = depth;
+    o.batching = batching;
+    o.step_tokens = step_tokens;
+    o.prefill_chunk = 16;  // prompts of 20..60 ids take several slices
+    return std::make_unique<Engine>(std::move(model), std::move(codec), o);
+  }
+
+  // A greedy completion-mode turn on prompt ids seeded by `i` (20 + 8i ids).
+  GenRequest request(int i, int64_t max_tokens, std::optional<bool> spec = std::nullopt) {
+    std::string p(RecordingCodec::kIdPrompt);
+    uint32_t x = 977u * uint32_t(i + 3);
+    for (int k = 0; k < 20 + 8 * i; ++k) x = x * 1664525u + 1013904223u, p += std::to_string(1 + (x >> 9) % 1000) + " ";
+    GenRequest r;
+    r.raw_prompt = p;
+    r.max_tokens = max_tokens;
+    r.sampler.temperature = 0;
+    r.spec_enabled = spec;
+    return r;
+  }
+  Turn submit(Engine& e, GenRequest r) {
+    Turn t;
+    t.h = e.submit(std::move(r));
+    return t;
+  }
+  std::vector<int32_t> ids(const Turn& t) const { return (*log_)[t.log_index]; }
+
+  // Each request alone on a fresh AR engine: the reference ids.
+  std::vector<std::vector<int32_t>> alone(int n, int64_t max_tokens) {
+    std::vector<std::vector<int32_t>> out;
+    for (int i = 0; i < n; ++i) {
+      auto e = engine(0);
+      Turn t = submit(*e, request(i, max_tokens));
+      t.pump();
+      out.push_back((*log_)[0]);
+    }
+    return out;
+  }
+
+  std::string dir_;
+  IdLog log_;
+};
+
+// Six turns: three start together, three join once the first has emitted tokens, turn 1 is
+// cancelled mid-turn. Each finished turn equals its run alone; the cancelled one is a prefix.
+void run_join_and_cancel(GlmEngine& f, Engine& e, const std::vector<std::vector<int32_t>>& ref, int64_t max_tokens,
+                         std::function<GenRequest(int)> req, std::function<Turn(Engine&, GenRequest)> submit,
+                         std::function<std::vector<int32_t>(const Turn&)> ids) {
+  std::vector<Turn> turns;
+  for (int i = 0; i < 3; ++i) turns.push_back(submit(e, req(i))), turns.back().log_index = size_t(i);
+  turns[0].pump(3);  // decoding is under way
+  for (int i = 3; i < 6; ++i) turns.push_back(submit(e, req(i))), turns.back().log_index = size_t(i);
+  turns[1].pump(4);
+  turns[1].h->cancel();
+  for (auto& t : turns) t.pump();
+  for (int i = 0; i < 6; ++i) {
+    const auto got = ids(turns[size_t(i)]);
+    if (i == 1 && turns[1].done->finish == Finish::kCancelled) {
+      ASSERT_LE(got.size(), ref[1].size());
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), ref[1].begin())) << "the cancelled turn's ids are a prefix";
+      continue;
+    }
+    EXPECT_EQ(got, ref[size_t(i)]) << "turn " << i;
+  }
+  (void)f;
+  (void)max_tokens;
+}
+
+TEST_F(GlmEngine, ConcurrentTurnsEmitTheirAloneTokens) {
+  const int64_t kMax = 40;
+  const auto ref = alone(6, kMax);
+  for (bool batching : {true, false}) {
+    auto e = engine(0, batching);
+    run_join_and_cancel(
+        *this, *e, ref, kMax, [&](int i) { return request(i, kMax); },
+        [&](Engine& en, GenRequest r) { return submit(en, std::move(r)); }, [&](const Turn& t) { return ids(t); });
+    const EngineMetrics m = e->metrics();
+    if (batching) {
+      EXPECT_GT(m.batched_calls, 0u) << "the concurrent decode steps must have run batched";
+      EXPECT_GE(m.batched_rows, 2 * m.batched_calls);
+      EXPECT_EQ(m.step_tokens, 16);  // auto: one prefill chunk
+    } else {
+      EXPECT_EQ(m.batched_calls, 0u);
+      EXPECT_EQ(m.step_tokens, 0);
+    }
+    uint64_t multi = 0;
+    for (size_t b = 1; b < 8; ++b) multi += m.decode_steps_by_size[b];
+    EXPECT_GT(multi, 0u) << "iterations with more than one decode step";
+    e->shutdown();
+    EXPECT_EQ(e->metrics().live, 0);
+  }
+}
+
+TEST_F(GlmEngine, TightBudgetStillExact) {
+  // A budget of 4 tokens per iteration: prompts are fed in slices of 1..4 between decode steps.
+  const int64_t kMax = 24;
+  const auto ref = alone(6, kMax);
+  auto e = engine(0, true, 4);
+  run_join_and_cancel(
+      *this, *e, ref, kMax, [&](int i) { return request(i, kMax); },
+      [&](Engine& en, GenRequest r) { return submit(en, std::move(r)); }, [&](const Turn& t) { return ids(t); });
+  EXPECT_GT(e->metrics().batched_calls, 0u);
+}
+
+TEST_F(GlmEngine, SpeculatingTurnsBesidePlainOnes) {
+  // Depth 2 (the GLM head): even turns speculate, odd ones ask for speculation off and decode
+  // batched together; greedy speculation is exact, so every turn equals AR alone.
+  const int64_t kMax = 40;
+  const auto ref = alone(6, kMax);
+  auto e = engine(2);
+  std::vector<Turn> turns;
+  run_join_and_cancel(
+      *this, *e, ref, kMax, [&](int i) { return request(i, kMax, i % 2 == 0 ? std::nullopt : std::optional(false)); },
+      [&](Engine& en, GenRequest r) {
+        turns.push_back(submit(en, std::move(r)));
+        return turns.back();
+      },
+      [&](const Turn& t) { return ids(t); });
+  const EngineMetrics m = e->metrics();
+  EXPECT_GT(m.batched_calls, 0u) << "the plain turns must have decoded batched";
+  // Turn 0 speculated (its usage says so); the plain ones did not.
+  auto e2 = engine(2);
+  Turn t0 = submit(*e2, request(0, kMax));
+  Turn t3 = submit(*e2, request(3, kMax, false));
+  t0.pump();
+  t3.pump();
+  EXPECT_GT(t0.done->usage.spec_drafted, 0);
+  EXPECT_EQ(t3.done->usage.spec_drafted, 0);
+  EXPECT_EQ((*log_)[0], ref[0]);
+  EXPECT_EQ((*log_)[1], ref[3]);
+}
+
+// The scripted model with a batched decode_batch (the default loop, declared batched): the
+// engine's batching path on answers known in advance, and every state handed back.
+class BatchedTestModel : public testmodel::TestModel {
+ public:
+  explicit BatchedTestModel(std::chrono::microseconds delay) : TestModel("qwen_test", 4096, delay) {
+    info_ = TestModel::info();
+    info_.batched_decode = true;
+  }
+  const ModelInfo& info() const override { return info_; }
+
+ private:
+  ModelInfo info_;
+};
+
+TEST(EngineBatching, ScriptedAnswersUnderLoadAndStatesReturned) {
+  const int64_t before = testmodel::TestModel::live_states();
+  {
+    EngineOptions o;
+    o.prefill_chunk = 8;
+    Engine e(std::make_unique<BatchedTestModel>(100us), std::make_unique<testmodel::TestCodec>(), o);
+    std::vector<std::shared_ptr<RequestHandle>> hs;
+    auto chat = [](const std::string& text) {
+      GenRequest r;
+      tok::Message m;
+      m.role = "user";
+      m.content = text;
+      r.conv.messages = {m};
+      r.conv.thinking = tok::Thinking::kOff;
+      r.max_tokens = 300;
+      return r;
+    };
+    for (int i = 0; i < 8; ++i) hs.push_back(e.submit(chat("hello number " + std::to_string(i))));
+    auto counting = e.submit(chat("count please"));
+    std::string counted;
+    for (;;) {  // cancel the long turn once it is decoding beside the others
+      auto ev = counting->next(60s);
+      ASSERT_TRUE(ev);
+      if (ev->kind == GenEvent::Kind::kContent) counted += ev->text;
+      if (counted.size() > 10) break;
+    }
+    counting->cancel();
+    for (int i = 0; i < 8; ++i) {
+      std::string content;
+      std::optional<GenEvent> done;
+      while (!done) {
+        auto ev = hs[size_t(i)]->next(60s);
+        ASSERT_TRUE(ev);
+        if (ev->kind == GenEvent::Kind::kContent) content += ev->text;
+        if (ev->kind == GenEvent::Kind::kDone) done = *ev;
+      }
+      EXPECT_EQ(content, "Echo: hello number " + std::to_string(i) + ". Done.");
+      EXPECT_EQ(done->finish, Finish::kStop);
+    }
+    for (;;) {
+      auto ev = counting->next(60s);
+      ASSERT_TRUE(ev);
+      if (ev->kind == GenEvent::Kind::kDone) {
+        EXPECT_EQ(ev->finish, Finish::kCancelled);
+        break;
+      }
+    }
+    // The done events go out inside the engine's iteration; the finished sessions leave the
+    // live set (and drop their states) at its end: wait for that (not a timing check).
+    for (int i = 0; i < 2000 && e.metrics().live > 0; ++i) std::this_thread::sleep_for(5ms);
+    const EngineMetrics m = e.metrics();
+    EXPECT_GT(m.batched_calls, 0u);
+    EXPECT_EQ(m.requests_cancelled, 1u);
+    ASSERT_EQ(m.live, 0);
+    // Only the prefix cache holds states once every turn is done (cancelled: published none).
+    EXPECT_EQ(testmodel::TestModel::live_states() - before, int64_t(m.cache_entries));
+  }
+  EXPECT_EQ(testmodel::TestModel::live_states(), before);
+}
+
+}  // namespace
+}  // namespace ds4::engine
