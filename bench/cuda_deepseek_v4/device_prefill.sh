@@ -14,26 +14,12 @@
 set -u
 out=${1:?usage: BIN=DIR bench/cuda_deepseek_v4/device_prefill.sh OUTDIR}
 bin=$(cd "${BIN:?set BIN}" && pwd)
-mkdir -p "$out"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
-log() { echo "== $(date +%T) $*" | tee -a "$out/log.txt"; }
-log "start $(date -u +%FT%TZ)"
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee -a "$out/log.txt"
-rc=0
-run_test() {  # name timeout args...
-  local name=$1 t=$2
-  shift 2
-  [ -x "$bin/$name" ] || return 0
-  log "$name $*"
-  timeout "$t" "$bin/$name" "$@" >"$out/$name.txt" 2>&1
-  local r=$?
-  log "$name exit $r"
-  grep -E "FAIL|FATAL|ALL PASSED|tensor cores|tensor-core|gemm" "$out/$name.txt" | head -40 | tee -a "$out/log.txt"
-  [ $r -eq 0 ] || rc=1
-}
+grep_pat="FAIL|FATAL|ALL PASSED|tensor cores|tensor-core|gemm"
+# shellcheck source=../device_lib.sh
+. "$(dirname "$0")/../device_lib.sh"
 if [ -z "${SKIP_TESTS:-}" ]; then
-  run_test test_cuda_matmul 60
-  run_test test_deepseek_v4_cuda ${TEST_S:-120} .
+  device_run test_cuda_matmul 60
+  device_run test_deepseek_v4_cuda ${TEST_S:-120} .
 fi
 model=/dev/shm/ds4flash-synthetic.gguf
 log "synthetic model -> $model"
@@ -46,8 +32,8 @@ log "bench exit $?"
 grep -vE "^\s*$" "$out/bench_deepseek_v4_cuda.txt" | grep -E "^\||prefill|canary|copy bandwidth|model |per-op|FATAL" | tee -a "$out/log.txt"
 rm -f "$model"
 if [ -z "${SKIP_TESTS:-}" ]; then  # the draft-head tests last (they run the exact path)
-  run_test test_deepseek_v4_mtp_cuda 45 .
-  run_test test_deepseek_v4_dspark_cuda 45 .
+  device_run test_deepseek_v4_mtp_cuda 45 .
+  device_run test_deepseek_v4_dspark_cuda 45 .
 fi
 log "done"
 exit $rc

@@ -170,12 +170,7 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   std::printf("weights %.2f GiB generated on the GPU, load %.1f s; device memory used by the model %.2f GiB (of %.2f "
               "GiB total)\n", double(g.weight_bytes()) / (1ull << 30), load_s,
               double(free0.free_bytes - free1.free_bytes) / (1ull << 30), double(free0.total_bytes) / (1ull << 30));
-  cudaStream_t stream;
-  cudaStreamCreate(&stream);
-  const auto bw = cuda::measure_bandwidth(size_t(1) << 30, 20, stream);
-  cudaStreamDestroy(stream);
-  std::printf("device bandwidth (same run): copy %.0f GB/s, memcpy %.0f GB/s, read %.0f GB/s\n", bw.copy_gbps,
-              bw.memcpy_gbps, bw.read_gbps);
+  const auto bw = measure_printed_bandwidth();
   int64_t kda = 0, dsa = 0, full_idx = 0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     if (c.layer_types[size_t(l)] == glm5::LayerKind::kLinear) ++kda;

@@ -15,29 +15,14 @@ set -u
 out=${1:?usage: BIN=DIR bench/cuda_qwen_next/device_prefill.sh OUTDIR}
 bin=$(cd "${BIN:?set BIN}" && pwd)
 root=${ROOT:-.}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
-log() { echo "== $(date +%T) $*" | tee -a "$out/log.txt"; }
-log "start $(date -u +%FT%TZ)"
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee -a "$out/log.txt"
-rc=0
-run() {  # name timeout args...
-  local name=$1 t=$2
-  shift 2
-  log "$name $*"
-  timeout "$t" "$bin/$name" "$@" >"$out/$name.txt" 2>&1
-  local r=$?
-  log "$name exit $r (124 = timed out)"
-  [ $r -eq 0 ] || rc=1
-}
-run test_qwen_next_cuda "${TEST_S:-50}" "$root"
-grep -E "FAIL|FATAL|tensor cores|delta_rule_rows|300|PASSED" "$out/test_qwen_next_cuda.txt" | head -30 | tee -a "$out/log.txt"
+# shellcheck source=../device_lib.sh
+. "$(dirname "$0")/../device_lib.sh"
+grep_pat="FAIL|FATAL|tensor cores|delta_rule_rows|300|PASSED" device_run test_qwen_next_cuda "${TEST_S:-50}" "$root"
 args="synthetic-full --prefill=${LENGTHS:-2048,8192,32768} --old-max=${OLD_MAX:-2048} --prefill-rows=${ROWS:-512}"
 [ "${EXACT_MAX:-0}" -gt 0 ] && args="$args --exact-max=$EXACT_MAX"
 # shellcheck disable=SC2086
-run bench_qwen_next_cuda "${BENCH_S:-100}" $args
+grep_pat="FAIL|FATAL" device_run bench_qwen_next_cuda "${BENCH_S:-100}" $args
 grep -vE "^\s*$" "$out/bench_qwen_next_cuda.txt" | tee -a "$out/log.txt" | tail -60
-run test_qwen_next_mtp_cuda "${MTP_S:-25}" "$root" --quick
-grep -E "FAIL|FATAL|PASSED" "$out/test_qwen_next_mtp_cuda.txt" | head -20 | tee -a "$out/log.txt"
+grep_pat="FAIL|FATAL|PASSED" device_run test_qwen_next_mtp_cuda "${MTP_S:-25}" "$root" --quick
 log "done"
 exit $rc
