@@ -20,7 +20,7 @@
 //   4096, vocab 32768, BF16 generated weights in memory: models/glm5/synthetic.h);
 //   defaults: tests/data/glm5/model 128 64 0 (0 = all cores)
 // Or: bench_glm5_cuda synthetic-full[:TYPE[:EXPERTS[:LAYERS]]] [decode_tokens] [contexts]
-//   [--prefill N,N,... [--old N,N,...] [--prefill-rows N] [--gemm-rows N] [--fp32-gemms]]
+//   [--prefill N,N,... [--old N,N,...] [--prefill-rows N] [--gemm-rows N] [--no-fp32-gemms]]  (fp32_gemms on by default, as the model)
 //   the full-size model generated on the GPU, prefill + decode per context frontier as
 //   fractions of the roofline (synthetic_full.h); defaults q2_k 288 45, 32, 2048,8192,32768.
 //   --prefill (issue #22): old path (16-row chunks at the --old lengths, default those <= 2048) vs the
@@ -287,6 +287,7 @@ int main(int argc, char** argv) {
     else if (a == "--prefill-rows" && has_value) pa.prefill_rows = std::stoi(argv[++i]);
     else if (a == "--gemm-rows" && has_value) pa.gemm_rows = std::stoi(argv[++i]);
     else if (a == "--fp32-gemms") pa.fp32_gemms = true;
+    else if (a == "--no-fp32-gemms") pa.fp32_gemms = false;
     else if (a == "--profile") profile = true;
     else if (a == "--verify-only") verify_only = true;
     else if (a == "--mtp") mtp = true;

@@ -36,7 +36,7 @@ namespace ds4::bench {
 struct Glm5PrefillArgs {
   std::vector<int64_t> lengths, old_lengths;
   bool old_set = false;
-  bool fp32_gemms = false;  // --fp32-gemms: the tensor-core path with CudaModelOptions::fp32_gemms
+  bool fp32_gemms = true;  // --no-fp32-gemms: the tensor-core path without CudaModelOptions::fp32_gemms
   int prefill_rows = 512, gemm_rows = 64;
 };
 
