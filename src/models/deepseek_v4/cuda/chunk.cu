@@ -189,12 +189,8 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
   // A tensor-core chunk runs the experts on tensor cores (same entries, BF16 MMAs), else exact.
-  const bool tc = opt.expert_mma && tensor_core_chunk() &&
-                  dc::grouped_mma_supports(L.gate_up.first) && dc::grouped_mma_supports(L.down.first);
-  auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
-    if (tc) dc::grouped_mma_bf16(w, x, y, r, stream);
-    else dc::gemv_rows(w, x, y, r, stream);
-  };
+  const bool tc = dc::grouped_mma_usable(opt.expert_mma && tensor_core_chunk(), L.gate_up.first, L.down.first);
+  auto experts = [&](const WeightMatrix& w, const float* x, float* y) { dc::grouped_experts(w, x, y, r, tc, stream); };
   experts(L.gate_up.first, R(0, sl.col), C(cl.egu));
   mark("experts_gate_up");
   swiglu_clamp(C(cl.egu), C(cl.egu) + F, pairs, F, 2 * F, c.swiglu_limit, C(cl.eact), stream);

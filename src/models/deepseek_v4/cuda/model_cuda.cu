@@ -46,8 +46,7 @@ void DeepseekV4CudaModel::Impl::join() {
 }
 
 void DeepseekV4CudaModel::Impl::mark(const char* name) {
-  prof.on = opt.profile && !opt.graphs;  // OpTimer::mark records only while on
-  prof.mark(stream, name);
+  prof.mark(stream, name);  // records only while prof.on (opt.profile with direct launches)
 }
 
 void DeepseekV4CudaModel::Impl::collect_profile() { prof.collect(); }
@@ -244,6 +243,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   Impl& m = *impl_;
   m.src = std::move(src);
   m.opt = copt;
+  m.prof.on = copt.profile && !copt.graphs;
   m.c = config_of(*m.src);
   m.w = bind_weights(*m.src, m.c);
   m.c.ds4_numerics = ds4_numerics_for(m.w.ds4_layout);
@@ -365,6 +365,7 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
     throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");
   impl_->opt = copt;
+  impl_->prof.on = copt.profile && !copt.graphs;
   impl_->mm_main->set_min_rows(tensor_core_rows(copt));
   impl_->mm_side->set_min_rows(tensor_core_rows(copt));
 }
