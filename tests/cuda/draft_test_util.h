@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <initializer_list>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -17,6 +18,7 @@
 #include "test_common.h"
 // tests/unit/common: the gtest-free draft-head scaffolding shared with the unit tests.
 #include "../unit/common/draft_head_run.h"
+#include "../unit/common/logit_agreement.h"
 
 namespace ds4::cuda_test {
 
@@ -119,6 +121,72 @@ inline void speculative_equals_ar(Model& cpu, Model& gpu, const std::vector<int3
                   (long long)f.repairs, (long long)f.full_replays);
     check(forced.tokens == ar.tokens && f.accepted > 0 && f.bonus > 0 && f.repairs + f.full_replays == 0, buf);
   }
+}
+
+// Tensor-core prefill with the draft head on (issue #22). `tc` runs its prefill chunks on tensor
+// cores; `prompt` has enough tokens for a tensor-core chunk. Checks:
+//  - the prompt's logits (kAll) with the head on = without it, bit for bit: the head runs after
+//    the trunk and writes only its own state;
+//  - greedy speculative decoding after that prefill (head on) = greedy AR on the same model,
+//    token for token, at each depth, with drafted > 0 and no repair or full replay: verify
+//    windows and decode steps are exact, and verification keeps only what AR would emit, so the
+//    head's tolerance-level drafts change how many are accepted, never the tokens.
+inline void tc_prefill_speculative(Model& tc, const std::vector<int32_t>& prompt, std::initializer_list<int> depths,
+                                   const std::string& label, int32_t eos = 1) {
+  std::vector<float> with, without;
+  {
+    auto a = tc.new_state(), b = tc.new_state();
+    tc.draft_head()->enable_draft(*a);
+    tc.forward(*a, prompt, Logits::kAll, with);
+    tc.forward(*b, prompt, Logits::kAll, without);
+  }
+  check(!with.empty() && with == without,
+        label + ": " + std::to_string(prompt.size()) +
+            "-token tensor-core prefill, logits (kAll) with the head on = without it, bit for bit");
+  const draft_test::SpecRun ar = draft_test::generate(tc, prompt, 0, nullptr, eos);
+  for (int depth : depths) {
+    const draft_test::SpecRun own = draft_test::generate(tc, prompt, depth, nullptr, eos);
+    const auto& s = own.stats;
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%s: depth %d after the tensor-core prefill with the head on = greedy AR of the same model (%zu "
+                  "tokens): %s; drafted %lld, accepted %lld, repairs %lld, full replays %lld",
+                  label.c_str(), depth, ar.tokens.size(), own.tokens == ar.tokens ? "yes" : "NO", (long long)s.drafted,
+                  (long long)s.accepted, (long long)s.repairs, (long long)s.full_replays);
+    check(!ar.tokens.empty() && own.tokens == ar.tokens && s.drafted > 0 && s.repairs + s.full_replays == 0, buf);
+  }
+}
+
+// A draft pick that returns want[0], want[1], ... whatever the row: two heads' chains compared
+// row by row on the same inputs (a tolerance-level argmax flip would feed another token on).
+inline std::function<int32_t(std::span<const float>)> forced_pick(const std::vector<int32_t>& want) {
+  return [want, k = size_t(0)](std::span<const float>) mutable { return want[std::min(k++, want.size() - 1)]; };
+}
+
+// The head's bound after a tensor-core prefill, against the same head after the exact prefill:
+// the trunk's own tensor-core criterion of the family (the head reads the trunk's rows, so it
+// inherits their precision, and adds one layer of the same rounding): mean |diff| over every
+// logit <= `mean`, and the same argmax wherever the exact row's top-2 margin exceeds `margin`.
+struct HeadBound {
+  float mean, margin;
+};
+
+// ref: the head's logits rows after the exact prefill, got: after the tensor-core one ({rows, V}).
+inline void head_within(const std::string& what, const std::vector<float>& ref, const std::vector<float>& got,
+                        int64_t V, const HeadBound& b) {
+  if (ref.size() != got.size() || ref.empty() || ref.size() % size_t(V) != 0) {
+    check(false, what + ": row counts differ");
+    return;
+  }
+  const auto a = ds4_test::logit_agreement(ref.data(), got.data(), ref.size() / size_t(V), size_t(V), b.margin);
+  ds4_test::print_agreement(what.c_str(), a);
+  char buf[360];
+  std::snprintf(buf, sizeof buf,
+                "%s: mean |diff| %.3g (<= %.0e), p50 %.3g, max %.3g; argmax flips %d, %d where the exact margin > %.2g "
+                "(must be 0)",
+                what.c_str(), double(a.mean), double(b.mean), double(a.p50), double(a.max), a.flips, a.decided_flips,
+                double(b.margin));
+  check(a.mean <= b.mean && a.decided_flips == 0, buf);
 }
 
 }  // namespace ds4::cuda_test

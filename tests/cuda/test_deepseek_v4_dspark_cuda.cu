@@ -22,6 +22,13 @@
 //     replays 0; with drafts forced to the AR continuation: accepted > 0, bonus > 0.
 //  8. Checkpoints with the drafter on (dsv4_checkpoint_test.h, 301 tokens): the stage rings
 //     round-trip (GPU -> GPU bit-identical, GPU <-> CPU within kTol, all 5 drafts equal).
+//  9. Tensor-core prefill with the drafter on (issue #22): a model with the default options
+//     consumes 300 tokens in one 300-row tensor-core chunk, the stage rings recorded with the
+//     chunk's GEMMs. The K5 pass's logits vs the exact model's after the same prompt, rows up
+//     to the first differing draft (a row's Markov bias reads the previous draft), within the
+//     trunk's criterion (tests/unit/deepseek_v4/tc_criterion.h (b)); the prompt's logits with
+//     the drafter on = without, bit for bit; the speculative loop after that prefill = greedy
+//     AR of that model (depths 1, 4).
 // Usage: test_deepseek_v4_dspark_cuda [root] [--quick]
 #include <unistd.h>
 
@@ -44,6 +51,7 @@
 #include "draft_test_util.h"
 #include "dsv4_checkpoint_test.h"
 #include "test_common.h"
+#include "../unit/deepseek_v4/tc_criterion.h"
 // tests/unit/common: the gtest-free draft-head scaffolding shared with the unit tests.
 #include "../unit/common/draft_head_run.h"
 
@@ -237,6 +245,24 @@ void speculative(Model& cpu, Model& gpu, const std::vector<int32_t>& prompt) {
   speculative_equals_ar(cpu, gpu, prompt, {1, 4}, "DSpark speculative");
 }
 
+// Item 9.
+void tensor_core_prefill(dsv4::DeepseekV4CudaModel& exact, dsv4::DeepseekV4CudaModel& tc,
+                         const std::vector<int32_t>& toks) {
+  const int32_t primary = 77;
+  const int64_t V = exact.info().vocab_size;
+  auto se = consumed(exact, toks), st = consumed(tc, toks);
+  const K5 a = gpu_k5(exact, *se, primary), b = gpu_k5(tc, *st, primary);
+  size_t rows = 1;  // row r's input: the primary (r = 0) or draft r - 1
+  while (rows < a.drafts.size() && a.drafts[rows - 1] == b.drafts[rows - 1]) ++rows;
+  const size_t n = std::min(rows * size_t(V), std::min(a.logits.size(), b.logits.size()));
+  head_within("DSpark K5 pass after a " + std::to_string(toks.size()) + "-row tensor-core prefill vs after the exact one (" +
+                  std::to_string(rows) + " rows with equal inputs)",
+              std::vector<float>(a.logits.begin(), a.logits.begin() + std::ptrdiff_t(n)),
+              std::vector<float>(b.logits.begin(), b.logits.begin() + std::ptrdiff_t(n)), V,
+              HeadBound{ds4_test::tc_criterion::kMean, ds4_test::tc_criterion::kMargin});
+  tc_prefill_speculative(tc, toks, {1, 4}, "DSpark");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -273,6 +299,15 @@ int main(int argc, char** argv) {
                              CheckpointCase{"DSpark", 77, 5, kTol, "layer.3.comp.pend_kv", size_t(gpu.config().head_dim)});
     }
     if (!args.quick) speculative(*cpu, gpu, p64);
+    {  // item 9: the default options (tensor-core prefill chunks)
+      const std::string tdir = dspark_dir(root);
+      auto tc_m = dsv4::load_cuda(tdir, o, dsv4::CudaModelOptions{});
+      fs::remove_all(tdir);
+      auto& tc = dynamic_cast<dsv4::DeepseekV4CudaModel&>(*tc_m);
+      tc.set_confidence_gate(0.0);
+      gpu.set_confidence_gate(0.0);
+      tensor_core_prefill(gpu, tc, synthetic_tokens(300, 41, 3, V));
+    }
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

@@ -23,6 +23,13 @@
 //  8. Checkpoints with the head on (dsv4_checkpoint_test.h, 301 tokens): the head's ring and
 //     mtp_last_y round-trip (GPU -> GPU bit-identical, GPU <-> CPU within kTol, drafts equal);
 //     save during an uncommitted captured window throws, after commit_prefix it saves.
+//  9. Tensor-core prefill with the head on (issue #22): a model with the default options (prefill
+//     chunks on tensor cores) consumes p300 in one 300-row chunk, the head recording its rows
+//     with the chunk's GEMMs. The head's chain with the exact model's draft ids forced
+//     (draft_picked, last_picked_logits {3, vocab}: mtp_y and the head's ring) within the trunk's
+//     criterion vs the exact model's (tests/unit/deepseek_v4/tc_criterion.h (b): mean, argmax
+//     where the margin > 0.5); the prompt's logits with the head on = without, bit for bit; the
+//     speculative loop after that prefill = greedy AR of that model (depths 1, 3).
 // Usage: test_deepseek_v4_mtp_cuda [root] [--quick]
 #include <unistd.h>
 
@@ -45,6 +52,7 @@
 #include "draft_test_util.h"
 #include "dsv4_checkpoint_test.h"
 #include "test_common.h"
+#include "../unit/deepseek_v4/tc_criterion.h"
 // tests/unit/common: the gtest-free draft-head scaffolding shared with the unit tests.
 #include "../unit/common/draft_head_run.h"
 
@@ -225,6 +233,30 @@ void speculative(Model& cpu, Model& gpu, const std::vector<int32_t>& prompt) {
   speculative_equals_ar(cpu, gpu, prompt, {1, 3}, "speculative");
 }
 
+// Item 9: the head's chain after the same prompt on the exact and the tensor-core model, the
+// exact model's greedy ids forced on both (a flipped draft would change the next row's input).
+void tensor_core_prefill(dsv4::DeepseekV4CudaModel& exact, dsv4::DeepseekV4CudaModel& tc, const std::vector<int32_t>& toks) {
+  const int32_t next = 321;
+  constexpr int kDepth = 3;
+  auto se = consumed(exact, toks), st = consumed(tc, toks);
+  std::vector<int32_t> want, de, dt;
+  exact.draft(*se, next, kDepth, want);
+  std::vector<float> le, lt;
+  exact.draft_picked(*se, next, kDepth, forced_pick(want), de);
+  exact.last_picked_logits(kDepth, le);
+  tc.draft_picked(*st, next, kDepth, forced_pick(want), dt);
+  tc.last_picked_logits(kDepth, lt);
+  head_within("MTP head after a " + std::to_string(toks.size()) +
+                  "-row tensor-core prefill vs after the exact one (chain of 3, exact ids forced)",
+              le, lt, exact.info().vocab_size,
+              HeadBound{ds4_test::tc_criterion::kMean, ds4_test::tc_criterion::kMargin});
+  std::vector<int32_t> own;
+  tc.draft(*st, next, kDepth, own);
+  std::printf("     MTP head after the tensor-core prefill: greedy draft ids %s the exact model's\n",
+              own == want ? "equal" : "differ from");
+  tc_prefill_speculative(tc, toks, {1, 3}, "MTP head");
+}
+
 }  // namespace
 
 // A captured window's undo log lives in the model, not in the sections: save waits for the commit.
@@ -276,6 +308,12 @@ int main(int argc, char** argv) {
       save_during_capture(gpu, p64);
     }
     if (!args.quick) speculative(*cpu, gpu, p64);
+    {  // item 9: the default options (tensor-core prefill chunks)
+      const std::string tdir = head_dir(root, "ds4_cuda_mtp_tc", root + "/tests/data/deepseek_v4/mtp/mtp.safetensors");
+      auto tc_m = dsv4::load_cuda(tdir, o, dsv4::CudaModelOptions{});
+      fs::remove_all(tdir);
+      tensor_core_prefill(gpu, dynamic_cast<dsv4::DeepseekV4CudaModel&>(*tc_m), golden<int32_t>(*g, "p300.tokens"));
+    }
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

@@ -23,6 +23,14 @@
 //  8. chunk_rows 1 (the head's catch-up in 1-row pieces): drafts = golden; a 2-row
 //     verify_capture returns false (the loop then repairs); first, on that fresh model, a CPU
 //     checkpoint with the head on drafts the golden ids (the head's table made on first use).
+//  9. Tensor-core prefill with the head on (issue #22): a model with prefill chunks on tensor
+//     cores (prefill_rows 512, gemm_rows 64, the server's setting) consumes p300 in one 300-row
+//     chunk; the head runs the chunk's 299 pairs as one multi-row pass on tensor cores
+//     (mtp.cu mtp_chunk_pairs). The head's chain with the exact model's ids forced (draft_picked,
+//     logits {4, vocab}) vs the exact model's within the trunk's tensor-core bound
+//     (test_glm5_cuda item 8: mean |diff| <= 1e-2, argmax equal where the margin > 4e-2); the
+//     prompt's logits with the head on = without, bit for bit; the speculative loop after that
+//     prefill = greedy AR of that model (depths 1, 3).
 // Usage: test_glm5_mtp_cuda [root]
 #include <unistd.h>
 
@@ -39,6 +47,7 @@
 #include "formats/tensor_source.h"
 #include "models/glm5/cuda/model_cuda.h"
 #include "models/glm5/model.h"
+#include "draft_test_util.h"
 #include "test_common.h"
 // tests/unit/common: the gtest-free draft-head scaffolding shared with the unit tests.
 #include "../unit/common/draft_head_run.h"
@@ -308,6 +317,26 @@ void speculative(const Models& m, const TensorSource& g) {
   }
 }
 
+// Item 9.
+void tensor_core_prefill(const Models& m, glm5::Glm5CudaModel& tc, const TensorSource& g) {
+  const auto tokens = golden<int32_t>(g, "p300.tokens");
+  const int32_t next = golden<int32_t>(g, "p300.next_token")[0];
+  auto se = prefilled(m.gpu, tokens), st = prefilled(tc, tokens);
+  std::vector<int32_t> want, de, dt;
+  m.gpu.draft(*se->clone(), next, kDepth, want);
+  m.gpu.draft_picked(*se, next, kDepth, cuda_test::forced_pick(want), de);
+  const std::vector<float> le = m.gpu.last_draft_logits();
+  tc.draft_picked(*st, next, kDepth, cuda_test::forced_pick(want), dt);
+  const std::vector<float> lt = tc.last_draft_logits();
+  head_within("MTP head after a 300-row tensor-core prefill vs after the exact one (chain of 4, exact ids forced)", le,
+              lt, m.V, HeadBound{1e-2f, 4e-2f});
+  std::vector<int32_t> own;
+  tc.draft(*st, next, kDepth, own);
+  std::printf("     MTP head after the tensor-core prefill: greedy draft ids %s the exact model's (%s)\n",
+              own == want ? "equal" : "differ from", ids(own).c_str());
+  tc_prefill_speculative(tc, std::vector<int32_t>(tokens.begin(), tokens.end()), {1, 3}, "GLM MTP head", 1023);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -355,6 +384,13 @@ int main(int argc, char** argv) {
       const bool captured = g1->verify_capture(*s1, std::vector<int32_t>{next, d1[0]}, rows);
       check(d1 == golden<int32_t>(*g, "p64.drafts") && !captured,
             "chunk_rows 1: drafts = golden (" + ids(d1) + "), a 2-row verify_capture returns false");
+    }
+    {  // item 9: prefill chunks on tensor cores (the server's setting)
+      glm5::CudaModelOptions t;
+      t.prefill_rows = 512;
+      t.gemm_rows = 64;
+      auto tc = glm5::load_cuda(dir, o, t);
+      tensor_core_prefill(m, dynamic_cast<glm5::Glm5CudaModel&>(*tc), *g);
     }
     // Without the head file: no draft head, enable_draft refused.
     auto plain = glm5::load_cuda(args.root + "/tests/data/glm5/model", o);

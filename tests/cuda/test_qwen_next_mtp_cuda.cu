@@ -16,8 +16,8 @@
 //     partial keeps) gives exactly the AR token ids, drafted > 0, repairs 0, full replays 0
 //     (the corrupted pass: prefix commits > 0). models/default (bf16, trained head) the same
 //     on tests/data/default_model/greedy.json's chat prompts, with its acceptance printed.
-//  6. Chunked forwards keep the ring: after a 40- and a 150-token prefill (16-row chunks, the
-//     ring's room caught up before a chunk) the drafts equal the CPU's, and bit for bit a
+//  6. Chunked forwards keep the ring: after a 40- and a 150-token prefill (one exact prefill
+//     chunk, the ring fed piece by piece after it, its room caught up before each piece) the drafts equal the CPU's, and bit for bit a
 //     state that consumed the same tokens by decode steps.
 //  7. Captured commit with the head on: verify_capture of 4 / 8 rows after 33 tokens (and of 8
 //     after 60: a catch-up before the window) + commit_prefix(keep) for every keep, then a
@@ -34,6 +34,14 @@
 //     CPU -> GPU likewise. A CPU state with 149 pending pairs (more than the ring) is refused
 //     with InputError and the refused state still drafts as before; after one CPU draft it
 //     loads.
+//  9. Tensor-core prefill with the head on (issue #22): a model with gemm_rows 64 (the server's
+//     setting) consumes p300 in one 300-row tensor-core chunk, the ring fed piece by piece
+//     after it (chunk.cu forward_chunk; the head's catch-up stays its exact decode-step code on
+//     the chunk's rows). The depth-4 chain with the exact model's ids forced (mtp_draft's
+//     logits {4, vocab}) vs the exact model's within the trunk's tensor-core bound
+//     (qwen_next_tensor_cores.h: mean |diff| <= 2e-2, argmax equal where the margin > 0.6); the
+//     prompt's logits with the head on = without, bit for bit; the speculative loop after that
+//     prefill = greedy AR of that model (depths 1, 3).
 // Usage: test_qwen_next_mtp_cuda [root] [--quick]   (--quick: p7/p64, the tiny model only,
 //   item 6 at 40 tokens, item 7 at 4 rows)
 #include <algorithm>
@@ -51,6 +59,7 @@
 #include "formats/tensor_source.h"
 #include "models/qwen_next/cuda/model_cuda.h"
 #include "models/qwen_next/model.h"
+#include "draft_test_util.h"
 #include "test_common.h"
 
 using namespace ds4;
@@ -395,6 +404,26 @@ void checkpoints(const Models& m, const TensorSource& g) {
         fmt("checkpoint: after one CPU draft the 150-token state loads on the GPU; drafts = CPU's (logits %.3g)", q));
 }
 
+// Item 9.
+void tensor_core_prefill(QwenNextCudaModel& exact, QwenNextCudaModel& tc, const std::vector<int32_t>& toks) {
+  const int32_t next = 5;
+  constexpr int kDepth = 4;
+  const int64_t V = exact.info().vocab_size;
+  std::vector<float> lg, le, lt;
+  auto se = prefilled(exact, toks, lg), st = prefilled(tc, toks, lg);
+  std::vector<int32_t> want, de, dt, own;
+  exact.draft(*se, next, kDepth, want);
+  exact.mtp_draft(*se, next, kDepth, le, de, forced_pick(want));
+  tc.mtp_draft(*st, next, kDepth, lt, dt, forced_pick(want));
+  head_within("MTP head after a " + std::to_string(toks.size()) +
+                  "-row tensor-core prefill vs after the exact one (chain of 4, exact ids forced)",
+              le, lt, V, HeadBound{2e-2f, 0.6f});
+  tc.draft(*st, next, kDepth, own);
+  std::printf("     MTP head after the tensor-core prefill: greedy draft ids %s the exact model's\n",
+              own == want ? "equal" : "differ from");
+  tc_prefill_speculative(tc, toks, {1, 3}, "Qwen MTP head");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -428,6 +457,12 @@ int main(int argc, char** argv) {
     }
     checkpoints(m, *g);
     speculative(*gpu, golden<int32_t>(*g, "p64.tokens"), 48, "tiny p64");
+    {  // item 9: prefill chunks on tensor cores (the server's setting)
+      qwen_next::CudaModelOptions t;
+      t.gemm_rows = 64;
+      qwen_next::QwenNextCudaModel tc(open_tensor_source(tiny), o, t);
+      tensor_core_prefill(*m.gpu, tc, golden<int32_t>(*g, "p300.tokens"));
+    }
     bool threw = false;
     try {
       auto s = gpu->new_state();

@@ -172,8 +172,9 @@ void DeepseekV4CudaModel::Impl::dspark_record_step(CudaState& st) {
   mark("dspark_record");
 }
 
-// The same over the chunk rows (row t at position *pos + t), with gemv_rows: the rings equal
-// as many decode steps' bit for bit.
+// The same over the chunk rows (row t at position *pos + t), with the chunk's products: gemv_rows
+// up to 16 rows (the rings equal as many decode steps' bit for bit), TF32 GEMMs in a tensor-core
+// prefill chunk (within the trunk's tolerance: test_deepseek_v4_dspark_cuda item 7).
 void DeepseekV4CudaModel::Impl::dspark_record_rows(CudaState& st) {
   const DDspark& d = dw.dspark;
   const int64_t H = c.hidden, hd = c.head_dim;

@@ -401,9 +401,10 @@ void DeepseekV4CudaModel::forward(ModelState& state, std::span<const int32_t> to
                      std::to_string(m.info.max_context));
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
   uint8_t* in = static_cast<uint8_t*>(m.in_host->p);
-  // Long forwards in prefill chunks (tensor cores: tensor_core_rows), the rest in chunk_rows;
-  // a draft head records per row with gemv_rows (16 rows at most): its states stay at chunk_rows.
-  const bool prefill = n > m.opt.chunk_rows && m.opt.prefill_rows > m.opt.chunk_rows && !st.mtp_on && !st.dspark_on;
+  // Long forwards in prefill chunks (tensor cores: tensor_core_rows), the rest in chunk_rows,
+  // with or without a draft head: the head records the chunk's rows with the chunk's own
+  // multi-row products (mtp.cu mtp_record_rows, dspark.cu dspark_record_rows).
+  const bool prefill = n > m.opt.chunk_rows && m.opt.prefill_rows > m.opt.chunk_rows;
   const int64_t C = prefill ? m.opt.prefill_rows : m.opt.chunk_rows;
   if (n > 1 && C > 1 && !m.observer) {  // chunks of up to C rows (chunk.cu)
     forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,

@@ -47,8 +47,9 @@ struct CudaModelOptions {
   // read once per chunk. 1 = every token through the one-token decode step. set_options may
   // lower it below the value the model was loaded with, not raise it.
   int chunk_rows = 16;
-  // Prefill (issue #22), one chunk policy: a forward of more than chunk_rows tokens on a state
-  // without a draft head enabled runs chunks of up to `prefill_rows` tokens (at most
+  // Prefill (issue #22), one chunk policy: a forward of more than chunk_rows tokens (with or
+  // without a draft head enabled: the head records the chunk's rows with the same products) runs
+  // chunks of up to `prefill_rows` tokens (at most
   // kMaxPrefillRows; 0, or <= chunk_rows: every forward in chunk_rows chunks). A prefill chunk of
   // more than 16 rows (tensor_core_rows) with `tensor_cores` does its dense projections (q_a,
   // kv, compressor kv / gate, q_b, o LoRA, shared expert, lm_head) as TF32 GEMMs (backend/cuda
@@ -57,8 +58,7 @@ struct CudaModelOptions {
   // top-k choices). Within the stated tolerance of the CPU model, not bit for bit:
   // test_deepseek_v4_cuda item 8 compares it with the CPU model rounding the same operands
   // (deepseek_v4::set_tensor_core_emulation). Without `tensor_cores`, and for every chunk of
-  // <= 16 rows (decode steps, verify windows, draft-head states, short prompts), bit-identical
-  // to decode steps.
+  // <= 16 rows (decode steps, verify windows, short prompts), bit-identical to decode steps.
   int prefill_rows = 512;
   bool tensor_cores = true;
   // In a tensor-core chunk, the products kept exact (HC mixes, router logits, indexer inputs)
@@ -71,8 +71,8 @@ struct CudaModelOptions {
 };
 
 // The first chunk size that runs on tensor cores under `o` (0: none): prefill chunks of more
-// than 16 rows (chunk_rows' maximum: no verify window, DSpark K5 block or draft-head chunk
-// ever reaches it, whatever chunk_rows is set to).
+// than 16 rows (chunk_rows' maximum: no verify window, DSpark K5 block or draft chain ever
+// reaches it, whatever chunk_rows is set to).
 inline int tensor_core_rows(const CudaModelOptions& o) {
   return o.tensor_cores && o.prefill_rows > o.chunk_rows ? 17 : 0;
 }

@@ -11,8 +11,10 @@
 //           device (sample_reduce) and that token's embedding row looked up on the device;
 //           the depth ids come back in one copy. The head's ring and the position counter
 //           are saved before the chain and put back after it, so the state is unchanged.
-// Every head row uses the same gemv_rows / Rows kernels in the step and in the chunk, so a
-// chunk's head rows equal as many decode steps' bit for bit (as the trunk's do).
+// Every head row uses the same gemv_rows / Rows kernels in the step and in a chunk of up to 16
+// rows, so such a chunk's head rows equal as many decode steps' bit for bit (as the trunk's
+// do); a tensor-core prefill chunk records its head rows with the chunk's GEMMs, within the
+// trunk's tolerance (tests/cuda/test_deepseek_v4_mtp_cuda.cu item 9).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 
 #include "backend/cuda/embed.h"
 #include "backend/cuda/graph_step.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/sample_reduce.h"
 #include "core/error.h"
@@ -47,8 +50,10 @@ void streams_add(float* x, const float* e, int64_t hc, int64_t dim, cudaStream_t
 }  // namespace cuda
 
 // xa {hc, H} of row t = h_proj(hnorm(prev_t[s])) + e_proj(enorm(emb_t)). prev may be xa itself:
-// it is normed into xb before xa is written. The h_proj of every stream is one batched
-// gemv_rows (entry s = stream s, the same matrix).
+// it is normed into xb before xa is written. The h_proj of every stream is one batched product
+// (entry s = stream s, the same matrix). matmul_rows: gemv_rows (exact, = the decode step's) up
+// to 16 rows, a TF32 GEMM in a tensor-core prefill chunk (the head's rows then follow the
+// trunk's precision: within tolerance, not bit for bit).
 void DeepseekV4CudaModel::Impl::mtp_in(uint8_t* base, int64_t n, int64_t stride, const float* prev, const float* emb) {
   const DMtp& m = dw.mtp;
   const int64_t H = c.hidden, hc = c.hc;
@@ -56,11 +61,9 @@ void DeepseekV4CudaModel::Impl::mtp_in(uint8_t* base, int64_t n, int64_t stride,
   for (int64_t j = 0; j < hc; ++j)  // hn {hc, H} per row
     dc::rmsnorm_strided_f32(prev + j * H, stride, m.hnorm, at(sl.xb) + j * H, stride, n, H, c.rms_eps, stream);
   dc::rmsnorm_strided_f32(emb, stride, m.enorm, at(sl.me), stride, n, H, c.rms_eps, stream);
-  dc::GemvRows r;
-  r.n = int(n), r.x_row = stride, r.y_row = stride;
-  dc::gemv_rows(m.e_proj, at(sl.me), at(sl.mep), r, stream);
-  r.batch = dc::GemvBatch{int(hc), nullptr, 0, 0, H, H};
-  dc::gemv_rows(m.h_proj, at(sl.xb), at(sl.xa), r, stream);
+  dc::matmul_rows(m.e_proj, at(sl.me), stride, at(sl.mep), stride, n, dc::MatmulBatch{}, mm(stream), stream);
+  dc::matmul_rows(m.h_proj, at(sl.xb), stride, at(sl.xa), stride, n, dc::MatmulBatch{int(hc), 0, 0, H, H}, mm(stream),
+                  stream);
   streams_add(at(sl.xa), at(sl.mep), hc, H, stream, Rows{n, stride});
   mark("mtp_in");
 }

@@ -280,11 +280,13 @@ void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
     layer_rows(dw.layers[size_t(l)], lay.layers[size_t(l)], sb, cp.rec ? &cp : nullptr);
   }
   mark("head (norm, lm_head, logits copy)");
-  // The MTP head queues every row's normed output (mtp.cu): then all rows get their hfin.
+  // The MTP head takes every row's normed output (mtp.cu): then all rows get their hfin. A
+  // verify-sized chunk queues them; a prefill chunk's pairs go through the head after the
+  // chunk, from these rows (mtp_chunk_pairs: the head's layer never writes sl.hfin).
   if (st.mtp_on) {
     hc_mean_norm(R(0, cur_off), c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, R(0, sl.hfin), stream,
                  Rows{rows, rs()});
-    mtp_push(st, R(0, sl.hfin), rows, rs());
+    if (!mtp_direct(rows)) mtp_push(st, R(0, sl.hfin), rows, rs());
   }
   if (mode == Logits::kAll) {
     if (!st.mtp_on)

@@ -262,7 +262,7 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
     m.mm = std::make_unique<dc::MatmulWorkspace>(m.cl.rows, cols, kMatmulTile, 1, "glm5 matmul");
   }
   if (m.dw.mtp) {
-    m.mids_host = std::make_unique<Pinned>(size_t(m.qcap + kMtpMaxDepth + 1) * sizeof(int32_t));
+    m.mids_host = std::make_unique<Pinned>(size_t(std::max(m.qcap, m.cl.rows) + kMtpMaxDepth + 1) * sizeof(int32_t));
     m.mout_host = std::make_unique<Pinned>(size_t(kMtpMaxDepth) * 8 * sizeof(int32_t));
   }
   // Rows of the step input and logits (a chunk's); the one-token step uses row 0.
@@ -331,10 +331,10 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
   float* in = static_cast<float*>(m.in_host->p);
   // Long forwards in prefill chunks (chunk.cu run_chunk: tensor cores from gemm_rows rows), the
-  // rest in chunk_rows; a state with the MTP head enabled queues every row for the head (a
-  // queue of a few verify chunks): it stays at chunk_rows.
-  const bool prefill = n > m.opt.chunk_rows && m.opt.chunk_rows > 1 && m.opt.prefill_rows > m.opt.chunk_rows &&
-                       !st.mtp_on;
+  // rest in chunk_rows. With the MTP head on, a chunk of up to chunk_rows rows queues its pairs
+  // for the head (a queue of a few verify chunks); a larger one runs them through the head
+  // right after it (mtp.cu mtp_chunk_pairs), the queue caught up first.
+  const bool prefill = n > m.opt.chunk_rows && m.opt.chunk_rows > 1 && m.opt.prefill_rows > m.opt.chunk_rows;
   const int64_t C = prefill ? std::min<int64_t>(m.opt.prefill_rows, m.cl.rows) : m.opt.chunk_rows;
   if (n > 1 && C > 1 && !m.tap) {  // chunks of up to C rows
     forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,
@@ -345,9 +345,13 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
                           for (int64_t k = 1; k < c.hc_mult; ++k)
                             std::memcpy(row + k * H, row, size_t(H) * sizeof(float));
                         }
-                        m.mtp_before_forward(st, T);
+                        const auto chunk = tokens.subspan(size_t(t0), size_t(T));
+                        const bool direct = st.mtp_on && m.mtp_direct(T);
+                        if (direct) m.mtp_catch_up(st);
+                        else m.mtp_before_forward(st, T);
                         m.run_chunk(st, T, cm);
-                        m.mtp_after_forward(st, tokens.subspan(size_t(t0), size_t(T)), st.pos);
+                        if (direct) m.mtp_chunk_pairs(st, chunk, st.pos);
+                        else m.mtp_after_forward(st, chunk, st.pos);
                         st.pos += T;
                       });
     return;

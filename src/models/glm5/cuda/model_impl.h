@@ -116,7 +116,7 @@ struct Glm5CudaModel::Impl {
   // (synthetic models; a type backend/cuda/embed.h cannot decode).
   WeightMatrix emb_rows;
   dc::DeviceBuffer emb;
-  std::unique_ptr<Pinned> mids_host, mout_host;  // head token ids {qcap + kMtpMaxDepth + 1}; argmax words
+  std::unique_ptr<Pinned> mids_host, mout_host;  // head token ids {max(qcap, cl.rows) + kMtpMaxDepth + 1}; argmax words
   std::vector<float> draft_logits;  // {depth, vocab} of the last mtp_draft with a host pick
   void mtp_table();  // resolves emb_rows unless done
   void mtp_enable(CudaState& st);
@@ -125,6 +125,10 @@ struct Glm5CudaModel::Impl {
   void mtp_before_forward(CudaState& st, int64_t n);  // catches the head up when n rows would overflow the queue
   void mtp_after_forward(CudaState& st, std::span<const int32_t> tokens, int64_t pos0);  // host mirror of the push
   void mtp_catch_up(CudaState& st);  // the head layer over every queued pair (direct launches; syncs)
+  // A chunk of more than chunk_rows rows (a prefill chunk) runs its pairs through the head right
+  // after it (mtp_chunk_pairs, the queue caught up before it) instead of queueing them.
+  bool mtp_direct(int64_t n) const { return n > opt.chunk_rows; }
+  void mtp_chunk_pairs(CudaState& st, std::span<const int32_t> tokens, int64_t pos0);  // syncs
   void head_rows(CudaState& st, int64_t n, const int32_t* ids, const float* prev, int64_t prev_stride);
   void head_logits(int32_t* argmax);  // row 0: HC mean (kept in mpre), shared norm, lm_head, argmax (or none)
   void enqueue_head_save(CudaState& st, bool restore);

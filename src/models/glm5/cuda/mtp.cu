@@ -229,6 +229,38 @@ void Glm5CudaModel::Impl::mtp_catch_up(CudaState& st) {
   st.pending_next.clear();
 }
 
+// A prefill chunk's pairs through the head, as one multi-row pass (tensor cores from gemm_rows
+// rows, as the trunk's chunk: within the trunk's tolerance; exact without them, each row's
+// arithmetic that of a queued row). The queue is empty (caught up before the chunk), so the
+// pairs are those mtp_push would queue, in its order: (last, tokens[0]) when pos0 > 0, then
+// (hfin row t, tokens[t + 1]) for t < n - 1 from the chunk's rows (enqueue_chunk computed every
+// row's hfin; the head's layer never writes it); row n - 1 becomes the last row.
+void Glm5CudaModel::Impl::mtp_chunk_pairs(CudaState& st, std::span<const int32_t> tokens, int64_t pos0) {
+  const int64_t n = int64_t(tokens.size()), H = c.hidden_size;
+  DS4_CHECK(st.pending_next.empty() && n <= cl.rows, "glm5 cuda: a prefill chunk's MTP pairs need an empty queue");
+  mtp_table();
+  uint8_t* sb = st.buf.as<uint8_t>();
+  float* last = reinterpret_cast<float*>(sb + lay.mtp.last);
+  int32_t* ids_h = static_cast<int32_t*>(mids_host->p);
+  int32_t* mids = C<int32_t>(cl.mids);
+  std::copy(tokens.begin(), tokens.end(), ids_h);
+  DS4_CUDA_CHECK(cudaMemcpyAsync(mids, ids_h, size_t(n) * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  if (pos0 > 0) head_rows(st, 1, mids, last, H);
+  if (n > 1) {
+    tc = mm && opt.gemm_rows > 0 && n - 1 >= opt.gemm_rows && mtp_direct(n - 1);  // as run_chunk
+    try {
+      head_rows(st, n - 1, mids + 1, R(0, sl.hfin), rs());
+    } catch (...) {
+      tc = false;
+      throw;
+    }
+    tc = false;
+  }
+  DS4_CUDA_CHECK(cudaMemcpyAsync(last, R(n - 1, sl.hfin), size_t(H) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));  // ids_h is rewritten by the next chunk
+  st.mtp_pos += (pos0 > 0 ? 1 : 0) + n - 1;
+}
+
 void Glm5CudaModel::Impl::mtp_draft(CudaState& st, int32_t next, int depth,
                                     const std::function<int32_t(std::span<const float>)>* pick,
                                     std::vector<int32_t>& drafts) {

@@ -159,8 +159,8 @@ struct ChunkLayout {
   size_t ids = 0, wts = 0;                 // MoE routing {rows, K}: slot s = t * K + j
   size_t egu = 0, eact = 0, ey = 0;        // {rows * K, 2I}, {rows * K, I}, {rows * K, H}
   size_t experts = 0, live = 0, counts = 0, tok = 0, slot = 0;  // grouping (moe_group)
-  // MTP draft head (mtp.cu): token ids of the head rows {qcap + kMtpMaxDepth + 1} (from the
-  // host), argmax results {kMtpMaxDepth, 8 words} (sample_reduce, k = 1), the head position
+  // MTP draft head (mtp.cu): token ids of the head rows {max(qcap, rows) + kMtpMaxDepth + 1}
+  // (from the host; a prefill chunk's pairs take up to rows), argmax results {kMtpMaxDepth, 8 words} (sample_reduce, k = 1), the head position
   // and KDA state saved across a draft chain.
   size_t mids = 0, mout = 0, mpos_save = 0, mkda_save = 0;
   size_t bytes = 0;
@@ -188,7 +188,7 @@ inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_
   s.experts = t.take(entries), s.live = t.take(1), s.counts = t.take(entries);
   s.tok = t.take(entries * kGroupRows), s.slot = t.take(entries * kGroupRows);
   if (mtp_qcap > 0) {
-    s.mids = t.take(mtp_qcap + kMtpMaxDepth + 1), s.mout = t.take(kMtpMaxDepth * 8), s.mpos_save = t.take(1);
+    s.mids = t.take(std::max(mtp_qcap, rows) + kMtpMaxDepth + 1), s.mout = t.take(kMtpMaxDepth * 8), s.mpos_save = t.take(1);
     const int64_t qkv = c.linear_num_heads * c.linear_head_dim, rec = c.linear_num_heads * c.linear_head_dim * c.linear_head_dim;
     s.mkda_save = t.take((c.linear_conv_kernel_dim - 1) * 3 * qkv + rec);  // conv, then rec
   }

@@ -293,14 +293,24 @@ void QwenNextCudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode, b
 // and the head's scratch, never on the chunk scratch, and it must run before the pushes since
 // the last row's slot may hold a pending row), then the chunk, then every row's final
 // pre-mixer h (row t's R(t, sl.h): the mixer of the logits reads it, writes elsewhere) and
-// token into slot (pos + t) % ring, in one launch, in position order.
+// token into slot (pos + t) % ring, in one launch, in position order. A prefill chunk of more
+// rows than one push takes (kRingPushMax; the ring keeps kMtpRing) goes in after it ran, piece
+// by piece, each piece's room first: the catch-ups leave the chunk scratch's rows alone, and
+// the head consumes the same pairs in the same order (on its decode-step code, one per row).
 void QwenNextCudaModel::Impl::forward_chunk(CudaState& st, std::span<const int32_t> tokens, Logits mode,
                                             bool capture) {
   const int64_t n = int64_t(tokens.size());
-  if (st.mtp_on) mtp_room(st, st.pos, n);
+  const bool one_push = n <= kRingPushMax;
+  if (st.mtp_on && one_push) mtp_room(st, st.pos, n);
   for (int64_t t = 0; t < n; ++t) fill_input(st, tokens[size_t(t)], t);
   run_chunk(st, n, mode, capture);
-  if (st.mtp_on) mtp_push(st, st.pos, tokens, R(0, sl.h), rs());
+  if (st.mtp_on && one_push) mtp_push(st, st.pos, tokens, R(0, sl.h), rs());
+  if (st.mtp_on && !one_push)
+    for (int64_t t0 = 0; t0 < n; t0 += kRingPushMax) {
+      const int64_t r = std::min<int64_t>(kRingPushMax, n - t0);
+      mtp_room(st, st.pos + t0, r);
+      mtp_push(st, st.pos + t0, tokens.subspan(size_t(t0), size_t(r)), R(t0, sl.h), rs());
+    }
   st.pos += n;
 }
 

@@ -331,9 +331,9 @@ void QwenNextCudaModel::forward(ModelState& state, std::span<const int32_t> toke
   if (n == 0) return;
   m.check_input(st, tokens);
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
-  // Long forwards in prefill chunks (tensor cores from gemm_rows rows), the rest in chunk_rows;
-  // with the MTP head on, the ring takes at most chunk_rows rows per chunk (mtp_room).
-  const bool prefill = n > m.opt.chunk_rows && m.opt.prefill_rows > m.opt.chunk_rows && !st.mtp_on;
+  // Long forwards in prefill chunks (tensor cores from gemm_rows rows), the rest in chunk_rows,
+  // with or without the MTP head (chunk.cu forward_chunk feeds its ring piece by piece).
+  const bool prefill = n > m.opt.chunk_rows && m.opt.prefill_rows > m.opt.chunk_rows;
   const int64_t C = prefill ? m.opt.prefill_rows : m.opt.chunk_rows;
   if (n > 1 && C > 1) {  // chunks of up to C rows (a last chunk of one row too: it equals the step)
     forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,

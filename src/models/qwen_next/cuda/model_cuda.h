@@ -33,8 +33,8 @@ struct CudaModelOptions {
   // on the GPU from this seed, embedding rows and PLE rows made per token on the host.
   uint64_t synthetic_seed = 0;
   int chunk_rows = 16;  // rows per multi-row chunk, 1..16 (1: every token is a decode step)
-  // Prefill (issue #22): a forward of more than chunk_rows tokens on a state without the MTP
-  // head runs chunks of up to `prefill_rows` tokens (0 or <= chunk_rows: chunk_rows chunks;
+  // Prefill (issue #22): a forward of more than chunk_rows tokens (with or without the MTP head:
+  // its ring takes a prefill chunk's rows piece by piece, chunk.cu forward_chunk) runs chunks of up to `prefill_rows` tokens (0 or <= chunk_rows: chunk_rows chunks;
   // at most kMaxPrefillRows; the chunk scratch is sized for it at load, ~4.5 MB per row at
   // full size with a 32K context, and the load lowers it to what a quarter of the device memory
   // free after the weights holds: options() tells what was kept). A chunk of at least `gemm_rows` rows runs its dense
