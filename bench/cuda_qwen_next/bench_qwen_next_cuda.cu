@@ -21,6 +21,8 @@
 //   --old-max=N (old path lengths, default 2048), --prefill-rows=N (default 512),
 //   --exact-max=N (also the exact large-chunk path up to N; default 0: not run)
 //   --profile           synthetic-full: per-op GPU ms of a decode token at each context
+//   --mtp               synthetic-full --prefill: the model with an MTP head, prefill tables with it
+//                       enabled too (synthetic_prefill.h item 4)
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -140,6 +142,7 @@ int main(int argc, char** argv) {
     else if (a.rfind("--verify=", 0) == 0) verify_ctx = std::stoll(a.substr(9));
     else if (a == "--no-greedy") greedy = false;
     else if (a == "--profile") profile = true;
+    else if (a == "--mtp") pa.head = true;
     else pos_args.push_back(a);
   }
   auto arg = [&](size_t i, const char* def) { return i < pos_args.size() ? pos_args[i] : std::string(def); };
@@ -148,6 +151,7 @@ int main(int argc, char** argv) {
     qwen_next::SyntheticFullOptions so;
     if (qwen_next::parse_synthetic_full(dir, so) && !prefill_ctx.empty()) {
       pa.lengths = prefill_ctx;
+      so.mtp = pa.head;
       return bench::qwen_synthetic_prefill(so, pa);
     }
     if (qwen_next::parse_synthetic_full(dir, so))

@@ -11,6 +11,11 @@
 //      routed experts grouped BF16 MMAs) at the first length; the GPU canary (a probe every
 //      5 ms on its own highest-priority stream) during another prefill of it and a profiled
 //      prefill of it (GPU ms per phase, backend/cuda/op_timer.h); then the longer lengths.
+//   4. (--mtp: the synthetic model with its MTP draft head) the same prefills on states with the
+//      head enabled (the server's case whenever speculation may be used): the tensor-core path at
+//      every length, then the old 16-row path (what such a state ran before issue #22's
+//      draft-head prefill) at lengths <= --old-max; before the tensor-core path's longer lengths
+//      without the head.
 // Weights-only roofline of a chunk of R rows: everything but the routed experts and the lm_head
 // once, routed experts as the expected union of R rows' top-k under uniform routing
 // (chunk_bytes_ratio), over R, at the copy bandwidth measured here.
@@ -33,6 +38,7 @@ struct QwenPrefillArgs {
   std::vector<int64_t> lengths;
   int64_t old_max = 2048, exact_max = 0;
   int prefill_rows = 512;
+  bool head = false;  // --mtp: also the tables with the MTP head enabled (item 4)
 };
 
 inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, const QwenPrefillArgs& a) {
@@ -64,12 +70,14 @@ inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, con
   };
   // One table: each length from a fresh state with `o`; base (same lengths): the old path's tok/s.
   // title empty: more rows of the previous table (no warm-up, no header).
+  bool head_on = false;  // the states of the tables below enable the MTP head (item 4)
   auto table = [&](const std::string& title, const qwen_next::CudaModelOptions& o, int64_t rows,
                    const std::vector<int64_t>& lengths, int64_t max_len, const std::vector<double>& base) {
     g.set_options(o);
     if (!title.empty()) {
       {  // warm-up: the path's first use (cuBLAS, graphs of the 16-row path) outside the timings
         auto w = g.new_state();
+        if (head_on) g.enable_draft(*w);
         g.prefill(*w, prompt(std::min<int64_t>(rows + 40, 600)));
       }
       std::printf("\n%s; weights-only roofline of a %lld-row chunk: %.0f tok/s\n", title.c_str(), (long long)rows,
@@ -80,9 +88,10 @@ inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, con
     for (int64_t n : lengths) {
       if (n > max_len) continue;
       auto s = g.new_state();
+      if (head_on) g.enable_draft(*s);
       const auto p = prompt(n);
       t0 = Clock::now();
-      g.prefill(*s, p);
+      g.prefill(*s, p);  // with the head: forward() ends with a sync (the ring pushes)
       const double dt = secs(t0), tps = double(n) / dt;
       out.push_back(tps);
       char vs[32] = "-";
@@ -142,6 +151,18 @@ inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, con
                 total);
     for (const auto& [v, k] : by) std::printf("| %s | %.1f | %.1f%% |\n", k.c_str(), v, 100 * v / total);
     std::fflush(stdout);
+  }
+  if (a.head) {  // item 4
+    if (!g.draft_head()) {
+      std::printf("\nFATAL --mtp: the model has no MTP head on the GPU\n");
+      return 1;
+    }
+    head_on = true;
+    table(std::to_string(a.prefill_rows) + "-row chunks, tensor cores, MTP head enabled (its ring fed per 16 rows, its "
+              "catch-up one decode-step head row per token)",
+          tc, a.prefill_rows, a.lengths, INT64_MAX, base);
+    table("old path with the MTP head enabled: 16-row chunks, gemv_rows, CUDA graphs", old, 16, a.lengths, a.old_max, {});
+    head_on = false;
   }
   if (a.lengths.size() > 1) {
     std::printf("\ntensor-core path, longer prompts (same options, fresh state each)\n"

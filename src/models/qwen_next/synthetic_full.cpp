@@ -98,11 +98,12 @@ void hyper(Source& s, const Config& c, const std::string& p, bool inject) {
   if (inject) s.linear(p + ".block_inject_weight", {c.hc, c.wide()});
 }
 
-void layer(Source& s, const Config& c, const std::string& p, int64_t l) {
+// Layer `p`: GDN (linear) or QSA attention, a PLE block when pi >= 0, the MoE (bind_weights' layer()).
+void layer(Source& s, const Config& c, const std::string& p, bool linear, int64_t pi) {
   const int64_t d = c.hidden;
   hyper(s, c, p + ".attn_hyper_connection", true);
   hyper(s, c, p + ".mlp_hyper_connection", true);
-  if (c.is_linear[size_t(l)]) {
+  if (linear) {
     const std::string g = p + ".linear_attn";
     s.linear(g + ".in_proj_qkv", {c.conv_dim(), d});
     s.linear(g + ".in_proj_z", {c.value_dim(), d});
@@ -126,7 +127,6 @@ void layer(Source& s, const Config& c, const std::string& p, int64_t l) {
     s.vec(a + ".indexer.q_layernorm.weight", c.idx_dim, 0.0f, 0.05f);
     s.vec(a + ".indexer.k_layernorm.weight", c.idx_dim, 0.0f, 0.05f);
   }
-  const int64_t pi = c.ple_index(l);
   if (pi >= 0) {
     const std::string q = p + ".ple";
     PleWeights pw;
@@ -181,8 +181,17 @@ std::unique_ptr<TensorSource> synthetic_full_source(const SyntheticFullOptions& 
   auto s = std::make_unique<Source>(j, o.seed, o.materialize);
   s->linear("model.embed_tokens", {c.vocab, c.hidden});  // rows made per token (never read)
   s->linear("lm_head", {c.vocab, c.hidden});
-  for (int64_t l = 0; l < c.layers; ++l) layer(*s, c, "model.layers." + std::to_string(l), l);
+  for (int64_t l = 0; l < c.layers; ++l)
+    layer(*s, c, "model.layers." + std::to_string(l), c.is_linear[size_t(l)], c.ple_index(l));
   hyper(*s, c, "model.hyper_connection_mixer", false);
+  if (o.mtp) {
+    s->vec("mtp.pre_fc_norm_embedding.weight", c.hidden, 0.0f, 0.05f);
+    s->vec("mtp.pre_fc_norm_hidden.weight", c.wide(), 0.0f, 0.05f);
+    s->linear("mtp.fc_embedding", {c.hidden, c.hidden});
+    s->linear("mtp.fc_hidden", {c.hidden, c.hidden});
+    layer(*s, c, "mtp.layers.0", false, -1);
+    hyper(*s, c, "mtp.hyper_connection_mixer", false);
+  }
   return s;
 }
 

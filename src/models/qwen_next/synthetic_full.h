@@ -29,6 +29,9 @@ struct SyntheticFullOptions {
   // Fill every tensor on the host with the GPU's block generator (backend/cuda/
   // synthetic_fill_blocks.h) so the CPU model can run it: for small variants only.
   bool materialize = false;
+  // Also the MTP draft head (mtp.*: fc, norms, one full-attention layer, mixer; bind_weights'
+  // names), for prefill / drafting benches with the head on (bench_qwen_next_cuda --mtp).
+  bool mtp = false;
 };
 
 nlohmann::json synthetic_full_config(const SyntheticFullOptions& o);
