@@ -12,10 +12,10 @@
 //      5 ms on its own highest-priority stream) during another prefill of it and a profiled
 //      prefill of it (GPU ms per phase, backend/cuda/op_timer.h); then the longer lengths.
 //   4. (--mtp: the synthetic model with its MTP draft head) the same prefills on states with the
-//      head enabled (the server's case whenever speculation may be used): the tensor-core path at
-//      every length, then the old 16-row path (what such a state ran before issue #22's
-//      draft-head prefill) at lengths <= --old-max; before the tensor-core path's longer lengths
-//      without the head.
+//      head enabled (the server's case whenever speculation may be used): the old 16-row path
+//      (what such a state ran before issue #22's draft-head prefill) at lengths <= --old-max,
+//      then the tensor-core path at every length; before the tensor-core path's longer lengths
+//      without the head. With --mtp the old path without the head (1.) is skipped.
 // Weights-only roofline of a chunk of R rows: everything but the routed experts and the lm_head
 // once, routed experts as the expected union of R rows' top-k under uniform routing
 // (chunk_bytes_ratio), over R, at the copy bandwidth measured here.
@@ -103,7 +103,10 @@ inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, con
   };
   qwen_next::CudaModelOptions old = co;
   old.prefill_rows = 0;
-  const auto base = table("old path: 16-row chunks, gemv_rows, CUDA graphs", old, 16, a.lengths, a.old_max, {});
+  // (--mtp: the old path with the head only, item 4; without it the path is as before issue #22's
+  // draft-head prefill, bench/results/cuda-qwen-prefill-h200-2026-12-04b)
+  const auto base =
+      a.head ? std::vector<double>{} : table("old path: 16-row chunks, gemv_rows, CUDA graphs", old, 16, a.lengths, a.old_max, {});
   qwen_next::CudaModelOptions exact = co;  // gemm_rows 0: the default
   if (a.exact_max > 0)
     table(std::to_string(a.prefill_rows) + "-row chunks, exact path (gemv_rows in 16-row groups; the default options)",
@@ -158,10 +161,11 @@ inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, con
       return 1;
     }
     head_on = true;
+    const auto before =
+        table("old path with the MTP head enabled: 16-row chunks, gemv_rows, CUDA graphs", old, 16, a.lengths, a.old_max, {});
     table(std::to_string(a.prefill_rows) + "-row chunks, tensor cores, MTP head enabled (its ring fed per 16 rows, its "
               "catch-up one decode-step head row per token)",
-          tc, a.prefill_rows, a.lengths, INT64_MAX, base);
-    table("old path with the MTP head enabled: 16-row chunks, gemv_rows, CUDA graphs", old, 16, a.lengths, a.old_max, {});
+          tc, a.prefill_rows, a.lengths, INT64_MAX, before);
     head_on = false;
   }
   if (a.lengths.size() > 1) {

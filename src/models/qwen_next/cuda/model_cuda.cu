@@ -217,15 +217,15 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) +
                        " has no CUDA gemv");
+  // The MTP head needs a device embedding (its draft tokens are chosen on the GPU).
+  const bool mtp = m.w.mtp && dc::embed_rows_supports(m.w.embed.type);
   if (copt.synthetic_seed != 0) {  // synthetic_full.h: matrices made on the GPU, PLE rows per lookup
     for (auto& l : m.w.layers)
       if (l.ple) l.ple->table = qwen_next::cuda::synthetic_ple_table(l.ple->table->rows(), l.ple->table->cols(),
                                                                       copt.synthetic_seed);
     dc::MatrixFill fill = dc::SyntheticFiller{copt.synthetic_seed};
-    m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, &fill);
+    m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, &fill, mtp);
   } else {
-    // The MTP head needs a device embedding (its draft tokens are chosen on the GPU).
-    const bool mtp = m.w.mtp && dc::embed_rows_supports(m.w.embed.type);
     m.dw = upload_weights(c, m.w, cpu::rope_inv_freq(c.rot_dim, c.rope_theta), copt.fuse_projections, nullptr, mtp);
   }
   m.info.has_draft_head = m.has_mtp();
