@@ -328,8 +328,9 @@ ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int
   auto* st = dynamic_cast<CudaState*>(&state);
   Impl& m = *impl_;
   const int64_t n = int64_t(tokens.size()), H = m.c.hidden_size;
-  // A verify-sized chunk (<= chunk_rows), or a prefill chunk (<= prefill_rows, no MTP head:
-  // forward()'s rule) on the path forward() would take (tensor cores from gemm_rows).
+  // A verify-sized chunk (<= chunk_rows), or a prefill chunk (<= prefill_rows; not with the MTP
+  // head on: its pairs would need mtp_chunk_pairs after the chunk) on the path forward() would
+  // take (tensor cores from gemm_rows).
   const bool prefill = n > m.opt.chunk_rows;
   const int64_t most = st && !st->mtp_on && m.opt.prefill_rows > m.opt.chunk_rows
                            ? std::min<int64_t>(m.opt.prefill_rows, m.cl.rows) : m.opt.chunk_rows;
