@@ -97,6 +97,13 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   // One token: the candidates are picked on the GPU and only they are copied back.
   void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
                           SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
+  // Continuous batching (batch.cu): one forward over N rows, each weight read once for the
+  // batch, the window rings / lanes / attention per sequence; row i equals the state's decode
+  // step bit for bit. One sequence, a draft-head state (it records head rows per forward) or a
+  // state with a pending captured window takes the single-sequence step. At most chunk-scratch
+  // rows (max(chunk_rows, prefill_rows), fixed at load) per forward; more run as several.
+  void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                    std::vector<float>& logits) override;
 
   // DraftHead (DSpark's, else ds4's MTP head; nullptr without either, see above). enable_draft
   // before the first forward, as on the CPU. MTP depth at most 16 (kMaxDraftDepth; DSpark: any
