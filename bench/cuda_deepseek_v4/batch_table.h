@@ -36,7 +36,7 @@ inline void batch_table(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& a
     std::vector<ModelState*> ptr;
     for (int i = 0; i < n; ++i) st.push_back(at.clone()), ptr.push_back(st.back().get());
     std::vector<float> rows;
-    std::vector<int32_t> toks(size_t(n));
+    std::vector<int32_t> toks(static_cast<size_t>(n), 0);
     int64_t k = 0;
     auto step = [&] {
       for (int i = 0; i < n; ++i) toks[size_t(i)] = token(i, k);
