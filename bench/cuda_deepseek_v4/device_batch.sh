@@ -9,7 +9,7 @@
 #      IQ2_XXS --expert-holes`, ds4's q2 layout, routed experts as zero holes) in /dev/shm;
 #   3. bench_deepseek_v4_cuda MODEL $PROMPT $DECODE --batch $STREAMS: single-stream decode, then
 #      aggregate tok/s and per-stream TPOT at each stream count, batched vs unbatched, same run.
-# Usage, from the tree root: BIN=DIR [PROMPT=1024] [DECODE=32] [STREAMS=1,4,16,64] [STEPS=16]
+# Usage, from the tree root: BIN=DIR [PROMPT=1024] [DECODE=32] [STREAMS=1,4,16,64] [STEPS=16] [ROWS=2,4,8,16,64]
 #   [SKIP_TESTS=1] [BENCH_S=150] bench/cuda_deepseek_v4/device_batch.sh OUTDIR
 set -u
 out=${1:?usage: BIN=DIR bench/cuda_deepseek_v4/device_batch.sh OUTDIR}
@@ -27,7 +27,7 @@ model=/dev/shm/ds4flash-synthetic.gguf
 log "synthetic model -> $model"
 "$bin/ds4-convert" --synthetic deepseek_v4_flash "$model" --quant-experts IQ2_XXS --expert-holes >"$out/convert.txt" 2>&1 ||
   { log "convert failed"; tail -5 "$out/convert.txt"; exit 4; }
-args="${PROMPT:-1024} ${DECODE:-32} --batch ${STREAMS:-1,4,16,64} --batch-steps ${STEPS:-16}"
+args="${PROMPT:-1024} ${DECODE:-32} --batch ${STREAMS:-1,4,16,64} --batch-steps ${STEPS:-16}${ROWS:+ --batch-rows $ROWS}"
 log "bench_deepseek_v4_cuda MODEL $args"
 timeout "${BENCH_S:-150}" "$bin/bench_deepseek_v4_cuda" "$model" $args >"$out/bench_deepseek_v4_cuda.txt" 2>&1
 log "bench exit $?"

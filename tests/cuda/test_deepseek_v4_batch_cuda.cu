@@ -6,9 +6,11 @@
 //     closing at different steps), sequences joining (prefilled, then added) and cancelling
 //     (dropped) mid-run, batches of 1, 2, 5, 17 and 20 rows (17+: past gemv_rows' 16-row
 //     groups and the tensor-core threshold, which a batch never takes): on the default options
-//     (the served model: tensor cores on, batches of up to 512 rows), on 16-row chunk scratch
-//     (prefill_rows 0: 20 rows run as 16 + 4, 17 as 16 + one alone) and with direct launches on
-//     one stream (no graph, no side stream); after the run every state's position is right.
+//     (the served model: tensor cores on, forwards of batch_rows = 4: 17 rows as 4 x 4 + one
+//     alone), with batch_rows 512 (every batch one forward), on 16-row chunk scratch
+//     (prefill_rows 0, batch_rows 16: 20 rows run as 16 + 4, 17 as 16 + one alone) and with
+//     direct launches on one stream (no graph, no side stream, batch_rows 512); after the run
+//     every state's position is right.
 //  2. Bad input: the same state twice, a token outside the vocabulary, a states / tokens
 //     count mismatch throw and advance no state.
 //  3. MTP checkpoint (tests/data/deepseek_v4/mtp): draft-enabled states in a batch (they take
@@ -187,18 +189,24 @@ int main(int argc, char** argv) {
     {
       auto m = dsv4::load_cuda(tiny, o);  // the served options (tensor cores on for prefill chunks)
       check(m->info().batched_decode, "the CUDA model declares batched_decode (the engine calls decode_batch)");
-      batch_run(*m, "default options");
+      batch_run(*m, "default options (batch_rows 4)");
       bad_inputs(*m);
     }
     {
       dsv4::CudaModelOptions c;
-      c.prefill_rows = 0;  // chunk scratch of 16 rows: batches of at most 16
+      c.batch_rows = 512;
+      auto m = dsv4::load_cuda(tiny, o, c);
+      batch_run(*m, "batch_rows 512 (one forward per batch)");
+    }
+    {
+      dsv4::CudaModelOptions c;
+      c.prefill_rows = 0, c.batch_rows = 16;  // chunk scratch of 16 rows: batches of at most 16
       auto m = dsv4::load_cuda(tiny, o, c);
       batch_run(*m, "16-row scratch");
     }
     {
       dsv4::CudaModelOptions c;
-      c.graphs = false, c.streams = false;
+      c.graphs = false, c.streams = false, c.batch_rows = 512;
       auto m = dsv4::load_cuda(tiny, o, c);
       batch_run(*m, "direct launches, one stream");
     }

@@ -112,11 +112,13 @@ void DeepseekV4CudaModel::decode_batch(std::span<ModelState* const> states, std:
     if (st.mtp_on || st.dspark_on || st.cap_rows > 0 || m.observer || m.cl.rows < 2) alone(i);
     else together.push_back(i);
   }
-  // Batches of up to the chunk scratch's rows (the bound fixed at load, after memory admission).
+  // Batches of up to batch_rows, within the chunk scratch's rows (fixed at load, after memory
+  // admission).
   uint8_t* in = static_cast<uint8_t*>(m.in_host->p);
   const float* out = static_cast<const float*>(m.logits_host->p);
-  for (size_t b0 = 0; b0 < together.size(); b0 += size_t(m.cl.rows)) {
-    const size_t b1 = std::min(together.size(), b0 + size_t(m.cl.rows));
+  const size_t B = size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows));
+  for (size_t b0 = 0; b0 < together.size(); b0 += B) {
+    const size_t b1 = std::min(together.size(), b0 + B);
     if (b1 - b0 == 1) {  // one sequence: the decode step as it runs alone (same speed)
       alone(together[b0]);
       continue;

@@ -299,6 +299,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   if (copt.prefill_rows < 0 || copt.prefill_rows > kMaxPrefillRows)
     throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " is not in 0.." +
                      std::to_string(kMaxPrefillRows));
+  if (copt.batch_rows < 1) throw InputError("deepseek_v4 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
   // DSpark's K5 pass runs its five block rows in the chunk scratch, whatever chunk_rows is.
   const int64_t verify_rows = dspark ? std::max<int64_t>(copt.chunk_rows, kDsparkBlock) : copt.chunk_rows;
   m.cl = chunk_layout(c, m.sl, std::max<int64_t>(verify_rows, copt.prefill_rows));
@@ -365,6 +366,7 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
   if (copt.prefill_rows < 0 || copt.prefill_rows > impl_->cl.rows)
     throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");
+  if (copt.batch_rows < 1) throw InputError("deepseek_v4 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
   impl_->opt = copt;
   impl_->prof.on = copt.profile && !copt.graphs;
   impl_->mm_main->set_min_rows(tensor_core_rows(copt));
