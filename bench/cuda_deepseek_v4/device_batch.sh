@@ -23,15 +23,10 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   device_run test_deepseek_v4_mtp_cuda 45 .
   device_run test_deepseek_v4_dspark_cuda 45 .
 fi
-model=/dev/shm/ds4flash-synthetic.gguf
-log "synthetic model -> $model"
-"$bin/ds4-convert" --synthetic deepseek_v4_flash "$model" --quant-experts IQ2_XXS --expert-holes >"$out/convert.txt" 2>&1 ||
-  { log "convert failed"; tail -5 "$out/convert.txt"; exit 4; }
-args="${PROMPT:-1024} ${DECODE:-32} --batch ${STREAMS:-1,4,16,64} --batch-steps ${STEPS:-16}${ROWS:+ --batch-rows $ROWS}"
-log "bench_deepseek_v4_cuda MODEL $args"
-timeout "${BENCH_S:-150}" "$bin/bench_deepseek_v4_cuda" "$model" $args >"$out/bench_deepseek_v4_cuda.txt" 2>&1
-log "bench exit $?"
-grep -vE "^\s*$" "$out/bench_deepseek_v4_cuda.txt" | grep -E "^\||decode|batching|copy bandwidth|model |FATAL" | tee -a "$out/log.txt"
-rm -f "$model"
+# shellcheck source=flash_bench.sh
+. "$(dirname "$0")/flash_bench.sh"
+# shellcheck disable=SC2086
+BENCH_S=${BENCH_S:-150} flash_bench "^\||decode|batching|copy bandwidth|model |FATAL" ${PROMPT:-1024} ${DECODE:-32} \
+  --batch ${STREAMS:-1,4,16,64} --batch-steps ${STEPS:-16}${ROWS:+ --batch-rows $ROWS}
 log "done"
 exit $rc
