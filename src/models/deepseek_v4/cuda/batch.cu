@@ -10,9 +10,11 @@
 // So row i equals forward(*states[i], {tokens[i]}, kLast) bit for bit whatever else is in the
 // batch (test_deepseek_v4_batch_cuda): the batch never takes the tensor-core GEMMs (they
 // change the summation order with the row count). The forward is captured as a CUDA graph per
-// batch composition (the states' serials in row order); a few are kept.
+// batch composition (the states' serials in row order); the running batch changes only when a
+// sequence joins or leaves, so the graphs of the last calls are kept (least recently used out).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
@@ -25,11 +27,10 @@ namespace ds4::deepseek_v4 {
 
 namespace {
 
-// Batch compositions whose graphs are kept: the running batch changes only when a sequence
-// joins or leaves, so a few cover the steady state; past that all are dropped (a graph holds
-// its states' addresses, and a freed state's serial never comes back, so a stale one is only
-// memory).
-constexpr size_t kMaxBatchGraphs = 8;
+// Batch graphs kept at least; a call of G forwards keeps 2 G (its own and the previous call's
+// compositions). A graph holds its states' addresses, and a freed state's serial never comes
+// back, so a stale graph is only host memory until it is the least recently used.
+constexpr size_t kMinBatchGraphs = 8;
 
 // The exact path for every product of a batch (MatmulWorkspace::min_rows 0: never the GEMMs),
 // restored after it.
@@ -61,18 +62,35 @@ void DeepseekV4CudaModel::Impl::enqueue_batch(std::span<CudaState* const> sts) {
 
 void DeepseekV4CudaModel::Impl::drop_batch_graphs() {
   for (auto& [key, g] : batch_graph)
-    if (g) cudaGraphExecDestroy(g);
+    if (g.exec) cudaGraphExecDestroy(g.exec);
   batch_graph.clear();
 }
 
 void DeepseekV4CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
   rows = int64_t(sts.size());
   ExactProducts exact(*mm_main, *mm_side);
+  auto enqueue = [&] { enqueue_batch(sts); };
+  if (!opt.graphs) {
+    cudaGraphExec_t direct = nullptr;
+    dc::run_graph_step(stream, direct, false, enqueue);
+    collect_profile();
+    return;
+  }
   std::vector<uint64_t> key;
   for (const CudaState* s : sts) key.push_back(s->serial);
-  if (opt.graphs && !batch_graph.count(key) && batch_graph.size() >= kMaxBatchGraphs) drop_batch_graphs();
-  cudaGraphExec_t direct = nullptr;
-  dc::run_graph_step(stream, opt.graphs ? batch_graph[key] : direct, opt.graphs, [&] { enqueue_batch(sts); });
+  auto it = batch_graph.find(key);
+  if (it == batch_graph.end()) {
+    while (batch_graph.size() >= batch_graph_cap) {  // the least recently used out
+      auto lru = batch_graph.begin();
+      for (auto j = batch_graph.begin(); j != batch_graph.end(); ++j)
+        if (j->second.used < lru->second.used) lru = j;
+      if (lru->second.exec) cudaGraphExecDestroy(lru->second.exec);
+      batch_graph.erase(lru);
+    }
+    it = batch_graph.emplace(std::move(key), BatchGraph{}).first;
+  }
+  it->second.used = batch_calls;
+  dc::run_graph_step(stream, it->second.exec, true, enqueue);
   collect_profile();
 }
 
@@ -117,6 +135,8 @@ void DeepseekV4CudaModel::decode_batch(std::span<ModelState* const> states, std:
   uint8_t* in = static_cast<uint8_t*>(m.in_host->p);
   const float* out = static_cast<const float*>(m.logits_host->p);
   const size_t B = size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows));
+  ++m.batch_calls;
+  m.batch_graph_cap = std::max(kMinBatchGraphs, 2 * ((together.size() + B - 1) / B));
   for (size_t b0 = 0; b0 < together.size(); b0 += B) {
     const size_t b1 = std::min(together.size(), b0 + B);
     if (b1 - b0 == 1) {  // one sequence: the decode step as it runs alone (same speed)

@@ -214,8 +214,15 @@ struct DeepseekV4CudaModel::Impl {
   void layer_rows(std::span<CudaState* const> sts, int64_t l);
 
   // ---- batch.cu: decode_batch, one token for each of `rows` states as one forward ----
-  // Graphs by the batch's state serials (in row order); a few kept (kMaxBatchGraphs).
-  std::map<std::vector<uint64_t>, cudaGraphExec_t> batch_graph;
+  // Graphs by the batch's state serials (in row order), each with the decode_batch call that
+  // last replayed it; past batch_graph_cap the least recently used goes (batch.cu).
+  struct BatchGraph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t used = 0;
+  };
+  std::map<std::vector<uint64_t>, BatchGraph> batch_graph;
+  uint64_t batch_calls = 0;
+  size_t batch_graph_cap = 8;
   void enqueue_batch(std::span<CudaState* const> sts);
   void run_batch(std::span<CudaState* const> sts);
   void drop_batch_graphs();
