@@ -17,7 +17,10 @@
 // five drafts) against one decode step, and greedy speculative decoding at depth 1, 3, 5 (gate
 // 0, as generate_greedy sets it).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
-//        [--prefill-rows N,N] [--old-max N]
+//        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S]]
+//   --batch: continuous batching (batch_table.h) at each stream count after the decode lines,
+//   S timed steps each (default 16), one table per --batch-rows value (CudaModelOptions::
+//   batch_rows, default: the option's default); the verify / draft / prefill tables are skipped.
 //   --prefill: the old path (16-row chunks; only lengths <= --old-max) and then the tensor-core
 //   path (default options) at each --prefill-rows chunk size (default 512; the first at every
 //   length with the canary, the others at the old path's lengths), then the first size with the
@@ -44,6 +47,7 @@
 #include "backend/cuda/check.h"
 #include "engine/speculative.h"
 #include "../cuda_op_table.h"
+#include "batch_table.h"
 #include "models/deepseek_v4/cuda/model_cuda.h"
 
 using namespace ds4;
@@ -277,6 +281,9 @@ int main(int argc, char** argv) {
   bool prof = false;
   int old_max = 1 << 30;                 // --old-max N: the old path only at lengths <= N
   std::vector<int> prefill_rows = {512};  // --prefill-rows N,N: the tensor-core path's chunk sizes
+  std::vector<int> batch;                 // --batch N,N: stream counts of the batching table
+  std::vector<int> batch_rows;            // --batch-rows N,N: one batching table per value
+  int batch_steps = 16;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       prof = true;
@@ -289,6 +296,20 @@ int main(int argc, char** argv) {
         prefill_rows.push_back(std::stoi(l.substr(0, c)));
         l = c == std::string::npos ? "" : l.substr(c + 1);
       }
+    } else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
+      for (std::string l = argv[++i]; !l.empty();) {
+        const size_t c = l.find(',');
+        batch.push_back(std::stoi(l.substr(0, c)));
+        l = c == std::string::npos ? "" : l.substr(c + 1);
+      }
+    } else if (std::strcmp(argv[i], "--batch-rows") == 0 && i + 1 < argc) {
+      for (std::string l = argv[++i]; !l.empty();) {
+        const size_t c = l.find(',');
+        batch_rows.push_back(std::stoi(l.substr(0, c)));
+        l = c == std::string::npos ? "" : l.substr(c + 1);
+      }
+    } else if (std::strcmp(argv[i], "--batch-steps") == 0 && i + 1 < argc) {
+      batch_steps = std::stoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
       for (std::string l = argv[++i]; !l.empty();) {
         const size_t c = l.find(',');
@@ -302,7 +323,7 @@ int main(int argc, char** argv) {
   if (pos.empty()) {
     std::fprintf(stderr,
                  "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...] "
-                 "[--prefill-rows N,N] [--old-max N]\n");
+                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S]]\n");
     return 2;
   }
   const std::string path = pos[0];
@@ -318,6 +339,7 @@ int main(int argc, char** argv) {
     LoadOptions o;
     // Device caches sized for this run: the decode, the verify table's rows, the prefill lengths.
     int longest = np + n + 1024;
+    if (!batch.empty()) longest = std::max(longest, np + 2 + batch_steps + 2 * 32 + 64);  // + unbatched rounds
     for (int l : prefill_lengths) longest = std::max(longest, l + 1024);  // + a profiled 512-row chunk
     o.max_context = longest;
     const auto t0 = Clock::now();
@@ -373,6 +395,16 @@ int main(int argc, char** argv) {
                 streams_tps, 1e3 / streams_tps, 100 * streams_tps / roof);
     std::printf("vs antirez/ds4 on the synthetic Flash, H200, 2048 context: 33.65 tok/s (8.2%% of its roofline): "
                 "ratio %.2fx\n", decode_tps / 33.65);
+    if (!batch.empty()) {
+      if (batch_rows.empty()) batch_rows.push_back(deepseek_v4::CudaModelOptions{}.batch_rows);
+      for (int br : batch_rows) {
+        deepseek_v4::CudaModelOptions bo;
+        bo.batch_rows = br;
+        m.set_options(bo);
+        ds4::bench::batch_table(m, *at_prompt, batch, batch_steps, decode_tps, bw.copy_gbps, br);
+      }
+      return 0;
+    }
     verify_table(m, *at_prompt, 9);
     if (m.draft_head()) draft_table(m, prompt, n, 9);
     else std::printf("\nno draft head (MTP or DSpark) on the GPU for this checkpoint: no draft / speculative rows\n");

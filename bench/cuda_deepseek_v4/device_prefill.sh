@@ -21,16 +21,11 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   device_run test_cuda_matmul 60
   device_run test_deepseek_v4_cuda ${TEST_S:-120} .
 fi
-model=/dev/shm/ds4flash-synthetic.gguf
-log "synthetic model -> $model"
-"$bin/ds4-convert" --synthetic deepseek_v4_flash "$model" --quant-experts IQ2_XXS --expert-holes >"$out/convert.txt" 2>&1 ||
-  { log "convert failed"; tail -5 "$out/convert.txt"; exit 4; }
-args="64 8 --prefill ${LENGTHS:-2048,8192,32768} --old-max ${OLD_MAX:-2048} --prefill-rows ${ROWS:-512}${PROFILE:+ --profile}"
-log "bench_deepseek_v4_cuda MODEL $args"
-timeout "${BENCH_S:-240}" "$bin/bench_deepseek_v4_cuda" "$model" $args >"$out/bench_deepseek_v4_cuda.txt" 2>&1
-log "bench exit $?"
-grep -vE "^\s*$" "$out/bench_deepseek_v4_cuda.txt" | grep -E "^\||prefill|canary|copy bandwidth|model |per-op|FATAL" | tee -a "$out/log.txt"
-rm -f "$model"
+# shellcheck source=flash_bench.sh
+. "$(dirname "$0")/flash_bench.sh"
+# shellcheck disable=SC2086
+flash_bench "^\||prefill|canary|copy bandwidth|model |per-op|FATAL" 64 8 --prefill ${LENGTHS:-2048,8192,32768} \
+  --old-max ${OLD_MAX:-2048} --prefill-rows ${ROWS:-512}${PROFILE:+ --profile}
 if [ -z "${SKIP_TESTS:-}" ]; then  # the draft-head tests last (they run the exact path)
   device_run test_deepseek_v4_mtp_cuda 45 .
   device_run test_deepseek_v4_dspark_cuda 45 .

@@ -83,19 +83,32 @@ void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, siz
 }
 
 // attention() over the rows (the same streams and order of dependencies; see the file comment).
-void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
+// sts: one state whose rows are consecutive tokens (a chunk: row t at *pos + t, the stateful
+// kernels one launch for all rows), or one state per row (decode_batch, batch.cu: row i is
+// sts[i]'s next token at its own position; the stateful kernels one launch per sequence, each
+// exactly the decode step's launch on row i's scratch). With one row both readings agree.
+void DeepseekV4CudaModel::Impl::attention_rows(std::span<CudaState* const> sts, int64_t l) {
   const DLayer& L = dw.layers[size_t(l)];
   const LayerOffsets& o = lay.layers[size_t(l)];
-  uint8_t* sb = st.buf.as<uint8_t>();
-  const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
   const int64_t hd = c.head_dim;
   const float* inv = L.ratio > 0 ? dw.inv_comp : dw.inv_main;
-  const Rows all = all_rows();
-  auto RI = [&](size_t off) { return reinterpret_cast<int32_t*>(R(0, off)); };
+  auto RI = [&](int64_t t, size_t off) { return reinterpret_cast<int32_t*>(R(t, off)); };
   // attn_in outputs per row, byte offsets: {q_lora | hd | comp width x2 | index width x2 | index_heads}
   const size_t cw = L.ratio > 0 ? size_t(L.comp.width) * 4 : 0, iwd = L.has_indexer ? size_t(L.index.width) * 4 : 0;
   const size_t qr = sl.ain, kv = qr + size_t(c.q_lora) * 4, ckv = kv + size_t(hd) * 4, cgate = ckv + cw;
   const size_t ikv = cgate + cw, igate = ikv + iwd, iw = igate + iwd;
+  // launch(state buffer, its position counter, first row, rows) for every state of the rows
+  auto each = [&](auto&& launch) {
+    if (sts.size() == 1) {
+      uint8_t* sb = sts[0]->buf.as<uint8_t>();
+      launch(sb, reinterpret_cast<const int32_t*>(sb + lay.pos), int64_t(0), all_rows());
+      return;
+    }
+    for (size_t i = 0; i < sts.size(); ++i) {
+      uint8_t* sb = sts[i]->buf.as<uint8_t>();
+      launch(sb, reinterpret_cast<const int32_t*>(sb + lay.pos), int64_t(i), Rows{});
+    }
+  };
   mproj(L.attn_in, sl.col, sl.ain);
   // The indexer's inputs (its kv / gate / head weights, its queries) pick entries by top-k:
   // FP32 operands on a tensor-core chunk too (mexact).
@@ -104,45 +117,56 @@ void DeepseekV4CudaModel::Impl::attention_rows(CudaState& st, int64_t l) {
   mark("attn_in_proj");
   // side branch: every row's KV row into the ring, the compressor lanes row by row
   fork();
-  float* ring = reinterpret_cast<float*>(sb + o.window);
-  norm_rope(R(0, kv), NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, lay.ring_rows, c.ds4_numerics}, pos,
-            side(), all);
+  each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr) {
+    float* ring = reinterpret_cast<float*>(sb + o.window);
+    norm_rope(R(t, kv), NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, lay.ring_rows, c.ds4_numerics},
+              pos, side(), rr);
+  });
   mark("attn_kv");
   if (L.ratio > 0) {  // a captured verify window also logs what each row overwrites (spec_commit.cu)
-    LaneArgs la = lane_args(L.comp, o.comp, sb, R(0, ckv), R(0, cgate), L.ratio, L.has_indexer);
-    if (capturing) lane_undo_args(la, cap.comp_lane[size_t(l)]);
-    compressor_step(la, pos, side(), all);
+    each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr) {
+      LaneArgs la = lane_args(L.comp, o.comp, sb, R(t, ckv), R(t, cgate), L.ratio, L.has_indexer);
+      if (capturing) lane_undo_args(la, cap.comp_lane[size_t(l)], *sts[0]);  // a chunk: one state
+      compressor_step(la, pos, side(), rr);
+    });
     mark("comp_lane_pool");
   }
   if (L.has_indexer) {
-    LaneArgs la = lane_args(L.index, o.index, sb, R(0, ikv), R(0, igate), L.ratio, true);
-    if (capturing) lane_undo_args(la, cap.index_lane[size_t(l)]);
-    compressor_step(la, pos, side(), all);
+    each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr) {
+      LaneArgs la = lane_args(L.index, o.index, sb, R(t, ikv), R(t, igate), L.ratio, true);
+      if (capturing) lane_undo_args(la, cap.index_lane[size_t(l)], *sts[0]);
+      compressor_step(la, pos, side(), rr);
+    });
     mark("index_lane_pool");
   }
   // main branch: the queries
   dc::rmsnorm_strided_f32(R(0, qr), rs(), L.q_a_norm, R(0, qr), rs(), rows, c.q_lora, c.rms_eps, stream);
   mgemv(L.q_b, qr, sl.q, stream);
-  norm_rope(R(0, sl.q), NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream, all);
+  each([&](uint8_t*, const int32_t* pos, int64_t t, const Rows& rr) {
+    norm_rope(R(t, sl.q), NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream, rr);
+  });
   if (L.has_indexer) mexact(L.index_q_b, R(0, qr), R(0, sl.iq), rows, dc::MatmulBatch{});
   mark("attn_q");
   join();
-  AttendArgs a{R(0, sl.q), ring, c.window, lay.ring_rows, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd,
-               sl.max_rows, R(0, sl.part), R(0, sl.part_ml), R(0, sl.heads), c.rope_dim, inv};
-  if (L.ratio > 0) {
-    if (L.has_indexer) {
-      const IndexerArgs ia{R(0, sl.iq), R(0, iw), reinterpret_cast<const float*>(sb + o.index.entries), c.index_heads,
-                           c.index_dim, c.rope_dim, L.ratio, c.index_topk, lane_entries(lay.max_ctx, L.ratio),
-                           c.ds4_numerics, dw.inv_comp, R(0, sl.iscores), RI(sl.sel), RI(sl.nsel)};
-      indexer_select(ia, pos, stream, all);
-      a.sel = RI(sl.sel);
-      a.nsel = RI(sl.nsel);
-      mark("indexer");
+  each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr) {
+    AttendArgs a{R(t, sl.q), reinterpret_cast<const float*>(sb + o.window), c.window, lay.ring_rows, nullptr, 0,
+                 nullptr, nullptr, L.sinks, c.heads, hd, sl.max_rows, R(t, sl.part), R(t, sl.part_ml),
+                 R(t, sl.heads), c.rope_dim, inv};
+    if (L.ratio > 0) {
+      if (L.has_indexer) {
+        const IndexerArgs ia{R(t, sl.iq), R(t, iw), reinterpret_cast<const float*>(sb + o.index.entries),
+                             c.index_heads, c.index_dim, c.rope_dim, L.ratio, c.index_topk,
+                             lane_entries(lay.max_ctx, L.ratio), c.ds4_numerics, dw.inv_comp, R(t, sl.iscores),
+                             RI(t, sl.sel), RI(t, sl.nsel)};
+        indexer_select(ia, pos, stream, rr);
+        a.sel = RI(t, sl.sel);
+        a.nsel = RI(t, sl.nsel);
+      }
+      a.entries = reinterpret_cast<const float*>(sb + o.comp.entries);
+      a.ratio = L.ratio;
     }
-    a.entries = reinterpret_cast<const float*>(sb + o.comp.entries);
-    a.ratio = L.ratio;
-  }
-  attend(a, pos, stream, all);
+    attend(a, pos, stream, rr);
+  });
   mark("attend");
   out_rows(L);
 }
@@ -203,45 +227,53 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   mark("moe_combine");
 }
 
+// The pinned input rows [token id | embedding] into the rows' scratch (sl.tok = 0, then sl.emb),
+// every row's HC streams started as its embedding.
+void DeepseekV4CudaModel::Impl::rows_in() {
+  DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.tok), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
+                                   cudaMemcpyHostToDevice, stream));
+  dc::hc_expand_f32(R(0, sl.emb), hcd, R(0, sl.xa), dc::HcRows{rows, rs()}, stream);
+  mark("embed");
+}
+
+// HC head + norm + lm_head of rows t0 .. t0 + n - 1, their logits to pinned rows 0 .. n - 1.
+void DeepseekV4CudaModel::Impl::head_rows(int64_t t0, int64_t n) {
+  const int64_t V = c.vocab;
+  const DHc& h = dw.head_hc;
+  mexact(h.fn, R(t0, sl.xa), R(t0, sl.mix), n, dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows});
+  dc::HcDims d = hcd;
+  d.mix_splits = h.splits;
+  dc::hc_head_f32(R(t0, sl.mix), h.scale, h.base, d, R(t0, sl.xa), dw.norm, R(t0, sl.hout), dc::HcRows{n, rs()},
+                  stream);
+  dc::matmul_rows(dw.lm_head, R(t0, sl.hout), rs(), R(t0, sl.logits), rs(), n, dc::MatmulBatch{}, mm(stream), stream);
+  DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(t0, sl.logits), cl.row_bytes,
+                                   size_t(V) * sizeof(float), size_t(n), cudaMemcpyDeviceToHost, stream));
+  mark("head");
+}
+
 // Everything of one chunk of `rows` tokens: the pinned input rows in, every layer, logits out
 // (row rows-1 to pinned row 0 for kLast; every row for kAll), position counter += rows.
 void DeepseekV4CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
-  const int64_t V = c.vocab;
-  const dc::HcRows hr{rows, rs()};
   mark("start");
-  // pinned row t [token id | embedding] -> row t's scratch (sl.tok = 0, then sl.emb)
-  DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.tok), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
-                                   cudaMemcpyHostToDevice, stream));
-  dc::hc_expand_f32(R(0, sl.emb), hcd, R(0, sl.xa), hr, stream);  // every stream starts as the embedding
-  mark("embed");
+  rows_in();
+  CudaState* one = &st;
   for (int64_t l = 0; l < c.layers; ++l) {
-    layer_rows(st, l);
+    layer_rows({&one, 1}, l);
     if (st.dspark_on) dspark_tap(l, R(0, sl.xa), rows, rs());
   }
-  if (mode != Logits::kNone) {
-    const int64_t t0 = mode == Logits::kAll ? 0 : rows - 1, n = rows - t0;  // the rows that want logits
-    const DHc& h = dw.head_hc;
-    mexact(h.fn, R(t0, sl.xa), R(t0, sl.mix), n, dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows});
-    dc::HcDims d = hcd;
-    d.mix_splits = h.splits;
-    dc::hc_head_f32(R(t0, sl.mix), h.scale, h.base, d, R(t0, sl.xa), dw.norm, R(t0, sl.hout), dc::HcRows{n, rs()},
-                    stream);
-    dc::matmul_rows(dw.lm_head, R(t0, sl.hout), rs(), R(t0, sl.logits), rs(), n, dc::MatmulBatch{}, mm(stream), stream);
-    DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(t0, sl.logits), cl.row_bytes,
-                                     size_t(V) * sizeof(float), size_t(n), cudaMemcpyDeviceToHost, stream));
-    mark("head");
-  }
+  if (mode == Logits::kAll) head_rows(0, rows);
+  else if (mode == Logits::kLast) head_rows(rows - 1, 1);
   if (st.mtp_on) mtp_record_rows(st);  // at the rows' positions: before the increment
   if (st.dspark_on) dspark_record_rows(st);
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), int32_t(rows), stream);
 }
 
-void DeepseekV4CudaModel::Impl::layer_rows(CudaState& st, int64_t l) {
+void DeepseekV4CudaModel::Impl::layer_rows(std::span<CudaState* const> sts, int64_t l) {
   const DLayer& L = dw.layers[size_t(l)];
   const dc::HcRows hr{rows, rs()};
   hc_pre_rows(L.attn_hc, L.attn_norm, sl.xa);
-  if (dw.has_dspark && l >= c.layers) k5_attention_rows(st, l - c.layers);  // a DSpark stage (K5 pass)
-  else attention_rows(st, l);
+  if (dw.has_dspark && l >= c.layers) k5_attention_rows(*sts[0], l - c.layers);  // a DSpark stage (K5 pass)
+  else attention_rows(sts, l);
   dc::hc_post_f32(hcd, R(0, sl.y), R(0, sl.xa), R(0, sl.post), R(0, sl.comb), R(0, sl.xb), hr, stream);
   mark("hc_post");
   hc_pre_rows(L.ffn_hc, L.ffn_norm, sl.xb);

@@ -228,7 +228,8 @@ void DeepseekV4CudaModel::Impl::enqueue_dspark(CudaState& st) {
   dc::embed_rows_f32(dw.embed, noise, 0, B - 1, R(1, sl.emb), rs(), stream);
   dc::hc_expand_f32(R(0, sl.emb), hcd, R(0, sl.xa), dc::HcRows{B, rs()}, stream);  // every stream = the embedding
   mark("embed");
-  for (int64_t s = 0; s < kDsparkStages; ++s) layer_rows(st, c.layers + s);
+  CudaState* one = &st;
+  for (int64_t s = 0; s < kDsparkStages; ++s) layer_rows({&one, 1}, c.layers + s);
   // hc_head + the drafter's norm (folded into hc_head_f32) + lm_head, per row
   dc::GemvRows r;
   r.n = int(B), r.x_row = rs(), r.y_row = rs();

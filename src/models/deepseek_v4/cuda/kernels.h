@@ -87,7 +87,7 @@ struct LaneArgs {
 void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
 
 // One compressor lane's undo log (LaneArgs::undo_*) as byte offsets: the lane in a state's
-// buffer, its log in the model's capture buffer (step_layout.h CaptureLayout).
+// buffer, its log in the state's capture buffer (CudaState::cap_buf) (step_layout.h CaptureLayout).
 struct LaneUndo {
   uint64_t pend_kv, pend_gate, prev_kv, prev_gate;              // state buffer
   uint64_t undo_kv, undo_gate, undo_prev_kv, undo_prev_gate;    // capture buffer

@@ -299,10 +299,12 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   if (copt.prefill_rows < 0 || copt.prefill_rows > kMaxPrefillRows)
     throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " is not in 0.." +
                      std::to_string(kMaxPrefillRows));
+  if (copt.batch_rows < 1) throw InputError("deepseek_v4 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
   // DSpark's K5 pass runs its five block rows in the chunk scratch, whatever chunk_rows is.
   const int64_t verify_rows = dspark ? std::max<int64_t>(copt.chunk_rows, kDsparkBlock) : copt.chunk_rows;
   m.cl = chunk_layout(c, m.sl, std::max<int64_t>(verify_rows, copt.prefill_rows));
   if (m.cl.rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "deepseek_v4 chunk scratch");
+  m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
   {  // widest input of a multi-row product: the HC mixes read hc * hidden, o_a a head group
     const int64_t cols = std::max({c.hc * c.hidden, c.heads * c.head_dim, c.o_groups * c.o_lora, c.expert_ff,
                                    c.q_lora, c.hidden});
@@ -325,8 +327,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
       const int32_t noise = int32_t(c.dspark_noise);
       DS4_CUDA_CHECK(cudaMemcpy(m.draft.as<uint8_t>() + m.dl.noise, &noise, 4, cudaMemcpyHostToDevice));
     }
-    m.cap = capture_layout(c, m.lay, verify_rows);
-    m.cap_buf = dc::DeviceBuffer(m.cap.bytes, "deepseek_v4 verify capture");
+    m.cap = capture_layout(c, m.lay, verify_rows);  // each state's records (CudaState::cap_buf)
     if (!m.cap.lanes.empty()) {
       m.cap_lanes = dc::DeviceBuffer(m.cap.lanes.size() * sizeof(LaneUndo), "deepseek_v4 lane undo table");
       DS4_CUDA_CHECK(cudaMemcpy(m.cap_lanes.get(), m.cap.lanes.data(), m.cap.lanes.size() * sizeof(LaneUndo),
@@ -341,6 +342,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
 
 DeepseekV4CudaModel::~DeepseekV4CudaModel() {
   if (!impl_) return;
+  impl_->drop_batch_graphs();
   for (cudaEvent_t e : {impl_->fork_ev, impl_->join_ev})
     if (e) cudaEventDestroy(e);
   for (cudaStream_t s : {impl_->stream, impl_->side_stream})
@@ -364,6 +366,7 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
   if (copt.prefill_rows < 0 || copt.prefill_rows > impl_->cl.rows)
     throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");
+  if (copt.batch_rows < 1) throw InputError("deepseek_v4 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
   impl_->opt = copt;
   impl_->prof.on = copt.profile && !copt.graphs;
   impl_->mm_main->set_min_rows(tensor_core_rows(copt));

@@ -68,6 +68,12 @@ struct CudaModelOptions {
   // Diagnostics: false keeps gemv_rows (exact per row) for the routed experts of a tensor-core
   // chunk while its dense projections are GEMMs (the bench's middle table).
   bool expert_mma = true;
+  // decode_batch (batch.cu): sequences per batched forward at most (more run as several
+  // forwards; also bounded by the chunk scratch's rows). 4 from the H200 run of
+  // bench/results/cuda-batching-h200-2026-12-04g (synthetic Flash, today's gemv_rows): one
+  // 4-row forward 44 ms = 1.10x four decode steps, one 16-row forward 244 ms = 0.80x sixteen.
+  // Raise it once gemv_rows reads each weight once for several rows (bench --batch-rows).
+  int batch_rows = 4;
 };
 
 // The first chunk size that runs on tensor cores under `o` (0: none): prefill chunks of more
@@ -97,6 +103,14 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   // One token: the candidates are picked on the GPU and only they are copied back.
   void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
                           SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
+  // Continuous batching (batch.cu): one forward over N rows, each weight read once for the
+  // batch, the window rings / lanes / attention per sequence; row i equals the state's decode
+  // step bit for bit. One sequence, a draft-head state (it records head rows per forward) or a
+  // state with a pending captured window takes the single-sequence step. At most
+  // CudaModelOptions::batch_rows and the chunk scratch's rows (max(chunk_rows, prefill_rows),
+  // fixed at load) per forward; more run as several.
+  void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                    std::vector<float>& logits) override;
 
   // DraftHead (DSpark's, else ds4's MTP head; nullptr without either, see above). enable_draft
   // before the first forward, as on the CPU. MTP depth at most 16 (kMaxDraftDepth; DSpark: any

@@ -4,8 +4,10 @@
 // multi-row forward of a prefill chunk or a speculative verify).
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,7 +51,7 @@ class CudaState : public ModelState {
  public:
   // c and lay are the model's (Impl): they outlive its states.
   CudaState(const Config& c, const StateLayout& lay)
-      : buf(lay.bytes, "deepseek_v4 state (context caches)"), c_(&c), lay_(&lay) {
+      : buf(lay.bytes, "deepseek_v4 state (context caches)"), serial(next_serial()), c_(&c), lay_(&lay) {
     DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
     // The step runs on a non-blocking stream, which does not wait for the legacy stream.
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
@@ -74,13 +76,16 @@ class CudaState : public ModelState {
     }
   }
   int64_t position() const override { return pos; }
-  size_t bytes() const override { return buf.bytes(); }
+  size_t bytes() const override { return buf.bytes() + cap_buf.bytes(); }
   // The CPU state's named sections (state_io.cu): save goes through a host deepseek_v4::State,
   // load reads one (it checks the sections) and uploads it, refusing what this state cannot hold.
   void save(std::vector<StateSection>& out) const override;
   void load(const std::vector<StateSection>& in) override;
 
   dc::DeviceBuffer buf;  // every layer's caches + the position counter
+  // Unique per state object (clones included), never reused: keys the model's decode_batch
+  // graphs, which hold the batch's buffer addresses (a freed state's address may come back).
+  const uint64_t serial;
   int64_t pos = 0;
   cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
   // multi-row forwards, by (rows * 3 + logits mode) * 2 + captured (a verify_capture window)
@@ -93,21 +98,29 @@ class CudaState : public ModelState {
   // DSpark (enable_draft, before the first forward): every forward also records the stages'
   // ring rows (dspark.cu), so the graphs above include them.
   bool dspark_on = false;
-  // A captured verify window awaiting commit_prefix: its rows, and the model's capture
-  // generation when it ran (the records live in the model; a later verify_capture on any
-  // state replaces them).
+  // A captured verify window awaiting commit_prefix: its rows; its records (undo logs, head
+  // rows: step_layout.h CaptureLayout) in cap_buf, allocated at this state's first
+  // verify_capture. Per state, so several sessions can speculate at once.
   int64_t cap_rows = 0;
-  uint64_t cap_gen = 0;
+  dc::DeviceBuffer cap_buf;
 
  private:
   const Config* c_;
   const StateLayout* lay_;
+  static uint64_t next_serial() {
+    static std::atomic<uint64_t> n{0};
+    return ++n;
+  }
   // A clone captures its own graphs (they hold this state's addresses). A pending captured
-  // window carries over: its undo log applies to the clone's equal buffer as well.
+  // window carries over with a copy of its records (they apply to the clone's equal buffer).
   CudaState(const CudaState& o)
-      : buf(o.buf.bytes(), "deepseek_v4 state clone"), pos(o.pos), mtp_on(o.mtp_on), dspark_on(o.dspark_on),
-        cap_rows(o.cap_rows), cap_gen(o.cap_gen), c_(o.c_), lay_(o.lay_) {
+      : buf(o.buf.bytes(), "deepseek_v4 state clone"), serial(next_serial()), pos(o.pos), mtp_on(o.mtp_on),
+        dspark_on(o.dspark_on), cap_rows(o.cap_rows), c_(o.c_), lay_(o.lay_) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
+    if (o.cap_rows > 0) {
+      cap_buf = dc::DeviceBuffer(o.cap_buf.bytes(), "deepseek_v4 verify capture (clone)");
+      DS4_CUDA_CHECK(cudaMemcpy(cap_buf.get(), o.cap_buf.get(), o.cap_buf.bytes(), cudaMemcpyDeviceToDevice));
+    }
     DS4_CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return early
   }
 };
@@ -187,14 +200,32 @@ struct DeepseekV4CudaModel::Impl {
   // gemv_rows in groups of 16 (bit-identical to decode steps).
   void mexact(const WeightMatrix& w, const float* x, float* y, int64_t n, const dc::MatmulBatch& b);
   void hc_pre_rows(const DHc& h, const float* norm, size_t x_off);
-  void attention_rows(CudaState& st, int64_t l);
+  // sts: one state (a chunk: row t is its token at *pos + t) or one state per row
+  // (decode_batch: row i is sts[i]'s next token); chunk.cu attention_rows says how.
+  void attention_rows(std::span<CudaState* const> sts, int64_t l);
   void moe_rows(int64_t l);
+  void rows_in();                          // pinned input rows -> row scratch, HC expand
+  void head_rows(int64_t t0, int64_t n);   // logits of rows t0.. to pinned rows 0..
   void enqueue_chunk(CudaState& st, Logits mode);
   void run_chunk(CudaState& st, int64_t n, Logits mode);
   // One decoder layer (CPU decoder_layer) on the HC streams in xa, in place: the trunk's
   // layers and the MTP head's (l = c.layers) run the same code. _rows: over the chunk rows.
   void layer_step(CudaState& st, int64_t l);
-  void layer_rows(CudaState& st, int64_t l);
+  void layer_rows(std::span<CudaState* const> sts, int64_t l);
+
+  // ---- batch.cu: decode_batch, one token for each of `rows` states as one forward ----
+  // Graphs by the batch's state serials (in row order), each with the decode_batch call that
+  // last replayed it; past batch_graph_cap the least recently used goes (batch.cu).
+  struct BatchGraph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t used = 0;
+  };
+  std::map<std::vector<uint64_t>, BatchGraph> batch_graph;
+  uint64_t batch_calls = 0;
+  size_t batch_graph_cap = 8;
+  void enqueue_batch(std::span<CudaState* const> sts);
+  void run_batch(std::span<CudaState* const> sts);
+  void drop_batch_graphs();
 
   // ---- mtp.cu: ds4's MTP draft head on the device (dw.has_mtp) ----
   DraftLayout dl;
@@ -219,12 +250,11 @@ struct DeepseekV4CudaModel::Impl {
   // The greedy chain (graph per state and depth): drafts {depth} from the device slots.
   void run_draft(CudaState& st, int32_t next_token, int depth, std::vector<int32_t>& drafts);
 
-  // ---- spec_commit.cu: the captured verify window ----
+  // ---- spec_commit.cu: the captured verify window (records in the state: CudaState::cap_buf) ----
   CaptureLayout cap;
-  dc::DeviceBuffer cap_buf, cap_lanes;  // undo logs + head rows; the LaneUndo table
+  dc::DeviceBuffer cap_lanes;  // the LaneUndo table (offsets: the same for every state)
   bool capturing = false;  // the chunk being enqueued records (LaneArgs::undo_*, head rows)
-  uint64_t cap_gen = 0;    // bumped by every verify_capture
-  void lane_undo_args(LaneArgs& a, int lane) const;
+  void lane_undo_args(LaneArgs& a, int lane, const CudaState& st) const;
 
   // ---- dspark.cu: MTPLX's DSpark block drafter on the device (dw.has_dspark) ----
   // Its K5 pass runs in the chunk scratch (rows 0..4; cl.rows >= kDsparkBlock with DSpark)

@@ -89,11 +89,12 @@ void DeepseekV4CudaModel::Impl::mtp_record_step(CudaState& st) {
 void DeepseekV4CudaModel::Impl::mtp_record_rows(CudaState& st) {
   const size_t W = size_t(c.hc * c.hidden) * 4;
   mtp_in(chunk.as<uint8_t>(), rows, rs(), R(0, sl.xa), R(0, sl.emb));
-  layer_rows(st, c.layers);
+  CudaState* one = &st;
+  layer_rows({&one, 1}, c.layers);
   DS4_CUDA_CHECK(cudaMemcpyAsync(st.buf.as<uint8_t>() + lay.mtp_y, R(rows - 1, sl.xa), W, cudaMemcpyDeviceToDevice,
                                  stream));
   if (capturing)  // every row's y: commit_prefix(keep) takes row keep - 1's
-    DS4_CUDA_CHECK(cudaMemcpy2DAsync(cap_buf.as<uint8_t>() + cap.mtp_y, W, R(0, sl.xa), cl.row_bytes, W, size_t(rows),
+    DS4_CUDA_CHECK(cudaMemcpy2DAsync(st.cap_buf.as<uint8_t>() + cap.mtp_y, W, R(0, sl.xa), cl.row_bytes, W, size_t(rows),
                                      cudaMemcpyDeviceToDevice, stream));
 }
 

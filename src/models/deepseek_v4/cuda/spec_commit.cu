@@ -16,8 +16,8 @@
 //                 tail of [ring before ; new rows 0..keep-1]), and the row count is
 //                 min(pos, window) from the position set below.
 // commit_prefix then sets the position (host and device counter) to p0 + keep. The records
-// live in the model (one pending window; a later verify_capture on any state replaces them,
-// and a commit against replaced records throws).
+// live in the state (CudaState::cap_buf, allocated at its first verify_capture), so several
+// states can each hold a pending window at once (sessions speculating side by side, issue #24).
 #include <cuda_runtime.h>
 
 #include "core/error.h"
@@ -26,9 +26,9 @@
 
 namespace ds4::deepseek_v4 {
 
-void DeepseekV4CudaModel::Impl::lane_undo_args(LaneArgs& a, int lane) const {
+void DeepseekV4CudaModel::Impl::lane_undo_args(LaneArgs& a, int lane, const CudaState& st) const {
   const LaneUndo& u = cap.lanes[size_t(lane)];
-  uint8_t* b = cap_buf.as<uint8_t>();
+  uint8_t* b = st.cap_buf.as<uint8_t>();
   a.undo_kv = reinterpret_cast<float*>(b + u.undo_kv);
   a.undo_gate = reinterpret_cast<float*>(b + u.undo_gate);
   if (u.overlap) {
@@ -46,7 +46,7 @@ bool DeepseekV4CudaModel::verify_capture(ModelState& trial, std::span<const int3
   // One chunk only (a window of several chunks could be cut back too, but the undo log is
   // sized for one); the layer observer forces one-token steps.
   if (n > 1 && (m.opt.chunk_rows < 2 || n > m.opt.chunk_rows || m.observer)) return false;
-  ++m.cap_gen;  // the records of any earlier window are overwritten from here on
+  if (!st.cap_buf.get()) st.cap_buf = dc::DeviceBuffer(m.cap.bytes, "deepseek_v4 verify capture (per state)");
   m.capturing = n > 1;  // one row: keep = 1 = n, nothing to cut back
   try {
     forward(trial, tokens, Logits::kAll, logits);
@@ -56,7 +56,6 @@ bool DeepseekV4CudaModel::verify_capture(ModelState& trial, std::span<const int3
   }
   m.capturing = false;
   st.cap_rows = n;
-  st.cap_gen = m.cap_gen;
   return true;
 }
 
@@ -66,16 +65,14 @@ void DeepseekV4CudaModel::commit_prefix(ModelState& trial, int64_t keep) {
   const int64_t n = st.cap_rows;
   check_commit_keep("deepseek_v4", n, keep);
   st.cap_rows = 0;
-  if (st.cap_gen != m.cap_gen)
-    throw Error("deepseek_v4 cuda: commit_prefix: a later verify_capture replaced this window's records");
   if (keep == n) return;  // the state after the window is the state after its last row
   const int64_t p0 = st.pos - n;
   uint8_t* sb = st.buf.as<uint8_t>();
-  compressor_undo(m.cap_lanes.as<LaneUndo>(), int64_t(m.cap.lanes.size()), sb, m.cap_buf.as<uint8_t>(), p0, n, keep,
+  compressor_undo(m.cap_lanes.as<LaneUndo>(), int64_t(m.cap.lanes.size()), sb, st.cap_buf.as<uint8_t>(), p0, n, keep,
                   m.stream);
   if (st.mtp_on) {
     const size_t W = size_t(m.c.hc * m.c.hidden) * 4;
-    DS4_CUDA_CHECK(cudaMemcpyAsync(sb + m.lay.mtp_y, m.cap_buf.as<uint8_t>() + m.cap.mtp_y + size_t(keep - 1) * W, W,
+    DS4_CUDA_CHECK(cudaMemcpyAsync(sb + m.lay.mtp_y, st.cap_buf.as<uint8_t>() + m.cap.mtp_y + size_t(keep - 1) * W, W,
                                    cudaMemcpyDeviceToDevice, m.stream));
   }
   int32_t* word = static_cast<int32_t*>(m.draft_host->p) + kDraftPosWord;

@@ -122,7 +122,7 @@ Lanes lanes(const Config& c, int64_t l) {
 }  // namespace
 
 void CudaState::save(std::vector<StateSection>& out) const {
-  // The undo log of a pending window lives in the model, not in the sections: a state saved
+  // The undo log of a pending window lives in the state's capture buffer, not in the sections: a state saved
   // before commit_prefix could never be cut back to the kept prefix.
   if (cap_rows > 0) throw Error("deepseek_v4 cuda: save with an uncommitted captured verify window");
   const Config& c = *c_;

@@ -219,8 +219,8 @@ inline DraftLayout draft_layout(const Config& c, const StateLayout& lay, int64_t
   return d;
 }
 
-// A captured verify window's records (spec_commit.cu; one per model, for the last
-// verify_capture): per compressor lane its undo log (LaneArgs::undo_*) for up to `rows` rows,
+// A captured verify window's records (spec_commit.cu; one buffer per state, CudaState::cap_buf,
+// for its pending verify_capture): per compressor lane its undo log (LaneArgs::undo_*) for up to `rows` rows,
 // and the MTP head's output rows {rows, hc, hidden}. The window ring needs no record: it has
 // kRingSlack spare slots, so a dropped row (at most kMaxChunkRows - 1 of them) only
 // overwrites positions no later row attends to, and its own slot is rewritten before it is read.

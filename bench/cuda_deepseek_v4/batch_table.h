@@ -1,0 +1,93 @@
+#pragma once
+// Continuous batching on the CUDA DeepSeek V4 model (issue #24): N streams decoding at once
+// through Model::decode_batch (one forward per step, each weight read once for the N rows),
+// against the same N streams stepped one after another (the unbatched path). Every stream is
+// a clone of the prompt state fed its own pseudo-random tokens (distinct rows, so the routed
+// experts' union grows with N as in real traffic). Per N: the steps' wall times (each stream
+// gets one token per step, so a step's time is every stream's time per output token), the
+// aggregate tok/s, and the weight bytes one step reads (dense + head once, routed experts as
+// the expected union of N rows' top-k sets: chunk_bytes_ratio) per second against the copy
+// bandwidth measured in the same run. Bench only, no checks: test_deepseek_v4_batch_cuda.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "models/deepseek_v4/cuda/model_cuda.h"
+
+namespace ds4::bench {
+
+inline void batch_table(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, const std::vector<int>& streams,
+                        int steps, double single_tps, double copy_gbps, int batch_rows) {
+  using Clock = std::chrono::steady_clock;
+  auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  const int64_t V = m.info().vocab_size;
+  const double bytes = double(m.decode_bytes_per_token().total());
+  auto token = [&](int64_t stream, int64_t step) { return int32_t((stream * 7919 + step * 104729 + 17) % V); };
+  std::printf("\ncontinuous batching (decode_batch, batch_rows %d: sequences per forward), %d steps per row after 2 "
+              "warm-up steps (graph capture), from position %lld; single-stream decode above: %.2f tok/s\n",
+              batch_rows, steps, (long long)at.position(), single_tps);
+  std::printf("| streams | step ms p50 | step ms max | per-stream TPOT ms | aggregate tok/s | vs 1 stream | unbatched "
+              "aggregate tok/s (streams one after another) | batched / unbatched | weights GB/s (expected union) | of "
+              "copy bw |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  double one = 0;
+  for (int n : streams) {
+    std::vector<std::unique_ptr<ModelState>> st;
+    std::vector<ModelState*> ptr;
+    for (int i = 0; i < n; ++i) st.push_back(at.clone()), ptr.push_back(st.back().get());
+    std::vector<float> rows;
+    std::vector<int32_t> toks(static_cast<size_t>(n), 0);
+    int64_t k = 0;
+    auto step = [&] {
+      for (int i = 0; i < n; ++i) toks[size_t(i)] = token(i, k);
+      ++k;
+      m.decode_batch(ptr, toks, rows);
+    };
+    step(), step();
+    std::vector<double> ms;
+    const auto t0 = Clock::now();
+    for (int s = 0; s < steps; ++s) {
+      const auto a = Clock::now();
+      step();
+      ms.push_back(1e3 * secs(a, Clock::now()));
+    }
+    const double total = secs(t0, Clock::now()), agg = double(n) * steps / total;
+    if (n == 1 || one == 0) one = agg / n;
+    // The unbatched path: the same streams, one forward each per round (rounds kept short),
+    // after one untimed round (each state captures its own decode-step graph on first use).
+    double unbatched = 0;
+    if (n <= 16) {
+      const int rounds = std::max(2, 32 / n);
+      std::vector<float> l;
+      for (int i = 0; i < n; ++i) {
+        const int32_t t = token(i, k);
+        m.forward(*ptr[size_t(i)], std::span<const int32_t>(&t, 1), Logits::kLast, l);
+      }
+      ++k;
+      const auto u0 = Clock::now();
+      for (int r = 0; r < rounds; ++r, ++k)
+        for (int i = 0; i < n; ++i) {
+          const int32_t t = token(i, k);
+          m.forward(*ptr[size_t(i)], std::span<const int32_t>(&t, 1), Logits::kLast, l);
+        }
+      unbatched = double(n) * rounds / secs(u0, Clock::now());
+    }
+    std::sort(ms.begin(), ms.end());
+    const double p50 = ms[ms.size() / 2], mx = ms.back();
+    // forwards of up to batch_rows rows: each reads the weights once for its rows
+    const int full = n / batch_rows, rest = n % batch_rows;
+    const double step_bytes = (full * m.chunk_bytes_ratio(batch_rows) + (rest ? m.chunk_bytes_ratio(rest) : 0)) * bytes;
+    const double gbps = step_bytes * (double(steps) / total) / 1e9;
+    char ub[64] = "-", ratio[32] = "-";
+    if (unbatched > 0) std::snprintf(ub, sizeof ub, "%.1f", unbatched), std::snprintf(ratio, sizeof ratio, "%.2fx", agg / unbatched);
+    std::printf("| %d | %.2f | %.2f | %.2f | %.1f | %.2fx | %s | %s | %.0f | %.1f%% |\n", n, p50, mx, 1e3 * total / steps,
+                agg, agg / one, ub, ratio, gbps, 100 * gbps / copy_gbps);
+    if (n == 1)
+      std::printf("|  | (1 stream through decode_batch = the single-sequence step: %.1f%% of the decode above) |"
+                  "  |  |  |  |  |  |  |  |\n", 100 * agg / single_tps);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace ds4::bench
