@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # The grouped expert MMA (issue #22, session 9) on the H200 in one call, from binaries built here
-# (cuda preset, sm_90a, CUDA 13): the CUDA tests of the three families and the matmul ops, the
-# kernel bench (bench_cuda_grouped_mma: TFLOP/s vs a dense cuBLAS BF16 GEMM of the same run),
-# then GLM 5.x Flash and Qwen3.8 Flash Next full-size synthetic prefill with the binaries of
-# BEFORE (the tree before this change) at 2K and of BIN at 2K/8K/32K (512-row chunks) and with
-# 2048-row chunks, each with its canary and one chunk's per-op profile. DeepSeek V4 Flash's
-# full-size model is not generated here (ds4-convert + a 72 s load do not fit a 250 s call);
-# its expert shapes run in the kernel bench.
+# (cuda preset, sm_90a, CUDA 13):
+#   1. the CUDA tests of the three families (exact paths bit for bit, tensor-core criteria,
+#      draft heads) and test_cuda_matmul (grouped_mma, moe_group, dequant);
+#   2. bench_cuda_grouped_mma: the experts of one chunk at the three families' full-size shapes,
+#      TFLOP/s vs a dense cuBLAS BF16 GEMM of the same run;
+#   3. GLM 5.x Flash and Qwen3.8 Flash Next full-size synthetic prefill (generated on the GPU):
+#      BEFORE's binaries (the tree before this change) at 2K, BIN's at 2K/8K/32K in 512-row
+#      chunks, and (BIG=L1,L2) BIN's in 2048-row chunks; each with its canary and one chunk's
+#      per-op profile.
+# DeepSeek V4 Flash's full-size model is not run here (ds4-convert + a 72 s load from /dev/shm
+# do not fit a 250 s call); its expert shapes run in step 2.
 # Logs: OUTDIR/log.txt and OUTDIR/r.tgz (every binary's output; the device returns 8 files at
-# most). Usage, from the tree root: BIN=DIR [BEFORE=DIR] bench/cuda_grouped_mma/device_run.sh OUTDIR
+# most). Usage, from the tree root:
+#   BIN=DIR [BEFORE=DIR] [BIG=2048] [LENGTHS=2048,8192,32768] bench/cuda_grouped_mma/device_run.sh OUTDIR
 set -u
 final=${1:?usage: BIN=DIR [BEFORE=DIR] bench/cuda_grouped_mma/device_run.sh OUTDIR}
 bin=$(cd "${BIN:?set BIN}" && pwd)
