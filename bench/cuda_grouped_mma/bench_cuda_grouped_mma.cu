@@ -5,8 +5,9 @@
 // Per case: E experts of a weight format at a stride (random bytes: timing only), a chunk of T
 // tokens each routed to K distinct uniformly drawn experts, moe_group over the ids, then
 // grouped_mma_bf16 over the entries with 1 entry per block (each entry decodes its expert
-// tile again) and with up to kGroupedMmaMaxEntries entries of one expert per block (one
-// decoded tile shared). Work counted: 2 * T * K * rows * cols (the useful multiply-adds).
+// tile again: the kernel a chunk with <= 16 rows per expert on average takes) and with up to
+// kGroupedMmaMaxEntries entries of one expert per block (one decoded tile shared: the kernel
+// of chunks with more). Work counted: 2 * T * K * rows * cols (the useful multiply-adds).
 // Also: moe_group's own time, and BF16 experts at the DeepSeek gate|up shape (their "decode"
 // is a copy: the gap to the quantized formats is the decode's cost).
 //
@@ -59,13 +60,13 @@ double time_ms(F&& f, int reps, cudaStream_t s) {
   DS4_CUDA_CHECK(cudaEventCreate(&a));
   DS4_CUDA_CHECK(cudaEventCreate(&b));
   f();
-  std::vector<float> ms(size_t(reps));
+  std::vector<float> ms(static_cast<size_t>(reps));
   for (int r = 0; r < reps; ++r) {
     DS4_CUDA_CHECK(cudaEventRecord(a, s));
     f();
     DS4_CUDA_CHECK(cudaEventRecord(b, s));
     DS4_CUDA_CHECK(cudaEventSynchronize(b));
-    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms[size_t(r)], a, b));
+    DS4_CUDA_CHECK(cudaEventElapsedTime(ms.data() + r, a, b));
   }
   DS4_CUDA_CHECK(cudaEventDestroy(a));
   DS4_CUDA_CHECK(cudaEventDestroy(b));
@@ -88,6 +89,7 @@ double dense_bf16_tflops(int m, int n, int k, int reps, cudaStream_t s) {
                      c.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
       throw std::runtime_error("cublasGemmEx");
   };
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
   const double ms = time_ms(run, reps, s);
   cublasDestroy(h);
   return 2.0 * m * n * k / (ms * 1e-3) / 1e12;
@@ -124,6 +126,8 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
       dc(size_t(entries) * 4, "counts"), dt(size_t(entries * S) * 4, "tok"), ds(size_t(entries * S) * 4, "slot");
   DS4_CUDA_CHECK(cudaMemcpy(di.get(), ids.data(), di.bytes(), cudaMemcpyHostToDevice));
   const cuda::MoeGroup g{de.as<int32_t>(), dl.as<int32_t>(), dc.as<int32_t>(), dt.as<int32_t>(), ds.as<int32_t>(), S};
+  // s does not wait for the default stream: the fills and the ids' copy must be done first
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
   const double group_ms = time_ms([&] { cuda::moe_group(di.as<int32_t>(), tokens, c.k, c.experts, g, s); }, reps, s);
   int32_t live = 0;
   DS4_CUDA_CHECK(cudaMemcpy(&live, dl.get(), 4, cudaMemcpyDeviceToHost));
@@ -131,6 +135,7 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
   cuda::DeviceBuffer dx(size_t(tokens * c.cols) * 4, "x"), dy(size_t(pairs * c.rows) * 4, "y");
   fill_floats<<<1024, 256>>>(dx.as<float>(), size_t(tokens * c.cols));
   DS4_CUDA_CHECK_LAUNCH();
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
   cuda::GemvRows r;
   r.n = int(std::min<int64_t>(tokens, S));
   r.batch = cuda::GemvBatch{int(entries), g.experts, stride, sb, 0, 0};
@@ -148,7 +153,7 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
   const double weights_decoded_1 = double(live) * double(c.rows * c.cols);  // one block per entry
   std::printf("| %s | %s %lldx%lld | %lld | %lld x %lld = %lld | %d | %.3f | %.3f (%.1f / %.1f%%) | %.3f (%.1f / %.1f%%) | "
               "%.2fx | %.2f |\n",
-              c.what, dtype_name(c.type), (long long)c.rows, (long long)c.cols, (long long)c.experts, (long long)tokens,
+              c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols, (long long)c.experts, (long long)tokens,
               (long long)c.k, (long long)pairs, live, group_ms, ms[0], flop / (ms[0] * 1e-3) / 1e12,
               100.0 * flop / (ms[0] * 1e-3) / 1e12 / peak, ms[1], flop / (ms[1] * 1e-3) / 1e12,
               100.0 * flop / (ms[1] * 1e-3) / 1e12 / peak, ms[0] / ms[1], weights_decoded_1 / (ms[0] * 1e-3) / 1e12);
