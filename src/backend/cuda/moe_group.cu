@@ -8,7 +8,7 @@
 // order, 32 pairs at a time: the lanes holding the same expert rank themselves by lane
 // (__match_any_sync), so every expert's rows keep (token, slot) order, exactly as a serial walk.
 // The old kernel (one thread walking every pair with a dependent shared-memory update per pair)
-// took ~0.1 ms per layer of a 512-row chunk; this one does the walk 32 pairs per step per warp.
+// took 0.4-0.5 ms per layer of a 512-row chunk on the H200 (GLM, Qwen); this one 17-60 us.
 #include <cstdint>
 #include <string>
 
