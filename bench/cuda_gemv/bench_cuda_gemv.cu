@@ -28,23 +28,13 @@
 #include "backend/cuda/memory.h"
 #include "core/weight.h"
 
+#include "../cuda_fill.cuh"
+
 using namespace ds4;
+using bench::fill_halves;
+using bench::fill_random;
 
 namespace {
-
-__global__ void fill_random(uint32_t* p, size_t n, uint32_t seed) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 0x9e3779b1u ^ seed;
-    h ^= h >> 15, h *= 0x2c1b3c6du, h ^= h >> 12, h *= 0x297a2d39u, h ^= h >> 15;
-    p[i] = h;
-  }
-}
-
-// Scales/biases as finite halves (random bits would include NaN/Inf patterns).
-__global__ void fill_halves(uint16_t* p, size_t n, uint16_t bits) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    p[i] = uint16_t(bits + (i & 0xff));
-}
 
 void fill(void* p, size_t bytes, uint32_t seed) {
   fill_random<<<1024, 256>>>(static_cast<uint32_t*>(p), bytes / 4, seed);

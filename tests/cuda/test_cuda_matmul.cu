@@ -14,9 +14,12 @@
 //   grouped_mma    the MoE form of gemv_rows on tensor cores (E experts at a stride, entries
 //                  of <= 16 gathered rows, a dead entry past *live): every written row vs a
 //                  double reference, the same tolerance as matmul_rows/gemm; rows of no live
-//                  entry stay untouched (NaN poison);
+//                  entry stay untouched (NaN poison); with runs of entries of one expert
+//                  (moe_group's layout of a chunk) also bit for bit equal to one block per
+//                  entry (blocks sharing a decoded tile change no summation);
 //   moe_group      a chunk of 300 rows x 6 slots over 16 experts: entries of <= 16 rows,
-//                  every (token, slot) pair exactly once, each expert's pairs in order.
+//                  every (token, slot) pair exactly once, each expert's pairs in order,
+//                  an expert's entries consecutive and all full but its last.
 // Non-zero exit on failure. Runs on the H200 machine (tools/cuda_device_run.sh).
 #include <cuda_bf16.h>
 
@@ -196,7 +199,11 @@ void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int6
   verdict(name, same, buf);
 }
 
-void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st = DType::F16, int64_t group = 64) {
+// runs: entries laid out as moe_group lays out a chunk's experts with more than 16 rows (a run
+// of 5 entries of one expert, then 2 of another: blocks share a decoded tile over up to 4 of
+// them), checked against the host and, bit for bit, against one block per entry.
+void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st = DType::F16, int64_t group = 64,
+                      bool runs = false) {
   std::vector<HostWeight> hw;
   for (int64_t e = 0; e < E; ++e) hw.push_back(random_weight(t, rows, cols, g_rng, group, st));
   const size_t rb = hw[0].data.size(), stride = (rb + 255) / 256 * 256, sb = hw[0].scales.size();
@@ -209,9 +216,13 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
       DS4_CUDA_CHECK(cudaMemcpy(dbi.as<uint8_t>() + e * sb, hw[size_t(e)].biases.data(), sb, cudaMemcpyHostToDevice));
     }
   }
-  const int tokens = 40, K = 2, slots = tokens * K, S = cuda::kGemvMaxRows;
-  const std::vector<int32_t> experts = {int32_t(E - 1), 0, int32_t(E / 2), 1, 2, 0}, counts = {16, 5, 16, 1, 9, 7};
-  const int32_t live = 5;  // entry 5 is dead
+  const int tokens = runs ? 50 : 40, K = 2, slots = tokens * K, S = cuda::kGemvMaxRows;
+  const int32_t eh = int32_t(E / 2), el = int32_t(E - 1);
+  const std::vector<int32_t> experts = runs ? std::vector<int32_t>{eh, eh, eh, eh, eh, 0, 0, el, el}
+                                            : std::vector<int32_t>{el, 0, eh, 1, 2, 0},
+                             counts = runs ? std::vector<int32_t>{16, 16, 16, 16, 3, 16, 9, 5, 16}
+                                           : std::vector<int32_t>{16, 5, 16, 1, 9, 7};
+  const int32_t live = runs ? 8 : 5;  // the last entry is dead (in the runs layout: a run's tail)
   std::vector<int32_t> xi(experts.size() * S, 0), yi(xi.size(), 0);
   int slot = 0;
   for (int b = 0; b < live; ++b)
@@ -237,10 +248,19 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
   r.n = S, r.x_row = xs, r.y_row = rows;
   r.batch = cuda::GemvBatch{int(experts.size()), de.as<int32_t>(), stride, sb, 0, 0};
   r.live = dl.as<int32_t>(), r.counts = dc.as<int32_t>(), r.x_idx = dxi.as<int32_t>(), r.y_idx = dyi.as<int32_t>();
+  const int shared_entries = cuda::grouped_mma_entries_per_block();
+  cuda::grouped_mma_set_entries_per_block(1);  // one block per entry, then shared tiles
   cuda::grouped_mma_bf16(w, dx.as<float>(), dy.as<float>(), r, nullptr);
-  std::vector<float> y(size_t(slots * rows));
+  std::vector<float> y(size_t(slots * rows)), y1(y.size());
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  DS4_CUDA_CHECK(cudaMemcpy(y1.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
+  DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+  cuda::grouped_mma_set_entries_per_block(cuda::kGroupedMmaMaxEntries);
+  cuda::grouped_mma_bf16(w, dx.as<float>(), dy.as<float>(), r, nullptr);
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  cuda::grouped_mma_set_entries_per_block(shared_entries);
   DS4_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
+  const bool same_blocks = std::memcmp(y.data(), y1.data(), y.size() * sizeof(float)) == 0;
   double num = 0, den = 0, max_abs = 0, max_ref = 0;
   bool finite = true, untouched = true;
   std::vector<int> written(size_t(slots), 0);
@@ -264,9 +284,11 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
       for (int64_t o = 0; o < rows; ++o) untouched = untouched && std::isnan(y[size_t(s2 * rows + o)]);
   const double nmse = num / std::max(den, 1e-300), rel = max_abs / std::max(max_ref, 1e-300);
   char buf[128];
-  std::snprintf(buf, sizeof buf, "E%lld %lldx%lld nmse %.1e rel %.1e%s", (long long)E, (long long)rows, (long long)cols,
-                nmse, rel, untouched ? "" : " WROTE A DEAD ROW");
-  verdict("grouped_mma_" + fmt_name(t, st), finite && untouched && nmse <= 1e-4 && rel <= 2e-2, buf);
+  std::snprintf(buf, sizeof buf, "E%lld %lldx%lld nmse %.1e rel %.1e%s%s", (long long)E, (long long)rows,
+                (long long)cols, nmse, rel, untouched ? "" : " WROTE A DEAD ROW",
+                same_blocks ? ", shared tiles = one block per entry bitwise" : ", SHARED TILES DIFFER");
+  verdict(std::string("grouped_mma_") + (runs ? "runs_" : "") + fmt_name(t, st),
+          finite && untouched && same_blocks && nmse <= 1e-4 && rel <= 2e-2, buf);
 }
 
 void test_moe_group_split() {
@@ -306,6 +328,11 @@ void test_moe_group_split() {
     }
   }
   for (int v : seen) ok = ok && v == 1;
+  // an expert's entries are consecutive, in expert order, all full but the last
+  for (int32_t u = 1; ok && u < live; ++u) {
+    const bool same = ex[size_t(u)] == ex[size_t(u - 1)];
+    ok = same ? cn[size_t(u - 1)] == stride : ex[size_t(u)] > ex[size_t(u - 1)];
+  }
   verdict("moe_group/split", ok, std::to_string(rows) + " rows x " + std::to_string(k) + " over " + std::to_string(E) +
                                      " experts: " + std::to_string(live) + " entries of <= 16");
 }
@@ -347,6 +374,9 @@ int main() {
     test_grouped_mma(DType::MLX_Q4, 3, 130, 256, DType::BF16, 64);
     test_grouped_mma(DType::MLX_Q8, 3, 64, 384, DType::F16, 32);
     test_grouped_mma(DType::F32, 3, 24, 128);
+    test_grouped_mma(DType::IQ2_XXS, 8, 200, 512, DType::F16, 64, true);
+    test_grouped_mma(DType::Q2_K, 8, 136, 256, DType::F16, 64, true);
+    test_grouped_mma(DType::MLX_Q4, 8, 128, 256, DType::BF16, 64, true);
     test_moe_group_split();
   } catch (const std::exception& e) {
     std::printf("FATAL: %s\n", e.what());

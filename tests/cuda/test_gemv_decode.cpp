@@ -3,7 +3,8 @@
 // sum of the unit's weights (each weight read back through dot with a one-hot x). Needs the
 // CUDA headers but no GPU: the device intrinsics the decoders use get host stand-ins here.
 // Prints the worst |dot2 - ref| / sum |w x| per format; fails above 4e-6 (float rounding of a
-// 32-term sum is ~1e-7 of that sum).
+// 32-term sum is ~1e-7 of that sum). Also decode (the tensor-core dequantization) against the
+// weights dot reads: within 1e-6 of the unit's largest |w|.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -49,7 +50,7 @@ int g_fail = 0;
 
 template <class F>
 void check(const char* name, int units, Args a = {}) {
-  double worst = 0, worst1 = 0;
+  double worst = 0, worst1 = 0, worst_dec = 0;
   std::normal_distribution<float> nd;
   for (int trial = 0; trial < 20000; ++trial) {
     alignas(16) uint8_t buf[4096];
@@ -61,15 +62,34 @@ void check(const char* name, int units, Args a = {}) {
     for (auto& v : xv) v = nd(g_rng);
     const auto r = F::template load<FromShared>(a, buf, 0, unit);
     const float s1 = F::dot(r, unit, xv, kGrid), s2 = F::dot2(r, unit, xv, kGrid);
-    double ref = 0, bound = 0;
+    double ref = 0, bound = 0, wmax = 0;
+    float wd[kUnit], w1[kUnit];
+    F::decode(r, unit, wd, kGrid);
     for (int k = 0; k < kUnit; ++k) {
       float e[kUnit] = {};
       e[k] = 1.f;
       const double wk = F::dot(r, unit, e, kGrid);
+      w1[k] = float(wk);
       ref += wk * xv[k];
       bound += std::fabs(wk * xv[k]);
+      wmax = std::max(wmax, std::fabs(wk));
     }
     if (!std::isfinite(bound) || bound == 0) continue;
+    // decode (the tensor-core paths' dequantization) gives the weights dot uses, to float
+    // rounding of the unit's largest weight (its fields go through the mantissa, dot's through
+    // int->float conversions; scale products may round in another order)
+    for (int k = 0; k < kUnit; ++k)
+      if (!(std::fabs(double(wd[k]) - w1[k]) <= 1e-6 * wmax)) {
+        std::printf("%-8s FAIL trial %d unit %lld weight %d: decode %.9g, dot with a one-hot x %.9g\n", name, trial,
+                    (long long)unit, k, wd[k], w1[k]);
+        ++g_fail;
+        return;
+      }
+    worst_dec = std::max(worst_dec, [&] {
+      double m = 0;
+      for (int k = 0; k < kUnit; ++k) m = std::max(m, std::fabs(double(wd[k]) - w1[k]) / wmax);
+      return m;
+    }());
     const double e1 = std::fabs(s1 - ref) / bound, e2 = std::fabs(s2 - ref) / bound;
     worst = std::max(worst, e2);
     worst1 = std::max(worst1, e1);
@@ -80,7 +100,8 @@ void check(const char* name, int units, Args a = {}) {
       return;
     }
   }
-  std::printf("%-8s PASS worst |dot2-ref|/sum|wx| %.3g (dot: %.3g)\n", name, worst, worst1);
+  std::printf("%-8s PASS worst |dot2-ref|/sum|wx| %.3g (dot: %.3g), |decode - w| / max|w| %.3g\n", name, worst, worst1,
+              worst_dec);
 }
 
 // Q8_0's kernel-2 global read (4-byte loads + funnel shifts) returns the same Raw as the

@@ -19,7 +19,11 @@
 //                                taken in place (so a field at bit 8 is worth 256x: separate
 //                                partial sums per bit position, scaled by exact powers of two)
 //   decode(raw, unit, w, shared) the unit's 32 weights as floats (dequant_bf16.cu: the
-//                                tensor-core path dequantizes a tile, then multiplies)
+//                                tensor-core path dequantizes a tile, then multiplies;
+//                                grouped_mma_bf16.cu), the fields made floats through the
+//                                mantissa as in dot2 (the same values as int->float
+//                                conversions, without the quarter-rate instruction: the
+//                                grouped expert MMA is bound by this decode)
 //   kSpanBlocks                  blocks a warp stages at once (0: the format is read directly:
 //                                its units are already 16-byte loads); kSpanBlocks * kBlockBytes
 //                                is a multiple of 16
@@ -171,7 +175,7 @@ struct Q8_0 {
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-      for (int k = 0; k < 4; ++k) out[4 * i + k] = d * float(int8_t(byte_of(r.q[i], k)));
+      for (int k = 0; k < 4; ++k) out[4 * i + k] = d * (mant(byte_of(r.q[i], k) ^ 0x80u) - (kMant + 128.f));
   }
   template <class L>
   __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
@@ -253,7 +257,7 @@ struct Q4_K {
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-      for (int k = 0; k < 4; ++k) out[4 * i + k] = dsc * float((byte_of(w[i], k) >> shift) & 0xf) - m;
+      for (int k = 0; k < 4; ++k) out[4 * i + k] = dsc * (mant((w[i] >> (8 * k + shift)) & 0xfu) - kMant) - m;
   }
   template <class L>
   __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
@@ -326,7 +330,7 @@ struct Q2_K {
 #pragma unroll
       for (int i = 4 * g; i < 4 * g + 4; ++i)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) out[4 * i + k] = dl * float((byte_of(r.q[i], k) >> shift) & 3) - ml;
+        for (int k = 0; k < 4; ++k) out[4 * i + k] = dl * (mant((r.q[i] >> (8 * k + shift)) & 3u) - kMant) - ml;
     }
   }
   template <class L>
@@ -405,7 +409,7 @@ struct IQ2_XXS {
       const uint32_t signs = s7 | ((__popc(s7) & 1u) << 7);
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        const float v = db * float(uint32_t(g >> (8 * k)) & 0xffu);
+        const float v = db * (mant(uint32_t(g >> (8 * k)) & 0xffu) - kMant);
         out[8 * l + k] = (signs >> k) & 1 ? -v : v;
       }
     }
@@ -483,7 +487,7 @@ struct MlxAffine {
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int k = 0; k < kPerWord; ++k)
-          out[(4 * i + j) * kPerWord + k] = fmaf(scale, float((w[j] >> (kBits * k)) & kMask), bias);
+          out[(4 * i + j) * kPerWord + k] = fmaf(scale, mant((w[j] >> (kBits * k)) & kMask) - kMant, bias);
     }
   }
   template <class L>

@@ -8,10 +8,12 @@
 
 namespace ds4::cuda {
 
-// Entries in order of first use: experts[u], counts[u] rows, tok[u * group_stride + i] = token
+// Entries in order of expert id: experts[u], counts[u] rows, tok[u * group_stride + i] = token
 // t (the x row) and slot[u * group_stride + i] = t * k + j (the expert output row); *live =
-// entries used. An expert with more than group_stride rows (kGemvMaxRows for gemv_rows'
-// x_idx / y_idx) opens a further entry when one is full, so a chunk of any size is read as
+// entries used. An expert's rows keep (t, j) order. An expert with more than group_stride rows
+// (kGemvMaxRows for gemv_rows' x_idx / y_idx) fills ceil(rows / group_stride) consecutive
+// entries, all full but the last (grouped_mma_bf16 shares one decoded weight tile between
+// such neighbours), so a chunk of any size is read as
 // at most moe_group_entries(rows, k, experts, group_stride) entries (the buffers' size:
 // experts and counts {entries}, tok and slot {entries, group_stride}). With rows <=
 // group_stride no expert splits (one entry per used expert, as before).

@@ -214,7 +214,9 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
   // A tensor-core chunk runs the experts on tensor cores (same entries, BF16 MMAs), else exact.
   const bool tc = dc::grouped_mma_usable(opt.expert_mma && tensor_core_chunk(), L.gate_up.first, L.down.first);
-  auto experts = [&](const WeightMatrix& w, const float* x, float* y) { dc::grouped_experts(w, x, y, r, tc, stream); };
+  auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
+    dc::grouped_experts(w, x, y, r, tc, stream, rows * K / E);  // rows per expert picks the MMA kernel
+  };
   experts(L.gate_up.first, R(0, sl.col), C(cl.egu));
   mark("experts_gate_up");
   swiglu_clamp(C(cl.egu), C(cl.egu) + F, pairs, F, 2 * F, c.swiglu_limit, C(cl.eact), stream);

@@ -233,7 +233,9 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // egu {rows * K, 2I}
   // In a tensor-core chunk the same entries as BF16 MMAs (each expert still read once per entry).
   const bool mma = dc::grouped_mma_usable(tc && opt.expert_mma, m.gate_up.first, m.down.first);
-  auto experts = [&](const WeightMatrix& w, const float* x, float* y) { dc::grouped_experts(w, x, y, r, mma, stream); };
+  auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
+    dc::grouped_experts(w, x, y, r, mma, stream, rows * K / E);  // rows per expert picks the MMA kernel
+  };
   experts(m.gate_up.first, R(0, sl.in), C(cl.egu));
   mark("moe experts down + combine");
   dc::swiglu_clamp_rows_f32(C(cl.egu), pairs, I, lim, C(cl.eact), stream);

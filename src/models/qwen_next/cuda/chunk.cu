@@ -214,7 +214,9 @@ void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // mixed rows -> gu {rows * K, 2I}
   // A tensor-core chunk: the same entries as BF16 MMAs (each entry's expert decoded once).
   const bool mma = dc::grouped_mma_usable(opt.expert_mma && tensor_cores(), m.gate_up.first, m.down.first);
-  auto experts = [&](const WeightMatrix& w, const float* x, float* y) { dc::grouped_experts(w, x, y, r, mma, stream); };
+  auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
+    dc::grouped_experts(w, x, y, r, mma, stream, rows * K / E);  // rows per expert picks the MMA kernel
+  };
   experts(m.gate_up.first, R(0, sl.mixed), C(cl.gu));
   mark("experts_gate_up");
   moe_swiglu(C(cl.gu), pairs, I, C(cl.act), stream);  // act {rows * K, I}
