@@ -20,6 +20,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
 #include "models/qwen_next/cuda/hyper_fused.h"
+#include "models/qwen_next/cuda/pdl.cuh"
 
 namespace ds4::qwen_next::cuda {
 namespace {
@@ -38,20 +39,6 @@ __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-
-// Programmatic dependent launch (sm_90, as gemv.cu's direct kernel; off with DS4_GEMV_PDL=0):
-// the blocks start while the kernel before finishes, issue their first weight loads (weights
-// never change), then wait for that kernel's writes before reading h or the low-rank row.
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
 }
 
 template <class F, class = void>
@@ -291,26 +278,6 @@ void with_format(const WeightMatrix& w, Fn&& fn) {
   }
 }
 
-// A launch as a programmatic dependent of the kernel before (gemv.cu launch_direct).
-template <class... KArgs, class... Args2>
-void launch(void (*k)(KArgs...), unsigned blocks, cudaStream_t s, Args2... args) {
-  if (!ds4::cuda::gemv_pdl()) {
-    k<<<blocks, kThreads, 0, s>>>(args...);
-    DS4_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(unsigned(kThreads));
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, KArgs(args)...));
-}
-
 unsigned blocks(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
 }  // namespace
@@ -330,17 +297,17 @@ void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const fl
     const Args a = args_of(down);
     const int group = threads_for(down.cols / kUnit);
     const unsigned nb = blocks(down.rows, int64_t(kThreads / group) * kDownRows);
-    with_format(down, [&](auto f, auto v) { launch(hc_down_kernel<decltype(f), decltype(v)::value>, nb, s, a, p, group); });
+    with_format(down, [&](auto f, auto v) { launch_pdl(hc_down_kernel<decltype(f), decltype(v)::value>, nb, kThreads, 0, s, a, p, group); });
   }
   const Args a = args_of(up);
   const unsigned nb = blocks(d, kUpIdx);
   if (!unit_format(up)) {
-    if (up.type == DType::F32) launch(hc_up_combine_small_kernel<0>, nb, s, a, p);
-    else if (up.type == DType::F16) launch(hc_up_combine_small_kernel<1>, nb, s, a, p);
-    else launch(hc_up_combine_small_kernel<2>, nb, s, a, p);
+    if (up.type == DType::F32) launch_pdl(hc_up_combine_small_kernel<0>, nb, kThreads, 0, s, a, p);
+    else if (up.type == DType::F16) launch_pdl(hc_up_combine_small_kernel<1>, nb, kThreads, 0, s, a, p);
+    else launch_pdl(hc_up_combine_small_kernel<2>, nb, kThreads, 0, s, a, p);
   } else {
     const int group = threads_for(up.cols / kUnit);
-    with_format(up, [&](auto f, auto v) { launch(hc_up_combine_kernel<decltype(f), decltype(v)::value>, nb, s, a, p, group); });
+    with_format(up, [&](auto f, auto v) { launch_pdl(hc_up_combine_kernel<decltype(f), decltype(v)::value>, nb, kThreads, 0, s, a, p, group); });
   }
 }
 

@@ -9,6 +9,7 @@
 #include "backend/cuda/reduce.cuh"
 #include "core/error.h"
 #include "models/qwen_next/cuda/kernels.h"
+#include "models/qwen_next/cuda/pdl.cuh"
 
 namespace ds4::qwen_next::cuda {
 namespace {
@@ -54,6 +55,8 @@ struct SharedAct {
 };
 __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t E, int64_t k, bool norm,
                                  int32_t* __restrict__ ids, float* __restrict__ weights, int64_t rs, SharedAct sh) {
+  pdl_launch_dependents();
+  pdl_wait();  // the logits come from the in-projection gemv (decode step: a PDL launch)
   logits += blockIdx.x * rs, ids += blockIdx.x * k, weights += blockIdx.x * k;
   for (int64_t c = threadIdx.x; c < sh.inter; c += blockDim.x) {
     const float g = sh.gu[c];
@@ -131,6 +134,8 @@ __global__ void moe_combine_write_kernel(const float* __restrict__ y, const floa
                                          const float* __restrict__ sh, const float* __restrict__ sg, int64_t d,
                                          float* __restrict__ out, float* __restrict__ h,
                                          const float* __restrict__ inject, int64_t hc) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= d) return;
   float r = 0.f;
@@ -144,8 +149,8 @@ __global__ void moe_combine_write_kernel(const float* __restrict__ y, const floa
 
 void moe_combine_write(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
                        float* out, float* h, const float* inject, int64_t hc, cudaStream_t s) {
-  moe_combine_write_kernel<<<unsigned((d + 255) / 256), 256, 0, s>>>(y, w, k, sh, sg, d, out, h, inject, hc);
-  DS4_CUDA_CHECK_LAUNCH();
+  launch_pdl(moe_combine_write_kernel, dim3(unsigned((d + 255) / 256)), 256, 0, s, y, w, k, sh, sg, d, out, h, inject,
+             hc);
 }
 
 void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32_t* ids, float* weights,
@@ -154,9 +159,9 @@ void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32
   if (k < 1 || k > kMaxTopK || k > experts)
     throw InputError("qwen_next cuda: router top-" + std::to_string(k) + " of " + std::to_string(experts) +
                      " experts (1.." + std::to_string(kMaxTopK) + " and at most the experts)");
-  moe_route_kernel<<<unsigned(rows.count), 256, size_t(experts) * 8, s>>>(
-      logits, experts, k, norm, ids, weights, rows.stride, SharedAct{shared_gu, shared_gu ? shared_inter : 0});
-  DS4_CUDA_CHECK_LAUNCH();
+  const SharedAct sh{shared_gu, shared_gu ? shared_inter : 0};
+  launch_pdl(moe_route_kernel, dim3(unsigned(rows.count)), 256, size_t(experts) * 8, s, logits, experts, k, norm, ids,
+             weights, rows.stride, sh);
 }
 
 void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStream_t s, int64_t gu_stride,
