@@ -32,6 +32,7 @@ constexpr int kNormThreads = 256; // hc_norm_kernel's block size (its reduction 
 constexpr int kMaxHc = 8;
 constexpr int kDownRows = 2;      // rows per thread group in hc_down (model_cuda.cu used 2)
 constexpr int kUpIdx = 8;         // hidden indices per hc_up_combine block (rows per group)
+constexpr int64_t kMaxHSmem = 44 * 1024;  // hc_down's staged h (dynamic shared memory, <= 48 KB with the rest)
 
 __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
 
@@ -65,8 +66,12 @@ struct HcArgs {
 };
 
 // blockDim = kThreads; `group` = gemv threads_for(units) threads per row group of kDownRows rows.
+// Dynamic shared memory: h {hc*d} (every block needs all of it for the per-stream rms; one
+// coalesced 16-byte pass instead of the strided reads hc_norm's order would take from L2).
 template <class F, int V>
 __global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int group) {
+  extern __shared__ float4 hsm4[];
+  const float* hsm = reinterpret_cast<const float*>(hsm4);
   __shared__ float part[kMaxHc][kNormThreads / 32];
   __shared__ float rs[kMaxHc];
   pdl_launch_dependents();
@@ -83,10 +88,17 @@ __global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int
   };
   if (t < units) load_unit(t);
   pdl_wait();
+  const int64_t W = p.hc * p.d, W4 = W / 4;
+  const float4* h4 = reinterpret_cast<const float4*>(p.h);
+#pragma unroll 8
+  for (int64_t q = threadIdx.x; q < W4; q += kThreads) hsm4[q] = h4[q];
+  __syncthreads();
   for (int k = 0; k < p.hc; ++k) {  // thread t plays hc_norm's threads t and t + 128
-    const float* x = p.h + k * p.d;
+    const float* x = hsm + k * p.d;
     float s0 = 0.f, s1 = 0.f;
+#pragma unroll 4
     for (int64_t i = threadIdx.x; i < p.d; i += kNormThreads) s0 += x[i] * x[i];
+#pragma unroll 4
     for (int64_t i = threadIdx.x + kThreads; i < p.d; i += kNormThreads) s1 += x[i] * x[i];
     s0 = warp_sum(s0), s1 = warp_sum(s1);
     if (lane == 0) part[k][warp] = s0, part[k][warp + kThreads / 32] = s1;
@@ -98,9 +110,8 @@ __global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int
       if (lane == 0) rs[k] = rsqrtf(ss / float(p.d) + p.eps);
     }
   __syncthreads();
-  const int64_t W = p.hc * p.d;
   for (int64_t j = int64_t(blockIdx.x) * kThreads + threadIdx.x; j < W; j += int64_t(gridDim.x) * kThreads)
-    p.normed[j] = (p.h[j] * rs[j / p.d]) * p.norm[j];  // combine's input (hc_up_combine)
+    p.normed[j] = (hsm[j] * rs[j / p.d]) * p.norm[j];  // combine's input (hc_up_combine)
 
   float acc[kDownRows];
 #pragma unroll
@@ -112,7 +123,7 @@ __global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int
     float xv[kUnit];
 #pragma unroll
     for (int c = 0; c < kUnit; c += 4) {
-      const float4 hv = __ldg(reinterpret_cast<const float4*>(p.h + j0 + c));
+      const float4 hv = hsm4[(j0 + c) / 4];
       const float4 wv = __ldg(reinterpret_cast<const float4*>(p.norm + j0 + c));
       xv[c] = (hv.x * r_k) * wv.x, xv[c + 1] = (hv.y * r_k) * wv.y;
       xv[c + 2] = (hv.z * r_k) * wv.z, xv[c + 3] = (hv.w * r_k) * wv.w;
@@ -286,6 +297,7 @@ bool hyper_read_fusable(const WeightMatrix& down, const WeightMatrix& up, int64_
   if (hc < 1 || hc > kMaxHc || d % kUnit != 0 || down.cols != hc * d || up.rows != hc * d || up.cols != rank)
     return false;
   if (down.rows != rank && down.rows != rank + hc) return false;
+  if (hc * d * int64_t(sizeof(float)) > kMaxHSmem) return false;  // hc_down stages h in shared memory
   return unit_format(down) && (unit_format(up) || is_plain(up.type));
 }
 
@@ -297,7 +309,10 @@ void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const fl
     const Args a = args_of(down);
     const int group = threads_for(down.cols / kUnit);
     const unsigned nb = blocks(down.rows, int64_t(kThreads / group) * kDownRows);
-    with_format(down, [&](auto f, auto v) { launch_pdl(hc_down_kernel<decltype(f), decltype(v)::value>, nb, kThreads, 0, s, a, p, group); });
+    const size_t smem = size_t(hc * d) * sizeof(float);
+    with_format(down, [&](auto f, auto v) {
+      launch_pdl(hc_down_kernel<decltype(f), decltype(v)::value>, nb, kThreads, smem, s, a, p, group);
+    });
   }
   const Args a = args_of(up);
   const unsigned nb = blocks(d, kUpIdx);
@@ -307,7 +322,9 @@ void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const fl
     else launch_pdl(hc_up_combine_small_kernel<2>, nb, kThreads, 0, s, a, p);
   } else {
     const int group = threads_for(up.cols / kUnit);
-    with_format(up, [&](auto f, auto v) { launch_pdl(hc_up_combine_kernel<decltype(f), decltype(v)::value>, nb, kThreads, 0, s, a, p, group); });
+    with_format(up, [&](auto f, auto v) {
+      launch_pdl(hc_up_combine_kernel<decltype(f), decltype(v)::value>, nb, kThreads, 0, s, a, p, group);
+    });
   }
 }
 

@@ -93,6 +93,11 @@ void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const
 // the float row scratch (row t's at t * stride * 4 bytes).
 void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
                 uint8_t* keep, cudaStream_t s, const Rows& rows = {});
+// qsa_select's two launches (the decode step times them apart): the block scores, then the kept set.
+void qsa_select_scores(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
+                       cudaStream_t s, const Rows& rows = {});
+void qsa_select_keep(const QsaShape& sh, const int32_t* pos, const float* scores, uint8_t* keep, cudaStream_t s,
+                     const Rows& rows = {});
 // att {heads, hd} = softmax attention over the selected keys (positions <= pos), times sigmoid(gate).
 // scores: scratch of qsa_attend_scratch floats per row (the splits' partial outputs).
 // many_rows: a tensor-core prefill chunk, whose rows may differ from decode steps in summation

@@ -145,8 +145,10 @@ void QwenNextCudaModel::Impl::layer(const DLayer& L, const LayerOffsets& o, uint
              sh, pos, S(sl.q), S(sl.gate), stream);
     mark("qsa_prep");
     uint8_t* keep = scratch.as<uint8_t>() + sl.keep;
-    qsa_select(S(sl.iqk), cache, sh, pos, S(sl.block_scores), keep, stream);
-    mark("qsa_select");
+    qsa_select_scores(S(sl.iqk), cache, sh, pos, S(sl.block_scores), stream);
+    mark("qsa_select_scores");
+    qsa_select_keep(sh, pos, S(sl.block_scores), keep, stream);
+    mark("qsa_select_topk");
     qsa_attend(S(sl.q), S(sl.gate), cache, sh, pos, keep, S(sl.att_scores), S(sl.att), stream);
     mark("qsa_attend");
     gemv(a.o, S(sl.att), out);
