@@ -29,7 +29,6 @@ __global__ void gdn_gates_kernel(float* __restrict__ b, float* __restrict__ a, c
 
 __global__ void gdn_gated_norm_kernel(float* __restrict__ o, const float* __restrict__ z,
                                       const float* __restrict__ w, GdnShape g, int64_t rs) {
-  pdl_launch_dependents();  // the out-projection gemv after it may start streaming its weights
   const int64_t vd = g.v_dim;
   float* oh = o + blockIdx.y * rs + blockIdx.x * vd;
   const float* zh = z + blockIdx.y * rs + blockIdx.x * vd;

@@ -41,13 +41,13 @@ void QwenNextCudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
   dc::gemv_proj(p, x, y, stream, gemv_options());
 }
 
+// mixed {d} (and inject {hc}, which follows the low-rank row in scratch) from h {hc*d}.
 const WeightMatrix* QwenNextCudaModel::Impl::fused_down(const DHyper& h) const {
   const DProj& di = h.down_inject;
   const WeightMatrix* down = di.fused.rows > 0 ? &di.fused : di.parts.size() == 1 ? &di.parts[0] : nullptr;
   return down && hyper_read_fusable(*down, h.up, c.hc, c.hidden, c.hc_rank) ? down : nullptr;
 }
 
-// mixed {d} (and inject {hc}, which follows the low-rank row in scratch) from h {hc*d}.
 void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float* mixed, float* inject) {
   const int64_t hc = c.hc, d = c.hidden;
   float* normed = S(sl.normed);

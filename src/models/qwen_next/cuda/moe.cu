@@ -128,8 +128,6 @@ __global__ void __launch_bounds__(32) moe_route_kernel(const float* __restrict__
 // gu row e at e * gs floats, act row e at e * as (in place over the gate half is fine:
 // each element is read and written by one thread).
 __global__ void moe_swiglu_kernel(const float* gu, int64_t k, int64_t I, float* act, int64_t gs, int64_t as) {
-  pdl_launch_dependents();
-  pdl_wait();  // gu comes from the experts' gate/up gemv (decode step: a PDL launch)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= k * I) return;
   const int64_t e = i / I, c = i % I;
@@ -189,8 +187,8 @@ void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStrea
                 int64_t act_stride) {
   if (gu_stride == 0) gu_stride = 2 * inter;
   if (act_stride == 0) act_stride = inter;
-  launch_pdl(moe_swiglu_kernel, dim3(unsigned((k * inter + 255) / 256)), 256, 0, s, gu, k, inter, act, gu_stride,
-             act_stride);
+  moe_swiglu_kernel<<<unsigned((k * inter + 255) / 256), 256, 0, s>>>(gu, k, inter, act, gu_stride, act_stride);
+  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
