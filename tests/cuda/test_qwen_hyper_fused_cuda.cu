@@ -5,8 +5,7 @@
 // with BF16 scales, as synthetic-full; MLX q8 with F16 scales; BF16), the models/default
 // shape (d 192, rank 16: the up matrix on the plain-float small kernel) and the tiny test
 // model's (F32, d 32, rank 16); with and without the inject rows (the final mixer has none);
-// under gemv kernels 1 and 2 and with PDL launches on and off; and with hc_write folded in
-// (the decode step's MLP-side read): h after the write, into another buffer, bit for bit too. The model tests cover the
+// under gemv kernels 1 and 2 and with PDL launches on and off. The model tests cover the
 // F32/BF16 paths end to end (decode steps = chunks, fused = unfused projections); this one is
 // the only check of the MLX paths that synthetic-full benches.
 // Usage: test_qwen_hyper_fused_cuda   (exit 1 when a check fails)
@@ -52,69 +51,54 @@ void run_case(const Case& cs, std::mt19937_64& rng) {
   const HostWeight hup = random_weight(cs.up_type, W, rank, rng, 64, cs.scale_type);
   const DeviceWeight down = upload(hdown), up = upload(hup);
   std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> h(static_cast<size_t>(W)), norm(static_cast<size_t>(W)), out(static_cast<size_t>(d)),
-      injp(static_cast<size_t>(hc));
+  std::vector<float> h(static_cast<size_t>(W)), norm(static_cast<size_t>(W));
   for (auto& v : h) v = nd(rng);
   for (auto& v : norm) v = 1.f + 0.1f * nd(rng);
-  for (auto& v : out) v = nd(rng);
-  for (auto& v : injp) v = 1.f + 0.5f * nd(rng);
-  // One buffer per side: [h | norm | normed | low (+inject) | mix | mixed | out | previous inject | h after the write].
+  // One buffer per side: [h | norm | normed | low (+inject) | mix | mixed], 16-byte aligned parts.
   auto al = [](int64_t n) { return (n + 3) / 4 * 4; };
   const int64_t o_h = 0, o_norm = al(W), o_normed = o_norm + al(W), o_low = o_normed + al(W),
-                o_mix = o_low + al(rank + hc), o_mixed = o_mix + al(W), o_out = o_mixed + al(d), o_injp = o_out + al(d),
-                o_h2 = o_injp + al(hc), total = o_h2 + al(W);
+                o_mix = o_low + al(rank + hc), o_mixed = o_mix + al(W), total = o_mixed + al(d);
   cuda::DeviceBuffer ref(size_t(total) * 4, "ref"), fused(size_t(total) * 4, "fused");
-  auto up_load = [&](cuda::DeviceBuffer& b, int64_t off, const std::vector<float>& v) {
-    DS4_CUDA_CHECK(cudaMemcpy(b.as<float>() + off, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
-  };
+  for (auto* b : {&ref, &fused}) {
+    DS4_CUDA_CHECK(cudaMemset(b->get(), 0, size_t(total) * 4));
+    DS4_CUDA_CHECK(cudaMemcpy(b->as<float>() + o_h, h.data(), size_t(W) * 4, cudaMemcpyHostToDevice));
+    DS4_CUDA_CHECK(cudaMemcpy(b->as<float>() + o_norm, norm.data(), size_t(W) * 4, cudaMemcpyHostToDevice));
+  }
   if (!qc::hyper_read_fusable(down.view, up.view, hc, d, rank)) {
     check(false, std::string(cs.name) + ": hyper_read_fusable refused the shape");
     return;
   }
-  for (bool write_first : {false, true}) {
-    if (write_first && !cs.inject) continue;  // the mixer follows no hc_write
-    for (int kernel : {1, 2})
-      for (bool pdl : {false, true}) {
-        for (auto* b : {&ref, &fused}) {
-          DS4_CUDA_CHECK(cudaMemset(b->get(), 0, size_t(total) * 4));
-          up_load(*b, o_h, h), up_load(*b, o_norm, norm), up_load(*b, o_out, out), up_load(*b, o_injp, injp);
-        }
-        cuda::gemv_set_kernel(kernel);
-        cuda::gemv_set_pdl(pdl);
-        float* r = ref.as<float>();
-        float* f = fused.as<float>();
-        cuda::GemvOptions few;
-        few.path = cuda::GemvPath::kDirect;
-        few.rows_per_block = 2;
-        cuda::GemvOptions direct;
-        direct.path = cuda::GemvPath::kDirect;
-        // The reference: model_cuda.cu's hc_write + hyper_read before the fusion (down_inject one matrix).
-        if (write_first) qc::hc_write(r + o_h, r + o_out, r + o_injp, hc, d, nullptr);
-        qc::hc_norm(r + o_h, r + o_norm, hc, d, eps, r + o_normed, nullptr);
-        cuda::gemv(down.view, r + o_normed, r + o_low, nullptr, few);
-        qc::hc_low_act(r + o_low, rank, hc, nullptr);
-        cuda::gemv(up.view, r + o_low, r + o_mix, nullptr, direct);
-        qc::hc_combine(r + o_mix, r + o_normed, hc, d, r + o_mixed, cs.inject ? r + o_low + rank : nullptr, nullptr);
-        qc::HcWriteFirst wf;
-        if (write_first) wf = qc::HcWriteFirst{f + o_out, f + o_injp, f + o_h2};
-        qc::hyper_read_fused(down.view, up.view, f + o_h, f + o_norm, hc, d, rank, eps, f + o_normed, f + o_low,
-                             f + o_mixed, cs.inject, nullptr, wf);
-        DS4_CUDA_CHECK(cudaDeviceSynchronize());
-        auto same = [&](int64_t off_r, int64_t off_f, int64_t n) {
-          const auto a = download(r + off_r, n), b = download(f + off_f, n);
-          return std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-        };
-        const bool ok = same(o_normed, o_normed, W) && same(o_low, o_low, down_rows) && same(o_mixed, o_mixed, d) &&
-                        (!write_first || (same(o_h, o_h2, W) && same(o_injp, o_injp, hc))) &&
-                        (write_first || same(o_h, o_h, W));
-        const auto rm = download(r + o_mixed, d), fm = download(f + o_mixed, d);
-        const float diff = max_diff(fm.data(), rm.data(), fm.size());
-        check(ok && diff < INFINITY, std::string(cs.name) + (write_first ? ", hc_write first" : "") + ", gemv kernel " +
-                                         std::to_string(kernel) + (pdl ? ", PDL" : "") +
-                                         ": normed, low/inject, mixed (and h written) bit-identical (max |diff| mixed " +
-                                         std::to_string(diff) + ")");
-      }
-  }
+  for (int kernel : {1, 2})
+    for (bool pdl : {false, true}) {
+      cuda::gemv_set_kernel(kernel);
+      cuda::gemv_set_pdl(pdl);
+      float* r = ref.as<float>();
+      float* f = fused.as<float>();
+      cuda::GemvOptions few;
+      few.path = cuda::GemvPath::kDirect;
+      few.rows_per_block = 2;
+      cuda::GemvOptions direct;
+      direct.path = cuda::GemvPath::kDirect;
+      // The reference: model_cuda.cu's hyper_read before the fusion (down_inject one matrix).
+      qc::hc_norm(r + o_h, r + o_norm, hc, d, eps, r + o_normed, nullptr);
+      cuda::gemv(down.view, r + o_normed, r + o_low, nullptr, few);
+      qc::hc_low_act(r + o_low, rank, hc, nullptr);
+      cuda::gemv(up.view, r + o_low, r + o_mix, nullptr, direct);
+      qc::hc_combine(r + o_mix, r + o_normed, hc, d, r + o_mixed, cs.inject ? r + o_low + rank : nullptr, nullptr);
+      qc::hyper_read_fused(down.view, up.view, f + o_h, f + o_norm, hc, d, rank, eps, f + o_normed, f + o_low,
+                           f + o_mixed, cs.inject, nullptr);
+      DS4_CUDA_CHECK(cudaDeviceSynchronize());
+      const auto rn = download(r + o_normed, W), fn = download(f + o_normed, W);
+      const auto rl = download(r + o_low, down_rows), fl = download(f + o_low, down_rows);
+      const auto rm = download(r + o_mixed, d), fm = download(f + o_mixed, d);
+      const bool same = std::memcmp(rn.data(), fn.data(), rn.size() * 4) == 0 &&
+                        std::memcmp(rl.data(), fl.data(), rl.size() * 4) == 0 &&
+                        std::memcmp(rm.data(), fm.data(), rm.size() * 4) == 0;
+      const bool finite = max_diff(fm.data(), rm.data(), fm.size()) < INFINITY;
+      check(same && finite, std::string(cs.name) + ", gemv kernel " + std::to_string(kernel) + (pdl ? ", PDL" : "") +
+                                ": normed, low/inject, mixed bit-identical (max |diff| mixed " +
+                                std::to_string(max_diff(fm.data(), rm.data(), fm.size())) + ")");
+    }
 }
 
 }  // namespace

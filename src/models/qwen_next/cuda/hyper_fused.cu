@@ -63,7 +63,6 @@ struct HcArgs {
   int64_t hc, d, rank;
   float eps, inv_hc;
   bool inject;        // rows past rank are the inject gate (2 sigmoid(v / hc))
-  HcWriteFirst write;  // hc_down: h += out * inject first (hc_write), into write.h_out
 };
 
 // blockDim = kThreads; `group` = gemv threads_for(units) threads per row group of kDownRows rows.
@@ -91,22 +90,8 @@ __global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int
   pdl_wait();
   const int64_t W = p.hc * p.d, W4 = W / 4;
   const float4* h4 = reinterpret_cast<const float4*>(p.h);
-  if (!p.write.out) {
 #pragma unroll 8
-    for (int64_t q = threadIdx.x; q < W4; q += kThreads) hsm4[q] = h4[q];
-  } else {  // hc_write_kernel's h[i] += out[i % d] * inject[i / d]; pass `it` of the copy goes out from block it % grid
-    const float4* o4 = reinterpret_cast<const float4*>(p.write.out);
-#pragma unroll 4
-    for (int64_t q = threadIdx.x; q < W4; q += kThreads) {
-      const int64_t k = 4 * q / p.d;
-      const float4 o = o4[q - k * (p.d / 4)];
-      const float inj = p.write.inject[k];
-      float4 v = h4[q];
-      v.x = v.x + o.x * inj, v.y = v.y + o.y * inj, v.z = v.z + o.z * inj, v.w = v.w + o.w * inj;
-      hsm4[q] = v;
-      if ((q / kThreads) % gridDim.x == blockIdx.x) reinterpret_cast<float4*>(p.write.h_out)[q] = v;
-    }
-  }
+  for (int64_t q = threadIdx.x; q < W4; q += kThreads) hsm4[q] = h4[q];
   __syncthreads();
   for (int k = 0; k < p.hc; ++k) {  // thread t plays hc_norm's threads t and t + 128
     const float* x = hsm + k * p.d;
@@ -318,8 +303,8 @@ bool hyper_read_fusable(const WeightMatrix& down, const WeightMatrix& up, int64_
 
 void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const float* h, const float* norm, int64_t hc,
                       int64_t d, int64_t rank, float eps, float* normed, float* low, float* mixed, bool inject,
-                      cudaStream_t s, const HcWriteFirst& write) {
-  const HcArgs p{h, norm, normed, low, mixed, hc, d, rank, eps, 1.f / float(hc), inject, write};
+                      cudaStream_t s) {
+  const HcArgs p{h, norm, normed, low, mixed, hc, d, rank, eps, 1.f / float(hc), inject};
   {
     const Args a = args_of(down);
     const int group = threads_for(down.cols / kUnit);

@@ -16,16 +16,8 @@ bool hyper_read_fusable(const WeightMatrix& down, const WeightMatrix& up, int64_
 // normed {hc*d} = per-stream rmsnorm(h) * norm; low {rank} = silu(down normed / hc), and with
 // `inject` low[rank + k] = 2 sigmoid(inject row k / hc) (else the raw rows past rank);
 // mixed {d} = mean_k sigmoid(up low)[k*d + i] * normed[k*d + i].
-// With `write` (out set): hc_write(h, out, inject) first, bit for bit, its result going to
-// write.h_out {hc*d} (h itself is left as it was: every block reads all of it) and into the
-// read; write.inject must not be `low`'s inject row.
-struct HcWriteFirst {
-  const float* out = nullptr;     // {d}
-  const float* inject = nullptr;  // {hc}
-  float* h_out = nullptr;         // {hc*d}
-};
 void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const float* h, const float* norm, int64_t hc,
                       int64_t d, int64_t rank, float eps, float* normed, float* low, float* mixed, bool inject,
-                      cudaStream_t s, const HcWriteFirst& write = {});
+                      cudaStream_t s);
 
 }  // namespace ds4::qwen_next::cuda

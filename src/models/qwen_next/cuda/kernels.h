@@ -121,10 +121,9 @@ void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStrea
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
                  float* out, cudaStream_t s, const Rows& rows = {});
 
-// moe_combine (one row) followed by hc_write in one launch, same bits:
-// h[k*d + i] = h_src[k*d + i] + out[i] * inject[k] (h_src may be h).
+// moe_combine (one row) followed by hc_write(h, out, inject) in one launch, same bits.
 void moe_combine_write(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
-                       float* out, const float* h_src, float* h, const float* inject, int64_t hc, cudaStream_t s);
+                       float* out, float* h, const float* inject, int64_t hc, cudaStream_t s);
 
 // ---- ple.cu (ple.cpp) ----
 // key {hc*d}, val {d}, h {hc*d} -> gv {hc*d} (gated value) and gvn = rmsnorm(gv) (norm_conv).

@@ -42,19 +42,15 @@ void QwenNextCudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
 }
 
 // mixed {d} (and inject {hc}, which follows the low-rank row in scratch) from h {hc*d}.
-const WeightMatrix* QwenNextCudaModel::Impl::fused_down(const DHyper& h) const {
-  const DProj& di = h.down_inject;
-  const WeightMatrix* down = di.fused.rows > 0 ? &di.fused : di.parts.size() == 1 ? &di.parts[0] : nullptr;
-  return down && hyper_read_fusable(*down, h.up, c.hc, c.hidden, c.hc_rank) ? down : nullptr;
-}
-
 void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float* mixed, float* inject) {
   const int64_t hc = c.hc, d = c.hidden;
   float* normed = S(sl.normed);
   // Two launches instead of five where the formats allow (hyper_fused.cu; same bits). The
   // inject gate lands after the low-rank row (sl.inject), where the fused kernel writes it.
-  const WeightMatrix* down = fused_down(h);
-  if (down && (!inject || inject == S(sl.low) + c.hc_rank)) {
+  const DProj& di = h.down_inject;
+  const WeightMatrix* down = di.fused.rows > 0 ? &di.fused : di.parts.size() == 1 ? &di.parts[0] : nullptr;
+  if (down && (!inject || inject == S(sl.low) + c.hc_rank) &&
+      hyper_read_fusable(*down, h.up, hc, d, c.hc_rank)) {
     hyper_read_fused(*down, h.up, x, h.norm, hc, d, c.hc_rank, c.rms_eps, normed, S(sl.low), mixed, inject != nullptr,
                      stream);
     return;
@@ -158,22 +154,10 @@ void QwenNextCudaModel::Impl::layer(const DLayer& L, const LayerOffsets& o, uint
     gemv(a.o, S(sl.att), out);
     mark("qsa_out_proj");
   }
-  // The attention's hc_write and the MLP's hyper read: one fused pair of launches where the
-  // formats allow (h after the write goes to sl.h2, the MLP's [low | inject] to sl.low2, so
-  // the attention's inject is still there to be read); else hc_write, then hyper_read.
-  const float* h_mid = h;  // h between the two writes
-  float* moe_inject = inject;
-  if (const WeightMatrix* down = fused_down(L.mlp_hc)) {
-    h_mid = S(sl.h2), moe_inject = S(sl.low2) + c.hc_rank;
-    hyper_read_fused(*down, L.mlp_hc.up, h, L.mlp_hc.norm, hc, d, c.hc_rank, c.rms_eps, S(sl.normed), S(sl.low2), mixed,
-                     true, stream, HcWriteFirst{out, inject, S(sl.h2)});
-    mark("hc_write+hc_read");
-  } else {
-    hc_write(h, out, inject, hc, d, stream);
-    mark("hc_write");
-    hyper_read(L.mlp_hc, h, mixed, inject);
-    mark("hc_read");
-  }
+  hc_write(h, out, inject, hc, d, stream);
+  mark("hc_write");
+  hyper_read(L.mlp_hc, h, mixed, inject);
+  mark("hc_read");
   const DMoe& m = L.moe;
   const int64_t K = c.top_k, I = c.moe_inter;
   int32_t* ids = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.ids);
@@ -192,7 +176,7 @@ void QwenNextCudaModel::Impl::layer(const DLayer& L, const LayerOffsets& o, uint
   dc::gemv_batched(m.down.first, S(sl.act), S(sl.ey),
                    dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, d}, stream, gemv_options());
   mark("experts_down");
-  moe_combine_write(S(sl.ey), S(sl.wts), K, S(sl.sh_out), S(sl.sg), d, out, h_mid, h, moe_inject, hc, stream);
+  moe_combine_write(S(sl.ey), S(sl.wts), K, S(sl.sh_out), S(sl.sg), d, out, h, inject, hc, stream);
   mark("moe_combine_hc_write");
 }
 

@@ -147,8 +147,6 @@ struct QwenNextCudaModel::Impl {
   void gemv(const WeightMatrix& w, const float* x, float* y) const { dc::gemv(w, x, y, stream, gemv_options()); }
   void proj(const DProj& p, const float* x, float* y);
   void hyper_read(const DHyper& h, const float* x, float* mixed, float* inject);
-  // The stacked [down | inject] matrix when hyper_fused.cu takes this read, else nullptr.
-  const WeightMatrix* fused_down(const DHyper& h) const;
   // One decoder layer on h = S(sl.h) at the device position *pos, its caches at `o` in the
   // buffer `sb` sized for max_ctx rows (the trunk's layers and the MTP head's share it).
   void layer(const DLayer& L, const LayerOffsets& o, uint8_t* sb, const int32_t* pos, int64_t max_ctx);

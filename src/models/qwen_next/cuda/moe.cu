@@ -151,7 +151,7 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __r
 // launch instead of two; the same expressions, so the same bits as the pair).
 __global__ void moe_combine_write_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
                                          const float* __restrict__ sh, const float* __restrict__ sg, int64_t d,
-                                         float* __restrict__ out, const float* h_src, float* h,
+                                         float* __restrict__ out, float* __restrict__ h,
                                          const float* __restrict__ inject, int64_t hc) {
   pdl_launch_dependents();
   pdl_wait();
@@ -161,15 +161,15 @@ __global__ void moe_combine_write_kernel(const float* __restrict__ y, const floa
   for (int64_t j = 0; j < k; ++j) r += w[j] * y[j * d + i];
   out[i] = r + sh[i] * (1.f / (1.f + expf(-sg[0])));
   const float o = out[i];
-  for (int64_t s = 0; s < hc; ++s) h[s * d + i] = h_src[s * d + i] + o * inject[s];
+  for (int64_t s = 0; s < hc; ++s) h[s * d + i] += o * inject[s];
 }
 
 }  // namespace
 
 void moe_combine_write(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
-                       float* out, const float* h_src, float* h, const float* inject, int64_t hc, cudaStream_t s) {
-  launch_pdl(moe_combine_write_kernel, dim3(unsigned((d + 255) / 256)), 256, 0, s, y, w, k, sh, sg, d, out, h_src, h,
-             inject, hc);
+                       float* out, float* h, const float* inject, int64_t hc, cudaStream_t s) {
+  launch_pdl(moe_combine_write_kernel, dim3(unsigned((d + 255) / 256)), 256, 0, s, y, w, k, sh, sg, d, out, h, inject,
+             hc);
 }
 
 void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32_t* ids, float* weights,

@@ -96,9 +96,6 @@ struct ScratchLayout {
   size_t h = 0, ple_emb = 0, in_bytes = 0;
   int64_t ple_emb_in = 0, ple_stride = 0;  // floats
   size_t normed, low, mix, mixed, inject, out;
-  // The decode step's MLP-side hyper read (hyper_fused.cu with the hc_write folded in): h after
-  // the attention's write, and its [low | inject] row (the attention's inject is still read).
-  size_t h2, low2;
   size_t raw, qkv, z, b, a, o;
   size_t qg, k, v, iqk, q, gate, keep, block_scores, att_scores, att;
   size_t router, ids, wts, sh_g, sh_u, sh_out, sg, gu, act, ey;
@@ -153,7 +150,6 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   auto after = [](size_t off, int64_t floats) { return off + size_t(floats) * 4; };
   s.normed = take(W), s.low = take(c.hc_rank + c.hc), s.inject = after(s.low, c.hc_rank);
   s.mix = take(W), s.mixed = take(d), s.out = take(d);
-  s.h2 = take(W), s.low2 = take(c.hc_rank + c.hc);
   s.raw = take(C + V + 2 * c.v_heads), s.z = after(s.raw, C), s.b = after(s.z, V), s.a = after(s.b, c.v_heads);
   s.qkv = take(C), s.o = take(V);
   const int64_t kvd = c.kv_heads * hd;
