@@ -5,7 +5,6 @@
 #include "backend/cuda/delta_rule.h"
 #include "backend/cuda/reduce.cuh"
 #include "models/qwen_next/cuda/kernels.h"
-#include "models/qwen_next/cuda/pdl.cuh"
 
 namespace ds4::qwen_next::cuda {
 namespace {
@@ -67,8 +66,6 @@ __global__ void __launch_bounds__(kPrepThreads) gdn_conv_prep_kernel(const float
     const float* __restrict__ conv_w, float* __restrict__ state, int K, float* __restrict__ qkv, float* __restrict__ b,
     float* __restrict__ a, const float* __restrict__ a_log, const float* __restrict__ dt_bias, GdnShape g,
     int64_t qk_blocks) {
-  pdl_launch_dependents();
-  pdl_wait();  // raw comes from the in-projection gemv
   const int64_t kd = g.k_dim, C = 2 * g.k_heads * kd + g.v_heads * g.v_dim;
   if (int64_t(blockIdx.x) < qk_blocks) {
     const int64_t head = int64_t(blockIdx.x) * (kPrepThreads / 32) + threadIdx.x / 32;
@@ -115,8 +112,9 @@ void gdn_conv_prep(const float* raw, const float* conv_w, float* conv_state, int
                    float* a, const float* a_log, const float* dt_bias, const GdnShape& g, cudaStream_t s) {
   const int64_t qk_blocks = (2 * g.k_heads + kPrepThreads / 32 - 1) / (kPrepThreads / 32);
   const int64_t v_blocks = (g.v_heads * g.v_dim + kPrepThreads - 1) / kPrepThreads;
-  launch_pdl(gdn_conv_prep_kernel, dim3(unsigned(qk_blocks + (v_blocks > 0 ? v_blocks : 1))), kPrepThreads, 0, s, raw,
-             conv_w, conv_state, int(conv_k), qkv, b, a, a_log, dt_bias, g, qk_blocks);
+  gdn_conv_prep_kernel<<<unsigned(qk_blocks + (v_blocks > 0 ? v_blocks : 1)), kPrepThreads, 0, s>>>(
+      raw, conv_w, conv_state, int(conv_k), qkv, b, a, a_log, dt_bias, g, qk_blocks);
+  DS4_CUDA_CHECK_LAUNCH();
 }
 
 static ds4::cuda::DeltaRuleShape delta_shape(const GdnShape& g) {

@@ -13,6 +13,11 @@
 // - activations, inject gate and combine are the same expressions as hyper.cu's kernels.
 // This mirrors gemv.cu's per-row arithmetic: a change there (unit split, decoders) has to be
 // made here too, or the decode step leaves the chunk's rows (the tests above catch it).
+// Plain launches, not programmatic dependents (sm_90 PDL): a PDL version (hc_down triggering
+// its dependents at its start, hc_up_combine reading the low-rank row through __ldg after
+// griddepcontrol.wait) gave different mixed values at the full-size shapes on the H200
+// (bench/results/qwen-decode-h200-2026-12-04g); the read-only path is only defined for data
+// that no running kernel writes, which an early-started dependent breaks.
 #include <algorithm>
 #include <type_traits>
 
@@ -20,7 +25,6 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
 #include "models/qwen_next/cuda/hyper_fused.h"
-#include "models/qwen_next/cuda/pdl.cuh"
 
 namespace ds4::qwen_next::cuda {
 namespace {
@@ -74,20 +78,18 @@ __global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int
   const float* hsm = reinterpret_cast<const float*>(hsm4);
   __shared__ float part[kMaxHc][kNormThreads / 32];
   __shared__ float rs[kMaxHc];
-  pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int groups = kThreads / group, g = threadIdx.x / group, t = threadIdx.x % group;
   const int64_t row0 = (int64_t(blockIdx.x) * groups + g) * kDownRows, units = a.cols / kUnit;
   const uint8_t* rows_p[kDownRows];
 #pragma unroll
   for (int r = 0; r < kDownRows; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
-  typename F::Raw cur[kDownRows];  // the first unit's weights, in flight across the wait
+  typename F::Raw cur[kDownRows];  // the first unit's weights, in flight while h is staged
   auto load_unit = [&](int64_t u) {
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) cur[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
   };
   if (t < units) load_unit(t);
-  pdl_wait();
   const int64_t W = p.hc * p.d, W4 = W / 4;
   const float4* h4 = reinterpret_cast<const float4*>(p.h);
 #pragma unroll 8
@@ -172,8 +174,6 @@ __global__ void __launch_bounds__(kThreads) hc_up_combine_kernel(Args a, HcArgs 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int groups = kThreads / group, g = threadIdx.x / group, t = threadIdx.x % group, wpg = group / 32;
   const int64_t i0 = int64_t(blockIdx.x) * kUpIdx, units = a.cols / kUnit;
-  pdl_launch_dependents();
-  bool waited = false;
   for (int k = g; k < p.hc; k += groups) {
     const int64_t row0 = k * p.d + i0;
     const uint8_t* rows_p[kUpIdx];
@@ -186,7 +186,6 @@ __global__ void __launch_bounds__(kThreads) hc_up_combine_kernel(Args a, HcArgs 
       typename F::Raw raw[kUpIdx];
 #pragma unroll
       for (int r = 0; r < kUpIdx; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
-      if (!waited) pdl_wait(), waited = true;  // the first weights are in flight; low comes from hc_down
       float xv[kUnit];
 #pragma unroll
       for (int c = 0; c < kUnit; c += 4) {
@@ -202,7 +201,6 @@ __global__ void __launch_bounds__(kThreads) hc_up_combine_kernel(Args a, HcArgs 
       if (lane == 0) red[k][r][warp - g * wpg] = s;
     }
   }
-  if (!waited) pdl_wait();  // threads without a unit still read normed in combine()
   __syncthreads();
   for (int q = threadIdx.x; q < p.hc * kUpIdx; q += kThreads) {
     const int k = q / kUpIdx, r = q % kUpIdx;
@@ -218,8 +216,6 @@ __global__ void __launch_bounds__(kThreads) hc_up_combine_kernel(Args a, HcArgs 
 template <int kType>  // 0 F32, 1 F16, 2 BF16
 __global__ void __launch_bounds__(kThreads) hc_up_combine_small_kernel(Args a, HcArgs p) {
   __shared__ float mixv[kMaxHc][kUpIdx];
-  pdl_launch_dependents();
-  pdl_wait();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i0 = int64_t(blockIdx.x) * kUpIdx;
   for (int q = warp; q < p.hc * kUpIdx; q += kThreads / 32) {
@@ -311,21 +307,23 @@ void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const fl
     const unsigned nb = blocks(down.rows, int64_t(kThreads / group) * kDownRows);
     const size_t smem = size_t(hc * d) * sizeof(float);
     with_format(down, [&](auto f, auto v) {
-      launch_pdl(hc_down_kernel<decltype(f), decltype(v)::value>, nb, kThreads, smem, s, a, p, group);
+      hc_down_kernel<decltype(f), decltype(v)::value><<<nb, kThreads, smem, s>>>(a, p, group);
     });
+    DS4_CUDA_CHECK_LAUNCH();
   }
   const Args a = args_of(up);
   const unsigned nb = blocks(d, kUpIdx);
   if (!unit_format(up)) {
-    if (up.type == DType::F32) launch_pdl(hc_up_combine_small_kernel<0>, nb, kThreads, 0, s, a, p);
-    else if (up.type == DType::F16) launch_pdl(hc_up_combine_small_kernel<1>, nb, kThreads, 0, s, a, p);
-    else launch_pdl(hc_up_combine_small_kernel<2>, nb, kThreads, 0, s, a, p);
+    if (up.type == DType::F32) hc_up_combine_small_kernel<0><<<nb, kThreads, 0, s>>>(a, p);
+    else if (up.type == DType::F16) hc_up_combine_small_kernel<1><<<nb, kThreads, 0, s>>>(a, p);
+    else hc_up_combine_small_kernel<2><<<nb, kThreads, 0, s>>>(a, p);
   } else {
     const int group = threads_for(up.cols / kUnit);
     with_format(up, [&](auto f, auto v) {
-      launch_pdl(hc_up_combine_kernel<decltype(f), decltype(v)::value>, nb, kThreads, 0, s, a, p, group);
+      hc_up_combine_kernel<decltype(f), decltype(v)::value><<<nb, kThreads, 0, s>>>(a, p, group);
     });
   }
+  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::qwen_next::cuda

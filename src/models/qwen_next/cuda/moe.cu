@@ -6,71 +6,56 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/reduce.cuh"
 #include "core/error.h"
 #include "models/qwen_next/cuda/kernels.h"
-#include "models/qwen_next/cuda/pdl.cuh"
 
 namespace ds4::qwen_next::cuda {
 namespace {
 
+using ds4::cuda::detail::block_reduce;
+using ds4::cuda::detail::MaxOp;
+using ds4::cuda::detail::SumOp;
+
 constexpr int kMaxTopK = 64;
 
-// The router runs as one warp per row (issue #23: the 256-thread block it replaces spent most
-// of its ~10 us in barriers). Its sums keep that block's order exactly: lane l plays the
-// block's threads l + 32 j (j < 8, "virtual warp" j), each summing its entries e = t, t + 256,
-// .. in order; block_reduce's tree is rebuilt: a butterfly per virtual warp, then one over the
-// 8 warp sums (lanes 8.. adding 0). So ids and weights are bit for bit the block's.
-constexpr int kRouteVirtualThreads = 256;
-constexpr int kRouteVirtualWarps = kRouteVirtualThreads / 32;
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// block_reduce(SumOp) of the 256-thread block over the virtual threads' partial sums v[j].
-__device__ __forceinline__ float virtual_block_sum(const float (&v)[kRouteVirtualWarps]) {
-  const int lane = threadIdx.x % 32;
-  float x = 0.f;
-#pragma unroll
-  for (int j = 0; j < kRouteVirtualWarps; ++j) {
-    const float part = warp_sum(v[j]);
-    if (lane == j) x = part;
-  }
-  return warp_sum(x);
-}
-
-// The warp's best (value desc, index asc) of the candidates each lane offers; every lane gets
-// it. (v, i) = (-inf, n) offers nothing.
-__device__ __forceinline__ void warp_best(float& v, int64_t& i) {
+// The block's best (value desc, index asc) of the candidates each thread offers; every thread
+// gets it. (v, i) = (-inf, n) offers nothing.
+__device__ void block_best(float& v, int64_t& i) {
+  __shared__ float wv[32];
+  __shared__ int64_t wi[32];
+  auto better = [](float a, int64_t ai, float b, int64_t bi) { return a > b || (a == b && ai < bi); };
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, v, o);
     const int64_t oi = __shfl_xor_sync(0xffffffffu, i, o);
-    if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
+    if (better(ov, oi, v, i)) v = ov, i = oi;
   }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+  __syncthreads();  // wv / wi may still be read by the previous call
+  if (lane == 0) wv[warp] = v, wi[warp] = i;
+  __syncthreads();
+  v = wv[0], i = wi[0];
+  for (int w = 1; w < nw; ++w)
+    if (better(wv[w], wi[w], v, i)) v = wv[w], i = wi[w];
 }
 
+// One block: softmax over E router logits, top-k by (prob desc, index asc), the chosen
+// experts written in ascending index order (the CPU adds expert outputs in that order).
+// The top k are k rounds of a block argmax over the entries after the previous pick in that
+// order (issue #23: the O(E^2) rank loop it replaces cost ~10 us a token and layer at E = 512);
+// for numbers it is the same set as rank(e) < k, and the normalizing sum keeps its order, so
+// ids and weights are bit for bit the old kernel's.
 // With `sh` (decode step): also moe_swiglu of the shared expert's {1, 2 I} row in place (the
 // same expression as moe_swiglu_kernel), one launch less.
 struct SharedAct {
   float* gu = nullptr;
   int64_t inter = 0;
 };
-
-// One warp per row: softmax over E router logits, top-k by (prob desc, index asc), the chosen
-// experts written in ascending index order (the CPU adds expert outputs in that order). The
-// top k are k rounds of a warp argmax over the entries after the previous pick in that order;
-// for numbers it is the same set as rank(e) < k.
-__global__ void __launch_bounds__(32) moe_route_kernel(const float* __restrict__ logits, int64_t E, int64_t k,
-                                                       bool norm, int32_t* __restrict__ ids,
-                                                       float* __restrict__ weights, int64_t rs, SharedAct sh) {
-  pdl_launch_dependents();
-  pdl_wait();  // the logits come from the in-projection gemv (a PDL launch)
-  const int lane = threadIdx.x;
+__global__ void moe_route_kernel(const float* __restrict__ logits, int64_t E, int64_t k, bool norm,
+                                 int32_t* __restrict__ ids, float* __restrict__ weights, int64_t rs, SharedAct sh) {
   logits += blockIdx.x * rs, ids += blockIdx.x * k, weights += blockIdx.x * k;
-  for (int64_t c = lane; c < sh.inter; c += 32) {
+  for (int64_t c = threadIdx.x; c < sh.inter; c += blockDim.x) {
     const float g = sh.gu[c];
     sh.gu[c] = g / (1.f + expf(-g)) * sh.gu[sh.inter + c];
   }
@@ -78,46 +63,39 @@ __global__ void __launch_bounds__(32) moe_route_kernel(const float* __restrict__
   int* chosen = reinterpret_cast<int*>(prob + E);
   __shared__ int64_t picks[kMaxTopK];
   float m = -FLT_MAX;
-  for (int64_t e = lane; e < E; e += 32) m = fmaxf(m, logits[e]);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  float part[kRouteVirtualWarps];
-#pragma unroll
-  for (int j = 0; j < kRouteVirtualWarps; ++j) {
-    part[j] = 0.f;
-    for (int64_t e = 32 * j + lane; e < E; e += kRouteVirtualThreads) {
-      prob[e] = expf(logits[e] - m);
-      part[j] += prob[e];
-    }
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) m = fmaxf(m, logits[e]);
+  m = block_reduce(m, MaxOp{}, -FLT_MAX);
+  float s = 0.f;
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+    prob[e] = expf(logits[e] - m);
+    s += prob[e];
   }
-  const float inv = 1.f / virtual_block_sum(part);
-  for (int64_t e = lane; e < E; e += 32) prob[e] *= inv, chosen[e] = 0;
-  __syncwarp();
+  s = block_reduce(s, SumOp{}, 0.f);
+  const float inv = 1.f / s;
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) prob[e] *= inv, chosen[e] = 0;
+  __syncthreads();
   float last_v = INFINITY;
   int64_t last_i = -1, n_picks = 0;
   for (int64_t r = 0; r < k; ++r) {
     float v = -INFINITY;
     int64_t i = E;
-    for (int64_t e = lane; e < E; e += 32) {
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
       const float p = prob[e];
       const bool after = p < last_v || (p == last_v && e > last_i);
       if (after && (p > v || (p == v && e < i))) v = p, i = e;
     }
-    warp_best(v, i);
+    block_best(v, i);
     if (i >= E) break;  // k > E: every entry taken
-    if (lane == 0) chosen[i] = 1, picks[r] = i;
+    if (threadIdx.x == 0) chosen[i] = 1, picks[r] = i;
     last_v = v, last_i = i, n_picks = r + 1;
   }
-  __syncwarp();  // chosen[] and picks[] to every lane
-#pragma unroll
-  for (int j = 0; j < kRouteVirtualWarps; ++j) {
-    part[j] = 0.f;
-    for (int64_t e = 32 * j + lane; e < E; e += kRouteVirtualThreads)
-      if (chosen[e]) part[j] += prob[e];
-  }
-  const float sel = virtual_block_sum(part);
-  for (int64_t q = lane; q < n_picks; q += 32) {
-    const int64_t e = picks[q];
+  __syncthreads();  // chosen[] and picks[] to every thread
+  float sel = 0.f;
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
+    if (chosen[e]) sel += prob[e];
+  sel = block_reduce(sel, SumOp{}, 0.f);
+  if (threadIdx.x < n_picks) {
+    const int64_t e = picks[threadIdx.x];
     int slot = 0;  // ascending index order
     for (int64_t j = 0; j < n_picks; ++j) slot += picks[j] < e;
     ids[slot] = int32_t(e);
@@ -153,8 +131,6 @@ __global__ void moe_combine_write_kernel(const float* __restrict__ y, const floa
                                          const float* __restrict__ sh, const float* __restrict__ sg, int64_t d,
                                          float* __restrict__ out, float* __restrict__ h,
                                          const float* __restrict__ inject, int64_t hc) {
-  pdl_launch_dependents();
-  pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= d) return;
   float r = 0.f;
@@ -168,8 +144,8 @@ __global__ void moe_combine_write_kernel(const float* __restrict__ y, const floa
 
 void moe_combine_write(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
                        float* out, float* h, const float* inject, int64_t hc, cudaStream_t s) {
-  launch_pdl(moe_combine_write_kernel, dim3(unsigned((d + 255) / 256)), 256, 0, s, y, w, k, sh, sg, d, out, h, inject,
-             hc);
+  moe_combine_write_kernel<<<unsigned((d + 255) / 256), 256, 0, s>>>(y, w, k, sh, sg, d, out, h, inject, hc);
+  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32_t* ids, float* weights,
@@ -179,8 +155,9 @@ void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32
     throw InputError("qwen_next cuda: router top-" + std::to_string(k) + " of " + std::to_string(experts) +
                      " experts (1.." + std::to_string(kMaxTopK) + " and at most the experts)");
   const SharedAct sh{shared_gu, shared_gu ? shared_inter : 0};
-  launch_pdl(moe_route_kernel, dim3(unsigned(rows.count)), 32, size_t(experts) * 8, s, logits, experts, k, norm, ids,
-             weights, rows.stride, sh);
+  moe_route_kernel<<<unsigned(rows.count), 256, size_t(experts) * 8, s>>>(logits, experts, k, norm, ids, weights,
+                                                                          rows.stride, sh);
+  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStream_t s, int64_t gu_stride,
