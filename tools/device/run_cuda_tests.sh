@@ -31,6 +31,7 @@ one test_cuda_matmul
 one test_cuda_canary
 one test_qwen_next_cuda "$root"
 one test_qwen_next_mtp_cuda "$root"
+one test_qwen_hyper_fused_cuda
 one test_deepseek_v4_cuda "$root"
 one test_deepseek_v4_mtp_cuda "$root"
 one test_deepseek_v4_dspark_cuda "$root"

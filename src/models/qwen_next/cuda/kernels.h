@@ -43,6 +43,11 @@ struct GdnShape {
 // g {vh} = -exp(a_log) softplus(a + dt_bias) (in place over b and a).
 void gdn_prep(float* qkv, float* b, float* a, const float* a_log, const float* dt_bias, const GdnShape& g,
               cudaStream_t s, const Rows& rows = {});
+// Decode step: conv1d_step_f32(raw -> qkv, silu, dilation 1) + gdn_prep in one launch, same
+// bits; raw {conv_dim} the in-projection's qkv part, b/a as gdn_prep. Needs k_dim <= 256.
+bool gdn_conv_prep_fusable(const GdnShape& g);
+void gdn_conv_prep(const float* raw, const float* conv_w, float* conv_state, int64_t conv_k, float* qkv, float* b,
+                   float* a, const float* a_log, const float* dt_bias, const GdnShape& g, cudaStream_t s);
 // One step of the gated delta rule per value head; S {vh, k_dim, v_dim}; o {vh * v_dim}.
 // Rows run in order inside one launch; `states` (optional, a speculative verify's records)
 // receives S after each row {rows, vh, k_dim, v_dim}.
@@ -88,6 +93,11 @@ void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const
 // the float row scratch (row t's at t * stride * 4 bytes).
 void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
                 uint8_t* keep, cudaStream_t s, const Rows& rows = {});
+// qsa_select's two launches (the decode step times them apart): the block scores, then the kept set.
+void qsa_select_scores(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
+                       cudaStream_t s, const Rows& rows = {});
+void qsa_select_keep(const QsaShape& sh, const int32_t* pos, const float* scores, uint8_t* keep, cudaStream_t s,
+                     const Rows& rows = {});
 // att {heads, hd} = softmax attention over the selected keys (positions <= pos), times sigmoid(gate).
 // scores: scratch of qsa_attend_scratch floats per row (the splits' partial outputs).
 // many_rows: a tensor-core prefill chunk, whose rows may differ from decode steps in summation
@@ -99,8 +109,9 @@ void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaS
 // ---- moe.cu (moe.cpp) ----
 // Router softmax + top-k (ties: lower index), ids ascending, weights (normalized when norm).
 // Rows: logits at rows.stride, ids and weights packed {rows, k}.
+// shared_gu (one row only): also moe_swiglu(shared_gu, 1, shared_inter, shared_gu) in the launch.
 void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32_t* ids, float* weights,
-               cudaStream_t s, const Rows& rows = {});
+               cudaStream_t s, const Rows& rows = {}, float* shared_gu = nullptr, int64_t shared_inter = 0);
 // act {k, I} = silu(gu[:, :I]) * gu[:, I:] for gu {k, 2I}; row strides (floats, 0: packed
 // 2I and I) let it run over the chunk's row scratches, act may alias gu's gate half.
 void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStream_t s, int64_t gu_stride = 0,
@@ -109,6 +120,10 @@ void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStrea
 // Rows: y {rows, k, d} and w {rows, k} packed; sh, sg, out at rows.stride.
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
                  float* out, cudaStream_t s, const Rows& rows = {});
+
+// moe_combine (one row) followed by hc_write(h, out, inject) in one launch, same bits.
+void moe_combine_write(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
+                       float* out, float* h, const float* inject, int64_t hc, cudaStream_t s);
 
 // ---- ple.cu (ple.cpp) ----
 // key {hc*d}, val {d}, h {hc*d} -> gv {hc*d} (gated value) and gvn = rmsnorm(gv) (norm_conv).

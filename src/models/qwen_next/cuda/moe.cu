@@ -46,9 +46,19 @@ __device__ void block_best(float& v, int64_t& i) {
 // order (issue #23: the O(E^2) rank loop it replaces cost ~10 us a token and layer at E = 512);
 // for numbers it is the same set as rank(e) < k, and the normalizing sum keeps its order, so
 // ids and weights are bit for bit the old kernel's.
+// With `sh` (decode step): also moe_swiglu of the shared expert's {1, 2 I} row in place (the
+// same expression as moe_swiglu_kernel), one launch less.
+struct SharedAct {
+  float* gu = nullptr;
+  int64_t inter = 0;
+};
 __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t E, int64_t k, bool norm,
-                                 int32_t* __restrict__ ids, float* __restrict__ weights, int64_t rs) {
+                                 int32_t* __restrict__ ids, float* __restrict__ weights, int64_t rs, SharedAct sh) {
   logits += blockIdx.x * rs, ids += blockIdx.x * k, weights += blockIdx.x * k;
+  for (int64_t c = threadIdx.x; c < sh.inter; c += blockDim.x) {
+    const float g = sh.gu[c];
+    sh.gu[c] = g / (1.f + expf(-g)) * sh.gu[sh.inter + c];
+  }
   extern __shared__ float prob[];  // {E} then flags {E}
   int* chosen = reinterpret_cast<int*>(prob + E);
   __shared__ int64_t picks[kMaxTopK];
@@ -115,15 +125,38 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __r
   out[i] = r + sh[i] * (1.f / (1.f + expf(-sg[0])));
 }
 
+// moe_combine_kernel's row, then hc_write's update of every stream with it (decode step: one
+// launch instead of two; the same expressions, so the same bits as the pair).
+__global__ void moe_combine_write_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
+                                         const float* __restrict__ sh, const float* __restrict__ sg, int64_t d,
+                                         float* __restrict__ out, float* __restrict__ h,
+                                         const float* __restrict__ inject, int64_t hc) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= d) return;
+  float r = 0.f;
+  for (int64_t j = 0; j < k; ++j) r += w[j] * y[j * d + i];
+  out[i] = r + sh[i] * (1.f / (1.f + expf(-sg[0])));
+  const float o = out[i];
+  for (int64_t s = 0; s < hc; ++s) h[s * d + i] += o * inject[s];
+}
+
 }  // namespace
 
+void moe_combine_write(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
+                       float* out, float* h, const float* inject, int64_t hc, cudaStream_t s) {
+  moe_combine_write_kernel<<<unsigned((d + 255) / 256), 256, 0, s>>>(y, w, k, sh, sg, d, out, h, inject, hc);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
 void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32_t* ids, float* weights,
-               cudaStream_t s, const Rows& rows) {
+               cudaStream_t s, const Rows& rows, float* shared_gu, int64_t shared_inter) {
+  if (shared_gu && rows.count != 1) throw InputError("qwen_next cuda: moe_route's shared swiglu is for one row");
   if (k < 1 || k > kMaxTopK || k > experts)
     throw InputError("qwen_next cuda: router top-" + std::to_string(k) + " of " + std::to_string(experts) +
                      " experts (1.." + std::to_string(kMaxTopK) + " and at most the experts)");
+  const SharedAct sh{shared_gu, shared_gu ? shared_inter : 0};
   moe_route_kernel<<<unsigned(rows.count), 256, size_t(experts) * 8, s>>>(logits, experts, k, norm, ids, weights,
-                                                                          rows.stride);
+                                                                          rows.stride, sh);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -440,10 +440,20 @@ void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const
 
 void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
                 uint8_t* keep, cudaStream_t s, const Rows& rows) {
+  qsa_select_scores(iqk, c, sh, pos, scores, s, rows);
+  qsa_select_keep(sh, pos, scores, keep, s, rows);
+}
+
+void qsa_select_scores(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
+                       cudaStream_t s, const Rows& rows) {
   const int64_t max_blocks = sh.max_ctx / sh.idx_ratio + 1;
   const dim3 grid(unsigned((max_blocks + kSelectThreads - 1) / kSelectThreads), unsigned(rows.count));
   qsa_select_kernel<<<grid, kSelectThreads, 0, s>>>(iqk, c, sh, pos, scores, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
+}
+
+void qsa_select_keep(const QsaShape& sh, const int32_t* pos, const float* scores, uint8_t* keep, cudaStream_t s,
+                     const Rows& rows) {
   // The same set as the rank loop it replaced (float compare); NaN aside (topk_select.h).
   ds4::cuda::TopkSelectArgs ta;
   ta.scores = scores, ta.score_stride = rows.stride, ta.k = sh.idx_budget / sh.idx_ratio, ta.rows = rows.count;

@@ -1,0 +1,329 @@
+// The hyper-connection read of one decode token in two launches instead of five (issue #23:
+// hc_read was 27% of a decode token, 96 calls of five latency-bound launches each):
+//   hc_down:       per-stream rms + normed on the fly + [low | inject] rows + their activations
+//   hc_up_combine: the up rows of NI consecutive hidden indices in every stream + the combine
+// Bit for bit the sequence hc_norm -> gemv(down_inject) -> hc_low_act -> gemv(up) ->
+// hc_combine of hyper.cu and backend/cuda/gemv.cu (so the chunk's hyper_read_rows, which still
+// runs that sequence through gemv_rows, equals the decode step; test_qwen_next_cuda items 2/5):
+// - the sum of squares keeps hc_norm_kernel's 256-thread order (each thread here plays two of
+//   its threads, the two halves of the block_reduce tree are rebuilt as they were);
+// - every matrix row keeps the direct gemv's split: threads_for(units) threads over units
+//   t, t + threads, ..., the format's dot (dot2 under gemv kernel 2), warp_sum, warps summed
+//   in order from 0.f; a plain-float row of cols % 32 != 0 keeps gemv_small_kernel's form;
+// - activations, inject gate and combine are the same expressions as hyper.cu's kernels.
+// This mirrors gemv.cu's per-row arithmetic: a change there (unit split, decoders) has to be
+// made here too, or the decode step leaves the chunk's rows (the tests above catch it).
+// Plain launches, not programmatic dependents (sm_90 PDL): a PDL version (hc_down triggering
+// its dependents at its start, hc_up_combine reading the low-rank row through __ldg after
+// griddepcontrol.wait) gave different mixed values at the full-size shapes on the H200
+// (bench/results/qwen-decode-h200-2026-12-04g); the read-only path is only defined for data
+// that no running kernel writes, which an early-started dependent breaks.
+#include <algorithm>
+#include <type_traits>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_formats.cuh"
+#include "models/qwen_next/cuda/hyper_fused.h"
+
+namespace ds4::qwen_next::cuda {
+namespace {
+
+using namespace ds4::cuda::gemv_detail;
+
+constexpr int kThreads = 128;     // gemv.cu kMaxThreads: a row's threads fit in one block
+constexpr int kNormThreads = 256; // hc_norm_kernel's block size (its reduction order)
+constexpr int kMaxHc = 8;
+constexpr int kDownRows = 2;      // rows per thread group in hc_down (model_cuda.cu used 2)
+constexpr int kUpIdx = 8;         // hidden indices per hc_up_combine block (rows per group)
+constexpr int64_t kMaxHSmem = 44 * 1024;  // hc_down's staged h (dynamic shared memory, <= 48 KB with the rest)
+
+__device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <class F, class = void>
+struct HasDot2 : std::false_type {};
+template <class F>
+struct HasDot2<F, std::void_t<decltype(&F::dot2)>> : std::true_type {};
+
+// gemv.cu dot_v: kernel 2 takes the format's dot2 where it has one.
+template <int V, class F>
+__device__ __forceinline__ float unit_dot(const typename F::Raw& r, int64_t u, const float (&xv)[kUnit]) {
+  if constexpr (V == 2 && HasDot2<F>::value) return F::dot2(r, u, xv, nullptr);
+  else return F::dot(r, u, xv, nullptr);
+}
+
+struct HcArgs {
+  const float* h;     // {hc*d}
+  const float* norm;  // {hc*d}
+  float* normed;      // {hc*d}
+  float* low;         // [low {rank} | inject {hc}]
+  float* mixed;       // {d}
+  int64_t hc, d, rank;
+  float eps, inv_hc;
+  bool inject;        // rows past rank are the inject gate (2 sigmoid(v / hc))
+};
+
+// blockDim = kThreads; `group` = gemv threads_for(units) threads per row group of kDownRows rows.
+// Dynamic shared memory: h {hc*d} (every block needs all of it for the per-stream rms; one
+// coalesced 16-byte pass instead of the strided reads hc_norm's order would take from L2).
+template <class F, int V>
+__global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int group) {
+  extern __shared__ float4 hsm4[];
+  const float* hsm = reinterpret_cast<const float*>(hsm4);
+  __shared__ float part[kMaxHc][kNormThreads / 32];
+  __shared__ float rs[kMaxHc];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int groups = kThreads / group, g = threadIdx.x / group, t = threadIdx.x % group;
+  const int64_t row0 = (int64_t(blockIdx.x) * groups + g) * kDownRows, units = a.cols / kUnit;
+  const uint8_t* rows_p[kDownRows];
+#pragma unroll
+  for (int r = 0; r < kDownRows; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
+  typename F::Raw cur[kDownRows];  // the first unit's weights, in flight while h is staged
+  auto load_unit = [&](int64_t u) {
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) cur[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
+  };
+  if (t < units) load_unit(t);
+  const int64_t W = p.hc * p.d, W4 = W / 4;
+  const float4* h4 = reinterpret_cast<const float4*>(p.h);
+#pragma unroll 8
+  for (int64_t q = threadIdx.x; q < W4; q += kThreads) hsm4[q] = h4[q];
+  __syncthreads();
+  for (int k = 0; k < p.hc; ++k) {  // thread t plays hc_norm's threads t and t + 128
+    const float* x = hsm + k * p.d;
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < p.d; i += kNormThreads) s0 += x[i] * x[i];
+#pragma unroll 4
+    for (int64_t i = threadIdx.x + kThreads; i < p.d; i += kNormThreads) s1 += x[i] * x[i];
+    s0 = warp_sum(s0), s1 = warp_sum(s1);
+    if (lane == 0) part[k][warp] = s0, part[k][warp + kThreads / 32] = s1;
+  }
+  __syncthreads();
+  if (warp == 0)
+    for (int k = 0; k < p.hc; ++k) {
+      const float ss = warp_sum(lane < kNormThreads / 32 ? part[k][lane] : 0.f);
+      if (lane == 0) rs[k] = rsqrtf(ss / float(p.d) + p.eps);
+    }
+  __syncthreads();
+  for (int64_t j = int64_t(blockIdx.x) * kThreads + threadIdx.x; j < W; j += int64_t(gridDim.x) * kThreads)
+    p.normed[j] = (hsm[j] * rs[j / p.d]) * p.norm[j];  // combine's input (hc_up_combine)
+
+  float acc[kDownRows];
+#pragma unroll
+  for (int r = 0; r < kDownRows; ++r) acc[r] = 0.f;
+  for (int64_t u = t; u < units; u += group) {
+    if (u != t) load_unit(u);
+    const int64_t j0 = u * kUnit;  // d % 32 == 0: a unit lies in one stream
+    const float r_k = rs[j0 / p.d];
+    float xv[kUnit];
+#pragma unroll
+    for (int c = 0; c < kUnit; c += 4) {
+      const float4 hv = hsm4[(j0 + c) / 4];
+      const float4 wv = __ldg(reinterpret_cast<const float4*>(p.norm + j0 + c));
+      xv[c] = (hv.x * r_k) * wv.x, xv[c + 1] = (hv.y * r_k) * wv.y;
+      xv[c + 2] = (hv.z * r_k) * wv.z, xv[c + 3] = (hv.w * r_k) * wv.w;
+    }
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) acc[r] += unit_dot<V, F>(cur[r], u, xv);
+  }
+  __shared__ float red[kDownRows][kThreads / 32];
+#pragma unroll
+  for (int r = 0; r < kDownRows; ++r) {
+    const float s = warp_sum(acc[r]);
+    if (lane == 0) red[r][warp] = s;
+  }
+  __syncthreads();
+  if (t < kDownRows && row0 + t < a.rows) {
+    const int64_t row = row0 + t;
+    const int wpg = group / 32;
+    float s = 0.f;
+    for (int w = 0; w < wpg; ++w) s += red[t][g * wpg + w];
+    if (row < p.rank) {
+      const float v = s * p.inv_hc;
+      p.low[row] = v / (1.f + expf(-v));
+    } else {
+      p.low[row] = p.inject ? 2.f * sigm(s * p.inv_hc) : s;
+    }
+  }
+}
+
+// The combine of hidden indices i0 .. i0 + kUpIdx - 1 from their hc mix values.
+__device__ __forceinline__ void combine(const float (&mixv)[kMaxHc][kUpIdx], const HcArgs& p, int64_t i0) {
+  const int t = threadIdx.x;
+  const int64_t i = i0 + t;
+  if (t < kUpIdx && i < p.d) {
+    float s = 0.f;
+    for (int64_t k = 0; k < p.hc; ++k) s += sigm(mixv[k][t]) * p.normed[k * p.d + i];
+    p.mixed[i] = s * p.inv_hc;
+  }
+}
+
+// Block: hidden indices i0 .. i0 + kUpIdx - 1; row chunk k (rows k*d + i0 ..) per thread group
+// of `group` threads (gemv threads_for(units)).
+template <class F, int V>
+__global__ void __launch_bounds__(kThreads) hc_up_combine_kernel(Args a, HcArgs p, int group) {
+  __shared__ float red[kMaxHc][kUpIdx][kThreads / 32];
+  __shared__ float mixv[kMaxHc][kUpIdx];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int groups = kThreads / group, g = threadIdx.x / group, t = threadIdx.x % group, wpg = group / 32;
+  const int64_t i0 = int64_t(blockIdx.x) * kUpIdx, units = a.cols / kUnit;
+  for (int k = g; k < p.hc; k += groups) {
+    const int64_t row0 = k * p.d + i0;
+    const uint8_t* rows_p[kUpIdx];
+#pragma unroll
+    for (int r = 0; r < kUpIdx; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
+    float acc[kUpIdx];
+#pragma unroll
+    for (int r = 0; r < kUpIdx; ++r) acc[r] = 0.f;
+    for (int64_t u = t; u < units; u += group) {
+      typename F::Raw raw[kUpIdx];
+#pragma unroll
+      for (int r = 0; r < kUpIdx; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
+      float xv[kUnit];
+#pragma unroll
+      for (int c = 0; c < kUnit; c += 4) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(p.low + u * kUnit + c));
+        xv[c] = f.x, xv[c + 1] = f.y, xv[c + 2] = f.z, xv[c + 3] = f.w;
+      }
+#pragma unroll
+      for (int r = 0; r < kUpIdx; ++r) acc[r] += unit_dot<V, F>(raw[r], u, xv);
+    }
+#pragma unroll
+    for (int r = 0; r < kUpIdx; ++r) {
+      const float s = warp_sum(acc[r]);
+      if (lane == 0) red[k][r][warp - g * wpg] = s;
+    }
+  }
+  __syncthreads();
+  for (int q = threadIdx.x; q < p.hc * kUpIdx; q += kThreads) {
+    const int k = q / kUpIdx, r = q % kUpIdx;
+    float s = 0.f;
+    for (int w = 0; w < wpg; ++w) s += red[k][r][w];
+    mixv[k][r] = s;
+  }
+  __syncthreads();
+  combine(mixv, p, i0);
+}
+
+// gemv_small_kernel's rows (plain floats, cols % 32 != 0: one warp per row), then the combine.
+template <int kType>  // 0 F32, 1 F16, 2 BF16
+__global__ void __launch_bounds__(kThreads) hc_up_combine_small_kernel(Args a, HcArgs p) {
+  __shared__ float mixv[kMaxHc][kUpIdx];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t i0 = int64_t(blockIdx.x) * kUpIdx;
+  for (int q = warp; q < p.hc * kUpIdx; q += kThreads / 32) {
+    const int k = q / kUpIdx, r = q % kUpIdx;
+    const int64_t row = min(k * p.d + i0 + r, a.rows - 1);
+    const uint8_t* rp = a.data + row * a.row_stride;
+    float s = 0.f;
+    for (int64_t c = lane; c < a.cols; c += 32) {
+      float w;
+      if constexpr (kType == 0) w = __ldg(reinterpret_cast<const float*>(rp) + c);
+      else {
+        const uint16_t hb = __ldg(reinterpret_cast<const unsigned short*>(rp) + c);
+        w = kType == 1 ? f16_bits(hb) : bf16_bits(hb);
+      }
+      s = fmaf(w, p.low[c], s);
+    }
+    s = warp_sum(s);
+    if (lane == 0) mixv[k][r] = s;
+  }
+  __syncthreads();
+  combine(mixv, p, i0);
+}
+
+bool is_plain(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// The unit formats the fused path decodes (the hyper matrices of every checkpoint we load).
+bool unit_format(const WeightMatrix& w) {
+  if (w.cols % kUnit != 0) return false;
+  if (is_plain(w.type)) return true;
+  if (w.type != DType::MLX_Q4 && w.type != DType::MLX_Q8) return false;
+  if (w.group_size < kUnit || (w.group_size & (w.group_size - 1)) != 0 || w.cols % w.group_size != 0) return false;
+  return (w.scale_type == DType::F16 || w.scale_type == DType::BF16) && w.scales && w.biases;
+}
+
+Args args_of(const WeightMatrix& w) {  // gemv.cu make_args
+  Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), w.scales, w.biases, 0, 0, w.rows, w.cols,
+         nullptr, 0, 0, 0, 0};
+  if (w.type == DType::MLX_Q4 || w.type == DType::MLX_Q8) {
+    while ((int64_t(1) << a.group_shift) < w.group_size) ++a.group_shift;
+    a.groups_per_row = w.cols / w.group_size;
+  }
+  return a;
+}
+
+int threads_for(int64_t units) { return int(std::min<int64_t>(kThreads, (units + 31) / 32 * 32)); }  // gemv.cu
+
+// Calls fn(F-typed tag, V) for w's format.
+template <class Fn>
+void with_format(const WeightMatrix& w, Fn&& fn) {
+  const bool v2 = ds4::cuda::gemv_kernel() == 2, bf = w.scale_type == DType::BF16;
+  auto mlx = [&](auto tag4, auto tag4f, auto v) {
+    (void)tag4f;
+    if (bf) fn(tag4, v);
+    else fn(tag4f, v);
+  };
+  using V1 = std::integral_constant<int, 1>;
+  using V2 = std::integral_constant<int, 2>;
+  switch (w.type) {
+    case DType::F32: return fn(F32{}, V2{});
+    case DType::BF16: return fn(Half16<true>{}, V2{});
+    case DType::F16: return fn(Half16<false>{}, V2{});
+    case DType::MLX_Q4:
+      return v2 ? mlx(MlxAffine<4, true>{}, MlxAffine<4, false>{}, V2{}) : mlx(MlxAffine<4, true>{}, MlxAffine<4, false>{}, V1{});
+    case DType::MLX_Q8:
+      return v2 ? mlx(MlxAffine<8, true>{}, MlxAffine<8, false>{}, V2{}) : mlx(MlxAffine<8, true>{}, MlxAffine<8, false>{}, V1{});
+    default: break;
+  }
+}
+
+unsigned blocks(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
+
+}  // namespace
+
+bool hyper_read_fusable(const WeightMatrix& down, const WeightMatrix& up, int64_t hc, int64_t d, int64_t rank) {
+  if (hc < 1 || hc > kMaxHc || d % kUnit != 0 || down.cols != hc * d || up.rows != hc * d || up.cols != rank)
+    return false;
+  if (down.rows != rank && down.rows != rank + hc) return false;
+  if (hc * d * int64_t(sizeof(float)) > kMaxHSmem) return false;  // hc_down stages h in shared memory
+  return unit_format(down) && (unit_format(up) || is_plain(up.type));
+}
+
+void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const float* h, const float* norm, int64_t hc,
+                      int64_t d, int64_t rank, float eps, float* normed, float* low, float* mixed, bool inject,
+                      cudaStream_t s) {
+  const HcArgs p{h, norm, normed, low, mixed, hc, d, rank, eps, 1.f / float(hc), inject};
+  {
+    const Args a = args_of(down);
+    const int group = threads_for(down.cols / kUnit);
+    const unsigned nb = blocks(down.rows, int64_t(kThreads / group) * kDownRows);
+    const size_t smem = size_t(hc * d) * sizeof(float);
+    with_format(down, [&](auto f, auto v) {
+      hc_down_kernel<decltype(f), decltype(v)::value><<<nb, kThreads, smem, s>>>(a, p, group);
+    });
+    DS4_CUDA_CHECK_LAUNCH();
+  }
+  const Args a = args_of(up);
+  const unsigned nb = blocks(d, kUpIdx);
+  if (!unit_format(up)) {
+    if (up.type == DType::F32) hc_up_combine_small_kernel<0><<<nb, kThreads, 0, s>>>(a, p);
+    else if (up.type == DType::F16) hc_up_combine_small_kernel<1><<<nb, kThreads, 0, s>>>(a, p);
+    else hc_up_combine_small_kernel<2><<<nb, kThreads, 0, s>>>(a, p);
+  } else {
+    const int group = threads_for(up.cols / kUnit);
+    with_format(up, [&](auto f, auto v) {
+      hc_up_combine_kernel<decltype(f), decltype(v)::value><<<nb, kThreads, 0, s>>>(a, p, group);
+    });
+  }
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ds4::qwen_next::cuda
