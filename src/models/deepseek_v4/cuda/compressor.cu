@@ -158,7 +158,8 @@ __global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ po
   to_row(a, blockIdx.y, stride);
   const int64_t nh = a.nh, d = a.d, ld = d + 1, visible = (int64_t(*pos) + int64_t(blockIdx.y) + 1) / a.ratio;
   if (int64_t(blockIdx.x) * (blockDim.x / 32) >= visible) return;  // the grid is sized for max_ctx
-  for (int64_t i = threadIdx.x; i < nh * d; i += blockDim.x) sq[(i / d) * ld + i % d] = a.q[i];
+  for (int64_t h = 0; h < nh; ++h)  // (a flat loop paid an int64 divide and modulo per value)
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) sq[h * ld + i] = a.q[h * d + i];
   for (int64_t i = threadIdx.x; i < nh; i += blockDim.x) sq[nh * ld + i] = a.w[i];
   __syncthreads();
   const float score_scale = 1.0f / sqrtf(float(d)), head_scale = 1.0f / sqrtf(float(nh));
@@ -204,8 +205,11 @@ void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, co
   constexpr int kScoreThreads = 256;
   const size_t shm = size_t(a.nh * (a.d + 1) + a.nh + (kScoreThreads / 32) * a.d) * 4;
   if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: indexer queries exceed 48 KiB of shared memory");
+  // One warp per entry up to 256 blocks (2K warps), grid-stride beyond: every block first
+  // copies all heads' queries (32 KiB for the Flash), so at 32K context 1024 blocks spent more
+  // on those copies than on the scores (issue #23). Which warp scores an entry changes nothing.
   const int64_t blocks = (a.max_entries + 7) / 8;
-  const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 1024 ? 1024 : blocks)), nr);
+  const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 256 ? 256 : blocks)), nr);
   index_score_kernel<<<grid, kScoreThreads, shm, s>>>(a, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
   // sel: the top min(topk, visible) entries ascending (score desc, index asc, as

@@ -55,8 +55,9 @@ struct AttendArgs {
 };
 // Per head: softmax over [window rows, compressed rows, sink] of q.k / sqrt(hd), times the
 // rows (K == V); the output's rope tail is rotated back to position 0 (angle -pos). Computed
-// over chunks of kAttnChunk key rows, then merged.
-inline constexpr int64_t kAttnChunk = 64;
+// over chunks of kAttnChunk key rows, then merged. 32 (issue #23; was 64): more blocks for a
+// decode step's few hundred rows, and one score per lane in the chunk's softmax.
+inline constexpr int64_t kAttnChunk = 32;
 inline int64_t attend_chunks(int64_t max_rows) { return (max_rows + kAttnChunk - 1) / kAttnChunk; }
 // Rows: q, sel, nsel, part, part_ml, out per row (every row's KV rows and entries must be
 // stored first; row t sees positions <= *pos + t only).
