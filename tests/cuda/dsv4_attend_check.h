@@ -1,7 +1,8 @@
 #pragma once
 // The split-K attend kernel (models/deepseek_v4/cuda/attention.cu) against a double-precision
-// host reference at shapes the tiny model does not reach: the Flash's 64 heads x 512 dims over
-// a 128-row window + 512 selected entries (20 chunks of 32 rows, the value pass in 2 row
+// host reference at shapes the tiny model does not reach, with both key chunk sizes (32 rows:
+// decode and exact chunks; 128: wide prefill chunks): the Flash's 64 heads x 512 dims over a
+// 128-row window + 512 selected entries (20 chunks of 32 rows, the value pass in 2 row
 // groups), an HCA layer (every closed entry, no selection), and a small head (hd 64, 6 heads:
 // head groups of 2, 16 row groups) over a window that is still filling. Bound: 2e-5 absolute
 // on outputs of magnitude <= 1 (float sums over <= 640 rows; the reference is double).
@@ -26,7 +27,7 @@ struct AttendCase {
   int64_t max_rows;
 };
 
-inline void attend_case(const AttendCase& k) {
+inline void attend_case(const AttendCase& k, int64_t chunk) {
   namespace dk = ds4::deepseek_v4::cuda;
   std::mt19937 rng(uint32_t(k.hd * 131 + k.heads));
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -69,7 +70,7 @@ inline void attend_case(const AttendCase& k) {
   a.rope_dim = k.rope_dim;
   a.inv_freq = static_cast<const float*>(up(inv.data(), inv.size() * 4));
   const int32_t* dpos = static_cast<const int32_t*>(up(&pos, 4));
-  dk::attend(a, dpos, nullptr);
+  dk::attend_chunked(a, dpos, nullptr, dk::Rows{}, chunk);
   std::vector<float> got(size_t(H * D));
   DS4_CUDA_CHECK(cudaMemcpy(got.data(), a.out, got.size() * 4, cudaMemcpyDeviceToHost));
   for (void* d : owned) cudaFree(d);
@@ -106,15 +107,18 @@ inline void attend_case(const AttendCase& k) {
     for (int64_t i = 0; i < D; ++i) worst = std::max(worst, std::abs(o[size_t(i)] - double(got[size_t(h * D + i)])));
   }
   char buf[256];
-  std::snprintf(buf, sizeof buf, "attend %s: %zu rows, %lld heads x %lld: max |gpu - host| %.3g <= 2e-5", k.name,
-                rows.size(), (long long)H, (long long)D, worst);
+  std::snprintf(buf, sizeof buf, "attend %s, %lld-row chunks: %zu rows, %lld heads x %lld: max |gpu - host| %.3g <= 2e-5",
+                k.name, (long long)chunk, rows.size(), (long long)H, (long long)D, worst);
   check(worst <= 2e-5, buf);
 }
 
 inline void attend_shapes() {
-  attend_case({"Flash CSA (window 128 + 512 selected)", 64, 512, 64, 128, 5000, 4, 1251, 512, 640});
-  attend_case({"Flash HCA (window 128 + every closed entry)", 64, 512, 64, 128, 5000, 128, 40, 0, 640});
-  attend_case({"hd 64, 6 heads, window filling", 6, 64, 16, 128, 40, 0, 0, 0, 200});
+  namespace dk = ds4::deepseek_v4::cuda;
+  for (int64_t chunk : {dk::kAttnChunk, dk::kAttnChunkWide}) {
+    attend_case({"Flash CSA (window 128 + 512 selected)", 64, 512, 64, 128, 5000, 4, 1251, 512, 640}, chunk);
+    attend_case({"Flash HCA (window 128 + every closed entry)", 64, 512, 64, 128, 5000, 128, 40, 0, 640}, chunk);
+    attend_case({"hd 64, 6 heads, window filling", 6, 64, 16, 128, 40, 0, 0, 0, 200}, chunk);
+  }
 }
 
 }  // namespace ds4::cuda_test

@@ -55,7 +55,7 @@ constexpr int kThreads = 256;
 constexpr int kKeyRegs = 16;    // key values a lane holds at once: head_dim up to 512 in one go
 constexpr int kRowsAtOnce = 2;  // key rows a warp loads together in the score pass
 constexpr int kVBatch = 8;      // value rows (float4 each) a thread has in flight in the value pass
-static_assert(kAttnChunk == 32, "the softmax holds a chunk's scores one per lane");
+static_assert(kAttnChunk % 32 == 0 && kAttnChunkWide % 32 == 0, "the softmax holds a chunk's scores C / 32 per lane");
 static_assert(kThreads / 32 >= kHeadGroup, "the softmax runs one warp per head");
 
 __device__ __forceinline__ int64_t visible_rows(const AttendArgs& a, int64_t p, int64_t& n_win) {
@@ -74,7 +74,8 @@ __device__ __forceinline__ void to_row(AttendArgs& a, int64_t t, int64_t stride)
 }
 
 // The value pass of one thread: float4 column u of the rows g, g + groups, ... < nr, weighted
-// by each head's probabilities p {hg, kAttnChunk}, kVBatch rows' loads in flight.
+// by each head's probabilities p {hg, C}, kVBatch rows' loads in flight.
+template <int C>
 __device__ __forceinline__ void value_rows(const float* const* rp, const float* p, int nr, int g, int groups,
                                            int64_t u, int hg, float4 (&acc)[kHeadGroup]) {
 #pragma unroll
@@ -93,7 +94,7 @@ __device__ __forceinline__ void value_rows(const float* const* rp, const float* 
 #pragma unroll
       for (int h = 0; h < kHeadGroup; ++h)
         if (h < hg) {
-          const float w = p[h * kAttnChunk + r];
+          const float w = p[h * C + r];
           acc[h].x = fmaf(w, v[j].x, acc[h].x), acc[h].y = fmaf(w, v[j].y, acc[h].y);
           acc[h].z = fmaf(w, v[j].z, acc[h].z), acc[h].w = fmaf(w, v[j].w, acc[h].w);
         }
@@ -104,28 +105,30 @@ __device__ __forceinline__ void value_rows(const float* const* rp, const float* 
 __device__ __forceinline__ void add4(float4& a, float4 b) { a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w; }
 
 // Split-K attention (flash decoding), issue #23: block (g, c) takes heads [g * hg, (g+1) * hg)
-// over key rows [c * kAttnChunk, ...) of 32. Scores: a warp per row (kRowsAtOnce rows' loads
-// together), the row read once for all hg heads. Softmax: a warp per head, one score per lane
+// over key rows [c * C, ...) (C = kAttnChunk for one token and exact chunks, kAttnChunkWide
+// for wide prefill chunks: attend() says why). Scores: a warp per row (kRowsAtOnce rows' loads
+// together), the row read once for all hg heads. Softmax: a warp per head, C / 32 scores per lane
 // (max and exp-sum as warp reductions). Values: the block's threads split into `groups` row
 // groups x hd / 4 float4 columns, each group's partial sums added in group order through
 // shared memory (the query's space, free after the scores). Writes the chunk's max and
 // exp-sum per head and the unnormalized partial output {hg, hd}.
+template <int C>
 __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, int hg, int groups,
                                                                 const int32_t* __restrict__ pos, int64_t stride) {
-  extern __shared__ float4 sm4[];  // q {hg, hd} | value partials {groups - 1, hg, hd}, then p {hg, kAttnChunk}
+  extern __shared__ float4 sm4[];  // q {hg, hd} | value partials {groups - 1, hg, hd}, then p {hg, C}
   float* sm = reinterpret_cast<float*>(sm4);
   to_row(a, blockIdx.z, stride);
   const int64_t p = *pos + int64_t(blockIdx.z), hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
   int64_t n_win;
-  const int64_t rows = visible_rows(a, p, n_win), r0 = c * kAttnChunk;
+  const int64_t rows = visible_rows(a, p, n_win), r0 = c * C;
   if (r0 >= rows) return;  // the grid is sized for max_ctx
-  const int nr = int(rows - r0 < kAttnChunk ? rows - r0 : kAttnChunk);
+  const int nr = int(rows - r0 < C ? rows - r0 : C);
   const int64_t units = hd / 4;
   float* q = sm;
   float* pr = sm + int64_t(groups > 1 ? groups - 1 : 1) * hg * hd;  // as attend() sizes it
   // The chunk's row addresses once (ring slot / selected entry: an int64 modulo and a gather),
   // so the loops below are plain independent loads the compiler can keep in flight.
-  __shared__ const float* rp[kAttnChunk];
+  __shared__ const float* rp[C];
   for (int r = threadIdx.x; r < nr; r += blockDim.x) rp[r] = key_row(a, r0 + r, n_win, p);
   {
     const float4* q4 = reinterpret_cast<const float4*>(a.q + h0 * hd);
@@ -179,17 +182,28 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
       for (int h = 0; h < kHeadGroup; ++h)
         if (h < hg) {
           const float t = warp_reduce(d[k][h], SumOp{});
-          if (lane == 0 && rb + k < nr) pr[h * kAttnChunk + rb + k] = t * scale;
+          if (lane == 0 && rb + k < nr) pr[h * C + rb + k] = t * scale;
         }
   }
   __syncthreads();
-  if (warp < hg) {  // per head: the chunk's max, exp and exp-sum; lanes past nr hold 0
-    float* ph = pr + warp * kAttnChunk;
-    const float s = lane < nr ? ph[lane] : -FLT_MAX;
-    const float m = warp_reduce(s, MaxOp{});
-    const float e = lane < nr ? expf(s - m) : 0.f;
-    ph[lane] = e;
-    const float l = warp_reduce(e, SumOp{});
+  if (warp < hg) {  // per head: the chunk's max, exp and exp-sum; rows past nr hold 0
+    float* ph = pr + warp * C;
+    float sc[C / 32];
+    float m = -FLT_MAX;
+#pragma unroll
+    for (int j = 0; j < C / 32; ++j) {
+      sc[j] = lane + 32 * j < nr ? ph[lane + 32 * j] : -FLT_MAX;
+      m = fmaxf(m, sc[j]);
+    }
+    m = warp_reduce(m, MaxOp{});
+    float l = 0.f;
+#pragma unroll
+    for (int j = 0; j < C / 32; ++j) {
+      const float e = lane + 32 * j < nr ? expf(sc[j] - m) : 0.f;
+      ph[lane + 32 * j] = e;
+      l += e;
+    }
+    l = warp_reduce(l, SumOp{});
     if (lane == 0) {
       float* ml = a.part_ml + (c * a.heads + h0 + warp) * 2;
       ml[0] = m, ml[1] = l;
@@ -200,7 +214,7 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
   float4 acc[kHeadGroup];
   if (groups == 1) {  // hd / 4 >= kThreads / 2: every thread its columns over all rows
     for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
-      value_rows(rp, pr, nr, 0, 1, u, hg, acc);
+      value_rows<C>(rp, pr, nr, 0, 1, u, hg, acc);
 #pragma unroll
       for (int h = 0; h < kHeadGroup; ++h)
         if (h < hg) part4[h * units + u] = acc[h];
@@ -211,7 +225,7 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
   const int64_t u = threadIdx.x % units;
   float4* red = sm4;  // {groups - 1, hg, units}: q is no longer read
   if (g < groups) {
-    value_rows(rp, pr, nr, g, groups, u, hg, acc);
+    value_rows<C>(rp, pr, nr, g, groups, u, hg, acc);
     if (g > 0)
 #pragma unroll
       for (int h = 0; h < kHeadGroup; ++h)
@@ -232,12 +246,12 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
 // One block per head: merges the chunks (rescaled to the global max, the sink joining the
 // denominator), then rotates the output's rope tail back (K == V carried rope). Each chunk's
 // weight exp(m_c - m) is computed once into shared memory.
-__global__ void attend_merge_kernel(AttendArgs a, const int32_t* __restrict__ pos, int64_t stride) {
+__global__ void attend_merge_kernel(AttendArgs a, int64_t chunk, const int32_t* __restrict__ pos, int64_t stride) {
   extern __shared__ float o[];  // {hd}, then the chunk weights {chunks}
   to_row(a, blockIdx.y, stride);
   const int64_t p = *pos + int64_t(blockIdx.y), hd = a.hd, h = blockIdx.x;
   int64_t n_win;
-  const int64_t chunks = (visible_rows(a, p, n_win) + kAttnChunk - 1) / kAttnChunk;
+  const int64_t chunks = (visible_rows(a, p, n_win) + chunk - 1) / chunk;
   float* wc = o + hd;
   const float sink = a.sinks[h];
   float m = sink;
@@ -272,23 +286,35 @@ void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s, 
 }
 
 void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
+  // One token and exact chunks (at most kMaxChunkRows + 1 rows) see the same 32-row chunks,
+  // so they stay bit-identical; a wide prefill chunk is throughput-bound, where 32-row chunks
+  // doubled the partials it writes and reads (issue #23: 224 vs 96 ms for a 512-row chunk).
+  attend_chunked(a, pos, s, rows, rows.count >= kAttnWideRows ? kAttnChunkWide : kAttnChunk);
+}
+
+void attend_chunked(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows, int64_t chunk) {
   if (a.hd < 4 || a.hd % 4)
     throw InputError("deepseek_v4 cuda: attend needs head_dim % 4 == 0 (float4 rows), got " + std::to_string(a.hd));
+  if (chunk != kAttnChunk && chunk != kAttnChunkWide)
+    throw InputError("deepseek_v4 cuda: attend chunk " + std::to_string(chunk) + " unsupported");
   int hg = kHeadGroup;
   while (a.heads % hg) hg /= 2;
   // Row groups of the value pass: as many as the block has threads for hd / 4 columns each,
   // at most one per row of the chunk.
   const int64_t units = a.hd / 4;
-  const int groups = units > kThreads / 2 ? 1 : int(std::min<int64_t>(kThreads / units, kAttnChunk));
+  const int groups = units > kThreads / 2 ? 1 : int(std::min<int64_t>(kThreads / units, chunk));
   const int64_t qr = std::max<int64_t>(1, groups - 1) * hg * a.hd;  // q, then the value partials
-  const size_t shm = size_t(qr + int64_t(hg) * kAttnChunk) * 4;
+  const size_t shm = size_t(qr + int64_t(hg) * chunk) * 4;
   if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: head_dim " + std::to_string(a.hd) + " too large for attend");
-  const dim3 grid(unsigned(a.heads / hg), unsigned(attend_chunks(a.max_rows)), unsigned(rows.count));
-  attend_chunk_kernel<<<grid, kThreads, shm, s>>>(a, hg, groups, pos, rows.stride);
+  const dim3 grid(unsigned(a.heads / hg), unsigned((a.max_rows + chunk - 1) / chunk), unsigned(rows.count));
+  if (chunk == kAttnChunk)
+    attend_chunk_kernel<kAttnChunk><<<grid, kThreads, shm, s>>>(a, hg, groups, pos, rows.stride);
+  else
+    attend_chunk_kernel<kAttnChunkWide><<<grid, kThreads, shm, s>>>(a, hg, groups, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
   const size_t mshm = size_t(a.hd + attend_chunks(a.max_rows)) * 4;
   if (mshm > 48 * 1024) throw InputError("deepseek_v4 cuda: too many attend chunks for max_rows " + std::to_string(a.max_rows));
-  attend_merge_kernel<<<dim3(unsigned(a.heads), unsigned(rows.count)), 128, mshm, s>>>(a, pos, rows.stride);
+  attend_merge_kernel<<<dim3(unsigned(a.heads), unsigned(rows.count)), 128, mshm, s>>>(a, chunk, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
