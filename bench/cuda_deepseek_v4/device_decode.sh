@@ -13,10 +13,11 @@
 #   routing on 0-2; 13.5 GB, loads in ~10 s) and on it BIN/before/bench_deepseek_v4_cuda (another
 #   build) and BIN's, both "2048 32 --profile" (BIN's adds --jump 2048,32768): per-layer figures
 #   carry over to the 43-layer model, whole-step ones do not.
+# MODE=tests: the DeepSeek tests only.
 # Outputs (the device returns at most 8 files): log.txt, NAME.txt per test, the benches' logs.
 # (bench/results/ds-decode-h200-2026-12-04g's first call ran this script's first form, commit
 # 3386160: MODE=full's steps with the tests in one tests.txt.)
-# Usage (tree root): BIN=unpacked-tar [MODE=ab] bash BIN/device_decode.sh OUTDIR
+# Usage (tree root): BIN=unpacked-tar [MODE=ab|tests] bash BIN/device_decode.sh OUTDIR
 set -u
 out=${1:?usage: BIN=... device_decode.sh OUTDIR}
 bin=$(cd "${BIN:?set BIN}" && pwd)
@@ -33,7 +34,10 @@ convert() {  # SOURCE OUT: the synthetic model with ds4's 2-bit experts as holes
   timeout 60 "$bin/ds4-convert" --synthetic "$1" "$2" --quant-experts IQ2_XXS --expert-holes >>"$out/log.txt" 2>&1 ||
     log "convert failed"
 }
-if [ "${MODE:-full}" = ab ]; then
+model=
+if [ "${MODE:-full}" = tests ]; then
+  :
+elif [ "${MODE:-full}" = ab ]; then
   model=/dev/shm/flash6.gguf
   convert "$bin/flash_6_layers.json" "$model"
   for side in before after; do
@@ -52,6 +56,6 @@ else
   # shellcheck disable=SC2086
   device_run bench_deepseek_v4_cuda "${BENCH_S:-150}" "$model" ${DS_ARGS:-2048 32 --profile --jump 2048,32768}
 fi
-rm -f "$model"
+[ -z "$model" ] || rm -f "$model"
 log "done (rc $rc)"
 exit $rc

@@ -1,7 +1,7 @@
 #pragma once
 // The split-K attend kernel (models/deepseek_v4/cuda/attention.cu) against a double-precision
-// host reference at shapes the tiny model does not reach, with both key chunk sizes (32 rows:
-// decode and exact chunks; 128: wide prefill chunks): the Flash's 64 heads x 512 dims over a
+// host reference at shapes the tiny model does not reach, with both kernels (32-row key chunks:
+// decode and exact chunks; 64-row ones: wide prefill chunks): the Flash's 64 heads x 512 dims over a
 // 128-row window + 512 selected entries (20 chunks of 32 rows, the value pass in 2 row
 // groups), an HCA layer (every closed entry, no selection), and a small head (hd 64, 6 heads:
 // head groups of 2, 16 row groups) over a window that is still filling. Bound: 2e-5 absolute

@@ -55,7 +55,7 @@ constexpr int kThreads = 256;
 constexpr int kKeyRegs = 16;    // key values a lane holds at once: head_dim up to 512 in one go
 constexpr int kRowsAtOnce = 2;  // key rows a warp loads together in the score pass
 constexpr int kVBatch = 8;      // value rows (float4 each) a thread has in flight in the value pass
-static_assert(kAttnChunk % 32 == 0 && kAttnChunkWide % 32 == 0, "the softmax holds a chunk's scores C / 32 per lane");
+static_assert(kAttnChunk % 32 == 0, "the softmax holds a chunk's scores C / 32 per lane");
 static_assert(kThreads / 32 >= kHeadGroup, "the softmax runs one warp per head");
 
 __device__ __forceinline__ int64_t visible_rows(const AttendArgs& a, int64_t p, int64_t& n_win) {
@@ -105,8 +105,8 @@ __device__ __forceinline__ void value_rows(const float* const* rp, const float* 
 __device__ __forceinline__ void add4(float4& a, float4 b) { a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w; }
 
 // Split-K attention (flash decoding), issue #23: block (g, c) takes heads [g * hg, (g+1) * hg)
-// over key rows [c * C, ...) (C = kAttnChunk for one token and exact chunks, kAttnChunkWide
-// for wide prefill chunks: attend() says why). Scores: a warp per row (kRowsAtOnce rows' loads
+// over key rows [c * C, ...) (C = kAttnChunk: one token and exact chunks; wide prefill chunks
+// run attend_wide_kernel, attend() says why). Scores: a warp per row (kRowsAtOnce rows' loads
 // together), the row read once for all hg heads. Softmax: a warp per head, C / 32 scores per lane
 // (max and exp-sum as warp reductions). Values: the block's threads split into `groups` row
 // groups x hd / 4 float4 columns, each group's partial sums added in group order through
@@ -243,6 +243,94 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
   }
 }
 
+// The wide-chunk form (prefill chunks of >= kAttnWideRows rows: throughput, not latency; the
+// kernel of 2026-12-04, kept as it was). Block (g, c): heads [g * HG, (g+1) * HG) over key
+// rows [c * kAttnChunkWide, ...): scores (a warp per row, the row read once for all HG heads),
+// the chunk's max and exp-sum per head (one thread per head), and the unnormalized partial
+// output {HG, hd} (each thread its columns over all the chunk's rows).
+__global__ void __launch_bounds__(kThreads) attend_wide_kernel(AttendArgs a, int hg, const int32_t* __restrict__ pos,
+                                                               int64_t stride) {
+  extern __shared__ float sm[];  // q {hg, hd}, then p {hg, kAttnChunkWide}
+  to_row(a, blockIdx.z, stride);
+  const int64_t p = *pos + int64_t(blockIdx.z), hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
+  int64_t n_win;
+  const int64_t rows = visible_rows(a, p, n_win), r0 = c * kAttnChunkWide;
+  if (r0 >= rows) return;  // the grid is sized for max_ctx
+  const int64_t nr = rows - r0 < kAttnChunkWide ? rows - r0 : kAttnChunkWide;
+  float* q = sm;
+  float* pr = sm + hg * hd;
+  // The chunk's row addresses once (ring slot / selected entry: an int64 modulo and a gather),
+  // so the loops below are plain independent loads the compiler can keep in flight.
+  __shared__ const float* rp[kAttnChunkWide];
+  for (int64_t r = threadIdx.x; r < nr; r += blockDim.x) rp[r] = key_row(a, r0 + r, n_win, p);
+  for (int64_t i = threadIdx.x; i < hg * hd; i += blockDim.x) q[i] = a.q[h0 * hd + i];
+  __syncthreads();
+  const float scale = 1.0f / sqrtf(float(hd));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+  // A lane's hd / 32 key values are loaded together before the dot products (issue #23: the
+  // loop that loaded one and used it waited a memory latency per value, 16 of them a row at
+  // hd 512); the sums run in the same order as that loop's, so the scores are unchanged.
+  for (int64_t r = warp; r < nr; r += nw) {
+    const float* k = rp[r];
+    float d[kHeadGroup];
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h) d[h] = 0.f;
+    if (hd <= 32 * kKeyRegs) {
+      float kv[kKeyRegs];
+#pragma unroll
+      for (int j = 0; j < kKeyRegs; ++j) kv[j] = lane + 32 * j < hd ? k[lane + 32 * j] : 0.f;
+#pragma unroll
+      for (int j = 0; j < kKeyRegs; ++j) {
+        const int64_t i = lane + 32 * j;
+        if (i >= hd) break;
+#pragma unroll
+        for (int h = 0; h < kHeadGroup; ++h)
+          if (h < hg) d[h] = fmaf(q[h * hd + i], kv[j], d[h]);
+      }
+    } else {
+      for (int64_t i = lane; i < hd; i += 32) {
+        const float v = k[i];
+#pragma unroll
+        for (int h = 0; h < kHeadGroup; ++h)
+          if (h < hg) d[h] = fmaf(q[h * hd + i], v, d[h]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h)
+      if (h < hg) {
+        const float t = warp_reduce(d[h], SumOp{});
+        if (lane == 0) pr[h * kAttnChunkWide + r] = t * scale;
+      }
+  }
+  __syncthreads();
+  if (threadIdx.x < hg) {  // per head: the chunk's max, exp, sum (serial: at most kAttnChunkWide rows)
+    float* ph = pr + threadIdx.x * kAttnChunkWide;
+    float m = -FLT_MAX;
+    for (int64_t r = 0; r < nr; ++r) m = fmaxf(m, ph[r]);
+    float l = 0.f;
+    for (int64_t r = 0; r < nr; ++r) l += (ph[r] = expf(ph[r] - m));
+    float* ml = a.part_ml + (c * a.heads + h0 + threadIdx.x) * 2;
+    ml[0] = m, ml[1] = l;
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
+    float acc[kHeadGroup];
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h) acc[h] = 0.f;
+#pragma unroll 8
+    for (int64_t r = 0; r < nr; ++r) {
+      const float v = rp[r][i];
+#pragma unroll
+      for (int h = 0; h < kHeadGroup; ++h)
+        if (h < hg) acc[h] = fmaf(pr[h * kAttnChunkWide + r], v, acc[h]);
+    }
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h)
+      if (h < hg) a.part[(c * a.heads + h0 + h) * hd + i] = acc[h];
+  }
+}
+
+
 // One block per head: merges the chunks (rescaled to the global max, the sink joining the
 // denominator), then rotates the output's rope tail back (K == V carried rope). Each chunk's
 // weight exp(m_c - m) is computed once into shared memory.
@@ -286,9 +374,10 @@ void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s, 
 }
 
 void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
-  // One token and exact chunks (at most kMaxChunkRows + 1 rows) see the same 32-row chunks,
-  // so they stay bit-identical; a wide prefill chunk is throughput-bound, where 32-row chunks
-  // doubled the partials it writes and reads (issue #23: 224 vs 96 ms for a 512-row chunk).
+  // One token and exact chunks (at most kMaxChunkRows + 1 rows) run the latency kernel on the
+  // same 32-row chunks, so they stay bit-identical; a wide prefill chunk is throughput-bound:
+  // there the latency kernel cost 224 ms per 512-row chunk against 96 for the wide one (43
+  // layers, H200; 128-row chunks of it still 25 % more), so those keep the wide kernel.
   attend_chunked(a, pos, s, rows, rows.count >= kAttnWideRows ? kAttnChunkWide : kAttnChunk);
 }
 
@@ -299,18 +388,21 @@ void attend_chunked(const AttendArgs& a, const int32_t* pos, cudaStream_t s, con
     throw InputError("deepseek_v4 cuda: attend chunk " + std::to_string(chunk) + " unsupported");
   int hg = kHeadGroup;
   while (a.heads % hg) hg /= 2;
-  // Row groups of the value pass: as many as the block has threads for hd / 4 columns each,
-  // at most one per row of the chunk.
-  const int64_t units = a.hd / 4;
-  const int groups = units > kThreads / 2 ? 1 : int(std::min<int64_t>(kThreads / units, chunk));
-  const int64_t qr = std::max<int64_t>(1, groups - 1) * hg * a.hd;  // q, then the value partials
-  const size_t shm = size_t(qr + int64_t(hg) * chunk) * 4;
-  if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: head_dim " + std::to_string(a.hd) + " too large for attend");
   const dim3 grid(unsigned(a.heads / hg), unsigned((a.max_rows + chunk - 1) / chunk), unsigned(rows.count));
-  if (chunk == kAttnChunk)
+  if (chunk == kAttnChunk) {
+    // Row groups of the value pass: as many as the block has threads for hd / 4 columns
+    // each, at most one per row of the chunk.
+    const int64_t units = a.hd / 4;
+    const int groups = units > kThreads / 2 ? 1 : int(std::min<int64_t>(kThreads / units, chunk));
+    const int64_t qr = std::max<int64_t>(1, groups - 1) * hg * a.hd;  // q, then the value partials
+    const size_t shm = size_t(qr + int64_t(hg) * chunk) * 4;
+    if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: head_dim " + std::to_string(a.hd) + " too large for attend");
     attend_chunk_kernel<kAttnChunk><<<grid, kThreads, shm, s>>>(a, hg, groups, pos, rows.stride);
-  else
-    attend_chunk_kernel<kAttnChunkWide><<<grid, kThreads, shm, s>>>(a, hg, groups, pos, rows.stride);
+  } else {
+    const size_t shm = size_t(hg) * size_t(a.hd + chunk) * 4;
+    if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: head_dim " + std::to_string(a.hd) + " too large for attend");
+    attend_wide_kernel<<<grid, kThreads, shm, s>>>(a, hg, pos, rows.stride);
+  }
   DS4_CUDA_CHECK_LAUNCH();
   const size_t mshm = size_t(a.hd + attend_chunks(a.max_rows)) * 4;
   if (mshm > 48 * 1024) throw InputError("deepseek_v4 cuda: too many attend chunks for max_rows " + std::to_string(a.max_rows));

@@ -59,8 +59,9 @@ struct AttendArgs {
 // decode step's few hundred rows, and one score per lane in the chunk's softmax.
 inline constexpr int64_t kAttnChunk = 32;
 // Chunks of at least kAttnWideRows query rows (tensor-core prefill chunks; never a decode
-// step, verify window or exact chunk) use kAttnChunkWide-row key chunks: fewer partials.
-inline constexpr int64_t kAttnChunkWide = 128;
+// step, verify window or exact chunk) run the throughput kernel over kAttnChunkWide-row key
+// chunks (attention.cu: attend_wide_kernel).
+inline constexpr int64_t kAttnChunkWide = 64;
 inline constexpr int64_t kAttnWideRows = 64;
 // Partial slots for max_rows (sized for the narrow chunks, so enough for the wide ones).
 inline int64_t attend_chunks(int64_t max_rows) { return (max_rows + kAttnChunk - 1) / kAttnChunk; }
