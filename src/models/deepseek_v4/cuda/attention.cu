@@ -73,6 +73,50 @@ __device__ __forceinline__ void to_row(AttendArgs& a, int64_t t, int64_t stride)
   if (a.sel) a.sel += o, a.nsel += o;
 }
 
+// Lane-strided partial dot products of R key rows (k[r]; null: past the chunk, left 0) with
+// the block's hg queries q {hg, hd} in shared memory: d[r][h] over features lane, lane + 32,
+// ... (the caller reduces over the warp). A lane's hd / 32 key values of all R rows are loaded
+// before the products (issue #23: loading one value and using it waited a memory latency per
+// value); each sum runs in feature order, so R changes no result.
+template <int R>
+__device__ __forceinline__ void key_dots(const float* (&k)[R], const float* q, int64_t hd, int hg, int lane,
+                                         float (&d)[R][kHeadGroup]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h) d[r][h] = 0.f;
+  if (hd <= 32 * kKeyRegs) {
+    float kv[R][kKeyRegs];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int j = 0; j < kKeyRegs; ++j) kv[r][j] = k[r] && lane + 32 * j < hd ? __ldg(k[r] + lane + 32 * j) : 0.f;
+#pragma unroll
+    for (int j = 0; j < kKeyRegs; ++j) {
+      const int64_t i = lane + 32 * j;
+      if (i >= hd) break;
+#pragma unroll
+      for (int h = 0; h < kHeadGroup; ++h)
+        if (h < hg) {
+          const float qv = q[h * hd + i];
+#pragma unroll
+          for (int r = 0; r < R; ++r) d[r][h] = fmaf(qv, kv[r][j], d[r][h]);
+        }
+    }
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (!k[r]) continue;
+    for (int64_t i = lane; i < hd; i += 32) {
+      const float v = k[r][i];
+#pragma unroll
+      for (int h = 0; h < kHeadGroup; ++h)
+        if (h < hg) d[r][h] = fmaf(q[h * hd + i], v, d[r][h]);
+    }
+  }
+}
+
 // The value pass of one thread: float4 column u of the rows g, g + groups, ... < nr, weighted
 // by each head's probabilities p {hg, C}, kVBatch rows' loads in flight.
 template <int C>
@@ -138,44 +182,11 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
   const float scale = 1.0f / sqrtf(float(hd));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
   for (int rb = warp * kRowsAtOnce; rb < nr; rb += nw * kRowsAtOnce) {
+    const float* kr[kRowsAtOnce];
+#pragma unroll
+    for (int k = 0; k < kRowsAtOnce; ++k) kr[k] = rb + k < nr ? rp[rb + k] : nullptr;
     float d[kRowsAtOnce][kHeadGroup];
-#pragma unroll
-    for (int k = 0; k < kRowsAtOnce; ++k)
-#pragma unroll
-      for (int h = 0; h < kHeadGroup; ++h) d[k][h] = 0.f;
-    if (hd <= 32 * kKeyRegs) {
-      float kv[kRowsAtOnce][kKeyRegs];
-#pragma unroll
-      for (int k = 0; k < kRowsAtOnce; ++k) {
-        const float* kr = rb + k < nr ? rp[rb + k] : nullptr;
-#pragma unroll
-        for (int j = 0; j < kKeyRegs; ++j) kv[k][j] = kr && lane + 32 * j < hd ? __ldg(kr + lane + 32 * j) : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < kKeyRegs; ++j) {
-        const int64_t i = lane + 32 * j;
-        if (i >= hd) break;
-#pragma unroll
-        for (int h = 0; h < kHeadGroup; ++h)
-          if (h < hg) {
-            const float qv = q[h * hd + i];
-#pragma unroll
-            for (int k = 0; k < kRowsAtOnce; ++k) d[k][h] = fmaf(qv, kv[k][j], d[k][h]);
-          }
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < kRowsAtOnce; ++k) {
-        if (rb + k >= nr) break;
-        const float* kr = rp[rb + k];
-        for (int64_t i = lane; i < hd; i += 32) {
-          const float v = kr[i];
-#pragma unroll
-          for (int h = 0; h < kHeadGroup; ++h)
-            if (h < hg) d[k][h] = fmaf(q[h * hd + i], v, d[k][h]);
-        }
-      }
-    }
+    key_dots<kRowsAtOnce>(kr, q, hd, hg, lane, d);
 #pragma unroll
     for (int k = 0; k < kRowsAtOnce; ++k)
 #pragma unroll
@@ -267,38 +278,14 @@ __global__ void __launch_bounds__(kThreads) attend_wide_kernel(AttendArgs a, int
   __syncthreads();
   const float scale = 1.0f / sqrtf(float(hd));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
-  // A lane's hd / 32 key values are loaded together before the dot products (issue #23: the
-  // loop that loaded one and used it waited a memory latency per value, 16 of them a row at
-  // hd 512); the sums run in the same order as that loop's, so the scores are unchanged.
   for (int64_t r = warp; r < nr; r += nw) {
-    const float* k = rp[r];
-    float d[kHeadGroup];
-#pragma unroll
-    for (int h = 0; h < kHeadGroup; ++h) d[h] = 0.f;
-    if (hd <= 32 * kKeyRegs) {
-      float kv[kKeyRegs];
-#pragma unroll
-      for (int j = 0; j < kKeyRegs; ++j) kv[j] = lane + 32 * j < hd ? k[lane + 32 * j] : 0.f;
-#pragma unroll
-      for (int j = 0; j < kKeyRegs; ++j) {
-        const int64_t i = lane + 32 * j;
-        if (i >= hd) break;
-#pragma unroll
-        for (int h = 0; h < kHeadGroup; ++h)
-          if (h < hg) d[h] = fmaf(q[h * hd + i], kv[j], d[h]);
-      }
-    } else {
-      for (int64_t i = lane; i < hd; i += 32) {
-        const float v = k[i];
-#pragma unroll
-        for (int h = 0; h < kHeadGroup; ++h)
-          if (h < hg) d[h] = fmaf(q[h * hd + i], v, d[h]);
-      }
-    }
+    const float* kr[1] = {rp[r]};
+    float d[1][kHeadGroup];
+    key_dots<1>(kr, q, hd, hg, lane, d);
 #pragma unroll
     for (int h = 0; h < kHeadGroup; ++h)
       if (h < hg) {
-        const float t = warp_reduce(d[h], SumOp{});
+        const float t = warp_reduce(d[0][h], SumOp{});
         if (lane == 0) pr[h * kAttnChunkWide + r] = t * scale;
       }
   }
@@ -376,8 +363,8 @@ void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s, 
 void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   // One token and exact chunks (at most kMaxChunkRows + 1 rows) run the latency kernel on the
   // same 32-row chunks, so they stay bit-identical; a wide prefill chunk is throughput-bound:
-  // there the latency kernel cost 224 ms per 512-row chunk against 96 for the wide one (43
-  // layers, H200; 128-row chunks of it still 25 % more), so those keep the wide kernel.
+  // there the latency kernel cost ~1.7x the wide one per 512-row chunk (32-row chunks; 1.25x
+  // with 128-row ones; H200, bench/results/ds-decode-h200-2026-12-04g), so those keep it.
   attend_chunked(a, pos, s, rows, rows.count >= kAttnWideRows ? kAttnChunkWide : kAttnChunk);
 }
 
