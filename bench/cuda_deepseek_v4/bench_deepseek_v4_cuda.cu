@@ -17,10 +17,12 @@
 // five drafts) against one decode step, and greedy speculative decoding at depth 1, 3, 5 (gate
 // 0, as generate_greedy sets it).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
-//        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S]]
+//        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S]] [--jump N,N]
 //   --batch: continuous batching (batch_table.h) at each stream count after the decode lines,
 //   S timed steps each (default 16), one table per --batch-rows value (CudaModelOptions::
 //   batch_rows, default: the option's default); the verify / draft / prefill tables are skipped.
+//   --jump: decode tok/s (and with --profile the per-op table) at each context N from a state
+//   filled with random caches as if N tokens were consumed (fill_context_for_bench: no prefill).
 //   --prefill: the old path (16-row chunks; only lengths <= --old-max) and then the tensor-core
 //   path (default options) at each --prefill-rows chunk size (default 512; the first at every
 //   length with the canary, the others at the old path's lengths), then the first size with the
@@ -273,11 +275,39 @@ std::vector<double> prefill_table(deepseek_v4::DeepseekV4CudaModel& m, const std
   return out;
 }
 
+// Decode at context `ctx` without its prefill (issue #23's 32K goal; a 32K prefill would cost
+// minutes): a state filled as if ctx tokens were consumed (random caches, fill_context_for_bench),
+// then n greedy tokens with the default options (graphs, side stream), and with `prof` the
+// per-op table of 8 more tokens (direct launches + events).
+void jump_decode(deepseek_v4::DeepseekV4CudaModel& m, int ctx, int n, double roof, bool prof) {
+  m.set_options(deepseek_v4::CudaModelOptions{});
+  auto s = m.new_state();
+  m.fill_context_for_bench(*s, ctx);
+  std::vector<float> l = m.decode(*s, 13);  // graph capture
+  l = m.decode(*s, argmax(l));
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) l = m.decode(*s, argmax(l));
+  const double tps = n / secs(t0, Clock::now());
+  std::printf("\ndecode at context %d (state filled, no prefill): %.2f tok/s, %.3f ms/token, %.1f%% of the roofline\n",
+              ctx, tps, 1e3 / tps, 100 * tps / roof);
+  if (!prof) return;
+  auto c = s->clone();
+  m.set_options(deepseek_v4::CudaModelOptions{false, true});
+  m.reset_op_times();
+  const auto t1 = Clock::now();
+  for (int i = 0; i < 8; ++i) l = m.decode(*c, argmax(l));
+  std::printf("per-op GPU time per decode token at context %d (direct launches + events, 8 tokens; %.3f ms/token "
+              "wall):\n", ctx, 1e3 * secs(t1, Clock::now()) / 8);
+  print_op_times(m, 8, "token");
+  m.set_options(deepseek_v4::CudaModelOptions{});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> pos;
   std::vector<int> prefill_lengths;
+  std::vector<int> jumps;  // --jump N,N: decode at these contexts from filled states (no prefill)
   bool prof = false;
   int old_max = 1 << 30;                 // --old-max N: the old path only at lengths <= N
   std::vector<int> prefill_rows = {512};  // --prefill-rows N,N: the tensor-core path's chunk sizes
@@ -310,6 +340,12 @@ int main(int argc, char** argv) {
       }
     } else if (std::strcmp(argv[i], "--batch-steps") == 0 && i + 1 < argc) {
       batch_steps = std::stoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--jump") == 0 && i + 1 < argc) {
+      for (std::string l = argv[++i]; !l.empty();) {
+        const size_t c = l.find(',');
+        jumps.push_back(std::stoi(l.substr(0, c)));
+        l = c == std::string::npos ? "" : l.substr(c + 1);
+      }
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
       for (std::string l = argv[++i]; !l.empty();) {
         const size_t c = l.find(',');
@@ -323,7 +359,7 @@ int main(int argc, char** argv) {
   if (pos.empty()) {
     std::fprintf(stderr,
                  "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...] "
-                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S]]\n");
+                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S]] [--jump N,N]\n");
     return 2;
   }
   const std::string path = pos[0];
@@ -341,6 +377,7 @@ int main(int argc, char** argv) {
     int longest = np + n + 1024;
     if (!batch.empty()) longest = std::max(longest, np + 2 + batch_steps + 2 * 32 + 64);  // + unbatched rounds
     for (int l : prefill_lengths) longest = std::max(longest, l + 1024);  // + a profiled 512-row chunk
+    for (int j : jumps) longest = std::max(longest, j + n + 64);
     o.max_context = longest;
     const auto t0 = Clock::now();
     deepseek_v4::CudaModelOptions lo;  // the chunk scratch sized for the largest prefill chunk
@@ -445,6 +482,7 @@ int main(int argc, char** argv) {
       m.set_options(deepseek_v4::CudaModelOptions{});
     }
     if (prof) profile(m, *s, l, 8);
+    for (int j : jumps) jump_decode(m, j, n, roof, prof);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 1;

@@ -34,6 +34,8 @@
 //  7. Checkpoints (state_io.cu, dsv4_checkpoint_test.h) after 301 tokens (ring of 16 wrapped,
 //     CSA / HCA windows closed, both open): GPU -> GPU next logits bit-identical, GPU <-> CPU
 //     within kTol, corrupted sections refused with InputError.
+//  9. The split-K attend kernel at the Flash's shapes (64 heads x 512, 640 rows) and a small
+//     head vs a double host reference (dsv4_attend_check.h).
 // When a logits check fails, the per-layer max |diff| of the HC state vs the CPU model is
 // printed for that prompt (direct launches + layer observers), to localize the bug.
 // Usage: test_deepseek_v4_cuda [root] [--quick]   (--quick: p7 and p64 only, for sanitizers)
@@ -55,6 +57,7 @@
 #include "models/deepseek_v4/cuda/model_cuda.h"
 #include "models/deepseek_v4/gguf.h"
 #include "models/deepseek_v4/model.h"
+#include "dsv4_attend_check.h"
 #include "dsv4_checkpoint_test.h"
 #include "test_common.h"
 #include "../unit/deepseek_v4/tc_criterion.h"
@@ -496,6 +499,7 @@ int main(int argc, char** argv) {
       }
     }
     storage_numerics();
+    attend_shapes();
     if (!quick) tiny_gguf(root, *g);
     check(dsv4::tensor_core_rows(tensor_cores()) == kTcRows && dsv4::tensor_core_rows(exact()) == 0,
           "tensor_core_rows: prefill chunks of more than 16 rows by default, none without tensor_cores");

@@ -13,13 +13,12 @@ constexpr int kHcThreads = 1024;
 __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
 
 // Run by the first warp: lane r < n owns row r (softmax, row passes) and column r (column
-// passes), so each sum keeps the CPU's order; phases are separated by __syncwarp.
-__device__ void sinkhorn_split(const float* mix, const float* scale, const float* base, int n, int iters, float eps,
-                               float* pre, float* post, float* comb) {
+// passes), so each sum keeps the CPU's order; phases are separated by __syncwarp. For n > 5
+// (n * n > 32 cells); sinkhorn_split below takes n <= 5 in registers.
+__device__ void sinkhorn_split_shared(const float* mix, const float* scale, const float* base, int n, int iters,
+                                      float eps, float* comb) {
   const int lane = threadIdx.x;
   if (lane < n) {
-    pre[lane] = sigm(mix[lane] * scale[0] + base[lane]) + eps;
-    post[lane] = 2.f * sigm(mix[n + lane] * scale[1] + base[n + lane]);
     const float* cm = mix + 2 * n + lane * n;
     const float* cb = base + 2 * n + lane * n;
     float* row = comb + lane * n;  // softmax over the row, then + eps
@@ -49,6 +48,44 @@ __device__ void sinkhorn_split(const float* mix, const float* scale, const float
     }
     __syncwarp();
   }
+}
+
+// The sum of the n cells of lane `first`, `first + step`, ... of v, in that order (the CPU's).
+__device__ __forceinline__ float gather_sum(float v, int first, int step, int n) {
+  float sum = 0.f;
+  for (int k = 0; k < n; ++k) sum += __shfl_sync(0xffffffffu, v, first + k * step);
+  return sum;
+}
+
+// Run by the first warp (all 32 lanes): pre, post and the Sinkhorn-projected comb {n, n}.
+// n <= 5 (issue #23: the shared-memory form was a serial chain of ~40 passes through shared
+// memory per call): lane r * n + c holds cell (r, c) in a register; a row or column sum
+// gathers its n cells by shuffles and adds them in the CPU's order, then each cell divides
+// by it, as the shared form does, so the results are the same operations in the same order.
+__device__ void sinkhorn_split(const float* mix, const float* scale, const float* base, int n, int iters, float eps,
+                               float* pre, float* post, float* comb) {
+  const int lane = threadIdx.x;
+  if (lane < n) {
+    pre[lane] = sigm(mix[lane] * scale[0] + base[lane]) + eps;
+    post[lane] = 2.f * sigm(mix[n + lane] * scale[1] + base[n + lane]);
+  }
+  if (n * n > 32) {
+    sinkhorn_split_shared(mix, scale, base, n, iters, eps, comb);
+    return;
+  }
+  const bool cell = lane < n * n;
+  const int r = cell ? lane / n : 0, c = cell ? lane % n : 0;  // idle lanes shadow cell (0, 0)
+  float v = mix[2 * n + r * n + c] * scale[2] + base[2 * n + r * n + c];
+  float mx = -INFINITY;
+  for (int k = 0; k < n; ++k) mx = fmaxf(mx, __shfl_sync(0xffffffffu, v, r * n + k));
+  v = expf(v - mx);
+  v = v / gather_sum(v, r * n, 1, n) + eps;
+  for (int it = 0; it < (iters > 1 ? iters : 1); ++it) {  // the CPU always does one column pass
+    if (it > 0) v /= (gather_sum(v, r * n, 1, n) + eps);  // rows (columns come first)
+    v /= (gather_sum(v, c, n, n) + eps);
+  }
+  if (cell) comb[lane] = v;
+  __syncwarp();
 }
 
 // Both passes below read x as float4 when it allows (hidden % 4 == 0, 16-byte aligned) with
@@ -151,11 +188,11 @@ __global__ void __launch_bounds__(kHcThreads) hc_pre_kernel(const float* __restr
   __shared__ float mix[(2 + kMaxHc) * kMaxHc], pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
   const int n = int(dims.n_hc);
   const bool vec = vec4_ok(x, dims.hidden) && vec4_ok(collapsed, dims.hidden);
+  const int m_dim = (2 + n) * n;  // <= 288 < kHcThreads: one mix sum per thread
+  // The mix sums before the norm's loads, so both are in flight together (same arithmetic).
+  const float mix_sum = int(threadIdx.x) < m_dim ? sum_splits(mix_raw + threadIdx.x, dims.mix_splits, m_dim) : 0.f;
   const float r = flat_norm_factor(x, n * dims.hidden, dims.norm_eps, vec);
-  const int m_dim = (2 + n) * n;
-  for (int i = threadIdx.x; i < m_dim; i += blockDim.x) {
-    mix[i] = sum_splits(mix_raw + i, dims.mix_splits, m_dim) * r;
-  }
+  if (int(threadIdx.x) < m_dim) mix[threadIdx.x] = mix_sum * r;
   __syncthreads();
   if (threadIdx.x < 32) {
     sinkhorn_split(mix, scale, base, n, dims.sinkhorn_iters, dims.hc_eps, pre, p_post, p_comb);

@@ -158,7 +158,27 @@ __global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ po
   to_row(a, blockIdx.y, stride);
   const int64_t nh = a.nh, d = a.d, ld = d + 1, visible = (int64_t(*pos) + int64_t(blockIdx.y) + 1) / a.ratio;
   if (int64_t(blockIdx.x) * (blockDim.x / 32) >= visible) return;  // the grid is sized for max_ctx
-  for (int64_t i = threadIdx.x; i < nh * d; i += blockDim.x) sq[(i / d) * ld + i % d] = a.q[i];
+  {  // all heads' queries, kQBatch float4 loads in flight per thread (issue #23: a loop of one
+     // load and one store per value waited a memory latency per iteration, ~32 of them)
+    constexpr int kQBatch = 8;
+    const int n4 = int(nh * d / 4), d4 = int(d / 4);  // d % 4 == 0 (indexer_select checks)
+    const float4* q4 = reinterpret_cast<const float4*>(a.q);
+    for (int i0 = threadIdx.x; i0 < n4; i0 += kQBatch * blockDim.x) {
+      float4 v[kQBatch];
+#pragma unroll
+      for (int j = 0; j < kQBatch; ++j) {
+        const int i = i0 + j * int(blockDim.x);
+        if (i < n4) v[j] = q4[i];
+      }
+#pragma unroll
+      for (int j = 0; j < kQBatch; ++j) {
+        const int i = i0 + j * int(blockDim.x);
+        if (i >= n4) break;
+        float* dst = sq + int64_t(i / d4) * ld + int64_t(i % d4) * 4;
+        dst[0] = v[j].x, dst[1] = v[j].y, dst[2] = v[j].z, dst[3] = v[j].w;
+      }
+    }
+  }
   for (int64_t i = threadIdx.x; i < nh; i += blockDim.x) sq[nh * ld + i] = a.w[i];
   __syncthreads();
   const float score_scale = 1.0f / sqrtf(float(d)), head_scale = 1.0f / sqrtf(float(nh));
@@ -204,8 +224,12 @@ void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, co
   constexpr int kScoreThreads = 256;
   const size_t shm = size_t(a.nh * (a.d + 1) + a.nh + (kScoreThreads / 32) * a.d) * 4;
   if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: indexer queries exceed 48 KiB of shared memory");
+  // One warp per entry up to 512 blocks (4K warps), grid-stride beyond: every block first
+  // copies all heads' queries (32 KiB for the Flash; issue #23). Which warp scores an entry
+  // changes nothing.
+  if (a.d % 4) throw InputError("deepseek_v4 cuda: indexer head_dim " + std::to_string(a.d) + " not a multiple of 4");
   const int64_t blocks = (a.max_entries + 7) / 8;
-  const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 1024 ? 1024 : blocks)), nr);
+  const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 512 ? 512 : blocks)), nr);
   index_score_kernel<<<grid, kScoreThreads, shm, s>>>(a, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
   // sel: the top min(topk, visible) entries ascending (score desc, index asc, as

@@ -55,12 +55,21 @@ struct AttendArgs {
 };
 // Per head: softmax over [window rows, compressed rows, sink] of q.k / sqrt(hd), times the
 // rows (K == V); the output's rope tail is rotated back to position 0 (angle -pos). Computed
-// over chunks of kAttnChunk key rows, then merged.
-inline constexpr int64_t kAttnChunk = 64;
+// over chunks of kAttnChunk key rows, then merged. 32 (issue #23; was 64): more blocks for a
+// decode step's few hundred rows, and one score per lane in the chunk's softmax.
+inline constexpr int64_t kAttnChunk = 32;
+// Chunks of at least kAttnWideRows query rows (tensor-core prefill chunks; never a decode
+// step, verify window or exact chunk) run the throughput kernel over kAttnChunkWide-row key
+// chunks (attention.cu: attend_wide_kernel).
+inline constexpr int64_t kAttnChunkWide = 64;
+inline constexpr int64_t kAttnWideRows = 64;
+// Partial slots for max_rows (sized for the narrow chunks, so enough for the wide ones).
 inline int64_t attend_chunks(int64_t max_rows) { return (max_rows + kAttnChunk - 1) / kAttnChunk; }
 // Rows: q, sel, nsel, part, part_ml, out per row (every row's KV rows and entries must be
 // stored first; row t sees positions <= *pos + t only).
 void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
+// attend() with the key chunk given (kAttnChunk or kAttnChunkWide): tests reach both.
+void attend_chunked(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows, int64_t chunk);
 
 // ---- compressor.cu (compressor.cpp) ----
 struct LaneArgs {

@@ -18,6 +18,7 @@
 #include "backend/cuda/embed.h"
 #include "backend/cuda/graph_step.h"
 #include "backend/cuda/norm.h"
+#include "backend/cuda/synthetic_fill.h"
 #include "core/error.h"
 #include "models/cuda_chunking.h"
 #include "models/cuda_tensor_cores_env.h"
@@ -66,6 +67,7 @@ void DeepseekV4CudaModel::Impl::hc_mix(const DHc& h, const float* x) {
 // hc_pre_f32 sums the partials and applies the flat rmsnorm factor and the input norm.
 void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, const float* x) {
   hc_mix(h, x);
+  mark("hc_mix");  // the profile splits the mix gemv from the split + collapse kernel
   dc::HcDims d = hcd;
   d.mix_splits = h.splits;
   dc::hc_pre_f32(S(sl.mix), h.scale, h.base, d, x, norm, S(sl.col), S(sl.post), S(sl.comb), stream);
@@ -356,6 +358,30 @@ size_t DeepseekV4CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes
 DeepseekV4CudaModel::DecodeBytes DeepseekV4CudaModel::decode_bytes_per_token() const { return impl_->decode_bytes; }
 const std::map<std::string, double>& DeepseekV4CudaModel::op_times() const { return impl_->prof.ms(); }
 void DeepseekV4CudaModel::reset_op_times() { impl_->prof.reset(); }
+
+void DeepseekV4CudaModel::fill_context_for_bench(ModelState& state, int64_t position, uint64_t seed) const {
+  auto& st = dynamic_cast<CudaState&>(state);
+  const Impl& m = *impl_;
+  if (position < 0 || position >= m.lay.max_ctx)
+    throw InputError("deepseek_v4 cuda: bench context " + std::to_string(position) + " outside [0, max_context)");
+  if (st.mtp_on || st.dspark_on) throw InputError("deepseek_v4 cuda: bench context fill on a state with a draft head");
+  // Every byte of the state but the position counter is float caches (step_layout.h): one
+  // F32 "matrix" over the floats before the counter, one over those after it.
+  auto fill = [&](size_t from, size_t to) {
+    if (to <= from) return;
+    WeightMatrix w;
+    w.type = DType::F32, w.rows = 1, w.cols = int64_t((to - from) / 4);
+    w.data = st.buf.as<uint8_t>() + from;
+    dc::fill_random_matrix(w, seed++, 0.5f, m.stream);
+  };
+  fill(0, m.lay.pos);
+  fill(dc::layout_align(m.lay.pos + 4), m.lay.bytes);  // the counter has its own aligned piece
+  const int32_t p = int32_t(position);
+  DS4_CUDA_CHECK(cudaMemcpyAsync(st.buf.as<uint8_t>() + m.lay.pos, &p, 4, cudaMemcpyHostToDevice, m.stream));
+  DS4_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  st.pos = position;
+  st.drop_graphs();
+}
 void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
   if (copt.graphs && impl_->observer) throw Error("deepseek_v4 cuda: the layer observer needs direct launches (graphs off)");
   // The chunk scratch and pinned rows are sized at load: fewer rows are fine, more are not.

@@ -153,6 +153,11 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   // Debugging (direct launches only): called after every layer with its output HC state
   // {hc, hidden} (one token). Throws ds4::Error with graphs on.
   void set_layer_observer(LayerObserver fn);
+  // Bench only (issue #23: decode speed at 32K without a 32K prefill): `state` as if
+  // `position` tokens had been consumed, its caches (window ring, compressor lanes, entries)
+  // random values in [-0.5, 0.5] from `seed`, so a decode step reads and selects over as many
+  // rows as at that context; the tokens are not a real prefix. No draft head on the state.
+  void fill_context_for_bench(ModelState& state, int64_t position, uint64_t seed = 7) const;
   // With CudaModelOptions::profile: milliseconds per op name summed since the last reset.
   const std::map<std::string, double>& op_times() const;
   // Switch graphs / profiling for later steps (states keep graphs already captured).
