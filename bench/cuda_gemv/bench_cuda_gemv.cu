@@ -31,6 +31,7 @@
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/memory.h"
 #include "core/weight.h"
 
@@ -249,6 +250,32 @@ int main(int argc, char** argv) {
       }
     cuda::gemv_set_kernel(3);
     if (profile) return 0;
+    // Threads per block x rows per block (kernel 3; gemv_tuning.h): GB/s, the sweep that sets
+    // the next defaults. R=0: the default (the format's kRows, fewer when the grid is small).
+    std::printf("\nthreads x rows per block, kernel 3 (GB/s)\n%-12s %-26s", "format", "shape");
+    const int sweep_t[] = {128, 64, 32}, sweep_r[] = {0, 2, 4, 8};
+    for (int t : sweep_t)
+      for (int rb : sweep_r) std::printf(" %5s", ("t" + std::to_string(t) + "R" + std::to_string(rb)).c_str());
+    std::printf("\n");
+    for (const Format& f : formats) {
+      if (f.path == cuda::GemvPath::kStaged) continue;
+      for (int si : {0, 3, 6, 7, 8, 10, 11, 12}) {
+        const Shape& s = shapes[si];
+        std::printf("%-12s %-26s", f.label,
+                    (std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what +
+                     (s.batch ? " x" + std::to_string(s.batch) : ""))
+                        .c_str());
+        for (int t : sweep_t)
+          for (int rb : sweep_r) {
+            cuda::gemv_set_threads(t == 128 ? 0 : t);
+            Format g = f;
+            g.rows_per_block = rb;
+            std::printf(" %5.0f", bench_one(g, s, reps, x.as<float>(), y.as<float>(), false).gbps);
+          }
+        cuda::gemv_set_threads(0);
+        std::printf("\n");
+      }
+    }
     // gemv_rows: n input rows over one weight, us and the multiple of one gemv (kernel 3, kAuto).
     std::printf("\ngemv_rows, kernel 3: time of n rows / one gemv of the same weight (bytes floor ~1.0x)\n%-12s %-16s %8s",
                 "format", "shape", "gemv us");

@@ -24,6 +24,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
+#include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/error.h"
 
@@ -475,8 +476,22 @@ void launch_direct(void (*k)(Args, const float*, float*), dim3 blocks, int threa
   DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, a, x, y));
 }
 
+int g_threads = 0;  // gemv_set_threads: 0 = kMaxThreads
+
 int threads_for(int64_t work_items) {  // narrow rows get fewer threads rather than idle ones
-  return int(std::min<int64_t>(kMaxThreads, (work_items + 31) / 32 * 32));
+  const int cap = g_threads ? g_threads : kMaxThreads;
+  return int(std::min<int64_t>(cap, (work_items + 31) / 32 * 32));
+}
+
+// Rows per block when the caller leaves it to us: the format's kRows unless that leaves fewer
+// than ~2 blocks per SM (132 on the H200), e.g. Qwen's 324 x 10240 hyper-connection gemv got
+// 41 blocks of 8 rows; then halve it (down to 1) while the grid is too small. Rows per block
+// change no result (each row is one block's threads over the same units in the same order).
+int auto_rows(int k_rows, int64_t rows, unsigned batch) {
+  constexpr int64_t kMinBlocks = 264;
+  int r = k_rows;
+  while (r > 1 && (rows + r - 1) / r * int64_t(batch) < kMinBlocks) r /= 2;
+  return r;
 }
 
 template <class F, int R, int V>
@@ -497,7 +512,7 @@ void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, b
 template <class F, int V>
 void launch(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, int rows_per_block,
             unsigned batch) {
-  switch (rows_per_block ? rows_per_block : F::kRows) {
+  switch (rows_per_block ? rows_per_block : auto_rows(F::kRows, a.rows, batch)) {
     case 1: return launch_rows<F, 1, V>(a, x, y, stream, staged, batch);
     case 2: return launch_rows<F, 2, V>(a, x, y, stream, staged, batch);
     case 4: return launch_rows<F, 4, V>(a, x, y, stream, staged, batch);
@@ -712,5 +727,13 @@ void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& 
     launch_multi<typename P::F, P::V>(a, ra, x, y, stream, batch);
   });
 }
+
+void gemv_set_threads(int threads) {
+  if (threads != 0 && threads != 32 && threads != 64 && threads != 128)
+    throw InputError("cuda gemv: threads " + std::to_string(threads) + " is not 0, 32, 64 or 128");
+  g_threads = threads;
+}
+
+int gemv_threads() { return g_threads; }
 
 }  // namespace ds4::cuda
