@@ -19,7 +19,7 @@
 // of k+1 rows, decode batches) as a multiple of one gemv of that weight: the bytes floor of n
 // rows is ~1.0x (the weight is read once; x and y are < 1% of it).
 //
-// Usage: bench_cuda_gemv [reps]      the tables
+// Usage: bench_cuda_gemv [reps [--no-sweep]]   the tables (--no-sweep: without the threads x rows sweep)
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
 #include <algorithm>
@@ -179,6 +179,7 @@ int main(int argc, char** argv) {
   try {
     const bool profile = argc > 1 && std::string(argv[1]) == "--profile";
     const int reps = argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
+    const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     cudaDeviceProp prop{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -216,6 +217,10 @@ int main(int argc, char** argv) {
     fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
     std::printf("%-12s %-26s %7s | %-15s | %-15s | %-15s | %-24s | %-15s | %6s\n", "format", "shape", "MiB",
                 "k1 GB/s %copy", "k2 GB/s %copy", "k2 no PDL", "k3 (default) us GB/s %copy", "k3 no PDL", "k3/k2");
+    auto fits = [](const Format& f, const Shape& s) {  // the K-quants and IQ2_XXS: whole 256-weight blocks
+      const bool k_block = f.type == DType::Q4_K || f.type == DType::Q2_K || f.type == DType::IQ2_XXS;
+      return !k_block || s.cols % 256 == 0;
+    };
     auto stageable = [&](const Format& f, const Shape& s) {
       WeightMatrix probe;
       probe.type = f.type, probe.rows = s.rows, probe.cols = s.cols, probe.data = x.get();  // any 16-aligned pointer
@@ -223,6 +228,7 @@ int main(int argc, char** argv) {
     };
     for (const Format& f : formats)
       for (const Shape& s : shapes) {
+        if (!fits(f, s)) continue;
         if (!stageable(f, s)) {
           std::printf("%-12s %lldx%lld: row stride not 16-byte aligned, no staged path\n", f.label, (long long)s.rows,
                       (long long)s.cols);
@@ -252,15 +258,19 @@ int main(int argc, char** argv) {
     if (profile) return 0;
     // Threads per block x rows per block (kernel 3; gemv_tuning.h): GB/s, the sweep that sets
     // the next defaults. R=0: the default (the format's kRows, fewer when the grid is small).
-    std::printf("\nthreads x rows per block, kernel 3 (GB/s)\n%-12s %-26s", "format", "shape");
     const int sweep_t[] = {128, 64, 32}, sweep_r[] = {0, 2, 4, 8};
-    for (int t : sweep_t)
-      for (int rb : sweep_r) std::printf(" %5s", ("t" + std::to_string(t) + "R" + std::to_string(rb)).c_str());
-    std::printf("\n");
+    if (sweep) {
+      std::printf("\nthreads x rows per block, kernel 3 (GB/s)\n%-12s %-26s", "format", "shape");
+      for (int t : sweep_t)
+        for (int rb : sweep_r) std::printf(" %5s", ("t" + std::to_string(t) + "R" + std::to_string(rb)).c_str());
+      std::printf("\n");
+    }
     for (const Format& f : formats) {
+      if (!sweep) break;
       if (f.path == cuda::GemvPath::kStaged) continue;
       for (int si : {0, 3, 6, 7, 8, 10, 11, 12}) {
         const Shape& s = shapes[si];
+        if (!fits(f, s)) continue;
         std::printf("%-12s %-26s", f.label,
                     (std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what +
                      (s.batch ? " x" + std::to_string(s.batch) : ""))

@@ -483,14 +483,25 @@ int threads_for(int64_t work_items) {  // narrow rows get fewer threads rather t
   return int(std::min<int64_t>(cap, (work_items + 31) / 32 * 32));
 }
 
-// Rows per block when the caller leaves it to us: the format's kRows unless that leaves fewer
-// than ~2 blocks per SM (132 on the H200), e.g. Qwen's 324 x 10240 hyper-connection gemv got
-// 41 blocks of 8 rows; then halve it (down to 1) while the grid is too small. Rows per block
-// change no result (each row is one block's threads over the same units in the same order).
-int auto_rows(int k_rows, int64_t rows, unsigned batch) {
+// Rows per block when the caller leaves it to us: the format's kRows, halved down to
+// kMinAutoRows while the grid has fewer than ~2 blocks per SM (132 on the H200). H200 sweep
+// (bench/results/gemv-h200-2026-12-04g): 2048x4096 at R=4 vs 8: Q8_0 +30%, Q2_K +50%, MLX q4
+// +29%, Q4_K +6%, but BF16/F16 -7..10% and IQ2_XXS -12%; 324x10240 at R=4 vs 8: Q2_K +52%,
+// MLX q4 +22%, BF16 -20%; R=1 and 2 lost there. So only the decoded formats shrink, and not
+// below 4. Rows per block change no result (each row is one block's threads over the same
+// units in the same order), so gemv_rows still equals gemv.
+template <class F>
+constexpr int kMinAutoRows =
+    std::is_same_v<F, F32> || std::is_same_v<F, Half16<true>> || std::is_same_v<F, Half16<false>> ||
+            std::is_same_v<F, IQ2_XXS>
+        ? F::kRows
+        : 4;
+
+template <class F>
+int auto_rows(int64_t rows, unsigned batch) {
   constexpr int64_t kMinBlocks = 264;
-  int r = k_rows;
-  while (r > 1 && (rows + r - 1) / r * int64_t(batch) < kMinBlocks) r /= 2;
+  int r = F::kRows;
+  while (r > kMinAutoRows<F> && (rows + r - 1) / r * int64_t(batch) < kMinBlocks) r /= 2;
   return r;
 }
 
@@ -512,7 +523,7 @@ void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, b
 template <class F, int V>
 void launch(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, int rows_per_block,
             unsigned batch) {
-  switch (rows_per_block ? rows_per_block : auto_rows(F::kRows, a.rows, batch)) {
+  switch (rows_per_block ? rows_per_block : auto_rows<F>(a.rows, batch)) {
     case 1: return launch_rows<F, 1, V>(a, x, y, stream, staged, batch);
     case 2: return launch_rows<F, 2, V>(a, x, y, stream, staged, batch);
     case 4: return launch_rows<F, 4, V>(a, x, y, stream, staged, batch);
