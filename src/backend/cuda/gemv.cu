@@ -82,14 +82,15 @@ struct HasXMap : std::false_type {};
 template <class F>
 struct HasXMap<F, std::void_t<decltype(&F::x_float4)>> : std::true_type {};
 
+// Formats without a map keep the pointer form of kernel 2 (one base, constant offsets).
 template <class F>
 __device__ __forceinline__ void load_x(const float* __restrict__ x, int64_t unit, float (&xv)[kUnit]) {
-  const float4* xp = reinterpret_cast<const float4*>(x);
+  const float4* xp = reinterpret_cast<const float4*>(HasXMap<F>::value ? x : x + unit * kUnit);
 #pragma unroll
   for (int i = 0; i < kUnit / 4; ++i) {
-    int64_t at = unit * (kUnit / 4) + i;
-    if constexpr (HasXMap<F>::value) at = F::x_float4(unit, i);
-    const float4 f = __ldg(xp + at);
+    float4 f;
+    if constexpr (HasXMap<F>::value) f = __ldg(xp + F::x_float4(unit, i));
+    else f = __ldg(xp + i);
     xv[4 * i] = f.x, xv[4 * i + 1] = f.y, xv[4 * i + 2] = f.z, xv[4 * i + 3] = f.w;
   }
 }
