@@ -8,12 +8,18 @@
 // CUDA graph (decode runs as a graph too) and replayed; the median of the replays is
 // reported per launch.
 //
-// Each case runs under both GEMV kernel generations (cuda::gemv_set_kernel: 1 = the kernels
-// of 2026-12-01, 2 = the current default) side by side, with k2/k1 the speed-up. The "x6
-// experts" shapes are the routed-expert launches of DeepSeek V4 Flash (gemv_batched over 6
-// expert ids: gate|up 4096x4096, down 4096x2048).
+// Each case runs under the three GEMV kernel generations (cuda::gemv_set_kernel: 1 = the
+// kernels of 2026-12-01, 2 = those of 2026-12-04b, 3 = the current default) side by side, and
+// kernels 2 and 3 again with PDL off (cuda::gemv_set_pdl(false): plain launches), with k3/k2
+// the speed-up. The "xN" shapes are routed-expert launches (gemv_batched over N expert ids):
+// DeepSeek V4 Flash x6 (gate|up 4096x4096, down 4096x2048), GLM 5.x Flash x8 (the same
+// shapes), Qwen3.8 Flash Next x10 (gate|up 1280x2560, down 2560x640); "qwen hc" is Qwen's
+// hyper-connection down+inject (324 x 10240).
+// Then gemv_rows (kernel 3): the time of n = 1..8 input rows over one weight (verify windows
+// of k+1 rows, decode batches) as a multiple of one gemv of that weight: the bytes floor of n
+// rows is ~1.0x (the weight is read once; x and y are < 1% of it).
 //
-// Usage: bench_cuda_gemv [reps]      the table
+// Usage: bench_cuda_gemv [reps [--no-sweep]]   the tables (--no-sweep: without the threads x rows sweep)
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
 #include <algorithm>
@@ -25,6 +31,7 @@
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/memory.h"
 #include "core/weight.h"
 
@@ -61,7 +68,8 @@ struct Row {
   double mib, us, gbps;
 };
 
-Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* y, bool profile) {
+// n_rows > 0: gemv_rows over n_rows input rows (x rows of cols floats, y rows of rows floats).
+Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* y, bool profile, int n_rows = 0) {
   WeightMatrix w;
   w.type = f.type;
   w.rows = s.rows;
@@ -94,7 +102,11 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   }
   auto launch = [&](cudaStream_t st) {
     const cuda::GemvOptions o{f.path, f.rows_per_block};
-    if (s.batch > 0)
+    if (n_rows > 0) {
+      cuda::GemvRows r;
+      r.n = n_rows, r.x_row = s.cols, r.y_row = s.rows;
+      cuda::gemv_rows(w, x, y, r, st);
+    } else if (s.batch > 0)
       cuda::gemv_batched(w, x, y, cuda::GemvBatch{s.batch, ids.as<int32_t>(), data_bytes, sb_bytes, 0, s.rows}, st, o);
     else
       cuda::gemv(w, x, y, st, o);
@@ -157,6 +169,7 @@ int main(int argc, char** argv) {
   try {
     const bool profile = argc > 1 && std::string(argv[1]) == "--profile";
     const int reps = argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
+    const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     cudaDeviceProp prop{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -183,50 +196,104 @@ int main(int argc, char** argv) {
                             {4096, 2048, "expert down"},
                             {16384, 8192, "large"},  // kernel-bound: launch gaps amortized
                             {4096, 4096, "gate|up", 6},
-                            {4096, 2048, "down", 6}};
-    cuda::DeviceBuffer x(sizeof(float) * 8192, "bench x"), y(sizeof(float) * 65536, "bench y");
+                            {4096, 2048, "down", 6},
+                            {4096, 4096, "glm gate|up", 8},
+                            {4096, 2048, "glm down", 8},
+                            {1280, 2560, "qwen gate|up", 10},
+                            {2560, 640, "qwen down", 10},
+                            {324, 10240, "qwen hc"}};
+    constexpr int kMaxN = 8;
+    cuda::DeviceBuffer x(sizeof(float) * 16384 * kMaxN, "bench x"), y(sizeof(float) * 65536 * kMaxN, "bench y");
     fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
-    std::printf("%-12s %-25s %8s | %-27s | %-27s | %6s\n", "format", "shape", "MiB", "kernel 1: us GB/s %copy",
-                "kernel 2: us GB/s %copy", "k2/k1");
+    std::printf("%-12s %-26s %7s | %-15s | %-15s | %-15s | %-24s | %-15s | %6s\n", "format", "shape", "MiB",
+                "k1 GB/s %copy", "k2 GB/s %copy", "k2 no PDL", "k3 (default) us GB/s %copy", "k3 no PDL", "k3/k2");
+    auto fits = [](const Format& f, const Shape& s) {  // the K-quants and IQ2_XXS: whole 256-weight blocks
+      const bool k_block = f.type == DType::Q4_K || f.type == DType::Q2_K || f.type == DType::IQ2_XXS;
+      return !k_block || s.cols % 256 == 0;
+    };
+    auto stageable = [&](const Format& f, const Shape& s) {
+      WeightMatrix probe;
+      probe.type = f.type, probe.rows = s.rows, probe.cols = s.cols, probe.data = x.get();  // any 16-aligned pointer
+      return f.path != cuda::GemvPath::kStaged || cuda::gemv_can_stage(probe);
+    };
     for (const Format& f : formats)
       for (const Shape& s : shapes) {
-        WeightMatrix probe;
-        probe.type = f.type, probe.rows = s.rows, probe.cols = s.cols, probe.data = x.get();  // any 16-aligned pointer
-        if (f.path == cuda::GemvPath::kStaged && !cuda::gemv_can_stage(probe)) {
+        if (!fits(f, s)) continue;
+        if (!stageable(f, s)) {
           std::printf("%-12s %lldx%lld: row stride not 16-byte aligned, no staged path\n", f.label, (long long)s.rows,
                       (long long)s.cols);
           continue;
         }
-        if (profile && s.rows != s.cols && s.rows != 16384) continue;
-        Row r[2];
-        for (int k = 1; k <= 2; ++k) {
-          if (profile && k == 1) continue;  // ncu: the current kernel only
-          cuda::gemv_set_kernel(k);
-          r[k - 1] = bench_one(f, s, reps, x.as<float>(), y.as<float>(), profile);
+        if (profile) {  // ncu: the default kernel only
+          if (s.rows != s.cols && s.rows != 16384) continue;
+          cuda::gemv_set_kernel(3);
+          bench_one(f, s, reps, x.as<float>(), y.as<float>(), true);
+          continue;
         }
-        if (profile) continue;
-        std::printf("%-12s %-25s %8.2f | %8.2f %8.0f %8.1f%% | %8.2f %8.0f %8.1f%% | %5.2fx\n", r[1].label.c_str(),
-                    r[1].shape.c_str(), r[1].mib, r[0].us, r[0].gbps, 100.0 * r[0].gbps / bw.copy_gbps, r[1].us,
-                    r[1].gbps, 100.0 * r[1].gbps / bw.copy_gbps, r[1].gbps / r[0].gbps);
+        struct Col { int kernel; bool pdl; };
+        const Col cols[] = {{1, true}, {2, true}, {2, false}, {3, true}, {3, false}};
+        Row r[5];
+        for (int c = 0; c < 5; ++c) {
+          cuda::gemv_set_kernel(cols[c].kernel);
+          cuda::gemv_set_pdl(cols[c].pdl);
+          r[c] = bench_one(f, s, reps, x.as<float>(), y.as<float>(), false);
+        }
+        cuda::gemv_set_pdl(true);
+        auto pct = [&](const Row& q) { return 100.0 * q.gbps / bw.copy_gbps; };
+        std::printf("%-12s %-26s %7.2f | %6.0f %6.1f%% | %6.0f %6.1f%% | %6.0f %6.1f%% | %7.2f %6.0f %7.1f%% | %6.0f %6.1f%% | %5.2fx\n",
+                    r[3].label.c_str(), r[3].shape.c_str(), r[3].mib, r[0].gbps, pct(r[0]), r[1].gbps, pct(r[1]),
+                    r[2].gbps, pct(r[2]), r[3].us, r[3].gbps, pct(r[3]), r[4].gbps, pct(r[4]), r[3].gbps / r[1].gbps);
       }
-    cuda::gemv_set_kernel(2);
+    cuda::gemv_set_kernel(3);
     if (profile) return 0;
-    // Rows per thread block, the main tuning knob: GB/s for each choice.
-    std::printf("\nrows per block sweep, kernel 2 (GB/s; default: the format's kRows)\n%-12s %-22s %8s %8s %8s %8s %8s\n",
-                "format", "shape", "default", "R=1", "R=2", "R=4", "R=8");
-    for (const Format& f : formats)
-      for (const Shape& s : {shapes[0], shapes[6], shapes[7]}) {
-        WeightMatrix probe;
-        probe.type = f.type, probe.rows = s.rows, probe.cols = s.cols, probe.data = x.get();
-        if (f.path == cuda::GemvPath::kStaged && !cuda::gemv_can_stage(probe)) continue;
-        std::printf("%-12s %-22s", f.label, (std::to_string(s.rows) + "x" + std::to_string(s.cols) + (s.batch ? " x" + std::to_string(s.batch) : "")).c_str());
-        for (int rb : {0, 1, 2, 4, 8}) {
-          Format g = f;
-          g.rows_per_block = rb;
-          std::printf(" %8.0f", bench_one(g, s, reps, x.as<float>(), y.as<float>(), false).gbps);
+    // Threads per block x rows per block (kernel 3; gemv_tuning.h): GB/s, the sweep that sets
+    // the next defaults. R=0: the default (the format's kRows, fewer when the grid is small).
+    const int sweep_t[] = {128, 64, 32}, sweep_r[] = {0, 2, 4, 8};
+    if (sweep) {
+      std::printf("\nthreads x rows per block, kernel 3 (GB/s)\n%-12s %-26s", "format", "shape");
+      for (int t : sweep_t)
+        for (int rb : sweep_r) std::printf(" %5s", ("t" + std::to_string(t) + "R" + std::to_string(rb)).c_str());
+      std::printf("\n");
+    }
+    for (const Format& f : formats) {
+      if (!sweep) break;
+      if (f.path == cuda::GemvPath::kStaged) continue;
+      for (int si : {0, 3, 6, 7, 8, 10, 11, 12}) {
+        const Shape& s = shapes[si];
+        if (!fits(f, s)) continue;
+        std::printf("%-12s %-26s", f.label,
+                    (std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what +
+                     (s.batch ? " x" + std::to_string(s.batch) : ""))
+                        .c_str());
+        for (int t : sweep_t)
+          for (int rb : sweep_r) {
+            cuda::gemv_set_threads(t == 128 ? 0 : t);
+            Format g = f;
+            g.rows_per_block = rb;
+            std::printf(" %5.0f", bench_one(g, s, reps, x.as<float>(), y.as<float>(), false).gbps);
+          }
+        cuda::gemv_set_threads(0);
+        std::printf("\n");
+      }
+    }
+    // gemv_rows: n input rows over one weight, us and the multiple of one gemv (kernel 3, kAuto).
+    std::printf("\ngemv_rows, kernel 3: time of n rows / one gemv of the same weight (bytes floor ~1.0x)\n%-12s %-16s %8s",
+                "format", "shape", "gemv us");
+    for (int n = 1; n <= kMaxN; ++n) std::printf("  n=%d      ", n);
+    std::printf("\n");
+    for (const Format& f : formats) {
+      if (f.path == cuda::GemvPath::kStaged) continue;  // gemv_rows reads directly
+      for (const Shape& s : {shapes[0], shapes[5], Shape{2048, 4096, "expert"}}) {
+        const Row one = bench_one(f, s, reps, x.as<float>(), y.as<float>(), false);
+        std::printf("%-12s %-16s %8.2f", f.label,
+                    (std::to_string(s.rows) + "x" + std::to_string(s.cols)).c_str(), one.us);
+        for (int n = 1; n <= kMaxN; ++n) {
+          const Row rn = bench_one(f, s, reps, x.as<float>(), y.as<float>(), false, n);
+          std::printf(" %6.1f %4.2fx", rn.us, rn.us / one.us);
         }
         std::printf("\n");
       }
+    }
   } catch (const std::exception& e) {
     std::printf("FATAL: %s\n", e.what());
     return 2;

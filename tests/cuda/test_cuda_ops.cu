@@ -584,10 +584,10 @@ int main(int argc, char** argv) {
     // spans, every format), the same checks.
     const int64_t big_rows = small ? 8 : 1024, wide_rows = small ? 3 : 64;
     const DType blockwise[] = {DType::BF16, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q2_K, DType::IQ2_XXS};
-    // Every GEMV check under both kernel generations (cuda::gemv_set_kernel): 2, the default,
-    // then 1, the fallback (DS4_GEMV_KERNEL=1).
+    // Every GEMV check under each kernel generation (cuda::gemv_set_kernel): 3, the default,
+    // then 2 and 1 (DS4_GEMV_KERNEL=2 / 1).
     const int default_kernel = cuda::gemv_kernel();
-    for (int kernel : {2, 1}) {
+    for (int kernel : {3, 2, 1}) {
       cuda::gemv_set_kernel(kernel);
       g_rows_bitwise = g_rows_checked = 0;
       std::printf("-- GEMV kernel %d\n", kernel);
@@ -609,11 +609,13 @@ int main(int argc, char** argv) {
       test_gemv_batched(DType::BF16, 8, 96, 192);
       test_gemv_batched(DType::BF16, 8, 192, 48);
       test_gemv_batched(DType::Q8_0, 6, 64, 256);
+      test_gemv_batched(DType::Q2_K, 6, 64, 512);  // the routed-expert formats
+      test_gemv_batched(DType::IQ2_XXS, 6, 64, 512);
       test_gemv_batched(DType::F32, 5, 24, 32);
-      // Multi-row gemv: every format, n across the 4 / 8 / 16 kernels, tails of rows.
-      for (DType t : blockwise)
-        for (int n : {1, 2, 3, 5, 8, 13, 16}) test_gemv_rows(t, 77, small ? 512 : 2048, n);
-      for (int n : {2, 7, 16}) {
+      // Multi-row gemv: every format, n = 1..8 (verify windows, decode batches) and across the
+      // 4 / 8 / 16 kernels, tails of rows.
+      for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 13, 16}) {
+        for (DType t : blockwise) test_gemv_rows(t, 77, small ? 512 : 2048, n);
         test_gemv_rows(DType::MLX_Q4, 45, 768, n);
         test_gemv_rows(DType::MLX_Q8, 45, 768, n, DType::BF16);
         test_gemv_rows(DType::F32, 33, 768, n);
@@ -623,6 +625,8 @@ int main(int argc, char** argv) {
       test_gemv_rows_grouped(DType::BF16, 8, 96, 256);
       test_gemv_rows_grouped(DType::Q8_0, 6, 64, 256);
       test_gemv_rows_grouped(DType::Q4_K, 4, 40, 512);
+      test_gemv_rows_grouped(DType::Q2_K, 4, 40, 512);
+      test_gemv_rows_grouped(DType::IQ2_XXS, 4, 40, 512);
       test_gemv_rows_grouped(DType::F32, 5, 24, 48);
       std::printf("gemv_rows (kernel %d): %d of %d comparisons bit-identical to gemv/direct\n", kernel, g_rows_bitwise,
                   g_rows_checked);

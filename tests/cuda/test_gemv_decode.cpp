@@ -123,9 +123,46 @@ void check_q8_load() {
   std::printf("Q8_0 load_global2 PASS (64 units, both alignments)\n");
 }
 
+// Q2_KC (kernel 3's coalesced Q2_K read) is a permutation of Q2_K's units: weight j of plane
+// s in unit 8b + 4h + k must be Q2_K's weight 8k + j of unit 8b + 4h + s, and x_float4 must
+// point at that weight's column (read back through dot with one-hot x).
+void check_q2kc_map() {
+  alignas(16) uint8_t buf[84 * 3];
+  int bad = 0;
+  for (int trial = 0; trial < 200 && !bad; ++trial) {
+    for (auto& b : buf) b = uint8_t(g_rng());
+    for (int b = 0; b < 3; ++b) buf[84 * b + 81] &= 0x3b, buf[84 * b + 83] &= 0x3b;  // finite d, dmin
+    for (int u = 0; u < 24 && !bad; ++u) {
+      const int blk = u >> 3, h = (u >> 2) & 1, k = u & 3;
+      const auto rc = Q2_KC::load<FromShared>(Args{}, buf, 0, u);
+      for (int s = 0; s < 4; ++s) {
+        const int old_unit = 8 * blk + 4 * h + s;
+        const auto rq = Q2_K::load<FromShared>(Args{}, buf, 0, old_unit);
+        for (int j = 0; j < 8; ++j) {
+          float e1[kUnit] = {}, e2[kUnit] = {};
+          e1[8 * s + j] = 1.f;
+          e2[8 * k + j] = 1.f;
+          const float wc = Q2_KC::dot(rc, u, e1, nullptr), wq = Q2_K::dot(rq, old_unit, e2, nullptr);
+          const int64_t col = 4 * Q2_KC::x_float4(u, (8 * s + j) / 4) + j % 4, want_col = 256 * blk + 128 * h + 32 * s + 8 * k + j;
+          if (!(wc == wq) || col != want_col) {
+            std::printf("Q2_KC map FAIL unit %d plane %d j %d: %.9g vs Q2_K %.9g, column %lld vs %lld\n", u, s, j, wc, wq,
+                        (long long)col, (long long)want_col);
+            ++bad;
+            break;
+          }
+        }
+      }
+    }
+  }
+  g_fail += bad;
+  if (!bad) std::printf("Q2_KC map PASS (200 x 3 blocks: every weight = Q2_K's, x columns match)\n");
+}
+
 }  // namespace
 
 int main() {
+  check_q2kc_map();
+  check<Q2_KC>("Q2_KC", 16);
   check_q8_load();
   check<Q8_0>("Q8_0", 64);
   check<Q4_K>("Q4_K", 16);

@@ -11,9 +11,11 @@
 //   many sectors per warp instruction; instead each warp copies a span of whole blocks of
 //   its kRows rows into shared memory with coalesced 16-byte loads, then decodes there.
 //   Only on request (GemvPath::kStaged) under kernel 2; kernel 1 also took it for kAuto.
-// Two kernel generations (gemv_set_kernel, DS4_GEMV_KERNEL): 2 (default) decodes with the
-// formats' dot2 (no int->float conversions), reads Q8_0 with 4-byte loads and issues IQ2_XXS
-// loads ahead; 1 is the 2026-12-01 code, kept as the fallback and for side-by-side benches.
+// Three kernel generations (gemv_set_kernel, DS4_GEMV_KERNEL): 2 decodes with the formats'
+// dot2 (no int->float conversions), reads Q8_0 with 4-byte loads and issues IQ2_XXS loads
+// ahead; 3 (default) is 2 with Q2_K read coalesced (Q2_KC) and IQ2_XXS through kernel 1's
+// dot (visit_format); 1 is the 2026-12-01 code, kept as the fallback and for side-by-side
+// benches. The staged kernel decodes with the generation's dot too (dot2 under 2 and 3).
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -22,6 +24,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
+#include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/error.h"
 
@@ -48,13 +51,14 @@ void gemv_set_pdl(bool on) { g_pdl = on ? 1 : 0; }
 int gemv_kernel() {
   if (g_kernel == 0) {
     const char* e = std::getenv("DS4_GEMV_KERNEL");
-    g_kernel = e && std::string(e) == "1" ? 1 : 2;
+    const std::string v = e ? e : "";
+    g_kernel = v == "1" ? 1 : v == "2" ? 2 : 3;
   }
   return g_kernel;
 }
 
 void gemv_set_kernel(int version) {
-  if (version != 1 && version != 2) throw InputError("cuda gemv: kernel " + std::to_string(version) + " is not 1 or 2");
+  if (version < 1 || version > 3) throw InputError("cuda gemv: kernel " + std::to_string(version) + " is not 1, 2 or 3");
   g_kernel = version;
 }
 
@@ -72,11 +76,21 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// A format whose units are not 32 consecutive weights (Q2_KC) says where each float4 of x is.
+template <class F, class = void>
+struct HasXMap : std::false_type {};
+template <class F>
+struct HasXMap<F, std::void_t<decltype(&F::x_float4)>> : std::true_type {};
+
+// Formats without a map keep the pointer form of kernel 2 (one base, constant offsets).
+template <class F>
 __device__ __forceinline__ void load_x(const float* __restrict__ x, int64_t unit, float (&xv)[kUnit]) {
-  const float4* xp = reinterpret_cast<const float4*>(x + unit * kUnit);
+  const float4* xp = reinterpret_cast<const float4*>(HasXMap<F>::value ? x : x + unit * kUnit);
 #pragma unroll
   for (int i = 0; i < kUnit / 4; ++i) {
-    const float4 f = __ldg(xp + i);
+    float4 f;
+    if constexpr (HasXMap<F>::value) f = __ldg(xp + F::x_float4(unit, i));
+    else f = __ldg(xp + i);
     xv[4 * i] = f.x, xv[4 * i + 1] = f.y, xv[4 * i + 2] = f.z, xv[4 * i + 3] = f.w;
   }
 }
@@ -252,14 +266,14 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const 
   };
   direct_loop<F, R, V, true>(a, row0, book, wait, [&](const typename F::Raw (&raw)[R], int64_t u) {
     float xv[kUnit];
-    load_x(x, u, xv);
+    load_x<F>(x, u, xv);
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] += dot_v<V, F>(raw[r], u, xv, book.get());
   });
   block_finish<R>(acc, row0, a.rows, y);
 }
 
-template <class F, int R>
+template <class F, int R, int V>
 __global__ void __launch_bounds__(kMaxThreads) gemv_staged_kernel(Args a, const float* __restrict__ x,
                                                                  float* __restrict__ y) {
   constexpr int kSpanBytes = F::kSpanBlocks * F::kBlockBytes;
@@ -305,11 +319,11 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_staged_kernel(Args a, const 
     __syncwarp();
     for (int j = lane; j < n_units; j += 32) {  // j: unit inside the span (spans start on blocks)
       float xv[kUnit];
-      load_x(x, u0 + j, xv);
+      load_x<F>(x, u0 + j, xv);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const auto raw = F::template load<FromShared>(a, reinterpret_cast<const uint8_t*>(stage[warp][r]), 0, j);
-        acc[r] += F::dot(raw, j, xv, book.get());
+        acc[r] += dot_v<V, F>(raw, j, xv, book.get());
       }
     }
     __syncwarp();  // the next span overwrites this warp's stage
@@ -388,7 +402,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
     for (int i = 0; i < N; ++i) {
       if (i >= n) break;
       float xv[kUnit];
-      load_x(x + xo[i], u, xv);
+      load_x<F>(x + xo[i], u, xv);
 #pragma unroll
       for (int r = 0; r < R; ++r) acc[r][i] += dot_v<V, F>(raw[r], u, xv, book.get());
     }
@@ -463,34 +477,58 @@ void launch_direct(void (*k)(Args, const float*, float*), dim3 blocks, int threa
   DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, a, x, y));
 }
 
+int g_threads = 0;  // gemv_set_threads: 0 = kMaxThreads
+
 int threads_for(int64_t work_items) {  // narrow rows get fewer threads rather than idle ones
-  return int(std::min<int64_t>(kMaxThreads, (work_items + 31) / 32 * 32));
+  const int cap = g_threads ? g_threads : kMaxThreads;
+  return int(std::min<int64_t>(cap, (work_items + 31) / 32 * 32));
 }
 
-template <class F, int R>
+// Rows per block when the caller leaves it to us: the format's kRows, halved down to
+// kMinAutoRows while the grid has fewer than ~2 blocks per SM (132 on the H200). H200 sweep
+// (bench/results/gemv-h200-2026-12-04g): 2048x4096 at R=4 vs 8: Q8_0 +30%, Q2_K +50%, MLX q4
+// +29%, Q4_K +6%, but BF16/F16 -7..10% and IQ2_XXS -12%; 324x10240 at R=4 vs 8: Q2_K +52%,
+// MLX q4 +22%, BF16 -20%; R=1 and 2 lost there. So only the decoded formats shrink, and not
+// below 4. Rows per block change no result (each row is one block's threads over the same
+// units in the same order), so gemv_rows still equals gemv.
+template <class F>
+constexpr int kMinAutoRows =
+    std::is_same_v<F, F32> || std::is_same_v<F, Half16<true>> || std::is_same_v<F, Half16<false>> ||
+            std::is_same_v<F, IQ2_XXS>
+        ? F::kRows
+        : 4;
+
+template <class F>
+int auto_rows(int64_t rows, unsigned batch) {
+  constexpr int64_t kMinBlocks = 264;
+  int r = F::kRows;
+  while (r > kMinAutoRows<F> && (rows + r - 1) / r * int64_t(batch) < kMinBlocks) r /= 2;
+  return r;
+}
+
+template <class F, int R, int V>
 void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, unsigned batch) {
   const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
   const int64_t units = a.cols / kUnit;
   if constexpr (F::kSpanBlocks > 0) {
     if (staged) {
       constexpr int64_t span_units = F::kSpanBlocks * F::kUnitsPerBlock;
-      gemv_staged_kernel<F, R><<<blocks, threads_for((units + span_units - 1) / span_units * 32), 0, stream>>>(a, x, y);
+      gemv_staged_kernel<F, R, V><<<blocks, threads_for((units + span_units - 1) / span_units * 32), 0, stream>>>(a, x, y);
       DS4_CUDA_CHECK_LAUNCH();
       return;
     }
   }
-  if (gemv_kernel() == 1) launch_direct(gemv_direct_kernel<F, R, 1>, blocks, threads_for(units), stream, a, x, y);
-  else launch_direct(gemv_direct_kernel<F, R, 2>, blocks, threads_for(units), stream, a, x, y);
+  launch_direct(gemv_direct_kernel<F, R, V>, blocks, threads_for(units), stream, a, x, y);
 }
 
-template <class F>
+template <class F, int V>
 void launch(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, int rows_per_block,
-            unsigned batch = 1) {
-  switch (rows_per_block ? rows_per_block : F::kRows) {
-    case 1: return launch_rows<F, 1>(a, x, y, stream, staged, batch);
-    case 2: return launch_rows<F, 2>(a, x, y, stream, staged, batch);
-    case 4: return launch_rows<F, 4>(a, x, y, stream, staged, batch);
-    case 8: return launch_rows<F, 8>(a, x, y, stream, staged, batch);
+            unsigned batch) {
+  switch (rows_per_block ? rows_per_block : auto_rows<F>(a.rows, batch)) {
+    case 1: return launch_rows<F, 1, V>(a, x, y, stream, staged, batch);
+    case 2: return launch_rows<F, 2, V>(a, x, y, stream, staged, batch);
+    case 4: return launch_rows<F, 4, V>(a, x, y, stream, staged, batch);
+    case 8: return launch_rows<F, 8, V>(a, x, y, stream, staged, batch);
     default: throw InputError("cuda gemv: rows_per_block " + std::to_string(rows_per_block) + " is not 0, 1, 2, 4 or 8");
   }
 }
@@ -553,6 +591,45 @@ void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream) 
 
 namespace {
 
+// A weight's decoder (format struct) and arithmetic generation (V: 1 = dot, 2 = dot2).
+template <class Fmt, int Gen>
+struct Pick {
+  using F = Fmt;
+  static constexpr int V = Gen;
+};
+
+template <class F, class Fn>
+void with_gen(int v, Fn& fn) {
+  if (v == 1) fn(Pick<F, 1>{});
+  else fn(Pick<F, 2>{});
+}
+
+// The one place that maps a weight and the kernel generation (gemv_kernel) to its decoder:
+// gemv, gemv_batched and gemv_rows all go through it, so a row of gemv_rows is decoded and
+// summed exactly as gemv's. Kernel 3 is kernel 2 with Q2_K read coalesced (Q2_KC: other
+// units, so another summation order than kernel 2) and IQ2_XXS decoded the kernel-1 way (dot:
+// faster than dot2 on every H200 expert shape, cuda-decode-h200-2026-12-04b). `staged` keeps
+// Q2_K's units (the staged spans are whole blocks of them).
+template <class Fn>
+void visit_format(const WeightMatrix& w, bool staged, Fn&& fn) {
+  const int k = gemv_kernel(), v = k == 1 ? 1 : 2;
+  const bool bf16s = w.scale_type == DType::BF16;
+  switch (w.type) {
+    case DType::F32: return with_gen<F32>(v, fn);
+    case DType::BF16: return with_gen<Half16<true>>(v, fn);
+    case DType::F16: return with_gen<Half16<false>>(v, fn);
+    case DType::Q8_0: return with_gen<Q8_0>(v, fn);
+    case DType::Q4_K: return with_gen<Q4_K>(v, fn);
+    case DType::Q2_K:
+      if (k == 3 && !staged) return fn(Pick<Q2_KC, 2>{});
+      return with_gen<Q2_K>(v, fn);
+    case DType::IQ2_XXS: return with_gen<IQ2_XXS>(k == 3 ? 1 : v, fn);
+    case DType::MLX_Q4: return bf16s ? with_gen<MlxAffine<4, true>>(v, fn) : with_gen<MlxAffine<4, false>>(v, fn);
+    case DType::MLX_Q8: return bf16s ? with_gen<MlxAffine<8, true>>(v, fn) : with_gen<MlxAffine<8, false>>(v, fn);
+    default: throw InputError("cuda gemv: weight type " + std::string(dtype_name(w.type)) + " is not supported");
+  }
+}
+
 void dispatch(const WeightMatrix& w, Args a, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt,
               unsigned batch) {
   const GemvPath path = opt.path;
@@ -564,7 +641,6 @@ void dispatch(const WeightMatrix& w, Args a, const float* x, float* y, cudaStrea
   // kAuto stages under kernel 1 only: on the H200 (bench/results/cuda-h200-2026-12-01) the
   // staged path was slower than the direct one on every shape.
   const bool staged = can_stage && (path == GemvPath::kStaged || (path == GemvPath::kAuto && gemv_kernel() == 1));
-  const bool bf16s = w.scale_type == DType::BF16;
   if (use_small(w)) {
     const dim3 blocks(unsigned((a.rows + kMaxThreads / 32 - 1) / (kMaxThreads / 32)), batch);
     if (w.type == DType::F32) gemv_small_kernel<0><<<blocks, kMaxThreads, 0, stream>>>(a, x, y);
@@ -573,22 +649,10 @@ void dispatch(const WeightMatrix& w, Args a, const float* x, float* y, cudaStrea
     DS4_CUDA_CHECK_LAUNCH();
     return;
   }
-  switch (w.type) {
-    case DType::F32: return launch<F32>(a, x, y, stream, false, rb, batch);
-    case DType::BF16: return launch<Half16<true>>(a, x, y, stream, false, rb, batch);
-    case DType::F16: return launch<Half16<false>>(a, x, y, stream, false, rb, batch);
-    case DType::Q8_0: return launch<Q8_0>(a, x, y, stream, staged, rb, batch);
-    case DType::Q4_K: return launch<Q4_K>(a, x, y, stream, false, rb, batch);
-    case DType::Q2_K: return launch<Q2_K>(a, x, y, stream, staged, rb, batch);
-    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, x, y, stream, staged, rb, batch);
-    case DType::MLX_Q4:
-      return bf16s ? launch<MlxAffine<4, true>>(a, x, y, stream, false, rb, batch)
-                   : launch<MlxAffine<4, false>>(a, x, y, stream, false, rb, batch);
-    case DType::MLX_Q8:
-      return bf16s ? launch<MlxAffine<8, true>>(a, x, y, stream, false, rb, batch)
-                   : launch<MlxAffine<8, false>>(a, x, y, stream, false, rb, batch);
-    default: break;
-  }
+  visit_format(w, staged, [&](auto pick) {
+    using P = decltype(pick);
+    launch<typename P::F, P::V>(a, x, y, stream, staged, rb, batch);
+  });
 }
 
 void check_type(const WeightMatrix& w) {
@@ -622,19 +686,18 @@ namespace {
 
 // N input rows per launch: the smallest of 4, 8, 16 holding n (fewer idle accumulators);
 // R weight rows per block keeps R * N accumulators at 16-32 registers.
-template <class F, int R, int N>
+template <class F, int R, int N, int V>
 void launch_rows_n(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
   const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
-  if (gemv_kernel() == 1) gemv_rows_kernel<F, R, N, 1><<<blocks, threads_for(a.cols / kUnit), 0, stream>>>(a, ra, x, y);
-  else gemv_rows_kernel<F, R, N, 2><<<blocks, threads_for(a.cols / kUnit), 0, stream>>>(a, ra, x, y);
+  gemv_rows_kernel<F, R, N, V><<<blocks, threads_for(a.cols / kUnit), 0, stream>>>(a, ra, x, y);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-template <class F>
+template <class F, int V>
 void launch_multi(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
-  if (ra.n <= 4) return launch_rows_n<F, 4, 4>(a, ra, x, y, stream, batch);
-  if (ra.n <= 8) return launch_rows_n<F, 4, 8>(a, ra, x, y, stream, batch);
-  return launch_rows_n<F, 2, 16>(a, ra, x, y, stream, batch);
+  if (ra.n <= 4) return launch_rows_n<F, 4, 4, V>(a, ra, x, y, stream, batch);
+  if (ra.n <= 8) return launch_rows_n<F, 4, 8, V>(a, ra, x, y, stream, batch);
+  return launch_rows_n<F, 2, 16, V>(a, ra, x, y, stream, batch);
 }
 
 template <int kType>
@@ -666,28 +729,23 @@ void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& 
   a.y_stride = b.y_stride;
   const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
   const unsigned batch = unsigned(b.count);
-  const bool bf16s = w.scale_type == DType::BF16;
   if (use_small(w)) {
     if (w.type == DType::F32) return launch_multi_small<0>(a, ra, x, y, stream, batch);
     if (w.type == DType::F16) return launch_multi_small<1>(a, ra, x, y, stream, batch);
     return launch_multi_small<2>(a, ra, x, y, stream, batch);
   }
-  switch (w.type) {
-    case DType::F32: return launch_multi<F32>(a, ra, x, y, stream, batch);
-    case DType::BF16: return launch_multi<Half16<true>>(a, ra, x, y, stream, batch);
-    case DType::F16: return launch_multi<Half16<false>>(a, ra, x, y, stream, batch);
-    case DType::Q8_0: return launch_multi<Q8_0>(a, ra, x, y, stream, batch);
-    case DType::Q4_K: return launch_multi<Q4_K>(a, ra, x, y, stream, batch);
-    case DType::Q2_K: return launch_multi<Q2_K>(a, ra, x, y, stream, batch);
-    case DType::IQ2_XXS: return launch_multi<IQ2_XXS>(a, ra, x, y, stream, batch);
-    case DType::MLX_Q4:
-      return bf16s ? launch_multi<MlxAffine<4, true>>(a, ra, x, y, stream, batch)
-                   : launch_multi<MlxAffine<4, false>>(a, ra, x, y, stream, batch);
-    case DType::MLX_Q8:
-      return bf16s ? launch_multi<MlxAffine<8, true>>(a, ra, x, y, stream, batch)
-                   : launch_multi<MlxAffine<8, false>>(a, ra, x, y, stream, batch);
-    default: break;
-  }
+  visit_format(w, false, [&](auto pick) {
+    using P = decltype(pick);
+    launch_multi<typename P::F, P::V>(a, ra, x, y, stream, batch);
+  });
 }
+
+void gemv_set_threads(int threads) {
+  if (threads != 0 && threads != 32 && threads != 64 && threads != 128)
+    throw InputError("cuda gemv: threads " + std::to_string(threads) + " is not 0, 32, 64 or 128");
+  g_threads = threads;
+}
+
+int gemv_threads() { return g_threads; }
 
 }  // namespace ds4::cuda

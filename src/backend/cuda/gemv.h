@@ -28,7 +28,8 @@ enum class GemvPath : uint8_t { kAuto, kDirect, kStaged };
 struct GemvOptions {
   GemvPath path = GemvPath::kAuto;
   // Rows per thread block (x is loaded once per 32 weights and reused for each of them):
-  // 0 = the format's default (fewer bits per weight -> more rows); 1, 2, 4 or 8 to tune.
+  // 0 = the format's default (8; the decoded formats drop to 4 when the grid would have
+  // fewer than 264 blocks); 1, 2, 4 or 8 to tune. Never changes a result.
   int rows_per_block = 0;
 };
 void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt);
@@ -73,17 +74,21 @@ struct GemvRows {
 };
 void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream);
 
-// Kernel generation used by gemv, gemv_batched and gemv_rows (the staged path and the plain
-// per-row kernel are the same in both):
-//   2 (default): exact float decode through the mantissa instead of int->float conversions,
+// Kernel generation used by gemv, gemv_batched and gemv_rows (the plain per-row kernel is the
+// same in all):
+//   3 (default): kernel 2, except Q2_K read coalesced (each lane loads 8 quant bytes of one
+//     block in all four 2-bit planes: 5 loads per 32 weights instead of 10, every loaded byte
+//     used; x read in the matching order) and IQ2_XXS decoded the kernel-1 way.
+//   2: exact float decode through the mantissa instead of int->float conversions,
 //     first loads issued before the IQ2_XXS codebook is staged, next unit's loads before this
 //     unit's math where they fit; kAuto reads Q8_0/Q2_K/IQ2_XXS directly.
-//   1: the kernels measured on 2026-12-01 (kAuto stages where it can). Fallback: set the
-//     environment variable DS4_GEMV_KERNEL=1 (read on first use) or call gemv_set_kernel(1).
-// Results of 1 and 2 agree to rounding (not bit for bit); gemv_rows equals gemv/kDirect bit
-// for bit under either. Not thread safe against launches in flight on other threads.
+//   1: the kernels measured on 2026-12-01 (kAuto stages where it can).
+// Select with the environment variable DS4_GEMV_KERNEL=1|2|3 (read on first use) or
+// gemv_set_kernel. Results of the generations agree to rounding (not bit for bit); gemv_rows
+// equals gemv/kDirect bit for bit under each. Not thread safe against launches in flight on
+// other threads.
 int gemv_kernel();
-void gemv_set_kernel(int version);  // 1 or 2; throws InputError otherwise
+void gemv_set_kernel(int version);  // 1, 2 or 3; throws InputError otherwise
 
 // gemv and gemv_batched (the direct kernel) launch as programmatic dependents of the kernel
 // before them (sm_90 PDL): their blocks start while that kernel finishes and stream their

@@ -391,6 +391,82 @@ struct Q2_K {
   }
 };
 
+// ---- Q2_K read coalesced (kernel 3): the same blocks, another split into units. Q2_K's unit
+// (one 2-bit plane of 32 bytes) makes four lanes load the same 32 bytes with eight 4-byte
+// loads each, 10 loads per unit; here unit u = 8b + 4h + k of block b takes bytes 8k..8k+7 of
+// half h in all four planes: weights 128h + 32s + 8k + j (plane s, j < 8), so a lane loads its
+// 8 quant bytes (2 loads), the 8 scale bytes of its half (2) and d/dmin (1), every byte it
+// loads is used, and the 8 lanes of a block read its 64 quant bytes contiguously. x follows
+// the permutation (x_float4). Groups of 16 weights: each plane's 8 weights lie in one group
+// (8h + 2s + k/2). Used by gemv and gemv_rows alike (same units, same order).
+struct Q2_KC {
+  static constexpr int kRows = 8;
+  static constexpr int kSpanBlocks = 0;
+  struct Raw { uint32_t q[2]; uint32_t sc[2]; uint32_t dm; };
+  // The float4 of x holding xv[4i .. 4i+3] of unit `unit` (xv[8s + j] = x[256b + 128h + 32s + 8k + j]).
+  __device__ static int64_t x_float4(int64_t unit, int i) {
+    return (unit >> 3) * 64 + ((unit >> 2) & 1) * 32 + (unit & 3) * 2 + (i >> 1) * 8 + (i & 1);
+  }
+  template <class L>
+  __device__ static Raw load(const Args&, const uint8_t* row_bytes, int64_t, int64_t unit) {
+    const uint8_t* p = row_bytes + (unit >> 3) * 84;
+    const int h = int(unit >> 2) & 1, k = int(unit & 3);
+    Raw r;
+    r.q[0] = L::u32(p + 16 + 32 * h + 8 * k);
+    r.q[1] = L::u32(p + 20 + 32 * h + 8 * k);
+    r.sc[0] = L::u32(p + 8 * h);
+    r.sc[1] = L::u32(p + 8 * h + 4);
+    r.dm = L::u32(p + 80);
+    return r;
+  }
+  // Plane s's scale|min byte: group 8h + 2s + k/2 = byte 2s + k/2 of the half's 8 scale bytes.
+  __device__ static uint32_t scale_byte(const Raw& r, int64_t unit, int s) {
+    return byte_of(r.sc[s >> 1], 2 * (s & 1) + int(unit & 3) / 2);
+  }
+  // Kernel-1 style (int->float per weight): the reference decode the host test reads weights through.
+  __device__ static float dot(const Raw& r, int64_t unit, const float (&xv)[kUnit], const void*) {
+    const float d = f16_bits(r.dm & 0xffff), dmin = f16_bits(r.dm >> 16);
+    float s = 0.f;
+#pragma unroll
+    for (int pl = 0; pl < 4; ++pl) {
+      const uint32_t scm = scale_byte(r, unit, pl);
+      float sq = 0.f, sx = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float x = xv[8 * pl + j];
+        sq = fmaf(float((byte_of(r.q[j >> 2], j & 3) >> (2 * pl)) & 3), x, sq);
+        sx += x;
+      }
+      s += d * float(scm & 0xf) * sq - dmin * float(scm >> 4) * sx;
+    }
+    return s;
+  }
+  // Fields in place as in Q2_K::dot2 (bytes 0/2 at bit 2s, 1/3 at bit 8 + 2s); the shift by
+  // 16 is shared by the four planes, and each plane's power of two is a constant.
+  __device__ static float dot2(const Raw& r, int64_t unit, const float (&xv)[kUnit], const void*) {
+    const uint32_t w[4] = {r.q[0], r.q[0] >> 16, r.q[1], r.q[1] >> 16};
+    const float d = f16_bits(r.dm & 0xffff), dmin = f16_bits(r.dm >> 16);
+    float s = 0.f;
+#pragma unroll
+    for (int pl = 0; pl < 4; ++pl) {
+      const uint32_t m0 = 3u << (2 * pl), m1 = 0x300u << (2 * pl);
+      float s0 = 0.f, s1 = 0.f, sx = 0.f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        s0 = fmaf(mant(w[i] & m0) - kMant, xv[8 * pl + 2 * i], s0);
+        s1 = fmaf(mant(w[i] & m1) - kMant, xv[8 * pl + 2 * i + 1], s1);
+        sx += xv[8 * pl + 2 * i];
+        sx += xv[8 * pl + 2 * i + 1];
+      }
+      const uint32_t scm = scale_byte(r, unit, pl);
+      const float sq = fmaf(s1, 1.f / 256.f, s0) * (1.f / float(1u << (2 * pl)));
+      const float sc = mant(scm & 0xf) - kMant, mn = mant(scm >> 4) - kMant;  // exact, no int->float
+      s += d * sc * sq - dmin * mn * sx;
+    }
+    return s;
+  }
+};
+
 // ---- IQ2_XXS: 256-weight block = f16 d + 8 sub-blocks of 8 bytes (66 bytes, 2-byte
 // aligned). Sub-block: 4 grid indices (u32 #0) and, in u32 #1, four 7-bit sign fields plus
 // a 4-bit scale on top. Weight = d * (0.5 + scale) / 4 * grid[idx][k] * sign.
