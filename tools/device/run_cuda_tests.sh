@@ -35,6 +35,7 @@ one test_qwen_hyper_fused_cuda
 one test_deepseek_v4_cuda "$root"
 one test_deepseek_v4_mtp_cuda "$root"
 one test_deepseek_v4_dspark_cuda "$root"
+one test_deepseek_v4_batch_cuda "$root"
 one test_glm5_cuda "$root"
 one test_glm5_mtp_cuda "$root"
 one test_synthetic_cuda
