@@ -5,7 +5,7 @@
 // with BF16 scales, as synthetic-full; MLX q8 with F16 scales; BF16), the models/default
 // shape (d 192, rank 16: the up matrix on the plain-float small kernel) and the tiny test
 // model's (F32, d 32, rank 16); with and without the inject rows (the final mixer has none);
-// under gemv kernels 1 and 2 and with PDL launches on and off. The model tests cover the
+// under gemv kernels 1, 2 and 3 (the default) and with PDL launches on and off. The model tests cover the
 // F32/BF16 paths end to end (decode steps = chunks, fused = unfused projections); this one is
 // the only check of the MLX paths that synthetic-full benches.
 // Usage: test_qwen_hyper_fused_cuda   (exit 1 when a check fails)
@@ -68,7 +68,7 @@ void run_case(const Case& cs, std::mt19937_64& rng) {
     check(false, std::string(cs.name) + ": hyper_read_fusable refused the shape");
     return;
   }
-  for (int kernel : {1, 2})
+  for (int kernel : {1, 2, 3})  // 3 (the default) once read MLX through dot while gemv took dot2
     for (bool pdl : {false, true}) {
       cuda::gemv_set_kernel(kernel);
       cuda::gemv_set_pdl(pdl);
@@ -105,6 +105,7 @@ void run_case(const Case& cs, std::mt19937_64& rng) {
 
 int main() {
   std::mt19937_64 rng(2312);
+  const int default_kernel = cuda::gemv_kernel();
   const Case cases[] = {
       {"full size MLX q4 g64 bf16 scales, inject", DType::MLX_Q4, DType::MLX_Q4, DType::BF16, 4, 2560, 320, true},
       {"full size MLX q4 g64 bf16 scales, mixer", DType::MLX_Q4, DType::MLX_Q4, DType::BF16, 4, 2560, 320, false},
@@ -117,6 +118,7 @@ int main() {
   for (const Case& cs : cases) run_case(cs, rng);
   const bool pdl_default = true;
   cuda::gemv_set_pdl(pdl_default);
+  cuda::gemv_set_kernel(default_kernel);
   std::printf("%s: %d failed\n", g_fail ? "FAIL" : "ok", g_fail);
   return g_fail ? 1 : 0;
 }

@@ -8,7 +8,7 @@
 // - the sum of squares keeps hc_norm_kernel's 256-thread order (each thread here plays two of
 //   its threads, the two halves of the block_reduce tree are rebuilt as they were);
 // - every matrix row keeps the direct gemv's split: threads_for(units) threads over units
-//   t, t + threads, ..., the format's dot (dot2 under gemv kernel 2), warp_sum, warps summed
+//   t, t + threads, ..., the format's dot (dot2 under gemv kernels 2 and 3), warp_sum, warps summed
 //   in order from 0.f; a plain-float row of cols % 32 != 0 keeps gemv_small_kernel's form;
 // - activations, inject gate and combine are the same expressions as hyper.cu's kernels.
 // This mirrors gemv.cu's per-row arithmetic: a change there (unit split, decoders) has to be
@@ -265,7 +265,9 @@ int threads_for(int64_t units) { return int(std::min<int64_t>(kThreads, (units +
 // Calls fn(F-typed tag, V) for w's format.
 template <class Fn>
 void with_format(const WeightMatrix& w, Fn&& fn) {
-  const bool v2 = ds4::cuda::gemv_kernel() == 2, bf = w.scale_type == DType::BF16;
+  // gemv.cu visit_format: kernels 2 and 3 both take dot2 for the formats decoded here (plain
+  // floats and MLX; kernel 3 differs from 2 only for Q2_K and IQ2_XXS), kernel 1 takes dot.
+  const bool v2 = ds4::cuda::gemv_kernel() != 1, bf = w.scale_type == DType::BF16;
   auto mlx = [&](auto tag4, auto tag4f, auto v) {
     (void)tag4f;
     if (bf) fn(tag4, v);
