@@ -70,6 +70,11 @@ void run_case(const Case& cs, std::mt19937_64& rng) {
   }
   for (int kernel : {1, 2, 3})  // 3 (the default) once read MLX through dot while gemv took dot2
     for (bool pdl : {false, true}) {
+      // Outputs poisoned (NaN) on both sides first: a kernel reading an input before it is
+      // written this round (the reverted PDL hc_up_combine read `low` before its wait) must not
+      // find the previous round's equal values there.
+      for (auto* b : {&ref, &fused})
+        DS4_CUDA_CHECK(cudaMemset(b->as<float>() + o_normed, 0xff, size_t(total - o_normed) * 4));
       cuda::gemv_set_kernel(kernel);
       cuda::gemv_set_pdl(pdl);
       float* r = ref.as<float>();

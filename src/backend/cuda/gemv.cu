@@ -243,7 +243,12 @@ __device__ __forceinline__ void pdl_wait() {
 
 // Launched as a programmatic dependent (gemv_pdl): everything before pdl_wait reads only
 // weights (immutable) and launch arguments; the expert ids come from the kernel before
-// (a router), so batched launches with ids wait first.
+// (a router), so batched launches with ids wait first. The source order is not enough: x is
+// read through __ldg (ld.global.nc), which ptxas may schedule above a griddepcontrol.wait (it
+// did in the reverted PDL Qwen hc_up_combine, whose wait sat in its unit loop). Here the wait
+// stays outside the loop; tools/device/pdl_sass_check.py checks the SASS of every
+// instantiation (2026-12-04, CUDA 13.0, sm_90a: no x or ids load before the wait) and
+// test_gemv_pdl checks it on the device. Re-run both after changing this kernel.
 template <class F, int R, int V>
 __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const float* __restrict__ x,
                                                                  float* __restrict__ y) {

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Checks the SASS of the PDL-launched GEMV kernels: no load of the kernel's input (x, expert
+ids) may be reachable from the kernel's entry without passing a griddepcontrol.wait (ACQBULK).
+
+Why: a kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization starts while the
+kernel before it still writes; it must read that kernel's output only after griddepcontrol.wait.
+The source order is not enough: x is read with __ldg (ld.global.nc: data read-only for the
+kernel's lifetime), and ptxas may schedule such a load above a griddepcontrol.wait. It did in
+the reverted PDL version of the Qwen hc_up_combine kernel (commit 6a1d9f1), whose wait sat
+conditionally inside the loop: the SASS read the low-rank row (LDG.E.128.CONSTANT) in the loop
+body and waited (ACQBULK) at the end of the first iteration, so every thread read the row before
+hc_down had written it (test_qwen_hyper_fused_cuda: 14 FAIL on the H200).
+
+Usage: tools/device/pdl_sass_check.py FILE.cubin [SOURCE.cu] [FUNCTION_SUBSTRING]
+  defaults: src/backend/cuda/gemv.cu, gemv_direct_kernel. Build the cubin with -lineinfo, e.g.
+    nvcc -Isrc -O3 -DNDEBUG -arch=sm_90a -std=c++17 -lineinfo -cubin src/backend/cuda/gemv.cu -o /tmp/gemv.cubin
+  nvdisasm (not in every CUDA install): $NVDISASM, else on PATH, else /usr/local/cuda/bin;
+  `pip install nvidia-cuda-nvdisasm` provides one.
+Input loads: the float4 __ldg of sm_32_intrinsics.hpp (load_x) and the source line holding
+`a.ids[b]` (batch_entry). The path analysis knows one predicate: the source's
+`const bool waited = a.ids != nullptr` (its line and the next), so the two waits of
+gemv_direct_kernel (ids first / the rest before the unit loop) are not mixed up; a value kept
+in a register (P2R ... then ISETP ... Rn) is followed too. Exit 1 when a load is reachable.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+
+def nvdisasm():
+    for c in (os.environ.get('NVDISASM'), shutil.which('nvdisasm'), '/usr/local/cuda/bin/nvdisasm'):
+        if c and os.path.exists(c):
+            return c
+    sys.exit('nvdisasm not found (set NVDISASM; pip install nvidia-cuda-nvdisasm)')
+
+
+def source_lines(path):
+    text = open(path).read().split('\n')
+    waited = [i + 1 for i, l in enumerate(text) if re.search(r'const bool waited = a\.ids != nullptr', l)]
+    ids = [i + 1 for i, l in enumerate(text) if 'a.ids ? a.ids[b]' in l]
+    if not waited or not ids:
+        sys.exit(f'{path}: the waited / ids lines were not found (update this checker)')
+    return {str(waited[0]), str(waited[0] + 1)}, {str(i) for i in ids}
+
+
+def ldg_float4_line(sass):
+    """The line of `float4 __ldg(const float4 *)` in the CUDA header the SASS names (load_x's load)."""
+    m = re.search(r'//## File "([^"]*sm_32_intrinsics\.hpp)"', sass)
+    if not m or not os.path.exists(m.group(1)):
+        return '137'  # CUDA 13.0's
+    for i, l in enumerate(open(m.group(1)).read().split('\n')):
+        if re.search(r'float4 __ldg\(const float4 \*ptr\)', l):
+            return str(i + 1)
+    return '137'
+
+
+def parse(body):
+    ins, labels, src = [], {}, ('', '')
+    for l in body:
+        m = re.match(r'^\s*(\.L_x_\d+):', l)
+        if m:
+            labels[m.group(1)] = len(ins)
+            continue
+        m = re.search(r'//## File "([^"]+)", line (\d+)', l)
+        if m and 'inlined at' not in l:
+            src = (os.path.basename(m.group(1)), m.group(2))
+            continue
+        m = re.match(r'^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;', l)
+        if m:
+            ins.append((int(m.group(1), 16), m.group(2), src))
+    return ins, labels
+
+
+def reachable_loads(ins, labels, source, waited_lines, ids_lines, x_line):
+    """Input loads reachable from the entry without an ACQBULK, tracking `waited`."""
+    bad, seen, stack = set(), set(), [(0, None, ())]
+    while stack:
+        i, known, facts = stack.pop()
+        if i is None or i >= len(ins) or (i, known, facts) in seen:
+            continue
+        seen.add((i, known, facts))
+        addr, text, src = ins[i]
+        sym = dict(facts)  # register or predicate -> 'w' when it holds `waited`
+        m = re.match(r'^@(!?)(U?P\d)\s+(.*)$', text)
+        guard = (m.group(2), m.group(1) == '!') if m else None
+        body = m.group(3) if m else text
+        op = body.split()[0] if body else ''
+        args = [a.strip() for a in body[len(op):].split(',')]
+        if op == 'ACQBULK':
+            if guard is None or (sym.get(guard[0]) == 'w' and known is not None and known != guard[1]):
+                continue  # this path has waited
+        if op.startswith('LDG') and (src == ('sm_32_intrinsics.hpp', x_line) or
+                                     (src[0] == source and src[1] in ids_lines)):
+            bad.add((addr, src[1]))
+        # what this instruction writes
+        if re.match(r'U?(ISETP|PLOP3|FSETP|LOP3|PSETP)', op):
+            from_waited = src[0] == source and src[1] in waited_lines
+            from_reg = op.startswith('ISETP') and len(args) > 2 and sym.get(args[2]) == 'w' and args[3] == 'RZ'
+            for d in args[:2]:
+                if re.fullmatch(r'U?P\d', d):
+                    sym[d] = 'w' if (from_waited or from_reg) else None
+        elif op == 'P2R' and args and re.fullmatch(r'R\d+', args[0]):
+            mask = int(args[3], 16) if len(args) > 3 and args[3].startswith('0x') else 0
+            held = [p for p in range(7) if mask == 1 << p]
+            sym[args[0]] = 'w' if held and sym.get(f'P{held[0]}') == 'w' else None
+        elif args and re.fullmatch(r'U?R\d+', args[0]) and args[0] in sym:
+            sym[args[0]] = None
+        facts2 = tuple(sorted(sym.items()))
+        if op == 'EXIT':
+            if guard:
+                stack.append((i + 1, known, facts2))
+            continue
+        if op.startswith('BRA'):
+            t = re.search(r'`\((\.L_x_\d+)\)', body)
+            tgt = labels.get(t.group(1)) if t else None
+            if guard and sym.get(guard[0]) == 'w':
+                taken = not guard[1]  # the branch is taken when waited == taken
+                if known in (None, taken):
+                    stack.append((tgt, taken, facts2))
+                if known in (None, not taken):
+                    stack.append((i + 1, not taken, facts2))
+                continue
+            stack.append((tgt, known, facts2))
+            if guard or re.match(r'BRA(\.\w+)*\s+!?U?P', body):
+                stack.append((i + 1, known, facts2))
+            continue
+        stack.append((i + 1, known, facts2))
+    return sorted(bad)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    cubin = sys.argv[1]
+    source_path = sys.argv[2] if len(sys.argv) > 2 else 'src/backend/cuda/gemv.cu'
+    pattern = sys.argv[3] if len(sys.argv) > 3 else 'gemv_direct_kernel'
+    waited_lines, ids_lines = source_lines(source_path)
+    sass = subprocess.run([nvdisasm(), '-c', '-g', cubin], check=True, capture_output=True, text=True).stdout
+    x_line = ldg_float4_line(sass)
+    funcs, cur = [], None
+    for l in sass.split('\n'):
+        m = re.match(r'^\.text\.(\S+):', l)
+        if m:
+            cur = (m.group(1), [])
+            funcs.append(cur)
+        elif cur:
+            cur[1].append(l)
+    checked, failed = 0, 0
+    for name, body in funcs:
+        if pattern not in name:
+            continue
+        checked += 1
+        ins, labels = parse(body)
+        bad = reachable_loads(ins, labels, os.path.basename(source_path), waited_lines, ids_lines, x_line)
+        if bad:
+            failed += 1
+            print(f'LOAD BEFORE WAIT {name}: ' + ', '.join(f'{a:#x} (line {l})' for a, l in bad[:6]))
+    print(f'{checked} functions matching {pattern}: {failed} with an input load reachable before griddepcontrol.wait')
+    sys.exit(1 if failed or not checked else 0)
+
+
+if __name__ == '__main__':
+    main()
