@@ -12,7 +12,8 @@ body and waited (ACQBULK) at the end of the first iteration, so every thread rea
 hc_down had written it (test_qwen_hyper_fused_cuda: 14 FAIL on the H200).
 
 Usage: tools/device/pdl_sass_check.py FILE.cubin [SOURCE.cu] [FUNCTION_SUBSTRING]
-  defaults: src/backend/cuda/gemv.cu, gemv_direct_kernel. Build the cubin with -lineinfo, e.g.
+  defaults: src/backend/cuda/gemv.cu, gemv_direct_kernel. Build the cubin with -lineinfo from
+  that same source (the check finds the input loads by their source lines), e.g.
     nvcc -Isrc -O3 -DNDEBUG -arch=sm_90a -std=c++17 -lineinfo -cubin src/backend/cuda/gemv.cu -o /tmp/gemv.cubin
   nvdisasm (not in every CUDA install): $NVDISASM, else on PATH, else /usr/local/cuda/bin;
   `pip install nvidia-cuda-nvdisasm` provides one.

@@ -143,13 +143,8 @@ __device__ void block_finish(const float (&acc)[R], int64_t row0, int64_t rows, 
   }
 }
 
-// Kernel generation (gemv_set_kernel): 1 = the kernels of 2026-12-01, 2 = dot2 decoders and loads
-// issued ahead (see direct_loop).
-template <class F, class = void>
-struct HasDot2 : std::false_type {};
-template <class F>
-struct HasDot2<F, std::void_t<decltype(&F::dot2)>> : std::true_type {};
-
+// Kernel generation (gemv_set_kernel): 1 = the kernels of 2026-12-01, 2 = dot2 decoders (dot_v,
+// gemv_formats.cuh) and loads issued ahead (see direct_loop).
 template <class F, class = void>
 struct HasLoad2 : std::false_type {};
 template <class F>
@@ -159,12 +154,6 @@ template <int V, class F>
 __device__ __forceinline__ typename F::Raw load_v(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t u) {
   if constexpr (V == 2 && HasLoad2<F>::value) return F::load_global2(row_bytes, u);
   else return F::template load<FromGlobal>(a, row_bytes, row, u);
-}
-
-template <int V, class F>
-__device__ __forceinline__ float dot_v(const typename F::Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
-  if constexpr (V == 2 && HasDot2<F>::value) return F::dot2(r, u, xv, sh);
-  else return F::dot(r, u, xv, sh);
 }
 
 // The block prologue and unit loop shared by gemv_direct_kernel and gemv_rows_kernel, so a
@@ -743,6 +732,13 @@ void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& 
     using P = decltype(pick);
     launch_multi<typename P::F, P::V>(a, ra, x, y, stream, batch);
   });
+}
+
+int gemv_dot_generation(const WeightMatrix& w) {
+  check_type(w);
+  int v = 0;
+  visit_format(w, false, [&](auto pick) { v = decltype(pick)::V; });
+  return v;
 }
 
 void gemv_set_threads(int threads) {

@@ -89,6 +89,11 @@ void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& 
 // other threads.
 int gemv_kernel();
 void gemv_set_kernel(int version);  // 1, 2 or 3; throws InputError otherwise
+// The arithmetic gemv, gemv_batched and gemv_rows decode `w` with under the current kernel
+// generation: 1 = the format's dot, 2 = its dot2 where it has one (gemv_detail::dot_v). Kernels
+// that must equal the GEMV bit for bit (qwen_next/cuda/hyper_fused.cu) take it from here.
+// Throws InputError for a type gemv does not take.
+int gemv_dot_generation(const WeightMatrix& w);
 
 // gemv and gemv_batched (the direct kernel) launch as programmatic dependents of the kernel
 // before them (sm_90 PDL): their blocks start while that kernel finishes and stream their

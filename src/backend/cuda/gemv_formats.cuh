@@ -32,6 +32,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace ds4::cuda::gemv_detail {
 
@@ -621,5 +622,19 @@ struct MlxAffine {
     return scale * sq + bias * sum32(xv);
   }
 };
+
+// The dot of kernel generation V (gemv_dot_generation): 2 takes the format's dot2 where it has
+// one, else (and under 1) its dot. gemv.cu and the fused kernels that must equal it bit for bit
+// (qwen_next/cuda/hyper_fused.cu) decode through this one definition.
+template <class F, class = void>
+struct HasDot2 : std::false_type {};
+template <class F>
+struct HasDot2<F, std::void_t<decltype(&F::dot2)>> : std::true_type {};
+
+template <int V, class F>
+__device__ __forceinline__ float dot_v(const typename F::Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
+  if constexpr (V == 2 && HasDot2<F>::value) return F::dot2(r, u, xv, sh);
+  else return F::dot(r, u, xv, sh);
+}
 
 }  // namespace ds4::cuda::gemv_detail

@@ -46,17 +46,6 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-template <class F, class = void>
-struct HasDot2 : std::false_type {};
-template <class F>
-struct HasDot2<F, std::void_t<decltype(&F::dot2)>> : std::true_type {};
-
-// gemv.cu dot_v: kernel 2 takes the format's dot2 where it has one.
-template <int V, class F>
-__device__ __forceinline__ float unit_dot(const typename F::Raw& r, int64_t u, const float (&xv)[kUnit]) {
-  if constexpr (V == 2 && HasDot2<F>::value) return F::dot2(r, u, xv, nullptr);
-  else return F::dot(r, u, xv, nullptr);
-}
 
 struct HcArgs {
   const float* h;     // {hc*d}
@@ -131,7 +120,7 @@ __global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int
       xv[c + 2] = (hv.z * r_k) * wv.z, xv[c + 3] = (hv.w * r_k) * wv.w;
     }
 #pragma unroll
-    for (int r = 0; r < kDownRows; ++r) acc[r] += unit_dot<V, F>(cur[r], u, xv);
+    for (int r = 0; r < kDownRows; ++r) acc[r] += dot_v<V, F>(cur[r], u, xv, nullptr);
   }
   __shared__ float red[kDownRows][kThreads / 32];
 #pragma unroll
@@ -193,7 +182,7 @@ __global__ void __launch_bounds__(kThreads) hc_up_combine_kernel(Args a, HcArgs 
         xv[c] = f.x, xv[c + 1] = f.y, xv[c + 2] = f.z, xv[c + 3] = f.w;
       }
 #pragma unroll
-      for (int r = 0; r < kUpIdx; ++r) acc[r] += unit_dot<V, F>(raw[r], u, xv);
+      for (int r = 0; r < kUpIdx; ++r) acc[r] += dot_v<V, F>(raw[r], u, xv, nullptr);
     }
 #pragma unroll
     for (int r = 0; r < kUpIdx; ++r) {
@@ -265,9 +254,9 @@ int threads_for(int64_t units) { return int(std::min<int64_t>(kThreads, (units +
 // Calls fn(F-typed tag, V) for w's format.
 template <class Fn>
 void with_format(const WeightMatrix& w, Fn&& fn) {
-  // gemv.cu visit_format: kernels 2 and 3 both take dot2 for the formats decoded here (plain
-  // floats and MLX; kernel 3 differs from 2 only for Q2_K and IQ2_XXS), kernel 1 takes dot.
-  const bool v2 = ds4::cuda::gemv_kernel() != 1, bf = w.scale_type == DType::BF16;
+  // The GEMV's own choice (kernel 3 reads MLX with dot2 as kernel 2 does; a copy of the rule
+  // here once kept dot under 3 and left the chunk's gemv_rows rows).
+  const bool v2 = ds4::cuda::gemv_dot_generation(w) == 2, bf = w.scale_type == DType::BF16;
   auto mlx = [&](auto tag4, auto tag4f, auto v) {
     (void)tag4f;
     if (bf) fn(tag4, v);
