@@ -39,6 +39,7 @@
 #include "backend/cuda/memory.h"
 #include "backend/cuda/moe_group.h"
 #include "core/weight.h"
+#include "device_experts.h"
 #include "device_weight.h"
 #include "host_ref.h"
 
@@ -204,18 +205,9 @@ void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int6
 // them), checked against the host and, bit for bit, against one block per entry.
 void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st = DType::F16, int64_t group = 64,
                       bool runs = false) {
-  std::vector<HostWeight> hw;
-  for (int64_t e = 0; e < E; ++e) hw.push_back(random_weight(t, rows, cols, g_rng, group, st));
-  const size_t rb = hw[0].data.size(), stride = (rb + 255) / 256 * 256, sb = hw[0].scales.size();
-  cuda::DeviceBuffer dw(stride * size_t(E), "experts"), ds(std::max<size_t>(sb, 1) * size_t(E), "s"),
-      dbi(std::max<size_t>(sb, 1) * size_t(E), "b");
-  for (int64_t e = 0; e < E; ++e) {
-    DS4_CUDA_CHECK(cudaMemcpy(dw.as<uint8_t>() + e * stride, hw[size_t(e)].data.data(), rb, cudaMemcpyHostToDevice));
-    if (sb) {
-      DS4_CUDA_CHECK(cudaMemcpy(ds.as<uint8_t>() + e * sb, hw[size_t(e)].scales.data(), sb, cudaMemcpyHostToDevice));
-      DS4_CUDA_CHECK(cudaMemcpy(dbi.as<uint8_t>() + e * sb, hw[size_t(e)].biases.data(), sb, cudaMemcpyHostToDevice));
-    }
-  }
+  const DeviceExperts dx_experts = upload_experts(t, E, rows, cols, g_rng, group, st);
+  const std::vector<HostWeight>& hw = dx_experts.host;
+  const size_t stride = dx_experts.stride, sb = dx_experts.scale_stride;
   const int tokens = runs ? 50 : 40, K = 2, slots = tokens * K, S = cuda::kGemvMaxRows;
   const int32_t eh = int32_t(E / 2), el = int32_t(E - 1);
   const std::vector<int32_t> experts = runs ? std::vector<int32_t>{eh, eh, eh, eh, eh, 0, 0, el, el}
@@ -241,9 +233,7 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
   DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
   DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
   cuda::DeviceBuffer de = dev(experts), dc = dev(counts), dl = dev({live}), dxi = dev(xi), dyi = dev(yi);
-  WeightMatrix w = host_view(hw[0]);
-  w.data = dw.get();
-  w.scales = sb ? ds.get() : nullptr, w.biases = sb ? dbi.get() : nullptr;
+  const WeightMatrix w = dx_experts.view;
   cuda::GemvRows r;
   r.n = S, r.x_row = xs, r.y_row = rows;
   r.batch = cuda::GemvBatch{int(experts.size()), de.as<int32_t>(), stride, sb, 0, 0};

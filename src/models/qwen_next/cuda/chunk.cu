@@ -29,7 +29,7 @@
 #include <string>
 
 #include "backend/cuda/conv1d.h"
-#include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/routed_experts.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/moe_group.h"
 #include "core/dtype.h"
@@ -212,10 +212,12 @@ void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
                           m.gate_up.scale_stride, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // mixed rows -> gu {rows * K, 2I}
-  // A tensor-core chunk: the same entries as BF16 MMAs (each entry's expert decoded once).
-  const bool mma = dc::grouped_mma_usable(opt.expert_mma && tensor_cores(), m.gate_up.first, m.down.first);
+  // A tensor-core chunk: the same entries as BF16 MMAs (each entry's expert decoded once), or
+  // from grouped_gemm_min_rows pairs per expert as cuBLAS grouped GEMMs.
+  const dc::ExpertPath path = dc::plan_experts(opt.expert_mma && tensor_cores(), m.gate_up.first, m.down.first, r,
+                                               rows * K / E, gg.get(), stream);
   auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
-    dc::grouped_experts(w, x, y, r, mma, stream, rows * K / E);  // rows per expert picks the MMA kernel
+    dc::grouped_experts(w, x, y, r, path, stream, rows * K / E, gg.get());
   };
   experts(m.gate_up.first, R(0, sl.mixed), C(cl.gu));
   mark("experts_gate_up");
