@@ -118,7 +118,12 @@ double dense_bf16_tflops(int m, int n, int k, int reps, cudaStream_t s) {
   return 2.0 * m * n * k / (ms * 1e-3) / 1e12;
 }
 
-void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream_t s) {
+// Lines of the batch-size sweep (printed after the main table).
+std::string g_sweep;
+
+// sweep: also the new path with at most 1, 2, 4, 8, 16 experts per weight batch (L2 residency
+// of the decoded experts vs GEMM tiles in flight), into g_sweep.
+void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream_t s, bool sweep = false) {
   WeightMatrix w;
   w.type = c.type, w.rows = c.rows, w.cols = c.cols;
   w.group_size = c.group;
@@ -193,6 +198,18 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
     new_ms[m - 1] = time_ms([&] { gg.run(w, dx.as<float>(), dy.as<float>(), r, s); }, reps, s);
   }
   cuda::grouped_gemm_set_mode(1);
+  if (sweep) {
+    const int64_t keep_batch = cuda::grouped_gemm_batch_experts();
+    char line[160];
+    for (int64_t b : {1, 2, 4, 8, 16}) {
+      cuda::grouped_gemm_set_batch_experts(b);
+      const double ms = time_ms([&] { gg.run(w, dx.as<float>(), dy.as<float>(), r, s); }, reps, s);
+      std::snprintf(line, sizeof line, "| %s | %lld | %lld | %.3f (%.1f) |\n", c.what, (long long)tokens, (long long)b,
+                    ms, tflops(ms));
+      g_sweep += line;
+    }
+    cuda::grouped_gemm_set_batch_experts(keep_batch);
+  }
   gg.run(w, dx.as<float>(), dy.as<float>(), r, s);  // the checked output: mode 1's
   cuda::grouped_gemm_set_mode(mode);
   DS4_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -254,7 +271,10 @@ int main(int argc, char** argv) {
     };
     for (int64_t tokens : {512, 1024, 2048, 4096})
       if (tokens <= max_tokens)
-        for (const Case& c : cases) bench_case(c, tokens, reps, peak, s);
+        for (const Case& c : cases) bench_case(c, tokens, reps, peak, s, tokens == 2048 && c.rows == 4096 && c.cols == 4096);
+    std::printf("\nnew path by experts per weight batch (default: %lld, or as many as the scratch holds)\n"
+                "| case | tokens | experts per batch | new ms (TFLOP/s) |\n|---|---|---|---|\n%s",
+                (long long)cuda::kGroupedGemmBatchExperts, g_sweep.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FATAL: %s\n", e.what());

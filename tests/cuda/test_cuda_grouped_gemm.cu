@@ -35,6 +35,7 @@
 #include "core/weight.h"
 #include "device_experts.h"
 #include "host_ref.h"
+#include "weight_test_util.h"
 
 using namespace ds4;
 using namespace ds4::cuda_test;
@@ -45,29 +46,11 @@ int g_failures = 0;
 std::mt19937_64 g_rng(20261204);
 constexpr int S = cuda::kGemvMaxRows;
 
+std::vector<float> randn_rows(size_t n) { return randn(n, g_rng); }
+
 void verdict(const std::string& name, bool ok, const std::string& detail) {
   if (!ok) ++g_failures;
   std::printf("%-40s %-62s %s\n", name.c_str(), detail.c_str(), ok ? "PASS" : "FAIL");
-}
-
-std::vector<float> randn(size_t n) {
-  std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g_rng);
-  return v;
-}
-
-std::string fmt_name(DType t, DType st) {
-  std::string n(dtype_name(t));
-  if (t == DType::MLX_Q4 || t == DType::MLX_Q8) n += st == DType::BF16 ? "_bf16s" : "_f16s";
-  return n;
-}
-
-std::vector<float> host_rows(const HostWeight& hw) {  // the CPU decoder's f32 weights {rows, cols}
-  const WeightMatrix v = host_view(hw);
-  std::vector<float> w(size_t(hw.rows * hw.cols));
-  for (int64_t r = 0; r < hw.rows; ++r) dequantize_row(v, r, w.data() + r * hw.cols);
-  return w;
 }
 
 cuda::DeviceBuffer to_device(const std::vector<int32_t>& v) {
@@ -192,7 +175,7 @@ void test_routed(DType t, const Routing& rt, int64_t batch_experts, int mode, bo
   const cuda::MoeGroup g{de.as<int32_t>(), dl.as<int32_t>(), dc.as<int32_t>(), dt.as<int32_t>(), ds.as<int32_t>(), S};
   cuda::moe_group(di.as<int32_t>(), rt.tokens, rt.k, E, g, nullptr);
   const int64_t xrows = by_pair ? pairs : rt.tokens, xs = in + 2;  // padded rows, as the models' scratch
-  const std::vector<float> x = randn(size_t(xrows * xs));
+  const std::vector<float> x = randn_rows(size_t(xrows * xs));
   cuda::DeviceBuffer dx(x.size() * 4, "x"), dy(size_t(pairs * out) * 4, "y"), dym(dy.bytes(), "y mma");
   DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
   cuda::GemvRows r;
@@ -233,7 +216,7 @@ void test_entries(DType t, bool live0) {
       yi[size_t(u * S + i)] = slot;
       if (u < live) ex.push_back(Expect{experts[size_t(u)], xi[size_t(u * S + i)], slot});
     }
-  const std::vector<float> x = randn(size_t(tokens * xs));
+  const std::vector<float> x = randn_rows(size_t(tokens * xs));
   cuda::DeviceBuffer dx(x.size() * 4, "x"), dy(size_t(slots * out) * 4, "y"), dym(dy.bytes(), "y mma");
   DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
   cuda::DeviceBuffer de = to_device(experts), dc = to_device(counts), dl = to_device({live}), dxi = to_device(xi),

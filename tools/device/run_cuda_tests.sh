@@ -28,6 +28,7 @@ one test_cuda_ops
 one test_gemv_decode
 one test_cuda_sample
 one test_cuda_matmul
+one test_cuda_grouped_gemm
 one test_cuda_canary
 one test_qwen_next_cuda "$root"
 one test_qwen_next_mtp_cuda "$root"

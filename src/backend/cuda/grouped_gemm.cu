@@ -89,6 +89,7 @@ __global__ void operand_ptrs_kernel(const int32_t* __restrict__ row0, int groups
 
 std::atomic<int> g_mode{-1};
 std::atomic<int64_t> g_min_rows{-1};
+std::atomic<int64_t> g_batch{-1};
 
 int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   const char* e = std::getenv(name);
@@ -129,6 +130,20 @@ int64_t grouped_gemm_min_rows() {
 void grouped_gemm_set_min_rows(int64_t rows) {
   if (rows < 1) throw InputError("grouped_gemm_set_min_rows: " + std::to_string(rows) + " (>= 1)");
   g_min_rows.store(rows, std::memory_order_relaxed);
+}
+
+int64_t grouped_gemm_batch_experts() {
+  int64_t v = g_batch.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = env_int("DS4_GROUPED_GEMM_BATCH", 0, 0, 65535);
+    g_batch.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+void grouped_gemm_set_batch_experts(int64_t experts) {
+  if (experts < 0) throw InputError("grouped_gemm_set_batch_experts: " + std::to_string(experts) + " (>= 0)");
+  g_batch.store(experts, std::memory_order_relaxed);
 }
 
 size_t GroupedGemm::device_bytes(int64_t max_entries, int64_t max_out, int64_t max_in, size_t weight_bytes) {
@@ -215,7 +230,8 @@ void GroupedGemm::run(const WeightMatrix& w, const float* x, float* y, const Gem
                      " or an odd x stride");
   const int64_t G = groups();
   if (G == 0) return;
-  const int64_t out = w.rows, in = w.cols, per_batch = std::min<int64_t>(G, int64_t(weight_elems_) / (out * in));
+  const int64_t out = w.rows, in = w.cols, cap = grouped_gemm_batch_experts();
+  const int64_t per_batch = std::min<int64_t>({G, int64_t(weight_elems_) / (out * in), cap > 0 ? cap : G});
   const unsigned rows = unsigned(r.batch.count * S);
   auto* wb = w_.as<__nv_bfloat16>();
   auto* xb = x_.as<__nv_bfloat16>();

@@ -43,6 +43,11 @@ int grouped_gemm_mode();
 void grouped_gemm_set_mode(int mode);  // 0, 1 or 2; throws InputError otherwise
 int64_t grouped_gemm_min_rows();
 void grouped_gemm_set_min_rows(int64_t rows);  // >= 1
+// Experts per weight batch at most (DS4_GROUPED_GEMM_BATCH, read on first use; 0 = as many as
+// the scratch holds, the default): smaller batches keep the decoded experts in L2 between the
+// decode and the GEMM, larger ones give the GEMM more tiles at once (the bench sweeps it).
+int64_t grouped_gemm_batch_experts();
+void grouped_gemm_set_batch_experts(int64_t experts);  // >= 0
 
 class GroupedGemm {
  public:
