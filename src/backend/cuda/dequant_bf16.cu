@@ -126,7 +126,8 @@ void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStre
          nullptr, 0, 0, 0, 0};
   int count = 1;
   if (experts) {
-    a.ids = experts->ids, a.id_stride = int64_t(experts->id_stride), a.id_scale_stride = int64_t(experts->id_scale_stride);
+    a.ids = experts->ids, a.id_stride = int64_t(experts->id_stride);
+    a.id_scale_stride = int64_t(experts->id_scale_stride);
     count = experts->count;
   }
   const bool mlx = w.type == DType::MLX_Q4 || w.type == DType::MLX_Q8;
@@ -149,9 +150,11 @@ void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStre
     case DType::Q2_K: return launch<Q2_K>(a, row0, rows, out, s, count);
     case DType::IQ2_XXS: return launch<IQ2_XXS>(a, row0, rows, out, s, count);
     case DType::MLX_Q4:
-      return bf16s ? launch<MlxAffine<4, true>>(a, row0, rows, out, s, count) : launch<MlxAffine<4, false>>(a, row0, rows, out, s, count);
+      return bf16s ? launch<MlxAffine<4, true>>(a, row0, rows, out, s, count)
+                   : launch<MlxAffine<4, false>>(a, row0, rows, out, s, count);
     case DType::MLX_Q8:
-      return bf16s ? launch<MlxAffine<8, true>>(a, row0, rows, out, s, count) : launch<MlxAffine<8, false>>(a, row0, rows, out, s, count);
+      return bf16s ? launch<MlxAffine<8, true>>(a, row0, rows, out, s, count)
+                   : launch<MlxAffine<8, false>>(a, row0, rows, out, s, count);
     default: break;
   }
 }
