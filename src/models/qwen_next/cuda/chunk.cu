@@ -17,7 +17,8 @@
 // around a chunk (forward_chunk), the captured verify (records per row) and commit_prefix.
 // Tensor cores (issue #22): a prefill chunk of at least CudaModelOptions::gemm_rows rows runs
 // every dense projection as a TF32 GEMM (backend/cuda matmul_rows) and the routed experts as
-// grouped BF16 MMAs (grouped_mma_bf16) over entries of <= 16 rows per expert; the router
+// grouped BF16 MMAs (grouped_mma_bf16) over entries of <= 16 rows per expert, or from
+// grouped_gemm_min_rows pairs per expert as cuBLAS grouped GEMMs (grouped_gemm.h); the router
 // logits and the QSA indexer's q/k are computed again on the exact path (they pick experts
 // and blocks, so the chunk chooses what decode steps would choose; the hyper-connection mixes
 // are continuous sigmoid gates and take the GEMM). Such a chunk equals decode steps within
