@@ -1,21 +1,27 @@
-// The routed experts of one prefill chunk on tensor cores (grouped_mma_bf16 after moe_group), at
-// the full-size shapes of the three families, as achieved TFLOP/s against a dense BF16 cuBLAS
-// GEMM measured in the same run (the physical limit this product can approach).
+// The routed experts of one prefill chunk at the full-size shapes of the three families, three
+// ways in the same run, as achieved TFLOP/s against a dense BF16 cuBLAS GEMM (the physical limit
+// this product can approach):
+//   old   grouped_mma_bf16 after moe_group with the kernel a chunk picks (1 entry per block at
+//         <= 16 rows per expert on average, else up to kGroupedMmaMaxEntries entries of one
+//         expert per block sharing a decoded tile);
+//   new   GroupedGemm (grouped_gemm.h): x rows gathered to BF16, experts decoded to BF16 in
+//         batches of kGroupedGemmBatchExperts, cublasGemmGroupedBatchedEx per batch, scattered
+//         back (mode 1), and the same with one cublasGemmEx per expert (mode 2); its plan (the
+//         grouping read back: one stream sync per MoE layer, shared by both projections) timed
+//         apart, on the host clock;
+//   check max |new - old| / max |old| over the chunk's outputs (both round the same BF16
+//         operands; only the FP32 summation order differs: expect ~1e-6, flag > 1e-3).
+// Per case: E experts of a weight format at a stride (random bytes with finite scales), a chunk
+// of T tokens each routed to K distinct uniformly drawn experts. Work counted: 2 * T * K * rows
+// * cols (the useful multiply-adds).
 //
-// Per case: E experts of a weight format at a stride (random bytes: timing only), a chunk of T
-// tokens each routed to K distinct uniformly drawn experts, moe_group over the ids, then
-// grouped_mma_bf16 over the entries with 1 entry per block (each entry decodes its expert
-// tile again: the kernel a chunk with <= 16 rows per expert on average takes) and with up to
-// kGroupedMmaMaxEntries entries of one expert per block (one decoded tile shared: the kernel
-// of chunks with more). Work counted: 2 * T * K * rows * cols (the useful multiply-adds).
-// Also: moe_group's own time, and BF16 experts at the DeepSeek gate|up shape (their "decode"
-// is a copy: the gap to the quantized formats is the decode's cost).
-//
-// Usage: bench_cuda_grouped_mma [reps=20]
+// Usage: bench_cuda_grouped_mma [reps=20] [max tokens=4096]
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -24,7 +30,9 @@
 #include <vector>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
 #include "backend/cuda/moe_group.h"
 #include "core/weight.h"
@@ -40,6 +48,21 @@ namespace {
 __global__ void fill_floats(float* p, size_t n) {
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     p[i] = float(int(i % 17) - 8) * 0.01f;
+}
+
+// The f16 scale fields (byte offsets off0, off1 < 0: none) of every block of every expert made
+// finite and small: random bits hold NaN / Inf patterns, and the self-check compares values.
+__global__ void tame_f16_fields(uint8_t* data, size_t stride, int64_t experts, int64_t blocks, int block_bytes, int off0,
+                                int off1) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < experts * blocks;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    uint8_t* p = data + (i / blocks) * stride + (i % blocks) * block_bytes;
+    for (int off : {off0, off1})
+      if (off >= 0) {
+        uint16_t* h = reinterpret_cast<uint16_t*>(p + off);
+        *h = uint16_t((*h & 0x83ffu) | 0x1c00u);  // exponent 7: |d| in [2^-8, 2^-7)
+      }
+  }
 }
 
 struct Case {
@@ -95,7 +118,12 @@ double dense_bf16_tflops(int m, int n, int k, int reps, cudaStream_t s) {
   return 2.0 * m * n * k / (ms * 1e-3) / 1e12;
 }
 
-void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream_t s) {
+// Lines of the batch-size sweep (printed after the main table).
+std::string g_sweep;
+
+// sweep: also the new path with at most 1, 2, 4, 8, 16 experts per weight batch (L2 residency
+// of the decoded experts vs GEMM tiles in flight), into g_sweep.
+void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream_t s, bool sweep = false) {
   WeightMatrix w;
   w.type = c.type, w.rows = c.rows, w.cols = c.cols;
   w.group_size = c.group;
@@ -111,6 +139,10 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
     fill_halves<<<1024, 256>>>(sc.as<uint16_t>(), sc.bytes() / 2, 0x3b00);
     fill_halves<<<1024, 256>>>(bi.as<uint16_t>(), bi.bytes() / 2, 0xbb00);
   }
+  if (c.type == DType::Q2_K)
+    tame_f16_fields<<<1024, 256>>>(data.as<uint8_t>(), stride, c.experts, c.rows * c.cols / 256, 84, 80, 82);
+  if (c.type == DType::IQ2_XXS)
+    tame_f16_fields<<<1024, 256>>>(data.as<uint8_t>(), stride, c.experts, c.rows * c.cols / 256, 66, 0, -1);
   DS4_CUDA_CHECK_LAUNCH();
   w.data = data.get(), w.scales = sb ? sc.get() : nullptr, w.biases = sb ? bi.get() : nullptr;
   // routing: K distinct experts per token, uniform
@@ -129,10 +161,9 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
   // s does not wait for the default stream: the fills and the ids' copy must be done first
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   const double group_ms = time_ms([&] { cuda::moe_group(di.as<int32_t>(), tokens, c.k, c.experts, g, s); }, reps, s);
-  int32_t live = 0;
-  DS4_CUDA_CHECK(cudaMemcpy(&live, dl.get(), 4, cudaMemcpyDeviceToHost));
   // x {tokens, cols} -> y {pairs, rows}, as gate|up reads the chunk's rows
-  cuda::DeviceBuffer dx(size_t(tokens * c.cols) * 4, "x"), dy(size_t(pairs * c.rows) * 4, "y");
+  cuda::DeviceBuffer dx(size_t(tokens * c.cols) * 4, "x"), dy(size_t(pairs * c.rows) * 4, "y"),
+      dy_old(dy.bytes(), "y old");
   fill_floats<<<1024, 256>>>(dx.as<float>(), size_t(tokens * c.cols));
   DS4_CUDA_CHECK_LAUNCH();
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
@@ -142,22 +173,68 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
   r.live = g.live, r.counts = g.counts;
   r.x_row = c.cols, r.x_idx = g.tok, r.y_row = c.rows, r.y_idx = g.slot;
   const double flop = 2.0 * double(pairs) * double(c.rows) * double(c.cols);
-  double ms[2];
+  auto tflops = [&](double ms) { return flop / (ms * 1e-3) / 1e12; };
+  const int64_t rows_per_expert = pairs / c.experts;
   const int keep = cuda::grouped_mma_entries_per_block();
-  for (int v = 0; v < 2; ++v) {
-    cuda::grouped_mma_set_entries_per_block(v == 0 ? 1 : cuda::kGroupedMmaMaxEntries);
-    ms[v] = time_ms([&] { cuda::grouped_mma_bf16(w, dx.as<float>(), dy.as<float>(), r, s); }, reps, s);
-  }
+  cuda::grouped_mma_set_entries_per_block(0);  // the kernel a chunk picks
+  const double old_ms =
+      time_ms([&] { cuda::grouped_mma_bf16(w, dx.as<float>(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
   cuda::grouped_mma_set_entries_per_block(keep);
-  const double used = std::min<double>(double(c.experts), double(live));
-  const double weights_decoded_1 = double(live) * double(c.rows * c.cols);  // one block per entry
-  std::printf("| %s | %s %lldx%lld | %lld | %lld x %lld = %lld | %d | %.3f | %.3f (%.1f / %.1f%%) | %.3f (%.1f / %.1f%%) | "
-              "%.2fx | %.2f |\n",
-              c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols, (long long)c.experts, (long long)tokens,
-              (long long)c.k, (long long)pairs, live, group_ms, ms[0], flop / (ms[0] * 1e-3) / 1e12,
-              100.0 * flop / (ms[0] * 1e-3) / 1e12 / peak, ms[1], flop / (ms[1] * 1e-3) / 1e12,
-              100.0 * flop / (ms[1] * 1e-3) / 1e12 / peak, ms[0] / ms[1], weights_decoded_1 / (ms[0] * 1e-3) / 1e12);
-  (void)used;
+  // the new path (its own scratch, as a model's load sizes it)
+  cuda::MatmulWorkspace mm(1, 128, 128, 1, "bench grouped gemm handle", cuda::MatmulPrecision::kBf16);
+  const size_t wbytes = size_t(std::min(c.experts, cuda::kGroupedGemmBatchExperts) * c.rows * c.cols) * 2;
+  cuda::GroupedGemm gg(entries, c.rows, c.cols, wbytes, mm, "bench");
+  std::vector<double> plan_ms;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    gg.plan(r, s);
+    plan_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(plan_ms.begin(), plan_ms.end());
+  const int mode = cuda::grouped_gemm_mode();
+  double new_ms[2];
+  for (int m = 1; m <= 2; ++m) {
+    cuda::grouped_gemm_set_mode(m);
+    new_ms[m - 1] = time_ms([&] { gg.run(w, dx.as<float>(), dy.as<float>(), r, s); }, reps, s);
+  }
+  cuda::grouped_gemm_set_mode(1);
+  if (sweep) {
+    const int64_t keep_batch = cuda::grouped_gemm_batch_experts();
+    char line[160];
+    for (int64_t b : {1, 2, 4, 8, 16}) {
+      cuda::grouped_gemm_set_batch_experts(b);
+      const double ms = time_ms([&] { gg.run(w, dx.as<float>(), dy.as<float>(), r, s); }, reps, s);
+      std::snprintf(line, sizeof line, "| %s | %lld | %lld | %.3f (%.1f) |\n", c.what, (long long)tokens, (long long)b,
+                    ms, tflops(ms));
+      g_sweep += line;
+    }
+    cuda::grouped_gemm_set_batch_experts(keep_batch);
+  }
+  gg.run(w, dx.as<float>(), dy.as<float>(), r, s);  // the checked output: mode 1's
+  cuda::grouped_gemm_set_mode(mode);
+  DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::vector<float> yn(size_t(pairs * c.rows)), yo(yn.size());
+  DS4_CUDA_CHECK(cudaMemcpy(yn.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
+  DS4_CUDA_CHECK(cudaMemcpy(yo.data(), dy_old.get(), dy_old.bytes(), cudaMemcpyDeviceToHost));
+  double max_diff = 0, max_old = 0;
+  int64_t bad = 0;  // non-finite in either
+  for (size_t i = 0; i < yn.size(); ++i) {
+    if (!std::isfinite(yn[i]) || !std::isfinite(yo[i])) {
+      ++bad;
+      continue;
+    }
+    max_diff = std::max(max_diff, double(std::fabs(yn[i] - yo[i])));
+    max_old = std::max(max_old, double(std::fabs(yo[i])));
+  }
+  const double err = max_diff / std::max(max_old, 1e-30);
+  std::printf("| %s | %s %lldx%lld | %lld | %lld x %lld = %lld | %lld | %lld | %.3f | %.3f (%.1f / %.1f%%) | "
+              "%.3f (%.1f / %.1f%%) | %.3f (%.1f) | %.3f | %.2fx | %.1e%s |\n",
+              c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols,
+              (long long)c.experts, (long long)tokens, (long long)c.k, (long long)pairs, (long long)rows_per_expert,
+              (long long)gg.groups(), group_ms, old_ms, tflops(old_ms), 100.0 * tflops(old_ms) / peak, new_ms[0],
+              tflops(new_ms[0]), 100.0 * tflops(new_ms[0]) / peak, new_ms[1], tflops(new_ms[1]),
+              plan_ms[plan_ms.size() / 2], old_ms / new_ms[0], err,
+              bad ? (" " + std::to_string(bad) + " NON-FINITE").c_str() : (err > 1e-3 ? " CHECK FAILED" : ""));
 }
 
 }  // namespace
@@ -165,6 +242,7 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
 int main(int argc, char** argv) {
   try {
     const int reps = argc > 1 ? std::max(3, std::atoi(argv[1])) : 20;
+    const int64_t max_tokens = argc > 2 ? std::atoll(argv[2]) : 4096;
     cudaStream_t s;
     DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaDeviceProp p{};
@@ -174,13 +252,14 @@ int main(int argc, char** argv) {
     std::printf("%s: dense BF16 cuBLAS GEMM (FP32 accumulate) 8192^3: %.1f TFLOP/s (the reference below); "
                 "4096x512x4096: %.1f TFLOP/s\n",
                 p.name, peak, peak_small);
-    std::printf("routed experts of one chunk: moe_group, then grouped_mma_bf16 with 1 entry (<= 16 rows) per block "
-                "and with up to %d entries of one expert per block; TFLOP/s = 2 * pairs * rows * cols / time; "
-                "%% of the dense reference\n",
-                cuda::kGroupedMmaMaxEntries);
-    std::printf("| family | weight | E | chunk x top-k = pairs | entries | moe_group ms | 1 entry/block ms (TFLOP/s / %%) "
-                "| shared tiles ms (TFLOP/s / %%) | speed-up | T weights decoded/s (1 entry/block) |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("routed experts of one chunk (moe_group ms apart): old = grouped_mma_bf16 as a chunk picks it, new = "
+                "GroupedGemm (gather, dequant to BF16 in batches of %lld experts, cuBLAS grouped GEMM, scatter) without "
+                "its plan (a stream sync per MoE layer, host clock), loop = new with one cublasGemmEx per expert; "
+                "TFLOP/s = 2 * pairs * rows * cols / time; %% of the dense reference; check = max |new - old| / max |old|\n",
+                (long long)cuda::kGroupedGemmBatchExperts);
+    std::printf("| family | weight | E | chunk x top-k = pairs | rows/expert | experts used | moe_group ms | old ms "
+                "(TFLOP/s / %%) | new ms (TFLOP/s / %%) | loop ms (TFLOP/s) | plan ms | new vs old | check |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     const Case cases[] = {
         {"DeepSeek V4 Flash gate|up", DType::IQ2_XXS, 256, 6, 4096, 4096, 0},
         {"DeepSeek V4 Flash down", DType::Q2_K, 256, 6, 4096, 2048, 0},
@@ -190,8 +269,12 @@ int main(int argc, char** argv) {
         {"Qwen3.8 Flash Next down", DType::MLX_Q4, 512, 10, 2560, 640, 64},
         {"BF16 experts, DeepSeek gate|up shape", DType::BF16, 256, 6, 4096, 4096, 0},
     };
-    for (int64_t tokens : {512, 1024, 2048})
-      for (const Case& c : cases) bench_case(c, tokens, reps, peak, s);
+    for (int64_t tokens : {512, 1024, 2048, 4096})
+      if (tokens <= max_tokens)
+        for (const Case& c : cases) bench_case(c, tokens, reps, peak, s, tokens == 2048 && c.rows == 4096 && c.cols == 4096);
+    std::printf("\nnew path by experts per weight batch (default: %lld, or as many as the scratch holds)\n"
+                "| case | tokens | experts per batch | new ms (TFLOP/s) |\n|---|---|---|---|\n%s",
+                (long long)cuda::kGroupedGemmBatchExperts, g_sweep.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FATAL: %s\n", e.what());

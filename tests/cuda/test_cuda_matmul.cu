@@ -39,8 +39,10 @@
 #include "backend/cuda/memory.h"
 #include "backend/cuda/moe_group.h"
 #include "core/weight.h"
+#include "device_experts.h"
 #include "device_weight.h"
 #include "host_ref.h"
+#include "weight_test_util.h"
 
 using namespace ds4;
 using namespace ds4::cuda_test;
@@ -50,29 +52,11 @@ namespace {
 int g_failures = 0;
 std::mt19937_64 g_rng(20261204);
 
+std::vector<float> randn_rows(size_t n) { return randn(n, g_rng); }
+
 void verdict(const std::string& name, bool ok, const std::string& detail) {
   if (!ok) ++g_failures;
   std::printf("%-34s %-44s %s\n", name.c_str(), detail.c_str(), ok ? "PASS" : "FAIL");
-}
-
-std::vector<float> randn(size_t n) {
-  std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g_rng);
-  return v;
-}
-
-std::string fmt_name(DType t, DType st) {
-  std::string n(dtype_name(t));
-  if (t == DType::MLX_Q4 || t == DType::MLX_Q8) n += st == DType::BF16 ? "_bf16s" : "_f16s";
-  return n;
-}
-
-std::vector<float> host_rows(const HostWeight& hw) {  // the CPU decoder's f32 weights {rows, cols}
-  const WeightMatrix v = host_view(hw);
-  std::vector<float> w(size_t(hw.rows * hw.cols));
-  for (int64_t r = 0; r < hw.rows; ++r) dequantize_row(v, r, w.data() + r * hw.cols);
-  return w;
 }
 
 float bf16_to_float(uint16_t h) {
@@ -141,7 +125,7 @@ void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int6
   w.scales = sb ? dws.get() : nullptr;
   w.biases = sb ? dwb.get() : nullptr;
   const int64_t xs = count * ((cols + 3) / 4 * 4) + 4, ys = count * rows + 3;
-  const std::vector<float> x = randn(size_t(n * xs));
+  const std::vector<float> x = randn_rows(size_t(n * xs));
   cuda::DeviceBuffer dx(x.size() * 4, "x"), dy(size_t(n * ys) * 4, "y");
   DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
   DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
@@ -204,18 +188,9 @@ void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int6
 // them), checked against the host and, bit for bit, against one block per entry.
 void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st = DType::F16, int64_t group = 64,
                       bool runs = false) {
-  std::vector<HostWeight> hw;
-  for (int64_t e = 0; e < E; ++e) hw.push_back(random_weight(t, rows, cols, g_rng, group, st));
-  const size_t rb = hw[0].data.size(), stride = (rb + 255) / 256 * 256, sb = hw[0].scales.size();
-  cuda::DeviceBuffer dw(stride * size_t(E), "experts"), ds(std::max<size_t>(sb, 1) * size_t(E), "s"),
-      dbi(std::max<size_t>(sb, 1) * size_t(E), "b");
-  for (int64_t e = 0; e < E; ++e) {
-    DS4_CUDA_CHECK(cudaMemcpy(dw.as<uint8_t>() + e * stride, hw[size_t(e)].data.data(), rb, cudaMemcpyHostToDevice));
-    if (sb) {
-      DS4_CUDA_CHECK(cudaMemcpy(ds.as<uint8_t>() + e * sb, hw[size_t(e)].scales.data(), sb, cudaMemcpyHostToDevice));
-      DS4_CUDA_CHECK(cudaMemcpy(dbi.as<uint8_t>() + e * sb, hw[size_t(e)].biases.data(), sb, cudaMemcpyHostToDevice));
-    }
-  }
+  const DeviceExperts dx_experts = upload_experts(t, E, rows, cols, g_rng, group, st);
+  const std::vector<HostWeight>& hw = dx_experts.host;
+  const size_t stride = dx_experts.stride, sb = dx_experts.scale_stride;
   const int tokens = runs ? 50 : 40, K = 2, slots = tokens * K, S = cuda::kGemvMaxRows;
   const int32_t eh = int32_t(E / 2), el = int32_t(E - 1);
   const std::vector<int32_t> experts = runs ? std::vector<int32_t>{eh, eh, eh, eh, eh, 0, 0, el, el}
@@ -231,7 +206,7 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
       yi[size_t(b * S + i)] = slot;
     }
   const int64_t xs = cols + 2;
-  const std::vector<float> x = randn(size_t(tokens * xs));
+  const std::vector<float> x = randn_rows(size_t(tokens * xs));
   auto dev = [](const std::vector<int32_t>& v) {
     cuda::DeviceBuffer b(v.size() * 4, "ints");
     DS4_CUDA_CHECK(cudaMemcpy(b.get(), v.data(), b.bytes(), cudaMemcpyHostToDevice));
@@ -241,9 +216,7 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
   DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
   DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
   cuda::DeviceBuffer de = dev(experts), dc = dev(counts), dl = dev({live}), dxi = dev(xi), dyi = dev(yi);
-  WeightMatrix w = host_view(hw[0]);
-  w.data = dw.get();
-  w.scales = sb ? ds.get() : nullptr, w.biases = sb ? dbi.get() : nullptr;
+  const WeightMatrix w = dx_experts.view;
   cuda::GemvRows r;
   r.n = S, r.x_row = xs, r.y_row = rows;
   r.batch = cuda::GemvBatch{int(experts.size()), de.as<int32_t>(), stride, sb, 0, 0};

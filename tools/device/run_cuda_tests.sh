@@ -29,6 +29,7 @@ one test_gemv_pdl
 one test_gemv_decode
 one test_cuda_sample
 one test_cuda_matmul
+one test_cuda_grouped_gemm
 one test_cuda_canary
 one test_qwen_next_cuda "$root"
 one test_qwen_next_mtp_cuda "$root"

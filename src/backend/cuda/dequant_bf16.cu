@@ -27,6 +27,13 @@ __global__ void __launch_bounds__(256) dequant_kernel(Args a, int64_t row0, int6
     for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_grid[i];
     __syncthreads();
   }
+  if (a.ids) {  // dequant_bf16_experts: blockIdx.y = j, expert ids[j]'s matrix to out's j-th {rows, cols}
+    const int64_t e = a.ids[blockIdx.y];
+    a.data += e * a.id_stride;
+    if (a.scales) a.scales = static_cast<const uint8_t*>(a.scales) + e * a.id_scale_stride;
+    if (a.biases) a.biases = static_cast<const uint8_t*>(a.biases) + e * a.id_scale_stride;
+    out += int64_t(blockIdx.y) * rows * a.cols;
+  }
   const int64_t units = a.cols / kUnit;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * units) return;
@@ -79,15 +86,19 @@ __global__ void rows_to_bf16_kernel(const float* __restrict__ x, int64_t x_row, 
 
 unsigned blocks_for(int64_t items, int threads) { return unsigned((items + threads - 1) / threads); }
 
+// `count` > 1 or a.ids: one grid row (blockIdx.y) per expert (dequant_bf16_experts).
 template <class F, class T>
-void launch(const Args& a, int64_t row0, int64_t rows, T* out, cudaStream_t s) {
+void launch(const Args& a, int64_t row0, int64_t rows, T* out, cudaStream_t s, int count) {
   const int64_t items = rows * (a.cols / kUnit);
-  dequant_kernel<F, T><<<blocks_for(items, 256), 256, 0, s>>>(a, row0, rows, out);
+  dequant_kernel<F, T><<<dim3(blocks_for(items, 256), unsigned(count)), 256, 0, s>>>(a, row0, rows, out);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
+// experts: null for one matrix (count 1), else the device ids of `count` experts at the
+// given strides (whole matrices: row0 0, rows w.rows).
 template <class T>
-void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStream_t s) {
+void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStream_t s,
+             const GemvBatch* experts = nullptr) {
   if (!gemv_supports(w.type))
     throw InputError("cuda dequant_bf16: weight type " + std::string(dtype_name(w.type)) + " is not supported");
   if (row0 < 0 || rows < 1 || row0 + rows > w.rows)
@@ -95,6 +106,9 @@ void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStre
                      std::to_string(w.rows));
   const bool plain = w.type == DType::F32 || w.type == DType::F16 || w.type == DType::BF16;
   const bool k_block = w.type == DType::Q4_K || w.type == DType::Q2_K || w.type == DType::IQ2_XXS;
+  if (experts && (experts->count < 1 || experts->count > 65535 || !experts->ids || w.cols % kUnit != 0))
+    throw InputError("cuda dequant_bf16_experts: " + std::to_string(experts->count) + " experts of " +
+                     std::to_string(w.cols) + " cols (1..65535 experts by device ids, cols a multiple of 32)");
   if (plain && w.cols % kUnit != 0) {
     const auto* d = static_cast<const uint8_t*>(w.data);
     T* o = out;
@@ -110,6 +124,12 @@ void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStre
     throw InputError("cuda dequant_bf16: " + std::string(dtype_name(w.type)) + " cols " + std::to_string(w.cols));
   Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), w.scales, w.biases, 0, 0, w.rows, w.cols,
          nullptr, 0, 0, 0, 0};
+  int count = 1;
+  if (experts) {
+    a.ids = experts->ids, a.id_stride = int64_t(experts->id_stride);
+    a.id_scale_stride = int64_t(experts->id_scale_stride);
+    count = experts->count;
+  }
   const bool mlx = w.type == DType::MLX_Q4 || w.type == DType::MLX_Q8;
   if (mlx) {
     int shift = 0;
@@ -122,17 +142,19 @@ void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStre
   }
   const bool bf16s = w.scale_type == DType::BF16;
   switch (w.type) {
-    case DType::F32: return launch<F32>(a, row0, rows, out, s);
-    case DType::BF16: return launch<Half16<true>>(a, row0, rows, out, s);
-    case DType::F16: return launch<Half16<false>>(a, row0, rows, out, s);
-    case DType::Q8_0: return launch<Q8_0>(a, row0, rows, out, s);
-    case DType::Q4_K: return launch<Q4_K>(a, row0, rows, out, s);
-    case DType::Q2_K: return launch<Q2_K>(a, row0, rows, out, s);
-    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, row0, rows, out, s);
+    case DType::F32: return launch<F32>(a, row0, rows, out, s, count);
+    case DType::BF16: return launch<Half16<true>>(a, row0, rows, out, s, count);
+    case DType::F16: return launch<Half16<false>>(a, row0, rows, out, s, count);
+    case DType::Q8_0: return launch<Q8_0>(a, row0, rows, out, s, count);
+    case DType::Q4_K: return launch<Q4_K>(a, row0, rows, out, s, count);
+    case DType::Q2_K: return launch<Q2_K>(a, row0, rows, out, s, count);
+    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, row0, rows, out, s, count);
     case DType::MLX_Q4:
-      return bf16s ? launch<MlxAffine<4, true>>(a, row0, rows, out, s) : launch<MlxAffine<4, false>>(a, row0, rows, out, s);
+      return bf16s ? launch<MlxAffine<4, true>>(a, row0, rows, out, s, count)
+                   : launch<MlxAffine<4, false>>(a, row0, rows, out, s, count);
     case DType::MLX_Q8:
-      return bf16s ? launch<MlxAffine<8, true>>(a, row0, rows, out, s) : launch<MlxAffine<8, false>>(a, row0, rows, out, s);
+      return bf16s ? launch<MlxAffine<8, true>>(a, row0, rows, out, s, count)
+                   : launch<MlxAffine<8, false>>(a, row0, rows, out, s, count);
     default: break;
   }
 }
@@ -141,6 +163,10 @@ void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStre
 
 void dequant_bf16(const WeightMatrix& w, int64_t row0, int64_t rows, void* out, cudaStream_t s) {
   dequant(w, row0, rows, static_cast<__nv_bfloat16*>(out), s);
+}
+
+void dequant_bf16_experts(const WeightMatrix& w, const GemvBatch& experts, void* out, cudaStream_t s) {
+  dequant(w, 0, w.rows, static_cast<__nv_bfloat16*>(out), s, &experts);
 }
 
 void dequant_f32(const WeightMatrix& w, int64_t row0, int64_t rows, float* out, cudaStream_t s) {

@@ -34,18 +34,11 @@ bool grouped_mma_supports(const WeightMatrix& w);
 void grouped_mma_bf16(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream,
                       int64_t rows_per_expert = 0);
 
-// The routed experts of a multi-row forward (the models' chunk paths): whether a chunk may run
-// its experts on tensor cores (`tensor_chunk`: a tensor-core prefill chunk with expert MMAs
-// enabled, and both expert matrices in a supported layout), and the product itself: BF16 MMAs
-// when `mma` (rows_per_expert as for grouped_mma_bf16), else gemv_rows (each row as the decode
-// step computes it).
+// Whether a chunk may run its experts on tensor cores (`tensor_chunk`: a tensor-core prefill
+// chunk with expert MMAs enabled) with both expert matrices in a supported layout; the models
+// pick the path through plan_experts (routed_experts.h).
 inline bool grouped_mma_usable(bool tensor_chunk, const WeightMatrix& gate_up, const WeightMatrix& down) {
   return tensor_chunk && grouped_mma_supports(gate_up) && grouped_mma_supports(down);
-}
-inline void grouped_experts(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, bool mma,
-                            cudaStream_t stream, int64_t rows_per_expert = 0) {
-  if (mma) grouped_mma_bf16(w, x, y, r, stream, rows_per_expert);
-  else gemv_rows(w, x, y, r, stream);
 }
 
 }  // namespace ds4::cuda

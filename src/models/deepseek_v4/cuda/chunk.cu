@@ -26,7 +26,7 @@
 #include <algorithm>
 
 #include "backend/cuda/graph_step.h"
-#include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/routed_experts.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/moe_group.h"
 #include "backend/cuda/norm.h"
@@ -212,10 +212,12 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, dc::kGemvMaxRows)), g.experts, L.gate_up.stride, 0, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
-  // A tensor-core chunk runs the experts on tensor cores (same entries, BF16 MMAs), else exact.
-  const bool tc = dc::grouped_mma_usable(opt.expert_mma && tensor_core_chunk(), L.gate_up.first, L.down.first);
+  // A tensor-core chunk runs the experts on tensor cores (same entries: BF16 MMAs, or cuBLAS
+  // grouped GEMMs from grouped_gemm_min_rows pairs per expert), else exact.
+  const dc::ExpertPath path = dc::plan_experts(opt.expert_mma && tensor_core_chunk(), L.gate_up.first, L.down.first,
+                                               r, rows * K / E, gg.get(), stream);
   auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
-    dc::grouped_experts(w, x, y, r, tc, stream, rows * K / E);  // rows per expert picks the MMA kernel
+    dc::grouped_experts(w, x, y, r, path, stream, rows * K / E, gg.get());
   };
   experts(L.gate_up.first, R(0, sl.col), C(cl.egu));
   mark("experts_gate_up");

@@ -316,6 +316,9 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
     // (TF32: the tile is f32, 128 MiB per workspace)
     m.mm_side = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, tensor_core_rows(copt),
                                                      "deepseek_v4 side matmul");
+    // experts: gate|up {2F, hidden}, down {hidden, F}; they run on `stream` (mm_main)
+    m.gg = dc::make_grouped_gemm(mr, c.experts_used, c.experts, std::max(2 * c.expert_ff, c.hidden),
+                                 std::max(c.hidden, c.expert_ff), *m.mm_main, "deepseek_v4");
   }
   // Rows of the step input and logits (as many as the chunk scratch: set_options may raise
   // chunk_rows up to cl.rows); the one-token step uses row 0.

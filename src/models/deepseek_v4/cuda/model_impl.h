@@ -13,6 +13,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/op_timer.h"
@@ -181,6 +182,7 @@ struct DeepseekV4CudaModel::Impl {
   // The tensor-core path's cuBLAS handle + BF16 scratch, one per stream (the shared expert's
   // GEMM on the side stream runs beside the main stream's).
   std::unique_ptr<dc::MatmulWorkspace> mm_main, mm_side;
+  std::unique_ptr<dc::GroupedGemm> gg;  // routed experts of large chunks (stream, on mm_main's handle), or null
   dc::MatmulWorkspace& mm(cudaStream_t s) const { return s == stream ? *mm_main : *mm_side; }
   // This chunk's products on tensor cores (CudaModelOptions::tensor_cores, a prefill chunk).
   bool tensor_core_chunk() const { return mm_main->min_rows() > 0 && rows >= mm_main->min_rows(); }

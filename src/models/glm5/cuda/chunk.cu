@@ -28,7 +28,7 @@
 #include "backend/cuda/activation.h"
 #include "backend/cuda/conv1d.h"
 #include "backend/cuda/delta_rule.h"
-#include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/routed_experts.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/moe_group.h"
 #include "backend/cuda/norm.h"
@@ -231,10 +231,12 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
                           m.gate_up.scale_stride, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // egu {rows * K, 2I}
-  // In a tensor-core chunk the same entries as BF16 MMAs (each expert still read once per entry).
-  const bool mma = dc::grouped_mma_usable(tc && opt.expert_mma, m.gate_up.first, m.down.first);
+  // In a tensor-core chunk the same entries as BF16 MMAs (each expert still read once per entry),
+  // or from grouped_gemm_min_rows pairs per expert as cuBLAS grouped GEMMs.
+  const dc::ExpertPath path =
+      dc::plan_experts(tc && opt.expert_mma, m.gate_up.first, m.down.first, r, rows * K / E, gg.get(), stream);
   auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
-    dc::grouped_experts(w, x, y, r, mma, stream, rows * K / E);  // rows per expert picks the MMA kernel
+    dc::grouped_experts(w, x, y, r, path, stream, rows * K / E, gg.get());
   };
   experts(m.gate_up.first, R(0, sl.in), C(cl.egu));
   mark("moe experts down + combine");

@@ -13,6 +13,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
+#include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
 #include "formats/tensor_source.h"
@@ -75,6 +76,7 @@ struct Glm5CudaModel::Impl {
   // and verify windows never): mgemv / mproj take the GEMMs, the experts the grouped MMAs.
   bool tc = false;
   std::unique_ptr<dc::MatmulWorkspace> mm;  // cuBLAS handle + dequantized weight tile (stream)
+  std::unique_ptr<dc::GroupedGemm> gg;      // routed experts of large chunks (on mm's handle), or null
   // chunk_gemm.cu (CudaModelOptions::fp32_gemms in a tensor-core chunk): false when the caller
   // takes its usual path (not such a chunk, or an F32-only product of another type).
   dc::DeviceBuffer attn_gather;  // the attention's gathered latent rows, made on first use

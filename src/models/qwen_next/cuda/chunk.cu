@@ -17,7 +17,8 @@
 // around a chunk (forward_chunk), the captured verify (records per row) and commit_prefix.
 // Tensor cores (issue #22): a prefill chunk of at least CudaModelOptions::gemm_rows rows runs
 // every dense projection as a TF32 GEMM (backend/cuda matmul_rows) and the routed experts as
-// grouped BF16 MMAs (grouped_mma_bf16) over entries of <= 16 rows per expert; the router
+// grouped BF16 MMAs (grouped_mma_bf16) over entries of <= 16 rows per expert, or from
+// grouped_gemm_min_rows pairs per expert as cuBLAS grouped GEMMs (grouped_gemm.h); the router
 // logits and the QSA indexer's q/k are computed again on the exact path (they pick experts
 // and blocks, so the chunk chooses what decode steps would choose; the hyper-connection mixes
 // are continuous sigmoid gates and take the GEMM). Such a chunk equals decode steps within
@@ -29,7 +30,7 @@
 #include <string>
 
 #include "backend/cuda/conv1d.h"
-#include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/routed_experts.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/moe_group.h"
 #include "core/dtype.h"
@@ -212,10 +213,12 @@ void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
                           m.gate_up.scale_stride, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // mixed rows -> gu {rows * K, 2I}
-  // A tensor-core chunk: the same entries as BF16 MMAs (each entry's expert decoded once).
-  const bool mma = dc::grouped_mma_usable(opt.expert_mma && tensor_cores(), m.gate_up.first, m.down.first);
+  // A tensor-core chunk: the same entries as BF16 MMAs (each entry's expert decoded once), or
+  // from grouped_gemm_min_rows pairs per expert as cuBLAS grouped GEMMs.
+  const dc::ExpertPath path = dc::plan_experts(opt.expert_mma && tensor_cores(), m.gate_up.first, m.down.first, r,
+                                               rows * K / E, gg.get(), stream);
   auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
-    dc::grouped_experts(w, x, y, r, mma, stream, rows * K / E);  // rows per expert picks the MMA kernel
+    dc::grouped_experts(w, x, y, r, path, stream, rows * K / E, gg.get());
   };
   experts(m.gate_up.first, R(0, sl.mixed), C(cl.gu));
   mark("experts_gate_up");

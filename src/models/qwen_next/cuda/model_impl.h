@@ -14,6 +14,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
+#include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
 #include "backend/cuda/op_timer.h"
@@ -173,6 +174,7 @@ struct QwenNextCudaModel::Impl {
   // Tensor-core products of a prefill chunk (backend/cuda matmul_rows; made at load, its
   // min_rows = CudaModelOptions::gemm_rows) and whether the chunk being enqueued uses them.
   std::unique_ptr<dc::MatmulWorkspace> mm;
+  std::unique_ptr<dc::GroupedGemm> gg;  // routed experts of large chunks (on mm's handle), or null
   bool tensor_cores() const { return opt.gemm_rows > 0 && rows >= opt.gemm_rows; }
   void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off);
   void mproj(const DProj& p, size_t x_off, size_t y_off);
