@@ -16,13 +16,6 @@ class InputError : public Error {
   explicit InputError(const std::string& what) : Error(what) {}
 };
 
-// A request that could never be served with the memory this process has (e.g. a turn whose
-// model state outgrows the engine's whole state-memory budget); servers answer 507.
-class CapacityError : public Error {
- public:
-  explicit CapacityError(const std::string& what) : Error(what) {}
-};
-
 }  // namespace ds4
 
 #define DS4_CHECK(cond, msg)                                       \

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/capacity_error.h"
 #include "core/error.h"
 #include "engine/engine_job.h"
 #include "engine/session_checkpoints.h"

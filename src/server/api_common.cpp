@@ -3,6 +3,7 @@
 #include <chrono>
 #include <random>
 
+#include "core/capacity_error.h"
 #include "core/error.h"
 #include "engine/rng.h"
 #include "server/client_watch.h"

@@ -9,6 +9,7 @@
 
 #include <thread>
 
+#include "core/capacity_error.h"
 #include "core/error.h"
 #include "glm_engine_fixture.h"
 
