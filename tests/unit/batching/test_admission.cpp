@@ -61,6 +61,7 @@ class Admission : public GlmEngine {
     EXPECT_LE(m.cache_bytes, budget) << "the prefix cache stays within the budget";
     EXPECT_EQ(m.state_budget_bytes, budget);
     EXPECT_EQ(int64_t(m.preemptions), preempted) << "the per-turn counts add up to the engine's";
+    RecordProperty("preemptions", int(m.preemptions));
     return m;
   }
 };
