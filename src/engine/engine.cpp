@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/capacity_error.h"
 #include "core/error.h"
 #include "engine/engine_job.h"
 #include "engine/session_checkpoints.h"
@@ -51,6 +52,7 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
   if (o.step_tokens < 0) throw InputError("step_tokens must be >= 0 (0 = auto), got " + std::to_string(o.step_tokens));
   scheduler_.emplace(batching_ ? (o.step_tokens > 0 ? o.step_tokens : prefill_chunk_) : 0, prefill_chunk_);
   m_.step_tokens = scheduler_->step_tokens();
+  state_memory_request_ = o.state_memory_bytes;
   if (!o.checkpoint_dir.empty())
     checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes,
                                                         /*draft_state=*/spec_depth_ > 0);
@@ -61,12 +63,32 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
   // (The promise is shared: the constructor may return while set_value is still running.)
   auto warm = std::make_shared<std::promise<void>>();
   auto ready = warm->get_future();
-  thread_ = std::thread([this, warm] {
+  auto budget_error = std::make_shared<std::string>();
+  thread_ = std::thread([this, warm, budget_error] {
+    // The state budget is measured here too (a CUDA model's probe state lives on this thread).
+    try {
+      const size_t available = model_->state_memory_available();
+      budget_.emplace(state_memory_request_, available, model_->state_cost(spec_depth_ > 0), context_size_);
+      cache_.set_max_bytes(std::min(cache_.max_bytes(), budget_->bytes()));
+    } catch (const std::exception& e) {
+      *budget_error = e.what();
+      warm->set_value();
+      return;
+    }
     measure_spec_cost();  // never throws
     warm->set_value();
     run();
   });
   ready.wait();
+  if (!budget_error->empty()) {
+    thread_.join();
+    if (canary_) canary_->stop();
+    throw Error("engine: measuring the model's state cost failed: " + *budget_error);
+  }
+  {
+    std::lock_guard lk(metrics_mu_);
+    m_.state_budget_bytes = budget_->bytes();
+  }
 }
 
 Engine::~Engine() { shutdown(); }
@@ -130,6 +152,11 @@ std::shared_ptr<RequestHandle> Engine::submit(GenRequest req) {
     job->spec_depth = 0;
   }
   job->req = std::move(req);
+  if (need(*job) > budget_->bytes())
+    throw CapacityError("the request's model state would need " + std::to_string(need(*job)) + " bytes (" +
+                        std::to_string(job->prompt.size()) + " prompt tokens + max_tokens " +
+                        std::to_string(job->req.max_tokens) + ") but the engine's state memory budget is " +
+                        std::to_string(budget_->bytes()) + " bytes (batching.state_memory_mib); ask for fewer tokens");
   job->handle = std::make_shared<RequestHandle>();
   job->t_submit = Clock::now();
   auto handle = job->handle;
@@ -177,7 +204,9 @@ bool Engine::admit() {
     for (auto& j : live_) j->handle->cancel();
     return !live_.empty();
   }
-  while (!queue_.empty() && int(live_.size()) < max_live_) {
+  // Admission control (engine_admission.cpp): the head of the queue waits until its state
+  // fits; the ones behind it wait too (first come, first served).
+  while (!queue_.empty() && int(live_.size()) < max_live_ && fits(*queue_.front())) {
     live_.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
@@ -213,6 +242,7 @@ void Engine::iterate() {
       fail(*j, e);
     }
   }
+  preempt_to_fit(decode, prefill);
   std::vector<int64_t> pending;
   for (Job* j : prefill) pending.push_back(int64_t(j->pending.size() - j->pending_at));
   const std::vector<int64_t> grant = scheduler_->grant(decode_tokens, pending);
@@ -229,6 +259,7 @@ void Engine::iterate() {
   decode_batch(decode);
   check_canary();
   std::erase_if(live_, [](const auto& j) { return j->phase == Job::Phase::kDone; });
+  publish_state_bytes();
   std::lock_guard lk(metrics_mu_);
   m_.live = int64_t(live_.size());
   m_.running = int64_t(decode.size());
@@ -281,6 +312,7 @@ void Engine::constrained_step(Job& job) {
 }
 
 void Engine::start(Job& job) {
+  if (resume(job)) return;  // a preempted turn (engine_admission.cpp)
   std::optional<PrefixCache::Hit> hit;
   if (job.restore) {
     // A checkpoint read is in flight (session_checkpoints.h): its memory lookup already missed.
@@ -377,6 +409,7 @@ void Engine::prefill_step(Job& job, int64_t max_tokens) {
     const size_t at = job.history.size();
     if (!to_boundary && snapshot_every_ > 0 && (at / size_t(snapshot_every_)) > ((at - n) / size_t(snapshot_every_)))
       cache_.insert(job.history, job.state->clone(), {});
+    if (job.usage.completion_tokens > 0) return;  // a preempted turn's recompute: no progress events
     GenEvent p;
     p.kind = GenEvent::Kind::kProgress;
     p.done = int64_t(job.pending_at);
@@ -384,8 +417,8 @@ void Engine::prefill_step(Job& job, int64_t max_tokens) {
     job.handle->push(std::move(p));
     return;
   }
-  job.usage.prefill_s = seconds(job.t_prefill, Clock::now());
-  {
+  if (job.usage.completion_tokens == 0) {  // the prompt's prefill (not a preempted turn's recompute)
+    job.usage.prefill_s = seconds(job.t_prefill, Clock::now());
     std::lock_guard lk(metrics_mu_);
     m_.prefill_seconds += job.usage.prefill_s;
   }

@@ -24,6 +24,7 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/spec_cost.h"
+#include "engine/state_budget.h"
 #include "engine/step_scheduler.h"
 #include "models/model.h"
 #include "persist/checkpoint_stats.h"
@@ -76,6 +77,13 @@ struct EngineOptions {
   // Tokens one iteration feeds (decode steps + prefill slices); 0 = auto (one prefill chunk).
   // Prefill always gets at least a quarter of it (step_scheduler.h).
   int64_t step_tokens = 0;
+  // Admission control (state_budget.h, engine_admission.cpp): bytes the live sessions' model
+  // states and the prefix cache may hold together; 0 = auto (90% of the memory available
+  // when the engine starts). A request whose projected state could never fit is refused
+  // (CapacityError); one that does not fit beside the running ones waits in the queue; running
+  // ones that would outgrow it preempt the youngest (its state is dropped and recomputed
+  // when it is admitted again).
+  size_t state_memory_bytes = 0;
 };
 
 struct EngineMetrics {
@@ -100,6 +108,10 @@ struct EngineMetrics {
   uint64_t decode_steps_by_size[8] = {};
   uint64_t decode_iterations = 0, decode_sequences = 0;  // histogram count and sum
   uint64_t batched_calls = 0, batched_rows = 0;
+  // Admission control: bytes the live sessions' states hold (the prefix cache is
+  // cache_bytes), the budget for both, and turns preempted (state dropped, requeued).
+  size_t state_bytes = 0, state_budget_bytes = 0;
+  uint64_t preemptions = 0;
 };
 
 class Engine {
@@ -124,6 +136,9 @@ class Engine {
   int64_t context_size() const { return context_size_; }
   int64_t prefill_chunk() const { return prefill_chunk_; }
   int64_t snapshot_every() const { return snapshot_every_; }  // 0 = off
+  // The state-memory budget in bytes and what one state costs (admission control).
+  size_t state_memory_budget() const { return budget_->bytes(); }
+  StateCost state_cost() const { return budget_->cost(); }
   // Draft depth the engine speculates with: 0 when off or when the model has no draft head.
   int speculative_depth() const { return spec_depth_; }
   // Whether a turn whose request does not say speculates (the per-request switch calls
@@ -163,6 +178,14 @@ class Engine {
   void publish_pre_stop(Job& job);  // a turn ended by a stop string (engine_decode.cpp)
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
   void check_canary();  // engine_canary.cpp: aborts the live turns a GPU stall hit
+  // Admission control (engine_admission.cpp, state_budget.h).
+  size_t need(const Job& job) const;        // projected state bytes at the turn's end
+  size_t held(const Job& job) const;        // state bytes the turn holds now
+  bool fits(const Job& queued);             // may start now (evicts cache entries for it)
+  void preempt_to_fit(std::vector<Job*>& decode, std::vector<Job*>& prefill);
+  void preempt(Job& job);                   // drop the state, keep the tokens, requeue
+  bool resume(Job& job);                    // a preempted turn's start: re-prefill its tokens
+  void publish_state_bytes();
 
 
   std::unique_ptr<Model> model_;
@@ -181,6 +204,8 @@ class Engine {
   int sample_candidates_k_ = 256;
   bool batching_ = true;
   std::optional<StepScheduler> scheduler_;  // set in the constructor (needs the chunk)
+  size_t state_memory_request_ = 0;         // EngineOptions::state_memory_bytes
+  std::optional<StateBudget> budget_;       // set on the engine thread before it is ready
   PrefixCache cache_;
   std::unique_ptr<SessionCheckpoints> checkpoints_;  // null = checkpoints off
   std::shared_ptr<CanaryMonitor> canary_;             // null = no GPU canary

@@ -58,6 +58,10 @@ struct Engine::Job {
   std::shared_ptr<SessionCheckpoints::Pending> restore;  // a checkpoint read in flight
   std::chrono::steady_clock::time_point t_submit, t_prefill, t_first;
   std::optional<CanaryMonitor::Mark> canary_mark;  // set when the turn's first step runs
+  // Preempted at least once (engine_admission.cpp): `pending` holds every token its state
+  // held (prompt, emitted tokens), re-fed when it is admitted again; the sampler, text
+  // stream, parser and stop matcher carry on as they were (same RNG stream).
+  bool resumed = false;
 };
 
 }  // namespace ds4::engine

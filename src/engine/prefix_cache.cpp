@@ -56,12 +56,28 @@ void PrefixCache::insert(std::vector<int32_t> tokens, std::unique_ptr<ModelState
   evict_locked();
 }
 
-void PrefixCache::evict_locked() {
-  while (bytes_ > max_bytes_ && !lru_.empty()) {
+void PrefixCache::evict_locked() { evict_to_locked(max_bytes_); }
+
+size_t PrefixCache::evict_to_locked(size_t bytes) {
+  size_t n = 0;
+  while (bytes_ > bytes && !lru_.empty()) {
     bytes_ -= lru_.back().bytes;
     lru_.pop_back();
     evictions_++;
+    n++;
   }
+  return n;
+}
+
+size_t PrefixCache::evict_to(size_t bytes) {
+  std::lock_guard lk(mu_);
+  return evict_to_locked(bytes);
+}
+
+void PrefixCache::set_max_bytes(size_t bytes) {
+  std::lock_guard lk(mu_);
+  max_bytes_ = bytes;
+  evict_locked();
 }
 
 size_t PrefixCache::bytes() const {

@@ -43,6 +43,12 @@ class PrefixCache {
 
   size_t bytes() const;
   size_t entries() const;
+  size_t max_bytes() const { return max_bytes_; }
+  // Admission control (engine_admission.cpp): evicts least recently used entries until the
+  // cache holds at most `bytes`; returns how many it evicted.
+  size_t evict_to(size_t bytes);
+  // Lowers (or raises) the budget; evicts down to it.
+  void set_max_bytes(size_t bytes);
   uint64_t evictions() const { return evictions_; }
 
  private:
@@ -55,6 +61,7 @@ class PrefixCache {
     size_t bytes = 0;
   };
   void evict_locked();
+  size_t evict_to_locked(size_t bytes);
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // front = most recently used
   size_t max_bytes_;

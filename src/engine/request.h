@@ -65,6 +65,8 @@ struct Usage {
   // Decode-step draws from the model's top candidates (no full logits row copied), and those
   // that asked for candidates but needed the full row after all (EngineOptions::sample_candidates).
   int64_t sampled_from_candidates = 0, sampled_full_fallback = 0;
+  // Times this turn was preempted (its state dropped and recomputed: admission control).
+  int64_t preemptions = 0;
   // GPU canary latencies over this turn (SPEC §6); absent when the model runs on the CPU or
   // the build has no CUDA (absent, not zeros: no probe ran).
   std::optional<CanaryStats> gpu_canary;

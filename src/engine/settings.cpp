@@ -149,6 +149,7 @@ const std::vector<Key>& keys() {
           [](const Settings& s) { return s.spec_sampling; }},
       BOOL_KEY("batching.enabled", batching),
       INT_KEY("batching.step_tokens", batching_step_tokens, 0, int64_t(1) << 24),
+      INT_KEY("batching.state_memory_mib", batching_state_memory_mib, 0, int64_t(1) << 30),
       INT_KEY("cache.mib", cache_mib, 0, int64_t(1) << 24),
       Key{"cache.snapshot_every",
           [](Settings& s, const std::string& v, const std::string& w) {

@@ -43,6 +43,10 @@ struct Settings {
   // without a token budget or batched decode; step_tokens 0 = auto (one prefill chunk).
   bool batching = true;
   int64_t batching_step_tokens = 0;
+  // Admission control (EngineOptions::state_memory_bytes): MiB the sessions' model states and
+  // the prefix cache may hold together; 0 = auto (90% of the memory free at start: host
+  // memory for the CPU models, device memory for the CUDA ones).
+  int64_t batching_state_memory_mib = 0;
   // Prefix cache.
   int64_t cache_mib = 2048;
   // Prefill snapshots every N prompt tokens (branch points for prompts sharing a long prefix;

@@ -53,6 +53,18 @@ enum class Logits { kNone, kLast, kAll };
 
 class DraftHead;
 
+// What one session's state costs in bytes as it consumes tokens (the engine's admission
+// control, engine/state_budget.h): bytes() stays at most fixed + per_token * positions.
+// fixed: a fresh state (with the draft head's part when asked) plus every part that stops
+// growing (sliding windows, open compressor windows, the last-row buffers); per_token: the
+// caches that grow with every consumed token, blocks that complete every k tokens counted
+// as 1/k of a block per token (an upper bound at every position). Transient buffers (a
+// captured verify window, queued draft rows) are not part of it.
+struct StateCost {
+  double fixed = 0, per_token = 0;
+  size_t at(int64_t positions) const;  // the bound for a state holding `positions` tokens
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -86,6 +98,15 @@ class Model {
   // have advanced.
   virtual void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                             std::vector<float>& logits);
+
+  // Bytes a state costs (StateCost). The default measures a fresh state (its draft head
+  // enabled when `draft`) and counts nothing per token: right for the CUDA models, whose
+  // state buffers cover the whole context from new_state() on; the CPU families override it
+  // with their growing caches. Not const: enabling the draft head goes through draft_head().
+  virtual StateCost state_cost(bool draft);
+  // Bytes the states may still take where they live: the host's MemAvailable (default; 0 if
+  // unknown), a CUDA model's free device memory less the allocation headroom.
+  virtual size_t state_memory_available();
 
   // Convenience wrappers shared by every family (model.cpp).
   // prefill: chunked forward (chunk <= 0 -> info().default_prefill_chunk); last logits.

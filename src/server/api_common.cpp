@@ -3,6 +3,7 @@
 #include <chrono>
 #include <random>
 
+#include "core/capacity_error.h"
 #include "core/error.h"
 #include "engine/rng.h"
 #include "server/client_watch.h"
@@ -249,6 +250,8 @@ std::shared_ptr<engine::RequestHandle> submit(const Context& c, engine::GenReque
     return c.engine.submit(std::move(req));
   } catch (const InputError& e) {
     fail(e.what());
+  } catch (const CapacityError& e) {  // can never fit this server's memory: not worth a retry
+    throw ApiError{507, "insufficient_storage", e.what(), ""};
   } catch (const Error& e) {
     throw ApiError{503, "overloaded_error", e.what(), ""};
   }

@@ -22,6 +22,12 @@ std::string batch_metrics_text(const engine::EngineMetrics& m) {
       double(m.batched_calls));
   one("ds4_batched_decode_rows_total", "counter", "Sequences carried by batched decode forwards.",
       double(m.batched_rows));
+  one("ds4_state_memory_bytes", "gauge", "Bytes the live sessions' model states hold (the prefix cache: ds4_cache_bytes).",
+      double(m.state_bytes));
+  one("ds4_state_memory_budget_bytes", "gauge", "Bytes the live states and the prefix cache may hold together (admission control).",
+      double(m.state_budget_bytes));
+  one("ds4_preemptions_total", "counter", "Turns preempted to stay within the state memory budget (state dropped, recomputed).",
+      double(m.preemptions));
   const char* name = "ds4_decode_batch_size";
   out += std::string("# HELP ") + name + " Decode steps per engine iteration.\n# TYPE " + name + " histogram\n";
   uint64_t cum = 0;

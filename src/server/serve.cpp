@@ -41,6 +41,7 @@ engine::EngineOptions engine_options(const engine::Settings& s) {
   o.sample_candidates_k = s.sample_candidates_k;
   o.batching = s.batching;
   o.step_tokens = s.batching_step_tokens;
+  o.state_memory_bytes = size_t(s.batching_state_memory_mib) << 20;
   return o;
 }
 

@@ -19,6 +19,7 @@
 #include "models/deepseek_v4/layers.h"
 #include "models/deepseek_v4/mtp.h"
 #include "models/deepseek_v4/spec_commit.h"
+#include "models/deepseek_v4/state_cost.h"
 #include "models/draft_head.h"
 
 namespace ds4::deepseek_v4 {
@@ -78,6 +79,9 @@ class DsModel : public Model, public DraftHead {
   }
 
   const ModelInfo& info() const override { return info_; }
+  StateCost state_cost(bool draft) override {
+    return deepseek_v4::state_cost(c_, w_, Model::state_cost(draft), draft);
+  }
 
   std::unique_ptr<ModelState> new_state() const override {
     auto s = std::make_unique<State>();

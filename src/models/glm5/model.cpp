@@ -12,6 +12,7 @@
 #include "models/glm5/kda.h"
 #include "models/glm5/layer.h"
 #include "models/glm5/mtp.h"
+#include "models/glm5/state_cost.h"
 #include "models/glm5/spec_commit.h"
 #include "models/glm5/state.h"
 #include "models/glm5/weights.h"
@@ -44,6 +45,9 @@ class Glm5Model final : public Model, public DraftHead {
   }
 
   const ModelInfo& info() const override { return info_; }
+  StateCost state_cost(bool draft) override {
+    return glm5::state_cost(cfg_, w_, Model::state_cost(draft), draft);
+  }
 
   std::unique_ptr<ModelState> new_state() const override {
     auto s = std::make_unique<State>();

@@ -20,6 +20,7 @@ class QwenNextModel : public Model, public DraftHead {
  public:
   QwenNextModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt);
   const ModelInfo& info() const override { return info_; }
+  StateCost state_cost(bool draft) override;  // state_cost.cpp
   std::unique_ptr<ModelState> new_state() const override;
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
   // One token for each of N sequences, each weight read once for all (forward.cpp).

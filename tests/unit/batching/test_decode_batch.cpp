@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "draft_head_run.h"
+#include "family_model.h"
 #include "models/draft_head.h"
 #include "models/model.h"
 
@@ -23,15 +24,7 @@ struct Case {
   std::string extra = "";      // config merged into the temp folder (DSpark's settings)
 };
 
-std::unique_ptr<Model> load(const Case& c) {
-  LoadOptions o;
-  o.threads = 2;
-  if (c.head.empty()) return load_model(c.dir, o);
-  const std::string dir = draft_test::trunk_with_head_dir("ds4-batch-" + c.tag, c.dir, c.head, c.extra);
-  auto m = load_model(dir, o);
-  std::filesystem::remove_all(dir);
-  return m;
-}
+std::unique_ptr<Model> load(const Case& c) { return test::load_family_model(c.tag, c.dir, c.head, c.extra); }
 
 // Deterministic prompt ids in [1, vocab): different lengths and contents per sequence.
 std::vector<int32_t> prompt(int64_t vocab, int seq, int len) {

@@ -8,95 +8,13 @@
 #include <filesystem>
 #include <thread>
 
-#include "draft_head_run.h"
-#include "engine/engine.h"
-#include "recording_codec.h"
+#include "glm_engine_fixture.h"
 #include "support/test_codec.h"
 #include "support/test_model.h"
 
 namespace ds4::engine {
 namespace {
 using namespace std::chrono_literals;
-namespace fs = std::filesystem;
-
-const std::string kData = DS4_TEST_DATA;
-
-// One turn read event by event (several are read interleaved: events queue in the handle).
-struct Turn {
-  std::shared_ptr<RequestHandle> h;
-  size_t log_index = 0;  // its stream in the IdLog (turns start in submission order)
-  int text_events = 0;
-  std::optional<GenEvent> done;
-  std::string text;
-  // Reads until `events` text events arrived or the turn ended.
-  void pump(int events = 1 << 30) {
-    while (!done && text_events < events) {
-      auto ev = h->next(120s);
-      if (!ev) throw std::runtime_error("timeout");
-      if (ev->kind == GenEvent::Kind::kError) throw std::runtime_error(ev->text);
-      if (ev->kind == GenEvent::Kind::kDone) done = *ev;
-      if (ev->kind == GenEvent::Kind::kContent) text_events++, text += ev->text;
-    }
-  }
-};
-
-class GlmEngine : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = draft_test::trunk_with_head_dir("ds4-batching-glm", kData + "/glm5/model", kData + "/glm5/mtp/mtp.safetensors");
-    fs::copy_file(fs::path(kData) / "glm5/model/tokenizer.json", fs::path(dir_) / "tokenizer.json",
-                  fs::copy_options::overwrite_existing);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::unique_ptr<Engine> engine(int depth, bool batching = true, int64_t step_tokens = 0) {
-    LoadOptions lo;
-    lo.threads = 2;
-    auto model = load_model(dir_, lo);
-    log_ = std::make_shared<IdLog::element_type>();
-    auto codec = std::make_unique<RecordingCodec>(TokCodec::open(dir_, model->info().family), log_);
-    EngineOptions o;
-    o.spec_depth = depth;
-    o.batching = batching;
-    o.step_tokens = step_tokens;
-    o.prefill_chunk = 16;  // prompts of 20..60 ids take several slices
-    return std::make_unique<Engine>(std::move(model), std::move(codec), o);
-  }
-
-  // A greedy completion-mode turn on prompt ids seeded by `i` (20 + 8i ids).
-  GenRequest request(int i, int64_t max_tokens, std::optional<bool> spec = std::nullopt) {
-    std::string p(RecordingCodec::kIdPrompt);
-    uint32_t x = 977u * uint32_t(i + 3);
-    for (int k = 0; k < 20 + 8 * i; ++k) x = x * 1664525u + 1013904223u, p += std::to_string(1 + (x >> 9) % 1000) + " ";
-    GenRequest r;
-    r.raw_prompt = p;
-    r.max_tokens = max_tokens;
-    r.sampler.temperature = 0;
-    r.spec_enabled = spec;
-    return r;
-  }
-  Turn submit(Engine& e, GenRequest r) {
-    Turn t;
-    t.h = e.submit(std::move(r));
-    return t;
-  }
-  std::vector<int32_t> ids(const Turn& t) const { return (*log_)[t.log_index]; }
-
-  // Each request alone on a fresh AR engine: the reference ids.
-  std::vector<std::vector<int32_t>> alone(int n, int64_t max_tokens) {
-    std::vector<std::vector<int32_t>> out;
-    for (int i = 0; i < n; ++i) {
-      auto e = engine(0);
-      Turn t = submit(*e, request(i, max_tokens));
-      t.pump();
-      out.push_back((*log_)[0]);
-    }
-    return out;
-  }
-
-  std::string dir_;
-  IdLog log_;
-};
 
 // Six turns: three start together, three join once the first has emitted tokens, turn 1 is
 // cancelled mid-turn. Each finished turn equals its run alone; the cancelled one is a prefix.

@@ -33,8 +33,7 @@ class ServerTest : public ::testing::Test {
     settings.api_key = "k1";
     settings.thinking = "off";
     settings.header_timeout_s = 1;  // the guard's deadline cases end quickly
-    engine = std::make_unique<engine::Engine>(std::make_unique<testmodel::TestModel>(),
-                                              std::make_unique<testmodel::TestCodec>(), engine::EngineOptions{});
+    engine = std::make_unique<engine::Engine>(model(), std::make_unique<testmodel::TestCodec>(), options());
     srv = std::make_unique<server::Server>(*engine, settings, "receipt: yes\n");
     port = srv->bind();
     thread = std::thread([this] { srv->serve(); });
@@ -43,6 +42,8 @@ class ServerTest : public ::testing::Test {
     srv->stop();
     thread.join();
   }
+  virtual std::unique_ptr<Model> model() { return std::make_unique<testmodel::TestModel>(); }
+  virtual engine::EngineOptions options() { return {}; }
   httplib::Client client() {
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(30, 0);
@@ -89,6 +90,44 @@ TEST_F(ServerTest, ErrorShapesPerProtocol) {
   EXPECT_EQ(j["type"], "error");
   EXPECT_EQ(j["error"]["type"], "invalid_request_error");
   EXPECT_NE(j["error"]["message"].get<std::string>().find("max_tokens"), std::string::npos);
+}
+
+// Admission control through the server: the scripted model's states cost 4096 bytes + 4 per
+// token (its bytes()); under a budget of 4096 + 4 * 1000 a turn asking for 5000 tokens could
+// never fit and is answered 507 in both protocols, and the next turn is served.
+class CostedTestModel : public testmodel::TestModel {
+ public:
+  StateCost state_cost(bool) override { return {4096, 4}; }
+};
+class ServerCapacityTest : public ServerTest {
+ protected:
+  std::unique_ptr<Model> model() override { return std::make_unique<CostedTestModel>(); }
+  engine::EngineOptions options() override {
+    engine::EngineOptions o;
+    o.state_memory_bytes = 4096 + 4 * 1000;
+    return o;
+  }
+};
+
+TEST_F(ServerCapacityTest, ATurnThatCanNeverFitIs507AndServingGoesOn) {
+  auto c = client();
+  httplib::Headers h = {{"x-api-key", "k1"}};
+  auto r = c.Post("/v1/chat/completions", h, R"({"max_tokens":5000,"messages":[{"role":"user","content":"hi"}]})",
+                  "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 507) << r->body;
+  EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("state memory budget"), std::string::npos);
+  r = c.Post("/v1/messages", h, R"({"max_tokens":5000,"messages":[{"role":"user","content":"hi"}]})", "application/json");
+  EXPECT_EQ(r->status, 507) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "api_error");
+  r = c.Post("/v1/chat/completions", h, R"({"max_tokens":50,"messages":[{"role":"user","content":"hi"}]})",
+             "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], "Echo: hi. Done.");
+  r = c.Get("/metrics", h);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("ds4_state_memory_budget_bytes 8096"), std::string::npos);
+  EXPECT_NE(r->body.find("ds4_preemptions_total 0"), std::string::npos);
 }
 
 TEST(Server, ExposureWarning) {

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/memory.h"
 #include "formats/tensor_source.h"
 #include "models/draft_head.h"
 #include "models/glm5/config.h"
@@ -88,6 +89,11 @@ class Glm5CudaModel : public Model, public DraftHead {
   ~Glm5CudaModel() override;
   const ModelInfo& info() const override;
   std::unique_ptr<ModelState> new_state() const override;
+  // Admission control (engine/state_budget.h): free device memory less the allocation headroom.
+  size_t state_memory_available() override {
+    const size_t free = ds4::cuda::device_memory_info().free_bytes;
+    return free > ds4::cuda::kDefaultHeadroom ? free - ds4::cuda::kDefaultHeadroom : 0;
+  }
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
   // One token: the candidates are picked on the GPU and only they are copied back.
   void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,

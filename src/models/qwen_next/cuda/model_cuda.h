@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/cuda/memory.h"
 #include "formats/tensor_source.h"
 #include "models/draft_head.h"
 #include "models/cuda_tensor_cores_env.h"
@@ -73,6 +74,11 @@ class QwenNextCudaModel : public Model, public DraftHead {
   ~QwenNextCudaModel() override;
   const ModelInfo& info() const override;
   std::unique_ptr<ModelState> new_state() const override;
+  // Admission control (engine/state_budget.h): free device memory less the allocation headroom.
+  size_t state_memory_available() override {
+    const size_t free = ds4::cuda::device_memory_info().free_bytes;
+    return free > ds4::cuda::kDefaultHeadroom ? free - ds4::cuda::kDefaultHeadroom : 0;
+  }
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
   // One token: the candidates are picked on the GPU and only they are copied back.
   void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
