@@ -41,5 +41,6 @@ one test_deepseek_v4_batch_cuda "$root"
 one test_glm5_cuda "$root"
 one test_glm5_mtp_cuda "$root"
 one test_synthetic_cuda
+one test_admission_cuda "$root"
 echo "overall exit $rc" | tee -a "$out/summary.txt"
 exit $rc
