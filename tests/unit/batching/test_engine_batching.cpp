@@ -1,8 +1,8 @@
 // The engine with continuous batching on the tiny GLM 5.x model (the family whose CPU
 // decode_batch reads each weight once): every turn that runs concurrently with others,
 // joining while others decode and beside one cancelled mid-turn, emits exactly the token ids
-// it emits alone (greedy), with speculation off, and with speculating turns mixed with plain
-// ones. On the scripted test model: answers exact under load and every state returned.
+// it emits alone (greedy), with speculation off, with speculating turns mixed with plain
+// ones, and with every turn speculating (their verifies batched; greedy and seeded sampling). On the scripted test model: answers exact under load and every state returned.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -185,6 +185,46 @@ TEST_F(GlmEngine, SpeculatingTurnsBesidePlainOnes) {
   EXPECT_EQ(t3.done->usage.spec_drafted, 0);
   EXPECT_EQ((*log_)[0], ref[0]);
   EXPECT_EQ((*log_)[1], ref[3]);
+}
+
+TEST_F(GlmEngine, SpeculatingTurnsVerifyTogether) {
+  // Every turn speculates (depth 2, GLM's MTP head): each iteration's cycles draft per turn
+  // and verify in one Model::verify_batch, then accept and commit per turn. Greedy turns
+  // equal AR alone; seeded sampled turns (category exact, the engine's default) equal their
+  // own speculating run alone on a fresh engine: the same draws in the same order. Turns
+  // join mid-way and turn 1 is cancelled mid-batch (run_join_and_cancel).
+  const int64_t kMax = 40;
+  for (bool sampled : {false, true}) {
+    SCOPED_TRACE(sampled ? "sampled" : "greedy");
+    auto req = [&](int i) {
+      GenRequest r = request(i, kMax);
+      if (sampled) r.sampler.temperature = 0.9, r.sampler.seed = 1000 + uint64_t(i);
+      return r;
+    };
+    std::vector<std::vector<int32_t>> ref;
+    if (sampled) {
+      for (int i = 0; i < 6; ++i) {
+        auto e = engine(2);
+        Turn t = submit(*e, req(i));
+        t.pump();
+        EXPECT_GT(t.done->usage.spec_drafted, 0) << "turn " << i << " speculated alone";
+        ref.push_back((*log_)[0]);
+      }
+    } else {
+      ref = alone(6, kMax);
+    }
+    auto e = engine(2);
+    run_join_and_cancel(
+        *this, *e, ref, kMax, req, [&](Engine& en, GenRequest r) { return submit(en, std::move(r)); },
+        [&](const Turn& t) { return ids(t); });
+    const EngineMetrics m = e->metrics();
+    EXPECT_GT(m.batched_verify_calls, 0u);
+    // Greedy windows are always next + 2 drafts: more rows than 3 per call means some call
+    // carried several turns' windows.
+    if (!sampled) EXPECT_GT(m.batched_verify_rows, 3 * m.batched_verify_calls);
+    EXPECT_EQ(m.batched_calls, 0u) << "every turn speculated: no plain batched step";
+    e->shutdown();
+  }
 }
 
 // The scripted model with a batched decode_batch (the default loop, declared batched): the
