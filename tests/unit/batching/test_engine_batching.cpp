@@ -41,7 +41,7 @@ struct Turn {
 };
 
 class GlmEngine : public ::testing::Test {
- protected:
+ public:  // the shared test bodies below take the fixture
   void SetUp() override {
     dir_ = draft_test::trunk_with_head_dir("ds4-batching-glm", kData + "/glm5/model", kData + "/glm5/mtp/mtp.safetensors");
     fs::copy_file(fs::path(kData) / "glm5/model/tokenizer.json", fs::path(dir_) / "tokenizer.json",
@@ -187,45 +187,56 @@ TEST_F(GlmEngine, SpeculatingTurnsBesidePlainOnes) {
   EXPECT_EQ((*log_)[1], ref[3]);
 }
 
-TEST_F(GlmEngine, SpeculatingTurnsVerifyTogether) {
-  // Every turn speculates (depth 2, GLM's MTP head): each iteration's cycles draft per turn
-  // and verify in one Model::verify_batch, then accept and commit per turn. Greedy turns
-  // equal AR alone; seeded sampled turns (category exact, the engine's default) equal their
-  // own speculating run alone on a fresh engine: the same draws in the same order. Turns
-  // join mid-way and turn 1 is cancelled mid-batch (run_join_and_cancel).
+// Every turn speculates (depth: the model's head): each iteration's cycles draft per turn
+// and verify in one Model::verify_batch, then accept and commit per turn. Greedy turns
+// equal AR alone; seeded sampled turns (category exact, the engine's default) equal their
+// own speculating run alone on a fresh engine: the same draws in the same order. Turns
+// join mid-way and turn 1 is cancelled mid-batch (run_join_and_cancel).
+void speculating_turns_verify_together(GlmEngine& f, int depth) {
   const int64_t kMax = 40;
   for (bool sampled : {false, true}) {
     SCOPED_TRACE(sampled ? "sampled" : "greedy");
     auto req = [&](int i) {
-      GenRequest r = request(i, kMax);
+      GenRequest r = f.request(i, kMax);
       if (sampled) r.sampler.temperature = 0.9, r.sampler.seed = 1000 + uint64_t(i);
       return r;
     };
     std::vector<std::vector<int32_t>> ref;
     if (sampled) {
       for (int i = 0; i < 6; ++i) {
-        auto e = engine(2);
-        Turn t = submit(*e, req(i));
+        auto e = f.engine(depth);
+        Turn t = f.submit(*e, req(i));
         t.pump();
         EXPECT_GT(t.done->usage.spec_drafted, 0) << "turn " << i << " speculated alone";
-        ref.push_back((*log_)[0]);
+        ref.push_back(f.ids(t));
       }
     } else {
-      ref = alone(6, kMax);
+      ref = f.alone(6, kMax);
     }
-    auto e = engine(2);
+    auto e = f.engine(depth);
     run_join_and_cancel(
-        *this, *e, ref, kMax, req, [&](Engine& en, GenRequest r) { return submit(en, std::move(r)); },
-        [&](const Turn& t) { return ids(t); });
+        f, *e, ref, kMax, req, [&](Engine& en, GenRequest r) { return f.submit(en, std::move(r)); },
+        [&](const Turn& t) { return f.ids(t); });
     const EngineMetrics m = e->metrics();
     EXPECT_GT(m.batched_verify_calls, 0u);
-    // Greedy windows are always next + 2 drafts: more rows than 3 per call means some call
-    // carried several turns' windows.
-    if (!sampled) EXPECT_GT(m.batched_verify_rows, 3 * m.batched_verify_calls);
+    // Greedy windows are always next + depth drafts: more rows than that per call means some
+    // call carried several turns' windows.
+    if (!sampled) EXPECT_GT(m.batched_verify_rows, uint64_t(depth + 1) * m.batched_verify_calls);
     EXPECT_EQ(m.batched_calls, 0u) << "every turn speculated: no plain batched step";
     e->shutdown();
   }
 }
+
+TEST_F(GlmEngine, SpeculatingTurnsVerifyTogether) { speculating_turns_verify_together(*this, 2); }
+
+// The same on the default Qwen Next model (its MTP head, depth 3, MTPLX's sampler).
+class QwenDefaultEngine : public GlmEngine {
+ protected:
+  void SetUp() override { dir_ = std::string(DS4_ROOT) + "/models/default"; }
+  void TearDown() override {}  // the checked-in model: nothing to remove
+};
+
+TEST_F(QwenDefaultEngine, SpeculatingTurnsVerifyTogether) { speculating_turns_verify_together(*this, 3); }
 
 // The scripted model with a batched decode_batch (the default loop, declared batched): the
 // engine's batching path on answers known in advance, and every state handed back.
