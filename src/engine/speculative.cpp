@@ -55,7 +55,6 @@ SpecDecoder::SpecDecoder(Model& model, const SpecConfig& config, SpecDraws draws
   if (stochastic && !(cfg_.sampler.temperature > 0))
     throw InputError("speculative: category " + std::string(spec_category_name(cfg_.category)) +
                      " needs temperature > 0 (greedy turns use category greedy)");
-  head_.set_confidence_gate(cfg_.dspark_confidence);
 }
 
 void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_t budget, std::span<const int32_t> eos,
@@ -86,6 +85,9 @@ std::span<const int32_t> SpecDecoder::draft_window(ModelState& state, int32_t ne
   // Greedy keeps the full depth (it draws nothing; the budget only cuts the accepted list).
   const int depth = cfg_.category == SpecCategory::kGreedy ? cfg_.depth : int(std::min<int64_t>(cfg_.depth, budget));
   const auto t0 = Clock::now();
+  // The gate lives in the (shared) model: set this turn's before every draft, since
+  // concurrent turns (exact 0.8, others 0.6, or explicit values) draft one after another.
+  head_.set_confidence_gate(cfg_.dspark_confidence);
   if (exact) {
     q_.assign(size_t(depth) * size_t(V), 0.0);
     pick_k_ = 0;
