@@ -2,7 +2,8 @@
 // decode_batch reads each weight once): every turn that runs concurrently with others,
 // joining while others decode and beside one cancelled mid-turn, emits exactly the token ids
 // it emits alone (greedy), with speculation off, with speculating turns mixed with plain
-// ones, and with every turn speculating (their verifies batched; greedy and seeded sampling). On the scripted test model: answers exact under load and every state returned.
+// ones, and with every turn speculating (their verifies batched; greedy and seeded sampling;
+// also on the default Qwen model and on DeepSeek V4 with DSpark). On the scripted test model: answers exact under load and every state returned.
 #include <gtest/gtest.h>
 
 #include <filesystem>
