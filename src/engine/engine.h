@@ -5,8 +5,9 @@
 // speculative cycle) and feeds prefill slices of new or long prompts under a per-iteration
 // token budget (step_scheduler.h), so a long prompt never stalls the others. The plain decode
 // steps of an iteration run as one Model::decode_batch call where the model reads each
-// weight once for all of them (ModelInfo::batched_decode); speculative cycles run per
-// session. EngineOptions::batching = false gives the engine of before (a whole chunk per
+// weight once for all of them (ModelInfo::batched_decode); the speculative cycles draft per
+// session and verify together in one Model::verify_batch (ModelInfo::batched_verify,
+// engine_spec_batch.cpp). EngineOptions::batching = false gives the engine of before (a whole chunk per
 // prefilling session per iteration, decode forwards one after another) for comparison.
 #include <atomic>
 #include <condition_variable>
@@ -30,6 +31,8 @@
 #include "persist/checkpoint_stats.h"
 
 namespace ds4::engine {
+
+struct SpecCycle;  // speculative.h
 
 class SessionCheckpoints;
 
@@ -102,7 +105,9 @@ struct EngineMetrics {
   // Continuous batching. running / prefilling: sessions that decoded / were fed a prefill
   // slice in the last iteration. decode_steps_by_size[i]: iterations whose decode steps
   // numbered <= kBatchBounds[i] (the last bucket: more); batched_calls / batched_rows: the
-  // Model::decode_batch calls and the sequences they carried (each weight read once per call).
+  // Model::decode_batch calls and the sequences they carried (each weight read once per call);
+  // batched_verify_calls / batched_verify_rows: the Model::verify_batch calls (one per
+  // iteration with speculating sessions) and the window rows they carried.
   static constexpr int64_t kBatchBounds[] = {1, 2, 4, 8, 16, 32, 64};
   int64_t running = 0, prefilling = 0, step_tokens = 0;
   uint64_t decode_steps_by_size[8] = {};
@@ -112,6 +117,7 @@ struct EngineMetrics {
   // cache_bytes), the budget for both, and turns preempted (state dropped, requeued).
   size_t state_bytes = 0, state_budget_bytes = 0;
   uint64_t preemptions = 0;
+  uint64_t batched_verify_calls = 0, batched_verify_rows = 0;
 };
 
 class Engine {
@@ -172,6 +178,13 @@ class Engine {
   // fed: the token is already in the state (an accepted speculative draft).
   void emit_token(Job& job, int32_t token, bool fed = false);
   bool spec_decode(Job& job);  // engine_spec.cpp; false: this turn does not speculate
+  // engine_spec_batch.cpp: the iteration's speculative cycles, their verifies in one
+  // Model::verify_batch where the model batches them; turns that never speculate join `plain`.
+  void speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain);
+  bool spec_ready(Job& job);                  // engine_spec.cpp: false: the turn does not speculate
+  int64_t spec_budget(const Job& job) const;  // the cycle's token budget (< 1: a plain step)
+  void feed_last(Job& job);                   // feeds job.to_feed alone (kLast logits)
+  void spec_emit(Job& job, int32_t next, SpecCycle& c);  // a finished cycle's tokens to the turn
   void measure_spec_cost();    // engine_spec_warmup.cpp: warmup costs for the cost model
   void constrained_step(Job& job);  // a draw under the turn's tool_choice constraint
   void finish(Job& job, Finish why);

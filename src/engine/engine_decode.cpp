@@ -226,19 +226,13 @@ CandidateRequest Engine::candidate_request(const Job& j) const {
 }
 
 void Engine::decode_batch(std::vector<Job*>& jobs) {
-  // Speculative cycles run per session (engine_spec.cpp); the plain steps left go together
-  // into one batched forward where the model reads each weight once for all of them.
-  std::vector<Job*> plain;
-  for (Job* j : jobs) {
-    if (j->phase != Job::Phase::kDecode || j->to_feed < 0) continue;
-    try {
-      if (j->spec_depth > 0 && spec_decode(*j)) continue;  // false: this turn never speculates
-      plain.push_back(j);
-    } catch (const std::exception& e) {
-      j->handle->push(error_event(e.what()));
-      j->phase = Job::Phase::kDone;
-    }
-  }
+  // Speculative cycles first (engine_spec_batch.cpp: their verifies together where the model
+  // batches them); the plain steps left go together into one batched forward where the model
+  // reads each weight once for all of them.
+  std::vector<Job*> plain, spec;
+  for (Job* j : jobs)
+    if (j->phase == Job::Phase::kDecode && j->to_feed >= 0) (j->spec_depth > 0 ? spec : plain).push_back(j);
+  speculate(spec, plain);
   if (batching_ && model_->info().batched_decode && plain.size() >= 2) return decode_together(plain);
   for (Job* j : plain) decode_one(*j);
 }

@@ -29,7 +29,7 @@ void report(const SpecDecoder& spec, Usage& u) {
 
 }  // namespace
 
-bool Engine::spec_decode(Job& job) {
+bool Engine::spec_ready(Job& job) {
   if (!job.spec) {
     // Decided once, at the turn's first decode step.
     if (job.spec_declined || (!job.spec_requested && !speculate_by_default())) {
@@ -46,19 +46,38 @@ bool Engine::spec_decode(Job& job) {
     cfg.sampler_kind = job.sampler->kind();
     job.spec = std::make_unique<SpecDecoder>(*model_, cfg, SpecDraws::of(*job.sampler));
   }
+  return true;
+}
+
+// The turn's remaining tokens, and room so that the context check of emit_token cannot fire
+// inside the cycle (it then fires on the same token as AR, on a later step).
+int64_t Engine::spec_budget(const Job& job) const {
+  return std::min(job.req.max_tokens - job.usage.completion_tokens,
+                  context_size_ - int64_t(job.history.size()) - 3 - job.spec_depth);
+}
+
+bool Engine::spec_decode(Job& job) {
+  if (!spec_ready(job)) return false;
   const int32_t next = job.to_feed;
-  // Budget: the turn's remaining tokens, and room so that the context check of emit_token
-  // cannot fire inside the cycle (it then fires on the same token as AR, on a later step).
-  const int64_t budget = std::min(job.req.max_tokens - job.usage.completion_tokens,
-                                  context_size_ - int64_t(job.history.size()) - 3 - job.spec_depth);
+  const int64_t budget = spec_budget(job);
   if (budget < 1) {  // too close to the end: plain one-token forward
-    model_->forward(*job.state, std::span<const int32_t>(&next, 1), Logits::kLast, job.logits);
-    job.history.push_back(next);
-    job.to_feed = -1;
+    feed_last(job);
     return true;
   }
   SpecCycle c;
   job.spec->cycle(job.state, next, budget, [this](int32_t t) { return codec_->is_stop_token(t); }, c);
+  spec_emit(job, next, c);
+  return true;
+}
+
+void Engine::feed_last(Job& job) {
+  const int32_t t = job.to_feed;
+  model_->forward(*job.state, std::span<const int32_t>(&t, 1), Logits::kLast, job.logits);
+  job.history.push_back(t);
+  job.to_feed = -1;
+}
+
+void Engine::spec_emit(Job& job, int32_t next, SpecCycle& c) {
   // The state now holds next + the accepted drafts, minus the last one when the turn stops
   // on it (EOS / max_tokens: that one is fed by finish(), as in AR). History follows the
   // state first, so a stop string matched on a fed draft still publishes a consistent pair.
@@ -70,20 +89,14 @@ bool Engine::spec_decode(Job& job) {
   report(*job.spec, job.usage);
   for (size_t k = 0; k < c.accepted.size() && job.phase != Job::Phase::kDone; ++k)
     emit_token(job, c.accepted[k], k < fed);
-  if (job.phase == Job::Phase::kDone) return true;
+  if (job.phase == Job::Phase::kDone) return;
   if (c.bonus >= 0) {
     job.spec_next = c.bonus;  // emitted (and later fed) by the next step, never re-sampled
-    return true;
+    return;
   }
   // A cycle cut by the context room (not by the turn's end) leaves its last draft emitted
   // but unfed: feed it now so the next step samples from fresh logits.
-  if (job.to_feed >= 0) {
-    const int32_t t = job.to_feed;
-    model_->forward(*job.state, std::span<const int32_t>(&t, 1), Logits::kLast, job.logits);
-    job.history.push_back(t);
-    job.to_feed = -1;
-  }
-  return true;
+  if (job.to_feed >= 0) feed_last(job);
 }
 
 }  // namespace ds4::engine

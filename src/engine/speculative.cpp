@@ -55,7 +55,6 @@ SpecDecoder::SpecDecoder(Model& model, const SpecConfig& config, SpecDraws draws
   if (stochastic && !(cfg_.sampler.temperature > 0))
     throw InputError("speculative: category " + std::string(spec_category_name(cfg_.category)) +
                      " needs temperature > 0 (greedy turns use category greedy)");
-  head_.set_confidence_gate(cfg_.dspark_confidence);
 }
 
 void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_t budget, std::span<const int32_t> eos,
@@ -65,40 +64,63 @@ void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_
 
 void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_t budget,
                         const std::function<bool(int32_t)>& is_stop, SpecCycle& out) {
-  if (budget < 1) throw Error("speculative: cycle with no token budget");
-  const int64_t V = model_.info().vocab_size;
-  const bool exact = cfg_.category == SpecCategory::kExact;
-  // Greedy keeps the full depth (it draws nothing; the budget only cuts the accepted list).
-  const int depth = cfg_.category == SpecCategory::kGreedy ? cfg_.depth : int(std::min<int64_t>(cfg_.depth, budget));
-  auto t0 = Clock::now();
-  if (exact) {
-    q_.assign(size_t(depth) * size_t(V), 0.0);
-    pick_k_ = 0;
-    if (!head_.draft_picked(*state, next, depth, [this](std::span<const float> row) { return pick_exact(row); },
-                            drafts_)) {
-      head_.draft(*state, next, depth, drafts_);  // greedy-only head: point-mass proposal, no draw
-      for (size_t k = 0; k < drafts_.size(); ++k) q_[k * size_t(V) + size_t(drafts_[k])] = 1.0;
-    }
-  } else {
-    head_.draft(*state, next, depth, drafts_);
-  }
-  if (corrupt_draft) corrupt_draft(drafts_);
-  stats_.draft_s += since(t0);
-
+  draft_window(*state, next, budget);
   // Verify: rows {D+1, vocab}; row k predicts the token after [next, d1..dk]. With capture
   // the window runs on the state itself (any prefix can be committed afterwards, and `next`
   // is always kept); without it, on a clone that is kept only when every row is.
-  t0 = Clock::now();
-  row_tokens_.assign(1, next);
-  row_tokens_.insert(row_tokens_.end(), drafts_.begin(), drafts_.end());
+  const auto t0 = Clock::now();
   std::unique_ptr<ModelState> trial;
   const bool captured = cfg_.capture_commit && head_.verify_capture(*state, row_tokens_, rows_);
   if (!captured) {
     trial = state->clone();
     model_.forward(*trial, row_tokens_, Logits::kAll, rows_);
   }
-  stats_.verify_s += since(t0);
+  walk_and_commit(state, captured ? nullptr : &trial, since(t0), budget, is_stop, out);
+}
 
+std::span<const int32_t> SpecDecoder::draft_window(ModelState& state, int32_t next, int64_t budget) {
+  if (budget < 1) throw Error("speculative: cycle with no token budget");
+  const int64_t V = model_.info().vocab_size;
+  const bool exact = cfg_.category == SpecCategory::kExact;
+  // Greedy keeps the full depth (it draws nothing; the budget only cuts the accepted list).
+  const int depth = cfg_.category == SpecCategory::kGreedy ? cfg_.depth : int(std::min<int64_t>(cfg_.depth, budget));
+  const auto t0 = Clock::now();
+  // The gate lives in the (shared) model: set this turn's before every draft, since
+  // concurrent turns (exact 0.8, others 0.6, or explicit values) draft one after another.
+  head_.set_confidence_gate(cfg_.dspark_confidence);
+  if (exact) {
+    q_.assign(size_t(depth) * size_t(V), 0.0);
+    pick_k_ = 0;
+    if (!head_.draft_picked(state, next, depth, [this](std::span<const float> row) { return pick_exact(row); },
+                            drafts_)) {
+      head_.draft(state, next, depth, drafts_);  // greedy-only head: point-mass proposal, no draw
+      for (size_t k = 0; k < drafts_.size(); ++k) q_[k * size_t(V) + size_t(drafts_[k])] = 1.0;
+    }
+  } else {
+    head_.draft(state, next, depth, drafts_);
+  }
+  if (corrupt_draft) corrupt_draft(drafts_);
+  stats_.draft_s += since(t0);
+  row_tokens_.assign(1, next);
+  row_tokens_.insert(row_tokens_.end(), drafts_.begin(), drafts_.end());
+  return row_tokens_;
+}
+
+void SpecDecoder::finish_captured(std::unique_ptr<ModelState>& state, std::span<const float> rows, double verify_s,
+                                  int64_t budget, const std::function<bool(int32_t)>& is_stop, SpecCycle& out) {
+  const size_t want = row_tokens_.size() * size_t(model_.info().vocab_size);
+  if (row_tokens_.empty() || rows.size() != want)
+    throw Error("speculative: finish_captured got " + std::to_string(rows.size()) + " logits for a window of " +
+                std::to_string(row_tokens_.size()) + " rows");
+  rows_.assign(rows.begin(), rows.end());
+  walk_and_commit(state, nullptr, verify_s, budget, is_stop, out);
+}
+
+void SpecDecoder::walk_and_commit(std::unique_ptr<ModelState>& state, std::unique_ptr<ModelState>* trial,
+                                  double verify_s, int64_t budget, const std::function<bool(int32_t)>& is_stop,
+                                  SpecCycle& out) {
+  const int64_t V = model_.info().vocab_size;
+  stats_.verify_s += verify_s;
   stats_.cycles++;
   stats_.drafted += int64_t(drafts_.size());
   out.accepted.clear();
@@ -111,17 +133,18 @@ void SpecDecoder::cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_
   }
 
   // Commit: tokens AR would have fed = [next, accepted...] minus the stop token.
-  t0 = Clock::now();
+  const auto t0 = Clock::now();
   const size_t feed = 1 + out.accepted.size() - (stop && !out.accepted.empty() ? 1 : 0);
   const int64_t last = int64_t(feed) - 1;  // verify row holding the logits after the fed tokens
-  if (captured) {
+  if (!trial) {
     head_.commit_prefix(*state, int64_t(feed));
     if (feed < row_tokens_.size()) stats_.prefix_commits++;
   } else {
-    commit(state, trial, feed);
+    commit(state, *trial, feed);
   }
   out.logits.assign(rows_.begin() + last * V, rows_.begin() + (last + 1) * V);
   if (stop) out.bonus = -1;
+  row_tokens_.clear();  // the window is spent: finish_captured needs a new draft_window
   stats_.commit_s += since(t0);
 }
 

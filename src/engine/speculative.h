@@ -141,6 +141,16 @@ class SpecDecoder {
              SpecCycle& out);
   void cycle(std::unique_ptr<ModelState>& state, int32_t next, int64_t budget,
              const std::function<bool(int32_t)>& is_stop, SpecCycle& out);
+  // The cycle in steps, for a caller that verifies several sequences' windows in one
+  // Model::verify_batch (continuous batching): draft_window() drafts (exactly cycle()'s
+  // draws) and returns the verify window [next, d1..dD] (valid until the next call); the
+  // caller runs the captured verify of that window on `state` itself; finish_captured()
+  // walks its rows {D+1, vocab} and commits the kept prefix (DraftHead::commit_prefix),
+  // exactly as cycle() does after its own verify_capture. verify_s: the verify's share of
+  // time, for the stats.
+  std::span<const int32_t> draft_window(ModelState& state, int32_t next, int64_t budget);
+  void finish_captured(std::unique_ptr<ModelState>& state, std::span<const float> rows, double verify_s,
+                       int64_t budget, const std::function<bool(int32_t)>& is_stop, SpecCycle& out);
   const SpecStats& stats() const { return stats_; }
   SpecCategory category() const { return cfg_.category; }
   const SpecConfig& config() const { return cfg_; }
@@ -152,6 +162,10 @@ class SpecDecoder {
   bool walk_opportunistic(int64_t budget, const std::function<bool(int32_t)>& is_stop, SpecCycle& out);
   bool walk_exact(int64_t budget, const std::function<bool(int32_t)>& is_stop, SpecCycle& out);
   int32_t pick_exact(std::span<const float> row);
+  // After the verify of row_tokens_ (rows in rows_): the acceptance walk and the commit,
+  // from the captured window (trial null) or from the verified clone *trial.
+  void walk_and_commit(std::unique_ptr<ModelState>& state, std::unique_ptr<ModelState>* trial, double verify_s,
+                       int64_t budget, const std::function<bool(int32_t)>& is_stop, SpecCycle& out);
   void commit(std::unique_ptr<ModelState>& state, std::unique_ptr<ModelState>& trial, size_t feed);
 
   Model& model_;

@@ -3,6 +3,7 @@
 // plug in the same way). The speculative loop (engine/speculative.h) only sees this.
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -60,6 +61,30 @@ bool captured_verify(Model& m, ModelState& s, std::span<const int32_t> tokens, s
     throw;
   }
   end();
+  return true;
+}
+
+// A family's Model::verify_batch: the argument checks; false (nothing run) without a draft
+// head; else `begin(state)` arms each state's records, `run()` is the one forward over every
+// window (it fills `logits`), `end(state, window)` keeps each state's records for
+// commit_prefix; when anything throws, `abort(state)` drops the records of every state armed
+// so far.
+template <class Begin, class Run, class End, class Abort>
+bool captured_verify_batch(Model& m, std::span<ModelState* const> states,
+                           std::span<const std::span<const int32_t>> windows, std::vector<float>& logits,
+                           const std::string& who, Begin begin, Run run, End end, Abort abort) {
+  check_verify_batch(states, windows, who);
+  logits.clear();
+  if (!m.draft_head()) return false;
+  size_t armed = 0;
+  try {
+    for (; armed < states.size(); ++armed) begin(*states[armed]);
+    run();
+  } catch (...) {
+    for (size_t i = 0; i < armed; ++i) abort(*states[i]);
+    throw;
+  }
+  for (size_t i = 0; i < states.size(); ++i) end(*states[i], windows[i]);
   return true;
 }
 

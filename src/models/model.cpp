@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "models/draft_head.h"
 
 namespace ds4 {
 
@@ -38,6 +39,37 @@ void Model::decode_batch(std::span<ModelState* const> states, std::span<const in
   for (size_t i = 0; i < states.size(); ++i) {
     forward(*states[i], tokens.subspan(i, 1), Logits::kLast, row);
     std::copy(row.begin(), row.end(), logits.begin() + long(i * V));
+  }
+}
+
+bool Model::verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                         std::vector<float>& logits) {
+  check_verify_batch(states, windows, "verify_batch");
+  logits.clear();
+  DraftHead* head = draft_head();
+  if (!head) return false;
+  // Fallback (no weight sharing): one captured verify per sequence, rows concatenated.
+  std::vector<float> rows;
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (!head->verify_capture(*states[i], windows[i], rows)) {
+      if (i == 0) return false;  // the head cannot capture: nothing ran
+      throw Error("verify_batch: the draft head captured some windows of a batch but not all");
+    }
+    logits.insert(logits.end(), rows.begin(), rows.end());
+  }
+  return true;
+}
+
+void check_verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                        const std::string& who) {
+  if (states.size() != windows.size())
+    throw Error(who + ": " + std::to_string(states.size()) + " states for " + std::to_string(windows.size()) +
+                " windows");
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (!states[i]) throw Error(who + ": state " + std::to_string(i) + " is null");
+    if (windows[i].empty()) throw Error(who + ": window " + std::to_string(i) + " is empty");
+    for (size_t o = 0; o < i; ++o)
+      if (states[o] == states[i]) throw Error(who + ": the same state twice in one batch");
   }
 }
 

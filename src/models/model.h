@@ -30,6 +30,10 @@ struct ModelInfo {
   // overrides it); false: it is the default loop of forward() calls, so the engine keeps
   // stepping sequences one by one (and CUDA models keep their per-step candidate path).
   bool batched_decode = false;
+  // verify_batch() runs all sequences' verify windows as one forward (weights read once for
+  // all rows); false: it is the default loop of DraftHead::verify_capture calls, so the
+  // engine keeps each speculative cycle's verify on its own.
+  bool batched_verify = false;
 };
 
 class ModelState {
@@ -107,6 +111,19 @@ class Model {
   // Bytes the states may still take where they live: the host's MemAvailable (default; 0 if
   // unknown), a CUDA model's free device memory less the allocation headroom.
   virtual size_t state_memory_available();
+  // Batched speculative verify (continuous batching): states[i] is fed windows[i] (its own
+  // length: next token + that sequence's drafts, ragged) exactly as
+  // draft_head()->verify_capture(*states[i], windows[i], rows) feeds it alone: `logits` gets
+  // the rows of every window stacked (window i's rows after those of windows 0..i-1, vocab
+  // floats each), each row bit for bit the row of that state's own verify, and every state
+  // keeps its captured window for DraftHead::commit_prefix. Returns false, having run
+  // nothing, when the model has no draft head or its head cannot capture. The states must
+  // be distinct, the windows non-empty. The default is a labelled fallback: a loop of
+  // verify_capture calls, each weight read once per window (ModelInfo::batched_verify
+  // false). Throws like forward(); then the states may have advanced or hold a captured
+  // window: the caller drops them (the engine ends those turns).
+  virtual bool verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                            std::vector<float>& logits);
 
   // Convenience wrappers shared by every family (model.cpp).
   // prefill: chunked forward (chunk <= 0 -> info().default_prefill_chunk); last logits.
@@ -132,6 +149,11 @@ struct LoadOptions {
   size_t ple_cache_bytes = size_t(1) << 30;  // Qwen PLE hot-row LRU budget
   int ple_readers = 16;                      // Qwen PLE sidecar: parallel row readers
 };
+
+// verify_batch's argument checks, shared by every family (who: names the caller in the
+// error): as many windows as states, none empty, no state twice.
+void check_verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                        const std::string& who);
 
 // Opens a model file or directory (HF/MLX safetensors dir, GGUF file) and picks the family
 // from its metadata (registry.cpp). Throws ds4::InputError naming the file and field.

@@ -28,6 +28,11 @@ std::string batch_metrics_text(const engine::EngineMetrics& m) {
       double(m.state_budget_bytes));
   one("ds4_preemptions_total", "counter", "Turns preempted to stay within the state memory budget (state dropped, recomputed).",
       double(m.preemptions));
+  one("ds4_batched_verify_calls_total", "counter",
+      "Batched speculative verify forwards (every speculating session's window, weights read once).",
+      double(m.batched_verify_calls));
+  one("ds4_batched_verify_rows_total", "counter", "Verify-window rows carried by batched verify forwards.",
+      double(m.batched_verify_rows));
   const char* name = "ds4_decode_batch_size";
   out += std::string("# HELP ") + name + " Decode steps per engine iteration.\n# TYPE " + name + " histogram\n";
   uint64_t cum = 0;

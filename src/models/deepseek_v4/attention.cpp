@@ -117,7 +117,6 @@ void attention_forward_seqs(const Ctx& ctx, const LayerWeights& w, int64_t layer
     LayerState& s = *sq.s;
     const int64_t T = sq.T, p0 = sq.p0;
     const float* xs = x + r0 * H;
-    DS4_CHECK(!s.cap.on || seqs.size() == 1, "deepseek_v4 attention: a captured verify window in a multi-sequence batch");
     // raw rows visible to this chunk: the kept window, then the new rows {n_before + T, hd}
     std::vector<float> raw(s.window);
     raw.insert(raw.end(), kv.begin() + r0 * hd, kv.begin() + (r0 + T) * hd);
@@ -150,7 +149,7 @@ void attention_forward_seqs(const Ctx& ctx, const LayerWeights& w, int64_t layer
     if (s.cap.on) {  // a captured verify window: what attention_commit needs
       s.cap.window0 = s.window;
       s.cap.n_window0 = s.n_window;
-      s.cap.rows = kv;
+      s.cap.rows.assign(kv.begin() + r0 * hd, kv.begin() + (r0 + T) * hd);  // this sequence's rows
     }
     // keep the last (window - 1) raw rows: with the next token they make a full window
     const int64_t total = s.n_window + T, keep = std::min<int64_t>(total, c.window - 1);

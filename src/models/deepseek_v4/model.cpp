@@ -20,6 +20,7 @@
 #include "models/deepseek_v4/mtp.h"
 #include "models/deepseek_v4/spec_commit.h"
 #include "models/deepseek_v4/state_cost.h"
+#include "models/batch_rows.h"
 #include "models/draft_head.h"
 
 namespace ds4::deepseek_v4 {
@@ -69,6 +70,7 @@ class DsModel : public Model, public DraftHead {
     info_.eos_token_ids = c_.eos;
     info_.default_prefill_chunk = 4096;  // SPEC §4
     info_.batched_decode = true;  // decode_batch below
+    info_.batched_verify = true;  // verify_batch below
     hc_.n_hc = c_.hc;
     hc_.hidden = c_.hidden;
     hc_.sinkhorn_iters = c_.sinkhorn_iters;
@@ -91,6 +93,8 @@ class DsModel : public Model, public DraftHead {
 
   void forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
   void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                    std::vector<float>& logits) override;
+  bool verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                     std::vector<float>& logits) override;
   LayerObserver observer;
   std::unique_ptr<OperandRounding> rounding;  // set_tensor_core_emulation
@@ -150,6 +154,9 @@ class DsModel : public Model, public DraftHead {
     if (!s) throw Error("deepseek_v4: state belongs to another model family");
     return *s;
   }
+  // decode_batch / verify_batch: forward() over several states' windows in one pass.
+  void forward_windows(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                       Logits mode, std::vector<float>& logits);
   std::vector<float> draft_logits_;  // {depth + 1, vocab} of the last draft() (DSpark: {5, vocab})
   DsparkDraft dspark_;
   double gate_ = 0.0;  // DSpark confidence gate of the current turn (0: keep every draft)
@@ -248,56 +255,86 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
   product(ctx.rounding, w_.lm_head, h.data(), rows, logits.data(), &pool_);
 }
 
-// forward(kLast) of one token for each of N sequences: embedding, HC mixes, MoE, attention
-// projections, HC head and lm_head once over all N rows (decoder_layer_seqs); attention keys,
-// compressor lanes, the draft heads' records and DSpark taps per sequence. Row for row the operations of forward() with T = 1.
 void DsModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                            std::vector<float>& logits) {
   if (observer) return Model::decode_batch(states, tokens, logits);  // the observer sees one sequence per call
-  const int64_t B = int64_t(states.size()), H = c_.hidden, n = c_.hc;
   if (states.size() != tokens.size())
     throw Error("deepseek_v4: decode_batch got " + std::to_string(states.size()) + " states for " +
                 std::to_string(tokens.size()) + " tokens");
+  forward_windows(states, one_token_windows(tokens), Logits::kLast, logits);
+}
+
+bool DsModel::verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                           std::vector<float>& logits) {
+  // The observer sees one sequence per call; the tensor-core emulation rounds per forward.
+  if (observer || rounding) return Model::verify_batch(states, windows, logits);
+  return captured_verify_batch(
+      *this, states, windows, logits, "deepseek_v4: verify_batch", [&](ModelState& s) { capture_begin(as_state(s)); },
+      [&] { forward_windows(states, windows, Logits::kAll, logits); },
+      [&](ModelState& s, std::span<const int32_t> w) { capture_end(as_state(s), w); },
+      [&](ModelState& s) { capture_abort(as_state(s)); });
+}
+
+// forward() over several sequences' windows at once, the rows stacked (window b's after
+// those of windows 0..b-1): embedding, HC mixes, MoE, attention projections, HC head and
+// lm_head once over all rows (decoder_layer_seqs); attention keys, compressor lanes, the
+// draft heads' records and DSpark taps per sequence. Row for row the operations of forward()
+// on each window alone (no tensor-core emulation), so each row is bit for bit that forward's.
+void DsModel::forward_windows(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                              Logits mode, std::vector<float>& logits) {
+  const int64_t B = int64_t(states.size()), H = c_.hidden, n = c_.hc;
   std::vector<State*> st;
+  std::vector<int32_t> tokens;  // every row's token, stacked (the hash-routed MoE layers read them)
   for (int64_t b = 0; b < B; ++b) {
     State* s = &as_state(*states[size_t(b)]);
-    if (std::find(st.begin(), st.end(), s) != st.end()) throw Error("deepseek_v4: decode_batch got the same state twice");
-    if (s->pos + 1 > info_.max_context)
-      throw InputError("deepseek_v4: context " + std::to_string(s->pos + 1) + " exceeds max_context " +
+    if (std::find(st.begin(), st.end(), s) != st.end()) throw Error("deepseek_v4: a batch got the same state twice");
+    const int64_t T = int64_t(windows[size_t(b)].size());
+    if (s->pos + T > info_.max_context)
+      throw InputError("deepseek_v4: context " + std::to_string(s->pos + T) + " exceeds max_context " +
                        std::to_string(info_.max_context));
-    const int32_t t = tokens[size_t(b)];
-    if (t < 0 || t >= c_.vocab)
-      throw InputError("deepseek_v4: token id " + std::to_string(t) + " outside [0, " + std::to_string(c_.vocab) + ")");
+    for (const int32_t t : windows[size_t(b)])
+      if (t < 0 || t >= c_.vocab)
+        throw InputError("deepseek_v4: token id " + std::to_string(t) + " outside [0, " + std::to_string(c_.vocab) +
+                         ")");
     st.push_back(s);
+    tokens.insert(tokens.end(), windows[size_t(b)].begin(), windows[size_t(b)].end());
   }
   logits.clear();
   if (B == 0) return;
-  std::vector<float> x(static_cast<size_t>(B * n * H));
-  for (int64_t b = 0; b < B; ++b) {
-    dequantize_row(w_.embed, tokens[size_t(b)], x.data() + b * n * H);
-    for (int64_t j = 1; j < n; ++j) std::copy_n(x.data() + b * n * H, H, x.data() + (b * n + j) * H);
+  const std::vector<int64_t> first = window_starts(windows);
+  const int64_t N = first.back();
+  std::vector<float> x(static_cast<size_t>(N * n * H));
+  for (int64_t r = 0; r < N; ++r) {
+    dequantize_row(w_.embed, tokens[size_t(r)], x.data() + r * n * H);
+    for (int64_t j = 1; j < n; ++j) std::copy_n(x.data() + r * n * H, H, x.data() + (r * n + j) * H);
   }
   const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
   const int64_t K = int64_t(c_.dspark_taps.size());
-  std::vector<float> taps(w_.dspark ? size_t(B * K * H) : 0);  // as forward(), for the sequences with DSpark on
+  std::vector<float> taps(w_.dspark ? size_t(N * K * H) : 0);  // as forward(), for the sequences with DSpark on
   std::vector<SeqRows> seqs(static_cast<size_t>(B));
   for (int64_t l = 0; l < c_.layers; ++l) {
-    for (int64_t b = 0; b < B; ++b) seqs[size_t(b)] = {&st[size_t(b)]->layers[size_t(l)], st[size_t(b)]->pos, 1};
+    for (int64_t b = 0; b < B; ++b)
+      seqs[size_t(b)] = {&st[size_t(b)]->layers[size_t(l)], st[size_t(b)]->pos, int64_t(windows[size_t(b)].size())};
     decoder_layer_seqs(ctx, hc_, w_.layers[size_t(l)], l, seqs, tokens.data(), x);
     for (int64_t k = 0; w_.dspark && k < K; ++k)
-      if (c_.dspark_taps[size_t(k)] == l) tap_mean(x.data(), B, n, H, k, K, taps.data());
+      if (c_.dspark_taps[size_t(k)] == l) tap_mean(x.data(), N, n, H, k, K, taps.data());
   }
   for (int64_t b = 0; b < B; ++b) {
     State& s = *st[size_t(b)];
-    mtp_record(ctx, hc_, w_, s, tokens.subspan(size_t(b), 1), s.pos, x.data() + b * n * H);
-    if (s.dspark_on && w_.dspark) dspark_record(ctx, w_, s, taps.data() + b * K * H, 1, s.pos);
-    s.pos += 1;
+    const int64_t r0 = first[size_t(b)], T = int64_t(windows[size_t(b)].size());
+    mtp_record(ctx, hc_, w_, s, windows[size_t(b)], s.pos, x.data() + r0 * n * H);
+    if (s.dspark_on && w_.dspark) dspark_record(ctx, w_, s, taps.data() + r0 * K * H, T, s.pos);
+    s.pos += T;
   }
-  std::vector<float> h(static_cast<size_t>(B * H));
-  cpu::hc_head_f32(w_.head_hc.view(), hc_, x.data(), B, h.data(), &pool_);
-  for (int64_t r = 0; r < B; ++r) cpu::rmsnorm_f32(h.data() + r * H, w_.norm.data(), 0.0f, H, c_.rms_eps, h.data() + r * H);
-  logits.resize(size_t(B * c_.vocab));
-  matmul(w_.lm_head, h.data(), B, logits.data(), &pool_);
+  const std::vector<int64_t> rows = logit_rows(first, mode);
+  if (rows.empty()) return;
+  const int64_t R = int64_t(rows.size());
+  std::vector<float> xr(static_cast<size_t>(R * n * H)), h(static_cast<size_t>(R * H));
+  gather_rows(x.data(), rows, n * H, xr.data());
+  cpu::hc_head_f32(w_.head_hc.view(), hc_, xr.data(), R, h.data(), &pool_);
+  for (int64_t r = 0; r < R; ++r) cpu::rmsnorm_f32(h.data() + r * H, w_.norm.data(), 0.0f, H, c_.rms_eps, h.data() + r * H);
+  logits.resize(size_t(R * c_.vocab));
+  matmul(w_.lm_head, h.data(), R, logits.data(), &pool_);
 }
 
 }  // namespace

@@ -118,12 +118,12 @@ void kda_forward_seqs(const KdaWeights& w, const Config& c, const float* x, std:
   for (size_t i = 0; i < seqs.size(); ++i) {
     KdaState& st = *seqs[i].st;
     if (st.cap.on) {  // a captured verify window: keep what commit_prefix needs per row
-      DS4_CHECK(seqs.size() == 1, "glm5 kda: a captured verify window in a multi-sequence batch");
+      // Per sequence (a batched verify captures several windows): this sequence's rows only.
       st.cap.conv0 = st.conv;
-      st.cap.conv_in = mixed;
+      st.cap.conv_in.assign(mixed.begin() + row0[i] * C, mixed.begin() + (row0[i] + seqs[i].n) * C);
       // The state after the last row is the layer's own: rows 0..n-2 only. For GLM's 2-row
       // verify (integrated MTP, one draft) this is the one backup a rejection restores.
-      st.cap.rec.assign(size_t(n - 1) * st.recurrent.size(), 0.0f);
+      st.cap.rec.assign(size_t(seqs[i].n - 1) * st.recurrent.size(), 0.0f);
     }
     cpu::Conv1dArgs ca;  // the conv window is per sequence
     ca.x = mixed.data() + row0[i] * C;

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/tensor_source.h"
+#include "models/batch_rows.h"
 #include "models/draft_head.h"
 #include "models/glm5/config.h"
 #include "models/glm5/indexer.h"
@@ -42,6 +43,7 @@ class Glm5Model final : public Model, public DraftHead {
     info_.eos_token_ids = cfg_.eos_token_ids;
     info_.default_prefill_chunk = 2048;
     info_.batched_decode = true;  // decode_batch below
+    info_.batched_verify = true;  // verify_batch below
   }
 
   const ModelInfo& info() const override { return info_; }
@@ -60,6 +62,8 @@ class Glm5Model final : public Model, public DraftHead {
 
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;
   void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                    std::vector<float>& logits) override;
+  bool verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                     std::vector<float>& logits) override;
   // Set by layer_outputs(): receives the streams after each layer.
   std::vector<std::vector<float>>* tap = nullptr;
@@ -91,6 +95,9 @@ class Glm5Model final : public Model, public DraftHead {
     if (!st) throw Error("glm5: got a state of another model family");
     return *st;
   }
+  // decode_batch / verify_batch: forward() over several states' windows in one pass.
+  void forward_windows(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                       Logits mode, std::vector<float>& logits);
   std::vector<float> draft_logits_;  // {depth, vocab} of the last draft() call
 
   std::unique_ptr<TensorSource> src_;
@@ -146,50 +153,76 @@ void Glm5Model::forward(ModelState& state, std::span<const int32_t> tokens, Logi
   matmul(w_.lm_head, h.data() + from * H, rows, logits.data(), &pool_);
 }
 
-// forward(kLast) of one token for each of N sequences, the rows stacked: every matmul reads
-// its weight once for all N rows; the attention mixers keep per-sequence state
-// (decoder_layer_seqs). Row for row the same operations as forward() with n = 1.
 void Glm5Model::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                              std::vector<float>& logits) {
-  const int64_t B = int64_t(states.size()), H = cfg_.hidden_size, hc = cfg_.hc_mult;
   if (states.size() != tokens.size())
     throw Error("glm5: decode_batch got " + std::to_string(states.size()) + " states for " +
                 std::to_string(tokens.size()) + " tokens");
+  forward_windows(states, one_token_windows(tokens), Logits::kLast, logits);
+}
+
+bool Glm5Model::verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                             std::vector<float>& logits) {
+  return captured_verify_batch(
+      *this, states, windows, logits, "glm5: verify_batch", [&](ModelState& s) { capture_begin(as_state(s)); },
+      [&] { forward_windows(states, windows, Logits::kAll, logits); },
+      [&](ModelState& s, std::span<const int32_t> w) { capture_end(as_state(s), w); },
+      [&](ModelState& s) { capture_abort(as_state(s)); });
+}
+
+// forward() over several sequences' windows at once, the rows stacked (window b's after
+// those of windows 0..b-1): every matmul reads its weight once for all rows; the attention
+// mixers keep per-sequence state (decoder_layer_seqs). Row for row the operations of
+// forward() on each window alone, so each row is bit for bit that forward's.
+void Glm5Model::forward_windows(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                                Logits mode, std::vector<float>& logits) {
+  const int64_t B = int64_t(states.size()), H = cfg_.hidden_size, hc = cfg_.hc_mult;
   std::vector<State*> st(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     st[size_t(b)] = &as_state(*states[size_t(b)]);
     for (int64_t o = 0; o < b; ++o)
-      if (st[size_t(o)] == st[size_t(b)]) throw Error("glm5: decode_batch got the same state twice");
-    const int32_t id = tokens[size_t(b)];
-    if (id < 0 || id >= cfg_.vocab_size)
-      throw InputError("glm5: token id " + std::to_string(id) + " outside vocab_size " + std::to_string(cfg_.vocab_size));
-    if (st[size_t(b)]->pos + 1 > info_.max_context)
-      throw InputError("glm5: context full: position " + std::to_string(st[size_t(b)]->pos) + " + 1 token > max_context " +
-                       std::to_string(info_.max_context));
+      if (st[size_t(o)] == st[size_t(b)]) throw Error("glm5: a batch got the same state twice");
+    for (const int32_t id : windows[size_t(b)])
+      if (id < 0 || id >= cfg_.vocab_size)
+        throw InputError("glm5: token id " + std::to_string(id) + " outside vocab_size " +
+                         std::to_string(cfg_.vocab_size));
+    const int64_t n = int64_t(windows[size_t(b)].size());
+    if (st[size_t(b)]->pos + n > info_.max_context)
+      throw InputError("glm5: context full: position " + std::to_string(st[size_t(b)]->pos) + " + " +
+                       std::to_string(n) + " tokens > max_context " + std::to_string(info_.max_context));
   }
   logits.clear();
   if (B == 0) return;
-  std::vector<float> x(size_t(B * hc * H)), tmp(size_t(B * hc * H));
-  for (int64_t b = 0; b < B; ++b) {
-    dequantize_row(w_.embed, tokens[size_t(b)], x.data() + b * hc * H);
-    for (int64_t s = 1; s < hc; ++s) std::copy_n(x.data() + b * hc * H, H, x.data() + (b * hc + s) * H);
-  }
+  const std::vector<int64_t> first = window_starts(windows);
+  const int64_t N = first.back();
+  std::vector<float> x(size_t(N * hc * H)), tmp(size_t(N * hc * H));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < int64_t(windows[size_t(b)].size()); ++t) {
+      float* row = x.data() + (first[size_t(b)] + t) * hc * H;
+      dequantize_row(w_.embed, windows[size_t(b)][size_t(t)], row);
+      for (int64_t s = 1; s < hc; ++s) std::copy_n(row, H, row + s * H);
+    }
   std::vector<Selection> sel(static_cast<size_t>(B));  // per sequence, like forward()'s one
   std::vector<LayerSeq> seqs(static_cast<size_t>(B));
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     const auto li = size_t(l);
     for (int64_t b = 0; b < B; ++b)
-      seqs[size_t(b)] = {&st[size_t(b)]->kda[li], &st[size_t(b)]->mla[li], &sel[size_t(b)], st[size_t(b)]->pos, 1};
+      seqs[size_t(b)] = {&st[size_t(b)]->kda[li], &st[size_t(b)]->mla[li], &sel[size_t(b)], st[size_t(b)]->pos,
+                         int64_t(windows[size_t(b)].size())};
     decoder_layer_seqs(w_.layers[li], cfg_, seqs, x, tmp, &pool_);
   }
-  std::vector<float> h(size_t(B * H));
-  hc_mean(cfg_, x.data(), B, w_.norm.data(), h.data());
+  std::vector<float> h(size_t(N * H));  // every row: the MTP head records them all
+  hc_mean(cfg_, x.data(), N, w_.norm.data(), h.data());
   for (int64_t b = 0; b < B; ++b) {
-    st[size_t(b)]->pos += 1;
-    mtp_record(cfg_, *st[size_t(b)], tokens.subspan(size_t(b), 1), h.data() + b * H);
+    st[size_t(b)]->pos += int64_t(windows[size_t(b)].size());
+    mtp_record(cfg_, *st[size_t(b)], windows[size_t(b)], h.data() + first[size_t(b)] * H);
   }
-  logits.resize(size_t(B * cfg_.vocab_size));
-  matmul(w_.lm_head, h.data(), B, logits.data(), &pool_);
+  const std::vector<int64_t> rows = logit_rows(first, mode);
+  if (rows.empty()) return;
+  std::vector<float> hr(rows.size() * size_t(H));
+  gather_rows(h.data(), rows, H, hr.data());
+  logits.resize(rows.size() * size_t(cfg_.vocab_size));
+  matmul(w_.lm_head, hr.data(), int64_t(rows.size()), logits.data(), &pool_);
 }
 
 }  // namespace

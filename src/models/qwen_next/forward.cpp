@@ -6,6 +6,7 @@
 #include "backend/cpu/norm.h"
 #include "backend/cpu/rope.h"
 #include "core/error.h"
+#include "models/batch_rows.h"
 #include "models/qwen_next/layers.h"
 #include "models/qwen_next/model.h"
 
@@ -58,6 +59,7 @@ QwenNextModel::QwenNextModel(std::unique_ptr<TensorSource> src, const LoadOption
   info_.default_prefill_chunk = 2048;
   info_.has_draft_head = w_.mtp != nullptr;
   info_.batched_decode = true;  // decode_batch below
+  info_.batched_verify = true;  // verify_batch (spec_commit.cpp)
 }
 
 std::unique_ptr<ModelState> QwenNextModel::new_state() const {
@@ -90,16 +92,7 @@ void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, 
     decoder_layer(x, w_.layers[size_t(l)], st.layers[size_t(l)], st.pos, tokens.data(), h.data(), n);
     if (on_layer) on_layer(l, h.data(), n);
   }
-  if (st.mtp_on) {  // row i pairs with token i+1 (the head predicts two ahead)
-    if (!st.last_wide.empty()) {
-      st.pending_wide.insert(st.pending_wide.end(), st.last_wide.begin(), st.last_wide.end());
-      st.pending_next.push_back(tokens[0]);
-    }
-    st.pending_wide.insert(st.pending_wide.end(), h.begin(), h.end() - W);
-    st.pending_next.insert(st.pending_next.end(), tokens.begin() + 1, tokens.end());
-  }
-  st.last_wide.assign(h.end() - W, h.end());
-  st.pos += n;
+  record_rows(st, tokens, h.data());
   if (mode == Logits::kNone) return;
   const int64_t first = mode == Logits::kAll ? 0 : n - 1, rows = n - first;
   std::vector<float> mixed(size_t(rows * d));
@@ -109,60 +102,83 @@ void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   matmul(w_.lm_head, mixed.data(), rows, logits.data(), pool_.get());
 }
 
-// forward(kLast) of one token for each of N sequences, the rows stacked through
-// decoder_layer_seqs: every matmul reads its weight once for all N rows; PLE contexts, conv
-// windows, recurrent states and KV caches stay per sequence. Row for row the operations of
-// forward() with n = 1, so each row is bit for bit that sequence's forward alone.
 void QwenNextModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                                  std::vector<float>& logits) {
   if (on_layer) return Model::decode_batch(states, tokens, logits);  // the debug hook sees one sequence per call
-  const Config& c = cfg_;
-  const int64_t B = int64_t(states.size()), W = c.wide(), d = c.hidden;
   if (states.size() != tokens.size())
     throw Error("qwen_next: decode_batch got " + std::to_string(states.size()) + " states for " +
                 std::to_string(tokens.size()) + " tokens");
+  forward_windows(states, one_token_windows(tokens), Logits::kLast, logits);
+}
+
+// forward() over several sequences' windows at once, the rows stacked (window b's after
+// those of windows 0..b-1) through decoder_layer_seqs: every matmul reads its weight once
+// for all rows; PLE contexts, conv windows, recurrent states and KV caches stay per
+// sequence. Row for row the operations of forward() on each window alone, so each row is
+// bit for bit that forward's.
+void QwenNextModel::forward_windows(std::span<ModelState* const> states,
+                                    std::span<const std::span<const int32_t>> windows, Logits mode,
+                                    std::vector<float>& logits) {
+  const Config& c = cfg_;
+  const int64_t B = int64_t(states.size()), W = c.wide(), d = c.hidden;
   std::vector<State*> st;
   for (int64_t b = 0; b < B; ++b) {
     auto* s = dynamic_cast<State*>(states[size_t(b)]);
-    if (!s) throw Error("qwen_next: decode_batch got a state of another model family");
-    if (std::find(st.begin(), st.end(), s) != st.end()) throw Error("qwen_next: decode_batch got the same state twice");
-    const int32_t t = tokens[size_t(b)];
-    if (t < 0 || t >= c.vocab)
-      throw InputError("qwen_next: token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                       std::to_string(c.vocab) + ")");
-    if (s->pos + 1 > info_.max_context)
-      throw InputError("qwen_next: context of " + std::to_string(s->pos + 1) + " tokens exceeds max_context " +
+    if (!s) throw Error("qwen_next: a batch got a state of another model family");
+    if (std::find(st.begin(), st.end(), s) != st.end()) throw Error("qwen_next: a batch got the same state twice");
+    for (const int32_t t : windows[size_t(b)])
+      if (t < 0 || t >= c.vocab)
+        throw InputError("qwen_next: token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                         std::to_string(c.vocab) + ")");
+    const int64_t n = int64_t(windows[size_t(b)].size());
+    if (s->pos + n > info_.max_context)
+      throw InputError("qwen_next: context of " + std::to_string(s->pos + n) + " tokens exceeds max_context " +
                        std::to_string(info_.max_context));
     st.push_back(s);
   }
   logits.clear();
   if (B == 0) return;
   const Ctx x{c, pool_.get(), inv_freq_};
-  std::vector<float> h(size_t(B * W));
-  for (int64_t b = 0; b < B; ++b) {
-    dequantize_row(w_.embed, tokens[size_t(b)], h.data() + b * W);
-    for (int64_t k = 1; k < c.hc; ++k) std::copy_n(h.data() + b * W, d, h.data() + b * W + k * d);
-  }
+  const std::vector<int64_t> first = window_starts(windows);
+  const int64_t N = first.back();
+  std::vector<float> h(size_t(N * W));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < int64_t(windows[size_t(b)].size()); ++t) {
+      float* row = h.data() + (first[size_t(b)] + t) * W;
+      dequantize_row(w_.embed, windows[size_t(b)][size_t(t)], row);
+      for (int64_t k = 1; k < c.hc; ++k) std::copy_n(row, d, row + k * d);
+    }
   std::vector<SeqRows> seqs(static_cast<size_t>(B));
   for (int64_t l = 0; l < c.layers; ++l) {
     for (int64_t b = 0; b < B; ++b)
-      seqs[size_t(b)] = {&st[size_t(b)]->layers[size_t(l)], st[size_t(b)]->pos, 1, &tokens[size_t(b)]};
+      seqs[size_t(b)] = {&st[size_t(b)]->layers[size_t(l)], st[size_t(b)]->pos, int64_t(windows[size_t(b)].size()),
+                         windows[size_t(b)].data()};
     decoder_layer_seqs(x, w_.layers[size_t(l)], seqs, h.data());
   }
-  for (int64_t b = 0; b < B; ++b) {  // forward()'s MTP bookkeeping for one token
-    State& s = *st[size_t(b)];
-    const float* row = h.data() + b * W;
-    if (s.mtp_on && !s.last_wide.empty()) {
-      s.pending_wide.insert(s.pending_wide.end(), s.last_wide.begin(), s.last_wide.end());
-      s.pending_next.push_back(tokens[size_t(b)]);
+  for (int64_t b = 0; b < B; ++b) record_rows(*st[size_t(b)], windows[size_t(b)], h.data() + first[size_t(b)] * W);
+  const std::vector<int64_t> rows = logit_rows(first, mode);
+  if (rows.empty()) return;
+  std::vector<float> hr(rows.size() * size_t(W)), mixed(rows.size() * size_t(d));
+  gather_rows(h.data(), rows, W, hr.data());
+  hyper_read(x, w_.mixer, hr.data(), int64_t(rows.size()), mixed.data(), nullptr);
+  logits.resize(rows.size() * size_t(c.vocab));
+  matmul(w_.lm_head, mixed.data(), int64_t(rows.size()), logits.data(), pool_.get());
+}
+
+// After a forward of `tokens` whose last-layer rows are h {n, hc*d}: the MTP head's queued
+// pairs (row i pairs with token i+1: the head predicts two ahead), the last row, the position.
+void QwenNextModel::record_rows(State& st, std::span<const int32_t> tokens, const float* h) {
+  const int64_t n = int64_t(tokens.size()), W = cfg_.wide();
+  if (st.mtp_on) {
+    if (!st.last_wide.empty()) {
+      st.pending_wide.insert(st.pending_wide.end(), st.last_wide.begin(), st.last_wide.end());
+      st.pending_next.push_back(tokens[0]);
     }
-    s.last_wide.assign(row, row + W);
-    s.pos += 1;
+    st.pending_wide.insert(st.pending_wide.end(), h, h + (n - 1) * W);
+    st.pending_next.insert(st.pending_next.end(), tokens.begin() + 1, tokens.end());
   }
-  std::vector<float> mixed(size_t(B * d));
-  hyper_read(x, w_.mixer, h.data(), B, mixed.data(), nullptr);
-  logits.resize(size_t(B * c.vocab));
-  matmul(w_.lm_head, mixed.data(), B, logits.data(), pool_.get());
+  st.last_wide.assign(h + (n - 1) * W, h + n * W);
+  st.pos += n;
 }
 
 PleTableStats QwenNextModel::ple_stats() const {

@@ -137,9 +137,8 @@ void gdn_forward_seqs(const Ctx& x, const GdnWeights& w, std::span<const SeqRows
   for (int64_t r0 = 0; const SeqRows& q : seqs) {
     LayerState& s = *q.s;
     if (s.cap.on) {  // conv history before the window + its input rows (commit rebuilds any prefix)
-      DS4_CHECK(seqs.size() == 1, "qwen_next gdn: a captured verify window in a multi-sequence batch");
-      s.cap.conv0 = s.conv;
-      s.cap.conv_in = raw;
+      s.cap.conv0 = s.conv;  // this sequence's rows only (a batched verify captures several)
+      s.cap.conv_in.assign(raw.begin() + r0 * C, raw.begin() + (r0 + q.n) * C);
     }
     cpu::conv1d_causal_f32({raw.data() + r0 * C, q.n, C, w.conv.data(), c.conv_k, 1, s.conv.data(), qkv.data() + r0 * C});
     r0 += q.n;
@@ -163,7 +162,8 @@ void gdn_forward_seqs(const Ctx& x, const GdnWeights& w, std::span<const SeqRows
   const int64_t sz = c.k_dim * c.v_dim;
   std::vector<int64_t> row0;
   for (int64_t r = 0; const SeqRows& q : seqs) row0.push_back(r), r += q.n;
-  if (seqs.size() == 1 && seqs[0].s->cap.on) seqs[0].s->cap.ssm.resize(size_t(n * VH * sz));
+  for (const SeqRows& q : seqs)
+    if (q.s->cap.on) q.s->cap.ssm.resize(size_t(q.n * VH * sz));
   // (sequence, value head) pairs are independent: one task each.
   parallel_for(x.pool, int64_t(seqs.size()) * VH, [&](int64_t t0, int64_t t1) {
     for (int64_t task = t0; task < t1; ++task) {

@@ -26,6 +26,9 @@ class QwenNextModel : public Model, public DraftHead {
   // One token for each of N sequences, each weight read once for all (forward.cpp).
   void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                     std::vector<float>& logits) override;
+  // Every sequence's verify window in one forward, captured per state (spec_commit.cpp).
+  bool verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                    std::vector<float>& logits) override;
 
   const Config& config() const { return cfg_; }
   // Debug hook: called after every decoder layer with the widened rows h {n, hc*d}
@@ -60,6 +63,10 @@ class QwenNextModel : public Model, public DraftHead {
 
  private:
   void mtp_catch_up(State& st);
+  // decode_batch / verify_batch: forward() over several states' windows in one pass.
+  void forward_windows(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                       Logits mode, std::vector<float>& logits);
+  void record_rows(State& st, std::span<const int32_t> tokens, const float* h);
   std::vector<float> draft_logits_;  // scratch for draft(): {depth, vocab}
 
   std::unique_ptr<TensorSource> src_;

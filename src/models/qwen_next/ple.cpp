@@ -44,7 +44,6 @@ void ple_forward_seqs(const Ctx& x, const PleWeights& w, std::span<const SeqRows
   std::vector<float> emb(size_t(n * c.ple_dim)), key(size_t(n * W)), val(size_t(n * d)), gv(size_t(n * W)),
       gvn(size_t(n * W)), conv(size_t(n * W));
   for (int64_t r0 = 0; const SeqRows& q : seqs) {  // each sequence's own n-gram context
-    DS4_CHECK(!q.s->cap.on || seqs.size() == 1, "qwen_next ple: a captured verify window in a multi-sequence batch");
     if (q.s->cap.on) q.s->cap.ple_ctx0 = q.s->ple_ctx;
     gather_embeddings(c, w, *q.s, q.tokens, q.n, emb.data() + r0 * c.ple_dim);
     r0 += q.n;
@@ -71,7 +70,7 @@ void ple_forward_seqs(const Ctx& x, const PleWeights& w, std::span<const SeqRows
     LayerState& s = *q.s;
     if (s.cap.on) {
       s.cap.ple_conv0 = s.ple_conv;
-      s.cap.ple_in = gvn;
+      s.cap.ple_in.assign(gvn.begin() + r0 * W, gvn.begin() + (r0 + q.n) * W);  // this sequence's rows
     }
     cpu::conv1d_causal_f32(
         {gvn.data() + r0 * W, q.n, W, w.conv.data(), c.ple_conv_k, c.ngram, s.ple_conv.data(), conv.data() + r0 * W});

@@ -43,16 +43,40 @@ void commit_layer(const Config& c, LayerState& s, int64_t pos0, int64_t n, int64
 
 }  // namespace
 
-bool QwenNextModel::verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) {
-  auto& st = dynamic_cast<State&>(trial);
+namespace {
+void capture_begin(State& st) {
   if (!st.cap_tokens.empty()) throw Error("qwen_next: verify_capture over an uncommitted captured window");
-  return captured_verify(
-      *this, trial, tokens, logits, [&] { for (auto& l : st.layers) l.cap.on = true; },
-      [&] {
-        for (auto& l : st.layers) l.cap.on = false;  // the records stay until commit_prefix
-        st.cap_tokens.assign(tokens.begin(), tokens.end());
-      },
-      [&] { for (auto& l : st.layers) l.cap = RowCapture{}; });
+  for (auto& l : st.layers) l.cap.on = true;
+}
+void capture_end(State& st, std::span<const int32_t> tokens) {
+  for (auto& l : st.layers) l.cap.on = false;  // the records stay until commit_prefix
+  st.cap_tokens.assign(tokens.begin(), tokens.end());
+}
+void capture_abort(State& st) {
+  for (auto& l : st.layers) l.cap = RowCapture{};
+}
+State& as_state(ModelState& s) {
+  auto* st = dynamic_cast<State*>(&s);
+  if (!st) throw Error("qwen_next: got a state of another model family");
+  return *st;
+}
+}  // namespace
+
+bool QwenNextModel::verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) {
+  State& st = as_state(trial);
+  capture_begin(st);
+  return captured_verify(*this, trial, tokens, logits, [] {}, [&] { capture_end(st, tokens); },
+                         [&] { capture_abort(st); });
+}
+
+bool QwenNextModel::verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                                 std::vector<float>& logits) {
+  if (on_layer) return Model::verify_batch(states, windows, logits);  // the debug hook sees one sequence per call
+  return captured_verify_batch(
+      *this, states, windows, logits, "qwen_next: verify_batch", [&](ModelState& s) { capture_begin(as_state(s)); },
+      [&] { forward_windows(states, windows, Logits::kAll, logits); },
+      [&](ModelState& s, std::span<const int32_t> w) { capture_end(as_state(s), w); },
+      [&](ModelState& s) { capture_abort(as_state(s)); });
 }
 
 void QwenNextModel::commit_prefix(ModelState& trial, int64_t keep) {

@@ -6,40 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <filesystem>
 
-#include "draft_head_run.h"
-#include "family_model.h"
+#include "batch_cases.h"
 #include "models/draft_head.h"
 #include "models/model.h"
 
 namespace ds4 {
 namespace {
 
-const std::string kData = DS4_TEST_DATA;
-
-struct Case {
-  std::string tag, dir, head;  // head: draft head file merged into a temp folder (empty: none)
-  bool native;                 // expected ModelInfo::batched_decode
-  std::string extra = "";      // config merged into the temp folder (DSpark's settings)
-};
-
-std::unique_ptr<Model> load(const Case& c) { return test::load_family_model(c.tag, c.dir, c.head, c.extra); }
-
-// Deterministic prompt ids in [1, vocab): different lengths and contents per sequence.
-std::vector<int32_t> prompt(int64_t vocab, int seq, int len) {
-  std::vector<int32_t> p;
-  uint32_t x = 2654435761u * uint32_t(seq + 1);
-  for (int i = 0; i < len; ++i) {
-    x = x * 1664525u + 1013904223u;
-    p.push_back(int32_t(1 + (x >> 8) % uint32_t(vocab - 1)));
-  }
-  return p;
-}
-
-int32_t argmax(std::span<const float> row) {
-  return int32_t(std::max_element(row.begin(), row.end()) - row.begin());
-}
+using namespace batch_test;
 
 class DecodeBatch : public ::testing::TestWithParam<Case> {};
 
@@ -121,18 +96,7 @@ TEST_P(DecodeBatch, RejectsMismatchedInput) {
   EXPECT_THROW(m->decode_batch(one, bad, rows), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Families, DecodeBatch,
-    ::testing::Values(Case{"glm5", kData + "/glm5/model", "", true},
-                      Case{"glm5_mtp", kData + "/glm5/model", kData + "/glm5/mtp/mtp.safetensors", true},
-                      Case{"qwen_next", kData + "/qwen_next/model", "", true},
-                      Case{"deepseek_v4", kData + "/deepseek_v4/model", "", true},
-                      Case{"deepseek_v4_mtp", kData + "/deepseek_v4/model", kData + "/deepseek_v4/mtp/mtp.safetensors",
-                           true},
-                      Case{"deepseek_v4_dspark", kData + "/deepseek_v4/model",
-                           kData + "/deepseek_v4/dspark/dspark.safetensors", true,
-                           kData + "/deepseek_v4/dspark/dspark_config.json"}),
-    [](const auto& info) { return info.param.tag; });
+INSTANTIATE_TEST_SUITE_P(Families, DecodeBatch, family_cases(), [](const auto& info) { return info.param.tag; });
 
 TEST(DecodeBatchGlm, RefusesTheSameStateTwice) {
   LoadOptions o;

@@ -1,8 +1,9 @@
 // The engine with continuous batching on the tiny GLM 5.x model (the family whose CPU
 // decode_batch reads each weight once): every turn that runs concurrently with others,
 // joining while others decode and beside one cancelled mid-turn, emits exactly the token ids
-// it emits alone (greedy), with speculation off, and with speculating turns mixed with plain
-// ones. On the scripted test model: answers exact under load and every state returned.
+// it emits alone (greedy), with speculation off, with speculating turns mixed with plain
+// ones, and with every turn speculating (their verifies batched; greedy and seeded sampling;
+// also on the default Qwen model and on DeepSeek V4 with DSpark). On the scripted test model: answers exact under load and every state returned.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,6 +16,8 @@
 namespace ds4::engine {
 namespace {
 using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+const std::string kData = DS4_TEST_DATA;
 
 // Six turns: three start together, three join once the first has emitted tokens, turn 1 is
 // cancelled mid-turn. Each finished turn equals its run alone; the cancelled one is a prefix.
@@ -104,6 +107,73 @@ TEST_F(GlmEngine, SpeculatingTurnsBesidePlainOnes) {
   EXPECT_EQ((*log_)[0], ref[0]);
   EXPECT_EQ((*log_)[1], ref[3]);
 }
+
+// Every turn speculates (depth: the model's head): each iteration's cycles draft per turn
+// and verify in one Model::verify_batch, then accept and commit per turn. Greedy turns
+// equal AR alone; seeded sampled turns (category exact, the engine's default) equal their
+// own speculating run alone on a fresh engine: the same draws in the same order. Turns
+// join mid-way and turn 1 is cancelled mid-batch (run_join_and_cancel).
+// full_windows: the head always drafts `depth` tokens (MTP); DSpark's gate cuts windows.
+void speculating_turns_verify_together(GlmEngine& f, int depth, bool full_windows = true) {
+  const int64_t kMax = 40;
+  for (bool sampled : {false, true}) {
+    SCOPED_TRACE(sampled ? "sampled" : "greedy");
+    auto req = [&](int i) {
+      GenRequest r = f.request(i, kMax);
+      if (sampled) r.sampler.temperature = 0.9, r.sampler.seed = 1000 + uint64_t(i);
+      return r;
+    };
+    std::vector<std::vector<int32_t>> ref;
+    if (sampled) {
+      for (int i = 0; i < 6; ++i) {
+        auto e = f.engine(depth);
+        Turn t = f.submit(*e, req(i));
+        t.pump();
+        EXPECT_GT(t.done->usage.spec_drafted, 0) << "turn " << i << " speculated alone";
+        ref.push_back(f.ids(t));
+      }
+    } else {
+      ref = f.alone(6, kMax);
+    }
+    auto e = f.engine(depth);
+    run_join_and_cancel(
+        f, *e, ref, kMax, req, [&](Engine& en, GenRequest r) { return f.submit(en, std::move(r)); },
+        [&](const Turn& t) { return f.ids(t); });
+    const EngineMetrics m = e->metrics();
+    EXPECT_GT(m.batched_verify_calls, 0u);
+    // Greedy windows are always next + depth drafts: more rows than that per call means some
+    // call carried several turns' windows.
+    if (!sampled && full_windows) EXPECT_GT(m.batched_verify_rows, uint64_t(depth + 1) * m.batched_verify_calls);
+    EXPECT_EQ(m.batched_calls, 0u) << "every turn speculated: no plain batched step";
+    e->shutdown();
+  }
+}
+
+TEST_F(GlmEngine, SpeculatingTurnsVerifyTogether) { speculating_turns_verify_together(*this, 2); }
+
+// The same on the default Qwen Next model (its MTP head, depth 3, MTPLX's sampler).
+class QwenDefaultEngine : public GlmEngine {
+ protected:
+  void SetUp() override { dir_ = std::string(DS4_ROOT) + "/models/default"; }
+  void TearDown() override {}  // the checked-in model: nothing to remove
+};
+
+TEST_F(QwenDefaultEngine, SpeculatingTurnsVerifyTogether) { speculating_turns_verify_together(*this, 3); }
+
+// And on the tiny DeepSeek V4 with its DSpark head: ragged windows (the confidence gate cuts
+// each turn's drafts), the ds4 sampler's stream for the sampled turns.
+class DeepseekDsparkEngine : public GlmEngine {
+ protected:
+  void SetUp() override {
+    dir_ = draft_test::trunk_with_head_dir("ds4-batching-dsv4", kData + "/deepseek_v4/model",
+                                           kData + "/deepseek_v4/dspark/dspark.safetensors",
+                                           kData + "/deepseek_v4/dspark/dspark_config.json");
+    fs::copy_file(fs::path(kData) / "deepseek_v4/model/tokenizer.json", fs::path(dir_) / "tokenizer.json",
+                  fs::copy_options::overwrite_existing);
+  }
+};
+
+TEST_F(DeepseekDsparkEngine, SpeculatingTurnsVerifyTogether) { speculating_turns_verify_together(*this, 3, false); }
 
 // The scripted model with a batched decode_batch (the default loop, declared batched): the
 // engine's batching path on answers known in advance, and every state handed back.

@@ -36,7 +36,7 @@ struct Turn {
 };
 
 class GlmEngine : public ::testing::Test {
- protected:
+ public:  // shared test bodies (free functions) take the fixture
   void SetUp() override {
     const std::string data = DS4_TEST_DATA;
     dir_ = draft_test::trunk_with_head_dir("ds4-batching-glm", data + "/glm5/model", data + "/glm5/mtp/mtp.safetensors");
