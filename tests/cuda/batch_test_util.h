@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -86,6 +87,24 @@ inline void batch_run(Model& m, const std::string& label) {
                           (ok ? "" : " (first difference: " + first_bad + ")") + (pos_ok ? "" : " (positions differ)"));
 }
 
+// A state that consumed `prompt` (one forward), drafting on when `draft`.
+inline std::unique_ptr<ModelState> prompted(Model& m, const std::vector<int32_t>& prompt, bool draft) {
+  auto s = m.new_state();
+  if (draft) m.draft_head()->enable_draft(*s);
+  std::vector<float> lg;
+  m.forward(*s, prompt, Logits::kNone, lg);
+  return s;
+}
+
+// batch_run on a model loaded (load(options)) with each of `runs`: {label, options}.
+template <class Options, class Load>
+void batch_runs(const std::vector<std::pair<std::string, Options>>& runs, Load&& load) {
+  for (const auto& [label, options] : runs) {
+    auto m = load(options);
+    batch_run(*m, label);
+  }
+}
+
 // The same state twice, a token = vocab, 2 states for 1 token: each throws and no state advances.
 inline void batch_bad_inputs(Model& m) {
   auto a = m.new_state(), b = m.new_state();
@@ -154,6 +173,43 @@ inline void two_pending_windows(Model& m, DraftHead& h,
   check(ok && a->position() == 29 + 2 + 3 && b->position() == 46 + 6 + 3 && a2->position() == 29 + 4 + 3,
         label + ": two states with captured verify windows pending at once (5 and 7 rows) commit keep 2 and 6, "
                 "a clone of the first keep 4: each = decoding only its kept tokens (3 decode steps, bit for bit)");
+}
+
+// The checks on a model loaded with the default options: it declares batched_decode,
+// batch_run, batch_bad_inputs, and with `head` (the model as a DraftHead: verify_capture works
+// without a draft head too) two_pending_windows on plain states.
+inline void default_model_checks(Model& m, DraftHead* head) {
+  check(m.info().batched_decode, "the CUDA model declares batched_decode (the engine calls decode_batch)");
+  batch_run(m, "default options (batch_rows 4)");
+  batch_bad_inputs(m);
+  if (head)
+    two_pending_windows(m, *head, [&](const std::vector<int32_t>& p) { return prompted(m, p, false); }, "plain states");
+}
+
+// A model with a draft head: draft-enabled states beside plain ones in one decode_batch
+// (mixed_batch_equal; the next draft of the first equals its reference's), then
+// two_pending_windows on draft-enabled states (the next draft of b equal too).
+inline void draft_states_in_batches(Model& g, const std::string& label) {
+  DraftHead& h = *g.draft_head();
+  const int64_t V = g.info().vocab_size;
+  {
+    auto d1 = prompted(g, synthetic_tokens(20, 37, 11, V), true), d2 = prompted(g, synthetic_tokens(33, 41, 5, V), true);
+    auto p1 = prompted(g, synthetic_tokens(12, 13, 1, V), false), p2 = prompted(g, synthetic_tokens(44, 17, 2, V), false);
+    std::vector<std::unique_ptr<ModelState>> refs;
+    const bool ok = mixed_batch_equal(g, {d1.get(), p1.get(), d2.get(), p2.get()}, refs);
+    std::vector<int32_t> da, db;
+    h.draft(*d1, 5, 3, da);
+    h.draft(*refs[0], 5, 3, db);
+    check(ok && da == db, label + ": draft-enabled and plain states in one decode_batch = their own steps (4 steps), "
+                                  "the next draft equal");
+  }
+  two_pending_windows(g, h, [&](const std::vector<int32_t>& p) { return prompted(g, p, true); }, label + ", drafting",
+                      [&](ModelState& b, ModelState& rb) {
+                        std::vector<int32_t> x, y;
+                        h.draft(b, 4, 2, x);
+                        h.draft(rb, 4, 2, y);
+                        return x == y;
+                      });
 }
 
 }  // namespace ds4::cuda_test

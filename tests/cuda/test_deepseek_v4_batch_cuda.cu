@@ -43,31 +43,7 @@ void with_mtp(const std::string& root) {
   LoadOptions o;
   auto g = dsv4::load_cuda(dir, o);
   std::filesystem::remove_all(dir);
-  DraftHead& h = *g->draft_head();
-  const int64_t V = g->info().vocab_size;
-  // draft-enabled states beside plain ones in one batch
-  {
-    auto d1 = consumed(*g, synthetic_tokens(20, 37, 11, V)), d2 = consumed(*g, synthetic_tokens(33, 41, 5, V));
-    auto p1 = g->new_state(), p2 = g->new_state();
-    std::vector<float> lg;
-    g->forward(*p1, synthetic_tokens(12, 13, 1, V), Logits::kLast, lg);
-    g->forward(*p2, synthetic_tokens(44, 17, 2, V), Logits::kLast, lg);
-    std::vector<std::unique_ptr<ModelState>> refs;
-    const bool ok = mixed_batch_equal(*g, {d1.get(), p1.get(), d2.get(), p2.get()}, refs);
-    std::vector<int32_t> da, db;
-    h.draft(*d1, 5, 3, da);
-    h.draft(*refs[0], 5, 3, db);
-    check(ok && da == db, "MTP model: draft-enabled and plain states in one decode_batch = their own steps (4 steps), "
-                          "the next draft equal");
-  }
-  // two pending captured windows at once, committed with different keeps
-  two_pending_windows(*g, h, [&](const std::vector<int32_t>& p) { return consumed(*g, p); }, "MTP model",
-                      [&](ModelState& b, ModelState& rb) {
-                        std::vector<int32_t> x, y;
-                        h.draft(b, 4, 2, x);
-                        h.draft(rb, 4, 2, y);
-                        return x == y;
-                      });
+  draft_states_in_batches(*g, "MTP model");
 }
 
 }  // namespace
@@ -79,28 +55,16 @@ int main(int argc, char** argv) {
     LoadOptions o;
     {
       auto m = dsv4::load_cuda(tiny, o);  // the served options (tensor cores on for prefill chunks)
-      check(m->info().batched_decode, "the CUDA model declares batched_decode (the engine calls decode_batch)");
-      batch_run(*m, "default options (batch_rows 4)");
-      batch_bad_inputs(*m);
+      default_model_checks(*m, nullptr);  // (captured windows: with_mtp)
     }
-    {
-      dsv4::CudaModelOptions c;
-      c.batch_rows = 512;
-      auto m = dsv4::load_cuda(tiny, o, c);
-      batch_run(*m, "batch_rows 512 (one forward per batch)");
-    }
-    {
-      dsv4::CudaModelOptions c;
-      c.prefill_rows = 0, c.batch_rows = 16;  // chunk scratch of 16 rows: batches of at most 16
-      auto m = dsv4::load_cuda(tiny, o, c);
-      batch_run(*m, "16-row scratch");
-    }
-    {
-      dsv4::CudaModelOptions c;
-      c.graphs = false, c.streams = false, c.batch_rows = 512;
-      auto m = dsv4::load_cuda(tiny, o, c);
-      batch_run(*m, "direct launches, one stream");
-    }
+    dsv4::CudaModelOptions many, small, direct;
+    many.batch_rows = 512;
+    small.prefill_rows = 0, small.batch_rows = 16;  // chunk scratch of 16 rows: batches of at most 16
+    direct.graphs = false, direct.streams = false, direct.batch_rows = 512;
+    batch_runs<dsv4::CudaModelOptions>({{"batch_rows 512 (one forward per batch)", many},
+                                        {"16-row scratch", small},
+                                        {"direct launches, one stream", direct}},
+                                       [&](const dsv4::CudaModelOptions& c) { return dsv4::load_cuda(tiny, o, c); });
     with_mtp(args.root);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

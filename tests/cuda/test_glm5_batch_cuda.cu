@@ -38,13 +38,6 @@ using namespace ds4::cuda_test;
 
 namespace {
 
-std::unique_ptr<ModelState> prompted(Model& m, const std::vector<int32_t>& prompt) {
-  auto s = m.new_state();
-  std::vector<float> lg;
-  m.forward(*s, prompt, Logits::kNone, lg);
-  return s;
-}
-
 // Item 4: the MTP checkpoint.
 void with_mtp(const std::string& root) {
   const std::string dir = draft_test::trunk_with_head_dir("glm5_cuda_batch_mtp", root + "/tests/data/glm5/model",
@@ -52,26 +45,7 @@ void with_mtp(const std::string& root) {
   LoadOptions o;
   auto g = glm5::load_cuda(dir, o);
   std::filesystem::remove_all(dir);
-  DraftHead& h = *g->draft_head();
-  const int64_t V = g->info().vocab_size;
-  {
-    auto d1 = consumed(*g, synthetic_tokens(20, 37, 11, V)), d2 = consumed(*g, synthetic_tokens(33, 41, 5, V));
-    auto p1 = prompted(*g, synthetic_tokens(12, 13, 1, V)), p2 = prompted(*g, synthetic_tokens(44, 17, 2, V));
-    std::vector<std::unique_ptr<ModelState>> refs;
-    const bool ok = mixed_batch_equal(*g, {d1.get(), p1.get(), d2.get(), p2.get()}, refs);
-    std::vector<int32_t> da, db;
-    h.draft(*d1, 5, 3, da);
-    h.draft(*refs[0], 5, 3, db);
-    check(ok && da == db, "MTP model: draft-enabled and plain states in one decode_batch = their own steps (4 steps), "
-                          "the next draft equal");
-  }
-  two_pending_windows(*g, h, [&](const std::vector<int32_t>& p) { return consumed(*g, p); }, "MTP model",
-                      [&](ModelState& b, ModelState& rb) {
-                        std::vector<int32_t> x, y;
-                        h.draft(b, 4, 2, x);
-                        h.draft(rb, 4, 2, y);
-                        return x == y;
-                      });
+  draft_states_in_batches(*g, "MTP model");
 }
 
 }  // namespace
@@ -83,30 +57,16 @@ int main(int argc, char** argv) {
     LoadOptions o;
     {
       auto m = glm5::load_cuda(tiny, o);
-      check(m->info().batched_decode, "the CUDA model declares batched_decode (the engine calls decode_batch)");
-      batch_run(*m, "default options (batch_rows 4)");
-      batch_bad_inputs(*m);
-      two_pending_windows(*m, dynamic_cast<DraftHead&>(*m),
-                          [&](const std::vector<int32_t>& p) { return prompted(*m, p); }, "plain model");
+      default_model_checks(*m, dynamic_cast<DraftHead*>(m.get()));  // no draft head: captures all the same
     }
-    {
-      glm5::CudaModelOptions c;
-      c.batch_rows = 512, c.gemm_rows = 2;
-      auto m = glm5::load_cuda(tiny, o, c);
-      batch_run(*m, "batch_rows 512, tensor-core prefill chunks from 2 rows");
-    }
-    {
-      glm5::CudaModelOptions c;
-      c.prefill_rows = 0, c.batch_rows = 16;  // chunk scratch of 16 rows: batches of at most 16
-      auto m = glm5::load_cuda(tiny, o, c);
-      batch_run(*m, "16-row scratch");
-    }
-    {
-      glm5::CudaModelOptions c;
-      c.graphs = false, c.batch_rows = 512;
-      auto m = glm5::load_cuda(tiny, o, c);
-      batch_run(*m, "direct launches");
-    }
+    glm5::CudaModelOptions many, small, direct;
+    many.batch_rows = 512, many.gemm_rows = 2;
+    small.prefill_rows = 0, small.batch_rows = 16;  // chunk scratch of 16 rows: batches of at most 16
+    direct.graphs = false, direct.batch_rows = 512;
+    batch_runs<glm5::CudaModelOptions>({{"batch_rows 512, tensor-core prefill chunks from 2 rows", many},
+                                        {"16-row scratch", small},
+                                        {"direct launches", direct}},
+                                       [&](const glm5::CudaModelOptions& c) { return glm5::load_cuda(tiny, o, c); });
     with_mtp(args.root);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

@@ -34,42 +34,6 @@
 using namespace ds4;
 using namespace ds4::cuda_test;
 
-namespace {
-
-std::unique_ptr<ModelState> prompted(Model& m, const std::vector<int32_t>& prompt, bool draft) {
-  auto s = m.new_state();
-  if (draft) m.draft_head()->enable_draft(*s);
-  std::vector<float> lg;
-  m.forward(*s, prompt, Logits::kNone, lg);
-  return s;
-}
-
-// Items 3 (draft-enabled) and 4.
-void with_mtp(Model& g) {
-  DraftHead& h = *g.draft_head();
-  const int64_t V = g.info().vocab_size;
-  {
-    auto d1 = prompted(g, synthetic_tokens(20, 37, 11, V), true), d2 = prompted(g, synthetic_tokens(33, 41, 5, V), true);
-    auto p1 = prompted(g, synthetic_tokens(12, 13, 1, V), false), p2 = prompted(g, synthetic_tokens(44, 17, 2, V), false);
-    std::vector<std::unique_ptr<ModelState>> refs;
-    const bool ok = mixed_batch_equal(g, {d1.get(), p1.get(), d2.get(), p2.get()}, refs);
-    std::vector<int32_t> da, db;
-    h.draft(*d1, 5, 3, da);
-    h.draft(*refs[0], 5, 3, db);
-    check(ok && da == db, "MTP head: draft-enabled and plain states in one decode_batch = their own steps (4 steps), "
-                          "the next draft equal");
-  }
-  two_pending_windows(g, h, [&](const std::vector<int32_t>& p) { return prompted(g, p, true); }, "MTP head on",
-                      [&](ModelState& b, ModelState& rb) {
-                        std::vector<int32_t> x, y;
-                        h.draft(b, 4, 2, x);
-                        h.draft(rb, 4, 2, y);
-                        return x == y;
-                      });
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   const TestArgs args = parse_args(argc, argv);
   const std::string tiny = args.root + "/tests/data/qwen_next/model";
@@ -77,34 +41,17 @@ int main(int argc, char** argv) {
     LoadOptions o;
     {
       auto m = qwen_next::load_cuda(tiny, o);
-      check(m->info().batched_decode, "the CUDA model declares batched_decode (the engine calls decode_batch)");
-      batch_run(*m, "default options (batch_rows 4)");
-      batch_bad_inputs(*m);
       check(m->draft_head() != nullptr, "the tiny model has its MTP head on the device");
-      if (DraftHead* h = m->draft_head()) {
-        two_pending_windows(*m, *h, [&](const std::vector<int32_t>& p) { return prompted(*m, p, false); },
-                            "plain states");
-        with_mtp(*m);
-      }
+      default_model_checks(*m, m->draft_head());
+      if (m->draft_head()) draft_states_in_batches(*m, "MTP head");
     }
-    {
-      qwen_next::CudaModelOptions c;
-      c.batch_rows = 512, c.gemm_rows = 2;
-      auto m = qwen_next::load_cuda(tiny, o, c);
-      batch_run(*m, "batch_rows 512, tensor cores from 2 rows");
-    }
-    {
-      qwen_next::CudaModelOptions c;
-      c.prefill_rows = 0, c.batch_rows = 16;  // chunk scratch of 16 rows: batches of at most 16
-      auto m = qwen_next::load_cuda(tiny, o, c);
-      batch_run(*m, "16-row scratch");
-    }
-    {
-      qwen_next::CudaModelOptions c;
-      c.graphs = false, c.batch_rows = 512;
-      auto m = qwen_next::load_cuda(tiny, o, c);
-      batch_run(*m, "direct launches");
-    }
+    qwen_next::CudaModelOptions many, small, direct;
+    many.batch_rows = 512, many.gemm_rows = 2;
+    small.prefill_rows = 0, small.batch_rows = 16;  // chunk scratch of 16 rows: batches of at most 16
+    direct.graphs = false, direct.batch_rows = 512;
+    batch_runs<qwen_next::CudaModelOptions>(
+        {{"batch_rows 512, tensor cores from 2 rows", many}, {"16-row scratch", small}, {"direct launches", direct}},
+        [&](const qwen_next::CudaModelOptions& c) { return qwen_next::load_cuda(tiny, o, c); });
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 1;

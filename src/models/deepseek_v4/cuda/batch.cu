@@ -52,43 +52,26 @@ void DeepseekV4CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
 void DeepseekV4CudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                                        std::vector<float>& logits) {
   Impl& m = *impl_;
-  const Config& c = m.c;
-  const size_t V = size_t(c.vocab);
-  // Everything checked before anything runs.
-  check_decode_batch("deepseek_v4", states, tokens, c.vocab, m.info.max_context);
-  std::vector<CudaState*> sts;
-  for (ModelState* s : states) sts.push_back(&cuda_state(*s));
-  std::vector<float> row;
-  uint8_t* in = static_cast<uint8_t*>(m.in_host->p);
+  BatchHooks<CudaState> h;
+  h.state = &cuda_state;
+  // Rows that run alone: a draft head's states record their head rows in every forward
+  // (mtp.cu, dspark.cu: per state, not batched yet), a state with a pending captured window
+  // keeps it for its commit; with the layer observer every step is one token.
+  h.single = [&](const CudaState& s) {
+    return s.mtp_on || s.dspark_on || s.cap_rows > 0 || m.observer || m.cl.rows < 2;
+  };
+  h.begin = [&](size_t forwards) { m.batch_graphs.begin_call(forwards); };
+  h.input = [&](CudaState&, int32_t tok, int64_t row) {  // pinned row: [token id | embedding row]
+    uint8_t* r = static_cast<uint8_t*>(m.in_host->p) + size_t(row) * m.sl.in_bytes;
+    std::memcpy(r + m.sl.tok, &tok, sizeof(int32_t));
+    dequantize_row(m.w.embed, tok, reinterpret_cast<float*>(r + m.sl.emb));
+  };
+  h.run = [&](std::span<CudaState* const> sts) { m.run_batch(sts); };
+  h.logits = static_cast<const float*>(m.logits_host->p);
   // Forwards of up to batch_rows, within the chunk scratch's rows (fixed at load, after memory
   // admission).
-  decode_in_forwards(
-      states.size(), size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)), c.vocab, logits,
-      // Rows that run alone: a draft head's states record their head rows in every forward
-      // (mtp.cu, dspark.cu: per state, not batched yet), a state with a pending captured
-      // window keeps it for its commit; with the layer observer every step is one token.
-      [&](size_t i) {
-        const CudaState& st = *sts[i];
-        return st.mtp_on || st.dspark_on || st.cap_rows > 0 || m.observer || m.cl.rows < 2;
-      },
-      [&](size_t i) {  // the single-sequence decode step
-        forward(*states[i], tokens.subspan(i, 1), Logits::kLast, row);
-        std::copy(row.begin(), row.end(), logits.begin() + long(i * V));
-      },
-      [&](size_t forwards) { m.batch_graphs.begin_call(forwards); },
-      [&](std::span<const size_t> rows) -> const float* {
-        std::vector<CudaState*> batch;
-        for (size_t k = 0; k < rows.size(); ++k) {
-          const size_t i = rows[k];
-          uint8_t* r = in + k * m.sl.in_bytes;  // pinned row: [token id | embedding row]
-          std::memcpy(r + m.sl.tok, &tokens[i], sizeof(int32_t));
-          dequantize_row(m.w.embed, tokens[i], reinterpret_cast<float*>(r + m.sl.emb));
-          batch.push_back(sts[i]);
-        }
-        m.run_batch(batch);
-        for (CudaState* s : batch) s->pos += 1;
-        return static_cast<const float*>(m.logits_host->p);
-      });
+  decode_batch_rows(*this, "deepseek_v4", states, tokens, size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)),
+                    logits, h);
 }
 
 }  // namespace ds4::deepseek_v4

@@ -55,33 +55,17 @@ void Glm5CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
 void Glm5CudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                                  std::vector<float>& logits) {
   Impl& m = *impl_;
-  const size_t V = size_t(m.c.vocab_size);
-  // Everything checked before anything runs.
-  check_decode_batch("glm5", states, tokens, m.c.vocab_size, m.info.max_context);
-  std::vector<CudaState*> sts;
-  for (ModelState* s : states) sts.push_back(&cuda_state(*s));
-  std::vector<float> row;
-  decode_in_forwards(
-      states.size(), size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)), m.c.vocab_size, logits,
-      // The MTP head's queue takes every row of its state (pushed by the trunk forward, not
-      // batched yet); a pending captured window stays for its commit; layer_outputs() taps
-      // single steps.
-      [&](size_t i) { return sts[i]->mtp_on || sts[i]->cap_n > 0 || m.tap || m.cl.rows < 2; },
-      [&](size_t i) {  // the single-sequence decode step
-        forward(*states[i], tokens.subspan(i, 1), Logits::kLast, row);
-        std::copy(row.begin(), row.end(), logits.begin() + long(i * V));
-      },
-      [&](size_t forwards) { m.batch_graphs.begin_call(forwards); },
-      [&](std::span<const size_t> rows) -> const float* {
-        std::vector<CudaState*> batch;
-        for (size_t k = 0; k < rows.size(); ++k) {
-          m.input_row(tokens[rows[k]], int64_t(k));
-          batch.push_back(sts[rows[k]]);
-        }
-        m.run_batch(batch);
-        for (CudaState* s : batch) s->pos += 1;
-        return static_cast<const float*>(m.logits_host->p);
-      });
+  BatchHooks<CudaState> h;
+  h.state = &cuda_state;
+  // The MTP head's queue takes every row of its state (pushed by the trunk forward, not
+  // batched yet); a pending captured window stays for its commit; layer_outputs() taps single
+  // steps.
+  h.single = [&](const CudaState& s) { return s.mtp_on || s.cap_n > 0 || m.tap || m.cl.rows < 2; };
+  h.begin = [&](size_t forwards) { m.batch_graphs.begin_call(forwards); };
+  h.input = [&](CudaState&, int32_t tok, int64_t row) { m.input_row(tok, row); };
+  h.run = [&](std::span<CudaState* const> sts) { m.run_batch(sts); };
+  h.logits = static_cast<const float*>(m.logits_host->p);
+  decode_batch_rows(*this, "glm5", states, tokens, size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)), logits, h);
 }
 
 }  // namespace ds4::glm5

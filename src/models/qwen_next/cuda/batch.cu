@@ -57,32 +57,17 @@ void QwenNextCudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
 void QwenNextCudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                                      std::vector<float>& logits) {
   Impl& m = *impl_;
-  const size_t V = size_t(m.c.vocab);
-  // Everything checked before anything runs.
-  check_decode_batch("qwen_next", states, tokens, m.c.vocab, m.info.max_context);
-  std::vector<CudaState*> sts;
-  for (ModelState* s : states) sts.push_back(&cuda_state(*s));
-  std::vector<float> row;
-  decode_in_forwards(
-      states.size(), size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)), m.c.vocab, logits,
-      // The MTP head's ring takes every row of its state (mtp_room / mtp_push around each
-      // step, not batched yet); a pending captured window stays for its commit.
-      [&](size_t i) { return sts[i]->mtp_on || !sts[i]->cap_tokens.empty() || m.cl.rows < 2; },
-      [&](size_t i) {  // the single-sequence decode step
-        forward(*states[i], tokens.subspan(i, 1), Logits::kLast, row);
-        std::copy(row.begin(), row.end(), logits.begin() + long(i * V));
-      },
-      [&](size_t forwards) { m.batch_graphs.begin_call(forwards); },
-      [&](std::span<const size_t> rows) -> const float* {
-        std::vector<CudaState*> batch;
-        for (size_t k = 0; k < rows.size(); ++k) {
-          m.fill_input(*sts[rows[k]], tokens[rows[k]], int64_t(k));
-          batch.push_back(sts[rows[k]]);
-        }
-        m.run_batch(batch);
-        for (CudaState* s : batch) s->pos += 1;
-        return static_cast<const float*>(m.logits_host->p);
-      });
+  BatchHooks<CudaState> h;
+  h.state = &cuda_state;
+  // The MTP head's ring takes every row of its state (mtp_room / mtp_push around each step,
+  // not batched yet); a pending captured window stays for its commit.
+  h.single = [&](const CudaState& s) { return s.mtp_on || !s.cap_tokens.empty() || m.cl.rows < 2; };
+  h.begin = [&](size_t forwards) { m.batch_graphs.begin_call(forwards); };
+  h.input = [&](CudaState& s, int32_t tok, int64_t row) { m.fill_input(s, tok, row); };
+  h.run = [&](std::span<CudaState* const> sts) { m.run_batch(sts); };
+  h.logits = static_cast<const float*>(m.logits_host->p);
+  decode_batch_rows(*this, "qwen_next", states, tokens, size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)), logits,
+                    h);
 }
 
 }  // namespace ds4::qwen_next
