@@ -22,13 +22,6 @@
 
 namespace ds4::cuda_test {
 
-// n ids (mul * i + add) % V: reproducible prompts without a tokenizer.
-inline std::vector<int32_t> synthetic_tokens(int64_t n, int64_t mul, int64_t add, int64_t V) {
-  std::vector<int32_t> t;
-  for (int64_t i = 0; i < n; ++i) t.push_back(int32_t((mul * i + add) % V));
-  return t;
-}
-
 // A drafting state that consumed `toks`: in forwards of `chunk` tokens (0: one), then `steps`
 // more of them one at a time.
 inline std::unique_ptr<ModelState> consumed(Model& m, const std::vector<int32_t>& toks, size_t chunk = 0,
@@ -42,17 +35,6 @@ inline std::unique_ptr<ModelState> consumed(Model& m, const std::vector<int32_t>
     m.forward(*st, std::span<const int32_t>(toks.data() + i, std::min(chunk, bulk - i)), Logits::kNone, lg);
   for (size_t i = bulk; i < toks.size(); ++i) m.forward(*st, std::span<const int32_t>(&toks[i], 1), Logits::kNone, lg);
   return st;
-}
-
-// Whether f() throws a ds4::Error.
-template <class F>
-bool throws(F f) {
-  try {
-    f();
-  } catch (const Error&) {
-    return true;
-  }
-  return false;
 }
 
 // Captured-prefix commit at every keep: a base state (prompt of `len` synthetic tokens, drafting

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "formats/tensor_source.h"
 
 namespace ds4::cuda_test {
@@ -31,6 +32,24 @@ inline float max_diff(const float* a, const float* b, size_t n) {
 }
 
 inline int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v + n) - v); }
+
+// n ids (mul * i + add) % V: reproducible prompts without a tokenizer.
+inline std::vector<int32_t> synthetic_tokens(int64_t n, int64_t mul, int64_t add, int64_t V) {
+  std::vector<int32_t> t;
+  for (int64_t i = 0; i < n; ++i) t.push_back(int32_t((mul * i + add) % V));
+  return t;
+}
+
+// Whether f() throws a ds4::Error.
+template <class F>
+bool throws(F f) {
+  try {
+    f();
+  } catch (const Error&) {
+    return true;
+  }
+  return false;
+}
 
 // A golden tensor's elements, copied out of the safetensors file.
 template <class T>

@@ -20,7 +20,8 @@
 //     2/4/5/7/8 rows and 16 rows with capture_rows 16):
 //     the next decode steps equal bit for bit those of a state that consumed only the kept
 //     tokens by decode steps, and the positions agree; committing one row too many is detected
-//     (different logits); bad keeps, a superseded window and a too-long window are refused.
+//     (different logits); bad keeps and a too-long window are refused; two states' windows
+//     pending at once both commit (per-state records).
 //  7. Checkpoints (save/load through the CPU State's sections, cuda/state_io.cu) after 40
 //     tokens of p64: GPU -> fresh GPU state continues bit-identically (24 kAll rows); GPU ->
 //     CPU model within kTol of the GPU and of the CPU's own state; CPU -> GPU within kTol of
@@ -310,7 +311,9 @@ void captured_commit(qwen_next::QwenNextCudaModel& m, const std::vector<int32_t>
       check(d > 0.f, buf);
     }
   }
-  // Refusals: keep out of 1..rows, no window, a superseded window, a window longer than a chunk.
+  // Refusals: keep out of 1..rows, no window, a window longer than a chunk. A second state's
+  // window beside a pending one supersedes nothing (per-state records: two windows of
+  // different lengths and keeps, test_qwen_next_batch_cuda item 3).
   const std::span<const int32_t> rows(tokens.data() + prefix, 4);
   std::vector<float> lg;
   auto expect_throw = [&](const char* what, auto&& f) {
@@ -327,9 +330,12 @@ void captured_commit(qwen_next::QwenNextCudaModel& m, const std::vector<int32_t>
   expect_throw("keep 0", [&] { m.commit_prefix(*t1, 0); });
   expect_throw("keep rows + 1", [&] { m.commit_prefix(*t1, 5); });
   expect_throw("verify_capture over an uncommitted window", [&] { m.verify_capture(*t1, rows, lg); });
-  m.verify_capture(*t2, rows, lg);  // replaces t1's records
-  expect_throw("commit of a superseded window", [&] { m.commit_prefix(*t1, 2); });
+  m.verify_capture(*t2, rows, lg);  // t1's window stays pending beside it
+  m.commit_prefix(*t1, 2);
   m.commit_prefix(*t2, 2);
+  check(t1->position() == base->position() + 2 && t2->position() == base->position() + 2 &&
+            next_two(m, *t1, x0, x1) == next_two(m, *t2, x0, x1),
+        "captured commit: two states' windows pending at once both commit (keep 2: equal next steps)");
   expect_throw("commit without a window", [&] { m.commit_prefix(*t2, 1); });
   auto t3 = base->clone();
   const std::span<const int32_t> long_rows(tokens.data() + prefix, 17);

@@ -34,12 +34,14 @@ one test_cuda_canary
 one test_qwen_next_cuda "$root"
 one test_qwen_next_mtp_cuda "$root"
 one test_qwen_hyper_fused_cuda
+one test_qwen_next_batch_cuda "$root"
 one test_deepseek_v4_cuda "$root"
 one test_deepseek_v4_mtp_cuda "$root"
 one test_deepseek_v4_dspark_cuda "$root"
 one test_deepseek_v4_batch_cuda "$root"
 one test_glm5_cuda "$root"
 one test_glm5_mtp_cuda "$root"
+one test_glm5_batch_cuda "$root"
 one test_synthetic_cuda
 one test_admission_cuda "$root"
 echo "overall exit $rc" | tee -a "$out/summary.txt"

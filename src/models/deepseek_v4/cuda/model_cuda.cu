@@ -347,7 +347,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
 
 DeepseekV4CudaModel::~DeepseekV4CudaModel() {
   if (!impl_) return;
-  impl_->drop_batch_graphs();
+  impl_->batch_graphs.clear();
   for (cudaEvent_t e : {impl_->fork_ev, impl_->join_ev})
     if (e) cudaEventDestroy(e);
   for (cudaStream_t s : {impl_->stream, impl_->side_stream})

@@ -4,13 +4,13 @@
 // multi-row forward of a prefill chunk or a speculative verify).
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/batch_graphs.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/grouped_gemm.h"
@@ -52,7 +52,7 @@ class CudaState : public ModelState {
  public:
   // c and lay are the model's (Impl): they outlive its states.
   CudaState(const Config& c, const StateLayout& lay)
-      : buf(lay.bytes, "deepseek_v4 state (context caches)"), serial(next_serial()), c_(&c), lay_(&lay) {
+      : buf(lay.bytes, "deepseek_v4 state (context caches)"), serial(dc::next_state_serial()), c_(&c), lay_(&lay) {
     DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
     // The step runs on a non-blocking stream, which does not wait for the legacy stream.
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
@@ -108,14 +108,10 @@ class CudaState : public ModelState {
  private:
   const Config* c_;
   const StateLayout* lay_;
-  static uint64_t next_serial() {
-    static std::atomic<uint64_t> n{0};
-    return ++n;
-  }
   // A clone captures its own graphs (they hold this state's addresses). A pending captured
   // window carries over with a copy of its records (they apply to the clone's equal buffer).
   CudaState(const CudaState& o)
-      : buf(o.buf.bytes(), "deepseek_v4 state clone"), serial(next_serial()), pos(o.pos), mtp_on(o.mtp_on),
+      : buf(o.buf.bytes(), "deepseek_v4 state clone"), serial(dc::next_state_serial()), pos(o.pos), mtp_on(o.mtp_on),
         dspark_on(o.dspark_on), cap_rows(o.cap_rows), c_(o.c_), lay_(o.lay_) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
     if (o.cap_rows > 0) {
@@ -216,18 +212,9 @@ struct DeepseekV4CudaModel::Impl {
   void layer_rows(std::span<CudaState* const> sts, int64_t l);
 
   // ---- batch.cu: decode_batch, one token for each of `rows` states as one forward ----
-  // Graphs by the batch's state serials (in row order), each with the decode_batch call that
-  // last replayed it; past batch_graph_cap the least recently used goes (batch.cu).
-  struct BatchGraph {
-    cudaGraphExec_t exec = nullptr;
-    uint64_t used = 0;
-  };
-  std::map<std::vector<uint64_t>, BatchGraph> batch_graph;
-  uint64_t batch_calls = 0;
-  size_t batch_graph_cap = 8;
+  dc::BatchGraphs batch_graphs;  // a graph per batch composition (the states' serials)
   void enqueue_batch(std::span<CudaState* const> sts);
   void run_batch(std::span<CudaState* const> sts);
-  void drop_batch_graphs();
 
   // ---- mtp.cu: ds4's MTP draft head on the device (dw.has_mtp) ----
   DraftLayout dl;

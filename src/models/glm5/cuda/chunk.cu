@@ -32,6 +32,7 @@
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/moe_group.h"
 #include "backend/cuda/norm.h"
+#include "backend/cuda/seq_rows.h"
 #include "core/error.h"
 #include "models/glm5/cuda/kernels.h"
 #include "models/glm5/cuda/model_impl.h"
@@ -120,37 +121,45 @@ void Glm5CudaModel::Impl::enqueue_advance(int32_t* pos, int64_t n) {
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-// kda() of model_cuda.cu over the rows; conv state and recurrence advance row by row.
-// cap (verify_capture, spec_commit.cu): also keep the conv state before the rows, the conv
-// input rows and the recurrent state after each row.
-void Glm5CudaModel::Impl::kda_rows(const DKda& k, float* conv, float* rec, const KdaCapPtrs* cap) {
+// kda() of model_cuda.cu over the rows; conv state and recurrence advance row by row (per
+// sequence: layer_rows in model_impl.h). cap (verify_capture, spec_commit.cu; a chunk of one
+// state): also keep the conv state before the rows, the conv input rows and the recurrent
+// state after each row.
+void Glm5CudaModel::Impl::kda_rows(const DKda& k, const LayerOffsets& o, std::span<uint8_t* const> sbs,
+                                   const KdaCapPtrs* cap) {
   const int64_t hd = c.linear_head_dim, nh = c.linear_num_heads, qkv = hd * nh;
   const KdaShape ksh{nh, hd, c.has_lower_bound, c.linear_lower_bound, c.rms_norm_eps};
   const dc::DeltaRuleShape dsh{nh, nh, hd, hd, true};
   mark("kda proj in");
   mproj(k.in, sl.in, sl.kraw);  // {rows, [q | k | v | f_a | g_a | b]}
   mark("kda conv");
-  if (cap) {  // conv0 {K-1, 3*qkv} before the rows; conv_in {rows, 3*qkv} = the q|k|v part of kraw
-    const size_t w = size_t(3 * qkv) * sizeof(float);
-    DS4_CUDA_CHECK(cudaMemcpyAsync(cap->conv0, conv, size_t(c.linear_conv_kernel_dim - 1) * w,
-                                   cudaMemcpyDeviceToDevice, stream));
-    DS4_CUDA_CHECK(cudaMemcpy2DAsync(cap->conv_in, w, R(0, sl.kraw), cl.row_bytes, w, size_t(rows),
+  dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
+    float* conv = reinterpret_cast<float*>(sb + o.conv);
+    if (cap) {  // conv0 {K-1, 3*qkv} before the rows; conv_in {rows, 3*qkv} = the q|k|v part of kraw
+      const size_t w = size_t(3 * qkv) * sizeof(float);
+      DS4_CUDA_CHECK(cudaMemcpyAsync(cap->conv0, conv, size_t(c.linear_conv_kernel_dim - 1) * w,
                                      cudaMemcpyDeviceToDevice, stream));
-  }
-  // The conv state advances row by row inside one launch (a thread per channel).
-  dc::conv1d_rows_f32(R(0, sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, R(0, sl.kconv),
-                      dc::Conv1dRows{rows, rs(), rs()}, stream);
+      DS4_CUDA_CHECK(cudaMemcpy2DAsync(cap->conv_in, w, R(0, sl.kraw), cl.row_bytes, w, size_t(rows),
+                                       cudaMemcpyDeviceToDevice, stream));
+    }
+    // The conv state advances row by row inside one launch (a thread per channel).
+    dc::conv1d_rows_f32(R(t, sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, R(t, sl.kconv),
+                        dc::Conv1dRows{n, rs(), rs()}, stream);
+  });
   mark("kda f_b g_b gates");
   mgemv(k.f_b, sl.fa, sl.kg);
   mgemv(k.g_b, sl.ga, sl.kgate);
   const Rows all{rows, rs()};  // gates and the output norm do not read the recurrent state
   kda_gates(R(0, sl.kg), R(0, sl.kb), k.a_log, k.dt_bias, ksh, stream, all);
-  // One launch each; the recurrence loops the rows in order inside the kernel.
+  // One launch each (the recurrence: per sequence); it loops a chunk's rows in order inside the kernel.
   mark("kda recurrence");
-  dc::DeltaRuleRows drows{rows, rs()};
-  if (cap) drows.states = cap->rec, drows.state_stride = nh * hd * hd;  // {rows, heads, hd, hd}
-  dc::delta_rule_qk_l2norm_rows(R(0, sl.kconv), dsh, drows, stream);
-  dc::delta_rule_rows(R(0, sl.kconv), R(0, sl.kg), R(0, sl.kb), rec, R(0, sl.ko), dsh, drows, stream);
+  dc::delta_rule_qk_l2norm_rows(R(0, sl.kconv), dsh, dc::DeltaRuleRows{rows, rs()}, stream);
+  dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
+    dc::DeltaRuleRows drows{n, rs()};
+    if (cap) drows.states = cap->rec, drows.state_stride = nh * hd * hd;  // {rows, heads, hd, hd}
+    dc::delta_rule_rows(R(t, sl.kconv), R(t, sl.kg), R(t, sl.kb), reinterpret_cast<float*>(sb + o.rec), R(t, sl.ko),
+                        dsh, drows, stream);
+  });
   mark("kda norm + o");
   kda_gated_norm(R(0, sl.ko), R(0, sl.kgate), k.o_norm, ksh, stream, all);
   mgemv(k.o, sl.ko, sl.y);
@@ -162,12 +171,13 @@ void Glm5CudaModel::Impl::kda_rows(const DKda& k, float* conv, float* rec, const
 // all rows: row t attends to positions <= pos + t only (its own selection), and the rows
 // after it write positions and pools row t never reads, so each row equals its decode step.
 // Each row keeps its own selection list (row scratch) for the shared-indexer layers.
-void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, uint8_t* sb) {
-  auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
+// decode_batch: the appends, selection and attention once per sequence, on its own caches.
+void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, std::span<uint8_t* const> sbs) {
+  auto SF = [&](uint8_t* sb, size_t off) { return reinterpret_cast<float*>(sb + off); };
   const int64_t nah = c.num_attention_heads, kvr = c.kv_lora_rank, nope = c.qk_nope_head_dim, vd = c.v_head_dim;
   const MlaShape msh{nah, kvr, c.index_topk + c.index_kpool - 1, 1.0f / std::sqrt(float(nope)), c.rms_norm_eps};
   const IndexerShape ish{c.index_n_heads, c.index_head_dim, c.index_kpool, c.kpool_budget(), lay.max_pools};
-  const IndexerCache ic{SF(o.idx_keys), SF(o.idx_gates), SF(o.idx_pools)};
+  auto ic = [&](uint8_t* sb) { return IndexerCache{SF(sb, o.idx_keys), SF(sb, o.idx_gates), SF(sb, o.idx_pools)}; };
   const int32_t* positions = C<int32_t>(cl.positions);
   mark("mla proj (q_a kv_a idx q_b uk)");
   mproj(m.in, sl.in, sl.mraw);  // {rows, [q_a | kv_a | idx k | idx gate | idx weights]}
@@ -180,20 +190,30 @@ void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, uint8_t
   mgemv(m.q_b, sl.qres, sl.q);  // {rows, heads, nope}
   // per head (batch entry) and row: q_lat[t][h] = W_uk[h]^T q[t][h]
   mgemv(m.uk_t, sl.q, sl.qlat, dc::MatmulBatch{int(nah), m.uk_stride, 0, nope, kvr});
-  const Rows all{rows, rs()};
-  int32_t* sel_idx = reinterpret_cast<int32_t*>(R(0, sl.sel_idx));
-  int32_t* sel_count = reinterpret_cast<int32_t*>(R(0, sl.sel_count));
+  auto RI = [&](int64_t t, size_t off) { return reinterpret_cast<int32_t*>(R(t, off)); };
   mark("mla append + select");
-  mla_append(R(0, sl.mkv), m.kv_a_norm, SF(o.latent), positions, msh, stream, all);
+  dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
+    const Rows rr{n, rs()};
+    mla_append(R(t, sl.mkv), m.kv_a_norm, SF(sb, o.latent), positions + t, msh, stream, rr);
+  });
   if (m.has_indexer) {
-    indexer_append(R(0, sl.ik), R(0, sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic, ish, positions, stream,
-                   all);
-    indexer_select(R(0, sl.iq), R(0, sl.iw), ic, ish, positions, R(0, sl.pool_scores),
-                   reinterpret_cast<uint8_t*>(R(0, sl.keep)), sel_idx, sel_count, stream, all);
+    dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
+      indexer_append(R(t, sl.ik), R(t, sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic(sb), ish,
+                     positions + t, stream, Rows{n, rs()});
+    });
+    dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
+      indexer_select(R(t, sl.iq), R(t, sl.iw), ic(sb), ish, positions + t, R(t, sl.pool_scores),
+                     reinterpret_cast<uint8_t*>(R(t, sl.keep)), RI(t, sl.sel_idx), RI(t, sl.sel_count), stream,
+                     Rows{n, rs()});
+    });
   }
   mark("mla attend");
-  if (!mla_attend_gemm(SF(o.latent), msh))
-    mla_attend(R(0, sl.qlat), SF(o.latent), sel_idx, sel_count, msh, R(0, sl.att_scores), R(0, sl.olat), stream, all);
+  // A tensor-core chunk (one state) may take the GEMM form; a batch never is one.
+  if (sbs.size() > 1 || !mla_attend_gemm(SF(sbs[0], o.latent), msh))
+    dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
+      mla_attend(R(t, sl.qlat), SF(sb, o.latent), RI(t, sl.sel_idx), RI(t, sl.sel_count), msh, R(t, sl.att_scores),
+                 R(t, sl.olat), stream, Rows{n, rs()});
+    });
   mark("mla uv + o");
   mgemv(m.uv, sl.olat, sl.ov, dc::MatmulBatch{int(nah), m.uv_stride, 0, kvr, vd});  // o[t][h] = W_uv[h] o_lat[t][h]
   mgemv(m.o, sl.ov, sl.y);
@@ -257,11 +277,12 @@ void Glm5CudaModel::Impl::ffn_rows(const DLayer& L) {
 }
 
 // One decoder layer over the chunk's rows (the trunk's, or the MTP head's own: mtp.cu), on
-// the caches at `o` in the state buffer `sb`; positions: cl.positions.
-void Glm5CudaModel::Impl::layer_rows(const DLayer& L, const LayerOffsets& o, uint8_t* sb, const KdaCapPtrs* cap) {
+// the caches at `o` in the state buffers `sbs` (model_impl.h); positions: cl.positions.
+void Glm5CudaModel::Impl::layer_rows(const DLayer& L, const LayerOffsets& o, std::span<uint8_t* const> sbs,
+                                     const KdaCapPtrs* cap) {
   hc_in_rows(L.attn_hc, L.input_norm);
-  if (L.kda) kda_rows(*L.kda, reinterpret_cast<float*>(sb + o.conv), reinterpret_cast<float*>(sb + o.rec), cap);
-  else mla_rows(*L.mla, o, sb);
+  if (L.kda) kda_rows(*L.kda, o, sbs, cap);
+  else mla_rows(*L.mla, o, sbs);
   hc_out_rows(L.attn_hc);
   hc_in_rows(L.ffn_hc, L.post_norm);
   ffn_rows(L);
@@ -281,7 +302,7 @@ void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
   enqueue_positions(pos);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const KdaCapPtrs cp = capturing ? cap_ptrs(st, l) : KdaCapPtrs{};
-    layer_rows(dw.layers[size_t(l)], lay.layers[size_t(l)], sb, cp.rec ? &cp : nullptr);
+    layer_rows(dw.layers[size_t(l)], lay.layers[size_t(l)], {&sb, 1}, cp.rec ? &cp : nullptr);
   }
   mark("head (norm, lm_head, logits copy)");
   // The MTP head takes every row's normed output (mtp.cu): then all rows get their hfin. A
@@ -293,12 +314,8 @@ void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
     if (!mtp_direct(rows)) mtp_push(st, R(0, sl.hfin), rows, rs());
   }
   if (mode == Logits::kAll) {
-    if (!st.mtp_on)
-      hc_mean_norm(R(0, cur_off), c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, R(0, sl.hfin), stream,
-                   Rows{rows, rs()});
-    mgemv(dw.lm_head, sl.hfin, sl.logits);
-    DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(0, sl.logits), cl.row_bytes,
-                                     size_t(V) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost, stream));
+    if (st.mtp_on) head_logits_rows();  // hfin is there already
+    else head_all_rows();
   } else if (mode == Logits::kLast) {
     const int64_t t = rows - 1;
     if (!st.mtp_on)
@@ -309,6 +326,20 @@ void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
   }
   enqueue_advance(pos, rows);
   mark(nullptr);  // the end of the last section
+}
+
+// Every row's final HC mean + norm (hfin), lm_head, logits to pinned rows 0 .. rows - 1.
+void Glm5CudaModel::Impl::head_all_rows() {
+  hc_mean_norm(R(0, cur_off), c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, R(0, sl.hfin), stream,
+               Rows{rows, rs()});
+  head_logits_rows();
+}
+
+void Glm5CudaModel::Impl::head_logits_rows() {
+  const int64_t V = c.vocab_size;
+  mgemv(dw.lm_head, sl.hfin, sl.logits);
+  DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(0, sl.logits), cl.row_bytes,
+                                   size_t(V) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost, stream));
 }
 
 void Glm5CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {
@@ -331,7 +362,7 @@ void Glm5CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {
 ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int32_t> tokens) {
   auto* st = dynamic_cast<CudaState*>(&state);
   Impl& m = *impl_;
-  const int64_t n = int64_t(tokens.size()), H = m.c.hidden_size;
+  const int64_t n = int64_t(tokens.size());
   // A verify-sized chunk (<= chunk_rows), or a prefill chunk (<= prefill_rows; not with the MTP
   // head on: its pairs would need mtp_chunk_pairs after the chunk) on the path forward() would
   // take (tensor cores from gemm_rows).
@@ -342,12 +373,7 @@ ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int
       st->pos + n > m.info.max_context)
     throw InputError("glm5 cuda profile_chunk: needs a CUDA state, 1.." + std::to_string(most) +
                      " tokens (chunk_rows > 1) and room in the context");
-  float* in = static_cast<float*>(m.in_host->p);
-  for (int64_t t = 0; t < n; ++t) {
-    float* row = in + t * int64_t(m.sl.in_bytes / sizeof(float));
-    m.embed(tokens[size_t(t)], row);
-    for (int64_t k = 1; k < m.c.hc_mult; ++k) std::memcpy(row + k * H, row, size_t(H) * sizeof(float));
-  }
+  for (int64_t t = 0; t < n; ++t) m.input_row(tokens[size_t(t)], t);
   m.mtp_before_forward(*st, n);
   Impl::Marks marks;
   m.rows = n;

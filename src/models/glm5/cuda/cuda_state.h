@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cuda/batch_graphs.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/memory.h"
 #include "core/error.h"
@@ -21,7 +22,7 @@ namespace ds4::glm5::cuda {
 class CudaState : public ModelState {
  public:
   CudaState(const Config& c, const StateLayout& lay)
-      : c_(&c), lay_(&lay), buf(lay.bytes, "glm5 state (context caches)") {
+      : c_(&c), lay_(&lay), buf(lay.bytes, "glm5 state (context caches)"), serial(ds4::cuda::next_state_serial()) {
     DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
     // The step runs on a non-blocking stream, which does not wait for the legacy stream.
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
@@ -49,6 +50,9 @@ class CudaState : public ModelState {
 
  public:
   ds4::cuda::DeviceBuffer buf;  // every layer's caches + the position counter
+  // Unique per state object (clones included), never reused: keys the model's decode_batch
+  // graphs (batch.cu), which hold the batch's buffer addresses.
+  const uint64_t serial;
   int64_t pos = 0;
   cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
   std::map<int64_t, cudaGraphExec_t> chunk_graph;  // multi-row forwards, by rows * 3 + logits mode (+ capture)
@@ -69,7 +73,8 @@ class CudaState : public ModelState {
 
  private:
   CudaState(const CudaState& o)
-      : c_(o.c_), lay_(o.lay_), buf(o.buf.bytes(), "glm5 state clone"), pos(o.pos), mtp_on(o.mtp_on),
+      : c_(o.c_), lay_(o.lay_), buf(o.buf.bytes(), "glm5 state clone"), serial(ds4::cuda::next_state_serial()),
+        pos(o.pos), mtp_on(o.mtp_on),
         mtp_pos(o.mtp_pos), pending_next(o.pending_next), cap_n(o.cap_n), cap_pos0(o.cap_pos0) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
     if (o.cap_n > 0) {  // a pending window's records travel with the clone (as the CPU state's do)

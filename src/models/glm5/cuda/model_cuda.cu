@@ -39,6 +39,13 @@ void Glm5CudaModel::Impl::embed(int32_t t, float* out) const {
   dc::synthetic_row(opt.synthetic_seed, t, c.hidden_size, 1.0f, out);
 }
 
+void Glm5CudaModel::Impl::input_row(int32_t t, int64_t row) const {
+  const int64_t H = c.hidden_size;
+  float* in = static_cast<float*>(in_host->p) + row * int64_t(sl.in_bytes / sizeof(float));
+  embed(t, in);  // every stream starts as the embedding
+  for (int64_t k = 1; k < c.hc_mult; ++k) std::memcpy(in + k * H, in, size_t(H) * sizeof(float));
+}
+
 // in {hidden} = rmsnorm(collapse(streams), norm); post/comb kept in scratch for hc_out.
 // backend/cuda/hyper_connections: fn runs on the raw streams, the flat norm is a scalar.
 void Glm5CudaModel::Impl::hc_in(const DHc& h, const float* norm) {
@@ -241,6 +248,7 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   if (copt.prefill_rows < 0 || copt.prefill_rows > kMaxPrefillRows || copt.gemm_rows < 0)
     throw InputError("glm5 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " is not in 0.." +
                      std::to_string(kMaxPrefillRows) + " (or gemm_rows " + std::to_string(copt.gemm_rows) + " < 0)");
+  if (copt.batch_rows < 1) throw InputError("glm5 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
   MtpShape mtp;
   if (m.dw.mtp) {
     m.qcap = kMtpQueueChunks * std::max<int64_t>(copt.chunk_rows, 4);
@@ -254,6 +262,7 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   m.cl = chunk_layout(c, m.sl, prefill_chunk_rows(c, m, copt), m.qcap);
   // The MTP head runs on the chunk path's row scratch, with chunk_rows = 1 too.
   if (m.cl.rows > 1 || m.dw.mtp) m.chunk = dc::DeviceBuffer(m.cl.bytes, "glm5 chunk scratch");
+  m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
   if (m.cl.rows > copt.chunk_rows) {  // prefill chunks: the GEMMs' cuBLAS handle and weight tile
     const int64_t qkv = c.linear_num_heads * c.linear_head_dim;
     const int64_t cols = std::max({c.hc_mult * c.hidden_size, c.hidden_size, qkv, c.q_lora_rank,
@@ -276,7 +285,9 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
 }
 
 Glm5CudaModel::~Glm5CudaModel() {
-  if (impl_ && impl_->stream) cudaStreamDestroy(impl_->stream);
+  if (!impl_) return;
+  impl_->batch_graphs.clear();
+  if (impl_->stream) cudaStreamDestroy(impl_->stream);
 }
 
 const ModelInfo& Glm5CudaModel::info() const { return impl_->info; }
@@ -291,9 +302,11 @@ void Glm5CudaModel::set_options(const CudaModelOptions& copt) {
   if (copt.chunk_rows < 1 || copt.chunk_rows > m.verify_rows)
     throw InputError("glm5 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(m.verify_rows) + " (the value loaded with)");
-  if (copt.gemm_rows < 0 || copt.prefill_rows < 0 || (copt.prefill_rows > copt.chunk_rows && copt.prefill_rows > prefill_rows()))
+  if (copt.gemm_rows < 0 || copt.prefill_rows < 0 || copt.batch_rows < 1 ||
+      (copt.prefill_rows > copt.chunk_rows && copt.prefill_rows > prefill_rows()))
     throw InputError("glm5 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
-                     std::to_string(prefill_rows()) + " rows the chunk scratch was sized for (or gemm_rows < 0)");
+                     std::to_string(prefill_rows()) + " rows the chunk scratch was sized for (or gemm_rows < 0, " +
+                     "batch_rows < 1)");
   m.opt = copt;
 }
 size_t Glm5CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
@@ -322,7 +335,7 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   CudaState& st = cuda_state(state);
   Impl& m = *impl_;
   const Config& c = m.c;
-  const int64_t n = int64_t(tokens.size()), H = c.hidden_size, V = c.vocab_size;
+  const int64_t n = int64_t(tokens.size()), V = c.vocab_size;
   logits.clear();
   if (n == 0) return;
   for (int32_t t : tokens)
@@ -332,7 +345,6 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
     throw InputError("glm5: context full: position " + std::to_string(st.pos) + " + " + std::to_string(n) +
                      " tokens > max_context " + std::to_string(m.info.max_context));
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
-  float* in = static_cast<float*>(m.in_host->p);
   // Long forwards in prefill chunks (chunk.cu run_chunk: tensor cores from gemm_rows rows), the
   // rest in chunk_rows. With the MTP head on, a chunk of up to chunk_rows rows queues its pairs
   // for the head (a queue of a few verify chunks); a larger one runs them through the head
@@ -342,12 +354,7 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   if (n > 1 && C > 1 && !m.tap) {  // chunks of up to C rows
     forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,
                       [&](int64_t t0, int64_t T, Logits cm) {
-                        for (int64_t t = 0; t < T; ++t) {
-                          float* row = in + t * (m.sl.in_bytes / sizeof(float));
-                          m.embed(tokens[size_t(t0 + t)], row);
-                          for (int64_t k = 1; k < c.hc_mult; ++k)
-                            std::memcpy(row + k * H, row, size_t(H) * sizeof(float));
-                        }
+                        for (int64_t t = 0; t < T; ++t) m.input_row(tokens[size_t(t0 + t)], t);
                         const auto chunk = tokens.subspan(size_t(t0), size_t(T));
                         const bool direct = st.mtp_on && m.mtp_direct(T);
                         if (direct) m.mtp_catch_up(st);
@@ -360,8 +367,7 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
     return;
   }
   for (int64_t t = 0; t < n; ++t) {
-    m.embed(tokens[size_t(t)], in);  // every stream starts as the embedding
-    for (int64_t k = 1; k < c.hc_mult; ++k) std::memcpy(in + k * H, in, size_t(H) * sizeof(float));
+    m.input_row(tokens[size_t(t)], 0);
     const bool want = mode == Logits::kAll || (mode == Logits::kLast && t == n - 1);
     m.mtp_before_forward(st, 1);
     m.run_step(st, want, m.tap != nullptr);

@@ -59,6 +59,10 @@ struct CudaModelOptions {
   // H200, full-size synthetic: 911.6 tok/s at 2K vs 446.8 without, 872.7 at 32K; test_glm5_cuda
   // item 8's fp32_gemms rows pass (bench/results/cuda-glm5-fp32-h200-2026-12-04e).
   bool fp32_gemms = true;
+  // decode_batch (batch.cu): sequences per batched forward at most (more run as several
+  // forwards), within the chunk scratch's rows; as DeepSeek's (4: today's gemv_rows costs
+  // about a decode step's gemv per row, bench/results/cuda-batching-h200-2026-12-04g).
+  int batch_rows = 4;
 };
 
 // The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of at
@@ -98,6 +102,14 @@ class Glm5CudaModel : public Model, public DraftHead {
   // One token: the candidates are picked on the GPU and only they are copied back.
   void forward_candidates(ModelState& state, std::span<const int32_t> tokens, const CandidateRequest& req,
                           SampleCandidates& out, std::vector<float>& logits, const NeedFull& need_full) override;
+  // Continuous batching (batch.cu): one forward over N rows, each weight read once for the
+  // batch (exact products only), the KDA conv states and recurrences, MLA latent caches,
+  // indexer caches, selection and attention per sequence; row i equals the state's decode step
+  // bit for bit. One sequence, a state with the MTP head on (its queue takes every row) or
+  // with a pending captured window, and layer_outputs() take the single-sequence step. At
+  // most batch_rows (and chunk-scratch rows) per forward; more run as several.
+  void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                    std::vector<float>& logits) override;
 
   const Config& config() const;
   // Changes the per-forward options of the loaded model (the bench's old vs new path): the load-

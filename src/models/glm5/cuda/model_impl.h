@@ -51,6 +51,8 @@ struct Glm5CudaModel::Impl {
   std::vector<std::vector<float>>* tap = nullptr;  // layer_outputs(): streams after each layer
   // The input row of token t: the embedding's, or a synthetic model's generated row.
   void embed(int32_t t, float* out) const;
+  // Pinned input row `row` for token t: its input row in every HC stream.
+  void input_row(int32_t t, int64_t row) const;
 
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
   float *cur = nullptr, *alt = nullptr;  // the streams and the other buffer (swapped by hc_out)
@@ -101,15 +103,27 @@ struct Glm5CudaModel::Impl {
   struct KdaCapPtrs {  // one KDA layer's verify-capture records in CudaState::cap (spec_commit.cu)
     float *conv0 = nullptr, *conv_in = nullptr, *rec = nullptr;  // {K-1, 3qkv}, {rows, 3qkv}, {rows, heads, hd, hd}
   };
-  void kda_rows(const DKda& k, float* conv, float* rec, const KdaCapPtrs* cap = nullptr);
-  void layer_rows(const DLayer& L, const LayerOffsets& o, uint8_t* sb, const KdaCapPtrs* cap);
+  // The layer over the rows, sbs their state buffers: one whose rows are consecutive tokens (a
+  // chunk or the MTP head's rows: row t at cl.positions[t] = *pos + t, one launch of each
+  // stateful kernel for all rows) or one per row (decode_batch, batch.cu: row i is that
+  // state's next token at cl.positions[i], one launch per sequence, the decode step's launch
+  // on row i's scratch; backend/cuda/seq_rows.h). cap: a chunk's verify-capture records.
+  void kda_rows(const DKda& k, const LayerOffsets& o, std::span<uint8_t* const> sbs, const KdaCapPtrs* cap = nullptr);
+  void layer_rows(const DLayer& L, const LayerOffsets& o, std::span<uint8_t* const> sbs, const KdaCapPtrs* cap);
   void enqueue_positions(const int32_t* pos);  // cl.positions[t] = *pos + t for t < rows
   void enqueue_advance(int32_t* pos, int64_t n);
-  void mla_rows(const DMla& m, const LayerOffsets& o, uint8_t* sb);
+  void mla_rows(const DMla& m, const LayerOffsets& o, std::span<uint8_t* const> sbs);
   void moe_rows(const DMoe& m);
   void ffn_rows(const DLayer& L);
+  void head_all_rows();     // every row's final norm + lm_head, logits to pinned rows 0.. (kAll)
+  void head_logits_rows();  // the same from the rows' hfin (made already)
   void enqueue_chunk(CudaState& st, Logits mode);
   void run_chunk(CudaState& st, int64_t n, Logits mode);
+
+  // ---- batch.cu: decode_batch, one token for each of `rows` states as one forward ----
+  dc::BatchGraphs batch_graphs;  // a graph per batch composition (the states' serials)
+  void enqueue_batch(std::span<CudaState* const> sts);
+  void run_batch(std::span<CudaState* const> sts);
 
   // ---- mtp.cu: the MTP draft head (CPU: mtp.cpp) on the chunk path's row scratch ----
   int64_t qcap = 0;              // queue rows per state (0: the checkpoint has no head)

@@ -148,7 +148,7 @@ void Glm5CudaModel::Impl::head_rows(CudaState& st, int64_t n, const int32_t* ids
   expand_streams_kernel<<<grid, 256, 0, stream>>>(R(0, sl.y), c.hc_mult, H, R(0, cur_off), rs());
   DS4_CUDA_CHECK_LAUNCH();
   enqueue_positions(hpos);
-  layer_rows(h.layer, lay.mtp.layer, sb, nullptr);
+  layer_rows(h.layer, lay.mtp.layer, {&sb, 1}, nullptr);
   enqueue_advance(hpos, n);
 }
 

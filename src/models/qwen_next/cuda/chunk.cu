@@ -33,6 +33,7 @@
 #include "backend/cuda/routed_experts.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/moe_group.h"
+#include "backend/cuda/seq_rows.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "models/capture_rows.h"
@@ -62,6 +63,12 @@ WeightMatrix row_slice(const WeightMatrix& m, int64_t r0, int64_t n) {
 
 int64_t chunk_key(int64_t rows, Logits mode, bool capture) {
   return (rows * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0)) * 2 + (capture ? 1 : 0);
+}
+
+// launch(state buffer, first row, Rows) per sequence of the rows (backend/cuda/seq_rows.h).
+template <class Launch>
+void each_seq(std::span<uint8_t* const> sbs, int64_t rows, int64_t stride, Launch&& launch) {
+  dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) { launch(sb, t, Rows{n, stride}); });
 }
 
 }  // namespace
@@ -121,37 +128,49 @@ void QwenNextCudaModel::Impl::record_history(float* hist, const float* state, in
                                    cudaMemcpyDeviceToDevice, stream));
 }
 
-// The PLE block of layer() over the rows; `conv` the layer's dilated conv state, cap_conv
-// (captured verify) its history record or null.
-void QwenNextCudaModel::Impl::ple_rows(const DPle& p, float* conv, float* cap_conv) {
+// The PLE block of layer() over the rows; conv_off the layer's dilated conv state in each
+// state's buffer, cap_conv (captured verify, one state) its history record or null.
+void QwenNextCudaModel::Impl::ple_rows(const DPle& p, std::span<uint8_t* const> sbs, size_t conv_off,
+                                       float* cap_conv) {
   const int64_t hc = c.hc, d = c.hidden, W = c.wide();
   const Rows all = all_rows();
   mproj(p.in, sl.ple_emb + size_t(p.index * sl.ple_stride) * 4, sl.ple_key);  // {rows, [key {hc*d} | value {d}]}
   ple_gate(R(0, sl.ple_key), R(0, sl.ple_val), R(0, sl.h), p.norm_key, p.norm_query, p.norm_conv, hc, d, c.rms_eps,
            R(0, sl.ple_gv), R(0, sl.ple_gvn), stream, all);
-  if (cap_conv) record_history(cap_conv, conv, (c.ple_conv_k - 1) * c.ngram, R(0, sl.ple_gvn), W);
-  dc::conv1d_rows_f32(R(0, sl.ple_gvn), p.conv, conv, W, c.ple_conv_k, c.ngram, true, R(0, sl.ple_conv),
-                      dc::Conv1dRows{rows, rs(), rs()}, stream);
+  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+    float* conv = reinterpret_cast<float*>(sb + conv_off);
+    if (cap_conv) record_history(cap_conv, conv, (c.ple_conv_k - 1) * c.ngram, R(0, sl.ple_gvn), W);
+    dc::conv1d_rows_f32(R(t, sl.ple_gvn), p.conv, conv, W, c.ple_conv_k, c.ngram, true, R(t, sl.ple_conv),
+                        dc::Conv1dRows{rr.count, rs(), rs()}, stream);
+  });
   ple_add(R(0, sl.h), R(0, sl.ple_gv), R(0, sl.ple_conv), W, stream, all);
   mark("ple");
 }
 
-// The GDN block of layer() over the rows; cap_conv / cap_ssm (captured verify): the conv
-// history and the recurrent state after each row, or null.
-void QwenNextCudaModel::Impl::gdn_rows(const DGdn& g, float* conv, float* ssm, float* cap_conv, float* cap_ssm) {
+// The GDN block of layer() over the rows; o: the layer's conv and recurrent state offsets in
+// each state's buffer; cap_conv / cap_ssm (captured verify, one state): the conv history and
+// the recurrent state after each row, or null.
+void QwenNextCudaModel::Impl::gdn_rows(const DGdn& g, std::span<uint8_t* const> sbs, const LayerOffsets& o,
+                                       float* cap_conv, float* cap_ssm) {
   const GdnShape sh{c.k_heads, c.v_heads, c.k_dim, c.v_dim, c.rms_eps, c.gate_sigmoid};
   const Rows all = all_rows();
   const int64_t cdim = c.conv_dim();
   mproj(g.in, sl.mixed, sl.raw);  // {rows, [qkv | z | b | a]}
   mark("gdn_in_proj");
-  if (cap_conv) record_history(cap_conv, conv, c.conv_k - 1, R(0, sl.raw), cdim);
   // The conv state advances row by row inside one launch (a thread per channel).
-  dc::conv1d_rows_f32(R(0, sl.raw), g.conv, conv, cdim, c.conv_k, 1, true, R(0, sl.qkv), dc::Conv1dRows{rows, rs(), rs()},
-                      stream);
+  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+    float* conv = reinterpret_cast<float*>(sb + o.conv);
+    if (cap_conv) record_history(cap_conv, conv, c.conv_k - 1, R(0, sl.raw), cdim);
+    dc::conv1d_rows_f32(R(t, sl.raw), g.conv, conv, cdim, c.conv_k, 1, true, R(t, sl.qkv),
+                        dc::Conv1dRows{rr.count, rs(), rs()}, stream);
+  });
   gdn_prep(R(0, sl.qkv), R(0, sl.b), R(0, sl.a), g.a_log, g.dt_bias, sh, stream, all);
   mark("gdn_conv_prep");
-  // One launch; the recurrence loops the rows in order inside the kernel.
-  gdn_recurrent(R(0, sl.qkv), R(0, sl.a), R(0, sl.b), ssm, R(0, sl.o), sh, stream, all, cap_ssm);
+  // One launch per sequence; the recurrence loops a chunk's rows in order inside the kernel.
+  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+    gdn_recurrent(R(t, sl.qkv), R(t, sl.a), R(t, sl.b), reinterpret_cast<float*>(sb + o.ssm), R(t, sl.o), sh, stream,
+                  rr, cap_ssm);
+  });
   mark("gdn_recurrence");
   gdn_gated_norm(R(0, sl.o), R(0, sl.z), g.norm, sh, stream, all);
   mgemv(g.out, sl.o, sl.out);
@@ -162,26 +181,35 @@ void QwenNextCudaModel::Impl::gdn_rows(const DGdn& g, float* conv, float* ssm, f
 // for all rows first; qsa_prep appends every row's K/V/raw key at its position and pools the
 // blocks they complete (a second launch, after all appends); then one select and one attend
 // launch: row t at pos + t reads only positions <= pos + t and blocks complete there.
-void QwenNextCudaModel::Impl::qsa_rows(const DQsa& a, const LayerOffsets& o, uint8_t* sb) {
-  auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
+// decode_batch: each sequence's three launches on its own caches, row i at positions[i].
+void QwenNextCudaModel::Impl::qsa_rows(const DQsa& a, const LayerOffsets& o, std::span<uint8_t* const> sbs) {
   const QsaShape sh{c.heads, c.kv_heads, c.head_dim, c.rot_dim, c.idx_heads, c.idx_dim, c.idx_budget,
                     c.idx_ratio, lay.max_ctx, c.rms_eps, dw.inv_freq};
-  const QsaCache cache{SF(o.k), SF(o.v), SF(o.idx_raw), SF(o.idx_pooled)};
+  auto cache_of = [&](uint8_t* sb) {
+    auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
+    return QsaCache{SF(o.k), SF(o.v), SF(o.idx_raw), SF(o.idx_pooled)};
+  };
   const int32_t* positions = C<int32_t>(cl.positions);
-  const Rows all = all_rows();
   mproj(a.in, sl.mixed, sl.qg);  // {rows, [q+gate | k | v | indexer q+k]}
   // The indexer's q and k score blocks for a top-k: exact on a tensor-core chunk too.
   const int64_t idx0 = c.heads * 2 * c.head_dim + 2 * c.kv_heads * c.head_dim;
   mproj_exact(a.in, sl.mixed, sl.qg, idx0, idx0 + (c.idx_heads + 1) * c.idx_dim);
   mark("qsa_in_proj");
-  qsa_prep(R(0, sl.qg), R(0, sl.k), R(0, sl.v), R(0, sl.iqk), QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm},
-           cache, sh, positions, R(0, sl.q), R(0, sl.gate), stream, all);
+  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+    qsa_prep(R(t, sl.qg), R(t, sl.k), R(t, sl.v), R(t, sl.iqk),
+             QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm}, cache_of(sb), sh, positions + t, R(t, sl.q),
+             R(t, sl.gate), stream, rr);
+  });
   mark("qsa_prep_pool");
-  uint8_t* keep = reinterpret_cast<uint8_t*>(R(0, sl.keep));  // row t's at t * rs() * 4 bytes
-  qsa_select(R(0, sl.iqk), cache, sh, positions, R(0, sl.block_scores), keep, stream, all);
+  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+    uint8_t* keep = reinterpret_cast<uint8_t*>(R(t, sl.keep));  // row t's at t * rs() * 4 bytes
+    qsa_select(R(t, sl.iqk), cache_of(sb), sh, positions + t, R(t, sl.block_scores), keep, stream, rr);
+  });
   mark("qsa_select");
-  qsa_attend(R(0, sl.q), R(0, sl.gate), cache, sh, positions, keep, R(0, sl.att_scores), R(0, sl.att), stream, all,
-             tensor_cores());
+  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+    qsa_attend(R(t, sl.q), R(t, sl.gate), cache_of(sb), sh, positions + t, reinterpret_cast<const uint8_t*>(R(t, sl.keep)),
+               R(t, sl.att_scores), R(t, sl.att), stream, rr, tensor_cores());
+  });
   mark("qsa_attend");
   mgemv(a.o, sl.att, sl.out);
   mark("qsa_out");
@@ -234,12 +262,41 @@ void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
 // Everything of one chunk of `rows` tokens: input rows in, every layer, logits out (row
 // rows-1 to pinned row 0 for kLast; all rows for kAll), position counter += rows. capture:
 // also the verify records (capl) of every GDN and PLE layer.
+void QwenNextCudaModel::Impl::layers_rows(std::span<CudaState* const> sts, bool capture) {
+  const int64_t hc = c.hc, d = c.hidden;
+  const Rows all = all_rows();
+  std::vector<uint8_t*> sbs;  // the rows' state buffers: one (a chunk) or one per row
+  for (CudaState* s : sts) sbs.push_back(s->buf.as<uint8_t>());
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const DLayer& L = dw.layers[size_t(l)];
+    const LayerOffsets& o = lay.layers[size_t(l)];
+    const CaptureOffsets* k = capture ? &capl.layers[size_t(l)] : nullptr;
+    const CudaState& s0 = *sts[0];  // a captured window is a chunk: one state
+    if (L.ple) ple_rows(*L.ple, sbs, o.ple_conv, k ? CAP(s0, k->ple_conv) : nullptr);
+    hyper_read_rows(L.attn_hc, sl.h, true);
+    if (L.gdn) gdn_rows(*L.gdn, sbs, o, k ? CAP(s0, k->conv) : nullptr, k ? CAP(s0, k->ssm) : nullptr);
+    else qsa_rows(*L.qsa, o, sbs);
+    hc_write(R(0, sl.h), R(0, sl.out), R(0, sl.inject), hc, d, stream, all);
+    mark("hc_write");
+    hyper_read_rows(L.mlp_hc, sl.h, true);
+    moe_rows(L.moe);
+    hc_write(R(0, sl.h), R(0, sl.out), R(0, sl.inject), hc, d, stream, all);
+    mark("hc_write");
+  }
+}
+
+void QwenNextCudaModel::Impl::head_all_rows() {
+  const int64_t V = c.vocab;
+  hyper_read_rows(dw.mixer, sl.h, false);
+  mgemv(dw.lm_head, sl.mixed, sl.logits);
+  DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(0, sl.logits), cl.row_bytes,
+                                   size_t(V) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost, stream));
+}
+
 void QwenNextCudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode, bool capture) {
   uint8_t* sb = st.buf.as<uint8_t>();
-  auto SF = [&](size_t off) { return reinterpret_cast<float*>(sb + off); };
   int32_t* pos = reinterpret_cast<int32_t*>(sb + lay.pos);
-  const int64_t hc = c.hc, d = c.hidden, V = c.vocab;
-  const Rows all = all_rows();
+  const int64_t V = c.vocab;
   mark("start");
   // Input rows {rows, [h {hc*d} | PLE rows]}: pinned row t -> row t's scratch.
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.h), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
@@ -248,28 +305,13 @@ void QwenNextCudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode, bool cap
                                                                            int32_t(rows));
   DS4_CUDA_CHECK_LAUNCH();
   mark("input");
-  for (int64_t l = 0; l < c.layers; ++l) {
-    const DLayer& L = dw.layers[size_t(l)];
-    const LayerOffsets& o = lay.layers[size_t(l)];
-    const CaptureOffsets* k = capture ? &capl.layers[size_t(l)] : nullptr;
-    if (L.ple) ple_rows(*L.ple, SF(o.ple_conv), k ? CAP(k->ple_conv) : nullptr);
-    hyper_read_rows(L.attn_hc, sl.h, true);
-    if (L.gdn) gdn_rows(*L.gdn, SF(o.conv), SF(o.ssm), k ? CAP(k->conv) : nullptr, k ? CAP(k->ssm) : nullptr);
-    else qsa_rows(*L.qsa, o, sb);
-    hc_write(R(0, sl.h), R(0, sl.out), R(0, sl.inject), hc, d, stream, all);
-    mark("hc_write");
-    hyper_read_rows(L.mlp_hc, sl.h, true);
-    moe_rows(L.moe);
-    hc_write(R(0, sl.h), R(0, sl.out), R(0, sl.inject), hc, d, stream, all);
-    mark("hc_write");
-  }
+  CudaState* one = &st;
+  layers_rows({&one, 1}, capture);
   if (mode != Logits::kNone) {
-    hyper_read_rows(dw.mixer, sl.h, false);  // kLast: every row's mixer (small), one lm_head row
     if (mode == Logits::kAll) {
-      mgemv(dw.lm_head, sl.mixed, sl.logits);
-      DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(0, sl.logits), cl.row_bytes,
-                                       size_t(V) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost, stream));
-    } else {
+      head_all_rows();
+    } else {  // every row's mixer (small), one lm_head row
+      hyper_read_rows(dw.mixer, sl.h, false);
       const int64_t t = rows - 1;
       gemv(dw.lm_head, R(t, sl.mixed), R(t, sl.logits));
       DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, R(t, sl.logits), size_t(V) * sizeof(float),
@@ -326,22 +368,19 @@ bool QwenNextCudaModel::verify_capture(ModelState& trial, std::span<const int32_
   CudaState* st = &cuda_state(trial);
   Impl& m = *impl_;
   const int64_t n = int64_t(tokens.size());
-  // A live window must be committed first (as on the CPU); one superseded by a later
-  // verify_capture elsewhere has no records left and is dropped.
-  if (!st->cap_tokens.empty() && st->cap_id == m.cap_seq)
-    throw Error("qwen_next cuda: verify_capture over an uncommitted captured window");
+  // A pending window must be committed first (as on the CPU). Each state holds its own
+  // records, so other states' windows stay pending beside it.
+  if (!st->cap_tokens.empty()) throw Error("qwen_next cuda: verify_capture over an uncommitted captured window");
   const int64_t cap_rows = std::min(m.opt.capture_rows, m.opt.chunk_rows);
   if (n < 1 || (n > 1 && n > cap_rows)) return false;  // not one recorded chunk: the loop verifies on a clone
   m.check_input(*st, tokens);
-  const uint64_t id = ++m.cap_seq;  // any earlier window's records are gone from here on
   std::vector<std::vector<int32_t>> ctx0 = st->ple_ctx;
   if (n == 1) {  // nothing to cut back: commit_prefix can only keep the one row
     forward(trial, tokens, Logits::kAll, logits);
   } else {
-    if (m.cap.bytes() == 0) {  // sized once: captured graphs hold its address
-      m.capl = capture_layout(m.c, cap_rows);
-      m.cap = dc::DeviceBuffer(m.capl.bytes, "qwen_next verify capture records");
-    }
+    if (m.capl.rows == 0) m.capl = capture_layout(m.c, cap_rows);  // chunk_rows, capture_rows fixed at load
+    if (st->cap.bytes() == 0)  // sized once: the state's captured graphs hold its address
+      st->cap = dc::DeviceBuffer(m.capl.bytes, "qwen_next verify capture records (per state)");
     const int64_t V = m.c.vocab;
     try {
       m.forward_chunk(*st, tokens, Logits::kAll, true);
@@ -356,7 +395,6 @@ bool QwenNextCudaModel::verify_capture(ModelState& trial, std::span<const int32_
   }
   st->cap_tokens.assign(tokens.begin(), tokens.end());
   st->cap_ple_ctx0 = std::move(ctx0);
-  st->cap_id = id;
   return true;
 }
 
@@ -366,8 +404,6 @@ void QwenNextCudaModel::commit_prefix(ModelState& trial, int64_t keep) {
   const Config& c = m.c;
   const int64_t n = int64_t(st.cap_tokens.size());
   check_commit_keep("qwen_next cuda", n, keep);
-  if (st.cap_id != m.cap_seq)
-    throw Error("qwen_next cuda: commit_prefix: a later verify_capture replaced this window's records");
   if (keep < n) {
     uint8_t* sb = st.buf.as<uint8_t>();
     const size_t ssm_bytes = size_t(c.v_heads * c.k_dim * c.v_dim) * sizeof(float);
@@ -377,13 +413,13 @@ void QwenNextCudaModel::commit_prefix(ModelState& trial, int64_t keep) {
       const CaptureOffsets& k = m.capl.layers[size_t(l)];
       const DLayer& L = m.dw.layers[size_t(l)];
       if (L.gdn) {  // state after row keep-1; conv state = history rows keep .. keep+K-2
-        DS4_CUDA_CHECK(cudaMemcpyAsync(sb + o.ssm, m.CAP(k.ssm) + (keep - 1) * (ssm_bytes / sizeof(float)), ssm_bytes,
+        DS4_CUDA_CHECK(cudaMemcpyAsync(sb + o.ssm, m.CAP(st, k.ssm) + (keep - 1) * (ssm_bytes / sizeof(float)), ssm_bytes,
                                        cudaMemcpyDeviceToDevice, m.stream));
-        DS4_CUDA_CHECK(cudaMemcpyAsync(sb + o.conv, m.CAP(k.conv) + keep * C, size_t((c.conv_k - 1) * C) * sizeof(float),
+        DS4_CUDA_CHECK(cudaMemcpyAsync(sb + o.conv, m.CAP(st, k.conv) + keep * C, size_t((c.conv_k - 1) * C) * sizeof(float),
                                        cudaMemcpyDeviceToDevice, m.stream));
       }
       if (L.ple) {
-        DS4_CUDA_CHECK(cudaMemcpyAsync(sb + o.ple_conv, m.CAP(k.ple_conv) + keep * W, size_t(ple_hist * W) * sizeof(float),
+        DS4_CUDA_CHECK(cudaMemcpyAsync(sb + o.ple_conv, m.CAP(st, k.ple_conv) + keep * W, size_t(ple_hist * W) * sizeof(float),
                                        cudaMemcpyDeviceToDevice, m.stream));
         const size_t pi = size_t(L.ple->index);
         std::vector<int32_t> hist(st.cap_ple_ctx0[pi]);  // last ngram-1 of [context before ; kept tokens]
@@ -405,7 +441,6 @@ void QwenNextCudaModel::commit_prefix(ModelState& trial, int64_t keep) {
   m.mtp_keep_through(st, st.pos);
   st.cap_tokens.clear();
   st.cap_ple_ctx0.clear();
-  st.cap_id = 0;
 }
 
 }  // namespace ds4::qwen_next

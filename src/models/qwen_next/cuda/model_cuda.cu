@@ -257,6 +257,7 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   if (copt.prefill_rows < 0 || copt.prefill_rows > kMaxPrefillRows || copt.gemm_rows < 0)
     throw InputError("qwen_next cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " is not in 0.." +
                      std::to_string(kMaxPrefillRows) + " (or gemm_rows < 0)");
+  if (copt.batch_rows < 1) throw InputError("qwen_next cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
   for (const auto* mat : {&m.w.lm_head, &m.w.layers[0].moe.router, &m.w.layers[0].moe.gate_up[0]})
     if (!dc::gemv_supports(mat->type))
       throw InputError(m.src->path() + ": weight type " + std::string(dtype_name(mat->type)) +
@@ -292,6 +293,7 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   m.opt.prefill_rows = int(prefill);
   m.cl = chunk_layout(c, m.sl, std::max<int64_t>(copt.chunk_rows, prefill));
   if (m.cl.rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "qwen_next chunk scratch");
+  m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
   {  // widest input of a chunk's product: the hyper-connections' normed streams {hc * d}
     const int64_t cols = std::max({c.wide(), c.hidden, c.heads * c.head_dim, c.value_dim(), c.shared_inter,
                                    c.hc_rank + c.hc, c.ple_dim});
@@ -311,7 +313,9 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
 }
 
 QwenNextCudaModel::~QwenNextCudaModel() {
-  if (impl_ && impl_->stream) cudaStreamDestroy(impl_->stream);
+  if (!impl_) return;
+  impl_->batch_graphs.clear();
+  if (impl_->stream) cudaStreamDestroy(impl_->stream);
 }
 
 const ModelInfo& QwenNextCudaModel::info() const { return impl_->info; }
@@ -333,10 +337,11 @@ void QwenNextCudaModel::set_options(const CudaModelOptions& copt) {
   // The chunk scratch and pinned rows are sized at load (fewer prefill rows are fine); the
   // capture records are sized on first use from chunk_rows and capture_rows, which stay.
   if (copt.chunk_rows != m.opt.chunk_rows || copt.capture_rows != m.opt.capture_rows || copt.prefill_rows < 0 ||
-      copt.prefill_rows > m.cl.rows || copt.gemm_rows < 0)
+      copt.prefill_rows > m.cl.rows || copt.gemm_rows < 0 || copt.batch_rows < 1)
     throw InputError("qwen_next cuda: set_options: prefill_rows " + std::to_string(copt.prefill_rows) +
                      " exceeds the " + std::to_string(m.cl.rows) +
-                     " rows the model was loaded with, gemm_rows < 0, or chunk_rows / capture_rows changed");
+                     " rows the model was loaded with, gemm_rows < 0, batch_rows < 1, or chunk_rows / capture_rows "
+                     "changed");
   CudaModelOptions o = copt;
   o.graphs = m.opt.graphs, o.fuse_projections = m.opt.fuse_projections, o.synthetic_seed = m.opt.synthetic_seed;
   m.opt = o;

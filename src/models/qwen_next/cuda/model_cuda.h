@@ -51,6 +51,10 @@ struct CudaModelOptions {
   // Most rows verify_capture records (made on its first use, min(capture_rows, chunk_rows)
   // rows; full size ~3.2 MB of GDN state per GDN layer and row, ~0.9 GB at 8 rows).
   int capture_rows = 8;
+  // decode_batch (batch.cu): sequences per batched forward at most (more run as several
+  // forwards), within the chunk scratch's rows; as DeepSeek's (4: today's gemv_rows costs
+  // about a decode step's gemv per row, bench/results/cuda-batching-h200-2026-12-04g).
+  int batch_rows = 4;
 };
 
 // The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of at
@@ -91,9 +95,17 @@ class QwenNextCudaModel : public Model, public DraftHead {
   // and token context); with the MTP head on, the rows also enter the state's trunk-row ring
   // as any forward's do. commit_prefix(keep) makes `trial` the state after its first `keep`
   // rows, the head's pending pairs included (Impl::mtp_keep_through). The records live in the
-  // model: one window at a time (a newer verify_capture, on any state, supersedes it: commit
-  // then throws).
+  // state (made at its first window of more than one row; a clone copies a pending window's),
+  // so several states can hold a pending window at once (sessions speculating side by side).
   bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
+  // Continuous batching (batch.cu): one forward over N rows, each weight read once for the
+  // batch (exact products only), the GDN / PLE conv states, GDN recurrences and QSA caches per
+  // sequence; row i equals the state's decode step bit for bit. One sequence, a state with the
+  // MTP head on (its ring takes every row) or with a pending captured window, and every row
+  // while profiling take the single-sequence step. At most batch_rows (and chunk-scratch rows)
+  // per forward; more run as several.
+  void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                    std::vector<float>& logits) override;
   void commit_prefix(ModelState& trial, int64_t keep) override;
 
   // Changes prefill_rows (up to the value loaded with), gemm_rows and expert_mma of a loaded

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/cuda/batch_graphs.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/graph_step.h"
@@ -50,7 +51,8 @@ class CudaState : public ModelState {
  public:
   // ml: the MTP head's layout, nullptr for a model without a device head.
   CudaState(const StateLayout& lay, const Config& c, const MtpLayout* ml)
-      : buf(lay.bytes, "qwen_next state (context caches)"), c_(&c), lay_(&lay), ml_(ml) {
+      : buf(lay.bytes, "qwen_next state (context caches)"), serial(dc::next_state_serial()), c_(&c), lay_(&lay),
+        ml_(ml) {
     DS4_CUDA_CHECK(cudaMemset(buf.get(), 0, lay.bytes));
     // The step runs on a non-blocking stream, which does not wait for the legacy stream.
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
@@ -68,11 +70,11 @@ class CudaState : public ModelState {
       if (g) cudaGraphExecDestroy(g), g = nullptr;
   }
   // A clone captures its own graphs (they hold this state's addresses), copies the MTP head's
-  // part, and holds no captured verify window (its records live in the model, owned by the
-  // original).
+  // part, and a pending captured verify window with a copy of its records (they apply to the
+  // clone's equal buffer).
   std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
   int64_t position() const override { return pos; }
-  size_t bytes() const override { return buf.bytes() + mtp.bytes(); }
+  size_t bytes() const override { return buf.bytes() + mtp.bytes() + cap.bytes(); }
   // The CPU State's named sections (state_io.cu): save copies the device caches into a host
   // qwen_next::State and lets it write them; load reads and checks a fresh host State, then
   // uploads it. Either side's checkpoint loads on the other.
@@ -80,16 +82,21 @@ class CudaState : public ModelState {
   void load(const std::vector<StateSection>& in) override;
 
   dc::DeviceBuffer buf;                        // every layer's caches + the position counter
+  // Unique per state object (clones included), never reused: keys the model's decode_batch
+  // graphs (batch.cu), which hold the batch's buffer addresses.
+  const uint64_t serial;
   std::vector<std::vector<int32_t>> ple_ctx;   // per PLE layer {ngram-1}: previous tokens
   int64_t pos = 0;
   cudaGraphExec_t graph[3] = {nullptr, nullptr, nullptr};  // [none, logits row, candidates]
   // Multi-row forwards, by (rows * 3 + logits mode) * 2 + captured (chunk.cu chunk_key).
   std::map<int64_t, cudaGraphExec_t> chunk_graph;
-  // Captured verify window (verify_capture): its tokens, the PLE token contexts before it,
-  // and the model's capture sequence number that its device records carry (0: none).
+  // Captured verify window (verify_capture): its tokens (empty: none pending), the PLE token
+  // contexts before it, and its device records (the model's CaptureLayout), made at this
+  // state's first captured window of more than one row and never resized (the captured
+  // chunk graphs hold its address). Per state, so several sessions speculate at once.
   std::vector<int32_t> cap_tokens;
   std::vector<std::vector<int32_t>> cap_ple_ctx0;
-  uint64_t cap_id = 0;
+  dc::DeviceBuffer cap;
 
   // MTP draft head (mtp.cu; MtpLayout): empty until enable_draft. Host copy of what the
   // device counter holds: mtp_pos = rows the head consumed (== the device counter).
@@ -106,9 +113,14 @@ class CudaState : public ModelState {
   const MtpLayout* ml_;  // nullptr: no device MTP head
 
   CudaState(const CudaState& o)
-      : buf(o.buf.bytes(), "qwen_next state clone"), ple_ctx(o.ple_ctx), pos(o.pos), mtp_on(o.mtp_on),
-        mtp_pos(o.mtp_pos), c_(o.c_), lay_(o.lay_), ml_(o.ml_) {
+      : buf(o.buf.bytes(), "qwen_next state clone"), serial(dc::next_state_serial()), ple_ctx(o.ple_ctx), pos(o.pos),
+        cap_tokens(o.cap_tokens), cap_ple_ctx0(o.cap_ple_ctx0), mtp_on(o.mtp_on), mtp_pos(o.mtp_pos), c_(o.c_),
+        lay_(o.lay_), ml_(o.ml_) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
+    if (!o.cap_tokens.empty() && o.cap.bytes()) {
+      cap = dc::DeviceBuffer(o.cap.bytes(), "qwen_next verify capture clone");
+      DS4_CUDA_CHECK(cudaMemcpy(cap.get(), o.cap.get(), o.cap.bytes(), cudaMemcpyDeviceToDevice));
+    }
     if (o.mtp.bytes()) {
       mtp = dc::DeviceBuffer(o.mtp.bytes(), "qwen_next MTP state clone");
       DS4_CUDA_CHECK(cudaMemcpy(mtp.get(), o.mtp.get(), o.mtp.bytes(), cudaMemcpyDeviceToDevice));
@@ -175,7 +187,9 @@ struct QwenNextCudaModel::Impl {
   // min_rows = CudaModelOptions::gemm_rows) and whether the chunk being enqueued uses them.
   std::unique_ptr<dc::MatmulWorkspace> mm;
   std::unique_ptr<dc::GroupedGemm> gg;  // routed experts of large chunks (on mm's handle), or null
-  bool tensor_cores() const { return opt.gemm_rows > 0 && rows >= opt.gemm_rows; }
+  // mm's min_rows is opt.gemm_rows (set at load and by set_options), 0 inside a decode_batch
+  // forward (dc::ExactProducts): a batch never takes the tensor cores.
+  bool tensor_cores() const { return mm && mm->min_rows() > 0 && rows >= mm->min_rows(); }
   void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off);
   void mproj(const DProj& p, size_t x_off, size_t y_off);
   // Output rows [r0, r1) of a stacked projection again on the exact path after a tensor-core
@@ -184,10 +198,20 @@ struct QwenNextCudaModel::Impl {
   void hyper_read_rows(const DHyper& h, size_t x_off, bool inject);
   // Captured verify: a conv history record [state ; the rows' conv inputs] (CaptureLayout).
   void record_history(float* hist, const float* state, int64_t state_rows, const float* in_rows, int64_t width);
-  void ple_rows(const DPle& p, float* conv, float* cap_conv);
-  void gdn_rows(const DGdn& g, float* conv, float* ssm, float* cap_conv, float* cap_ssm);
-  void qsa_rows(const DQsa& a, const LayerOffsets& o, uint8_t* sb);
+  // The stateful blocks over the rows, sbs their state buffers: one whose rows are consecutive
+  // tokens (a chunk: row t at *pos + t, one launch for all rows) or one per row (decode_batch,
+  // batch.cu: row i is that state's next token, one launch per sequence, the decode step's
+  // launch on row i's scratch; backend/cuda/seq_rows.h). Row t's position: cl.positions[t].
+  // cap_*: the captured verify's records of the layer (a chunk only), or null.
+  void ple_rows(const DPle& p, std::span<uint8_t* const> sbs, size_t conv_off, float* cap_conv);
+  void gdn_rows(const DGdn& g, std::span<uint8_t* const> sbs, const LayerOffsets& o, float* cap_conv, float* cap_ssm);
+  void qsa_rows(const DQsa& a, const LayerOffsets& o, std::span<uint8_t* const> sbs);
   void moe_rows(const DMoe& m);
+  // Every layer over the rows (cl.positions set, input rows in); capture: the chunk's state
+  // records its window (sts has one state).
+  void layers_rows(std::span<CudaState* const> sts, bool capture);
+  // The mixer + lm_head of every row, their logits to pinned rows 0.. (kAll; decode_batch).
+  void head_all_rows();
   void enqueue_chunk(CudaState& st, Logits mode, bool capture);
   void run_chunk(CudaState& st, int64_t n, Logits mode, bool capture);
   // One chunk of tokens (1..cl.rows) at st.pos, the host side included: MTP ring room, input
@@ -195,11 +219,14 @@ struct QwenNextCudaModel::Impl {
   // logits_host (kAll: every row; kLast: the last row).
   void forward_chunk(CudaState& st, std::span<const int32_t> tokens, Logits mode, bool capture);
 
-  // ---- captured verify (chunk.cu): records of one window at a time, for one state ----
-  CaptureLayout capl;
-  dc::DeviceBuffer cap;  // made on the first verify_capture (capl.rows rows), never resized
-  uint64_t cap_seq = 0;  // the window the records belong to (CudaState::cap_id)
-  float* CAP(size_t off) const { return reinterpret_cast<float*>(cap.as<uint8_t>() + off); }
+  // ---- captured verify (chunk.cu): the records' layout, the same for every state ----
+  CaptureLayout capl;  // set at the first verify_capture (min(capture_rows, chunk_rows) rows)
+  float* CAP(const CudaState& st, size_t off) const { return reinterpret_cast<float*>(st.cap.as<uint8_t>() + off); }
+
+  // ---- batch.cu: decode_batch, one token for each of `rows` states as one forward ----
+  dc::BatchGraphs batch_graphs;  // a graph per batch composition (the states' serials)
+  void enqueue_batch(std::span<CudaState* const> sts);
+  void run_batch(std::span<CudaState* const> sts);
 
   // ---- mtp.cu: the MTP draft head ----
   // Layout of a state's head part, the chain's scratch, its pinned host side (step tokens in,

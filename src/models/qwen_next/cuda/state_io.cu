@@ -77,8 +77,8 @@ void check_tokens(const std::vector<int32_t>& t, int64_t vocab, const std::strin
 }  // namespace
 
 void CudaState::save(std::vector<StateSection>& out) const {
-  // The window's rows are in the caches but not yet kept or dropped, and its records live in
-  // the model: a checkpoint of it could never be committed.
+  // The window's rows are in the caches but not yet kept or dropped, and its device records
+  // are no checkpoint section: a checkpoint of it could never be committed.
   if (!cap_tokens.empty())
     refuse("the state holds an uncommitted captured verify window of " + std::to_string(cap_tokens.size()) +
            " rows (commit_prefix first)");
@@ -233,7 +233,6 @@ void CudaState::load(const std::vector<StateSection>& in) {
   // Any window this state captured before is gone with its rows.
   cap_tokens.clear();
   cap_ple_ctx0.clear();
-  cap_id = 0;
 }
 
 }  // namespace ds4::qwen_next
