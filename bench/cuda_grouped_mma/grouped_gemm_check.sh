@@ -24,8 +24,8 @@ step() {  # label timeout command...: output to OUTDIR/label.txt, exit status an
 }
 step grouped_gemm_test 20 "$bin/test_cuda_grouped_gemm"
 step grouped_bench 25 "$bin/bench_cuda_grouped_mma" 5 4096
-step qwen_forced 10 env DS4_GROUPED_GEMM_MIN_ROWS=1 "$bin/test_qwen_next_cuda" .
-step deepseek_forced 10 env DS4_GROUPED_GEMM_MIN_ROWS=1 "$bin/test_deepseek_v4_cuda" .
-step glm_prefill 20 "$bin/bench_glm5_cuda" synthetic-full 0 2048 --prefill 4096 --prefill-rows 2048
+step qwen_forced 10 env DS4_GROUPED_GEMM=2 DS4_GROUPED_GEMM_MIN_ROWS=1 "$bin/test_qwen_next_cuda" .
+step deepseek_forced 10 env DS4_GROUPED_GEMM=2 DS4_GROUPED_GEMM_MIN_ROWS=1 "$bin/test_deepseek_v4_cuda" .
+step glm_prefill 20 env DS4_GROUPED_GEMM=2 "$bin/bench_glm5_cuda" synthetic-full 0 2048 --prefill 4096 --prefill-rows 2048
 grep -E "^\|" "$out/grouped_bench.txt" | head -60 >>"$out/summary.txt"
 grep -E "tok/s|experts|canary|grouped" "$out/glm_prefill.txt" | head -20 >>"$out/summary.txt"

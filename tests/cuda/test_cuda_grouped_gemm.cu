@@ -13,8 +13,8 @@
 //   entries  a hand-made layout: entries of one expert that do not continue each other's rows
 //            (separate GEMMs), a dead entry past *live, and *live = 0: rows of no live entry
 //            stay untouched (NaN poison); the results as above.
-// Mode 1 (cublasGemmGroupedBatchedEx) everywhere, mode 2 (one cublasGemmEx per expert) for a
-// few formats. Non-zero exit on failure. Runs on the H200 machine.
+// Mode 2 (one cublasGemmEx per expert) everywhere: mode 1 (cublasGemmGroupedBatchedEx) is
+// CUBLAS_STATUS_NOT_SUPPORTED for BF16 in / FP32 out on the H200 with CUDA 13 (grouped_gemm.cu). Non-zero exit on failure. Runs on the H200 machine.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -250,12 +250,9 @@ int main() {
                         {DType::Q4_K, DType::F16, 64},   {DType::Q2_K, DType::F16, 64},  {DType::IQ2_XXS, DType::F16, 64},
                         {DType::MLX_Q4, DType::BF16, 64}, {DType::MLX_Q8, DType::F16, 32}, {DType::F32, DType::F16, 64}};
     for (const Fmt& f : fmts) {
-      test_routed(f.t, skewed(8), 2, 1, false, f.st, f.group);  // 3 weight batches of <= 2 experts
-      test_routed(f.t, uniform(8), 8, 1, true, f.st, f.group);  // one batch, the down projection's rows
+      test_routed(f.t, skewed(8), 2, 2, false, f.st, f.group);  // 3 weight batches of <= 2 experts
+      test_routed(f.t, uniform(8), 8, 2, true, f.st, f.group);  // one batch, the down projection's rows
     }
-    test_routed(DType::Q2_K, skewed(8), 3, 2, true);  // mode 2: one cublasGemmEx per expert
-    test_routed(DType::IQ2_XXS, uniform(8), 8, 2, false);
-    test_routed(DType::MLX_Q4, uniform(8), 1, 2, false, DType::BF16, 64);
     test_entries(DType::Q4_K, false);
     test_entries(DType::Q4_K, true);
   } catch (const std::exception& e) {

@@ -23,6 +23,11 @@ for t in $targets; do
   [ -x "build/cuda/bin/$t" ] || { echo "missing build/cuda/bin/$t (run with --build)" >&2; exit 2; }
   strip -o "$w/cudabins/$t" "build/cuda/bin/$t"
 done
+# The engine-level tests link the tokenizer's ICU, which the device image lacks (test_admission_cuda
+# failed there on libicuuc.so.72): carry it in cudabins/lib (run_cuda_tests.sh puts it on the path).
+mkdir -p "$w/cudabins/lib"
+for t in $targets; do ldd "build/cuda/bin/$t" | awk '$3 ~ /^\// {print $3}' | grep -E 'icu' || true; done | sort -u |
+  while read -r lib; do cp -L "$lib" "$w/cudabins/lib/"; done
 mkdir -p .devwork
 tar -C "$w" -cf - cudabins | xz -9 -T1 >.devwork/cudabins.tar.xz
 ls -la .devwork/cudabins.tar.xz

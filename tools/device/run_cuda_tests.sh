@@ -9,7 +9,7 @@ bin=$(cd "${1:?usage: run_cuda_tests.sh BINDIR OUTDIR}" && pwd)
 out=${2:?usage: run_cuda_tests.sh BINDIR OUTDIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 limit=${TEST_TIMEOUT_S:-240}
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:$bin/lib:${LD_LIBRARY_PATH:-}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader >"$out/summary.txt" 2>&1
 rc=0
