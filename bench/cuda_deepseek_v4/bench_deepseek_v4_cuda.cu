@@ -57,6 +57,15 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// "N,N,...": the integers of a comma-separated option value, appended to `out`.
+void append_int_list(std::string l, std::vector<int>& out) {
+  while (!l.empty()) {
+    const size_t c = l.find(',');
+    out.push_back(std::stoi(l.substr(0, c)));
+    l = c == std::string::npos ? "" : l.substr(c + 1);
+  }
+}
+
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 int32_t argmax(const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); }
@@ -321,37 +330,17 @@ int main(int argc, char** argv) {
       old_max = std::stoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--prefill-rows") == 0 && i + 1 < argc) {
       prefill_rows.clear();
-      for (std::string l = argv[++i]; !l.empty();) {
-        const size_t c = l.find(',');
-        prefill_rows.push_back(std::stoi(l.substr(0, c)));
-        l = c == std::string::npos ? "" : l.substr(c + 1);
-      }
+      append_int_list(argv[++i], prefill_rows);
     } else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
-      for (std::string l = argv[++i]; !l.empty();) {
-        const size_t c = l.find(',');
-        batch.push_back(std::stoi(l.substr(0, c)));
-        l = c == std::string::npos ? "" : l.substr(c + 1);
-      }
+      append_int_list(argv[++i], batch);
     } else if (std::strcmp(argv[i], "--batch-rows") == 0 && i + 1 < argc) {
-      for (std::string l = argv[++i]; !l.empty();) {
-        const size_t c = l.find(',');
-        batch_rows.push_back(std::stoi(l.substr(0, c)));
-        l = c == std::string::npos ? "" : l.substr(c + 1);
-      }
+      append_int_list(argv[++i], batch_rows);
     } else if (std::strcmp(argv[i], "--batch-steps") == 0 && i + 1 < argc) {
       batch_steps = std::stoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--jump") == 0 && i + 1 < argc) {
-      for (std::string l = argv[++i]; !l.empty();) {
-        const size_t c = l.find(',');
-        jumps.push_back(std::stoi(l.substr(0, c)));
-        l = c == std::string::npos ? "" : l.substr(c + 1);
-      }
+      append_int_list(argv[++i], jumps);
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
-      for (std::string l = argv[++i]; !l.empty();) {
-        const size_t c = l.find(',');
-        prefill_lengths.push_back(std::stoi(l.substr(0, c)));
-        l = c == std::string::npos ? "" : l.substr(c + 1);
-      }
+      append_int_list(argv[++i], prefill_lengths);
     } else {
       pos.push_back(argv[i]);
     }
