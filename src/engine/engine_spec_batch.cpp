@@ -69,12 +69,12 @@ void Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
   // Each cycle's share of the batch's time (its stats feed the speculation cost model).
   const double share = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                        double(cycles.size());
+  const size_t V = size_t(model_->info().vocab_size);
   {
     std::lock_guard lk(metrics_mu_);
     m_.batched_verify_calls++;
-    m_.batched_verify_rows += rows.size() / size_t(model_->info().vocab_size);
+    m_.batched_verify_rows += rows.size() / V;
   }
-  const size_t V = size_t(model_->info().vocab_size);
   size_t r0 = 0;
   for (const DraftedCycle& c : cycles) {
     Job& j = *c.job;
