@@ -1,0 +1,52 @@
+#pragma once
+// Integer GEMV on quantized activations (core/act_quant.h): y = W x for Q8_0, Q2_K and
+// IQ2_XXS weights with x quantized on the device the way antirez/ds4 does (Q8_0 blocks for
+// Q8_0 weights, Q8_K for the K-quant / IQ2 formats). Every block's dot is an exact integer
+// sum (dp4a); the f32 work is one scale per block and the sum over blocks. This is ds4's
+// decode numerics and removes the per-weight float decode that makes the f32-x GEMV issue
+// bound (bench/cuda_gemv/NOTES.md: Q2_K 24 %, IQ2_XXS 17 % of copy bandwidth).
+// Results: each y equals ds4::dot_act (CPU, core/act_quant.h) to f32 rounding of the block sum
+// order; gemv_act_rows' row i equals gemv_act on row i bit for bit.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/gemv.h"
+#include "core/act_quant.h"
+
+namespace ds4::cuda {
+
+// Device buffers of `rows` quantized activation rows of n values each (row i: q + i * n,
+// d + i * n / block, bsums + i * n / 16). q 16-byte aligned, n a multiple of the block.
+struct DeviceActQ8 {
+  int8_t* q = nullptr;
+  float* d = nullptr;
+  int16_t* bsums = nullptr;  // Q8_K only
+  int64_t n = 0;
+  int64_t rows = 0;
+  ActBlock block = ActBlock::kNone;
+  ActQ8View row(int64_t i) const;  // device pointers of row i
+};
+// Bytes one row of n values needs (q + d + bsums, each part rounded up to 16 bytes), so
+// callers can carve the buffers out of a scratch arena.
+size_t act_q8_row_bytes(ActBlock block, int64_t n);
+
+// Quantizes `rows` rows of x (row i at x + i * x_row floats) into out (out.n, out.block set by
+// the caller; out.rows >= rows). One launch; same values as ds4::quantize_act_q8_0 / _k.
+void quantize_act(const float* x, int64_t x_row, int64_t rows, const DeviceActQ8& out, cudaStream_t stream);
+
+// Whether gemv_act takes this weight type (act_block_for(type) != kNone).
+bool gemv_act_supports(DType type);
+
+// y[rows] = W x. x.block must equal act_block_for(w.type), x.n == w.cols.
+void gemv_act(const WeightMatrix& w, const ActQ8View& x, float* y, cudaStream_t stream);
+
+// gemv_batched's contract (MoE experts: entry b uses expert ids[b]); batch.x_stride counts
+// activation VALUES (a multiple of the block and of 16), so entry b reads q + b * x_stride,
+// d + b * x_stride / block, bsums + b * x_stride / 16; y_stride in floats.
+void gemv_act_batched(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvBatch& batch,
+                      cudaStream_t stream);
+
+// gemv_rows' contract on quantized rows: input row i is q + i * r.x_row values (x_row a
+// multiple of the block and of 16), the rest (batch, live, counts, x_idx, y_idx) as gemv_rows.
+void gemv_act_rows(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t stream);
+
+}  // namespace ds4::cuda

@@ -1,0 +1,64 @@
+#pragma once
+// Activation quantization before integer dot products, as antirez/ds4 computes its Q8_0,
+// Q2_K and IQ2_XXS products (docs/reference-differences.md, DeepSeek #8): the activation row
+// is quantized once (Q8_0 weights: blocks of 32 with an f32 scale; Q2_K / IQ2_XXS: Q8_K blocks
+// of 256 with an f32 scale and int16 sums per 16), every block's dot is an exact integer sum,
+// and the f32 part is the per-block scaling and the sum over blocks. The CUDA integer GEMV
+// (backend/cuda/gemv_act.h) computes the same integers; only the order of the f32 sum over
+// blocks differs (so CPU and GPU agree to rounding, and gemv_act_rows equals gemv_act bit for bit).
+// Layout: structure of arrays (q, d, bsums), as the GPU reads it.
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/weight.h"
+
+namespace ds4 {
+
+class ThreadPool;
+
+// Which activation block a weight format is dotted with (kNone: the format keeps f32 x).
+enum class ActBlock : uint8_t { kNone, kQ8_0, kQ8_K };
+ActBlock act_block_for(DType weight_type);
+inline constexpr int64_t kActQ8_0Block = 32;   // values per Q8_0 activation block (one f32 scale)
+inline constexpr int64_t kActQ8KBlock = 256;   // values per Q8_K activation block (one f32 scale)
+inline constexpr int64_t kActQ8KSumBlock = 16; // values per int16 bsum inside a Q8_K block
+
+// One quantized activation row of n values: q[n]; d[n / block]; bsums[n / 16] (Q8_K only,
+// else null).
+struct ActQ8View {
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const int16_t* bsums = nullptr;
+  int64_t n = 0;
+  ActBlock block = ActBlock::kNone;
+};
+
+// ds4's quantizers (n a multiple of the block; throws InputError otherwise).
+//   Q8_0: d = amax / 127, q = clamp(lrintf(x * (1 / d)), -128, 127) (q = 0 when d = 0).
+//   Q8_K: max = the value of largest |x| (first one on ties), iscale = -127 / max,
+//         q = clamp(lrintf(iscale * x)), d = 1 / iscale, bsums = sums of q per 16; an
+//         all-zero block has d = 0, q = 0, bsums = 0.
+void quantize_act_q8_0(const float* x, int64_t n, int8_t* q, float* d);
+void quantize_act_q8_k(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsums);
+
+// Owning buffers for one or more quantized rows of the same length (rows * n values).
+struct ActQ8Rows {
+  ActBlock block = ActBlock::kNone;
+  int64_t n = 0, rows = 0;
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int16_t> bsums;
+  ActQ8View row(int64_t i) const;
+};
+ActQ8Rows quantize_act_rows(ActBlock block, const float* x, int64_t n, int64_t rows);
+
+// Row `r` of w (format with act_block_for(w.type) == x.block, w.cols == x.n) dotted with x:
+// ds4's scalar formula and serial block order.
+float dot_act(const WeightMatrix& w, int64_t r, const ActQ8View& x);
+
+// Y[n x rows] = X W^T with every row of X quantized for w's format first (matmul's threading
+// and row split; each output is dot_act). Throws InputError when act_block_for(w.type) is kNone.
+void matmul_act(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool* pool = nullptr);
+
+}  // namespace ds4
