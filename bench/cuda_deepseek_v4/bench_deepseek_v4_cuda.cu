@@ -18,7 +18,7 @@
 // 0, as generate_greedy sets it).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
 //        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S]] [--jump N,N]
-//   --batch: continuous batching (batch_table.h) at each stream count after the decode lines,
+//   --batch: continuous batching (../cuda_batch_table.h) at each stream count after the decode lines,
 //   S timed steps each (default 16), one table per --batch-rows value (CudaModelOptions::
 //   batch_rows, default: the option's default); the verify / draft / prefill tables are skipped.
 //   --jump: decode tok/s (and with --profile the per-op table) at each context N from a state
@@ -49,7 +49,7 @@
 #include "backend/cuda/check.h"
 #include "engine/speculative.h"
 #include "../cuda_op_table.h"
-#include "batch_table.h"
+#include "../cuda_batch_table.h"
 #include "models/deepseek_v4/cuda/model_cuda.h"
 
 using namespace ds4;
@@ -320,9 +320,7 @@ int main(int argc, char** argv) {
   bool prof = false;
   int old_max = 1 << 30;                 // --old-max N: the old path only at lengths <= N
   std::vector<int> prefill_rows = {512};  // --prefill-rows N,N: the tensor-core path's chunk sizes
-  std::vector<int> batch;                 // --batch N,N: stream counts of the batching table
-  std::vector<int> batch_rows;            // --batch-rows N,N: one batching table per value
-  int batch_steps = 16;
+  ds4::bench::BatchArgs batch;            // --batch N,N [--batch-rows N,N] [--batch-steps S]
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       prof = true;
@@ -331,12 +329,7 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--prefill-rows") == 0 && i + 1 < argc) {
       prefill_rows.clear();
       append_int_list(argv[++i], prefill_rows);
-    } else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
-      append_int_list(argv[++i], batch);
-    } else if (std::strcmp(argv[i], "--batch-rows") == 0 && i + 1 < argc) {
-      append_int_list(argv[++i], batch_rows);
-    } else if (std::strcmp(argv[i], "--batch-steps") == 0 && i + 1 < argc) {
-      batch_steps = std::stoi(argv[++i]);
+    } else if (ds4::bench::parse_batch_flag(argc, argv, i, batch)) {  // --batch, --batch-rows, --batch-steps
     } else if (std::strcmp(argv[i], "--jump") == 0 && i + 1 < argc) {
       append_int_list(argv[++i], jumps);
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
@@ -364,7 +357,7 @@ int main(int argc, char** argv) {
     LoadOptions o;
     // Device caches sized for this run: the decode, the verify table's rows, the prefill lengths.
     int longest = np + n + 1024;
-    if (!batch.empty()) longest = std::max(longest, np + 2 + batch_steps + 2 * 32 + 64);  // + unbatched rounds
+    if (!batch.streams.empty()) longest = std::max(longest, np + 2 + batch.steps + 2 * 32 + 64);  // + unbatched rounds
     for (int l : prefill_lengths) longest = std::max(longest, l + 1024);  // + a profiled 512-row chunk
     for (int j : jumps) longest = std::max(longest, j + n + 64);
     o.max_context = longest;
@@ -421,14 +414,8 @@ int main(int argc, char** argv) {
                 streams_tps, 1e3 / streams_tps, 100 * streams_tps / roof);
     std::printf("vs antirez/ds4 on the synthetic Flash, H200, 2048 context: 33.65 tok/s (8.2%% of its roofline): "
                 "ratio %.2fx\n", decode_tps / 33.65);
-    if (!batch.empty()) {
-      if (batch_rows.empty()) batch_rows.push_back(deepseek_v4::CudaModelOptions{}.batch_rows);
-      for (int br : batch_rows) {
-        deepseek_v4::CudaModelOptions bo;
-        bo.batch_rows = br;
-        m.set_options(bo);
-        ds4::bench::batch_table(m, *at_prompt, batch, batch_steps, decode_tps, bw.copy_gbps, br);
-      }
+    if (!batch.streams.empty()) {
+      ds4::bench::batch_tables(m, *at_prompt, batch, decode_tps, bw.copy_gbps, bytes);
       return 0;
     }
     verify_table(m, *at_prompt, 9);

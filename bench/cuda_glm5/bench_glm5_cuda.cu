@@ -26,6 +26,8 @@
 //   --prefill (issue #22): old path (16-row chunks at the --old lengths, default those <= 2048) vs the
 //   tensor-core path (--prefill-rows, default 512; --gemm-rows, default 64) per length from a
 //   fresh state, the canary, one chunk's profile; decode_tokens 0 skips the context table.
+//   --batch N,N [--batch-rows N,N] [--batch-steps S] (issue #24): continuous batching at those
+//   stream counts from the first context's state (../cuda_batch_table.h).
 // On the tiny test model (hidden 64) the GPU number measures per-token launch/graph
 // overhead, not bandwidth; the synthetic model reads real-size matrices per token.
 #include <cuda_runtime.h>
@@ -279,7 +281,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   bool profile = false, verify_only = false, mtp = false;
   bench::Glm5PrefillArgs pa;
+  bench::BatchArgs batch;
   for (int i = 1; i < argc; ++i) {
+    if (bench::parse_batch_flag(argc, argv, i, batch)) continue;
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
     if (a == "--prefill" && has_value) pa.lengths = bench::parse_contexts(argv[++i]);
@@ -309,7 +313,7 @@ int main(int argc, char** argv) {
     glm5::SyntheticFullOptions so;
     if (glm5::parse_synthetic_full(dir, so))
       return bench::glm5_synthetic_full(so, args.size() > 1 ? std::stoi(args[1]) : 32,
-                                        bench::parse_contexts(args.size() > 2 ? args[2] : "2048,8192,32768"), pa);
+                                        bench::parse_contexts(args.size() > 2 ? args[2] : "2048,8192,32768"), pa, batch);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

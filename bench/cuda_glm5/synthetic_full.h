@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "../cuda_batch_table.h"
 #include "../cuda_canary_probe.h"
 #include "../cuda_synthetic.h"
 #include "backend/cuda/memory.h"
@@ -140,13 +141,16 @@ inline void glm5_prefill_table(glm5::Glm5CudaModel& g, const Glm5PrefillArgs& pa
   g.set_options(loaded);
 }
 
+// batch (--batch ...): the continuous-batching tables (../cuda_batch_table.h) from the state at the
+// first context frontier, right after that frontier's row.
 inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx,
-                               const Glm5PrefillArgs& pa = {}) {
+                               const Glm5PrefillArgs& pa = {}, const BatchArgs& batch = {}) {
   using Clock = std::chrono::steady_clock;
   const glm5::Config c = glm5::parse_config(glm5::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
   lo.max_context = ctx.back() + n_decode * int64_t(ctx.size()) + 64;
   if (!pa.lengths.empty()) lo.max_context = std::max(lo.max_context, pa.lengths.back() + 64);
+  if (!batch.streams.empty()) lo.max_context += 2 + batch.steps + 34;  // warm-up, timed and unbatched steps
   glm5::CudaModelOptions co;
   co.synthetic_seed = so.seed;
   co.prefill_rows = std::max(co.prefill_rows, pa.prefill_rows);
@@ -196,7 +200,12 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   TokenBytes tb;
   tb.decode = [&](int64_t p) { return per_tok + kda_state + attn(p); };
   tb.prefill = [&](int64_t p) { return chunk + kda_state + attn(p); };
-  context_table(g, ctx, n_decode, tb, bw);
+  FrontierHook hook;
+  if (!batch.streams.empty())
+    hook = [&](int64_t at, const ModelState& s, const std::vector<float>&) {
+      if (at == ctx.front()) batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok);
+    };
+  context_table(g, ctx, n_decode, tb, bw, hook);
   return 0;
 }
 

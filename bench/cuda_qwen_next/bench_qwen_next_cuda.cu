@@ -21,6 +21,8 @@
 //   --old-max=N (old path lengths, default 2048), --prefill-rows=N (default 512),
 //   --exact-max=N (also the exact large-chunk path up to N; default 0: not run)
 //   --profile           synthetic-full: per-op GPU ms of a decode token at each context
+//   --batch N,N [--batch-rows N,N] [--batch-steps S]  synthetic-full (issue #24): continuous batching
+//                       at those stream counts from the first context's state (../cuda_batch_table.h)
 //   --mtp               synthetic-full --prefill: the model with an MTP head, prefill tables with it
 //                       enabled too (synthetic_prefill.h item 4)
 #include <chrono>
@@ -133,7 +135,9 @@ int main(int argc, char** argv) {
   int64_t verify_ctx = -1;
   bool greedy = true, profile = false;
   bench::QwenPrefillArgs pa;
+  bench::BatchArgs batch;
   for (int i = 1; i < argc; ++i) {
+    if (bench::parse_batch_flag(argc, argv, i, batch)) continue;
     const std::string a = argv[i];
     if (a.rfind("--prefill=", 0) == 0) prefill_ctx = bench::parse_contexts(a.substr(10));
     else if (a.rfind("--old-max=", 0) == 0) pa.old_max = std::stoll(a.substr(10));
@@ -156,7 +160,7 @@ int main(int argc, char** argv) {
     }
     if (qwen_next::parse_synthetic_full(dir, so))
       return bench::qwen_synthetic_full(so, std::stoi(arg(1, "32")), bench::parse_contexts(arg(2, "2048,8192")),
-                                        verify_ctx, profile);
+                                        verify_ctx, profile, batch);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

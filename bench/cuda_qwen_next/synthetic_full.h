@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <string>
 
+#include "../cuda_batch_table.h"
 #include "../cuda_synthetic.h"
 #include "chunk_tables.h"
 #include "../cuda_op_table.h"
@@ -30,13 +31,16 @@ namespace ds4::bench {
 
 // profile: after each frontier's row, 4 decode tokens on a clone with direct launches and an
 // event per op (QwenNextCudaModel::set_profiling), GPU ms per op per token.
+// batch (--batch ...): the continuous-batching tables (../cuda_batch_table.h) from the state at the
+// first frontier, after that frontier's row.
 inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx,
-                               int64_t verify_ctx = -1, bool profile = false) {
+                               int64_t verify_ctx = -1, bool profile = false, const BatchArgs& batch = {}) {
   using Clock = std::chrono::steady_clock;
   const qwen_next::Config c = qwen_next::parse_config(qwen_next::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
   // + room for the verify table's prompt and its 15 reps of up to 9 tokens each
   lo.max_context = std::max(ctx.back() + n_decode * int64_t(ctx.size()), verify_ctx + 256) + 64;
+  if (!batch.streams.empty()) lo.max_context += 2 + batch.steps + 34;  // warm-up, timed and unbatched steps
   qwen_next::CudaModelOptions co;
   co.synthetic_seed = so.seed;
   // Contexts are filled as the server fills them (tensor-core prefill chunks, so a 32K
@@ -72,8 +76,10 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
   std::printf("prefill bytes per token (16-row chunks, weights + GDN state over 16): %.1f MB\n", chunk / 1e6);
   tb.prefill = [&, chunk](int64_t p) { return chunk + attn(p); };
   FrontierHook hook;
-  if (profile)
+  if (profile || !batch.streams.empty())
     hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l0) {
+      if (!batch.streams.empty() && at == ctx.front()) batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok);
+      if (!profile) return;
       auto st = s.clone();
       std::vector<float> l = l0;
       constexpr int kTokens = 4;

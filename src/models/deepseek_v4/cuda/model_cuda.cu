@@ -385,6 +385,7 @@ void DeepseekV4CudaModel::fill_context_for_bench(ModelState& state, int64_t posi
   st.pos = position;
   st.drop_graphs();
 }
+const CudaModelOptions& DeepseekV4CudaModel::options() const { return impl_->opt; }
 void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
   if (copt.graphs && impl_->observer) throw Error("deepseek_v4 cuda: the layer observer needs direct launches (graphs off)");
   // The chunk scratch and pinned rows are sized at load: fewer rows are fine, more are not.

@@ -168,6 +168,7 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   const std::map<std::string, double>& op_times() const;
   // Switch graphs / profiling for later steps (states keep graphs already captured).
   void set_options(const CudaModelOptions& copt);
+  const CudaModelOptions& options() const;
   void reset_op_times();
   struct Impl;
 

@@ -1,5 +1,6 @@
 #pragma once
-// Continuous batching on the CUDA DeepSeek V4 model (issue #24): N streams decoding at once
+// Continuous batching on a CUDA model (issue #24; DeepSeek V4, GLM 5.x, Qwen3.8 Next: any model
+// with decode_batch, chunk_bytes_ratio and set_options): N streams decoding at once
 // through Model::decode_batch (one forward per step, each weight read once for the N rows),
 // against the same N streams stepped one after another (the unbatched path). Every stream is
 // a clone of the prompt state fed its own pseudo-random tokens (distinct rows, so the routed
@@ -7,23 +8,25 @@
 // gets one token per step, so a step's time is every stream's time per output token), the
 // aggregate tok/s, and the weight bytes one step reads (dense + head once, routed experts as
 // the expected union of N rows' top-k sets: chunk_bytes_ratio) per second against the copy
-// bandwidth measured in the same run. Bench only, no checks: test_deepseek_v4_batch_cuda.
+// bandwidth measured in the same run. Bench only, no checks: test_*_batch_cuda check the rows.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
-#include "models/deepseek_v4/cuda/model_cuda.h"
+#include "models/model.h"
 
 namespace ds4::bench {
 
-inline void batch_table(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, const std::vector<int>& streams,
-                        int steps, double single_tps, double copy_gbps, int batch_rows) {
+// bytes: the weight bytes one decode token reads (the model's own count).
+template <class M>
+void batch_table(M& m, const ModelState& at, const std::vector<int>& streams, int steps, double single_tps,
+                 double copy_gbps, int batch_rows, double bytes) {
   using Clock = std::chrono::steady_clock;
   auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   const int64_t V = m.info().vocab_size;
-  const double bytes = double(m.decode_bytes_per_token().total());
   auto token = [&](int64_t stream, int64_t step) { return int32_t((stream * 7919 + step * 104729 + 17) % V); };
   std::printf("\ncontinuous batching (decode_batch, batch_rows %d: sequences per forward), %d steps per row after 2 "
               "warm-up steps (graph capture), from position %lld; single-stream decode above: %.2f tok/s\n",
@@ -83,11 +86,53 @@ inline void batch_table(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& a
     if (unbatched > 0) std::snprintf(ub, sizeof ub, "%.1f", unbatched), std::snprintf(ratio, sizeof ratio, "%.2fx", agg / unbatched);
     std::printf("| %d | %.2f | %.2f | %.2f | %.1f | %.2fx | %s | %s | %.0f | %.1f%% |\n", n, p50, mx, 1e3 * total / steps,
                 agg, agg / one, ub, ratio, gbps, 100 * gbps / copy_gbps);
-    if (n == 1)
+    if (n == 1 && single_tps > 0)
       std::printf("|  | (1 stream through decode_batch = the single-sequence step: %.1f%% of the decode above) |"
                   "  |  |  |  |  |  |  |  |\n", 100 * agg / single_tps);
     std::fflush(stdout);
   }
+}
+
+// The command-line part the benches share: --batch N,N (stream counts), --batch-rows N,N (one
+// table per CudaModelOptions::batch_rows value), --batch-steps S.
+struct BatchArgs {
+  std::vector<int> streams, rows;
+  int steps = 16;
+};
+
+// Reads one of the three flags at argv[i] (and its value); false when argv[i] is none of them.
+inline bool parse_batch_flag(int argc, char** argv, int& i, BatchArgs& b) {
+  auto list = [](const std::string& l, std::vector<int>& out) {
+    size_t at = 0;
+    while (at < l.size()) {
+      const size_t comma = l.find(',', at);
+      out.push_back(std::stoi(l.substr(at, comma == std::string::npos ? std::string::npos : comma - at)));
+      at = comma == std::string::npos ? l.size() : comma + 1;
+    }
+  };
+  const std::string a = argv[i];
+  if (i + 1 >= argc) return false;
+  if (a == "--batch") list(argv[++i], b.streams);
+  else if (a == "--batch-rows") list(argv[++i], b.rows);
+  else if (a == "--batch-steps") b.steps = std::stoi(argv[++i]);
+  else return false;
+  return true;
+}
+
+// One batch_table per batch_rows value (default: the model's current option), restoring the
+// model's options afterwards. Options must have a batch_rows member.
+template <class M>
+void batch_tables(M& m, const ModelState& at, const BatchArgs& b, double single_tps, double copy_gbps, double bytes) {
+  const auto keep = m.options();
+  std::vector<int> rows = b.rows;
+  if (rows.empty()) rows.push_back(keep.batch_rows);
+  for (int br : rows) {
+    auto o = keep;
+    o.batch_rows = br;
+    m.set_options(o);
+    batch_table(m, at, b.streams, b.steps, single_tps, copy_gbps, br, bytes);
+  }
+  m.set_options(keep);
 }
 
 }  // namespace ds4::bench
