@@ -60,9 +60,10 @@ struct CudaModelOptions {
   // item 8's fp32_gemms rows pass (bench/results/cuda-glm5-fp32-h200-2026-12-04e).
   bool fp32_gemms = true;
   // decode_batch (batch.cu): sequences per batched forward at most (more run as several
-  // forwards), within the chunk scratch's rows; as DeepSeek's (4: today's gemv_rows costs
-  // about a decode step's gemv per row, bench/results/cuda-batching-h200-2026-12-04g).
-  int batch_rows = 4;
+  // forwards), within the chunk scratch's rows. H200, full-size synthetic GLM, context 2K
+  // (bench/results/session11-h200-2026-12-04i): batch_rows 4: 66.7 / 66.6 / 66.7 tok/s aggregate at 4 / 16 / 64 streams, 8: 66.7 / 68.1 / 68.1, 16: 66.7 / 48.6 / 48.6; 1 stream 61.3. 8 is
+  // best but batching gains only 1.1-1.2x: gemv_rows still costs about a gemv per row.
+  int batch_rows = 8;
 };
 
 // The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of at

@@ -52,9 +52,10 @@ struct CudaModelOptions {
   // rows; full size ~3.2 MB of GDN state per GDN layer and row, ~0.9 GB at 8 rows).
   int capture_rows = 8;
   // decode_batch (batch.cu): sequences per batched forward at most (more run as several
-  // forwards), within the chunk scratch's rows; as DeepSeek's (4: today's gemv_rows costs
-  // about a decode step's gemv per row, bench/results/cuda-batching-h200-2026-12-04g).
-  int batch_rows = 4;
+  // forwards), within the chunk scratch's rows. H200, full-size synthetic Qwen, context 2K
+  // (bench/results/session11-h200-2026-12-04i): batch_rows 4: 145.2 / 145.2 / 145.2, 8: 144.4 / 153.0 / 153.3, 16: 145.2 / 106.7 / 106.8; 1 stream 125.1. 8 is
+  // best but batching gains only 1.1-1.2x: gemv_rows still costs about a gemv per row.
+  int batch_rows = 8;
 };
 
 // The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of at
