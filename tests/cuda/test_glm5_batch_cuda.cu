@@ -7,7 +7,7 @@
 //  1. decode_batch rows = each state's own one-token decode step (a clone stepped alone), 24
 //     steps, sequences of prompt lengths 1..113 (pool boundaries at different steps) joining
 //     and cancelling mid-run, batches of 1, 2, 5, 17 and 20 rows (17+: past gemv_rows'
-//     16-row groups): default options (forwards of batch_rows = 4: 17 rows as 4 x 4 + one
+//     16-row groups): default options (forwards of batch_rows = 8: 17 rows as 8 + 8 + one
 //     alone); batch_rows 512 with tensor-core prefill chunks from 2 rows (gemm_rows 2: the
 //     prompts prefill on tensor cores, a batch never does); 16-row chunk scratch
 //     (prefill_rows 0, batch_rows 16: 20 rows as 16 + 4); direct launches (no graph). After the

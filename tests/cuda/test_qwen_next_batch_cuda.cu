@@ -8,7 +8,7 @@
 //     steps, sequences of prompt lengths 1..113 (QSA blocks completing at different steps, the
 //     indexer dropping blocks past position 36) joining and cancelling mid-run, batches of 1,
 //     2, 5, 17 and 20 rows (17+: past gemv_rows' 16-row groups): default options (forwards of
-//     batch_rows = 4: 17 rows as 4 x 4 + one alone); batch_rows 512 with tensor cores from 2
+//     batch_rows = 8: 17 rows as 8 + 8 + one alone); batch_rows 512 with tensor cores from 2
 //     rows (gemm_rows 2: prefill chunks take the TF32 GEMMs, a batch never does); 16-row chunk
 //     scratch (prefill_rows 0, batch_rows 16: 20 rows as 16 + 4); direct launches (no graph).
 //     After the run every state's position is right.
