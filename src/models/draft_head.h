@@ -73,7 +73,7 @@ template <class Begin, class Run, class End, class Abort>
 bool captured_verify_batch(Model& m, std::span<ModelState* const> states,
                            std::span<const std::span<const int32_t>> windows, std::vector<float>& logits,
                            const std::string& who, Begin begin, Run run, End end, Abort abort) {
-  check_verify_batch(states, windows, who);
+  check_batch(who, m.info(), states, windows);
   logits.clear();
   if (!m.draft_head()) return false;
   size_t armed = 0;
