@@ -112,17 +112,20 @@ class DsModel : public Model, public DraftHead {
     s.dspark_on = w_.dspark != nullptr;
     if (w_.dspark) s.dspark_ring.assign(w_.dspark->stages.size(), {});
   }
-  // DSpark: one K5 pass, the first min(depth, 5) futures, cut before the first row whose
-  // confidence is under the gate (set_confidence_gate; SPEC §2).
-  void set_confidence_gate(double min_confidence) override { gate_ = min_confidence; }
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override {
+    draft_gated(state, next_token, depth, 0.0, drafts);
+  }
+  // DSpark: one K5 pass, the first min(depth, 5) futures, cut before the first row whose
+  // confidence is under the turn's gate (SPEC §2). ds4's MTP head has no confidence: no cut.
+  void draft_gated(ModelState& state, int32_t next_token, int depth, double min_confidence,
+                   std::vector<int32_t>& drafts) override {
     const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
     if (w_.dspark) {
       if (depth < 0) throw InputError("deepseek_v4: negative draft depth " + std::to_string(depth));
       dspark_draft(ctx, hc_, w_, as_state(state), next_token, dspark_);
       draft_logits_ = dspark_.logits;
       size_t keep = std::min<size_t>(size_t(depth), dspark_.drafts.size()), k = 0;
-      while (k < keep && dspark_.confidence[k] >= gate_) ++k;
+      while (k < keep && dspark_.confidence[k] >= min_confidence) ++k;
       drafts.assign(dspark_.drafts.begin(), dspark_.drafts.begin() + k);
       return;
     }
@@ -159,7 +162,6 @@ class DsModel : public Model, public DraftHead {
                        Logits mode, std::vector<float>& logits);
   std::vector<float> draft_logits_;  // {depth + 1, vocab} of the last draft() (DSpark: {5, vocab})
   DsparkDraft dspark_;
-  double gate_ = 0.0;  // DSpark confidence gate of the current turn (0: keep every draft)
 
   std::unique_ptr<TensorSource> src_;
   Config c_;
