@@ -180,7 +180,8 @@ class Engine {
   bool spec_decode(Job& job);  // engine_spec.cpp; false: this turn does not speculate
   // engine_spec_batch.cpp: the iteration's speculative cycles, their verifies in one
   // Model::verify_batch where the model batches them; turns that never speculate join `plain`.
-  void speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain);
+  // True when the verify rows went through batch_rows_.
+  bool speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain);
   bool spec_ready(Job& job);                  // engine_spec.cpp: false: the turn does not speculate
   int64_t spec_budget(const Job& job) const;  // the cycle's token budget (< 1: a plain step)
   void feed_last(Job& job);                   // feeds job.to_feed alone (kLast logits)
@@ -216,6 +217,11 @@ class Engine {
   bool sample_candidates_ = true;
   int sample_candidates_k_ = 256;
   bool batching_ = true;
+  // The stacked logits rows of an iteration's batched verify or decode (rows x vocab floats),
+  // kept from one iteration to the next instead of allocated each time. Released by the
+  // first iteration that runs no batched forward (decode_batch), so it never holds more than
+  // the largest batch of the current run: max_live x (depth + 1) x vocab floats.
+  std::vector<float> batch_rows_;
   std::optional<StepScheduler> scheduler_;  // set in the constructor (needs the chunk)
   size_t state_memory_request_ = 0;         // EngineOptions::state_memory_bytes
   std::optional<StateBudget> budget_;       // set on the engine thread before it is ready
