@@ -118,6 +118,8 @@ struct EngineMetrics {
   size_t state_bytes = 0, state_budget_bytes = 0;
   uint64_t preemptions = 0;
   uint64_t batched_verify_calls = 0, batched_verify_rows = 0;
+  // Bytes the batched logits rows buffer holds between iterations (0 once no turn is live).
+  size_t batch_rows_bytes = 0;
 };
 
 class Engine {
@@ -219,8 +221,9 @@ class Engine {
   bool batching_ = true;
   // The stacked logits rows of an iteration's batched verify or decode (rows x vocab floats),
   // kept from one iteration to the next instead of allocated each time. Released by the
-  // first iteration that runs no batched forward (decode_batch), so it never holds more than
-  // the largest batch of the current run: max_live x (depth + 1) x vocab floats.
+  // first iteration that runs no batched forward (decode_batch) and when no turn is live
+  // (iterate), so it never holds more than the largest batch of the current run: max_live x
+  // (depth + 1) x vocab floats (EngineMetrics::batch_rows_bytes).
   std::vector<float> batch_rows_;
   std::optional<StepScheduler> scheduler_;  // set in the constructor (needs the chunk)
   size_t state_memory_request_ = 0;         // EngineOptions::state_memory_bytes
