@@ -188,7 +188,6 @@ void draft_table(deepseek_v4::DeepseekV4CudaModel& m, const std::vector<int32_t>
   std::printf("\n%s draft cost at context %lld (median of %d): draft(depth) / one decode step\n",
               dspark ? "DSpark (one K5 pass)" : "MTP", (long long)s->position(), reps);
   std::printf("| depth | decode ms | draft ms | ratio |\n|---|---|---|---|\n");
-  m.set_confidence_gate(0.0);
   for (int depth : cost_depths) {
     m.draft(*s, argmax(l), depth, d);  // the draft's graph for this depth
     std::vector<double> dec, dr;

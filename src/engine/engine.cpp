@@ -259,9 +259,13 @@ void Engine::iterate() {
   decode_batch(decode);
   check_canary();
   std::erase_if(live_, [](const auto& j) { return j->phase == Job::Phase::kDone; });
+  // Idle until the next turn: hold no rows (a run can end inside a batched iteration, e.g. a
+  // speculative cycle's accepted drafts reaching max_tokens, which decode_batch keeps).
+  if (live_.empty()) std::vector<float>().swap(batch_rows_);
   publish_state_bytes();
   std::lock_guard lk(metrics_mu_);
   m_.live = int64_t(live_.size());
+  m_.batch_rows_bytes = batch_rows_.capacity() * sizeof(float);
   m_.running = int64_t(decode.size());
   m_.prefilling = fed;
   if (!decode.empty()) {

@@ -118,6 +118,8 @@ struct EngineMetrics {
   size_t state_bytes = 0, state_budget_bytes = 0;
   uint64_t preemptions = 0;
   uint64_t batched_verify_calls = 0, batched_verify_rows = 0;
+  // Bytes the batched logits rows buffer holds between iterations (0 once no turn is live).
+  size_t batch_rows_bytes = 0;
 };
 
 class Engine {
@@ -180,7 +182,8 @@ class Engine {
   bool spec_decode(Job& job);  // engine_spec.cpp; false: this turn does not speculate
   // engine_spec_batch.cpp: the iteration's speculative cycles, their verifies in one
   // Model::verify_batch where the model batches them; turns that never speculate join `plain`.
-  void speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain);
+  // True when the verify rows went through batch_rows_.
+  bool speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain);
   bool spec_ready(Job& job);                  // engine_spec.cpp: false: the turn does not speculate
   int64_t spec_budget(const Job& job) const;  // the cycle's token budget (< 1: a plain step)
   void feed_last(Job& job);                   // feeds job.to_feed alone (kLast logits)
@@ -216,6 +219,12 @@ class Engine {
   bool sample_candidates_ = true;
   int sample_candidates_k_ = 256;
   bool batching_ = true;
+  // The stacked logits rows of an iteration's batched verify or decode (rows x vocab floats),
+  // kept from one iteration to the next instead of allocated each time. Released by the
+  // first iteration that runs no batched forward (decode_batch) and when no turn is live
+  // (iterate), so it never holds more than the largest batch of the current run: max_live x
+  // (depth + 1) x vocab floats (EngineMetrics::batch_rows_bytes).
+  std::vector<float> batch_rows_;
   std::optional<StepScheduler> scheduler_;  // set in the constructor (needs the chunk)
   size_t state_memory_request_ = 0;         // EngineOptions::state_memory_bytes
   std::optional<StateBudget> budget_;       // set on the engine thread before it is ready

@@ -14,7 +14,7 @@ void Engine::decode_together(std::vector<Job*>& jobs) {
     states.push_back(j->state.get());
     tokens.push_back(j->to_feed);
   }
-  std::vector<float> rows;
+  std::vector<float>& rows = batch_rows_;  // the model resizes it: no allocation once grown
   try {
     model_->decode_batch(states, tokens, rows);
   } catch (const std::exception& e) {

@@ -232,9 +232,14 @@ void Engine::decode_batch(std::vector<Job*>& jobs) {
   std::vector<Job*> plain, spec;
   for (Job* j : jobs)
     if (j->phase == Job::Phase::kDecode && j->to_feed >= 0) (j->spec_depth > 0 ? spec : plain).push_back(j);
-  speculate(spec, plain);
-  if (batching_ && model_->info().batched_decode && plain.size() >= 2) return decode_together(plain);
-  for (Job* j : plain) decode_one(*j);
+  const bool verified = speculate(spec, plain);
+  const bool together = batching_ && model_->info().batched_decode && plain.size() >= 2;
+  if (together) decode_together(plain);
+  else
+    for (Job* j : plain) decode_one(*j);
+  // No batched forward this iteration (the batched run ended, or is down to one stream):
+  // give the rows buffer back rather than hold the largest batch's rows while idle.
+  if (!verified && !together) std::vector<float>().swap(batch_rows_);
 }
 
 void Engine::decode_one(Job& j) {

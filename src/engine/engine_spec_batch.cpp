@@ -22,7 +22,7 @@ struct DraftedCycle {
 
 }  // namespace
 
-void Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
+bool Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
   auto fail = [](Job& j, const std::exception& e) {
     j.handle->push(error_event(e.what()));
     j.phase = Job::Phase::kDone;
@@ -49,7 +49,7 @@ void Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
       fail(*j, e);
     }
   }
-  if (cycles.empty()) return;
+  if (cycles.empty()) return false;
 
   std::vector<ModelState*> states;
   std::vector<std::span<const int32_t>> windows;
@@ -57,14 +57,14 @@ void Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
     states.push_back(c.job->state.get());
     windows.push_back(c.window);
   }
-  std::vector<float> rows;
+  std::vector<float>& rows = batch_rows_;  // verify_batch clears it: no allocation once grown
   const auto t0 = std::chrono::steady_clock::now();
   try {
     if (!model_->verify_batch(states, windows, rows))
       throw Error("speculative: the model's draft head cannot capture a batched verify");
   } catch (const std::exception& e) {
     for (const DraftedCycle& c : cycles) fail(*c.job, e);  // states may have advanced part way
-    return;
+    return true;
   }
   // Each cycle's share of the batch's time (its stats feed the speculation cost model).
   const double share = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
@@ -89,6 +89,7 @@ void Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
       fail(j, e);
     }
   }
+  return true;
 }
 
 }  // namespace ds4::engine

@@ -85,19 +85,19 @@ std::span<const int32_t> SpecDecoder::draft_window(ModelState& state, int32_t ne
   // Greedy keeps the full depth (it draws nothing; the budget only cuts the accepted list).
   const int depth = cfg_.category == SpecCategory::kGreedy ? cfg_.depth : int(std::min<int64_t>(cfg_.depth, budget));
   const auto t0 = Clock::now();
-  // The gate lives in the (shared) model: set this turn's before every draft, since
-  // concurrent turns (exact 0.8, others 0.6, or explicit values) draft one after another.
-  head_.set_confidence_gate(cfg_.dspark_confidence);
+  // This turn's DSpark gate goes with each draft call (concurrent turns on the shared model
+  // draft under their own gates: exact 0.8, others 0.6, or explicit values).
+  const double gate = cfg_.dspark_confidence;
   if (exact) {
     q_.assign(size_t(depth) * size_t(V), 0.0);
     pick_k_ = 0;
     if (!head_.draft_picked(state, next, depth, [this](std::span<const float> row) { return pick_exact(row); },
                             drafts_)) {
-      head_.draft(state, next, depth, drafts_);  // greedy-only head: point-mass proposal, no draw
+      head_.draft_gated(state, next, depth, gate, drafts_);  // greedy-only head: point-mass proposal, no draw
       for (size_t k = 0; k < drafts_.size(); ++k) q_[k * size_t(V) + size_t(drafts_[k])] = 1.0;
     }
   } else {
-    head_.draft(state, next, depth, drafts_);
+    head_.draft_gated(state, next, depth, gate, drafts_);
   }
   if (corrupt_draft) corrupt_draft(drafts_);
   stats_.draft_s += since(t0);

@@ -6,34 +6,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
-#include <set>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "models/model.h"
 
 namespace ds4 {
-
-// As many tokens as states, no state twice, every token in [0, vocab), room for one more token
-// in every context. Throws (InputError for bad input) before any state advances.
-inline void check_decode_batch(const std::string& family, std::span<ModelState* const> states,
-                               std::span<const int32_t> tokens, int64_t vocab, int64_t max_context) {
-  if (states.size() != tokens.size())
-    throw Error("decode_batch: " + std::to_string(states.size()) + " states for " + std::to_string(tokens.size()) +
-                " tokens");
-  std::set<const ModelState*> seen;
-  for (size_t i = 0; i < states.size(); ++i) {
-    if (!seen.insert(states[i]).second) throw InputError(family + ": decode_batch with the same state twice");
-    if (tokens[i] < 0 || tokens[i] >= vocab)
-      throw InputError(family + ": token id " + std::to_string(tokens[i]) + " outside [0, " + std::to_string(vocab) +
-                       ")");
-    if (states[i]->position() + 1 > max_context)
-      throw InputError(family + ": context " + std::to_string(states[i]->position() + 1) + " exceeds max_context " +
-                       std::to_string(max_context));
-  }
-}
 
 // What decode_batch_rows asks of a CUDA model (State: its CudaState, with a host `pos`).
 template <class State>
@@ -48,8 +27,8 @@ struct BatchHooks {
   const float* logits = nullptr;                       // the pinned logits rows it leaves
 };
 
-// A CUDA model's decode_batch: checks everything first (check_decode_batch, the states'
-// type), then runs the rows with single(state) true as the model's own one-token step
+// A CUDA model's decode_batch: checks everything first (check_decode_batch of model.h, the
+// states' type), then runs the rows with single(state) true as the model's own one-token step
 // (forward(kLast)), the others in order as batched forwards of up to `most` rows (a forward
 // of one row runs as the step too: as fast, and no batch graph for it): their input rows,
 // run(states), each state's host position += 1, the logits rows copied out. begin(F) is told
@@ -59,7 +38,7 @@ void decode_batch_rows(Model& m, const std::string& family, std::span<ModelState
                        std::span<const int32_t> tokens, size_t most, std::vector<float>& logits,
                        const BatchHooks<State>& h) {
   const int64_t vocab = m.info().vocab_size;
-  check_decode_batch(family, states, tokens, vocab, m.info().max_context);
+  check_decode_batch(family + ": decode_batch", m.info(), states, tokens);
   std::vector<State*> sts;
   for (ModelState* s : states) sts.push_back(&h.state(*s));
   const size_t n = states.size(), V = size_t(vocab);

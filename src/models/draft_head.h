@@ -30,10 +30,15 @@ class DraftHead {
     return false;
   }
 
-  // Heads with a confidence head (DSpark) keep only the leading drafts whose confidence is
-  // at least `min_confidence` (SPEC §2's gate, resolved per turn by the engine; 0 = keep
-  // all). Heads without one ignore it.
-  virtual void set_confidence_gate(double min_confidence) { (void)min_confidence; }
+  // draft() under a turn's confidence gate (SPEC §2, resolved per turn by the engine): heads
+  // with a confidence head (DSpark) keep only the leading drafts whose confidence is at least
+  // `min_confidence` (0 keeps all: draft()); heads without one ignore it. An argument, not the
+  // head's state: concurrent turns on the one shared model each draft under their own gate.
+  virtual void draft_gated(ModelState& state, int32_t next_token, int depth, double min_confidence,
+                           std::vector<int32_t>& drafts) {
+    (void)min_confidence;
+    draft(state, next_token, depth, drafts);
+  }
 
   // Captured-prefix commit (MTPLX capture_commit). verify_capture(): the batched verify
   // forward (Logits::kAll) that also records, in `trial`, the per-row state a recurrent
@@ -73,7 +78,7 @@ template <class Begin, class Run, class End, class Abort>
 bool captured_verify_batch(Model& m, std::span<ModelState* const> states,
                            std::span<const std::span<const int32_t>> windows, std::vector<float>& logits,
                            const std::string& who, Begin begin, Run run, End end, Abort abort) {
-  check_verify_batch(states, windows, who);
+  check_batch(who, m.info(), states, windows);
   logits.clear();
   if (!m.draft_head()) return false;
   size_t armed = 0;

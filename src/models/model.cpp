@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "models/batch_rows.h"
 #include "models/draft_head.h"
 
 namespace ds4 {
@@ -29,9 +30,7 @@ void Model::forward_candidates(ModelState& state, std::span<const int32_t> token
 
 void Model::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                          std::vector<float>& logits) {
-  if (states.size() != tokens.size())
-    throw Error("decode_batch: " + std::to_string(states.size()) + " states for " + std::to_string(tokens.size()) +
-                " tokens");
+  check_decode_batch(info().family + ": decode_batch", info(), states, tokens);
   // Fallback (no weight sharing): one forward per sequence, rows concatenated.
   const size_t V = size_t(info().vocab_size);
   logits.resize(states.size() * V);
@@ -44,7 +43,7 @@ void Model::decode_batch(std::span<ModelState* const> states, std::span<const in
 
 bool Model::verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                          std::vector<float>& logits) {
-  check_verify_batch(states, windows, "verify_batch");
+  check_batch(info().family + ": verify_batch", info(), states, windows);
   logits.clear();
   DraftHead* head = draft_head();
   if (!head) return false;
@@ -60,17 +59,38 @@ bool Model::verify_batch(std::span<ModelState* const> states, std::span<const st
   return true;
 }
 
-void check_verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
-                        const std::string& who) {
+void check_window(const std::string& who, const ModelInfo& info, int64_t position, std::span<const int32_t> tokens) {
+  for (const int32_t t : tokens)
+    if (t < 0 || t >= info.vocab_size)
+      throw InputError(who + ": token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                       std::to_string(info.vocab_size) + ")");
+  if (position + int64_t(tokens.size()) > info.max_context)
+    throw InputError(who + ": context full: position " + std::to_string(position) + " + " +
+                     std::to_string(tokens.size()) + " tokens > max_context " + std::to_string(info.max_context));
+}
+
+void check_batch(const std::string& who, const ModelInfo& info, std::span<ModelState* const> states,
+                 std::span<const std::span<const int32_t>> windows) {
   if (states.size() != windows.size())
-    throw Error(who + ": " + std::to_string(states.size()) + " states for " + std::to_string(windows.size()) +
-                " windows");
+    throw InputError(who + ": " + std::to_string(states.size()) + " states for " + std::to_string(windows.size()) +
+                     " windows");
   for (size_t i = 0; i < states.size(); ++i) {
-    if (!states[i]) throw Error(who + ": state " + std::to_string(i) + " is null");
-    if (windows[i].empty()) throw Error(who + ": window " + std::to_string(i) + " is empty");
+    const std::string at = who + ": window " + std::to_string(i);
+    if (!states[i]) throw InputError(at + ": the state is null");
     for (size_t o = 0; o < i; ++o)
-      if (states[o] == states[i]) throw Error(who + ": the same state twice in one batch");
+      if (states[o] == states[i])
+        throw InputError(at + ": the state of window " + std::to_string(o) + " again (a batch holds distinct states)");
+    if (windows[i].empty()) throw InputError(at + ": no tokens");
+    check_window(at, info, states[i]->position(), windows[i]);
   }
+}
+
+void check_decode_batch(const std::string& who, const ModelInfo& info, std::span<ModelState* const> states,
+                        std::span<const int32_t> tokens) {
+  if (states.size() != tokens.size())
+    throw InputError(who + ": " + std::to_string(states.size()) + " states for " + std::to_string(tokens.size()) +
+                     " tokens");
+  check_batch(who, info, states, one_token_windows(tokens));
 }
 
 std::vector<float> Model::decode(ModelState& state, int32_t token) {

@@ -150,10 +150,21 @@ struct LoadOptions {
   int ple_readers = 16;                      // Qwen PLE sidecar: parallel row readers
 };
 
-// verify_batch's argument checks, shared by every family (who: names the caller in the
-// error): as many windows as states, none empty, no state twice.
-void check_verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
-                        const std::string& who);
+// The input checks every family and backend makes before a forward (one message format):
+// every token id in [0, vocab_size), room for the tokens in the context after `position`.
+// who: names the caller in the error ("glm5", "qwen_next: verify_batch: window 2"). Throws
+// InputError.
+void check_window(const std::string& who, const ModelInfo& info, int64_t position, std::span<const int32_t> tokens);
+
+// The checks of a batch over several states (verify_batch: a window each; decode_batch: one
+// token each, check_decode_batch), made before any state advances and shared by every family
+// and backend: as many windows as states, no state null or twice, no window empty, and each
+// window's check_window at its state's position. who: "glm5: verify_batch". Throws InputError.
+void check_batch(const std::string& who, const ModelInfo& info, std::span<ModelState* const> states,
+                 std::span<const std::span<const int32_t>> windows);
+// decode_batch's: as many tokens as states, then check_batch over one-token windows.
+void check_decode_batch(const std::string& who, const ModelInfo& info, std::span<ModelState* const> states,
+                        std::span<const int32_t> tokens);
 
 // Opens a model file or directory (HF/MLX safetensors dir, GGUF file) and picks the family
 // from its metadata (registry.cpp). Throws ds4::InputError naming the file and field.

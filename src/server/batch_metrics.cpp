@@ -33,6 +33,8 @@ std::string batch_metrics_text(const engine::EngineMetrics& m) {
       double(m.batched_verify_calls));
   one("ds4_batched_verify_rows_total", "counter", "Verify-window rows carried by batched verify forwards.",
       double(m.batched_verify_rows));
+  one("ds4_batch_rows_bytes", "gauge", "Bytes the batched verify / decode logits rows hold between iterations.",
+      double(m.batch_rows_bytes));
   const char* name = "ds4_decode_batch_size";
   out += std::string("# HELP ") + name + " Decode steps per engine iteration.\n# TYPE " + name + " histogram\n";
   uint64_t cum = 0;

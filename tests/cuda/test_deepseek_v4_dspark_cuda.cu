@@ -84,10 +84,9 @@ K5 gpu_k5(dsv4::DeepseekV4CudaModel& g, ModelState& st, int32_t primary) {
   return o;
 }
 
-// The CPU's pass with its gate at 0 (dspark_draft_details hands out the gated drafts).
+// The CPU's pass (dspark_draft_details drafts ungated: all five).
 K5 cpu_k5(Model& cpu, ModelState& st, int32_t primary) {
   K5 o;
-  cpu.draft_head()->set_confidence_gate(0.0);
   dsv4::dspark_draft_details(cpu, st, primary, o.logits, o.drafts, o.conf);
   return o;
 }
@@ -190,18 +189,14 @@ void gates(Model& cpu, dsv4::DeepseekV4CudaModel& g, const TensorSource& ref) {
     for (double t : {0.0, 0.6, 0.8, 1.0})
       for (int depth : {0, 1, 3, 5, 7}) {
         std::vector<int32_t> dc, dg;
-        cpu.draft_head()->set_confidence_gate(t);
-        g.draft_head()->set_confidence_gate(t);
-        cpu.draft_head()->draft(*sc, primary, depth, dc);
-        g.draft_head()->draft(*sg, primary, depth, dg);
+        cpu.draft_head()->draft_gated(*sc, primary, depth, t, dc);
+        g.draft_head()->draft_gated(*sg, primary, depth, t, dg);
         if (dc != dg && bad.empty())
           bad = k + " gate " + std::to_string(t) + " depth " + std::to_string(depth) + ": " + std::to_string(dg.size()) +
                 " drafts vs the CPU's " + std::to_string(dc.size());
       }
   }
-  cpu.draft_head()->set_confidence_gate(0.0);
-  g.draft_head()->set_confidence_gate(0.0);
-  check(bad.empty(), "gate 0 / 0.6 / 0.8 / 1.0 x depth 0 / 1 / 3 / 5 / 7: DraftHead::draft = the CPU's drafts" +
+  check(bad.empty(), "gate 0 / 0.6 / 0.8 / 1.0 x depth 0 / 1 / 3 / 5 / 7: DraftHead::draft_gated = the CPU's drafts" +
                          (bad.empty() ? std::string() : ": " + bad));
 }
 
@@ -292,9 +287,7 @@ int main(int argc, char** argv) {
     gates(*cpu, gpu, *ref);
     unchanged(gpu, p64);
     commits(gpu, args.quick);
-    {  // 301 % 4 = 1, 301 % 16 = 13: compressor windows open; gate 0 keeps all 5 drafts
-      gpu.set_confidence_gate(0.0);
-      cpu->draft_head()->set_confidence_gate(0.0);
+    {  // 301 % 4 = 1, 301 % 16 = 13: compressor windows open; draft() (ungated) keeps all 5 drafts
       checkpoint_round_trips(*cpu, gpu, synthetic_tokens(301, 41, 3, V),
                              CheckpointCase{"DSpark", 77, 5, kTol, "layer.3.comp.pend_kv", size_t(gpu.config().head_dim)});
     }
@@ -304,8 +297,6 @@ int main(int argc, char** argv) {
       auto tc_m = dsv4::load_cuda(tdir, o, dsv4::CudaModelOptions{});
       fs::remove_all(tdir);
       auto& tc = dynamic_cast<dsv4::DeepseekV4CudaModel&>(*tc_m);
-      tc.set_confidence_gate(0.0);
-      gpu.set_confidence_gate(0.0);
       tensor_core_prefill(gpu, tc, synthetic_tokens(300, 41, 3, V));
     }
   } catch (const std::exception& e) {

@@ -121,17 +121,20 @@ class DsModel : public Model, public DraftHead {
     s.dspark_on = w_.dspark != nullptr;
     if (w_.dspark) s.dspark_ring.assign(w_.dspark->stages.size(), {});
   }
-  // DSpark: one K5 pass, the first min(depth, 5) futures, cut before the first row whose
-  // confidence is under the gate (set_confidence_gate; SPEC §2).
-  void set_confidence_gate(double min_confidence) override { gate_ = min_confidence; }
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override {
+    draft_gated(state, next_token, depth, 0.0, drafts);
+  }
+  // DSpark: one K5 pass, the first min(depth, 5) futures, cut before the first row whose
+  // confidence is under the turn's gate (SPEC §2). ds4's MTP head has no confidence: no cut.
+  void draft_gated(ModelState& state, int32_t next_token, int depth, double min_confidence,
+                   std::vector<int32_t>& drafts) override {
     const Ctx ctx{c_, &pool_, inv_main_, inv_comp_};
     if (w_.dspark) {
       if (depth < 0) throw InputError("deepseek_v4: negative draft depth " + std::to_string(depth));
       dspark_draft(ctx, hc_, w_, as_state(state), next_token, dspark_);
       draft_logits_ = dspark_.logits;
       size_t keep = std::min<size_t>(size_t(depth), dspark_.drafts.size()), k = 0;
-      while (k < keep && dspark_.confidence[k] >= gate_) ++k;
+      while (k < keep && dspark_.confidence[k] >= min_confidence) ++k;
       drafts.assign(dspark_.drafts.begin(), dspark_.drafts.begin() + k);
       return;
     }
@@ -168,7 +171,6 @@ class DsModel : public Model, public DraftHead {
                        Logits mode, std::vector<float>& logits);
   std::vector<float> draft_logits_;  // {depth + 1, vocab} of the last draft() (DSpark: {5, vocab})
   DsparkDraft dspark_;
-  double gate_ = 0.0;  // DSpark confidence gate of the current turn (0: keep every draft)
 
   std::unique_ptr<TensorSource> src_;
   Config c_;
@@ -227,12 +229,7 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
   const int64_t T = int64_t(tokens.size()), H = c_.hidden, n = c_.hc;
   logits.clear();
   if (T == 0) return;
-  if (s->pos + T > info_.max_context)
-    throw InputError("deepseek_v4: context " + std::to_string(s->pos + T) + " exceeds max_context " +
-                     std::to_string(info_.max_context));
-  for (int32_t t : tokens)
-    if (t < 0 || t >= c_.vocab) throw InputError("deepseek_v4: token id " + std::to_string(t) + " outside [0, " +
-                                                  std::to_string(c_.vocab) + ")");
+  check_window("deepseek_v4", info_, s->pos, tokens);
   // every HC stream starts as the token embedding: x {T, hc, hidden}
   std::vector<float> x(static_cast<size_t>(T * n * H));
   for (int64_t t = 0; t < T; ++t) {
@@ -267,9 +264,7 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
 void DsModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                            std::vector<float>& logits) {
   if (observer) return Model::decode_batch(states, tokens, logits);  // the observer sees one sequence per call
-  if (states.size() != tokens.size())
-    throw Error("deepseek_v4: decode_batch got " + std::to_string(states.size()) + " states for " +
-                std::to_string(tokens.size()) + " tokens");
+  check_decode_batch("deepseek_v4: decode_batch", info_, states, tokens);
   forward_windows(states, one_token_windows(tokens), Logits::kLast, logits);
 }
 
@@ -289,23 +284,14 @@ bool DsModel::verify_batch(std::span<ModelState* const> states, std::span<const 
 // lm_head once over all rows (decoder_layer_seqs); attention keys, compressor lanes, the
 // draft heads' records and DSpark taps per sequence. Row for row the operations of forward()
 // on each window alone (no tensor-core emulation), so each row is bit for bit that forward's.
+// The callers checked the batch (check_batch: decode_batch, captured_verify_batch).
 void DsModel::forward_windows(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                               Logits mode, std::vector<float>& logits) {
   const int64_t B = int64_t(states.size()), H = c_.hidden, n = c_.hc;
   std::vector<State*> st;
   std::vector<int32_t> tokens;  // every row's token, stacked (the hash-routed MoE layers read them)
   for (int64_t b = 0; b < B; ++b) {
-    State* s = &as_state(*states[size_t(b)]);
-    if (std::find(st.begin(), st.end(), s) != st.end()) throw Error("deepseek_v4: a batch got the same state twice");
-    const int64_t T = int64_t(windows[size_t(b)].size());
-    if (s->pos + T > info_.max_context)
-      throw InputError("deepseek_v4: context " + std::to_string(s->pos + T) + " exceeds max_context " +
-                       std::to_string(info_.max_context));
-    for (const int32_t t : windows[size_t(b)])
-      if (t < 0 || t >= c_.vocab)
-        throw InputError("deepseek_v4: token id " + std::to_string(t) + " outside [0, " + std::to_string(c_.vocab) +
-                         ")");
-    st.push_back(s);
+    st.push_back(&as_state(*states[size_t(b)]));
     tokens.insert(tokens.end(), windows[size_t(b)].begin(), windows[size_t(b)].end());
   }
   logits.clear();

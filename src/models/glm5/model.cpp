@@ -115,16 +115,11 @@ void Glm5Model::forward(ModelState& state, std::span<const int32_t> tokens, Logi
     logits.clear();
     return;
   }
-  if (st->pos + n > info_.max_context)
-    throw InputError("glm5: context full: position " + std::to_string(st->pos) + " + " + std::to_string(n) +
-                     " tokens > max_context " + std::to_string(info_.max_context));
+  check_window("glm5", info_, st->pos, tokens);
   // Streams {n, hc, hidden}: every stream starts as the token embedding.
   std::vector<float> x(size_t(n * hc * H)), tmp(size_t(n * hc * H));
   for (int64_t t = 0; t < n; ++t) {
-    const int32_t id = tokens[size_t(t)];
-    if (id < 0 || id >= cfg_.vocab_size)
-      throw InputError("glm5: token id " + std::to_string(id) + " outside vocab_size " + std::to_string(cfg_.vocab_size));
-    dequantize_row(w_.embed, id, x.data() + t * hc * H);
+    dequantize_row(w_.embed, tokens[size_t(t)], x.data() + t * hc * H);
     for (int64_t s = 1; s < hc; ++s) std::copy_n(x.data() + t * hc * H, H, x.data() + (t * hc + s) * H);
   }
   Selection sel;  // written by full-indexer layers, read by the shared layer after them
@@ -155,9 +150,7 @@ void Glm5Model::forward(ModelState& state, std::span<const int32_t> tokens, Logi
 
 void Glm5Model::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                              std::vector<float>& logits) {
-  if (states.size() != tokens.size())
-    throw Error("glm5: decode_batch got " + std::to_string(states.size()) + " states for " +
-                std::to_string(tokens.size()) + " tokens");
+  check_decode_batch("glm5: decode_batch", info_, states, tokens);
   forward_windows(states, one_token_windows(tokens), Logits::kLast, logits);
 }
 
@@ -173,24 +166,13 @@ bool Glm5Model::verify_batch(std::span<ModelState* const> states, std::span<cons
 // forward() over several sequences' windows at once, the rows stacked (window b's after
 // those of windows 0..b-1): every matmul reads its weight once for all rows; the attention
 // mixers keep per-sequence state (decoder_layer_seqs). Row for row the operations of
-// forward() on each window alone, so each row is bit for bit that forward's.
+// forward() on each window alone, so each row is bit for bit that forward's. The callers
+// checked the batch (check_batch: decode_batch, captured_verify_batch).
 void Glm5Model::forward_windows(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                                 Logits mode, std::vector<float>& logits) {
   const int64_t B = int64_t(states.size()), H = cfg_.hidden_size, hc = cfg_.hc_mult;
   std::vector<State*> st(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    st[size_t(b)] = &as_state(*states[size_t(b)]);
-    for (int64_t o = 0; o < b; ++o)
-      if (st[size_t(o)] == st[size_t(b)]) throw Error("glm5: a batch got the same state twice");
-    for (const int32_t id : windows[size_t(b)])
-      if (id < 0 || id >= cfg_.vocab_size)
-        throw InputError("glm5: token id " + std::to_string(id) + " outside vocab_size " +
-                         std::to_string(cfg_.vocab_size));
-    const int64_t n = int64_t(windows[size_t(b)].size());
-    if (st[size_t(b)]->pos + n > info_.max_context)
-      throw InputError("glm5: context full: position " + std::to_string(st[size_t(b)]->pos) + " + " +
-                       std::to_string(n) + " tokens > max_context " + std::to_string(info_.max_context));
-  }
+  for (int64_t b = 0; b < B; ++b) st[size_t(b)] = &as_state(*states[size_t(b)]);
   logits.clear();
   if (B == 0) return;
   const std::vector<int64_t> first = window_starts(windows);

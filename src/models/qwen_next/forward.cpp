@@ -75,13 +75,7 @@ void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   const int64_t n = int64_t(tokens.size()), W = c.wide(), d = c.hidden;
   logits.clear();
   if (n == 0) return;
-  for (int32_t t : tokens)
-    if (t < 0 || t >= c.vocab)
-      throw InputError("qwen_next: token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                       std::to_string(c.vocab) + ")");
-  if (st.pos + n > info_.max_context)
-    throw InputError("qwen_next: context of " + std::to_string(st.pos + n) + " tokens exceeds max_context " +
-                     std::to_string(info_.max_context));
+  check_window("qwen_next", info_, st.pos, tokens);
   const Ctx x{c, pool_.get(), inv_freq_};
   std::vector<float> h(size_t(n * W));  // {n, hc, d}: the embedding repeated in every stream
   for (int64_t t = 0; t < n; ++t) {
@@ -105,9 +99,7 @@ void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, 
 void QwenNextModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                                  std::vector<float>& logits) {
   if (on_layer) return Model::decode_batch(states, tokens, logits);  // the debug hook sees one sequence per call
-  if (states.size() != tokens.size())
-    throw Error("qwen_next: decode_batch got " + std::to_string(states.size()) + " states for " +
-                std::to_string(tokens.size()) + " tokens");
+  check_decode_batch("qwen_next: decode_batch", info_, states, tokens);
   forward_windows(states, one_token_windows(tokens), Logits::kLast, logits);
 }
 
@@ -115,7 +107,8 @@ void QwenNextModel::decode_batch(std::span<ModelState* const> states, std::span<
 // those of windows 0..b-1) through decoder_layer_seqs: every matmul reads its weight once
 // for all rows; PLE contexts, conv windows, recurrent states and KV caches stay per
 // sequence. Row for row the operations of forward() on each window alone, so each row is
-// bit for bit that forward's.
+// bit for bit that forward's. The callers checked the batch (check_batch: decode_batch,
+// captured_verify_batch).
 void QwenNextModel::forward_windows(std::span<ModelState* const> states,
                                     std::span<const std::span<const int32_t>> windows, Logits mode,
                                     std::vector<float>& logits) {
@@ -125,15 +118,6 @@ void QwenNextModel::forward_windows(std::span<ModelState* const> states,
   for (int64_t b = 0; b < B; ++b) {
     auto* s = dynamic_cast<State*>(states[size_t(b)]);
     if (!s) throw Error("qwen_next: a batch got a state of another model family");
-    if (std::find(st.begin(), st.end(), s) != st.end()) throw Error("qwen_next: a batch got the same state twice");
-    for (const int32_t t : windows[size_t(b)])
-      if (t < 0 || t >= c.vocab)
-        throw InputError("qwen_next: token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                         std::to_string(c.vocab) + ")");
-    const int64_t n = int64_t(windows[size_t(b)].size());
-    if (s->pos + n > info_.max_context)
-      throw InputError("qwen_next: context of " + std::to_string(s->pos + n) + " tokens exceeds max_context " +
-                       std::to_string(info_.max_context));
     st.push_back(s);
   }
   logits.clear();

@@ -26,7 +26,7 @@ def test_run_rejects_token_outside_vocab():
     res = subprocess.run([BIN, "run", "--model", os.path.join(DATA, "model"), "--tokens", "5000"],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 1
-    assert "outside vocab_size 1024" in res.stderr
+    assert "glm5: token id 5000 outside the vocabulary [0, 1024)" in res.stderr
 
 
 def test_run_q8_0_gguf_from_ds4_convert(tmp_path):

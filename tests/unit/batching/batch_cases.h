@@ -23,7 +23,9 @@ struct Case {
   std::string extra = "";      // config merged into the temp folder (DSpark's settings)
 };
 
-inline std::unique_ptr<Model> load(const Case& c) { return test::load_family_model(c.tag, c.dir, c.head, c.extra); }
+inline std::unique_ptr<Model> load(const Case& c, int64_t max_context = 0) {
+  return test::load_family_model(c.tag, c.dir, c.head, c.extra, max_context);
+}
 
 // Deterministic prompt ids in [1, vocab): different lengths and contents per sequence.
 inline std::vector<int32_t> prompt(int64_t vocab, int seq, int len) {

@@ -1,7 +1,8 @@
 // Concurrent speculating turns on one model with different DSpark confidence gates (SPEC §2:
-// exact turns 0.8, others 0.6, or the request's value): the gate is held by the shared model,
-// so each SpecDecoder sets its own before every draft. Two turns whose cycles interleave (as
-// the engine's batched iteration runs them) draft exactly as many tokens as each alone.
+// exact turns 0.8, others 0.6, or the request's value): each SpecDecoder passes its own gate
+// with every draft (DraftHead::draft_gated; the shared model holds none). Two turns whose
+// cycles interleave (as the engine's batched iteration runs them) draft exactly as many tokens
+// as each alone.
 #include <gtest/gtest.h>
 
 #include "batch_cases.h"

@@ -19,6 +19,15 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 const std::string kData = DS4_TEST_DATA;
 
+// Once the last turn is gone (live 0, published with it), the engine holds no batched logits
+// rows (Engine::batch_rows_ is released when the run ends).
+void expect_batch_rows_released(Engine& e) {
+  for (int i = 0; i < 2000 && e.metrics().live > 0; ++i) std::this_thread::sleep_for(5ms);
+  const EngineMetrics m = e.metrics();
+  ASSERT_EQ(m.live, 0);
+  EXPECT_EQ(m.batch_rows_bytes, 0u);
+}
+
 // Six turns: three start together, three join once the first has emitted tokens, turn 1 is
 // cancelled mid-turn. Each finished turn equals its run alone; the cancelled one is a prefix.
 void run_join_and_cancel(GlmEngine& f, Engine& e, const std::vector<std::vector<int32_t>>& ref, int64_t max_tokens,
@@ -57,6 +66,7 @@ TEST_F(GlmEngine, ConcurrentTurnsEmitTheirAloneTokens) {
       EXPECT_GT(m.batched_calls, 0u) << "the concurrent decode steps must have run batched";
       EXPECT_GE(m.batched_rows, 2 * m.batched_calls);
       EXPECT_EQ(m.step_tokens, 16);  // auto: one prefill chunk
+      expect_batch_rows_released(*e);
     } else {
       EXPECT_EQ(m.batched_calls, 0u);
       EXPECT_EQ(m.step_tokens, 0);
@@ -145,6 +155,7 @@ void speculating_turns_verify_together(GlmEngine& f, int depth, bool full_window
     // call carried several turns' windows.
     if (!sampled && full_windows) EXPECT_GT(m.batched_verify_rows, uint64_t(depth + 1) * m.batched_verify_calls);
     EXPECT_EQ(m.batched_calls, 0u) << "every turn speculated: no plain batched step";
+    expect_batch_rows_released(*e);
     e->shutdown();
   }
 }

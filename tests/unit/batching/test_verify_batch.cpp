@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "batch_cases.h"
+#include "core/error.h"
 #include "models/draft_head.h"
 #include "models/model.h"
 
@@ -152,11 +153,12 @@ TEST_P(VerifyBatch, RejectsBadInputWithoutCapturing) {
   std::vector<float> rows;
   std::vector<ModelState*> twice{a.get(), a.get()}, pair{a.get(), b.get()};
   std::vector<std::span<const int32_t>> two{w, w}, with_bad{w, bad}, with_empty{w, none}, one{w};
-  EXPECT_THROW(m->verify_batch(twice, two, rows), Error);
-  EXPECT_THROW(m->verify_batch(pair, with_empty, rows), Error);
-  EXPECT_THROW(m->verify_batch(pair, one, rows), Error);
-  if (head) EXPECT_THROW(m->verify_batch(pair, with_bad, rows), Error);  // the forward's token check
-  else EXPECT_FALSE(m->verify_batch(pair, with_bad, rows));               // no head: nothing runs
+  // The shared checks (check_batch; every case and message: test_batch_checks.cpp) refuse
+  // these before the head is asked, so with or without one.
+  EXPECT_THROW(m->verify_batch(twice, two, rows), InputError);
+  EXPECT_THROW(m->verify_batch(pair, with_empty, rows), InputError);
+  EXPECT_THROW(m->verify_batch(pair, one, rows), InputError);
+  EXPECT_THROW(m->verify_batch(pair, with_bad, rows), InputError);
   EXPECT_EQ(a->position(), 5) << "a refused batch must not advance a state";
   EXPECT_EQ(b->position(), 7);
   // No captured window was left behind: both states verify and commit normally.

@@ -109,12 +109,12 @@ TEST_F(DeepseekDspark, ConfidenceGateKeepsTheReferencePrefix) {
     const auto prefix = ref<int32_t>(k + ".gate_prefix");
     std::vector<int32_t> d;
     for (int i : {0, 1}) {
-      head->set_confidence_gate(i == 0 ? 0.6 : 0.8);
-      head->draft(*st, primary, 5, d);
+      head->draft_gated(*st, primary, 5, i == 0 ? 0.6 : 0.8, d);
       EXPECT_EQ(d, std::vector<int32_t>(all.begin(), all.begin() + prefix[size_t(i)])) << k << " gate " << i;
     }
-    head->set_confidence_gate(0.0);
-    head->draft(*st, primary, 5, d);
+    head->draft_gated(*st, primary, 5, 0.0, d);
+    EXPECT_EQ(d, all) << k;
+    head->draft(*st, primary, 5, d);  // ungated: the gate of the previous call is not kept
     EXPECT_EQ(d, all) << k;
   }
 }

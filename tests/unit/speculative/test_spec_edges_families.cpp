@@ -46,7 +46,10 @@ class OracleHead : public DraftHead {
   OracleHead(DraftHead& h, std::vector<int32_t> full) : h_(h), full_(std::move(full)) {}
   void enable_draft(ModelState& st) const override { h_.enable_draft(st); }
   void draft(ModelState& st, int32_t next, int depth, std::vector<int32_t>& drafts) override {
-    h_.draft(st, next, depth, drafts);
+    draft_gated(st, next, depth, 0.0, drafts);
+  }
+  void draft_gated(ModelState& st, int32_t next, int depth, double gate, std::vector<int32_t>& drafts) override {
+    h_.draft_gated(st, next, depth, gate, drafts);
     const size_t p = size_t(st.position());
     if (p >= full_.size() || full_[p] != next) return;  // off the AR path: the head's own
     for (size_t k = 0; k < drafts.size() && p + 1 + k < full_.size(); ++k) drafts[k] = full_[p + 1 + k];
@@ -54,7 +57,6 @@ class OracleHead : public DraftHead {
   bool draft_picked(ModelState& st, int32_t next, int depth, const Pick& pick, std::vector<int32_t>& d) override {
     return h_.draft_picked(st, next, depth, pick, d);
   }
-  void set_confidence_gate(double c) override { h_.set_confidence_gate(c); }
   bool verify_capture(ModelState& trial, std::span<const int32_t> t, std::vector<float>& lg) override {
     return h_.verify_capture(trial, t, lg);
   }

@@ -426,12 +426,7 @@ void DeepseekV4CudaModel::forward(ModelState& state, std::span<const int32_t> to
   const int64_t n = int64_t(tokens.size()), V = c.vocab;
   logits.clear();
   if (n == 0) return;
-  for (int32_t t : tokens)
-    if (t < 0 || t >= c.vocab)
-      throw InputError("deepseek_v4: token id " + std::to_string(t) + " outside [0, " + std::to_string(c.vocab) + ")");
-  if (st.pos + n > m.info.max_context)
-    throw InputError("deepseek_v4: context " + std::to_string(st.pos + n) + " exceeds max_context " +
-                     std::to_string(m.info.max_context));
+  check_window("deepseek_v4", m.info, st.pos, tokens);
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
   uint8_t* in = static_cast<uint8_t*>(m.in_host->p);
   // Long forwards in prefill chunks (tensor cores: tensor_core_rows), the rest in chunk_rows,

@@ -18,7 +18,7 @@
 // main_q's K/V rows in each drafter-enabled state, recorded on the device from the tap layers'
 // HC means in every trunk step / chunk; draft() is one K5 pass as a graph (stages, logits, the
 // Markov chain and confidences on the device, ids and confidences copied back once), then the
-// depth cut and the confidence gate (set_confidence_gate) as the CPU; draft_picked declines; the
+// depth cut and the confidence gate (draft_gated) as the CPU; draft_picked declines; the
 // captured commit needs no DSpark record. No draft head for an embedding (or DSpark markov_w1)
 // type the device lookup lacks (backend/cuda/embed.h: F32, F16, BF16, Q8_0).
 // Checkpoints (state_io.cu): a state's save()/load() use the CPU State's named sections, so
@@ -127,7 +127,9 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   void draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) override;
   bool draft_picked(ModelState& state, int32_t next_token, int depth, const Pick& pick,
                     std::vector<int32_t>& drafts) override;
-  void set_confidence_gate(double min_confidence) override;  // DSpark's gate (MTP has no confidence head)
+  // DSpark's gate (SPEC §2; MTP has no confidence head: draft()).
+  void draft_gated(ModelState& state, int32_t next_token, int depth, double min_confidence,
+                   std::vector<int32_t>& drafts) override;
   bool verify_capture(ModelState& trial, std::span<const int32_t> tokens, std::vector<float>& logits) override;
   void commit_prefix(ModelState& trial, int64_t keep) override;
   // Tests / bench: draft() with its logits {depth + 1, vocab} copied back (row 0 = the head's

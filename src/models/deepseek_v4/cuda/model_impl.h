@@ -251,7 +251,6 @@ struct DeepseekV4CudaModel::Impl {
   // kDraftConfWord. The stages are layers c.layers + s: layer_rows runs them, with the K5
   // attention in place of the trunk's.
   static constexpr int64_t kDsparkGraphKey = -1;
-  double gate = 0.0;  // set_confidence_gate (SPEC §2; 0 keeps every draft)
   // After layer l: the HC mean of the rows' xa x (n rows, stride floats apart) into their taps
   // slot when l is a tap layer.
   void dspark_tap(int64_t l, float* x, int64_t n, int64_t stride);

@@ -180,9 +180,12 @@ void DeepseekV4CudaModel::enable_draft(ModelState& state) const {
   st.drop_graphs();  // graphs captured so far lack the head's rows
 }
 
-void DeepseekV4CudaModel::set_confidence_gate(double min_confidence) { impl_->gate = min_confidence; }
-
 void DeepseekV4CudaModel::draft(ModelState& state, int32_t next_token, int depth, std::vector<int32_t>& drafts) {
+  draft_gated(state, next_token, depth, 0.0, drafts);
+}
+
+void DeepseekV4CudaModel::draft_gated(ModelState& state, int32_t next_token, int depth, double min_confidence,
+                                      std::vector<int32_t>& drafts) {
   Impl& m = *impl_;
   CudaState& st = cuda_state(state);
   if (m.dw.has_dspark) {  // CPU model.cpp draft(): one K5 pass, min(depth, 5) futures, the gate's cut
@@ -193,7 +196,7 @@ void DeepseekV4CudaModel::draft(ModelState& state, int32_t next_token, int depth
     m.run_dspark(st, next_token, all, conf);
     const size_t keep = std::min<size_t>(size_t(depth), all.size());
     size_t k = 0;
-    while (k < keep && conf[k] >= m.gate) ++k;
+    while (k < keep && conf[k] >= min_confidence) ++k;
     drafts.assign(all.begin(), all.begin() + std::ptrdiff_t(k));
     return;
   }

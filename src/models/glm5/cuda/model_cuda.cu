@@ -338,12 +338,7 @@ void Glm5CudaModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   const int64_t n = int64_t(tokens.size()), V = c.vocab_size;
   logits.clear();
   if (n == 0) return;
-  for (int32_t t : tokens)
-    if (t < 0 || t >= c.vocab_size)
-      throw InputError("glm5: token id " + std::to_string(t) + " outside vocab_size " + std::to_string(c.vocab_size));
-  if (st.pos + n > m.info.max_context)
-    throw InputError("glm5: context full: position " + std::to_string(st.pos) + " + " + std::to_string(n) +
-                     " tokens > max_context " + std::to_string(m.info.max_context));
+  check_window("glm5", m.info, st.pos, tokens);
   if (mode == Logits::kAll) logits.resize(size_t(n * V));
   // Long forwards in prefill chunks (chunk.cu run_chunk: tensor cores from gemm_rows rows), the
   // rest in chunk_rows. With the MTP head on, a chunk of up to chunk_rows rows queues its pairs

@@ -202,13 +202,7 @@ void QwenNextCudaModel::Impl::run_step(CudaState& st, bool logits) {
 }
 
 void QwenNextCudaModel::Impl::check_input(const CudaState& st, std::span<const int32_t> tokens) const {
-  for (int32_t t : tokens)
-    if (t < 0 || t >= c.vocab)
-      throw InputError("qwen_next: token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                       std::to_string(c.vocab) + ")");
-  if (st.pos + int64_t(tokens.size()) > info.max_context)
-    throw InputError("qwen_next: context of " + std::to_string(st.pos + int64_t(tokens.size())) +
-                     " tokens exceeds max_context " + std::to_string(info.max_context));
+  check_window("qwen_next", info, st.pos, tokens);
 }
 
 void QwenNextCudaModel::Impl::fill_input(CudaState& st, int32_t tok, int64_t row) {
