@@ -26,6 +26,7 @@
 #include "backend/cuda/gemv_act.h"
 #include "backend/cuda/gemv_act_formats.cuh"
 #include "backend/cuda/gemv_device.cuh"
+#include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/error.h"
 
@@ -205,9 +206,12 @@ void launch_single_r(const Args& a, const XArgs& xa, float* y, cudaStream_t stre
                    RowsArgs{1, 0, 0, nullptr, nullptr, nullptr, nullptr}, y);
 }
 
+int g_rows_per_block = 0;  // gemv_act_set_rows_per_block; 0 = auto
+
 template <class F>
 void launch_single(const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
-  if ((a.rows + 7) / 8 * int64_t(batch) < 264) return launch_single_r<F, 4>(a, xa, y, stream, batch);
+  const int r = g_rows_per_block ? g_rows_per_block : (a.rows + 7) / 8 * int64_t(batch) < 264 ? 4 : 8;
+  if (r == 4) return launch_single_r<F, 4>(a, xa, y, stream, batch);
   launch_single_r<F, 8>(a, xa, y, stream, batch);
 }
 
@@ -284,6 +288,12 @@ void set_batch(const char* who, Args& a, const GemvBatch& b, ActBlock block) {
 XArgs x_args(const ActQ8View& x) { return XArgs{x.q, x.d, x.bsums}; }
 
 }  // namespace
+
+void gemv_act_set_rows_per_block(int rows) {
+  if (rows != 0 && rows != 4 && rows != 8)
+    throw InputError("cuda gemv_act: rows per block " + std::to_string(rows) + " is not 0, 4 or 8");
+  g_rows_per_block = rows;
+}
 
 bool gemv_act_supports(DType type) { return act_block_for(type) != ActBlock::kNone; }
 
