@@ -76,6 +76,40 @@ struct Row {
   double mib, us, gbps;
 };
 
+// Median ms of one replay of a CUDA graph holding what `capture(stream)` launches (after one
+// warm-up replay); decode runs as graphs too.
+template <class Fn>
+double graph_ms(Fn&& capture, int reps) {
+  cudaStream_t st;
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  DS4_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  capture(st);
+  DS4_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+  DS4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  DS4_CUDA_CHECK(cudaEventCreate(&a));
+  DS4_CUDA_CHECK(cudaEventCreate(&b));
+  DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));  // warm-up
+  std::vector<float> ms(static_cast<size_t>(reps));
+  for (int r = 0; r < reps; ++r) {
+    DS4_CUDA_CHECK(cudaEventRecord(a, st));
+    DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));
+    DS4_CUDA_CHECK(cudaEventRecord(b, st));
+    DS4_CUDA_CHECK(cudaEventSynchronize(b));
+    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms[size_t(r)], a, b));
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(st);
+  return double(ms[ms.size() / 2]);
+}
+
 // n_rows > 0: gemv_rows over n_rows input rows (x rows of cols floats, y rows of rows floats).
 // xq: the same launches on quantized activations (gemv_act, gemv_act_batched, gemv_act_rows;
 // xq rows of cols values), instead of x.
@@ -138,9 +172,7 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
     return Row{f.label, "", 0, 0, 0};
   }
-  cudaStream_t st;
-  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  auto pass = [&] {
+  auto pass = [&](cudaStream_t st) {
     for (size_t c = 0; c < copies; ++c) {
       w.data = data.as<uint8_t>() + c * experts * data_bytes;
       w.scales = sb_bytes ? sc.as<uint8_t>() + c * experts * sb_bytes : nullptr;
@@ -148,32 +180,7 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
       launch(st);
     }
   };
-  DS4_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  DS4_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  pass();
-  DS4_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-  DS4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  DS4_CUDA_CHECK(cudaEventCreate(&a));
-  DS4_CUDA_CHECK(cudaEventCreate(&b));
-  DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));  // warm-up
-  std::vector<float> ms(static_cast<size_t>(reps));
-  for (int r = 0; r < reps; ++r) {
-    DS4_CUDA_CHECK(cudaEventRecord(a, st));
-    DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));
-    DS4_CUDA_CHECK(cudaEventRecord(b, st));
-    DS4_CUDA_CHECK(cudaEventSynchronize(b));
-    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms[size_t(r)], a, b));
-  }
-  std::sort(ms.begin(), ms.end());
-  const double per_launch_s = double(ms[ms.size() / 2]) * 1e-3 / double(copies);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(st);
+  const double per_launch_s = graph_ms(pass, reps) * 1e-3 / double(copies);
   Row row;
   row.label = f.label;
   row.shape = std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what;
@@ -182,38 +189,6 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   row.us = per_launch_s * 1e6;
   row.gbps = double(per_copy) / per_launch_s * 1e-9;
   return row;
-}
-
-// Median us per launch of `launch` replayed as a CUDA graph of `per_graph` launches.
-template <class Fn>
-double graph_us(Fn&& launch, int per_graph, int reps) {
-  cudaStream_t st;
-  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  DS4_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < per_graph; ++i) launch(st);
-  DS4_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-  DS4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  DS4_CUDA_CHECK(cudaEventCreate(&a));
-  DS4_CUDA_CHECK(cudaEventCreate(&b));
-  DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));
-  std::vector<float> ms(static_cast<size_t>(reps));
-  for (int r = 0; r < reps; ++r) {
-    DS4_CUDA_CHECK(cudaEventRecord(a, st));
-    DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));
-    DS4_CUDA_CHECK(cudaEventRecord(b, st));
-    DS4_CUDA_CHECK(cudaEventSynchronize(b));
-    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms[size_t(r)], a, b));
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(st);
-  return double(ms[ms.size() / 2]) * 1e3 / per_graph;
 }
 
 // bench_cuda_gemv --act: gemv_act vs the f32-x gemv (kernel 3, PDL on), see the header.
@@ -247,7 +222,10 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
         rb[k] = bench_one(f, s, reps, x, y, false, 0, &xq).gbps;
       }
       cuda::gemv_act_set_rows_per_block(0);
-      const double qus = graph_us([&](cudaStream_t st) { cuda::quantize_act(x, s.cols, 1, xq, st); }, 200, reps);
+      constexpr int kQuantLaunches = 200;
+      const double qus = graph_ms([&](cudaStream_t st) {
+                           for (int i = 0; i < kQuantLaunches; ++i) cuda::quantize_act(x, s.cols, 1, xq, st);
+                         }, reps) * 1e3 / kQuantLaunches;
       std::printf("%-8s %-22s %7.2f | %7.2f %6.0f %6.1f%% | %7.2f %6.0f %6.1f%% | %5.2fx | %6.0f %6.0f | %8.2f\n", f.label,
                   ref.shape.c_str(), ref.mib, ref.us, ref.gbps, pct(ref), act.us, act.gbps, pct(act), ref.us / act.us,
                   rb[0], rb[1], qus);

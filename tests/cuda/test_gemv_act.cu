@@ -36,6 +36,7 @@
 #include "core/act_quant.h"
 #include "device_weight.h"
 #include "host_ref.h"
+#include "late_writer.cuh"
 #include "test_common.h"
 
 using namespace ds4;
@@ -305,22 +306,6 @@ void check_batched(DType type, int64_t rows, int64_t cols, std::mt19937_64& rng,
   }
 }
 
-// Lets the next kernel start now, then (after the spin) copies src -> dst and ids_src -> ids_dst.
-__global__ void late_writer(const float* src, float* dst, int64_t n, const int32_t* ids_src, int32_t* ids_dst,
-                            int n_ids) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-  if (threadIdx.x == 0) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < kSpinNs);
-  }
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
-  for (int i = threadIdx.x; i < n_ids; i += blockDim.x) ids_dst[i] = ids_src[i];
-}
-
 // late_writer -> quantize_act -> gemv_act (form 0) / gemv_act_batched by device ids (form 1):
 // with PDL the same output as plain launches, and the stale input gives another one.
 void check_pdl(DType type, std::mt19937_64& rng, cudaStream_t s) {
@@ -348,7 +333,7 @@ void check_pdl(DType type, std::mt19937_64& rng, cudaStream_t s) {
       cuda::gemv_set_pdl(pdl);
       if (write) {
         late_writer<<<1, 256, 0, s>>>(src.as<float>(), x.as<float>(), xn, ids_src.as<int32_t>(), ids.as<int32_t>(),
-                                      int(count));
+                                      int(count), kSpinNs);
         DS4_CUDA_CHECK_LAUNCH();
       }
       cuda::quantize_act(x.as<float>(), cols, count, xq, s);

@@ -3,8 +3,8 @@
 // reproduce ds4::dot_act (core/act_quant.h) bit for bit when the blocks are added in the CPU's
 // serial order: this checks the unit layouts (which weights, activation bytes, scales and
 // bsums a lane takes) and the f32 term of every block without a GPU. Needs the CUDA headers
-// only: the device intrinsics get host stand-ins below (dp4a, the rounded f32 ops, and a
-// shuffle that the test never relies on: it adds the lanes' sums itself).
+// only: the device intrinsics get host stand-ins (host_intrinsics.h; the test adds the lanes'
+// integer sums itself where the device shuffles).
 // Random weights (random_weight's scales) and activations quantized by ds4's CPU quantizers;
 // rows of 256..7168 values. Exit 1 on a mismatch.
 #include <cuda_fp16.h>
@@ -16,37 +16,7 @@
 #include <random>
 #include <vector>
 
-static inline float __uint_as_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-static inline uint32_t __float_as_uint(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-static inline int __popc(uint32_t v) { return __builtin_popcount(v); }
-template <class T>
-static inline T __ldg(const T* p) {
-  return *p;
-}
-static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t s) {
-  return uint32_t(((uint64_t(hi) << 32) | lo) >> (s & 31));
-}
-static inline uint32_t __funnelshift_rc(uint32_t lo, uint32_t hi, uint32_t s) {
-  return uint32_t(((uint64_t(hi) << 32) | lo) >> (s > 32 ? 32 : s));
-}
-static inline int __dp4a(int a, int b, int c) {
-  for (int k = 0; k < 4; ++k) c += int(int8_t(uint32_t(a) >> (8 * k))) * int(int8_t(uint32_t(b) >> (8 * k)));
-  return c;
-}
-// The host build uses -ffp-contract=off semantics for these by calling them as functions.
-static inline float __fmul_rn(float a, float b) { return a * b; }
-static inline float __fsub_rn(float a, float b) { return a - b; }
-static inline float __int2float_rn(int v) { return float(v); }
-static inline int __shfl_xor_sync(unsigned, int v, int) { return 0 * v; }
-
+#include "host_intrinsics.h"  // before the decoders
 #include "backend/cuda/gemv_act_formats.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/act_quant.h"

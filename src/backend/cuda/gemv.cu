@@ -382,23 +382,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
       for (int r = 0; r < R; ++r) acc[r][i] += dot_v<V, F>(raw[r], u, xv, book.get());
     }
   });
-  __shared__ float part[R * N][kMaxThreads / 32];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float s = warp_sum(acc[r][i]);
-      if (lane == 0) part[r * N + i][warp] = s;
-    }
-  __syncthreads();
-  for (int k = threadIdx.x; k < R * N; k += blockDim.x) {
-    const int r = k / N, i = k % N;
-    if (i >= n || row0 + r >= a.rows) continue;
-    float s = 0.f;
-    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[k][w];
-    y[yo[i] + row0 + r] = s;
-  }
+  finish_rows<R, N, kMaxThreads / 32>(acc, row0, a.rows, n, yo, y);
 }
 
 // gemv_small_kernel over input rows: one warp per weight row, each weight read once.

@@ -38,7 +38,7 @@ using namespace gemv_act_detail;
 using gemv_detail::launch_maybe_pdl;
 using gemv_detail::pdl_launch_dependents;
 using gemv_detail::pdl_wait;
-using gemv_detail::warp_sum;
+using gemv_detail::finish_rows;
 
 constexpr int kThreads = 128;
 
@@ -173,23 +173,7 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
     }
     if (u + blockDim.x < units) load_all(u + blockDim.x);
   }
-  __shared__ float part[R * N][kThreads / 32];
-  const int warp = threadIdx.x / 32;
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float s = warp_sum(acc[r][i]);
-      if (lane == 0) part[r * N + i][warp] = s;
-    }
-  __syncthreads();
-  for (int k = threadIdx.x; k < R * N; k += blockDim.x) {
-    const int r = k / N, i = k % N;
-    if (i >= n || row0 + r >= a.rows) continue;
-    float s = 0.f;
-    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[k][w];
-    y[yo[i] + row0 + r] = s;
-  }
+  finish_rows<R, N, kThreads / 32>(acc, row0, a.rows, n, yo, y);
 }
 
 // Threads per block from the row length alone (gemv_act_rows must walk rows as gemv_act does):

@@ -13,6 +13,32 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The end of a multi-row GEMV block: acc[r][i] (weight row row0 + r, input row i) summed over
+// the block (warp shuffles, then the warps in order) and written to y[yo[i] + row0 + r] for the
+// live inputs i < n and the rows that exist. The same code for gemv_rows and gemv_act(_rows),
+// so a row's last additions are the same in every kernel that must match another bit for bit.
+template <int R, int N, int kMaxWarps>
+__device__ __forceinline__ void finish_rows(const float (&acc)[R][N], int64_t row0, int64_t rows, int n,
+                                            const int64_t (&yo)[N], float* __restrict__ y) {
+  __shared__ float part[R * N][kMaxWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const float s = warp_sum(acc[r][i]);
+      if (lane == 0) part[r * N + i][warp] = s;
+    }
+  __syncthreads();
+  for (int k = threadIdx.x; k < R * N; k += blockDim.x) {
+    const int r = k / N, i = k % N;
+    if (i >= n || row0 + r >= rows) continue;
+    float s = 0.f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[k][w];
+    y[yo[i] + row0 + r] = s;
+  }
+}
+
 // Programmatic dependent launch (sm_90): launch_dependents lets the next kernel's blocks be
 // scheduled once every block of this grid has started; wait blocks until the grid this one
 // depends on has finished and its writes are visible. Both are no-ops without the launch
