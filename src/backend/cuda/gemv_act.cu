@@ -39,6 +39,8 @@ using gemv_detail::launch_maybe_pdl;
 using gemv_detail::pdl_launch_dependents;
 using gemv_detail::pdl_wait;
 using gemv_detail::finish_rows;
+using gemv_detail::rows_entry;
+using gemv_detail::RowsArgs;
 
 constexpr int kThreads = 128;
 
@@ -49,13 +51,6 @@ struct XArgs {
   const int8_t* q;
   const float* d;
   const int16_t* bs;
-};
-
-// gemv_rows' per-entry options (gemv.h GemvRows), offsets in activation values.
-struct RowsArgs {
-  int n;
-  int64_t x_row, y_row;
-  const int32_t *live, *counts, *x_idx, *y_idx;
 };
 
 template <class F>
@@ -103,15 +98,8 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
   int64_t xo[N], yo[N];  // per input row: activation value offset, output offset
   bool waited = false;
   if constexpr (kRows) {
-    if (ra.live && int(blockIdx.y) >= *ra.live) return;  // whole block: before any barrier
-    const int64_t b = act_entry(a);
-    n = ra.counts ? min(ra.counts[blockIdx.y], N) : ra.n;
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const int64_t k = int64_t(blockIdx.y) * kGemvMaxRows + i;
-      xo[i] = b * a.x_stride + (i < n ? (ra.x_idx ? ra.x_idx[k] : i) * ra.x_row : 0);
-      yo[i] = b * a.y_stride + (i < n ? (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : 0);
-    }
+    // whole block, before any barrier; offsets in activation values
+    if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return act_entry(e); })) return;
   } else {
     pdl_launch_dependents();
     waited = a.ids != nullptr;

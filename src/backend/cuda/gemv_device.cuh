@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
 
 namespace ds4::cuda::gemv_detail {
 
@@ -11,6 +12,31 @@ __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+// gemv_rows' per-entry options (GemvRows in gemv.h); offsets in x's elements.
+struct RowsArgs {
+  int n;
+  int64_t x_row, y_row;
+  const int32_t *live, *counts, *x_idx, *y_idx;
+};
+
+// This block's entry of a multi-row launch: false past *live; else entry(a) points `a` at the
+// entry's expert and returns the entry b, and this fills the live count n and the input rows'
+// x / y offsets (b * a.x_stride / a.y_stride included).
+template <int N, class A, class Entry>
+__device__ __forceinline__ bool rows_entry(A& a, const RowsArgs& ra, int& n, int64_t (&xo)[N], int64_t (&yo)[N],
+                                           Entry&& entry) {
+  if (ra.live && int(blockIdx.y) >= *ra.live) return false;
+  const int64_t b = entry(a);
+  n = ra.counts ? min(ra.counts[blockIdx.y], N) : ra.n;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int64_t k = int64_t(blockIdx.y) * kGemvMaxRows + i;
+    xo[i] = b * a.x_stride + (i < n ? (ra.x_idx ? ra.x_idx[k] : i) * ra.x_row : 0);
+    yo[i] = b * a.y_stride + (i < n ? (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : 0);
+  }
+  return true;
 }
 
 // The end of a multi-row GEMV block: acc[r][i] (weight row row0 + r, input row i) summed over
