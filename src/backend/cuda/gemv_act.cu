@@ -96,13 +96,12 @@ template <class F, int R, int N, bool kRows>
 __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, RowsArgs ra, float* __restrict__ y) {
   int n = 1;
   int64_t xo[N], yo[N];  // per input row: activation value offset, output offset
-  bool waited = false;
+  const bool waited = a.ids != nullptr && !kRows;  // batched by device ids: wait before reading them
   if constexpr (kRows) {
     // whole block, before any barrier; offsets in activation values
     if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return act_entry(e); })) return;
   } else {
     pdl_launch_dependents();
-    waited = a.ids != nullptr;
     if (waited) pdl_wait();
     const int64_t b = act_entry(a);
     xo[0] = b * a.x_stride;

@@ -13,7 +13,8 @@
 //                                      what term() needs (gemv_act_rows decodes a unit once
 //                                      and dots it with every input row)
 //   X, load_x(xrow, unit)              the unit's activation bytes and scale (plain loads, not
-//                                      __ldg: see the PDL note in gemv_act.cu)
+//                                      __ldg: see the PDL note in gemv_act.cu; every line that
+//                                      loads them says "PDL: input load" for pdl_sass_check.py)
 //   Sum, dot(w, x), reduce(sum)        the unit's integer sums; reduce adds them over the
 //                                      block's kLanes lanes (every lane gets the total)
 //   term(w, sum, x)                    the block's f32 contribution (used by the block's first lane)
@@ -43,8 +44,8 @@ struct Tables {
   const uint64_t* signs;  // 128 sign fields -> 0xff in each byte whose weight is negative
 };
 
-__device__ __forceinline__ int4 ld16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }
-__device__ __forceinline__ int2 ld8(const int8_t* p) { return *reinterpret_cast<const int2*>(p); }
+__device__ __forceinline__ int4 ld16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }  // PDL: input load
+__device__ __forceinline__ int2 ld8(const int8_t* p) { return *reinterpret_cast<const int2*>(p); }  // PDL: input load
 
 template <int kLanes>
 __device__ __forceinline__ int32_t lanes_sum(int32_t v) {
@@ -70,7 +71,7 @@ struct ActQ8_0 {
   }
   __device__ static W prep(const Raw& r, int64_t, const Tables&) { return r; }
   __device__ static X load_x(const XRow& x, int64_t u) {
-    return X{{ld16(x.q + 32 * u), ld16(x.q + 32 * u + 16)}, x.d[u]};
+    return X{{ld16(x.q + 32 * u), ld16(x.q + 32 * u + 16)}, x.d[u]};  // PDL: input load
   }
   __device__ static Sum dot(const W& w, const X& x) {
     const int32_t xs[8] = {x.q[0].x, x.q[0].y, x.q[0].z, x.q[0].w, x.q[1].x, x.q[1].y, x.q[1].z, x.q[1].w};
@@ -132,8 +133,8 @@ struct ActQ2_K {
     X v;
 #pragma unroll
     for (int s = 0; s < 4; ++s) v.q[s] = ld8(q + 32 * s);
-    v.bs = *reinterpret_cast<const uint32_t*>(x.bs + 16 * b + 8 * h + 2 * k);
-    v.d = x.d[b];
+    v.bs = *reinterpret_cast<const uint32_t*>(x.bs + 16 * b + 8 * h + 2 * k);  // PDL: input load
+    v.d = x.d[b];  // PDL: input load
     return v;
   }
   __device__ static Sum dot(const W& w, const X& x) {
@@ -189,7 +190,7 @@ struct ActIQ2_XXS {
   }
   __device__ static X load_x(const XRow& x, int64_t u) {
     const int8_t* q = x.q + 32 * u;  // unit u = 8b + p covers values 256b + 32p ..
-    return X{{ld16(q), ld16(q + 16)}, x.d[u >> 3]};
+    return X{{ld16(q), ld16(q + 16)}, x.d[u >> 3]};  // PDL: input load
   }
   __device__ static Sum dot(const W& w, const X& x) {
     const int32_t xs[8] = {x.q[0].x, x.q[0].y, x.q[0].z, x.q[0].w, x.q[1].x, x.q[1].y, x.q[1].z, x.q[1].w};
