@@ -9,6 +9,7 @@
 //                          most (nb - 1) u sum |term|); term_b is dot_act on block b alone.
 //                          The largest |gpu - cpu| / sum|term| seen is printed (expect ~1e-7);
 //   gemv_act_batched    entry b == gemv_act on expert ids[b] (memcmp), ids on the device;
+//                          Q2_K / IQ2_XXS under both lane splits (gemv_act_set_lanes 4, 8);
 //   gemv_act_rows       row i == gemv_act on that row (memcmp), n = 1..16, and with batch ids,
 //                          live, counts, x_idx and y_idx (entries past *live untouched);
 //   PDL                 quantize_act + gemv_act / _batched launched as programmatic dependents
@@ -174,10 +175,13 @@ struct Shape {
   const char* what;
 };
 
-void check_shape(const Shape& sh, std::mt19937_64& rng, cudaStream_t s) {
+// lanes: gemv_act_set_lanes for Q2_K / IQ2_XXS (0 = the default 4 lanes per block, 8).
+void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t s) {
   const ActBlock block = act_block_for(sh.type);
+  cuda::gemv_act_set_lanes(lanes);
   const std::string what = std::string(dtype_name(sh.type)) + " " + std::to_string(sh.rows) + "x" +
-                           std::to_string(sh.cols) + " " + sh.what;
+                           std::to_string(sh.cols) + " " + sh.what +
+                           (sh.type == DType::Q8_0 ? "" : lanes == 8 ? " (8 lanes)" : " (4 lanes)");
   const HostWeight hw = random_weight(sh.type, sh.rows, sh.cols, rng);
   const DeviceWeight dw = upload(hw);
   constexpr int64_t kIn = 16;  // input rows for gemv_act_rows
@@ -216,6 +220,7 @@ void check_shape(const Shape& sh, std::mt19937_64& rng, cudaStream_t s) {
   }
   check(rows_same == rows_total, what + ": gemv_act_rows row i == gemv_act (memcmp), n = 1..16: " +
                                      std::to_string(rows_same) + " of " + std::to_string(rows_total));
+  cuda::gemv_act_set_lanes(0);
 }
 
 // E experts stacked in one weight; batched and multi-row launches routed by device ids.
@@ -405,7 +410,8 @@ void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
   check(throws([&] { cuda::act_q8_row_bytes(ActBlock::kQ8_K, 128); }) &&
             throws([&] { cuda::act_q8_row_bytes(ActBlock::kNone, 256); }),
         "bad input: act_q8_row_bytes of a partial block / kNone throws");
-  check(throws([] { cuda::gemv_act_set_rows_per_block(2); }), "bad input: rows per block 2 throws");
+  check(throws([] { cuda::gemv_act_set_rows_per_block(2); }) && throws([] { cuda::gemv_act_set_lanes(2); }),
+        "bad input: rows per block 2 / lanes per block 2 throw");
   check(throws([&] { (void)a0.q.row(2); }), "bad input: DeviceActQ8::row past rows throws");
 }
 
@@ -431,7 +437,11 @@ int main() {
       {DType::Q8_0, 37, 96, "odd rows, 3 blocks"},
       {DType::Q8_0, 13, 32, "odd rows, one block"},
   };
-  for (const Shape& sh : shapes) check_shape(sh, rng, s);
+  for (const Shape& sh : shapes)
+    for (int lanes : {0, 8}) {
+      if (lanes == 8 && sh.type == DType::Q8_0) continue;  // one lane per block, no other split
+      check_shape(sh, lanes, rng, s);
+    }
   check_batched(DType::IQ2_XXS, 96, 4096, rng, s);
   check_batched(DType::Q2_K, 40, 2048, rng, s);
   check_batched(DType::Q8_0, 24, 1024, rng, s);

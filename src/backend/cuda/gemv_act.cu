@@ -89,6 +89,8 @@ struct Smem<ActIQ2_XXS> {
     return Tables{grid, signs};
   }
 };
+template <>
+struct Smem<ActIQ2_XXS4> : Smem<ActIQ2_XXS> {};  // the same tables
 
 // kRows = false: gemv_act / gemv_act_batched (N == 1; PDL waits as described above).
 // kRows = true: gemv_act_rows (N input rows, n of them live; gemv_rows' entry semantics).
@@ -205,12 +207,17 @@ void launch_rows(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, c
   launch_rows_n<F, 2, 16>(a, xa, ra, y, stream, batch);
 }
 
+int g_lanes = 0;  // gemv_act_set_lanes; 0 = 4
+
+// The one place that maps a weight type (and the lanes setting) to its decoder: gemv_act,
+// gemv_act_batched and gemv_act_rows all go through it, so gemv_act_rows walks rows as gemv_act.
 template <class Fn>
 void visit_act_format(DType t, Fn&& fn) {
+  const bool eight = g_lanes == 8;
   switch (t) {
     case DType::Q8_0: return fn(ActQ8_0{});
-    case DType::Q2_K: return fn(ActQ2_K{});
-    case DType::IQ2_XXS: return fn(ActIQ2_XXS{});
+    case DType::Q2_K: return eight ? fn(ActQ2_K{}) : fn(ActQ2_K4{});
+    case DType::IQ2_XXS: return eight ? fn(ActIQ2_XXS{}) : fn(ActIQ2_XXS4{});
     default: throw InputError("cuda gemv_act: weight type " + std::string(dtype_name(t)) + " is not supported");
   }
 }
@@ -266,6 +273,12 @@ void gemv_act_set_rows_per_block(int rows) {
   if (rows != 0 && rows != 4 && rows != 8)
     throw InputError("cuda gemv_act: rows per block " + std::to_string(rows) + " is not 0, 4 or 8");
   g_rows_per_block = rows;
+}
+
+void gemv_act_set_lanes(int lanes) {
+  if (lanes != 0 && lanes != 4 && lanes != 8)
+    throw InputError("cuda gemv_act: lanes per block " + std::to_string(lanes) + " is not 0, 4 or 8");
+  g_lanes = lanes;
 }
 
 bool gemv_act_supports(DType type) { return act_block_for(type) != ActBlock::kNone; }
