@@ -5,8 +5,8 @@
 // Work split: a thread block owns R consecutive weight rows; thread t takes units t, t + T, ...
 // (T = threads per block, which depends only on the row length, so gemv_act and gemv_act_rows
 // walk a row identically). A unit is one lane's share of a weight block (Q8_0: the whole
-// 32-value block; Q2_K / IQ2_XXS: 1/8 of a 256-value block), so the lanes of a warp read
-// consecutive bytes of a row. Per step a lane loads its unit of the R rows, the activation
+// 32-value block; Q2_K / IQ2_XXS: 1/4 of a 256-value block, or 1/8 under
+// gemv_act_set_lanes(8)), so the lanes of a warp read consecutive bytes of a row. Per step a lane loads its unit of the R rows, the activation
 // bytes once for all R, sums exactly in integers (dp4a), adds the integers over the block's
 // lanes (shuffles), and the block's first lane adds the block's f32 term to its row's partial
 // sum. Partial sums are reduced by warp shuffles, then across warps in shared memory, in a
