@@ -23,7 +23,8 @@
 // against the f32-x GEMV (kernel 3) on the Q8_0, Q2_K and IQ2_XXS shapes above: us, GB/s and %
 // of the copy bandwidth of both, the launch configuration gemv_act chose (gemv_act_config),
 // act/f32, gemv_act at 2, 4 and 8 rows per block and (Q2_K, IQ2_XXS)
-// with 8 lanes per block instead of 4 (gemv_act_set_lanes), the quantize_act
+// with 8 lanes per block instead of 4 (gemv_act_set_lanes), IQ2_XXS with the staged sign table
+// (gemv_act_set_iq2_sign_table), the quantize_act
 // launch that feeds it (one row of cols values), and gemv_act_rows at n = 1, 2, 4, 8, 16 as a
 // multiple of one gemv_act of the same weight.
 //
@@ -208,9 +209,10 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
   std::printf("gemv_act (quantized activations, dp4a) vs gemv (f32 x, kernel 3); PDL on; quantize = quantize_act "
               "of one row of cols values; 8-lane: Q2_K / IQ2_XXS with 8 lanes per block instead of 4\n"
               "config: the default launch (R rows per block, L lanes per weight block, T threads per block)\n"
-              "%-8s %-22s %7s | %-23s | %-10s %-23s | %6s | %-20s | %7s | %8s\n",
+              "sign tbl: IQ2_XXS with its sign masks from a shared-memory table (the first version) instead of computed\n"
+              "%-8s %-22s %7s | %-23s | %-10s %-23s | %6s | %-20s | %7s | %8s | %8s\n",
               "format", "shape", "MiB", "f32 gemv us GB/s %copy", "config", "gemv_act us GB/s %copy", "act/f32",
-              "act R2 / R4 / R8 GB/s", "8-lane", "quant us");
+              "act R2 / R4 / R8 GB/s", "8-lane", "sign tbl", "quant us");
   for (const Format& f : formats) {
     const ActBlock block = act_block_for(f.type);
     for (const Shape& s : shapes) {
@@ -235,14 +237,20 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
         lanes8 = bench_one(f, s, reps, x, y, false, 0, &xq).gbps;
         cuda::gemv_act_set_lanes(0);
       }
+      double table = 0;  // IQ2_XXS: the staged sign table
+      if (f.type == DType::IQ2_XXS) {
+        cuda::gemv_act_set_iq2_sign_table(true);
+        table = bench_one(f, s, reps, x, y, false, 0, &xq).gbps;
+        cuda::gemv_act_set_iq2_sign_table(false);
+      }
       constexpr int kQuantLaunches = 200;
       const double qus = graph_ms([&](cudaStream_t st) {
                            for (int i = 0; i < kQuantLaunches; ++i) cuda::quantize_act(x, s.cols, 1, xq, st);
                          }, reps) * 1e3 / kQuantLaunches;
       std::printf("%-8s %-22s %7.2f | %7.2f %6.0f %6.1f%% | %-10s %7.2f %6.0f %6.1f%% | %5.2fx | %6.0f %6.0f %6.0f | %7.0f | "
-                  "%8.2f\n",
+                  "%8.0f | %8.2f\n",
                   f.label, ref.shape.c_str(), ref.mib, ref.us, ref.gbps, pct(ref), cfg_s, act.us, act.gbps, pct(act),
-                  ref.us / act.us, rb[0], rb[1], rb[2], lanes8, qus);
+                  ref.us / act.us, rb[0], rb[1], rb[2], lanes8, table, qus);
     }
   }
   std::printf("\ngemv_act_rows: time of n rows / one gemv_act of the same weight (bytes floor ~1.0x)\n%-8s %-12s %8s",

@@ -9,7 +9,8 @@
 //                          most (nb - 1) u sum |term|); term_b is dot_act on block b alone.
 //                          The largest |gpu - cpu| / sum|term| seen is printed (expect ~1e-7);
 //   gemv_act_batched    entry b == gemv_act on expert ids[b] (memcmp), ids on the device;
-//                          Q2_K / IQ2_XXS under both lane splits (gemv_act_set_lanes 4, 8);
+//                          Q2_K / IQ2_XXS under both lane splits (gemv_act_set_lanes 4, 8),
+//                          IQ2_XXS also with the staged sign table (same bits required);
 //   gemv_act_rows       row i == gemv_act on that row (memcmp), n = 1..16, and with batch ids,
 //                          live, counts, x_idx and y_idx (entries past *live untouched);
 //   PDL                 quantize_act + gemv_act / _batched launched as programmatic dependents
@@ -243,6 +244,22 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
   }
   check(rows_same == rows_total, what + ": gemv_act_rows row i == gemv_act (memcmp), n = 1..16: " +
                                      std::to_string(rows_same) + " of " + std::to_string(rows_total));
+  if (sh.type == DType::IQ2_XXS && lanes == 0) {  // the staged sign table: the same masks, the same bits
+    cuda::gemv_act_set_iq2_sign_table(true);
+    cuda::gemv_act(dw.view, xd.q.row(0), y.as<float>(), s);
+    const bool one = same(download(y.as<float>(), size_t(sh.rows)), single[0]);
+    cuda::GemvRows r;
+    r.n = 5, r.x_row = n, r.y_row = sh.rows;
+    poison(y);
+    cuda::gemv_act_rows(dw.view, xd.q.row(0), y.as<float>(), r, s);
+    const std::vector<float> got = download(y.as<float>(), size_t(5 * sh.rows));
+    int rows_ok = 0;
+    for (int i = 0; i < 5; ++i)
+      rows_ok += std::memcmp(&got[size_t(i * sh.rows)], single[size_t(i)].data(), size_t(sh.rows) * 4) == 0;
+    cuda::gemv_act_set_iq2_sign_table(false);
+    check(one && rows_ok == 5, what + ": sign table (gemv_act_set_iq2_sign_table) gemv_act and gemv_act_rows n=5 "
+                                      "== computed signs (memcmp), rows " + std::to_string(rows_ok) + " of 5");
+  }
   cuda::gemv_act_set_lanes(0);
 }
 

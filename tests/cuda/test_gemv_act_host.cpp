@@ -76,8 +76,10 @@ void check(DType type, int64_t cols, std::mt19937_64& rng, const Tables& t) {
   }
   const bool ok = same == kRows;
   if (!ok) ++g_fail;
-  std::printf("%s %s (%d lanes per block) cols %lld: lanes + term == dot_act bit for bit on %d of %lld rows\n",
-              ok ? "PASS" : "FAIL", dtype_name(type).data(), F::kLanes, (long long)cols, same, (long long)kRows);
+  const char* how = "";
+  if constexpr (requires { F::kSignTable; }) how = F::kSignTable ? ", sign table" : ", computed signs";
+  std::printf("%s %s (%d lanes per block%s) cols %lld: lanes + term == dot_act bit for bit on %d of %lld rows\n",
+              ok ? "PASS" : "FAIL", dtype_name(type).data(), F::kLanes, how, (long long)cols, same, (long long)kRows);
 }
 
 }  // namespace
@@ -104,6 +106,7 @@ int main() {
     check<ActQ2_K4>(DType::Q2_K, cols, rng, t);
     check<ActIQ2_XXS>(DType::IQ2_XXS, cols, rng, t);
     check<ActIQ2_XXS4>(DType::IQ2_XXS, cols, rng, t);
+    check<ActIQ2_XXS4T>(DType::IQ2_XXS, cols, rng, t);  // the staged sign table (t.signs)
   }
   for (int64_t cols : {32, 96, 4096, 7168}) check<ActQ8_0>(DType::Q8_0, cols, rng, t);
   return g_fail ? 1 : 0;

@@ -66,24 +66,23 @@ __device__ __forceinline__ int64_t act_entry(Args& a) {
   return b;
 }
 
-// IQ2_XXS stages its codebook and sign masks in shared memory (lanes index them at random:
-// constant memory would serialize); the other formats need nothing.
-template <class F>
+// IQ2_XXS stages its codebook (and, ActIQ2_XXS4T, the sign masks) in shared memory (lanes
+// index them at random: constant memory would serialize); the other formats need nothing.
+template <class F, class = void>
 struct Smem {
   __device__ Tables stage() { return Tables{nullptr, nullptr}; }
 };
-template <>
-struct Smem<ActIQ2_XXS> {
-  uint64_t grid[256], signs[128];
+template <class F>
+struct Smem<F, std::void_t<decltype(F::kSignTable)>> {
+  uint64_t grid[256], signs[F::kSignTable ? 128 : 1];
   __device__ Tables stage() {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_act_iq2xxs_grid[i];
-    for (int i = threadIdx.x; i < 128; i += blockDim.x) signs[i] = iq2_sign_mask(uint32_t(i));
+    if constexpr (F::kSignTable)
+      for (int i = threadIdx.x; i < 128; i += blockDim.x) signs[i] = iq2_sign_mask(uint32_t(i));
     __syncthreads();
-    return Tables{grid, signs};
+    return Tables{grid, F::kSignTable ? signs : nullptr};
   }
 };
-template <>
-struct Smem<ActIQ2_XXS4> : Smem<ActIQ2_XXS> {};  // the same tables
 
 // kRows = false: gemv_act / gemv_act_batched (N == 1; PDL waits as described above).
 // kRows = true: gemv_act_rows (N input rows, n of them live; gemv_rows' entry semantics).
@@ -227,7 +226,8 @@ void launch_rows(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, c
   launch_rows_n<F, 2, 16>(a, xa, ra, y, stream, batch);
 }
 
-int g_lanes = 0;  // gemv_act_set_lanes; 0 = 4
+int g_lanes = 0;             // gemv_act_set_lanes; 0 = 4
+bool g_iq2_sign_table = false;  // gemv_act_set_iq2_sign_table
 
 // The one place that maps a weight type (and the lanes setting) to its decoder: gemv_act,
 // gemv_act_batched and gemv_act_rows all go through it, so gemv_act_rows walks rows as gemv_act.
@@ -237,7 +237,8 @@ void visit_act_format(DType t, Fn&& fn) {
   switch (t) {
     case DType::Q8_0: return fn(ActQ8_0{});
     case DType::Q2_K: return eight ? fn(ActQ2_K{}) : fn(ActQ2_K4{});
-    case DType::IQ2_XXS: return eight ? fn(ActIQ2_XXS{}) : fn(ActIQ2_XXS4{});
+    case DType::IQ2_XXS:
+      return eight ? fn(ActIQ2_XXS{}) : g_iq2_sign_table ? fn(ActIQ2_XXS4T{}) : fn(ActIQ2_XXS4{});
     default: throw InputError("cuda gemv_act: weight type " + std::string(dtype_name(t)) + " is not supported");
   }
 }
@@ -311,6 +312,8 @@ void gemv_act_set_lanes(int lanes) {
     throw InputError("cuda gemv_act: lanes per block " + std::to_string(lanes) + " is not 0, 4 or 8");
   g_lanes = lanes;
 }
+
+void gemv_act_set_iq2_sign_table(bool on) { g_iq2_sign_table = on; }
 
 bool gemv_act_supports(DType type) { return act_block_for(type) != ActBlock::kNone; }
 

@@ -40,10 +40,11 @@ struct XRow {
   const int16_t* bs;
 };
 
-// IQ2_XXS's lookup tables, staged in shared memory per thread block (null for other formats).
+// IQ2_XXS's lookup tables, staged in shared memory per thread block (null for other formats;
+// signs only for the sign-table variant, ActIQ2_XXS4T).
 struct Tables {
   const uint64_t* grid;   // 256 codebook entries: 8 unsigned grid bytes each
-  const uint64_t* signs;  // 128 sign fields -> 0xff in each byte whose weight is negative
+  const uint64_t* signs;  // 128 sign fields -> iq2_sign_mask(field)
 };
 
 __device__ __forceinline__ int4 ld16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }  // PDL: input load
@@ -51,18 +52,37 @@ __device__ __forceinline__ int2 ld8(const int8_t* p) { return *reinterpret_cast<
 
 __device__ __forceinline__ int32_t shfl_xor32(int32_t v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 
-// IQ2_XXS sign field i (7 stored bits; the 8th is their even parity, as ds4 decodes it) as a
-// mask with 0xff in each byte whose weight is negative. Each nibble's bit j is moved to bit
-// 8j by one multiply (the four shifted copies do not overlap), then widened to 0xff by
-// another: a few integer ops instead of a loop per bit (gemv_act.cu stages the 128 masks per
-// thread block; test_gemv_act_host checks them against the bit-by-bit definition).
-__host__ __device__ __forceinline__ uint64_t iq2_sign_mask(uint32_t i) {
-  uint32_t p = i & 127u;  // parity by xor folding (host and device alike)
-  p ^= p >> 4, p ^= p >> 2, p ^= p >> 1;
-  const uint32_t s = (i & 127u) | ((p & 1u) << 7);
-  const uint32_t lo = (((s & 15u) * 0x00204081u) & 0x01010101u) * 0xffu;
-  const uint32_t hi = (((s >> 4) * 0x00204081u) & 0x01010101u) * 0xffu;
-  return uint64_t(lo) | (uint64_t(hi) << 32);
+// 0xff in each byte of t whose top bit is set, 0 elsewhere: one prmt with the sign-replicate
+// selector (PTX ISA: a selector nibble's msb replicates the selected byte's sign).
+__host__ __device__ __forceinline__ uint32_t sign_bytes(uint32_t t) {
+#ifdef __CUDA_ARCH__
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(t), "r"(0u), "n"(0xba98));
+  return r;
+#else
+  uint32_t r = 0;
+  for (int j = 0; j < 4; ++j)
+    if ((t >> (8 * j + 7)) & 1u) r |= 0xffu << (8 * j);
+  return r;
+#endif
+}
+
+// IQ2_XXS sign field f (< 128: the 7 stored bits; the 8th is their even parity, as ds4
+// decodes it) as a mask with 0xff in each byte whose weight is negative, without a table:
+// multiplying by 0x10204080 puts bit j of a value of at most 7 bits at bit 8j + 7 (the copies
+// at 7, 14, 21, 28 do not overlap, so nothing carries), and sign_bytes widens it. The high
+// half takes bits 4..6 of f and the parity as bit 3 (popc << 3: its higher bits land on no
+// byte's top bit). ~7 integer ops per 8 weights instead of a shared-memory lookup that bank
+// conflicts make cost ~6 cycles of the SM's shared-memory pipe per warp (bench/cuda_gemv/NOTES.md).
+// test_gemv_act_host checks all 128 fields against the bit-by-bit definition.
+__host__ __device__ __forceinline__ uint64_t iq2_sign_mask(uint32_t f) {
+#ifdef __CUDA_ARCH__
+  const uint32_t pop = uint32_t(__popc(f));
+#else
+  const uint32_t pop = uint32_t(__builtin_popcount(f));
+#endif
+  const uint32_t hi = (f >> 4) + (pop << 3);
+  return uint64_t(sign_bytes(f * 0x10204080u)) | (uint64_t(sign_bytes(hi * 0x10204080u)) << 32);
 }
 
 // ---- Q8_0 weights (34-byte blocks) x Q8_0 activations: one lane per block. ----
@@ -169,8 +189,10 @@ struct ActQ2_K {
 // ---- IQ2_XXS weights (66-byte blocks) x Q8_K activations: 8 lanes per block, lane p takes
 // sub-block p (32 weights: 4 grid entries of 8, 4 sign fields, one 4-bit scale). The signed dot
 // is dp4a(grid, x) - 2 dp4a(grid & negative-mask, x): grid bytes are 8..43, so both stay exact. ----
-struct ActIQ2_XXS {
+template <bool kTable>
+struct ActIQ2_XXSS {
   static constexpr int kLanes = 8, kValues = 256;
+  static constexpr bool kSignTable = kTable;  // signs from Tables::signs, else iq2_sign_mask
   using Raw = gemv_detail::IQ2_XXS::Raw;
   struct W {
     uint32_t g[8];   // grid bytes of weights 4i .. 4i + 3
@@ -193,7 +215,8 @@ struct ActIQ2_XXS {
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
       const uint64_t g = t.grid[(r.aux0 >> (8 * l)) & 0xffu];
-      const uint64_t m = t.signs[(r.aux1 >> (7 * l)) & 127u];
+      const uint32_t f = (r.aux1 >> (7 * l)) & 127u;
+      const uint64_t m = kTable ? t.signs[f] : iq2_sign_mask(f);
       w.g[2 * l] = uint32_t(g), w.g[2 * l + 1] = uint32_t(g >> 32);
       w.gm[2 * l] = uint32_t(g & m), w.gm[2 * l + 1] = uint32_t((g & m) >> 32);
     }
@@ -222,6 +245,7 @@ struct ActIQ2_XXS {
     return __fmul_rn(__fmul_rn(__fmul_rn(f16_bits(w.d), x.d), __int2float_rn(s.v)), 0.125f);
   }
 };
+using ActIQ2_XXS = ActIQ2_XXSS<false>;
 
 // ---- Q2_K, 4 lanes per block (the default split, gemv_act_set_lanes): unit u = 4b + 2h + k
 // takes quant bytes 32h + 16k .. +15 in all four planes, i.e. weights 128h + 32s + 16k + j
@@ -306,19 +330,24 @@ struct ActQ2_K4 {
 };
 
 // ---- IQ2_XXS, 4 lanes per block (the default split): unit u = 4b + p takes sub-blocks 2p and
-// 2p + 1 (64 weights), so the shuffles and the block term are paid once per 64 weights. ----
-struct ActIQ2_XXS4 {
+// 2p + 1 (64 weights), so the shuffles and the block term are paid once per 64 weights.
+// kTable: sign masks from the staged table (ActIQ2_XXS4T, the bench's "sign table" column)
+// instead of iq2_sign_mask; the same masks, so the same results bit for bit. ----
+template <bool kTable>
+struct ActIQ2_XXS4S {
+  using ActIQ2_XXS = ActIQ2_XXSS<kTable>;
   static constexpr int kLanes = 4, kValues = 256;
+  static constexpr bool kSignTable = kTable;
   struct Raw {
-    ActIQ2_XXS::Raw sub[2];
+    typename ActIQ2_XXS::Raw sub[2];
   };
   struct W {
-    ActIQ2_XXS::W sub[2];
+    typename ActIQ2_XXS::W sub[2];
   };
   struct X {
-    ActIQ2_XXS::X sub[2];
+    typename ActIQ2_XXS::X sub[2];
   };
-  using Sum = ActIQ2_XXS::Sum;
+  using Sum = typename ActIQ2_XXS::Sum;
   __device__ static Raw load(const Args& a, const uint8_t* row, int64_t u) {
     return Raw{{ActIQ2_XXS::load(a, row, 2 * u), ActIQ2_XXS::load(a, row, 2 * u + 1)}};
   }
@@ -335,5 +364,7 @@ struct ActIQ2_XXS4 {
   __device__ static Sum shfl_xor(Sum s, int o) { return ActIQ2_XXS::shfl_xor(s, o); }
   __device__ static float term(const W& w, const Sum& s, const X& x) { return ActIQ2_XXS::term(w.sub[0], s, x.sub[0]); }
 };
+using ActIQ2_XXS4 = ActIQ2_XXS4S<false>;
+using ActIQ2_XXS4T = ActIQ2_XXS4S<true>;
 
 }  // namespace ds4::cuda::gemv_act_detail

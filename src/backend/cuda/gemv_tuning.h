@@ -23,6 +23,10 @@ void gemv_act_set_rows_per_block(int rows);
 // the f32 sum over blocks (results move by rounding; gemv_act_rows follows the same setting, so
 // it still equals gemv_act bit for bit). Throws InputError otherwise.
 void gemv_act_set_lanes(int lanes);
+// IQ2_XXS (4 lanes) sign masks from a table staged in shared memory (true; the first version)
+// instead of computed (false, the default: iq2_sign_mask, no shared-memory traffic). The same
+// masks: results are the same bit for bit either way; for the bench's comparison.
+void gemv_act_set_iq2_sign_table(bool on);
 // What gemv_act / gemv_act_batched launch for a weight of this type and row length under the
 // current settings (the bench prints it): rows per block, lanes per weight block (Q8_0: 1),
 // threads per block. Throws InputError for a type gemv_act does not take.
