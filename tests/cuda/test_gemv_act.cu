@@ -2,7 +2,9 @@
 // (core/act_quant.h):
 //   quantize_act        == ds4::quantize_act_q8_0 / _q8_k byte for byte (q, d, bsums), including
 //                          zero blocks, +-max ties (Q8_K takes the first) and rows with a stride;
-//   gemv_act            == ds4::dot_act per row within the summation-order bound: the block
+//   gemv_act            == the kernel's f32 order emulated on the host from dot_act's block terms
+//                          (memcmp; kernel_order_sum), and
+//                       == ds4::dot_act per row within the summation-order bound: the block
 //                          terms are the same f32 values (exact integer sums, ds4's f32 order),
 //                          only the order of the sum over the nb blocks differs, so
 //                          |gpu - cpu| <= 2 (nb - 1) 2^-24 sum_b |term_b| (each order's error is at
@@ -165,7 +167,31 @@ float block_term(const WeightMatrix& hw, int64_t r, const ActQ8View& x, int64_t 
   return dot_act(one, 0, xb);
 }
 
-// gemv_act on every row of w against dot_act within the order bound; returns the GPU output.
+// The kernel's f32 order on the host, from the per-block terms: thread t of a block of
+// cfg.threads adds the terms of the blocks whose first unit is one of its units t, t + threads,
+// ... (a weight block = cfg.lanes units), the warps sum by xor shuffles 16, 8, 4, 2, 1, then the
+// warps' sums are added in order to 0 (gemv_device.cuh finish_rows). gemv_act must equal it
+// bit for bit: this pins the whole f32 path (no contraction, the right split), not just a bound.
+float kernel_order_sum(const std::vector<float>& terms, const cuda::GemvActConfig& cfg) {
+  const int64_t units = int64_t(terms.size()) * cfg.lanes;
+  std::vector<float> acc(size_t(cfg.threads), 0.f);
+  for (int64_t u = 0; u < units; u += cfg.lanes) acc[size_t(u % cfg.threads)] += terms[size_t(u / cfg.lanes)];
+  float total = 0.f;
+  for (int w = 0; w < cfg.threads / 32; ++w) {
+    float v[32];
+    for (int l = 0; l < 32; ++l) v[l] = acc[size_t(32 * w + l)];
+    for (int o = 16; o > 0; o >>= 1) {
+      float nv[32];
+      for (int l = 0; l < 32; ++l) nv[l] = v[l] + v[l ^ o];
+      std::memcpy(v, nv, sizeof v);
+    }
+    total += v[0];
+  }
+  return total;
+}
+
+// gemv_act on every row of w against dot_act within the order bound and against the kernel's
+// order emulated on the host (memcmp); returns the GPU output.
 std::vector<float> check_gemv(const std::string& what, const HostWeight& hw, const WeightMatrix& dw,
                               const ActQ8Rows& xq_host, const DeviceAct& xd, cudaStream_t s) {
   const WeightMatrix hv = host_view(hw);
@@ -175,12 +201,19 @@ std::vector<float> check_gemv(const std::string& what, const HostWeight& hw, con
   const std::vector<float> got = download(y.as<float>(), size_t(hw.rows));
   const ActQ8View x = xq_host.row(0);
   const int64_t nb = hw.cols / cuda::act_values_per_scale(x.block);
-  int bad = 0;
+  const cuda::GemvActConfig cfg = cuda::gemv_act_config(hw.type, hw.cols);
+  int bad = 0, exact = 0;
   double worst = 0;
+  std::vector<float> terms(static_cast<size_t>(nb));
   for (int64_t r = 0; r < hw.rows; ++r) {
     const float ref = dot_act(hv, r, x);
     double mag = 0;
-    for (int64_t b = 0; b < nb; ++b) mag += std::fabs(double(block_term(hv, r, x, b)));
+    for (int64_t b = 0; b < nb; ++b) {
+      terms[size_t(b)] = block_term(hv, r, x, b);
+      mag += std::fabs(double(terms[size_t(b)]));
+    }
+    const float emulated = kernel_order_sum(terms, cfg);
+    exact += std::memcmp(&emulated, &got[size_t(r)], 4) == 0;
     const double diff = std::fabs(double(got[size_t(r)]) - double(ref));
     const double bound = 2.0 * double(std::max<int64_t>(nb - 1, 0)) * std::ldexp(1.0, -24) * mag;
     if (!(diff <= bound)) ++bad;
@@ -190,6 +223,9 @@ std::vector<float> check_gemv(const std::string& what, const HostWeight& hw, con
   std::snprintf(buf, sizeof buf, " (max |gpu - cpu| / sum|term| %.2e)", worst);
   check(bad == 0, what + ": gemv_act == dot_act within 2 (nb - 1) 2^-24 sum|term| on " + std::to_string(hw.rows) +
                       " rows, " + std::to_string(bad) + " outside" + buf);
+  check(exact == hw.rows, what + ": gemv_act == the kernel's order on the host (lanes " + std::to_string(cfg.lanes) +
+                              ", threads " + std::to_string(cfg.threads) + ", memcmp) on " + std::to_string(exact) +
+                              " of " + std::to_string(hw.rows) + " rows");
   return got;
 }
 
