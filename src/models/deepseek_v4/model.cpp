@@ -46,6 +46,14 @@ bool ds4_numerics_for(bool ds4_layout) {
   return ds4_layout;
 }
 
+bool act_quant_from_env() {
+  const char* e = std::getenv("DS4_ACT_QUANT");
+  if (!e) return false;
+  const std::string v = e;
+  if (v != "q8" && v != "f32") throw InputError("DS4_ACT_QUANT must be 'q8' or 'f32', got '" + v + "'");
+  return v == "q8";
+}
+
 namespace {
 
 std::vector<float> inv_freq(const RopeConfig& r, int64_t rot_dim) {

@@ -16,6 +16,10 @@ Config config_of(const TensorSource& src);
 // Whether to apply ds4's storage numerics (Config::ds4_numerics): on for ds4-layout files,
 // DS4_DSV4_NUMERICS=hf|ds4 overrides. Throws InputError for another value.
 bool ds4_numerics_for(bool ds4_layout);
+// Whether to quantize activations before Q8_0 / Q2_K / IQ2_XXS products as ds4 does
+// (Config::act_quant): DS4_ACT_QUANT=q8 on, =f32 off; unset: off for now (on once the CUDA
+// model carries it too). Throws InputError for another value.
+bool act_quant_from_env();
 
 // config.json model_type "deepseek_v4", or a GGUF with general.architecture "deepseek4".
 bool probe(const std::string& path);
