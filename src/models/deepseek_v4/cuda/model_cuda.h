@@ -80,7 +80,7 @@ struct CudaModelOptions {
   // at load = deepseek_v4::act_quant_from_env() (DS4_ACT_QUANT=q8|f32, as the CPU model);
   // unset in set_options = keep the current setting. Switching it makes states recapture their
   // graphs at their next forward. The tensor-core prefill chunks are not affected.
-  std::optional<bool> act_quant;
+  std::optional<bool> act_quant = std::nullopt;
 };
 
 // The first chunk size that runs on tensor cores under `o` (0: none): prefill chunks of more

@@ -1,0 +1,238 @@
+// ds4's activation quantization on the CUDA DeepSeek V4 model (Config::act_quant; the model's
+// products.cu and act_inputs.h, backend/cuda/gemv_act.h): with it on, every Q8_0 / Q2_K /
+// IQ2_XXS product of the exact paths reads its input quantized (Q8_0 blocks, Q8_K blocks).
+// Plain executable (no GoogleTest on the H200 image); exits 1 when any check fails.
+// The model: the tiny model's config (tests/data/deepseek_v4/model: 5 layers, sliding / CSA /
+// HCA, hash and top-k routing) at hidden 256 and expert ff 256 (the 2-bit formats need rows of
+// 256), synthetic weights (deepseek_v4/synthetic.h) written in ds4's GGUF layout with ds4
+// Flash's formats: Q8_0 attention projections, shared expert and lm_head, IQ2_XXS expert gate /
+// up, Q2_K expert down (F16 HC fn, router, compressor and indexer projections, as ds4 writes
+// them: those keep f32 x). The CUDA models run the exact path (tensor_cores off) unless said.
+//  1. The file holds those formats (so the act products are Q8_0 and Q8_K ones).
+//  2. act_quant on (CPU: DS4_ACT_QUANT=q8 at load; CUDA: CudaModelOptions::act_quant): a 64-token
+//     prefill (one exact chunk) and 24 decode steps teacher-forced with the CPU's greedy tokens:
+//     max |logit diff| vs the CPU model with act_quant on <= kTol = 1e-3 (the CUDA tests'
+//     tolerance). Expected: ~1e-5 on most rows. Both sides quantize the same way and sum each
+//     block exactly in integers; what differs is the f32 order of the sum over blocks and of
+//     every other op (as with act_quant off), and a value that this moves across a rounding
+//     boundary of its block changes one quant by 1 (a 1/254 step of the block's max), so a
+//     few rows may show up to ~1e-4. config().act_quant is on and products of both
+//     activation blocks were enqueued (act_launches).
+//  3. act_quant off on the same file: vs the CPU model off <= kTol, no act products enqueued, and
+//     its logits differ from item 2's (the act path changes the numbers).
+//  4. Chunked forwards (chunk_rows 16, prefill chunks exact) vs decode steps (chunk_rows 1), act
+//     on, BIT-IDENTICAL (dsv4_chunk_check.h): 2..5 rows (verify windows of k = 1..4) and 16 rows
+//     after 37 tokens, 2, 16 and 40 rows (one 40-row chunk: gemv_act_rows in groups of 16, experts
+//     split in entries) from 0; the same with direct launches on one stream.
+//  5. decode_batch rows = each state's single decode step, bit for bit, act on (batch_test_util.h:
+//     the served options and direct launches with batch_rows 512), bad input, and two captured
+//     verify windows committed at once = decoding only the kept tokens.
+//  6. set_options switching act_quant on a loaded model: a state whose graphs were captured with
+//     it off decodes on (its graphs recaptured) equal to the act-on model from the same
+//     checkpoint, bit for bit; switched back off, equal to the act-off model.
+// Usage: test_deepseek_v4_actq_cuda [root]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "core/error.h"
+#include "formats/tensor_source.h"
+#include "models/deepseek_v4/cuda/model_cuda.h"
+#include "models/deepseek_v4/gguf.h"
+#include "models/deepseek_v4/model.h"
+#include "models/deepseek_v4/synthetic.h"
+#include "batch_test_util.h"
+#include "dsv4_chunk_check.h"
+#include "test_common.h"
+
+using namespace ds4;
+using namespace ds4::cuda_test;
+namespace dsv4 = ds4::deepseek_v4;
+
+namespace {
+
+constexpr float kTol = 1e-3f;
+
+dsv4::CudaModelOptions exact(bool act, int chunk_rows = 16) {
+  dsv4::CudaModelOptions o;
+  o.tensor_cores = false;
+  o.act_quant = act;
+  o.chunk_rows = chunk_rows;
+  return o;
+}
+
+// The tiny config at hidden 256 / expert ff 256, synthetic weights, ds4's formats: to `path`.
+void write_model(const std::string& root, const std::string& path) {
+  nlohmann::json cfg = open_tensor_source(root + "/tests/data/deepseek_v4/model")->config();
+  cfg["hidden_size"] = 256;
+  cfg["moe_intermediate_size"] = 256;
+  cfg["_name_or_path"] = "tiny-actq-synthetic";
+  auto src = dsv4::synthetic_source(cfg);
+  dsv4::Ds4ExportOptions opt;
+  opt.expert_type = DType::IQ2_XXS;
+  opt.expert_down_type = DType::Q2_K;
+  dsv4::export_ds4_gguf(*src, dsv4::parse_config(cfg, path), path, opt);
+}
+
+// Item 1.
+void formats(const std::string& path) {
+  auto f = open_tensor_source(path);
+  const std::pair<const char*, DType> want[] = {{"output.weight", DType::Q8_0},          {"blk.0.attn_q_a.weight", DType::Q8_0},
+                                                {"blk.0.attn_output_a.weight", DType::Q8_0}, {"blk.3.ffn_gate_exps.weight", DType::IQ2_XXS},
+                                                {"blk.3.ffn_up_exps.weight", DType::IQ2_XXS}, {"blk.3.ffn_down_exps.weight", DType::Q2_K},
+                                                {"blk.0.ffn_down_shexp.weight", DType::Q8_0}, {"blk.0.hc_attn_fn.weight", DType::F16}};
+  bool ok = true;
+  std::string got;
+  for (const auto& [name, t] : want) {
+    const DType d = f->get(name).type;
+    ok = ok && d == t;
+    got += std::string(got.empty() ? "" : ", ") + name + " " + std::string(dtype_name(d));
+  }
+  check(ok, "synthetic ds4-layout model: " + got);
+}
+
+// 64-token prefill + 24 decode steps with the CPU's greedy tokens: every logits row of `gpu`
+// and of `cpu` (prefill row, then one per step), concatenated.
+struct Run {
+  std::vector<float> cpu, gpu;
+};
+Run prefill_and_decode(Model& cpu, Model& gpu, const std::vector<int32_t>& prompt) {
+  const int64_t V = gpu.info().vocab_size;
+  Run r;
+  auto sc = cpu.new_state(), sg = gpu.new_state();
+  auto lc = cpu.prefill(*sc, prompt), lg = gpu.prefill(*sg, prompt);
+  for (int i = 0;; ++i) {
+    r.cpu.insert(r.cpu.end(), lc.begin(), lc.end());
+    r.gpu.insert(r.gpu.end(), lg.begin(), lg.end());
+    if (i == 24) break;
+    const int32_t t = argmax(lc.data(), V);
+    lc = cpu.decode(*sc, t);
+    lg = gpu.decode(*sg, t);
+  }
+  return r;
+}
+
+// max |diff| over the rows, and the median of the rows' max |diff|.
+std::pair<float, float> row_diffs(const std::vector<float>& a, const std::vector<float>& b, int64_t V) {
+  if (a.size() != b.size() || a.empty()) return {INFINITY, INFINITY};
+  std::vector<float> rows;
+  for (size_t i = 0; i < a.size(); i += size_t(V)) rows.push_back(max_diff(a.data() + i, b.data() + i, size_t(V)));
+  const float worst = *std::max_element(rows.begin(), rows.end());
+  std::nth_element(rows.begin(), rows.begin() + rows.size() / 2, rows.end());
+  return {worst, rows[rows.size() / 2]};
+}
+
+// Items 2 and 3.
+void vs_cpu(const std::string& path, const LoadOptions& o) {
+  const auto prompt = synthetic_tokens(64, 7919, 13, 1024);
+  std::vector<float> on_gpu;
+  for (bool act : {true, false}) {
+    setenv("DS4_ACT_QUANT", act ? "q8" : "f32", 1);  // the CPU model reads it at load
+    auto cpu = dsv4::load(path, o);
+    unsetenv("DS4_ACT_QUANT");
+    dsv4::DeepseekV4CudaModel gpu(open_tensor_source(path), o, exact(act));
+    const int64_t V = gpu.info().vocab_size;
+    const Run r = prefill_and_decode(*cpu, gpu, prompt);
+    const auto [worst, median] = row_diffs(r.gpu, r.cpu, V);
+    const auto n = gpu.act_launches();
+    char buf[400];
+    std::snprintf(buf, sizeof buf,
+                  "act_quant %s: prefill 64 (one exact chunk) + 24 decode rows vs the CPU model with act_quant %s: max "
+                  "|logit diff| %.3g (tol %.0e), median row %.3g; config().act_quant %d; act products enqueued: %lld Q8_0, "
+                  "%lld Q8_K (%s)", act ? "on" : "off", act ? "on" : "off", double(worst), double(kTol), double(median),
+                  int(gpu.config().act_quant), (long long)n.q8_0, (long long)n.q8_k, act ? "both > 0" : "both 0");
+    const bool path_ok = act ? gpu.config().act_quant && n.q8_0 > 0 && n.q8_k > 0
+                             : !gpu.config().act_quant && n.q8_0 == 0 && n.q8_k == 0;
+    check(worst <= kTol && path_ok, buf);
+    if (act) {
+      on_gpu = r.gpu;
+    } else {
+      const auto [d, m] = row_diffs(on_gpu, r.gpu, V);
+      std::snprintf(buf, sizeof buf, "act_quant on vs off on the GPU: max |logit diff| %.3g, median row %.3g (must be > 0)",
+                    double(d), double(m));
+      check(d > 0.f && std::isfinite(d), buf);
+    }
+  }
+}
+
+// Item 4.
+void chunks(const std::string& path, const LoadOptions& o) {
+  auto chunked = dsv4::load_cuda(path, o, exact(true));
+  auto steps = dsv4::load_cuda(path, o, exact(true, 1));
+  dsv4::CudaModelOptions d = exact(true);
+  d.graphs = false, d.streams = false;
+  auto direct = dsv4::load_cuda(path, o, d);
+  const auto toks = synthetic_tokens(200, 4099, 17, 1024);
+  chunk_vs_steps(*chunked, *steps, toks, 37, {2, 3, 4, 5, 16}, "act_quant, chunk 16");
+  chunk_vs_steps(*chunked, *steps, toks, 0, {2, 16, 40}, "act_quant, chunk 16");
+  chunk_vs_steps(*direct, *steps, toks, 37, {5, 16}, "act_quant, chunk 16, direct launches, one stream");
+}
+
+// Item 5.
+void batches(const std::string& path, const LoadOptions& o) {
+  {
+    dsv4::CudaModelOptions served;
+    served.act_quant = true;
+    dsv4::DeepseekV4CudaModel m(open_tensor_source(path), o, served);
+    default_model_checks(m, &m);
+  }
+  dsv4::CudaModelOptions direct = exact(true);
+  direct.graphs = false, direct.streams = false, direct.batch_rows = 512;
+  auto m = dsv4::load_cuda(path, o, direct);
+  batch_run(*m, "act_quant, direct launches, one stream, batch_rows 512");
+}
+
+// Item 6.
+void switching(const std::string& path, const LoadOptions& o) {
+  dsv4::DeepseekV4CudaModel sw(open_tensor_source(path), o, exact(false));
+  auto on = dsv4::load_cuda(path, o, exact(true)), off = dsv4::load_cuda(path, o, exact(false));
+  const auto prompt = synthetic_tokens(21, 131, 5, 1024);
+  auto s = sw.new_state();
+  std::vector<float> l = sw.prefill(*s, prompt);
+  l = sw.decode(*s, 7);  // graphs captured with act_quant off
+  // continues `s` on `sw` and a state loaded from its checkpoint on `ref` for 3 decode steps
+  auto same_after = [&](Model& ref) {
+    std::vector<StateSection> sec;
+    s->save(sec);
+    auto r = ref.new_state();
+    r->load(sec);
+    bool same = true;
+    for (int32_t t : {3, 11, 500}) same = same && sw.decode(*s, t) == ref.decode(*r, t);
+    return same;
+  };
+  sw.set_options(exact(true));
+  const bool on_ok = same_after(*on) && sw.config().act_quant;
+  sw.set_options(exact(false));
+  const bool off_ok = same_after(*off) && !sw.config().act_quant;
+  check(on_ok && off_ok, "set_options(act_quant) on a state with graphs captured: switched on = the act-on model, "
+                         "switched back off = the act-off model (3 decode steps each from the same checkpoint, bit for bit)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const TestArgs args = parse_args(argc, argv);
+  const auto path = std::filesystem::temp_directory_path() / ("ds4_cuda_actq_" + std::to_string(::getpid()) + ".gguf");
+  int rc = 0;
+  try {
+    write_model(args.root, path.string());
+    LoadOptions o;
+    o.max_context = 1024;
+    formats(path.string());
+    vs_cpu(path.string(), o);
+    chunks(path.string(), o);
+    batches(path.string(), o);
+    switching(path.string(), o);
+    rc = summary();
+  } catch (const std::exception& e) {
+    std::printf("FATAL %s\n", e.what());
+    rc = 2;
+  }
+  std::filesystem::remove(path);
+  return rc;
+}
