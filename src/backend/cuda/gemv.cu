@@ -23,6 +23,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/iq2xxs_grid.h"
@@ -69,12 +70,6 @@ using namespace gemv_detail;
 constexpr int kMaxThreads = 128;
 
 __device__ const uint64_t d_iq2xxs_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // A format whose units are not 32 consecutive weights (Q2_KC) says where each float4 of x is.
 template <class F, class = void>
@@ -215,21 +210,7 @@ __device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codeboo
   }
 }
 
-// Programmatic dependent launch (sm_90): launch_dependents lets the next kernel's blocks be
-// scheduled once every block of this grid has started; wait blocks until the grid this one
-// depends on has finished and its writes are visible. Both are no-ops without the launch
-// attribute (gemv_pdl off, or a kernel launched plainly).
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
+// Programmatic dependent launch: pdl_launch_dependents / pdl_wait (gemv_device.cuh).
 // Launched as a programmatic dependent (gemv_pdl): everything before pdl_wait reads only
 // weights (immutable) and launch arguments; the expert ids come from the kernel before
 // (a router), so batched launches with ids wait first. The source order is not enough: x is
@@ -454,21 +435,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_small_kernel(Args a, Ro
 // The direct gemv kernel, as a programmatic dependent of the kernel before it when gemv_pdl().
 void launch_direct(void (*k)(Args, const float*, float*), dim3 blocks, int threads, cudaStream_t stream,
                    const Args& a, const float* x, float* y) {
-  if (!gemv_pdl()) {
-    k<<<blocks, threads, 0, stream>>>(a, x, y);
-    DS4_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = blocks;
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, a, x, y));
+  launch_maybe_pdl(gemv_pdl(), k, blocks, threads, stream, a, x, y);
 }
 
 int g_threads = 0;  // gemv_set_threads: 0 = kMaxThreads

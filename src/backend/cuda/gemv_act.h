@@ -25,18 +25,30 @@ struct DeviceActQ8 {
   ActBlock block = ActBlock::kNone;
   ActQ8View row(int64_t i) const;  // device pointers of row i
 };
+// Values per activation scale: 32 (Q8_0) or 256 (Q8_K); 0 for kNone.
+inline int64_t act_values_per_scale(ActBlock block) {
+  return block == ActBlock::kQ8_0 ? kActQ8_0Block : block == ActBlock::kQ8_K ? kActQ8KBlock : 0;
+}
 // Bytes one row of n values needs (q + d + bsums, each part rounded up to 16 bytes), so
-// callers can carve the buffers out of a scratch arena.
+// callers can carve the buffers out of a scratch arena. Throws InputError for kNone or n not
+// a positive multiple of the block.
 size_t act_q8_row_bytes(ActBlock block, int64_t n);
+// `rows` rows of n values laid out in rows * act_q8_row_bytes(block, n) bytes at `base`
+// (device, 16-byte aligned): all q, then all d, then all bsums, each part 16-byte aligned.
+DeviceActQ8 act_q8_carve(void* base, ActBlock block, int64_t n, int64_t rows);
 
 // Quantizes `rows` rows of x (row i at x + i * x_row floats) into out (out.n, out.block set by
-// the caller; out.rows >= rows). One launch; same values as ds4::quantize_act_q8_0 / _k.
+// the caller; out.rows >= rows). One launch; same values as ds4::quantize_act_q8_0 / _k (byte
+// for byte on finite x). x 16-byte aligned, x_row >= out.n and a multiple of 4; rows <= 65535.
+// Launched as a programmatic dependent when gemv_pdl() (waits before reading x).
 void quantize_act(const float* x, int64_t x_row, int64_t rows, const DeviceActQ8& out, cudaStream_t stream);
 
 // Whether gemv_act takes this weight type (act_block_for(type) != kNone).
 bool gemv_act_supports(DType type);
 
-// y[rows] = W x. x.block must equal act_block_for(w.type), x.n == w.cols.
+// y[rows] = W x. x.block must equal act_block_for(w.type), x.n == w.cols (a multiple of the
+// block), x.q 16-byte aligned; throws InputError otherwise. Launched as a programmatic
+// dependent when gemv_pdl() (weights stream before the wait; x and ids are read after it).
 void gemv_act(const WeightMatrix& w, const ActQ8View& x, float* y, cudaStream_t stream);
 
 // gemv_batched's contract (MoE experts: entry b uses expert ids[b]); batch.x_stride counts
@@ -47,6 +59,7 @@ void gemv_act_batched(const WeightMatrix& w, const ActQ8View& x, float* y, const
 
 // gemv_rows' contract on quantized rows: input row i is q + i * r.x_row values (x_row a
 // multiple of the block and of 16), the rest (batch, live, counts, x_idx, y_idx) as gemv_rows.
+// Row i equals gemv_act (gemv_act_batched for the entry) on that row bit for bit. Plain launch.
 void gemv_act_rows(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t stream);
 
 }  // namespace ds4::cuda

@@ -1,0 +1,314 @@
+// GEMV on quantized activations (gemv_act.h): one kernel template over the integer decoders of
+// gemv_act_formats.cuh, for gemv_act / gemv_act_batched (N = 1, PDL) and gemv_act_rows (N input
+// rows per launch).
+//
+// Work split: a thread block owns R consecutive weight rows; thread t takes units t, t + T, ...
+// (T = threads per block, which depends only on the row length, so gemv_act and gemv_act_rows
+// walk a row identically). A unit is one lane's share of a weight block (Q8_0: the whole
+// 32-value block; Q2_K / IQ2_XXS: 1/8 of a 256-value block), so the lanes of a warp read
+// consecutive bytes of a row. Per step a lane loads its unit of the R rows, the activation
+// bytes once for all R, sums exactly in integers (dp4a), adds the integers over the block's
+// lanes (shuffles), and the block's first lane adds the block's f32 term to its row's partial
+// sum. Partial sums are reduced by warp shuffles, then across warps in shared memory, in a
+// fixed order: gemv_act_rows' row i equals gemv_act bit for bit.
+//
+// PDL (gemv_pdl()): gemv_act and gemv_act_batched launch as programmatic dependents of the kernel
+// before them (usually quantize_act): they issue their first weight loads, then griddepcontrol
+// .wait, and only then read the activations (or, batched with ids, wait first: the ids come from
+// a router kernel). The activations are read with plain loads, not __ldg: ptxas may schedule a
+// read-only (ld.global.nc) load above the wait (gemv.cu's note); test_gemv_act checks the
+// result after a late-writing kernel. gemv_act_rows launches plainly (as gemv_rows).
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv_act.h"
+#include "backend/cuda/gemv_act_formats.cuh"
+#include "backend/cuda/gemv_device.cuh"
+#include "backend/cuda/iq2xxs_grid.h"
+#include "core/error.h"
+
+namespace ds4::cuda {
+
+namespace {
+
+using namespace gemv_act_detail;
+using gemv_detail::launch_maybe_pdl;
+using gemv_detail::pdl_launch_dependents;
+using gemv_detail::pdl_wait;
+using gemv_detail::warp_sum;
+
+constexpr int kThreads = 128;
+
+__device__ const uint64_t d_act_iq2xxs_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
+
+// The activation rows of a launch: base pointers (values, scales, bsums of value 0).
+struct XArgs {
+  const int8_t* q;
+  const float* d;
+  const int16_t* bs;
+};
+
+// gemv_rows' per-entry options (gemv.h GemvRows), offsets in activation values.
+struct RowsArgs {
+  int n;
+  int64_t x_row, y_row;
+  const int32_t *live, *counts, *x_idx, *y_idx;
+};
+
+template <class F>
+__device__ __forceinline__ XRow x_at(const XArgs& x, int64_t values) {
+  return XRow{x.q + values, x.d + values / F::kValues, x.bs ? x.bs + values / 16 : nullptr};
+}
+
+// This block's entry (blockIdx.y): points `a` at expert ids[b] (b without ids); returns b.
+__device__ __forceinline__ int64_t act_entry(Args& a) {
+  const int64_t b = blockIdx.y;
+  if (b == 0 && !a.ids) return 0;
+  a.data += (a.ids ? a.ids[b] : b) * a.id_stride;
+  return b;
+}
+
+// IQ2_XXS stages its codebook and sign masks in shared memory (lanes index them at random:
+// constant memory would serialize); the other formats need nothing.
+template <class F>
+struct Smem {
+  __device__ Tables stage() { return Tables{nullptr, nullptr}; }
+};
+template <>
+struct Smem<ActIQ2_XXS> {
+  uint64_t grid[256], signs[128];
+  __device__ Tables stage() {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_act_iq2xxs_grid[i];
+    for (int i = threadIdx.x; i < 128; i += blockDim.x) {
+      // ds4's sign byte: the 7 stored bits plus an even-parity 8th; bit j negates weight j.
+      const uint32_t s = uint32_t(i) | ((__popc(i) & 1u) << 7);
+      uint64_t m = 0;
+      for (int j = 0; j < 8; ++j)
+        if ((s >> j) & 1) m |= uint64_t(0xff) << (8 * j);
+      signs[i] = m;
+    }
+    __syncthreads();
+    return Tables{grid, signs};
+  }
+};
+
+// kRows = false: gemv_act / gemv_act_batched (N == 1; PDL waits as described above).
+// kRows = true: gemv_act_rows (N input rows, n of them live; gemv_rows' entry semantics).
+template <class F, int R, int N, bool kRows>
+__global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, RowsArgs ra, float* __restrict__ y) {
+  int n = 1;
+  int64_t xo[N], yo[N];  // per input row: activation value offset, output offset
+  bool waited = false;
+  if constexpr (kRows) {
+    if (ra.live && int(blockIdx.y) >= *ra.live) return;  // whole block: before any barrier
+    const int64_t b = act_entry(a);
+    n = ra.counts ? min(ra.counts[blockIdx.y], N) : ra.n;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int64_t k = int64_t(blockIdx.y) * kGemvMaxRows + i;
+      xo[i] = b * a.x_stride + (i < n ? (ra.x_idx ? ra.x_idx[k] : i) * ra.x_row : 0);
+      yo[i] = b * a.y_stride + (i < n ? (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : 0);
+    }
+  } else {
+    pdl_launch_dependents();
+    waited = a.ids != nullptr;
+    if (waited) pdl_wait();
+    const int64_t b = act_entry(a);
+    xo[0] = b * a.x_stride;
+    yo[0] = b * a.y_stride;
+  }
+  const int lane = threadIdx.x & 31;
+  const int64_t row0 = int64_t(blockIdx.x) * R;
+  const uint8_t* rows_p[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
+  const int64_t units = a.cols / F::kValues * F::kLanes;
+  typename F::Raw raw[R];
+  auto load_all = [&](int64_t u) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) raw[r] = F::load(a, rows_p[r], u);
+  };
+  int64_t u = threadIdx.x;
+  if (u < units) load_all(u);  // weights only: before the wait
+  if (!waited) pdl_wait();
+  __shared__ Smem<F> smem;
+  const Tables tables = smem.stage();
+  float acc[R][N];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
+  // Warp-uniform steps (the shuffles need whole warps): a lane past the row's end computes on
+  // zeros and adds nothing. units is a multiple of kLanes, so a block's lanes are all live or none.
+  for (int64_t base = threadIdx.x - lane; base < units; base += blockDim.x, u += blockDim.x) {
+    const bool live = u < units;
+    const bool first = live && (lane % F::kLanes) == 0;
+    if (!live) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) raw[r] = typename F::Raw{};
+    }
+    auto add = [&](int r, int i, const typename F::W& w, const typename F::X& xv) {
+      const typename F::Sum s = F::reduce(F::dot(w, xv));
+      const float t = F::term(w, s, xv);
+      if (first) acc[r][i] += t;
+    };
+    if constexpr (N == 1) {
+      const typename F::X xv = live ? F::load_x(x_at<F>(xa, xo[0]), u) : typename F::X{};
+#pragma unroll
+      for (int r = 0; r < R; ++r) add(r, 0, F::prep(raw[r], u, tables), xv);
+    } else {
+      typename F::W w[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) w[r] = F::prep(raw[r], u, tables);
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        if (i >= n) break;
+        const typename F::X xv = live ? F::load_x(x_at<F>(xa, xo[i]), u) : typename F::X{};
+#pragma unroll
+        for (int r = 0; r < R; ++r) add(r, i, w[r], xv);
+      }
+    }
+    if (u + blockDim.x < units) load_all(u + blockDim.x);
+  }
+  __shared__ float part[R * N][kThreads / 32];
+  const int warp = threadIdx.x / 32;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const float s = warp_sum(acc[r][i]);
+      if (lane == 0) part[r * N + i][warp] = s;
+    }
+  __syncthreads();
+  for (int k = threadIdx.x; k < R * N; k += blockDim.x) {
+    const int r = k / N, i = k % N;
+    if (i >= n || row0 + r >= a.rows) continue;
+    float s = 0.f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[k][w];
+    y[yo[i] + row0 + r] = s;
+  }
+}
+
+// Threads per block from the row length alone (gemv_act_rows must walk rows as gemv_act does):
+// narrow rows get fewer threads rather than idle ones.
+int threads_for(int64_t units) { return int(std::min<int64_t>(kThreads, (units + 31) / 32 * 32)); }
+
+// Rows per block of gemv_act: 8 (the activation bytes are loaded once per unit for all 8), 4
+// while the grid would have fewer than ~2 blocks per SM (gemv.cu's auto_rows, measured there).
+template <class F, int R>
+void launch_single_r(const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
+  const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
+  const int64_t units = a.cols / F::kValues * F::kLanes;
+  launch_maybe_pdl(gemv_pdl(), gemv_act_kernel<F, R, 1, false>, blocks, threads_for(units), stream, a, xa,
+                   RowsArgs{1, 0, 0, nullptr, nullptr, nullptr, nullptr}, y);
+}
+
+template <class F>
+void launch_single(const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
+  if ((a.rows + 7) / 8 * int64_t(batch) < 264) return launch_single_r<F, 4>(a, xa, y, stream, batch);
+  launch_single_r<F, 8>(a, xa, y, stream, batch);
+}
+
+// gemv_act_rows: N = the smallest of 4, 8, 16 holding n; R keeps the decoded weights of R rows
+// (W: 11-18 registers each) and R * N accumulators in registers.
+template <class F, int R, int N>
+void launch_rows_n(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {
+  const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
+  const int64_t units = a.cols / F::kValues * F::kLanes;
+  gemv_act_kernel<F, R, N, true><<<blocks, threads_for(units), 0, stream>>>(a, xa, ra, y);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+template <class F>
+void launch_rows(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {
+  if (ra.n <= 4) return launch_rows_n<F, 4, 4>(a, xa, ra, y, stream, batch);
+  if (ra.n <= 8) return launch_rows_n<F, 2, 8>(a, xa, ra, y, stream, batch);
+  launch_rows_n<F, 2, 16>(a, xa, ra, y, stream, batch);
+}
+
+template <class Fn>
+void visit_act_format(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::Q8_0: return fn(ActQ8_0{});
+    case DType::Q2_K: return fn(ActQ2_K{});
+    case DType::IQ2_XXS: return fn(ActIQ2_XXS{});
+    default: throw InputError("cuda gemv_act: weight type " + std::string(dtype_name(t)) + " is not supported");
+  }
+}
+
+bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+// The weight / activation pair, checked; Args for the kernel (batch fields zero).
+Args make_args(const char* who, const WeightMatrix& w, const ActQ8View& x) {
+  if (!gemv_act_supports(w.type))
+    throw InputError(std::string(who) + ": weight type " + std::string(dtype_name(w.type)) +
+                     " has no quantized-activation product");
+  const ActBlock want = act_block_for(w.type);
+  if (x.block != want)
+    throw InputError(std::string(who) + ": " + std::string(dtype_name(w.type)) + " weights take " +
+                     (want == ActBlock::kQ8_0 ? "Q8_0" : "Q8_K") + " activation blocks");
+  const int64_t bv = act_values_per_scale(want);
+  if (w.rows <= 0 || w.cols <= 0 || w.cols % bv != 0)
+    throw InputError(std::string(who) + ": " + std::string(dtype_name(w.type)) + " weight of " +
+                     std::to_string(w.rows) + "x" + std::to_string(w.cols) + ": cols must be a positive multiple of " +
+                     std::to_string(bv));
+  if (x.n != w.cols)
+    throw InputError(std::string(who) + ": activation of " + std::to_string(x.n) + " values for rows of " +
+                     std::to_string(w.cols));
+  if (!x.q || !x.d || !aligned(x.q, 16) || !aligned(x.d, 4) ||
+      (want == ActBlock::kQ8_K && (!x.bsums || !aligned(x.bsums, 4))))
+    throw InputError(std::string(who) + ": activation pointers missing or misaligned (q 16 bytes, d and bsums 4)");
+  return Args{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), nullptr, nullptr, 0, 0, w.rows, w.cols,
+              nullptr, 0, 0, 0, 0};
+}
+
+// Entry strides must keep every entry's activation on whole blocks and 16-byte aligned.
+void check_stride(const char* who, const char* what, int64_t v, ActBlock block) {
+  const int64_t m = std::max<int64_t>(act_values_per_scale(block), 16);
+  if (v < 0 || v % m != 0)
+    throw InputError(std::string(who) + ": " + what + " " + std::to_string(v) + " is not a multiple of " +
+                     std::to_string(m) + " activation values");
+}
+
+void set_batch(const char* who, Args& a, const GemvBatch& b, ActBlock block) {
+  if (b.count < 1 || b.count > 65535) throw InputError(std::string(who) + ": batch count " + std::to_string(b.count));
+  check_stride(who, "x_stride", b.x_stride, block);
+  a.ids = b.ids;
+  a.id_stride = int64_t(b.id_stride);
+  a.x_stride = b.x_stride;
+  a.y_stride = b.y_stride;
+}
+
+XArgs x_args(const ActQ8View& x) { return XArgs{x.q, x.d, x.bsums}; }
+
+}  // namespace
+
+bool gemv_act_supports(DType type) { return act_block_for(type) != ActBlock::kNone; }
+
+void gemv_act(const WeightMatrix& w, const ActQ8View& x, float* y, cudaStream_t stream) {
+  const Args a = make_args("cuda gemv_act", w, x);
+  visit_act_format(w.type, [&](auto f) { launch_single<decltype(f)>(a, x_args(x), y, stream, 1); });
+}
+
+void gemv_act_batched(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvBatch& batch,
+                      cudaStream_t stream) {
+  Args a = make_args("cuda gemv_act_batched", w, x);
+  set_batch("cuda gemv_act_batched", a, batch, x.block);
+  visit_act_format(w.type, [&](auto f) { launch_single<decltype(f)>(a, x_args(x), y, stream, unsigned(batch.count)); });
+}
+
+void gemv_act_rows(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t stream) {
+  constexpr const char* kWho = "cuda gemv_act_rows";
+  Args a = make_args(kWho, w, x);
+  if (r.n < 1 || r.n > kGemvMaxRows)
+    throw InputError(std::string(kWho) + ": n " + std::to_string(r.n) + " is not in 1.." + std::to_string(kGemvMaxRows));
+  set_batch(kWho, a, r.batch, x.block);
+  check_stride(kWho, "x_row", r.x_row, x.block);
+  const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
+  visit_act_format(w.type,
+                   [&](auto f) { launch_rows<decltype(f)>(a, x_args(x), ra, y, stream, unsigned(r.batch.count)); });
+}
+
+}  // namespace ds4::cuda
