@@ -58,11 +58,13 @@ namespace {
 
 constexpr float kTol = 1e-3f;
 
+// chunk_rows 1: every forward as one-token decode steps (prefill_rows 0: no prefill chunks).
 dsv4::CudaModelOptions exact(bool act, int chunk_rows = 16) {
   dsv4::CudaModelOptions o;
   o.tensor_cores = false;
   o.act_quant = act;
   o.chunk_rows = chunk_rows;
+  if (chunk_rows == 1) o.prefill_rows = 0;
   return o;
 }
 

@@ -277,7 +277,7 @@ void tiny_gguf(const std::string& root, const TensorSource& g) {
   }
   {  // the chunk path on the quantized formats: bit-identical to decode steps
     dsv4::CudaModelOptions one;
-    one.chunk_rows = 1;
+    one.chunk_rows = 1, one.prefill_rows = 0;  // every token a decode step (no prefill chunks)
     auto steps = dsv4::load_cuda(path.string(), o, exact(one));
     chunk_vs_steps(*gpu, *steps, tokens, 5, {16, 59}, "tiny ds4 GGUF (Q8_0 experts), chunk 16");
   }
@@ -431,7 +431,9 @@ int main(int argc, char** argv) {
     }
     {
       dsv4::CudaModelOptions one, seven;
-      one.chunk_rows = 1, seven.chunk_rows = 7;
+      // one: every token a decode step (prefill_rows 0: a forward longer than chunk_rows would
+      // otherwise run as prefill chunks, comparing chunks with chunks)
+      one.chunk_rows = 1, one.prefill_rows = 0, seven.chunk_rows = 7;
       auto steps = dsv4::load_cuda(tiny, o, exact(one));
       auto chunk7 = dsv4::load_cuda(tiny, o, exact(seven));
       const auto p300 = golden<int32_t>(*g, "p300.tokens");

@@ -178,7 +178,8 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   void fill_context_for_bench(ModelState& state, int64_t position, uint64_t seed = 7) const;
   // With CudaModelOptions::profile: milliseconds per op name summed since the last reset.
   const std::map<std::string, double>& op_times() const;
-  // Switch graphs / profiling for later steps (states keep graphs already captured).
+  // Switch graphs / profiling for later steps (states keep graphs already captured); a change
+  // of act_quant makes every state recapture at its next forward.
   void set_options(const CudaModelOptions& copt);
   void reset_op_times();
   struct Impl;
