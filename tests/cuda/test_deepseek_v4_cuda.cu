@@ -12,11 +12,14 @@
 //  5. ds4's storage numerics (FP8 KV rows, Hadamard + FP4 indexer rows; the tiny shapes never
 //     trigger them) on the device equal the CPU's value for value.
 //  6. The multi-row (chunked) forward (chunk.cu) against as many one-token decode steps (a
-//     model loaded with chunk_rows 1), BIT-IDENTICAL: kAll rows of forwards of 2/4/7/16 rows
-//     after a 37-token prefix (ring wrap, open compressor windows) and of 2/4/7/16/300 rows
-//     from 0, kLast = the kAll last row, and 4 decode steps after each continue identically
-//     (same state); the chunk path with direct launches on one stream and chunk_rows 7 (chunks
-//     straddling the compressor windows) likewise; the ds4 GGUF tiny (Q8_0 / F16 gemv_rows
+//     model loaded with chunk_rows 1 and prefill_rows 0, so its forwards are decode steps),
+//     BIT-IDENTICAL: kAll rows of forwards of 2/4/7/16 rows after a 37-token prefix (ring wrap,
+//     open compressor windows) and of 2/4/7/16/63 rows from 0 (63: one exact prefill chunk,
+//     experts split past 16 rows; from 64 rows a chunk's attention takes the wide kernel,
+//     attention.cu, not bit for bit), kLast = the kAll last row, and 4 decode steps after each
+//     continue identically (same state); the chunk path with direct launches on one stream and
+//     chunk_rows 7 (prefill_rows 0: 7-row chunks straddling the compressor windows, 300 rows)
+//     likewise; the ds4 GGUF tiny (Q8_0 / F16 gemv_rows
 //     paths) too. Items 1-2 run the chunk path already: every multi-token prefill there is
 //     chunked (golden + CPU tolerances), and item 2's kAll check is 64 chunked rows vs the CPU.
 //     Items 1-7 run the exact path (CudaModelOptions::tensor_cores off): forwards over 16
@@ -431,9 +434,9 @@ int main(int argc, char** argv) {
     }
     {
       dsv4::CudaModelOptions one, seven;
-      // one: every token a decode step (prefill_rows 0: a forward longer than chunk_rows would
-      // otherwise run as prefill chunks, comparing chunks with chunks)
-      one.chunk_rows = 1, one.prefill_rows = 0, seven.chunk_rows = 7;
+      // prefill_rows 0: a forward longer than chunk_rows would otherwise run as one prefill
+      // chunk (one: comparing chunks with chunks; seven: no 7-row chunks)
+      one.chunk_rows = 1, one.prefill_rows = 0, seven.chunk_rows = 7, seven.prefill_rows = 0;
       auto steps = dsv4::load_cuda(tiny, o, exact(one));
       auto chunk7 = dsv4::load_cuda(tiny, o, exact(seven));
       const auto p300 = golden<int32_t>(*g, "p300.tokens");
@@ -443,7 +446,7 @@ int main(int argc, char** argv) {
         chunk_vs_steps(*gpu, *steps, toks, 37, {2, 7}, "tiny chunk 16");
       } else {
         chunk_vs_steps(*gpu, *steps, toks, 37, {2, 4, 7, 16}, "tiny chunk 16");
-        chunk_vs_steps(*gpu, *steps, toks, 0, {2, 4, 7, 16, 300}, "tiny chunk 16");
+        chunk_vs_steps(*gpu, *steps, toks, 0, {2, 4, 7, 16, 63}, "tiny chunk 16");
         chunk_vs_steps(*direct_chunks(tiny, o), *steps, toks, 37, {16}, "tiny chunk 16, direct launches, one stream");
         chunk_vs_steps(*chunk7, *steps, toks, 13, {7, 300}, "tiny chunk 7");
       }
