@@ -41,8 +41,8 @@ std::optional<dc::DeviceActQ8> DeepseekV4CudaModel::Impl::act_for(ActIn& x, cons
     throw Error("deepseek_v4 cuda: act_quant input of " + std::to_string(x.rows) + " x " + std::to_string(x.n) +
                 " values exceeds its slot of " + std::to_string(x.capacity));
   const dc::DeviceActQ8 q = act_slot_rows(x.slot, x.capacity, x.rows, x.n, b);
-  if (x.have != b) {
-    dc::quantize_act(x.x, x.x_row, x.rows, q, s);
+  if (x.have != b) {  // (one row: its stride is any, e.g. 0 in mtp_in's step; quantize_act wants >= n)
+    dc::quantize_act(x.x, x.rows == 1 ? std::max(x.x_row, x.n) : x.x_row, x.rows, q, s);
     x.have = b;
   }
   (b == ActBlock::kQ8_0 ? act_n.q8_0 : act_n.q8_k) += 1;
