@@ -5,18 +5,19 @@
 // compiler reassociate; its source order is the only order that is defined.)
 #include "core/act_quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
+#include "core/act_quant_ints.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "core/simd.h"
 #include "core/thread_pool.h"
 
 namespace ds4 {
 namespace {
-
-#include "core/iq2_xxs_tables.inc"
 
 int64_t values_per_scale(ActBlock block) { return block == ActBlock::kQ8_0 ? kActQ8_0Block : kActQ8KBlock; }
 
@@ -41,75 +42,77 @@ uint16_t load_u16(const uint8_t* p) {
   return v;
 }
 
-// Q8_0 weights: 34-byte blocks {f16 d; i8 q[32]}. acc += (d_w * d_x) * isum, block by block.
-float dot_q8_0(const uint8_t* row, const ActQ8View& x) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < x.n / kActQ8_0Block; ++b, row += 34) {
-    const int8_t* wq = reinterpret_cast<const int8_t*>(row + 2);
-    const int8_t* xq = x.q + b * kActQ8_0Block;
-    int32_t isum = 0;
-    for (int i = 0; i < kActQ8_0Block; ++i) isum += int32_t(wq[i]) * int32_t(xq[i]);
-    acc += f16_to_f32(load_u16(row)) * x.d[b] * float(isum);
+// Calls f(block index, its exact integer sum) for the nb blocks of a row in row order; the
+// sums come from act_quant_ints (the CPU's SIMD level), kChunk blocks at a time.
+template <class F>
+inline void each_block_sum(ActIntFn ints, const uint8_t* row, int64_t block_bytes, const int8_t* xq,
+                           int64_t block_values, int64_t nb, F&& f) {
+  constexpr int64_t kChunk = 64;
+  int32_t sums[kChunk];
+  for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+    const int64_t len = std::min(kChunk, nb - b0);
+    ints(row + b0 * block_bytes, xq + b0 * block_values, len, sums);
+    for (int64_t j = 0; j < len; ++j) f(b0 + j, sums[j]);
   }
+}
+
+// Formats whose block starts with its f16 scale d_w and whose weight is d_w * (integer part):
+// acc += (d_w * d_x) * isum, block after block (ds4's dot_q8_0_row; the IQ2_XXS loop of
+// ds4_vec_dot_iq2_xxs_q8_K before its final 0.125).
+float scale_first_dot(ActIntFn ints, int64_t block_bytes, int64_t block_values, const uint8_t* row,
+                      const ActQ8View& x) {
+  float acc = 0.0f;
+  each_block_sum(ints, row, block_bytes, x.q, block_values, x.n / block_values, [&](int64_t b, int32_t isum) {
+    acc += f16_to_f32(load_u16(row + b * block_bytes)) * x.d[b] * float(isum);
+  });
   return acc;
 }
 
-// Q2_K weights (84-byte super-blocks, see core/quant_q2_k.cpp). Per super-block two exact
-// integer sums: the scaled 2-bit dot and the min term through the activation's bsums, then
-// sumf += (d_x * d) * isum - (d_x * dmin) * summs.
-float dot_q2_k(const uint8_t* blk, const ActQ8View& x) {
+// Q8_0 weights: 34-byte blocks {f16 d; i8 q[32]}.
+float dot_q8_0(const ActIntKernels& k, const uint8_t* row, const ActQ8View& x) {
+  return scale_first_dot(k.q8_0, 34, kActQ8_0Block, row, x);
+}
+
+// IQ2_XXS weights (66-byte super-blocks, f16 d first). The weight is
+// d * (0.5 + s) * 0.25 * signed grid = d * (2s + 1) * signed grid / 8: the integer sum carries
+// the (2s + 1), the 1/8 comes last.
+float dot_iq2_xxs(const ActIntKernels& k, const uint8_t* row, const ActQ8View& x) {
+  return 0.125f * scale_first_dot(k.iq2_xxs, 66, kActQ8KBlock, row, x);
+}
+
+// Q2_K weights (84-byte super-blocks: 16 scale bytes, low nibble scale, high nibble min; q;
+// f16 d at 80, dmin at 82). Per super-block two exact integer sums, the scaled 2-bit dot and
+// the min term through the activation's bsums, then sumf += (d_x * d) * isum - (d_x * dmin) * summs.
+float dot_q2_k(const ActIntKernels& k, const uint8_t* row, const ActQ8View& x) {
   float sumf = 0.0f;
-  for (int64_t i = 0; i < x.n / kActQ8KBlock; ++i, blk += 84) {
-    const uint8_t* sc = blk;
-    const uint8_t* q2 = blk + 16;
-    const int8_t* q8 = x.q + i * kActQ8KBlock;
+  each_block_sum(k.q2_k, row, 84, x.q, kActQ8KBlock, x.n / kActQ8KBlock, [&](int64_t i, int32_t isum) {
+    const uint8_t* blk = row + i * 84;
     const int16_t* bsums = x.bsums + i * (kActQ8KBlock / kActQ8KSumBlock);
     int32_t summs = 0;
-    for (int j = 0; j < 16; ++j) summs += int32_t(bsums[j]) * int32_t(sc[j] >> 4);
+    for (int s = 0; s < 16; ++s) summs += int32_t(bsums[s]) * int32_t(blk[s] >> 4);
     const float dall = x.d[i] * f16_to_f32(load_u16(blk + 80));
     const float dmin = x.d[i] * f16_to_f32(load_u16(blk + 82));
-    int32_t isum = 0;
-    for (int h = 0; h < 2; ++h)        // 128-value halves: 32 packed bytes each
-      for (int s = 0; s < 4; ++s)      // bit pair 2s of those bytes
-        for (int part = 0; part < 2; ++part) {  // 16-value sub-block h*8 + 2s + part
-          const uint8_t* qq = q2 + 32 * h + 16 * part;
-          const int8_t* xx = q8 + 128 * h + 32 * s + 16 * part;
-          int32_t sub = 0;
-          for (int l = 0; l < 16; ++l) sub += int32_t((qq[l] >> (2 * s)) & 3) * int32_t(xx[l]);
-          isum += int32_t(sc[h * 8 + 2 * s + part] & 0x0F) * sub;
-        }
     sumf += dall * float(isum) - dmin * float(summs);
-  }
+  });
   return sumf;
 }
 
-// IQ2_XXS weights (66-byte super-blocks, see core/quant_iq2_xxs.cpp). The weight is
-// d * (0.5 + s) * 0.25 * signed grid = d * (2s + 1) * signed grid / 8, so each 32-value group
-// contributes (2s + 1) * its exact signed-grid dot; sumf += (d_w * d_x) * bsum; result 0.125 * sumf.
-float dot_iq2_xxs(const uint8_t* blk, const ActQ8View& x) {
-  float sumf = 0.0f;
-  for (int64_t i = 0; i < x.n / kActQ8KBlock; ++i, blk += 66) {
-    const float d = f16_to_f32(load_u16(blk)) * x.d[i];
-    const int8_t* q8 = x.q + i * kActQ8KBlock;
-    int32_t bsum = 0;
-    for (int g = 0; g < 8; ++g, q8 += 32) {
-      uint32_t aux[2];
-      std::memcpy(aux, blk + 2 + 8 * g, 8);
-      const int32_t ls = int32_t(2 * (aux[1] >> 28) + 1);
-      int32_t sumi = 0;
-      for (int l = 0; l < 4; ++l) {
-        const uint64_t grid = kIq2xxsGrid[(aux[0] >> (8 * l)) & 0xFF];
-        const uint8_t signs = kIq2xxsSigns[(aux[1] >> (7 * l)) & 127];
-        for (int j = 0; j < 8; ++j) {
-          const int32_t v = int32_t(uint8_t(grid >> (8 * j)));
-          sumi += ((signs >> j) & 1 ? -v : v) * int32_t(q8[8 * l + j]);
-        }
-      }
-      bsum += sumi * ls;
-    }
-    sumf += d * float(bsum);
-  }
-  return 0.125f * sumf;
+using RowDotFn = float (*)(const ActIntKernels& k, const uint8_t* row, const ActQ8View& x);
+
+// The row dot of a weight format act_block_for maps (checked by the callers).
+RowDotFn row_dot(DType t) {
+  return t == DType::Q8_0 ? dot_q8_0 : t == DType::Q2_K ? dot_q2_k : dot_iq2_xxs;
+}
+
+void check_operands(const WeightMatrix& w, const ActQ8View& x) {
+  if (x.block == ActBlock::kNone || x.block != act_block_for(w.type))
+    throw InputError(std::string("dot_act: activation blocks do not match ") + std::string(dtype_name(w.type)) + " weights");
+  if (x.n != w.cols) throw InputError("dot_act: activation has " + std::to_string(x.n) + " values, weight rows " +
+                                      std::to_string(w.cols));
+}
+
+const uint8_t* weight_row(const WeightMatrix& w, int64_t r) {
+  return static_cast<const uint8_t*>(w.data) + r * w.row_stride_bytes();
 }
 
 }  // namespace
@@ -192,29 +195,23 @@ ActQ8Rows quantize_act_rows(ActBlock block, const float* x, int64_t n, int64_t r
 }
 
 float dot_act(const WeightMatrix& w, int64_t r, const ActQ8View& x) {
-  if (x.block == ActBlock::kNone || x.block != act_block_for(w.type))
-    throw InputError(std::string("dot_act: activation blocks do not match ") + std::string(dtype_name(w.type)) + " weights");
-  if (x.n != w.cols) throw InputError("dot_act: activation has " + std::to_string(x.n) + " values, weight rows " +
-                                      std::to_string(w.cols));
+  check_operands(w, x);
   if (r < 0 || r >= w.rows) throw InputError("dot_act: row " + std::to_string(r) + " of " + std::to_string(w.rows));
-  const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * w.row_stride_bytes();
-  switch (w.type) {
-    case DType::Q8_0: return dot_q8_0(row, x);
-    case DType::Q2_K: return dot_q2_k(row, x);
-    default: return dot_iq2_xxs(row, x);  // the only other type act_block_for maps
-  }
+  return row_dot(w.type)(act_int_kernels(simd_level()), weight_row(w, r), x);
 }
 
 void matmul_act(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
   const ActBlock block = act_block_for(w.type);
   if (block == ActBlock::kNone)
     throw InputError(std::string("matmul_act: ") + std::string(dtype_name(w.type)) + " weights take f32 activations");
-  const ActQ8Rows xq = quantize_act_rows(block, x, w.cols, n);
+  const ActQ8Rows xq = quantize_act_rows(block, x, w.cols, n);  // the operands match by construction
+  const RowDotFn dot = row_dot(w.type);
+  const ActIntKernels& k = act_int_kernels(simd_level());
   // Split by weight rows (as matmul does): each weight row is read once and dotted with every
   // quantized input row while it is in cache; every output is one dot_act, whatever the split.
   parallel_for(pool, w.rows, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
-      for (int64_t t = 0; t < n; ++t) y[t * w.rows + r] = dot_act(w, r, xq.row(t));
+      for (int64_t t = 0; t < n; ++t) y[t * w.rows + r] = dot(k, weight_row(w, r), xq.row(t));
   }, 16);
 }
 

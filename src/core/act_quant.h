@@ -39,6 +39,9 @@ struct ActQ8View {
 //   Q8_K: max = the value of largest |x| (first one on ties), iscale = -127 / max,
 //         q = clamp(lrintf(iscale * x)), d = 1 / iscale, bsums = sums of q per 16; an
 //         all-zero block has d = 0, q = 0, bsums = 0.
+// lrintf rounds ties to even. For finite x every q is in [-127, 127] (the block's largest |x|
+// lands on +-127 exactly); the clamp at -128 only guards non-finite rows, whose lrintf value
+// is the platform's (ds4's too).
 void quantize_act_q8_0(const float* x, int64_t n, int8_t* q, float* d);
 void quantize_act_q8_k(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsums);
 
@@ -54,7 +57,8 @@ struct ActQ8Rows {
 ActQ8Rows quantize_act_rows(ActBlock block, const float* x, int64_t n, int64_t rows);
 
 // Row `r` of w (format with act_block_for(w.type) == x.block, w.cols == x.n) dotted with x:
-// ds4's scalar formula and serial block order.
+// ds4's scalar formula and serial block order. The integer sums run on the CPU's SIMD level
+// (core/act_quant_ints.h); they are exact, so every level gives the same bits.
 float dot_act(const WeightMatrix& w, int64_t r, const ActQ8View& x);
 
 // Y[n x rows] = X W^T with every row of X quantized for w's format first (matmul's threading

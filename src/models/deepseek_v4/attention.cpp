@@ -72,10 +72,10 @@ void grouped_output(const Ctx& ctx, const LayerWeights& w, const float* heads, i
     wg.rows = c.o_lora;
     wg.data = static_cast<const uint8_t*>(w.o_a.data) + g * c.o_lora * w.o_a.row_stride_bytes();
     for (int64_t t = 0; t < T; ++t) std::copy_n(heads + t * full + g * in, in, xg.data() + t * in);
-    product(ctx.rounding, wg, xg.data(), T, yg.data(), ctx.pool);
+    product(ctx, wg, xg.data(), T, yg.data());
     for (int64_t t = 0; t < T; ++t) std::copy_n(yg.data() + t * c.o_lora, c.o_lora, low.data() + (t * G + g) * c.o_lora);
   }
-  product(ctx.rounding, w.o_b, low.data(), T, out, ctx.pool);
+  product(ctx, w.o_b, low.data(), T, out);
 }
 
 void attention_forward(const Ctx& ctx, const LayerWeights& w, int64_t layer, LayerState& s, const float* x,

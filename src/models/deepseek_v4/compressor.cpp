@@ -95,9 +95,13 @@ void ds4_indexer_storage(const Config& c, float* row, int64_t dim) {
   cpu::fp4_e2m1_roundtrip_f32(row, dim, 32);
 }
 
+void product(const Ctx& ctx, const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  product(ctx.rounding, ctx.c.act_quant, w, x, n, y, ctx.pool);
+}
+
 std::vector<float> project(const Ctx& ctx, const WeightMatrix& w, const float* x, int64_t n, const char* what) {
   std::vector<float> y(static_cast<size_t>(n * w.rows));
-  if (n > 0) product(ctx.rounding, w, x, n, y.data(), ctx.pool);
+  if (n > 0) product(ctx, w, x, n, y.data());
   (void)what;
   return y;
 }

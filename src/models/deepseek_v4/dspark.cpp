@@ -126,14 +126,14 @@ void dspark_draft(const Ctx& ctx, const cpu::HcShape& hc, const Weights& w, cons
   cpu::hc_head_f32(d.head_hc.view(), hc, x.data(), kBlock, h.data(), ctx.pool);
   for (int64_t t = 0; t < kBlock; ++t) cpu::rmsnorm_f32(h.data() + t * H, d.norm.data(), 0.0f, H, c.rms_eps, h.data() + t * H);
   out.logits.resize(size_t(kBlock * V));
-  matmul(w.lm_head, h.data(), kBlock, out.logits.data(), ctx.pool);
+  product(ctx, w.lm_head, h.data(), kBlock, out.logits.data());
   out.drafts.clear();
   out.confidence.clear();
   std::vector<float> emb(static_cast<size_t>(R)), bias(static_cast<size_t>(V));
   int32_t prev = primary;
   for (int64_t r = 0; r < kBlock; ++r) {  // _run_greedy_future_tokens_k5: sequential Markov chain
     dequantize_row(d.markov_w1, prev, emb.data());
-    matvec(d.markov_w2, emb.data(), bias.data(), ctx.pool);
+    product(ctx, d.markov_w2, emb.data(), 1, bias.data());
     float* lg = out.logits.data() + r * V;
     for (int64_t v = 0; v < V; ++v) lg[v] += bias[size_t(v)];
     const float z = dot_f32(d.conf_proj.data(), h.data() + r * H, H) + dot_f32(d.conf_proj.data() + H, emb.data(), R);

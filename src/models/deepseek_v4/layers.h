@@ -31,7 +31,10 @@ struct Ctx {
 void ds4_kv_storage(const Config& c, float* row, int64_t dim);
 void ds4_indexer_storage(const Config& c, float* row, int64_t dim);
 
-// Y {n, w.rows} = X {n, w.cols} W^T, with a shape check naming `what`.
+// Y {n, w.rows} = X {n, w.cols} W^T the way ctx computes products (operand_rounding.h product:
+// ctx.rounding, then ctx.c.act_quant, else f32 matmul on ctx.pool).
+void product(const Ctx& ctx, const WeightMatrix& w, const float* x, int64_t n, float* y);
+// The same into a new vector (`what` names the product for the reader).
 std::vector<float> project(const Ctx& ctx, const WeightMatrix& w, const float* x, int64_t n, const char* what);
 
 // Appends T tokens (x {T, hidden}, positions p0..) to a compressor lane; emits one entry

@@ -70,6 +70,7 @@ class DsModel : public Model, public DraftHead {
         inv_comp_(inv_freq(c_.rope_compress, c_.rope_dim)),
         pool_(opt.threads) {
     c_.ds4_numerics = ds4_numerics_for(w_.ds4_layout);
+    c_.act_quant = act_quant_from_env();
     info_.family = "deepseek_v4";
     info_.name = src_->config().value("_name_or_path", std::filesystem::path(src_->path()).filename().string());
     info_.vocab_size = c_.vocab;
@@ -260,7 +261,7 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
   cpu::hc_head_f32(w_.head_hc.view(), hc_, x.data() + first * n * H, rows, h.data(), &pool_);
   for (int64_t r = 0; r < rows; ++r) cpu::rmsnorm_f32(h.data() + r * H, w_.norm.data(), 0.0f, H, c_.rms_eps, h.data() + r * H);
   logits.resize(size_t(rows * c_.vocab));
-  product(ctx.rounding, w_.lm_head, h.data(), rows, logits.data(), &pool_);
+  product(ctx, w_.lm_head, h.data(), rows, logits.data());
 }
 
 void DsModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
@@ -342,7 +343,7 @@ void DsModel::forward_windows(std::span<ModelState* const> states, std::span<con
   cpu::hc_head_f32(w_.head_hc.view(), hc_, xr.data(), R, h.data(), &pool_);
   for (int64_t r = 0; r < R; ++r) cpu::rmsnorm_f32(h.data() + r * H, w_.norm.data(), 0.0f, H, c_.rms_eps, h.data() + r * H);
   logits.resize(size_t(R * c_.vocab));
-  matmul(w_.lm_head, h.data(), R, logits.data(), &pool_);
+  product(ctx, w_.lm_head, h.data(), R, logits.data());
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ void head_logits(const Ctx& ctx, const cpu::HcShape& hc, const Weights& w, const
   std::vector<float> h(static_cast<size_t>(H));
   cpu::hc_head_f32(w.mtp->head_hc.view(), hc, y, 1, h.data(), ctx.pool);
   cpu::rmsnorm_f32(h.data(), w.mtp->norm.data(), 0.0f, H, ctx.c.rms_eps, h.data());
-  matvec(w.lm_head, h.data(), logits, ctx.pool);
+  product(ctx, w.lm_head, h.data(), 1, logits);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "core/act_quant.h"
 #include "models/deepseek_v4/weights.h"
 
 namespace ds4::deepseek_v4 {
@@ -46,9 +47,11 @@ float round_operand(float v, Operands r, bool truncate) {
   return v;
 }
 
-void product(const OperandRounding* rounding, const WeightMatrix& w, const float* x, int64_t n, float* y,
-             ThreadPool* pool) {
+void product(const OperandRounding* rounding, bool act_quant, const WeightMatrix& w, const float* x, int64_t n,
+             float* y, ThreadPool* pool) {
   const Operands r = rounding ? rounding->of(w) : Operands::kExact;
+  if (r == Operands::kExact && act_quant && act_block_for(w.type) != ActBlock::kNone)
+    return matmul_act(w, x, n, y, pool);
   if (r == Operands::kExact || n < 1) return matmul(w, x, n, y, pool);
   const bool t = rounding->truncate;
   std::vector<float> wr(size_t(w.rows * w.cols)), xr(size_t(n * w.cols));

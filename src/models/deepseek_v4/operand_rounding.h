@@ -47,9 +47,14 @@ class OperandRounding {
 // v rounded to TF32 (10-bit mantissa) or BF16 (7-bit), nearest-even or truncated.
 float round_operand(float v, Operands r, bool truncate);
 
-// Y {n, w.rows} = X {n, w.cols} W^T: cpu matmul when `rounding` is null or w is exact, else
-// with both operands rounded as the tensor-core chunk rounds them (weights dequantized first).
-void product(const OperandRounding* rounding, const WeightMatrix& w, const float* x, int64_t n, float* y,
-             ThreadPool* pool);
+// Y {n, w.rows} = X {n, w.cols} W^T, the one place every DeepSeek CPU product goes through:
+//   - w among the tensor-core chunk's products (`rounding` set): both operands rounded as the
+//     chunk rounds them (weights dequantized first); this diagnostic wins over act_quant;
+//   - else `act_quant` (Config::act_quant) and w in Q8_0 / Q2_K / IQ2_XXS: ds4's activation
+//     quantization and integer dots (core/act_quant.h matmul_act);
+//   - else cpu matmul on f32 x.
+// Every path computes each output row on its own, so results do not depend on n.
+void product(const OperandRounding* rounding, bool act_quant, const WeightMatrix& w, const float* x, int64_t n,
+             float* y, ThreadPool* pool);
 
 }  // namespace ds4::deepseek_v4

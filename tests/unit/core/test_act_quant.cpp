@@ -12,6 +12,7 @@
 
 #include "core/act_quant.h"
 #include "core/error.h"
+#include "core/simd.h"
 #include "core/synthetic_weights.h"
 #include "core/thread_pool.h"
 #include "core/weight.h"
@@ -254,6 +255,30 @@ TEST(ActQuant, DotMatchesDoublePrecisionOverDequantizedOperands) {
     std::snprintf(worst_text, sizeof worst_text, "%.3g", worst);
     RecordProperty(std::string("worst_rel_") + std::string(dtype_name(t)), worst_text);
   }
+}
+
+// Every SIMD level's integer sums are exact, so dot_act gives the same bits on each; the row
+// spans 3 chunks of the kernels' block batches (64) plus a remainder.
+TEST(ActQuant, EverySimdLevelGivesTheSameBits) {
+  std::mt19937 rng(13);
+  const SimdLevel saved = simd_level();
+  for (DType t : {DType::Q8_0, DType::Q2_K, DType::IQ2_XXS}) {
+    const int64_t cols = t == DType::Q8_0 ? 32 * 200 : 256 * 200, rows = 6;
+    const RandomWeights rw = random_weights(t, rows, cols, 29);
+    std::vector<float> x = random_rows(cols, rng);
+    x[7] = 1e4f;  // one outlier: the rest of its block quantizes near 0, its own value to -127
+    const ActQ8Rows xq = quantize_act_rows(act_block_for(t), x.data(), cols, 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      set_simd_level(SimdLevel::Scalar);
+      const float want = dot_act(rw.w, r, xq.row(0));
+      for (int lv = 1; lv <= int(simd_supported()); ++lv) {
+        set_simd_level(SimdLevel(lv));
+        const float got = dot_act(rw.w, r, xq.row(0));
+        ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << dtype_name(t) << " " << simd_level_name(SimdLevel(lv)) << " row " << r;
+      }
+    }
+  }
+  set_simd_level(saved);
 }
 
 TEST(ActQuant, MatmulEqualsDotForEveryRowThreadedOrNot) {
