@@ -19,7 +19,14 @@
 // of k+1 rows, decode batches) as a multiple of one gemv of that weight: the bytes floor of n
 // rows is ~1.0x (the weight is read once; x and y are < 1% of it).
 //
+// --act: the GEMV on quantized activations (gemv_act.h: ds4's Q8_0 / Q8_K activations, dp4a)
+// against the f32-x GEMV (kernel 3) on the Q8_0, Q2_K and IQ2_XXS shapes above: us, GB/s and %
+// of the copy bandwidth of both, act/f32, gemv_act at 4 and 8 rows per block, the quantize_act
+// launch that feeds it (one row of cols values), and gemv_act_rows at n = 1, 2, 4, 8, 16 as a
+// multiple of one gemv_act of the same weight.
+//
 // Usage: bench_cuda_gemv [reps [--no-sweep]]   the tables (--no-sweep: without the threads x rows sweep)
+//        bench_cuda_gemv --act [reps]          the quantized-activation tables only (~10 s)
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
 #include <algorithm>
@@ -31,6 +38,7 @@
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_act.h"
 #include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/memory.h"
 #include "core/weight.h"
@@ -68,8 +76,45 @@ struct Row {
   double mib, us, gbps;
 };
 
+// Median ms of one replay of a CUDA graph holding what `capture(stream)` launches (after one
+// warm-up replay); decode runs as graphs too.
+template <class Fn>
+double graph_ms(Fn&& capture, int reps) {
+  cudaStream_t st;
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  DS4_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  capture(st);
+  DS4_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+  DS4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  DS4_CUDA_CHECK(cudaEventCreate(&a));
+  DS4_CUDA_CHECK(cudaEventCreate(&b));
+  DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));  // warm-up
+  std::vector<float> ms(static_cast<size_t>(reps));
+  for (int r = 0; r < reps; ++r) {
+    DS4_CUDA_CHECK(cudaEventRecord(a, st));
+    DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));
+    DS4_CUDA_CHECK(cudaEventRecord(b, st));
+    DS4_CUDA_CHECK(cudaEventSynchronize(b));
+    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms[size_t(r)], a, b));
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(st);
+  return double(ms[ms.size() / 2]);
+}
+
 // n_rows > 0: gemv_rows over n_rows input rows (x rows of cols floats, y rows of rows floats).
-Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* y, bool profile, int n_rows = 0) {
+// xq: the same launches on quantized activations (gemv_act, gemv_act_batched, gemv_act_rows;
+// xq rows of cols values), instead of x.
+Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* y, bool profile, int n_rows = 0,
+              const cuda::DeviceActQ8* xq = nullptr) {
   WeightMatrix w;
   w.type = f.type;
   w.rows = s.rows;
@@ -102,7 +147,17 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   }
   auto launch = [&](cudaStream_t st) {
     const cuda::GemvOptions o{f.path, f.rows_per_block};
-    if (n_rows > 0) {
+    if (xq) {
+      const ActQ8View xv = xq->row(0);
+      if (n_rows > 0) {
+        cuda::GemvRows r;
+        r.n = n_rows, r.x_row = s.cols, r.y_row = s.rows;
+        cuda::gemv_act_rows(w, xv, y, r, st);
+      } else if (s.batch > 0)
+        cuda::gemv_act_batched(w, xv, y, cuda::GemvBatch{s.batch, ids.as<int32_t>(), data_bytes, 0, 0, s.rows}, st);
+      else
+        cuda::gemv_act(w, xv, y, st);
+    } else if (n_rows > 0) {
       cuda::GemvRows r;
       r.n = n_rows, r.x_row = s.cols, r.y_row = s.rows;
       cuda::gemv_rows(w, x, y, r, st);
@@ -117,9 +172,7 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
     return Row{f.label, "", 0, 0, 0};
   }
-  cudaStream_t st;
-  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  auto pass = [&] {
+  auto pass = [&](cudaStream_t st) {
     for (size_t c = 0; c < copies; ++c) {
       w.data = data.as<uint8_t>() + c * experts * data_bytes;
       w.scales = sb_bytes ? sc.as<uint8_t>() + c * experts * sb_bytes : nullptr;
@@ -127,32 +180,7 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
       launch(st);
     }
   };
-  DS4_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  DS4_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  pass();
-  DS4_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-  DS4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  DS4_CUDA_CHECK(cudaEventCreate(&a));
-  DS4_CUDA_CHECK(cudaEventCreate(&b));
-  DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));  // warm-up
-  std::vector<float> ms(static_cast<size_t>(reps));
-  for (int r = 0; r < reps; ++r) {
-    DS4_CUDA_CHECK(cudaEventRecord(a, st));
-    DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));
-    DS4_CUDA_CHECK(cudaEventRecord(b, st));
-    DS4_CUDA_CHECK(cudaEventSynchronize(b));
-    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms[size_t(r)], a, b));
-  }
-  std::sort(ms.begin(), ms.end());
-  const double per_launch_s = double(ms[ms.size() / 2]) * 1e-3 / double(copies);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(st);
+  const double per_launch_s = graph_ms(pass, reps) * 1e-3 / double(copies);
   Row row;
   row.label = f.label;
   row.shape = std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what;
@@ -163,12 +191,78 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   return row;
 }
 
+// bench_cuda_gemv --act: gemv_act vs the f32-x gemv (kernel 3, PDL on), see the header.
+int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
+  constexpr int kMaxIn = 16;
+  const Format formats[] = {{DType::Q8_0, 0, DType::F16, "Q8_0"},
+                            {DType::Q2_K, 0, DType::F16, "Q2_K"},
+                            {DType::IQ2_XXS, 0, DType::F16, "IQ2_XXS"}};
+  const Shape shapes[] = {{4096, 4096, "square"},          {2048, 7168, "wide"},          {7168, 2048, "tall"},
+                          {2048, 4096, "expert up"},       {4096, 2048, "expert down"},   {4096, 4096, "gate|up", 6},
+                          {4096, 2048, "down", 6},         {4096, 4096, "glm gate|up", 8}, {4096, 2048, "glm down", 8}};
+  cuda::gemv_set_kernel(3);
+  cuda::gemv_set_pdl(true);
+  auto pct = [&](const Row& q) { return 100.0 * q.gbps / bw.copy_gbps; };
+  std::printf("gemv_act (quantized activations, dp4a) vs gemv (f32 x, kernel 3); PDL on; quantize = quantize_act "
+              "of one row of cols values\n%-8s %-22s %7s | %-23s | %-23s | %6s | %-13s | %8s\n",
+              "format", "shape", "MiB", "f32 gemv us GB/s %copy", "gemv_act us GB/s %copy", "act/f32", "act R4 / R8 GB/s",
+              "quant us");
+  for (const Format& f : formats) {
+    const ActBlock block = act_block_for(f.type);
+    for (const Shape& s : shapes) {
+      cuda::DeviceBuffer qbuf(size_t(kMaxIn) * cuda::act_q8_row_bytes(block, s.cols), "bench xq");
+      const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qbuf.get(), block, s.cols, kMaxIn);
+      cuda::quantize_act(x, s.cols, kMaxIn, xq, nullptr);
+      DS4_CUDA_CHECK(cudaDeviceSynchronize());
+      const Row ref = bench_one(f, s, reps, x, y, false);
+      const Row act = bench_one(f, s, reps, x, y, false, 0, &xq);
+      double rb[2];
+      for (int k = 0; k < 2; ++k) {
+        cuda::gemv_act_set_rows_per_block(k == 0 ? 4 : 8);
+        rb[k] = bench_one(f, s, reps, x, y, false, 0, &xq).gbps;
+      }
+      cuda::gemv_act_set_rows_per_block(0);
+      constexpr int kQuantLaunches = 200;
+      const double qus = graph_ms([&](cudaStream_t st) {
+                           for (int i = 0; i < kQuantLaunches; ++i) cuda::quantize_act(x, s.cols, 1, xq, st);
+                         }, reps) * 1e3 / kQuantLaunches;
+      std::printf("%-8s %-22s %7.2f | %7.2f %6.0f %6.1f%% | %7.2f %6.0f %6.1f%% | %5.2fx | %6.0f %6.0f | %8.2f\n", f.label,
+                  ref.shape.c_str(), ref.mib, ref.us, ref.gbps, pct(ref), act.us, act.gbps, pct(act), ref.us / act.us,
+                  rb[0], rb[1], qus);
+    }
+  }
+  std::printf("\ngemv_act_rows: time of n rows / one gemv_act of the same weight (bytes floor ~1.0x)\n%-8s %-12s %8s",
+              "format", "shape", "act us");
+  const int ns[] = {1, 2, 4, 8, 16};
+  for (int n : ns) std::printf("  n=%-2d      ", n);
+  std::printf("\n");
+  for (const Format& f : formats) {
+    const ActBlock block = act_block_for(f.type);
+    for (const Shape& s : {shapes[0], Shape{2048, 4096, "expert"}, Shape{4096, 2048, "expert"}}) {
+      cuda::DeviceBuffer qbuf(size_t(kMaxIn) * cuda::act_q8_row_bytes(block, s.cols), "bench xq");
+      const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qbuf.get(), block, s.cols, kMaxIn);
+      cuda::quantize_act(x, s.cols, kMaxIn, xq, nullptr);
+      DS4_CUDA_CHECK(cudaDeviceSynchronize());
+      const Row one = bench_one(f, s, reps, x, y, false, 0, &xq);
+      std::printf("%-8s %-12s %8.2f", f.label, (std::to_string(s.rows) + "x" + std::to_string(s.cols)).c_str(), one.us);
+      for (int n : ns) {
+        const Row rn = bench_one(f, s, reps, x, y, false, n, &xq);
+        std::printf(" %6.1f %4.2fx", rn.us, rn.us / one.us);
+      }
+      std::printf("\n");
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const bool profile = argc > 1 && std::string(argv[1]) == "--profile";
-    const int reps = argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
+    const bool act = argc > 1 && std::string(argv[1]) == "--act";
+    const int reps = act ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
+                         : argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
     const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     cudaDeviceProp prop{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -203,8 +297,10 @@ int main(int argc, char** argv) {
                             {2560, 640, "qwen down", 10},
                             {324, 10240, "qwen hc"}};
     constexpr int kMaxN = 8;
+    // x: 16 rows of up to 8192 floats (gemv_act_rows' n = 16) or 8 of 16384; y: 16 rows of 32768.
     cuda::DeviceBuffer x(sizeof(float) * 16384 * kMaxN, "bench x"), y(sizeof(float) * 65536 * kMaxN, "bench y");
     fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
+    if (act) return act_tables(reps, bw, x.as<float>(), y.as<float>());
     std::printf("%-12s %-26s %7s | %-15s | %-15s | %-15s | %-24s | %-15s | %6s\n", "format", "shape", "MiB",
                 "k1 GB/s %copy", "k2 GB/s %copy", "k2 no PDL", "k3 (default) us GB/s %copy", "k3 no PDL", "k3/k2");
     auto fits = [](const Format& f, const Shape& s) {  // the K-quants and IQ2_XXS: whole 256-weight blocks

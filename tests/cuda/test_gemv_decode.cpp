@@ -15,28 +15,7 @@
 #include <cstring>
 #include <random>
 
-static inline float __uint_as_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-static inline uint32_t __float_as_uint(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-static inline int __popc(uint32_t v) { return __builtin_popcount(v); }
-template <class T>
-static inline T __ldg(const T* p) {
-  return *p;
-}
-static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t s) {
-  return uint32_t(((uint64_t(hi) << 32) | lo) >> (s & 31));
-}
-static inline uint32_t __funnelshift_rc(uint32_t lo, uint32_t hi, uint32_t s) {
-  return uint32_t(((uint64_t(hi) << 32) | lo) >> (s > 32 ? 32 : s));
-}
-
+#include "host_intrinsics.h"  // before the decoders
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
 

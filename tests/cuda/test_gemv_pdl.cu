@@ -21,6 +21,7 @@
 #include "backend/cuda/memory.h"
 #include "device_weight.h"
 #include "host_ref.h"
+#include "late_writer.cuh"
 #include "test_common.h"
 
 using namespace ds4;
@@ -29,22 +30,6 @@ using namespace ds4::cuda_test;
 namespace {
 
 constexpr unsigned long long kSpinNs = 50'000;  // far longer than a gemv block's first weight loads
-
-// Lets the next kernel start now, then (after the spin) copies src -> dst and ids_src -> ids_dst.
-__global__ void late_writer(const float* src, float* dst, int64_t n, const int32_t* ids_src, int32_t* ids_dst,
-                            int n_ids) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-  if (threadIdx.x == 0) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < kSpinNs);
-  }
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
-  for (int i = threadIdx.x; i < n_ids; i += blockDim.x) ids_dst[i] = ids_src[i];
-}
 
 std::vector<float> download(const float* p, size_t n) {
   std::vector<float> v(n);
@@ -107,7 +92,7 @@ void run_case(const Case& cs, int kernel, std::mt19937_64& rng, cudaStream_t s) 
       cuda::gemv_set_pdl(pdl);
       if (write) {
         late_writer<<<1, 256, 0, s>>>(src.as<float>(), x.as<float>(), xn, ids_src.as<int32_t>(), ids.as<int32_t>(),
-                                      int(count));
+                                      int(count), kSpinNs);
         DS4_CUDA_CHECK_LAUNCH();
       }
       product();

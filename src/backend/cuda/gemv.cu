@@ -334,27 +334,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_small_kernel(Args a, const f
 }
 
 // ---- Multi-row (gemv_rows): a block owns R weight rows and N input rows (n live) ----
-struct RowsArgs {
-  int n;
-  int64_t x_row, y_row;
-  const int32_t *live, *counts, *x_idx, *y_idx;
-};
-
-// This block's entry: false past *live; else points `a` at the entry's expert and fills the
-// rows' x / y offsets (floats, entry offset included) and their live count.
-template <int N>
-__device__ __forceinline__ bool rows_entry(Args& a, const RowsArgs& ra, int& n, int64_t (&xo)[N], int64_t (&yo)[N]) {
-  if (ra.live && int(blockIdx.y) >= *ra.live) return false;
-  const int64_t b = batch_entry(a);
-  n = ra.counts ? min(ra.counts[blockIdx.y], N) : ra.n;
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const int64_t k = int64_t(blockIdx.y) * kGemvMaxRows + i;
-    xo[i] = b * a.x_stride + (i < n ? (ra.x_idx ? ra.x_idx[k] : i) * ra.x_row : 0);
-    yo[i] = b * a.y_stride + (i < n ? (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : 0);
-  }
-  return true;
-}
+// RowsArgs and rows_entry: gemv_device.cuh (shared with gemv_act_rows).
 
 // The direct kernel's loop with an inner loop over input rows: per (weight row, input row)
 // the same per-thread unit order and the same reductions as gemv_direct_kernel.
@@ -363,7 +343,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
                                                                float* __restrict__ y) {
   int n;
   int64_t xo[N], yo[N];
-  if (!rows_entry<N>(a, ra, n, xo, yo)) return;  // whole block: before any barrier
+  if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return batch_entry(e); })) return;  // whole block: before any barrier
   __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
   Codebook<F> book{grid_smem};
   const int64_t row0 = int64_t(blockIdx.x) * R;
@@ -382,23 +362,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
       for (int r = 0; r < R; ++r) acc[r][i] += dot_v<V, F>(raw[r], u, xv, book.get());
     }
   });
-  __shared__ float part[R * N][kMaxThreads / 32];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float s = warp_sum(acc[r][i]);
-      if (lane == 0) part[r * N + i][warp] = s;
-    }
-  __syncthreads();
-  for (int k = threadIdx.x; k < R * N; k += blockDim.x) {
-    const int r = k / N, i = k % N;
-    if (i >= n || row0 + r >= a.rows) continue;
-    float s = 0.f;
-    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[k][w];
-    y[yo[i] + row0 + r] = s;
-  }
+  finish_rows<R, N, kMaxThreads / 32>(acc, row0, a.rows, n, yo, y);
 }
 
 // gemv_small_kernel over input rows: one warp per weight row, each weight read once.
@@ -407,7 +371,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_small_kernel(Args a, Ro
                                                                      float* __restrict__ y) {
   int n;
   int64_t xo[N], yo[N];
-  if (!rows_entry<N>(a, ra, n, xo, yo)) return;
+  if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return batch_entry(e); })) return;
   const int64_t row = int64_t(blockIdx.x) * (kMaxThreads / 32) + threadIdx.x / 32;
   if (row >= a.rows) return;
   const uint8_t* p = a.data + row * a.row_stride;

@@ -26,6 +26,7 @@
 #include "backend/cuda/gemv_act.h"
 #include "backend/cuda/gemv_act_formats.cuh"
 #include "backend/cuda/gemv_device.cuh"
+#include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/error.h"
 
@@ -37,7 +38,9 @@ using namespace gemv_act_detail;
 using gemv_detail::launch_maybe_pdl;
 using gemv_detail::pdl_launch_dependents;
 using gemv_detail::pdl_wait;
-using gemv_detail::warp_sum;
+using gemv_detail::finish_rows;
+using gemv_detail::rows_entry;
+using gemv_detail::RowsArgs;
 
 constexpr int kThreads = 128;
 
@@ -48,13 +51,6 @@ struct XArgs {
   const int8_t* q;
   const float* d;
   const int16_t* bs;
-};
-
-// gemv_rows' per-entry options (gemv.h GemvRows), offsets in activation values.
-struct RowsArgs {
-  int n;
-  int64_t x_row, y_row;
-  const int32_t *live, *counts, *x_idx, *y_idx;
 };
 
 template <class F>
@@ -102,15 +98,8 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
   int64_t xo[N], yo[N];  // per input row: activation value offset, output offset
   bool waited = false;
   if constexpr (kRows) {
-    if (ra.live && int(blockIdx.y) >= *ra.live) return;  // whole block: before any barrier
-    const int64_t b = act_entry(a);
-    n = ra.counts ? min(ra.counts[blockIdx.y], N) : ra.n;
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const int64_t k = int64_t(blockIdx.y) * kGemvMaxRows + i;
-      xo[i] = b * a.x_stride + (i < n ? (ra.x_idx ? ra.x_idx[k] : i) * ra.x_row : 0);
-      yo[i] = b * a.y_stride + (i < n ? (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : 0);
-    }
+    // whole block, before any barrier; offsets in activation values
+    if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return act_entry(e); })) return;
   } else {
     pdl_launch_dependents();
     waited = a.ids != nullptr;
@@ -172,23 +161,7 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
     }
     if (u + blockDim.x < units) load_all(u + blockDim.x);
   }
-  __shared__ float part[R * N][kThreads / 32];
-  const int warp = threadIdx.x / 32;
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float s = warp_sum(acc[r][i]);
-      if (lane == 0) part[r * N + i][warp] = s;
-    }
-  __syncthreads();
-  for (int k = threadIdx.x; k < R * N; k += blockDim.x) {
-    const int r = k / N, i = k % N;
-    if (i >= n || row0 + r >= a.rows) continue;
-    float s = 0.f;
-    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[k][w];
-    y[yo[i] + row0 + r] = s;
-  }
+  finish_rows<R, N, kThreads / 32>(acc, row0, a.rows, n, yo, y);
 }
 
 // Threads per block from the row length alone (gemv_act_rows must walk rows as gemv_act does):
@@ -205,9 +178,12 @@ void launch_single_r(const Args& a, const XArgs& xa, float* y, cudaStream_t stre
                    RowsArgs{1, 0, 0, nullptr, nullptr, nullptr, nullptr}, y);
 }
 
+int g_rows_per_block = 0;  // gemv_act_set_rows_per_block; 0 = auto
+
 template <class F>
 void launch_single(const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
-  if ((a.rows + 7) / 8 * int64_t(batch) < 264) return launch_single_r<F, 4>(a, xa, y, stream, batch);
+  const int r = g_rows_per_block ? g_rows_per_block : (a.rows + 7) / 8 * int64_t(batch) < 264 ? 4 : 8;
+  if (r == 4) return launch_single_r<F, 4>(a, xa, y, stream, batch);
   launch_single_r<F, 8>(a, xa, y, stream, batch);
 }
 
@@ -284,6 +260,12 @@ void set_batch(const char* who, Args& a, const GemvBatch& b, ActBlock block) {
 XArgs x_args(const ActQ8View& x) { return XArgs{x.q, x.d, x.bsums}; }
 
 }  // namespace
+
+void gemv_act_set_rows_per_block(int rows) {
+  if (rows != 0 && rows != 4 && rows != 8)
+    throw InputError("cuda gemv_act: rows per block " + std::to_string(rows) + " is not 0, 4 or 8");
+  g_rows_per_block = rows;
+}
 
 bool gemv_act_supports(DType type) { return act_block_for(type) != ActBlock::kNone; }
 

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
 
 namespace ds4::cuda::gemv_detail {
 
@@ -11,6 +12,57 @@ __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+// gemv_rows' per-entry options (GemvRows in gemv.h); offsets in x's elements.
+struct RowsArgs {
+  int n;
+  int64_t x_row, y_row;
+  const int32_t *live, *counts, *x_idx, *y_idx;
+};
+
+// This block's entry of a multi-row launch: false past *live; else entry(a) points `a` at the
+// entry's expert and returns the entry b, and this fills the live count n and the input rows'
+// x / y offsets (b * a.x_stride / a.y_stride included).
+template <int N, class A, class Entry>
+__device__ __forceinline__ bool rows_entry(A& a, const RowsArgs& ra, int& n, int64_t (&xo)[N], int64_t (&yo)[N],
+                                           Entry&& entry) {
+  if (ra.live && int(blockIdx.y) >= *ra.live) return false;
+  const int64_t b = entry(a);
+  n = ra.counts ? min(ra.counts[blockIdx.y], N) : ra.n;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int64_t k = int64_t(blockIdx.y) * kGemvMaxRows + i;
+    xo[i] = b * a.x_stride + (i < n ? (ra.x_idx ? ra.x_idx[k] : i) * ra.x_row : 0);
+    yo[i] = b * a.y_stride + (i < n ? (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : 0);
+  }
+  return true;
+}
+
+// The end of a multi-row GEMV block: acc[r][i] (weight row row0 + r, input row i) summed over
+// the block (warp shuffles, then the warps in order) and written to y[yo[i] + row0 + r] for the
+// live inputs i < n and the rows that exist. The same code for gemv_rows and gemv_act(_rows),
+// so a row's last additions are the same in every kernel that must match another bit for bit.
+template <int R, int N, int kMaxWarps>
+__device__ __forceinline__ void finish_rows(const float (&acc)[R][N], int64_t row0, int64_t rows, int n,
+                                            const int64_t (&yo)[N], float* __restrict__ y) {
+  __shared__ float part[R * N][kMaxWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const float s = warp_sum(acc[r][i]);
+      if (lane == 0) part[r * N + i][warp] = s;
+    }
+  __syncthreads();
+  for (int k = threadIdx.x; k < R * N; k += blockDim.x) {
+    const int r = k / N, i = k % N;
+    if (i >= n || row0 + r >= rows) continue;
+    float s = 0.f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[k][w];
+    y[yo[i] + row0 + r] = s;
+  }
 }
 
 // Programmatic dependent launch (sm_90): launch_dependents lets the next kernel's blocks be

@@ -10,4 +10,9 @@ namespace ds4::cuda {
 void gemv_set_threads(int threads);
 int gemv_threads();
 
+// Rows per thread block of gemv_act / gemv_act_batched (gemv_act.h): 0 = the default (8; 4 when
+// the grid would have fewer than 264 blocks), else 4 or 8. Never changes a result (each row is
+// one block's threads over the same units in the same order). Throws InputError otherwise.
+void gemv_act_set_rows_per_block(int rows);
+
 }  // namespace ds4::cuda

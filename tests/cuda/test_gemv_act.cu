@@ -1,0 +1,442 @@
+// The GEMV on quantized activations (backend/cuda/gemv_act.h) against ds4's CPU code
+// (core/act_quant.h):
+//   quantize_act        == ds4::quantize_act_q8_0 / _q8_k byte for byte (q, d, bsums), including
+//                          zero blocks, +-max ties (Q8_K takes the first) and rows with a stride;
+//   gemv_act            == ds4::dot_act per row within the summation-order bound: the block
+//                          terms are the same f32 values (exact integer sums, ds4's f32 order),
+//                          only the order of the sum over the nb blocks differs, so
+//                          |gpu - cpu| <= 2 (nb - 1) 2^-24 sum_b |term_b| (each order's error is at
+//                          most (nb - 1) u sum |term|); term_b is dot_act on block b alone.
+//                          The largest |gpu - cpu| / sum|term| seen is printed (expect ~1e-7);
+//   gemv_act_batched    entry b == gemv_act on expert ids[b] (memcmp), ids on the device;
+//   gemv_act_rows       row i == gemv_act on that row (memcmp), n = 1..16, and with batch ids,
+//                          live, counts, x_idx and y_idx (entries past *live untouched);
+//   PDL                 quantize_act + gemv_act / _batched launched as programmatic dependents
+//                          after a kernel that writes x and the ids late == plain launches;
+//   bad input           InputError (wrong activation block, cols not a multiple, n mismatch,
+//                          unsupported type, misaligned q, bad n / strides / rows per block).
+// Shapes: DeepSeek's (IQ2_XXS 2048x4096 gate|up, Q2_K 4096x2048 down, Q8_0 4096 / 7168 wide
+// / tall), GLM's Q2_K expert shape, and odd ones (cols 256 / 32 / 96, rows 37, 13, 11: not a
+// multiple of the rows per block).
+// Usage: test_gemv_act   (exit 1 when a check fails; a few seconds on the H200, most of it the
+// CPU reference)
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_act.h"
+#include "backend/cuda/gemv_tuning.h"
+#include "backend/cuda/memory.h"
+#include "core/act_quant.h"
+#include "device_weight.h"
+#include "host_ref.h"
+#include "late_writer.cuh"
+#include "test_common.h"
+
+using namespace ds4;
+using namespace ds4::cuda_test;
+
+namespace {
+
+constexpr unsigned long long kSpinNs = 50'000;  // far longer than a block's first weight loads
+
+template <class T>
+std::vector<T> download(const T* p, size_t n) {
+  std::vector<T> v(n);
+  DS4_CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+template <class T>
+void upload_to(void* dst, const std::vector<T>& v) {
+  DS4_CUDA_CHECK(cudaMemcpy(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+template <class T>
+bool same(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// Activation rows (stride x_row >= n): normal values with a few blocks made special: all zero,
+// a negative and a positive value of the same largest magnitude (Q8_K takes the first), values
+// on exact .5 steps of the Q8_0 scale, and a wide dynamic range.
+std::vector<float> activations(int64_t rows, int64_t n, int64_t x_row, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(size_t(rows * x_row), 0.f);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x.data() + r * x_row;
+    for (int64_t i = 0; i < n; ++i) row[i] = nd(rng) * (i % 97 == 5 ? 30.f : 1.f);
+    for (int64_t i = n; i < x_row; ++i) row[i] = 1e30f;  // past n: must not be read
+    if (n >= 512) {
+      for (int64_t i = 256; i < 512; ++i) row[i] = 0.f;  // a zero block (both block sizes)
+    }
+    if (n >= 768) {  // ties: -7 first, +7 later, everything else smaller
+      for (int64_t i = 512; i < 768; ++i) row[i] = std::fmod(row[i], 6.f);
+      row[512 + 3] = -7.f;
+      row[512 + 200] = 7.f;
+    }
+    if (n >= 1024) {  // x * (1 / d) lands on .5: lrintf's ties-to-even decides
+      for (int64_t i = 768; i < 800; ++i) row[i] = (i == 768 ? 127.f : float(int(i % 9) - 4) + 0.5f);
+    }
+  }
+  return x;
+}
+
+ActQ8Rows cpu_quantize(ActBlock block, const std::vector<float>& x, int64_t rows, int64_t n, int64_t x_row) {
+  std::vector<float> packed(size_t(rows * n));
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(&packed[size_t(r * n)], &x[size_t(r * x_row)], size_t(n) * 4);
+  return quantize_act_rows(block, packed.data(), n, rows);
+}
+
+// Quantized activations on the device (carved from one buffer) plus the f32 rows they came from.
+struct DeviceAct {
+  cuda::DeviceBuffer buf, xf;
+  cuda::DeviceActQ8 q;
+};
+
+DeviceAct quantize_on_device(ActBlock block, const std::vector<float>& x, int64_t rows, int64_t n, int64_t x_row,
+                             cudaStream_t s) {
+  DeviceAct d;
+  d.buf = cuda::DeviceBuffer(size_t(rows) * cuda::act_q8_row_bytes(block, n), "test act q8");
+  d.xf = cuda::DeviceBuffer(x.size() * 4, "test act f32");
+  upload_to(d.xf.get(), x);
+  d.q = cuda::act_q8_carve(d.buf.get(), block, n, rows);
+  cuda::quantize_act(d.xf.as<float>(), x_row, rows, d.q, s);
+  DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+  return d;
+}
+
+void check_quantize(ActBlock block, int64_t n, std::mt19937_64& rng, cudaStream_t s) {
+  const int64_t rows = 3, x_row = n + 12;
+  const std::vector<float> x = activations(rows, n, x_row, rng);
+  const ActQ8Rows ref = cpu_quantize(block, x, rows, n, x_row);
+  const DeviceAct d = quantize_on_device(block, x, rows, n, x_row, s);
+  const std::string what = std::string(block == ActBlock::kQ8_0 ? "Q8_0" : "Q8_K") + " quantize_act n=" +
+                           std::to_string(n) + " rows=3 x_row=n+12";
+  check(same(download(d.q.q, ref.q.size()), ref.q), what + ": q == CPU byte for byte");
+  check(same(download(d.q.d, ref.d.size()), ref.d), what + ": d == CPU (memcmp)");
+  if (block == ActBlock::kQ8_K) check(same(download(d.q.bsums, ref.bsums.size()), ref.bsums), what + ": bsums == CPU");
+}
+
+// Block b of row r alone: dot_act's f32 term for that block.
+float block_term(const WeightMatrix& hw, int64_t r, const ActQ8View& x, int64_t b) {
+  const int64_t bv = cuda::act_values_per_scale(x.block);
+  WeightMatrix one = hw;
+  one.rows = 1;
+  one.cols = bv;
+  const int64_t block_bytes = one.row_stride_bytes();
+  one.data = static_cast<const uint8_t*>(hw.data) + r * hw.row_stride_bytes() + b * block_bytes;
+  ActQ8View xb = x;
+  xb.n = bv;
+  xb.q = x.q + b * bv;
+  xb.d = x.d + b;
+  if (x.bsums) xb.bsums = x.bsums + b * (bv / kActQ8KSumBlock);
+  return dot_act(one, 0, xb);
+}
+
+// gemv_act on every row of w against dot_act within the order bound; returns the GPU output.
+std::vector<float> check_gemv(const std::string& what, const HostWeight& hw, const WeightMatrix& dw,
+                              const ActQ8Rows& xq_host, const DeviceAct& xd, cudaStream_t s) {
+  const WeightMatrix hv = host_view(hw);
+  cuda::DeviceBuffer y(size_t(hw.rows) * 4, "test y");
+  cuda::gemv_act(dw, xd.q.row(0), y.as<float>(), s);
+  DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+  const std::vector<float> got = download(y.as<float>(), size_t(hw.rows));
+  const ActQ8View x = xq_host.row(0);
+  const int64_t nb = hw.cols / cuda::act_values_per_scale(x.block);
+  int bad = 0;
+  double worst = 0;
+  for (int64_t r = 0; r < hw.rows; ++r) {
+    const float ref = dot_act(hv, r, x);
+    double mag = 0;
+    for (int64_t b = 0; b < nb; ++b) mag += std::fabs(double(block_term(hv, r, x, b)));
+    const double diff = std::fabs(double(got[size_t(r)]) - double(ref));
+    const double bound = 2.0 * double(std::max<int64_t>(nb - 1, 0)) * std::ldexp(1.0, -24) * mag;
+    if (!(diff <= bound)) ++bad;
+    if (mag > 0) worst = std::max(worst, diff / mag);
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, " (max |gpu - cpu| / sum|term| %.2e)", worst);
+  check(bad == 0, what + ": gemv_act == dot_act within 2 (nb - 1) 2^-24 sum|term| on " + std::to_string(hw.rows) +
+                      " rows, " + std::to_string(bad) + " outside" + buf);
+  return got;
+}
+
+struct Shape {
+  DType type;
+  int64_t rows, cols;
+  const char* what;
+};
+
+void check_shape(const Shape& sh, std::mt19937_64& rng, cudaStream_t s) {
+  const ActBlock block = act_block_for(sh.type);
+  const std::string what = std::string(dtype_name(sh.type)) + " " + std::to_string(sh.rows) + "x" +
+                           std::to_string(sh.cols) + " " + sh.what;
+  const HostWeight hw = random_weight(sh.type, sh.rows, sh.cols, rng);
+  const DeviceWeight dw = upload(hw);
+  constexpr int64_t kIn = 16;  // input rows for gemv_act_rows
+  const int64_t n = sh.cols;
+  const std::vector<float> x = activations(kIn, n, n, rng);
+  const ActQ8Rows xq = cpu_quantize(block, x, kIn, n, n);
+  const DeviceAct xd = quantize_on_device(block, x, kIn, n, n, s);
+  const std::vector<float> y0 = check_gemv(what, hw, dw.view, xq, xd, s);
+
+  // gemv_act on each input row (reference for gemv_act_rows), every rows-per-block choice equal.
+  std::vector<std::vector<float>> single(kIn);
+  cuda::DeviceBuffer y(size_t(kIn * sh.rows) * 4, "test y rows");
+  bool rb_same = true;
+  for (int64_t i = 0; i < kIn; ++i) {
+    cuda::gemv_act(dw.view, xd.q.row(i), y.as<float>(), s);
+    single[size_t(i)] = download(y.as<float>(), size_t(sh.rows));
+    if (i == 0) {
+      for (int rb : {4, 8}) {
+        cuda::gemv_act_set_rows_per_block(rb);
+        cuda::gemv_act(dw.view, xd.q.row(0), y.as<float>(), s);
+        rb_same = rb_same && same(download(y.as<float>(), size_t(sh.rows)), single[0]);
+      }
+      cuda::gemv_act_set_rows_per_block(0);
+    }
+  }
+  check(same(single[0], y0) && rb_same, what + ": gemv_act is deterministic and equal at 4 and 8 rows per block");
+  int rows_same = 0, rows_total = 0;
+  for (int nr = 1; nr <= int(kIn); ++nr) {
+    DS4_CUDA_CHECK(cudaMemset(y.get(), 0xff, y.bytes()));
+    cuda::GemvRows r;
+    r.n = nr, r.x_row = n, r.y_row = sh.rows;
+    cuda::gemv_act_rows(dw.view, xd.q.row(0), y.as<float>(), r, s);
+    const std::vector<float> got = download(y.as<float>(), size_t(kIn * sh.rows));
+    for (int i = 0; i < nr; ++i, ++rows_total)
+      rows_same += std::memcmp(&got[size_t(i * sh.rows)], single[size_t(i)].data(), size_t(sh.rows) * 4) == 0;
+  }
+  check(rows_same == rows_total, what + ": gemv_act_rows row i == gemv_act (memcmp), n = 1..16: " +
+                                     std::to_string(rows_same) + " of " + std::to_string(rows_total));
+}
+
+// E experts stacked in one weight; batched and multi-row launches routed by device ids.
+void check_batched(DType type, int64_t rows, int64_t cols, std::mt19937_64& rng, cudaStream_t s) {
+  constexpr int64_t E = 4, count = 5;
+  const ActBlock block = act_block_for(type);
+  const std::string what = std::string(dtype_name(type)) + " experts " + std::to_string(E) + "x" +
+                           std::to_string(rows) + "x" + std::to_string(cols);
+  const HostWeight hw = random_weight(type, E * rows, cols, rng);
+  const DeviceWeight dw = upload(hw);
+  WeightMatrix ew = dw.view;
+  ew.rows = rows;
+  const size_t id_stride = size_t(rows) * size_t(ew.row_stride_bytes());
+  auto expert = [&](int64_t e) {
+    WeightMatrix w = ew;
+    w.data = static_cast<const uint8_t*>(dw.view.data) + size_t(e) * id_stride;
+    return w;
+  };
+  // Activations: count entries x kGemvMaxRows rows each (entry b at b * x_stride values).
+  const int64_t per_entry = cuda::kGemvMaxRows, in_rows = count * per_entry;
+  const std::vector<float> x = activations(in_rows, cols, cols, rng);
+  const DeviceAct xd = quantize_on_device(block, x, in_rows, cols, cols, s);
+  const std::vector<int32_t> ids = {3, 0, 2, 3, 1};
+  cuda::DeviceBuffer d_ids(ids.size() * 4, "test ids");
+  upload_to(d_ids.get(), ids);
+  cuda::DeviceBuffer y(size_t(count * per_entry * rows) * 4, "test y"), y1(size_t(rows) * 4, "test y1");
+  auto single = [&](int64_t e, int64_t in_row) {
+    cuda::gemv_act(expert(e), xd.q.row(in_row), y1.as<float>(), s);
+    return download(y1.as<float>(), size_t(rows));
+  };
+
+  // gemv_act_batched: entry b reads input row b * per_entry, writes y + b * rows.
+  cuda::gemv_act_batched(ew, xd.q.row(0), y.as<float>(),
+                         cuda::GemvBatch{int(count), d_ids.as<int32_t>(), id_stride, 0, per_entry * cols, rows}, s);
+  const std::vector<float> got = download(y.as<float>(), size_t(count * rows));
+  int ok = 0;
+  for (int64_t b = 0; b < count; ++b)
+    ok += std::memcmp(&got[size_t(b * rows)], single(ids[size_t(b)], b * per_entry).data(), size_t(rows) * 4) == 0;
+  check(ok == count, what + ": gemv_act_batched entry b == gemv_act on expert ids[b] (memcmp), " + std::to_string(ok) +
+                         " of " + std::to_string(count));
+
+  // gemv_act_rows routed: live = 4 of 5 entries, counts, x_idx / y_idx permutations.
+  const int32_t live = 4;
+  std::vector<int32_t> counts = {1, 16, 7, 3, 9}, x_idx(size_t(count * per_entry)), y_idx(size_t(count * per_entry));
+  for (int64_t b = 0; b < count; ++b)
+    for (int64_t i = 0; i < per_entry; ++i) {
+      x_idx[size_t(b * per_entry + i)] = int32_t((i * 5 + b) % per_entry);
+      y_idx[size_t(b * per_entry + i)] = int32_t((per_entry - 1 - i + b) % per_entry);
+    }
+  cuda::DeviceBuffer d_live(4, "live"), d_counts(counts.size() * 4, "counts"), d_x(x_idx.size() * 4, "x_idx"),
+      d_y(y_idx.size() * 4, "y_idx");
+  upload_to(d_live.get(), std::vector<int32_t>{live});
+  upload_to(d_counts.get(), counts);
+  upload_to(d_x.get(), x_idx);
+  upload_to(d_y.get(), y_idx);
+  for (int n : {4, 8, 16}) {  // each kernel width (N = 4, 8, 16); counts above n are capped at n
+    DS4_CUDA_CHECK(cudaMemset(y.get(), 0xff, y.bytes()));
+    cuda::GemvRows r;
+    r.n = n, r.x_row = cols, r.y_row = rows;
+    r.batch = cuda::GemvBatch{int(count), d_ids.as<int32_t>(), id_stride, 0, per_entry * cols, per_entry * rows};
+    r.live = d_live.as<int32_t>(), r.counts = d_counts.as<int32_t>(), r.x_idx = d_x.as<int32_t>(),
+    r.y_idx = d_y.as<int32_t>();
+    cuda::gemv_act_rows(ew, xd.q.row(0), y.as<float>(), r, s);
+    const std::vector<float> all = download(y.as<float>(), size_t(count * per_entry * rows));
+    int good = 0, total = 0, untouched = 0, slots = 0;
+    std::vector<uint8_t> written(size_t(count * per_entry), 0);
+    for (int64_t b = 0; b < live; ++b)
+      for (int64_t i = 0; i < std::min<int64_t>(counts[size_t(b)], n); ++i, ++total) {
+        const int64_t xi = x_idx[size_t(b * per_entry + i)], yi = y_idx[size_t(b * per_entry + i)];
+        written[size_t(b * per_entry + yi)] = 1;
+        good += std::memcmp(&all[size_t((b * per_entry + yi) * rows)], single(ids[size_t(b)], b * per_entry + xi).data(),
+                            size_t(rows) * 4) == 0;
+      }
+    for (size_t k = 0; k < written.size(); ++k) {
+      if (written[k]) continue;
+      ++slots;
+      const float* p = &all[k * size_t(rows)];
+      uint32_t bits0;
+      std::memcpy(&bits0, p, 4);
+      bool poison = bits0 == 0xffffffffu;
+      for (int64_t j = 1; j < rows && poison; ++j) poison = std::memcmp(p + j, p, 4) == 0;
+      untouched += poison;
+    }
+    check(good == total && untouched == slots,
+          what + ": gemv_act_rows n=" + std::to_string(n) + " with ids / live / counts / x_idx / y_idx: " +
+              std::to_string(good) + " of " + std::to_string(total) + " rows == gemv_act (memcmp), " +
+              std::to_string(untouched) + " of " + std::to_string(slots) + " other rows untouched");
+  }
+}
+
+// late_writer -> quantize_act -> gemv_act (form 0) / gemv_act_batched by device ids (form 1):
+// with PDL the same output as plain launches, and the stale input gives another one.
+void check_pdl(DType type, std::mt19937_64& rng, cudaStream_t s) {
+  constexpr int64_t E = 4, R = 64, cols = 2048, count = 3;
+  const ActBlock block = act_block_for(type);
+  const HostWeight hw = random_weight(type, E * R, cols, rng);
+  const DeviceWeight dw = upload(hw);
+  const size_t id_stride = size_t(R) * size_t(dw.view.row_stride_bytes());
+  const int64_t xn = count * cols;
+  const std::vector<float> x_new = activations(count, cols, cols, rng), x_stale = activations(count, cols, cols, rng);
+  const std::vector<int32_t> ids_new = {3, 0, 2}, ids_stale = {1, 2, 0};
+  cuda::DeviceBuffer src(size_t(xn) * 4, "x written late"), x(size_t(xn) * 4, "x"), ids_src(count * 4, "ids late"),
+      ids(count * 4, "ids"), y(size_t(E * R) * 4, "y"), qbuf(size_t(count) * cuda::act_q8_row_bytes(block, cols), "xq");
+  const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qbuf.get(), block, cols, count);
+  upload_to(src.get(), x_new);
+  upload_to(ids_src.get(), ids_new);
+  const bool default_pdl = cuda::gemv_pdl();
+  for (int form = 0; form < 2; ++form) {
+    const size_t ny = form == 0 ? size_t(E * R) : size_t(count * R);
+    auto run = [&](bool pdl, bool write) {
+      upload_to(x.get(), x_stale);
+      upload_to(ids.get(), ids_stale);
+      DS4_CUDA_CHECK(cudaMemset(qbuf.get(), 0, qbuf.bytes()));
+      DS4_CUDA_CHECK(cudaMemset(y.get(), 0xff, y.bytes()));
+      cuda::gemv_set_pdl(pdl);
+      if (write) {
+        late_writer<<<1, 256, 0, s>>>(src.as<float>(), x.as<float>(), xn, ids_src.as<int32_t>(), ids.as<int32_t>(),
+                                      int(count), kSpinNs);
+        DS4_CUDA_CHECK_LAUNCH();
+      }
+      cuda::quantize_act(x.as<float>(), cols, count, xq, s);
+      if (form == 0) {
+        cuda::gemv_act(dw.view, xq.row(0), y.as<float>(), s);
+      } else {
+        WeightMatrix e = dw.view;
+        e.rows = R;
+        cuda::gemv_act_batched(e, xq.row(0), y.as<float>(),
+                               cuda::GemvBatch{int(count), ids.as<int32_t>(), id_stride, 0, cols, R}, s);
+      }
+      DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+      return download(y.as<float>(), ny);
+    };
+    const auto stale = run(false, false), ref = run(false, true), got = run(true, true);
+    const std::string what = std::string(dtype_name(type)) + (form == 0 ? " gemv_act" : " gemv_act_batched by device ids");
+    check(!same(stale, ref), what + ": the stale input gives another output (the PDL check can fail)");
+    check(same(got, ref), what + ": quantize_act + product as PDL launches after a late writer == plain (memcmp)");
+  }
+  cuda::gemv_set_pdl(default_pdl);
+}
+
+void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
+  const HostWeight q8 = random_weight(DType::Q8_0, 8, 256, rng), q2 = random_weight(DType::Q2_K, 8, 256, rng);
+  const DeviceWeight d8 = upload(q8), d2 = upload(q2);
+  const std::vector<float> x = activations(2, 256, 256, rng);
+  const DeviceAct a0 = quantize_on_device(ActBlock::kQ8_0, x, 2, 256, 256, s);
+  const DeviceAct ak = quantize_on_device(ActBlock::kQ8_K, x, 2, 256, 256, s);
+  cuda::DeviceBuffer y(64 * 4, "y");
+  float* yp = y.as<float>();
+  check(throws([&] { cuda::gemv_act(d8.view, ak.q.row(0), yp, s); }), "bad input: Q8_0 weight with Q8_K blocks throws");
+  check(throws([&] { cuda::gemv_act(d2.view, a0.q.row(0), yp, s); }), "bad input: Q2_K weight with Q8_0 blocks throws");
+  WeightMatrix narrow = d2.view;
+  narrow.cols = 128;
+  ActQ8View xk = ak.q.row(0);
+  xk.n = 128;
+  check(throws([&] { cuda::gemv_act(narrow, xk, yp, s); }), "bad input: Q2_K cols 128 (not a multiple of 256) throws");
+  ActQ8View short_x = a0.q.row(0);
+  short_x.n = 224;
+  check(throws([&] { cuda::gemv_act(d8.view, short_x, yp, s); }), "bad input: x.n != cols throws");
+  WeightMatrix bf = d8.view;
+  bf.type = DType::BF16;
+  check(throws([&] { cuda::gemv_act(bf, a0.q.row(0), yp, s); }) && !cuda::gemv_act_supports(DType::BF16) &&
+            cuda::gemv_act_supports(DType::IQ2_XXS),
+        "bad input: BF16 weight throws (gemv_act_supports says so)");
+  ActQ8View odd = a0.q.row(0);
+  odd.q += 1;
+  check(throws([&] { cuda::gemv_act(d8.view, odd, yp, s); }), "bad input: q not 16-byte aligned throws");
+  ActQ8View no_bsums = ak.q.row(0);
+  no_bsums.bsums = nullptr;
+  check(throws([&] { cuda::gemv_act(d2.view, no_bsums, yp, s); }), "bad input: Q8_K without bsums throws");
+  cuda::GemvRows r;
+  r.n = 17, r.x_row = 256, r.y_row = 8;
+  check(throws([&] { cuda::gemv_act_rows(d8.view, a0.q.row(0), yp, r, s); }), "bad input: gemv_act_rows n=17 throws");
+  r.n = 2, r.x_row = 100;
+  check(throws([&] { cuda::gemv_act_rows(d8.view, a0.q.row(0), yp, r, s); }), "bad input: x_row 100 throws");
+  check(throws([&] {
+          cuda::gemv_act_batched(d2.view, ak.q.row(0), yp, cuda::GemvBatch{2, nullptr, 0, 0, 128, 8}, s);
+        }),
+        "bad input: Q8_K x_stride 128 (not a whole block) throws");
+  check(throws([&] { cuda::gemv_act_batched(d8.view, a0.q.row(0), yp, cuda::GemvBatch{0, nullptr, 0, 0, 0, 0}, s); }),
+        "bad input: batch count 0 throws");
+  cuda::DeviceActQ8 bad = a0.q;
+  bad.n = 48;
+  check(throws([&] { cuda::quantize_act(a0.xf.as<float>(), 256, 1, bad, s); }),
+        "bad input: quantize_act n=48 (not a multiple of 32) throws");
+  check(throws([&] { cuda::quantize_act(a0.xf.as<float>(), 256, 3, a0.q, s); }),
+        "bad input: quantize_act more rows than the buffer throws");
+  check(throws([&] { cuda::act_q8_row_bytes(ActBlock::kQ8_K, 128); }) &&
+            throws([&] { cuda::act_q8_row_bytes(ActBlock::kNone, 256); }),
+        "bad input: act_q8_row_bytes of a partial block / kNone throws");
+  check(throws([] { cuda::gemv_act_set_rows_per_block(2); }), "bad input: rows per block 2 throws");
+  check(throws([&] { (void)a0.q.row(2); }), "bad input: DeviceActQ8::row past rows throws");
+}
+
+}  // namespace
+
+int main() {
+  std::mt19937_64 rng(2312);
+  cudaStream_t s;
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (int64_t n : {256, 1024, 4096, 7168}) check_quantize(ActBlock::kQ8_K, n, rng, s);
+  for (int64_t n : {32, 96, 1056, 4096, 7168}) check_quantize(ActBlock::kQ8_0, n, rng, s);
+  const Shape shapes[] = {
+      {DType::IQ2_XXS, 2048, 4096, "DeepSeek expert gate|up"},
+      {DType::IQ2_XXS, 11, 7168, "odd rows, wide"},
+      {DType::IQ2_XXS, 37, 256, "odd rows, one block"},
+      {DType::Q2_K, 4096, 2048, "DeepSeek / GLM expert down"},
+      {DType::Q2_K, 13, 4096, "odd rows"},
+      {DType::Q2_K, 37, 256, "odd rows, one block"},
+      {DType::Q2_K, 300, 7168, "wide"},
+      {DType::Q8_0, 1024, 4096, "square (rows cut)"},
+      {DType::Q8_0, 512, 7168, "wide"},
+      {DType::Q8_0, 7168, 512, "tall"},
+      {DType::Q8_0, 37, 96, "odd rows, 3 blocks"},
+      {DType::Q8_0, 13, 32, "odd rows, one block"},
+  };
+  for (const Shape& sh : shapes) check_shape(sh, rng, s);
+  check_batched(DType::IQ2_XXS, 96, 4096, rng, s);
+  check_batched(DType::Q2_K, 40, 2048, rng, s);
+  check_batched(DType::Q8_0, 24, 1024, rng, s);
+  for (DType t : {DType::Q8_0, DType::Q2_K, DType::IQ2_XXS}) check_pdl(t, rng, s);
+  check_bad_input(rng, s);
+  DS4_CUDA_CHECK(cudaStreamDestroy(s));
+  return summary();
+}
