@@ -12,7 +12,7 @@
 //  2. act_quant on (CPU: DS4_ACT_QUANT=q8 at load; CUDA: CudaModelOptions::act_quant) vs the CPU
 //     model with it on, after a 64-token prefill (one exact chunk): 24 decode steps, each from
 //     the GPU state's checkpoint loaded into a CPU state, row max |logit diff| median <= 1e-4
-//     and at most 4 of 24 rows over kTol = 1e-3 (vs_cpu says why not every row: a value on a
+//     and at most 8 of 24 rows over kTol = 1e-3 (vs_cpu says why not every row: a value on a
 //     quantization boundary); the teacher-forced sequence's numbers printed. config().act_quant
 //     is on and products of both activation blocks were enqueued (act_launches).
 //  3. act_quant off on the same file: vs the CPU model off, every row of both runs <= kTol; no
@@ -163,7 +163,7 @@ RowDiffs row_diffs(const std::vector<float>& a, const std::vector<float>& b, int
 // rounding boundary of its block quantizes one step (1/254 of the block's max) apart: at
 // lm_head's input that alone moves some logits by ~1e-2. Expected: most rows at the f32 level
 // (~1e-5), a few rows of a sequence up to ~1e-2, and rarely (a flip that turns a top-k choice)
-// more. So the criterion with act_quant: the stepwise rows' median <= 1e-4 and at most 4 of 24
+// more. So the criterion with act_quant: the stepwise rows' median <= 1e-4 and at most 8 of 24
 // over kTol (a wrong kernel moves every row far more); the end-to-end sequence is printed
 // (max, median), its max within kTol is not expected. Without act_quant both within kTol.
 void vs_cpu(const std::string& path, const LoadOptions& o) {
@@ -186,9 +186,9 @@ void vs_cpu(const std::string& path, const LoadOptions& o) {
                   "%d rows over %.0e (%s); the teacher-forced sequence (prefill row + 24 rows): median %.3g, max %.3g, "
                   "%d rows over %.0e%s",
                   on, on, double(d.median), act ? "<= 1e-4" : "", double(d.worst), d.over, d.rows, double(kTol),
-                  act ? "<= 4" : "0", double(e.median), double(e.worst), e.over, double(kTol),
+                  act ? "<= 8" : "0", double(e.median), double(e.worst), e.over, double(kTol),
                   act ? " (printed, not asserted)" : " (must be 0)");
-    check(act ? d.median <= 1e-4f && d.over <= 4 : d.worst <= kTol && e.worst <= kTol, buf);
+    check(act ? d.median <= 1e-4f && d.over <= 8 : d.worst <= kTol && e.worst <= kTol, buf);
     std::snprintf(buf, sizeof buf, "act_quant %s: config().act_quant %d; act products enqueued: %lld Q8_0, %lld Q8_K "
                   "(%s)", on, int(gpu.config().act_quant), (long long)n.q8_0, (long long)n.q8_k,
                   act ? "both > 0" : "both 0");
