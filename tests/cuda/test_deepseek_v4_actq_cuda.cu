@@ -27,6 +27,11 @@
 //  6. set_options switching act_quant on a loaded model: a state whose graphs were captured with
 //     it off decodes on (its graphs recaptured) equal to the act-on model from the same
 //     checkpoint, bit for bit; switched back off, equal to the act-off model.
+//  7. The same model with ds4's MTP head (Q8_0 e_proj / h_proj, its block in the trunk's
+//     formats), act on: after chunks of 21 / 4 / 7 / 2 rows and single steps, the head rows
+//     and draft_logits (depth 3) of a chunked model = a decode-step model's bit for bit, act
+//     products enqueued; vs the CPU's mtp_draft_logits from the same checkpoint (24 rows): the
+//     item 2 criterion.
 // Usage: test_deepseek_v4_actq_cuda [root]
 #include <algorithm>
 #include <cstdio>
@@ -66,11 +71,13 @@ dsv4::CudaModelOptions exact(bool act, int chunk_rows = 16) {
   return o;
 }
 
-// The tiny config at hidden 256 / expert ff 256, synthetic weights, ds4's formats: to `path`.
-void write_model(const std::string& root, const std::string& path) {
+// The tiny config at hidden 256 / expert ff 256, synthetic weights, ds4's formats: to `path`;
+// with `mtp`, ds4's MTP head too (Q8_0 e_proj / h_proj, its block in the trunk's formats).
+void write_model(const std::string& root, const std::string& path, bool mtp = false) {
   nlohmann::json cfg = open_tensor_source(root + "/tests/data/deepseek_v4/model")->config();
   cfg["hidden_size"] = 256;
   cfg["moe_intermediate_size"] = 256;
+  cfg["num_nextn_predict_layers"] = mtp ? 1 : 0;
   cfg["_name_or_path"] = "tiny-actq-synthetic";
   auto src = dsv4::synthetic_source(cfg);
   dsv4::Ds4ExportOptions opt;
@@ -258,6 +265,53 @@ void switching(const std::string& path, const LoadOptions& o) {
                          "switched back off = the act-off model (3 decode steps each from the same checkpoint, bit for bit)");
 }
 
+// Item 7: the MTP head with act_quant.
+void mtp_head(const std::string& path, const LoadOptions& o) {
+  dsv4::DeepseekV4CudaModel chunked(open_tensor_source(path), o, exact(true)), steps(open_tensor_source(path), o,
+                                                                                      exact(true, 1));
+  setenv("DS4_ACT_QUANT", "q8", 1);
+  auto cpu = dsv4::load(path, o);
+  unsetenv("DS4_ACT_QUANT");
+  const int64_t V = chunked.info().vocab_size;
+  const auto toks = synthetic_tokens(60, 389, 7, V);
+  auto a = chunked.new_state(), b = steps.new_state();
+  chunked.enable_draft(*a), steps.enable_draft(*b);
+  const auto before = chunked.act_launches();
+  bool same = chunked.draft_head() && steps.draft_head();
+  std::vector<float> la, lb, lc, lg, none;
+  std::vector<int32_t> da, db, dc, dg;
+  Run cmp;
+  size_t at = 0;
+  for (int64_t n : {21, 4, 1, 7, 2, 1}) {  // a prefill chunk, verify-sized chunks, single steps
+    const std::span<const int32_t> rows(toks.data() + at, size_t(n));
+    at += size_t(n);
+    chunked.forward(*a, rows, Logits::kNone, none);
+    steps.forward(*b, rows, Logits::kNone, none);
+    const int32_t next = toks[at];
+    chunked.draft_logits(*a, next, 3, la, da);
+    steps.draft_logits(*b, next, 3, lb, db);
+    same = same && la == lb && da == db;
+    std::vector<StateSection> sec;  // the CPU head from the same state
+    a->save(sec);
+    auto sc = cpu->new_state();
+    sc->load(sec);  // (its mtp.on section turns the head on)
+    dsv4::mtp_draft_logits(*cpu, *sc, next, 3, lc, dc);
+    cmp.cpu.insert(cmp.cpu.end(), lc.begin(), lc.end());
+    cmp.gpu.insert(cmp.gpu.end(), la.begin(), la.end());
+  }
+  const auto after = chunked.act_launches();
+  check(same && after.q8_0 > before.q8_0 && after.q8_k > before.q8_k,
+        "MTP head with act_quant: after chunks of 21 / 4 / 7 / 2 rows and single steps, the head rows and draft_logits "
+        "(depth 3) of the chunked model = the decode-step model's, bit for bit; act products enqueued by the head's "
+        "forwards and chains (Q8_0 and Q8_K)");
+  const RowDiffs d = row_diffs(cmp.gpu, cmp.cpu, V, kTol);
+  char buf[300];
+  std::snprintf(buf, sizeof buf, "MTP head with act_quant vs the CPU's mtp_draft_logits from the same checkpoint (6 states x "
+                "4 rows): row max |diff| median %.3g (<= 1e-4), max %.3g, %d of %d rows over %.0e (<= 8)",
+                double(d.median), double(d.worst), d.over, d.rows, double(kTol));
+  check(d.median <= 1e-4f && d.over <= 8, buf);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -273,6 +327,9 @@ int main(int argc, char** argv) {
     chunks(path.string(), o);
     batches(path.string(), o);
     switching(path.string(), o);
+    std::filesystem::remove(path);
+    write_model(args.root, path.string(), true);
+    mtp_head(path.string(), o);
     rc = summary();
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
