@@ -278,8 +278,8 @@ void mtp_head(const std::string& path, const LoadOptions& o) {
   chunked.enable_draft(*a), steps.enable_draft(*b);
   const auto before = chunked.act_launches();
   bool same = chunked.draft_head() && steps.draft_head();
-  std::vector<float> la, lb, lc, lg, none;
-  std::vector<int32_t> da, db, dc, dg;
+  std::vector<float> la, lb, lc, none;
+  std::vector<int32_t> da, db, dc;
   Run cmp;
   size_t at = 0;
   for (int64_t n : {21, 4, 1, 7, 2, 1}) {  // a prefill chunk, verify-sized chunks, single steps
