@@ -21,7 +21,8 @@
 //
 // --act: the GEMV on quantized activations (gemv_act.h: ds4's Q8_0 / Q8_K activations, dp4a)
 // against the f32-x GEMV (kernel 3) on the Q8_0, Q2_K and IQ2_XXS shapes above: us, GB/s and %
-// of the copy bandwidth of both, act/f32, gemv_act at 4 and 8 rows per block, the quantize_act
+// of the copy bandwidth of both, act/f32, gemv_act at 4 and 8 rows per block and (Q2_K, IQ2_XXS)
+// with 8 lanes per block instead of 4 (gemv_act_set_lanes), the quantize_act
 // launch that feeds it (one row of cols values), and gemv_act_rows at n = 1, 2, 4, 8, 16 as a
 // multiple of one gemv_act of the same weight.
 //
@@ -204,9 +205,10 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
   cuda::gemv_set_pdl(true);
   auto pct = [&](const Row& q) { return 100.0 * q.gbps / bw.copy_gbps; };
   std::printf("gemv_act (quantized activations, dp4a) vs gemv (f32 x, kernel 3); PDL on; quantize = quantize_act "
-              "of one row of cols values\n%-8s %-22s %7s | %-23s | %-23s | %6s | %-13s | %8s\n",
+              "of one row of cols values; 8-lane: Q2_K / IQ2_XXS with 8 lanes per block instead of 4\n"
+              "%-8s %-22s %7s | %-23s | %-23s | %6s | %-13s | %7s | %8s\n",
               "format", "shape", "MiB", "f32 gemv us GB/s %copy", "gemv_act us GB/s %copy", "act/f32", "act R4 / R8 GB/s",
-              "quant us");
+              "8-lane", "quant us");
   for (const Format& f : formats) {
     const ActBlock block = act_block_for(f.type);
     for (const Shape& s : shapes) {
@@ -222,13 +224,19 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
         rb[k] = bench_one(f, s, reps, x, y, false, 0, &xq).gbps;
       }
       cuda::gemv_act_set_rows_per_block(0);
+      double lanes8 = 0;  // the 8-lanes-per-block split (Q2_K / IQ2_XXS)
+      if (f.type != DType::Q8_0) {
+        cuda::gemv_act_set_lanes(8);
+        lanes8 = bench_one(f, s, reps, x, y, false, 0, &xq).gbps;
+        cuda::gemv_act_set_lanes(0);
+      }
       constexpr int kQuantLaunches = 200;
       const double qus = graph_ms([&](cudaStream_t st) {
                            for (int i = 0; i < kQuantLaunches; ++i) cuda::quantize_act(x, s.cols, 1, xq, st);
                          }, reps) * 1e3 / kQuantLaunches;
-      std::printf("%-8s %-22s %7.2f | %7.2f %6.0f %6.1f%% | %7.2f %6.0f %6.1f%% | %5.2fx | %6.0f %6.0f | %8.2f\n", f.label,
-                  ref.shape.c_str(), ref.mib, ref.us, ref.gbps, pct(ref), act.us, act.gbps, pct(act), ref.us / act.us,
-                  rb[0], rb[1], qus);
+      std::printf("%-8s %-22s %7.2f | %7.2f %6.0f %6.1f%% | %7.2f %6.0f %6.1f%% | %5.2fx | %6.0f %6.0f | %7.0f | %8.2f\n",
+                  f.label, ref.shape.c_str(), ref.mib, ref.us, ref.gbps, pct(ref), act.us, act.gbps, pct(act),
+                  ref.us / act.us, rb[0], rb[1], lanes8, qus);
     }
   }
   std::printf("\ngemv_act_rows: time of n rows / one gemv_act of the same weight (bytes floor ~1.0x)\n%-8s %-12s %8s",

@@ -9,6 +9,7 @@
 //                          most (nb - 1) u sum |term|); term_b is dot_act on block b alone.
 //                          The largest |gpu - cpu| / sum|term| seen is printed (expect ~1e-7);
 //   gemv_act_batched    entry b == gemv_act on expert ids[b] (memcmp), ids on the device;
+//                          Q2_K / IQ2_XXS under both lane splits (gemv_act_set_lanes 4, 8);
 //   gemv_act_rows       row i == gemv_act on that row (memcmp), n = 1..16, and with batch ids,
 //                          live, counts, x_idx and y_idx (entries past *live untouched);
 //   PDL                 quantize_act + gemv_act / _batched launched as programmatic dependents
@@ -46,16 +47,39 @@ namespace {
 
 constexpr unsigned long long kSpinNs = 50'000;  // far longer than a block's first weight loads
 
+// Every launch here goes to a cudaStreamNonBlocking stream, which the legacy default stream
+// (plain cudaMemcpy) neither waits for nor is waited for by: download synchronizes the test
+// stream first, uploads finish (device synchronize) before anything is launched, and poison
+// fills in stream order. (Until 2026-12-04 download did not, and every memcmp after an
+// unsynchronized launch compared whatever the buffer held: the "gemv_act_rows / batched !=
+// gemv_act" failures of the first device run.)
+cudaStream_t g_stream = nullptr;
+
 template <class T>
 std::vector<T> download(const T* p, size_t n) {
   std::vector<T> v(n);
+  DS4_CUDA_CHECK(cudaStreamSynchronize(g_stream));
   DS4_CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
   return v;
 }
 
+// Fills a device buffer with 0xff bytes (NaN floats) in stream order, before the next launch.
+void poison(cuda::DeviceBuffer& b) {
+  DS4_CUDA_CHECK(cudaMemsetAsync(b.get(), 0xff, b.bytes(), g_stream));
+}
+
 template <class T>
 void upload_to(void* dst, const std::vector<T>& v) {
+  DS4_CUDA_CHECK(cudaStreamSynchronize(g_stream));  // no launch may still read dst
   DS4_CUDA_CHECK(cudaMemcpy(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());  // a pageable copy may return before its DMA ends
+}
+
+// device_weight.h's upload, finished before the test stream's launches read it.
+DeviceWeight upload_now(const HostWeight& hw) {
+  DeviceWeight d = upload(hw);
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  return d;
 }
 
 template <class T>
@@ -174,12 +198,15 @@ struct Shape {
   const char* what;
 };
 
-void check_shape(const Shape& sh, std::mt19937_64& rng, cudaStream_t s) {
+// lanes: gemv_act_set_lanes for Q2_K / IQ2_XXS (0 = the default 4 lanes per block, 8).
+void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t s) {
   const ActBlock block = act_block_for(sh.type);
+  cuda::gemv_act_set_lanes(lanes);
   const std::string what = std::string(dtype_name(sh.type)) + " " + std::to_string(sh.rows) + "x" +
-                           std::to_string(sh.cols) + " " + sh.what;
+                           std::to_string(sh.cols) + " " + sh.what +
+                           (sh.type == DType::Q8_0 ? "" : lanes == 8 ? " (8 lanes)" : " (4 lanes)");
   const HostWeight hw = random_weight(sh.type, sh.rows, sh.cols, rng);
-  const DeviceWeight dw = upload(hw);
+  const DeviceWeight dw = upload_now(hw);
   constexpr int64_t kIn = 16;  // input rows for gemv_act_rows
   const int64_t n = sh.cols;
   const std::vector<float> x = activations(kIn, n, n, rng);
@@ -206,7 +233,7 @@ void check_shape(const Shape& sh, std::mt19937_64& rng, cudaStream_t s) {
   check(same(single[0], y0) && rb_same, what + ": gemv_act is deterministic and equal at 4 and 8 rows per block");
   int rows_same = 0, rows_total = 0;
   for (int nr = 1; nr <= int(kIn); ++nr) {
-    DS4_CUDA_CHECK(cudaMemset(y.get(), 0xff, y.bytes()));
+    poison(y);
     cuda::GemvRows r;
     r.n = nr, r.x_row = n, r.y_row = sh.rows;
     cuda::gemv_act_rows(dw.view, xd.q.row(0), y.as<float>(), r, s);
@@ -216,6 +243,7 @@ void check_shape(const Shape& sh, std::mt19937_64& rng, cudaStream_t s) {
   }
   check(rows_same == rows_total, what + ": gemv_act_rows row i == gemv_act (memcmp), n = 1..16: " +
                                      std::to_string(rows_same) + " of " + std::to_string(rows_total));
+  cuda::gemv_act_set_lanes(0);
 }
 
 // E experts stacked in one weight; batched and multi-row launches routed by device ids.
@@ -225,7 +253,7 @@ void check_batched(DType type, int64_t rows, int64_t cols, std::mt19937_64& rng,
   const std::string what = std::string(dtype_name(type)) + " experts " + std::to_string(E) + "x" +
                            std::to_string(rows) + "x" + std::to_string(cols);
   const HostWeight hw = random_weight(type, E * rows, cols, rng);
-  const DeviceWeight dw = upload(hw);
+  const DeviceWeight dw = upload_now(hw);
   WeightMatrix ew = dw.view;
   ew.rows = rows;
   const size_t id_stride = size_t(rows) * size_t(ew.row_stride_bytes());
@@ -272,7 +300,7 @@ void check_batched(DType type, int64_t rows, int64_t cols, std::mt19937_64& rng,
   upload_to(d_x.get(), x_idx);
   upload_to(d_y.get(), y_idx);
   for (int n : {4, 8, 16}) {  // each kernel width (N = 4, 8, 16); counts above n are capped at n
-    DS4_CUDA_CHECK(cudaMemset(y.get(), 0xff, y.bytes()));
+    poison(y);
     cuda::GemvRows r;
     r.n = n, r.x_row = cols, r.y_row = rows;
     r.batch = cuda::GemvBatch{int(count), d_ids.as<int32_t>(), id_stride, 0, per_entry * cols, per_entry * rows};
@@ -312,7 +340,7 @@ void check_pdl(DType type, std::mt19937_64& rng, cudaStream_t s) {
   constexpr int64_t E = 4, R = 64, cols = 2048, count = 3;
   const ActBlock block = act_block_for(type);
   const HostWeight hw = random_weight(type, E * R, cols, rng);
-  const DeviceWeight dw = upload(hw);
+  const DeviceWeight dw = upload_now(hw);
   const size_t id_stride = size_t(R) * size_t(dw.view.row_stride_bytes());
   const int64_t xn = count * cols;
   const std::vector<float> x_new = activations(count, cols, cols, rng), x_stale = activations(count, cols, cols, rng);
@@ -328,8 +356,8 @@ void check_pdl(DType type, std::mt19937_64& rng, cudaStream_t s) {
     auto run = [&](bool pdl, bool write) {
       upload_to(x.get(), x_stale);
       upload_to(ids.get(), ids_stale);
-      DS4_CUDA_CHECK(cudaMemset(qbuf.get(), 0, qbuf.bytes()));
-      DS4_CUDA_CHECK(cudaMemset(y.get(), 0xff, y.bytes()));
+      DS4_CUDA_CHECK(cudaMemsetAsync(qbuf.get(), 0, qbuf.bytes(), s));
+      poison(y);
       cuda::gemv_set_pdl(pdl);
       if (write) {
         late_writer<<<1, 256, 0, s>>>(src.as<float>(), x.as<float>(), xn, ids_src.as<int32_t>(), ids.as<int32_t>(),
@@ -358,7 +386,7 @@ void check_pdl(DType type, std::mt19937_64& rng, cudaStream_t s) {
 
 void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
   const HostWeight q8 = random_weight(DType::Q8_0, 8, 256, rng), q2 = random_weight(DType::Q2_K, 8, 256, rng);
-  const DeviceWeight d8 = upload(q8), d2 = upload(q2);
+  const DeviceWeight d8 = upload_now(q8), d2 = upload_now(q2);
   const std::vector<float> x = activations(2, 256, 256, rng);
   const DeviceAct a0 = quantize_on_device(ActBlock::kQ8_0, x, 2, 256, 256, s);
   const DeviceAct ak = quantize_on_device(ActBlock::kQ8_K, x, 2, 256, 256, s);
@@ -405,7 +433,8 @@ void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
   check(throws([&] { cuda::act_q8_row_bytes(ActBlock::kQ8_K, 128); }) &&
             throws([&] { cuda::act_q8_row_bytes(ActBlock::kNone, 256); }),
         "bad input: act_q8_row_bytes of a partial block / kNone throws");
-  check(throws([] { cuda::gemv_act_set_rows_per_block(2); }), "bad input: rows per block 2 throws");
+  check(throws([] { cuda::gemv_act_set_rows_per_block(2); }) && throws([] { cuda::gemv_act_set_lanes(2); }),
+        "bad input: rows per block 2 / lanes per block 2 throw");
   check(throws([&] { (void)a0.q.row(2); }), "bad input: DeviceActQ8::row past rows throws");
 }
 
@@ -415,6 +444,7 @@ int main() {
   std::mt19937_64 rng(2312);
   cudaStream_t s;
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  g_stream = s;
   for (int64_t n : {256, 1024, 4096, 7168}) check_quantize(ActBlock::kQ8_K, n, rng, s);
   for (int64_t n : {32, 96, 1056, 4096, 7168}) check_quantize(ActBlock::kQ8_0, n, rng, s);
   const Shape shapes[] = {
@@ -431,7 +461,11 @@ int main() {
       {DType::Q8_0, 37, 96, "odd rows, 3 blocks"},
       {DType::Q8_0, 13, 32, "odd rows, one block"},
   };
-  for (const Shape& sh : shapes) check_shape(sh, rng, s);
+  for (const Shape& sh : shapes)
+    for (int lanes : {0, 8}) {
+      if (lanes == 8 && sh.type == DType::Q8_0) continue;  // one lane per block, no other split
+      check_shape(sh, lanes, rng, s);
+    }
   check_batched(DType::IQ2_XXS, 96, 4096, rng, s);
   check_batched(DType::Q2_K, 40, 2048, rng, s);
   check_batched(DType::Q8_0, 24, 1024, rng, s);

@@ -35,6 +35,7 @@ int g_fail = 0;
 ActQ8_0::Sum add(ActQ8_0::Sum a, ActQ8_0::Sum b) { return {a.v + b.v}; }
 ActQ2_K::Sum add(ActQ2_K::Sum a, ActQ2_K::Sum b) { return {a.isum + b.isum, a.summs + b.summs}; }
 ActIQ2_XXS::Sum add(ActIQ2_XXS::Sum a, ActIQ2_XXS::Sum b) { return {a.v + b.v}; }
+// (ActQ2_K4 and ActIQ2_XXS4 share ActQ2_K's and ActIQ2_XXS's Sum.)
 
 // One row as the kernel computes it, blocks added in order: each block's lanes' integer sums
 // (what reduce() adds on the device), then the block's term from its first lane.
@@ -79,8 +80,8 @@ void check(DType type, int64_t cols, std::mt19937_64& rng, const Tables& t) {
   }
   const bool ok = same == kRows;
   if (!ok) ++g_fail;
-  std::printf("%s %s cols %lld: lanes + term == dot_act bit for bit on %d of %lld rows\n", ok ? "PASS" : "FAIL",
-              dtype_name(type).data(), (long long)cols, same, (long long)kRows);
+  std::printf("%s %s (%d lanes per block) cols %lld: lanes + term == dot_act bit for bit on %d of %lld rows\n",
+              ok ? "PASS" : "FAIL", dtype_name(type).data(), F::kLanes, (long long)cols, same, (long long)kRows);
 }
 
 }  // namespace
@@ -97,7 +98,9 @@ int main() {
   std::mt19937_64 rng(77);
   for (int64_t cols : {256, 2048, 4096, 7168}) {
     check<ActQ2_K>(DType::Q2_K, cols, rng, t);
+    check<ActQ2_K4>(DType::Q2_K, cols, rng, t);
     check<ActIQ2_XXS>(DType::IQ2_XXS, cols, rng, t);
+    check<ActIQ2_XXS4>(DType::IQ2_XXS, cols, rng, t);
   }
   for (int64_t cols : {32, 96, 4096, 7168}) check<ActQ8_0>(DType::Q8_0, cols, rng, t);
   return g_fail ? 1 : 0;

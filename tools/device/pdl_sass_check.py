@@ -17,8 +17,15 @@ Usage: tools/device/pdl_sass_check.py FILE.cubin [SOURCE.cu] [FUNCTION_SUBSTRING
     nvcc -Isrc -O3 -DNDEBUG -arch=sm_90a -std=c++17 -lineinfo -cubin src/backend/cuda/gemv.cu -o /tmp/gemv.cubin
   nvdisasm (not in every CUDA install): $NVDISASM, else on PATH, else /usr/local/cuda/bin;
   `pip install nvidia-cuda-nvdisasm` provides one.
-Input loads: the float4 __ldg of sm_32_intrinsics.hpp (load_x) and the source line holding
-`a.ids[b]` (batch_entry). The path analysis knows one predicate: the source's
+Input loads: the float4 __ldg of sm_32_intrinsics.hpp (load_x), the source line holding
+`a.ids[b]` (batch_entry), and every source line (in any file the SASS names) marked with the
+comment `PDL: input load` (gemv_act_formats.cuh, act_quantize.cu: plain loads of x).
+gemv_act and quantize_act:
+    nvcc ... -cubin src/backend/cuda/gemv_act.cu -o /tmp/gemv_act.cubin
+    tools/device/pdl_sass_check.py /tmp/gemv_act.cubin src/backend/cuda/gemv_act.cu ELb0EEEv
+  (ELb0EEEv: the PDL-launched instantiations, kRows = false; gemv_act_rows launches plainly)
+    tools/device/pdl_sass_check.py /tmp/act_quantize.cubin src/backend/cuda/act_quantize.cu quantize_q8
+  (a source without the waited / ids lines: its wait must be unconditional). The path analysis knows one predicate: the source's
 `const bool waited = a.ids != nullptr` (its line and the next), so the two waits of
 gemv_direct_kernel (ids first / the rest before the unit loop) are not mixed up; a value kept
 in a register (P2R ... then ISETP ... Rn) is followed too. Exit 1 when a load is reachable.
@@ -41,9 +48,23 @@ def source_lines(path):
     text = open(path).read().split('\n')
     waited = [i + 1 for i, l in enumerate(text) if re.search(r'const bool waited = a\.ids != nullptr', l)]
     ids = [i + 1 for i, l in enumerate(text) if 'a.ids ? a.ids[b]' in l]
-    if not waited or not ids:
-        sys.exit(f'{path}: the waited / ids lines were not found (update this checker)')
+    if bool(waited) != bool(ids):
+        sys.exit(f'{path}: only one of the waited / ids lines was found (update this checker)')
+    if not waited:
+        return set(), set()
     return {str(waited[0]), str(waited[0] + 1)}, {str(i) for i in ids}
+
+
+def marked_lines(sass):
+    """(file basename, line) of every source line marked `PDL: input load` in the files the SASS names."""
+    marked = set()
+    for path in set(re.findall(r'//## File "([^"]+)"', sass)):
+        if not os.path.exists(path):
+            continue
+        for i, l in enumerate(open(path).read().split('\n')):
+            if 'PDL: input load' in l:
+                marked.add((os.path.basename(path), str(i + 1)))
+    return marked
 
 
 def ldg_float4_line(sass):
@@ -74,7 +95,7 @@ def parse(body):
     return ins, labels
 
 
-def reachable_loads(ins, labels, source, waited_lines, ids_lines, x_line):
+def reachable_loads(ins, labels, source, waited_lines, ids_lines, x_line, marked=frozenset()):
     """Input loads reachable from the entry without an ACQBULK, tracking `waited`."""
     bad, seen, stack = set(), set(), [(0, None, ())]
     while stack:
@@ -92,7 +113,7 @@ def reachable_loads(ins, labels, source, waited_lines, ids_lines, x_line):
         if op == 'ACQBULK':
             if guard is None or (sym.get(guard[0]) == 'w' and known is not None and known != guard[1]):
                 continue  # this path has waited
-        if op.startswith('LDG') and (src == ('sm_32_intrinsics.hpp', x_line) or
+        if op.startswith('LDG') and (src == ('sm_32_intrinsics.hpp', x_line) or src in marked or
                                      (src[0] == source and src[1] in ids_lines)):
             bad.add((addr, src[1]))
         # what this instruction writes
@@ -140,6 +161,7 @@ def main():
     waited_lines, ids_lines = source_lines(source_path)
     sass = subprocess.run([nvdisasm(), '-c', '-g', cubin], check=True, capture_output=True, text=True).stdout
     x_line = ldg_float4_line(sass)
+    marked = marked_lines(sass)
     funcs, cur = [], None
     for l in sass.split('\n'):
         m = re.match(r'^\.text\.(\S+):', l)
@@ -154,7 +176,7 @@ def main():
             continue
         checked += 1
         ins, labels = parse(body)
-        bad = reachable_loads(ins, labels, os.path.basename(source_path), waited_lines, ids_lines, x_line)
+        bad = reachable_loads(ins, labels, os.path.basename(source_path), waited_lines, ids_lines, x_line, marked)
         if bad:
             failed += 1
             print(f'LOAD BEFORE WAIT {name}: ' + ', '.join(f'{a:#x} (line {l})' for a, l in bad[:6]))

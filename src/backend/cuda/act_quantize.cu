@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kWarps * 32) quantize_q8_0_kernel(QArgs a) {
   if (tile >= a.n) return;  // whole warp
   const int64_t v = tile + 4 * lane;
   const bool live = v < a.n;  // whole 8-lane blocks (n is a multiple of 32)
-  const float4 f = live ? *reinterpret_cast<const float4*>(a.x + row * a.x_row + v) : float4{0.f, 0.f, 0.f, 0.f};
+  const float4 f = live ? *reinterpret_cast<const float4*>(a.x + row * a.x_row + v) : float4{0.f, 0.f, 0.f, 0.f};  // PDL: input load
   // fmaxf skips NaN as the CPU's `fabs(x) > amax` does; the max is the same in any order.
   float amax = fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w)));
 #pragma unroll
@@ -85,8 +85,8 @@ __global__ void __launch_bounds__(kWarps * 32) quantize_q8_k_kernel(QArgs a) {
   const int64_t blk = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (blk * 256 >= a.n) return;  // whole warp
   const float* xb = a.x + row * a.x_row + blk * 256;
-  const float4 f0 = *reinterpret_cast<const float4*>(xb + 4 * lane);
-  const float4 f1 = *reinterpret_cast<const float4*>(xb + 128 + 4 * lane);
+  const float4 f0 = *reinterpret_cast<const float4*>(xb + 4 * lane);  // PDL: input load
+  const float4 f1 = *reinterpret_cast<const float4*>(xb + 128 + 4 * lane);  // PDL: input load
   const float v[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
   // The lane's first largest |x| in index order (strictly larger, from 0, as the CPU scans:
   // zeros and NaN are never taken), then the warp's.

@@ -5,8 +5,8 @@
 // Work split: a thread block owns R consecutive weight rows; thread t takes units t, t + T, ...
 // (T = threads per block, which depends only on the row length, so gemv_act and gemv_act_rows
 // walk a row identically). A unit is one lane's share of a weight block (Q8_0: the whole
-// 32-value block; Q2_K / IQ2_XXS: 1/8 of a 256-value block), so the lanes of a warp read
-// consecutive bytes of a row. Per step a lane loads its unit of the R rows, the activation
+// 32-value block; Q2_K / IQ2_XXS: 1/4 of a 256-value block, or 1/8 under
+// gemv_act_set_lanes(8)), so the lanes of a warp read consecutive bytes of a row. Per step a lane loads its unit of the R rows, the activation
 // bytes once for all R, sums exactly in integers (dp4a), adds the integers over the block's
 // lanes (shuffles), and the block's first lane adds the block's f32 term to its row's partial
 // sum. Partial sums are reduced by warp shuffles, then across warps in shared memory, in a
@@ -89,6 +89,8 @@ struct Smem<ActIQ2_XXS> {
     return Tables{grid, signs};
   }
 };
+template <>
+struct Smem<ActIQ2_XXS4> : Smem<ActIQ2_XXS> {};  // the same tables
 
 // kRows = false: gemv_act / gemv_act_batched (N == 1; PDL waits as described above).
 // kRows = true: gemv_act_rows (N input rows, n of them live; gemv_rows' entry semantics).
@@ -96,13 +98,12 @@ template <class F, int R, int N, bool kRows>
 __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, RowsArgs ra, float* __restrict__ y) {
   int n = 1;
   int64_t xo[N], yo[N];  // per input row: activation value offset, output offset
-  bool waited = false;
+  const bool waited = a.ids != nullptr && !kRows;  // batched by device ids: wait before reading them
   if constexpr (kRows) {
     // whole block, before any barrier; offsets in activation values
     if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return act_entry(e); })) return;
   } else {
     pdl_launch_dependents();
-    waited = a.ids != nullptr;
     if (waited) pdl_wait();
     const int64_t b = act_entry(a);
     xo[0] = b * a.x_stride;
@@ -114,7 +115,10 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
 #pragma unroll
   for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
   const int64_t units = a.cols / F::kValues * F::kLanes;
-  typename F::Raw raw[R];
+  // Zero once: a lane past the row's end keeps whatever it holds (zeros, or its last unit), its
+  // block's lanes are all past the end too (the shuffles never mix it into a live block), and
+  // its terms are never added. Per-step zeroing cost 9 selects per row (Q8_0) in the loop.
+  typename F::Raw raw[R] = {};
   auto load_all = [&](int64_t u) {
 #pragma unroll
     for (int r = 0; r < R; ++r) raw[r] = F::load(a, rows_p[r], u);
@@ -129,15 +133,14 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
-  // Warp-uniform steps (the shuffles need whole warps): a lane past the row's end computes on
-  // zeros and adds nothing. units is a multiple of kLanes, so a block's lanes are all live or none.
-  for (int64_t base = threadIdx.x - lane; base < units; base += blockDim.x, u += blockDim.x) {
+  // Block-uniform steps (the shuffles need whole warps; a trip count the compiler sees is the
+  // same in every lane keeps them plain SHFLs, not the collective fallback: 40 % fewer
+  // instructions in the IQ2_XXS loop): a lane past the row's end adds nothing. units is a
+  // multiple of kLanes, so a block's lanes are all live or none.
+  const int64_t steps = (units + blockDim.x - 1) / blockDim.x;
+  for (int64_t step = 0; step < steps; ++step, u += blockDim.x) {
     const bool live = u < units;
     const bool first = live && (lane % F::kLanes) == 0;
-    if (!live) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) raw[r] = typename F::Raw{};
-    }
     auto add = [&](int r, int i, const typename F::W& w, const typename F::X& xv) {
       const typename F::Sum s = F::reduce(F::dot(w, xv));
       const float t = F::term(w, s, xv);
@@ -204,12 +207,17 @@ void launch_rows(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, c
   launch_rows_n<F, 2, 16>(a, xa, ra, y, stream, batch);
 }
 
+int g_lanes = 0;  // gemv_act_set_lanes; 0 = 4
+
+// The one place that maps a weight type (and the lanes setting) to its decoder: gemv_act,
+// gemv_act_batched and gemv_act_rows all go through it, so gemv_act_rows walks rows as gemv_act.
 template <class Fn>
 void visit_act_format(DType t, Fn&& fn) {
+  const bool eight = g_lanes == 8;
   switch (t) {
     case DType::Q8_0: return fn(ActQ8_0{});
-    case DType::Q2_K: return fn(ActQ2_K{});
-    case DType::IQ2_XXS: return fn(ActIQ2_XXS{});
+    case DType::Q2_K: return eight ? fn(ActQ2_K{}) : fn(ActQ2_K4{});
+    case DType::IQ2_XXS: return eight ? fn(ActIQ2_XXS{}) : fn(ActIQ2_XXS4{});
     default: throw InputError("cuda gemv_act: weight type " + std::string(dtype_name(t)) + " is not supported");
   }
 }
@@ -265,6 +273,12 @@ void gemv_act_set_rows_per_block(int rows) {
   if (rows != 0 && rows != 4 && rows != 8)
     throw InputError("cuda gemv_act: rows per block " + std::to_string(rows) + " is not 0, 4 or 8");
   g_rows_per_block = rows;
+}
+
+void gemv_act_set_lanes(int lanes) {
+  if (lanes != 0 && lanes != 4 && lanes != 8)
+    throw InputError("cuda gemv_act: lanes per block " + std::to_string(lanes) + " is not 0, 4 or 8");
+  g_lanes = lanes;
 }
 
 bool gemv_act_supports(DType type) { return act_block_for(type) != ActBlock::kNone; }

@@ -13,7 +13,8 @@
 //                                      what term() needs (gemv_act_rows decodes a unit once
 //                                      and dots it with every input row)
 //   X, load_x(xrow, unit)              the unit's activation bytes and scale (plain loads, not
-//                                      __ldg: see the PDL note in gemv_act.cu)
+//                                      __ldg: see the PDL note in gemv_act.cu; every line that
+//                                      loads them says "PDL: input load" for pdl_sass_check.py)
 //   Sum, dot(w, x), reduce(sum)        the unit's integer sums; reduce adds them over the
 //                                      block's kLanes lanes (every lane gets the total)
 //   term(w, sum, x)                    the block's f32 contribution (used by the block's first lane)
@@ -43,8 +44,8 @@ struct Tables {
   const uint64_t* signs;  // 128 sign fields -> 0xff in each byte whose weight is negative
 };
 
-__device__ __forceinline__ int4 ld16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }
-__device__ __forceinline__ int2 ld8(const int8_t* p) { return *reinterpret_cast<const int2*>(p); }
+__device__ __forceinline__ int4 ld16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }  // PDL: input load
+__device__ __forceinline__ int2 ld8(const int8_t* p) { return *reinterpret_cast<const int2*>(p); }  // PDL: input load
 
 template <int kLanes>
 __device__ __forceinline__ int32_t lanes_sum(int32_t v) {
@@ -70,7 +71,7 @@ struct ActQ8_0 {
   }
   __device__ static W prep(const Raw& r, int64_t, const Tables&) { return r; }
   __device__ static X load_x(const XRow& x, int64_t u) {
-    return X{{ld16(x.q + 32 * u), ld16(x.q + 32 * u + 16)}, x.d[u]};
+    return X{{ld16(x.q + 32 * u), ld16(x.q + 32 * u + 16)}, x.d[u]};  // PDL: input load
   }
   __device__ static Sum dot(const W& w, const X& x) {
     const int32_t xs[8] = {x.q[0].x, x.q[0].y, x.q[0].z, x.q[0].w, x.q[1].x, x.q[1].y, x.q[1].z, x.q[1].w};
@@ -132,8 +133,8 @@ struct ActQ2_K {
     X v;
 #pragma unroll
     for (int s = 0; s < 4; ++s) v.q[s] = ld8(q + 32 * s);
-    v.bs = *reinterpret_cast<const uint32_t*>(x.bs + 16 * b + 8 * h + 2 * k);
-    v.d = x.d[b];
+    v.bs = *reinterpret_cast<const uint32_t*>(x.bs + 16 * b + 8 * h + 2 * k);  // PDL: input load
+    v.d = x.d[b];  // PDL: input load
     return v;
   }
   __device__ static Sum dot(const W& w, const X& x) {
@@ -189,7 +190,7 @@ struct ActIQ2_XXS {
   }
   __device__ static X load_x(const XRow& x, int64_t u) {
     const int8_t* q = x.q + 32 * u;  // unit u = 8b + p covers values 256b + 32p ..
-    return X{{ld16(q), ld16(q + 16)}, x.d[u >> 3]};
+    return X{{ld16(q), ld16(q + 16)}, x.d[u >> 3]};  // PDL: input load
   }
   __device__ static Sum dot(const W& w, const X& x) {
     const int32_t xs[8] = {x.q[0].x, x.q[0].y, x.q[0].z, x.q[0].w, x.q[1].x, x.q[1].y, x.q[1].z, x.q[1].w};
@@ -206,6 +207,117 @@ struct ActIQ2_XXS {
   __device__ static float term(const W& w, const Sum& s, const X& x) {
     return __fmul_rn(__fmul_rn(__fmul_rn(f16_bits(w.d), x.d), __int2float_rn(s.v)), 0.125f);
   }
+};
+
+// ---- Q2_K, 4 lanes per block (the default split, gemv_act_set_lanes): unit u = 4b + 2h + k
+// takes quant bytes 32h + 16k .. +15 in all four planes, i.e. weights 128h + 32s + 16k + j
+// (j < 16) = exactly group 8h + 2s + k per plane, and the mins of groups 8h + 4k .. 8h + 4k + 3
+// (scale word k of the half). Twice the weights per lane of ActQ2_K: the shuffles, the block
+// term and the scale / d loads are paid once per 64 weights instead of 32. ----
+struct ActQ2_K4 {
+  static constexpr int kLanes = 4, kValues = 256;
+  struct Raw {
+    uint32_t q[4];   // quant bytes 32h + 16k .. +15
+    uint32_t sc[2];  // scale|min bytes 8h .. 8h + 7
+    uint32_t dm;
+  };
+  struct W {
+    uint32_t v[16];  // plane s: v[4s + i] = quant bytes 4i .. 4i + 3 of the lane (values 0..3)
+    int32_t sc[4];   // plane s's group scale
+    int32_t mn[4];   // the mins of groups 8h + 4k + j
+    uint32_t dm;
+  };
+  struct X {
+    int4 q[4];  // plane s: values 256b + 128h + 32s + 16k .. +15
+    uint2 bs;   // bsums of groups 8h + 4k .. +3
+    float d;
+  };
+  using Sum = ActQ2_K::Sum;
+  __device__ static Raw load(const Args&, const uint8_t* row, int64_t u) {
+    const uint8_t* p = row + (u >> 2) * 84;
+    const int h = int(u >> 1) & 1, k = int(u & 1);
+    Raw r;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r.q[i] = FromGlobal::u32(p + 16 + 32 * h + 16 * k + 4 * i);
+    r.sc[0] = FromGlobal::u32(p + 8 * h);
+    r.sc[1] = FromGlobal::u32(p + 8 * h + 4);
+    r.dm = FromGlobal::u32(p + 80);
+    return r;
+  }
+  __device__ static W prep(const Raw& r, int64_t u, const Tables&) {
+    const int k = int(u & 1);
+    W w;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w.v[4 * s + i] = (r.q[i] >> (2 * s)) & 0x03030303u;
+      // group 8h + 2s + k: byte 2s + k of the half's 8 scale bytes
+      w.sc[s] = int32_t((r.sc[s >> 1] >> (16 * (s & 1) + 8 * k)) & 0xfu);
+    }
+    const uint32_t m = k ? r.sc[1] : r.sc[0];  // bytes 4k .. 4k + 3 of the half
+#pragma unroll
+    for (int j = 0; j < 4; ++j) w.mn[j] = int32_t((m >> (8 * j + 4)) & 0xfu);
+    w.dm = r.dm;
+    return w;
+  }
+  __device__ static X load_x(const XRow& x, int64_t u) {
+    const int64_t b = u >> 2, h = (u >> 1) & 1, k = u & 1;
+    const int8_t* q = x.q + 256 * b + 128 * h + 16 * k;
+    X v;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) v.q[s] = ld16(q + 32 * s);
+    v.bs = *reinterpret_cast<const uint2*>(x.bs + 16 * b + 8 * h + 4 * k);  // PDL: input load
+    v.d = x.d[b];  // PDL: input load
+    return v;
+  }
+  __device__ static Sum dot(const W& w, const X& x) {
+    int32_t isum = 0;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      int32_t d = __dp4a(int32_t(w.v[4 * s]), x.q[s].x, 0);
+      d = __dp4a(int32_t(w.v[4 * s + 1]), x.q[s].y, d);
+      d = __dp4a(int32_t(w.v[4 * s + 2]), x.q[s].z, d);
+      d = __dp4a(int32_t(w.v[4 * s + 3]), x.q[s].w, d);
+      isum += w.sc[s] * d;
+    }
+    const int32_t summs = w.mn[0] * int32_t(int16_t(x.bs.x & 0xffffu)) + w.mn[1] * (int32_t(x.bs.x) >> 16) +
+                          w.mn[2] * int32_t(int16_t(x.bs.y & 0xffffu)) + w.mn[3] * (int32_t(x.bs.y) >> 16);
+    return Sum{isum, summs};
+  }
+  __device__ static Sum reduce(Sum s) { return Sum{lanes_sum<kLanes>(s.isum), lanes_sum<kLanes>(s.summs)}; }
+  __device__ static float term(const W& w, const Sum& s, const X& x) {
+    return ActQ2_K::term(ActQ2_K::W{{}, {}, {}, w.dm}, s, ActQ2_K::X{{}, 0, x.d});
+  }
+};
+
+// ---- IQ2_XXS, 4 lanes per block (the default split): unit u = 4b + p takes sub-blocks 2p and
+// 2p + 1 (64 weights), so the shuffles and the block term are paid once per 64 weights. ----
+struct ActIQ2_XXS4 {
+  static constexpr int kLanes = 4, kValues = 256;
+  struct Raw {
+    ActIQ2_XXS::Raw sub[2];
+  };
+  struct W {
+    ActIQ2_XXS::W sub[2];
+  };
+  struct X {
+    ActIQ2_XXS::X sub[2];
+  };
+  using Sum = ActIQ2_XXS::Sum;
+  __device__ static Raw load(const Args& a, const uint8_t* row, int64_t u) {
+    return Raw{{ActIQ2_XXS::load(a, row, 2 * u), ActIQ2_XXS::load(a, row, 2 * u + 1)}};
+  }
+  __device__ static W prep(const Raw& r, int64_t u, const Tables& t) {
+    return W{{ActIQ2_XXS::prep(r.sub[0], 2 * u, t), ActIQ2_XXS::prep(r.sub[1], 2 * u + 1, t)}};
+  }
+  __device__ static X load_x(const XRow& x, int64_t u) {
+    return X{{ActIQ2_XXS::load_x(x, 2 * u), ActIQ2_XXS::load_x(x, 2 * u + 1)}};
+  }
+  __device__ static Sum dot(const W& w, const X& x) {
+    return Sum{ActIQ2_XXS::dot(w.sub[0], x.sub[0]).v + ActIQ2_XXS::dot(w.sub[1], x.sub[1]).v};
+  }
+  __device__ static Sum reduce(Sum s) { return Sum{lanes_sum<kLanes>(s.v)}; }
+  __device__ static float term(const W& w, const Sum& s, const X& x) { return ActIQ2_XXS::term(w.sub[0], s, x.sub[0]); }
 };
 
 }  // namespace ds4::cuda::gemv_act_detail

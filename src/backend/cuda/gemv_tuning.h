@@ -14,5 +14,10 @@ int gemv_threads();
 // the grid would have fewer than 264 blocks), else 4 or 8. Never changes a result (each row is
 // one block's threads over the same units in the same order). Throws InputError otherwise.
 void gemv_act_set_rows_per_block(int rows);
+// Lanes per 256-weight block of gemv_act's Q2_K and IQ2_XXS kernels: 0 = the default (4: 64
+// weights per lane), else 4 or 8 (32 weights per lane, the Q2_KC split). Changes the order of
+// the f32 sum over blocks (results move by rounding; gemv_act_rows follows the same setting, so
+// it still equals gemv_act bit for bit). Throws InputError otherwise.
+void gemv_act_set_lanes(int lanes);
 
 }  // namespace ds4::cuda
