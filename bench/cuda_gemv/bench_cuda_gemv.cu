@@ -21,7 +21,8 @@
 //
 // --act: the GEMV on quantized activations (gemv_act.h: ds4's Q8_0 / Q8_K activations, dp4a)
 // against the f32-x GEMV (kernel 3) on the Q8_0, Q2_K and IQ2_XXS shapes above: us, GB/s and %
-// of the copy bandwidth of both, act/f32, gemv_act at 4 and 8 rows per block and (Q2_K, IQ2_XXS)
+// of the copy bandwidth of both, the launch configuration gemv_act chose (gemv_act_config),
+// act/f32, gemv_act at 2, 4 and 8 rows per block and (Q2_K, IQ2_XXS)
 // with 8 lanes per block instead of 4 (gemv_act_set_lanes), the quantize_act
 // launch that feeds it (one row of cols values), and gemv_act_rows at n = 1, 2, 4, 8, 16 as a
 // multiple of one gemv_act of the same weight.
@@ -206,9 +207,10 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
   auto pct = [&](const Row& q) { return 100.0 * q.gbps / bw.copy_gbps; };
   std::printf("gemv_act (quantized activations, dp4a) vs gemv (f32 x, kernel 3); PDL on; quantize = quantize_act "
               "of one row of cols values; 8-lane: Q2_K / IQ2_XXS with 8 lanes per block instead of 4\n"
-              "%-8s %-22s %7s | %-23s | %-23s | %6s | %-13s | %7s | %8s\n",
-              "format", "shape", "MiB", "f32 gemv us GB/s %copy", "gemv_act us GB/s %copy", "act/f32", "act R4 / R8 GB/s",
-              "8-lane", "quant us");
+              "config: the default launch (R rows per block, L lanes per weight block, T threads per block)\n"
+              "%-8s %-22s %7s | %-23s | %-10s %-23s | %6s | %-20s | %7s | %8s\n",
+              "format", "shape", "MiB", "f32 gemv us GB/s %copy", "config", "gemv_act us GB/s %copy", "act/f32",
+              "act R2 / R4 / R8 GB/s", "8-lane", "quant us");
   for (const Format& f : formats) {
     const ActBlock block = act_block_for(f.type);
     for (const Shape& s : shapes) {
@@ -218,9 +220,12 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
       DS4_CUDA_CHECK(cudaDeviceSynchronize());
       const Row ref = bench_one(f, s, reps, x, y, false);
       const Row act = bench_one(f, s, reps, x, y, false, 0, &xq);
-      double rb[2];
-      for (int k = 0; k < 2; ++k) {
-        cuda::gemv_act_set_rows_per_block(k == 0 ? 4 : 8);
+      const cuda::GemvActConfig cfg = cuda::gemv_act_config(f.type, s.cols);
+      char cfg_s[32];
+      std::snprintf(cfg_s, sizeof cfg_s, "R%d L%d T%d", cfg.rows_per_block, cfg.lanes, cfg.threads);
+      double rb[3];
+      for (int k = 0; k < 3; ++k) {
+        cuda::gemv_act_set_rows_per_block(2 << k);
         rb[k] = bench_one(f, s, reps, x, y, false, 0, &xq).gbps;
       }
       cuda::gemv_act_set_rows_per_block(0);
@@ -234,9 +239,10 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
       const double qus = graph_ms([&](cudaStream_t st) {
                            for (int i = 0; i < kQuantLaunches; ++i) cuda::quantize_act(x, s.cols, 1, xq, st);
                          }, reps) * 1e3 / kQuantLaunches;
-      std::printf("%-8s %-22s %7.2f | %7.2f %6.0f %6.1f%% | %7.2f %6.0f %6.1f%% | %5.2fx | %6.0f %6.0f | %7.0f | %8.2f\n",
-                  f.label, ref.shape.c_str(), ref.mib, ref.us, ref.gbps, pct(ref), act.us, act.gbps, pct(act),
-                  ref.us / act.us, rb[0], rb[1], lanes8, qus);
+      std::printf("%-8s %-22s %7.2f | %7.2f %6.0f %6.1f%% | %-10s %7.2f %6.0f %6.1f%% | %5.2fx | %6.0f %6.0f %6.0f | %7.0f | "
+                  "%8.2f\n",
+                  f.label, ref.shape.c_str(), ref.mib, ref.us, ref.gbps, pct(ref), cfg_s, act.us, act.gbps, pct(act),
+                  ref.us / act.us, rb[0], rb[1], rb[2], lanes8, qus);
     }
   }
   std::printf("\ngemv_act_rows: time of n rows / one gemv_act of the same weight (bytes floor ~1.0x)\n%-8s %-12s %8s",

@@ -222,7 +222,7 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
     cuda::gemv_act(dw.view, xd.q.row(i), y.as<float>(), s);
     single[size_t(i)] = download(y.as<float>(), size_t(sh.rows));
     if (i == 0) {
-      for (int rb : {4, 8}) {
+      for (int rb : {2, 4, 8}) {
         cuda::gemv_act_set_rows_per_block(rb);
         cuda::gemv_act(dw.view, xd.q.row(0), y.as<float>(), s);
         rb_same = rb_same && same(download(y.as<float>(), size_t(sh.rows)), single[0]);
@@ -230,7 +230,7 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
       cuda::gemv_act_set_rows_per_block(0);
     }
   }
-  check(same(single[0], y0) && rb_same, what + ": gemv_act is deterministic and equal at 4 and 8 rows per block");
+  check(same(single[0], y0) && rb_same, what + ": gemv_act is deterministic and equal at 2, 4 and 8 rows per block");
   int rows_same = 0, rows_total = 0;
   for (int nr = 1; nr <= int(kIn); ++nr) {
     poison(y);
@@ -433,8 +433,8 @@ void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
   check(throws([&] { cuda::act_q8_row_bytes(ActBlock::kQ8_K, 128); }) &&
             throws([&] { cuda::act_q8_row_bytes(ActBlock::kNone, 256); }),
         "bad input: act_q8_row_bytes of a partial block / kNone throws");
-  check(throws([] { cuda::gemv_act_set_rows_per_block(2); }) && throws([] { cuda::gemv_act_set_lanes(2); }),
-        "bad input: rows per block 2 / lanes per block 2 throw");
+  check(throws([] { cuda::gemv_act_set_rows_per_block(3); }) && throws([] { cuda::gemv_act_set_lanes(2); }),
+        "bad input: rows per block 3 / lanes per block 2 throw");
   check(throws([&] { (void)a0.q.row(2); }), "bad input: DeviceActQ8::row past rows throws");
 }
 

@@ -32,13 +32,9 @@ const uint64_t kGrid[256] = {DS4_IQ2XXS_GRID_VALUES};
 uint64_t g_signs[128];
 int g_fail = 0;
 
-ActQ8_0::Sum add(ActQ8_0::Sum a, ActQ8_0::Sum b) { return {a.v + b.v}; }
-ActQ2_K::Sum add(ActQ2_K::Sum a, ActQ2_K::Sum b) { return {a.isum + b.isum, a.summs + b.summs}; }
-ActIQ2_XXS::Sum add(ActIQ2_XXS::Sum a, ActIQ2_XXS::Sum b) { return {a.v + b.v}; }
-// (ActQ2_K4 and ActIQ2_XXS4 share ActQ2_K's and ActIQ2_XXS's Sum.)
-
 // One row as the kernel computes it, blocks added in order: each block's lanes' integer sums
-// (what reduce() adds on the device), then the block's term from its first lane.
+// (F::add, what the kernel's xor rounds add on the device), then the block's term from its
+// first lane.
 template <class F>
 float emulate_row(const HostWeight& hw, int64_t r, const ActQ8View& x, const Tables& t) {
   const int64_t nb = hw.cols / F::kValues;
@@ -53,7 +49,7 @@ float emulate_row(const HostWeight& hw, int64_t r, const ActQ8View& x, const Tab
       const int64_t u = b * F::kLanes + p;
       const typename F::W w = F::prep(F::load(Args{}, row, u), u, t);
       const typename F::X xv = F::load_x(xr, u);
-      total = add(total, F::dot(w, xv));
+      total = F::add(total, F::dot(w, xv));
       if (p == 0) w0 = w, x0 = xv;
     }
     acc += F::term(w0, total, x0);
@@ -87,13 +83,20 @@ void check(DType type, int64_t cols, std::mt19937_64& rng, const Tables& t) {
 }  // namespace
 
 int main() {
-  // The kernel's sign table (gemv_act.cu Smem<ActIQ2_XXS>): 0xff in each byte whose weight is negative.
+  // The sign table by its definition (ds4: the 7 stored bits plus their even parity; bit j
+  // negates weight j): 0xff in each byte whose weight is negative. The kernel stages
+  // iq2_sign_mask(i) (gemv_act.cu Smem<ActIQ2_XXS>), which must equal it for all 128 fields.
+  int masks_same = 0;
   for (int i = 0; i < 128; ++i) {
     const uint32_t s = uint32_t(i) | ((__popc(uint32_t(i)) & 1u) << 7);
     g_signs[i] = 0;
     for (int j = 0; j < 8; ++j)
       if ((s >> j) & 1) g_signs[i] |= uint64_t(0xff) << (8 * j);
+    masks_same += iq2_sign_mask(uint32_t(i)) == g_signs[i];
   }
+  if (masks_same != 128) ++g_fail;
+  std::printf("%s IQ2_XXS iq2_sign_mask == the bit-by-bit sign mask on %d of 128 fields\n",
+              masks_same == 128 ? "PASS" : "FAIL", masks_same);
   const Tables t{kGrid, g_signs};
   std::mt19937_64 rng(77);
   for (int64_t cols : {256, 2048, 4096, 7168}) {

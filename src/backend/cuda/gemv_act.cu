@@ -77,14 +77,7 @@ struct Smem<ActIQ2_XXS> {
   uint64_t grid[256], signs[128];
   __device__ Tables stage() {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_act_iq2xxs_grid[i];
-    for (int i = threadIdx.x; i < 128; i += blockDim.x) {
-      // ds4's sign byte: the 7 stored bits plus an even-parity 8th; bit j negates weight j.
-      const uint32_t s = uint32_t(i) | ((__popc(i) & 1u) << 7);
-      uint64_t m = 0;
-      for (int j = 0; j < 8; ++j)
-        if ((s >> j) & 1) m |= uint64_t(0xff) << (8 * j);
-      signs[i] = m;
-    }
+    for (int i = threadIdx.x; i < 128; i += blockDim.x) signs[i] = iq2_sign_mask(uint32_t(i));
     __syncthreads();
     return Tables{grid, signs};
   }
@@ -99,12 +92,19 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
   int n = 1;
   int64_t xo[N], yo[N];  // per input row: activation value offset, output offset
   const bool waited = a.ids != nullptr && !kRows;  // batched by device ids: wait before reading them
+  // IQ2_XXS's tables are constants, not the predecessor's output: they are staged before the
+  // PDL wait (under a programmatic launch that work overlaps the kernel before).
+  __shared__ Smem<F> smem;
+  Tables tables{nullptr, nullptr};
   if constexpr (kRows) {
     // whole block, before any barrier; offsets in activation values
     if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return act_entry(e); })) return;
   } else {
     pdl_launch_dependents();
-    if (waited) pdl_wait();
+    if (waited) {
+      tables = smem.stage();
+      pdl_wait();
+    }
     const int64_t b = act_entry(a);
     xo[0] = b * a.x_stride;
     yo[0] = b * a.y_stride;
@@ -125,9 +125,10 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
   };
   int64_t u = threadIdx.x;
   if (u < units) load_all(u);  // weights only: before the wait
-  if (!waited) pdl_wait();
-  __shared__ Smem<F> smem;
-  const Tables tables = smem.stage();
+  if (!waited) {
+    tables = smem.stage();  // while the first weights are in flight
+    pdl_wait();
+  }
   float acc[R][N];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -141,25 +142,29 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
   for (int64_t step = 0; step < steps; ++step, u += blockDim.x) {
     const bool live = u < units;
     const bool first = live && (lane % F::kLanes) == 0;
-    auto add = [&](int r, int i, const typename F::W& w, const typename F::X& xv) {
-      const typename F::Sum s = F::reduce(F::dot(w, xv));
-      const float t = F::term(w, s, xv);
-      if (first) acc[r][i] += t;
-    };
-    if constexpr (N == 1) {
-      const typename F::X xv = live ? F::load_x(x_at<F>(xa, xo[0]), u) : typename F::X{};
+    // One code path for every N (gemv_act is N = 1): decode the R rows' units once, then per
+    // input row the R integer dots, the block's lanes added in xor rounds with the R rows'
+    // shuffles of a round issued together (independent: no latency chain per row), then the
+    // R f32 terms. Integer sums are exact and every f32 op is the same in every instantiation,
+    // so N, R and n never change a bit of a row's result.
+    typename F::W w[R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) add(r, 0, F::prep(raw[r], u, tables), xv);
-    } else {
-      typename F::W w[R];
+    for (int r = 0; r < R; ++r) w[r] = F::prep(raw[r], u, tables);
 #pragma unroll
-      for (int r = 0; r < R; ++r) w[r] = F::prep(raw[r], u, tables);
+    for (int i = 0; i < N; ++i) {
+      if (i >= n) break;
+      const typename F::X xv = live ? F::load_x(x_at<F>(xa, xo[i]), u) : typename F::X{};
+      typename F::Sum s[R];
 #pragma unroll
-      for (int i = 0; i < N; ++i) {
-        if (i >= n) break;
-        const typename F::X xv = live ? F::load_x(x_at<F>(xa, xo[i]), u) : typename F::X{};
+      for (int r = 0; r < R; ++r) s[r] = F::dot(w[r], xv);
 #pragma unroll
-        for (int r = 0; r < R; ++r) add(r, i, w[r], xv);
+      for (int o = 1; o < F::kLanes; o <<= 1)
+#pragma unroll
+        for (int r = 0; r < R; ++r) s[r] = F::add(s[r], F::shfl_xor(s[r], o));
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float t = F::term(w[r], s[r], xv);
+        if (first) acc[r][i] += t;
       }
     }
     if (u + blockDim.x < units) load_all(u + blockDim.x);
@@ -171,8 +176,23 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
 // narrow rows get fewer threads rather than idle ones.
 int threads_for(int64_t units) { return int(std::min<int64_t>(kThreads, (units + 31) / 32 * 32)); }
 
-// Rows per block of gemv_act: 8 (the activation bytes are loaded once per unit for all 8), 4
-// while the grid would have fewer than ~2 blocks per SM (gemv.cu's auto_rows, measured there).
+// Rows per block of gemv_act / _batched (N = 1): R rows share each activation load and the
+// block's fixed costs (IQ2_XXS's table staging, the finish), fewer rows mean more blocks in
+// flight. Chosen from the H200 run of 2026-12-04 (notes device4 bench_act.txt, PDL on, 4 vs 8):
+// IQ2_XXS 4 (faster on all 9 shapes, by 2-22 %), Q2_K 8 (faster on 7 of 9, the other two within
+// 2 %), Q8_0 8 for rows of more than 4096 values (the wide 2048x7168: +21 %), else 4 (+1-15 % on
+// the others). gemv_act_set_rows_per_block overrides it (2, 4 or 8; the bench's columns).
+int g_rows_per_block = 0;  // gemv_act_set_rows_per_block; 0 = auto
+
+int act_rows_per_block(DType t, int64_t cols) {
+  if (g_rows_per_block) return g_rows_per_block;
+  switch (t) {
+    case DType::IQ2_XXS: return 4;
+    case DType::Q2_K: return 8;
+    default: return cols > 4096 ? 8 : 4;
+  }
+}
+
 template <class F, int R>
 void launch_single_r(const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
   const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
@@ -181,13 +201,13 @@ void launch_single_r(const Args& a, const XArgs& xa, float* y, cudaStream_t stre
                    RowsArgs{1, 0, 0, nullptr, nullptr, nullptr, nullptr}, y);
 }
 
-int g_rows_per_block = 0;  // gemv_act_set_rows_per_block; 0 = auto
-
 template <class F>
-void launch_single(const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
-  const int r = g_rows_per_block ? g_rows_per_block : (a.rows + 7) / 8 * int64_t(batch) < 264 ? 4 : 8;
-  if (r == 4) return launch_single_r<F, 4>(a, xa, y, stream, batch);
-  launch_single_r<F, 8>(a, xa, y, stream, batch);
+void launch_single(DType t, const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
+  switch (act_rows_per_block(t, a.cols)) {
+    case 2: return launch_single_r<F, 2>(a, xa, y, stream, batch);
+    case 4: return launch_single_r<F, 4>(a, xa, y, stream, batch);
+    default: return launch_single_r<F, 8>(a, xa, y, stream, batch);
+  }
 }
 
 // gemv_act_rows: N = the smallest of 4, 8, 16 holding n; R keeps the decoded weights of R rows
@@ -270,9 +290,20 @@ XArgs x_args(const ActQ8View& x) { return XArgs{x.q, x.d, x.bsums}; }
 }  // namespace
 
 void gemv_act_set_rows_per_block(int rows) {
-  if (rows != 0 && rows != 4 && rows != 8)
-    throw InputError("cuda gemv_act: rows per block " + std::to_string(rows) + " is not 0, 4 or 8");
+  if (rows != 0 && rows != 2 && rows != 4 && rows != 8)
+    throw InputError("cuda gemv_act: rows per block " + std::to_string(rows) + " is not 0, 2, 4 or 8");
   g_rows_per_block = rows;
+}
+
+GemvActConfig gemv_act_config(DType type, int64_t cols) {
+  GemvActConfig c{};
+  visit_act_format(type, [&](auto f) {
+    using F = decltype(f);
+    c.rows_per_block = act_rows_per_block(type, cols);
+    c.lanes = F::kLanes;
+    c.threads = threads_for(cols / F::kValues * F::kLanes);
+  });
+  return c;
 }
 
 void gemv_act_set_lanes(int lanes) {
@@ -285,14 +316,15 @@ bool gemv_act_supports(DType type) { return act_block_for(type) != ActBlock::kNo
 
 void gemv_act(const WeightMatrix& w, const ActQ8View& x, float* y, cudaStream_t stream) {
   const Args a = make_args("cuda gemv_act", w, x);
-  visit_act_format(w.type, [&](auto f) { launch_single<decltype(f)>(a, x_args(x), y, stream, 1); });
+  visit_act_format(w.type, [&](auto f) { launch_single<decltype(f)>(w.type, a, x_args(x), y, stream, 1); });
 }
 
 void gemv_act_batched(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvBatch& batch,
                       cudaStream_t stream) {
   Args a = make_args("cuda gemv_act_batched", w, x);
   set_batch("cuda gemv_act_batched", a, batch, x.block);
-  visit_act_format(w.type, [&](auto f) { launch_single<decltype(f)>(a, x_args(x), y, stream, unsigned(batch.count)); });
+  visit_act_format(w.type,
+                   [&](auto f) { launch_single<decltype(f)>(w.type, a, x_args(x), y, stream, unsigned(batch.count)); });
 }
 
 void gemv_act_rows(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t stream) {

@@ -15,8 +15,10 @@
 //   X, load_x(xrow, unit)              the unit's activation bytes and scale (plain loads, not
 //                                      __ldg: see the PDL note in gemv_act.cu; every line that
 //                                      loads them says "PDL: input load" for pdl_sass_check.py)
-//   Sum, dot(w, x), reduce(sum)        the unit's integer sums; reduce adds them over the
-//                                      block's kLanes lanes (every lane gets the total)
+//   Sum, dot(w, x)                     the unit's integer sums
+//   add(a, b), shfl_xor(sum, o)        integer sums added / read from lane ^ o: the kernel adds
+//                                      a block's kLanes lanes in xor rounds (every lane gets
+//                                      the total; exact, so any order gives the same integers)
 //   term(w, sum, x)                    the block's f32 contribution (used by the block's first lane)
 // Unit order inside a block = the lanes' order; any split gives the same integers.
 #include <cuda_runtime.h>
@@ -47,11 +49,20 @@ struct Tables {
 __device__ __forceinline__ int4 ld16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }  // PDL: input load
 __device__ __forceinline__ int2 ld8(const int8_t* p) { return *reinterpret_cast<const int2*>(p); }  // PDL: input load
 
-template <int kLanes>
-__device__ __forceinline__ int32_t lanes_sum(int32_t v) {
-#pragma unroll
-  for (int o = 1; o < kLanes; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
+__device__ __forceinline__ int32_t shfl_xor32(int32_t v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+
+// IQ2_XXS sign field i (7 stored bits; the 8th is their even parity, as ds4 decodes it) as a
+// mask with 0xff in each byte whose weight is negative. Each nibble's bit j is moved to bit
+// 8j by one multiply (the four shifted copies do not overlap), then widened to 0xff by
+// another: a few integer ops instead of a loop per bit (gemv_act.cu stages the 128 masks per
+// thread block; test_gemv_act_host checks them against the bit-by-bit definition).
+__host__ __device__ __forceinline__ uint64_t iq2_sign_mask(uint32_t i) {
+  uint32_t p = i & 127u;  // parity by xor folding (host and device alike)
+  p ^= p >> 4, p ^= p >> 2, p ^= p >> 1;
+  const uint32_t s = (i & 127u) | ((p & 1u) << 7);
+  const uint32_t lo = (((s & 15u) * 0x00204081u) & 0x01010101u) * 0xffu;
+  const uint32_t hi = (((s >> 4) * 0x00204081u) & 0x01010101u) * 0xffu;
+  return uint64_t(lo) | (uint64_t(hi) << 32);
 }
 
 // ---- Q8_0 weights (34-byte blocks) x Q8_0 activations: one lane per block. ----
@@ -80,7 +91,8 @@ struct ActQ8_0 {
     for (int i = 0; i < 8; ++i) s = __dp4a(int32_t(w.q[i]), xs[i], s);
     return Sum{s};
   }
-  __device__ static Sum reduce(Sum s) { return s; }
+  __host__ __device__ static Sum add(Sum a, Sum b) { return Sum{a.v + b.v}; }
+  __device__ static Sum shfl_xor(Sum s, int o) { return Sum{shfl_xor32(s.v, o)}; }  // kLanes 1: unused
   // ds4: (d_w * d_x) * isum
   __device__ static float term(const W& w, const Sum& s, const X& x) {
     return __fmul_rn(__fmul_rn(f16_bits(w.d), x.d), __int2float_rn(s.v));
@@ -144,7 +156,8 @@ struct ActQ2_K {
     const int32_t summs = w.mn[0] * int32_t(int16_t(x.bs & 0xffffu)) + w.mn[1] * (int32_t(x.bs) >> 16);
     return Sum{isum, summs};
   }
-  __device__ static Sum reduce(Sum s) { return Sum{lanes_sum<kLanes>(s.isum), lanes_sum<kLanes>(s.summs)}; }
+  __host__ __device__ static Sum add(Sum a, Sum b) { return Sum{a.isum + b.isum, a.summs + b.summs}; }
+  __device__ static Sum shfl_xor(Sum s, int o) { return Sum{shfl_xor32(s.isum, o), shfl_xor32(s.summs, o)}; }
   // ds4: dall = d_x * d, dmin = d_x * dmin; dall * isum - dmin * summs
   __device__ static float term(const W& w, const Sum& s, const X& x) {
     const float dall = __fmul_rn(x.d, f16_bits(uint16_t(w.dm & 0xffffu)));
@@ -202,7 +215,8 @@ struct ActIQ2_XXS {
     }
     return Sum{(all - 2 * neg) * w.ls};
   }
-  __device__ static Sum reduce(Sum s) { return Sum{lanes_sum<kLanes>(s.v)}; }
+  __host__ __device__ static Sum add(Sum a, Sum b) { return Sum{a.v + b.v}; }
+  __device__ static Sum shfl_xor(Sum s, int o) { return Sum{shfl_xor32(s.v, o)}; }
   // ds4: ((d_w * d_x) * bsum), and 0.125 * the row's sum; the power of two is exact per term.
   __device__ static float term(const W& w, const Sum& s, const X& x) {
     return __fmul_rn(__fmul_rn(__fmul_rn(f16_bits(w.d), x.d), __int2float_rn(s.v)), 0.125f);
@@ -284,7 +298,8 @@ struct ActQ2_K4 {
                           w.mn[2] * int32_t(int16_t(x.bs.y & 0xffffu)) + w.mn[3] * (int32_t(x.bs.y) >> 16);
     return Sum{isum, summs};
   }
-  __device__ static Sum reduce(Sum s) { return Sum{lanes_sum<kLanes>(s.isum), lanes_sum<kLanes>(s.summs)}; }
+  __host__ __device__ static Sum add(Sum a, Sum b) { return ActQ2_K::add(a, b); }
+  __device__ static Sum shfl_xor(Sum s, int o) { return ActQ2_K::shfl_xor(s, o); }
   __device__ static float term(const W& w, const Sum& s, const X& x) {
     return ActQ2_K::term(ActQ2_K::W{{}, {}, {}, w.dm}, s, ActQ2_K::X{{}, 0, x.d});
   }
@@ -316,7 +331,8 @@ struct ActIQ2_XXS4 {
   __device__ static Sum dot(const W& w, const X& x) {
     return Sum{ActIQ2_XXS::dot(w.sub[0], x.sub[0]).v + ActIQ2_XXS::dot(w.sub[1], x.sub[1]).v};
   }
-  __device__ static Sum reduce(Sum s) { return Sum{lanes_sum<kLanes>(s.v)}; }
+  __host__ __device__ static Sum add(Sum a, Sum b) { return ActIQ2_XXS::add(a, b); }
+  __device__ static Sum shfl_xor(Sum s, int o) { return ActIQ2_XXS::shfl_xor(s, o); }
   __device__ static float term(const W& w, const Sum& s, const X& x) { return ActIQ2_XXS::term(w.sub[0], s, x.sub[0]); }
 };
 

@@ -1,6 +1,10 @@
 #pragma once
 // Tuning knobs of the GEMV kernels for benches (bench_cuda_gemv sweeps them); the engine
 // never sets them. Not thread safe against launches in flight on other threads.
+#include <cstdint>
+
+#include "core/dtype.h"
+
 namespace ds4::cuda {
 
 // Threads per block of the direct and multi-row GEMV kernels: 0 = the default (128, fewer for
@@ -10,8 +14,8 @@ namespace ds4::cuda {
 void gemv_set_threads(int threads);
 int gemv_threads();
 
-// Rows per thread block of gemv_act / gemv_act_batched (gemv_act.h): 0 = the default (8; 4 when
-// the grid would have fewer than 264 blocks), else 4 or 8. Never changes a result (each row is
+// Rows per thread block of gemv_act / gemv_act_batched (gemv_act.h): 0 = the default (per
+// format, gemv_act.cu act_rows_per_block), else 2, 4 or 8. Never changes a result (each row is
 // one block's threads over the same units in the same order). Throws InputError otherwise.
 void gemv_act_set_rows_per_block(int rows);
 // Lanes per 256-weight block of gemv_act's Q2_K and IQ2_XXS kernels: 0 = the default (4: 64
@@ -19,5 +23,12 @@ void gemv_act_set_rows_per_block(int rows);
 // the f32 sum over blocks (results move by rounding; gemv_act_rows follows the same setting, so
 // it still equals gemv_act bit for bit). Throws InputError otherwise.
 void gemv_act_set_lanes(int lanes);
+// What gemv_act / gemv_act_batched launch for a weight of this type and row length under the
+// current settings (the bench prints it): rows per block, lanes per weight block (Q8_0: 1),
+// threads per block. Throws InputError for a type gemv_act does not take.
+struct GemvActConfig {
+  int rows_per_block, lanes, threads;
+};
+GemvActConfig gemv_act_config(DType type, int64_t cols);
 
 }  // namespace ds4::cuda
