@@ -22,8 +22,9 @@
 //     after 37 tokens, 2, 16 and 40 rows (one 40-row chunk: gemv_act_rows in groups of 16, experts
 //     split in entries) from 0; the same with direct launches on one stream.
 //  5. decode_batch rows = each state's single decode step, bit for bit, act on (batch_test_util.h:
-//     the served options and direct launches with batch_rows 512), bad input, and two captured
-//     verify windows committed at once = decoding only the kept tokens.
+//     the served options and direct launches with batch_rows 512) and, as the control that says
+//     whether a difference is the act path's, act off with the served options; bad input.
+//     (Captured verify windows need a draft head: item 7.)
 //  6. set_options switching act_quant on a loaded model: a state whose graphs were captured with
 //     it off decodes on (its graphs recaptured) equal to the act-on model from the same
 //     checkpoint, bit for bit; switched back off, equal to the act-off model.
@@ -31,7 +32,10 @@
 //     formats), act on: after chunks of 21 / 4 / 7 / 2 rows and single steps, the head rows
 //     and draft_logits (depth 3) of a chunked model = a decode-step model's bit for bit, act
 //     products enqueued; vs the CPU's mtp_draft_logits from the same checkpoint (24 rows): the
-//     item 2 criterion.
+//     item 2 criterion. Then batch_test_util.h's draft_states_in_batches on it, act on:
+//     draft-enabled and plain states in one decode_batch = their own steps, and two captured
+//     verify windows pending at once, committed (keep 2, 6, a clone's 4) = decoding only the
+//     kept tokens, the next draft equal.
 // Usage: test_deepseek_v4_actq_cuda [root]
 #include <algorithm>
 #include <cstdio>
@@ -227,11 +231,13 @@ void chunks(const std::string& path, const LoadOptions& o) {
 
 // Item 5.
 void batches(const std::string& path, const LoadOptions& o) {
-  {
+  for (bool act : {true, false}) {
     dsv4::CudaModelOptions served;
-    served.act_quant = true;
+    served.act_quant = act;
     dsv4::DeepseekV4CudaModel m(open_tensor_source(path), o, served);
-    default_model_checks(m, &m);
+    // (no draft head in this file: verify_capture declines, so the captured windows run in item 7)
+    if (act) default_model_checks(m, nullptr);
+    else batch_run(m, "act_quant off, default options (batch_rows 4)");
   }
   dsv4::CudaModelOptions direct = exact(true);
   direct.graphs = false, direct.streams = false, direct.batch_rows = 512;
@@ -310,6 +316,7 @@ void mtp_head(const std::string& path, const LoadOptions& o) {
                 "4 rows): row max |diff| median %.3g (<= 1e-4), max %.3g, %d of %d rows over %.0e (<= 8)",
                 double(d.median), double(d.worst), d.over, d.rows, double(kTol));
   check(d.median <= 1e-4f && d.over <= 8, buf);
+  draft_states_in_batches(chunked, "act_quant, MTP model");
 }
 
 }  // namespace
