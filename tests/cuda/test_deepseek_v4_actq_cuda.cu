@@ -22,7 +22,8 @@
 //     after 37 tokens, 2, 16 and 40 rows (one 40-row chunk: gemv_act_rows in groups of 16, experts
 //     split in entries) from 0; the same with direct launches on one stream.
 //  5. decode_batch rows = each state's single decode step, bit for bit, act on (batch_test_util.h:
-//     the served options and direct launches with batch_rows 512) and, as the control that says
+//     the served options, the same with direct launches on one stream, and direct launches with
+//     batch_rows 512) and, as the control that says
 //     whether a difference is the act path's, act off with the served options; bad input.
 //     (Captured verify windows need a draft head: item 7.)
 //  6. set_options switching act_quant on a loaded model: a state whose graphs were captured with
@@ -239,10 +240,13 @@ void batches(const std::string& path, const LoadOptions& o) {
     if (act) default_model_checks(m, nullptr);
     else batch_run(m, "act_quant off, default options (batch_rows 4)");
   }
-  dsv4::CudaModelOptions direct = exact(true);
+  dsv4::CudaModelOptions direct = exact(true), direct4;
   direct.graphs = false, direct.streams = false, direct.batch_rows = 512;
-  auto m = dsv4::load_cuda(path, o, direct);
-  batch_run(*m, "act_quant, direct launches, one stream, batch_rows 512");
+  batch_run(*dsv4::load_cuda(path, o, direct), "act_quant, direct launches, one stream, batch_rows 512");
+  // the served options but direct launches on one stream: with the graph run above, says
+  // whether a difference needs the graph / side stream
+  direct4.act_quant = true, direct4.graphs = false, direct4.streams = false;
+  batch_run(*dsv4::load_cuda(path, o, direct4), "act_quant, default options but direct launches, one stream");
 }
 
 // Item 6.
