@@ -20,7 +20,8 @@
 //  4. Chunked forwards (chunk_rows 16, prefill chunks exact) vs decode steps (chunk_rows 1), act
 //     on, BIT-IDENTICAL (dsv4_chunk_check.h): 2..5 rows (verify windows of k = 1..4) and 16 rows
 //     after 37 tokens, 2, 16 and 40 rows (one 40-row chunk: gemv_act_rows in groups of 16, experts
-//     split in entries) from 0; the same with direct launches on one stream.
+//     split in entries) from 0; the same with direct launches on one stream; 4 and 6 rows whose
+//     layer-0 hash row names one expert twice (8 / 12 pairs of one expert: moe_rows' r.n).
 //  5. decode_batch rows = each state's single decode step, bit for bit, act on (batch_test_util.h:
 //     the served options, the same with direct launches on one stream, and direct launches with
 //     batch_rows 512) and, as the control that says
@@ -217,6 +218,29 @@ void vs_cpu(const std::string& path, const LoadOptions& o) {
   }
 }
 
+// Up to `n` tokens whose hash-routing row in layer 0 (tid2eid {vocab, K}) names one expert K
+// times, all the same expert (the one with the most such tokens): a chunk of them gives that
+// expert rows * K pairs, more than its rows.
+std::vector<int32_t> same_expert_tokens(const std::string& path, size_t n) {
+  auto f = open_tensor_source(path);
+  const TensorInfo& t = f->get("blk.0.ffn_gate_tid2eid.weight");
+  if (t.type != DType::I32 || t.shape.size() != 2) throw Error("actq test: layer 0 has no I32 tid2eid {vocab, K}");
+  const auto* ids = static_cast<const int32_t*>(t.data);
+  const int64_t vocab = t.shape[0], K = t.shape[1];
+  std::vector<std::vector<int32_t>> by_expert;
+  for (int64_t tok = 0; tok < vocab; ++tok) {
+    const int32_t* row = ids + tok * K;
+    if (!std::all_of(row, row + K, [&](int32_t e) { return e == row[0]; })) continue;
+    if (by_expert.size() <= size_t(row[0])) by_expert.resize(size_t(row[0]) + 1);
+    by_expert[size_t(row[0])].push_back(int32_t(tok));
+  }
+  std::vector<int32_t> best;
+  for (auto& v : by_expert)
+    if (v.size() > best.size()) best = v;
+  best.resize(std::min(best.size(), n));
+  return best;
+}
+
 // Item 4.
 void chunks(const std::string& path, const LoadOptions& o) {
   auto chunked = dsv4::load_cuda(path, o, exact(true));
@@ -228,6 +252,15 @@ void chunks(const std::string& path, const LoadOptions& o) {
   chunk_vs_steps(*chunked, *steps, toks, 37, {2, 3, 4, 5, 16}, "act_quant, chunk 16");
   chunk_vs_steps(*chunked, *steps, toks, 0, {2, 16, 40}, "act_quant, chunk 16");
   chunk_vs_steps(*direct, *steps, toks, 37, {5, 16}, "act_quant, chunk 16, direct launches, one stream");
+  // Rows whose hash row names one expert twice (random tables have them; the tiny checkpoint's
+  // has none): 4 and 6 rows give it 8 and 12 pairs, past the rows' 4- / 8-row kernels.
+  const std::vector<int32_t> dup = same_expert_tokens(path, 6);
+  std::vector<int32_t> with_dup(toks.begin(), toks.begin() + 37);
+  with_dup.insert(with_dup.end(), dup.begin(), dup.end());
+  with_dup.insert(with_dup.end(), toks.begin() + 37, toks.end());
+  check(dup.size() == 6, "the synthetic hash table has 6 tokens that name one expert twice (got " +
+                             std::to_string(dup.size()) + ")");
+  chunk_vs_steps(*chunked, *steps, with_dup, 37, {4, 6}, "act_quant, chunk 16, rows naming one hash expert twice");
 }
 
 // Item 5.

@@ -192,9 +192,14 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   dc::moe_group(ids, rows, K, E, g, stream);
   mark("moe_route");
   // Entry u = up to 16 rows of a used expert (*live of at most moe_group_entries decides on the
-  // device; a verify chunk has one entry per used expert).
+  // device; a verify chunk has one entry per used expert). r.n bounds an entry's rows (the
+  // kernels read min(count, n) of them): top-k picks an expert once per row, so at most `rows`;
+  // a hash table row may name one expert twice (nothing in the format forbids it; random
+  // synthetic tables do, ~1 row in E), so up to rows * K there. With `rows` there, an expert
+  // named twice by 3 of 4 rows lost its 5th and 6th pairs (their outputs stayed stale): the
+  // H200's decode_batch difference on the synthetic act_quant model.
   dc::GemvRows r;
-  r.n = int(std::min<int64_t>(rows, dc::kGemvMaxRows));
+  r.n = int(std::min<int64_t>(L.tid2eid ? pairs : rows, dc::kGemvMaxRows));
   r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, dc::kGemvMaxRows)), g.experts, L.gate_up.stride, 0, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
