@@ -17,7 +17,12 @@
 // five drafts) against one decode step, and greedy speculative decoding at depth 1, 3, 5 (gate
 // 0, as generate_greedy sets it).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
-//        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S]] [--jump N,N]
+//        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S]] [--jump N,N] [--act-quant]
+//   --act-quant: after the decode lines, decode tok/s with ds4's activation quantization
+//   (Config::act_quant: Q8_0 / Q8_K activations, integer GEMVs) and without it, from clones of
+//   the prompt state in the same run (CudaModelOptions::act_quant switched by set_options), and
+//   how many of the greedy tokens agree; with --profile also the per-op table of 8 tokens with
+//   it on. Everything else runs with the model's setting at load (DS4_ACT_QUANT, default off).
 //   --batch: continuous batching (../cuda_batch_table.h) at each stream count after the decode lines,
 //   S timed steps each (default 16), one table per --batch-rows value (CudaModelOptions::
 //   batch_rows, default: the option's default); the verify / draft / prefill tables are skipped.
@@ -310,6 +315,55 @@ void jump_decode(deepseek_v4::DeepseekV4CudaModel& m, int ctx, int n, double roo
   m.set_options(deepseek_v4::CudaModelOptions{});
 }
 
+// Decode tok/s with ds4's activation quantization off and on (set_options switches it; each
+// from a clone of the prompt state, one untimed token first for the graph capture), the
+// greedy tokens' agreement, and with `prof` the per-op table with it on. The model's own
+// setting is restored after.
+void act_quant_decode(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, const std::vector<float>& l0, int n,
+                      double roof, bool prof) {
+  const bool was = m.config().act_quant;
+  auto with = [&](bool on) {
+    deepseek_v4::CudaModelOptions o;
+    o.act_quant = on;
+    return o;
+  };
+  std::vector<int32_t> toks[2];
+  double tps[2] = {0, 0};
+  for (int on = 0; on < 2; ++on) {
+    m.set_options(with(on));
+    auto c = at.clone();
+    auto l = m.decode(*c, argmax(l0));
+    toks[on].push_back(argmax(l0));
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      toks[on].push_back(argmax(l));
+      l = m.decode(*c, argmax(l));
+    }
+    tps[on] = n / secs(t0, Clock::now());
+  }
+  int agree = 0;
+  while (agree < int(toks[0].size()) && toks[0][size_t(agree)] == toks[1][size_t(agree)]) ++agree;
+  const auto launches = m.act_launches();
+  std::printf("\nact_quant (ds4's Q8_0 / Q8_K activations, integer GEMVs; CUDA graph, side stream), %d tokens from the "
+              "prompt state:\n| act_quant | tok/s | ms/token | of roofline |\n|---|---|---|---|\n", n);
+  for (int on = 0; on < 2; ++on)
+    std::printf("| %s | %.2f | %.3f | %.1f%% |\n", on ? "on" : "off", tps[on], 1e3 / tps[on], 100 * tps[on] / roof);
+  std::printf("speedup %.2fx; greedy tokens equal for the first %d of %zu; act products enqueued so far: %lld Q8_0, "
+              "%lld Q8_K\n", tps[1] / tps[0], agree, toks[0].size(), (long long)launches.q8_0, (long long)launches.q8_k);
+  if (prof) {
+    deepseek_v4::CudaModelOptions po = with(true);
+    po.graphs = false, po.profile = true;
+    m.set_options(po);
+    auto c = at.clone();
+    auto l = l0;
+    m.reset_op_times();
+    for (int i = 0; i < 8; ++i) l = m.decode(*c, argmax(l));
+    std::printf("per-op GPU time per decode token with act_quant on (direct launches + events, 8 tokens):\n");
+    print_op_times(m, 8, "token");
+  }
+  m.set_options(with(was));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -320,9 +374,12 @@ int main(int argc, char** argv) {
   int old_max = 1 << 30;                 // --old-max N: the old path only at lengths <= N
   std::vector<int> prefill_rows = {512};  // --prefill-rows N,N: the tensor-core path's chunk sizes
   ds4::bench::BatchArgs batch;            // --batch N,N [--batch-rows N,N] [--batch-steps S]
+  bool act_quant = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       prof = true;
+    } else if (std::strcmp(argv[i], "--act-quant") == 0) {
+      act_quant = true;
     } else if (std::strcmp(argv[i], "--old-max") == 0 && i + 1 < argc) {
       old_max = std::stoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--prefill-rows") == 0 && i + 1 < argc) {
@@ -340,7 +397,8 @@ int main(int argc, char** argv) {
   if (pos.empty()) {
     std::fprintf(stderr,
                  "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...] "
-                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S]] [--jump N,N]\n");
+                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S]] [--jump N,N] "
+                 "[--act-quant]\n");
     return 2;
   }
   const std::string path = pos[0];
@@ -413,6 +471,7 @@ int main(int argc, char** argv) {
                 streams_tps, 1e3 / streams_tps, 100 * streams_tps / roof);
     std::printf("vs antirez/ds4 on the synthetic Flash, H200, 2048 context: 33.65 tok/s (8.2%% of its roofline): "
                 "ratio %.2fx\n", decode_tps / 33.65);
+    if (act_quant) act_quant_decode(m, *at_prompt, l_prompt, n, roof, prof);
     if (!batch.streams.empty()) {
       ds4::bench::batch_tables(m, *at_prompt, batch, decode_tps, bw.copy_gbps, bytes);
       return 0;

@@ -70,14 +70,20 @@ inline void batch_run(Model& m, const std::string& label) {
     sizes.push_back(live.size());
     std::vector<float> rows, alone;
     m.decode_batch(states, toks, rows);
+    int bad = 0;  // rows of this step that differ (the first failing step is the last one run)
     for (size_t i = 0; i < live.size(); ++i) {
       m.forward(*live[i]->ref, std::span<const int32_t>(&toks[i], 1), Logits::kLast, alone);
-      if (!same_row(rows.data() + i * V, alone.data(), V) && ok) {
+      if (!same_row(rows.data() + i * V, alone.data(), V)) {
+        if (ok)  // how far off says which kind of difference: a rounding flip (~1e-6) or a wrong input
+          first_bad = "step " + std::to_string(step) + " row " + std::to_string(i) + " of " +
+                      std::to_string(live.size()) + ", max |diff| " +
+                      std::to_string(max_diff(rows.data() + i * V, alone.data(), V));
         ok = false;
-        first_bad = "step " + std::to_string(step) + " row " + std::to_string(i) + " of " + std::to_string(live.size());
+        ++bad;
       }
       live[i]->next = argmax(rows.data() + i * V, int64_t(V));
     }
+    if (bad) first_bad += ", " + std::to_string(bad) + " rows of the step differ";
   }
   bool pos_ok = true;
   for (const BatchSeq& q : seqs) pos_ok = pos_ok && q.s->position() == q.ref->position();

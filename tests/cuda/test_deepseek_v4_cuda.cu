@@ -12,11 +12,14 @@
 //  5. ds4's storage numerics (FP8 KV rows, Hadamard + FP4 indexer rows; the tiny shapes never
 //     trigger them) on the device equal the CPU's value for value.
 //  6. The multi-row (chunked) forward (chunk.cu) against as many one-token decode steps (a
-//     model loaded with chunk_rows 1), BIT-IDENTICAL: kAll rows of forwards of 2/4/7/16 rows
-//     after a 37-token prefix (ring wrap, open compressor windows) and of 2/4/7/16/300 rows
-//     from 0, kLast = the kAll last row, and 4 decode steps after each continue identically
-//     (same state); the chunk path with direct launches on one stream and chunk_rows 7 (chunks
-//     straddling the compressor windows) likewise; the ds4 GGUF tiny (Q8_0 / F16 gemv_rows
+//     model loaded with chunk_rows 1 and prefill_rows 0, so its forwards are decode steps),
+//     BIT-IDENTICAL: kAll rows of forwards of 2/4/7/16 rows after a 37-token prefix (ring wrap,
+//     open compressor windows) and of 2/4/7/16/63 rows from 0 (63: one exact prefill chunk,
+//     experts split past 16 rows; from 64 rows a chunk's attention takes the wide kernel,
+//     attention.cu, not bit for bit), kLast = the kAll last row, and 4 decode steps after each
+//     continue identically (same state); the chunk path with direct launches on one stream and
+//     chunk_rows 7 (prefill_rows 0: 7-row chunks straddling the compressor windows, 300 rows)
+//     likewise; the ds4 GGUF tiny (Q8_0 / F16 gemv_rows
 //     paths) too. Items 1-2 run the chunk path already: every multi-token prefill there is
 //     chunked (golden + CPU tolerances), and item 2's kAll check is 64 chunked rows vs the CPU.
 //     Items 1-7 run the exact path (CudaModelOptions::tensor_cores off): forwards over 16
@@ -59,6 +62,7 @@
 #include "models/deepseek_v4/model.h"
 #include "dsv4_attend_check.h"
 #include "dsv4_checkpoint_test.h"
+#include "dsv4_chunk_check.h"
 #include "test_common.h"
 #include "../unit/deepseek_v4/tc_criterion.h"
 
@@ -144,59 +148,6 @@ void layer_diffs(Model& cpu, dsv4::DeepseekV4CudaModel& gpu, const std::vector<i
 }
 
 int64_t g_width = 0;  // hc * hidden of the tiny model
-
-// First element where two logits blocks {rows, V} differ, as "row r (position p), logit v:
-// a vs b"; "" when equal.
-std::string first_difference(const std::vector<float>& a, const std::vector<float>& b, int64_t V, int64_t pos0) {
-  if (a.size() != b.size()) return "sizes " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!(a[i] == b[i])) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "first at row %lld (position %lld), logit %lld: %.9g vs %.9g", (long long)(i / V),
-                    (long long)(pos0 + int64_t(i) / V), (long long)(int64_t(i) % V), double(a[i]), double(b[i]));
-      return buf;
-    }
-  return "";
-}
-
-// chunked (a chunk_rows > 1 model) vs steps (chunk_rows 1): after the same `prefix` tokens (one
-// decode step each, in both), a forward of T rows must give bit-identical kAll rows, kLast = the
-// kAll last row, and 4 more decode steps must stay identical (the states are the same).
-void chunk_vs_steps(Model& chunked, Model& steps, const std::vector<int32_t>& tokens, int64_t prefix,
-                    const std::vector<int64_t>& lengths, const std::string& name) {
-  const int64_t V = chunked.info().vocab_size;
-  for (int64_t T : lengths) {
-    const std::span<const int32_t> pre(tokens.data(), size_t(prefix)), rows(tokens.data() + prefix, size_t(T));
-    auto one_by_one = [&](Model& m, ModelState& st) {
-      std::vector<float> none;
-      for (int32_t tok : pre) m.forward(st, std::span<const int32_t>(&tok, 1), Logits::kNone, none);
-    };
-    auto sa = chunked.new_state(), sb = steps.new_state(), sc = chunked.new_state();
-    one_by_one(chunked, *sa), one_by_one(steps, *sb), one_by_one(chunked, *sc);
-    std::vector<float> a, b, last;
-    chunked.forward(*sa, rows, Logits::kAll, a);
-    steps.forward(*sb, rows, Logits::kAll, b);
-    const float d = a.size() == b.size() ? max_diff(a.data(), b.data(), a.size()) : INFINITY;
-    const std::string where = first_difference(a, b, V, prefix);
-    chunked.forward(*sc, rows, Logits::kLast, last);
-    const bool last_ok = a.size() == size_t(T * V) && last.size() == size_t(V) &&
-                         std::equal(last.begin(), last.end(), a.end() - V);
-    std::string cont;
-    for (int i = 0; i < 4 && cont.empty(); ++i) {
-      const int32_t next = tokens[size_t((prefix + T + i * 31) % int64_t(tokens.size()))];
-      a = chunked.decode(*sa, next);
-      b = steps.decode(*sb, next);
-      cont = first_difference(a, b, V, prefix + T + i);
-    }
-    char buf[600];
-    std::snprintf(buf, sizeof buf,
-                  "%s: forward of %lld rows after %lld tokens vs %lld decode steps: kAll max |diff| %.3g (must be 0%s%s), "
-                  "kLast = kAll last row: %s, 4 decode steps after: %s%s",
-                  name.c_str(), (long long)T, (long long)prefix, (long long)T, double(d), where.empty() ? "" : "; ",
-                  where.c_str(), last_ok ? "yes" : "NO", cont.empty() ? "identical" : "DIFFER, ", cont.c_str());
-    check(where.empty() && last_ok && cont.empty(), buf);
-  }
-}
 
 // gpu: graphs + stacked projections (the default); streams: the same with the side stream;
 // direct: direct launches, one gemv per matrix, one stream.
@@ -329,7 +280,7 @@ void tiny_gguf(const std::string& root, const TensorSource& g) {
   }
   {  // the chunk path on the quantized formats: bit-identical to decode steps
     dsv4::CudaModelOptions one;
-    one.chunk_rows = 1;
+    one.chunk_rows = 1, one.prefill_rows = 0;  // every token a decode step (no prefill chunks)
     auto steps = dsv4::load_cuda(path.string(), o, exact(one));
     chunk_vs_steps(*gpu, *steps, tokens, 5, {16, 59}, "tiny ds4 GGUF (Q8_0 experts), chunk 16");
   }
@@ -483,7 +434,9 @@ int main(int argc, char** argv) {
     }
     {
       dsv4::CudaModelOptions one, seven;
-      one.chunk_rows = 1, seven.chunk_rows = 7;
+      // prefill_rows 0: a forward longer than chunk_rows would otherwise run as one prefill
+      // chunk (one: comparing chunks with chunks; seven: no 7-row chunks)
+      one.chunk_rows = 1, one.prefill_rows = 0, seven.chunk_rows = 7, seven.prefill_rows = 0;
       auto steps = dsv4::load_cuda(tiny, o, exact(one));
       auto chunk7 = dsv4::load_cuda(tiny, o, exact(seven));
       const auto p300 = golden<int32_t>(*g, "p300.tokens");
@@ -493,7 +446,7 @@ int main(int argc, char** argv) {
         chunk_vs_steps(*gpu, *steps, toks, 37, {2, 7}, "tiny chunk 16");
       } else {
         chunk_vs_steps(*gpu, *steps, toks, 37, {2, 4, 7, 16}, "tiny chunk 16");
-        chunk_vs_steps(*gpu, *steps, toks, 0, {2, 4, 7, 16, 300}, "tiny chunk 16");
+        chunk_vs_steps(*gpu, *steps, toks, 0, {2, 4, 7, 16, 63}, "tiny chunk 16");
         chunk_vs_steps(*direct_chunks(tiny, o), *steps, toks, 37, {16}, "tiny chunk 16, direct launches, one stream");
         chunk_vs_steps(*chunk7, *steps, toks, 13, {7, 300}, "tiny chunk 7");
       }

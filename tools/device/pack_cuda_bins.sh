@@ -9,7 +9,8 @@ targets="test_cuda_ops test_gemv_pdl test_gemv_act test_gemv_decode test_cuda_ca
   bench_cuda_grouped_mma bench_cuda_gemv
   bench_cuda_upload bench_cuda_topk test_qwen_next_cuda test_qwen_next_mtp_cuda test_qwen_hyper_fused_cuda
   test_qwen_next_batch_cuda bench_qwen_next_cuda
-  test_deepseek_v4_cuda test_deepseek_v4_mtp_cuda test_deepseek_v4_dspark_cuda test_deepseek_v4_batch_cuda bench_deepseek_v4_cuda
+  test_deepseek_v4_cuda test_deepseek_v4_mtp_cuda test_deepseek_v4_dspark_cuda test_deepseek_v4_batch_cuda test_deepseek_v4_actq_cuda
+  bench_deepseek_v4_cuda
   test_glm5_cuda test_glm5_mtp_cuda test_glm5_batch_cuda bench_glm5_cuda test_synthetic_cuda test_admission_cuda
   ds4-convert"
 if [ "${1:-}" = --build ]; then

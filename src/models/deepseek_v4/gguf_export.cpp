@@ -12,6 +12,7 @@
 #include "core/synthetic_weights.h"
 #include "formats/gguf.h"
 #include "models/deepseek_v4/gguf.h"
+#include "models/deepseek_v4/weights.h"
 
 namespace ds4::deepseek_v4 {
 namespace {
@@ -193,8 +194,10 @@ void write_tokenizer(GgufWriter& w, const std::string& path, int64_t vocab) {
   w.set("tokenizer.ggml.merges", std::move(merges));
 }
 
-void plan_layer(Plan& p, const Config& c, int64_t l, const Ds4ExportOptions& opt) {
-  const std::string blk = "blk." + std::to_string(l) + ".", hf = "model.layers." + std::to_string(l) + ".";
+// Decoder layer l of `c` from HF prefix `hf` to ds4 prefix `blk` (the trunk's blk.N. /
+// model.layers.N., the MTP block's mtp.0. / mtp.0.block.).
+void plan_layer(Plan& p, const Config& c, int64_t l, const Ds4ExportOptions& opt, const std::string& blk,
+                const std::string& hf) {
   for (const char* s : {"attn", "ffn"}) {
     p.add(blk + "hc_" + s + "_fn.weight", hf + s + "_hc.fn", DType::F16);
     p.add(blk + "hc_" + s + "_scale.weight", hf + s + "_hc.scale", DType::F32);
@@ -306,7 +309,16 @@ void export_ds4_gguf(const TensorSource& src, const Config& c, const std::string
   p.add("output_hc_base.weight", "model.hc_head.hc_base", DType::F32);
   p.add("output_hc_fn.weight", "model.hc_head.hc_fn", DType::F16);
   p.add("output_hc_scale.weight", "model.hc_head.hc_scale", DType::F32);
-  for (int64_t l = 0; l < c.layers; ++l) plan_layer(p, c, l, opt);
+  for (int64_t l = 0; l < c.layers; ++l)
+    plan_layer(p, c, l, opt, "blk." + std::to_string(l) + ".", "model.layers." + std::to_string(l) + ".");
+  if (src.find("mtp.0.e_proj.weight")) {  // ds4's MTP head, names as weights.cpp bind_mtp reads them
+    for (const char* m : {"mtp.0.e_proj.weight", "mtp.0.h_proj.weight"}) p.add(m, m, DType::Q8_0);
+    for (const char* v : {"mtp.0.enorm.weight", "mtp.0.hnorm.weight", "mtp.0.norm.weight"}) p.add(v, v, DType::F32);
+    p.add("mtp.0.hc_head_fn.weight", "mtp.0.hc_head.hc_fn", DType::F16);
+    p.add("mtp.0.hc_head_base.weight", "mtp.0.hc_head.hc_base", DType::F32);
+    p.add("mtp.0.hc_head_scale.weight", "mtp.0.hc_head.hc_scale", DType::F32);
+    plan_layer(p, with_mtp_layer(c), c.layers, opt, "mtp.0.", "mtp.0.block.");
+  }
   p.write(w);
   w.finish();
 }

@@ -6,57 +6,31 @@
 #include <string>
 #include <vector>
 
+#include "models/deepseek_v4/weights.h"
+
 namespace ds4::deepseek_v4 {
 namespace {
 
 class SyntheticSource final : public TensorSource {
  public:
   explicit SyntheticSource(nlohmann::json cfg) : cfg_(std::move(cfg)), c_(parse_config(cfg_, "synthetic config")) {
-    const int64_t H = c_.hidden, n = c_.hc, mix = (2 + n) * n, hd = c_.head_dim;
+    const int64_t H = c_.hidden, n = c_.hc;
     add("model.embed_tokens.weight", {c_.vocab, H});
     add("lm_head.weight", {c_.vocab, H});
     add("model.norm.weight", {H});
     add("model.hc_head.hc_fn", {n, n * H});
     add("model.hc_head.hc_base", {n});
     add("model.hc_head.hc_scale", {1});
-    for (int64_t l = 0; l < c_.layers; ++l) {
-      const std::string p = "model.layers." + std::to_string(l) + ".";
-      for (const char* s : {"attn_hc.", "ffn_hc."}) {
-        add(p + s + "fn", {mix, n * H});
-        add(p + s + "base", {mix});
-        add(p + s + "scale", {3});
-      }
-      add(p + "input_layernorm.weight", {H});
-      add(p + "post_attention_layernorm.weight", {H});
-      const std::string a = p + "self_attn.";
-      add(a + "q_a_proj.weight", {c_.q_lora, H});
-      add(a + "q_a_norm.weight", {c_.q_lora});
-      add(a + "q_b_proj.weight", {c_.heads * hd, c_.q_lora});
-      add(a + "kv_proj.weight", {hd, H});
-      add(a + "kv_norm.weight", {hd});
-      add(a + "sinks", {c_.heads});
-      add(a + "o_a_proj.weight", {c_.o_groups * c_.o_lora, c_.heads * hd / c_.o_groups});
-      add(a + "o_b_proj.weight", {H, c_.o_groups * c_.o_lora});
-      const int64_t ratio = c_.ratio(l);
-      if (ratio > 0) {
-        const bool csa = c_.attn_types[size_t(l)] == AttnType::kCompressedSparse;
-        compressor(a + "compressor.", ratio, hd, csa ? 2 * hd : hd);
-        if (csa) {
-          const std::string ix = a + "compressor.indexer.";
-          compressor(ix, ratio, c_.index_dim, 2 * c_.index_dim);
-          add(ix + "q_b_proj.weight", {c_.index_heads * c_.index_dim, c_.q_lora});
-          add(ix + "scorer.weights_proj.weight", {c_.index_heads, H});
-        }
-      }
-      const std::string m = p + "mlp.";
-      add(m + "gate.weight", {c_.experts, H});
-      if (c_.hash_moe[size_t(l)]) add(m + "gate.tid2eid", {c_.vocab, c_.experts_used}, DType::I32);
-      else add(m + "gate.e_score_correction_bias", {c_.experts});
-      add(m + "experts.gate_up_proj", {c_.experts, 2 * c_.expert_ff, H});
-      add(m + "experts.down_proj", {c_.experts, H, c_.expert_ff});
-      add(m + "shared_experts.gate_proj.weight", {c_.expert_ff, H});
-      add(m + "shared_experts.up_proj.weight", {c_.expert_ff, H});
-      add(m + "shared_experts.down_proj.weight", {H, c_.expert_ff});
+    for (int64_t l = 0; l < c_.layers; ++l) layer("model.layers." + std::to_string(l) + ".", l, c_);
+    // ds4's MTP head (weights.cpp bind_mtp, HF names): e_proj, h_proj, norms, its HC head and a
+    // decoder block (sliding, top-k routed) at layer index c.layers.
+    if (cfg_.value("num_nextn_predict_layers", 0) > 0) {
+      for (const char* m : {"e_proj.weight", "h_proj.weight"}) add(std::string("mtp.0.") + m, {H, H});
+      for (const char* v : {"enorm.weight", "hnorm.weight", "norm.weight"}) add(std::string("mtp.0.") + v, {H});
+      add("mtp.0.hc_head.hc_fn", {n, n * H});
+      add("mtp.0.hc_head.hc_base", {n});
+      add("mtp.0.hc_head.hc_scale", {1});
+      layer("mtp.0.block.", c_.layers, with_mtp_layer(c_));
     }
   }
   const std::vector<TensorInfo>& tensors() const override { return tensors_; }
@@ -73,6 +47,46 @@ class SyntheticSource final : public TensorSource {
     t.shape = std::move(shape);
     t.file = path_;
     tensors_.push_back(std::move(t));
+  }
+  // Decoder layer l's tensors under prefix p (c: the config that has layer l).
+  void layer(const std::string& p, int64_t l, const Config& c) {
+    const int64_t H = c.hidden, n = c.hc, mix = (2 + n) * n, hd = c.head_dim;
+    for (const char* s : {"attn_hc.", "ffn_hc."}) {
+      add(p + s + "fn", {mix, n * H});
+      add(p + s + "base", {mix});
+      add(p + s + "scale", {3});
+    }
+    add(p + "input_layernorm.weight", {H});
+    add(p + "post_attention_layernorm.weight", {H});
+    const std::string a = p + "self_attn.";
+    add(a + "q_a_proj.weight", {c_.q_lora, H});
+    add(a + "q_a_norm.weight", {c_.q_lora});
+    add(a + "q_b_proj.weight", {c_.heads * hd, c_.q_lora});
+    add(a + "kv_proj.weight", {hd, H});
+    add(a + "kv_norm.weight", {hd});
+    add(a + "sinks", {c_.heads});
+    add(a + "o_a_proj.weight", {c_.o_groups * c_.o_lora, c_.heads * hd / c_.o_groups});
+    add(a + "o_b_proj.weight", {H, c_.o_groups * c_.o_lora});
+    const int64_t ratio = c.ratio(l);
+    if (ratio > 0) {
+      const bool csa = c.attn_types[size_t(l)] == AttnType::kCompressedSparse;
+      compressor(a + "compressor.", ratio, hd, csa ? 2 * hd : hd);
+      if (csa) {
+        const std::string ix = a + "compressor.indexer.";
+        compressor(ix, ratio, c_.index_dim, 2 * c_.index_dim);
+        add(ix + "q_b_proj.weight", {c_.index_heads * c_.index_dim, c_.q_lora});
+        add(ix + "scorer.weights_proj.weight", {c_.index_heads, H});
+      }
+    }
+    const std::string m = p + "mlp.";
+    add(m + "gate.weight", {c_.experts, H});
+    if (c.hash_moe[size_t(l)]) add(m + "gate.tid2eid", {c_.vocab, c_.experts_used}, DType::I32);
+    else add(m + "gate.e_score_correction_bias", {c_.experts});
+    add(m + "experts.gate_up_proj", {c_.experts, 2 * c_.expert_ff, H});
+    add(m + "experts.down_proj", {c_.experts, H, c_.expert_ff});
+    add(m + "shared_experts.gate_proj.weight", {c_.expert_ff, H});
+    add(m + "shared_experts.up_proj.weight", {c_.expert_ff, H});
+    add(m + "shared_experts.down_proj.weight", {H, c_.expert_ff});
   }
   // Compressor of `width` = 2 x dim (overlapping windows) or dim, as weights.cpp binds it.
   void compressor(const std::string& pre, int64_t ratio, int64_t dim, int64_t width) {

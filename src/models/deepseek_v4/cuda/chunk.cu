@@ -34,27 +34,6 @@
 
 namespace ds4::deepseek_v4 {
 
-// y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats): gemv_rows
-// (exact) below tensor_core_rows rows, a TF32 tensor-core GEMM from there (backend/cuda matmul_rows).
-void DeepseekV4CudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, cudaStream_t s) {
-  dc::matmul_rows(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, dc::MatmulBatch{}, mm(s), s);
-}
-
-// proj() over the rows: one gemv_rows per stacked run, outputs back to back in each row.
-void DeepseekV4CudaModel::Impl::mproj(const DProj& p, size_t x_off, size_t y_off) {
-  for (const WeightMatrix& m : p.runs) {
-    mgemv(m, x_off, y_off, stream);
-    y_off += size_t(m.rows) * sizeof(float);
-  }
-}
-
-// FP32 operands: FP32 GEMMs in a tensor-core chunk (fp32_gemms), else the exact path.
-void DeepseekV4CudaModel::Impl::mexact(const WeightMatrix& w, const float* x, float* y, int64_t n,
-                                       const dc::MatmulBatch& b) {
-  if (opt.fp32_gemms && tensor_core_chunk()) dc::matmul_rows_f32(w, x, rs(), y, rs(), n, b, *mm_main, stream);
-  else dc::matmul_rows_exact(w, x, rs(), y, rs(), n, b, stream);
-}
-
 // Rows [r0, r1) of a stacked projection again with FP32 operands (mexact, after a tensor-core
 // mproj): the router logits pick experts, the indexer's inputs pick entries.
 void DeepseekV4CudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1) {
@@ -65,7 +44,8 @@ void DeepseekV4CudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t
       WeightMatrix sub = m;
       sub.data = static_cast<const uint8_t*>(m.data) + (a - at) * m.row_stride_bytes();
       sub.rows = b - a;
-      mexact(sub, R(0, x_off), R(0, y_off + size_t(a) * 4), rows, dc::MatmulBatch{});
+      ActIn x = f32_in(R(0, x_off), rs(), rows);  // (a tensor-core chunk: no act slots)
+      mexact(sub, x, R(0, y_off + size_t(a) * 4), dc::MatmulBatch{});
     }
     at += m.rows;
   }
@@ -73,8 +53,10 @@ void DeepseekV4CudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t
 
 // hc_pre() over the rows: fn's column blocks {splits, mix} per row, then the split + collapse.
 void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, size_t x_off) {
-  // FP32 operands at any row count (mexact): the mixes go through Sinkhorn's exponentials
-  mexact(h.fn, R(0, x_off), R(0, sl.mix), rows, dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows});
+  // FP32 operands at any row count (mexact): the mixes go through Sinkhorn's exponentials.
+  // f32 x with act_quant too: ds4 files store fn as F16, and the CPU's hc_pre_f32 reads f32 x.
+  ActIn x = f32_in(R(0, x_off), rs(), rows);
+  mexact(h.fn, x, R(0, sl.mix), dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows});
   dc::HcDims d = hcd;
   d.mix_splits = h.splits;
   dc::hc_pre_f32(R(0, sl.mix), h.scale, h.base, d, R(0, x_off), norm, R(0, sl.col), R(0, sl.post), R(0, sl.comb),
@@ -109,7 +91,8 @@ void DeepseekV4CudaModel::Impl::attention_rows(std::span<CudaState* const> sts, 
       launch(sb, reinterpret_cast<const int32_t*>(sb + lay.pos), int64_t(i), Rows{});
     }
   };
-  mproj(L.attn_in, sl.col, sl.ain);
+  ActIn xin = in_rows(sl.col, c.hidden, kActCol);
+  mproj(L.attn_in, xin, sl.ain);
   // The indexer's inputs (its kv / gate / head weights, its queries) pick entries by top-k:
   // FP32 operands on a tensor-core chunk too (mexact).
   if (tensor_core_chunk() && L.has_indexer)
@@ -141,11 +124,12 @@ void DeepseekV4CudaModel::Impl::attention_rows(std::span<CudaState* const> sts, 
   }
   // main branch: the queries
   dc::rmsnorm_strided_f32(R(0, qr), rs(), L.q_a_norm, R(0, qr), rs(), rows, c.q_lora, c.rms_eps, stream);
-  mgemv(L.q_b, qr, sl.q, stream);
+  ActIn xqr = in_rows(qr, c.q_lora, kActQr);
+  mgemv(L.q_b, xqr, sl.q, stream);
   each([&](uint8_t*, const int32_t* pos, int64_t t, const Rows& rr) {
     norm_rope(R(t, sl.q), NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream, rr);
   });
-  if (L.has_indexer) mexact(L.index_q_b, R(0, qr), R(0, sl.iq), rows, dc::MatmulBatch{});
+  if (L.has_indexer) mexact(L.index_q_b, xqr, R(0, sl.iq), dc::MatmulBatch{});
   mark("attn_q");
   join();
   each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr) {
@@ -178,8 +162,9 @@ void DeepseekV4CudaModel::Impl::out_rows(const DLayer& L) {
   oa.rows = c.o_lora;
   const dc::MatmulBatch b{int(c.o_groups), size_t(c.o_lora * L.o_a.row_stride_bytes()), 0,
                           c.heads * c.head_dim / c.o_groups, c.o_lora};
-  dc::matmul_rows(oa, R(0, sl.heads), rs(), R(0, sl.low), rs(), rows, b, mm(stream), stream);
-  mgemv(L.o_b, sl.low, sl.y, stream);
+  ActIn xheads = in_rows(sl.heads, c.heads * c.head_dim, kActHeads), xlow = in_rows(sl.low, c.o_groups * c.o_lora, kActLow);
+  mrows(oa, xheads, R(0, sl.low), rs(), b, stream);
+  mgemv(L.o_b, xlow, sl.y, stream);
   mark("attn_out");
 }
 
@@ -189,12 +174,13 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   const int64_t K = c.experts_used, F = c.expert_ff, H = c.hidden, E = c.experts, pairs = rows * K;
   const size_t shg = sl.min, shu = shg + size_t(F) * 4, router = shu + size_t(F) * 4;  // moe_in outputs per row
   const Rows all = all_rows();
-  mproj(L.moe_in, sl.col, sl.min);
+  ActIn xin = in_rows(sl.col, H, kActCol), xsh = in_rows(shg, F, kActShared);
+  mproj(L.moe_in, xin, sl.min);
   if (tensor_core_chunk()) mproj_exact(L.moe_in, sl.col, sl.min, 2 * F, 2 * F + E);
   mark("moe_in_proj");
   fork();  // side branch: the shared expert
   swiglu_clamp(R(0, shg), R(0, shu), rows, F, rs(), c.swiglu_limit, R(0, shg), side(), rs());
-  mgemv(L.sh_down, shg, sl.sh, side());
+  mgemv(L.sh_down, xsh, sl.sh, side());
   mark("shared_expert");
   int32_t* ids = C<int32_t>(cl.ids);  // {rows, K}
   float* wts = C(cl.wts);
@@ -206,9 +192,14 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   dc::moe_group(ids, rows, K, E, g, stream);
   mark("moe_route");
   // Entry u = up to 16 rows of a used expert (*live of at most moe_group_entries decides on the
-  // device; a verify chunk has one entry per used expert).
+  // device; a verify chunk has one entry per used expert). r.n bounds an entry's rows (the
+  // kernels read min(count, n) of them): top-k picks an expert once per row, so at most `rows`;
+  // a hash table row may name one expert twice (nothing in the format forbids it; random
+  // synthetic tables do, ~1 row in E), so up to rows * K there. With `rows` there, an expert
+  // named twice by 3 of 4 rows lost its 5th and 6th pairs (their outputs stayed stale): the
+  // H200's decode_batch difference on the synthetic act_quant model.
   dc::GemvRows r;
-  r.n = int(std::min<int64_t>(rows, dc::kGemvMaxRows));
+  r.n = int(std::min<int64_t>(L.tid2eid ? pairs : rows, dc::kGemvMaxRows));
   r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, dc::kGemvMaxRows)), g.experts, L.gate_up.stride, 0, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
@@ -216,15 +207,19 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   // grouped GEMMs from grouped_gemm_min_rows pairs per expert), else exact.
   const dc::ExpertPath path = dc::plan_experts(opt.expert_mma && tensor_core_chunk(), L.gate_up.first, L.down.first,
                                                r, rows * K / E, gg.get(), stream);
-  auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
-    dc::grouped_experts(w, x, y, r, path, stream, rows * K / E, gg.get());
+  // With act_quant (never in a tensor-core chunk, so path is kGemv) the same entries on
+  // quantized rows (x_row in values: the slot's rows are packed).
+  auto experts = [&](const WeightMatrix& w, ActIn& x, float* y) {
+    if (auto q = act_for(x, w, stream)) act_entries(w, *q, y, r, stream);
+    else dc::grouped_experts(w, x.x, y, r, path, stream, rows * K / E, gg.get());
   };
-  experts(L.gate_up.first, R(0, sl.col), C(cl.egu));
+  experts(L.gate_up.first, xin, C(cl.egu));
   mark("experts_gate_up");
   swiglu_clamp(C(cl.egu), C(cl.egu) + F, pairs, F, 2 * F, c.swiglu_limit, C(cl.eact), stream);
   r.batch.id_stride = L.down.stride;
   r.x_row = F, r.x_idx = g.slot, r.y_row = H;  // eact {rows * K, F} -> ey {rows * K, H}
-  experts(L.down.first, C(cl.eact), C(cl.ey));
+  ActIn xact = act_in(C(cl.eact), F, pairs, F, kActExperts, true);
+  experts(L.down.first, xact, C(cl.ey));
   mark("experts_down");
   join();
   moe_combine(C(cl.ey), wts, K, R(0, sl.sh), H, R(0, sl.y), stream, all);
@@ -244,12 +239,14 @@ void DeepseekV4CudaModel::Impl::rows_in() {
 void DeepseekV4CudaModel::Impl::head_rows(int64_t t0, int64_t n) {
   const int64_t V = c.vocab;
   const DHc& h = dw.head_hc;
-  mexact(h.fn, R(t0, sl.xa), R(t0, sl.mix), n, dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows});
+  ActIn xa = f32_in(R(t0, sl.xa), rs(), n);  // (f32 x: hc_pre_rows says why)
+  mexact(h.fn, xa, R(t0, sl.mix), dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows});
   dc::HcDims d = hcd;
   d.mix_splits = h.splits;
   dc::hc_head_f32(R(t0, sl.mix), h.scale, h.base, d, R(t0, sl.xa), dw.norm, R(t0, sl.hout), dc::HcRows{n, rs()},
                   stream);
-  dc::matmul_rows(dw.lm_head, R(t0, sl.hout), rs(), R(t0, sl.logits), rs(), n, dc::MatmulBatch{}, mm(stream), stream);
+  ActIn xh = act_in(R(t0, sl.hout), rs(), n, c.hidden, kActCol, true);
+  mrows(dw.lm_head, xh, R(t0, sl.logits), rs(), dc::MatmulBatch{}, stream);
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(t0, sl.logits), cl.row_bytes,
                                    size_t(V) * sizeof(float), size_t(n), cudaMemcpyDeviceToHost, stream));
   mark("head");
@@ -287,6 +284,7 @@ void DeepseekV4CudaModel::Impl::layer_rows(std::span<CudaState* const> sts, int6
 }
 
 void DeepseekV4CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {
+  fresh_graphs(st);
   rows = n;
   const int64_t key = (n * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0)) * 2 + (capturing ? 1 : 0);
   // A prefill chunk (more rows than a verify) launches directly: its hundreds of ms dwarf the

@@ -160,9 +160,10 @@ void DeepseekV4CudaModel::Impl::dspark_record_step(CudaState& st) {
   const int64_t H = c.hidden, hd = c.head_dim;
   uint8_t* sb = st.buf.as<uint8_t>();
   const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
-  mv(d.main_proj, S(sl.taps), S(sl.dmain), stream);
+  ActIn xt = in_step(S(sl.taps), int64_t(c.dspark_taps.size()) * H, kActTaps), xm = in_step(S(sl.dmain), H, kActCol);
+  mv(d.main_proj, xt, S(sl.dmain), stream);
   dc::rmsnorm_f32(S(sl.dmain), d.main_norm, S(sl.dmain), 1, H, c.rms_eps, stream);
-  proj(d.ring_kv, S(sl.dmain), S(sl.dkv));  // every stage's kv row {stages, hd}
+  proj(d.ring_kv, xm, S(sl.dkv));  // every stage's kv row {stages, hd}
   for (int64_t s = 0; s < kDsparkStages; ++s) {  // no ds4 FP8 round trip: the CPU's kv_rows has none
     float* ring = reinterpret_cast<float*>(sb + lay.dspark_ring[size_t(s)]);
     norm_rope(S(sl.dkv) + s * hd, NormRope{1, hd, c.rope_dim, dw.layers[size_t(c.layers + s)].kv_norm, c.rms_eps,
@@ -180,9 +181,10 @@ void DeepseekV4CudaModel::Impl::dspark_record_rows(CudaState& st) {
   const int64_t H = c.hidden, hd = c.head_dim;
   uint8_t* sb = st.buf.as<uint8_t>();
   const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
-  mgemv(d.main_proj, sl.taps, sl.dmain, stream);
+  ActIn xt = in_rows(sl.taps, int64_t(c.dspark_taps.size()) * H, kActTaps), xm = in_rows(sl.dmain, H, kActCol);
+  mgemv(d.main_proj, xt, sl.dmain, stream);
   dc::rmsnorm_strided_f32(R(0, sl.dmain), rs(), d.main_norm, R(0, sl.dmain), rs(), rows, H, c.rms_eps, stream);
-  mproj(d.ring_kv, sl.dmain, sl.dkv);
+  mproj(d.ring_kv, xm, sl.dkv);
   for (int64_t s = 0; s < kDsparkStages; ++s) {
     float* ring = reinterpret_cast<float*>(sb + lay.dspark_ring[size_t(s)]);
     norm_rope(R(0, sl.dkv) + s * hd, NormRope{1, hd, c.rope_dim, dw.layers[size_t(c.layers + s)].kv_norm, c.rms_eps,
@@ -202,9 +204,10 @@ void DeepseekV4CudaModel::Impl::k5_attention_rows(CudaState& st, int64_t stage) 
   const int64_t hd = c.head_dim;
   const Rows all = all_rows();
   const size_t qr = sl.ain, kv = qr + size_t(c.q_lora) * 4;  // attn_in outputs per row: {q_lora | hd}
-  mproj(L.attn_in, sl.col, sl.ain);
+  ActIn xin = in_rows(sl.col, c.hidden, kActCol), xqr = in_rows(qr, c.q_lora, kActQr);
+  mproj(L.attn_in, xin, sl.ain);
   dc::rmsnorm_strided_f32(R(0, qr), rs(), L.q_a_norm, R(0, qr), rs(), rows, c.q_lora, c.rms_eps, stream);
-  mgemv(L.q_b, qr, sl.q, stream);
+  mgemv(L.q_b, xqr, sl.q, stream);
   norm_rope(R(0, sl.q), NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, dw.inv_main}, pos, stream, all);
   norm_rope(R(0, kv), NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, dw.inv_main}, pos, stream, all);  // no ring
   mark("k5_qkv");
@@ -235,12 +238,14 @@ void DeepseekV4CudaModel::Impl::enqueue_dspark(CudaState& st) {
   r.n = int(B), r.x_row = rs(), r.y_row = rs();
   const DHc& h = d.head_hc;
   r.batch = dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows};
-  dc::gemv_rows(h.fn, R(0, sl.xa), R(0, sl.mix), r, stream);
+  dc::gemv_rows(h.fn, R(0, sl.xa), R(0, sl.mix), r, stream);  // f32 x (chunk.cu hc_pre_rows says why)
   dc::HcDims hd = hcd;
   hd.mix_splits = h.splits;
   dc::hc_head_f32(R(0, sl.mix), h.scale, h.base, hd, R(0, sl.xa), d.norm, R(0, sl.hout), dc::HcRows{B, rs()}, stream);
   r.batch = dc::GemvBatch{};
-  dc::gemv_rows(dw.lm_head, R(0, sl.hout), R(0, sl.logits), r, stream);
+  ActIn xh = in_rows(sl.hout, H, kActCol);
+  if (auto q = act_for(xh, dw.lm_head, stream)) act_rows(dw.lm_head, *q, R(0, sl.logits), rs(), B, dc::MatmulBatch{}, stream);
+  else dc::gemv_rows(dw.lm_head, R(0, sl.hout), R(0, sl.logits), r, stream);
   mark("dspark_head");
   // _run_greedy_future_tokens_k5: row r's predecessor is in slot r (primary, then draft r-1)
   float* mk = reinterpret_cast<float*>(draft.as<uint8_t>() + dl.mk);
@@ -248,7 +253,8 @@ void DeepseekV4CudaModel::Impl::enqueue_dspark(CudaState& st) {
   float* conf = reinterpret_cast<float*>(slot(0) + kDraftConfWord);
   for (int64_t k = 0; k < B; ++k) {
     dc::embed_rows_f32(d.markov_w1, slot(k), 0, 1, mk, 0, stream);
-    mv(d.markov_w2, mk, bias, stream);
+    ActIn xmk = in_step(mk, d.rank, kActMarkov);
+    mv(d.markov_w2, xmk, bias, stream);
     markov_row(MarkovRowArgs{R(k, sl.logits), bias, V, d.conf_proj, R(k, sl.hout), H, mk, d.rank, conf + k}, stream);
     dc::sample_reduce_f32(R(k, sl.logits), V, 1, nullptr, slot(k + 1), stream);  // word 0: argmax
   }
@@ -270,6 +276,7 @@ void DeepseekV4CudaModel::Impl::run_dspark(CudaState& st, int32_t primary, std::
                                            std::vector<float>& conf) {
   int32_t* io = static_cast<int32_t*>(draft_host->p);
   io[0] = primary;
+  fresh_graphs(st);
   dc::run_graph_step(stream, st.draft_graph[kDsparkGraphKey], opt.graphs, [&] { enqueue_dspark(st); });
   collect_profile();
   drafts.resize(size_t(kDsparkBlock));

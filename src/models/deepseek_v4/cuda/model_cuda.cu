@@ -57,6 +57,8 @@ void DeepseekV4CudaModel::Impl::collect_profile() { prof.collect(); }
 // fn runs on the raw streams, split into column blocks (DHc): mix {splits, rows} partials.
 // fn has (2+n)*n = 24 rows: 2 rows per block spread it over more SMs (rows per block change
 // no result, so the chunk's gemv_rows of the same blocks still equals this bit for bit).
+// f32 x whatever Config::act_quant says: ds4 files store fn as F16, and the CPU's hc_pre_f32 /
+// hc_head_f32 multiply f32 x (the mixes feed Sinkhorn).
 void DeepseekV4CudaModel::Impl::hc_mix(const DHc& h, const float* x) {
   dc::GemvOptions o = gemv_options(h.fn.type);
   o.rows_per_block = 2;
@@ -72,19 +74,6 @@ void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, const fl
   d.mix_splits = h.splits;
   dc::hc_pre_f32(S(sl.mix), h.scale, h.base, d, x, norm, S(sl.col), S(sl.post), S(sl.comb), stream);
   mark("hc_pre");
-}
-
-
-void DeepseekV4CudaModel::Impl::mv(const WeightMatrix& m, const float* x, float* y, cudaStream_t s) const {
-  dc::gemv(m, x, y, s, gemv_options(m.type));
-}
-
-// y = [W_0; W_1; ...] x: one launch per stacked run, outputs back to back.
-void DeepseekV4CudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
-  for (const WeightMatrix& m : p.runs) {
-    mv(m, x, y, stream);
-    y += m.rows;
-  }
 }
 
 // One compressor lane's arguments (CPU compressor_push); kv / gate {width} are the token's
@@ -109,7 +98,8 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   const int64_t cw = L.ratio > 0 ? L.comp.width : 0, iwd = L.has_indexer ? L.index.width : 0;
   float *col = S(sl.col), *qr = S(sl.ain), *q = S(sl.q), *kv = qr + c.q_lora;
   float *ckv = kv + hd, *cgate = ckv + cw, *ikv = cgate + cw, *igate = ikv + iwd, *iw = igate + iwd;
-  proj(L.attn_in, col, qr);
+  ActIn xin = in_step(col, c.hidden, kActCol);
+  proj(L.attn_in, xin, qr);
   mark("attn_in_proj");
   // side branch: the KV row into the ring, the compressor lanes (they read only attn_in outputs
   // other than qr, and the state)
@@ -127,9 +117,10 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   }
   // main branch: the queries
   dc::rmsnorm_f32(qr, L.q_a_norm, qr, 1, c.q_lora, c.rms_eps, stream);
-  mv(L.q_b, qr, q, stream);
+  ActIn xqr = in_step(qr, c.q_lora, kActQr);
+  mv(L.q_b, xqr, q, stream);
   norm_rope(q, NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream);  // per head, unweighted
-  if (L.has_indexer) mv(L.index_q_b, qr, S(sl.iq), stream);
+  if (L.has_indexer) mv(L.index_q_b, xqr, S(sl.iq), stream);
   mark("attn_q");
   join();
   AttendArgs a{q, ring, c.window, lay.ring_rows, nullptr, 0, nullptr, nullptr, L.sinks, c.heads, hd, sl.max_rows,
@@ -153,10 +144,10 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   WeightMatrix oa = L.o_a;
   oa.rows = c.o_lora;
   const int64_t in = c.heads * hd / c.o_groups;
-  dc::gemv_batched(oa, S(sl.heads), S(sl.low),
-                   dc::GemvBatch{int(c.o_groups), nullptr, size_t(c.o_lora * L.o_a.row_stride_bytes()), 0, in, c.o_lora},
-                   stream, gemv_options(oa.type));
-  mv(L.o_b, S(sl.low), S(sl.y), stream);
+  ActIn xheads = in_step(S(sl.heads), c.heads * hd, kActHeads), xlow = in_step(S(sl.low), c.o_groups * c.o_lora, kActLow);
+  mv_batched(oa, xheads, S(sl.low),
+             dc::GemvBatch{int(c.o_groups), nullptr, size_t(c.o_lora * L.o_a.row_stride_bytes()), 0, in, c.o_lora}, stream);
+  mv(L.o_b, xlow, S(sl.y), stream);
   mark("attn_out");
 }
 
@@ -166,23 +157,23 @@ void DeepseekV4CudaModel::Impl::moe(int64_t l) {
   const int64_t K = c.experts_used, F = c.expert_ff, H = c.hidden;
   float *col = S(sl.col), *shg = S(sl.min), *shu = shg + F, *router = shu + F;  // moe_in outputs
   int32_t* ids = SI(sl.ids);
-  proj(L.moe_in, col, shg);
+  ActIn xin = in_step(col, H, kActCol), xsh = in_step(shg, F, kActShared);
+  proj(L.moe_in, xin, shg);
   mark("moe_in_proj");
   fork();  // side branch: the shared expert
   swiglu_clamp(shg, shu, 1, F, F, c.swiglu_limit, shg, side());
-  mv(L.sh_down, shg, S(sl.sh), side());
+  mv(L.sh_down, xsh, S(sl.sh), side());
   mark("shared_expert");
   moe_route(RouteArgs{router, L.router_bias, L.tid2eid, SI(sl.tok), c.experts, K, int(c.score), c.norm_topk,
                       float(c.routed_scale), ids, S(sl.wts)},
             stream);
   mark("moe_route");
   float* egu = S(sl.egu);  // {K, 2F}: gate rows then up rows per chosen expert
-  dc::gemv_batched(L.gate_up.first, col, egu, dc::GemvBatch{int(K), ids, L.gate_up.stride, 0, 0, 2 * F}, stream,
-                   gemv_options(L.gate_up.first.type));
+  mv_batched(L.gate_up.first, xin, egu, dc::GemvBatch{int(K), ids, L.gate_up.stride, 0, 0, 2 * F}, stream);
   mark("experts_gate_up");
   swiglu_clamp(egu, egu + F, K, F, 2 * F, c.swiglu_limit, S(sl.eact), stream);
-  dc::gemv_batched(L.down.first, S(sl.eact), S(sl.ey), dc::GemvBatch{int(K), ids, L.down.stride, 0, F, H}, stream,
-                   gemv_options(L.down.first.type));
+  ActIn xact = in_step(S(sl.eact), F, kActExperts, K);  // K rows of F: expert b reads row b
+  mv_batched(L.down.first, xact, S(sl.ey), dc::GemvBatch{int(K), ids, L.down.stride, 0, F, H}, stream);
   mark("experts_down");
   join();
   moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh), H, S(sl.y), stream);
@@ -211,7 +202,8 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
     dc::HcDims d = hcd;
     d.mix_splits = dw.head_hc.splits;
     dc::hc_head_f32(S(sl.mix), dw.head_hc.scale, dw.head_hc.base, d, S(sl.xa), dw.norm, S(sl.hout), stream);
-    mv(dw.lm_head, S(sl.hout), S(sl.logits), stream);
+    ActIn xh = in_step(S(sl.hout), H, kActCol);
+    mv(dw.lm_head, xh, S(sl.logits), stream);
     if (top_only) cand->enqueue(S(sl.logits), c.vocab, stream);
     else DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab) * sizeof(float),
                                         cudaMemcpyDeviceToHost, stream));
@@ -235,6 +227,7 @@ void DeepseekV4CudaModel::Impl::layer_step(CudaState& st, int64_t l) {
 }
 
 void DeepseekV4CudaModel::Impl::run_step(CudaState& st, bool logits) {
+  fresh_graphs(st);
   dc::run_graph_step(stream, st.graph[!logits ? 0 : top_only ? 2 : 1], opt.graphs, [&] { enqueue_step(st, logits); });
   collect_profile();
 }
@@ -249,6 +242,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.c = config_of(*m.src);
   m.w = bind_weights(*m.src, m.c);
   m.c.ds4_numerics = ds4_numerics_for(m.w.ds4_layout);
+  m.c.act_quant = copt.act_quant ? *copt.act_quant : act_quant_from_env();
   // A draft head on the GPU: MTPLX's DSpark when the checkpoint has it (it wins over ds4's MTP
   // head, as on the CPU), else ds4's MTP head; either only when the device can look its
   // tokens' embedding rows up (and, for DSpark, its Markov rows).
@@ -294,7 +288,12 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.decode_bytes = DecodeBytes{db.dense, db.experts, db.head};
   m.lay = state_layout(c, m.info.max_context, mtp, dspark ? kDsparkStages : 0);
   m.sl = scratch_layout(c, m.info.max_context);
-  m.scratch = dc::DeviceBuffer(m.sl.bytes, "deepseek_v4 step scratch");
+  // act_quant's slots (act_inputs.h) after the step scratch's buffers (the chunk rows copy
+  // only sl.bytes) and after the chunk's MoE buffers; sized whether or not it is on now
+  // (set_options switches it).
+  const int64_t taps = dspark ? int64_t(c.dspark_taps.size()) : 0, rank = dspark ? m.w.dspark->rank : 0;
+  m.sa = act_layout(c, 1, m.sl.bytes, mtp, taps, rank);
+  m.scratch = dc::DeviceBuffer(m.sa.end, "deepseek_v4 step scratch");
   if (copt.chunk_rows < 1 || copt.chunk_rows > kMaxChunkRows)
     throw InputError("deepseek_v4 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(kMaxChunkRows));
@@ -305,7 +304,8 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   // DSpark's K5 pass runs its five block rows in the chunk scratch, whatever chunk_rows is.
   const int64_t verify_rows = dspark ? std::max<int64_t>(copt.chunk_rows, kDsparkBlock) : copt.chunk_rows;
   m.cl = chunk_layout(c, m.sl, std::max<int64_t>(verify_rows, copt.prefill_rows));
-  if (m.cl.rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "deepseek_v4 chunk scratch");
+  m.ca = act_layout(c, m.cl.rows, m.cl.bytes, mtp, taps, 0);
+  if (m.cl.rows > 1) m.chunk = dc::DeviceBuffer(m.ca.end, "deepseek_v4 chunk scratch");
   m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
   {  // widest input of a multi-row product: the HC mixes read hc * hidden, o_a a head group
     const int64_t cols = std::max({c.hc * c.hidden, c.heads * c.head_dim, c.o_groups * c.o_lora, c.expert_ff,
@@ -356,6 +356,7 @@ DeepseekV4CudaModel::~DeepseekV4CudaModel() {
 
 const ModelInfo& DeepseekV4CudaModel::info() const { return impl_->info; }
 const Config& DeepseekV4CudaModel::config() const { return impl_->c; }
+DeepseekV4CudaModel::ActLaunches DeepseekV4CudaModel::act_launches() const { return impl_->act_n; }
 bool DeepseekV4CudaModel::has_dspark() const { return impl_->dw.has_dspark; }
 size_t DeepseekV4CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
 DeepseekV4CudaModel::DecodeBytes DeepseekV4CudaModel::decode_bytes_per_token() const { return impl_->decode_bytes; }
@@ -398,6 +399,11 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");
   if (copt.batch_rows < 1) throw InputError("deepseek_v4 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
   impl_->opt = copt;
+  if (copt.act_quant && *copt.act_quant != impl_->c.act_quant) {  // what a forward enqueues changes
+    impl_->c.act_quant = *copt.act_quant;
+    ++impl_->act_epoch;
+    impl_->batch_graphs.clear();
+  }
   impl_->prof.on = copt.profile && !copt.graphs;
   impl_->mm_main->set_min_rows(tensor_core_rows(copt));
   impl_->mm_side->set_min_rows(tensor_core_rows(copt));

@@ -26,6 +26,7 @@
 // what the device state cannot hold; save throws while a captured verify window is pending.
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backend/cuda/memory.h"
@@ -75,6 +76,11 @@ struct CudaModelOptions {
   // 4-row forward 44 ms = 1.10x four decode steps, one 16-row forward 244 ms = 0.80x sixteen.
   // Raise it once gemv_rows reads each weight once for several rows (bench --batch-rows).
   int batch_rows = 4;
+  // ds4's activation quantization (Config::act_quant; act_inputs.h says which products): unset
+  // at load = deepseek_v4::act_quant_from_env() (DS4_ACT_QUANT=q8|f32, as the CPU model);
+  // unset in set_options = keep the current setting. Switching it makes states recapture their
+  // graphs at their next forward. The tensor-core prefill chunks are not affected.
+  std::optional<bool> act_quant = std::nullopt;
 };
 
 // The first chunk size that runs on tensor cores under `o` (0: none): prefill chunks of more
@@ -145,6 +151,12 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
                             std::vector<int32_t>& drafts, std::vector<float>& confidence);
 
   const Config& config() const;
+  // Tests: products enqueued on the act_quant path since load, by activation block (a graph
+  // counts once, at its capture).
+  struct ActLaunches {
+    int64_t q8_0 = 0, q8_k = 0;
+  };
+  ActLaunches act_launches() const;
   bool has_dspark() const;  // the draft head on the GPU is DSpark's (else MTP's, or none)
   size_t weight_bytes() const;           // device bytes of the uploaded weights
   // Weight bytes one decode token reads: dense parts of the layers, experts_used routed
@@ -168,7 +180,8 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   void fill_context_for_bench(ModelState& state, int64_t position, uint64_t seed = 7) const;
   // With CudaModelOptions::profile: milliseconds per op name summed since the last reset.
   const std::map<std::string, double>& op_times() const;
-  // Switch graphs / profiling for later steps (states keep graphs already captured).
+  // Switch graphs / profiling for later steps (states keep graphs already captured); a change
+  // of act_quant makes every state recapture at its next forward.
   void set_options(const CudaModelOptions& copt);
   const CudaModelOptions& options() const;
   void reset_op_times();

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "formats/tensor_source.h"
 #include "models/cuda_candidates.h"
 #include "models/deepseek_v4/config.h"
+#include "models/deepseek_v4/cuda/act_inputs.h"
 #include "models/deepseek_v4/cuda/device_weights.h"
 #include "models/deepseek_v4/cuda/kernels.h"
 #include "models/deepseek_v4/cuda/model_cuda.h"
@@ -104,6 +106,9 @@ class CudaState : public ModelState {
   // verify_capture. Per state, so several sessions can speculate at once.
   int64_t cap_rows = 0;
   dc::DeviceBuffer cap_buf;
+  // The model's act_epoch when this state's graphs were captured (set_options switching
+  // act_quant changes what a forward enqueues: Impl::fresh_graphs drops stale graphs).
+  int64_t act_epoch = 0;
 
  private:
   const Config* c_;
@@ -112,7 +117,7 @@ class CudaState : public ModelState {
   // window carries over with a copy of its records (they apply to the clone's equal buffer).
   CudaState(const CudaState& o)
       : buf(o.buf.bytes(), "deepseek_v4 state clone"), serial(dc::next_state_serial()), pos(o.pos), mtp_on(o.mtp_on),
-        dspark_on(o.dspark_on), cap_rows(o.cap_rows), c_(o.c_), lay_(o.lay_) {
+        dspark_on(o.dspark_on), cap_rows(o.cap_rows), act_epoch(o.act_epoch), c_(o.c_), lay_(o.lay_) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
     if (o.cap_rows > 0) {
       cap_buf = dc::DeviceBuffer(o.cap_buf.bytes(), "deepseek_v4 verify capture (clone)");
@@ -156,8 +161,37 @@ struct DeepseekV4CudaModel::Impl {
   void mark(const char* name);
   void hc_mix(const DHc& h, const float* x);
   void hc_pre(const DHc& h, const float* norm, const float* x);
-  void proj(const DProj& p, const float* x, float* y);
-  void mv(const WeightMatrix& m, const float* x, float* y, cudaStream_t s) const;
+
+  // ---- products.cu: every weight product, f32 x or (act_quant) quantized x ----
+  ActLayout sa;  // the step scratch's act slots (after sl.bytes: not copied into the chunk rows)
+  ActLayout ca;  // the chunk scratch's (cl.rows tokens, after its MoE buffers)
+  DeepseekV4CudaModel::ActLaunches act_n;  // act products enqueued (tests: the path ran)
+  int64_t act_epoch = 0;                   // bumped when set_options switches c.act_quant
+  // Drops st's graphs when they were captured under another act_quant (set_options).
+  void fresh_graphs(CudaState& st) const;
+  // An input of `rows` rows of n values (x_row floats apart) with the slot of kind k in the
+  // step arena or the chunk arena; no slot (f32 products) with act_quant off, and in a
+  // tensor-core chunk (its products keep their operands: chunk.cu).
+  ActIn act_in(const float* x, int64_t x_row, int64_t rows, int64_t n, ActKind k, bool chunk_arena) const;
+  ActIn in_step(const float* x, int64_t n, ActKind k, int64_t rows = 1) const { return act_in(x, n, rows, n, k, false); }
+  ActIn in_rows(size_t x_off, int64_t n, ActKind k) const { return act_in(R(0, x_off), rs(), rows, n, k, true); }
+  static ActIn f32_in(const float* x, int64_t x_row, int64_t rows) { return ActIn{x, x_row, rows}; }
+  // x's quantized rows for w (quantizing them on s first when the slot holds another block
+  // type, or none yet); nullopt when w keeps f32 x (no slot, or a format without act blocks).
+  std::optional<dc::DeviceActQ8> act_for(ActIn& x, const WeightMatrix& w, cudaStream_t s);
+  // One row (decode step): gemv / gemv_act; batched (o_a groups, experts: b.x_stride in values
+  // = floats); a stacked projection, one launch per run with outputs back to back.
+  void mv(const WeightMatrix& m, ActIn& x, float* y, cudaStream_t s);
+  void mv_batched(const WeightMatrix& w, ActIn& x, float* y, const dc::GemvBatch& b, cudaStream_t s);
+  void proj(const DProj& p, ActIn& x, float* y);
+  // x.rows rows to y (y_row floats apart): gemv_act_rows in groups of kGemvMaxRows (each row
+  // = the step's gemv_act bit for bit), else matmul_rows (exact below the workspace's
+  // min_rows, a tensor-core GEMM from there).
+  void mrows(const WeightMatrix& w, ActIn& x, float* y, int64_t y_row, const dc::MatmulBatch& b, cudaStream_t s);
+  void act_rows(const WeightMatrix& w, const dc::DeviceActQ8& q, float* y, int64_t y_row, int64_t n,
+                const dc::MatmulBatch& b, cudaStream_t s);
+  // rows x.rows .. : gemv_act_rows with r's grouping (MoE entries; r.x_row set here).
+  void act_entries(const WeightMatrix& w, const dc::DeviceActQ8& q, float* y, dc::GemvRows r, cudaStream_t s);
   // The stream of a layer's side branch (the main stream when streams are off); fork makes
   // it wait for the main stream's work so far, join makes the main stream wait for it.
   bool two_streams() const { return opt.streams && !opt.profile; }
@@ -190,13 +224,14 @@ struct DeepseekV4CudaModel::Impl {
   T* C(size_t off) const { return reinterpret_cast<T*>(chunk.as<uint8_t>() + off); }
   int64_t rs() const { return int64_t(cl.row_bytes / 4); }  // floats between rows
   Rows all_rows() const { return Rows{rows, rs()}; }
-  void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, cudaStream_t s);
-  void mproj(const DProj& p, size_t x_off, size_t y_off);
+  // (products.cu) the rows' products into the row scratches (y_off), from x's rows
+  void mgemv(const WeightMatrix& w, ActIn& x, size_t y_off, cudaStream_t s);
+  void mproj(const DProj& p, ActIn& x, size_t y_off);
   void mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1);
-  // The products a tensor-core chunk keeps exact (HC mixes, router logits, indexer inputs): n
-  // rows from x (stride rs()) to y, as FP32 GEMMs there (CudaModelOptions::fp32_gemms), else
-  // gemv_rows in groups of 16 (bit-identical to decode steps).
-  void mexact(const WeightMatrix& w, const float* x, float* y, int64_t n, const dc::MatmulBatch& b);
+  // The products a tensor-core chunk keeps exact (HC mixes, router logits, indexer inputs):
+  // x.rows rows to y (stride rs()), as FP32 GEMMs there (CudaModelOptions::fp32_gemms), else
+  // gemv_rows in groups of 16 (bit-identical to decode steps), or gemv_act_rows (act_quant).
+  void mexact(const WeightMatrix& w, ActIn& x, float* y, const dc::MatmulBatch& b);
   void hc_pre_rows(const DHc& h, const float* norm, size_t x_off);
   // sts: one state (a chunk: row t is its token at *pos + t) or one state per row
   // (decode_batch: row i is sts[i]'s next token); chunk.cu attention_rows says how.
@@ -221,9 +256,9 @@ struct DeepseekV4CudaModel::Impl {
   dc::DeviceBuffer draft;          // the chain's buffers
   std::unique_ptr<Pinned> draft_host;  // slots {kMaxDraftDepth + 1, kDraftSlotWords} + a position word
   bool draft_row0 = false;         // the chain being enqueued computes logits row 0 (tests, bench)
-  // Head input rows into xa of `n` rows (scratch base `base`, rows `stride` floats apart):
-  // prev {hc, hidden} and emb {hidden} per row at the same stride (CPU head_rows).
-  void mtp_in(uint8_t* base, int64_t n, int64_t stride, const float* prev, const float* emb);
+  // Head input rows into xa of `n` rows (the step scratch, or the chunk rows with in_chunk):
+  // prev {hc, hidden} and emb {hidden} per row at the scratch's row stride (CPU head_rows).
+  void mtp_in(bool in_chunk, int64_t n, const float* prev, const float* emb);
   void mtp_logits(const float* y, float* logits);  // {hc, hidden} -> {vocab} (CPU head_logits)
   void mtp_record_step(CudaState& st);  // after the trunk of a decode step (CPU mtp_record)
   void mtp_record_rows(CudaState& st);  // after the trunk of a chunk

@@ -51,19 +51,21 @@ void streams_add(float* x, const float* e, int64_t hc, int64_t dim, cudaStream_t
 
 // xa {hc, H} of row t = h_proj(hnorm(prev_t[s])) + e_proj(enorm(emb_t)). prev may be xa itself:
 // it is normed into xb before xa is written. The h_proj of every stream is one batched product
-// (entry s = stream s, the same matrix). matmul_rows: gemv_rows (exact, = the decode step's) up
-// to 16 rows, a TF32 GEMM in a tensor-core prefill chunk (the head's rows then follow the
-// trunk's precision: within tolerance, not bit for bit).
-void DeepseekV4CudaModel::Impl::mtp_in(uint8_t* base, int64_t n, int64_t stride, const float* prev, const float* emb) {
+// (entry s = stream s, the same matrix). mrows: gemv_rows / gemv_act_rows (exact, the same in a
+// step and a chunk) up to 16 rows, a TF32 GEMM in a tensor-core prefill chunk (the head's rows
+// then follow the trunk's precision: within tolerance, not bit for bit).
+void DeepseekV4CudaModel::Impl::mtp_in(bool in_chunk, int64_t n, const float* prev, const float* emb) {
   const DMtp& m = dw.mtp;
   const int64_t H = c.hidden, hc = c.hc;
+  uint8_t* base = in_chunk ? chunk.as<uint8_t>() : scratch.as<uint8_t>();
+  const int64_t stride = in_chunk ? rs() : 0;
   auto at = [&](size_t off) { return reinterpret_cast<float*>(base + off); };
   for (int64_t j = 0; j < hc; ++j)  // hn {hc, H} per row
     dc::rmsnorm_strided_f32(prev + j * H, stride, m.hnorm, at(sl.xb) + j * H, stride, n, H, c.rms_eps, stream);
   dc::rmsnorm_strided_f32(emb, stride, m.enorm, at(sl.me), stride, n, H, c.rms_eps, stream);
-  dc::matmul_rows(m.e_proj, at(sl.me), stride, at(sl.mep), stride, n, dc::MatmulBatch{}, mm(stream), stream);
-  dc::matmul_rows(m.h_proj, at(sl.xb), stride, at(sl.xa), stride, n, dc::MatmulBatch{int(hc), 0, 0, H, H}, mm(stream),
-                  stream);
+  ActIn xe = act_in(at(sl.me), stride, n, H, kActCol, in_chunk), xs = act_in(at(sl.xb), stride, n, hc * H, kActStreams, in_chunk);
+  mrows(m.e_proj, xe, at(sl.mep), stride, dc::MatmulBatch{}, stream);
+  mrows(m.h_proj, xs, at(sl.xa), stride, dc::MatmulBatch{int(hc), 0, 0, H, H}, stream);
   streams_add(at(sl.xa), at(sl.mep), hc, H, stream, Rows{n, stride});
   mark("mtp_in");
 }
@@ -75,12 +77,13 @@ void DeepseekV4CudaModel::Impl::mtp_logits(const float* y, float* logits) {
   dc::HcDims d = hcd;
   d.mix_splits = h.splits;
   dc::hc_head_f32(S(sl.mix), h.scale, h.base, d, y, dw.mtp.norm, S(sl.hout), stream);
-  mv(dw.lm_head, S(sl.hout), logits, stream);
+  ActIn xh = in_step(S(sl.hout), c.hidden, kActCol);
+  mv(dw.lm_head, xh, logits, stream);
   mark("mtp_logits");
 }
 
 void DeepseekV4CudaModel::Impl::mtp_record_step(CudaState& st) {
-  mtp_in(scratch.as<uint8_t>(), 1, 0, S(sl.xa), S(sl.emb));
+  mtp_in(false, 1, S(sl.xa), S(sl.emb));
   layer_step(st, c.layers);
   DS4_CUDA_CHECK(cudaMemcpyAsync(st.buf.as<uint8_t>() + lay.mtp_y, S(sl.xa), size_t(c.hc * c.hidden) * 4,
                                  cudaMemcpyDeviceToDevice, stream));
@@ -88,7 +91,7 @@ void DeepseekV4CudaModel::Impl::mtp_record_step(CudaState& st) {
 
 void DeepseekV4CudaModel::Impl::mtp_record_rows(CudaState& st) {
   const size_t W = size_t(c.hc * c.hidden) * 4;
-  mtp_in(chunk.as<uint8_t>(), rows, rs(), R(0, sl.xa), R(0, sl.emb));
+  mtp_in(true, rows, R(0, sl.xa), R(0, sl.emb));
   CudaState* one = &st;
   layer_rows({&one, 1}, c.layers);
   DS4_CUDA_CHECK(cudaMemcpyAsync(st.buf.as<uint8_t>() + lay.mtp_y, R(rows - 1, sl.xa), W, cudaMemcpyDeviceToDevice,
@@ -122,7 +125,7 @@ void DeepseekV4CudaModel::Impl::draft_row(CudaState& st, int64_t k) {
   uint8_t* sb = st.buf.as<uint8_t>();
   dc::embed_rows_f32(dw.embed, slot(k - 1), 0, 1, S(sl.emb), 0, stream);
   const float* prev = k == 1 ? reinterpret_cast<const float*>(sb + lay.mtp_y) : S(sl.xa);
-  mtp_in(scratch.as<uint8_t>(), 1, 0, prev, S(sl.emb));
+  mtp_in(false, 1, prev, S(sl.emb));
   layer_step(st, c.layers);  // at *pos = the state's position + k - 1
   mtp_logits(S(sl.xa), draft_logits_row(k));
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(sb + lay.pos), stream);
@@ -157,6 +160,7 @@ void DeepseekV4CudaModel::Impl::check_draft(const CudaState& st, int32_t next_to
 void DeepseekV4CudaModel::Impl::run_draft(CudaState& st, int32_t next_token, int depth, std::vector<int32_t>& drafts) {
   int32_t* io = static_cast<int32_t*>(draft_host->p);
   io[0] = next_token;
+  fresh_graphs(st);
   const int64_t key = int64_t(depth) * 2 + (draft_row0 ? 1 : 0);
   dc::run_graph_step(stream, st.draft_graph[key], opt.graphs, [&] { enqueue_draft(st, depth); });
   collect_profile();

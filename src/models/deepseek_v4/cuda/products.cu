@@ -1,0 +1,128 @@
+// Every weight product of the CUDA DeepSeek V4 model, in one place: the decode step's gemv /
+// gemv_batched, the rows' matmul_rows / gemv_rows, and with Config::act_quant their integer
+// twins on quantized inputs (backend/cuda/gemv_act.h; act_inputs.h says which products and
+// where the quantized copies live). With act_quant off every call here is the one the model
+// made before it existed (same kernels, same options, same bits). With it on, a decode step's
+// gemv_act and a chunk row's gemv_act_rows give the same bits (gemv_act.h), and an input is
+// quantized by the same kernel for one row or many, so chunks, verify windows and
+// decode_batch rows still equal decode steps bit for bit.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/matmul_rows.h"
+#include "core/error.h"
+#include "models/deepseek_v4/cuda/model_impl.h"
+
+namespace ds4::deepseek_v4 {
+
+void DeepseekV4CudaModel::Impl::fresh_graphs(CudaState& st) const {
+  if (st.act_epoch == act_epoch) return;
+  st.drop_graphs();
+  st.act_epoch = act_epoch;
+}
+
+ActIn DeepseekV4CudaModel::Impl::act_in(const float* x, int64_t x_row, int64_t n_rows, int64_t n, ActKind k,
+                                        bool chunk_arena) const {
+  ActIn in{x, x_row, n_rows, n};
+  if (!c.act_quant || (chunk_arena && tensor_core_chunk())) return in;
+  const ActLayout& a = chunk_arena ? ca : sa;
+  in.slot = (chunk_arena ? chunk.as<uint8_t>() : scratch.as<uint8_t>()) + a.slot[k];
+  in.capacity = a.capacity[k];
+  return in;
+}
+
+std::optional<dc::DeviceActQ8> DeepseekV4CudaModel::Impl::act_for(ActIn& x, const WeightMatrix& w, cudaStream_t s) {
+  if (!x.slot) return std::nullopt;
+  const ActBlock b = act_block_for(w.type);
+  if (b == ActBlock::kNone) return std::nullopt;
+  if (x.rows * x.n > x.capacity)
+    throw Error("deepseek_v4 cuda: act_quant input of " + std::to_string(x.rows) + " x " + std::to_string(x.n) +
+                " values exceeds its slot of " + std::to_string(x.capacity));
+  const dc::DeviceActQ8 q = act_slot_rows(x.slot, x.capacity, x.rows, x.n, b);
+  if (x.have != b) {  // (one row: its stride is any, e.g. 0 in mtp_in's step; quantize_act wants >= n)
+    dc::quantize_act(x.x, x.rows == 1 ? std::max(x.x_row, x.n) : x.x_row, x.rows, q, s);
+    x.have = b;
+  }
+  (b == ActBlock::kQ8_0 ? act_n.q8_0 : act_n.q8_k) += 1;
+  return q;
+}
+
+namespace {
+
+// Row `r` of q as the view a product of w reads (n = w.cols; batched entries and rows step
+// from there by their strides in values).
+ActQ8View view_for(const dc::DeviceActQ8& q, const WeightMatrix& w, int64_t r = 0) {
+  ActQ8View v = q.row(r);
+  v.n = w.cols;
+  return v;
+}
+
+}  // namespace
+
+void DeepseekV4CudaModel::Impl::mv(const WeightMatrix& m, ActIn& x, float* y, cudaStream_t s) {
+  if (auto q = act_for(x, m, s)) dc::gemv_act(m, view_for(*q, m), y, s);
+  else dc::gemv(m, x.x, y, s, gemv_options(m.type));
+}
+
+void DeepseekV4CudaModel::Impl::mv_batched(const WeightMatrix& w, ActIn& x, float* y, const dc::GemvBatch& b,
+                                           cudaStream_t s) {
+  if (auto q = act_for(x, w, s)) dc::gemv_act_batched(w, view_for(*q, w), y, b, s);
+  else dc::gemv_batched(w, x.x, y, b, s, gemv_options(w.type));
+}
+
+// y = [W_0; W_1; ...] x: one launch per stacked run, outputs back to back.
+void DeepseekV4CudaModel::Impl::proj(const DProj& p, ActIn& x, float* y) {
+  for (const WeightMatrix& m : p.runs) {
+    mv(m, x, y, stream);
+    y += m.rows;
+  }
+}
+
+void DeepseekV4CudaModel::Impl::act_rows(const WeightMatrix& w, const dc::DeviceActQ8& q, float* y, int64_t y_row,
+                                         int64_t n, const dc::MatmulBatch& b, cudaStream_t s) {
+  for (int64_t r0 = 0; r0 < n; r0 += dc::kGemvMaxRows) {
+    dc::GemvRows r;
+    r.n = int(std::min<int64_t>(dc::kGemvMaxRows, n - r0));
+    r.x_row = q.n, r.y_row = y_row;
+    r.batch = dc::GemvBatch{b.count, nullptr, b.w_stride, b.scale_stride, b.x_stride, b.y_stride};
+    dc::gemv_act_rows(w, view_for(q, w, r0), y + r0 * y_row, r, s);
+  }
+}
+
+void DeepseekV4CudaModel::Impl::act_entries(const WeightMatrix& w, const dc::DeviceActQ8& q, float* y, dc::GemvRows r,
+                                            cudaStream_t s) {
+  r.x_row = q.n;
+  dc::gemv_act_rows(w, view_for(q, w), y, r, s);
+}
+
+void DeepseekV4CudaModel::Impl::mrows(const WeightMatrix& w, ActIn& x, float* y, int64_t y_row,
+                                      const dc::MatmulBatch& b, cudaStream_t s) {
+  if (auto q = act_for(x, w, s)) act_rows(w, *q, y, y_row, x.rows, b, s);
+  else dc::matmul_rows(w, x.x, x.x_row, y, y_row, x.rows, b, mm(s), s);
+}
+
+// y rows {rows, ...} = W x rows, y in the row scratches (stride rs() floats): exact below
+// tensor_core_rows rows (gemv_rows, or gemv_act_rows with act_quant), a TF32 tensor-core
+// GEMM from there (backend/cuda matmul_rows).
+void DeepseekV4CudaModel::Impl::mgemv(const WeightMatrix& w, ActIn& x, size_t y_off, cudaStream_t s) {
+  mrows(w, x, R(0, y_off), rs(), dc::MatmulBatch{}, s);
+}
+
+// proj() over the rows: one product per stacked run, outputs back to back in each row.
+void DeepseekV4CudaModel::Impl::mproj(const DProj& p, ActIn& x, size_t y_off) {
+  for (const WeightMatrix& m : p.runs) {
+    mgemv(m, x, y_off, stream);
+    y_off += size_t(m.rows) * sizeof(float);
+  }
+}
+
+// FP32 operands: FP32 GEMMs in a tensor-core chunk (fp32_gemms), else the exact path.
+void DeepseekV4CudaModel::Impl::mexact(const WeightMatrix& w, ActIn& x, float* y, const dc::MatmulBatch& b) {
+  if (auto q = act_for(x, w, stream)) act_rows(w, *q, y, rs(), x.rows, b, stream);
+  else if (opt.fp32_gemms && tensor_core_chunk()) dc::matmul_rows_f32(w, x.x, x.x_row, y, rs(), x.rows, b, *mm_main, stream);
+  else dc::matmul_rows_exact(w, x.x, x.x_row, y, rs(), x.rows, b, stream);
+}
+
+}  // namespace ds4::deepseek_v4
