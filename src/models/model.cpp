@@ -59,14 +59,25 @@ bool Model::verify_batch(std::span<ModelState* const> states, std::span<const st
   return true;
 }
 
-void check_window(const std::string& who, const ModelInfo& info, int64_t position, std::span<const int32_t> tokens) {
+namespace {
+
+// The first problem of one window ("" when none): the message is built only for a bad window,
+// so a checked decode step allocates nothing.
+std::string window_problem(const ModelInfo& info, int64_t position, std::span<const int32_t> tokens) {
   for (const int32_t t : tokens)
     if (t < 0 || t >= info.vocab_size)
-      throw InputError(who + ": token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                       std::to_string(info.vocab_size) + ")");
+      return "token id " + std::to_string(t) + " outside the vocabulary [0, " + std::to_string(info.vocab_size) + ")";
   if (position + int64_t(tokens.size()) > info.max_context)
-    throw InputError(who + ": context full: position " + std::to_string(position) + " + " +
-                     std::to_string(tokens.size()) + " tokens > max_context " + std::to_string(info.max_context));
+    return "context full: position " + std::to_string(position) + " + " + std::to_string(tokens.size()) +
+           " tokens > max_context " + std::to_string(info.max_context);
+  return {};
+}
+
+}  // namespace
+
+void check_window(const std::string& who, const ModelInfo& info, int64_t position, std::span<const int32_t> tokens) {
+  const std::string problem = window_problem(info, position, tokens);
+  if (!problem.empty()) throw InputError(who + ": " + problem);
 }
 
 void check_batch(const std::string& who, const ModelInfo& info, std::span<ModelState* const> states,
@@ -75,13 +86,14 @@ void check_batch(const std::string& who, const ModelInfo& info, std::span<ModelS
     throw InputError(who + ": " + std::to_string(states.size()) + " states for " + std::to_string(windows.size()) +
                      " windows");
   for (size_t i = 0; i < states.size(); ++i) {
-    const std::string at = who + ": window " + std::to_string(i);
-    if (!states[i]) throw InputError(at + ": the state is null");
-    for (size_t o = 0; o < i; ++o)
+    std::string problem;
+    if (!states[i]) problem = "the state is null";
+    for (size_t o = 0; o < i && problem.empty(); ++o)
       if (states[o] == states[i])
-        throw InputError(at + ": the state of window " + std::to_string(o) + " again (a batch holds distinct states)");
-    if (windows[i].empty()) throw InputError(at + ": no tokens");
-    check_window(at, info, states[i]->position(), windows[i]);
+        problem = "the state of window " + std::to_string(o) + " again (a batch holds distinct states)";
+    if (problem.empty() && windows[i].empty()) problem = "no tokens";
+    if (problem.empty()) problem = window_problem(info, states[i]->position(), windows[i]);
+    if (!problem.empty()) throw InputError(who + ": window " + std::to_string(i) + ": " + problem);
   }
 }
 
