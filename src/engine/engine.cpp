@@ -152,8 +152,8 @@ std::shared_ptr<RequestHandle> Engine::submit(GenRequest req) {
     job->spec_depth = 0;
   }
   job->req = std::move(req);
-  if (need(*job) > budget_->bytes())
-    throw CapacityError("the request's model state would need " + std::to_string(need(*job)) + " bytes (" +
+  if (const size_t needed = need(*job); needed > budget_->bytes())
+    throw CapacityError("the request's model state would need " + std::to_string(needed) + " bytes (" +
                         std::to_string(job->prompt.size()) + " prompt tokens + max_tokens " +
                         std::to_string(job->req.max_tokens) + ") but the engine's state memory budget is " +
                         std::to_string(budget_->bytes()) + " bytes (batching.state_memory_mib); ask for fewer tokens");
@@ -233,16 +233,15 @@ void Engine::iterate() {
   for (auto& j : live_) {
     try {
       step(*j);
-      if (j->phase == Job::Phase::kDecode && j->to_feed >= 0) {
-        decode.push_back(j.get());
-        decode_tokens += 1 + j->spec_depth;  // a speculative cycle feeds its drafts too
-      }
+      if (j->phase == Job::Phase::kDecode && j->to_feed >= 0) decode.push_back(j.get());
       if (j->phase == Job::Phase::kPrefill) prefill.push_back(j.get());
     } catch (const std::exception& e) {
       fail(*j, e);
     }
   }
   preempt_to_fit(decode, prefill);
+  // after preemption: a preempted turn feeds nothing this iteration
+  for (const Job* j : decode) decode_tokens += 1 + j->spec_depth;  // a speculative cycle feeds its drafts too
   std::vector<int64_t> pending;
   for (Job* j : prefill) pending.push_back(int64_t(j->pending.size() - j->pending_at));
   const std::vector<int64_t> grant = scheduler_->grant(decode_tokens, pending);

@@ -58,10 +58,16 @@ bool Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
     windows.push_back(c.window);
   }
   std::vector<float>& rows = batch_rows_;  // verify_batch clears it: no allocation once grown
+  const size_t V = size_t(model_->info().vocab_size);
+  size_t window_rows = 0;
+  for (const DraftedCycle& c : cycles) window_rows += c.window.size();
   const auto t0 = std::chrono::steady_clock::now();
   try {
     if (!model_->verify_batch(states, windows, rows))
       throw Error("speculative: the model's draft head cannot capture a batched verify");
+    if (rows.size() != window_rows * V)  // a short result would be read past its end below
+      throw Error("speculative: verify_batch returned " + std::to_string(rows.size()) + " floats for " +
+                  std::to_string(window_rows) + " rows of " + std::to_string(V));
   } catch (const std::exception& e) {
     for (const DraftedCycle& c : cycles) fail(*c.job, e);  // states may have advanced part way
     return true;
@@ -69,7 +75,6 @@ bool Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
   // Each cycle's share of the batch's time (its stats feed the speculation cost model).
   const double share = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                        double(cycles.size());
-  const size_t V = size_t(model_->info().vocab_size);
   {
     std::lock_guard lk(metrics_mu_);
     m_.batched_verify_calls++;

@@ -14,7 +14,8 @@ StateBudget::StateBudget(size_t requested, size_t available, StateCost cost, int
 size_t StateBudget::at(int64_t positions) const { return cost_.at(std::clamp<int64_t>(positions, 0, context_)); }
 
 size_t StateBudget::need(int64_t prompt_tokens, int64_t max_tokens) const {
-  return at(prompt_tokens + std::max<int64_t>(0, max_tokens));
+  // max_tokens clamped to the context first: prompt + a huge max_tokens must not overflow
+  return at(prompt_tokens + std::clamp<int64_t>(max_tokens, 0, context_));
 }
 
 size_t StateBudget::growth(int64_t position, int64_t tokens) const {

@@ -59,7 +59,9 @@ def marked_lines(sass):
     """(file basename, line) of every source line marked `PDL: input load` in the files the SASS names."""
     marked = set()
     for path in set(re.findall(r'//## File "([^"]+)"', sass)):
-        if not os.path.exists(path):
+        if not os.path.exists(path):  # its marked loads would go unchecked: say so
+            print(f'warning: {path} (named by the SASS) is not readable from here; its `PDL: input load` lines '
+                  'are not checked (run from the tree root)', file=sys.stderr)
             continue
         for i, l in enumerate(open(path).read().split('\n')):
             if 'PDL: input load' in l:

@@ -53,7 +53,7 @@ TEST(ConcurrentGates, EachTurnDraftsUnderItsOwnGate) {
     alone[i].drafted = spec.stats().drafted;
   }
   ASSERT_GT(alone[0].drafted, alone[1].drafted) << "the gates must make a difference on this model";
-  // Interleaved: both decoders made first (the second's gate set last), cycles alternating.
+  // Interleaved: both decoders made first, cycles alternating (each draft call carries its own gate).
   std::unique_ptr<ModelState> st[2];
   int32_t next[2];
   std::vector<std::unique_ptr<engine::SpecDecoder>> spec;

@@ -118,10 +118,12 @@ TEST_F(ServerCapacityTest, ATurnThatCanNeverFitIs507AndServingGoesOn) {
   EXPECT_EQ(r->status, 507) << r->body;
   EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("state memory budget"), std::string::npos);
   r = c.Post("/v1/messages", h, R"({"max_tokens":5000,"messages":[{"role":"user","content":"hi"}]})", "application/json");
+  ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 507) << r->body;
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "api_error");
   r = c.Post("/v1/chat/completions", h, R"({"max_tokens":50,"messages":[{"role":"user","content":"hi"}]})",
              "application/json");
+  ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], "Echo: hi. Done.");
   r = c.Get("/metrics", h);
