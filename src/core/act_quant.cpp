@@ -19,8 +19,6 @@
 namespace ds4 {
 namespace {
 
-int64_t values_per_scale(ActBlock block) { return block == ActBlock::kQ8_0 ? kActQ8_0Block : kActQ8KBlock; }
-
 void require_whole_blocks(const char* who, int64_t n, int64_t block) {
   if (n < 0 || n % block != 0)
     throw InputError(std::string(who) + ": " + std::to_string(n) + " values is not a whole number of " +
@@ -109,6 +107,8 @@ void check_operands(const WeightMatrix& w, const ActQ8View& x) {
     throw InputError(std::string("dot_act: activation blocks do not match ") + std::string(dtype_name(w.type)) + " weights");
   if (x.n != w.cols) throw InputError("dot_act: activation has " + std::to_string(x.n) + " values, weight rows " +
                                       std::to_string(w.cols));
+  if (!x.q || !x.d || (x.block == ActBlock::kQ8_K && !x.bsums))
+    throw InputError("dot_act: activation without its values, scales or (Q8_K) block sums");
 }
 
 const uint8_t* weight_row(const WeightMatrix& w, int64_t r) {
@@ -167,7 +167,7 @@ ActQ8View ActQ8Rows::row(int64_t i) const {
   if (i < 0 || i >= rows) throw InputError("ActQ8Rows::row: row " + std::to_string(i) + " of " + std::to_string(rows));
   ActQ8View v;
   v.q = q.data() + i * n;
-  v.d = d.data() + i * (n / values_per_scale(block));
+  v.d = d.data() + i * (n / act_values_per_scale(block));
   v.bsums = block == ActBlock::kQ8_K ? bsums.data() + i * (n / kActQ8KSumBlock) : nullptr;
   v.n = n;
   v.block = block;
@@ -177,17 +177,17 @@ ActQ8View ActQ8Rows::row(int64_t i) const {
 ActQ8Rows quantize_act_rows(ActBlock block, const float* x, int64_t n, int64_t rows) {
   if (block == ActBlock::kNone) throw InputError("quantize_act_rows: no activation block for this weight format");
   if (rows < 0) throw InputError("quantize_act_rows: negative row count");
-  require_whole_blocks("quantize_act_rows", n, values_per_scale(block));
+  require_whole_blocks("quantize_act_rows", n, act_values_per_scale(block));
   ActQ8Rows out;
   out.block = block;
   out.n = n;
   out.rows = rows;
   out.q.resize(size_t(rows * n));
-  out.d.resize(size_t(rows * (n / values_per_scale(block))));
+  out.d.resize(size_t(rows * (n / act_values_per_scale(block))));
   if (block == ActBlock::kQ8_K) out.bsums.resize(size_t(rows * (n / kActQ8KSumBlock)));
   for (int64_t i = 0; i < rows; ++i) {
     int8_t* q = out.q.data() + i * n;
-    float* d = out.d.data() + i * (n / values_per_scale(block));
+    float* d = out.d.data() + i * (n / act_values_per_scale(block));
     if (block == ActBlock::kQ8_0) quantize_act_q8_0(x + i * n, n, q, d);
     else quantize_act_q8_k(x + i * n, n, q, d, out.bsums.data() + i * (n / kActQ8KSumBlock));
   }
@@ -209,9 +209,11 @@ void matmul_act(const WeightMatrix& w, const float* x, int64_t n, float* y, Thre
   const ActIntKernels& k = act_int_kernels(simd_level());
   // Split by weight rows (as matmul does): each weight row is read once and dotted with every
   // quantized input row while it is in cache; every output is one dot_act, whatever the split.
+  std::vector<ActQ8View> rows(size_t(n));  // the row views once, not per (weight row, token)
+  for (int64_t t = 0; t < n; ++t) rows[size_t(t)] = xq.row(t);
   parallel_for(pool, w.rows, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
-      for (int64_t t = 0; t < n; ++t) y[t * w.rows + r] = dot(k, weight_row(w, r), xq.row(t));
+      for (int64_t t = 0; t < n; ++t) y[t * w.rows + r] = dot(k, weight_row(w, r), rows[size_t(t)]);
   }, 16);
 }
 

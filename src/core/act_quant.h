@@ -23,6 +23,10 @@ ActBlock act_block_for(DType weight_type);
 inline constexpr int64_t kActQ8_0Block = 32;   // values per Q8_0 activation block (one f32 scale)
 inline constexpr int64_t kActQ8KBlock = 256;   // values per Q8_K activation block (one f32 scale)
 inline constexpr int64_t kActQ8KSumBlock = 16; // values per int16 bsum inside a Q8_K block
+// Values per activation scale: 32 (Q8_0) or 256 (Q8_K); 0 for kNone.
+inline int64_t act_values_per_scale(ActBlock block) {
+  return block == ActBlock::kQ8_0 ? kActQ8_0Block : block == ActBlock::kQ8_K ? kActQ8KBlock : 0;
+}
 
 // One quantized activation row of n values: q[n]; d[n / block]; bsums[n / 16] (Q8_K only,
 // else null).

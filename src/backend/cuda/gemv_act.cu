@@ -263,8 +263,8 @@ Args make_args(const char* who, const WeightMatrix& w, const ActQ8View& x) {
     throw InputError(std::string(who) + ": activation of " + std::to_string(x.n) + " values for rows of " +
                      std::to_string(w.cols));
   if (!x.q || !x.d || !aligned(x.q, 16) || !aligned(x.d, 4) ||
-      (want == ActBlock::kQ8_K && (!x.bsums || !aligned(x.bsums, 4))))
-    throw InputError(std::string(who) + ": activation pointers missing or misaligned (q 16 bytes, d and bsums 4)");
+      (want == ActBlock::kQ8_K && (!x.bsums || !aligned(x.bsums, 8))))  // Q2_K's 4-lane decoder reads 8 bytes
+    throw InputError(std::string(who) + ": activation pointers missing or misaligned (q 16 bytes, d 4, bsums 8)");
   return Args{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), nullptr, nullptr, 0, 0, w.rows, w.cols,
               nullptr, 0, 0, 0, 0};
 }

@@ -25,10 +25,6 @@ struct DeviceActQ8 {
   ActBlock block = ActBlock::kNone;
   ActQ8View row(int64_t i) const;  // device pointers of row i
 };
-// Values per activation scale: 32 (Q8_0) or 256 (Q8_K); 0 for kNone.
-inline int64_t act_values_per_scale(ActBlock block) {
-  return block == ActBlock::kQ8_0 ? kActQ8_0Block : block == ActBlock::kQ8_K ? kActQ8KBlock : 0;
-}
 // Bytes one row of n values needs (q + d + bsums, each part rounded up to 16 bytes), so
 // callers can carve the buffers out of a scratch arena. Throws InputError for kNone or n not
 // a positive multiple of the block.
