@@ -209,11 +209,11 @@ void matmul_act(const WeightMatrix& w, const float* x, int64_t n, float* y, Thre
   const ActIntKernels& k = act_int_kernels(simd_level());
   // Split by weight rows (as matmul does): each weight row is read once and dotted with every
   // quantized input row while it is in cache; every output is one dot_act, whatever the split.
-  std::vector<ActQ8View> rows(size_t(n));  // the row views once, not per (weight row, token)
-  for (int64_t t = 0; t < n; ++t) rows[size_t(t)] = xq.row(t);
+  std::vector<ActQ8View> views(static_cast<size_t>(n));  // the row views once, not per (weight row, token)
+  for (int64_t t = 0; t < n; ++t) views[size_t(t)] = xq.row(t);
   parallel_for(pool, w.rows, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
-      for (int64_t t = 0; t < n; ++t) y[t * w.rows + r] = dot(k, weight_row(w, r), rows[size_t(t)]);
+      for (int64_t t = 0; t < n; ++t) y[t * w.rows + r] = dot(k, weight_row(w, r), views[size_t(t)]);
   }, 16);
 }
 
