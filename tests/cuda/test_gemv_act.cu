@@ -153,7 +153,7 @@ void check_quantize(ActBlock block, int64_t n, std::mt19937_64& rng, cudaStream_
 
 // Block b of row r alone: dot_act's f32 term for that block.
 float block_term(const WeightMatrix& hw, int64_t r, const ActQ8View& x, int64_t b) {
-  const int64_t bv = cuda::act_values_per_scale(x.block);
+  const int64_t bv = act_values_per_scale(x.block);
   WeightMatrix one = hw;
   one.rows = 1;
   one.cols = bv;
@@ -200,7 +200,7 @@ std::vector<float> check_gemv(const std::string& what, const HostWeight& hw, con
   DS4_CUDA_CHECK(cudaStreamSynchronize(s));
   const std::vector<float> got = download(y.as<float>(), size_t(hw.rows));
   const ActQ8View x = xq_host.row(0);
-  const int64_t nb = hw.cols / cuda::act_values_per_scale(x.block);
+  const int64_t nb = hw.cols / act_values_per_scale(x.block);
   const cuda::GemvActConfig cfg = cuda::gemv_act_config(hw.type, hw.cols);
   int bad = 0, exact = 0;
   double worst = 0;
