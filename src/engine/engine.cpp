@@ -13,13 +13,6 @@
 #include "engine/turn_boundary.h"
 
 namespace ds4::engine {
-namespace {
-using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-}  // namespace
-
 
 Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, EngineOptions o)
     : model_(std::move(model)),

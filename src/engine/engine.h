@@ -150,7 +150,8 @@ class Engine {
   // Draft depth the engine speculates with: 0 when off or when the model has no draft head.
   int speculative_depth() const { return spec_depth_; }
   // Whether a turn whose request does not say speculates (the per-request switch calls
-  // this for its default), and why: the settings, or the measured cost model.
+  // this for its default), and why: the settings, or the measured cost model at the number of
+  // streams decoding now (spec_cost.h: a turn starting under load weighs the batched forwards).
   struct SpecDefault {
     bool enabled = false;
     std::string source;         // "settings", "cost model", "no draft head"
@@ -159,6 +160,8 @@ class Engine {
   };
   SpecDefault speculation_default() const;
   bool speculate_by_default() const { return speculation_default().enabled; }
+  // Streams that decoded in the engine's last iteration (>= 1): the load the decision weighs.
+  int64_t decode_streams() const { return decode_streams_.load(std::memory_order_relaxed); }
   EngineMetrics metrics() const;
 
   struct Job;  // engine_job.h (public: the decode helpers take it)
@@ -213,6 +216,7 @@ class Engine {
   int spec_depth_ = 0;
   std::optional<bool> spec_default_;
   SpecCostModel spec_cost_;
+  std::atomic<int64_t> decode_streams_{1};  // set by decode_batch, read by /health too
   std::string spec_sampling_ = "exact";
   std::optional<double> dspark_confidence_;
   bool snapshot_prompt_;

@@ -15,6 +15,7 @@ void Engine::decode_together(std::vector<Job*>& jobs) {
     tokens.push_back(j->to_feed);
   }
   std::vector<float>& rows = batch_rows_;  // the model resizes it: no allocation once grown
+  const auto t0 = Clock::now();
   try {
     model_->decode_batch(states, tokens, rows);
   } catch (const std::exception& e) {
@@ -25,8 +26,9 @@ void Engine::decode_together(std::vector<Job*>& jobs) {
     }
     return;
   }
-  // Not observed by the speculation cost model (spec_cost.h): it weighs one stream's AR step
-  // against one stream's cycle, and a batched step's time is neither.
+  // The batched step's time by its rows: the AR side of the load-aware speculation decision
+  // (spec_cost.h). Not observe_decode: that is one stream's step alone.
+  if (spec_depth_ > 0) spec_cost_.observe_rows(int64_t(jobs.size()), seconds(t0, Clock::now()));
   {
     std::lock_guard lk(metrics_mu_);
     m_.batched_calls++;

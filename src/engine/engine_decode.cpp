@@ -9,10 +9,6 @@
 
 namespace ds4::engine {
 namespace {
-using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 // The answer as the client sees it, so the turn end can be re-rendered the way it comes back.
 void record(Engine::Job& job, const tok::ParseEvent& ev) {
@@ -232,6 +228,7 @@ void Engine::decode_batch(std::vector<Job*>& jobs) {
   std::vector<Job*> plain, spec;
   for (Job* j : jobs)
     if (j->phase == Job::Phase::kDecode && j->to_feed >= 0) (j->spec_depth > 0 ? spec : plain).push_back(j);
+  if (!spec.empty() || !plain.empty()) decode_streams_.store(int64_t(spec.size() + plain.size()), std::memory_order_relaxed);
   const bool verified = speculate(spec, plain);
   const bool together = batching_ && model_->info().batched_decode && plain.size() >= 2;
   if (together) decode_together(plain);
@@ -253,7 +250,11 @@ void Engine::decode_one(Job& j) {
       model_->forward(*j.state, std::span<const int32_t>(&t, 1), Logits::kLast, j.logits);
     }
     // The AR step as chats run it, for the speculation cost model (spec_cost.h).
-    if (spec_depth_ > 0) spec_cost_.observe_decode(seconds(t0, Clock::now()));
+    if (spec_depth_ > 0) {
+      const double s = seconds(t0, Clock::now());
+      spec_cost_.observe_decode(s);
+      spec_cost_.observe_rows(1, s);
+    }
     j.history.push_back(t);
     j.to_feed = -1;
   } catch (const std::exception& e) {

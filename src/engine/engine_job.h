@@ -10,6 +10,9 @@
 
 namespace ds4::engine {
 
+using Clock = std::chrono::steady_clock;
+inline double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
 struct Engine::Job {
   GenRequest req;
   std::shared_ptr<RequestHandle> handle;

@@ -61,7 +61,7 @@ bool Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
   const size_t V = size_t(model_->info().vocab_size);
   size_t window_rows = 0;
   for (const DraftedCycle& c : cycles) window_rows += c.window.size();
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   try {
     if (!model_->verify_batch(states, windows, rows))
       throw Error("speculative: the model's draft head cannot capture a batched verify");
@@ -73,8 +73,9 @@ bool Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
     return true;
   }
   // Each cycle's share of the batch's time (its stats feed the speculation cost model).
-  const double share = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-                       double(cycles.size());
+  const double batch_s = seconds(t0, Clock::now());
+  const double share = batch_s / double(cycles.size());
+  spec_cost_.observe_rows(int64_t(window_rows), batch_s);  // the load-aware decision's verify side
   {
     std::lock_guard lk(metrics_mu_);
     m_.batched_verify_calls++;

@@ -79,7 +79,7 @@ void Engine::measure_spec_cost() {
 Engine::SpecDefault Engine::speculation_default() const {
   SpecDefault d;
   d.inputs = spec_cost_.inputs();
-  d.decision = decide_speculation(d.inputs);
+  d.decision = spec_cost_.decision_at(decode_streams());
   if (spec_depth_ <= 0) {
     d.source = model_->draft_head() ? "settings" : "no draft head";
     return d;

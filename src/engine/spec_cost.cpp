@@ -44,6 +44,63 @@ SpecCostDecision decide_speculation(const SpecCostInputs& in, double margin) {
   return d;
 }
 
+namespace {
+int bucket_of(int64_t rows) {
+  int b = 0;
+  while (b + 1 < RowCostCurve::kBuckets && (int64_t(1) << (b + 1)) <= rows) ++b;
+  return b;
+}
+}  // namespace
+
+void RowCostCurve::observe(int64_t rows, double seconds) {
+  if (rows < 1 || !(seconds > 0) || !std::isfinite(seconds)) return;
+  Point& p = b_[size_t(bucket_of(rows))];
+  // The first few calls are plain means, later ones move the point by 1/16 (load changes).
+  const double w = 1.0 / double(std::min<int64_t>(++p.count, 16));
+  p.rows += w * (double(rows) - p.rows);
+  p.seconds += w * (seconds - p.seconds);
+}
+
+int RowCostCurve::points() const {
+  int n = 0;
+  for (const Point& p : b_) n += p.count > 0;
+  return n;
+}
+
+std::optional<double> RowCostCurve::seconds(int64_t rows) const {
+  const Point *lo = nullptr, *hi = nullptr, *prev = nullptr;
+  const double r = double(rows);
+  for (const Point& p : b_) {
+    if (p.count == 0) continue;
+    if (p.rows <= r) {
+      prev = lo;
+      lo = &p;
+    } else if (!hi) {
+      hi = &p;
+    }
+  }
+  if (!lo && !hi) return std::nullopt;
+  if (lo && hi) return lo->seconds + (hi->seconds - lo->seconds) * (r - lo->rows) / (hi->rows - lo->rows);
+  if (!lo) return hi->seconds * r / hi->rows;  // below every point: proportional to the rows
+  if (!prev || lo->rows == r) return lo->seconds;  // one point at or below: hold it
+  // Past the last point: its slope from the one before it, never below the last point.
+  const double slope = std::max(0.0, (lo->seconds - prev->seconds) / (lo->rows - prev->rows));
+  return lo->seconds + slope * (r - lo->rows);
+}
+
+SpecCostDecision decide_speculation_at(const SpecCostInputs& in, const RowCostCurve& curve, int64_t streams,
+                                       double margin) {
+  if (streams <= 1 || in.depth < 1) return decide_speculation(in, margin);
+  const auto ar = curve.seconds(streams), verify = curve.seconds(streams * (in.depth + 1));
+  if (!ar || !verify) return decide_speculation(in, margin);
+  SpecCostInputs per_stream = in;
+  per_stream.decode_s = *ar / double(streams);
+  per_stream.verify_s = *verify / double(streams);
+  SpecCostDecision d = decide_speculation(per_stream, margin);
+  d.reason += " at " + std::to_string(streams) + " streams";
+  return d;
+}
+
 void SpecCostModel::set_warmup(int depth, double decode_s, double verify_s, double draft_s) {
   std::lock_guard lk(mu_);
   in_.depth = depth;
@@ -53,6 +110,18 @@ void SpecCostModel::set_warmup(int depth, double decode_s, double verify_s, doub
   in_.acceptance = kPriorAcceptance;
   in_.source = "warmup";
   measured_ = decode_s > 0 && verify_s > 0;
+  curve_.observe(1, decode_s);
+  curve_.observe(depth + 1, verify_s);
+}
+
+void SpecCostModel::observe_rows(int64_t rows, double seconds) {
+  std::lock_guard lk(mu_);
+  curve_.observe(rows, seconds);
+}
+
+SpecCostDecision SpecCostModel::decision_at(int64_t streams) const {
+  std::lock_guard lk(mu_);
+  return decide_speculation_at(in_, curve_, streams);
 }
 
 void SpecCostModel::observe(int64_t cycles, int64_t drafted, int64_t accepted, double draft_s, double verify_s,

@@ -9,8 +9,10 @@
 // The costs are measured on the engine's model at start (engine_spec_warmup.cpp) and then
 // follow the live cycles; the acceptance starts from a prior and follows the turns that
 // speculated. Pure arithmetic here: unit-tested without a model.
+#include <array>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace ds4::engine {
@@ -37,12 +39,47 @@ struct SpecCostDecision {
   std::string reason;           // one line for logs, /health and the receipt
 };
 
+// Under load (issue #24) the engine runs the AR steps of N streams as ONE batched forward of
+// N rows and the cycles' verifies as one forward of N (depth+1) rows, so the question is
+// whether N (depth+1) rows plus N drafts emit tokens faster than N rows: on a memory-bound GPU
+// extra rows are nearly free, on a compute-bound CPU they cost about what they weigh, and a
+// GPU's large batches become compute-bound too. The engine measures the forward time by row
+// count (RowCostCurve) and decides at the number of streams decoding when a turn starts:
+//   AR per token and stream:   T(N) / N
+//   a cycle per stream:        draft + T(N (depth+1)) / N + commit, emitting E(a) tokens.
+// With N = 1 this is decide_speculation's single-stream comparison.
+
+// Forward seconds by row count: an exponentially weighted mean per power-of-two bucket of rows
+// (bucket b holds 2^b .. 2^(b+1) - 1 rows, its mean row count kept beside its mean time), read
+// by linear interpolation between the buckets' points and past the last one along the slope of
+// the last two (never below the last point: more rows never cost less). Not thread-safe (the
+// SpecCostModel holding it locks).
+class RowCostCurve {
+ public:
+  static constexpr int kBuckets = 16;  // up to 65535 rows; more are counted in the last bucket
+  void observe(int64_t rows, double seconds);
+  std::optional<double> seconds(int64_t rows) const;  // nullopt: nothing observed yet
+  int points() const;
+
+ private:
+  struct Point {
+    double rows = 0, seconds = 0;
+    int64_t count = 0;
+  };
+  std::array<Point, kBuckets> b_{};
+};
+
 // Expected tokens per cycle at per-draft acceptance a in [0, 1].
 double spec_tokens_per_cycle(double acceptance, int depth);
 // On when the expected speedup is at least `margin` (a little over 1: timing noise and the
 // work a cycle does outside the measured forwards must not turn a tie into a slowdown).
 inline constexpr double kSpecMargin = 1.05;
 SpecCostDecision decide_speculation(const SpecCostInputs& in, double margin = kSpecMargin);
+// The same decision for `streams` streams decoding together: decode_s and verify_s replaced by
+// the per-stream shares of the batched forwards read from `curve` (the inputs alone when
+// streams <= 1 or the curve has not seen a forward yet).
+SpecCostDecision decide_speculation_at(const SpecCostInputs& in, const RowCostCurve& curve, int64_t streams,
+                                       double margin = kSpecMargin);
 
 // The engine's running cost model: warmup costs, then exponentially weighted live cycle
 // costs and the pooled acceptance of the turns that speculated, shrunk toward a prior
@@ -57,13 +94,19 @@ class SpecCostModel {
   // One AR decode step of a turn that did not speculate (forward + draw, as the engine runs
   // it at the context the chats really have): moves decode_s by 1/64 of the difference.
   void observe_decode(double step_s);
+  // One forward of `rows` rows as the engine runs it (a single step, a batched decode of N
+  // streams, a verify of one or many windows): the row-cost curve of the load-aware decision.
+  void observe_rows(int64_t rows, double seconds);
   bool measured() const;
   SpecCostInputs inputs() const;
   SpecCostDecision decision() const { return decide_speculation(inputs()); }
+  // The decision for `streams` streams decoding together (decide_speculation_at).
+  SpecCostDecision decision_at(int64_t streams) const;
 
  private:
   mutable std::mutex mu_;
   SpecCostInputs in_;
+  RowCostCurve curve_;
   bool measured_ = false;
 };
 

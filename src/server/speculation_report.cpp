@@ -19,7 +19,8 @@ nlohmann::json speculation_json(const engine::Engine& e) {
                        {"verify_ms", in.verify_s * 1e3},
                        {"draft_ms", in.draft_s * 1e3},
                        {"commit_ms", in.commit_s * 1e3},
-                       {"measured", in.source}};
+                       {"measured", in.source},
+                       {"streams", e.decode_streams()}};  // the load the decision weighed
   }
   return j;
 }

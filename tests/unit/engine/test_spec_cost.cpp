@@ -110,3 +110,72 @@ TEST(SpecCost, LiveDecodeStepsMoveTheStepCost) {
   EXPECT_EQ(m.inputs().source, "warmup+live");
   EXPECT_TRUE(m.decision().enabled);  // 2.533 tokens per 7 ms cycle vs ~3.9 ms per AR token
 }
+
+TEST(RowCostCurve, InterpolatesBetweenBucketsAndExtrapolatesAlongTheLastSlope) {
+  RowCostCurve c;
+  EXPECT_FALSE(c.seconds(4).has_value());
+  c.observe(1, 0.010);
+  EXPECT_DOUBLE_EQ(*c.seconds(1), 0.010);
+  EXPECT_DOUBLE_EQ(*c.seconds(8), 0.010);  // one point: held (no slope yet)
+  c.observe(4, 0.012);
+  EXPECT_NEAR(*c.seconds(2), 0.010 + 0.002 / 3, 1e-15);  // between (1, 10 ms) and (4, 12 ms)
+  EXPECT_NEAR(*c.seconds(16), 0.012 + (0.002 / 3) * 12, 1e-15);  // past the last: its slope
+  c.observe(5, 0.014);  // same bucket as 4 (4..7): the plain mean of the two (4.5 rows, 13 ms)
+  EXPECT_NEAR(*c.seconds(9), 0.013 + (0.003 / 3.5) * 4.5, 1e-15);
+  EXPECT_EQ(c.points(), 2);
+  // Below every point: proportional to the rows.
+  RowCostCurve d;
+  d.observe(8, 0.008);
+  EXPECT_DOUBLE_EQ(*d.seconds(2), 0.002);
+  // A noisy decrease never makes more rows cheaper than the last point.
+  d.observe(16, 0.007);
+  EXPECT_DOUBLE_EQ(*d.seconds(64), 0.007);
+  // Nonsense observations are ignored.
+  d.observe(0, 1.0);
+  d.observe(4, -1.0);
+  d.observe(4, std::nan(""));
+  EXPECT_EQ(d.points(), 2);
+}
+
+TEST(RowCostCurve, LaterObservationsMoveAPointByASixteenth) {
+  RowCostCurve c;
+  for (int i = 0; i < 16; ++i) c.observe(1, 0.010);
+  c.observe(1, 0.026);
+  EXPECT_NEAR(*c.seconds(1), 0.011, 1e-15);
+}
+
+TEST(SpecCost, UnderLoadTheBatchedForwardsDecide) {
+  // A GPU: 1 row 10 ms, 4 rows 11 ms (memory bound), then compute bound: 16 rows 16 ms,
+  // 64 rows 64 ms. One stream: verify nearly free, on. 16 streams: AR costs 1 ms per token and
+  // stream, a cycle 64 / 16 = 4 ms + the 2 ms draft for 2.53 tokens: off.
+  const SpecCostInputs in = costs(10.0, 11.0, 2.0, 0.7);
+  RowCostCurve c;
+  c.observe(1, 0.010);
+  c.observe(4, 0.011);
+  c.observe(16, 0.016);
+  c.observe(64, 0.064);
+  const SpecCostDecision one = decide_speculation_at(in, c, 1);
+  EXPECT_TRUE(one.enabled);
+  EXPECT_NEAR(one.speedup, decide_speculation(in).speedup, 1e-12);  // one stream: the inputs alone
+  const SpecCostDecision four = decide_speculation_at(in, c, 4);  // AR 11 / 4, cycle 2 + 16 / 4 ms
+  EXPECT_TRUE(four.enabled);
+  EXPECT_NEAR(four.speedup, 2.533 * (0.011 / 4) / (0.002 + 0.016 / 4), 1e-9);
+  const SpecCostDecision sixteen = decide_speculation_at(in, c, 16);
+  EXPECT_FALSE(sixteen.enabled);
+  EXPECT_NEAR(sixteen.speedup, 2.533 * (0.016 / 16) / (0.002 + 0.064 / 16), 1e-9);
+  EXPECT_NE(sixteen.reason.find("at 16 streams"), std::string::npos) << sixteen.reason;
+  // Nothing observed: the single-stream inputs decide.
+  EXPECT_TRUE(decide_speculation_at(in, RowCostCurve{}, 16).enabled);
+}
+
+TEST(SpecCost, ModelWarmupSeedsTheCurve) {
+  SpecCostModel m;
+  m.set_warmup(3, 0.010, 0.011, 0.002);
+  // Only the warmup's 1 and 4 rows: 8 streams read 8 and 32 rows along their slope.
+  const double t8 = 0.011 + (0.001 / 3) * 4, t32 = 0.011 + (0.001 / 3) * 28;
+  const SpecCostDecision d = m.decision_at(8);
+  EXPECT_NEAR(d.speedup, spec_tokens_per_cycle(0.7, 3) * (t8 / 8) / (0.002 + t32 / 8), 1e-9);
+  m.observe_rows(32, 0.5);  // a slow batched verify: 32 rows dear
+  EXPECT_FALSE(m.decision_at(8).enabled);
+  EXPECT_TRUE(m.decision_at(1).enabled);
+}
