@@ -79,7 +79,9 @@ void Engine::measure_spec_cost() {
 Engine::SpecDefault Engine::speculation_default() const {
   SpecDefault d;
   d.inputs = spec_cost_.inputs();
-  d.decision = spec_cost_.decision_at(decode_streams());
+  // The forwards this engine runs together (decode_batch / Engine::speculate decide the same way).
+  const BatchedForwards batched{batching_ && model_->info().batched_decode, batching_ && model_->info().batched_verify};
+  d.decision = spec_cost_.decision_at(decode_streams(), batched);
   if (spec_depth_ <= 0) {
     d.source = model_->draft_head() ? "settings" : "no draft head";
     return d;

@@ -89,15 +89,23 @@ std::optional<double> RowCostCurve::seconds(int64_t rows) const {
 }
 
 SpecCostDecision decide_speculation_at(const SpecCostInputs& in, const RowCostCurve& curve, int64_t streams,
-                                       double margin) {
-  if (streams <= 1 || in.depth < 1) return decide_speculation(in, margin);
-  const auto ar = curve.seconds(streams), verify = curve.seconds(streams * (in.depth + 1));
-  if (!ar || !verify) return decide_speculation(in, margin);
+                                       BatchedForwards batched, double margin) {
+  if (streams <= 1 || in.depth < 1 || !(batched.decode || batched.verify)) return decide_speculation(in, margin);
   SpecCostInputs per_stream = in;
-  per_stream.decode_s = *ar / double(streams);
-  per_stream.verify_s = *verify / double(streams);
+  if (batched.decode) {
+    const auto t = curve.seconds(streams);
+    if (!t) return decide_speculation(in, margin);
+    per_stream.decode_s = *t / double(streams);
+  }
+  if (batched.verify) {
+    const auto t = curve.seconds(streams * (in.depth + 1));
+    if (!t) return decide_speculation(in, margin);
+    per_stream.verify_s = *t / double(streams);
+  }
   SpecCostDecision d = decide_speculation(per_stream, margin);
   d.reason += " at " + std::to_string(streams) + " streams";
+  if (!batched.verify) d.reason += " (verifies one by one)";
+  if (!batched.decode) d.reason += " (AR steps one by one)";
   return d;
 }
 
@@ -119,9 +127,9 @@ void SpecCostModel::observe_rows(int64_t rows, double seconds) {
   curve_.observe(rows, seconds);
 }
 
-SpecCostDecision SpecCostModel::decision_at(int64_t streams) const {
+SpecCostDecision SpecCostModel::decision_at(int64_t streams, BatchedForwards batched) const {
   std::lock_guard lk(mu_);
-  return decide_speculation_at(in_, curve_, streams);
+  return decide_speculation_at(in_, curve_, streams, batched);
 }
 
 void SpecCostModel::observe(int64_t cycles, int64_t drafted, int64_t accepted, double draft_s, double verify_s,

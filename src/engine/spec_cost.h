@@ -75,11 +75,17 @@ double spec_tokens_per_cycle(double acceptance, int depth);
 // work a cycle does outside the measured forwards must not turn a tie into a slowdown).
 inline constexpr double kSpecMargin = 1.05;
 SpecCostDecision decide_speculation(const SpecCostInputs& in, double margin = kSpecMargin);
+// Which forwards the engine runs together for several streams (batching on and the model's
+// ModelInfo::batched_decode / batched_verify): a side that is not batched costs what one
+// stream's forward costs, once per stream.
+struct BatchedForwards {
+  bool decode = true, verify = true;
+};
 // The same decision for `streams` streams decoding together: decode_s and verify_s replaced by
 // the per-stream shares of the batched forwards read from `curve` (the inputs alone when
-// streams <= 1 or the curve has not seen a forward yet).
+// streams <= 1, nothing is batched, or the curve has not seen a forward yet).
 SpecCostDecision decide_speculation_at(const SpecCostInputs& in, const RowCostCurve& curve, int64_t streams,
-                                       double margin = kSpecMargin);
+                                       BatchedForwards batched = {}, double margin = kSpecMargin);
 
 // The engine's running cost model: warmup costs, then exponentially weighted live cycle
 // costs and the pooled acceptance of the turns that speculated, shrunk toward a prior
@@ -101,7 +107,7 @@ class SpecCostModel {
   SpecCostInputs inputs() const;
   SpecCostDecision decision() const { return decide_speculation(inputs()); }
   // The decision for `streams` streams decoding together (decide_speculation_at).
-  SpecCostDecision decision_at(int64_t streams) const;
+  SpecCostDecision decision_at(int64_t streams, BatchedForwards batched = {}) const;
 
  private:
   mutable std::mutex mu_;

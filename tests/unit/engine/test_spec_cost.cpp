@@ -168,6 +168,27 @@ TEST(SpecCost, UnderLoadTheBatchedForwardsDecide) {
   EXPECT_TRUE(decide_speculation_at(in, RowCostCurve{}, 16).enabled);
 }
 
+TEST(SpecCost, VerifiesOneByOneAgainstBatchedSteps) {
+  // A model that batches AR steps but not verifies (the CUDA models today): 16 streams' AR
+  // costs 16 / 16 = 1 ms per token and stream; each cycle still costs its own 11 ms verify.
+  const SpecCostInputs in = costs(10.0, 11.0, 2.0, 0.7);
+  RowCostCurve c;
+  c.observe(1, 0.010);
+  c.observe(4, 0.011);
+  c.observe(16, 0.016);
+  const SpecCostDecision d = decide_speculation_at(in, c, 16, BatchedForwards{true, false});
+  EXPECT_FALSE(d.enabled);
+  EXPECT_NEAR(d.speedup, 2.533 * 0.001 / 0.013, 1e-9);
+  EXPECT_NE(d.reason.find("verifies one by one"), std::string::npos) << d.reason;
+  // Nothing batched: 16 streams cost what one does, per stream.
+  EXPECT_NEAR(decide_speculation_at(in, c, 16, BatchedForwards{false, false}).speedup,
+              decide_speculation(in).speedup, 1e-12);
+  // Batched verifies, one-by-one AR steps: AR 10 ms per stream, cycle 2 + 64-row extrapolation / 16.
+  const double t64 = 0.016 + (0.005 / 12) * 48;
+  EXPECT_NEAR(decide_speculation_at(in, c, 16, BatchedForwards{false, true}).speedup,
+              2.533 * 0.010 / (0.002 + t64 / 16), 1e-9);
+}
+
 TEST(SpecCost, ModelWarmupSeedsTheCurve) {
   SpecCostModel m;
   m.set_warmup(3, 0.010, 0.011, 0.002);
