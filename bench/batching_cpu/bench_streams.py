@@ -88,9 +88,11 @@ def metrics(port):
     out = {}
     for line in text.splitlines():
         if line.startswith(("ds4_batched_decode_", "ds4_batched_verify_", "ds4_decode_batch_size_sum",
-                            "ds4_decode_batch_size_count", "ds4_generated_tokens_total", "ds4_preemptions_total")):
+                            "ds4_decode_batch_size_count", "ds4_generated_tokens_total", "ds4_preemptions_total",
+                            "ds4_speculative_drafted_tokens_total", "ds4_speculative_accepted_tokens_total")):
             k, v = line.rsplit(" ", 1)
-            out[k] = float(v)
+            k = k.split("{", 1)[0]  # summed over labels ({family=...})
+            out[k] = out.get(k, 0.0) + float(v)
     return out
 
 
@@ -134,6 +136,9 @@ def summarize(rounds, streams):
         "batched_verify_calls": int(d.get("ds4_batched_verify_calls_total", 0)),
         "batched_verify_rows": int(d.get("ds4_batched_verify_rows_total", 0)),
         "preemptions": int(d.get("ds4_preemptions_total", 0)),
+        # whether the turns speculated (a verify that is not batched shows only here)
+        "drafted": int(d.get("ds4_speculative_drafted_tokens_total", 0)),
+        "accepted": int(d.get("ds4_speculative_accepted_tokens_total", 0)),
     }
 
 
@@ -234,15 +239,16 @@ def main():
              f"median round; percentiles over all turns)",
              "", "| streams | batching | agg tok/s | TPOT p50 ms | TPOT p99 ms | ITL p50 ms | ITL p99 ms | TTFT p50 ms | "
              "TTFT p99 ms | Jain | slowest / fastest | decode steps / iteration | batched decode calls | "
-             "batched verify calls / rows | preemptions | tokens |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "batched verify calls / rows | drafted / accepted | preemptions | tokens |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['streams']} | {r['batching']} | {r['agg_tok_s']} | {r['tpot_p50_ms']} | {r['tpot_p99_ms']} | "
                      f"{r['itl_p50_ms']} | {r['itl_p99_ms']} | {r['ttft_p50_ms']} | {r['ttft_p99_ms']} | "
                      f"{r['jain'] if r['jain'] is not None else '-'} | "
                      f"{r['slowest_over_fastest'] if r['slowest_over_fastest'] is not None else '-'} | "
                      f"{r['mean_decode_steps_per_iteration']} | {r['batched_calls']} | "
-                     f"{r['batched_verify_calls']} / {r['batched_verify_rows']} | {r['preemptions']} | "
+                     f"{r['batched_verify_calls']} / {r['batched_verify_rows']} | {r['drafted']} / {r['accepted']} | "
+                     f"{r['preemptions']} | "
                      f"{r['completion_tokens']} |")
     (out / f"{a.tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
