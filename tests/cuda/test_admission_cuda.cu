@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine_idle.h"
 #include "backend/cuda/memory.h"
 #include "engine/engine.h"
 #include "models/glm5/cuda/model_cuda.h"
@@ -102,9 +103,15 @@ void engine_under_budget(const std::string& dir) {
           "glm5 engine, budget of two states: turn " + std::to_string(i) + " emits its alone ids (" +
               std::to_string(alone[size_t(i)].size()) + ")");
   }
-  for (int i = 0; i < 2000 && e->metrics().live > 0; ++i) std::this_thread::sleep_for(5ms);
-  const auto m = e->metrics();
+  const auto m = engine::wait_until_idle(*e);
   check(m.live == 0 && m.state_bytes == 0, "glm5 engine: live states hold 0 bytes after the run");
+  // The budget admits two states at once: no iteration may decode more than two sessions (with
+  // admission doing nothing, the four turns decode side by side).
+  uint64_t over_two = 0;
+  for (size_t b = 2; b < std::size(m.decode_steps_by_size); ++b) over_two += m.decode_steps_by_size[b];
+  check(m.decode_iterations > 0 && over_two == 0,
+        "glm5 engine: at most two sessions decode per iteration under a budget of two states (" +
+            std::to_string(over_two) + " iterations with more)");
   check(m.cache_bytes <= budget, "glm5 engine: the prefix cache stays within the budget (" +
                                      std::to_string(m.cache_bytes) + " <= " + std::to_string(budget) + ")");
 }

@@ -9,6 +9,7 @@
 
 #include <thread>
 
+#include "engine_idle.h"
 #include "core/capacity_error.h"
 #include "core/error.h"
 #include "glm_engine_fixture.h"
@@ -52,10 +53,7 @@ class Admission : public GlmEngine {
       preempted += t.done->usage.preemptions;
     }
     for (int i = 0; i < kTurns; ++i) EXPECT_EQ(ids(turns[size_t(i)]), ref[size_t(i)]) << "turn " << i;
-    // The done events go out inside the engine's iteration; the finished sessions leave the
-    // live set (and drop their states) at its end: wait for that (not a timing check).
-    for (int i = 0; i < 2000 && e->metrics().live > 0; ++i) std::this_thread::sleep_for(5ms);
-    const EngineMetrics m = e->metrics();
+    const EngineMetrics m = wait_until_idle(*e);
     EXPECT_EQ(m.live, 0);
     EXPECT_EQ(m.state_bytes, 0u) << "every live state's memory is returned";
     EXPECT_LE(m.cache_bytes, budget) << "the prefix cache stays within the budget";

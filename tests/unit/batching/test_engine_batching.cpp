@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "engine_idle.h"
 #include "glm_engine_fixture.h"
 #include "support/test_codec.h"
 #include "support/test_model.h"
@@ -22,8 +23,7 @@ const std::string kData = DS4_TEST_DATA;
 // Once the last turn is gone (live 0, published with it), the engine holds no batched logits
 // rows (Engine::batch_rows_ is released when the run ends).
 void expect_batch_rows_released(Engine& e) {
-  for (int i = 0; i < 2000 && e.metrics().live > 0; ++i) std::this_thread::sleep_for(5ms);
-  const EngineMetrics m = e.metrics();
+  const EngineMetrics m = wait_until_idle(e);
   ASSERT_EQ(m.live, 0);
   EXPECT_EQ(m.batch_rows_bytes, 0u);
 }
@@ -247,10 +247,7 @@ TEST(EngineBatching, ScriptedAnswersUnderLoadAndStatesReturned) {
         break;
       }
     }
-    // The done events go out inside the engine's iteration; the finished sessions leave the
-    // live set (and drop their states) at its end: wait for that (not a timing check).
-    for (int i = 0; i < 2000 && e.metrics().live > 0; ++i) std::this_thread::sleep_for(5ms);
-    const EngineMetrics m = e.metrics();
+    const EngineMetrics m = wait_until_idle(e);
     EXPECT_GT(m.batched_calls, 0u);
     EXPECT_EQ(m.requests_cancelled, 1u);
     ASSERT_EQ(m.live, 0);
