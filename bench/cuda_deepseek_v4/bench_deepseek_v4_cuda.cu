@@ -22,7 +22,8 @@
 //   (Config::act_quant: Q8_0 / Q8_K activations, integer GEMVs) and without it, from clones of
 //   the prompt state in the same run (CudaModelOptions::act_quant switched by set_options), and
 //   how many of the greedy tokens agree; with --profile also the per-op table of 8 tokens with
-//   it on. Everything else runs with the model's setting at load (DS4_ACT_QUANT, default off).
+//   it on. Everything else runs with the model's setting at load (on for ds4-layout files;
+//   DS4_ACT_QUANT=f32 switches it off).
 //   --batch: continuous batching (../cuda_batch_table.h) at each stream count after the decode lines,
 //   S timed steps each (default 16), one table per --batch-rows value (CudaModelOptions::
 //   batch_rows, default: the option's default); the verify / draft / prefill tables are skipped.
