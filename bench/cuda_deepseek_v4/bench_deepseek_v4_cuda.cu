@@ -464,8 +464,8 @@ int main(int argc, char** argv) {
                 "%.3f + HC head and lm_head %.3f\n",
                 bytes / 1e9, double(db.dense) / 1e9, (long long)m.config().experts_used, (long long)m.config().layers,
                 double(db.experts) / 1e9, double(db.head) / 1e9);
-    std::printf("decode: %.2f tok/s, %.3f ms/token -> %.0f GB/s of weights effective\n", decode_tps,
-                1e3 / decode_tps, bytes * decode_tps / 1e9);
+    std::printf("decode: %.2f tok/s, %.3f ms/token -> %.0f GB/s of weights effective (act_quant %s)\n", decode_tps,
+                1e3 / decode_tps, bytes * decode_tps / 1e9, m.config().act_quant ? "on" : "off");
     std::printf("roofline (copy bandwidth / bytes per token) %.1f tok/s; fraction %.1f%%\n", roof,
                 100 * decode_tps / roof);
     std::printf("on one stream (CudaModelOptions::streams off): %.2f tok/s, %.3f ms/token, %.1f%% of the roofline\n",
