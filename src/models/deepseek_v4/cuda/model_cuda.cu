@@ -242,7 +242,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.c = config_of(*m.src);
   m.w = bind_weights(*m.src, m.c);
   m.c.ds4_numerics = ds4_numerics_for(m.w.ds4_layout);
-  m.c.act_quant = copt.act_quant ? *copt.act_quant : act_quant_from_env();
+  m.c.act_quant = copt.act_quant ? *copt.act_quant : act_quant_for(m.c.ds4_numerics);
   // A draft head on the GPU: MTPLX's DSpark when the checkpoint has it (it wins over ds4's MTP
   // head, as on the CPU), else ds4's MTP head; either only when the device can look its
   // tokens' embedding rows up (and, for DSpark, its Markov rows).
