@@ -12,12 +12,14 @@
 // sum. Partial sums are reduced by warp shuffles, then across warps in shared memory, in a
 // fixed order: gemv_act_rows' row i equals gemv_act bit for bit.
 //
-// PDL (gemv_pdl()): gemv_act and gemv_act_batched launch as programmatic dependents of the kernel
-// before them (usually quantize_act): they issue their first weight loads, then griddepcontrol
-// .wait, and only then read the activations (or, batched with ids, wait first: the ids come from
-// a router kernel). The activations are read with plain loads, not __ldg: ptxas may schedule a
+// PDL (gemv_pdl()): gemv_act, gemv_act_batched and gemv_act_rows launch as programmatic
+// dependents of the kernel before them (usually quantize_act): they issue their first weight
+// loads, then griddepcontrol.wait, and only then read the activations (or, routed by device data
+// -- expert ids, gemv_act_rows' live / counts / x_idx / y_idx -- wait first: those come from a
+// router kernel). The activations are read with plain loads, not __ldg: ptxas may schedule a
 // read-only (ld.global.nc) load above the wait (gemv.cu's note); test_gemv_act checks the
-// result after a late-writing kernel. gemv_act_rows launches plainly (as gemv_rows).
+// result after a late-writing kernel. (gemv_act_rows launched plainly until 2026-12-04, when at
+// n = 1 it cost ~2x one gemv_act on the H200; the bench's rows table shows what PDL changes.)
 #include <algorithm>
 #include <string>
 #include <type_traits>
@@ -86,73 +88,97 @@ struct Smem<F, std::void_t<decltype(F::kSignTable)>> {
 
 // kRows = false: gemv_act / gemv_act_batched (N == 1; PDL waits as described above).
 // kRows = true: gemv_act_rows (N input rows, n of them live; gemv_rows' entry semantics).
+// The block walks `groups` consecutive groups of R rows (the last block fewer), one step at a
+// time: the next step's weights (the next group's first step at a group's end) are issued as
+// soon as this step's are decoded, so a block's memory latency overlaps its own math and
+// reductions instead of being paid once per tiny block (every real decode shape is 1-2 steps
+// per thread: before this a block was load -> wait -> math -> reduce -> exit).
 template <class F, int R, int N, bool kRows>
-__global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, RowsArgs ra, float* __restrict__ y) {
+__global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, RowsArgs ra, float* __restrict__ y,
+                                                            int groups) {
   int n = 1;
   int64_t xo[N], yo[N];  // per input row: activation value offset, output offset
-  const bool waited = a.ids != nullptr && !kRows;  // batched by device ids: wait before reading them
+  // Routed by device data (expert ids; gemv_act_rows' live / counts / x_idx / y_idx): wait
+  // before reading it, so the first weights cannot go out before the wait.
+  const bool waited = a.ids != nullptr || (kRows && (ra.live || ra.counts || ra.x_idx || ra.y_idx));
   // IQ2_XXS's tables are constants, not the predecessor's output: they are staged before the
   // PDL wait (under a programmatic launch that work overlaps the kernel before).
   __shared__ Smem<F> smem;
   Tables tables{nullptr, nullptr};
+  pdl_launch_dependents();
+  if (waited) {
+    tables = smem.stage();
+    pdl_wait();
+  }
   if constexpr (kRows) {
-    // whole block, before any barrier; offsets in activation values
+    // whole block, before any other barrier; offsets in activation values
     if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return act_entry(e); })) return;
   } else {
-    pdl_launch_dependents();
-    if (waited) {
-      tables = smem.stage();
-      pdl_wait();
-    }
     const int64_t b = act_entry(a);
     xo[0] = b * a.x_stride;
     yo[0] = b * a.y_stride;
   }
   const int lane = threadIdx.x & 31;
-  const int64_t row0 = int64_t(blockIdx.x) * R;
-  const uint8_t* rows_p[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
+  const int T = int(blockDim.x);
   const int64_t units = a.cols / F::kValues * F::kLanes;
+  // Block-uniform steps (the shuffles need whole warps; a trip count the compiler sees is the
+  // same in every lane keeps them plain SHFLs, not the collective fallback: 40 % fewer
+  // instructions in the IQ2_XXS loop): a lane past the row's end adds nothing. units is a
+  // multiple of kLanes, so a block's lanes are all live or none.
+  const int64_t steps = (units + T - 1) / T;
+  const int64_t group0 = int64_t(blockIdx.x) * groups;
+  const int64_t total = min(int64_t(groups), (a.rows + R - 1) / R - group0) * steps;
   // Zero once: a lane past the row's end keeps whatever it holds (zeros, or its last unit), its
   // block's lanes are all past the end too (the shuffles never mix it into a live block), and
   // its terms are never added. Per-step zeroing cost 9 selects per row (Q8_0) in the loop.
   typename F::Raw raw[R] = {};
-  auto load_all = [&](int64_t u) {
+  auto load_all = [&](int64_t group, int64_t u) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = F::load(a, rows_p[r], u);
+    for (int r = 0; r < R; ++r)
+      raw[r] = F::load(a, a.data + min(group * R + r, a.rows - 1) * a.row_stride, u);
   };
-  int64_t u = threadIdx.x;
-  if (u < units) load_all(u);  // weights only: before the wait
+  if (threadIdx.x < units) load_all(group0, threadIdx.x);  // weights only: before the wait
   if (!waited) {
     tables = smem.stage();  // while the first weights are in flight
     pdl_wait();
   }
+  // N == 1 keeps its activation unit in registers: with one step per thread (most shapes) it is
+  // loaded once for all the block's groups.
+  constexpr bool kHoldX = N == 1;
+  typename F::X xheld{};
   float acc[R][N];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
-  // Block-uniform steps (the shuffles need whole warps; a trip count the compiler sees is the
-  // same in every lane keeps them plain SHFLs, not the collective fallback: 40 % fewer
-  // instructions in the IQ2_XXS loop): a lane past the row's end adds nothing. units is a
-  // multiple of kLanes, so a block's lanes are all live or none.
-  const int64_t steps = (units + blockDim.x - 1) / blockDim.x;
-  for (int64_t step = 0; step < steps; ++step, u += blockDim.x) {
+  int64_t group = group0, step = 0;
+  for (int64_t k = 0; k < total; ++k) {
+    const int64_t u = threadIdx.x + step * T;
     const bool live = u < units;
     const bool first = live && (lane % F::kLanes) == 0;
     // One code path for every N (gemv_act is N = 1): decode the R rows' units once, then per
     // input row the R integer dots, the block's lanes added in xor rounds with the R rows'
     // shuffles of a round issued together (independent: no latency chain per row), then the
     // R f32 terms. Integer sums are exact and every f32 op is the same in every instantiation,
-    // so N, R and n never change a bit of a row's result.
+    // so N, R, the groups per block and n never change a bit of a row's result.
     typename F::W w[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) w[r] = F::prep(raw[r], u, tables);
+    const bool group_end = step + 1 == steps;
+    if (k + 1 < total) {  // the next step's weights, in flight during this step's math
+      const int64_t nu = group_end ? threadIdx.x : u + T;
+      if (nu < units) load_all(group_end ? group + 1 : group, nu);
+    }
+    if constexpr (kHoldX)
+      if (live && (k == 0 || steps > 1)) xheld = F::load_x(x_at<F>(xa, xo[0]), u);
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       if (i >= n) break;
-      const typename F::X xv = live ? F::load_x(x_at<F>(xa, xo[i]), u) : typename F::X{};
+      typename F::X xv;
+      if constexpr (kHoldX)
+        xv = xheld;
+      else
+        xv = live ? F::load_x(x_at<F>(xa, xo[i]), u) : typename F::X{};
       typename F::Sum s[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) s[r] = F::dot(w[r], xv);
@@ -166,9 +192,21 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
         if (first) acc[r][i] += t;
       }
     }
-    if (u + blockDim.x < units) load_all(u + blockDim.x);
+    if (group_end) {
+      finish_rows<R, N, kThreads / 32>(acc, group * R, a.rows, n, yo, y);
+      if (k + 1 < total) {
+        __syncthreads();  // finish_rows' shared partials are read before the next group writes them
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
+      }
+      ++group;
+      step = 0;
+    } else {
+      ++step;
+    }
   }
-  finish_rows<R, N, kThreads / 32>(acc, row0, a.rows, n, yo, y);
 }
 
 // Threads per block from the row length alone (gemv_act_rows must walk rows as gemv_act does):
@@ -192,38 +230,50 @@ int act_rows_per_block(DType t, int64_t cols) {
   }
 }
 
-template <class F, int R>
-void launch_single_r(const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
-  const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
-  const int64_t units = a.cols / F::kValues * F::kLanes;
-  launch_maybe_pdl(gemv_pdl(), gemv_act_kernel<F, R, 1, false>, blocks, threads_for(units), stream, a, xa,
-                   RowsArgs{1, 0, 0, nullptr, nullptr, nullptr, nullptr}, y);
+// Row groups (of R rows) per thread block: the block walks them one after another with the next
+// group's weights in flight (gemv_act_kernel). More groups amortize the block's start, the
+// IQ2_XXS table staging and the final reduction's latency; fewer keep more blocks for the SMs.
+// Auto: the largest of 1, 2, 4, 8 that still leaves kMinBlocks blocks (8 per SM of the H200;
+// the bench's sweep of 2026-12-04 decides the real choice, see act_groups_per_block's caller).
+// gemv_act_set_groups overrides it (1, 2, 4 or 8). Never changes a result.
+int g_groups = 0;  // gemv_act_set_groups; 0 = auto
+constexpr int64_t kMinBlocks = 1056;
+
+int act_groups_per_block(int64_t rows, int rows_per_block, int64_t batch) {
+  if (g_groups) return g_groups;
+  const int64_t groups = (rows + rows_per_block - 1) / rows_per_block * std::max<int64_t>(batch, 1);
+  int g = 1;
+  while (g < 8 && groups / (2 * g) >= kMinBlocks) g *= 2;
+  return g;
+}
+
+template <class F, int R, int N, bool kRows>
+void launch_kernel(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream,
+                   unsigned batch) {
+  const int groups = act_groups_per_block(a.rows, R, batch);
+  const int64_t row_groups = (a.rows + R - 1) / R;
+  const dim3 blocks(unsigned((row_groups + groups - 1) / groups), batch);
+  const int threads = threads_for(a.cols / F::kValues * F::kLanes);
+  launch_maybe_pdl(gemv_pdl(), gemv_act_kernel<F, R, N, kRows>, blocks, threads, stream, a, xa, ra, y, groups);
 }
 
 template <class F>
 void launch_single(DType t, const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
+  const RowsArgs ra{1, 0, 0, nullptr, nullptr, nullptr, nullptr};
   switch (act_rows_per_block(t, a.cols)) {
-    case 2: return launch_single_r<F, 2>(a, xa, y, stream, batch);
-    case 4: return launch_single_r<F, 4>(a, xa, y, stream, batch);
-    default: return launch_single_r<F, 8>(a, xa, y, stream, batch);
+    case 2: return launch_kernel<F, 2, 1, false>(a, xa, ra, y, stream, batch);
+    case 4: return launch_kernel<F, 4, 1, false>(a, xa, ra, y, stream, batch);
+    default: return launch_kernel<F, 8, 1, false>(a, xa, ra, y, stream, batch);
   }
 }
 
 // gemv_act_rows: N = the smallest of 4, 8, 16 holding n; R keeps the decoded weights of R rows
 // (W: 11-18 registers each) and R * N accumulators in registers.
-template <class F, int R, int N>
-void launch_rows_n(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {
-  const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
-  const int64_t units = a.cols / F::kValues * F::kLanes;
-  gemv_act_kernel<F, R, N, true><<<blocks, threads_for(units), 0, stream>>>(a, xa, ra, y);
-  DS4_CUDA_CHECK_LAUNCH();
-}
-
 template <class F>
 void launch_rows(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {
-  if (ra.n <= 4) return launch_rows_n<F, 4, 4>(a, xa, ra, y, stream, batch);
-  if (ra.n <= 8) return launch_rows_n<F, 2, 8>(a, xa, ra, y, stream, batch);
-  launch_rows_n<F, 2, 16>(a, xa, ra, y, stream, batch);
+  if (ra.n <= 4) return launch_kernel<F, 4, 4, true>(a, xa, ra, y, stream, batch);
+  if (ra.n <= 8) return launch_kernel<F, 2, 8, true>(a, xa, ra, y, stream, batch);
+  launch_kernel<F, 2, 16, true>(a, xa, ra, y, stream, batch);
 }
 
 int g_lanes = 0;             // gemv_act_set_lanes; 0 = 4
@@ -296,11 +346,18 @@ void gemv_act_set_rows_per_block(int rows) {
   g_rows_per_block = rows;
 }
 
-GemvActConfig gemv_act_config(DType type, int64_t cols) {
+void gemv_act_set_groups(int groups) {
+  if (groups != 0 && groups != 1 && groups != 2 && groups != 4 && groups != 8)
+    throw InputError("cuda gemv_act: row groups per block " + std::to_string(groups) + " is not 0, 1, 2, 4 or 8");
+  g_groups = groups;
+}
+
+GemvActConfig gemv_act_config(DType type, int64_t rows, int64_t cols, int64_t batch) {
   GemvActConfig c{};
   visit_act_format(type, [&](auto f) {
     using F = decltype(f);
     c.rows_per_block = act_rows_per_block(type, cols);
+    c.groups = act_groups_per_block(rows, c.rows_per_block, batch);
     c.lanes = F::kLanes;
     c.threads = threads_for(cols / F::kValues * F::kLanes);
   });
