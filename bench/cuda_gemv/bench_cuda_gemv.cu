@@ -23,8 +23,8 @@
 // against the f32-x GEMV (kernel 3) on the Q8_0, Q2_K and IQ2_XXS shapes above (Q8_0 also on
 // DeepSeek's dense decode shapes): us, GB/s and % of the copy bandwidth of both, the launch
 // configuration gemv_act chose (gemv_act_config) and the best one of a sweep over lanes per
-// weight block (Q2_K / IQ2_XXS: 4, 8), rows per block (2, 4, 8) and row groups per block (1, 2,
-// 4, 8), printed as a table of % of copy after the main one; the quantize_act launch that feeds
+// weight block (Q2_K / IQ2_XXS: 4, 8; IQ2_XXS also with the byte-permute decoder), rows per
+// block (2, 4, 8) and row groups per block (1, 2, 4, 8), printed as a table of % of copy after the main one; the quantize_act launch that feeds
 // it (one row of cols values); and gemv_act_rows at n = 1, 2, 4, 8, 16 as a multiple of one
 // gemv_act of the same weight.
 //
@@ -216,7 +216,8 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
               "config: R rows per block, L lanes per weight block, T threads per block, G row groups per block "
               "(default: what gemv_act launches; best: the fastest of the sweep)\n"
               "sweep lines: gemv_act %% of copy per lanes | rows per block R2 R4 R8, each at G1 G2 G4 G8 row groups "
-              "per block (Q8_0: one lanes group; Q2_K / IQ2_XXS: L4 then L8)\n"
+              "per block (Q8_0: one lanes group; Q2_K: L4, L8; IQ2_XXS: L4, L8, then both with byte permutes, "
+              "LP)\n"
               "%-8s %-26s %7s | %-23s | %-14s %-23s | %-14s %-23s | %8s\n",
               "format", "shape", "MiB", "f32 gemv us GB/s %copy", "default", "gemv_act us GB/s %copy", "best",
               "gemv_act us GB/s %copy", "quant us");
@@ -232,9 +233,10 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
       const Row ref = bench_one(f, s, reps, x, y, false);
       const Row act = bench_one(f, s, reps, x, y, false, 0, &xq);
       auto cfg_str = [&] {
-        const cuda::GemvActConfig c = cuda::gemv_act_config(f.type, s.rows, s.cols, std::max(1, s.batch));
+        const cuda::GemvActConfig c = cuda::gemv_act_config(f.type, s.cols, std::max(1, s.batch));
         char b[32];
-        std::snprintf(b, sizeof b, "R%d L%d T%d G%d", c.rows_per_block, c.lanes, c.threads, c.groups);
+        std::snprintf(b, sizeof b, "R%d L%d%s T%d G%d", c.rows_per_block, c.lanes, c.iq2_permute ? "P" : "",
+                      c.threads, c.groups);
         return std::string(b);
       };
       const std::string def_cfg = cfg_str();
@@ -246,9 +248,12 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
                           (std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what +
                            (s.batch ? " x" + std::to_string(s.batch) : std::string()))
                               .c_str());
-      for (int lanes : {4, 8}) {
-        if (lanes == 8 && f.type == DType::Q8_0) continue;
+      // variants: lanes 4, 8, then (IQ2_XXS) the same with the byte-permute decoder
+      const int variants = f.type == DType::Q8_0 ? 1 : f.type == DType::Q2_K ? 2 : 4;
+      for (int v = 0; v < variants; ++v) {
+        const int lanes = v % 2 ? 8 : 4;
         cuda::gemv_act_set_lanes(f.type == DType::Q8_0 ? 0 : lanes);
+        cuda::gemv_act_set_iq2_permute(v >= 2);
         len += std::snprintf(line + len, sizeof line - size_t(len), " |");
         for (int rb : {2, 4, 8})
           for (int g : {1, 2, 4, 8}) {
@@ -260,6 +265,7 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
           }
       }
       cuda::gemv_act_set_lanes(0);
+      cuda::gemv_act_set_iq2_permute(false);
       cuda::gemv_act_set_rows_per_block(0);
       cuda::gemv_act_set_groups(0);
       constexpr int kQuantLaunches = 200;

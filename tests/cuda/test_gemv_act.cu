@@ -12,7 +12,8 @@
 //                          The largest |gpu - cpu| / sum|term| seen is printed (expect ~1e-7);
 //   gemv_act_batched    entry b == gemv_act on expert ids[b] (memcmp), ids on the device;
 //                          Q2_K / IQ2_XXS under both lane splits (gemv_act_set_lanes 4, 8),
-//                          IQ2_XXS also with the staged sign table (same bits required);
+//                          IQ2_XXS also with the staged sign table and the byte-permute
+//                          decoder (same bits required);
 //   gemv_act_rows       row i == gemv_act on that row (memcmp), n = 1..16, and with batch ids,
 //                          live, counts, x_idx and y_idx (entries past *live untouched);
 //   PDL                 quantize_act + gemv_act / _batched / _rows launched as programmatic dependents
@@ -202,7 +203,7 @@ std::vector<float> check_gemv(const std::string& what, const HostWeight& hw, con
   const std::vector<float> got = download(y.as<float>(), size_t(hw.rows));
   const ActQ8View x = xq_host.row(0);
   const int64_t nb = hw.cols / act_values_per_scale(x.block);
-  const cuda::GemvActConfig cfg = cuda::gemv_act_config(hw.type, hw.rows, hw.cols);
+  const cuda::GemvActConfig cfg = cuda::gemv_act_config(hw.type, hw.cols);
   int bad = 0, exact = 0;
   double worst = 0;
   std::vector<float> terms(static_cast<size_t>(nb));
@@ -291,8 +292,12 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
   check(rows_same == rows_total, what + ": gemv_act_rows row i == gemv_act (memcmp), n = 1..16, default and 4 row "
                                         "groups per block: " + std::to_string(rows_same) + " of " +
                                      std::to_string(rows_total));
-  if (sh.type == DType::IQ2_XXS && lanes == 0) {  // the staged sign table: the same masks, the same bits
-    cuda::gemv_act_set_iq2_sign_table(true);
+  // IQ2_XXS: the staged sign table (4 lanes) and the byte-permute decoder (both splits) give the
+  // same signed integers: the same bits
+  for (int variant = 0; variant < 2 && sh.type == DType::IQ2_XXS; ++variant) {
+    if (variant == 0 && lanes != 0) continue;
+    const char* how = variant == 0 ? "sign table (gemv_act_set_iq2_sign_table)" : "byte permutes (gemv_act_set_iq2_permute)";
+    (variant == 0 ? cuda::gemv_act_set_iq2_sign_table : cuda::gemv_act_set_iq2_permute)(true);
     cuda::gemv_act(dw.view, xd.q.row(0), y.as<float>(), s);
     const bool one = same(download(y.as<float>(), size_t(sh.rows)), single[0]);
     cuda::GemvRows r;
@@ -303,9 +308,9 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
     int rows_ok = 0;
     for (int i = 0; i < 5; ++i)
       rows_ok += std::memcmp(&got[size_t(i * sh.rows)], single[size_t(i)].data(), size_t(sh.rows) * 4) == 0;
-    cuda::gemv_act_set_iq2_sign_table(false);
-    check(one && rows_ok == 5, what + ": sign table (gemv_act_set_iq2_sign_table) gemv_act and gemv_act_rows n=5 "
-                                      "== computed signs (memcmp), rows " + std::to_string(rows_ok) + " of 5");
+    (variant == 0 ? cuda::gemv_act_set_iq2_sign_table : cuda::gemv_act_set_iq2_permute)(false);
+    check(one && rows_ok == 5, what + ": " + how + " gemv_act and gemv_act_rows n=5 == computed signs (memcmp), rows " +
+                                   std::to_string(rows_ok) + " of 5");
   }
   cuda::gemv_act_set_lanes(0);
 }
@@ -552,6 +557,11 @@ int main() {
     for (DType t : {DType::Q8_0, DType::Q2_K, DType::IQ2_XXS}) check_pdl(t, rng, s);
   }
   cuda::gemv_act_set_groups(0);
+  std::printf("-- IQ2_XXS byte permutes (gemv_act_set_iq2_permute)\n");
+  cuda::gemv_act_set_iq2_permute(true);
+  check_batched(DType::IQ2_XXS, 96, 4096, rng, s);
+  check_pdl(DType::IQ2_XXS, rng, s);
+  cuda::gemv_act_set_iq2_permute(false);
   check_bad_input(rng, s);
   DS4_CUDA_CHECK(cudaStreamDestroy(s));
   return summary();

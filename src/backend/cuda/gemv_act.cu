@@ -68,21 +68,29 @@ __device__ __forceinline__ int64_t act_entry(Args& a) {
   return b;
 }
 
-// IQ2_XXS stages its codebook (and, ActIQ2_XXS4T, the sign masks) in shared memory (lanes
-// index them at random: constant memory would serialize); the other formats need nothing.
+// IQ2_XXS stages its codebook (and, ActIQ2_XXS4T, the sign masks; the byte-permute decoders,
+// the codebook's and the sign fields' selector codes) in shared memory (lanes index them at
+// random: constant memory would serialize); the other formats need nothing.
 template <class F, class = void>
 struct Smem {
   __device__ Tables stage() { return Tables{nullptr, nullptr}; }
 };
 template <class F>
 struct Smem<F, std::void_t<decltype(F::kSignTable)>> {
-  uint64_t grid[256], signs[F::kSignTable ? 128 : 1];
+  uint64_t grid[F::kCodes ? 1 : 256], signs[F::kSignTable ? 128 : 1];
+  uint32_t codes[F::kCodes ? 256 : 1], sign_codes[F::kCodes ? 128 : 1];
   __device__ Tables stage() {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_act_iq2xxs_grid[i];
+    if constexpr (F::kCodes) {
+      for (int i = threadIdx.x; i < 256; i += blockDim.x) codes[i] = iq2_grid_codes(d_act_iq2xxs_grid[i]);
+      for (int i = threadIdx.x; i < 128; i += blockDim.x) sign_codes[i] = iq2_sign_codes(uint32_t(i));
+    } else {
+      for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_act_iq2xxs_grid[i];
+    }
     if constexpr (F::kSignTable)
       for (int i = threadIdx.x; i < 128; i += blockDim.x) signs[i] = iq2_sign_mask(uint32_t(i));
     __syncthreads();
-    return Tables{grid, F::kSignTable ? signs : nullptr};
+    return Tables{F::kCodes ? nullptr : grid, F::kSignTable ? signs : nullptr, F::kCodes ? codes : nullptr,
+                  F::kCodes ? sign_codes : nullptr};
   }
 };
 
@@ -132,12 +140,12 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
   // block's lanes are all past the end too (the shuffles never mix it into a live block), and
   // its terms are never added. Per-step zeroing cost 9 selects per row (Q8_0) in the loop.
   typename F::Raw raw[R] = {};
-  auto load_all = [&](int64_t group, int64_t u) {
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      raw[r] = F::load(a, a.data + min(group * R + r, a.rows - 1) * a.row_stride, u);
+  auto load_row = [&](int r, int64_t group, int64_t u) {
+    raw[r] = F::load(a, a.data + min(group * R + r, a.rows - 1) * a.row_stride, u);
   };
-  if (threadIdx.x < units) load_all(group0, threadIdx.x);  // weights only: before the wait
+  if (threadIdx.x < units)  // weights only: before the wait
+#pragma unroll
+    for (int r = 0; r < R; ++r) load_row(r, group0, threadIdx.x);
   if (!waited) {
     tables = smem.stage();  // while the first weights are in flight
     pdl_wait();
@@ -164,11 +172,6 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
     typename F::W w[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) w[r] = F::prep(raw[r], u, tables);
-    const bool group_end = step + 1 == steps;
-    if (k + 1 < total) {  // the next step's weights, in flight during this step's math
-      const int64_t nu = group_end ? threadIdx.x : u + T;
-      if (nu < units) load_all(group_end ? group + 1 : group, nu);
-    }
     if constexpr (kHoldX)
       if (live && (k == 0 || steps > 1)) xheld = F::load_x(x_at<F>(xa, xo[0]), u);
 #pragma unroll
@@ -192,6 +195,16 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
         if (first) acc[r][i] += t;
       }
     }
+    // The next step's weights (the next group's first step at a group's end): issued after this
+    // step's math, so the raw registers are reused rather than live beside the decoded ones
+    // (issuing them right after prep took Q8_0 R4 from 64 to 96 registers and R8 to 213, and
+    // the one-step shapes ran up to 15 points of copy below session 11's in that build's
+    // sweep), and in flight during the group's finish (shuffles, shared memory, barrier).
+    const bool group_end = step + 1 == steps;
+    const int64_t next_u = group_end ? int64_t(threadIdx.x) : u + T;
+    if (k + 1 < total && next_u < units)
+#pragma unroll
+      for (int r = 0; r < R; ++r) load_row(r, group_end ? group + 1 : group, next_u);
     if (group_end) {
       finish_rows<R, N, kThreads / 32>(acc, group * R, a.rows, n, yo, y);
       if (k + 1 < total) {
@@ -213,44 +226,53 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
 // narrow rows get fewer threads rather than idle ones.
 int threads_for(int64_t units) { return int(std::min<int64_t>(kThreads, (units + 31) / 32 * 32)); }
 
-// Rows per block of gemv_act / _batched (N = 1): R rows share each activation load and the
-// block's fixed costs (IQ2_XXS's table staging, the finish), fewer rows mean more blocks in
-// flight. Chosen from the H200 run of 2026-12-04 (notes device4 bench_act.txt, PDL on, 4 vs 8):
-// IQ2_XXS 4 (faster on all 9 shapes, by 2-22 %), Q2_K 8 (faster on 7 of 9, the other two within
-// 2 %), Q8_0 8 for rows of more than 4096 values (the wide 2048x7168: +21 %), else 4 (+1-15 % on
-// the others). gemv_act_set_rows_per_block overrides it (2, 4 or 8; the bench's columns).
+// Launch shape of gemv_act / _batched (N = 1), from the H200 sweep of 2026-12-04 (bench_cuda_gemv
+// --act 10, bench/results/act-speed-h200-2026-12-04/bench_act_1.txt: lanes x rows per block R x
+// row groups per block G on every shape; % of copy below). gemv_act_set_rows_per_block /
+// gemv_act_set_groups override them (the bench's sweep). Neither changes a result.
+//
+// Rows per block: R rows share each activation load and the block's fixed costs (IQ2_XXS's
+// table staging, the finish); fewer rows mean more blocks in flight.
+//   Q8_0: 4, but 8 for rows of more than 4096 values (wide 2048x7168: 75 vs 69 at R4) and of at
+//         most 1024 (32768x1024: 85 at R8 G4 vs 76 at R4 G4);
+//   Q2_K: 4 (was 8: R4 is ahead on 6 of 9 shapes, e.g. tall 36 vs 32, gate|up x6 51 vs 48 at G2);
+//   IQ2_XXS: 4 (best or within 2 points on the batched expert shapes).
 int g_rows_per_block = 0;  // gemv_act_set_rows_per_block; 0 = auto
 
 int act_rows_per_block(DType t, int64_t cols) {
   if (g_rows_per_block) return g_rows_per_block;
   switch (t) {
     case DType::IQ2_XXS: return 4;
-    case DType::Q2_K: return 8;
-    default: return cols > 4096 ? 8 : 4;
+    case DType::Q2_K: return 4;
+    default: return cols > 4096 || cols <= 1024 ? 8 : 4;
   }
 }
 
-// Row groups (of R rows) per thread block: the block walks them one after another with the next
-// group's weights in flight (gemv_act_kernel). More groups amortize the block's start, the
-// IQ2_XXS table staging and the final reduction's latency; fewer keep more blocks for the SMs.
-// Auto: the largest of 1, 2, 4, 8 that still leaves kMinBlocks blocks (8 per SM of the H200;
-// the bench's sweep of 2026-12-04 decides the real choice, see act_groups_per_block's caller).
-// gemv_act_set_groups overrides it (1, 2, 4 or 8). Never changes a result.
+// Row groups per block: the block walks G groups of R rows one after another with the next
+// group's weights in flight (gemv_act_kernel). That amortizes the block's start, the IQ2_XXS
+// table staging and the finish, but leaves fewer blocks; the sweep says it pays only where a
+// block's work is small next to those costs:
+//   Q8_0: 4 for rows of at most 1024 values (32-thread blocks: 32768x1024 85 vs 78 at G1), else
+//         1 (G2+ lost 5-40 points on the 4096-wide shapes);
+//   Q2_K: 2 for batched (expert) launches (gate|up x6 51 vs 49, glm down x8 45 vs 40), else 1;
+//   IQ2_XXS: 4 for batched launches (gate|up x6 27 vs 24, down x6 26 vs 20), else 1.
+// gemv_act_rows takes 1 (its blocks already carry n input rows' work) unless set.
 int g_groups = 0;  // gemv_act_set_groups; 0 = auto
-constexpr int64_t kMinBlocks = 1056;
 
-int act_groups_per_block(int64_t rows, int rows_per_block, int64_t batch) {
+int act_groups_per_block(DType t, int64_t cols, int64_t batch, bool rows_kernel) {
   if (g_groups) return g_groups;
-  const int64_t groups = (rows + rows_per_block - 1) / rows_per_block * std::max<int64_t>(batch, 1);
-  int g = 1;
-  while (g < 8 && groups / (2 * g) >= kMinBlocks) g *= 2;
-  return g;
+  if (rows_kernel) return 1;
+  switch (t) {
+    case DType::IQ2_XXS: return batch > 1 ? 4 : 1;
+    case DType::Q2_K: return batch > 1 ? 2 : 1;
+    default: return cols <= 1024 ? 4 : 1;
+  }
 }
 
 template <class F, int R, int N, bool kRows>
-void launch_kernel(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream,
+void launch_kernel(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream,
                    unsigned batch) {
-  const int groups = act_groups_per_block(a.rows, R, batch);
+  const int groups = act_groups_per_block(t, a.cols, batch, kRows);
   const int64_t row_groups = (a.rows + R - 1) / R;
   const dim3 blocks(unsigned((row_groups + groups - 1) / groups), batch);
   const int threads = threads_for(a.cols / F::kValues * F::kLanes);
@@ -261,23 +283,24 @@ template <class F>
 void launch_single(DType t, const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
   const RowsArgs ra{1, 0, 0, nullptr, nullptr, nullptr, nullptr};
   switch (act_rows_per_block(t, a.cols)) {
-    case 2: return launch_kernel<F, 2, 1, false>(a, xa, ra, y, stream, batch);
-    case 4: return launch_kernel<F, 4, 1, false>(a, xa, ra, y, stream, batch);
-    default: return launch_kernel<F, 8, 1, false>(a, xa, ra, y, stream, batch);
+    case 2: return launch_kernel<F, 2, 1, false>(t, a, xa, ra, y, stream, batch);
+    case 4: return launch_kernel<F, 4, 1, false>(t, a, xa, ra, y, stream, batch);
+    default: return launch_kernel<F, 8, 1, false>(t, a, xa, ra, y, stream, batch);
   }
 }
 
 // gemv_act_rows: N = the smallest of 4, 8, 16 holding n; R keeps the decoded weights of R rows
 // (W: 11-18 registers each) and R * N accumulators in registers.
 template <class F>
-void launch_rows(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {
-  if (ra.n <= 4) return launch_kernel<F, 4, 4, true>(a, xa, ra, y, stream, batch);
-  if (ra.n <= 8) return launch_kernel<F, 2, 8, true>(a, xa, ra, y, stream, batch);
-  launch_kernel<F, 2, 16, true>(a, xa, ra, y, stream, batch);
+void launch_rows(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {
+  if (ra.n <= 4) return launch_kernel<F, 4, 4, true>(t, a, xa, ra, y, stream, batch);
+  if (ra.n <= 8) return launch_kernel<F, 2, 8, true>(t, a, xa, ra, y, stream, batch);
+  launch_kernel<F, 2, 16, true>(t, a, xa, ra, y, stream, batch);
 }
 
 int g_lanes = 0;             // gemv_act_set_lanes; 0 = 4
 bool g_iq2_sign_table = false;  // gemv_act_set_iq2_sign_table
+bool g_iq2_permute = false;     // gemv_act_set_iq2_permute
 
 // The one place that maps a weight type (and the lanes setting) to its decoder: gemv_act,
 // gemv_act_batched and gemv_act_rows all go through it, so gemv_act_rows walks rows as gemv_act.
@@ -288,6 +311,7 @@ void visit_act_format(DType t, Fn&& fn) {
     case DType::Q8_0: return fn(ActQ8_0{});
     case DType::Q2_K: return eight ? fn(ActQ2_K{}) : fn(ActQ2_K4{});
     case DType::IQ2_XXS:
+      if (g_iq2_permute) return eight ? fn(ActIQ2_XXSP{}) : fn(ActIQ2_XXS4P{});
       return eight ? fn(ActIQ2_XXS{}) : g_iq2_sign_table ? fn(ActIQ2_XXS4T{}) : fn(ActIQ2_XXS4{});
     default: throw InputError("cuda gemv_act: weight type " + std::string(dtype_name(t)) + " is not supported");
   }
@@ -352,12 +376,13 @@ void gemv_act_set_groups(int groups) {
   g_groups = groups;
 }
 
-GemvActConfig gemv_act_config(DType type, int64_t rows, int64_t cols, int64_t batch) {
+GemvActConfig gemv_act_config(DType type, int64_t cols, int64_t batch) {
   GemvActConfig c{};
   visit_act_format(type, [&](auto f) {
     using F = decltype(f);
     c.rows_per_block = act_rows_per_block(type, cols);
-    c.groups = act_groups_per_block(rows, c.rows_per_block, batch);
+    c.groups = act_groups_per_block(type, cols, batch, false);
+    c.iq2_permute = type == DType::IQ2_XXS && g_iq2_permute;
     c.lanes = F::kLanes;
     c.threads = threads_for(cols / F::kValues * F::kLanes);
   });
@@ -371,6 +396,8 @@ void gemv_act_set_lanes(int lanes) {
 }
 
 void gemv_act_set_iq2_sign_table(bool on) { g_iq2_sign_table = on; }
+
+void gemv_act_set_iq2_permute(bool on) { g_iq2_permute = on; }
 
 bool gemv_act_supports(DType type) { return act_block_for(type) != ActBlock::kNone; }
 
@@ -396,7 +423,7 @@ void gemv_act_rows(const WeightMatrix& w, const ActQ8View& x, float* y, const Ge
   check_stride(kWho, "x_row", r.x_row, x.block);
   const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
   visit_act_format(w.type,
-                   [&](auto f) { launch_rows<decltype(f)>(a, x_args(x), ra, y, stream, unsigned(r.batch.count)); });
+                   [&](auto f) { launch_rows<decltype(f)>(w.type, a, x_args(x), ra, y, stream, unsigned(r.batch.count)); });
 }
 
 }  // namespace ds4::cuda

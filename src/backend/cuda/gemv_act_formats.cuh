@@ -40,11 +40,14 @@ struct XRow {
   const int16_t* bs;
 };
 
-// IQ2_XXS's lookup tables, staged in shared memory per thread block (null for other formats;
-// signs only for the sign-table variant, ActIQ2_XXS4T).
+// IQ2_XXS's lookup tables, staged in shared memory per thread block (null for other formats
+// and for the tables a decoder does not use): the signs only for the sign-table variant
+// (ActIQ2_XXS4T), codes / sign_codes only for the byte-permute decoder (ActIQ2_XXSP).
 struct Tables {
   const uint64_t* grid;   // 256 codebook entries: 8 unsigned grid bytes each
   const uint64_t* signs;  // 128 sign fields -> iq2_sign_mask(field)
+  const uint32_t* codes = nullptr;       // 256 codebook entries -> iq2_grid_codes(entry)
+  const uint32_t* sign_codes = nullptr;  // 128 sign fields -> iq2_sign_codes(field)
 };
 
 __device__ __forceinline__ int4 ld16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }  // PDL: input load
@@ -83,6 +86,41 @@ __host__ __device__ __forceinline__ uint64_t iq2_sign_mask(uint32_t f) {
 #endif
   const uint32_t hi = (f >> 4) + (pop << 3);
   return uint64_t(sign_bytes(f * 0x10204080u)) | (uint64_t(sign_bytes(hi * 0x10204080u)) << 32);
+}
+
+// Bytes of the pair (a, b) picked by the selector nibbles of s (prmt.b32's default mode; every
+// selector here is < 8, so its sign-replicate bit is never set).
+__host__ __device__ __forceinline__ uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(a, b, s);
+#else
+  const uint64_t v = uint64_t(a) | (uint64_t(b) << 32);
+  uint32_t r = 0;
+  for (int j = 0; j < 4; ++j) r |= uint32_t((v >> (8 * ((s >> (4 * j)) & 7u))) & 0xffu) << (8 * j);
+  return r;
+#endif
+}
+
+// The byte-permute IQ2_XXS decode: the grid's bytes are 8, 25 or 43 (codes 0, 1, 2); code c
+// with bit 2 set for a negative weight selects byte c of the pair (kIq2Pos, kIq2Neg), so one
+// prmt gives 4 signed weights and one dp4a dots them (instead of the sign mask's ~9 ops, 2 ANDs
+// and 2 dp4a per 4 weights). iq2_grid_codes: entry g's 8 codes as nibbles; iq2_sign_codes:
+// field f's signs as bit 2 of nibble j; a unit's selector word is their OR.
+constexpr uint32_t kIq2Pos = 0x002b1908u;  // bytes 8, 25, 43, 0
+constexpr uint32_t kIq2Neg = 0x00d5e7f8u;  // bytes -8, -25, -43, 0
+__host__ __device__ __forceinline__ uint32_t iq2_grid_codes(uint64_t g) {
+  uint32_t c = 0;
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t b = uint32_t(g >> (8 * j)) & 0xffu;
+    c |= (uint32_t(b > 8) + uint32_t(b > 25)) << (4 * j);
+  }
+  return c;
+}
+__host__ __device__ __forceinline__ uint32_t iq2_sign_codes(uint32_t f) {
+  const uint64_t m = iq2_sign_mask(f);
+  uint32_t c = 0;
+  for (int j = 0; j < 8; ++j) c |= (uint32_t(m >> (8 * j)) & 4u) << (4 * j);  // 4 where the byte is 0xff
+  return c;
 }
 
 // ---- Q8_0 weights (34-byte blocks) x Q8_0 activations: one lane per block. ----
@@ -239,6 +277,7 @@ template <bool kTable>
 struct ActIQ2_XXSS {
   static constexpr int kLanes = 8, kValues = 256;
   static constexpr bool kSignTable = kTable;  // signs from Tables::signs, else iq2_sign_mask
+  static constexpr bool kCodes = false;       // Tables::codes unused
   using Raw = gemv_detail::IQ2_XXS::Raw;
   struct W {
     uint32_t g[8];   // grid bytes of weights 4i .. 4i + 3
@@ -293,15 +332,58 @@ struct ActIQ2_XXSS {
 };
 using ActIQ2_XXS = ActIQ2_XXSS<false>;
 
+// ---- IQ2_XXS, 8 lanes per block as ActIQ2_XXS, decoded by byte permutes (kIq2Pos above):
+// per 8 weights two 32-bit table reads (codes, sign codes), an OR, two prmt and two dp4a. The
+// same signed integers, so the same results bit for bit. ----
+struct ActIQ2_XXSP {
+  static constexpr int kLanes = 8, kValues = 256;
+  static constexpr bool kSignTable = false, kCodes = true;
+  using Raw = ActIQ2_XXS::Raw;
+  using X = ActIQ2_XXS::X;
+  using Sum = ActIQ2_XXS::Sum;
+  struct W {
+    uint32_t v[8];  // signed weights 4i .. 4i + 3
+    int32_t ls;     // 2 * scale + 1
+    uint16_t d;
+  };
+  __device__ static Raw load(const Args& a, const uint8_t* row, int64_t u) { return ActIQ2_XXS::load(a, row, u); }
+  __device__ static W prep(const Raw& r, int64_t, const Tables& t) {
+    W w;
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const uint32_t c = t.codes[(r.aux0 >> (8 * l)) & 0xffu] | t.sign_codes[(r.aux1 >> (7 * l)) & 127u];
+      w.v[2 * l] = byte_perm(kIq2Pos, kIq2Neg, c);
+      w.v[2 * l + 1] = byte_perm(kIq2Pos, kIq2Neg, c >> 16);
+    }
+    w.ls = int32_t(2 * (r.aux1 >> 28) + 1);
+    w.d = r.d;
+    return w;
+  }
+  __device__ static X load_x(const XRow& x, int64_t u) { return ActIQ2_XXS::load_x(x, u); }
+  __device__ static Sum dot(const W& w, const X& x) {
+    const int32_t xs[8] = {x.q[0].x, x.q[0].y, x.q[0].z, x.q[0].w, x.q[1].x, x.q[1].y, x.q[1].z, x.q[1].w};
+    int32_t s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s = __dp4a(int32_t(w.v[i]), xs[i], s);
+    return Sum{s * w.ls};
+  }
+  __host__ __device__ static Sum add(Sum a, Sum b) { return ActIQ2_XXS::add(a, b); }
+  __device__ static Sum shfl_xor(Sum s, int o) { return ActIQ2_XXS::shfl_xor(s, o); }
+  __device__ static float term(const W& w, const Sum& s, const X& x) {
+    return ActIQ2_XXS::term(ActIQ2_XXS::W{{}, {}, 0, w.d}, s, x);
+  }
+};
+
 // ---- IQ2_XXS, 4 lanes per block (the default split): unit u = 4b + p takes sub-blocks 2p and
 // 2p + 1 (64 weights), so the shuffles and the block term are paid once per 64 weights.
-// kTable: sign masks from the staged table (ActIQ2_XXS4T, the bench's "sign table" column)
-// instead of iq2_sign_mask; the same masks, so the same results bit for bit. ----
-template <bool kTable>
+// Sub: the 8-lane decoder of one sub-block (ActIQ2_XXSS<false>: computed sign masks;
+// ActIQ2_XXSS<true>: masks from the staged table, ActIQ2_XXS4T; ActIQ2_XXSP: byte permutes,
+// ActIQ2_XXS4P). The same signed integers, so the same results bit for bit. ----
+template <class Sub>
 struct ActIQ2_XXS4S {
-  using ActIQ2_XXS = ActIQ2_XXSS<kTable>;
+  using ActIQ2_XXS = Sub;
   static constexpr int kLanes = 4, kValues = 256;
-  static constexpr bool kSignTable = kTable;
+  static constexpr bool kSignTable = Sub::kSignTable, kCodes = Sub::kCodes;
   struct Raw {
     typename ActIQ2_XXS::Raw sub[2];
   };
@@ -328,7 +410,8 @@ struct ActIQ2_XXS4S {
   __device__ static Sum shfl_xor(Sum s, int o) { return ActIQ2_XXS::shfl_xor(s, o); }
   __device__ static float term(const W& w, const Sum& s, const X& x) { return ActIQ2_XXS::term(w.sub[0], s, x.sub[0]); }
 };
-using ActIQ2_XXS4 = ActIQ2_XXS4S<false>;
-using ActIQ2_XXS4T = ActIQ2_XXS4S<true>;
+using ActIQ2_XXS4 = ActIQ2_XXS4S<ActIQ2_XXSS<false>>;
+using ActIQ2_XXS4T = ActIQ2_XXS4S<ActIQ2_XXSS<true>>;
+using ActIQ2_XXS4P = ActIQ2_XXS4S<ActIQ2_XXSP>;
 
 }  // namespace ds4::cuda::gemv_act_detail
