@@ -12,11 +12,11 @@
 // sum. Partial sums are reduced by warp shuffles, then across warps in shared memory, in a
 // fixed order: gemv_act_rows' row i equals gemv_act bit for bit.
 //
-// PDL (gemv_pdl()): gemv_act, gemv_act_batched and gemv_act_rows launch as programmatic
-// dependents of the kernel before them (usually quantize_act): they issue their first weight
-// loads, then griddepcontrol.wait, and only then read the activations (or, routed by device data
-// -- expert ids, gemv_act_rows' live / counts / x_idx / y_idx -- wait first: those come from a
-// router kernel). The activations are read with plain loads, not __ldg: ptxas may schedule a
+// PDL (gemv_pdl()): gemv_act, gemv_act_batched and gemv_act_rows (unrouted) launch as
+// programmatic dependents of the kernel before them (usually quantize_act): they issue their
+// first weight loads, then griddepcontrol.wait, and only then read the activations (batched by
+// expert ids: wait first, the ids come from a router kernel; gemv_act_rows routed by device
+// data -- ids, live, counts, x_idx, y_idx -- launches plainly). The activations are read with plain loads, not __ldg: ptxas may schedule a
 // read-only (ld.global.nc) load above the wait (gemv.cu's note); test_gemv_act checks the
 // result after a late-writing kernel. (gemv_act_rows launched plainly until 2026-12-04, when at
 // n = 1 it cost ~2x one gemv_act on the H200; the bench's rows table shows what PDL changes.)
@@ -106,9 +106,11 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
                                                             int groups) {
   int n = 1;
   int64_t xo[N], yo[N];  // per input row: activation value offset, output offset
-  // Routed by device data (expert ids; gemv_act_rows' live / counts / x_idx / y_idx): wait
-  // before reading it, so the first weights cannot go out before the wait.
-  const bool waited = a.ids != nullptr || (kRows && (ra.live || ra.counts || ra.x_idx || ra.y_idx));
+  // Batched by device ids: wait before reading them (the first weights cannot go out earlier).
+  // gemv_act_rows routed by device data launches plainly (launch_kernel), so its reads of live /
+  // counts / x_idx / y_idx follow the kernel before; unrouted, rows_entry reads no device memory.
+  // (One predicate, a.ids alone: tools/device/pdl_sass_check.py follows exactly this one.)
+  const bool waited = a.ids != nullptr;
   // IQ2_XXS's tables are constants, not the predecessor's output: they are staged before the
   // PDL wait (under a programmatic launch that work overlaps the kernel before).
   __shared__ Smem<F> smem;
@@ -276,7 +278,9 @@ void launch_kernel(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, 
   const int64_t row_groups = (a.rows + R - 1) / R;
   const dim3 blocks(unsigned((row_groups + groups - 1) / groups), batch);
   const int threads = threads_for(a.cols / F::kValues * F::kLanes);
-  launch_maybe_pdl(gemv_pdl(), gemv_act_kernel<F, R, N, kRows>, blocks, threads, stream, a, xa, ra, y, groups);
+  const bool routed = kRows && (a.ids || ra.live || ra.counts || ra.x_idx || ra.y_idx);
+  launch_maybe_pdl(gemv_pdl() && !routed, gemv_act_kernel<F, R, N, kRows>, blocks, threads, stream, a, xa, ra, y,
+                   groups);
 }
 
 template <class F>
