@@ -171,11 +171,16 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
     // shuffles of a round issued together (independent: no latency chain per row), then the
     // R f32 terms. Integer sums are exact and every f32 op is the same in every instantiation,
     // so N, R, the groups per block and n never change a bit of a row's result.
+    // N == 1: the activation load is written before the decode, so its latency can overlap
+    // prep's shared-memory lookups whatever ptxas schedules. (Runs 1 and 2 of 2026-12-04 had it
+    // after prep; run 2's build, with other register pressure, ran IQ2_XXS's single launches at
+    // 9 % of copy against run 1's 16 %, gemv_act_rows n = 1 unchanged: the cause is not measured,
+    // and this order is unmeasured.)
+    if constexpr (kHoldX)
+      if (live && (k == 0 || steps > 1)) xheld = F::load_x(x_at<F>(xa, xo[0]), u);
     typename F::W w[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) w[r] = F::prep(raw[r], u, tables);
-    if constexpr (kHoldX)
-      if (live && (k == 0 || steps > 1)) xheld = F::load_x(x_at<F>(xa, xo[0]), u);
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       if (i >= n) break;
@@ -228,9 +233,10 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
 // narrow rows get fewer threads rather than idle ones.
 int threads_for(int64_t units) { return int(std::min<int64_t>(kThreads, (units + 31) / 32 * 32)); }
 
-// Launch shape of gemv_act / _batched (N = 1), from the H200 sweep of 2026-12-04 (bench_cuda_gemv
-// --act 10, bench/results/act-speed-h200-2026-12-04/bench_act_1.txt: lanes x rows per block R x
-// row groups per block G on every shape; % of copy below). gemv_act_set_rows_per_block /
+// Launch shape of gemv_act / _batched (N = 1), from the H200 sweeps of 2026-12-04 (bench_cuda_gemv
+// --act 10, bench/results/act-speed-h200-2026-12-04/bench_act_1.txt and _2.txt: lanes x rows per
+// block R x row groups per block G on every shape; % of copy below, run 1 / run 2 where both
+// speak; single shapes move by up to ~10 points between runs, so the batched shapes decide). gemv_act_set_rows_per_block /
 // gemv_act_set_groups override them (the bench's sweep). Neither changes a result.
 //
 // Rows per block: R rows share each activation load and the block's fixed costs (IQ2_XXS's
@@ -254,10 +260,12 @@ int act_rows_per_block(DType t, int64_t cols) {
 // group's weights in flight (gemv_act_kernel). That amortizes the block's start, the IQ2_XXS
 // table staging and the finish, but leaves fewer blocks; the sweep says it pays only where a
 // block's work is small next to those costs:
-//   Q8_0: 4 for rows of at most 1024 values (32-thread blocks: 32768x1024 85 vs 78 at G1), else
-//         1 (G2+ lost 5-40 points on the 4096-wide shapes);
-//   Q2_K: 2 for batched (expert) launches (gate|up x6 51 vs 49, glm down x8 45 vs 40), else 1;
-//   IQ2_XXS: 4 for batched launches (gate|up x6 27 vs 24, down x6 26 vs 20), else 1.
+//   Q8_0: 2 for rows of at most 1024 values (32-thread blocks: 32768x1024 at R8: G1 78 / 84,
+//         G2 76 / 87, G4 85 / 68), else 1 (G2+ lost 5-40 points on the 4096-wide shapes);
+//   Q2_K: 2 for batched (expert) launches (gate|up x6 51 / 58 vs 49 / 55 at G1, glm down x8
+//         45 / 51 vs 40 / 48), else 1;
+//   IQ2_XXS: 2 for batched launches (gate|up x6 26 / 31 vs 24 / 29 at G1; down x6 22 / 26 vs
+//         20 / 23; G4 was 26 / 15 there), else 1.
 // gemv_act_rows takes 1 (its blocks already carry n input rows' work) unless set.
 int g_groups = 0;  // gemv_act_set_groups; 0 = auto
 
@@ -265,9 +273,9 @@ int act_groups_per_block(DType t, int64_t cols, int64_t batch, bool rows_kernel)
   if (g_groups) return g_groups;
   if (rows_kernel) return 1;
   switch (t) {
-    case DType::IQ2_XXS: return batch > 1 ? 4 : 1;
+    case DType::IQ2_XXS: return batch > 1 ? 2 : 1;
     case DType::Q2_K: return batch > 1 ? 2 : 1;
-    default: return cols <= 1024 ? 4 : 1;
+    default: return cols <= 1024 ? 2 : 1;
   }
 }
 
