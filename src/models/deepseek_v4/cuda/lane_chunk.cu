@@ -15,19 +15,24 @@
 namespace ds4::deepseek_v4::cuda {
 namespace {
 
-// The lane's row at position q, column c of its width, as the walk's pending slot would hold
-// it: a position of the chunk (q >= p0) is chunk row q - p0 (the stored gate adds ape, the
-// same single float add as the walk's store); an earlier one belongs to the window open when
-// the chunk began and is still in its pending slot q % R.
+// Row r of the window starting at w0 (position q = w0 + r, slot r), column c of the lane's
+// width, as the walk's pending slot would hold it: a position of the chunk (q >= p0) is chunk
+// row q - p0 (the stored gate adds ape, the same single float add as the walk's store); an
+// earlier one belongs to the window open when the chunk began and is still in its slot. The
+// address is chosen first and every load is unconditional, so the pooling loops keep many
+// rows' loads in flight.
 struct ChunkSource {
   const LaneArgs& a;
   int64_t p0, stride;
-  __device__ float kv(int64_t q, int64_t c) const {
-    return q >= p0 ? a.kv[(q - p0) * stride + c] : a.pend_kv[(q % a.ratio) * a.width + c];
+  __device__ float kv(int64_t w0, int64_t r, int64_t c) const {
+    const int64_t q = w0 + r;
+    return *(q >= p0 ? a.kv + (q - p0) * stride + c : a.pend_kv + r * a.width + c);
   }
-  __device__ float gate(int64_t q, int64_t c) const {
-    const int64_t slot = q % a.ratio;
-    return q >= p0 ? a.gate[(q - p0) * stride + c] + a.ape[slot * a.width + c] : a.pend_gate[slot * a.width + c];
+  __device__ float gate(int64_t w0, int64_t r, int64_t c) const {
+    const int64_t q = w0 + r;
+    const float g = *(q >= p0 ? a.gate + (q - p0) * stride + c : a.pend_gate + r * a.width + c);
+    const float ape = a.ape[r * a.width + c];
+    return q >= p0 ? g + ape : g;
   }
 };
 
@@ -48,11 +53,11 @@ __global__ void chunk_pool_kernel(LaneArgs a, const int32_t* __restrict__ pos, i
   const bool prev_in_chunk = w0 - 1 >= p0;
   const ChunkSource src{a, p0, stride};
   for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    auto pg = [&](int64_t r) { return prev_in_chunk ? src.gate(w0 - R + r, j) : a.prev_gate[r * D + j]; };
-    auto pv = [&](int64_t r) { return prev_in_chunk ? src.kv(w0 - R + r, j) : a.prev_kv[r * D + j]; };
+    auto pg = [&](int64_t r) { return prev_in_chunk ? src.gate(w0 - R, r, j) : a.prev_gate[r * D + j]; };
+    auto pv = [&](int64_t r) { return prev_in_chunk ? src.kv(w0 - R, r, j) : a.prev_kv[r * D + j]; };
     row[j] = lane_detail::pool_feature(
-        R, has_prev, pg, pv, [&](int64_t r) { return src.gate(w0 + r, off + j); },
-        [&](int64_t r) { return src.kv(w0 + r, off + j); });
+        R, has_prev, pg, pv, [&](int64_t r) { return src.gate(w0, r, off + j); },
+        [&](int64_t r) { return src.kv(w0, r, off + j); });
     if (a.overlap && a.undo_prev_kv)
       for (int64_t r = 0; r < R; ++r) {
         a.undo_prev_kv[(t * R + r) * D + j] = pv(r);

@@ -40,20 +40,29 @@ __device__ inline void rope_row(float* row, int64_t dim, int64_t rot, const floa
 
 // One feature of a closing window: the softmax over the gates of the window's R rows (after
 // the previous window's R Ca rows when has_prev) weighting their values. pg / pv: the
-// previous window's gate / value of row r; cg / cv: this window's.
+// previous window's gate / value of row r; cg / cv: this window's. The loops are unrolled so
+// that kPoolUnroll rows' loads are in flight at once (an HCA window's 128 rows otherwise wait
+// one memory latency each); the sums still run in row order.
+inline constexpr int kPoolUnroll = 16;
 template <class PG, class PV, class CG, class CV>
 __device__ __forceinline__ float pool_feature(int64_t R, bool has_prev, PG pg, PV pv, CG cg, CV cv) {
   float m = -FLT_MAX;
   if (has_prev)
+#pragma unroll kPoolUnroll
     for (int64_t r = 0; r < R; ++r) m = fmaxf(m, pg(r));
+#pragma unroll kPoolUnroll
   for (int64_t r = 0; r < R; ++r) m = fmaxf(m, cg(r));
   float sum = 0.f;
   if (has_prev)
+#pragma unroll kPoolUnroll
     for (int64_t r = 0; r < R; ++r) sum += expf(pg(r) - m);
+#pragma unroll kPoolUnroll
   for (int64_t r = 0; r < R; ++r) sum += expf(cg(r) - m);
   float acc = 0.f;
   if (has_prev)
+#pragma unroll kPoolUnroll
     for (int64_t r = 0; r < R; ++r) acc += pv(r) * (expf(pg(r) - m) / sum);
+#pragma unroll kPoolUnroll
   for (int64_t r = 0; r < R; ++r) acc += cv(r) * (expf(cg(r) - m) / sum);
   return acc;
 }
