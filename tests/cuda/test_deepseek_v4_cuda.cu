@@ -41,6 +41,9 @@
 //     within kTol, corrupted sections refused with InputError.
 //  9. The split-K attend kernel at the Flash's shapes (64 heads x 512, 640 rows) and a small
 //     head vs a double host reference (dsv4_attend_check.h).
+// 10. The compressor lanes' chunk form (lane_chunk.cu) against the row-by-row walk on random
+//     lane states at the Flash's lane shapes, memcmp of entries, pending slots, Ca half and
+//     undo log (dsv4_lane_check.h).
 // When a logits check fails, the per-layer max |diff| of the HC state vs the CPU model is
 // printed for that prompt (direct launches + layer observers), to localize the bug.
 // Usage: test_deepseek_v4_cuda [root] [--quick]   (--quick: p7 and p64 only, for sanitizers)
@@ -66,6 +69,7 @@
 #include "dsv4_attend_check.h"
 #include "dsv4_checkpoint_test.h"
 #include "dsv4_chunk_check.h"
+#include "dsv4_lane_check.h"
 #include "test_common.h"
 #include "../unit/deepseek_v4/act_quant_env.h"
 #include "../unit/deepseek_v4/tc_criterion.h"
@@ -478,6 +482,7 @@ int main(int argc, char** argv) {
     }
     storage_numerics();
     attend_shapes();
+    lane_chunk_shapes();
     if (!quick) tiny_gguf(root, *g);
     check(dsv4::tensor_core_rows(tensor_cores()) == kTcRows && dsv4::tensor_core_rows(exact()) == 0,
           "tensor_core_rows: prefill chunks of more than 16 rows by default, none without tensor_cores");

@@ -13,7 +13,9 @@
 //   - the parts that carry state from one token to the next:
 //       KV rows: every row's KV row goes into the window ring first (the ring has kRingSlack
 //         spare slots, so no row of the chunk overwrites a position an earlier row still sees);
-//       compressor lanes: one block walks the rows in order (store, close, pool);
+//       compressor lanes: one block per window the chunk closes pools it from the chunk's rows
+//         (and the slots of a window begun before it), then the slots are left as after the
+//         rows in order (lane_chunk.cu; bit for bit the row-by-row walk of a decode step);
 //       indexer + attention: then row t scores / attends at position *pos + t over exactly the
 //         ring rows and entries it would see as a decode step (later rows' entries are never
 //         read: the counts come from the row's own position).
@@ -98,7 +100,7 @@ void DeepseekV4CudaModel::Impl::attention_rows(std::span<CudaState* const> sts, 
   if (tensor_core_chunk() && L.has_indexer)
     mproj_exact(L.attn_in, sl.col, sl.ain, c.q_lora + hd + (L.ratio > 0 ? 2 * L.comp.width : 0), L.attn_in.rows);
   mark("attn_in_proj");
-  // side branch: every row's KV row into the ring, the compressor lanes row by row
+  // side branch: every row's KV row into the ring, the compressor lanes (chunk form)
   fork();
   each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr) {
     float* ring = reinterpret_cast<float*>(sb + o.window);
