@@ -38,7 +38,8 @@
 //     CSA / HCA windows closed, both open): GPU -> GPU next logits bit-identical, GPU <-> CPU
 //     within kTol, corrupted sections refused with InputError.
 //  9. The split-K attend kernel at the Flash's shapes (64 heads x 512, 640 rows) and a small
-//     head vs a double host reference (dsv4_attend_check.h).
+//     head vs a double host reference (dsv4_attend_check.h); the tensor-core attend of
+//     prefill chunks vs the exact one on chunks of rows (dsv4_attend_tc_check.h).
 // When a logits check fails, the per-layer max |diff| of the HC state vs the CPU model is
 // printed for that prompt (direct launches + layer observers), to localize the bug.
 // Usage: test_deepseek_v4_cuda [root] [--quick]   (--quick: p7 and p64 only, for sanitizers)
@@ -61,6 +62,7 @@
 #include "models/deepseek_v4/gguf.h"
 #include "models/deepseek_v4/model.h"
 #include "dsv4_attend_check.h"
+#include "dsv4_attend_tc_check.h"
 #include "dsv4_checkpoint_test.h"
 #include "dsv4_chunk_check.h"
 #include "test_common.h"
@@ -453,6 +455,7 @@ int main(int argc, char** argv) {
     }
     storage_numerics();
     attend_shapes();
+    attend_tc_shapes();
     if (!quick) tiny_gguf(root, *g);
     check(dsv4::tensor_core_rows(tensor_cores()) == kTcRows && dsv4::tensor_core_rows(exact()) == 0,
           "tensor_core_rows: prefill chunks of more than 16 rows by default, none without tensor_cores");
