@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/cuda/check.h"
+#include "dsv4_attend_check.h"
 #include "models/deepseek_v4/cuda/kernels.h"
 #include "test_common.h"
 
@@ -70,14 +71,7 @@ inline void attend_tc_case(const AttendTcCase& k) {
   for (size_t i = 0; i < inv.size(); ++i) inv[i] = std::pow(10000.f, -2.f * float(i) / float(k.rope_dim));
   const int32_t pos = int32_t(k.pos0);
 
-  std::vector<void*> owned;
-  auto up = [&](const void* h, size_t bytes) {
-    void* d = nullptr;
-    DS4_CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(bytes, 4)));
-    if (h) DS4_CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-    owned.push_back(d);
-    return d;
-  };
+  DeviceUploads up;
   float* rb = static_cast<float*>(up(rowbuf.data(), rowbuf.size() * 4));
   dk::AttendArgs a{};
   a.q = rb;
@@ -108,7 +102,6 @@ inline void attend_tc_case(const AttendTcCase& k) {
   dk::attend_tc(a, dpos, nullptr, rows);
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   const auto got = outputs();
-  for (void* d : owned) cudaFree(d);
 
   // S and max|v| over every row's key set (as key_row() orders them)
   double S = 0, vmax = 0;
