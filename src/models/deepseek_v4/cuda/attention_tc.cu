@@ -30,19 +30,18 @@ using detail::visible_rows;
 constexpr int kTcWarps = 8;
 constexpr int kTcThreads = 32 * kTcWarps;
 constexpr int64_t kTcSplit = 512;   // key rows per block: the Flash's CSA rows (128 + 512) in 2 splits
-constexpr int kMaxHd = 512;         // Q and two key tiles of 512 dims: 210 KB of shared memory
+constexpr int kMaxHd = 512;         // Q and two key tiles of 512 dims: 205 KB of shared memory
 static_assert(kTcSplit % kAttnChunk == 0, "the partial slots are sized for kAttnChunk-row chunks");
 
 // A block's shape: MT m16 tiles of heads (16 * MT heads of one row; past the config's heads:
-// masked) and KT key rows per tile, so that the scores are a 16x16 tile over half the
-// features per warp. MT 4 (64
+// masked) and KT key rows per tile, so that the scores are one 16x8 tile per warp. MT 4 (64
 // heads, 16-key tiles) reads each key tile once for the Flash's 64 heads; MT 2 (32 heads,
 // 32-key tiles) for up to 32 heads.
 template <int MT>
 struct TcShape {
   static constexpr int heads = 16 * MT, keys = 8 * kTcWarps / MT;
   static constexpr int p_stride = keys + 4;  // P rows: A fragments (g, t) on distinct banks
-  static_assert(2 * MT * (keys / 16) == kTcWarps, "the scores: a 16x16 tile and a feature half per warp");
+  static_assert(MT * (keys / 8) == kTcWarps, "the scores: one 16x8 tile per warp");
   static_assert(32 % keys == 0 && (heads / kTcWarps) % (32 / keys) == 0, "the softmax: lanes per head");
 };
 
@@ -91,7 +90,7 @@ template <int MT>
 size_t tc_shared_bytes(int64_t hd) {
   using S = TcShape<MT>;
   const int64_t ld = tc_ld(hd);
-  return size_t((S::heads + 2 * S::keys) * ld + 2 * S::heads * S::p_stride + S::heads) * 4 +
+  return size_t((S::heads + 2 * S::keys) * ld + S::heads * S::p_stride + S::heads) * 4 +
          size_t(kTcSplit) * sizeof(float*);
 }
 
@@ -112,9 +111,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) attend_tc_kernel(AttendArgs a, 
   const int nk = int(rows - k0 < kTcSplit ? rows - k0 : kTcSplit), tiles = (nk + KT - 1) / KT;
   uint32_t* qs = reinterpret_cast<uint32_t*>(sm4);       // {HB, ld} TF32 bits
   float* ks = reinterpret_cast<float*>(qs + HB * ld);    // {2, KT, ld} FP32 (rounded when read)
-  float* ps = ks + 2 * KT * ld;  // {HB, PS}: the first feature half's scores, then TF32 probabilities
-  float* ps2 = ps + HB * PS;     // {HB, PS}: the second half's scores
-  float* alpha = ps2 + HB * PS;  // {HB}: this tile's rescale of O
+  float* ps = ks + 2 * KT * ld;                          // {HB, PS}: scores, then TF32 probabilities
+  float* alpha = ps + HB * PS;                           // {HB}: this tile's rescale of O
   const float** rp = reinterpret_cast<const float**>(alpha + HB);  // {kTcSplit}
   for (int r = threadIdx.x; r < nk; r += kTcThreads) rp[r] = key_row(a, k0 + r, n_win, p);
   for (int i = threadIdx.x; i < HB * units; i += kTcThreads) {
@@ -156,23 +154,24 @@ __global__ void __launch_bounds__(kTcThreads, 1) attend_tc_kernel(AttendArgs a, 
     }
     __syncthreads();
     const float* kt = ks + (j & 1) * KT * ld;
-    {  // scores: warp (feature half fh, heads [16 mt, +16), keys [16 np, +16)): the A fragment
-       // serves two n-tiles; the halves' partial sums go to ps / ps2 and add in the softmax
-      constexpr int NP = KT / 16;
-      const int fh = warp / (MT * NP), mt = (warp % (MT * NP)) / NP, np = warp % NP, f0 = fh * (hd / 2);
+    {  // scores: the warp's heads [16 mt, +16) x keys [8 nt, +8), two accumulators over the features
+      const int mt = warp / (KT / 8), nt = warp % (KT / 8);
       float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
-      const uint32_t* qa = qs + (mt * 16 + g) * ld + f0 + t;
-      const float* kb0 = kt + (np * 16 + g) * ld + f0 + t;
-      const float* kb1 = kb0 + 8 * ld;
+      const uint32_t* qa = qs + (mt * 16 + g) * ld + t;
+      const float* kb = kt + (nt * 8 + g) * ld + t;
 #pragma unroll 4
-      for (int kk = 0; kk < hd / 2; kk += 8) {
-        const uint32_t af[4] = {qa[kk], qa[kk + 8 * ld], qa[kk + 4], qa[kk + 8 * ld + 4]};
-        mma_tf32(s0, af, tf32(kb0[kk]), tf32(kb0[kk + 4]));
-        mma_tf32(s1, af, tf32(kb1[kk]), tf32(kb1[kk + 4]));
+      for (int kk = 0; kk < hd; kk += 16) {
+        const uint32_t a0[4] = {qa[kk], qa[kk + 8 * ld], qa[kk + 4], qa[kk + 8 * ld + 4]};
+        mma_tf32(s0, a0, tf32(kb[kk]), tf32(kb[kk + 4]));
+        const uint32_t a1[4] = {qa[kk + 8], qa[kk + 8 * ld + 8], qa[kk + 12], qa[kk + 8 * ld + 12]};
+        mma_tf32(s1, a1, tf32(kb[kk + 8]), tf32(kb[kk + 12]));
       }
-      float* pr = (fh ? ps2 : ps) + (mt * 16 + g) * PS + np * 16 + 2 * t;
-      pr[0] = s0[0], pr[1] = s0[1], pr[8 * PS] = s0[2], pr[8 * PS + 1] = s0[3];
-      pr[8] = s1[0], pr[9] = s1[1], pr[8 * PS + 8] = s1[2], pr[8 * PS + 9] = s1[3];
+      const int key = nt * 8 + 2 * t, kg = j * KT + key;
+      float* pr = ps + (mt * 16 + g) * PS + key;
+      pr[0] = kg < nk ? (s0[0] + s1[0]) * scale : -FLT_MAX;
+      pr[1] = kg + 1 < nk ? (s0[1] + s1[1]) * scale : -FLT_MAX;
+      pr[8 * PS] = kg < nk ? (s0[2] + s1[2]) * scale : -FLT_MAX;
+      pr[8 * PS + 1] = kg + 1 < nk ? (s0[3] + s1[3]) * scale : -FLT_MAX;
     }
     __syncthreads();
     // online softmax, KT lanes per head (a key each), HP heads per pass; the tile's first key is
@@ -183,7 +182,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) attend_tc_kernel(AttendArgs a, 
       const int h = warp * HW + i * HP + lane / KT;
       float* pr = ps + h * PS;
       const bool ok = j * KT + kl < nk;
-      const float sc = ok ? (pr[kl] + ps2[h * PS + kl]) * scale : -FLT_MAX;
+      const float sc = ok ? pr[kl] : -FLT_MAX;
       const float mn = fmaxf(m_h[i], group_max<KT>(sc));
       const float e = ok ? expf(sc - mn) : 0.f;
       const float al = expf(m_h[i] - mn);
