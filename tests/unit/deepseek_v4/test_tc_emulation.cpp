@@ -1,5 +1,5 @@
 // Issue #22: how far the CUDA tensor-core prefill chunk's operand rounding alone moves the
-// tiny model's logits. The CPU model with set_tensor_core_emulation (TF32 dense / BF16 expert
+// tiny model's logits. The CPU model with set_tensor_core_emulation (TF32 dense and attention / BF16 expert
 // operands, exactly the products chunk.cu runs on tensor cores) against the exact CPU model,
 // on test_deepseek_v4_cuda item 8's cases: the HF-layout F32 tiny, p300 in one chunk + 31
 // decode steps, and the ds4-GGUF tiny (F16 / Q8_0 dense), p64 kAll. The emulation reproduces

@@ -151,7 +151,11 @@ void DeepseekV4CudaModel::Impl::attention_rows(std::span<CudaState* const> sts, 
       a.entries = reinterpret_cast<const float*>(sb + o.comp.entries);
       a.ratio = L.ratio;
     }
-    attend(a, pos, stream, rr);
+    // a tensor-core chunk: the products on tensor cores (attention_tc.cu); else attend() exactly
+    if (tensor_core_chunk())
+      attend_tc(a, pos, stream, rr);
+    else
+      attend(a, pos, stream, rr);
   });
   mark("attend");
   out_rows(L);

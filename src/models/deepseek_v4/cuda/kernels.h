@@ -70,6 +70,14 @@ inline int64_t attend_chunks(int64_t max_rows) { return (max_rows + kAttnChunk -
 void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
 // attend() with the key chunk given (kAttnChunk or kAttnChunkWide): tests reach both.
 void attend_chunked(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows, int64_t chunk);
+// The merge of attend's split-K partials: key chunks of `chunk` rows (a multiple of kAttnChunk,
+// so the partial slots suffice), the sink in the denominator, the rope tail rotated back.
+void attend_merge(const AttendArgs& a, int64_t chunk, const int32_t* pos, cudaStream_t s, const Rows& rows);
+// The tensor-core form of attend() for wide prefill chunks (attention_tc.cu; tensor-core
+// chunks only: TF32 operands, so within tolerance of attend(), not bit for bit). Shapes it
+// does not take (attend_tc_supported) run attend().
+bool attend_tc_supported(const AttendArgs& a);
+void attend_tc(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows);
 
 // ---- compressor.cu (compressor.cpp) ----
 struct LaneArgs {
