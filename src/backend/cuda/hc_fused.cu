@@ -1,0 +1,233 @@
+// Fused mHC (hyper_connections.h hc_pre_fused / hc_head_fused; issue #23). Unfused, one token's
+// hc_pre was a gemv of fn over 16 column blocks (one launch) and then one 1024-thread block that
+// reread all n * hidden stream values for the flat norm, summed the partials, ran Sinkhorn and
+// collapsed: ~22 us of mostly latency per call, 86 calls per DeepSeek token, plus the hc_post
+// launch before it. Here the column blocks of fn are the grid: block (s, t) stages row t's
+// stream values of columns [s * cols, (s + 1) * cols) in shared memory (computing them as
+// hc_post would, and storing them, when the hc_post is folded in), adds their squares and
+// multiplies them by fn's column block s; the last block of the row to arrive (threadfence +
+// atomic counter) sums the {splits, m + 1} partials in block order and does the split +
+// collapse of the unfused kernel. Every sum has a fixed order that does not depend on the
+// row count or on which block arrives last, so a decode step equals a chunk's row bit for bit.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/hc_device.cuh"
+#include "backend/cuda/hyper_connections.h"
+
+namespace ds4::cuda {
+namespace {
+
+using namespace hc_detail;
+
+// 16 warps: fn's 24 rows (n = 4) take at most 2 per warp, and the last block's collapse of a
+// 4096-wide hidden is 2 float4 columns per thread.
+constexpr int kFusedThreads = 512;
+
+struct FusedArgs {
+  const uint8_t* fn = nullptr;
+  int m = 0;
+  int64_t cols = 0;
+  size_t split_stride = 0;
+  const float *scale = nullptr, *base = nullptr;
+  HcDims dims;
+  float* x = nullptr;  // the streams: read, or written first when has_post
+  HcPostIn post_in;
+  bool has_post = false;
+  const float* out_norm = nullptr;
+  float *out = nullptr, *post = nullptr, *comb = nullptr;  // collapsed (or the head's out); post, comb
+  float* partials = nullptr;
+  unsigned* counters = nullptr;
+  int64_t stride = 0;  // floats between rows' buffers (HcRows)
+};
+
+// 8 consecutive weights as floats (16-byte aligned: hc_fused_supported).
+template <class W>
+__device__ __forceinline__ void load8(const W* p, float (&v)[8]);
+template <>
+__device__ __forceinline__ void load8<float>(const float* p, float (&v)[8]) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+template <>
+__device__ __forceinline__ void load8<__half>(const __half* p, float (&v)[8]) {
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+  const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(h[i]);
+    v[2 * i] = f.x, v[2 * i + 1] = f.y;
+  }
+}
+template <>
+__device__ __forceinline__ void load8<__nv_bfloat16>(const __nv_bfloat16* p, float (&v)[8]) {
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    v[2 * i] = f.x, v[2 * i + 1] = f.y;
+  }
+}
+
+// sum_s parts[s * stride] for s < splits in that order, through L2 (other blocks of this kernel
+// wrote them), 16 loads in flight.
+__device__ __forceinline__ float sum_partials(const float* parts, int64_t splits, int64_t stride) {
+  constexpr int kBatch = 16;
+  float v = 0.f;
+  for (int64_t s0 = 0; s0 < splits; s0 += kBatch) {
+    float p[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) p[j] = s0 + j < splits ? __ldcg(parts + (s0 + j) * stride) : 0.f;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (s0 + j < splits) v += p[j];
+  }
+  return v;
+}
+
+template <class W, bool kHead>
+__global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
+  extern __shared__ float xs[];  // {cols}: this block's stream values
+  __shared__ float mix[(2 + kMaxHc) * kMaxHc + 1], pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
+  __shared__ bool last;
+  const int64_t o = int64_t(blockIdx.y) * a.stride, c0 = int64_t(blockIdx.x) * a.cols, H = a.dims.hidden;
+  const int n = int(a.dims.n_hc), m = a.m;
+  float* x = a.x + o;
+  // 1. the stream values of this column block and their sum of squares
+  float ss = 0.f;
+  if (a.has_post) {
+    const float *b = a.post_in.block_out + o, *r = a.post_in.residual + o;
+    const float *pp = a.post_in.post + o, *pc = a.post_in.comb + o;
+    for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) {
+      const int64_t col = c0 + i;
+      const float v = post_value(n, H, col / H, col % H, b, r, pp, pc);
+      x[col] = v;
+      xs[i] = v;
+      ss = fmaf(v, v, ss);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) {
+      const float v = __ldg(x + c0 + i);
+      xs[i] = v;
+      ss = fmaf(v, v, ss);
+    }
+  }
+  ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);  // (its barriers publish xs too)
+  // 2. fn's column block times them: warp w owns rows w, w + warps, ...; lane l columns 8l..8l+7
+  // of every 256, then the warp's butterfly sum
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
+  const W* w = reinterpret_cast<const W*>(a.fn + size_t(blockIdx.x) * a.split_stride);
+  float* part = a.partials + o + int64_t(blockIdx.x) * (m + 1);
+  for (int r = warp; r < m; r += warps) {
+    const W* wr = w + int64_t(r) * a.cols;
+    float acc = 0.f;
+#pragma unroll 4
+    for (int64_t c = int64_t(lane) * 8; c < a.cols; c += 256) {
+      float v[8];
+      load8(wr + c, v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc = fmaf(v[j], xs[c + j], acc);
+    }
+    acc = detail::warp_reduce(acc, detail::SumOp{});
+    if (lane == 0) part[r] = acc;
+  }
+  if (threadIdx.x == 0) part[m] = ss;
+  // 3. arrive; the row's last block goes on
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(a.counters + blockIdx.y, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (threadIdx.x == 0) a.counters[blockIdx.y] = 0;  // ready for the next call
+  if (int(threadIdx.x) <= m) mix[threadIdx.x] = sum_partials(a.partials + o + threadIdx.x, gridDim.x, m + 1);
+  __syncthreads();
+  const float rn = rsqrtf(mix[m] / float(n * H) + a.dims.norm_eps);  // the flat rmsnorm factor
+  if constexpr (kHead) {
+    if (int(threadIdx.x) < n) pre[threadIdx.x] = sigm(mix[threadIdx.x] * rn * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
+  } else {
+    if (int(threadIdx.x) < m) mix[threadIdx.x] *= rn;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      sinkhorn_split(mix, a.scale, a.base, n, a.dims.sinkhorn_iters, a.dims.hc_eps, pre, p_post, p_comb);
+      if (int(threadIdx.x) < n) a.post[o + threadIdx.x] = p_post[threadIdx.x];
+      for (int i = threadIdx.x; i < n * n; i += 32) a.comb[o + i] = p_comb[i];
+    }
+  }
+  __syncthreads();
+  const bool vec = vec4_ok(x, H) && vec4_ok(a.out + o, H);
+  collapse<true>(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec);
+}
+
+template <bool kHead>
+void launch(const HcFn& fn, const FusedArgs& a, const HcRows& rows, cudaStream_t s) {
+  const dim3 grid(unsigned(fn.splits), unsigned(rows.count));
+  const size_t smem = size_t(fn.cols) * sizeof(float);
+  switch (fn.type) {
+    case DType::F32: hc_fused_kernel<float, kHead><<<grid, kFusedThreads, smem, s>>>(a); break;
+    case DType::F16: hc_fused_kernel<__half, kHead><<<grid, kFusedThreads, smem, s>>>(a); break;
+    case DType::BF16: hc_fused_kernel<__nv_bfloat16, kHead><<<grid, kFusedThreads, smem, s>>>(a); break;
+    default: throw InputError("cuda hc fused: fn type not supported");
+  }
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+FusedArgs common_args(const HcFn& fn, const float* scale, const float* base, const HcDims& d, float* x,
+                      const HcPostIn* post_in, const float* out_norm, float* out, const HcFusedScratch& sc,
+                      const HcRows& rows, bool head) {
+  check_dims(d);
+  check_rows(rows);
+  if (!hc_fused_supported(fn, d, head))
+    throw InputError("cuda hc fused: fn {" + std::to_string(fn.m) + " x " + std::to_string(fn.splits) + " x " +
+                     std::to_string(fn.cols) + "} of this type does not fit the fused kernel");
+  if (!scale || !base || !x || !out || !sc.partials || !sc.counters)
+    throw InputError("cuda hc fused: null buffer");
+  if (post_in && (!post_in->block_out || !post_in->residual || !post_in->post || !post_in->comb))
+    throw InputError("cuda hc fused: null hc_post input");
+  FusedArgs a;
+  a.fn = static_cast<const uint8_t*>(fn.data);
+  a.m = int(fn.m);
+  a.cols = fn.cols;
+  a.split_stride = fn.split_stride;
+  a.scale = scale, a.base = base, a.dims = d, a.x = x;
+  if (post_in) a.post_in = *post_in, a.has_post = true;
+  a.out_norm = out_norm, a.out = out;
+  a.partials = sc.partials, a.counters = sc.counters;
+  a.stride = rows.stride;
+  return a;
+}
+
+size_t weight_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+}  // namespace
+
+bool hc_fused_supported(const HcFn& fn, const HcDims& d, bool head) {
+  if (fn.type != DType::F32 && fn.type != DType::F16 && fn.type != DType::BF16) return false;
+  if (d.n_hc < 1 || d.n_hc > kMaxHc || fn.splits < 1 || fn.splits > 65535) return false;
+  if (fn.cols < 8 || fn.cols % 8 != 0 || fn.cols > kHcFusedMaxCols || fn.splits * fn.cols != d.n_hc * d.hidden)
+    return false;
+  if (fn.m != (head ? d.n_hc : (2 + d.n_hc) * d.n_hc)) return false;
+  if (fn.splits > 1 && fn.split_stride < size_t(fn.m * fn.cols) * weight_bytes(fn.type)) return false;
+  return fn.data && reinterpret_cast<uintptr_t>(fn.data) % 16 == 0 && fn.split_stride % 16 == 0;
+}
+
+void hc_pre_fused(const HcFn& fn, const float* scale, const float* base, const HcDims& d, float* x,
+                  const HcPostIn* post_in, const float* out_norm, float* collapsed, float* post, float* comb,
+                  const HcFusedScratch& sc, const HcRows& rows, cudaStream_t s) {
+  FusedArgs a = common_args(fn, scale, base, d, x, post_in, out_norm, collapsed, sc, rows, false);
+  if (!post || !comb) throw InputError("cuda hc fused: null post / comb");
+  a.post = post, a.comb = comb;
+  launch<false>(fn, a, rows, s);
+}
+
+void hc_head_fused(const HcFn& fn, const float* scale, const float* base, const HcDims& d, float* x,
+                   const HcPostIn* post_in, const float* out_norm, float* out, const HcFusedScratch& sc,
+                   const HcRows& rows, cudaStream_t s) {
+  launch<true>(fn, common_args(fn, scale, base, d, x, post_in, out_norm, out, sc, rows, true), rows, s);
+}
+
+}  // namespace ds4::cuda
