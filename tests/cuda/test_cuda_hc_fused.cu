@@ -176,6 +176,36 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows) {
   check(same(a.get(0, size_t(L.stride)), b.get(0, size_t(L.stride))),
         name + ": hc_post folded in = hc_post_f32 + hc_pre_fused (every buffer, bit for bit)");
 
+  // 2b. the MoE form (HcPostIn::experts): block_out = sum_j w[j] y[j] + sh computed in the
+  // prologue = the same sum on the host with fma in order (moe_combine's formula), bit for bit
+  {
+    const int64_t K = 6;
+    const std::vector<float> ey = rnd(g, size_t(K * H), -2.f, 2.f), wts = rnd(g, size_t(K), 0.f, 1.f),
+                             sh = rnd(g, size_t(H), -1.f, 1.f);
+    std::vector<float> bo(static_cast<size_t>(H));
+    for (int64_t i = 0; i < H; ++i) {
+      float r = 0.f;
+      for (int64_t j = 0; j < K; ++j) r = std::fma(wts[size_t(j)], ey[size_t(j * H + i)], r);
+      bo[size_t(i)] = r + sh[size_t(i)];
+    }
+    Dev e{static_cast<size_t>(K * H + K + H)}, c1{static_cast<size_t>(L.stride)}, c2{static_cast<size_t>(L.stride)};
+    e.put(ey), e.put(wts, size_t(K * H)), e.put(sh, size_t(K * H + K));
+    DS4_CUDA_CHECK(cudaMemcpy(c1.f(), buf.f(), size_t(L.stride) * 4, cudaMemcpyDeviceToDevice));
+    DS4_CUDA_CHECK(cudaMemcpy(c2.f(), buf.f(), size_t(L.stride) * 4, cudaMemcpyDeviceToDevice));
+    c1.put(bo, size_t(L.b));
+    const dc::HcPostIn p1{R(c1, 0, L.b), R(c1, 0, L.x), R(c1, 0, L.post), R(c1, 0, L.comb)};
+    const dc::HcPostIn p2{nullptr, R(c2, 0, L.x), R(c2, 0, L.post), R(c2, 0, L.comb), e.f(), e.f() + K * H,
+                          e.f() + K * H + K, K};
+    dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(c1, 0, L.y), &p1, norm, R(c1, 0, L.col), R(c1, 0, L.post),
+                     R(c1, 0, L.comb), sc(c1, 0), one, nullptr);
+    dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(c2, 0, L.y), &p2, norm, R(c2, 0, L.col), R(c2, 0, L.post),
+                     R(c2, 0, L.comb), sc(c2, 0), one, nullptr);
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    check(same(c1.get(L.y, size_t(n * H)), c2.get(L.y, size_t(n * H))) &&
+              same(c1.get(L.col, size_t(L.stride - L.col)), c2.get(L.col, size_t(L.stride - L.col))),
+          name + ": the MoE combination folded in = its fma sum as block_out (streams, split, collapse)");
+  }
+
   // 3. rows: row r of one launch == a one-row launch on row r (with hc_post folded in)
   Dev rb{static_cast<size_t>(L.stride * rows)}, sb{static_cast<size_t>(L.stride * rows)};
   DS4_CUDA_CHECK(cudaMemcpy(rb.f(), buf.f(), rb.b.bytes(), cudaMemcpyDeviceToDevice));

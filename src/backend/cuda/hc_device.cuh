@@ -153,18 +153,35 @@ __device__ __forceinline__ float load_x(const float* p) {
   else return __ldg(p);
 }
 
-// out {hidden} = sum_j w[j] x[j], then (out_norm) rmsnorm with out_norm. Each thread rereads
-// only the values it wrote, so no barrier is needed between the two passes. The n stream
-// loads of a column are issued four at a time.
+// Sum of v over the nt threads t = 0 .. nt-1 that call it (nt a multiple of 32, at most 1024;
+// threads [first, first + nt) of the block, warp-aligned), synchronized by named barrier `bar`
+// (0 with the whole block: then it is detail::block_reduce, the same operations in the same order).
+__device__ __forceinline__ void bar_sync(int bar, int nt) {
+  asm volatile("bar.sync %0, %1;" ::"r"(bar), "r"(nt) : "memory");
+}
+__device__ inline float threads_sum(float v, int t, int nt, int bar) {
+  __shared__ float part[32];
+  v = detail::warp_reduce(v, detail::SumOp{});
+  bar_sync(bar, nt);  // `part` may still be read by a previous call
+  if (t % 32 == 0) part[t / 32] = v;
+  bar_sync(bar, nt);
+  v = t % 32 < nt / 32 ? part[t % 32] : 0.f;
+  return detail::warp_reduce(v, detail::SumOp{});
+}
+
+// out {hidden} = sum_j w[j] x[j], then (out_norm) rmsnorm with out_norm, by threads t < nt of
+// those that call it (named barrier bar: threads_sum). Each thread's second pass reads values
+// other threads wrote, after threads_sum's barriers. The n stream loads of a column are issued
+// four at a time.
 template <bool kCoherent = false>
 __device__ void collapse(const float* w, int n, int64_t hidden, const float* x, const float* out_norm, float eps,
-                         float* out, bool vec) {
+                         float* out, bool vec, int t, int nt, int bar) {
   float ss = 0.f;
   if (vec) {
     const float4* x4 = reinterpret_cast<const float4*>(x);
     float4* o4 = reinterpret_cast<float4*>(out);
     const int64_t h4 = hidden / 4;
-    for (int64_t d = threadIdx.x; d < h4; d += blockDim.x) {
+    for (int64_t d = t; d < h4; d += nt) {
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
       for (int j0 = 0; j0 < n; j0 += 4) {  // 4 streams' loads in flight (registers: 1024 threads)
         float4 v[4];
@@ -182,7 +199,7 @@ __device__ void collapse(const float* w, int n, int64_t hidden, const float* x, 
       ss = sq4(acc, ss);
     }
   } else {
-    for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {
+    for (int64_t d = t; d < hidden; d += nt) {
       float acc = 0.f;
       for (int j = 0; j < n; ++j) acc += w[j] * load_x<kCoherent>(x + j * hidden + d);
       out[d] = acc;
@@ -190,9 +207,15 @@ __device__ void collapse(const float* w, int n, int64_t hidden, const float* x, 
     }
   }
   if (!out_norm) return;
-  ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);
+  ss = threads_sum(ss, t, nt, bar);
   const float r = rsqrtf(ss / float(hidden) + eps);
-  for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) out[d] = out[d] * r * out_norm[d];
+  for (int64_t d = t; d < hidden; d += nt) out[d] = out[d] * r * out_norm[d];
+}
+// The whole block (the unfused kernels).
+template <bool kCoherent = false>
+__device__ void collapse(const float* w, int n, int64_t hidden, const float* x, const float* out_norm, float eps,
+                         float* out, bool vec) {
+  collapse<kCoherent>(w, n, hidden, x, out_norm, eps, out, vec, int(threadIdx.x), int(blockDim.x), 0);
 }
 
 // hc_post's out[k * hidden + d] = post[k] * block_out[d] + sum_j comb[j, k] residual[j][d], the
@@ -202,6 +225,15 @@ __device__ __forceinline__ float post_value(int n, int64_t hidden, int64_t k, in
   float acc = post[k] * b[d];
   for (int j = 0; j < n; ++j) acc = fmaf(comb[j * n + k], r[j * hidden + d], acc);
   return acc;
+}
+
+// A MoE block's output at i: sum_j w[j] y[j * d + i] + sh[i], the experts in order (DeepSeek's
+// moe_combine and the fused hc_pre's prologue, HcPostIn::experts: the same rounding).
+__device__ __forceinline__ float combine_value(const float* y, const float* w, int64_t k, const float* sh, int64_t d,
+                                              int64_t i) {
+  float r = 0.f;
+  for (int64_t j = 0; j < k; ++j) r = fmaf(w[j], y[j * d + i], r);
+  return r + sh[i];
 }
 
 }  // namespace ds4::cuda::hc_detail

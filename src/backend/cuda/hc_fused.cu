@@ -15,6 +15,8 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/hc_device.cuh"
 #include "backend/cuda/hyper_connections.h"
 
@@ -22,6 +24,8 @@ namespace ds4::cuda {
 namespace {
 
 using namespace hc_detail;
+using gemv_detail::pdl_launch_dependents;
+using gemv_detail::pdl_wait;
 
 // 16 warps: fn's 24 rows (n = 4) take at most 2 per warp, and the last block's collapse of a
 // 4096-wide hidden is 2 float4 columns per thread.
@@ -92,26 +96,44 @@ __device__ __forceinline__ float sum_partials(const float* parts, int64_t splits
 template <class W, bool kHead>
 __global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
   extern __shared__ float xs[];  // {cols}: this block's stream values
-  __shared__ float mix[(2 + kMaxHc) * kMaxHc + 1], pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
+  __shared__ float mix[(2 + kMaxHc) * kMaxHc + 1], pre[kMaxHc], p_pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
   __shared__ bool last;
   const int64_t o = int64_t(blockIdx.y) * a.stride, c0 = int64_t(blockIdx.x) * a.cols, H = a.dims.hidden;
   const int n = int(a.dims.n_hc), m = a.m;
   float* x = a.x + o;
+  const W* w = reinterpret_cast<const W*>(a.fn + size_t(blockIdx.x) * a.split_stride);
+  // Launched as a programmatic dependent (gemv_pdl): the blocks start while the kernel before
+  // finishes; until pdl_wait they touch only fn (immutable): one bulk prefetch of this block's
+  // column block into L2. Every other read comes after the wait, and none goes through the
+  // non-coherent path (gemv.cu: ptxas may hoist an __ldg above the wait).
+  pdl_launch_dependents();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0 && blockIdx.y == 0)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w), "r"(unsigned(m * a.cols * sizeof(W)))
+                 : "memory");
+#endif
+  pdl_wait();
   // 1. the stream values of this column block and their sum of squares
   float ss = 0.f;
   if (a.has_post) {
-    const float *b = a.post_in.block_out + o, *r = a.post_in.residual + o;
+    const float *b = a.post_in.experts ? nullptr : a.post_in.block_out + o, *r = a.post_in.residual + o;
     const float *pp = a.post_in.post + o, *pc = a.post_in.comb + o;
     for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) {
-      const int64_t col = c0 + i;
-      const float v = post_value(n, H, col / H, col % H, b, r, pp, pc);
+      const int64_t col = c0 + i, d = col % H;
+      float v;
+      if (a.post_in.experts) {
+        const float bd = combine_value(a.post_in.experts, a.post_in.weights, a.post_in.k, a.post_in.shared, H, d);
+        v = post_value(n, H, col / H, 0, &bd, r + d, pp, pc);
+      } else {
+        v = post_value(n, H, col / H, d, b, r, pp, pc);
+      }
       x[col] = v;
       xs[i] = v;
       ss = fmaf(v, v, ss);
     }
   } else {
     for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) {
-      const float v = __ldg(x + c0 + i);
+      const float v = __ldcg(x + c0 + i);
       xs[i] = v;
       ss = fmaf(v, v, ss);
     }
@@ -120,7 +142,6 @@ __global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
   // 2. fn's column block times them: warp w owns rows w, w + warps, ...; lane l columns 8l..8l+7
   // of every 256, then the warp's butterfly sum
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
-  const W* w = reinterpret_cast<const W*>(a.fn + size_t(blockIdx.x) * a.split_stride);
   float* part = a.partials + o + int64_t(blockIdx.x) * (m + 1);
   for (int r = warp; r < m; r += warps) {
     const W* wr = w + int64_t(r) * a.cols;
@@ -147,33 +168,53 @@ __global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
   if (int(threadIdx.x) <= m) mix[threadIdx.x] = sum_partials(a.partials + o + threadIdx.x, gridDim.x, m + 1);
   __syncthreads();
   const float rn = rsqrtf(mix[m] / float(n * H) + a.dims.norm_eps);  // the flat rmsnorm factor
+  // pre (the head's weights) needs only the mix: warp 0 runs Sinkhorn for post and comb while
+  // the other warps collapse with it (the split's serial chain and the collapse's loads overlap)
   if constexpr (kHead) {
     if (int(threadIdx.x) < n) pre[threadIdx.x] = sigm(mix[threadIdx.x] * rn * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
   } else {
     if (int(threadIdx.x) < m) mix[threadIdx.x] *= rn;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      sinkhorn_split(mix, a.scale, a.base, n, a.dims.sinkhorn_iters, a.dims.hc_eps, pre, p_post, p_comb);
-      if (int(threadIdx.x) < n) a.post[o + threadIdx.x] = p_post[threadIdx.x];
-      for (int i = threadIdx.x; i < n * n; i += 32) a.comb[o + i] = p_comb[i];
-    }
+    if (int(threadIdx.x) < n) pre[threadIdx.x] = sigm(mix[threadIdx.x] * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
   }
   __syncthreads();
   const bool vec = vec4_ok(x, H) && vec4_ok(a.out + o, H);
-  collapse<true>(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec);
+  if (kHead) {
+    collapse<true>(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec);
+    return;
+  }
+  if (threadIdx.x < 32) {
+    sinkhorn_split(mix, a.scale, a.base, n, a.dims.sinkhorn_iters, a.dims.hc_eps, p_pre, p_post, p_comb);
+    if (int(threadIdx.x) < n) a.post[o + threadIdx.x] = p_post[threadIdx.x];
+    for (int i = threadIdx.x; i < n * n; i += 32) a.comb[o + i] = p_comb[i];
+  } else {
+    collapse<true>(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec, int(threadIdx.x) - 32,
+                   int(blockDim.x) - 32, 1);
+  }
+}
+
+template <class W, bool kHead>
+void launch_kernel(const HcFn& fn, const FusedArgs& a, const HcRows& rows, cudaStream_t s) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(fn.splits), unsigned(rows.count));
+  cfg.blockDim = dim3(kFusedThreads);
+  cfg.dynamicSmemBytes = size_t(fn.cols) * sizeof(float);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = gemv_pdl() ? 1 : 0;
+  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, hc_fused_kernel<W, kHead>, a));
 }
 
 template <bool kHead>
 void launch(const HcFn& fn, const FusedArgs& a, const HcRows& rows, cudaStream_t s) {
-  const dim3 grid(unsigned(fn.splits), unsigned(rows.count));
-  const size_t smem = size_t(fn.cols) * sizeof(float);
   switch (fn.type) {
-    case DType::F32: hc_fused_kernel<float, kHead><<<grid, kFusedThreads, smem, s>>>(a); break;
-    case DType::F16: hc_fused_kernel<__half, kHead><<<grid, kFusedThreads, smem, s>>>(a); break;
-    case DType::BF16: hc_fused_kernel<__nv_bfloat16, kHead><<<grid, kFusedThreads, smem, s>>>(a); break;
+    case DType::F32: launch_kernel<float, kHead>(fn, a, rows, s); break;
+    case DType::F16: launch_kernel<__half, kHead>(fn, a, rows, s); break;
+    case DType::BF16: launch_kernel<__nv_bfloat16, kHead>(fn, a, rows, s); break;
     default: throw InputError("cuda hc fused: fn type not supported");
   }
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 FusedArgs common_args(const HcFn& fn, const float* scale, const float* base, const HcDims& d, float* x,
@@ -186,8 +227,10 @@ FusedArgs common_args(const HcFn& fn, const float* scale, const float* base, con
                      std::to_string(fn.cols) + "} of this type does not fit the fused kernel");
   if (!scale || !base || !x || !out || !sc.partials || !sc.counters)
     throw InputError("cuda hc fused: null buffer");
-  if (post_in && (!post_in->block_out || !post_in->residual || !post_in->post || !post_in->comb))
+  if (post_in && ((!post_in->block_out && !post_in->experts) || !post_in->residual || !post_in->post || !post_in->comb))
     throw InputError("cuda hc fused: null hc_post input");
+  if (post_in && post_in->experts && (rows.count != 1 || !post_in->weights || !post_in->shared || post_in->k < 1))
+    throw InputError("cuda hc fused: a MoE block output needs one row, weights, shared and k >= 1");
   FusedArgs a;
   a.fn = static_cast<const uint8_t*>(fn.data);
   a.m = int(fn.m);

@@ -78,8 +78,13 @@ struct HcFn {
 };
 // The hc_post whose out is the streams this call reads (hc_post_f32's arguments); post and comb
 // may be the very buffers this call writes (every block reads them before the last one writes).
+// With `experts` set (one row only), block_out is not read but computed as a MoE's combination
+// (DeepSeek's moe_combine, the same formula: hc_device.cuh combine_value), block_out[d] =
+// sum_j weights[j] experts[j * hidden + d] + shared[d], so that launch folds in as well.
 struct HcPostIn {
   const float *block_out = nullptr, *residual = nullptr, *post = nullptr, *comb = nullptr;
+  const float *experts = nullptr, *weights = nullptr, *shared = nullptr;
+  int64_t k = 0;
 };
 // partials: per row {splits, m + 1} floats (inside the row's stride); counters: one per row,
 // zero before the first call (each call leaves them zero).

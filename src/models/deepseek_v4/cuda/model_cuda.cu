@@ -84,7 +84,7 @@ void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, float* x
     mark(post_in ? "hc_post_pre" : "hc_pre");
     return;
   }
-  if (post_in) {
+  if (post_in) {  // (layer_step folds the MoE's combination in only when the fused kernel runs)
     dc::hc_post_f32(hcd, post_in->block_out, post_in->residual, post_in->post, post_in->comb, x, stream);
     mark("hc_post");
   }
@@ -185,7 +185,7 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
 }
 
 // CPU moe_forward with T = 1: routed experts (hash or top-k) + shared expert -> scratch y.
-void DeepseekV4CudaModel::Impl::moe(int64_t l) {
+void DeepseekV4CudaModel::Impl::moe(int64_t l, bool combine) {
   const DLayer& L = dw.layers[size_t(l)];
   const int64_t K = c.experts_used, F = c.expert_ff, H = c.hidden;
   float *col = S(sl.col), *shg = S(sl.min), *shu = shg + F, *router = shu + F;  // moe_in outputs
@@ -209,6 +209,7 @@ void DeepseekV4CudaModel::Impl::moe(int64_t l) {
   mv_batched(L.down.first, xact, S(sl.ey), dc::GemvBatch{int(K), ids, L.down.stride, 0, F, H}, stream);
   mark("experts_down");
   join();
+  if (!combine) return;  // the next layer's first hc_pre computes it (layer_step)
   moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh), H, S(sl.y), stream);
   mark("moe_combine");
 }
@@ -249,12 +250,16 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
 
 void DeepseekV4CudaModel::Impl::layer_step(CudaState& st, int64_t l, bool post_pending, bool defer_post) {
   const DLayer& L = dw.layers[size_t(l)];
-  const dc::HcPostIn moe_out{S(sl.y), S(sl.xb), S(sl.post), S(sl.comb)};   // -> xa
+  // the previous layer's MoE output -> xa (its moe_combine folded in too when this hc_pre is fused)
+  dc::HcPostIn moe_out{S(sl.y), S(sl.xb), S(sl.post), S(sl.comb)};
+  if (hc_fused(L.attn_hc, false)) moe_out = {nullptr, S(sl.xb), S(sl.post), S(sl.comb), S(sl.ey), S(sl.wts), S(sl.sh), c.experts_used};
   const dc::HcPostIn attn_out{S(sl.y), S(sl.xa), S(sl.post), S(sl.comb)};  // -> xb
   hc_pre(L.attn_hc, L.attn_norm, S(sl.xa), post_pending ? &moe_out : nullptr);
   attention(st, l);
   hc_pre(L.ffn_hc, L.ffn_norm, S(sl.xb), &attn_out);
-  moe(l);
+  // a deferred hc_post takes the MoE's combination with it when the next hc_pre is fused
+  const bool fold = defer_post && hc_fused(dw.layers[size_t(l + 1)].attn_hc, false);
+  moe(l, !fold);
   if (defer_post) return;
   dc::hc_post_f32(hcd, S(sl.y), S(sl.xb), S(sl.post), S(sl.comb), S(sl.xa), stream);
   mark("hc_post");

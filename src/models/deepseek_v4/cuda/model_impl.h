@@ -210,7 +210,7 @@ struct DeepseekV4CudaModel::Impl {
   LaneArgs lane_args(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv, const float* gate,
                      int64_t ratio, bool overlap) const;
   void attention(CudaState& st, int64_t l);
-  void moe(int64_t l);
+  void moe(int64_t l, bool combine = true);  // combine: moe_combine into y (else layer_step folds it)
   void enqueue_step(CudaState& st, bool logits);
   void run_step(CudaState& st, bool logits);
   void collect_profile();

@@ -3,6 +3,7 @@
 #include <cfloat>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/hc_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "models/deepseek_v4/cuda/kernels.h"
 #include "models/deepseek_v4/config.h"
@@ -90,9 +91,7 @@ __global__ void combine_kernel(const float* __restrict__ y, const float* __restr
   }
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= d) return;
-  float r = 0.f;
-  for (int64_t j = 0; j < k; ++j) r += w[j] * y[j * d + i];
-  out[i] = r + sh[i];
+  out[i] = ds4::cuda::hc_detail::combine_value(y, w, k, sh, d, i);  // (the fused hc_pre's prologue recomputes it)
 }
 
 }  // namespace
