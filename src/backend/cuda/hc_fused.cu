@@ -27,9 +27,11 @@ using namespace hc_detail;
 using gemv_detail::pdl_launch_dependents;
 using gemv_detail::pdl_wait;
 
-// 16 warps: fn's 24 rows (n = 4) take at most 2 per warp, and the last block's collapse of a
-// 4096-wide hidden is 2 float4 columns per thread.
-constexpr int kFusedThreads = 512;
+// 32 warps: fn's 24 rows (n = 4) take one warp each (one round of weight loads), a 1024-column
+// block is one value per thread, and the last block's collapse of a 4096-wide hidden is one or
+// two float4 columns per thread (v1 had 512 threads: every step was two rounds of loads).
+constexpr int kFusedThreads = 1024;
+constexpr int kTailCols = 2;  // float4 columns per collapsing thread that collapse_regs holds
 
 struct FusedArgs {
   const uint8_t* fn = nullptr;
@@ -91,6 +93,69 @@ __device__ __forceinline__ float sum_partials(const float* parts, int64_t splits
       if (s0 + j < splits) v += p[j];
   }
   return v;
+}
+
+// collapse() for the last block (threads t < nt of those that call it, named barrier bar): each
+// thread's float4 columns d = t, t + nt (Q of them at most: h4 <= Q * nt) stay in registers, all
+// their stream loads and the out_norm loads are issued together, and the norm multiplies the
+// registers (collapse() rereads out and loads out_norm in a scalar loop: rounds of latency).
+template <int Q>
+__device__ void collapse_regs(const float* w, int n, int64_t hidden, const float* x, const float* out_norm, float eps,
+                              float* out, int t, int nt, int bar) {
+  const int64_t h4 = hidden / 4;
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  float4 acc[Q], nv[Q];
+#pragma unroll
+  for (int q = 0; q < Q; ++q) {
+    const int64_t d = t + int64_t(q) * nt;
+    acc[q] = make_float4(0.f, 0.f, 0.f, 0.f);
+    nv[q] = out_norm && d < h4 ? __ldg(reinterpret_cast<const float4*>(out_norm) + d) : acc[q];
+  }
+  for (int j0 = 0; j0 < n; j0 += 4) {
+    float4 v[Q][4];
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (j0 + j < n && t + int64_t(q) * nt < h4) v[q][j] = __ldcg(x4 + (j0 + j) * h4 + t + int64_t(q) * nt);
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (j0 + j < n && t + int64_t(q) * nt < h4) {
+          const float wj = w[j0 + j];
+          acc[q].x += wj * v[q][j].x, acc[q].y += wj * v[q][j].y, acc[q].z += wj * v[q][j].z, acc[q].w += wj * v[q][j].w;
+        }
+  }
+  float4* o4 = reinterpret_cast<float4*>(out);
+  if (!out_norm) {
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+      if (t + int64_t(q) * nt < h4) o4[t + int64_t(q) * nt] = acc[q];
+    return;
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int q = 0; q < Q; ++q)
+    if (t + int64_t(q) * nt < h4) ss = sq4(acc[q], ss);
+  ss = threads_sum(ss, t, nt, bar);
+  const float r = rsqrtf(ss / float(hidden) + eps);
+#pragma unroll
+  for (int q = 0; q < Q; ++q)
+    if (t + int64_t(q) * nt < h4)
+      o4[t + int64_t(q) * nt] = make_float4(acc[q].x * r * nv[q].x, acc[q].y * r * nv[q].y, acc[q].z * r * nv[q].z,
+                                            acc[q].w * r * nv[q].w);
+}
+
+// The last block's collapse by threads t < nt: in registers when the columns fit, else collapse().
+__device__ __forceinline__ void tail_collapse(const float* w, int n, int64_t hidden, const float* x,
+                                              const float* out_norm, float eps, float* out, bool vec, int t, int nt,
+                                              int bar) {
+  const bool norm_vec = !out_norm || (reinterpret_cast<uintptr_t>(out_norm) & 15u) == 0;
+  if (vec && norm_vec && hidden / 4 <= int64_t(kTailCols) * nt)
+    collapse_regs<kTailCols>(w, n, hidden, x, out_norm, eps, out, t, nt, bar);
+  else
+    collapse<true>(w, n, hidden, x, out_norm, eps, out, vec, t, nt, bar);
 }
 
 template <class W, bool kHead>
@@ -179,7 +244,7 @@ __global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
   __syncthreads();
   const bool vec = vec4_ok(x, H) && vec4_ok(a.out + o, H);
   if (kHead) {
-    collapse<true>(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec);
+    tail_collapse(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec, int(threadIdx.x), int(blockDim.x), 0);
     return;
   }
   if (threadIdx.x < 32) {
@@ -187,8 +252,8 @@ __global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
     if (int(threadIdx.x) < n) a.post[o + threadIdx.x] = p_post[threadIdx.x];
     for (int i = threadIdx.x; i < n * n; i += 32) a.comb[o + i] = p_comb[i];
   } else {
-    collapse<true>(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec, int(threadIdx.x) - 32,
-                   int(blockDim.x) - 32, 1);
+    tail_collapse(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec, int(threadIdx.x) - 32,
+                  int(blockDim.x) - 32, 1);
   }
 }
 
