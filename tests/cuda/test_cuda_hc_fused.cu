@@ -2,8 +2,9 @@
 // (gemv_batched of fn's column blocks + hc_pre_f32 / hc_head_f32, hc_post_f32):
 //   - the same outputs within a rounding tolerance (the sums run in another order);
 //   - bit for bit where the model relies on it: hc_post folded in = hc_post_f32 then the fused
-//     hc_pre (the decode step folds, the chunk rows may not), row t of a multi-row launch = a
-//     one-row launch on row t (decode step = chunk row), the counters back at zero after a call;
+//     hc_pre (the decode step folds, the chunk rows may not), the MoE combination folded in = its
+//     sum as block_out, row t of a multi-row launch (one launch below 64 rows, products + tail
+//     from there) = a one-row launch on row t (decode step = chunk row), the counters back at zero;
 //   - fn layouts it does not take are refused (hc_fused_supported, InputError).
 // Plain executable: prints ok / FAIL per check, exits 1 on a failure.
 #include <cuda_runtime.h>
@@ -275,6 +276,7 @@ void test_refusals() {
 int main() {
   test_refusals();
   test_case(DType::F16, 4, 4096, 16, 5);  // DeepSeek V4 Flash: fn 24 x 16384 F16 in 16 blocks
+  test_case(DType::F16, 4, 4096, 16, 70);  // a prefill chunk: the two-launch form (4 rows per block, 2 left over)
   test_case(DType::F32, 4, 64, 4, 3);     // the tiny test model's shape (F32 from safetensors)
   test_case(DType::BF16, 4, 256, 8, 2);
   test_case(DType::F16, 3, 512, 2, 4);    // n = 3: 15 rows

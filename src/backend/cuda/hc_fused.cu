@@ -158,83 +158,89 @@ __device__ __forceinline__ void tail_collapse(const float* w, int n, int64_t hid
     collapse<true>(w, n, hidden, x, out_norm, eps, out, vec, t, nt, bar);
 }
 
-template <class W, bool kHead>
-__global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
-  extern __shared__ float xs[];  // {cols}: this block's stream values
-  __shared__ float mix[(2 + kMaxHc) * kMaxHc + 1], pre[kMaxHc], p_pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
-  __shared__ bool last;
-  const int64_t o = int64_t(blockIdx.y) * a.stride, c0 = int64_t(blockIdx.x) * a.cols, H = a.dims.hidden;
+// Phases 1-2 for rows t0 .. t0 + nr - 1 (nr <= R) of column block s: the rows' stream values
+// (computed as hc_post would and stored, when has_post) staged in shared memory, each row's
+// sum of squares (block_reduce), and fn's column block times them: warp w owns fn rows w,
+// w + warps, ...; lane l columns 8l..8l+7 of every 256, then the warp's butterfly sum; one load
+// of a weight serves all R rows. Each row's sums are the same operations in the same order for
+// any R, so the two-kernel rows form equals the one-row form bit for bit.
+template <class W, int R>
+__device__ void products(const FusedArgs& a, int64_t t0, int nr, int64_t s, float* xs) {
+  const int64_t c0 = s * a.cols, H = a.dims.hidden;
   const int n = int(a.dims.n_hc), m = a.m;
-  float* x = a.x + o;
-  const W* w = reinterpret_cast<const W*>(a.fn + size_t(blockIdx.x) * a.split_stride);
-  // Launched as a programmatic dependent (gemv_pdl): the blocks start while the kernel before
-  // finishes; until pdl_wait they touch only fn (immutable): one bulk prefetch of this block's
-  // column block into L2. Every other read comes after the wait, and none goes through the
-  // non-coherent path (gemv.cu: ptxas may hoist an __ldg above the wait).
-  pdl_launch_dependents();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (threadIdx.x == 0 && blockIdx.y == 0)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w), "r"(unsigned(m * a.cols * sizeof(W)))
-                 : "memory");
-#endif
-  pdl_wait();
-  // 1. the stream values of this column block and their sum of squares
-  float ss = 0.f;
-  if (a.has_post) {
-    const float *b = a.post_in.experts ? nullptr : a.post_in.block_out + o, *r = a.post_in.residual + o;
-    const float *pp = a.post_in.post + o, *pc = a.post_in.comb + o;
-    for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) {
-      const int64_t col = c0 + i, d = col % H;
-      float v;
-      if (a.post_in.experts) {
-        const float bd = combine_value(a.post_in.experts, a.post_in.weights, a.post_in.k, a.post_in.shared, H, d);
-        v = post_value(n, H, col / H, 0, &bd, r + d, pp, pc);
-      } else {
-        v = post_value(n, H, col / H, d, b, r, pp, pc);
+  float ss[R];
+#pragma unroll
+  for (int rr = 0; rr < R; ++rr) {
+    ss[rr] = 0.f;
+    if (rr >= nr) continue;
+    const int64_t o = (t0 + rr) * a.stride;
+    float* x = a.x + o;
+    float* xr = xs + rr * a.cols;
+    if (a.has_post) {
+      const float *b = a.post_in.experts ? nullptr : a.post_in.block_out + o, *r = a.post_in.residual + o;
+      const float *pp = a.post_in.post + o, *pc = a.post_in.comb + o;
+      for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) {
+        const int64_t col = c0 + i, d = col % H;
+        float v;
+        if (a.post_in.experts) {
+          const float bd = combine_value(a.post_in.experts, a.post_in.weights, a.post_in.k, a.post_in.shared, H, d);
+          v = post_value(n, H, col / H, 0, &bd, r + d, pp, pc);
+        } else {
+          v = post_value(n, H, col / H, d, b, r, pp, pc);
+        }
+        x[col] = v;
+        xr[i] = v;
+        ss[rr] = fmaf(v, v, ss[rr]);
       }
-      x[col] = v;
-      xs[i] = v;
-      ss = fmaf(v, v, ss);
-    }
-  } else {
-    for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) {
-      const float v = __ldcg(x + c0 + i);
-      xs[i] = v;
-      ss = fmaf(v, v, ss);
+    } else {
+      for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) {
+        const float v = __ldcg(x + c0 + i);
+        xr[i] = v;
+        ss[rr] = fmaf(v, v, ss[rr]);
+      }
     }
   }
-  ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);  // (its barriers publish xs too)
-  // 2. fn's column block times them: warp w owns rows w, w + warps, ...; lane l columns 8l..8l+7
-  // of every 256, then the warp's butterfly sum
+#pragma unroll
+  for (int rr = 0; rr < R; ++rr) ss[rr] = detail::block_reduce(ss[rr], detail::SumOp{}, 0.f);  // (publishes xs)
+  const W* w = reinterpret_cast<const W*>(a.fn + size_t(s) * a.split_stride);
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
-  float* part = a.partials + o + int64_t(blockIdx.x) * (m + 1);
   for (int r = warp; r < m; r += warps) {
     const W* wr = w + int64_t(r) * a.cols;
-    float acc = 0.f;
+    float acc[R];
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) acc[rr] = 0.f;
 #pragma unroll 4
     for (int64_t c = int64_t(lane) * 8; c < a.cols; c += 256) {
       float v[8];
       load8(wr + c, v);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc = fmaf(v[j], xs[c + j], acc);
+      for (int rr = 0; rr < R; ++rr)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[rr] = fmaf(v[j], xs[rr * a.cols + c + j], acc[rr]);
     }
-    acc = detail::warp_reduce(acc, detail::SumOp{});
-    if (lane == 0) part[r] = acc;
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      acc[rr] = detail::warp_reduce(acc[rr], detail::SumOp{});
+      if (lane == 0 && rr < nr) a.partials[(t0 + rr) * a.stride + s * (m + 1) + r] = acc[rr];
+    }
   }
-  if (threadIdx.x == 0) part[m] = ss;
-  // 3. arrive; the row's last block goes on
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(a.counters + blockIdx.y, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  if (threadIdx.x == 0) a.counters[blockIdx.y] = 0;  // ready for the next call
-  if (int(threadIdx.x) <= m) mix[threadIdx.x] = sum_partials(a.partials + o + threadIdx.x, gridDim.x, m + 1);
+  if (threadIdx.x == 0)
+    for (int rr = 0; rr < nr; ++rr) a.partials[(t0 + rr) * a.stride + s * (m + 1) + m] = ss[rr];
+}
+
+// Phase 3 for row t once every column block's partials are stored (splits of them): their sums
+// in block order, the flat norm factor, pre (the head's weights); then warp 0 runs Sinkhorn for
+// post and comb while the other warps collapse (the split's serial chain and the collapse's
+// loads overlap). The whole block calls it.
+template <bool kHead>
+__device__ void tail(const FusedArgs& a, int64_t t, int64_t splits) {
+  __shared__ float mix[(2 + kMaxHc) * kMaxHc + 1], pre[kMaxHc], p_pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
+  const int64_t o = t * a.stride, H = a.dims.hidden;
+  const int n = int(a.dims.n_hc), m = a.m;
+  const float* x = a.x + o;
+  if (int(threadIdx.x) <= m) mix[threadIdx.x] = sum_partials(a.partials + o + threadIdx.x, splits, m + 1);
   __syncthreads();
   const float rn = rsqrtf(mix[m] / float(n * H) + a.dims.norm_eps);  // the flat rmsnorm factor
-  // pre (the head's weights) needs only the mix: warp 0 runs Sinkhorn for post and comb while
-  // the other warps collapse with it (the split's serial chain and the collapse's loads overlap)
   if constexpr (kHead) {
     if (int(threadIdx.x) < n) pre[threadIdx.x] = sigm(mix[threadIdx.x] * rn * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
   } else {
@@ -257,19 +263,83 @@ __global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
   }
 }
 
+// Programmatic dependent launch (gemv_pdl): the blocks start while the kernel before finishes;
+// until pdl_wait they touch only fn (immutable): one bulk prefetch of column block s into L2.
+// Every other read comes after the wait, and none goes through the non-coherent path (gemv.cu:
+// ptxas may hoist an __ldg above the wait).
+template <class W>
+__device__ __forceinline__ void start(const FusedArgs& a, int64_t s, bool prefetch) {
+  pdl_launch_dependents();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (prefetch && threadIdx.x == 0)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.fn + size_t(s) * a.split_stride),
+                 "r"(unsigned(a.m * a.cols * sizeof(W)))
+                 : "memory");
+#endif
+  pdl_wait();
+}
+
+// One launch (decode, short chunks): block (s, t) does phases 1-2 for row t, and the row's last
+// block to arrive (threadfence + atomic counter) phase 3.
 template <class W, bool kHead>
-void launch_kernel(const HcFn& fn, const FusedArgs& a, const HcRows& rows, cudaStream_t s) {
+__global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
+  extern __shared__ float xs[];  // {cols}: this block's stream values
+  __shared__ bool last;
+  start<W>(a, blockIdx.x, blockIdx.y == 0);
+  products<W, 1>(a, blockIdx.y, 1, blockIdx.x, xs);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(a.counters + blockIdx.y, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (threadIdx.x == 0) a.counters[blockIdx.y] = 0;  // ready for the next call
+  tail<kHead>(a, blockIdx.y, gridDim.x);
+}
+
+// Many rows (prefill chunks): phases 1-2 for kRowsPerBlock rows per block (fn read once for
+// them), then phase 3 as a second launch, one block per row.
+constexpr int kRowsPerBlock = 4;
+constexpr int64_t kTwoLaunchRows = 64;  // from this many rows
+template <class W>
+__global__ void __launch_bounds__(kFusedThreads) hc_products_kernel(FusedArgs a, int64_t rows) {
+  extern __shared__ float xs[];  // {kRowsPerBlock, cols}
+  start<W>(a, blockIdx.x, blockIdx.y == 0);
+  const int64_t t0 = int64_t(blockIdx.y) * kRowsPerBlock;
+  products<W, kRowsPerBlock>(a, t0, int(rows - t0 < kRowsPerBlock ? rows - t0 : kRowsPerBlock), blockIdx.x, xs);
+}
+template <bool kHead>
+__global__ void __launch_bounds__(kFusedThreads) hc_tail_kernel(FusedArgs a, int64_t splits) {
+  pdl_launch_dependents();
+  pdl_wait();
+  tail<kHead>(a, blockIdx.x, splits);
+}
+
+template <class... KArgs, class... Args>
+void launch_pdl(void (*k)(KArgs...), dim3 grid, size_t smem, cudaStream_t s, Args... args) {
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(fn.splits), unsigned(rows.count));
+  cfg.gridDim = grid;
   cfg.blockDim = dim3(kFusedThreads);
-  cfg.dynamicSmemBytes = size_t(fn.cols) * sizeof(float);
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = gemv_pdl() ? 1 : 0;
-  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, hc_fused_kernel<W, kHead>, a));
+  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, args...));
+}
+
+template <class W, bool kHead>
+void launch_kernel(const HcFn& fn, const FusedArgs& a, const HcRows& rows, cudaStream_t s) {
+  const size_t col_bytes = size_t(fn.cols) * sizeof(float);
+  if (rows.count < kTwoLaunchRows) {
+    launch_pdl(hc_fused_kernel<W, kHead>, dim3(unsigned(fn.splits), unsigned(rows.count)), col_bytes, s, a);
+    return;
+  }
+  const unsigned groups = unsigned((rows.count + kRowsPerBlock - 1) / kRowsPerBlock);
+  launch_pdl(hc_products_kernel<W>, dim3(unsigned(fn.splits), groups), col_bytes * kRowsPerBlock, s, a, rows.count);
+  launch_pdl(hc_tail_kernel<kHead>, dim3(unsigned(rows.count)), 0, s, a, fn.splits);
 }
 
 template <bool kHead>

@@ -94,7 +94,7 @@ struct HcFusedScratch {
 };
 // Whether hc_pre_fused / hc_head_fused take this fn (F32, F16, BF16; cols a multiple of 8 and at
 // most kHcFusedMaxCols; n * hidden = splits * cols); otherwise use gemv + hc_pre_f32.
-inline constexpr int64_t kHcFusedMaxCols = 8192;
+inline constexpr int64_t kHcFusedMaxCols = 2048;  // (the many-row form stages 4 rows of them in 32 KB)
 bool hc_fused_supported(const HcFn& fn, const HcDims& d, bool head);
 
 // hc_pre_f32's outputs from the streams x {n, hidden}; with `post_in` x is written first
