@@ -104,15 +104,31 @@ __device__ __forceinline__ float sq4(float4 v, float ss) {
   return fmaf(v.w, v.w, fmaf(v.z, v.z, fmaf(v.y, v.y, fmaf(v.x, v.x, ss))));
 }
 
+// x (or partials) as the collapse (sum_splits) reads them: through the read-only cache (__ldg) when
+// they were written before the kernel started, through L2 (__ldcg) when other blocks of the same
+// kernel wrote them (hc_fused.cu).
+template <bool kCoherent>
+__device__ __forceinline__ float4 load_x4(const float4* p) {
+  if constexpr (kCoherent) return __ldcg(p);
+  else return __ldg(p);
+}
+template <bool kCoherent>
+__device__ __forceinline__ float load_x(const float* p) {
+  if constexpr (kCoherent) return __ldcg(p);
+  else return __ldg(p);
+}
+
 // sum_sp parts[sp * stride] for sp < splits, in that order, with up to 16 loads in flight (a
-// plain loop waited a memory latency per split: 16 of them for DeepSeek's HC mix).
+// plain loop waited a memory latency per split: 16 of them for DeepSeek's HC mix); kCoherent:
+// through L2 (hc_fused.cu: other blocks of the same kernel wrote them).
+template <bool kCoherent = false>
 __device__ __forceinline__ float sum_splits(const float* parts, int64_t splits, int64_t stride) {
   constexpr int kBatch = 16;
   float v = 0.f;
   for (int64_t sp0 = 0; sp0 < splits; sp0 += kBatch) {
     float p[kBatch];
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) p[j] = sp0 + j < splits ? parts[(sp0 + j) * stride] : 0.f;
+    for (int j = 0; j < kBatch; ++j) p[j] = sp0 + j < splits ? load_x<kCoherent>(parts + (sp0 + j) * stride) : 0.f;
 #pragma unroll
     for (int j = 0; j < kBatch; ++j)
       if (sp0 + j < splits) v += p[j];
@@ -138,19 +154,6 @@ __device__ inline float flat_norm_factor(const float* x, int64_t count, float ep
   }
   ss = detail::block_reduce(ss, detail::SumOp{}, 0.f);
   return rsqrtf(ss / float(count) + eps);
-}
-
-// x as the collapse reads it: through the read-only cache (__ldg) when x was written before the
-// kernel started, through L2 (__ldcg) when other blocks of the same kernel wrote it (hc_fused.cu).
-template <bool kCoherent>
-__device__ __forceinline__ float4 load_x4(const float4* p) {
-  if constexpr (kCoherent) return __ldcg(p);
-  else return __ldg(p);
-}
-template <bool kCoherent>
-__device__ __forceinline__ float load_x(const float* p) {
-  if constexpr (kCoherent) return __ldcg(p);
-  else return __ldg(p);
 }
 
 // Sum of v over the nt threads t = 0 .. nt-1 that call it (nt a multiple of 32, at most 1024;

@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
@@ -50,49 +51,25 @@ struct FusedArgs {
   int64_t stride = 0;  // floats between rows' buffers (HcRows)
 };
 
-// 8 consecutive weights as floats (16-byte aligned: hc_fused_supported).
+// 8 consecutive weights as floats (16-byte aligned: hc_fused_supported): F32 as two float4,
+// F16 / BF16 as one 16-byte load of four pairs.
+__device__ __forceinline__ float2 pair_f2(__half2 h) { return __half22float2(h); }
+__device__ __forceinline__ float2 pair_f2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
 template <class W>
-__device__ __forceinline__ void load8(const W* p, float (&v)[8]);
-template <>
-__device__ __forceinline__ void load8<float>(const float* p, float (&v)[8]) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-template <>
-__device__ __forceinline__ void load8<__half>(const __half* p, float (&v)[8]) {
-  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
-  const __half2* h = reinterpret_cast<const __half2*>(&u);
+__device__ __forceinline__ void load8(const W* p, float (&v)[8]) {
+  if constexpr (std::is_same_v<W, float>) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+    using Pair = std::conditional_t<std::is_same_v<W, __half>, __half2, __nv_bfloat162>;
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+    const Pair* h = reinterpret_cast<const Pair*>(&u);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __half22float2(h[i]);
-    v[2 * i] = f.x, v[2 * i + 1] = f.y;
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = pair_f2(h[i]);
+      v[2 * i] = f.x, v[2 * i + 1] = f.y;
+    }
   }
-}
-template <>
-__device__ __forceinline__ void load8<__nv_bfloat16>(const __nv_bfloat16* p, float (&v)[8]) {
-  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(h[i]);
-    v[2 * i] = f.x, v[2 * i + 1] = f.y;
-  }
-}
-
-// sum_s parts[s * stride] for s < splits in that order, through L2 (other blocks of this kernel
-// wrote them), 16 loads in flight.
-__device__ __forceinline__ float sum_partials(const float* parts, int64_t splits, int64_t stride) {
-  constexpr int kBatch = 16;
-  float v = 0.f;
-  for (int64_t s0 = 0; s0 < splits; s0 += kBatch) {
-    float p[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) p[j] = s0 + j < splits ? __ldcg(parts + (s0 + j) * stride) : 0.f;
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j)
-      if (s0 + j < splits) v += p[j];
-  }
-  return v;
 }
 
 // collapse() for the last block (threads t < nt of those that call it, named barrier bar): each
@@ -238,7 +215,7 @@ __device__ void tail(const FusedArgs& a, int64_t t, int64_t splits) {
   const int64_t o = t * a.stride, H = a.dims.hidden;
   const int n = int(a.dims.n_hc), m = a.m;
   const float* x = a.x + o;
-  if (int(threadIdx.x) <= m) mix[threadIdx.x] = sum_partials(a.partials + o + threadIdx.x, splits, m + 1);
+  if (int(threadIdx.x) <= m) mix[threadIdx.x] = sum_splits<true>(a.partials + o + threadIdx.x, splits, m + 1);
   __syncthreads();
   const float rn = rsqrtf(mix[m] / float(n * H) + a.dims.norm_eps);  // the flat rmsnorm factor
   if constexpr (kHead) {
