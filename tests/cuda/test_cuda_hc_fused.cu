@@ -119,7 +119,8 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows) {
   dc::HcDims d;
   d.n_hc = n, d.hidden = H, d.mix_splits = splits;
   const RowLayout L = row_layout(n, H, splits);
-  Dev buf{static_cast<size_t>(L.stride * rows)}, ref{static_cast<size_t>(L.stride * rows)}, w{static_cast<size_t>(4 * m + 3 + H)};
+  Dev buf{static_cast<size_t>(L.stride * rows)}, ref{static_cast<size_t>(L.stride * rows)};
+  Dev w{static_cast<size_t>(4 * m + 3 + H)};
   // weights: scale {3}, base {m}, out_norm {H}; the head's scale {1}, base {n}
   const float *scale = w.f(), *base = w.f() + 3, *norm = w.f() + 3 + m, *hscale = norm + H, *hbase = hscale + 1;
   w.put(rnd(g, 3, 0.5f, 1.5f));

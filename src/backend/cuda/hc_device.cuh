@@ -67,8 +67,8 @@ __device__ __forceinline__ float gather_sum(float v, int first, int step, int n)
 // memory per call): lane r * n + c holds cell (r, c) in a register; a row or column sum
 // gathers its n cells by shuffles and adds them in the CPU's order, then each cell divides
 // by it, as the shared form does, so the results are the same operations in the same order.
-__device__ inline void sinkhorn_split(const float* mix, const float* scale, const float* base, int n, int iters, float eps,
-                               float* pre, float* post, float* comb) {
+__device__ inline void sinkhorn_split(const float* mix, const float* scale, const float* base, int n, int iters,
+                                      float eps, float* pre, float* post, float* comb) {
   const int lane = threadIdx.x;
   if (lane < n) {
     pre[lane] = sigm(mix[lane] * scale[0] + base[lane]) + eps;

@@ -101,7 +101,8 @@ __device__ void collapse_regs(const float* w, int n, int64_t hidden, const float
       for (int j = 0; j < 4; ++j)
         if (j0 + j < n && t + int64_t(q) * nt < h4) {
           const float wj = w[j0 + j];
-          acc[q].x += wj * v[q][j].x, acc[q].y += wj * v[q][j].y, acc[q].z += wj * v[q][j].z, acc[q].w += wj * v[q][j].w;
+          acc[q].x += wj * v[q][j].x, acc[q].y += wj * v[q][j].y;
+          acc[q].z += wj * v[q][j].z, acc[q].w += wj * v[q][j].w;
         }
   }
   float4* o4 = reinterpret_cast<float4*>(out);
@@ -219,10 +220,12 @@ __device__ void tail(const FusedArgs& a, int64_t t, int64_t splits) {
   __syncthreads();
   const float rn = rsqrtf(mix[m] / float(n * H) + a.dims.norm_eps);  // the flat rmsnorm factor
   if constexpr (kHead) {
-    if (int(threadIdx.x) < n) pre[threadIdx.x] = sigm(mix[threadIdx.x] * rn * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
+    if (int(threadIdx.x) < n)
+      pre[threadIdx.x] = sigm(mix[threadIdx.x] * rn * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
   } else {
     if (int(threadIdx.x) < m) mix[threadIdx.x] *= rn;
-    if (int(threadIdx.x) < n) pre[threadIdx.x] = sigm(mix[threadIdx.x] * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
+    if (int(threadIdx.x) < n)
+      pre[threadIdx.x] = sigm(mix[threadIdx.x] * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
   }
   __syncthreads();
   const bool vec = vec4_ok(x, H) && vec4_ok(a.out + o, H);

@@ -55,7 +55,8 @@ void DeepseekV4CudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t
 // launch, so row t equals a decode step bit for bit; FP32 operands in a tensor-core chunk too,
 // and fn, 24 rows, is read from L2 per row block instead of a GEMM with N = 24), else fn's column
 // blocks {splits, mix} per row, then the split + collapse.
-void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, size_t x_off, const dc::HcPostIn* post_in) {
+void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, size_t x_off,
+                                            const dc::HcPostIn* post_in) {
   const dc::HcRows hr{rows, rs()};
   if (hc_fused(h, false)) {
     dc::hc_pre_fused(hc_fn(h), h.scale, h.base, hcd, R(0, x_off), post_in, norm, R(0, sl.col), R(0, sl.post),

@@ -252,7 +252,8 @@ void DeepseekV4CudaModel::Impl::layer_step(CudaState& st, int64_t l, bool post_p
   const DLayer& L = dw.layers[size_t(l)];
   // the previous layer's MoE output -> xa (its moe_combine folded in too when this hc_pre is fused)
   dc::HcPostIn moe_out{S(sl.y), S(sl.xb), S(sl.post), S(sl.comb)};
-  if (hc_fused(L.attn_hc, false)) moe_out = {nullptr, S(sl.xb), S(sl.post), S(sl.comb), S(sl.ey), S(sl.wts), S(sl.sh), c.experts_used};
+  if (hc_fused(L.attn_hc, false))
+    moe_out = {nullptr, S(sl.xb), S(sl.post), S(sl.comb), S(sl.ey), S(sl.wts), S(sl.sh), c.experts_used};
   const dc::HcPostIn attn_out{S(sl.y), S(sl.xa), S(sl.post), S(sl.comb)};  // -> xb
   hc_pre(L.attn_hc, L.attn_norm, S(sl.xa), post_pending ? &moe_out : nullptr);
   attention(st, l);
