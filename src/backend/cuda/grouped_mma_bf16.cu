@@ -29,6 +29,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/grouped_mma_frag.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/error.h"
 
@@ -62,11 +63,6 @@ template <class F>
 constexpr int kAhead = sizeof(typename F::Raw) <= 12 ? 4 : sizeof(typename F::Raw) <= 24 ? 3
                        : sizeof(typename F::Raw) <= 48 ? 2 : 1;
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -88,7 +84,7 @@ __device__ __forceinline__ void load_pair(const Args& a, int64_t r, int64_t kt, 
 }
 
 template <class F, int G>
-__global__ void __launch_bounds__(kThreads, G > 1 ? 1 : 2)
+__global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     grouped_mma_kernel(Args a, RowsArgs ra, const float* __restrict__ x, float* __restrict__ y) {
   constexpr int D = kAhead<F>;
   const int b = int(blockIdx.y);
@@ -113,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, G > 1 ? 1 : 2)
   __shared__ __align__(16) __nv_bfloat16 xs[2][G * kN * kXPitch];
   __shared__ int64_t xo[G * kN], yo[G * kN];
   __shared__ int nrows[G];
-  __shared__ uint64_t grid[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
+  __shared__ __align__(16) unsigned char tables[Frag<F>::kTableBytes];
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const int64_t row0 = int64_t(blockIdx.x) * kTileRows, r = row0 + 16 * warp + g;
   const int tiles = int(a.cols / kTileK);
@@ -121,8 +117,7 @@ __global__ void __launch_bounds__(kThreads, G > 1 ? 1 : 2)
 #pragma unroll
   for (int s = 0; s < D; ++s)
     if (s < tiles) load_pair<F>(a, r, s, raw[s]);  // the first tiles' loads before the set-up below
-  if constexpr (std::is_same_v<F, IQ2_XXS>)
-    for (int i = threadIdx.x; i < 256; i += kThreads) grid[i] = d_grid[i];
+  Frag<F>::init(tables, d_grid, int(threadIdx.x), kThreads);
   if (threadIdx.x < G * kN) {
     const int j = threadIdx.x / kN, i = threadIdx.x % kN, bj = b + j;
     const int n = j < nt ? (ra.counts ? min(ra.counts[bj], kN) : ra.n) : 0;
@@ -173,12 +168,7 @@ __global__ void __launch_bounds__(kThreads, G > 1 ? 1 : 2)
       // A fragments: pk[h][2j] = columns 4j, 4j+1 and pk[h][2j+1] = 4j+2, 4j+3 of this lane's unit, row g + 8h
       uint32_t pk[2][16];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float w[kUnit];
-        F::decode(raw[s][h], kt * (kTileK / kUnit) + t, w, grid);
-#pragma unroll
-        for (int i = 0; i < 16; ++i) pk[h][i] = pack_bf16(w[2 * i], w[2 * i + 1]);
-      }
+      for (int h = 0; h < 2; ++h) Frag<F>::decode(raw[s][h], kt * (kTileK / kUnit) + t, pk[h], tables);
       if (kt + D < tiles) load_pair<F>(a, r, kt + D, raw[s]);
       const __nv_bfloat16* xt = xs[kt & 1] + g * kXPitch + x_col(32 * t);
 #pragma unroll
@@ -243,7 +233,7 @@ template <class F>
 void launch(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, int64_t rows_per_expert,
             cudaStream_t s) {
   const int forced = forced_entries();
-  const int g = forced ? forced : rows_per_expert > kN ? kG : 1;
+  const int g = forced ? forced : rows_per_expert <= kN ? 1 : rows_per_expert <= 2 * kN ? 2 : kG;
   if (g == kG) launch_g<F, kG>(a, ra, x, y, batch, s);
   else if (g == 2) launch_g<F, 2>(a, ra, x, y, batch, s);
   else launch_g<F, 1>(a, ra, x, y, batch, s);
