@@ -193,6 +193,11 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
                       reps, s);
   }
   cuda::grouped_mma_set_entries_per_block(0);  // the kernel a chunk picks
+  const bool keep_ring = cuda::grouped_mma_x_ring();
+  cuda::grouped_mma_set_x_ring(true);
+  const double ring_ms =
+      time_ms([&] { cuda::grouped_mma_bf16(w, dx.as<float>(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
+  cuda::grouped_mma_set_x_ring(keep_ring);
   const double old_ms =
       time_ms([&] { cuda::grouped_mma_bf16(w, dx.as<float>(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
   cuda::grouped_mma_set_entries_per_block(keep);
@@ -201,12 +206,13 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
     char line[400];
     std::snprintf(line, sizeof line,
                   "| %s | %s %lldx%lld | %lld x %lld = %lld | %lld | %.0f | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | "
-                  "%.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) |\n",
+                  "%.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) |\n",
                   c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols,
                   (long long)tokens, (long long)c.k, (long long)pairs, (long long)rows_per_expert, wbytes_read / 1e6,
                   old_ms, gbps(old_ms), 100.0 * gbps(old_ms) / g_copy_gbps, g_ms[0], gbps(g_ms[0]),
                   100.0 * gbps(g_ms[0]) / g_copy_gbps, g_ms[1], gbps(g_ms[1]), 100.0 * gbps(g_ms[1]) / g_copy_gbps,
-                  g_ms[2], gbps(g_ms[2]), 100.0 * gbps(g_ms[2]) / g_copy_gbps);
+                  g_ms[2], gbps(g_ms[2]), 100.0 * gbps(g_ms[2]) / g_copy_gbps, ring_ms, gbps(ring_ms),
+                  100.0 * gbps(ring_ms) / g_copy_gbps);
     g_bytes_table += line;
   }
   // the new path (its own scratch, as a model's load sizes it)
@@ -312,9 +318,9 @@ int main(int argc, char** argv) {
         for (const Case& c : cases) bench_case(c, tokens, reps, peak, s, sweep && tokens == 2048 && c.rows == 4096 && c.cols == 4096);
     std::printf("\ngrouped_mma_bf16 in GB/s of the expert weights read (each used expert once) and %% of the copy "
                 "bandwidth %.0f GB/s (read + written / time); auto = the kernel a chunk picks, G = entries of one "
-                "expert per block, forced\n"
+                "expert per block, forced; x ring = grouped_mma_set_x_ring(true)\n"
                 "| family | weight | chunk x top-k = pairs | rows/expert | weights MB | auto ms (GB/s / %%) | "
-                "G=1 ms (GB/s / %%) | G=2 | G=4 |\n|---|---|---|---|---|---|---|---|---|\n%s",
+                "G=1 ms (GB/s / %%) | G=2 | G=4 | auto with the x ring |\n|---|---|---|---|---|---|---|---|---|---|\n%s",
                 g_copy_gbps, g_bytes_table.c_str());
     std::printf("\nnew path by experts per weight batch (default: %lld, or as many as the scratch holds)\n"
                 "| case | tokens | experts per batch | new ms (TFLOP/s) |\n|---|---|---|---|\n%s",

@@ -240,14 +240,18 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
   DS4_CUDA_CHECK(cudaMemcpy(y1.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
   DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
   bool same_blocks = true;
-  for (int g : {2, cuda::kGroupedMmaMaxEntries}) {  // shared fragments: the same bits as one block per entry
+  const bool ring = cuda::grouped_mma_x_ring();
+  // shared fragments (G = 2, 4) and the x ring (G = 1, 2, 4): the same bits as one block per entry
+  for (int v = 0; v < 5; ++v) {
     DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
-    cuda::grouped_mma_set_entries_per_block(g);
+    cuda::grouped_mma_set_x_ring(v >= 2);
+    cuda::grouped_mma_set_entries_per_block(v == 0 || v == 3 ? 2 : v == 2 ? 1 : cuda::kGroupedMmaMaxEntries);
     cuda::grouped_mma_bf16(w, dx.as<float>(), dy.as<float>(), r, nullptr);
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
     DS4_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
     same_blocks = same_blocks && std::memcmp(y.data(), y1.data(), y.size() * sizeof(float)) == 0;
   }
+  cuda::grouped_mma_set_x_ring(ring);
   cuda::grouped_mma_set_entries_per_block(shared_entries);
   double num = 0, den = 0, max_abs = 0, max_ref = 0;
   bool finite = true, untouched = true;
@@ -274,7 +278,7 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
   char buf[128];
   std::snprintf(buf, sizeof buf, "E%lld %lldx%lld nmse %.1e rel %.1e%s%s", (long long)E, (long long)rows,
                 (long long)cols, nmse, rel, untouched ? "" : " WROTE A DEAD ROW",
-                same_blocks ? ", shared tiles = one block per entry bitwise" : ", SHARED TILES DIFFER");
+                same_blocks ? ", G 2/4 and the x ring = one block per entry bitwise" : ", G 2/4 OR THE X RING DIFFER");
   verdict(std::string("grouped_mma_") + (runs ? "runs_" : all ? "counts1to16_" : "") + fmt_name(t, st),
           finite && untouched && same_blocks && nmse <= 1e-4 && rel <= 2e-2, buf);
 }

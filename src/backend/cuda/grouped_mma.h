@@ -24,6 +24,11 @@ inline constexpr int kGroupedMmaMaxEntries = 4;
 // in flight on other threads.
 void grouped_mma_set_entries_per_block(int n);
 int grouped_mma_entries_per_block();
+// x rows through a cp.async ring of 3-4 tiles in shared memory instead of registers one tile
+// ahead (off by default until measured; the same bits either way). DS4_GROUPED_MMA_XRING (0 or 1)
+// is read on first use. Not thread safe against launches in flight on other threads.
+void grouped_mma_set_x_ring(bool on);
+bool grouped_mma_x_ring();
 
 // Whether grouped_mma_bf16 takes this weight: every gemv format, cols a multiple of 128.
 bool grouped_mma_supports(const WeightMatrix& w);

@@ -49,6 +49,27 @@ constexpr int kG = kGroupedMmaMaxEntries;
 constexpr int kXPitch = kTileK + 8 * (kTileK / 32);
 __device__ __forceinline__ int x_col(int c) { return c + 8 * (c >> 5); }
 constexpr int kXPer = kN * kTileK / 2 / kThreads;  // float2 of x per entry and thread (4)
+// The x ring (kRing, opt-in: grouped_mma_set_x_ring): x tiles FP32 in shared memory, cp.async'd
+// kStages - 1 tiles ahead (no registers, no store pass), rounded to BF16 when the B fragments
+// are read (the same operands as the BF16 tile: results equal bit for bit). Column c of a row at
+// c + 4 * (c / 32), row pitch 144 floats: a quarter warp's 16-byte reads hit 32 distinct banks.
+constexpr int kXPitchF = kTileK + 4 * (kTileK / 32);
+__device__ __forceinline__ int xf_col(int c) { return c + 4 * (c >> 5); }
+template <int G>
+constexpr int kStages = G > 2 ? 3 : 4;
+template <int G>
+constexpr size_t ring_bytes() {
+  return size_t(kStages<G>) * G * kN * kXPitchF * sizeof(float);
+}
+__device__ __forceinline__ void cp_async8(void* dst, const void* src, bool valid) {  // zeros when !valid
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 8 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 __device__ const uint64_t d_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
 
@@ -83,7 +104,7 @@ __device__ __forceinline__ void load_pair(const Args& a, int64_t r, int64_t kt, 
   }
 }
 
-template <class F, int G>
+template <class F, int G, bool kRing>
 __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     grouped_mma_kernel(Args a, RowsArgs ra, const float* __restrict__ x, float* __restrict__ y) {
   constexpr int D = kAhead<F>;
@@ -106,7 +127,8 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     if (a.scales) a.scales = static_cast<const uint8_t*>(a.scales) + e * a.id_scale_stride;
     if (a.biases) a.biases = static_cast<const uint8_t*>(a.biases) + e * a.id_scale_stride;
   }
-  __shared__ __align__(16) __nv_bfloat16 xs[2][G * kN * kXPitch];
+  __shared__ __align__(16) __nv_bfloat16 xs[2][kRing ? 8 : G * kN * kXPitch];
+  extern __shared__ __align__(16) float ring[];  // kRing: {kStages, G * kN, kXPitchF}
   __shared__ int64_t xo[G * kN], yo[G * kN];
   __shared__ int nrows[G];
   __shared__ __align__(16) unsigned char tables[Frag<F>::kTableBytes];
@@ -149,10 +171,29 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
           *reinterpret_cast<uint32_t*>(xs[buf] + (j * kN + i) * kXPitch + x_col(c)) = pack_bf16(xv[j][p].x, xv[j][p].y);
         }
   };
-  load_x(0);
-  store_x(0);
-  if (tiles > 1) load_x(1);
-  __syncthreads();
+  // kRing: tile kt's x rows into stage `stage` (one commit group per tile, empty past the end)
+  auto issue_x = [&](int kt, int stage) {
+    if (kt < tiles) {
+#pragma unroll
+      for (int p = 0; p < G * kN * (kTileK / 2) / kThreads; ++p) {
+        const int q = int(threadIdx.x) + p * kThreads, i = q / (kTileK / 2), c = 2 * (q % (kTileK / 2));
+        const int64_t o = xo[i];
+        const bool valid = i / kN < nt && o >= 0;
+        cp_async8(ring + (stage * G * kN + i) * kXPitchF + xf_col(c), valid ? x + o + int64_t(kt) * kTileK + c : x,
+                  valid);
+      }
+    }
+    cp_async_commit();
+  };
+  if constexpr (kRing) {
+#pragma unroll
+    for (int st = 0; st < kStages<G> - 1; ++st) issue_x(st, st);
+  } else {
+    load_x(0);
+    store_x(0);
+    if (tiles > 1) load_x(1);
+    __syncthreads();
+  }
   float acc[G][2][4];
 #pragma unroll
   for (int j = 0; j < G; ++j)
@@ -165,12 +206,19 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     for (int s = 0; s < D; ++s) {
       const int kt = kt0 + s;
       if (kt < tiles) {  // block-uniform
+      const int stage = kt % kStages<G>;
+      if constexpr (kRing) {  // tile kt's x landed (this thread's copies; the barrier: everyone's), and
+        cp_async_wait<kStages<G> - 2>();  // the stage read in tile kt - 1 is free for tile kt + kStages - 1
+        __syncthreads();
+        issue_x(kt + kStages<G> - 1, (kt + kStages<G> - 1) % kStages<G>);
+      }
       // A fragments: pk[h][2j] = columns 4j, 4j+1 and pk[h][2j+1] = 4j+2, 4j+3 of this lane's unit, row g + 8h
       uint32_t pk[2][16];
 #pragma unroll
       for (int h = 0; h < 2; ++h) Frag<F>::decode(raw[s][h], kt * (kTileK / kUnit) + t, pk[h], tables);
       if (kt + D < tiles) load_pair<F>(a, r, kt + D, raw[s]);
       const __nv_bfloat16* xt = xs[kt & 1] + g * kXPitch + x_col(32 * t);
+      const float* xf = ring + (stage * G * kN + g) * kXPitchF + xf_col(32 * t);
 #pragma unroll
       for (int j2 = 0; j2 < 4; ++j2) {  // k-steps 2 j2 and 2 j2 + 1: one 16-byte read of x per N tile
 #pragma unroll
@@ -178,16 +226,25 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
 #pragma unroll
           for (int h = 0; h < 2; ++h)
             if (j < nt && (h == 0 || nrows[j] > 8)) {
-              const uint4 bv = *reinterpret_cast<const uint4*>(xt + (j * kN + 8 * h) * kXPitch + 8 * j2);
+              uint4 bv;
+              if constexpr (kRing) {
+                const float* f = xf + (j * kN + 8 * h) * kXPitchF + 8 * j2;
+                const float4 f0 = *reinterpret_cast<const float4*>(f), f1 = *reinterpret_cast<const float4*>(f + 4);
+                bv = make_uint4(pack_bf16(f0.x, f0.y), pack_bf16(f0.z, f0.w), pack_bf16(f1.x, f1.y), pack_bf16(f1.z, f1.w));
+              } else {
+                bv = *reinterpret_cast<const uint4*>(xt + (j * kN + 8 * h) * kXPitch + 8 * j2);
+              }
               const uint32_t a0[4] = {pk[0][4 * j2], pk[1][4 * j2], pk[0][4 * j2 + 1], pk[1][4 * j2 + 1]};
               const uint32_t a1[4] = {pk[0][4 * j2 + 2], pk[1][4 * j2 + 2], pk[0][4 * j2 + 3], pk[1][4 * j2 + 3]};
               mma_16816(acc[j][h], a0, bv.x, bv.y);
               mma_16816(acc[j][h], a1, bv.z, bv.w);
             }
       }
-      if (kt + 1 < tiles) store_x((kt + 1) & 1);
-      if (kt + 2 < tiles) load_x(kt + 2);
-      __syncthreads();
+      if constexpr (!kRing) {
+        if (kt + 1 < tiles) store_x((kt + 1) & 1);
+        if (kt + 2 < tiles) load_x(kt + 2);
+        __syncthreads();
+      }
       }
     }
   }
@@ -222,10 +279,35 @@ int forced_entries() {
   return v;
 }
 
+// The x ring (kRing): the environment variable DS4_GROUPED_MMA_XRING (0 or 1, read on first use)
+// or grouped_mma_set_x_ring.
+std::atomic<int> g_ring{-1};
+bool x_ring() {
+  int v = g_ring.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = 0;
+    if (const char* e = std::getenv("DS4_GROUPED_MMA_XRING")) {
+      const std::string t = e;
+      if (t != "0" && t != "1") throw InputError("DS4_GROUPED_MMA_XRING=" + t + ": expected 0 or 1");
+      v = t == "1";
+    }
+    g_ring.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
 template <class F, int G>
 void launch_g(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, cudaStream_t s) {
   const dim3 blocks(unsigned((a.rows + kTileRows - 1) / kTileRows), batch);
-  grouped_mma_kernel<F, G><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
+  if (x_ring()) {
+    constexpr size_t bytes = ring_bytes<G>();
+    if constexpr (bytes > 48 * 1024)  // over the default: opt in (per device, so at every launch: a host-side write)
+      DS4_CUDA_CHECK(cudaFuncSetAttribute(grouped_mma_kernel<F, G, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(bytes)));
+    grouped_mma_kernel<F, G, true><<<blocks, kThreads, bytes, s>>>(a, ra, x, y);
+  } else {
+    grouped_mma_kernel<F, G, false><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
+  }
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -247,6 +329,8 @@ void grouped_mma_set_entries_per_block(int n) {
   g_entries.store(n, std::memory_order_relaxed);
 }
 int grouped_mma_entries_per_block() { return forced_entries(); }
+void grouped_mma_set_x_ring(bool on) { g_ring.store(on ? 1 : 0, std::memory_order_relaxed); }
+bool grouped_mma_x_ring() { return x_ring(); }
 
 bool grouped_mma_supports(const WeightMatrix& w) {
   if (!gemv_supports(w.type) || w.cols % kTileK != 0 || w.rows < 1) return false;
