@@ -10,9 +10,12 @@
 // per block, by one thread, into registers. The B fragment of lane (g, t) at k-step j is then
 // x[row g][32t + 4j .. + 3]: 8 contiguous bytes of the BF16 x tile in shared memory.
 // x rows: FP32 from global to registers one tile ahead, to BF16 in a double-buffered shared
-// tile (one barrier per tile); weight units: global loads kAhead tiles ahead in registers, so
-// 2-4 tiles of weights are in flight per thread (the kernel of grouped_mma.h's history was
-// latency bound: one tile in flight, a barrier between load and MMA).
+// tile (one barrier per tile), or (opt-in x ring) cp.async'd FP32 3-4 tiles ahead; weight units:
+// global loads kAhead tiles ahead in registers, so 2-4 tiles of weights are in flight per thread.
+// H200 (bench/results/mma-experts-h200-2026-12-04k): 1.2-1.6x the shared-tile wmma kernel at
+// 512-1024-row chunks; a block's K tile takes ~2 us whatever the format (GB/s follows a row's
+// bytes per tile: IQ2_XXS 456 GB/s, BF16 4100 at 512 rows), so x's one-tile distance is the
+// suspect the ring tests (unmeasured).
 // N = 8 per MMA: an entry's rows 8..15 are multiplied only when the entry has more than 8.
 // Rows past an entry's count are zeros and never written back. Each output element is the same
 // FP32 accumulation over the same K order whatever G, so G = 1 and G = 4 agree bit for bit.
