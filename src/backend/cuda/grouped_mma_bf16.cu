@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
@@ -264,40 +265,34 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
       }
 }
 
-// Entries per block: 0 = by the chunk (rows_per_expert), else forced (1 or kG): the environment
-// variable DS4_GROUPED_MMA_ENTRIES (read on first use) or grouped_mma_set_entries_per_block.
-std::atomic<int> g_entries{-1};
-int forced_entries() {
-  int v = g_entries.load(std::memory_order_relaxed);
+// A setting read from the environment variable `name` on first use (0 when unset; one of
+// `allowed`, else InputError with `expected`) unless a setter stored it before.
+int setting(std::atomic<int>& cell, const char* name, std::initializer_list<int> allowed, const char* expected) {
+  int v = cell.load(std::memory_order_relaxed);
   if (v < 0) {
     v = 0;
-    if (const char* e = std::getenv("DS4_GROUPED_MMA_ENTRIES")) {
+    if (const char* e = std::getenv(name)) {
       const std::string t = e;
-      if (t != "0" && t != "1" && t != "2" && t != std::to_string(kG))
-        throw InputError("DS4_GROUPED_MMA_ENTRIES=" + t + ": expected 0 (by the chunk), 1, 2 or " + std::to_string(kG));
+      bool ok = false;
+      for (int c : allowed) ok = ok || t == std::to_string(c);
+      if (!ok) throw InputError(std::string(name) + "=" + t + ": expected " + expected);
       v = std::stoi(t);
     }
-    g_entries.store(v, std::memory_order_relaxed);
+    cell.store(v, std::memory_order_relaxed);
   }
   return v;
 }
 
-// The x ring (kRing): the environment variable DS4_GROUPED_MMA_XRING (0 or 1, read on first use)
-// or grouped_mma_set_x_ring.
-std::atomic<int> g_ring{-1};
-bool x_ring() {
-  int v = g_ring.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = 0;
-    if (const char* e = std::getenv("DS4_GROUPED_MMA_XRING")) {
-      const std::string t = e;
-      if (t != "0" && t != "1") throw InputError("DS4_GROUPED_MMA_XRING=" + t + ": expected 0 or 1");
-      v = t == "1";
-    }
-    g_ring.store(v, std::memory_order_relaxed);
-  }
-  return v == 1;
+// Entries per block: 0 = by the chunk (rows_per_expert), else forced (1, 2 or kG):
+// DS4_GROUPED_MMA_ENTRIES or grouped_mma_set_entries_per_block.
+std::atomic<int> g_entries{-1};
+int forced_entries() {
+  return setting(g_entries, "DS4_GROUPED_MMA_ENTRIES", {0, 1, 2, kG}, "0 (by the chunk), 1, 2 or 4");
 }
+
+// The x ring (kRing): DS4_GROUPED_MMA_XRING (0 or 1) or grouped_mma_set_x_ring.
+std::atomic<int> g_ring{-1};
+bool x_ring() { return setting(g_ring, "DS4_GROUPED_MMA_XRING", {0, 1}, "0 or 1") == 1; }
 
 template <class F, int G>
 void launch_g(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, cudaStream_t s) {
