@@ -26,6 +26,7 @@ one() {  # name args...
 }
 one test_cuda_ops
 one test_cuda_hc_fused
+one test_grouped_mma_frag
 one test_gemv_pdl
 one test_gemv_act
 one test_gemv_decode
