@@ -31,5 +31,5 @@ mkdir -p "$w/cudabins/lib"
 for t in $targets; do ldd "build/cuda/bin/$t" | awk '$3 ~ /^\// {print $3}' | grep -E 'icu' || true; done | sort -u |
   while read -r lib; do cp -L "$lib" "$w/cudabins/lib/"; done
 mkdir -p .devwork
-tar -C "$w" -cf - cudabins | xz -9 -T1 >.devwork/cudabins.tar.xz
+tar -C "$w" -cf - cudabins | xz -9e -T1 --lzma2=dict=192MiB >.devwork/cudabins.tar.xz
 ls -la .devwork/cudabins.tar.xz
