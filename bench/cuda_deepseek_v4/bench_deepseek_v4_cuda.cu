@@ -22,7 +22,8 @@
 //   (Config::act_quant: Q8_0 / Q8_K activations, integer GEMVs) and without it, from clones of
 //   the prompt state in the same run (CudaModelOptions::act_quant switched by set_options), and
 //   how many of the greedy tokens agree; with --profile also the per-op table of 8 tokens with
-//   it on. Everything else runs with the model's setting at load (DS4_ACT_QUANT, default off).
+//   it on. Everything else runs with the model's setting at load (on for ds4-layout files;
+//   DS4_ACT_QUANT=f32 switches it off).
 //   --batch: continuous batching (../cuda_batch_table.h) at each stream count after the decode lines,
 //   S timed steps each (default 16), one table per --batch-rows value (CudaModelOptions::
 //   batch_rows, default: the option's default); the verify / draft / prefill tables are skipped.
@@ -463,8 +464,8 @@ int main(int argc, char** argv) {
                 "%.3f + HC head and lm_head %.3f\n",
                 bytes / 1e9, double(db.dense) / 1e9, (long long)m.config().experts_used, (long long)m.config().layers,
                 double(db.experts) / 1e9, double(db.head) / 1e9);
-    std::printf("decode: %.2f tok/s, %.3f ms/token -> %.0f GB/s of weights effective\n", decode_tps,
-                1e3 / decode_tps, bytes * decode_tps / 1e9);
+    std::printf("decode: %.2f tok/s, %.3f ms/token -> %.0f GB/s of weights effective (act_quant %s)\n", decode_tps,
+                1e3 / decode_tps, bytes * decode_tps / 1e9, m.config().act_quant ? "on" : "off");
     std::printf("roofline (copy bandwidth / bytes per token) %.1f tok/s; fraction %.1f%%\n", roof,
                 100 * decode_tps / roof);
     std::printf("on one stream (CudaModelOptions::streams off): %.2f tok/s, %.3f ms/token, %.1f%% of the roofline\n",

@@ -20,13 +20,13 @@
 // rows is ~1.0x (the weight is read once; x and y are < 1% of it).
 //
 // --act: the GEMV on quantized activations (gemv_act.h: ds4's Q8_0 / Q8_K activations, dp4a)
-// against the f32-x GEMV (kernel 3) on the Q8_0, Q2_K and IQ2_XXS shapes above: us, GB/s and %
-// of the copy bandwidth of both, the launch configuration gemv_act chose (gemv_act_config),
-// act/f32, gemv_act at 2, 4 and 8 rows per block and (Q2_K, IQ2_XXS)
-// with 8 lanes per block instead of 4 (gemv_act_set_lanes), IQ2_XXS with the staged sign table
-// (gemv_act_set_iq2_sign_table), the quantize_act
-// launch that feeds it (one row of cols values), and gemv_act_rows at n = 1, 2, 4, 8, 16 as a
-// multiple of one gemv_act of the same weight.
+// against the f32-x GEMV (kernel 3) on the Q8_0, Q2_K and IQ2_XXS shapes above (Q8_0 also on
+// DeepSeek's dense decode shapes): us, GB/s and % of the copy bandwidth of both, the launch
+// configuration gemv_act chose (gemv_act_config) and the best one of a sweep over lanes per
+// weight block (Q2_K / IQ2_XXS: 4, 8; IQ2_XXS also with the byte-permute decoder), rows per
+// block (2, 4, 8) and row groups per block (1, 2, 4, 8), printed as a table of % of copy after the main one; the quantize_act launch that feeds
+// it (one row of cols values); and gemv_act_rows at n = 1, 2, 4, 8, 16 as a multiple of one
+// gemv_act of the same weight.
 //
 // Usage: bench_cuda_gemv [reps [--no-sweep]]   the tables (--no-sweep: without the threads x rows sweep)
 //        bench_cuda_gemv --act [reps]          the quantized-activation tables only (~10 s)
@@ -203,54 +203,81 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
   const Shape shapes[] = {{4096, 4096, "square"},          {2048, 7168, "wide"},          {7168, 2048, "tall"},
                           {2048, 4096, "expert up"},       {4096, 2048, "expert down"},   {4096, 4096, "gate|up", 6},
                           {4096, 2048, "down", 6},         {4096, 4096, "glm gate|up", 8}, {4096, 2048, "glm down", 8}};
+  // DeepSeek V4 Flash's dense Q8_0 decode projections (rows x cols = out x in)
+  const Shape q8_shapes[] = {{1024, 4096, "ds 4096->1024"},
+                             {32768, 1024, "ds 1024->32768"},
+                             {4096, 8192, "ds 8192->4096"},
+                             {1024, 4096, "ds o_a", 8}};
   cuda::gemv_set_kernel(3);
   cuda::gemv_set_pdl(true);
   auto pct = [&](const Row& q) { return 100.0 * q.gbps / bw.copy_gbps; };
   std::printf("gemv_act (quantized activations, dp4a) vs gemv (f32 x, kernel 3); PDL on; quantize = quantize_act "
-              "of one row of cols values; 8-lane: Q2_K / IQ2_XXS with 8 lanes per block instead of 4\n"
-              "config: the default launch (R rows per block, L lanes per weight block, T threads per block)\n"
-              "sign tbl: IQ2_XXS with its sign masks from a shared-memory table (the first version) instead of computed\n"
-              "%-8s %-22s %7s | %-23s | %-10s %-23s | %6s | %-20s | %7s | %8s | %8s\n",
-              "format", "shape", "MiB", "f32 gemv us GB/s %copy", "config", "gemv_act us GB/s %copy", "act/f32",
-              "act R2 / R4 / R8 GB/s", "8-lane", "sign tbl", "quant us");
+              "of one row of cols values\n"
+              "config: R rows per block, L lanes per weight block, T threads per block, G row groups per block "
+              "(default: what gemv_act launches; best: the fastest of the sweep)\n"
+              "sweep lines: gemv_act %% of copy per lanes | rows per block R2 R4 R8, each at G1 G2 G4 G8 row groups "
+              "per block (Q8_0: one lanes group; Q2_K: L4, L8; IQ2_XXS: L4, L8, then both with byte permutes, "
+              "LP)\n"
+              "%-8s %-26s %7s | %-23s | %-14s %-23s | %-14s %-23s | %8s\n",
+              "format", "shape", "MiB", "f32 gemv us GB/s %copy", "default", "gemv_act us GB/s %copy", "best",
+              "gemv_act us GB/s %copy", "quant us");
   for (const Format& f : formats) {
     const ActBlock block = act_block_for(f.type);
-    for (const Shape& s : shapes) {
+    std::vector<Shape> list(std::begin(shapes), std::end(shapes));
+    if (f.type == DType::Q8_0) list.insert(list.end(), std::begin(q8_shapes), std::end(q8_shapes));
+    for (const Shape& s : list) {
       cuda::DeviceBuffer qbuf(size_t(kMaxIn) * cuda::act_q8_row_bytes(block, s.cols), "bench xq");
       const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qbuf.get(), block, s.cols, kMaxIn);
       cuda::quantize_act(x, s.cols, kMaxIn, xq, nullptr);
       DS4_CUDA_CHECK(cudaDeviceSynchronize());
       const Row ref = bench_one(f, s, reps, x, y, false);
       const Row act = bench_one(f, s, reps, x, y, false, 0, &xq);
-      const cuda::GemvActConfig cfg = cuda::gemv_act_config(f.type, s.cols);
-      char cfg_s[32];
-      std::snprintf(cfg_s, sizeof cfg_s, "R%d L%d T%d", cfg.rows_per_block, cfg.lanes, cfg.threads);
-      double rb[3];
-      for (int k = 0; k < 3; ++k) {
-        cuda::gemv_act_set_rows_per_block(2 << k);
-        rb[k] = bench_one(f, s, reps, x, y, false, 0, &xq).gbps;
+      auto cfg_str = [&] {
+        const cuda::GemvActConfig c = cuda::gemv_act_config(f.type, s.cols, std::max(1, s.batch));
+        char b[32];
+        std::snprintf(b, sizeof b, "R%d L%d%s T%d G%d", c.rows_per_block, c.lanes, c.iq2_permute ? "P" : "",
+                      c.threads, c.groups);
+        return std::string(b);
+      };
+      const std::string def_cfg = cfg_str();
+      // the sweep: lanes (Q2_K / IQ2_XXS: 4, 8) x rows per block x row groups per block
+      Row best = act;
+      std::string best_cfg = def_cfg;
+      char line[512];
+      int len = std::snprintf(line, sizeof line, "%-8s %-26s", f.label,
+                          (std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what +
+                           (s.batch ? " x" + std::to_string(s.batch) : std::string()))
+                              .c_str());
+      // variants: lanes 4, 8, then (IQ2_XXS) the same with the byte-permute decoder
+      const int variants = f.type == DType::Q8_0 ? 1 : f.type == DType::Q2_K ? 2 : 4;
+      for (int v = 0; v < variants; ++v) {
+        const int lanes = v % 2 ? 8 : 4;
+        cuda::gemv_act_set_lanes(f.type == DType::Q8_0 ? 0 : lanes);
+        cuda::gemv_act_set_iq2_permute(v >= 2);
+        len += std::snprintf(line + len, sizeof line - size_t(len), " |");
+        for (int rb : {2, 4, 8})
+          for (int g : {1, 2, 4, 8}) {
+            cuda::gemv_act_set_rows_per_block(rb);
+            cuda::gemv_act_set_groups(g);
+            const Row r = bench_one(f, s, reps, x, y, false, 0, &xq);
+            len += std::snprintf(line + len, sizeof line - size_t(len), "%s%3.0f", g == 1 ? "  " : " ", pct(r));
+            if (r.us < best.us) best = r, best_cfg = cfg_str();
+          }
       }
+      cuda::gemv_act_set_lanes(0);
+      cuda::gemv_act_set_iq2_permute(false);
       cuda::gemv_act_set_rows_per_block(0);
-      double lanes8 = 0;  // the 8-lanes-per-block split (Q2_K / IQ2_XXS)
-      if (f.type != DType::Q8_0) {
-        cuda::gemv_act_set_lanes(8);
-        lanes8 = bench_one(f, s, reps, x, y, false, 0, &xq).gbps;
-        cuda::gemv_act_set_lanes(0);
-      }
-      double table = 0;  // IQ2_XXS: the staged sign table
-      if (f.type == DType::IQ2_XXS) {
-        cuda::gemv_act_set_iq2_sign_table(true);
-        table = bench_one(f, s, reps, x, y, false, 0, &xq).gbps;
-        cuda::gemv_act_set_iq2_sign_table(false);
-      }
+      cuda::gemv_act_set_groups(0);
       constexpr int kQuantLaunches = 200;
       const double qus = graph_ms([&](cudaStream_t st) {
                            for (int i = 0; i < kQuantLaunches; ++i) cuda::quantize_act(x, s.cols, 1, xq, st);
                          }, reps) * 1e3 / kQuantLaunches;
-      std::printf("%-8s %-22s %7.2f | %7.2f %6.0f %6.1f%% | %-10s %7.2f %6.0f %6.1f%% | %5.2fx | %6.0f %6.0f %6.0f | %7.0f | "
-                  "%8.0f | %8.2f\n",
-                  f.label, ref.shape.c_str(), ref.mib, ref.us, ref.gbps, pct(ref), cfg_s, act.us, act.gbps, pct(act),
-                  ref.us / act.us, rb[0], rb[1], rb[2], lanes8, table, qus);
+      std::printf("%-8s %-26s %7.2f | %7.2f %6.0f %6.1f%% | %-14s %7.2f %6.0f %6.1f%% | %-14s %7.2f %6.0f %6.1f%% | "
+                  "%8.2f\n",
+                  f.label, ref.shape.c_str(), ref.mib, ref.us, ref.gbps, pct(ref), def_cfg.c_str(), act.us, act.gbps,
+                  pct(act), best_cfg.c_str(), best.us, best.gbps, pct(best), qus);
+      std::printf("  sweep %s\n", line);
+      std::fflush(stdout);
     }
   }
   std::printf("\ngemv_act_rows: time of n rows / one gemv_act of the same weight (bytes floor ~1.0x)\n%-8s %-12s %8s",
@@ -272,6 +299,7 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
         std::printf(" %6.1f %4.2fx", rn.us, rn.us / one.us);
       }
       std::printf("\n");
+      std::fflush(stdout);
     }
   }
   return 0;

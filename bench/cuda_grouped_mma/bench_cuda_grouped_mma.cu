@@ -15,7 +15,7 @@
 // of T tokens each routed to K distinct uniformly drawn experts. Work counted: 2 * T * K * rows
 // * cols (the useful multiply-adds).
 //
-// Usage: bench_cuda_grouped_mma [reps=20] [max tokens=4096]
+// Usage: bench_cuda_grouped_mma [reps=20] [max tokens=4096] [sweep: also the GroupedGemm batch sweep]
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/bandwidth.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/grouped_mma.h"
@@ -120,6 +121,10 @@ double dense_bf16_tflops(int m, int n, int k, int reps, cudaStream_t s) {
 
 // Lines of the batch-size sweep (printed after the main table).
 std::string g_sweep;
+// grouped_mma_bf16 as GB/s of the expert weights the chunk reads, against the copy bandwidth
+// (cuda::measure_bandwidth: read + written bytes / time) measured in the same run.
+std::string g_bytes_table;
+double g_copy_gbps = 1;
 
 // sweep: also the new path with at most 1, 2, 4, 8, 16 experts per weight batch (L2 residency
 // of the decoded experts vs GEMM tiles in flight), into g_sweep.
@@ -175,11 +180,41 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
   const double flop = 2.0 * double(pairs) * double(c.rows) * double(c.cols);
   auto tflops = [&](double ms) { return flop / (ms * 1e-3) / 1e12; };
   const int64_t rows_per_expert = pairs / c.experts;
+  // weight bytes the chunk must read: every expert used once (data, and MLX scales + biases)
+  std::vector<char> used(size_t(c.experts), 0);
+  for (int32_t e : ids) used[size_t(e)] = 1;
+  const double wbytes_read = double(std::count(used.begin(), used.end(), 1)) * double(data_bytes + 2 * sb);
   const int keep = cuda::grouped_mma_entries_per_block();
+  double g_ms[3];  // forced 1, 2, kGroupedMmaMaxEntries entries per block
+  const int gs[3] = {1, 2, cuda::kGroupedMmaMaxEntries};
+  for (int i = 0; i < 3; ++i) {
+    cuda::grouped_mma_set_entries_per_block(gs[i]);
+    g_ms[i] = time_ms([&] { cuda::grouped_mma_bf16(w, dx.as<float>(), dy_old.as<float>(), r, s, rows_per_expert); },
+                      reps, s);
+  }
   cuda::grouped_mma_set_entries_per_block(0);  // the kernel a chunk picks
+  const bool keep_ring = cuda::grouped_mma_x_ring();
+  cuda::grouped_mma_set_x_ring(true);
+  const double ring_ms =
+      time_ms([&] { cuda::grouped_mma_bf16(w, dx.as<float>(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
+  cuda::grouped_mma_set_x_ring(keep_ring);
   const double old_ms =
       time_ms([&] { cuda::grouped_mma_bf16(w, dx.as<float>(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
   cuda::grouped_mma_set_entries_per_block(keep);
+  auto gbps = [&](double ms) { return wbytes_read / (ms * 1e-3) / 1e9; };
+  {
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "| %s | %s %lldx%lld | %lld x %lld = %lld | %lld | %.0f | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | "
+                  "%.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) |\n",
+                  c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols,
+                  (long long)tokens, (long long)c.k, (long long)pairs, (long long)rows_per_expert, wbytes_read / 1e6,
+                  old_ms, gbps(old_ms), 100.0 * gbps(old_ms) / g_copy_gbps, g_ms[0], gbps(g_ms[0]),
+                  100.0 * gbps(g_ms[0]) / g_copy_gbps, g_ms[1], gbps(g_ms[1]), 100.0 * gbps(g_ms[1]) / g_copy_gbps,
+                  g_ms[2], gbps(g_ms[2]), 100.0 * gbps(g_ms[2]) / g_copy_gbps, ring_ms, gbps(ring_ms),
+                  100.0 * gbps(ring_ms) / g_copy_gbps);
+    g_bytes_table += line;
+  }
   // the new path (its own scratch, as a model's load sizes it)
   cuda::MatmulWorkspace mm(1, 128, 128, 1, "bench grouped gemm handle", cuda::MatmulPrecision::kBf16);
   const size_t wbytes = size_t(std::min(c.experts, cuda::kGroupedGemmBatchExperts) * c.rows * c.cols) * 2;
@@ -250,10 +285,12 @@ int main(int argc, char** argv) {
   try {
     const int reps = argc > 1 ? std::max(3, std::atoi(argv[1])) : 20;
     const int64_t max_tokens = argc > 2 ? std::atoll(argv[2]) : 4096;
+    const bool sweep = argc > 3 && std::string(argv[3]) == "sweep";
     cudaStream_t s;
     DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaDeviceProp p{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+    g_copy_gbps = cuda::measure_bandwidth(size_t(1) << 30, 10, s).copy_gbps;
     const double peak = dense_bf16_tflops(8192, 8192, 8192, reps, s);
     const double peak_small = dense_bf16_tflops(4096, 512, 4096, reps, s);
     std::printf("%s: dense BF16 cuBLAS GEMM (FP32 accumulate) 8192^3: %.1f TFLOP/s (the reference below); "
@@ -278,7 +315,13 @@ int main(int argc, char** argv) {
     };
     for (int64_t tokens : {512, 1024, 2048, 4096})
       if (tokens <= max_tokens)
-        for (const Case& c : cases) bench_case(c, tokens, reps, peak, s, tokens == 2048 && c.rows == 4096 && c.cols == 4096);
+        for (const Case& c : cases) bench_case(c, tokens, reps, peak, s, sweep && tokens == 2048 && c.rows == 4096 && c.cols == 4096);
+    std::printf("\ngrouped_mma_bf16 in GB/s of the expert weights read (each used expert once) and %% of the copy "
+                "bandwidth %.0f GB/s (read + written / time); auto = the kernel a chunk picks, G = entries of one "
+                "expert per block, forced; x ring = grouped_mma_set_x_ring(true)\n"
+                "| family | weight | chunk x top-k = pairs | rows/expert | weights MB | auto ms (GB/s / %%) | "
+                "G=1 ms (GB/s / %%) | G=2 | G=4 | auto with the x ring |\n|---|---|---|---|---|---|---|---|---|---|\n%s",
+                g_copy_gbps, g_bytes_table.c_str());
     std::printf("\nnew path by experts per weight batch (default: %lld, or as many as the scratch holds)\n"
                 "| case | tokens | experts per batch | new ms (TFLOP/s) |\n|---|---|---|---|\n%s",
                 (long long)cuda::kGroupedGemmBatchExperts, g_sweep.c_str());

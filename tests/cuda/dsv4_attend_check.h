@@ -21,6 +21,24 @@
 
 namespace ds4::cuda_test {
 
+// Device copies of host arrays (null: uninitialized), freed together.
+struct DeviceUploads {
+  std::vector<void*> owned;
+  DeviceUploads() = default;
+  DeviceUploads(const DeviceUploads&) = delete;
+  DeviceUploads& operator=(const DeviceUploads&) = delete;
+  ~DeviceUploads() {
+    for (void* d : owned) cudaFree(d);
+  }
+  void* operator()(const void* h, size_t bytes) {
+    void* d = nullptr;
+    DS4_CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(bytes, 4)));
+    owned.push_back(d);
+    if (h) DS4_CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    return d;
+  }
+};
+
 struct AttendCase {
   const char* name;
   int64_t heads, hd, rope_dim, window, pos, ratio, n_entries, n_sel;  // n_sel 0: no selection (HCA)
@@ -46,14 +64,7 @@ inline void attend_case(const AttendCase& k, int64_t chunk) {
   const int32_t nsel = int32_t(k.n_sel), pos = int32_t(k.pos);
   const int64_t chunks = dk::attend_chunks(k.max_rows);
 
-  std::vector<void*> owned;
-  auto up = [&](const void* h, size_t bytes) {
-    void* d = nullptr;
-    DS4_CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(bytes, 4)));
-    if (h) DS4_CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-    owned.push_back(d);
-    return d;
-  };
+  DeviceUploads up;
   dk::AttendArgs a{};
   a.q = static_cast<const float*>(up(q.data(), q.size() * 4));
   a.ring = static_cast<const float*>(up(ring.data(), ring.size() * 4));
@@ -73,7 +84,6 @@ inline void attend_case(const AttendCase& k, int64_t chunk) {
   dk::attend_chunked(a, dpos, nullptr, dk::Rows{}, chunk);
   std::vector<float> got(size_t(H * D));
   DS4_CUDA_CHECK(cudaMemcpy(got.data(), a.out, got.size() * 4, cudaMemcpyDeviceToHost));
-  for (void* d : owned) cudaFree(d);
 
   // Host reference: the rows as key_row() orders them (window oldest first, then entries).
   const int64_t p = k.pos, n_win = std::min(p + 1, k.window);

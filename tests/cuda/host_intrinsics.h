@@ -37,3 +37,10 @@ static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __int2float_rn(int v) { return float(v); }
 // No lanes on the host: a test that needs a cross-lane sum adds the lanes itself.
 static inline int __shfl_xor_sync(unsigned, int v, int) { return 0 * v; }
+// prmt.b32 (default mode): result byte n = byte (selector nibble n & 7) of {b, a} (a = bytes 0..3).
+static inline uint32_t __byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+  const uint64_t v = (uint64_t(b) << 32) | a;
+  uint32_t r = 0;
+  for (int n = 0; n < 4; ++n) r |= uint32_t((v >> (8 * ((s >> (4 * n)) & 7))) & 0xff) << (8 * n);
+  return r;
+}

@@ -186,18 +186,29 @@ void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int6
 // runs: entries laid out as moe_group lays out a chunk's experts with more than 16 rows (a run
 // of 5 entries of one expert, then 2 of another: blocks share a decoded tile over up to 4 of
 // them), checked against the host and, bit for bit, against one block per entry.
+// Entry layouts: kSingles (one entry per expert, counts 16, 5, 1, 9, 7), kRuns (moe_group's runs
+// of full entries of one expert and a tail), kAllCounts (every count 1..16, in pairs of entries
+// of one expert, so the shared kernels also group partial entries).
+enum class Layout { kSingles, kRuns, kAllCounts };
+
 void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st = DType::F16, int64_t group = 64,
-                      bool runs = false) {
+                      Layout layout = Layout::kSingles) {
   const DeviceExperts dx_experts = upload_experts(t, E, rows, cols, g_rng, group, st);
   const std::vector<HostWeight>& hw = dx_experts.host;
   const size_t stride = dx_experts.stride, sb = dx_experts.scale_stride;
-  const int tokens = runs ? 50 : 40, K = 2, slots = tokens * K, S = cuda::kGemvMaxRows;
+  const bool runs = layout == Layout::kRuns, all = layout == Layout::kAllCounts;
+  const int tokens = all ? 70 : runs ? 50 : 40, K = 2, slots = tokens * K, S = cuda::kGemvMaxRows;
   const int32_t eh = int32_t(E / 2), el = int32_t(E - 1);
-  const std::vector<int32_t> experts = runs ? std::vector<int32_t>{eh, eh, eh, eh, eh, 0, 0, el, el}
-                                            : std::vector<int32_t>{el, 0, eh, 1, 2, 0},
-                             counts = runs ? std::vector<int32_t>{16, 16, 16, 16, 3, 16, 9, 5, 16}
-                                           : std::vector<int32_t>{16, 5, 16, 1, 9, 7};
-  const int32_t live = runs ? 8 : 5;  // the last entry is dead (in the runs layout: a run's tail)
+  std::vector<int32_t> experts = runs ? std::vector<int32_t>{eh, eh, eh, eh, eh, 0, 0, el, el}
+                                      : std::vector<int32_t>{el, 0, eh, 1, 2, 0},
+                       counts = runs ? std::vector<int32_t>{16, 16, 16, 16, 3, 16, 9, 5, 16}
+                                     : std::vector<int32_t>{16, 5, 16, 1, 9, 7};
+  if (all) {  // 136 of the 140 slots, then one dead entry
+    experts.clear(), counts.clear();
+    for (int32_t c = 1; c <= 16; ++c) experts.push_back(int32_t(((c - 1) / 2) % E)), counts.push_back(c);
+    experts.push_back(0), counts.push_back(16);
+  }
+  const int32_t live = int32_t(experts.size()) - 1;  // the last entry is dead (in the runs layout: a run's tail)
   std::vector<int32_t> xi(experts.size() * S, 0), yi(xi.size(), 0);
   int slot = 0;
   for (int b = 0; b < live; ++b)
@@ -228,12 +239,20 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   DS4_CUDA_CHECK(cudaMemcpy(y1.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
   DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
-  cuda::grouped_mma_set_entries_per_block(cuda::kGroupedMmaMaxEntries);
-  cuda::grouped_mma_bf16(w, dx.as<float>(), dy.as<float>(), r, nullptr);
-  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  bool same_blocks = true;
+  const bool ring = cuda::grouped_mma_x_ring();
+  // shared fragments (G = 2, 4) and the x ring (G = 1, 2, 4): the same bits as one block per entry
+  for (int v = 0; v < 5; ++v) {
+    DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+    cuda::grouped_mma_set_x_ring(v >= 2);
+    cuda::grouped_mma_set_entries_per_block(v == 0 || v == 3 ? 2 : v == 2 ? 1 : cuda::kGroupedMmaMaxEntries);
+    cuda::grouped_mma_bf16(w, dx.as<float>(), dy.as<float>(), r, nullptr);
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    DS4_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
+    same_blocks = same_blocks && std::memcmp(y.data(), y1.data(), y.size() * sizeof(float)) == 0;
+  }
+  cuda::grouped_mma_set_x_ring(ring);
   cuda::grouped_mma_set_entries_per_block(shared_entries);
-  DS4_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
-  const bool same_blocks = std::memcmp(y.data(), y1.data(), y.size() * sizeof(float)) == 0;
   double num = 0, den = 0, max_abs = 0, max_ref = 0;
   bool finite = true, untouched = true;
   std::vector<int> written(size_t(slots), 0);
@@ -259,8 +278,8 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
   char buf[128];
   std::snprintf(buf, sizeof buf, "E%lld %lldx%lld nmse %.1e rel %.1e%s%s", (long long)E, (long long)rows,
                 (long long)cols, nmse, rel, untouched ? "" : " WROTE A DEAD ROW",
-                same_blocks ? ", shared tiles = one block per entry bitwise" : ", SHARED TILES DIFFER");
-  verdict(std::string("grouped_mma_") + (runs ? "runs_" : "") + fmt_name(t, st),
+                same_blocks ? ", G 2/4 and the x ring = one block per entry bitwise" : ", G 2/4 OR THE X RING DIFFER");
+  verdict(std::string("grouped_mma_") + (runs ? "runs_" : all ? "counts1to16_" : "") + fmt_name(t, st),
           finite && untouched && same_blocks && nmse <= 1e-4 && rel <= 2e-2, buf);
 }
 
@@ -347,9 +366,12 @@ int main() {
     test_grouped_mma(DType::MLX_Q4, 3, 130, 256, DType::BF16, 64);
     test_grouped_mma(DType::MLX_Q8, 3, 64, 384, DType::F16, 32);
     test_grouped_mma(DType::F32, 3, 24, 128);
-    test_grouped_mma(DType::IQ2_XXS, 8, 200, 512, DType::F16, 64, true);
-    test_grouped_mma(DType::Q2_K, 8, 136, 256, DType::F16, 64, true);
-    test_grouped_mma(DType::MLX_Q4, 8, 128, 256, DType::BF16, 64, true);
+    test_grouped_mma(DType::IQ2_XXS, 8, 200, 512, DType::F16, 64, Layout::kRuns);
+    test_grouped_mma(DType::Q2_K, 8, 136, 256, DType::F16, 64, Layout::kRuns);
+    test_grouped_mma(DType::MLX_Q4, 8, 128, 256, DType::BF16, 64, Layout::kRuns);
+    for (DType t : st_all) test_grouped_mma(t, 8, 136, 768, DType::F16, 64, Layout::kAllCounts);
+    test_grouped_mma(DType::MLX_Q4, 8, 130, 640, DType::BF16, 64, Layout::kAllCounts);
+    test_grouped_mma(DType::MLX_Q8, 8, 64, 256, DType::F16, 32, Layout::kAllCounts);
     test_moe_group_split();
   } catch (const std::exception& e) {
     std::printf("FATAL: %s\n", e.what());

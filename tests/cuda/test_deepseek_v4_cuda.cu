@@ -7,7 +7,9 @@
 //     and so does the graph with the layer's side branches on a second stream.
 //  2. A cloned state continues bit-identically; Logits::kAll rows match the CPU's kAll rows.
 //  3. The tiny model exported in antirez/ds4's GGUF layout (F16 / Q8_0 dense, Q8_0 experts):
-//     CUDA vs CPU on the same file (quantized gemv paths, GGUF binding).
+//     CUDA vs CPU on the same file (quantized gemv paths, GGUF binding): with ds4's activation
+//     quantization (the default for ds4-layout files, on both) the stepwise act_quant criterion
+//     (dsv4_actq_compare.h), without it (act_quant off on both) every row within kTol.
 //  4. Bad input: a token outside the vocabulary and a context overflow throw InputError.
 //  5. ds4's storage numerics (FP8 KV rows, Hadamard + FP4 indexer rows; the tiny shapes never
 //     trigger them) on the device equal the CPU's value for value.
@@ -38,7 +40,11 @@
 //     CSA / HCA windows closed, both open): GPU -> GPU next logits bit-identical, GPU <-> CPU
 //     within kTol, corrupted sections refused with InputError.
 //  9. The split-K attend kernel at the Flash's shapes (64 heads x 512, 640 rows) and a small
-//     head vs a double host reference (dsv4_attend_check.h).
+//     head vs a double host reference (dsv4_attend_check.h); the tensor-core attend of
+//     prefill chunks vs the exact one on chunks of rows (dsv4_attend_tc_check.h).
+// 10. The compressor lanes' chunk form (lane_chunk.cu) against the row-by-row walk on random
+//     lane states at the Flash's lane shapes, memcmp of entries, pending slots, Ca half and
+//     undo log (dsv4_lane_check.h).
 // When a logits check fails, the per-layer max |diff| of the HC state vs the CPU model is
 // printed for that prompt (direct launches + layer observers), to localize the bug.
 // Usage: test_deepseek_v4_cuda [root] [--quick]   (--quick: p7 and p64 only, for sanitizers)
@@ -60,10 +66,14 @@
 #include "models/deepseek_v4/cuda/model_cuda.h"
 #include "models/deepseek_v4/gguf.h"
 #include "models/deepseek_v4/model.h"
+#include "dsv4_actq_compare.h"
 #include "dsv4_attend_check.h"
+#include "dsv4_attend_tc_check.h"
 #include "dsv4_checkpoint_test.h"
 #include "dsv4_chunk_check.h"
+#include "dsv4_lane_check.h"
 #include "test_common.h"
+#include "../unit/deepseek_v4/act_quant_env.h"
 #include "../unit/deepseek_v4/tc_criterion.h"
 
 using namespace ds4;
@@ -251,7 +261,10 @@ void tiny_extras(Model& cpu, Model& gpu, const TensorSource& g) {
 }
 
 // The tiny model in ds4's GGUF layout (F16 / Q8_0 dense tensors, Q8_0 experts): CUDA vs CPU
-// on the same file, p64 prefill + 16 greedy decode rows.
+// on the same file. ds4's activation quantization is on by default for it (both models): the
+// act_quant criterion (dsv4_actq_compare.h) on 16 decode steps each from the GPU state after
+// p64; with it off (CudaModelOptions::act_quant / DS4_ACT_QUANT=f32) p64 prefill + 16 greedy
+// decode rows within kTol and the same greedy tokens, as before the default changed.
 void tiny_gguf(const std::string& root, const TensorSource& g) {
   const std::string dir = root + "/tests/data/deepseek_v4/model";
   const auto path = std::filesystem::temp_directory_path() / ("ds4_cuda_tiny_dsv4_" + std::to_string(::getpid()) + ".gguf");
@@ -263,44 +276,62 @@ void tiny_gguf(const std::string& root, const TensorSource& g) {
     dsv4::export_ds4_gguf(*src, cfg, path.string(), opt);
   }
   LoadOptions o;
-  auto cpu = dsv4::load(path.string(), o);
+  auto cpu = dsv4::load(path.string(), o);  // the default: act_quant on for this file
+  auto cpu_f32 = ds4_test::load_dsv4_act(path.string(), "f32", o);
   auto gpu = dsv4::load_cuda(path.string(), o, exact());
+  dsv4::CudaModelOptions off = exact();
+  off.act_quant = false;
+  auto gpu_f32 = dsv4::load_cuda(path.string(), o, off);
   const auto tokens = golden<int32_t>(g, "p64.tokens");
   const int64_t V = gpu->info().vocab_size;
-  auto sc = cpu->new_state(), sg = gpu->new_state();
-  auto lc = cpu->prefill(*sc, tokens), lg = gpu->prefill(*sg, tokens);
-  float d = max_diff(lg.data(), lc.data(), size_t(V));
-  bool same = true;
-  for (int i = 0; i < 16; ++i) {
-    const int32_t tc = argmax(lc.data(), V), tg = argmax(lg.data(), V);
-    same = same && tc == tg;
-    lc = cpu->decode(*sc, tc);
-    lg = gpu->decode(*sg, tc);
-    d = std::max(d, max_diff(lg.data(), lc.data(), size_t(V)));
+  char buf[400];
+  {  // act_quant on (the default on both): stepwise rows
+    const auto& m = dynamic_cast<const dsv4::DeepseekV4CudaModel&>(*gpu);
+    const RowsPair st = stepwise(*cpu, *gpu, tokens, 16);
+    const RowDiffs d = row_diffs(st.gpu, st.cpu, V);
+    std::snprintf(buf, sizeof buf, "tiny ds4 GGUF (Q8_0 experts), act_quant on by default (GPU config %d, Q8_0 act "
+                  "products %lld): 16 decode steps each from the GPU state after p64, row max |diff| vs CPU median %.3g "
+                  "(<= %.0e), max %.3g, %d of %d rows over %.0e (<= a third)", int(m.config().act_quant),
+                  (long long)m.act_launches().q8_0, double(d.median), double(kActqMedian), double(d.worst), d.over, d.rows,
+                  double(kActqTol));
+    check(m.config().act_quant && m.act_launches().q8_0 > 0 && actq_rows_ok(d), buf);
   }
-  {  // the chunk path on the quantized formats: bit-identical to decode steps
+  {  // act_quant off: the f32 gemv paths on the quantized formats, within kTol token for token
+    auto sc = cpu_f32->new_state(), sg = gpu_f32->new_state();
+    auto lc = cpu_f32->prefill(*sc, tokens), lg = gpu_f32->prefill(*sg, tokens);
+    float d = max_diff(lg.data(), lc.data(), size_t(V));
+    bool same = true;
+    for (int i = 0; i < 16; ++i) {
+      const int32_t tc = argmax(lc.data(), V), tg = argmax(lg.data(), V);
+      same = same && tc == tg;
+      lc = cpu_f32->decode(*sc, tc);
+      lg = gpu_f32->decode(*sg, tc);
+      d = std::max(d, max_diff(lg.data(), lc.data(), size_t(V)));
+    }
+    std::snprintf(buf, sizeof buf, "tiny ds4 GGUF (Q8_0 experts), act_quant off: p64 prefill + 16 decode rows, max |diff| "
+                  "vs CPU %.3g (tol %.0e), greedy equal: %s", d, double(kTol), same ? "yes" : "NO");
+    check(d <= kTol && same, buf);
+  }
+  {  // the chunk path on the quantized formats (act_quant on): bit-identical to decode steps
     dsv4::CudaModelOptions one;
     one.chunk_rows = 1, one.prefill_rows = 0;  // every token a decode step (no prefill chunks)
     auto steps = dsv4::load_cuda(path.string(), o, exact(one));
     chunk_vs_steps(*gpu, *steps, tokens, 5, {16, 59}, "tiny ds4 GGUF (Q8_0 experts), chunk 16");
   }
-  {  // item 8 on the quantized formats (F16 / Q8_0 dense): kAll of p64 in one tensor-core chunk
+  {  // item 8 on the quantized formats (F16 / Q8_0 dense): kAll of p64 in one tensor-core chunk,
+     // which never quantizes activations: its CPU references are the f32-activation model
     auto tc = dsv4::load_cuda(path.string(), o, tensor_cores());
-    auto sc2 = cpu->new_state(), st = tc->new_state();
+    auto sc2 = cpu_f32->new_state(), st = tc->new_state();
     std::vector<float> a, e, b;
-    cpu->forward(*sc2, tokens, Logits::kAll, a);
-    dsv4::set_tensor_core_emulation(*cpu, kTcRows);
-    auto se = cpu->new_state();
-    cpu->forward(*se, tokens, Logits::kAll, e);
-    dsv4::set_tensor_core_emulation(*cpu, 0);
+    cpu_f32->forward(*sc2, tokens, Logits::kAll, a);
+    dsv4::set_tensor_core_emulation(*cpu_f32, kTcRows);
+    auto se = cpu_f32->new_state();
+    cpu_f32->forward(*se, tokens, Logits::kAll, e);
+    dsv4::set_tensor_core_emulation(*cpu_f32, 0);
     tc->forward(*st, tokens, Logits::kAll, b);
     tc_check("tiny ds4 GGUF: tensor-core kAll p64", a, e, b, V);
   }
   std::filesystem::remove(path);
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "tiny ds4 GGUF (Q8_0 experts): p64 prefill + 16 decode rows, max |diff| vs CPU %.3g (tol %.0e), greedy equal: %s",
-                d, double(kTol), same ? "yes" : "NO");
-  check(d <= kTol && same, buf);
 }
 
 // ds4 storage numerics on the device (the tiny model's shapes never trigger them): one block
@@ -453,6 +484,8 @@ int main(int argc, char** argv) {
     }
     storage_numerics();
     attend_shapes();
+    lane_chunk_shapes();
+    attend_tc_shapes();
     if (!quick) tiny_gguf(root, *g);
     check(dsv4::tensor_core_rows(tensor_cores()) == kTcRows && dsv4::tensor_core_rows(exact()) == 0,
           "tensor_core_rows: prefill chunks of more than 16 rows by default, none without tensor_cores");

@@ -12,10 +12,11 @@
 //                          The largest |gpu - cpu| / sum|term| seen is printed (expect ~1e-7);
 //   gemv_act_batched    entry b == gemv_act on expert ids[b] (memcmp), ids on the device;
 //                          Q2_K / IQ2_XXS under both lane splits (gemv_act_set_lanes 4, 8),
-//                          IQ2_XXS also with the staged sign table (same bits required);
+//                          IQ2_XXS also with the staged sign table and the byte-permute
+//                          decoder (same bits required);
 //   gemv_act_rows       row i == gemv_act on that row (memcmp), n = 1..16, and with batch ids,
 //                          live, counts, x_idx and y_idx (entries past *live untouched);
-//   PDL                 quantize_act + gemv_act / _batched launched as programmatic dependents
+//   PDL                 quantize_act + gemv_act / _batched / _rows launched as programmatic dependents
 //                          after a kernel that writes x and the ids late == plain launches;
 //   bad input           InputError (wrong activation block, cols not a multiple, n mismatch,
 //                          unsupported type, misaligned q, bad n / strides / rows per block).
@@ -27,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -259,29 +261,43 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
     cuda::gemv_act(dw.view, xd.q.row(i), y.as<float>(), s);
     single[size_t(i)] = download(y.as<float>(), size_t(sh.rows));
     if (i == 0) {
-      for (int rb : {2, 4, 8}) {
-        cuda::gemv_act_set_rows_per_block(rb);
-        cuda::gemv_act(dw.view, xd.q.row(0), y.as<float>(), s);
-        rb_same = rb_same && same(download(y.as<float>(), size_t(sh.rows)), single[0]);
-      }
+      for (int rb : {2, 4, 8})
+        for (int g : {1, 2, 4, 8}) {
+          cuda::gemv_act_set_rows_per_block(rb);
+          cuda::gemv_act_set_groups(g);
+          poison(y);
+          cuda::gemv_act(dw.view, xd.q.row(0), y.as<float>(), s);
+          rb_same = rb_same && same(download(y.as<float>(), size_t(sh.rows)), single[0]);
+        }
       cuda::gemv_act_set_rows_per_block(0);
+      cuda::gemv_act_set_groups(0);
     }
   }
-  check(same(single[0], y0) && rb_same, what + ": gemv_act is deterministic and equal at 2, 4 and 8 rows per block");
+  check(same(single[0], y0) && rb_same,
+        what + ": gemv_act is deterministic and equal at 2, 4 and 8 rows per block x 1, 2, 4, 8 row groups per block");
   int rows_same = 0, rows_total = 0;
-  for (int nr = 1; nr <= int(kIn); ++nr) {
-    poison(y);
-    cuda::GemvRows r;
-    r.n = nr, r.x_row = n, r.y_row = sh.rows;
-    cuda::gemv_act_rows(dw.view, xd.q.row(0), y.as<float>(), r, s);
-    const std::vector<float> got = download(y.as<float>(), size_t(kIn * sh.rows));
-    for (int i = 0; i < nr; ++i, ++rows_total)
-      rows_same += std::memcmp(&got[size_t(i * sh.rows)], single[size_t(i)].data(), size_t(sh.rows) * 4) == 0;
+  for (int g : {0, 4}) {  // the default row groups per block, and 4 (blocks that walk several groups)
+    cuda::gemv_act_set_groups(g);
+    for (int nr = 1; nr <= int(kIn); ++nr) {
+      poison(y);
+      cuda::GemvRows r;
+      r.n = nr, r.x_row = n, r.y_row = sh.rows;
+      cuda::gemv_act_rows(dw.view, xd.q.row(0), y.as<float>(), r, s);
+      const std::vector<float> got = download(y.as<float>(), size_t(kIn * sh.rows));
+      for (int i = 0; i < nr; ++i, ++rows_total)
+        rows_same += std::memcmp(&got[size_t(i * sh.rows)], single[size_t(i)].data(), size_t(sh.rows) * 4) == 0;
+    }
   }
-  check(rows_same == rows_total, what + ": gemv_act_rows row i == gemv_act (memcmp), n = 1..16: " +
-                                     std::to_string(rows_same) + " of " + std::to_string(rows_total));
-  if (sh.type == DType::IQ2_XXS && lanes == 0) {  // the staged sign table: the same masks, the same bits
-    cuda::gemv_act_set_iq2_sign_table(true);
+  cuda::gemv_act_set_groups(0);
+  check(rows_same == rows_total, what + ": gemv_act_rows row i == gemv_act (memcmp), n = 1..16, default and 4 row "
+                                        "groups per block: " + std::to_string(rows_same) + " of " +
+                                     std::to_string(rows_total));
+  // IQ2_XXS: the staged sign table (4 lanes) and the byte-permute decoder (both splits) give the
+  // same signed integers: the same bits
+  for (int variant = 0; variant < 2 && sh.type == DType::IQ2_XXS; ++variant) {
+    if (variant == 0 && lanes != 0) continue;
+    const char* how = variant == 0 ? "sign table (gemv_act_set_iq2_sign_table)" : "byte permutes (gemv_act_set_iq2_permute)";
+    (variant == 0 ? cuda::gemv_act_set_iq2_sign_table : cuda::gemv_act_set_iq2_permute)(true);
     cuda::gemv_act(dw.view, xd.q.row(0), y.as<float>(), s);
     const bool one = same(download(y.as<float>(), size_t(sh.rows)), single[0]);
     cuda::GemvRows r;
@@ -292,9 +308,9 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
     int rows_ok = 0;
     for (int i = 0; i < 5; ++i)
       rows_ok += std::memcmp(&got[size_t(i * sh.rows)], single[size_t(i)].data(), size_t(sh.rows) * 4) == 0;
-    cuda::gemv_act_set_iq2_sign_table(false);
-    check(one && rows_ok == 5, what + ": sign table (gemv_act_set_iq2_sign_table) gemv_act and gemv_act_rows n=5 "
-                                      "== computed signs (memcmp), rows " + std::to_string(rows_ok) + " of 5");
+    (variant == 0 ? cuda::gemv_act_set_iq2_sign_table : cuda::gemv_act_set_iq2_permute)(false);
+    check(one && rows_ok == 5, what + ": " + how + " gemv_act and gemv_act_rows n=5 == computed signs (memcmp), rows " +
+                                   std::to_string(rows_ok) + " of 5");
   }
   cuda::gemv_act_set_lanes(0);
 }
@@ -387,8 +403,9 @@ void check_batched(DType type, int64_t rows, int64_t cols, std::mt19937_64& rng,
   }
 }
 
-// late_writer -> quantize_act -> gemv_act (form 0) / gemv_act_batched by device ids (form 1):
-// with PDL the same output as plain launches, and the stale input gives another one.
+// late_writer -> quantize_act -> gemv_act (form 0) / gemv_act_batched by device ids (form 1) /
+// gemv_act_rows (form 2) / gemv_act_rows routed by device ids (form 3): with PDL the same output
+// as plain launches, and the stale input gives another one.
 void check_pdl(DType type, std::mt19937_64& rng, cudaStream_t s) {
   constexpr int64_t E = 4, R = 64, cols = 2048, count = 3;
   const ActBlock block = act_block_for(type);
@@ -399,13 +416,15 @@ void check_pdl(DType type, std::mt19937_64& rng, cudaStream_t s) {
   const std::vector<float> x_new = activations(count, cols, cols, rng), x_stale = activations(count, cols, cols, rng);
   const std::vector<int32_t> ids_new = {3, 0, 2}, ids_stale = {1, 2, 0};
   cuda::DeviceBuffer src(size_t(xn) * 4, "x written late"), x(size_t(xn) * 4, "x"), ids_src(count * 4, "ids late"),
-      ids(count * 4, "ids"), y(size_t(E * R) * 4, "y"), qbuf(size_t(count) * cuda::act_q8_row_bytes(block, cols), "xq");
+      ids(count * 4, "ids"), y(size_t(count * E * R) * 4, "y"), qbuf(size_t(count) * cuda::act_q8_row_bytes(block, cols), "xq");
   const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qbuf.get(), block, cols, count);
   upload_to(src.get(), x_new);
   upload_to(ids_src.get(), ids_new);
   const bool default_pdl = cuda::gemv_pdl();
-  for (int form = 0; form < 2; ++form) {
-    const size_t ny = form == 0 ? size_t(E * R) : size_t(count * R);
+  // forms: gemv_act; gemv_act_batched by device ids; gemv_act_rows over count input rows;
+  // gemv_act_rows routed by device ids (one row per entry)
+  for (int form = 0; form < 4; ++form) {
+    const size_t ny = form == 0 ? size_t(E * R) : form == 2 ? size_t(count * E * R) : size_t(count * R);
     auto run = [&](bool pdl, bool write) {
       upload_to(x.get(), x_stale);
       upload_to(ids.get(), ids_stale);
@@ -418,19 +437,28 @@ void check_pdl(DType type, std::mt19937_64& rng, cudaStream_t s) {
         DS4_CUDA_CHECK_LAUNCH();
       }
       cuda::quantize_act(x.as<float>(), cols, count, xq, s);
+      WeightMatrix e = dw.view;
+      e.rows = R;
+      const cuda::GemvBatch routed{int(count), ids.as<int32_t>(), id_stride, 0, cols, R};
       if (form == 0) {
         cuda::gemv_act(dw.view, xq.row(0), y.as<float>(), s);
+      } else if (form == 1) {
+        cuda::gemv_act_batched(e, xq.row(0), y.as<float>(), routed, s);
       } else {
-        WeightMatrix e = dw.view;
-        e.rows = R;
-        cuda::gemv_act_batched(e, xq.row(0), y.as<float>(),
-                               cuda::GemvBatch{int(count), ids.as<int32_t>(), id_stride, 0, cols, R}, s);
+        cuda::GemvRows r;
+        r.n = form == 2 ? int(count) : 1;
+        r.x_row = cols;
+        r.y_row = form == 2 ? E * R : R;
+        if (form == 3) r.batch = routed;
+        cuda::gemv_act_rows(form == 2 ? dw.view : e, xq.row(0), y.as<float>(), r, s);
       }
       DS4_CUDA_CHECK(cudaStreamSynchronize(s));
       return download(y.as<float>(), ny);
     };
     const auto stale = run(false, false), ref = run(false, true), got = run(true, true);
-    const std::string what = std::string(dtype_name(type)) + (form == 0 ? " gemv_act" : " gemv_act_batched by device ids");
+    const char* forms[] = {" gemv_act", " gemv_act_batched by device ids", " gemv_act_rows n=3",
+                           " gemv_act_rows by device ids"};
+    const std::string what = std::string(dtype_name(type)) + forms[form];
     check(!same(stale, ref), what + ": the stale input gives another output (the PDL check can fail)");
     check(same(got, ref), what + ": quantize_act + product as PDL launches after a late writer == plain (memcmp)");
   }
@@ -486,8 +514,9 @@ void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
   check(throws([&] { cuda::act_q8_row_bytes(ActBlock::kQ8_K, 128); }) &&
             throws([&] { cuda::act_q8_row_bytes(ActBlock::kNone, 256); }),
         "bad input: act_q8_row_bytes of a partial block / kNone throws");
-  check(throws([] { cuda::gemv_act_set_rows_per_block(3); }) && throws([] { cuda::gemv_act_set_lanes(2); }),
-        "bad input: rows per block 3 / lanes per block 2 throw");
+  check(throws([] { cuda::gemv_act_set_rows_per_block(3); }) && throws([] { cuda::gemv_act_set_lanes(2); }) &&
+            throws([] { cuda::gemv_act_set_groups(3); }),
+        "bad input: rows per block 3 / lanes per block 2 / row groups per block 3 throw");
   check(throws([&] { (void)a0.q.row(2); }), "bad input: DeviceActQ8::row past rows throws");
 }
 
@@ -519,10 +548,20 @@ int main() {
       if (lanes == 8 && sh.type == DType::Q8_0) continue;  // one lane per block, no other split
       check_shape(sh, lanes, rng, s);
     }
+  for (int g : {0, 2}) {  // also with blocks that walk 2 row groups (expert rows 96 / 40 / 24: tails)
+    std::printf("-- row groups per block: %s\n", g ? "2" : "default");
+    cuda::gemv_act_set_groups(g);
+    check_batched(DType::IQ2_XXS, 96, 4096, rng, s);
+    check_batched(DType::Q2_K, 40, 2048, rng, s);
+    check_batched(DType::Q8_0, 24, 1024, rng, s);
+    for (DType t : {DType::Q8_0, DType::Q2_K, DType::IQ2_XXS}) check_pdl(t, rng, s);
+  }
+  cuda::gemv_act_set_groups(0);
+  std::printf("-- IQ2_XXS byte permutes (gemv_act_set_iq2_permute)\n");
+  cuda::gemv_act_set_iq2_permute(true);
   check_batched(DType::IQ2_XXS, 96, 4096, rng, s);
-  check_batched(DType::Q2_K, 40, 2048, rng, s);
-  check_batched(DType::Q8_0, 24, 1024, rng, s);
-  for (DType t : {DType::Q8_0, DType::Q2_K, DType::IQ2_XXS}) check_pdl(t, rng, s);
+  check_pdl(DType::IQ2_XXS, rng, s);
+  cuda::gemv_act_set_iq2_permute(false);
   check_bad_input(rng, s);
   DS4_CUDA_CHECK(cudaStreamDestroy(s));
   return summary();

@@ -77,7 +77,8 @@ void check(DType type, int64_t cols, std::mt19937_64& rng, const Tables& t) {
   const bool ok = same == kRows;
   if (!ok) ++g_fail;
   const char* how = "";
-  if constexpr (requires { F::kSignTable; }) how = F::kSignTable ? ", sign table" : ", computed signs";
+  if constexpr (requires { F::kSignTable; })
+    how = F::kCodes ? ", byte permutes" : F::kSignTable ? ", sign table" : ", computed signs";
   std::printf("%s %s (%d lanes per block%s) cols %lld: lanes + term == dot_act bit for bit on %d of %lld rows\n",
               ok ? "PASS" : "FAIL", dtype_name(type).data(), F::kLanes, how, (long long)cols, same, (long long)kRows);
 }
@@ -99,7 +100,11 @@ int main() {
   if (masks_same != 128) ++g_fail;
   std::printf("%s IQ2_XXS iq2_sign_mask == the bit-by-bit sign mask on %d of 128 fields\n",
               masks_same == 128 ? "PASS" : "FAIL", masks_same);
-  const Tables t{kGrid, g_signs};
+  // The byte-permute decoder's tables (gemv_act.cu stages the same from the grid and the fields).
+  static uint32_t codes[256], sign_codes[128];
+  for (int i = 0; i < 256; ++i) codes[i] = iq2_grid_codes(kGrid[i]);
+  for (int i = 0; i < 128; ++i) sign_codes[i] = iq2_sign_codes(uint32_t(i));
+  const Tables t{kGrid, g_signs, codes, sign_codes};
   std::mt19937_64 rng(77);
   for (int64_t cols : {256, 2048, 4096, 7168}) {
     check<ActQ2_K>(DType::Q2_K, cols, rng, t);
@@ -107,6 +112,8 @@ int main() {
     check<ActIQ2_XXS>(DType::IQ2_XXS, cols, rng, t);
     check<ActIQ2_XXS4>(DType::IQ2_XXS, cols, rng, t);
     check<ActIQ2_XXS4T>(DType::IQ2_XXS, cols, rng, t);  // the staged sign table (t.signs)
+    check<ActIQ2_XXSP>(DType::IQ2_XXS, cols, rng, t);   // byte permutes (t.codes, t.sign_codes)
+    check<ActIQ2_XXS4P>(DType::IQ2_XXS, cols, rng, t);
   }
   for (int64_t cols : {32, 96, 4096, 7168}) check<ActQ8_0>(DType::Q8_0, cols, rng, t);
   return g_fail ? 1 : 0;

@@ -23,7 +23,8 @@ comment `PDL: input load` (gemv_act_formats.cuh, act_quantize.cu: plain loads of
 gemv_act and quantize_act:
     nvcc ... -cubin src/backend/cuda/gemv_act.cu -o /tmp/gemv_act.cubin
     tools/device/pdl_sass_check.py /tmp/gemv_act.cubin src/backend/cuda/gemv_act.cu ELb0EEEv
-  (ELb0EEEv: the PDL-launched instantiations, kRows = false; gemv_act_rows launches plainly)
+  (ELb0EEEv: gemv_act / _batched, kRows = false; ELb1EEEv: gemv_act_rows, PDL-launched when
+  not routed by device data, so it must pass too)
     tools/device/pdl_sass_check.py /tmp/act_quantize.cubin src/backend/cuda/act_quantize.cu quantize_q8
   (a source without the waited / ids lines: its wait must be unconditional). The path analysis knows one predicate: the source's
 `const bool waited = a.ids != nullptr` (its line and the next), so the two waits of

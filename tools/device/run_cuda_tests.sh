@@ -25,6 +25,8 @@ one() {  # name args...
   [ $r -eq 0 ] || rc=1
 }
 one test_cuda_ops
+one test_cuda_hc_fused
+one test_grouped_mma_frag
 one test_gemv_pdl
 one test_gemv_act
 one test_gemv_decode

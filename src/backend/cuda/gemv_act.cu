@@ -12,12 +12,14 @@
 // sum. Partial sums are reduced by warp shuffles, then across warps in shared memory, in a
 // fixed order: gemv_act_rows' row i equals gemv_act bit for bit.
 //
-// PDL (gemv_pdl()): gemv_act and gemv_act_batched launch as programmatic dependents of the kernel
-// before them (usually quantize_act): they issue their first weight loads, then griddepcontrol
-// .wait, and only then read the activations (or, batched with ids, wait first: the ids come from
-// a router kernel). The activations are read with plain loads, not __ldg: ptxas may schedule a
+// PDL (gemv_pdl()): gemv_act, gemv_act_batched and gemv_act_rows (unrouted) launch as
+// programmatic dependents of the kernel before them (usually quantize_act): they issue their
+// first weight loads, then griddepcontrol.wait, and only then read the activations (batched by
+// expert ids: wait first, the ids come from a router kernel; gemv_act_rows routed by device
+// data -- ids, live, counts, x_idx, y_idx -- launches plainly). The activations are read with plain loads, not __ldg: ptxas may schedule a
 // read-only (ld.global.nc) load above the wait (gemv.cu's note); test_gemv_act checks the
-// result after a late-writing kernel. gemv_act_rows launches plainly (as gemv_rows).
+// result after a late-writing kernel. (gemv_act_rows launched plainly until 2026-12-04, when at
+// n = 1 it cost ~2x one gemv_act on the H200; the bench's rows table shows what PDL changes.)
 #include <algorithm>
 #include <string>
 #include <type_traits>
@@ -66,93 +68,127 @@ __device__ __forceinline__ int64_t act_entry(Args& a) {
   return b;
 }
 
-// IQ2_XXS stages its codebook (and, ActIQ2_XXS4T, the sign masks) in shared memory (lanes
-// index them at random: constant memory would serialize); the other formats need nothing.
+// IQ2_XXS stages its codebook (and, ActIQ2_XXS4T, the sign masks; the byte-permute decoders,
+// the codebook's and the sign fields' selector codes) in shared memory (lanes index them at
+// random: constant memory would serialize); the other formats need nothing.
 template <class F, class = void>
 struct Smem {
   __device__ Tables stage() { return Tables{nullptr, nullptr}; }
 };
 template <class F>
 struct Smem<F, std::void_t<decltype(F::kSignTable)>> {
-  uint64_t grid[256], signs[F::kSignTable ? 128 : 1];
+  uint64_t grid[F::kCodes ? 1 : 256], signs[F::kSignTable ? 128 : 1];
+  uint32_t codes[F::kCodes ? 256 : 1], sign_codes[F::kCodes ? 128 : 1];
   __device__ Tables stage() {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_act_iq2xxs_grid[i];
+    if constexpr (F::kCodes) {
+      for (int i = threadIdx.x; i < 256; i += blockDim.x) codes[i] = iq2_grid_codes(d_act_iq2xxs_grid[i]);
+      for (int i = threadIdx.x; i < 128; i += blockDim.x) sign_codes[i] = iq2_sign_codes(uint32_t(i));
+    } else {
+      for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_act_iq2xxs_grid[i];
+    }
     if constexpr (F::kSignTable)
       for (int i = threadIdx.x; i < 128; i += blockDim.x) signs[i] = iq2_sign_mask(uint32_t(i));
     __syncthreads();
-    return Tables{grid, F::kSignTable ? signs : nullptr};
+    return Tables{F::kCodes ? nullptr : grid, F::kSignTable ? signs : nullptr, F::kCodes ? codes : nullptr,
+                  F::kCodes ? sign_codes : nullptr};
   }
 };
 
 // kRows = false: gemv_act / gemv_act_batched (N == 1; PDL waits as described above).
 // kRows = true: gemv_act_rows (N input rows, n of them live; gemv_rows' entry semantics).
+// The block walks `groups` consecutive groups of R rows (the last block fewer), one step at a
+// time: the next step's weights (the next group's first step at a group's end) are issued as
+// soon as this step's are decoded, so a block's memory latency overlaps its own math and
+// reductions instead of being paid once per tiny block (every real decode shape is 1-2 steps
+// per thread: before this a block was load -> wait -> math -> reduce -> exit).
 template <class F, int R, int N, bool kRows>
-__global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, RowsArgs ra, float* __restrict__ y) {
+__global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, RowsArgs ra, float* __restrict__ y,
+                                                            int groups) {
   int n = 1;
   int64_t xo[N], yo[N];  // per input row: activation value offset, output offset
-  const bool waited = a.ids != nullptr && !kRows;  // batched by device ids: wait before reading them
+  // Batched by device ids: wait before reading them (the first weights cannot go out earlier).
+  // gemv_act_rows routed by device data launches plainly (launch_kernel), so its reads of live /
+  // counts / x_idx / y_idx follow the kernel before; unrouted, rows_entry reads no device memory.
+  // (One predicate, a.ids alone: tools/device/pdl_sass_check.py follows exactly this one.)
+  const bool waited = a.ids != nullptr;
   // IQ2_XXS's tables are constants, not the predecessor's output: they are staged before the
   // PDL wait (under a programmatic launch that work overlaps the kernel before).
   __shared__ Smem<F> smem;
   Tables tables{nullptr, nullptr};
+  pdl_launch_dependents();
+  if (waited) {
+    tables = smem.stage();
+    pdl_wait();
+  }
   if constexpr (kRows) {
-    // whole block, before any barrier; offsets in activation values
+    // whole block, before any other barrier; offsets in activation values
     if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return act_entry(e); })) return;
   } else {
-    pdl_launch_dependents();
-    if (waited) {
-      tables = smem.stage();
-      pdl_wait();
-    }
     const int64_t b = act_entry(a);
     xo[0] = b * a.x_stride;
     yo[0] = b * a.y_stride;
   }
   const int lane = threadIdx.x & 31;
-  const int64_t row0 = int64_t(blockIdx.x) * R;
-  const uint8_t* rows_p[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
+  const int T = int(blockDim.x);
   const int64_t units = a.cols / F::kValues * F::kLanes;
+  // Block-uniform steps (the shuffles need whole warps; a trip count the compiler sees is the
+  // same in every lane keeps them plain SHFLs, not the collective fallback: 40 % fewer
+  // instructions in the IQ2_XXS loop): a lane past the row's end adds nothing. units is a
+  // multiple of kLanes, so a block's lanes are all live or none.
+  const int64_t steps = (units + T - 1) / T;
+  const int64_t group0 = int64_t(blockIdx.x) * groups;
+  const int64_t total = min(int64_t(groups), (a.rows + R - 1) / R - group0) * steps;
   // Zero once: a lane past the row's end keeps whatever it holds (zeros, or its last unit), its
   // block's lanes are all past the end too (the shuffles never mix it into a live block), and
   // its terms are never added. Per-step zeroing cost 9 selects per row (Q8_0) in the loop.
   typename F::Raw raw[R] = {};
-  auto load_all = [&](int64_t u) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = F::load(a, rows_p[r], u);
+  auto load_row = [&](int r, int64_t group, int64_t u) {
+    raw[r] = F::load(a, a.data + min(group * R + r, a.rows - 1) * a.row_stride, u);
   };
-  int64_t u = threadIdx.x;
-  if (u < units) load_all(u);  // weights only: before the wait
+  if (threadIdx.x < units)  // weights only: before the wait
+#pragma unroll
+    for (int r = 0; r < R; ++r) load_row(r, group0, threadIdx.x);
   if (!waited) {
     tables = smem.stage();  // while the first weights are in flight
     pdl_wait();
   }
+  // N == 1 keeps its activation unit in registers: with one step per thread (most shapes) it is
+  // loaded once for all the block's groups.
+  constexpr bool kHoldX = N == 1;
+  typename F::X xheld{};
   float acc[R][N];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
-  // Block-uniform steps (the shuffles need whole warps; a trip count the compiler sees is the
-  // same in every lane keeps them plain SHFLs, not the collective fallback: 40 % fewer
-  // instructions in the IQ2_XXS loop): a lane past the row's end adds nothing. units is a
-  // multiple of kLanes, so a block's lanes are all live or none.
-  const int64_t steps = (units + blockDim.x - 1) / blockDim.x;
-  for (int64_t step = 0; step < steps; ++step, u += blockDim.x) {
+  int64_t group = group0, step = 0;
+  for (int64_t k = 0; k < total; ++k) {
+    const int64_t u = threadIdx.x + step * T;
     const bool live = u < units;
     const bool first = live && (lane % F::kLanes) == 0;
     // One code path for every N (gemv_act is N = 1): decode the R rows' units once, then per
     // input row the R integer dots, the block's lanes added in xor rounds with the R rows'
     // shuffles of a round issued together (independent: no latency chain per row), then the
     // R f32 terms. Integer sums are exact and every f32 op is the same in every instantiation,
-    // so N, R and n never change a bit of a row's result.
+    // so N, R, the groups per block and n never change a bit of a row's result.
+    // N == 1: the activation load is written before the decode, so its latency can overlap
+    // prep's shared-memory lookups whatever ptxas schedules. (Runs 1 and 2 of 2026-12-04 had it
+    // after prep; run 2's build, with other register pressure, ran IQ2_XXS's single launches at
+    // 9 % of copy against run 1's 16 %, gemv_act_rows n = 1 unchanged: the cause is not measured,
+    // and this order is unmeasured.)
+    if constexpr (kHoldX)
+      if (live && (k == 0 || steps > 1)) xheld = F::load_x(x_at<F>(xa, xo[0]), u);
     typename F::W w[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) w[r] = F::prep(raw[r], u, tables);
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       if (i >= n) break;
-      const typename F::X xv = live ? F::load_x(x_at<F>(xa, xo[i]), u) : typename F::X{};
+      typename F::X xv;
+      if constexpr (kHoldX)
+        xv = xheld;
+      else
+        xv = live ? F::load_x(x_at<F>(xa, xo[i]), u) : typename F::X{};
       typename F::Sum s[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) s[r] = F::dot(w[r], xv);
@@ -166,68 +202,117 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
         if (first) acc[r][i] += t;
       }
     }
-    if (u + blockDim.x < units) load_all(u + blockDim.x);
+    // The next step's weights (the next group's first step at a group's end): issued after this
+    // step's math, so the raw registers are reused rather than live beside the decoded ones
+    // (issuing them right after prep took Q8_0 R4 from 64 to 96 registers and R8 to 213, and
+    // the one-step shapes ran up to 15 points of copy below session 11's in that build's
+    // sweep), and in flight during the group's finish (shuffles, shared memory, barrier).
+    const bool group_end = step + 1 == steps;
+    const int64_t next_u = group_end ? int64_t(threadIdx.x) : u + T;
+    if (k + 1 < total && next_u < units)
+#pragma unroll
+      for (int r = 0; r < R; ++r) load_row(r, group_end ? group + 1 : group, next_u);
+    if (group_end) {
+      finish_rows<R, N, kThreads / 32>(acc, group * R, a.rows, n, yo, y);
+      if (k + 1 < total) {
+        __syncthreads();  // finish_rows' shared partials are read before the next group writes them
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
+      }
+      ++group;
+      step = 0;
+    } else {
+      ++step;
+    }
   }
-  finish_rows<R, N, kThreads / 32>(acc, row0, a.rows, n, yo, y);
 }
 
 // Threads per block from the row length alone (gemv_act_rows must walk rows as gemv_act does):
 // narrow rows get fewer threads rather than idle ones.
 int threads_for(int64_t units) { return int(std::min<int64_t>(kThreads, (units + 31) / 32 * 32)); }
 
-// Rows per block of gemv_act / _batched (N = 1): R rows share each activation load and the
-// block's fixed costs (IQ2_XXS's table staging, the finish), fewer rows mean more blocks in
-// flight. Chosen from the H200 run of 2026-12-04 (notes device4 bench_act.txt, PDL on, 4 vs 8):
-// IQ2_XXS 4 (faster on all 9 shapes, by 2-22 %), Q2_K 8 (faster on 7 of 9, the other two within
-// 2 %), Q8_0 8 for rows of more than 4096 values (the wide 2048x7168: +21 %), else 4 (+1-15 % on
-// the others). gemv_act_set_rows_per_block overrides it (2, 4 or 8; the bench's columns).
+// Launch shape of gemv_act / _batched (N = 1), from the H200 sweeps of 2026-12-04 (bench_cuda_gemv
+// --act 10, bench/results/act-speed-h200-2026-12-04/bench_act_1.txt and _2.txt: lanes x rows per
+// block R x row groups per block G on every shape; % of copy below, run 1 / run 2 where both
+// speak; single shapes move by up to ~10 points between runs, so the batched shapes decide). gemv_act_set_rows_per_block /
+// gemv_act_set_groups override them (the bench's sweep). Neither changes a result.
+//
+// Rows per block: R rows share each activation load and the block's fixed costs (IQ2_XXS's
+// table staging, the finish); fewer rows mean more blocks in flight.
+//   Q8_0: 4, but 8 for rows of more than 4096 values (wide 2048x7168: 75 vs 69 at R4) and of at
+//         most 1024 (32768x1024: 85 at R8 G4 vs 76 at R4 G4);
+//   Q2_K: 4 (was 8: R4 is ahead on 6 of 9 shapes, e.g. tall 36 vs 32, gate|up x6 51 vs 48 at G2);
+//   IQ2_XXS: 4 (best or within 2 points on the batched expert shapes).
 int g_rows_per_block = 0;  // gemv_act_set_rows_per_block; 0 = auto
 
 int act_rows_per_block(DType t, int64_t cols) {
   if (g_rows_per_block) return g_rows_per_block;
   switch (t) {
     case DType::IQ2_XXS: return 4;
-    case DType::Q2_K: return 8;
-    default: return cols > 4096 ? 8 : 4;
+    case DType::Q2_K: return 4;
+    default: return cols > 4096 || cols <= 1024 ? 8 : 4;
   }
 }
 
-template <class F, int R>
-void launch_single_r(const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
-  const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
-  const int64_t units = a.cols / F::kValues * F::kLanes;
-  launch_maybe_pdl(gemv_pdl(), gemv_act_kernel<F, R, 1, false>, blocks, threads_for(units), stream, a, xa,
-                   RowsArgs{1, 0, 0, nullptr, nullptr, nullptr, nullptr}, y);
+// Row groups per block: the block walks G groups of R rows one after another with the next
+// group's weights in flight (gemv_act_kernel). That amortizes the block's start, the IQ2_XXS
+// table staging and the finish, but leaves fewer blocks; the sweep says it pays only where a
+// block's work is small next to those costs:
+//   Q8_0: 2 for rows of at most 1024 values (32-thread blocks: 32768x1024 at R8: G1 78 / 84,
+//         G2 76 / 87, G4 85 / 68), else 1 (G2+ lost 5-40 points on the 4096-wide shapes);
+//   Q2_K: 2 for batched (expert) launches (gate|up x6 51 / 58 vs 49 / 55 at G1, glm down x8
+//         45 / 51 vs 40 / 48), else 1;
+//   IQ2_XXS: 2 for batched launches (gate|up x6 26 / 31 vs 24 / 29 at G1; down x6 22 / 26 vs
+//         20 / 23; G4 was 26 / 15 there), else 1.
+// gemv_act_rows takes 1 (its blocks already carry n input rows' work) unless set.
+int g_groups = 0;  // gemv_act_set_groups; 0 = auto
+
+int act_groups_per_block(DType t, int64_t cols, int64_t batch, bool rows_kernel) {
+  if (g_groups) return g_groups;
+  if (rows_kernel) return 1;
+  switch (t) {
+    case DType::IQ2_XXS: return batch > 1 ? 2 : 1;
+    case DType::Q2_K: return batch > 1 ? 2 : 1;
+    default: return cols <= 1024 ? 2 : 1;
+  }
+}
+
+template <class F, int R, int N, bool kRows>
+void launch_kernel(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream,
+                   unsigned batch) {
+  const int groups = act_groups_per_block(t, a.cols, batch, kRows);
+  const int64_t row_groups = (a.rows + R - 1) / R;
+  const dim3 blocks(unsigned((row_groups + groups - 1) / groups), batch);
+  const int threads = threads_for(a.cols / F::kValues * F::kLanes);
+  const bool routed = kRows && (a.ids || ra.live || ra.counts || ra.x_idx || ra.y_idx);
+  launch_maybe_pdl(gemv_pdl() && !routed, gemv_act_kernel<F, R, N, kRows>, blocks, threads, stream, a, xa, ra, y,
+                   groups);
 }
 
 template <class F>
 void launch_single(DType t, const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
+  const RowsArgs ra{1, 0, 0, nullptr, nullptr, nullptr, nullptr};
   switch (act_rows_per_block(t, a.cols)) {
-    case 2: return launch_single_r<F, 2>(a, xa, y, stream, batch);
-    case 4: return launch_single_r<F, 4>(a, xa, y, stream, batch);
-    default: return launch_single_r<F, 8>(a, xa, y, stream, batch);
+    case 2: return launch_kernel<F, 2, 1, false>(t, a, xa, ra, y, stream, batch);
+    case 4: return launch_kernel<F, 4, 1, false>(t, a, xa, ra, y, stream, batch);
+    default: return launch_kernel<F, 8, 1, false>(t, a, xa, ra, y, stream, batch);
   }
 }
 
 // gemv_act_rows: N = the smallest of 4, 8, 16 holding n; R keeps the decoded weights of R rows
 // (W: 11-18 registers each) and R * N accumulators in registers.
-template <class F, int R, int N>
-void launch_rows_n(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {
-  const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
-  const int64_t units = a.cols / F::kValues * F::kLanes;
-  gemv_act_kernel<F, R, N, true><<<blocks, threads_for(units), 0, stream>>>(a, xa, ra, y);
-  DS4_CUDA_CHECK_LAUNCH();
-}
-
 template <class F>
-void launch_rows(const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {
-  if (ra.n <= 4) return launch_rows_n<F, 4, 4>(a, xa, ra, y, stream, batch);
-  if (ra.n <= 8) return launch_rows_n<F, 2, 8>(a, xa, ra, y, stream, batch);
-  launch_rows_n<F, 2, 16>(a, xa, ra, y, stream, batch);
+void launch_rows(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {
+  if (ra.n <= 4) return launch_kernel<F, 4, 4, true>(t, a, xa, ra, y, stream, batch);
+  if (ra.n <= 8) return launch_kernel<F, 2, 8, true>(t, a, xa, ra, y, stream, batch);
+  launch_kernel<F, 2, 16, true>(t, a, xa, ra, y, stream, batch);
 }
 
 int g_lanes = 0;             // gemv_act_set_lanes; 0 = 4
 bool g_iq2_sign_table = false;  // gemv_act_set_iq2_sign_table
+bool g_iq2_permute = false;     // gemv_act_set_iq2_permute
 
 // The one place that maps a weight type (and the lanes setting) to its decoder: gemv_act,
 // gemv_act_batched and gemv_act_rows all go through it, so gemv_act_rows walks rows as gemv_act.
@@ -238,6 +323,7 @@ void visit_act_format(DType t, Fn&& fn) {
     case DType::Q8_0: return fn(ActQ8_0{});
     case DType::Q2_K: return eight ? fn(ActQ2_K{}) : fn(ActQ2_K4{});
     case DType::IQ2_XXS:
+      if (g_iq2_permute) return eight ? fn(ActIQ2_XXSP{}) : fn(ActIQ2_XXS4P{});
       return eight ? fn(ActIQ2_XXS{}) : g_iq2_sign_table ? fn(ActIQ2_XXS4T{}) : fn(ActIQ2_XXS4{});
     default: throw InputError("cuda gemv_act: weight type " + std::string(dtype_name(t)) + " is not supported");
   }
@@ -296,11 +382,19 @@ void gemv_act_set_rows_per_block(int rows) {
   g_rows_per_block = rows;
 }
 
-GemvActConfig gemv_act_config(DType type, int64_t cols) {
+void gemv_act_set_groups(int groups) {
+  if (groups != 0 && groups != 1 && groups != 2 && groups != 4 && groups != 8)
+    throw InputError("cuda gemv_act: row groups per block " + std::to_string(groups) + " is not 0, 1, 2, 4 or 8");
+  g_groups = groups;
+}
+
+GemvActConfig gemv_act_config(DType type, int64_t cols, int64_t batch) {
   GemvActConfig c{};
   visit_act_format(type, [&](auto f) {
     using F = decltype(f);
     c.rows_per_block = act_rows_per_block(type, cols);
+    c.groups = act_groups_per_block(type, cols, batch, false);
+    c.iq2_permute = type == DType::IQ2_XXS && g_iq2_permute;
     c.lanes = F::kLanes;
     c.threads = threads_for(cols / F::kValues * F::kLanes);
   });
@@ -314,6 +408,8 @@ void gemv_act_set_lanes(int lanes) {
 }
 
 void gemv_act_set_iq2_sign_table(bool on) { g_iq2_sign_table = on; }
+
+void gemv_act_set_iq2_permute(bool on) { g_iq2_permute = on; }
 
 bool gemv_act_supports(DType type) { return act_block_for(type) != ActBlock::kNone; }
 
@@ -339,7 +435,7 @@ void gemv_act_rows(const WeightMatrix& w, const ActQ8View& x, float* y, const Ge
   check_stride(kWho, "x_row", r.x_row, x.block);
   const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
   visit_act_format(w.type,
-                   [&](auto f) { launch_rows<decltype(f)>(a, x_args(x), ra, y, stream, unsigned(r.batch.count)); });
+                   [&](auto f) { launch_rows<decltype(f)>(w.type, a, x_args(x), ra, y, stream, unsigned(r.batch.count)); });
 }
 
 }  // namespace ds4::cuda

@@ -55,7 +55,9 @@ void gemv_act_batched(const WeightMatrix& w, const ActQ8View& x, float* y, const
 
 // gemv_rows' contract on quantized rows: input row i is q + i * r.x_row values (x_row a
 // multiple of the block and of 16), the rest (batch, live, counts, x_idx, y_idx) as gemv_rows.
-// Row i equals gemv_act (gemv_act_batched for the entry) on that row bit for bit. Plain launch.
+// Row i equals gemv_act (gemv_act_batched for the entry) on that row bit for bit. Launched as a
+// programmatic dependent when gemv_pdl() and not routed by device data (batch ids, live, counts,
+// x_idx, y_idx all null); routed launches are plain.
 void gemv_act_rows(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t stream);
 
 }  // namespace ds4::cuda

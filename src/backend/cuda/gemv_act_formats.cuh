@@ -40,11 +40,14 @@ struct XRow {
   const int16_t* bs;
 };
 
-// IQ2_XXS's lookup tables, staged in shared memory per thread block (null for other formats;
-// signs only for the sign-table variant, ActIQ2_XXS4T).
+// IQ2_XXS's lookup tables, staged in shared memory per thread block (null for other formats
+// and for the tables a decoder does not use): the signs only for the sign-table variant
+// (ActIQ2_XXS4T), codes / sign_codes only for the byte-permute decoder (ActIQ2_XXSP).
 struct Tables {
   const uint64_t* grid;   // 256 codebook entries: 8 unsigned grid bytes each
   const uint64_t* signs;  // 128 sign fields -> iq2_sign_mask(field)
+  const uint32_t* codes = nullptr;       // 256 codebook entries -> iq2_grid_codes(entry)
+  const uint32_t* sign_codes = nullptr;  // 128 sign fields -> iq2_sign_codes(field)
 };
 
 __device__ __forceinline__ int4 ld16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }  // PDL: input load
@@ -85,6 +88,41 @@ __host__ __device__ __forceinline__ uint64_t iq2_sign_mask(uint32_t f) {
   return uint64_t(sign_bytes(f * 0x10204080u)) | (uint64_t(sign_bytes(hi * 0x10204080u)) << 32);
 }
 
+// Bytes of the pair (a, b) picked by the selector nibbles of s (prmt.b32's default mode; every
+// selector here is < 8, so its sign-replicate bit is never set).
+__host__ __device__ __forceinline__ uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(a, b, s);
+#else
+  const uint64_t v = uint64_t(a) | (uint64_t(b) << 32);
+  uint32_t r = 0;
+  for (int j = 0; j < 4; ++j) r |= uint32_t((v >> (8 * ((s >> (4 * j)) & 7u))) & 0xffu) << (8 * j);
+  return r;
+#endif
+}
+
+// The byte-permute IQ2_XXS decode: the grid's bytes are 8, 25 or 43 (codes 0, 1, 2); code c
+// with bit 2 set for a negative weight selects byte c of the pair (kIq2Pos, kIq2Neg), so one
+// prmt gives 4 signed weights and one dp4a dots them (instead of the sign mask's ~9 ops, 2 ANDs
+// and 2 dp4a per 4 weights). iq2_grid_codes: entry g's 8 codes as nibbles; iq2_sign_codes:
+// field f's signs as bit 2 of nibble j; a unit's selector word is their OR.
+constexpr uint32_t kIq2Pos = 0x002b1908u;  // bytes 8, 25, 43, 0
+constexpr uint32_t kIq2Neg = 0x00d5e7f8u;  // bytes -8, -25, -43, 0
+__host__ __device__ __forceinline__ uint32_t iq2_grid_codes(uint64_t g) {
+  uint32_t c = 0;
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t b = uint32_t(g >> (8 * j)) & 0xffu;
+    c |= (uint32_t(b > 8) + uint32_t(b > 25)) << (4 * j);
+  }
+  return c;
+}
+__host__ __device__ __forceinline__ uint32_t iq2_sign_codes(uint32_t f) {
+  const uint64_t m = iq2_sign_mask(f);
+  uint32_t c = 0;
+  for (int j = 0; j < 8; ++j) c |= (uint32_t(m >> (8 * j)) & 4u) << (4 * j);  // 4 where the byte is 0xff
+  return c;
+}
+
 // ---- Q8_0 weights (34-byte blocks) x Q8_0 activations: one lane per block. ----
 struct ActQ8_0 {
   static constexpr int kLanes = 1, kValues = 32;
@@ -119,61 +157,105 @@ struct ActQ8_0 {
   }
 };
 
-// ---- Q2_K weights (84-byte blocks) x Q8_K activations: 8 lanes per block, split as Q2_KC
-// (gemv_formats.cuh): unit u = 8b + 4h + k takes quant bytes 32h + 8k .. +7 in all four 2-bit
-// planes s, i.e. weights 128h + 32s + 8k + j (j < 8) of group 8h + 2s + k/2, and the min term of
-// groups 8h + 2k and 8h + 2k + 1 (so the 8 lanes cover the 16 groups' mins once). ----
-struct ActQ2_K {
-  static constexpr int kLanes = 8, kValues = 256;
-  using Raw = gemv_detail::Q2_KC::Raw;
+// ---- Q2_K weights (84-byte blocks) x Q8_K activations, kL = 4 or 8 lanes per block (the
+// default 4, gemv_act_set_lanes). A half (128 weights: 32 quant bytes, each byte holding one
+// weight of each of the four 2-bit planes s) is split over kL / 2 lanes: unit u = kL b +
+// (kL / 2) h + k takes quant bytes 32h + kB k .. + kB - 1 (kB = 64 / kL: 16 or 8) in all four
+// planes, i.e. weights 128h + 32s + kB k + j (j < kB) of group 8h + 2s + kB k / 16, and the mins
+// of the kM = 16 / kL groups 8h + kM k .. + kM - 1 (so a block's lanes cover its 16 groups' mins
+// once). 4 lanes pay the shuffles, the block term and the scale / d loads once per 64 weights
+// instead of 32. ----
+template <int kL>
+struct ActQ2_KS {
+  static_assert(kL == 4 || kL == 8, "Q2_K: 4 or 8 lanes per block");
+  static constexpr int kLanes = kL, kValues = 256;
+  static constexpr int kB = 64 / kL, kWords = kB / 4, kM = 16 / kL;
+  struct Raw {
+    uint32_t q[kWords];  // quant bytes 32h + kB k ..
+    uint32_t sc[2];      // the half's scale|min bytes 8h .. 8h + 7
+    uint32_t dm;         // f16 d | f16 dmin << 16
+  };
   struct W {
-    uint32_t v[8];  // plane s: v[2s] = bytes 0..3, v[2s + 1] = bytes 4..7 (values 0..3)
-    int32_t sc[4];  // plane s's group scale (low nibble)
-    int32_t mn[2];  // the mins (high nibbles) of groups 8h + 2k, 8h + 2k + 1
-    uint32_t dm;    // f16 d | f16 dmin << 16
+    uint32_t v[4 * kWords];  // plane s: v[kWords s + i] = quant word i's plane-s values (0..3)
+    int32_t sc[4];           // plane s's group scale (low nibble)
+    int32_t mn[kM];          // the mins (high nibbles) of groups 8h + kM k + j
+    uint32_t dm;
   };
   struct X {
-    int2 q[4];    // plane s: values 256b + 128h + 32s + 8k .. +7
-    uint32_t bs;  // bsums of groups 8h + 2k (low half) and 8h + 2k + 1 (high half)
+    int32_t q[4][kWords];   // plane s: values 256b + 128h + 32s + kB k ..
+    int16_t bs[kM];         // bsums of groups 8h + kM k + j
     float d;
   };
   struct Sum {
     int32_t isum, summs;
   };
-  __device__ static Raw load(const Args& a, const uint8_t* row, int64_t u) {
-    return gemv_detail::Q2_KC::load<FromGlobal>(a, row, 0, u);
+  __device__ static Raw load(const Args&, const uint8_t* row, int64_t u) {
+    const uint8_t* p = row + (u / kL) * 84;
+    const int h = int(u / (kL / 2)) & 1, k = int(u % (kL / 2));
+    Raw r;
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) r.q[i] = FromGlobal::u32(p + 16 + 32 * h + kB * k + 4 * i);
+    r.sc[0] = FromGlobal::u32(p + 8 * h);
+    r.sc[1] = FromGlobal::u32(p + 8 * h + 4);
+    r.dm = FromGlobal::u32(p + 80);
+    return r;
   }
   __device__ static W prep(const Raw& r, int64_t u, const Tables&) {
-    const int k = int(u & 3);
+    const int k = int(u % (kL / 2));
+    const int g = kB * k / 16;  // the lane's group within a plane's 2: 0 or 1
     W w;
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-      w.v[2 * s] = (r.q[0] >> (2 * s)) & 0x03030303u;
-      w.v[2 * s + 1] = (r.q[1] >> (2 * s)) & 0x03030303u;
-      // group 8h + 2s + k/2: byte 2s + k/2 of the half's 8 scale bytes
-      w.sc[s] = int32_t((r.sc[s >> 1] >> (16 * (s & 1) + 8 * (k >> 1))) & 0xfu);
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) w.v[kWords * s + i] = (r.q[i] >> (2 * s)) & 0x03030303u;
+      // group 8h + 2s + g: byte 2s + g of the half's 8 scale bytes
+      w.sc[s] = int32_t((r.sc[s >> 1] >> (16 * (s & 1) + 8 * g)) & 0xfu);
     }
-    const uint32_t m = (k >> 1 ? r.sc[1] : r.sc[0]) >> (16 * (k & 1));  // bytes 2k, 2k + 1 of the half
-    w.mn[0] = int32_t((m >> 4) & 0xfu);
-    w.mn[1] = int32_t((m >> 12) & 0xfu);
+    // bytes kM k .. kM k + kM - 1 of the half's 8 scale bytes
+    const uint32_t m = (kM * k >= 4 ? r.sc[1] : r.sc[0]) >> (8 * ((kM * k) & 3));
+#pragma unroll
+    for (int j = 0; j < kM; ++j) w.mn[j] = int32_t((m >> (8 * j + 4)) & 0xfu);
     w.dm = r.dm;
     return w;
   }
   __device__ static X load_x(const XRow& x, int64_t u) {
-    const int64_t b = u >> 3, h = (u >> 2) & 1, k = u & 3;
-    const int8_t* q = x.q + 256 * b + 128 * h + 8 * k;
+    const int64_t b = u / kL, h = (u / (kL / 2)) & 1, k = u % (kL / 2);
+    const int8_t* q = x.q + 256 * b + 128 * h + kB * k;
+    const int16_t* bs = x.bs + 16 * b + 8 * h + kM * k;
     X v;
 #pragma unroll
-    for (int s = 0; s < 4; ++s) v.q[s] = ld8(q + 32 * s);
-    v.bs = *reinterpret_cast<const uint32_t*>(x.bs + 16 * b + 8 * h + 2 * k);  // PDL: input load
+    for (int s = 0; s < 4; ++s) {
+      if constexpr (kWords == 4) {
+        const int4 t = ld16(q + 32 * s);
+        v.q[s][0] = t.x, v.q[s][1] = t.y, v.q[s][2] = t.z, v.q[s][3] = t.w;
+      } else {
+        const int2 t = ld8(q + 32 * s);
+        v.q[s][0] = t.x, v.q[s][1] = t.y;
+      }
+    }
+    if constexpr (kM == 4) {
+      const uint2 t = *reinterpret_cast<const uint2*>(bs);  // PDL: input load
+      v.bs[0] = int16_t(t.x & 0xffffu), v.bs[1] = int16_t(t.x >> 16), v.bs[2] = int16_t(t.y & 0xffffu),
+      v.bs[3] = int16_t(t.y >> 16);
+    } else {
+      const uint32_t t = *reinterpret_cast<const uint32_t*>(bs);  // PDL: input load
+      v.bs[0] = int16_t(t & 0xffffu), v.bs[1] = int16_t(t >> 16);
+    }
     v.d = x.d[b];  // PDL: input load
     return v;
   }
   __device__ static Sum dot(const W& w, const X& x) {
     int32_t isum = 0;
 #pragma unroll
-    for (int s = 0; s < 4; ++s) isum += w.sc[s] * __dp4a(int32_t(w.v[2 * s + 1]), x.q[s].y, __dp4a(int32_t(w.v[2 * s]), x.q[s].x, 0));
-    const int32_t summs = w.mn[0] * int32_t(int16_t(x.bs & 0xffffu)) + w.mn[1] * (int32_t(x.bs) >> 16);
+    for (int s = 0; s < 4; ++s) {
+      int32_t d = 0;
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) d = __dp4a(int32_t(w.v[kWords * s + i]), x.q[s][i], d);
+      isum += w.sc[s] * d;
+    }
+    int32_t summs = 0;
+#pragma unroll
+    for (int j = 0; j < kM; ++j) summs += w.mn[j] * int32_t(x.bs[j]);
     return Sum{isum, summs};
   }
   __host__ __device__ static Sum add(Sum a, Sum b) { return Sum{a.isum + b.isum, a.summs + b.summs}; }
@@ -185,6 +267,8 @@ struct ActQ2_K {
     return __fsub_rn(__fmul_rn(dall, __int2float_rn(s.isum)), __fmul_rn(dmin, __int2float_rn(s.summs)));
   }
 };
+using ActQ2_K = ActQ2_KS<8>;
+using ActQ2_K4 = ActQ2_KS<4>;
 
 // ---- IQ2_XXS weights (66-byte blocks) x Q8_K activations: 8 lanes per block, lane p takes
 // sub-block p (32 weights: 4 grid entries of 8, 4 sign fields, one 4-bit scale). The signed dot
@@ -193,6 +277,7 @@ template <bool kTable>
 struct ActIQ2_XXSS {
   static constexpr int kLanes = 8, kValues = 256;
   static constexpr bool kSignTable = kTable;  // signs from Tables::signs, else iq2_sign_mask
+  static constexpr bool kCodes = false;       // Tables::codes unused
   using Raw = gemv_detail::IQ2_XXS::Raw;
   struct W {
     uint32_t g[8];   // grid bytes of weights 4i .. 4i + 3
@@ -247,97 +332,58 @@ struct ActIQ2_XXSS {
 };
 using ActIQ2_XXS = ActIQ2_XXSS<false>;
 
-// ---- Q2_K, 4 lanes per block (the default split, gemv_act_set_lanes): unit u = 4b + 2h + k
-// takes quant bytes 32h + 16k .. +15 in all four planes, i.e. weights 128h + 32s + 16k + j
-// (j < 16) = exactly group 8h + 2s + k per plane, and the mins of groups 8h + 4k .. 8h + 4k + 3
-// (scale word k of the half). Twice the weights per lane of ActQ2_K: the shuffles, the block
-// term and the scale / d loads are paid once per 64 weights instead of 32. ----
-struct ActQ2_K4 {
-  static constexpr int kLanes = 4, kValues = 256;
-  struct Raw {
-    uint32_t q[4];   // quant bytes 32h + 16k .. +15
-    uint32_t sc[2];  // scale|min bytes 8h .. 8h + 7
-    uint32_t dm;
-  };
+// ---- IQ2_XXS, 8 lanes per block as ActIQ2_XXS, decoded by byte permutes (kIq2Pos above):
+// per 8 weights two 32-bit table reads (codes, sign codes), an OR, two prmt and two dp4a. The
+// same signed integers, so the same results bit for bit. ----
+struct ActIQ2_XXSP {
+  static constexpr int kLanes = 8, kValues = 256;
+  static constexpr bool kSignTable = false, kCodes = true;
+  using Raw = ActIQ2_XXS::Raw;
+  using X = ActIQ2_XXS::X;
+  using Sum = ActIQ2_XXS::Sum;
   struct W {
-    uint32_t v[16];  // plane s: v[4s + i] = quant bytes 4i .. 4i + 3 of the lane (values 0..3)
-    int32_t sc[4];   // plane s's group scale
-    int32_t mn[4];   // the mins of groups 8h + 4k + j
-    uint32_t dm;
+    uint32_t v[8];  // signed weights 4i .. 4i + 3
+    int32_t ls;     // 2 * scale + 1
+    uint16_t d;
   };
-  struct X {
-    int4 q[4];  // plane s: values 256b + 128h + 32s + 16k .. +15
-    uint2 bs;   // bsums of groups 8h + 4k .. +3
-    float d;
-  };
-  using Sum = ActQ2_K::Sum;
-  __device__ static Raw load(const Args&, const uint8_t* row, int64_t u) {
-    const uint8_t* p = row + (u >> 2) * 84;
-    const int h = int(u >> 1) & 1, k = int(u & 1);
-    Raw r;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) r.q[i] = FromGlobal::u32(p + 16 + 32 * h + 16 * k + 4 * i);
-    r.sc[0] = FromGlobal::u32(p + 8 * h);
-    r.sc[1] = FromGlobal::u32(p + 8 * h + 4);
-    r.dm = FromGlobal::u32(p + 80);
-    return r;
-  }
-  __device__ static W prep(const Raw& r, int64_t u, const Tables&) {
-    const int k = int(u & 1);
+  __device__ static Raw load(const Args& a, const uint8_t* row, int64_t u) { return ActIQ2_XXS::load(a, row, u); }
+  __device__ static W prep(const Raw& r, int64_t, const Tables& t) {
     W w;
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) w.v[4 * s + i] = (r.q[i] >> (2 * s)) & 0x03030303u;
-      // group 8h + 2s + k: byte 2s + k of the half's 8 scale bytes
-      w.sc[s] = int32_t((r.sc[s >> 1] >> (16 * (s & 1) + 8 * k)) & 0xfu);
+    for (int l = 0; l < 4; ++l) {
+      const uint32_t c = t.codes[(r.aux0 >> (8 * l)) & 0xffu] | t.sign_codes[(r.aux1 >> (7 * l)) & 127u];
+      w.v[2 * l] = byte_perm(kIq2Pos, kIq2Neg, c);
+      w.v[2 * l + 1] = byte_perm(kIq2Pos, kIq2Neg, c >> 16);
     }
-    const uint32_t m = k ? r.sc[1] : r.sc[0];  // bytes 4k .. 4k + 3 of the half
-#pragma unroll
-    for (int j = 0; j < 4; ++j) w.mn[j] = int32_t((m >> (8 * j + 4)) & 0xfu);
-    w.dm = r.dm;
+    w.ls = int32_t(2 * (r.aux1 >> 28) + 1);
+    w.d = r.d;
     return w;
   }
-  __device__ static X load_x(const XRow& x, int64_t u) {
-    const int64_t b = u >> 2, h = (u >> 1) & 1, k = u & 1;
-    const int8_t* q = x.q + 256 * b + 128 * h + 16 * k;
-    X v;
-#pragma unroll
-    for (int s = 0; s < 4; ++s) v.q[s] = ld16(q + 32 * s);
-    v.bs = *reinterpret_cast<const uint2*>(x.bs + 16 * b + 8 * h + 4 * k);  // PDL: input load
-    v.d = x.d[b];  // PDL: input load
-    return v;
-  }
+  __device__ static X load_x(const XRow& x, int64_t u) { return ActIQ2_XXS::load_x(x, u); }
   __device__ static Sum dot(const W& w, const X& x) {
-    int32_t isum = 0;
+    const int32_t xs[8] = {x.q[0].x, x.q[0].y, x.q[0].z, x.q[0].w, x.q[1].x, x.q[1].y, x.q[1].z, x.q[1].w};
+    int32_t s = 0;
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      int32_t d = __dp4a(int32_t(w.v[4 * s]), x.q[s].x, 0);
-      d = __dp4a(int32_t(w.v[4 * s + 1]), x.q[s].y, d);
-      d = __dp4a(int32_t(w.v[4 * s + 2]), x.q[s].z, d);
-      d = __dp4a(int32_t(w.v[4 * s + 3]), x.q[s].w, d);
-      isum += w.sc[s] * d;
-    }
-    const int32_t summs = w.mn[0] * int32_t(int16_t(x.bs.x & 0xffffu)) + w.mn[1] * (int32_t(x.bs.x) >> 16) +
-                          w.mn[2] * int32_t(int16_t(x.bs.y & 0xffffu)) + w.mn[3] * (int32_t(x.bs.y) >> 16);
-    return Sum{isum, summs};
+    for (int i = 0; i < 8; ++i) s = __dp4a(int32_t(w.v[i]), xs[i], s);
+    return Sum{s * w.ls};
   }
-  __host__ __device__ static Sum add(Sum a, Sum b) { return ActQ2_K::add(a, b); }
-  __device__ static Sum shfl_xor(Sum s, int o) { return ActQ2_K::shfl_xor(s, o); }
+  __host__ __device__ static Sum add(Sum a, Sum b) { return ActIQ2_XXS::add(a, b); }
+  __device__ static Sum shfl_xor(Sum s, int o) { return ActIQ2_XXS::shfl_xor(s, o); }
   __device__ static float term(const W& w, const Sum& s, const X& x) {
-    return ActQ2_K::term(ActQ2_K::W{{}, {}, {}, w.dm}, s, ActQ2_K::X{{}, 0, x.d});
+    return ActIQ2_XXS::term(ActIQ2_XXS::W{{}, {}, 0, w.d}, s, x);
   }
 };
 
 // ---- IQ2_XXS, 4 lanes per block (the default split): unit u = 4b + p takes sub-blocks 2p and
 // 2p + 1 (64 weights), so the shuffles and the block term are paid once per 64 weights.
-// kTable: sign masks from the staged table (ActIQ2_XXS4T, the bench's "sign table" column)
-// instead of iq2_sign_mask; the same masks, so the same results bit for bit. ----
-template <bool kTable>
+// Sub: the 8-lane decoder of one sub-block (ActIQ2_XXSS<false>: computed sign masks;
+// ActIQ2_XXSS<true>: masks from the staged table, ActIQ2_XXS4T; ActIQ2_XXSP: byte permutes,
+// ActIQ2_XXS4P). The same signed integers, so the same results bit for bit. ----
+template <class Sub>
 struct ActIQ2_XXS4S {
-  using ActIQ2_XXS = ActIQ2_XXSS<kTable>;
+  using ActIQ2_XXS = Sub;
   static constexpr int kLanes = 4, kValues = 256;
-  static constexpr bool kSignTable = kTable;
+  static constexpr bool kSignTable = Sub::kSignTable, kCodes = Sub::kCodes;
   struct Raw {
     typename ActIQ2_XXS::Raw sub[2];
   };
@@ -364,7 +410,8 @@ struct ActIQ2_XXS4S {
   __device__ static Sum shfl_xor(Sum s, int o) { return ActIQ2_XXS::shfl_xor(s, o); }
   __device__ static float term(const W& w, const Sum& s, const X& x) { return ActIQ2_XXS::term(w.sub[0], s, x.sub[0]); }
 };
-using ActIQ2_XXS4 = ActIQ2_XXS4S<false>;
-using ActIQ2_XXS4T = ActIQ2_XXS4S<true>;
+using ActIQ2_XXS4 = ActIQ2_XXS4S<ActIQ2_XXSS<false>>;
+using ActIQ2_XXS4T = ActIQ2_XXS4S<ActIQ2_XXSS<true>>;
+using ActIQ2_XXS4P = ActIQ2_XXS4S<ActIQ2_XXSP>;
 
 }  // namespace ds4::cuda::gemv_act_detail

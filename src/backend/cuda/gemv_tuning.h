@@ -27,12 +27,22 @@ void gemv_act_set_lanes(int lanes);
 // instead of computed (false, the default: iq2_sign_mask, no shared-memory traffic). The same
 // masks: results are the same bit for bit either way; for the bench's comparison.
 void gemv_act_set_iq2_sign_table(bool on);
-// What gemv_act / gemv_act_batched launch for a weight of this type and row length under the
-// current settings (the bench prints it): rows per block, lanes per weight block (Q8_0: 1),
-// threads per block. Throws InputError for a type gemv_act does not take.
+// IQ2_XXS decoded by byte permutes (true: gemv_act_formats.cuh ActIQ2_XXSP / ActIQ2_XXS4P, at
+// either lanes setting; wins over the sign table) instead of grid bytes and sign masks (false,
+// the default). The same signed integers: the same results bit for bit; for the bench.
+void gemv_act_set_iq2_permute(bool on);
+// Row groups per thread block of gemv_act, gemv_act_batched and gemv_act_rows: 0 = the default
+// (gemv_act.cu act_groups_per_block; gemv_act_rows 1), else 1, 2, 4 or 8 groups of rows-per-block rows that one
+// block walks in turn. Never changes a result. Throws InputError otherwise.
+void gemv_act_set_groups(int groups);
+// What gemv_act / gemv_act_batched launch for a weight of this type and row length (batch entries)
+// under the current settings (the bench prints it): rows per block, lanes per weight block
+// (Q8_0: 1), threads per block, row groups per block, whether IQ2_XXS decodes by byte permutes.
+// Throws InputError for a type gemv_act does not take.
 struct GemvActConfig {
-  int rows_per_block, lanes, threads;
+  int rows_per_block, lanes, threads, groups;
+  bool iq2_permute;
 };
-GemvActConfig gemv_act_config(DType type, int64_t cols);
+GemvActConfig gemv_act_config(DType type, int64_t cols, int64_t batch = 1);
 
 }  // namespace ds4::cuda

@@ -1,14 +1,15 @@
 #pragma once
 // Routed experts of a prefill chunk on tensor cores: the grouped form of gemv_rows (entries =
-// up to 16 rows routed to one expert, see moe_group.h) with each entry's weight tile decoded
-// to BF16 in shared memory (the GEMV's own format decoders) and multiplied with the entry's
-// rows by warp MMAs (BF16 in, FP32 accumulate). When the chunk routes more than 16 rows to an
-// expert on average (rows_per_expert = pairs / experts > kGemvMaxRows: 1024-row chunks and up),
-// consecutive entries of one expert (moe_group lays them out so) share one decoded tile, up to
-// kGroupedMmaMaxEntries of them (64 rows) per block; else each entry reads its expert once, as
-// in gemv_rows, but the multiply-adds run on tensor cores. Within BF16 rounding of gemv_rows
-// (both operands rounded to BF16: ~2^-9 relative each), not bit for bit; the result does not
-// depend on how entries share blocks.
+// up to 16 rows routed to one expert, see moe_group.h). Each thread decodes its weight units
+// (the GEMV's format decoders, or byte-permuted BF16 value tables for IQ2_XXS and Q2_K:
+// grouped_mma_frag.cuh) straight into mma.sync m16n8k16 A fragments, with the K order of a
+// 128-column tile permuted so that every decoded weight is used by its own lane; the entries'
+// x rows go to BF16 in shared memory in the same order (BF16 operands, FP32 accumulate). An
+// expert routed more than 16 rows of the chunk (moe_group gives it consecutive entries) shares
+// each decoded fragment between up to kGroupedMmaMaxEntries of them (G = 2 for 17..32 rows per
+// expert on average, 4 above). Within BF16 rounding of gemv_rows (both operands rounded to
+// BF16: ~2^-9 relative each), not bit for bit; the result does not depend on how entries share
+// blocks (the same MMAs in the same K order per entry).
 #include <cuda_runtime.h>
 
 #include "backend/cuda/gemv.h"
@@ -17,12 +18,17 @@
 namespace ds4::cuda {
 
 inline constexpr int kGroupedMmaMaxEntries = 4;
-// Which kernel: 0 = by rows_per_expert (the default), 1 = one block per entry, kGroupedMmaMaxEntries
-// = shared tiles (the bench and the test compare them). The environment variable
-// DS4_GROUPED_MMA_ENTRIES (0, 1 or 4) is read on first use. Not thread safe against launches in
-// flight on other threads.
+// Entries per block: 0 = by rows_per_expert (the default), else 1, 2 or kGroupedMmaMaxEntries
+// forced (the bench and the test compare them). The environment variable
+// DS4_GROUPED_MMA_ENTRIES (0, 1, 2 or 4) is read on first use. Not thread safe against launches
+// in flight on other threads.
 void grouped_mma_set_entries_per_block(int n);
 int grouped_mma_entries_per_block();
+// x rows through a cp.async ring of 3-4 tiles in shared memory instead of registers one tile
+// ahead (off by default until measured; the same bits either way). DS4_GROUPED_MMA_XRING (0 or 1)
+// is read on first use. Not thread safe against launches in flight on other threads.
+void grouped_mma_set_x_ring(bool on);
+bool grouped_mma_x_ring();
 
 // Whether grouped_mma_bf16 takes this weight: every gemv format, cols a multiple of 128.
 bool grouped_mma_supports(const WeightMatrix& w);

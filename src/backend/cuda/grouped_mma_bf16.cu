@@ -1,30 +1,39 @@
 // grouped_mma_bf16 (grouped_mma.h). Block = G entries (<= 16 x rows each) of ONE expert x 128
-// weight rows, 8 warps. Per K tile of 128 columns: the block's 128 x 128 weights decoded unit by
-// unit (gemv_formats.cuh decode) to BF16 in shared memory once for its entries, the entries' x
-// rows to BF16 beside them, then each warp multiplies its 16 weight rows with every entry's 16
-// x rows (wmma 16x16x16, FP32 accumulators, one per entry). Rows past an entry's count are zeros
-// and never written back. Each output element is the same FP32 accumulation over the same K
-// order whatever G, so the two kernels below agree bit for bit.
-//   G = 1: one block per entry (39 KB of shared memory, ~48 registers: 5 blocks per SM whose
-//     loads and barriers overlap). H200 (bench/results/prefill-h200-2026-12-04g): the kernel is
-//     latency bound, not decode bound: BF16 experts (no decode) run as fast as IQ2_XXS.
+// weight rows, 8 warps of 16 weight rows; K in tiles of 128 columns (4 units of 32).
+//
+// Weights never pass through shared memory: each thread decodes its units (gemv_formats.cuh
+// decode) straight into mma.sync m16n8k16 A fragments. The MMA's K order is free as long as
+// x uses the same one, so the 16 K slots of k-step j (0..7) of a tile map to real columns
+//   slots {2t, 2t+1, 2t+8, 2t+9} of quad lane t (= lane % 4) -> 32t + 4j + {0, 1, 2, 3}:
+// lane (g = lane / 4, t) decodes exactly unit t of the tile for weight rows g and g + 8 (the
+// A fragment's two rows) and uses all of it over the 8 k-steps; every weight is decoded once
+// per block, by one thread, into registers. The B fragment of lane (g, t) at k-step j is then
+// x[row g][32t + 4j .. + 3]: 8 contiguous bytes of the BF16 x tile in shared memory.
+// x rows: FP32 from global to registers one tile ahead, to BF16 in a double-buffered shared
+// tile (one barrier per tile), or (opt-in x ring) cp.async'd FP32 3-4 tiles ahead; weight units:
+// global loads kAhead tiles ahead in registers, so 2-4 tiles of weights are in flight per thread.
+// H200 (bench/results/mma-experts-h200-2026-12-04k): 1.2-1.6x the shared-tile wmma kernel at
+// 512-1024-row chunks; a block's K tile takes ~2 us whatever the format (GB/s follows a row's
+// bytes per tile: IQ2_XXS 456 GB/s, BF16 4100 at 512 rows), so x's one-tile distance is the
+// suspect the ring tests (unmeasured).
+// N = 8 per MMA: an entry's rows 8..15 are multiplied only when the entry has more than 8.
+// Rows past an entry's count are zeros and never written back. Each output element is the same
+// FP32 accumulation over the same K order whatever G, so G = 1 and G = 4 agree bit for bit.
+//   G = 1: one block per entry (rows_per_expert <= 16: 512-row chunks of DeepSeek / GLM / Qwen).
 //   G = 4: a run of up to 4 consecutive entries of one expert (moe_group gives an expert with
-//     more than 16 rows of a chunk consecutive entries) shares one decoded tile; the next K
-//     tile's weight units load into registers before this tile's MMAs (2 blocks per SM: the
-//     prefetch stands in for the occupancy). H200: 1.1-1.3x the G = 1 kernel's speed at
-//     1024-row chunks, 1.5-1.7x at 2048 (74-77 TFLOP/s); at 512 rows (10-14 rows per expert)
-//     G = 1 is 1.2-1.5x faster.
+//     more than 16 rows of a chunk consecutive entries) shares each decoded fragment.
 #include <cuda_bf16.h>
-#include <mma.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/grouped_mma_frag.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/error.h"
 
@@ -32,16 +41,39 @@ namespace ds4::cuda {
 namespace {
 
 using namespace gemv_detail;
-using namespace nvcuda;
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
-constexpr int kTileRows = 16 * kWarps;    // weight rows per block
-constexpr int kTileK = 128;               // columns per K step (4 units)
-constexpr int kLd = kTileK + 8;           // BF16 row pitch in shared memory (16-byte multiple)
-constexpr int kN = kGemvMaxRows;          // x rows per entry (16 = one wmma N)
-constexpr int kG = kGroupedMmaMaxEntries;  // entries sharing one decoded tile
-constexpr int kUnitsPerThread = kTileRows * (kTileK / kUnit) / kThreads;  // 2
-static_assert(kUnitsPerThread * kThreads == kTileRows * (kTileK / kUnit));
+constexpr int kTileRows = 16 * kWarps;  // weight rows per block
+constexpr int kTileK = 128;             // columns per K tile (4 units: one per quad lane)
+constexpr int kN = kGemvMaxRows;        // x rows per entry (two MMA N tiles of 8)
+constexpr int kG = kGroupedMmaMaxEntries;
+// x tile in shared memory: BF16, column c of a row at c + 8 * (c / 32) (16 bytes of padding
+// after each quad lane's 32 columns), row pitch 160: a quarter warp's 16-byte reads (2 rows x
+// 4 lanes) then hit 32 distinct banks.
+constexpr int kXPitch = kTileK + 8 * (kTileK / 32);
+__device__ __forceinline__ int x_col(int c) { return c + 8 * (c >> 5); }
+constexpr int kXPer = kN * kTileK / 2 / kThreads;  // float2 of x per entry and thread (4)
+// The x ring (kRing, opt-in: grouped_mma_set_x_ring): x tiles FP32 in shared memory, cp.async'd
+// kStages - 1 tiles ahead (no registers, no store pass), rounded to BF16 when the B fragments
+// are read (the same operands as the BF16 tile: results equal bit for bit). Column c of a row at
+// c + 4 * (c / 32), row pitch 144 floats: a quarter warp's 16-byte reads hit 32 distinct banks.
+constexpr int kXPitchF = kTileK + 4 * (kTileK / 32);
+__device__ __forceinline__ int xf_col(int c) { return c + 4 * (c >> 5); }
+template <int G>
+constexpr int kStages = G > 2 ? 3 : 4;
+template <int G>
+constexpr size_t ring_bytes() {
+  return size_t(kStages<G>) * G * kN * kXPitchF * sizeof(float);
+}
+__device__ __forceinline__ void cp_async8(void* dst, const void* src, bool valid) {  // zeros when !valid
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 8 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 __device__ const uint64_t d_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
 
@@ -51,47 +83,35 @@ struct RowsArgs {
   const int32_t *live, *counts, *x_idx, *y_idx;
 };
 
-// The units of this thread in a K tile: q = threadIdx.x + p * kThreads -> row q / 4, unit q % 4.
+// Weight tiles in flight per thread: as many as ~24 bytes of registers per unit allow.
 template <class F>
-__device__ __forceinline__ void load_units(const Args& a, int64_t row0, int64_t k0,
-                                           typename F::Raw (&raw)[kUnitsPerThread]) {
+constexpr int kAhead = sizeof(typename F::Raw) <= 12 ? 4 : sizeof(typename F::Raw) <= 24 ? 3
+                       : sizeof(typename F::Raw) <= 48 ? 2 : 1;
+
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// This thread's two units of K tile kt: unit kt * 4 + t of weight rows r and r + 8 (clamped
+// to the matrix: a partial last row tile reads the last row again and never writes it).
+template <class F>
+__device__ __forceinline__ void load_pair(const Args& a, int64_t r, int64_t kt, typename F::Raw (&raw)[2]) {
+  const int64_t u = kt * (kTileK / kUnit) + int(threadIdx.x % 4);
 #pragma unroll
-  for (int p = 0; p < kUnitsPerThread; ++p) {
-    const int q = int(threadIdx.x) + p * kThreads;
-    const int64_t row = min(row0 + q / (kTileK / kUnit), a.rows - 1), u = k0 / kUnit + q % (kTileK / kUnit);
-    raw[p] = F::template load<FromGlobal>(a, a.data + row * a.row_stride, row, u);
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = min(r + 8 * h, a.rows - 1);
+    raw[h] = F::template load<FromGlobal>(a, a.data + row * a.row_stride, row, u);
   }
 }
 
-// Unit p of this thread decoded to BF16 into its row of the weight tile.
-template <class F>
-__device__ __forceinline__ void store_unit(const typename F::Raw& raw, int p, int64_t k0, const uint64_t* grid,
-                                           __nv_bfloat16* ws) {
-  const int q = int(threadIdx.x) + p * kThreads, r = q / (kTileK / kUnit), uu = q % (kTileK / kUnit);
-  float w[kUnit];
-  F::decode(raw, k0 / kUnit + uu, w, grid);
-  uint4 v[4];
-  uint32_t* pw = reinterpret_cast<uint32_t*>(v);
-#pragma unroll
-  for (int k = 0; k < kUnit / 2; ++k) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(w[2 * k], w[2 * k + 1]);
-    pw[k] = *reinterpret_cast<const uint32_t*>(&h);
-  }
-  uint4* o = reinterpret_cast<uint4*>(ws + r * kLd + uu * kUnit);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) o[k] = v[k];
-}
-
-template <int G>
-constexpr size_t smem_bytes() {
-  return size_t(kTileRows + G * kN) * kLd * sizeof(__nv_bfloat16);
-}
-
-template <class F, int G>
-__global__ void __launch_bounds__(kThreads, G > 1 ? 2 : 5)
+template <class F, int G, bool kRing>
+__global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     grouped_mma_kernel(Args a, RowsArgs ra, const float* __restrict__ x, float* __restrict__ y) {
-  static_assert(kWarps * G * 16 * 16 * sizeof(float) <= kTileRows * kLd * sizeof(__nv_bfloat16),
-                "the output staging reuses the weight tile");
+  constexpr int D = kAhead<F>;
   const int b = int(blockIdx.y);
   const int live = ra.live ? *ra.live : int(gridDim.y);
   if (b >= live) return;
@@ -111,17 +131,19 @@ __global__ void __launch_bounds__(kThreads, G > 1 ? 2 : 5)
     if (a.scales) a.scales = static_cast<const uint8_t*>(a.scales) + e * a.id_scale_stride;
     if (a.biases) a.biases = static_cast<const uint8_t*>(a.biases) + e * a.id_scale_stride;
   }
-  extern __shared__ __align__(128) unsigned char smem[];
-  __nv_bfloat16* ws = reinterpret_cast<__nv_bfloat16*>(smem);  // weights; reused for the output
-  __nv_bfloat16* xs = ws + kTileRows * kLd;                     // {G * kN, kLd} x rows
+  __shared__ __align__(16) __nv_bfloat16 xs[2][kRing ? 8 : G * kN * kXPitch];
+  extern __shared__ __align__(16) float ring[];  // kRing: {kStages, G * kN, kXPitchF}
   __shared__ int64_t xo[G * kN], yo[G * kN];
   __shared__ int nrows[G];
-  __shared__ uint64_t grid[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
-  const int64_t row0 = int64_t(blockIdx.x) * kTileRows;
-  typename F::Raw raw[kUnitsPerThread];
-  if constexpr (G > 1) load_units<F>(a, row0, 0, raw);  // first tile's loads before the set-up below
-  if constexpr (std::is_same_v<F, IQ2_XXS>)
-    for (int i = threadIdx.x; i < 256; i += kThreads) grid[i] = d_grid[i];
+  __shared__ __align__(16) unsigned char tables[Frag<F>::kTableBytes];
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int64_t row0 = int64_t(blockIdx.x) * kTileRows, r = row0 + 16 * warp + g;
+  const int tiles = int(a.cols / kTileK);
+  typename F::Raw raw[D][2];
+#pragma unroll
+  for (int s = 0; s < D; ++s)
+    if (s < tiles) load_pair<F>(a, r, s, raw[s]);  // the first tiles' loads before the set-up below
+  Frag<F>::init(tables, d_grid, int(threadIdx.x), kThreads);
   if (threadIdx.x < G * kN) {
     const int j = threadIdx.x / kN, i = threadIdx.x % kN, bj = b + j;
     const int n = j < nt ? (ra.counts ? min(ra.counts[bj], kN) : ra.n) : 0;
@@ -131,98 +153,159 @@ __global__ void __launch_bounds__(kThreads, G > 1 ? 2 : 5)
     yo[threadIdx.x] = i < n ? bj * a.y_stride + (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : -1;
   }
   __syncthreads();
-  const int warp = threadIdx.x / 32;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[G];
-#pragma unroll
-  for (int j = 0; j < G; ++j) wmma::fill_fragment(acc[j], 0.f);
-  constexpr int kXPer = kN * kTileK / 2 / kThreads;  // 4 float2 per entry and thread
-  for (int64_t k0 = 0; k0 < a.cols; k0 += kTileK) {
-    // x rows -> BF16 (rows past an entry's count are zeros), pairs per thread: q -> row q / 64,
-    // columns 2 (q % 64). G > 1: the loads go out before the weight decode below.
-    float2 xv[G][kXPer];
+  // x tile kt of every entry: pairs per thread, q -> entry row q / 64, columns 2 (q % 64).
+  float2 xv[G][kXPer];
+  auto load_x = [&](int64_t kt) {
 #pragma unroll
     for (int j = 0; j < G; ++j)
 #pragma unroll
-      for (int t = 0; t < kXPer; ++t) {
-        const int q = int(threadIdx.x) + t * kThreads, i = q / (kTileK / 2), c = 2 * (q % (kTileK / 2));
+      for (int p = 0; p < kXPer; ++p) {
+        const int q = int(threadIdx.x) + p * kThreads, i = q / (kTileK / 2), c = 2 * (q % (kTileK / 2));
         const int64_t o = xo[j * kN + i];
-        xv[j][t] = j < nt && o >= 0 ? *reinterpret_cast<const float2*>(x + o + k0 + c) : make_float2(0.f, 0.f);
-        if constexpr (G == 1)
-          *reinterpret_cast<__nv_bfloat162*>(xs + i * kLd + c) = __floats2bfloat162_rn(xv[j][t].x, xv[j][t].y);
+        xv[j][p] = j < nt && o >= 0 ? *reinterpret_cast<const float2*>(x + o + kt * kTileK + c) : make_float2(0.f, 0.f);
       }
-    if constexpr (G == 1) {  // weights: this tile's units loaded, then decoded (occupancy hides the loads)
-      load_units<F>(a, row0, k0, raw);
+  };
+  auto store_x = [&](int buf) {
 #pragma unroll
-      for (int p = 0; p < kUnitsPerThread; ++p) store_unit<F>(raw[p], p, k0, grid, ws);
-    } else {  // the prefetched units, then x, then the next tile's units in flight during the MMAs
+    for (int j = 0; j < G; ++j)
 #pragma unroll
-      for (int p = 0; p < kUnitsPerThread; ++p) store_unit<F>(raw[p], p, k0, grid, ws);
-#pragma unroll
-      for (int j = 0; j < G; ++j)
-#pragma unroll
-        for (int t = 0; t < kXPer; ++t)
-          if (j < nt) {
-            const int q = int(threadIdx.x) + t * kThreads, i = q / (kTileK / 2), c = 2 * (q % (kTileK / 2));
-            *reinterpret_cast<__nv_bfloat162*>(xs + (j * kN + i) * kLd + c) =
-                __floats2bfloat162_rn(xv[j][t].x, xv[j][t].y);
-          }
-      if (k0 + kTileK < a.cols) load_units<F>(a, row0, k0 + kTileK, raw);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < kTileK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-      wmma::load_matrix_sync(fa, ws + (16 * warp) * kLd + kk, kLd);
-#pragma unroll
-      for (int j = 0; j < G; ++j)
+      for (int p = 0; p < kXPer; ++p)
         if (j < nt) {
-          wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
-          wmma::load_matrix_sync(fb, xs + j * kN * kLd + kk, kLd);  // element (k, i) at xs[i * kLd + k]
-          wmma::mma_sync(acc[j], fa, fb, acc[j]);
+          const int q = int(threadIdx.x) + p * kThreads, i = q / (kTileK / 2), c = 2 * (q % (kTileK / 2));
+          *reinterpret_cast<uint32_t*>(xs[buf] + (j * kN + i) * kXPitch + x_col(c)) = pack_bf16(xv[j][p].x, xv[j][p].y);
         }
+  };
+  // kRing: tile kt's x rows into stage `stage` (one commit group per tile, empty past the end)
+  auto issue_x = [&](int kt, int stage) {
+    if (kt < tiles) {
+#pragma unroll
+      for (int p = 0; p < G * kN * (kTileK / 2) / kThreads; ++p) {
+        const int q = int(threadIdx.x) + p * kThreads, i = q / (kTileK / 2), c = 2 * (q % (kTileK / 2));
+        const int64_t o = xo[i];
+        const bool valid = i / kN < nt && o >= 0;
+        cp_async8(ring + (stage * G * kN + i) * kXPitchF + xf_col(c), valid ? x + o + int64_t(kt) * kTileK + c : x,
+                  valid);
+      }
     }
+    cp_async_commit();
+  };
+  if constexpr (kRing) {
+#pragma unroll
+    for (int st = 0; st < kStages<G> - 1; ++st) issue_x(st, st);
+  } else {
+    load_x(0);
+    store_x(0);
+    if (tiles > 1) load_x(1);
     __syncthreads();
   }
-  // acc[j]: {16 weight rows, 16 x rows of entry j} of this warp -> shared (over the weight
-  // tile, column-major: one x row's 16 weight rows contiguous), then out: lane = weight row,
-  // so a half-warp writes 16 consecutive floats of one y row.
-  float* out = reinterpret_cast<float*>(ws) + warp * G * 16 * 16;
+  float acc[G][2][4];
 #pragma unroll
   for (int j = 0; j < G; ++j)
-    if (j < nt) wmma::store_matrix_sync(out + j * 256, acc[j], 16, wmma::mem_col_major);
-  __syncwarp();
-  for (int q = threadIdx.x % 32; q < nt * 256; q += 32) {
-    const int j = q / 256, i = (q % 256) / 16, r = q % 16;  // entry j, its x row i, weight row r
-    const int64_t row = row0 + 16 * warp + r;
-    if (i < nrows[j] && row < a.rows) y[yo[j * kN + i] + row] = out[q];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[j][h][k] = 0.f;
+  for (int kt0 = 0; kt0 < tiles; kt0 += D) {
+#pragma unroll
+    for (int s = 0; s < D; ++s) {
+      const int kt = kt0 + s;
+      if (kt < tiles) {  // block-uniform
+      const int stage = kt % kStages<G>;
+      if constexpr (kRing) {  // tile kt's x landed (this thread's copies; the barrier: everyone's), and
+        cp_async_wait<kStages<G> - 2>();  // the stage read in tile kt - 1 is free for tile kt + kStages - 1
+        __syncthreads();
+        issue_x(kt + kStages<G> - 1, (kt + kStages<G> - 1) % kStages<G>);
+      }
+      // A fragments: pk[h][2j] = columns 4j, 4j+1 and pk[h][2j+1] = 4j+2, 4j+3 of this lane's unit, row g + 8h
+      uint32_t pk[2][16];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) Frag<F>::decode(raw[s][h], kt * (kTileK / kUnit) + t, pk[h], tables);
+      if (kt + D < tiles) load_pair<F>(a, r, kt + D, raw[s]);
+      const __nv_bfloat16* xt = xs[kt & 1] + g * kXPitch + x_col(32 * t);
+      const float* xf = ring + (stage * G * kN + g) * kXPitchF + xf_col(32 * t);
+#pragma unroll
+      for (int j2 = 0; j2 < 4; ++j2) {  // k-steps 2 j2 and 2 j2 + 1: one 16-byte read of x per N tile
+#pragma unroll
+        for (int j = 0; j < G; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            if (j < nt && (h == 0 || nrows[j] > 8)) {
+              uint4 bv;
+              if constexpr (kRing) {
+                const float* f = xf + (j * kN + 8 * h) * kXPitchF + 8 * j2;
+                const float4 f0 = *reinterpret_cast<const float4*>(f), f1 = *reinterpret_cast<const float4*>(f + 4);
+                bv = make_uint4(pack_bf16(f0.x, f0.y), pack_bf16(f0.z, f0.w), pack_bf16(f1.x, f1.y), pack_bf16(f1.z, f1.w));
+              } else {
+                bv = *reinterpret_cast<const uint4*>(xt + (j * kN + 8 * h) * kXPitch + 8 * j2);
+              }
+              const uint32_t a0[4] = {pk[0][4 * j2], pk[1][4 * j2], pk[0][4 * j2 + 1], pk[1][4 * j2 + 1]};
+              const uint32_t a1[4] = {pk[0][4 * j2 + 2], pk[1][4 * j2 + 2], pk[0][4 * j2 + 3], pk[1][4 * j2 + 3]};
+              mma_16816(acc[j][h], a0, bv.x, bv.y);
+              mma_16816(acc[j][h], a1, bv.z, bv.w);
+            }
+      }
+      if constexpr (!kRing) {
+        if (kt + 1 < tiles) store_x((kt + 1) & 1);
+        if (kt + 2 < tiles) load_x(kt + 2);
+        __syncthreads();
+      }
+      }
+    }
   }
+  // acc[j][h]: weight rows r (c0, c1) and r + 8 (c2, c3) x entry j's rows 8h + 2t, 8h + 2t + 1.
+#pragma unroll
+  for (int j = 0; j < G; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int i = 8 * h + 2 * t + (k & 1);
+        const int64_t row = r + 8 * (k >> 1);
+        if (j < nt && i < nrows[j] && row < a.rows) y[yo[j * kN + i] + row] = acc[j][h][k];
+      }
 }
 
-// Entries per block: 0 = by the chunk (rows_per_expert), else forced (1 or kG): the environment
-// variable DS4_GROUPED_MMA_ENTRIES (read on first use) or grouped_mma_set_entries_per_block.
-std::atomic<int> g_entries{-1};
-int forced_entries() {
-  int v = g_entries.load(std::memory_order_relaxed);
+// A setting read from the environment variable `name` on first use (0 when unset; one of
+// `allowed`, else InputError with `expected`) unless a setter stored it before.
+int setting(std::atomic<int>& cell, const char* name, std::initializer_list<int> allowed, const char* expected) {
+  int v = cell.load(std::memory_order_relaxed);
   if (v < 0) {
     v = 0;
-    if (const char* e = std::getenv("DS4_GROUPED_MMA_ENTRIES")) {
+    if (const char* e = std::getenv(name)) {
       const std::string t = e;
-      if (t != "0" && t != "1" && t != std::to_string(kG))
-        throw InputError("DS4_GROUPED_MMA_ENTRIES=" + t + ": expected 0 (by the chunk), 1 or " + std::to_string(kG));
+      bool ok = false;
+      for (int c : allowed) ok = ok || t == std::to_string(c);
+      if (!ok) throw InputError(std::string(name) + "=" + t + ": expected " + expected);
       v = std::stoi(t);
     }
-    g_entries.store(v, std::memory_order_relaxed);
+    cell.store(v, std::memory_order_relaxed);
   }
   return v;
 }
 
+// Entries per block: 0 = by the chunk (rows_per_expert), else forced (1, 2 or kG):
+// DS4_GROUPED_MMA_ENTRIES or grouped_mma_set_entries_per_block.
+std::atomic<int> g_entries{-1};
+int forced_entries() {
+  return setting(g_entries, "DS4_GROUPED_MMA_ENTRIES", {0, 1, 2, kG}, "0 (by the chunk), 1, 2 or 4");
+}
+
+// The x ring (kRing): DS4_GROUPED_MMA_XRING (0 or 1) or grouped_mma_set_x_ring.
+std::atomic<int> g_ring{-1};
+bool x_ring() { return setting(g_ring, "DS4_GROUPED_MMA_XRING", {0, 1}, "0 or 1") == 1; }
+
 template <class F, int G>
 void launch_g(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, cudaStream_t s) {
-  constexpr size_t bytes = smem_bytes<G>();
-  if constexpr (bytes > 48 * 1024)  // over the default: opt in (per device, so at every launch: a host-side write)
-    DS4_CUDA_CHECK(cudaFuncSetAttribute(grouped_mma_kernel<F, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   const dim3 blocks(unsigned((a.rows + kTileRows - 1) / kTileRows), batch);
-  grouped_mma_kernel<F, G><<<blocks, kThreads, bytes, s>>>(a, ra, x, y);
+  if (x_ring()) {
+    constexpr size_t bytes = ring_bytes<G>();
+    if constexpr (bytes > 48 * 1024)  // over the default: opt in (per device, so at every launch: a host-side write)
+      DS4_CUDA_CHECK(cudaFuncSetAttribute(grouped_mma_kernel<F, G, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(bytes)));
+    grouped_mma_kernel<F, G, true><<<blocks, kThreads, bytes, s>>>(a, ra, x, y);
+  } else {
+    grouped_mma_kernel<F, G, false><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
+  }
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -230,19 +313,22 @@ template <class F>
 void launch(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, int64_t rows_per_expert,
             cudaStream_t s) {
   const int forced = forced_entries();
-  const bool shared = forced ? forced > 1 : rows_per_expert > kN;
-  if (shared) launch_g<F, kG>(a, ra, x, y, batch, s);
+  const int g = forced ? forced : rows_per_expert <= kN ? 1 : rows_per_expert <= 2 * kN ? 2 : kG;
+  if (g == kG) launch_g<F, kG>(a, ra, x, y, batch, s);
+  else if (g == 2) launch_g<F, 2>(a, ra, x, y, batch, s);
   else launch_g<F, 1>(a, ra, x, y, batch, s);
 }
 
 }  // namespace
 
 void grouped_mma_set_entries_per_block(int n) {
-  if (n != 0 && n != 1 && n != kG)
-    throw InputError("grouped_mma_set_entries_per_block: " + std::to_string(n) + " (0, 1 or " + std::to_string(kG) + ")");
+  if (n != 0 && n != 1 && n != 2 && n != kG)
+    throw InputError("grouped_mma_set_entries_per_block: " + std::to_string(n) + " (0, 1, 2 or " + std::to_string(kG) + ")");
   g_entries.store(n, std::memory_order_relaxed);
 }
 int grouped_mma_entries_per_block() { return forced_entries(); }
+void grouped_mma_set_x_ring(bool on) { g_ring.store(on ? 1 : 0, std::memory_order_relaxed); }
+bool grouped_mma_x_ring() { return x_ring(); }
 
 bool grouped_mma_supports(const WeightMatrix& w) {
   if (!gemv_supports(w.type) || w.cols % kTileK != 0 || w.rows < 1) return false;

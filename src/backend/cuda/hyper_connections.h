@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace ds4::cuda {
 
 struct HcDims {
@@ -57,5 +59,52 @@ void hc_expand_f32(const float* x, const HcDims& d, float* h, cudaStream_t s);
 void hc_head_f32(const float* mix_raw, const float* scale, const float* base, const HcDims& d, const float* x,
                  const float* out_norm, float* out, const HcRows& rows, cudaStream_t s);
 void hc_expand_f32(const float* x, const HcDims& d, float* h, const HcRows& rows, cudaStream_t s);
+
+// Fused decode / rows forms (hc_fused.cu, issue #23): the fn product, the flat norm, the split
+// and the collapse in one launch, optionally with the hc_post that produces the streams folded
+// in. Block (s, t) multiplies column block s of fn by row t's streams and stores the partial
+// mix and sum of squares; the last block of row t to arrive (an atomic counter) sums the
+// partials in block order and runs the split + collapse. The sums are the same operations in
+// the same order for every row count, so a decode step equals the same row of a chunk bit for
+// bit; they differ in rounding from gemv + hc_pre_f32 (tests/cuda/test_cuda_hc_fused.cu).
+//
+// fn {m, splits * cols} stored as `splits` column blocks {m, cols} split_stride bytes apart
+// (DeepSeek's DHc layout); m = (2+n)*n for hc_pre, n for the head.
+struct HcFn {
+  const void* data = nullptr;
+  DType type = DType::F32;
+  int64_t m = 0, cols = 0, splits = 1;
+  size_t split_stride = 0;
+};
+// The hc_post whose out is the streams this call reads (hc_post_f32's arguments); post and comb
+// may be the very buffers this call writes (every block reads them before the last one writes).
+// With `experts` set (one row only), block_out is not read but computed as a MoE's combination
+// (DeepSeek's moe_combine, the same formula: hc_device.cuh combine_value), block_out[d] =
+// sum_j weights[j] experts[j * hidden + d] + shared[d], so that launch folds in as well.
+struct HcPostIn {
+  const float *block_out = nullptr, *residual = nullptr, *post = nullptr, *comb = nullptr;
+  const float *experts = nullptr, *weights = nullptr, *shared = nullptr;
+  int64_t k = 0;
+};
+// partials: per row {splits, m + 1} floats (inside the row's stride); counters: one per row,
+// zero before the first call (each call leaves them zero).
+struct HcFusedScratch {
+  float* partials = nullptr;
+  unsigned* counters = nullptr;
+};
+// Whether hc_pre_fused / hc_head_fused take this fn (F32, F16, BF16; cols a multiple of 8 and at
+// most kHcFusedMaxCols; n * hidden = splits * cols); otherwise use gemv + hc_pre_f32.
+inline constexpr int64_t kHcFusedMaxCols = 2048;  // (the many-row form stages 4 rows of them in 32 KB)
+bool hc_fused_supported(const HcFn& fn, const HcDims& d, bool head);
+
+// hc_pre_f32's outputs from the streams x {n, hidden}; with `post_in` x is written first
+// (x = hc_post_f32(post_in...)) and is then exactly what hc_post_f32 would have written.
+void hc_pre_fused(const HcFn& fn, const float* scale, const float* base, const HcDims& d, float* x,
+                  const HcPostIn* post_in, const float* out_norm, float* collapsed, float* post, float* comb,
+                  const HcFusedScratch& sc, const HcRows& rows, cudaStream_t s);
+// hc_head_f32's output, likewise.
+void hc_head_fused(const HcFn& fn, const float* scale, const float* base, const HcDims& d, float* x,
+                   const HcPostIn* post_in, const float* out_norm, float* out, const HcFusedScratch& sc,
+                   const HcRows& rows, cudaStream_t s);
 
 }  // namespace ds4::cuda

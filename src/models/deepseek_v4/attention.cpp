@@ -43,6 +43,21 @@ void attend(const Ctx& ctx, const KeySet& ks, const float* q, float sink, int64_
       for (int64_t k = 0; k < visible; ++k) rows.push_back(ks.comp + k * hd);
     }
   }
+  // The CUDA tensor-core chunk (cuda/attention_tc.cu) runs both products with TF32 operands:
+  // q, the key / value rows and the softmax weights rounded (ctx.rounding: its emulation).
+  std::vector<float> rounded;
+  const bool tf32 = ctx.rounding != nullptr;
+  auto round = [&](float v) { return tf32 ? round_operand(v, Operands::kTf32, ctx.rounding->truncate) : v; };
+  if (tf32) {
+    rounded.resize(size_t(int64_t(rows.size() + 1) * hd));
+    for (int64_t i = 0; i < hd; ++i) rounded[size_t(i)] = round(q[i]);
+    q = rounded.data();
+    for (size_t r = 0; r < rows.size(); ++r) {
+      float* k = rounded.data() + int64_t(r + 1) * hd;
+      for (int64_t i = 0; i < hd; ++i) k[i] = round(rows[r][i]);
+      rows[r] = k;
+    }
+  }
   const float scale = 1.0f / std::sqrt(float(hd));
   sc.resize(rows.size());
   float m = sink;
@@ -54,7 +69,7 @@ void attend(const Ctx& ctx, const KeySet& ks, const float* q, float sink, int64_
   for (float& s : sc) denom += (s = std::exp(s - m));
   std::fill(o, o + hd, 0.0f);
   for (size_t r = 0; r < rows.size(); ++r) {
-    const float p = sc[r] / denom;
+    const float p = round(sc[r]) / denom;
     for (int64_t i = 0; i < hd; ++i) o[i] += p * rows[r][i];
   }
 }

@@ -48,7 +48,8 @@ struct Config {
   bool ds4_numerics = false;
   // antirez/ds4's activation quantization (reference-differences #8, core/act_quant.h): x is
   // quantized to Q8_0 / Q8_K blocks before every Q8_0 / Q2_K / IQ2_XXS product (CPU matmul_act,
-  // CUDA gemv_act). Off by default until both backends carry it; DS4_ACT_QUANT=q8|f32 overrides.
+  // CUDA gemv_act). On by default with ds4_numerics (ds4-layout files), off for HF checkpoints;
+  // DS4_ACT_QUANT=q8|f32 overrides (model.h act_quant_for).
   bool act_quant = false;
   // DSpark drafter (MTPLX ModelArgs dspark_*; used only when the checkpoint has DSpark
   // weights): the noise token of block rows 1..4 (-1: absent from the config) and the trunk

@@ -46,9 +46,11 @@ bool ds4_numerics_for(bool ds4_layout) {
   return ds4_layout;
 }
 
-bool act_quant_from_env() {
+bool act_quant_for(bool ds4_numerics) {
+  // ds4 quantizes the activations of every Q8_0 / Q2_K / IQ2_XXS product in decode: part of
+  // what ds4 computes for its own files (reference-differences #8), so it follows ds4_numerics.
   const char* e = std::getenv("DS4_ACT_QUANT");
-  if (!e) return false;
+  if (!e) return ds4_numerics;
   const std::string v = e;
   if (v != "q8" && v != "f32") throw InputError("DS4_ACT_QUANT must be 'q8' or 'f32', got '" + v + "'");
   return v == "q8";
@@ -70,7 +72,7 @@ class DsModel : public Model, public DraftHead {
         inv_comp_(inv_freq(c_.rope_compress, c_.rope_dim)),
         pool_(opt.threads) {
     c_.ds4_numerics = ds4_numerics_for(w_.ds4_layout);
-    c_.act_quant = act_quant_from_env();
+    c_.act_quant = act_quant_for(c_.ds4_numerics);
     info_.family = "deepseek_v4";
     info_.name = src_->config().value("_name_or_path", std::filesystem::path(src_->path()).filename().string());
     info_.vocab_size = c_.vocab;

@@ -17,9 +17,11 @@ Config config_of(const TensorSource& src);
 // DS4_DSV4_NUMERICS=hf|ds4 overrides. Throws InputError for another value.
 bool ds4_numerics_for(bool ds4_layout);
 // Whether to quantize activations before Q8_0 / Q2_K / IQ2_XXS products as ds4 does
-// (Config::act_quant): DS4_ACT_QUANT=q8 on, =f32 off; unset: off for now (on once the CUDA
-// model carries it too). Throws InputError for another value.
-bool act_quant_from_env();
+// (Config::act_quant): DS4_ACT_QUANT=q8 on, =f32 off; unset: on exactly when ds4's numerics
+// are (`ds4_numerics`, ds4_numerics_for: ds4-layout files, so HF checkpoints and
+// DS4_DSV4_NUMERICS=hf keep HF's f32 activations). The CPU and CUDA models both take it at
+// load. Throws InputError for another value.
+bool act_quant_for(bool ds4_numerics);
 
 // config.json model_type "deepseek_v4", or a GGUF with general.architecture "deepseek4".
 bool probe(const std::string& path);

@@ -5,7 +5,8 @@
 // from any bug of the GPU path. The products the chunk runs on tensor cores, per layer:
 //   TF32 (cuBLAS CUBLAS_COMPUTE_32F_FAST_TF32: both operands to a 10-bit mantissa, FP32 sums):
 //     q_a, kv, the attention compressor's kv / gate, q_b, o_a (per group), o_b, the shared
-//     expert's gate / up / down, and lm_head;
+//     expert's gate / up / down, and lm_head; attention's scores and weighted sum (q, the
+//     key / value rows, the softmax weights; cuda/attention_tc.cu, emulated in attention.cpp);
 //   BF16 (grouped_mma_bf16: x and weights to BF16, FP32 sums): the routed experts' gate / up
 //     and down, only where both have cols % 128 == 0 (else the chunk keeps them exact);
 //   exact (as the decode step): the HC mixes, the router logits, the indexer's compressor

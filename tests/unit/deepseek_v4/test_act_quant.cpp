@@ -1,5 +1,5 @@
 // ds4's activation quantization in the DeepSeek V4 CPU model (Config::act_quant,
-// DS4_ACT_QUANT=q8|f32; core/act_quant.h): a synthetic 256-wide model exported in ds4's
+// DS4_ACT_QUANT=q8|f32, unset = on for ds4-layout files; core/act_quant.h): a synthetic 256-wide model exported in ds4's
 // layout, so its projections and lm_head are Q8_0 and its routed experts IQ2_XXS (gate/up)
 // and Q2_K (down), the three formats that take quantized activations. The switch must change
 // the logits a little and keep the CPU exactness rules: a chunked forward, decode steps,
@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "models/deepseek_v4/gguf.h"
 #include "models/model.h"
+#include "act_quant_env.h"
 #include "synthetic_blocks_model.h"
 
 using namespace ds4_test;
@@ -49,15 +50,6 @@ const std::string& ds4_model_path() {
     ~File() { std::filesystem::remove(path); }
   } file;
   return file.path;
-}
-
-// Loads `path` with DS4_ACT_QUANT set to `mode` (nullptr: unset).
-std::unique_ptr<ds4::Model> load_with(const std::string& path, const char* mode) {
-  if (mode) setenv("DS4_ACT_QUANT", mode, 1);
-  else unsetenv("DS4_ACT_QUANT");
-  auto m = ds4::load_model(path);
-  unsetenv("DS4_ACT_QUANT");
-  return m;
 }
 
 std::vector<int32_t> prompt(int n) {
@@ -96,14 +88,25 @@ float abs_max(const std::vector<float>& v) {
 
 }  // namespace
 
-TEST(DeepseekV4ActQuant, SwitchParsesAndIsOffByDefault) {
+// The default follows ds4's numerics (deepseek_v4::act_quant_for): on for this ds4-layout
+// file (= DS4_ACT_QUANT=q8 bit for bit, and not the f32 activations' logits); with
+// DS4_DSV4_NUMERICS=hf (HF's graph on a ds4 file, e.g. against the HF oracle) off (= f32, not
+// q8). DS4_ACT_QUANT=f32 switches it off; another value is an InputError.
+TEST(DeepseekV4ActQuant, SwitchParsesAndFollowsDs4Numerics) {
   const auto tokens = prompt(12);
-  auto def = load_with(ds4_model_path(), nullptr), off = load_with(ds4_model_path(), "f32");
-  auto s1 = def->new_state(), s2 = off->new_state();
-  EXPECT_TRUE(same_bits(def->verify(*s1, tokens), off->verify(*s2, tokens)));
-  setenv("DS4_ACT_QUANT", "q4", 1);
-  EXPECT_THROW(ds4::load_model(ds4_model_path()), ds4::InputError);
-  unsetenv("DS4_ACT_QUANT");
+  auto rows = [&](const char* numerics, const char* mode) {
+    const ScopedEnv n("DS4_DSV4_NUMERICS", numerics);
+    auto m = load_dsv4_act(ds4_model_path(), mode);
+    auto s = m->new_state();
+    return m->verify(*s, tokens);
+  };
+  const auto def = rows(nullptr, nullptr), q8 = rows(nullptr, "q8"), f32 = rows(nullptr, "f32");
+  EXPECT_TRUE(same_bits(def, q8)) << "ds4-layout file: act_quant on by default";
+  EXPECT_FALSE(same_bits(def, f32));
+  const auto hf_def = rows("hf", nullptr), hf_q8 = rows("hf", "q8"), hf_f32 = rows("hf", "f32");
+  EXPECT_TRUE(same_bits(hf_def, hf_f32)) << "DS4_DSV4_NUMERICS=hf: act_quant off by default";
+  EXPECT_FALSE(same_bits(hf_def, hf_q8));
+  EXPECT_THROW(load_dsv4_act(ds4_model_path(), "q4"), ds4::InputError);
 }
 
 // How far the switch moves the logits of a 40-row forward. Activation rounding has the grid
@@ -124,7 +127,7 @@ TEST(DeepseekV4ActQuant, QuantizedActivationsMoveLogitsSlightly) {
     EXPECT_EQ(s->get("blk.2.ffn_down_exps.weight", {5, 256, 256}).type, ds4::DType::Q2_K);
   }
   const auto tokens = prompt(40);
-  auto on = load_with(ds4_model_path(), "q8"), off = load_with(ds4_model_path(), "f32");
+  auto on = load_dsv4_act(ds4_model_path(), "q8"), off = load_dsv4_act(ds4_model_path(), "f32");
   auto s1 = on->new_state(), s2 = off->new_state();
   const auto lq = on->verify(*s1, tokens), lf = off->verify(*s2, tokens);
   ASSERT_EQ(lq.size(), lf.size());
@@ -151,7 +154,7 @@ TEST(DeepseekV4ActQuant, BothActivationBlocksRunInTheModel) {
   for (const Case& k : {Case{"q8_0_only", std::nullopt, ds4::DType::F32, ds4::DType::F32},
                         Case{"q8_k_only", ds4::DType::F32, ds4::DType::IQ2_XXS, ds4::DType::Q2_K}}) {
     const std::string path = export_model(k.tag, k.dense, k.experts, k.down);
-    auto on = load_with(path, "q8"), off = load_with(path, "f32");
+    auto on = load_dsv4_act(path, "q8"), off = load_dsv4_act(path, "f32");
     auto s1 = on->new_state(), s2 = off->new_state();
     const auto lq = on->verify(*s1, tokens), lf = off->verify(*s2, tokens);
     const float d = max_abs_diff(lq.data(), lf.data(), lf.size());
@@ -167,7 +170,7 @@ TEST(DeepseekV4ActQuant, BothActivationBlocksRunInTheModel) {
 // own, so one 40-row pass, chunks of 7 and 40 decode steps give the same bits.
 TEST(DeepseekV4ActQuant, DecodeStepsEqualTheChunkedForwardBitForBit) {
   const auto tokens = prompt(40);
-  auto m = load_with(ds4_model_path(), "q8");
+  auto m = load_dsv4_act(ds4_model_path(), "q8");
   const auto one_pass = chunked_rows(*m, tokens, tokens.size());
   EXPECT_TRUE(same_bits(chunked_rows(*m, tokens, 7), one_pass));
   EXPECT_TRUE(same_bits(chunked_rows(*m, tokens, 1), one_pass));
@@ -176,7 +179,7 @@ TEST(DeepseekV4ActQuant, DecodeStepsEqualTheChunkedForwardBitForBit) {
 TEST(DeepseekV4ActQuant, VerifyRowsAndBatchedDecodeEqualDecodeSteps) {
   const auto tokens = prompt(30), window = prompt(37);
   const std::vector<int32_t> draft(window.end() - 7, window.end());
-  auto m = load_with(ds4_model_path(), "q8");
+  auto m = load_dsv4_act(ds4_model_path(), "q8");
   const size_t V = size_t(m->info().vocab_size);
   auto a = m->new_state();
   m->prefill(*a, tokens);
@@ -209,7 +212,7 @@ TEST(DeepseekV4ActQuant, VerifyRowsAndBatchedDecodeEqualDecodeSteps) {
 // the f32 run's top-1 margin is 0.007. Asserted: at least 13 equal tokens, and wherever they
 // part, the f32 margin there is below 0.05 (a close call, not a broken product).
 TEST(DeepseekV4ActQuant, GreedyTokensAgreeUntilACloseCall) {
-  auto on = load_with(ds4_model_path(), "q8"), off = load_with(ds4_model_path(), "f32");
+  auto on = load_dsv4_act(ds4_model_path(), "q8"), off = load_dsv4_act(ds4_model_path(), "f32");
   auto greedy = [&](ds4::Model& m, std::vector<float>* margins) {
     auto st = m.new_state();
     std::vector<float> lg = m.prefill(*st, prompt(16));

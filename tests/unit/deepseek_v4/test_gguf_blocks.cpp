@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "models/deepseek_v4/gguf.h"
 #include "models/model.h"
+#include "act_quant_env.h"
 #include "synthetic_blocks_model.h"
 
 using namespace ds4_test;
@@ -39,7 +40,9 @@ TEST(DeepseekV4Gguf, Iq2xxsAndQ2kExpertsMatchTheirF32Dequantization) {
     EXPECT_EQ(s->get("blk.2.ffn_up_exps.weight", {5, 256, 256}).type, ds4::DType::IQ2_XXS);
     EXPECT_EQ(s->get("blk.2.ffn_down_exps.weight", {5, 256, 256}).type, ds4::DType::Q2_K);
   }
-  auto mq = ds4::load_model(q), mf = ds4::load_model(f);
+  // f32 activations on both (DS4_ACT_QUANT=f32): the decoders against their dequantization;
+  // ds4's quantized activations (on by default for these files) are test_act_quant's.
+  auto mq = load_dsv4_act(q, "f32"), mf = load_dsv4_act(f, "f32");
   std::vector<int32_t> tokens;
   for (int i = 0; i < 40; ++i) tokens.push_back(int32_t(2 + (i * 37) % 1000));
   auto sq = mq->new_state(), sf = mf->new_state();

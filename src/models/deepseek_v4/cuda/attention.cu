@@ -7,6 +7,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/quant_sim.cuh"
 #include "backend/cuda/reduce.cuh"
+#include "models/deepseek_v4/cuda/attend_rows.cuh"
 #include "models/deepseek_v4/cuda/kernels.h"
 #include "models/deepseek_v4/cuda/rope_shared.cuh"
 
@@ -17,6 +18,9 @@ using ds4::cuda::detail::block_reduce;
 using ds4::cuda::detail::MaxOp;
 using ds4::cuda::detail::SumOp;
 using ds4::cuda::detail::warp_reduce;
+using detail::key_row;
+using detail::to_row;
+using detail::visible_rows;
 
 // One block per head (and row: blockIdx.y): rmsnorm, rope tail, and for the KV row the
 // storage round trip and the window ring.
@@ -44,12 +48,6 @@ __global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict
     for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) r.ring[(p % r.ring_rows) * hd + j] = row[j];
 }
 
-__device__ __forceinline__ const float* key_row(const AttendArgs& a, int64_t r, int64_t n_win, int64_t p) {
-  if (r < n_win) return a.ring + ((p - n_win + 1 + r) % a.ring_rows) * a.hd;
-  const int64_t k = r - n_win;
-  return a.entries + (a.sel ? int64_t(a.sel[k]) : k) * a.hd;
-}
-
 constexpr int kHeadGroup = 8;   // heads per block: each key row read serves them all
 constexpr int kThreads = 256;
 constexpr int kKeyRegs = 16;    // key values a lane holds at once: head_dim up to 512 in one go
@@ -57,21 +55,6 @@ constexpr int kRowsAtOnce = 2;  // key rows a warp loads together in the score p
 constexpr int kVBatch = 8;      // value rows (float4 each) a thread has in flight in the value pass
 static_assert(kAttnChunk % 32 == 0, "the softmax holds a chunk's scores C / 32 per lane");
 static_assert(kThreads / 32 >= kHeadGroup, "the softmax runs one warp per head");
-
-__device__ __forceinline__ int64_t visible_rows(const AttendArgs& a, int64_t p, int64_t& n_win) {
-  n_win = p + 1 < a.window ? p + 1 : a.window;
-  int64_t n_comp = 0;
-  if (a.ratio > 0) n_comp = a.sel ? int64_t(*a.nsel) : (p + 1) / a.ratio;
-  const int64_t rows = n_win + n_comp;
-  return rows < a.max_rows ? rows : a.max_rows;  // sized for max_ctx; never clipped within it
-}
-
-// Row t of a chunk: its own query, selection, partials and output (Rows::stride floats apart).
-__device__ __forceinline__ void to_row(AttendArgs& a, int64_t t, int64_t stride) {
-  const int64_t o = t * stride;
-  a.q += o, a.part += o, a.part_ml += o, a.out += o;
-  if (a.sel) a.sel += o, a.nsel += o;
-}
 
 // Lane-strided partial dot products of R key rows (k[r]; null: past the chunk, left 0) with
 // the block's hg queries q {hg, hd} in shared memory: d[r][h] over features lane, lane + 32,
@@ -391,6 +374,10 @@ void attend_chunked(const AttendArgs& a, const int32_t* pos, cudaStream_t s, con
     attend_wide_kernel<<<grid, kThreads, shm, s>>>(a, hg, pos, rows.stride);
   }
   DS4_CUDA_CHECK_LAUNCH();
+  attend_merge(a, chunk, pos, s, rows);
+}
+
+void attend_merge(const AttendArgs& a, int64_t chunk, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   const size_t mshm = size_t(a.hd + attend_chunks(a.max_rows)) * 4;
   if (mshm > 48 * 1024) throw InputError("deepseek_v4 cuda: too many attend chunks for max_rows " + std::to_string(a.max_rows));
   attend_merge_kernel<<<dim3(unsigned(a.heads), unsigned(rows.count)), 128, mshm, s>>>(a, chunk, pos, rows.stride);

@@ -13,7 +13,9 @@
 //   - the parts that carry state from one token to the next:
 //       KV rows: every row's KV row goes into the window ring first (the ring has kRingSlack
 //         spare slots, so no row of the chunk overwrites a position an earlier row still sees);
-//       compressor lanes: one block walks the rows in order (store, close, pool);
+//       compressor lanes: one block per window the chunk closes pools it from the chunk's rows
+//         (and the slots of a window begun before it), then the slots are left as after the
+//         rows in order (lane_chunk.cu; bit for bit the row-by-row walk of a decode step);
 //       indexer + attention: then row t scores / attends at position *pos + t over exactly the
 //         ring rows and entries it would see as a decode step (later rows' entries are never
 //         read: the counts come from the row's own position).
@@ -51,8 +53,23 @@ void DeepseekV4CudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t
   }
 }
 
-// hc_pre() over the rows: fn's column blocks {splits, mix} per row, then the split + collapse.
-void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, size_t x_off) {
+// hc_pre() over the rows: the fused kernel with one grid row per token (the decode step's
+// launch, so row t equals a decode step bit for bit; FP32 operands in a tensor-core chunk too,
+// and fn, 24 rows, is read from L2 per row block instead of a GEMM with N = 24), else fn's column
+// blocks {splits, mix} per row, then the split + collapse.
+void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, size_t x_off,
+                                            const dc::HcPostIn* post_in) {
+  const dc::HcRows hr{rows, rs()};
+  if (hc_fused(h, false)) {
+    dc::hc_pre_fused(hc_fn(h), h.scale, h.base, hcd, R(0, x_off), post_in, norm, R(0, sl.col), R(0, sl.post),
+                     R(0, sl.comb), dc::HcFusedScratch{R(0, sl.mix), hc_counts.as<unsigned>()}, hr, stream);
+    mark(post_in ? "hc_post_pre" : "hc_pre");
+    return;
+  }
+  if (post_in) {
+    dc::hc_post_f32(hcd, post_in->block_out, post_in->residual, post_in->post, post_in->comb, R(0, x_off), hr, stream);
+    mark("hc_post");
+  }
   // FP32 operands at any row count (mexact): the mixes go through Sinkhorn's exponentials.
   // f32 x with act_quant too: ds4 files store fn as F16, and the CPU's hc_pre_f32 reads f32 x.
   ActIn x = f32_in(R(0, x_off), rs(), rows);
@@ -60,7 +77,7 @@ void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, siz
   dc::HcDims d = hcd;
   d.mix_splits = h.splits;
   dc::hc_pre_f32(R(0, sl.mix), h.scale, h.base, d, R(0, x_off), norm, R(0, sl.col), R(0, sl.post), R(0, sl.comb),
-                 dc::HcRows{rows, rs()}, stream);
+                 hr, stream);
   mark("hc_pre");
 }
 
@@ -98,7 +115,7 @@ void DeepseekV4CudaModel::Impl::attention_rows(std::span<CudaState* const> sts, 
   if (tensor_core_chunk() && L.has_indexer)
     mproj_exact(L.attn_in, sl.col, sl.ain, c.q_lora + hd + (L.ratio > 0 ? 2 * L.comp.width : 0), L.attn_in.rows);
   mark("attn_in_proj");
-  // side branch: every row's KV row into the ring, the compressor lanes row by row
+  // side branch: every row's KV row into the ring, the compressor lanes (chunk form)
   fork();
   each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr) {
     float* ring = reinterpret_cast<float*>(sb + o.window);
@@ -149,7 +166,11 @@ void DeepseekV4CudaModel::Impl::attention_rows(std::span<CudaState* const> sts, 
       a.entries = reinterpret_cast<const float*>(sb + o.comp.entries);
       a.ratio = L.ratio;
     }
-    attend(a, pos, stream, rr);
+    // a tensor-core chunk: the products on tensor cores (attention_tc.cu); else attend() exactly
+    if (tensor_core_chunk())
+      attend_tc(a, pos, stream, rr);
+    else
+      attend(a, pos, stream, rr);
   });
   mark("attend");
   out_rows(L);
@@ -239,12 +260,17 @@ void DeepseekV4CudaModel::Impl::rows_in() {
 void DeepseekV4CudaModel::Impl::head_rows(int64_t t0, int64_t n) {
   const int64_t V = c.vocab;
   const DHc& h = dw.head_hc;
-  ActIn xa = f32_in(R(t0, sl.xa), rs(), n);  // (f32 x: hc_pre_rows says why)
-  mexact(h.fn, xa, R(t0, sl.mix), dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows});
-  dc::HcDims d = hcd;
-  d.mix_splits = h.splits;
-  dc::hc_head_f32(R(t0, sl.mix), h.scale, h.base, d, R(t0, sl.xa), dw.norm, R(t0, sl.hout), dc::HcRows{n, rs()},
-                  stream);
+  if (hc_fused(h, true)) {  // (hc_pre_rows says why)
+    dc::hc_head_fused(hc_fn(h), h.scale, h.base, hcd, R(t0, sl.xa), nullptr, dw.norm, R(t0, sl.hout),
+                      dc::HcFusedScratch{R(t0, sl.mix), hc_counts.as<unsigned>()}, dc::HcRows{n, rs()}, stream);
+  } else {
+    ActIn xa = f32_in(R(t0, sl.xa), rs(), n);  // (f32 x: hc_pre_rows says why)
+    mexact(h.fn, xa, R(t0, sl.mix), dc::MatmulBatch{int(h.splits), h.split_stride, 0, h.fn.cols, h.fn.rows});
+    dc::HcDims d = hcd;
+    d.mix_splits = h.splits;
+    dc::hc_head_f32(R(t0, sl.mix), h.scale, h.base, d, R(t0, sl.xa), dw.norm, R(t0, sl.hout), dc::HcRows{n, rs()},
+                    stream);
+  }
   ActIn xh = act_in(R(t0, sl.hout), rs(), n, c.hidden, kActCol, true);
   mrows(dw.lm_head, xh, R(t0, sl.logits), rs(), dc::MatmulBatch{}, stream);
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(t0, sl.logits), cl.row_bytes,
@@ -275,9 +301,8 @@ void DeepseekV4CudaModel::Impl::layer_rows(std::span<CudaState* const> sts, int6
   hc_pre_rows(L.attn_hc, L.attn_norm, sl.xa);
   if (dw.has_dspark && l >= c.layers) k5_attention_rows(*sts[0], l - c.layers);  // a DSpark stage (K5 pass)
   else attention_rows(sts, l);
-  dc::hc_post_f32(hcd, R(0, sl.y), R(0, sl.xa), R(0, sl.post), R(0, sl.comb), R(0, sl.xb), hr, stream);
-  mark("hc_post");
-  hc_pre_rows(L.ffn_hc, L.ffn_norm, sl.xb);
+  const dc::HcPostIn attn_out{R(0, sl.y), R(0, sl.xa), R(0, sl.post), R(0, sl.comb)};  // -> xb
+  hc_pre_rows(L.ffn_hc, L.ffn_norm, sl.xb, &attn_out);
   moe_rows(l);
   dc::hc_post_f32(hcd, R(0, sl.y), R(0, sl.xb), R(0, sl.post), R(0, sl.comb), R(0, sl.xa), hr, stream);
   mark("hc_post");

@@ -1,46 +1,19 @@
 // KV compression and the lightning indexer on the GPU (CPU: compressor.cpp). Everything
 // depends on the device position only, so the kernels replay inside a CUDA graph: a lane
 // kernel that does not close a window just stores its row and returns.
-#include <cfloat>
-
 #include "backend/cuda/check.h"
-#include "backend/cuda/quant_sim.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/topk_select.h"
 #include "models/deepseek_v4/cuda/kernels.h"
+#include "models/deepseek_v4/cuda/lane_pool.cuh"
 
 namespace ds4::deepseek_v4::cuda {
 namespace {
 
-using ds4::cuda::detail::block_reduce;
 using ds4::cuda::detail::SumOp;
 using ds4::cuda::detail::warp_reduce;
-
-// ds4 storage numerics of one emitted entry (CPU ds4_kv_storage / ds4_indexer_storage),
-// `row` in shared memory; every thread of the block calls.
-// One warp per block of values; blockDim.x >= 64 (the Hadamard's 64 pairs).
-__device__ void entry_storage(float* row, int64_t dim, int64_t rope_dim, bool fp8, bool indexer_sim) {
-  const int64_t nope = dim - rope_dim, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  if (fp8 && nope > 0 && nope % 64 == 0)
-    for (int64_t b = warp; b < nope / 64; b += warps) ds4::cuda::detail::roundtrip_block_warp(row + b * 64, 64, true);
-  if (indexer_sim && dim == 128) {
-    ds4::cuda::detail::hadamard_block(row, dim);
-    for (int64_t b = warp; b < dim / 32; b += warps) ds4::cuda::detail::roundtrip_block_warp(row + b * 32, 32, false);
-  }
-  __syncthreads();
-}
-
-__device__ void rope_row(float* row, int64_t dim, int64_t rot, const float* inv, int64_t p) {
-  for (int64_t i = threadIdx.x; i < rot / 2; i += blockDim.x) {
-    const float a = float(p) * inv[i];
-    const float c = cosf(a), s = sinf(a);
-    float* t = row + (dim - rot);
-    const float x0 = t[2 * i], x1 = t[2 * i + 1];
-    t[2 * i] = x0 * c - x1 * s;
-    t[2 * i + 1] = x1 * c + x0 * s;
-  }
-  __syncthreads();
-}
+using lane_detail::entry_storage;
+using lane_detail::rope_row;
 
 // One token of the lane at position p (kv, gate {width}; row t of its chunk): store, and pool
 // when it closes the window. With an undo log each thread saves the values it overwrites
@@ -60,19 +33,9 @@ __device__ void lane_row(const LaneArgs& a, float* row, int64_t p, const float* 
   const int64_t e = (p + 1) / R - 1, off = a.overlap ? D : 0;
   const bool has_prev = a.overlap && e > 0;
   for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    float m = -FLT_MAX;
-    if (has_prev)
-      for (int64_t r = 0; r < R; ++r) m = fmaxf(m, a.prev_gate[r * D + j]);
-    for (int64_t r = 0; r < R; ++r) m = fmaxf(m, a.pend_gate[r * W + off + j]);
-    float sum = 0.f;
-    if (has_prev)
-      for (int64_t r = 0; r < R; ++r) sum += expf(a.prev_gate[r * D + j] - m);
-    for (int64_t r = 0; r < R; ++r) sum += expf(a.pend_gate[r * W + off + j] - m);
-    float acc = 0.f;
-    if (has_prev)
-      for (int64_t r = 0; r < R; ++r) acc += a.prev_kv[r * D + j] * (expf(a.prev_gate[r * D + j] - m) / sum);
-    for (int64_t r = 0; r < R; ++r) acc += a.pend_kv[r * W + off + j] * (expf(a.pend_gate[r * W + off + j] - m) / sum);
-    row[j] = acc;
+    row[j] = lane_detail::pool_feature(
+        R, has_prev, [&](int64_t r) { return a.prev_gate[r * D + j]; }, [&](int64_t r) { return a.prev_kv[r * D + j]; },
+        [&](int64_t r) { return a.pend_gate[r * W + off + j]; }, [&](int64_t r) { return a.pend_kv[r * W + off + j]; });
     if (a.overlap)  // this window's Ca half pools with the next window (same feature, same thread)
       for (int64_t r = 0; r < R; ++r) {
         if (a.undo_prev_kv) {
@@ -83,16 +46,8 @@ __device__ void lane_row(const LaneArgs& a, float* row, int64_t p, const float* 
         a.prev_gate[r * D + j] = a.pend_gate[r * W + j];
       }
   }
-  float ss = 0.f;
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) ss += row[j] * row[j];
-  ss = block_reduce(ss, SumOp{}, 0.f);
-  const float inv = rsqrtf(ss / float(D) + a.eps);
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) row[j] = row[j] * inv * a.norm[j];
-  __syncthreads();
-  rope_row(row, D, a.rope_dim, a.inv_freq, p + 1 - R);  // at the window's first position
-  entry_storage(row, D, a.rope_dim, a.fp8, a.indexer_sim);
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) a.entries[e * D + j] = row[j];
-  __syncthreads();  // the next row's store overwrites slots read above; row[] is reused
+  // (it ends with a barrier: the next row's store overwrites slots read above)
+  lane_detail::finish_entry(a, row, p + 1 - R, e);  // rope at the window's first position
 }
 
 // One block walks the rows (a chunk's tokens) in order: each row's step sees the lane state
@@ -205,9 +160,16 @@ __global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ po
 
 }  // namespace
 
-void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
-  compressor_kernel<<<1, 512, size_t(a.dim) * 4, s>>>(a, pos, rows.count, rows.stride);
+void compressor_walk(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
+  compressor_kernel<<<1, lane_detail::kLaneThreads, size_t(a.dim) * 4, s>>>(a, pos, rows.count, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
+}
+
+void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
+  if (rows.count > 1)
+    compressor_chunk(a, pos, s, rows);
+  else
+    compressor_walk(a, pos, s, rows);
 }
 
 void compressor_undo(const LaneUndo* lanes, int64_t n_lanes, uint8_t* state, const uint8_t* cap, int64_t p0,

@@ -70,6 +70,14 @@ inline int64_t attend_chunks(int64_t max_rows) { return (max_rows + kAttnChunk -
 void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
 // attend() with the key chunk given (kAttnChunk or kAttnChunkWide): tests reach both.
 void attend_chunked(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows, int64_t chunk);
+// The merge of attend's split-K partials: key chunks of `chunk` rows (a multiple of kAttnChunk,
+// so the partial slots suffice), the sink in the denominator, the rope tail rotated back.
+void attend_merge(const AttendArgs& a, int64_t chunk, const int32_t* pos, cudaStream_t s, const Rows& rows);
+// The tensor-core form of attend() for wide prefill chunks (attention_tc.cu; tensor-core
+// chunks only: TF32 operands, so within tolerance of attend(), not bit for bit). Shapes it
+// does not take (attend_tc_supported) run attend().
+bool attend_tc_supported(const AttendArgs& a);
+void attend_tc(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows);
 
 // ---- compressor.cu (compressor.cpp) ----
 struct LaneArgs {
@@ -91,9 +99,15 @@ struct LaneArgs {
 // Stores the token at slot pos % ratio; when it closes the window, pools the window into one
 // entry (per-feature softmax over the gates), rmsnorm, rope at the window's first position,
 // storage round trip, appended at entry (pos + 1) / ratio - 1; keeps Ca for the next window.
-// Rows: kv, gate per row; one block walks the rows in order (each row's step reads the lane
-// state the previous row left), so the lane ends as after rows.count single steps.
+// Rows: kv, gate per row; the lane (entries, pending slots, Ca half, undo log) ends bit for
+// bit as after rows.count single steps. One row: compressor_walk; more: compressor_chunk.
 void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
+// One block walks the rows in order, each row's step reading the lane state the previous row
+// left (a decode step's one row; the reference the chunk form is tested against).
+void compressor_walk(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
+// The same in parallel (lane_chunk.cu, issue #22): one block per window the rows close, then
+// the state; the same per-entry arithmetic and order of summation as the walk (lane_pool.cuh).
+void compressor_chunk(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows);
 
 // One compressor lane's undo log (LaneArgs::undo_*) as byte offsets: the lane in a state's
 // buffer, its log in the state's capture buffer (CudaState::cap_buf) (step_layout.h CaptureLayout).

@@ -66,14 +66,47 @@ void DeepseekV4CudaModel::Impl::hc_mix(const DHc& h, const float* x) {
                    dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows}, stream, o);
 }
 
-// hc_pre_f32 sums the partials and applies the flat rmsnorm factor and the input norm.
-void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, const float* x) {
+dc::HcFn DeepseekV4CudaModel::Impl::hc_fn(const DHc& h) const {
+  return dc::HcFn{h.fn.data, h.fn.type, h.fn.rows, h.fn.cols, h.splits, h.split_stride};
+}
+
+bool DeepseekV4CudaModel::Impl::hc_fused(const DHc& h, bool head) const {
+  return dc::hc_fused_supported(hc_fn(h), hcd, head);
+}
+
+// Fused (issue #23): the fn product, the split and the collapse in one launch, with the hc_post
+// before it folded in when post_in. Else hc_pre_f32 sums the gemv's partials and applies the
+// flat rmsnorm factor and the input norm.
+void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, float* x, const dc::HcPostIn* post_in) {
+  if (hc_fused(h, false)) {
+    dc::hc_pre_fused(hc_fn(h), h.scale, h.base, hcd, x, post_in, norm, S(sl.col), S(sl.post), S(sl.comb),
+                     dc::HcFusedScratch{S(sl.mix), hc_counts.as<unsigned>()}, dc::HcRows{}, stream);
+    mark(post_in ? "hc_post_pre" : "hc_pre");
+    return;
+  }
+  if (post_in) {  // (layer_step folds the MoE's combination in only when the fused kernel runs)
+    dc::hc_post_f32(hcd, post_in->block_out, post_in->residual, post_in->post, post_in->comb, x, stream);
+    mark("hc_post");
+  }
   hc_mix(h, x);
   mark("hc_mix");  // the profile splits the mix gemv from the split + collapse kernel
   dc::HcDims d = hcd;
   d.mix_splits = h.splits;
   dc::hc_pre_f32(S(sl.mix), h.scale, h.base, d, x, norm, S(sl.col), S(sl.post), S(sl.comb), stream);
   mark("hc_pre");
+}
+
+// The HC head collapse + the output norm of the streams x into out (decode step).
+void DeepseekV4CudaModel::Impl::hc_head(const DHc& h, const float* norm, float* x, float* out) {
+  if (hc_fused(h, true)) {
+    dc::hc_head_fused(hc_fn(h), h.scale, h.base, hcd, x, nullptr, norm, out,
+                      dc::HcFusedScratch{S(sl.mix), hc_counts.as<unsigned>()}, dc::HcRows{}, stream);
+    return;
+  }
+  hc_mix(h, x);
+  dc::HcDims d = hcd;
+  d.mix_splits = h.splits;
+  dc::hc_head_f32(S(sl.mix), h.scale, h.base, d, x, norm, out, stream);
 }
 
 // One compressor lane's arguments (CPU compressor_push); kv / gate {width} are the token's
@@ -152,7 +185,7 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
 }
 
 // CPU moe_forward with T = 1: routed experts (hash or top-k) + shared expert -> scratch y.
-void DeepseekV4CudaModel::Impl::moe(int64_t l) {
+void DeepseekV4CudaModel::Impl::moe(int64_t l, bool combine) {
   const DLayer& L = dw.layers[size_t(l)];
   const int64_t K = c.experts_used, F = c.expert_ff, H = c.hidden;
   float *col = S(sl.col), *shg = S(sl.min), *shu = shg + F, *router = shu + F;  // moe_in outputs
@@ -176,6 +209,7 @@ void DeepseekV4CudaModel::Impl::moe(int64_t l) {
   mv_batched(L.down.first, xact, S(sl.ey), dc::GemvBatch{int(K), ids, L.down.stride, 0, F, H}, stream);
   mark("experts_down");
   join();
+  if (!combine) return;  // the next layer's first hc_pre computes it (layer_step)
   moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh), H, S(sl.y), stream);
   mark("moe_combine");
 }
@@ -187,8 +221,11 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
                                  stream));
   dc::hc_expand_f32(S(sl.emb), hcd, S(sl.xa), stream);  // every stream starts as the embedding
   mark("embed");
+  // Each layer's last hc_post goes into the next layer's first hc_pre (one launch fewer) unless
+  // something reads the streams between layers (DSpark's taps, the observer).
+  const bool defer = !st.dspark_on && !observer;
   for (int64_t l = 0; l < c.layers; ++l) {
-    layer_step(st, l);
+    layer_step(st, l, defer && l > 0, defer && l + 1 < c.layers);
     if (st.dspark_on) dspark_tap(l, S(sl.xa), 1, 0);
     if (observer) {
       observed.resize(size_t(c.hc * H));
@@ -198,10 +235,7 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
     }
   }
   if (logits) {
-    hc_mix(dw.head_hc, S(sl.xa));
-    dc::HcDims d = hcd;
-    d.mix_splits = dw.head_hc.splits;
-    dc::hc_head_f32(S(sl.mix), dw.head_hc.scale, dw.head_hc.base, d, S(sl.xa), dw.norm, S(sl.hout), stream);
+    hc_head(dw.head_hc, dw.norm, S(sl.xa), S(sl.hout));
     ActIn xh = in_step(S(sl.hout), H, kActCol);
     mv(dw.lm_head, xh, S(sl.logits), stream);
     if (top_only) cand->enqueue(S(sl.logits), c.vocab, stream);
@@ -214,14 +248,20 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
 }
 
-void DeepseekV4CudaModel::Impl::layer_step(CudaState& st, int64_t l) {
+void DeepseekV4CudaModel::Impl::layer_step(CudaState& st, int64_t l, bool post_pending, bool defer_post) {
   const DLayer& L = dw.layers[size_t(l)];
-  hc_pre(L.attn_hc, L.attn_norm, S(sl.xa));
+  // the previous layer's MoE output -> xa (its moe_combine folded in too when this hc_pre is fused)
+  dc::HcPostIn moe_out{S(sl.y), S(sl.xb), S(sl.post), S(sl.comb)};
+  if (hc_fused(L.attn_hc, false))
+    moe_out = {nullptr, S(sl.xb), S(sl.post), S(sl.comb), S(sl.ey), S(sl.wts), S(sl.sh), c.experts_used};
+  const dc::HcPostIn attn_out{S(sl.y), S(sl.xa), S(sl.post), S(sl.comb)};  // -> xb
+  hc_pre(L.attn_hc, L.attn_norm, S(sl.xa), post_pending ? &moe_out : nullptr);
   attention(st, l);
-  dc::hc_post_f32(hcd, S(sl.y), S(sl.xa), S(sl.post), S(sl.comb), S(sl.xb), stream);
-  mark("hc_post");
-  hc_pre(L.ffn_hc, L.ffn_norm, S(sl.xb));
-  moe(l);
+  hc_pre(L.ffn_hc, L.ffn_norm, S(sl.xb), &attn_out);
+  // a deferred hc_post takes the MoE's combination with it when the next hc_pre is fused
+  const bool fold = defer_post && hc_fused(dw.layers[size_t(l + 1)].attn_hc, false);
+  moe(l, !fold);
+  if (defer_post) return;
   dc::hc_post_f32(hcd, S(sl.y), S(sl.xb), S(sl.post), S(sl.comb), S(sl.xa), stream);
   mark("hc_post");
 }
@@ -242,7 +282,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.c = config_of(*m.src);
   m.w = bind_weights(*m.src, m.c);
   m.c.ds4_numerics = ds4_numerics_for(m.w.ds4_layout);
-  m.c.act_quant = copt.act_quant ? *copt.act_quant : act_quant_from_env();
+  m.c.act_quant = copt.act_quant ? *copt.act_quant : act_quant_for(m.c.ds4_numerics);
   // A draft head on the GPU: MTPLX's DSpark when the checkpoint has it (it wins over ds4's MTP
   // head, as on the CPU), else ds4's MTP head; either only when the device can look its
   // tokens' embedding rows up (and, for DSpark, its Markov rows).
@@ -306,6 +346,8 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.cl = chunk_layout(c, m.sl, std::max<int64_t>(verify_rows, copt.prefill_rows));
   m.ca = act_layout(c, m.cl.rows, m.cl.bytes, mtp, taps, 0);
   if (m.cl.rows > 1) m.chunk = dc::DeviceBuffer(m.ca.end, "deepseek_v4 chunk scratch");
+  m.hc_counts = dc::DeviceBuffer(size_t(std::max<int64_t>(m.cl.rows, 1)) * sizeof(unsigned), "deepseek_v4 hc counters");
+  DS4_CUDA_CHECK(cudaMemset(m.hc_counts.get(), 0, m.hc_counts.bytes()));
   m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
   {  // widest input of a multi-row product: the HC mixes read hc * hidden, o_a a head group
     const int64_t cols = std::max({c.hc * c.hidden, c.heads * c.head_dim, c.o_groups * c.o_lora, c.expert_ff,

@@ -77,7 +77,8 @@ struct CudaModelOptions {
   // Raise it once gemv_rows reads each weight once for several rows (bench --batch-rows).
   int batch_rows = 4;
   // ds4's activation quantization (Config::act_quant; act_inputs.h says which products): unset
-  // at load = deepseek_v4::act_quant_from_env() (DS4_ACT_QUANT=q8|f32, as the CPU model);
+  // at load = deepseek_v4::act_quant_for(ds4_numerics), as the CPU model (on for ds4-layout
+  // files, off for HF checkpoints; DS4_ACT_QUANT=q8|f32 overrides);
   // unset in set_options = keep the current setting. Switching it makes states recapture their
   // graphs at their next forward. The tensor-core prefill chunks are not affected.
   std::optional<bool> act_quant = std::nullopt;

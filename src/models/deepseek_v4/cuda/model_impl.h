@@ -160,7 +160,16 @@ struct DeepseekV4CudaModel::Impl {
   int32_t* SI(size_t off) const { return reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + off); }
   void mark(const char* name);
   void hc_mix(const DHc& h, const float* x);
-  void hc_pre(const DHc& h, const float* norm, const float* x);
+  // The fused mHC kernels (backend/cuda hc_fused.cu) when fn's layout allows (the decode step
+  // and the chunk rows decide alike, so they stay equal bit for bit), else gemv + hc_pre_f32.
+  // hc_counts: their arrival counters, one per row, zeroed at load (each call leaves them zero).
+  dc::DeviceBuffer hc_counts;
+  dc::HcFn hc_fn(const DHc& h) const;
+  bool hc_fused(const DHc& h, bool head) const;
+  // x: the streams {hc, hidden}; with post_in, the hc_post before this hc_pre is folded in and
+  // writes x first (the unfused path runs hc_post_f32 first).
+  void hc_pre(const DHc& h, const float* norm, float* x, const dc::HcPostIn* post_in = nullptr);
+  void hc_head(const DHc& h, const float* norm, float* x, float* out);  // decode: HC head + norm
 
   // ---- products.cu: every weight product, f32 x or (act_quant) quantized x ----
   ActLayout sa;  // the step scratch's act slots (after sl.bytes: not copied into the chunk rows)
@@ -201,7 +210,7 @@ struct DeepseekV4CudaModel::Impl {
   LaneArgs lane_args(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv, const float* gate,
                      int64_t ratio, bool overlap) const;
   void attention(CudaState& st, int64_t l);
-  void moe(int64_t l);
+  void moe(int64_t l, bool combine = true);  // combine: moe_combine into y (else layer_step folds it)
   void enqueue_step(CudaState& st, bool logits);
   void run_step(CudaState& st, bool logits);
   void collect_profile();
@@ -232,7 +241,7 @@ struct DeepseekV4CudaModel::Impl {
   // x.rows rows to y (stride rs()), as FP32 GEMMs there (CudaModelOptions::fp32_gemms), else
   // gemv_rows in groups of 16 (bit-identical to decode steps), or gemv_act_rows (act_quant).
   void mexact(const WeightMatrix& w, ActIn& x, float* y, const dc::MatmulBatch& b);
-  void hc_pre_rows(const DHc& h, const float* norm, size_t x_off);
+  void hc_pre_rows(const DHc& h, const float* norm, size_t x_off, const dc::HcPostIn* post_in = nullptr);
   // sts: one state (a chunk: row t is its token at *pos + t) or one state per row
   // (decode_batch: row i is sts[i]'s next token); chunk.cu attention_rows says how.
   void attention_rows(std::span<CudaState* const> sts, int64_t l);
@@ -243,7 +252,9 @@ struct DeepseekV4CudaModel::Impl {
   void run_chunk(CudaState& st, int64_t n, Logits mode);
   // One decoder layer (CPU decoder_layer) on the HC streams in xa, in place: the trunk's
   // layers and the MTP head's (l = c.layers) run the same code. _rows: over the chunk rows.
-  void layer_step(CudaState& st, int64_t l);
+  // post_pending: the previous layer left its MoE hc_post (y, xb, post, comb -> xa) to this
+  // layer's first hc_pre; defer_post: this layer leaves its own to the next layer the same way.
+  void layer_step(CudaState& st, int64_t l, bool post_pending = false, bool defer_post = false);
   void layer_rows(std::span<CudaState* const> sts, int64_t l);
 
   // ---- batch.cu: decode_batch, one token for each of `rows` states as one forward ----

@@ -3,6 +3,7 @@
 #include <cfloat>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/hc_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "models/deepseek_v4/cuda/kernels.h"
 #include "models/deepseek_v4/config.h"
@@ -30,7 +31,8 @@ __global__ void route_kernel(RouteArgs a, int64_t stride) {
     const int64_t t = blockIdx.x;
     a.logits += t * stride, a.token += t * stride, a.ids += t * a.k, a.weights += t * a.k;
   }
-  extern __shared__ float p[];  // {E} scores, then {E} biased
+  extern __shared__ float4 p4[];  // {E} scores, then {E} biased (float4: 16-byte aligned)
+  float* p = reinterpret_cast<float*>(p4);
   float* biased = p + a.experts;
   __shared__ int chosen[kMaxK];
   const int64_t E = a.experts, K = a.k;
@@ -50,9 +52,24 @@ __global__ void route_kernel(RouteArgs a, int64_t stride) {
   if (a.tid2eid) {
     if (threadIdx.x < K) chosen[threadIdx.x] = a.tid2eid[int64_t(*a.token) * K + threadIdx.x];
   } else {
+    // rank of e = experts ahead of it (greater, or equal at a lower index); E % 4 == 0 (256 in
+    // Flash): four at a time from one broadcast float4 read (issue #23: the scalar scan was most
+    // of this kernel's time)
+    const bool by4 = E % 4 == 0;
     for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
-      int64_t rank = 0;
-      for (int64_t o = 0; o < E; ++o) rank += biased[o] > biased[e] || (biased[o] == biased[e] && o < e);
+      const float be = biased[e];
+      int rank = 0;
+      if (by4) {
+        const float4* b4 = reinterpret_cast<const float4*>(biased);
+        for (int64_t q = 0; q < E / 4; ++q) {
+          const float4 v = b4[q];
+          const int64_t o = 4 * q;
+          rank += int(v.x > be || (v.x == be && o < e)) + int(v.y > be || (v.y == be && o + 1 < e)) +
+                  int(v.z > be || (v.z == be && o + 2 < e)) + int(v.w > be || (v.w == be && o + 3 < e));
+        }
+      } else {
+        for (int64_t o = 0; o < E; ++o) rank += int(biased[o] > be || (biased[o] == be && o < e));
+      }
       if (rank < K) chosen[rank] = int(e);
     }
   }
@@ -90,9 +107,7 @@ __global__ void combine_kernel(const float* __restrict__ y, const float* __restr
   }
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= d) return;
-  float r = 0.f;
-  for (int64_t j = 0; j < k; ++j) r += w[j] * y[j * d + i];
-  out[i] = r + sh[i];
+  out[i] = ds4::cuda::hc_detail::combine_value(y, w, k, sh, d, i);  // (the fused hc_pre's prologue recomputes it)
 }
 
 }  // namespace

@@ -46,7 +46,9 @@ struct ScratchLayout {
   // Step inputs, copied from the pinned host buffer of the same layout in one transfer:
   // the token id (int32, for hash routing) and its embedding row {hidden}.
   size_t tok = 0, emb = 0, in_bytes = 0;
-  size_t xa, xb, mix, post, comb, col, y;  // HC streams {hc, hidden} x2, the HC mix and split
+  // HC streams {hc, hidden} x2, the HC mix partials ({splits, mix + 1}: hc_fused.cu's sum of
+  // squares after each split's mix), the split (post, comb), the collapsed input, the block's output
+  size_t xa, xb, mix, post, comb, col, y;
   // ain: outputs of DLayer::attn_in back to back [qr | kv | comp kv | comp gate | index kv |
   // index gate | index head weights]; min: of DLayer::moe_in [sh gate | sh up | router].
   size_t ain, q, heads, low;                      // attention
@@ -122,7 +124,7 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   const int64_t H = c.hidden, n = c.hc, hd = c.head_dim, K = c.experts_used, F = c.expert_ff;
   s.tok = take(1), s.emb = take(H);
   s.in_bytes = s.emb + size_t(H) * 4;
-  s.xa = take(n * H), s.xb = take(n * H), s.mix = take(kMaxHcSplits * (2 + n) * n);
+  s.xa = take(n * H), s.xb = take(n * H), s.mix = take(kMaxHcSplits * ((2 + n) * n + 1));
   s.post = take(n), s.comb = take(n * n), s.col = take(H), s.y = take(H);
   s.ain = take(c.q_lora + hd + 4 * hd + 4 * c.index_dim + c.index_heads);
   s.q = take(c.heads * hd), s.heads = take(c.heads * hd);

@@ -1,0 +1,391 @@
+// Fused mHC (hyper_connections.h hc_pre_fused / hc_head_fused; issue #23). Unfused, one token's
+// hc_pre was a gemv of fn over 16 column blocks (one launch) and then one 1024-thread block that
+// reread all n * hidden stream values for the flat norm, summed the partials, ran Sinkhorn and
+// collapsed: ~22 us of mostly latency per call, 86 calls per DeepSeek token, plus the hc_post
+// launch before it. Here the column blocks of fn are the grid: block (s, t) stages row t's
+// stream values of columns [s * cols, (s + 1) * cols) in shared memory (computing them as
+// hc_post would, and storing them, when the hc_post is folded in), adds their squares and
+// multiplies them by fn's column block s; the last block of the row to arrive (threadfence +
+// atomic counter) sums the {splits, m + 1} partials in block order and does the split +
+// collapse of the unfused kernel. Every sum has a fixed order that does not depend on the
+// row count or on which block arrives last, so a decode step equals a chunk's row bit for bit.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_device.cuh"
+#include "backend/cuda/hc_device.cuh"
+#include "backend/cuda/hyper_connections.h"
+
+namespace ds4::cuda {
+namespace {
+
+using namespace hc_detail;
+using gemv_detail::pdl_launch_dependents;
+using gemv_detail::pdl_wait;
+
+// 32 warps: fn's 24 rows (n = 4) take one warp each (one round of weight loads), a 1024-column
+// block is one value per thread, and the last block's collapse of a 4096-wide hidden is one or
+// two float4 columns per thread (v1 had 512 threads: every step was two rounds of loads).
+constexpr int kFusedThreads = 1024;
+constexpr int kTailCols = 2;  // float4 columns per collapsing thread that collapse_regs holds
+
+struct FusedArgs {
+  const uint8_t* fn = nullptr;
+  int m = 0;
+  int64_t cols = 0;
+  size_t split_stride = 0;
+  const float *scale = nullptr, *base = nullptr;
+  HcDims dims;
+  float* x = nullptr;  // the streams: read, or written first when has_post
+  HcPostIn post_in;
+  bool has_post = false;
+  const float* out_norm = nullptr;
+  float *out = nullptr, *post = nullptr, *comb = nullptr;  // collapsed (or the head's out); post, comb
+  float* partials = nullptr;
+  unsigned* counters = nullptr;
+  int64_t stride = 0;  // floats between rows' buffers (HcRows)
+};
+
+// 8 consecutive weights as floats (16-byte aligned: hc_fused_supported): F32 as two float4,
+// F16 / BF16 as one 16-byte load of four pairs.
+__device__ __forceinline__ float2 pair_f2(__half2 h) { return __half22float2(h); }
+__device__ __forceinline__ float2 pair_f2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+template <class W>
+__device__ __forceinline__ void load8(const W* p, float (&v)[8]) {
+  if constexpr (std::is_same_v<W, float>) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+    using Pair = std::conditional_t<std::is_same_v<W, __half>, __half2, __nv_bfloat162>;
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+    const Pair* h = reinterpret_cast<const Pair*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = pair_f2(h[i]);
+      v[2 * i] = f.x, v[2 * i + 1] = f.y;
+    }
+  }
+}
+
+// collapse() for the last block (threads t < nt of those that call it, named barrier bar): each
+// thread's float4 columns d = t, t + nt (Q of them at most: h4 <= Q * nt) stay in registers, all
+// their stream loads and the out_norm loads are issued together, and the norm multiplies the
+// registers (collapse() rereads out and loads out_norm in a scalar loop: rounds of latency).
+template <int Q>
+__device__ void collapse_regs(const float* w, int n, int64_t hidden, const float* x, const float* out_norm, float eps,
+                              float* out, int t, int nt, int bar) {
+  const int64_t h4 = hidden / 4;
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  float4 acc[Q], nv[Q];
+#pragma unroll
+  for (int q = 0; q < Q; ++q) {
+    const int64_t d = t + int64_t(q) * nt;
+    acc[q] = make_float4(0.f, 0.f, 0.f, 0.f);
+    nv[q] = out_norm && d < h4 ? __ldg(reinterpret_cast<const float4*>(out_norm) + d) : acc[q];
+  }
+  for (int j0 = 0; j0 < n; j0 += 4) {
+    float4 v[Q][4];
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (j0 + j < n && t + int64_t(q) * nt < h4) v[q][j] = __ldcg(x4 + (j0 + j) * h4 + t + int64_t(q) * nt);
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (j0 + j < n && t + int64_t(q) * nt < h4) {
+          const float wj = w[j0 + j];
+          acc[q].x += wj * v[q][j].x, acc[q].y += wj * v[q][j].y;
+          acc[q].z += wj * v[q][j].z, acc[q].w += wj * v[q][j].w;
+        }
+  }
+  float4* o4 = reinterpret_cast<float4*>(out);
+  if (!out_norm) {
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+      if (t + int64_t(q) * nt < h4) o4[t + int64_t(q) * nt] = acc[q];
+    return;
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int q = 0; q < Q; ++q)
+    if (t + int64_t(q) * nt < h4) ss = sq4(acc[q], ss);
+  ss = threads_sum(ss, t, nt, bar);
+  const float r = rsqrtf(ss / float(hidden) + eps);
+#pragma unroll
+  for (int q = 0; q < Q; ++q)
+    if (t + int64_t(q) * nt < h4)
+      o4[t + int64_t(q) * nt] = make_float4(acc[q].x * r * nv[q].x, acc[q].y * r * nv[q].y, acc[q].z * r * nv[q].z,
+                                            acc[q].w * r * nv[q].w);
+}
+
+// The last block's collapse by threads t < nt: in registers when the columns fit, else collapse().
+__device__ __forceinline__ void tail_collapse(const float* w, int n, int64_t hidden, const float* x,
+                                              const float* out_norm, float eps, float* out, bool vec, int t, int nt,
+                                              int bar) {
+  const bool norm_vec = !out_norm || (reinterpret_cast<uintptr_t>(out_norm) & 15u) == 0;
+  if (vec && norm_vec && hidden / 4 <= int64_t(kTailCols) * nt)
+    collapse_regs<kTailCols>(w, n, hidden, x, out_norm, eps, out, t, nt, bar);
+  else
+    collapse<true>(w, n, hidden, x, out_norm, eps, out, vec, t, nt, bar);
+}
+
+// Phases 1-2 for rows t0 .. t0 + nr - 1 (nr <= R) of column block s: the rows' stream values
+// (computed as hc_post would and stored, when has_post) staged in shared memory, each row's
+// sum of squares (block_reduce), and fn's column block times them: warp w owns fn rows w,
+// w + warps, ...; lane l columns 8l..8l+7 of every 256, then the warp's butterfly sum; one load
+// of a weight serves all R rows. Each row's sums are the same operations in the same order for
+// any R, so the two-kernel rows form equals the one-row form bit for bit.
+template <class W, int R>
+__device__ void products(const FusedArgs& a, int64_t t0, int nr, int64_t s, float* xs) {
+  const int64_t c0 = s * a.cols, H = a.dims.hidden;
+  const int n = int(a.dims.n_hc), m = a.m;
+  float ss[R];
+#pragma unroll
+  for (int rr = 0; rr < R; ++rr) {
+    ss[rr] = 0.f;
+    if (rr >= nr) continue;
+    const int64_t o = (t0 + rr) * a.stride;
+    float* x = a.x + o;
+    float* xr = xs + rr * a.cols;
+    if (a.has_post) {
+      const float *b = a.post_in.experts ? nullptr : a.post_in.block_out + o, *r = a.post_in.residual + o;
+      const float *pp = a.post_in.post + o, *pc = a.post_in.comb + o;
+      for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) {
+        const int64_t col = c0 + i, d = col % H;
+        float v;
+        if (a.post_in.experts) {
+          const float bd = combine_value(a.post_in.experts, a.post_in.weights, a.post_in.k, a.post_in.shared, H, d);
+          v = post_value(n, H, col / H, 0, &bd, r + d, pp, pc);
+        } else {
+          v = post_value(n, H, col / H, d, b, r, pp, pc);
+        }
+        x[col] = v;
+        xr[i] = v;
+        ss[rr] = fmaf(v, v, ss[rr]);
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) {
+        const float v = __ldcg(x + c0 + i);
+        xr[i] = v;
+        ss[rr] = fmaf(v, v, ss[rr]);
+      }
+    }
+  }
+#pragma unroll
+  for (int rr = 0; rr < R; ++rr) ss[rr] = detail::block_reduce(ss[rr], detail::SumOp{}, 0.f);  // (publishes xs)
+  const W* w = reinterpret_cast<const W*>(a.fn + size_t(s) * a.split_stride);
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
+  for (int r = warp; r < m; r += warps) {
+    const W* wr = w + int64_t(r) * a.cols;
+    float acc[R];
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) acc[rr] = 0.f;
+#pragma unroll 4
+    for (int64_t c = int64_t(lane) * 8; c < a.cols; c += 256) {
+      float v[8];
+      load8(wr + c, v);
+#pragma unroll
+      for (int rr = 0; rr < R; ++rr)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[rr] = fmaf(v[j], xs[rr * a.cols + c + j], acc[rr]);
+    }
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      acc[rr] = detail::warp_reduce(acc[rr], detail::SumOp{});
+      if (lane == 0 && rr < nr) a.partials[(t0 + rr) * a.stride + s * (m + 1) + r] = acc[rr];
+    }
+  }
+  if (threadIdx.x == 0)
+    for (int rr = 0; rr < nr; ++rr) a.partials[(t0 + rr) * a.stride + s * (m + 1) + m] = ss[rr];
+}
+
+// Phase 3 for row t once every column block's partials are stored (splits of them): their sums
+// in block order, the flat norm factor, pre (the head's weights); then warp 0 runs Sinkhorn for
+// post and comb while the other warps collapse (the split's serial chain and the collapse's
+// loads overlap). The whole block calls it.
+template <bool kHead>
+__device__ void tail(const FusedArgs& a, int64_t t, int64_t splits) {
+  __shared__ float mix[(2 + kMaxHc) * kMaxHc + 1], pre[kMaxHc], p_pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
+  const int64_t o = t * a.stride, H = a.dims.hidden;
+  const int n = int(a.dims.n_hc), m = a.m;
+  const float* x = a.x + o;
+  if (int(threadIdx.x) <= m) mix[threadIdx.x] = sum_splits<true>(a.partials + o + threadIdx.x, splits, m + 1);
+  __syncthreads();
+  const float rn = rsqrtf(mix[m] / float(n * H) + a.dims.norm_eps);  // the flat rmsnorm factor
+  if constexpr (kHead) {
+    if (int(threadIdx.x) < n)
+      pre[threadIdx.x] = sigm(mix[threadIdx.x] * rn * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
+  } else {
+    if (int(threadIdx.x) < m) mix[threadIdx.x] *= rn;
+    if (int(threadIdx.x) < n)
+      pre[threadIdx.x] = sigm(mix[threadIdx.x] * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
+  }
+  __syncthreads();
+  const bool vec = vec4_ok(x, H) && vec4_ok(a.out + o, H);
+  if (kHead) {
+    tail_collapse(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec, int(threadIdx.x), int(blockDim.x), 0);
+    return;
+  }
+  if (threadIdx.x < 32) {
+    sinkhorn_split(mix, a.scale, a.base, n, a.dims.sinkhorn_iters, a.dims.hc_eps, p_pre, p_post, p_comb);
+    if (int(threadIdx.x) < n) a.post[o + threadIdx.x] = p_post[threadIdx.x];
+    for (int i = threadIdx.x; i < n * n; i += 32) a.comb[o + i] = p_comb[i];
+  } else {
+    tail_collapse(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec, int(threadIdx.x) - 32,
+                  int(blockDim.x) - 32, 1);
+  }
+}
+
+// Programmatic dependent launch (gemv_pdl): the blocks start while the kernel before finishes;
+// until pdl_wait they touch only fn (immutable): one bulk prefetch of column block s into L2.
+// Every other read comes after the wait, and none goes through the non-coherent path (gemv.cu:
+// ptxas may hoist an __ldg above the wait).
+template <class W>
+__device__ __forceinline__ void start(const FusedArgs& a, int64_t s, bool prefetch) {
+  pdl_launch_dependents();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (prefetch && threadIdx.x == 0)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.fn + size_t(s) * a.split_stride),
+                 "r"(unsigned(a.m * a.cols * sizeof(W)))
+                 : "memory");
+#endif
+  pdl_wait();
+}
+
+// One launch (decode, short chunks): block (s, t) does phases 1-2 for row t, and the row's last
+// block to arrive (threadfence + atomic counter) phase 3.
+template <class W, bool kHead>
+__global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
+  extern __shared__ float xs[];  // {cols}: this block's stream values
+  __shared__ bool last;
+  start<W>(a, blockIdx.x, blockIdx.y == 0);
+  products<W, 1>(a, blockIdx.y, 1, blockIdx.x, xs);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(a.counters + blockIdx.y, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (threadIdx.x == 0) a.counters[blockIdx.y] = 0;  // ready for the next call
+  tail<kHead>(a, blockIdx.y, gridDim.x);
+}
+
+// Many rows (prefill chunks): phases 1-2 for kRowsPerBlock rows per block (fn read once for
+// them), then phase 3 as a second launch, one block per row.
+constexpr int kRowsPerBlock = 4;
+constexpr int64_t kTwoLaunchRows = 64;  // from this many rows
+template <class W>
+__global__ void __launch_bounds__(kFusedThreads) hc_products_kernel(FusedArgs a, int64_t rows) {
+  extern __shared__ float xs[];  // {kRowsPerBlock, cols}
+  start<W>(a, blockIdx.x, blockIdx.y == 0);
+  const int64_t t0 = int64_t(blockIdx.y) * kRowsPerBlock;
+  products<W, kRowsPerBlock>(a, t0, int(rows - t0 < kRowsPerBlock ? rows - t0 : kRowsPerBlock), blockIdx.x, xs);
+}
+template <bool kHead>
+__global__ void __launch_bounds__(kFusedThreads) hc_tail_kernel(FusedArgs a, int64_t splits) {
+  pdl_launch_dependents();
+  pdl_wait();
+  tail<kHead>(a, blockIdx.x, splits);
+}
+
+template <class... KArgs, class... Args>
+void launch_pdl(void (*k)(KArgs...), dim3 grid, size_t smem, cudaStream_t s, Args... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kFusedThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = gemv_pdl() ? 1 : 0;
+  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, args...));
+}
+
+template <class W, bool kHead>
+void launch_kernel(const HcFn& fn, const FusedArgs& a, const HcRows& rows, cudaStream_t s) {
+  const size_t col_bytes = size_t(fn.cols) * sizeof(float);
+  if (rows.count < kTwoLaunchRows) {
+    launch_pdl(hc_fused_kernel<W, kHead>, dim3(unsigned(fn.splits), unsigned(rows.count)), col_bytes, s, a);
+    return;
+  }
+  const unsigned groups = unsigned((rows.count + kRowsPerBlock - 1) / kRowsPerBlock);
+  launch_pdl(hc_products_kernel<W>, dim3(unsigned(fn.splits), groups), col_bytes * kRowsPerBlock, s, a, rows.count);
+  launch_pdl(hc_tail_kernel<kHead>, dim3(unsigned(rows.count)), 0, s, a, fn.splits);
+}
+
+template <bool kHead>
+void launch(const HcFn& fn, const FusedArgs& a, const HcRows& rows, cudaStream_t s) {
+  switch (fn.type) {
+    case DType::F32: launch_kernel<float, kHead>(fn, a, rows, s); break;
+    case DType::F16: launch_kernel<__half, kHead>(fn, a, rows, s); break;
+    case DType::BF16: launch_kernel<__nv_bfloat16, kHead>(fn, a, rows, s); break;
+    default: throw InputError("cuda hc fused: fn type not supported");
+  }
+}
+
+FusedArgs common_args(const HcFn& fn, const float* scale, const float* base, const HcDims& d, float* x,
+                      const HcPostIn* post_in, const float* out_norm, float* out, const HcFusedScratch& sc,
+                      const HcRows& rows, bool head) {
+  check_dims(d);
+  check_rows(rows);
+  if (!hc_fused_supported(fn, d, head))
+    throw InputError("cuda hc fused: fn {" + std::to_string(fn.m) + " x " + std::to_string(fn.splits) + " x " +
+                     std::to_string(fn.cols) + "} of this type does not fit the fused kernel");
+  if (!scale || !base || !x || !out || !sc.partials || !sc.counters)
+    throw InputError("cuda hc fused: null buffer");
+  if (post_in && ((!post_in->block_out && !post_in->experts) || !post_in->residual || !post_in->post || !post_in->comb))
+    throw InputError("cuda hc fused: null hc_post input");
+  if (post_in && post_in->experts && (rows.count != 1 || !post_in->weights || !post_in->shared || post_in->k < 1))
+    throw InputError("cuda hc fused: a MoE block output needs one row, weights, shared and k >= 1");
+  FusedArgs a;
+  a.fn = static_cast<const uint8_t*>(fn.data);
+  a.m = int(fn.m);
+  a.cols = fn.cols;
+  a.split_stride = fn.split_stride;
+  a.scale = scale, a.base = base, a.dims = d, a.x = x;
+  if (post_in) a.post_in = *post_in, a.has_post = true;
+  a.out_norm = out_norm, a.out = out;
+  a.partials = sc.partials, a.counters = sc.counters;
+  a.stride = rows.stride;
+  return a;
+}
+
+size_t weight_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+}  // namespace
+
+bool hc_fused_supported(const HcFn& fn, const HcDims& d, bool head) {
+  if (fn.type != DType::F32 && fn.type != DType::F16 && fn.type != DType::BF16) return false;
+  if (d.n_hc < 1 || d.n_hc > kMaxHc || fn.splits < 1 || fn.splits > 65535) return false;
+  if (fn.cols < 8 || fn.cols % 8 != 0 || fn.cols > kHcFusedMaxCols || fn.splits * fn.cols != d.n_hc * d.hidden)
+    return false;
+  if (fn.m != (head ? d.n_hc : (2 + d.n_hc) * d.n_hc)) return false;
+  if (fn.splits > 1 && fn.split_stride < size_t(fn.m * fn.cols) * weight_bytes(fn.type)) return false;
+  return fn.data && reinterpret_cast<uintptr_t>(fn.data) % 16 == 0 && fn.split_stride % 16 == 0;
+}
+
+void hc_pre_fused(const HcFn& fn, const float* scale, const float* base, const HcDims& d, float* x,
+                  const HcPostIn* post_in, const float* out_norm, float* collapsed, float* post, float* comb,
+                  const HcFusedScratch& sc, const HcRows& rows, cudaStream_t s) {
+  FusedArgs a = common_args(fn, scale, base, d, x, post_in, out_norm, collapsed, sc, rows, false);
+  if (!post || !comb) throw InputError("cuda hc fused: null post / comb");
+  a.post = post, a.comb = comb;
+  launch<false>(fn, a, rows, s);
+}
+
+void hc_head_fused(const HcFn& fn, const float* scale, const float* base, const HcDims& d, float* x,
+                   const HcPostIn* post_in, const float* out_norm, float* out, const HcFusedScratch& sc,
+                   const HcRows& rows, cudaStream_t s) {
+  launch<true>(fn, common_args(fn, scale, base, d, x, post_in, out_norm, out, sc, rows, true), rows, s);
+}
+
+}  // namespace ds4::cuda
