@@ -16,6 +16,7 @@
 #include <random>
 
 #include "host_intrinsics.h"  // before the decoders
+#include "random_unit_bytes.h"
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
 
@@ -33,10 +34,7 @@ void check(const char* name, int units, Args a = {}) {
   std::normal_distribution<float> nd;
   for (int trial = 0; trial < 20000; ++trial) {
     alignas(16) uint8_t buf[4096];
-    for (auto& b : buf) b = uint8_t(g_rng());
-    for (int i = 0; i < 4096; i += 2)
-      if (g_rng() % 2) buf[i + 1] &= 0x3b;  // many f16 fields small and finite
-    const int64_t unit = int64_t(g_rng() % uint32_t(units));
+    const int64_t unit = random_unit_bytes(g_rng, buf, units);
     float xv[kUnit];
     for (auto& v : xv) v = nd(g_rng);
     const auto r = F::template load<FromShared>(a, buf, 0, unit);
