@@ -250,11 +250,7 @@ void Engine::decode_one(Job& j) {
       model_->forward(*j.state, std::span<const int32_t>(&t, 1), Logits::kLast, j.logits);
     }
     // The AR step as chats run it, for the speculation cost model (spec_cost.h).
-    if (spec_depth_ > 0) {
-      const double s = seconds(t0, Clock::now());
-      spec_cost_.observe_decode(s);
-      spec_cost_.observe_rows(1, s);
-    }
+    if (spec_depth_ > 0) spec_cost_.observe_decode(seconds(t0, Clock::now()));
     j.history.push_back(t);
     j.to_feed = -1;
   } catch (const std::exception& e) {

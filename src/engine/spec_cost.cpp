@@ -152,6 +152,7 @@ void SpecCostModel::observe(int64_t cycles, int64_t drafted, int64_t accepted, d
 void SpecCostModel::observe_decode(double step_s) {
   if (!(step_s > 0)) return;
   std::lock_guard lk(mu_);
+  curve_.observe(1, step_s);  // one stream's step is also the curve's 1-row point
   if (!measured_) return;
   in_.decode_s += (step_s - in_.decode_s) / 64.0;
   in_.source = "warmup+live";

@@ -98,7 +98,8 @@ class SpecCostModel {
   // One speculating turn: its cycles, drafts, acceptances and time in each phase.
   void observe(int64_t cycles, int64_t drafted, int64_t accepted, double draft_s, double verify_s, double commit_s);
   // One AR decode step of a turn that did not speculate (forward + draw, as the engine runs
-  // it at the context the chats really have): moves decode_s by 1/64 of the difference.
+  // it at the context the chats really have): moves decode_s by 1/64 of the difference, and is
+  // the row-cost curve's 1-row observation.
   void observe_decode(double step_s);
   // One forward of `rows` rows as the engine runs it (a single step, a batched decode of N
   // streams, a verify of one or many windows): the row-cost curve of the load-aware decision.
