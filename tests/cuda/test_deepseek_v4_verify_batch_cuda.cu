@@ -15,6 +15,9 @@
 //       - the synthetic ds4-layout model + MTP (dsv4_actq_model.h), act_quant on and off.
 //  2. A state holding an uncommitted captured window in the batch: verify_batch throws and no
 //     state advances.
+//  3. Then, on the same models (served options, MTP and DSpark: decode_batch and verify_batch
+//     share the graph cache), batch_test_util.h's batch_run: decode_batch rows = each state's
+//     own decode step over 24 steps of 1..20 sequences.
 // Usage: test_deepseek_v4_verify_batch_cuda [root]
 #include <cstdio>
 #include <cstring>
@@ -122,11 +125,14 @@ void pending_window_throws(Model& m) {
         "verify_batch with a state holding an uncommitted captured window throws; no state advanced");
 }
 
+// Item 1, and with `more` items 2 and 3.
 template <class Load>
-void on_model(const std::string& label, Load&& load, bool bad_input = false) {
+void on_model(const std::string& label, Load&& load, bool more = false) {
   auto m = load();
   verify_rounds(*m, label);
-  if (bad_input) pending_window_throws(*m);
+  if (!more) return;
+  pending_window_throws(*m);
+  batch_run(*m, label + ", after the verify batches");
 }
 
 }  // namespace
