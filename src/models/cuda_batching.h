@@ -8,11 +8,29 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/model.h"
 
 namespace ds4 {
+
+// The forwards of a batch, in order: consecutive items [b, e) (item i of rows[i] rows), each
+// of at most most_items items and most_rows rows (an item of more rows alone), an item whose
+// kind differs from its forward's first item starting the next one (kind empty: one kind).
+inline std::vector<std::pair<size_t, size_t>> batch_forwards(std::span<const int64_t> rows, size_t most_items,
+                                                             int64_t most_rows, std::span<const int> kind = {}) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t b = 0, e = 0; b < rows.size(); b = e) {
+    int64_t n = 0;
+    for (e = b; e < rows.size() && e - b < std::max<size_t>(most_items, 1); ++e) {
+      if (e > b && (n + rows[e] > most_rows || (!kind.empty() && kind[e] != kind[b]))) break;
+      n += rows[e];
+    }
+    out.emplace_back(b, e);
+  }
+  return out;
+}
 
 // What decode_batch_rows asks of a CUDA model (State: its CudaState, with a host `pos`).
 template <class State>
@@ -53,10 +71,10 @@ void decode_batch_rows(Model& m, const std::string& family, std::span<ModelState
     if (h.single(*sts[i])) alone(i);
     else batched.push_back(i);
   }
-  const size_t B = std::max<size_t>(most, 1);
-  h.begin((batched.size() + B - 1) / B);
-  for (size_t b0 = 0; b0 < batched.size(); b0 += B) {
-    const size_t b1 = std::min(batched.size(), b0 + B);
+  const std::vector<int64_t> ones(batched.size(), 1);
+  const auto forwards = batch_forwards(ones, most, int64_t(std::max<size_t>(most, 1)));
+  h.begin(forwards.size());
+  for (const auto& [b0, b1] : forwards) {
     if (b1 - b0 == 1) {
       alone(batched[b0]);
       continue;
@@ -70,6 +88,40 @@ void decode_batch_rows(Model& m, const std::string& family, std::span<ModelState
     for (size_t k = b0; k < b1; ++k) {
       sts[batched[k]]->pos += 1;
       std::copy_n(h.logits + (k - b0) * V, V, logits.begin() + long(batched[k] * V));
+    }
+  }
+}
+
+// A CUDA model's verify_batch forwards (after captured_verify_batch's checks): states[i] fed
+// windows[i] in forwards of at most `most_states` states and `most_rows` rows, states whose
+// kind[i] (the draft head they record) differs in separate forwards: their input rows
+// (h.input, windows stacked in order), run(states, window lengths), each state's host position
+// += its window, its rows of h.logits copied to its stacked rows of `logits` ({rows, vocab}).
+template <class State>
+void verify_batch_rows(Model& m, std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                       std::span<const int> kind, size_t most_states, int64_t most_rows, std::vector<float>& logits,
+                       const BatchHooks<State>& h,
+                       const std::function<void(std::span<State* const>, std::span<const int64_t>)>& run) {
+  const size_t V = size_t(m.info().vocab_size);
+  std::vector<int64_t> lens, first;  // rows of window i, its first stacked row
+  int64_t total = 0;
+  for (const auto& w : windows) first.push_back(total), lens.push_back(int64_t(w.size())), total += int64_t(w.size());
+  logits.resize(size_t(total) * V);
+  const auto forwards = batch_forwards(lens, most_states, most_rows, kind);
+  h.begin(forwards.size());
+  for (const auto& [b, e] : forwards) {
+    std::vector<State*> sts;
+    int64_t row = 0;
+    for (size_t i = b; i < e; ++i) {
+      sts.push_back(&h.state(*states[i]));
+      for (int32_t tok : windows[i]) h.input(*sts.back(), tok, row++);
+    }
+    run(sts, std::span<const int64_t>(lens).subspan(b, e - b));
+    row = 0;
+    for (size_t i = b; i < e; ++i) {
+      sts[i - b]->pos += lens[i];
+      std::copy_n(h.logits + size_t(row) * V, size_t(lens[i]) * V, logits.begin() + long(size_t(first[i]) * V));
+      row += lens[i];
     }
   }
 }

@@ -60,6 +60,7 @@
 #include "models/deepseek_v4/synthetic.h"
 #include "batch_test_util.h"
 #include "dsv4_actq_compare.h"
+#include "dsv4_actq_model.h"
 #include "dsv4_chunk_check.h"
 #include "test_common.h"
 #include "../unit/deepseek_v4/act_quant_env.h"
@@ -80,21 +81,6 @@ dsv4::CudaModelOptions exact(bool act, int chunk_rows = 16) {
   o.chunk_rows = chunk_rows;
   if (chunk_rows == 1) o.prefill_rows = 0;
   return o;
-}
-
-// The tiny config at hidden 256 / expert ff 256, synthetic weights, ds4's formats: to `path`;
-// with `mtp`, ds4's MTP head too (Q8_0 e_proj / h_proj, its block in the trunk's formats).
-void write_model(const std::string& root, const std::string& path, bool mtp = false) {
-  nlohmann::json cfg = open_tensor_source(root + "/tests/data/deepseek_v4/model")->config();
-  cfg["hidden_size"] = 256;
-  cfg["moe_intermediate_size"] = 256;
-  cfg["num_nextn_predict_layers"] = mtp ? 1 : 0;
-  cfg["_name_or_path"] = "tiny-actq-synthetic";
-  auto src = dsv4::synthetic_source(cfg);
-  dsv4::Ds4ExportOptions opt;
-  opt.expert_type = DType::IQ2_XXS;
-  opt.expert_down_type = DType::Q2_K;
-  dsv4::export_ds4_gguf(*src, dsv4::parse_config(cfg, path), path, opt);
 }
 
 // Item 1.
@@ -312,7 +298,7 @@ int main(int argc, char** argv) {
   const auto path = std::filesystem::temp_directory_path() / ("ds4_cuda_actq_" + std::to_string(::getpid()) + ".gguf");
   int rc = 0;
   try {
-    write_model(args.root, path.string());
+    write_actq_model(args.root, path.string());
     LoadOptions o;
     o.max_context = 1024;
     formats(path.string());
@@ -322,7 +308,7 @@ int main(int argc, char** argv) {
     batches(path.string(), o);
     switching(path.string(), o);
     std::filesystem::remove(path);
-    write_model(args.root, path.string(), true);
+    write_actq_model(args.root, path.string(), true);
     mtp_head(path.string(), o);
     rc = summary();
   } catch (const std::exception& e) {

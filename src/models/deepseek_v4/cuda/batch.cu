@@ -25,49 +25,50 @@
 
 namespace ds4::deepseek_v4 {
 
-void DeepseekV4CudaModel::Impl::enqueue_batch(std::span<CudaState* const> sts) {
-  mark("start");
-  rows_in();
-  for (int64_t l = 0; l < c.layers; ++l) layer_rows(sts, l);
-  head_rows(0, rows);
-  for (CudaState* s : sts) dc::enqueue_position_increment(reinterpret_cast<int32_t*>(s->buf.as<uint8_t>() + lay.pos), stream);
+void DeepseekV4CudaModel::Impl::run_groups(std::span<const RowGroup> groups, std::vector<uint64_t> key) {
+  rows = 0;
+  for (const RowGroup& g : groups) rows += g.n;
+  dc::ExactProducts exact(mm_main.get(), mm_side.get());
+  auto enqueue = [&] { enqueue_chunk(groups, Logits::kAll); };
+  cudaGraphExec_t direct = nullptr;
+  dc::run_graph_step(stream, opt.graphs ? batch_graphs.slot(std::move(key)) : direct, opt.graphs, enqueue);
+  collect_profile();
 }
 
 void DeepseekV4CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
-  rows = int64_t(sts.size());
-  dc::ExactProducts exact(mm_main.get(), mm_side.get());
-  auto enqueue = [&] { enqueue_batch(sts); };
-  if (!opt.graphs) {
-    cudaGraphExec_t direct = nullptr;
-    dc::run_graph_step(stream, direct, false, enqueue);
-    collect_profile();
-    return;
-  }
+  std::vector<RowGroup> groups;  // one row per state
   std::vector<uint64_t> key;
-  for (const CudaState* s : sts) key.push_back(s->serial);
-  dc::run_graph_step(stream, batch_graphs.slot(std::move(key)), true, enqueue);
-  collect_profile();
+  for (CudaState* s : sts) {
+    groups.push_back(RowGroup{s, int64_t(groups.size()), 1});
+    key.push_back(s->serial);
+  }
+  run_groups(groups, std::move(key));
+}
+
+BatchHooks<CudaState> DeepseekV4CudaModel::Impl::batch_hooks() {
+  BatchHooks<CudaState> h;
+  h.state = &cuda_state;
+  h.begin = [this](size_t forwards) { batch_graphs.begin_call(forwards); };
+  h.input = [this](CudaState&, int32_t tok, int64_t row) {  // pinned row: [token id | embedding row]
+    uint8_t* r = static_cast<uint8_t*>(in_host->p) + size_t(row) * sl.in_bytes;
+    std::memcpy(r + sl.tok, &tok, sizeof(int32_t));
+    dequantize_row(w.embed, tok, reinterpret_cast<float*>(r + sl.emb));
+  };
+  h.logits = static_cast<const float*>(logits_host->p);
+  return h;
 }
 
 void DeepseekV4CudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                                        std::vector<float>& logits) {
   Impl& m = *impl_;
-  BatchHooks<CudaState> h;
-  h.state = &cuda_state;
+  BatchHooks<CudaState> h = m.batch_hooks();
   // Rows that run alone: a draft head's states record their head rows in every forward
   // (mtp.cu, dspark.cu: per state, not batched yet), a state with a pending captured window
   // keeps it for its commit; with the layer observer every step is one token.
   h.single = [&](const CudaState& s) {
     return s.mtp_on || s.dspark_on || s.cap_rows > 0 || m.observer || m.cl.rows < 2;
   };
-  h.begin = [&](size_t forwards) { m.batch_graphs.begin_call(forwards); };
-  h.input = [&](CudaState&, int32_t tok, int64_t row) {  // pinned row: [token id | embedding row]
-    uint8_t* r = static_cast<uint8_t*>(m.in_host->p) + size_t(row) * m.sl.in_bytes;
-    std::memcpy(r + m.sl.tok, &tok, sizeof(int32_t));
-    dequantize_row(m.w.embed, tok, reinterpret_cast<float*>(r + m.sl.emb));
-  };
   h.run = [&](std::span<CudaState* const> sts) { m.run_batch(sts); };
-  h.logits = static_cast<const float*>(m.logits_host->p);
   // Forwards of up to batch_rows, within the chunk scratch's rows (fixed at load, after memory
   // admission).
   decode_batch_rows(*this, "deepseek_v4", states, tokens, size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)),

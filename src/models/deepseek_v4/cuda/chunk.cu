@@ -82,11 +82,11 @@ void DeepseekV4CudaModel::Impl::hc_pre_rows(const DHc& h, const float* norm, siz
 }
 
 // attention() over the rows (the same streams and order of dependencies; see the file comment).
-// sts: one state whose rows are consecutive tokens (a chunk: row t at *pos + t, the stateful
-// kernels one launch for all rows), or one state per row (decode_batch, batch.cu: row i is
-// sts[i]'s next token at its own position; the stateful kernels one launch per sequence, each
-// exactly the decode step's launch on row i's scratch). With one row both readings agree.
-void DeepseekV4CudaModel::Impl::attention_rows(std::span<CudaState* const> sts, int64_t l) {
+// groups: the states of the rows, each owning consecutive rows at consecutive positions (a
+// chunk: one group, the stateful kernels one launch for all rows; decode_batch, batch.cu: one
+// row per state, each launch exactly the decode step's on row i's scratch; verify_batch: one
+// group per verify window, each launched exactly as that window's own chunk).
+void DeepseekV4CudaModel::Impl::attention_rows(std::span<const RowGroup> groups, int64_t l) {
   const DLayer& L = dw.layers[size_t(l)];
   const LayerOffsets& o = lay.layers[size_t(l)];
   const int64_t hd = c.head_dim;
@@ -96,17 +96,16 @@ void DeepseekV4CudaModel::Impl::attention_rows(std::span<CudaState* const> sts, 
   const size_t cw = L.ratio > 0 ? size_t(L.comp.width) * 4 : 0, iwd = L.has_indexer ? size_t(L.index.width) * 4 : 0;
   const size_t qr = sl.ain, kv = qr + size_t(c.q_lora) * 4, ckv = kv + size_t(hd) * 4, cgate = ckv + cw;
   const size_t ikv = cgate + cw, igate = ikv + iwd, iw = igate + iwd;
-  // launch(state buffer, its position counter, first row, rows) for every state of the rows
+  // launch(state buffer, its position counter, first row, rows, group) for every row group
   auto each = [&](auto&& launch) {
-    if (sts.size() == 1) {
-      uint8_t* sb = sts[0]->buf.as<uint8_t>();
-      launch(sb, reinterpret_cast<const int32_t*>(sb + lay.pos), int64_t(0), all_rows());
-      return;
+    for (const RowGroup& g : groups) {
+      uint8_t* sb = g.st->buf.as<uint8_t>();
+      launch(sb, reinterpret_cast<const int32_t*>(sb + lay.pos), g.r0, group_rows(g), g);
     }
-    for (size_t i = 0; i < sts.size(); ++i) {
-      uint8_t* sb = sts[i]->buf.as<uint8_t>();
-      launch(sb, reinterpret_cast<const int32_t*>(sb + lay.pos), int64_t(i), Rows{});
-    }
+  };
+  // a captured verify window (n > 1) also logs what each row overwrites (spec_commit.cu)
+  auto undo = [&](LaneArgs& la, int lane, const RowGroup& g) {
+    if (capturing && g.n > 1) lane_undo_args(la, lane, *g.st);
   };
   ActIn xin = in_rows(sl.col, c.hidden, kActCol);
   mproj(L.attn_in, xin, sl.ain);
@@ -117,24 +116,24 @@ void DeepseekV4CudaModel::Impl::attention_rows(std::span<CudaState* const> sts, 
   mark("attn_in_proj");
   // side branch: every row's KV row into the ring, the compressor lanes (chunk form)
   fork();
-  each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr) {
+  each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr, const RowGroup&) {
     float* ring = reinterpret_cast<float*>(sb + o.window);
     norm_rope(R(t, kv), NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, lay.ring_rows, c.ds4_numerics},
               pos, side(), rr);
   });
   mark("attn_kv");
-  if (L.ratio > 0) {  // a captured verify window also logs what each row overwrites (spec_commit.cu)
-    each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr) {
+  if (L.ratio > 0) {
+    each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr, const RowGroup& g) {
       LaneArgs la = lane_args(L.comp, o.comp, sb, R(t, ckv), R(t, cgate), L.ratio, L.has_indexer);
-      if (capturing) lane_undo_args(la, cap.comp_lane[size_t(l)], *sts[0]);  // a chunk: one state
+      undo(la, cap.comp_lane[size_t(l)], g);
       compressor_step(la, pos, side(), rr);
     });
     mark("comp_lane_pool");
   }
   if (L.has_indexer) {
-    each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr) {
+    each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr, const RowGroup& g) {
       LaneArgs la = lane_args(L.index, o.index, sb, R(t, ikv), R(t, igate), L.ratio, true);
-      if (capturing) lane_undo_args(la, cap.index_lane[size_t(l)], *sts[0]);
+      undo(la, cap.index_lane[size_t(l)], g);
       compressor_step(la, pos, side(), rr);
     });
     mark("index_lane_pool");
@@ -143,13 +142,13 @@ void DeepseekV4CudaModel::Impl::attention_rows(std::span<CudaState* const> sts, 
   dc::rmsnorm_strided_f32(R(0, qr), rs(), L.q_a_norm, R(0, qr), rs(), rows, c.q_lora, c.rms_eps, stream);
   ActIn xqr = in_rows(qr, c.q_lora, kActQr);
   mgemv(L.q_b, xqr, sl.q, stream);
-  each([&](uint8_t*, const int32_t* pos, int64_t t, const Rows& rr) {
+  each([&](uint8_t*, const int32_t* pos, int64_t t, const Rows& rr, const RowGroup&) {
     norm_rope(R(t, sl.q), NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream, rr);
   });
   if (L.has_indexer) mexact(L.index_q_b, xqr, R(0, sl.iq), dc::MatmulBatch{});
   mark("attn_q");
   join();
-  each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr) {
+  each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr, const RowGroup&) {
     AttendArgs a{R(t, sl.q), reinterpret_cast<const float*>(sb + o.window), c.window, lay.ring_rows, nullptr, 0,
                  nullptr, nullptr, L.sinks, c.heads, hd, sl.max_rows, R(t, sl.part), R(t, sl.part_ml),
                  R(t, sl.heads), c.rope_dim, inv};
@@ -278,29 +277,31 @@ void DeepseekV4CudaModel::Impl::head_rows(int64_t t0, int64_t n) {
   mark("head");
 }
 
-// Everything of one chunk of `rows` tokens: the pinned input rows in, every layer, logits out
-// (row rows-1 to pinned row 0 for kLast; every row for kAll), position counter += rows.
-void DeepseekV4CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
+// Everything of one multi-row forward of `rows` tokens: the pinned input rows in, every layer,
+// logits out (row rows-1 to pinned row 0 for kLast; every row for kAll), each group's
+// position counter += its rows.
+void DeepseekV4CudaModel::Impl::enqueue_chunk(std::span<const RowGroup> groups, Logits mode) {
+  const CudaState& st = *groups[0].st;  // the head flags (alike in every group)
   mark("start");
   rows_in();
-  CudaState* one = &st;
   for (int64_t l = 0; l < c.layers; ++l) {
-    layer_rows({&one, 1}, l);
+    layer_rows(groups, l);
     if (st.dspark_on) dspark_tap(l, R(0, sl.xa), rows, rs());
   }
   if (mode == Logits::kAll) head_rows(0, rows);
   else if (mode == Logits::kLast) head_rows(rows - 1, 1);
-  if (st.mtp_on) mtp_record_rows(st);  // at the rows' positions: before the increment
-  if (st.dspark_on) dspark_record_rows(st);
-  dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), int32_t(rows), stream);
+  if (st.mtp_on) mtp_record_rows(groups);  // at the rows' positions: before the increment
+  if (st.dspark_on) dspark_record_rows(groups);
+  for (const RowGroup& g : groups)
+    dc::enqueue_position_increment(reinterpret_cast<int32_t*>(g.st->buf.as<uint8_t>() + lay.pos), int32_t(g.n), stream);
 }
 
-void DeepseekV4CudaModel::Impl::layer_rows(std::span<CudaState* const> sts, int64_t l) {
+void DeepseekV4CudaModel::Impl::layer_rows(std::span<const RowGroup> groups, int64_t l) {
   const DLayer& L = dw.layers[size_t(l)];
   const dc::HcRows hr{rows, rs()};
   hc_pre_rows(L.attn_hc, L.attn_norm, sl.xa);
-  if (dw.has_dspark && l >= c.layers) k5_attention_rows(*sts[0], l - c.layers);  // a DSpark stage (K5 pass)
-  else attention_rows(sts, l);
+  if (dw.has_dspark && l >= c.layers) k5_attention_rows(*groups[0].st, l - c.layers);  // a DSpark stage (K5 pass)
+  else attention_rows(groups, l);
   const dc::HcPostIn attn_out{R(0, sl.y), R(0, sl.xa), R(0, sl.post), R(0, sl.comb)};  // -> xb
   hc_pre_rows(L.ffn_hc, L.ffn_norm, sl.xb, &attn_out);
   moe_rows(l);
@@ -316,7 +317,8 @@ void DeepseekV4CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode)
   // launches, and capturing + instantiating a graph per state and size stalls other threads'
   // launches (the GPU canary saw 363 ms) for a graph that a fresh state replays a few times.
   const bool graph = opt.graphs && n <= opt.chunk_rows;
-  dc::run_graph_step(stream, st.chunk_graph[key], graph, [&] { enqueue_chunk(st, mode); });
+  const RowGroup all{&st, 0, n};
+  dc::run_graph_step(stream, st.chunk_graph[key], graph, [&] { enqueue_chunk({&all, 1}, mode); });
   collect_profile();
 }
 

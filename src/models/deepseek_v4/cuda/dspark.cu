@@ -176,20 +176,23 @@ void DeepseekV4CudaModel::Impl::dspark_record_step(CudaState& st) {
 // The same over the chunk rows (row t at position *pos + t), with the chunk's products: gemv_rows
 // up to 16 rows (the rings equal as many decode steps' bit for bit), TF32 GEMMs in a tensor-core
 // prefill chunk (within the trunk's tolerance: test_deepseek_v4_dspark_cuda item 7).
-void DeepseekV4CudaModel::Impl::dspark_record_rows(CudaState& st) {
+// Row groups: the products once over every row, each group's ring rows at its own positions.
+void DeepseekV4CudaModel::Impl::dspark_record_rows(std::span<const RowGroup> groups) {
   const DDspark& d = dw.dspark;
   const int64_t H = c.hidden, hd = c.head_dim;
-  uint8_t* sb = st.buf.as<uint8_t>();
-  const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
   ActIn xt = in_rows(sl.taps, int64_t(c.dspark_taps.size()) * H, kActTaps), xm = in_rows(sl.dmain, H, kActCol);
   mgemv(d.main_proj, xt, sl.dmain, stream);
   dc::rmsnorm_strided_f32(R(0, sl.dmain), rs(), d.main_norm, R(0, sl.dmain), rs(), rows, H, c.rms_eps, stream);
   mproj(d.ring_kv, xm, sl.dkv);
-  for (int64_t s = 0; s < kDsparkStages; ++s) {
-    float* ring = reinterpret_cast<float*>(sb + lay.dspark_ring[size_t(s)]);
-    norm_rope(R(0, sl.dkv) + s * hd, NormRope{1, hd, c.rope_dim, dw.layers[size_t(c.layers + s)].kv_norm, c.rms_eps,
-                                              dw.inv_main, ring, lay.ring_rows, false},
-              pos, stream, all_rows());
+  for (const RowGroup& g : groups) {
+    uint8_t* sb = g.st->buf.as<uint8_t>();
+    const int32_t* pos = reinterpret_cast<const int32_t*>(sb + lay.pos);
+    for (int64_t s = 0; s < kDsparkStages; ++s) {
+      float* ring = reinterpret_cast<float*>(sb + lay.dspark_ring[size_t(s)]);
+      norm_rope(R(g.r0, sl.dkv) + s * hd, NormRope{1, hd, c.rope_dim, dw.layers[size_t(c.layers + s)].kv_norm,
+                                                   c.rms_eps, dw.inv_main, ring, lay.ring_rows, false},
+                pos, stream, group_rows(g));
+    }
   }
   mark("dspark_record");
 }
@@ -231,8 +234,8 @@ void DeepseekV4CudaModel::Impl::enqueue_dspark(CudaState& st) {
   dc::embed_rows_f32(dw.embed, noise, 0, B - 1, R(1, sl.emb), rs(), stream);
   dc::hc_expand_f32(R(0, sl.emb), hcd, R(0, sl.xa), dc::HcRows{B, rs()}, stream);  // every stream = the embedding
   mark("embed");
-  CudaState* one = &st;
-  for (int64_t s = 0; s < kDsparkStages; ++s) layer_rows({&one, 1}, c.layers + s);
+  const RowGroup block{&st, 0, B};
+  for (int64_t s = 0; s < kDsparkStages; ++s) layer_rows({&block, 1}, c.layers + s);
   // hc_head + the drafter's norm (folded into hc_head_f32) + lm_head, per row
   dc::GemvRows r;
   r.n = int(B), r.x_row = rs(), r.y_row = rs();

@@ -124,6 +124,13 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   // fixed at load) per forward; more run as several.
   void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                     std::vector<float>& logits) override;
+  // Batched speculative verify (verify_batch.cu): every state's verify window (1..chunk_rows
+  // tokens) as one forward over the stacked rows, each state's rows and captured window bit for
+  // bit its own verify_capture's. At most batch_rows states and the chunk scratch's rows per
+  // forward. The fallback loop (Model::verify_batch) with the layer observer or a window
+  // verify_capture would not capture.
+  bool verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                    std::vector<float>& logits) override;
 
   // DraftHead (DSpark's, else ds4's MTP head; nullptr without either, see above). enable_draft
   // before the first forward, as on the CPU. MTP depth at most 16 (kMaxDraftDepth; DSpark: any

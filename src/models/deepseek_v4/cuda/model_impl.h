@@ -21,6 +21,7 @@
 #include "backend/cuda/memory.h"
 #include "core/error.h"
 #include "formats/tensor_source.h"
+#include "models/cuda_batching.h"
 #include "models/cuda_candidates.h"
 #include "models/deepseek_v4/config.h"
 #include "models/deepseek_v4/cuda/act_inputs.h"
@@ -134,6 +135,15 @@ inline CudaState& cuda_state(ModelState& s) {
   return *st;
 }
 
+// A state's rows in a multi-row forward: rows [r0, r0 + n) are its tokens at positions
+// *pos .. *pos + n - 1 (a chunk: one group of every row; decode_batch: one row per state;
+// verify_batch: each state's verify window). Its stateful kernels launch once per group,
+// exactly as a chunk of its n rows launches them.
+struct RowGroup {
+  CudaState* st;
+  int64_t r0, n;
+};
+
 struct DeepseekV4CudaModel::Impl {
   std::unique_ptr<TensorSource> src;
   Config c;
@@ -242,25 +252,34 @@ struct DeepseekV4CudaModel::Impl {
   // gemv_rows in groups of 16 (bit-identical to decode steps), or gemv_act_rows (act_quant).
   void mexact(const WeightMatrix& w, ActIn& x, float* y, const dc::MatmulBatch& b);
   void hc_pre_rows(const DHc& h, const float* norm, size_t x_off, const dc::HcPostIn* post_in = nullptr);
-  // sts: one state (a chunk: row t is its token at *pos + t) or one state per row
-  // (decode_batch: row i is sts[i]'s next token); chunk.cu attention_rows says how.
-  void attention_rows(std::span<CudaState* const> sts, int64_t l);
+  // The stateful kernels of a row group: Rows{n, rs()} at row r0 (one row: the decode step's Rows{}).
+  Rows group_rows(const RowGroup& g) const { return g.n > 1 ? Rows{g.n, rs()} : Rows{}; }
+  // groups: the states of the rows (RowGroup); chunk.cu attention_rows says how.
+  void attention_rows(std::span<const RowGroup> groups, int64_t l);
   void moe_rows(int64_t l);
   void rows_in();                          // pinned input rows -> row scratch, HC expand
   void head_rows(int64_t t0, int64_t n);   // logits of rows t0.. to pinned rows 0..
-  void enqueue_chunk(CudaState& st, Logits mode);
+  // Every layer over the groups' rows, logits, the draft heads' records (every group's state
+  // drafts alike: verify_batch's forwards), each group's position counter += n.
+  void enqueue_chunk(std::span<const RowGroup> groups, Logits mode);
   void run_chunk(CudaState& st, int64_t n, Logits mode);
   // One decoder layer (CPU decoder_layer) on the HC streams in xa, in place: the trunk's
   // layers and the MTP head's (l = c.layers) run the same code. _rows: over the chunk rows.
   // post_pending: the previous layer left its MoE hc_post (y, xb, post, comb -> xa) to this
   // layer's first hc_pre; defer_post: this layer leaves its own to the next layer the same way.
   void layer_step(CudaState& st, int64_t l, bool post_pending = false, bool defer_post = false);
-  void layer_rows(std::span<CudaState* const> sts, int64_t l);
+  void layer_rows(std::span<const RowGroup> groups, int64_t l);
 
   // ---- batch.cu: decode_batch, one token for each of `rows` states as one forward ----
-  dc::BatchGraphs batch_graphs;  // a graph per batch composition (the states' serials)
-  void enqueue_batch(std::span<CudaState* const> sts);
+  dc::BatchGraphs batch_graphs;  // a graph per batch composition (decode: the states' serials)
+  // One forward over the groups' rows (kAll logits) on the exact products, as the graph of
+  // composition `key` (direct launches without graphs).
+  void run_groups(std::span<const RowGroup> groups, std::vector<uint64_t> key);
   void run_batch(std::span<CudaState* const> sts);
+  // decode_batch's and verify_batch's hooks (models/cuda_batching.h): states, input rows, logits
+  BatchHooks<CudaState> batch_hooks();
+  // ---- verify_batch.cu: verify_batch, every state's verify window as one forward ----
+  void run_verify(std::span<const RowGroup> groups);
 
   // ---- mtp.cu: ds4's MTP draft head on the device (dw.has_mtp) ----
   DraftLayout dl;
@@ -272,7 +291,7 @@ struct DeepseekV4CudaModel::Impl {
   void mtp_in(bool in_chunk, int64_t n, const float* prev, const float* emb);
   void mtp_logits(const float* y, float* logits);  // {hc, hidden} -> {vocab} (CPU head_logits)
   void mtp_record_step(CudaState& st);  // after the trunk of a decode step (CPU mtp_record)
-  void mtp_record_rows(CudaState& st);  // after the trunk of a chunk
+  void mtp_record_rows(std::span<const RowGroup> groups);  // after the trunk of a chunk
   void draft_begin(CudaState& st);      // saves the head's ring and the position
   void draft_end(CudaState& st);        // puts them back
   void draft_row(CudaState& st, int64_t k);  // chain row k >= 1: token in slot k-1 -> logits row k
@@ -301,7 +320,7 @@ struct DeepseekV4CudaModel::Impl {
   // slot when l is a tap layer.
   void dspark_tap(int64_t l, float* x, int64_t n, int64_t stride);
   void dspark_record_step(CudaState& st);  // after the trunk of a decode step (CPU dspark_record)
-  void dspark_record_rows(CudaState& st);  // after the trunk of a chunk
+  void dspark_record_rows(std::span<const RowGroup> groups);  // after the trunk of a chunk
   void k5_attention_rows(CudaState& st, int64_t stage);  // CPU k5_attention over the 5 block rows
   void out_rows(const DLayer& L);  // grouped o LoRA + o_b over the rows: heads -> y (chunk.cu)
   void enqueue_dspark(CudaState& st);

@@ -89,16 +89,18 @@ void DeepseekV4CudaModel::Impl::mtp_record_step(CudaState& st) {
                                  cudaMemcpyDeviceToDevice, stream));
 }
 
-void DeepseekV4CudaModel::Impl::mtp_record_rows(CudaState& st) {
+// The head over every row (its products once for all rows), each group's last row as its mtp_y.
+void DeepseekV4CudaModel::Impl::mtp_record_rows(std::span<const RowGroup> groups) {
   const size_t W = size_t(c.hc * c.hidden) * 4;
   mtp_in(true, rows, R(0, sl.xa), R(0, sl.emb));
-  CudaState* one = &st;
-  layer_rows({&one, 1}, c.layers);
-  DS4_CUDA_CHECK(cudaMemcpyAsync(st.buf.as<uint8_t>() + lay.mtp_y, R(rows - 1, sl.xa), W, cudaMemcpyDeviceToDevice,
-                                 stream));
-  if (capturing)  // every row's y: commit_prefix(keep) takes row keep - 1's
-    DS4_CUDA_CHECK(cudaMemcpy2DAsync(st.cap_buf.as<uint8_t>() + cap.mtp_y, W, R(0, sl.xa), cl.row_bytes, W, size_t(rows),
-                                     cudaMemcpyDeviceToDevice, stream));
+  layer_rows(groups, c.layers);
+  for (const RowGroup& g : groups) {
+    DS4_CUDA_CHECK(cudaMemcpyAsync(g.st->buf.as<uint8_t>() + lay.mtp_y, R(g.r0 + g.n - 1, sl.xa), W,
+                                   cudaMemcpyDeviceToDevice, stream));
+    if (capturing && g.n > 1)  // every row's y: commit_prefix(keep) takes row keep - 1's
+      DS4_CUDA_CHECK(cudaMemcpy2DAsync(g.st->cap_buf.as<uint8_t>() + cap.mtp_y, W, R(g.r0, sl.xa), cl.row_bytes, W,
+                                       size_t(g.n), cudaMemcpyDeviceToDevice, stream));
+  }
 }
 
 // The chain writes the head's ring at positions pos.. and moves the counter; both come back
