@@ -146,6 +146,41 @@ std::vector<RowGroupOf<State>> stacked_groups(std::span<State* const> sts, std::
   return groups;
 }
 
+// decode_batch's groups: one row per state, in order.
+template <class State>
+std::vector<RowGroupOf<State>> one_row_groups(std::span<State* const> sts) {
+  std::vector<RowGroupOf<State>> groups;
+  for (State* s : sts) groups.push_back(RowGroupOf<State>{s, int64_t(groups.size()), 1});
+  return groups;
+}
+
+// The batch-graph key of a forward over `groups` (backend/cuda/batch_graphs.h): decode_batch's
+// is the states' serials; a verify forward's adds a mark no serial takes and each window's
+// length, so no decode key equals a verify key in the shared cache (the model may append
+// more of what its graph holds).
+template <class State>
+std::vector<uint64_t> batch_graph_key(std::span<const RowGroupOf<State>> groups, bool verify) {
+  std::vector<uint64_t> key;
+  for (const auto& g : groups) key.push_back(g.st->serial);
+  if (!verify) return key;
+  key.push_back(~uint64_t(0));
+  for (const auto& g : groups) key.push_back(uint64_t(g.n));
+  return key;
+}
+
+// `flag` true for the scope (a model's `capturing` while a verify forward is enqueued), false
+// after it however it ends.
+class ScopedFlag {
+ public:
+  explicit ScopedFlag(bool& flag) : flag_(flag) { flag_ = true; }
+  ~ScopedFlag() { flag_ = false; }
+  ScopedFlag(const ScopedFlag&) = delete;
+  ScopedFlag& operator=(const ScopedFlag&) = delete;
+
+ private:
+  bool& flag_;
+};
+
 // What cuda_verify_batch asks of a CUDA model besides its BatchHooks (State: its CudaState).
 template <class State>
 struct VerifyHooks {

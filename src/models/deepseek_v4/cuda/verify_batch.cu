@@ -20,25 +20,9 @@
 
 namespace ds4::deepseek_v4 {
 
-namespace {
-// Between a verify key's serials and its window lengths: no decode_batch key (serials only,
-// never this value) equals a verify key in the shared graph cache.
-constexpr uint64_t kVerifyKeyMark = ~uint64_t(0);
-}  // namespace
-
 void DeepseekV4CudaModel::Impl::run_verify(std::span<const RowGroup> groups) {
-  std::vector<uint64_t> key;
-  for (const RowGroup& g : groups) key.push_back(g.st->serial);
-  key.push_back(kVerifyKeyMark);
-  for (const RowGroup& g : groups) key.push_back(uint64_t(g.n));
-  capturing = true;  // windows of one row record nothing (attention_rows, mtp_record_rows)
-  try {
-    run_groups(groups, std::move(key));
-  } catch (...) {
-    capturing = false;
-    throw;
-  }
-  capturing = false;
+  const ScopedFlag capture(capturing);  // windows of one row record nothing (attention_rows, mtp_record_rows)
+  run_groups(groups, batch_graph_key<CudaState>(groups, true));
 }
 
 bool DeepseekV4CudaModel::verify_batch(std::span<ModelState* const> states,

@@ -11,7 +11,8 @@
 // So row i equals forward(*states[i], {tokens[i]}, kLast) bit for bit whatever else is in the
 // batch (test_glm5_batch_cuda): a batch is never a tensor-core chunk (tc stays false: every
 // product on the exact path). The forward is captured as a CUDA graph per batch composition
-// (backend/cuda/batch_graphs.h); models/cuda_batching.h splits the rows.
+// (backend/cuda/batch_graphs.h); models/cuda_batching.h splits the rows. verify_batch
+// (verify_batch.cu) runs the same forward (enqueue_groups) with one row group per verify window.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -50,13 +51,8 @@ void Glm5CudaModel::Impl::run_groups(std::span<const RowGroup> groups, std::vect
 }
 
 void Glm5CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
-  std::vector<RowGroup> groups;  // one row per state
-  std::vector<uint64_t> key;
-  for (CudaState* s : sts) {
-    groups.push_back(RowGroup{s, int64_t(groups.size()), 1});
-    key.push_back(s->serial);
-  }
-  run_groups(groups, std::move(key));
+  const std::vector<RowGroup> groups = one_row_groups(sts);
+  run_groups(groups, batch_graph_key<CudaState>(groups, false));
 }
 
 BatchHooks<CudaState> Glm5CudaModel::Impl::batch_hooks() {

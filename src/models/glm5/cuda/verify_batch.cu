@@ -20,31 +20,17 @@
 
 namespace ds4::glm5 {
 
-namespace {
-// Between a verify key's serials and its groups' words: no decode_batch key (serials only,
-// never this value) equals a verify key in the shared graph cache.
-constexpr uint64_t kVerifyKeyMark = ~uint64_t(0);
-}  // namespace
-
 void Glm5CudaModel::Impl::run_verify(std::span<const RowGroup> groups) {
-  // The graph holds each group's rows, whether it pushes MTP rows, and its records' buffer
-  // (cap_reserve may replace it) with the layout of its capacity.
-  std::vector<uint64_t> key;
-  for (const RowGroup& g : groups) key.push_back(g.st->serial);
-  key.push_back(kVerifyKeyMark);
+  // The graph also holds whether each group pushes MTP rows, and a recording group's records
+  // buffer (cap_reserve may replace it) with the layout of its capacity.
+  std::vector<uint64_t> key = batch_graph_key<CudaState>(groups, true);
   for (const RowGroup& g : groups) {
-    key.push_back(uint64_t(g.n) | (g.st->mtp_on ? uint64_t(1) << 32 : 0));
+    key.push_back(uint64_t(g.st->mtp_on));
     key.push_back(g.n > 1 ? uint64_t(reinterpret_cast<uintptr_t>(g.st->cap.get())) : 0);
     key.push_back(g.n > 1 ? uint64_t(g.st->cap_rows) : 0);
   }
-  capturing = true;  // groups of one row record nothing (trunk_rows)
-  try {
-    run_groups(groups, std::move(key));
-  } catch (...) {
-    capturing = false;
-    throw;
-  }
-  capturing = false;
+  const ScopedFlag capture(capturing);  // groups of one row record nothing (trunk_rows)
+  run_groups(groups, std::move(key));
 }
 
 bool Glm5CudaModel::verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
