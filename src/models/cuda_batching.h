@@ -186,7 +186,7 @@ template <class State>
 struct VerifyHooks {
   // The batch may run as stacked forwards (no layer observer / tap, a chunk scratch of 2+ rows).
   bool can_batch = false;
-  int64_t chunk_rows = 0;  // verify_capture's largest window (one chunk); longer ones fall back
+  int64_t most_window = 0;  // verify_capture's largest window (one recorded chunk); longer ones fall back
   size_t most_states = 0;  // states per forward (batch_rows)
   int64_t most_rows = 0;   // rows per forward (the chunk scratch's)
   // Before anything runs, for each state in order: refuse a pending captured window, make the
@@ -209,7 +209,7 @@ bool cuda_verify_batch(Model& m, const std::string& who, std::span<ModelState* c
                        std::span<const std::span<const int32_t>> windows, std::vector<float>& logits,
                        const BatchHooks<State>& h, const VerifyHooks<State>& v) {
   bool batched = v.can_batch && v.most_rows >= 2;
-  for (const auto& w : windows) batched = batched && (w.size() <= 1 || int64_t(w.size()) <= v.chunk_rows);
+  for (const auto& w : windows) batched = batched && (w.size() <= 1 || int64_t(w.size()) <= v.most_window);
   if (!batched) return m.Model::verify_batch(states, windows, logits);
   size_t armed = 0;  // captured_verify_batch arms states[0], states[1], ... in order
   return captured_verify_batch(

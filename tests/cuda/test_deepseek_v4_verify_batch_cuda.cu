@@ -18,6 +18,8 @@
 //  3. Then, on the same models (served options, MTP and DSpark: decode_batch and verify_batch
 //     share the graph cache), batch_test_util.h's batch_run: decode_batch rows = each state's
 //     own decode step over 24 steps of 1..20 sequences.
+//  4. Loaded with chunk_rows 4 (capture records of 4 rows): set_options cannot raise chunk_rows to
+//     16, and a 6-row window is declined by verify_capture and verify_batch with nothing run.
 // Usage: test_deepseek_v4_verify_batch_cuda [root]
 #include <cstdio>
 #include <cstring>
@@ -33,10 +35,10 @@
 #include "models/deepseek_v4/cuda/model_cuda.h"
 #include "models/draft_head.h"
 #include "batch_test_util.h"
+#include "verify_batch_checks.h"
 #include "draft_test_util.h"
 #include "dsv4_actq_model.h"
 #include "test_common.h"
-#include "verify_batch_test_util.h"
 
 using namespace ds4;
 using namespace ds4::cuda_test;
@@ -71,6 +73,25 @@ int main(int argc, char** argv) {
     on_model("MTP, served options", [&] { return dsv4::load_cuda(mtp_dir, o, served); }, true);
     on_model("MTP, 16-row scratch", [&] { return dsv4::load_cuda(mtp_dir, o, small); });
     on_model("MTP, direct launches", [&] { return dsv4::load_cuda(mtp_dir, o, direct); });
+    {  // item 4: capture records sized at load bound every later window
+      dsv4::CudaModelOptions four, raised;
+      four.chunk_rows = 4, four.prefill_rows = 64;
+      raised = four, raised.chunk_rows = 16;
+      auto m = dsv4::load_cuda(mtp_dir, o, four);
+      auto& cm = dynamic_cast<dsv4::DeepseekV4CudaModel&>(*m);
+      const int64_t V = m->info().vocab_size;
+      check(throws([&] { cm.set_options(raised); }),
+            "set_options cannot raise chunk_rows past the 4 rows of the states' capture records");
+      auto s = prompted(*m, synthetic_tokens(12, 5, 1, V), true);
+      std::vector<float> lg;
+      const std::vector<int32_t> six = synthetic_tokens(6, 3, 1, V);
+      const bool declined = !m->draft_head()->verify_capture(*s, six, lg) && s->position() == 12;
+      std::vector<ModelState*> one = {s.get()};
+      const std::vector<std::span<const int32_t>> wins = {six};
+      const bool batch_declined = !m->verify_batch(one, wins, lg) && s->position() == 12;
+      check(declined && batch_declined, "a 6-row window on 4-row capture records: verify_capture and verify_batch "
+                                        "decline, nothing runs");
+    }
     std::filesystem::remove_all(mtp_dir);
     const std::string ds = root + "/tests/data/deepseek_v4/dspark";
     const std::string dspark_dir = draft_test::trunk_with_head_dir("ds4_cuda_vbatch_dspark", tiny,

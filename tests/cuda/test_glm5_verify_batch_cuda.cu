@@ -3,7 +3,7 @@
 // image); exits 1 when any check fails. tests/data/glm5 tiny model (KDA layers 0, 3, 4; MLA +
 // DSA indexer layers 1, 2, 5; dense MLP 0-1, MoE 2-5) with its MTP head (tests/data/glm5/mtp).
 // Every comparison is BIT-IDENTICAL (memcmp):
-//  1. verify_batch_test_util.h verify_rounds: six rounds of verify_batch over up to 8 states at
+//  1. verify_batch_checks.h verify_rounds: six rounds of verify_batch over up to 8 states at
 //     positions 3..90 (7 drafting, one plain), windows of 1..6 tokens and one of chunk_rows
 //     (16) rows, states joining and leaving between rounds: window i's rows = verify_capture of
 //     a clone of states[i]; then commit_prefix(keep) on both, and the next decode step's
@@ -32,7 +32,7 @@
 #include "batch_test_util.h"
 #include "draft_test_util.h"
 #include "test_common.h"
-#include "verify_batch_test_util.h"
+#include "verify_batch_checks.h"
 
 using namespace ds4;
 using namespace ds4::cuda_test;

@@ -13,6 +13,9 @@ w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
 mkdir -p "$w/serve/bin" "$w/serve/lib" "$w/serve/py"
 cp "$bin" "$w/serve/bin/"
+# Symbols and line info are not needed to run it (the carry limit counts every MB); the device
+# code (.nv_fatbin) stays.
+strip "$w/serve/bin/$(basename "$bin")"
 # Libraries by soname pattern: everything ldd resolves except what every glibc/libstdc++
 # system has (the image has those, and a carried libc would not match its loader).
 ldd "$bin" | awk '$3 ~ /^\// {print $3}' | grep -E 'pcre2|icu|yaml-cpp|httplib|brotli|cudart' |

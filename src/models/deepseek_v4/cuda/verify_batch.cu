@@ -10,6 +10,7 @@
 // composition: the states' serials and their window lengths (backend/cuda/batch_graphs.h).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -30,7 +31,8 @@ bool DeepseekV4CudaModel::verify_batch(std::span<ModelState* const> states,
   Impl& m = *impl_;
   VerifyHooks<CudaState> v;
   v.can_batch = !m.observer && m.cl.rows >= 2;  // verify_capture's limits (spec_commit.cu): no layer observer
-  v.chunk_rows = m.opt.chunk_rows;
+  // One chunk per window, within the capture records (cap.rows: the load's verify rows).
+  v.most_window = std::min<int64_t>(m.opt.chunk_rows, m.cap.rows);
   v.most_states = size_t(m.opt.batch_rows), v.most_rows = m.cl.rows;
   v.arm = [&](CudaState& st, int64_t) {
     if (st.cap_rows > 0) throw Error("deepseek_v4: verify_batch over an uncommitted captured window");

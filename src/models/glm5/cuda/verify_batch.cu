@@ -38,7 +38,7 @@ bool Glm5CudaModel::verify_batch(std::span<ModelState* const> states, std::span<
   Impl& m = *impl_;
   VerifyHooks<CudaState> v;
   v.can_batch = !m.tap;  // layer_outputs() taps single steps
-  v.chunk_rows = m.opt.chunk_rows;
+  v.most_window = m.opt.chunk_rows;  // verify_capture's one chunk (its records grow to the window)
   v.most_states = size_t(m.opt.batch_rows), v.most_rows = m.cl.rows;
   // As verify_capture and forward() before a verify chunk: records for the window's rows, the
   // MTP queue caught up when the window would overflow it.

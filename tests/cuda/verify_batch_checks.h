@@ -1,7 +1,8 @@
 #pragma once
-// Batched speculative verify checks shared by the CUDA models' verify_batch tests
-// (test_<family>_verify_batch_cuda.cu). Every comparison is BIT-IDENTICAL (memcmp of logits
-// rows): a verify_batch window's rows must equal its state's own verify_capture.
+// The checks of a CUDA model's Model::verify_batch (issue #24), the same for every family with a
+// draft head: each state's rows, captured window and draft head bit for bit its own
+// verify_capture's (tests/cuda/test_*_verify_batch_cuda.cu). Uses batch_test_util.h's
+// prompted() and the tests' check() / throws().
 #include <cstring>
 #include <memory>
 #include <span>
@@ -9,26 +10,26 @@
 #include <vector>
 
 #include "batch_test_util.h"
-#include "core/error.h"
 #include "models/draft_head.h"
 #include "models/model.h"
 #include "test_common.h"
 
 namespace ds4::cuda_test {
 
-// Six rounds of verify_batch over up to 8 states at positions 3..90 (7 drafting, one plain),
-// windows of 1..6 tokens (with long_window > 0, one window of that many rows in the last
-// round), states joining and leaving between rounds and coming back in another order (new
-// graph keys): window i's rows = verify_capture of a clone of states[i] on the same window
-// (memcmp); then both commit_prefix(keep) (keeps 1..n), and the next decode step's logits, the
-// next draft (depth 3) and the positions equal. ModelInfo::batched_verify is declared.
+// Six rounds of verify_batch over up to 8 states at positions 3..90 (7 drafting, one plain: its
+// forwards apart; ModelInfo::batched_verify declared), windows of 1..6 tokens, states joining
+// and leaving between rounds and coming back in another order (new graph keys): window i's rows
+// = verify_capture of a clone of states[i] on the same window (memcmp); then both
+// commit_prefix(keep) (keeps 1..n), and the next decode step's logits, the next draft (depth 3)
+// and the positions equal. m has a draft head. long_window > 0: seq 3's window in the last round
+// has that many rows (GLM: chunk_rows, the largest window verify_capture records).
 inline void verify_rounds(Model& m, const std::string& label, int64_t long_window = 0) {
   DraftHead& h = *m.draft_head();
   const int64_t V = m.info().vocab_size;
   check(m.info().batched_verify, label + ": the model declares batched_verify");
   std::vector<std::unique_ptr<ModelState>> seqs;
   const int64_t lens[] = {3, 17, 29, 40, 55, 64, 90, 21};
-  for (size_t i = 0; i < 8; ++i)  // seq 7 plain (no draft head on; DeepSeek: a forward of its own)
+  for (size_t i = 0; i < 8; ++i)  // seq 7 plain (no draft head on): a forward of its own
     seqs.push_back(prompted(m, synthetic_tokens(lens[i], 31 + 2 * int64_t(i), 7 * int64_t(i) + 3, V), i < 7));
   const std::vector<std::vector<size_t>> live = {{0, 1, 2},    {0, 1, 2, 3, 4, 5, 6, 7}, {1, 3, 5},
                                                  {6, 5, 7, 4, 3, 2, 1, 0}, {0, 6},    {2, 3, 4, 5, 6}};
@@ -39,7 +40,8 @@ inline void verify_rounds(Model& m, const std::string& label, int64_t long_windo
     std::vector<std::vector<int32_t>> wins;
     std::vector<std::unique_ptr<ModelState>> refs;
     for (size_t i : live[round]) {
-      const int64_t n = long_window > 0 && round + 1 == live.size() && i == 3 ? long_window : 1 + int64_t((i + round) % 6);
+      const int64_t n =
+          long_window > 0 && round + 1 == live.size() && i == 3 ? long_window : 1 + int64_t((i + round) % 6);
       wins.push_back(synthetic_tokens(n, 13 + int64_t(i), 5 + int64_t(round), V));
       states.push_back(seqs[i].get());
       refs.push_back(seqs[i]->clone());
@@ -86,8 +88,8 @@ inline void verify_rounds(Model& m, const std::string& label, int64_t long_windo
             (first.empty() ? "" : " (first difference: " + first + ")"));
 }
 
-// A state holding an uncommitted captured window in the batch: verify_batch throws and no
-// state advances.
+// A state holding an uncommitted captured window in the batch: verify_batch throws and no state
+// advances.
 inline void pending_window_throws(Model& m) {
   DraftHead& h = *m.draft_head();
   const int64_t V = m.info().vocab_size;
