@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/draft_head.h"
 #include "models/model.h"
 
 namespace ds4 {
@@ -124,6 +125,109 @@ void verify_batch_rows(Model& m, std::span<ModelState* const> states, std::span<
       row += lens[i];
     }
   }
+}
+
+// The rows of one state in a batched forward: rows r0 .. r0 + n - 1 are its consecutive tokens
+// at its own positions (a chunk: one group of every row; decode_batch: one row per state;
+// verify_batch: each state's verify window). Its stateful kernels launch once per group,
+// exactly as a chunk of its n rows launches them.
+template <class State>
+struct RowGroupOf {
+  State* st;
+  int64_t r0, n;
+};
+
+// States sts[i] with lens[i] rows each, stacked in order.
+template <class State>
+std::vector<RowGroupOf<State>> stacked_groups(std::span<State* const> sts, std::span<const int64_t> lens) {
+  std::vector<RowGroupOf<State>> groups;
+  int64_t r0 = 0;
+  for (size_t i = 0; i < sts.size(); ++i) groups.push_back(RowGroupOf<State>{sts[i], r0, lens[i]}), r0 += lens[i];
+  return groups;
+}
+
+// decode_batch's groups: one row per state, in order.
+template <class State>
+std::vector<RowGroupOf<State>> one_row_groups(std::span<State* const> sts) {
+  std::vector<RowGroupOf<State>> groups;
+  for (State* s : sts) groups.push_back(RowGroupOf<State>{s, int64_t(groups.size()), 1});
+  return groups;
+}
+
+// The batch-graph key of a forward over `groups` (backend/cuda/batch_graphs.h): decode_batch's
+// is the states' serials; a verify forward's adds a mark no serial takes and each window's
+// length, so no decode key equals a verify key in the shared cache (the model may append
+// more of what its graph holds).
+template <class State>
+std::vector<uint64_t> batch_graph_key(std::span<const RowGroupOf<State>> groups, bool verify) {
+  std::vector<uint64_t> key;
+  for (const auto& g : groups) key.push_back(g.st->serial);
+  if (!verify) return key;
+  key.push_back(~uint64_t(0));
+  for (const auto& g : groups) key.push_back(uint64_t(g.n));
+  return key;
+}
+
+// `flag` true for the scope (a model's `capturing` while a verify forward is enqueued), false
+// after it however it ends.
+class ScopedFlag {
+ public:
+  explicit ScopedFlag(bool& flag) : flag_(flag) { flag_ = true; }
+  ~ScopedFlag() { flag_ = false; }
+  ScopedFlag(const ScopedFlag&) = delete;
+  ScopedFlag& operator=(const ScopedFlag&) = delete;
+
+ private:
+  bool& flag_;
+};
+
+// What cuda_verify_batch asks of a CUDA model besides its BatchHooks (State: its CudaState).
+template <class State>
+struct VerifyHooks {
+  // The batch may run as stacked forwards (no layer observer / tap, a chunk scratch of 2+ rows).
+  bool can_batch = false;
+  int64_t most_window = 0;  // verify_capture's largest window (one recorded chunk); longer ones fall back
+  size_t most_states = 0;  // states per forward (batch_rows)
+  int64_t most_rows = 0;   // rows per forward (the chunk scratch's)
+  // Before anything runs, for each state in order: refuse a pending captured window, make the
+  // state's records ready for a window of `rows` tokens (the MTP queue's room, record buffers).
+  std::function<void(State&, int64_t rows)> arm;
+  std::function<int(const State&)> kind;  // the draft head the state records (forwards split by it); null: one kind
+  std::function<void(std::span<const RowGroupOf<State>>)> run;  // one forward over the groups' rows (kAll logits)
+  // After every forward: the state (its host position advanced by the window) keeps its window's
+  // records for commit_prefix, as verify_capture leaves them.
+  std::function<void(State&, std::span<const int32_t> window)> keep;
+};
+
+// A CUDA model's verify_batch (Model::verify_batch's contract): the checks (captured_verify_batch);
+// the labelled fallback (verify_capture per window) where the batch cannot run stacked; else
+// every state armed, the windows run as forwards of row groups (verify_batch_rows), every state
+// keeps its records. Nothing to undo when a forward throws (keep never ran): the caller drops
+// the states.
+template <class State>
+bool cuda_verify_batch(Model& m, const std::string& who, std::span<ModelState* const> states,
+                       std::span<const std::span<const int32_t>> windows, std::vector<float>& logits,
+                       const BatchHooks<State>& h, const VerifyHooks<State>& v) {
+  bool batched = v.can_batch && v.most_rows >= 2;
+  for (const auto& w : windows) batched = batched && (w.size() <= 1 || int64_t(w.size()) <= v.most_window);
+  if (!batched) return m.Model::verify_batch(states, windows, logits);
+  size_t armed = 0;  // captured_verify_batch arms states[0], states[1], ... in order
+  return captured_verify_batch(
+      m, states, windows, logits, who,
+      [&](ModelState& s) {
+        v.arm(h.state(s), int64_t(windows[armed].size()));
+        ++armed;
+      },
+      [&] {
+        std::vector<int> kind;
+        if (v.kind)
+          for (ModelState* s : states) kind.push_back(v.kind(h.state(*s)));
+        verify_batch_rows<State>(m, states, windows, kind, v.most_states, v.most_rows, logits, h,
+                                 [&](std::span<State* const> sts, std::span<const int64_t> lens) {
+                                   v.run(stacked_groups<State>(sts, lens));
+                                 });
+      },
+      [&](ModelState& s, std::span<const int32_t> w) { v.keep(h.state(s), w); }, [](ModelState&) {});
 }
 
 }  // namespace ds4

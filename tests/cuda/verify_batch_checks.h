@@ -21,8 +21,9 @@ namespace ds4::cuda_test {
 // and leaving between rounds and coming back in another order (new graph keys): window i's rows
 // = verify_capture of a clone of states[i] on the same window (memcmp); then both
 // commit_prefix(keep) (keeps 1..n), and the next decode step's logits, the next draft (depth 3)
-// and the positions equal. m has a draft head.
-inline void verify_rounds(Model& m, const std::string& label) {
+// and the positions equal. m has a draft head. long_window > 0: seq 3's window in the last round
+// has that many rows (GLM: chunk_rows, the largest window verify_capture records).
+inline void verify_rounds(Model& m, const std::string& label, int64_t long_window = 0) {
   DraftHead& h = *m.draft_head();
   const int64_t V = m.info().vocab_size;
   check(m.info().batched_verify, label + ": the model declares batched_verify");
@@ -39,7 +40,8 @@ inline void verify_rounds(Model& m, const std::string& label) {
     std::vector<std::vector<int32_t>> wins;
     std::vector<std::unique_ptr<ModelState>> refs;
     for (size_t i : live[round]) {
-      const int64_t n = 1 + int64_t((i + round) % 6);
+      const int64_t n =
+          long_window > 0 && round + 1 == live.size() && i == 3 ? long_window : 1 + int64_t((i + round) % 6);
       wins.push_back(synthetic_tokens(n, 13 + int64_t(i), 5 + int64_t(round), V));
       states.push_back(seqs[i].get());
       refs.push_back(seqs[i]->clone());

@@ -36,13 +36,8 @@ void DeepseekV4CudaModel::Impl::run_groups(std::span<const RowGroup> groups, std
 }
 
 void DeepseekV4CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
-  std::vector<RowGroup> groups;  // one row per state
-  std::vector<uint64_t> key;
-  for (CudaState* s : sts) {
-    groups.push_back(RowGroup{s, int64_t(groups.size()), 1});
-    key.push_back(s->serial);
-  }
-  run_groups(groups, std::move(key));
+  const std::vector<RowGroup> groups = one_row_groups(sts);
+  run_groups(groups, batch_graph_key<CudaState>(groups, false));
 }
 
 BatchHooks<CudaState> DeepseekV4CudaModel::Impl::batch_hooks() {

@@ -135,14 +135,8 @@ inline CudaState& cuda_state(ModelState& s) {
   return *st;
 }
 
-// A state's rows in a multi-row forward: rows [r0, r0 + n) are its tokens at positions
-// *pos .. *pos + n - 1 (a chunk: one group of every row; decode_batch: one row per state;
-// verify_batch: each state's verify window). Its stateful kernels launch once per group,
-// exactly as a chunk of its n rows launches them.
-struct RowGroup {
-  CudaState* st;
-  int64_t r0, n;
-};
+// A state's rows in a multi-row forward (models/cuda_batching.h).
+using RowGroup = RowGroupOf<CudaState>;
 
 struct DeepseekV4CudaModel::Impl {
   std::unique_ptr<TensorSource> src;

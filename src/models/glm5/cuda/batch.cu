@@ -11,7 +11,8 @@
 // So row i equals forward(*states[i], {tokens[i]}, kLast) bit for bit whatever else is in the
 // batch (test_glm5_batch_cuda): a batch is never a tensor-core chunk (tc stays false: every
 // product on the exact path). The forward is captured as a CUDA graph per batch composition
-// (backend/cuda/batch_graphs.h); models/cuda_batching.h splits the rows.
+// (backend/cuda/batch_graphs.h); models/cuda_batching.h splits the rows. verify_batch
+// (verify_batch.cu) runs the same forward (enqueue_groups) with one row group per verify window.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,48 +24,55 @@
 
 namespace ds4::glm5 {
 
-void Glm5CudaModel::Impl::enqueue_batch(std::span<CudaState* const> sts) {
+void Glm5CudaModel::Impl::enqueue_groups(std::span<const RowGroup> groups) {
   cur_off = sl.x, alt_off = sl.x2;
   mark("input copy");
-  // pinned row i -> row i's scratch; row i's position is its state's counter
+  // pinned row r -> row r's scratch; group g's rows at its state's counter + 0, 1, ..
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.x), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
                                    cudaMemcpyHostToDevice, stream));
-  int32_t* positions = C<int32_t>(cl.positions);
-  std::vector<uint8_t*> sbs;
-  for (size_t i = 0; i < sts.size(); ++i) {
-    sbs.push_back(sts[i]->buf.as<uint8_t>());
-    DS4_CUDA_CHECK(cudaMemcpyAsync(positions + i, sbs.back() + lay.pos, sizeof(int32_t), cudaMemcpyDeviceToDevice,
-                                   stream));
-  }
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) layer_rows(dw.layers[size_t(l)], lay.layers[size_t(l)], sbs, nullptr);
+  auto pos = [&](const RowGroup& g) { return reinterpret_cast<int32_t*>(g.st->buf.as<uint8_t>() + lay.pos); };
+  for (const RowGroup& g : groups) enqueue_positions(pos(g), g.r0, g.n);
+  trunk_rows(groups);
   mark("head (norm, lm_head, logits copy)");
   head_all_rows();
-  for (uint8_t* sb : sbs) enqueue_advance(reinterpret_cast<int32_t*>(sb + lay.pos), 1);
+  // The MTP head queues the rows of a drafting state (as enqueue_chunk; mtp_push reads *pos).
+  for (const RowGroup& g : groups)
+    if (g.st->mtp_on) mtp_push(*g.st, R(g.r0, sl.hfin), g.n, rs());
+  for (const RowGroup& g : groups) enqueue_advance(pos(g), g.n);
+}
+
+void Glm5CudaModel::Impl::run_groups(std::span<const RowGroup> groups, std::vector<uint64_t> key) {
+  rows = 0;
+  for (const RowGroup& g : groups) rows += g.n;
+  tc = false;  // every product exact (run_chunk sets tc for a prefill chunk only, and resets it)
+  cudaGraphExec_t none = nullptr;
+  cudaGraphExec_t& exec = opt.graphs ? batch_graphs.slot(std::move(key)) : none;
+  replay(exec, false, [&] { enqueue_groups(groups); });
 }
 
 void Glm5CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
-  rows = int64_t(sts.size());
-  tc = false;  // every product exact (run_chunk sets tc for a prefill chunk only, and resets it)
-  std::vector<uint64_t> key;
-  for (const CudaState* s : sts) key.push_back(s->serial);
-  cudaGraphExec_t none = nullptr;
-  cudaGraphExec_t& exec = opt.graphs ? batch_graphs.slot(std::move(key)) : none;
-  replay(exec, false, [&] { enqueue_batch(sts); });
+  const std::vector<RowGroup> groups = one_row_groups(sts);
+  run_groups(groups, batch_graph_key<CudaState>(groups, false));
+}
+
+BatchHooks<CudaState> Glm5CudaModel::Impl::batch_hooks() {
+  BatchHooks<CudaState> h;
+  h.state = &cuda_state;
+  h.begin = [this](size_t forwards) { batch_graphs.begin_call(forwards); };
+  h.input = [this](CudaState&, int32_t tok, int64_t row) { input_row(tok, row); };
+  h.logits = static_cast<const float*>(logits_host->p);
+  return h;
 }
 
 void Glm5CudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                                  std::vector<float>& logits) {
   Impl& m = *impl_;
-  BatchHooks<CudaState> h;
-  h.state = &cuda_state;
+  BatchHooks<CudaState> h = m.batch_hooks();
   // The MTP head's queue takes every row of its state (pushed by the trunk forward, not
   // batched yet); a pending captured window stays for its commit; layer_outputs() taps single
   // steps.
   h.single = [&](const CudaState& s) { return s.mtp_on || s.cap_n > 0 || m.tap || m.cl.rows < 2; };
-  h.begin = [&](size_t forwards) { m.batch_graphs.begin_call(forwards); };
-  h.input = [&](CudaState&, int32_t tok, int64_t row) { m.input_row(tok, row); };
   h.run = [&](std::span<CudaState* const> sts) { m.run_batch(sts); };
-  h.logits = static_cast<const float*>(m.logits_host->p);
   decode_batch_rows(*this, "glm5", states, tokens, size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)), logits, h);
 }
 

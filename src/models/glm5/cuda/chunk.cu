@@ -41,7 +41,7 @@ namespace ds4::glm5 {
 
 namespace {
 
-__global__ void chunk_positions_kernel(const int32_t* pos, int32_t* positions, int32_t rows) {
+__global__ void chunk_positions_kernel(const int32_t* pos, int32_t* positions, int32_t rows) {  // positions: the group's first
   const int32_t t = int32_t(blockIdx.x * blockDim.x + threadIdx.x);
   if (t < rows) positions[t] = *pos + t;
 }
@@ -110,9 +110,9 @@ void Glm5CudaModel::Impl::hc_out_rows(const DHc& h) {
   std::swap(cur_off, alt_off);
 }
 
-void Glm5CudaModel::Impl::enqueue_positions(const int32_t* pos) {
-  chunk_positions_kernel<<<unsigned((rows + 127) / 128), 128, 0, stream>>>(pos, C<int32_t>(cl.positions),
-                                                                          int32_t(rows));
+void Glm5CudaModel::Impl::enqueue_positions(const int32_t* pos, int64_t r0, int64_t n) {
+  chunk_positions_kernel<<<unsigned((n + 127) / 128), 128, 0, stream>>>(pos, C<int32_t>(cl.positions) + r0,
+                                                                       int32_t(n));
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -122,30 +122,32 @@ void Glm5CudaModel::Impl::enqueue_advance(int32_t* pos, int64_t n) {
 }
 
 // kda() of model_cuda.cu over the rows; conv state and recurrence advance row by row (per
-// sequence: layer_rows in model_impl.h). cap (verify_capture, spec_commit.cu; a chunk of one
-// state): also keep the conv state before the rows, the conv input rows and the recurrent
-// state after each row.
-void Glm5CudaModel::Impl::kda_rows(const DKda& k, const LayerOffsets& o, std::span<uint8_t* const> sbs,
-                                   const KdaCapPtrs* cap) {
+// row group: layer_rows in model_impl.h). caps[g] with records (verify_capture / verify_batch,
+// spec_commit.cu): group g also keeps its conv state before its rows, its conv input rows and
+// its recurrent state after each row.
+void Glm5CudaModel::Impl::kda_rows(const DKda& k, const LayerOffsets& o, std::span<const RowGroup> groups,
+                                   std::span<const KdaCapPtrs> caps) {
   const int64_t hd = c.linear_head_dim, nh = c.linear_num_heads, qkv = hd * nh;
   const KdaShape ksh{nh, hd, c.has_lower_bound, c.linear_lower_bound, c.rms_norm_eps};
   const dc::DeltaRuleShape dsh{nh, nh, hd, hd, true};
   mark("kda proj in");
   mproj(k.in, sl.in, sl.kraw);  // {rows, [q | k | v | f_a | g_a | b]}
   mark("kda conv");
-  dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
-    float* conv = reinterpret_cast<float*>(sb + o.conv);
-    if (cap) {  // conv0 {K-1, 3*qkv} before the rows; conv_in {rows, 3*qkv} = the q|k|v part of kraw
+  auto cap = [&](size_t g) { return caps.empty() || !caps[g].rec ? nullptr : &caps[g]; };
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto [st, t, n] = groups[g];
+    float* conv = reinterpret_cast<float*>(st->buf.as<uint8_t>() + o.conv);
+    if (const KdaCapPtrs* cp = cap(g)) {  // conv0 {K-1, 3*qkv} before the rows; conv_in {n, 3*qkv} = the q|k|v part of kraw
       const size_t w = size_t(3 * qkv) * sizeof(float);
-      DS4_CUDA_CHECK(cudaMemcpyAsync(cap->conv0, conv, size_t(c.linear_conv_kernel_dim - 1) * w,
+      DS4_CUDA_CHECK(cudaMemcpyAsync(cp->conv0, conv, size_t(c.linear_conv_kernel_dim - 1) * w,
                                      cudaMemcpyDeviceToDevice, stream));
-      DS4_CUDA_CHECK(cudaMemcpy2DAsync(cap->conv_in, w, R(0, sl.kraw), cl.row_bytes, w, size_t(rows),
+      DS4_CUDA_CHECK(cudaMemcpy2DAsync(cp->conv_in, w, R(t, sl.kraw), cl.row_bytes, w, size_t(n),
                                        cudaMemcpyDeviceToDevice, stream));
     }
     // The conv state advances row by row inside one launch (a thread per channel).
     dc::conv1d_rows_f32(R(t, sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, R(t, sl.kconv),
                         dc::Conv1dRows{n, rs(), rs()}, stream);
-  });
+  }
   mark("kda f_b g_b gates");
   mgemv(k.f_b, sl.fa, sl.kg);
   mgemv(k.g_b, sl.ga, sl.kgate);
@@ -154,12 +156,13 @@ void Glm5CudaModel::Impl::kda_rows(const DKda& k, const LayerOffsets& o, std::sp
   // One launch each (the recurrence: per sequence); it loops a chunk's rows in order inside the kernel.
   mark("kda recurrence");
   dc::delta_rule_qk_l2norm_rows(R(0, sl.kconv), dsh, dc::DeltaRuleRows{rows, rs()}, stream);
-  dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto [st, t, n] = groups[g];
     dc::DeltaRuleRows drows{n, rs()};
-    if (cap) drows.states = cap->rec, drows.state_stride = nh * hd * hd;  // {rows, heads, hd, hd}
-    dc::delta_rule_rows(R(t, sl.kconv), R(t, sl.kg), R(t, sl.kb), reinterpret_cast<float*>(sb + o.rec), R(t, sl.ko),
-                        dsh, drows, stream);
-  });
+    if (const KdaCapPtrs* cp = cap(g)) drows.states = cp->rec, drows.state_stride = nh * hd * hd;  // {n, heads, hd, hd}
+    dc::delta_rule_rows(R(t, sl.kconv), R(t, sl.kg), R(t, sl.kb), reinterpret_cast<float*>(st->buf.as<uint8_t>() + o.rec),
+                        R(t, sl.ko), dsh, drows, stream);
+  }
   mark("kda norm + o");
   kda_gated_norm(R(0, sl.ko), R(0, sl.kgate), k.o_norm, ksh, stream, all);
   mgemv(k.o, sl.ko, sl.y);
@@ -171,12 +174,14 @@ void Glm5CudaModel::Impl::kda_rows(const DKda& k, const LayerOffsets& o, std::sp
 // all rows: row t attends to positions <= pos + t only (its own selection), and the rows
 // after it write positions and pools row t never reads, so each row equals its decode step.
 // Each row keeps its own selection list (row scratch) for the shared-indexer layers.
-// decode_batch: the appends, selection and attention once per sequence, on its own caches.
-void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, std::span<uint8_t* const> sbs) {
+// Several states' row groups (decode_batch, verify_batch): the appends, selection and
+// attention once per group, on its state's own caches.
+void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, std::span<const RowGroup> groups) {
   auto SF = [&](uint8_t* sb, size_t off) { return reinterpret_cast<float*>(sb + off); };
   const int64_t nah = c.num_attention_heads, kvr = c.kv_lora_rank, nope = c.qk_nope_head_dim, vd = c.v_head_dim;
   const MlaShape msh{nah, kvr, c.index_topk + c.index_kpool - 1, 1.0f / std::sqrt(float(nope)), c.rms_norm_eps};
   const IndexerShape ish{c.index_n_heads, c.index_head_dim, c.index_kpool, c.kpool_budget(), lay.max_pools};
+  auto sb_of = [](const RowGroup& g) { return g.st->buf.as<uint8_t>(); };
   auto ic = [&](uint8_t* sb) { return IndexerCache{SF(sb, o.idx_keys), SF(sb, o.idx_gates), SF(sb, o.idx_pools)}; };
   const int32_t* positions = C<int32_t>(cl.positions);
   mark("mla proj (q_a kv_a idx q_b uk)");
@@ -192,28 +197,27 @@ void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, std::sp
   mgemv(m.uk_t, sl.q, sl.qlat, dc::MatmulBatch{int(nah), m.uk_stride, 0, nope, kvr});
   auto RI = [&](int64_t t, size_t off) { return reinterpret_cast<int32_t*>(R(t, off)); };
   mark("mla append + select");
-  dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
-    const Rows rr{n, rs()};
-    mla_append(R(t, sl.mkv), m.kv_a_norm, SF(sb, o.latent), positions + t, msh, stream, rr);
-  });
+  for (const RowGroup& g : groups)
+    mla_append(R(g.r0, sl.mkv), m.kv_a_norm, SF(sb_of(g), o.latent), positions + g.r0, msh, stream, Rows{g.n, rs()});
   if (m.has_indexer) {
-    dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
-      indexer_append(R(t, sl.ik), R(t, sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic(sb), ish,
-                     positions + t, stream, Rows{n, rs()});
-    });
-    dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
-      indexer_select(R(t, sl.iq), R(t, sl.iw), ic(sb), ish, positions + t, R(t, sl.pool_scores),
+    for (const RowGroup& g : groups)
+      indexer_append(R(g.r0, sl.ik), R(g.r0, sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic(sb_of(g)), ish,
+                     positions + g.r0, stream, Rows{g.n, rs()});
+    for (const RowGroup& g : groups) {
+      const int64_t t = g.r0;
+      indexer_select(R(t, sl.iq), R(t, sl.iw), ic(sb_of(g)), ish, positions + t, R(t, sl.pool_scores),
                      reinterpret_cast<uint8_t*>(R(t, sl.keep)), RI(t, sl.sel_idx), RI(t, sl.sel_count), stream,
-                     Rows{n, rs()});
-    });
+                     Rows{g.n, rs()});
+    }
   }
   mark("mla attend");
   // A tensor-core chunk (one state) may take the GEMM form; a batch never is one.
-  if (sbs.size() > 1 || !mla_attend_gemm(SF(sbs[0], o.latent), msh))
-    dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) {
-      mla_attend(R(t, sl.qlat), SF(sb, o.latent), RI(t, sl.sel_idx), RI(t, sl.sel_count), msh, R(t, sl.att_scores),
-                 R(t, sl.olat), stream, Rows{n, rs()});
-    });
+  if (groups.size() > 1 || !mla_attend_gemm(SF(sb_of(groups[0]), o.latent), msh))
+    for (const RowGroup& g : groups) {
+      const int64_t t = g.r0;
+      mla_attend(R(t, sl.qlat), SF(sb_of(g), o.latent), RI(t, sl.sel_idx), RI(t, sl.sel_count), msh,
+                 R(t, sl.att_scores), R(t, sl.olat), stream, Rows{g.n, rs()});
+    }
   mark("mla uv + o");
   mgemv(m.uv, sl.olat, sl.ov, dc::MatmulBatch{int(nah), m.uv_stride, 0, kvr, vd});  // o[t][h] = W_uv[h] o_lat[t][h]
   mgemv(m.o, sl.ov, sl.y);
@@ -277,16 +281,27 @@ void Glm5CudaModel::Impl::ffn_rows(const DLayer& L) {
 }
 
 // One decoder layer over the chunk's rows (the trunk's, or the MTP head's own: mtp.cu), on
-// the caches at `o` in the state buffers `sbs` (model_impl.h); positions: cl.positions.
-void Glm5CudaModel::Impl::layer_rows(const DLayer& L, const LayerOffsets& o, std::span<uint8_t* const> sbs,
-                                     const KdaCapPtrs* cap) {
+// the caches at `o` in the groups' state buffers (model_impl.h); positions: cl.positions.
+void Glm5CudaModel::Impl::layer_rows(const DLayer& L, const LayerOffsets& o, std::span<const RowGroup> groups,
+                                     std::span<const KdaCapPtrs> caps) {
   hc_in_rows(L.attn_hc, L.input_norm);
-  if (L.kda) kda_rows(*L.kda, o, sbs, cap);
-  else mla_rows(*L.mla, o, sbs);
+  if (L.kda) kda_rows(*L.kda, o, groups, caps);
+  else mla_rows(*L.mla, o, groups);
   hc_out_rows(L.attn_hc);
   hc_in_rows(L.ffn_hc, L.post_norm);
   ffn_rows(L);
   hc_out_rows(L.ffn_hc);
+}
+
+// Every trunk layer over the groups' rows; while capturing, each group of more than one row
+// records its KDA layers (a window of one row keeps all of itself: nothing to record).
+void Glm5CudaModel::Impl::trunk_rows(std::span<const RowGroup> groups) {
+  std::vector<KdaCapPtrs> caps(groups.size());
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    for (size_t g = 0; g < groups.size(); ++g)
+      caps[g] = capturing && groups[g].n > 1 ? cap_ptrs(*groups[g].st, l) : KdaCapPtrs{};
+    layer_rows(dw.layers[size_t(l)], lay.layers[size_t(l)], groups, caps);
+  }
 }
 
 // Everything of one chunk of `rows` tokens: input rows in, every layer, logits out (row
@@ -299,11 +314,9 @@ void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
   mark("input copy");
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.x), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
                                    cudaMemcpyHostToDevice, stream));
-  enqueue_positions(pos);
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const KdaCapPtrs cp = capturing ? cap_ptrs(st, l) : KdaCapPtrs{};
-    layer_rows(dw.layers[size_t(l)], lay.layers[size_t(l)], {&sb, 1}, cp.rec ? &cp : nullptr);
-  }
+  enqueue_positions(pos, 0, rows);
+  const RowGroup all{&st, 0, rows};
+  trunk_rows({&all, 1});
   mark("head (norm, lm_head, logits copy)");
   // The MTP head takes every row's normed output (mtp.cu): then all rows get their hfin. A
   // verify-sized chunk queues them; a prefill chunk's pairs go through the head after the

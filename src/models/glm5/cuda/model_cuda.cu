@@ -263,6 +263,7 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   // The MTP head runs on the chunk path's row scratch, with chunk_rows = 1 too.
   if (m.cl.rows > 1 || m.dw.mtp) m.chunk = dc::DeviceBuffer(m.cl.bytes, "glm5 chunk scratch");
   m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
+  m.info.batched_verify = m.info.batched_decode;  // verify_batch: the same rows, one group per window (verify_batch.cu)
   if (m.cl.rows > copt.chunk_rows) {  // prefill chunks: the GEMMs' cuBLAS handle and weight tile
     const int64_t qkv = c.linear_num_heads * c.linear_head_dim;
     const int64_t cols = std::max({c.hc_mult * c.hidden_size, c.hidden_size, qkv, c.q_lora_rank,

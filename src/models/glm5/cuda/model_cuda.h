@@ -111,6 +111,12 @@ class Glm5CudaModel : public Model, public DraftHead {
   // most batch_rows (and chunk-scratch rows) per forward; more run as several.
   void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                     std::vector<float>& logits) override;
+  // Batched speculative verify (verify_batch.cu): every state's verify window as one forward
+  // over the stacked rows (the same rows and exact products as decode_batch, one row group per
+  // window), each window's rows, KDA records and MTP queue bit for bit its own verify_capture's.
+  // Windows longer than chunk_rows or layer_outputs() take Model's loop of verify_capture calls.
+  bool verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                    std::vector<float>& logits) override;
 
   const Config& config() const;
   // Changes the per-forward options of the loaded model (the bench's old vs new path): the load-

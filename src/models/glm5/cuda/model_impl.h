@@ -17,6 +17,7 @@
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
 #include "formats/tensor_source.h"
+#include "models/cuda_batching.h"
 #include "models/cuda_candidates.h"
 #include "models/glm5/config.h"
 #include "models/glm5/cuda/cuda_state.h"
@@ -33,6 +34,8 @@ using namespace ds4::glm5::cuda;
 
 // Pinned host memory for the step's inputs and logits (fixed addresses for the captured graph).
 using Pinned = dc::PinnedHost;
+// A state's rows in a multi-row forward (models/cuda_batching.h).
+using RowGroup = RowGroupOf<CudaState>;
 
 struct Glm5CudaModel::Impl {
   std::unique_ptr<TensorSource> src;
@@ -103,16 +106,20 @@ struct Glm5CudaModel::Impl {
   struct KdaCapPtrs {  // one KDA layer's verify-capture records in CudaState::cap (spec_commit.cu)
     float *conv0 = nullptr, *conv_in = nullptr, *rec = nullptr;  // {K-1, 3qkv}, {rows, 3qkv}, {rows, heads, hd, hd}
   };
-  // The layer over the rows, sbs their state buffers: one whose rows are consecutive tokens (a
-  // chunk or the MTP head's rows: row t at cl.positions[t] = *pos + t, one launch of each
-  // stateful kernel for all rows) or one per row (decode_batch, batch.cu: row i is that
-  // state's next token at cl.positions[i], one launch per sequence, the decode step's launch
-  // on row i's scratch; backend/cuda/seq_rows.h). cap: a chunk's verify-capture records.
-  void kda_rows(const DKda& k, const LayerOffsets& o, std::span<uint8_t* const> sbs, const KdaCapPtrs* cap = nullptr);
-  void layer_rows(const DLayer& L, const LayerOffsets& o, std::span<uint8_t* const> sbs, const KdaCapPtrs* cap);
-  void enqueue_positions(const int32_t* pos);  // cl.positions[t] = *pos + t for t < rows
+  // The layer over the rows of `groups` (RowGroup: a state's consecutive tokens, row r0 + t at
+  // cl.positions[r0 + t] = its *pos + t): one group of every row (a chunk or the MTP head's
+  // rows), one group of one row per state (decode_batch, batch.cu) or one per verify window
+  // (verify_batch, verify_batch.cu). Each stateful kernel launches once per group on its
+  // state's buffer, exactly as a chunk of that group's rows launches it. caps: empty, or per
+  // group its verify-capture records (rec null: none).
+  void kda_rows(const DKda& k, const LayerOffsets& o, std::span<const RowGroup> groups,
+                std::span<const KdaCapPtrs> caps);
+  void layer_rows(const DLayer& L, const LayerOffsets& o, std::span<const RowGroup> groups,
+                  std::span<const KdaCapPtrs> caps);
+  void trunk_rows(std::span<const RowGroup> groups);  // every trunk layer (records while capturing)
+  void enqueue_positions(const int32_t* pos, int64_t r0, int64_t n);  // cl.positions[r0 + t] = *pos + t, t < n
   void enqueue_advance(int32_t* pos, int64_t n);
-  void mla_rows(const DMla& m, const LayerOffsets& o, std::span<uint8_t* const> sbs);
+  void mla_rows(const DMla& m, const LayerOffsets& o, std::span<const RowGroup> groups);
   void moe_rows(const DMoe& m);
   void ffn_rows(const DLayer& L);
   void head_all_rows();     // every row's final norm + lm_head, logits to pinned rows 0.. (kAll)
@@ -121,9 +128,16 @@ struct Glm5CudaModel::Impl {
   void run_chunk(CudaState& st, int64_t n, Logits mode);
 
   // ---- batch.cu: decode_batch, one token for each of `rows` states as one forward ----
-  dc::BatchGraphs batch_graphs;  // a graph per batch composition (the states' serials)
-  void enqueue_batch(std::span<CudaState* const> sts);
+  dc::BatchGraphs batch_graphs;  // a graph per batch composition (decode: the states' serials)
+  // One forward over the groups' rows on the exact products: input rows, every layer, every
+  // row's logits to the pinned rows, the MTP queue push of the groups whose state drafts,
+  // each group's position counter += n; captured as the graph of composition `key`.
+  void enqueue_groups(std::span<const RowGroup> groups);
+  void run_groups(std::span<const RowGroup> groups, std::vector<uint64_t> key);
   void run_batch(std::span<CudaState* const> sts);
+  BatchHooks<CudaState> batch_hooks();  // decode_batch's and verify_batch's (models/cuda_batching.h)
+  // ---- verify_batch.cu: every state's verify window as one forward (row groups, records) ----
+  void run_verify(std::span<const RowGroup> groups);
 
   // ---- mtp.cu: the MTP draft head (CPU: mtp.cpp) on the chunk path's row scratch ----
   int64_t qcap = 0;              // queue rows per state (0: the checkpoint has no head)

@@ -147,8 +147,9 @@ void Glm5CudaModel::Impl::head_rows(CudaState& st, int64_t n, const int32_t* ids
   const dim3 grid(unsigned((H + 255) / 256), unsigned(n));
   expand_streams_kernel<<<grid, 256, 0, stream>>>(R(0, sl.y), c.hc_mult, H, R(0, cur_off), rs());
   DS4_CUDA_CHECK_LAUNCH();
-  enqueue_positions(hpos);
-  layer_rows(h.layer, lay.mtp.layer, {&sb, 1}, nullptr);
+  enqueue_positions(hpos, 0, n);
+  const RowGroup all{&st, 0, n};
+  layer_rows(h.layer, lay.mtp.layer, {&all, 1}, {});
   enqueue_advance(hpos, n);
 }
 
