@@ -11,7 +11,7 @@ targets="test_cuda_ops test_cuda_hc_fused test_gemv_pdl test_gemv_act test_gemv_
   test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda bench_qwen_next_cuda
   test_deepseek_v4_cuda test_deepseek_v4_mtp_cuda test_deepseek_v4_dspark_cuda test_deepseek_v4_batch_cuda test_deepseek_v4_verify_batch_cuda test_deepseek_v4_actq_cuda
   bench_deepseek_v4_cuda
-  test_glm5_cuda test_glm5_mtp_cuda test_glm5_batch_cuda bench_glm5_cuda test_synthetic_cuda test_admission_cuda
+  test_glm5_cuda test_glm5_mtp_cuda test_glm5_batch_cuda test_glm5_verify_batch_cuda bench_glm5_cuda test_synthetic_cuda test_admission_cuda
   ds4-convert"
 if [ "${1:-}" = --build ]; then
   [ -d build/cuda ] || cmake --preset cuda >/dev/null
