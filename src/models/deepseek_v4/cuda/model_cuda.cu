@@ -149,8 +149,8 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
     mark("index_lane_pool");
   }
   // main branch: the queries
-  dc::rmsnorm_f32(qr, L.q_a_norm, qr, 1, c.q_lora, c.rms_eps, stream);
   ActIn xqr = in_step(qr, c.q_lora, kActQr);
+  rmsnorm_act(L.q_a_norm, xqr, L.q_b, stream);  // (+ its quantized copy for q_b and index_q_b)
   mv(L.q_b, xqr, q, stream);
   norm_rope(q, NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream);  // per head, unweighted
   if (L.has_indexer) mv(L.index_q_b, xqr, S(sl.iq), stream);
@@ -194,7 +194,7 @@ void DeepseekV4CudaModel::Impl::moe(int64_t l, bool combine) {
   proj(L.moe_in, xin, shg);
   mark("moe_in_proj");
   fork();  // side branch: the shared expert
-  swiglu_clamp(shg, shu, 1, F, F, c.swiglu_limit, shg, side());
+  swiglu_act(shg, shu, 1, F, F, xsh, L.sh_down, side());  // in place (+ quantized for sh_down)
   mv(L.sh_down, xsh, S(sl.sh), side());
   mark("shared_expert");
   moe_route(RouteArgs{router, L.router_bias, L.tid2eid, SI(sl.tok), c.experts, K, int(c.score), c.norm_topk,
@@ -204,8 +204,8 @@ void DeepseekV4CudaModel::Impl::moe(int64_t l, bool combine) {
   float* egu = S(sl.egu);  // {K, 2F}: gate rows then up rows per chosen expert
   mv_batched(L.gate_up.first, xin, egu, dc::GemvBatch{int(K), ids, L.gate_up.stride, 0, 0, 2 * F}, stream);
   mark("experts_gate_up");
-  swiglu_clamp(egu, egu + F, K, F, 2 * F, c.swiglu_limit, S(sl.eact), stream);
   ActIn xact = in_step(S(sl.eact), F, kActExperts, K);  // K rows of F: expert b reads row b
+  swiglu_act(egu, egu + F, K, F, 2 * F, xact, L.down.first, stream);
   mv_batched(L.down.first, xact, S(sl.ey), dc::GemvBatch{int(K), ids, L.down.stride, 0, F, H}, stream);
   mark("experts_down");
   join();

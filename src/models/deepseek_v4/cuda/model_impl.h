@@ -198,6 +198,15 @@ struct DeepseekV4CudaModel::Impl {
   // x's quantized rows for w (quantizing them on s first when the slot holds another block
   // type, or none yet); nullopt when w keeps f32 x (no slot, or a format without act blocks).
   std::optional<dc::DeviceActQ8> act_for(ActIn& x, const WeightMatrix& w, cudaStream_t s);
+  // x's quantized rows for w without quantizing (nullopt as act_for): what a fused producer writes.
+  std::optional<dc::DeviceActQ8> act_slot(const ActIn& x, const WeightMatrix& w) const;
+  // y's f32 rows (y.x, x_row apart) = swiglu_clamp of g, u (c.swiglu_limit), quantized for w in
+  // the same launch when y has a slot (then y.have is set: w's product quantizes nothing).
+  void swiglu_act(const float* g, const float* u, int64_t rows, int64_t F, int64_t in_stride, ActIn& y,
+                  const WeightMatrix& w, cudaStream_t s);
+  // y's rows normalized in place (rmsnorm_f32 with weight norm, c.rms_eps), one row quantized
+  // for w in the same launch when y has a slot.
+  void rmsnorm_act(const float* norm, ActIn& y, const WeightMatrix& w, cudaStream_t s);
   // One row (decode step): gemv / gemv_act; batched (o_a groups, experts: b.x_stride in values
   // = floats); a stacked projection, one launch per run with outputs back to back.
   void mv(const WeightMatrix& m, ActIn& x, float* y, cudaStream_t s);
