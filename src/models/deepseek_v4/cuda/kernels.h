@@ -204,6 +204,10 @@ void moe_route(const RouteArgs& a, cudaStream_t s, const Rows& rows = {});
 // out_stride (0: cols, packed).
 void swiglu_clamp(const float* g, const float* u, int64_t rows, int64_t cols, int64_t in_stride, float limit,
                   float* y, cudaStream_t s, int64_t out_stride = 0);
+// moe_route of one token (rows: 1) that also quantizes x {q.n} into q row 0 in the same launch
+// (the bytes quantize_act writes; x 16-byte aligned): the routed experts' input made beside the
+// router (issue #23).
+void moe_route_quant(const RouteArgs& a, const float* x, const ::ds4::cuda::DeviceActQ8& q, cudaStream_t s);
 // swiglu_clamp (y packed, out_stride cols) whose rows are also quantized into q (q.n == cols,
 // q.rows >= rows; Q8_0: cols % 32 == 0, Q8_K: cols % 256 == 0; g, u, y 16-byte aligned, y may
 // be g): one launch writing the bytes swiglu_clamp + quantize_act write (issue #23: one launch

@@ -178,7 +178,10 @@ struct DeepseekV4CudaModel::Impl {
   bool hc_fused(const DHc& h, bool head) const;
   // x: the streams {hc, hidden}; with post_in, the hc_post before this hc_pre is folded in and
   // writes x first (the unfused path runs hc_post_f32 first).
-  void hc_pre(const DHc& h, const float* norm, float* x, const dc::HcPostIn* post_in = nullptr);
+  // col: the collapsed row's product input; when its first product `w` takes Q8_0 the fused
+  // kernel also writes col's quantized copy (col->have set).
+  void hc_pre(const DHc& h, const float* norm, float* x, const dc::HcPostIn* post_in = nullptr, ActIn* col = nullptr,
+              const WeightMatrix* w = nullptr);
   void hc_head(const DHc& h, const float* norm, float* x, float* out);  // decode: HC head + norm
 
   // ---- products.cu: every weight product, f32 x or (act_quant) quantized x ----
@@ -228,8 +231,9 @@ struct DeepseekV4CudaModel::Impl {
   void join();
   LaneArgs lane_args(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv, const float* gate,
                      int64_t ratio, bool overlap) const;
-  void attention(CudaState& st, int64_t l);
-  void moe(int64_t l, bool combine = true);  // combine: moe_combine into y (else layer_step folds it)
+  // col: the collapsed row as an input (hc_pre may have quantized it); null: made here.
+  void attention(CudaState& st, int64_t l, ActIn* col = nullptr);
+  void moe(int64_t l, bool combine = true, ActIn* col = nullptr);  // combine: moe_combine into y (else layer_step folds it)
   void enqueue_step(CudaState& st, bool logits);
   void run_step(CudaState& st, bool logits);
   void collect_profile();

@@ -29,11 +29,8 @@ __device__ __forceinline__ float score_of(int f, float x) {
 // One block per token: scores, then the chosen experts (hash table row, or top-k of score +
 // bias with ties to the lower index, in rank order as topk_f32) and their normalized, scaled
 // weights. Token t (blockIdx.x) reads logits / token at t * stride, writes ids / weights at t * K.
-__global__ void route_kernel(RouteArgs a, int64_t stride) {
-  {
-    const int64_t t = blockIdx.x;
-    a.logits += t * stride, a.token += t * stride, a.ids += t * a.k, a.weights += t * a.k;
-  }
+__device__ void route_token(RouteArgs a, int64_t t, int64_t stride) {
+  a.logits += t * stride, a.token += t * stride, a.ids += t * a.k, a.weights += t * a.k;
   extern __shared__ float4 p4[];  // {E} scores, then {E} biased (float4: 16-byte aligned)
   float* p = reinterpret_cast<float*>(p4);
   float* biased = p + a.experts;
@@ -87,6 +84,8 @@ __global__ void route_kernel(RouteArgs a, int64_t stride) {
     }
   }
 }
+
+__global__ void route_kernel(RouteArgs a, int64_t stride) { route_token(a, blockIdx.x, stride); }
 
 // One value of swiglu_clamp: every kernel that computes it calls this (same bits).
 __device__ __forceinline__ float swiglu_value(float gv, float uv, float limit) {
@@ -154,6 +153,38 @@ __global__ void __launch_bounds__(kQuantWarps * 32)
     }
     q8_0_tile(f, live, lane, o.q + row * o.n + t0, o.d + row * (o.n / 32) + t0 / 32);
   }
+}
+
+// Warp `tile` of x {n} quantized into o's row 0 as quantize_act does it (Q8_0: 128 values, Q8_K:
+// one 256-value block); the whole warp calls it.
+template <bool kQ8K>
+__device__ __forceinline__ void quantize_tile(const float* x, int64_t n, int64_t tile, int lane, const QuantOut& o) {
+  using namespace ds4::cuda::act_quant_detail;
+  if constexpr (kQ8K) {
+    const float4 f0 = *reinterpret_cast<const float4*>(x + tile * 256 + 4 * lane);
+    const float4 f1 = *reinterpret_cast<const float4*>(x + tile * 256 + 128 + 4 * lane);
+    const float v[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
+    q8_k_block(v, lane, o.q + tile * 256, o.bs + tile * 16, o.d + tile);
+  } else {
+    const int64_t c = tile * 128 + 4 * lane;
+    const bool live = c < n;
+    const float4 f = live ? *reinterpret_cast<const float4*>(x + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+    q8_0_tile(f, live, lane, o.q + tile * 128, o.d + tile * 4);
+  }
+}
+
+// moe_route_quant: block 0 routes the one token (route_kernel's code), blocks 1.. quantize x,
+// a warp per tile: the routed experts' input quantized beside the router instead of in a
+// launch of its own between the router and gate|up (issue #23).
+template <bool kQ8K>
+__global__ void route_quant_kernel(RouteArgs a, const float* x, int64_t n, QuantOut o) {
+  if (blockIdx.x == 0) {
+    route_token(a, 0, 0);
+    return;
+  }
+  const int64_t tile = int64_t(blockIdx.x - 1) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (tile * (kQ8K ? 256 : 128) >= n) return;  // whole warp
+  quantize_tile<kQ8K>(x, n, tile, int(threadIdx.x & 31), o);
 }
 
 // rmsnorm_quant: rmsnorm_kernel's sums (backend/cuda/rmsnorm.cu: the same threads, fmaf order
@@ -230,6 +261,22 @@ void swiglu_clamp(const float* g, const float* u, int64_t rows, int64_t cols, in
                   float* y, cudaStream_t s, int64_t out_stride) {
   swiglu_clamp_kernel<<<unsigned((rows * cols + 255) / 256), 256, 0, s>>>(g, u, rows, cols, in_stride, limit, y,
                                                                           out_stride ? out_stride : cols);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void moe_route_quant(const RouteArgs& a, const float* x, const ds4::cuda::DeviceActQ8& q, cudaStream_t s) {
+  if (a.k < 1 || a.k > kMaxK || a.k > a.experts)
+    throw InputError("deepseek_v4 cuda: experts_used " + std::to_string(a.k) + " unsupported (1.." +
+                     std::to_string(kMaxK) + ")");
+  const QuantOut o = quant_out("deepseek_v4 cuda moe_route_quant", q, 1, q.n);
+  if (!aligned16(x)) throw InputError("deepseek_v4 cuda moe_route_quant: x not 16-byte aligned");
+  constexpr int kThreads = 256;  // moe_route's (its softmax sums depend on it)
+  const int64_t tiles = q.block == ActBlock::kQ8_K ? q.n / 256 : (q.n + 127) / 128;
+  const unsigned blocks = unsigned(1 + (tiles + kThreads / 32 - 1) / (kThreads / 32));
+  if (q.block == ActBlock::kQ8_K)
+    route_quant_kernel<true><<<blocks, kThreads, size_t(a.experts) * 8, s>>>(a, x, q.n, o);
+  else
+    route_quant_kernel<false><<<blocks, kThreads, size_t(a.experts) * 8, s>>>(a, x, q.n, o);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
