@@ -215,6 +215,8 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows) {
   if (dc::hc_fused_quant_supported(d)) {
     const size_t qb = dc::act_q8_row_bytes(ActBlock::kQ8_0, H);
     Dev c3{static_cast<size_t>(L.stride)}, c4{static_cast<size_t>(L.stride)}, q3{qb / 4}, q4{qb / 4};
+    Dev nrm{static_cast<size_t>(H)};  // the norm 16-byte aligned, as the model's (w's copy is not)
+    DS4_CUDA_CHECK(cudaMemcpy(nrm.f(), norm, size_t(H) * 4, cudaMemcpyDeviceToDevice));
     DS4_CUDA_CHECK(cudaMemcpy(c3.f(), buf.f(), size_t(L.stride) * 4, cudaMemcpyDeviceToDevice));
     DS4_CUDA_CHECK(cudaMemcpy(c4.f(), buf.f(), size_t(L.stride) * 4, cudaMemcpyDeviceToDevice));
     DS4_CUDA_CHECK(cudaMemset(q3.f(), 0x5a, qb));
@@ -224,9 +226,9 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows) {
     const dc::HcPostIn p4{R(c4, 0, L.b), R(c4, 0, L.x), R(c4, 0, L.post), R(c4, 0, L.comb)};
     dc::HcFusedScratch s3 = sc(c3, 0);
     s3.q8_0 = a3.q, s3.q8_0_d = a3.d;
-    dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(c3, 0, L.y), &p3, norm, R(c3, 0, L.col), R(c3, 0, L.post),
+    dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(c3, 0, L.y), &p3, nrm.f(), R(c3, 0, L.col), R(c3, 0, L.post),
                      R(c3, 0, L.comb), s3, one, nullptr);
-    dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(c4, 0, L.y), &p4, norm, R(c4, 0, L.col), R(c4, 0, L.post),
+    dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(c4, 0, L.y), &p4, nrm.f(), R(c4, 0, L.col), R(c4, 0, L.post),
                      R(c4, 0, L.comb), sc(c4, 0), one, nullptr);
     dc::quantize_act(R(c4, 0, L.col), H, 1, a4, nullptr);
     DS4_CUDA_CHECK(cudaDeviceSynchronize());

@@ -81,8 +81,10 @@ void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, float* x
                                        ActIn* col, const WeightMatrix* w) {
   if (hc_fused(h, false)) {
     dc::HcFusedScratch sc{S(sl.mix), hc_counts.as<unsigned>()};
+    auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };  // (hc_pre_fused's terms)
     if (const auto q = col && w ? act_slot(*col, *w) : std::nullopt;
-        q && q->block == ActBlock::kQ8_0 && col->x == S(sl.col) && dc::hc_fused_quant_supported(hcd)) {
+        q && q->block == ActBlock::kQ8_0 && col->x == S(sl.col) && dc::hc_fused_quant_supported(hcd) &&
+        a16(q->q) && a16(x) && a16(S(sl.col)) && (!norm || a16(norm))) {
       sc.q8_0 = q->q, sc.q8_0_d = q->d;  // (the collapse writes the product's Q8_0 input too)
       col->have = ActBlock::kQ8_0;
     }
