@@ -18,6 +18,8 @@
 // 0, as generate_greedy sets it).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
 //        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S]] [--jump N,N] [--act-quant]
+//        [--act-variants]
+//   --act-variants: decode tok/s under each IQ2_XXS decoder of gemv_act (act_variants below).
 //   --act-quant: after the decode lines, decode tok/s with ds4's activation quantization
 //   (Config::act_quant: Q8_0 / Q8_K activations, integer GEMVs) and without it, from clones of
 //   the prompt state in the same run (CudaModelOptions::act_quant switched by set_options), and
@@ -53,6 +55,7 @@
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/canary.h"
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_tuning.h"
 #include "engine/speculative.h"
 #include "../cuda_op_table.h"
 #include "../cuda_batch_table.h"
@@ -365,6 +368,47 @@ void act_quant_decode(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at,
   m.set_options(with(was));
 }
 
+// --act-variants: decode tok/s (CUDA graph, act_quant as loaded) under each IQ2_XXS decoder of
+// gemv_act (backend/cuda/gemv_tuning.h: 4 / 8 lanes per block, computed sign masks / the shared
+// sign table / byte permutes), each from a clone of the prompt state (one untimed token: its
+// graph capture), and whether its greedy tokens equal the default's (every variant gives the
+// same bits). The defaults are restored after.
+void act_variants(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, const std::vector<float>& l0, int n,
+                  double roof) {
+  struct Variant {
+    const char* name;
+    int lanes;
+    bool table, permute;
+  };
+  const Variant vs[] = {{"default (4 lanes, computed signs)", 0, false, false}, {"4 lanes, sign table", 0, true, false},
+                        {"4 lanes, byte permutes", 0, false, true}, {"8 lanes, computed signs", 8, false, false},
+                        {"8 lanes, byte permutes", 8, false, true}};
+  std::printf("\nIQ2_XXS gemv_act decoders in the decode step (CUDA graph, act_quant %s), %d tokens from the prompt "
+              "state:\n| decoder | tok/s | ms/token | of roofline | tokens = default's |\n|---|---|---|---|---|\n",
+              m.config().act_quant ? "on" : "off", n);
+  std::vector<int32_t> base;
+  for (const Variant& v : vs) {
+    cuda::gemv_act_set_lanes(v.lanes);
+    cuda::gemv_act_set_iq2_sign_table(v.table);
+    cuda::gemv_act_set_iq2_permute(v.permute);
+    auto c = at.clone();
+    std::vector<int32_t> toks{argmax(l0)};
+    auto l = m.decode(*c, toks.back());
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      toks.push_back(argmax(l));
+      l = m.decode(*c, toks.back());
+    }
+    const double tps = n / secs(t0, Clock::now());
+    if (base.empty()) base = toks;
+    std::printf("| %s | %.2f | %.3f | %.1f%% | %s |\n", v.name, tps, 1e3 / tps, 100 * tps / roof,
+                toks == base ? "yes" : "NO");
+  }
+  cuda::gemv_act_set_lanes(0);
+  cuda::gemv_act_set_iq2_sign_table(false);
+  cuda::gemv_act_set_iq2_permute(false);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -375,12 +419,14 @@ int main(int argc, char** argv) {
   int old_max = 1 << 30;                 // --old-max N: the old path only at lengths <= N
   std::vector<int> prefill_rows = {512};  // --prefill-rows N,N: the tensor-core path's chunk sizes
   ds4::bench::BatchArgs batch;            // --batch N,N [--batch-rows N,N] [--batch-steps S]
-  bool act_quant = false;
+  bool act_quant = false, variants = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       prof = true;
     } else if (std::strcmp(argv[i], "--act-quant") == 0) {
       act_quant = true;
+    } else if (std::strcmp(argv[i], "--act-variants") == 0) {
+      variants = true;
     } else if (std::strcmp(argv[i], "--old-max") == 0 && i + 1 < argc) {
       old_max = std::stoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--prefill-rows") == 0 && i + 1 < argc) {
@@ -399,7 +445,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...] "
                  "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S]] [--jump N,N] "
-                 "[--act-quant]\n");
+                 "[--act-quant] [--act-variants]\n");
     return 2;
   }
   const std::string path = pos[0];
@@ -473,6 +519,7 @@ int main(int argc, char** argv) {
     std::printf("vs antirez/ds4 on the synthetic Flash, H200, 2048 context: 33.65 tok/s (8.2%% of its roofline): "
                 "ratio %.2fx\n", decode_tps / 33.65);
     if (act_quant) act_quant_decode(m, *at_prompt, l_prompt, n, roof, prof);
+    if (variants) act_variants(m, *at_prompt, l_prompt, n, roof);
     if (!batch.streams.empty()) {
       ds4::bench::batch_tables(m, *at_prompt, batch, decode_tps, bw.copy_gbps, bytes);
       return 0;

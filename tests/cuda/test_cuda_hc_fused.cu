@@ -18,6 +18,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_act.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/memory.h"
 #include "core/error.h"
@@ -208,6 +209,34 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows) {
           name + ": the MoE combination folded in = its fma sum as block_out (streams, split, collapse)");
   }
 
+  // 2c. the collapsed row quantized by the fused kernel (HcFusedScratch::q8_0, the decode step's
+  // act_quant input of the next product) = quantize_act of the row it writes, byte for byte, and
+  // every f32 buffer as without it (hc_post folded in, as layer_step calls it)
+  if (dc::hc_fused_quant_supported(d)) {
+    const size_t qb = dc::act_q8_row_bytes(ActBlock::kQ8_0, H);
+    Dev c3{static_cast<size_t>(L.stride)}, c4{static_cast<size_t>(L.stride)}, q3{qb / 4}, q4{qb / 4};
+    Dev nrm{static_cast<size_t>(H)};  // the norm 16-byte aligned, as the model's (w's copy is not)
+    DS4_CUDA_CHECK(cudaMemcpy(nrm.f(), norm, size_t(H) * 4, cudaMemcpyDeviceToDevice));
+    DS4_CUDA_CHECK(cudaMemcpy(c3.f(), buf.f(), size_t(L.stride) * 4, cudaMemcpyDeviceToDevice));
+    DS4_CUDA_CHECK(cudaMemcpy(c4.f(), buf.f(), size_t(L.stride) * 4, cudaMemcpyDeviceToDevice));
+    DS4_CUDA_CHECK(cudaMemset(q3.f(), 0x5a, qb));
+    DS4_CUDA_CHECK(cudaMemset(q4.f(), 0x5a, qb));
+    const dc::DeviceActQ8 a3 = dc::act_q8_carve(q3.f(), ActBlock::kQ8_0, H, 1), a4 = dc::act_q8_carve(q4.f(), ActBlock::kQ8_0, H, 1);
+    const dc::HcPostIn p3{R(c3, 0, L.b), R(c3, 0, L.x), R(c3, 0, L.post), R(c3, 0, L.comb)};
+    const dc::HcPostIn p4{R(c4, 0, L.b), R(c4, 0, L.x), R(c4, 0, L.post), R(c4, 0, L.comb)};
+    dc::HcFusedScratch s3 = sc(c3, 0);
+    s3.q8_0 = a3.q, s3.q8_0_d = a3.d;
+    dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(c3, 0, L.y), &p3, nrm.f(), R(c3, 0, L.col), R(c3, 0, L.post),
+                     R(c3, 0, L.comb), s3, one, nullptr);
+    dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(c4, 0, L.y), &p4, nrm.f(), R(c4, 0, L.col), R(c4, 0, L.post),
+                     R(c4, 0, L.comb), sc(c4, 0), one, nullptr);
+    dc::quantize_act(R(c4, 0, L.col), H, 1, a4, nullptr);
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    check(same(c3.get(0, size_t(L.stride)), c4.get(0, size_t(L.stride))) &&
+              same(q3.get(0, qb / 4), q4.get(0, qb / 4)),
+          name + ": the collapse's Q8_0 copy = quantize_act of the collapsed row (bytes), f32 buffers unchanged");
+  }
+
   // 3. rows: row r of one launch == a one-row launch on row r (with hc_post folded in)
   Dev rb{static_cast<size_t>(L.stride * rows)}, sb{static_cast<size_t>(L.stride * rows)};
   DS4_CUDA_CHECK(cudaMemcpy(rb.f(), buf.f(), rb.b.bytes(), cudaMemcpyDeviceToDevice));
@@ -270,6 +299,21 @@ void test_refusals() {
     threw = true;
   }
   check(threw, "refusals: hc_pre_fused throws InputError on a layout it does not take");
+  {  // quantizing the collapse of several rows (decode only) is refused
+    dc::HcDims d2;
+    d2.n_hc = 4, d2.hidden = 128, d2.mix_splits = 1;
+    bool threw2 = false;
+    try {
+      const dc::HcFn f{dummy, DType::F16, 24, 128, 4, 24 * 128 * 2};  // (checked on the host: nothing runs)
+      dc::HcFusedScratch s{dummy, reinterpret_cast<unsigned*>(dummy)};
+      s.q8_0 = reinterpret_cast<int8_t*>(dummy), s.q8_0_d = dummy;
+      dc::hc_pre_fused(f, dummy, dummy, d2, dummy, nullptr, nullptr, dummy, dummy, dummy, s, dc::HcRows{2, 4096},
+                       nullptr);
+    } catch (const InputError&) {
+      threw2 = true;
+    }
+    check(threw2, "refusals: hc_pre_fused refuses to quantize the collapse of 2 rows (InputError)");
+  }
 }
 
 }  // namespace

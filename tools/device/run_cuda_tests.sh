@@ -45,6 +45,7 @@ one test_deepseek_v4_dspark_cuda "$root"
 one test_deepseek_v4_batch_cuda "$root"
 one test_deepseek_v4_verify_batch_cuda "$root"
 one test_deepseek_v4_actq_cuda "$root"
+one test_deepseek_v4_fused_quant_cuda
 one test_glm5_cuda "$root"
 one test_glm5_mtp_cuda "$root"
 one test_glm5_batch_cuda "$root"

@@ -14,6 +14,7 @@
 #include <climits>
 #include <string>
 
+#include "backend/cuda/act_quantize.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv_act.h"
 #include "backend/cuda/gemv_device.cuh"
@@ -23,6 +24,7 @@ namespace ds4::cuda {
 
 namespace {
 
+using namespace act_quant_detail;
 using gemv_detail::launch_maybe_pdl;
 using gemv_detail::pdl_launch_dependents;
 using gemv_detail::pdl_wait;
@@ -30,15 +32,6 @@ using gemv_detail::pdl_wait;
 constexpr int kWarps = 4;
 
 size_t round16(size_t v) { return (v + 15) / 16 * 16; }
-
-__device__ __forceinline__ int8_t round_to_i8(float v) {
-  const int q = __float2int_rn(v);
-  return int8_t(q > 127 ? 127 : q < -128 ? -128 : q);
-}
-
-__device__ __forceinline__ uint32_t pack4(int8_t a, int8_t b, int8_t c, int8_t d) {
-  return uint32_t(uint8_t(a)) | uint32_t(uint8_t(b)) << 8 | uint32_t(uint8_t(c)) << 16 | uint32_t(uint8_t(d)) << 24;
-}
 
 struct QArgs {
   const float* x;
@@ -58,23 +51,7 @@ __global__ void __launch_bounds__(kWarps * 32) quantize_q8_0_kernel(QArgs a) {
   const int64_t v = tile + 4 * lane;
   const bool live = v < a.n;  // whole 8-lane blocks (n is a multiple of 32)
   const float4 f = live ? *reinterpret_cast<const float4*>(a.x + row * a.x_row + v) : float4{0.f, 0.f, 0.f, 0.f};  // PDL: input load
-  // fmaxf skips NaN as the CPU's `fabs(x) > amax` does; the max is the same in any order.
-  float amax = fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w)));
-#pragma unroll
-  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float d = __fdiv_rn(amax, 127.0f);
-  const float inv = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  if (!live) return;
-  *reinterpret_cast<uint32_t*>(a.q + row * a.n + v) =
-      pack4(round_to_i8(__fmul_rn(f.x, inv)), round_to_i8(__fmul_rn(f.y, inv)), round_to_i8(__fmul_rn(f.z, inv)),
-            round_to_i8(__fmul_rn(f.w, inv)));
-  if (lane % 8 == 0) a.d[row * (a.n / 32) + v / 32] = d;
-}
-
-// (value, index) of the first largest |x|: the larger |value| wins, the lower index on ties.
-__device__ __forceinline__ void take_first_max(float& val, int& idx, float v, int i) {
-  const float av = fabsf(v), a = fabsf(val);
-  if (av > a || (av == a && i < idx)) val = v, idx = i;
+  q8_0_tile(f, live, lane, a.q + row * a.n + tile, a.d + row * (a.n / 32) + tile / 32);
 }
 
 __global__ void __launch_bounds__(kWarps * 32) quantize_q8_k_kernel(QArgs a) {
@@ -88,43 +65,7 @@ __global__ void __launch_bounds__(kWarps * 32) quantize_q8_k_kernel(QArgs a) {
   const float4 f0 = *reinterpret_cast<const float4*>(xb + 4 * lane);  // PDL: input load
   const float4 f1 = *reinterpret_cast<const float4*>(xb + 128 + 4 * lane);  // PDL: input load
   const float v[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
-  // The lane's first largest |x| in index order (strictly larger, from 0, as the CPU scans:
-  // zeros and NaN are never taken), then the warp's.
-  float best = 0.0f;
-  int idx = INT_MAX;
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-    if (fabsf(v[j]) > fabsf(best)) best = v[j], idx = (j < 4 ? 4 * lane : 128 + 4 * lane) + (j & 3);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-    take_first_max(best, idx, ov, oi);
-  }
-  int8_t* q = a.q + row * a.n + blk * 256;
-  int16_t* bs = a.bs + row * (a.n / 16) + blk * 16;
-  if (fabsf(best) == 0.0f) {  // all zeros (or NaN): d = 0, q = 0, bsums = 0
-    *reinterpret_cast<uint32_t*>(q + 4 * lane) = 0;
-    *reinterpret_cast<uint32_t*>(q + 128 + 4 * lane) = 0;
-    if (lane < 16) bs[lane] = 0;
-    if (lane == 0) a.d[row * (a.n / 256) + blk] = 0.0f;
-    return;
-  }
-  const float iscale = __fdiv_rn(-127.0f, best);
-  int8_t qv[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) qv[j] = round_to_i8(__fmul_rn(iscale, v[j]));
-  *reinterpret_cast<uint32_t*>(q + 4 * lane) = pack4(qv[0], qv[1], qv[2], qv[3]);
-  *reinterpret_cast<uint32_t*>(q + 128 + 4 * lane) = pack4(qv[4], qv[5], qv[6], qv[7]);
-  // bsums: lanes 4g .. 4g + 3 hold group g (first float4) and group 8 + g (second).
-  int s0 = qv[0] + qv[1] + qv[2] + qv[3], s1 = qv[4] + qv[5] + qv[6] + qv[7];
-#pragma unroll
-  for (int o = 1; o < 4; o <<= 1) {
-    s0 += __shfl_xor_sync(0xffffffffu, s0, o);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-  }
-  if (lane % 4 == 0) bs[lane / 4] = int16_t(s0), bs[8 + lane / 4] = int16_t(s1);
-  if (lane == 0) a.d[row * (a.n / 256) + blk] = __fdiv_rn(1.0f, iscale);
+  q8_k_block(v, lane, a.q + row * a.n + blk * 256, a.bs + row * (a.n / 16) + blk * 16, a.d + row * (a.n / 256) + blk);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/cuda/act_quantize.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_device.cuh"
@@ -49,6 +50,8 @@ struct FusedArgs {
   float* partials = nullptr;
   unsigned* counters = nullptr;
   int64_t stride = 0;  // floats between rows' buffers (HcRows)
+  int8_t* q8_0 = nullptr;  // HcFusedScratch::q8_0 (one row)
+  float* q8_0_d = nullptr;
 };
 
 // 8 consecutive weights as floats (16-byte aligned: hc_fused_supported): F32 as two float4,
@@ -76,9 +79,11 @@ __device__ __forceinline__ void load8(const W* p, float (&v)[8]) {
 // thread's float4 columns d = t, t + nt (Q of them at most: h4 <= Q * nt) stay in registers, all
 // their stream loads and the out_norm loads are issued together, and the norm multiplies the
 // registers (collapse() rereads out and loads out_norm in a scalar loop: rounds of latency).
+// With q8 (hc_fused_quant_supported, nt a multiple of 32, t = the thread's lane mod 32): each
+// warp's float4 column set q is one 128-value tile, quantized as quantize_act does (Q8_0).
 template <int Q>
 __device__ void collapse_regs(const float* w, int n, int64_t hidden, const float* x, const float* out_norm, float eps,
-                              float* out, int t, int nt, int bar) {
+                              float* out, int t, int nt, int bar, int8_t* q8 = nullptr, float* q8_d = nullptr) {
   const int64_t h4 = hidden / 4;
   const float4* x4 = reinterpret_cast<const float4*>(x);
   float4 acc[Q], nv[Q];
@@ -106,32 +111,34 @@ __device__ void collapse_regs(const float* w, int n, int64_t hidden, const float
         }
   }
   float4* o4 = reinterpret_cast<float4*>(out);
-  if (!out_norm) {
+  if (out_norm) {
+    float ss = 0.f;
 #pragma unroll
     for (int q = 0; q < Q; ++q)
-      if (t + int64_t(q) * nt < h4) o4[t + int64_t(q) * nt] = acc[q];
-    return;
+      if (t + int64_t(q) * nt < h4) ss = sq4(acc[q], ss);
+    ss = threads_sum(ss, t, nt, bar);
+    const float r = rsqrtf(ss / float(hidden) + eps);
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+      acc[q] = make_float4(acc[q].x * r * nv[q].x, acc[q].y * r * nv[q].y, acc[q].z * r * nv[q].z, acc[q].w * r * nv[q].w);
   }
-  float ss = 0.f;
 #pragma unroll
-  for (int q = 0; q < Q; ++q)
-    if (t + int64_t(q) * nt < h4) ss = sq4(acc[q], ss);
-  ss = threads_sum(ss, t, nt, bar);
-  const float r = rsqrtf(ss / float(hidden) + eps);
-#pragma unroll
-  for (int q = 0; q < Q; ++q)
-    if (t + int64_t(q) * nt < h4)
-      o4[t + int64_t(q) * nt] = make_float4(acc[q].x * r * nv[q].x, acc[q].y * r * nv[q].y, acc[q].z * r * nv[q].z,
-                                            acc[q].w * r * nv[q].w);
+  for (int q = 0; q < Q; ++q) {
+    const int64_t d = t + int64_t(q) * nt;
+    if (d < h4) o4[d] = acc[q];
+    // a warp's d are 32 consecutive float4 (= one 128-value tile), all live or none
+    if (q8 && d - t % 32 < h4) act_quant_detail::q8_0_tile(acc[q], d < h4, t % 32, q8 + (d / 32) * 128, q8_d + (d / 32) * 4);
+  }
 }
 
 // The last block's collapse by threads t < nt: in registers when the columns fit, else collapse().
+// (q8: the host checked that this takes collapse_regs: hc_pre_fused's checks.)
 __device__ __forceinline__ void tail_collapse(const float* w, int n, int64_t hidden, const float* x,
                                               const float* out_norm, float eps, float* out, bool vec, int t, int nt,
-                                              int bar) {
+                                              int bar, int8_t* q8 = nullptr, float* q8_d = nullptr) {
   const bool norm_vec = !out_norm || (reinterpret_cast<uintptr_t>(out_norm) & 15u) == 0;
   if (vec && norm_vec && hidden / 4 <= int64_t(kTailCols) * nt)
-    collapse_regs<kTailCols>(w, n, hidden, x, out_norm, eps, out, t, nt, bar);
+    collapse_regs<kTailCols>(w, n, hidden, x, out_norm, eps, out, t, nt, bar, q8, q8_d);
   else
     collapse<true>(w, n, hidden, x, out_norm, eps, out, vec, t, nt, bar);
 }
@@ -239,7 +246,7 @@ __device__ void tail(const FusedArgs& a, int64_t t, int64_t splits) {
     for (int i = threadIdx.x; i < n * n; i += 32) a.comb[o + i] = p_comb[i];
   } else {
     tail_collapse(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec, int(threadIdx.x) - 32,
-                  int(blockDim.x) - 32, 1);
+                  int(blockDim.x) - 32, 1, a.q8_0, a.q8_0_d);
   }
 }
 
@@ -363,6 +370,10 @@ size_t weight_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
 }  // namespace
 
+bool hc_fused_quant_supported(const HcDims& d) {
+  return d.hidden > 0 && d.hidden % 128 == 0 && d.hidden / 4 <= int64_t(kTailCols) * (kFusedThreads - 32);
+}
+
 bool hc_fused_supported(const HcFn& fn, const HcDims& d, bool head) {
   if (fn.type != DType::F32 && fn.type != DType::F16 && fn.type != DType::BF16) return false;
   if (d.n_hc < 1 || d.n_hc > kMaxHc || fn.splits < 1 || fn.splits > 65535) return false;
@@ -379,6 +390,14 @@ void hc_pre_fused(const HcFn& fn, const float* scale, const float* base, const H
   FusedArgs a = common_args(fn, scale, base, d, x, post_in, out_norm, collapsed, sc, rows, false);
   if (!post || !comb) throw InputError("cuda hc fused: null post / comb");
   a.post = post, a.comb = comb;
+  if (sc.q8_0 || sc.q8_0_d) {  // the tail must take collapse_regs (tail_collapse's conditions) with whole tiles
+    auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    if (!hc_fused_quant_supported(d) || rows.count != 1 || !sc.q8_0 || !sc.q8_0_d || !a16(sc.q8_0) || !a16(x) ||
+        !a16(collapsed) || (out_norm && !a16(out_norm)))
+      throw InputError("cuda hc fused: quantizing the collapsed row needs one row, hidden a multiple of 128 (at most " +
+                       std::to_string(4 * kTailCols * (kFusedThreads - 32)) + ") and 16-byte aligned buffers");
+    a.q8_0 = sc.q8_0, a.q8_0_d = sc.q8_0_d;
+  }
   launch<false>(fn, a, rows, s);
 }
 

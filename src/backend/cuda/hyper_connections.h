@@ -91,7 +91,15 @@ struct HcPostIn {
 struct HcFusedScratch {
   float* partials = nullptr;
   unsigned* counters = nullptr;
+  // hc_pre_fused of one row only (optional): the collapsed row is also quantized here as Q8_0
+  // blocks (q {hidden} int8, d {hidden / 32}: quantize_act's bytes), so the product that reads
+  // it needs no quantize launch (issue #23). Needs hc_fused_quant_supported; else InputError.
+  int8_t* q8_0 = nullptr;
+  float* q8_0_d = nullptr;
 };
+// Whether hc_pre_fused can quantize its collapsed row (HcFusedScratch::q8_0): hidden a multiple
+// of 128 that the last block's registers hold.
+bool hc_fused_quant_supported(const HcDims& d);
 // Whether hc_pre_fused / hc_head_fused take this fn (F32, F16, BF16; cols a multiple of 8 and at
 // most kHcFusedMaxCols; n * hidden = splits * cols); otherwise use gemv + hc_pre_f32.
 inline constexpr int64_t kHcFusedMaxCols = 2048;  // (the many-row form stages 4 rows of them in 32 KB)

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/gemv_act.h"
+
 namespace ds4::deepseek_v4::cuda {
 
 // The rows of a chunk in one launch: row t's per-token buffers lie t * stride floats after
@@ -202,6 +204,22 @@ void moe_route(const RouteArgs& a, cudaStream_t s, const Rows& rows = {});
 // out_stride (0: cols, packed).
 void swiglu_clamp(const float* g, const float* u, int64_t rows, int64_t cols, int64_t in_stride, float limit,
                   float* y, cudaStream_t s, int64_t out_stride = 0);
+// moe_route of one token (rows: 1) that also quantizes x {q.n} into q row 0 in the same launch
+// (the bytes quantize_act writes; x 16-byte aligned): the routed experts' input made beside the
+// router (issue #23).
+void moe_route_quant(const RouteArgs& a, const float* x, const ::ds4::cuda::DeviceActQ8& q, cudaStream_t s);
+// swiglu_clamp (y packed, out_stride cols) whose rows are also quantized into q (q.n == cols,
+// q.rows >= rows; Q8_0: cols % 32 == 0, Q8_K: cols % 256 == 0; g, u, y 16-byte aligned, y may
+// be g): one launch writing the bytes swiglu_clamp + quantize_act write (issue #23: one launch
+// fewer before each down product). Launched as a programmatic dependent when gemv_pdl().
+void swiglu_clamp_quant(const float* g, const float* u, int64_t rows, int64_t cols, int64_t in_stride, float limit,
+                        float* y, const ::ds4::cuda::DeviceActQ8& q, cudaStream_t s);
+// rmsnorm_f32 of one row of dim values (dim <= kNormQuantMax, a multiple of q's block; x, y
+// 16-byte aligned, y may be x) that also quantizes it into q row 0: the bytes rmsnorm_f32 +
+// quantize_act write, in one launch (the same threads and sums as rmsnorm_f32).
+constexpr int64_t kNormQuantMax = 4096;
+void rmsnorm_quant(const float* x, const float* w, float* y, int64_t dim, float eps,
+                   const ::ds4::cuda::DeviceActQ8& q, cudaStream_t s);
 // out {d} = sum_j w[j] y[j] + sh. Rows: row t's y at t * k * d, w at t * k, sh and out at
 // t * rows.stride.
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out,

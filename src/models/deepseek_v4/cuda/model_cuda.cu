@@ -77,10 +77,19 @@ bool DeepseekV4CudaModel::Impl::hc_fused(const DHc& h, bool head) const {
 // Fused (issue #23): the fn product, the split and the collapse in one launch, with the hc_post
 // before it folded in when post_in. Else hc_pre_f32 sums the gemv's partials and applies the
 // flat rmsnorm factor and the input norm.
-void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, float* x, const dc::HcPostIn* post_in) {
+void DeepseekV4CudaModel::Impl::hc_pre(const DHc& h, const float* norm, float* x, const dc::HcPostIn* post_in,
+                                       ActIn* col, const WeightMatrix* w) {
   if (hc_fused(h, false)) {
-    dc::hc_pre_fused(hc_fn(h), h.scale, h.base, hcd, x, post_in, norm, S(sl.col), S(sl.post), S(sl.comb),
-                     dc::HcFusedScratch{S(sl.mix), hc_counts.as<unsigned>()}, dc::HcRows{}, stream);
+    dc::HcFusedScratch sc{S(sl.mix), hc_counts.as<unsigned>()};
+    auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };  // (hc_pre_fused's terms)
+    if (const auto q = col && w ? act_slot(*col, *w) : std::nullopt;
+        q && q->block == ActBlock::kQ8_0 && col->x == S(sl.col) && dc::hc_fused_quant_supported(hcd) &&
+        a16(q->q) && a16(x) && a16(S(sl.col)) && (!norm || a16(norm))) {
+      sc.q8_0 = q->q, sc.q8_0_d = q->d;  // (the collapse writes the product's Q8_0 input too)
+      col->have = ActBlock::kQ8_0;
+    }
+    dc::hc_pre_fused(hc_fn(h), h.scale, h.base, hcd, x, post_in, norm, S(sl.col), S(sl.post), S(sl.comb), sc,
+                     dc::HcRows{}, stream);
     mark(post_in ? "hc_post_pre" : "hc_pre");
     return;
   }
@@ -120,7 +129,7 @@ LaneArgs DeepseekV4CudaModel::Impl::lane_args(const DCompressor& d, const LaneOf
 }
 
 // CPU attention_forward with T = 1: out in scratch y.
-void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
+void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l, ActIn* col_in) {
   const DLayer& L = dw.layers[size_t(l)];
   const LayerOffsets& o = lay.layers[size_t(l)];
   uint8_t* sb = st.buf.as<uint8_t>();
@@ -131,12 +140,27 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
   const int64_t cw = L.ratio > 0 ? L.comp.width : 0, iwd = L.has_indexer ? L.index.width : 0;
   float *col = S(sl.col), *qr = S(sl.ain), *q = S(sl.q), *kv = qr + c.q_lora;
   float *ckv = kv + hd, *cgate = ckv + cw, *ikv = cgate + cw, *igate = ikv + iwd, *iw = igate + iwd;
-  ActIn xin = in_step(col, c.hidden, kActCol);
-  proj(L.attn_in, xin, qr);
+  ActIn xin = col_in ? *col_in : in_step(col, c.hidden, kActCol);
+  // The runs that write qr here; the others (kv, the compressor / indexer kv | gate and index
+  // weights: read on the side branch or after the join) go first on the side branch, so their
+  // launches (the F16 compressor run is ~20 MB on CSA layers) leave the queries' path (issue #23).
+  // The same kernels on the same inputs, so the same bits.
+  size_t main_runs = 0;
+  for (int64_t at = 0; main_runs < L.attn_in.runs.size() && at < c.q_lora; ++main_runs)
+    at += L.attn_in.runs[main_runs].rows;
+  float* y = qr;
+  for (size_t i = 0; i < main_runs; ++i) {
+    mv(L.attn_in.runs[i], xin, y, stream);
+    y += L.attn_in.runs[i].rows;
+  }
   mark("attn_in_proj");
-  // side branch: the KV row into the ring, the compressor lanes (they read only attn_in outputs
-  // other than qr, and the state)
+  // side branch: the rest of attn_in, the KV row into the ring, the compressor lanes (they read
+  // only attn_in outputs other than qr, and the state)
   fork();
+  for (size_t i = main_runs; i < L.attn_in.runs.size(); ++i) {  // (xin: col's copy made on the main stream)
+    mv(L.attn_in.runs[i], xin, y, side());
+    y += L.attn_in.runs[i].rows;
+  }
   float* ring = reinterpret_cast<float*>(sb + o.window);
   norm_rope(kv, NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, lay.ring_rows, c.ds4_numerics}, pos, side());
   mark("attn_kv");
@@ -149,8 +173,8 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
     mark("index_lane_pool");
   }
   // main branch: the queries
-  dc::rmsnorm_f32(qr, L.q_a_norm, qr, 1, c.q_lora, c.rms_eps, stream);
   ActIn xqr = in_step(qr, c.q_lora, kActQr);
+  rmsnorm_act(L.q_a_norm, xqr, L.q_b, stream);  // (+ its quantized copy for q_b and index_q_b)
   mv(L.q_b, xqr, q, stream);
   norm_rope(q, NormRope{c.heads, hd, c.rope_dim, nullptr, c.rms_eps, inv}, pos, stream);  // per head, unweighted
   if (L.has_indexer) mv(L.index_q_b, xqr, S(sl.iq), stream);
@@ -185,27 +209,32 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l) {
 }
 
 // CPU moe_forward with T = 1: routed experts (hash or top-k) + shared expert -> scratch y.
-void DeepseekV4CudaModel::Impl::moe(int64_t l, bool combine) {
+void DeepseekV4CudaModel::Impl::moe(int64_t l, bool combine, ActIn* col_in) {
   const DLayer& L = dw.layers[size_t(l)];
   const int64_t K = c.experts_used, F = c.expert_ff, H = c.hidden;
   float *col = S(sl.col), *shg = S(sl.min), *shu = shg + F, *router = shu + F;  // moe_in outputs
   int32_t* ids = SI(sl.ids);
-  ActIn xin = in_step(col, H, kActCol), xsh = in_step(shg, F, kActShared);
+  ActIn xin = col_in ? *col_in : in_step(col, H, kActCol), xsh = in_step(shg, F, kActShared);
   proj(L.moe_in, xin, shg);
   mark("moe_in_proj");
   fork();  // side branch: the shared expert
-  swiglu_clamp(shg, shu, 1, F, F, c.swiglu_limit, shg, side());
+  swiglu_act(shg, shu, 1, F, F, xsh, L.sh_down, side());  // in place (+ quantized for sh_down)
   mv(L.sh_down, xsh, S(sl.sh), side());
   mark("shared_expert");
-  moe_route(RouteArgs{router, L.router_bias, L.tid2eid, SI(sl.tok), c.experts, K, int(c.score), c.norm_topk,
-                      float(c.routed_scale), ids, S(sl.wts)},
-            stream);
+  const RouteArgs ra{router, L.router_bias, L.tid2eid, SI(sl.tok), c.experts, K, int(c.score), c.norm_topk,
+                     float(c.routed_scale), ids, S(sl.wts)};
+  if (const auto q = act_slot(xin, L.gate_up.first); q && q->block != xin.have) {  // gate|up's input beside it
+    moe_route_quant(ra, col, *q, stream);
+    xin.have = q->block;
+  } else {
+    moe_route(ra, stream);
+  }
   mark("moe_route");
   float* egu = S(sl.egu);  // {K, 2F}: gate rows then up rows per chosen expert
   mv_batched(L.gate_up.first, xin, egu, dc::GemvBatch{int(K), ids, L.gate_up.stride, 0, 0, 2 * F}, stream);
   mark("experts_gate_up");
-  swiglu_clamp(egu, egu + F, K, F, 2 * F, c.swiglu_limit, S(sl.eact), stream);
   ActIn xact = in_step(S(sl.eact), F, kActExperts, K);  // K rows of F: expert b reads row b
+  swiglu_act(egu, egu + F, K, F, 2 * F, xact, L.down.first, stream);
   mv_batched(L.down.first, xact, S(sl.ey), dc::GemvBatch{int(K), ids, L.down.stride, 0, F, H}, stream);
   mark("experts_down");
   join();
@@ -255,12 +284,15 @@ void DeepseekV4CudaModel::Impl::layer_step(CudaState& st, int64_t l, bool post_p
   if (hc_fused(L.attn_hc, false))
     moe_out = {nullptr, S(sl.xb), S(sl.post), S(sl.comb), S(sl.ey), S(sl.wts), S(sl.sh), c.experts_used};
   const dc::HcPostIn attn_out{S(sl.y), S(sl.xa), S(sl.post), S(sl.comb)};  // -> xb
-  hc_pre(L.attn_hc, L.attn_norm, S(sl.xa), post_pending ? &moe_out : nullptr);
-  attention(st, l);
-  hc_pre(L.ffn_hc, L.ffn_norm, S(sl.xb), &attn_out);
+  // the collapsed row, each time quantized for its first product by the fused hc_pre when it can
+  ActIn col = in_step(S(sl.col), c.hidden, kActCol);
+  hc_pre(L.attn_hc, L.attn_norm, S(sl.xa), post_pending ? &moe_out : nullptr, &col, &L.attn_in.runs.front());
+  attention(st, l, &col);
+  col = in_step(S(sl.col), c.hidden, kActCol);
+  hc_pre(L.ffn_hc, L.ffn_norm, S(sl.xb), &attn_out, &col, &L.moe_in.runs.front());
   // a deferred hc_post takes the MoE's combination with it when the next hc_pre is fused
   const bool fold = defer_post && hc_fused(dw.layers[size_t(l + 1)].attn_hc, false);
-  moe(l, !fold);
+  moe(l, !fold, &col);
   if (defer_post) return;
   dc::hc_post_f32(hcd, S(sl.y), S(sl.xb), S(sl.post), S(sl.comb), S(sl.xa), stream);
   mark("hc_post");

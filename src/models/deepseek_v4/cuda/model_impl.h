@@ -172,7 +172,10 @@ struct DeepseekV4CudaModel::Impl {
   bool hc_fused(const DHc& h, bool head) const;
   // x: the streams {hc, hidden}; with post_in, the hc_post before this hc_pre is folded in and
   // writes x first (the unfused path runs hc_post_f32 first).
-  void hc_pre(const DHc& h, const float* norm, float* x, const dc::HcPostIn* post_in = nullptr);
+  // col: the collapsed row's product input; when its first product `w` takes Q8_0 the fused
+  // kernel also writes col's quantized copy (col->have set).
+  void hc_pre(const DHc& h, const float* norm, float* x, const dc::HcPostIn* post_in = nullptr, ActIn* col = nullptr,
+              const WeightMatrix* w = nullptr);
   void hc_head(const DHc& h, const float* norm, float* x, float* out);  // decode: HC head + norm
 
   // ---- products.cu: every weight product, f32 x or (act_quant) quantized x ----
@@ -192,6 +195,15 @@ struct DeepseekV4CudaModel::Impl {
   // x's quantized rows for w (quantizing them on s first when the slot holds another block
   // type, or none yet); nullopt when w keeps f32 x (no slot, or a format without act blocks).
   std::optional<dc::DeviceActQ8> act_for(ActIn& x, const WeightMatrix& w, cudaStream_t s);
+  // x's quantized rows for w without quantizing (nullopt as act_for): what a fused producer writes.
+  std::optional<dc::DeviceActQ8> act_slot(const ActIn& x, const WeightMatrix& w) const;
+  // y's f32 rows (y.x, x_row apart) = swiglu_clamp of g, u (c.swiglu_limit), quantized for w in
+  // the same launch when y has a slot (then y.have is set: w's product quantizes nothing).
+  void swiglu_act(const float* g, const float* u, int64_t rows, int64_t F, int64_t in_stride, ActIn& y,
+                  const WeightMatrix& w, cudaStream_t s);
+  // y's rows normalized in place (rmsnorm_f32 with weight norm, c.rms_eps), one row quantized
+  // for w in the same launch when y has a slot.
+  void rmsnorm_act(const float* norm, ActIn& y, const WeightMatrix& w, cudaStream_t s);
   // One row (decode step): gemv / gemv_act; batched (o_a groups, experts: b.x_stride in values
   // = floats); a stacked projection, one launch per run with outputs back to back.
   void mv(const WeightMatrix& m, ActIn& x, float* y, cudaStream_t s);
@@ -213,8 +225,9 @@ struct DeepseekV4CudaModel::Impl {
   void join();
   LaneArgs lane_args(const DCompressor& d, const LaneOffsets& o, uint8_t* sb, const float* kv, const float* gate,
                      int64_t ratio, bool overlap) const;
-  void attention(CudaState& st, int64_t l);
-  void moe(int64_t l, bool combine = true);  // combine: moe_combine into y (else layer_step folds it)
+  // col: the collapsed row as an input (hc_pre may have quantized it); null: made here.
+  void attention(CudaState& st, int64_t l, ActIn* col = nullptr);
+  void moe(int64_t l, bool combine = true, ActIn* col = nullptr);  // combine: moe_combine into y (else layer_step folds it)
   void enqueue_step(CudaState& st, bool logits);
   void run_step(CudaState& st, bool logits);
   void collect_profile();

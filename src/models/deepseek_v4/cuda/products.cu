@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/cuda/matmul_rows.h"
+#include "backend/cuda/norm.h"
 #include "core/error.h"
 #include "models/deepseek_v4/cuda/model_impl.h"
 
@@ -33,20 +34,49 @@ ActIn DeepseekV4CudaModel::Impl::act_in(const float* x, int64_t x_row, int64_t n
   return in;
 }
 
-std::optional<dc::DeviceActQ8> DeepseekV4CudaModel::Impl::act_for(ActIn& x, const WeightMatrix& w, cudaStream_t s) {
+std::optional<dc::DeviceActQ8> DeepseekV4CudaModel::Impl::act_slot(const ActIn& x, const WeightMatrix& w) const {
   if (!x.slot) return std::nullopt;
   const ActBlock b = act_block_for(w.type);
   if (b == ActBlock::kNone) return std::nullopt;
   if (x.rows * x.n > x.capacity)
     throw Error("deepseek_v4 cuda: act_quant input of " + std::to_string(x.rows) + " x " + std::to_string(x.n) +
                 " values exceeds its slot of " + std::to_string(x.capacity));
-  const dc::DeviceActQ8 q = act_slot_rows(x.slot, x.capacity, x.rows, x.n, b);
-  if (x.have != b) {  // (one row: its stride is any, e.g. 0 in mtp_in's step; quantize_act wants >= n)
-    dc::quantize_act(x.x, x.rows == 1 ? std::max(x.x_row, x.n) : x.x_row, x.rows, q, s);
-    x.have = b;
+  return act_slot_rows(x.slot, x.capacity, x.rows, x.n, b);
+}
+
+std::optional<dc::DeviceActQ8> DeepseekV4CudaModel::Impl::act_for(ActIn& x, const WeightMatrix& w, cudaStream_t s) {
+  const std::optional<dc::DeviceActQ8> q = act_slot(x, w);
+  if (!q) return std::nullopt;
+  if (x.have != q->block) {  // (one row: its stride is any, e.g. 0 in mtp_in's step; quantize_act wants >= n)
+    dc::quantize_act(x.x, x.rows == 1 ? std::max(x.x_row, x.n) : x.x_row, x.rows, *q, s);
+    x.have = q->block;
   }
-  (b == ActBlock::kQ8_0 ? act_n.q8_0 : act_n.q8_k) += 1;
+  (q->block == ActBlock::kQ8_0 ? act_n.q8_0 : act_n.q8_k) += 1;
   return q;
+}
+
+// The decode step's producers of a product input (issue #23): with a slot for w's block they
+// write the quantized copy in the same launch (the bytes the unfused kernel + quantize_act
+// write), so w's product finds it made; else the plain kernel.
+void DeepseekV4CudaModel::Impl::swiglu_act(const float* g, const float* u, int64_t rows, int64_t F, int64_t in_stride,
+                                           ActIn& y, const WeightMatrix& w, cudaStream_t s) {
+  float* out = const_cast<float*>(y.x);
+  if (const auto q = act_slot(y, w); q && y.x_row == F) {
+    swiglu_clamp_quant(g, u, rows, F, in_stride, c.swiglu_limit, out, *q, s);
+    y.have = q->block;
+  } else {
+    swiglu_clamp(g, u, rows, F, in_stride, c.swiglu_limit, out, s, y.x_row);
+  }
+}
+
+void DeepseekV4CudaModel::Impl::rmsnorm_act(const float* norm, ActIn& y, const WeightMatrix& w, cudaStream_t s) {
+  float* out = const_cast<float*>(y.x);
+  if (const auto q = act_slot(y, w); q && y.rows == 1 && y.n <= kNormQuantMax) {
+    rmsnorm_quant(out, norm, out, y.n, c.rms_eps, *q, s);
+    y.have = q->block;
+  } else {
+    dc::rmsnorm_strided_f32(out, y.x_row, norm, out, y.x_row, y.rows, y.n, c.rms_eps, s);
+  }
 }
 
 namespace {
