@@ -141,26 +141,11 @@ void DeepseekV4CudaModel::Impl::attention(CudaState& st, int64_t l, ActIn* col_i
   float *col = S(sl.col), *qr = S(sl.ain), *q = S(sl.q), *kv = qr + c.q_lora;
   float *ckv = kv + hd, *cgate = ckv + cw, *ikv = cgate + cw, *igate = ikv + iwd, *iw = igate + iwd;
   ActIn xin = col_in ? *col_in : in_step(col, c.hidden, kActCol);
-  // The runs that write qr here; the others (kv, the compressor / indexer kv | gate and index
-  // weights: read on the side branch or after the join) go first on the side branch, so their
-  // launches (the F16 compressor run is ~20 MB on CSA layers) leave the queries' path (issue #23).
-  // The same kernels on the same inputs, so the same bits.
-  size_t main_runs = 0;
-  for (int64_t at = 0; main_runs < L.attn_in.runs.size() && at < c.q_lora; ++main_runs)
-    at += L.attn_in.runs[main_runs].rows;
-  float* y = qr;
-  for (size_t i = 0; i < main_runs; ++i) {
-    mv(L.attn_in.runs[i], xin, y, stream);
-    y += L.attn_in.runs[i].rows;
-  }
+  proj(L.attn_in, xin, qr);
   mark("attn_in_proj");
-  // side branch: the rest of attn_in, the KV row into the ring, the compressor lanes (they read
-  // only attn_in outputs other than qr, and the state)
+  // side branch: the KV row into the ring, the compressor lanes (they read only attn_in outputs
+  // other than qr, and the state)
   fork();
-  for (size_t i = main_runs; i < L.attn_in.runs.size(); ++i) {  // (xin: col's copy made on the main stream)
-    mv(L.attn_in.runs[i], xin, y, side());
-    y += L.attn_in.runs[i].rows;
-  }
   float* ring = reinterpret_cast<float*>(sb + o.window);
   norm_rope(kv, NormRope{1, hd, c.rope_dim, L.kv_norm, c.rms_eps, inv, ring, lay.ring_rows, c.ds4_numerics}, pos, side());
   mark("attn_kv");
