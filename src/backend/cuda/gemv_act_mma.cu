@@ -10,11 +10,12 @@
 //
 // Data flow: a thread block owns kTiles * 8 weight rows and W warps; warp w stages its weight
 // stages (S blocks of every row of the tile, one 16-row x S-block slab) into its own shared
-// memory ring with 4-byte cp.async (coalesced: consecutive lanes, consecutive words of a row),
-// up to 4 stages in flight, and decodes them from there (the int8 B fragments). Activations are
-// read straight from global memory (small, L2 resident). Rows whose bytes are not 4-byte
-// aligned (Q8_0 / IQ2_XXS rows of an odd number of blocks) take a synchronous 2-byte copy instead
-// (kAsync = false): the same layout, the same math.
+// memory ring with cp.async (8 bytes for Q8_0, 4 for the others; coalesced: consecutive lanes,
+// consecutive pieces of a row), up to 4 stages in flight, and decodes them from there (the int8
+// B fragments). Activations are read straight from global memory (small, L2 resident), a stage's
+// before the wait for its weights. Rows whose bytes are not 4-byte aligned (Q8_0 / IQ2_XXS rows of
+// an odd number of blocks) take a synchronous 2-byte copy instead (kVec = 2): the same layout,
+// the same math.
 //
 // Integers per block are exact; each block's f32 term is gemv_act's expression
 // (gemv_act_formats.cuh: ActQ8_0 / ActQ2_KS / ActIQ2_XXSS ::term); the f32 order is in the header.
@@ -71,8 +72,14 @@ struct MmaArgs {
 // ---- small device helpers ----
 __device__ __forceinline__ uint32_t lds_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
 __device__ __forceinline__ uint32_t lds_u32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
-// 4 bytes at a 2-byte aligned shared address (Q8_0 / IQ2_XXS blocks are 34 / 66 bytes long).
-__device__ __forceinline__ uint32_t lds_u32_2(const uint8_t* p) { return lds_u16(p) | (lds_u16(p + 2) << 16); }
+// 8 bytes at a 2-byte aligned shared address (Q8_0 / IQ2_XXS blocks are 34 / 66 bytes long, so
+// half of them start 2 bytes off a word): two word loads, or three and two byte permutes
+// (uniform per warp: every row of a slab has the same alignment).
+__device__ __forceinline__ uint2 lds_u64_2(const uint8_t* p) {
+  if ((reinterpret_cast<uintptr_t>(p) & 2) == 0) return make_uint2(lds_u32(p), lds_u32(p + 4));
+  const uint32_t a = lds_u32(p - 2), b = lds_u32(p + 2), c = lds_u32(p + 6);
+  return make_uint2(__byte_perm(a, b, 0x5432), __byte_perm(b, c, 0x5432));
+}
 
 __device__ __forceinline__ void mma_k32(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -85,9 +92,11 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, u
       : "r"(a0), "r"(a1), "r"(b0));
 }
 
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+// kBytes (4, 8 or 16) from global to shared memory, asynchronously (through L1: .ca).
+template <int kBytes>
+__device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
   const unsigned s = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(s), "l"(gmem), "n"(kBytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most `pending` (0..3) of this thread's groups are in flight.
@@ -132,30 +141,34 @@ __device__ __forceinline__ void add_terms(float (&acc)[4], int n, Term&& term_of
 // block<kTiles>(): one weight block of a staged slab into the accumulators. `row(r)` is the
 // shared-memory start of the block in tile row r (0 .. 8 kTiles - 1). ----
 struct MmaQ8_0 {
-  static constexpr int kBlockBytes = 34, kValues = 32, kStageBlocks = 4;
+  static constexpr int kBlockBytes = 34, kValues = 32, kStageBlocks = 4, kMinBlocks = 3;
+  struct X {
+    uint32_t f[4];
+    float2 d;
+  };
+  __device__ static void load_x(const MmaArgs& a, int g, int t, int64_t b, X& x) {
+    x_frag(a, g, t, b * 32, x.f);
+    x.d = x_scales<kValues>(a, g, b);
+  }
   template <int kTiles, class Row>
-  __device__ static void block(const MmaArgs& a, const uint32_t*, Row&& row, int64_t b, int g, int t,
-                               float (&acc)[kTiles][4]) {
-    uint32_t xf[4];
-    x_frag(a, g, t, b * 32, xf);
-    const float2 dx = x_scales<kValues>(a, g, b);
+  __device__ static void block(const uint32_t*, Row&& row, const X& x, int n, int g, int t, float (&acc)[kTiles][4]) {
 #pragma unroll
     for (int T = 0; T < kTiles; ++T) {
-      const uint8_t* wp = row(8 * T + g) + 2 + 8 * t;
+      const uint2 wq = lds_u64_2(row(8 * T + g) + 2 + 8 * t);
       int c[4] = {0, 0, 0, 0};
-      mma_k32(c, xf, lds_u32_2(wp), lds_u32_2(wp + 4));
+      mma_k32(c, x.f, wq.x, wq.y);
       const float dw[2] = {f16_bits(uint16_t(lds_u16(row(8 * T + 2 * t)))),
                            f16_bits(uint16_t(lds_u16(row(8 * T + 2 * t + 1))))};
       // ActQ8_0::term: (d_w * d_x) * isum
-      add_terms(acc[T], a.n, [&](int i) {
-        return __fmul_rn(__fmul_rn(dw[i & 1], i < 2 ? dx.x : dx.y), __int2float_rn(c[i]));
+      add_terms(acc[T], n, [&](int i) {
+        return __fmul_rn(__fmul_rn(dw[i & 1], i < 2 ? x.d.x : x.d.y), __int2float_rn(c[i]));
       });
     }
   }
 };
 
 struct MmaQ2_K {
-  static constexpr int kBlockBytes = 84, kValues = 256, kStageBlocks = 1;
+  static constexpr int kBlockBytes = 84, kValues = 256, kStageBlocks = 1, kMinBlocks = 2;
   // Row g's bsums of groups 4t..4t+3 as the k16 A fragment halves: signed low bytes, high bytes.
   __device__ static void bsum_bytes(const MmaArgs& a, int r, int t, int64_t b, uint32_t& lo, uint32_t& hi) {
     lo = hi = 0;
@@ -171,9 +184,20 @@ struct MmaQ2_K {
       hi |= uint32_t(h & 0xff) << (8 * e);
     }
   }
+  struct X {
+    uint32_t f[8][4];              // the 8 steps' A fragments
+    uint32_t lo0, hi0, lo1, hi1;   // bsum bytes of rows g, g + 8
+    float2 d;
+  };
+  __device__ static void load_x(const MmaArgs& a, int g, int t, int64_t b, X& x) {
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) x_frag(a, g, t, b * 256 + 32 * kk, x.f[kk]);
+    bsum_bytes(a, g, t, b, x.lo0, x.hi0);
+    bsum_bytes(a, g + 8, t, b, x.lo1, x.hi1);
+    x.d = x_scales<kValues>(a, g, b);
+  }
   template <int kTiles, class Row>
-  __device__ static void block(const MmaArgs& a, const uint32_t*, Row&& row, int64_t b, int g, int t,
-                               float (&acc)[kTiles][4]) {
+  __device__ static void block(const uint32_t*, Row&& row, const X& x, int n, int g, int t, float (&acc)[kTiles][4]) {
     // Tile row g's scale|min words and quant words 32h + 8t .. + 7 (h = 0, 1).
     uint32_t sw[kTiles][4], swt[kTiles][4], q[kTiles][2][2];
 #pragma unroll
@@ -194,31 +218,25 @@ struct MmaQ2_K {
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {  // value 32kk + l: half h = kk / 4, plane s = kk % 4, quant byte 32h + l
       const int h = kk >> 2, s = kk & 3;
-      uint32_t xf[4];
-      x_frag(a, g, t, b * 256 + 32 * kk, xf);
 #pragma unroll
       for (int T = 0; T < kTiles; ++T) {
         // group 8h + 2s + t / 2: byte 2 (s & 1) + t / 2 of scale word 2h + s / 2
         const uint32_t sc = (swt[T][2 * h + (s >> 1)] >> (16 * (s & 1))) & 0xfu;
-        mma_k32(isum[T], xf, ((q[T][h][0] >> (2 * s)) & 0x03030303u) * sc, ((q[T][h][1] >> (2 * s)) & 0x03030303u) * sc);
+        mma_k32(isum[T], x.f[kk], ((q[T][h][0] >> (2 * s)) & 0x03030303u) * sc, ((q[T][h][1] >> (2 * s)) & 0x03030303u) * sc);
       }
     }
-    uint32_t lo0, hi0, lo1, hi1;
-    bsum_bytes(a, g, t, b, lo0, hi0);
-    bsum_bytes(a, g + 8, t, b, lo1, hi1);
-    const float2 dx = x_scales<kValues>(a, g, b);
 #pragma unroll
     for (int T = 0; T < kTiles; ++T) {
       // groups 4t .. 4t + 3 (selected, not indexed by t: a register array stays in registers)
       const uint32_t swg = t & 2 ? (t & 1 ? sw[T][3] : sw[T][2]) : (t & 1 ? sw[T][1] : sw[T][0]);
       const uint32_t mins = (swg >> 4) & 0x0f0f0f0fu;
       int sl[4] = {0, 0, 0, 0}, sh[4] = {0, 0, 0, 0};
-      mma_k16(sl, lo0, lo1, mins);
-      mma_k16(sh, hi0, hi1, mins);
+      mma_k16(sl, x.lo0, x.lo1, mins);
+      mma_k16(sh, x.hi0, x.hi1, mins);
       const uint32_t dm[2] = {lds_u32(row(8 * T + 2 * t) + 80), lds_u32(row(8 * T + 2 * t + 1) + 80)};
       // ActQ2_KS::term: dall = d_x * d, dmin = d_x * dmin; dall * isum - dmin * summs
-      add_terms(acc[T], a.n, [&](int i) {
-        const float xd = i < 2 ? dx.x : dx.y;
+      add_terms(acc[T], n, [&](int i) {
+        const float xd = i < 2 ? x.d.x : x.d.y;
         const float dall = __fmul_rn(xd, f16_bits(uint16_t(dm[i & 1] & 0xffffu)));
         const float dmin = __fmul_rn(xd, f16_bits(uint16_t(dm[i & 1] >> 16)));
         const int summs = 256 * sh[i] + sl[i];
@@ -229,70 +247,76 @@ struct MmaQ2_K {
 };
 
 struct MmaIQ2_XXS {
-  static constexpr int kBlockBytes = 66, kValues = 256, kStageBlocks = 2;
+  static constexpr int kBlockBytes = 66, kValues = 256, kStageBlocks = 2, kMinBlocks = 2;
   // tables: 256 grid codes, then 128 sign codes (gemv_act_formats.cuh iq2_grid_codes / _sign_codes)
+  struct X {
+    uint32_t f[8][4];  // the 8 sub-blocks' A fragments
+    float2 d;
+  };
+  __device__ static void load_x(const MmaArgs& a, int g, int t, int64_t b, X& x) {
+#pragma unroll
+    for (int p = 0; p < 8; ++p) x_frag(a, g, t, b * 256 + 32 * p, x.f[p]);
+    x.d = x_scales<kValues>(a, g, b);
+  }
   template <int kTiles, class Row>
-  __device__ static void block(const MmaArgs& a, const uint32_t* tables, Row&& row, int64_t b, int g, int t,
+  __device__ static void block(const uint32_t* tables, Row&& row, const X& x, int n, int g, int t,
                                float (&acc)[kTiles][4]) {
     int isum[kTiles][4] = {};
 #pragma unroll
     for (int p = 0; p < 8; ++p) {  // sub-block p: values 32p .., bytes 2 + 8p (grid indices), 6 + 8p (signs, scale)
-      uint32_t xf[4];
-      x_frag(a, g, t, b * 256 + 32 * p, xf);
 #pragma unroll
       for (int T = 0; T < kTiles; ++T) {
-        const uint8_t* sp = row(8 * T + g) + 2 + 8 * p;
-        const uint32_t aux0 = lds_u32_2(sp), aux1 = lds_u32_2(sp + 4);
+        const uint2 aux = lds_u64_2(row(8 * T + g) + 2 + 8 * p);
+        const uint32_t aux0 = aux.x, aux1 = aux.y;
         const uint32_t code = tables[(aux0 >> (8 * t)) & 0xffu] | tables[256 + ((aux1 >> (7 * t)) & 127u)];
         int c[4] = {0, 0, 0, 0};
-        mma_k32(c, xf, byte_perm(kIq2Pos, kIq2Neg, code), byte_perm(kIq2Pos, kIq2Neg, code >> 16));
+        mma_k32(c, x.f[p], byte_perm(kIq2Pos, kIq2Neg, code), byte_perm(kIq2Pos, kIq2Neg, code >> 16));
         const int ls[2] = {int(2 * (row(8 * T + 2 * t)[9 + 8 * p] >> 4) + 1),
                            int(2 * (row(8 * T + 2 * t + 1)[9 + 8 * p] >> 4) + 1)};
 #pragma unroll
         for (int i = 0; i < 4; ++i) isum[T][i] += ls[i & 1] * c[i];
       }
     }
-    const float2 dx = x_scales<kValues>(a, g, b);
 #pragma unroll
     for (int T = 0; T < kTiles; ++T) {
       const float dw[2] = {f16_bits(uint16_t(lds_u16(row(8 * T + 2 * t)))),
                            f16_bits(uint16_t(lds_u16(row(8 * T + 2 * t + 1))))};
       // ActIQ2_XXSS::term: ((d_w * d_x) * isum) * 0.125
-      add_terms(acc[T], a.n, [&](int i) {
-        return __fmul_rn(__fmul_rn(__fmul_rn(dw[i & 1], i < 2 ? dx.x : dx.y), __int2float_rn(isum[T][i])), 0.125f);
+      add_terms(acc[T], n, [&](int i) {
+        return __fmul_rn(__fmul_rn(__fmul_rn(dw[i & 1], i < 2 ? x.d.x : x.d.y), __int2float_rn(isum[T][i])), 0.125f);
       });
     }
   }
 };
 
 // Copies stage `s` (blocks s S .. of every tile row; rows past the weight's end repeat its last
-// row, their outputs are dropped) into dst (row r at r * pitch).
-template <class F, int kRows, bool kAsync>
+// row, their outputs are dropped) into dst (row r at r * pitch): cp.async of kVec bytes
+// (consecutive lanes, consecutive pieces of a row), or for kVec = 2 synchronous 2-byte copies
+// (rows not 4-byte aligned).
+template <class F, int kRows, int kVec>
 __device__ __forceinline__ void copy_stage(const MmaArgs& a, uint8_t* dst, int64_t row0, int64_t s, int lane) {
   const int64_t b0 = s * F::kStageBlocks;
   const int blocks = a.nb - b0 < F::kStageBlocks ? int(a.nb - b0) : F::kStageBlocks;
   const uint8_t* src = a.w + b0 * F::kBlockBytes;
   auto rowp = [&](int r) { return src + (row0 + r < a.rows ? row0 + r : a.rows - 1) * a.row_bytes; };
-  if constexpr (kAsync) {
-    auto copy = [&](int words) {
-      for (int i = lane; i < kRows * words; i += 32) {
-        const int r = i / words, wd = i - r * words;
-        cp_async4(dst + r * a.pitch + 4 * wd, rowp(r) + 4 * wd);
-      }
-    };
-    if (blocks == F::kStageBlocks) copy(F::kStageBlocks * F::kBlockBytes / 4);  // a constant divisor
-    else copy(blocks * F::kBlockBytes / 4);  // the host checked: a multiple of 4 bytes
-  } else {
-    const int halves = blocks * F::kBlockBytes / 2;
-    for (int i = lane; i < kRows * halves; i += 32) {
-      const int r = i / halves, hf = i - r * halves;
-      *reinterpret_cast<uint16_t*>(dst + r * a.pitch + 2 * hf) = __ldg(reinterpret_cast<const uint16_t*>(rowp(r) + 2 * hf));
+  auto copy = [&](int pieces) {
+    for (int i = lane; i < kRows * pieces; i += 32) {
+      const int r = i / pieces, pc = i - r * pieces;
+      if constexpr (kVec == 2)
+        *reinterpret_cast<uint16_t*>(dst + r * a.pitch + 2 * pc) = __ldg(reinterpret_cast<const uint16_t*>(rowp(r) + 2 * pc));
+      else
+        cp_async<kVec>(dst + r * a.pitch + kVec * pc, rowp(r) + kVec * pc);
     }
-  }
+  };
+  if (blocks == F::kStageBlocks) copy(F::kStageBlocks * F::kBlockBytes / kVec);  // a constant divisor
+  else copy(blocks * F::kBlockBytes / kVec);  // the host checked: a multiple of kVec bytes
 }
 
-template <class F, int kTiles, bool kAsync>
-__global__ void __launch_bounds__(32 * kMaxWarps) act_mma_kernel(MmaArgs a) {
+template <class F, int kTiles, int kVec>
+// (F::kMinBlocks per SM bound the registers: Q8_0 3 -> 85, the 2-bit formats 2 -> 128; their
+// staged activations took up to 172 at 2 tiles otherwise.)
+__global__ void __launch_bounds__(32 * kMaxWarps, F::kMinBlocks) act_mma_kernel(MmaArgs a) {
+  constexpr bool kAsync = kVec > 2;
   constexpr int kRows = 8 * kTiles;
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ uint32_t tables[std::is_same_v<F, MmaIQ2_XXS> ? 384 : 1];
@@ -304,7 +328,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) act_mma_kernel(MmaArgs a) {
   uint8_t* ring = smem + warp * a.ring * slab;
   const int64_t mine = warp < a.stages ? (a.stages - 1 - warp) / W + 1 : 0;  // this warp's stages
   auto issue = [&](int64_t i) {
-    if (i < mine) copy_stage<F, kRows, kAsync>(a, ring + (i % a.ring) * slab, row0, warp + i * W, lane);
+    if (i < mine) copy_stage<F, kRows, kVec>(a, ring + (i % a.ring) * slab, row0, warp + i * W, lane);
     if constexpr (kAsync) cp_async_commit();  // empty groups too: the wait counts groups
   };
   for (int i = 0; i + 1 < a.ring; ++i) issue(i);  // weights before the PDL wait
@@ -317,15 +341,28 @@ __global__ void __launch_bounds__(32 * kMaxWarps) act_mma_kernel(MmaArgs a) {
   float acc[kTiles][4] = {};
   for (int64_t i = 0; i < mine; ++i) {
     issue(i + a.ring - 1);
+    const int64_t b0 = (warp + i * W) * F::kStageBlocks;
+    const int blocks = a.nb - b0 < F::kStageBlocks ? int(a.nb - b0) : F::kStageBlocks;
+    // The stage's activations first: their latency overlaps the wait for its weights (the wait's
+    // memory clobber keeps the compiler from hoisting them itself).
+    typename F::X xs[F::kStageBlocks];
+#pragma unroll
+    for (int j = 0; j < F::kStageBlocks; ++j)
+      if (j < blocks) F::load_x(a, g, t, b0 + j, xs[j]);
     if constexpr (kAsync) cp_async_wait(a.ring - 1);
     __syncwarp();
     const uint8_t* buf = ring + (i % a.ring) * slab;
-    const int64_t b0 = (warp + i * W) * F::kStageBlocks;
-#pragma unroll
-    for (int j = 0; j < F::kStageBlocks; ++j) {
-      if (b0 + j >= a.nb) break;
+    auto block = [&](int j) {
       auto row = [&](int r) { return buf + r * a.pitch + j * F::kBlockBytes; };
-      F::template block<kTiles>(a, tables, row, b0 + j, g, t, acc);
+      F::template block<kTiles>(tables, row, xs[j], a.n, g, t, acc);
+    };
+    if (blocks == F::kStageBlocks) {  // every stage but maybe the last: no exits in the unrolled loop
+#pragma unroll
+      for (int j = 0; j < F::kStageBlocks; ++j) block(j);
+    } else {
+#pragma unroll
+      for (int j = 0; j < F::kStageBlocks; ++j)
+        if (j < blocks) block(j);
     }
     __syncwarp();  // the ring slot is refilled next iteration
   }
@@ -361,13 +398,13 @@ int pitch_for() {
 }
 
 template <class F>
-size_t smem_bytes(int warps, int ring, int tiles) {
+size_t smem_bytes(int warps, int ring, int tiles) {  // the rings, then the warps' sums
   return size_t(warps) * ring * 8 * tiles * pitch_for<F>() + size_t(warps) * tiles * 32 * sizeof(float4);
 }
 
-template <class F, int kTiles, bool kAsync>
+template <class F, int kTiles, int kVec>
 void launch(const MmaArgs& a, unsigned blocks, cudaStream_t stream) {
-  auto* k = act_mma_kernel<F, kTiles, kAsync>;
+  auto* k = act_mma_kernel<F, kTiles, kVec>;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(unsigned(32 * a.warps));
@@ -379,6 +416,27 @@ void launch(const MmaArgs& a, unsigned blocks, cudaStream_t stream) {
   cfg.attrs = at;
   cfg.numAttrs = gemv_pdl() ? 1 : 0;
   DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, a));
+}
+
+// The widest copy the weight's alignment allows: every row start, stage start and the last
+// (partial) stage's length a multiple of it; 8 bytes only for Q8_0 (its 136-byte stages).
+template <class F>
+int copy_width(const MmaArgs& a) {
+  const int64_t tail = (a.nb % F::kStageBlocks) * F::kBlockBytes;
+  auto fits = [&](int v) {
+    return reinterpret_cast<uintptr_t>(a.w) % v == 0 && a.row_bytes % v == 0 &&
+           (F::kStageBlocks * F::kBlockBytes) % v == 0 && tail % v == 0;
+  };
+  return fits(8) ? 8 : fits(4) ? 4 : 2;
+}
+
+template <class F, int kTiles>
+void launch_tiles(const MmaArgs& a, unsigned blocks, cudaStream_t stream) {
+  switch (copy_width<F>(a)) {
+    case 8: return launch<F, kTiles, 8>(a, blocks, stream);
+    case 4: return launch<F, kTiles, 4>(a, blocks, stream);
+    default: return launch<F, kTiles, 2>(a, blocks, stream);
+  }
 }
 
 template <class F>
@@ -393,11 +451,9 @@ void run(MmaArgs a, int sm_count, cudaStream_t stream) {
   int ring = int(std::min<int64_t>(kRing, per_warp));
   while (ring > 1 && smem_bytes<F>(a.warps, ring, tiles) > kSmemLimit) --ring;
   a.ring = ring;
-  const bool async = reinterpret_cast<uintptr_t>(a.w) % 4 == 0 && a.row_bytes % 4 == 0 &&
-                     (a.nb % F::kStageBlocks) * F::kBlockBytes % 4 == 0;
   const unsigned blocks = unsigned((a.rows + 8 * tiles - 1) / (8 * tiles));
-  if (tiles == 2) return async ? launch<F, 2, true>(a, blocks, stream) : launch<F, 2, false>(a, blocks, stream);
-  async ? launch<F, 1, true>(a, blocks, stream) : launch<F, 1, false>(a, blocks, stream);
+  if (tiles == 2) return launch_tiles<F, 2>(a, blocks, stream);
+  launch_tiles<F, 1>(a, blocks, stream);
 }
 
 int stage_blocks(DType t) {
@@ -421,9 +477,10 @@ int sm_count() {
 
 }  // namespace
 
+// Warps: 8, never more than the row has stages (rows does not matter yet).
 GemvActMmaSplit gemv_act_mma_split(DType type, int64_t rows, int64_t cols) {
-  const int s = stage_blocks(type);
   (void)rows;
+  const int s = stage_blocks(type);
   const int64_t nb = cols / act_values_per_scale(act_block_for(type));
   const int64_t stages = (nb + s - 1) / s;
   return GemvActMmaSplit{int(std::max<int64_t>(1, std::min<int64_t>(kMaxWarps, stages))), s};

@@ -51,6 +51,10 @@ inline dc::GemvOptions gemv_options(DType) {
   return o;
 }
 
+// CudaModelOptions::act_mma when unset at load: DS4_ACT_MMA=0|1, else products.cu's
+// kActMmaDefault (InputError for another value).
+bool act_mma_default();
+
 class CudaState : public ModelState {
  public:
   // c and lay are the model's (Impl): they outlive its states.
@@ -198,6 +202,8 @@ struct DeepseekV4CudaModel::Impl {
   // x's quantized rows for w (quantizing them on s first when the slot holds another block
   // type, or none yet); nullopt when w keeps f32 x (no slot, or a format without act blocks).
   std::optional<dc::DeviceActQ8> act_for(ActIn& x, const WeightMatrix& w, cudaStream_t s);
+  // CudaModelOptions::act_mma (resolved at load): an unbatched act product runs gemv_act_mma.
+  bool act_mma() const { return opt.act_mma.value_or(false); }
   // One row (decode step): gemv / gemv_act; batched (o_a groups, experts: b.x_stride in values
   // = floats); a stacked projection, one launch per run with outputs back to back.
   void mv(const WeightMatrix& m, ActIn& x, float* y, cudaStream_t s);
