@@ -32,6 +32,7 @@
 #include "backend/cuda/memory.h"
 #include "core/act_quant.h"
 #include "core/error.h"
+#include "act_block_term.h"
 #include "device_weight.h"
 #include "host_ref.h"
 #include "test_common.h"
@@ -75,21 +76,6 @@ DeviceRows upload_rows(const ActQ8Rows& h) {
   DS4_CUDA_CHECK(cudaMemcpy(d.q.d, h.d.data(), h.d.size() * 4, cudaMemcpyHostToDevice));
   if (!h.bsums.empty()) DS4_CUDA_CHECK(cudaMemcpy(d.q.bsums, h.bsums.data(), h.bsums.size() * 2, cudaMemcpyHostToDevice));
   return d;
-}
-
-// dot_act's f32 term of block b of weight row r alone.
-float block_term(const WeightMatrix& hw, int64_t r, const ActQ8View& x, int64_t b) {
-  const int64_t bv = act_values_per_scale(x.block);
-  WeightMatrix one = hw;
-  one.rows = 1;
-  one.cols = bv;
-  one.data = static_cast<const uint8_t*>(hw.data) + r * hw.row_stride_bytes() + b * one.row_stride_bytes();
-  ActQ8View xb = x;
-  xb.n = bv;
-  xb.q = x.q + b * bv;
-  xb.d = x.d + b;
-  if (x.bsums) xb.bsums = x.bsums + b * (bv / kActQ8KSumBlock);
-  return dot_act(one, 0, xb);
 }
 
 // The kernel's order (gemv_act_mma.h) over the block terms.
@@ -146,7 +132,7 @@ void check_shape(const Shape& sh, std::mt19937_64& rng, cudaStream_t s) {
     for (int64_t r = 0; r < M; ++r) {
       double mag = 0;
       for (int64_t b = 0; b < nb; ++b) {
-        terms[size_t(b)] = block_term(hv, r, xv, b);
+        terms[size_t(b)] = act_block_term(hv, r, xv, b);
         mag += std::fabs(double(terms[size_t(b)]));
       }
       const float got = full[size_t(i * y_row + r)], emulated = mma_order_sum(terms, sp);

@@ -404,18 +404,8 @@ size_t smem_bytes(int warps, int ring, int tiles) {  // the rings, then the warp
 
 template <class F, int kTiles, int kVec>
 void launch(const MmaArgs& a, unsigned blocks, cudaStream_t stream) {
-  auto* k = act_mma_kernel<F, kTiles, kVec>;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(unsigned(32 * a.warps));
-  cfg.dynamicSmemBytes = smem_bytes<F>(a.warps, a.ring, kTiles);
-  cfg.stream = stream;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = gemv_pdl() ? 1 : 0;
-  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, a));
+  gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), act_mma_kernel<F, kTiles, kVec>, dim3(blocks), 32 * a.warps,
+                                     smem_bytes<F>(a.warps, a.ring, kTiles), stream, a);
 }
 
 // The widest copy the weight's alignment allows: every row start, stage start and the last
