@@ -204,6 +204,11 @@ void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
         "bad input: Q8_K activations for Q8_0 weights throw");
   check(throws_input([&] { cuda::gemv_act_mma(dw.view, d.q.row(0), yp, 2, 224, 16, s); }), "bad input: x_row < cols throws");
   check(throws_input([&] { cuda::gemv_act_mma(dw.view, d.q.row(0), yp, 2, 256, 8, s); }), "bad input: y_row < rows throws");
+  // one row: y_row is never used, 0 is fine (the MTP head's step passes it; request 2's FATAL)
+  cuda::gemv_act_mma(dw.view, d.q.row(0), yp, 1, 256, 0, s);
+  cuda::DeviceBuffer y2(size_t(16) * 4, "test mma y2");
+  cuda::gemv_act_mma(dw.view, d.q.row(0), y2.as<float>(), 1, 256, 16, s);
+  check(download(yp, 16, s) == download(y2.as<float>(), 16, s), "one row with y_row 0 == with y_row 16");
 }
 
 }  // namespace

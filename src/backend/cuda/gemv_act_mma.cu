@@ -429,10 +429,22 @@ void launch_tiles(const MmaArgs& a, unsigned blocks, cudaStream_t stream) {
   }
 }
 
+// 8-row tiles per thread block (never changes a result, so it may follow n), from request 2's
+// T1 / T2 columns (bench/cuda_gemv/NOTES.md): 2 when the weight has >= 4 x SMs tiles of 8 rows
+// (Q8_0 1024->32768: 24.0 vs 32.4 us at n = 1), for Q2_K from 4096 rows (4096x2048: 4.2 vs
+// 6.2 us at n = 1, 5.8 vs 9.5 at n = 16), for Q8_0 from 4096 rows when n > 8 (4096x4096: 19.1
+// vs 22.9 us, 8192 wide: 36.6 vs 43.7); else 1 (IQ2_XXS: 4.9 vs 8.7 us at n = 1).
+template <class F>
+int tiles_for(int64_t rows, int n, int sm_count) {
+  if ((rows + 7) / 8 >= 4 * int64_t(sm_count)) return 2;
+  if (std::is_same_v<F, MmaQ2_K> && rows >= 4096) return 2;
+  if (std::is_same_v<F, MmaQ8_0> && rows >= 4096 && n > 8) return 2;
+  return 1;
+}
+
 template <class F>
 void run(MmaArgs a, int sm_count, cudaStream_t stream) {
-  const int64_t tiles8 = (a.rows + 7) / 8;
-  const int tiles = g_tiles ? g_tiles : tiles8 >= 4 * sm_count ? 2 : 1;
+  const int tiles = g_tiles ? g_tiles : tiles_for<F>(a.rows, a.n, sm_count);
   a.pitch = pitch_for<F>();
   // Stages in flight per warp: up to kRing, no more than the warp has, and within the 48 KiB of
   // dynamic shared memory a launch gets without an opt-in attribute (cudaFuncSetAttribute is
@@ -496,7 +508,10 @@ void gemv_act_mma(const WeightMatrix& w, const ActQ8View& x, float* y, int n, in
   if (n < 1 || n > kGemvActMmaMaxRows) throw InputError(who + ": n " + std::to_string(n) + " is not in 1..16");
   if (x_row < w.cols || x_row % std::max<int64_t>(bv, 16) != 0)
     throw InputError(who + ": x_row " + std::to_string(x_row) + " (>= cols, a multiple of the block and of 16)");
-  if (y_row < w.rows) throw InputError(who + ": y_row " + std::to_string(y_row) + " < rows " + std::to_string(w.rows));
+  // (one row: its stride is never used and may be anything, e.g. 0 in the MTP head's step)
+  if (n > 1 && y_row < w.rows)
+    throw InputError(who + ": y_row " + std::to_string(y_row) + " < rows " + std::to_string(w.rows) + " for n " +
+                     std::to_string(n));
   auto aligned = [](const void* p, size_t al) { return reinterpret_cast<uintptr_t>(p) % al == 0; };
   if (!x.q || !x.d || !aligned(x.q, 8) || (want == ActBlock::kQ8_K && (!x.bsums || !aligned(x.bsums, 8))))
     throw InputError(who + ": activation pointers missing or misaligned (q 8 bytes, bsums 8)");

@@ -29,8 +29,9 @@ GemvActMmaSplit gemv_act_mma_split(DType type, int64_t rows, int64_t cols);
 
 // y row i (y + i * y_row floats, rows values) = W x row i for i < n, x row i at
 // q + i * x_row values (d + i * x_row / block, bsums + i * x_row / 16): x_row a multiple of the
-// block and of 16, >= w.cols; x.block == act_block_for(w.type), x.n == w.cols; q 8-byte and
-// bsums 8-byte aligned. n in 1..16. Throws InputError otherwise. Launched as a programmatic
+// block and of 16, >= w.cols; y_row >= w.rows when n > 1 (any for one row); x.block ==
+// act_block_for(w.type), x.n == w.cols; q 8-byte and bsums 8-byte aligned. n in 1..16. Throws
+// InputError otherwise. Launched as a programmatic
 // dependent when gemv_pdl() (weights are staged before the wait, x read after it).
 void gemv_act_mma(const WeightMatrix& w, const ActQ8View& x, float* y, int n, int64_t x_row, int64_t y_row,
                   cudaStream_t stream);

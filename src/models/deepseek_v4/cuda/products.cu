@@ -69,7 +69,10 @@ ActQ8View view_for(const dc::DeviceActQ8& q, const WeightMatrix& w, int64_t r = 
 // weight always run the same kernel (row i of a launch never depends on n: steps = rows bit
 // for bit). Batched products (o_a's groups, routed experts) keep gemv_act on both sides.
 namespace {
-constexpr bool kActMmaDefault = false;  // unmeasured on the model yet (bench_cuda_gemv --act-mma)
+// Off: one row on gemv_act_mma is 2.5-3.6x gemv_act on the Q8_0 shapes (bench_cuda_gemv --act-mma,
+// H200 2026-12-04, bench/cuda_gemv/NOTES.md), and a decode step must use the rows' kernel. The
+// switch is unrun on the model (no model test has passed with it on yet).
+constexpr bool kActMmaDefault = false;
 }  // namespace
 
 bool act_mma_default() {
