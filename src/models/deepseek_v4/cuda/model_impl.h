@@ -202,8 +202,6 @@ struct DeepseekV4CudaModel::Impl {
   // x's quantized rows for w (quantizing them on s first when the slot holds another block
   // type, or none yet); nullopt when w keeps f32 x (no slot, or a format without act blocks).
   std::optional<dc::DeviceActQ8> act_for(ActIn& x, const WeightMatrix& w, cudaStream_t s);
-  // CudaModelOptions::act_mma (resolved at load): an unbatched act product runs gemv_act_mma.
-  bool act_mma() const { return opt.act_mma.value_or(false); }
   // One row (decode step): gemv / gemv_act; batched (o_a groups, experts: b.x_stride in values
   // = floats); a stacked projection, one launch per run with outputs back to back.
   void mv(const WeightMatrix& m, ActIn& x, float* y, cudaStream_t s);
@@ -217,6 +215,8 @@ struct DeepseekV4CudaModel::Impl {
                 const dc::MatmulBatch& b, cudaStream_t s);
   // rows x.rows .. : gemv_act_rows with r's grouping (MoE entries; r.x_row set here).
   void act_entries(const WeightMatrix& w, const dc::DeviceActQ8& q, float* y, dc::GemvRows r, cudaStream_t s);
+  // CudaModelOptions::act_mma (resolved at load): an unbatched act product runs gemv_act_mma.
+  bool act_mma() const { return opt.act_mma.value_or(false); }
   // The stream of a layer's side branch (the main stream when streams are off); fork makes
   // it wait for the main stream's work so far, join makes the main stream wait for it.
   bool two_streams() const { return opt.streams && !opt.profile; }
