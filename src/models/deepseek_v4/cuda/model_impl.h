@@ -189,9 +189,11 @@ struct DeepseekV4CudaModel::Impl {
   ActLayout sa;  // the step scratch's act slots (after sl.bytes: not copied into the chunk rows)
   ActLayout ca;  // the chunk scratch's (cl.rows tokens, after its MoE buffers)
   DeepseekV4CudaModel::ActLaunches act_n;  // act products enqueued (tests: the path ran)
-  int64_t act_epoch = 0;                   // bumped when set_options switches c.act_quant
+  int64_t act_epoch = 0;                   // bumped when set_options switches c.act_quant / act_mma
   // Drops st's graphs when they were captured under another act_quant (set_options).
   void fresh_graphs(CudaState& st) const;
+  // CudaModelOptions::act_mma (resolved at load): an unbatched act product runs gemv_act_mma.
+  bool act_mma() const { return opt.act_mma.value_or(false); }
   // An input of `rows` rows of n values (x_row floats apart) with the slot of kind k in the
   // step arena or the chunk arena; no slot (f32 products) with act_quant off, and in a
   // tensor-core chunk (its products keep their operands: chunk.cu).
@@ -215,8 +217,6 @@ struct DeepseekV4CudaModel::Impl {
                 const dc::MatmulBatch& b, cudaStream_t s);
   // rows x.rows .. : gemv_act_rows with r's grouping (MoE entries; r.x_row set here).
   void act_entries(const WeightMatrix& w, const dc::DeviceActQ8& q, float* y, dc::GemvRows r, cudaStream_t s);
-  // CudaModelOptions::act_mma (resolved at load): an unbatched act product runs gemv_act_mma.
-  bool act_mma() const { return opt.act_mma.value_or(false); }
   // The stream of a layer's side branch (the main stream when streams are off); fork makes
   // it wait for the main stream's work so far, join makes the main stream wait for it.
   bool two_streams() const { return opt.streams && !opt.profile; }
