@@ -28,8 +28,14 @@
 // it (one row of cols values); and gemv_act_rows at n = 1, 2, 4, 8, 16 as a multiple of one
 // gemv_act of the same weight.
 //
+// --act-mma: gemv_act_mma (gemv_act_mma.h: 1..16 quantized rows on int8 tensor cores) against
+// gemv_act (one row) and gemv_act_rows at n = 1, 2, 4, 8, 16 in the same run, on DeepSeek V4
+// Flash's act shapes: us and % of copy (the weight's bytes per launch time), and at n = 1 and 16
+// the mma kernel with 1 and 2 eight-row tiles per block (gemv_act_mma_set_tiles).
+//
 // Usage: bench_cuda_gemv [reps [--no-sweep]]   the tables (--no-sweep: without the threads x rows sweep)
 //        bench_cuda_gemv --act [reps]          the quantized-activation tables only (~10 s)
+//        bench_cuda_gemv --act-mma [reps]      the tensor-core multi-row table only (~10 s)
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
 #include <algorithm>
@@ -42,6 +48,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_act.h"
+#include "backend/cuda/gemv_act_mma.h"
 #include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/memory.h"
 #include "core/weight.h"
@@ -116,8 +123,9 @@ double graph_ms(Fn&& capture, int reps) {
 // n_rows > 0: gemv_rows over n_rows input rows (x rows of cols floats, y rows of rows floats).
 // xq: the same launches on quantized activations (gemv_act, gemv_act_batched, gemv_act_rows;
 // xq rows of cols values), instead of x.
+// mma: gemv_act_mma over max(1, n_rows) rows of xq instead.
 Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* y, bool profile, int n_rows = 0,
-              const cuda::DeviceActQ8* xq = nullptr) {
+              const cuda::DeviceActQ8* xq = nullptr, bool mma = false) {
   WeightMatrix w;
   w.type = f.type;
   w.rows = s.rows;
@@ -152,7 +160,9 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
     const cuda::GemvOptions o{f.path, f.rows_per_block};
     if (xq) {
       const ActQ8View xv = xq->row(0);
-      if (n_rows > 0) {
+      if (mma) {
+        cuda::gemv_act_mma(w, xv, y, std::max(1, n_rows), s.cols, s.rows, st);
+      } else if (n_rows > 0) {
         cuda::GemvRows r;
         r.n = n_rows, r.x_row = s.cols, r.y_row = s.rows;
         cuda::gemv_act_rows(w, xv, y, r, st);
@@ -305,13 +315,62 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
   return 0;
 }
 
+// bench_cuda_gemv --act-mma, see the header.
+int act_mma_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
+  constexpr int kMaxIn = 16;
+  struct Case {
+    Format f;
+    Shape s;
+  };
+  const Format q8{DType::Q8_0, 0, DType::F16, "Q8_0"}, q2{DType::Q2_K, 0, DType::F16, "Q2_K"},
+      iq2{DType::IQ2_XXS, 0, DType::F16, "IQ2_XXS"};
+  const Case cases[] = {{q8, {1024, 4096, "ds 4096->1024"}},   {q8, {32768, 1024, "ds 1024->32768"}},
+                        {q8, {4096, 8192, "ds 8192->4096"}},   {q8, {4096, 4096, "square"}},
+                        {iq2, {2048, 4096, "expert up"}},      {iq2, {4096, 2048, "expert down"}},
+                        {q2, {4096, 2048, "expert down"}},     {q2, {2048, 4096, "expert up"}}};
+  const int ns[] = {1, 2, 4, 8, 16};
+  cuda::gemv_set_pdl(true);
+  auto pct = [&](const Row& r) { return 100.0 * r.gbps / bw.copy_gbps; };
+  std::printf("gemv_act_mma (int8 mma, n rows) vs gemv_act (1 row) and gemv_act_rows (n rows); PDL on; "
+              "us and %% of copy (weight bytes / time)\n%-8s %-22s %-14s", "format", "shape", "gemv_act n=1");
+  for (int n : ns) std::printf(" | n=%-2d rows   mma        ", n);
+  std::printf(" | mma n=1 T1 T2    | mma n=16 T1 T2\n");
+  for (const Case& c : cases) {
+    const ActBlock block = act_block_for(c.f.type);
+    cuda::DeviceBuffer qbuf(size_t(kMaxIn) * cuda::act_q8_row_bytes(block, c.s.cols), "bench xq");
+    const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qbuf.get(), block, c.s.cols, kMaxIn);
+    cuda::quantize_act(x, c.s.cols, kMaxIn, xq, nullptr);
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    const Row one = bench_one(c.f, c.s, reps, x, y, false, 0, &xq);
+    std::printf("%-8s %-22s %6.2f %5.1f%%", c.f.label, (std::to_string(c.s.rows) + "x" + std::to_string(c.s.cols) + " " +
+                                                       c.s.what).c_str(), one.us, pct(one));
+    for (int n : ns) {
+      const Row rows = bench_one(c.f, c.s, reps, x, y, false, n, &xq);
+      const Row mma = bench_one(c.f, c.s, reps, x, y, false, n, &xq, true);
+      std::printf(" | %6.1f %6.1f %4.0f%%", rows.us, mma.us, pct(mma));
+    }
+    for (int n : {1, 16}) {
+      std::printf(" |");
+      for (int t : {1, 2}) {
+        cuda::gemv_act_mma_set_tiles(t);
+        std::printf(" %6.1f", bench_one(c.f, c.s, reps, x, y, false, n, &xq, true).us);
+      }
+      cuda::gemv_act_mma_set_tiles(0);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const bool profile = argc > 1 && std::string(argv[1]) == "--profile";
     const bool act = argc > 1 && std::string(argv[1]) == "--act";
-    const int reps = act ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
+    const bool act_mma = argc > 1 && std::string(argv[1]) == "--act-mma";
+    const int reps = act || act_mma ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
                          : argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
     const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     cudaDeviceProp prop{};
@@ -351,6 +410,7 @@ int main(int argc, char** argv) {
     cuda::DeviceBuffer x(sizeof(float) * 16384 * kMaxN, "bench x"), y(sizeof(float) * 65536 * kMaxN, "bench y");
     fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
     if (act) return act_tables(reps, bw, x.as<float>(), y.as<float>());
+    if (act_mma) return act_mma_table(reps, bw, x.as<float>(), y.as<float>());
     std::printf("%-12s %-26s %7s | %-15s | %-15s | %-15s | %-24s | %-15s | %6s\n", "format", "shape", "MiB",
                 "k1 GB/s %copy", "k2 GB/s %copy", "k2 no PDL", "k3 (default) us GB/s %copy", "k3 no PDL", "k3/k2");
     auto fits = [](const Format& f, const Shape& s) {  // the K-quants and IQ2_XXS: whole 256-weight blocks

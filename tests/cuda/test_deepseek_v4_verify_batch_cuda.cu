@@ -12,7 +12,8 @@
 //       - the same, 16-row chunk scratch (prefill_rows 0, batch_rows 16: forwards cut by rows);
 //       - the same, direct launches on one stream (graphs and side stream off, batch_rows 512);
 //       - the tiny model + DSpark, the served options;
-//       - the synthetic ds4-layout model + MTP (dsv4_actq_model.h), act_quant on and off.
+//       - the synthetic ds4-layout model + MTP (dsv4_actq_model.h), act_quant on and off, and
+//         on with act_mma (the dense act products on gemv_act_mma; also item 3 on it).
 //  2. A state holding an uncommitted captured window in the batch: verify_batch throws and no
 //     state advances.
 //  3. Then, on the same models (served options, MTP and DSpark: decode_batch and verify_batch
@@ -101,11 +102,12 @@ int main(int argc, char** argv) {
     write_actq_model(root, gguf.string(), true);
     LoadOptions og;
     og.max_context = 1024;
-    for (bool act : {true, false}) {
+    for (int v = 0; v < 3; ++v) {  // act_quant on (gemv_act), on with act_mma (gemv_act_mma), off
       dsv4::CudaModelOptions a;
-      a.act_quant = act;
-      on_model(std::string("ds4-layout synthetic + MTP, act_quant ") + (act ? "on" : "off"),
-               [&] { return dsv4::load_cuda(gguf.string(), og, a); });
+      a.act_quant = v < 2;
+      a.act_mma = v == 1;
+      on_model(std::string("ds4-layout synthetic + MTP, act_quant ") + (v == 0 ? "on" : v == 1 ? "on + act_mma" : "off"),
+               [&] { return dsv4::load_cuda(gguf.string(), og, a); }, v == 1);
     }
     rc = summary();
   } catch (const std::exception& e) {

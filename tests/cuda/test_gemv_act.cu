@@ -40,6 +40,7 @@
 #include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/memory.h"
 #include "core/act_quant.h"
+#include "act_block_term.h"
 #include "device_weight.h"
 #include "host_ref.h"
 #include "late_writer.cuh"
@@ -153,22 +154,6 @@ void check_quantize(ActBlock block, int64_t n, std::mt19937_64& rng, cudaStream_
   if (block == ActBlock::kQ8_K) check(same(download(d.q.bsums, ref.bsums.size()), ref.bsums), what + ": bsums == CPU");
 }
 
-// Block b of row r alone: dot_act's f32 term for that block.
-float block_term(const WeightMatrix& hw, int64_t r, const ActQ8View& x, int64_t b) {
-  const int64_t bv = act_values_per_scale(x.block);
-  WeightMatrix one = hw;
-  one.rows = 1;
-  one.cols = bv;
-  const int64_t block_bytes = one.row_stride_bytes();
-  one.data = static_cast<const uint8_t*>(hw.data) + r * hw.row_stride_bytes() + b * block_bytes;
-  ActQ8View xb = x;
-  xb.n = bv;
-  xb.q = x.q + b * bv;
-  xb.d = x.d + b;
-  if (x.bsums) xb.bsums = x.bsums + b * (bv / kActQ8KSumBlock);
-  return dot_act(one, 0, xb);
-}
-
 // The kernel's f32 order on the host, from the per-block terms: thread t of a block of
 // cfg.threads adds the terms of the blocks whose first unit is one of its units t, t + threads,
 // ... (a weight block = cfg.lanes units), the warps sum by xor shuffles 16, 8, 4, 2, 1, then the
@@ -211,7 +196,7 @@ std::vector<float> check_gemv(const std::string& what, const HostWeight& hw, con
     const float ref = dot_act(hv, r, x);
     double mag = 0;
     for (int64_t b = 0; b < nb; ++b) {
-      terms[size_t(b)] = block_term(hv, r, x, b);
+      terms[size_t(b)] = act_block_term(hv, r, x, b);
       mag += std::fabs(double(terms[size_t(b)]));
     }
     const float emulated = kernel_order_sum(terms, cfg);

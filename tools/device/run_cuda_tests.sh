@@ -29,6 +29,7 @@ one test_cuda_hc_fused
 one test_grouped_mma_frag
 one test_gemv_pdl
 one test_gemv_act
+one test_gemv_act_mma
 one test_gemv_decode
 one test_cuda_sample
 one test_cuda_matmul

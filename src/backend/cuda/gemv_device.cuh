@@ -80,8 +80,26 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// Launches kernel k, as a programmatic dependent of the kernel before it on `stream` when
-// `pdl` (the kernel must then pdl_wait before reading what that kernel writes).
+// Launches kernel k with `smem` bytes of dynamic shared memory, as a programmatic dependent of
+// the kernel before it on `stream` when `pdl` (the kernel must then pdl_wait before reading
+// what that kernel writes).
+template <class... KArgs, class... Args>
+void launch_maybe_pdl_smem(bool pdl, void (*k)(KArgs...), dim3 blocks, int threads, size_t smem, cudaStream_t stream,
+                           Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = blocks;
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, std::forward<Args>(args)...));
+}
+
+// The same without dynamic shared memory.
 template <class... KArgs, class... Args>
 void launch_maybe_pdl(bool pdl, void (*k)(KArgs...), dim3 blocks, int threads, cudaStream_t stream, Args&&... args) {
   if (!pdl) {
@@ -89,16 +107,7 @@ void launch_maybe_pdl(bool pdl, void (*k)(KArgs...), dim3 blocks, int threads, c
     DS4_CUDA_CHECK_LAUNCH();
     return;
   }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = blocks;
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, std::forward<Args>(args)...));
+  launch_maybe_pdl_smem(true, k, blocks, threads, 0, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace ds4::cuda::gemv_detail

@@ -304,17 +304,7 @@ __global__ void __launch_bounds__(kFusedThreads) hc_tail_kernel(FusedArgs a, int
 
 template <class... KArgs, class... Args>
 void launch_pdl(void (*k)(KArgs...), dim3 grid, size_t smem, cudaStream_t s, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(kFusedThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = gemv_pdl() ? 1 : 0;
-  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, args...));
+  gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), k, grid, kFusedThreads, smem, s, args...);
 }
 
 template <class W, bool kHead>

@@ -300,6 +300,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.w = bind_weights(*m.src, m.c);
   m.c.ds4_numerics = ds4_numerics_for(m.w.ds4_layout);
   m.c.act_quant = copt.act_quant ? *copt.act_quant : act_quant_for(m.c.ds4_numerics);
+  m.opt.act_mma = copt.act_mma ? *copt.act_mma : act_mma_default();
   // A draft head on the GPU: MTPLX's DSpark when the checkpoint has it (it wins over ds4's MTP
   // head, as on the CPU), else ds4's MTP head; either only when the device can look its
   // tokens' embedding rows up (and, for DSpark, its Markov rows).
@@ -462,9 +463,12 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
     throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");
   if (copt.batch_rows < 1) throw InputError("deepseek_v4 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
+  const bool mma = impl_->opt.act_mma.value_or(false);
   impl_->opt = copt;
-  if (copt.act_quant && *copt.act_quant != impl_->c.act_quant) {  // what a forward enqueues changes
-    impl_->c.act_quant = *copt.act_quant;
+  impl_->opt.act_mma = copt.act_mma.value_or(mma);
+  if ((copt.act_quant && *copt.act_quant != impl_->c.act_quant) || *impl_->opt.act_mma != mma) {
+    // what a forward enqueues changes
+    if (copt.act_quant) impl_->c.act_quant = *copt.act_quant;
     ++impl_->act_epoch;
     impl_->batch_graphs.clear();
   }

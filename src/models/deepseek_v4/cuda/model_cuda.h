@@ -82,6 +82,14 @@ struct CudaModelOptions {
   // unset in set_options = keep the current setting. Switching it makes states recapture their
   // graphs at their next forward. The tensor-core prefill chunks are not affected.
   std::optional<bool> act_quant = std::nullopt;
+  // With act_quant: the dense act products (a decode step's gemv_act and unbatched
+  // gemv_act_batched, a chunk's / batch's gemv_act_rows of the same weights; products.cu) on
+  // int8 tensor cores (backend/cuda/gemv_act_mma.h), one kernel for 1..16 rows. Steps, chunks
+  // and batch rows switch together, so they stay equal bit for bit; outputs move by f32
+  // rounding (another order of the sum over blocks). Routed experts and o_a's groups keep
+  // gemv_act. Unset at load = DS4_ACT_MMA (0 / 1) where set, else products.cu's
+  // kActMmaDefault; unset in set_options = keep. Switching makes states recapture graphs.
+  std::optional<bool> act_mma = std::nullopt;
 };
 
 // The first chunk size that runs on tensor cores under `o` (0: none): prefill chunks of more

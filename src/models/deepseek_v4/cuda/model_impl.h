@@ -51,6 +51,10 @@ inline dc::GemvOptions gemv_options(DType) {
   return o;
 }
 
+// CudaModelOptions::act_mma when unset at load: DS4_ACT_MMA=0|1, else products.cu's
+// kActMmaDefault (InputError for another value).
+bool act_mma_default();
+
 class CudaState : public ModelState {
  public:
   // c and lay are the model's (Impl): they outlive its states.
@@ -182,9 +186,11 @@ struct DeepseekV4CudaModel::Impl {
   ActLayout sa;  // the step scratch's act slots (after sl.bytes: not copied into the chunk rows)
   ActLayout ca;  // the chunk scratch's (cl.rows tokens, after its MoE buffers)
   DeepseekV4CudaModel::ActLaunches act_n;  // act products enqueued (tests: the path ran)
-  int64_t act_epoch = 0;                   // bumped when set_options switches c.act_quant
+  int64_t act_epoch = 0;                   // bumped when set_options switches c.act_quant / act_mma
   // Drops st's graphs when they were captured under another act_quant (set_options).
   void fresh_graphs(CudaState& st) const;
+  // CudaModelOptions::act_mma (resolved at load): an unbatched act product runs gemv_act_mma.
+  bool act_mma() const { return opt.act_mma.value_or(false); }
   // An input of `rows` rows of n values (x_row floats apart) with the slot of kind k in the
   // step arena or the chunk arena; no slot (f32 products) with act_quant off, and in a
   // tensor-core chunk (its products keep their operands: chunk.cu).

@@ -9,8 +9,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
+#include "backend/cuda/gemv_act_mma.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/norm.h"
 #include "core/error.h"
@@ -91,15 +93,51 @@ ActQ8View view_for(const dc::DeviceActQ8& q, const WeightMatrix& w, int64_t r = 
 
 }  // namespace
 
+// ---- CudaModelOptions::act_mma: the unbatched act products on int8 tensor cores ----
+// The kernel for 1..16 rows (gemv_act_mma.h) replaces gemv_act in mv / unbatched mv_batched and
+// gemv_act_rows in unbatched act_rows, so a decode step and a chunk / batch row of the same
+// weight always run the same kernel (row i of a launch never depends on n: steps = rows bit
+// for bit). Batched products (o_a's groups, routed experts) keep gemv_act on both sides.
+namespace {
+// Off: one row on gemv_act_mma is 2.5-3.6x gemv_act on the Q8_0 shapes (bench_cuda_gemv --act-mma,
+// H200 2026-12-04, bench/cuda_gemv/NOTES.md), and a decode step must use the rows' kernel. The
+// switch is unrun on the model (no model test has passed with it on yet).
+constexpr bool kActMmaDefault = false;
+}  // namespace
+
+bool act_mma_default() {
+  const char* e = std::getenv("DS4_ACT_MMA");
+  if (!e) return kActMmaDefault;
+  const std::string v(e);
+  if (v != "0" && v != "1") throw InputError("DS4_ACT_MMA=" + v + ": expected 0 or 1");
+  return v == "1";
+}
+
+// y rows r (y + r * y_row) = w x rows r, r < n, x rows q.n values apart: launches of <= 16 rows.
+static void mma_rows(const WeightMatrix& w, const dc::DeviceActQ8& q, float* y, int64_t y_row, int64_t n,
+                     cudaStream_t s) {
+  for (int64_t r0 = 0; r0 < n; r0 += dc::kGemvActMmaMaxRows)
+    dc::gemv_act_mma(w, view_for(q, w, r0), y + r0 * y_row,
+                     int(std::min<int64_t>(dc::kGemvActMmaMaxRows, n - r0)), q.n, y_row, s);
+}
+
 void DeepseekV4CudaModel::Impl::mv(const WeightMatrix& m, ActIn& x, float* y, cudaStream_t s) {
-  if (auto q = act_for(x, m, s)) dc::gemv_act(m, view_for(*q, m), y, s);
-  else dc::gemv(m, x.x, y, s, gemv_options(m.type));
+  if (auto q = act_for(x, m, s)) {
+    if (act_mma()) mma_rows(m, *q, y, m.rows, 1, s);
+    else dc::gemv_act(m, view_for(*q, m), y, s);
+  } else {
+    dc::gemv(m, x.x, y, s, gemv_options(m.type));
+  }
 }
 
 void DeepseekV4CudaModel::Impl::mv_batched(const WeightMatrix& w, ActIn& x, float* y, const dc::GemvBatch& b,
                                            cudaStream_t s) {
-  if (auto q = act_for(x, w, s)) dc::gemv_act_batched(w, view_for(*q, w), y, b, s);
-  else dc::gemv_batched(w, x.x, y, b, s, gemv_options(w.type));
+  if (auto q = act_for(x, w, s)) {
+    if (act_mma() && b.count == 1 && !b.ids) mma_rows(w, *q, y, w.rows, 1, s);  // act_rows' count-1 twin
+    else dc::gemv_act_batched(w, view_for(*q, w), y, b, s);
+  } else {
+    dc::gemv_batched(w, x.x, y, b, s, gemv_options(w.type));
+  }
 }
 
 // y = [W_0; W_1; ...] x: one launch per stacked run, outputs back to back.
@@ -112,6 +150,7 @@ void DeepseekV4CudaModel::Impl::proj(const DProj& p, ActIn& x, float* y) {
 
 void DeepseekV4CudaModel::Impl::act_rows(const WeightMatrix& w, const dc::DeviceActQ8& q, float* y, int64_t y_row,
                                          int64_t n, const dc::MatmulBatch& b, cudaStream_t s) {
+  if (act_mma() && b.count == 1) return mma_rows(w, q, y, y_row, n, s);
   for (int64_t r0 = 0; r0 < n; r0 += dc::kGemvMaxRows) {
     dc::GemvRows r;
     r.n = int(std::min<int64_t>(dc::kGemvMaxRows, n - r0));
