@@ -41,6 +41,13 @@
 //     draft-enabled and plain states in one decode_batch = their own steps, and two captured
 //     verify windows pending at once, committed (keep 2, 6, a clone's 4) = decoding only the
 //     kept tokens, the next draft equal.
+//  8. A tensor-core prefill chunk (the default options) with act_quant on: its routed experts
+//     are int8 MMAs on quantized rows (grouped_mma_int8; every other product there keeps f32 x
+//     on tensor cores). kAll logits of p64 in one chunk vs the CPU model with act_quant on:
+//     the tensor-core criterion vs the exact model (tests/unit/deepseek_v4/tc_criterion.h:
+//     p50 |diff| <= 2e-2, mean <= 8e-2, no argmax flip where the reference's top-2 margin
+//     > 0.5); Q8_K act products enqueued (in a tensor-core chunk only the int8 experts quantize);
+//     act off's tensor-core chunk (BF16 experts) against the same reference and against it printed.
 // Usage: test_deepseek_v4_actq_cuda [root]
 #include <algorithm>
 #include <cstdio>
@@ -64,6 +71,7 @@
 #include "dsv4_chunk_check.h"
 #include "test_common.h"
 #include "../unit/deepseek_v4/act_quant_env.h"
+#include "../unit/deepseek_v4/tc_criterion.h"
 
 using namespace ds4;
 using namespace ds4::cuda_test;
@@ -245,6 +253,48 @@ void switching(const std::string& path, const LoadOptions& o) {
                          "switched back off = the act-off model (3 decode steps each from the same checkpoint, bit for bit)");
 }
 
+// Item 8.
+void tensor_core_chunk(const std::string& path, const LoadOptions& o) {
+  namespace tc = ds4_test::tc_criterion;
+  const auto prompt = synthetic_tokens(64, 7919, 13, 1024);
+  std::vector<float> ref, on, off;
+  {
+    auto cpu = ds4_test::load_dsv4_act(path, "q8", o);
+    auto s = cpu->new_state();
+    cpu->forward(*s, prompt, Logits::kAll, ref);
+  }
+  int64_t V = 0;
+  for (bool act : {true, false}) {
+    dsv4::CudaModelOptions t;  // the default: tensor-core prefill chunks
+    t.act_quant = act;
+    dsv4::DeepseekV4CudaModel m(open_tensor_source(path), o, t);
+    V = m.info().vocab_size;
+    auto s = m.new_state();
+    m.forward(*s, prompt, Logits::kAll, act ? on : off);
+    const auto n = m.act_launches();
+    check(act ? n.q8_k > 0 : n.q8_k == 0 && n.q8_0 == 0,
+          std::string("tensor-core chunk p64, act_quant ") + (act ? "on" : "off") + ": Q8_K act products enqueued " +
+              std::to_string(n.q8_k) + ", Q8_0 " + std::to_string(n.q8_0) + (act ? " (Q8_K > 0: the int8 experts ran)" : " (none)"));
+  }
+  const size_t rows = ref.size() / size_t(V);
+  if (on.size() != ref.size() || off.size() != ref.size() || rows == 0) {
+    check(false, "tensor-core chunk p64: logit sizes differ");
+    return;
+  }
+  const auto a = ds4_test::logit_agreement(ref.data(), on.data(), rows, size_t(V), tc::kMargin);
+  const auto b = ds4_test::logit_agreement(ref.data(), off.data(), rows, size_t(V), tc::kMargin);
+  const auto c = ds4_test::logit_agreement(off.data(), on.data(), rows, size_t(V), tc::kMargin);
+  ds4_test::print_agreement("     int8 experts (act on) vs CPU act on", a);
+  ds4_test::print_agreement("     BF16 experts (act off) vs CPU act on", b);
+  ds4_test::print_agreement("     int8 experts vs BF16 experts", c);
+  char buf[400];
+  std::snprintf(buf, sizeof buf, "tensor-core chunk p64 with int8 experts (act_quant on) vs the CPU model act on: p50 "
+                "|diff| %.3g (<= %.0e), mean %.3g (<= %.0e), max %.3g; argmax flips %d, %d at margins > %.2g (must be 0)",
+                double(a.p50), double(tc::kP50), double(a.mean), double(tc::kMean), double(a.max), a.flips,
+                a.decided_flips, double(tc::kMargin));
+  check(tc::vs_exact_ok(a), buf);
+}
+
 // Item 7: the MTP head with act_quant.
 void mtp_head(const std::string& path, const LoadOptions& o) {
   dsv4::DeepseekV4CudaModel chunked(open_tensor_source(path), o, exact(true)), steps(open_tensor_source(path), o,
@@ -307,6 +357,7 @@ int main(int argc, char** argv) {
     chunks(path.string(), o);
     batches(path.string(), o);
     switching(path.string(), o);
+    tensor_core_chunk(path.string(), o);
     std::filesystem::remove(path);
     write_actq_model(args.root, path.string(), true);
     mtp_head(path.string(), o);

@@ -29,6 +29,7 @@
 #include "backend/cuda/gemv_act_formats.cuh"
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/grouped_mma_entries.cuh"
 #include "backend/cuda/grouped_mma_int8.h"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/error.h"
@@ -44,11 +45,11 @@ using gemv_act_detail::kIq2Pos;
 using gemv_detail::Args;
 using gemv_detail::f16_bits;
 using gemv_detail::FromGlobal;
+using namespace grouped_mma_detail;
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kTileRows = 16 * kWarps;
 constexpr int kTileK = 128;  // columns per K tile: 4 k-steps of 32
-constexpr int kN = kGemvMaxRows;
 constexpr int kG = kGroupedMmaMaxEntries;
 constexpr int kStages = 3;
 // x row pitch in shared memory: 160 bytes (40 words), so the 8-byte B reads of a half warp
@@ -56,13 +57,6 @@ constexpr int kStages = 3;
 constexpr int kXPitch = kTileK + 32;
 
 __device__ const uint64_t d_grid8[256] = {DS4_IQ2XXS_GRID_VALUES};
-
-struct RowsArgs {
-  int n;
-  int64_t x_row;  // values
-  int64_t y_row;
-  const int32_t *live, *counts, *x_idx, *y_idx;
-};
 
 struct XArgs {
   const int8_t* q;
@@ -140,18 +134,6 @@ __device__ __forceinline__ void mma_s8(int32_t (&c)[4], const uint32_t (&a)[4], 
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ void cp_async(void* dst, const void* src, int bytes, bool valid) {  // zeros when !valid
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  if (bytes == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 template <Fmt F, int G>
 struct Ring {
@@ -187,16 +169,8 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     grouped_mma_int8_kernel(Args a, RowsArgs ra, XArgs x, float* __restrict__ y) {
   constexpr int D = kAhead<F>, BV = kBlock<F>;
   const int b = int(blockIdx.y);
-  const int live = ra.live ? *ra.live : int(gridDim.y);
-  if (b >= live) return;
-  int nt = 1;  // entries of this block: b and the next ones of the same expert (grouped_mma_bf16's rule)
-  if (G > 1 && a.ids) {
-    const int32_t e = a.ids[b];
-    int s = b;
-    while (s > 0 && a.ids[s - 1] == e) --s;
-    if ((b - s) % G != 0) return;
-    while (nt < G && b + nt < live && a.ids[b + nt] == e) ++nt;
-  }
+  const int nt = block_entries<G>(a, ra, b);  // this block's entries (0: none)
+  if (nt == 0) return;
   a.data += (a.ids ? int64_t(a.ids[b]) : int64_t(b)) * a.id_stride;
   __shared__ __align__(16) Ring<F, G> ring;
   __shared__ int64_t xo[G * kN], yo[G * kN];
@@ -217,14 +191,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     for (int i = int(threadIdx.x); i < 256; i += kThreads) tables.codes[i] = iq2_grid_codes(d_grid8[i]);
     for (int i = int(threadIdx.x); i < 128; i += kThreads) tables.sign_codes[i] = iq2_sign_codes(uint32_t(i));
   }
-  if (threadIdx.x < G * kN) {
-    const int j = threadIdx.x / kN, i = threadIdx.x % kN, bj = b + j;
-    const int n = j < nt ? (ra.counts ? min(ra.counts[bj], kN) : ra.n) : 0;
-    if (i == 0) nrows[j] = n;
-    const int64_t k = int64_t(bj) * kGemvMaxRows + i;
-    xo[threadIdx.x] = i < n ? bj * a.x_stride + (ra.x_idx ? ra.x_idx[k] : i) * ra.x_row : -1;
-    yo[threadIdx.x] = i < n ? bj * a.y_stride + (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : -1;
-  }
+  entry_rows<G>(a, ra, b, nt, xo, yo, nrows);
   __syncthreads();
   // tile kt's x rows (int8), their scales and (Q2_K) the half's bsums into stage st; one commit
   // group per tile, empty past the end
@@ -235,16 +202,16 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
         if (q < kQ) {
           const int i = q / (kTileK / 16), c = 16 * (q % (kTileK / 16));
           const int64_t o = xo[i];
-          cp_async(&ring.q[st][i][c], o >= 0 ? x.q + o + int64_t(kt) * kTileK + c : x.q, 16, o >= 0);
+          cp_async<16>(&ring.q[st][i][c], o >= 0 ? x.q + o + int64_t(kt) * kTileK + c : x.q, o >= 0);
         } else if (q < kQ + kD) {
           const int i = (q - kQ) / kDPerTile<F>, c = (q - kQ) % kDPerTile<F>;
           const int64_t o = xo[i];
           const int64_t blk = (int64_t(kt) * kTileK) / BV + c;
-          cp_async(&ring.d[st][i][c], o >= 0 ? x.d + o / BV + blk : x.d, 4, o >= 0);
+          cp_async<4>(&ring.d[st][i][c], o >= 0 ? x.d + o / BV + blk : x.d, o >= 0);
         } else {
           const int i = (q - kQ - kD) / 4, c = 2 * ((q - kQ - kD) % 4);
           const int64_t o = xo[i];
-          cp_async(&ring.bs[st][i][c], o >= 0 ? x.bs + o / 16 + int64_t(kt) * 8 + c : x.bs, 4, o >= 0);
+          cp_async<4>(&ring.bs[st][i][c], o >= 0 ? x.bs + o / 16 + int64_t(kt) * 8 + c : x.bs, o >= 0);
         }
       }
     }
@@ -353,18 +320,15 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     }
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
-  // acc[j][h]: weight rows r (k = 0, 1) and r + 8 (k = 2, 3) x entry j's rows 8h + 2t + (k & 1)
+  if constexpr (F == Fmt::kIQ2_XXS) {  // ds4: 0.125 * the row's sum
 #pragma unroll
-  for (int j = 0; j < G; ++j)
+    for (int j = 0; j < G; ++j)
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int i = 8 * h + 2 * t + (k & 1);
-        const int64_t row = r + 8 * (k >> 1);
-        if (j < nt && i < nrows[j] && row < a.rows)
-          y[yo[j * kN + i] + row] = F == Fmt::kIQ2_XXS ? __fmul_rn(0.125f, acc[j][h][k]) : acc[j][h][k];
-      }
+        for (int k = 0; k < 4; ++k) acc[j][h][k] = __fmul_rn(0.125f, acc[j][h][k]);
+  }
+  store_rows<G>(acc, y, r, a.rows, t, nt, yo, nrows);
 }
 
 template <Fmt F, int G>
@@ -377,8 +341,7 @@ void launch_g(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsig
 template <Fmt F>
 void launch(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsigned batch, int64_t rows_per_expert,
             cudaStream_t s) {
-  const int forced = grouped_mma_entries_per_block();
-  const int g = forced ? forced : rows_per_expert <= kN ? 1 : rows_per_expert <= 2 * kN ? 2 : kG;
+  const int g = entries_for(grouped_mma_entries_per_block(), rows_per_expert, kG);
   if (g == kG) launch_g<F, kG>(a, ra, x, y, batch, s);
   else if (g == 2) launch_g<F, 2>(a, ra, x, y, batch, s);
   else launch_g<F, 1>(a, ra, x, y, batch, s);

@@ -55,7 +55,8 @@ struct CudaModelOptions {
   // kMaxPrefillRows; 0, or <= chunk_rows: every forward in chunk_rows chunks). A prefill chunk of
   // more than 16 rows (tensor_core_rows) with `tensor_cores` does its dense projections (q_a,
   // kv, compressor kv / gate, q_b, o LoRA, shared expert, lm_head) as TF32 GEMMs (backend/cuda
-  // matmul_rows) and its routed experts BF16 MMAs (grouped_mma_bf16, where cols % 128 == 0);
+  // matmul_rows) and its routed experts BF16 MMAs (grouped_mma_bf16, where cols % 128 == 0; int8
+  // MMAs on quantized rows with act_quant, grouped_mma_int8);
   // the HC mixes, the router logits and the indexer's inputs stay exact (they feed Sinkhorn and
   // top-k choices). Within the stated tolerance of the CPU model, not bit for bit:
   // test_deepseek_v4_cuda item 8 compares it with the CPU model rounding the same operands
@@ -80,7 +81,8 @@ struct CudaModelOptions {
   // at load = deepseek_v4::act_quant_for(ds4_numerics), as the CPU model (on for ds4-layout
   // files, off for HF checkpoints; DS4_ACT_QUANT=q8|f32 overrides);
   // unset in set_options = keep the current setting. Switching it makes states recapture their
-  // graphs at their next forward. The tensor-core prefill chunks are not affected.
+  // graphs at their next forward. In tensor-core prefill chunks it quantizes only the routed
+  // experts' inputs (their int8 MMAs, grouped_mma_int8; every other product there keeps f32 x).
   std::optional<bool> act_quant = std::nullopt;
 };
 
