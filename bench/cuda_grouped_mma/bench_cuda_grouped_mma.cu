@@ -214,8 +214,15 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
     cuda::DeviceBuffer qb(size_t(tokens) * cuda::act_q8_row_bytes(blk, c.cols), "bench xq"), dy8(dy.bytes(), "y int8");
     const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qb.get(), blk, c.cols, tokens);
     const double q_ms = time_ms([&] { cuda::quantize_act(dx.as<float>(), c.cols, tokens, xq, s); }, reps, s);
-    const double i8_ms =
-        time_ms([&] { cuda::grouped_mma_int8(w, xq.row(0), dy8.as<float>(), r, s, rows_per_expert); }, reps, s);
+    auto int8_ms = [&](bool deep) {
+      const bool keep_deep = cuda::grouped_mma_int8_deep();
+      cuda::grouped_mma_int8_set_deep(deep);
+      const double ms =
+          time_ms([&] { cuda::grouped_mma_int8(w, xq.row(0), dy8.as<float>(), r, s, rows_per_expert); }, reps, s);
+      cuda::grouped_mma_int8_set_deep(keep_deep);
+      return ms;
+    };
+    const double deep_ms = int8_ms(true), i8_ms = int8_ms(false);  // the default's output checked
     DS4_CUDA_CHECK(cudaStreamSynchronize(s));
     std::vector<float> a8(size_t(pairs * c.rows)), ab(a8.size());
     DS4_CUDA_CHECK(cudaMemcpy(a8.data(), dy8.get(), dy8.bytes(), cudaMemcpyDeviceToHost));
@@ -229,11 +236,12 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
     char line[400];
     std::snprintf(line, sizeof line,
                   "| %s | %s %lldx%lld | %lld x %lld = %lld | %lld | %.0f | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | "
-                  "%.3f | %.2fx | %.1e |\n",
+                  "%.3f (%.0f / %.1f%%) | %.3f | %.2fx | %.1e |\n",
                   c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols,
                   (long long)tokens, (long long)c.k, (long long)pairs, (long long)rows_per_expert, wbytes_read / 1e6,
                   old_ms, gbps(old_ms), 100.0 * gbps(old_ms) / g_copy_gbps, i8_ms, gbps(i8_ms),
-                  100.0 * gbps(i8_ms) / g_copy_gbps, q_ms, old_ms / i8_ms, md / std::max(mb, 1e-30));
+                  100.0 * gbps(i8_ms) / g_copy_gbps, deep_ms, gbps(deep_ms), 100.0 * gbps(deep_ms) / g_copy_gbps, q_ms,
+                  old_ms / i8_ms, md / std::max(mb, 1e-30));
     g_int8_table += line;
   }
   {
@@ -358,9 +366,10 @@ int main(int argc, char** argv) {
                 g_copy_gbps, g_bytes_table.c_str());
     std::printf("\ngrouped_mma_int8 (quantized rows, int8 mma.sync m16n8k32) vs grouped_mma_bf16 as a chunk picks it, "
                 "GB/s of the expert weights read and %% of the copy bandwidth %.0f GB/s; quantize = quantize_act of the "
-                "chunk's rows (once per chunk and matrix input); err = max |int8 - bf16| / max |bf16|\n"
+                "chunk's rows (once per chunk and matrix input); deep = grouped_mma_int8_set_deep(true) (twice the weight tiles in flight, one block per SM); err = max |int8 - bf16| / max |bf16|\n"
                 "| family | weight | chunk x top-k = pairs | rows/expert | weights MB | bf16 ms (GB/s / %%) | "
-                "int8 ms (GB/s / %%) | quantize ms | int8 vs bf16 | err |\n|---|---|---|---|---|---|---|---|---|---|\n%s",
+                "int8 ms (GB/s / %%) | int8 deep ms (GB/s / %%) | quantize ms | int8 vs bf16 | err |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|\n%s",
                 g_copy_gbps, g_int8_table.c_str());
     std::printf("\nnew path by experts per weight batch (default: %lld, or as many as the scratch holds)\n"
                 "| case | tokens | experts per batch | new ms (TFLOP/s) |\n|---|---|---|---|\n%s",

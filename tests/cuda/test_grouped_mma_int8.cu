@@ -106,6 +106,8 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
   const HostWeight hw = random_weight(sh.type, E * sh.rows, sh.cols, rng);
   const DeviceWeight dw = upload(hw);
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  WeightMatrix dv = dw.view;  // one expert's rows (the upload views all E experts' as one matrix)
+  dv.rows = sh.rows;
   const WeightMatrix hv = host_view(hw);
   const int64_t row_bytes = hv.row_stride_bytes();
   const std::vector<float> x = activations(tokens, sh.cols, rng);
@@ -147,7 +149,7 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
   for (int forced : {0, 1, 2, cuda::kGroupedMmaMaxEntries}) {
     cuda::grouped_mma_set_entries_per_block(forced);
     DS4_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xff, dy.bytes(), s));  // NaN: a row never written shows
-    cuda::grouped_mma_int8(dw.view, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
+    cuda::grouped_mma_int8(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
     const std::vector<float> got = download(dy.as<float>(), ref.size());
     int64_t bad = 0;
     for (size_t i = 0; i < ref.size(); ++i) bad += std::memcmp(&got[i], &ref[i], 4) != 0;
@@ -157,7 +159,7 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
   }
   cuda::grouped_mma_set_entries_per_block(0);
   r.x_row = sh.cols;
-  cuda::grouped_mma_bf16(dw.view, xf.as<float>(), dyb.as<float>(), r, s, rows_per_expert);
+  cuda::grouped_mma_bf16(dv, xf.as<float>(), dyb.as<float>(), r, s, rows_per_expert);
   cuda::grouped_mma_set_entries_per_block(keep);
   const std::vector<float> yb = download(dyb.as<float>(), ref.size());
   float peak = 0.f;

@@ -224,34 +224,16 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
   store_rows<G>(acc, y, r, a.rows, t, nt, yo, nrows);
 }
 
-// A setting read from the environment variable `name` on first use (0 when unset; one of
-// `allowed`, else InputError with `expected`) unless a setter stored it before.
-int setting(std::atomic<int>& cell, const char* name, std::initializer_list<int> allowed, const char* expected) {
-  int v = cell.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = 0;
-    if (const char* e = std::getenv(name)) {
-      const std::string t = e;
-      bool ok = false;
-      for (int c : allowed) ok = ok || t == std::to_string(c);
-      if (!ok) throw InputError(std::string(name) + "=" + t + ": expected " + expected);
-      v = std::stoi(t);
-    }
-    cell.store(v, std::memory_order_relaxed);
-  }
-  return v;
-}
-
 // Entries per block: 0 = by the chunk (rows_per_expert), else forced (1, 2 or kG):
 // DS4_GROUPED_MMA_ENTRIES or grouped_mma_set_entries_per_block.
 std::atomic<int> g_entries{-1};
 int forced_entries() {
-  return setting(g_entries, "DS4_GROUPED_MMA_ENTRIES", {0, 1, 2, kG}, "0 (by the chunk), 1, 2 or 4");
+  return env_setting(g_entries, "DS4_GROUPED_MMA_ENTRIES", {0, 1, 2, kG}, "0 (by the chunk), 1, 2 or 4");
 }
 
 // The x ring (kRing): DS4_GROUPED_MMA_XRING (0 or 1) or grouped_mma_set_x_ring.
 std::atomic<int> g_ring{-1};
-bool x_ring() { return setting(g_ring, "DS4_GROUPED_MMA_XRING", {0, 1}, "0 or 1") == 1; }
+bool x_ring() { return env_setting(g_ring, "DS4_GROUPED_MMA_XRING", {0, 1}, "0 or 1") == 1; }
 
 template <class F, int G>
 void launch_g(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, cudaStream_t s) {

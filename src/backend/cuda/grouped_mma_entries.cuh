@@ -6,10 +6,15 @@
 // 8h + 2t, 8h + 2t + 1).
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <string>
 
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
+#include "core/error.h"
 
 namespace ds4::cuda::grouped_mma_detail {
 
@@ -22,6 +27,25 @@ struct RowsArgs {
   int64_t x_row, y_row;  // x_row in x's elements (floats, or int8 values)
   const int32_t *live, *counts, *x_idx, *y_idx;
 };
+
+// A kernel setting read from the environment variable `name` on first use (0 when unset; one of
+// `allowed`, else InputError with `expected`) unless a setter stored it in `cell` before.
+inline int env_setting(std::atomic<int>& cell, const char* name, std::initializer_list<int> allowed,
+                       const char* expected) {
+  int v = cell.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = 0;
+    if (const char* e = std::getenv(name)) {
+      const std::string t = e;
+      bool ok = false;
+      for (int c : allowed) ok = ok || t == std::to_string(c);
+      if (!ok) throw InputError(std::string(name) + "=" + t + ": expected " + expected);
+      v = std::stoi(t);
+    }
+    cell.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
 
 // Entries per block: `forced` (1, 2 or g_max) or by the chunk's rows per expert (1 up to kN, 2
 // up to 2 kN, else g_max).

@@ -22,6 +22,7 @@
 // bsums); weight bytes in registers kAhead tiles ahead (per-lane loads of the bytes it decodes).
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "backend/cuda/check.h"
@@ -113,9 +114,10 @@ struct Raw<Fmt::kIQ2_XXS> {  // sub-blocks 4 (kt & 1) .. + 3 of super-block kt /
   }
 };
 
-// Weight tiles in flight per thread (registers: 24, 10, 18 words per tile).
-template <Fmt F>
-constexpr int kAhead = F == Fmt::kQ2_K ? 4 : 2;
+// Weight tiles in flight per thread (registers: 24, 10, 18 words per tile); twice as many in the
+// deep variant (grouped_mma_int8_set_deep), which gives up the second block per SM for them.
+template <Fmt F, bool kDeep>
+constexpr int kAhead = (F == Fmt::kQ2_K ? 4 : 2) * (kDeep ? 2 : 1);
 // Activation values per scale.
 template <Fmt F>
 constexpr int kBlock = F == Fmt::kQ8_0 ? 32 : 256;
@@ -164,10 +166,10 @@ __device__ __forceinline__ void frag(const Raw<F>& r, int s, int t, const Iq2Tab
   }
 }
 
-template <Fmt F, int G>
-__global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
+template <Fmt F, int G, bool kDeep>
+__global__ void __launch_bounds__(kThreads, G > 2 || kDeep ? 1 : 2)
     grouped_mma_int8_kernel(Args a, RowsArgs ra, XArgs x, float* __restrict__ y) {
-  constexpr int D = kAhead<F>, BV = kBlock<F>;
+  constexpr int D = kAhead<F, kDeep>, BV = kBlock<F>;
   const int b = int(blockIdx.y);
   const int nt = block_entries<G>(a, ra, b);  // this block's entries (0: none)
   if (nt == 0) return;
@@ -331,10 +333,15 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
   store_rows<G>(acc, y, r, a.rows, t, nt, yo, nrows);
 }
 
+// The deep variant: DS4_GROUPED_MMA_INT8_DEEP (0 or 1) or grouped_mma_int8_set_deep.
+std::atomic<int> g_deep{-1};
+bool deep() { return env_setting(g_deep, "DS4_GROUPED_MMA_INT8_DEEP", {0, 1}, "0 or 1") == 1; }
+
 template <Fmt F, int G>
 void launch_g(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsigned batch, cudaStream_t s) {
   const dim3 blocks(unsigned((a.rows + kTileRows - 1) / kTileRows), batch);
-  grouped_mma_int8_kernel<F, G><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
+  if (deep()) grouped_mma_int8_kernel<F, G, true><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
+  else grouped_mma_int8_kernel<F, G, false><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -348,6 +355,9 @@ void launch(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsigne
 }
 
 }  // namespace
+
+void grouped_mma_int8_set_deep(bool on) { g_deep.store(on ? 1 : 0, std::memory_order_relaxed); }
+bool grouped_mma_int8_deep() { return deep(); }
 
 bool grouped_mma_int8_supports(const WeightMatrix& w) {
   if (w.rows < 1 || !w.data) return false;

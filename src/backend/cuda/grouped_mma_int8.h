@@ -17,6 +17,12 @@
 
 namespace ds4::cuda {
 
+// Weight tiles in flight per thread doubled, one block per SM instead of two (G <= 2): off by
+// default until measured (the same bits either way). DS4_GROUPED_MMA_INT8_DEEP (0 or 1) is read
+// on first use. Not thread safe against launches in flight on other threads.
+void grouped_mma_int8_set_deep(bool on);
+bool grouped_mma_int8_deep();
+
 // Whether grouped_mma_int8 takes this weight: Q8_0 (cols a multiple of 128), Q2_K or IQ2_XXS
 // (cols a multiple of 256).
 bool grouped_mma_int8_supports(const WeightMatrix& w);
