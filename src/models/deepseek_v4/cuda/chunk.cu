@@ -2,9 +2,9 @@
 // (prefill chunk, speculative verify of k+1 rows) through every layer with each weight matrix
 // read once per chunk (backend/cuda gemv_rows; a prefill chunk, tensor_core_rows(opt) rows
 // or more, does its dense projections as TF32 GEMMs and its routed experts as BF16 MMAs
-// (with act_quant: int8 MMAs on quantized rows) on tensor cores, issue #22: then the HC
-// mixes, the router logits and the indexer's inputs keep FP32 operands (mexact), so Sinkhorn
-// and the top-k choices see FP32 values; the chunk is within tests/unit/deepseek_v4/
+// (with act_quant and int8_experts: int8 MMAs on quantized rows) on tensor cores, issue #22:
+// then the HC mixes, the router logits and the indexer's inputs keep FP32 operands (mexact),
+// so Sinkhorn and the top-k choices see FP32 values; the chunk is within tests/unit/deepseek_v4/
 // tc_criterion.h of the CPU model, not bit for bit), every other op one launch for all rows:
 //   - projections, o LoRA, shared expert, HC head, lm_head: gemv_rows over the chunk;
 //   - MoE: routing per row (one launch), the (token, expert) pairs grouped per expert
@@ -226,10 +226,11 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
   // A tensor-core chunk runs the experts on tensor cores (same entries: BF16 MMAs, or cuBLAS
   // grouped GEMMs from grouped_gemm_min_rows pairs per expert), else exact. With act_quant
-  // (ds4's numerics quantize the experts' inputs) a tensor-core chunk's experts are int8 MMAs
-  // on the quantized rows instead (grouped_mma_int8: each output = the CPU's dot_act of its row).
+  // (ds4's numerics quantize the experts' inputs) and int8_experts a tensor-core chunk's experts
+  // are int8 MMAs on the quantized rows instead (grouped_mma_int8: each output = the CPU's
+  // dot_act of its row).
   const int64_t rows_per_expert = rows * K / E;
-  const bool int8 = c.act_quant && opt.expert_mma && tensor_core_chunk() &&
+  const bool int8 = int8_experts && c.act_quant && opt.expert_mma && tensor_core_chunk() &&
                     dc::grouped_mma_int8_supports(L.gate_up.first) && dc::grouped_mma_int8_supports(L.down.first);
   const dc::ExpertPath path =
       int8 ? dc::ExpertPath::kMma
