@@ -15,6 +15,8 @@
 // of T tokens each routed to K distinct uniformly drawn experts. Work counted: 2 * T * K * rows
 // * cols (the useful multiply-adds).
 //
+//   int8  grouped_mma_int8 on the chunk's rows quantized by quantize_act (the formats with an
+//         activation block: DeepSeek's and GLM's), its own table.
 // Usage: bench_cuda_grouped_mma [reps=20] [max tokens=4096] [sweep: also the GroupedGemm batch sweep]
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -32,7 +34,9 @@
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/grouped_gemm.h"
+#include "backend/cuda/gemv_act.h"
 #include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/grouped_mma_int8.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
 #include "backend/cuda/moe_group.h"
@@ -124,6 +128,8 @@ std::string g_sweep;
 // grouped_mma_bf16 as GB/s of the expert weights the chunk reads, against the copy bandwidth
 // (cuda::measure_bandwidth: read + written bytes / time) measured in the same run.
 std::string g_bytes_table;
+// grouped_mma_int8 (formats with an activation block) against grouped_mma_bf16 as a chunk picks it.
+std::string g_int8_table;
 double g_copy_gbps = 1;
 
 // sweep: also the new path with at most 1, 2, 4, 8, 16 experts per weight batch (L2 residency
@@ -202,6 +208,42 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
       time_ms([&] { cuda::grouped_mma_bf16(w, dx.as<float>(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
   cuda::grouped_mma_set_entries_per_block(keep);
   auto gbps = [&](double ms) { return wbytes_read / (ms * 1e-3) / 1e9; };
+  if (c.type == DType::IQ2_XXS || c.type == DType::Q2_K || c.type == DType::Q8_0) {
+    // the int8 path: the chunk's rows quantized once (timed apart), then the grouped int8 MMA
+    const ActBlock blk = act_block_for(c.type);
+    cuda::DeviceBuffer qb(size_t(tokens) * cuda::act_q8_row_bytes(blk, c.cols), "bench xq"), dy8(dy.bytes(), "y int8");
+    const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qb.get(), blk, c.cols, tokens);
+    const double q_ms = time_ms([&] { cuda::quantize_act(dx.as<float>(), c.cols, tokens, xq, s); }, reps, s);
+    auto int8_ms = [&](bool deep) {
+      const bool keep_deep = cuda::grouped_mma_int8_deep();
+      cuda::grouped_mma_int8_set_deep(deep);
+      const double ms =
+          time_ms([&] { cuda::grouped_mma_int8(w, xq.row(0), dy8.as<float>(), r, s, rows_per_expert); }, reps, s);
+      cuda::grouped_mma_int8_set_deep(keep_deep);
+      return ms;
+    };
+    const double deep_ms = int8_ms(true), i8_ms = int8_ms(false);  // the default's output checked
+    DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+    std::vector<float> a8(size_t(pairs * c.rows)), ab(a8.size());
+    DS4_CUDA_CHECK(cudaMemcpy(a8.data(), dy8.get(), dy8.bytes(), cudaMemcpyDeviceToHost));
+    DS4_CUDA_CHECK(cudaMemcpy(ab.data(), dy_old.get(), dy_old.bytes(), cudaMemcpyDeviceToHost));
+    double md = 0, mb = 0;
+    for (size_t i = 0; i < a8.size(); ++i) {
+      md = std::max(md, double(std::fabs(a8[i] - ab[i])));
+      mb = std::max(mb, double(std::fabs(ab[i])));
+    }
+    if (!std::all_of(a8.begin(), a8.end(), [](float v) { return std::isfinite(v); })) md = INFINITY;
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "| %s | %s %lldx%lld | %lld x %lld = %lld | %lld | %.0f | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | "
+                  "%.3f (%.0f / %.1f%%) | %.3f | %.2fx | %.1e |\n",
+                  c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols,
+                  (long long)tokens, (long long)c.k, (long long)pairs, (long long)rows_per_expert, wbytes_read / 1e6,
+                  old_ms, gbps(old_ms), 100.0 * gbps(old_ms) / g_copy_gbps, i8_ms, gbps(i8_ms),
+                  100.0 * gbps(i8_ms) / g_copy_gbps, deep_ms, gbps(deep_ms), 100.0 * gbps(deep_ms) / g_copy_gbps, q_ms,
+                  old_ms / i8_ms, md / std::max(mb, 1e-30));
+    g_int8_table += line;
+  }
   {
     char line[400];
     std::snprintf(line, sizeof line,
@@ -322,6 +364,13 @@ int main(int argc, char** argv) {
                 "| family | weight | chunk x top-k = pairs | rows/expert | weights MB | auto ms (GB/s / %%) | "
                 "G=1 ms (GB/s / %%) | G=2 | G=4 | auto with the x ring |\n|---|---|---|---|---|---|---|---|---|---|\n%s",
                 g_copy_gbps, g_bytes_table.c_str());
+    std::printf("\ngrouped_mma_int8 (quantized rows, int8 mma.sync m16n8k32) vs grouped_mma_bf16 as a chunk picks it, "
+                "GB/s of the expert weights read and %% of the copy bandwidth %.0f GB/s; quantize = quantize_act of the "
+                "chunk's rows (once per chunk and matrix input); deep = grouped_mma_int8_set_deep(true) (twice the weight tiles in flight, one block per SM); err = max |int8 - bf16| / max |bf16|\n"
+                "| family | weight | chunk x top-k = pairs | rows/expert | weights MB | bf16 ms (GB/s / %%) | "
+                "int8 ms (GB/s / %%) | int8 deep ms (GB/s / %%) | quantize ms | int8 vs bf16 | err |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|\n%s",
+                g_copy_gbps, g_int8_table.c_str());
     std::printf("\nnew path by experts per weight batch (default: %lld, or as many as the scratch holds)\n"
                 "| case | tokens | experts per batch | new ms (TFLOP/s) |\n|---|---|---|---|\n%s",
                 (long long)cuda::kGroupedGemmBatchExperts, g_sweep.c_str());

@@ -41,6 +41,17 @@
 //     draft-enabled and plain states in one decode_batch = their own steps, and two captured
 //     verify windows pending at once, committed (keep 2, 6, a clone's 4) = decoding only the
 //     kept tokens, the next draft equal.
+//  8. A tensor-core prefill chunk (the default options) with act_quant and int8_experts on: its
+//     routed experts are int8 MMAs on quantized rows (grouped_mma_int8; every other product there
+//     keeps f32 x on tensor cores); Q8_K act products enqueued (only the int8 experts quantize in
+//     a tensor-core chunk), none with int8_experts off (BF16 experts). kAll logits of p64 in one
+//     chunk: int8 vs BF16 experts within the tensor-core criterion (tests/unit/deepseek_v4/
+//     tc_criterion.h: p50 |diff| <= 2e-2, mean <= 8e-2, no argmax flip where the reference's
+//     top-2 margin > 0.5; H200 session 13: p50 0.0156, mean 0.0215, 0 flips); vs the CPU model
+//     with act_quant on no farther than the BF16 experts (p50 and mean <= 1.1x, decided flips
+//     <= BF16's; session 13: 0.124 / 0.159 / 1 vs 0.123 / 0.158 / 1; the CPU act model
+//     quantizes every Q8_0 input, which no tensor-core chunk does, so neither meets the
+//     tensor-core criterion against it).
 // Usage: test_deepseek_v4_actq_cuda [root]
 #include <algorithm>
 #include <cstdio>
@@ -64,6 +75,7 @@
 #include "dsv4_chunk_check.h"
 #include "test_common.h"
 #include "../unit/deepseek_v4/act_quant_env.h"
+#include "../unit/deepseek_v4/tc_criterion.h"
 
 using namespace ds4;
 using namespace ds4::cuda_test;
@@ -245,6 +257,57 @@ void switching(const std::string& path, const LoadOptions& o) {
                          "switched back off = the act-off model (3 decode steps each from the same checkpoint, bit for bit)");
 }
 
+// Item 8.
+void tensor_core_chunk(const std::string& path, const LoadOptions& o) {
+  namespace tc = ds4_test::tc_criterion;
+  const auto prompt = synthetic_tokens(64, 7919, 13, 1024);
+  std::vector<float> ref, i8, bf;
+  {
+    auto cpu = ds4_test::load_dsv4_act(path, "q8", o);
+    auto s = cpu->new_state();
+    cpu->forward(*s, prompt, Logits::kAll, ref);
+  }
+  int64_t V = 0;
+  for (bool int8 : {true, false}) {
+    dsv4::CudaModelOptions t;  // the default: tensor-core prefill chunks
+    t.act_quant = true;
+    t.int8_experts = int8;
+    dsv4::DeepseekV4CudaModel m(open_tensor_source(path), o, t);
+    V = m.info().vocab_size;
+    auto s = m.new_state();
+    m.forward(*s, prompt, Logits::kAll, int8 ? i8 : bf);
+    const auto n = m.act_launches();
+    check(int8 ? n.q8_k > 0 : n.q8_k == 0 && n.q8_0 == 0,
+          std::string("tensor-core chunk p64, act_quant on, int8_experts ") + (int8 ? "on" : "off") +
+              ": Q8_K act products enqueued " + std::to_string(n.q8_k) + ", Q8_0 " + std::to_string(n.q8_0) +
+              (int8 ? " (Q8_K > 0: the int8 experts ran)" : " (none: a tensor-core chunk quantizes nothing else)"));
+  }
+  const size_t rows = ref.size() / size_t(V);
+  if (i8.size() != ref.size() || bf.size() != ref.size() || rows == 0) {
+    check(false, "tensor-core chunk p64: logit sizes differ");
+    return;
+  }
+  const auto vb = ds4_test::logit_agreement(bf.data(), i8.data(), rows, size_t(V), tc::kMargin);
+  const auto ai = ds4_test::logit_agreement(ref.data(), i8.data(), rows, size_t(V), tc::kMargin);
+  const auto ab = ds4_test::logit_agreement(ref.data(), bf.data(), rows, size_t(V), tc::kMargin);
+  ds4_test::print_agreement("     int8 experts vs BF16 experts (same chunk)", vb);
+  ds4_test::print_agreement("     int8 experts vs CPU act on", ai);
+  ds4_test::print_agreement("     BF16 experts vs CPU act on", ab);
+  char buf[500];
+  std::snprintf(buf, sizeof buf, "tensor-core chunk p64, int8 vs BF16 experts: p50 |diff| %.3g (<= %.0e), mean %.3g "
+                "(<= %.0e), max %.3g; argmax flips %d, %d at margins > %.2g (must be 0)", double(vb.p50),
+                double(tc::kP50), double(vb.mean), double(tc::kMean), double(vb.max), vb.flips, vb.decided_flips,
+                double(tc::kMargin));
+  check(tc::vs_exact_ok(vb), buf);
+  // The CPU act model quantizes every Q8_0 product's input, a tensor-core chunk only the experts'
+  // (int8) or none (BF16): both sit ~0.12 p50 from it on this synthetic model (act on vs off moves
+  // its rows' max logit by ~12, item 2), so the int8 path is held to no farther than the BF16 one.
+  std::snprintf(buf, sizeof buf, "tensor-core chunk p64 vs the CPU act model: int8 experts p50 %.3g, mean %.3g, %d "
+                "decided flips; BF16 experts p50 %.3g, mean %.3g, %d (int8 <= 1.1x BF16's p50 and mean, flips <= BF16's)",
+                double(ai.p50), double(ai.mean), ai.decided_flips, double(ab.p50), double(ab.mean), ab.decided_flips);
+  check(ai.p50 <= 1.1f * ab.p50 && ai.mean <= 1.1f * ab.mean && ai.decided_flips <= ab.decided_flips, buf);
+}
+
 // Item 7: the MTP head with act_quant.
 void mtp_head(const std::string& path, const LoadOptions& o) {
   dsv4::DeepseekV4CudaModel chunked(open_tensor_source(path), o, exact(true)), steps(open_tensor_source(path), o,
@@ -307,6 +370,7 @@ int main(int argc, char** argv) {
     chunks(path.string(), o);
     batches(path.string(), o);
     switching(path.string(), o);
+    tensor_core_chunk(path.string(), o);
     std::filesystem::remove(path);
     write_actq_model(args.root, path.string(), true);
     mtp_head(path.string(), o);

@@ -33,6 +33,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/grouped_mma_entries.cuh"
 #include "backend/cuda/grouped_mma_frag.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/error.h"
@@ -41,11 +42,11 @@ namespace ds4::cuda {
 namespace {
 
 using namespace gemv_detail;
+using namespace grouped_mma_detail;
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kTileRows = 16 * kWarps;  // weight rows per block
 constexpr int kTileK = 128;             // columns per K tile (4 units: one per quad lane)
-constexpr int kN = kGemvMaxRows;        // x rows per entry (two MMA N tiles of 8)
 constexpr int kG = kGroupedMmaMaxEntries;
 // x tile in shared memory: BF16, column c of a row at c + 8 * (c / 32) (16 bytes of padding
 // after each quad lane's 32 columns), row pitch 160: a quarter warp's 16-byte reads (2 rows x
@@ -65,23 +66,8 @@ template <int G>
 constexpr size_t ring_bytes() {
   return size_t(kStages<G>) * G * kN * kXPitchF * sizeof(float);
 }
-__device__ __forceinline__ void cp_async8(void* dst, const void* src, bool valid) {  // zeros when !valid
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 8 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 __device__ const uint64_t d_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
-
-struct RowsArgs {
-  int n;
-  int64_t x_row, y_row;
-  const int32_t *live, *counts, *x_idx, *y_idx;
-};
 
 // Weight tiles in flight per thread: as many as ~24 bytes of registers per unit allow.
 template <class F>
@@ -113,18 +99,8 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     grouped_mma_kernel(Args a, RowsArgs ra, const float* __restrict__ x, float* __restrict__ y) {
   constexpr int D = kAhead<F>;
   const int b = int(blockIdx.y);
-  const int live = ra.live ? *ra.live : int(gridDim.y);
-  if (b >= live) return;
-  // This block's entries: b and the next ones of the same expert, up to G, when b starts such a
-  // group inside its run of equal ids (else another block has b).
-  int nt = 1;
-  if (G > 1 && a.ids) {
-    const int32_t e = a.ids[b];
-    int s = b;
-    while (s > 0 && a.ids[s - 1] == e) --s;
-    if ((b - s) % G != 0) return;
-    while (nt < G && b + nt < live && a.ids[b + nt] == e) ++nt;
-  }
+  const int nt = block_entries<G>(a, ra, b);  // this block's entries (0: none)
+  if (nt == 0) return;
   {
     const int64_t e = a.ids ? a.ids[b] : b;
     a.data += e * a.id_stride;
@@ -144,14 +120,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
   for (int s = 0; s < D; ++s)
     if (s < tiles) load_pair<F>(a, r, s, raw[s]);  // the first tiles' loads before the set-up below
   Frag<F>::init(tables, d_grid, int(threadIdx.x), kThreads);
-  if (threadIdx.x < G * kN) {
-    const int j = threadIdx.x / kN, i = threadIdx.x % kN, bj = b + j;
-    const int n = j < nt ? (ra.counts ? min(ra.counts[bj], kN) : ra.n) : 0;
-    if (i == 0) nrows[j] = n;
-    const int64_t k = int64_t(bj) * kGemvMaxRows + i;
-    xo[threadIdx.x] = i < n ? bj * a.x_stride + (ra.x_idx ? ra.x_idx[k] : i) * ra.x_row : -1;
-    yo[threadIdx.x] = i < n ? bj * a.y_stride + (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : -1;
-  }
+  entry_rows<G>(a, ra, b, nt, xo, yo, nrows);
   __syncthreads();
   // x tile kt of every entry: pairs per thread, q -> entry row q / 64, columns 2 (q % 64).
   float2 xv[G][kXPer];
@@ -183,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
         const int q = int(threadIdx.x) + p * kThreads, i = q / (kTileK / 2), c = 2 * (q % (kTileK / 2));
         const int64_t o = xo[i];
         const bool valid = i / kN < nt && o >= 0;
-        cp_async8(ring + (stage * G * kN + i) * kXPitchF + xf_col(c), valid ? x + o + int64_t(kt) * kTileK + c : x,
+        cp_async<8>(ring + (stage * G * kN + i) * kXPitchF + xf_col(c), valid ? x + o + int64_t(kt) * kTileK + c : x,
                   valid);
       }
     }
@@ -252,47 +221,19 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
       }
     }
   }
-  // acc[j][h]: weight rows r (c0, c1) and r + 8 (c2, c3) x entry j's rows 8h + 2t, 8h + 2t + 1.
-#pragma unroll
-  for (int j = 0; j < G; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int i = 8 * h + 2 * t + (k & 1);
-        const int64_t row = r + 8 * (k >> 1);
-        if (j < nt && i < nrows[j] && row < a.rows) y[yo[j * kN + i] + row] = acc[j][h][k];
-      }
-}
-
-// A setting read from the environment variable `name` on first use (0 when unset; one of
-// `allowed`, else InputError with `expected`) unless a setter stored it before.
-int setting(std::atomic<int>& cell, const char* name, std::initializer_list<int> allowed, const char* expected) {
-  int v = cell.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = 0;
-    if (const char* e = std::getenv(name)) {
-      const std::string t = e;
-      bool ok = false;
-      for (int c : allowed) ok = ok || t == std::to_string(c);
-      if (!ok) throw InputError(std::string(name) + "=" + t + ": expected " + expected);
-      v = std::stoi(t);
-    }
-    cell.store(v, std::memory_order_relaxed);
-  }
-  return v;
+  store_rows<G>(acc, y, r, a.rows, t, nt, yo, nrows);
 }
 
 // Entries per block: 0 = by the chunk (rows_per_expert), else forced (1, 2 or kG):
 // DS4_GROUPED_MMA_ENTRIES or grouped_mma_set_entries_per_block.
 std::atomic<int> g_entries{-1};
 int forced_entries() {
-  return setting(g_entries, "DS4_GROUPED_MMA_ENTRIES", {0, 1, 2, kG}, "0 (by the chunk), 1, 2 or 4");
+  return env_setting(g_entries, "DS4_GROUPED_MMA_ENTRIES", {0, 1, 2, kG}, "0 (by the chunk), 1, 2 or 4");
 }
 
 // The x ring (kRing): DS4_GROUPED_MMA_XRING (0 or 1) or grouped_mma_set_x_ring.
 std::atomic<int> g_ring{-1};
-bool x_ring() { return setting(g_ring, "DS4_GROUPED_MMA_XRING", {0, 1}, "0 or 1") == 1; }
+bool x_ring() { return env_setting(g_ring, "DS4_GROUPED_MMA_XRING", {0, 1}, "0 or 1") == 1; }
 
 template <class F, int G>
 void launch_g(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, cudaStream_t s) {
@@ -312,8 +253,7 @@ void launch_g(const Args& a, const RowsArgs& ra, const float* x, float* y, unsig
 template <class F>
 void launch(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, int64_t rows_per_expert,
             cudaStream_t s) {
-  const int forced = forced_entries();
-  const int g = forced ? forced : rows_per_expert <= kN ? 1 : rows_per_expert <= 2 * kN ? 2 : kG;
+  const int g = entries_for(forced_entries(), rows_per_expert, kG);
   if (g == kG) launch_g<F, kG>(a, ra, x, y, batch, s);
   else if (g == 2) launch_g<F, 2>(a, ra, x, y, batch, s);
   else launch_g<F, 1>(a, ra, x, y, batch, s);

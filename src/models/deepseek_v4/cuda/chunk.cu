@@ -1,11 +1,11 @@
 // The multi-row forward of the CUDA DeepSeek V4 model: a chunk of up to cl.rows tokens
 // (prefill chunk, speculative verify of k+1 rows) through every layer with each weight matrix
 // read once per chunk (backend/cuda gemv_rows; a prefill chunk, tensor_core_rows(opt) rows
-// or more, does its dense projections as TF32 GEMMs and its routed experts as BF16 MMAs on
-// tensor cores, issue #22: then the HC mixes, the router logits and the indexer's inputs keep
-// FP32 operands (mexact), so Sinkhorn and the top-k choices see FP32 values; the chunk is
-// within tests/unit/deepseek_v4/tc_criterion.h of the CPU model, not bit for bit), every other
-// op one launch for all rows:
+// or more, does its dense projections as TF32 GEMMs and its routed experts as BF16 MMAs
+// (with act_quant and int8_experts: int8 MMAs on quantized rows) on tensor cores, issue #22:
+// then the HC mixes, the router logits and the indexer's inputs keep FP32 operands (mexact),
+// so Sinkhorn and the top-k choices see FP32 values; the chunk is within tests/unit/deepseek_v4/
+// tc_criterion.h of the CPU model, not bit for bit), every other op one launch for all rows:
 //   - projections, o LoRA, shared expert, HC head, lm_head: gemv_rows over the chunk;
 //   - MoE: routing per row (one launch), the (token, expert) pairs grouped per expert
 //     (backend/cuda moe_group) so each used expert is read once for all the rows routed to it;
@@ -28,6 +28,7 @@
 #include <algorithm>
 
 #include "backend/cuda/graph_step.h"
+#include "backend/cuda/grouped_mma_int8.h"
 #include "backend/cuda/routed_experts.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/moe_group.h"
@@ -224,22 +225,31 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
   // A tensor-core chunk runs the experts on tensor cores (same entries: BF16 MMAs, or cuBLAS
-  // grouped GEMMs from grouped_gemm_min_rows pairs per expert), else exact.
-  const dc::ExpertPath path = dc::plan_experts(opt.expert_mma && tensor_core_chunk(), L.gate_up.first, L.down.first,
-                                               r, rows * K / E, gg.get(), stream);
-  // With act_quant (never in a tensor-core chunk, so path is kGemv) the same entries on
-  // quantized rows (x_row in values: the slot's rows are packed).
-  auto experts = [&](const WeightMatrix& w, ActIn& x, float* y) {
-    if (auto q = act_for(x, w, stream)) act_entries(w, *q, y, r, stream);
-    else dc::grouped_experts(w, x.x, y, r, path, stream, rows * K / E, gg.get());
+  // grouped GEMMs from grouped_gemm_min_rows pairs per expert), else exact. With act_quant
+  // (ds4's numerics quantize the experts' inputs) and int8_experts a tensor-core chunk's experts
+  // are int8 MMAs on the quantized rows instead (grouped_mma_int8: each output = the CPU's
+  // dot_act of its row).
+  const int64_t rows_per_expert = rows * K / E;
+  const bool int8 = int8_experts && c.act_quant && opt.expert_mma && tensor_core_chunk() &&
+                    dc::grouped_mma_int8_supports(L.gate_up.first) && dc::grouped_mma_int8_supports(L.down.first);
+  const dc::ExpertPath path =
+      int8 ? dc::ExpertPath::kMma
+           : dc::plan_experts(opt.expert_mma && tensor_core_chunk(), L.gate_up.first, L.down.first, r,
+                              rows_per_expert, gg.get(), stream);
+  // With act_quant outside tensor-core chunks (path kGemv) the same entries on quantized rows
+  // (x_row in values: the slot's rows are packed).
+  auto experts = [&](const WeightMatrix& w, ActIn& x, ActKind k, float* y) {
+    if (int8) int8_entries(w, x, k, y, r, rows_per_expert);
+    else if (auto q = act_for(x, w, stream)) act_entries(w, *q, y, r, stream);
+    else dc::grouped_experts(w, x.x, y, r, path, stream, rows_per_expert, gg.get());
   };
-  experts(L.gate_up.first, xin, C(cl.egu));
+  experts(L.gate_up.first, xin, kActCol, C(cl.egu));
   mark("experts_gate_up");
   swiglu_clamp(C(cl.egu), C(cl.egu) + F, pairs, F, 2 * F, c.swiglu_limit, C(cl.eact), stream);
   r.batch.id_stride = L.down.stride;
   r.x_row = F, r.x_idx = g.slot, r.y_row = H;  // eact {rows * K, F} -> ey {rows * K, H}
   ActIn xact = act_in(C(cl.eact), F, pairs, F, kActExperts, true);
-  experts(L.down.first, xact, C(cl.ey));
+  experts(L.down.first, xact, kActExperts, C(cl.ey));
   mark("experts_down");
   join();
   moe_combine(C(cl.ey), wts, K, R(0, sl.sh), H, R(0, sl.y), stream, all);

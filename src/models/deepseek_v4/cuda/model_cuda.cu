@@ -289,6 +289,19 @@ void DeepseekV4CudaModel::Impl::run_step(CudaState& st, bool logits) {
   collect_profile();
 }
 
+namespace {
+
+// CudaModelOptions::int8_experts unset: DS4_INT8_EXPERTS (0 or 1), else off.
+bool int8_experts_from_env() {
+  const char* e = std::getenv("DS4_INT8_EXPERTS");
+  if (!e) return false;
+  const std::string v = e;
+  if (v != "0" && v != "1") throw InputError("DS4_INT8_EXPERTS=" + v + ": expected 0 or 1");
+  return v == "1";
+}
+
+}  // namespace
+
 DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt,
                                          const CudaModelOptions& copt)
     : impl_(std::make_unique<Impl>()) {
@@ -301,6 +314,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.c.ds4_numerics = ds4_numerics_for(m.w.ds4_layout);
   m.c.act_quant = copt.act_quant ? *copt.act_quant : act_quant_for(m.c.ds4_numerics);
   m.opt.act_mma = copt.act_mma ? *copt.act_mma : act_mma_default();
+  m.int8_experts = copt.int8_experts ? *copt.int8_experts : int8_experts_from_env();
   // A draft head on the GPU: MTPLX's DSpark when the checkpoint has it (it wins over ds4's MTP
   // head, as on the CPU), else ds4's MTP head; either only when the device can look its
   // tokens' embedding rows up (and, for DSpark, its Markov rows).

@@ -55,7 +55,8 @@ struct CudaModelOptions {
   // kMaxPrefillRows; 0, or <= chunk_rows: every forward in chunk_rows chunks). A prefill chunk of
   // more than 16 rows (tensor_core_rows) with `tensor_cores` does its dense projections (q_a,
   // kv, compressor kv / gate, q_b, o LoRA, shared expert, lm_head) as TF32 GEMMs (backend/cuda
-  // matmul_rows) and its routed experts BF16 MMAs (grouped_mma_bf16, where cols % 128 == 0);
+  // matmul_rows) and its routed experts BF16 MMAs (grouped_mma_bf16, where cols % 128 == 0; int8
+  // MMAs on quantized rows with act_quant and int8_experts, grouped_mma_int8);
   // the HC mixes, the router logits and the indexer's inputs stay exact (they feed Sinkhorn and
   // top-k choices). Within the stated tolerance of the CPU model, not bit for bit:
   // test_deepseek_v4_cuda item 8 compares it with the CPU model rounding the same operands
@@ -70,6 +71,13 @@ struct CudaModelOptions {
   // Diagnostics: false keeps gemv_rows (exact per row) for the routed experts of a tensor-core
   // chunk while its dense projections are GEMMs (the bench's middle table).
   bool expert_mma = true;
+  // With act_quant, a tensor-core chunk's routed experts as int8 MMAs on quantized rows
+  // (backend/cuda grouped_mma_int8: each output = the CPU's dot_act of its row) instead of BF16
+  // MMAs. Unset at load = DS4_INT8_EXPERTS (0 or 1), else off: opt-in until
+  // test_deepseek_v4_actq_cuda item 8 passes on the H200 (session 13: int8 vs BF16 experts in
+  // one p64 chunk p50 |logit diff| 0.016, both 0.12 from the CPU act model; 1.2-1.5x the BF16
+  // kernel at 512-row chunks). Read at load only (set_options keeps it).
+  std::optional<bool> int8_experts = std::nullopt;
   // decode_batch (batch.cu): sequences per batched forward at most (more run as several
   // forwards; also bounded by the chunk scratch's rows). 4 from the H200 run of
   // bench/results/cuda-batching-h200-2026-12-04g (synthetic Flash, today's gemv_rows): one
@@ -80,7 +88,8 @@ struct CudaModelOptions {
   // at load = deepseek_v4::act_quant_for(ds4_numerics), as the CPU model (on for ds4-layout
   // files, off for HF checkpoints; DS4_ACT_QUANT=q8|f32 overrides);
   // unset in set_options = keep the current setting. Switching it makes states recapture their
-  // graphs at their next forward. The tensor-core prefill chunks are not affected.
+  // graphs at their next forward. In tensor-core prefill chunks it quantizes only the routed
+  // experts' inputs, with int8_experts (every other product there keeps f32 x).
   std::optional<bool> act_quant = std::nullopt;
   // With act_quant: the dense act products (a decode step's gemv_act and unbatched
   // gemv_act_batched, a chunk's / batch's gemv_act_rows of the same weights; products.cu) on

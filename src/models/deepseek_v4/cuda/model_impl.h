@@ -223,6 +223,11 @@ struct DeepseekV4CudaModel::Impl {
                 const dc::MatmulBatch& b, cudaStream_t s);
   // rows x.rows .. : gemv_act_rows with r's grouping (MoE entries; r.x_row set here).
   void act_entries(const WeightMatrix& w, const dc::DeviceActQ8& q, float* y, dc::GemvRows r, cudaStream_t s);
+  // A tensor-core chunk's routed experts with act_quant: x's rows quantized into the chunk
+  // slot of kind k (tensor-core chunks use no slot otherwise), then grouped_mma_int8 over r's
+  // entries (ds4's integer products: each output = dot_act of its quantized row).
+  void int8_entries(const WeightMatrix& w, ActIn x, ActKind k, float* y, dc::GemvRows r, int64_t rows_per_expert);
+  bool int8_experts = false;  // CudaModelOptions::int8_experts resolved at load
   // The stream of a layer's side branch (the main stream when streams are off); fork makes
   // it wait for the main stream's work so far, join makes the main stream wait for it.
   bool two_streams() const { return opt.streams && !opt.profile; }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backend/cuda/gemv_act_mma.h"
+#include "backend/cuda/grouped_mma_int8.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/norm.h"
 #include "core/error.h"
@@ -164,6 +165,17 @@ void DeepseekV4CudaModel::Impl::act_entries(const WeightMatrix& w, const dc::Dev
                                             cudaStream_t s) {
   r.x_row = q.n;
   dc::gemv_act_rows(w, view_for(q, w), y, r, s);
+}
+
+void DeepseekV4CudaModel::Impl::int8_entries(const WeightMatrix& w, ActIn x, ActKind k, float* y, dc::GemvRows r,
+                                             int64_t rows_per_expert) {
+  x.slot = chunk.as<uint8_t>() + ca.slot[k];
+  x.capacity = ca.capacity[k];
+  x.have = ActBlock::kNone;
+  const std::optional<dc::DeviceActQ8> q = act_for(x, w, stream);
+  if (!q) throw Error("deepseek_v4 cuda: int8 experts on a " + std::string(dtype_name(w.type)) + " weight");
+  r.x_row = q->n;
+  dc::grouped_mma_int8(w, view_for(*q, w), y, r, stream, rows_per_expert);
 }
 
 void DeepseekV4CudaModel::Impl::mrows(const WeightMatrix& w, ActIn& x, float* y, int64_t y_row,

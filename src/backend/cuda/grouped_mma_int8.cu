@@ -1,0 +1,399 @@
+// grouped_mma_int8 (grouped_mma_int8.h). The block shape of grouped_mma_bf16: G entries (<= 16
+// quantized x rows each) of ONE expert x 128 weight rows, 8 warps of 16 weight rows; K in tiles
+// of 128 columns = 4 k-steps of mma.sync m16n8k32 (s8 x s8 -> s32).
+//
+// K order: a k-step is exactly 32 consecutive columns (one IQ2_XXS sub-block, one Q8_0 block,
+// one Q2_K plane of a half super-block), because IQ2_XXS's per-32 scale (2s + 1, up to 31)
+// does not fit an int8 weight: its k-step runs into zeroed accumulators and is scaled in int32
+// before it joins the block sum. Q2_K's 4-bit scale folds into the weight (q * scale <= 45), so
+// its k-steps accumulate in place. Quad lane t takes columns 8t .. 8t + 7 of a k-step for weight
+// rows g and g + 8 (the A fragment: a0 / a1 = columns 8t .. + 3 of rows g / g + 8, a2 / a3 =
+// 8t + 4 .. + 7), and the B fragment of x row g is its 8 bytes at the same columns (one 8-byte
+// shared read): K slots 4t .. 4t + 3 <- columns 8t .., slots 16 + 4t .. <- 8t + 4 ...
+// IQ2_XXS: lane t decodes grid entry t of the sub-block (8 weights: one byte permute per 4,
+// gemv_act_formats.cuh's codes); Q2_K: quant bytes 32h + 8t .. + 7 serve all 4 planes of the
+// half.
+// f32 (ds4::dot_act's expressions, column order, __fmul_rn / __fadd_rn: no contraction):
+//   Q8_0     acc += (d_w * d_x) * isum per 32-block
+//   IQ2_XXS  acc += (d_w * d_x) * isum per 256-block, y = 0.125 * acc
+//   Q2_K     acc += (d_x * d) * isum - (d_x * dmin) * summs per 256-block, summs = the mins
+//            (high nibbles) dotted with the x row's bsums (dp2a, exact)
+// x: int8 rows cp.async'd kStages - 1 tiles ahead into a shared ring with their scales (and Q2_K
+// bsums); weight bytes in registers kAhead tiles ahead (per-lane loads of the bytes it decodes).
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <string>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv_act.h"
+#include "backend/cuda/gemv_act_formats.cuh"
+#include "backend/cuda/gemv_formats.cuh"
+#include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/grouped_mma_entries.cuh"
+#include "backend/cuda/grouped_mma_int8.h"
+#include "backend/cuda/iq2xxs_grid.h"
+#include "core/error.h"
+
+namespace ds4::cuda {
+namespace {
+
+using gemv_act_detail::byte_perm;
+using gemv_act_detail::iq2_grid_codes;
+using gemv_act_detail::iq2_sign_codes;
+using gemv_act_detail::kIq2Neg;
+using gemv_act_detail::kIq2Pos;
+using gemv_detail::Args;
+using gemv_detail::f16_bits;
+using gemv_detail::FromGlobal;
+using namespace grouped_mma_detail;
+
+constexpr int kWarps = 8, kThreads = 32 * kWarps;
+constexpr int kTileRows = 16 * kWarps;
+constexpr int kTileK = 128;  // columns per K tile: 4 k-steps of 32
+constexpr int kG = kGroupedMmaMaxEntries;
+constexpr int kStages = 3;
+// x row pitch in shared memory: 160 bytes (40 words), so the 8-byte B reads of a half warp
+// (rows g = 0..3 or 4..7, 4 quad lanes) hit 32 distinct banks.
+constexpr int kXPitch = kTileK + 32;
+
+__device__ const uint64_t d_grid8[256] = {DS4_IQ2XXS_GRID_VALUES};
+
+struct XArgs {
+  const int8_t* q;
+  const float* d;
+  const int16_t* bs;
+};
+
+enum class Fmt { kQ8_0, kQ2_K, kIQ2_XXS };
+
+__device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return FromGlobal::u16(p); }
+__device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return FromGlobal::u32(p); }
+
+// One lane's weight bytes of one weight row for one K tile (columns 128 kt ..).
+template <Fmt F>
+struct Raw;
+template <>
+struct Raw<Fmt::kQ8_0> {  // 4 blocks of 34 bytes: {f16 d, i8 q[32]}
+  uint32_t d[4], lo[4], hi[4];
+  __device__ void load(const uint8_t* row, int kt, int t) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t* p = row + int64_t(4 * kt + s) * 34;
+      d[s] = ld_u16(p);
+      lo[s] = ld_u16(p + 2 + 8 * t) | ld_u16(p + 4 + 8 * t) << 16;
+      hi[s] = ld_u16(p + 6 + 8 * t) | ld_u16(p + 8 + 8 * t) << 16;
+    }
+  }
+};
+template <>
+struct Raw<Fmt::kQ2_K> {  // half kt & 1 of super-block kt / 2 (84 bytes: sc[16], q[64], d, dmin)
+  uint32_t q0, q1, sc0, sc1, dm;
+  __device__ void load(const uint8_t* row, int kt, int t) {
+    const uint8_t* p = row + int64_t(kt >> 1) * 84;
+    const int h = kt & 1;
+    q0 = ld_u32(p + 16 + 32 * h + 8 * t);
+    q1 = ld_u32(p + 20 + 32 * h + 8 * t);
+    sc0 = ld_u32(p + 8 * h);
+    sc1 = ld_u32(p + 8 * h + 4);
+    dm = ld_u32(p + 80);
+  }
+};
+template <>
+struct Raw<Fmt::kIQ2_XXS> {  // sub-blocks 4 (kt & 1) .. + 3 of super-block kt / 2 (66 bytes)
+  uint32_t d, g[4], a1[4];   // g: grid index t of each sub-block; a1: its signs | scale word
+  __device__ void load(const uint8_t* row, int kt, int t) {
+    const uint8_t* p = row + int64_t(kt >> 1) * 66;
+    d = ld_u16(p);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t* q = p + 2 + 8 * (4 * (kt & 1) + s);
+      g[s] = __ldg(q + t);
+      a1[s] = ld_u16(q + 4) | ld_u16(q + 6) << 16;
+    }
+  }
+};
+
+// Weight tiles in flight per thread (registers: 24, 10, 18 words per tile); twice as many in the
+// deep variant (grouped_mma_int8_set_deep), which gives up the second block per SM for them.
+template <Fmt F, bool kDeep>
+constexpr int kAhead = (F == Fmt::kQ2_K ? 4 : 2) * (kDeep ? 2 : 1);
+// Activation values per scale.
+template <Fmt F>
+constexpr int kBlock = F == Fmt::kQ8_0 ? 32 : 256;
+// x scales per row and tile in the ring.
+template <Fmt F>
+constexpr int kDPerTile = F == Fmt::kQ8_0 ? 4 : 1;
+
+struct Iq2Tables {
+  uint32_t codes[256];
+  uint32_t sign_codes[128];
+};
+
+__device__ __forceinline__ void mma_s8(int32_t (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <Fmt F, int G>
+struct Ring {
+  int8_t q[kStages][G * kN][kXPitch];
+  float d[kStages][G * kN][kDPerTile<F>];
+  int16_t bs[kStages][F == Fmt::kQ2_K ? G * kN : 1][8];  // Q2_K: the half's 8 bsums
+};
+
+// The A fragment of k-step s for this lane's rows g (h2 = 0) and g + 8 (h2 = 1): lo = columns
+// 8t .. 8t + 3, hi = 8t + 4 .. 8t + 7 of the k-step; mul = IQ2_XXS's 2 * scale + 1.
+template <Fmt F>
+__device__ __forceinline__ void frag(const Raw<F>& r, int s, int t, const Iq2Tables& tb, uint32_t& lo, uint32_t& hi,
+                                     int32_t& mul) {
+  if constexpr (F == Fmt::kQ8_0) {
+    lo = r.lo[s], hi = r.hi[s], mul = 1;
+  } else if constexpr (F == Fmt::kQ2_K) {
+    // group 8h + 2s + (t >= 2): byte 2s + (t >> 1) of the half's 8 scale bytes, low nibble
+    const int bi = 2 * s + (t >> 1);
+    const uint32_t sc = ((bi < 4 ? r.sc0 : r.sc1) >> (8 * (bi & 3))) & 0xfu;
+    lo = ((r.q0 >> (2 * s)) & 0x03030303u) * sc;  // bytes <= 3 * 15: no carry between them
+    hi = ((r.q1 >> (2 * s)) & 0x03030303u) * sc;
+    mul = 1;
+  } else {
+    const uint32_t c = tb.codes[r.g[s]] | tb.sign_codes[(r.a1[s] >> (7 * t)) & 127u];
+    lo = byte_perm(kIq2Pos, kIq2Neg, c);
+    hi = byte_perm(kIq2Pos, kIq2Neg, c >> 16);
+    mul = int32_t(2 * (r.a1[s] >> 28) + 1);
+  }
+}
+
+template <Fmt F, int G, bool kDeep>
+__global__ void __launch_bounds__(kThreads, G > 2 || kDeep ? 1 : 2)
+    grouped_mma_int8_kernel(Args a, RowsArgs ra, XArgs x, float* __restrict__ y) {
+  constexpr int D = kAhead<F, kDeep>, BV = kBlock<F>;
+  const int b = int(blockIdx.y);
+  const int nt = block_entries<G>(a, ra, b);  // this block's entries (0: none)
+  if (nt == 0) return;
+  a.data += (a.ids ? int64_t(a.ids[b]) : int64_t(b)) * a.id_stride;
+  __shared__ __align__(16) Ring<F, G> ring;
+  __shared__ int64_t xo[G * kN], yo[G * kN];
+  __shared__ int nrows[G];
+  __shared__ Iq2Tables tables;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int64_t r = int64_t(blockIdx.x) * kTileRows + 16 * warp + g;
+  const uint8_t* wrow[2];
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2)  // a partial last row tile reads the last row again and never writes it
+    wrow[h2] = a.data + min(r + 8 * h2, a.rows - 1) * a.row_stride;
+  const int tiles = int(a.cols / kTileK);
+  Raw<F> raw[D][2];
+#pragma unroll
+  for (int s = 0; s < D; ++s)
+    if (s < tiles) raw[s][0].load(wrow[0], s, t), raw[s][1].load(wrow[1], s, t);
+  if constexpr (F == Fmt::kIQ2_XXS) {
+    for (int i = int(threadIdx.x); i < 256; i += kThreads) tables.codes[i] = iq2_grid_codes(d_grid8[i]);
+    for (int i = int(threadIdx.x); i < 128; i += kThreads) tables.sign_codes[i] = iq2_sign_codes(uint32_t(i));
+  }
+  entry_rows<G>(a, ra, b, nt, xo, yo, nrows);
+  __syncthreads();
+  // tile kt's x rows (int8), their scales and (Q2_K) the half's bsums into stage st; one commit
+  // group per tile, empty past the end
+  auto issue_x = [&](int kt, int st) {
+    if (kt < tiles) {
+      constexpr int kQ = G * kN * (kTileK / 16), kD = G * kN * kDPerTile<F>, kS = F == Fmt::kQ2_K ? G * kN * 4 : 0;
+      for (int q = int(threadIdx.x); q < kQ + kD + kS; q += kThreads) {
+        if (q < kQ) {
+          const int i = q / (kTileK / 16), c = 16 * (q % (kTileK / 16));
+          const int64_t o = xo[i];
+          cp_async<16>(&ring.q[st][i][c], o >= 0 ? x.q + o + int64_t(kt) * kTileK + c : x.q, o >= 0);
+        } else if (q < kQ + kD) {
+          const int i = (q - kQ) / kDPerTile<F>, c = (q - kQ) % kDPerTile<F>;
+          const int64_t o = xo[i];
+          const int64_t blk = (int64_t(kt) * kTileK) / BV + c;
+          cp_async<4>(&ring.d[st][i][c], o >= 0 ? x.d + o / BV + blk : x.d, o >= 0);
+        } else {
+          const int i = (q - kQ - kD) / 4, c = 2 * ((q - kQ - kD) % 4);
+          const int64_t o = xo[i];
+          cp_async<4>(&ring.bs[st][i][c], o >= 0 ? x.bs + o / 16 + int64_t(kt) * 8 + c : x.bs, o >= 0);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) issue_x(st, st);
+  float acc[G][2][4];
+  int32_t isum[G][2][4], summs[G][2][4];
+#pragma unroll
+  for (int j = 0; j < G; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[j][h][k] = 0.f, isum[j][h][k] = 0, summs[j][h][k] = 0;
+  for (int kt0 = 0; kt0 < tiles; kt0 += D) {
+#pragma unroll
+    for (int sd = 0; sd < D; ++sd) {
+      const int kt = kt0 + sd;
+      if (kt < tiles) {  // block-uniform
+        const int st = kt % kStages;
+        cp_async_wait<kStages - 2>();  // tile kt's x landed (this thread's copies; the barrier: everyone's),
+        __syncthreads();               // and the stage read in tile kt - 1 is free for tile kt + kStages - 1
+        issue_x(kt + kStages - 1, (kt + kStages - 1) % kStages);
+        const Raw<F> cur[2] = {raw[sd][0], raw[sd][1]};
+        if (kt + D < tiles) raw[sd][0].load(wrow[0], kt + D, t), raw[sd][1].load(wrow[1], kt + D, t);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          uint32_t lo[2], hi[2];
+          int32_t mul[2];
+#pragma unroll
+          for (int h2 = 0; h2 < 2; ++h2) frag<F>(cur[h2], s, t, tables, lo[h2], hi[h2], mul[h2]);
+          const uint32_t af[4] = {lo[0], lo[1], hi[0], hi[1]};
+#pragma unroll
+          for (int j = 0; j < G; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              if (j < nt && (h == 0 || nrows[j] > 8)) {
+                const uint2 bv = *reinterpret_cast<const uint2*>(&ring.q[st][j * kN + 8 * h + g][32 * s + 8 * t]);
+                if constexpr (F == Fmt::kQ2_K) {
+                  mma_s8(isum[j][h], af, bv.x, bv.y);
+                } else {
+                  int32_t c[4] = {0, 0, 0, 0};
+                  mma_s8(c, af, bv.x, bv.y);
+                  if constexpr (F == Fmt::kIQ2_XXS) {
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) isum[j][h][k] += c[k] * mul[k >> 1];
+                  } else {  // Q8_0: the 32-block's term
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) {
+                      const float dx = ring.d[st][j * kN + 8 * h + 2 * t + (k & 1)][s];
+                      const float dw = f16_bits(uint16_t(cur[k >> 1].d[s]));
+                      acc[j][h][k] = __fadd_rn(acc[j][h][k], __fmul_rn(__fmul_rn(dw, dx), __int2float_rn(c[k])));
+                    }
+                  }
+                }
+              }
+        }
+        if constexpr (F == Fmt::kQ2_K) {  // the half's mins: summs += sum_i min_i * bsum_i (8 groups)
+          uint32_t mn[2][2];
+#pragma unroll
+          for (int h2 = 0; h2 < 2; ++h2) mn[h2][0] = (cur[h2].sc0 >> 4) & 0x0f0f0f0fu, mn[h2][1] = (cur[h2].sc1 >> 4) & 0x0f0f0f0fu;
+#pragma unroll
+          for (int j = 0; j < G; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              if (j < nt && (h == 0 || nrows[j] > 8)) {
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                  const uint4 bs = *reinterpret_cast<const uint4*>(&ring.bs[st][j * kN + 8 * h + 2 * t + (k & 1)][0]);
+                  int32_t v = summs[j][h][k];
+                  v = __dp2a_lo(int(bs.x), int(mn[k >> 1][0]), v);
+                  v = __dp2a_hi(int(bs.y), int(mn[k >> 1][0]), v);
+                  v = __dp2a_lo(int(bs.z), int(mn[k >> 1][1]), v);
+                  v = __dp2a_hi(int(bs.w), int(mn[k >> 1][1]), v);
+                  summs[j][h][k] = v;
+                }
+              }
+        }
+        if constexpr (F != Fmt::kQ8_0) {
+          if (kt & 1) {  // the super-block's term
+#pragma unroll
+            for (int j = 0; j < G; ++j)
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                  const float dx = ring.d[st][j * kN + 8 * h + 2 * t + (k & 1)][0];
+                  if constexpr (F == Fmt::kIQ2_XXS) {
+                    const float dw = f16_bits(uint16_t(cur[k >> 1].d));
+                    acc[j][h][k] = __fadd_rn(acc[j][h][k], __fmul_rn(__fmul_rn(dw, dx), __int2float_rn(isum[j][h][k])));
+                  } else {
+                    const uint32_t dm = cur[k >> 1].dm;
+                    const float dall = __fmul_rn(dx, f16_bits(uint16_t(dm & 0xffffu)));
+                    const float dmin = __fmul_rn(dx, f16_bits(uint16_t(dm >> 16)));
+                    const float term = __fsub_rn(__fmul_rn(dall, __int2float_rn(isum[j][h][k])),
+                                                 __fmul_rn(dmin, __int2float_rn(summs[j][h][k])));
+                    acc[j][h][k] = __fadd_rn(acc[j][h][k], term);
+                    summs[j][h][k] = 0;
+                  }
+                  isum[j][h][k] = 0;
+                }
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+  if constexpr (F == Fmt::kIQ2_XXS) {  // ds4: 0.125 * the row's sum
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc[j][h][k] = __fmul_rn(0.125f, acc[j][h][k]);
+  }
+  store_rows<G>(acc, y, r, a.rows, t, nt, yo, nrows);
+}
+
+// The deep variant: DS4_GROUPED_MMA_INT8_DEEP (0 or 1) or grouped_mma_int8_set_deep.
+std::atomic<int> g_deep{-1};
+bool deep() { return env_setting(g_deep, "DS4_GROUPED_MMA_INT8_DEEP", {0, 1}, "0 or 1") == 1; }
+
+template <Fmt F, int G>
+void launch_g(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsigned batch, cudaStream_t s) {
+  const dim3 blocks(unsigned((a.rows + kTileRows - 1) / kTileRows), batch);
+  if (deep()) grouped_mma_int8_kernel<F, G, true><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
+  else grouped_mma_int8_kernel<F, G, false><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+template <Fmt F>
+void launch(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsigned batch, int64_t rows_per_expert,
+            cudaStream_t s) {
+  const int g = entries_for(grouped_mma_entries_per_block(), rows_per_expert, kG);
+  if (g == kG) launch_g<F, kG>(a, ra, x, y, batch, s);
+  else if (g == 2) launch_g<F, 2>(a, ra, x, y, batch, s);
+  else launch_g<F, 1>(a, ra, x, y, batch, s);
+}
+
+}  // namespace
+
+void grouped_mma_int8_set_deep(bool on) { g_deep.store(on ? 1 : 0, std::memory_order_relaxed); }
+bool grouped_mma_int8_deep() { return deep(); }
+
+bool grouped_mma_int8_supports(const WeightMatrix& w) {
+  if (w.rows < 1 || !w.data) return false;
+  if (w.type == DType::Q8_0) return w.cols % kTileK == 0;
+  return (w.type == DType::Q2_K || w.type == DType::IQ2_XXS) && w.cols % 256 == 0;
+}
+
+void grouped_mma_int8(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t s,
+                      int64_t rows_per_expert) {
+  const std::string what = "cuda grouped_mma_int8: ";
+  if (!grouped_mma_int8_supports(w))
+    throw InputError(what + std::string(dtype_name(w.type)) + " " + std::to_string(w.rows) + "x" +
+                     std::to_string(w.cols) + " (Q8_0 with cols a multiple of 128, Q2_K / IQ2_XXS of 256)");
+  if (x.block != act_block_for(w.type) || x.n != w.cols)
+    throw InputError(what + "activation blocks or length (" + std::to_string(x.n) + ") do not match the " +
+                     std::string(dtype_name(w.type)) + " weight");
+  const int64_t bv = act_values_per_scale(x.block);
+  if (!x.q || !x.d || (x.block == ActBlock::kQ8_K && !x.bsums) || reinterpret_cast<uintptr_t>(x.q) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(x.d) % 4 != 0 || reinterpret_cast<uintptr_t>(x.bsums) % 4 != 0)
+    throw InputError(what + "activation pointers missing or misaligned (q 16 bytes, d and bsums 4)");
+  if (r.n < 1 || r.n > kGemvMaxRows || r.batch.count < 1 || r.batch.count > 65535 || r.x_row < 0 ||
+      r.x_row % bv != 0 || r.x_row % 16 != 0 || r.batch.x_stride < 0 || r.batch.x_stride % bv != 0 ||
+      r.batch.x_stride % 16 != 0)
+    throw InputError(what + "n " + std::to_string(r.n) + ", count " + std::to_string(r.batch.count) + ", x_row " +
+                     std::to_string(r.x_row) + " or x stride " + std::to_string(r.batch.x_stride) +
+                     " (x_row and x stride: multiples of the activation block and of 16)");
+  Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), nullptr, nullptr, 0, 0, w.rows, w.cols,
+         r.batch.ids, int64_t(r.batch.id_stride), 0, r.batch.x_stride, r.batch.y_stride};
+  const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
+  const XArgs xa{x.q, x.d, x.bsums};
+  const unsigned batch = unsigned(r.batch.count);
+  switch (w.type) {
+    case DType::Q8_0: return launch<Fmt::kQ8_0>(a, ra, xa, y, batch, rows_per_expert, s);
+    case DType::Q2_K: return launch<Fmt::kQ2_K>(a, ra, xa, y, batch, rows_per_expert, s);
+    default: return launch<Fmt::kIQ2_XXS>(a, ra, xa, y, batch, rows_per_expert, s);
+  }
+}
+
+}  // namespace ds4::cuda

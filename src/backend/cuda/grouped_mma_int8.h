@@ -1,0 +1,39 @@
+#pragma once
+// Routed experts of a tensor-core prefill chunk on INTEGER tensor cores, for models whose
+// numerics quantize activations (core/act_quant.h: DeepSeek ds4-layout files): the chunk's
+// expert input rows are quantized once (quantize_act, Q8_0 / Q8_K blocks), the weights decode
+// to int8 A fragments (IQ2_XXS: signed grid values 8 / 25 / 43; Q2_K: q * scale <= 45, the
+// mins through the activation's bsums; Q8_0: the bytes) and mma.sync m16n8k32 s8 sums them in
+// int32. The f32 part is ds4's: one term per activation block in column order, the same
+// expressions as ds4::dot_act (no contraction), so every output equals dot_act on the host
+// bit for bit (test_grouped_mma_int8 compares with memcmp): a stricter contract than
+// gemv_act_rows' (which sums its block terms in another order and agrees to rounding).
+// The BF16 path (grouped_mma.h) stays for models without activation quantization.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/gemv.h"
+#include "core/act_quant.h"
+#include "core/weight.h"
+
+namespace ds4::cuda {
+
+// Weight tiles in flight per thread doubled, one block per SM instead of two (G <= 2): off by
+// default until measured (the same bits either way). DS4_GROUPED_MMA_INT8_DEEP (0 or 1) is read
+// on first use. Not thread safe against launches in flight on other threads.
+void grouped_mma_int8_set_deep(bool on);
+bool grouped_mma_int8_deep();
+
+// Whether grouped_mma_int8 takes this weight: Q8_0 (cols a multiple of 128), Q2_K or IQ2_XXS
+// (cols a multiple of 256).
+bool grouped_mma_int8_supports(const WeightMatrix& w);
+
+// gemv_act_rows' contract (gemv_act.h): x = quantized input row 0 (x.block ==
+// act_block_for(w.type), x.n == w.cols), input row i at q + i * r.x_row values (r.x_row and
+// r.batch.x_stride multiples of the activation block, 16-byte aligned q); batch ids, live,
+// counts, x_idx, y_idx as gemv_rows. rows_per_expert picks the entries per block as
+// grouped_mma_bf16 does (grouped_mma_set_entries_per_block forces it for both kernels).
+// Throws ds4::InputError for an unsupported weight or mismatched operands.
+void grouped_mma_int8(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t stream,
+                      int64_t rows_per_expert = 0);
+
+}  // namespace ds4::cuda

@@ -1,0 +1,225 @@
+// grouped_mma_int8 (backend/cuda/grouped_mma_int8.h), the routed experts of a chunk on int8
+// tensor cores, against the host:
+//   exact     every routed (token, expert) output row == ds4::dot_act on the host (memcmp): the
+//             same int8 products summed in int32, the same f32 block terms in column order;
+//             for IQ2_XXS, Q2_K and Q8_0, chunks of 1 .. 256 tokens routed top-2 over 8 experts
+//             (about 0.25 .. 64 rows per expert), one expert never routed (a hole), a skewed
+//             chunk (every token to experts 1 and 6: 64 rows each), odd shapes (rows not a
+//             multiple of the 128-row block tile, an odd number of K tiles / super-blocks);
+//             entries per block by the chunk and forced 1, 2 and 4 (all must give the same bits);
+//   BF16      the same chunk through grouped_mma_bf16 on the unquantized rows: max |int8 - bf16|
+//             / max |bf16| <= 3e-2 (activation quantization, Q8_K: ~amax / 254 per value, plus
+//             BF16's ~2^-9; the measured value is printed);
+//   bad input InputError for an unsupported format, a mismatched activation block and an odd x_row.
+// Usage: test_grouped_mma_int8 (exit 1 when a check fails; a few seconds, most of it the host reference)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_act.h"
+#include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/grouped_mma_int8.h"
+#include "backend/cuda/memory.h"
+#include "backend/cuda/moe_group.h"
+#include "core/act_quant.h"
+#include "device_weight.h"
+#include "host_ref.h"
+#include "test_common.h"
+
+using namespace ds4;
+using namespace ds4::cuda_test;
+
+namespace {
+
+cudaStream_t g_stream = nullptr;
+
+template <class T>
+std::vector<T> download(const T* p, size_t n) {
+  std::vector<T> v(n);
+  DS4_CUDA_CHECK(cudaStreamSynchronize(g_stream));
+  DS4_CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+template <class T>
+void upload_to(void* dst, const T* v, size_t n) {
+  DS4_CUDA_CHECK(cudaStreamSynchronize(g_stream));
+  DS4_CUDA_CHECK(cudaMemcpy(dst, v, n * sizeof(T), cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// Token rows: normal values, a zero 256-block, a +-max tie (Q8_K takes the first) and values on
+// .5 steps of a Q8_0 scale.
+std::vector<float> activations(int64_t rows, int64_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(size_t(rows * n));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x.data() + r * n;
+    for (int64_t i = 0; i < n; ++i) row[i] = nd(rng);
+    if (n >= 512 && r % 3 == 1)
+      for (int64_t i = 256; i < 512; ++i) row[i] = 0.f;
+    if (n >= 512 && r % 3 == 2) {
+      for (int64_t i = 256; i < 512; ++i) row[i] = std::fmod(row[i], 3.f);
+      row[256 + 7] = -3.5f;
+      row[256 + 100] = 3.5f;
+    }
+    if (r % 4 == 3)
+      for (int64_t i = 0; i < 32; ++i) row[i] = (i == 0 ? 127.f : float(int(i % 9) - 4) + 0.5f) * 0.01f;
+  }
+  return x;
+}
+
+// Routing {tokens, k}: k distinct experts per token, uniform over all but `hole`; skewed: every
+// token to experts 1 and E - 2.
+std::vector<int32_t> route(int64_t tokens, int64_t k, int64_t E, int64_t hole, bool skewed, std::mt19937_64& rng) {
+  std::vector<int32_t> ids(size_t(tokens * k));
+  std::vector<int32_t> pool;
+  for (int32_t e = 0; e < E; ++e)
+    if (e != hole) pool.push_back(e);
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (skewed) {
+      ids[size_t(t * k)] = 1, ids[size_t(t * k + 1)] = int32_t(E - 2);
+      continue;
+    }
+    for (int64_t j = 0; j < k; ++j) std::swap(pool[size_t(j)], pool[size_t(j + int64_t(rng() % (pool.size() - size_t(j))))]);
+    for (int64_t j = 0; j < k; ++j) ids[size_t(t * k + j)] = pool[size_t(j)];
+  }
+  return ids;
+}
+
+struct Shape {
+  DType type;
+  int64_t rows, cols;
+};
+
+void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& rng, cudaStream_t s) {
+  constexpr int64_t E = 8, K = 2, S = cuda::kGemvMaxRows;
+  const ActBlock block = act_block_for(sh.type);
+  const HostWeight hw = random_weight(sh.type, E * sh.rows, sh.cols, rng);
+  const DeviceWeight dw = upload(hw);
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  WeightMatrix dv = dw.view;  // one expert's rows (the upload views all E experts' as one matrix)
+  dv.rows = sh.rows;
+  const WeightMatrix hv = host_view(hw);
+  const int64_t row_bytes = hv.row_stride_bytes();
+  const std::vector<float> x = activations(tokens, sh.cols, rng);
+  const ActQ8Rows xq = quantize_act_rows(block, x.data(), sh.cols, tokens);
+  const std::vector<int32_t> ids = route(tokens, K, E, 5, skewed, rng);
+  const int64_t pairs = tokens * K, entries = cuda::moe_group_entries(tokens, K, E, S);
+  // host reference: pair p = t K + j is expert ids[p]'s rows dotted with token t
+  std::vector<float> ref(size_t(pairs * sh.rows));
+  for (int64_t p = 0; p < pairs; ++p) {
+    WeightMatrix e = hv;
+    e.rows = sh.rows;
+    e.data = static_cast<const uint8_t*>(hv.data) + ids[size_t(p)] * sh.rows * row_bytes;
+    const ActQ8View xv = xq.row(p / K);
+    for (int64_t r = 0; r < sh.rows; ++r) ref[size_t(p * sh.rows + r)] = dot_act(e, r, xv);
+  }
+  // device operands: the host's quantized rows (test_gemv_act pins quantize_act to them byte for byte)
+  cuda::DeviceBuffer qbuf(size_t(tokens) * cuda::act_q8_row_bytes(block, sh.cols), "test xq"),
+      xf(x.size() * 4, "test x f32"), di(ids.size() * 4, "ids"), de(size_t(entries) * 4, "experts"), dl(4, "live"),
+      dc(size_t(entries) * 4, "counts"), dt(size_t(entries * S) * 4, "tok"), ds(size_t(entries * S) * 4, "slot"),
+      dy(ref.size() * 4, "y"), dyb(ref.size() * 4, "y bf16");
+  const cuda::DeviceActQ8 dq = cuda::act_q8_carve(qbuf.get(), block, sh.cols, tokens);
+  upload_to(dq.q, xq.q.data(), xq.q.size());
+  upload_to(dq.d, xq.d.data(), xq.d.size());
+  if (block == ActBlock::kQ8_K) upload_to(dq.bsums, xq.bsums.data(), xq.bsums.size());
+  upload_to(xf.get(), x.data(), x.size());
+  upload_to(di.get(), ids.data(), ids.size());
+  const cuda::MoeGroup g{de.as<int32_t>(), dl.as<int32_t>(), dc.as<int32_t>(), dt.as<int32_t>(), ds.as<int32_t>(), S};
+  cuda::moe_group(di.as<int32_t>(), tokens, K, E, g, s);
+  cuda::GemvRows r;
+  r.n = int(std::min<int64_t>(tokens, S));
+  r.batch = cuda::GemvBatch{int(entries), g.experts, size_t(sh.rows * row_bytes), 0, 0, 0};
+  r.live = g.live, r.counts = g.counts;
+  r.x_row = sh.cols, r.x_idx = g.tok, r.y_row = sh.rows, r.y_idx = g.slot;
+  const int64_t rows_per_expert = pairs / E;
+  const std::string what = std::string(dtype_name(sh.type)) + " " + std::to_string(sh.rows) + "x" +
+                           std::to_string(sh.cols) + ", " + std::to_string(tokens) + " tokens top-2 of 8" +
+                           (skewed ? " (skewed: 2 experts)" : " (expert 5 a hole)");
+  const int keep = cuda::grouped_mma_entries_per_block();
+  for (int forced : {0, 1, 2, cuda::kGroupedMmaMaxEntries}) {
+    cuda::grouped_mma_set_entries_per_block(forced);
+    DS4_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xff, dy.bytes(), s));  // NaN: a row never written shows
+    cuda::grouped_mma_int8(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
+    const std::vector<float> got = download(dy.as<float>(), ref.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < ref.size(); ++i) bad += std::memcmp(&got[i], &ref[i], 4) != 0;
+    check(bad == 0, what + ", entries per block " + (forced ? std::to_string(forced) : "by the chunk") +
+                        ": == dot_act (memcmp), " + std::to_string(bad) + " of " + std::to_string(ref.size()) +
+                        " differ");
+  }
+  cuda::grouped_mma_set_entries_per_block(0);
+  r.x_row = sh.cols;
+  cuda::grouped_mma_bf16(dv, xf.as<float>(), dyb.as<float>(), r, s, rows_per_expert);
+  cuda::grouped_mma_set_entries_per_block(keep);
+  const std::vector<float> yb = download(dyb.as<float>(), ref.size());
+  float peak = 0.f;
+  for (float v : yb) peak = std::max(peak, std::fabs(v));
+  const float rel = max_diff(ref.data(), yb.data(), ref.size()) / std::max(peak, 1e-30f);
+  char line[96];
+  std::snprintf(line, sizeof line, ": max |int8 - bf16| / max |bf16| = %.2e (<= 3e-2)", double(rel));
+  check(rel <= 3e-2f, what + line);
+}
+
+void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
+  const HostWeight q2 = random_weight(DType::Q2_K, 8, 256, rng), f32 = random_weight(DType::F32, 8, 256, rng);
+  const DeviceWeight d2 = upload(q2), df = upload(f32);
+  cuda::DeviceBuffer qbuf(4 * cuda::act_q8_row_bytes(ActBlock::kQ8_K, 256), "xq"),
+      q0buf(4 * cuda::act_q8_row_bytes(ActBlock::kQ8_0, 256), "xq0"), y(4 * 8 * 4, "y");
+  const cuda::DeviceActQ8 xk = cuda::act_q8_carve(qbuf.get(), ActBlock::kQ8_K, 256, 4),
+                          x0 = cuda::act_q8_carve(q0buf.get(), ActBlock::kQ8_0, 256, 4);
+  cuda::GemvRows r;
+  r.n = 4, r.x_row = 256, r.y_row = 8;
+  auto throws = [&](const WeightMatrix& w, const ActQ8View& x, const cuda::GemvRows& rr) {
+    try {
+      cuda::grouped_mma_int8(w, x, y.as<float>(), rr, s);
+    } catch (const InputError&) {
+      return true;
+    }
+    return false;
+  };
+  check(throws(df.view, xk.row(0), r), "bad input: F32 weight -> InputError");
+  check(throws(d2.view, x0.row(0), r), "bad input: Q2_K weight with Q8_0 activations -> InputError");
+  cuda::GemvRows odd = r;
+  odd.x_row = 128;
+  check(throws(d2.view, xk.row(0), odd), "bad input: x_row not a multiple of the Q8_K block -> InputError");
+  check(!throws(d2.view, xk.row(0), r), "good input: Q2_K with Q8_K activations runs");
+  DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+}  // namespace
+
+int main() {
+  try {
+    std::mt19937_64 rng(2212);
+    cudaStream_t s;
+    DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    g_stream = s;
+    const Shape shapes[] = {
+        {DType::IQ2_XXS, 256, 1024},  // gate|up-like (2 x 128 rows, 4 super-blocks)
+        {DType::IQ2_XXS, 200, 768},   // odd: a partial row tile, 3 super-blocks
+        {DType::Q2_K, 256, 512},      // down-like
+        {DType::Q2_K, 136, 768},      // odd
+        {DType::Q8_0, 128, 512},
+        {DType::Q8_0, 72, 384},       // odd: 3 K tiles
+    };
+    for (const Shape& sh : shapes)
+      for (int64_t tokens : {1, 3, 8, 20, 64, 130, 256}) check_chunk(sh, tokens, false, rng, s);
+    for (const Shape& sh : shapes) check_chunk(sh, 64, true, rng, s);
+    check_bad_input(rng, s);
+    std::printf(g_fail ? "%d FAILED\n" : "ALL PASSED\n", g_fail);
+    return g_fail ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::printf("FATAL: %s\n", e.what());
+    return 1;
+  }
+}
