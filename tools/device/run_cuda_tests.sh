@@ -30,6 +30,7 @@ one test_grouped_mma_frag
 one test_gemv_pdl
 one test_gemv_act
 one test_gemv_act_mma
+one test_grouped_mma_int8
 one test_gemv_decode
 one test_cuda_sample
 one test_cuda_matmul
