@@ -137,6 +137,10 @@ inline void indexer_tc_case(const IndexerTcCase& k) {
       ++checked;
       continue;
     }
+    if (n <= k.topk) {  // every entry kept: the lists cannot differ
+      ++list_diff;
+      continue;
+    }
     // differing lists: allowed only for a tie within rounding at the k-th score
     std::vector<float> s(ex.begin() + t * stride + o_sc, ex.begin() + t * stride + o_sc + n);
     std::nth_element(s.begin(), s.begin() + (k.topk - 1), s.end(), std::greater<float>());
