@@ -45,4 +45,16 @@ __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// A double-buffered tile loop's step j of `tiles`: request tile j + 1 (load(j + 1) commits its
+// group), then wait until tile j has landed (this thread's copies: a barrier must follow).
+template <class Load>
+__device__ __forceinline__ void cp_next_tile(int j, int tiles, Load&& load) {
+  if (j + 1 < tiles) {
+    load(j + 1);
+    cp_wait<1>();
+  } else {
+    cp_wait<0>();
+  }
+}
+
 }  // namespace ds4::cuda::mma

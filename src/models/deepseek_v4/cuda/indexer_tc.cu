@@ -23,6 +23,7 @@ namespace {
 
 using ds4::cuda::mma::cp_async16;
 using ds4::cuda::mma::cp_commit;
+using ds4::cuda::mma::cp_next_tile;
 using ds4::cuda::mma::cp_wait;
 using ds4::cuda::mma::mma_tf32;
 using ds4::cuda::mma::tf32_split;
@@ -81,12 +82,7 @@ __global__ void __launch_bounds__(kThreads, 1) index_score_tc_kernel(IndexerArgs
   const float* w = a.w + src_row * stride + h0;
   const float w0 = w[g] * head_scale, w1 = w[g + 8] * head_scale;
   for (int j = 0; j < tiles; ++j) {
-    if (j + 1 < tiles) {
-      load(j + 1);
-      cp_wait<1>();
-    } else {
-      cp_wait<0>();
-    }
+    cp_next_tile(j, tiles, load);
     __syncthreads();
     const float* et = es + (j & 1) * kNe * kLd;
     float acc[kNe / 8][4];
