@@ -186,21 +186,11 @@ inline void attend_tc_timing(const char* name, int64_t pos0, int64_t ratio, int6
   a.inv_freq = static_cast<const float*>(up(inv.data(), inv.size() * 4));
   const int32_t* dpos = static_cast<const int32_t*>(up(&pos, 4));
   const dk::Rows rows{R, stride};
-  cudaEvent_t e[3];
-  for (cudaEvent_t& x : e) DS4_CUDA_CHECK(cudaEventCreate(&x));
   dk::attend_tc(a, dpos, nullptr, rows);  // warm-up
-  DS4_CUDA_CHECK(cudaEventRecord(e[0]));
-  for (int i = 0; i < 3; ++i) dk::attend_tc(a, dpos, nullptr, rows);
-  DS4_CUDA_CHECK(cudaEventRecord(e[1]));
-  dk::attend(a, dpos, nullptr, rows);
-  DS4_CUDA_CHECK(cudaEventRecord(e[2]));
-  DS4_CUDA_CHECK(cudaEventSynchronize(e[2]));
-  float tc = 0, ex = 0;
-  DS4_CUDA_CHECK(cudaEventElapsedTime(&tc, e[0], e[1]));
-  DS4_CUDA_CHECK(cudaEventElapsedTime(&ex, e[1], e[2]));
+  const float tc = gpu_ms_per_call([&] { dk::attend_tc(a, dpos, nullptr, rows); });
+  const float ex = gpu_ms_per_call([&] { dk::attend(a, dpos, nullptr, rows); }, 1);
   std::printf("info attend %s: 512 rows at %lld, %lld keys per row: attend_tc %.3f ms, exact (wide) attend %.3f ms\n", name,
-              (long long)pos0, (long long)max_rows, tc / 3, ex);
-  for (cudaEvent_t& x : e) DS4_CUDA_CHECK(cudaEventDestroy(x));
+              (long long)pos0, (long long)max_rows, tc, ex);
 }
 
 inline void attend_tc_shapes() {

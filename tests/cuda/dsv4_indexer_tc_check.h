@@ -160,36 +160,15 @@ inline void indexer_tc_case(const IndexerTcCase& k) {
                 (long long)k.topk, (long long)checked, (long long)ambiguous, (long long)list_diff);
   check(finite && counts_ok && worst_ratio <= 1 && worst_ref <= 1 && list_diff == 0, buf);
   if (!k.timed) return;
-  cudaEvent_t e0, e1, e2;
-  DS4_CUDA_CHECK(cudaEventCreate(&e0));
-  DS4_CUDA_CHECK(cudaEventCreate(&e1));
-  DS4_CUDA_CHECK(cudaEventCreate(&e2));
   // The queries are roped in place on every call: timing only (the values were checked above).
-  DS4_CUDA_CHECK(cudaEventRecord(e0));
-  for (int i = 0; i < 3; ++i) dk::indexer_select(args(exact_rb), dpos, nullptr, rows);
-  DS4_CUDA_CHECK(cudaEventRecord(e1));
-  for (int i = 0; i < 3; ++i) dk::indexer_select_tc(args(tc_rb), dpos, nullptr, rows);
-  DS4_CUDA_CHECK(cudaEventRecord(e2));
-  DS4_CUDA_CHECK(cudaEventSynchronize(e2));
-  float ms_ex = 0, ms_tc = 0;
-  DS4_CUDA_CHECK(cudaEventElapsedTime(&ms_ex, e0, e1));
-  DS4_CUDA_CHECK(cudaEventElapsedTime(&ms_tc, e1, e2));
+  const float ms_ex = gpu_ms_per_call([&] { dk::indexer_select(args(exact_rb), dpos, nullptr, rows); });
+  const float ms_tc = gpu_ms_per_call([&] { dk::indexer_select_tc(args(tc_rb), dpos, nullptr, rows); });
   // its steps alone: the queries (in place) and the top-k; the tc scores are the rest
-  DS4_CUDA_CHECK(cudaEventRecord(e0));
-  for (int i = 0; i < 3; ++i) dk::indexer_queries(args(tc_rb), dpos, nullptr, rows);
-  DS4_CUDA_CHECK(cudaEventRecord(e1));
-  for (int i = 0; i < 3; ++i) dk::indexer_topk(args(tc_rb), dpos, nullptr, rows);
-  DS4_CUDA_CHECK(cudaEventRecord(e2));
-  DS4_CUDA_CHECK(cudaEventSynchronize(e2));
-  float ms_q = 0, ms_k = 0;
-  DS4_CUDA_CHECK(cudaEventElapsedTime(&ms_q, e0, e1));
-  DS4_CUDA_CHECK(cudaEventElapsedTime(&ms_k, e1, e2));
+  const float ms_q = gpu_ms_per_call([&] { dk::indexer_queries(args(tc_rb), dpos, nullptr, rows); });
+  const float ms_k = gpu_ms_per_call([&] { dk::indexer_topk(args(tc_rb), dpos, nullptr, rows); });
   std::printf("info indexer %s: indexer_select %.3f ms, indexer_select_tc %.3f ms per call (queries %.3f + tc scores "
               "%.3f + top-k %.3f)\n",
-              k.name, ms_ex / 3, ms_tc / 3, ms_q / 3, (ms_tc - ms_q - ms_k) / 3, ms_k / 3);
-  DS4_CUDA_CHECK(cudaEventDestroy(e0));
-  DS4_CUDA_CHECK(cudaEventDestroy(e1));
-  DS4_CUDA_CHECK(cudaEventDestroy(e2));
+              k.name, ms_ex, ms_tc, ms_q, ms_tc - ms_q - ms_k, ms_k);
 }
 
 inline void indexer_tc_shapes() {
