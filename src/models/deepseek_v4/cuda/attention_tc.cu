@@ -6,11 +6,9 @@
 // that row's key rows, in tiles of KT rows (cp.async, double-buffered, gathered through the
 // row's own ring slots / selected entries, so causality and the indexer's choice are exactly
 // attend()'s): scores S = Q K^T, an online softmax in FP32 (running max and exp-sum per head),
-// O = O * exp(m_old - m_new) + P V (K == V: the tile serves both products). A block has 16
-// warps (one block per SM: Q and two key tiles fill the shared memory), so each scheduler
-// interleaves four warps' MMAs; Q arrives by cp.async while the key rows are looked up. Each
-// block writes attend()'s partials (max, exp-sum, unnormalized output), and attend_merge adds
-// the sink and rotates the rope tail back. Only tensor-core chunks take it (chunk.cu): decode,
+// O = O * exp(m_old - m_new) + P V (K == V: the tile serves both products). Each block
+// writes attend()'s partials (max, exp-sum, unnormalized output), and attend_merge adds the
+// sink and rotates the rope tail back. Only tensor-core chunks take it (chunk.cu): decode,
 // verify and exact chunks keep attend() bit for bit.
 #include <cuda_runtime.h>
 
@@ -32,27 +30,24 @@ using detail::visible_rows;
 using ds4::cuda::mma::cp_async16;
 using ds4::cuda::mma::cp_commit;
 using ds4::cuda::mma::cp_next_tile;
-using ds4::cuda::mma::cp_wait;
 using ds4::cuda::mma::mma_tf32;
 using ds4::cuda::mma::tf32;
 
-constexpr int kScoreTiles = 8;                     // 16x8 score tiles per key tile (TcShape)
-constexpr int kTcWarps = 16;                       // two per score tile: each takes half the features
-constexpr int kKSplit = kTcWarps / kScoreTiles;    // feature halves of a score tile
+constexpr int kTcWarps = 8;
 constexpr int kTcThreads = 32 * kTcWarps;
 constexpr int64_t kTcSplit = 512;   // key rows per block: the Flash's CSA rows (128 + 512) in 2 splits
-constexpr int kMaxHd = 512;         // Q and two key tiles of 512 dims: 214 KB of shared memory
+constexpr int kMaxHd = 512;         // Q and two key tiles of 512 dims: 205 KB of shared memory
 static_assert(kTcSplit % kAttnChunk == 0, "the partial slots are sized for kAttnChunk-row chunks");
 
 // A block's shape: MT m16 tiles of heads (16 * MT heads of one row; past the config's heads:
-// masked) and KT key rows per tile, so that the scores are kScoreTiles 16x8 tiles. MT 4 (64
+// masked) and KT key rows per tile, so that the scores are one 16x8 tile per warp. MT 4 (64
 // heads, 16-key tiles) reads each key tile once for the Flash's 64 heads; MT 2 (32 heads,
 // 32-key tiles) for up to 32 heads.
 template <int MT>
 struct TcShape {
-  static constexpr int heads = 16 * MT, keys = 8 * kScoreTiles / MT;
+  static constexpr int heads = 16 * MT, keys = 8 * kTcWarps / MT;
   static constexpr int p_stride = keys + 4;  // P rows: A fragments (g, t) on distinct banks
-  static_assert(MT * (keys / 8) == kScoreTiles, "the scores: kScoreTiles 16x8 tiles");
+  static_assert(MT * (keys / 8) == kTcWarps, "the scores: one 16x8 tile per warp");
   static_assert(32 % keys == 0 && (heads / kTcWarps) % (32 / keys) == 0, "the softmax: lanes per head");
 };
 
@@ -76,14 +71,11 @@ template <int MT>
 size_t tc_shared_bytes(int64_t hd) {
   using S = TcShape<MT>;
   const int64_t ld = tc_ld(hd);
-  return size_t((S::heads + 2 * S::keys) * ld + kKSplit * S::heads * S::p_stride + S::heads) * 4 +
+  return size_t((S::heads + 2 * S::keys) * ld + S::heads * S::p_stride + S::heads) * 4 +
          size_t(kTcSplit) * sizeof(float*);
 }
 
-// NT: value n-tiles (8 columns) per warp, >= hd / (8 kTcWarps); warp w takes n-tiles w, w + 16, ...
-// 16 warps (one block per SM: Q and the key tiles fill the shared memory) so that each
-// scheduler has four warps' MMAs to interleave: a score tile's features are split over two
-// warps (their partial scores added in the softmax), the value n-tiles over all 16.
+// NT: value n-tiles (8 columns) per warp, >= hd / 64; warp w takes n-tiles w, w + 8, ...
 template <int MT, int NT>
 __global__ void __launch_bounds__(kTcThreads, 1) attend_tc_kernel(AttendArgs a, const int32_t* __restrict__ pos,
                                                                   int64_t stride) {
@@ -98,20 +90,19 @@ __global__ void __launch_bounds__(kTcThreads, 1) attend_tc_kernel(AttendArgs a, 
   if (k0 >= rows) return;  // the grid is sized for max_ctx
   const int hd = int(a.hd), ld = hd + 8, h0 = int(blockIdx.x) * HB, units = hd / 4, n_tiles = hd / 8;
   const int nk = int(rows - k0 < kTcSplit ? rows - k0 : kTcSplit), tiles = (nk + KT - 1) / KT;
-  float* qf = reinterpret_cast<float*>(sm4);              // {HB, ld}: Q, FP32 as copied, then TF32 bits
-  float* ks = qf + HB * ld;                               // {2, KT, ld} FP32 (rounded when read)
-  float* ps = ks + 2 * KT * ld;                           // {kKSplit, HB, PS}: partial scores; [0] then P
-  float* alpha = ps + kKSplit * HB * PS;                  // {HB}: this tile's rescale of O
+  uint32_t* qs = reinterpret_cast<uint32_t*>(sm4);       // {HB, ld} TF32 bits
+  float* ks = reinterpret_cast<float*>(qs + HB * ld);    // {2, KT, ld} FP32 (rounded when read)
+  float* ps = ks + 2 * KT * ld;                          // {HB, PS}: scores, then TF32 probabilities
+  float* alpha = ps + HB * PS;                           // {HB}: this tile's rescale of O
   const float** rp = reinterpret_cast<const float**>(alpha + HB);  // {kTcSplit}
-  // Q asynchronously (masked heads as zeros), in flight while the key rows are looked up and
-  // the first key tile is requested; each thread then rounds the values it copied itself.
+  for (int r = threadIdx.x; r < nk; r += kTcThreads) rp[r] = key_row(a, k0 + r, n_win, p);
   for (int i = threadIdx.x; i < HB * units; i += kTcThreads) {
     const int h = i / units, u = i - h * units;
-    const bool ok = h0 + h < a.heads;
-    cp_async16(qf + h * ld + 4 * u, ok ? a.q + int64_t(h0 + h) * hd + 4 * u : a.q, ok);
+    const float4 v = h0 + h < a.heads ? reinterpret_cast<const float4*>(a.q + int64_t(h0 + h) * hd)[u]
+                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+    uint32_t* d = qs + h * ld + 4 * u;
+    d[0] = tf32(v.x), d[1] = tf32(v.y), d[2] = tf32(v.z), d[3] = tf32(v.w);
   }
-  cp_commit();
-  for (int r = threadIdx.x; r < nk; r += kTcThreads) rp[r] = key_row(a, k0 + r, n_win, p);
   __syncthreads();
   auto load = [&](int j) {
     float* dst = ks + (j & 1) * KT * ld;
@@ -122,14 +113,6 @@ __global__ void __launch_bounds__(kTcThreads, 1) attend_tc_kernel(AttendArgs a, 
     }
     cp_commit();
   };
-  load(0);
-  cp_wait<1>();  // this thread's Q copies
-  for (int i = threadIdx.x; i < HB * units; i += kTcThreads) {
-    float* d = qf + (i / units) * ld + 4 * (i % units);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) d[e] = __uint_as_float(tf32(d[e]));
-  }
-  const uint32_t* qs = reinterpret_cast<const uint32_t*>(qf);  // read after the loop's first barrier
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const float scale = 1.0f / sqrtf(float(hd));
   float m_h[HW / HP], l_h[HW / HP];  // pass i: head warp * HW + i * HP + lane / KT (same in its KT lanes)
@@ -142,49 +125,47 @@ __global__ void __launch_bounds__(kTcThreads, 1) attend_tc_kernel(AttendArgs a, 
     for (int i = 0; i < NT; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][i][e] = 0.f;
+  load(0);
   for (int j = 0; j < tiles; ++j) {
     cp_next_tile(j, tiles, load);
     __syncthreads();
     const float* kt = ks + (j & 1) * KT * ld;
-    {  // scores: the warp's heads [16 mt, +16) x keys [8 nt, +8) over its half of the features,
-       // four accumulators (k step 4i + s into sc[s]): chains of hd / 64 dependent MMAs
-      const int tile = warp % kScoreTiles, half = warp / kScoreTiles;
-      const int mt = tile / (KT / 8), nt = tile % (KT / 8), lo = half * (hd / kKSplit), hi = lo + hd / kKSplit;
+    {  // scores: the warp's heads [16 mt, +16) x keys [8 nt, +8); four accumulators over the
+       // features (k step 4i + s into sc[s]), so a chain of dependent MMAs is hd / 32 long
+      const int mt = warp / (KT / 8), nt = warp % (KT / 8);
       float sc[4][4] = {};
       const uint32_t* qa = qs + (mt * 16 + g) * ld + t;
       const float* kb = kt + (nt * 8 + g) * ld + t;
-      auto step = [&](float(&d)[4], int k8) {
+      auto step = [&](float(&acc)[4], int k8) {
         const uint32_t af[4] = {qa[k8], qa[k8 + 8 * ld], qa[k8 + 4], qa[k8 + 8 * ld + 4]};
-        mma_tf32(d, af, tf32(kb[k8]), tf32(kb[k8 + 4]));
+        mma_tf32(acc, af, tf32(kb[k8]), tf32(kb[k8 + 4]));
       };
-      int kk = lo;
+      int kk = 0;
 #pragma unroll 2
-      for (; kk + 32 <= hi; kk += 32)
+      for (; kk + 32 <= hd; kk += 32)
 #pragma unroll
         for (int s = 0; s < 4; ++s) step(sc[s], kk + 8 * s);
-      if (kk < hi) step(sc[0], kk);  // (hd / 2) % 32: 8, 16 or 24 features left
-      if (kk + 8 < hi) step(sc[1], kk + 8);
-      if (kk + 16 < hi) step(sc[2], kk + 16);
-      const int key = nt * 8 + 2 * t;
-      float* pr = ps + (half * HB + mt * 16 + g) * PS + key;
+      if (kk < hd) step(sc[0], kk), step(sc[1], kk + 8);  // hd % 32 == 16
+      const int key = nt * 8 + 2 * t, kg = j * KT + key;
+      float* pr = ps + (mt * 16 + g) * PS + key;
       float v[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) v[e] = ((sc[0][e] + sc[1][e]) + (sc[2][e] + sc[3][e])) * scale;
-      pr[0] = v[0], pr[1] = v[1], pr[8 * PS] = v[2], pr[8 * PS + 1] = v[3];
+      pr[0] = kg < nk ? v[0] : -FLT_MAX;
+      pr[1] = kg + 1 < nk ? v[1] : -FLT_MAX;
+      pr[8 * PS] = kg < nk ? v[2] : -FLT_MAX;
+      pr[8 * PS + 1] = kg + 1 < nk ? v[3] : -FLT_MAX;
     }
     __syncthreads();
     // online softmax, KT lanes per head (a key each), HP heads per pass; the tile's first key is
-    // always valid, so the new max is finite and masked keys (zero rows past nk) weigh exactly 0
+    // always valid, so the new max is finite and masked keys weigh exactly 0
     const int kl = lane % KT;
 #pragma unroll
     for (int i = 0; i < HW / HP; ++i) {
       const int h = warp * HW + i * HP + lane / KT;
       float* pr = ps + h * PS;
       const bool ok = j * KT + kl < nk;
-      float sc = pr[kl];
-#pragma unroll
-      for (int q = 1; q < kKSplit; ++q) sc += pr[q * HB * PS + kl];
-      sc = ok ? sc : -FLT_MAX;
+      const float sc = ok ? pr[kl] : -FLT_MAX;
       const float mn = fmaxf(m_h[i], group_max<KT>(sc));
       const float e = ok ? expf(sc - mn) : 0.f;
       const float al = expf(m_h[i] - mn);
@@ -269,8 +250,10 @@ void launch_tc_hd(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const
     launch_tc<MT, 1>(a, pos, s, rows);
   else if (per_warp <= 2)
     launch_tc<MT, 2>(a, pos, s, rows);
+  else if (per_warp <= 4)
+    launch_tc<MT, 4>(a, pos, s, rows);
   else
-    launch_tc<MT, 4>(a, pos, s, rows);  // hd <= kMaxHd = 512: 64 n-tiles over 16 warps
+    launch_tc<MT, 8>(a, pos, s, rows);
 }
 
 }  // namespace

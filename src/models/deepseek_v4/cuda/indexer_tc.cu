@@ -24,7 +24,6 @@ namespace {
 using ds4::cuda::mma::cp_async16;
 using ds4::cuda::mma::cp_commit;
 using ds4::cuda::mma::cp_next_tile;
-using ds4::cuda::mma::cp_wait;
 using ds4::cuda::mma::mma_tf32;
 using ds4::cuda::mma::tf32_split;
 
