@@ -39,6 +39,24 @@ struct DeviceUploads {
   }
 };
 
+// Milliseconds per call of f() on the default stream, the mean of `reps` back-to-back calls
+// (events; printed as `info`, never asserted).
+template <class F>
+float gpu_ms_per_call(F&& f, int reps = 3) {
+  cudaEvent_t e0, e1;
+  DS4_CUDA_CHECK(cudaEventCreate(&e0));
+  DS4_CUDA_CHECK(cudaEventCreate(&e1));
+  DS4_CUDA_CHECK(cudaEventRecord(e0));
+  for (int i = 0; i < reps; ++i) f();
+  DS4_CUDA_CHECK(cudaEventRecord(e1));
+  DS4_CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  DS4_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  DS4_CUDA_CHECK(cudaEventDestroy(e0));
+  DS4_CUDA_CHECK(cudaEventDestroy(e1));
+  return ms / float(reps);
+}
+
 struct AttendCase {
   const char* name;
   int64_t heads, hd, rope_dim, window, pos, ratio, n_entries, n_sel;  // n_sel 0: no selection (HCA)

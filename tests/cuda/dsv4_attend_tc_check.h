@@ -7,6 +7,8 @@
 //     the ring wrapping within the chunk's windows;
 //   - the Flash's HCA shape (every closed entry, ratio 128), the chunk crossing an entry
 //     boundary (rows before it see one entry fewer);
+//   - long key ranges: an HCA layer near position 300K (128 + 2343 keys per row) and 32 heads
+//     over 128 + 1536..2048 selected entries (many key splits per row, the MT 2 path);
 //   - 6 heads x 64 (a masked head group), ratio 4 from position 0 (the window filling, an
 //     entry closing every 4 rows), and the tiny model's 4 heads x 32 over a 16-row window.
 // Bound (per case, from the inputs): TF32 rounds each operand to nearest, relative error
@@ -136,11 +138,73 @@ inline void attend_tc_case(const AttendTcCase& k) {
   check(finite && worst <= bound, buf);
 }
 
+// The time of attend_tc and of the exact attend (wide kernel) on one 512-row chunk of the Flash
+// at a long position (random inputs, printed only: `info` lines, no assertion). The row buffers
+// live on the device only (a row's partials are sized for 32-row chunks: 2.6 MB per row).
+inline void attend_tc_timing(const char* name, int64_t pos0, int64_t ratio, int64_t n_entries, int64_t n_sel) {
+  namespace dk = ds4::deepseek_v4::cuda;
+  const int64_t H = 64, D = 512, R = 512, window = 128, ring_rows = window + R;
+  const int64_t max_rows = window + (ratio > 0 ? (n_sel ? n_sel : (pos0 + R) / ratio) : 0);
+  const int64_t chunks = dk::attend_chunks(max_rows);
+  const int64_t o_out = H * D, o_part = 2 * H * D, o_ml = o_part + chunks * H * D, o_sel = o_ml + chunks * H * 2;
+  const int64_t o_nsel = o_sel + std::max<int64_t>(n_sel, 1), stride = (o_nsel + 1 + 3) / 4 * 4;
+  std::mt19937 rng(uint32_t(pos0 + ratio));
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> head(static_cast<size_t>(R * o_out));  // each row's q, then its selection
+  for (float& x : head) x = 0.2f * u(rng);
+  std::vector<int32_t> sel(static_cast<size_t>(R * (n_sel + 1)));
+  for (int64_t t = 0; t < R; ++t) {
+    for (int64_t i = 0; i < n_sel; ++i) sel[size_t(t * (n_sel + 1) + i)] = int32_t(rng() % uint32_t(n_entries));
+    sel[size_t(t * (n_sel + 1) + n_sel)] = int32_t(n_sel);
+  }
+  std::vector<float> ring(static_cast<size_t>(ring_rows * D)), entries(static_cast<size_t>(std::max<int64_t>(n_entries, 1) * D)), sinks(static_cast<size_t>(H));
+  for (float& x : ring) x = u(rng);
+  for (float& x : entries) x = u(rng);
+  for (float& x : sinks) x = 2 * u(rng);
+  std::vector<float> inv(32);
+  for (size_t i = 0; i < inv.size(); ++i) inv[i] = std::pow(10000.f, -2.f * float(i) / 64.f);
+  const int32_t pos = int32_t(pos0);
+  DeviceUploads up;
+  float* rb = static_cast<float*>(up(nullptr, size_t(R * stride) * 4));
+  DS4_CUDA_CHECK(cudaMemcpy2D(rb, size_t(stride) * 4, head.data(), size_t(o_out) * 4, size_t(o_out) * 4, size_t(R),
+                              cudaMemcpyHostToDevice));
+  if (n_sel)
+    DS4_CUDA_CHECK(cudaMemcpy2D(rb + o_sel, size_t(stride) * 4, sel.data(), size_t(n_sel + 1) * 4, size_t(n_sel + 1) * 4,
+                                size_t(R), cudaMemcpyHostToDevice));
+  dk::AttendArgs a{};
+  a.q = rb;
+  a.ring = static_cast<const float*>(up(ring.data(), ring.size() * 4));
+  a.window = window, a.ring_rows = ring_rows;
+  a.entries = ratio > 0 ? static_cast<const float*>(up(entries.data(), entries.size() * 4)) : nullptr;
+  a.ratio = ratio;
+  a.sel = n_sel ? reinterpret_cast<const int32_t*>(rb + o_sel) : nullptr;
+  a.nsel = n_sel ? reinterpret_cast<const int32_t*>(rb + o_nsel) : nullptr;
+  a.sinks = static_cast<const float*>(up(sinks.data(), sinks.size() * 4));
+  a.heads = H, a.hd = D, a.max_rows = max_rows;
+  a.part = rb + o_part, a.part_ml = rb + o_ml, a.out = rb + o_out;
+  a.rope_dim = 64;
+  a.inv_freq = static_cast<const float*>(up(inv.data(), inv.size() * 4));
+  const int32_t* dpos = static_cast<const int32_t*>(up(&pos, 4));
+  const dk::Rows rows{R, stride};
+  dk::attend_tc(a, dpos, nullptr, rows);  // warm-up
+  const float tc = gpu_ms_per_call([&] { dk::attend_tc(a, dpos, nullptr, rows); });
+  const float ex = gpu_ms_per_call([&] { dk::attend(a, dpos, nullptr, rows); }, 1);
+  std::printf("info attend %s: 512 rows at %lld, %lld keys per row: attend_tc %.3f ms, exact (wide) attend %.3f ms\n", name,
+              (long long)pos0, (long long)max_rows, tc, ex);
+}
+
 inline void attend_tc_shapes() {
   attend_tc_case({"Flash CSA (window 128 + 384..512 selected, ring wraps)", 64, 512, 64, 128, 5000, 80, 4, 1251, 512, 0.2f});
   attend_tc_case({"Flash HCA (every closed entry, crosses entry 40)", 64, 512, 64, 128, 5080, 80, 128, 41, 0, 0.2f});
+  // long key ranges: an HCA layer near 300K (128 + 2343 keys per row) and 1536..2048 selected
+  // entries (a wider top-k) with 32 heads per block (the MT 2 path)
+  attend_tc_case({"Flash HCA at 300000 (128 + 2343 keys)", 64, 512, 64, 128, 300000, 8, 128, 2344, 0, 0.2f});
+  attend_tc_case({"32 heads x 512, window 128 + 1536..2048 selected", 32, 512, 64, 128, 40000, 12, 4, 10001, 2048, 0.2f});
   attend_tc_case({"6 heads x 64, ratio 4 from position 0", 6, 64, 16, 128, 0, 64, 4, 16, 0, 1.f});
   attend_tc_case({"tiny 4 heads x 32, window 16 wrapping", 4, 32, 8, 16, 20, 40, 0, 0, 0, 1.f});
+  attend_tc_timing("Flash CSA (128 + 512 selected of 8192)", 32768, 4, 8192, 512);
+  attend_tc_timing("Flash HCA (128 + 256..260 entries)", 32768, 128, 261, 0);
+  attend_tc_timing("Flash sliding (128)", 32768, 0, 0, 0);
 }
 
 }  // namespace ds4::cuda_test

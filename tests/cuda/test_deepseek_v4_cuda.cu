@@ -41,7 +41,8 @@
 //     within kTol, corrupted sections refused with InputError.
 //  9. The split-K attend kernel at the Flash's shapes (64 heads x 512, 640 rows) and a small
 //     head vs a double host reference (dsv4_attend_check.h); the tensor-core attend of
-//     prefill chunks vs the exact one on chunks of rows (dsv4_attend_tc_check.h).
+//     prefill chunks vs the exact one on chunks of rows (dsv4_attend_tc_check.h); the tensor-core
+//     indexer of prefill chunks vs indexer_select (dsv4_indexer_tc_check.h).
 // 10. The compressor lanes' chunk form (lane_chunk.cu) against the row-by-row walk on random
 //     lane states at the Flash's lane shapes, memcmp of entries, pending slots, Ca half and
 //     undo log (dsv4_lane_check.h).
@@ -69,6 +70,7 @@
 #include "dsv4_actq_compare.h"
 #include "dsv4_attend_check.h"
 #include "dsv4_attend_tc_check.h"
+#include "dsv4_indexer_tc_check.h"
 #include "dsv4_checkpoint_test.h"
 #include "dsv4_chunk_check.h"
 #include "dsv4_lane_check.h"
@@ -486,6 +488,7 @@ int main(int argc, char** argv) {
     attend_shapes();
     lane_chunk_shapes();
     attend_tc_shapes();
+    indexer_tc_shapes();
     if (!quick) tiny_gguf(root, *g);
     check(dsv4::tensor_core_rows(tensor_cores()) == kTcRows && dsv4::tensor_core_rows(exact()) == 0,
           "tensor_core_rows: prefill chunks of more than 16 rows by default, none without tensor_cores");

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/mma_sync.cuh"
 #include "models/deepseek_v4/cuda/attend_rows.cuh"
 #include "models/deepseek_v4/cuda/kernels.h"
 
@@ -26,6 +27,11 @@ namespace {
 using detail::key_row;
 using detail::to_row;
 using detail::visible_rows;
+using ds4::cuda::mma::cp_async16;
+using ds4::cuda::mma::cp_commit;
+using ds4::cuda::mma::cp_next_tile;
+using ds4::cuda::mma::mma_tf32;
+using ds4::cuda::mma::tf32;
 
 constexpr int kTcWarps = 8;
 constexpr int kTcThreads = 32 * kTcWarps;
@@ -44,31 +50,6 @@ struct TcShape {
   static_assert(MT * (keys / 8) == kTcWarps, "the scores: one 16x8 tile per warp");
   static_assert(32 % keys == 0 && (heads / kTcWarps) % (32 / keys) == 0, "the softmax: lanes per head");
 };
-
-__device__ __forceinline__ uint32_t tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
-__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// 16 bytes global -> shared; !valid writes zeros (rows past the split: V must hold no NaN).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  const uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // Reductions over the `W` lanes of a head (aligned groups of W lanes).
 template <int W>
@@ -146,32 +127,34 @@ __global__ void __launch_bounds__(kTcThreads, 1) attend_tc_kernel(AttendArgs a, 
       for (int e = 0; e < 4; ++e) acc[mt][i][e] = 0.f;
   load(0);
   for (int j = 0; j < tiles; ++j) {
-    if (j + 1 < tiles) {
-      load(j + 1);
-      cp_wait<1>();
-    } else {
-      cp_wait<0>();
-    }
+    cp_next_tile(j, tiles, load);
     __syncthreads();
     const float* kt = ks + (j & 1) * KT * ld;
-    {  // scores: the warp's heads [16 mt, +16) x keys [8 nt, +8), two accumulators over the features
+    {  // scores: the warp's heads [16 mt, +16) x keys [8 nt, +8); four accumulators over the
+       // features (k step 4i + s into sc[s]), so a chain of dependent MMAs is hd / 32 long
       const int mt = warp / (KT / 8), nt = warp % (KT / 8);
-      float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
+      float sc[4][4] = {};
       const uint32_t* qa = qs + (mt * 16 + g) * ld + t;
       const float* kb = kt + (nt * 8 + g) * ld + t;
-#pragma unroll 4
-      for (int kk = 0; kk < hd; kk += 16) {
-        const uint32_t a0[4] = {qa[kk], qa[kk + 8 * ld], qa[kk + 4], qa[kk + 8 * ld + 4]};
-        mma_tf32(s0, a0, tf32(kb[kk]), tf32(kb[kk + 4]));
-        const uint32_t a1[4] = {qa[kk + 8], qa[kk + 8 * ld + 8], qa[kk + 12], qa[kk + 8 * ld + 12]};
-        mma_tf32(s1, a1, tf32(kb[kk + 8]), tf32(kb[kk + 12]));
-      }
+      auto step = [&](float(&acc)[4], int k8) {
+        const uint32_t af[4] = {qa[k8], qa[k8 + 8 * ld], qa[k8 + 4], qa[k8 + 8 * ld + 4]};
+        mma_tf32(acc, af, tf32(kb[k8]), tf32(kb[k8 + 4]));
+      };
+      int kk = 0;
+#pragma unroll 2
+      for (; kk + 32 <= hd; kk += 32)
+#pragma unroll
+        for (int s = 0; s < 4; ++s) step(sc[s], kk + 8 * s);
+      if (kk < hd) step(sc[0], kk), step(sc[1], kk + 8);  // hd % 32 == 16
       const int key = nt * 8 + 2 * t, kg = j * KT + key;
       float* pr = ps + (mt * 16 + g) * PS + key;
-      pr[0] = kg < nk ? (s0[0] + s1[0]) * scale : -FLT_MAX;
-      pr[1] = kg + 1 < nk ? (s0[1] + s1[1]) * scale : -FLT_MAX;
-      pr[8 * PS] = kg < nk ? (s0[2] + s1[2]) * scale : -FLT_MAX;
-      pr[8 * PS + 1] = kg + 1 < nk ? (s0[3] + s1[3]) * scale : -FLT_MAX;
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] = ((sc[0][e] + sc[1][e]) + (sc[2][e] + sc[3][e])) * scale;
+      pr[0] = kg < nk ? v[0] : -FLT_MAX;
+      pr[1] = kg + 1 < nk ? v[1] : -FLT_MAX;
+      pr[8 * PS] = kg < nk ? v[2] : -FLT_MAX;
+      pr[8 * PS + 1] = kg + 1 < nk ? v[3] : -FLT_MAX;
     }
     __syncthreads();
     // online softmax, KT lanes per head (a key each), HP heads per pass; the tile's first key is
@@ -275,7 +258,7 @@ void launch_tc_hd(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const
 
 }  // namespace
 
-// head_dim: a multiple of 16 (the score loop takes two k8 steps at a time) and at most kMaxHd
+// head_dim: a multiple of 16 (the score loop takes k8 steps in pairs) and at most kMaxHd
 // (Q and two key tiles in shared memory); anything else runs attend().
 bool attend_tc_supported(const AttendArgs& a) { return a.hd >= 16 && a.hd % 16 == 0 && a.hd <= kMaxHd && a.heads > 0; }
 

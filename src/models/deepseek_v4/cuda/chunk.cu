@@ -149,17 +149,27 @@ void DeepseekV4CudaModel::Impl::attention_rows(std::span<const RowGroup> groups,
   if (L.has_indexer) mexact(L.index_q_b, xqr, R(0, sl.iq), dc::MatmulBatch{});
   mark("attn_q");
   join();
+  // the indexer's selection of every row first (its own op in the profile): on a tensor-core
+  // chunk its scores are one 3xTF32 GEMM over the chunk (indexer_tc.cu), else exact
+  if (L.has_indexer) {
+    each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr, const RowGroup&) {
+      const IndexerArgs ia{R(t, sl.iq), R(t, iw), reinterpret_cast<const float*>(sb + o.index.entries),
+                           c.index_heads, c.index_dim, c.rope_dim, L.ratio, c.index_topk,
+                           lane_entries(lay.max_ctx, L.ratio), c.ds4_numerics, dw.inv_comp, R(t, sl.iscores),
+                           RI(t, sl.sel), RI(t, sl.nsel)};
+      if (tensor_core_chunk())
+        indexer_select_tc(ia, pos, stream, rr);
+      else
+        indexer_select(ia, pos, stream, rr);
+    });
+    mark("indexer");
+  }
   each([&](uint8_t* sb, const int32_t* pos, int64_t t, const Rows& rr, const RowGroup&) {
     AttendArgs a{R(t, sl.q), reinterpret_cast<const float*>(sb + o.window), c.window, lay.ring_rows, nullptr, 0,
                  nullptr, nullptr, L.sinks, c.heads, hd, sl.max_rows, R(t, sl.part), R(t, sl.part_ml),
                  R(t, sl.heads), c.rope_dim, inv};
     if (L.ratio > 0) {
       if (L.has_indexer) {
-        const IndexerArgs ia{R(t, sl.iq), R(t, iw), reinterpret_cast<const float*>(sb + o.index.entries),
-                             c.index_heads, c.index_dim, c.rope_dim, L.ratio, c.index_topk,
-                             lane_entries(lay.max_ctx, L.ratio), c.ds4_numerics, dw.inv_comp, R(t, sl.iscores),
-                             RI(t, sl.sel), RI(t, sl.nsel)};
-        indexer_select(ia, pos, stream, rr);
         a.sel = RI(t, sl.sel);
         a.nsel = RI(t, sl.nsel);
       }

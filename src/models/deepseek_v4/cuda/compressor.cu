@@ -179,10 +179,12 @@ void compressor_undo(const LaneUndo* lanes, int64_t n_lanes, uint8_t* state, con
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
-  const unsigned nr = unsigned(rows.count);
-  index_q_kernel<<<dim3(unsigned(a.nh), nr), 128, size_t(a.d) * 4, s>>>(a, pos, rows.stride);
+void indexer_queries(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
+  index_q_kernel<<<dim3(unsigned(a.nh), unsigned(rows.count)), 128, size_t(a.d) * 4, s>>>(a, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
+}
+
+void indexer_scores(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   constexpr int kScoreThreads = 256;
   const size_t shm = size_t(a.nh * (a.d + 1) + a.nh + (kScoreThreads / 32) * a.d) * 4;
   if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: indexer queries exceed 48 KiB of shared memory");
@@ -191,9 +193,12 @@ void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, co
   // changes nothing.
   if (a.d % 4) throw InputError("deepseek_v4 cuda: indexer head_dim " + std::to_string(a.d) + " not a multiple of 4");
   const int64_t blocks = (a.max_entries + 7) / 8;
-  const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 512 ? 512 : blocks)), nr);
+  const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 512 ? 512 : blocks)), unsigned(rows.count));
   index_score_kernel<<<grid, kScoreThreads, shm, s>>>(a, pos, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
+}
+
+void indexer_topk(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   // sel: the top min(topk, visible) entries ascending (score desc, index asc, as
   // cpu::topk_f32). The bitwise search it replaced ordered -0 below +0; the scores here are
   // sums from +0.f, never -0, so the sets agree; NaN aside (topk_select.h).
@@ -202,6 +207,12 @@ void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, co
   ta.n = ds4::cuda::TopkCount{pos, 0, 1, a.ratio};  // row t at *pos + t: (*pos + t + 1) / ratio
   ta.list = a.sel, ta.count = a.nsel, ta.list_stride = ta.count_stride = rows.stride;
   ds4::cuda::topk_select_f32(ta, s);
+}
+
+void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
+  indexer_queries(a, pos, s, rows);
+  indexer_scores(a, pos, s, rows);
+  indexer_topk(a, pos, s, rows);
 }
 
 }  // namespace ds4::deepseek_v4::cuda

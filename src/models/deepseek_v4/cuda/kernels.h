@@ -142,6 +142,18 @@ struct IndexerArgs {
 // Rows: q, w, scores, sel, nsel per row; the entries of every row must be stored first (row t
 // reads only the (*pos + t + 1) / ratio entries it sees).
 void indexer_select(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
+// Its three steps (indexer_select = queries, scores, topk): the queries roped + storage-
+// simulated in place, the FP32 scores of every visible entry, the top-k list.
+void indexer_queries(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
+void indexer_scores(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
+void indexer_topk(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
+// The same over a tensor-core prefill chunk (indexer_tc.cu, issue #22): the scores of all the
+// chunk's rows as one masked GEMM of (rows x heads) queries against the entries on tensor
+// cores with 3xTF32 operands (FP32-level products: the scores pick entries by top-k), so
+// within FP32 rounding of indexer_select, not bit for bit. Shapes it does not take
+// (indexer_tc_supported: d = 128, heads dividing 128 in m16 tiles) run indexer_select.
+bool indexer_tc_supported(const IndexerArgs& a);
+void indexer_select_tc(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
 
 // ---- mtp.cu (mtp.cpp head_rows) ----
 // x {hc, dim} += e {dim} in every stream (the MTP head's embedding half). Rows: x and e per

@@ -1,0 +1,60 @@
+#pragma once
+// The warp-level tensor-core and async-copy primitives that hand-written MMA kernels share
+// (models/deepseek_v4/cuda attention_tc.cu, indexer_tc.cu): one definition of each asm
+// wrapper. Fragment layouts are PTX's for mma.sync.m16n8k8 (TF32): lane = 4 g + t, A holds
+// (g, t) (g + 8, t) (g, t + 4) (g + 8, t + 4), B (k = t, n = g) (t + 4, g), C (g, 2t) (g, 2t + 1)
+// (g + 8, 2t) (g + 8, 2t + 1).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ds4::cuda::mma {
+
+// FP32 -> TF32 bits, rounded to nearest (ties away), as the tensor cores then read them.
+__device__ __forceinline__ uint32_t tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// x = hi + lo with hi = tf32(x), lo = tf32(x - hi): "3xTF32" products hi*hi + hi*lo + lo*hi
+// keep ~22 bits of each operand (FP32-level products on tensor cores).
+__device__ __forceinline__ void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
+  hi = tf32(x);
+  lo = tf32(x - __uint_as_float(hi));
+}
+
+// c += a b, m16n8k8, TF32 operands, FP32 accumulate.
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 16 bytes global -> shared, bypassing L1; !valid writes zeros (padding rows must hold no NaN).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Wait until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// A double-buffered tile loop's step j of `tiles`: request tile j + 1 (load(j + 1) commits its
+// group), then wait until tile j has landed (this thread's copies: a barrier must follow).
+template <class Load>
+__device__ __forceinline__ void cp_next_tile(int j, int tiles, Load&& load) {
+  if (j + 1 < tiles) {
+    load(j + 1);
+    cp_wait<1>();
+  } else {
+    cp_wait<0>();
+  }
+}
+
+}  // namespace ds4::cuda::mma
