@@ -49,14 +49,18 @@ void Glm5CudaModel::Impl::input_row(int32_t t, int64_t row) const {
 // in {hidden} = rmsnorm(collapse(streams), norm); post/comb kept in scratch for hc_out.
 // backend/cuda/hyper_connections: fn runs on the raw streams, the flat norm is a scalar.
 void Glm5CudaModel::Impl::hc_in(const DHc& h, const float* norm) {
-  dc::gemv(h.fn, cur, S(sl.mix), stream);
+  // Rows per block never change a gemv's result (gemv.h): 24 one-row blocks instead of 3.
+  dc::gemv(h.fn, cur, S(sl.mix), stream, dc::GemvOptions{dc::GemvPath::kAuto, opt.decode_tuning ? 1 : 0});
+  op("hc mix (fn gemv)");
   dc::hc_pre_f32(S(sl.mix), h.scale, h.base, h.dims, cur, norm, S(sl.in), S(sl.post), S(sl.comb), stream);
+  op("hc pre (sinkhorn, collapse, norm)");
 }
 
 // streams = post * y + comb^T streams, written to the other buffer (the step's buffer choice
 // is fixed at capture: two swaps per layer).
 void Glm5CudaModel::Impl::hc_out(const DHc& h) {
   dc::hc_post_f32(h.dims, S(sl.y), cur, S(sl.post), S(sl.comb), alt, stream);
+  op("hc post");
   std::swap(cur, alt);
 }
 
@@ -66,14 +70,23 @@ void Glm5CudaModel::Impl::kda(const DKda& k, float* conv, float* rec) {
   const KdaShape ksh{nh, hd, c.has_lower_bound, c.linear_lower_bound, c.rms_norm_eps};
   const dc::DeltaRuleShape dsh{nh, nh, hd, hd, true};
   dc::gemv_proj(k.in, S(sl.in), S(sl.kraw), stream);  // [q | k | v | f_a | g_a | b]
+  op("kda in proj");
   dc::conv1d_step_f32(S(sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, S(sl.kconv), stream);
+  op("kda conv");
   dc::gemv(k.f_b, S(sl.fa), S(sl.kg), stream);
+  op("kda f_b");
   dc::gemv(k.g_b, S(sl.ga), S(sl.kgate), stream);
+  op("kda g_b");
   kda_gates(S(sl.kg), S(sl.kb), k.a_log, k.dt_bias, ksh, stream);
+  op("kda gates");
   dc::delta_rule_qk_l2norm(S(sl.kconv), dsh, stream);
+  op("kda qk l2norm");
   dc::delta_rule_step(S(sl.kconv), S(sl.kg), S(sl.kb), rec, S(sl.ko), dsh, stream);
+  op("kda recurrence");
   kda_gated_norm(S(sl.ko), S(sl.kgate), k.o_norm, ksh, stream);
+  op("kda gated norm");
   dc::gemv(k.o, S(sl.ko), S(sl.y), stream);
+  op("kda o");
 }
 
 // MLA + DSA (mla.cpp, indexer.cpp), absorbed form over the latent cache.
@@ -85,22 +98,33 @@ void Glm5CudaModel::Impl::mla(const DMla& m, const LayerOffsets& o, uint8_t* sb,
   int32_t* sel_idx = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.sel_idx);
   int32_t* sel_count = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.sel_count);
   dc::gemv_proj(m.in, S(sl.in), S(sl.mraw), stream);  // [q_a | kv_a | idx k | idx gate | idx weights]
+  op("mla in proj");
   dc::rmsnorm_f32(S(sl.mraw), m.q_a_norm, S(sl.qres), 1, c.q_lora_rank, c.rms_norm_eps, stream);
+  op("mla q_a norm");
   mla_append(S(sl.mkv), m.kv_a_norm, SF(o.latent), pos, msh, stream);
+  op("mla append");
   if (m.has_indexer) {
     const IndexerShape ish{c.index_n_heads, c.index_head_dim, c.index_kpool, c.kpool_budget(), lay.max_pools};
     const IndexerCache ic{SF(o.idx_keys), SF(o.idx_gates), SF(o.idx_pools)};
     indexer_append(S(sl.ik), S(sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic, ish, pos, stream);
+    op("indexer append");
     dc::gemv(m.idx.wq_b, S(sl.qres), S(sl.iq), stream);
+    op("indexer wq_b");
     indexer_select(S(sl.iq), S(sl.iw), ic, ish, pos, S(sl.pool_scores), scratch.as<uint8_t>() + sl.keep, sel_idx,
                    sel_count, stream);
+    op("indexer select");
   }
   dc::gemv(m.q_b, S(sl.qres), S(sl.q), stream);  // {heads, nope}
+  op("mla q_b");
   // q_lat[h] = W_uk[h]^T q[h] {heads, kv_lora}; attention; o[h] = W_uv[h] o_lat[h] {heads, v}.
   dc::gemv_batched(m.uk_t, S(sl.q), S(sl.qlat), dc::GemvBatch{int(nah), nullptr, m.uk_stride, 0, nope, kvr}, stream);
+  op("mla uk (absorbed q)");
   mla_attend(S(sl.qlat), SF(o.latent), sel_idx, sel_count, msh, S(sl.att_scores), S(sl.olat), stream);
+  op("mla attend");
   dc::gemv_batched(m.uv, S(sl.olat), S(sl.ov), dc::GemvBatch{int(nah), nullptr, m.uv_stride, 0, kvr, vd}, stream);
+  op("mla uv");
   dc::gemv(m.o, S(sl.ov), S(sl.y), stream);
+  op("mla o");
 }
 
 // Dense clamped-SwiGLU MLP or the routed MoE with its shared expert (moe.cpp).
@@ -110,28 +134,39 @@ void Glm5CudaModel::Impl::ffn(const DLayer& L) {
   if (!L.sparse) {
     const int64_t inter = L.mlp.down.cols;
     dc::gemv_proj(L.mlp.gate_up, S(sl.in), S(sl.gu), stream);
+    op("dense mlp gate_up");
     dc::swiglu_clamp_rows_f32(S(sl.gu), 1, inter, lim, S(sl.act), stream);
+    op("dense mlp swiglu");
     dc::gemv(L.mlp.down, S(sl.act), S(sl.y), stream);
+    op("dense mlp down");
     return;
   }
   const DMoe& m = L.moe;
   const int64_t K = c.num_experts_per_tok, I = c.moe_intermediate_size, Sh = m.sh_down.cols;
   int32_t* ids = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.ids);
   dc::gemv_proj(m.in, S(sl.in), S(sl.gu), stream);  // [shared gate | shared up | router]
+  op("moe in proj (shared gate|up, router)");
   const RouteShape rsh{c.n_routed_experts, K, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group};
   moe_route(S(sl.router), m.bias, rsh, ids, S(sl.wts), stream);
+  op("moe route");
   if (Sh > 0) {
     dc::swiglu_clamp_rows_f32(S(sl.gu), 1, Sh, lim, S(sl.act), stream);
+    op("moe shared swiglu");
     dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), stream);
+    op("moe shared down");
   } else {  // n_shared_experts = 0: no shared expert (an empty launch is a CUDA error)
     DS4_CUDA_CHECK(cudaMemsetAsync(S(sl.sh_out), 0, size_t(H) * sizeof(float), stream));
   }
   dc::gemv_batched(m.gate_up.first, S(sl.in), S(sl.egu),
                    dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream);
+  op("moe experts gate_up");
   dc::swiglu_clamp_rows_f32(S(sl.egu), K, I, lim, S(sl.eact), stream);
+  op("moe experts swiglu");
   dc::gemv_batched(m.down.first, S(sl.eact), S(sl.ey),
                    dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, H}, stream);
+  op("moe experts down");
   moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh_out), H, S(sl.y), stream);
+  op("moe combine");
 }
 
 void Glm5CudaModel::Impl::layer(CudaState& st, int64_t l) {
@@ -151,7 +186,9 @@ void Glm5CudaModel::Impl::layer(CudaState& st, int64_t l) {
 void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   const int64_t W = c.hc_mult * c.hidden_size;
   cur = S(sl.x), alt = S(sl.x2);
+  op("start");
   DS4_CUDA_CHECK(cudaMemcpyAsync(cur, in_host->p, sl.in_bytes, cudaMemcpyHostToDevice, stream));
+  op("input copy");
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     layer(st, l);
     if (tap) {  // direct launches only (never captured)
@@ -163,19 +200,29 @@ void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
     }
   }
   // The MTP head queues every token's normed output (mtp.cu), logits or not.
-  if (logits || st.mtp_on) hc_mean_norm(cur, c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, S(sl.hfin), stream);
-  if (st.mtp_on) mtp_push(st, S(sl.hfin), 1, 0);
+  if (logits || st.mtp_on) {
+    hc_mean_norm(cur, c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, S(sl.hfin), stream);
+    op("head norm");
+  }
+  if (st.mtp_on) {
+    mtp_push(st, S(sl.hfin), 1, 0);
+    op("mtp push");
+  }
   if (logits) {
     dc::gemv(dw.lm_head, S(sl.hfin), S(sl.logits), stream);
+    op("lm_head");
     if (top_only) cand->enqueue(S(sl.logits), c.vocab_size, stream);
     else DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab_size) * sizeof(float),
                                         cudaMemcpyDeviceToHost, stream));
+    op("logits out");
   }
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
+  op("position");
 }
 
 void Glm5CudaModel::Impl::run_step(CudaState& st, bool logits, bool direct) {
-  replay(st.graph[!logits ? 0 : top_only ? 2 : 1], direct, [&] { enqueue_step(st, logits); });
+  replay(st.graph[!logits ? 0 : top_only ? 2 : 1], direct || prof.on, [&] { enqueue_step(st, logits); });
+  if (prof.on) prof.collect();
 }
 
 namespace {
@@ -294,6 +341,14 @@ const ModelInfo& Glm5CudaModel::info() const { return impl_->info; }
 const Config& Glm5CudaModel::config() const { return impl_->c; }
 const CudaModelOptions& Glm5CudaModel::options() const { return impl_->opt; }
 int64_t Glm5CudaModel::prefill_rows() const { return impl_->cl.rows > impl_->verify_rows ? impl_->cl.rows : 0; }
+
+void Glm5CudaModel::set_profiling(bool on) {
+  Impl& m = *impl_;
+  if (on && !m.prof.on) m.prof.reset();  // a fresh table; turning it off keeps it for op_times()
+  m.prof.on = on;
+}
+const std::map<std::string, double>& Glm5CudaModel::op_times() const { return impl_->prof.ms(); }
+void Glm5CudaModel::reset_op_times() { impl_->prof.reset(); }
 
 void Glm5CudaModel::set_options(const CudaModelOptions& copt) {
   Impl& m = *impl_;

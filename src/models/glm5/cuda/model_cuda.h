@@ -13,6 +13,7 @@
 // from per-row KDA records without a second forward (spec_commit.cu). States save and load
 // the CPU model's checkpoint sections (the MTP head's history too), so a checkpoint moves
 // between the two.
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -64,6 +65,11 @@ struct CudaModelOptions {
   // (bench/results/session11-h200-2026-12-04i): batch_rows 4: 66.7 / 66.6 / 66.7 tok/s aggregate at 4 / 16 / 64 streams, 8: 66.7 / 68.1 / 68.1, 16: 66.7 / 48.6 / 48.6; 1 stream 61.3. 8 is
   // best but batching gains only 1.1-1.2x: gemv_rows still costs about a gemv per row.
   int batch_rows = 8;
+  // The decode step's launch tuning of issue #23 (bench/cuda_glm5 --profile compares it with
+  // false in one run). Every part of it leaves the step's results bit for bit what they were,
+  // so decode steps still equal the chunked forward's rows: the hyper-connection mixes (an F32
+  // {24, 16384} gemv: 3 blocks of 8 rows) run one row per block (24 blocks).
+  bool decode_tuning = true;
 };
 
 // The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of at
@@ -141,6 +147,12 @@ class Glm5CudaModel : public Model, public DraftHead {
   // chunk before the GPU starts it, so the sections time the GPU, not the launch rate; events
   // add a little to each section.
   ChunkProfile profile_chunk(ModelState& state, std::span<const int32_t> tokens);
+  // Bench aid (issue #23's per-op table): on = decode steps run with direct launches and an
+  // event after every op (backend/cuda/op_timer.h), GPU ms summed per op name (all layers);
+  // off = graphs again as loaded, the table kept for op_times(). Turning it on clears the table.
+  void set_profiling(bool on);
+  const std::map<std::string, double>& op_times() const;
+  void reset_op_times();
 
   // DraftHead over the integrated MTP layer (nullptr when the checkpoint has none); the CPU
   // model's semantics (mtp.cpp, spec_commit.cpp). Draft depth 0..16.

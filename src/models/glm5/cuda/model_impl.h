@@ -16,6 +16,7 @@
 #include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
+#include "backend/cuda/op_timer.h"
 #include "formats/tensor_source.h"
 #include "models/cuda_candidates.h"
 #include "models/glm5/config.h"
@@ -49,6 +50,10 @@ struct Glm5CudaModel::Impl {
   std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
   bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
   std::vector<std::vector<float>>* tap = nullptr;  // layer_outputs(): streams after each layer
+  // set_profiling(): the decode step's GPU ms per named op (direct launches + an event after
+  // each op; backend/cuda/op_timer.h); run_step launches directly while it is on.
+  dc::OpTimer prof;
+  void op(const char* name) { prof.mark(stream, name); }
   // The input row of token t: the embedding's, or a synthetic model's generated row.
   void embed(int32_t t, float* out) const;
   // Pinned input row `row` for token t: its input row in every HC stream.
