@@ -46,18 +46,27 @@ struct Glm5PrefillArgs {
 };
 
 // --profile (issue #23): at each frontier, on clones of the state, decode tok/s (graphs) and
-// the per-op GPU table (direct launches + events) with CudaModelOptions::decode_tuning off and
-// on, and whether the greedy tokens of both agree.
+// the per-op GPU table (direct launches + events) with CudaModelOptions::decode_tuning off, on,
+// and on with the weight gemvs at 4 and 2 rows per block (decode_gemv_rows: same results), and
+// whether the greedy tokens agree with the "on" run's (off rounds the hc mixes differently).
 inline void glm5_decode_profile(glm5::Glm5CudaModel& g, int64_t at, const ModelState& s, const std::vector<float>& l0,
                                 double roof_bytes, double copy_gbps) {
   using Clock = std::chrono::steady_clock;
   const glm5::CudaModelOptions loaded = g.options();
   auto argmax = [](const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); };
   constexpr int kTimed = 16, kProfiled = 8;
-  std::vector<int32_t> toks[2];
-  for (int tuned = 0; tuned < 2; ++tuned) {
+  struct Variant {
+    const char* name;
+    bool tuning;
+    int rows;
+  };
+  const Variant variants[] = {{"decode_tuning off", false, 0}, {"decode_tuning on", true, 0},
+                              {"on, gemvs 4 rows per block", true, 4}, {"on, gemvs 2 rows per block", true, 2}};
+  std::vector<int32_t> toks[4];
+  for (int tuned = 0; tuned < 4; ++tuned) {
     glm5::CudaModelOptions o = loaded;
-    o.decode_tuning = tuned == 1;
+    o.decode_tuning = variants[tuned].tuning;
+    o.decode_gemv_rows = variants[tuned].rows;
     g.set_options(o);
     auto st = s.clone();  // a clone has no graphs: it captures with these options
     std::vector<float> l = g.decode(*st, argmax(l0));
@@ -70,13 +79,14 @@ inline void glm5_decode_profile(glm5::Glm5CudaModel& g, int64_t at, const ModelS
     for (int i = 0; i < kProfiled; ++i) l = g.decode(*st, argmax(l));
     const double wall = std::chrono::duration<double>(Clock::now() - p0).count();
     g.set_profiling(false);
-    std::printf("\ncontext %lld, decode_tuning %s: %.2f tok/s (graphs, %d tokens; %.3f of copy bw at %.1f MB/token); "
+    std::printf("\ncontext %lld, %s: %.2f tok/s (graphs, %d tokens; %.3f of copy bw at %.1f MB/token); "
                 "per-op GPU time per decode token (direct launches + events, %d tokens; %.3f ms/token wall):\n",
-                (long long)at, tuned ? "on" : "off", tps, kTimed, roof_bytes * tps / 1e9 / copy_gbps, roof_bytes / 1e6,
+                (long long)at, variants[tuned].name, tps, kTimed, roof_bytes * tps / 1e9 / copy_gbps, roof_bytes / 1e6,
                 kProfiled, 1e3 * wall / kProfiled);
     print_op_table(g.op_times(), kProfiled, "token");
   }
-  std::printf("greedy tokens with decode_tuning off == on: %s\n", toks[0] == toks[1] ? "yes" : "NO");
+  std::printf("greedy tokens == decode_tuning on's: off %s, 4 rows %s, 2 rows %s\n", toks[0] == toks[1] ? "yes" : "no",
+              toks[2] == toks[1] ? "yes" : "NO", toks[3] == toks[1] ? "yes" : "NO");
   std::fflush(stdout);
   g.set_options(loaded);
 }

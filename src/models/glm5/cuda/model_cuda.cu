@@ -48,20 +48,50 @@ void Glm5CudaModel::Impl::input_row(int32_t t, int64_t row) const {
 
 // in {hidden} = rmsnorm(collapse(streams), norm); post/comb kept in scratch for hc_out.
 // backend/cuda/hyper_connections: fn runs on the raw streams, the flat norm is a scalar.
+// A split fn (DHc::splits > 1) takes hc_fused.cu: one launch for the product, the flat norm,
+// Sinkhorn and the collapse, with the pending hc_post folded in (it writes the streams first,
+// exactly as hc_post_f32 would); the chunk's rows take the same kernel (chunk.cu hc_in_rows),
+// so a decode step still equals a chunk's row bit for bit. decode_tuning off (the bench's A/B
+// only): the column blocks' gemv + hc_pre_f32, other rounding than the chunk's rows.
 void Glm5CudaModel::Impl::hc_in(const DHc& h, const float* norm) {
-  // Rows per block never change a gemv's result (gemv.h): 24 one-row blocks instead of 3.
-  dc::gemv(h.fn, cur, S(sl.mix), stream, dc::GemvOptions{dc::GemvPath::kAuto, opt.decode_tuning ? 1 : 0});
+  if (h.splits > 1 && opt.decode_tuning) {
+    const bool fold = post_pending;
+    dc::hc_pre_fused(hc_fn(h), h.scale, h.base, h.dims, fold ? alt : cur, fold ? &pending_post : nullptr, norm,
+                     S(sl.in), S(sl.post), S(sl.comb), hc_scratch(S(sl.mix)), dc::HcRows{}, stream);
+    if (fold) std::swap(cur, alt), post_pending = false;
+    op(fold ? "hc post + pre (fused)" : "hc pre (fused)");
+    return;
+  }
+  flush_post();
+  if (h.splits > 1) {
+    dc::gemv_batched(h.fn, cur, S(sl.mix),
+                     dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows}, stream);
+  } else {  // rows per block never change a gemv's result (gemv.h): 24 one-row blocks instead of 3
+    dc::gemv(h.fn, cur, S(sl.mix), stream, dc::GemvOptions{dc::GemvPath::kAuto, opt.decode_tuning ? 1 : 0});
+  }
   op("hc mix (fn gemv)");
-  dc::hc_pre_f32(S(sl.mix), h.scale, h.base, h.dims, cur, norm, S(sl.in), S(sl.post), S(sl.comb), stream);
+  dc::HcDims d = h.dims;
+  d.mix_splits = h.splits;
+  dc::hc_pre_f32(S(sl.mix), h.scale, h.base, d, cur, norm, S(sl.in), S(sl.post), S(sl.comb), stream);
   op("hc pre (sinkhorn, collapse, norm)");
 }
 
 // streams = post * y + comb^T streams, written to the other buffer (the step's buffer choice
-// is fixed at capture: two swaps per layer).
+// is fixed at capture: two swaps per layer). With the fused hc_in it waits for the next one.
 void Glm5CudaModel::Impl::hc_out(const DHc& h) {
-  dc::hc_post_f32(h.dims, S(sl.y), cur, S(sl.post), S(sl.comb), alt, stream);
+  pending_post = dc::HcPostIn{S(sl.y), cur, S(sl.post), S(sl.comb)};
+  pending_dims = h.dims;
+  post_pending = true;
+  if (!(h.splits > 1 && opt.decode_tuning)) flush_post();
+}
+
+void Glm5CudaModel::Impl::flush_post() {
+  if (!post_pending) return;
+  const dc::HcPostIn& p = pending_post;
+  dc::hc_post_f32(pending_dims, p.block_out, p.residual, p.post, p.comb, alt, stream);
   op("hc post");
   std::swap(cur, alt);
+  post_pending = false;
 }
 
 // KDA (kda.cpp): y = o_proj(gated_norm(delta_rule(conv(q|k|v)))).
@@ -69,14 +99,23 @@ void Glm5CudaModel::Impl::kda(const DKda& k, float* conv, float* rec) {
   const int64_t hd = c.linear_head_dim, nh = c.linear_num_heads, qkv = hd * nh;
   const KdaShape ksh{nh, hd, c.has_lower_bound, c.linear_lower_bound, c.rms_norm_eps};
   const dc::DeltaRuleShape dsh{nh, nh, hd, hd, true};
-  dc::gemv_proj(k.in, S(sl.in), S(sl.kraw), stream);  // [q | k | v | f_a | g_a | b]
+  dc::gemv_proj(k.in, S(sl.in), S(sl.kraw), stream, gopt());  // [q | k | v | f_a | g_a | b]
   op("kda in proj");
   dc::conv1d_step_f32(S(sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, S(sl.kconv), stream);
   op("kda conv");
-  dc::gemv(k.f_b, S(sl.fa), S(sl.kg), stream);
-  op("kda f_b");
-  dc::gemv(k.g_b, S(sl.ga), S(sl.kgate), stream);
-  op("kda g_b");
+  // f_b and g_b as one launch's two entries (the same kernel per entry: gemv's bits) where the
+  // uploads and the scratch put them at fixed strides.
+  const int64_t x_step = int64_t(sl.ga - sl.fa) / 4, y_step = int64_t(sl.kgate - sl.kg) / 4;
+  if (opt.decode_tuning && k.fg_stride && x_step % 4 == 0 && x_step >= hd && y_step >= qkv) {
+    dc::gemv_batched(k.f_b, S(sl.fa), S(sl.kg), dc::GemvBatch{2, nullptr, k.fg_stride, 0, x_step, y_step}, stream,
+                     gopt());
+    op("kda f_b|g_b");
+  } else {
+    dc::gemv(k.f_b, S(sl.fa), S(sl.kg), stream);
+    op("kda f_b");
+    dc::gemv(k.g_b, S(sl.ga), S(sl.kgate), stream);
+    op("kda g_b");
+  }
   kda_gates(S(sl.kg), S(sl.kb), k.a_log, k.dt_bias, ksh, stream);
   op("kda gates");
   dc::delta_rule_qk_l2norm(S(sl.kconv), dsh, stream);
@@ -85,7 +124,7 @@ void Glm5CudaModel::Impl::kda(const DKda& k, float* conv, float* rec) {
   op("kda recurrence");
   kda_gated_norm(S(sl.ko), S(sl.kgate), k.o_norm, ksh, stream);
   op("kda gated norm");
-  dc::gemv(k.o, S(sl.ko), S(sl.y), stream);
+  dc::gemv(k.o, S(sl.ko), S(sl.y), stream, gopt());
   op("kda o");
 }
 
@@ -97,7 +136,7 @@ void Glm5CudaModel::Impl::mla(const DMla& m, const LayerOffsets& o, uint8_t* sb,
   // The selection: written by full-indexer layers, read by the shared layers after them.
   int32_t* sel_idx = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.sel_idx);
   int32_t* sel_count = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.sel_count);
-  dc::gemv_proj(m.in, S(sl.in), S(sl.mraw), stream);  // [q_a | kv_a | idx k | idx gate | idx weights]
+  dc::gemv_proj(m.in, S(sl.in), S(sl.mraw), stream, gopt());  // [q_a | kv_a | idx k | idx gate | idx weights]
   op("mla in proj");
   dc::rmsnorm_f32(S(sl.mraw), m.q_a_norm, S(sl.qres), 1, c.q_lora_rank, c.rms_norm_eps, stream);
   op("mla q_a norm");
@@ -108,13 +147,13 @@ void Glm5CudaModel::Impl::mla(const DMla& m, const LayerOffsets& o, uint8_t* sb,
     const IndexerCache ic{SF(o.idx_keys), SF(o.idx_gates), SF(o.idx_pools)};
     indexer_append(S(sl.ik), S(sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic, ish, pos, stream);
     op("indexer append");
-    dc::gemv(m.idx.wq_b, S(sl.qres), S(sl.iq), stream);
+    dc::gemv(m.idx.wq_b, S(sl.qres), S(sl.iq), stream, gopt());
     op("indexer wq_b");
     indexer_select(S(sl.iq), S(sl.iw), ic, ish, pos, S(sl.pool_scores), scratch.as<uint8_t>() + sl.keep, sel_idx,
                    sel_count, stream);
     op("indexer select");
   }
-  dc::gemv(m.q_b, S(sl.qres), S(sl.q), stream);  // {heads, nope}
+  dc::gemv(m.q_b, S(sl.qres), S(sl.q), stream, gopt());  // {heads, nope}
   op("mla q_b");
   // q_lat[h] = W_uk[h]^T q[h] {heads, kv_lora}; attention; o[h] = W_uv[h] o_lat[h] {heads, v}.
   dc::gemv_batched(m.uk_t, S(sl.q), S(sl.qlat), dc::GemvBatch{int(nah), nullptr, m.uk_stride, 0, nope, kvr}, stream);
@@ -123,7 +162,7 @@ void Glm5CudaModel::Impl::mla(const DMla& m, const LayerOffsets& o, uint8_t* sb,
   op("mla attend");
   dc::gemv_batched(m.uv, S(sl.olat), S(sl.ov), dc::GemvBatch{int(nah), nullptr, m.uv_stride, 0, kvr, vd}, stream);
   op("mla uv");
-  dc::gemv(m.o, S(sl.ov), S(sl.y), stream);
+  dc::gemv(m.o, S(sl.ov), S(sl.y), stream, gopt());
   op("mla o");
 }
 
@@ -133,18 +172,18 @@ void Glm5CudaModel::Impl::ffn(const DLayer& L) {
   const float lim = c.swiglu_limit;
   if (!L.sparse) {
     const int64_t inter = L.mlp.down.cols;
-    dc::gemv_proj(L.mlp.gate_up, S(sl.in), S(sl.gu), stream);
+    dc::gemv_proj(L.mlp.gate_up, S(sl.in), S(sl.gu), stream, gopt());
     op("dense mlp gate_up");
     dc::swiglu_clamp_rows_f32(S(sl.gu), 1, inter, lim, S(sl.act), stream);
     op("dense mlp swiglu");
-    dc::gemv(L.mlp.down, S(sl.act), S(sl.y), stream);
+    dc::gemv(L.mlp.down, S(sl.act), S(sl.y), stream, gopt());
     op("dense mlp down");
     return;
   }
   const DMoe& m = L.moe;
   const int64_t K = c.num_experts_per_tok, I = c.moe_intermediate_size, Sh = m.sh_down.cols;
   int32_t* ids = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.ids);
-  dc::gemv_proj(m.in, S(sl.in), S(sl.gu), stream);  // [shared gate | shared up | router]
+  dc::gemv_proj(m.in, S(sl.in), S(sl.gu), stream, gopt());  // [shared gate | shared up | router]
   op("moe in proj (shared gate|up, router)");
   const RouteShape rsh{c.n_routed_experts, K, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group};
   moe_route(S(sl.router), m.bias, rsh, ids, S(sl.wts), stream);
@@ -152,18 +191,18 @@ void Glm5CudaModel::Impl::ffn(const DLayer& L) {
   if (Sh > 0) {
     dc::swiglu_clamp_rows_f32(S(sl.gu), 1, Sh, lim, S(sl.act), stream);
     op("moe shared swiglu");
-    dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), stream);
+    dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), stream, gopt());
     op("moe shared down");
   } else {  // n_shared_experts = 0: no shared expert (an empty launch is a CUDA error)
     DS4_CUDA_CHECK(cudaMemsetAsync(S(sl.sh_out), 0, size_t(H) * sizeof(float), stream));
   }
   dc::gemv_batched(m.gate_up.first, S(sl.in), S(sl.egu),
-                   dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream);
+                   dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream, gopt());
   op("moe experts gate_up");
   dc::swiglu_clamp_rows_f32(S(sl.egu), K, I, lim, S(sl.eact), stream);
   op("moe experts swiglu");
   dc::gemv_batched(m.down.first, S(sl.eact), S(sl.ey),
-                   dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, H}, stream);
+                   dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, H}, stream, gopt());
   op("moe experts down");
   moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh_out), H, S(sl.y), stream);
   op("moe combine");
@@ -186,11 +225,13 @@ void Glm5CudaModel::Impl::layer(CudaState& st, int64_t l) {
 void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   const int64_t W = c.hc_mult * c.hidden_size;
   cur = S(sl.x), alt = S(sl.x2);
+  post_pending = false;
   op("start");
   DS4_CUDA_CHECK(cudaMemcpyAsync(cur, in_host->p, sl.in_bytes, cudaMemcpyHostToDevice, stream));
   op("input copy");
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     layer(st, l);
+    if (tap) flush_post();
     if (tap) {  // direct launches only (never captured)
       std::vector<float> row(static_cast<size_t>(W));
       DS4_CUDA_CHECK(cudaMemcpyAsync(row.data(), cur, size_t(W) * 4, cudaMemcpyDeviceToHost, stream));
@@ -199,6 +240,7 @@ void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
       out.insert(out.end(), row.begin(), row.end());
     }
   }
+  flush_post();  // the last layer's
   // The MTP head queues every token's normed output (mtp.cu), logits or not.
   if (logits || st.mtp_on) {
     hc_mean_norm(cur, c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, S(sl.hfin), stream);
@@ -226,6 +268,12 @@ void Glm5CudaModel::Impl::run_step(CudaState& st, bool logits, bool direct) {
 }
 
 namespace {
+
+void check_gemv_rows(const CudaModelOptions& o) {
+  const int r = o.decode_gemv_rows;
+  if (r != 0 && r != 1 && r != 2 && r != 4 && r != 8)
+    throw InputError("glm5 cuda: decode_gemv_rows " + std::to_string(r) + " is not 0, 1, 2, 4 or 8");
+}
 
 // What the GPU step cannot run yet, refused at load with the field named.
 void check_supported(const Config& c, const Weights& w, const std::string& where) {
@@ -288,6 +336,7 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
     // the device can decode its type (else mtp_enable builds an f32 table).
     m.dw = upload_weights(c, m.w, copt.fuse_projections, nullptr, dc::embed_rows_supports(m.w.embed.type));
   }
+  check_hc_fused(m.dw);
   m.info.has_draft_head = m.dw.mtp.has_value();  // the integrated MTP layer (mtp.cu)
   if (copt.chunk_rows < 1 || copt.chunk_rows > dc::kGemvMaxRows)
     throw InputError("glm5 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
@@ -296,6 +345,7 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
     throw InputError("glm5 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " is not in 0.." +
                      std::to_string(kMaxPrefillRows) + " (or gemm_rows " + std::to_string(copt.gemm_rows) + " < 0)");
   if (copt.batch_rows < 1) throw InputError("glm5 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
+  check_gemv_rows(copt);
   MtpShape mtp;
   if (m.dw.mtp) {
     m.qcap = kMtpQueueChunks * std::max<int64_t>(copt.chunk_rows, 4);
@@ -309,6 +359,8 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   m.cl = chunk_layout(c, m.sl, prefill_chunk_rows(c, m, copt), m.qcap);
   // The MTP head runs on the chunk path's row scratch, with chunk_rows = 1 too.
   if (m.cl.rows > 1 || m.dw.mtp) m.chunk = dc::DeviceBuffer(m.cl.bytes, "glm5 chunk scratch");
+  m.hc_counts = dc::DeviceBuffer(size_t(std::max<int64_t>(m.cl.rows, 1)) * sizeof(unsigned), "glm5 hc counters");
+  DS4_CUDA_CHECK(cudaMemset(m.hc_counts.get(), 0, m.hc_counts.bytes()));
   m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
   if (m.cl.rows > copt.chunk_rows) {  // prefill chunks: the GEMMs' cuBLAS handle and weight tile
     const int64_t qkv = c.linear_num_heads * c.linear_head_dim;
@@ -354,6 +406,7 @@ void Glm5CudaModel::set_options(const CudaModelOptions& copt) {
   Impl& m = *impl_;
   if (copt.synthetic_seed != m.opt.synthetic_seed || copt.fuse_projections != m.opt.fuse_projections)
     throw InputError("glm5 cuda: set_options cannot change synthetic_seed or fuse_projections (fixed at load)");
+  check_gemv_rows(copt);
   if (copt.chunk_rows < 1 || copt.chunk_rows > m.verify_rows)
     throw InputError("glm5 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(m.verify_rows) + " (the value loaded with)");

@@ -70,6 +70,9 @@ struct CudaModelOptions {
   // so decode steps still equal the chunked forward's rows: the hyper-connection mixes (an F32
   // {24, 16384} gemv: 3 blocks of 8 rows) run one row per block (24 blocks).
   bool decode_tuning = true;
+  // Rows per thread block of the decode step's weight gemvs (GemvOptions::rows_per_block: 0 =
+  // gemv's choice, or 1 / 2 / 4 / 8). Never changes a result; the bench's --profile sweeps it.
+  int decode_gemv_rows = 0;
 };
 
 // The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of at

@@ -61,8 +61,20 @@ struct Glm5CudaModel::Impl {
 
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
   float *cur = nullptr, *alt = nullptr;  // the streams and the other buffer (swapped by hc_out)
+  // hc_fused.cu's arrival counters, one per row of the chunk scratch (row 0: the decode step),
+  // zeroed at load (each launch leaves them zero).
+  dc::DeviceBuffer hc_counts;
+  dc::HcFusedScratch hc_scratch(float* partials) const { return dc::HcFusedScratch{partials, hc_counts.as<unsigned>()}; }
+  // The decode step's hc_post of a split fn waits here (its arguments, out = alt) to be folded
+  // into the next hc_in's fused launch; flush_post runs it alone where no hc_in follows.
+  bool post_pending = false;
+  dc::HcPostIn pending_post;
+  dc::HcDims pending_dims;
   void hc_in(const DHc& h, const float* norm);
   void hc_out(const DHc& h);
+  void flush_post();
+  // The decode step's weight gemvs (not the hc mixes): CudaModelOptions::decode_gemv_rows.
+  dc::GemvOptions gopt() const { return dc::GemvOptions{dc::GemvPath::kAuto, opt.decode_gemv_rows}; }
   void kda(const DKda& k, float* conv, float* rec);
   void mla(const DMla& m, const LayerOffsets& o, uint8_t* sb, const int32_t* pos);
   void ffn(const DLayer& L);
