@@ -101,25 +101,28 @@ void Glm5CudaModel::Impl::kda(const DKda& k, float* conv, float* rec) {
   const dc::DeltaRuleShape dsh{nh, nh, hd, hd, true};
   dc::gemv_proj(k.in, S(sl.in), S(sl.kraw), stream, gopt());  // [q | k | v | f_a | g_a | b]
   op("kda in proj");
-  dc::conv1d_step_f32(S(sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, S(sl.kconv), stream);
-  op("kda conv");
+  // Side branch: the gates (f_a, g_a, b of kraw -> kg, kgate, kb); main: the conv of q|k|v.
+  fork();
   // f_b and g_b as one launch's two entries (the same kernel per entry: gemv's bits) where the
   // uploads and the scratch put them at fixed strides.
   const int64_t x_step = int64_t(sl.ga - sl.fa) / 4, y_step = int64_t(sl.kgate - sl.kg) / 4;
   if (opt.decode_tuning && k.fg_stride && x_step % 4 == 0 && x_step >= hd && y_step >= qkv) {
-    dc::gemv_batched(k.f_b, S(sl.fa), S(sl.kg), dc::GemvBatch{2, nullptr, k.fg_stride, 0, x_step, y_step}, stream,
+    dc::gemv_batched(k.f_b, S(sl.fa), S(sl.kg), dc::GemvBatch{2, nullptr, k.fg_stride, 0, x_step, y_step}, side(),
                      gopt());
     op("kda f_b|g_b");
   } else {
-    dc::gemv(k.f_b, S(sl.fa), S(sl.kg), stream);
+    dc::gemv(k.f_b, S(sl.fa), S(sl.kg), side());
     op("kda f_b");
-    dc::gemv(k.g_b, S(sl.ga), S(sl.kgate), stream);
+    dc::gemv(k.g_b, S(sl.ga), S(sl.kgate), side());
     op("kda g_b");
   }
-  kda_gates(S(sl.kg), S(sl.kb), k.a_log, k.dt_bias, ksh, stream);
+  kda_gates(S(sl.kg), S(sl.kb), k.a_log, k.dt_bias, ksh, side());
   op("kda gates");
+  dc::conv1d_step_f32(S(sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, S(sl.kconv), stream);
+  op("kda conv");
   dc::delta_rule_qk_l2norm(S(sl.kconv), dsh, stream);
   op("kda qk l2norm");
+  join();
   dc::delta_rule_step(S(sl.kconv), S(sl.kg), S(sl.kb), rec, S(sl.ko), dsh, stream);
   op("kda recurrence");
   kda_gated_norm(S(sl.ko), S(sl.kgate), k.o_norm, ksh, stream);
@@ -140,17 +143,19 @@ void Glm5CudaModel::Impl::mla(const DMla& m, const LayerOffsets& o, uint8_t* sb,
   op("mla in proj");
   dc::rmsnorm_f32(S(sl.mraw), m.q_a_norm, S(sl.qres), 1, c.q_lora_rank, c.rms_norm_eps, stream);
   op("mla q_a norm");
-  mla_append(S(sl.mkv), m.kv_a_norm, SF(o.latent), pos, msh, stream);
+  // Side branch: the latent append and the indexer (the selection); main: q_b and W_uk.
+  fork();
+  mla_append(S(sl.mkv), m.kv_a_norm, SF(o.latent), pos, msh, side());
   op("mla append");
   if (m.has_indexer) {
     const IndexerShape ish{c.index_n_heads, c.index_head_dim, c.index_kpool, c.kpool_budget(), lay.max_pools};
     const IndexerCache ic{SF(o.idx_keys), SF(o.idx_gates), SF(o.idx_pools)};
-    indexer_append(S(sl.ik), S(sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic, ish, pos, stream);
+    indexer_append(S(sl.ik), S(sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic, ish, pos, side());
     op("indexer append");
-    dc::gemv(m.idx.wq_b, S(sl.qres), S(sl.iq), stream, gopt());
+    dc::gemv(m.idx.wq_b, S(sl.qres), S(sl.iq), side(), gopt());
     op("indexer wq_b");
     indexer_select(S(sl.iq), S(sl.iw), ic, ish, pos, S(sl.pool_scores), scratch.as<uint8_t>() + sl.keep, sel_idx,
-                   sel_count, stream);
+                   sel_count, side());
     op("indexer select");
   }
   dc::gemv(m.q_b, S(sl.qres), S(sl.q), stream, gopt());  // {heads, nope}
@@ -158,6 +163,7 @@ void Glm5CudaModel::Impl::mla(const DMla& m, const LayerOffsets& o, uint8_t* sb,
   // q_lat[h] = W_uk[h]^T q[h] {heads, kv_lora}; attention; o[h] = W_uv[h] o_lat[h] {heads, v}.
   dc::gemv_batched(m.uk_t, S(sl.q), S(sl.qlat), dc::GemvBatch{int(nah), nullptr, m.uk_stride, 0, nope, kvr}, stream);
   op("mla uk (absorbed q)");
+  join();
   mla_attend(S(sl.qlat), SF(o.latent), sel_idx, sel_count, msh, S(sl.att_scores), S(sl.olat), stream);
   op("mla attend");
   dc::gemv_batched(m.uv, S(sl.olat), S(sl.ov), dc::GemvBatch{int(nah), nullptr, m.uv_stride, 0, kvr, vd}, stream);
@@ -186,16 +192,18 @@ void Glm5CudaModel::Impl::ffn(const DLayer& L) {
   dc::gemv_proj(m.in, S(sl.in), S(sl.gu), stream, gopt());  // [shared gate | shared up | router]
   op("moe in proj (shared gate|up, router)");
   const RouteShape rsh{c.n_routed_experts, K, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group};
-  moe_route(S(sl.router), m.bias, rsh, ids, S(sl.wts), stream);
-  op("moe route");
+  // Side branch: the shared expert (act, sh_out); main: the router and the routed experts.
+  fork();
   if (Sh > 0) {
-    dc::swiglu_clamp_rows_f32(S(sl.gu), 1, Sh, lim, S(sl.act), stream);
+    dc::swiglu_clamp_rows_f32(S(sl.gu), 1, Sh, lim, S(sl.act), side());
     op("moe shared swiglu");
-    dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), stream, gopt());
+    dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), side(), gopt());
     op("moe shared down");
   } else {  // n_shared_experts = 0: no shared expert (an empty launch is a CUDA error)
-    DS4_CUDA_CHECK(cudaMemsetAsync(S(sl.sh_out), 0, size_t(H) * sizeof(float), stream));
+    DS4_CUDA_CHECK(cudaMemsetAsync(S(sl.sh_out), 0, size_t(H) * sizeof(float), side()));
   }
+  moe_route(S(sl.router), m.bias, rsh, ids, S(sl.wts), stream);
+  op("moe route");
   dc::gemv_batched(m.gate_up.first, S(sl.in), S(sl.egu),
                    dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream, gopt());
   op("moe experts gate_up");
@@ -204,6 +212,7 @@ void Glm5CudaModel::Impl::ffn(const DLayer& L) {
   dc::gemv_batched(m.down.first, S(sl.eact), S(sl.ey),
                    dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, H}, stream, gopt());
   op("moe experts down");
+  join();
   moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh_out), H, S(sl.y), stream);
   op("moe combine");
 }
@@ -381,12 +390,18 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * host_rows);
   m.logits_host = std::make_unique<Pinned>(size_t(c.vocab_size) * sizeof(float) * host_rows);
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.side_stream, cudaStreamNonBlocking));
+  DS4_CUDA_CHECK(cudaEventCreateWithFlags(&m.fork_ev, cudaEventDisableTiming));
+  DS4_CUDA_CHECK(cudaEventCreateWithFlags(&m.join_ev, cudaEventDisableTiming));
 }
 
 Glm5CudaModel::~Glm5CudaModel() {
   if (!impl_) return;
   impl_->batch_graphs.clear();
-  if (impl_->stream) cudaStreamDestroy(impl_->stream);
+  for (cudaEvent_t e : {impl_->fork_ev, impl_->join_ev})
+    if (e) cudaEventDestroy(e);
+  for (cudaStream_t s : {impl_->stream, impl_->side_stream})
+    if (s) cudaStreamDestroy(s);
 }
 
 const ModelInfo& Glm5CudaModel::info() const { return impl_->info; }

@@ -65,10 +65,12 @@ struct CudaModelOptions {
   // (bench/results/session11-h200-2026-12-04i): batch_rows 4: 66.7 / 66.6 / 66.7 tok/s aggregate at 4 / 16 / 64 streams, 8: 66.7 / 68.1 / 68.1, 16: 66.7 / 48.6 / 48.6; 1 stream 61.3. 8 is
   // best but batching gains only 1.1-1.2x: gemv_rows still costs about a gemv per row.
   int batch_rows = 8;
-  // The decode step's launch tuning of issue #23 (bench/cuda_glm5 --profile compares it with
-  // false in one run). Every part of it leaves the step's results bit for bit what they were,
-  // so decode steps still equal the chunked forward's rows: the hyper-connection mixes (an F32
-  // {24, 16384} gemv: 3 blocks of 8 rows) run one row per block (24 blocks).
+  // The decode step's launches of issue #23 (bench/cuda_glm5 --profile compares them with false
+  // in one run): a split hyper-connection fn (README: hc_fused.cu) with the hc_post folded into
+  // the next hc_pre, KDA's f_b|g_b as one batched gemv, a row-major fn's gemv one row per block,
+  // and a side stream for the independent branches (shared expert, KDA gates, MLA append +
+  // indexer). Decode steps equal the chunked forward's rows bit for bit with it on; false is the
+  // bench's "before" (the split fn's blocks through gemv + hc_pre_f32: other rounding).
   bool decode_tuning = true;
   // Rows per thread block of the decode step's weight gemvs (GemvOptions::rows_per_block: 0 =
   // gemv's choice, or 1 / 2 / 4 / 8). Never changes a result; the bench's --profile sweeps it.

@@ -73,6 +73,24 @@ struct Glm5CudaModel::Impl {
   void hc_in(const DHc& h, const float* norm);
   void hc_out(const DHc& h);
   void flush_post();
+  // The decode step's independent branches (decode_tuning): the side stream runs the shared
+  // expert beside the routed ones, KDA's gate projections beside the conv + l2norm, and MLA's
+  // latent append + indexer beside q_b + W_uk; fork/join are events (captured into the graph).
+  // One stream while profiling (the op table times one stream) or tapping layers.
+  cudaStream_t side_stream = nullptr;
+  cudaEvent_t fork_ev = nullptr, join_ev = nullptr;
+  bool two_streams() const { return opt.decode_tuning && !prof.on && !tap; }
+  cudaStream_t side() const { return two_streams() ? side_stream : stream; }
+  void fork() {
+    if (!two_streams()) return;
+    DS4_CUDA_CHECK(cudaEventRecord(fork_ev, stream));
+    DS4_CUDA_CHECK(cudaStreamWaitEvent(side_stream, fork_ev, 0));
+  }
+  void join() {
+    if (!two_streams()) return;
+    DS4_CUDA_CHECK(cudaEventRecord(join_ev, side_stream));
+    DS4_CUDA_CHECK(cudaStreamWaitEvent(stream, join_ev, 0));
+  }
   // The decode step's weight gemvs (not the hc mixes): CudaModelOptions::decode_gemv_rows.
   dc::GemvOptions gopt() const { return dc::GemvOptions{dc::GemvPath::kAuto, opt.decode_gemv_rows}; }
   void kda(const DKda& k, float* conv, float* rec);
