@@ -46,9 +46,10 @@ struct Glm5PrefillArgs {
 };
 
 // --profile (issue #23): at each frontier, on clones of the state, decode tok/s (graphs) and
-// the per-op GPU table (direct launches + events) with CudaModelOptions::decode_tuning off, on,
-// and on with the weight gemvs at 4 and 2 rows per block (decode_gemv_rows: same results), and
-// whether the greedy tokens agree with the "on" run's (off rounds the hc mixes differently).
+// the per-op GPU table (direct launches + events) with CudaModelOptions::decode_tuning off, on
+// (one stream), on with the weight gemvs at 4 and 2 rows per block (decode_gemv_rows: same
+// results), on with the side stream (decode_side_stream), and whether the greedy tokens agree
+// with the one-stream "on" run's (off rounds the hc mixes differently).
 inline void glm5_decode_profile(glm5::Glm5CudaModel& g, int64_t at, const ModelState& s, const std::vector<float>& l0,
                                 double roof_bytes, double copy_gbps) {
   using Clock = std::chrono::steady_clock;
@@ -57,15 +58,20 @@ inline void glm5_decode_profile(glm5::Glm5CudaModel& g, int64_t at, const ModelS
   constexpr int kTimed = 16, kProfiled = 8;
   struct Variant {
     const char* name;
-    bool tuning;
+    bool tuning, side;
     int rows;
   };
-  const Variant variants[] = {{"decode_tuning off", false, 0}, {"decode_tuning on", true, 0},
-                              {"on, gemvs 4 rows per block", true, 4}, {"on, gemvs 2 rows per block", true, 2}};
-  std::vector<int32_t> toks[4];
-  for (int tuned = 0; tuned < 4; ++tuned) {
+  // The side stream last (its tok/s only: the op table runs one stream).
+  const Variant variants[] = {{"decode_tuning off", false, false, 0},
+                              {"decode_tuning on, one stream", true, false, 0},
+                              {"on, one stream, gemvs 4 rows per block", true, false, 4},
+                              {"on, one stream, gemvs 2 rows per block", true, false, 2},
+                              {"decode_tuning on (side stream)", true, true, 0}};
+  std::vector<int32_t> toks[5];
+  for (int tuned = 0; tuned < 5; ++tuned) {
     glm5::CudaModelOptions o = loaded;
     o.decode_tuning = variants[tuned].tuning;
+    o.decode_side_stream = variants[tuned].side;
     o.decode_gemv_rows = variants[tuned].rows;
     g.set_options(o);
     auto st = s.clone();  // a clone has no graphs: it captures with these options
@@ -85,8 +91,9 @@ inline void glm5_decode_profile(glm5::Glm5CudaModel& g, int64_t at, const ModelS
                 kProfiled, 1e3 * wall / kProfiled);
     print_op_table(g.op_times(), kProfiled, "token");
   }
-  std::printf("greedy tokens == decode_tuning on's: off %s, 4 rows %s, 2 rows %s\n", toks[0] == toks[1] ? "yes" : "no",
-              toks[2] == toks[1] ? "yes" : "NO", toks[3] == toks[1] ? "yes" : "NO");
+  std::printf("greedy tokens == decode_tuning on's (one stream): off %s, 4 rows %s, 2 rows %s, side stream %s\n",
+              toks[0] == toks[1] ? "yes" : "no", toks[2] == toks[1] ? "yes" : "NO", toks[3] == toks[1] ? "yes" : "NO",
+              toks[4] == toks[1] ? "yes" : "NO");
   std::fflush(stdout);
   g.set_options(loaded);
 }

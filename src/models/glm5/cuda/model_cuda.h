@@ -72,6 +72,8 @@ struct CudaModelOptions {
   // indexer). Decode steps equal the chunked forward's rows bit for bit with it on; false is the
   // bench's "before" (the split fn's blocks through gemv + hc_pre_f32: other rounding).
   bool decode_tuning = true;
+  // With decode_tuning: the side stream (false: one stream; the bench's A/B of it).
+  bool decode_side_stream = true;
   // Rows per thread block of the decode step's weight gemvs (GemvOptions::rows_per_block: 0 =
   // gemv's choice, or 1 / 2 / 4 / 8). Never changes a result; the bench's --profile sweeps it.
   int decode_gemv_rows = 0;

@@ -79,7 +79,7 @@ struct Glm5CudaModel::Impl {
   // One stream while profiling (the op table times one stream) or tapping layers.
   cudaStream_t side_stream = nullptr;
   cudaEvent_t fork_ev = nullptr, join_ev = nullptr;
-  bool two_streams() const { return opt.decode_tuning && !prof.on && !tap; }
+  bool two_streams() const { return opt.decode_tuning && opt.decode_side_stream && !prof.on && !tap; }
   cudaStream_t side() const { return two_streams() ? side_stream : stream; }
   void fork() {
     if (!two_streams()) return;
