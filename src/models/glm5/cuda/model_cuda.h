@@ -72,8 +72,10 @@ struct CudaModelOptions {
   // indexer). Decode steps equal the chunked forward's rows bit for bit with it on; false is the
   // bench's "before" (the split fn's blocks through gemv + hc_pre_f32: other rounding).
   bool decode_tuning = true;
-  // With decode_tuning: the side stream (false: one stream; the bench's A/B of it).
-  bool decode_side_stream = true;
+  // With decode_tuning: the side stream for the independent branches. Off by default: written
+  // and built but not yet run on a GPU (session 13's second request did not run); the bench's
+  // --profile measures it as its last variant.
+  bool decode_side_stream = false;
   // Rows per thread block of the decode step's weight gemvs (GemvOptions::rows_per_block: 0 =
   // gemv's choice, or 1 / 2 / 4 / 8). Never changes a result; the bench's --profile sweeps it.
   int decode_gemv_rows = 0;
