@@ -28,6 +28,9 @@
 //   fresh state, the canary, one chunk's profile; decode_tokens 0 skips the context table.
 //   --batch N,N [--batch-rows N,N] [--batch-steps S] (issue #24): continuous batching at those
 //   stream counts from the first context's state (../cuda_batch_table.h).
+//   --profile (issue #23): at each context, decode tok/s and the per-op GPU table with the decode
+//   step's tuning (CudaModelOptions::decode_tuning) off and on; --context-tc: the context table
+//   prefills on tensor cores (a 32K context in seconds; decode unaffected).
 // On the tiny test model (hidden 64) the GPU number measures per-token launch/graph
 // overhead, not bandwidth; the synthetic model reads real-size matrices per token.
 #include <cuda_runtime.h>
@@ -293,6 +296,7 @@ int main(int argc, char** argv) {
     else if (a == "--fp32-gemms") pa.fp32_gemms = true;
     else if (a == "--no-fp32-gemms") pa.fp32_gemms = false;
     else if (a == "--profile") profile = true;
+    else if (a == "--context-tc") pa.context_tc = true;
     else if (a == "--verify-only") verify_only = true;
     else if (a == "--mtp") mtp = true;
     else args.push_back(a);
@@ -313,7 +317,8 @@ int main(int argc, char** argv) {
     glm5::SyntheticFullOptions so;
     if (glm5::parse_synthetic_full(dir, so))
       return bench::glm5_synthetic_full(so, args.size() > 1 ? std::stoi(args[1]) : 32,
-                                        bench::parse_contexts(args.size() > 2 ? args[2] : "2048,8192,32768"), pa, batch);
+                                        bench::parse_contexts(args.size() > 2 ? args[2] : "2048,8192,32768"), pa, batch,
+                                        profile);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

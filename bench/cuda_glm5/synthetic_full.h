@@ -24,6 +24,7 @@
 
 #include "../cuda_batch_table.h"
 #include "../cuda_canary_probe.h"
+#include "../cuda_op_table.h"
 #include "../cuda_synthetic.h"
 #include "backend/cuda/memory.h"
 #include "models/glm5/config.h"
@@ -39,7 +40,63 @@ struct Glm5PrefillArgs {
   bool old_set = false;
   bool fp32_gemms = true;  // --no-fp32-gemms: the tensor-core path without CudaModelOptions::fp32_gemms
   int prefill_rows = 512, gemm_rows = 64;
+  // --context-tc: the context table prefills on the tensor-core path (--prefill-rows chunks from
+  // --gemm-rows rows): a 32K frontier in ~20 s instead of minutes; the decode there is unchanged.
+  bool context_tc = false;
 };
+
+// --profile (issue #23): at each frontier, on clones of the state, decode tok/s (graphs) and
+// the per-op GPU table (direct launches + events) with CudaModelOptions::decode_tuning off, on
+// (one stream), on with the weight gemvs at 4 and 2 rows per block (decode_gemv_rows: same
+// results), on with the side stream (decode_side_stream), and whether the greedy tokens agree
+// with the one-stream "on" run's (off rounds the hc mixes differently).
+inline void glm5_decode_profile(glm5::Glm5CudaModel& g, int64_t at, const ModelState& s, const std::vector<float>& l0,
+                                double roof_bytes, double copy_gbps) {
+  using Clock = std::chrono::steady_clock;
+  const glm5::CudaModelOptions loaded = g.options();
+  auto argmax = [](const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); };
+  constexpr int kTimed = 16, kProfiled = 8;
+  struct Variant {
+    const char* name;
+    bool tuning, side;
+    int rows;
+  };
+  // The side stream last (its tok/s only: the op table runs one stream).
+  const Variant variants[] = {{"decode_tuning off", false, false, 0},
+                              {"decode_tuning on, one stream", true, false, 0},
+                              {"on, one stream, gemvs 4 rows per block", true, false, 4},
+                              {"on, one stream, gemvs 2 rows per block", true, false, 2},
+                              {"decode_tuning on (side stream)", true, true, 0}};
+  std::vector<int32_t> toks[5];
+  for (int tuned = 0; tuned < 5; ++tuned) {
+    glm5::CudaModelOptions o = loaded;
+    o.decode_tuning = variants[tuned].tuning;
+    o.decode_side_stream = variants[tuned].side;
+    o.decode_gemv_rows = variants[tuned].rows;
+    g.set_options(o);
+    auto st = s.clone();  // a clone has no graphs: it captures with these options
+    std::vector<float> l = g.decode(*st, argmax(l0));
+    toks[tuned].push_back(argmax(l));
+    const auto t0 = Clock::now();
+    for (int i = 0; i < kTimed; ++i) l = g.decode(*st, argmax(l)), toks[tuned].push_back(argmax(l));
+    const double tps = kTimed / std::chrono::duration<double>(Clock::now() - t0).count();
+    g.set_profiling(true);
+    const auto p0 = Clock::now();
+    for (int i = 0; i < kProfiled; ++i) l = g.decode(*st, argmax(l));
+    const double wall = std::chrono::duration<double>(Clock::now() - p0).count();
+    g.set_profiling(false);
+    std::printf("\ncontext %lld, %s: %.2f tok/s (graphs, %d tokens; %.3f of copy bw at %.1f MB/token); "
+                "per-op GPU time per decode token (direct launches + events, %d tokens; %.3f ms/token wall):\n",
+                (long long)at, variants[tuned].name, tps, kTimed, roof_bytes * tps / 1e9 / copy_gbps, roof_bytes / 1e6,
+                kProfiled, 1e3 * wall / kProfiled);
+    print_op_table(g.op_times(), kProfiled, "token");
+  }
+  std::printf("greedy tokens == decode_tuning on's (one stream): off %s, 4 rows %s, 2 rows %s, side stream %s\n",
+              toks[0] == toks[1] ? "yes" : "no", toks[2] == toks[1] ? "yes" : "NO", toks[3] == toks[1] ? "yes" : "NO",
+              toks[4] == toks[1] ? "yes" : "NO");
+  std::fflush(stdout);
+  g.set_options(loaded);
+}
 
 // Prefill tok/s per length from a fresh state with the model's current options; the canary
 // during a second prefill of the first length when `canary`. Returns {length, tok/s} rows;
@@ -144,7 +201,7 @@ inline void glm5_prefill_table(glm5::Glm5CudaModel& g, const Glm5PrefillArgs& pa
 // batch (--batch ...): the continuous-batching tables (../cuda_batch_table.h) from the state at the
 // first context frontier, right after that frontier's row.
 inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx,
-                               const Glm5PrefillArgs& pa = {}, const BatchArgs& batch = {}) {
+                               const Glm5PrefillArgs& pa = {}, const BatchArgs& batch = {}, bool profile = false) {
   using Clock = std::chrono::steady_clock;
   const glm5::Config c = glm5::parse_config(glm5::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
@@ -154,6 +211,7 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   glm5::CudaModelOptions co;
   co.synthetic_seed = so.seed;
   co.prefill_rows = std::max(co.prefill_rows, pa.prefill_rows);
+  if (pa.context_tc) co.gemm_rows = pa.gemm_rows;
   const auto free0 = cuda::device_memory_info();
   auto t0 = Clock::now();
   std::unique_ptr<glm5::Glm5CudaModel> gp;
@@ -192,6 +250,9 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   std::printf("bytes per token: weights %.1f MB (decode), %.1f MB (prefill, 16-row chunks), KDA state %.1f MB, "
               "attention at %lld: %.1f MB\n", per_tok / 1e6, chunk / 1e6, kda_state / 1e6, (long long)ctx.back(),
               attn(ctx.back()) / 1e6);
+  if (pa.context_tc)
+    std::printf("context table: prefill on the tensor-core path (%d-row chunks, GEMMs from %d rows; --context-tc)\n",
+                int(g.prefill_rows()), pa.gemm_rows);
   if (!pa.lengths.empty()) {
     std::printf("prefill chunk scratch sized for %lld rows at load (admission)\n", (long long)g.prefill_rows());
     glm5_prefill_table(g, pa);
@@ -201,9 +262,10 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   tb.decode = [&](int64_t p) { return per_tok + kda_state + attn(p); };
   tb.prefill = [&](int64_t p) { return chunk + kda_state + attn(p); };
   FrontierHook hook;
-  if (!batch.streams.empty())
-    hook = [&](int64_t at, const ModelState& s, const std::vector<float>&) {
-      if (at == ctx.front()) batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok);
+  if (!batch.streams.empty() || profile)
+    hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l) {
+      if (!batch.streams.empty() && at == ctx.front()) batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok);
+      if (profile) glm5_decode_profile(g, at, s, l, tb.decode(at), bw.copy_gbps);
     };
   context_table(g, ctx, n_decode, tb, bw, hook);
   return 0;

@@ -97,6 +97,11 @@ void Glm5CudaModel::Impl::mproj_exact(const dc::DProj& p, size_t x_off, size_t y
 
 void Glm5CudaModel::Impl::hc_in_rows(const DHc& h, const float* norm) {
   mark("hyper-connections");
+  if (h.splits > 1) {  // hc_fused.cu, one grid row per token: each row is the decode step's launch bit for bit
+    dc::hc_pre_fused(hc_fn(h), h.scale, h.base, h.dims, R(0, cur_off), nullptr, norm, R(0, sl.in), R(0, sl.post),
+                     R(0, sl.comb), hc_scratch(R(0, sl.mix)), dc::HcRows{rows, rs()}, stream);
+    return;
+  }
   // The mixes go through Sinkhorn's exponentials: exact, or FP32 GEMM (chunk_gemm.cu).
   if (!fp32_gemm_rows(h.fn, cur_off, sl.mix)) mgemv_exact(h.fn, cur_off, sl.mix);
   dc::hc_pre_f32(R(0, sl.mix), h.scale, h.base, h.dims, R(0, cur_off), norm, R(0, sl.in), R(0, sl.post), R(0, sl.comb),

@@ -11,6 +11,7 @@
 #include "backend/cuda/weight_upload.h"
 #include "core/weight.h"
 #include "models/glm5/config.h"
+#include "models/glm5/cuda/step_layout.h"
 #include "models/glm5/weights.h"
 
 namespace ds4::glm5::cuda {
@@ -18,15 +19,28 @@ namespace ds4::glm5::cuda {
 using ds4::cuda::DExperts;
 using ds4::cuda::DProj;
 
+// The mixes' fn {(2+hc)*hc, hc*hidden}: with splits > 1 (F32 / F16 / BF16, issue #23) stored
+// as `splits` column blocks {m, hc*hidden / splits} split_stride bytes apart, fn describing
+// one block, for backend/cuda hc_fused.cu (the product, the flat norm, Sinkhorn and the
+// collapse in one launch, the hc_post before it folded in); else row-major for gemv +
+// hc_pre_f32. Decode steps and the chunk's rows take the same kernel (bit for bit).
 struct DHc {
-  WeightMatrix fn;                             // {(2+hc)*hc, hc*hidden}
+  WeightMatrix fn;
+  int64_t splits = 1;
+  size_t split_stride = 0;
   const float *base = nullptr, *scale = nullptr;
   ds4::cuda::HcDims dims;
 };
+inline ds4::cuda::HcFn hc_fn(const DHc& h) {
+  return ds4::cuda::HcFn{h.fn.data, h.fn.type, h.fn.rows, h.fn.cols, h.splits, h.split_stride};
+}
 struct DKda {
   DProj in;  // [q {qkv} | k {qkv} | v {qkv} | f_a {hd} | g_a {hd} | b {heads}]
   WeightMatrix f_b, g_b, o;
   const float *conv = nullptr, *dt_bias = nullptr, *a_log = nullptr, *o_norm = nullptr;
+  // Bytes from f_b's data to g_b's when they can be one batched gemv's two entries (same type
+  // and shape, no separate scales; uploaded one after the other), else 0.
+  size_t fg_stride = 0;
 };
 struct DIndexer {
   WeightMatrix wq_b;
@@ -89,5 +103,7 @@ struct DeviceWeights {
 // mtp_embed: with the MTP layer, also the embedding (DMtp::embed; counted in mtp_bytes).
 DeviceWeights upload_weights(const Config& c, const Weights& w, bool fuse, ds4::cuda::MatrixFill* fill = nullptr,
                              bool mtp_embed = false);
+// Throws ds4::InputError when a layer's split fn does not fit hc_fused.cu after all (checked at load).
+void check_hc_fused(const DeviceWeights& d);
 
 }  // namespace ds4::glm5::cuda

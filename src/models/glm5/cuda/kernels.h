@@ -54,6 +54,12 @@ void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx,
 void mla_gather(const float* latent, const int32_t* sel_idx, const int32_t* sel_count, const MlaShape& sh, float* g,
                 cudaStream_t s, const Rows& rows);
 void mla_softmax(const int32_t* sel_count, const MlaShape& sh, float* scores, cudaStream_t s, const Rows& rows);
+// mla_attend's first and last launches (scores {heads, width}; the weighted sum of the rows by
+// the probabilities left in scores), for the decode step's per-op profile.
+void mla_scores(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
+                const MlaShape& sh, float* scores, cudaStream_t s, const Rows& rows = {});
+void mla_output(const float* probs, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
+                const MlaShape& sh, float* o_lat, cudaStream_t s, const Rows& rows = {});
 
 // ---- indexer.cu (indexer.cpp) ----
 struct IndexerShape {

@@ -82,7 +82,9 @@ __global__ void mla_softmax_kernel(const int32_t* __restrict__ sel_count, MlaSha
 
 // o_lat[h][i] = sum_t p[h][t] latent[sel_idx[t]][i], in selection (= ascending position)
 // order. Block: 8 warps = 8 heads over one 32-wide column chunk (blockIdx.x), so the chunk
-// of each selected row is read from L1 by all 8; lanes load 32 (p, row) pairs at a time.
+// of each selected row is read from L1 by all 8; lanes load 32 (p, row) pairs at a time, and
+// the next 32 rows' loads are issued before this group's sum (one memory latency per group
+// was the loop's cost; the sum is the same operations in the same order).
 __global__ void mla_output_kernel(const float* __restrict__ probs, const float* __restrict__ latent,
                                   const int32_t* __restrict__ sel_idx, const int32_t* __restrict__ sel_count,
                                   MlaShape sh, float* __restrict__ o_lat, int64_t stride) {
@@ -96,23 +98,34 @@ __global__ void mla_output_kernel(const float* __restrict__ probs, const float* 
   if (h >= sh.heads) return;
   const float* p = probs + h * sh.width;
   float acc = 0.f;
-  for (int64_t t0 = 0; t0 < count; t0 += 32) {
+  // Group t0's 32 (p, row) pairs: lane b's p and position, and this lane's column of each row.
+  auto load = [&](int64_t t0, float& pt, float (&lv)[32]) {
     const bool in = t0 + lane < count;
-    const float pt = in ? p[t0 + lane] : 0.f;
+    pt = in ? p[t0 + lane] : 0.f;
     const int32_t jt = in ? sel_idx[t0 + lane] : 0;
     const int m = int(count - t0 < 32 ? count - t0 : 32);
-    // All 32 rows' loads first (in flight together), then the sum in selection order.
-    float lv[32];
 #pragma unroll
     for (int b = 0; b < 32; ++b) {
       const int64_t j = __shfl_sync(0xffffffffu, jt, b);
       lv[b] = b < m && i < n ? latent[j * n + i] : 0.f;
     }
+  };
+  float pt = 0.f, lv[32];
+  if (count > 0) load(0, pt, lv);
+  for (int64_t t0 = 0; t0 < count; t0 += 32) {
+    float pn = 0.f, ln[32];
+    const bool more = t0 + 32 < count;
+    if (more) load(t0 + 32, pn, ln);
+    const int m = int(count - t0 < 32 ? count - t0 : 32);
 #pragma unroll
     for (int b = 0; b < 32; ++b) {
       const float w = __shfl_sync(0xffffffffu, pt, b);
       if (b < m && i < n) acc += w * lv[b];
     }
+    if (!more) break;
+    pt = pn;
+#pragma unroll
+    for (int b = 0; b < 32; ++b) lv[b] = ln[b];
   }
   if (i < n) o_lat[h * n + i] = acc;
 }
@@ -150,19 +163,29 @@ void mla_append(const float* kv, const float* w, float* latent, const int32_t* p
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
-                const MlaShape& sh, float* scores, float* o_lat, cudaStream_t s, const Rows& rows) {
+void mla_scores(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
+                const MlaShape& sh, float* scores, cudaStream_t s, const Rows& rows) {
   if (sh.kv_lora > kMaxKvLora)
     throw InputError("glm5 cuda: kv_lora_rank " + std::to_string(sh.kv_lora) + " > " + std::to_string(kMaxKvLora));
   // The count lives on the device: fixed grids (the step is a CUDA graph), grid-stride rows.
   const unsigned row_blocks = unsigned(std::min<int64_t>((sh.width + 7) / 8, 256));
-  const unsigned T = unsigned(rows.count);
-  mla_scores_kernel<<<dim3(row_blocks, T), 256, 0, s>>>(q_lat, latent, sel_idx, sel_count, sh, scores, rows.stride);
+  mla_scores_kernel<<<dim3(row_blocks, unsigned(rows.count)), 256, 0, s>>>(q_lat, latent, sel_idx, sel_count, sh,
+                                                                          scores, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
+}
+
+void mla_output(const float* probs, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
+                const MlaShape& sh, float* o_lat, cudaStream_t s, const Rows& rows) {
+  const dim3 grid(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8), unsigned(rows.count));
+  mla_output_kernel<<<grid, 256, 0, s>>>(probs, latent, sel_idx, sel_count, sh, o_lat, rows.stride);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
+                const MlaShape& sh, float* scores, float* o_lat, cudaStream_t s, const Rows& rows) {
+  mla_scores(q_lat, latent, sel_idx, sel_count, sh, scores, s, rows);
   mla_softmax(sel_count, sh, scores, s, rows);
-  const dim3 grid(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8), T);
-  mla_output_kernel<<<grid, 256, 0, s>>>(scores, latent, sel_idx, sel_count, sh, o_lat, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
+  mla_output(scores, latent, sel_idx, sel_count, sh, o_lat, s, rows);
 }
 
 }  // namespace ds4::glm5::cuda

@@ -48,16 +48,50 @@ void Glm5CudaModel::Impl::input_row(int32_t t, int64_t row) const {
 
 // in {hidden} = rmsnorm(collapse(streams), norm); post/comb kept in scratch for hc_out.
 // backend/cuda/hyper_connections: fn runs on the raw streams, the flat norm is a scalar.
+// A split fn (DHc::splits > 1) takes hc_fused.cu: one launch for the product, the flat norm,
+// Sinkhorn and the collapse, with the pending hc_post folded in (it writes the streams first,
+// exactly as hc_post_f32 would); the chunk's rows take the same kernel (chunk.cu hc_in_rows),
+// so a decode step still equals a chunk's row bit for bit. decode_tuning off (the bench's A/B
+// only): the column blocks' gemv + hc_pre_f32, other rounding than the chunk's rows.
 void Glm5CudaModel::Impl::hc_in(const DHc& h, const float* norm) {
-  dc::gemv(h.fn, cur, S(sl.mix), stream);
-  dc::hc_pre_f32(S(sl.mix), h.scale, h.base, h.dims, cur, norm, S(sl.in), S(sl.post), S(sl.comb), stream);
+  if (h.splits > 1 && opt.decode_tuning) {
+    const bool fold = post_pending;
+    dc::hc_pre_fused(hc_fn(h), h.scale, h.base, h.dims, fold ? alt : cur, fold ? &pending_post : nullptr, norm,
+                     S(sl.in), S(sl.post), S(sl.comb), hc_scratch(S(sl.mix)), dc::HcRows{}, stream);
+    if (fold) std::swap(cur, alt), post_pending = false;
+    op(fold ? "hc post + pre (fused)" : "hc pre (fused)");
+    return;
+  }
+  flush_post();
+  if (h.splits > 1) {
+    dc::gemv_batched(h.fn, cur, S(sl.mix),
+                     dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows}, stream);
+  } else {  // rows per block never change a gemv's result (gemv.h): 24 one-row blocks instead of 3
+    dc::gemv(h.fn, cur, S(sl.mix), stream, dc::GemvOptions{dc::GemvPath::kAuto, opt.decode_tuning ? 1 : 0});
+  }
+  op("hc mix (fn gemv)");
+  dc::HcDims d = h.dims;
+  d.mix_splits = h.splits;
+  dc::hc_pre_f32(S(sl.mix), h.scale, h.base, d, cur, norm, S(sl.in), S(sl.post), S(sl.comb), stream);
+  op("hc pre (sinkhorn, collapse, norm)");
 }
 
 // streams = post * y + comb^T streams, written to the other buffer (the step's buffer choice
-// is fixed at capture: two swaps per layer).
+// is fixed at capture: two swaps per layer). With the fused hc_in it waits for the next one.
 void Glm5CudaModel::Impl::hc_out(const DHc& h) {
-  dc::hc_post_f32(h.dims, S(sl.y), cur, S(sl.post), S(sl.comb), alt, stream);
+  pending_post = dc::HcPostIn{S(sl.y), cur, S(sl.post), S(sl.comb)};
+  pending_dims = h.dims;
+  post_pending = true;
+  if (!(h.splits > 1 && opt.decode_tuning)) flush_post();
+}
+
+void Glm5CudaModel::Impl::flush_post() {
+  if (!post_pending) return;
+  const dc::HcPostIn& p = pending_post;
+  dc::hc_post_f32(pending_dims, p.block_out, p.residual, p.post, p.comb, alt, stream);
+  op("hc post");
   std::swap(cur, alt);
+  post_pending = false;
 }
 
 // KDA (kda.cpp): y = o_proj(gated_norm(delta_rule(conv(q|k|v)))).
@@ -65,15 +99,36 @@ void Glm5CudaModel::Impl::kda(const DKda& k, float* conv, float* rec) {
   const int64_t hd = c.linear_head_dim, nh = c.linear_num_heads, qkv = hd * nh;
   const KdaShape ksh{nh, hd, c.has_lower_bound, c.linear_lower_bound, c.rms_norm_eps};
   const dc::DeltaRuleShape dsh{nh, nh, hd, hd, true};
-  dc::gemv_proj(k.in, S(sl.in), S(sl.kraw), stream);  // [q | k | v | f_a | g_a | b]
+  dc::gemv_proj(k.in, S(sl.in), S(sl.kraw), stream, gopt());  // [q | k | v | f_a | g_a | b]
+  op("kda in proj");
+  // Side branch: the gates (f_a, g_a, b of kraw -> kg, kgate, kb); main: the conv of q|k|v.
+  fork();
+  // f_b and g_b as one launch's two entries (the same kernel per entry: gemv's bits) where the
+  // uploads and the scratch put them at fixed strides.
+  const int64_t x_step = int64_t(sl.ga - sl.fa) / 4, y_step = int64_t(sl.kgate - sl.kg) / 4;
+  if (opt.decode_tuning && k.fg_stride && x_step % 4 == 0 && x_step >= hd && y_step >= qkv) {
+    dc::gemv_batched(k.f_b, S(sl.fa), S(sl.kg), dc::GemvBatch{2, nullptr, k.fg_stride, 0, x_step, y_step}, side(),
+                     gopt());
+    op("kda f_b|g_b");
+  } else {
+    dc::gemv(k.f_b, S(sl.fa), S(sl.kg), side());
+    op("kda f_b");
+    dc::gemv(k.g_b, S(sl.ga), S(sl.kgate), side());
+    op("kda g_b");
+  }
+  kda_gates(S(sl.kg), S(sl.kb), k.a_log, k.dt_bias, ksh, side());
+  op("kda gates");
   dc::conv1d_step_f32(S(sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, S(sl.kconv), stream);
-  dc::gemv(k.f_b, S(sl.fa), S(sl.kg), stream);
-  dc::gemv(k.g_b, S(sl.ga), S(sl.kgate), stream);
-  kda_gates(S(sl.kg), S(sl.kb), k.a_log, k.dt_bias, ksh, stream);
+  op("kda conv");
   dc::delta_rule_qk_l2norm(S(sl.kconv), dsh, stream);
+  op("kda qk l2norm");
+  join();
   dc::delta_rule_step(S(sl.kconv), S(sl.kg), S(sl.kb), rec, S(sl.ko), dsh, stream);
+  op("kda recurrence");
   kda_gated_norm(S(sl.ko), S(sl.kgate), k.o_norm, ksh, stream);
-  dc::gemv(k.o, S(sl.ko), S(sl.y), stream);
+  op("kda gated norm");
+  dc::gemv(k.o, S(sl.ko), S(sl.y), stream, gopt());
+  op("kda o");
 }
 
 // MLA + DSA (mla.cpp, indexer.cpp), absorbed form over the latent cache.
@@ -84,23 +139,42 @@ void Glm5CudaModel::Impl::mla(const DMla& m, const LayerOffsets& o, uint8_t* sb,
   // The selection: written by full-indexer layers, read by the shared layers after them.
   int32_t* sel_idx = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.sel_idx);
   int32_t* sel_count = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.sel_count);
-  dc::gemv_proj(m.in, S(sl.in), S(sl.mraw), stream);  // [q_a | kv_a | idx k | idx gate | idx weights]
+  dc::gemv_proj(m.in, S(sl.in), S(sl.mraw), stream, gopt());  // [q_a | kv_a | idx k | idx gate | idx weights]
+  op("mla in proj");
   dc::rmsnorm_f32(S(sl.mraw), m.q_a_norm, S(sl.qres), 1, c.q_lora_rank, c.rms_norm_eps, stream);
-  mla_append(S(sl.mkv), m.kv_a_norm, SF(o.latent), pos, msh, stream);
+  op("mla q_a norm");
+  // Side branch: the latent append and the indexer (the selection); main: q_b and W_uk.
+  fork();
+  mla_append(S(sl.mkv), m.kv_a_norm, SF(o.latent), pos, msh, side());
+  op("mla append");
   if (m.has_indexer) {
     const IndexerShape ish{c.index_n_heads, c.index_head_dim, c.index_kpool, c.kpool_budget(), lay.max_pools};
     const IndexerCache ic{SF(o.idx_keys), SF(o.idx_gates), SF(o.idx_pools)};
-    indexer_append(S(sl.ik), S(sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic, ish, pos, stream);
-    dc::gemv(m.idx.wq_b, S(sl.qres), S(sl.iq), stream);
+    indexer_append(S(sl.ik), S(sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic, ish, pos, side());
+    op("indexer append");
+    dc::gemv(m.idx.wq_b, S(sl.qres), S(sl.iq), side(), gopt());
+    op("indexer wq_b");
     indexer_select(S(sl.iq), S(sl.iw), ic, ish, pos, S(sl.pool_scores), scratch.as<uint8_t>() + sl.keep, sel_idx,
-                   sel_count, stream);
+                   sel_count, side());
+    op("indexer select");
   }
-  dc::gemv(m.q_b, S(sl.qres), S(sl.q), stream);  // {heads, nope}
+  dc::gemv(m.q_b, S(sl.qres), S(sl.q), stream, gopt());  // {heads, nope}
+  op("mla q_b");
   // q_lat[h] = W_uk[h]^T q[h] {heads, kv_lora}; attention; o[h] = W_uv[h] o_lat[h] {heads, v}.
   dc::gemv_batched(m.uk_t, S(sl.q), S(sl.qlat), dc::GemvBatch{int(nah), nullptr, m.uk_stride, 0, nope, kvr}, stream);
-  mla_attend(S(sl.qlat), SF(o.latent), sel_idx, sel_count, msh, S(sl.att_scores), S(sl.olat), stream);
+  op("mla uk (absorbed q)");
+  join();
+  // mla_attend's three launches, timed apart by the profile.
+  mla_scores(S(sl.qlat), SF(o.latent), sel_idx, sel_count, msh, S(sl.att_scores), stream);
+  op("mla attend: scores");
+  mla_softmax(sel_count, msh, S(sl.att_scores), stream, Rows{});
+  op("mla attend: softmax");
+  mla_output(S(sl.att_scores), SF(o.latent), sel_idx, sel_count, msh, S(sl.olat), stream);
+  op("mla attend: output");
   dc::gemv_batched(m.uv, S(sl.olat), S(sl.ov), dc::GemvBatch{int(nah), nullptr, m.uv_stride, 0, kvr, vd}, stream);
-  dc::gemv(m.o, S(sl.ov), S(sl.y), stream);
+  op("mla uv");
+  dc::gemv(m.o, S(sl.ov), S(sl.y), stream, gopt());
+  op("mla o");
 }
 
 // Dense clamped-SwiGLU MLP or the routed MoE with its shared expert (moe.cpp).
@@ -109,29 +183,43 @@ void Glm5CudaModel::Impl::ffn(const DLayer& L) {
   const float lim = c.swiglu_limit;
   if (!L.sparse) {
     const int64_t inter = L.mlp.down.cols;
-    dc::gemv_proj(L.mlp.gate_up, S(sl.in), S(sl.gu), stream);
+    dc::gemv_proj(L.mlp.gate_up, S(sl.in), S(sl.gu), stream, gopt());
+    op("dense mlp gate_up");
     dc::swiglu_clamp_rows_f32(S(sl.gu), 1, inter, lim, S(sl.act), stream);
-    dc::gemv(L.mlp.down, S(sl.act), S(sl.y), stream);
+    op("dense mlp swiglu");
+    dc::gemv(L.mlp.down, S(sl.act), S(sl.y), stream, gopt());
+    op("dense mlp down");
     return;
   }
   const DMoe& m = L.moe;
   const int64_t K = c.num_experts_per_tok, I = c.moe_intermediate_size, Sh = m.sh_down.cols;
   int32_t* ids = reinterpret_cast<int32_t*>(scratch.as<uint8_t>() + sl.ids);
-  dc::gemv_proj(m.in, S(sl.in), S(sl.gu), stream);  // [shared gate | shared up | router]
+  dc::gemv_proj(m.in, S(sl.in), S(sl.gu), stream, gopt());  // [shared gate | shared up | router]
+  op("moe in proj (shared gate|up, router)");
   const RouteShape rsh{c.n_routed_experts, K, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group};
-  moe_route(S(sl.router), m.bias, rsh, ids, S(sl.wts), stream);
+  // Side branch: the shared expert (act, sh_out); main: the router and the routed experts.
+  fork();
   if (Sh > 0) {
-    dc::swiglu_clamp_rows_f32(S(sl.gu), 1, Sh, lim, S(sl.act), stream);
-    dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), stream);
+    dc::swiglu_clamp_rows_f32(S(sl.gu), 1, Sh, lim, S(sl.act), side());
+    op("moe shared swiglu");
+    dc::gemv(m.sh_down, S(sl.act), S(sl.sh_out), side(), gopt());
+    op("moe shared down");
   } else {  // n_shared_experts = 0: no shared expert (an empty launch is a CUDA error)
-    DS4_CUDA_CHECK(cudaMemsetAsync(S(sl.sh_out), 0, size_t(H) * sizeof(float), stream));
+    DS4_CUDA_CHECK(cudaMemsetAsync(S(sl.sh_out), 0, size_t(H) * sizeof(float), side()));
   }
+  moe_route(S(sl.router), m.bias, rsh, ids, S(sl.wts), stream);
+  op("moe route");
   dc::gemv_batched(m.gate_up.first, S(sl.in), S(sl.egu),
-                   dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream);
+                   dc::GemvBatch{int(K), ids, m.gate_up.stride, m.gate_up.scale_stride, 0, 2 * I}, stream, gopt());
+  op("moe experts gate_up");
   dc::swiglu_clamp_rows_f32(S(sl.egu), K, I, lim, S(sl.eact), stream);
+  op("moe experts swiglu");
   dc::gemv_batched(m.down.first, S(sl.eact), S(sl.ey),
-                   dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, H}, stream);
+                   dc::GemvBatch{int(K), ids, m.down.stride, m.down.scale_stride, I, H}, stream, gopt());
+  op("moe experts down");
+  join();
   moe_combine(S(sl.ey), S(sl.wts), K, S(sl.sh_out), H, S(sl.y), stream);
+  op("moe combine");
 }
 
 void Glm5CudaModel::Impl::layer(CudaState& st, int64_t l) {
@@ -151,9 +239,13 @@ void Glm5CudaModel::Impl::layer(CudaState& st, int64_t l) {
 void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   const int64_t W = c.hc_mult * c.hidden_size;
   cur = S(sl.x), alt = S(sl.x2);
+  post_pending = false;
+  op("start");
   DS4_CUDA_CHECK(cudaMemcpyAsync(cur, in_host->p, sl.in_bytes, cudaMemcpyHostToDevice, stream));
+  op("input copy");
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     layer(st, l);
+    if (tap) flush_post();
     if (tap) {  // direct launches only (never captured)
       std::vector<float> row(static_cast<size_t>(W));
       DS4_CUDA_CHECK(cudaMemcpyAsync(row.data(), cur, size_t(W) * 4, cudaMemcpyDeviceToHost, stream));
@@ -162,23 +254,40 @@ void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
       out.insert(out.end(), row.begin(), row.end());
     }
   }
+  flush_post();  // the last layer's
   // The MTP head queues every token's normed output (mtp.cu), logits or not.
-  if (logits || st.mtp_on) hc_mean_norm(cur, c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, S(sl.hfin), stream);
-  if (st.mtp_on) mtp_push(st, S(sl.hfin), 1, 0);
+  if (logits || st.mtp_on) {
+    hc_mean_norm(cur, c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, S(sl.hfin), stream);
+    op("head norm");
+  }
+  if (st.mtp_on) {
+    mtp_push(st, S(sl.hfin), 1, 0);
+    op("mtp push");
+  }
   if (logits) {
     dc::gemv(dw.lm_head, S(sl.hfin), S(sl.logits), stream);
+    op("lm_head");
     if (top_only) cand->enqueue(S(sl.logits), c.vocab_size, stream);
     else DS4_CUDA_CHECK(cudaMemcpyAsync(logits_host->p, S(sl.logits), size_t(c.vocab_size) * sizeof(float),
                                         cudaMemcpyDeviceToHost, stream));
+    op("logits out");
   }
   dc::enqueue_position_increment(reinterpret_cast<int32_t*>(st.buf.as<uint8_t>() + lay.pos), stream);
+  op("position");
 }
 
 void Glm5CudaModel::Impl::run_step(CudaState& st, bool logits, bool direct) {
-  replay(st.graph[!logits ? 0 : top_only ? 2 : 1], direct, [&] { enqueue_step(st, logits); });
+  replay(st.graph[!logits ? 0 : top_only ? 2 : 1], direct || prof.on, [&] { enqueue_step(st, logits); });
+  if (prof.on) prof.collect();
 }
 
 namespace {
+
+void check_gemv_rows(const CudaModelOptions& o) {
+  const int r = o.decode_gemv_rows;
+  if (r != 0 && r != 1 && r != 2 && r != 4 && r != 8)
+    throw InputError("glm5 cuda: decode_gemv_rows " + std::to_string(r) + " is not 0, 1, 2, 4 or 8");
+}
 
 // What the GPU step cannot run yet, refused at load with the field named.
 void check_supported(const Config& c, const Weights& w, const std::string& where) {
@@ -241,6 +350,7 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
     // the device can decode its type (else mtp_enable builds an f32 table).
     m.dw = upload_weights(c, m.w, copt.fuse_projections, nullptr, dc::embed_rows_supports(m.w.embed.type));
   }
+  check_hc_fused(m.dw);
   m.info.has_draft_head = m.dw.mtp.has_value();  // the integrated MTP layer (mtp.cu)
   if (copt.chunk_rows < 1 || copt.chunk_rows > dc::kGemvMaxRows)
     throw InputError("glm5 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
@@ -249,6 +359,7 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
     throw InputError("glm5 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " is not in 0.." +
                      std::to_string(kMaxPrefillRows) + " (or gemm_rows " + std::to_string(copt.gemm_rows) + " < 0)");
   if (copt.batch_rows < 1) throw InputError("glm5 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
+  check_gemv_rows(copt);
   MtpShape mtp;
   if (m.dw.mtp) {
     m.qcap = kMtpQueueChunks * std::max<int64_t>(copt.chunk_rows, 4);
@@ -262,6 +373,8 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   m.cl = chunk_layout(c, m.sl, prefill_chunk_rows(c, m, copt), m.qcap);
   // The MTP head runs on the chunk path's row scratch, with chunk_rows = 1 too.
   if (m.cl.rows > 1 || m.dw.mtp) m.chunk = dc::DeviceBuffer(m.cl.bytes, "glm5 chunk scratch");
+  m.hc_counts = dc::DeviceBuffer(size_t(std::max<int64_t>(m.cl.rows, 1)) * sizeof(unsigned), "glm5 hc counters");
+  DS4_CUDA_CHECK(cudaMemset(m.hc_counts.get(), 0, m.hc_counts.bytes()));
   m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
   m.info.batched_verify = m.info.batched_decode;  // verify_batch: the same rows, one group per window (verify_batch.cu)
   if (m.cl.rows > copt.chunk_rows) {  // prefill chunks: the GEMMs' cuBLAS handle and weight tile
@@ -283,12 +396,18 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   m.in_host = std::make_unique<Pinned>(m.sl.in_bytes * host_rows);
   m.logits_host = std::make_unique<Pinned>(size_t(c.vocab_size) * sizeof(float) * host_rows);
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.side_stream, cudaStreamNonBlocking));
+  DS4_CUDA_CHECK(cudaEventCreateWithFlags(&m.fork_ev, cudaEventDisableTiming));
+  DS4_CUDA_CHECK(cudaEventCreateWithFlags(&m.join_ev, cudaEventDisableTiming));
 }
 
 Glm5CudaModel::~Glm5CudaModel() {
   if (!impl_) return;
   impl_->batch_graphs.clear();
-  if (impl_->stream) cudaStreamDestroy(impl_->stream);
+  for (cudaEvent_t e : {impl_->fork_ev, impl_->join_ev})
+    if (e) cudaEventDestroy(e);
+  for (cudaStream_t s : {impl_->stream, impl_->side_stream})
+    if (s) cudaStreamDestroy(s);
 }
 
 const ModelInfo& Glm5CudaModel::info() const { return impl_->info; }
@@ -296,10 +415,19 @@ const Config& Glm5CudaModel::config() const { return impl_->c; }
 const CudaModelOptions& Glm5CudaModel::options() const { return impl_->opt; }
 int64_t Glm5CudaModel::prefill_rows() const { return impl_->cl.rows > impl_->verify_rows ? impl_->cl.rows : 0; }
 
+void Glm5CudaModel::set_profiling(bool on) {
+  Impl& m = *impl_;
+  if (on && !m.prof.on) m.prof.reset();  // a fresh table; turning it off keeps it for op_times()
+  m.prof.on = on;
+}
+const std::map<std::string, double>& Glm5CudaModel::op_times() const { return impl_->prof.ms(); }
+void Glm5CudaModel::reset_op_times() { impl_->prof.reset(); }
+
 void Glm5CudaModel::set_options(const CudaModelOptions& copt) {
   Impl& m = *impl_;
   if (copt.synthetic_seed != m.opt.synthetic_seed || copt.fuse_projections != m.opt.fuse_projections)
     throw InputError("glm5 cuda: set_options cannot change synthetic_seed or fuse_projections (fixed at load)");
+  check_gemv_rows(copt);
   if (copt.chunk_rows < 1 || copt.chunk_rows > m.verify_rows)
     throw InputError("glm5 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " is not in 1.." +
                      std::to_string(m.verify_rows) + " (the value loaded with)");

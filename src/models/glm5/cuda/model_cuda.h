@@ -13,6 +13,7 @@
 // from per-row KDA records without a second forward (spec_commit.cu). States save and load
 // the CPU model's checkpoint sections (the MTP head's history too), so a checkpoint moves
 // between the two.
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -64,6 +65,20 @@ struct CudaModelOptions {
   // (bench/results/session11-h200-2026-12-04i): batch_rows 4: 66.7 / 66.6 / 66.7 tok/s aggregate at 4 / 16 / 64 streams, 8: 66.7 / 68.1 / 68.1, 16: 66.7 / 48.6 / 48.6; 1 stream 61.3. 8 is
   // best but batching gains only 1.1-1.2x: gemv_rows still costs about a gemv per row.
   int batch_rows = 8;
+  // The decode step's launches of issue #23 (bench/cuda_glm5 --profile compares them with false
+  // in one run): a split hyper-connection fn (README: hc_fused.cu) with the hc_post folded into
+  // the next hc_pre, KDA's f_b|g_b as one batched gemv, a row-major fn's gemv one row per block,
+  // and a side stream for the independent branches (shared expert, KDA gates, MLA append +
+  // indexer). Decode steps equal the chunked forward's rows bit for bit with it on; false is the
+  // bench's "before" (the split fn's blocks through gemv + hc_pre_f32: other rounding).
+  bool decode_tuning = true;
+  // With decode_tuning: the side stream for the independent branches. Off by default: written
+  // and built but not yet run on a GPU (session 13's second request did not run); the bench's
+  // --profile measures it as its last variant.
+  bool decode_side_stream = false;
+  // Rows per thread block of the decode step's weight gemvs (GemvOptions::rows_per_block: 0 =
+  // gemv's choice, or 1 / 2 / 4 / 8). Never changes a result; the bench's --profile sweeps it.
+  int decode_gemv_rows = 0;
 };
 
 // The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of at
@@ -147,6 +162,12 @@ class Glm5CudaModel : public Model, public DraftHead {
   // chunk before the GPU starts it, so the sections time the GPU, not the launch rate; events
   // add a little to each section.
   ChunkProfile profile_chunk(ModelState& state, std::span<const int32_t> tokens);
+  // Bench aid (issue #23's per-op table): on = decode steps run with direct launches and an
+  // event after every op (backend/cuda/op_timer.h), GPU ms summed per op name (all layers);
+  // off = graphs again as loaded, the table kept for op_times(). Turning it on clears the table.
+  void set_profiling(bool on);
+  const std::map<std::string, double>& op_times() const;
+  void reset_op_times();
 
   // DraftHead over the integrated MTP layer (nullptr when the checkpoint has none); the CPU
   // model's semantics (mtp.cpp, spec_commit.cpp). Draft depth 0..16.

@@ -16,6 +16,7 @@
 #include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/memory.h"
+#include "backend/cuda/op_timer.h"
 #include "formats/tensor_source.h"
 #include "models/cuda_batching.h"
 #include "models/cuda_candidates.h"
@@ -52,6 +53,10 @@ struct Glm5CudaModel::Impl {
   std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
   bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
   std::vector<std::vector<float>>* tap = nullptr;  // layer_outputs(): streams after each layer
+  // set_profiling(): the decode step's GPU ms per named op (direct launches + an event after
+  // each op; backend/cuda/op_timer.h); run_step launches directly while it is on.
+  dc::OpTimer prof;
+  void op(const char* name) { prof.mark(stream, name); }
   // The input row of token t: the embedding's, or a synthetic model's generated row.
   void embed(int32_t t, float* out) const;
   // Pinned input row `row` for token t: its input row in every HC stream.
@@ -59,8 +64,38 @@ struct Glm5CudaModel::Impl {
 
   float* S(size_t off) const { return reinterpret_cast<float*>(scratch.as<uint8_t>() + off); }
   float *cur = nullptr, *alt = nullptr;  // the streams and the other buffer (swapped by hc_out)
+  // hc_fused.cu's arrival counters, one per row of the chunk scratch (row 0: the decode step),
+  // zeroed at load (each launch leaves them zero).
+  dc::DeviceBuffer hc_counts;
+  dc::HcFusedScratch hc_scratch(float* partials) const { return dc::HcFusedScratch{partials, hc_counts.as<unsigned>()}; }
+  // The decode step's hc_post of a split fn waits here (its arguments, out = alt) to be folded
+  // into the next hc_in's fused launch; flush_post runs it alone where no hc_in follows.
+  bool post_pending = false;
+  dc::HcPostIn pending_post;
+  dc::HcDims pending_dims;
   void hc_in(const DHc& h, const float* norm);
   void hc_out(const DHc& h);
+  void flush_post();
+  // The decode step's independent branches (decode_tuning): the side stream runs the shared
+  // expert beside the routed ones, KDA's gate projections beside the conv + l2norm, and MLA's
+  // latent append + indexer beside q_b + W_uk; fork/join are events (captured into the graph).
+  // One stream while profiling (the op table times one stream) or tapping layers.
+  cudaStream_t side_stream = nullptr;
+  cudaEvent_t fork_ev = nullptr, join_ev = nullptr;
+  bool two_streams() const { return opt.decode_tuning && opt.decode_side_stream && !prof.on && !tap; }
+  cudaStream_t side() const { return two_streams() ? side_stream : stream; }
+  void fork() {
+    if (!two_streams()) return;
+    DS4_CUDA_CHECK(cudaEventRecord(fork_ev, stream));
+    DS4_CUDA_CHECK(cudaStreamWaitEvent(side_stream, fork_ev, 0));
+  }
+  void join() {
+    if (!two_streams()) return;
+    DS4_CUDA_CHECK(cudaEventRecord(join_ev, side_stream));
+    DS4_CUDA_CHECK(cudaStreamWaitEvent(stream, join_ev, 0));
+  }
+  // The decode step's weight gemvs (not the hc mixes): CudaModelOptions::decode_gemv_rows.
+  dc::GemvOptions gopt() const { return dc::GemvOptions{dc::GemvPath::kAuto, opt.decode_gemv_rows}; }
   void kda(const DKda& k, float* conv, float* rec);
   void mla(const DMla& m, const LayerOffsets& o, uint8_t* sb, const int32_t* pos);
   void ffn(const DLayer& L);

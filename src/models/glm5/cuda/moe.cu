@@ -73,6 +73,57 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, const float* 
   }
 }
 
+// Without group-limited routing, one warp per token (issue #23: the block's rank loop over all
+// experts and its one-thread tail cost ~25 us a token): lane l holds experts l + 32 j; K rounds
+// of a warp argmax (value desc, index asc: the rank order above) pick the top-k in rank order;
+// the score, the normalizing sum (rank order) and the weight are the block kernel's
+// expressions, so ids and weights are the same bits. Lane i < K keeps pick i and writes it at
+// its ascending slot.
+constexpr int kRouteWarpPer = 16;  // experts per lane at most: E <= 512
+__global__ void moe_route_warp_kernel(const float* __restrict__ logits, const float* __restrict__ bias, RouteShape sh,
+                                      int32_t* __restrict__ ids, float* __restrict__ weights, int64_t stride) {
+  const int E = int(sh.experts), K = int(sh.k), lane = int(threadIdx.x);
+  logits += int64_t(blockIdx.x) * stride;
+  ids += int64_t(blockIdx.x) * K;
+  weights += int64_t(blockIdx.x) * K;
+  float choice[kRouteWarpPer];
+#pragma unroll
+  for (int j = 0; j < kRouteWarpPer; ++j) {
+    const int e = lane + 32 * j;
+    choice[j] = e < E ? sigm(logits[e]) + bias[e] : 0.f;
+  }
+  unsigned taken = 0;  // bit j: expert lane + 32 j already picked
+  int mine = -1;       // lane i < K: the expert of round i
+  for (int i = 0; i < K; ++i) {
+    float bv = 0.f;
+    int be = -1;  // -1: none
+#pragma unroll
+    for (int j = 0; j < kRouteWarpPer; ++j) {
+      const int e = lane + 32 * j;
+      if (e < E && !(taken >> j & 1u) && (be < 0 || choice[j] > bv)) bv = choice[j], be = e;  // e ascending
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oe = __shfl_xor_sync(0xffffffffu, be, o);
+      if (oe >= 0 && (be < 0 || ov > bv || (ov == bv && oe < be))) bv = ov, be = oe;
+    }
+    if (be % 32 == lane) taken |= 1u << (be / 32);
+    if (lane == i) mine = be;
+  }
+  const float score = mine >= 0 ? sigm(logits[mine]) : 0.f;
+  float sum = 0.f;
+  for (int i = 0; i < K; ++i) sum += __shfl_sync(0xffffffffu, score, i);
+  int slot = 0;
+  for (int i = 0; i < K; ++i) slot += __shfl_sync(0xffffffffu, mine, i) < mine;
+  if (lane < K) {
+    float w = score;
+    if (sh.norm_topk) w /= sum + 1e-20f;
+    ids[slot] = int32_t(mine);
+    weights[slot] = w * sh.scaling;
+  }
+}
+
 __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
                                    const float* __restrict__ sh, int64_t d, float* __restrict__ out, int64_t stride) {
   {
@@ -92,6 +143,11 @@ void moe_route(const float* logits, const float* bias, const RouteShape& sh, int
                cudaStream_t s, const Rows& rows) {
   if (sh.k > 64 || sh.k > sh.experts)
     throw InputError("glm5 cuda: num_experts_per_tok " + std::to_string(sh.k) + " must be <= 64 and <= n_routed_experts");
+  if ((sh.groups <= 1 || sh.topk_groups >= sh.groups) && sh.k <= 32 && sh.experts <= 32 * kRouteWarpPer) {
+    moe_route_warp_kernel<<<unsigned(rows.count), 32, 0, s>>>(logits, bias, sh, ids, weights, rows.stride);
+    DS4_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const size_t smem = size_t(3 * sh.experts + sh.groups) * sizeof(float);
   moe_route_kernel<<<unsigned(rows.count), 256, smem, s>>>(logits, bias, sh, ids, weights, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();

@@ -49,6 +49,10 @@ struct MtpShape {
   int64_t qcap = 0;
 };
 
+// Column blocks of a hyper-connection fn at most (device_weights.h DHc): the mix partials
+// {splits, m + 1} of hc_fused.cu (or {splits, m} of the blocks' gemv) fit in `mix`.
+inline constexpr int64_t kMaxHcSplits = 16;
+
 struct ScratchLayout {
   size_t x = 0, in_bytes = 0;  // step input: the streams {hc, hidden}, from the pinned buffer
   size_t x2;                   // the other stream buffer (hc_post writes out of place)
@@ -121,7 +125,7 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   const int64_t id = c.index_head_dim, ih = c.index_n_heads;
   s.x = t.take(W);
   s.in_bytes = size_t(W) * 4;
-  s.x2 = t.take(W), s.mix = t.take((2 + hc) * hc), s.post = t.take(hc), s.comb = t.take(hc * hc);
+  s.x2 = t.take(W), s.mix = t.take(kMaxHcSplits * ((2 + hc) * hc + 1)), s.post = t.take(hc), s.comb = t.take(hc * hc);
   s.in = t.take(H), s.y = t.take(H);
   // Outputs of one stacked projection are consecutive floats; the parts a later gemv reads
   // as x (f_a, g_a) need 16-byte alignment, checked at load (qkv and hd multiples of 4).
