@@ -106,57 +106,76 @@ __global__ void qsa_pool_kernel(QsaCache c, QsaShape sh, const float* __restrict
 
 // scores {nb}: relu(q_h . k_b) summed over indexer heads (the top budget/R of them are kept
 // by ds4::cuda::topk_select_f32 in qsa_select: score desc, index asc, as cpu::topk_f32).
-// One thread per pooled block, each score the serial dot it always was (the same fmaf chain,
-// so the scores are the same bits as before), but the CTA first stages its blocks' pooled
-// keys (a coalesced copy) and the indexer queries in shared memory: with each thread reading
-// its own key row from global memory, a score was a chain of ~128 uncoalesced dependent loads
-// and the kernel cost ~47 us a QSA layer at any context (issue #23). The key rows are padded
-// to D + 1 floats so the threads' column reads hit distinct banks. The grid is sized for
-// max_ctx; CTAs past nb leave at once.
-constexpr int kSelectThreads = 64;  // pooled blocks per CTA (at most; qsa_select_per_cta)
+// Each dot is the serial fmaf chain over i it always was and the heads' relu terms are added in
+// head order from 0.f, so the scores are the same bits as the one-thread-per-block kernel this
+// replaces. That kernel cost ~47 us a QSA layer past the budget at any context (issue #23):
+// each thread walked its own key row, ~128 dependent global loads. Here a CTA of
+// kSelectThreads first stages the queries and up to kSelectBlocks pooled keys in shared memory
+// (float4 loads, all in flight together), key rows padded to D + 1 floats so the column reads
+// hit distinct banks; then thread (h, b) takes head h of block b (heads h, h + H', ...), and
+// thread b adds its block's head terms in order. The grid is sized for max_ctx; CTAs past nb
+// leave at once.
+constexpr int kSelectThreads = 256, kSelectBlocks = 64;
 
 // Blocks a CTA scores: as many as fit in 48 KB of shared memory after the queries, at most
-// kSelectThreads (0: the indexer's queries alone do not fit; qsa_select_scores throws).
+// kSelectBlocks (0: the queries alone do not fit; qsa_select_scores throws).
 int64_t qsa_select_per_cta(const QsaShape& sh) {
   const int64_t room = 48 * 1024 / int64_t(sizeof(float)) - sh.idx_heads * sh.idx_dim;
-  if (room < sh.idx_dim + 1) return 0;
-  const int64_t n = room / (sh.idx_dim + 1);
-  return n < kSelectThreads ? n : kSelectThreads;
+  const int64_t per_block = sh.idx_dim + 1 + sh.idx_heads;  // padded key row + head terms
+  if (room < per_block) return 0;
+  const int64_t n = room / per_block;
+  return n < kSelectBlocks ? n : kSelectBlocks;
 }
 
 size_t qsa_select_smem(const QsaShape& sh, int64_t per_cta) {
-  return size_t(sh.idx_heads * sh.idx_dim + per_cta * (sh.idx_dim + 1)) * sizeof(float);
+  return size_t(sh.idx_heads * sh.idx_dim + per_cta * (sh.idx_dim + 1 + sh.idx_heads)) * sizeof(float);
 }
 
 __global__ void __launch_bounds__(kSelectThreads) qsa_select_kernel(const float* __restrict__ iqk, QsaCache c,
                                                                     QsaShape sh, const int32_t* __restrict__ pos_p,
                                                                     float* __restrict__ scores, int64_t rs,
-                                                                    int64_t per_cta) {
-  extern __shared__ float sel_smem[];  // {idx_heads, D} queries, then {per_cta, D + 1} keys
+                                                                    int per_cta) {
+  // {H, D} queries, {per_cta, D + 1} keys, {H, per_cta} relu(dot) terms
+  extern __shared__ float sel_smem[];
   const int64_t row = blockIdx.y;
   iqk += row * rs, scores += row * rs;
-  const int64_t p = pos_p[row], D = sh.idx_dim, R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
+  const int64_t p = pos_p[row], R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
   if (nb <= keep_n) return;  // every complete block is kept: qsa_attend does not read `keep`
   const int64_t b0 = int64_t(blockIdx.x) * per_cta;
   if (b0 >= nb) return;
-  const int64_t cnt = nb - b0 < per_cta ? nb - b0 : per_cta, HD = sh.idx_heads * D;
+  const int D = int(sh.idx_dim), H = int(sh.idx_heads), D4 = D / 4;
+  const int cnt = int(nb - b0 < per_cta ? nb - b0 : per_cta);
   float* qs = sel_smem;
-  float* ks = sel_smem + HD;
-  for (int64_t i = threadIdx.x; i < HD; i += blockDim.x) qs[i] = iqk[i];
-  const float* src = c.idx_pooled + b0 * D;
-  for (int64_t i = threadIdx.x; i < cnt * D; i += blockDim.x) ks[(i / D) * (D + 1) + i % D] = src[i];
-  __syncthreads();
-  const int64_t t = threadIdx.x;
-  if (t >= cnt) return;
-  const float inv = rsqrtf(float(D));
-  const float* kb = ks + t * (D + 1);
-  float acc = 0.f;
-  for (int64_t h = 0; h < sh.idx_heads; ++h) {
-    float dot = 0.f;
-    for (int64_t i = 0; i < D; ++i) dot += qs[h * D + i] * kb[i];
-    acc += fmaxf(dot, 0.f);
+  float* ks = qs + H * D;
+  float* terms = ks + per_cta * (D + 1);
+  const float4* q4 = reinterpret_cast<const float4*>(iqk);
+  const float4* k4 = reinterpret_cast<const float4*>(c.idx_pooled + b0 * sh.idx_dim);
+  for (int i = threadIdx.x; i < H * D4; i += kSelectThreads) {
+    const float4 v = q4[i];
+    qs[4 * i] = v.x, qs[4 * i + 1] = v.y, qs[4 * i + 2] = v.z, qs[4 * i + 3] = v.w;
   }
-  scores[b0 + t] = acc * inv;
+#pragma unroll 8
+  for (int i = threadIdx.x; i < cnt * D4; i += kSelectThreads) {
+    const float4 v = k4[i];
+    float* dst = ks + (i / D4) * (D + 1) + (i % D4) * 4;
+    dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
+  }
+  __syncthreads();
+  const int b = threadIdx.x % per_cta, lanes_h = kSelectThreads / per_cta;
+  if (b < cnt && int(threadIdx.x) < lanes_h * per_cta)
+    for (int h = threadIdx.x / per_cta; h < H; h += lanes_h) {
+      const float* kb = ks + b * (D + 1);
+      const float* qh = qs + h * D;
+      float dot = 0.f;
+#pragma unroll 4
+      for (int i = 0; i < D; ++i) dot += qh[i] * kb[i];
+      terms[h * per_cta + b] = fmaxf(dot, 0.f);
+    }
+  __syncthreads();
+  if (int(threadIdx.x) >= cnt) return;
+  float acc = 0.f;
+  for (int h = 0; h < H; ++h) acc += terms[h * per_cta + threadIdx.x];
+  scores[b0 + threadIdx.x] = acc * rsqrtf(float(D));
 }
 
 // ---- Attention over the selected keys, split over key ranges (flash decoding) ----
@@ -526,12 +545,12 @@ void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const i
 void qsa_select_scores(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
                        cudaStream_t s, const Rows& rows) {
   const int64_t max_blocks = sh.max_ctx / sh.idx_ratio + 1, per = qsa_select_per_cta(sh);
-  if (per < 1)
+  if (per < 1 || sh.idx_dim % 4 != 0)
     throw InputError("qwen_next cuda: the indexer's " + std::to_string(sh.idx_heads) + " x " +
-                     std::to_string(sh.idx_dim) + " queries do not fit in 48 KB of shared memory");
+                     std::to_string(sh.idx_dim) + " queries do not fit in 48 KB of shared memory (or idx_dim % 4 != 0)");
   const dim3 grid(unsigned((max_blocks + per - 1) / per), unsigned(rows.count));
   qsa_select_kernel<<<grid, kSelectThreads, qsa_select_smem(sh, per), s>>>(iqk, c, sh, pos, scores, rows.stride,
-                                                                          per);
+                                                                          int(per));
   DS4_CUDA_CHECK_LAUNCH();
 }
 
