@@ -1,7 +1,7 @@
 // bench_qwen_decode_kernels: device time of single Qwen decode-step kernels at the full-size
 // shapes (issue #23), each launched 200 times inside one CUDA graph (as the decode step's graph
 // runs them: the time includes the kernel-to-kernel gap of a graph), us per launch:
-//   qsa_select_scores at 2K + 16 (516 blocks) and 32K (8196 blocks);
+//   qsa_select_scores at 2K + 16 (516 blocks) and 32K (8196 blocks), and main's kernel before it;
 //   qsa_attend (split + merge) at 2K + 16 and 32K past the budget (512 kept blocks);
 //   gdn_recurrent + gdn_gated_norm (two launches) vs gdn_recurrent_norm (one).
 // Random data; correctness is test_qwen_decode_kernels_cuda's. Usage: bench_qwen_decode_kernels
@@ -16,6 +16,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/memory.h"
 #include "models/qwen_next/cuda/kernels.h"
+#include "models/qwen_next/cuda/select_reference.cuh"
 
 using namespace ds4;
 namespace qc = ds4::qwen_next::cuda;
@@ -93,6 +94,9 @@ int main() {
     const uint8_t* dkeep = dev(keep);
     std::printf("| qsa_select_scores (%lld blocks) | %d | %.2f |\n", (long long)nb, p + 1,
                 time_us([&](cudaStream_t s) { qc::qsa_select_scores(iqk, c, sh, pos, scores, s); }));
+    std::printf("| main's scores kernel (select_reference.cuh) | %d | %.2f |\n", p + 1, time_us([&](cudaStream_t s) {
+                  qc::select_scores_reference_kernel<<<unsigned((nb + 127) / 128), 128, 0, s>>>(iqk, c, sh, pos, scores);
+                }));
     std::printf("| qsa_attend split + merge (%lld keys) | %d | %.2f |\n", (long long)(budget + (p + 1) % R), p + 1,
                 time_us([&](cudaStream_t s) { qc::qsa_attend(q, gate, c, sh, pos, dkeep, scratch, att, s); }));
   }

@@ -1,6 +1,6 @@
 // Kernels of the Qwen decode step (models/qwen_next/cuda) against what they replace:
 // - qsa_select_scores (keys staged in shared memory) against the kernel it replaced (each thread
-//   reading its key row from global memory, kept here as the reference): the same fmaf chain per
+//   reading its key row from global memory; select_reference.cuh): the same fmaf chain per
 //   score, so memcmp of the scores, on the full-size indexer (4 heads x 128, ratio 4) at 32K and
 //   just past the budget (a partial CTA) and on a small shape.
 // - qsa_attend past the budget (the kept blocks listed per CTA, the splits over the selected
@@ -23,6 +23,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/memory.h"
 #include "models/qwen_next/cuda/kernels.h"
+#include "models/qwen_next/cuda/select_reference.cuh"
 #include "test_common.h"
 
 using namespace ds4;
@@ -30,23 +31,6 @@ using namespace ds4::cuda_test;
 namespace qc = ds4::qwen_next::cuda;
 
 namespace {
-
-// The pre-staging scores kernel (the reference): one thread per pooled block, its serial dot.
-__global__ void ref_select_kernel(const float* iqk, qc::QsaCache c, qc::QsaShape sh, const int32_t* pos_p,
-                                  float* scores) {
-  const int64_t p = pos_p[0], D = sh.idx_dim, R = sh.idx_ratio, nb = (p + 1) / R;
-  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (b >= nb) return;
-  const float inv = rsqrtf(float(D));
-  const float* kb = c.idx_pooled + b * D;
-  float acc = 0.f;
-  for (int64_t h = 0; h < sh.idx_heads; ++h) {
-    float dot = 0.f;
-    for (int64_t i = 0; i < D; ++i) dot += iqk[h * D + i] * kb[i];
-    acc += fmaxf(dot, 0.f);
-  }
-  scores[b] = acc * inv;
-}
 
 template <class T>
 T* dev(const std::vector<T>& h, std::vector<cuda::DeviceBuffer>& keep_alive) {
@@ -85,7 +69,7 @@ void scores_case(const char* name, const qc::QsaShape& sh, int64_t p, std::mt199
   float* got = dev(std::vector<float>(size_t(slots), -7.f), bufs);
   float* want = dev(std::vector<float>(size_t(slots), -7.f), bufs);
   qc::qsa_select_scores(iqk, c, sh, pos, got, nullptr);
-  ref_select_kernel<<<unsigned((nb + 127) / 128), 128>>>(iqk, c, sh, pos, want);
+  qc::select_scores_reference_kernel<<<unsigned((nb + 127) / 128), 128>>>(iqk, c, sh, pos, want);
   DS4_CUDA_CHECK_LAUNCH();
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   const auto g = down(got, slots), w = down(want, slots);
