@@ -39,10 +39,12 @@ one test_qwen_next_mtp_cuda "$root"
 one test_qwen_hyper_fused_cuda
 one test_qwen_decode_kernels_cuda
 one test_qwen_next_batch_cuda "$root"
+one test_qwen_next_verify_batch_cuda "$root"
 one test_deepseek_v4_cuda "$root"
 one test_deepseek_v4_mtp_cuda "$root"
 one test_deepseek_v4_dspark_cuda "$root"
 one test_deepseek_v4_batch_cuda "$root"
+one test_deepseek_v4_verify_batch_cuda "$root"
 one test_deepseek_v4_actq_cuda "$root"
 one test_glm5_cuda "$root"
 one test_glm5_mtp_cuda "$root"

@@ -432,11 +432,15 @@ void DeepseekV4CudaModel::fill_context_for_bench(ModelState& state, int64_t posi
 const CudaModelOptions& DeepseekV4CudaModel::options() const { return impl_->opt; }
 void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
   if (copt.graphs && impl_->observer) throw Error("deepseek_v4 cuda: the layer observer needs direct launches (graphs off)");
-  // The chunk scratch and pinned rows are sized at load: fewer rows are fine, more are not.
+  // The chunk scratch and pinned rows are sized at load: fewer rows are fine, more are not; a
+  // verify chunk stays exact (<= kMaxChunkRows) and within each state's capture records
+  // (cap.rows: the load's verify rows).
   if (copt.chunk_rows < 1 || copt.chunk_rows > std::max<int64_t>(impl_->cl.rows, 1) ||
+      copt.chunk_rows > kMaxChunkRows || (impl_->cap.rows > 0 && copt.chunk_rows > impl_->cap.rows) ||
       (copt.chunk_rows > 1 && impl_->cl.rows < 2))
-    throw InputError("deepseek_v4 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " exceeds the " +
-                     std::to_string(impl_->cl.rows) + " rows the model was loaded with");
+    throw InputError("deepseek_v4 cuda: chunk_rows " + std::to_string(copt.chunk_rows) + " exceeds the rows the model "
+                     "was loaded with (" + std::to_string(std::min<int64_t>(impl_->cl.rows, impl_->cap.rows > 0 ? impl_->cap.rows : kMaxChunkRows)) +
+                     ")");
   if (copt.prefill_rows < 0 || copt.prefill_rows > impl_->cl.rows)
     throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");

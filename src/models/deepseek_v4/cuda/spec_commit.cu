@@ -44,8 +44,9 @@ bool DeepseekV4CudaModel::verify_capture(ModelState& trial, std::span<const int3
   if (st.cap_rows > 0) throw Error("deepseek_v4: verify_capture over an uncommitted captured window");
   const int64_t n = int64_t(tokens.size());
   // One chunk only (a window of several chunks could be cut back too, but the undo log is
-  // sized for one); the layer observer forces one-token steps.
-  if (n > 1 && (m.opt.chunk_rows < 2 || n > m.opt.chunk_rows || m.observer)) return false;
+  // sized for one: cap.rows, the load's verify rows, which set_options' chunk_rows may not
+  // exceed either); the layer observer forces one-token steps.
+  if (n > 1 && (m.opt.chunk_rows < 2 || n > m.opt.chunk_rows || n > m.cap.rows || m.observer)) return false;
   if (!st.cap_buf.get()) st.cap_buf = dc::DeviceBuffer(m.cap.bytes, "deepseek_v4 verify capture (per state)");
   m.capturing = n > 1;  // one row: keep = 1 = n, nothing to cut back
   try {

@@ -46,7 +46,8 @@ bool DeepseekV4CudaModel::verify_batch(std::span<ModelState* const> states,
   Impl& m = *impl_;
   // verify_capture's own limits (spec_commit.cu): one chunk per window, no layer observer.
   bool batched = !m.observer && m.cl.rows >= 2;
-  for (const auto& w : windows) batched = batched && (w.size() <= 1 || int64_t(w.size()) <= m.opt.chunk_rows);
+  for (const auto& w : windows)
+    batched = batched && (w.size() <= 1 || (int64_t(w.size()) <= m.opt.chunk_rows && int64_t(w.size()) <= m.cap.rows));
   if (!batched) return Model::verify_batch(states, windows, logits);
   return captured_verify_batch(
       *this, states, windows, logits, "deepseek_v4: verify_batch",

@@ -25,47 +25,58 @@
 
 namespace ds4::qwen_next {
 
-void QwenNextCudaModel::Impl::enqueue_batch(std::span<CudaState* const> sts) {
+void QwenNextCudaModel::Impl::enqueue_groups(std::span<const SeqGroup> groups) {
   mark("start");
-  // Input rows {rows, [h {hc*d} | PLE rows]}: pinned row i -> row i's scratch; row i's
-  // position is its state's counter.
+  // Input rows {rows, [h {hc*d} | PLE rows]}: pinned row r -> row r's scratch; group g's
+  // rows at its state's counter + 0, 1, ...
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.h), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
                                    cudaMemcpyHostToDevice, stream));
-  int32_t* positions = C<int32_t>(cl.positions);
-  for (size_t i = 0; i < sts.size(); ++i)
-    DS4_CUDA_CHECK(cudaMemcpyAsync(positions + i, sts[i]->buf.as<uint8_t>() + lay.pos, sizeof(int32_t),
-                                   cudaMemcpyDeviceToDevice, stream));
+  positions_in(groups);
   mark("input");
-  layers_rows(sts, false);
+  layers_rows(groups);
   head_all_rows();
   mark("head");
-  for (CudaState* s : sts)
-    dc::enqueue_position_increment(reinterpret_cast<int32_t*>(s->buf.as<uint8_t>() + lay.pos), stream);
+  for (const SeqGroup& g : groups)
+    dc::enqueue_position_increment(reinterpret_cast<int32_t*>(g.st->buf.as<uint8_t>() + lay.pos), int32_t(g.n), stream);
+}
+
+void QwenNextCudaModel::Impl::run_groups(std::span<const SeqGroup> groups, std::vector<uint64_t> key) {
+  rows = 0;
+  for (const SeqGroup& g : groups) rows += g.n;
+  dc::ExactProducts exact(mm.get());  // tensor_cores() false for the batch too (it reads mm's min_rows)
+  cudaGraphExec_t direct = nullptr;
+  cudaGraphExec_t& exec = opt.graphs ? batch_graphs.slot(std::move(key)) : direct;
+  dc::run_graph_step(stream, exec, opt.graphs, [&] { enqueue_groups(groups); });
+  prof.collect();
 }
 
 void QwenNextCudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
-  rows = int64_t(sts.size());
-  dc::ExactProducts exact(mm.get());  // tensor_cores() false for the batch too (it reads mm's min_rows)
+  std::vector<SeqGroup> groups;  // one row per state
   std::vector<uint64_t> key;
-  for (const CudaState* s : sts) key.push_back(s->serial);
-  cudaGraphExec_t direct = nullptr;
-  cudaGraphExec_t& exec = opt.graphs ? batch_graphs.slot(std::move(key)) : direct;
-  dc::run_graph_step(stream, exec, opt.graphs, [&] { enqueue_batch(sts); });
-  prof.collect();
+  for (CudaState* s : sts) {
+    groups.push_back(SeqGroup{s, int64_t(groups.size()), 1, false});
+    key.push_back(s->serial);
+  }
+  run_groups(groups, std::move(key));
+}
+
+BatchHooks<CudaState> QwenNextCudaModel::Impl::batch_hooks() {
+  BatchHooks<CudaState> h;
+  h.state = &cuda_state;
+  h.begin = [this](size_t forwards) { batch_graphs.begin_call(forwards); };
+  h.input = [this](CudaState& s, int32_t tok, int64_t row) { fill_input(s, tok, row); };
+  h.logits = static_cast<const float*>(logits_host->p);
+  return h;
 }
 
 void QwenNextCudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                                      std::vector<float>& logits) {
   Impl& m = *impl_;
-  BatchHooks<CudaState> h;
-  h.state = &cuda_state;
+  BatchHooks<CudaState> h = m.batch_hooks();
   // The MTP head's ring takes every row of its state (mtp_room / mtp_push around each step,
   // not batched yet); a pending captured window stays for its commit.
   h.single = [&](const CudaState& s) { return s.mtp_on || !s.cap_tokens.empty() || m.cl.rows < 2; };
-  h.begin = [&](size_t forwards) { m.batch_graphs.begin_call(forwards); };
-  h.input = [&](CudaState& s, int32_t tok, int64_t row) { m.fill_input(s, tok, row); };
   h.run = [&](std::span<CudaState* const> sts) { m.run_batch(sts); };
-  h.logits = static_cast<const float*>(m.logits_host->p);
   decode_batch_rows(*this, "qwen_next", states, tokens, size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)), logits,
                     h);
 }

@@ -33,7 +33,6 @@
 #include "backend/cuda/routed_experts.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/moe_group.h"
-#include "backend/cuda/seq_rows.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "models/capture_rows.h"
@@ -65,10 +64,10 @@ int64_t chunk_key(int64_t rows, Logits mode, bool capture) {
   return (rows * 3 + (mode == Logits::kAll ? 2 : mode == Logits::kLast ? 1 : 0)) * 2 + (capture ? 1 : 0);
 }
 
-// launch(state buffer, first row, Rows) per sequence of the rows (backend/cuda/seq_rows.h).
+// launch(group, its state buffer, Rows of its rows) per row group (model_impl.h SeqGroup).
 template <class Launch>
-void each_seq(std::span<uint8_t* const> sbs, int64_t rows, int64_t stride, Launch&& launch) {
-  dc::for_each_sequence(sbs, rows, [&](uint8_t* sb, int64_t t, int64_t n) { launch(sb, t, Rows{n, stride}); });
+void each_group(std::span<const SeqGroup> groups, int64_t stride, Launch&& launch) {
+  for (const SeqGroup& g : groups) launch(g, g.st->buf.as<uint8_t>(), Rows{g.n, stride});
 }
 
 }  // namespace
@@ -121,25 +120,26 @@ void QwenNextCudaModel::Impl::hyper_read_rows(const DHyper& h, size_t x_off, boo
 // (step_layout.h CaptureLayout), copied before the conv advances the state.
 // state {state_rows, width}; in_rows: row 0's input {width} in the row scratch.
 void QwenNextCudaModel::Impl::record_history(float* hist, const float* state, int64_t state_rows, const float* in_rows,
-                                             int64_t width) {
+                                             int64_t width, int64_t n) {
   const size_t wb = size_t(width) * sizeof(float);
   DS4_CUDA_CHECK(cudaMemcpyAsync(hist, state, size_t(state_rows) * wb, cudaMemcpyDeviceToDevice, stream));
-  DS4_CUDA_CHECK(cudaMemcpy2DAsync(hist + state_rows * width, wb, in_rows, cl.row_bytes, wb, size_t(rows),
+  DS4_CUDA_CHECK(cudaMemcpy2DAsync(hist + state_rows * width, wb, in_rows, cl.row_bytes, wb, size_t(n),
                                    cudaMemcpyDeviceToDevice, stream));
 }
 
 // The PLE block of layer() over the rows; conv_off the layer's dilated conv state in each
-// state's buffer, cap_conv (captured verify, one state) its history record or null.
-void QwenNextCudaModel::Impl::ple_rows(const DPle& p, std::span<uint8_t* const> sbs, size_t conv_off,
-                                       float* cap_conv) {
+// state's buffer, k->ple_conv (a capturing group) its history record.
+void QwenNextCudaModel::Impl::ple_rows(const DPle& p, std::span<const SeqGroup> groups, size_t conv_off,
+                                       const CaptureOffsets* k) {
   const int64_t hc = c.hc, d = c.hidden, W = c.wide();
   const Rows all = all_rows();
   mproj(p.in, sl.ple_emb + size_t(p.index * sl.ple_stride) * 4, sl.ple_key);  // {rows, [key {hc*d} | value {d}]}
   ple_gate(R(0, sl.ple_key), R(0, sl.ple_val), R(0, sl.h), p.norm_key, p.norm_query, p.norm_conv, hc, d, c.rms_eps,
            R(0, sl.ple_gv), R(0, sl.ple_gvn), stream, all);
-  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+  each_group(groups, rs(), [&](const SeqGroup& g, uint8_t* sb, const Rows& rr) {
+    const int64_t t = g.r0;
     float* conv = reinterpret_cast<float*>(sb + conv_off);
-    if (cap_conv) record_history(cap_conv, conv, (c.ple_conv_k - 1) * c.ngram, R(0, sl.ple_gvn), W);
+    if (g.capture) record_history(CAP(*g.st, k->ple_conv), conv, (c.ple_conv_k - 1) * c.ngram, R(t, sl.ple_gvn), W, g.n);
     dc::conv1d_rows_f32(R(t, sl.ple_gvn), p.conv, conv, W, c.ple_conv_k, c.ngram, true, R(t, sl.ple_conv),
                         dc::Conv1dRows{rr.count, rs(), rs()}, stream);
   });
@@ -148,28 +148,30 @@ void QwenNextCudaModel::Impl::ple_rows(const DPle& p, std::span<uint8_t* const> 
 }
 
 // The GDN block of layer() over the rows; o: the layer's conv and recurrent state offsets in
-// each state's buffer; cap_conv / cap_ssm (captured verify, one state): the conv history and
-// the recurrent state after each row, or null.
-void QwenNextCudaModel::Impl::gdn_rows(const DGdn& g, std::span<uint8_t* const> sbs, const LayerOffsets& o,
-                                       float* cap_conv, float* cap_ssm) {
+// each state's buffer; k->conv / k->ssm (a capturing group): the conv history and the
+// recurrent state after each row.
+void QwenNextCudaModel::Impl::gdn_rows(const DGdn& g, std::span<const SeqGroup> groups, const LayerOffsets& o,
+                                       const CaptureOffsets* k) {
   const GdnShape sh{c.k_heads, c.v_heads, c.k_dim, c.v_dim, c.rms_eps, c.gate_sigmoid};
   const Rows all = all_rows();
   const int64_t cdim = c.conv_dim();
   mproj(g.in, sl.mixed, sl.raw);  // {rows, [qkv | z | b | a]}
   mark("gdn_in_proj");
   // The conv state advances row by row inside one launch (a thread per channel).
-  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+  each_group(groups, rs(), [&](const SeqGroup& gr, uint8_t* sb, const Rows& rr) {
+    const int64_t t = gr.r0;
     float* conv = reinterpret_cast<float*>(sb + o.conv);
-    if (cap_conv) record_history(cap_conv, conv, c.conv_k - 1, R(0, sl.raw), cdim);
+    if (gr.capture) record_history(CAP(*gr.st, k->conv), conv, c.conv_k - 1, R(t, sl.raw), cdim, gr.n);
     dc::conv1d_rows_f32(R(t, sl.raw), g.conv, conv, cdim, c.conv_k, 1, true, R(t, sl.qkv),
                         dc::Conv1dRows{rr.count, rs(), rs()}, stream);
   });
   gdn_prep(R(0, sl.qkv), R(0, sl.b), R(0, sl.a), g.a_log, g.dt_bias, sh, stream, all);
   mark("gdn_conv_prep");
   // One launch per sequence; the recurrence loops a chunk's rows in order inside the kernel.
-  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+  each_group(groups, rs(), [&](const SeqGroup& gr, uint8_t* sb, const Rows& rr) {
+    const int64_t t = gr.r0;
     gdn_recurrent(R(t, sl.qkv), R(t, sl.a), R(t, sl.b), reinterpret_cast<float*>(sb + o.ssm), R(t, sl.o), sh, stream,
-                  rr, cap_ssm);
+                  rr, gr.capture ? CAP(*gr.st, k->ssm) : nullptr);
   });
   mark("gdn_recurrence");
   gdn_gated_norm(R(0, sl.o), R(0, sl.z), g.norm, sh, stream, all);
@@ -181,8 +183,9 @@ void QwenNextCudaModel::Impl::gdn_rows(const DGdn& g, std::span<uint8_t* const> 
 // for all rows first; qsa_prep appends every row's K/V/raw key at its position and pools the
 // blocks they complete (a second launch, after all appends); then one select and one attend
 // launch: row t at pos + t reads only positions <= pos + t and blocks complete there.
-// decode_batch: each sequence's three launches on its own caches, row i at positions[i].
-void QwenNextCudaModel::Impl::qsa_rows(const DQsa& a, const LayerOffsets& o, std::span<uint8_t* const> sbs) {
+// Several groups (decode_batch, verify_batch): each group's three launches on its own caches,
+// row t at positions[t].
+void QwenNextCudaModel::Impl::qsa_rows(const DQsa& a, const LayerOffsets& o, std::span<const SeqGroup> groups) {
   const QsaShape sh{c.heads, c.kv_heads, c.head_dim, c.rot_dim, c.idx_heads, c.idx_dim, c.idx_budget,
                     c.idx_ratio, lay.max_ctx, c.rms_eps, dw.inv_freq};
   auto cache_of = [&](uint8_t* sb) {
@@ -195,18 +198,21 @@ void QwenNextCudaModel::Impl::qsa_rows(const DQsa& a, const LayerOffsets& o, std
   const int64_t idx0 = c.heads * 2 * c.head_dim + 2 * c.kv_heads * c.head_dim;
   mproj_exact(a.in, sl.mixed, sl.qg, idx0, idx0 + (c.idx_heads + 1) * c.idx_dim);
   mark("qsa_in_proj");
-  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+  each_group(groups, rs(), [&](const SeqGroup& g, uint8_t* sb, const Rows& rr) {
+    const int64_t t = g.r0;
     qsa_prep(R(t, sl.qg), R(t, sl.k), R(t, sl.v), R(t, sl.iqk),
              QsaNorms{a.q_norm, a.k_norm, a.idx_q_norm, a.idx_k_norm}, cache_of(sb), sh, positions + t, R(t, sl.q),
              R(t, sl.gate), stream, rr);
   });
   mark("qsa_prep_pool");
-  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+  each_group(groups, rs(), [&](const SeqGroup& g, uint8_t* sb, const Rows& rr) {
+    const int64_t t = g.r0;
     uint8_t* keep = reinterpret_cast<uint8_t*>(R(t, sl.keep));  // row t's at t * rs() * 4 bytes
     qsa_select(R(t, sl.iqk), cache_of(sb), sh, positions + t, R(t, sl.block_scores), keep, stream, rr);
   });
   mark("qsa_select");
-  each_seq(sbs, rows, rs(), [&](uint8_t* sb, int64_t t, const Rows& rr) {
+  each_group(groups, rs(), [&](const SeqGroup& g, uint8_t* sb, const Rows& rr) {
+    const int64_t t = g.r0;
     qsa_attend(R(t, sl.q), R(t, sl.gate), cache_of(sb), sh, positions + t, reinterpret_cast<const uint8_t*>(R(t, sl.keep)),
                R(t, sl.att_scores), R(t, sl.att), stream, rr, tensor_cores());
   });
@@ -259,23 +265,30 @@ void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
   mark("moe_combine");
 }
 
-// Everything of one chunk of `rows` tokens: input rows in, every layer, logits out (row
-// rows-1 to pinned row 0 for kLast; all rows for kAll), position counter += rows. capture:
-// also the verify records (capl) of every GDN and PLE layer.
-void QwenNextCudaModel::Impl::layers_rows(std::span<CudaState* const> sts, bool capture) {
+void QwenNextCudaModel::Impl::positions_in(std::span<const SeqGroup> groups) {
+  for (const SeqGroup& g : groups) {
+    const int32_t* pos = reinterpret_cast<const int32_t*>(g.st->buf.as<uint8_t>() + lay.pos);
+    chunk_positions_kernel<<<unsigned((g.n + 255) / 256), 256, 0, stream>>>(pos, C<int32_t>(cl.positions) + g.r0,
+                                                                            int32_t(g.n));
+    DS4_CUDA_CHECK_LAUNCH();
+  }
+}
+
+// Every layer over the groups' rows; a capturing group also writes the verify records (capl)
+// of every GDN and PLE layer into its state's cap buffer.
+void QwenNextCudaModel::Impl::layers_rows(std::span<const SeqGroup> groups) {
   const int64_t hc = c.hc, d = c.hidden;
   const Rows all = all_rows();
-  std::vector<uint8_t*> sbs;  // the rows' state buffers: one (a chunk) or one per row
-  for (CudaState* s : sts) sbs.push_back(s->buf.as<uint8_t>());
+  bool capture = false;
+  for (const SeqGroup& g : groups) capture = capture || g.capture;
   for (int64_t l = 0; l < c.layers; ++l) {
     const DLayer& L = dw.layers[size_t(l)];
     const LayerOffsets& o = lay.layers[size_t(l)];
     const CaptureOffsets* k = capture ? &capl.layers[size_t(l)] : nullptr;
-    const CudaState& s0 = *sts[0];  // a captured window is a chunk: one state
-    if (L.ple) ple_rows(*L.ple, sbs, o.ple_conv, k ? CAP(s0, k->ple_conv) : nullptr);
+    if (L.ple) ple_rows(*L.ple, groups, o.ple_conv, k);
     hyper_read_rows(L.attn_hc, sl.h, true);
-    if (L.gdn) gdn_rows(*L.gdn, sbs, o, k ? CAP(s0, k->conv) : nullptr, k ? CAP(s0, k->ssm) : nullptr);
-    else qsa_rows(*L.qsa, o, sbs);
+    if (L.gdn) gdn_rows(*L.gdn, groups, o, k);
+    else qsa_rows(*L.qsa, o, groups);
     hc_write(R(0, sl.h), R(0, sl.out), R(0, sl.inject), hc, d, stream, all);
     mark("hc_write");
     hyper_read_rows(L.mlp_hc, sl.h, true);
@@ -301,12 +314,10 @@ void QwenNextCudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode, bool cap
   // Input rows {rows, [h {hc*d} | PLE rows]}: pinned row t -> row t's scratch.
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.h), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
                                    cudaMemcpyHostToDevice, stream));
-  chunk_positions_kernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(pos, C<int32_t>(cl.positions),
-                                                                           int32_t(rows));
-  DS4_CUDA_CHECK_LAUNCH();
+  const SeqGroup one{&st, 0, rows, capture};
+  positions_in({&one, 1});
   mark("input");
-  CudaState* one = &st;
-  layers_rows({&one, 1}, capture);
+  layers_rows({&one, 1});
   if (mode != Logits::kNone) {
     if (mode == Logits::kAll) {
       head_all_rows();

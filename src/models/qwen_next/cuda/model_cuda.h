@@ -107,6 +107,12 @@ class QwenNextCudaModel : public Model, public DraftHead {
   // per forward; more run as several.
   void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                     std::vector<float>& logits) override;
+  // Batched speculative verify (verify_batch.cu): every state's verify window (1..min(capture_rows,
+  // chunk_rows) tokens) as one forward over the stacked rows, each state's rows, captured window
+  // and MTP ring bit for bit its own verify_capture's. At most batch_rows states and the chunk
+  // scratch's rows per forward. A longer window: the fallback loop (Model::verify_batch).
+  bool verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                    std::vector<float>& logits) override;
   void commit_prefix(ModelState& trial, int64_t keep) override;
 
   // Changes prefill_rows (up to the value loaded with), gemm_rows and expert_mma of a loaded

@@ -21,6 +21,7 @@
 #include "backend/cuda/op_timer.h"
 #include "core/error.h"
 #include "formats/tensor_source.h"
+#include "models/cuda_batching.h"
 #include "models/cuda_candidates.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/device_weights.h"
@@ -129,6 +130,16 @@ class CudaState : public ModelState {
   }
 };
 
+// A state's rows in a multi-row forward: rows [r0, r0 + n) are its consecutive tokens at
+// positions *pos .. *pos + n - 1 (a chunk: one group of every row; decode_batch: one row per
+// state; verify_batch: each state's verify window). capture: the group records its verify
+// window in the state's cap buffer (verify_capture of more than one row).
+struct SeqGroup {
+  CudaState* st;
+  int64_t r0, n;
+  bool capture;
+};
+
 // The CUDA state behind a ModelState handed to this model.
 inline CudaState& cuda_state(ModelState& s) {
   auto* st = dynamic_cast<CudaState*>(&s);
@@ -196,20 +207,23 @@ struct QwenNextCudaModel::Impl {
   // mproj (the products that pick experts or blocks: a chunk chooses as decode steps would).
   void mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1);
   void hyper_read_rows(const DHyper& h, size_t x_off, bool inject);
-  // Captured verify: a conv history record [state ; the rows' conv inputs] (CaptureLayout).
-  void record_history(float* hist, const float* state, int64_t state_rows, const float* in_rows, int64_t width);
-  // The stateful blocks over the rows, sbs their state buffers: one whose rows are consecutive
-  // tokens (a chunk: row t at *pos + t, one launch for all rows) or one per row (decode_batch,
-  // batch.cu: row i is that state's next token, one launch per sequence, the decode step's
-  // launch on row i's scratch; backend/cuda/seq_rows.h). Row t's position: cl.positions[t].
-  // cap_*: the captured verify's records of the layer (a chunk only), or null.
-  void ple_rows(const DPle& p, std::span<uint8_t* const> sbs, size_t conv_off, float* cap_conv);
-  void gdn_rows(const DGdn& g, std::span<uint8_t* const> sbs, const LayerOffsets& o, float* cap_conv, float* cap_ssm);
-  void qsa_rows(const DQsa& a, const LayerOffsets& o, std::span<uint8_t* const> sbs);
+  // Captured verify: a conv history record [state ; the n rows' conv inputs] (CaptureLayout).
+  void record_history(float* hist, const float* state, int64_t state_rows, const float* in_rows, int64_t width,
+                      int64_t n);
+  // The stateful blocks over the rows, one launch per row group (SeqGroup: a chunk is one group
+  // of every row, decode_batch one group per row, verify_batch one per window), each on its
+  // state's buffer, looping the group's rows in token order inside the launch exactly as that
+  // state's own chunk of those rows would (a one-row group: the decode step's launch on its
+  // row's scratch). Row t's position: cl.positions[t]. k: the layer's capture offsets when a
+  // group records its verify window (SeqGroup::capture), else null.
+  void ple_rows(const DPle& p, std::span<const SeqGroup> groups, size_t conv_off, const CaptureOffsets* k);
+  void gdn_rows(const DGdn& g, std::span<const SeqGroup> groups, const LayerOffsets& o, const CaptureOffsets* k);
+  void qsa_rows(const DQsa& a, const LayerOffsets& o, std::span<const SeqGroup> groups);
   void moe_rows(const DMoe& m);
-  // Every layer over the rows (cl.positions set, input rows in); capture: the chunk's state
-  // records its window (sts has one state).
-  void layers_rows(std::span<CudaState* const> sts, bool capture);
+  // cl.positions of the groups' rows: group g's row r0 + t at its state's counter + t.
+  void positions_in(std::span<const SeqGroup> groups);
+  // Every layer over the groups' rows (cl.positions set, input rows in).
+  void layers_rows(std::span<const SeqGroup> groups);
   // The mixer + lm_head of every row, their logits to pinned rows 0.. (kAll; decode_batch).
   void head_all_rows();
   void enqueue_chunk(CudaState& st, Logits mode, bool capture);
@@ -224,9 +238,18 @@ struct QwenNextCudaModel::Impl {
   float* CAP(const CudaState& st, size_t off) const { return reinterpret_cast<float*>(st.cap.as<uint8_t>() + off); }
 
   // ---- batch.cu: decode_batch, one token for each of `rows` states as one forward ----
-  dc::BatchGraphs batch_graphs;  // a graph per batch composition (the states' serials)
-  void enqueue_batch(std::span<CudaState* const> sts);
+  dc::BatchGraphs batch_graphs;  // a graph per batch composition (decode: the states' serials)
+  // Input rows in (pinned rows 0.., filled by fill_input), every layer, every row's logits to
+  // pinned rows 0.., each group's position counter += its rows.
+  void enqueue_groups(std::span<const SeqGroup> groups);
+  // enqueue_groups on the exact products as the graph of composition `key` (direct launches
+  // without graphs).
+  void run_groups(std::span<const SeqGroup> groups, std::vector<uint64_t> key);
   void run_batch(std::span<CudaState* const> sts);
+  // decode_batch's and verify_batch's hooks (models/cuda_batching.h): states, input rows, logits.
+  BatchHooks<CudaState> batch_hooks();
+  // ---- verify_batch.cu: every state's verify window as one forward ----
+  void run_verify(std::span<const SeqGroup> groups);
 
   // ---- mtp.cu: the MTP draft head ----
   // Layout of a state's head part, the chain's scratch, its pinned host side (step tokens in,
