@@ -15,7 +15,6 @@ is the model's, so the counts are the server's, not estimates).
       --backend cuda --lengths 2048,8192,32768 --server-arg context_size=40000 --out OUT
 """
 import argparse
-import http.client
 import json
 import pathlib
 import random
@@ -25,6 +24,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python" / "common"))
 from ds4_server_proc import ServerProcess  # noqa: E402
+from ds4_sse import chat_stream, final_usage  # noqa: E402
 
 WORDS = ("time year people way day man thing woman life child world school state family student group "
          "country problem hand part place case week company system program question work government number "
@@ -41,32 +41,16 @@ def prompt_text(n_words, seed):
 
 
 def turn(port, text, max_tokens):
-    """One streaming turn: client TTFT, wall seconds, and the final usage object."""
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": max_tokens,
-                       "temperature": 0, "stream": True, "stream_options": {"include_usage": True}})
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1800)
-    t0 = time.perf_counter()
-    conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    if resp.status != 200:
-        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
-    first, usage = None, None
-    for raw in resp:
-        line = raw.decode().strip()
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        ev = json.loads(line[6:])
-        if ev.get("usage"):
-            usage = ev["usage"]
-        for ch in ev.get("choices", []):
-            d = ch.get("delta", {})
-            if first is None and (d.get("content") or d.get("reasoning_content") or ch.get("finish_reason")):
-                first = time.perf_counter()
-    wall = time.perf_counter() - t0
-    conn.close()
+    """One streaming turn: client TTFT (to the first chunk with text, reasoning or a finish), wall
+    seconds, and the final usage object."""
+    t0, events = chat_stream(port, text, max_tokens, timeout=1800)
+    first = next((t for t, ev in events for ch in ev.get("choices", [])
+                  if ch.get("delta", {}).get("content") or ch.get("delta", {}).get("reasoning_content")
+                  or ch.get("finish_reason")), None)
+    usage = final_usage(events)
     if usage is None or first is None:
         raise RuntimeError("no token and no usage in the stream")
-    return first - t0, wall, usage
+    return first - t0, events[-1][0] - t0, usage
 
 
 def main():

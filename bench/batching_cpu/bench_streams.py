@@ -35,6 +35,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "python" / "common"))
 from ds4_server_proc import ServerProcess  # noqa: E402
+from ds4_sse import chat_stream, final_usage  # noqa: E402
 
 TOPICS = ["a cat who learns to fly", "the history of bread", "how rain forms", "a robot that paints",
           "why the sky is blue", "a trip to the mountains", "how computers add numbers", "a lost key",
@@ -53,26 +54,10 @@ def pct(xs, p):
 
 def one_turn(port, prompt, max_tokens):
     """One streaming chat turn; returns (ttft_s, tpot_s or None, completion_tokens, gaps, decode_s)."""
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-                       "temperature": 0, "stream": True, "stream_options": {"include_usage": True}})
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    t0 = time.perf_counter()
-    conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    if resp.status != 200:
-        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
-    times, tokens = [], None
-    for raw in resp:
-        line = raw.decode().strip()
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        ev = json.loads(line[6:])
-        if ev.get("usage"):
-            tokens = ev["usage"]["completion_tokens"]
-        for ch in ev.get("choices", []):
-            if ch.get("delta", {}).get("content"):
-                times.append(time.perf_counter())
-    conn.close()
+    t0, events = chat_stream(port, prompt, max_tokens)
+    usage = final_usage(events)
+    times = [t for t, ev in events for ch in ev.get("choices", []) if ch.get("delta", {}).get("content")]
+    tokens = usage["completion_tokens"] if usage else None
     if not times or tokens is None:
         raise RuntimeError("no content or no usage in the stream")
     ttft = times[0] - t0

@@ -39,6 +39,7 @@ one test_cuda_canary
 one test_qwen_next_cuda "$root"
 one test_qwen_next_mtp_cuda "$root"
 one test_qwen_hyper_fused_cuda
+one test_qwen_decode_kernels_cuda
 one test_qwen_next_batch_cuda "$root"
 one test_qwen_next_verify_batch_cuda "$root"
 one test_deepseek_v4_cuda "$root"

@@ -1,6 +1,7 @@
 // Gated delta rule decode kernels (see delta_rule.h).
 #include "backend/cuda/check.h"
 #include "backend/cuda/delta_rule.h"
+#include "backend/cuda/delta_rule_column.cuh"
 #include "backend/cuda/reduce.cuh"
 
 namespace ds4::cuda {
@@ -120,18 +121,7 @@ __global__ void __launch_bounds__(256) delta_rule_reg_kernel(const float* __rest
     __syncthreads();
     if (t + 1 < rows.count) fetch(t + 1);  // in flight while this token computes
     if (!live) continue;
-    float mem = 0.f;
-#pragma unroll
-    for (int i = 0; i < KD; ++i) mem += (st[i] * decay[i]) * qkd[KD + i];
-    const float delta = (vj - mem) * bt;
-    float acc = 0.f;
-#pragma unroll
-    for (int i = 0; i < KD; ++i) {
-      const float s = st[i] * decay[i] + qkd[KD + i] * delta;
-      st[i] = s;
-      acc += s * qkd[i];
-    }
-    o[off + h * vd + j] = acc;
+    o[off + h * vd + j] = detail::delta_rule_column<KD>(st, qkd, vj, bt);
     if (rows.states) {
       float* snap = rows.states + t * rows.state_stride + h * KD * vd;
 #pragma unroll

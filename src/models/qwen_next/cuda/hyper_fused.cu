@@ -108,7 +108,14 @@ __global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int
 #pragma unroll
   for (int r = 0; r < kDownRows; ++r) acc[r] = 0.f;
   for (int64_t u = t; u < units; u += group) {
-    if (u != t) load_unit(u);
+    // The next unit's weights in flight while this one computes (the full-size down rows
+    // take ~3 units a thread, each a DRAM round trip when loaded at the loop's top).
+    typename F::Raw nxt[kDownRows];
+    const bool more = u + group < units;
+    if (more)
+#pragma unroll
+      for (int r = 0; r < kDownRows; ++r)
+        nxt[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u + group);
     const int64_t j0 = u * kUnit;  // d % 32 == 0: a unit lies in one stream
     const float r_k = rs[j0 / p.d];
     float xv[kUnit];
@@ -121,6 +128,9 @@ __global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int
     }
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) acc[r] += dot_v<V, F>(cur[r], u, xv, nullptr);
+    if (more)
+#pragma unroll
+      for (int r = 0; r < kDownRows; ++r) cur[r] = nxt[r];
   }
   __shared__ float red[kDownRows][kThreads / 32];
 #pragma unroll

@@ -6,10 +6,12 @@
 // <= pos[t] and blocks < (pos[t]+1)/ratio only; a later row writes positions > pos[t] and
 // completes blocks >= (pos[t]+1)/ratio, so no later row leaks into row t.
 #include <cfloat>
+#include <string>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/topk_select.h"
+#include "core/error.h"
 #include "models/qwen_next/cuda/kernels.h"
 
 namespace ds4::qwen_next::cuda {
@@ -59,7 +61,10 @@ __device__ void pool_block(const QsaCache& c, const QsaShape& sh, const float* i
 }
 
 // pool: the decode step pools its own block here (one row: every raw key it needs is in
-// memory or written by this block); a chunk's rows pool in qsa_pool_kernel after all appends.
+// memory or written by this warp); a chunk's rows pool in qsa_pool_kernel after all appends.
+// Block (t, row) is one warp on vector t: the vectors' ~33 norm+rope
+// chains run side by side instead of ~4 deep in one block's 8 warps (issue #23: 19.5 us a QSA
+// layer); each vector's arithmetic is the warp function it always was, so the same bits.
 __global__ void qsa_prep_kernel(const float* __restrict__ qg, const float* __restrict__ k,
                                 const float* __restrict__ v, float* __restrict__ iqk, QsaNorms nw, QsaCache c,
                                 QsaShape sh, const int32_t* __restrict__ pos_p, float* __restrict__ q,
@@ -67,9 +72,10 @@ __global__ void qsa_prep_kernel(const float* __restrict__ qg, const float* __res
   const int64_t row = blockIdx.y;
   qg += row * rs, k += row * rs, v += row * rs, iqk += row * rs, q += row * rs, gate += row * rs;
   const int64_t pos = pos_p[row], hd = sh.head_dim, D = sh.idx_dim, KVD = sh.kv_heads * hd;
-  const int warp = threadIdx.x / 32, warps = blockDim.x / 32, lane = threadIdx.x % 32;
+  const int lane = threadIdx.x % 32;
   const int64_t vecs = sh.heads + 2 * sh.kv_heads + sh.idx_heads + 1;
-  for (int64_t t = warp; t < vecs; t += warps) {
+  {
+    const int64_t t = blockIdx.x;  // one warp per block, one vector per warp
     if (t < sh.heads) {  // query head: [query | gate]
       const float* src = qg + t * 2 * hd;
       norm_rope_warp(src, nw.q, hd, sh.eps, sh.rot_dim, pos, sh.inv_freq, q + t * hd);
@@ -85,11 +91,11 @@ __global__ void qsa_prep_kernel(const float* __restrict__ qg, const float* __res
       norm_rope_warp(p, nw.idx_q, D, sh.eps, sh.rot_dim, pos, sh.inv_freq, p);
     } else {
       for (int64_t i = lane; i < D; i += 32) c.idx_raw[pos * D + i] = iqk[sh.idx_heads * D + i];
+      if (!pool || (pos + 1) % sh.idx_ratio != 0) return;
+      __syncwarp();  // this row's raw key (written by this warp's lanes) is visible to all of it
+      pool_block(c, sh, nw.idx_k, pos);
     }
   }
-  if (!pool || (pos + 1) % sh.idx_ratio != 0) return;
-  __syncthreads();  // this row's raw key (written by another warp) is visible to warp 0
-  if (warp == 0) pool_block(c, sh, nw.idx_k, pos);
 }
 
 // One warp per row: the block row t completes, after every row's raw key is appended.
@@ -100,52 +106,142 @@ __global__ void qsa_pool_kernel(QsaCache c, QsaShape sh, const float* __restrict
 
 // scores {nb}: relu(q_h . k_b) summed over indexer heads (the top budget/R of them are kept
 // by ds4::cuda::topk_select_f32 in qsa_select: score desc, index asc, as cpu::topk_f32).
-// One thread per pooled block, blocks of kSelectThreads over blockIdx.x (the grid is sized for
-// max_ctx; blocks past nb leave at once): each score's arithmetic is the serial dot it was,
-// only spread over the GPU instead of one block (issue #23: the cost grew with context).
-constexpr int kSelectThreads = 128;
-__global__ void qsa_select_kernel(const float* __restrict__ iqk, QsaCache c, QsaShape sh,
-                                  const int32_t* __restrict__ pos_p, float* __restrict__ scores, int64_t rs) {
+// Each dot is the serial fmaf chain over i it always was and the heads' relu terms are added in
+// head order from 0.f, so the scores are the same bits as the one-thread-per-block kernel this
+// replaces. That kernel cost ~47 us a QSA layer past the budget at any context (issue #23):
+// each thread walked its own key row, ~128 dependent global loads. Here a CTA of
+// kSelectThreads first stages the queries and up to kSelectBlocks pooled keys in shared memory
+// (float4 loads, all in flight together), key rows padded to D + 1 floats so the column reads
+// hit distinct banks; then thread (h, b) takes head h of block b (heads h, h + H', ...), and
+// thread b adds its block's head terms in order. The grid is sized for max_ctx; CTAs past nb
+// leave at once.
+constexpr int kSelectThreads = 256, kSelectBlocks = 64;
+
+// Blocks a CTA scores: as many as fit in 48 KB of shared memory after the queries, at most
+// kSelectBlocks (0: the queries alone do not fit; qsa_select_scores throws).
+int64_t qsa_select_per_cta(const QsaShape& sh) {
+  const int64_t room = 48 * 1024 / int64_t(sizeof(float)) - sh.idx_heads * sh.idx_dim;
+  const int64_t per_block = sh.idx_dim + 1 + sh.idx_heads;  // padded key row + head terms
+  if (room < per_block) return 0;
+  const int64_t n = room / per_block;
+  return n < kSelectBlocks ? n : kSelectBlocks;
+}
+
+size_t qsa_select_smem(const QsaShape& sh, int64_t per_cta) {
+  return size_t(sh.idx_heads * sh.idx_dim + per_cta * (sh.idx_dim + 1 + sh.idx_heads)) * sizeof(float);
+}
+
+__global__ void __launch_bounds__(kSelectThreads) qsa_select_kernel(const float* __restrict__ iqk, QsaCache c,
+                                                                    QsaShape sh, const int32_t* __restrict__ pos_p,
+                                                                    float* __restrict__ scores, int64_t rs,
+                                                                    int per_cta) {
+  // {H, D} queries, {per_cta, D + 1} keys, {H, per_cta} relu(dot) terms
+  extern __shared__ float sel_smem[];
   const int64_t row = blockIdx.y;
   iqk += row * rs, scores += row * rs;
-  const int64_t p = pos_p[row], D = sh.idx_dim, R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
+  const int64_t p = pos_p[row], R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
   if (nb <= keep_n) return;  // every complete block is kept: qsa_attend does not read `keep`
-  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (b >= nb) return;
-  const float inv = rsqrtf(float(D));
-  const float* kb = c.idx_pooled + b * D;
-  float acc = 0.f;
-  for (int64_t h = 0; h < sh.idx_heads; ++h) {
-    float dot = 0.f;
-    for (int64_t i = 0; i < D; ++i) dot += iqk[h * D + i] * kb[i];
-    acc += fmaxf(dot, 0.f);
+  const int64_t b0 = int64_t(blockIdx.x) * per_cta;
+  if (b0 >= nb) return;
+  const int D = int(sh.idx_dim), H = int(sh.idx_heads), D4 = D / 4;
+  const int cnt = int(nb - b0 < per_cta ? nb - b0 : per_cta);
+  float* qs = sel_smem;
+  float* ks = qs + H * D;
+  float* terms = ks + per_cta * (D + 1);
+  const float4* q4 = reinterpret_cast<const float4*>(iqk);
+  const float4* k4 = reinterpret_cast<const float4*>(c.idx_pooled + b0 * sh.idx_dim);
+  for (int i = threadIdx.x; i < H * D4; i += kSelectThreads) {
+    const float4 v = q4[i];
+    qs[4 * i] = v.x, qs[4 * i + 1] = v.y, qs[4 * i + 2] = v.z, qs[4 * i + 3] = v.w;
   }
-  scores[b] = acc * inv;
+#pragma unroll 8
+  for (int i = threadIdx.x; i < cnt * D4; i += kSelectThreads) {
+    const float4 v = k4[i];
+    float* dst = ks + (i / D4) * (D + 1) + (i % D4) * 4;
+    dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
+  }
+  __syncthreads();
+  const int b = threadIdx.x % per_cta, lanes_h = kSelectThreads / per_cta;
+  if (b < cnt && int(threadIdx.x) < lanes_h * per_cta)
+    for (int h = threadIdx.x / per_cta; h < H; h += lanes_h) {
+      const float* kb = ks + b * (D + 1);
+      const float* qh = qs + h * D;
+      float dot = 0.f;
+#pragma unroll 4
+      for (int i = 0; i < D; ++i) dot += qh[i] * kb[i];
+      terms[h * per_cta + b] = fmaxf(dot, 0.f);
+    }
+  __syncthreads();
+  if (int(threadIdx.x) >= cnt) return;
+  float acc = 0.f;
+  for (int h = 0; h < H; ++h) acc += terms[h * per_cta + threadIdx.x];
+  scores[b0 + threadIdx.x] = acc * rsqrtf(float(D));
 }
 
 // ---- Attention over the selected keys, split over key ranges (flash decoding) ----
 // qsa_attend_split_kernel: block (g, s, row) takes the kHg query heads of group g (all on one
 // KV head, so each key and value row is read once for them) over the s-th of kQsaSplits equal
-// ranges of positions 0..pos; its 4 warps take every 4th key, kKeys keys at a time (their
-// loads in flight together), with an online softmax per head; unselected keys (indexer
-// blocks not kept) are skipped without reading them, so the cost follows the selection.
+// ranges of the row's visible keys in ascending position order; its 4 warps take every 4th key,
+// kKeys keys at a time (their loads in flight together), with an online softmax per head.
+// While every complete block is kept, the visible keys are positions 0..pos (as ever). Past the
+// budget, each CTA first lists the kept indexer blocks (ascending) in shared memory from the
+// `keep` flags, and the visible keys are those blocks' R keys each, then the open tail nb*R..pos:
+// the splits divide the ~idx_budget selected keys instead of every position, so the cost
+// follows the selection and not the context (at 32K the position ranges cost 5x 2K's: issue #23).
+// A budget whose list does not fit (list_cap < keep_n) walks the positions, skipping unkept keys.
 // The block's warps merge in shared memory and write {m, l, acc[hd]} per head;
 // qsa_attend_merge_kernel rescales the splits to the global max, normalizes and gates.
 // Lane l holds dims l, l + 32, ... (KD = ceil(hd / 32) of them).
 constexpr int kAttnWarps = 4, kKeys = 4;
 
+// The indices of the set flags among keep[0..nb), ascending, into kept[0..cap) (shared memory);
+// returns how many (at most cap). Each thread counts a contiguous run of flags, a block-wide
+// exclusive scan gives each run's first slot, then the runs write their indices. Every
+// thread of the block must call it (it synchronizes the block).
+__device__ int64_t list_kept_blocks(const uint8_t* keep, int64_t nb, int32_t* kept, int64_t cap) {
+  __shared__ int32_t warp_sum[kAttnWarps];
+  const int64_t threads = kAttnWarps * 32, run = (nb + threads - 1) / threads;
+  const int64_t r0 = int64_t(threadIdx.x) * run, r1 = r0 + run < nb ? r0 + run : nb;
+  int32_t cnt = 0;
+  for (int64_t b = r0; b < r1; ++b) cnt += keep[b] != 0;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int32_t incl = cnt;  // inclusive scan within the warp
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  if (lane == 31) warp_sum[warp] = incl;
+  __syncthreads();
+  int32_t base = 0, total = 0;
+  for (int w = 0; w < kAttnWarps; ++w) {
+    if (w < warp) base += warp_sum[w];
+    total += warp_sum[w];
+  }
+  int64_t slot = base + incl - cnt;
+  for (int64_t b = r0; b < r1 && slot < cap; ++b)
+    if (keep[b]) kept[slot++] = int32_t(b);
+  __syncthreads();  // the list is visible to the block (and warp_sum may be reused)
+  return total < cap ? total : cap;
+}
+
 template <int KD, int HG>
 __global__ void __launch_bounds__(kAttnWarps * 32) qsa_attend_split_kernel(
     const float* __restrict__ q, QsaCache c, QsaShape sh, const int32_t* __restrict__ pos_p,
-    const uint8_t* __restrict__ keep, float* __restrict__ part, int64_t rs) {
+    const uint8_t* __restrict__ keep, float* __restrict__ part, int64_t rs, int64_t list_cap) {
+  extern __shared__ int32_t kept[];  // {list_cap}: the kept indexer blocks, ascending
   const int64_t row = blockIdx.z;
   q += row * rs, keep += row * rs * 4, part += row * rs;
-  const int64_t p = pos_p[row], hd = sh.head_dim, R = sh.idx_ratio, nb = (p + 1) / R;
-  const bool all = nb <= sh.idx_budget / R;
+  const int64_t p = pos_p[row], hd = sh.head_dim, R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
+  const bool all = nb <= keep_n, listed = !all && keep_n <= list_cap;
   const int64_t h0 = int64_t(blockIdx.x) * HG, kvh = h0 / (sh.heads / sh.kv_heads), KVD = sh.kv_heads * hd;
-  const int64_t n = p + 1, per = (n + kQsaSplits - 1) / kQsaSplits, j0 = int64_t(blockIdx.y) * per;
-  const int64_t j1 = j0 + per < n ? j0 + per : n;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t kc = listed ? list_kept_blocks(keep, nb, kept, list_cap) : 0;
+  // n visible keys in position order; key i is at position at(i)
+  const int64_t n = listed ? kc * R + (p + 1 - nb * R) : p + 1;
+  auto at = [&](int64_t i) { return !listed ? i : i < kc * R ? int64_t(kept[i / R]) * R + i % R : nb * R + (i - kc * R); };
+  const int64_t per = (n + kQsaSplits - 1) / kQsaSplits, j0 = int64_t(blockIdx.y) * per;
+  const int64_t j1 = j0 + per < n ? j0 + per : n;
   const float scale = rsqrtf(float(hd));
   float qr[HG][KD], acc[HG][KD], m[HG], l[HG];
 #pragma unroll
@@ -158,15 +254,16 @@ __global__ void __launch_bounds__(kAttnWarps * 32) qsa_attend_split_kernel(
       acc[h][k] = 0.f;
     }
   }
-  auto visible = [&](int64_t j) { return j < j1 && (all || j >= nb * R || keep[j / R]); };
+  auto visible = [&](int64_t j) { return j < j1 && (all || listed || j >= nb * R || keep[j / R]); };
   for (int64_t jb = j0 + warp * kKeys; jb < j1; jb += kAttnWarps * kKeys) {
     float kv[kKeys][KD], vv[kKeys][KD];
     bool vis[kKeys];
 #pragma unroll
     for (int t = 0; t < kKeys; ++t) {
       vis[t] = visible(jb + t);
-      const float* kj = c.k + (jb + t) * KVD + kvh * hd;
-      const float* vj = c.v + (jb + t) * KVD + kvh * hd;
+      const int64_t j = vis[t] ? at(jb + t) : 0;
+      const float* kj = c.k + j * KVD + kvh * hd;
+      const float* vj = c.v + j * KVD + kvh * hd;
 #pragma unroll
       for (int k = 0; k < KD; ++k) {
         const int64_t e = lane + 32 * k;
@@ -430,8 +527,9 @@ size_t group_smem(const QsaShape& sh, int mg) {
 void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const QsaNorms& n, const QsaCache& c,
               const QsaShape& sh, const int32_t* pos, float* q, float* gate, cudaStream_t s, const Rows& rows) {
   const bool one = rows.count == 1;
-  qsa_prep_kernel<<<dim3(1, unsigned(rows.count)), 256, 0, s>>>(qg, k, v, iqk, n, c, sh, pos, q, gate, rows.stride,
-                                                                one);
+  const int64_t vecs = sh.heads + 2 * sh.kv_heads + sh.idx_heads + 1;  // qsa_prep_kernel: a warp each
+  qsa_prep_kernel<<<dim3(unsigned(vecs), unsigned(rows.count)), 32, 0, s>>>(qg, k, v, iqk, n, c, sh, pos, q, gate,
+                                                                            rows.stride, one);
   DS4_CUDA_CHECK_LAUNCH();
   if (one) return;
   qsa_pool_kernel<<<unsigned(rows.count), 32, 0, s>>>(c, sh, n.idx_k, pos);
@@ -446,9 +544,13 @@ void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const i
 
 void qsa_select_scores(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
                        cudaStream_t s, const Rows& rows) {
-  const int64_t max_blocks = sh.max_ctx / sh.idx_ratio + 1;
-  const dim3 grid(unsigned((max_blocks + kSelectThreads - 1) / kSelectThreads), unsigned(rows.count));
-  qsa_select_kernel<<<grid, kSelectThreads, 0, s>>>(iqk, c, sh, pos, scores, rows.stride);
+  const int64_t max_blocks = sh.max_ctx / sh.idx_ratio + 1, per = qsa_select_per_cta(sh);
+  if (per < 1 || sh.idx_dim % 4 != 0)
+    throw InputError("qwen_next cuda: the indexer's " + std::to_string(sh.idx_heads) + " x " +
+                     std::to_string(sh.idx_dim) + " queries do not fit in 48 KB of shared memory (or idx_dim % 4 != 0)");
+  const dim3 grid(unsigned((max_blocks + per - 1) / per), unsigned(rows.count));
+  qsa_select_kernel<<<grid, kSelectThreads, qsa_select_smem(sh, per), s>>>(iqk, c, sh, pos, scores, rows.stride,
+                                                                          int(per));
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -468,7 +570,11 @@ template <int KD, int HG>
 void launch_split(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
                   const uint8_t* keep, float* part, float* att, cudaStream_t s, const Rows& rows) {
   const dim3 grid(unsigned(sh.heads / HG), unsigned(kQsaSplits), unsigned(rows.count));
-  qsa_attend_split_kernel<KD, HG><<<grid, kAttnWarps * 32, 0, s>>>(q, c, sh, pos, keep, part, rows.stride);
+  // The kept-block list in shared memory, up to 4 K blocks (16 KB beside the merge's 16 KB; the
+  // full-size model keeps 512).
+  const int64_t keep_n = sh.idx_budget / sh.idx_ratio, cap = keep_n <= 4096 ? keep_n : 0;
+  qsa_attend_split_kernel<KD, HG><<<grid, kAttnWarps * 32, size_t(cap) * sizeof(int32_t), s>>>(
+      q, c, sh, pos, keep, part, rows.stride, cap);
   DS4_CUDA_CHECK_LAUNCH();
   qsa_attend_merge_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 128, 0, s>>>(gate, sh, part, att,
                                                                                         rows.stride);

@@ -1,0 +1,200 @@
+// Kernels of the Qwen decode step (models/qwen_next/cuda) against what they replace:
+// - qsa_select_scores (keys staged in shared memory) against the kernel it replaced (each thread
+//   reading its key row from global memory; select_reference.cuh): the same fmaf chain per
+//   score, so memcmp of the scores, on the full-size indexer (4 heads x 128, ratio 4) at 32K and
+//   just past the budget (a partial CTA) and on a small shape.
+// - qsa_attend past the budget (the kept blocks listed per CTA, the splits over the selected
+//   keys) against the same kernel on a cache holding only the visible keys in order, where
+//   every key is visible (the position-range path): the same keys in the same order and the
+//   same split boundaries, so memcmp of the outputs; and against a double-precision host
+//   reference within 1e-4 (a wrong or missing key moves the output by far more).
+// - gdn_recurrent_norm (gdn.cu) against gdn_recurrent + gdn_gated_norm (the chunk's pair):
+//   memcmp of the output and the updated state, sigmoid and silu gates, at the full-size shape.
+// Usage: test_qwen_decode_kernels_cuda   (exit 1 when a check fails)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/memory.h"
+#include "models/qwen_next/cuda/kernels.h"
+#include "models/qwen_next/cuda/select_reference.cuh"
+#include "test_common.h"
+
+using namespace ds4;
+using namespace ds4::cuda_test;
+namespace qc = ds4::qwen_next::cuda;
+
+namespace {
+
+template <class T>
+T* dev(const std::vector<T>& h, std::vector<cuda::DeviceBuffer>& keep_alive) {
+  keep_alive.emplace_back(h.size() * sizeof(T) + 16, "test_qwen_qsa");
+  T* p = keep_alive.back().as<T>();
+  DS4_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
+template <class T>
+std::vector<T> down(const T* p, int64_t n) {
+  std::vector<T> v(static_cast<size_t>(n));
+  DS4_CUDA_CHECK(cudaMemcpy(v.data(), p, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+std::vector<float> randn(int64_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+qc::QsaShape shape(int64_t heads, int64_t kv, int64_t hd, int64_t ih, int64_t id, int64_t budget, int64_t ratio,
+                   int64_t max_ctx) {
+  return qc::QsaShape{heads, kv, hd, hd / 4, ih, id, budget, ratio, max_ctx, 1e-6f, nullptr};
+}
+
+void scores_case(const char* name, const qc::QsaShape& sh, int64_t p, std::mt19937_64& rng) {
+  std::vector<cuda::DeviceBuffer> bufs;
+  const int64_t nb = (p + 1) / sh.idx_ratio, D = sh.idx_dim, slots = sh.max_ctx / sh.idx_ratio + 1;
+  qc::QsaCache c{};
+  c.idx_pooled = dev(randn(slots * D, rng), bufs);
+  const float* iqk = dev(randn((sh.idx_heads + 1) * D, rng), bufs);
+  const int32_t* pos = dev(std::vector<int32_t>{int32_t(p)}, bufs);
+  float* got = dev(std::vector<float>(size_t(slots), -7.f), bufs);
+  float* want = dev(std::vector<float>(size_t(slots), -7.f), bufs);
+  qc::qsa_select_scores(iqk, c, sh, pos, got, nullptr);
+  qc::select_scores_reference_kernel<<<unsigned((nb + 127) / 128), 128>>>(iqk, c, sh, pos, want);
+  DS4_CUDA_CHECK_LAUNCH();
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto g = down(got, slots), w = down(want, slots);
+  check(nb > sh.idx_budget / sh.idx_ratio && std::memcmp(g.data(), w.data(), size_t(slots) * sizeof(float)) == 0,
+        std::string(name) + ": qsa_select_scores = the unstaged kernel bit for bit (" + std::to_string(nb) +
+            " blocks, max |diff| " + std::to_string(max_diff(g.data(), w.data(), size_t(slots))) + ")");
+}
+
+// att {heads, hd} in double: softmax over the keys at `vis` (positions), values, sigmoid gate.
+std::vector<float> host_attend(const qc::QsaShape& sh, const std::vector<float>& q, const std::vector<float>& gate,
+                               const std::vector<float>& k, const std::vector<float>& v,
+                               const std::vector<int64_t>& vis) {
+  const int64_t hd = sh.head_dim, KVD = sh.kv_heads * hd, G = sh.heads / sh.kv_heads;
+  std::vector<float> out(size_t(sh.heads * hd));
+  for (int64_t h = 0; h < sh.heads; ++h) {
+    const int64_t kvh = h / G;
+    std::vector<double> s(vis.size());
+    double m = -1e300;
+    for (size_t i = 0; i < vis.size(); ++i) {
+      double d = 0;
+      for (int64_t e = 0; e < hd; ++e) d += double(q[size_t(h * hd + e)]) * k[size_t(vis[i] * KVD + kvh * hd + e)];
+      s[i] = d / std::sqrt(double(hd));
+      m = std::max(m, s[i]);
+    }
+    double l = 0;
+    for (auto& x : s) l += (x = std::exp(x - m));
+    for (int64_t e = 0; e < hd; ++e) {
+      double o = 0;
+      for (size_t i = 0; i < vis.size(); ++i) o += s[i] * v[size_t(vis[i] * KVD + kvh * hd + e)];
+      const double g = gate[size_t(h * hd + e)];
+      out[size_t(h * hd + e)] = float(o / l / (1.0 + std::exp(-g)));
+    }
+  }
+  return out;
+}
+
+void attend_case(const char* name, const qc::QsaShape& sh, int64_t p, std::mt19937_64& rng) {
+  std::vector<cuda::DeviceBuffer> bufs;
+  const int64_t hd = sh.head_dim, KVD = sh.kv_heads * hd, R = sh.idx_ratio, nb = (p + 1) / R;
+  const int64_t keep_n = sh.idx_budget / R;
+  // keep: exactly keep_n of the nb complete blocks, at random (as topk_select leaves them)
+  std::vector<uint8_t> keep(size_t(sh.max_ctx / R + 1), 0);
+  std::vector<int64_t> order(static_cast<size_t>(nb));
+  for (int64_t b = 0; b < nb; ++b) order[size_t(b)] = b;
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int64_t i = 0; i < keep_n && i < nb; ++i) keep[size_t(order[size_t(i)])] = 1;
+  std::vector<int64_t> vis;  // visible positions, ascending
+  for (int64_t j = 0; j <= p; ++j)
+    if (j >= nb * R || keep[size_t(j / R)]) vis.push_back(j);
+  const auto k = randn(sh.max_ctx * KVD, rng), v = randn(sh.max_ctx * KVD, rng);
+  const auto q = randn(sh.heads * hd, rng), gate = randn(sh.heads * hd, rng);
+  std::vector<float> kc(size_t(sh.max_ctx * KVD), 0.f), vc(kc.size(), 0.f);  // visible keys only, in order
+  for (size_t i = 0; i < vis.size(); ++i) {
+    std::memcpy(&kc[i * size_t(KVD)], &k[size_t(vis[i] * KVD)], size_t(KVD) * sizeof(float));
+    std::memcpy(&vc[i * size_t(KVD)], &v[size_t(vis[i] * KVD)], size_t(KVD) * sizeof(float));
+  }
+  const int64_t pc = int64_t(vis.size()) - 1;  // the compact cache's position: every block kept
+  const float *dq = dev(q, bufs), *dg = dev(gate, bufs);
+  const uint8_t* dkeep = dev(keep, bufs);
+  const int32_t* dpos = dev(std::vector<int32_t>{int32_t(p), int32_t(pc)}, bufs);
+  float* scratch = dev(std::vector<float>(size_t(qc::qsa_attend_scratch(sh.heads, hd, sh.max_ctx))), bufs);
+  float* att = dev(std::vector<float>(size_t(sh.heads * hd)), bufs);
+  float* att_c = dev(std::vector<float>(size_t(sh.heads * hd)), bufs);
+  const qc::QsaCache c{dev(k, bufs), dev(v, bufs), nullptr, nullptr};
+  const qc::QsaCache cc{dev(kc, bufs), dev(vc, bufs), nullptr, nullptr};
+  qc::qsa_attend(dq, dg, c, sh, dpos, dkeep, scratch, att, nullptr);
+  qc::qsa_attend(dq, dg, cc, sh, dpos + 1, dkeep, scratch, att_c, nullptr);
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto a = down(att, sh.heads * hd), ac = down(att_c, sh.heads * hd);
+  const auto ref = host_attend(sh, q, gate, k, v, vis);
+  const bool past = nb > keep_n && (pc + 1) / R <= keep_n;
+  check(past && std::memcmp(a.data(), ac.data(), a.size() * sizeof(float)) == 0,
+        std::string(name) + ": past the budget (" + std::to_string(vis.size()) + " of " + std::to_string(p + 1) +
+            " keys) = every key of the compact cache, bit for bit (max |diff| " +
+            std::to_string(max_diff(a.data(), ac.data(), a.size())) + ")");
+  const float md = max_diff(a.data(), ref.data(), a.size());
+  check(md < 1e-4f, std::string(name) + ": vs the double host reference, max |diff| " + std::to_string(md));
+}
+
+void gdn_case(const char* name, bool sigmoid_gate, std::mt19937_64& rng) {
+  std::vector<cuda::DeviceBuffer> bufs;
+  const qc::GdnShape sh{16, 48, 128, 128, 1e-6f, sigmoid_gate};
+  const int64_t qkv_n = 2 * sh.k_heads * sh.k_dim + sh.v_heads * sh.v_dim, sn = sh.v_heads * sh.k_dim * sh.v_dim;
+  auto qkv = randn(qkv_n, rng), st = randn(sn, rng), z = randn(sh.v_heads * sh.v_dim, rng);
+  auto w = randn(sh.v_dim, rng), g = randn(sh.v_heads, rng), beta = randn(sh.v_heads, rng);
+  for (auto& x : st) x *= 0.05f;
+  for (int64_t i = 0; i < 2 * sh.k_heads * sh.k_dim; ++i) qkv[size_t(i)] *= 0.09f;  // about l2-normed rows
+  for (auto& x : g) x = -0.5f * std::fabs(x);                                    // log decay < 0
+  for (auto& x : beta) x = 1.f / (1.f + std::exp(-x));
+  const float *dqkv = dev(qkv, bufs), *dz = dev(z, bufs), *dw = dev(w, bufs), *dg = dev(g, bufs),
+              *db = dev(beta, bufs);
+  float *s1 = dev(st, bufs), *s2 = dev(st, bufs);
+  float *o1 = dev(std::vector<float>(size_t(sh.v_heads * sh.v_dim)), bufs),
+        *o2 = dev(std::vector<float>(size_t(sh.v_heads * sh.v_dim)), bufs);
+  check(qc::gdn_recurrent_norm_fusable(sh), std::string(name) + ": the full-size shape takes the fused kernel");
+  qc::gdn_recurrent(dqkv, dg, db, s1, o1, sh, nullptr);
+  qc::gdn_gated_norm(o1, dz, dw, sh, nullptr);
+  qc::gdn_recurrent_norm(dqkv, dg, db, s2, o2, dz, dw, sh, nullptr);
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto a = down(o1, sh.v_heads * sh.v_dim), b = down(o2, sh.v_heads * sh.v_dim);
+  const auto sa = down(s1, sn), sb = down(s2, sn);
+  check(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0 &&
+            std::memcmp(sa.data(), sb.data(), sa.size() * sizeof(float)) == 0 && sa != st,
+        std::string(name) + ": gdn_recurrent_norm = gdn_recurrent + gdn_gated_norm bit for bit (o max |diff| " +
+            std::to_string(max_diff(a.data(), b.data(), a.size())) + ", S max |diff| " +
+            std::to_string(max_diff(sa.data(), sb.data(), sa.size())) + ")");
+}
+
+}  // namespace
+
+int main() {
+  std::mt19937_64 rng(23);
+  // full size: 24 heads / 2 KV heads x 256, indexer 4 x 128, ratio 4, budget 2048
+  const auto full = shape(24, 2, 256, 4, 128, 2048, 4, 32880);
+  scores_case("full size at 32K", full, 32767, rng);
+  scores_case("full size just past the budget", full, 2052, rng);
+  scores_case("full size, a partial last CTA", full, 9001, rng);
+  scores_case("small (2 x 16, budget 16)", shape(4, 2, 32, 2, 16, 16, 4, 400), 301, rng);
+  attend_case("full size at 32K (tail of 2)", full, 32769, rng);
+  attend_case("full size at 8K", full, 8191, rng);
+  attend_case("small (4 heads / 2 KV x 32, budget 16)", shape(4, 2, 32, 2, 16, 16, 4, 400), 301, rng);
+  attend_case("small, head dim 64, group 1", shape(2, 2, 64, 2, 16, 32, 4, 600), 523, rng);
+  gdn_case("GDN 48 x 128, sigmoid gate", true, rng);
+  gdn_case("GDN 48 x 128, silu gate", false, rng);
+  check(!qc::gdn_recurrent_norm_fusable(qc::GdnShape{16, 48, 128, 64, 1e-6f, true}), "GDN v_dim 64 keeps the pair");
+  std::printf("%s\n", g_fail ? "FAILED" : "ALL PASSED");
+  return g_fail ? 1 : 0;
+}
