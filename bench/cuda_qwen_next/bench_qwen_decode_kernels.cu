@@ -3,7 +3,7 @@
 // runs them: the time includes the kernel-to-kernel gap of a graph), us per launch:
 //   qsa_select_scores at 2K + 16 (516 blocks) and 32K (8196 blocks), and main's kernel before it;
 //   qsa_attend (split + merge) at 2K + 16 and 32K past the budget (512 kept blocks);
-//   gdn_recurrent + gdn_gated_norm (two launches) vs gdn_recurrent_norm (one).
+//   gdn_recurrent + gdn_gated_norm (the decode step's two launches).
 // Random data; correctness is test_qwen_decode_kernels_cuda's. Usage: bench_qwen_decode_kernels
 #include <cuda_runtime.h>
 
@@ -110,7 +110,5 @@ int main() {
                 qc::gdn_recurrent(qkv, gg, beta, S, o, g, s);
                 qc::gdn_gated_norm(o, z, w, g, s);
               }));
-  std::printf("| gdn_recurrent_norm (1 launch) | - | %.2f |\n",
-              time_us([&](cudaStream_t s) { qc::gdn_recurrent_norm(qkv, gg, beta, S, o, z, w, g, s); }));
   return 0;
 }

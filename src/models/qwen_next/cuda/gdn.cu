@@ -3,7 +3,6 @@
 // the rows in order inside one launch, so every row equals its decode step.
 #include "backend/cuda/check.h"
 #include "backend/cuda/delta_rule.h"
-#include "backend/cuda/delta_rule_column.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "models/qwen_next/cuda/kernels.h"
 
@@ -105,57 +104,7 @@ __global__ void __launch_bounds__(kPrepThreads) gdn_conv_prep_kernel(const float
     }
 }
 
-// gdn_recurrent + gdn_gated_norm of one decode token in one launch (k_dim = v_dim = 128, a
-// scalar gate per head: the full-size model). Block h = value head, thread j = value column,
-// as delta_rule_reg_kernel<128, 1> (backend/cuda/delta_rule.cu) runs a one-row launch: the same
-// loads, the same column update (delta_rule_column.cuh), S read and written once; then
-// gdn_gated_norm_kernel's row with the same 128-thread block_reduce of o[j]^2 and the same
-// expression per column (o read back from memory there is the same float here). So the pair's
-// bits (the chunk still runs the pair; test_qwen_decode_kernels_cuda compares them).
-constexpr int kRecDim = 128;
-__global__ void __launch_bounds__(kRecDim) gdn_recurrent_norm_kernel(const float* __restrict__ qkv,
-    const float* __restrict__ g, const float* __restrict__ beta, float* __restrict__ S, float* __restrict__ o,
-    const float* __restrict__ z, const float* __restrict__ w, GdnShape sh) {
-  constexpr int KD = kRecDim;
-  __shared__ float qkd[3 * KD];
-  float* decay = qkd + 2 * KD;
-  const int64_t h = blockIdx.x, vd = KD, kh = h / (sh.v_heads / sh.k_heads);
-  const int j = threadIdx.x;
-  float* Sh = S + h * KD * vd;
-  float st[KD];
-#pragma unroll
-  for (int i = 0; i < KD; ++i) st[i] = Sh[i * vd + j];
-  const float* q = qkv + kh * KD;
-  const float* k = qkv + sh.k_heads * KD + kh * KD;
-  qkd[j] = q[j];
-  qkd[KD + j] = k[j];
-  decay[j] = expf(g[h]);
-  const float bt = beta[h], vj = qkv[2 * sh.k_heads * KD + h * vd + j];
-  __syncthreads();
-  const float acc = ds4::cuda::detail::delta_rule_column<KD>(st, qkd, vj, bt);
-#pragma unroll
-  for (int i = 0; i < KD; ++i) Sh[i * vd + j] = st[i];
-  // gdn_gated_norm_kernel (blockDim 128, one column a thread)
-  float ss = 0.f;
-  ss += acc * acc;
-  ss = block_reduce(ss, SumOp{}, 0.f);
-  const float r = rsqrtf(ss / float(vd) + sh.eps);
-  const float zj = z[h * vd + j];
-  const float act = sh.gate_sigmoid ? sigm(zj) : zj * sigm(zj);
-  o[h * vd + j] = ((acc * r) * w[j]) * act;
-}
-
 }  // namespace
-
-bool gdn_recurrent_norm_fusable(const GdnShape& g) {
-  return g.k_dim == kRecDim && g.v_dim == kRecDim && g.v_heads % g.k_heads == 0;
-}
-
-void gdn_recurrent_norm(const float* qkv, const float* g, const float* beta, float* S, float* o, const float* z,
-                        const float* w, const GdnShape& sh, cudaStream_t s) {
-  gdn_recurrent_norm_kernel<<<unsigned(sh.v_heads), kRecDim, 0, s>>>(qkv, g, beta, S, o, z, w, sh);
-  DS4_CUDA_CHECK_LAUNCH();
-}
 
 bool gdn_conv_prep_fusable(const GdnShape& g) { return g.k_dim <= 256; }
 

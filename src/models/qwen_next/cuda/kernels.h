@@ -53,11 +53,6 @@ void gdn_conv_prep(const float* raw, const float* conv_w, float* conv_state, int
 // receives S after each row {rows, vh, k_dim, v_dim}.
 void gdn_recurrent(const float* qkv, const float* g, const float* beta, float* S, float* o, const GdnShape& sh,
                    cudaStream_t s, const Rows& rows = {}, float* states = nullptr);
-// gdn_recurrent (one row, no states) then gdn_gated_norm(o, z, w) in one launch, the same bits;
-// for k_dim = v_dim = 128 (gdn_recurrent_norm_fusable): the decode step.
-bool gdn_recurrent_norm_fusable(const GdnShape& g);
-void gdn_recurrent_norm(const float* qkv, const float* g, const float* beta, float* S, float* o, const float* z,
-                        const float* w, const GdnShape& sh, cudaStream_t s);
 // o = rmsnorm(o per head) * w * act(z), act sigmoid or silu.
 void gdn_gated_norm(float* o, const float* z, const float* w, const GdnShape& g, cudaStream_t s,
                     const Rows& rows = {});

@@ -129,14 +129,9 @@ void QwenNextCudaModel::Impl::layer(const DLayer& L, const LayerOffsets& o, uint
       gdn_prep(S(sl.qkv), S(sl.b), S(sl.a), g.a_log, g.dt_bias, sh, stream);
     }
     mark("gdn_conv_prep");
-    if (gdn_recurrent_norm_fusable(sh)) {
-      gdn_recurrent_norm(S(sl.qkv), S(sl.a), S(sl.b), SF(o.ssm), S(sl.o), S(sl.z), g.norm, sh, stream);
-      mark("gdn_recurrent_norm");
-    } else {
-      gdn_recurrent(S(sl.qkv), S(sl.a), S(sl.b), SF(o.ssm), S(sl.o), sh, stream);
-      mark("gdn_recurrent");
-      gdn_gated_norm(S(sl.o), S(sl.z), g.norm, sh, stream);
-    }
+    gdn_recurrent(S(sl.qkv), S(sl.a), S(sl.b), SF(o.ssm), S(sl.o), sh, stream);
+    mark("gdn_recurrent");
+    gdn_gated_norm(S(sl.o), S(sl.z), g.norm, sh, stream);
     gemv(g.out, S(sl.o), out);
     mark("gdn_norm_out_proj");
   } else {
