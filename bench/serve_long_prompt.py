@@ -23,7 +23,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python" / "common"))
-from ds4_server_proc import ServerProcess  # noqa: E402
+from ds4_server_proc import ServerProcess, server_flags  # noqa: E402
 from ds4_sse import chat_stream, final_usage  # noqa: E402
 
 WORDS = ("time year people way day man thing woman life child world school state family student group "
@@ -68,12 +68,10 @@ def main():
     lengths = [int(s) for s in a.lengths.split(",")]
     if any(n < 16 for n in lengths):
         ap.error("--lengths: each at least 16 tokens")
-    extra = []
-    for kv in a.server_arg:
-        k, sep, v = kv.partition("=")
-        if not sep or not k:
-            ap.error(f"--server-arg: '{kv}' is not KEY=VALUE")
-        extra += ["--" + k, v]
+    try:
+        extra = server_flags(a.server_arg)
+    except ValueError as e:
+        ap.error(str(e))
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()

@@ -34,7 +34,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "python" / "common"))
-from ds4_server_proc import ServerProcess  # noqa: E402
+from ds4_server_proc import ServerProcess, server_flags  # noqa: E402
 from ds4_sse import chat_stream, final_usage  # noqa: E402
 
 TOPICS = ["a cat who learns to fly", "the history of bread", "how rain forms", "a robot that paints",
@@ -181,12 +181,10 @@ def main():
     modes = a.modes.split(",")
     if not modes or any(m not in ("off", "on") for m in modes):
         ap.error(f"--modes: '{a.modes}' is not a list of off / on")
-    extra = []
-    for kv in a.server_arg:
-        k, sep, v = kv.partition("=")
-        if not sep or not k:
-            ap.error(f"--server-arg: '{kv}' is not KEY=VALUE")
-        extra += ["--" + k, v]
+    try:
+        extra = server_flags(a.server_arg)
+    except ValueError as e:
+        ap.error(str(e))
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     servers = {}

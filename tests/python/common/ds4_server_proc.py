@@ -55,3 +55,15 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         return self.proc.returncode
+
+
+def server_flags(pairs):
+    """`--server-arg KEY=VALUE` values -> ds4server flags ["--KEY", "VALUE", ...]; raises
+    ValueError naming the first value that is not KEY=VALUE (benches report it via argparse)."""
+    flags = []
+    for kv in pairs:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise ValueError(f"--server-arg: '{kv}' is not KEY=VALUE")
+        flags += ["--" + k, v]
+    return flags
