@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "models/model.h"
 
 namespace ds4::engine {
 namespace {
@@ -137,7 +138,7 @@ const std::vector<Key>& keys() {
             s.speculative = parse_bool(v, w, "speculative.enabled");
           },
           [](const Settings& s) { return s.speculative ? std::string(*s.speculative ? "true" : "false") : "auto"; }},
-      INT_KEY("speculative.depth", depth, 1, 5),
+      INT_KEY("speculative.depth", depth, 1, kMaxSpeculativeDepth),
       OPT_NUM_KEY("speculative.dspark_confidence", dspark_confidence, 0.0, 1.0),
       Key{"speculative.sampling",
           [](Settings& s, const std::string& v, const std::string& w) {

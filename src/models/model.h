@@ -32,9 +32,17 @@ struct ModelInfo {
   bool batched_decode = false;
   // verify_batch() runs all sequences' verify windows as one forward (weights read once for
   // all rows); false: it is the default loop of DraftHead::verify_capture calls, so the
-  // engine keeps each speculative cycle's verify on its own.
+  // engine keeps each speculative cycle's verify on its own. A model declares it only when it
+  // captures every window the engine can send (captures_every_window): the engine fails a
+  // batch that verify_batch declines, where a cycle alone verifies an uncaptured window on a clone.
   bool batched_verify = false;
 };
+
+// The most drafted tokens one speculative cycle verifies (speculative.depth's upper bound; a
+// DSpark block drafts at most 5 too): a verify window holds at most kMaxSpeculativeDepth + 1 tokens.
+inline constexpr int kMaxSpeculativeDepth = 5;
+// Whether verify_capture windows of up to `capture_rows` tokens hold every window the engine sends.
+inline bool captures_every_window(int64_t capture_rows) { return capture_rows >= kMaxSpeculativeDepth + 1; }
 
 class ModelState {
  public:

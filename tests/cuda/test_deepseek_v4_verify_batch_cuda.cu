@@ -20,7 +20,8 @@
 //     share the graph cache), batch_test_util.h's batch_run: decode_batch rows = each state's
 //     own decode step over 24 steps of 1..20 sequences.
 //  4. Loaded with chunk_rows 4 (capture records of 4 rows): set_options cannot raise chunk_rows to
-//     16, and a 6-row window is declined by verify_capture and verify_batch with nothing run.
+//     16, a 6-row window is declined by verify_capture and verify_batch with nothing run, and the
+//     model does not declare batched_verify (the engine then verifies each cycle alone).
 // Usage: test_deepseek_v4_verify_batch_cuda [root]
 #include <cstdio>
 #include <cstring>
@@ -92,6 +93,8 @@ int main(int argc, char** argv) {
       const bool batch_declined = !m->verify_batch(one, wins, lg) && s->position() == 12;
       check(declined && batch_declined, "a 6-row window on 4-row capture records: verify_capture and verify_batch "
                                         "decline, nothing runs");
+      check(!m->info().batched_verify, "4-row capture records do not hold every window the engine sends (depth "
+                                       "up to 5): batched_verify is off, the engine verifies each cycle alone");
     }
     std::filesystem::remove_all(mtp_dir);
     const std::string ds = root + "/tests/data/deepseek_v4/dspark";

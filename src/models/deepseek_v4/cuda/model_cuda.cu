@@ -381,7 +381,9 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.hc_counts = dc::DeviceBuffer(size_t(std::max<int64_t>(m.cl.rows, 1)) * sizeof(unsigned), "deepseek_v4 hc counters");
   DS4_CUDA_CHECK(cudaMemset(m.hc_counts.get(), 0, m.hc_counts.bytes()));
   m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
-  m.info.batched_verify = m.info.batched_decode;  // verify_batch: the same rows, one group per window (verify_batch.cu)
+  // verify_batch: the same rows, one group per window (verify_batch.cu), every window the engine
+  // sends within one chunk's capture records (set_options keeps this up to date).
+  m.info.batched_verify = m.info.batched_decode && captures_every_window(std::min<int64_t>(m.opt.chunk_rows, m.cap.rows));
   {  // widest input of a multi-row product: the HC mixes read hc * hidden, o_a a head group
     const int64_t cols = std::max({c.hc * c.hidden, c.heads * c.head_dim, c.o_groups * c.o_lora, c.expert_ff,
                                    c.q_lora, c.hidden});
@@ -479,6 +481,8 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
   if (copt.batch_rows < 1) throw InputError("deepseek_v4 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
   const bool mma = impl_->opt.act_mma.value_or(false);
   impl_->opt = copt;
+  impl_->info.batched_verify =
+      impl_->info.batched_decode && captures_every_window(std::min<int64_t>(copt.chunk_rows, impl_->cap.rows));
   impl_->opt.act_mma = copt.act_mma.value_or(mma);
   if ((copt.act_quant && *copt.act_quant != impl_->c.act_quant) || *impl_->opt.act_mma != mma) {
     // what a forward enqueues changes

@@ -376,7 +376,9 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
   m.hc_counts = dc::DeviceBuffer(size_t(std::max<int64_t>(m.cl.rows, 1)) * sizeof(unsigned), "glm5 hc counters");
   DS4_CUDA_CHECK(cudaMemset(m.hc_counts.get(), 0, m.hc_counts.bytes()));
   m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
-  m.info.batched_verify = m.info.batched_decode;  // verify_batch: the same rows, one group per window (verify_batch.cu)
+  // verify_batch: the same rows, one group per window (verify_batch.cu), every window the engine
+  // sends within one chunk (set_options keeps this up to date).
+  m.info.batched_verify = m.info.batched_decode && captures_every_window(m.opt.chunk_rows);
   if (m.cl.rows > copt.chunk_rows) {  // prefill chunks: the GEMMs' cuBLAS handle and weight tile
     const int64_t qkv = c.linear_num_heads * c.linear_head_dim;
     const int64_t cols = std::max({c.hc_mult * c.hidden_size, c.hidden_size, qkv, c.q_lora_rank,
@@ -437,6 +439,7 @@ void Glm5CudaModel::set_options(const CudaModelOptions& copt) {
                      std::to_string(prefill_rows()) + " rows the chunk scratch was sized for (or gemm_rows < 0, " +
                      "batch_rows < 1)");
   m.opt = copt;
+  m.info.batched_verify = m.info.batched_decode && captures_every_window(copt.chunk_rows);
 }
 size_t Glm5CudaModel::weight_bytes() const { return impl_->dw.buffer.bytes(); }
 

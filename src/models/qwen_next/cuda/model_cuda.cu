@@ -288,7 +288,9 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   m.cl = chunk_layout(c, m.sl, std::max<int64_t>(copt.chunk_rows, prefill));
   if (m.cl.rows > 1) m.chunk = dc::DeviceBuffer(m.cl.bytes, "qwen_next chunk scratch");
   m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
-  m.info.batched_verify = m.info.batched_decode;  // verify_batch: the same rows, one group per window (verify_batch.cu)
+  // verify_batch: the same rows, one group per window (verify_batch.cu), every window the engine
+  // sends within the capture records (chunk_rows and capture_rows are fixed at load).
+  m.info.batched_verify = m.info.batched_decode && captures_every_window(std::min(m.opt.capture_rows, m.opt.chunk_rows));
   {  // widest input of a chunk's product: the hyper-connections' normed streams {hc * d}
     const int64_t cols = std::max({c.wide(), c.hidden, c.heads * c.head_dim, c.value_dim(), c.shared_inter,
                                    c.hc_rank + c.hc, c.ple_dim});
