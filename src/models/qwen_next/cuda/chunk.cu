@@ -382,7 +382,7 @@ bool QwenNextCudaModel::verify_capture(ModelState& trial, std::span<const int32_
   // A pending window must be committed first (as on the CPU). Each state holds its own
   // records, so other states' windows stay pending beside it.
   if (!st->cap_tokens.empty()) throw Error("qwen_next cuda: verify_capture over an uncommitted captured window");
-  const int64_t cap_rows = std::min(m.opt.capture_rows, m.opt.chunk_rows);
+  const int64_t cap_rows = m.capture_limit();
   if (n < 1 || (n > 1 && n > cap_rows)) return false;  // not one recorded chunk: the loop verifies on a clone
   m.check_input(*st, tokens);
   std::vector<std::vector<int32_t>> ctx0 = st->ple_ctx;

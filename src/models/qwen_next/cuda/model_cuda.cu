@@ -290,7 +290,7 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
   m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
   // verify_batch: the same rows, one group per window (verify_batch.cu), every window the engine
   // sends within the capture records (chunk_rows and capture_rows are fixed at load).
-  m.info.batched_verify = m.info.batched_decode && captures_every_window(std::min(m.opt.capture_rows, m.opt.chunk_rows));
+  m.info.batched_verify = m.info.batched_decode && captures_every_window(m.capture_limit());
   {  // widest input of a chunk's product: the hyper-connections' normed streams {hc * d}
     const int64_t cols = std::max({c.wide(), c.hidden, c.heads * c.head_dim, c.value_dim(), c.shared_inter,
                                    c.hc_rank + c.hc, c.ple_dim});

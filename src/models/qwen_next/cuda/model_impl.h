@@ -5,6 +5,7 @@
 // speculative verify, and the captured-prefix commit) and mtp.cu (the MTP draft head).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -234,7 +235,9 @@ struct QwenNextCudaModel::Impl {
   void forward_chunk(CudaState& st, std::span<const int32_t> tokens, Logits mode, bool capture);
 
   // ---- captured verify (chunk.cu): the records' layout, the same for every state ----
-  CaptureLayout capl;  // set at the first verify_capture (min(capture_rows, chunk_rows) rows)
+  CaptureLayout capl;  // set at the first verify_capture (capture_limit() rows)
+  // The longest window verify_capture records in one chunk (options fixed at load).
+  int64_t capture_limit() const { return std::min<int64_t>(opt.capture_rows, opt.chunk_rows); }
   float* CAP(const CudaState& st, size_t off) const { return reinterpret_cast<float*>(st.cap.as<uint8_t>() + off); }
 
   // ---- batch.cu: decode_batch, one token for each of `rows` states as one forward ----

@@ -46,7 +46,7 @@ bool QwenNextCudaModel::verify_batch(std::span<ModelState* const> states,
   Impl& m = *impl_;
   // verify_capture's own limits (chunk.cu): one recorded chunk per window, and an exact one (a
   // window of gemm_rows rows or more would take the tensor cores alone, never in a batch).
-  const int64_t cap_rows = std::min(m.opt.capture_rows, m.opt.chunk_rows);
+  const int64_t cap_rows = m.capture_limit();
   bool batched = m.cl.rows >= 2;
   for (const auto& w : windows) {
     const int64_t n = int64_t(w.size());
