@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/paged_rows.h"
 
 namespace ds4 {
 
@@ -28,6 +29,12 @@ class StateWriter {
     StateSection s{name, std::vector<uint8_t>(v.size() * sizeof(T))};
     if (!v.empty()) std::memcpy(s.bytes.data(), v.data(), s.bytes.size());
     out_.push_back(std::move(s));
+  }
+  // A paged per-position cache: the same bytes as the contiguous rows it holds, so
+  // checkpoints do not depend on the block size.
+  void vec(const std::string& name, const PagedRows& v) {
+    const std::vector<float> rows = v.flatten();
+    vec(name, rows);
   }
   template <class T>
   void scalar(const std::string& name, const T& x) {
@@ -66,6 +73,19 @@ class StateReader {
                        " elements is not a whole number of rows of " + std::to_string(row));
     v.resize(n);
     if (n) std::memcpy(v.data(), s.bytes.data(), s.bytes.size());
+  }
+  // A paged cache keeps the fresh state's row width: the section must be whole rows of it
+  // (none at all for a cache of width 0, which that layer does not have).
+  void vec(const std::string& name, PagedRows& v) {
+    const StateSection& s = get(name);
+    const size_t row_bytes = size_t(v.width()) * sizeof(float);
+    if (row_bytes == 0 ? !s.bytes.empty() : s.bytes.size() % row_bytes != 0)
+      throw InputError("checkpoint section '" + name + "': " + std::to_string(s.bytes.size()) +
+                       " bytes is not a whole number of rows of " + std::to_string(v.width()) + " floats");
+    const int64_t n = row_bytes ? int64_t(s.bytes.size() / row_bytes) : 0;
+    std::vector<float> rows(size_t(n) * size_t(v.width()));
+    if (!rows.empty()) std::memcpy(rows.data(), s.bytes.data(), s.bytes.size());
+    v.assign(rows.data(), n);
   }
   template <class T>
   void scalar(const std::string& name, T& x) {
@@ -109,14 +129,11 @@ S read_state_sections(const char* family, const S& current, const std::vector<St
   return fresh;
 }
 
-// Growing per-position sections (KV / latent / indexer rows) hold a whole row per position;
-// any other size (or `consistent` false, e.g. K and V disagreeing) is a truncated or foreign
-// section.
-inline void require_whole_rows(const char* family, const std::string& section, size_t n, int64_t pos,
-                               bool consistent = true) {
-  if (n != 0 && (!consistent || pos == 0 || n % size_t(pos) != 0))
-    throw InputError(std::string(family) + " checkpoint: section '" + section + "' holds " + std::to_string(n) +
-                     " floats, not a whole row per position (pos " + std::to_string(pos) + ")");
+// A paged per-position cache holds one row per position, or none (a layer without it).
+inline void require_rows(const char* family, const std::string& section, const PagedRows& rows, int64_t pos) {
+  if (rows.rows() != 0 && rows.rows() != pos)
+    throw InputError(std::string(family) + " checkpoint: section '" + section + "' holds " +
+                     std::to_string(rows.rows()) + " rows, not one per position (pos " + std::to_string(pos) + ")");
 }
 
 }  // namespace ds4

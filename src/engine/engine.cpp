@@ -8,6 +8,7 @@
 
 #include "core/capacity_error.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "engine/engine_job.h"
 #include "engine/session_checkpoints.h"
 #include "engine/turn_boundary.h"
@@ -46,6 +47,8 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
   scheduler_.emplace(batching_ ? (o.step_tokens > 0 ? o.step_tokens : prefill_chunk_) : 0, prefill_chunk_);
   m_.step_tokens = scheduler_->step_tokens();
   state_memory_request_ = o.state_memory_bytes;
+  preempt_swap_ = o.preempt_swap;
+  swap_budget_ = o.swap_bytes ? o.swap_bytes : host_memory_available() / 2;
   if (!o.checkpoint_dir.empty())
     checkpoints_ = std::make_unique<SessionCheckpoints>(*model_, o.checkpoint_dir, o.checkpoint_budget_bytes,
                                                         /*draft_state=*/spec_depth_ > 0);
@@ -81,6 +84,7 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Codec> codec, Engin
   {
     std::lock_guard lk(metrics_mu_);
     m_.state_budget_bytes = budget_->bytes();
+    m_.swap_budget_bytes = preempt_swap_ ? swap_budget_ : 0;
   }
 }
 

@@ -85,8 +85,15 @@ struct EngineOptions {
   // when the engine starts). A request whose projected state could never fit is refused
   // (CapacityError); one that does not fit beside the running ones waits in the queue; running
   // ones that would outgrow it preempt the youngest (its state is dropped and recomputed
-  // when it is admitted again).
+  // when it is admitted again, or swapped to host: preempt_swap).
   size_t state_memory_bytes = 0;
+  // Preemption by swap to host instead of recompute: the preempted state's sections
+  // (ModelState::save; a CUDA state copies its device caches to host memory) wait with the
+  // turn in the queue, and a fresh state loads them when it is admitted again: nothing is
+  // re-fed. For states in device memory, where a long context's re-prefill costs far more than
+  // the copies. A turn whose sections do not fit swap_bytes (or whose save fails) is recomputed.
+  bool preempt_swap = false;
+  size_t swap_bytes = 0;  // host bytes the swapped states may hold together; 0 = auto (half the host's available memory)
 };
 
 struct EngineMetrics {
@@ -117,6 +124,9 @@ struct EngineMetrics {
   // cache_bytes), the budget for both, and turns preempted (state dropped, requeued).
   size_t state_bytes = 0, state_budget_bytes = 0;
   uint64_t preemptions = 0;
+  // Preemptions by swap to host (the rest recomputed) and the host bytes swapped states hold.
+  uint64_t swap_outs = 0;
+  size_t swapped_bytes = 0, swap_budget_bytes = 0;
   uint64_t batched_verify_calls = 0, batched_verify_rows = 0;
   // Bytes the batched logits rows buffer holds between iterations (0 once no turn is live).
   size_t batch_rows_bytes = 0;
@@ -202,8 +212,11 @@ class Engine {
   size_t held(const Job& job) const;        // state bytes the turn holds now
   bool fits(const Job& queued);             // may start now (evicts cache entries for it)
   void preempt_to_fit(std::vector<Job*>& decode, std::vector<Job*>& prefill);
-  void preempt(Job& job);                   // drop the state, keep the tokens, requeue
-  bool resume(Job& job);                    // a preempted turn's start: re-prefill its tokens
+  void preempt(Job& job);                   // drop (or swap out) the state, keep the tokens, requeue
+  bool swap_out(Job& job);                  // the state's sections to host memory (preempt_swap)
+  void to_replay(Job& job);                 // the turn's tokens as its pending prompt (recompute)
+  size_t swapped_bytes() const;             // host bytes the queued swapped states hold
+  bool resume(Job& job);                    // a preempted turn's start: swap in or re-prefill
   void publish_state_bytes();
 
 
@@ -231,6 +244,8 @@ class Engine {
   std::vector<float> batch_rows_;
   std::optional<StepScheduler> scheduler_;  // set in the constructor (needs the chunk)
   size_t state_memory_request_ = 0;         // EngineOptions::state_memory_bytes
+  bool preempt_swap_ = false;               // EngineOptions::preempt_swap
+  size_t swap_budget_ = 0;                  // EngineOptions::swap_bytes, resolved
   std::optional<StateBudget> budget_;       // set on the engine thread before it is ready
   PrefixCache cache_;
   std::unique_ptr<SessionCheckpoints> checkpoints_;  // null = checkpoints off

@@ -10,6 +10,11 @@
 //    the prefix cache where an entry helps, and carries on with its own sampler, so the
 //    stream neither repeats nor skips a token). The oldest live turn is never preempted:
 //    its projected need fit the whole budget when it was admitted.
+//  - with EngineOptions::preempt_swap the preempted state is swapped to host instead: its
+//    sections (ModelState::save) wait with the turn, and admitted again a fresh state loads
+//    them and the turn goes on from where it stopped (nothing re-fed; the sections are the
+//    exact state, the checkpoint format). Recompute remains the fallback: sections beyond
+//    the swap budget, a save or load that fails.
 // A turn whose projected state exceeds the whole budget is refused at submit (CapacityError).
 #include <algorithm>
 
@@ -74,7 +79,7 @@ void Engine::preempt_to_fit(std::vector<Job*>& decode, std::vector<Job*>& prefil
   }
 }
 
-void Engine::preempt(Job& job) {
+void Engine::to_replay(Job& job) {
   // Every token the state holds, the emitted token it has not consumed yet, and the prompt
   // tokens it has not been fed: re-fed in this order they rebuild the same state (prefill
   // slices of any size give the decode steps' state bit for bit).
@@ -86,8 +91,37 @@ void Engine::preempt(Job& job) {
   job.pending_at = 0;
   job.history.clear();
   job.to_feed = -1;
-  job.state.reset();
   job.logits.clear();
+}
+
+size_t Engine::swapped_bytes() const {
+  std::lock_guard lk(mu_);
+  size_t b = 0;
+  for (const auto& j : queue_) b += j->swapped_bytes;
+  return b;
+}
+
+bool Engine::swap_out(Job& job) {
+  if (!preempt_swap_ || !job.state) return false;
+  std::vector<StateSection> sections;
+  try {
+    job.state->save(sections);  // a CUDA state: its device caches copied to host memory
+  } catch (const std::exception&) {
+    return false;  // e.g. a state the model cannot save now: recompute instead
+  }
+  size_t b = 0;
+  for (const StateSection& s : sections) b += s.bytes.size() + s.name.size();
+  if (swapped_bytes() + b > swap_budget_) return false;
+  job.swapped = std::move(sections);
+  job.swapped_bytes = b;
+  job.swapped_phase = job.phase;
+  return true;
+}
+
+void Engine::preempt(Job& job) {
+  const bool swapped = swap_out(job);
+  if (!swapped) to_replay(job);
+  job.state.reset();
   job.pre_stop.reset();  // publish_pre_stop rebuilds it from the cache when it is needed
   job.phase = Job::Phase::kNew;
   job.resumed = true;
@@ -102,10 +136,27 @@ void Engine::preempt(Job& job) {
   }
   std::lock_guard lk(metrics_mu_);
   m_.preemptions++;
+  if (swapped) m_.swap_outs++;
 }
 
 bool Engine::resume(Job& job) {
   if (!job.resumed) return false;
+  if (!job.swapped.empty()) {
+    std::vector<StateSection> sections = std::move(job.swapped);
+    job.swapped.clear();
+    job.swapped_bytes = 0;
+    try {
+      auto st = model_->new_state();
+      st->load(sections);  // the exact state it left (checkpoint sections)
+      job.state = std::move(st);
+      job.phase = job.swapped_phase;
+      return true;
+    } catch (const std::exception&) {
+      job.phase = job.swapped_phase;  // the tokens are all there: recompute them instead
+      to_replay(job);
+      job.phase = Job::Phase::kNew;
+    }
+  }
   const std::vector<int32_t>& want = job.pending;
   auto hit = cache_.lookup([&](const std::vector<int32_t>& t) -> std::optional<std::vector<int32_t>> {
     if (t.size() > want.size() || !std::equal(t.begin(), t.end(), want.begin())) return std::nullopt;
@@ -128,8 +179,10 @@ bool Engine::resume(Job& job) {
 void Engine::publish_state_bytes() {
   size_t b = 0;
   for (const auto& j : live_) b += held(*j);
+  const size_t swapped = swapped_bytes();
   std::lock_guard lk(metrics_mu_);
   m_.state_bytes = b;
+  m_.swapped_bytes = swapped;
 }
 
 }  // namespace ds4::engine

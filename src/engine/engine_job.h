@@ -65,6 +65,12 @@ struct Engine::Job {
   // held (prompt, emitted tokens), re-fed when it is admitted again; the sampler, text
   // stream, parser and stop matcher carry on as they were (same RNG stream).
   bool resumed = false;
+  // Swapped to host at its preemption (EngineOptions::preempt_swap): the state's sections and
+  // the phase it was in; `history`, `pending`, `to_feed` and `logits` stay as they were, and
+  // resume() loads the sections into a fresh state. Empty: recomputed (or never preempted).
+  std::vector<StateSection> swapped;
+  size_t swapped_bytes = 0;
+  Phase swapped_phase = Phase::kNew;
 };
 
 }  // namespace ds4::engine

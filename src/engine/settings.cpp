@@ -151,6 +151,14 @@ const std::vector<Key>& keys() {
       BOOL_KEY("batching.enabled", batching),
       INT_KEY("batching.step_tokens", batching_step_tokens, 0, int64_t(1) << 24),
       INT_KEY("batching.state_memory_mib", batching_state_memory_mib, 0, int64_t(1) << 30),
+      Key{"batching.preempt",
+          [](Settings& s, const std::string& v, const std::string& w) {
+            if (v != "auto" && v != "swap" && v != "recompute")
+              bad(w, "batching.preempt", v, "expected auto, swap or recompute");
+            s.batching_preempt = v;
+          },
+          [](const Settings& s) { return s.batching_preempt; }},
+      INT_KEY("batching.swap_mib", batching_swap_mib, 0, int64_t(1) << 30),
       INT_KEY("cache.mib", cache_mib, 0, int64_t(1) << 24),
       Key{"cache.snapshot_every",
           [](Settings& s, const std::string& v, const std::string& w) {

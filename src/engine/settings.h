@@ -47,6 +47,12 @@ struct Settings {
   // the prefix cache may hold together; 0 = auto (90% of the memory free at start: host
   // memory for the CPU models, device memory for the CUDA ones).
   int64_t batching_state_memory_mib = 0;
+  // Preemption (EngineOptions::preempt_swap): "swap" (state sections to host memory),
+  // "recompute" (drop the state, re-feed its tokens), "auto" (swap on CUDA, where the states
+  // live in device memory; recompute on CPU, where swapping frees nothing).
+  std::string batching_preempt = "auto";
+  // Host MiB swapped states may hold together; 0 = half the host's available memory.
+  int64_t batching_swap_mib = 0;
   // Prefix cache.
   int64_t cache_mib = 2048;
   // Prefill snapshots every N prompt tokens (branch points for prompts sharing a long prefix;

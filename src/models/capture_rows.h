@@ -26,12 +26,6 @@ inline void tail_rows(const std::vector<float>& old, const std::vector<float>& i
   tail_rows(old, in, keep, width, width ? int64_t(old.size()) / width : 0, out);
 }
 
-// An append-only per-position cache {rows_now, w} cut back to its first rows_kept rows.
-inline void truncate_rows(std::vector<float>& v, int64_t rows_now, int64_t rows_kept) {
-  if (v.empty() || rows_now == 0) return;
-  v.resize(v.size() / size_t(rows_now) * size_t(rows_kept));
-}
-
 // The checks every family's commit_prefix makes: a captured window of n rows is pending and
 // 1 <= keep <= n.
 inline void check_commit_keep(const char* family, int64_t n, int64_t keep) {

@@ -1,10 +1,8 @@
 // StateCost (model.h): the bound and the default measurement.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
-#include <string>
 
+#include "core/host_memory.h"
 #include "models/draft_head.h"
 #include "models/model.h"
 
@@ -20,17 +18,6 @@ StateCost Model::state_cost(bool draft) {
   return {double(st->bytes()), 0.0};
 }
 
-size_t Model::state_memory_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("MemAvailable:", 0) != 0) continue;
-    std::istringstream s(line.substr(13));
-    size_t kib = 0;
-    s >> kib;
-    return kib << 10;
-  }
-  return 0;
-}
+size_t Model::state_memory_available() { return host_memory_available(); }
 
 }  // namespace ds4

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <iterator>
 
+#include "core/paged_rows.h"
+
 namespace ds4::server {
 
 std::string batch_metrics_text(const engine::EngineMetrics& m) {
@@ -24,10 +26,21 @@ std::string batch_metrics_text(const engine::EngineMetrics& m) {
       double(m.batched_rows));
   one("ds4_state_memory_bytes", "gauge", "Bytes the live sessions' model states hold (the prefix cache: ds4_cache_bytes).",
       double(m.state_bytes));
+  // The real memory of the per-position caches: blocks shared by a cached prefix and the
+  // sessions continuing from it count once here, once per holder in the two gauges above.
+  one("ds4_paged_cache_bytes", "gauge",
+      "Bytes of paged per-position cache blocks alive (CPU states, prefix cache, snapshots), shared blocks once.",
+      double(PagedRows::live_block_bytes()));
   one("ds4_state_memory_budget_bytes", "gauge", "Bytes the live states and the prefix cache may hold together (admission control).",
       double(m.state_budget_bytes));
-  one("ds4_preemptions_total", "counter", "Turns preempted to stay within the state memory budget (state dropped, recomputed).",
+  one("ds4_preemptions_total", "counter", "Turns preempted to stay within the state memory budget (state recomputed or swapped to host).",
       double(m.preemptions));
+  one("ds4_swap_outs_total", "counter", "Preemptions that swapped the state to host memory (the rest recomputed).",
+      double(m.swap_outs));
+  one("ds4_swapped_bytes", "gauge", "Host bytes the swapped states of preempted turns hold while they wait.",
+      double(m.swapped_bytes));
+  one("ds4_swap_budget_bytes", "gauge", "Host bytes swapped states may hold together (0: preemption recomputes).",
+      double(m.swap_budget_bytes));
   one("ds4_batched_verify_calls_total", "counter",
       "Batched speculative verify forwards (every speculating session's window, weights read once).",
       double(m.batched_verify_calls));

@@ -42,6 +42,8 @@ engine::EngineOptions engine_options(const engine::Settings& s) {
   o.batching = s.batching;
   o.step_tokens = s.batching_step_tokens;
   o.state_memory_bytes = size_t(s.batching_state_memory_mib) << 20;
+  o.preempt_swap = s.batching_preempt == "swap";
+  o.swap_bytes = size_t(s.batching_swap_mib) << 20;
   return o;
 }
 
@@ -53,6 +55,9 @@ engine::EngineOptions engine_options(engine::Settings& s, const Loaded& l) {
     std::fprintf(stderr, "backend: %s (%s)%s\n", l.backend.backend.c_str(), l.backend.reason.c_str(),
                  l.canary ? "; GPU canary on" : "");
   }
+  // auto: swap where the states live in device memory (a re-prefill there costs far more
+  // than copying the caches out and back); on the CPU swapping would free nothing.
+  o.preempt_swap = s.batching_preempt == "swap" || (s.batching_preempt == "auto" && s.backend == "cuda");
   return o;
 }
 

@@ -33,7 +33,7 @@ void attend_one(const AttentionArgs& a, int64_t i, int64_t h, std::vector<float>
   sc.resize(idx.size());
   float m = -INFINITY;
   for (size_t t = 0; t < idx.size(); ++t) {
-    const float* k = a.k + idx[t] * k_row + kvh * a.head_dim;
+    const float* k = (a.k_pages ? a.k_pages->row(idx[t]) : a.k + idx[t] * k_row) + kvh * a.head_dim;
     float d = 0;
     for (int64_t e = 0; e < a.head_dim; ++e) d += q[e] * k[e];
     sc[t] = d * a.scale;
@@ -46,7 +46,7 @@ void attend_one(const AttentionArgs& a, int64_t i, int64_t h, std::vector<float>
   }
   const float inv = float(1.0 / sum);
   for (size_t t = 0; t < idx.size(); ++t) {
-    const float* v = a.v + idx[t] * v_row + kvh * v_dim;
+    const float* v = (a.v_pages ? a.v_pages->row(idx[t]) : a.v + idx[t] * v_row) + kvh * v_dim;
     const float p = sc[t] * inv;
     for (int64_t e = 0; e < v_dim; ++e) o[e] += p * v[e];
   }
@@ -57,6 +57,8 @@ void attend_one(const AttentionArgs& a, int64_t i, int64_t h, std::vector<float>
 void attention_f32(const AttentionArgs& a) {
   DS4_CHECK(a.kv_heads > 0 && a.heads % a.kv_heads == 0, "attention: heads must be a multiple of kv_heads");
   DS4_CHECK(!a.sel || a.sel_count, "attention: selection needs sel_count");
+  DS4_CHECK((!a.k_pages || a.k_pages->rows() >= a.n_kv) && (!a.v_pages || a.v_pages->rows() >= a.n_kv),
+            "attention: paged cache shorter than n_kv");
   parallel_for(a.pool, a.n_q * a.heads, [&](int64_t b, int64_t e) {
     std::vector<float> sc;
     std::vector<int32_t> idx;

@@ -3,6 +3,8 @@
 // selection (sparse attention: only the listed keys take part, causality still applies).
 #include <cstdint>
 
+#include "core/paged_rows.h"
+
 namespace ds4 {
 class ThreadPool;
 }
@@ -21,6 +23,10 @@ struct AttentionArgs {
   int64_t v_dim = 0;         // 0 = head_dim
   int64_t k_row = 0;         // 0 = kv_heads * head_dim
   int64_t v_row = 0;         // 0 = kv_heads * v_dim
+  // Paged caches (core/paged_rows.h) instead of k / v: key j is k_pages->row(j), whose
+  // width is the row stride.
+  const PagedRows* k_pages = nullptr;
+  const PagedRows* v_pages = nullptr;
   int64_t q_pos0 = 0;        // key index of query 0: query i sees keys j <= q_pos0 + i
   float scale = 1.0f;
   // Optional selection: query i attends only to keys sel[i * sel_stride + 0 .. sel_count[i]).

@@ -21,7 +21,7 @@ namespace {
 struct KeySet {
   const float* raw = nullptr;  // {n_raw, head_dim}: window rows then this chunk's rows
   int64_t n_raw_before = 0;    // rows that precede position p0
-  const float* comp = nullptr; // {n_comp, head_dim}
+  const PagedRows* comp = nullptr; // {n_comp, head_dim}
   const std::vector<std::vector<int32_t>>* sel = nullptr;  // CSA: per-query allowed entries
   int64_t ratio = 0;
 };
@@ -37,10 +37,10 @@ void attend(const Ctx& ctx, const KeySet& ks, const float* q, float sink, int64_
   for (int64_t j = lo; j <= hi; ++j) rows.push_back(ks.raw + j * hd);
   if (ks.ratio > 0) {
     if (ks.sel) {
-      for (int32_t k : (*ks.sel)[size_t(t)]) rows.push_back(ks.comp + int64_t(k) * hd);
+      for (int32_t k : (*ks.sel)[size_t(t)]) rows.push_back(ks.comp->row(k));
     } else {
       const int64_t visible = (pos + 1) / ks.ratio;
-      for (int64_t k = 0; k < visible; ++k) rows.push_back(ks.comp + k * hd);
+      for (int64_t k = 0; k < visible; ++k) rows.push_back(ks.comp->row(k));
     }
   }
   // The CUDA tensor-core chunk (cuda/attention_tc.cu) runs both products with TF32 operands:
@@ -145,7 +145,7 @@ void attention_forward_seqs(const Ctx& ctx, const LayerWeights& w, int64_t layer
         sel = indexer_select(ctx, w, ratio, s.index, qr.data() + r0 * c.q_lora, xs, T, p0);
         ks.sel = &sel;
       }
-      ks.comp = s.comp.entries.data();
+      ks.comp = &s.comp.entries;
     }
     float* hs = heads.data() + r0 * c.heads * hd;
     const float* qs = q.data() + r0 * c.heads * hd;

@@ -45,7 +45,7 @@ void emit_entry(const Ctx& ctx, const CompressorWeights& w, int64_t ratio, bool 
                 ctx.inv_freq_compress.data(), cpu::RopeStyle::kInterleaved);
   if (w.indexer) ds4_indexer_storage(ctx.c, entry.data(), dim);
   else ds4_kv_storage(ctx.c, entry.data(), dim);
-  s.entries.insert(s.entries.end(), entry.begin(), entry.end());
+  s.entries.append(entry.data(), 1);
 }
 
 // The lane bookkeeping of one closed window once its entry exists: count it, keep its Ca
@@ -125,10 +125,10 @@ void compressor_push(const Ctx& ctx, const CompressorWeights& w, int64_t ratio, 
 
 void compressor_commit(const CompressorWeights& w, int64_t ratio, bool overlap, CompressorState& s,
                        const LaneCapture& cap, int64_t keep, int64_t p0) {
-  std::vector<float> entries = std::move(s.entries);
+  PagedRows entries = std::move(s.entries);
   s = cap.before;
   append_rows(nullptr, w, ratio, overlap, s, cap.kv, cap.gate, keep, p0);
-  entries.resize(size_t(s.n_entries * w.dim));
+  entries.truncate(s.n_entries);
   s.entries = std::move(entries);
 }
 
@@ -152,7 +152,7 @@ std::vector<std::vector<int32_t>> indexer_select(const Ctx& ctx, const LayerWeig
       for (int64_t h = 0; h < nh; ++h) ds4_indexer_storage(c, qt + h * d, d);
       scores.assign(size_t(visible), 0.0f);
       for (int64_t k = 0; k < visible; ++k) {
-        const float* kk = index.entries.data() + k * d;
+        const float* kk = index.entries.row(k);
         float s = 0;
         for (int64_t h = 0; h < nh; ++h) {
           const float dot = dot_f32(qt + h * d, kk, d);

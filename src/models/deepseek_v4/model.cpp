@@ -97,9 +97,7 @@ class DsModel : public Model, public DraftHead {
   }
 
   std::unique_ptr<ModelState> new_state() const override {
-    auto s = std::make_unique<State>();
-    s->layers.resize(size_t(c_.layers));
-    return s;
+    return std::make_unique<State>(make_state(c_));
   }
 
   void forward(ModelState& base, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/paged_rows.h"
 #include "models/model.h"
 
 namespace ds4::deepseek_v4 {
@@ -16,7 +17,7 @@ namespace ds4::deepseek_v4 {
 struct CompressorState {
   std::vector<float> pend_kv, pend_gate;  // {n_pend, width}; gate already has the position bias
   std::vector<float> prev_kv, prev_gate;  // {ratio, dim} Ca of the last closed window; empty = none
-  std::vector<float> entries;             // {n_entries, dim}: normalized, rope'd at the window start
+  PagedRows entries;  // {n_entries, dim}: normalized, rope'd at the window start; paged (a clone shares blocks)
   int64_t n_entries = 0;
 };
 
@@ -52,8 +53,8 @@ class State : public ModelState {
   size_t bytes() const override {
     size_t b = 0;
     auto lane = [](const CompressorState& c) {
-      return (c.pend_kv.size() + c.pend_gate.size() + c.prev_kv.size() + c.prev_gate.size() + c.entries.size()) *
-             sizeof(float);
+      return (c.pend_kv.size() + c.pend_gate.size() + c.prev_kv.size() + c.prev_gate.size()) * sizeof(float) +
+             c.entries.bytes();
     };
     for (const auto& l : layers) b += l.window.size() * sizeof(float) + lane(l.comp) + lane(l.index);
     for (const auto& r : dspark_ring) b += r.size() * sizeof(float);
@@ -81,5 +82,11 @@ class State : public ModelState {
   std::vector<std::vector<float>> cap_ring0, cap_ring_rows;
   int64_t cap_dspark_n0 = 0;
 };
+
+struct Config;
+// A fresh state shaped for the config (a layer per trunk layer, the lanes' entry widths: KV
+// head_dim, indexer index_dim): the CPU model's new_state() and the CUDA state's host copy for
+// checkpoints (state_io.cpp).
+State make_state(const Config& c);
 
 }  // namespace ds4::deepseek_v4

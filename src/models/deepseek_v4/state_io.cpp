@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "models/deepseek_v4/config.h"
+
 namespace ds4::deepseek_v4 {
 namespace {
 
@@ -50,7 +52,26 @@ void check_rows(const std::string& name, size_t elems, int64_t rows) {
                      " floats for " + std::to_string(rows) + " rows");
 }
 
+// A lane's entries: exactly its n_entries rows (the reader already checked whole rows).
+void check_entries(const std::string& name, const PagedRows& entries, int64_t n_entries) {
+  if (entries.rows() != n_entries)
+    throw InputError("deepseek_v4 checkpoint: section '" + name + "' holds " + std::to_string(entries.rows()) +
+                     " rows for n_entries " + std::to_string(n_entries));
+}
+
 }  // namespace
+
+State make_state(const Config& c) {
+  State s;
+  s.layers.resize(size_t(c.layers));
+  auto shape = [&](LayerState& l) {
+    l.comp.entries = PagedRows(c.head_dim);
+    l.index.entries = PagedRows(c.index_dim);
+  };
+  for (LayerState& l : s.layers) shape(l);
+  shape(s.mtp);
+  return s;
+}
 
 void State::save(std::vector<StateSection>& out) const {
   StateWriter w(out);
@@ -64,8 +85,8 @@ void State::load(const std::vector<StateSection>& in) {
     const auto& l = fresh.layers[i];
     const std::string p = "layer." + std::to_string(i) + ".";
     check_rows(p + "window", l.window.size(), l.n_window);
-    check_rows(p + "comp.entries", l.comp.entries.size(), l.comp.n_entries);
-    check_rows(p + "index.entries", l.index.entries.size(), l.index.n_entries);
+    check_entries(p + "comp.entries", l.comp.entries, l.comp.n_entries);
+    check_entries(p + "index.entries", l.index.entries, l.index.n_entries);
   }
   check_rows("mtp.window", fresh.mtp.window.size(), fresh.mtp.n_window);
   for (size_t i = 0; i < fresh.dspark_ring.size(); ++i)

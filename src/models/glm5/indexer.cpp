@@ -24,24 +24,25 @@ void layernorm(float* x, int64_t n, const float* w, const float* b, float eps) {
 // Pool keys for every pool completed by the rows just appended: per channel, a softmax over
 // the pool's positions of (gate + ape[position in pool]) weights the indexer keys.
 void finish_pools(const IndexerWeights& w, int64_t kp, int64_t dim, MlaState& st) {
-  const int64_t rows = int64_t(st.idx_keys.size()) / dim;
-  const int64_t done = int64_t(st.pool_keys.size()) / dim, complete = rows / kp;
-  std::vector<float> logit(static_cast<size_t>(kp));
+  const int64_t rows = st.idx_keys.rows();
+  const int64_t done = st.pool_keys.rows(), complete = rows / kp;
+  std::vector<float> logit(static_cast<size_t>(kp)), pooled(static_cast<size_t>(dim));
   for (int64_t p = done; p < complete; ++p) {
     for (int64_t d = 0; d < dim; ++d) {
       float m = -INFINITY;
       for (int64_t j = 0; j < kp; ++j) {
-        logit[size_t(j)] = st.idx_gates[size_t((p * kp + j) * dim + d)] + w.ape[size_t(j * dim + d)];
+        logit[size_t(j)] = st.idx_gates.row(p * kp + j)[d] + w.ape[size_t(j * dim + d)];
         m = std::max(m, logit[size_t(j)]);
       }
       float sum = 0, acc = 0;
       for (int64_t j = 0; j < kp; ++j) {
         const float e = std::exp(logit[size_t(j)] - m);
         sum += e;
-        acc += e * st.idx_keys[size_t((p * kp + j) * dim + d)];
+        acc += e * st.idx_keys.row(p * kp + j)[d];
       }
-      st.pool_keys.push_back(acc / sum);
+      pooled[size_t(d)] = acc / sum;
     }
+    st.pool_keys.append(pooled.data(), 1);
   }
 }
 
@@ -67,8 +68,8 @@ void indexer_select_seqs(const IndexerWeights& w, const Config& c, const float* 
   std::vector<int64_t> row_in;
   for (int64_t r0 = 0; const IndexerSeq& s : seqs) {
     MlaState& st = *s.st;
-    st.idx_keys.insert(st.idx_keys.end(), k.begin() + r0 * dim, k.begin() + (r0 + s.n) * dim);
-    st.idx_gates.insert(st.idx_gates.end(), gate.begin() + r0 * dim, gate.begin() + (r0 + s.n) * dim);
+    st.idx_keys.append(k.data() + r0 * dim, s.n);
+    st.idx_gates.append(gate.data() + r0 * dim, s.n);
     finish_pools(w, kp, dim, st);
     s.sel->width = c.index_topk + kp - 1;
     s.sel->idx.assign(size_t(s.n * s.sel->width), -1);
@@ -81,7 +82,7 @@ void indexer_select_seqs(const IndexerWeights& w, const Config& c, const float* 
   const float head_scale = 1.0f / std::sqrt(float(heads)), softmax_scale = 1.0f / std::sqrt(float(dim));
 
   parallel_for(pool, n, [&](int64_t b, int64_t e) {
-    std::vector<float> score, dots;
+    std::vector<float> score, dots, run_dots;
     std::vector<int32_t> top;
     for (int64_t r = b; r < e; ++r) {
       const MlaState& st = *seq_of[size_t(r)]->st;
@@ -96,13 +97,20 @@ void indexer_select_seqs(const IndexerWeights& w, const Config& c, const float* 
       } else {
         // dots {heads, pools} = q {heads, dim} . pool_keys {pools, dim}^T through the weight
         // kernels (inline: this already runs inside a parallel_for).
-        WeightMatrix keys;
-        keys.type = DType::F32;
-        keys.rows = complete;
-        keys.cols = dim;
-        keys.data = st.pool_keys.data();
+        // One product per block of pool keys (paged); each dot is the same whichever block
+        // holds its key, so this equals one product over all keys.
         dots.resize(size_t(heads * complete));
-        matmul(keys, q.data() + r * heads * dim, heads, dots.data(), nullptr);
+        st.pool_keys.for_each_run(0, complete, [&](int64_t first, int64_t count, const float* rows) {
+          WeightMatrix keys;
+          keys.type = DType::F32;
+          keys.rows = count;
+          keys.cols = dim;
+          keys.data = rows;
+          run_dots.resize(size_t(heads * count));
+          matmul(keys, q.data() + r * heads * dim, heads, run_dots.data(), nullptr);
+          for (int64_t h = 0; h < heads; ++h)
+            std::copy_n(run_dots.begin() + h * count, count, dots.begin() + h * complete + first);
+        });
         score.assign(size_t(complete), 0.0f);
         for (int64_t h = 0; h < heads; ++h) {
           const float wh = wt[size_t(r * heads + h)] * head_scale;

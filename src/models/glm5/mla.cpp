@@ -33,8 +33,8 @@ void mla_forward_seqs(const MlaWeights& w, const Config& c, const float* x, std:
   std::vector<IndexerSeq> idx;
   for (int64_t r0 = 0; const MlaSeq& s : seqs) {
     MlaState& st = *s.st;
-    DS4_CHECK(int64_t(st.latent.size()) == s.pos0 * kvr, "glm5 mla: latent cache out of step with the position");
-    st.latent.insert(st.latent.end(), kv.begin() + r0 * kvr, kv.begin() + (r0 + s.n) * kvr);
+    DS4_CHECK(st.latent.rows() == s.pos0, "glm5 mla: latent cache out of step with the position");
+    st.latent.append(kv.data() + r0 * kvr, s.n);
     idx.push_back({s.st, s.sel, s.pos0, s.n});
     r0 += s.n;
   }
@@ -63,8 +63,8 @@ void mla_forward_seqs(const MlaWeights& w, const Config& c, const float* x, std:
     a.n_q = s.n;
     a.heads = nh;
     a.head_dim = kvr;
-    a.k = s.st->latent.data();
-    a.v = s.st->latent.data();
+    a.k_pages = &s.st->latent;
+    a.v_pages = &s.st->latent;
     a.n_kv = s.pos0 + s.n;
     a.kv_heads = 1;
     a.v_dim = kvr;

@@ -52,12 +52,7 @@ class Glm5Model final : public Model, public DraftHead {
   }
 
   std::unique_ptr<ModelState> new_state() const override {
-    auto s = std::make_unique<State>();
-    s->kda.resize(size_t(cfg_.num_hidden_layers));
-    s->mla.resize(size_t(cfg_.num_hidden_layers));
-    for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
-      if (cfg_.layer_types[size_t(l)] == LayerKind::kLinear) kda_init_state(cfg_, s->kda[size_t(l)]);
-    return s;
+    return std::make_unique<State>(make_state(cfg_));
   }
 
   void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override;

@@ -85,7 +85,7 @@ void mtp_draft(const Config& c, const Weights& w, State& st, int32_t next_token,
   // Draft rows must not stay in the committed history: the MLA caches are append-only
   // (trim back to these sizes), a KDA state is small and fixed (copy it).
   const MlaState& ms = st.mtp_mla;
-  const size_t nl = ms.latent.size(), nk = ms.idx_keys.size(), ng = ms.idx_gates.size(), np = ms.pool_keys.size();
+  const int64_t nl = ms.latent.rows(), nk = ms.idx_keys.rows(), ng = ms.idx_gates.rows(), np = ms.pool_keys.rows();
   const KdaState kda_saved = st.mtp_kda;
   const int64_t pos_saved = st.mtp_pos;
   std::vector<float> prev = st.last_hidden, pre(static_cast<size_t>(H)), normed(static_cast<size_t>(H)), x;
@@ -104,10 +104,10 @@ void mtp_draft(const Config& c, const Weights& w, State& st, int32_t next_token,
     drafts.push_back(tok);
     prev.swap(pre);
   }
-  st.mtp_mla.latent.resize(nl);
-  st.mtp_mla.idx_keys.resize(nk);
-  st.mtp_mla.idx_gates.resize(ng);
-  st.mtp_mla.pool_keys.resize(np);
+  st.mtp_mla.latent.truncate(nl);
+  st.mtp_mla.idx_keys.truncate(nk);
+  st.mtp_mla.idx_gates.truncate(ng);
+  st.mtp_mla.pool_keys.truncate(np);
   st.mtp_kda = kda_saved;
   st.mtp_pos = pos_saved;
 }

@@ -43,12 +43,12 @@ void commit_captured_prefix(const Config& c, State& st, int64_t keep) {
       std::copy_n(k.cap.rec.begin() + (keep - 1) * sz, sz, k.recurrent.begin());
       tail_rows(k.cap.conv0, k.cap.conv_in, keep, int64_t(k.cap.conv_in.size()) / n, k.conv);
     }
-    const int64_t kp = c.index_kpool, dim = c.index_head_dim;
+    const int64_t kp = c.index_kpool;
     for (auto& m : st.mla) {
-      truncate_rows(m.latent, pos0 + n, pos0 + keep);
-      truncate_rows(m.idx_keys, pos0 + n, pos0 + keep);
-      truncate_rows(m.idx_gates, pos0 + n, pos0 + keep);
-      if (kp > 0) m.pool_keys.resize(std::min(m.pool_keys.size(), size_t((pos0 + keep) / kp * dim)));
+      // Caches of this layer hold a row per position, or none (KDA layers, shared indexers).
+      for (PagedRows* rows : {&m.latent, &m.idx_keys, &m.idx_gates})
+        if (!rows->empty()) rows->truncate(pos0 + keep);
+      if (kp > 0) m.pool_keys.truncate(std::min(m.pool_keys.rows(), (pos0 + keep) / kp));
     }
     if (st.mtp_on)
       drop_pending_pairs(st.pending_hidden, st.pending_next, st.last_hidden, c.hidden_size, n - keep, "glm5");

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/paged_rows.h"
 #include "models/model.h"
 
 namespace ds4::glm5 {
@@ -24,11 +25,13 @@ struct KdaState {
   KdaCapture cap;                 // verify window being captured (speculative decoding)
 };
 
+// Paged (core/paged_rows.h): a clone shares the blocks, so a cached prefix costs no copy.
 struct MlaState {
-  std::vector<float> latent;      // {positions, kv_lora}: kv_a_layernorm(kv_a_proj(x))
-  std::vector<float> idx_keys;    // {positions, index_head_dim}: LayerNorm(wk x)
-  std::vector<float> idx_gates;   // {positions, index_head_dim}: compress_gate x
-  std::vector<float> pool_keys;   // {complete pools, index_head_dim}
+  PagedRows latent;      // {positions, kv_lora}: kv_a_layernorm(kv_a_proj(x))
+  PagedRows idx_keys;    // {positions, index_head_dim}: LayerNorm(wk x)
+  PagedRows idx_gates;   // {positions, index_head_dim}: compress_gate x
+  PagedRows pool_keys;   // {complete pools, index_head_dim}
+  size_t bytes() const { return latent.bytes() + idx_keys.bytes() + idx_gates.bytes() + pool_keys.bytes(); }
 };
 
 class State final : public ModelState {
@@ -40,12 +43,9 @@ class State final : public ModelState {
   size_t bytes() const override {
     size_t b = 0;
     for (const auto& k : kda) b += (k.conv.size() + k.recurrent.size()) * sizeof(float);
-    for (const auto& m : mla)
-      b += (m.latent.size() + m.idx_keys.size() + m.idx_gates.size() + m.pool_keys.size()) * sizeof(float);
-    b += (mtp_kda.conv.size() + mtp_kda.recurrent.size() + mtp_mla.latent.size() + mtp_mla.idx_keys.size() +
-          mtp_mla.idx_gates.size() + mtp_mla.pool_keys.size() + last_hidden.size() + pending_hidden.size()) *
-         sizeof(float);
-    return b;
+    for (const auto& m : mla) b += m.bytes();
+    b += (mtp_kda.conv.size() + mtp_kda.recurrent.size() + last_hidden.size() + pending_hidden.size()) * sizeof(float);
+    return b + mtp_mla.bytes();
   }
 
   int64_t pos = 0;
@@ -64,5 +64,10 @@ class State final : public ModelState {
   // Tokens of the captured verify window awaiting commit_prefix (empty: none).
   std::vector<int32_t> cap_tokens;
 };
+
+struct Config;
+// A fresh state shaped for the config (KDA windows zeroed, the paged caches' row widths): the
+// CPU model's new_state() and the CUDA state's host copy for checkpoints (state_io.cpp).
+State make_state(const Config& c);
 
 }  // namespace ds4::glm5

@@ -1,6 +1,7 @@
 // GLM 5 state <-> named sections. One list (visit) drives both directions.
 #include <type_traits>
 
+#include "models/glm5/kda.h"
 #include "models/glm5/state.h"
 
 namespace ds4::glm5 {
@@ -37,6 +38,26 @@ void visit(IO& io, S& s) {
 
 }  // namespace
 
+State make_state(const Config& c) {
+  State s;
+  s.kda.resize(size_t(c.num_hidden_layers));
+  s.mla.resize(size_t(c.num_hidden_layers));
+  auto shape_mla = [&](MlaState& m) {
+    m.latent = PagedRows(c.kv_lora_rank);
+    m.idx_keys = PagedRows(c.index_head_dim);
+    m.idx_gates = PagedRows(c.index_head_dim);
+    m.pool_keys = PagedRows(c.index_head_dim);
+  };
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (c.layer_types[size_t(l)] == LayerKind::kLinear)
+      kda_init_state(c, s.kda[size_t(l)]);
+    else
+      shape_mla(s.mla[size_t(l)]);
+  }
+  shape_mla(s.mtp_mla);  // the MTP layer's kind is the weights' (mtp_enable shapes a KDA head)
+  return s;
+}
+
 void State::save(std::vector<StateSection>& out) const {
   StateWriter w(out);
   visit(w, *this);
@@ -47,9 +68,8 @@ void State::load(const std::vector<StateSection>& in) {
   // Per-position rows: latent and indexer keys must hold exactly `pos` rows.
   for (size_t i = 0; i < fresh.mla.size(); ++i) {
     const auto& m = fresh.mla[i];
-    for (auto [name, n] : {std::pair{"latent", m.latent.size()}, {"idx_keys", m.idx_keys.size()},
-                           {"idx_gates", m.idx_gates.size()}})
-      require_whole_rows("glm5", "layer." + std::to_string(i) + ".mla." + name, n, fresh.pos);
+    for (auto [name, rows] : {std::pair{"latent", &m.latent}, {"idx_keys", &m.idx_keys}, {"idx_gates", &m.idx_gates}})
+      require_rows("glm5", "layer." + std::to_string(i) + ".mla." + name, *rows, fresh.pos);
   }
   *this = std::move(fresh);
 }

@@ -63,9 +63,7 @@ QwenNextModel::QwenNextModel(std::unique_ptr<TensorSource> src, const LoadOption
 }
 
 std::unique_ptr<ModelState> QwenNextModel::new_state() const {
-  auto s = std::make_unique<State>();
-  for (int64_t l = 0; l < cfg_.layers; ++l) s->layers.push_back(new_layer_state(cfg_, l));
-  return s;
+  return std::make_unique<State>(make_state(cfg_));
 }
 
 void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, Logits mode,
@@ -232,7 +230,7 @@ void QwenNextModel::mtp_draft(ModelState& state, int32_t next_token, int depth, 
   // state is four append-only caches; remember their sizes and trim back afterwards
   // (O(depth) instead of copying the whole history).
   LayerState& hs = st.mtp;
-  const size_t nk = hs.k.size(), nv = hs.v.size(), nr = hs.idx_raw.size(), np = hs.idx_pooled.size();
+  const int64_t nk = hs.k.rows(), nv = hs.v.rows(), nr = hs.idx_raw.rows(), np = hs.idx_pooled.rows();
   std::vector<float> row(static_cast<size_t>(W)), mixed(static_cast<size_t>(d));
   mtp_prepare(x, *w_.mtp, w_.embed, st.last_wide.data(), &next_token, 1, row.data());
   logits.assign(size_t(depth * V), 0.0f);
@@ -249,10 +247,10 @@ void QwenNextModel::mtp_draft(ModelState& state, int32_t next_token, int depth, 
     mtp_prepare(x, *w_.mtp, w_.embed, row.data(), &tok, 1, next.data());
     row.swap(next);
   }
-  hs.k.resize(nk);
-  hs.v.resize(nv);
-  hs.idx_raw.resize(nr);
-  hs.idx_pooled.resize(np);
+  hs.k.truncate(nk);
+  hs.v.truncate(nv);
+  hs.idx_raw.truncate(nr);
+  hs.idx_pooled.truncate(np);
 }
 
 }  // namespace ds4::qwen_next

@@ -22,14 +22,16 @@ namespace {
 void pool_new_blocks(const Ctx& x, const QsaWeights& w, LayerState& s, int64_t total) {
   const Config& c = x.c;
   const int64_t D = c.idx_dim, R = c.idx_ratio;
-  for (int64_t b = int64_t(s.idx_pooled.size()) / D; b < total / R; ++b) {
+  for (int64_t b = s.idx_pooled.rows(); b < total / R; ++b) {
     std::vector<float> m(size_t(D), 0.0f);
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t i = 0; i < D; ++i) m[size_t(i)] += s.idx_raw[size_t((b * R + r) * D + i)];
+    for (int64_t r = 0; r < R; ++r) {
+      const float* raw = s.idx_raw.row(b * R + r);
+      for (int64_t i = 0; i < D; ++i) m[size_t(i)] += raw[i];
+    }
     for (auto& v : m) v /= float(R);
     cpu::rmsnorm_f32(m.data(), w.idx_k_norm.data(), 1.0f, D, c.rms_eps, m.data());
     cpu::rope_f32(m.data(), 1, D, c.rot_dim, b * R, x.inv_freq.data(), cpu::RopeStyle::kHalf);
-    s.idx_pooled.insert(s.idx_pooled.end(), m.begin(), m.end());
+    s.idx_pooled.append(m.data(), 1);
   }
 }
 
@@ -45,7 +47,7 @@ void select_keys(const Ctx& x, const LayerState& s, const float* q, int64_t p, s
   std::vector<float> score(static_cast<size_t>(nb));
   const float inv = 1.0f / std::sqrt(float(D));
   for (int64_t b = 0; b < nb; ++b) {
-    const float* k = s.idx_pooled.data() + b * D;
+    const float* k = s.idx_pooled.row(b);
     float acc = 0;
     for (int64_t h = 0; h < c.idx_heads; ++h) {
       float dot = 0;
@@ -101,14 +103,14 @@ void qsa_forward_seqs(const Ctx& x, const QsaWeights& w, std::span<const SeqRows
     for (int64_t h = 0; h < IH; ++h) cpu::rmsnorm_f32(iq + h * D, w.idx_q_norm.data(), 1.0f, D, c.rms_eps, iq + h * D);
     cpu::rope_f32(iq, IH, D, c.rot_dim, p, x.inv_freq.data(), cpu::RopeStyle::kHalf);
     LayerState& s = *seq_of[size_t(t)]->s;
-    s.idx_raw.insert(s.idx_raw.end(), iq + IH * D, iq + (IH + 1) * D);
+    s.idx_raw.append(iq + IH * D, 1);
   }
   std::vector<float> att(size_t(n * H * hd));
   for (int64_t r0 = 0; const SeqRows& sq : seqs) {  // caches, key selection and attention per sequence
     LayerState& s = *sq.s;
     const int64_t pos0 = sq.pos0, m = sq.n;
-    s.k.insert(s.k.end(), k.begin() + r0 * KV * hd, k.begin() + (r0 + m) * KV * hd);
-    s.v.insert(s.v.end(), v.begin() + r0 * KV * hd, v.begin() + (r0 + m) * KV * hd);
+    s.k.append(k.data() + r0 * KV * hd, m);
+    s.v.append(v.data() + r0 * KV * hd, m);
     pool_new_blocks(x, w, s, pos0 + m);
     // Per-query key selection, {m, budget + ratio - 1} at most (or the whole causal prefix).
     const int64_t total = pos0 + m;
@@ -126,7 +128,7 @@ void qsa_forward_seqs(const Ctx& x, const QsaWeights& w, std::span<const SeqRows
     }
     cpu::AttentionArgs a;
     a.q = q.data() + r0 * H * hd; a.n_q = m; a.heads = H; a.head_dim = hd;
-    a.k = s.k.data(); a.v = s.v.data(); a.n_kv = total; a.kv_heads = KV;
+    a.k_pages = &s.k; a.v_pages = &s.v; a.n_kv = total; a.kv_heads = KV;
     a.q_pos0 = pos0; a.scale = 1.0f / std::sqrt(float(hd));
     a.sel = flat.data(); a.sel_count = count.data(); a.sel_stride = stride;
     a.out = att.data() + r0 * H * hd; a.pool = x.pool;

@@ -33,10 +33,9 @@ void commit_layer(const Config& c, LayerState& s, int64_t pos0, int64_t n, int64
     s.ple_ctx.assign(hist.end() - int64_t(k.ple_ctx0.size()), hist.end());
   }
   if (!s.k.empty() || !s.idx_raw.empty()) {  // QSA
-    truncate_rows(s.k, pos0 + n, pos0 + keep);
-    truncate_rows(s.v, pos0 + n, pos0 + keep);
-    truncate_rows(s.idx_raw, pos0 + n, pos0 + keep);
-    s.idx_pooled.resize(std::min(s.idx_pooled.size(), size_t((pos0 + keep) / c.idx_ratio * c.idx_dim)));
+    for (PagedRows* rows : {&s.k, &s.v, &s.idx_raw})
+      if (!rows->empty()) rows->truncate(pos0 + keep);
+    s.idx_pooled.truncate(std::min(s.idx_pooled.rows(), (pos0 + keep) / c.idx_ratio));
   }
   k = RowCapture{};
 }

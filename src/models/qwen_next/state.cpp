@@ -10,8 +10,8 @@ size_t RowCapture::bytes() const {
 }
 
 size_t LayerState::bytes() const {
-  return (conv.size() + ssm.size() + ple_conv.size() + k.size() + v.size() + idx_raw.size() + idx_pooled.size()) *
-             sizeof(float) + ple_ctx.size() * sizeof(int32_t) + cap.bytes();
+  return (conv.size() + ssm.size() + ple_conv.size()) * sizeof(float) + k.bytes() + v.bytes() + idx_raw.bytes() +
+         idx_pooled.bytes() + ple_ctx.size() * sizeof(int32_t) + cap.bytes();
 }
 
 size_t State::bytes() const {
@@ -30,6 +30,19 @@ LayerState new_layer_state(const Config& c, int64_t l) {
     s.ple_ctx.assign(size_t(c.ngram - 1), c.eos);  // HF pads the missing history with EOS
     s.ple_conv.assign(size_t((c.ple_conv_k - 1) * c.ngram * c.wide()), 0.0f);
   }
+  if (l < 0 || !c.is_linear[size_t(l)]) {  // QSA (the MTP head's layer, l < 0, is one)
+    s.k = PagedRows(c.kv_heads * c.head_dim);
+    s.v = PagedRows(c.kv_heads * c.head_dim);
+    s.idx_raw = PagedRows(c.idx_dim);
+    s.idx_pooled = PagedRows(c.idx_dim);
+  }
+  return s;
+}
+
+State make_state(const Config& c) {
+  State s;
+  for (int64_t l = 0; l < c.layers; ++l) s.layers.push_back(new_layer_state(c, l));
+  s.mtp = new_layer_state(c, -1);
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/paged_rows.h"
 #include "models/model.h"
 
 namespace ds4::qwen_next {
@@ -27,10 +28,10 @@ struct LayerState {
   // PLE
   std::vector<int32_t> ple_ctx;  // {ngram-1}: previous tokens, EOS before the first
   std::vector<float> ple_conv;   // {(K-1)*ngram, hc*d}: dilated conv history
-  // QSA attention
-  std::vector<float> k, v;       // {pos, kv_heads*head_dim} after norm + rope
-  std::vector<float> idx_raw;    // {pos, idx_dim}: raw indexer keys
-  std::vector<float> idx_pooled; // {blocks, idx_dim}: mean -> norm -> rope, per full block
+  // QSA attention. Paged (core/paged_rows.h): a clone shares the blocks.
+  PagedRows k, v;       // {pos, kv_heads*head_dim} after norm + rope
+  PagedRows idx_raw;    // {pos, idx_dim}: raw indexer keys
+  PagedRows idx_pooled; // {blocks, idx_dim}: mean -> norm -> rope, per full block
   RowCapture cap;                // verify window being captured (speculative decoding)
   size_t bytes() const;
 };
@@ -56,5 +57,10 @@ class State : public ModelState {
   // Captured verify window (spec_commit.cpp): its tokens; empty when nothing is captured.
   std::vector<int32_t> cap_tokens;
 };
+
+struct Config;
+// A fresh state shaped for the config (layers as new_layer_state, the MTP head's QSA layer):
+// the CPU model's new_state() and the CUDA state's host copy for checkpoints (state.cpp).
+State make_state(const Config& c);
 
 }  // namespace ds4::qwen_next

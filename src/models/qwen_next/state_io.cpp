@@ -25,10 +25,11 @@ void visit(IO& io, S& s) {
   io.scalar("pos", s.pos);
   for (size_t i = 0; i < s.layers.size(); ++i) visit_layer(io, "layer." + std::to_string(i) + ".", s.layers[i]);
   io.flag("mtp.on", s.mtp_on);
-  // The MTP head's layer exists only once enabled, so none of its vectors is fixed-size.
+  // The MTP head's layer is used only once enabled, so none of its vectors is fixed-size.
   for (auto [name, v] : {std::pair{"k", &s.mtp.k}, {"v", &s.mtp.v}, {"idx_raw", &s.mtp.idx_raw},
-                         {"idx_pooled", &s.mtp.idx_pooled}, {"conv", &s.mtp.conv}, {"ssm", &s.mtp.ssm},
-                         {"ple_conv", &s.mtp.ple_conv}})
+                         {"idx_pooled", &s.mtp.idx_pooled}})
+    io.vec(std::string("mtp.") + name, *v);
+  for (auto [name, v] : {std::pair{"conv", &s.mtp.conv}, {"ssm", &s.mtp.ssm}, {"ple_conv", &s.mtp.ple_conv}})
     io.vec(std::string("mtp.") + name, *v);
   io.vec("mtp.ple_ctx", s.mtp.ple_ctx);
   io.scalar("mtp.pos", s.mtp_pos);
@@ -49,8 +50,12 @@ void State::load(const std::vector<StateSection>& in) {
   // Attention rows are one per position, and K and V agree.
   for (size_t i = 0; i < fresh.layers.size(); ++i) {
     const auto& l = fresh.layers[i];
-    for (auto [name, n] : {std::pair{"k", l.k.size()}, {"v", l.v.size()}, {"idx_raw", l.idx_raw.size()}})
-      require_whole_rows("qwen_next", "layer." + std::to_string(i) + "." + name, n, fresh.pos, l.k.size() == l.v.size());
+    const std::string p = "layer." + std::to_string(i) + ".";
+    for (auto [name, rows] : {std::pair{"k", &l.k}, {"v", &l.v}, {"idx_raw", &l.idx_raw}})
+      require_rows("qwen_next", p + name, *rows, fresh.pos);
+    if (l.k.rows() != l.v.rows())
+      throw InputError("qwen_next checkpoint: section '" + p + "v' holds " + std::to_string(l.v.rows()) +
+                       " rows, '" + p + "k' " + std::to_string(l.k.rows()));
   }
   *this = std::move(fresh);
 }

@@ -4,7 +4,9 @@
 // turn still emits exactly the token ids it emits alone: greedy, seeded sampling (the
 // sampler's RNG carries over the preemption), and speculating. A turn that could never fit is
 // refused with a CapacityError and the engine keeps serving; once every turn is done the
-// live states hold no bytes and the prefix cache stays within the budget.
+// live states hold no bytes and the prefix cache stays within the budget. The same with
+// preemption by swap to host (EngineOptions::preempt_swap): a preempted turn's state sections
+// wait with it and a fresh state loads them, so nothing is re-fed.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -40,10 +42,14 @@ class Admission : public GlmEngine {
 
   // All turns submitted at once on an engine with the tight budget; each must equal `ref`.
   EngineMetrics run_all(int depth, const std::vector<std::vector<int32_t>>& ref,
-                        const std::function<GenRequest(int)>& req) {
+                        const std::function<GenRequest(int)>& req, bool swap = false) {
     const StateCost cost = engine(depth)->state_cost();
     const size_t budget = tight_budget(cost);
-    auto e = engine(depth, true, 0, [&](EngineOptions& o) { o.state_memory_bytes = budget; });
+    auto e = engine(depth, true, 0, [&](EngineOptions& o) {
+      o.state_memory_bytes = budget;
+      o.preempt_swap = swap;
+      o.swap_bytes = size_t(64) << 20;
+    });
     EXPECT_EQ(e->state_memory_budget(), budget);
     std::vector<Turn> turns;
     for (int i = 0; i < kTurns; ++i) turns.push_back(submit(*e, req(i))), turns.back().log_index = size_t(i);
@@ -59,7 +65,11 @@ class Admission : public GlmEngine {
     EXPECT_LE(m.cache_bytes, budget) << "the prefix cache stays within the budget";
     EXPECT_EQ(m.state_budget_bytes, budget);
     EXPECT_EQ(int64_t(m.preemptions), preempted) << "the per-turn counts add up to the engine's";
+    EXPECT_EQ(m.swap_outs, swap ? m.preemptions : 0u) << "every preemption swaps (the swap budget is ample), or none";
+    EXPECT_EQ(m.swapped_bytes, 0u) << "no swapped state is left behind";
+    EXPECT_EQ(m.swap_budget_bytes, swap ? size_t(64) << 20 : 0u);
     RecordProperty("preemptions", int(m.preemptions));
+    RecordProperty("computed_prompt_tokens", int(m.computed_prompt_tokens));
     return m;
   }
 };
@@ -82,6 +92,48 @@ TEST_F(Admission, SpeculatingTurnsUnderATightBudgetStayExact) {
   const auto ref = alone(kTurns, kMax);
   const EngineMetrics m = run_all(2, ref, [&](int i) { return greedy(i); });
   EXPECT_GT(m.preemptions, 0u);
+}
+
+// Prompt ids of all turns (20 + 8i each): what the engine computes at most when nothing is re-fed.
+constexpr uint64_t kAllPromptIds = kTurns * 20 + 8 * kTurns * (kTurns - 1) / 2;
+
+TEST_F(Admission, SwappedTurnsResumeExactlyWithoutRefeeding) {
+  const auto ref = alone(kTurns, kMax);
+  const EngineMetrics m = run_all(0, ref, [&](int i) { return greedy(i); }, /*swap=*/true);
+  EXPECT_GT(m.swap_outs, 0u) << "the budget must have forced preemptions";
+  EXPECT_LE(m.computed_prompt_tokens, kAllPromptIds) << "a swapped-in state re-feeds nothing";
+}
+
+TEST_F(Admission, SwappedSampledTurnsKeepTheirRngStream) {
+  const auto ref = alone(kTurns, [&](int i) { return sampled(i); });
+  const EngineMetrics m = run_all(0, ref, [&](int i) { return sampled(i); }, /*swap=*/true);
+  EXPECT_GT(m.swap_outs, 0u);
+  EXPECT_LE(m.computed_prompt_tokens, kAllPromptIds);
+}
+
+TEST_F(Admission, SwappedSpeculatingTurnsStayExact) {
+  // The sections carry the MTP head's history: the resumed turn drafts from where it stopped.
+  const auto ref = alone(kTurns, kMax);
+  const EngineMetrics m = run_all(2, ref, [&](int i) { return greedy(i); }, /*swap=*/true);
+  EXPECT_GT(m.swap_outs, 0u);
+  EXPECT_LE(m.computed_prompt_tokens, kAllPromptIds);
+}
+
+TEST_F(Admission, SwapBeyondItsBudgetFallsBackToRecompute) {
+  const auto ref = alone(kTurns, kMax);
+  const size_t budget = tight_budget(engine(0)->state_cost());
+  auto e = engine(0, true, 0, [&](EngineOptions& o) {
+    o.state_memory_bytes = budget;
+    o.preempt_swap = true;
+    o.swap_bytes = 1;  // no state's sections fit: every preemption recomputes
+  });
+  std::vector<Turn> turns;
+  for (int i = 0; i < kTurns; ++i) turns.push_back(submit(*e, greedy(i))), turns.back().log_index = size_t(i);
+  for (auto& t : turns) t.pump();
+  for (int i = 0; i < kTurns; ++i) EXPECT_EQ(ids(turns[size_t(i)]), ref[size_t(i)]) << "turn " << i;
+  const EngineMetrics m = wait_until_idle(*e);
+  EXPECT_GT(m.preemptions, 0u);
+  EXPECT_EQ(m.swap_outs, 0u);
 }
 
 TEST_F(Admission, ARequestThatCanNeverFitIsRefusedAndServingGoesOn) {

@@ -130,6 +130,7 @@ TEST_F(ServerCapacityTest, ATurnThatCanNeverFitIs507AndServingGoesOn) {
   ASSERT_EQ(r->status, 200);
   EXPECT_NE(r->body.find("ds4_state_memory_budget_bytes 8096"), std::string::npos);
   EXPECT_NE(r->body.find("ds4_preemptions_total 0"), std::string::npos);
+  EXPECT_NE(r->body.find("\nds4_paged_cache_bytes 0\n"), std::string::npos) << "the echo model pages nothing";
 }
 
 TEST(Server, ExposureWarning) {

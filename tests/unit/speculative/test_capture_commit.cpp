@@ -41,10 +41,10 @@ void expect_same(const State& got, const State& ar, const std::string& where) {
     expect_close(g.ssm, r.ssm, at + " ssm");
     EXPECT_EQ(g.ple_ctx, r.ple_ctx) << at << " ple_ctx";
     expect_close(g.ple_conv, r.ple_conv, at + " ple_conv");
-    expect_close(g.k, r.k, at + " k");
-    expect_close(g.v, r.v, at + " v");
-    expect_close(g.idx_raw, r.idx_raw, at + " idx_raw");
-    expect_close(g.idx_pooled, r.idx_pooled, at + " idx_pooled");
+    expect_close(g.k.flatten(), r.k.flatten(), at + " k");
+    expect_close(g.v.flatten(), r.v.flatten(), at + " v");
+    expect_close(g.idx_raw.flatten(), r.idx_raw.flatten(), at + " idx_raw");
+    expect_close(g.idx_pooled.flatten(), r.idx_pooled.flatten(), at + " idx_pooled");
     EXPECT_FALSE(g.cap.on) << at;
     EXPECT_EQ(g.cap.bytes(), 0u) << at << ": capture records must be dropped";
   }

@@ -33,6 +33,16 @@ void up(uint8_t* base, size_t off, const std::vector<float>& v) {
   if (!v.empty()) DS4_CUDA_CHECK(cudaMemcpy(base + off, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
 }
 
+// A lane's paged entries (core/paged_rows.h) from / to their device rows: n floats, whole rows.
+void down(const uint8_t* base, size_t off, PagedRows& v, size_t n) {
+  std::vector<float> flat;
+  down(base, off, flat, n);
+  DS4_CHECK(v.width() > 0 ? n % size_t(v.width()) == 0 : n == 0, "deepseek_v4 cuda: entries of partial rows");
+  v.assign(flat.data(), v.width() > 0 ? int64_t(n) / v.width() : 0);
+}
+
+void up(uint8_t* base, size_t off, const PagedRows& v) { up(base, off, v.flatten()); }
+
 void expect(const std::string& name, size_t got, size_t want) {
   if (got != want)
     refuse("section '" + name + "' holds " + std::to_string(got) + " floats, this position needs " +
@@ -91,7 +101,7 @@ void lane_check(const std::string& p, const LaneShape* ls, int64_t pos, const Co
   expect(p + "prev_kv", s.prev_kv.size(), prev);
   expect(p + "prev_gate", s.prev_gate.size(), prev);
   expect_n(p + "n_entries", s.n_entries, n);
-  expect(p + "entries", s.entries.size(), size_t(n * (ls ? ls->dim : 0)));
+  expect(p + "entries", size_t(s.entries.rows() * s.entries.width()), size_t(n * (ls ? ls->dim : 0)));
 }
 
 void lane_up(uint8_t* base, const LaneOffsets& o, const CompressorState& s) {
@@ -130,9 +140,8 @@ void CudaState::save(std::vector<StateSection>& out) const {
   const Ring ring{lay.ring_rows, c.head_dim};
   const uint8_t* base = buf.as<uint8_t>();
   DS4_CUDA_CHECK(cudaDeviceSynchronize());  // the step's non-blocking stream: the legacy copies do not wait for it
-  State h;
+  State h = make_state(c);
   h.pos = pos;
-  h.layers.resize(size_t(c.layers));
   std::vector<float> r;
   const int64_t nw = std::min<int64_t>(pos, c.window - 1);
   for (int64_t l = 0; l < c.layers; ++l) {
@@ -168,8 +177,7 @@ void CudaState::load(const std::vector<StateSection>& in) {
   const Config& c = *c_;
   const StateLayout& lay = *lay_;
   const Ring ring{lay.ring_rows, c.head_dim};
-  State h;  // shaped like the CPU model's new_state(), so its reader checks the section list
-  h.layers.resize(size_t(c.layers));
+  State h = make_state(c);  // shaped like the CPU model's new_state(), so its reader checks the section list
   h.load(in);
   // Everything is checked before the first write: a refused checkpoint leaves this state as it was.
   const int64_t p = h.pos;

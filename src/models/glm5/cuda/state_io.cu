@@ -45,6 +45,18 @@ void up(uint8_t* base, size_t off, const std::vector<float>& v, size_t n, const 
   if (n) DS4_CUDA_CHECK(cudaMemcpy(base + off, v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
 }
 
+// A paged host cache (core/paged_rows.h) from / to its device rows: n floats, whole rows.
+void down(const uint8_t* base, size_t off, PagedRows& v, size_t n) {
+  std::vector<float> flat;
+  down(base, off, flat, n);
+  DS4_CHECK(v.width() > 0 ? n % size_t(v.width()) == 0 : n == 0, "glm5 cuda: cache of partial rows");
+  v.assign(flat.data(), v.width() > 0 ? int64_t(n) / v.width() : 0);
+}
+
+void up(uint8_t* base, size_t off, const PagedRows& v, size_t n, const std::string& what) {
+  up(base, off, v.flatten(), n, what);
+}
+
 // The MTP head layer's caches at its position (its kind: a KDA head has a conv slot; offset
 // 0 is the trunk's position counter, never a cache).
 Counts head_counts(const Config& c, const MtpOffsets& mo, int64_t mpos) {
@@ -66,10 +78,8 @@ Counts head_counts(const Config& c, const MtpOffsets& mo, int64_t mpos) {
 void CudaState::save(std::vector<StateSection>& out) const {
   const Config& c = *c_;
   const uint8_t* base = buf.as<uint8_t>();
-  State h;
+  State h = make_state(c);
   h.pos = pos;
-  h.kda.resize(size_t(c.num_hidden_layers));
-  h.mla.resize(size_t(c.num_hidden_layers));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerOffsets& o = lay_->layers[size_t(l)];
     const Counts n = counts(c, l, pos);
@@ -102,11 +112,7 @@ void CudaState::save(std::vector<StateSection>& out) const {
 
 void CudaState::load(const std::vector<StateSection>& in) {
   const Config& c = *c_;
-  State h;  // fresh, shaped like the CPU model's new_state(), so its reader checks sizes
-  h.kda.resize(size_t(c.num_hidden_layers));
-  h.mla.resize(size_t(c.num_hidden_layers));
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-    if (c.layer_types[size_t(l)] == LayerKind::kLinear) kda_init_state(c, h.kda[size_t(l)]);
+  State h = make_state(c);  // fresh, shaped like the CPU model's new_state(), so its reader checks sizes
   h.load(in);
   if (h.pos < 0 || h.pos > lay_->max_ctx)
     throw InputError("glm5 cuda checkpoint: position " + std::to_string(h.pos) + " outside this state's context of " +

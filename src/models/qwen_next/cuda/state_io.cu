@@ -44,6 +44,14 @@ void down(const uint8_t* src, std::vector<T>& v, size_t n) {
   if (n) DS4_CUDA_CHECK(cudaMemcpy(v.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost));
 }
 
+// A paged host cache (core/paged_rows.h) from its device rows: n floats, whole rows.
+void down(const uint8_t* src, PagedRows& v, size_t n) {
+  std::vector<float> flat;
+  down(src, flat, n);
+  DS4_CHECK(v.width() > 0 ? n % size_t(v.width()) == 0 : n == 0, "qwen_next cuda: cache of partial rows");
+  v.assign(flat.data(), v.width() > 0 ? int64_t(n) / v.width() : 0);
+}
+
 [[noreturn]] void refuse(const std::string& why) { throw InputError("qwen_next cuda checkpoint: " + why); }
 
 // The host -> device copies of a load, each checked when added; run() only after every one
@@ -56,6 +64,11 @@ class Uploads {
       refuse("section '" + what + "' holds " + std::to_string(v.size()) + " values, expected " + std::to_string(n));
     if (n) copies_.push_back({dst, v.data(), n * sizeof(T)});
   }
+  // A paged cache: its rows flattened into a buffer this object keeps until run().
+  void add(uint8_t* dst, const PagedRows& v, size_t n, const std::string& what) {
+    flat_.push_back(v.flatten());
+    add(dst, flat_.back(), n, what);
+  }
   void run() const {
     for (const Copy& c : copies_) DS4_CUDA_CHECK(cudaMemcpy(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice));
   }
@@ -67,6 +80,7 @@ class Uploads {
     size_t bytes;
   };
   std::vector<Copy> copies_;
+  std::vector<std::vector<float>> flat_;  // moving a vector keeps its buffer: copies_ stay valid
 };
 
 void check_tokens(const std::vector<int32_t>& t, int64_t vocab, const std::string& what) {
@@ -86,9 +100,8 @@ void CudaState::save(std::vector<StateSection>& out) const {
   // The step runs on a non-blocking stream, which these legacy-stream copies do not wait for.
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   const uint8_t* base = buf.as<uint8_t>();
-  State h;
+  State h = make_state(c);
   h.pos = pos;
-  h.layers.resize(size_t(c.layers));
   for (int64_t l = 0; l < c.layers; ++l) {
     const LayerOffsets& o = lay_->layers[size_t(l)];
     const Counts n = counts(c, l, pos);
@@ -137,8 +150,7 @@ void CudaState::save(std::vector<StateSection>& out) const {
 
 void CudaState::load(const std::vector<StateSection>& in) {
   const Config& c = *c_;
-  State h;  // fresh, shaped like the CPU model's new_state(), so its reader checks the sizes
-  for (int64_t l = 0; l < c.layers; ++l) h.layers.push_back(new_layer_state(c, l));
+  State h = make_state(c);  // fresh, shaped like the CPU model's new_state(), so its reader checks the sizes
   h.load(in);
   if (h.pos < 0 || h.pos > lay_->max_ctx)
     refuse("position " + std::to_string(h.pos) + " outside this state's context of " + std::to_string(lay_->max_ctx));
