@@ -19,7 +19,9 @@ void Engine::decode_together(std::vector<Job*>& jobs) {
   try {
     model_->decode_batch(states, tokens, rows);
   } catch (const std::exception& e) {
-    // The states may have advanced part way: none of these turns can go on.
+    // Model::decode_batch's throw contract: every state of the batch is unspecified (earlier
+    // forwards advanced, the throwing one part way), so none of these turns can go on; their
+    // states go with their jobs (never published), not only the throwing forward's.
     for (Job* j : jobs) {
       j->handle->push(error_event(e.what()));
       j->phase = Job::Phase::kDone;

@@ -69,7 +69,9 @@ bool Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
       throw Error("speculative: verify_batch returned " + std::to_string(rows.size()) + " floats for " +
                   std::to_string(window_rows) + " rows of " + std::to_string(V));
   } catch (const std::exception& e) {
-    for (const DraftedCycle& c : cycles) fail(*c.job, e);  // states may have advanced part way
+    // Model::verify_batch's throw contract: every state of the batch is unspecified (advanced,
+    // part way, or holding a captured window): every cycle's turn ends, its state unpublished.
+    for (const DraftedCycle& c : cycles) fail(*c.job, e);
     return true;
   }
   // Each cycle's share of the batch's time (its stats feed the speculation cost model).

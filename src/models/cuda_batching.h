@@ -168,6 +168,33 @@ std::vector<uint64_t> batch_graph_key(std::span<const RowGroupOf<State>> groups,
   return key;
 }
 
+// What a verify forward's captured launches read of a group's state besides its buffer (which
+// its serial already names): `head`, the draft-head rows the forward records for it (a model's
+// flags, e.g. MTP on; enable_draft and a restored checkpoint flip them on a state whose serial
+// stays), and for a group of 2+ rows (the ones that record) its records buffer and that
+// buffer's size (a model may replace the buffer, e.g. grow it, while the serial stays).
+struct VerifyGraphDeps {
+  uint64_t head = 0;
+  const void* records = nullptr;
+  uint64_t records_size = 0;
+};
+
+// The batch-graph key of a verify forward: batch_graph_key(groups, true), then each group's
+// deps(*state) (VerifyGraphDeps), so a state whose flags or records buffer changed never
+// replays a graph captured before the change. decode_batch keys need none of it: a state with
+// a draft head on or a pending window runs alone (the models' BatchHooks::single).
+template <class State, class Deps>
+std::vector<uint64_t> verify_graph_key(std::span<const RowGroupOf<State>> groups, Deps&& deps) {
+  std::vector<uint64_t> key = batch_graph_key<State>(groups, true);
+  for (const auto& g : groups) {
+    const VerifyGraphDeps d = deps(static_cast<const State&>(*g.st));
+    key.push_back(d.head);
+    key.push_back(g.n > 1 ? uint64_t(reinterpret_cast<uintptr_t>(d.records)) : 0);
+    key.push_back(g.n > 1 ? d.records_size : 0);
+  }
+  return key;
+}
+
 // `flag` true for the scope (a model's `capturing` while a verify forward is enqueued), false
 // after it however it ends.
 class ScopedFlag {

@@ -106,8 +106,14 @@ class Model {
   // else is in the batch: the matmuls compute every row alone (core/weight.h batch
   // invariance) and attention / recurrent state stays per sequence. The states must be
   // distinct. The default is a labelled fallback: a loop of forward() calls, each weight
-  // read N times (ModelInfo::batched_decode false). Throws like forward(); then states may
-  // have advanced.
+  // read N times (ModelInfo::batched_decode false). Throws like forward(). On a throw: the
+  // argument checks (check_decode_batch's InputError) come before any state advances and leave
+  // every state as it was; any later throw (a forward of the batch, e.g. the second of several,
+  // or a device error) leaves EVERY state passed in unspecified, not only those of the forward
+  // that threw: earlier forwards' states have advanced, the throwing one's may be part way
+  // (e.g. its host and device positions apart). A caller that cannot tell which throw it was
+  // drops every state of the batch: the engine ends every turn of the batch with an error and
+  // publishes none of their states (engine_batch.cpp).
   virtual void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                             std::vector<float>& logits);
 
@@ -128,8 +134,11 @@ class Model {
   // nothing, when the model has no draft head or its head cannot capture. The states must
   // be distinct, the windows non-empty. The default is a labelled fallback: a loop of
   // verify_capture calls, each weight read once per window (ModelInfo::batched_verify
-  // false). Throws like forward(); then the states may have advanced or hold a captured
-  // window: the caller drops them (the engine ends those turns).
+  // false). Throws like forward(), with decode_batch's contract: check_batch's InputError
+  // leaves every state as it was; any later throw leaves EVERY state passed in unspecified
+  // (advanced, part way, or holding a captured window), and a caller that cannot tell which
+  // throw it was drops them all (the engine ends every turn of the batch with an error and
+  // publishes none of their states: engine_spec_batch.cpp).
   virtual bool verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                             std::vector<float>& logits);
 

@@ -315,6 +315,7 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.c.act_quant = copt.act_quant ? *copt.act_quant : act_quant_for(m.c.ds4_numerics);
   m.opt.act_mma = copt.act_mma ? *copt.act_mma : act_mma_default();
   m.int8_experts = copt.int8_experts ? *copt.int8_experts : int8_experts_from_env();
+  m.opt.int8_experts = m.int8_experts;  // options() reports the resolved value (as act_mma)
   // A draft head on the GPU: MTPLX's DSpark when the checkpoint has it (it wins over ds4's MTP
   // head, as on the CPU), else ds4's MTP head; either only when the device can look its
   // tokens' embedding rows up (and, for DSpark, its Markov rows).
@@ -479,15 +480,25 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
     throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");
   if (copt.batch_rows < 1) throw InputError("deepseek_v4 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
-  const bool mma = impl_->opt.act_mma.value_or(false);
+  const bool mma = impl_->opt.act_mma.value_or(false), int8 = impl_->int8_experts;
+  const bool two_streams = impl_->two_streams(), fuse = impl_->opt.fuse_projections;
   impl_->opt = copt;
+  // fuse_projections shaped the upload (load only): options() keeps reporting what was loaded.
+  impl_->opt.fuse_projections = fuse;
   impl_->info.batched_verify =
       impl_->info.batched_decode && captures_every_window(std::min<int64_t>(copt.chunk_rows, impl_->cap.rows));
+  // The optional fields resolve as at load, unset = keep the current setting (int8_experts was
+  // read at load only: an explicit value here was dropped while options() reported it).
   impl_->opt.act_mma = copt.act_mma.value_or(mma);
-  if ((copt.act_quant && *copt.act_quant != impl_->c.act_quant) || *impl_->opt.act_mma != mma) {
-    // what a forward enqueues changes
+  impl_->int8_experts = copt.int8_experts.value_or(int8);
+  impl_->opt.int8_experts = impl_->int8_experts;
+  // What a forward enqueues changes: every captured graph goes (the states' at their next
+  // forward, fresh_graphs; the batch graphs now). int8_experts only shapes tensor-core chunks,
+  // which launch directly today (run_chunk), but a graph that held one would be stale.
+  if ((copt.act_quant && *copt.act_quant != impl_->c.act_quant) || *impl_->opt.act_mma != mma ||
+      impl_->int8_experts != int8 || impl_->two_streams() != two_streams) {
     if (copt.act_quant) impl_->c.act_quant = *copt.act_quant;
-    ++impl_->act_epoch;
+    ++impl_->graph_epoch;
     impl_->batch_graphs.clear();
   }
   impl_->prof.on = copt.profile && !copt.graphs;

@@ -76,7 +76,8 @@ struct CudaModelOptions {
   // MMAs. Unset at load = DS4_INT8_EXPERTS (0 or 1), else off: opt-in until
   // test_deepseek_v4_actq_cuda item 8 passes on the H200 (session 13: int8 vs BF16 experts in
   // one p64 chunk p50 |logit diff| 0.016, both 0.12 from the CPU act model; 1.2-1.5x the BF16
-  // kernel at 512-row chunks). Read at load only (set_options keeps it).
+  // kernel at 512-row chunks). Unset in set_options = keep the current setting; switching it
+  // makes states recapture their graphs at their next forward. options() reports the resolved value.
   std::optional<bool> int8_experts = std::nullopt;
   // decode_batch (batch.cu): sequences per batched forward at most (more run as several
   // forwards; also bounded by the chunk scratch's rows). 4 from the H200 run of
@@ -206,7 +207,9 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   // With CudaModelOptions::profile: milliseconds per op name summed since the last reset.
   const std::map<std::string, double>& op_times() const;
   // Switch graphs / profiling for later steps (states keep graphs already captured); a change
-  // of act_quant makes every state recapture at its next forward.
+  // of act_quant, act_mma, int8_experts or of the side stream (streams, profile) makes every
+  // state recapture at its next forward and drops the batch graphs. fuse_projections stays as
+  // loaded (it shaped the upload).
   void set_options(const CudaModelOptions& copt);
   const CudaModelOptions& options() const;
   void reset_op_times();

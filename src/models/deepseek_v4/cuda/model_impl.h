@@ -111,9 +111,10 @@ class CudaState : public ModelState {
   // verify_capture. Per state, so several sessions can speculate at once.
   int64_t cap_rows = 0;
   dc::DeviceBuffer cap_buf;
-  // The model's act_epoch when this state's graphs were captured (set_options switching
-  // act_quant changes what a forward enqueues: Impl::fresh_graphs drops stale graphs).
-  int64_t act_epoch = 0;
+  // The model's graph_epoch when this state's graphs were captured (set_options switching
+  // act_quant, act_mma, int8_experts or the side stream changes what a forward enqueues:
+  // Impl::fresh_graphs drops stale graphs).
+  int64_t graph_epoch = 0;
 
  private:
   const Config* c_;
@@ -122,7 +123,7 @@ class CudaState : public ModelState {
   // window carries over with a copy of its records (they apply to the clone's equal buffer).
   CudaState(const CudaState& o)
       : buf(o.buf.bytes(), "deepseek_v4 state clone"), serial(dc::next_state_serial()), pos(o.pos), mtp_on(o.mtp_on),
-        dspark_on(o.dspark_on), cap_rows(o.cap_rows), act_epoch(o.act_epoch), c_(o.c_), lay_(o.lay_) {
+        dspark_on(o.dspark_on), cap_rows(o.cap_rows), graph_epoch(o.graph_epoch), c_(o.c_), lay_(o.lay_) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
     if (o.cap_rows > 0) {
       cap_buf = dc::DeviceBuffer(o.cap_buf.bytes(), "deepseek_v4 verify capture (clone)");
@@ -186,8 +187,10 @@ struct DeepseekV4CudaModel::Impl {
   ActLayout sa;  // the step scratch's act slots (after sl.bytes: not copied into the chunk rows)
   ActLayout ca;  // the chunk scratch's (cl.rows tokens, after its MoE buffers)
   DeepseekV4CudaModel::ActLaunches act_n;  // act products enqueued (tests: the path ran)
-  int64_t act_epoch = 0;                   // bumped when set_options switches c.act_quant / act_mma
-  // Drops st's graphs when they were captured under another act_quant (set_options).
+  // Bumped when set_options changes what a forward enqueues (c.act_quant, act_mma,
+  // int8_experts, two_streams()); the batch graphs are dropped then too.
+  int64_t graph_epoch = 0;
+  // Drops st's graphs when they were captured under other options (set_options).
   void fresh_graphs(CudaState& st) const;
   // CudaModelOptions::act_mma (resolved at load): an unbatched act product runs gemv_act_mma.
   bool act_mma() const { return opt.act_mma.value_or(false); }
@@ -227,7 +230,7 @@ struct DeepseekV4CudaModel::Impl {
   // slot of kind k (tensor-core chunks use no slot otherwise), then grouped_mma_int8 over r's
   // entries (ds4's integer products: each output = dot_act of its quantized row).
   void int8_entries(const WeightMatrix& w, ActIn x, ActKind k, float* y, dc::GemvRows r, int64_t rows_per_expert);
-  bool int8_experts = false;  // CudaModelOptions::int8_experts resolved at load
+  bool int8_experts = false;  // CudaModelOptions::int8_experts resolved (at load, by set_options)
   // The stream of a layer's side branch (the main stream when streams are off); fork makes
   // it wait for the main stream's work so far, join makes the main stream wait for it.
   bool two_streams() const { return opt.streams && !opt.profile; }

@@ -22,9 +22,9 @@
 namespace ds4::deepseek_v4 {
 
 void DeepseekV4CudaModel::Impl::fresh_graphs(CudaState& st) const {
-  if (st.act_epoch == act_epoch) return;
+  if (st.graph_epoch == graph_epoch) return;
   st.drop_graphs();
-  st.act_epoch = act_epoch;
+  st.graph_epoch = graph_epoch;
 }
 
 ActIn DeepseekV4CudaModel::Impl::act_in(const float* x, int64_t x_row, int64_t n_rows, int64_t n, ActKind k,

@@ -7,7 +7,8 @@
 // window's own verify chunk launches them, and every product is exact (never the tensor-core
 // GEMMs), so window i's rows and records equal verify_capture(*states[i], windows[i]) bit for
 // bit (test_deepseek_v4_verify_batch_cuda). A forward is captured as a CUDA graph per
-// composition: the states' serials and their window lengths (backend/cuda/batch_graphs.h).
+// composition: the states' serials, their window lengths, draft-head flags and records buffers
+// (models/cuda_batching.h verify_graph_key; backend/cuda/batch_graphs.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,8 +23,14 @@
 namespace ds4::deepseek_v4 {
 
 void DeepseekV4CudaModel::Impl::run_verify(std::span<const RowGroup> groups) {
+  // The graph also holds the draft heads the groups record (enqueue_chunk: the MTP head's layer
+  // and rows, DSpark's taps and rings; restore or enable_draft flips them on the same serial),
+  // and a recording group's records buffer (the undo logs and head rows go to cap_buf), as GLM's.
+  std::vector<uint64_t> key = verify_graph_key<CudaState>(groups, [](const CudaState& s) {
+    return VerifyGraphDeps{uint64_t(s.mtp_on) | uint64_t(s.dspark_on) << 1, s.cap_buf.get(), uint64_t(s.cap_buf.bytes())};
+  });
   const ScopedFlag capture(capturing);  // windows of one row record nothing (attention_rows, mtp_record_rows)
-  run_groups(groups, batch_graph_key<CudaState>(groups, true));
+  run_groups(groups, std::move(key));
 }
 
 bool DeepseekV4CudaModel::verify_batch(std::span<ModelState* const> states,

@@ -97,7 +97,9 @@ void Glm5CudaModel::Impl::mproj_exact(const dc::DProj& p, size_t x_off, size_t y
 
 void Glm5CudaModel::Impl::hc_in_rows(const DHc& h, const float* norm) {
   mark("hyper-connections");
-  if (h.splits > 1) {  // hc_fused.cu, one grid row per token: each row is the decode step's launch bit for bit
+  // hc_fused.cu, one grid row per token: each row is the decode step's launch bit for bit (the
+  // decode step takes it for a split fn whatever decode_tuning says: model_cuda.cu hc_in)
+  if (h.splits > 1) {
     dc::hc_pre_fused(hc_fn(h), h.scale, h.base, h.dims, R(0, cur_off), nullptr, norm, R(0, sl.in), R(0, sl.post),
                      R(0, sl.comb), hc_scratch(R(0, sl.mix)), dc::HcRows{rows, rs()}, stream);
     return;
@@ -361,6 +363,7 @@ void Glm5CudaModel::Impl::head_logits_rows() {
 }
 
 void Glm5CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {
+  fresh_graphs(st);
   rows = n;
   // A prefill chunk (more rows than a verify) launches directly, on tensor cores from gemm_rows.
   const bool prefill = n > opt.chunk_rows;

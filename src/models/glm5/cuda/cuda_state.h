@@ -70,12 +70,15 @@ class CudaState : public ModelState {
   ds4::cuda::DeviceBuffer cap;  // capacity cap_rows rows, grown on demand
   int64_t cap_rows = 0;
   int64_t cap_n = 0, cap_pos0 = 0;  // rows of the pending window (0: none) and its first position
+  // The model's graph_epoch when the graphs above were captured (Impl::fresh_graphs).
+  int64_t graph_epoch = 0;
 
  private:
   CudaState(const CudaState& o)
       : c_(o.c_), lay_(o.lay_), buf(o.buf.bytes(), "glm5 state clone"), serial(ds4::cuda::next_state_serial()),
         pos(o.pos), mtp_on(o.mtp_on),
-        mtp_pos(o.mtp_pos), pending_next(o.pending_next), cap_n(o.cap_n), cap_pos0(o.cap_pos0) {
+        mtp_pos(o.mtp_pos), pending_next(o.pending_next), cap_n(o.cap_n), cap_pos0(o.cap_pos0),
+        graph_epoch(o.graph_epoch) {
     DS4_CUDA_CHECK(cudaMemcpy(buf.get(), o.buf.get(), o.buf.bytes(), cudaMemcpyDeviceToDevice));
     if (o.cap_n > 0) {  // a pending window's records travel with the clone (as the CPU state's do)
       cap = ds4::cuda::DeviceBuffer(o.cap.bytes(), "glm5 verify capture clone");

@@ -51,10 +51,14 @@ void Glm5CudaModel::Impl::input_row(int32_t t, int64_t row) const {
 // A split fn (DHc::splits > 1) takes hc_fused.cu: one launch for the product, the flat norm,
 // Sinkhorn and the collapse, with the pending hc_post folded in (it writes the streams first,
 // exactly as hc_post_f32 would); the chunk's rows take the same kernel (chunk.cu hc_in_rows),
-// so a decode step still equals a chunk's row bit for bit. decode_tuning off (the bench's A/B
-// only): the column blocks' gemv + hc_pre_f32, other rounding than the chunk's rows.
+// so a decode step still equals a chunk's row bit for bit. decode_tuning does not switch this
+// path: off, it used to take the split fn's gemv_batched + hc_pre_f32, another rounding than
+// the chunk rows' fused kernel, so decode steps stopped equalling chunk rows. Both stay on the
+// fused kernel (their equality measured on the H200: test_glm5_cuda item 7), and decode_tuning
+// switches only launches that never change a result (f_b|g_b as one launch, rows per block,
+// the side stream).
 void Glm5CudaModel::Impl::hc_in(const DHc& h, const float* norm) {
-  if (h.splits > 1 && opt.decode_tuning) {
+  if (h.splits > 1) {
     const bool fold = post_pending;
     dc::hc_pre_fused(hc_fn(h), h.scale, h.base, h.dims, fold ? alt : cur, fold ? &pending_post : nullptr, norm,
                      S(sl.in), S(sl.post), S(sl.comb), hc_scratch(S(sl.mix)), dc::HcRows{}, stream);
@@ -63,12 +67,9 @@ void Glm5CudaModel::Impl::hc_in(const DHc& h, const float* norm) {
     return;
   }
   flush_post();
-  if (h.splits > 1) {
-    dc::gemv_batched(h.fn, cur, S(sl.mix),
-                     dc::GemvBatch{int(h.splits), nullptr, h.split_stride, 0, h.fn.cols, h.fn.rows}, stream);
-  } else {  // rows per block never change a gemv's result (gemv.h): 24 one-row blocks instead of 3
-    dc::gemv(h.fn, cur, S(sl.mix), stream, dc::GemvOptions{dc::GemvPath::kAuto, opt.decode_tuning ? 1 : 0});
-  }
+  // A row-major fn (one split), as the chunk's rows: rows per block never change a gemv's
+  // result (gemv.h): 24 one-row blocks instead of 3.
+  dc::gemv(h.fn, cur, S(sl.mix), stream, dc::GemvOptions{dc::GemvPath::kAuto, opt.decode_tuning ? 1 : 0});
   op("hc mix (fn gemv)");
   dc::HcDims d = h.dims;
   d.mix_splits = h.splits;
@@ -82,7 +83,7 @@ void Glm5CudaModel::Impl::hc_out(const DHc& h) {
   pending_post = dc::HcPostIn{S(sl.y), cur, S(sl.post), S(sl.comb)};
   pending_dims = h.dims;
   post_pending = true;
-  if (!(h.splits > 1 && opt.decode_tuning)) flush_post();
+  if (h.splits <= 1) flush_post();
 }
 
 void Glm5CudaModel::Impl::flush_post() {
@@ -277,6 +278,7 @@ void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
 }
 
 void Glm5CudaModel::Impl::run_step(CudaState& st, bool logits, bool direct) {
+  fresh_graphs(st);
   replay(st.graph[!logits ? 0 : top_only ? 2 : 1], direct || prof.on, [&] { enqueue_step(st, logits); });
   if (prof.on) prof.collect();
 }
@@ -438,6 +440,17 @@ void Glm5CudaModel::set_options(const CudaModelOptions& copt) {
     throw InputError("glm5 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
                      std::to_string(prefill_rows()) + " rows the chunk scratch was sized for (or gemm_rows < 0, " +
                      "batch_rows < 1)");
+  // The captured decode step's launches read decode_tuning, decode_side_stream and
+  // decode_gemv_rows (kda's f_b|g_b, the hc fn gemv's rows per block, gopt, two_streams): a
+  // change drops every captured graph rather than replay the old options' launches (each
+  // state's before its next replay, fresh_graphs; the batch graphs now, though none reads these
+  // today). No other option shapes a captured graph: chunk, batch, verify and draft graphs take
+  // exact-path launches, and a tensor-core prefill chunk launches directly.
+  if (copt.decode_tuning != m.opt.decode_tuning || copt.decode_side_stream != m.opt.decode_side_stream ||
+      copt.decode_gemv_rows != m.opt.decode_gemv_rows) {
+    ++m.graph_epoch;
+    m.batch_graphs.clear();
+  }
   m.opt = copt;
   m.info.batched_verify = m.info.batched_decode && captures_every_window(copt.chunk_rows);
 }

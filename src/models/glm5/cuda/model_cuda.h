@@ -66,11 +66,12 @@ struct CudaModelOptions {
   // best but batching gains only 1.1-1.2x: gemv_rows still costs about a gemv per row.
   int batch_rows = 8;
   // The decode step's launches of issue #23 (bench/cuda_glm5 --profile compares them with false
-  // in one run): a split hyper-connection fn (README: hc_fused.cu) with the hc_post folded into
-  // the next hc_pre, KDA's f_b|g_b as one batched gemv, a row-major fn's gemv one row per block,
+  // in one run): KDA's f_b|g_b as one batched gemv, a row-major fn's gemv one row per block,
   // and a side stream for the independent branches (shared expert, KDA gates, MLA append +
-  // indexer). Decode steps equal the chunked forward's rows bit for bit with it on; false is the
-  // bench's "before" (the split fn's blocks through gemv + hc_pre_f32: other rounding).
+  // indexer). None changes a result: decode steps equal the chunked forward's rows bit for bit
+  // either way. A split hyper-connection fn (README: hc_fused.cu) takes the fused kernel with
+  // the hc_post folded into the next hc_pre whatever this says (the chunk's rows always take
+  // it; false used to run gemv + hc_pre_f32 there: other rounding than the chunk rows).
   bool decode_tuning = true;
   // With decode_tuning: the side stream for the independent branches. Off by default: written
   // and built but not yet run on a GPU (session 13's second request did not run); the bench's
@@ -137,7 +138,9 @@ class Glm5CudaModel : public Model, public DraftHead {
   // Changes the per-forward options of the loaded model (the bench's old vs new path): the load-
   // time fields (synthetic_seed, fuse_projections) must stay, chunk_rows may not exceed the
   // value loaded with, prefill_rows not the rows the chunk scratch was sized for (InputError).
-  // States keep the graphs they captured (chunks of <= chunk_rows rows).
+  // A change of decode_tuning, decode_side_stream or decode_gemv_rows (what the captured decode
+  // step launches) drops every captured graph: the batch graphs now, each state's at its next
+  // forward or draft; otherwise states keep the graphs they captured (chunks of <= chunk_rows rows).
   void set_options(const CudaModelOptions& copt);
   const CudaModelOptions& options() const;
   int64_t prefill_rows() const;  // rows of the chunk scratch (the largest prefill chunk)

@@ -102,6 +102,14 @@ struct Glm5CudaModel::Impl {
   void layer(CudaState& st, int64_t l);
   void enqueue_step(CudaState& st, bool logits);
   void run_step(CudaState& st, bool logits, bool direct);
+  // Bumped when set_options changes what a captured graph launches; a state's graphs from an
+  // older epoch are dropped before its next replay (fresh_graphs: run_step, run_chunk, mtp_draft).
+  int64_t graph_epoch = 0;
+  void fresh_graphs(CudaState& st) const {
+    if (st.graph_epoch == graph_epoch) return;
+    st.drop_graphs();
+    st.graph_epoch = graph_epoch;
+  }
   // Runs `enqueue` on the stream, or replays it from `exec` (captured on first use); syncs.
   void replay(cudaGraphExec_t& exec, bool direct, const std::function<void()>& enqueue) {
     dc::run_graph_step(stream, exec, !direct && opt.graphs, enqueue);

@@ -282,6 +282,7 @@ void Glm5CudaModel::Impl::mtp_draft(CudaState& st, int32_t next, int depth,
     int32_t* ids_h = static_cast<int32_t*>(mids_host->p);
     std::copy(st.pending_next.begin(), st.pending_next.end(), ids_h);
     ids_h[qlen] = next;
+    fresh_graphs(st);
     replay(st.mtp_graph[qlen * 64 + depth], false, [&] { enqueue_draft(st, qlen, depth); });
     st.mtp_pos += qlen;
     st.pending_next.clear();

@@ -22,13 +22,10 @@ namespace ds4::glm5 {
 
 void Glm5CudaModel::Impl::run_verify(std::span<const RowGroup> groups) {
   // The graph also holds whether each group pushes MTP rows, and a recording group's records
-  // buffer (cap_reserve may replace it) with the layout of its capacity.
-  std::vector<uint64_t> key = batch_graph_key<CudaState>(groups, true);
-  for (const RowGroup& g : groups) {
-    key.push_back(uint64_t(g.st->mtp_on));
-    key.push_back(g.n > 1 ? uint64_t(reinterpret_cast<uintptr_t>(g.st->cap.get())) : 0);
-    key.push_back(g.n > 1 ? uint64_t(g.st->cap_rows) : 0);
-  }
+  // buffer (cap_reserve may replace it) with the layout of its capacity (cap_rows).
+  std::vector<uint64_t> key = verify_graph_key<CudaState>(groups, [](const CudaState& s) {
+    return VerifyGraphDeps{uint64_t(s.mtp_on), s.cap.get(), uint64_t(s.cap_rows)};
+  });
   const ScopedFlag capture(capturing);  // groups of one row record nothing (trunk_rows)
   run_groups(groups, std::move(key));
 }
