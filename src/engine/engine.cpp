@@ -219,12 +219,6 @@ void Engine::run() {
 // decode forwards of the iteration together. Finished sessions leave at its end; admit()
 // lets queued ones join before the next.
 void Engine::iterate() {
-  auto fail = [&](Job& j, const std::exception& e) {
-    j.handle->push(error_event(e.what()));
-    j.phase = Job::Phase::kDone;
-    std::lock_guard lk(metrics_mu_);
-    m_.requests_failed++;
-  };
   std::vector<Job*> decode, prefill;
   int64_t decode_tokens = 0;
   for (auto& j : live_) {
@@ -233,7 +227,7 @@ void Engine::iterate() {
       if (j->phase == Job::Phase::kDecode && j->to_feed >= 0) decode.push_back(j.get());
       if (j->phase == Job::Phase::kPrefill) prefill.push_back(j.get());
     } catch (const std::exception& e) {
-      fail(*j, e);
+      fail(*j, e.what());
     }
   }
   preempt_to_fit(decode, prefill);
@@ -249,7 +243,7 @@ void Engine::iterate() {
     try {
       prefill_step(*prefill[i], grant[i]);
     } catch (const std::exception& e) {
-      fail(*prefill[i], e);
+      fail(*prefill[i], e.what());
     }
   }
   decode_batch(decode);

@@ -204,6 +204,8 @@ class Engine {
   void measure_spec_cost();    // engine_spec_warmup.cpp: warmup costs for the cost model
   void constrained_step(Job& job);  // a draw under the turn's tool_choice constraint
   void finish(Job& job, Finish why);
+  // Ends a turn with an error event (a forward or a step threw) and counts it as failed.
+  void fail(Job& job, const std::string& why);
   void publish_pre_stop(Job& job);  // a turn ended by a stop string (engine_decode.cpp)
   std::vector<int32_t> prompt_tokens(const GenRequest& req) const;
   void check_canary();  // engine_canary.cpp: aborts the live turns a GPU stall hit

@@ -22,10 +22,7 @@ void Engine::decode_together(std::vector<Job*>& jobs) {
     // Model::decode_batch's throw contract: every state of the batch is unspecified (earlier
     // forwards advanced, the throwing one part way), so none of these turns can go on; their
     // states go with their jobs (never published), not only the throwing forward's.
-    for (Job* j : jobs) {
-      j->handle->push(error_event(e.what()));
-      j->phase = Job::Phase::kDone;
-    }
+    for (Job* j : jobs) fail(*j, e.what());
     return;
   }
   // The batched step's time by its rows: the AR side of the load-aware speculation decision

@@ -254,9 +254,15 @@ void Engine::decode_one(Job& j) {
     j.history.push_back(t);
     j.to_feed = -1;
   } catch (const std::exception& e) {
-    j.handle->push(error_event(e.what()));
-    j.phase = Job::Phase::kDone;
+    fail(j, e.what());
   }
+}
+
+void Engine::fail(Job& job, const std::string& why) {
+  job.handle->push(error_event(why));
+  job.phase = Job::Phase::kDone;
+  std::lock_guard lk(metrics_mu_);
+  m_.requests_failed++;
 }
 
 void Engine::finish(Job& job, Finish why) {

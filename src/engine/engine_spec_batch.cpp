@@ -23,10 +23,6 @@ struct DraftedCycle {
 }  // namespace
 
 bool Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
-  auto fail = [](Job& j, const std::exception& e) {
-    j.handle->push(error_event(e.what()));
-    j.phase = Job::Phase::kDone;
-  };
   const bool together = batching_ && model_->info().batched_verify;
   std::vector<DraftedCycle> cycles;
   for (Job* j : jobs) {
@@ -46,7 +42,7 @@ bool Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
       }
       cycles.push_back({j, j->to_feed, budget, j->spec->draft_window(*j->state, j->to_feed, budget)});
     } catch (const std::exception& e) {
-      fail(*j, e);
+      fail(*j, e.what());
     }
   }
   if (cycles.empty()) return false;
@@ -71,7 +67,7 @@ bool Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
   } catch (const std::exception& e) {
     // Model::verify_batch's throw contract: every state of the batch is unspecified (advanced,
     // part way, or holding a captured window): every cycle's turn ends, its state unpublished.
-    for (const DraftedCycle& c : cycles) fail(*c.job, e);
+    for (const DraftedCycle& c : cycles) fail(*c.job, e.what());
     return true;
   }
   // Each cycle's share of the batch's time (its stats feed the speculation cost model).
@@ -94,7 +90,7 @@ bool Engine::speculate(std::vector<Job*>& jobs, std::vector<Job*>& plain) {
                               out);
       spec_emit(j, c.next, out);
     } catch (const std::exception& e) {
-      fail(j, e);
+      fail(j, e.what());
     }
   }
   return true;

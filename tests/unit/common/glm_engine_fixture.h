@@ -51,7 +51,8 @@ class GlmEngine : public ::testing::Test {
                                  const std::function<void(EngineOptions&)>& tune = {}) {
     LoadOptions lo;
     lo.threads = 2;
-    auto model = load_model(dir_, lo);
+    std::unique_ptr<Model> model = load_model(dir_, lo);
+    if (wrap_model) model = wrap_model(std::move(model));
     log_ = std::make_shared<IdLog::element_type>();
     auto codec = std::make_unique<RecordingCodec>(TokCodec::open(dir_, model->info().family), log_);
     EngineOptions o;
@@ -99,6 +100,8 @@ class GlmEngine : public ::testing::Test {
 
   std::string dir_;
   IdLog log_;
+  // Set by a test: wraps each loaded model before its engine takes it (e.g. to inject faults).
+  std::function<std::unique_ptr<Model>(std::unique_ptr<Model>)> wrap_model;
 };
 
 }  // namespace ds4::engine
