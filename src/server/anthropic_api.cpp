@@ -5,6 +5,7 @@
 #include "server/tool_choice.h"
 
 #include "core/error.h"
+#include "core/json_depth.h"
 
 namespace ds4::server {
 namespace {
@@ -111,7 +112,7 @@ json usage_json(const engine::Usage& u) {
 }
 
 json tool_use_block(const tok::ToolCall& tc) {
-  json input = json::parse(tc.arguments, nullptr, false);
+  json input = json_nests_deeper(tc.arguments) ? json() : json::parse(tc.arguments, nullptr, false);
   if (!input.is_object()) input = json::object();
   return {{"type", "tool_use"}, {"id", tc.id.empty() ? new_id("toolu_") : tc.id}, {"name", tc.name}, {"input", input}};
 }

@@ -5,6 +5,7 @@
 
 #include "core/capacity_error.h"
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "engine/rng.h"
 #include "server/client_watch.h"
 #include "server/conn_guard.h"
@@ -18,6 +19,8 @@ void fail(const std::string& message, const std::string& param, int status) {
 
 json parse_body(const httplib::Request& req) {
   ConnGuard::handler_started();  // the body is in: no body deadline while the handler runs
+  if (json_nests_deeper(req.body))
+    fail("request body nests arrays / objects deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   json j = json::parse(req.body, nullptr, false);  // rejects invalid UTF-8 too
   if (j.is_discarded()) fail("request body is not valid JSON (or not valid UTF-8)");
   if (!j.is_object()) fail("request body must be a JSON object");

@@ -39,12 +39,14 @@ std::optional<FramingError> check_framing(const httplib::Request& q, int64_t max
   std::string first;
   for (size_t i = 0; i < cl_count; ++i) {
     const std::string v = trimmed_lower(q.get_header_value("Content-Length", i));
-    if (v.empty() || v.size() > 19 || !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c); }))
+    // 18 digits at most: stoll cannot overflow (19 digits can: 9223372036854775808 and up),
+    // and no body is anywhere near 10^18 bytes.
+    if (v.empty() || v.size() > 18 || !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c); }))
       return FramingError{400, "invalid Content-Length '" + shown(v) + "'"};
     if (i == 0) first = v;
     else if (v != first) return FramingError{400, "conflicting Content-Length values"};
   }
-  const int64_t n = std::stoll(first);  // <= 19 digits: fits
+  const int64_t n = std::stoll(first);  // <= 18 digits: fits
   // httplib reads a body only for these methods: any other one's body would be parsed as the
   // next request on the connection.
   const bool reads_body = q.method == "POST" || q.method == "PUT" || q.method == "PATCH" || q.method == "DELETE";

@@ -120,8 +120,20 @@ struct Server::Impl {
 
   void count(const httplib::Request& q, int status) {
     std::lock_guard lk(counts_mu);
-    std::string route = q.path.rfind("/v1/", 0) == 0 || q.path == "/health" || q.path == "/metrics" ? q.path : "static";
-    http_counts[{route, status}]++;
+    http_counts[{route_label(q.path), status}]++;
+  }
+
+  // The metrics label of a request path: one of the server's own routes, never the client's
+  // text (a raw path could inject lines into /metrics, and every new path would add a series
+  // for good).
+  static std::string route_label(const std::string& path) {
+    static const char* known[] = {"/health", "/metrics", "/v1/chat/completions", "/v1/completions", "/v1/messages",
+                                  "/v1/messages/count_tokens", "/v1/models", "/v1/responses"};
+    for (const char* k : known)
+      if (path == k) return k;
+    if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
+    if (path.rfind("/v1/", 0) == 0) return "/v1/other";
+    return "static";
   }
 
   bool authorized(const httplib::Request& q) const {

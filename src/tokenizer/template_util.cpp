@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -153,11 +154,15 @@ std::string py_json(const nlohmann::ordered_json& v) {
 }
 
 nlohmann::ordered_json parse_object(std::string_view text, const std::string& what) {
+  if (json_nests_deeper(text))
+    throw InputError(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   nlohmann::ordered_json j;
   try {
     j = nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(what + ": not valid JSON: " + e.what());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(what + ": not valid JSON (at byte " + std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(what + ": not valid JSON");
   }
   if (!j.is_object()) throw InputError(what + ": must be a JSON object, got: " + std::string(text.substr(0, 80)));
   return j;

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_depth.h"
+
 #include "tokenizer/json_schema.h"
 #include "tokenizer/template_util.h"
 
@@ -31,7 +33,7 @@ bool only_ws(std::string_view s) {
 // are taken as JSON, anything else (including quoted text) as a string.
 ojson loose_value(std::string_view v) {
   std::string t = py_strip(v);
-  if (!t.empty() && t[0] != '"') {
+  if (!t.empty() && t[0] != '"' && !json_nests_deeper(t)) {  // deeper: kept as text
     try {
       ojson j = ojson::parse(t);
       if (!j.is_string()) return j;
@@ -103,6 +105,7 @@ bool parse_dsml_block(std::string_view body, std::vector<ToolCall>& out, const S
       std::string_view attrs = inner.substr(nq + 1, gt - nq);  //  string="true"
       std::string value(inner.substr(gt + 2, e - gt - 2));
       if (attrs.find("string=\"false\"") != std::string_view::npos) {
+        if (json_nests_deeper(value)) return false;  // the model's text: never rendered recursively that deep
         try {
           args[key] = ojson::parse(replace_all(value, "\\u003c/｜DSML｜parameter>", "</｜DSML｜parameter>"));
         } catch (const nlohmann::json::exception&) {

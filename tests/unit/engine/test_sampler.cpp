@@ -106,6 +106,22 @@ TEST(Sampler, MtplxRejectsMinP) {
   EXPECT_NO_THROW(validate_sampler_params(SamplerKind::kDs4, p));
 }
 
+// A subnormal temperature once passed validation and failed mid-turn (every scaled row
+// overflowed): refused up front, as is one past the settings' bound; 0 and 1e-6 are fine.
+TEST(Sampler, TemperatureIsZeroOrWithinItsRange) {
+  for (SamplerKind kind : {SamplerKind::kMtplx, SamplerKind::kDs4}) {
+    SamplerParams p = default_sampler_params(kind);
+    for (double t : {0.0, 1e-6, 0.7, 100.0}) {
+      p.temperature = t;
+      EXPECT_NO_THROW(validate_sampler_params(kind, p)) << t;
+    }
+    for (double t : {1e-320, 5e-324, 1e-7, 100.5, 1e308}) {
+      p.temperature = t;
+      EXPECT_THROW(validate_sampler_params(kind, p), ds4::InputError) << t;
+    }
+  }
+}
+
 TEST(Sampler, Defaults) {
   auto q = default_sampler_params(SamplerKind::kMtplx);
   EXPECT_EQ(q.temperature, 1.0);

@@ -133,6 +133,46 @@ TEST_F(ServerCapacityTest, ATurnThatCanNeverFitIs507AndServingGoesOn) {
   EXPECT_NE(r->body.find("\nds4_paged_cache_bytes 0\n"), std::string::npos) << "the echo model pages nothing";
 }
 
+TEST_F(ServerTest, MetricsRouteLabelsAreTheServersOwnNeverTheClientsPath) {
+  auto c = client();
+  httplib::Headers h = {{"x-api-key", "k1"}};
+  // A path that would close the label and start a line of its own if it were copied into it.
+  auto r = c.Get("/v1/zz%22%7D%201e9%0Ainjected_metric%7Bx%3D%22", h);
+  ASSERT_TRUE(r);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(c.Get("/v1/responses/resp_" + std::to_string(i), h));
+  r = c.Get("/metrics", h);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->body.find("injected_metric"), std::string::npos) << "a client's path became a metrics line";
+  EXPECT_NE(r->body.find("ds4_http_requests_total{route=\"/v1/other\""), std::string::npos);
+  EXPECT_EQ(r->body.find("resp_1"), std::string::npos) << "ids must not become series";
+  EXPECT_NE(r->body.find("route=\"/v1/responses/{id}\""), std::string::npos);
+}
+
+TEST_F(ServerTest, DeeplyNestedJsonIsA400NotACrash) {
+  auto c = client();
+  httplib::Headers h = {{"x-api-key", "k1"}};
+  const std::string deep = std::string(3000, '[') + std::string(3000, ']');
+  const std::string chat = R"({"max_tokens":2,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function",)"
+                           R"("function":{"name":"f","parameters":{"x":)" + deep + "}}}]}";
+  auto r = c.Post("/v1/chat/completions", h, chat, "application/json");
+  ASSERT_TRUE(r) << "the server must answer, not crash";
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("deeper than"), std::string::npos);
+  r = c.Post("/v1/messages", h,
+             R"({"max_tokens":2,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":)" + deep +
+                 "}]}",
+             "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(json::parse(r->body)["type"], "error");
+  // Still serving.
+  r = c.Post("/v1/chat/completions", h, R"({"max_tokens":50,"messages":[{"role":"user","content":"hi"}]})",
+             "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
 TEST(Server, ExposureWarning) {
   engine::Settings s;
   s.host = "127.0.0.1";

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "tiny_tokenizer.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/template_util.h"
 
 namespace ds4::tok {
 namespace {
@@ -169,6 +170,35 @@ TEST(OutputParser, StringArgumentsStayTextWhenTheSchemaSaysSo) {
   EXPECT_EQ(parse_output(Family::kQwen35, false, q).tool_calls.at(0).arguments, R"({"zip":"01234","n":7,"c":2})");
   const std::string g = "<tool_call>f<arg_key>zip</arg_key><arg_value>123</arg_value></tool_call>";
   EXPECT_EQ(parse_output(Family::kGlm5, false, g, {tools}).tool_calls.at(0).arguments, R"({"zip":"123"})");
+}
+
+}  // namespace
+}  // namespace ds4::tok
+
+namespace ds4::tok {
+namespace {
+
+// JSON text from clients and the model is checked for depth before it is parsed: deeper text
+// once overflowed the stack when the parsed value was rendered recursively (py_json).
+TEST(TemplateJson, DeeplyNestedArgumentsAreAClearErrorNotACrash) {
+  const std::string deep = "{\"a\":" + std::string(5000, '[') + std::string(5000, ']') + "}";
+  try {
+    parse_object(deep, "tool call 'f' arguments");
+    FAIL() << "5000 levels must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 128"), std::string::npos) << e.what();
+  }
+  const std::string ok = "{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_EQ(py_json(parse_object(ok, "args")).size(), ok.size() + 1);  // py_json writes "a": with a space
+  // Brackets inside strings do not count; malformed text reports its byte, not the library's text.
+  EXPECT_NO_THROW(parse_object("{\"s\":\"" + std::string(500, '[') + "\"}", "args"));
+  try {
+    parse_object("{not json", "args");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("args: not valid JSON (at byte ", 0), 0u) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("json.exception"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
