@@ -141,10 +141,8 @@ void stream_messages(std::shared_ptr<engine::RequestHandle> h, json msg, httplib
       return send("content_block_start", {{"index", ++index}, {"content_block", block}});
     };
     bool ok = pump(*h, sink, "event: ping\ndata: {\"type\": \"ping\"}\n\n", [&](const engine::GenEvent& ev) {
-      if (ev.kind == K::kError) {
-        send("error", {{"error", {{"type", "api_error"}, {"message", ev.text}}}});
-        return false;
-      }
+      // The error event ends the stream; true when written, so the chunked body is finished.
+      if (ev.kind == K::kError) return send("error", {{"error", {{"type", "api_error"}, {"message", ev.text}}}});
       if (!started) {
         started = true;
         json m = msg;

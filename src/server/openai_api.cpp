@@ -121,8 +121,12 @@ json tool_call_json(const tok::ToolCall& tc) {
           {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}};
 }
 
-void error_in_stream(httplib::DataSink& sink, const std::string& msg) {
-  sse_write(sink, "", dump({{"error", {{"message", msg}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}));
+// A turn that fails mid-stream: the error event, then [DONE]; true when written, so that the
+// provider still ends the chunked body (a body cut off without its last chunk is an
+// IncompleteRead in clients, which then never see the error).
+bool error_in_stream(httplib::DataSink& sink, const std::string& msg) {
+  return sse_write(sink, "", dump({{"error", {{"message", msg}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}})) &&
+         sse_write(sink, "", "[DONE]");
 }
 
 void chat_completions(Context& c, const httplib::Request& req, httplib::Response& res) {
@@ -187,7 +191,7 @@ void chat_completions(Context& c, const httplib::Request& req, httplib::Response
           }
           return sse_write(sink, "", "[DONE]");
         }
-        case K::kError: error_in_stream(sink, ev.text); return false;
+        case K::kError: return error_in_stream(sink, ev.text);
         default: return true;
       }
     });
@@ -235,7 +239,7 @@ void completions(Context& c, const httplib::Request& req, httplib::Response& res
       switch (ev.kind) {
         case K::kContent: return chunk(ev.text, nullptr);
         case K::kDone: return chunk("", openai_finish(ev, false)) && sse_write(sink, "", "[DONE]");
-        case K::kError: error_in_stream(sink, ev.text); return false;
+        case K::kError: return error_in_stream(sink, ev.text);
         default: return true;
       }
     });

@@ -230,10 +230,9 @@ void responses(Context& c, const httplib::Request& req, httplib::Response& res) 
     Builder b(base, [&sink](const std::string& type, json ev) { return sse_write(sink, type, dump(ev)); });
     if (!b.start()) return false;
     bool ok = pump(*h, sink, ": keepalive\n\n", [&](const engine::GenEvent& ev) {
-      if (ev.kind == K::kError) {
-        sse_write(sink, "error", dump({{"type", "error"}, {"code", "server_error"}, {"message", ev.text}, {"param", nullptr}}));
-        return false;
-      }
+      // The error event ends the stream; true when written, so the chunked body is finished.
+      if (ev.kind == K::kError)
+        return sse_write(sink, "error", dump({{"type", "error"}, {"code", "server_error"}, {"message", ev.text}, {"param", nullptr}}));
       return relay(b, ev);
     });
     if (ok) sink.done();

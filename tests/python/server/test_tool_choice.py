@@ -297,3 +297,32 @@ def test_speculative_request_extension(fam):
     r = oa.responses.create(model="m", max_output_tokens=24, input=PROMPT, temperature=0,
                             extra_body={"speculative": {"depth": 1}})
     assert r.usage.model_extra["speculative"]["depth"] == 1
+
+
+UNSATISFIABLE = {"type": "object", "properties": {"s": {"type": "string", "minLength": 1, "maxLength": 0}},
+                 "required": ["s"]}
+
+
+def test_a_turn_failing_mid_stream_ends_its_stream_cleanly(fam):
+    """A forced call whose schema no value satisfies reaches a dead end mid-turn: the stream
+    carries the error and still ends its chunked body (OpenAI: then [DONE]). Before, the body
+    was cut off without its last chunk (an incomplete read in every client). A 400 up front
+    (the schema refused) would be right too; a cut-off body never is."""
+    oa_body = {"model": "m", "max_tokens": MAX, "stream": True, "messages": [{"role": "user", "content": PROMPT}],
+               "tools": [{"type": "function", "function": {"name": "f", "parameters": UNSATISFIABLE}}],
+               "tool_choice": "required"}
+    an_body = {"model": "m", "max_tokens": MAX, "stream": True, "messages": [{"role": "user", "content": PROMPT}],
+               "tools": [{"name": "f", "input_schema": UNSATISFIABLE}], "tool_choice": {"type": "any"}}
+    for path, body in (("/v1/chat/completions", oa_body), ("/v1/messages", an_body)):
+        with httpx.stream("POST", fam.url + path, json=body, timeout=120) as r:
+            text = r.read().decode()  # raises on a chunked body without its last chunk
+        if r.status_code == 400:
+            continue
+        assert r.status_code == 200, text
+        if path == "/v1/chat/completions":
+            assert '"error"' in text and text.rstrip().endswith("data: [DONE]"), text[-400:]
+        else:
+            assert "event: error" in text, text[-400:]
+    # The server serves on.
+    ok = post(fam.url, "/v1/chat/completions", {"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
+    assert ok.status_code == 200
