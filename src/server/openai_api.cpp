@@ -8,6 +8,8 @@
 
 namespace ds4::server {
 namespace {
+
+void check_chat_function(const json& t, size_t i);  // below
 using engine::Finish;
 using K = engine::GenEvent::Kind;
 
@@ -76,8 +78,10 @@ engine::GenRequest chat_request(const Context& c, const json& body) {
   for (size_t i = 0; i < msgs->size(); ++i) r.conv.messages.push_back(convert_message((*msgs)[i], i));
   check_tool_types(body, Protocol::kChat);
   if (auto tools = get_array(body, "tools"))
-    for (const auto& t : *tools) {
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
       if (!t.is_object()) fail("'tools' entries must be objects", "tools");
+      check_chat_function(t, i);
       r.conv.tools.push_back(dump(t));
     }
   if (auto n = get_int(body, "n"); n && *n != 1) fail("only n = 1 is supported", "n");
@@ -119,6 +123,22 @@ json tool_call_json(const tok::ToolCall& tc) {
   return {{"id", tc.id.empty() ? new_id("call_") : tc.id},
           {"type", "function"},
           {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}};
+}
+
+// A chat tool's `function` as the other APIs check theirs (function_tool): an object with a
+// non-empty string name, a string description and an object schema where given. The tool is
+// rendered as the client sent it; malformed ones were rendered into the prompt before.
+void check_chat_function(const json& t, size_t i) {
+  const std::string where = "tools[" + std::to_string(i) + "].function";
+  auto fn = t.find("function");
+  if (fn == t.end() || !fn->is_object()) fail("'" + where + "' must be an object", where);
+  auto name = fn->find("name");
+  if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+    fail("'" + where + ".name' must be a non-empty string", where + ".name");
+  if (auto d = fn->find("description"); d != fn->end() && !d->is_null() && !d->is_string())
+    fail("'" + where + ".description' must be a string", where + ".description");
+  if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null() && !p->is_object())
+    fail("'" + where + ".parameters' must be an object (a JSON schema)", where + ".parameters");
 }
 
 // A turn that fails mid-stream: the error event, then [DONE]; true when written, so that the

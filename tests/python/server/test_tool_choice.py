@@ -242,6 +242,15 @@ def test_bad_tools_and_choices_are_400s_naming_the_field(fam):
         ("/v1/chat/completions", {"messages": msgs, "tool_choice": "required"}, "tool_choice"),
         ("/v1/chat/completions", {"messages": msgs, "tools": [fn],
                                   "tool_choice": {"type": "function", "function": {"name": "g"}}}, "tool_choice"),
+        ("/v1/chat/completions", {"messages": msgs, "tools": [{"type": "function"}]}, "tools[0].function"),
+        ("/v1/chat/completions", {"messages": msgs, "tools": [fn, {"type": "function", "function": {"name": 5}}]},
+         "tools[1].function.name"),
+        ("/v1/chat/completions", {"messages": msgs, "tools": [{"type": "function", "function": {"name": ""}}]},
+         "tools[0].function.name"),
+        ("/v1/chat/completions", {"messages": msgs, "tools": [{"type": "function", "function": {
+            "name": "f", "parameters": "x"}}]}, "tools[0].function.parameters"),
+        ("/v1/chat/completions", {"messages": msgs, "tools": [{"type": "function", "function": {
+            "name": "f", "description": 5}}]}, "tools[0].function.description"),
         ("/v1/chat/completions", {"messages": msgs, "speculative": {"depth": 9}}, "speculative.depth"),
         ("/v1/chat/completions", {"messages": msgs, "speculative": {"on": True}}, "speculative.on"),
         ("/v1/responses", {"input": "hi", "tools": [{"type": "bogus"}]}, "tools[0].type"),
