@@ -33,9 +33,17 @@
 // Flash's act shapes: us and % of copy (the weight's bytes per launch time), and at n = 1 and 16
 // the mma kernel with 1 and 2 eight-row tiles per block (gemv_act_mma_set_tiles).
 //
+// --routed: the routed experts of a decode batch of n = 1..16 tokens as the models run them
+// (gemv_act_rows over entries in moe_group's form: each used expert once, up to 16 rows, the
+// entry list on the device) on DeepSeek V4 Flash's ds4 q2 shapes (IQ2_XXS gate|up 4096x4096,
+// Q2_K down 4096x2048) and Q8_0 gate|up: us and % of copy over the distinct experts' bytes, the
+// same at 1 / 2 / 4 row groups per block (gemv_act_set_groups), and the time of n single-token
+// launches (gemv_act_batched over each token's 6 experts: n decode steps' experts) beside it.
+//
 // Usage: bench_cuda_gemv [reps [--no-sweep]]   the tables (--no-sweep: without the threads x rows sweep)
 //        bench_cuda_gemv --act [reps]          the quantized-activation tables only (~10 s)
 //        bench_cuda_gemv --act-mma [reps]      the tensor-core multi-row table only (~10 s)
+//        bench_cuda_gemv --routed [reps]       the routed-experts batch table only
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
 #include <algorithm>
@@ -51,6 +59,7 @@
 #include "backend/cuda/gemv_act_mma.h"
 #include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/memory.h"
+#include "backend/cuda/moe_group.h"
 #include "core/weight.h"
 
 #include "../cuda_fill.cuh"
@@ -363,6 +372,121 @@ int act_mma_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y)
   return 0;
 }
 
+// bench_cuda_gemv --routed, see the header.
+int routed_table(int reps, const cuda::Bandwidth& bw, const float* x) {
+  constexpr int kExperts = 256, kTopK = 6, kRoutings = 16;  // DeepSeek V4 Flash: top-6 of 256
+  constexpr int kMaxPairs = cuda::kGemvMaxRows * kTopK;
+  struct Case {
+    Format f;
+    Shape s;
+    bool down;  // inputs per (token, slot) pair (x_idx = slot) rather than per token
+  };
+  const Case cases[] = {{{DType::IQ2_XXS, 0, DType::F16, "IQ2_XXS"}, {4096, 4096, "gate|up"}, false},
+                        {{DType::Q2_K, 0, DType::F16, "Q2_K"}, {4096, 2048, "down"}, true},
+                        {{DType::Q8_0, 0, DType::F16, "Q8_0"}, {4096, 4096, "gate|up"}, false}};
+  const int ns[] = {1, 2, 4, 8, 16};
+  cuda::gemv_set_pdl(true);
+  std::printf("routed experts of a decode batch (gemv_act_rows over moe_group-style entries: experts in id order, "
+              "up to 16 rows each, live / counts / x_idx / y_idx on the device) vs n single-token launches "
+              "(gemv_act_batched over the token's %d experts, what n decode steps run); %d random top-%d-of-%d "
+              "routings per pass; bytes = the distinct experts' weights\n"
+              "%-8s %-15s %3s %7s | %-27s | %-20s | %s\n",
+              kTopK, kRoutings, kTopK, kExperts, "format", "shape", "n", "experts", "batched us %copy (default)",
+              "G1 G2 G4 %copy", "n singles us  batched/singles");
+  uint32_t seed = 7u;
+  auto next = [&] { seed = seed * 1664525u + 1013904223u; return seed >> 8; };
+  for (const Case& c : cases) {
+    WeightMatrix w;
+    w.type = c.f.type, w.rows = c.s.rows, w.cols = c.s.cols;
+    const size_t eb = size_t(w.rows * w.row_stride_bytes());
+    cuda::DeviceBuffer data(eb * kExperts, "bench routed experts");
+    fill(data.get(), data.bytes(), 4321u);
+    w.data = data.get();
+    const ActBlock block = act_block_for(c.f.type);
+    cuda::DeviceBuffer qbuf(size_t(kMaxPairs) * cuda::act_q8_row_bytes(block, c.s.cols), "bench xq");
+    DS4_CUDA_CHECK(cudaMemset(qbuf.get(), 0, qbuf.bytes()));
+    const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qbuf.get(), block, c.s.cols, kMaxPairs);
+    cuda::quantize_act(x, c.s.cols, std::min<int64_t>(16384 * 8 / c.s.cols, kMaxPairs), xq, nullptr);
+    cuda::DeviceBuffer yb(sizeof(float) * size_t(kMaxPairs) * size_t(c.s.rows), "bench routed y");
+    for (int n : ns) {
+      const int64_t entries_max = cuda::moe_group_entries(n, kTopK, kExperts, cuda::kGemvMaxRows);
+      // per routing: [experts | counts | live | tok | slot] entries (the batched launch) and the
+      // tokens' own ids (the singles)
+      const size_t per = size_t(entries_max) * (2 + 2 * cuda::kGemvMaxRows) + 1;
+      std::vector<int32_t> h(per * kRoutings + size_t(kRoutings) * n * kTopK, 0);
+      double distinct = 0;
+      for (int p = 0; p < kRoutings; ++p) {
+        std::vector<std::vector<int32_t>> by_expert(kExperts);  // pairs t * K + j per expert
+        int32_t* own = h.data() + per * kRoutings + size_t(p) * n * kTopK;
+        for (int t = 0; t < n; ++t) {
+          for (int j = 0; j < kTopK; ++j) {
+            int32_t e;
+            do e = int32_t(next() % kExperts);
+            while (std::find(own + t * kTopK, own + t * kTopK + j, e) != own + t * kTopK + j);
+            own[t * kTopK + j] = e;
+            by_expert[size_t(e)].push_back(t * kTopK + j);
+          }
+        }
+        int32_t* base = h.data() + per * size_t(p);
+        int32_t *ex = base, *cnt = base + entries_max, *live = cnt + entries_max, *tok = live + 1,
+                *slot = tok + entries_max * cuda::kGemvMaxRows;
+        int u = 0;
+        for (int e = 0; e < kExperts; ++e) {
+          if (by_expert[size_t(e)].empty()) continue;
+          ex[u] = e, cnt[u] = int32_t(by_expert[size_t(e)].size());
+          for (size_t i = 0; i < by_expert[size_t(e)].size(); ++i) {
+            const int32_t pair = by_expert[size_t(e)][i];
+            tok[u * cuda::kGemvMaxRows + int(i)] = c.down ? pair : pair / kTopK;
+            slot[u * cuda::kGemvMaxRows + int(i)] = pair;
+          }
+          ++u;
+        }
+        *live = u;
+        distinct += u;
+      }
+      distinct /= kRoutings;
+      cuda::DeviceBuffer ids(sizeof(int32_t) * h.size(), "bench routing");
+      DS4_CUDA_CHECK(cudaMemcpy(ids.get(), h.data(), sizeof(int32_t) * h.size(), cudaMemcpyHostToDevice));
+      const int32_t* d = ids.as<int32_t>();
+      auto batched = [&](cudaStream_t st) {
+        for (int p = 0; p < kRoutings; ++p) {
+          const int32_t* base = d + per * size_t(p);
+          cuda::GemvRows r;
+          r.n = n;  // top-k names an expert once per token
+          r.x_row = c.s.cols, r.y_row = c.s.rows;
+          r.batch = cuda::GemvBatch{int(entries_max), base, eb, 0, 0, 0};
+          r.counts = base + entries_max, r.live = base + 2 * entries_max;
+          r.x_idx = r.live + 1, r.y_idx = r.x_idx + entries_max * cuda::kGemvMaxRows;
+          cuda::gemv_act_rows(w, xq.row(0), yb.as<float>(), r, st);
+        }
+      };
+      auto singles = [&](cudaStream_t st) {
+        for (int p = 0; p < kRoutings; ++p)
+          for (int t = 0; t < n; ++t)
+            cuda::gemv_act_batched(w, xq.row(0), yb.as<float>(),
+                                   cuda::GemvBatch{kTopK, d + per * kRoutings + (size_t(p) * n + t) * kTopK, eb, 0, 0,
+                                                   c.s.rows},
+                                   st);
+      };
+      const double bytes = distinct * double(eb);
+      auto pct = [&](double ms) { return 100.0 * bytes / (ms * 1e-3 / kRoutings) * 1e-9 / bw.copy_gbps; };
+      const double def_ms = graph_ms(batched, reps);
+      std::printf("%-8s %-15s %3d %7.1f | %9.2f %5.1f%%           |", c.f.label,
+                  (std::to_string(c.s.rows) + "x" + std::to_string(c.s.cols) + " " + c.s.what).c_str(), n, distinct,
+                  def_ms * 1e3 / kRoutings, pct(def_ms));
+      for (int g : {1, 2, 4}) {
+        cuda::gemv_act_set_groups(g);
+        std::printf(" %5.1f", pct(graph_ms(batched, reps)));
+      }
+      cuda::gemv_act_set_groups(0);
+      const double one_ms = graph_ms(singles, reps);
+      std::printf("     | %9.2f %6.2fx\n", one_ms * 1e3 / kRoutings, def_ms / one_ms);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -370,7 +494,8 @@ int main(int argc, char** argv) {
     const bool profile = argc > 1 && std::string(argv[1]) == "--profile";
     const bool act = argc > 1 && std::string(argv[1]) == "--act";
     const bool act_mma = argc > 1 && std::string(argv[1]) == "--act-mma";
-    const int reps = act || act_mma ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
+    const bool routed = argc > 1 && std::string(argv[1]) == "--routed";
+    const int reps = act || act_mma || routed ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
                          : argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
     const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     cudaDeviceProp prop{};
@@ -411,6 +536,7 @@ int main(int argc, char** argv) {
     fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
     if (act) return act_tables(reps, bw, x.as<float>(), y.as<float>());
     if (act_mma) return act_mma_table(reps, bw, x.as<float>(), y.as<float>());
+    if (routed) return routed_table(reps, bw, x.as<float>());
     std::printf("%-12s %-26s %7s | %-15s | %-15s | %-15s | %-24s | %-15s | %6s\n", "format", "shape", "MiB",
                 "k1 GB/s %copy", "k2 GB/s %copy", "k2 no PDL", "k3 (default) us GB/s %copy", "k3 no PDL", "k3/k2");
     auto fits = [](const Format& f, const Shape& s) {  // the K-quants and IQ2_XXS: whole 256-weight blocks

@@ -48,10 +48,14 @@ __device__ __forceinline__ void finish_rows(const float (&acc)[R][N], int64_t ro
                                             const int64_t (&yo)[N], float* __restrict__ y) {
   __shared__ float part[R * N][kMaxWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Only the n live inputs are reduced: n is the same in every thread of the block (ra.n, or the
+  // entry's count), so the shuffles stay whole-warp. A routed expert entry of a batch holds 1-2
+  // of N = 16 inputs, and reducing all R * N sums made the finish the bulk of such a block's work.
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int i = 0; i < N; ++i) {
+      if (i >= n) break;
       const float s = warp_sum(acc[r][i]);
       if (lane == 0) part[r * N + i][warp] = s;
     }
