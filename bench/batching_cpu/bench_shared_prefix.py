@@ -15,7 +15,6 @@ prefix cache and the live states count, per holder) after the seed turn and at t
       --streams 16 --out bench/results/paged-prefix-cpu-2026-12-04
 """
 import argparse
-import http.client
 import json
 import os
 import pathlib
@@ -25,8 +24,9 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "python" / "common"))
+from ds4_metrics import scrape  # noqa: E402
 from ds4_server_proc import ServerProcess, server_flags  # noqa: E402
-from ds4_sse import chat_stream, final_usage  # noqa: E402
+from ds4_sse import chat_stream, final_usage, stream_text  # noqa: E402
 
 SENTENCES = ["The river town kept a ledger of every boat that passed its lock.",
              "In spring the keeper wrote down the cargo, the crew and the weather.",
@@ -49,25 +49,7 @@ def document(words):
 
 
 def metrics(port):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request("GET", "/metrics")
-        body = conn.getresponse().read().decode()
-    finally:
-        conn.close()
-    vals = {}
-    for line in body.splitlines():
-        if line and not line.startswith("#") and " " in line and "{" not in line:
-            k, v = line.rsplit(" ", 1)
-            try:
-                vals[k] = float(v)
-            except ValueError:
-                pass
-    return vals
-
-
-def answer(events):
-    return "".join(ev["choices"][0]["delta"].get("content") or "" for _, ev in events if ev.get("choices"))
+    return scrape(port)
 
 
 def run(server, doc, streams, max_tokens):
@@ -88,7 +70,7 @@ def run(server, doc, streams, max_tokens):
     def client(i):
         _, ev = chat_stream(server.port, doc + f"\n\nQuestion {i + 1}: summarise entry {i * 3} in one sentence.",
                             max_tokens)
-        answers[i], usage[i] = answer(ev), final_usage(ev)
+        answers[i], usage[i] = stream_text(ev), final_usage(ev)
 
     poller = threading.Thread(target=poll)
     poller.start()

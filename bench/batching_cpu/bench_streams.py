@@ -24,7 +24,6 @@ and a markdown table.
       --speculative true --streams 1,4,16,64 --out bench/results/batching-load-cpu-2026-12-04
 """
 import argparse
-import http.client
 import json
 import pathlib
 import statistics
@@ -34,6 +33,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "python" / "common"))
+from ds4_metrics import scrape  # noqa: E402
 from ds4_server_proc import ServerProcess, server_flags  # noqa: E402
 from ds4_sse import chat_stream, final_usage  # noqa: E402
 
@@ -66,19 +66,9 @@ def one_turn(port, prompt, max_tokens):
 
 
 def metrics(port):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
-    conn.close()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith(("ds4_batched_decode_", "ds4_batched_verify_", "ds4_decode_batch_size_sum",
-                            "ds4_decode_batch_size_count", "ds4_generated_tokens_total", "ds4_preemptions_total",
-                            "ds4_speculative_drafted_tokens_total", "ds4_speculative_accepted_tokens_total")):
-            k, v = line.rsplit(" ", 1)
-            k = k.split("{", 1)[0]  # summed over labels ({family=...})
-            out[k] = out.get(k, 0.0) + float(v)
-    return out
+    return scrape(port, ("ds4_batched_decode_", "ds4_batched_verify_", "ds4_decode_batch_size_sum",
+                         "ds4_decode_batch_size_count", "ds4_generated_tokens_total", "ds4_preemptions_total",
+                         "ds4_speculative_drafted_tokens_total", "ds4_speculative_accepted_tokens_total"))
 
 
 def fairness(per_stream):

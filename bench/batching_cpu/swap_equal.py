@@ -12,7 +12,6 @@ and exits non-zero when the texts differ or nothing was preempted. Works on CPU 
       --model models/default/model.gguf --state-mib 1 --streams 8
 """
 import argparse
-import http.client
 import json
 import pathlib
 import sys
@@ -22,28 +21,16 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "python" / "common"))
 from ds4_server_proc import ServerProcess, server_flags  # noqa: E402
-from ds4_sse import chat_stream  # noqa: E402
+from ds4_metrics import scrape  # noqa: E402
+from ds4_sse import chat_stream, stream_text  # noqa: E402
 
 WATCHED = ("ds4_preemptions_total", "ds4_swap_outs_total", "ds4_swapped_bytes", "ds4_prompt_tokens_total",
            "ds4_generated_tokens_total")
 
 
 def metrics(port):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
-    conn.close()
-    out = {k: 0.0 for k in WATCHED}
-    for line in text.splitlines():
-        if line.startswith(WATCHED):
-            k, v = line.rsplit(" ", 1)
-            k = k.split("{", 1)[0]
-            out[k] = out.get(k, 0.0) + float(v)
-    return out
-
-
-def text_of(events):
-    return "".join(ch.get("delta", {}).get("content") or "" for _, ev in events for ch in ev.get("choices", []))
+    m = scrape(port, WATCHED)
+    return {k: m.get(k, 0.0) for k in WATCHED}
 
 
 def run(a, mode, extra):
@@ -59,7 +46,7 @@ def run(a, mode, extra):
             prompt = (f"Stream {i}: write a long story about " + ["a cat", "the sea", "a robot", "bread"][i % 4] +
                       ", with many details. " * a.pad)
             try:
-                texts[i] = text_of(chat_stream(srv.port, prompt, a.max_tokens)[1])
+                texts[i] = stream_text(chat_stream(srv.port, prompt, a.max_tokens)[1])
             except Exception as e:  # noqa: BLE001 -- reported below, the run fails
                 errors.append(f"stream {i}: {e}")
 

@@ -37,3 +37,8 @@ def final_usage(events):
         if ev.get("usage"):
             usage = ev["usage"]
     return usage
+
+
+def stream_text(events):
+    """The assistant text of a chat stream: every choice delta's content, in order."""
+    return "".join(ch.get("delta", {}).get("content") or "" for _, ev in events for ch in ev.get("choices", []))
