@@ -372,9 +372,93 @@ int act_mma_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y)
   return 0;
 }
 
+// One line of the --routed table: n tokens' experts as entries of at most S rows (moe_group's
+// group_stride), 16 routings per pass.
+void routed_row(const Format& f, const Shape& shape, bool down, const WeightMatrix& w, size_t eb,
+                const cuda::DeviceActQ8& xq, cuda::DeviceBuffer& yb, int n, int S, int reps, const cuda::Bandwidth& bw) {
+  constexpr int kExperts = 256, kTopK = 6, kRoutings = 16;  // DeepSeek V4 Flash: top-6 of 256
+  uint32_t seed = 7u + 131u * uint32_t(n);  // the same routings for every S at this n
+  auto next = [&] { seed = seed * 1664525u + 1013904223u; return seed >> 8; };
+  const int64_t entries_max = cuda::moe_group_entries(n, kTopK, kExperts, S);
+  // per routing: [experts | counts | live | tok | slot] entries (the batched launch) and the
+  // tokens' own ids (the singles)
+  const size_t per = size_t(entries_max) * (2 + 2 * size_t(S)) + 1;
+  std::vector<int32_t> h(per * kRoutings + size_t(kRoutings) * n * kTopK, 0);
+  double distinct = 0;
+  for (int p = 0; p < kRoutings; ++p) {
+    std::vector<std::vector<int32_t>> by_expert(kExperts);  // pairs t * K + j per expert
+    int32_t* own = h.data() + per * kRoutings + size_t(p) * n * kTopK;
+    for (int t = 0; t < n; ++t) {
+      for (int j = 0; j < kTopK; ++j) {
+        int32_t e;
+        do e = int32_t(next() % kExperts);
+        while (std::find(own + t * kTopK, own + t * kTopK + j, e) != own + t * kTopK + j);
+        own[t * kTopK + j] = e;
+        by_expert[size_t(e)].push_back(t * kTopK + j);
+      }
+    }
+    int32_t* base = h.data() + per * size_t(p);
+    int32_t *ex = base, *cnt = base + entries_max, *live = cnt + entries_max, *tok = live + 1,
+            *slot = tok + entries_max * S;
+    int u = 0;
+    for (int e = 0; e < kExperts; ++e) {
+      const std::vector<int32_t>& pairs = by_expert[size_t(e)];
+      if (!pairs.empty()) distinct += 1;
+      for (size_t i0 = 0; i0 < pairs.size(); i0 += size_t(S), ++u) {  // moe_group's split
+        ex[u] = e, cnt[u] = int32_t(std::min(pairs.size() - i0, size_t(S)));
+        for (int i = 0; i < cnt[u]; ++i) {
+          const int32_t pair = pairs[i0 + size_t(i)];
+          tok[u * S + i] = down ? pair : pair / kTopK;
+          slot[u * S + i] = pair;
+        }
+      }
+    }
+    *live = u;
+  }
+  distinct /= kRoutings;
+  cuda::DeviceBuffer ids(sizeof(int32_t) * h.size(), "bench routing");
+  DS4_CUDA_CHECK(cudaMemcpy(ids.get(), h.data(), sizeof(int32_t) * h.size(), cudaMemcpyHostToDevice));
+  const int32_t* d = ids.as<int32_t>();
+  auto batched = [&](cudaStream_t st) {
+    for (int p = 0; p < kRoutings; ++p) {
+      const int32_t* base = d + per * size_t(p);
+      cuda::GemvRows r;
+      r.n = std::min(n, S);  // top-k names an expert once per token
+      r.idx_stride = S;
+      r.x_row = shape.cols, r.y_row = shape.rows;
+      r.batch = cuda::GemvBatch{int(entries_max), base, eb, 0, 0, 0};
+      r.counts = base + entries_max, r.live = base + 2 * entries_max;
+      r.x_idx = r.live + 1, r.y_idx = r.x_idx + entries_max * S;
+      cuda::gemv_act_rows(w, xq.row(0), yb.as<float>(), r, st);
+    }
+  };
+  auto singles = [&](cudaStream_t st) {
+    for (int p = 0; p < kRoutings; ++p)
+      for (int t = 0; t < n; ++t)
+        cuda::gemv_act_batched(w, xq.row(0), yb.as<float>(),
+                               cuda::GemvBatch{kTopK, d + per * kRoutings + (size_t(p) * n + t) * kTopK, eb, 0, 0,
+                                               shape.rows},
+                               st);
+  };
+  const double bytes = distinct * double(eb);
+  auto pct = [&](double ms) { return 100.0 * bytes / (ms * 1e-3 / kRoutings) * 1e-9 / bw.copy_gbps; };
+  const double def_ms = graph_ms(batched, reps);
+  std::printf("%-8s %-15s %3d %2d %7.1f | %9.2f %5.1f%%           |", f.label,
+              (std::to_string(shape.rows) + "x" + std::to_string(shape.cols) + " " + shape.what).c_str(), n, S, distinct,
+              def_ms * 1e3 / kRoutings, pct(def_ms));
+  for (int g : {1, 2, 4}) {
+    cuda::gemv_act_set_groups(g);
+    std::printf(" %5.1f", pct(graph_ms(batched, reps)));
+  }
+  cuda::gemv_act_set_groups(0);
+  const double one_ms = graph_ms(singles, reps);
+  std::printf("     | %9.2f %6.2fx\n", one_ms * 1e3 / kRoutings, def_ms / one_ms);
+  std::fflush(stdout);
+}
+
 // bench_cuda_gemv --routed, see the header.
 int routed_table(int reps, const cuda::Bandwidth& bw, const float* x) {
-  constexpr int kExperts = 256, kTopK = 6, kRoutings = 16;  // DeepSeek V4 Flash: top-6 of 256
+  constexpr int kExperts = 256, kTopK = 6;
   constexpr int kMaxPairs = cuda::kGemvMaxRows * kTopK;
   struct Case {
     Format f;
@@ -387,14 +471,12 @@ int routed_table(int reps, const cuda::Bandwidth& bw, const float* x) {
   const int ns[] = {1, 2, 4, 8, 16};
   cuda::gemv_set_pdl(true);
   std::printf("routed experts of a decode batch (gemv_act_rows over moe_group-style entries: experts in id order, "
-              "up to 16 rows each, live / counts / x_idx / y_idx on the device) vs n single-token launches "
-              "(gemv_act_batched over the token's %d experts, what n decode steps run); %d random top-%d-of-%d "
+              "up to S rows each, live / counts / x_idx / y_idx on the device) vs n single-token launches "
+              "(gemv_act_batched over the token's %d experts, what n decode steps run); 16 random top-%d-of-%d "
               "routings per pass; bytes = the distinct experts' weights\n"
-              "%-8s %-15s %3s %7s | %-27s | %-20s | %s\n",
-              kTopK, kRoutings, kTopK, kExperts, "format", "shape", "n", "experts", "batched us %copy (default)",
+              "%-8s %-15s %3s %2s %7s | %-27s | %-20s | %s\n",
+              kTopK, kTopK, kExperts, "format", "shape", "n", "S", "experts", "batched us %copy (default)",
               "G1 G2 G4 %copy", "n singles us  batched/singles");
-  uint32_t seed = 7u;
-  auto next = [&] { seed = seed * 1664525u + 1013904223u; return seed >> 8; };
   for (const Case& c : cases) {
     WeightMatrix w;
     w.type = c.f.type, w.rows = c.s.rows, w.cols = c.s.cols;
@@ -409,79 +491,10 @@ int routed_table(int reps, const cuda::Bandwidth& bw, const float* x) {
     cuda::quantize_act(x, c.s.cols, std::min<int64_t>(16384 * 8 / c.s.cols, kMaxPairs), xq, nullptr);
     cuda::DeviceBuffer yb(sizeof(float) * size_t(kMaxPairs) * size_t(c.s.rows), "bench routed y");
     for (int n : ns) {
-      const int64_t entries_max = cuda::moe_group_entries(n, kTopK, kExperts, cuda::kGemvMaxRows);
-      // per routing: [experts | counts | live | tok | slot] entries (the batched launch) and the
-      // tokens' own ids (the singles)
-      const size_t per = size_t(entries_max) * (2 + 2 * cuda::kGemvMaxRows) + 1;
-      std::vector<int32_t> h(per * kRoutings + size_t(kRoutings) * n * kTopK, 0);
-      double distinct = 0;
-      for (int p = 0; p < kRoutings; ++p) {
-        std::vector<std::vector<int32_t>> by_expert(kExperts);  // pairs t * K + j per expert
-        int32_t* own = h.data() + per * kRoutings + size_t(p) * n * kTopK;
-        for (int t = 0; t < n; ++t) {
-          for (int j = 0; j < kTopK; ++j) {
-            int32_t e;
-            do e = int32_t(next() % kExperts);
-            while (std::find(own + t * kTopK, own + t * kTopK + j, e) != own + t * kTopK + j);
-            own[t * kTopK + j] = e;
-            by_expert[size_t(e)].push_back(t * kTopK + j);
-          }
-        }
-        int32_t* base = h.data() + per * size_t(p);
-        int32_t *ex = base, *cnt = base + entries_max, *live = cnt + entries_max, *tok = live + 1,
-                *slot = tok + entries_max * cuda::kGemvMaxRows;
-        int u = 0;
-        for (int e = 0; e < kExperts; ++e) {
-          if (by_expert[size_t(e)].empty()) continue;
-          ex[u] = e, cnt[u] = int32_t(by_expert[size_t(e)].size());
-          for (size_t i = 0; i < by_expert[size_t(e)].size(); ++i) {
-            const int32_t pair = by_expert[size_t(e)][i];
-            tok[u * cuda::kGemvMaxRows + int(i)] = c.down ? pair : pair / kTopK;
-            slot[u * cuda::kGemvMaxRows + int(i)] = pair;
-          }
-          ++u;
-        }
-        *live = u;
-        distinct += u;
+      for (const int S : {int(cuda::kGemvMaxRows), int(cuda::kMoeSmallStride)}) {
+        if (S == cuda::kMoeSmallStride && n <= S) continue;  // the same entries as S = 16
+        routed_row(c.f, c.s, c.down, w, eb, xq, yb, n, S, reps, bw);
       }
-      distinct /= kRoutings;
-      cuda::DeviceBuffer ids(sizeof(int32_t) * h.size(), "bench routing");
-      DS4_CUDA_CHECK(cudaMemcpy(ids.get(), h.data(), sizeof(int32_t) * h.size(), cudaMemcpyHostToDevice));
-      const int32_t* d = ids.as<int32_t>();
-      auto batched = [&](cudaStream_t st) {
-        for (int p = 0; p < kRoutings; ++p) {
-          const int32_t* base = d + per * size_t(p);
-          cuda::GemvRows r;
-          r.n = n;  // top-k names an expert once per token
-          r.x_row = c.s.cols, r.y_row = c.s.rows;
-          r.batch = cuda::GemvBatch{int(entries_max), base, eb, 0, 0, 0};
-          r.counts = base + entries_max, r.live = base + 2 * entries_max;
-          r.x_idx = r.live + 1, r.y_idx = r.x_idx + entries_max * cuda::kGemvMaxRows;
-          cuda::gemv_act_rows(w, xq.row(0), yb.as<float>(), r, st);
-        }
-      };
-      auto singles = [&](cudaStream_t st) {
-        for (int p = 0; p < kRoutings; ++p)
-          for (int t = 0; t < n; ++t)
-            cuda::gemv_act_batched(w, xq.row(0), yb.as<float>(),
-                                   cuda::GemvBatch{kTopK, d + per * kRoutings + (size_t(p) * n + t) * kTopK, eb, 0, 0,
-                                                   c.s.rows},
-                                   st);
-      };
-      const double bytes = distinct * double(eb);
-      auto pct = [&](double ms) { return 100.0 * bytes / (ms * 1e-3 / kRoutings) * 1e-9 / bw.copy_gbps; };
-      const double def_ms = graph_ms(batched, reps);
-      std::printf("%-8s %-15s %3d %7.1f | %9.2f %5.1f%%           |", c.f.label,
-                  (std::to_string(c.s.rows) + "x" + std::to_string(c.s.cols) + " " + c.s.what).c_str(), n, distinct,
-                  def_ms * 1e3 / kRoutings, pct(def_ms));
-      for (int g : {1, 2, 4}) {
-        cuda::gemv_act_set_groups(g);
-        std::printf(" %5.1f", pct(graph_ms(batched, reps)));
-      }
-      cuda::gemv_act_set_groups(0);
-      const double one_ms = graph_ms(singles, reps);
-      std::printf("     | %9.2f %6.2fx\n", one_ms * 1e3 / kRoutings, def_ms / one_ms);
-      std::fflush(stdout);
     }
   }
   return 0;

@@ -283,8 +283,10 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
           finite && untouched && same_blocks && nmse <= 1e-4 && rel <= 2e-2, buf);
 }
 
-void test_moe_group_split() {
-  const int64_t rows = 300, k = 6, E = 16, stride = cuda::kGemvMaxRows;
+// rows x k pairs over E experts grouped at `stride` rows per entry (kGemvMaxRows: a prefill
+// chunk; kMoeSmallStride: a decode batch's small pass).
+void test_moe_group_split(int64_t rows, int64_t stride) {
+  const int64_t k = 6, E = 16;
   std::vector<int32_t> ids(size_t(rows * k));
   for (int64_t t = 0; t < rows; ++t) {  // k distinct experts per row, skewed toward low ids
     std::vector<int32_t> p(E);
@@ -325,8 +327,9 @@ void test_moe_group_split() {
     const bool same = ex[size_t(u)] == ex[size_t(u - 1)];
     ok = same ? cn[size_t(u - 1)] == stride : ex[size_t(u)] > ex[size_t(u - 1)];
   }
-  verdict("moe_group/split", ok, std::to_string(rows) + " rows x " + std::to_string(k) + " over " + std::to_string(E) +
-                                     " experts: " + std::to_string(live) + " entries of <= 16");
+  verdict("moe_group/split_" + std::to_string(rows) + "x" + std::to_string(stride), ok,
+          std::to_string(rows) + " rows x " + std::to_string(k) + " over " + std::to_string(E) + " experts: " +
+              std::to_string(live) + " entries of <= " + std::to_string(stride));
 }
 
 }  // namespace
@@ -372,7 +375,8 @@ int main() {
     for (DType t : st_all) test_grouped_mma(t, 8, 136, 768, DType::F16, 64, Layout::kAllCounts);
     test_grouped_mma(DType::MLX_Q4, 8, 130, 640, DType::BF16, 64, Layout::kAllCounts);
     test_grouped_mma(DType::MLX_Q8, 8, 64, 256, DType::F16, 32, Layout::kAllCounts);
-    test_moe_group_split();
+    test_moe_group_split(300, cuda::kGemvMaxRows);
+    test_moe_group_split(16, cuda::kMoeSmallStride);
   } catch (const std::exception& e) {
     std::printf("FATAL: %s\n", e.what());
     return 2;

@@ -19,6 +19,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/embed.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/moe_group.h"
 #include "backend/cuda/memory.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/rope.h"
@@ -209,8 +210,9 @@ void test_gemv_rows(DType t, int64_t rows, int64_t cols, int n, DType st = DType
 }
 
 // The MoE form: E experts at a fixed stride, 5 entries of which 4 are live (the 5th must not
-// write), per-entry row counts and gathered x / scattered y rows, vs gemv per (expert, row).
-void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols) {
+// write), per-entry row counts and gathered x / scattered y rows, vs gemv per (expert, row);
+// the index lists S apart (GemvRows::idx_stride: 16, or moe_group's small-pass 4; live counts <= 4).
+void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols, int S = cuda::kGemvMaxRows) {
   const size_t rb = size_t(row_bytes(t, cols)), stride = (rows * rb + 255) / 256 * 256;
   std::vector<HostWeight> hw;
   cuda::DeviceBuffer dw(stride * size_t(E), "experts");
@@ -221,12 +223,12 @@ void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols) {
   const int tokens = 6, K = 2;  // 12 (token, slot) pairs over 4 live experts
   const std::vector<int32_t> experts = {int32_t(E - 1), 0, int32_t(E / 2), 1, 2}, counts = {3, 4, 2, 3, 5};
   const int32_t live = 4;
-  std::vector<int32_t> xi(size_t(5 * cuda::kGemvMaxRows), 0), yi(xi.size(), 0);
+  std::vector<int32_t> xi(size_t(5 * S), 0), yi(xi.size(), 0);
   int slot = 0;
   for (int b = 0; b < live; ++b)
     for (int i = 0; i < counts[size_t(b)]; ++i, ++slot) {
-      xi[size_t(b * cuda::kGemvMaxRows + i)] = (slot * 5) % tokens;
-      yi[size_t(b * cuda::kGemvMaxRows + i)] = slot;
+      xi[size_t(b * S + i)] = (slot * 5) % tokens;
+      yi[size_t(b * S + i)] = slot;
     }
   const int64_t xs = (cols + 3) / 4 * 4, slots = tokens * K;
   const std::vector<float> x = randn(size_t(tokens * xs));
@@ -241,7 +243,7 @@ void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols) {
   WeightMatrix w = host_view(hw[0]);
   w.data = dw.get();
   cuda::GemvRows r;
-  r.n = cuda::kGemvMaxRows, r.x_row = xs, r.y_row = rows;
+  r.n = S, r.x_row = xs, r.y_row = rows, r.idx_stride = S;
   r.batch = cuda::GemvBatch{5, de.as<int32_t>(), stride, 0, 0, 0};
   r.live = dl.as<int32_t>(), r.counts = dc.as<int32_t>(), r.x_idx = dxi.as<int32_t>(), r.y_idx = dyi.as<int32_t>();
   cuda::gemv_rows(w, dx.as<float>(), dy.as<float>(), r, nullptr);
@@ -251,13 +253,13 @@ void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols) {
     for (int i = 0; i < counts[size_t(b)]; ++i) {
       WeightMatrix we = w;
       we.data = dw.as<uint8_t>() + size_t(experts[size_t(b)]) * stride;
-      const int32_t xr = xi[size_t(b * cuda::kGemvMaxRows + i)], yr = yi[size_t(b * cuda::kGemvMaxRows + i)];
+      const int32_t xr = xi[size_t(b * S + i)], yr = yi[size_t(b * S + i)];
       cuda::gemv(we, dx.as<float>() + xr * xs, d1.as<float>(), nullptr, cuda::GemvOptions{cuda::GemvPath::kDirect, 0});
       const std::vector<float> y1 = to_host(d1, size_t(rows));
       want.insert(want.end(), y1.begin(), y1.end());
       got.insert(got.end(), all.begin() + yr * rows, all.begin() + yr * rows + rows);
     }
-  rows_compare("gemv_rows_grouped_" + std::string(dtype_name(t)), got, want);
+  rows_compare("gemv_rows_grouped_" + std::string(dtype_name(t)) + "/S" + std::to_string(S), got, want);
 }
 
 // embed_rows_f32: rows picked by device ids equal core dequantize_row bit for bit; an id
@@ -628,6 +630,9 @@ int main(int argc, char** argv) {
       test_gemv_rows_grouped(DType::Q2_K, 4, 40, 512);
       test_gemv_rows_grouped(DType::IQ2_XXS, 4, 40, 512);
       test_gemv_rows_grouped(DType::F32, 5, 24, 48);
+      test_gemv_rows_grouped(DType::Q8_0, 6, 64, 256, cuda::kMoeSmallStride);
+      test_gemv_rows_grouped(DType::IQ2_XXS, 4, 40, 512, cuda::kMoeSmallStride);
+      test_gemv_rows_grouped(DType::F32, 5, 24, 48, cuda::kMoeSmallStride);
       std::printf("gemv_rows (kernel %d): %d of %d comparisons bit-identical to gemv/direct\n", kernel, g_rows_bitwise,
                   g_rows_checked);
     }

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -353,10 +354,14 @@ void check_batched(DType type, int64_t rows, int64_t cols, std::mt19937_64& rng,
   upload_to(d_counts.get(), counts);
   upload_to(d_x.get(), x_idx);
   upload_to(d_y.get(), y_idx);
-  for (int n : {4, 8, 16}) {  // each kernel width (N = 4, 8, 16); counts above n are capped at n
+  // Each kernel width (N = 4, 8, 16; counts above n are capped at n), and entries 4 indices apart
+  // (idx_stride 4: moe_group's small-pass stride; the same index lists read 4 apart, each entry's
+  // 4 x / y rows still distinct).
+  const std::pair<int, int> widths[] = {{4, 16}, {8, 16}, {16, 16}, {4, 4}};
+  for (const auto& [n, stride] : widths) {
     poison(y);
     cuda::GemvRows r;
-    r.n = n, r.x_row = cols, r.y_row = rows;
+    r.n = n, r.x_row = cols, r.y_row = rows, r.idx_stride = stride;
     r.batch = cuda::GemvBatch{int(count), d_ids.as<int32_t>(), id_stride, 0, per_entry * cols, per_entry * rows};
     r.live = d_live.as<int32_t>(), r.counts = d_counts.as<int32_t>(), r.x_idx = d_x.as<int32_t>(),
     r.y_idx = d_y.as<int32_t>();
@@ -366,7 +371,7 @@ void check_batched(DType type, int64_t rows, int64_t cols, std::mt19937_64& rng,
     std::vector<uint8_t> written(size_t(count * per_entry), 0);
     for (int64_t b = 0; b < live; ++b)
       for (int64_t i = 0; i < std::min<int64_t>(counts[size_t(b)], n); ++i, ++total) {
-        const int64_t xi = x_idx[size_t(b * per_entry + i)], yi = y_idx[size_t(b * per_entry + i)];
+        const int64_t xi = x_idx[size_t(b * stride + i)], yi = y_idx[size_t(b * stride + i)];
         written[size_t(b * per_entry + yi)] = 1;
         good += std::memcmp(&all[size_t((b * per_entry + yi) * rows)], single(ids[size_t(b)], b * per_entry + xi).data(),
                             size_t(rows) * 4) == 0;
@@ -382,7 +387,8 @@ void check_batched(DType type, int64_t rows, int64_t cols, std::mt19937_64& rng,
       untouched += poison;
     }
     check(good == total && untouched == slots,
-          what + ": gemv_act_rows n=" + std::to_string(n) + " with ids / live / counts / x_idx / y_idx: " +
+          what + ": gemv_act_rows n=" + std::to_string(n) + " idx_stride " + std::to_string(stride) +
+              " with ids / live / counts / x_idx / y_idx: " +
               std::to_string(good) + " of " + std::to_string(total) + " rows == gemv_act (memcmp), " +
               std::to_string(untouched) + " of " + std::to_string(slots) + " other rows untouched");
   }

@@ -637,10 +637,17 @@ void launch_multi_small(const Args& a, const RowsArgs& ra, const float* x, float
 
 }  // namespace
 
+void check_gemv_rows(const char* who, const GemvRows& r) {
+  if (r.n < 1 || r.n > kGemvMaxRows)
+    throw InputError(std::string(who) + ": n " + std::to_string(r.n) + " is not in 1.." + std::to_string(kGemvMaxRows));
+  if (r.idx_stride < 1 || r.idx_stride > kGemvMaxRows || ((r.x_idx || r.y_idx) && r.n > r.idx_stride))
+    throw InputError(std::string(who) + ": idx_stride " + std::to_string(r.idx_stride) + " is not in " +
+                     std::to_string((r.x_idx || r.y_idx) ? r.n : 1) + ".." + std::to_string(kGemvMaxRows));
+}
+
 void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream) {
   check_type(w);
-  if (r.n < 1 || r.n > kGemvMaxRows)
-    throw InputError("cuda gemv_rows: n " + std::to_string(r.n) + " is not in 1.." + std::to_string(kGemvMaxRows));
+  check_gemv_rows("cuda gemv_rows", r);
   const GemvBatch& b = r.batch;
   if (b.count < 1 || b.count > 65535) throw InputError("cuda gemv_rows: batch count " + std::to_string(b.count));
   if (!use_small(w) && (b.x_stride % 4 != 0 || r.x_row % 4 != 0))
@@ -652,7 +659,7 @@ void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& 
   a.id_scale_stride = int64_t(b.id_scale_stride);
   a.x_stride = b.x_stride;
   a.y_stride = b.y_stride;
-  const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
+  const RowsArgs ra = gemv_detail::rows_args(r);
   const unsigned batch = unsigned(b.count);
   if (use_small(w)) {
     if (w.type == DType::F32) return launch_multi_small<0>(a, ra, x, y, stream, batch);

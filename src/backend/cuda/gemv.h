@@ -59,9 +59,12 @@ void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBat
 // With `batch` (count > 1 or ids) the launch is grouped as gemv_batched: entry b reads
 // expert ids[b] and offsets x, y by b * batch.x_stride / y_stride; then:
 //   live   device scalar: entries b >= *live do nothing (a router decides how many are used)
-//   counts device {batch.count}: entry b has counts[b] rows (<= n), else n
-//   x_idx, y_idx  device {batch.count, kGemvMaxRows}: entry b's row i reads x row x_idx[..]
+//   counts device {batch.count}: entry b has counts[b] rows (<= n and <= idx_stride), else n
+//   x_idx, y_idx  device {batch.count, idx_stride}: entry b's row i reads x row x_idx[..]
 //          and writes y row y_idx[..] (MoE: the tokens routed to one expert), else row i.
+//   idx_stride  x_idx / y_idx entries' stride: moe_group's group_stride (kGemvMaxRows, or
+//          kMoeSmallStride for a decode batch's entries; n <= idx_stride). The tensor-core
+//          grouped paths take kGemvMaxRows only.
 inline constexpr int kGemvMaxRows = 16;
 struct GemvRows {
   int n = 1;  // 1..kGemvMaxRows
@@ -71,7 +74,10 @@ struct GemvRows {
   const int32_t* counts = nullptr;
   const int32_t* x_idx = nullptr;
   const int32_t* y_idx = nullptr;
+  int idx_stride = kGemvMaxRows;
 };
+// GemvRows' checks shared by gemv_rows and gemv_act_rows (n, idx_stride); `who` names the caller.
+void check_gemv_rows(const char* who, const GemvRows& r);
 void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream);
 
 // Kernel generation used by gemv, gemv_batched and gemv_rows (the plain per-row kernel is the

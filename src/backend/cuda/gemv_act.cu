@@ -176,8 +176,17 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
     // after prep; run 2's build, with other register pressure, ran IQ2_XXS's single launches at
     // 9 % of copy against run 1's 16 %, gemv_act_rows n = 1 unchanged: the cause is not measured,
     // and this order is unmeasured.)
-    if constexpr (kHoldX)
+    // N > 1 pipelines its activation loads one input ahead: input 0's before the decode (as N == 1
+    // does), input i + 1's before input i's dots. A routed entry of a decode batch holds 1-2
+    // inputs, and loading each after the decode left one L2 round trip exposed per step (the
+    // rows kernel ran IQ2_XXS / Q2_K entries at ~half the speed of N == 1 launches on the H100,
+    // bench_cuda_gemv --routed, 2026-12-05). Lanes past the row's end keep zeros, as before.
+    typename F::X xnext{};
+    if constexpr (kHoldX) {
       if (live && (k == 0 || steps > 1)) xheld = F::load_x(x_at<F>(xa, xo[0]), u);
+    } else if (live) {
+      xnext = F::load_x(x_at<F>(xa, xo[0]), u);
+    }
     typename F::W w[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) w[r] = F::prep(raw[r], u, tables);
@@ -185,10 +194,12 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
     for (int i = 0; i < N; ++i) {
       if (i >= n) break;
       typename F::X xv;
-      if constexpr (kHoldX)
+      if constexpr (kHoldX) {
         xv = xheld;
-      else
-        xv = live ? F::load_x(x_at<F>(xa, xo[i]), u) : typename F::X{};
+      } else {
+        xv = xnext;
+        if (i + 1 < N && i + 1 < n && live) xnext = F::load_x(x_at<F>(xa, xo[i + 1 < N ? i + 1 : i]), u);
+      }
       typename F::Sum s[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) s[r] = F::dot(w[r], xv);
@@ -293,7 +304,7 @@ void launch_kernel(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, 
 
 template <class F>
 void launch_single(DType t, const Args& a, const XArgs& xa, float* y, cudaStream_t stream, unsigned batch) {
-  const RowsArgs ra{1, 0, 0, nullptr, nullptr, nullptr, nullptr};
+  const RowsArgs ra{1, 0, 0, nullptr, nullptr, nullptr, nullptr, kGemvMaxRows};
   switch (act_rows_per_block(t, a.cols)) {
     case 2: return launch_kernel<F, 2, 1, false>(t, a, xa, ra, y, stream, batch);
     case 4: return launch_kernel<F, 4, 1, false>(t, a, xa, ra, y, stream, batch);
@@ -429,11 +440,10 @@ void gemv_act_batched(const WeightMatrix& w, const ActQ8View& x, float* y, const
 void gemv_act_rows(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t stream) {
   constexpr const char* kWho = "cuda gemv_act_rows";
   Args a = make_args(kWho, w, x);
-  if (r.n < 1 || r.n > kGemvMaxRows)
-    throw InputError(std::string(kWho) + ": n " + std::to_string(r.n) + " is not in 1.." + std::to_string(kGemvMaxRows));
+  check_gemv_rows(kWho, r);
   set_batch(kWho, a, r.batch, x.block);
   check_stride(kWho, "x_row", r.x_row, x.block);
-  const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
+  const RowsArgs ra = gemv_detail::rows_args(r);
   visit_act_format(w.type,
                    [&](auto f) { launch_rows<decltype(f)>(w.type, a, x_args(x), ra, y, stream, unsigned(r.batch.count)); });
 }

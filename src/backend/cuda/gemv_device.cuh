@@ -19,7 +19,11 @@ struct RowsArgs {
   int n;
   int64_t x_row, y_row;
   const int32_t *live, *counts, *x_idx, *y_idx;
+  int idx_stride;  // x_idx / y_idx entries' stride (GemvRows::idx_stride)
 };
+inline RowsArgs rows_args(const GemvRows& r) {
+  return RowsArgs{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx, r.idx_stride};
+}
 
 // This block's entry of a multi-row launch: false past *live; else entry(a) points `a` at the
 // entry's expert and returns the entry b, and this fills the live count n and the input rows'
@@ -32,7 +36,7 @@ __device__ __forceinline__ bool rows_entry(A& a, const RowsArgs& ra, int& n, int
   n = ra.counts ? min(ra.counts[blockIdx.y], N) : ra.n;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    const int64_t k = int64_t(blockIdx.y) * kGemvMaxRows + i;
+    const int64_t k = int64_t(blockIdx.y) * ra.idx_stride + i;
     xo[i] = b * a.x_stride + (i < n ? (ra.x_idx ? ra.x_idx[k] : i) * ra.x_row : 0);
     yo[i] = b * a.y_stride + (i < n ? (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : 0);
   }

@@ -183,9 +183,9 @@ bool GroupedGemm::supports(const WeightMatrix& w) const {
 
 void GroupedGemm::plan(const GemvRows& r, cudaStream_t s) {
   const int count = r.batch.count;
-  if (count < 1 || count > max_entries_ || r.n < 1 || r.n > S)
+  if (count < 1 || count > max_entries_ || r.n < 1 || r.n > S || r.idx_stride != S)
     throw InputError("cuda grouped_gemm plan: " + std::to_string(count) + " entries of n " + std::to_string(r.n) +
-                     " (1.." + std::to_string(max_entries_) + " entries of 1.." + std::to_string(S) + " rows)");
+                     " (1.." + std::to_string(max_entries_) + " entries of 1.." + std::to_string(S) + " rows, idx_stride " + std::to_string(S) + ")");
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   DS4_CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
   if (cs != cudaStreamCaptureStatusNone)
@@ -229,10 +229,10 @@ void GroupedGemm::run(const WeightMatrix& w, const float* x, float* y, const Gem
     throw InputError("cuda grouped_gemm: " + std::string(dtype_name(w.type)) + " " + std::to_string(w.rows) + "x" +
                      std::to_string(w.cols) + " (a grouped_mma_bf16 format within " + std::to_string(max_out_) + "x" +
                      std::to_string(max_in_) + ")");
-  if (r.batch.count < 1 || r.batch.count > max_entries_ || r.n < 1 || r.n > S || r.x_row % 2 != 0 ||
+  if (r.batch.count < 1 || r.batch.count > max_entries_ || r.n < 1 || r.n > S || r.idx_stride != S || r.x_row % 2 != 0 ||
       r.batch.x_stride % 2 != 0)
     throw InputError("cuda grouped_gemm: " + std::to_string(r.batch.count) + " entries of n " + std::to_string(r.n) +
-                     " or an odd x stride");
+                     ", idx_stride " + std::to_string(r.idx_stride) + " (takes 16) or an odd x stride");
   const int64_t G = groups();
   if (G == 0) return;
   const int64_t out = w.rows, in = w.cols, cap = grouped_gemm_batch_experts();

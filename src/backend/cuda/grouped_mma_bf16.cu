@@ -283,10 +283,10 @@ void grouped_mma_bf16(const WeightMatrix& w, const float* x, float* y, const Gem
   if (!grouped_mma_supports(w))
     throw InputError("cuda grouped_mma_bf16: " + std::string(dtype_name(w.type)) + " " + std::to_string(w.rows) + "x" +
                      std::to_string(w.cols) + " (cols must be a multiple of " + std::to_string(kTileK) + ")");
-  if (r.n < 1 || r.n > kGemvMaxRows || r.batch.count < 1 || r.batch.count > 65535 || r.x_row % 2 != 0 ||
+  if (r.n < 1 || r.n > kGemvMaxRows || r.idx_stride != kGemvMaxRows || r.batch.count < 1 || r.batch.count > 65535 || r.x_row % 2 != 0 ||
       r.batch.x_stride % 2 != 0)
     throw InputError("cuda grouped_mma_bf16: n " + std::to_string(r.n) + ", count " + std::to_string(r.batch.count) +
-                     " or an odd x stride");
+                     ", idx_stride " + std::to_string(r.idx_stride) + " (takes 16) or an odd x stride");
   Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), w.scales, w.biases, 0, 0, w.rows, w.cols,
          r.batch.ids, int64_t(r.batch.id_stride), int64_t(r.batch.id_scale_stride), r.batch.x_stride,
          r.batch.y_stride};

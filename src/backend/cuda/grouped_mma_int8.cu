@@ -378,10 +378,11 @@ void grouped_mma_int8(const WeightMatrix& w, const ActQ8View& x, float* y, const
   if (!x.q || !x.d || (x.block == ActBlock::kQ8_K && !x.bsums) || reinterpret_cast<uintptr_t>(x.q) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(x.d) % 4 != 0 || reinterpret_cast<uintptr_t>(x.bsums) % 4 != 0)
     throw InputError(what + "activation pointers missing or misaligned (q 16 bytes, d and bsums 4)");
-  if (r.n < 1 || r.n > kGemvMaxRows || r.batch.count < 1 || r.batch.count > 65535 || r.x_row < 0 ||
+  if (r.n < 1 || r.n > kGemvMaxRows || r.idx_stride != kGemvMaxRows || r.batch.count < 1 || r.batch.count > 65535 || r.x_row < 0 ||
       r.x_row % bv != 0 || r.x_row % 16 != 0 || r.batch.x_stride < 0 || r.batch.x_stride % bv != 0 ||
       r.batch.x_stride % 16 != 0)
-    throw InputError(what + "n " + std::to_string(r.n) + ", count " + std::to_string(r.batch.count) + ", x_row " +
+    throw InputError(what + "n " + std::to_string(r.n) + ", count " + std::to_string(r.batch.count) + ", idx_stride " +
+                     std::to_string(r.idx_stride) + " (takes 16), x_row " +
                      std::to_string(r.x_row) + " or x stride " + std::to_string(r.batch.x_stride) +
                      " (x_row and x stride: multiples of the activation block and of 16)");
   Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), nullptr, nullptr, 0, 0, w.rows, w.cols,

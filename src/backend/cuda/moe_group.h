@@ -25,6 +25,24 @@ inline int64_t moe_group_entries(int64_t rows, int64_t k, int64_t experts, int64
   const int64_t pairs = rows * k;
   return (pairs < experts ? pairs : experts) + pairs / group_stride;
 }
+// A small multi-row pass (a decode batch's or verify window's rows) on the exact kernels groups
+// at most kMoeSmallStride rows per entry: its experts hold 1-2 rows each, and gemv_rows /
+// gemv_act_rows size their registers by the entry width (n <= 4: 4 rows x 4 inputs per block;
+// up to 16: 2 x 16), which ran a 16-token batch's experts at ~1/3 of the speed of 16 single
+// launches (bench_cuda_gemv --routed, H100, 2026-12-05). Larger passes, and the tensor-core
+// grouped kernels (16-row tiles), keep kGemvMaxRows.
+inline constexpr int kMoeSmallStride = 4;
+inline constexpr int64_t kMoeSmallRows = 16;
+inline int64_t moe_group_stride(int64_t rows, bool tensor_cores) {
+  return !tensor_cores && rows <= kMoeSmallRows ? kMoeSmallStride : 16;
+}
+// Entries to size a pass's buffers for, whichever stride moe_group_stride picks for up to `rows`
+// rows: experts / counts {capacity}, tok / slot {capacity, 16}.
+inline int64_t moe_group_capacity(int64_t rows, int64_t k, int64_t experts) {
+  const int64_t big = moe_group_entries(rows, k, experts, 16);
+  const int64_t small = moe_group_entries(rows < kMoeSmallRows ? rows : kMoeSmallRows, k, experts, kMoeSmallStride);
+  return big > small ? big : small;
+}
 void moe_group(const int32_t* ids, int64_t rows, int64_t k, int64_t experts, const MoeGroup& g, cudaStream_t s);
 
 }  // namespace ds4::cuda

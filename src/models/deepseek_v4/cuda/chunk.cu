@@ -218,20 +218,25 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   moe_route(RouteArgs{R(0, router), L.router_bias, L.tid2eid, reinterpret_cast<const int32_t*>(R(0, sl.tok)),
                       c.experts, K, int(c.score), c.norm_topk, float(c.routed_scale), ids, wts},
             stream, all);
+  // Entries of up to S rows: 4 for a small pass on the exact kernels (a decode batch, a verify
+  // window: moe_group_stride says why), else 16 (the tensor-core kernels' tiles).
+  const bool tc_experts = opt.expert_mma && tensor_core_chunk();
+  const int64_t S = dc::moe_group_stride(rows, tc_experts);
   const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
-                       C<int32_t>(cl.slot), dc::kGemvMaxRows};
+                       C<int32_t>(cl.slot), S};
   dc::moe_group(ids, rows, K, E, g, stream);
   mark("moe_route");
-  // Entry u = up to 16 rows of a used expert (*live of at most moe_group_entries decides on the
-  // device; a verify chunk has one entry per used expert). r.n bounds an entry's rows (the
+  // Entry u = up to S rows of a used expert (*live of at most moe_group_entries decides on the
+  // device; a pass of at most S rows has one entry per used expert). r.n bounds an entry's rows (the
   // kernels read min(count, n) of them): top-k picks an expert once per row, so at most `rows`;
   // a hash table row may name one expert twice (nothing in the format forbids it; random
   // synthetic tables do, ~1 row in E), so up to rows * K there. With `rows` there, an expert
   // named twice by 3 of 4 rows lost its 5th and 6th pairs (their outputs stayed stale): the
   // H200's decode_batch difference on the synthetic act_quant model.
   dc::GemvRows r;
-  r.n = int(std::min<int64_t>(L.tid2eid ? pairs : rows, dc::kGemvMaxRows));
-  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, dc::kGemvMaxRows)), g.experts, L.gate_up.stride, 0, 0, 0};
+  r.n = int(std::min<int64_t>(L.tid2eid ? pairs : rows, S));
+  r.idx_stride = int(S);
+  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, S)), g.experts, L.gate_up.stride, 0, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
   // A tensor-core chunk runs the experts on tensor cores (same entries: BF16 MMAs, or cuBLAS
@@ -240,11 +245,11 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   // are int8 MMAs on the quantized rows instead (grouped_mma_int8: each output = the CPU's
   // dot_act of its row).
   const int64_t rows_per_expert = rows * K / E;
-  const bool int8 = int8_experts && c.act_quant && opt.expert_mma && tensor_core_chunk() &&
+  const bool int8 = int8_experts && c.act_quant && tc_experts &&
                     dc::grouped_mma_int8_supports(L.gate_up.first) && dc::grouped_mma_int8_supports(L.down.first);
   const dc::ExpertPath path =
       int8 ? dc::ExpertPath::kMma
-           : dc::plan_experts(opt.expert_mma && tensor_core_chunk(), L.gate_up.first, L.down.first, r,
+           : dc::plan_experts(tc_experts, L.gate_up.first, L.down.first, r,
                               rows_per_expert, gg.get(), stream);
   // With act_quant outside tensor-core chunks (path kGemv) the same entries on quantized rows
   // (x_row in values: the slot's rows are packed).

@@ -382,9 +382,6 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.hc_counts = dc::DeviceBuffer(size_t(std::max<int64_t>(m.cl.rows, 1)) * sizeof(unsigned), "deepseek_v4 hc counters");
   DS4_CUDA_CHECK(cudaMemset(m.hc_counts.get(), 0, m.hc_counts.bytes()));
   m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
-  // verify_batch: the same rows, one group per window (verify_batch.cu), every window the engine
-  // sends within one chunk's capture records (set_options keeps this up to date).
-  m.info.batched_verify = m.info.batched_decode && captures_every_window(std::min<int64_t>(m.opt.chunk_rows, m.cap.rows));
   {  // widest input of a multi-row product: the HC mixes read hc * hidden, o_a a head group
     const int64_t cols = std::max({c.hc * c.hidden, c.heads * c.head_dim, c.o_groups * c.o_lora, c.expert_ff,
                                    c.q_lora, c.hidden});
@@ -417,6 +414,10 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
                                 cudaMemcpyHostToDevice));
     }
   }
+  // verify_batch: the same rows, one group per window (verify_batch.cu), every window the engine
+  // sends within one chunk's capture records (set_options keeps this up to date). After cap is
+  // laid out: before it, cap.rows was 0 and a loaded model never declared batched_verify.
+  m.info.batched_verify = m.info.batched_decode && captures_every_window(std::min<int64_t>(m.opt.chunk_rows, m.cap.rows));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
   DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&m.side_stream, cudaStreamNonBlocking));
   DS4_CUDA_CHECK(cudaEventCreateWithFlags(&m.fork_ev, cudaEventDisableTiming));

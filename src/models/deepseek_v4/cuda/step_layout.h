@@ -178,7 +178,7 @@ inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_
   const int64_t K = c.experts_used, F = c.expert_ff, H = c.hidden, RK = rows * K;
   s.ids = t.take(RK), s.wts = t.take(RK);
   s.egu = t.take(RK * 2 * F), s.eact = t.take(RK * F), s.ey = t.take(RK * H);
-  s.entries = ::ds4::cuda::moe_group_entries(rows, K, c.experts, ::ds4::cuda::kGemvMaxRows);
+  s.entries = ::ds4::cuda::moe_group_capacity(rows, K, c.experts);  // either stride (moe_group_stride)
   s.experts = t.take(s.entries), s.live = t.take(1), s.counts = t.take(s.entries);
   s.tok = t.take(s.entries * ::ds4::cuda::kGemvMaxRows), s.slot = t.take(s.entries * ::ds4::cuda::kGemvMaxRows);
   s.bytes = t.at;

@@ -243,8 +243,10 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   mark("moe route + group");
   const RouteShape rsh{E, K, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group};
   moe_route(R(0, sl.router), m.bias, rsh, ids, wts, stream, Rows{rows, rs()});  // ids, wts {rows, K}
+  // Entries of up to S rows (moe_group_stride: 4 for a small exact pass, else kGroupRows).
+  const int64_t S = dc::moe_group_stride(rows, tc && opt.expert_mma);
   const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
-                   C<int32_t>(cl.slot), kGroupRows};
+                   C<int32_t>(cl.slot), S};
   dc::moe_group(ids, rows, K, E, g, stream);
   mark("moe shared down");
   if (Sh > 0) {
@@ -254,11 +256,12 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
     DS4_CUDA_CHECK(cudaMemset2DAsync(R(0, sl.sh_out), cl.row_bytes, 0, size_t(H) * sizeof(float), size_t(rows), stream));
   }
   mark("moe experts gate_up");
-  // Entry u = up to kGroupRows rows of a used expert (at most moe_group_entries of them,
-  // *live decides on the device; a verify chunk has one entry per used expert).
+  // Entry u = up to S rows of a used expert (at most moe_group_entries of them, *live decides
+  // on the device; a pass of at most S rows has one entry per used expert).
   dc::GemvRows r;
-  r.n = int(std::min<int64_t>(rows, kGroupRows));
-  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, kGroupRows)), g.experts, m.gate_up.stride,
+  r.n = int(std::min<int64_t>(rows, S));
+  r.idx_stride = int(S);
+  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, S)), g.experts, m.gate_up.stride,
                           m.gate_up.scale_stride, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // egu {rows * K, 2I}

@@ -187,8 +187,9 @@ inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_
   s.positions = t.take(rows);
   s.ids = t.take(RK), s.wts = t.take(RK);
   s.egu = t.take(RK * 2 * I), s.eact = t.take(RK * I), s.ey = t.take(RK * H);
-  // moe_group entries: an expert with more than kGroupRows rows (a prefill chunk) takes several.
-  const int64_t entries = ::ds4::cuda::moe_group_entries(rows, K, c.n_routed_experts, kGroupRows);
+  // moe_group entries: an expert with more rows than the stride takes several; sized for either
+  // stride moe_group_stride picks.
+  const int64_t entries = ::ds4::cuda::moe_group_capacity(rows, K, c.n_routed_experts);
   s.experts = t.take(entries), s.live = t.take(1), s.counts = t.take(entries);
   s.tok = t.take(entries * kGroupRows), s.slot = t.take(entries * kGroupRows);
   if (mtp_qcap > 0) {

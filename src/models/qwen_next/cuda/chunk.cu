@@ -232,18 +232,21 @@ void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
   mproj_exact(m.in, sl.mixed, sl.sh_g, 2 * c.shared_inter, 2 * c.shared_inter + E);
   mark("moe_in_proj");
   moe_route(R(0, sl.router), E, K, c.norm_topk, ids, wts, stream, all);  // ids, wts {rows, K}
+  // Entries of up to S rows (moe_group_stride: 4 for a small exact pass, else kGroupRows).
+  const int64_t S = dc::moe_group_stride(rows, opt.expert_mma && tensor_cores());
   const dc::MoeGroup g{C<int32_t>(cl.experts), C<int32_t>(cl.live), C<int32_t>(cl.counts), C<int32_t>(cl.tok),
-                       C<int32_t>(cl.slot), kGroupRows};
+                       C<int32_t>(cl.slot), S};
   dc::moe_group(ids, rows, K, E, g, stream);
   mark("moe_route_group");
   moe_swiglu(R(0, sl.sh_g), rows, c.shared_inter, R(0, sl.sh_g), stream, rs(), rs());
   mgemv(m.sh_down, sl.sh_g, sl.sh_out);
   mark("shared_expert");
-  // Entry u = up to kGroupRows rows of a used expert (at most moe_group_entries of them; *live
-  // decides on the device; a verify chunk has one entry per used expert).
+  // Entry u = up to S rows of a used expert (at most moe_group_entries of them; *live decides on
+  // the device; a pass of at most S rows has one entry per used expert).
   dc::GemvRows r;
-  r.n = int(std::min<int64_t>(rows, kGroupRows));
-  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, kGroupRows)), g.experts, m.gate_up.stride,
+  r.n = int(std::min<int64_t>(rows, S));
+  r.idx_stride = int(S);
+  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, S)), g.experts, m.gate_up.stride,
                           m.gate_up.scale_stride, 0, 0};
   r.live = g.live, r.counts = g.counts;
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // mixed rows -> gu {rows * K, 2I}

@@ -199,8 +199,9 @@ inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_
   s.positions = t.take(rows);
   s.ids = t.take(RK), s.wts = t.take(RK);
   s.gu = t.take(RK * 2 * I), s.act = t.take(RK * I), s.ey = t.take(RK * c.hidden);
-  // entries: one per used expert, more where an expert has more than kGroupRows rows
-  const int64_t entries = ::ds4::cuda::moe_group_entries(rows, K, c.experts, kGroupRows);
+  // entries: one per used expert, more where an expert has more rows than the stride (sized for
+  // either stride moe_group_stride picks)
+  const int64_t entries = ::ds4::cuda::moe_group_capacity(rows, K, c.experts);
   s.experts = t.take(entries), s.live = t.take(1), s.counts = t.take(entries);
   s.tok = t.take(entries * kGroupRows), s.slot = t.take(entries * kGroupRows);
   s.bytes = t.at;
