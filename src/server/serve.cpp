@@ -1,5 +1,6 @@
 #include "server/serve.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -77,6 +78,17 @@ std::string speculative_note(const engine::Settings& s, const engine::Engine& e,
 
 int serve_main(const std::vector<std::string>& args, const Loader& load) {
   engine::Settings settings;
+  // --help / -h anywhere: the usage and every setting with its default, nothing loaded.
+  if (std::find(args.begin(), args.end(), "--help") != args.end() ||
+      std::find(args.begin(), args.end(), "-h") != args.end()) {
+    std::printf("usage: ds4server serve [--config FILE] [--SETTING VALUE | --SETTING=VALUE]... [--print-config]\n"
+                "  serves the OpenAI (/v1/chat/completions, /v1/completions, /v1/responses) and Anthropic\n"
+                "  (/v1/messages) APIs and the web chat page; --print-config prints the effective settings\n"
+                "  and exits. A setting SECTION.NAME is --SECTION.NAME on the command line (- or _ alike).\n"
+                "settings and their defaults:\n%s",
+                engine::settings_yaml(settings, /*redact_secrets=*/true).c_str());
+    return 0;
+  }
   auto rest = engine::apply_cli(settings, args, {"--print-config"});
   const bool print_only = !rest.empty();
   // Block the stop signals in every thread; one thread waits for them (no work in handlers).

@@ -89,3 +89,14 @@ def test_speculation_with_a_draft_head_follows_the_cost_model():
     r = serve("--print-config", "--speculative.enabled", "true")
     assert re.search(r"^speculative:\n  enabled: true$", r.stdout, re.M), r.stdout
     assert re.search(r"^# speculative default: on \(settings: (on|off): expected [0-9.]+x AR ", r.stdout, re.M), r.stdout
+
+
+def test_help_prints_usage_and_settings_without_loading():
+    # A model path that does not exist: --help must not load anything.
+    for flag in ("--help", "-h"):
+        r = subprocess.run([str(BIN / "ds4server"), "serve", "--model", "/nonexistent/model", flag],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("usage: ds4server serve "), r.stdout[:200]
+        assert re.search(r"^server:\n", r.stdout, re.M), r.stdout
+        assert re.search(r"^  port: ", r.stdout, re.M), r.stdout
