@@ -1,5 +1,6 @@
 #include "server/api_common.h"
 
+#include <limits>
 #include <chrono>
 #include <random>
 
@@ -53,6 +54,11 @@ std::optional<int64_t> get_int(const json& j, const char* key) {
   auto f = field(j, key);
   if (!f) return std::nullopt;
   if (!f->is_number_integer()) fail(std::string("'") + key + "' must be an integer", key);
+  // An integer above INT64_MAX parses as unsigned: read as int64 it wrapped to a negative number
+  // (max_tokens 2^64 - 1 was told "must be >= 1").
+  if (f->is_number_unsigned() && f->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    fail(std::string("'") + key + "' is out of range (at most " +
+             std::to_string(std::numeric_limits<int64_t>::max()) + ")", key);
   return f->get<int64_t>();
 }
 
@@ -108,7 +114,9 @@ engine::SamplerParams resolve_sampler(const Context& c, const json& body) {
   if (auto v = get_number(body, "top_p")) p.top_p = *v;
   if (auto v = get_int(body, "top_k")) p.top_k = int(std::clamp<int64_t>(*v, -1, 1 << 30));
   if (auto v = get_number(body, "min_p")) p.min_p = *v;
-  if (auto v = get_int(body, "seed")) {
+  if (auto f = body.find("seed"); f != body.end() && f->is_number_unsigned()) {
+    p.seed = f->get<uint64_t>();  // the whole 64-bit range is a seed (get_int stops at INT64_MAX)
+  } else if (auto v = get_int(body, "seed")) {
     if (*v < 0) fail("'seed' must be >= 0", "seed");
     p.seed = uint64_t(*v);
   }

@@ -346,6 +346,9 @@ def test_fresh_seed_per_request_reproduces(srv):
         assert again["choices"][0]["message"]["content"] == a["choices"][0]["message"]["content"]
         fixed = c.post("/v1/chat/completions", json={**body, "seed": 7}).json()
         assert fixed["usage"]["seed"] == 7
+        # The whole unsigned 64-bit range is a seed (it wrapped to a negative int64 and was refused).
+        top = c.post("/v1/chat/completions", json={**body, "seed": 2**64 - 1}).json()
+        assert top["usage"]["seed"] == 2**64 - 1, top
 
 
 def test_metrics_histograms(srv):
