@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/cuda/paged_rows_io.h"
 #include "core/error.h"
 #include "models/deepseek_v4/cuda/model_impl.h"
 #include "models/deepseek_v4/state.h"
@@ -35,10 +36,7 @@ void up(uint8_t* base, size_t off, const std::vector<float>& v) {
 
 // A lane's paged entries (core/paged_rows.h) from / to their device rows: n floats, whole rows.
 void down(const uint8_t* base, size_t off, PagedRows& v, size_t n) {
-  std::vector<float> flat;
-  down(base, off, flat, n);
-  DS4_CHECK(v.width() > 0 ? n % size_t(v.width()) == 0 : n == 0, "deepseek_v4 cuda: entries of partial rows");
-  v.assign(flat.data(), v.width() > 0 ? int64_t(n) / v.width() : 0);
+  ::ds4::cuda::paged_rows_from_device(base + off, v, n, "deepseek_v4 cuda entries");
 }
 
 void up(uint8_t* base, size_t off, const PagedRows& v) { up(base, off, v.flatten()); }

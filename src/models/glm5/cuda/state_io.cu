@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "backend/cuda/paged_rows_io.h"
 #include "core/error.h"
 #include "models/glm5/cuda/cuda_state.h"
 #include "models/glm5/kda.h"
@@ -47,10 +48,7 @@ void up(uint8_t* base, size_t off, const std::vector<float>& v, size_t n, const 
 
 // A paged host cache (core/paged_rows.h) from / to its device rows: n floats, whole rows.
 void down(const uint8_t* base, size_t off, PagedRows& v, size_t n) {
-  std::vector<float> flat;
-  down(base, off, flat, n);
-  DS4_CHECK(v.width() > 0 ? n % size_t(v.width()) == 0 : n == 0, "glm5 cuda: cache of partial rows");
-  v.assign(flat.data(), v.width() > 0 ? int64_t(n) / v.width() : 0);
+  ::ds4::cuda::paged_rows_from_device(base + off, v, n, "glm5 cuda cache");
 }
 
 void up(uint8_t* base, size_t off, const PagedRows& v, size_t n, const std::string& what) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/cuda/paged_rows_io.h"
 #include "core/error.h"
 #include "models/qwen_next/cuda/model_impl.h"
 #include "models/qwen_next/layers.h"
@@ -46,10 +47,7 @@ void down(const uint8_t* src, std::vector<T>& v, size_t n) {
 
 // A paged host cache (core/paged_rows.h) from its device rows: n floats, whole rows.
 void down(const uint8_t* src, PagedRows& v, size_t n) {
-  std::vector<float> flat;
-  down(src, flat, n);
-  DS4_CHECK(v.width() > 0 ? n % size_t(v.width()) == 0 : n == 0, "qwen_next cuda: cache of partial rows");
-  v.assign(flat.data(), v.width() > 0 ? int64_t(n) / v.width() : 0);
+  ::ds4::cuda::paged_rows_from_device(src, v, n, "qwen_next cuda cache");
 }
 
 [[noreturn]] void refuse(const std::string& why) { throw InputError("qwen_next cuda checkpoint: " + why); }
