@@ -277,11 +277,17 @@ int act_rows_per_block(DType t, int64_t cols) {
 //         45 / 51 vs 40 / 48), else 1;
 //   IQ2_XXS: 2 for batched launches (gate|up x6 26 / 31 vs 24 / 29 at G1; down x6 22 / 26 vs
 //         20 / 23; G4 was 26 / 15 there), else 1.
-// gemv_act_rows takes 1 (its blocks already carry n input rows' work) unless set.
+// gemv_act_rows over plain rows takes 1 (its blocks already carry n input rows' work) unless set.
+// Routed (MoE entries, live / counts from the device): a decode batch's entry holds 1-2 rows, so
+// a block's work is small as in the batched singles; the H100 sweep of 2026-12-05
+// (bench_cuda_gemv --routed 8, bench/results/session16-h100-2026-12-05/call2_routed.txt, entries of
+// S = 4 rows, n = 1..16 tokens) had G4 ahead for IQ2_XXS (n = 16: 27.5 vs 20.6 % of copy at G1)
+// and Q2_K (48.9 vs 31.0), G2 for Q8_0 (95.3 vs 85.9; G1 only at n = 1, 88 vs 85).
 int g_groups = 0;  // gemv_act_set_groups; 0 = auto
 
-int act_groups_per_block(DType t, int64_t cols, int64_t batch, bool rows_kernel) {
+int act_groups_per_block(DType t, int64_t cols, int64_t batch, bool rows_kernel, bool routed) {
   if (g_groups) return g_groups;
+  if (rows_kernel && routed) return t == DType::IQ2_XXS || t == DType::Q2_K ? 4 : 2;
   if (rows_kernel) return 1;
   switch (t) {
     case DType::IQ2_XXS: return batch > 1 ? 2 : 1;
@@ -293,11 +299,11 @@ int act_groups_per_block(DType t, int64_t cols, int64_t batch, bool rows_kernel)
 template <class F, int R, int N, bool kRows>
 void launch_kernel(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream,
                    unsigned batch) {
-  const int groups = act_groups_per_block(t, a.cols, batch, kRows);
+  const bool routed = kRows && (a.ids || ra.live || ra.counts || ra.x_idx || ra.y_idx);
+  const int groups = act_groups_per_block(t, a.cols, batch, kRows, routed);
   const int64_t row_groups = (a.rows + R - 1) / R;
   const dim3 blocks(unsigned((row_groups + groups - 1) / groups), batch);
   const int threads = threads_for(a.cols / F::kValues * F::kLanes);
-  const bool routed = kRows && (a.ids || ra.live || ra.counts || ra.x_idx || ra.y_idx);
   launch_maybe_pdl(gemv_pdl() && !routed, gemv_act_kernel<F, R, N, kRows>, blocks, threads, stream, a, xa, ra, y,
                    groups);
 }
@@ -404,7 +410,7 @@ GemvActConfig gemv_act_config(DType type, int64_t cols, int64_t batch) {
   visit_act_format(type, [&](auto f) {
     using F = decltype(f);
     c.rows_per_block = act_rows_per_block(type, cols);
-    c.groups = act_groups_per_block(type, cols, batch, false);
+    c.groups = act_groups_per_block(type, cols, batch, false, false);
     c.iq2_permute = type == DType::IQ2_XXS && g_iq2_permute;
     c.lanes = F::kLanes;
     c.threads = threads_for(cols / F::kValues * F::kLanes);

@@ -32,7 +32,7 @@ void gemv_act_set_iq2_sign_table(bool on);
 // the default). The same signed integers: the same results bit for bit; for the bench.
 void gemv_act_set_iq2_permute(bool on);
 // Row groups per thread block of gemv_act, gemv_act_batched and gemv_act_rows: 0 = the default
-// (gemv_act.cu act_groups_per_block; gemv_act_rows 1), else 1, 2, 4 or 8 groups of rows-per-block rows that one
+// (gemv_act.cu act_groups_per_block; gemv_act_rows 1, routed 4 / 2), else 1, 2, 4 or 8 groups of rows-per-block rows that one
 // block walks in turn. Never changes a result. Throws InputError otherwise.
 void gemv_act_set_groups(int groups);
 // What gemv_act / gemv_act_batched launch for a weight of this type and row length (batch entries)
