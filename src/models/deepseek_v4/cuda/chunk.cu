@@ -32,6 +32,7 @@
 #include "backend/cuda/routed_experts.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/moe_group.h"
+#include "backend/cuda/moe_group_rows.h"
 #include "backend/cuda/norm.h"
 #include "models/deepseek_v4/cuda/model_impl.h"
 
@@ -233,11 +234,7 @@ void DeepseekV4CudaModel::Impl::moe_rows(int64_t l) {
   // synthetic tables do, ~1 row in E), so up to rows * K there. With `rows` there, an expert
   // named twice by 3 of 4 rows lost its 5th and 6th pairs (their outputs stayed stale): the
   // H200's decode_batch difference on the synthetic act_quant model.
-  dc::GemvRows r;
-  r.n = int(std::min<int64_t>(L.tid2eid ? pairs : rows, S));
-  r.idx_stride = int(S);
-  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, S)), g.experts, L.gate_up.stride, 0, 0, 0};
-  r.live = g.live, r.counts = g.counts;
+  dc::GemvRows r = dc::moe_group_rows(g, rows, K, E, L.tid2eid ? pairs : rows, L.gate_up.stride);
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * F, r.y_idx = g.slot;  // col rows -> egu {rows * K, 2F}
   // A tensor-core chunk runs the experts on tensor cores (same entries: BF16 MMAs, or cuBLAS
   // grouped GEMMs from grouped_gemm_min_rows pairs per expert), else exact. With act_quant

@@ -31,6 +31,7 @@
 #include "backend/cuda/routed_experts.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/moe_group.h"
+#include "backend/cuda/moe_group_rows.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/seq_rows.h"
 #include "core/error.h"
@@ -258,12 +259,7 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   mark("moe experts gate_up");
   // Entry u = up to S rows of a used expert (at most moe_group_entries of them, *live decides
   // on the device; a pass of at most S rows has one entry per used expert).
-  dc::GemvRows r;
-  r.n = int(std::min<int64_t>(rows, S));
-  r.idx_stride = int(S);
-  r.batch = dc::GemvBatch{int(dc::moe_group_entries(rows, K, E, S)), g.experts, m.gate_up.stride,
-                          m.gate_up.scale_stride, 0, 0};
-  r.live = g.live, r.counts = g.counts;
+  dc::GemvRows r = dc::moe_group_rows(g, rows, K, E, rows, m.gate_up.stride, m.gate_up.scale_stride);
   r.x_row = rs(), r.x_idx = g.tok, r.y_row = 2 * I, r.y_idx = g.slot;  // egu {rows * K, 2I}
   // In a tensor-core chunk the same entries as BF16 MMAs (each expert still read once per entry),
   // or from grouped_gemm_min_rows pairs per expert as cuBLAS grouped GEMMs.
