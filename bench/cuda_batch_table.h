@@ -12,18 +12,24 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cuda_op_table.h"
 #include "models/model.h"
 
 namespace ds4::bench {
 
-// bytes: the weight bytes one decode token reads (the model's own count).
+// bytes: the weight bytes one decode token reads (the model's own count). profiling (optional):
+// switches the model's per-op timing on / off (direct launches + events); when set, one more
+// step per stream count runs with it on and its per-op table follows the row (what a step of N
+// rows spends beyond the weights it reads).
 template <class M>
 void batch_table(M& m, const ModelState& at, const std::vector<int>& streams, int steps, double single_tps,
-                 double copy_gbps, int batch_rows, double bytes) {
+                 double copy_gbps, int batch_rows, double bytes,
+                 const std::function<void(bool)>& profiling = nullptr) {
   using Clock = std::chrono::steady_clock;
   auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   const int64_t V = m.info().vocab_size;
@@ -90,14 +96,29 @@ void batch_table(M& m, const ModelState& at, const std::vector<int>& streams, in
       std::printf("|  | (1 stream through decode_batch = the single-sequence step: %.1f%% of the decode above) |"
                   "  |  |  |  |  |  |  |  |\n", 100 * agg / single_tps);
     std::fflush(stdout);
+    if (profiling) {
+      profiling(true);
+      m.reset_op_times();
+      const auto a = Clock::now();
+      step();
+      const double wall = 1e3 * secs(a, Clock::now());
+      profiling(false);
+      std::printf("\nper-op GPU time of one decode_batch step of %d streams (direct launches + events, one stream; "
+                  "%.3f ms wall):\n", n, wall);
+      print_op_table(m.op_times(), 1, "step");
+      std::printf("\n| streams | step ms p50 | step ms max | per-stream TPOT ms | aggregate tok/s | vs 1 stream | "
+                  "unbatched aggregate tok/s | batched / unbatched | weights GB/s | of copy bw |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|\n");
+    }
   }
 }
 
 // The command-line part the benches share: --batch N,N (stream counts), --batch-rows N,N (one
-// table per CudaModelOptions::batch_rows value), --batch-steps S.
+// table per CudaModelOptions::batch_rows value), --batch-steps S, --batch-profile.
 struct BatchArgs {
   std::vector<int> streams, rows;
   int steps = 16;
+  bool profile = false;  // --batch-profile: a per-op table of one step per stream count
 };
 
 // Reads one of the three flags at argv[i] (and its value); false when argv[i] is none of them.
@@ -111,6 +132,7 @@ inline bool parse_batch_flag(int argc, char** argv, int& i, BatchArgs& b) {
     }
   };
   const std::string a = argv[i];
+  if (a == "--batch-profile") return b.profile = true;
   if (i + 1 >= argc) return false;
   if (a == "--batch") list(argv[++i], b.streams);
   else if (a == "--batch-rows") list(argv[++i], b.rows);
@@ -121,8 +143,10 @@ inline bool parse_batch_flag(int argc, char** argv, int& i, BatchArgs& b) {
 
 // One batch_table per batch_rows value (default: the model's current option), restoring the
 // model's options afterwards. Options must have a batch_rows member.
+// profiling: as batch_table's, used with --batch-profile.
 template <class M>
-void batch_tables(M& m, const ModelState& at, const BatchArgs& b, double single_tps, double copy_gbps, double bytes) {
+void batch_tables(M& m, const ModelState& at, const BatchArgs& b, double single_tps, double copy_gbps, double bytes,
+                  const std::function<void(bool)>& profiling = nullptr) {
   const auto keep = m.options();
   std::vector<int> rows = b.rows;
   if (rows.empty()) rows.push_back(keep.batch_rows);
@@ -130,7 +154,7 @@ void batch_tables(M& m, const ModelState& at, const BatchArgs& b, double single_
     auto o = keep;
     o.batch_rows = br;
     m.set_options(o);
-    batch_table(m, at, b.streams, b.steps, single_tps, copy_gbps, br, bytes);
+    batch_table(m, at, b.streams, b.steps, single_tps, copy_gbps, br, bytes, b.profile ? profiling : nullptr);
   }
   m.set_options(keep);
 }

@@ -17,7 +17,7 @@
 // five drafts) against one decode step, and greedy speculative decoding at depth 1, 3, 5 (gate
 // 0, as generate_greedy sets it).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
-//        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S]] [--jump N,N] [--act-quant]
+//        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S] [--batch-profile]] [--jump N,N] [--act-quant]
 //        [--act-variants]
 //   --act-variants: decode tok/s under each IQ2_XXS decoder of gemv_act (act_variants below).
 //   --act-quant: after the decode lines, decode tok/s with ds4's activation quantization
@@ -444,7 +444,7 @@ int main(int argc, char** argv) {
   if (pos.empty()) {
     std::fprintf(stderr,
                  "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...] "
-                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S]] [--jump N,N] "
+                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile]] [--jump N,N] "
                  "[--act-quant] [--act-variants]\n");
     return 2;
   }
@@ -521,7 +521,13 @@ int main(int argc, char** argv) {
     if (act_quant) act_quant_decode(m, *at_prompt, l_prompt, n, roof, prof);
     if (variants) act_variants(m, *at_prompt, l_prompt, n, roof);
     if (!batch.streams.empty()) {
-      ds4::bench::batch_tables(m, *at_prompt, batch, decode_tps, bw.copy_gbps, bytes);
+      // --batch-profile: direct launches + events (profile on, graphs and the side stream off)
+      auto profiling = [&m](bool on) {
+        deepseek_v4::CudaModelOptions o = m.options();
+        o.graphs = !on, o.profile = on;
+        m.set_options(o);
+      };
+      ds4::bench::batch_tables(m, *at_prompt, batch, decode_tps, bw.copy_gbps, bytes, profiling);
       return 0;
     }
     verify_table(m, *at_prompt, 9);
