@@ -49,6 +49,17 @@ PagedRows& PagedRows::operator=(const PagedRows& other) {
   return *this;
 }
 
+size_t PagedRows::proportional_bytes() const {
+  size_t b = 0;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    // the rows of block i this copy holds (the last block may be partly filled)
+    const int64_t rows = std::min(block_rows_, rows_ - int64_t(i) * block_rows_);
+    const size_t holders = size_t(std::max<long>(1, blocks_[i].use_count()));
+    b += size_t(rows * width_) * sizeof(float) / holders;
+  }
+  return b;
+}
+
 size_t PagedRows::shared_block_count() const {
   return size_t(std::count_if(blocks_.begin(), blocks_.end(), [](const auto& b) { return b.use_count() > 1; }));
 }

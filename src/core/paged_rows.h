@@ -70,6 +70,12 @@ class PagedRows {
   // counts per position). Blocks shared with other copies are counted by each holder, so a
   // sum over states is an upper bound of the memory they use together.
   size_t bytes() const { return size_t(rows_ * width_) * sizeof(float); }
+  // The bytes of the rows this copy holds with each block shared by k copies counted as 1/k
+  // of its rows (the proportional share, as Linux's PSS): summed over every copy that holds
+  // the blocks, the memory they use together. Admission control counts states this way, so
+  // sessions continuing one cached prefix pay for it once (issue #24). A snapshot: another
+  // thread's copies may change the shares.
+  size_t proportional_bytes() const;
   // Blocks this copy references, and how many of them another copy references too (tests).
   size_t block_count() const { return blocks_.size(); }
   size_t shared_block_count() const;

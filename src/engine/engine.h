@@ -120,8 +120,9 @@ struct EngineMetrics {
   uint64_t decode_steps_by_size[8] = {};
   uint64_t decode_iterations = 0, decode_sequences = 0;  // histogram count and sum
   uint64_t batched_calls = 0, batched_rows = 0;
-  // Admission control: bytes the live sessions' states hold (the prefix cache is
-  // cache_bytes), the budget for both, and turns preempted (state dropped, requeued).
+  // Admission control: bytes the live sessions' states hold (paged blocks shared with other
+  // sessions or the prefix cache counted by share: ModelState::proportional_bytes; the prefix
+  // cache is cache_bytes), the budget for both, and turns preempted (state dropped, requeued).
   size_t state_bytes = 0, state_budget_bytes = 0;
   uint64_t preemptions = 0;
   // Preemptions by swap to host (the rest recomputed) and the host bytes swapped states hold.
@@ -211,7 +212,7 @@ class Engine {
   void check_canary();  // engine_canary.cpp: aborts the live turns a GPU stall hit
   // Admission control (engine_admission.cpp, state_budget.h).
   size_t need(const Job& job) const;        // projected state bytes at the turn's end
-  size_t held(const Job& job) const;        // state bytes the turn holds now
+  size_t held(const Job& job) const;        // state bytes the turn holds now (proportional shares)
   bool fits(const Job& queued);             // may start now (evicts cache entries for it)
   void preempt_to_fit(std::vector<Job*>& decode, std::vector<Job*>& prefill);
   void preempt(Job& job);                   // drop (or swap out) the state, keep the tokens, requeue

@@ -28,22 +28,29 @@ size_t Engine::need(const Job& job) const {
   return budget_->need(int64_t(job.prompt.size()), job.req.max_tokens);
 }
 
+// Proportional shares (ModelState::proportional_bytes): turns continuing one cached prefix,
+// and the cache entry itself, each count a part of its blocks, so the prefix counts once.
 size_t Engine::held(const Job& job) const {
-  size_t b = job.state ? job.state->bytes() : 0;
-  if (job.pre_stop && job.pre_stop->state) b += job.pre_stop->state->bytes();
+  size_t b = job.state ? job.state->proportional_bytes() : 0;
+  if (job.pre_stop && job.pre_stop->state) b += job.pre_stop->state->proportional_bytes();
   return b;
 }
 
 // Under mu_ (admit): live_ only changes on the engine thread, which is the caller.
 bool Engine::fits(const Job& queued) {
   size_t used = 0;
+  bool unstarted = false;
   // A turn admitted but not started yet holds nothing so far: reserve its projected need.
-  for (const auto& j : live_) used += j->phase == Job::Phase::kNew ? need(*j) : held(*j);
+  for (const auto& j : live_) {
+    unstarted |= j->phase == Job::Phase::kNew;
+    used += j->phase == Job::Phase::kNew ? need(*j) : held(*j);
+  }
   const size_t want = used + need(queued);
   if (want > budget_->bytes()) return false;
+  // An admitted turn that has not started may be about to continue a cached prefix: evicting
+  // the cache for another turn would take that away, so the other waits (an iteration) instead.
   const size_t room = budget_->bytes() - want;
-  if (cache_.bytes() > room) cache_.evict_to(room);
-  return cache_.bytes() <= room;
+  return (unstarted ? cache_.share_bytes() : cache_.fit_share(room)) <= room;
 }
 
 void Engine::preempt_to_fit(std::vector<Job*>& decode, std::vector<Job*>& prefill) {
@@ -62,8 +69,7 @@ void Engine::preempt_to_fit(std::vector<Job*>& decode, std::vector<Job*>& prefil
     size_t total = 0;
     for (const auto& j : live_) total += after(*j);
     if (total <= budget_->bytes()) {
-      const size_t room = budget_->bytes() - total;
-      if (cache_.bytes() > room) cache_.evict_to(room);
+      cache_.fit_share(budget_->bytes() - total);
       return;
     }
     cache_.evict_to(0);

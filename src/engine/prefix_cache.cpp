@@ -34,7 +34,8 @@ void PrefixCache::insert(std::vector<int32_t> tokens, std::unique_ptr<ModelState
                          std::vector<float> logits, std::vector<int32_t> alias, size_t alias_fed) {
   Entry e;
   e.alias_fed = std::min(alias_fed, alias.size());
-  e.bytes = state->bytes() + logits.size() * sizeof(float) + (tokens.size() + alias.size()) * sizeof(int32_t);
+  e.extra = logits.size() * sizeof(float) + (tokens.size() + alias.size()) * sizeof(int32_t);
+  e.bytes = state->bytes() + e.extra;
   if (e.bytes > max_bytes_) return;  // would evict everything and still not fit
   e.tokens = std::move(tokens);
   e.alias = std::move(alias);
@@ -72,6 +73,29 @@ size_t PrefixCache::evict_to_locked(size_t bytes) {
 size_t PrefixCache::evict_to(size_t bytes) {
   std::lock_guard lk(mu_);
   return evict_to_locked(bytes);
+}
+
+size_t PrefixCache::share_locked() const {
+  size_t b = 0;
+  for (const Entry& e : lru_) b += e.state->proportional_bytes() + e.extra;
+  return b;
+}
+
+size_t PrefixCache::share_bytes() const {
+  std::lock_guard lk(mu_);
+  return share_locked();
+}
+
+size_t PrefixCache::fit_share(size_t bytes) {
+  std::lock_guard lk(mu_);
+  size_t share = share_locked();
+  while (share > bytes && !lru_.empty()) {
+    bytes_ -= lru_.back().bytes;
+    lru_.pop_back();
+    evictions_++;
+    share = share_locked();
+  }
+  return share;
 }
 
 void PrefixCache::set_max_bytes(size_t bytes) {

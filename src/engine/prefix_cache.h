@@ -47,6 +47,14 @@ class PrefixCache {
   // Admission control (engine_admission.cpp): evicts least recently used entries until the
   // cache holds at most `bytes`; returns how many it evicted.
   size_t evict_to(size_t bytes);
+  // Admission control's count: evicts least recently used entries until the entries' share of
+  // memory is at most `bytes` and returns that share. An entry's share is its state's
+  // ModelState::proportional_bytes (blocks it shares with live states or other entries count
+  // in part) plus its logits and tokens; evicting an entry raises the others' shares of the
+  // blocks it held, so the share is recounted after each eviction. (The cache's own bound,
+  // max_bytes, counts every entry's whole bytes.)
+  size_t fit_share(size_t bytes);
+  size_t share_bytes() const;  // that share, evicting nothing
   // Lowers (or raises) the budget; evicts down to it.
   void set_max_bytes(size_t bytes);
   uint64_t evictions() const { return evictions_; }
@@ -58,8 +66,10 @@ class PrefixCache {
     size_t alias_fed = 0;        // alias tokens the state holds the equivalent of
     std::unique_ptr<ModelState> state;
     std::vector<float> logits;
-    size_t bytes = 0;
+    size_t bytes = 0;  // the state's bytes + extra
+    size_t extra = 0;  // logits and tokens
   };
+  size_t share_locked() const;
   void evict_locked();
   size_t evict_to_locked(size_t bytes);
   mutable std::mutex mu_;

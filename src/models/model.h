@@ -53,6 +53,10 @@ class ModelState {
   virtual int64_t position() const = 0;
   // Bytes held (for cache budgets).
   virtual size_t bytes() const = 0;
+  // bytes() with each paged block (core/paged_rows.h) that k states share counted as 1/k: the
+  // admission control's count, so that states continuing one cached prefix pay for it once.
+  // Default: bytes() (a state that shares nothing).
+  virtual size_t proportional_bytes() const { return bytes(); }
   // Named byte sections of everything the state holds (for checkpoints on disk), and back.
   // load() is called on a fresh state of the same model (new_state()); it checks every
   // section against the model's shapes and throws InputError naming the section on a

@@ -50,11 +50,17 @@ class State : public ModelState {
   int64_t position() const override { return pos; }
   void save(std::vector<StateSection>& out) const override;  // state_io.cpp
   void load(const std::vector<StateSection>& in) override;
-  size_t bytes() const override {
+  size_t bytes() const override { return count_bytes([](const PagedRows& p) { return p.bytes(); }); }
+  size_t proportional_bytes() const override {
+    return count_bytes([](const PagedRows& p) { return p.proportional_bytes(); });
+  }
+  // Every buffer's bytes, the paged caches counted by paged(const PagedRows&).
+  template <class Paged>
+  size_t count_bytes(Paged&& paged) const {
     size_t b = 0;
-    auto lane = [](const CompressorState& c) {
+    auto lane = [&](const CompressorState& c) {
       return (c.pend_kv.size() + c.pend_gate.size() + c.prev_kv.size() + c.prev_gate.size()) * sizeof(float) +
-             c.entries.bytes();
+             paged(c.entries);
     };
     for (const auto& l : layers) b += l.window.size() * sizeof(float) + lane(l.comp) + lane(l.index);
     for (const auto& r : dspark_ring) b += r.size() * sizeof(float);

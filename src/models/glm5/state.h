@@ -31,7 +31,11 @@ struct MlaState {
   PagedRows idx_keys;    // {positions, index_head_dim}: LayerNorm(wk x)
   PagedRows idx_gates;   // {positions, index_head_dim}: compress_gate x
   PagedRows pool_keys;   // {complete pools, index_head_dim}
-  size_t bytes() const { return latent.bytes() + idx_keys.bytes() + idx_gates.bytes() + pool_keys.bytes(); }
+  // The caches' bytes, each counted by paged(const PagedRows&).
+  template <class Paged>
+  size_t count_bytes(Paged&& paged) const {
+    return paged(latent) + paged(idx_keys) + paged(idx_gates) + paged(pool_keys);
+  }
 };
 
 class State final : public ModelState {
@@ -40,12 +44,18 @@ class State final : public ModelState {
   int64_t position() const override { return pos; }
   void save(std::vector<StateSection>& out) const override;  // state_io.cpp
   void load(const std::vector<StateSection>& in) override;
-  size_t bytes() const override {
+  size_t bytes() const override { return count_bytes([](const PagedRows& p) { return p.bytes(); }); }
+  size_t proportional_bytes() const override {
+    return count_bytes([](const PagedRows& p) { return p.proportional_bytes(); });
+  }
+  // Every buffer's bytes, the paged caches counted by paged(const PagedRows&).
+  template <class Paged>
+  size_t count_bytes(Paged&& paged) const {
     size_t b = 0;
     for (const auto& k : kda) b += (k.conv.size() + k.recurrent.size()) * sizeof(float);
-    for (const auto& m : mla) b += m.bytes();
+    for (const auto& m : mla) b += m.count_bytes(paged);
     b += (mtp_kda.conv.size() + mtp_kda.recurrent.size() + last_hidden.size() + pending_hidden.size()) * sizeof(float);
-    return b + mtp_mla.bytes();
+    return b + mtp_mla.count_bytes(paged);
   }
 
   int64_t pos = 0;

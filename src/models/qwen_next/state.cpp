@@ -9,15 +9,24 @@ size_t RowCapture::bytes() const {
          ple_ctx0.size() * sizeof(int32_t);
 }
 
-size_t LayerState::bytes() const {
-  return (conv.size() + ssm.size() + ple_conv.size()) * sizeof(float) + k.bytes() + v.bytes() + idx_raw.bytes() +
-         idx_pooled.bytes() + ple_ctx.size() * sizeof(int32_t) + cap.bytes();
+namespace {
+
+// A state's bytes, its paged caches counted by paged(const PagedRows&).
+template <class Paged>
+size_t state_bytes(const State& s, Paged&& paged) {
+  size_t b = s.mtp.count_bytes(paged) + (s.last_wide.size() + s.pending_wide.size()) * sizeof(float);
+  for (const auto& l : s.layers) b += l.count_bytes(paged);
+  return b;
 }
 
+}  // namespace
+
 size_t State::bytes() const {
-  size_t b = mtp.bytes() + (last_wide.size() + pending_wide.size()) * sizeof(float);
-  for (const auto& l : layers) b += l.bytes();
-  return b;
+  return state_bytes(*this, [](const PagedRows& p) { return p.bytes(); });
+}
+
+size_t State::proportional_bytes() const {
+  return state_bytes(*this, [](const PagedRows& p) { return p.proportional_bytes(); });
 }
 
 LayerState new_layer_state(const Config& c, int64_t l) {

@@ -33,7 +33,12 @@ struct LayerState {
   PagedRows idx_raw;    // {pos, idx_dim}: raw indexer keys
   PagedRows idx_pooled; // {blocks, idx_dim}: mean -> norm -> rope, per full block
   RowCapture cap;                // verify window being captured (speculative decoding)
-  size_t bytes() const;
+  // Every buffer's bytes, the paged caches counted by paged(const PagedRows&).
+  template <class Paged>
+  size_t count_bytes(Paged&& paged) const {
+    return (conv.size() + ssm.size() + ple_conv.size()) * sizeof(float) + paged(k) + paged(v) + paged(idx_raw) +
+           paged(idx_pooled) + ple_ctx.size() * sizeof(int32_t) + cap.bytes();
+  }
 };
 
 class State : public ModelState {
@@ -43,6 +48,7 @@ class State : public ModelState {
   void save(std::vector<StateSection>& out) const override;  // state_io.cpp
   void load(const std::vector<StateSection>& in) override;
   size_t bytes() const override;
+  size_t proportional_bytes() const override;
 
   int64_t pos = 0;
   std::vector<LayerState> layers;

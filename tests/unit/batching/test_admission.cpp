@@ -136,6 +136,55 @@ TEST_F(Admission, SwapBeyondItsBudgetFallsBackToRecompute) {
   EXPECT_EQ(m.swap_outs, 0u);
 }
 
+// Turns continuing one cached prefix count its blocks once (ModelState::proportional_bytes):
+// the prefix's rows live in paged blocks that the cache entry and every turn's clone share.
+// A first turn caches a 256-id prompt; four turns then extend it by 8 ids each, all at once,
+// under a budget that holds the prefix twice and each turn's own rows: they all start from
+// the cached prefix, decode side by side, none is preempted, and each emits exactly its ids
+// alone. Counted per holder (the bytes before), that budget could not hold a third such turn
+// beside two (the arithmetic is checked below), and the cache entry would be evicted.
+TEST_F(Admission, TurnsOnOneCachedPrefixCountItOnce) {
+  constexpr int kPrefix = 256, kSuffix = 8, kOn = 4;
+  constexpr int64_t kGen = 24;
+  auto prompt = [](int i) {  // i < 0: the prefix alone
+    std::string p(RecordingCodec::kIdPrompt);
+    uint32_t x = 12345u;
+    for (int k = 0; k < kPrefix; ++k) x = x * 1664525u + 1013904223u, p += std::to_string(1 + (x >> 9) % 1000) + " ";
+    for (int k = 0; i >= 0 && k < kSuffix; ++k) p += std::to_string(1 + (37 * i + 11 * k) % 1000) + " ";
+    return p;
+  };
+  auto req = [&](int i, int64_t max) {
+    GenRequest r;
+    r.raw_prompt = prompt(i);
+    r.max_tokens = max;
+    r.sampler.temperature = 0;
+    return r;
+  };
+  const auto ref = alone(kOn, [&](int i) { return req(i, kGen); });
+  const StateCost c = engine(0)->state_cost();
+  const size_t budget = 2 * c.at(kPrefix + kSuffix + kGen) + (kOn - 1) * c.at(kSuffix + kGen);
+  ASSERT_GT(3 * c.at(kPrefix + kSuffix) + c.at(kPrefix + kSuffix + kGen), budget)
+      << "per holder, three started turns and a fourth's need would not fit (or the test proves nothing)";
+  auto e = engine(0, true, 0, [&](EngineOptions& o) {
+    o.state_memory_bytes = budget;
+    o.snapshot_prompt = true;  // the prefix's prompt end is what the turns continue
+  });
+  Turn first = submit(*e, req(-1, 1));
+  first.pump();
+  std::vector<Turn> turns;
+  for (int i = 0; i < kOn; ++i) turns.push_back(submit(*e, req(i, kGen))), turns.back().log_index = size_t(1 + i);
+  for (auto& t : turns) t.pump();
+  for (int i = 0; i < kOn; ++i) EXPECT_EQ(ids(turns[size_t(i)]), ref[size_t(i)]) << "turn " << i;
+  const EngineMetrics m = wait_until_idle(*e);
+  EXPECT_EQ(m.preemptions, 0u);
+  EXPECT_EQ(m.cache_hits, uint64_t(kOn)) << "every turn continued the cached prefix";
+  EXPECT_EQ(m.computed_prompt_tokens, uint64_t(kPrefix + kOn * kSuffix)) << "the prefix was computed once";
+  uint64_t wide = 0;  // iterations that decoded more than two turns together
+  for (int b = 2; b < 8; ++b) wide += m.decode_steps_by_size[b];
+  EXPECT_GT(wide, 0u) << "more than two turns decoded side by side";
+  EXPECT_EQ(m.state_bytes, 0u);
+}
+
 TEST_F(Admission, ARequestThatCanNeverFitIsRefusedAndServingGoesOn) {
   const auto ref = alone(1, kMax);
   const size_t budget = tight_budget(engine(0)->state_cost());

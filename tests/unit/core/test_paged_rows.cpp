@@ -92,6 +92,31 @@ TEST(PagedRows, CopiesShareBlocksAndNeverSeeEachOthersWrites) {
   EXPECT_EQ(PagedRows::live_block_bytes(), before);
 }
 
+// Proportional shares (admission control's count): a block held by k copies counts 1/k of
+// the rows each copy holds in it, so the copies' shares add up to the rows stored once.
+TEST(PagedRows, ProportionalBytesCountSharedBlocksOnce) {
+  const int64_t W = 2;
+  const size_t row = W * sizeof(float), full = 4 * row;  // bytes of a row, of a full block
+  PagedRows a(W, 4);
+  const auto base = rows_of(0, 10, W);  // blocks of 4, 4, 2 rows
+  a.append(base.data(), 10);
+  EXPECT_EQ(a.proportional_bytes(), a.bytes()) << "no other holder: the whole bytes";
+  PagedRows b = a, c = a;  // three holders of every block
+  EXPECT_EQ(a.proportional_bytes(), 2 * (full / 3) + 2 * row / 3) << "each block's rows over 3, rounded down";
+  EXPECT_EQ(b.proportional_bytes(), a.proportional_bytes());
+  // c writes into the partial block (its own copy now) and grows by a block of 1 row:
+  // blocks 0-1 stay shared by three, block 2 by a and b.
+  const auto more = rows_of(50, 3, W);
+  c.append(more.data(), 3);
+  EXPECT_EQ(c.proportional_bytes(), 2 * (full / 3) + full + row);
+  EXPECT_EQ(a.proportional_bytes(), 2 * (full / 3) + 2 * row / 2);
+  // b drops out: a holds blocks 0-1 with c and block 2 alone.
+  b = PagedRows();
+  EXPECT_EQ(a.proportional_bytes(), 2 * (full / 2) + 2 * row);
+  EXPECT_EQ(a.proportional_bytes() + c.proportional_bytes(), 15 * row)
+      << "two holders: the shares add up to the rows stored once (8 shared + a's 2 + c's 5)";
+}
+
 TEST(PagedRows, RandomOperationsMatchAVector) {
   std::mt19937 rng(7);
   const int64_t W = 5;
