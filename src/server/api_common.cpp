@@ -18,6 +18,26 @@ void fail(const std::string& message, const std::string& param, int status) {
   throw ApiError{status, status == 401 ? "authentication_error" : "invalid_request_error", message, param};
 }
 
+ErrorShape error_shape(const std::string& path) {
+  return path.rfind("/v1/messages", 0) == 0 ? ErrorShape::kAnthropic : ErrorShape::kOpenAI;
+}
+
+std::string error_body(ErrorShape shape, const ApiError& e, const std::string& code) {
+  if (shape == ErrorShape::kAnthropic) {
+    std::string type = e.type;
+    if (e.status == 404) type = "not_found_error";
+    if (e.status == 413) type = "request_too_large";
+    if (e.status >= 500) type = e.status == 503 ? "overloaded_error" : "api_error";
+    return dump({{"type", "error"}, {"error", {{"type", type}, {"message", e.message}}}});
+  }
+  json err = {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json() : json(e.param)},
+              {"code", code.empty() ? json() : json(code)}};
+  if (e.status == 401 && code.empty()) err["code"] = "invalid_api_key";
+  return dump({{"error", err}});
+}
+
+std::string error_body(const std::string& path, const ApiError& e) { return error_body(error_shape(path), e); }
+
 json parse_body(const httplib::Request& req) {
   ConnGuard::handler_started();  // the body is in: no body deadline while the handler runs
   if (json_nests_deeper(req.body))

@@ -23,6 +23,15 @@ struct ApiError {
   std::string message;
   std::string param;
 };
+
+// The error body of each protocol: Anthropic's {"type":"error","error":{type, message}} on
+// /v1/messages*, OpenAI's {"error":{message, type, param, code}} everywhere else. The one
+// place error bodies are built: route handlers, httplib's errors and the connection guard.
+enum class ErrorShape { kOpenAI, kAnthropic };
+ErrorShape error_shape(const std::string& path);
+// `code`: OpenAI's "code" field (e.g. "request_timeout"); empty = null (401: invalid_api_key).
+std::string error_body(ErrorShape shape, const ApiError& e, const std::string& code = "");
+std::string error_body(const std::string& path, const ApiError& e);
 [[noreturn]] void fail(const std::string& message, const std::string& param = "", int status = 400);
 
 json parse_body(const httplib::Request& req);

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/api_common.h"
 #include "server/socket_addr.h"
 
 namespace ds4::server {
@@ -48,10 +49,38 @@ bool headers_in(int fd) {
   return v.find("\r\n\r\n") != std::string_view::npos || v.find("\n\n") != std::string_view::npos;
 }
 
+// The path of the request whose first bytes are in the socket buffer ("" while its request
+// line's target is not in yet): the guard answers before httplib has parsed anything, and the
+// path picks the answer's error shape (an Anthropic client must get Anthropic's).
+std::string peeked_path(int fd) {
+  char buf[16384];
+  const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  if (n <= 0) return "";
+  const std::string_view v(buf, size_t(n));
+  const size_t a = v.find(' ');
+  const size_t b = a == std::string_view::npos ? a : v.find(' ', a + 1);
+  if (b == std::string_view::npos || v.substr(0, a).find('\n') != std::string_view::npos) return "";
+  const std::string_view target = v.substr(a + 1, b - a - 1);
+  return std::string(target.substr(0, target.find('?')));
+}
+
+// The request line is in (or can never come): a refusal waits for it to pick its shape.
+bool request_line_in(int fd) {
+  char buf[16384];
+  const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  return n == 0 || size_t(n) == sizeof buf || std::string_view(buf, size_t(n)).find('\n') != std::string_view::npos;
+}
+
+// How long a connection refused at accept waits for its request line (so the 503 is in its
+// API's error shape) before it is answered in the default shape.
+constexpr double kRefusalWaitS = 1.0;
+
 // kParked: accepted, waiting for its header block without a worker thread.
 // kFollowUp: the header phase of a keep-alive follow-up request, seen by its first bytes
 // while the previous response may still be being written (so no 408 is written into it).
-enum Phase : int { kParked, kQueued, kHeaders, kFollowUp, kBody, kHandler, kResponding, kClosing };
+// kRefusing: refused at accept, parked until its request line is in (or kRefusalWaitS).
+enum Phase : int { kParked, kRefusing, kQueued, kHeaders, kFollowUp, kBody, kHandler, kResponding, kClosing };
 
 // A connected socket on local `port`: its peer's numeric address.
 bool accepted_on(int fd, int port, std::string* peer) {
@@ -73,10 +102,10 @@ void send_all(int fd, const std::string& s) {
   }
 }
 
-// A whole response written by the guard itself (no httplib thread is writing to the socket).
-void send_raw(int fd, int status, const char* reason, const std::string& message, const char* code) {
-  std::string body = std::string("{\"error\":{\"message\":\"") + message + "\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"" +
-                     code + "\"}}";
+// A whole response written by the guard itself (no httplib thread is writing to the socket),
+// its body in the error shape of the API the request is for.
+void send_raw(int fd, int status, const char* reason, const std::string& message, const char* code, ErrorShape shape) {
+  const std::string body = error_body(shape, ApiError{status, "invalid_request_error", message, ""}, code);
   char head[256];
   std::snprintf(head, sizeof head,
                 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
@@ -105,7 +134,7 @@ void linger_close(int fd) {
 
 struct GuardCounters {
   std::atomic<uint64_t> accepted{0}, refused{0}, header_timeouts{0}, body_timeouts{0}, closed_after_refusal{0},
-      parked_now{0};
+      parked_now{0}, refusing_now{0};
 };
 }  // namespace
 
@@ -121,6 +150,10 @@ struct ConnGuard::Conn {
   std::atomic<int> phase{kQueued};
   std::atomic<int64_t> deadline{0};     // steady-clock ns; 0 = none
   std::atomic<uint64_t> rx_base{0};     // tcp bytes received when the last response began
+  // The error shape of the request in progress: from the first request's peeked request line,
+  // then from each request's parsed path (headers_read), for the watchdog's 408.
+  std::atomic<ErrorShape> shape{ErrorShape::kOpenAI};
+  const char* refusal = nullptr;   // refused at accept: the 503's message; under Impl::mu
 
   // Phase change from the connection's thread; never undoes the watchdog's kClosing. The
   // deadline is stored first so the watchdog never pairs the new phase with a stale deadline.
@@ -159,6 +192,7 @@ struct ConnGuard::Impl {
   void gate(const std::vector<pollfd>& ready, int64_t now);
   void check(Conn& c, int64_t now);
   void drain_parked();
+  void refuse_now(Conn& c);
 };
 
 // On the listener thread, right after accept(): the accepted socket is the one socket on our
@@ -200,13 +234,20 @@ std::shared_ptr<ConnGuard::Conn> ConnGuard::Impl::adopt() {
                      : counters.parked_now.load() >= uint64_t(limits.max_parked) ? "too many connections waiting for their headers"
                                                                                   : nullptr;
   if (over) {
-    // Refused at once: its task finds the socket shut and ends without reading.
-    c->phase = kClosing;
+    // Refused: answered once its request line is in (park), or at once when too many refused
+    // ones are already waiting for theirs; its task then finds the socket shut and ends.
     counters.refused++;
-    send_raw(c->fd, 503, "Service Unavailable", over, "too_many_connections");
-    ::shutdown(c->fd, SHUT_RDWR);
+    c->refusal = over;
+    if (counters.refusing_now.load() >= uint64_t(limits.max_parked)) refuse_now(*c);
   }
   return c;
+}
+
+// The 503 of a connection refused at accept, in the shape of what it has sent so far. Under mu.
+void ConnGuard::Impl::refuse_now(Conn& c) {
+  send_raw(c.fd, 503, "Service Unavailable", c.refusal, "too_many_connections", error_shape(peeked_path(c.fd)));
+  ::shutdown(c.fd, SHUT_RDWR);
+  c.phase = kClosing;
 }
 
 void ConnGuard::Impl::release(const std::shared_ptr<Conn>& c) {
@@ -243,7 +284,7 @@ void ConnGuard::Impl::check(Conn& c, int64_t now) {
     std::snprintf(msg, sizeof msg, "request headers not received within %g s", limits.header_timeout_s);
     counters.header_timeouts++;
   }
-  if (ph != kFollowUp) send_raw(c.fd, 408, "Request Timeout", msg, "request_timeout");
+  if (ph != kFollowUp) send_raw(c.fd, 408, "Request Timeout", msg, "request_timeout", c.shape.load());
   // Wakes the worker blocked in select/recv: it sees the end of the stream and closes.
   ::shutdown(c.fd, SHUT_RDWR);
 }
@@ -251,10 +292,16 @@ void ConnGuard::Impl::check(Conn& c, int64_t now) {
 void ConnGuard::Impl::park(const std::shared_ptr<Conn>& c, std::function<void()> fn) {
   std::lock_guard lk(mu);
   c->task = std::move(fn);
-  if (c->phase.load() == kClosing) return dispatch(c);  // refused at accept: let it close
-  c->phase = kParked;
-  c->park_deadline = after_s(limits.header_timeout_s);
-  counters.parked_now++;
+  if (c->phase.load() == kClosing) return dispatch(c);  // refused and answered at accept: let it close
+  if (c->refusal) {
+    c->phase = kRefusing;
+    c->park_deadline = after_s(std::min(kRefusalWaitS, limits.header_timeout_s));
+    counters.refusing_now++;
+  } else {
+    c->phase = kParked;
+    c->park_deadline = after_s(limits.header_timeout_s);
+    counters.parked_now++;
+  }
   const uint64_t one = 1;
   if (::write(wake_fd, &one, sizeof one) < 0) {
   }  // the gate polls every 100 ms anyway
@@ -267,12 +314,14 @@ void ConnGuard::Impl::dispatch(const std::shared_ptr<Conn>& c) {
     counters.parked_now--;
     c->phase = kQueued;
     const bool loopback = c->peer.rfind("127.", 0) == 0 || c->peer == "::1" || c->peer.rfind("::ffff:127.", 0) == 0;
+    const ErrorShape shape = error_shape(peeked_path(c->fd));  // the header block is in
+    c->shape = shape;
     if (limits.max_per_client > 0 && (limits.limit_loopback || !loopback) && busy_per_peer[c->peer] >= limits.max_per_client) {
       c->phase = kClosing;
       counters.refused++;
       send_raw(c->fd, 503, "Service Unavailable",
                "too many concurrent requests from this client (limit " + std::to_string(limits.max_per_client) + ")",
-               "too_many_connections");
+               "too_many_connections", shape);
       ::shutdown(c->fd, SHUT_RDWR);
     }
   }
@@ -291,13 +340,22 @@ void ConnGuard::Impl::gate(const std::vector<pollfd>& polled, int64_t now) {
     auto it = std::find_if(conns.begin(), conns.end(), [&](const auto& c) { return c->fd == p.fd && c->task; });
     if (it == conns.end()) continue;
     const auto c = *it;
-    if ((p.revents & (POLLIN | POLLERR | POLLHUP)) && headers_in(c->fd)) {
+    const bool readable = (p.revents & (POLLIN | POLLERR | POLLHUP)) != 0;
+    if (c->phase.load() == kRefusing) {
+      if ((readable && request_line_in(c->fd)) || now >= c->park_deadline) {
+        counters.refusing_now--;
+        refuse_now(*c);
+        dispatch(c);  // its task sees the end of the stream and closes httplib's socket
+      }
+      continue;
+    }
+    if (readable && headers_in(c->fd)) {
       dispatch(c);
     } else if (now >= c->park_deadline) {
       char msg[160];
       std::snprintf(msg, sizeof msg, "request headers not received within %g s", limits.header_timeout_s);
       counters.header_timeouts++;
-      send_raw(c->fd, 408, "Request Timeout", msg, "request_timeout");
+      send_raw(c->fd, 408, "Request Timeout", msg, "request_timeout", error_shape(peeked_path(c->fd)));
       ::shutdown(c->fd, SHUT_RDWR);
       c->phase = kClosing;
       counters.parked_now--;
@@ -332,6 +390,7 @@ void ConnGuard::Impl::drain_parked() {
   std::lock_guard lk(mu);
   for (const auto& c : conns)
     if (c->task) {
+      if (c->phase.load() == kRefusing) counters.refusing_now--;
       ::shutdown(c->fd, SHUT_RDWR);
       c->phase = kClosing;
       dispatch(c);
@@ -398,8 +457,10 @@ GuardStats ConnGuard::stats() const {
           k.closed_after_refusal.load(), k.parked_now.load()};
 }
 
-void ConnGuard::headers_read() {
-  if (t_conn) t_conn->set(kBody, after_s(t_conn->limits->body_timeout_s));
+void ConnGuard::headers_read(const std::string& path) {
+  if (!t_conn) return;
+  t_conn->shape = error_shape(path);
+  t_conn->set(kBody, after_s(t_conn->limits->body_timeout_s));
 }
 void ConnGuard::handler_started() {
   if (t_conn) t_conn->set(kHandler, 0);

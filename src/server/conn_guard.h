@@ -8,7 +8,10 @@
 //    dup()s it (a late shutdown can never hit a reused fd number) and parks it: the task goes
 //    to a worker only once the request's header block is in the socket buffer (MSG_PEEK), so
 //    slow clients hold an fd, not a thread; a parked connection past its header deadline gets
-//    a 408 and is closed. A peer holding its share of workers gets a 503;
+//    a 408 and is closed. A peer holding its share of workers gets a 503. A connection over
+//    the open or parked limits is refused at accept, but its 503 waits (a second at most,
+//    holding no worker) for the request line, like every answer of the guard in the error
+//    shape of the request's API (Anthropic's on /v1/messages*; without a request line, OpenAI's);
 //  - a watchdog (the same thread) that shuts down a connection whose keep-alive follow-up
 //    headers or whose body do not arrive within their deadlines;
 //  - hooks the routes call on the connection's own thread (phase changes), and close_after():
@@ -19,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace ds4::server {
 
@@ -52,7 +56,8 @@ class ConnGuard {
   GuardStats stats() const;
 
   // Hooks, on the connection's own thread (no-ops on a thread the guard does not run).
-  static void headers_read();                            // pre-routing: the body deadline starts
+  // Pre-routing: the body deadline starts; `path` picks the shape of a 408 for the body.
+  static void headers_read(const std::string& path);
   static void handler_started();                         // a route handler runs: no deadline
   static void response_started(bool streaming);          // post-routing
   // The connection's socket (our dup), -1 when unknown.

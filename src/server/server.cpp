@@ -39,21 +39,6 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 }
 
 namespace {
-bool anthropic_path(const std::string& p) { return p.rfind("/v1/messages", 0) == 0; }
-
-std::string error_body(const std::string& path, const ApiError& e) {
-  if (anthropic_path(path)) {
-    std::string type = e.type;
-    if (e.status == 404) type = "not_found_error";
-    if (e.status == 413) type = "request_too_large";
-    if (e.status >= 500) type = e.status == 503 ? "overloaded_error" : "api_error";
-    return dump({{"type", "error"}, {"error", {{"type", type}, {"message", e.message}}}});
-  }
-  json err = {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json() : json(e.param)}, {"code", json()}};
-  if (e.status == 401) err["code"] = "invalid_api_key";
-  return dump({{"error", err}});
-}
-
 // GPU canary (SPEC §6), only for a CUDA model: latency histogram (Prometheus convention:
 // seconds, cumulative buckets), stalls and the turns they aborted.
 std::string canary_metrics_text(const CanaryTotals& t, uint64_t aborts) {
@@ -217,7 +202,7 @@ void Server::Impl::setup() {
   http.set_payload_max_length(size_t(settings.max_body_bytes));
   http.set_read_timeout(30, 0);
   http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
-    ConnGuard::headers_read();
+    ConnGuard::headers_read(q.path);
     // Framing first: a refusal here is answered before httplib reads (or waits for) a body.
     if (auto f = check_framing(q, settings.max_body_bytes)) {
       close_after(q, r, f->status, error_body(q.path, {f->status, "invalid_request_error", f->message, ""}));

@@ -176,6 +176,32 @@ def test_body_deadline_closes_a_short_body(srv):
     assert "body not received" in body_of(out)["error"]["message"]
 
 
+# ---- the guard's own answers on Anthropic routes: Anthropic's error shape ------------------
+
+def anthropic_error(resp: bytes, etype: str):
+    """The body of a raw response in Anthropic's error shape, checked field by field."""
+    j = body_of(resp)
+    assert set(j) == {"type", "error"} and j["type"] == "error", j
+    assert set(j["error"]) == {"type", "message"} and j["error"]["type"] == etype, j
+    return j["error"]["message"]
+
+
+def test_guard_408s_use_the_anthropic_shape_on_messages(srv):
+    # Headers that never complete (the guard answers from the peeked request line) ...
+    out, closed = raw(srv.port, b"POST /v1/messages HTTP/1.1\r\nHost: t\r\n")
+    assert closed and status_of(out) == 408, out
+    assert anthropic_error(out, "invalid_request_error") == "request headers not received within 1 s"
+    # ... and a body that never completes (the path httplib parsed).
+    out, closed = raw(srv.port, b"POST /v1/messages/count_tokens HTTP/1.1\r\nHost: t\r\nContent-Length: 50\r\n\r\n{")
+    assert closed and status_of(out) == 408, out
+    assert anthropic_error(out, "invalid_request_error") == "request body not received within 2 s"
+    # The OpenAI routes keep theirs.
+    out, closed = raw(srv.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\n")
+    assert closed and status_of(out) == 408, out
+    assert body_of(out) == {"error": {"message": "request headers not received within 1 s",
+                                      "type": "invalid_request_error", "param": None, "code": "request_timeout"}}
+
+
 # ---- auth: a refused body is never parsed as the next request -------------------------------
 
 def test_refused_body_is_not_a_second_request(keyed):
@@ -298,6 +324,38 @@ def test_waiting_connections_are_bounded(srv):
     assert httpx.get(srv.url + "/health", timeout=10).status_code == 200
 
 
+def test_refusals_at_accept_use_the_shape_of_their_request_line(srv):
+    # As above, 16 idle connections fill this peer's open limit (16 for 4 workers); the next four
+    # are refused at accept, and their 503 waits for their request line: two Anthropic, two OpenAI.
+    deadline = time.time() + 15
+    while parked_connections(srv) > 0 and time.time() < deadline:
+        time.sleep(0.1)
+    assert parked_connections(srv) == 0
+    idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=15) for _ in range(16)]
+    lines = [b"POST /v1/messages HTTP/1.1\r\n", b"GET /v1/messages/count_tokens?x=1 HTTP/1.1\r\n",
+             b"POST /v1/chat/completions HTTP/1.1\r\n", b"GET /v1/models HTTP/1.1\r\n"]
+    refused = [socket.create_connection(("127.0.0.1", srv.port), timeout=15) for _ in lines]
+    try:
+        for s, line in zip(refused, lines):
+            s.sendall(line)
+        outs = []
+        for s in refused:
+            out = b""
+            while b := s.recv(65536):
+                out += b
+            outs.append(out)
+        assert [status_of(o) for o in outs] == [503] * 4, outs
+        for o in outs[:2]:
+            assert anthropic_error(o, "overloaded_error") == "too many open connections from this client"
+        for o in outs[2:]:
+            assert body_of(o) == {"error": {"message": "too many open connections from this client",
+                                            "type": "invalid_request_error", "param": None,
+                                            "code": "too_many_connections"}}
+    finally:
+        for s in idle + refused:
+            s.close()
+
+
 def test_per_client_worker_limit(limited):
     srv = limited
     # Three connections hold a worker each (headers in, body pending); the fourth gets a 503.
@@ -309,6 +367,9 @@ def test_per_client_worker_limit(limited):
         out, closed = raw(srv.port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
         assert closed and status_of(out) == 503, out
         assert "too many concurrent requests" in body_of(out)["error"]["message"]
+        out, closed = raw(srv.port, b"POST /v1/messages HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}")
+        assert closed and status_of(out) == 503, out
+        assert anthropic_error(out, "overloaded_error") == "too many concurrent requests from this client (limit 3)"
     finally:
         for s in held:
             s.close()
