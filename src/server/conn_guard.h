@@ -37,6 +37,14 @@ struct GuardLimits {
   int max_parked = 256;           // connections waiting for their headers, all peers together
 };
 
+// httplib's read timeout (each recv of a request): a backstop past both deadlines. httplib
+// answers its own read timeout with a bare 400 (before: 30 s, under the 60 s body deadline, so
+// a stalled body got that 400); the guard must answer every stall first, with its 408.
+constexpr double kReadTimeoutMarginS = 5;
+inline double backstop_read_timeout_s(const GuardLimits& g) {
+  return (g.header_timeout_s > g.body_timeout_s ? g.header_timeout_s : g.body_timeout_s) + kReadTimeoutMarginS;
+}
+
 struct GuardStats {
   uint64_t accepted = 0, refused = 0 /* 503s: a per-client or the parked limit */, header_timeouts = 0, body_timeouts = 0, closed_after_refusal = 0;
   uint64_t parked = 0;  // now: accepted, headers not yet in

@@ -200,7 +200,10 @@ void Server::Impl::setup() {
   std::signal(SIGPIPE, SIG_IGN);
   http.new_task_queue = [this, n = settings.http_threads] { return guard.new_task_queue(size_t(n)); };
   http.set_payload_max_length(size_t(settings.max_body_bytes));
-  http.set_read_timeout(30, 0);
+  // The guard's deadlines (settings server.header_timeout_s / body_timeout_s) answer a stall
+  // with a 408; httplib's own read timeout (a bare 400) only backs them up.
+  const double read_timeout_s = backstop_read_timeout_s(guard_limits(settings));
+  http.set_read_timeout(time_t(read_timeout_s), 0);
   http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
     ConnGuard::headers_read(q.path);
     // Framing first: a refusal here is answered before httplib reads (or waits for) a body.

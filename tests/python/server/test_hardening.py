@@ -40,6 +40,14 @@ def limited():
 
 
 @pytest.fixture(scope="module")
+def slow_body():
+    # A body deadline just past httplib's old fixed 30 s read timeout, which answered first.
+    s = ServerProc("--thinking", "off", "--server.body_timeout_s", "31")
+    yield s
+    assert s.stop() == 0, "".join(s.lines[-20:])
+
+
+@pytest.fixture(scope="module")
 def keyed():
     s = ServerProc("--thinking", "off", "--server.api_key", "sekret-key")
     yield s
@@ -200,6 +208,15 @@ def test_guard_408s_use_the_anthropic_shape_on_messages(srv):
     assert closed and status_of(out) == 408, out
     assert body_of(out) == {"error": {"message": "request headers not received within 1 s",
                                       "type": "invalid_request_error", "param": None, "code": "request_timeout"}}
+
+
+def test_a_stalled_body_is_a_408_not_httplibs_400(slow_body):
+    # Headers with a Content-Length, then nothing: the guard's body deadline answers (a 408 in the
+    # route's shape), never httplib's read timeout (a bare 400). Waits the 31 s deadline once.
+    out, closed = raw(slow_body.port, b"POST /v1/messages HTTP/1.1\r\nHost: t\r\nContent-Length: 40\r\n\r\n{\"max",
+                      timeout=90)
+    assert closed and status_of(out) == 408, out
+    assert anthropic_error(out, "invalid_request_error") == "request body not received within 31 s"
 
 
 # ---- auth: a refused body is never parsed as the next request -------------------------------

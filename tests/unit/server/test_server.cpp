@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "server/conn_guard.h"
 #include "server/server.h"
 #include "support/test_codec.h"
 #include "support/test_model.h"
@@ -171,6 +172,18 @@ TEST_F(ServerTest, DeeplyNestedJsonIsA400NotACrash) {
              "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
+}
+
+// httplib answers its own read timeout with a bare 400; the guard's deadlines must come first
+// (a stalled body was a 400 after 30 s under the default 60 s body deadline).
+TEST(Server, ReadTimeoutBacksUpTheGuardsDeadlines) {
+  server::GuardLimits g;
+  g.header_timeout_s = 10;
+  g.body_timeout_s = 60;
+  EXPECT_EQ(server::backstop_read_timeout_s(g), 65);
+  g.header_timeout_s = 90;
+  g.body_timeout_s = 2;
+  EXPECT_EQ(server::backstop_read_timeout_s(g), 95);
 }
 
 TEST(Server, ExposureWarning) {
