@@ -203,9 +203,9 @@ void messages(Context& c, const httplib::Request& req, httplib::Response& res) {
 
 }  // namespace
 
-void register_anthropic(httplib::Server& svr, Context& c) {
-  svr.Post("/v1/messages", [&c](const httplib::Request& q, httplib::Response& r) { messages(c, q, r); });
-  svr.Post("/v1/messages/count_tokens", [&c](const httplib::Request& q, httplib::Response& r) {
+void register_anthropic(Routes& svr, Context& c) {
+  svr.post("/v1/messages", [&c](const httplib::Request& q, httplib::Response& r) { messages(c, q, r); });
+  svr.post("/v1/messages/count_tokens", [&c](const httplib::Request& q, httplib::Response& r) {
     json body = parse_body(q);
     auto gen = messages_request(c, body, false);
     try {

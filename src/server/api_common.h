@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "engine/settings.h"
+#include "server/routes.h"
 
 namespace ds4::server {
 
@@ -99,7 +100,7 @@ Collected collect(engine::RequestHandle& h, const httplib::Request& q);
 // Engine submit with InputError -> 400.
 std::shared_ptr<engine::RequestHandle> submit(const Context& c, engine::GenRequest req);
 
-void register_openai(httplib::Server& svr, Context& c);
-void register_anthropic(httplib::Server& svr, Context& c);
+void register_openai(Routes& svr, Context& c);
+void register_anthropic(Routes& svr, Context& c);
 
 }  // namespace ds4::server

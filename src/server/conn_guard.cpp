@@ -38,15 +38,33 @@ int64_t now_ns() {
 }
 int64_t after_s(double s) { return now_ns() + int64_t(s * 1e9); }
 
-// The first request's header block is in the socket buffer (or can never come: end of
-// stream, an error, or more header bytes than any request we serve has): hand it to a worker.
-bool headers_in(int fd) {
-  char buf[16384];
+// The first request's header block as the socket buffer holds it (peeked, nothing consumed).
+// kIn also when it can never come (end of stream, an error): httplib then reads the end and
+// closes. Larger than httplib (or this server) takes: its header section over kMaxHeaderBytes,
+// or one header line over httplib's line limit (which it would answer with a bare 400), 431;
+// a request line without its end in kMaxHeaderBytes, 414.
+enum class HeaderBlock { kPartial, kIn, kTooLarge, kTargetTooLong };
+constexpr size_t kMaxHeaderBytes = 16384;
+
+HeaderBlock header_block(int fd) {
+  char buf[kMaxHeaderBytes];
   const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
-  if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
-  if (n == 0 || size_t(n) == sizeof buf) return true;
+  if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR ? HeaderBlock::kIn : HeaderBlock::kPartial;
+  if (n == 0) return HeaderBlock::kIn;
   const std::string_view v(buf, size_t(n));
-  return v.find("\r\n\r\n") != std::string_view::npos || v.find("\n\n") != std::string_view::npos;
+  size_t end = v.find("\r\n\r\n");
+  if (end == std::string_view::npos) end = v.find("\n\n");
+  if (end == std::string_view::npos) {
+    if (size_t(n) < sizeof buf) return HeaderBlock::kPartial;
+    return v.find('\n') == std::string_view::npos ? HeaderBlock::kTargetTooLong : HeaderBlock::kTooLarge;
+  }
+  // Each header line after the request line (whose own limit httplib answers with a 414).
+  for (size_t line = v.find('\n') + 1; line <= end;) {
+    const size_t nl = v.find('\n', line);
+    if (nl - line + 1 > size_t(CPPHTTPLIB_HEADER_MAX_LENGTH)) return HeaderBlock::kTooLarge;
+    line = nl + 1;
+  }
+  return HeaderBlock::kIn;
 }
 
 // The path of the request whose first bytes are in the socket buffer ("" while its request
@@ -193,6 +211,7 @@ struct ConnGuard::Impl {
   void check(Conn& c, int64_t now);
   void drain_parked();
   void refuse_now(Conn& c);
+  void answer_on_worker(const std::shared_ptr<Conn>& c, int status, const char* reason, const std::string& message);
 };
 
 // On the listener thread, right after accept(): the accepted socket is the one socket on our
@@ -334,6 +353,25 @@ void ConnGuard::Impl::dispatch(const std::shared_ptr<Conn>& c) {
   if (run_task) run_task(std::move(fn));
 }
 
+// A parked connection whose header block is refused unread (too large): answered on a worker,
+// which reads what the client still sends until it closes (bounded, linger_close), since
+// closing over unread bytes resets the connection and can lose the answer. Under mu.
+void ConnGuard::Impl::answer_on_worker(const std::shared_ptr<Conn>& c, int status, const char* reason,
+                                       const std::string& message) {
+  counters.parked_now--;
+  c->phase = kClosing;
+  auto fn = std::move(c->task);
+  c->task = nullptr;
+  const ErrorShape shape = error_shape(peeked_path(c->fd));
+  auto answer = [fd = c->fd, status, reason, message, shape, fn = std::move(fn)] {
+    send_raw(fd, status, reason, message, status == 414 ? "uri_too_long" : "request_header_fields_too_large", shape);
+    linger_close(fd);
+    ::shutdown(fd, SHUT_RDWR);  // httplib's loop then reads the end of the stream, not the headers
+    fn();
+  };
+  if (run_task) run_task(std::move(answer));
+}
+
 // Parked connections: dispatched when their header block is in, 408 at their deadline.
 void ConnGuard::Impl::gate(const std::vector<pollfd>& polled, int64_t now) {
   for (const auto& p : polled) {
@@ -349,8 +387,15 @@ void ConnGuard::Impl::gate(const std::vector<pollfd>& polled, int64_t now) {
       }
       continue;
     }
-    if (readable && headers_in(c->fd)) {
+    const HeaderBlock block = readable ? header_block(c->fd) : HeaderBlock::kPartial;
+    if (block == HeaderBlock::kIn) {
       dispatch(c);
+    } else if (block == HeaderBlock::kTooLarge) {
+      answer_on_worker(c, 431, "Request Header Fields Too Large",
+                       "request header section over " + std::to_string(kMaxHeaderBytes) + " bytes, or a header line over " +
+                           std::to_string(CPPHTTPLIB_HEADER_MAX_LENGTH));
+    } else if (block == HeaderBlock::kTargetTooLong) {
+      answer_on_worker(c, 414, "URI Too Long", "request line over " + std::to_string(kMaxHeaderBytes) + " bytes");
     } else if (now >= c->park_deadline) {
       char msg[160];
       std::snprintf(msg, sizeof msg, "request headers not received within %g s", limits.header_timeout_s);

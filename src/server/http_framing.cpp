@@ -29,8 +29,11 @@ std::optional<FramingError> check_framing(const httplib::Request& q, int64_t max
     const std::string te = trimmed_lower(q.get_header_value("Transfer-Encoding"));
     if (cl_count > 0) return FramingError{400, "both Content-Length and Transfer-Encoding given"};
     if (te == "chunked") return FramingError{411, "chunked request bodies are not accepted: send a Content-Length"};
-    return FramingError{400, "unsupported Transfer-Encoding '" + shown(te) + "'"};
+    return FramingError{501, "unsupported Transfer-Encoding '" + shown(te) + "'"};
   }
+  for (size_t i = 0; i < q.get_header_value_count("Expect"); ++i)
+    if (const std::string e = trimmed_lower(q.get_header_value("Expect", i)); e != "100-continue")
+      return FramingError{417, "unsupported expectation '" + shown(e) + "' (only 100-continue)"};
   if (cl_count == 0) {
     if (q.method == "POST" || q.method == "PUT" || q.method == "PATCH")
       return FramingError{411, "a " + q.method + " request needs a Content-Length"};
@@ -55,6 +58,62 @@ std::optional<FramingError> check_framing(const httplib::Request& q, int64_t max
     return FramingError{413, "request body of " + std::to_string(n) + " bytes exceeds this server's limit of " +
                                  std::to_string(max_body_bytes)};
   return std::nullopt;
+}
+
+bool implemented_method(const std::string& m) { return m == "GET" || m == "HEAD" || m == "POST" || m == "OPTIONS"; }
+
+std::optional<FramingError> check_method(const httplib::Request& q) {
+  if (implemented_method(q.method)) return std::nullopt;
+  return FramingError{501, "method '" + shown(q.method) + "' is not implemented by this server (GET, HEAD, POST, OPTIONS)"};
+}
+
+bool declares_body(const httplib::Request& q) {
+  return q.has_header("Transfer-Encoding") || (q.has_header("Content-Length") && q.get_header_value("Content-Length") != "0");
+}
+
+std::string request_path(const httplib::Request& q) {
+  return q.path.empty() ? q.target.substr(0, q.target.find('?')) : q.path;
+}
+
+namespace {
+// RFC 9110 token characters (a method is a token).
+bool is_token(const std::string& s) {
+  static const std::string extra = "!#$%&'*+-.^_`|~";
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || extra.find(char(c)) != std::string::npos;
+  });
+}
+
+// The methods httplib 0.11 parses; it refuses any other one's request line with a 400.
+bool httplib_parses(const std::string& m) {
+  static const char* known[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"};
+  return std::any_of(std::begin(known), std::end(known), [&](const char* k) { return m == k; });
+}
+
+// "HTTP/<digit>.<digit>": a well-formed version httplib refused for not being 1.0 or 1.1.
+bool other_http_version(const std::string& v) {
+  return v.size() == 8 && v.rfind("HTTP/", 0) == 0 && std::isdigit((unsigned char)v[5]) && v[6] == '.' &&
+         std::isdigit((unsigned char)v[7]) && v != "HTTP/1.0" && v != "HTTP/1.1";
+}
+}  // namespace
+
+FramingError httplib_error(const httplib::Request& q, int status) {
+  switch (status) {
+    case 404: return {404, "no such route: " + q.path};
+    case 413: return {413, "request body too large"};
+    case 414: return {414, "request target longer than " + std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) + " bytes"};
+    case 416: return {416, "requested range not satisfiable"};
+    case 400:
+      // httplib sets method, target and version from a request line of three parts before it
+      // checks them: a refused one leaves the version set.
+      if (!q.version.empty() && is_token(q.method)) {
+        if (!httplib_parses(q.method)) return check_method(q).value();
+        if (other_http_version(q.version))
+          return {505, "HTTP version '" + shown(q.version) + "' is not supported (HTTP/1.0 and HTTP/1.1)"};
+      }
+      return {400, "malformed request (request line, headers or body)"};
+    default: return {status, "HTTP error"};
+  }
 }
 
 }  // namespace ds4::server

@@ -14,15 +14,36 @@
 namespace ds4::server {
 
 struct FramingError {
-  int status;  // 400, 411 or 413
+  int status;  // 400, 411, 413, 417 or 501 (framing); the others below
   std::string message;
 };
 
 // Content-Length: one value (repeats must agree), digits only, at most max_body_bytes, and 0
 // on a method httplib reads no body for (GET, HEAD, OPTIONS).
 // Transfer-Encoding: refused (chunked with 411: every client this server is for sends a
-// Content-Length, and httplib would not bound a chunked body). A POST/PUT/PATCH without
-// either: 411 (httplib would read it until the client closes).
+// Content-Length, and httplib would not bound a chunked body; any other coding with 501, as
+// RFC 9112 §6.1 says for a coding the server does not understand). A POST/PUT/PATCH without
+// either: 411 (httplib would read it until the client closes). Expect other than 100-continue
+// (httplib answers that one): 417 (RFC 9110 §10.1.1).
 std::optional<FramingError> check_framing(const httplib::Request& q, int64_t max_body_bytes);
+
+// The methods this server implements on some resource: GET, HEAD, POST, OPTIONS. Any other is
+// a 501 on every path (RFC 9110 §15.6.2); an implemented one that a known path does not take
+// is a 405 (routes.h).
+bool implemented_method(const std::string& method);
+std::optional<FramingError> check_method(const httplib::Request& q);
+
+// The request declares a body (a Content-Length other than 0, or a Transfer-Encoding): a
+// refusal sent before httplib read it must end the connection (conn_guard.h close_after).
+bool declares_body(const httplib::Request& q);
+
+// The request's path, also when httplib stopped parsing before setting q.path (a refused
+// request line): the target up to its query.
+std::string request_path(const httplib::Request& q);
+
+// httplib's own error answers (404, or what it could not parse: 400, 414, 416), as this server
+// words them; a refused request line becomes 501 for a method no server route implements and
+// 505 for an HTTP version other than 1.0 / 1.1 (httplib says 400 to both).
+FramingError httplib_error(const httplib::Request& q, int status);
 
 }  // namespace ds4::server

@@ -270,12 +270,12 @@ void completions(Context& c, const httplib::Request& req, httplib::Response& res
 
 }  // namespace
 
-void register_responses(httplib::Server& svr, Context& c);
+void register_responses(Routes& svr, Context& c);
 
-void register_openai(httplib::Server& svr, Context& c) {
-  svr.Post("/v1/chat/completions", [&c](const httplib::Request& q, httplib::Response& r) { chat_completions(c, q, r); });
-  svr.Post("/v1/completions", [&c](const httplib::Request& q, httplib::Response& r) { completions(c, q, r); });
-  svr.Get("/v1/models", [&c](const httplib::Request&, httplib::Response& r) {
+void register_openai(Routes& svr, Context& c) {
+  svr.post("/v1/chat/completions", [&c](const httplib::Request& q, httplib::Response& r) { chat_completions(c, q, r); });
+  svr.post("/v1/completions", [&c](const httplib::Request& q, httplib::Response& r) { completions(c, q, r); });
+  svr.get("/v1/models", [&c](const httplib::Request&, httplib::Response& r) {
     json m = {{"id", c.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "ds4server"},
               {"family", c.engine.model_info().family}, {"context_size", c.engine.context_size()}};
     r.set_content(dump({{"object", "list"}, {"data", json::array({m})}}), "application/json");

@@ -242,10 +242,10 @@ void responses(Context& c, const httplib::Request& req, httplib::Response& res) 
 
 }  // namespace
 
-void register_responses(httplib::Server& svr, Context& c) {
-  svr.Post("/v1/responses", [&c](const httplib::Request& q, httplib::Response& r) { responses(c, q, r); });
+void register_responses(Routes& svr, Context& c) {
+  svr.post("/v1/responses", [&c](const httplib::Request& q, httplib::Response& r) { responses(c, q, r); });
   // Nothing is stored to retrieve: a clear 404 naming the feature, not "no such route".
-  svr.Get(R"(/v1/responses/([^/]+))", [](const httplib::Request& q, httplib::Response&) {
+  svr.get(R"(/v1/responses/([^/]+))", [](const httplib::Request& q, httplib::Response&) {
     fail("response '" + q.matches[1].str() + "' not found: this server does not store responses "
          "(GET /v1/responses/{id} and previous_response_id are not supported)", "response_id", 404);
   });

@@ -12,6 +12,7 @@
 #include "server/api_common.h"
 #include "server/conn_guard.h"
 #include "server/http_framing.h"
+#include "server/routes.h"
 #include "server/batch_metrics.h"
 #include "server/turn_metrics.h"
 #include "server/speculation_report.h"
@@ -79,6 +80,7 @@ struct Server::Impl {
   Context ctx;
   ConnGuard guard;  // before http: its watchdog outlives the listener's connections
   Http http;
+  Routes routes{http};  // the API routes and their methods (405s)
   std::mutex counts_mu;
   std::map<std::pair<std::string, int>, uint64_t> http_counts;  // (route, status) -> n
 
@@ -131,7 +133,61 @@ struct Server::Impl {
 
   std::string metrics_text();
   void setup();
+  bool pre_route(const httplib::Request& q, httplib::Response& r);
+  void refuse(const httplib::Request& q, httplib::Response& r, const ApiError& e, const std::string& allow = "");
 };
+
+// A refusal decided before httplib read the body. With a body declared the connection ends after
+// the answer: the unread body would be parsed as the next request on it (a request smuggled
+// past the key, say); without one it stays open.
+void Server::Impl::refuse(const httplib::Request& q, httplib::Response& r, const ApiError& e, const std::string& allow) {
+  if (!allow.empty()) r.set_header("Allow", allow);
+  const std::string body = error_body(q.path, e);
+  if (declares_body(q)) {
+    close_after(q, r, e.status, body);
+  } else {
+    r.status = e.status;
+    r.set_content(body, "application/json");
+  }
+}
+
+// Everything decided from the request line and headers, before httplib reads a body or routes;
+// true when answered. The order matters: what the server cannot parse at all (a method it does
+// not implement, framing it does not take) comes before what depends on the route.
+bool Server::Impl::pre_route(const httplib::Request& q, httplib::Response& r) {
+  ConnGuard::headers_read(q.path);
+  if (auto m = check_method(q)) {
+    refuse(q, r, {m->status, "invalid_request_error", m->message, ""});
+    return true;
+  }
+  // Framing: a refusal here is answered before httplib reads (or waits for) a body.
+  if (auto f = check_framing(q, settings.max_body_bytes)) {
+    close_after(q, r, f->status, error_body(q.path, {f->status, "invalid_request_error", f->message, ""}));
+    return true;
+  }
+  const std::string allow = routes.allowed(q.path);
+  if (!settings.cors_origin.empty()) {
+    r.set_header("Access-Control-Allow-Origin", settings.cors_origin);
+    r.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
+    r.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  }
+  // OPTIONS: every path when CORS is on (the browser's preflight), else the known ones.
+  if (q.method == "OPTIONS" && (!settings.cors_origin.empty() || !allow.empty())) {
+    if (!allow.empty()) r.set_header("Allow", allow);
+    r.status = 204;
+    return true;
+  }
+  if (!allow.empty() && !routes.allows(q.path, q.method)) {
+    refuse(q, r, {405, "invalid_request_error", "method " + q.method + " is not allowed on " + q.path + " (allowed: " + allow + ")", ""},
+           allow);
+    return true;
+  }
+  if (q.path.rfind("/v1/", 0) == 0 && !authorized(q)) {
+    refuse(q, r, {401, "authentication_error", "invalid or missing API key", ""});
+    return true;
+  }
+  return false;
+}
 
 std::string Server::Impl::metrics_text() {
   auto m = engine.metrics();
@@ -205,35 +261,7 @@ void Server::Impl::setup() {
   const double read_timeout_s = backstop_read_timeout_s(guard_limits(settings));
   http.set_read_timeout(time_t(read_timeout_s), 0);
   http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
-    ConnGuard::headers_read(q.path);
-    // Framing first: a refusal here is answered before httplib reads (or waits for) a body.
-    if (auto f = check_framing(q, settings.max_body_bytes)) {
-      close_after(q, r, f->status, error_body(q.path, {f->status, "invalid_request_error", f->message, ""}));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (!settings.cors_origin.empty()) {
-      r.set_header("Access-Control-Allow-Origin", settings.cors_origin);
-      r.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
-      r.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      if (q.method == "OPTIONS") {
-        r.status = 204;
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    if (q.path.rfind("/v1/", 0) == 0 && !authorized(q)) {
-      const std::string body = error_body(q.path, {401, "authentication_error", "invalid or missing API key", ""});
-      // The body is not read: with one on its way, close after the answer, or it would be
-      // parsed as the next request on this connection (a request smuggled past the key).
-      // (Framing passed: a body means a Content-Length other than 0.)
-      if (q.has_header("Content-Length") && q.get_header_value("Content-Length") != "0") {
-        close_after(q, r, 401, body);
-      } else {
-        r.status = 401;
-        r.set_content(body, "application/json");
-      }
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
+    return pre_route(q, r) ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
   });
   http.set_post_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
     ConnGuard::response_started(r.is_chunked_content_provider_);
@@ -260,16 +288,16 @@ void Server::Impl::setup() {
   http.set_error_handler([](const httplib::Request& q, httplib::Response& r) {
     // A handler or the guard already wrote the answer (JSON body or close_after's provider).
     if (!r.body.empty() || r.content_length_ > 0) return;
-    std::string msg = r.status == 413 ? "request body too large" : r.status == 404 ? "no such route: " + q.path : "HTTP error";
-    const std::string body = error_body(q.path, {r.status, "invalid_request_error", msg, ""});
-    // httplib's own 4xx other than 404 (a bad request line or headers, a body it could not
+    const FramingError f = httplib_error(q, r.status);
+    const std::string body = error_body(request_path(q), {f.status, "invalid_request_error", f.message, ""});
+    // httplib's own errors other than 404 (a bad request line or headers, a body it could not
     // read): the stream is out of step, so the connection ends after the answer.
-    if (r.status != 404 && r.status != 405) close_after(q, r, r.status, body);
+    if (f.status != 404) close_after(q, r, f.status, body);
     else r.set_content(body, "application/json");
   });
-  register_openai(http, ctx);
-  register_anthropic(http, ctx);
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
+  register_openai(routes, ctx);
+  register_anthropic(routes, ctx);
+  routes.get("/health", [this](const httplib::Request&, httplib::Response& r) {
     auto m = engine.metrics();
     json j = {{"status", "ok"}, {"model", ctx.model_name}, {"family", engine.model_info().family},
               {"sampler", engine::sampler_kind_name(engine.sampler_kind())}, {"context_size", engine.context_size()},
@@ -280,7 +308,7 @@ void Server::Impl::setup() {
     j["speculation"] = speculation_json(engine);
     r.set_content(dump(j), "application/json");
   });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+  routes.get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
     r.set_content(metrics_text(), "text/plain; version=0.0.4");
   });
   // Static page + Debian's marked/highlight.js copies (no CDN).

@@ -152,7 +152,8 @@ FRAMING = [
     (b"Content-Length: -1\r\n", 400),
     (b"Content-Length: 12abc\r\n", 400),
     (b"Content-Length: 5\r\nContent-Length: 6\r\n", 400),
-    (b"Transfer-Encoding: gzip\r\n", 400),
+    (b"Transfer-Encoding: gzip\r\n", 501),  # a coding the server does not understand (RFC 9112 §6.1)
+    (b"Content-Length: 2\r\nExpect: teapot\r\n", 417),
     (b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400),
     (b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", 400),
     (b"Transfer-Encoding: chunked\r\n", 411),  # a negative chunk size or no last chunk never gets read
@@ -169,6 +170,96 @@ def test_bad_framing_is_answered_and_closed(srv, headers, status):
     assert status_of(out) == status, out
     assert b"Connection: close" in out
     assert body_of(out)["error"]["type"] == "invalid_request_error"
+
+
+# ---- statuses of RFC 9110: 405 + Allow, 501, 505, 431, 414 --------------------------------
+
+def head_of(resp: bytes):
+    """The response's header fields, names lowercased."""
+    lines = resp.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")[1:]
+    return {k.lower(): v.strip() for k, v in (l.split(":", 1) for l in lines)}
+
+
+@pytest.mark.parametrize("method,path,allow", [
+    ("GET", "/v1/chat/completions", "POST, OPTIONS"),
+    ("HEAD", "/v1/responses", "POST, OPTIONS"),
+    ("POST", "/v1/models", "GET, HEAD, OPTIONS"),
+    ("POST", "/health", "GET, HEAD, OPTIONS"),
+    ("POST", "/v1/responses/resp_1", "GET, HEAD, OPTIONS"),
+])
+def test_a_known_path_with_another_method_is_405_with_allow(srv, method, path, allow):
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        body = b"" if method in ("GET", "HEAD") else b"Content-Length: 0\r\n"
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: t\r\n".encode() + body + b"\r\n")
+        first = read_one_response(s) if method != "HEAD" else s.recv(65536)
+        assert status_of(first) == 405, first
+        assert head_of(first)["allow"] == allow
+        if method != "HEAD":
+            assert body_of(first) == {"error": {"message": f"method {method} is not allowed on {path} (allowed: {allow})",
+                                                "type": "invalid_request_error", "param": None, "code": None}}
+        # Nothing was left unread: the connection serves the next request.
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert status_of(read_one_response(s)) == 200
+
+
+def test_405_on_anthropic_paths_and_options(srv):
+    r = httpx.get(srv.url + "/v1/messages", timeout=10)
+    assert r.status_code == 405 and r.headers["allow"] == "POST, OPTIONS"
+    assert r.json() == {"type": "error", "error": {"type": "invalid_request_error",
+                                                   "message": "method GET is not allowed on /v1/messages (allowed: POST, OPTIONS)"}}
+    # A body that was declared is never read: answered, then the connection closes.
+    inner = b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n"
+    out, closed = raw(srv.port, b"POST /v1/models HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(inner) + inner)
+    assert closed and out.count(b"HTTP/1.1 ") == 1 and status_of(out) == 405, out
+    assert b"Connection: close" in out
+    out, closed = raw(srv.port, b"PUT /v1/messages HTTP/1.1\r\nHost: t\r\nContent-Length: 30\r\n\r\n")
+    assert closed and out.count(b"HTTP/1.1 ") == 1 and status_of(out) == 501, out
+    assert b"Connection: close" in out
+    assert anthropic_error(out, "api_error") == "method 'PUT' is not implemented by this server (GET, HEAD, POST, OPTIONS)"
+    # OPTIONS on a known path (no CORS configured): 204 with Allow; unknown paths stay 404.
+    r = httpx.options(srv.url + "/v1/messages", timeout=10)
+    assert r.status_code == 204 and r.headers["allow"] == "POST, OPTIONS"
+    assert httpx.options(srv.url + "/v1/nope", timeout=10).status_code == 404
+    assert httpx.get(srv.url + "/v1/nope", timeout=10).status_code == 404
+    assert httpx.post(srv.url + "/v1/nope", json={}, timeout=10).status_code == 404
+
+
+@pytest.mark.parametrize("line,status,message", [
+    (b"PATCH /v1/chat/completions HTTP/1.1", 501, "method 'PATCH' is not implemented by this server (GET, HEAD, POST, OPTIONS)"),
+    (b"DELETE /v1/models HTTP/1.1", 501, "method 'DELETE' is not implemented by this server (GET, HEAD, POST, OPTIONS)"),
+    (b"PROPFIND / HTTP/1.1", 501, "method 'PROPFIND' is not implemented by this server (GET, HEAD, POST, OPTIONS)"),
+    (b"get /health HTTP/1.1", 501, "method 'get' is not implemented by this server (GET, HEAD, POST, OPTIONS)"),
+    (b"GET /health HTTP/2.0", 505, "HTTP version 'HTTP/2.0' is not supported (HTTP/1.0 and HTTP/1.1)"),
+    (b"GET /health", 400, "malformed request (request line, headers or body)"),
+])
+def test_request_lines_httplib_refuses(srv, line, status, message):
+    out, closed = raw(srv.port, line + b"\r\nHost: t\r\n\r\n")
+    assert closed and status_of(out) == status, out
+    assert body_of(out)["error"]["message"] == message
+
+
+def test_unimplemented_method_on_an_anthropic_path_is_501_in_its_shape(srv):
+    out, closed = raw(srv.port, b"PROPFIND /v1/messages HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert closed and status_of(out) == 501, out
+    assert anthropic_error(out, "api_error") == "method 'PROPFIND' is not implemented by this server (GET, HEAD, POST, OPTIONS)"
+
+
+@pytest.mark.parametrize("headers,status,message", [
+    (b"".join(b"X-Pad-%d: %s\r\n" % (i, b"a" * 1000) for i in range(20)), 431,
+     "request header section over 16384 bytes, or a header line over 8192"),
+    (b"X-Long: " + b"a" * 9000 + b"\r\n", 431, "request header section over 16384 bytes, or a header line over 8192"),
+])
+def test_oversized_header_sections_are_431(srv, headers, status, message):
+    out, closed = raw(srv.port, b"POST /v1/messages HTTP/1.1\r\nHost: t\r\n" + headers + b"\r\n")
+    assert closed and status_of(out) == status, out
+    assert anthropic_error(out, "invalid_request_error") == message
+
+
+def test_a_request_line_without_end_is_414(srv):
+    out, closed = raw(srv.port, b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert closed and status_of(out) == 414, out
+    assert body_of(out)["error"] == {"message": "request line over 16384 bytes", "type": "invalid_request_error",
+                                     "param": None, "code": "uri_too_long"}
 
 
 def test_get_with_a_body_is_not_a_second_request(srv):

@@ -46,10 +46,56 @@ TEST(HttpFraming, ContentLength) {
 
 TEST(HttpFraming, TransferEncoding) {
   EXPECT_EQ(status(post({{"Transfer-Encoding", "chunked"}})), 411);
-  EXPECT_EQ(status(post({{"Transfer-Encoding", "gzip"}})), 400);
+  EXPECT_EQ(status(post({{"Transfer-Encoding", "gzip"}})), 501);  // a coding it does not understand (RFC 9112 §6.1)
   EXPECT_EQ(status(post({{"Transfer-Encoding", "chunked"}, {"Transfer-Encoding", "chunked"}})), 400);
   EXPECT_EQ(status(post({{"Transfer-Encoding", "chunked"}, {"Content-Length", "3"}})), 400);
   auto e = check_framing(post({{"Transfer-Encoding", "x\"\\\x01y"}}), 1000);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->message, "unsupported Transfer-Encoding 'x???y'");  // the client's bytes never raw
+}
+
+TEST(HttpFraming, Expect) {
+  EXPECT_EQ(status(post({{"Content-Length", "3"}, {"Expect", "100-continue"}})), 0);
+  EXPECT_EQ(status(post({{"Content-Length", "3"}, {"Expect", "100-Continue"}})), 0);  // case-insensitive
+  auto e = check_framing(post({{"Content-Length", "3"}, {"Expect", "200-ok"}}), 1000);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 417);
+  EXPECT_EQ(e->message, "unsupported expectation '200-ok' (only 100-continue)");
+}
+
+TEST(HttpFraming, Methods) {
+  for (const char* m : {"GET", "HEAD", "POST", "OPTIONS"}) EXPECT_TRUE(ds4::server::implemented_method(m)) << m;
+  httplib::Request q;
+  q.method = "PATCH";
+  auto e = ds4::server::check_method(q);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 501);
+  EXPECT_EQ(e->message, "method 'PATCH' is not implemented by this server (GET, HEAD, POST, OPTIONS)");
+}
+
+// httplib's own answers: a request line it refused is told apart by what it had parsed.
+TEST(HttpFraming, HttplibErrors) {
+  using ds4::server::httplib_error;
+  httplib::Request q;
+  q.method = "PROPFIND";  // httplib parses method, target and version, then refuses the method
+  q.target = "/v1/messages?x=1";
+  q.version = "HTTP/1.1";
+  EXPECT_EQ(httplib_error(q, 400).status, 501);
+  EXPECT_EQ(ds4::server::request_path(q), "/v1/messages");
+  q.method = "GET";
+  q.version = "HTTP/2.0";
+  auto e = httplib_error(q, 400);
+  EXPECT_EQ(e.status, 505);
+  EXPECT_EQ(e.message, "HTTP version 'HTTP/2.0' is not supported (HTTP/1.0 and HTTP/1.1)");
+  q.version = "HTTP/1.1";  // a valid line: the headers or the body were bad
+  EXPECT_EQ(httplib_error(q, 400).status, 400);
+  q.method = "G@T";  // not a token: a malformed line, not a method
+  q.version = "HTTP/2.0";
+  EXPECT_EQ(httplib_error(q, 400).status, 400);
+  httplib::Request garbage;  // one word: no version parsed
+  garbage.method = "hello";
+  EXPECT_EQ(httplib_error(garbage, 400).status, 400);
+  EXPECT_EQ(httplib_error(q, 414).status, 414);
+  q.path = "/nope";
+  EXPECT_EQ(httplib_error(q, 404).message, "no such route: /nope");
 }

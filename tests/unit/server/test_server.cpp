@@ -241,9 +241,9 @@ TEST_F(ServerTest, GuardAnswersAndCloses) {
   EXPECT_EQ(out.rfind("HTTP/1.1 413 ", 0), 0u) << out;
   EXPECT_NE(out.find("request_too_large"), std::string::npos) << out;  // Anthropic's error shape
   out = raw_exchange(port, "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n");
-  EXPECT_EQ(out.rfind("HTTP/1.1 400 ", 0), 0u) << out;
+  EXPECT_EQ(out.rfind("HTTP/1.1 501 ", 0), 0u) << out;
   const std::string inner = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
-  out = raw_exchange(port, "POST /v1/models HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(inner.size()) +
+  out = raw_exchange(port, "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(inner.size()) +
                                "\r\n\r\n" + inner);
   EXPECT_EQ(out.rfind("HTTP/1.1 401 ", 0), 0u) << out;
   EXPECT_EQ(out.find("HTTP/1.1", 1), std::string::npos) << out;  // one answer: the body was no request
