@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "server/api_common.h"
+#include "tokenizer/json_schema.h"
 
 namespace ds4::server {
 
@@ -18,6 +20,58 @@ std::vector<std::string> tool_names(const std::vector<std::string>& tools) {
     if (fn.is_object() && fn.contains("name") && fn["name"].is_string()) names.push_back(fn["name"].get<std::string>());
   }
   return names;
+}
+
+// Which values of each node of a compiled schema exist: a least fixpoint over the graph, so a
+// $ref cycle with no way out (an object that requires itself) has none, as the grammar could
+// never finish such a value either.
+bool node_satisfiable(const tok::SchemaNode& n, const std::vector<char>& sat) {
+  using Kind = tok::SchemaNode::Kind;
+  switch (n.kind) {
+    case Kind::kString: return n.max_len < 0 || n.min_len <= n.max_len;
+    case Kind::kEnum: return !n.enum_json.empty();
+    case Kind::kObject:
+      return std::all_of(n.props.begin(), n.props.end(), [&](const auto& p) { return !p.required || sat[size_t(p.node)]; });
+    case Kind::kArray:
+      return (n.max_items < 0 || n.min_items <= n.max_items) && (n.min_items == 0 || n.items < 0 || sat[size_t(n.items)]);
+    case Kind::kUnion: return std::any_of(n.alts.begin(), n.alts.end(), [&](int a) { return sat[size_t(a)] != 0; });
+    default: return true;
+  }
+}
+
+// Every node has a value: the grammar may enter any of them (it offers an optional property,
+// an array item or a union alternative without looking ahead), and one without a value is a
+// dead end there, so an unsatisfiable part anywhere is as fatal as at the root.
+bool satisfiable(const tok::SchemaGraph& g) {
+  std::vector<char> sat(g.nodes.size(), 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (!sat[i] && node_satisfiable(g.nodes[i], sat)) sat[i] = changed = true;
+  }
+  return std::all_of(sat.begin(), sat.end(), [](char v) { return v != 0; });
+}
+
+// A forced call (required / a named function) is decoded under the tool-call grammar: a tool
+// the model may be made to call whose parameters no value satisfies would dead-end the turn
+// mid-stream, after the 200 is sent. Refused here, before the response begins.
+void check_forced_schemas(const std::vector<std::string>& tools, const tok::ToolChoice& c) {
+  if (c.mode != tok::ToolChoice::Mode::kRequired && c.mode != tok::ToolChoice::Mode::kFunction) return;
+  for (const auto& t : tools) {
+    const json j = json::parse(t, nullptr, false);
+    const json& fn = j.is_object() && j.contains("function") && j["function"].is_object() ? j["function"] : j;
+    if (!fn.is_object() || !fn.contains("name") || !fn["name"].is_string()) continue;
+    const std::string name = fn["name"].get<std::string>();
+    if (c.mode == tok::ToolChoice::Mode::kFunction && name != c.function) continue;
+    const json params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"] : json::object();
+    try {
+      if (!satisfiable(tok::SchemaGraph::compile(params, "tool '" + name + "' parameters")))
+        fail("tool_choice forces a call of '" + name + "', but a part of its parameters schema has no valid "
+             "value (e.g. minLength over maxLength): the constrained decoder could never complete that call", "tool_choice");
+    } catch (const InputError& e) {
+      fail(e.what(), "tools");
+    }
+  }
 }
 
 tok::ToolChoice from_string(const std::string& s) {
@@ -105,6 +159,7 @@ void read_tool_choice(const json& body, Protocol p, engine::GenRequest& r) {
     fail("tool_choice names function '" + c.function + "', which is not among the tools", "tool_choice");
   // Without tools the model is shown none, and there is nothing to keep it from calling.
   if (c.mode == tok::ToolChoice::Mode::kNone && names.empty()) c.mode = tok::ToolChoice::Mode::kAuto;
+  check_forced_schemas(r.conv.tools, c);
   r.tool_choice = c;
 }
 

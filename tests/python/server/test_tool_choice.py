@@ -312,26 +312,40 @@ UNSATISFIABLE = {"type": "object", "properties": {"s": {"type": "string", "minLe
                  "required": ["s"]}
 
 
-def test_a_turn_failing_mid_stream_ends_its_stream_cleanly(fam):
-    """A forced call whose schema no value satisfies reaches a dead end mid-turn: the stream
-    carries the error and still ends its chunked body (OpenAI: then [DONE]). Before, the body
-    was cut off without its last chunk (an incomplete read in every client). A 400 up front
-    (the schema refused) would be right too; a cut-off body never is."""
-    oa_body = {"model": "m", "max_tokens": MAX, "stream": True, "messages": [{"role": "user", "content": PROMPT}],
+def test_an_unsatisfiable_forced_schema_is_a_400_before_any_stream(fam):
+    """A forced call whose schema no value satisfies would reach a dead end mid-turn, after the
+    200 and the stream's first events. It is refused up front, streaming or not, in each
+    protocol's error shape. An optional property with that schema is refused too: the grammar
+    may open it and then dead-end (it did: a 500). tool_choice auto never forces it."""
+    msg = ("tool_choice forces a call of 'f', but a part of its parameters schema has no valid value "
+           "(e.g. minLength over maxLength): the constrained decoder could never complete that call")
+    oa_body = {"model": "m", "max_tokens": MAX, "messages": [{"role": "user", "content": PROMPT}],
                "tools": [{"type": "function", "function": {"name": "f", "parameters": UNSATISFIABLE}}],
                "tool_choice": "required"}
-    an_body = {"model": "m", "max_tokens": MAX, "stream": True, "messages": [{"role": "user", "content": PROMPT}],
-               "tools": [{"name": "f", "input_schema": UNSATISFIABLE}], "tool_choice": {"type": "any"}}
-    for path, body in (("/v1/chat/completions", oa_body), ("/v1/messages", an_body)):
-        with httpx.stream("POST", fam.url + path, json=body, timeout=120) as r:
-            text = r.read().decode()  # raises on a chunked body without its last chunk
-        if r.status_code == 400:
-            continue
-        assert r.status_code == 200, text
-        if path == "/v1/chat/completions":
-            assert '"error"' in text and text.rstrip().endswith("data: [DONE]"), text[-400:]
-        else:
-            assert "event: error" in text, text[-400:]
+    an_body = {"model": "m", "max_tokens": MAX, "messages": [{"role": "user", "content": PROMPT}],
+               "tools": [{"name": "f", "input_schema": UNSATISFIABLE}], "tool_choice": {"type": "tool", "name": "f"}}
+    rs_body = {"model": "m", "max_output_tokens": MAX, "input": PROMPT,
+               "tools": [{"type": "function", "name": "f", "parameters": UNSATISFIABLE}], "tool_choice": "required"}
+    for stream in (True, False):
+        for path, body in (("/v1/chat/completions", oa_body), ("/v1/responses", rs_body)):
+            r = post(fam.url, path, {**body, "stream": stream})
+            assert r.status_code == 400, r.text
+            assert r.headers["content-type"] == "application/json"
+            assert r.json() == {"error": {"message": msg, "type": "invalid_request_error", "param": "tool_choice",
+                                          "code": None}}
+        r = post(fam.url, "/v1/messages", {**an_body, "stream": stream})
+        assert r.status_code == 400, r.text
+        assert r.json() == {"type": "error", "error": {"type": "invalid_request_error", "message": msg}}
+    # A recursive required property has no finite value either.
+    loop = {"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}
+    r = post(fam.url, "/v1/chat/completions", {**oa_body, "tools": [{"type": "function", "function": {"name": "f", "parameters": loop}}]})
+    assert r.status_code == 400 and r.json()["error"]["message"] == msg, r.text
+    optional = {"type": "object", "properties": {"s": UNSATISFIABLE["properties"]["s"], "t": {"type": "string"}}}
+    r = post(fam.url, "/v1/chat/completions",
+             {**oa_body, "tools": [{"type": "function", "function": {"name": "f", "parameters": optional}}]})
+    assert r.status_code == 400 and r.json()["error"]["message"] == msg, r.text
+    r = post(fam.url, "/v1/chat/completions", {**oa_body, "tool_choice": "auto", "max_tokens": 8})
+    assert r.status_code == 200, r.text
     # The server serves on.
     ok = post(fam.url, "/v1/chat/completions", {"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
     assert ok.status_code == 200
