@@ -117,8 +117,8 @@ json tool_use_block(const tok::ToolCall& tc) {
   return {{"type", "tool_use"}, {"id", tc.id.empty() ? new_id("toolu_") : tc.id}, {"name", tc.name}, {"input", input}};
 }
 
-void stream_messages(std::shared_ptr<engine::RequestHandle> h, json msg, httplib::Response& res) {
-  res.set_chunked_content_provider("text/event-stream", [h, msg](size_t, httplib::DataSink& sink) {
+void stream_messages(std::shared_ptr<engine::RequestHandle> h, json msg, const httplib::Request& req, httplib::Response& res) {
+  start_sse(req, res, [h, msg](size_t, httplib::DataSink& sink) {
     auto send = [&](const std::string& type, json ev) {
       ev["type"] = type;
       return sse_write(sink, type, dump(ev));
@@ -188,7 +188,7 @@ void messages(Context& c, const httplib::Request& req, httplib::Response& res) {
   auto h = submit(c, std::move(gen));
   json msg = {{"id", new_id("msg_")}, {"type", "message"}, {"role", "assistant"}, {"model", c.model_name},
               {"content", json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr}};
-  if (stream) return stream_messages(h, msg, res);
+  if (stream) return stream_messages(h, msg, req, res);
   auto r = collect(*h, req);
   if (r.done.kind == K::kError) throw ApiError{500, "api_error", r.done.text, ""};
   if (!r.reasoning.empty()) msg["content"].push_back({{"type", "thinking"}, {"thinking", r.reasoning}, {"signature", ""}});

@@ -214,6 +214,15 @@ int64_t unix_now() {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+void start_sse(const httplib::Request& q, httplib::Response& r, httplib::ContentProviderWithoutLength provider) {
+  if (q.version != "HTTP/1.0") return r.set_chunked_content_provider("text/event-stream", std::move(provider));
+  mark_connection_close(q);
+  r.set_content_provider("text/event-stream", [provider = std::move(provider)](size_t off, httplib::DataSink& sink) {
+    provider(off, sink);
+    return false;  // ends httplib's keep-alive loop (a 1.0 client may have asked for keep-alive): the close ends the body
+  });
+}
+
 bool sse_write(httplib::DataSink& sink, const std::string& event, const std::string& data) {
   std::string s;
   if (!event.empty()) s += "event: " + event + "\n";

@@ -74,6 +74,11 @@ std::string new_id(const std::string& prefix);
 int64_t unix_now();
 std::string dump(const json& j);  // invalid UTF-8 replaced, never throws
 
+// Starts an SSE response: chunked for HTTP/1.1. HTTP/1.0 has no chunked coding: the events go
+// out as they are, with Connection: close, and the stream ends with the connection (RFC 9112
+// §6.3: a response without a length is delimited by the close).
+void start_sse(const httplib::Request& q, httplib::Response& r, httplib::ContentProviderWithoutLength provider);
+
 // SSE: "event: NAME\n" (when name non-empty) + "data: JSON\n\n".
 bool sse_write(httplib::DataSink& sink, const std::string& event, const std::string& data);
 

@@ -518,11 +518,15 @@ void ConnGuard::response_started(bool streaming) {
 }
 int ConnGuard::current_fd() { return t_conn ? t_conn->fd : -1; }
 
-void close_after(const httplib::Request& q, httplib::Response& r, int status, const std::string& body) {
+void mark_connection_close(const httplib::Request& q) {
   // q is process_request's own (non-const) Request: "Connection: close" makes httplib say so.
   auto& mq = const_cast<httplib::Request&>(q);
   mq.headers.erase("Connection");
   mq.set_header("Connection", "close");
+}
+
+void close_after(const httplib::Request& q, httplib::Response& r, int status, const std::string& body) {
+  mark_connection_close(q);
   r.status = status;
   ConnGuard::Conn* c = t_conn;
   if (c && c->phase.load() != kClosing) {  // (kClosing: the guard already answered and shut it)

@@ -78,6 +78,9 @@ class ConnGuard {
   std::unique_ptr<Impl> impl_;
 };
 
+// Makes httplib answer "Connection: close" (it says so when the request does).
+void mark_connection_close(const httplib::Request& q);
+
 // Sends `status` with `body` (JSON) and then ends the connection: Connection: close, the
 // body written, our side shut for writing, what the client still sends drained (bounded:
 // 1 s, 1 MiB) so the close does not reset the answer away, then the keep-alive loop ends.

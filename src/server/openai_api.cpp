@@ -177,7 +177,7 @@ void chat_completions(Context& c, const httplib::Request& req, httplib::Response
     res.set_content(dump(out), "application/json");
     return;
   }
-  res.set_chunked_content_provider("text/event-stream", [h, id, created, model, include_usage](size_t, httplib::DataSink& sink) {
+  start_sse(req, res, [h, id, created, model, include_usage](size_t, httplib::DataSink& sink) {
     std::vector<engine::GenEvent> tool_errors;
     auto chunk = [&](json delta, json finish) {
       json choice = {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", finish}};
@@ -248,7 +248,7 @@ void completions(Context& c, const httplib::Request& req, httplib::Response& res
     res.set_content(dump(out), "application/json");
     return;
   }
-  res.set_chunked_content_provider("text/event-stream", [h, id, created, model](size_t, httplib::DataSink& sink) {
+  start_sse(req, res, [h, id, created, model](size_t, httplib::DataSink& sink) {
     auto chunk = [&](const std::string& text, json finish) {
       json j = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
                 {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr},

@@ -226,7 +226,7 @@ void responses(Context& c, const httplib::Request& req, httplib::Response& res) 
     res.set_content(dump(b.final_response()), "application/json");
     return;
   }
-  res.set_chunked_content_provider("text/event-stream", [h, base, relay](size_t, httplib::DataSink& sink) {
+  start_sse(req, res, [h, base, relay](size_t, httplib::DataSink& sink) {
     Builder b(base, [&sink](const std::string& type, json ev) { return sse_write(sink, type, dump(ev)); });
     if (!b.start()) return false;
     bool ok = pump(*h, sink, ": keepalive\n\n", [&](const engine::GenEvent& ev) {

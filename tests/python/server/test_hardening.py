@@ -310,6 +310,45 @@ def test_a_stalled_body_is_a_408_not_httplibs_400(slow_body):
     assert anthropic_error(out, "invalid_request_error") == "request body not received within 31 s"
 
 
+# ---- HTTP/1.0: no chunked coding, the stream ends with the connection -----------------------
+
+STREAMS = [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True},
+     "data: [DONE]\n\n"),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 8, "stream": True}, "data: [DONE]\n\n"),
+    ("/v1/messages", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True},
+     'event: message_stop\ndata: {"type":"message_stop"}\n\n'),
+    ("/v1/responses", {"input": "hi", "max_output_tokens": 64, "stream": True}, None),
+]
+
+
+@pytest.mark.parametrize("path,body,last", STREAMS)
+@pytest.mark.parametrize("connection", [b"", b"Connection: Keep-Alive\r\n"])
+def test_http10_streams_are_unchunked_and_closed(srv, path, body, last, connection):
+    data = json.dumps(body).encode()
+    out, closed = raw(srv.port, b"POST %s HTTP/1.0\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n"
+                      % (path.encode(), connection, len(data)) + data)
+    assert closed and status_of(out) == 200, out
+    head, stream = out.split(b"\r\n\r\n", 1)
+    h = head_of(out)
+    assert "transfer-encoding" not in h and "content-length" not in h, head
+    assert h["connection"] == "close" and h["content-type"] == "text/event-stream"
+    text = stream.decode()
+    assert text.startswith(("data: {", "event: ")), text[:80]  # an event, not a chunk size
+    if last:
+        assert text.endswith(last), text[-200:]
+    else:
+        assert text.rstrip("\n").split("\n")[-2] == "event: response.completed", text[-300:]
+
+
+def test_http11_streams_stay_chunked(srv):
+    data = json.dumps(STREAMS[0][1]).encode()
+    out, closed = raw(srv.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(data) + data)
+    assert closed and status_of(out) == 200 and head_of(out)["transfer-encoding"] == "chunked", out[:300]
+    assert out.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"), out[-80:]
+
+
 # ---- auth: a refused body is never parsed as the next request -------------------------------
 
 def test_refused_body_is_not_a_second_request(keyed):
