@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 
 namespace ds4::server {
 namespace {
@@ -57,6 +58,23 @@ std::optional<FramingError> check_framing(const httplib::Request& q, int64_t max
   if (n > max_body_bytes)
     return FramingError{413, "request body of " + std::to_string(n) + " bytes exceeds this server's limit of " +
                                  std::to_string(max_body_bytes)};
+  return std::nullopt;
+}
+
+namespace {
+bool is_token(const std::string& s);
+}
+
+std::optional<FramingError> check_header_fields(const httplib::Request& q) {
+  for (const auto& [name, value] : q.headers) {
+    if (!is_token(name)) return FramingError{400, "invalid header name '" + shown(name) + "'"};
+    for (unsigned char c : value)
+      if ((c < 0x20 && c != '\t') || c == 0x7f) {
+        char code[8];
+        std::snprintf(code, sizeof code, "0x%02x", c);
+        return FramingError{400, "header '" + shown(name) + "' contains a control character (" + code + ")"};
+      }
+  }
   return std::nullopt;
 }
 

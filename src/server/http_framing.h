@@ -27,6 +27,12 @@ struct FramingError {
 // (httplib answers that one): 417 (RFC 9110 §10.1.1).
 std::optional<FramingError> check_framing(const httplib::Request& q, int64_t max_body_bytes);
 
+// Header fields as RFC 9110 §5 allows them: a name of token characters, a value without control
+// characters other than HTAB (a NUL, CR or LF in one is a 400: values are passed on to logs,
+// the engine and other headers, and a client sending them is broken or probing). httplib keeps
+// them as received (after percent-decoding values, so "%00" is a NUL too).
+std::optional<FramingError> check_header_fields(const httplib::Request& q);
+
 // The methods this server implements on some resource: GET, HEAD, POST, OPTIONS. Any other is
 // a 501 on every path (RFC 9110 §15.6.2); an implemented one that a known path does not take
 // is a 405 (routes.h).

@@ -156,6 +156,11 @@ void Server::Impl::refuse(const httplib::Request& q, httplib::Response& r, const
 // not implement, framing it does not take) comes before what depends on the route.
 bool Server::Impl::pre_route(const httplib::Request& q, httplib::Response& r) {
   ConnGuard::headers_read(q.path);
+  // A malformed header section: the connection ends after the answer, whatever it declared.
+  if (auto h = check_header_fields(q)) {
+    close_after(q, r, h->status, error_body(q.path, {h->status, "invalid_request_error", h->message, ""}));
+    return true;
+  }
   if (auto m = check_method(q)) {
     refuse(q, r, {m->status, "invalid_request_error", m->message, ""});
     return true;

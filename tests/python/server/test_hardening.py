@@ -310,6 +310,29 @@ def test_a_stalled_body_is_a_408_not_httplibs_400(slow_body):
     assert anthropic_error(out, "invalid_request_error") == "request body not received within 31 s"
 
 
+# ---- control characters in header fields: a 400 naming the header, then the close -----------
+
+@pytest.mark.parametrize("value,code", [(b"ab\x00cd", "0x00"), (b"ab%00cd", "0x00"), (b"a\rb", "0x0d"),
+                                        (b"a\x01b", "0x01"), (b"a\x7f", "0x7f")])
+def test_control_characters_in_header_values_are_400(srv, value, code):
+    out, closed = raw(srv.port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nX-Trace: " + value + b"\r\n\r\n")
+    assert closed and status_of(out) == 400, out
+    assert b"Connection: close" in out
+    assert body_of(out) == {"error": {"message": f"header 'X-Trace' contains a control character ({code})",
+                                      "type": "invalid_request_error", "param": None, "code": None}}
+
+
+def test_header_control_characters_on_anthropic_paths_and_htab(srv):
+    body = b'{"messages":[{"role":"user","content":"hi"}],"max_tokens":4}'
+    out, closed = raw(srv.port, b"POST /v1/messages HTTP/1.1\r\nHost: t\r\nanthropic-version: 2023\x0006-01\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    assert closed and status_of(out) == 400, out
+    assert anthropic_error(out, "invalid_request_error") == "header 'anthropic-version' contains a control character (0x00)"
+    r = httpx.post(srv.url + "/v1/messages", content=body, headers={"X-Note": "a\tb", "Content-Type": "application/json"},
+                   timeout=30)
+    assert r.status_code == 200, r.text
+
+
 # ---- HTTP/1.0: no chunked coding, the stream ends with the connection -----------------------
 
 STREAMS = [

@@ -99,3 +99,23 @@ TEST(HttpFraming, HttplibErrors) {
   q.path = "/nope";
   EXPECT_EQ(httplib_error(q, 404).message, "no such route: /nope");
 }
+
+TEST(HttpFraming, HeaderFields) {
+  using ds4::server::check_header_fields;
+  EXPECT_FALSE(check_header_fields(post({{"X-Ok", "a\tb ~\x80"}})));  // HTAB and obs-text are allowed
+  httplib::Request nul = post({});
+  nul.headers.emplace("X-Api-Key", std::string("ab\0cd", 5));  // a NUL inside the value
+  auto e = check_header_fields(nul);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(e->message, "header 'X-Api-Key' contains a control character (0x00)");
+  e = check_header_fields(post({{"X-A", "a\rb"}}));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message, "header 'X-A' contains a control character (0x0d)");
+  e = check_header_fields(post({{"X-A", "a\x7f"}}));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message, "header 'X-A' contains a control character (0x7f)");
+  e = check_header_fields(post({{"Bad Name", "v"}}));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message, "invalid header name 'Bad Name'");
+}
