@@ -78,6 +78,21 @@ std::optional<FramingError> check_header_fields(const httplib::Request& q) {
   return std::nullopt;
 }
 
+const char* const kCorsAllowHeaders =
+    "authorization, content-type, accept, x-api-key, anthropic-version, anthropic-beta, "
+    "anthropic-dangerous-direct-browser-access, openai-organization, openai-project, openai-beta, idempotency-key, "
+    "x-stainless-arch, x-stainless-async, x-stainless-custom-poll-interval, x-stainless-helper-method, x-stainless-lang, "
+    "x-stainless-os, x-stainless-package-version, x-stainless-poll-helper, x-stainless-retry-count, x-stainless-runtime, "
+    "x-stainless-runtime-version, x-stainless-timeout";
+
+std::string cors_allow_headers(const httplib::Request& q) {
+  const std::string asked = q.get_header_value("Access-Control-Request-Headers");
+  const bool plain = !asked.empty() && asked.size() <= 4096 && std::all_of(asked.begin(), asked.end(), [](unsigned char c) {
+    return c == ',' || c == ' ' || c == '\t' || is_token(std::string(1, char(c)));
+  });
+  return plain ? asked : kCorsAllowHeaders;
+}
+
 bool implemented_method(const std::string& m) { return m == "GET" || m == "HEAD" || m == "POST" || m == "OPTIONS"; }
 
 std::optional<FramingError> check_method(const httplib::Request& q) {

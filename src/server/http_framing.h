@@ -33,6 +33,14 @@ std::optional<FramingError> check_framing(const httplib::Request& q, int64_t max
 // them as received (after percent-decoding values, so "%00" is a NUL too).
 std::optional<FramingError> check_header_fields(const httplib::Request& q);
 
+// CORS preflight: the Access-Control-Allow-Headers value. The headers the browser asks for
+// (Access-Control-Request-Headers) are echoed when they are a plain list of header names (token
+// characters, commas, spaces; at most 4 KiB): the official SDKs send ones no fixed list keeps up
+// with (x-stainless-*, anthropic-beta, ...). Otherwise kCorsAllowHeaders, every header those SDKs
+// and the web page send.
+extern const char* const kCorsAllowHeaders;
+std::string cors_allow_headers(const httplib::Request& q);
+
 // The methods this server implements on some resource: GET, HEAD, POST, OPTIONS. Any other is
 // a 501 on every path (RFC 9110 §15.6.2); an implemented one that a known path does not take
 // is a 405 (routes.h).

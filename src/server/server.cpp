@@ -173,8 +173,12 @@ bool Server::Impl::pre_route(const httplib::Request& q, httplib::Response& r) {
   const std::string allow = routes.allowed(q.path);
   if (!settings.cors_origin.empty()) {
     r.set_header("Access-Control-Allow-Origin", settings.cors_origin);
-    r.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
     r.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    if (q.method == "OPTIONS") {  // the preflight: which request headers the browser may send
+      r.set_header("Access-Control-Allow-Headers", cors_allow_headers(q));
+      r.set_header("Access-Control-Max-Age", "600");
+      r.set_header("Vary", "Access-Control-Request-Headers");
+    }
   }
   // OPTIONS: every path when CORS is on (the browser's preflight), else the known ones.
   if (q.method == "OPTIONS" && (!settings.cors_origin.empty() || !allow.empty())) {

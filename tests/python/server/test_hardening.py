@@ -48,6 +48,13 @@ def slow_body():
 
 
 @pytest.fixture(scope="module")
+def cors():
+    s = ServerProc("--thinking", "off", "--server.cors_origin", "http://localhost:3000")
+    yield s
+    assert s.stop() == 0, "".join(s.lines[-20:])
+
+
+@pytest.fixture(scope="module")
 def keyed():
     s = ServerProc("--thinking", "off", "--server.api_key", "sekret-key")
     yield s
@@ -331,6 +338,48 @@ def test_header_control_characters_on_anthropic_paths_and_htab(srv):
     r = httpx.post(srv.url + "/v1/messages", content=body, headers={"X-Note": "a\tb", "Content-Type": "application/json"},
                    timeout=30)
     assert r.status_code == 200, r.text
+
+
+# ---- CORS: the preflight allows what the official SDKs send ---------------------------------
+
+# What the OpenAI and Anthropic SDKs (Python / JS, dangerouslyAllowBrowser) send besides the basics.
+SDK_HEADERS = ["authorization", "content-type", "x-api-key", "anthropic-version", "anthropic-beta",
+               "anthropic-dangerous-direct-browser-access", "x-stainless-arch", "x-stainless-lang", "x-stainless-os",
+               "x-stainless-package-version", "x-stainless-retry-count", "x-stainless-runtime",
+               "x-stainless-runtime-version", "x-stainless-timeout", "x-stainless-async", "x-stainless-helper-method",
+               "openai-organization", "openai-project"]
+
+
+def preflight(srv, path, request_headers=None):
+    h = {"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST"}
+    if request_headers is not None:
+        h["Access-Control-Request-Headers"] = request_headers
+    return httpx.options(srv.url + path, headers=h, timeout=10)
+
+
+def test_cors_preflight_echoes_the_requested_headers(cors):
+    asked = "content-type,x-stainless-os,x-stainless-lang,anthropic-version,anthropic-beta,x-api-key,authorization"
+    for path in ("/v1/messages", "/v1/chat/completions", "/v1/nope"):
+        r = preflight(cors, path, asked)
+        assert r.status_code == 204, (path, r.text)
+        assert r.headers["access-control-allow-origin"] == "http://localhost:3000"
+        assert r.headers["access-control-allow-methods"] == "GET, POST, OPTIONS"
+        assert r.headers["access-control-allow-headers"] == asked
+        assert r.headers["access-control-max-age"] == "600"
+        assert r.headers["vary"] == "Access-Control-Request-Headers"
+
+
+def test_cors_preflight_lists_every_sdk_header_when_it_cannot_echo(cors):
+    for asked in (None, "x-a(b), content-type", "x" * 5000):
+        r = preflight(cors, "/v1/messages", asked)
+        assert r.status_code == 204
+        allowed = [h.strip() for h in r.headers["access-control-allow-headers"].split(",")]
+        missing = [h for h in SDK_HEADERS if h not in allowed]
+        assert not missing, (asked, missing)
+        assert "x-a(b)" not in r.headers["access-control-allow-headers"]
+    # The actual request then carries the origin header too.
+    r = httpx.get(cors.url + "/health", headers={"Origin": "http://localhost:3000"}, timeout=10)
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "http://localhost:3000"
 
 
 # ---- HTTP/1.0: no chunked coding, the stream ends with the connection -----------------------
