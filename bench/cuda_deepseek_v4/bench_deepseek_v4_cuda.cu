@@ -17,7 +17,8 @@
 // five drafts) against one decode step, and greedy speculative decoding at depth 1, 3, 5 (gate
 // 0, as generate_greedy sets it).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
-//        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S] [--batch-profile]] [--jump N,N] [--act-quant]
+//        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S] [--batch-profile] [--seq-ab]] [--jump N,N]
+//        [--act-quant]
 //        [--act-variants]
 //   --act-variants: decode tok/s under each IQ2_XXS decoder of gemv_act (act_variants below).
 //   --act-quant: after the decode lines, decode tok/s with ds4's activation quantization
@@ -29,6 +30,8 @@
 //   --batch: continuous batching (../cuda_batch_table.h) at each stream count after the decode lines,
 //   S timed steps each (default 16), one table per --batch-rows value (CudaModelOptions::
 //   batch_rows, default: the option's default); the verify / draft / prefill tables are skipped.
+//   --batch-profile adds a per-op table of one step per stream count; --seq-ab the same tables
+//   again with CudaModelOptions::seq_launches off (a launch per sequence for the stateful kernels).
 //   --jump: decode tok/s (and with --profile the per-op table) at each context N from a state
 //   filled with random caches as if N tokens were consumed (fill_context_for_bench: no prefill).
 //   --prefill: the old path (16-row chunks; only lengths <= --old-max) and then the tensor-core
@@ -420,11 +423,14 @@ int main(int argc, char** argv) {
   std::vector<int> prefill_rows = {512};  // --prefill-rows N,N: the tensor-core path's chunk sizes
   ds4::bench::BatchArgs batch;            // --batch N,N [--batch-rows N,N] [--batch-steps S]
   bool act_quant = false, variants = false;
+  bool seq_ab = false;  // --seq-ab: the batch tables again with CudaModelOptions::seq_launches off
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       prof = true;
     } else if (std::strcmp(argv[i], "--act-quant") == 0) {
       act_quant = true;
+    } else if (std::strcmp(argv[i], "--seq-ab") == 0) {
+      seq_ab = true;
     } else if (std::strcmp(argv[i], "--act-variants") == 0) {
       variants = true;
     } else if (std::strcmp(argv[i], "--old-max") == 0 && i + 1 < argc) {
@@ -444,7 +450,7 @@ int main(int argc, char** argv) {
   if (pos.empty()) {
     std::fprintf(stderr,
                  "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...] "
-                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile]] [--jump N,N] "
+                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile] [--seq-ab]] [--jump N,N] "
                  "[--act-quant] [--act-variants]\n");
     return 2;
   }
@@ -528,6 +534,15 @@ int main(int argc, char** argv) {
         m.set_options(o);
       };
       ds4::bench::batch_tables(m, *at_prompt, batch, decode_tps, bw.copy_gbps, bytes, profiling);
+      if (seq_ab) {  // the same tables with a launch per sequence for the stateful kernels (before 2026-12-05)
+        deepseek_v4::CudaModelOptions o = m.options();
+        o.seq_launches = false;
+        m.set_options(o);
+        std::printf("\nCudaModelOptions::seq_launches off (the stateful kernels launched per sequence):\n");
+        ds4::bench::batch_tables(m, *at_prompt, batch, decode_tps, bw.copy_gbps, bytes, profiling);
+        o.seq_launches = true;
+        m.set_options(o);
+      }
       return 0;
     }
     verify_table(m, *at_prompt, 9);

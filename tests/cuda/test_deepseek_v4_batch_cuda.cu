@@ -9,7 +9,9 @@
 //     (the served model: tensor cores on, forwards of batch_rows = 4: 17 rows as 4 x 4 + one
 //     alone), with batch_rows 512 (every batch one forward), on 16-row chunk scratch
 //     (prefill_rows 0, batch_rows 16: 20 rows run as 16 + 4, 17 as 16 + one alone) and with
-//     direct launches on one stream (no graph, no side stream, batch_rows 512); after the run
+//     direct launches on one stream (no graph, no side stream, batch_rows 512), and with the
+//     stateful kernels launched per sequence (seq_launches off; on, the default everywhere else,
+//     they are one launch over the batch's sequences, kernels.h Rows::shift); after the run
 //     every state's position is right.
 //  2. Bad input: the same state twice, a token outside the vocabulary, a states / tokens
 //     count mismatch throw and advance no state.
@@ -57,13 +59,15 @@ int main(int argc, char** argv) {
       auto m = dsv4::load_cuda(tiny, o);  // the served options (tensor cores on for prefill chunks)
       default_model_checks(*m, nullptr);  // (captured windows: with_mtp)
     }
-    dsv4::CudaModelOptions many, small, direct;
+    dsv4::CudaModelOptions many, small, direct, per_seq;
     many.batch_rows = 512;
     small.prefill_rows = 0, small.batch_rows = 16;  // chunk scratch of 16 rows: batches of at most 16
     direct.graphs = false, direct.streams = false, direct.batch_rows = 512;
+    per_seq.batch_rows = 512, per_seq.seq_launches = false;  // the stateful kernels launched per sequence
     batch_runs<dsv4::CudaModelOptions>({{"batch_rows 512 (one forward per batch)", many},
                                         {"16-row scratch", small},
-                                        {"direct launches, one stream", direct}},
+                                        {"direct launches, one stream", direct},
+                                        {"a launch per sequence (seq_launches off)", per_seq}},
                                        [&](const dsv4::CudaModelOptions& c) { return dsv4::load_cuda(tiny, o, c); });
     with_mtp(args.root);
   } catch (const std::exception& e) {

@@ -36,7 +36,11 @@ __global__ void __launch_bounds__(kThreads, 1) topk_select_kernel(TopkSelectArgs
   __shared__ unsigned s_need;
   const int64_t row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int64_t n = (int64_t(a.n.pos[row * a.n.pos_stride]) + row * a.n.row_step + 1) / a.n.ratio;
+  const int64_t at =
+      a.n.shift ? int64_t(*reinterpret_cast<const int32_t*>(reinterpret_cast<const char*>(a.n.pos) +
+                                                            a.n.shift[row * a.n.shift_stride]))
+                : int64_t(a.n.pos[row * a.n.pos_stride]) + row * a.n.row_step;
+  const int64_t n = (at + 1) / a.n.ratio;
   const float* __restrict__ x = a.scores + row * a.score_stride;
   uint8_t* keep = a.keep ? a.keep + row * a.keep_stride : nullptr;
   int32_t* list = a.list ? a.list + row * a.list_stride : nullptr;

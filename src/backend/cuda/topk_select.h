@@ -17,6 +17,11 @@ namespace ds4::cuda {
 struct TopkCount {
   const int32_t* pos = nullptr;  // device
   int64_t pos_stride = 1, row_step = 0, ratio = 1;
+  // DeepSeek V4's decode batch (one token of each of several sequences): row r's position is
+  // the counter shift[r * shift_stride] bytes from pos (each sequence's own state buffer);
+  // pos_stride and row_step are then not read. null: as above.
+  const int64_t* shift = nullptr;
+  int64_t shift_stride = 0;
 };
 
 struct TopkSelectArgs {

@@ -24,10 +24,11 @@ using detail::visible_rows;
 
 // One block per head (and row: blockIdx.y): rmsnorm, rope tail, and for the KV row the
 // storage round trip and the window ring.
-__global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict__ pos, int64_t stride) {
+__global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict__ pos, Rows rr) {
   extern __shared__ float row[];  // {hd}
-  const int64_t hd = r.head_dim, p = *pos + int64_t(blockIdx.y);
-  float* xh = x + int64_t(blockIdx.y) * stride + int64_t(blockIdx.x) * hd;
+  const int64_t hd = r.head_dim, p = detail::row_position(pos, rr, blockIdx.y);
+  float* xh = x + int64_t(blockIdx.y) * rr.stride + int64_t(blockIdx.x) * hd;
+  r.ring = detail::shifted(r.ring, detail::row_shift(rr, blockIdx.y));  // a decode batch: the row's own ring
   float ss = 0.f;
   for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
     row[j] = xh[j];
@@ -141,11 +142,10 @@ __device__ __forceinline__ void add4(float4& a, float4 b) { a.x += b.x, a.y += b
 // exp-sum per head and the unnormalized partial output {hg, hd}.
 template <int C>
 __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, int hg, int groups,
-                                                                const int32_t* __restrict__ pos, int64_t stride) {
+                                                                const int32_t* __restrict__ pos, Rows rr) {
   extern __shared__ float4 sm4[];  // q {hg, hd} | value partials {groups - 1, hg, hd}, then p {hg, C}
   float* sm = reinterpret_cast<float*>(sm4);
-  to_row(a, blockIdx.z, stride);
-  const int64_t p = *pos + int64_t(blockIdx.z), hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
+  const int64_t p = to_row(a, blockIdx.z, rr, pos), hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
   int64_t n_win;
   const int64_t rows = visible_rows(a, p, n_win), r0 = c * C;
   if (r0 >= rows) return;  // the grid is sized for max_ctx
@@ -243,10 +243,9 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
 // the chunk's max and exp-sum per head (one thread per head), and the unnormalized partial
 // output {HG, hd} (each thread its columns over all the chunk's rows).
 __global__ void __launch_bounds__(kThreads) attend_wide_kernel(AttendArgs a, int hg, const int32_t* __restrict__ pos,
-                                                               int64_t stride) {
+                                                               Rows rr) {
   extern __shared__ float sm[];  // q {hg, hd}, then p {hg, kAttnChunkWide}
-  to_row(a, blockIdx.z, stride);
-  const int64_t p = *pos + int64_t(blockIdx.z), hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
+  const int64_t p = to_row(a, blockIdx.z, rr, pos), hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
   int64_t n_win;
   const int64_t rows = visible_rows(a, p, n_win), r0 = c * kAttnChunkWide;
   if (r0 >= rows) return;  // the grid is sized for max_ctx
@@ -304,10 +303,9 @@ __global__ void __launch_bounds__(kThreads) attend_wide_kernel(AttendArgs a, int
 // One block per head: merges the chunks (rescaled to the global max, the sink joining the
 // denominator), then rotates the output's rope tail back (K == V carried rope). Each chunk's
 // weight exp(m_c - m) is computed once into shared memory.
-__global__ void attend_merge_kernel(AttendArgs a, int64_t chunk, const int32_t* __restrict__ pos, int64_t stride) {
+__global__ void attend_merge_kernel(AttendArgs a, int64_t chunk, const int32_t* __restrict__ pos, Rows rr) {
   extern __shared__ float o[];  // {hd}, then the chunk weights {chunks}
-  to_row(a, blockIdx.y, stride);
-  const int64_t p = *pos + int64_t(blockIdx.y), hd = a.hd, h = blockIdx.x;
+  const int64_t p = to_row(a, blockIdx.y, rr, pos), hd = a.hd, h = blockIdx.x;
   int64_t n_win;
   const int64_t chunks = (visible_rows(a, p, n_win) + chunk - 1) / chunk;
   float* wc = o + hd;
@@ -338,8 +336,7 @@ void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s, 
   const int64_t nope = r.head_dim - r.rope_dim;
   k.fp8 = r.fp8 && nope > 0 && nope % 64 == 0;  // ds4's shape condition (ds4_kv_storage)
   if (r.ring && r.ring_rows < 1) throw InputError("deepseek_v4 cuda: norm_rope ring without rows");
-  norm_rope_kernel<<<dim3(unsigned(r.heads), unsigned(rows.count)), 128, size_t(r.head_dim) * 4, s>>>(x, k, pos,
-                                                                                                   rows.stride);
+  norm_rope_kernel<<<dim3(unsigned(r.heads), unsigned(rows.count)), 128, size_t(r.head_dim) * 4, s>>>(x, k, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -367,11 +364,11 @@ void attend_chunked(const AttendArgs& a, const int32_t* pos, cudaStream_t s, con
     const int64_t qr = std::max<int64_t>(1, groups - 1) * hg * a.hd;  // q, then the value partials
     const size_t shm = size_t(qr + int64_t(hg) * chunk) * 4;
     if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: head_dim " + std::to_string(a.hd) + " too large for attend");
-    attend_chunk_kernel<kAttnChunk><<<grid, kThreads, shm, s>>>(a, hg, groups, pos, rows.stride);
+    attend_chunk_kernel<kAttnChunk><<<grid, kThreads, shm, s>>>(a, hg, groups, pos, rows);
   } else {
     const size_t shm = size_t(hg) * size_t(a.hd + chunk) * 4;
     if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: head_dim " + std::to_string(a.hd) + " too large for attend");
-    attend_wide_kernel<<<grid, kThreads, shm, s>>>(a, hg, pos, rows.stride);
+    attend_wide_kernel<<<grid, kThreads, shm, s>>>(a, hg, pos, rows);
   }
   DS4_CUDA_CHECK_LAUNCH();
   attend_merge(a, chunk, pos, s, rows);
@@ -380,7 +377,7 @@ void attend_chunked(const AttendArgs& a, const int32_t* pos, cudaStream_t s, con
 void attend_merge(const AttendArgs& a, int64_t chunk, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   const size_t mshm = size_t(a.hd + attend_chunks(a.max_rows)) * 4;
   if (mshm > 48 * 1024) throw InputError("deepseek_v4 cuda: too many attend chunks for max_rows " + std::to_string(a.max_rows));
-  attend_merge_kernel<<<dim3(unsigned(a.heads), unsigned(rows.count)), 128, mshm, s>>>(a, chunk, pos, rows.stride);
+  attend_merge_kernel<<<dim3(unsigned(a.heads), unsigned(rows.count)), 128, mshm, s>>>(a, chunk, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -78,13 +78,12 @@ size_t tc_shared_bytes(int64_t hd) {
 // NT: value n-tiles (8 columns) per warp, >= hd / 64; warp w takes n-tiles w, w + 8, ...
 template <int MT, int NT>
 __global__ void __launch_bounds__(kTcThreads, 1) attend_tc_kernel(AttendArgs a, const int32_t* __restrict__ pos,
-                                                                  int64_t stride) {
+                                                                  Rows rr) {
   using S = TcShape<MT>;
   constexpr int HB = S::heads, KT = S::keys, PS = S::p_stride;
   constexpr int HW = HB / kTcWarps, HP = 32 / KT;  // heads per warp in the softmax, per pass
   extern __shared__ float4 sm4[];
-  to_row(a, blockIdx.z, stride);
-  const int64_t p = *pos + int64_t(blockIdx.z), c = blockIdx.y;
+  const int64_t p = to_row(a, blockIdx.z, rr, pos), c = blockIdx.y;
   int64_t n_win;
   const int64_t rows = visible_rows(a, p, n_win), k0 = c * kTcSplit;
   if (k0 >= rows) return;  // the grid is sized for max_ctx
@@ -239,7 +238,7 @@ void launch_tc(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Ro
   constexpr int HB = TcShape<MT>::heads;
   const dim3 grid(unsigned((a.heads + HB - 1) / HB), unsigned((a.max_rows + kTcSplit - 1) / kTcSplit),
                   unsigned(rows.count));
-  attend_tc_kernel<MT, NT><<<grid, kTcThreads, shm, s>>>(a, pos, rows.stride);
+  attend_tc_kernel<MT, NT><<<grid, kTcThreads, shm, s>>>(a, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

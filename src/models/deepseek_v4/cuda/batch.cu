@@ -5,8 +5,10 @@
 //     HC head and lm_head are gemv_rows over the rows (groups of kGemvMaxRows), the routed
 //     experts grouped per expert across the sequences (moe_group) as in a chunk;
 //   - what carries state (KV row into the window ring, compressor / indexer lanes, indexer
-//     top-k, attention) is one launch per sequence, on its own CudaState buffer and position
-//     counter: exactly the decode step's launch, on row i's copy of the step scratch.
+//     top-k, attention, the position counters) is one launch for all the sequences (Rows::shift,
+//     kernels.h): row i's blocks run exactly the decode step's code on its own CudaState buffer
+//     and position counter, on row i's copy of the step scratch (before 2026-12-05 a launch per
+//     sequence: 16 streams paid 16 latency-bound launches per stateful op and layer).
 // So row i equals forward(*states[i], {tokens[i]}, kLast) bit for bit whatever else is in the
 // batch (test_deepseek_v4_batch_cuda): the batch never takes the tensor-core GEMMs (they
 // change the summation order with the row count). The forward is captured as a CUDA graph per
@@ -37,6 +39,13 @@ void DeepseekV4CudaModel::Impl::run_groups(std::span<const RowGroup> groups, std
 
 void DeepseekV4CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
   const std::vector<RowGroup> groups = one_row_groups(sts);
+  // Each row's Rows::shift (chunk.cu seq_rows): bytes from row 0's state buffer to its own, in
+  // its pinned input row (the graph's upload reads them at every replay).
+  const uint8_t* base = sts[0]->buf.as<uint8_t>();
+  for (size_t i = 0; i < sts.size(); ++i) {
+    const int64_t shift = int64_t(sts[i]->buf.as<uint8_t>() - base);
+    std::memcpy(static_cast<uint8_t*>(in_host->p) + i * sl.in_bytes + sl.shift, &shift, sizeof shift);
+  }
   run_groups(groups, batch_graph_key<CudaState>(groups, false));
 }
 

@@ -98,8 +98,15 @@ void DeepseekV4CudaModel::Impl::attention_rows(std::span<const RowGroup> groups,
   const size_t cw = L.ratio > 0 ? size_t(L.comp.width) * 4 : 0, iwd = L.has_indexer ? size_t(L.index.width) * 4 : 0;
   const size_t qr = sl.ain, kv = qr + size_t(c.q_lora) * 4, ckv = kv + size_t(hd) * 4, cgate = ckv + cw;
   const size_t ikv = cgate + cw, igate = ikv + iwd, iw = igate + iwd;
-  // launch(state buffer, its position counter, first row, rows, group) for every row group
+  // launch(state buffer, its position counter, first row, rows, group) for every row group;
+  // a decode batch (one row per state) in one launch over all its sequences (Rows::shift).
+  const Rows seq = seq_rows(groups);
   auto each = [&](auto&& launch) {
+    if (seq.shift) {
+      uint8_t* sb = groups[0].st->buf.as<uint8_t>();
+      launch(sb, reinterpret_cast<const int32_t*>(sb + lay.pos), int64_t(0), seq, groups[0]);
+      return;
+    }
     for (const RowGroup& g : groups) {
       uint8_t* sb = g.st->buf.as<uint8_t>();
       launch(sb, reinterpret_cast<const int32_t*>(sb + lay.pos), g.r0, group_rows(g), g);
@@ -314,8 +321,24 @@ void DeepseekV4CudaModel::Impl::enqueue_chunk(std::span<const RowGroup> groups, 
   else if (mode == Logits::kLast) head_rows(rows - 1, 1);
   if (st.mtp_on) mtp_record_rows(groups);  // at the rows' positions: before the increment
   if (st.dspark_on) dspark_record_rows(groups);
+  if (const Rows seq = seq_rows(groups); seq.shift) {
+    seq_positions_increment(reinterpret_cast<int32_t*>(groups[0].st->buf.as<uint8_t>() + lay.pos), seq, stream);
+    return;
+  }
   for (const RowGroup& g : groups)
     dc::enqueue_position_increment(reinterpret_cast<int32_t*>(g.st->buf.as<uint8_t>() + lay.pos), int32_t(g.n), stream);
+}
+
+Rows DeepseekV4CudaModel::Impl::seq_rows(std::span<const RowGroup> groups) const {
+  // (a verify forward's groups, even of one row each, launch per group: run_batch alone writes
+  // the shift fields)
+  if (groups.size() < 2 || !opt.seq_launches || capturing) return Rows{};
+  for (const RowGroup& g : groups)
+    if (g.n != 1) return Rows{};
+  static_assert(sizeof(int64_t) % sizeof(float) == 0);
+  if (sl.shift % sizeof(int64_t) || cl.row_bytes % sizeof(int64_t))
+    throw Error("deepseek_v4 cuda: the rows' shift fields are not 8-byte aligned");
+  return Rows{rows, rs(), reinterpret_cast<const int64_t*>(R(0, sl.shift)), int64_t(cl.row_bytes / sizeof(int64_t))};
 }
 
 void DeepseekV4CudaModel::Impl::layer_rows(std::span<const RowGroup> groups, int64_t l) {

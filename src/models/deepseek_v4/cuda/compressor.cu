@@ -6,6 +6,7 @@
 #include "backend/cuda/topk_select.h"
 #include "models/deepseek_v4/cuda/kernels.h"
 #include "models/deepseek_v4/cuda/lane_pool.cuh"
+#include "models/deepseek_v4/cuda/seq_rows.cuh"
 
 namespace ds4::deepseek_v4::cuda {
 namespace {
@@ -58,6 +59,18 @@ __global__ void compressor_kernel(LaneArgs a, const int32_t* __restrict__ pos, i
   for (int64_t t = 0; t < rows; ++t) lane_row(a, row, p0 + t, a.kv + t * stride, a.gate + t * stride, t);
 }
 
+// A decode batch (Rows::shift): block t steps row t's own sequence's lane (the lane pointers
+// name row 0's state) at that sequence's position, exactly as its one-token step's walk does.
+// No undo log: a decode batch never captures.
+__global__ void compressor_seq_kernel(LaneArgs a, const int32_t* __restrict__ pos, Rows rr) {
+  extern __shared__ float row[];  // {dim}
+  const int64_t t = blockIdx.x, b = detail::row_shift(rr, t);
+  a.pend_kv = detail::shifted(a.pend_kv, b), a.pend_gate = detail::shifted(a.pend_gate, b);
+  a.prev_kv = detail::shifted(a.prev_kv, b), a.prev_gate = detail::shifted(a.prev_gate, b);
+  a.entries = detail::shifted(a.entries, b);
+  lane_row(a, row, detail::row_position(pos, rr, t), a.kv + t * rr.stride, a.gate + t * rr.stride, 0);
+}
+
 // One block per lane: rows rows-1 .. keep undone newest first. Thread j owns the same
 // indices as in lane_row (j over W for the slots, over D for the Ca half), so its own
 // program order is the only ordering needed.
@@ -84,21 +97,24 @@ __global__ void undo_kernel(const LaneUndo* __restrict__ lanes, uint8_t* st, con
   }
 }
 
-// Row t of a chunk: its own query, head weights, scores and selection (stride floats apart).
-__device__ __forceinline__ void to_row(IndexerArgs& a, int64_t t, int64_t stride) {
-  const int64_t o = t * stride;
+// Row t of a chunk: its own query, head weights, scores and selection (stride floats apart),
+// and in a decode batch its own sequence's entries (Rows::shift); returns its position.
+__device__ __forceinline__ int64_t to_row(IndexerArgs& a, int64_t t, const Rows& r, const int32_t* pos) {
+  const int64_t o = t * r.stride;
   a.q += o, a.w += o, a.scores += o, a.sel += o, a.nsel += o;
+  a.entries = detail::shifted(a.entries, detail::row_shift(r, t));
+  return detail::row_position(pos, r, t);
 }
 
 // One block per indexer head (and row: blockIdx.y): rope the query tail, then the storage
 // round trip.
-__global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos, int64_t stride) {
+__global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos, Rows rr) {
   extern __shared__ float row[];  // {d}
-  to_row(a, blockIdx.y, stride);
+  const int64_t p = to_row(a, blockIdx.y, rr, pos);
   float* q = a.q + int64_t(blockIdx.x) * a.d;
   for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x) row[j] = q[j];
   __syncthreads();
-  rope_row(row, a.d, a.rope_dim, a.inv_freq, *pos + int64_t(blockIdx.y));
+  rope_row(row, a.d, a.rope_dim, a.inv_freq, p);
   entry_storage(row, a.d, a.rope_dim, false, a.sim);
   for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x) q[j] = row[j];
 }
@@ -108,10 +124,10 @@ __global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos, i
 // unpadded stride of d would put them all in one bank). The warp first copies its entry to
 // shared with all lanes' loads in flight (issue #23: every lane walking the entry itself
 // waited a memory latency per feature); the dot products run in the same order as before.
-__global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ pos, int64_t stride) {
+__global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ pos, Rows rr) {
   extern __shared__ float sq[];  // {nh, d + 1} then {nh}, then {warps, d}: each warp's entry
-  to_row(a, blockIdx.y, stride);
-  const int64_t nh = a.nh, d = a.d, ld = d + 1, visible = (int64_t(*pos) + int64_t(blockIdx.y) + 1) / a.ratio;
+  const int64_t p = to_row(a, blockIdx.y, rr, pos);
+  const int64_t nh = a.nh, d = a.d, ld = d + 1, visible = (p + 1) / a.ratio;
   if (int64_t(blockIdx.x) * (blockDim.x / 32) >= visible) return;  // the grid is sized for max_ctx
   {  // all heads' queries, kQBatch float4 loads in flight per thread (issue #23: a loop of one
      // load and one store per value waited a memory latency per iteration, ~32 of them)
@@ -161,12 +177,17 @@ __global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ po
 }  // namespace
 
 void compressor_walk(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
-  compressor_kernel<<<1, lane_detail::kLaneThreads, size_t(a.dim) * 4, s>>>(a, pos, rows.count, rows.stride);
+  if (rows.shift) {  // a decode batch: one block per sequence
+    if (a.undo_kv) throw InputError("deepseek_v4 cuda: a decode batch's lanes keep no undo log");
+    compressor_seq_kernel<<<unsigned(rows.count), lane_detail::kLaneThreads, size_t(a.dim) * 4, s>>>(a, pos, rows);
+  } else {
+    compressor_kernel<<<1, lane_detail::kLaneThreads, size_t(a.dim) * 4, s>>>(a, pos, rows.count, rows.stride);
+  }
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
-  if (rows.count > 1)
+  if (rows.count > 1 && !rows.shift)
     compressor_chunk(a, pos, s, rows);
   else
     compressor_walk(a, pos, s, rows);
@@ -180,7 +201,7 @@ void compressor_undo(const LaneUndo* lanes, int64_t n_lanes, uint8_t* state, con
 }
 
 void indexer_queries(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
-  index_q_kernel<<<dim3(unsigned(a.nh), unsigned(rows.count)), 128, size_t(a.d) * 4, s>>>(a, pos, rows.stride);
+  index_q_kernel<<<dim3(unsigned(a.nh), unsigned(rows.count)), 128, size_t(a.d) * 4, s>>>(a, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -194,7 +215,7 @@ void indexer_scores(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, co
   if (a.d % 4) throw InputError("deepseek_v4 cuda: indexer head_dim " + std::to_string(a.d) + " not a multiple of 4");
   const int64_t blocks = (a.max_entries + 7) / 8;
   const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 512 ? 512 : blocks)), unsigned(rows.count));
-  index_score_kernel<<<grid, kScoreThreads, shm, s>>>(a, pos, rows.stride);
+  index_score_kernel<<<grid, kScoreThreads, shm, s>>>(a, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -205,6 +226,7 @@ void indexer_topk(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, cons
   ds4::cuda::TopkSelectArgs ta;
   ta.scores = a.scores, ta.score_stride = rows.stride, ta.k = a.topk, ta.rows = rows.count;
   ta.n = ds4::cuda::TopkCount{pos, 0, 1, a.ratio};  // row t at *pos + t: (*pos + t + 1) / ratio
+  ta.n.shift = rows.shift, ta.n.shift_stride = rows.shift_stride;  // a decode batch: each row's own counter
   ta.list = a.sel, ta.count = a.nsel, ta.list_stride = ta.count_stride = rows.stride;
   ds4::cuda::topk_select_f32(ta, s);
 }

@@ -17,12 +17,25 @@ namespace ds4::deepseek_v4::cuda {
 // the one-token call computes at position *pos + t. Default: one token at *pos.
 struct Rows {
   int64_t count = 1, stride = 0;
+  // One token of each of `count` sequences (decode_batch, batch.cu) instead of one sequence's
+  // consecutive tokens: row t's state -- the position counter, window ring, compressor lanes and
+  // entries that the kernel's pointers name in row 0's state buffer -- lies shift[t * shift_stride]
+  // bytes (int64) from row 0's, and row t sits at its own counter's position, not *pos + t. Each
+  // row then computes exactly what its sequence's one-token step computes (its own launch before
+  // 2026-12-05), in one launch for all the sequences. null: one sequence.
+  const int64_t* shift = nullptr;
+  int64_t shift_stride = 0;  // int64 values between rows' shifts
 };
 
 // The sliding-window ring holds window + kRingSlack rows (slot p % ring_rows), so a chunk of
 // up to kRingSlack + 1 rows can append all its KV rows before any of them attends: row t's
 // window (its last `window` positions) is never overwritten by a later row of the chunk.
 inline constexpr int64_t kRingSlack = 1024;  // >= kMaxPrefillRows - 1 (step_layout.h)
+
+// ---- seq_rows.cu ----
+// A decode batch's last op: every sequence's position counter += 1 (pos names row 0's
+// counter; rows.shift the others'). Throws InputError without rows.shift.
+void seq_positions_increment(int32_t* pos, const Rows& rows, cudaStream_t s);
 
 // ---- attention.cu (attention.cpp) ----
 struct NormRope {

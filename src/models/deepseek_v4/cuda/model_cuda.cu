@@ -482,7 +482,7 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");
   if (copt.batch_rows < 1) throw InputError("deepseek_v4 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
   const bool mma = impl_->opt.act_mma.value_or(false), int8 = impl_->int8_experts;
-  const bool two_streams = impl_->two_streams(), fuse = impl_->opt.fuse_projections;
+  const bool two_streams = impl_->two_streams(), fuse = impl_->opt.fuse_projections, seq = impl_->opt.seq_launches;
   impl_->opt = copt;
   // fuse_projections shaped the upload (load only): options() keeps reporting what was loaded.
   impl_->opt.fuse_projections = fuse;
@@ -502,6 +502,7 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
     ++impl_->graph_epoch;
     impl_->batch_graphs.clear();
   }
+  if (copt.seq_launches != seq) impl_->batch_graphs.clear();  // the batch graphs hold the launches
   impl_->prof.on = copt.profile && !copt.graphs;
   impl_->mm_main->set_min_rows(tensor_core_rows(copt));
   impl_->mm_side->set_min_rows(tensor_core_rows(copt));

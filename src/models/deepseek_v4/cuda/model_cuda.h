@@ -85,6 +85,11 @@ struct CudaModelOptions {
   // 4-row forward 44 ms = 1.10x four decode steps, one 16-row forward 244 ms = 0.80x sixteen.
   // Raise it once gemv_rows reads each weight once for several rows (bench --batch-rows).
   int batch_rows = 4;
+  // decode_batch: the stateful kernels (KV ring, compressor / indexer lanes, indexer, attention,
+  // position counters) as one launch over all the batch's sequences (kernels.h Rows::shift),
+  // each row on its own state exactly as its decode step; false: one launch per sequence (the
+  // bench's A/B). The same bits either way (test_deepseek_v4_batch_cuda).
+  bool seq_launches = true;
   // ds4's activation quantization (Config::act_quant; act_inputs.h says which products): unset
   // at load = deepseek_v4::act_quant_for(ds4_numerics), as the CPU model (on for ds4-layout
   // files, off for HF checkpoints; DS4_ACT_QUANT=q8|f32 overrides);

@@ -275,6 +275,10 @@ struct DeepseekV4CudaModel::Impl {
   void hc_pre_rows(const DHc& h, const float* norm, size_t x_off, const dc::HcPostIn* post_in = nullptr);
   // The stateful kernels of a row group: Rows{n, rs()} at row r0 (one row: the decode step's Rows{}).
   Rows group_rows(const RowGroup& g) const { return g.n > 1 ? Rows{g.n, rs()} : Rows{}; }
+  // A decode batch (2+ groups of one row each, not a verify forward, CudaModelOptions::seq_launches): all the rows'
+  // stateful kernels as one launch, row t on its own state (Rows::shift from the input rows'
+  // shift fields, which run_batch writes). Else Rows{} (launch per group).
+  Rows seq_rows(std::span<const RowGroup> groups) const;
   // groups: the states of the rows (RowGroup); chunk.cu attention_rows says how.
   void attention_rows(std::span<const RowGroup> groups, int64_t l);
   void moe_rows(int64_t l);

@@ -44,8 +44,9 @@ struct StateLayout {
 
 struct ScratchLayout {
   // Step inputs, copied from the pinned host buffer of the same layout in one transfer:
-  // the token id (int32, for hash routing) and its embedding row {hidden}.
-  size_t tok = 0, emb = 0, in_bytes = 0;
+  // the token id (int32, for hash routing), in a decode batch the row's Rows::shift (int64:
+  // bytes from row 0's state buffer to its own; batch.cu writes it), and its embedding row {hidden}.
+  size_t tok = 0, shift = 0, emb = 0, in_bytes = 0;
   // HC streams {hc, hidden} x2, the HC mix partials ({splits, mix + 1}: hc_fused.cu's sum of
   // squares after each split's mix), the split (post, comb), the collapsed input, the block's output
   size_t xa, xb, mix, post, comb, col, y;
@@ -122,7 +123,7 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   ::ds4::cuda::LayoutTaker t;
   auto take = [&](int64_t floats) { return t.take(floats); };
   const int64_t H = c.hidden, n = c.hc, hd = c.head_dim, K = c.experts_used, F = c.expert_ff;
-  s.tok = take(1), s.emb = take(H);
+  s.tok = take(1), s.shift = take(2), s.emb = take(H);
   s.in_bytes = s.emb + size_t(H) * 4;
   s.xa = take(n * H), s.xb = take(n * H), s.mix = take(kMaxHcSplits * ((2 + n) * n + 1));
   s.post = take(n), s.comb = take(n * n), s.col = take(H), s.y = take(H);
