@@ -17,7 +17,8 @@
 // five drafts) against one decode step, and greedy speculative decoding at depth 1, 3, 5 (gate
 // 0, as generate_greedy sets it).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
-//        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S] [--batch-profile] [--seq-ab]] [--jump N,N]
+//        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S] [--batch-profile] [--seq-ab]
+//        [--rows-ab R,R] [--split-ab]] [--jump N,N]
 //        [--act-quant]
 //        [--act-variants]
 //   --act-variants: decode tok/s under each IQ2_XXS decoder of gemv_act (act_variants below).
@@ -31,7 +32,10 @@
 //   S timed steps each (default 16), one table per --batch-rows value (CudaModelOptions::
 //   batch_rows, default: the option's default); the verify / draft / prefill tables are skipped.
 //   --batch-profile adds a per-op table of one step per stream count; --seq-ab the same tables
-//   again with CudaModelOptions::seq_launches off (a launch per sequence for the stateful kernels).
+//   again with CudaModelOptions::seq_launches off (a launch per sequence for the stateful kernels);
+//   --rows-ab R,R the same tables again at each gemv_act_rows weight-rows-per-block value R (2, 4, 8:
+//   gemv_act_set_rows_kernel_rows, the dense products of a batch of more than 4 rows); --split-ab the
+//   same tables again with Q8_0's 9..16-row products as one 16-input launch (gemv_act_set_q8_split).
 //   --jump: decode tok/s (and with --profile the per-op table) at each context N from a state
 //   filled with random caches as if N tokens were consumed (fill_context_for_bench: no prefill).
 //   --prefill: the old path (16-row chunks; only lengths <= --old-max) and then the tensor-core
@@ -424,6 +428,8 @@ int main(int argc, char** argv) {
   ds4::bench::BatchArgs batch;            // --batch N,N [--batch-rows N,N] [--batch-steps S]
   bool act_quant = false, variants = false;
   bool seq_ab = false;  // --seq-ab: the batch tables again with CudaModelOptions::seq_launches off
+  std::vector<int> rows_ab;  // --rows-ab R,R: the batch tables again per gemv_act_rows rows per block
+  bool split_ab = false;     // --split-ab: the batch tables again with gemv_act_set_q8_split(false)
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       prof = true;
@@ -431,6 +437,10 @@ int main(int argc, char** argv) {
       act_quant = true;
     } else if (std::strcmp(argv[i], "--seq-ab") == 0) {
       seq_ab = true;
+    } else if (std::strcmp(argv[i], "--split-ab") == 0) {
+      split_ab = true;
+    } else if (std::strcmp(argv[i], "--rows-ab") == 0 && i + 1 < argc) {
+      append_int_list(argv[++i], rows_ab);
     } else if (std::strcmp(argv[i], "--act-variants") == 0) {
       variants = true;
     } else if (std::strcmp(argv[i], "--old-max") == 0 && i + 1 < argc) {
@@ -450,7 +460,7 @@ int main(int argc, char** argv) {
   if (pos.empty()) {
     std::fprintf(stderr,
                  "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...] "
-                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile] [--seq-ab]] [--jump N,N] "
+                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile] [--seq-ab] [--rows-ab R,R] [--split-ab]] [--jump N,N] "
                  "[--act-quant] [--act-variants]\n");
     return 2;
   }
@@ -542,6 +552,28 @@ int main(int argc, char** argv) {
         ds4::bench::batch_tables(m, *at_prompt, batch, decode_tps, bw.copy_gbps, bytes, profiling);
         o.seq_launches = true;
         m.set_options(o);
+      }
+      // A GEMV tuning knob changed: the captured batch graphs hold the old launches (a
+      // seq_launches change drops them), then the tables again.
+      auto tables_again = [&](const char* what) {
+        deepseek_v4::CudaModelOptions o = m.options();
+        o.seq_launches = !o.seq_launches;
+        m.set_options(o);
+        o.seq_launches = !o.seq_launches;
+        m.set_options(o);
+        std::printf("\n%s:\n", what);
+        ds4::bench::batch_tables(m, *at_prompt, batch, decode_tps, bw.copy_gbps, bytes, profiling);
+      };
+      for (int rr : rows_ab) {  // gemv_act_rows' weight rows per block above 4 inputs (dense products)
+        cuda::gemv_act_set_rows_kernel_rows(rr);
+        tables_again(("gemv_act_rows at " + std::to_string(rr) +
+                      " weight rows per block (gemv_act_set_rows_kernel_rows)").c_str());
+      }
+      cuda::gemv_act_set_rows_kernel_rows(0);
+      if (split_ab) {  // Q8_0's dense products of 9..16 rows as one 16-input launch (before 2026-12-05)
+        cuda::gemv_act_set_q8_split(false);
+        tables_again("Q8_0 gemv_act_rows over 9..16 rows as one 16-input launch (gemv_act_set_q8_split(false))");
+        cuda::gemv_act_set_q8_split(true);
       }
       return 0;
     }

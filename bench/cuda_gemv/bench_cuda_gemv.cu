@@ -25,8 +25,9 @@
 // configuration gemv_act chose (gemv_act_config) and the best one of a sweep over lanes per
 // weight block (Q2_K / IQ2_XXS: 4, 8; IQ2_XXS also with the byte-permute decoder), rows per
 // block (2, 4, 8) and row groups per block (1, 2, 4, 8), printed as a table of % of copy after the main one; the quantize_act launch that feeds
-// it (one row of cols values); and gemv_act_rows at n = 1, 2, 4, 8, 16 as a multiple of one
-// gemv_act of the same weight.
+// it (one row of cols values); gemv_act_rows at n = 1, 2, 4, 8, 16 as a multiple of one
+// gemv_act of the same weight; and gemv_act_rows at n = 8 and 16 under 2, 4 and 8 weight rows
+// per block (gemv_act_set_rows_kernel_rows) on DeepSeek's dense Q8_0 and the expert shapes.
 //
 // --act-mma: gemv_act_mma (gemv_act_mma.h: 1..16 quantized rows on int8 tensor cores) against
 // gemv_act (one row) and gemv_act_rows at n = 1, 2, 4, 8, 16 in the same run, on DeepSeek V4
@@ -213,6 +214,20 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   return row;
 }
 
+// `rows` rows of x (cols floats each) quantized on the device as w's activations (gemv_act.h).
+struct QuantizedX {
+  cuda::DeviceBuffer buf;
+  cuda::DeviceActQ8 q;
+};
+QuantizedX quantize_x(DType type, int64_t cols, int64_t rows, const float* x) {
+  const ActBlock block = act_block_for(type);
+  QuantizedX r{cuda::DeviceBuffer(size_t(rows) * cuda::act_q8_row_bytes(block, cols), "bench xq"), {}};
+  r.q = cuda::act_q8_carve(r.buf.get(), block, cols, rows);
+  cuda::quantize_act(x, cols, rows, r.q, nullptr);
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  return r;
+}
+
 // bench_cuda_gemv --act: gemv_act vs the f32-x gemv (kernel 3, PDL on), see the header.
 int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
   constexpr int kMaxIn = 16;
@@ -241,14 +256,11 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
               "format", "shape", "MiB", "f32 gemv us GB/s %copy", "default", "gemv_act us GB/s %copy", "best",
               "gemv_act us GB/s %copy", "quant us");
   for (const Format& f : formats) {
-    const ActBlock block = act_block_for(f.type);
     std::vector<Shape> list(std::begin(shapes), std::end(shapes));
     if (f.type == DType::Q8_0) list.insert(list.end(), std::begin(q8_shapes), std::end(q8_shapes));
     for (const Shape& s : list) {
-      cuda::DeviceBuffer qbuf(size_t(kMaxIn) * cuda::act_q8_row_bytes(block, s.cols), "bench xq");
-      const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qbuf.get(), block, s.cols, kMaxIn);
-      cuda::quantize_act(x, s.cols, kMaxIn, xq, nullptr);
-      DS4_CUDA_CHECK(cudaDeviceSynchronize());
+      const QuantizedX qx = quantize_x(f.type, s.cols, kMaxIn, x);
+      const cuda::DeviceActQ8& xq = qx.q;
       const Row ref = bench_one(f, s, reps, x, y, false);
       const Row act = bench_one(f, s, reps, x, y, false, 0, &xq);
       auto cfg_str = [&] {
@@ -305,12 +317,9 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
   for (int n : ns) std::printf("  n=%-2d      ", n);
   std::printf("\n");
   for (const Format& f : formats) {
-    const ActBlock block = act_block_for(f.type);
     for (const Shape& s : {shapes[0], Shape{2048, 4096, "expert"}, Shape{4096, 2048, "expert"}}) {
-      cuda::DeviceBuffer qbuf(size_t(kMaxIn) * cuda::act_q8_row_bytes(block, s.cols), "bench xq");
-      const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qbuf.get(), block, s.cols, kMaxIn);
-      cuda::quantize_act(x, s.cols, kMaxIn, xq, nullptr);
-      DS4_CUDA_CHECK(cudaDeviceSynchronize());
+      const QuantizedX qx = quantize_x(f.type, s.cols, kMaxIn, x);
+      const cuda::DeviceActQ8& xq = qx.q;
       const Row one = bench_one(f, s, reps, x, y, false, 0, &xq);
       std::printf("%-8s %-12s %8.2f", f.label, (std::to_string(s.rows) + "x" + std::to_string(s.cols)).c_str(), one.us);
       for (int n : ns) {
@@ -320,6 +329,38 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
       std::printf("\n");
       std::fflush(stdout);
     }
+  }
+  // Rows per block of gemv_act_rows above 4 inputs (gemv_act_set_rows_kernel_rows): each
+  // activation load serves R weight rows; R x N accumulators live in registers. DeepSeek V4
+  // Flash's dense Q8_0 decode shapes (a decode batch's projections) and the expert shapes.
+  std::printf("\ngemv_act_rows rows per block (R) at n = 8 and 16: us and x one gemv_act (bytes floor ~1.0x), "
+              "%% of copy\n%-8s %-16s %8s", "format", "shape", "act us");
+  const int rrs[] = {2, 4, 8};
+  for (int n : {8, 16})
+    for (int rr : rrs) std::printf("  n=%-2d R%d           ", n, rr);
+  std::printf("\n");
+  const Format q8{DType::Q8_0, 0, DType::F16, "Q8_0"};
+  struct RCase {
+    Format f;
+    Shape s;
+  };
+  const RCase rcases[] = {{q8, {1024, 4096, "ds 4096->1024"}}, {q8, {32768, 1024, "ds 1024->32768"}},
+                          {q8, {4096, 8192, "ds 8192->4096"}}, {q8, {4096, 4096, "square"}},
+                          {formats[2], {2048, 4096, "expert up"}}, {formats[1], {4096, 2048, "expert down"}}};
+  for (const RCase& c : rcases) {
+    const QuantizedX qx = quantize_x(c.f.type, c.s.cols, kMaxIn, x);
+    const cuda::DeviceActQ8& xq = qx.q;
+    const Row one = bench_one(c.f, c.s, reps, x, y, false, 0, &xq);
+    std::printf("%-8s %-16s %8.2f", c.f.label, c.s.what, one.us);
+    for (int n : {8, 16})
+      for (int rr : rrs) {
+        cuda::gemv_act_set_rows_kernel_rows(rr);
+        const Row rn = bench_one(c.f, c.s, reps, x, y, false, n, &xq);
+        std::printf(" %7.1f %4.2fx %5.1f%%", rn.us, rn.us / one.us, pct(rn));
+      }
+    cuda::gemv_act_set_rows_kernel_rows(0);
+    std::printf("\n");
+    std::fflush(stdout);
   }
   return 0;
 }
@@ -345,11 +386,8 @@ int act_mma_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y)
   for (int n : ns) std::printf(" | n=%-2d rows   mma        ", n);
   std::printf(" | mma n=1 T1 T2    | mma n=16 T1 T2\n");
   for (const Case& c : cases) {
-    const ActBlock block = act_block_for(c.f.type);
-    cuda::DeviceBuffer qbuf(size_t(kMaxIn) * cuda::act_q8_row_bytes(block, c.s.cols), "bench xq");
-    const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qbuf.get(), block, c.s.cols, kMaxIn);
-    cuda::quantize_act(x, c.s.cols, kMaxIn, xq, nullptr);
-    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    const QuantizedX qx = quantize_x(c.f.type, c.s.cols, kMaxIn, x);
+    const cuda::DeviceActQ8& xq = qx.q;
     const Row one = bench_one(c.f, c.s, reps, x, y, false, 0, &xq);
     std::printf("%-8s %-22s %6.2f %5.1f%%", c.f.label, (std::to_string(c.s.rows) + "x" + std::to_string(c.s.cols) + " " +
                                                        c.s.what).c_str(), one.us, pct(one));

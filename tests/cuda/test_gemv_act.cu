@@ -262,8 +262,18 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
   check(same(single[0], y0) && rb_same,
         what + ": gemv_act is deterministic and equal at 2, 4 and 8 rows per block x 1, 2, 4, 8 row groups per block");
   int rows_same = 0, rows_total = 0;
-  for (int g : {0, 4}) {  // the default row groups per block, and 4 (blocks that walk several groups)
-    cuda::gemv_act_set_groups(g);
+  // the default row groups per block, and 4 (blocks that walk several groups); the default rows
+  // per block over more than 4 inputs, and 4 and 8 (gemv_act_set_rows_kernel_rows); Q8_0's two
+  // 8-input launches for n > 8 (default) and one 16-input launch (gemv_act_set_q8_split(false))
+  struct Setting {
+    int groups, rows;
+    bool split;
+  };
+  for (const Setting st : {Setting{0, 0, true}, Setting{4, 0, true}, Setting{0, 4, true}, Setting{0, 8, true},
+                           Setting{0, 0, false}, Setting{4, 8, false}}) {
+    cuda::gemv_act_set_groups(st.groups);
+    cuda::gemv_act_set_rows_kernel_rows(st.rows);
+    cuda::gemv_act_set_q8_split(st.split);
     for (int nr = 1; nr <= int(kIn); ++nr) {
       poison(y);
       cuda::GemvRows r;
@@ -275,9 +285,11 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
     }
   }
   cuda::gemv_act_set_groups(0);
+  cuda::gemv_act_set_rows_kernel_rows(0);
+  cuda::gemv_act_set_q8_split(true);
   check(rows_same == rows_total, what + ": gemv_act_rows row i == gemv_act (memcmp), n = 1..16, default and 4 row "
-                                        "groups per block: " + std::to_string(rows_same) + " of " +
-                                     std::to_string(rows_total));
+                                        "groups per block, 2 / 4 / 8 rows per block, Q8_0 split in 8-input launches "
+                                        "or not: " + std::to_string(rows_same) + " of " + std::to_string(rows_total));
   // IQ2_XXS: the staged sign table (4 lanes) and the byte-permute decoder (both splits) give the
   // same signed integers: the same bits
   for (int variant = 0; variant < 2 && sh.type == DType::IQ2_XXS; ++variant) {
@@ -506,8 +518,8 @@ void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
             throws([&] { cuda::act_q8_row_bytes(ActBlock::kNone, 256); }),
         "bad input: act_q8_row_bytes of a partial block / kNone throws");
   check(throws([] { cuda::gemv_act_set_rows_per_block(3); }) && throws([] { cuda::gemv_act_set_lanes(2); }) &&
-            throws([] { cuda::gemv_act_set_groups(3); }),
-        "bad input: rows per block 3 / lanes per block 2 / row groups per block 3 throw");
+            throws([] { cuda::gemv_act_set_groups(3); }) && throws([] { cuda::gemv_act_set_rows_kernel_rows(1); }),
+        "bad input: rows per block 3 / lanes per block 2 / row groups per block 3 / rows-kernel rows 1 throw");
   check(throws([&] { (void)a0.q.row(2); }), "bad input: DeviceActQ8::row past rows throws");
 }
 

@@ -318,13 +318,49 @@ void launch_single(DType t, const Args& a, const XArgs& xa, float* y, cudaStream
   }
 }
 
+int g_rows_kernel_rows = 0;  // gemv_act_set_rows_kernel_rows; 0 = 2
+
 // gemv_act_rows: N = the smallest of 4, 8, 16 holding n; R keeps the decoded weights of R rows
-// (W: 11-18 registers each) and R * N accumulators in registers.
+// (W: 11-18 registers each) and R * N accumulators in registers. Above 4 inputs R is 2 unless the
+// bench sets it (4 or 8: each activation load serves more weight rows; bench_cuda_gemv --act's
+// rows-per-block table and bench_deepseek_v4_cuda --rows-ab measure it).
+template <class F, int N>
+void launch_rows_n(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream,
+                   unsigned batch) {
+  switch (g_rows_kernel_rows) {
+    case 4: return launch_kernel<F, 4, N, true>(t, a, xa, ra, y, stream, batch);
+    case 8: return launch_kernel<F, 8, N, true>(t, a, xa, ra, y, stream, batch);
+    default: return launch_kernel<F, 2, N, true>(t, a, xa, ra, y, stream, batch);
+  }
+}
+
+bool g_q8_split = true;  // gemv_act_set_q8_split
+
 template <class F>
 void launch_rows(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {
   if (ra.n <= 4) return launch_kernel<F, 4, 4, true>(t, a, xa, ra, y, stream, batch);
-  if (ra.n <= 8) return launch_kernel<F, 2, 8, true>(t, a, xa, ra, y, stream, batch);
-  launch_kernel<F, 2, 16, true>(t, a, xa, ra, y, stream, batch);
+  if (ra.n <= 8) return launch_rows_n<F, 8>(t, a, xa, ra, y, stream, batch);
+  // Q8_0 over 9..16 plain input rows (a decode batch's dense projections): inputs 0..7, then the
+  // rest, each through the 8-input kernel. That reads the weight twice, yet the 16-input kernel
+  // costs more than two 8-input ones (H100, bench_cuda_gemv --act-mma, DeepSeek's dense shapes:
+  // n = 8 at 2.2-2.7x one gemv_act, n = 16 at 5.1-6.8x; bench/results/session18-h100-2026-12-05).
+  // The 2-bit formats keep the 16-input kernel (IQ2_XXS n = 16 at 5.2x < 2 x 3.6x). Routed launches
+  // (entries by device data) keep it too: their inputs are not consecutive rows. Either way each
+  // row is computed as gemv_act computes it: the split never changes a bit.
+  if constexpr (std::is_same_v<F, ActQ8_0>) {
+    const bool routed = a.ids || ra.live || ra.counts || ra.x_idx || ra.y_idx;
+    if (g_q8_split && !routed) {
+      constexpr int kHalf = 8;
+      RowsArgs first = ra, rest = ra;
+      first.n = kHalf, rest.n = ra.n - kHalf;
+      const int64_t v = kHalf * ra.x_row;  // activation values to input row 8 (x_row: whole blocks)
+      const XArgs xr{xa.q + v, xa.d + v / F::kValues, xa.bs ? xa.bs + v / 16 : nullptr};
+      launch_rows_n<F, kHalf>(t, a, xa, first, y, stream, batch);
+      launch_rows_n<F, kHalf>(t, a, xr, rest, y + kHalf * ra.y_row, stream, batch);
+      return;
+    }
+  }
+  launch_rows_n<F, 16>(t, a, xa, ra, y, stream, batch);
 }
 
 int g_lanes = 0;             // gemv_act_set_lanes; 0 = 4
@@ -404,6 +440,14 @@ void gemv_act_set_groups(int groups) {
     throw InputError("cuda gemv_act: row groups per block " + std::to_string(groups) + " is not 0, 1, 2, 4 or 8");
   g_groups = groups;
 }
+
+void gemv_act_set_rows_kernel_rows(int rows) {
+  if (rows != 0 && rows != 2 && rows != 4 && rows != 8)
+    throw InputError("cuda gemv_act_rows: rows per block " + std::to_string(rows) + " is not 0, 2, 4 or 8");
+  g_rows_kernel_rows = rows;
+}
+
+void gemv_act_set_q8_split(bool on) { g_q8_split = on; }
 
 GemvActConfig gemv_act_config(DType type, int64_t cols, int64_t batch) {
   GemvActConfig c{};

@@ -35,6 +35,16 @@ void gemv_act_set_iq2_permute(bool on);
 // (gemv_act.cu act_groups_per_block; gemv_act_rows 1, routed 4 / 2), else 1, 2, 4 or 8 groups of rows-per-block rows that one
 // block walks in turn. Never changes a result. Throws InputError otherwise.
 void gemv_act_set_groups(int groups);
+// Weight rows per thread block of gemv_act_rows over more than 4 input rows (decode batches,
+// verify windows): 0 = the default (2), else 2, 4 or 8. More rows reuse each activation load for
+// more weight rows but hold R x N accumulators in registers (fewer blocks per SM). Never changes a
+// result (each row's units, sums and reduction order are those of gemv_act). Throws InputError
+// otherwise.
+void gemv_act_set_rows_kernel_rows(int rows);
+// Q8_0 gemv_act_rows over 9..16 plain input rows as two launches of at most 8 inputs (true, the
+// default: gemv_act.cu launch_rows says why) or one 16-input launch (false). Never changes a
+// result; for the bench's same-run comparison.
+void gemv_act_set_q8_split(bool on);
 // What gemv_act / gemv_act_batched launch for a weight of this type and row length (batch entries)
 // under the current settings (the bench prints it): rows per block, lanes per weight block
 // (Q8_0: 1), threads per block, row groups per block, whether IQ2_XXS decodes by byte permutes.
