@@ -186,7 +186,7 @@ inline void two_pending_windows(Model& m, DraftHead& h,
 // without a draft head too) two_pending_windows on plain states.
 inline void default_model_checks(Model& m, DraftHead* head) {
   check(m.info().batched_decode, "the CUDA model declares batched_decode (the engine calls decode_batch)");
-  batch_run(m, "default options (batch_rows 4 for DeepSeek, 8 for GLM and Qwen)");
+  batch_run(m, "default options (batch_rows 16 for DeepSeek, 8 for GLM and Qwen)");
   batch_bad_inputs(m);
   if (head)
     two_pending_windows(m, *head, [&](const std::vector<int32_t>& p) { return prompted(m, p, false); }, "plain states");

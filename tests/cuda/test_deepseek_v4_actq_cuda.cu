@@ -220,7 +220,7 @@ void batches(const std::string& path, const LoadOptions& o) {
     dsv4::DeepseekV4CudaModel m(open_tensor_source(path), o, served);
     // (no draft head in this file: verify_capture declines, so the captured windows run in item 7)
     if (act) default_model_checks(m, nullptr);
-    else batch_run(m, "act_quant off, default options (batch_rows 4)");
+    else batch_run(m, "act_quant off, default options (batch_rows 16)");
   }
   dsv4::CudaModelOptions direct = exact(true), direct4;
   direct.graphs = false, direct.streams = false, direct.batch_rows = 512;

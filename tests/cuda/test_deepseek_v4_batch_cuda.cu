@@ -6,8 +6,8 @@
 //     closing at different steps), sequences joining (prefilled, then added) and cancelling
 //     (dropped) mid-run, batches of 1, 2, 5, 17 and 20 rows (17+: past gemv_rows' 16-row
 //     groups and the tensor-core threshold, which a batch never takes): on the default options
-//     (the served model: tensor cores on, forwards of batch_rows = 4: 17 rows as 4 x 4 + one
-//     alone), with batch_rows 512 (every batch one forward), on 16-row chunk scratch
+//     (the served model: tensor cores on, forwards of batch_rows = 16: 20 rows as 16 + 4, 17 as
+//     16 + one alone), with batch_rows 512 (every batch one forward), on 16-row chunk scratch
 //     (prefill_rows 0, batch_rows 16: 20 rows run as 16 + 4, 17 as 16 + one alone) and with
 //     direct launches on one stream (no graph, no side stream, batch_rows 512), and with the
 //     stateful kernels launched per sequence (seq_launches off; on, the default everywhere else,

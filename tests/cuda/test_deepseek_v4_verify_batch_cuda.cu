@@ -7,8 +7,8 @@
 //     window i's rows = verify_capture of a clone of states[i] on the same window; then both
 //     commit_prefix(keep) (keeps 1..n), and the next decode step's logits, the next draft
 //     (depth 3) and the positions equal. On:
-//       - the tiny model + ds4's MTP head, the served options (batch_rows 4: 8 states run as
-//         several forwards);
+//       - the tiny model + ds4's MTP head, the served options (batch_rows 16: the 8 states in
+//         one forward);
 //       - the same, 16-row chunk scratch (prefill_rows 0, batch_rows 16: forwards cut by rows);
 //       - the same, direct launches on one stream (graphs and side stream off, batch_rows 512);
 //       - the tiny model + DSpark, the served options;

@@ -80,11 +80,13 @@ struct CudaModelOptions {
   // makes states recapture their graphs at their next forward. options() reports the resolved value.
   std::optional<bool> int8_experts = std::nullopt;
   // decode_batch (batch.cu): sequences per batched forward at most (more run as several
-  // forwards; also bounded by the chunk scratch's rows). 4 from the H200 run of
-  // bench/results/cuda-batching-h200-2026-12-04g (synthetic Flash, today's gemv_rows): one
-  // 4-row forward 44 ms = 1.10x four decode steps, one 16-row forward 244 ms = 0.80x sixteen.
-  // Raise it once gemv_rows reads each weight once for several rows (bench --batch-rows).
-  int batch_rows = 4;
+  // forwards; also bounded by the chunk scratch's rows). 16 since 2026-12-05: on the H100 with the
+  // 30-layer synthetic Flash (bench/results/session18-h100-2026-12-05 call 1, one process) a
+  // 4-row forward took 12.42 ms and a 16-row forward 39.11 ms, so 16 streams in one forward beat
+  // four 4-row forwards (49.7 ms) by 1.27x; 64 streams ran as four 16-row forwards (156.45 ms).
+  // (It was 4 while a 16-row forward cost 0.80x sixteen decode steps, before the routed entry
+  // stride, the one-launch stateful kernels and the Q8_0 split: cuda-batching-h200-2026-12-04g.)
+  int batch_rows = 16;
   // decode_batch: the stateful kernels (KV ring, compressor / indexer lanes, indexer, attention,
   // position counters) as one launch over all the batch's sequences (kernels.h Rows::shift),
   // each row on its own state exactly as its decode step; false: one launch per sequence (the
