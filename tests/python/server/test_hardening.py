@@ -222,7 +222,7 @@ def test_405_on_anthropic_paths_and_options(srv):
     out, closed = raw(srv.port, b"PUT /v1/messages HTTP/1.1\r\nHost: t\r\nContent-Length: 30\r\n\r\n")
     assert closed and out.count(b"HTTP/1.1 ") == 1 and status_of(out) == 501, out
     assert b"Connection: close" in out
-    assert anthropic_error(out, "api_error") == "method 'PUT' is not implemented by this server (GET, HEAD, POST, OPTIONS)"
+    assert anthropic_error(out, "invalid_request_error") == "method 'PUT' is not implemented by this server (GET, HEAD, POST, OPTIONS)"
     # OPTIONS on a known path (no CORS configured): 204 with Allow; unknown paths stay 404.
     r = httpx.options(srv.url + "/v1/messages", timeout=10)
     assert r.status_code == 204 and r.headers["allow"] == "POST, OPTIONS"
@@ -248,7 +248,20 @@ def test_request_lines_httplib_refuses(srv, line, status, message):
 def test_unimplemented_method_on_an_anthropic_path_is_501_in_its_shape(srv):
     out, closed = raw(srv.port, b"PROPFIND /v1/messages HTTP/1.1\r\nHost: t\r\n\r\n")
     assert closed and status_of(out) == 501, out
-    assert anthropic_error(out, "api_error") == "method 'PROPFIND' is not implemented by this server (GET, HEAD, POST, OPTIONS)"
+    # A fault in the request's format, not the server's: invalid_request_error, as Anthropic
+    # types "an issue with the format or content of your request" (api_error is a server fault).
+    assert anthropic_error(out, "invalid_request_error") == \
+        "method 'PROPFIND' is not implemented by this server (GET, HEAD, POST, OPTIONS)"
+
+
+@pytest.mark.parametrize("request_head,status", [
+    (b"GET /v1/messages HTTP/2.0\r\nHost: t\r\n\r\n", 505),
+    (b"POST /v1/messages HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+])
+def test_505_and_501_on_anthropic_paths_are_invalid_request_errors(srv, request_head, status):
+    out, closed = raw(srv.port, request_head)
+    assert closed and status_of(out) == status, out
+    anthropic_error(out, "invalid_request_error")
 
 
 @pytest.mark.parametrize("headers,status,message", [
@@ -648,3 +661,4 @@ def test_metrics_histograms(srv):
     family = httpx.get(srv.url + "/health", timeout=10).json()["family"]
     for c in ["drafted", "accepted", "bonus"]:
         assert f'ds4_speculative_{c}_tokens_total{{family="{family}"}}' in values
+
