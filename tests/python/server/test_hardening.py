@@ -662,3 +662,43 @@ def test_metrics_histograms(srv):
     for c in ["drafted", "accepted", "bonus"]:
         assert f'ds4_speculative_{c}_tokens_total{{family="{family}"}}' in values
 
+
+# ---- Expect: 100-continue ----------------------------------------------------------------
+
+@pytest.mark.parametrize("request_head,status", [
+    # over --server.max_body_bytes 65536
+    (b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n", 413),
+    # no route takes the path
+    (b"POST /v1/nope HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n", 404),
+    # a GET-only path
+    (b"POST /v1/models HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n", 405),
+    # a method the server does not implement
+    (b"PUT /v1/messages HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n", 501),
+])
+def test_expect_100_continue_on_a_refused_request_gets_the_final_status(srv, request_head, status):
+    # The body is never sent: the client waits for 100 Continue or the final answer.
+    out, closed = raw(srv.port, request_head + b"Expect: 100-continue\r\n\r\n")
+    assert closed and status_of(out) == status, out
+    assert b"100 Continue" not in out, out
+
+
+def test_expect_100_continue_with_a_wrong_key_gets_the_401(keyed):
+    out, closed = raw(keyed.port, b"POST /v1/messages HTTP/1.1\r\nHost: t\r\nx-api-key: wrong\r\n"
+                                  b"Content-Length: 10\r\nExpect: 100-continue\r\n\r\n")
+    assert closed and status_of(out) == 401, out
+    assert anthropic_error(out, "authentication_error") == "invalid or missing API key"
+
+
+def test_expect_100_continue_on_a_good_request_continues(srv):
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20}).encode()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % len(body))
+        interim = b""
+        while b"\r\n\r\n" not in interim:
+            interim += s.recv(1)
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n", interim
+        s.sendall(body)
+        final = read_one_response(s)
+    assert status_of(final) == 200, final
+    assert body_of(final)["choices"][0]["message"]["content"] == "Echo: hi. Done."
