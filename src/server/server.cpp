@@ -12,6 +12,7 @@
 #include "server/api_common.h"
 #include "server/conn_guard.h"
 #include "server/http_framing.h"
+#include "server/http_server.h"
 #include "server/routes.h"
 #include "server/batch_metrics.h"
 #include "server/turn_metrics.h"
@@ -64,14 +65,6 @@ std::string canary_metrics_text(const CanaryTotals& t, uint64_t aborts) {
 }
 }  // namespace
 
-// httplib 0.11 listens with a backlog of 5: a burst of connects (or a flood the guard is
-// about to refuse) then waits on SYN retries. Its listening socket is protected: re-listen it.
-struct Http : httplib::Server {
-  void widen_backlog() {
-    if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, SOMAXCONN);
-  }
-};
-
 struct Server::Impl {
   engine::Engine& engine;
   engine::Settings settings;
@@ -79,7 +72,7 @@ struct Server::Impl {
   std::string backend_reason;
   Context ctx;
   ConnGuard guard;  // before http: its watchdog outlives the listener's connections
-  Http http;
+  HttpServer http;
   Routes routes{http};  // the API routes and their methods (405s)
   std::mutex counts_mu;
   std::map<std::pair<std::string, int>, uint64_t> http_counts;  // (route, status) -> n

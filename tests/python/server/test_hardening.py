@@ -461,13 +461,17 @@ def test_keepalive_clients_after_401_get_no_spurious_errors(keyed):
 
 def read_one_response(s):
     """One whole response (headers + Content-Length body) from a socket left open."""
+    def more():
+        b = s.recv(65536)
+        assert b, "the server closed the connection before the whole response"
+        return b
     data = b""
     while b"\r\n\r\n" not in data:
-        data += s.recv(65536)
+        data += more()
     head, body = data.split(b"\r\n\r\n", 1)
     length = int(next(l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")))
     while len(body) < length:
-        body += s.recv(65536)
+        body += more()
     return head + b"\r\n\r\n" + body
 
 
@@ -702,3 +706,39 @@ def test_expect_100_continue_on_a_good_request_continues(srv):
         final = read_one_response(s)
     assert status_of(final) == 200, final
     assert body_of(final)["choices"][0]["message"]["content"] == "Echo: hi. Done."
+
+
+# ---- keep-alive: pipelined requests, later requests' header blocks -----------------------
+
+def read_responses(s, n):
+    """n whole responses (Content-Length bodies) read in order from a socket left open; one
+    recv may hold the end of one and the start of the next."""
+    data, out = b"", []
+    while len(out) < n:
+        while b"\r\n\r\n" not in data:
+            b = s.recv(65536)
+            assert b, f"the server closed the connection after {len(out)} responses: {out}"
+            data += b
+        head, rest = data.split(b"\r\n\r\n", 1)
+        length = int(next(l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")))
+        while len(rest) < length:
+            b = s.recv(65536)
+            assert b, "the server closed the connection mid-response"
+            rest += b
+        out.append(head + b"\r\n\r\n" + rest[:length])
+        data = rest[length:]
+    return out
+
+
+def test_pipelined_requests_are_all_answered_in_order(srv):
+    chat = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20}).encode()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        # Three requests in one write, the second with a body: each is answered, in order.
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n"
+                  b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s"
+                  b"GET /v1/models HTTP/1.1\r\nHost: t\r\n\r\n" % (len(chat), chat))
+        health, answer, models = read_responses(s, 3)
+    assert status_of(health) == 200 and body_of(health)["status"] == "ok", health
+    assert status_of(answer) == 200 and body_of(answer)["choices"][0]["message"]["content"] == "Echo: hi. Done.", answer
+    assert status_of(models) == 200 and body_of(models)["object"] == "list", models
