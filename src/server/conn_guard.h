@@ -24,6 +24,8 @@
 #include <memory>
 #include <string>
 
+#include "server/http_framing.h"
+
 namespace ds4::server {
 
 struct GuardLimits {
@@ -86,5 +88,11 @@ void mark_connection_close(const httplib::Request& q);
 // 1 s, 1 MiB) so the close does not reset the answer away, then the keep-alive loop ends.
 // For refusals decided before httplib read the body (auth, framing).
 void close_after(const httplib::Request& q, httplib::Response& r, int status, const std::string& body);
+
+// A header block refused unread (kTooLarge: 431, kTargetTooLong: 414), answered in the error
+// shape of `path` (request_line_path), then what the client still sends drained (linger_close)
+// so the close does not reset the answer away; the caller ends the connection. The guard's
+// answer to a first request, and the keep-alive loop's to a later one (http_server.h).
+void answer_header_block(int fd, HeaderBlock block, const std::string& path);
 
 }  // namespace ds4::server

@@ -9,7 +9,10 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <string_view>
 
+#include "server/conn_guard.h"
+#include "server/http_framing.h"
 #include "server/socket_addr.h"
 
 namespace ds4::server {
@@ -74,6 +77,19 @@ class ConnStream final : public httplib::Stream {
     return false;
   }
 
+  // Reads until the buffer holds the request's whole header block, or more than the limit;
+  // when the stream ends first (or stalls past the read timeout), kIn: httplib then reads
+  // that end and closes, as it would have.
+  HeaderBlock read_header_block() {
+    for (;;) {
+      const HeaderBlock b = classify_header_block(pending());
+      if (b != HeaderBlock::kPartial) return b;
+      if (wait_for(fd_, POLLIN, read_ms_) == 0 || fill() <= 0) return HeaderBlock::kIn;
+    }
+  }
+
+  std::string_view pending() const { return std::string_view(buf_).substr(off_); }
+
  private:
   size_t buffered() const { return buf_.size() - off_; }
 
@@ -132,6 +148,11 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
   bool ret = false;
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
     if (!strm.await_request(int(keep_alive_timeout_sec_ * 1000), svr_sock_)) break;
+    if (const HeaderBlock b = strm.read_header_block(); b == HeaderBlock::kTooLarge || b == HeaderBlock::kTargetTooLong) {
+      answer_header_block(sock, b, request_line_path(strm.pending()));
+      ret = false;
+      break;
+    }
     bool connection_closed = false;
     ret = process_request(strm, left == 1, connection_closed, nullptr);
     if (!ret || connection_closed) break;

@@ -5,6 +5,10 @@
 // read buffer: the bytes a read took past the end of one request (a pipelined next request,
 // sent before the answer came) were dropped with it, and the client waited out the keep-alive
 // timeout for answers that never came. Here one stream serves all of a connection's requests.
+// The loop also checks each request's header block before httplib parses it, as the
+// connection guard does for the first one (conn_guard.h): a later request's header section
+// over 16 KiB, or a header line over httplib's 8 KiB, is a 431 too, and the connection ends
+// (httplib would take any number of header lines, and answer a long one with a bare 400).
 #include <httplib.h>
 
 namespace ds4::server {

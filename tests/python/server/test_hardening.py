@@ -742,3 +742,32 @@ def test_pipelined_requests_are_all_answered_in_order(srv):
     assert status_of(health) == 200 and body_of(health)["status"] == "ok", health
     assert status_of(answer) == 200 and body_of(answer)["choices"][0]["message"]["content"] == "Echo: hi. Done.", answer
     assert status_of(models) == 200 and body_of(models)["object"] == "list", models
+
+
+@pytest.mark.parametrize("headers", [
+    b"".join(b"X-Pad-%d: %s\r\n" % (i, b"a" * 1000) for i in range(20)),  # the section over 16 KiB
+    b"X-Long: " + b"a" * 9000 + b"\r\n",                                     # one line over 8 KiB
+])
+def test_oversized_header_sections_of_later_requests_are_431(srv, headers):
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert status_of(read_one_response(s)) == 200
+        s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: t\r\n" + headers + b"\r\n")
+        out = b""
+        while b := s.recv(65536):  # then the server closes
+            out += b
+    assert status_of(out) == 431 and b"Connection: close" in out, out
+    assert anthropic_error(out, "invalid_request_error") == \
+        "request header section over 16384 bytes, or a header line over 8192"
+
+
+def test_a_later_request_line_without_end_is_414(srv):
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert status_of(read_one_response(s)) == 200
+        s.sendall(b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+        out = b""
+        while b := s.recv(65536):
+            out += b
+    assert status_of(out) == 414, out
+    assert body_of(out)["error"]["code"] == "uri_too_long"
