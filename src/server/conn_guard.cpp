@@ -497,6 +497,13 @@ void ConnGuard::response_started(bool streaming) {
   t_conn->rx_base = tcp_bytes_received(t_conn->fd);
   t_conn->set(kResponding, 0);
 }
+void ConnGuard::next_request_begins() {
+  if (!t_conn) return;
+  // The phase first: the watchdog skips a kFollowUp whose deadline is still 0, and the
+  // deadline is set only when the watchdog has not started one itself.
+  int exp = kResponding;
+  if (t_conn->phase.compare_exchange_strong(exp, kFollowUp)) t_conn->deadline = after_s(t_conn->limits->header_timeout_s);
+}
 int ConnGuard::current_fd() { return t_conn ? t_conn->fd : -1; }
 
 void mark_connection_close(const httplib::Request& q) {

@@ -70,6 +70,10 @@ class ConnGuard {
   static void headers_read(const std::string& path);
   static void handler_started();                         // a route handler runs: no deadline
   static void response_started(bool streaming);          // post-routing
+  // The keep-alive loop (http_server.h) has a later request's first byte. The watchdog starts
+  // its header deadline on bytes received after the response began; bytes read along with the
+  // previous request (pipelined) were received before, so the loop starts it instead.
+  static void next_request_begins();
   // The connection's socket (our dup), -1 when unknown.
   static int current_fd();
 

@@ -148,6 +148,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
   bool ret = false;
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
     if (!strm.await_request(int(keep_alive_timeout_sec_ * 1000), svr_sock_)) break;
+    ConnGuard::next_request_begins();  // its header deadline, also when it came pipelined
     if (const HeaderBlock b = strm.read_header_block(); b == HeaderBlock::kTooLarge || b == HeaderBlock::kTargetTooLong) {
       answer_header_block(sock, b, request_line_path(strm.pending()));
       ret = false;

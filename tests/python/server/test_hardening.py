@@ -771,3 +771,11 @@ def test_a_later_request_line_without_end_is_414(srv):
             out += b
     assert status_of(out) == 414, out
     assert body_of(out)["error"]["code"] == "uri_too_long"
+
+
+def test_a_pipelined_request_whose_headers_never_complete_meets_the_header_deadline(srv):
+    # The second request's first bytes came with the first request: the header deadline (1 s
+    # here) still ends the connection, not httplib's backstop read timeout (the 15 s socket
+    # timeout here would see that as an open connection).
+    out, closed = raw(srv.port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\nGET /health HTTP/1.1\r\nHo")
+    assert closed and out.count(b"HTTP/1.1 ") == 1 and status_of(out) == 200, out
