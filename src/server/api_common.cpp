@@ -27,7 +27,12 @@ std::string error_body(ErrorShape shape, const ApiError& e, const std::string& c
     std::string type = e.type;
     if (e.status == 404) type = "not_found_error";
     if (e.status == 413) type = "request_too_large";
-    if (e.status >= 500) type = e.status == 503 ? "overloaded_error" : "api_error";
+    // Anthropic's api_error is "an unexpected error internal to" the server; 501 and 505 say
+    // the request used a method, HTTP version or transfer coding this server does not
+    // implement, a fault in the request's format: invalid_request_error, the type Anthropic
+    // gives "an issue with the format or content of your request" (and other 4xx).
+    const bool client_protocol_error = e.status == 501 || e.status == 505;
+    if (e.status >= 500 && !client_protocol_error) type = e.status == 503 ? "overloaded_error" : "api_error";
     return dump({{"type", "error"}, {"error", {{"type", type}, {"message", e.message}}}});
   }
   json err = {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json() : json(e.param)},

@@ -40,46 +40,23 @@ int64_t after_s(double s) { return now_ns() + int64_t(s * 1e9); }
 
 // The first request's header block as the socket buffer holds it (peeked, nothing consumed).
 // kIn also when it can never come (end of stream, an error): httplib then reads the end and
-// closes. Larger than httplib (or this server) takes: its header section over kMaxHeaderBytes,
-// or one header line over httplib's line limit (which it would answer with a bare 400), 431;
-// a request line without its end in kMaxHeaderBytes, 414.
-enum class HeaderBlock { kPartial, kIn, kTooLarge, kTargetTooLong };
-constexpr size_t kMaxHeaderBytes = 16384;
-
+// closes.
 HeaderBlock header_block(int fd) {
   char buf[kMaxHeaderBytes];
   const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
   if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR ? HeaderBlock::kIn : HeaderBlock::kPartial;
   if (n == 0) return HeaderBlock::kIn;
-  const std::string_view v(buf, size_t(n));
-  size_t end = v.find("\r\n\r\n");
-  if (end == std::string_view::npos) end = v.find("\n\n");
-  if (end == std::string_view::npos) {
-    if (size_t(n) < sizeof buf) return HeaderBlock::kPartial;
-    return v.find('\n') == std::string_view::npos ? HeaderBlock::kTargetTooLong : HeaderBlock::kTooLarge;
-  }
-  // Each header line after the request line (whose own limit httplib answers with a 414).
-  for (size_t line = v.find('\n') + 1; line <= end;) {
-    const size_t nl = v.find('\n', line);
-    if (nl - line + 1 > size_t(CPPHTTPLIB_HEADER_MAX_LENGTH)) return HeaderBlock::kTooLarge;
-    line = nl + 1;
-  }
-  return HeaderBlock::kIn;
+  return classify_header_block(std::string_view(buf, size_t(n)));
 }
 
 // The path of the request whose first bytes are in the socket buffer ("" while its request
 // line's target is not in yet): the guard answers before httplib has parsed anything, and the
 // path picks the answer's error shape (an Anthropic client must get Anthropic's).
 std::string peeked_path(int fd) {
-  char buf[16384];
+  char buf[kMaxHeaderBytes];
   const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
   if (n <= 0) return "";
-  const std::string_view v(buf, size_t(n));
-  const size_t a = v.find(' ');
-  const size_t b = a == std::string_view::npos ? a : v.find(' ', a + 1);
-  if (b == std::string_view::npos || v.substr(0, a).find('\n') != std::string_view::npos) return "";
-  const std::string_view target = v.substr(a + 1, b - a - 1);
-  return std::string(target.substr(0, target.find('?')));
+  return request_line_path(std::string_view(buf, size_t(n)));
 }
 
 // The request line is in (or can never come): a refusal waits for it to pick its shape.
@@ -150,6 +127,17 @@ void linger_close(int fd) {
   }
 }
 
+}  // namespace
+
+void answer_header_block(int fd, HeaderBlock block, const std::string& path) {
+  const FramingError e = header_block_error(block);
+  const bool uri = block == HeaderBlock::kTargetTooLong;
+  send_raw(fd, e.status, uri ? "URI Too Long" : "Request Header Fields Too Large", e.message,
+           uri ? "uri_too_long" : "request_header_fields_too_large", error_shape(path));
+  linger_close(fd);
+}
+
+namespace {
 struct GuardCounters {
   std::atomic<uint64_t> accepted{0}, refused{0}, header_timeouts{0}, body_timeouts{0}, closed_after_refusal{0},
       parked_now{0}, refusing_now{0};
@@ -211,7 +199,7 @@ struct ConnGuard::Impl {
   void check(Conn& c, int64_t now);
   void drain_parked();
   void refuse_now(Conn& c);
-  void answer_on_worker(const std::shared_ptr<Conn>& c, int status, const char* reason, const std::string& message);
+  void answer_on_worker(const std::shared_ptr<Conn>& c, HeaderBlock block);
 };
 
 // On the listener thread, right after accept(): the accepted socket is the one socket on our
@@ -356,16 +344,13 @@ void ConnGuard::Impl::dispatch(const std::shared_ptr<Conn>& c) {
 // A parked connection whose header block is refused unread (too large): answered on a worker,
 // which reads what the client still sends until it closes (bounded, linger_close), since
 // closing over unread bytes resets the connection and can lose the answer. Under mu.
-void ConnGuard::Impl::answer_on_worker(const std::shared_ptr<Conn>& c, int status, const char* reason,
-                                       const std::string& message) {
+void ConnGuard::Impl::answer_on_worker(const std::shared_ptr<Conn>& c, HeaderBlock block) {
   counters.parked_now--;
   c->phase = kClosing;
   auto fn = std::move(c->task);
   c->task = nullptr;
-  const ErrorShape shape = error_shape(peeked_path(c->fd));
-  auto answer = [fd = c->fd, status, reason, message, shape, fn = std::move(fn)] {
-    send_raw(fd, status, reason, message, status == 414 ? "uri_too_long" : "request_header_fields_too_large", shape);
-    linger_close(fd);
+  auto answer = [fd = c->fd, block, path = peeked_path(c->fd), fn = std::move(fn)] {
+    answer_header_block(fd, block, path);
     ::shutdown(fd, SHUT_RDWR);  // httplib's loop then reads the end of the stream, not the headers
     fn();
   };
@@ -390,12 +375,8 @@ void ConnGuard::Impl::gate(const std::vector<pollfd>& polled, int64_t now) {
     const HeaderBlock block = readable ? header_block(c->fd) : HeaderBlock::kPartial;
     if (block == HeaderBlock::kIn) {
       dispatch(c);
-    } else if (block == HeaderBlock::kTooLarge) {
-      answer_on_worker(c, 431, "Request Header Fields Too Large",
-                       "request header section over " + std::to_string(kMaxHeaderBytes) + " bytes, or a header line over " +
-                           std::to_string(CPPHTTPLIB_HEADER_MAX_LENGTH));
-    } else if (block == HeaderBlock::kTargetTooLong) {
-      answer_on_worker(c, 414, "URI Too Long", "request line over " + std::to_string(kMaxHeaderBytes) + " bytes");
+    } else if (block == HeaderBlock::kTooLarge || block == HeaderBlock::kTargetTooLong) {
+      answer_on_worker(c, block);
     } else if (now >= c->park_deadline) {
       char msg[160];
       std::snprintf(msg, sizeof msg, "request headers not received within %g s", limits.header_timeout_s);
@@ -515,6 +496,13 @@ void ConnGuard::response_started(bool streaming) {
   if (!t_conn) return;
   t_conn->rx_base = tcp_bytes_received(t_conn->fd);
   t_conn->set(kResponding, 0);
+}
+void ConnGuard::next_request_begins() {
+  if (!t_conn) return;
+  // The phase first: the watchdog skips a kFollowUp whose deadline is still 0, and the
+  // deadline is set only when the watchdog has not started one itself.
+  int exp = kResponding;
+  if (t_conn->phase.compare_exchange_strong(exp, kFollowUp)) t_conn->deadline = after_s(t_conn->limits->header_timeout_s);
 }
 int ConnGuard::current_fd() { return t_conn ? t_conn->fd : -1; }
 

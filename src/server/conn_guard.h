@@ -24,6 +24,8 @@
 #include <memory>
 #include <string>
 
+#include "server/http_framing.h"
+
 namespace ds4::server {
 
 struct GuardLimits {
@@ -68,6 +70,10 @@ class ConnGuard {
   static void headers_read(const std::string& path);
   static void handler_started();                         // a route handler runs: no deadline
   static void response_started(bool streaming);          // post-routing
+  // The keep-alive loop (http_server.h) has a later request's first byte. The watchdog starts
+  // its header deadline on bytes received after the response began; bytes read along with the
+  // previous request (pipelined) were received before, so the loop starts it instead.
+  static void next_request_begins();
   // The connection's socket (our dup), -1 when unknown.
   static int current_fd();
 
@@ -86,5 +92,11 @@ void mark_connection_close(const httplib::Request& q);
 // 1 s, 1 MiB) so the close does not reset the answer away, then the keep-alive loop ends.
 // For refusals decided before httplib read the body (auth, framing).
 void close_after(const httplib::Request& q, httplib::Response& r, int status, const std::string& body);
+
+// A header block refused unread (kTooLarge: 431, kTargetTooLong: 414), answered in the error
+// shape of `path` (request_line_path), then what the client still sends drained (linger_close)
+// so the close does not reset the answer away; the caller ends the connection. The guard's
+// answer to a first request, and the keep-alive loop's to a later one (http_server.h).
+void answer_header_block(int fd, HeaderBlock block, const std::string& path);
 
 }  // namespace ds4::server

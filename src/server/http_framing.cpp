@@ -22,6 +22,38 @@ std::string shown(const std::string& v) {
 }
 }  // namespace
 
+HeaderBlock classify_header_block(std::string_view received) {
+  const std::string_view v = received.substr(0, kMaxHeaderBytes);
+  size_t end = v.find("\r\n\r\n");
+  if (end == std::string_view::npos) end = v.find("\n\n");
+  if (end == std::string_view::npos) {
+    if (v.size() < kMaxHeaderBytes) return HeaderBlock::kPartial;
+    return v.find('\n') == std::string_view::npos ? HeaderBlock::kTargetTooLong : HeaderBlock::kTooLarge;
+  }
+  // Each header line after the request line (whose own limit httplib answers with a 414).
+  for (size_t line = v.find('\n') + 1; line <= end;) {
+    const size_t nl = v.find('\n', line);
+    if (nl - line + 1 > size_t(CPPHTTPLIB_HEADER_MAX_LENGTH)) return HeaderBlock::kTooLarge;
+    line = nl + 1;
+  }
+  return HeaderBlock::kIn;
+}
+
+FramingError header_block_error(HeaderBlock block) {
+  if (block == HeaderBlock::kTargetTooLong)
+    return {414, "request line over " + std::to_string(kMaxHeaderBytes) + " bytes"};
+  return {431, "request header section over " + std::to_string(kMaxHeaderBytes) + " bytes, or a header line over " +
+                   std::to_string(CPPHTTPLIB_HEADER_MAX_LENGTH)};
+}
+
+std::string request_line_path(std::string_view v) {
+  const size_t a = v.find(' ');
+  const size_t b = a == std::string_view::npos ? a : v.find(' ', a + 1);
+  if (b == std::string_view::npos || v.substr(0, a).find('\n') != std::string_view::npos) return "";
+  const std::string_view target = v.substr(a + 1, b - a - 1);
+  return std::string(target.substr(0, target.find('?')));
+}
+
 std::optional<FramingError> check_framing(const httplib::Request& q, int64_t max_body_bytes) {
   const size_t te_count = q.get_header_value_count("Transfer-Encoding");
   const size_t cl_count = q.get_header_value_count("Content-Length");

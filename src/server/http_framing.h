@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace ds4::server {
 
@@ -17,6 +18,21 @@ struct FramingError {
   int status;  // 400, 411, 413, 417 or 501 (framing); the others below
   std::string message;
 };
+
+// A request's header block as far as it has come in (`received`: the bytes from its request
+// line on; only the first kMaxHeaderBytes are looked at). Larger than httplib (or this server)
+// takes: a header section over kMaxHeaderBytes, or one header line over httplib's line limit
+// (which it would answer with a bare 400), kTooLarge (431); a request line without its end in
+// kMaxHeaderBytes, kTargetTooLong (414). Checked by the connection guard for a connection's
+// first request (peeked) and by the keep-alive loop (http_server.h) for each request.
+enum class HeaderBlock { kPartial, kIn, kTooLarge, kTargetTooLong };
+constexpr size_t kMaxHeaderBytes = 16384;
+HeaderBlock classify_header_block(std::string_view received);
+// The answer to a header block refused unread (kTooLarge: 431, kTargetTooLong: 414).
+FramingError header_block_error(HeaderBlock block);
+// The path in the request line at the start of `received` ("" while its target is not in):
+// an answer given before httplib parsed anything picks its error shape by it.
+std::string request_line_path(std::string_view received);
 
 // Content-Length: one value (repeats must agree), digits only, at most max_body_bytes, and 0
 // on a method httplib reads no body for (GET, HEAD, OPTIONS).

@@ -12,6 +12,7 @@
 #include "server/api_common.h"
 #include "server/conn_guard.h"
 #include "server/http_framing.h"
+#include "server/http_server.h"
 #include "server/routes.h"
 #include "server/batch_metrics.h"
 #include "server/turn_metrics.h"
@@ -64,14 +65,6 @@ std::string canary_metrics_text(const CanaryTotals& t, uint64_t aborts) {
 }
 }  // namespace
 
-// httplib 0.11 listens with a backlog of 5: a burst of connects (or a flood the guard is
-// about to refuse) then waits on SYN retries. Its listening socket is protected: re-listen it.
-struct Http : httplib::Server {
-  void widen_backlog() {
-    if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, SOMAXCONN);
-  }
-};
-
 struct Server::Impl {
   engine::Engine& engine;
   engine::Settings settings;
@@ -79,7 +72,7 @@ struct Server::Impl {
   std::string backend_reason;
   Context ctx;
   ConnGuard guard;  // before http: its watchdog outlives the listener's connections
-  Http http;
+  HttpServer http;
   Routes routes{http};  // the API routes and their methods (405s)
   std::mutex counts_mu;
   std::map<std::pair<std::string, int>, uint64_t> http_counts;  // (route, status) -> n
@@ -134,6 +127,7 @@ struct Server::Impl {
   std::string metrics_text();
   void setup();
   bool pre_route(const httplib::Request& q, httplib::Response& r);
+  int continue_or_refuse(const httplib::Request& q, httplib::Response& r);
   void refuse(const httplib::Request& q, httplib::Response& r, const ApiError& e, const std::string& allow = "");
 };
 
@@ -196,6 +190,29 @@ bool Server::Impl::pre_route(const httplib::Request& q, httplib::Response& r) {
     return true;
   }
   return false;
+}
+
+// "Expect: 100-continue": httplib asks this before it routes, and sends 100 Continue when told
+// 100. A request the server will refuse gets its final status instead (RFC 9110 §10.1.1), so
+// its client does not send a body only to have it refused: the checks of pre_route, and a
+// POST to a path no route takes (httplib would read the body, then answer 404).
+int Server::Impl::continue_or_refuse(const httplib::Request& q, httplib::Response& r) {
+  if (pre_route(q, r)) {
+    // 417 (another Expect beside 100-continue) is one status httplib sends as a bare interim
+    // line and then routes on: continue, and pre_route answers it in full when routing.
+    if (r.status != 417) return r.status;
+    r = httplib::Response{};
+    return 100;
+  }
+  // pre_route runs again when httplib routes: the headers it set (CORS) would be doubled.
+  // (This server sets no httplib default headers, so nothing else is in r.headers yet.)
+  r.headers.clear();
+  if (q.method == "POST" && routes.allowed(q.path).empty()) {
+    const FramingError f = httplib_error(q, 404);
+    refuse(q, r, {f.status, "invalid_request_error", f.message, ""});
+    return f.status;
+  }
+  return 100;
 }
 
 std::string Server::Impl::metrics_text() {
@@ -272,6 +289,8 @@ void Server::Impl::setup() {
   http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
     return pre_route(q, r) ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
   });
+  http.set_expect_100_continue_handler(
+      [this](const httplib::Request& q, httplib::Response& r) { return continue_or_refuse(q, r); });
   http.set_post_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
     ConnGuard::response_started(r.is_chunked_content_provider_);
     count(q, r.status);

@@ -222,7 +222,7 @@ def test_405_on_anthropic_paths_and_options(srv):
     out, closed = raw(srv.port, b"PUT /v1/messages HTTP/1.1\r\nHost: t\r\nContent-Length: 30\r\n\r\n")
     assert closed and out.count(b"HTTP/1.1 ") == 1 and status_of(out) == 501, out
     assert b"Connection: close" in out
-    assert anthropic_error(out, "api_error") == "method 'PUT' is not implemented by this server (GET, HEAD, POST, OPTIONS)"
+    assert anthropic_error(out, "invalid_request_error") == "method 'PUT' is not implemented by this server (GET, HEAD, POST, OPTIONS)"
     # OPTIONS on a known path (no CORS configured): 204 with Allow; unknown paths stay 404.
     r = httpx.options(srv.url + "/v1/messages", timeout=10)
     assert r.status_code == 204 and r.headers["allow"] == "POST, OPTIONS"
@@ -248,7 +248,20 @@ def test_request_lines_httplib_refuses(srv, line, status, message):
 def test_unimplemented_method_on_an_anthropic_path_is_501_in_its_shape(srv):
     out, closed = raw(srv.port, b"PROPFIND /v1/messages HTTP/1.1\r\nHost: t\r\n\r\n")
     assert closed and status_of(out) == 501, out
-    assert anthropic_error(out, "api_error") == "method 'PROPFIND' is not implemented by this server (GET, HEAD, POST, OPTIONS)"
+    # A fault in the request's format, not the server's: invalid_request_error, as Anthropic
+    # types "an issue with the format or content of your request" (api_error is a server fault).
+    assert anthropic_error(out, "invalid_request_error") == \
+        "method 'PROPFIND' is not implemented by this server (GET, HEAD, POST, OPTIONS)"
+
+
+@pytest.mark.parametrize("request_head,status", [
+    (b"GET /v1/messages HTTP/2.0\r\nHost: t\r\n\r\n", 505),
+    (b"POST /v1/messages HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+])
+def test_505_and_501_on_anthropic_paths_are_invalid_request_errors(srv, request_head, status):
+    out, closed = raw(srv.port, request_head)
+    assert closed and status_of(out) == status, out
+    anthropic_error(out, "invalid_request_error")
 
 
 @pytest.mark.parametrize("headers,status,message", [
@@ -448,13 +461,17 @@ def test_keepalive_clients_after_401_get_no_spurious_errors(keyed):
 
 def read_one_response(s):
     """One whole response (headers + Content-Length body) from a socket left open."""
+    def more():
+        b = s.recv(65536)
+        assert b, "the server closed the connection before the whole response"
+        return b
     data = b""
     while b"\r\n\r\n" not in data:
-        data += s.recv(65536)
+        data += more()
     head, body = data.split(b"\r\n\r\n", 1)
     length = int(next(l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")))
     while len(body) < length:
-        body += s.recv(65536)
+        body += more()
     return head + b"\r\n\r\n" + body
 
 
@@ -648,3 +665,117 @@ def test_metrics_histograms(srv):
     family = httpx.get(srv.url + "/health", timeout=10).json()["family"]
     for c in ["drafted", "accepted", "bonus"]:
         assert f'ds4_speculative_{c}_tokens_total{{family="{family}"}}' in values
+
+
+# ---- Expect: 100-continue ----------------------------------------------------------------
+
+@pytest.mark.parametrize("request_head,status", [
+    # over --server.max_body_bytes 65536
+    (b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n", 413),
+    # no route takes the path
+    (b"POST /v1/nope HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n", 404),
+    # a GET-only path
+    (b"POST /v1/models HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n", 405),
+    # a method the server does not implement
+    (b"PUT /v1/messages HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n", 501),
+])
+def test_expect_100_continue_on_a_refused_request_gets_the_final_status(srv, request_head, status):
+    # The body is never sent: the client waits for 100 Continue or the final answer.
+    out, closed = raw(srv.port, request_head + b"Expect: 100-continue\r\n\r\n")
+    assert closed and status_of(out) == status, out
+    assert b"100 Continue" not in out, out
+
+
+def test_expect_100_continue_with_a_wrong_key_gets_the_401(keyed):
+    out, closed = raw(keyed.port, b"POST /v1/messages HTTP/1.1\r\nHost: t\r\nx-api-key: wrong\r\n"
+                                  b"Content-Length: 10\r\nExpect: 100-continue\r\n\r\n")
+    assert closed and status_of(out) == 401, out
+    assert anthropic_error(out, "authentication_error") == "invalid or missing API key"
+
+
+def test_expect_100_continue_on_a_good_request_continues(srv):
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20}).encode()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % len(body))
+        interim = b""
+        while b"\r\n\r\n" not in interim:
+            interim += s.recv(1)
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n", interim
+        s.sendall(body)
+        final = read_one_response(s)
+    assert status_of(final) == 200, final
+    assert body_of(final)["choices"][0]["message"]["content"] == "Echo: hi. Done."
+
+
+# ---- keep-alive: pipelined requests, later requests' header blocks -----------------------
+
+def read_responses(s, n):
+    """n whole responses (Content-Length bodies) read in order from a socket left open; one
+    recv may hold the end of one and the start of the next."""
+    data, out = b"", []
+    while len(out) < n:
+        while b"\r\n\r\n" not in data:
+            b = s.recv(65536)
+            assert b, f"the server closed the connection after {len(out)} responses: {out}"
+            data += b
+        head, rest = data.split(b"\r\n\r\n", 1)
+        length = int(next(l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")))
+        while len(rest) < length:
+            b = s.recv(65536)
+            assert b, "the server closed the connection mid-response"
+            rest += b
+        out.append(head + b"\r\n\r\n" + rest[:length])
+        data = rest[length:]
+    return out
+
+
+def test_pipelined_requests_are_all_answered_in_order(srv):
+    chat = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20}).encode()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        # Three requests in one write, the second with a body: each is answered, in order.
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n"
+                  b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s"
+                  b"GET /v1/models HTTP/1.1\r\nHost: t\r\n\r\n" % (len(chat), chat))
+        health, answer, models = read_responses(s, 3)
+    assert status_of(health) == 200 and body_of(health)["status"] == "ok", health
+    assert status_of(answer) == 200 and body_of(answer)["choices"][0]["message"]["content"] == "Echo: hi. Done.", answer
+    assert status_of(models) == 200 and body_of(models)["object"] == "list", models
+
+
+@pytest.mark.parametrize("headers", [
+    b"".join(b"X-Pad-%d: %s\r\n" % (i, b"a" * 1000) for i in range(20)),  # the section over 16 KiB
+    b"X-Long: " + b"a" * 9000 + b"\r\n",                                     # one line over 8 KiB
+])
+def test_oversized_header_sections_of_later_requests_are_431(srv, headers):
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert status_of(read_one_response(s)) == 200
+        s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: t\r\n" + headers + b"\r\n")
+        out = b""
+        while b := s.recv(65536):  # then the server closes
+            out += b
+    assert status_of(out) == 431 and b"Connection: close" in out, out
+    assert anthropic_error(out, "invalid_request_error") == \
+        "request header section over 16384 bytes, or a header line over 8192"
+
+
+def test_a_later_request_line_without_end_is_414(srv):
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert status_of(read_one_response(s)) == 200
+        s.sendall(b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+        out = b""
+        while b := s.recv(65536):
+            out += b
+    assert status_of(out) == 414, out
+    assert body_of(out)["error"]["code"] == "uri_too_long"
+
+
+def test_a_pipelined_request_whose_headers_never_complete_meets_the_header_deadline(srv):
+    # The second request's first bytes came with the first request: the header deadline (1 s
+    # here) still ends the connection, not httplib's backstop read timeout (the 15 s socket
+    # timeout here would see that as an open connection).
+    out, closed = raw(srv.port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\nGET /health HTTP/1.1\r\nHo")
+    assert closed and out.count(b"HTTP/1.1 ") == 1 and status_of(out) == 200, out

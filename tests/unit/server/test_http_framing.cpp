@@ -119,3 +119,20 @@ TEST(HttpFraming, HeaderFields) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->message, "invalid header name 'Bad Name'");
 }
+
+TEST(HttpFraming, HeaderBlock) {
+  using namespace ds4::server;
+  using B = HeaderBlock;
+  EXPECT_EQ(classify_header_block("GET / HTTP/1.1\r\nHost: t\r\n"), B::kPartial);
+  EXPECT_EQ(classify_header_block("GET / HTTP/1.1\r\nHost: t\r\n\r\n"), B::kIn);
+  EXPECT_EQ(classify_header_block("GET / HTTP/1.1\r\nHost: t\r\n\r\nbody past the block"), B::kIn);
+  EXPECT_EQ(classify_header_block("GET / HTTP/1.1\r\nX: " + std::string(9000, 'a') + "\r\n\r\n"), B::kTooLarge);
+  std::string many = "GET / HTTP/1.1\r\n";
+  while (many.size() <= kMaxHeaderBytes) many += "X-Pad: " + std::string(100, 'a') + "\r\n";
+  EXPECT_EQ(classify_header_block(many + "\r\n"), B::kTooLarge);
+  EXPECT_EQ(classify_header_block("GET /" + std::string(kMaxHeaderBytes, 'a')), B::kTargetTooLong);
+  EXPECT_EQ(header_block_error(B::kTooLarge).status, 431);
+  EXPECT_EQ(header_block_error(B::kTargetTooLong).status, 414);
+  EXPECT_EQ(request_line_path("POST /v1/messages?beta=true HTTP/1.1\r\n"), "/v1/messages");
+  EXPECT_EQ(request_line_path("POST /v1/mess"), "");
+}

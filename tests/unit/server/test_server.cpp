@@ -251,3 +251,87 @@ TEST_F(ServerTest, GuardAnswersAndCloses) {
   ASSERT_TRUE(r);
   EXPECT_NE(r->body.find("ds4_http_header_timeouts_total 1"), std::string::npos);
 }
+
+// An error after an SSE stream has begun (200 and the first events sent) ends the stream with
+// an error event in the API's own shape. The model fails deterministically: every 4th
+// one-token (decode) forward throws, which the engine turns into the turn's error event
+// (Engine::fail), so each streamed turn sends its first tokens and then fails.
+class FailingDecodeModel : public testmodel::TestModel {
+ public:
+  void forward(ModelState& state, std::span<const int32_t> tokens, Logits mode, std::vector<float>& logits) override {
+    if (tokens.size() == 1 && ++decode_steps_ % 4 == 0) throw std::runtime_error("injected decode fault");
+    TestModel::forward(state, tokens, mode, logits);
+  }
+
+ private:
+  std::atomic<int> decode_steps_{0};
+};
+class ServerStreamFaultTest : public ServerTest {
+ protected:
+  std::unique_ptr<Model> model() override { return std::make_unique<FailingDecodeModel>(); }
+};
+
+namespace {
+struct SseEvent {
+  std::string event;  // "" without an event: line
+  std::string data;
+};
+std::vector<SseEvent> sse_events(const std::string& body) {
+  std::vector<SseEvent> out;
+  size_t pos = 0;
+  for (size_t end; (end = body.find("\n\n", pos)) != std::string::npos; pos = end + 2) {
+    SseEvent e;
+    const std::string block = body.substr(pos, end - pos);
+    for (size_t a = 0; a <= block.size();) {
+      size_t b = block.find('\n', a);
+      if (b == std::string::npos) b = block.size();
+      const std::string line = block.substr(a, b - a);
+      if (line.rfind("event: ", 0) == 0) e.event = line.substr(7);
+      if (line.rfind("data: ", 0) == 0) e.data = line.substr(6);
+      a = b + 1;
+    }
+    if (!e.data.empty()) out.push_back(e);  // keepalive comments carry no data
+  }
+  EXPECT_EQ(pos, body.size()) << "the stream ends with a whole event: " << body;
+  return out;
+}
+}  // namespace
+
+TEST_F(ServerStreamFaultTest, AnErrorMidStreamEndsItWithTheApisErrorEvent) {
+  auto c = client();
+  httplib::Headers h = {{"x-api-key", "k1"}};
+  // OpenAI chat: chunks, then {"error": {...}} and [DONE].
+  auto r = c.Post("/v1/chat/completions", h, R"({"stream":true,"messages":[{"role":"user","content":"hi"}]})",
+                  "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto ev = sse_events(r->body);
+  ASSERT_GE(ev.size(), 3u) << r->body;
+  EXPECT_EQ(json::parse(ev[0].data)["object"], "chat.completion.chunk") << "the stream had begun";
+  EXPECT_EQ(json::parse(ev[ev.size() - 2].data),
+            json::parse(R"({"error":{"message":"injected decode fault","type":"server_error","param":null,"code":null}})"));
+  EXPECT_EQ(ev.back().data, "[DONE]");
+  // (/v1/completions ends a failed stream through the same error_in_stream as chat; the
+  // scripted model answers a raw prompt, which has no chat turn, with end-of-turn at once.)
+  // Anthropic: message_start first, then "event: error" in Anthropic's shape, last.
+  r = c.Post("/v1/messages", h, R"({"stream":true,"max_tokens":50,"messages":[{"role":"user","content":"yo"}]})",
+             "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  ev = sse_events(r->body);
+  ASSERT_GE(ev.size(), 2u) << r->body;
+  EXPECT_EQ(ev.front().event, "message_start");
+  EXPECT_EQ(ev.back().event, "error");
+  EXPECT_EQ(json::parse(ev.back().data),
+            json::parse(R"({"type":"error","error":{"type":"api_error","message":"injected decode fault"}})"));
+  // Responses: response.created first, then "event: error", last.
+  r = c.Post("/v1/responses", h, R"({"stream":true,"input":"hey"})", "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  ev = sse_events(r->body);
+  ASSERT_GE(ev.size(), 2u) << r->body;
+  EXPECT_EQ(ev.front().event, "response.created");
+  EXPECT_EQ(ev.back().event, "error");
+  EXPECT_EQ(json::parse(ev.back().data),
+            json::parse(R"({"type":"error","code":"server_error","message":"injected decode fault","param":null})"));
+}
