@@ -239,7 +239,8 @@ std::string Server::Impl::metrics_text() {
   out += batch_metrics_text(m);
   metric("ds4_prefill_seconds_total", "counter", "Time spent in prefill.", m.prefill_seconds);
   metric("ds4_decode_seconds_total", "counter", "Time from first token to finish, summed over requests.", m.decode_seconds);
-  metric("ds4_prefill_tokens_per_second", "gauge", "Computed prompt tokens / prefill seconds.",
+  // (ds4_prefill_tokens_per_second is TurnMetrics' per-turn histogram: one name, one type)
+  metric("ds4_overall_prefill_tokens_per_second", "gauge", "Computed prompt tokens / prefill seconds, all turns.",
          m.prefill_seconds > 0 ? double(m.computed_prompt_tokens) / m.prefill_seconds : 0.0);
   metric("ds4_decode_tokens_per_second", "gauge", "Generated tokens / decode seconds (per session).",
          m.decode_seconds > 0 ? double(m.generated_tokens) / m.decode_seconds : 0.0);

@@ -8,6 +8,7 @@ No timing assertions: every wait is bounded by a generous socket timeout only.""
 import copy
 import json
 import pathlib
+import re
 import socket
 import time
 
@@ -665,6 +666,43 @@ def test_metrics_histograms(srv):
     family = httpx.get(srv.url + "/health", timeout=10).json()["family"]
     for c in ["drafted", "accepted", "bonus"]:
         assert f'ds4_speculative_{c}_tokens_total{{family="{family}"}}' in values
+
+
+def test_metrics_exposition_is_valid_prometheus_text(srv):
+    # Prometheus refuses a whole scrape with a second TYPE for a name (the prefill rate was a
+    # gauge and a histogram under one name), a sample of an undeclared family, or a repeated
+    # sample.
+    body = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}
+    httpx.post(srv.url + "/v1/chat/completions", json=body, timeout=30).raise_for_status()
+    text = httpx.get(srv.url + "/metrics", timeout=10).text
+    types, helps, samples = {}, set(), set()
+    sample_re = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"]*")*\})? (\S+)$')
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            name, kind = line[len("# TYPE "):].split(" ", 1)
+            assert name not in types, f"second TYPE for {name}"
+            assert kind in ("counter", "gauge", "histogram", "summary", "untyped"), line
+            types[name] = kind
+        elif line.startswith("# HELP "):
+            name = line[len("# HELP "):].split(" ", 1)[0]
+            assert name not in helps, f"second HELP for {name}"
+            helps.add(name)
+        elif line and not line.startswith("#"):
+            m = sample_re.match(line)
+            assert m, f"not a sample line: {line!r}"
+            name = m.group(1)
+            family = name
+            for suffix in ("_bucket", "_sum", "_count"):
+                base = name[: -len(suffix)]
+                if name.endswith(suffix) and types.get(base) == "histogram":
+                    family = base
+            assert family in types, f"sample of an undeclared family: {line!r}"
+            float(m.group(4))
+            key = name + (m.group(2) or "")
+            assert key not in samples, f"repeated sample {key}"
+            samples.add(key)
+    assert types.get("ds4_prefill_tokens_per_second") == "histogram"
+    assert types.get("ds4_overall_prefill_tokens_per_second") == "gauge"
 
 
 # ---- Expect: 100-continue ----------------------------------------------------------------
