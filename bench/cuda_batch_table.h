@@ -114,14 +114,15 @@ void batch_table(M& m, const ModelState& at, const std::vector<int>& streams, in
 }
 
 // The command-line part the benches share: --batch N,N (stream counts), --batch-rows N,N (one
-// table per CudaModelOptions::batch_rows value), --batch-steps S, --batch-profile.
+// table per CudaModelOptions::batch_rows value), --batch-steps S, --batch-profile, --seq-ab.
 struct BatchArgs {
   std::vector<int> streams, rows;
   int steps = 16;
   bool profile = false;  // --batch-profile: a per-op table of one step per stream count
+  bool seq_ab = false;   // --seq-ab: the tables again with CudaModelOptions::seq_launches off
 };
 
-// Reads one of the three flags at argv[i] (and its value); false when argv[i] is none of them.
+// Reads one of the flags above at argv[i] (and its value); false when argv[i] is none of them.
 inline bool parse_batch_flag(int argc, char** argv, int& i, BatchArgs& b) {
   auto list = [](const std::string& l, std::vector<int>& out) {
     size_t at = 0;
@@ -133,6 +134,7 @@ inline bool parse_batch_flag(int argc, char** argv, int& i, BatchArgs& b) {
   };
   const std::string a = argv[i];
   if (a == "--batch-profile") return b.profile = true;
+  if (a == "--seq-ab") return b.seq_ab = true;
   if (i + 1 >= argc) return false;
   if (a == "--batch") list(argv[++i], b.streams);
   else if (a == "--batch-rows") list(argv[++i], b.rows);

@@ -427,7 +427,6 @@ int main(int argc, char** argv) {
   std::vector<int> prefill_rows = {512};  // --prefill-rows N,N: the tensor-core path's chunk sizes
   ds4::bench::BatchArgs batch;            // --batch N,N [--batch-rows N,N] [--batch-steps S]
   bool act_quant = false, variants = false;
-  bool seq_ab = false;  // --seq-ab: the batch tables again with CudaModelOptions::seq_launches off
   std::vector<int> rows_ab;  // --rows-ab R,R: the batch tables again per gemv_act_rows rows per block
   bool split_ab = false;     // --split-ab: the batch tables again with gemv_act_set_q8_split(false)
   for (int i = 1; i < argc; ++i) {
@@ -435,8 +434,6 @@ int main(int argc, char** argv) {
       prof = true;
     } else if (std::strcmp(argv[i], "--act-quant") == 0) {
       act_quant = true;
-    } else if (std::strcmp(argv[i], "--seq-ab") == 0) {
-      seq_ab = true;
     } else if (std::strcmp(argv[i], "--split-ab") == 0) {
       split_ab = true;
     } else if (std::strcmp(argv[i], "--rows-ab") == 0 && i + 1 < argc) {
@@ -544,7 +541,7 @@ int main(int argc, char** argv) {
         m.set_options(o);
       };
       ds4::bench::batch_tables(m, *at_prompt, batch, decode_tps, bw.copy_gbps, bytes, profiling);
-      if (seq_ab) {  // the same tables with a launch per sequence for the stateful kernels (before 2026-12-05)
+      if (batch.seq_ab) {  // the same tables with a launch per sequence for the stateful kernels (before 2026-12-05)
         deepseek_v4::CudaModelOptions o = m.options();
         o.seq_launches = false;
         m.set_options(o);

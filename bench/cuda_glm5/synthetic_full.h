@@ -265,7 +265,18 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   FrontierHook hook;
   if (!batch.streams.empty() || profile)
     hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l) {
-      if (!batch.streams.empty() && at == ctx.front()) batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok);
+      if (!batch.streams.empty() && at == ctx.front()) {
+        batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok);
+        if (batch.seq_ab) {  // the stateful kernels launched per sequence (before 2026-12-05), same run
+          glm5::CudaModelOptions o = g.options();
+          o.seq_launches = false;
+          g.set_options(o);
+          std::printf("\nCudaModelOptions::seq_launches off (the stateful kernels launched per sequence):\n");
+          batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok);
+          o.seq_launches = true;
+          g.set_options(o);
+        }
+      }
       if (profile) glm5_decode_profile(g, at, s, l, tb.decode(at), bw.copy_gbps);
     };
   context_table(g, ctx, n_decode, tb, bw, hook);

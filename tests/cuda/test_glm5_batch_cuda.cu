@@ -10,8 +10,10 @@
 //     16-row groups): default options (forwards of batch_rows = 8: 17 rows as 8 + 8 + one
 //     alone); batch_rows 512 with tensor-core prefill chunks from 2 rows (gemm_rows 2: the
 //     prompts prefill on tensor cores, a batch never does); 16-row chunk scratch
-//     (prefill_rows 0, batch_rows 16: 20 rows as 16 + 4); direct launches (no graph). After the
-//     run every state's position is right.
+//     (prefill_rows 0, batch_rows 16: 20 rows as 16 + 4); direct launches (no graph); the
+//     stateful kernels launched per sequence (seq_launches off; on, the default everywhere else,
+//     they are one launch over the batch's sequences, kernels.h Rows::seq). After the run every
+//     state's position is right.
 //  2. Bad input: the same state twice, a token outside the vocabulary, a states / tokens count
 //     mismatch throw and advance no state.
 //  3. Two states hold captured verify windows (5 and 7 rows) at once; a clone of the first
@@ -59,13 +61,15 @@ int main(int argc, char** argv) {
       auto m = glm5::load_cuda(tiny, o);
       default_model_checks(*m, dynamic_cast<DraftHead*>(m.get()));  // no draft head: captures all the same
     }
-    glm5::CudaModelOptions many, small, direct;
+    glm5::CudaModelOptions many, small, direct, per_seq;
     many.batch_rows = 512, many.gemm_rows = 2;
     small.prefill_rows = 0, small.batch_rows = 16;  // chunk scratch of 16 rows: batches of at most 16
     direct.graphs = false, direct.batch_rows = 512;
+    per_seq.batch_rows = 512, per_seq.seq_launches = false;  // the stateful kernels launched per sequence
     batch_runs<glm5::CudaModelOptions>({{"batch_rows 512, tensor-core prefill chunks from 2 rows", many},
                                         {"16-row scratch", small},
-                                        {"direct launches", direct}},
+                                        {"direct launches", direct},
+                                        {"a launch per sequence (seq_launches off)", per_seq}},
                                        [&](const glm5::CudaModelOptions& c) { return glm5::load_cuda(tiny, o, c); });
     with_mtp(args.root);
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 // channel's state column is independent of every other, so the shift is done in place.
 #include "backend/cuda/check.h"
 #include "backend/cuda/conv1d.h"
+#include "backend/cuda/seq_rows.cuh"
 
 namespace ds4::cuda {
 namespace {
@@ -12,7 +13,12 @@ __global__ void conv1d_step_kernel(const float* __restrict__ x_new, const float*
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int s = (K - 1) * dil;
-  for (int64_t t = 0; t < rows.count; ++t) {  // rows in token order: the state carries between them
+  int64_t t0 = 0, t1 = rows.count;
+  if (rows.seq.at) {  // a decode batch: grid row blockIdx.y steps its own sequence's state once
+    t0 = blockIdx.y, t1 = t0 + 1;
+    state = detail::shifted(state, detail::seq_shift(rows.seq, t0));
+  }
+  for (int64_t t = t0; t < t1; ++t) {  // rows in token order: the state carries between them
     const float xn = x_new[t * rows.x_stride + c];
     float acc = 0.f;
     for (int j = 0; j < K; ++j) {
@@ -32,7 +38,8 @@ void conv1d_rows_f32(const float* x_new, const float* w, float* state, int64_t c
                      int64_t dilation, bool silu, float* y, const Conv1dRows& rows, cudaStream_t stream) {
   if (rows.count <= 0) return;
   const int threads = 128;
-  conv1d_step_kernel<<<unsigned((channels + threads - 1) / threads), threads, 0, stream>>>(
+  const dim3 grid(unsigned((channels + threads - 1) / threads), rows.seq.at ? unsigned(rows.count) : 1u);
+  conv1d_step_kernel<<<grid, threads, 0, stream>>>(
       x_new, w, state, channels, int(kernel), int(dilation), silu, y, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }

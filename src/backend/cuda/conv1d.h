@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/seq_shift.h"
+
 namespace ds4::cuda {
 
 // x = concat(state, x_new) along time; y[c] = act(sum_j w[c*kernel + j] * x[j*dilation][c]);
@@ -17,8 +19,12 @@ void conv1d_step_f32(const float* x_new, const float* w, float* state, int64_t c
 // speculative verify): row t reads x_new + t * x_stride, writes y + t * y_stride (floats),
 // and the state advances row by row inside the kernel (one thread per channel), so every
 // row equals the single step's arithmetic.
+// seq (a decode batch): the rows are one token of each of `count` sequences instead, row t on
+// the state seq.at[t] bytes from `state` (seq_shift.h); each row is its own sequence's single
+// step, all in one launch (grid.y = row).
 struct Conv1dRows {
   int64_t count = 1, x_stride = 0, y_stride = 0;
+  SeqShift seq;
 };
 void conv1d_rows_f32(const float* x_new, const float* w, float* state, int64_t channels, int64_t kernel,
                      int64_t dilation, bool silu, float* y, const Conv1dRows& rows, cudaStream_t stream);

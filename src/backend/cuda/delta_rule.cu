@@ -3,6 +3,8 @@
 #include "backend/cuda/delta_rule.h"
 #include "backend/cuda/delta_rule_column.cuh"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/seq_rows.cuh"
+#include "core/error.h"
 
 namespace ds4::cuda {
 namespace {
@@ -22,12 +24,24 @@ __global__ void qk_l2norm_kernel(float* __restrict__ qkv, DeltaRuleShape sh, int
   for (int64_t i = lane; i < sh.k_dim; i += 32) p[i] = (p[i] * r) * qscale;
 }
 
+// A decode batch (rows.seq): block row blockIdx.y is one sequence's single token on its own S.
+// (Templates: the kernels' pointers are __restrict__-qualified.)
+template <class Cp, class P>
+__device__ __forceinline__ void seq_token(Cp& qkv, Cp& g, Cp& beta, P& S, P& o, DeltaRuleRows& rows) {
+  if (!rows.seq.at) return;
+  const int64_t t = blockIdx.y, off = t * rows.stride;
+  S = detail::shifted(S, detail::seq_shift(rows.seq, t));
+  qkv += off, g += off, beta += off, o += off;
+  rows.count = 1;
+}
+
 // One block per value head; thread j owns column j of S {k_dim, v_dim}. Shared memory holds
 // q, k and the per-row decay exp(g) {3, k_dim} of the current token; tokens run in order.
 __global__ void delta_rule_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
                                   const float* __restrict__ beta, float* __restrict__ S, float* __restrict__ o,
                                   DeltaRuleShape sh, DeltaRuleRows rows) {
   extern __shared__ float qkd[];
+  seq_token(qkv, g, beta, S, o, rows);
   const int64_t h = blockIdx.x, kd = sh.k_dim, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
   float* decay = qkd + 2 * kd;
   float* Sh = S + h * kd * vd;
@@ -74,6 +88,7 @@ __global__ void __launch_bounds__(256) delta_rule_reg_kernel(const float* __rest
                                                              float* __restrict__ o, DeltaRuleShape sh,
                                                              DeltaRuleRows rows) {
   extern __shared__ float qkd[];
+  seq_token(qkv, g, beta, S, o, rows);
   const int64_t h = blockIdx.x, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
   const int64_t j = threadIdx.x;
   const bool live = j < vd;
@@ -146,14 +161,16 @@ void delta_rule_qk_l2norm_rows(float* qkv, const DeltaRuleShape& sh, const Delta
 void delta_rule_rows(const float* qkv, const float* g, const float* beta, float* S, float* o, const DeltaRuleShape& sh,
                      const DeltaRuleRows& rows, cudaStream_t stream) {
   if (rows.count <= 0) return;
+  if (rows.seq.at && rows.states) throw InputError("cuda delta_rule_rows: a decode batch's tokens keep no state records");
   const int threads = int(sh.v_dim < 256 ? (sh.v_dim + 31) / 32 * 32 : 256);
   const size_t smem = size_t(3 * sh.k_dim) * sizeof(float);
+  const dim3 grid(unsigned(sh.v_heads), rows.seq.at ? unsigned(rows.count) : 1u);  // (value head, sequence)
   if (sh.k_dim == 128 && sh.v_dim <= 256 && threads >= 128)  // GLM 5.x KDA and Qwen GDN: 128-wide key heads
-    delta_rule_reg_kernel<128, 1><<<unsigned(sh.v_heads), threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+    delta_rule_reg_kernel<128, 1><<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
   else if (sh.k_dim == 128 && sh.v_dim <= 256)  // narrow value heads: up to 4 key channels per thread
-    delta_rule_reg_kernel<128, 4><<<unsigned(sh.v_heads), threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+    delta_rule_reg_kernel<128, 4><<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
   else
-    delta_rule_kernel<<<unsigned(sh.v_heads), threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+    delta_rule_kernel<<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/seq_shift.h"
+
 namespace ds4::cuda {
 
 struct DeltaRuleShape {
@@ -33,10 +35,14 @@ void delta_rule_step(const float* qkv, const float* g, const float* beta, float*
 // states + t * state_stride floats (same {v_heads, k_dim, v_dim} layout): the per-row records
 // of a speculative verify that a recurrent state cannot cut back (the Qwen GDN and GLM KDA
 // captured-prefix commits). Arithmetic unchanged.
+// seq (delta_rule_rows, a decode batch): the tokens are one of each of `count` sequences
+// instead, token t on the S seq.at[t] bytes from `S` (seq_shift.h): each its sequence's single
+// step, all in one launch (grid.y = token); no states records then (a batch never captures).
 struct DeltaRuleRows {
   int64_t count = 1, stride = 0;
   float* states = nullptr;
   int64_t state_stride = 0;
+  SeqShift seq;
 };
 void delta_rule_qk_l2norm_rows(float* qkv, const DeltaRuleShape& sh, const DeltaRuleRows& rows, cudaStream_t stream);
 void delta_rule_rows(const float* qkv, const float* g, const float* beta, float* S, float* o, const DeltaRuleShape& sh,

@@ -4,8 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
+#include "backend/cuda/seq_rows.cuh"
 #include "models/deepseek_v4/cuda/kernels.h"
 
 namespace ds4::deepseek_v4::cuda::detail {
@@ -15,12 +15,7 @@ __device__ __forceinline__ int64_t row_shift(const Rows& r, int64_t t) {
   return r.shift ? r.shift[t * r.shift_stride] : 0;
 }
 
-// p moved by `bytes` (a state pointer of row 0 -> the same field of another row's state); null stays null.
-template <class T>
-__device__ __forceinline__ T* shifted(T* p, int64_t bytes) {
-  using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
-  return p ? reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + bytes) : p;
-}
+using ds4::cuda::detail::shifted;  // (backend/cuda/seq_rows.cuh)
 
 // Row t's position: its own sequence's counter (several sequences), or *pos + t (one sequence's
 // consecutive tokens).

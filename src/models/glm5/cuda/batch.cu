@@ -5,9 +5,11 @@
 //     projections, the dense MLP / shared expert and lm_head are gemv_rows over the rows, the
 //     routed experts grouped per expert across the sequences (moe_group) as in a chunk;
 //   - what carries state (KDA conv state and delta-rule recurrence, the MLA latent append,
-//     the indexer's key append and pool selection, the attention) is one launch per sequence,
-//     on its own CudaState buffer, at its own position (cl.positions[i] = that state's
-//     counter): exactly the decode step's launch, on row i's copy of the step scratch.
+//     the indexer's key append and pool selection, the attention, the position counters) is
+//     one launch over all the sequences (kernels.h Rows::seq): row i's blocks run exactly the
+//     decode step's code on its own CudaState buffer at its own position (cl.positions[i] =
+//     that state's counter), on row i's copy of the step scratch (before 2026-12-05, and with
+//     CudaModelOptions::seq_launches off, a launch per sequence).
 // So row i equals forward(*states[i], {tokens[i]}, kLast) bit for bit whatever else is in the
 // batch (test_glm5_batch_cuda): a batch is never a tensor-core chunk (tc stays false: every
 // product on the exact path). The forward is captured as a CUDA graph per batch composition
@@ -16,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "backend/cuda/batch_graphs.h"
@@ -30,15 +33,14 @@ void Glm5CudaModel::Impl::enqueue_groups(std::span<const RowGroup> groups) {
   // pinned row r -> row r's scratch; group g's rows at its state's counter + 0, 1, ..
   DS4_CUDA_CHECK(cudaMemcpy2DAsync(R(0, sl.x), cl.row_bytes, in_host->p, sl.in_bytes, sl.in_bytes, size_t(rows),
                                    cudaMemcpyHostToDevice, stream));
-  auto pos = [&](const RowGroup& g) { return reinterpret_cast<int32_t*>(g.st->buf.as<uint8_t>() + lay.pos); };
-  for (const RowGroup& g : groups) enqueue_positions(pos(g), g.r0, g.n);
+  enqueue_group_positions(groups, false);
   trunk_rows(groups);
   mark("head (norm, lm_head, logits copy)");
   head_all_rows();
   // The MTP head queues the rows of a drafting state (as enqueue_chunk; mtp_push reads *pos).
   for (const RowGroup& g : groups)
     if (g.st->mtp_on) mtp_push(*g.st, R(g.r0, sl.hfin), g.n, rs());
-  for (const RowGroup& g : groups) enqueue_advance(pos(g), g.n);
+  enqueue_group_positions(groups, true);
 }
 
 void Glm5CudaModel::Impl::run_groups(std::span<const RowGroup> groups, std::vector<uint64_t> key) {
@@ -52,7 +54,21 @@ void Glm5CudaModel::Impl::run_groups(std::span<const RowGroup> groups, std::vect
 
 void Glm5CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
   const std::vector<RowGroup> groups = one_row_groups(sts);
-  run_groups(groups, batch_graph_key<CudaState>(groups, false));
+  // Each row's Rows::seq shift (chunk.cu seq_rows): bytes from row 0's state buffer to its own,
+  // in its pinned input row (the graph's upload reads them at every replay).
+  const uint8_t* base = sts[0]->buf.as<uint8_t>();
+  for (size_t i = 0; i < sts.size(); ++i) {
+    const int64_t shift = int64_t(sts[i]->buf.as<uint8_t>() - base);
+    std::memcpy(static_cast<uint8_t*>(in_host->p) + i * sl.in_bytes + sl.shift, &shift, sizeof shift);
+  }
+  batch_shifts = true;
+  try {
+    run_groups(groups, batch_graph_key<CudaState>(groups, false));
+  } catch (...) {
+    batch_shifts = false;
+    throw;
+  }
+  batch_shifts = false;
 }
 
 BatchHooks<CudaState> Glm5CudaModel::Impl::batch_hooks() {

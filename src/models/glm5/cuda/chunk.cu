@@ -33,6 +33,7 @@
 #include "backend/cuda/moe_group.h"
 #include "backend/cuda/moe_group_rows.h"
 #include "backend/cuda/norm.h"
+#include "backend/cuda/seq_rows.cuh"
 #include "backend/cuda/seq_rows.h"
 #include "core/error.h"
 #include "models/glm5/cuda/kernels.h"
@@ -47,6 +48,15 @@ __global__ void chunk_positions_kernel(const int32_t* pos, int32_t* positions, i
   if (t < rows) positions[t] = *pos + t;
 }
 __global__ void advance_kernel(int32_t* pos, int32_t rows) { *pos += rows; }
+// A decode batch (Rows::seq): row t at its own sequence's counter; every counter += 1.
+__global__ void seq_positions_kernel(const int32_t* pos, ds4::cuda::SeqShift seq, int32_t* positions, int32_t rows) {
+  const int32_t t = int32_t(blockIdx.x * blockDim.x + threadIdx.x);
+  if (t < rows) positions[t] = *ds4::cuda::detail::shifted(pos, ds4::cuda::detail::seq_shift(seq, t));
+}
+__global__ void seq_advance_kernel(int32_t* pos, ds4::cuda::SeqShift seq, int32_t rows) {
+  const int32_t t = int32_t(blockIdx.x * blockDim.x + threadIdx.x);
+  if (t < rows) *ds4::cuda::detail::shifted(pos, ds4::cuda::detail::seq_shift(seq, t)) += 1;
+}
 // profile_chunk: holds the stream ~ns so the host has enqueued the whole chunk before the GPU
 // starts it (direct launches would otherwise leave host-bound gaps inside the sections).
 __global__ void hold_kernel(int64_t ns) {
@@ -129,6 +139,29 @@ void Glm5CudaModel::Impl::enqueue_advance(int32_t* pos, int64_t n) {
   DS4_CUDA_CHECK_LAUNCH();
 }
 
+ds4::cuda::SeqShift Glm5CudaModel::Impl::seq_rows(std::span<const RowGroup> groups) const {
+  if (!batch_shifts || groups.size() < 2 || !opt.seq_launches) return {};
+  for (const RowGroup& g : groups)
+    if (g.n != 1) return {};
+  if (sl.shift % sizeof(int64_t) || cl.row_bytes % sizeof(int64_t))
+    throw Error("glm5 cuda: the rows' shift fields are not 8-byte aligned");
+  return {reinterpret_cast<const int64_t*>(R(0, sl.shift)), int64_t(cl.row_bytes / sizeof(int64_t))};
+}
+
+void Glm5CudaModel::Impl::enqueue_group_positions(std::span<const RowGroup> groups, bool advance) {
+  auto pos = [&](const RowGroup& g) { return reinterpret_cast<int32_t*>(g.st->buf.as<uint8_t>() + lay.pos); };
+  if (const ds4::cuda::SeqShift seq = seq_rows(groups); seq.at) {
+    const unsigned blocks = unsigned((rows + 127) / 128);
+    if (advance)
+      seq_advance_kernel<<<blocks, 128, 0, stream>>>(pos(groups[0]), seq, int32_t(rows));
+    else
+      seq_positions_kernel<<<blocks, 128, 0, stream>>>(pos(groups[0]), seq, C<int32_t>(cl.positions), int32_t(rows));
+    DS4_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  for (const RowGroup& g : groups) advance ? enqueue_advance(pos(g), g.n) : enqueue_positions(pos(g), g.r0, g.n);
+}
+
 // kda() of model_cuda.cu over the rows; conv state and recurrence advance row by row (per
 // row group: layer_rows in model_impl.h). caps[g] with records (verify_capture / verify_batch,
 // spec_commit.cu): group g also keeps its conv state before its rows, its conv input rows and
@@ -142,7 +175,10 @@ void Glm5CudaModel::Impl::kda_rows(const DKda& k, const LayerOffsets& o, std::sp
   mproj(k.in, sl.in, sl.kraw);  // {rows, [q | k | v | f_a | g_a | b]}
   mark("kda conv");
   auto cap = [&](size_t g) { return caps.empty() || !caps[g].rec ? nullptr : &caps[g]; };
-  for (size_t g = 0; g < groups.size(); ++g) {
+  // a decode batch: one launch over its sequences, on groups[0]'s state with the rows' shifts
+  const ds4::cuda::SeqShift seq = seq_rows(groups);
+  const size_t launches = seq.at ? 1 : groups.size();
+  for (size_t g = 0; g < launches; ++g) {
     const auto [st, t, n] = groups[g];
     float* conv = reinterpret_cast<float*>(st->buf.as<uint8_t>() + o.conv);
     if (const KdaCapPtrs* cp = cap(g)) {  // conv0 {K-1, 3*qkv} before the rows; conv_in {n, 3*qkv} = the q|k|v part of kraw
@@ -154,7 +190,7 @@ void Glm5CudaModel::Impl::kda_rows(const DKda& k, const LayerOffsets& o, std::sp
     }
     // The conv state advances row by row inside one launch (a thread per channel).
     dc::conv1d_rows_f32(R(t, sl.kraw), k.conv, conv, 3 * qkv, c.linear_conv_kernel_dim, 1, true, R(t, sl.kconv),
-                        dc::Conv1dRows{n, rs(), rs()}, stream);
+                        dc::Conv1dRows{seq.at ? rows : n, rs(), rs(), seq}, stream);
   }
   mark("kda f_b g_b gates");
   mgemv(k.f_b, sl.fa, sl.kg);
@@ -164,9 +200,10 @@ void Glm5CudaModel::Impl::kda_rows(const DKda& k, const LayerOffsets& o, std::sp
   // One launch each (the recurrence: per sequence); it loops a chunk's rows in order inside the kernel.
   mark("kda recurrence");
   dc::delta_rule_qk_l2norm_rows(R(0, sl.kconv), dsh, dc::DeltaRuleRows{rows, rs()}, stream);
-  for (size_t g = 0; g < groups.size(); ++g) {
+  for (size_t g = 0; g < launches; ++g) {
     const auto [st, t, n] = groups[g];
-    dc::DeltaRuleRows drows{n, rs()};
+    dc::DeltaRuleRows drows{seq.at ? rows : n, rs()};
+    drows.seq = seq;
     if (const KdaCapPtrs* cp = cap(g)) drows.states = cp->rec, drows.state_stride = nh * hd * hd;  // {n, heads, hd, hd}
     dc::delta_rule_rows(R(t, sl.kconv), R(t, sl.kg), R(t, sl.kb), reinterpret_cast<float*>(st->buf.as<uint8_t>() + o.rec),
                         R(t, sl.ko), dsh, drows, stream);
@@ -205,26 +242,31 @@ void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, std::sp
   mgemv(m.uk_t, sl.q, sl.qlat, dc::MatmulBatch{int(nah), m.uk_stride, 0, nope, kvr});
   auto RI = [&](int64_t t, size_t off) { return reinterpret_cast<int32_t*>(R(t, off)); };
   mark("mla append + select");
-  for (const RowGroup& g : groups)
-    mla_append(R(g.r0, sl.mkv), m.kv_a_norm, SF(sb_of(g), o.latent), positions + g.r0, msh, stream, Rows{g.n, rs()});
+  // Each group's launches on its state's caches; a decode batch's as one launch over its
+  // sequences (groups[0]'s caches, the rows' shifts: seq_rows).
+  const ds4::cuda::SeqShift seq = seq_rows(groups);
+  const std::span<const RowGroup> launches = seq.at ? groups.first(1) : groups;
+  auto rows_of = [&](const RowGroup& g) { return Rows{seq.at ? rows : g.n, rs(), seq}; };
+  for (const RowGroup& g : launches)
+    mla_append(R(g.r0, sl.mkv), m.kv_a_norm, SF(sb_of(g), o.latent), positions + g.r0, msh, stream, rows_of(g));
   if (m.has_indexer) {
-    for (const RowGroup& g : groups)
+    for (const RowGroup& g : launches)
       indexer_append(R(g.r0, sl.ik), R(g.r0, sl.igate), m.idx.k_norm_w, m.idx.k_norm_b, m.idx.ape, ic(sb_of(g)), ish,
-                     positions + g.r0, stream, Rows{g.n, rs()});
-    for (const RowGroup& g : groups) {
+                     positions + g.r0, stream, rows_of(g));
+    for (const RowGroup& g : launches) {
       const int64_t t = g.r0;
       indexer_select(R(t, sl.iq), R(t, sl.iw), ic(sb_of(g)), ish, positions + t, R(t, sl.pool_scores),
                      reinterpret_cast<uint8_t*>(R(t, sl.keep)), RI(t, sl.sel_idx), RI(t, sl.sel_count), stream,
-                     Rows{g.n, rs()});
+                     rows_of(g));
     }
   }
   mark("mla attend");
   // A tensor-core chunk (one state) may take the GEMM form; a batch never is one.
   if (groups.size() > 1 || !mla_attend_gemm(SF(sb_of(groups[0]), o.latent), msh))
-    for (const RowGroup& g : groups) {
+    for (const RowGroup& g : launches) {
       const int64_t t = g.r0;
       mla_attend(R(t, sl.qlat), SF(sb_of(g), o.latent), RI(t, sl.sel_idx), RI(t, sl.sel_count), msh,
-                 R(t, sl.att_scores), R(t, sl.olat), stream, Rows{g.n, rs()});
+                 R(t, sl.att_scores), R(t, sl.olat), stream, rows_of(g));
     }
   mark("mla uv + o");
   mgemv(m.uv, sl.olat, sl.ov, dc::MatmulBatch{int(nah), m.uv_stride, 0, kvr, vd});  // o[t][h] = W_uv[h] o_lat[t][h]

@@ -4,6 +4,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/seq_rows.cuh"
 #include "backend/cuda/topk_select.h"
 #include "models/glm5/cuda/kernels.h"
 
@@ -11,17 +12,26 @@ namespace ds4::glm5::cuda {
 namespace {
 
 using ds4::cuda::detail::block_reduce;
+using ds4::cuda::detail::seq_shift;
+using ds4::cuda::detail::shifted;
 using ds4::cuda::detail::SumOp;
 using ds4::cuda::detail::warp_reduce;
 
 // One block; tokens in order. LayerNorm (biased variance) of the new key, both rows stored at
 // pos; when pos completes a pool, each thread finishes one channel of that pool's key (it may
-// read keys an earlier token of the same launch wrote).
+// read keys an earlier token of the same launch wrote). A decode batch (rows.seq): block t
+// appends token t alone to its own sequence's cache.
 __global__ void indexer_append_kernel(const float* __restrict__ k0, const float* __restrict__ gate0,
                                       const float* __restrict__ nw, const float* __restrict__ nb,
                                       const float* __restrict__ ape, IndexerCache c, IndexerShape sh,
                                       const int32_t* __restrict__ pos, Rows rows) {
-  for (int64_t t = 0; t < rows.count; ++t) {
+  int64_t t0 = 0, t1 = rows.count;
+  if (rows.seq.at) {
+    t0 = blockIdx.x, t1 = t0 + 1;
+    const int64_t b = seq_shift(rows.seq, t0);
+    c.keys = shifted(c.keys, b), c.gates = shifted(c.gates, b), c.pools = shifted(c.pools, b);
+  }
+  for (int64_t t = t0; t < t1; ++t) {
     const float* k = k0 + t * rows.stride;
     const float* gate = gate0 + t * rows.stride;
     const int64_t dim = sh.dim, p = pos[t], kp = sh.kpool;
@@ -55,10 +65,11 @@ __global__ void indexer_append_kernel(const float* __restrict__ k0, const float*
 // One warp per complete pool: score = sum_h w[h]/sqrt(heads) * relu(q_h . pool / sqrt(dim)).
 __global__ void indexer_score_kernel(const float* __restrict__ q, const float* __restrict__ w, IndexerCache c,
                                      IndexerShape sh, const int32_t* __restrict__ pos, float* __restrict__ scores,
-                                     int64_t stride) {
-  {  // token blockIdx.y of a chunk
-    const int64_t o = int64_t(blockIdx.y) * stride;
+                                     Rows rr) {
+  {  // token blockIdx.y of a chunk (a decode batch: on its own sequence's pools)
+    const int64_t o = int64_t(blockIdx.y) * rr.stride;
     q += o, w += o, scores += o, pos += blockIdx.y;
+    c.pools = shifted(c.pools, seq_shift(rr.seq, blockIdx.y));
   }
   const int64_t pool = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -123,7 +134,8 @@ __global__ void selection_list_kernel(const uint8_t* __restrict__ keep, IndexerS
 void indexer_append(const float* k, const float* gate, const float* norm_w, const float* norm_b, const float* ape,
                     const IndexerCache& c, const IndexerShape& sh, const int32_t* pos, cudaStream_t s,
                     const Rows& rows) {
-  indexer_append_kernel<<<1, 128, 0, s>>>(k, gate, norm_w, norm_b, ape, c, sh, pos, rows);
+  indexer_append_kernel<<<rows.seq.at ? unsigned(rows.count) : 1u, 128, 0, s>>>(k, gate, norm_w, norm_b, ape, c, sh,
+                                                                                pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -132,8 +144,7 @@ void indexer_select(const float* q, const float* w, const IndexerCache& c, const
                     cudaStream_t s, const Rows& rows) {
   const unsigned T = unsigned(rows.count);
   // Sized for the most pools the state can hold; blocks past the current count exit at once.
-  indexer_score_kernel<<<dim3(unsigned((sh.max_pools + 7) / 8), T), 256, 0, s>>>(q, w, c, sh, pos, scores,
-                                                                                  rows.stride);
+  indexer_score_kernel<<<dim3(unsigned((sh.max_pools + 7) / 8), T), 256, 0, s>>>(q, w, c, sh, pos, scores, rows);
   DS4_CUDA_CHECK_LAUNCH();
   // keep {complete}: the top `budget` pools (score desc, index asc, as cpu::topk_f32; every
   // pool while complete <= budget); the same set as the rank loop it replaced, NaN aside.

@@ -8,12 +8,18 @@
 
 #include <cstdint>
 
+#include "backend/cuda/seq_shift.h"
+
 namespace ds4::glm5::cuda {
 
 // Several tokens in one launch (the multi-row forward, chunk.cu): token t's buffers lie
-// t * stride floats after token 0's (weights shared). Default: one token.
+// t * stride floats after token 0's (weights shared). Default: one token. With seq
+// (a decode batch, backend/cuda/seq_shift.h) the tokens are one of each of `count` sequences:
+// token t's state (caches, latent) lies seq.at[t] bytes from the state the call names, and each
+// token runs exactly its sequence's one-token step, all in one launch.
 struct Rows {
   int64_t count = 1, stride = 0;
+  ds4::cuda::SeqShift seq;
 };
 
 // ---- kda.cu (kda.cpp) ----

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/seq_rows.cuh"
 #include "models/glm5/cuda/kernels.h"
 
 namespace ds4::glm5::cuda {
@@ -15,12 +16,15 @@ namespace {
 
 using ds4::cuda::detail::block_reduce;
 using ds4::cuda::detail::MaxOp;
+using ds4::cuda::detail::seq_shift;
+using ds4::cuda::detail::shifted;
 using ds4::cuda::detail::SumOp;
 using ds4::cuda::detail::warp_reduce;
 
 __global__ void mla_append_kernel(const float* __restrict__ kv, const float* __restrict__ w, float* __restrict__ latent,
-                                  const int32_t* __restrict__ pos, MlaShape sh, int64_t stride) {
-  kv += int64_t(blockIdx.x) * stride;  // token blockIdx.x of a chunk
+                                  const int32_t* __restrict__ pos, MlaShape sh, Rows rr) {
+  kv += int64_t(blockIdx.x) * rr.stride;  // token blockIdx.x of a chunk
+  latent = shifted(latent, seq_shift(rr.seq, blockIdx.x));  // a decode batch: its own sequence's cache
   const int64_t n = sh.kv_lora;
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += kv[i] * kv[i];
@@ -34,10 +38,11 @@ __global__ void mla_append_kernel(const float* __restrict__ kv, const float* __r
 // in registers and dotted with every head's query, so each row is read once for all heads.
 __global__ void mla_scores_kernel(const float* __restrict__ q_lat, const float* __restrict__ latent,
                                   const int32_t* __restrict__ sel_idx, const int32_t* __restrict__ sel_count,
-                                  MlaShape sh, float* __restrict__ scores, int64_t stride) {
-  {  // token blockIdx.y of a chunk
-    const int64_t o = int64_t(blockIdx.y) * stride;
+                                  MlaShape sh, float* __restrict__ scores, Rows rr) {
+  {  // token blockIdx.y of a chunk (a decode batch: on its own sequence's cache)
+    const int64_t o = int64_t(blockIdx.y) * rr.stride;
     q_lat += o, sel_idx += o, sel_count += o, scores += o;
+    latent = shifted(latent, seq_shift(rr.seq, blockIdx.y));
   }
   constexpr int kPer = kMaxKvLora / 32;
   const int lane = threadIdx.x % 32;
@@ -87,10 +92,11 @@ __global__ void mla_softmax_kernel(const int32_t* __restrict__ sel_count, MlaSha
 // was the loop's cost; the sum is the same operations in the same order).
 __global__ void mla_output_kernel(const float* __restrict__ probs, const float* __restrict__ latent,
                                   const int32_t* __restrict__ sel_idx, const int32_t* __restrict__ sel_count,
-                                  MlaShape sh, float* __restrict__ o_lat, int64_t stride) {
-  {  // token blockIdx.z of a chunk
-    const int64_t o = int64_t(blockIdx.z) * stride;
+                                  MlaShape sh, float* __restrict__ o_lat, Rows rr) {
+  {  // token blockIdx.z of a chunk (a decode batch: on its own sequence's cache)
+    const int64_t o = int64_t(blockIdx.z) * rr.stride;
     probs += o, sel_idx += o, sel_count += o, o_lat += o;
+    latent = shifted(latent, seq_shift(rr.seq, blockIdx.z));
   }
   const int lane = threadIdx.x % 32;
   const int64_t h = int64_t(blockIdx.y) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -159,7 +165,7 @@ void mla_softmax(const int32_t* sel_count, const MlaShape& sh, float* scores, cu
 
 void mla_append(const float* kv, const float* w, float* latent, const int32_t* pos, const MlaShape& sh,
                 cudaStream_t s, const Rows& rows) {
-  mla_append_kernel<<<unsigned(rows.count), 256, 0, s>>>(kv, w, latent, pos, sh, rows.stride);
+  mla_append_kernel<<<unsigned(rows.count), 256, 0, s>>>(kv, w, latent, pos, sh, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -170,14 +176,14 @@ void mla_scores(const float* q_lat, const float* latent, const int32_t* sel_idx,
   // The count lives on the device: fixed grids (the step is a CUDA graph), grid-stride rows.
   const unsigned row_blocks = unsigned(std::min<int64_t>((sh.width + 7) / 8, 256));
   mla_scores_kernel<<<dim3(row_blocks, unsigned(rows.count)), 256, 0, s>>>(q_lat, latent, sel_idx, sel_count, sh,
-                                                                          scores, rows.stride);
+                                                                          scores, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void mla_output(const float* probs, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
                 const MlaShape& sh, float* o_lat, cudaStream_t s, const Rows& rows) {
   const dim3 grid(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8), unsigned(rows.count));
-  mla_output_kernel<<<grid, 256, 0, s>>>(probs, latent, sel_idx, sel_count, sh, o_lat, rows.stride);
+  mla_output_kernel<<<grid, 256, 0, s>>>(probs, latent, sel_idx, sel_count, sh, o_lat, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

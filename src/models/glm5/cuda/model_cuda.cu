@@ -451,6 +451,7 @@ void Glm5CudaModel::set_options(const CudaModelOptions& copt) {
     ++m.graph_epoch;
     m.batch_graphs.clear();
   }
+  if (copt.seq_launches != m.opt.seq_launches) m.batch_graphs.clear();  // the batch graphs hold the launches
   m.opt = copt;
   m.info.batched_verify = m.info.batched_decode && captures_every_window(copt.chunk_rows);
 }

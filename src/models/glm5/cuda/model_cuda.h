@@ -65,6 +65,11 @@ struct CudaModelOptions {
   // (bench/results/session11-h200-2026-12-04i): batch_rows 4: 66.7 / 66.6 / 66.7 tok/s aggregate at 4 / 16 / 64 streams, 8: 66.7 / 68.1 / 68.1, 16: 66.7 / 48.6 / 48.6; 1 stream 61.3. 8 is
   // best but batching gains only 1.1-1.2x: gemv_rows still costs about a gemv per row.
   int batch_rows = 8;
+  // decode_batch: the stateful kernels (KDA conv + recurrence, MLA latent append, indexer key
+  // append + pool selection, MLA attention, position counters) as one launch over all the batch's
+  // sequences (kernels.h Rows::seq), each row on its own state exactly as its decode step; false:
+  // one launch per sequence (the form before 2026-12-05; test_glm5_batch_cuda runs both).
+  bool seq_launches = true;
   // The decode step's launches of issue #23 (bench/cuda_glm5 --profile compares them with false
   // in one run): KDA's f_b|g_b as one batched gemv, a row-major fn's gemv one row per block,
   // and a side stream for the independent branches (shared expert, KDA gates, MLA append +

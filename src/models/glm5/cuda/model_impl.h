@@ -162,6 +162,15 @@ struct Glm5CudaModel::Impl {
   void trunk_rows(std::span<const RowGroup> groups);  // every trunk layer (records while capturing)
   void enqueue_positions(const int32_t* pos, int64_t r0, int64_t n);  // cl.positions[r0 + t] = *pos + t, t < n
   void enqueue_advance(int32_t* pos, int64_t n);
+  // A decode batch's stateful kernels as one launch over its sequences (Rows::seq): the rows'
+  // shifts (bytes from groups[0]'s state buffer to each row's, in each row's input slot sl.shift,
+  // which run_batch writes) when the forward is run_batch's with seq_launches on, else none (a
+  // launch per group).
+  ds4::cuda::SeqShift seq_rows(std::span<const RowGroup> groups) const;
+  // Every group's cl.positions rows (advance false) or its counter += n (true): a launch per
+  // group, or one for a decode batch's sequences (seq_rows).
+  void enqueue_group_positions(std::span<const RowGroup> groups, bool advance);
+  bool batch_shifts = false;  // run_batch wrote this forward's shifts
   void mla_rows(const DMla& m, const LayerOffsets& o, std::span<const RowGroup> groups);
   void moe_rows(const DMoe& m);
   void ffn_rows(const DLayer& L);

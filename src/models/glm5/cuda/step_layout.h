@@ -54,7 +54,9 @@ struct MtpShape {
 inline constexpr int64_t kMaxHcSplits = 16;
 
 struct ScratchLayout {
-  size_t x = 0, in_bytes = 0;  // step input: the streams {hc, hidden}, from the pinned buffer
+  // Step input from the pinned buffer: the streams {hc, hidden}, then (a decode batch, batch.cu)
+  // the row's Rows::seq shift (int64: bytes from the first row's state buffer to its own).
+  size_t x = 0, shift = 0, in_bytes = 0;
   size_t x2;                   // the other stream buffer (hc_post writes out of place)
   size_t mix, post, comb, in, y;
   size_t kraw, fa, ga, kb, kconv, kg, kgate, ko;                  // KDA
@@ -123,8 +125,8 @@ inline ScratchLayout scratch_layout(const Config& c, int64_t max_ctx) {
   const int64_t hd = c.linear_head_dim, nh = c.linear_num_heads, qkv = hd * nh;
   const int64_t nah = c.num_attention_heads, kvr = c.kv_lora_rank, qr = c.q_lora_rank;
   const int64_t id = c.index_head_dim, ih = c.index_n_heads;
-  s.x = t.take(W);
-  s.in_bytes = size_t(W) * 4;
+  s.x = t.take(W), s.shift = t.take(2);
+  s.in_bytes = s.shift + sizeof(int64_t);
   s.x2 = t.take(W), s.mix = t.take(kMaxHcSplits * ((2 + hc) * hc + 1)), s.post = t.take(hc), s.comb = t.take(hc * hc);
   s.in = t.take(H), s.y = t.take(H);
   // Outputs of one stacked projection are consecutive floats; the parts a later gemv reads
