@@ -28,7 +28,6 @@
 
 namespace ds4::server {
 
-uint64_t tcp_bytes_received(int fd);  // tcp_rx.cpp
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -108,6 +107,8 @@ void send_raw(int fd, int status, const char* reason, const std::string& message
   send_all(fd, head + body);
 }
 
+}  // namespace
+
 // After the answer: FIN, then read what the client still sends until it closes (bounded), so
 // the final close finds no unread bytes and does not reset the connection (a reset can make
 // the client lose the answer it has not read yet).
@@ -126,8 +127,6 @@ void linger_close(int fd) {
     drained += size_t(n);
   }
 }
-
-}  // namespace
 
 void answer_header_block(int fd, HeaderBlock block, const std::string& path) {
   const FramingError e = header_block_error(block);
@@ -155,7 +154,6 @@ struct ConnGuard::Conn {
   int64_t park_deadline = 0;       // header deadline while parked (from accept)
   std::atomic<int> phase{kQueued};
   std::atomic<int64_t> deadline{0};     // steady-clock ns; 0 = none
-  std::atomic<uint64_t> rx_base{0};     // tcp bytes received when the last response began
   // The error shape of the request in progress: from the first request's peeked request line,
   // then from each request's parsed path (headers_read), for the watchdog's 408.
   std::atomic<ErrorShape> shape{ErrorShape::kOpenAI};
@@ -268,16 +266,11 @@ void ConnGuard::Impl::release(const std::shared_ptr<Conn>& c) {
 }
 
 void ConnGuard::Impl::check(Conn& c, int64_t now) {
+  // (A response in progress has no deadline here, also when the client has already sent its next
+  // request: HttpServer's keep-alive loop starts that request's header deadline when it begins
+  // reading it, next_request_begins. Starting it from the bytes received cut a long SSE stream
+  // with a request pipelined behind it after header_timeout_s.)
   const int ph = c.phase.load();
-  if (ph == kResponding) {
-    // Bytes after the response began: the next request on this keep-alive connection.
-    if (tcp_bytes_received(c.fd) > c.rx_base.load()) {
-      c.deadline = now + int64_t(limits.header_timeout_s * 1e9);
-      int exp = kResponding;
-      c.phase.compare_exchange_strong(exp, kFollowUp);
-    }
-    return;
-  }
   if (ph != kHeaders && ph != kFollowUp && ph != kBody) return;
   const int64_t dl = c.deadline.load();
   if (dl == 0 || now < dl) return;
@@ -494,13 +487,11 @@ void ConnGuard::handler_started() {
 void ConnGuard::response_started(bool streaming) {
   (void)streaming;  // both wait for the next request's first byte the same way
   if (!t_conn) return;
-  t_conn->rx_base = tcp_bytes_received(t_conn->fd);
   t_conn->set(kResponding, 0);
 }
 void ConnGuard::next_request_begins() {
   if (!t_conn) return;
-  // The phase first: the watchdog skips a kFollowUp whose deadline is still 0, and the
-  // deadline is set only when the watchdog has not started one itself.
+  // The phase first: the watchdog skips a kFollowUp whose deadline is still 0.
   int exp = kResponding;
   if (t_conn->phase.compare_exchange_strong(exp, kFollowUp)) t_conn->deadline = after_s(t_conn->limits->header_timeout_s);
 }

@@ -70,9 +70,10 @@ class ConnGuard {
   static void headers_read(const std::string& path);
   static void handler_started();                         // a route handler runs: no deadline
   static void response_started(bool streaming);          // post-routing
-  // The keep-alive loop (http_server.h) has a later request's first byte. The watchdog starts
-  // its header deadline on bytes received after the response began; bytes read along with the
-  // previous request (pipelined) were received before, so the loop starts it instead.
+  // The keep-alive loop (http_server.h) has a later request's first byte (received after the
+  // response, or read along with the previous request: pipelined): its header deadline starts.
+  // Nothing else starts it, so a request pipelined behind a long streamed response waits for that
+  // response without a clock running.
   static void next_request_begins();
   // The connection's socket (our dup), -1 when unknown.
   static int current_fd();
@@ -92,6 +93,11 @@ void mark_connection_close(const httplib::Request& q);
 // 1 s, 1 MiB) so the close does not reset the answer away, then the keep-alive loop ends.
 // For refusals decided before httplib read the body (auth, framing).
 void close_after(const httplib::Request& q, httplib::Response& r, int status, const std::string& body);
+
+// FIN, then what the client still sends read and dropped until it closes (at most 1 MiB within
+// 1 s), so the close that follows finds no unread bytes: a close with unread input resets the
+// connection, and the client can lose the answers it has not read yet.
+void linger_close(int fd);
 
 // A header block refused unread (kTooLarge: 431, kTargetTooLong: 414), answered in the error
 // shape of `path` (request_line_path), then what the client still sends drained (linger_close)

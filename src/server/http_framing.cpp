@@ -24,8 +24,9 @@ std::string shown(const std::string& v) {
 
 HeaderBlock classify_header_block(std::string_view received) {
   const std::string_view v = received.substr(0, kMaxHeaderBytes);
-  size_t end = v.find("\r\n\r\n");
-  if (end == std::string_view::npos) end = v.find("\n\n");
+  // Only CRLF CRLF ends the block: httplib skips a line that does not end in CRLF and reads on,
+  // so a block "ended" by a bare LF LF would let it take header lines without limit.
+  const size_t end = v.find("\r\n\r\n");
   if (end == std::string_view::npos) {
     if (v.size() < kMaxHeaderBytes) return HeaderBlock::kPartial;
     return v.find('\n') == std::string_view::npos ? HeaderBlock::kTargetTooLong : HeaderBlock::kTooLarge;

@@ -89,6 +89,7 @@ class ConnStream final : public httplib::Stream {
   }
 
   std::string_view pending() const { return std::string_view(buf_).substr(off_); }
+  bool unread() const { return buffered() > 0 || wait_for(fd_, POLLIN, 0) != 0; }
 
  private:
   size_t buffered() const { return buf_.size() - off_; }
@@ -145,19 +146,22 @@ void HttpServer::widen_backlog() {
 // Connection: close) over one ConnStream.
 bool HttpServer::process_and_close_socket(socket_t sock) {
   ConnStream strm(sock, timeout_ms(read_timeout_sec_, read_timeout_usec_), timeout_ms(write_timeout_sec_, write_timeout_usec_));
-  bool ret = false;
+  bool ret = false, drained = false;
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
     if (!strm.await_request(int(keep_alive_timeout_sec_ * 1000), svr_sock_)) break;
     ConnGuard::next_request_begins();  // its header deadline, also when it came pipelined
     if (const HeaderBlock b = strm.read_header_block(); b == HeaderBlock::kTooLarge || b == HeaderBlock::kTargetTooLong) {
-      answer_header_block(sock, b, request_line_path(strm.pending()));
-      ret = false;
+      answer_header_block(sock, b, request_line_path(strm.pending()));  // (drains what follows)
+      ret = false, drained = true;
       break;
     }
     bool connection_closed = false;
     ret = process_request(strm, left == 1, connection_closed, nullptr);
     if (!ret || connection_closed) break;
   }
+  // Requests still unread (pipelined past the last answered one, or past a Connection: close):
+  // drained first, so the close does not reset the connection under the answers in flight.
+  if (!drained && strm.unread()) linger_close(sock);
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ret;

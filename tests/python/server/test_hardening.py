@@ -817,3 +817,49 @@ def test_a_pipelined_request_whose_headers_never_complete_meets_the_header_deadl
     # timeout here would see that as an open connection).
     out, closed = raw(srv.port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\nGET /health HTTP/1.1\r\nHo")
     assert closed and out.count(b"HTTP/1.1 ") == 1 and status_of(out) == 200, out
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_header_block_ended_by_bare_lf_lf_still_counts_toward_the_limit(srv, first):
+    # httplib reads past a bare LF LF (it skips lines that do not end in CRLF): the header lines
+    # after it count toward the 16 KiB section, on a first and on a later request (before, the
+    # guard took LF LF as the end and httplib stored every following line until the deadline).
+    flood = b"GET /health HTTP/1.1\r\nHost: t\r\n\n" + b"".join(b"x-%d: y\r\n" % i for i in range(2500))
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        if not first:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert status_of(read_one_response(s)) == 200
+        s.sendall(flood)
+        out = b""
+        while b := s.recv(65536):
+            out += b
+    assert status_of(out) == 431 and b"Connection: close" in out, out[:200]
+
+
+@pytest.fixture(scope="module")
+def slow_tokens():
+    # 150 ms per forwarded token: a streamed answer lasts longer than the 1 s header deadline.
+    s = ServerProc("--thinking", "off", "--server.header_timeout_s", "1", "--test-delay-us", "150000")
+    yield s
+    assert s.stop() == 0, "".join(s.lines[-20:])
+
+
+def test_a_request_pipelined_behind_a_long_stream_waits_for_it(slow_tokens):
+    # The second request arrives while the first one's SSE stream runs (longer than the 1 s header
+    # deadline): the stream ends whole, then the second request is answered (before, bytes after
+    # the response began started a header deadline that cut the stream).
+    chat = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20, "stream": True}).encode()
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", slow_tokens.port), timeout=30) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(chat), chat))
+        time.sleep(0.3)
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        out = b""
+        while b := s.recv(65536):
+            out += b
+    assert time.monotonic() - t0 > 1.5, "the stream must outlast the header deadline for this test to mean anything"
+    stream, _, rest = out.partition(b"data: [DONE]\n\n\r\n0\r\n\r\n")
+    assert rest, out[-300:]  # the stream ended whole (chunked: its last chunk, then the terminator)
+    assert b"Echo: " in stream or b'"content"' in stream, stream[:300]
+    assert status_of(rest) == 200 and body_of(rest)["status"] == "ok", rest

@@ -131,6 +131,12 @@ TEST(HttpFraming, HeaderBlock) {
   while (many.size() <= kMaxHeaderBytes) many += "X-Pad: " + std::string(100, 'a') + "\r\n";
   EXPECT_EQ(classify_header_block(many + "\r\n"), B::kTooLarge);
   EXPECT_EQ(classify_header_block("GET /" + std::string(kMaxHeaderBytes, 'a')), B::kTargetTooLong);
+  // A bare LF LF is no end of the block (httplib reads on past it): header lines after it count
+  // toward the limit.
+  std::string lf = "GET / HTTP/1.1\r\nA: b\r\n\n";
+  EXPECT_EQ(classify_header_block(lf), B::kPartial);
+  while (lf.size() <= kMaxHeaderBytes) lf += "x:y\r\n";
+  EXPECT_EQ(classify_header_block(lf), B::kTooLarge);
   EXPECT_EQ(header_block_error(B::kTooLarge).status, 431);
   EXPECT_EQ(header_block_error(B::kTargetTooLong).status, 414);
   EXPECT_EQ(request_line_path("POST /v1/messages?beta=true HTTP/1.1\r\n"), "/v1/messages");
