@@ -197,21 +197,23 @@ bool Server::Impl::pre_route(const httplib::Request& q, httplib::Response& r) {
 // its client does not send a body only to have it refused: the checks of pre_route, and a
 // POST to a path no route takes (httplib would read the body, then answer 404).
 int Server::Impl::continue_or_refuse(const httplib::Request& q, httplib::Response& r) {
-  if (pre_route(q, r)) {
-    // 417 (another Expect beside 100-continue) is one status httplib sends as a bare interim
-    // line and then routes on: continue, and pre_route answers it in full when routing.
-    if (r.status != 417) return r.status;
-    r = httplib::Response{};
-    return 100;
+  // httplib writes `r` in full for any answer but 100 and 417 (those two it sends as a bare
+  // status line, then reads the body and routes on): a 417 from pre_route (another Expect beside
+  // 100-continue) is returned as kWriteResponse, so the client gets it whole and sends no body.
+  constexpr int kWriteResponse = 0;
+  try {  // (httplib calls this outside its handler try / catch)
+    if (pre_route(q, r)) return r.status == 417 ? kWriteResponse : r.status;
+    if (q.method == "POST" && routes.allowed(q.path).empty()) {
+      const FramingError f = httplib_error(q, 404);
+      refuse(q, r, {f.status, "invalid_request_error", f.message, ""});  // with pre_route's CORS headers
+      return f.status;
+    }
+  } catch (const std::exception&) {
+    // (routing runs pre_route again inside httplib's handler try / catch: its 500 then)
   }
   // pre_route runs again when httplib routes: the headers it set (CORS) would be doubled.
   // (This server sets no httplib default headers, so nothing else is in r.headers yet.)
-  r.headers.clear();
-  if (q.method == "POST" && routes.allowed(q.path).empty()) {
-    const FramingError f = httplib_error(q, 404);
-    refuse(q, r, {f.status, "invalid_request_error", f.message, ""});
-    return f.status;
-  }
+  r = httplib::Response{};
   return 100;
 }
 

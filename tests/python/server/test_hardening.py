@@ -716,6 +716,9 @@ def test_metrics_exposition_is_valid_prometheus_text(srv):
     (b"POST /v1/models HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n", 405),
     # a method the server does not implement
     (b"PUT /v1/messages HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n", 501),
+    # another expectation beside 100-continue (before: 100 Continue, then the 417 after the body)
+    (b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nExpect: 100-continue\r\n"
+     b"Expect: x-other\r\n", 417),
 ])
 def test_expect_100_continue_on_a_refused_request_gets_the_final_status(srv, request_head, status):
     # The body is never sent: the client waits for 100 Continue or the final answer.
