@@ -34,6 +34,10 @@
 // Flash's act shapes: us and % of copy (the weight's bytes per launch time), and at n = 1 and 16
 // the mma kernel with 1 and 2 eight-row tiles per block (gemv_act_mma_set_tiles).
 //
+// --rows-mma: Q8_0 gemv_act_rows over n = 2..16 rows on the tensor-core kernel in gemv_act's order
+// (gemv_act_rows_mma.h, the default) and on the dp4a rows kernel, beside one gemv_act; at n = 16
+// with 1 and 2 eight-row tiles per block.
+//
 // --routed: the routed experts of a decode batch of n = 1..16 tokens as the models run them
 // (gemv_act_rows over entries in moe_group's form: each used expert once, up to 16 rows, the
 // entry list on the device) on DeepSeek V4 Flash's ds4 q2 shapes (IQ2_XXS gate|up 4096x4096,
@@ -45,6 +49,7 @@
 //        bench_cuda_gemv --act [reps]          the quantized-activation tables only (~10 s)
 //        bench_cuda_gemv --act-mma [reps]      the tensor-core multi-row table only (~10 s)
 //        bench_cuda_gemv --routed [reps]       the routed-experts batch table only
+//        bench_cuda_gemv --rows-mma [reps]     Q8_0 gemv_act_rows: tensor cores vs dp4a (~10 s)
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
 #include <algorithm>
@@ -58,6 +63,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_act.h"
 #include "backend/cuda/gemv_act_mma.h"
+#include "backend/cuda/gemv_act_rows_mma.h"
 #include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/memory.h"
 #include "backend/cuda/moe_group.h"
@@ -410,6 +416,46 @@ int act_mma_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y)
   return 0;
 }
 
+// bench_cuda_gemv --rows-mma, see the header.
+int rows_mma_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
+  constexpr int kMaxIn = 16;
+  const Format q8{DType::Q8_0, 0, DType::F16, "Q8_0"};
+  const Shape shapes[] = {{1024, 4096, "ds 4096->1024"}, {32768, 1024, "ds 1024->32768"}, {4096, 8192, "ds 8192->4096"},
+                          {4096, 4096, "square"},        {2048, 4096, "4096->2048"},     {8192, 4096, "4096->8192"}};
+  const int ns[] = {2, 4, 8, 16};
+  cuda::gemv_set_pdl(true);
+  cuda::gemv_act_set_rows_mma(1);
+  auto pct = [&](const Row& r) { return 100.0 * r.gbps / bw.copy_gbps; };
+  std::printf("gemv_act_rows on Q8_0: tensor cores in gemv_act's order (gemv_act_set_rows_mma(1)) vs the dp4a rows kernel "
+              "(-1), n input rows; us, the mma time as a multiple of one gemv_act and its %% "
+              "of copy; PDL on\n%-24s %-14s", "shape", "gemv_act n=1");
+  for (int n : ns) std::printf(" | n=%-2d mma   dp4a  x1   %%copy", n);
+  std::printf(" | n=16 T1 T2\n");
+  for (const Shape& sh : shapes) {
+    const QuantizedX qx = quantize_x(q8.type, sh.cols, kMaxIn, x);
+    const Row one = bench_one(q8, sh, reps, x, y, false, 0, &qx.q);
+    std::printf("%-24s %6.2f %5.1f%%", (std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + " " + sh.what).c_str(),
+                one.us, pct(one));
+    for (int n : ns) {
+      const Row mma = bench_one(q8, sh, reps, x, y, false, n, &qx.q);
+      cuda::gemv_act_set_rows_mma(-1);
+      const Row dp4a = bench_one(q8, sh, reps, x, y, false, n, &qx.q);
+      cuda::gemv_act_set_rows_mma(1);
+      std::printf(" | %6.1f %6.1f %4.2f %4.0f%%", mma.us, dp4a.us, mma.us / one.us, pct(mma));
+    }
+    std::printf(" |");
+    for (int t : {1, 2}) {
+      cuda::gemv_act_rows_q8_mma_set_tiles(t);
+      std::printf(" %6.1f", bench_one(q8, sh, reps, x, y, false, 16, &qx.q).us);
+    }
+    cuda::gemv_act_rows_q8_mma_set_tiles(0);
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  cuda::gemv_act_set_rows_mma(0);
+  return 0;
+}
+
 // One line of the --routed table: n tokens' experts as entries of at most S rows (moe_group's
 // group_stride), 16 routings per pass.
 void routed_row(const Format& f, const Shape& shape, bool down, const WeightMatrix& w, size_t eb,
@@ -546,7 +592,8 @@ int main(int argc, char** argv) {
     const bool act = argc > 1 && std::string(argv[1]) == "--act";
     const bool act_mma = argc > 1 && std::string(argv[1]) == "--act-mma";
     const bool routed = argc > 1 && std::string(argv[1]) == "--routed";
-    const int reps = act || act_mma || routed ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
+    const bool rows_mma = argc > 1 && std::string(argv[1]) == "--rows-mma";
+    const int reps = act || act_mma || routed || rows_mma ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
                          : argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
     const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     cudaDeviceProp prop{};
@@ -588,6 +635,7 @@ int main(int argc, char** argv) {
     if (act) return act_tables(reps, bw, x.as<float>(), y.as<float>());
     if (act_mma) return act_mma_table(reps, bw, x.as<float>(), y.as<float>());
     if (routed) return routed_table(reps, bw, x.as<float>());
+    if (rows_mma) return rows_mma_table(reps, bw, x.as<float>(), y.as<float>());
     std::printf("%-12s %-26s %7s | %-15s | %-15s | %-15s | %-24s | %-15s | %6s\n", "format", "shape", "MiB",
                 "k1 GB/s %copy", "k2 GB/s %copy", "k2 no PDL", "k3 (default) us GB/s %copy", "k3 no PDL", "k3/k2");
     auto fits = [](const Format& f, const Shape& s) {  // the K-quants and IQ2_XXS: whole 256-weight blocks

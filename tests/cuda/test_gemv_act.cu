@@ -15,7 +15,10 @@
 //                          IQ2_XXS also with the staged sign table and the byte-permute
 //                          decoder (same bits required);
 //   gemv_act_rows       row i == gemv_act on that row (memcmp), n = 1..16, and with batch ids,
-//                          live, counts, x_idx and y_idx (entries past *live untouched);
+//                          live, counts, x_idx and y_idx (entries past *live untouched); Q8_0 plain
+//                          rows on the tensor-core kernel (gemv_act_rows_mma.h: 1 to 4 steps per
+//                          slot, 1 / 2 / 3 / 4 warps, 16 / 4 / 2-byte staging, 1 and 2 tiles; by
+//                          default above 8 rows, forced from 2) and on the dp4a kernel;
 //   PDL                 quantize_act + gemv_act / _batched / _rows launched as programmatic dependents
 //                          after a kernel that writes x and the ids late == plain launches;
 //   bad input           InputError (wrong activation block, cols not a multiple, n mismatch,
@@ -38,6 +41,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_act.h"
+#include "backend/cuda/gemv_act_rows_mma.h"
 #include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/memory.h"
 #include "core/act_quant.h"
@@ -262,18 +266,26 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
   check(same(single[0], y0) && rb_same,
         what + ": gemv_act is deterministic and equal at 2, 4 and 8 rows per block x 1, 2, 4, 8 row groups per block");
   int rows_same = 0, rows_total = 0;
+  // Q8_0: the tensor-core kernel (default; gemv_act_rows_mma.h) at auto, 1 and 2 tiles per block,
+  // then the dp4a rows kernel (gemv_act_set_rows_mma(-1)), which the other formats always take:
   // the default row groups per block, and 4 (blocks that walk several groups); the default rows
   // per block over more than 4 inputs, and 4 and 8 (gemv_act_set_rows_kernel_rows); Q8_0's two
   // 8-input launches for n > 8 (default) and one 16-input launch (gemv_act_set_q8_split(false))
   struct Setting {
     int groups, rows;
     bool split;
+    int mma, tiles;  // gemv_act_set_rows_mma, gemv_act_rows_q8_mma_set_tiles
   };
-  for (const Setting st : {Setting{0, 0, true}, Setting{4, 0, true}, Setting{0, 4, true}, Setting{0, 8, true},
-                           Setting{0, 0, false}, Setting{4, 8, false}}) {
+  for (const Setting st :
+       {Setting{0, 0, true, 0, 0}, Setting{0, 0, true, 1, 0}, Setting{0, 0, true, 1, 1}, Setting{0, 0, true, 1, 2},
+        Setting{0, 0, true, -1, 0}, Setting{4, 0, true, -1, 0}, Setting{0, 4, true, -1, 0},
+        Setting{0, 8, true, -1, 0}, Setting{0, 0, false, -1, 0}, Setting{4, 8, false, -1, 0}}) {
+    if (sh.type != DType::Q8_0 && st.mma >= 0 && (st.mma || st.tiles)) continue;  // the first setting's launches
     cuda::gemv_act_set_groups(st.groups);
     cuda::gemv_act_set_rows_kernel_rows(st.rows);
     cuda::gemv_act_set_q8_split(st.split);
+    cuda::gemv_act_set_rows_mma(st.mma);
+    cuda::gemv_act_rows_q8_mma_set_tiles(st.tiles);
     for (int nr = 1; nr <= int(kIn); ++nr) {
       poison(y);
       cuda::GemvRows r;
@@ -287,7 +299,10 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
   cuda::gemv_act_set_groups(0);
   cuda::gemv_act_set_rows_kernel_rows(0);
   cuda::gemv_act_set_q8_split(true);
-  check(rows_same == rows_total, what + ": gemv_act_rows row i == gemv_act (memcmp), n = 1..16, default and 4 row "
+  cuda::gemv_act_set_rows_mma(0);
+  cuda::gemv_act_rows_q8_mma_set_tiles(0);
+  check(rows_same == rows_total, what + ": gemv_act_rows row i == gemv_act (memcmp), n = 1..16, Q8_0 on tensor cores "
+                                        "(auto / 1 / 2 tiles) and on the dp4a kernel: default and 4 row "
                                         "groups per block, 2 / 4 / 8 rows per block, Q8_0 split in 8-input launches "
                                         "or not: " + std::to_string(rows_same) + " of " + std::to_string(rows_total));
   // IQ2_XXS: the staged sign table (4 lanes) and the byte-permute decoder (both splits) give the
@@ -541,6 +556,13 @@ int main() {
       {DType::Q2_K, 37, 256, "odd rows, one block"},
       {DType::Q2_K, 300, 7168, "wide"},
       {DType::Q8_0, 1024, 4096, "square (rows cut)"},
+      {DType::Q8_0, 4096, 2048, "tall (2 tiles per block at n > 8)"},
+      {DType::Q8_0, 300, 8192, "2 steps per slot"},
+      {DType::Q8_0, 45, 12288, "3 steps per slot, odd rows"},
+      {DType::Q8_0, 24, 16384, "4 steps per slot"},
+      {DType::Q8_0, 29, 2112, "66 blocks: 4-byte copies, 3 warps, a 2-block span"},
+      {DType::Q8_0, 21, 1632, "51 blocks: 2-byte copies, 2 warps"},
+      {DType::Q8_0, 8, 32768, "past the tensor-core kernel (dp4a)"},
       {DType::Q8_0, 512, 7168, "wide"},
       {DType::Q8_0, 7168, 512, "tall"},
       {DType::Q8_0, 37, 96, "odd rows, 3 blocks"},

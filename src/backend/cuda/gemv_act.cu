@@ -27,6 +27,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv_act.h"
 #include "backend/cuda/gemv_act_formats.cuh"
+#include "backend/cuda/gemv_act_rows_mma.h"
 #include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/iq2xxs_grid.h"
@@ -335,6 +336,13 @@ void launch_rows_n(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, 
 }
 
 bool g_q8_split = true;  // gemv_act_set_q8_split
+int g_rows_mma = 0;  // gemv_act_set_rows_mma: 0 auto, 1 from 2 rows, -1 never
+
+// The fewest plain Q8_0 input rows the tensor-core kernel takes under auto (H100, bench_cuda_gemv
+// --rows-mma, session 19 call 3: at n = 16 it ran DeepSeek's dense shapes in 0.5-0.8x the dp4a
+// kernel's time, at n = 8 in 0.9-1.2x, at n <= 4 up to 3.7x slower: one wave of latency-bound
+// blocks).
+constexpr int kRowsMmaMin = 9;
 
 template <class F>
 void launch_rows(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {
@@ -449,6 +457,11 @@ void gemv_act_set_rows_kernel_rows(int rows) {
 
 void gemv_act_set_q8_split(bool on) { g_q8_split = on; }
 
+void gemv_act_set_rows_mma(int mode) {
+  if (mode < -1 || mode > 1) throw InputError("cuda gemv_act_rows: mma mode " + std::to_string(mode) + " is not -1, 0 or 1");
+  g_rows_mma = mode;
+}
+
 GemvActConfig gemv_act_config(DType type, int64_t cols, int64_t batch) {
   GemvActConfig c{};
   visit_act_format(type, [&](auto f) {
@@ -493,6 +506,12 @@ void gemv_act_rows(const WeightMatrix& w, const ActQ8View& x, float* y, const Ge
   check_gemv_rows(kWho, r);
   set_batch(kWho, a, r.batch, x.block);
   check_stride(kWho, "x_row", r.x_row, x.block);
+  // Q8_0 over 2..16 plain rows (a decode batch's dense products, verify windows, small chunks):
+  // the tensor-core kernel in gemv_act's order (gemv_act_rows_mma.h), the same bits.
+  const bool plain = r.batch.count == 1 && !r.batch.ids && !r.live && !r.counts && !r.x_idx && !r.y_idx;
+  const int mma_min = g_rows_mma == 0 ? kRowsMmaMin : g_rows_mma == 1 ? 2 : kGemvMaxRows + 1;
+  if (plain && r.n >= mma_min && gemv_act_rows_q8_mma_fits(w))
+    return gemv_act_rows_q8_mma(w, x, y, r.n, r.x_row, r.y_row, stream);
   const RowsArgs ra = gemv_detail::rows_args(r);
   visit_act_format(w.type,
                    [&](auto f) { launch_rows<decltype(f)>(w.type, a, x_args(x), ra, y, stream, unsigned(r.batch.count)); });

@@ -35,6 +35,7 @@
 #include "backend/cuda/gemv_act_mma.h"
 #include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
+#include "backend/cuda/mma_sync.cuh"
 #include "core/error.h"
 
 namespace ds4::cuda {
@@ -69,35 +70,15 @@ struct MmaArgs {
   int64_t stages;
 };
 
-// ---- small device helpers ----
-__device__ __forceinline__ uint32_t lds_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
-__device__ __forceinline__ uint32_t lds_u32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
-// 8 bytes at a 2-byte aligned shared address (Q8_0 / IQ2_XXS blocks are 34 / 66 bytes long, so
-// half of them start 2 bytes off a word): two word loads, or three and two byte permutes
-// (uniform per warp: every row of a slab has the same alignment).
-__device__ __forceinline__ uint2 lds_u64_2(const uint8_t* p) {
-  if ((reinterpret_cast<uintptr_t>(p) & 2) == 0) return make_uint2(lds_u32(p), lds_u32(p + 4));
-  const uint32_t a = lds_u32(p - 2), b = lds_u32(p + 2), c = lds_u32(p + 6);
-  return make_uint2(__byte_perm(a, b, 0x5432), __byte_perm(b, c, 0x5432));
-}
-
+using mma::cp_async_ca;
+using mma::lds_u16;
+using mma::lds_u32;
+using mma::lds_u64_2;
+// (mma_k32 / mma_k16: the int8 m16n8k32 / m16n8k16 products)
 __device__ __forceinline__ void mma_k32(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  mma::mma_s8_k32(c, a, b0, b1);
 }
-__device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
-  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a0), "r"(a1), "r"(b0));
-}
-
-// kBytes (4, 8 or 16) from global to shared memory, asynchronously (through L1: .ca).
-template <int kBytes>
-__device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
-  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(s), "l"(gmem), "n"(kBytes) : "memory");
-}
+__device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) { mma::mma_s8_k16(c, a0, a1, b0); }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most `pending` (0..3) of this thread's groups are in flight.
 __device__ __forceinline__ void cp_async_wait(int pending) {
@@ -305,7 +286,7 @@ __device__ __forceinline__ void copy_stage(const MmaArgs& a, uint8_t* dst, int64
       if constexpr (kVec == 2)
         *reinterpret_cast<uint16_t*>(dst + r * a.pitch + 2 * pc) = __ldg(reinterpret_cast<const uint16_t*>(rowp(r) + 2 * pc));
       else
-        cp_async<kVec>(dst + r * a.pitch + kVec * pc, rowp(r) + kVec * pc);
+        cp_async_ca<kVec>(dst + r * a.pitch + kVec * pc, rowp(r) + kVec * pc);
     }
   };
   if (blocks == F::kStageBlocks) copy(F::kStageBlocks * F::kBlockBytes / kVec);  // a constant divisor

@@ -45,6 +45,11 @@ void gemv_act_set_rows_kernel_rows(int rows);
 // default: gemv_act.cu launch_rows says why) or one 16-input launch (false). Never changes a
 // result; for the bench's same-run comparison.
 void gemv_act_set_q8_split(bool on);
+// Q8_0 gemv_act_rows over plain input rows on int8 tensor cores in gemv_act's order
+// (gemv_act_rows_mma.h) or on the dp4a rows kernel: 0 = auto (the default: tensor cores from
+// gemv_act.cu's kRowsMmaMin rows), 1 = tensor cores from 2 rows, -1 = never. Never changes a
+// result; for the tests and the bench's same-run comparison. Throws InputError otherwise.
+void gemv_act_set_rows_mma(int mode);
 // What gemv_act / gemv_act_batched launch for a weight of this type and row length (batch entries)
 // under the current settings (the bench prints it): rows per block, lanes per weight block
 // (Q8_0: 1), threads per block, row groups per block, whether IQ2_XXS decodes by byte permutes.

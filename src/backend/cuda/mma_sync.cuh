@@ -1,7 +1,7 @@
 #pragma once
 // The warp-level tensor-core and async-copy primitives that hand-written MMA kernels share
-// (models/deepseek_v4/cuda attention_tc.cu, indexer_tc.cu): one definition of each asm
-// wrapper. Fragment layouts are PTX's for mma.sync.m16n8k8 (TF32): lane = 4 g + t, A holds
+// (models/deepseek_v4/cuda attention_tc.cu, indexer_tc.cu; backend gemv_act_mma.cu,
+// gemv_act_rows_mma.cu): one definition of each asm wrapper. Fragment layouts are PTX's for mma.sync.m16n8k8 (TF32): lane = 4 g + t, A holds
 // (g, t) (g + 8, t) (g, t + 4) (g + 8, t + 4), B (k = t, n = g) (t + 4, g), C (g, 2t) (g, 2t + 1)
 // (g + 8, 2t) (g + 8, 2t + 1).
 #include <cuda_runtime.h>
@@ -31,6 +31,39 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c += a b, m16n8k32, int8 operands (s8 x s8), int32 accumulate: exact. Fragments as the TF32
+// form with k doubled: A (g, 4t..4t+3) (g + 8, 4t..) (g, 16 + 4t..) (g + 8, 16 + 4t..), four
+// int8 per register; B (k = 4t.., n = g) (k = 16 + 4t.., g).
+__device__ __forceinline__ void mma_s8_k32(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// c += a b, m16n8k16, int8 operands, int32 accumulate.
+__device__ __forceinline__ void mma_s8_k16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a0), "r"(a1), "r"(b0));
+}
+
+// Shared-memory reads of quantized blocks staged as they lie in global memory (Q8_0 / IQ2_XXS
+// blocks are 34 / 66 bytes long, so half of them start 2 bytes off a word).
+__device__ __forceinline__ uint32_t lds_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+__device__ __forceinline__ uint32_t lds_u32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+// 8 bytes at a 2-byte aligned shared address: two word loads, or three and two byte permutes.
+__device__ __forceinline__ uint2 lds_u64_2(const uint8_t* p) {
+  if ((reinterpret_cast<uintptr_t>(p) & 2) == 0) return make_uint2(lds_u32(p), lds_u32(p + 4));
+  const uint32_t a = lds_u32(p - 2), b = lds_u32(p + 2), c = lds_u32(p + 6);
+  return make_uint2(__byte_perm(a, b, 0x5432), __byte_perm(b, c, 0x5432));
+}
+
+// kBytes (4, 8 or 16) global -> shared, asynchronously, through L1 (.ca).
+template <int kBytes>
+__device__ __forceinline__ void cp_async_ca(void* smem, const void* gmem) {
+  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(s), "l"(gmem), "n"(kBytes) : "memory");
 }
 
 // 16 bytes global -> shared, bypassing L1; !valid writes zeros (padding rows must hold no NaN).
