@@ -18,7 +18,7 @@
 // 0, as generate_greedy sets it).
 // Usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...]
 //        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S] [--batch-profile] [--seq-ab]
-//        [--rows-ab R,R] [--split-ab]] [--jump N,N]
+//        [--rows-ab R,R] [--split-ab] [--mma-ab]] [--jump N,N]
 //        [--act-quant]
 //        [--act-variants]
 //   --act-variants: decode tok/s under each IQ2_XXS decoder of gemv_act (act_variants below).
@@ -35,7 +35,9 @@
 //   again with CudaModelOptions::seq_launches off (a launch per sequence for the stateful kernels);
 //   --rows-ab R,R the same tables again at each gemv_act_rows weight-rows-per-block value R (2, 4, 8:
 //   gemv_act_set_rows_kernel_rows, the dense products of a batch of more than 4 rows); --split-ab the
-//   same tables again with Q8_0's 9..16-row products as one 16-input launch (gemv_act_set_q8_split).
+//   same tables again with Q8_0's 9..16-row products as one 16-input launch (gemv_act_set_q8_split);
+//   --mma-ab the same tables again with Q8_0's multi-row products on the dp4a rows kernel instead of
+//   the tensor-core one (gemv_act_set_rows_mma(-1)).
 //   --jump: decode tok/s (and with --profile the per-op table) at each context N from a state
 //   filled with random caches as if N tokens were consumed (fill_context_for_bench: no prefill).
 //   --prefill: the old path (16-row chunks; only lengths <= --old-max) and then the tensor-core
@@ -429,6 +431,7 @@ int main(int argc, char** argv) {
   bool act_quant = false, variants = false;
   std::vector<int> rows_ab;  // --rows-ab R,R: the batch tables again per gemv_act_rows rows per block
   bool split_ab = false;     // --split-ab: the batch tables again with gemv_act_set_q8_split(false)
+  bool mma_ab = false;       // --mma-ab: the batch tables again with gemv_act_set_rows_mma(-1)
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       prof = true;
@@ -436,6 +439,8 @@ int main(int argc, char** argv) {
       act_quant = true;
     } else if (std::strcmp(argv[i], "--split-ab") == 0) {
       split_ab = true;
+    } else if (std::strcmp(argv[i], "--mma-ab") == 0) {
+      mma_ab = true;
     } else if (std::strcmp(argv[i], "--rows-ab") == 0 && i + 1 < argc) {
       append_int_list(argv[++i], rows_ab);
     } else if (std::strcmp(argv[i], "--act-variants") == 0) {
@@ -457,7 +462,7 @@ int main(int argc, char** argv) {
   if (pos.empty()) {
     std::fprintf(stderr,
                  "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...] "
-                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile] [--seq-ab] [--rows-ab R,R] [--split-ab]] [--jump N,N] "
+                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile] [--seq-ab] [--rows-ab R,R] [--split-ab] [--mma-ab]] [--jump N,N] "
                  "[--act-quant] [--act-variants]\n");
     return 2;
   }
@@ -571,6 +576,11 @@ int main(int argc, char** argv) {
         cuda::gemv_act_set_q8_split(false);
         tables_again("Q8_0 gemv_act_rows over 9..16 rows as one 16-input launch (gemv_act_set_q8_split(false))");
         cuda::gemv_act_set_q8_split(true);
+      }
+      if (mma_ab) {  // Q8_0's dense products of a batch on the dp4a rows kernel (before 2026-12-05)
+        cuda::gemv_act_set_rows_mma(-1);
+        tables_again("Q8_0 gemv_act_rows on the dp4a rows kernel (gemv_act_set_rows_mma(-1))");
+        cuda::gemv_act_set_rows_mma(0);
       }
       return 0;
     }

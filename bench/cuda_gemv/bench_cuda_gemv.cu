@@ -35,8 +35,8 @@
 // the mma kernel with 1 and 2 eight-row tiles per block (gemv_act_mma_set_tiles).
 //
 // --rows-mma: Q8_0 gemv_act_rows over n = 2..16 rows on the tensor-core kernel in gemv_act's order
-// (gemv_act_rows_mma.h, the default) and on the dp4a rows kernel, beside one gemv_act; at n = 16
-// with 1 and 2 eight-row tiles per block.
+// (gemv_act_rows_mma.h, the default) and on the dp4a rows kernel, beside one gemv_act; at n = 4
+// and 16 with 1 and 2 eight-row tiles per block x 2, 4 warps per slot group.
 //
 // --routed: the routed experts of a decode batch of n = 1..16 tokens as the models run them
 // (gemv_act_rows over entries in moe_group's form: each used expert once, up to 16 rows, the
@@ -430,7 +430,7 @@ int rows_mma_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y
               "(-1), n input rows; us, the mma time as a multiple of one gemv_act and its %% "
               "of copy; PDL on\n%-24s %-14s", "shape", "gemv_act n=1");
   for (int n : ns) std::printf(" | n=%-2d mma   dp4a  x1   %%copy", n);
-  std::printf(" | n=16 T1 T2\n");
+  std::printf(" | n=4 tiles x warps per slot group: T1S2 T1S4 T2S2 T2S4 | n=16 the same\n");
   for (const Shape& sh : shapes) {
     const QuantizedX qx = quantize_x(q8.type, sh.cols, kMaxIn, x);
     const Row one = bench_one(q8, sh, reps, x, y, false, 0, &qx.q);
@@ -443,12 +443,17 @@ int rows_mma_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y
       cuda::gemv_act_set_rows_mma(1);
       std::printf(" | %6.1f %6.1f %4.2f %4.0f%%", mma.us, dp4a.us, mma.us / one.us, pct(mma));
     }
-    std::printf(" |");
-    for (int t : {1, 2}) {
-      cuda::gemv_act_rows_q8_mma_set_tiles(t);
-      std::printf(" %6.1f", bench_one(q8, sh, reps, x, y, false, 16, &qx.q).us);
+    for (int n : {4, 16}) {
+      std::printf(" |");
+      for (int t : {1, 2})
+        for (int sp : {2, 4}) {
+          cuda::gemv_act_rows_q8_mma_set_tiles(t);
+          cuda::gemv_act_rows_q8_mma_set_split(sp);
+          std::printf(" %6.1f", bench_one(q8, sh, reps, x, y, false, n, &qx.q).us);
+        }
     }
     cuda::gemv_act_rows_q8_mma_set_tiles(0);
+    cuda::gemv_act_rows_q8_mma_set_split(0);
     std::printf("\n");
     std::fflush(stdout);
   }

@@ -17,8 +17,8 @@
 //   gemv_act_rows       row i == gemv_act on that row (memcmp), n = 1..16, and with batch ids,
 //                          live, counts, x_idx and y_idx (entries past *live untouched); Q8_0 plain
 //                          rows on the tensor-core kernel (gemv_act_rows_mma.h: 1 to 4 steps per
-//                          slot, 1 / 2 / 3 / 4 warps, 16 / 4 / 2-byte staging, 1 and 2 tiles; by
-//                          default above 8 rows, forced from 2) and on the dp4a kernel;
+//                          slot, 1 / 2 / 3 / 4 slot groups of 2 / 4 warps, 1 warp with 2-byte staging, 1 and 2 tiles; by
+//                          default from 5 rows, forced from 2) and on the dp4a kernel;
 //   PDL                 quantize_act + gemv_act / _batched / _rows launched as programmatic dependents
 //                          after a kernel that writes x and the ids late == plain launches;
 //   bad input           InputError (wrong activation block, cols not a multiple, n mismatch,
@@ -274,13 +274,15 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
   struct Setting {
     int groups, rows;
     bool split;
-    int mma, tiles;  // gemv_act_set_rows_mma, gemv_act_rows_q8_mma_set_tiles
+    int mma, tiles, warps;  // gemv_act_set_rows_mma, gemv_act_rows_q8_mma_set_tiles / _set_split
   };
   for (const Setting st :
-       {Setting{0, 0, true, 0, 0}, Setting{0, 0, true, 1, 0}, Setting{0, 0, true, 1, 1}, Setting{0, 0, true, 1, 2},
-        Setting{0, 0, true, -1, 0}, Setting{4, 0, true, -1, 0}, Setting{0, 4, true, -1, 0},
-        Setting{0, 8, true, -1, 0}, Setting{0, 0, false, -1, 0}, Setting{4, 8, false, -1, 0}}) {
+       {Setting{0, 0, true, 0, 0, 0}, Setting{0, 0, true, 1, 0, 0}, Setting{0, 0, true, 1, 1, 2},
+        Setting{0, 0, true, 1, 2, 2}, Setting{0, 0, true, 1, 1, 4}, Setting{0, 0, true, 1, 2, 4}, Setting{0, 0, true, -1, 0, 0}, Setting{4, 0, true, -1, 0, 0},
+        Setting{0, 4, true, -1, 0, 0}, Setting{0, 8, true, -1, 0, 0}, Setting{0, 0, false, -1, 0, 0},
+        Setting{4, 8, false, -1, 0, 0}}) {
     if (sh.type != DType::Q8_0 && st.mma >= 0 && (st.mma || st.tiles)) continue;  // the first setting's launches
+    cuda::gemv_act_rows_q8_mma_set_split(st.warps);
     cuda::gemv_act_set_groups(st.groups);
     cuda::gemv_act_set_rows_kernel_rows(st.rows);
     cuda::gemv_act_set_q8_split(st.split);
@@ -301,8 +303,9 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
   cuda::gemv_act_set_q8_split(true);
   cuda::gemv_act_set_rows_mma(0);
   cuda::gemv_act_rows_q8_mma_set_tiles(0);
+  cuda::gemv_act_rows_q8_mma_set_split(0);
   check(rows_same == rows_total, what + ": gemv_act_rows row i == gemv_act (memcmp), n = 1..16, Q8_0 on tensor cores "
-                                        "(auto / 1 / 2 tiles) and on the dp4a kernel: default and 4 row "
+                                        "(auto / 1 / 2 tiles x 2 / 4 warps per slot group) and on the dp4a kernel: default and 4 row "
                                         "groups per block, 2 / 4 / 8 rows per block, Q8_0 split in 8-input launches "
                                         "or not: " + std::to_string(rows_same) + " of " + std::to_string(rows_total));
   // IQ2_XXS: the staged sign table (4 lanes) and the byte-permute decoder (both splits) give the
@@ -560,7 +563,7 @@ int main() {
       {DType::Q8_0, 300, 8192, "2 steps per slot"},
       {DType::Q8_0, 45, 12288, "3 steps per slot, odd rows"},
       {DType::Q8_0, 24, 16384, "4 steps per slot"},
-      {DType::Q8_0, 29, 2112, "66 blocks: 4-byte copies, 3 warps, a 2-block span"},
+      {DType::Q8_0, 29, 2112, "66 blocks: 2-byte copies, 3 warps, a 2-block span"},
       {DType::Q8_0, 21, 1632, "51 blocks: 2-byte copies, 2 warps"},
       {DType::Q8_0, 8, 32768, "past the tensor-core kernel (dp4a)"},
       {DType::Q8_0, 512, 7168, "wide"},

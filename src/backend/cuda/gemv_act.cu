@@ -339,10 +339,10 @@ bool g_q8_split = true;  // gemv_act_set_q8_split
 int g_rows_mma = 0;  // gemv_act_set_rows_mma: 0 auto, 1 from 2 rows, -1 never
 
 // The fewest plain Q8_0 input rows the tensor-core kernel takes under auto (H100, bench_cuda_gemv
-// --rows-mma, session 19 call 3: at n = 16 it ran DeepSeek's dense shapes in 0.5-0.8x the dp4a
-// kernel's time, at n = 8 in 0.9-1.2x, at n <= 4 up to 3.7x slower: one wave of latency-bound
-// blocks).
-constexpr int kRowsMmaMin = 9;
+// --rows-mma, session 19 call 5, DeepSeek's dense shapes: at n = 2 it took 1.05-1.28x the dp4a
+// kernel's time, at n = 4 0.90-1.07x, at n = 8 0.67-0.86x, at n = 16 0.37-0.53x; from 5 rows the
+// dp4a kernel runs its 8-input form, ~1.5x its 4-input time).
+constexpr int kRowsMmaMin = 5;
 
 template <class F>
 void launch_rows(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {

@@ -69,45 +69,33 @@ struct XFrag {
   float d0, d1;
 };
 
-__device__ __forceinline__ void load_x(const Q8Args& a, int g, int t, int64_t j, XFrag& x) {
-  uint2 lo = make_uint2(0, 0), hi = make_uint2(0, 0);
-  float d0 = 0.f, d1 = 0.f;
-  if (j < a.nb) {
-    const int64_t per_row = a.x_row / 32;
-    if (g < a.n) {
-      lo = *reinterpret_cast<const uint2*>(a.xq + g * a.x_row + 32 * j + 8 * t);  // PDL: input load
-      d0 = a.xd[g * per_row + j];                                                 // PDL: input load
-    }
-    if (g + 8 < a.n) {
-      hi = *reinterpret_cast<const uint2*>(a.xq + (g + 8) * a.x_row + 32 * j + 8 * t);  // PDL: input load
-      d1 = a.xd[(g + 8) * per_row + j];                                                 // PDL: input load
-    }
-  }
-  x.f[0] = lo.x, x.f[1] = hi.x, x.f[2] = lo.y, x.f[3] = hi.y;
-  x.d0 = d0, x.d1 = d1;
+// Shared-memory word loads by 32-bit shared address (the item offsets are constants after
+// unrolling, so they fold into the instruction).
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
 }
-
-// 8 bytes at base + off (base 4-byte aligned, off even): after unrolling, off & 2 is a constant.
-__device__ __forceinline__ uint2 lds_u64_at(const uint8_t* base, int off) {
-  if ((off & 2) == 0) return make_uint2(lds_u32(base + off), lds_u32(base + off + 4));
-  const uint32_t a = lds_u32(base + off - 2), b = lds_u32(base + off + 2), c = lds_u32(base + off + 6);
-  return make_uint2(__byte_perm(a, b, 0x5432), __byte_perm(b, c, 0x5432));
+__device__ __forceinline__ uint32_t lds16(uint32_t addr) {
+  unsigned short v;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr));
+  return v;
 }
 
 // Blocks b0 .. b0 + 31 (fewer at the row's end) of the tile's rows into dst (row r at r * kPitch):
-// kVec-byte pieces, consecutive lanes on consecutive pieces of a row; rows past the weight's end
+// kVec-byte pieces, consecutive lanes (lane: 0 .. 32 kSplit - 1, the group's threads) on
+// consecutive pieces of a row; rows past the weight's end
 // repeat its last row (their outputs are dropped). kVec 2: synchronous (rows not 4-byte aligned).
-template <int kRows, int kVec>
+template <int kRows, int kVec, int kSplit>
 __device__ __forceinline__ void stage_span(const Q8Args& a, uint8_t* dst, int64_t row0, int64_t b0, int lane) {
   const int64_t m = a.nb - b0 < kSpan ? a.nb - b0 : kSpan;
   const uint8_t* src = a.w + b0 * kBlockBytes;
   auto copy = [&](int pieces) {
-    for (int i = lane; i < kRows * pieces; i += 32) {
+    for (int i = lane; i < kRows * pieces; i += 32 * kSplit) {
       const int r = i / pieces, pc = i - r * pieces;
       const uint8_t* s = src + (row0 + r < a.rows ? row0 + r : a.rows - 1) * a.row_bytes + kVec * pc;
       uint8_t* d = dst + r * kPitch + kVec * pc;
       if constexpr (kVec == 16) mma::cp_async16(d, s, true);
-      else if constexpr (kVec == 4) mma::cp_async_ca<4>(d, s);
       else *reinterpret_cast<uint16_t*>(d) = __ldg(reinterpret_cast<const uint16_t*>(s));
     }
   };
@@ -115,36 +103,88 @@ __device__ __forceinline__ void stage_span(const Q8Args& a, uint8_t* dst, int64_
   else copy(int(m) * kBlockBytes / kVec);           // the host checked: whole pieces
 }
 
-template <int kTiles, int kSteps, int kVec>
-__global__ void __launch_bounds__(kSlotsMax) q8_rows_mma_kernel(Q8Args a) {
+// kSplit warps share a slot group: warp sub takes the slots of leaves sub * 32 / kSplit .. of the
+// tree (rev5 order), i.e. a whole subtree, so the group's sum is the kSplit subtree sums added as
+// the tree's top levels add them. More, shorter chains per block: each warp's slots run one after
+// another (the terms of a slot are a sequential sum), so a warp's time is its slots' latency.
+// Every address is formed once per thread; an item (slot, step) is then constant offsets, its
+// loads, one MMA per tile and the f32 terms, without branches: a slot with no block at a step
+// (the row's end) adds 0.f in its place, which leaves its sum unchanged (a sum that starts at +0
+// and only adds is never -0, and s + 0 == s for every other s).
+template <int kTiles, int kSteps, int kVec, int kSplit>
+__global__ void __launch_bounds__(kSlotsMax * kSplit) q8_rows_mma_kernel(Q8Args a) {
   constexpr int kRows = 8 * kTiles;
-  constexpr int kItems = kSpan * kSteps;  // (slot, step) pairs of a warp, slot-major
+  constexpr int kLeaves = kSpan / kSplit;                           // slots per warp
+  constexpr int kLevels = kLeaves == 32 ? 5 : kLeaves == 16 ? 4 : 3;  // its subtree's height
+  constexpr int kItems = kLeaves * kSteps;                          // (slot, step) pairs of a warp, slot-major
+  constexpr int kRing = kAhead < kItems ? kAhead : kItems;
+  static_assert(kSplit == 1 || kSplit == 2 || kSplit == 4, "1, 2 or 4 warps per slot group");
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_launch_dependents();
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
-  const int W = int(blockDim.x >> 5);
+  const int group = warp / kSplit, sub = warp % kSplit;
+  const int W = int(blockDim.x >> 5) / kSplit;  // slot groups: gemv_act's warps
   const int64_t row0 = int64_t(blockIdx.x) * kRows;
-  uint8_t* mine = smem + size_t(warp) * kSteps * kRows * kPitch;
-  // The weights: not the previous kernel's output, so staged before the wait.
+  uint8_t* mine = smem + size_t(group) * kSteps * kRows * kPitch;
+  // The weights: not the previous kernel's output, so staged before the wait; the group's warps
+  // share the copies (then a block barrier).
 #pragma unroll
   for (int k = 0; k < kSteps; ++k) {
-    const int64_t b0 = int64_t(warp) * kSpan + int64_t(k) * a.slots;
-    if (b0 < a.nb) stage_span<kRows, kVec>(a, mine + k * kRows * kPitch, row0, b0, lane);
+    const int64_t b0 = int64_t(group) * kSpan + int64_t(k) * a.slots;
+    if (b0 < a.nb) stage_span<kRows, kVec, kSplit>(a, mine + k * kRows * kPitch, row0, b0, sub * 32 + lane);
   }
   mma::cp_commit();
   pdl_wait();
-  auto block_of = [&](int p, int k) { return int64_t(warp) * kSpan + rev5(p) + int64_t(k) * a.slots; };
-  XFrag ring[kAhead];
+  // Leaf pl of this warp is slot rev5(pl) | low; its block at step k is j0 + rev5(pl) + k T.
+  const int low = rev5(sub * kLeaves);
+  const int64_t j0 = int64_t(group) * kSpan + low;
+  int64_t left[kSteps];  // blocks of the row from the warp's leaf-0 block at each step
 #pragma unroll
-  for (int q = 0; q < kAhead && q < kItems; ++q) load_x(a, g, t, block_of(q / kSteps, q % kSteps), ring[q]);
+  for (int k = 0; k < kSteps; ++k) left[k] = a.nb - j0 - int64_t(k) * a.slots;
+  // Input rows g and g + 8 at block j0, value 8t (never read past n: the loads are predicated).
+  const int64_t per_row = a.x_row / 32;
+  const bool has_lo = g < a.n, has_hi = g + 8 < a.n;
+  const int8_t* xlo = a.xq + int64_t(g) * a.x_row + 32 * j0 + 8 * t;
+  const int8_t* xhi = xlo + 8 * a.x_row;
+  const float* dlo = a.xd + int64_t(g) * per_row + j0;
+  const float* dhi = dlo + 8 * per_row;
+  auto load = [&](int q, XFrag& x) {
+    const int pl = q / kSteps, k = q % kSteps;
+    const int64_t off = rev5(pl) + int64_t(k) * a.slots;  // blocks from j0
+    const bool live = rev5(pl) < left[k];
+    uint2 lo = make_uint2(0, 0), hi = make_uint2(0, 0);
+    float d0 = 0.f, d1 = 0.f;
+    if (live && has_lo) {
+      lo = *reinterpret_cast<const uint2*>(xlo + 32 * off);  // PDL: input load
+      d0 = dlo[off];                                         // PDL: input load
+    }
+    if (live && has_hi) {
+      hi = *reinterpret_cast<const uint2*>(xhi + 32 * off);  // PDL: input load
+      d1 = dhi[off];                                         // PDL: input load
+    }
+    x.f[0] = lo.x, x.f[1] = hi.x, x.f[2] = lo.y, x.f[3] = hi.y;
+    x.d0 = d0, x.d1 = d1;
+  };
+  XFrag ring[kRing];
+#pragma unroll
+  for (int q = 0; q < kRing; ++q) load(q, ring[q]);
+  // Shared addresses. The quant bytes of tile row 8T + g at leaf 0: base_q (2-byte aligned: a word
+  // load pair from wa, bytes picked by sel); an item adds the constant 34 rev5(pl) + step and tile
+  // offsets, all multiples of 4 but 34 rev5(pl) for odd rev5(pl), which adds 2: the other pair.
+  const uint32_t s_mine = uint32_t(__cvta_generic_to_shared(mine)) + uint32_t(low * kBlockBytes);
+  const uint32_t base_q = s_mine + uint32_t(g * kPitch + 2 + 8 * t);
+  const uint32_t mis = base_q & 2u;
+  const uint32_t wa_even = base_q & ~3u, wa_odd = wa_even + (mis ? 4u : 0u);
+  const uint32_t sel_even = mis ? 0x5432u : 0x3210u, sel_odd = mis ? 0x3210u : 0x5432u;
+  const uint32_t base_d = s_mine + uint32_t(2 * t * kPitch);  // scale of tile row 8T + 2t (+ kPitch: 2t + 1)
   mma::cp_wait<0>();
-  __syncwarp();
-  const bool upper = a.n > 8;  // input rows g + 8 live
-  float level[5][kTiles][4];   // the xor tree's pending pairs, level 0..4
-  float total[kTiles][4];      // the warp's 32 slots, added as warp_sum adds them
+  if constexpr (kSplit == 1) __syncwarp();
+  else __syncthreads();
+  float level[kLevels][kTiles][4];  // the subtree's pending pairs
+  float total[kTiles][4];           // the warp's slots, added as warp_sum adds them
 #pragma unroll
-  for (int p = 0; p < kSpan; ++p) {
-    const int l = rev5(p);
+  for (int pl = 0; pl < kLeaves; ++pl) {
+    const int r = rev5(pl);
     float s[kTiles][4];
 #pragma unroll
     for (int T = 0; T < kTiles; ++T)
@@ -153,28 +193,31 @@ __global__ void __launch_bounds__(kSlotsMax) q8_rows_mma_kernel(Q8Args a) {
     // slot l's steps in turn: gemv_act's thread adds blocks l, l + T, ... from 0
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
-      const int q = p * kSteps + k;
-      const XFrag x = ring[q % kAhead];
-      if (q + kAhead < kItems) load_x(a, g, t, block_of((q + kAhead) / kSteps, (q + kAhead) % kSteps), ring[q % kAhead]);
-      if (block_of(p, k) >= a.nb) continue;  // uniform: the slot has no block at this step
-      const uint8_t* span = mine + k * kRows * kPitch;
+      const int q = pl * kSteps + k;
+      const XFrag x = ring[q % kRing];
+      if (q + kRing < kItems) load(q + kRing, ring[q % kRing]);
+      const bool live = r < left[k];
 #pragma unroll
       for (int T = 0; T < kTiles; ++T) {
-        const uint2 wq = lds_u64_at(span + (8 * T + g) * kPitch, l * kBlockBytes + 2 + 8 * t);
+        const uint32_t c_q = uint32_t((k * kRows + 8 * T) * kPitch + (r * kBlockBytes & ~3));
+        const uint32_t wa = ((r * kBlockBytes) & 2 ? wa_odd : wa_even) + c_q;
+        const uint32_t sel = (r * kBlockBytes) & 2 ? sel_odd : sel_even;
+        const uint32_t w0 = lds32(wa), w1 = lds32(wa + 4), w2 = lds32(wa + 8);
         int c[4] = {0, 0, 0, 0};
-        mma::mma_s8_k32(c, x.f, wq.x, wq.y);
-        const float dw0 = f16_bits(uint16_t(lds_u16(span + (8 * T + 2 * t) * kPitch + l * kBlockBytes)));
-        const float dw1 = f16_bits(uint16_t(lds_u16(span + (8 * T + 2 * t + 1) * kPitch + l * kBlockBytes)));
+        mma::mma_s8_k32(c, x.f, __byte_perm(w0, w1, sel), __byte_perm(w1, w2, sel));
+        const uint32_t c_d = uint32_t((k * kRows + 8 * T) * kPitch + r * kBlockBytes);
+        const float dw0 = f16_bits(uint16_t(lds16(base_d + c_d)));
+        const float dw1 = f16_bits(uint16_t(lds16(base_d + c_d + kPitch)));
         // gemv_act's ActQ8_0::term, (d_w * d_x) * isum, added to the slot's sum
-        s[T][0] = __fadd_rn(s[T][0], __fmul_rn(__fmul_rn(dw0, x.d0), __int2float_rn(c[0])));
-        s[T][1] = __fadd_rn(s[T][1], __fmul_rn(__fmul_rn(dw1, x.d0), __int2float_rn(c[1])));
-        if (upper) {
-          s[T][2] = __fadd_rn(s[T][2], __fmul_rn(__fmul_rn(dw0, x.d1), __int2float_rn(c[2])));
-          s[T][3] = __fadd_rn(s[T][3], __fmul_rn(__fmul_rn(dw1, x.d1), __int2float_rn(c[3])));
+        const float dw[2] = {dw0, dw1}, dx[2] = {x.d0, x.d1};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float term = __fmul_rn(__fmul_rn(dw[i & 1], dx[i >> 1]), __int2float_rn(c[i]));
+          s[T][i] = __fadd_rn(s[T][i], live ? term : 0.f);
         }
       }
     }
-    // Slot l joins the tree: p's trailing one bits are the levels it completes.
+    // Slot l joins the tree: pl's trailing one bits are the levels it completes.
 #pragma unroll
     for (int T = 0; T < kTiles; ++T)
 #pragma unroll
@@ -182,23 +225,29 @@ __global__ void __launch_bounds__(kSlotsMax) q8_rows_mma_kernel(Q8Args a) {
         float c = s[T][i];
         int lv = 0;
 #pragma unroll
-        for (; lv < 5 && ((p >> lv) & 1); ++lv) c = __fadd_rn(level[lv][T][i], c);
-        if (lv < 5) level[lv][T][i] = c;
+        for (; lv < kLevels && ((pl >> lv) & 1); ++lv) c = __fadd_rn(level[lv][T][i], c);
+        if (lv < kLevels) level[lv][T][i] = c;
         else total[T][i] = c;
       }
   }
-  // The warps' sums from 0 in warp order (gemv_detail::finish_rows).
+  // The subtrees of a group added as the xor tree's top levels add them, then the groups from 0
+  // in order (gemv_detail::finish_rows).
   float4* part = reinterpret_cast<float4*>(smem + size_t(W) * kSteps * kRows * kPitch);
 #pragma unroll
   for (int T = 0; T < kTiles; ++T)
     part[(warp * kTiles + T) * 32 + lane] = make_float4(total[T][0], total[T][1], total[T][2], total[T][3]);
   __syncthreads();
-  for (int T = warp; T < kTiles; T += W) {
+  auto add4 = [](float4 u, float4 v) {
+    return make_float4(__fadd_rn(u.x, v.x), __fadd_rn(u.y, v.y), __fadd_rn(u.z, v.z), __fadd_rn(u.w, v.w));
+  };
+  for (int T = warp; T < kTiles; T += W * kSplit) {
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int w = 0; w < W; ++w) {
-      const float4 v = part[(w * kTiles + T) * 32 + lane];
-      acc.x = __fadd_rn(acc.x, v.x), acc.y = __fadd_rn(acc.y, v.y), acc.z = __fadd_rn(acc.z, v.z),
-      acc.w = __fadd_rn(acc.w, v.w);
+      auto sub_sum = [&](int i) { return part[((w * kSplit + i) * kTiles + T) * 32 + lane]; };
+      float4 e = sub_sum(0);
+      if constexpr (kSplit == 2) e = add4(e, sub_sum(1));
+      if constexpr (kSplit == 4) e = add4(add4(e, sub_sum(1)), add4(sub_sum(2), sub_sum(3)));
+      acc = add4(acc, e);
     }
     const float out[4] = {acc.x, acc.y, acc.z, acc.w};
     const int64_t m = row0 + 8 * T + 2 * t;
@@ -212,32 +261,40 @@ __global__ void __launch_bounds__(kSlotsMax) q8_rows_mma_kernel(Q8Args a) {
 }
 
 int g_tiles = 0;  // gemv_act_rows_q8_mma_set_tiles
+int g_split = 0;  // gemv_act_rows_q8_mma_set_split
 
 // gemv_act.cu threads_for on a Q8_0 row (one unit per block).
 int slots_for(int64_t nb) { return int(std::min<int64_t>(kSlotsMax, (nb + 31) / 32 * 32)); }
 
-size_t smem_bytes(int warps, int steps, int tiles) {
-  return size_t(warps) * steps * 8 * tiles * kPitch + size_t(warps) * tiles * 32 * sizeof(float4);
+size_t smem_bytes(int groups, int steps, int tiles, int split) {
+  return size_t(groups) * steps * 8 * tiles * kPitch + size_t(groups) * split * tiles * 32 * sizeof(float4);
 }
 
-template <int kTiles, int kSteps, int kVec>
+template <int kTiles, int kSteps, int kVec, int kSplit>
 void launch(const Q8Args& a, cudaStream_t stream) {
-  auto* kernel = q8_rows_mma_kernel<kTiles, kSteps, kVec>;
+  auto* kernel = q8_rows_mma_kernel<kTiles, kSteps, kVec, kSplit>;
   static std::once_flag opted_in;  // per instantiation: the most any launch of it needs
   std::call_once(opted_in, [&] {
     DS4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(smem_bytes(kSlotsMax / 32, kSteps, kTiles))));
+                                        int(smem_bytes(kSlotsMax / 32, kSteps, kTiles, kSplit))));
   });
   const unsigned blocks = unsigned((a.rows + 8 * kTiles - 1) / (8 * kTiles));
-  gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), kernel, dim3(blocks), a.slots, smem_bytes(a.slots / 32, kSteps, kTiles),
-                                     stream, a);
+  const int groups = a.slots / 32;
+  gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), kernel, dim3(blocks), a.slots * kSplit,
+                                     smem_bytes(groups, kSteps, kTiles, kSplit), stream, a);
 }
 
-template <int kTiles, int kVec>
+template <int kTiles, int kVec, int kSplit>
 void launch_steps(const Q8Args& a, int steps, cudaStream_t stream) {
-  if (steps == 1) return launch<kTiles, 1, kVec>(a, stream);
-  if (steps == 2) return launch<kTiles, 2, kVec>(a, stream);
-  if constexpr (kTiles == 1) return launch<1, 4, kVec>(a, stream);  // 3 or 4 (the host checked)
+  if (steps == 1) return launch<kTiles, 1, kVec, kSplit>(a, stream);
+  if (steps == 2) return launch<kTiles, 2, kVec, kSplit>(a, stream);
+  if constexpr (kTiles == 1) return launch<1, 4, kVec, kSplit>(a, stream);  // 3 or 4 (the host checked)
+}
+
+template <int kTiles>
+void launch_split(const Q8Args& a, int steps, int split, cudaStream_t stream) {
+  if (split == 2) return launch_steps<kTiles, 16, 2>(a, steps, stream);
+  launch_steps<kTiles, 16, 4>(a, steps, stream);
 }
 
 int steps_of(int64_t nb) {
@@ -249,6 +306,12 @@ int steps_of(int64_t nb) {
 
 bool gemv_act_rows_q8_mma_fits(const WeightMatrix& w) {
   return w.type == DType::Q8_0 && w.rows > 0 && w.cols > 0 && w.cols % 32 == 0 && steps_of(w.cols / 32) <= kMaxSteps;
+}
+
+void gemv_act_rows_q8_mma_set_split(int split) {
+  if (split != 0 && split != 2 && split != 4)
+    throw InputError("cuda gemv_act_rows_q8_mma: split " + std::to_string(split) + " is not 0, 2 or 4");
+  g_split = split;
 }
 
 void gemv_act_rows_q8_mma_set_tiles(int tiles) {
@@ -272,17 +335,21 @@ void gemv_act_rows_q8_mma(const WeightMatrix& w, const ActQ8View& x, float* y, i
   a.y = y, a.y_row = y_row, a.n = n;
   const int steps = steps_of(a.nb);
   // Pieces of 16 bytes when every row and span start is 16-byte aligned (blocks a multiple of 8:
-  // a span's 34 m bytes are then whole pieces too), 4 for an even block count, else 2.
+  // a span's 34 m bytes are then whole pieces too), else 2 (synchronous: odd shapes only).
   const uintptr_t base = reinterpret_cast<uintptr_t>(a.w);
-  const int vec = base % 16 == 0 && a.row_bytes % 16 == 0 && a.nb % 8 == 0 ? 16
-                  : base % 4 == 0 && a.row_bytes % 4 == 0 && a.nb % 2 == 0  ? 4
-                                                                             : 2;
+  const int vec = base % 16 == 0 && a.row_bytes % 16 == 0 && a.nb % 8 == 0 ? 16 : 2;
   // Two 8-row tiles share each activation fragment: for more than 8 inputs, one step, tall weights.
-  const int tiles = g_tiles ? g_tiles : (n > 8 && steps == 1 && a.rows >= 4096 ? 2 : 1);
-  if (vec == 16 && tiles == 2 && steps <= 2) return launch_steps<2, 16>(a, steps, stream);
-  if (vec == 16) return launch_steps<1, 16>(a, steps, stream);
-  if (vec == 4) return launch_steps<1, 4>(a, steps, stream);
-  launch_steps<1, 2>(a, steps, stream);
+  // Two 8-row tiles share each activation fragment; 4 warps share a slot group, 2 on one-step rows
+  // of at least 4096 values and weights of at least 4096 rows (16-byte staging only; the odd shapes
+  // take 1 tile, 1 warp per slot group). H100, bench_cuda_gemv --rows-mma, session 19 call 5, n = 16:
+  // 2 tiles x 4 warps the fastest on 1024x4096 (6.0 us; 1 tile x 2 warps 10.0), 32768x1024 (21.8),
+  // 4096x8192 (26.2), 2048x4096 (8.0); 2 x 2 on 4096x4096 (13.0 vs 15.1) and 8192x4096 (25.8 vs
+  // 26.9). The kernel waits on its activation loads: 2 tiles halve them, more warps shorten the chains.
+  const int tiles = g_tiles ? g_tiles : (steps <= 2 ? 2 : 1);
+  const int split = g_split ? g_split : steps == 1 && a.rows >= 4096 && w.cols >= 4096 ? 2 : 4;
+  if (vec == 16 && tiles == 2 && steps <= 2) return launch_split<2>(a, steps, split, stream);
+  if (vec == 16) return launch_split<1>(a, steps, split, stream);
+  launch_steps<1, 2, 1>(a, steps, stream);
 }
 
 }  // namespace ds4::cuda

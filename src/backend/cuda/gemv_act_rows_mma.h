@@ -32,7 +32,9 @@ bool gemv_act_rows_q8_mma_fits(const WeightMatrix& w);
 void gemv_act_rows_q8_mma(const WeightMatrix& w, const ActQ8View& x, float* y, int n, int64_t x_row, int64_t y_row,
                           cudaStream_t stream);
 
-// Bench knob: 8-row tiles per thread block (0 = auto, 1 or 2). Never changes a result.
+// Bench knobs, never changing a result: 8-row tiles per thread block (0 = auto, 1 or 2); warps
+// per slot group (0 = auto, 2 or 4; rows staged 16 bytes at a time only, the others take 1).
 void gemv_act_rows_q8_mma_set_tiles(int tiles);
+void gemv_act_rows_q8_mma_set_split(int split);
 
 }  // namespace ds4::cuda
