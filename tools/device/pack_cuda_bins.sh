@@ -4,7 +4,11 @@
 # The binaries share most of their code: one xz stream over the tar (64 MiB dictionary) stores
 # it about once. Output: .devwork/cudabins.tar.xz with cudabins/<binary> (carried, never committed).
 # Usage, from the tree root: tools/device/pack_cuda_bins.sh [--build]   (--build: build them first)
+#   PRESET=cuda-pack (sm_90a SASS only, no -lineinfo: binaries ~1/4 the compressed size, so a whole
+#   suite fits the device tool's 64 MiB carry beside the tree; the cuda preset's own binaries keep
+#   the line info that ncu and tools/device/pdl_sass_check.py read). Default: cuda.
 set -eu
+preset=${PRESET:-cuda}
 targets="test_cuda_ops test_cuda_hc_fused test_gemv_pdl test_gemv_act test_gemv_act_mma test_grouped_mma_int8 test_gemv_decode test_grouped_mma_frag test_cuda_canary test_cuda_sample test_cuda_matmul test_cuda_grouped_gemm
   bench_cuda_grouped_mma bench_cuda_gemv
   bench_cuda_upload bench_cuda_topk test_qwen_next_cuda test_qwen_next_mtp_cuda test_qwen_hyper_fused_cuda
@@ -14,21 +18,21 @@ targets="test_cuda_ops test_cuda_hc_fused test_gemv_pdl test_gemv_act test_gemv_
   test_glm5_cuda test_glm5_mtp_cuda test_glm5_batch_cuda test_glm5_verify_batch_cuda bench_glm5_cuda test_synthetic_cuda test_admission_cuda
   ds4-convert"
 if [ "${1:-}" = --build ]; then
-  [ -d build/cuda ] || cmake --preset cuda >/dev/null
+  [ -d "build/$preset" ] || cmake --preset "$preset" >/dev/null
   # shellcheck disable=SC2086
-  cmake --build --preset cuda -j 2 --target $targets
+  cmake --build --preset "$preset" -j 2 --target $targets
 fi
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
 mkdir -p "$w/cudabins"
 for t in $targets; do
-  [ -x "build/cuda/bin/$t" ] || { echo "missing build/cuda/bin/$t (run with --build)" >&2; exit 2; }
-  strip -o "$w/cudabins/$t" "build/cuda/bin/$t"
+  [ -x "build/$preset/bin/$t" ] || { echo "missing build/$preset/bin/$t (run with --build)" >&2; exit 2; }
+  strip -o "$w/cudabins/$t" "build/$preset/bin/$t"
 done
 # The engine-level tests link the tokenizer's ICU, which the device image lacks (test_admission_cuda
 # failed there on libicuuc.so.72): carry it in cudabins/lib (run_cuda_tests.sh puts it on the path).
 mkdir -p "$w/cudabins/lib"
-for t in $targets; do ldd "build/cuda/bin/$t" | awk '$3 ~ /^\// {print $3}' | grep -E 'icu' || true; done | sort -u |
+for t in $targets; do ldd "build/$preset/bin/$t" | awk '$3 ~ /^\// {print $3}' | grep -E 'icu' || true; done | sort -u |
   while read -r lib; do cp -L "$lib" "$w/cudabins/lib/"; done
 mkdir -p .devwork
 tar -C "$w" -cf - cudabins | xz -9e -T1 --lzma2=dict=192MiB >.devwork/cudabins.tar.xz

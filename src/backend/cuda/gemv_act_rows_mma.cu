@@ -112,6 +112,9 @@ __device__ __forceinline__ void stage_span(const Q8Args& a, uint8_t* dst, int64_
 // (the row's end) adds 0.f in its place, which leaves its sum unchanged (a sum that starts at +0
 // and only adds is never -0, and s + 0 == s for every other s).
 template <int kTiles, int kSteps, int kVec, int kSplit>
+// (No minimum blocks per SM: bounds of 2 / 3 / 3 for 4 / 2 / 1 warps per group -- one wave on
+// 4096x4096 -- left 2 tiles x 4 warps at 64 registers with a spill and made it slower, 1024x4096
+// n = 16 8.9 us against 6.1, and gained nothing elsewhere: H100, session 19 call 7.)
 __global__ void __launch_bounds__(kSlotsMax * kSplit) q8_rows_mma_kernel(Q8Args a) {
   constexpr int kRows = 8 * kTiles;
   constexpr int kLeaves = kSpan / kSplit;                           // slots per warp
