@@ -106,6 +106,39 @@ TEST(SampleCandidates, HostTopCandidatesOrderTiesAndSpecials) {
   EXPECT_TRUE(c.ids.empty());
 }
 
+// The one-pass heap selection against its definition (every finite id, sorted by value
+// descending then id) on rows full of ties, signed zeros and non-finite values, k from 1 past
+// the row's finite count; and a 129,280-entry row (DeepSeek's vocabulary) at the engine's k.
+TEST(SampleCandidates, HostTopCandidatesEqualTheSortedDefinition) {
+  std::mt19937_64 g(11);
+  auto reference = [](const std::vector<float>& row, int k) {
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < row.size(); ++i)
+      if (std::isfinite(row[i])) ids.push_back(int32_t(i));
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return row[size_t(a)] > row[size_t(b)]; });
+    ids.resize(std::min(ids.size(), size_t(k)));
+    return ids;
+  };
+  for (const size_t n : {size_t(1), size_t(7), size_t(300), size_t(129280)}) {
+    std::vector<float> row(n);
+    for (int trial = 0; trial < 4; ++trial) {
+      for (float& v : row) {
+        const uint64_t r = g() % 100;
+        v = r < 3 ? NAN : r < 5 ? -INFINITY : r < 6 ? INFINITY : r < 8 ? -0.0f : r < 10 ? 0.0f
+            : float(int(g() % 9) - 4) * 0.5f;  // few distinct values: many ties
+      }
+      for (const int k : {1, 2, 5, 40, 64, 1024, int(n) + 3}) {
+        SampleCandidates c;
+        top_candidates(row, k, c);
+        const std::vector<int32_t> want = reference(row, k);
+        ASSERT_EQ(c.ids, want) << "n " << n << " k " << k;
+        ASSERT_EQ(c.logits.size(), want.size());
+        for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(c.logits[i], row[size_t(want[i])]);
+      }
+    }
+  }
+}
+
 TEST(SampleCandidates, Ds4SameTokensAsFullRow) {
   std::mt19937_64 g(7);
   const size_t vocabs[] = {1, 2, 9, 300, 3000};
