@@ -106,9 +106,10 @@ TEST(SampleCandidates, HostTopCandidatesOrderTiesAndSpecials) {
   EXPECT_TRUE(c.ids.empty());
 }
 
-// The one-pass heap selection against its definition (every finite id, sorted by value
-// descending then id) on rows full of ties, signed zeros and non-finite values, k from 1 past
-// the row's finite count; and a 129,280-entry row (DeepSeek's vocabulary) at the engine's k.
+// Both paths of top_candidates (greedy's one pass at k = 1, the partial sort above) against
+// the definition (every finite id, sorted by value descending then id) on rows full of ties,
+// signed zeros and non-finite values, k from 1 past the row's finite count, up to a
+// 129,280-entry row (DeepSeek's vocabulary).
 TEST(SampleCandidates, HostTopCandidatesEqualTheSortedDefinition) {
   std::mt19937_64 g(11);
   auto reference = [](const std::vector<float>& row, int k) {
