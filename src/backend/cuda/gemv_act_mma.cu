@@ -358,14 +358,8 @@ __global__ void __launch_bounds__(32 * kMaxWarps, F::kMinBlocks) act_mma_kernel(
       const float4 v = red[(w * kTiles + T) * 32 + lane];
       s.x = __fadd_rn(s.x, v.x), s.y = __fadd_rn(s.y, v.y), s.z = __fadd_rn(s.z, v.z), s.w = __fadd_rn(s.w, v.w);
     }
-    const int64_t m = row0 + 8 * T + 2 * t;
     const float out[4] = {s.x, s.y, s.z, s.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int xr = g + (i < 2 ? 0 : 8);
-      const int64_t wr = m + (i & 1);
-      if (xr < a.n && wr < a.rows) a.y[xr * a.y_row + wr] = out[i];
-    }
+    mma::store_c_rows(out, g, t, row0 + 8 * T, a.n, a.rows, a.y, a.y_row);
   }
 }
 

@@ -253,13 +253,7 @@ __global__ void __launch_bounds__(kSlotsMax * kSplit) q8_rows_mma_kernel(Q8Args 
       acc = add4(acc, e);
     }
     const float out[4] = {acc.x, acc.y, acc.z, acc.w};
-    const int64_t m = row0 + 8 * T + 2 * t;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int xr = g + (i < 2 ? 0 : 8);
-      const int64_t wr = m + (i & 1);
-      if (xr < a.n && wr < a.rows) a.y[xr * a.y_row + wr] = out[i];
-    }
+    mma::store_c_rows(out, g, t, row0 + 8 * T, a.n, a.rows, a.y, a.y_row);
   }
 }
 

@@ -48,6 +48,19 @@ __device__ __forceinline__ void mma_s8_k16(int (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(b0));
 }
 
+// A C fragment of 16 rows x 8 columns to y (row r at y + r * y_row): lane (g, t)'s values
+// (g, 2t) (g, 2t + 1) (g + 8, 2t) (g + 8, 2t + 1) at columns col0 + 2t (+ 1); rows >= n and
+// columns >= cols skipped (the GEMV kernels' input rows x weight rows).
+__device__ __forceinline__ void store_c_rows(const float (&v)[4], int g, int t, int64_t col0, int n, int64_t cols,
+                                             float* y, int64_t y_row) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = g + (i < 2 ? 0 : 8);
+    const int64_t c = col0 + 2 * t + (i & 1);
+    if (r < n && c < cols) y[r * y_row + c] = v[i];
+  }
+}
+
 // Shared-memory reads of quantized blocks staged as they lie in global memory (Q8_0 / IQ2_XXS
 // blocks are 34 / 66 bytes long, so half of them start 2 bytes off a word).
 __device__ __forceinline__ uint32_t lds_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
