@@ -18,7 +18,7 @@
 //                          live, counts, x_idx and y_idx (entries past *live untouched); Q8_0 plain
 //                          rows on the tensor-core kernel (gemv_act_rows_mma.h: 1 to 4 steps per
 //                          slot, 1 / 2 / 3 / 4 slot groups of 2 / 4 warps, 1 warp with 2-byte staging, 1 and 2 tiles; by
-//                          default from 5 rows, forced from 2) and on the dp4a kernel;
+//                          default from 4 rows, forced from 2) and on the dp4a kernel;
 //   PDL                 quantize_act + gemv_act / _batched / _rows launched as programmatic dependents
 //                          after a kernel that writes x and the ids late == plain launches;
 //   bad input           InputError (wrong activation block, cols not a multiple, n mismatch,

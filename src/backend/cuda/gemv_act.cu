@@ -339,10 +339,9 @@ bool g_q8_split = true;  // gemv_act_set_q8_split
 int g_rows_mma = 0;  // gemv_act_set_rows_mma: 0 auto, 1 from 2 rows, -1 never
 
 // The fewest plain Q8_0 input rows the tensor-core kernel takes under auto (H100, bench_cuda_gemv
-// --rows-mma, session 19 call 5, DeepSeek's dense shapes: at n = 2 it took 1.05-1.28x the dp4a
-// kernel's time, at n = 4 0.90-1.07x, at n = 8 0.67-0.86x, at n = 16 0.37-0.53x; from 5 rows the
-// dp4a kernel runs its 8-input form, ~1.5x its 4-input time).
-constexpr int kRowsMmaMin = 5;
+// --rows-mma, session 19 call 11, DeepSeek's dense shapes, same run: at n = 4 it took 0.84-0.98x
+// the dp4a kernel's time on all six, at n = 8 0.62-0.74x, at n = 16 0.37-0.54x; at n = 2 0.97-1.13x).
+constexpr int kRowsMmaMin = 4;
 
 template <class F>
 void launch_rows(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream, unsigned batch) {

@@ -111,7 +111,9 @@ __device__ __forceinline__ void stage_span(const Q8Args& a, uint8_t* dst, int64_
 // loads, one MMA per tile and the f32 terms, without branches: a slot with no block at a step
 // (the row's end) adds 0.f in its place, which leaves its sum unchanged (a sum that starts at +0
 // and only adds is never -0, and s + 0 == s for every other s).
-template <int kTiles, int kSteps, int kVec, int kSplit>
+// kUpper: input rows 8..15 live (n > 8); without them the pairs of rows g + 8 are neither
+// formed nor added (the kernel is bound by its instruction issue: session 19, NOTES.md).
+template <int kTiles, int kSteps, int kVec, int kSplit, bool kUpper>
 // (No minimum blocks per SM: bounds of 2 / 3 / 3 for 4 / 2 / 1 warps per group -- one wave on
 // 4096x4096 -- left 2 tiles x 4 warps at 64 registers with a spill and made it slower, 1024x4096
 // n = 16 8.9 us against 6.1, and gained nothing elsewhere: H100, session 19 call 7.)
@@ -121,6 +123,7 @@ __global__ void __launch_bounds__(kSlotsMax * kSplit) q8_rows_mma_kernel(Q8Args 
   constexpr int kLevels = kLeaves == 32 ? 5 : kLeaves == 16 ? 4 : 3;  // its subtree's height
   constexpr int kItems = kLeaves * kSteps;                          // (slot, step) pairs of a warp, slot-major
   constexpr int kRing = kAhead < kItems ? kAhead : kItems;
+  constexpr int kPairs = kUpper ? 4 : 2;  // C values of live input rows per lane and tile
   static_assert(kSplit == 1 || kSplit == 2 || kSplit == 4, "1, 2 or 4 warps per slot group");
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_launch_dependents();
@@ -184,7 +187,7 @@ __global__ void __launch_bounds__(kSlotsMax * kSplit) q8_rows_mma_kernel(Q8Args 
   if constexpr (kSplit == 1) __syncwarp();
   else __syncthreads();
   float level[kLevels][kTiles][4];  // the subtree's pending pairs
-  float total[kTiles][4];           // the warp's slots, added as warp_sum adds them
+  float total[kTiles][4] = {};      // the warp's slots, added as warp_sum adds them (rows g + 8: 0 without kUpper)
 #pragma unroll
   for (int pl = 0; pl < kLeaves; ++pl) {
     const int r = rev5(pl);
@@ -214,7 +217,7 @@ __global__ void __launch_bounds__(kSlotsMax * kSplit) q8_rows_mma_kernel(Q8Args 
         // gemv_act's ActQ8_0::term, (d_w * d_x) * isum, added to the slot's sum
         const float dw[2] = {dw0, dw1}, dx[2] = {x.d0, x.d1};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < kPairs; ++i) {
           const float term = __fmul_rn(__fmul_rn(dw[i & 1], dx[i >> 1]), __int2float_rn(c[i]));
           s[T][i] = __fadd_rn(s[T][i], live ? term : 0.f);
         }
@@ -224,7 +227,7 @@ __global__ void __launch_bounds__(kSlotsMax * kSplit) q8_rows_mma_kernel(Q8Args 
 #pragma unroll
     for (int T = 0; T < kTiles; ++T)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < kPairs; ++i) {
         float c = s[T][i];
         int lv = 0;
 #pragma unroll
@@ -267,9 +270,9 @@ size_t smem_bytes(int groups, int steps, int tiles, int split) {
   return size_t(groups) * steps * 8 * tiles * kPitch + size_t(groups) * split * tiles * 32 * sizeof(float4);
 }
 
-template <int kTiles, int kSteps, int kVec, int kSplit>
-void launch(const Q8Args& a, cudaStream_t stream) {
-  auto* kernel = q8_rows_mma_kernel<kTiles, kSteps, kVec, kSplit>;
+template <int kTiles, int kSteps, int kVec, int kSplit, bool kUpper>
+void launch_upper(const Q8Args& a, cudaStream_t stream) {
+  auto* kernel = q8_rows_mma_kernel<kTiles, kSteps, kVec, kSplit, kUpper>;
   static std::once_flag opted_in;  // per instantiation: the most any launch of it needs
   std::call_once(opted_in, [&] {
     DS4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -279,6 +282,12 @@ void launch(const Q8Args& a, cudaStream_t stream) {
   const int groups = a.slots / 32;
   gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), kernel, dim3(blocks), a.slots * kSplit,
                                      smem_bytes(groups, kSteps, kTiles, kSplit), stream, a);
+}
+
+template <int kTiles, int kSteps, int kVec, int kSplit>
+void launch(const Q8Args& a, cudaStream_t stream) {
+  if (a.n > 8) return launch_upper<kTiles, kSteps, kVec, kSplit, true>(a, stream);
+  launch_upper<kTiles, kSteps, kVec, kSplit, false>(a, stream);
 }
 
 template <int kTiles, int kVec, int kSplit>
