@@ -340,7 +340,7 @@ int g_rows_mma = 0;  // gemv_act_set_rows_mma: 0 auto, 1 from 2 rows, -1 never
 
 // The fewest plain Q8_0 input rows the tensor-core kernel takes under auto (H100, bench_cuda_gemv
 // --rows-mma, session 19 call 11, DeepSeek's dense shapes, same run: at n = 4 it took 0.84-0.98x
-// the dp4a kernel's time on all six, at n = 8 0.62-0.74x, at n = 16 0.37-0.54x; at n = 2 0.97-1.13x).
+// the dp4a kernel's time on all six, at n = 8 0.52-0.74x, at n = 16 0.37-0.54x; at n = 2 0.97-1.13x).
 constexpr int kRowsMmaMin = 4;
 
 template <class F>
