@@ -5,6 +5,7 @@
 // chunk code with one state per row) is each model's batch.cu.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <span>
 #include <string>
@@ -152,6 +153,18 @@ std::vector<RowGroupOf<State>> one_row_groups(std::span<State* const> sts) {
   std::vector<RowGroupOf<State>> groups;
   for (State* s : sts) groups.push_back(RowGroupOf<State>{s, int64_t(groups.size()), 1});
   return groups;
+}
+
+// A decode batch's per-row state shifts (the models' chunk.cu seq_rows: Rows::shift / Rows::seq):
+// bytes from row 0's state buffer to row i's, written at `shift_off` of row i's pinned input row
+// (rows `row_bytes` apart), where the batch graph's input upload reads them at every replay.
+template <class State>
+void write_row_shifts(std::span<State* const> sts, void* pinned, size_t row_bytes, size_t shift_off) {
+  const uint8_t* base = sts[0]->buf.template as<uint8_t>();
+  for (size_t i = 0; i < sts.size(); ++i) {
+    const int64_t shift = int64_t(sts[i]->buf.template as<uint8_t>() - base);
+    std::memcpy(static_cast<uint8_t*>(pinned) + i * row_bytes + shift_off, &shift, sizeof shift);
+  }
 }
 
 // The batch-graph key of a forward over `groups` (backend/cuda/batch_graphs.h): decode_batch's

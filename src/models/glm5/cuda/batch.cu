@@ -54,13 +54,7 @@ void Glm5CudaModel::Impl::run_groups(std::span<const RowGroup> groups, std::vect
 
 void Glm5CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
   const std::vector<RowGroup> groups = one_row_groups(sts);
-  // Each row's Rows::seq shift (chunk.cu seq_rows): bytes from row 0's state buffer to its own,
-  // in its pinned input row (the graph's upload reads them at every replay).
-  const uint8_t* base = sts[0]->buf.as<uint8_t>();
-  for (size_t i = 0; i < sts.size(); ++i) {
-    const int64_t shift = int64_t(sts[i]->buf.as<uint8_t>() - base);
-    std::memcpy(static_cast<uint8_t*>(in_host->p) + i * sl.in_bytes + sl.shift, &shift, sizeof shift);
-  }
+  write_row_shifts<CudaState>(sts, in_host->p, sl.in_bytes, sl.shift);  // Rows::seq (chunk.cu seq_rows)
   batch_shifts = true;
   try {
     run_groups(groups, batch_graph_key<CudaState>(groups, false));
