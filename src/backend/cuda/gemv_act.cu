@@ -45,7 +45,7 @@ using gemv_detail::finish_rows;
 using gemv_detail::rows_entry;
 using gemv_detail::RowsArgs;
 
-constexpr int kThreads = 128;
+constexpr int kThreads = kActThreads;
 
 __device__ const uint64_t d_act_iq2xxs_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
 
@@ -241,9 +241,8 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
   }
 }
 
-// Threads per block from the row length alone (gemv_act_rows must walk rows as gemv_act does):
-// narrow rows get fewer threads rather than idle ones.
-int threads_for(int64_t units) { return int(std::min<int64_t>(kThreads, (units + 31) / 32 * 32)); }
+// Threads per block from the row length alone (gemv_act_rows must walk rows as gemv_act does).
+int threads_for(int64_t units) { return act_threads_for(units); }
 
 // Launch shape of gemv_act / _batched (N = 1), from the H200 sweeps of 2026-12-04 (bench_cuda_gemv
 // --act 10, bench/results/act-speed-h200-2026-12-04/bench_act_1.txt and _2.txt: lanes x rows per
@@ -505,8 +504,8 @@ void gemv_act_rows(const WeightMatrix& w, const ActQ8View& x, float* y, const Ge
   check_gemv_rows(kWho, r);
   set_batch(kWho, a, r.batch, x.block);
   check_stride(kWho, "x_row", r.x_row, x.block);
-  // Q8_0 over 2..16 plain rows (a decode batch's dense products, verify windows, small chunks):
-  // the tensor-core kernel in gemv_act's order (gemv_act_rows_mma.h), the same bits.
+  // Q8_0 over kRowsMmaMin..16 plain rows (a decode batch's dense products, verify windows, small
+  // chunks): the tensor-core kernel in gemv_act's order (gemv_act_rows_mma.h), the same bits.
   const bool plain = r.batch.count == 1 && !r.batch.ids && !r.live && !r.counts && !r.x_idx && !r.y_idx;
   const int mma_min = g_rows_mma == 0 ? kRowsMmaMin : g_rows_mma == 1 ? 2 : kGemvMaxRows + 1;
   if (plain && r.n >= mma_min && gemv_act_rows_q8_mma_fits(w))

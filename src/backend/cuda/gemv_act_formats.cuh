@@ -33,6 +33,14 @@ using gemv_detail::Args;
 using gemv_detail::f16_bits;
 using gemv_detail::FromGlobal;
 
+// gemv_act's threads per block, from the row's units alone (narrow rows get fewer threads rather
+// than idle ones). They are its f32 slots: gemv_act_rows (either kernel) walks a row with exactly
+// these, which is what keeps its rows equal to gemv_act bit for bit.
+constexpr int kActThreads = 128;
+inline int act_threads_for(int64_t units) {
+  return int(units < kActThreads ? (units + 31) / 32 * 32 : kActThreads);
+}
+
 // One quantized activation row on the device (gemv_act.h's ActQ8View without n / block).
 struct XRow {
   const int8_t* q;
@@ -151,10 +159,11 @@ struct ActQ8_0 {
   }
   __host__ __device__ static Sum add(Sum a, Sum b) { return Sum{a.v + b.v}; }
   __device__ static Sum shfl_xor(Sum s, int o) { return Sum{shfl_xor32(s.v, o)}; }  // kLanes 1: unused
-  // ds4: (d_w * d_x) * isum
-  __device__ static float term(const W& w, const Sum& s, const X& x) {
-    return __fmul_rn(__fmul_rn(f16_bits(w.d), x.d), __int2float_rn(s.v));
+  // ds4: (d_w * d_x) * isum (block_term: the tensor-core kernels form the same f32 value)
+  __device__ static float block_term(float d_w, float d_x, int32_t isum) {
+    return __fmul_rn(__fmul_rn(d_w, d_x), __int2float_rn(isum));
   }
+  __device__ static float term(const W& w, const Sum& s, const X& x) { return block_term(f16_bits(w.d), x.d, s.v); }
 };
 
 // ---- Q2_K weights (84-byte blocks) x Q8_K activations, kL = 4 or 8 lanes per block (the

@@ -74,12 +74,9 @@ using mma::cp_async_ca;
 using mma::lds_u16;
 using mma::lds_u32;
 using mma::lds_u64_2;
-// (mma_k32 / mma_k16: the int8 m16n8k32 / m16n8k16 products)
-__device__ __forceinline__ void mma_k32(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  mma::mma_s8_k32(c, a, b0, b1);
-}
-__device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) { mma::mma_s8_k16(c, a0, a1, b0); }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+using mma::cp_commit;
+using mma::mma_s8_k16;
+using mma::mma_s8_k32;
 // Waits until at most `pending` (0..3) of this thread's groups are in flight.
 __device__ __forceinline__ void cp_async_wait(int pending) {
   switch (pending) {
@@ -137,12 +134,11 @@ struct MmaQ8_0 {
     for (int T = 0; T < kTiles; ++T) {
       const uint2 wq = lds_u64_2(row(8 * T + g) + 2 + 8 * t);
       int c[4] = {0, 0, 0, 0};
-      mma_k32(c, x.f, wq.x, wq.y);
+      mma_s8_k32(c, x.f, wq.x, wq.y);
       const float dw[2] = {f16_bits(uint16_t(lds_u16(row(8 * T + 2 * t)))),
                            f16_bits(uint16_t(lds_u16(row(8 * T + 2 * t + 1))))};
-      // ActQ8_0::term: (d_w * d_x) * isum
       add_terms(acc[T], n, [&](int i) {
-        return __fmul_rn(__fmul_rn(dw[i & 1], i < 2 ? x.d.x : x.d.y), __int2float_rn(c[i]));
+        return gemv_act_detail::ActQ8_0::block_term(dw[i & 1], i < 2 ? x.d.x : x.d.y, c[i]);
       });
     }
   }
@@ -203,7 +199,7 @@ struct MmaQ2_K {
       for (int T = 0; T < kTiles; ++T) {
         // group 8h + 2s + t / 2: byte 2 (s & 1) + t / 2 of scale word 2h + s / 2
         const uint32_t sc = (swt[T][2 * h + (s >> 1)] >> (16 * (s & 1))) & 0xfu;
-        mma_k32(isum[T], x.f[kk], ((q[T][h][0] >> (2 * s)) & 0x03030303u) * sc, ((q[T][h][1] >> (2 * s)) & 0x03030303u) * sc);
+        mma_s8_k32(isum[T], x.f[kk], ((q[T][h][0] >> (2 * s)) & 0x03030303u) * sc, ((q[T][h][1] >> (2 * s)) & 0x03030303u) * sc);
       }
     }
 #pragma unroll
@@ -212,8 +208,8 @@ struct MmaQ2_K {
       const uint32_t swg = t & 2 ? (t & 1 ? sw[T][3] : sw[T][2]) : (t & 1 ? sw[T][1] : sw[T][0]);
       const uint32_t mins = (swg >> 4) & 0x0f0f0f0fu;
       int sl[4] = {0, 0, 0, 0}, sh[4] = {0, 0, 0, 0};
-      mma_k16(sl, x.lo0, x.lo1, mins);
-      mma_k16(sh, x.hi0, x.hi1, mins);
+      mma_s8_k16(sl, x.lo0, x.lo1, mins);
+      mma_s8_k16(sh, x.hi0, x.hi1, mins);
       const uint32_t dm[2] = {lds_u32(row(8 * T + 2 * t) + 80), lds_u32(row(8 * T + 2 * t + 1) + 80)};
       // ActQ2_KS::term: dall = d_x * d, dmin = d_x * dmin; dall * isum - dmin * summs
       add_terms(acc[T], n, [&](int i) {
@@ -251,7 +247,7 @@ struct MmaIQ2_XXS {
         const uint32_t aux0 = aux.x, aux1 = aux.y;
         const uint32_t code = tables[(aux0 >> (8 * t)) & 0xffu] | tables[256 + ((aux1 >> (7 * t)) & 127u)];
         int c[4] = {0, 0, 0, 0};
-        mma_k32(c, x.f[p], byte_perm(kIq2Pos, kIq2Neg, code), byte_perm(kIq2Pos, kIq2Neg, code >> 16));
+        mma_s8_k32(c, x.f[p], byte_perm(kIq2Pos, kIq2Neg, code), byte_perm(kIq2Pos, kIq2Neg, code >> 16));
         const int ls[2] = {int(2 * (row(8 * T + 2 * t)[9 + 8 * p] >> 4) + 1),
                            int(2 * (row(8 * T + 2 * t + 1)[9 + 8 * p] >> 4) + 1)};
 #pragma unroll
@@ -310,7 +306,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps, F::kMinBlocks) act_mma_kernel(
   const int64_t mine = warp < a.stages ? (a.stages - 1 - warp) / W + 1 : 0;  // this warp's stages
   auto issue = [&](int64_t i) {
     if (i < mine) copy_stage<F, kRows, kVec>(a, ring + (i % a.ring) * slab, row0, warp + i * W, lane);
-    if constexpr (kAsync) cp_async_commit();  // empty groups too: the wait counts groups
+    if constexpr (kAsync) cp_commit();  // empty groups too: the wait counts groups
   };
   for (int i = 0; i + 1 < a.ring; ++i) issue(i);  // weights before the PDL wait
   if constexpr (std::is_same_v<F, MmaIQ2_XXS>) {

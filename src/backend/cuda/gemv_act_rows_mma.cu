@@ -7,22 +7,21 @@
 // slots 4t.. and 16 + 4t.. with values 8t .. 8t + 7 of the block, so it reads 8 consecutive bytes
 // of weight row g and of its input rows (any k permutation is the same sum if A and B agree).
 //
-// Data flow: a thread block owns 8 kTiles weight rows and T / 32 warps (T: gemv_act's threads for
-// the row). Warp w stages its slots' blocks (32 consecutive blocks per step, kSteps steps) of every
-// tile row into its own shared memory with cp.async before the PDL wait -- the whole of its share
-// at once: with one or two steps that is 8.7-35 KB per warp, enough bytes in flight per SM to
-// stream the weight at near copy speed without a ring -- then reads the activations (from L2,
-// kAhead blocks ahead in registers) and for each slot in rev5 order runs its steps' MMAs and adds
-// the terms. Shared memory above 48 KiB is opted into once per kernel (cudaFuncSetAttribute; legal
+// Data flow: a thread block owns 8 kTiles weight rows and T / 32 slot groups (T: gemv_act's
+// threads for the row) of kSplit warps each. A group's warps stage its slots' blocks (32
+// consecutive blocks per step, kSteps steps) of every tile row into the group's shared memory with
+// cp.async before the PDL wait -- all of them at once, 8.7-35 KB per group -- then each warp reads
+// the activations of its slots (from L2, kAhead blocks ahead in registers) and for each slot in
+// rev5 order runs its steps' MMAs and adds the terms. Shared memory above 48 KiB is opted into once per kernel (cudaFuncSetAttribute; legal
 // during stream capture).
 #include <algorithm>
 #include <mutex>
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_act_formats.cuh"
 #include "backend/cuda/gemv_act_rows_mma.h"
 #include "backend/cuda/gemv_device.cuh"
-#include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "core/error.h"
 
@@ -33,10 +32,8 @@ namespace {
 using gemv_detail::f16_bits;
 using gemv_detail::pdl_launch_dependents;
 using gemv_detail::pdl_wait;
-using mma::lds_u16;
-using mma::lds_u32;
 
-constexpr int kSlotsMax = 128;                   // gemv_act.cu's kThreads: its threads are the f32 slots
+constexpr int kSlotsMax = gemv_act_detail::kActThreads;  // gemv_act's threads: its f32 slots
 constexpr int kSpan = 32;                        // blocks per warp and step: one per slot of the warp
 constexpr int kBlockBytes = 34;                  // Q8_0: f16 scale, 32 int8
 constexpr int kPitch = kSpan * kBlockBytes + 16;  // one staged row span: 16-byte aligned, rows on staggered banks
@@ -85,7 +82,8 @@ __device__ __forceinline__ uint32_t lds16(uint32_t addr) {
 // Blocks b0 .. b0 + 31 (fewer at the row's end) of the tile's rows into dst (row r at r * kPitch):
 // kVec-byte pieces, consecutive lanes (lane: 0 .. 32 kSplit - 1, the group's threads) on
 // consecutive pieces of a row; rows past the weight's end
-// repeat its last row (their outputs are dropped). kVec 2: synchronous (rows not 4-byte aligned).
+// repeat its last row (their outputs are dropped). kVec 2: synchronous 2-byte copies (rows not
+// 16-byte aligned).
 template <int kRows, int kVec, int kSplit>
 __device__ __forceinline__ void stage_span(const Q8Args& a, uint8_t* dst, int64_t row0, int64_t b0, int lane) {
   const int64_t m = a.nb - b0 < kSpan ? a.nb - b0 : kSpan;
@@ -214,11 +212,11 @@ __global__ void __launch_bounds__(kSlotsMax * kSplit) q8_rows_mma_kernel(Q8Args 
         const uint32_t c_d = uint32_t((k * kRows + 8 * T) * kPitch + r * kBlockBytes);
         const float dw0 = f16_bits(uint16_t(lds16(base_d + c_d)));
         const float dw1 = f16_bits(uint16_t(lds16(base_d + c_d + kPitch)));
-        // gemv_act's ActQ8_0::term, (d_w * d_x) * isum, added to the slot's sum
+        // gemv_act's block term, added to the slot's sum
         const float dw[2] = {dw0, dw1}, dx[2] = {x.d0, x.d1};
 #pragma unroll
         for (int i = 0; i < kPairs; ++i) {
-          const float term = __fmul_rn(__fmul_rn(dw[i & 1], dx[i >> 1]), __int2float_rn(c[i]));
+          const float term = gemv_act_detail::ActQ8_0::block_term(dw[i & 1], dx[i >> 1], c[i]);
           s[T][i] = __fadd_rn(s[T][i], live ? term : 0.f);
         }
       }
@@ -263,8 +261,8 @@ __global__ void __launch_bounds__(kSlotsMax * kSplit) q8_rows_mma_kernel(Q8Args 
 int g_tiles = 0;  // gemv_act_rows_q8_mma_set_tiles
 int g_split = 0;  // gemv_act_rows_q8_mma_set_split
 
-// gemv_act.cu threads_for on a Q8_0 row (one unit per block).
-int slots_for(int64_t nb) { return int(std::min<int64_t>(kSlotsMax, (nb + 31) / 32 * 32)); }
+// gemv_act's threads on a Q8_0 row (one unit per block).
+int slots_for(int64_t nb) { return gemv_act_detail::act_threads_for(nb); }
 
 size_t smem_bytes(int groups, int steps, int tiles, int split) {
   return size_t(groups) * steps * 8 * tiles * kPitch + size_t(groups) * split * tiles * 32 * sizeof(float4);

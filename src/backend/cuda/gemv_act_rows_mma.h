@@ -9,11 +9,12 @@
 // The order it reproduces (gemv_act.cu, Q8_0: one lane per 32-value block): T = min(128, 32
 // ceil(blocks / 32)) slots; slot s adds, from 0, the f32 terms (d_w d_x) isum of blocks s, s + T,
 // s + 2T, ... in turn; each 32 slots are added by warp_sum's xor tree (distance 16 first), and the
-// T / 32 warp sums, from 0, in warp order. Here warp w of a thread block owns slots 32w .. 32w + 31:
-// it stages their blocks of 8 or 16 weight rows in shared memory, and for each slot (in the
-// bit-reversed order that lets a 5-level stack form the xor tree's pairs as they complete) takes
-// one m16n8k32 product per block and step (16 input rows x 8 weight rows: the block's exact
-// integer sums), forms gemv_act's terms and adds them in gemv_act's order.
+// T / 32 warp sums, from 0, in warp order. Here slot group w of a thread block (1, 2 or 4 warps)
+// owns slots 32w .. 32w + 31: it stages their blocks of 8 or 16 weight rows in shared memory, and
+// for each slot (in the bit-reversed order that lets a stack form the xor tree's pairs as they
+// complete; the group's warps take whole subtrees) takes one m16n8k32 product per block and step
+// (16 input rows x 8 weight rows: the block's exact integer sums), forms gemv_act's terms and adds
+// them in gemv_act's order.
 // Internal to the backend: gemv_act_rows (gemv_act.cu) dispatches here.
 #include <cuda_runtime.h>
 
