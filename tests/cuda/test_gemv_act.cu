@@ -520,6 +520,23 @@ void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
   check(throws([&] { cuda::gemv_act_rows(d8.view, a0.q.row(0), yp, r, s); }), "bad input: gemv_act_rows n=17 throws");
   r.n = 2, r.x_row = 100;
   check(throws([&] { cuda::gemv_act_rows(d8.view, a0.q.row(0), yp, r, s); }), "bad input: x_row 100 throws");
+  // the tensor-core rows kernel and its knobs (the knobs keep their values when they throw)
+  check(throws([&] { cuda::gemv_act_rows_q8_mma(d2.view, ak.q.row(0), yp, 2, 256, 8, s); }) &&
+            !cuda::gemv_act_rows_q8_mma_fits(d2.view) && cuda::gemv_act_rows_q8_mma_fits(d8.view),
+        "bad input: gemv_act_rows_q8_mma on a Q2_K weight throws (fits says so)");
+  WeightMatrix wide = d8.view;
+  wide.cols = 32768;  // 1024 blocks: 8 steps per slot, past the staged 4
+  check(!cuda::gemv_act_rows_q8_mma_fits(wide) &&
+            throws([&] { cuda::gemv_act_rows_q8_mma(wide, a0.q.row(0), yp, 2, 32768, 8, s); }),
+        "bad input: gemv_act_rows_q8_mma past 16384 values per row throws");
+  for (int n : {0, 17})
+    check(throws([&] { cuda::gemv_act_rows_q8_mma(d8.view, a0.q.row(0), yp, n, 256, 8, s); }),
+          "bad input: gemv_act_rows_q8_mma n=" + std::to_string(n) + " throws");
+  check(throws([] { cuda::gemv_act_set_rows_mma(2); }) && throws([] { cuda::gemv_act_set_rows_mma(-2); }) &&
+            throws([] { cuda::gemv_act_rows_q8_mma_set_split(3); }) &&
+            throws([] { cuda::gemv_act_rows_q8_mma_set_split(1); }) &&
+            throws([] { cuda::gemv_act_rows_q8_mma_set_tiles(3); }),
+        "bad input: gemv_act_set_rows_mma 2 / -2, split 3 / 1, tiles 3 throw");
   check(throws([&] {
           cuda::gemv_act_batched(d2.view, ak.q.row(0), yp, cuda::GemvBatch{2, nullptr, 0, 0, 128, 8}, s);
         }),
