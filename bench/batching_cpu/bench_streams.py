@@ -67,6 +67,7 @@ def one_turn(port, prompt, max_tokens):
 
 def metrics(port):
     return scrape(port, ("ds4_batched_decode_", "ds4_batched_verify_", "ds4_decode_batch_size_sum",
+                         "ds4_engine_iteration_seconds_total",
                          "ds4_decode_batch_size_count", "ds4_generated_tokens_total", "ds4_preemptions_total",
                          "ds4_speculative_drafted_tokens_total", "ds4_speculative_accepted_tokens_total"))
 
@@ -111,6 +112,10 @@ def summarize(rounds, streams):
         "batched_verify_calls": int(d.get("ds4_batched_verify_calls_total", 0)),
         "batched_verify_rows": int(d.get("ds4_batched_verify_rows_total", 0)),
         "preemptions": int(d.get("ds4_preemptions_total", 0)),
+        # where an iteration's time goes: its wall time, and of it the batched decode forwards
+        # (candidates included); the rest is host work (scheduling, draws, emitting)
+        "iteration_ms": round(1e3 * d.get("ds4_engine_iteration_seconds_total", 0) / iters, 3) if iters else 0,
+        "batched_forward_ms": round(1e3 * d.get("ds4_batched_decode_seconds_total", 0) / iters, 3) if iters else 0,
         # whether the turns speculated (a verify that is not batched shows only here)
         "drafted": int(d.get("ds4_speculative_drafted_tokens_total", 0)),
         "accepted": int(d.get("ds4_speculative_accepted_tokens_total", 0)),
@@ -212,8 +217,9 @@ def main():
              f"median round; percentiles over all turns)",
              "", "| streams | batching | agg tok/s | TPOT p50 ms | TPOT p99 ms | ITL p50 ms | ITL p99 ms | TTFT p50 ms | "
              "TTFT p99 ms | Jain | slowest / fastest | decode steps / iteration | batched decode calls | "
-             "batched verify calls / rows | drafted / accepted | preemptions | tokens |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "batched verify calls / rows | drafted / accepted | preemptions | tokens | iteration ms | "
+             "of it batched forward ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['streams']} | {r['batching']} | {r['agg_tok_s']} | {r['tpot_p50_ms']} | {r['tpot_p99_ms']} | "
                      f"{r['itl_p50_ms']} | {r['itl_p99_ms']} | {r['ttft_p50_ms']} | {r['ttft_p99_ms']} | "
@@ -222,7 +228,7 @@ def main():
                      f"{r['mean_decode_steps_per_iteration']} | {r['batched_calls']} | "
                      f"{r['batched_verify_calls']} / {r['batched_verify_rows']} | {r['drafted']} / {r['accepted']} | "
                      f"{r['preemptions']} | "
-                     f"{r['completion_tokens']} |")
+                     f"{r['completion_tokens']} | {r['iteration_ms']} | {r['batched_forward_ms']} |")
     (out / f"{a.tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

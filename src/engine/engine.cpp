@@ -219,6 +219,7 @@ void Engine::run() {
 // decode forwards of the iteration together. Finished sessions leave at its end; admit()
 // lets queued ones join before the next.
 void Engine::iterate() {
+  const auto t0 = Clock::now();
   std::vector<Job*> decode, prefill;
   int64_t decode_tokens = 0;
   for (auto& j : live_) {
@@ -251,7 +252,10 @@ void Engine::iterate() {
   std::erase_if(live_, [](const auto& j) { return j->phase == Job::Phase::kDone; });
   // Idle until the next turn: hold no rows (a run can end inside a batched iteration, e.g. a
   // speculative cycle's accepted drafts reaching max_tokens, which decode_batch keeps).
-  if (live_.empty()) std::vector<float>().swap(batch_rows_);
+  if (live_.empty()) {
+    std::vector<float>().swap(batch_rows_);
+    std::vector<SampleCandidates>().swap(batch_cands_);
+  }
   publish_state_bytes();
   std::lock_guard lk(metrics_mu_);
   m_.live = int64_t(live_.size());
@@ -264,6 +268,7 @@ void Engine::iterate() {
     m_.decode_steps_by_size[b]++;
     m_.decode_iterations++;
     m_.decode_sequences += decode.size();
+    m_.iteration_seconds += seconds(t0, Clock::now());
   }
 }
 

@@ -120,6 +120,10 @@ struct EngineMetrics {
   uint64_t decode_steps_by_size[8] = {};
   uint64_t decode_iterations = 0, decode_sequences = 0;  // histogram count and sum
   uint64_t batched_calls = 0, batched_rows = 0;
+  // Where an iteration's time goes: wall seconds of the iterations that decoded (scheduling,
+  // prefill slices, forwards, draws, emitting), and of that the batched decode forwards
+  // (Model::decode_batch_candidates, the candidates and the rows asked for included).
+  double iteration_seconds = 0, batched_decode_seconds = 0;
   // Admission control: bytes the live sessions' states hold (paged blocks shared with other
   // sessions or the prefix cache counted by share: ModelState::proportional_bytes; the prefix
   // cache is cache_bytes), the budget for both, and turns preempted (state dropped, requeued).
@@ -245,6 +249,7 @@ class Engine {
   // (iterate), so it never holds more than the largest batch of the current run: max_live x
   // (depth + 1) x vocab floats (EngineMetrics::batch_rows_bytes).
   std::vector<float> batch_rows_;
+  std::vector<SampleCandidates> batch_cands_;  // decode_together's per-row candidates (reused)
   std::optional<StepScheduler> scheduler_;  // set in the constructor (needs the chunk)
   size_t state_memory_request_ = 0;         // EngineOptions::state_memory_bytes
   bool preempt_swap_ = false;               // EngineOptions::preempt_swap

@@ -53,10 +53,19 @@ struct BatchHooks {
 // of one row runs as the step too: as fast, and no batch graph for it): their input rows,
 // run(states), each state's host position += 1, the logits rows copied out. begin(F) is told
 // the number of batched forwards first (the graph cache keeps 2 F). `logits`: {n, vocab}.
+// The row sink (decode_batch_candidates, cuda_candidates.h) replaces the two ends that
+// produce rows: alone(i) runs row i as its own step, taken(first, n, rows) takes a batched
+// forward's results (rows[k] = the state index of forward row k, 0 <= k < n) instead of the
+// pinned rows copy. Empty: decode_batch's rows.
+struct BatchRowSink {
+  std::function<void(size_t i)> alone;
+  std::function<void(std::span<const size_t> rows)> taken;
+};
+
 template <class State>
 void decode_batch_rows(Model& m, const std::string& family, std::span<ModelState* const> states,
                        std::span<const int32_t> tokens, size_t most, std::vector<float>& logits,
-                       const BatchHooks<State>& h) {
+                       const BatchHooks<State>& h, const BatchRowSink& sink = {}) {
   const int64_t vocab = m.info().vocab_size;
   check_decode_batch(family + ": decode_batch", m.info(), states, tokens);
   std::vector<State*> sts;
@@ -65,6 +74,7 @@ void decode_batch_rows(Model& m, const std::string& family, std::span<ModelState
   logits.resize(n * V);
   std::vector<float> row;
   auto alone = [&](size_t i) {
+    if (sink.alone) return sink.alone(i);
     m.forward(*states[i], tokens.subspan(i, 1), Logits::kLast, row);
     std::copy(row.begin(), row.end(), logits.begin() + long(i * V));
   };
@@ -87,10 +97,12 @@ void decode_batch_rows(Model& m, const std::string& family, std::span<ModelState
       batch.push_back(sts[batched[k]]);
     }
     h.run(batch);
-    for (size_t k = b0; k < b1; ++k) {
-      sts[batched[k]]->pos += 1;
-      std::copy_n(h.logits + (k - b0) * V, V, logits.begin() + long(batched[k] * V));
+    for (size_t k = b0; k < b1; ++k) sts[batched[k]]->pos += 1;
+    if (sink.taken) {
+      sink.taken(std::span<const size_t>(batched).subspan(b0, b1 - b0));
+      continue;
     }
+    for (size_t k = b0; k < b1; ++k) std::copy_n(h.logits + (k - b0) * V, V, logits.begin() + long(batched[k] * V));
   }
 }
 

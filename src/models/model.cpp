@@ -41,6 +41,22 @@ void Model::decode_batch(std::span<ModelState* const> states, std::span<const in
   }
 }
 
+void Model::decode_batch_candidates(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                                    std::span<const CandidateRequest> reqs, std::vector<SampleCandidates>& out,
+                                    std::vector<float>& logits, const NeedFullRow& need_full) {
+  if (reqs.size() != states.size())
+    throw InputError(info().family + ": decode_batch_candidates: " + std::to_string(reqs.size()) +
+                     " candidate requests for " + std::to_string(states.size()) + " states");
+  decode_batch(states, tokens, logits);
+  const size_t V = size_t(info().vocab_size);
+  out.resize(states.size());
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (reqs[i].k <= 0) continue;
+    top_candidates(std::span<const float>(logits.data() + i * V, V), reqs[i], out[i]);
+    need_full(i, out[i]);  // the row is here anyway
+  }
+}
+
 bool Model::verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                          std::vector<float>& logits) {
   check_batch(info().family + ": verify_batch", info(), states, windows);

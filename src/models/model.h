@@ -121,6 +121,19 @@ class Model {
   virtual void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                             std::vector<float>& logits);
 
+  // decode_batch for a caller that samples every row and usually needs only its candidates
+  // (forward_candidates' contract, row by row): row i's candidates for reqs[i] go to out[i]
+  // and need_full(i, out[i]) is asked once; `logits` {n, vocab} holds row i when that said
+  // true, or when reqs[i].k == 0 (no candidates: the row is wanted, need_full not asked);
+  // other rows are unspecified. The rows and candidates are those of decode_batch (bit for
+  // bit). The default runs decode_batch and picks the candidates on the host (every row is
+  // then there); a CUDA model picks them on the device and copies back only them and the
+  // rows asked for. Throws like decode_batch.
+  using NeedFullRow = std::function<bool(size_t, const SampleCandidates&)>;
+  virtual void decode_batch_candidates(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                                       std::span<const CandidateRequest> reqs, std::vector<SampleCandidates>& out,
+                                       std::vector<float>& logits, const NeedFullRow& need_full);
+
   // Bytes a state costs (StateCost). The default measures a fresh state (its draft head
   // enabled when `draft`) and counts nothing per token: right for the CUDA models, whose
   // state buffers cover the whole context from new_state() on; the CPU families override it

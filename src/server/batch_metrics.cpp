@@ -24,6 +24,12 @@ std::string batch_metrics_text(const engine::EngineMetrics& m) {
       double(m.batched_calls));
   one("ds4_batched_decode_rows_total", "counter", "Sequences carried by batched decode forwards.",
       double(m.batched_rows));
+  one("ds4_engine_iteration_seconds_total", "counter",
+      "Wall time of the engine iterations that took decode steps (forwards, draws, scheduling, emitting).",
+      m.iteration_seconds);
+  one("ds4_batched_decode_seconds_total", "counter",
+      "Time in batched decode forwards, their sampling candidates and rows included (the rest of an iteration is host work).",
+      m.batched_decode_seconds);
   one("ds4_state_memory_bytes", "gauge", "Bytes the live sessions' model states hold (the prefix cache: ds4_cache_bytes).",
       double(m.state_bytes));
   // The real memory of the per-position caches: blocks shared by a cached prefix and the

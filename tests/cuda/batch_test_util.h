@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "models/draft_head.h"
 #include "models/model.h"
+#include "../support/batch_candidates_check.h"
 #include "test_common.h"
 
 namespace ds4::cuda_test {
@@ -182,12 +183,22 @@ inline void two_pending_windows(Model& m, DraftHead& h,
 }
 
 // The checks on a model loaded with the default options: it declares batched_decode,
-// batch_run, batch_bad_inputs, and with `head` (the model as a DraftHead: verify_capture works
+// batch_run, batch_bad_inputs, decode_batch_candidates (support/batch_candidates_check.h), and with `head` (the model as a DraftHead: verify_capture works
 // without a draft head too) two_pending_windows on plain states.
 inline void default_model_checks(Model& m, DraftHead* head) {
   check(m.info().batched_decode, "the CUDA model declares batched_decode (the engine calls decode_batch)");
   batch_run(m, "default options (batch_rows 16 for DeepSeek, 8 for GLM and Qwen)");
   batch_bad_inputs(m);
+  // decode_batch_candidates: 17 sequences (forwards of batch_rows, the rest alone) and 3, each
+  // row's device candidates and the rows handed back against its state stepped alone.
+  for (int seqs : {17, 3}) {
+    const std::string why = batch_candidates::run(m, seqs, 5);
+    check(why.empty(), "decode_batch_candidates, " + std::to_string(seqs) + " sequences x 5 steps = each alone" +
+                           (why.empty() ? "" : ": " + why));
+  }
+  const std::string bad = batch_candidates::bad_requests(m);
+  check(bad.empty(), "decode_batch_candidates: a request count unlike the state count throws" +
+                         (bad.empty() ? "" : ": " + bad));
   if (head)
     two_pending_windows(m, *head, [&](const std::vector<int32_t>& p) { return prompted(m, p, false); }, "plain states");
 }

@@ -205,6 +205,69 @@ void check_graph(int64_t vocab, std::mt19937_64& g) {
   cudaStreamDestroy(s);
 }
 
+// The rows form (a decode batch's rows in one launch): n rows of every kind at a stride past
+// the vocabulary, each with its own temperature; row i's words equal the single-row op's on
+// that row alone, byte for byte (exp_sum included: the same block code). Then its bad input.
+void check_rows(int64_t vocab, int k, std::mt19937_64& g) {
+  const int n = 9;
+  const size_t stride = size_t(vocab) + 37;  // rows not 16-byte aligned past the first
+  const size_t words = cuda::sample_reduce_words(k);
+  std::vector<float> rows(stride * n, 1e30f);  // the gap values would win if read
+  std::vector<double> temps(n);
+  for (int i = 0; i < n; ++i) {
+    const auto r = make_row(g, vocab, Kind(i % 8));
+    std::copy(r.begin(), r.end(), rows.begin() + long(i * stride));
+    temps[size_t(i)] = i % 3 == 0 ? 0.0 : 0.5 * i;
+  }
+  cuda::DeviceBuffer d_rows(rows.size() * 4, "test rows"), d_temps(n * sizeof(double), "test temps"),
+      d_out(words * n * 4, "test rows out"), d_one(words * 4, "test one out");
+  DS4_CUDA_CHECK(cudaMemcpy(d_rows.get(), rows.data(), rows.size() * 4, cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaMemcpy(d_temps.get(), temps.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaMemset(d_out.get(), 0xff, d_out.bytes()));
+  cuda::sample_reduce_f32_rows(d_rows.as<float>(), stride, n, vocab, k, d_temps.as<double>(), d_out.as<int32_t>(),
+                               nullptr);
+  std::vector<int32_t> all(words * n), one(words);
+  DS4_CUDA_CHECK(cudaMemcpy(all.data(), d_out.get(), all.size() * 4, cudaMemcpyDeviceToHost));
+  for (int i = 0; i < n; ++i) {
+    DS4_CUDA_CHECK(cudaMemset(d_one.get(), 0xff, d_one.bytes()));
+    cuda::sample_reduce_f32(d_rows.as<float>() + size_t(i) * stride, vocab, k, d_temps.as<double>() + i,
+                            d_one.as<int32_t>(), nullptr);
+    DS4_CUDA_CHECK(cudaMemcpy(one.data(), d_one.get(), one.size() * 4, cudaMemcpyDeviceToHost));
+    // Words past the count (the unused candidate slots) are never written by either: compare
+    // the header, the ids and logits actually produced.
+    const int cnt = std::max(0, std::min(one[1], k));
+    const int32_t* a = all.data() + size_t(i) * words;
+    bool same = std::memcmp(a, one.data(), cuda::kSampleReduceHeader * 4) == 0 &&
+                std::memcmp(a + cuda::kSampleReduceHeader, one.data() + cuda::kSampleReduceHeader, size_t(cnt) * 4) == 0 &&
+                std::memcmp(a + cuda::kSampleReduceHeader + k, one.data() + cuda::kSampleReduceHeader + k,
+                            size_t(cnt) * 4) == 0;
+    check(same, "sample_reduce_f32_rows vocab " + std::to_string(vocab) + " k " + std::to_string(k) + " row " +
+                    std::to_string(i) + " (" + kind_name(Kind(i % 8)) + ") equals the row alone");
+    SampleCandidates ref;
+    std::vector<float> r(rows.begin() + long(i * stride), rows.begin() + long(i * stride + size_t(vocab)));
+    top_candidates(r, CandidateRequest{k, 0.0}, ref);
+    check(a[0] == ref.argmax && a[2] == ref.finite && a[1] == int(ref.ids.size()) &&
+              std::equal(ref.ids.begin(), ref.ids.end(), a + cuda::kSampleReduceHeader),
+          "sample_reduce_f32_rows row " + std::to_string(i) + " vs host top_candidates");
+  }
+  auto throws = [&](auto&& f, const std::string& what) {
+    bool threw = false;
+    try {
+      f();
+    } catch (const Error&) {
+      threw = true;
+    }
+    check(threw, "sample_reduce_f32_rows throws on " + what);
+  };
+  throws([&] { cuda::sample_reduce_f32_rows(d_rows.as<float>(), stride, 0, vocab, k, nullptr, d_out.as<int32_t>(), nullptr); },
+         "n = 0");
+  throws([&] { cuda::sample_reduce_f32_rows(d_rows.as<float>(), size_t(vocab) - 1, 2, vocab, k, nullptr,
+                                            d_out.as<int32_t>(), nullptr); },
+         "a row stride below the vocabulary");
+  throws([&] { cuda::sample_reduce_f32_rows(d_rows.as<float>(), stride, 2, vocab, 0, nullptr, d_out.as<int32_t>(), nullptr); },
+         "k = 0");
+}
+
 // Informational: time of one op on a full-size row (no assertion; next to a decode step).
 void time_op(int64_t vocab, int k, std::mt19937_64& g) {
   Gpu gpu(vocab);
@@ -250,6 +313,8 @@ int main(int argc, char** argv) {
       }
     }
     check_graph(small ? 4097 : 151936, g);
+    check_rows(small ? 4097 : 129280, 1024, g);
+    check_rows(small ? 1000 : 151936, 20, g);
     if (!small) {
       time_op(151936, 1024, g);
       time_op(129280, 1024, g);

@@ -64,8 +64,14 @@ __device__ __forceinline__ void scan_row(const float* __restrict__ row, int voca
   for (int i = done + int(threadIdx.x); i < vocab; i += kThreads) f(row[i], i);
 }
 
-__global__ void __launch_bounds__(kThreads) sample_reduce_kernel(const float* __restrict__ row, int vocab, int k,
-                                                                  const double* temperature, int32_t* __restrict__ out) {
+// Block b reduces row b: rows at row_stride floats apart, results at sample_reduce_words(k)
+// words apart, temperature b (when given).
+__global__ void __launch_bounds__(kThreads) sample_reduce_kernel(const float* __restrict__ row, size_t row_stride,
+                                                                  int vocab, int k, const double* temperature,
+                                                                  int32_t* __restrict__ out) {
+  row += size_t(blockIdx.x) * row_stride;
+  out += size_t(blockIdx.x) * (kSampleReduceHeader + 2 * size_t(k));
+  if (temperature) temperature += blockIdx.x;
   __shared__ unsigned hist[256];
   __shared__ unsigned long long sel[kSortCap];
   __shared__ float w_v[kWarps];
@@ -230,9 +236,17 @@ __global__ void __launch_bounds__(kThreads) sample_reduce_kernel(const float* __
 
 void sample_reduce_f32(const float* row, int64_t vocab, int k, const double* temperature, int32_t* out,
                        cudaStream_t stream) {
+  sample_reduce_f32_rows(row, size_t(vocab), 1, vocab, k, temperature, out, stream);
+}
+
+void sample_reduce_f32_rows(const float* rows, size_t row_stride, int64_t n, int64_t vocab, int k,
+                            const double* temperatures, int32_t* out, cudaStream_t stream) {
   if (k < 1 || k > kSampleReduceMaxK) throw Error("sample_reduce_f32: k = " + std::to_string(k) + " outside [1, 1024]");
   if (vocab < 1 || vocab > INT_MAX) throw Error("sample_reduce_f32: vocab = " + std::to_string(vocab));
-  sample_reduce_kernel<<<1, kThreads, 0, stream>>>(row, int(vocab), k, temperature, out);
+  if (n < 1 || n > INT_MAX) throw Error("sample_reduce_f32_rows: n = " + std::to_string(n));
+  if (row_stride < size_t(vocab))
+    throw Error("sample_reduce_f32_rows: row stride " + std::to_string(row_stride) + " < vocab " + std::to_string(vocab));
+  sample_reduce_kernel<<<unsigned(n), kThreads, 0, stream>>>(rows, row_stride, int(vocab), k, temperatures, out);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -29,4 +29,11 @@ inline size_t sample_reduce_words(int k) { return kSampleReduceHeader + 2 * size
 void sample_reduce_f32(const float* row, int64_t vocab, int k, const double* temperature, int32_t* out,
                        cudaStream_t stream);
 
+// The same for n rows in one launch (a block each; a decode batch's rows): row i at rows + i *
+// row_stride floats (row_stride >= vocab), its result at out + i * sample_reduce_words(k),
+// its temperature temperatures[i] (device, n of them; null: no exp_sum). Row i's result equals
+// sample_reduce_f32 on that row alone.
+void sample_reduce_f32_rows(const float* rows, size_t row_stride, int64_t n, int64_t vocab, int k,
+                            const double* temperatures, int32_t* out, cudaStream_t stream);
+
 }  // namespace ds4::cuda

@@ -72,6 +72,10 @@ def test_concurrent_chats_answer_as_alone(srv):
         calls = metric(after, "ds4_batched_decode_calls_total") - metric(before, "ds4_batched_decode_calls_total")
         rows = metric(after, "ds4_batched_decode_rows_total") - metric(before, "ds4_batched_decode_rows_total")
         assert calls > 0 and rows >= 2 * calls, (calls, rows)
+        # The batched forwards' time is part of the iterations' wall time.
+        fwd = metric(after, "ds4_batched_decode_seconds_total") - metric(before, "ds4_batched_decode_seconds_total")
+        it = metric(after, "ds4_engine_iteration_seconds_total") - metric(before, "ds4_engine_iteration_seconds_total")
+        assert 0 < fwd <= it, (fwd, it)
     # Everything finished (the dropped stream is cancelled within the client watch's poll).
     for _ in range(100):
         text = httpx.get(srv.url + "/metrics", timeout=10).text

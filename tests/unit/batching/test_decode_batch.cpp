@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "batch_cases.h"
+#include "support/batch_candidates_check.h"
 #include "models/draft_head.h"
 #include "models/model.h"
 
@@ -94,6 +95,15 @@ TEST_P(DecodeBatch, RejectsMismatchedInput) {
   EXPECT_THROW(m->decode_batch(one, two, rows), Error);
   std::vector<int32_t> bad{int32_t(m->info().vocab_size)};
   EXPECT_THROW(m->decode_batch(one, bad, rows), Error);
+}
+
+// decode_batch_candidates (the engine's batched draw): every row's candidates and the rows
+// handed back equal the sequence's own step (support/batch_candidates_check.h), 9 sequences
+// over 6 steps of mixed requests; a request count unlike the state count throws.
+TEST_P(DecodeBatch, CandidatesEqualTheSequenceAlone) {
+  auto m = load(GetParam());
+  EXPECT_EQ(batch_candidates::run(*m, 9, 6), "");
+  EXPECT_EQ(batch_candidates::bad_requests(*m), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecodeBatch, family_cases(), [](const auto& info) { return info.param.tag; });

@@ -40,7 +40,9 @@ void DeepseekV4CudaModel::Impl::run_groups(std::span<const RowGroup> groups, std
 void DeepseekV4CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
   const std::vector<RowGroup> groups = one_row_groups(sts);
   write_row_shifts<CudaState>(sts, in_host->p, sl.in_bytes, sl.shift);  // Rows::shift (chunk.cu seq_rows)
-  run_groups(groups, batch_graph_key<CudaState>(groups, false));
+  std::vector<uint64_t> key = batch_graph_key<CudaState>(groups, false);
+  batch_cand.key(key);  // candidates mode: another graph (its head ends in the candidates)
+  run_groups(groups, std::move(key));
 }
 
 BatchHooks<CudaState> DeepseekV4CudaModel::Impl::batch_hooks() {
@@ -56,21 +58,39 @@ BatchHooks<CudaState> DeepseekV4CudaModel::Impl::batch_hooks() {
   return h;
 }
 
-void DeepseekV4CudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
-                                       std::vector<float>& logits) {
-  Impl& m = *impl_;
-  BatchHooks<CudaState> h = m.batch_hooks();
+// decode_batch's hooks: rows that run alone, the batched forward, and the rows per forward.
+namespace {
+size_t decode_hooks(DeepseekV4CudaModel::Impl& m, BatchHooks<CudaState>& h) {
+  h = m.batch_hooks();
   // Rows that run alone: a draft head's states record their head rows in every forward
   // (mtp.cu, dspark.cu: per state, not batched yet), a state with a pending captured window
   // keeps it for its commit; with the layer observer every step is one token.
-  h.single = [&](const CudaState& s) {
+  h.single = [&m](const CudaState& s) {
     return s.mtp_on || s.dspark_on || s.cap_rows > 0 || m.observer || m.cl.rows < 2;
   };
-  h.run = [&](std::span<CudaState* const> sts) { m.run_batch(sts); };
+  h.run = [&m](std::span<CudaState* const> sts) { m.run_batch(sts); };
   // Forwards of up to batch_rows, within the chunk scratch's rows (fixed at load, after memory
   // admission).
-  decode_batch_rows(*this, "deepseek_v4", states, tokens, size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)),
-                    logits, h);
+  return size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows));
+}
+}  // namespace
+
+void DeepseekV4CudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                                       std::vector<float>& logits) {
+  BatchHooks<CudaState> h;
+  const size_t most = decode_hooks(*impl_, h);
+  decode_batch_rows(*this, "deepseek_v4", states, tokens, most, logits, h);
+}
+
+void DeepseekV4CudaModel::decode_batch_candidates(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                                                  std::span<const CandidateRequest> reqs,
+                                                  std::vector<SampleCandidates>& out, std::vector<float>& logits,
+                                                  const NeedFullRow& need_full) {
+  Impl& m = *impl_;
+  BatchHooks<CudaState> h;
+  const size_t most = decode_hooks(m, h);
+  cuda_decode_batch_candidates(*this, "deepseek_v4", states, tokens, reqs, out, logits, need_full, most, std::move(h),
+                               m.batch_cand, m.R(0, m.sl.logits), size_t(m.rs()), m.stream);
 }
 
 }  // namespace ds4::deepseek_v4

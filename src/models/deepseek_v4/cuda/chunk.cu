@@ -284,7 +284,8 @@ void DeepseekV4CudaModel::Impl::rows_in() {
   mark("embed");
 }
 
-// HC head + norm + lm_head of rows t0 .. t0 + n - 1, their logits to pinned rows 0 .. n - 1.
+// HC head + norm + lm_head of rows t0 .. t0 + n - 1, their logits to pinned rows 0 .. n - 1
+// (a decode batch in candidates mode: their candidates, batch_cand).
 void DeepseekV4CudaModel::Impl::head_rows(int64_t t0, int64_t n) {
   const int64_t V = c.vocab;
   const DHc& h = dw.head_hc;
@@ -301,8 +302,7 @@ void DeepseekV4CudaModel::Impl::head_rows(int64_t t0, int64_t n) {
   }
   ActIn xh = act_in(R(t0, sl.hout), rs(), n, c.hidden, kActCol, true);
   mrows(dw.lm_head, xh, R(t0, sl.logits), rs(), dc::MatmulBatch{}, stream);
-  DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(t0, sl.logits), cl.row_bytes,
-                                   size_t(V) * sizeof(float), size_t(n), cudaMemcpyDeviceToHost, stream));
+  enqueue_logits_rows(R(t0, sl.logits), size_t(rs()), n, V, logits_host->p, batch_cand.active(), stream);
   mark("head");
 }
 

@@ -149,6 +149,11 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   // fixed at load) per forward; more run as several.
   void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                     std::vector<float>& logits) override;
+  // decode_batch ending in each row's sampling candidates on the GPU (batch.cu,
+  // cuda_decode_batch_candidates): only they, and the rows asked for, are copied back.
+  void decode_batch_candidates(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                               std::span<const CandidateRequest> reqs, std::vector<SampleCandidates>& out,
+                               std::vector<float>& logits, const NeedFullRow& need_full) override;
   // Batched speculative verify (verify_batch.cu): every state's verify window (1..chunk_rows
   // tokens) as one forward over the stacked rows, each state's rows and captured window bit for
   // bit its own verify_capture's. At most batch_rows states and the chunk scratch's rows per

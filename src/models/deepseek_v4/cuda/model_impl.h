@@ -156,6 +156,7 @@ struct DeepseekV4CudaModel::Impl {
   std::unique_ptr<Pinned> in_host, logits_host;  // chunk_rows rows; the one-token step uses row 0
   cudaStream_t stream = nullptr;
   std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
+  BatchCandidates batch_cand;             // decode_batch_candidates(): rows' candidates
   bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
   cudaStream_t side_stream = nullptr;      // second stream of CudaModelOptions::streams
   cudaEvent_t fork_ev = nullptr, join_ev = nullptr;

@@ -57,7 +57,9 @@ void Glm5CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
   write_row_shifts<CudaState>(sts, in_host->p, sl.in_bytes, sl.shift);  // Rows::seq (chunk.cu seq_rows)
   batch_shifts = true;
   try {
-    run_groups(groups, batch_graph_key<CudaState>(groups, false));
+    std::vector<uint64_t> key = batch_graph_key<CudaState>(groups, false);
+    batch_cand.key(key);  // candidates mode: another graph (its head ends in the candidates)
+    run_groups(groups, std::move(key));
   } catch (...) {
     batch_shifts = false;
     throw;
@@ -74,16 +76,34 @@ BatchHooks<CudaState> Glm5CudaModel::Impl::batch_hooks() {
   return h;
 }
 
-void Glm5CudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
-                                 std::vector<float>& logits) {
-  Impl& m = *impl_;
-  BatchHooks<CudaState> h = m.batch_hooks();
+// decode_batch's hooks: rows that run alone, the batched forward, and the rows per forward.
+namespace {
+size_t decode_hooks(Glm5CudaModel::Impl& m, BatchHooks<CudaState>& h) {
+  h = m.batch_hooks();
   // The MTP head's queue takes every row of its state (pushed by the trunk forward, not
   // batched yet); a pending captured window stays for its commit; layer_outputs() taps single
   // steps.
-  h.single = [&](const CudaState& s) { return s.mtp_on || s.cap_n > 0 || m.tap || m.cl.rows < 2; };
-  h.run = [&](std::span<CudaState* const> sts) { m.run_batch(sts); };
-  decode_batch_rows(*this, "glm5", states, tokens, size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)), logits, h);
+  h.single = [&m](const CudaState& s) { return s.mtp_on || s.cap_n > 0 || m.tap || m.cl.rows < 2; };
+  h.run = [&m](std::span<CudaState* const> sts) { m.run_batch(sts); };
+  return size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows));
+}
+}  // namespace
+
+void Glm5CudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                                 std::vector<float>& logits) {
+  BatchHooks<CudaState> h;
+  const size_t most = decode_hooks(*impl_, h);
+  decode_batch_rows(*this, "glm5", states, tokens, most, logits, h);
+}
+
+void Glm5CudaModel::decode_batch_candidates(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                                            std::span<const CandidateRequest> reqs, std::vector<SampleCandidates>& out,
+                                            std::vector<float>& logits, const NeedFullRow& need_full) {
+  Impl& m = *impl_;
+  BatchHooks<CudaState> h;
+  const size_t most = decode_hooks(m, h);
+  cuda_decode_batch_candidates(*this, "glm5", states, tokens, reqs, out, logits, need_full, most, std::move(h),
+                               m.batch_cand, m.R(0, m.sl.logits), size_t(m.rs()), m.stream);
 }
 
 }  // namespace ds4::glm5

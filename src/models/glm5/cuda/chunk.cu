@@ -389,7 +389,8 @@ void Glm5CudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode) {
   mark(nullptr);  // the end of the last section
 }
 
-// Every row's final HC mean + norm (hfin), lm_head, logits to pinned rows 0 .. rows - 1.
+// Every row's final HC mean + norm (hfin), lm_head, logits to pinned rows 0 .. rows - 1 (a
+// decode batch in candidates mode: their candidates, batch_cand).
 void Glm5CudaModel::Impl::head_all_rows() {
   hc_mean_norm(R(0, cur_off), c.hc_mult, c.hidden_size, dw.norm, c.rms_norm_eps, R(0, sl.hfin), stream,
                Rows{rows, rs()});
@@ -399,8 +400,7 @@ void Glm5CudaModel::Impl::head_all_rows() {
 void Glm5CudaModel::Impl::head_logits_rows() {
   const int64_t V = c.vocab_size;
   mgemv(dw.lm_head, sl.hfin, sl.logits);
-  DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(0, sl.logits), cl.row_bytes,
-                                   size_t(V) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost, stream));
+  enqueue_logits_rows(R(0, sl.logits), size_t(rs()), rows, V, logits_host->p, batch_cand.active(), stream);
 }
 
 void Glm5CudaModel::Impl::run_chunk(CudaState& st, int64_t n, Logits mode) {

@@ -132,6 +132,11 @@ class Glm5CudaModel : public Model, public DraftHead {
   // most batch_rows (and chunk-scratch rows) per forward; more run as several.
   void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                     std::vector<float>& logits) override;
+  // decode_batch ending in each row's sampling candidates on the GPU (batch.cu,
+  // cuda_decode_batch_candidates): only they, and the rows asked for, are copied back.
+  void decode_batch_candidates(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                               std::span<const CandidateRequest> reqs, std::vector<SampleCandidates>& out,
+                               std::vector<float>& logits, const NeedFullRow& need_full) override;
   // Batched speculative verify (verify_batch.cu): every state's verify window as one forward
   // over the stacked rows (the same rows and exact products as decode_batch, one row group per
   // window), each window's rows, KDA records and MTP queue bit for bit its own verify_capture's.

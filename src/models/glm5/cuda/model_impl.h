@@ -51,6 +51,7 @@ struct Glm5CudaModel::Impl {
   std::unique_ptr<Pinned> in_host, logits_host;
   cudaStream_t stream = nullptr;
   std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
+  BatchCandidates batch_cand;             // decode_batch_candidates(): rows' candidates
   bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
   std::vector<std::vector<float>>* tap = nullptr;  // layer_outputs(): streams after each layer
   // set_profiling(): the decode step's GPU ms per named op (direct launches + an event after

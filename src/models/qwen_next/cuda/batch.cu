@@ -57,6 +57,7 @@ void QwenNextCudaModel::Impl::run_batch(std::span<CudaState* const> sts) {
     groups.push_back(SeqGroup{s, int64_t(groups.size()), 1, false});
     key.push_back(s->serial);
   }
+  batch_cand.key(key);  // candidates mode: another graph (its head ends in the candidates)
   run_groups(groups, std::move(key));
 }
 
@@ -69,16 +70,34 @@ BatchHooks<CudaState> QwenNextCudaModel::Impl::batch_hooks() {
   return h;
 }
 
-void QwenNextCudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
-                                     std::vector<float>& logits) {
-  Impl& m = *impl_;
-  BatchHooks<CudaState> h = m.batch_hooks();
+// decode_batch's hooks: rows that run alone, the batched forward, and the rows per forward.
+namespace {
+size_t decode_hooks(QwenNextCudaModel::Impl& m, BatchHooks<CudaState>& h) {
+  h = m.batch_hooks();
   // The MTP head's ring takes every row of its state (mtp_room / mtp_push around each step,
   // not batched yet); a pending captured window stays for its commit.
-  h.single = [&](const CudaState& s) { return s.mtp_on || !s.cap_tokens.empty() || m.cl.rows < 2; };
-  h.run = [&](std::span<CudaState* const> sts) { m.run_batch(sts); };
-  decode_batch_rows(*this, "qwen_next", states, tokens, size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows)), logits,
-                    h);
+  h.single = [&m](const CudaState& s) { return s.mtp_on || !s.cap_tokens.empty() || m.cl.rows < 2; };
+  h.run = [&m](std::span<CudaState* const> sts) { m.run_batch(sts); };
+  return size_t(std::min<int64_t>(m.opt.batch_rows, m.cl.rows));
+}
+}  // namespace
+
+void QwenNextCudaModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                                     std::vector<float>& logits) {
+  BatchHooks<CudaState> h;
+  const size_t most = decode_hooks(*impl_, h);
+  decode_batch_rows(*this, "qwen_next", states, tokens, most, logits, h);
+}
+
+void QwenNextCudaModel::decode_batch_candidates(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                                                std::span<const CandidateRequest> reqs,
+                                                std::vector<SampleCandidates>& out, std::vector<float>& logits,
+                                                const NeedFullRow& need_full) {
+  Impl& m = *impl_;
+  BatchHooks<CudaState> h;
+  const size_t most = decode_hooks(m, h);
+  cuda_decode_batch_candidates(*this, "qwen_next", states, tokens, reqs, out, logits, need_full, most, std::move(h),
+                               m.batch_cand, m.R(0, m.sl.logits), size_t(m.rs()), m.stream);
 }
 
 }  // namespace ds4::qwen_next

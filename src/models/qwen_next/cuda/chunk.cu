@@ -301,8 +301,8 @@ void QwenNextCudaModel::Impl::head_all_rows() {
   const int64_t V = c.vocab;
   hyper_read_rows(dw.mixer, sl.h, false);
   mgemv(dw.lm_head, sl.mixed, sl.logits);
-  DS4_CUDA_CHECK(cudaMemcpy2DAsync(logits_host->p, size_t(V) * sizeof(float), R(0, sl.logits), cl.row_bytes,
-                                   size_t(V) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost, stream));
+  // (a decode batch in candidates mode: only their candidates, batch_cand)
+  enqueue_logits_rows(R(0, sl.logits), size_t(rs()), rows, V, logits_host->p, batch_cand.active(), stream);
 }
 
 void QwenNextCudaModel::Impl::enqueue_chunk(CudaState& st, Logits mode, bool capture) {

@@ -161,6 +161,7 @@ struct QwenNextCudaModel::Impl {
   std::unique_ptr<Pinned> in_host, logits_host;  // chunk_rows rows; the one-token step uses row 0
   cudaStream_t stream = nullptr;
   std::unique_ptr<CudaCandidates> cand;  // forward_candidates(): made on first use
+  BatchCandidates batch_cand;             // decode_batch_candidates(): rows' candidates
   bool top_only = false;                 // the logits step ends in cand->enqueue(), no row copy
   // set_profiling(true): an event after each named op of direct-launch decode steps and
   // chunks (mark() does nothing while off), summed per name.
