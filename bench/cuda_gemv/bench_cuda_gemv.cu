@@ -52,6 +52,9 @@
 //        bench_cuda_gemv --rows-mma [reps]     Q8_0 gemv_act_rows: tensor cores vs dp4a (~10 s)
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
+//        bench_cuda_gemv --act-profile   one launch each of DeepSeek's decode expert products on
+//                                     quantized activations (IQ2_XXS gate|up x6, Q2_K down x6,
+//                                     Q8_0 4096x4096), for ncu --kernel-name regex:gemv_act
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -598,13 +601,14 @@ int main(int argc, char** argv) {
     const bool act_mma = argc > 1 && std::string(argv[1]) == "--act-mma";
     const bool routed = argc > 1 && std::string(argv[1]) == "--routed";
     const bool rows_mma = argc > 1 && std::string(argv[1]) == "--rows-mma";
+    const bool act_profile = argc > 1 && std::string(argv[1]) == "--act-profile";
     const int reps = act || act_mma || routed || rows_mma ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
                          : argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
     const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     cudaDeviceProp prop{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-    const cuda::Bandwidth bw = profile ? cuda::Bandwidth{} : cuda::measure_bandwidth(static_cast<size_t>(2) << 30, 20, nullptr);
+    const cuda::Bandwidth bw = profile || act_profile ? cuda::Bandwidth{} : cuda::measure_bandwidth(static_cast<size_t>(2) << 30, 20, nullptr);
     std::printf("bandwidth (2 GiB buffers, median of 20): copy kernel %.0f GB/s, cudaMemcpy D2D %.0f GB/s "
                 "(read+write), read-only %.0f GB/s\n\n",
                 bw.copy_gbps, bw.memcpy_gbps, bw.read_gbps);
@@ -638,6 +642,21 @@ int main(int argc, char** argv) {
     cuda::DeviceBuffer x(sizeof(float) * 16384 * kMaxN, "bench x"), y(sizeof(float) * 65536 * kMaxN, "bench y");
     fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
     if (act) return act_tables(reps, bw, x.as<float>(), y.as<float>());
+    if (act_profile) {  // one plain launch each (ncu replays it as often as its sections need)
+      const struct {
+        Format f;
+        Shape s;
+      } cases[] = {{{DType::IQ2_XXS, 0, DType::F16, "IQ2_XXS"}, {4096, 4096, "gate|up", 6}},
+                   {{DType::Q2_K, 0, DType::F16, "Q2_K"}, {4096, 2048, "down", 6}},
+                   {{DType::Q8_0, 0, DType::F16, "Q8_0"}, {4096, 4096, "square"}}};
+      for (const auto& c : cases) {
+        const QuantizedX xq = quantize_x(c.f.type, c.s.cols, 1, x.as<float>());
+        bench_one(c.f, c.s, 1, x.as<float>(), y.as<float>(), true, 0, &xq.q);
+        std::printf("profiled %s %lldx%lld %s x%d\n", c.f.label, (long long)c.s.rows, (long long)c.s.cols, c.s.what,
+                    c.s.batch);
+      }
+      return 0;
+    }
     if (act_mma) return act_mma_table(reps, bw, x.as<float>(), y.as<float>());
     if (routed) return routed_table(reps, bw, x.as<float>());
     if (rows_mma) return rows_mma_table(reps, bw, x.as<float>(), y.as<float>());

@@ -24,7 +24,7 @@
 //   the full-size model generated on the GPU, prefill + decode per context frontier as
 //   fractions of the roofline (synthetic_full.h); defaults q2_k 288 45, 32, 2048,8192,32768.
 //   --prefill (issue #22): old path (16-row chunks at the --old lengths, default those <= 2048) vs the
-//   tensor-core path (--prefill-rows, default 512; --gemm-rows, default 64) per length from a
+//   tensor-core path (--prefill-rows, default 512; --gemm-rows, default the server's: 17) per length from a
 //   fresh state, the canary, one chunk's profile; decode_tokens 0 skips the context table.
 //   --batch N,N [--batch-rows N,N] [--batch-steps S] [--seq-ab] (issue #24): continuous batching at
 //   those stream counts from the first context's state (../cuda_batch_table.h); --seq-ab: the

@@ -39,7 +39,7 @@ struct Glm5PrefillArgs {
   std::vector<int64_t> lengths, old_lengths;
   bool old_set = false;
   bool fp32_gemms = true;  // --no-fp32-gemms: the tensor-core path without CudaModelOptions::fp32_gemms
-  int prefill_rows = 512, gemm_rows = 64;
+  int prefill_rows = 512, gemm_rows = glm5::cuda_options_from_env().gemm_rows;  // (the server's)
   // --context-tc: the context table prefills on the tensor-core path (--prefill-rows chunks from
   // --gemm-rows rows): a 32K frontier in ~20 s instead of minutes; the decode there is unchanged.
   bool context_tc = false;

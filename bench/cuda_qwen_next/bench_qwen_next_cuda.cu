@@ -19,7 +19,8 @@
 // synthetic-full with --prefill=L1,L2,..: the issue #22 prefill tables instead (old 16-row path
 //   vs tensor-core chunks, canary, phase profile; synthetic_prefill.h), with
 //   --old-max=N (old path lengths, default 2048), --prefill-rows=N (default 512),
-//   --exact-max=N (also the exact large-chunk path up to N; default 0: not run)
+//   --exact-max=N (also the exact large-chunk path up to N; default 0: not run),
+//   --gemm-rows=N (the tensor-core path's CudaModelOptions::gemm_rows; default the server's)
 //   --profile           synthetic-full: per-op GPU ms of a decode token at each context
 //   --batch N,N [--batch-rows N,N] [--batch-steps S]  synthetic-full (issue #24): continuous batching
 //                       at those stream counts from the first context's state (../cuda_batch_table.h)
@@ -143,6 +144,7 @@ int main(int argc, char** argv) {
     else if (a.rfind("--old-max=", 0) == 0) pa.old_max = std::stoll(a.substr(10));
     else if (a.rfind("--exact-max=", 0) == 0) pa.exact_max = std::stoll(a.substr(12));
     else if (a.rfind("--prefill-rows=", 0) == 0) pa.prefill_rows = std::stoi(a.substr(15));
+    else if (a.rfind("--gemm-rows=", 0) == 0) pa.gemm_rows = std::stoi(a.substr(12));
     else if (a.rfind("--verify=", 0) == 0) verify_ctx = std::stoll(a.substr(9));
     else if (a == "--no-greedy") greedy = false;
     else if (a == "--profile") profile = true;

@@ -1,13 +1,13 @@
 #pragma once
 // bench_qwen_next_cuda synthetic-full[:EXPERTS[:LAYERS]] --prefill=L1,L2,.. [--old-max=N]
-// [--prefill-rows=N] [--exact-max=N] (issue #22): chunked prefill of the full-size synthetic
+// [--prefill-rows=N] [--exact-max=N] [--gemm-rows=N] (issue #22): chunked prefill of the full-size synthetic
 // Qwen3.8 Flash Next (models/qwen_next/synthetic_full.h, MLX q4 g64) from a fresh state per
 // length, in one process and one run of the copy-bandwidth probe:
 //   1. the old path: 16-row chunks, row-looped gemv_rows, CUDA graphs (lengths <= --old-max,
 //      default 2048: it runs ~16 s per 2K);
 //   2. (--exact-max N > 0) prefill_rows chunks on the exact path (gemm_rows 0: the default
 //      options, bit-identical to decode steps) at lengths <= N;
-//   3. the tensor-core path: prefill_rows chunks (default 512), gemm_rows 64 (dense TF32 GEMMs,
+//   3. the tensor-core path: prefill_rows chunks (default 512), gemm_rows as the server (--gemm-rows=N) (dense TF32 GEMMs,
 //      routed experts grouped BF16 MMAs) at the first length; the GPU canary (a probe every
 //      5 ms on its own highest-priority stream) during another prefill of it and a profiled
 //      prefill of it (GPU ms per phase, backend/cuda/op_timer.h); then the longer lengths.
@@ -38,6 +38,7 @@ struct QwenPrefillArgs {
   std::vector<int64_t> lengths;
   int64_t old_max = 2048, exact_max = 0;
   int prefill_rows = 512;
+  int gemm_rows = qwen_next::cuda_options_from_env().gemm_rows;  // --gemm-rows=N: the tensor-core path's (the server's)
   bool head = false;  // --mtp: also the tables with the MTP head enabled (item 4)
 };
 
@@ -114,7 +115,7 @@ inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, con
   // The tensor-core path: the first length, its canary and profile, then the longer lengths
   // (a call cut by its time limit keeps the first three).
   qwen_next::CudaModelOptions tc = co;
-  tc.gemm_rows = 64;
+  tc.gemm_rows = a.gemm_rows > 0 ? a.gemm_rows : 17;  // (0 would be the exact path)
   const int64_t n0 = a.lengths.front();
   auto tcs = table(std::to_string(a.prefill_rows) +
                        "-row chunks, tensor cores: dense TF32 GEMMs (cuBLAS), routed experts grouped BF16 MMAs",

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "backend/cuda/memory.h"
+#include "models/cuda_tensor_cores_env.h"
 #include "models/deepseek_v4/model.h"
 #include "models/draft_head.h"
 #include "models/model.h"
@@ -113,7 +114,7 @@ struct CudaModelOptions {
 // than 16 rows (chunk_rows' maximum: no verify window, DSpark K5 block or draft chain ever
 // reaches it, whatever chunk_rows is set to).
 inline int tensor_core_rows(const CudaModelOptions& o) {
-  return o.tensor_cores && o.prefill_rows > o.chunk_rows ? 17 : 0;
+  return o.tensor_cores && o.prefill_rows > o.chunk_rows ? kServedTensorCoreRows : 0;
 }
 
 // The options of the serving binary (ds4server): CudaModelOptions{}, with tensor_cores off

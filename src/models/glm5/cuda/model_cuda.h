@@ -50,7 +50,7 @@ struct CudaModelOptions {
   // choices stay exact (hyper-connection mixes -> Sinkhorn, router logits -> top-k, the DSA
   // indexer's keys / gates / weights / queries -> pool top-k): within TF32 / BF16 rounding of
   // the CPU model, not bit for bit (test_glm5_cuda item 8 states the tolerance).
-  // Default gemm_rows 0 (exact: the tests' reference); the server takes 64 (cuda_options_from_env).
+  // Default gemm_rows 0 (exact: the tests' reference); the server takes 17 (cuda_options_from_env, kServedTensorCoreRows).
   int prefill_rows = 512;
   int gemm_rows = 0;
   bool expert_mma = true;
@@ -87,14 +87,14 @@ struct CudaModelOptions {
   int decode_gemv_rows = 0;
 };
 
-// The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of at
-// least 64 rows on tensor cores (the size the bench and test item 8 measure), unless the
+// The options of the serving binary (ds4server): CudaModelOptions{} with every prefill chunk of
+// more than 16 rows on tensor cores (kServedTensorCoreRows; 64 before 2026-12-05), unless the
 // environment has DS4_CUDA_TENSOR_CORES=0 (models/cuda_tensor_cores_env.h). Verify windows and
 // draft-head chunks (<= 16 rows) stay exact either way.
 inline CudaModelOptions cuda_options_from_env() {
   CudaModelOptions o;
   const bool tensor_cores = cuda_tensor_cores_from_env();
-  o.gemm_rows = tensor_cores ? 64 : 0;
+  o.gemm_rows = tensor_cores ? kServedTensorCoreRows : 0;
   // Tensor-core prefill chunks of 2048 rows (kMaxPrefillRows; admission at load may shrink
   // them): more rows per expert per decoded weight tile (bench/results/prefill-h200-2026-12-04g:
   // 1559 vs 1012 tok/s at 2K, canary max 0.50 ms in 512-row chunks). Exact mode keeps 512.

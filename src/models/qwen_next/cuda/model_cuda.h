@@ -44,7 +44,7 @@ struct CudaModelOptions {
   // model, not bit for bit (test_qwen_next_cuda item 8 states the bound). The MoE router
   // logits and the QSA indexer's q/k (they pick experts and blocks) stay on the exact path.
   // gemm_rows 0 (the default) = every chunk exact: a prefill chunk's rows equal decode steps
-  // bit for bit; the bench and the server (cuda_options_from_env) take gemm_rows 64.
+  // bit for bit; the server (cuda_options_from_env) takes gemm_rows 17 (kServedTensorCoreRows).
   int prefill_rows = 512;
   int gemm_rows = 0;
   bool expert_mma = true;
@@ -58,14 +58,14 @@ struct CudaModelOptions {
   int batch_rows = 8;
 };
 
-// The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of at
-// least 64 rows on tensor cores (the size the bench and test item 8 measure), unless the
+// The options of the serving binary (ds4server): CudaModelOptions{} with every prefill chunk of
+// more than 16 rows on tensor cores (kServedTensorCoreRows; 64 before 2026-12-05), unless the
 // environment has DS4_CUDA_TENSOR_CORES=0 (models/cuda_tensor_cores_env.h). Verify windows and
 // draft-head chunks (<= 16 rows) stay exact either way.
 inline CudaModelOptions cuda_options_from_env() {
   CudaModelOptions o;
   const bool tensor_cores = cuda_tensor_cores_from_env();
-  o.gemm_rows = tensor_cores ? 64 : 0;
+  o.gemm_rows = tensor_cores ? kServedTensorCoreRows : 0;
   // Tensor-core prefill chunks of 1024 rows (kMaxPrefillRows; admission at load may shrink
   // them): more rows per expert per decoded weight tile (bench/results/prefill-h200-2026-12-04g:
   // 2024 vs 1791 tok/s at 2K, canary max 0.48 ms in 512-row chunks). Exact mode keeps 512.
