@@ -26,7 +26,7 @@
 //   --prefill (issue #22): old path (16-row chunks at the --old lengths, default those <= 2048) vs the
 //   tensor-core path (--prefill-rows, default 512; --gemm-rows, default the server's: 17) per length from a
 //   fresh state, the canary, one chunk's profile; decode_tokens 0 skips the context table.
-//   --batch N,N [--batch-rows N,N] [--batch-steps S] [--seq-ab] (issue #24): continuous batching at
+//   --batch N,N [--batch-rows N,N] [--batch-steps S] [--seq-ab] [--batch-profile] (issue #24): continuous batching at
 //   those stream counts from the first context's state (../cuda_batch_table.h); --seq-ab: the
 //   tables again with the stateful kernels launched per sequence (CudaModelOptions::seq_launches).
 //   --profile (issue #23): at each context, decode tok/s and the per-op GPU table with the decode

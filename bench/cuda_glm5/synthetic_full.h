@@ -266,13 +266,13 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   if (!batch.streams.empty() || profile)
     hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l) {
       if (!batch.streams.empty() && at == ctx.front()) {
-        batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok);
+        batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok, [&](bool on) { g.set_profiling(on); });
         if (batch.seq_ab) {  // the stateful kernels launched per sequence (before 2026-12-05), same run
           glm5::CudaModelOptions o = g.options();
           o.seq_launches = false;
           g.set_options(o);
           std::printf("\nCudaModelOptions::seq_launches off (the stateful kernels launched per sequence):\n");
-          batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok);
+          batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok, [&](bool on) { g.set_profiling(on); });
           o.seq_launches = true;
           g.set_options(o);
         }

@@ -22,7 +22,7 @@
 //   --exact-max=N (also the exact large-chunk path up to N; default 0: not run),
 //   --gemm-rows=N (the tensor-core path's CudaModelOptions::gemm_rows; default the server's)
 //   --profile           synthetic-full: per-op GPU ms of a decode token at each context
-//   --batch N,N [--batch-rows N,N] [--batch-steps S]  synthetic-full (issue #24): continuous batching
+//   --batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile]  synthetic-full (issue #24): continuous batching
 //                       at those stream counts from the first context's state (../cuda_batch_table.h)
 //   --mtp               synthetic-full --prefill: the model with an MTP head, prefill tables with it
 //                       enabled too (synthetic_prefill.h item 4)

@@ -78,7 +78,7 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
   FrontierHook hook;
   if (profile || !batch.streams.empty())
     hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l0) {
-      if (!batch.streams.empty() && at == ctx.front()) batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok);
+      if (!batch.streams.empty() && at == ctx.front()) batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok, [&](bool on) { g.set_profiling(on); });
       if (!profile) return;
       auto st = s.clone();
       std::vector<float> l = l0;
