@@ -52,6 +52,9 @@
 //        bench_cuda_gemv --rows-mma [reps]     Q8_0 gemv_act_rows: tensor cores vs dp4a (~10 s)
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
+//        bench_cuda_gemv --rows [reps]   gemv_rows only (f32 x, every format): n = 1, 2, 4, 8, 16
+//                                     input rows as multiples of one gemv, on 4096x4096, an
+//                                     expert 2048x4096 and Qwen's 1280x2560 (~20 s)
 //        bench_cuda_gemv --act-profile   one launch each of DeepSeek's decode expert products on
 //                                     quantized activations (IQ2_XXS gate|up x6, Q2_K down x6,
 //                                     Q8_0 4096x4096), for ncu --kernel-name regex:gemv_act
@@ -602,7 +605,8 @@ int main(int argc, char** argv) {
     const bool routed = argc > 1 && std::string(argv[1]) == "--routed";
     const bool rows_mma = argc > 1 && std::string(argv[1]) == "--rows-mma";
     const bool act_profile = argc > 1 && std::string(argv[1]) == "--act-profile";
-    const int reps = act || act_mma || routed || rows_mma ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
+    const bool rows_only = argc > 1 && std::string(argv[1]) == "--rows";
+    const int reps = act || act_mma || routed || rows_mma || rows_only ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
                          : argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
     const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     cudaDeviceProp prop{};
@@ -642,6 +646,28 @@ int main(int argc, char** argv) {
     cuda::DeviceBuffer x(sizeof(float) * 16384 * kMaxN, "bench x"), y(sizeof(float) * 65536 * kMaxN, "bench y");
     fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
     if (act) return act_tables(reps, bw, x.as<float>(), y.as<float>());
+    if (rows_only) {  // gemv_rows up to 16 input rows (x holds 16 rows of up to 8192 values)
+      std::printf("gemv_rows: time of n rows / one gemv of the same weight (bytes floor ~1.0x)\n%-12s %-16s %8s",
+                  "format", "shape", "gemv us");
+      const int ns[] = {1, 2, 4, 8, 16};
+      for (int n : ns) std::printf("  n=%-2d      ", n);
+      std::printf("\n");
+      for (const Format& f : formats) {
+        if (f.path == cuda::GemvPath::kStaged) continue;
+        for (const Shape& sh : {Shape{4096, 4096, "square"}, Shape{2048, 4096, "expert"}, Shape{1280, 2560, "qwen"}}) {
+          const Row one = bench_one(f, sh, reps, x.as<float>(), y.as<float>(), false);
+          std::printf("%-12s %-16s %8.2f", f.label, (std::to_string(sh.rows) + "x" + std::to_string(sh.cols)).c_str(),
+                      one.us);
+          for (int n : ns) {
+            const Row rn = bench_one(f, sh, reps, x.as<float>(), y.as<float>(), false, n);
+            std::printf(" %6.1f %4.2fx", rn.us, rn.us / one.us);
+          }
+          std::printf("\n");
+          std::fflush(stdout);
+        }
+      }
+      return 0;
+    }
     if (act_profile) {  // one plain launch each (ncu replays it as often as its sections need)
       const struct {
         Format f;

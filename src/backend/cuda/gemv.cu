@@ -353,13 +353,29 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
   direct_loop<F, R, V, false>(a, row0, book, [] {}, [&](const typename F::Raw (&raw)[R], int64_t u) {
+    if constexpr (Expands<F, V>::value) {
+      // Decode once, dot many: the R units expanded to the floats dot_v multiplies, then each
+      // input row's FMAs (dot_v is expand + dot_e: the same bits as decoding per row).
+      typename F::E e[R];
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-      if (i >= n) break;
-      float xv[kUnit];
-      load_x<F>(x + xo[i], u, xv);
+      for (int r = 0; r < R; ++r) e[r] = F::expand(raw[r], u, book.get());
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r][i] += dot_v<V, F>(raw[r], u, xv, book.get());
+      for (int i = 0; i < N; ++i) {
+        if (i >= n) break;
+        float xv[kUnit];
+        load_x<F>(x + xo[i], u, xv);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][i] += F::dot_e(e[r], xv);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        if (i >= n) break;
+        float xv[kUnit];
+        load_x<F>(x + xo[i], u, xv);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][i] += dot_v<V, F>(raw[r], u, xv, book.get());
+      }
     }
   });
   finish_rows<R, N, kMaxThreads / 32>(acc, row0, a.rows, n, yo, y);
@@ -620,9 +636,17 @@ void launch_rows_n(const Args& a, const RowsArgs& ra, const float* x, float* y, 
 
 template <class F, int V>
 void launch_multi(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
-  if (ra.n <= 4) return launch_rows_n<F, 4, 4, V>(a, ra, x, y, stream, batch);
-  if (ra.n <= 8) return launch_rows_n<F, 4, 8, V>(a, ra, x, y, stream, batch);
-  return launch_rows_n<F, 2, 16, V>(a, ra, x, y, stream, batch);
+  // Formats expanded once per unit hold R x 32 expanded floats: R = 2 keeps them with the
+  // accumulators and x in registers at every N.
+  if constexpr (Expands<F, V>::value) {
+    if (ra.n <= 4) return launch_rows_n<F, 2, 4, V>(a, ra, x, y, stream, batch);
+    if (ra.n <= 8) return launch_rows_n<F, 2, 8, V>(a, ra, x, y, stream, batch);
+    return launch_rows_n<F, 2, 16, V>(a, ra, x, y, stream, batch);
+  } else {
+    if (ra.n <= 4) return launch_rows_n<F, 4, 4, V>(a, ra, x, y, stream, batch);
+    if (ra.n <= 8) return launch_rows_n<F, 4, 8, V>(a, ra, x, y, stream, batch);
+    return launch_rows_n<F, 2, 16, V>(a, ra, x, y, stream, batch);
+  }
 }
 
 template <int kType>

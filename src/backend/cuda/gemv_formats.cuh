@@ -24,6 +24,14 @@
 //                                mantissa as in dot2 (the same values as int->float
 //                                conversions, without the quarter-rate instruction: the
 //                                grouped expert MMA is bound by this decode)
+//   E, expand(raw, unit, shared), dot_e(e, xv), kExpandGen
+//                                (optional) dot_v of generation kExpandGen (0: every generation)
+//                                split in two: expand is everything that does not touch x (the
+//                                unit's weights as the exact floats the sum multiplies, and its
+//                                scales), dot_e the FMAs in the same order and the epilogue. The
+//                                format's dot / dot2 is their composition, so gemv_rows can
+//                                expand a unit once and dot it with each input row (instead of
+//                                decoding it per row) and still equal gemv bit for bit.
 //   kSpanBlocks                  blocks a warp stages at once (0: the format is read directly:
 //                                its units are already 16-byte loads); kSpanBlocks * kBlockBytes
 //                                is a multiple of 16
@@ -113,21 +121,22 @@ struct Half16 {
     for (int i = 0; i < 4; ++i) r.v[i] = L::u4(p + 16 * i);
     return r;
   }
-  __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
+  // One chain over the unit's weights in order.
+  static constexpr int kExpandGen = 0;
+  struct E { float w[kUnit]; };
+  __device__ static E expand(const Raw& r, int64_t u, const void* sh) {
+    E e;
+    decode(r, u, e.w, sh);
+    return e;
+  }
+  __device__ static float dot_e(const E& e, const float (&xv)[kUnit]) {
     float s = 0.f;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t w[4] = {r.v[i].x, r.v[i].y, r.v[i].z, r.v[i].w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint16_t lo = w[j] & 0xffff, hi = w[j] >> 16;
-        const float a = kBf16 ? bf16_bits(lo) : f16_bits(lo);
-        const float b = kBf16 ? bf16_bits(hi) : f16_bits(hi);
-        s = fmaf(a, xv[8 * i + 2 * j], s);
-        s = fmaf(b, xv[8 * i + 2 * j + 1], s);
-      }
-    }
+    for (int k = 0; k < kUnit; ++k) s = fmaf(e.w[k], xv[k], s);
     return s;
+  }
+  __device__ static float dot(const Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
+    return dot_e(expand(r, u, sh), xv);
   }
 };
 
@@ -151,16 +160,21 @@ struct F32 {
     for (int i = 0; i < 8; ++i) r.v[i] = L::u4(p + 16 * i);
     return r;
   }
-  __device__ static float dot(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
+  static constexpr int kExpandGen = 0;
+  struct E { float w[kUnit]; };
+  __device__ static E expand(const Raw& r, int64_t u, const void* sh) {
+    E e;
+    decode(r, u, e.w, sh);
+    return e;
+  }
+  __device__ static float dot_e(const E& e, const float (&xv)[kUnit]) {
     float s = 0.f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      s = fmaf(__uint_as_float(r.v[i].x), xv[4 * i], s);
-      s = fmaf(__uint_as_float(r.v[i].y), xv[4 * i + 1], s);
-      s = fmaf(__uint_as_float(r.v[i].z), xv[4 * i + 2], s);
-      s = fmaf(__uint_as_float(r.v[i].w), xv[4 * i + 3], s);
-    }
+    for (int k = 0; k < kUnit; ++k) s = fmaf(e.w[k], xv[k], s);
     return s;
+  }
+  __device__ static float dot(const Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
+    return dot_e(expand(r, u, sh), xv);
   }
 };
 
@@ -212,18 +226,34 @@ struct Q8_0 {
       for (int k = 0; k < 4; ++k) s = fmaf(float(int8_t(byte_of(r.q[i], k))), xv[4 * i + k], s);
     return f16_bits(r.d) * s;
   }
-  // t = q ^ 0x80 per byte is q + 128 unsigned; bytes 0/2 in place at bit 0, 1/3 at bit 8.
-  __device__ static float dot2(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
-    float s0 = 0.f, s1 = 0.f;
+  // dot2: t = q ^ 0x80 per byte is q + 128 unsigned; bytes 0/2 in place at bit 0 (even
+  // weights: q), 1/3 at bit 8 (odd weights: 256 q); a chain per parity, in order.
+  static constexpr int kExpandGen = 2;
+  struct E { float w[kUnit]; uint16_t d; };
+  __device__ static E expand(const Raw& r, int64_t, const void*) {
+    E e;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const uint32_t t = r.q[i] ^ 0x80808080u, h = t >> 16;
-      s0 = fmaf(mant(t & 0xffu) - (kMant + 128.f), xv[4 * i], s0);
-      s1 = fmaf(mant(t & 0xff00u) - (kMant + 32768.f), xv[4 * i + 1], s1);
-      s0 = fmaf(mant(h & 0xffu) - (kMant + 128.f), xv[4 * i + 2], s0);
-      s1 = fmaf(mant(h & 0xff00u) - (kMant + 32768.f), xv[4 * i + 3], s1);
+      e.w[4 * i] = mant(t & 0xffu) - (kMant + 128.f);
+      e.w[4 * i + 1] = mant(t & 0xff00u) - (kMant + 32768.f);
+      e.w[4 * i + 2] = mant(h & 0xffu) - (kMant + 128.f);
+      e.w[4 * i + 3] = mant(h & 0xff00u) - (kMant + 32768.f);
     }
-    return f16_bits(r.d) * fmaf(s1, 1.f / 256.f, s0);
+    e.d = r.d;
+    return e;
+  }
+  __device__ static float dot_e(const E& e, const float (&xv)[kUnit]) {
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int k = 0; k < kUnit; k += 2) {
+      s0 = fmaf(e.w[k], xv[k], s0);
+      s1 = fmaf(e.w[k + 1], xv[k + 1], s1);
+    }
+    return f16_bits(e.d) * fmaf(s1, 1.f / 256.f, s0);
+  }
+  __device__ static float dot2(const Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
+    return dot_e(expand(r, u, sh), xv);
   }
 };
 
@@ -595,13 +625,15 @@ struct MlxAffine {
     const float bias = kBf16Scales ? bf16_bits(r.bias) : f16_bits(r.bias);
     return scale * sq + bias * sum32(xv);
   }
-  // Fields in place in w (low half) and w >> 16: kBits 4 at bits 0/4/8/12, kBits 8 at 0/8.
-  __device__ static float dot2(const Raw& r, int64_t, const float (&xv)[kUnit], const void*) {
+  // dot2: fields in place in w (low half) and w >> 16: kBits 4 at bits 0/4/8/12, kBits 8 at
+  // 0/8; a chain per field position (element index % kPerHalf), in order, then the positions
+  // combined by exact powers of two from the top one down.
+  static constexpr int kExpandGen = 2;
+  struct E { float w[kUnit]; uint16_t scale, bias; };
+  __device__ static E expand(const Raw& r, int64_t, const void*) {
     constexpr int kPerWord = 32 / kBits, kPerHalf = kPerWord / 2;
     constexpr uint32_t kMask = (1u << kBits) - 1;
-    float s[kPerHalf];
-#pragma unroll
-    for (int k = 0; k < kPerHalf; ++k) s[k] = 0.f;
+    E e;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       const uint32_t w[4] = {r.v[i].x, r.v[i].y, r.v[i].z, r.v[i].w};
@@ -610,16 +642,29 @@ struct MlxAffine {
 #pragma unroll
         for (int k = 0; k < kPerWord; ++k) {
           const uint32_t half = k < kPerHalf ? w[j] : w[j] >> 16;
-          const int kk = k % kPerHalf;
-          s[kk] = fmaf(mant(half & (kMask << (kBits * kk))) - kMant, xv[(4 * i + j) * kPerWord + k], s[kk]);
+          e.w[(4 * i + j) * kPerWord + k] = mant(half & (kMask << (kBits * (k % kPerHalf)))) - kMant;
         }
     }
+    e.scale = r.scale, e.bias = r.bias;
+    return e;
+  }
+  __device__ static float dot_e(const E& e, const float (&xv)[kUnit]) {
+    constexpr int kPerHalf = 16 / kBits;
+    float s[kPerHalf];
+#pragma unroll
+    for (int k = 0; k < kPerHalf; ++k) s[k] = 0.f;
+#pragma unroll
+    for (int idx = 0; idx < kUnit; ++idx) s[idx % kPerHalf] = fmaf(e.w[idx], xv[idx], s[idx % kPerHalf]);
     float sq = s[kPerHalf - 1];
 #pragma unroll
     for (int k = kPerHalf - 2; k >= 0; --k) sq = fmaf(sq, 1.f / float(1u << kBits), s[k]);
-    const float scale = kBf16Scales ? bf16_bits(r.scale) : f16_bits(r.scale);
-    const float bias = kBf16Scales ? bf16_bits(r.bias) : f16_bits(r.bias);
-    return scale * sq + bias * sum32(xv);
+    const float scale = kBf16Scales ? bf16_bits(e.scale) : f16_bits(e.scale);
+    const float bias = kBf16Scales ? bf16_bits(e.bias) : f16_bits(e.bias);
+    // Written out, no contraction left to the compiler: the bias product rounded, one FMA.
+    return fmaf(scale, sq, __fmul_rn(bias, sum32(xv)));
+  }
+  __device__ static float dot2(const Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
+    return dot_e(expand(r, u, sh), xv);
   }
 };
 
@@ -630,6 +675,12 @@ template <class F, class = void>
 struct HasDot2 : std::false_type {};
 template <class F>
 struct HasDot2<F, std::void_t<decltype(&F::dot2)>> : std::true_type {};
+
+// Whether dot_v<V, F> is expand + dot_e (the decode-once form gemv_rows takes).
+template <class F, int V, class = void>
+struct Expands : std::false_type {};
+template <class F, int V>
+struct Expands<F, V, std::enable_if_t<(F::kExpandGen == 0 || F::kExpandGen == V)>> : std::true_type {};
 
 template <int V, class F>
 __device__ __forceinline__ float dot_v(const typename F::Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
