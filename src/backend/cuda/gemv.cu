@@ -353,29 +353,25 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
   direct_loop<F, R, V, false>(a, row0, book, [] {}, [&](const typename F::Raw (&raw)[R], int64_t u) {
+    auto each_input = [&](auto&& dot_row) {  // dot_row(r, xv): weight row r's unit dot x row
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        if (i >= n) break;
+        float xv[kUnit];
+        load_x<F>(x + xo[i], u, xv);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][i] += dot_row(r, xv);
+      }
+    };
     if constexpr (Expands<F, V>::value) {
       // Decode once, dot many: the R units expanded to the floats dot_v multiplies, then each
       // input row's FMAs (dot_v is expand + dot_e: the same bits as decoding per row).
       typename F::E e[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) e[r] = F::expand(raw[r], u, book.get());
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        if (i >= n) break;
-        float xv[kUnit];
-        load_x<F>(x + xo[i], u, xv);
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][i] += F::dot_e(e[r], xv);
-      }
+      each_input([&](int r, const float (&xv)[kUnit]) { return F::dot_e(e[r], xv); });
     } else {
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        if (i >= n) break;
-        float xv[kUnit];
-        load_x<F>(x + xo[i], u, xv);
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][i] += dot_v<V, F>(raw[r], u, xv, book.get());
-      }
+      each_input([&](int r, const float (&xv)[kUnit]) { return dot_v<V, F>(raw[r], u, xv, book.get()); });
     }
   });
   finish_rows<R, N, kMaxThreads / 32>(acc, row0, a.rows, n, yo, y);

@@ -91,9 +91,33 @@ __device__ __forceinline__ float sum32(const float (&xv)[kUnit]) {
   return s;
 }
 
+// The plain-float formats' dot (BF16, F16, F32): their decode is exact, so expand is decode
+// and dot_e one chain over the unit's weights in order.
+template <class Derived>
+struct OneChain {
+  static constexpr int kExpandGen = 0;
+  struct E { float w[kUnit]; };
+  template <class Raw>
+  __device__ static E expand(const Raw& r, int64_t u, const void* sh) {
+    E e;
+    Derived::decode(r, u, e.w, sh);
+    return e;
+  }
+  __device__ static float dot_e(const E& e, const float (&xv)[kUnit]) {
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < kUnit; ++k) s = fmaf(e.w[k], xv[k], s);
+    return s;
+  }
+  template <class Raw>
+  __device__ static float dot(const Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
+    return dot_e(expand(r, u, sh), xv);
+  }
+};
+
 // ---- BF16 / F16: 64 bytes per unit, four 16-byte loads. ----
 template <bool kBf16>
-struct Half16 {
+struct Half16 : OneChain<Half16<kBf16>> {
   // H200 sweeps: R=4 reads 16384x8192 at 3312 GB/s vs 2482 at R=2 (cuda-h200-2026-12-01);
   // R=8 reads 4096x4096 at 3044 GB/s vs 2041 at R=4, six 4096x4096 at 3532 vs 3147
   // (cuda-all-h200-2026-12-01d). Rows per block change no result (each row is one block's
@@ -121,27 +145,10 @@ struct Half16 {
     for (int i = 0; i < 4; ++i) r.v[i] = L::u4(p + 16 * i);
     return r;
   }
-  // One chain over the unit's weights in order.
-  static constexpr int kExpandGen = 0;
-  struct E { float w[kUnit]; };
-  __device__ static E expand(const Raw& r, int64_t u, const void* sh) {
-    E e;
-    decode(r, u, e.w, sh);
-    return e;
-  }
-  __device__ static float dot_e(const E& e, const float (&xv)[kUnit]) {
-    float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < kUnit; ++k) s = fmaf(e.w[k], xv[k], s);
-    return s;
-  }
-  __device__ static float dot(const Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
-    return dot_e(expand(r, u, sh), xv);
-  }
 };
 
 // ---- F32: 128 bytes per unit, eight 16-byte loads (tiny reference checkpoints). ----
-struct F32 {
+struct F32 : OneChain<F32> {
   static constexpr int kRows = 2;
   static constexpr int kSpanBlocks = 0;
   struct Raw { uint4 v[8]; };
@@ -159,22 +166,6 @@ struct F32 {
 #pragma unroll
     for (int i = 0; i < 8; ++i) r.v[i] = L::u4(p + 16 * i);
     return r;
-  }
-  static constexpr int kExpandGen = 0;
-  struct E { float w[kUnit]; };
-  __device__ static E expand(const Raw& r, int64_t u, const void* sh) {
-    E e;
-    decode(r, u, e.w, sh);
-    return e;
-  }
-  __device__ static float dot_e(const E& e, const float (&xv)[kUnit]) {
-    float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < kUnit; ++k) s = fmaf(e.w[k], xv[k], s);
-    return s;
-  }
-  __device__ static float dot(const Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
-    return dot_e(expand(r, u, sh), xv);
   }
 };
 
