@@ -49,6 +49,8 @@ class OpTimer {
     }
     n_ = 0;
   }
+  // Time measured elsewhere (a model's own section events) into the same table.
+  void add(const std::string& name, double ms) { ms_[name] += ms; }
   const std::map<std::string, double>& ms() const { return ms_; }
   void reset() { ms_.clear(), n_ = 0; }
 

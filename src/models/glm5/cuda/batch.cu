@@ -48,8 +48,25 @@ void Glm5CudaModel::Impl::run_groups(std::span<const RowGroup> groups, std::vect
   for (const RowGroup& g : groups) rows += g.n;
   tc = false;  // every product exact (run_chunk sets tc for a prefill chunk only, and resets it)
   cudaGraphExec_t none = nullptr;
-  cudaGraphExec_t& exec = opt.graphs ? batch_graphs.slot(std::move(key)) : none;
-  replay(exec, false, [&] { enqueue_groups(groups); });
+  // The per-op table (set_profiling): direct launches with an event at each section start
+  // (mark), the sections added to the table as profile_chunk reads them.
+  const bool timed = prof.on;
+  cudaGraphExec_t& exec = opt.graphs && !timed ? batch_graphs.slot(std::move(key)) : none;
+  Marks sections;
+  if (timed) marks = &sections;
+  try {
+    replay(exec, timed, [&] {
+      enqueue_groups(groups);
+      mark(nullptr);  // the end of the last section
+    });
+  } catch (...) {
+    marks = nullptr;
+    throw;
+  }
+  marks = nullptr;
+  if (!timed) return;
+  DS4_CUDA_CHECK(cudaStreamSynchronize(stream));
+  sections.each([&](const char* name, double ms) { prof.add(name, ms); });
 }
 
 void Glm5CudaModel::Impl::run_batch(std::span<CudaState* const> sts) {

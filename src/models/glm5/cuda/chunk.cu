@@ -457,15 +457,12 @@ ChunkProfile Glm5CudaModel::profile_chunk(ModelState& state, std::span<const int
   m.mtp_after_forward(*st, tokens, st->pos);
   st->pos += n;
   ChunkProfile p;
-  for (size_t i = 0; i + 1 < marks.events.size(); ++i) {
-    float ms = 0.f;
-    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms, marks.events[i], marks.events[i + 1]));
+  marks.each([&](const char* name, double ms) {
     p.total_ms += ms;
-    auto it = std::find_if(p.sections.begin(), p.sections.end(), [&](const auto& s) { return s.first == marks.names[i]; });
-    if (it == p.sections.end()) p.sections.emplace_back(marks.names[i], double(ms));
+    auto it = std::find_if(p.sections.begin(), p.sections.end(), [&](const auto& s) { return s.first == name; });
+    if (it == p.sections.end()) p.sections.emplace_back(name, ms);
     else it->second += ms;
-  }
-  for (cudaEvent_t e : marks.events) cudaEventDestroy(e);
+  });
   return p;
 }
 

@@ -230,6 +230,21 @@ struct Glm5CudaModel::Impl {
   struct Marks {
     std::vector<const char*> names;
     std::vector<cudaEvent_t> events;
+    Marks() = default;
+    Marks(const Marks&) = delete;
+    Marks& operator=(const Marks&) = delete;
+    ~Marks() {
+      for (cudaEvent_t e : events) cudaEventDestroy(e);
+    }
+    // After the stream reached the last mark: f(section name, ms) for each section in order.
+    template <class F>
+    void each(F&& f) const {
+      for (size_t i = 0; i + 1 < events.size(); ++i) {
+        float ms = 0.f;
+        DS4_CUDA_CHECK(cudaEventElapsedTime(&ms, events[i], events[i + 1]));
+        f(names[i], double(ms));
+      }
+    }
   };
   Marks* marks = nullptr;
   void mark(const char* name) {
