@@ -237,16 +237,12 @@ void Engine::iterate() {
   std::vector<int64_t> pending;
   for (Job* j : prefill) pending.push_back(int64_t(j->pending.size() - j->pending_at));
   const std::vector<int64_t> grant = scheduler_->grant(decode_tokens, pending);
-  int64_t fed = 0;
-  for (size_t i = 0; i < prefill.size(); ++i) {
-    if (grant[i] <= 0) continue;
-    fed++;
-    try {
-      prefill_step(*prefill[i], grant[i]);
-    } catch (const std::exception& e) {
-      fail(*prefill[i], e.what());
-    }
-  }
+  std::vector<Job*> fed_jobs;
+  std::vector<int64_t> fed_grants;
+  for (size_t i = 0; i < prefill.size(); ++i)
+    if (grant[i] > 0) fed_jobs.push_back(prefill[i]), fed_grants.push_back(grant[i]);
+  const int64_t fed = int64_t(fed_jobs.size());
+  prefill_slices(fed_jobs, fed_grants);
   decode_batch(decode);
   check_canary();
   std::erase_if(live_, [](const auto& j) { return j->phase == Job::Phase::kDone; });
@@ -386,34 +382,95 @@ void Engine::start(Job& job) {
   }
 }
 
-void Engine::prefill_step(Job& job, int64_t max_tokens) {
-  size_t n = std::min<size_t>(size_t(std::min(prefill_chunk_, max_tokens)), job.pending.size() - job.pending_at);
-  // End a chunk at the turn boundary (and ask for its logits: a complete state, publishable
-  // in memory and on disk like a turn end).
+// A prefill slice of `job`: up to max_tokens (and a chunk) of its pending prompt, ended at
+// the turn boundary (whose logits are asked for: a complete state, publishable in memory and on
+// disk like a turn end).
+Engine::PrefillSlice Engine::plan_prefill(const Job& job, int64_t max_tokens) const {
+  PrefillSlice p;
+  p.n = std::min<size_t>(size_t(std::min(prefill_chunk_, max_tokens)), job.pending.size() - job.pending_at);
   const size_t at0 = job.history.size();
-  const bool to_boundary = job.turn_start > at0 && job.turn_start <= at0 + n;
-  if (to_boundary) n = job.turn_start - at0;
-  std::span<const int32_t> chunk(job.pending.data() + job.pending_at, n);
-  const bool last = job.pending_at + n == job.pending.size();
-  model_->forward(*job.state, chunk, last || to_boundary ? Logits::kLast : Logits::kNone, job.logits);
-  job.history.insert(job.history.end(), chunk.begin(), chunk.end());
+  p.to_boundary = job.turn_start > at0 && job.turn_start <= at0 + p.n;
+  if (p.to_boundary) p.n = job.turn_start - at0;
+  p.last = job.pending_at + p.n == job.pending.size();
+  return p;
+}
+
+void Engine::prefill_step(Job& job, int64_t max_tokens) {
+  const PrefillSlice p = plan_prefill(job, max_tokens);
+  model_->forward(*job.state, std::span<const int32_t>(job.pending.data() + job.pending_at, p.n),
+                  p.last || p.to_boundary ? Logits::kLast : Logits::kNone, job.logits);
+  after_prefill(job, p);
+}
+
+// The granted prefill slices of one iteration: as one Model::prefill_batch where the model
+// feeds several sequences in one pass (each state and row bit for bit its own forward's), else
+// one forward each. A batch that throws ends every turn in it (prefill_batch's contract: the
+// states are unspecified); a lone slice that throws ends its own turn.
+void Engine::prefill_slices(const std::vector<Job*>& jobs, const std::vector<int64_t>& grants) {
+  if (jobs.size() < 2 || !batching_ || !model_->info().batched_prefill) {
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      try {
+        prefill_step(*jobs[i], grants[i]);
+      } catch (const std::exception& e) {
+        fail(*jobs[i], e.what());
+      }
+    }
+    return;
+  }
+  std::vector<PrefillSlice> plan;
+  std::vector<ModelState*> states;
+  std::vector<std::span<const int32_t>> windows;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Job& j = *jobs[i];
+    plan.push_back(plan_prefill(j, grants[i]));
+    states.push_back(j.state.get());
+    windows.emplace_back(j.pending.data() + j.pending_at, plan.back().n);
+  }
+  std::vector<float>& rows = batch_rows_;  // (released with the decode rows: iterate)
+  try {
+    model_->prefill_batch(states, windows, rows);
+  } catch (const std::exception& e) {
+    for (Job* j : jobs) fail(*j, e.what());
+    return;
+  }
+  {
+    std::lock_guard lk(metrics_mu_);
+    m_.batched_prefill_calls++;
+    m_.batched_prefill_sequences += jobs.size();
+  }
+  const size_t V = size_t(model_->info().vocab_size);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Job& j = *jobs[i];
+    // What forward() leaves: the last token's row where it was asked for, else nothing.
+    if (plan[i].last || plan[i].to_boundary) j.logits.assign(rows.begin() + long(i * V), rows.begin() + long((i + 1) * V));
+    else j.logits.clear();
+    after_prefill(j, plan[i]);
+  }
+}
+
+// The bookkeeping after a slice's forward: history, the turn boundary's publication, the
+// prefix-cache branch points, progress events, and the end of the prompt.
+void Engine::after_prefill(Job& job, const PrefillSlice& p) {
+  const size_t n = p.n;
+  const int32_t* chunk = job.pending.data() + job.pending_at;
+  job.history.insert(job.history.end(), chunk, chunk + n);
   job.pending_at += n;
-  if (to_boundary && !last) publish_turn_start(job);
+  if (p.to_boundary && !p.last) publish_turn_start(job);
   {
     std::lock_guard lk(metrics_mu_);
     m_.computed_prompt_tokens += n;
   }
-  if (!last) {
+  if (!p.last) {
     // A branch point for later prompts that share this prefix (see EngineOptions).
     const size_t at = job.history.size();
-    if (!to_boundary && snapshot_every_ > 0 && (at / size_t(snapshot_every_)) > ((at - n) / size_t(snapshot_every_)))
+    if (!p.to_boundary && snapshot_every_ > 0 && (at / size_t(snapshot_every_)) > ((at - n) / size_t(snapshot_every_)))
       cache_.insert(job.history, job.state->clone(), {});
     if (job.usage.completion_tokens > 0) return;  // a preempted turn's recompute: no progress events
-    GenEvent p;
-    p.kind = GenEvent::Kind::kProgress;
-    p.done = int64_t(job.pending_at);
-    p.total = int64_t(job.pending.size());
-    job.handle->push(std::move(p));
+    GenEvent ev;
+    ev.kind = GenEvent::Kind::kProgress;
+    ev.done = int64_t(job.pending_at);
+    ev.total = int64_t(job.pending.size());
+    job.handle->push(std::move(ev));
     return;
   }
   if (job.usage.completion_tokens == 0) {  // the prompt's prefill (not a preempted turn's recompute)

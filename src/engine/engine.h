@@ -133,6 +133,9 @@ struct EngineMetrics {
   uint64_t swap_outs = 0;
   size_t swapped_bytes = 0, swap_budget_bytes = 0;
   uint64_t batched_verify_calls = 0, batched_verify_rows = 0;
+  // Model::prefill_batch calls (the prompt slices of several sessions in one forward) and the
+  // sessions they fed.
+  uint64_t batched_prefill_calls = 0, batched_prefill_sequences = 0;
   // Bytes the batched logits rows buffer holds between iterations (0 once no turn is live).
   size_t batch_rows_bytes = 0;
 };
@@ -188,6 +191,15 @@ class Engine {
   void step(Job& job);
   void start(Job& job);
   void prefill_step(Job& job, int64_t max_tokens);  // feeds up to max_tokens (and a chunk)
+  struct PrefillSlice {
+    size_t n = 0;              // tokens fed
+    bool to_boundary = false;  // ends at the turn boundary (its logits asked for)
+    bool last = false;         // ends the prompt
+  };
+  PrefillSlice plan_prefill(const Job& job, int64_t max_tokens) const;
+  void after_prefill(Job& job, const PrefillSlice& p);
+  // An iteration's granted prefill slices: one Model::prefill_batch where the model batches them.
+  void prefill_slices(const std::vector<Job*>& jobs, const std::vector<int64_t>& grants);
   void publish_turn_start(Job& job);  // the state before the generation prompt (turn_boundary.h)
   void decode_batch(std::vector<Job*>& jobs);
   void decode_one(Job& j);                  // one plain decode forward (engine_decode.cpp)

@@ -57,6 +57,18 @@ void Model::decode_batch_candidates(std::span<ModelState* const> states, std::sp
   }
 }
 
+void Model::prefill_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                          std::vector<float>& logits) {
+  check_batch(info().family + ": prefill_batch", info(), states, windows);
+  const size_t V = size_t(info().vocab_size);
+  logits.resize(states.size() * V);
+  std::vector<float> row;
+  for (size_t i = 0; i < states.size(); ++i) {
+    forward(*states[i], windows[i], Logits::kLast, row);
+    std::copy(row.begin(), row.end(), logits.begin() + long(i * V));
+  }
+}
+
 bool Model::verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                          std::vector<float>& logits) {
   check_batch(info().family + ": verify_batch", info(), states, windows);

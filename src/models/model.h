@@ -36,6 +36,10 @@ struct ModelInfo {
   // captures every window the engine can send (captures_every_window): the engine fails a
   // batch that verify_batch declines, where a cycle alone verifies an uncaptured window on a clone.
   bool batched_verify = false;
+  // prefill_batch() runs several sequences' prompt slices as one forward (weights read once for
+  // all rows); false: it is the default loop of forward() calls, so the engine feeds each
+  // prefilling session on its own.
+  bool batched_prefill = false;
 };
 
 // The most drafted tokens one speculative cycle verifies (speculative.depth's upper bound; a
@@ -133,6 +137,16 @@ class Model {
   virtual void decode_batch_candidates(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                                        std::span<const CandidateRequest> reqs, std::vector<SampleCandidates>& out,
                                        std::vector<float>& logits, const NeedFullRow& need_full);
+
+  // Prompt slices of several sessions in one pass (continuous batching: sessions that joined
+  // together): states[i] is fed windows[i] (non-empty; any length within the context) and
+  // `logits` gets one row per state, the logits of its window's last token. Row i and state i
+  // equal forward(*states[i], windows[i], kLast) bit for bit where the family does it in one
+  // pass (ModelInfo::batched_prefill); the default is a loop of those forward() calls. The
+  // states must be distinct. Throws with decode_batch's contract: check_batch's InputError
+  // leaves every state as it was; any later throw leaves every state passed in unspecified.
+  virtual void prefill_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                             std::vector<float>& logits);
 
   // Bytes a state costs (StateCost). The default measures a fresh state (its draft head
   // enabled when `draft`) and counts nothing per token: right for the CUDA models, whose

@@ -52,6 +52,11 @@ std::string batch_metrics_text(const engine::EngineMetrics& m) {
       double(m.batched_verify_calls));
   one("ds4_batched_verify_rows_total", "counter", "Verify-window rows carried by batched verify forwards.",
       double(m.batched_verify_rows));
+  one("ds4_batched_prefill_calls_total", "counter",
+      "Batched prefill forwards (the prompt slices of several sessions in one pass, weights read once).",
+      double(m.batched_prefill_calls));
+  one("ds4_batched_prefill_sequences_total", "counter", "Sessions fed by batched prefill forwards.",
+      double(m.batched_prefill_sequences));
   one("ds4_batch_rows_bytes", "gauge", "Bytes the batched verify / decode logits rows hold between iterations.",
       double(m.batch_rows_bytes));
   const char* name = "ds4_decode_batch_size";

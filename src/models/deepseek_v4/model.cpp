@@ -82,6 +82,7 @@ class DsModel : public Model, public DraftHead {
     info_.default_prefill_chunk = 4096;  // SPEC §4
     info_.batched_decode = true;  // decode_batch below
     info_.batched_verify = true;  // verify_batch below
+    info_.batched_prefill = true;  // prefill_batch below
     hc_.n_hc = c_.hc;
     hc_.hidden = c_.hidden;
     hc_.sinkhorn_iters = c_.sinkhorn_iters;
@@ -105,6 +106,8 @@ class DsModel : public Model, public DraftHead {
                     std::vector<float>& logits) override;
   bool verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                     std::vector<float>& logits) override;
+  void prefill_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                     std::vector<float>& logits) override;
   LayerObserver observer;
   std::unique_ptr<OperandRounding> rounding;  // set_tensor_core_emulation
   int64_t rounding_rows = 0;
@@ -259,6 +262,14 @@ void DsModel::forward(ModelState& base, std::span<const int32_t> tokens, Logits 
   for (int64_t r = 0; r < rows; ++r) cpu::rmsnorm_f32(h.data() + r * H, w_.norm.data(), 0.0f, H, c_.rms_eps, h.data() + r * H);
   logits.resize(size_t(rows * c_.vocab));
   product(ctx, w_.lm_head, h.data(), rows, logits.data());
+}
+
+void DsModel::prefill_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                            std::vector<float>& logits) {
+  // The observer sees one sequence per call; the tensor-core emulation rounds by a forward's rows.
+  if (observer || rounding) return Model::prefill_batch(states, windows, logits);
+  check_batch("deepseek_v4: prefill_batch", info_, states, windows);
+  forward_windows(states, windows, Logits::kLast, logits);
 }
 
 void DsModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,

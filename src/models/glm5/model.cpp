@@ -44,6 +44,7 @@ class Glm5Model final : public Model, public DraftHead {
     info_.default_prefill_chunk = 2048;
     info_.batched_decode = true;  // decode_batch below
     info_.batched_verify = true;  // verify_batch below
+    info_.batched_prefill = true;  // prefill_batch below
   }
 
   const ModelInfo& info() const override { return info_; }
@@ -60,6 +61,8 @@ class Glm5Model final : public Model, public DraftHead {
                     std::vector<float>& logits) override;
   bool verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                     std::vector<float>& logits) override;
+  void prefill_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                     std::vector<float>& logits) override;
   // Set by layer_outputs(): receives the streams after each layer.
   std::vector<std::vector<float>>* tap = nullptr;
 
@@ -147,6 +150,13 @@ void Glm5Model::decode_batch(std::span<ModelState* const> states, std::span<cons
                              std::vector<float>& logits) {
   check_decode_batch("glm5: decode_batch", info_, states, tokens);
   forward_windows(states, one_token_windows(tokens), Logits::kLast, logits);
+}
+
+void Glm5Model::prefill_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                              std::vector<float>& logits) {
+  if (tap) return Model::prefill_batch(states, windows, logits);  // layer_outputs() taps one sequence per call
+  check_batch("glm5: prefill_batch", info_, states, windows);
+  forward_windows(states, windows, Logits::kLast, logits);
 }
 
 bool Glm5Model::verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,

@@ -60,6 +60,7 @@ QwenNextModel::QwenNextModel(std::unique_ptr<TensorSource> src, const LoadOption
   info_.has_draft_head = w_.mtp != nullptr;
   info_.batched_decode = true;  // decode_batch below
   info_.batched_verify = true;  // verify_batch (spec_commit.cpp)
+  info_.batched_prefill = true;  // prefill_batch below
 }
 
 std::unique_ptr<ModelState> QwenNextModel::new_state() const {
@@ -92,6 +93,13 @@ void QwenNextModel::forward(ModelState& state, std::span<const int32_t> tokens, 
   if (on_layer) on_layer(-1, mixed.data(), rows);
   logits.resize(size_t(rows * c.vocab));
   matmul(w_.lm_head, mixed.data(), rows, logits.data(), pool_.get());
+}
+
+void QwenNextModel::prefill_batch(std::span<ModelState* const> states,
+                                  std::span<const std::span<const int32_t>> windows, std::vector<float>& logits) {
+  if (on_layer) return Model::prefill_batch(states, windows, logits);  // the debug hook sees one sequence per call
+  check_batch("qwen_next: prefill_batch", info_, states, windows);
+  forward_windows(states, windows, Logits::kLast, logits);
 }
 
 void QwenNextModel::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,

@@ -26,6 +26,8 @@ class QwenNextModel : public Model, public DraftHead {
   // One token for each of N sequences, each weight read once for all (forward.cpp).
   void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                     std::vector<float>& logits) override;
+  void prefill_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                     std::vector<float>& logits) override;
   // Every sequence's verify window in one forward, captured per state (spec_commit.cpp).
   bool verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                     std::vector<float>& logits) override;

@@ -106,6 +106,64 @@ TEST_P(DecodeBatch, CandidatesEqualTheSequenceAlone) {
   EXPECT_EQ(batch_candidates::bad_requests(*m), "");
 }
 
+// prefill_batch (the engine feeds the prompt slices of sessions that joined together in one
+// pass): every window of a batch, of lengths 1..260 and starting at different positions (a
+// prefix fed alone first), gives its state the logits row and the state of forward(kLast) on
+// that window alone, bit for bit; then a decode step of each state still matches. With a draft
+// head on, its per-sequence records follow the batched rows too (the next draft matches).
+TEST_P(DecodeBatch, PrefillBatchEqualsEachWindowAlone) {
+  const Case& c = GetParam();
+  auto m = load(c);
+  EXPECT_EQ(m->info().batched_prefill, c.native);
+  const int64_t V = m->info().vocab_size;
+  const bool head = m->draft_head() != nullptr;
+  const int lens[] = {1, 9, 33, 70, 129, 260}, prefix[] = {0, 5, 0, 17, 3, 0};
+  const int kSeq = 6;
+  std::vector<std::unique_ptr<ModelState>> batched, alone;
+  std::vector<std::vector<int32_t>> windows;
+  for (int i = 0; i < kSeq; ++i) {
+    auto st = m->new_state();
+    if (head) m->draft_head()->enable_draft(*st);
+    if (prefix[i] > 0) m->prefill(*st, prompt(V, 50 + i, prefix[i]));
+    alone.push_back(st->clone());
+    batched.push_back(std::move(st));
+    windows.push_back(prompt(V, i, lens[i]));
+  }
+  std::vector<ModelState*> in;
+  std::vector<std::span<const int32_t>> w;
+  for (int i = 0; i < kSeq; ++i) in.push_back(batched[size_t(i)].get()), w.emplace_back(windows[size_t(i)]);
+  std::vector<float> rows, one, step_a, step_b;
+  m->prefill_batch(in, w, rows);
+  ASSERT_EQ(rows.size(), size_t(kSeq) * size_t(V));
+  for (int i = 0; i < kSeq; ++i) {
+    m->forward(*alone[size_t(i)], windows[size_t(i)], Logits::kLast, one);
+    ASSERT_EQ(std::memcmp(one.data(), rows.data() + size_t(i) * size_t(V), size_t(V) * sizeof(float)), 0)
+        << c.tag << ": window " << i << " (" << lens[i] << " tokens after " << prefix[i] << ")";
+    EXPECT_EQ(batched[size_t(i)]->position(), alone[size_t(i)]->position());
+    const int32_t next = argmax(std::span<const float>(one));
+    step_a = m->decode(*batched[size_t(i)], next);
+    step_b = m->decode(*alone[size_t(i)], next);
+    EXPECT_EQ(std::memcmp(step_a.data(), step_b.data(), size_t(V) * sizeof(float)), 0)
+        << c.tag << ": the step after window " << i;
+    if (!head) continue;
+    std::vector<int32_t> da, db;
+    m->draft_head()->draft(*batched[size_t(i)], argmax(std::span<const float>(step_a)), 2, da);
+    m->draft_head()->draft(*alone[size_t(i)], argmax(std::span<const float>(step_b)), 2, db);
+    EXPECT_EQ(da, db) << c.tag << ": the next draft after window " << i;
+  }
+  // Bad input: the same state twice, an empty window, a state / window count mismatch throw and
+  // advance no state.
+  auto a = m->new_state(), b = m->new_state();
+  const std::vector<int32_t> t3{1, 2, 3}, none;
+  std::vector<ModelState*> twice{a.get(), a.get()}, two{a.get(), b.get()};
+  std::vector<std::span<const int32_t>> w2{t3, t3}, w_empty{t3, none}, w1{t3};
+  EXPECT_THROW(m->prefill_batch(twice, w2, rows), Error);
+  EXPECT_THROW(m->prefill_batch(two, w_empty, rows), Error);
+  EXPECT_THROW(m->prefill_batch(two, w1, rows), Error);
+  EXPECT_EQ(a->position(), 0);
+  EXPECT_EQ(b->position(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, DecodeBatch, family_cases(), [](const auto& info) { return info.param.tag; });
 
 TEST(DecodeBatchGlm, RefusesTheSameStateTwice) {

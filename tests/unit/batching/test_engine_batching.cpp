@@ -65,10 +65,14 @@ TEST_F(GlmEngine, ConcurrentTurnsEmitTheirAloneTokens) {
     if (batching) {
       EXPECT_GT(m.batched_calls, 0u) << "the concurrent decode steps must have run batched";
       EXPECT_GE(m.batched_rows, 2 * m.batched_calls);
+      // Sessions that joined together had their prompt slices fed in one pass (prefill_batch).
+      EXPECT_GT(m.batched_prefill_calls, 0u);
+      EXPECT_GE(m.batched_prefill_sequences, 2 * m.batched_prefill_calls);
       EXPECT_EQ(m.step_tokens, 16);  // auto: one prefill chunk
       expect_batch_rows_released(*e);
     } else {
       EXPECT_EQ(m.batched_calls, 0u);
+      EXPECT_EQ(m.batched_prefill_calls, 0u);
       EXPECT_EQ(m.step_tokens, 0);
     }
     uint64_t multi = 0;
@@ -88,6 +92,7 @@ TEST_F(GlmEngine, TightBudgetStillExact) {
       *this, *e, ref, kMax, [&](int i) { return request(i, kMax); },
       [&](Engine& en, GenRequest r) { return submit(en, std::move(r)); }, [&](const Turn& t) { return ids(t); });
   EXPECT_GT(e->metrics().batched_calls, 0u);
+  EXPECT_GT(e->metrics().batched_prefill_calls, 0u) << "slices of 1..4 tokens of several prompts in one pass";
 }
 
 TEST_F(GlmEngine, SpeculatingTurnsBesidePlainOnes) {
