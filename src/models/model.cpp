@@ -28,17 +28,22 @@ void Model::forward_candidates(ModelState& state, std::span<const int32_t> token
   need_full(out);  // the row is here anyway; keep it (a cached state's logits stay valid)
 }
 
-void Model::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+// The default batches (no weight sharing): forward(kLast) per sequence, rows concatenated.
+void Model::forward_each(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                          std::vector<float>& logits) {
-  check_decode_batch(info().family + ": decode_batch", info(), states, tokens);
-  // Fallback (no weight sharing): one forward per sequence, rows concatenated.
   const size_t V = size_t(info().vocab_size);
   logits.resize(states.size() * V);
   std::vector<float> row;
   for (size_t i = 0; i < states.size(); ++i) {
-    forward(*states[i], tokens.subspan(i, 1), Logits::kLast, row);
+    forward(*states[i], windows[i], Logits::kLast, row);
     std::copy(row.begin(), row.end(), logits.begin() + long(i * V));
   }
+}
+
+void Model::decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
+                         std::vector<float>& logits) {
+  check_decode_batch(info().family + ": decode_batch", info(), states, tokens);
+  forward_each(states, one_token_windows(tokens), logits);
 }
 
 void Model::decode_batch_candidates(std::span<ModelState* const> states, std::span<const int32_t> tokens,
@@ -60,13 +65,7 @@ void Model::decode_batch_candidates(std::span<ModelState* const> states, std::sp
 void Model::prefill_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
                           std::vector<float>& logits) {
   check_batch(info().family + ": prefill_batch", info(), states, windows);
-  const size_t V = size_t(info().vocab_size);
-  logits.resize(states.size() * V);
-  std::vector<float> row;
-  for (size_t i = 0; i < states.size(); ++i) {
-    forward(*states[i], windows[i], Logits::kLast, row);
-    std::copy(row.begin(), row.end(), logits.begin() + long(i * V));
-  }
+  forward_each(states, windows, logits);
 }
 
 bool Model::verify_batch(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,

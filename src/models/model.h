@@ -188,6 +188,9 @@ class Model {
   virtual DraftHead* draft_head() { return nullptr; }
 
  private:
+  // decode_batch's and prefill_batch's default: forward(kLast) per sequence, rows concatenated.
+  void forward_each(std::span<ModelState* const> states, std::span<const std::span<const int32_t>> windows,
+                    std::vector<float>& logits);
   std::string fingerprint_;
 };
 
