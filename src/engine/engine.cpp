@@ -444,7 +444,11 @@ void Engine::prefill_slices(const std::vector<Job*>& jobs, const std::vector<int
     // What forward() leaves: the last token's row where it was asked for, else nothing.
     if (plan[i].last || plan[i].to_boundary) j.logits.assign(rows.begin() + long(i * V), rows.begin() + long((i + 1) * V));
     else j.logits.clear();
-    after_prefill(j, plan[i]);
+    try {  // (publishing the turn boundary writes a checkpoint: as prefill_step, its failure ends this turn)
+      after_prefill(j, plan[i]);
+    } catch (const std::exception& e) {
+      fail(j, e.what());
+    }
   }
 }
 
