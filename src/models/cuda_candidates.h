@@ -117,9 +117,10 @@ inline void enqueue_logits_rows(const float* d_rows, size_t stride, int64_t n, i
 }
 
 // Where a CUDA model's decode_batch_candidates keeps its device candidates: made on first use
-// with room for the batch's rows (fixed addresses: the batch graphs captured with them stay
-// valid), and `on` while a batched forward runs in candidates mode (the model's head then
-// calls enqueue_logits_rows with `rows`; its batch-graph key adds kGraphKey).
+// with room for every row a batched forward can hold (the chunk scratch's rows, fixed at load:
+// set_options may raise batch_rows up to them, and the buffers never move, so the batch graphs
+// captured with them stay valid), and `on` while a batched forward runs in candidates mode (the
+// model's head then calls enqueue_logits_rows with `rows`; its batch-graph key adds kGraphKey).
 struct BatchCandidates {
   static constexpr uint64_t kGraphKey = ~uint64_t(1);
   std::unique_ptr<CudaCandidates> rows;
@@ -137,20 +138,21 @@ struct BatchCandidates {
 // next forward overwrites it, only when need_full asks for it, its request has k == 0, or its
 // k is above the device op's (that row's candidates are then picked on the host). Rows that run
 // alone (h.single, a forward of one row) take Model::forward_candidates. Row i's temperature
-// for exp_sum goes up with its forward.
+// for exp_sum goes up with its forward. capacity: the most rows a batched forward can ever hold.
 template <class State>
 void cuda_decode_batch_candidates(Model& m, const std::string& family, std::span<ModelState* const> states,
                                   std::span<const int32_t> tokens, std::span<const CandidateRequest> reqs,
                                   std::vector<SampleCandidates>& out, std::vector<float>& logits,
                                   const Model::NeedFullRow& need_full, size_t most, BatchHooks<State> h,
-                                  BatchCandidates& bc, const float* d_rows, size_t stride, cudaStream_t stream) {
+                                  BatchCandidates& bc, int64_t capacity, const float* d_rows, size_t stride,
+                                  cudaStream_t stream) {
   if (reqs.size() != states.size())
     throw InputError(family + ": decode_batch_candidates: " + std::to_string(reqs.size()) + " candidate requests for " +
                      std::to_string(states.size()) + " states");
   const int64_t vocab = m.info().vocab_size;
   const size_t V = size_t(vocab);
   out.resize(states.size());
-  if (!bc.rows) bc.rows = std::make_unique<CudaCandidates>(int64_t(std::max<size_t>(most, 1)));
+  if (!bc.rows) bc.rows = std::make_unique<CudaCandidates>(std::max<int64_t>({capacity, int64_t(most), 1}));
   auto on_device = [&](size_t i) { return reqs[i].k > 0 && reqs[i].k <= CudaCandidates::kK; };
   std::unordered_map<const State*, size_t> index;  // the states are distinct (check_decode_batch)
   for (size_t i = 0; i < states.size(); ++i) index[&h.state(*states[i])] = i;
