@@ -404,10 +404,11 @@ void Engine::prefill_step(Job& job, int64_t max_tokens) {
 
 // The granted prefill slices of one iteration: as one Model::prefill_batch where the model
 // feeds several sequences in one pass (each state and row bit for bit its own forward's), else
-// one forward each. A batch that throws ends every turn in it (prefill_batch's contract: the
-// states are unspecified); a lone slice that throws ends its own turn.
+// one forward each. A batch that fails its checks (InputError: no state moved) runs the slices one
+// by one; any other throw ends every turn in it (prefill_batch's contract: the states are
+// unspecified); a lone slice that throws ends its own turn.
 void Engine::prefill_slices(const std::vector<Job*>& jobs, const std::vector<int64_t>& grants) {
-  if (jobs.size() < 2 || !batching_ || !model_->info().batched_prefill) {
+  auto one_by_one = [&] {
     for (size_t i = 0; i < jobs.size(); ++i) {
       try {
         prefill_step(*jobs[i], grants[i]);
@@ -415,8 +416,8 @@ void Engine::prefill_slices(const std::vector<Job*>& jobs, const std::vector<int
         fail(*jobs[i], e.what());
       }
     }
-    return;
-  }
+  };
+  if (jobs.size() < 2 || !batching_ || !model_->info().batched_prefill) return one_by_one();
   std::vector<PrefillSlice> plan;
   std::vector<ModelState*> states;
   std::vector<std::span<const int32_t>> windows;
@@ -429,6 +430,10 @@ void Engine::prefill_slices(const std::vector<Job*>& jobs, const std::vector<int
   std::vector<float>& rows = batch_rows_;  // (released with the decode rows: iterate)
   try {
     model_->prefill_batch(states, windows, rows);
+  } catch (const InputError&) {
+    // The batch's checks (check_batch) left every state as it was: one slice at a time, so only
+    // the one that is wrong ends its turn.
+    return one_by_one();
   } catch (const std::exception& e) {
     for (Job* j : jobs) fail(*j, e.what());
     return;

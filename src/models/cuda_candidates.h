@@ -4,6 +4,7 @@
 // unpacking into SampleCandidates. One per model: a step's result is read right after it.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -117,10 +118,10 @@ inline void enqueue_logits_rows(const float* d_rows, size_t stride, int64_t n, i
 }
 
 // Where a CUDA model's decode_batch_candidates keeps its device candidates: made on first use
-// with room for every row a batched forward can hold (the chunk scratch's rows, fixed at load:
-// set_options may raise batch_rows up to them, and the buffers never move, so the batch graphs
-// captured with them stay valid), and `on` while a batched forward runs in candidates mode (the
-// model's head then calls enqueue_logits_rows with `rows`; its batch-graph key adds kGraphKey).
+// with room for the batch's rows, remade larger (and the model's batch graphs dropped: they hold
+// the old buffers' addresses) when set_options raised batch_rows; `on` while a batched forward
+// runs in candidates mode (the model's head then calls enqueue_logits_rows with `rows`; its
+// batch-graph key adds kGraphKey).
 struct BatchCandidates {
   static constexpr uint64_t kGraphKey = ~uint64_t(1);
   std::unique_ptr<CudaCandidates> rows;
@@ -138,21 +139,29 @@ struct BatchCandidates {
 // next forward overwrites it, only when need_full asks for it, its request has k == 0, or its
 // k is above the device op's (that row's candidates are then picked on the host). Rows that run
 // alone (h.single, a forward of one row) take Model::forward_candidates. Row i's temperature
-// for exp_sum goes up with its forward. capacity: the most rows a batched forward can ever hold.
+// for exp_sum goes up with its forward. drop_graphs: drops the model's batch graphs (called when
+// the candidates' buffers are remade larger).
 template <class State>
 void cuda_decode_batch_candidates(Model& m, const std::string& family, std::span<ModelState* const> states,
                                   std::span<const int32_t> tokens, std::span<const CandidateRequest> reqs,
                                   std::vector<SampleCandidates>& out, std::vector<float>& logits,
                                   const Model::NeedFullRow& need_full, size_t most, BatchHooks<State> h,
-                                  BatchCandidates& bc, int64_t capacity, const float* d_rows, size_t stride,
-                                  cudaStream_t stream) {
+                                  BatchCandidates& bc, const std::function<void()>& drop_graphs, const float* d_rows,
+                                  size_t stride, cudaStream_t stream) {
+  // Everything checked before anything is made or run (decode_batch_rows checks again: cheap).
+  check_decode_batch(family + ": decode_batch_candidates", m.info(), states, tokens);
   if (reqs.size() != states.size())
     throw InputError(family + ": decode_batch_candidates: " + std::to_string(reqs.size()) + " candidate requests for " +
                      std::to_string(states.size()) + " states");
   const int64_t vocab = m.info().vocab_size;
   const size_t V = size_t(vocab);
   out.resize(states.size());
-  if (!bc.rows) bc.rows = std::make_unique<CudaCandidates>(std::max<int64_t>({capacity, int64_t(most), 1}));
+  const int64_t room = std::max<int64_t>(int64_t(most), 1);
+  if (!bc.rows || bc.rows->rows() < room) {
+    if (bc.rows) drop_graphs();  // they captured the old buffers
+    bc.rows.reset();
+    bc.rows = std::make_unique<CudaCandidates>(room);
+  }
   auto on_device = [&](size_t i) { return reqs[i].k > 0 && reqs[i].k <= CudaCandidates::kK; };
   std::unordered_map<const State*, size_t> index;  // the states are distinct (check_decode_batch)
   for (size_t i = 0; i < states.size(); ++i) index[&h.state(*states[i])] = i;

@@ -90,7 +90,8 @@ void DeepseekV4CudaModel::decode_batch_candidates(std::span<ModelState* const> s
   BatchHooks<CudaState> h;
   const size_t most = decode_hooks(m, h);
   cuda_decode_batch_candidates(*this, "deepseek_v4", states, tokens, reqs, out, logits, need_full, most, std::move(h),
-                               m.batch_cand, m.cl.rows, m.R(0, m.sl.logits), size_t(m.rs()), m.stream);
+                               m.batch_cand, [&m] { m.batch_graphs.clear(); }, m.R(0, m.sl.logits), size_t(m.rs()),
+                               m.stream);
 }
 
 }  // namespace ds4::deepseek_v4

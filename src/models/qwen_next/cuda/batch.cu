@@ -97,7 +97,8 @@ void QwenNextCudaModel::decode_batch_candidates(std::span<ModelState* const> sta
   BatchHooks<CudaState> h;
   const size_t most = decode_hooks(m, h);
   cuda_decode_batch_candidates(*this, "qwen_next", states, tokens, reqs, out, logits, need_full, most, std::move(h),
-                               m.batch_cand, m.cl.rows, m.R(0, m.sl.logits), size_t(m.rs()), m.stream);
+                               m.batch_cand, [&m] { m.batch_graphs.clear(); }, m.R(0, m.sl.logits), size_t(m.rs()),
+                               m.stream);
 }
 
 }  // namespace ds4::qwen_next
