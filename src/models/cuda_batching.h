@@ -54,12 +54,12 @@ struct BatchHooks {
 // run(states), each state's host position += 1, the logits rows copied out. begin(F) is told
 // the number of batched forwards first (the graph cache keeps 2 F). `logits`: {n, vocab}.
 // The row sink (decode_batch_candidates, cuda_candidates.h) replaces the two ends that
-// produce rows: alone(i) runs row i as its own step, taken(first, n, rows) takes a batched
-// forward's results (rows[k] = the state index of forward row k, 0 <= k < n) instead of the
-// pinned rows copy. Empty: decode_batch's rows.
+// produce rows: alone(i) runs row i as its own step, taken(rows) takes a batched forward's
+// results (rows[k] = the state index of forward row k) instead of the pinned rows copy; before(rows)
+// runs after the forward's input rows are written, before it runs. Empty: decode_batch's rows.
 struct BatchRowSink {
   std::function<void(size_t i)> alone;
-  std::function<void(std::span<const size_t> rows)> taken;
+  std::function<void(std::span<const size_t> rows)> before, taken;
 };
 
 template <class State>
@@ -96,10 +96,12 @@ void decode_batch_rows(Model& m, const std::string& family, std::span<ModelState
       h.input(*sts[batched[k]], tokens[batched[k]], int64_t(k - b0));
       batch.push_back(sts[batched[k]]);
     }
+    const std::span<const size_t> rows = std::span<const size_t>(batched).subspan(b0, b1 - b0);
+    if (sink.before) sink.before(rows);
     h.run(batch);
     for (size_t k = b0; k < b1; ++k) sts[batched[k]]->pos += 1;
     if (sink.taken) {
-      sink.taken(std::span<const size_t>(batched).subspan(b0, b1 - b0));
+      sink.taken(rows);
       continue;
     }
     for (size_t k = b0; k < b1; ++k) std::copy_n(h.logits + (k - b0) * V, V, logits.begin() + long(batched[k] * V));

@@ -8,7 +8,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -163,8 +162,6 @@ void cuda_decode_batch_candidates(Model& m, const std::string& family, std::span
     bc.rows = std::make_unique<CudaCandidates>(room);
   }
   auto on_device = [&](size_t i) { return reqs[i].k > 0 && reqs[i].k <= CudaCandidates::kK; };
-  std::unordered_map<const State*, size_t> index;  // the states are distinct (check_decode_batch)
-  for (size_t i = 0; i < states.size(); ++i) index[&h.state(*states[i])] = i;
 
   BatchRowSink sink;
   std::vector<float> row;
@@ -200,10 +197,8 @@ void cuda_decode_batch_candidates(Model& m, const std::string& family, std::span
         need_full(i, out[i]);
       }
   };
-  const auto input = h.input;
-  h.input = [&, input](State& s, int32_t tok, int64_t r) {
-    bc.rows->set_temperature(reqs[index.at(&s)].exp_sum_temperature, r);
-    input(s, tok, r);
+  sink.before = [&](std::span<const size_t> rows) {  // forward row k's exp_sum temperature
+    for (size_t k = 0; k < rows.size(); ++k) bc.rows->set_temperature(reqs[rows[k]].exp_sum_temperature, int64_t(k));
   };
   const auto run = h.run;
   h.run = [&, run](std::span<State* const> sts) {
@@ -216,7 +211,6 @@ void cuda_decode_batch_candidates(Model& m, const std::string& family, std::span
     }
     bc.on = false;
   };
-  logits.resize(states.size() * V);
   decode_batch_rows(m, family, states, tokens, most, logits, h, sink);
 }
 
