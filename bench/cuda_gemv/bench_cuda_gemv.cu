@@ -58,6 +58,8 @@
 //        bench_cuda_gemv --act-profile   one launch each of DeepSeek's decode expert products on
 //                                     quantized activations (IQ2_XXS gate|up x6, Q2_K down x6,
 //                                     Q8_0 4096x4096), for ncu --kernel-name regex:gemv_act
+//        ... --lane-tables (anywhere)  IQ2_XXS by the lane-table decoder in every table
+//                                     (gemv_act_set_iq2_lane_tables; --act sweeps it anyway)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -263,7 +265,7 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
               "(default: what gemv_act launches; best: the fastest of the sweep)\n"
               "sweep lines: gemv_act %% of copy per lanes | rows per block R2 R4 R8, each at G1 G2 G4 G8 row groups "
               "per block (Q8_0: one lanes group; Q2_K: L4, L8; IQ2_XXS: L4, L8, then both with byte permutes, "
-              "LP)\n"
+              "LP, then L4 with the lane tables, LT, at G auto 8 16 32)\n"
               "%-8s %-26s %7s | %-23s | %-14s %-23s | %-14s %-23s | %8s\n",
               "format", "shape", "MiB", "f32 gemv us GB/s %copy", "default", "gemv_act us GB/s %copy", "best",
               "gemv_act us GB/s %copy", "quant us");
@@ -276,9 +278,10 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
       const Row ref = bench_one(f, s, reps, x, y, false);
       const Row act = bench_one(f, s, reps, x, y, false, 0, &xq);
       auto cfg_str = [&] {
-        const cuda::GemvActConfig c = cuda::gemv_act_config(f.type, s.cols, std::max(1, s.batch));
+        const cuda::GemvActConfig c = cuda::gemv_act_config(f.type, s.rows, s.cols, std::max(1, s.batch));
         char b[32];
-        std::snprintf(b, sizeof b, "R%d L%d%s T%d G%d", c.rows_per_block, c.lanes, c.iq2_permute ? "P" : "",
+        std::snprintf(b, sizeof b, "R%d L%d%s T%d G%d", c.rows_per_block, c.lanes,
+                      c.iq2_lane_tables ? "LT" : c.iq2_permute ? "P" : "",
                       c.threads, c.groups);
         return std::string(b);
       };
@@ -291,24 +294,28 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
                           (std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what +
                            (s.batch ? " x" + std::to_string(s.batch) : std::string()))
                               .c_str());
-      // variants: lanes 4, 8, then (IQ2_XXS) the same with the byte-permute decoder
-      const int variants = f.type == DType::Q8_0 ? 1 : f.type == DType::Q2_K ? 2 : 4;
+      // variants: lanes 4, 8, then (IQ2_XXS) the same with the byte-permute decoder, then the lane
+      // tables (4 lanes; their blocks walk many row groups: auto, 8, 16, 32)
+      const int variants = f.type == DType::Q8_0 ? 1 : f.type == DType::Q2_K ? 2 : 5;
       for (int v = 0; v < variants; ++v) {
         const int lanes = v % 2 ? 8 : 4;
         cuda::gemv_act_set_lanes(f.type == DType::Q8_0 ? 0 : lanes);
-        cuda::gemv_act_set_iq2_permute(v >= 2);
+        cuda::gemv_act_set_iq2_permute(v == 2 || v == 3);
+        cuda::gemv_act_set_iq2_lane_tables(v == 4);
+        const std::vector<int> group_list = v == 4 ? std::vector<int>{0, 8, 16, 32} : std::vector<int>{1, 2, 4, 8};
         len += std::snprintf(line + len, sizeof line - size_t(len), " |");
         for (int rb : {2, 4, 8})
-          for (int g : {1, 2, 4, 8}) {
+          for (int g : group_list) {
             cuda::gemv_act_set_rows_per_block(rb);
             cuda::gemv_act_set_groups(g);
             const Row r = bench_one(f, s, reps, x, y, false, 0, &xq);
-            len += std::snprintf(line + len, sizeof line - size_t(len), "%s%3.0f", g == 1 ? "  " : " ", pct(r));
+            len += std::snprintf(line + len, sizeof line - size_t(len), "%s%3.0f", g == group_list[0] ? "  " : " ", pct(r));
             if (r.us < best.us) best = r, best_cfg = cfg_str();
           }
       }
       cuda::gemv_act_set_lanes(0);
       cuda::gemv_act_set_iq2_permute(false);
+      cuda::gemv_act_set_iq2_lane_tables(false);
       cuda::gemv_act_set_rows_per_block(0);
       cuda::gemv_act_set_groups(0);
       constexpr int kQuantLaunches = 200;
@@ -609,6 +616,8 @@ int main(int argc, char** argv) {
     const int reps = act || act_mma || routed || rows_mma || rows_only ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
                          : argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
     const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
+    for (int i = 1; i < argc; ++i)
+      if (std::string(argv[i]) == "--lane-tables") cuda::gemv_act_set_iq2_lane_tables(true);
     cudaDeviceProp prop{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);

@@ -193,7 +193,7 @@ std::vector<float> check_gemv(const std::string& what, const HostWeight& hw, con
   const std::vector<float> got = download(y.as<float>(), size_t(hw.rows));
   const ActQ8View x = xq_host.row(0);
   const int64_t nb = hw.cols / act_values_per_scale(x.block);
-  const cuda::GemvActConfig cfg = cuda::gemv_act_config(hw.type, hw.cols);
+  const cuda::GemvActConfig cfg = cuda::gemv_act_config(hw.type, hw.rows, hw.cols);
   int bad = 0, exact = 0;
   double worst = 0;
   std::vector<float> terms(static_cast<size_t>(nb));
@@ -308,12 +308,18 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
                                         "(auto / 1 / 2 tiles x 2 / 4 warps per slot group) and on the dp4a kernel: default and 4 row "
                                         "groups per block, 2 / 4 / 8 rows per block, Q8_0 split in 8-input launches "
                                         "or not: " + std::to_string(rows_same) + " of " + std::to_string(rows_total));
-  // IQ2_XXS: the staged sign table (4 lanes) and the byte-permute decoder (both splits) give the
-  // same signed integers: the same bits
-  for (int variant = 0; variant < 2 && sh.type == DType::IQ2_XXS; ++variant) {
-    if (variant == 0 && lanes != 0) continue;
-    const char* how = variant == 0 ? "sign table (gemv_act_set_iq2_sign_table)" : "byte permutes (gemv_act_set_iq2_permute)";
-    (variant == 0 ? cuda::gemv_act_set_iq2_sign_table : cuda::gemv_act_set_iq2_permute)(true);
+  // IQ2_XXS: the staged sign table (4 lanes), the byte-permute decoder (both splits) and the lane
+  // tables (4 lanes: aligned loads, one conflict-free lookup per table) give the same signed
+  // integers: the same bits
+  using Setter = void (*)(bool);
+  const Setter setters[] = {cuda::gemv_act_set_iq2_sign_table, cuda::gemv_act_set_iq2_permute,
+                            cuda::gemv_act_set_iq2_lane_tables};
+  const char* hows[] = {"sign table (gemv_act_set_iq2_sign_table)", "byte permutes (gemv_act_set_iq2_permute)",
+                        "lane tables (gemv_act_set_iq2_lane_tables)"};
+  for (int variant = 0; variant < 3 && sh.type == DType::IQ2_XXS; ++variant) {
+    if (variant != 1 && lanes == 8) continue;
+    const char* how = hows[variant];
+    setters[variant](true);
     cuda::gemv_act(dw.view, xd.q.row(0), y.as<float>(), s);
     const bool one = same(download(y.as<float>(), size_t(sh.rows)), single[0]);
     cuda::GemvRows r;
@@ -324,7 +330,7 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
     int rows_ok = 0;
     for (int i = 0; i < 5; ++i)
       rows_ok += std::memcmp(&got[size_t(i * sh.rows)], single[size_t(i)].data(), size_t(sh.rows) * 4) == 0;
-    (variant == 0 ? cuda::gemv_act_set_iq2_sign_table : cuda::gemv_act_set_iq2_permute)(false);
+    setters[variant](false);
     check(one && rows_ok == 5, what + ": " + how + " gemv_act and gemv_act_rows n=5 == computed signs (memcmp), rows " +
                                    std::to_string(rows_ok) + " of 5");
   }
@@ -607,6 +613,16 @@ int main() {
   check_batched(DType::IQ2_XXS, 96, 4096, rng, s);
   check_pdl(DType::IQ2_XXS, rng, s);
   cuda::gemv_act_set_iq2_permute(false);
+  for (int g : {0, 4}) {  // auto: many row groups per block (the tails of 96 / 4 groups), and 4
+    std::printf("-- IQ2_XXS lane tables (gemv_act_set_iq2_lane_tables), row groups %s\n", g ? "4" : "auto");
+    cuda::gemv_act_set_iq2_lane_tables(true);
+    cuda::gemv_act_set_groups(g);
+    check_batched(DType::IQ2_XXS, 96, 4096, rng, s);
+    check_batched(DType::IQ2_XXS, 40, 2816, rng, s);
+    check_pdl(DType::IQ2_XXS, rng, s);
+  }
+  cuda::gemv_act_set_groups(0);
+  cuda::gemv_act_set_iq2_lane_tables(false);
   check_bad_input(rng, s);
   DS4_CUDA_CHECK(cudaStreamDestroy(s));
   return summary();

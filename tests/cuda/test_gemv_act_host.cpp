@@ -35,10 +35,12 @@ int g_fail = 0;
 // One row as the kernel computes it, blocks added in order: each block's lanes' integer sums
 // (F::add, what the kernel's xor rounds add on the device), then the block's term from its
 // first lane.
+// bytes: the weight's rows (a copy with 16 bytes of readable slack past the end, as every device
+// buffer has: ActIQ2_XXS4L's aligned loads may read that far past a unit).
 template <class F>
-float emulate_row(const HostWeight& hw, int64_t r, const ActQ8View& x, const Tables& t) {
+float emulate_row(const HostWeight& hw, const uint8_t* bytes, int64_t r, const ActQ8View& x, const Tables& t) {
   const int64_t nb = hw.cols / F::kValues;
-  const uint8_t* row = hw.data.data() + r * (int64_t(hw.data.size()) / hw.rows);
+  const uint8_t* row = bytes + r * (int64_t(hw.data.size()) / hw.rows);
   const XRow xr{x.q, x.d, x.bsums};
   float acc = 0.f;
   for (int64_t b = 0; b < nb; ++b) {
@@ -68,9 +70,11 @@ void check(DType type, int64_t cols, std::mt19937_64& rng, const Tables& t) {
   if (cols >= 512)
     for (int64_t i = 256; i < 512; ++i) x[size_t(i)] = 0.f;  // a zero block
   const ActQ8Rows xq = quantize_act_rows(act_block_for(type), x.data(), cols, 1);
+  std::vector<uint8_t> bytes(hw.data.size() + 16);  // malloc's 16-byte alignment, as the device's
+  std::memcpy(bytes.data(), hw.data.data(), hw.data.size());
   int same = 0;
   for (int64_t r = 0; r < kRows; ++r) {
-    const float want = dot_act(hv, r, xq.row(0)), got = emulate_row<F>(hw, r, xq.row(0), t);
+    const float want = dot_act(hv, r, xq.row(0)), got = emulate_row<F>(hw, bytes.data(), r, xq.row(0), t);
     same += std::memcmp(&want, &got, 4) == 0;
     if (r == 0 && std::memcmp(&want, &got, 4) != 0) std::printf("  row 0: dot_act %.9g, lanes %.9g\n", want, got);
   }
@@ -79,6 +83,7 @@ void check(DType type, int64_t cols, std::mt19937_64& rng, const Tables& t) {
   const char* how = "";
   if constexpr (requires { F::kSignTable; })
     how = F::kCodes ? ", byte permutes" : F::kSignTable ? ", sign table" : ", computed signs";
+  if constexpr (requires { F::kLaneTables; }) how = ", lane tables, aligned loads";
   std::printf("%s %s (%d lanes per block%s) cols %lld: lanes + term == dot_act bit for bit on %d of %lld rows\n",
               ok ? "PASS" : "FAIL", dtype_name(type).data(), F::kLanes, how, (long long)cols, same, (long long)kRows);
 }
@@ -104,7 +109,14 @@ int main() {
   static uint32_t codes[256], sign_codes[128];
   for (int i = 0; i < 256; ++i) codes[i] = iq2_grid_codes(kGrid[i]);
   for (int i = 0; i < 128; ++i) sign_codes[i] = iq2_sign_codes(uint32_t(i));
-  const Tables t{kGrid, g_signs, codes, sign_codes};
+  // ActIQ2_XXS4L's lane tables as gemv_act.cu stages them (entry e of lane l at word 32 e + l);
+  // the host is lane 5.
+  static uint32_t lane_tables[384 * 32];
+  for (int e = 0; e < 384; ++e)
+    for (int l = 0; l < 32; ++l) lane_tables[32 * e + l] = e < 256 ? codes[e] : sign_codes[e - 256];
+  Tables t{kGrid, g_signs, codes, sign_codes};
+  t.lane_codes = lane_tables + 5;
+  t.lane_signs = lane_tables + 256 * 32 + 5;
   std::mt19937_64 rng(77);
   for (int64_t cols : {256, 2048, 4096, 7168}) {
     check<ActQ2_K>(DType::Q2_K, cols, rng, t);
@@ -114,7 +126,11 @@ int main() {
     check<ActIQ2_XXS4T>(DType::IQ2_XXS, cols, rng, t);  // the staged sign table (t.signs)
     check<ActIQ2_XXSP>(DType::IQ2_XXS, cols, rng, t);   // byte permutes (t.codes, t.sign_codes)
     check<ActIQ2_XXS4P>(DType::IQ2_XXS, cols, rng, t);
+    check<ActIQ2_XXS4L>(DType::IQ2_XXS, cols, rng, t);  // lane tables (t.lane_codes, t.lane_signs)
   }
+  // Rows at every 2-byte offset from a 16-byte boundary (66-byte blocks: 11 blocks = 726 bytes
+  // per row, 726 = 6 mod 16, so the 64 rows start at 8 distinct offsets)
+  check<ActIQ2_XXS4L>(DType::IQ2_XXS, 2816, rng, t);
   for (int64_t cols : {32, 96, 4096, 7168}) check<ActQ8_0>(DType::Q8_0, cols, rng, t);
   return g_fail ? 1 : 0;
 }

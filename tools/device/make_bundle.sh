@@ -8,6 +8,8 @@
 #   tools/device/make_bundle.sh [BIN]       (BIN default build/cuda/bin/ds4server)
 #   EXTRA="test_a bench_b ..." also packs those binaries of BIN's directory into serve/bin (one
 #   xz stream: they share most of their code with the server, so a call's tests cost little more).
+#   OLD=DIR also packs DIR's binaries into serve/old (an earlier build for a same-run A/B; in the
+#   same stream they cost a fraction of a separate archive, which the carry limit may not allow).
 set -eu
 bin=${1:-build/cuda/bin/ds4server}
 [ -x "$bin" ] || { echo "no $bin: build the cuda preset's ds4server first" >&2; exit 2; }
@@ -22,6 +24,10 @@ for e in ${EXTRA:-}; do
   [ -x "$(dirname "$bin")/$e" ] || { echo "no $(dirname "$bin")/$e" >&2; exit 2; }
   strip -o "$w/serve/bin/$e" "$(dirname "$bin")/$e"
 done
+if [ -n "${OLD:-}" ]; then
+  mkdir -p "$w/serve/old"
+  for f in "$OLD"/*; do strip -o "$w/serve/old/$(basename "$f")" "$f"; done
+fi
 # Libraries by soname pattern: everything ldd resolves except what every glibc/libstdc++
 # system has (the image has those, and a carried libc would not match its loader).
 for b in "$bin" ${EXTRA:+$(for e in $EXTRA; do echo "$(dirname "$bin")/$e"; done)}; do ldd "$b"; done | awk '$3 ~ /^\// {print $3}' | grep -E 'pcre2|icu|yaml-cpp|httplib|brotli|cudart' | sort -u |

@@ -38,7 +38,7 @@ namespace ds4::cuda {
 namespace {
 
 using namespace gemv_act_detail;
-using gemv_detail::launch_maybe_pdl;
+using gemv_detail::launch_maybe_pdl_smem;
 using gemv_detail::pdl_launch_dependents;
 using gemv_detail::pdl_wait;
 using gemv_detail::finish_rows;
@@ -69,15 +69,64 @@ __device__ __forceinline__ int64_t act_entry(Args& a) {
   return b;
 }
 
+// ActIQ2_XXS4L's lane tables: codebook entry e's selector codes (iq2_grid_codes) at e, sign
+// field f's (iq2_sign_codes) at 256 + f; built at compile time from the same functions.
+struct LaneTableValues {
+  uint32_t v[384];
+};
+constexpr int kLaneTableWords = 384 * 32;  // 32 lane copies: 48 KiB of dynamic shared memory
+constexpr LaneTableValues lane_table_values() {
+  constexpr uint64_t grid[256] = {DS4_IQ2XXS_GRID_VALUES};
+  LaneTableValues t{};
+  for (int e = 0; e < 256; ++e) t.v[e] = iq2_grid_codes(grid[e]);
+  for (int f = 0; f < 128; ++f) t.v[256 + f] = iq2_sign_codes(uint32_t(f));
+  return t;
+}
+__device__ const LaneTableValues d_lane_table_values = lane_table_values();
+extern __shared__ uint4 gemv_act_dynamic_smem[];
+
+// Which tables a decoder stages: 0 none, 1 the block's one copy (below), 2 the lane tables.
+template <class F, class = void>
+struct HasLaneTables : std::false_type {};
+template <class F>
+struct HasLaneTables<F, std::void_t<decltype(F::kLaneTables)>> : std::true_type {};
+template <class F, class = void>
+struct HasBlockTables : std::false_type {};
+template <class F>
+struct HasBlockTables<F, std::void_t<decltype(F::kSignTable)>> : std::true_type {};
+template <class F>
+constexpr int table_kind() {
+  return HasLaneTables<F>::value ? 2 : HasBlockTables<F>::value ? 1 : 0;
+}
+
 // IQ2_XXS stages its codebook (and, ActIQ2_XXS4T, the sign masks; the byte-permute decoders,
 // the codebook's and the sign fields' selector codes) in shared memory (lanes index them at
 // random: constant memory would serialize); the other formats need nothing.
-template <class F, class = void>
+template <class F, int K = table_kind<F>()>
 struct Smem {
   __device__ Tables stage() { return Tables{nullptr, nullptr}; }
 };
+// The lane tables (ActIQ2_XXS4L), in the launch's dynamic shared memory: thread i writes lane
+// copies 4 (i % 8) .. + 3 of entry i / 8 as one 16-byte store (a warp's stores are 512
+// consecutive bytes).
 template <class F>
-struct Smem<F, std::void_t<decltype(F::kSignTable)>> {
+struct Smem<F, 2> {
+  __device__ Tables stage() {
+    uint4* tab = gemv_act_dynamic_smem;
+    for (int i = threadIdx.x; i < kLaneTableWords / 4; i += blockDim.x) {
+      const uint32_t v = d_lane_table_values.v[i >> 3];
+      tab[i] = make_uint4(v, v, v, v);
+    }
+    __syncthreads();
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(tab) + (threadIdx.x & 31);
+    Tables t{nullptr, nullptr};
+    t.lane_codes = words;
+    t.lane_signs = words + 256 * 32;
+    return t;
+  }
+};
+template <class F>
+struct Smem<F, 1> {
   uint64_t grid[F::kCodes ? 1 : 256], signs[F::kSignTable ? 128 : 1];
   uint32_t codes[F::kCodes ? 256 : 1], sign_codes[F::kCodes ? 128 : 1];
   __device__ Tables stage() {
@@ -296,16 +345,47 @@ int act_groups_per_block(DType t, int64_t cols, int64_t batch, bool rows_kernel,
   }
 }
 
+int multiprocessors() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    DS4_CUDA_CHECK(cudaGetDevice(&dev));
+    DS4_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return std::max(v, 1);
+  }();
+  return n;
+}
+
+// Row groups per block of a lane-table launch (ActIQ2_XXS4L): each block stages 48 KiB of tables
+// (~a row group's worth of L1 work on a 4096-value row), so blocks walk enough groups that the
+// launch is ~3 blocks per SM (4 fit by shared memory) instead of one block per 1-2 groups.
+int lane_table_groups(int64_t row_groups, unsigned batch) {
+  if (g_groups) return g_groups;
+  const int64_t target = 3 * int64_t(multiprocessors());
+  const int64_t per_entry = std::max<int64_t>(1, target / std::max<unsigned>(batch, 1));
+  return int(std::max<int64_t>(1, (row_groups + per_entry - 1) / per_entry));
+}
+
 template <class F, int R, int N, bool kRows>
 void launch_kernel(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream,
                    unsigned batch) {
   const bool routed = kRows && (a.ids || ra.live || ra.counts || ra.x_idx || ra.y_idx);
-  const int groups = act_groups_per_block(t, a.cols, batch, kRows, routed);
   const int64_t row_groups = (a.rows + R - 1) / R;
+  constexpr bool kLaneTables = table_kind<F>() == 2;
+  const int groups = kLaneTables ? lane_table_groups(row_groups, batch)
+                                 : act_groups_per_block(t, a.cols, batch, kRows, routed);
   const dim3 blocks(unsigned((row_groups + groups - 1) / groups), batch);
   const int threads = threads_for(a.cols / F::kValues * F::kLanes);
-  launch_maybe_pdl(gemv_pdl() && !routed, gemv_act_kernel<F, R, N, kRows>, blocks, threads, stream, a, xa, ra, y,
-                   groups);
+  auto* kernel = gemv_act_kernel<F, R, N, kRows>;
+  size_t smem = 0;
+  if constexpr (kLaneTables) {
+    smem = size_t(kLaneTableWords) * 4;
+    static const bool opted_in = [&] {  // above the default 48 KiB with the static part
+      DS4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      return true;
+    }();
+    (void)opted_in;
+  }
+  launch_maybe_pdl_smem(gemv_pdl() && !routed, kernel, blocks, threads, smem, stream, a, xa, ra, y, groups);
 }
 
 template <class F>
@@ -372,6 +452,7 @@ void launch_rows(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, fl
 int g_lanes = 0;             // gemv_act_set_lanes; 0 = 4
 bool g_iq2_sign_table = false;  // gemv_act_set_iq2_sign_table
 bool g_iq2_permute = false;     // gemv_act_set_iq2_permute
+bool g_iq2_lane_tables = false;  // gemv_act_set_iq2_lane_tables
 
 // The one place that maps a weight type (and the lanes setting) to its decoder: gemv_act,
 // gemv_act_batched and gemv_act_rows all go through it, so gemv_act_rows walks rows as gemv_act.
@@ -382,6 +463,7 @@ void visit_act_format(DType t, Fn&& fn) {
     case DType::Q8_0: return fn(ActQ8_0{});
     case DType::Q2_K: return eight ? fn(ActQ2_K{}) : fn(ActQ2_K4{});
     case DType::IQ2_XXS:
+      if (g_iq2_lane_tables && !eight) return fn(ActIQ2_XXS4L{});
       if (g_iq2_permute) return eight ? fn(ActIQ2_XXSP{}) : fn(ActIQ2_XXS4P{});
       return eight ? fn(ActIQ2_XXS{}) : g_iq2_sign_table ? fn(ActIQ2_XXS4T{}) : fn(ActIQ2_XXS4{});
     default: throw InputError("cuda gemv_act: weight type " + std::string(dtype_name(t)) + " is not supported");
@@ -442,8 +524,9 @@ void gemv_act_set_rows_per_block(int rows) {
 }
 
 void gemv_act_set_groups(int groups) {
-  if (groups != 0 && groups != 1 && groups != 2 && groups != 4 && groups != 8)
-    throw InputError("cuda gemv_act: row groups per block " + std::to_string(groups) + " is not 0, 1, 2, 4 or 8");
+  if (groups != 0 && groups != 1 && groups != 2 && groups != 4 && groups != 8 && groups != 16 && groups != 32)
+    throw InputError("cuda gemv_act: row groups per block " + std::to_string(groups) +
+                     " is not 0, 1, 2, 4, 8, 16 or 32");
   g_groups = groups;
 }
 
@@ -460,13 +543,15 @@ void gemv_act_set_rows_mma(int mode) {
   g_rows_mma = mode;
 }
 
-GemvActConfig gemv_act_config(DType type, int64_t cols, int64_t batch) {
+GemvActConfig gemv_act_config(DType type, int64_t rows, int64_t cols, int64_t batch) {
   GemvActConfig c{};
   visit_act_format(type, [&](auto f) {
     using F = decltype(f);
     c.rows_per_block = act_rows_per_block(type, cols);
-    c.groups = act_groups_per_block(type, cols, batch, false, false);
-    c.iq2_permute = type == DType::IQ2_XXS && g_iq2_permute;
+    c.iq2_lane_tables = table_kind<F>() == 2;
+    c.groups = c.iq2_lane_tables ? lane_table_groups((rows + c.rows_per_block - 1) / c.rows_per_block, unsigned(batch))
+                                 : act_groups_per_block(type, cols, batch, false, false);
+    c.iq2_permute = type == DType::IQ2_XXS && g_iq2_permute && !c.iq2_lane_tables;
     c.lanes = F::kLanes;
     c.threads = threads_for(cols / F::kValues * F::kLanes);
   });
@@ -482,6 +567,8 @@ void gemv_act_set_lanes(int lanes) {
 void gemv_act_set_iq2_sign_table(bool on) { g_iq2_sign_table = on; }
 
 void gemv_act_set_iq2_permute(bool on) { g_iq2_permute = on; }
+
+void gemv_act_set_iq2_lane_tables(bool on) { g_iq2_lane_tables = on; }
 
 bool gemv_act_supports(DType type) { return act_block_for(type) != ActBlock::kNone; }
 

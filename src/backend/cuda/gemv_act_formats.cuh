@@ -56,6 +56,11 @@ struct Tables {
   const uint64_t* signs;  // 128 sign fields -> iq2_sign_mask(field)
   const uint32_t* codes = nullptr;       // 256 codebook entries -> iq2_grid_codes(entry)
   const uint32_t* sign_codes = nullptr;  // 128 sign fields -> iq2_sign_codes(field)
+  // ActIQ2_XXS4L's lane tables: 32 copies of codes / sign_codes, word 32 e + lane holding entry
+  // e for that lane, so a warp's 32 random lookups hit 32 banks (one wavefront). These point at
+  // the calling lane's copy: entry e is lane_codes[32 e].
+  const uint32_t* lane_codes = nullptr;
+  const uint32_t* lane_signs = nullptr;
 };
 
 __device__ __forceinline__ int4 ld16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }  // PDL: input load
@@ -116,7 +121,7 @@ __host__ __device__ __forceinline__ uint32_t byte_perm(uint32_t a, uint32_t b, u
 // field f's signs as bit 2 of nibble j; a unit's selector word is their OR.
 constexpr uint32_t kIq2Pos = 0x002b1908u;  // bytes 8, 25, 43, 0
 constexpr uint32_t kIq2Neg = 0x00d5e7f8u;  // bytes -8, -25, -43, 0
-__host__ __device__ __forceinline__ uint32_t iq2_grid_codes(uint64_t g) {
+__host__ __device__ constexpr uint32_t iq2_grid_codes(uint64_t g) {
   uint32_t c = 0;
   for (int j = 0; j < 8; ++j) {
     const uint32_t b = uint32_t(g >> (8 * j)) & 0xffu;
@@ -124,10 +129,14 @@ __host__ __device__ __forceinline__ uint32_t iq2_grid_codes(uint64_t g) {
   }
   return c;
 }
-__host__ __device__ __forceinline__ uint32_t iq2_sign_codes(uint32_t f) {
-  const uint64_t m = iq2_sign_mask(f);
+// (From the definition -- bit j of f, the 8th the parity of f's 7 -- so the compile-time lane
+// tables can use it; the same codes as derived from iq2_sign_mask.)
+__host__ __device__ constexpr uint32_t iq2_sign_codes(uint32_t f) {
+  uint32_t parity = 0;
+  for (int j = 0; j < 7; ++j) parity ^= (f >> j) & 1u;
+  const uint32_t s = (f & 127u) | (parity << 7);
   uint32_t c = 0;
-  for (int j = 0; j < 8; ++j) c |= (uint32_t(m >> (8 * j)) & 4u) << (4 * j);  // 4 where the byte is 0xff
+  for (int j = 0; j < 8; ++j) c |= ((s >> j) & 1u) << (4 * j + 2);  // 4 in nibble j where weight j is negative
   return c;
 }
 
@@ -444,5 +453,91 @@ struct ActIQ2_XXS4S {
 using ActIQ2_XXS4 = ActIQ2_XXS4S<ActIQ2_XXSS<false>>;
 using ActIQ2_XXS4T = ActIQ2_XXS4S<ActIQ2_XXSS<true>>;
 using ActIQ2_XXS4P = ActIQ2_XXS4S<ActIQ2_XXSP>;
+
+// ---- IQ2_XXS, 4 lanes per block as ActIQ2_XXS4, redesigned for the L1 (issue #23: the x6
+// expert launches ran at ~40 % of copy on the H100, L1TEX-bound: ncu counted 63 % excess shared
+// wavefronts from the codebook's random 8-byte lookups and 71 % excess global sectors from 4-byte
+// loads at a 16.5-byte lane stride; session 20, bench/results/session20-2026-12-05/call2).
+// - Weights: the unit's 16 bytes (2-byte aligned) from two aligned 16-byte loads at the 16-byte
+//   boundary at or before them, the 4 words picked by selects and funnel shifts. The second load
+//   may read up to 16 bytes past the unit: DeviceBuffer keeps that much readable slack past
+//   every allocation (memory.h), and a unit never ends past its tensor.
+// - Decode: byte permutes (ActIQ2_XXSP's codes) from the lane tables (Tables::lane_codes /
+//   lane_signs), so each lookup is one conflict-free 4-byte shared read: per 8 weights two
+//   lookups, an OR, two prmt and two dp4a.
+// The same signed integers in the same 4-lane split, so the same results bit for bit. The 48 KiB
+// of tables are staged per block (dynamic shared memory), so its launches take many row groups
+// per block (gemv_act.cu). ----
+struct ActIQ2_XXS4L {
+  static constexpr int kLanes = 4, kValues = 256;
+  static constexpr bool kLaneTables = true;  // gemv_act.cu stages them (Smem, table_kind 2)
+  struct Raw {
+    uint32_t q[4];  // sub-block s: aux0 = q[2 s] (grid indices), aux1 = q[2 s + 1] (signs, scale)
+    uint16_t d;     // the block's scale, on its first lane only (term() reads it there)
+  };
+  struct W {
+    uint32_t v[16];  // signed weights 4 i .. 4 i + 3 of the unit's 64
+    int32_t ls[2];   // 2 * scale + 1 per sub-block
+    uint16_t d;
+  };
+  using X = ActIQ2_XXS4::X;
+  using Sum = ActIQ2_XXS::Sum;
+  __device__ static Raw load(const Args&, const uint8_t* row, int64_t u) {
+    const uint8_t* p = row + (u >> 2) * 66;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(p + 2 + 16 * (u & 3));
+    const uint4 lo = FromGlobal::u4(reinterpret_cast<const uint8_t*>(at & ~uintptr_t(15)));
+    const uint4 hi = FromGlobal::u4(reinterpret_cast<const uint8_t*>((at & ~uintptr_t(15)) + 16));
+    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const uint32_t off = uint32_t(at & 15);  // even: the unit starts at word off / 4, byte off % 4 (0 or 2)
+    const bool odd = off & 4, far = off & 8;
+    uint32_t a[7];  // a[j] = w[j + (off / 4) % 2]
+#pragma unroll
+    for (int j = 0; j < 7; ++j) a[j] = odd ? w[j + 1] : w[j];
+    Raw r;
+    uint32_t v[5];  // v[j] = w[j + off / 4]
+#pragma unroll
+    for (int j = 0; j < 5; ++j) v[j] = far ? a[j + 2] : a[j];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) r.q[k] = __funnelshift_r(v[k], v[k + 1], 8 * (off & 3));
+    r.d = (u & 3) == 0 ? FromGlobal::u16(p) : uint16_t(0);
+    return r;
+  }
+  __device__ static W prep(const Raw& r, int64_t, const Tables& t) {
+    W w;
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const uint32_t aux0 = r.q[2 * s], aux1 = r.q[2 * s + 1];
+#pragma unroll
+      for (int l = 0; l < 4; ++l) {
+        const uint32_t c = t.lane_codes[32 * ((aux0 >> (8 * l)) & 0xffu)] | t.lane_signs[32 * ((aux1 >> (7 * l)) & 127u)];
+        w.v[8 * s + 2 * l] = byte_perm(kIq2Pos, kIq2Neg, c);
+        w.v[8 * s + 2 * l + 1] = byte_perm(kIq2Pos, kIq2Neg, c >> 16);
+      }
+      w.ls[s] = int32_t(2 * (aux1 >> 28) + 1);
+    }
+    w.d = r.d;
+    return w;
+  }
+  __device__ static X load_x(const XRow& x, int64_t u) { return ActIQ2_XXS4::load_x(x, u); }
+  __device__ static Sum dot(const W& w, const X& x) {
+    int32_t sum = 0;
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const int4* q = x.sub[s].q;
+      const int32_t xs[8] = {q[0].x, q[0].y, q[0].z, q[0].w, q[1].x, q[1].y, q[1].z, q[1].w};
+      int32_t d = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) d = __dp4a(int32_t(w.v[8 * s + i]), xs[i], d);
+      sum += d * w.ls[s];
+    }
+    return Sum{sum};
+  }
+  __host__ __device__ static Sum add(Sum a, Sum b) { return ActIQ2_XXS::add(a, b); }
+  __device__ static Sum shfl_xor(Sum s, int o) { return ActIQ2_XXS::shfl_xor(s, o); }
+  __device__ static float term(const W& w, const Sum& s, const X& x) {
+    return ActIQ2_XXS::term(ActIQ2_XXS::W{{}, {}, 0, w.d}, s, x.sub[0]);
+  }
+};
+
 
 }  // namespace ds4::cuda::gemv_act_detail

@@ -31,9 +31,16 @@ void gemv_act_set_iq2_sign_table(bool on);
 // either lanes setting; wins over the sign table) instead of grid bytes and sign masks (false,
 // the default). The same signed integers: the same results bit for bit; for the bench.
 void gemv_act_set_iq2_permute(bool on);
+// IQ2_XXS (4 lanes) by ActIQ2_XXS4L (gemv_act_formats.cuh: aligned 16-byte weight loads, byte
+// permutes from 32 lane copies of the tables in dynamic shared memory, many row groups per block)
+// instead of the decoders above. The same signed integers in the same split: the same results
+// bit for bit; for the bench's and the tests' comparison until it is measured. Overrides the two
+// settings above (not the lanes: at 8 lanes the others decode).
+void gemv_act_set_iq2_lane_tables(bool on);
 // Row groups per thread block of gemv_act, gemv_act_batched and gemv_act_rows: 0 = the default
-// (gemv_act.cu act_groups_per_block; gemv_act_rows 1, routed 4 / 2), else 1, 2, 4 or 8 groups of rows-per-block rows that one
-// block walks in turn. Never changes a result. Throws InputError otherwise.
+// (gemv_act.cu act_groups_per_block; gemv_act_rows 1, routed 4 / 2), else 1, 2, 4, 8, 16 or 32
+// groups of rows-per-block rows that one block walks in turn. Never changes a result. Throws
+// InputError otherwise.
 void gemv_act_set_groups(int groups);
 // Weight rows per thread block of gemv_act_rows over more than 4 input rows (decode batches,
 // verify windows): 0 = the default (2), else 2, 4 or 8. More rows reuse each activation load for
@@ -50,14 +57,14 @@ void gemv_act_set_q8_split(bool on);
 // gemv_act.cu's kRowsMmaMin rows), 1 = tensor cores from 2 rows, -1 = never. Never changes a
 // result; for the tests and the bench's same-run comparison. Throws InputError otherwise.
 void gemv_act_set_rows_mma(int mode);
-// What gemv_act / gemv_act_batched launch for a weight of this type and row length (batch entries)
+// What gemv_act / gemv_act_batched launch for a weight of this type and shape (batch entries)
 // under the current settings (the bench prints it): rows per block, lanes per weight block
-// (Q8_0: 1), threads per block, row groups per block, whether IQ2_XXS decodes by byte permutes.
-// Throws InputError for a type gemv_act does not take.
+// (Q8_0: 1), threads per block, row groups per block, whether IQ2_XXS decodes by byte permutes
+// or by the lane tables. Throws InputError for a type gemv_act does not take.
 struct GemvActConfig {
   int rows_per_block, lanes, threads, groups;
-  bool iq2_permute;
+  bool iq2_permute, iq2_lane_tables;
 };
-GemvActConfig gemv_act_config(DType type, int64_t cols, int64_t batch = 1);
+GemvActConfig gemv_act_config(DType type, int64_t rows, int64_t cols, int64_t batch = 1);
 
 }  // namespace ds4::cuda

@@ -32,8 +32,8 @@ void admit_allocation(size_t bytes, const std::string& what, size_t headroom_byt
 
 DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& what) : bytes_(bytes) {
   if (bytes == 0) return;
-  admit_allocation(bytes, what);
-  DS4_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+  admit_allocation(bytes + kDeviceReadSlack, what);
+  DS4_CUDA_CHECK(cudaMalloc(&ptr_, bytes + kDeviceReadSlack));
 }
 
 DeviceBuffer::~DeviceBuffer() {

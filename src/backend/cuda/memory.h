@@ -22,7 +22,13 @@ inline constexpr size_t kDefaultHeadroom = size_t(512) << 20;
 // `bytes` + `headroom_bytes` exceed what is free now.
 void admit_allocation(size_t bytes, const std::string& what, size_t headroom_bytes = kDefaultHeadroom);
 
-// An owning device allocation (cudaMalloc; never managed memory: see the device notes).
+// Bytes past the end of every DeviceBuffer that kernels may read (never write; their values are
+// never used): gemv_act's IQ2_XXS lane-table decoder reads a 2-byte-aligned 16-byte unit with two
+// aligned 16-byte loads, the second up to 16 bytes past the unit (gemv_act_formats.cuh ActIQ2_XXS4L).
+inline constexpr size_t kDeviceReadSlack = 16;
+
+// An owning device allocation (cudaMalloc; never managed memory: see the device notes), with
+// kDeviceReadSlack readable bytes past bytes().
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
