@@ -387,11 +387,14 @@ void act_variants(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, con
   struct Variant {
     const char* name;
     int lanes;
-    bool table, permute;
+    bool table, permute, lane_tables;
   };
-  const Variant vs[] = {{"default (4 lanes, computed signs)", 0, false, false}, {"4 lanes, sign table", 0, true, false},
-                        {"4 lanes, byte permutes", 0, false, true}, {"8 lanes, computed signs", 8, false, false},
-                        {"8 lanes, byte permutes", 8, false, true}};
+  const Variant vs[] = {{"default (4 lanes, computed signs)", 0, false, false, false},
+                        {"4 lanes, sign table", 0, true, false, false},
+                        {"4 lanes, byte permutes", 0, false, true, false},
+                        {"4 lanes, lane tables (ActIQ2_XXS4L)", 0, false, false, true},
+                        {"8 lanes, computed signs", 8, false, false, false},
+                        {"8 lanes, byte permutes", 8, false, true, false}};
   std::printf("\nIQ2_XXS gemv_act decoders in the decode step (CUDA graph, act_quant %s), %d tokens from the prompt "
               "state:\n| decoder | tok/s | ms/token | of roofline | tokens = default's |\n|---|---|---|---|---|\n",
               m.config().act_quant ? "on" : "off", n);
@@ -400,6 +403,7 @@ void act_variants(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, con
     cuda::gemv_act_set_lanes(v.lanes);
     cuda::gemv_act_set_iq2_sign_table(v.table);
     cuda::gemv_act_set_iq2_permute(v.permute);
+    cuda::gemv_act_set_iq2_lane_tables(v.lane_tables);
     auto c = at.clone();
     std::vector<int32_t> toks{argmax(l0)};
     auto l = m.decode(*c, toks.back());
@@ -416,6 +420,7 @@ void act_variants(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, con
   cuda::gemv_act_set_lanes(0);
   cuda::gemv_act_set_iq2_sign_table(false);
   cuda::gemv_act_set_iq2_permute(false);
+  cuda::gemv_act_set_iq2_lane_tables(false);
 }
 
 }  // namespace
@@ -432,6 +437,7 @@ int main(int argc, char** argv) {
   std::vector<int> rows_ab;  // --rows-ab R,R: the batch tables again per gemv_act_rows rows per block
   bool split_ab = false;     // --split-ab: the batch tables again with gemv_act_set_q8_split(false)
   bool mma_ab = false;       // --mma-ab: the batch tables again with gemv_act_set_rows_mma(-1)
+  bool lt_ab = false;        // --lt-ab: the batch tables again with gemv_act_set_iq2_lane_tables(true)
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       prof = true;
@@ -441,6 +447,8 @@ int main(int argc, char** argv) {
       split_ab = true;
     } else if (std::strcmp(argv[i], "--mma-ab") == 0) {
       mma_ab = true;
+    } else if (std::strcmp(argv[i], "--lt-ab") == 0) {
+      lt_ab = true;
     } else if (std::strcmp(argv[i], "--rows-ab") == 0 && i + 1 < argc) {
       append_int_list(argv[++i], rows_ab);
     } else if (std::strcmp(argv[i], "--act-variants") == 0) {
@@ -462,7 +470,7 @@ int main(int argc, char** argv) {
   if (pos.empty()) {
     std::fprintf(stderr,
                  "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...] "
-                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile] [--seq-ab] [--rows-ab R,R] [--split-ab] [--mma-ab]] [--jump N,N] "
+                 "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile] [--seq-ab] [--rows-ab R,R] [--split-ab] [--mma-ab] [--lt-ab]] [--jump N,N] "
                  "[--act-quant] [--act-variants]\n");
     return 2;
   }
@@ -581,6 +589,11 @@ int main(int argc, char** argv) {
         cuda::gemv_act_set_rows_mma(-1);
         tables_again("Q8_0 gemv_act_rows on the dp4a rows kernel (gemv_act_set_rows_mma(-1))");
         cuda::gemv_act_set_rows_mma(0);
+      }
+      if (lt_ab) {  // IQ2_XXS (routed gate|up entries) by the lane-table decoder
+        cuda::gemv_act_set_iq2_lane_tables(true);
+        tables_again("IQ2_XXS by the lane-table decoder (gemv_act_set_iq2_lane_tables(true))");
+        cuda::gemv_act_set_iq2_lane_tables(false);
       }
       return 0;
     }
