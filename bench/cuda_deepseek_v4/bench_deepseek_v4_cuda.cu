@@ -392,7 +392,7 @@ void act_variants(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, con
   const Variant vs[] = {{"default (4 lanes, computed signs)", 0, false, false, false},
                         {"4 lanes, sign table", 0, true, false, false},
                         {"4 lanes, byte permutes", 0, false, true, false},
-                        {"4 lanes, lane tables (ActIQ2_XXS4L)", 0, false, false, true},
+                        {"4 lanes, lane tables (ActIQ2_XXS4L), Q2_K aligned loads", 0, false, false, true},
                         {"8 lanes, computed signs", 8, false, false, false},
                         {"8 lanes, byte permutes", 8, false, true, false}};
   std::printf("\nIQ2_XXS gemv_act decoders in the decode step (CUDA graph, act_quant %s), %d tokens from the prompt "
@@ -404,6 +404,7 @@ void act_variants(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, con
     cuda::gemv_act_set_iq2_sign_table(v.table);
     cuda::gemv_act_set_iq2_permute(v.permute);
     cuda::gemv_act_set_iq2_lane_tables(v.lane_tables);
+    cuda::gemv_act_set_q2k_aligned(v.lane_tables);
     auto c = at.clone();
     std::vector<int32_t> toks{argmax(l0)};
     auto l = m.decode(*c, toks.back());
@@ -421,6 +422,7 @@ void act_variants(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, con
   cuda::gemv_act_set_iq2_sign_table(false);
   cuda::gemv_act_set_iq2_permute(false);
   cuda::gemv_act_set_iq2_lane_tables(false);
+  cuda::gemv_act_set_q2k_aligned(false);
 }
 
 }  // namespace
@@ -437,7 +439,7 @@ int main(int argc, char** argv) {
   std::vector<int> rows_ab;  // --rows-ab R,R: the batch tables again per gemv_act_rows rows per block
   bool split_ab = false;     // --split-ab: the batch tables again with gemv_act_set_q8_split(false)
   bool mma_ab = false;       // --mma-ab: the batch tables again with gemv_act_set_rows_mma(-1)
-  bool lt_ab = false;        // --lt-ab: the batch tables again with gemv_act_set_iq2_lane_tables(true)
+  bool lt_ab = false;        // --lt-ab: the batch tables again with the lane tables and Q2_K aligned loads
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       prof = true;
@@ -590,10 +592,13 @@ int main(int argc, char** argv) {
         tables_again("Q8_0 gemv_act_rows on the dp4a rows kernel (gemv_act_set_rows_mma(-1))");
         cuda::gemv_act_set_rows_mma(0);
       }
-      if (lt_ab) {  // IQ2_XXS (routed gate|up entries) by the lane-table decoder
+      if (lt_ab) {  // IQ2_XXS (routed gate|up entries) by the lane-table decoder, Q2_K (down) by aligned loads
         cuda::gemv_act_set_iq2_lane_tables(true);
-        tables_again("IQ2_XXS by the lane-table decoder (gemv_act_set_iq2_lane_tables(true))");
+        cuda::gemv_act_set_q2k_aligned(true);
+        tables_again("IQ2_XXS by the lane-table decoder, Q2_K by aligned loads (gemv_act_set_iq2_lane_tables, "
+                     "gemv_act_set_q2k_aligned)");
         cuda::gemv_act_set_iq2_lane_tables(false);
+        cuda::gemv_act_set_q2k_aligned(false);
       }
       return 0;
     }

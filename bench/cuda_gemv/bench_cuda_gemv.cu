@@ -60,6 +60,7 @@
 //                                     Q8_0 4096x4096), for ncu --kernel-name regex:gemv_act
 //        ... --lane-tables (anywhere)  IQ2_XXS by the lane-table decoder in every table
 //                                     (gemv_act_set_iq2_lane_tables; --act sweeps it anyway)
+//        ... --q2k-aligned (anywhere)  Q2_K's aligned quant loads likewise (gemv_act_set_q2k_aligned)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -265,7 +266,7 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
               "(default: what gemv_act launches; best: the fastest of the sweep)\n"
               "sweep lines: gemv_act %% of copy per lanes | rows per block R2 R4 R8, each at G1 G2 G4 G8 row groups "
               "per block (Q8_0: one lanes group; Q2_K: L4, L8; IQ2_XXS: L4, L8, then both with byte permutes, "
-              "LP, then L4 with the lane tables, LT, at G auto 8 16 32)\n"
+              "LP, then L4 with the lane tables, LT, at G auto 8 16 32; Q2_K's third: L4 with aligned loads)\n"
               "%-8s %-26s %7s | %-23s | %-14s %-23s | %-14s %-23s | %8s\n",
               "format", "shape", "MiB", "f32 gemv us GB/s %copy", "default", "gemv_act us GB/s %copy", "best",
               "gemv_act us GB/s %copy", "quant us");
@@ -296,12 +297,14 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
                               .c_str());
       // variants: lanes 4, 8, then (IQ2_XXS) the same with the byte-permute decoder, then the lane
       // tables (4 lanes; their blocks walk many row groups: auto, 8, 16, 32)
-      const int variants = f.type == DType::Q8_0 ? 1 : f.type == DType::Q2_K ? 2 : 5;
+      // (Q2_K: lanes 4, 8, then 4 lanes with the aligned quant loads, A)
+      const int variants = f.type == DType::Q8_0 ? 1 : f.type == DType::Q2_K ? 3 : 5;
       for (int v = 0; v < variants; ++v) {
         const int lanes = v % 2 ? 8 : 4;
         cuda::gemv_act_set_lanes(f.type == DType::Q8_0 ? 0 : lanes);
         cuda::gemv_act_set_iq2_permute(v == 2 || v == 3);
         cuda::gemv_act_set_iq2_lane_tables(v == 4);
+        cuda::gemv_act_set_q2k_aligned(f.type == DType::Q2_K && v == 2);
         const std::vector<int> group_list = v == 4 ? std::vector<int>{0, 8, 16, 32} : std::vector<int>{1, 2, 4, 8};
         len += std::snprintf(line + len, sizeof line - size_t(len), " |");
         for (int rb : {2, 4, 8})
@@ -316,6 +319,7 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
       cuda::gemv_act_set_lanes(0);
       cuda::gemv_act_set_iq2_permute(false);
       cuda::gemv_act_set_iq2_lane_tables(false);
+      cuda::gemv_act_set_q2k_aligned(false);
       cuda::gemv_act_set_rows_per_block(0);
       cuda::gemv_act_set_groups(0);
       constexpr int kQuantLaunches = 200;
@@ -618,6 +622,7 @@ int main(int argc, char** argv) {
     const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     for (int i = 1; i < argc; ++i)
       if (std::string(argv[i]) == "--lane-tables") cuda::gemv_act_set_iq2_lane_tables(true);
+      else if (std::string(argv[i]) == "--q2k-aligned") cuda::gemv_act_set_q2k_aligned(true);
     cudaDeviceProp prop{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);

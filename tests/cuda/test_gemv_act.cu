@@ -311,12 +311,14 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
   // IQ2_XXS: the staged sign table (4 lanes), the byte-permute decoder (both splits) and the lane
   // tables (4 lanes: aligned loads, one conflict-free lookup per table) give the same signed
   // integers: the same bits
+  // (Q2_K: the aligned quant loads, 4 lanes)
   using Setter = void (*)(bool);
   const Setter setters[] = {cuda::gemv_act_set_iq2_sign_table, cuda::gemv_act_set_iq2_permute,
-                            cuda::gemv_act_set_iq2_lane_tables};
+                            cuda::gemv_act_set_iq2_lane_tables, cuda::gemv_act_set_q2k_aligned};
   const char* hows[] = {"sign table (gemv_act_set_iq2_sign_table)", "byte permutes (gemv_act_set_iq2_permute)",
-                        "lane tables (gemv_act_set_iq2_lane_tables)"};
-  for (int variant = 0; variant < 3 && sh.type == DType::IQ2_XXS; ++variant) {
+                        "lane tables (gemv_act_set_iq2_lane_tables)", "aligned loads (gemv_act_set_q2k_aligned)"};
+  for (int variant = 0; variant < 4; ++variant) {
+    if ((variant < 3) != (sh.type == DType::IQ2_XXS) || (variant == 3 && sh.type != DType::Q2_K)) continue;
     if (variant != 1 && lanes == 8) continue;
     const char* how = hows[variant];
     setters[variant](true);
@@ -623,6 +625,12 @@ int main() {
   }
   cuda::gemv_act_set_groups(0);
   cuda::gemv_act_set_iq2_lane_tables(false);
+  std::printf("-- Q2_K aligned loads (gemv_act_set_q2k_aligned)\n");
+  cuda::gemv_act_set_q2k_aligned(true);
+  check_batched(DType::Q2_K, 40, 2048, rng, s);
+  check_batched(DType::Q2_K, 24, 2816, rng, s);
+  check_pdl(DType::Q2_K, rng, s);
+  cuda::gemv_act_set_q2k_aligned(false);
   check_bad_input(rng, s);
   DS4_CUDA_CHECK(cudaStreamDestroy(s));
   return summary();

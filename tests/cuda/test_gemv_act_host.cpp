@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "host_intrinsics.h"  // before the decoders
@@ -84,6 +85,7 @@ void check(DType type, int64_t cols, std::mt19937_64& rng, const Tables& t) {
   if constexpr (requires { F::kSignTable; })
     how = F::kCodes ? ", byte permutes" : F::kSignTable ? ", sign table" : ", computed signs";
   if constexpr (requires { F::kLaneTables; }) how = ", lane tables, aligned loads";
+  if constexpr (std::is_same_v<F, ActQ2_K4A>) how = ", aligned loads";
   std::printf("%s %s (%d lanes per block%s) cols %lld: lanes + term == dot_act bit for bit on %d of %lld rows\n",
               ok ? "PASS" : "FAIL", dtype_name(type).data(), F::kLanes, how, (long long)cols, same, (long long)kRows);
 }
@@ -121,6 +123,7 @@ int main() {
   for (int64_t cols : {256, 2048, 4096, 7168}) {
     check<ActQ2_K>(DType::Q2_K, cols, rng, t);
     check<ActQ2_K4>(DType::Q2_K, cols, rng, t);
+    check<ActQ2_K4A>(DType::Q2_K, cols, rng, t);  // aligned 16-byte loads
     check<ActIQ2_XXS>(DType::IQ2_XXS, cols, rng, t);
     check<ActIQ2_XXS4>(DType::IQ2_XXS, cols, rng, t);
     check<ActIQ2_XXS4T>(DType::IQ2_XXS, cols, rng, t);  // the staged sign table (t.signs)
@@ -131,6 +134,8 @@ int main() {
   // Rows at every 2-byte offset from a 16-byte boundary (66-byte blocks: 11 blocks = 726 bytes
   // per row, 726 = 6 mod 16, so the 64 rows start at 8 distinct offsets)
   check<ActIQ2_XXS4L>(DType::IQ2_XXS, 2816, rng, t);
+  // Q2_K rows of 11 blocks (924 bytes = 12 mod 16: rows at 4 distinct offsets)
+  check<ActQ2_K4A>(DType::Q2_K, 2816, rng, t);
   for (int64_t cols : {32, 96, 4096, 7168}) check<ActQ8_0>(DType::Q8_0, cols, rng, t);
   return g_fail ? 1 : 0;
 }

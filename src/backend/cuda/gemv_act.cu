@@ -453,6 +453,7 @@ int g_lanes = 0;             // gemv_act_set_lanes; 0 = 4
 bool g_iq2_sign_table = false;  // gemv_act_set_iq2_sign_table
 bool g_iq2_permute = false;     // gemv_act_set_iq2_permute
 bool g_iq2_lane_tables = false;  // gemv_act_set_iq2_lane_tables
+bool g_q2k_aligned = false;      // gemv_act_set_q2k_aligned
 
 // The one place that maps a weight type (and the lanes setting) to its decoder: gemv_act,
 // gemv_act_batched and gemv_act_rows all go through it, so gemv_act_rows walks rows as gemv_act.
@@ -461,7 +462,7 @@ void visit_act_format(DType t, Fn&& fn) {
   const bool eight = g_lanes == 8;
   switch (t) {
     case DType::Q8_0: return fn(ActQ8_0{});
-    case DType::Q2_K: return eight ? fn(ActQ2_K{}) : fn(ActQ2_K4{});
+    case DType::Q2_K: return eight ? fn(ActQ2_K{}) : g_q2k_aligned ? fn(ActQ2_K4A{}) : fn(ActQ2_K4{});
     case DType::IQ2_XXS:
       if (g_iq2_lane_tables && !eight) return fn(ActIQ2_XXS4L{});
       if (g_iq2_permute) return eight ? fn(ActIQ2_XXSP{}) : fn(ActIQ2_XXS4P{});
@@ -569,6 +570,8 @@ void gemv_act_set_iq2_sign_table(bool on) { g_iq2_sign_table = on; }
 void gemv_act_set_iq2_permute(bool on) { g_iq2_permute = on; }
 
 void gemv_act_set_iq2_lane_tables(bool on) { g_iq2_lane_tables = on; }
+
+void gemv_act_set_q2k_aligned(bool on) { g_q2k_aligned = on; }
 
 bool gemv_act_supports(DType type) { return act_block_for(type) != ActBlock::kNone; }
 

@@ -182,10 +182,18 @@ struct ActQ8_0 {
 // planes, i.e. weights 128h + 32s + kB k + j (j < kB) of group 8h + 2s + kB k / 16, and the mins
 // of the kM = 16 / kL groups 8h + kM k .. + kM - 1 (so a block's lanes cover its 16 groups' mins
 // once). 4 lanes pay the shuffles, the block term and the scale / d loads once per 64 weights
-// instead of 32. ----
-template <int kL>
+// instead of 32.
+// kAligned (4 lanes; gemv_act_set_q2k_aligned): the unit's 16 quant bytes (4-byte aligned: 84 b
+// + 16 + 16 (2 h + k)) from two aligned 16-byte loads at the 16-byte boundary at or before them,
+// the 4 words picked by selects, instead of four 4-byte loads: a warp's 4-byte loads at a 16-byte
+// lane stride touch ~5x the sectors they use (the L1's cost; the same finding as IQ2_XXS's,
+// ActIQ2_XXS4L). The second load may read up to 16 bytes past the unit (12 past its block, so
+// past a tensor's end: DeviceBuffer's readable slack, memory.h). The same bytes: the same results
+// bit for bit. ----
+template <int kL, bool kAligned = false>
 struct ActQ2_KS {
   static_assert(kL == 4 || kL == 8, "Q2_K: 4 or 8 lanes per block");
+  static_assert(!kAligned || kL == 4, "Q2_K: the aligned loads take 4 lanes per block");
   static constexpr int kLanes = kL, kValues = 256;
   static constexpr int kB = 64 / kL, kWords = kB / 4, kM = 16 / kL;
   struct Raw {
@@ -211,8 +219,21 @@ struct ActQ2_KS {
     const uint8_t* p = row + (u / kL) * 84;
     const int h = int(u / (kL / 2)) & 1, k = int(u % (kL / 2));
     Raw r;
+    if constexpr (kAligned) {
+      const uintptr_t at = reinterpret_cast<uintptr_t>(p + 16 + 32 * h + kB * k);
+      const uint8_t* base = reinterpret_cast<const uint8_t*>(at & ~uintptr_t(15));
+      const uint4 lo = FromGlobal::u4(base), hi = FromGlobal::u4(base + 16);
+      const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      const bool odd = at & 4, far = at & 8;  // the unit starts at word (at & 15) / 4
+      uint32_t a[6];
 #pragma unroll
-    for (int i = 0; i < kWords; ++i) r.q[i] = FromGlobal::u32(p + 16 + 32 * h + kB * k + 4 * i);
+      for (int j = 0; j < 6; ++j) a[j] = odd ? w[j + 1] : w[j];
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) r.q[i] = far ? a[i + 2] : a[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) r.q[i] = FromGlobal::u32(p + 16 + 32 * h + kB * k + 4 * i);
+    }
     r.sc[0] = FromGlobal::u32(p + 8 * h);
     r.sc[1] = FromGlobal::u32(p + 8 * h + 4);
     r.dm = FromGlobal::u32(p + 80);
@@ -287,6 +308,7 @@ struct ActQ2_KS {
 };
 using ActQ2_K = ActQ2_KS<8>;
 using ActQ2_K4 = ActQ2_KS<4>;
+using ActQ2_K4A = ActQ2_KS<4, true>;
 
 // ---- IQ2_XXS weights (66-byte blocks) x Q8_K activations: 8 lanes per block, lane p takes
 // sub-block p (32 weights: 4 grid entries of 8, 4 sign fields, one 4-bit scale). The signed dot

@@ -37,6 +37,10 @@ void gemv_act_set_iq2_permute(bool on);
 // bit for bit; for the bench's and the tests' comparison until it is measured. Overrides the two
 // settings above (not the lanes: at 8 lanes the others decode).
 void gemv_act_set_iq2_lane_tables(bool on);
+// Q2_K (4 lanes) quant bytes by two aligned 16-byte loads per unit (true: gemv_act_formats.cuh
+// ActQ2_K4A) instead of four 4-byte loads (false, the default). The same bytes: the same results
+// bit for bit; for the bench's and the tests' comparison until it is measured.
+void gemv_act_set_q2k_aligned(bool on);
 // Row groups per thread block of gemv_act, gemv_act_batched and gemv_act_rows: 0 = the default
 // (gemv_act.cu act_groups_per_block; gemv_act_rows 1, routed 4 / 2), else 1, 2, 4, 8, 16 or 32
 // groups of rows-per-block rows that one block walks in turn. Never changes a result. Throws
