@@ -86,6 +86,9 @@ using bench::fill_random;
 
 namespace {
 
+// --lane-tables / --q2k-aligned: the settings every table runs with (the --act sweep restores them)
+bool g_lane_tables_flag = false, g_q2k_aligned_flag = false;
+
 void fill(void* p, size_t bytes, uint32_t seed) {
   fill_random<<<1024, 256>>>(static_cast<uint32_t*>(p), bytes / 4, seed);
   DS4_CUDA_CHECK_LAUNCH();
@@ -318,8 +321,8 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
       }
       cuda::gemv_act_set_lanes(0);
       cuda::gemv_act_set_iq2_permute(false);
-      cuda::gemv_act_set_iq2_lane_tables(false);
-      cuda::gemv_act_set_q2k_aligned(false);
+      cuda::gemv_act_set_iq2_lane_tables(g_lane_tables_flag);
+      cuda::gemv_act_set_q2k_aligned(g_q2k_aligned_flag);
       cuda::gemv_act_set_rows_per_block(0);
       cuda::gemv_act_set_groups(0);
       constexpr int kQuantLaunches = 200;
@@ -617,12 +620,12 @@ int main(int argc, char** argv) {
     const bool rows_mma = argc > 1 && std::string(argv[1]) == "--rows-mma";
     const bool act_profile = argc > 1 && std::string(argv[1]) == "--act-profile";
     const bool rows_only = argc > 1 && std::string(argv[1]) == "--rows";
-    const int reps = act || act_mma || routed || rows_mma || rows_only ? (argc > 2 ? std::max(3, std::atoi(argv[2])) : 20)
-                         : argc > 1 && !profile ? std::max(3, std::atoi(argv[1])) : 20;
+    auto count_arg = [&](int i) { return argc > i && argv[i][0] != '-' ? std::max(3, std::atoi(argv[i])) : 20; };
+    const int reps = act || act_mma || routed || rows_mma || rows_only ? count_arg(2) : !profile ? count_arg(1) : 20;
     const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     for (int i = 1; i < argc; ++i)
-      if (std::string(argv[i]) == "--lane-tables") cuda::gemv_act_set_iq2_lane_tables(true);
-      else if (std::string(argv[i]) == "--q2k-aligned") cuda::gemv_act_set_q2k_aligned(true);
+      if (std::string(argv[i]) == "--lane-tables") cuda::gemv_act_set_iq2_lane_tables(g_lane_tables_flag = true);
+      else if (std::string(argv[i]) == "--q2k-aligned") cuda::gemv_act_set_q2k_aligned(g_q2k_aligned_flag = true);
     cudaDeviceProp prop{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);

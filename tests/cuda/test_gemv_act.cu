@@ -322,6 +322,7 @@ void check_shape(const Shape& sh, int lanes, std::mt19937_64& rng, cudaStream_t 
     if (variant != 1 && lanes == 8) continue;
     const char* how = hows[variant];
     setters[variant](true);
+    poison(y);  // (y holds single[0] from the rows checks above)
     cuda::gemv_act(dw.view, xd.q.row(0), y.as<float>(), s);
     const bool one = same(download(y.as<float>(), size_t(sh.rows)), single[0]);
     cuda::GemvRows r;
@@ -615,7 +616,10 @@ int main() {
   check_batched(DType::IQ2_XXS, 96, 4096, rng, s);
   check_pdl(DType::IQ2_XXS, rng, s);
   cuda::gemv_act_set_iq2_permute(false);
-  for (int g : {0, 4}) {  // auto: many row groups per block (the tails of 96 / 4 groups), and 4
+  // (against gemv_act under the same setting; the shapes' variant items above hold it to the
+  // default decoder) auto: on 132 SMs one row group per block at these sizes; 4: blocks walking
+  // 4 groups, the last block of an expert fewer
+  for (int g : {0, 4}) {
     std::printf("-- IQ2_XXS lane tables (gemv_act_set_iq2_lane_tables), row groups %s\n", g ? "4" : "auto");
     cuda::gemv_act_set_iq2_lane_tables(true);
     cuda::gemv_act_set_groups(g);

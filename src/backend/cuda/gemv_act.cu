@@ -167,12 +167,15 @@ __global__ void __launch_bounds__(kThreads) gemv_act_kernel(Args a, XArgs xa, Ro
   Tables tables{nullptr, nullptr};
   pdl_launch_dependents();
   if (waited) {
-    tables = smem.stage();
+    if constexpr (!kRows) tables = smem.stage();
     pdl_wait();
   }
   if constexpr (kRows) {
     // whole block, before any other barrier; offsets in activation values
     if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return act_entry(e); })) return;
+    // Routed by device ids: the tables only for a live entry (the lane tables are 48 KiB; these
+    // launches are never programmatic, so there is nothing before the wait to overlap).
+    if (waited) tables = smem.stage();
   } else {
     const int64_t b = act_entry(a);
     xo[0] = b * a.x_stride;
@@ -361,7 +364,9 @@ int multiprocessors() {
 int lane_table_groups(int64_t row_groups, unsigned batch) {
   if (g_groups) return g_groups;
   const int64_t target = 3 * int64_t(multiprocessors());
-  const int64_t per_entry = std::max<int64_t>(1, target / std::max<unsigned>(batch, 1));
+  // (at least 2 blocks per entry: a routed launch's batch counts its possible entries, not the
+  // live ones, and one 4-warp block walking a whole expert would leave most SMs idle)
+  const int64_t per_entry = std::max<int64_t>(2, target / std::max<unsigned>(batch, 1));
   return int(std::max<int64_t>(1, (row_groups + per_entry - 1) / per_entry));
 }
 
