@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine and runs every test: debug build (ASan + UBSan) of all targets,
-# a compile of the CUDA targets (nothing runs them here), then ctest.
+# a compile of the CUDA targets with a run of their host-only tests (the GEMV decoders' unit
+# layouts and integer sums against the CPU's dot products, the MMA fragment maps: no GPU needed;
+# the GPU tests run on the device machine, docs/device-runbook.md), then ctest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -12,5 +14,9 @@ cmake --build --preset debug -j2
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   cmake --preset cuda >/dev/null
   cmake --build --preset cuda -j2 --target ds4_cuda_targets
+  for t in test_gemv_decode test_gemv_act_host test_grouped_mma_frag; do
+    build/cuda/bin/$t >/tmp/ds4_$t.log 2>&1 || { tail -20 /tmp/ds4_$t.log; echo "$t failed" >&2; exit 1; }
+    echo "$t: passed (host-only)"
+  done
 fi
 ctest --preset debug
