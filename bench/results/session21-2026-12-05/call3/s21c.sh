@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Session 21 call 3 (the budget left after failed starts allows one call): the lane-table
+# IQ2_XXS decoder and Q2_K aligned loads (test_gemv_act bit for bit against the other decoders;
+# the --act sweep; the routed decode-batch table with and without them; the 30-layer Flash
+# decode under each decoder and its batch tables with --lt-ab), session 20's gemv_rows
+# decode-once (test_cuda_ops) and the DeepSeek / GLM / Qwen batch and model tests on this build.
+# Carry: .devwork/s21c.tar.xz (EXTRA="test_gemv_act test_cuda_ops bench_cuda_gemv ds4-convert
+# test_deepseek_v4_batch_cuda test_deepseek_v4_cuda test_glm5_batch_cuda test_qwen_next_batch_cuda
+# test_glm5_cuda test_qwen_next_cuda" tools/device/make_bundle.sh build/cuda-pack/bin/bench_deepseek_v4_cuda).
+set -u
+tar -C /tmp -xJf .devwork/s21c.tar.xz || exit 3
+B=/tmp/serve/bin
+export LD_LIBRARY_PATH=/tmp/serve/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader > $OUT/gpu.txt 2>&1
+T0=$(date +%s)
+late() { [ $(( $(date +%s) - T0 )) -gt $1 ]; }
+one() { local n=$1; shift; local t0=$(date +%s); echo "=== $n" >> $OUT/tests.txt; timeout 120 $B/$n "$@" >> $OUT/tests.txt 2>&1; echo "$n exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt; }
+( timeout 100 $B/ds4-convert --synthetic bench/cuda_deepseek_v4/flash30_config.json /dev/shm/f.gguf --quant-experts IQ2_XXS --expert-holes > $OUT/convert.txt 2>&1; echo "convert exit $?" >> $OUT/summary.txt ) &
+one test_gemv_act
+one test_cuda_ops
+grep -E "FAIL|FATAL" $OUT/tests.txt | head -20
+t0=$(date +%s)
+timeout 100 $B/bench_cuda_gemv --act 8 > $OUT/act.txt 2>&1
+echo "act exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
+for lt in "" "--lane-tables --q2k-aligned"; do
+  t0=$(date +%s)
+  timeout 50 $B/bench_cuda_gemv --routed 8 $lt > "$OUT/routed${lt:+_lt}.txt" 2>&1
+  echo "routed $lt exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
+done
+wait
+t0=$(date +%s)
+timeout 150 $B/bench_deepseek_v4_cuda /dev/shm/f.gguf 1024 32 --act-variants --batch 1,16 --batch-steps 8 --batch-rows 8,16 --lt-ab > $OUT/flash30.txt 2>&1
+echo "flash30 exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
+grep -E "^\| *(1|16) \||lane tables|default \(4" $OUT/flash30.txt | head -20
+for t in test_deepseek_v4_batch_cuda test_deepseek_v4_cuda test_glm5_batch_cuda test_qwen_next_batch_cuda test_glm5_cuda test_qwen_next_cuda; do
+  late 540 && break
+  one $t .
+done
+grep -E "FAIL|FATAL" $OUT/tests.txt | head -20
