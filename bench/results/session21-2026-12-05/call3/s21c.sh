@@ -20,20 +20,20 @@ one test_gemv_act
 one test_cuda_ops
 grep -E "FAIL|FATAL" $OUT/tests.txt | head -20
 t0=$(date +%s)
-timeout 100 $B/bench_cuda_gemv --act 8 > $OUT/act.txt 2>&1
+timeout 90 $B/bench_cuda_gemv --act 5 > $OUT/act.txt 2>&1
 echo "act exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
 for lt in "" "--lane-tables --q2k-aligned"; do
   t0=$(date +%s)
-  timeout 50 $B/bench_cuda_gemv --routed 8 $lt > "$OUT/routed${lt:+_lt}.txt" 2>&1
+  timeout 40 $B/bench_cuda_gemv --routed 5 $lt > "$OUT/routed${lt:+_lt}.txt" 2>&1
   echo "routed $lt exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
 done
 wait
 t0=$(date +%s)
-timeout 150 $B/bench_deepseek_v4_cuda /dev/shm/f.gguf 1024 32 --act-variants --batch 1,16 --batch-steps 8 --batch-rows 8,16 --lt-ab > $OUT/flash30.txt 2>&1
+timeout 110 $B/bench_deepseek_v4_cuda /dev/shm/f.gguf 1024 32 --act-variants --batch 1,16 --batch-steps 8 --batch-rows 8,16 --lt-ab > $OUT/flash30.txt 2>&1
 echo "flash30 exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
 grep -E "^\| *(1|16) \||lane tables|default \(4" $OUT/flash30.txt | head -20
 for t in test_deepseek_v4_batch_cuda test_deepseek_v4_cuda test_glm5_batch_cuda test_qwen_next_batch_cuda test_glm5_cuda test_qwen_next_cuda; do
-  late 540 && break
+  late 330 && break
   one $t .
 done
 grep -E "FAIL|FATAL" $OUT/tests.txt | head -20
