@@ -285,7 +285,7 @@ int act_tables(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
         const cuda::GemvActConfig c = cuda::gemv_act_config(f.type, s.rows, s.cols, std::max(1, s.batch));
         char b[32];
         std::snprintf(b, sizeof b, "R%d L%d%s T%d G%d", c.rows_per_block, c.lanes,
-                      c.iq2_lane_tables ? "LT" : c.iq2_permute ? "P" : "",
+                      c.iq2_lane_tables ? "LT" : c.iq2_permute ? "P" : c.q2k_aligned ? "A" : "",
                       c.threads, c.groups);
         return std::string(b);
       };

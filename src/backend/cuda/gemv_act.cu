@@ -83,6 +83,13 @@ constexpr LaneTableValues lane_table_values() {
   return t;
 }
 __device__ const LaneTableValues d_lane_table_values = lane_table_values();
+// Spot checks of the compile-time values against entries worked by hand: codebook entry 0 is
+// eight 8s (codes 0), entry 1 is 43 then seven 8s (code 2 in nibble 0), entry 2 two 25s then six
+// 8s (code 1 in nibbles 0, 1); sign field 0 has no negative weight, field 1 negates weights 0 and
+// 7 (its parity bit), field 3 weights 0 and 1.
+static_assert(lane_table_values().v[0] == 0u && lane_table_values().v[1] == 2u && lane_table_values().v[2] == 0x11u);
+static_assert(lane_table_values().v[256] == 0u && lane_table_values().v[257] == 0x40000004u &&
+              lane_table_values().v[259] == 0x44u);
 extern __shared__ uint4 gemv_act_dynamic_smem[];
 
 // Which tables a decoder stages: 0 none, 1 the block's one copy (below), 2 the lane tables.
@@ -558,6 +565,7 @@ GemvActConfig gemv_act_config(DType type, int64_t rows, int64_t cols, int64_t ba
     c.groups = c.iq2_lane_tables ? lane_table_groups((rows + c.rows_per_block - 1) / c.rows_per_block, unsigned(batch))
                                  : act_groups_per_block(type, cols, batch, false, false);
     c.iq2_permute = type == DType::IQ2_XXS && g_iq2_permute && !c.iq2_lane_tables;
+    c.q2k_aligned = std::is_same_v<F, ActQ2_K4A>;
     c.lanes = F::kLanes;
     c.threads = threads_for(cols / F::kValues * F::kLanes);
   });

@@ -64,10 +64,11 @@ void gemv_act_set_rows_mma(int mode);
 // What gemv_act / gemv_act_batched launch for a weight of this type and shape (batch entries)
 // under the current settings (the bench prints it): rows per block, lanes per weight block
 // (Q8_0: 1), threads per block, row groups per block, whether IQ2_XXS decodes by byte permutes
-// or by the lane tables. Throws InputError for a type gemv_act does not take.
+// or by the lane tables, whether Q2_K takes the aligned loads. Throws InputError for a type gemv_act
+// does not take.
 struct GemvActConfig {
   int rows_per_block, lanes, threads, groups;
-  bool iq2_permute, iq2_lane_tables;
+  bool iq2_permute, iq2_lane_tables, q2k_aligned;
 };
 GemvActConfig gemv_act_config(DType type, int64_t rows, int64_t cols, int64_t batch = 1);
 
