@@ -68,6 +68,26 @@ __device__ __forceinline__ int2 ld8(const int8_t* p) { return *reinterpret_cast<
 
 __device__ __forceinline__ int32_t shfl_xor32(int32_t v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 
+// K 4-byte words of weight bytes from address `at` (4-byte aligned, or 2-byte aligned where the
+// caller funnel-shifts the words by 16 bits): two aligned 16-byte loads at the 16-byte boundary at
+// or below `at`, the words from word (at & 15) / 4 picked by selects (no indexed registers). A
+// warp's lanes at a ~16-byte stride touch ~2.5x fewer sectors than with 4-byte loads. The second
+// load may read up to 16 bytes past `at + 4 K`: DeviceBuffer's readable slack (memory.h) covers a
+// tensor's end. ActIQ2_XXS4L (K = 5) and ActQ2_K4A (K = 4).
+template <int K>
+__device__ __forceinline__ void aligned_words(uintptr_t at, uint32_t (&out)[K]) {
+  static_assert(K >= 1 && K <= 5, "at most 5 words past a 16-byte boundary fit the 32 loaded bytes");
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(at & ~uintptr_t(15));
+  const uint4 lo = FromGlobal::u4(base), hi = FromGlobal::u4(base + 16);
+  const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  const bool odd = at & 4, far = at & 8;
+  uint32_t a[K + 2];  // a[j] = w[j + (at / 4) % 2]
+#pragma unroll
+  for (int j = 0; j < K + 2; ++j) a[j] = odd ? w[j + 1] : w[j];
+#pragma unroll
+  for (int j = 0; j < K; ++j) out[j] = far ? a[j + 2] : a[j];
+}
+
 // 0xff in each byte of t whose top bit is set, 0 elsewhere: one prmt with the sign-replicate
 // selector (PTX ISA: a selector nibble's msb replicates the selected byte's sign).
 __host__ __device__ __forceinline__ uint32_t sign_bytes(uint32_t t) {
@@ -185,11 +205,9 @@ struct ActQ8_0 {
 // instead of 32.
 // kAligned (4 lanes; gemv_act_set_q2k_aligned): the unit's 16 quant bytes (4-byte aligned: 84 b
 // + 16 + 16 (2 h + k)) from two aligned 16-byte loads at the 16-byte boundary at or before them,
-// the 4 words picked by selects, instead of four 4-byte loads: a warp's 4-byte loads at a 16-byte
-// lane stride touch ~5x the sectors they use (the L1's cost; the same finding as IQ2_XXS's,
-// ActIQ2_XXS4L). The second load may read up to 16 bytes past the unit (12 past its block, so
-// past a tensor's end: DeviceBuffer's readable slack, memory.h). The same bytes: the same results
-// bit for bit. ----
+// the 4 words picked by selects (aligned_words), instead of four 4-byte loads: a warp's 4-byte
+// loads at a 16-byte lane stride touch ~5x the sectors they use (the L1's cost; the same finding
+// as IQ2_XXS's, ActIQ2_XXS4L). The same bytes: the same results bit for bit. ----
 template <int kL, bool kAligned = false>
 struct ActQ2_KS {
   static_assert(kL == 4 || kL == 8, "Q2_K: 4 or 8 lanes per block");
@@ -220,16 +238,7 @@ struct ActQ2_KS {
     const int h = int(u / (kL / 2)) & 1, k = int(u % (kL / 2));
     Raw r;
     if constexpr (kAligned) {
-      const uintptr_t at = reinterpret_cast<uintptr_t>(p + 16 + 32 * h + kB * k);
-      const uint8_t* base = reinterpret_cast<const uint8_t*>(at & ~uintptr_t(15));
-      const uint4 lo = FromGlobal::u4(base), hi = FromGlobal::u4(base + 16);
-      const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      const bool odd = at & 4, far = at & 8;  // the unit starts at word (at & 15) / 4
-      uint32_t a[6];
-#pragma unroll
-      for (int j = 0; j < 6; ++j) a[j] = odd ? w[j + 1] : w[j];
-#pragma unroll
-      for (int i = 0; i < kWords; ++i) r.q[i] = far ? a[i + 2] : a[i];
+      aligned_words<kWords>(reinterpret_cast<uintptr_t>(p + 16 + 32 * h + kB * k), r.q);
     } else {
 #pragma unroll
       for (int i = 0; i < kWords; ++i) r.q[i] = FromGlobal::u32(p + 16 + 32 * h + kB * k + 4 * i);
@@ -480,10 +489,8 @@ using ActIQ2_XXS4P = ActIQ2_XXS4S<ActIQ2_XXSP>;
 // expert launches ran at ~40 % of copy on the H100, L1TEX-bound: ncu counted 63 % excess shared
 // wavefronts from the codebook's random 8-byte lookups and 71 % excess global sectors from 4-byte
 // loads at a 16.5-byte lane stride; session 20, bench/results/session20-2026-12-05/call2).
-// - Weights: the unit's 16 bytes (2-byte aligned) from two aligned 16-byte loads at the 16-byte
-//   boundary at or before them, the 4 words picked by selects and funnel shifts. The second load
-//   may read up to 16 bytes past the unit: DeviceBuffer keeps that much readable slack past
-//   every allocation (memory.h), and a unit never ends past its tensor.
+// - Weights: the unit's 16 bytes (2-byte aligned) by aligned_words (two aligned 16-byte loads,
+//   words picked by selects) and funnel shifts.
 // - Decode: byte permutes (ActIQ2_XXSP's codes) from the lane tables (Tables::lane_codes /
 //   lane_signs), so each lookup is one conflict-free 4-byte shared read: per 8 weights two
 //   lookups, an OR, two prmt and two dp4a.
@@ -506,21 +513,12 @@ struct ActIQ2_XXS4L {
   using Sum = ActIQ2_XXS::Sum;
   __device__ static Raw load(const Args&, const uint8_t* row, int64_t u) {
     const uint8_t* p = row + (u >> 2) * 66;
-    const uintptr_t at = reinterpret_cast<uintptr_t>(p + 2 + 16 * (u & 3));
-    const uint4 lo = FromGlobal::u4(reinterpret_cast<const uint8_t*>(at & ~uintptr_t(15)));
-    const uint4 hi = FromGlobal::u4(reinterpret_cast<const uint8_t*>((at & ~uintptr_t(15)) + 16));
-    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    const uint32_t off = uint32_t(at & 15);  // even: the unit starts at word off / 4, byte off % 4 (0 or 2)
-    const bool odd = off & 4, far = off & 8;
-    uint32_t a[7];  // a[j] = w[j + (off / 4) % 2]
-#pragma unroll
-    for (int j = 0; j < 7; ++j) a[j] = odd ? w[j + 1] : w[j];
+    const uintptr_t at = reinterpret_cast<uintptr_t>(p + 2 + 16 * (u & 3));  // 2-byte aligned
+    uint32_t v[5];  // the 4-byte words from the one at or below `at`
+    aligned_words<5>(at & ~uintptr_t(3), v);
     Raw r;
-    uint32_t v[5];  // v[j] = w[j + off / 4]
 #pragma unroll
-    for (int j = 0; j < 5; ++j) v[j] = far ? a[j + 2] : a[j];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) r.q[k] = __funnelshift_r(v[k], v[k + 1], 8 * (off & 3));
+    for (int k = 0; k < 4; ++k) r.q[k] = __funnelshift_r(v[k], v[k + 1], 8 * uint32_t(at & 3));
     r.d = (u & 3) == 0 ? FromGlobal::u16(p) : uint16_t(0);
     return r;
   }
