@@ -355,26 +355,23 @@ int act_groups_per_block(DType t, int64_t cols, int64_t batch, bool rows_kernel,
   }
 }
 
-int multiprocessors() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    DS4_CUDA_CHECK(cudaGetDevice(&dev));
-    DS4_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return std::max(v, 1);
-  }();
-  return n;
-}
-
 // Row groups per block of a lane-table launch (ActIQ2_XXS4L): each block stages 48 KiB of tables
 // (~a row group's worth of L1 work on a 4096-value row), so blocks walk enough groups that the
 // launch is ~3 blocks per SM (4 fit by shared memory) instead of one block per 1-2 groups.
 int lane_table_groups(int64_t row_groups, unsigned batch) {
   if (g_groups) return g_groups;
-  const int64_t target = 3 * int64_t(multiprocessors());
+  const int64_t target = 3 * int64_t(gemv_detail::sm_count());
   // (at least 2 blocks per entry: a routed launch's batch counts its possible entries, not the
   // live ones, and one 4-warp block walking a whole expert would leave most SMs idle)
   const int64_t per_entry = std::max<int64_t>(2, target / std::max<unsigned>(batch, 1));
   return int(std::max<int64_t>(1, (row_groups + per_entry - 1) / per_entry));
+}
+
+// Row groups per block for decoder F: the lane tables' own rule, else the per-format table.
+template <class F>
+int groups_for(DType t, int64_t row_groups, int64_t cols, unsigned batch, bool rows_kernel, bool routed) {
+  if constexpr (table_kind<F>() == 2) return lane_table_groups(row_groups, batch);
+  else return act_groups_per_block(t, cols, batch, rows_kernel, routed);
 }
 
 template <class F, int R, int N, bool kRows>
@@ -383,8 +380,7 @@ void launch_kernel(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, 
   const bool routed = kRows && (a.ids || ra.live || ra.counts || ra.x_idx || ra.y_idx);
   const int64_t row_groups = (a.rows + R - 1) / R;
   constexpr bool kLaneTables = table_kind<F>() == 2;
-  const int groups = kLaneTables ? lane_table_groups(row_groups, batch)
-                                 : act_groups_per_block(t, a.cols, batch, kRows, routed);
+  const int groups = groups_for<F>(t, row_groups, a.cols, batch, kRows, routed);
   const dim3 blocks(unsigned((row_groups + groups - 1) / groups), batch);
   const int threads = threads_for(a.cols / F::kValues * F::kLanes);
   auto* kernel = gemv_act_kernel<F, R, N, kRows>;
@@ -562,8 +558,7 @@ GemvActConfig gemv_act_config(DType type, int64_t rows, int64_t cols, int64_t ba
     using F = decltype(f);
     c.rows_per_block = act_rows_per_block(type, cols);
     c.iq2_lane_tables = table_kind<F>() == 2;
-    c.groups = c.iq2_lane_tables ? lane_table_groups((rows + c.rows_per_block - 1) / c.rows_per_block, unsigned(batch))
-                                 : act_groups_per_block(type, cols, batch, false, false);
+    c.groups = groups_for<F>(type, (rows + c.rows_per_block - 1) / c.rows_per_block, cols, unsigned(batch), false, false);
     c.iq2_permute = type == DType::IQ2_XXS && g_iq2_permute && !c.iq2_lane_tables;
     c.q2k_aligned = std::is_same_v<F, ActQ2_K4A>;
     c.lanes = F::kLanes;

@@ -438,15 +438,7 @@ int stage_blocks(DType t) {
   }
 }
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    DS4_CUDA_CHECK(cudaGetDevice(&dev));
-    DS4_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
-  return n;
-}
+using gemv_detail::sm_count;
 
 }  // namespace
 

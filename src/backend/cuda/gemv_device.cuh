@@ -8,6 +8,17 @@
 
 namespace ds4::cuda::gemv_detail {
 
+// The current device's SM count, asked once (launch shapes sized to fill the GPU).
+inline int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    DS4_CUDA_CHECK(cudaGetDevice(&dev));
+    DS4_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v > 0 ? v : 1;
+  }();
+  return n;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
