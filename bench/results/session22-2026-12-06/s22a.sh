@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Session 22 call 1 = session 21's call 3 (its bundle rebuilt at 3a44b73) plus the DeepSeek
 # prefill with and without DS4_INT8_EXPERTS=1 (grouped_mma_int8 for a chunk's experts; opt-in,
-# never measured in a prefill). Session 21's call 3: the lane-table
+# never measured in a prefill), and ncu on one launch each of grouped_mma_bf16 / grouped_mma_int8
+# (DeepSeek gate|up IQ2_XXS, 512-row chunk; .devwork/gm.xz = cuda preset bench_cuda_grouped_mma,
+# line info): what holds a K tile at ~2 us. Session 21's call 3: the lane-table
 # IQ2_XXS decoder and Q2_K aligned loads (test_gemv_act bit for bit against the other decoders;
 # the --act sweep; the routed decode-batch table with and without them; the 30-layer Flash
 # decode under each decoder and its batch tables with --lt-ab), session 20's gemv_rows
@@ -41,6 +43,19 @@ for i8 in 0 1; do
   echo "prefill int8_experts=$i8 exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
   grep -E "^\| *(2048|8192) \|" $OUT/prefill_int8_$i8.txt | head -6
 done
+if ! late 330; then
+  mkdir -p /tmp/g && xz -dc .devwork/gm.xz > /tmp/g/bench_cuda_grouped_mma && chmod +x /tmp/g/bench_cuda_grouped_mma
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  for k in grouped_mma_kernel grouped_mma_int8_kernel; do
+    t0=$(date +%s)
+    timeout 60 $NCU --clock-control none --kernel-name regex:$k --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+      --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats \
+      --section InstructionStats --section SourceCounters \
+      /tmp/g/bench_cuda_grouped_mma 3 512 > $OUT/ncu_$k.txt 2>&1
+    echo "ncu $k exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
+  done
+fi
 for t in test_deepseek_v4_batch_cuda test_deepseek_v4_cuda test_glm5_batch_cuda test_qwen_next_batch_cuda test_glm5_cuda test_qwen_next_cuda; do
   late 420 && break
   one $t .
