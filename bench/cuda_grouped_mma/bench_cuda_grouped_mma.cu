@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -211,21 +212,26 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
   if (c.type == DType::IQ2_XXS || c.type == DType::Q2_K || c.type == DType::Q8_0) {
     // the int8 path: the chunk's rows quantized once (timed apart), then the grouped int8 MMA
     const ActBlock blk = act_block_for(c.type);
-    cuda::DeviceBuffer qb(size_t(tokens) * cuda::act_q8_row_bytes(blk, c.cols), "bench xq"), dy8(dy.bytes(), "y int8");
+    cuda::DeviceBuffer qb(size_t(tokens) * cuda::act_q8_row_bytes(blk, c.cols), "bench xq"), dy8(dy.bytes(), "y int8"),
+        dys(dy.bytes(), "y int8 staged");
     const cuda::DeviceActQ8 xq = cuda::act_q8_carve(qb.get(), blk, c.cols, tokens);
     const double q_ms = time_ms([&] { cuda::quantize_act(dx.as<float>(), c.cols, tokens, xq, s); }, reps, s);
-    auto int8_ms = [&](bool deep) {
-      const bool keep_deep = cuda::grouped_mma_int8_deep();
-      cuda::grouped_mma_int8_set_deep(deep);
+    auto int8_ms = [&](bool staged, cuda::DeviceBuffer& out) {
+      const bool keep_staged = cuda::grouped_mma_int8_staged();
+      cuda::grouped_mma_int8_set_staged(staged);
       const double ms =
-          time_ms([&] { cuda::grouped_mma_int8(w, xq.row(0), dy8.as<float>(), r, s, rows_per_expert); }, reps, s);
-      cuda::grouped_mma_int8_set_deep(keep_deep);
+          time_ms([&] { cuda::grouped_mma_int8(w, xq.row(0), out.as<float>(), r, s, rows_per_expert); }, reps, s);
+      cuda::grouped_mma_int8_set_staged(keep_staged);
       return ms;
     };
-    const double deep_ms = int8_ms(true), i8_ms = int8_ms(false);  // the default's output checked
+    const double staged_ms = int8_ms(true, dys), i8_ms = int8_ms(false, dy8);
     DS4_CUDA_CHECK(cudaStreamSynchronize(s));
-    std::vector<float> a8(size_t(pairs * c.rows)), ab(a8.size());
+    std::vector<float> a8(size_t(pairs * c.rows)), ab(a8.size()), as(a8.size());
     DS4_CUDA_CHECK(cudaMemcpy(a8.data(), dy8.get(), dy8.bytes(), cudaMemcpyDeviceToHost));
+    DS4_CUDA_CHECK(cudaMemcpy(as.data(), dys.get(), dys.bytes(), cudaMemcpyDeviceToHost));
+    // the staged kernel's contract: the unstaged kernel's bits (Q8_0 runs the unstaged one either way)
+    size_t staged_diff = 0;
+    for (size_t i = 0; i < a8.size(); ++i) staged_diff += std::memcmp(&a8[i], &as[i], 4) != 0;
     DS4_CUDA_CHECK(cudaMemcpy(ab.data(), dy_old.get(), dy_old.bytes(), cudaMemcpyDeviceToHost));
     double md = 0, mb = 0;
     for (size_t i = 0; i < a8.size(); ++i) {
@@ -233,15 +239,15 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
       mb = std::max(mb, double(std::fabs(ab[i])));
     }
     if (!std::all_of(a8.begin(), a8.end(), [](float v) { return std::isfinite(v); })) md = INFINITY;
-    char line[400];
+    char line[512];
     std::snprintf(line, sizeof line,
                   "| %s | %s %lldx%lld | %lld x %lld = %lld | %lld | %.0f | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | "
-                  "%.3f (%.0f / %.1f%%) | %.3f | %.2fx | %.1e |\n",
+                  "%.3f (%.0f / %.1f%%) | %zu | %.3f | %.2fx | %.2fx | %.1e |\n",
                   c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols,
                   (long long)tokens, (long long)c.k, (long long)pairs, (long long)rows_per_expert, wbytes_read / 1e6,
                   old_ms, gbps(old_ms), 100.0 * gbps(old_ms) / g_copy_gbps, i8_ms, gbps(i8_ms),
-                  100.0 * gbps(i8_ms) / g_copy_gbps, deep_ms, gbps(deep_ms), 100.0 * gbps(deep_ms) / g_copy_gbps, q_ms,
-                  old_ms / i8_ms, md / std::max(mb, 1e-30));
+                  100.0 * gbps(i8_ms) / g_copy_gbps, staged_ms, gbps(staged_ms), 100.0 * gbps(staged_ms) / g_copy_gbps,
+                  staged_diff, q_ms, old_ms / i8_ms, i8_ms / staged_ms, md / std::max(mb, 1e-30));
     g_int8_table += line;
   }
   {
@@ -366,10 +372,12 @@ int main(int argc, char** argv) {
                 g_copy_gbps, g_bytes_table.c_str());
     std::printf("\ngrouped_mma_int8 (quantized rows, int8 mma.sync m16n8k32) vs grouped_mma_bf16 as a chunk picks it, "
                 "GB/s of the expert weights read and %% of the copy bandwidth %.0f GB/s; quantize = quantize_act of the "
-                "chunk's rows (once per chunk and matrix input); deep = grouped_mma_int8_set_deep(true) (twice the weight tiles in flight, one block per SM); err = max |int8 - bf16| / max |bf16|\n"
+                "chunk's rows (once per chunk and matrix input); staged = grouped_mma_int8_set_staged(true) (Q2_K / IQ2_XXS weights through "
+                "shared memory by 16-byte copies; Q8_0 runs the unstaged kernel either way), its outputs that differ from the unstaged "
+                "kernel's (memcmp; must be 0); err = max |int8 - bf16| / max |bf16|\n"
                 "| family | weight | chunk x top-k = pairs | rows/expert | weights MB | bf16 ms (GB/s / %%) | "
-                "int8 ms (GB/s / %%) | int8 deep ms (GB/s / %%) | quantize ms | int8 vs bf16 | err |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|\n%s",
+                "int8 ms (GB/s / %%) | int8 staged ms (GB/s / %%) | staged != int8 | quantize ms | int8 vs bf16 | staged vs int8 | err |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
                 g_copy_gbps, g_int8_table.c_str());
     std::printf("\nnew path by experts per weight batch (default: %lld, or as many as the scratch holds)\n"
                 "| case | tokens | experts per batch | new ms (TFLOP/s) |\n|---|---|---|---|\n%s",

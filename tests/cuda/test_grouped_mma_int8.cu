@@ -146,17 +146,23 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
                            std::to_string(sh.cols) + ", " + std::to_string(tokens) + " tokens top-2 of 8" +
                            (skewed ? " (skewed: 2 experts)" : " (expert 5 a hole)");
   const int keep = cuda::grouped_mma_entries_per_block();
-  for (int forced : {0, 1, 2, cuda::kGroupedMmaMaxEntries}) {
-    cuda::grouped_mma_set_entries_per_block(forced);
-    DS4_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xff, dy.bytes(), s));  // NaN: a row never written shows
-    cuda::grouped_mma_int8(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
-    const std::vector<float> got = download(dy.as<float>(), ref.size());
-    int64_t bad = 0;
-    for (size_t i = 0; i < ref.size(); ++i) bad += std::memcmp(&got[i], &ref[i], 4) != 0;
-    check(bad == 0, what + ", entries per block " + (forced ? std::to_string(forced) : "by the chunk") +
-                        ": == dot_act (memcmp), " + std::to_string(bad) + " of " + std::to_string(ref.size()) +
-                        " differ");
-  }
+  const bool keep_staged = cuda::grouped_mma_int8_staged();
+  // the unstaged and the staged kernel (Q2_K / IQ2_XXS: weights through shared memory; Q8_0
+  // takes the unstaged one either way)
+  for (bool staged : {false, true})
+    for (int forced : {0, 1, 2, cuda::kGroupedMmaMaxEntries}) {
+      cuda::grouped_mma_int8_set_staged(staged);
+      cuda::grouped_mma_set_entries_per_block(forced);
+      DS4_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xff, dy.bytes(), s));  // NaN: a row never written shows
+      cuda::grouped_mma_int8(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
+      const std::vector<float> got = download(dy.as<float>(), ref.size());
+      int64_t bad = 0;
+      for (size_t i = 0; i < ref.size(); ++i) bad += std::memcmp(&got[i], &ref[i], 4) != 0;
+      check(bad == 0, what + (staged ? ", staged" : "") + ", entries per block " +
+                          (forced ? std::to_string(forced) : "by the chunk") + ": == dot_act (memcmp), " +
+                          std::to_string(bad) + " of " + std::to_string(ref.size()) + " differ");
+    }
+  cuda::grouped_mma_int8_set_staged(keep_staged);
   cuda::grouped_mma_set_entries_per_block(0);
   r.x_row = sh.cols;
   cuda::grouped_mma_bf16(dv, xf.as<float>(), dyb.as<float>(), r, s, rows_per_expert);

@@ -67,12 +67,14 @@ __device__ __forceinline__ uint32_t byte_of(uint32_t w, int k) { return (w >> (8
 
 // Weights are read once and never written during a launch: the read-only data path.
 struct FromGlobal {
+  __device__ static uint8_t u8(const uint8_t* p) { return __ldg(p); }
   __device__ static uint16_t u16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
   __device__ static uint32_t u32(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned int*>(p)); }
   __device__ static uint4 u4(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 };
 // A warp's staged copy in shared memory (plain loads; __ldg is for global memory only).
 struct FromShared {
+  __device__ static uint8_t u8(const uint8_t* p) { return *p; }
   __device__ static uint16_t u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
   __device__ static uint32_t u32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
   __device__ static uint4 u4(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }

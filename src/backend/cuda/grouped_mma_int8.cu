@@ -20,6 +20,16 @@
 //            (high nibbles) dotted with the x row's bsums (dp2a, exact)
 // x: int8 rows cp.async'd kStages - 1 tiles ahead into a shared ring with their scales (and Q2_K
 // bsums); weight bytes in registers kAhead tiles ahead (per-lane loads of the bytes it decodes).
+//
+// Staged (Q2_K / IQ2_XXS; grouped_mma_int8_set_staged, off until measured): the per-lane weight
+// loads above touch 8 rows' lines per warp instruction (~26 loads of 1-4 bytes per IQ2_XXS tile
+// and thread: ~200 L1 wavefronts per warp and tile, ~2 us per tile at 16 warps per SM, the time
+// the H200 showed for every format). Here a stage is one 256-column super-block: each block
+// copies its 128 rows' super-blocks with coalesced 16-byte cp.async (the 16-byte window around
+// each row's super-block, at any 2-byte offset) into a kSStages-deep shared ring together with
+// the x rows, one barrier per stage; the lanes then read the same bytes from shared memory (rows
+// at a pitch that puts a warp's 8 rows in disjoint 4-bank bands). Same bytes, same integer sums,
+// same f32 expressions in the same order: the same bits as the unstaged kernel.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -46,6 +56,7 @@ using gemv_act_detail::kIq2Pos;
 using gemv_detail::Args;
 using gemv_detail::f16_bits;
 using gemv_detail::FromGlobal;
+using gemv_detail::FromShared;
 using namespace grouped_mma_detail;
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
@@ -68,7 +79,6 @@ struct XArgs {
 enum class Fmt { kQ8_0, kQ2_K, kIQ2_XXS };
 
 __device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return FromGlobal::u16(p); }
-__device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return FromGlobal::u32(p); }
 
 // One lane's weight bytes of one weight row for one K tile (columns 128 kt ..).
 template <Fmt F>
@@ -86,38 +96,46 @@ struct Raw<Fmt::kQ8_0> {  // 4 blocks of 34 bytes: {f16 d, i8 q[32]}
     }
   }
 };
+// Bytes per 256 columns of a row (one super-block) of the K-quants.
+template <Fmt F>
+constexpr int kSuperBytes = F == Fmt::kQ2_K ? 84 : 66;
 template <>
-struct Raw<Fmt::kQ2_K> {  // half kt & 1 of super-block kt / 2 (84 bytes: sc[16], q[64], d, dmin)
+struct Raw<Fmt::kQ2_K> {  // half h of a super-block (84 bytes: sc[16], q[64], d, dmin)
   uint32_t q0, q1, sc0, sc1, dm;
+  template <class Src>
+  __device__ void load_half(const uint8_t* p, int h, int t) {
+    q0 = Src::u32(p + 16 + 32 * h + 8 * t);
+    q1 = Src::u32(p + 20 + 32 * h + 8 * t);
+    sc0 = Src::u32(p + 8 * h);
+    sc1 = Src::u32(p + 8 * h + 4);
+    dm = Src::u32(p + 80);
+  }
   __device__ void load(const uint8_t* row, int kt, int t) {
-    const uint8_t* p = row + int64_t(kt >> 1) * 84;
-    const int h = kt & 1;
-    q0 = ld_u32(p + 16 + 32 * h + 8 * t);
-    q1 = ld_u32(p + 20 + 32 * h + 8 * t);
-    sc0 = ld_u32(p + 8 * h);
-    sc1 = ld_u32(p + 8 * h + 4);
-    dm = ld_u32(p + 80);
+    load_half<FromGlobal>(row + int64_t(kt >> 1) * kSuperBytes<Fmt::kQ2_K>, kt & 1, t);
   }
 };
 template <>
-struct Raw<Fmt::kIQ2_XXS> {  // sub-blocks 4 (kt & 1) .. + 3 of super-block kt / 2 (66 bytes)
+struct Raw<Fmt::kIQ2_XXS> {  // sub-blocks 4 h .. 4 h + 3 of a super-block (66 bytes)
   uint32_t d, g[4], a1[4];   // g: grid index t of each sub-block; a1: its signs | scale word
-  __device__ void load(const uint8_t* row, int kt, int t) {
-    const uint8_t* p = row + int64_t(kt >> 1) * 66;
-    d = ld_u16(p);
+  template <class Src>
+  __device__ void load_half(const uint8_t* p, int h, int t) {
+    d = Src::u16(p);
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-      const uint8_t* q = p + 2 + 8 * (4 * (kt & 1) + s);
-      g[s] = __ldg(q + t);
-      a1[s] = ld_u16(q + 4) | ld_u16(q + 6) << 16;
+      const uint8_t* q = p + 2 + 8 * (4 * h + s);
+      g[s] = Src::u8(q + t);
+      a1[s] = Src::u16(q + 4) | uint32_t(Src::u16(q + 6)) << 16;
     }
+  }
+  __device__ void load(const uint8_t* row, int kt, int t) {
+    load_half<FromGlobal>(row + int64_t(kt >> 1) * kSuperBytes<Fmt::kIQ2_XXS>, kt & 1, t);
   }
 };
 
-// Weight tiles in flight per thread (registers: 24, 10, 18 words per tile); twice as many in the
-// deep variant (grouped_mma_int8_set_deep), which gives up the second block per SM for them.
-template <Fmt F, bool kDeep>
-constexpr int kAhead = (F == Fmt::kQ2_K ? 4 : 2) * (kDeep ? 2 : 1);
+// Weight tiles in flight per thread (registers: 24, 10, 18 words per tile). (Twice as many at one
+// block per SM was slower on the H200: mmq-experts-h200-2026-12-04, "int8 deep".)
+template <Fmt F>
+constexpr int kAhead = F == Fmt::kQ2_K ? 4 : 2;
 // Activation values per scale.
 template <Fmt F>
 constexpr int kBlock = F == Fmt::kQ8_0 ? 32 : 256;
@@ -166,10 +184,135 @@ __device__ __forceinline__ void frag(const Raw<F>& r, int s, int t, const Iq2Tab
   }
 }
 
-template <Fmt F, int G, bool kDeep>
-__global__ void __launch_bounds__(kThreads, G > 2 || kDeep ? 1 : 2)
+// One K tile (4 k-steps of 32 columns) of this lane's weight rows (cur[0]: row g, cur[1]: row
+// g + 8) times the block's entries' x rows, accumulated. x through shared memory: xq = the
+// tile's first int8 column of entry row 0 (row i at xq + i * qp), xd = the scales (row i at
+// xd + i * dp; Q8_0: one per k-step, the K-quants: the super-block's at [0]), xbs = Q2_K's 8
+// bsums of this half (row i at xbs + i * bp, 16-byte aligned). `last`: the tile ends a 256-column
+// super-block, whose term (K-quants) then joins acc.
+template <Fmt F, int G>
+__device__ __forceinline__ void tile_products(const Raw<F> (&cur)[2], int g, int t, int nt, const int* nrows,
+                                              const int8_t* xq, int qp, const float* xd, int dp, const int16_t* xbs,
+                                              int bp, bool last, const Iq2Tables& tables, float (&acc)[G][2][4],
+                                              int32_t (&isum)[G][2][4], int32_t (&summs)[G][2][4]) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    uint32_t lo[2], hi[2];
+    int32_t mul[2];
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) frag<F>(cur[h2], s, t, tables, lo[h2], hi[h2], mul[h2]);
+    const uint32_t af[4] = {lo[0], lo[1], hi[0], hi[1]};
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (j < nt && (h == 0 || nrows[j] > 8)) {
+          const uint2 bv = *reinterpret_cast<const uint2*>(xq + (j * kN + 8 * h + g) * qp + 32 * s + 8 * t);
+          if constexpr (F == Fmt::kQ2_K) {
+            mma_s8(isum[j][h], af, bv.x, bv.y);
+          } else {
+            int32_t c[4] = {0, 0, 0, 0};
+            mma_s8(c, af, bv.x, bv.y);
+            if constexpr (F == Fmt::kIQ2_XXS) {
+#pragma unroll
+              for (int k = 0; k < 4; ++k) isum[j][h][k] += c[k] * mul[k >> 1];
+            } else {  // Q8_0: the 32-block's term
+#pragma unroll
+              for (int k = 0; k < 4; ++k) {
+                const float dx = xd[(j * kN + 8 * h + 2 * t + (k & 1)) * dp + s];
+                const float dw = f16_bits(uint16_t(cur[k >> 1].d[s]));
+                acc[j][h][k] = __fadd_rn(acc[j][h][k], __fmul_rn(__fmul_rn(dw, dx), __int2float_rn(c[k])));
+              }
+            }
+          }
+        }
+  }
+  if constexpr (F == Fmt::kQ2_K) {  // the half's mins: summs += sum_i min_i * bsum_i (8 groups)
+    uint32_t mn[2][2];
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) mn[h2][0] = (cur[h2].sc0 >> 4) & 0x0f0f0f0fu, mn[h2][1] = (cur[h2].sc1 >> 4) & 0x0f0f0f0fu;
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (j < nt && (h == 0 || nrows[j] > 8)) {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const uint4 bs = *reinterpret_cast<const uint4*>(xbs + (j * kN + 8 * h + 2 * t + (k & 1)) * bp);
+            int32_t v = summs[j][h][k];
+            v = __dp2a_lo(int(bs.x), int(mn[k >> 1][0]), v);
+            v = __dp2a_hi(int(bs.y), int(mn[k >> 1][0]), v);
+            v = __dp2a_lo(int(bs.z), int(mn[k >> 1][1]), v);
+            v = __dp2a_hi(int(bs.w), int(mn[k >> 1][1]), v);
+            summs[j][h][k] = v;
+          }
+        }
+  }
+  if constexpr (F != Fmt::kQ8_0) {
+    if (last) {  // the super-block's term
+#pragma unroll
+      for (int j = 0; j < G; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const float dx = xd[(j * kN + 8 * h + 2 * t + (k & 1)) * dp];
+            if constexpr (F == Fmt::kIQ2_XXS) {
+              const float dw = f16_bits(uint16_t(cur[k >> 1].d));
+              acc[j][h][k] = __fadd_rn(acc[j][h][k], __fmul_rn(__fmul_rn(dw, dx), __int2float_rn(isum[j][h][k])));
+            } else {
+              const uint32_t dm = cur[k >> 1].dm;
+              const float dall = __fmul_rn(dx, f16_bits(uint16_t(dm & 0xffffu)));
+              const float dmin = __fmul_rn(dx, f16_bits(uint16_t(dm >> 16)));
+              const float term = __fsub_rn(__fmul_rn(dall, __int2float_rn(isum[j][h][k])),
+                                           __fmul_rn(dmin, __int2float_rn(summs[j][h][k])));
+              acc[j][h][k] = __fadd_rn(acc[j][h][k], term);
+              summs[j][h][k] = 0;
+            }
+            isum[j][h][k] = 0;
+          }
+    }
+  }
+}
+
+template <int G>
+__device__ __forceinline__ void zero_sums(float (&acc)[G][2][4], int32_t (&isum)[G][2][4], int32_t (&summs)[G][2][4]) {
+#pragma unroll
+  for (int j = 0; j < G; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[j][h][k] = 0.f, isum[j][h][k] = 0, summs[j][h][k] = 0;
+}
+
+// IQ2_XXS's decode tables in shared memory (the caller syncs).
+template <Fmt F>
+__device__ __forceinline__ void init_tables(Iq2Tables& tables) {
+  if constexpr (F == Fmt::kIQ2_XXS) {
+    for (int i = int(threadIdx.x); i < 256; i += kThreads) tables.codes[i] = iq2_grid_codes(d_grid8[i]);
+    for (int i = int(threadIdx.x); i < 128; i += kThreads) tables.sign_codes[i] = iq2_sign_codes(uint32_t(i));
+  }
+}
+
+// ds4's IQ2_XXS row value is 0.125 * its sum; then the accumulators to y.
+template <Fmt F, int G>
+__device__ __forceinline__ void finish_rows(float (&acc)[G][2][4], float* y, int64_t r, int64_t rows, int t, int nt,
+                                            const int64_t* yo, const int* nrows) {
+  if constexpr (F == Fmt::kIQ2_XXS) {
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc[j][h][k] = __fmul_rn(0.125f, acc[j][h][k]);
+  }
+  store_rows<G>(acc, y, r, rows, t, nt, yo, nrows);
+}
+
+template <Fmt F, int G>
+__global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     grouped_mma_int8_kernel(Args a, RowsArgs ra, XArgs x, float* __restrict__ y) {
-  constexpr int D = kAhead<F, kDeep>, BV = kBlock<F>;
+  constexpr int D = kAhead<F>, BV = kBlock<F>;
   const int b = int(blockIdx.y);
   const int nt = block_entries<G>(a, ra, b);  // this block's entries (0: none)
   if (nt == 0) return;
@@ -189,10 +332,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 || kDeep ? 1 : 2)
 #pragma unroll
   for (int s = 0; s < D; ++s)
     if (s < tiles) raw[s][0].load(wrow[0], s, t), raw[s][1].load(wrow[1], s, t);
-  if constexpr (F == Fmt::kIQ2_XXS) {
-    for (int i = int(threadIdx.x); i < 256; i += kThreads) tables.codes[i] = iq2_grid_codes(d_grid8[i]);
-    for (int i = int(threadIdx.x); i < 128; i += kThreads) tables.sign_codes[i] = iq2_sign_codes(uint32_t(i));
-  }
+  init_tables<F>(tables);
   entry_rows<G>(a, ra, b, nt, xo, yo, nrows);
   __syncthreads();
   // tile kt's x rows (int8), their scales and (Q2_K) the half's bsums into stage st; one commit
@@ -223,12 +363,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 || kDeep ? 1 : 2)
   for (int st = 0; st < kStages - 1; ++st) issue_x(st, st);
   float acc[G][2][4];
   int32_t isum[G][2][4], summs[G][2][4];
-#pragma unroll
-  for (int j = 0; j < G; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) acc[j][h][k] = 0.f, isum[j][h][k] = 0, summs[j][h][k] = 0;
+  zero_sums<G>(acc, isum, summs);
   for (int kt0 = 0; kt0 < tiles; kt0 += D) {
 #pragma unroll
     for (int sd = 0; sd < D; ++sd) {
@@ -240,108 +375,143 @@ __global__ void __launch_bounds__(kThreads, G > 2 || kDeep ? 1 : 2)
         issue_x(kt + kStages - 1, (kt + kStages - 1) % kStages);
         const Raw<F> cur[2] = {raw[sd][0], raw[sd][1]};
         if (kt + D < tiles) raw[sd][0].load(wrow[0], kt + D, t), raw[sd][1].load(wrow[1], kt + D, t);
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          uint32_t lo[2], hi[2];
-          int32_t mul[2];
-#pragma unroll
-          for (int h2 = 0; h2 < 2; ++h2) frag<F>(cur[h2], s, t, tables, lo[h2], hi[h2], mul[h2]);
-          const uint32_t af[4] = {lo[0], lo[1], hi[0], hi[1]};
-#pragma unroll
-          for (int j = 0; j < G; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-              if (j < nt && (h == 0 || nrows[j] > 8)) {
-                const uint2 bv = *reinterpret_cast<const uint2*>(&ring.q[st][j * kN + 8 * h + g][32 * s + 8 * t]);
-                if constexpr (F == Fmt::kQ2_K) {
-                  mma_s8(isum[j][h], af, bv.x, bv.y);
-                } else {
-                  int32_t c[4] = {0, 0, 0, 0};
-                  mma_s8(c, af, bv.x, bv.y);
-                  if constexpr (F == Fmt::kIQ2_XXS) {
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) isum[j][h][k] += c[k] * mul[k >> 1];
-                  } else {  // Q8_0: the 32-block's term
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) {
-                      const float dx = ring.d[st][j * kN + 8 * h + 2 * t + (k & 1)][s];
-                      const float dw = f16_bits(uint16_t(cur[k >> 1].d[s]));
-                      acc[j][h][k] = __fadd_rn(acc[j][h][k], __fmul_rn(__fmul_rn(dw, dx), __int2float_rn(c[k])));
-                    }
-                  }
-                }
-              }
-        }
-        if constexpr (F == Fmt::kQ2_K) {  // the half's mins: summs += sum_i min_i * bsum_i (8 groups)
-          uint32_t mn[2][2];
-#pragma unroll
-          for (int h2 = 0; h2 < 2; ++h2) mn[h2][0] = (cur[h2].sc0 >> 4) & 0x0f0f0f0fu, mn[h2][1] = (cur[h2].sc1 >> 4) & 0x0f0f0f0fu;
-#pragma unroll
-          for (int j = 0; j < G; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-              if (j < nt && (h == 0 || nrows[j] > 8)) {
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                  const uint4 bs = *reinterpret_cast<const uint4*>(&ring.bs[st][j * kN + 8 * h + 2 * t + (k & 1)][0]);
-                  int32_t v = summs[j][h][k];
-                  v = __dp2a_lo(int(bs.x), int(mn[k >> 1][0]), v);
-                  v = __dp2a_hi(int(bs.y), int(mn[k >> 1][0]), v);
-                  v = __dp2a_lo(int(bs.z), int(mn[k >> 1][1]), v);
-                  v = __dp2a_hi(int(bs.w), int(mn[k >> 1][1]), v);
-                  summs[j][h][k] = v;
-                }
-              }
-        }
-        if constexpr (F != Fmt::kQ8_0) {
-          if (kt & 1) {  // the super-block's term
-#pragma unroll
-            for (int j = 0; j < G; ++j)
-#pragma unroll
-              for (int h = 0; h < 2; ++h)
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                  const float dx = ring.d[st][j * kN + 8 * h + 2 * t + (k & 1)][0];
-                  if constexpr (F == Fmt::kIQ2_XXS) {
-                    const float dw = f16_bits(uint16_t(cur[k >> 1].d));
-                    acc[j][h][k] = __fadd_rn(acc[j][h][k], __fmul_rn(__fmul_rn(dw, dx), __int2float_rn(isum[j][h][k])));
-                  } else {
-                    const uint32_t dm = cur[k >> 1].dm;
-                    const float dall = __fmul_rn(dx, f16_bits(uint16_t(dm & 0xffffu)));
-                    const float dmin = __fmul_rn(dx, f16_bits(uint16_t(dm >> 16)));
-                    const float term = __fsub_rn(__fmul_rn(dall, __int2float_rn(isum[j][h][k])),
-                                                 __fmul_rn(dmin, __int2float_rn(summs[j][h][k])));
-                    acc[j][h][k] = __fadd_rn(acc[j][h][k], term);
-                    summs[j][h][k] = 0;
-                  }
-                  isum[j][h][k] = 0;
-                }
-          }
-        }
+        tile_products<F, G>(cur, g, t, nt, nrows, &ring.q[st][0][0], kXPitch, &ring.d[st][0][0], kDPerTile<F>,
+                            &ring.bs[st][0][0], 8, (kt & 1) != 0, tables, acc, isum, summs);
       }
     }
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
-  if constexpr (F == Fmt::kIQ2_XXS) {  // ds4: 0.125 * the row's sum
-#pragma unroll
-    for (int j = 0; j < G; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int k = 0; k < 4; ++k) acc[j][h][k] = __fmul_rn(0.125f, acc[j][h][k]);
-  }
-  store_rows<G>(acc, y, r, a.rows, t, nt, yo, nrows);
+  finish_rows<F, G>(acc, y, r, a.rows, t, nt, yo, nrows);
 }
 
-// The deep variant: DS4_GROUPED_MMA_INT8_DEEP (0 or 1) or grouped_mma_int8_set_deep.
-std::atomic<int> g_deep{-1};
-bool deep() { return env_setting(g_deep, "DS4_GROUPED_MMA_INT8_DEEP", {0, 1}, "0 or 1") == 1; }
+// The staged kernel's shared ring (dynamic shared memory), one 256-column super-block per stage:
+// the block's 128 weight rows (each row's super-block inside the 16-byte window around it, at the
+// row's offset mod 16), the entries' int8 x rows, their scales and (Q2_K) their 16 bsums.
+constexpr int kSStages = 4;
+template <Fmt F>
+constexpr int kWChunks = (14 + kSuperBytes<F> + 15) / 16;  // 16-byte chunks: 5 (IQ2_XXS), 7 (Q2_K)
+// Row pitch 80 / 112 bytes = 20 / 28 words: a warp's 8 rows start in disjoint 4-bank bands, so
+// its 1-4 byte reads at one offset (row shifts 0..3 words) hit 8 distinct banks.
+template <Fmt F>
+constexpr int kWPitch = 16 * kWChunks<F>;
+constexpr int kXPitchS = 256 + 32;  // 72 words: a half warp's 8-byte B reads hit 32 banks
+template <Fmt F, int G>
+struct StagedRing {
+  uint8_t w[kSStages][kTileRows][kWPitch<F>];
+  int8_t q[kSStages][G * kN][kXPitchS];
+  float d[kSStages][G * kN];
+  int16_t bs[kSStages][F == Fmt::kQ2_K ? G * kN : 1][16];
+};
+static_assert(kWPitch<Fmt::kIQ2_XXS> == 80 && kWPitch<Fmt::kQ2_K> == 112, "bank bands");
+
+template <Fmt F, int G>
+__global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
+    grouped_mma_int8_staged_kernel(Args a, RowsArgs ra, XArgs x, float* __restrict__ y) {
+  static_assert(F != Fmt::kQ8_0, "staged: the 256-column K-quants");
+  constexpr int SB = kSuperBytes<F>, NC = kWChunks<F>;
+  const int b = int(blockIdx.y);
+  const int nt = block_entries<G>(a, ra, b);  // this block's entries (0: none)
+  if (nt == 0) return;
+  a.data += (a.ids ? int64_t(a.ids[b]) : int64_t(b)) * a.id_stride;
+  extern __shared__ __align__(16) unsigned char smem[];
+  StagedRing<F, G>& ring = *reinterpret_cast<StagedRing<F, G>*>(smem);
+  __shared__ int64_t xo[G * kN], yo[G * kN];
+  __shared__ int nrows[G];
+  __shared__ Iq2Tables tables;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int64_t row0 = int64_t(blockIdx.x) * kTileRows, r = row0 + 16 * warp + g;
+  const int stages = int(a.cols / 256);
+  init_tables<F>(tables);
+  entry_rows<G>(a, ra, b, nt, xo, yo, nrows);
+  __syncthreads();
+  // Super-block ks of the block's rows (rows past the matrix: its last row again, never written)
+  // and of the entries' x rows into stage st; one commit group per stage, empty past the end.
+  auto issue = [&](int ks, int st) {
+    if (ks < stages) {
+      for (int q = int(threadIdx.x); q < kTileRows * NC; q += kThreads) {
+        const int i = q / NC, c = q % NC;
+        const uint8_t* p = a.data + min(row0 + i, a.rows - 1) * a.row_stride + int64_t(ks) * SB;
+        const int off = int(reinterpret_cast<uintptr_t>(p) & 15);
+        cp_async<16>(&ring.w[st][i][16 * c], p - off + 16 * c, 16 * c < off + SB);
+      }
+      constexpr int kQ = G * kN * 16, kD = G * kN, kS = F == Fmt::kQ2_K ? G * kN * 8 : 0;
+      for (int q = int(threadIdx.x); q < kQ + kD + kS; q += kThreads) {
+        if (q < kQ) {
+          const int i = q / 16, c = 16 * (q % 16);
+          const int64_t o = xo[i];
+          cp_async<16>(&ring.q[st][i][c], o >= 0 ? x.q + o + int64_t(ks) * 256 + c : x.q, o >= 0);
+        } else if (q < kQ + kD) {
+          const int64_t o = xo[q - kQ];
+          cp_async<4>(&ring.d[st][q - kQ], o >= 0 ? x.d + o / 256 + ks : x.d, o >= 0);
+        } else {
+          const int i = (q - kQ - kD) / 8, c = 2 * ((q - kQ - kD) % 8);
+          const int64_t o = xo[i];
+          cp_async<4>(&ring.bs[st][i][c], o >= 0 ? x.bs + o / 16 + int64_t(ks) * 16 + c : x.bs, o >= 0);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < kSStages - 1; ++st) issue(st, st);
+  // this lane's rows' offsets mod 16 (their super-block ks sits at (off + ks SB) mod 16 in its window)
+  int off[2];
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2)
+    off[h2] = int(reinterpret_cast<uintptr_t>(a.data + min(r + 8 * h2, a.rows - 1) * a.row_stride) & 15);
+  float acc[G][2][4];
+  int32_t isum[G][2][4], summs[G][2][4];
+  zero_sums<G>(acc, isum, summs);
+  for (int ks = 0; ks < stages; ++ks) {
+    const int st = ks % kSStages;
+    cp_async_wait<kSStages - 2>();  // stage ks landed (this thread's copies; the barrier: everyone's),
+    __syncthreads();                // and the stage read in ks - 1 is free for ks + kSStages - 1
+    issue(ks + kSStages - 1, (ks + kSStages - 1) % kSStages);
+    const uint8_t* sb[2];
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) sb[h2] = &ring.w[st][16 * warp + g + 8 * h2][(off[h2] + ks * SB) & 15];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      Raw<F> cur[2];
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) cur[h2].template load_half<FromShared>(sb[h2], h, t);
+      tile_products<F, G>(cur, g, t, nt, nrows, &ring.q[st][0][128 * h], kXPitchS, &ring.d[st][0], 1,
+                          &ring.bs[st][0][8 * h], 16, h == 1, tables, acc, isum, summs);
+    }
+  }
+  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+  finish_rows<F, G>(acc, y, r, a.rows, t, nt, yo, nrows);
+}
+
+// The staged kernel: DS4_GROUPED_MMA_INT8_STAGED (0 or 1) or grouped_mma_int8_set_staged.
+std::atomic<int> g_staged{-1};
+bool staged() { return env_setting(g_staged, "DS4_GROUPED_MMA_INT8_STAGED", {0, 1}, "0 or 1") == 1; }
+
+// The staged ring is over the 48 KiB default: opt in once per kernel (a host-side attribute).
+template <Fmt F, int G>
+size_t staged_smem() {
+  static const size_t bytes = [] {
+    const size_t n = sizeof(StagedRing<F, G>);
+    DS4_CUDA_CHECK(cudaFuncSetAttribute(grouped_mma_int8_staged_kernel<F, G>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(n)));
+    return n;
+  }();
+  return bytes;
+}
 
 template <Fmt F, int G>
 void launch_g(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsigned batch, cudaStream_t s) {
   const dim3 blocks(unsigned((a.rows + kTileRows - 1) / kTileRows), batch);
-  if (deep()) grouped_mma_int8_kernel<F, G, true><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
-  else grouped_mma_int8_kernel<F, G, false><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
+  // Staging copies the 16-byte windows around the rows' super-blocks: from a 16-byte aligned
+  // matrix start they never begin before it, and end at most 14 bytes past it (kDeviceReadSlack).
+  if constexpr (F != Fmt::kQ8_0) {
+    if (staged() && reinterpret_cast<uintptr_t>(a.data) % 16 == 0) {
+      grouped_mma_int8_staged_kernel<F, G><<<blocks, kThreads, staged_smem<F, G>(), s>>>(a, ra, x, y);
+      DS4_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
+  grouped_mma_int8_kernel<F, G><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -356,8 +526,8 @@ void launch(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsigne
 
 }  // namespace
 
-void grouped_mma_int8_set_deep(bool on) { g_deep.store(on ? 1 : 0, std::memory_order_relaxed); }
-bool grouped_mma_int8_deep() { return deep(); }
+void grouped_mma_int8_set_staged(bool on) { g_staged.store(on ? 1 : 0, std::memory_order_relaxed); }
+bool grouped_mma_int8_staged() { return staged(); }
 
 bool grouped_mma_int8_supports(const WeightMatrix& w) {
   if (w.rows < 1 || !w.data) return false;

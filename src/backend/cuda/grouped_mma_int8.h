@@ -17,11 +17,13 @@
 
 namespace ds4::cuda {
 
-// Weight tiles in flight per thread doubled, one block per SM instead of two (G <= 2): off by
-// default until measured (the same bits either way). DS4_GROUPED_MMA_INT8_DEEP (0 or 1) is read
-// on first use. Not thread safe against launches in flight on other threads.
-void grouped_mma_int8_set_deep(bool on);
-bool grouped_mma_int8_deep();
+// Q2_K / IQ2_XXS weights staged through shared memory by coalesced 16-byte copies, a 256-column
+// super-block per stage, instead of per-lane loads of the bytes each lane decodes (matrices whose
+// data starts 16-byte aligned; others keep the unstaged kernel): off by default until measured
+// (the same bits either way). DS4_GROUPED_MMA_INT8_STAGED (0 or 1) is read on first use. Not
+// thread safe against launches in flight on other threads.
+void grouped_mma_int8_set_staged(bool on);
+bool grouped_mma_int8_staged();
 
 // Whether grouped_mma_int8 takes this weight: Q8_0 (cols a multiple of 128), Q2_K or IQ2_XXS
 // (cols a multiple of 256).
