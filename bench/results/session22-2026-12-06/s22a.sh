@@ -26,7 +26,7 @@ NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/
 for k in grouped_mma_int8_staged_kernel grouped_mma_int8_kernel grouped_mma_kernel; do
   late 260 && break
   t0=$(date +%s)
-  timeout 60 $NCU --clock-control none --kernel-name regex:"^$k" --launch-count 1 \
+  timeout 60 $NCU --clock-control none --kernel-name regex:$k --launch-count 1 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats \
     --section InstructionStats /tmp/g/bench_cuda_grouped_mma 3 512 > $OUT/ncu_$k.txt 2>&1
