@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 22 call 1 (kernels; ~5 min): the int8 expert MMA with weights staged through shared
+# Session 22 call 1 (kernels; <= ~7 min, guarded): the int8 expert MMA with weights staged through shared
 # memory (test_grouped_mma_int8: == dot_act bit for bit, staged and not; bench_cuda_grouped_mma:
 # staged vs unstaged vs BF16; ncu on one launch of each of the three kernels), then session 21's
 # lane-table IQ2_XXS decoder / Q2_K aligned loads (test_gemv_act, the --act sweep, the routed
@@ -19,14 +19,14 @@ late() { [ $(( $(date +%s) - T0 )) -gt $1 ]; }
 one() { local b=$1 n=$2; shift 2; local t0=$(date +%s); echo "=== $n" >> $OUT/tests.txt; timeout 120 $b/$n "$@" >> $OUT/tests.txt 2>&1; echo "$n exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt; }
 one /tmp/g test_grouped_mma_int8
 t0=$(date +%s)
-timeout 100 /tmp/g/bench_cuda_grouped_mma 5 2048 > $OUT/grouped.txt 2>&1
+timeout 90 /tmp/g/bench_cuda_grouped_mma 5 1024 > $OUT/grouped.txt 2>&1
 echo "grouped exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
 grep -A14 "^grouped_mma_int8 " $OUT/grouped.txt | cut -c1-400
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-for k in grouped_mma_int8_staged_kernel grouped_mma_int8_kernel grouped_mma_kernel; do
-  late 260 && break
+for k in grouped_mma_int8_staged_kernel grouped_mma_int8_kernel; do
+  late 200 && break
   t0=$(date +%s)
-  timeout 60 $NCU --clock-control none --kernel-name regex:$k --launch-count 1 \
+  timeout 45 $NCU --clock-control none --kernel-name regex:$k --launch-count 1 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats \
     --section InstructionStats /tmp/g/bench_cuda_grouped_mma 3 512 > $OUT/ncu_$k.txt 2>&1
@@ -36,13 +36,13 @@ done
 one $B test_gemv_act
 one $B test_cuda_ops
 grep -E "FAIL|FATAL" $OUT/tests.txt | head -20
-if ! late 400; then
+if ! late 320; then
   t0=$(date +%s)
-  timeout 80 $B/bench_cuda_gemv --act 5 > $OUT/act.txt 2>&1
+  timeout 70 $B/bench_cuda_gemv --act 5 > $OUT/act.txt 2>&1
   echo "act exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
 fi
 for lt in "" "--lane-tables --q2k-aligned"; do
-  late 480 && break
+  late 390 && break
   t0=$(date +%s)
   timeout 35 $B/bench_cuda_gemv --routed 5 $lt > "$OUT/routed${lt:+_lt}.txt" 2>&1
   echo "routed $lt exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
