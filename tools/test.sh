@@ -14,7 +14,7 @@ cmake --build --preset debug -j2
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   cmake --preset cuda >/dev/null
   cmake --build --preset cuda -j2 --target ds4_cuda_targets
-  for t in test_gemv_decode test_gemv_act_host test_grouped_mma_frag; do
+  for t in test_gemv_decode test_gemv_act_host test_grouped_mma_frag test_grouped_mma_stage; do
     build/cuda/bin/$t >/tmp/ds4_$t.log 2>&1 || { tail -20 /tmp/ds4_$t.log; echo "$t failed" >&2; exit 1; }
     echo "$t: passed (host-only)"
   done

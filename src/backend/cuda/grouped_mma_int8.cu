@@ -28,8 +28,10 @@
 // copies its 128 rows' super-blocks with coalesced 16-byte cp.async (the 16-byte window around
 // each row's super-block, at any 2-byte offset) into a kSStages-deep shared ring together with
 // the x rows, one barrier per stage; the lanes then read the same bytes from shared memory (rows
-// at a pitch that puts a warp's 8 rows in disjoint 4-bank bands). Same bytes, same integer sums,
-// same f32 expressions in the same order: the same bits as the unstaged kernel.
+// at a pitch that puts a warp's 8 rows in different 4-bank bands: at most 2 rows per bank). Same
+// bytes, same integer sums, same f32 expressions in the same order: the same bits as the
+// unstaged kernel. Window arithmetic and staged reads: grouped_mma_int8_raw.cuh, checked on the
+// host by test_grouped_mma_stage.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -42,6 +44,7 @@
 #include "backend/cuda/grouped_mma.h"
 #include "backend/cuda/grouped_mma_entries.cuh"
 #include "backend/cuda/grouped_mma_int8.h"
+#include "backend/cuda/grouped_mma_int8_raw.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/error.h"
 
@@ -58,6 +61,7 @@ using gemv_detail::f16_bits;
 using gemv_detail::FromGlobal;
 using gemv_detail::FromShared;
 using namespace grouped_mma_detail;
+using namespace grouped_mma_int8_detail;
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kTileRows = 16 * kWarps;
@@ -74,62 +78,6 @@ struct XArgs {
   const int8_t* q;
   const float* d;
   const int16_t* bs;
-};
-
-enum class Fmt { kQ8_0, kQ2_K, kIQ2_XXS };
-
-__device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return FromGlobal::u16(p); }
-
-// One lane's weight bytes of one weight row for one K tile (columns 128 kt ..).
-template <Fmt F>
-struct Raw;
-template <>
-struct Raw<Fmt::kQ8_0> {  // 4 blocks of 34 bytes: {f16 d, i8 q[32]}
-  uint32_t d[4], lo[4], hi[4];
-  __device__ void load(const uint8_t* row, int kt, int t) {
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const uint8_t* p = row + int64_t(4 * kt + s) * 34;
-      d[s] = ld_u16(p);
-      lo[s] = ld_u16(p + 2 + 8 * t) | ld_u16(p + 4 + 8 * t) << 16;
-      hi[s] = ld_u16(p + 6 + 8 * t) | ld_u16(p + 8 + 8 * t) << 16;
-    }
-  }
-};
-// Bytes per 256 columns of a row (one super-block) of the K-quants.
-template <Fmt F>
-constexpr int kSuperBytes = F == Fmt::kQ2_K ? 84 : 66;
-template <>
-struct Raw<Fmt::kQ2_K> {  // half h of a super-block (84 bytes: sc[16], q[64], d, dmin)
-  uint32_t q0, q1, sc0, sc1, dm;
-  template <class Src>
-  __device__ void load_half(const uint8_t* p, int h, int t) {
-    q0 = Src::u32(p + 16 + 32 * h + 8 * t);
-    q1 = Src::u32(p + 20 + 32 * h + 8 * t);
-    sc0 = Src::u32(p + 8 * h);
-    sc1 = Src::u32(p + 8 * h + 4);
-    dm = Src::u32(p + 80);
-  }
-  __device__ void load(const uint8_t* row, int kt, int t) {
-    load_half<FromGlobal>(row + int64_t(kt >> 1) * kSuperBytes<Fmt::kQ2_K>, kt & 1, t);
-  }
-};
-template <>
-struct Raw<Fmt::kIQ2_XXS> {  // sub-blocks 4 h .. 4 h + 3 of a super-block (66 bytes)
-  uint32_t d, g[4], a1[4];   // g: grid index t of each sub-block; a1: its signs | scale word
-  template <class Src>
-  __device__ void load_half(const uint8_t* p, int h, int t) {
-    d = Src::u16(p);
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const uint8_t* q = p + 2 + 8 * (4 * h + s);
-      g[s] = Src::u8(q + t);
-      a1[s] = Src::u16(q + 4) | uint32_t(Src::u16(q + 6)) << 16;
-    }
-  }
-  __device__ void load(const uint8_t* row, int kt, int t) {
-    load_half<FromGlobal>(row + int64_t(kt >> 1) * kSuperBytes<Fmt::kIQ2_XXS>, kt & 1, t);
-  }
 };
 
 // Weight tiles in flight per thread (registers: 24, 10, 18 words per tile). (Twice as many at one
@@ -388,12 +336,6 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
 // the block's 128 weight rows (each row's super-block inside the 16-byte window around it, at the
 // row's offset mod 16), the entries' int8 x rows, their scales and (Q2_K) their 16 bsums.
 constexpr int kSStages = 4;
-template <Fmt F>
-constexpr int kWChunks = (14 + kSuperBytes<F> + 15) / 16;  // 16-byte chunks: 5 (IQ2_XXS), 7 (Q2_K)
-// Row pitch 80 / 112 bytes = 20 / 28 words: a warp's 8 rows start in disjoint 4-bank bands, so
-// its 1-4 byte reads at one offset (row shifts 0..3 words) hit 8 distinct banks.
-template <Fmt F>
-constexpr int kWPitch = 16 * kWChunks<F>;
 constexpr int kXPitchS = 256 + 32;  // 72 words: a half warp's 8-byte B reads hit 32 banks
 template <Fmt F, int G>
 struct StagedRing {
@@ -402,7 +344,6 @@ struct StagedRing {
   float d[kSStages][G * kN];
   int16_t bs[kSStages][F == Fmt::kQ2_K ? G * kN : 1][16];
 };
-static_assert(kWPitch<Fmt::kIQ2_XXS> == 80 && kWPitch<Fmt::kQ2_K> == 112, "bank bands");
 
 template <Fmt F, int G>
 __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
@@ -431,8 +372,8 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
       for (int q = int(threadIdx.x); q < kTileRows * NC; q += kThreads) {
         const int i = q / NC, c = q % NC;
         const uint8_t* p = a.data + min(row0 + i, a.rows - 1) * a.row_stride + int64_t(ks) * SB;
-        const int off = int(reinterpret_cast<uintptr_t>(p) & 15);
-        cp_async<16>(&ring.w[st][i][16 * c], p - off + 16 * c, 16 * c < off + SB);
+        const int off = window_offset(p);
+        cp_async<16>(&ring.w[st][i][16 * c], p - off + 16 * c, window_chunk_live<F>(c, off));
       }
       constexpr int kQ = G * kN * 16, kD = G * kN, kS = F == Fmt::kQ2_K ? G * kN * 8 : 0;
       for (int q = int(threadIdx.x); q < kQ + kD + kS; q += kThreads) {
@@ -458,7 +399,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
   int off[2];
 #pragma unroll
   for (int h2 = 0; h2 < 2; ++h2)
-    off[h2] = int(reinterpret_cast<uintptr_t>(a.data + min(r + 8 * h2, a.rows - 1) * a.row_stride) & 15);
+    off[h2] = window_offset(a.data + min(r + 8 * h2, a.rows - 1) * a.row_stride);
   float acc[G][2][4];
   int32_t isum[G][2][4], summs[G][2][4];
   zero_sums<G>(acc, isum, summs);
@@ -469,7 +410,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     issue(ks + kSStages - 1, (ks + kSStages - 1) % kSStages);
     const uint8_t* sb[2];
 #pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) sb[h2] = &ring.w[st][16 * warp + g + 8 * h2][(off[h2] + ks * SB) & 15];
+    for (int h2 = 0; h2 < 2; ++h2) sb[h2] = &ring.w[st][16 * warp + g + 8 * h2][window_shift<F>(off[h2], ks)];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       Raw<F> cur[2];
