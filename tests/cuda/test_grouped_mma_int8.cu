@@ -153,6 +153,8 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
     for (int forced : {0, 1, 2, cuda::kGroupedMmaMaxEntries}) {
       cuda::grouped_mma_int8_set_staged(staged);
       cuda::grouped_mma_set_entries_per_block(forced);
+      check(cuda::grouped_mma_int8_stages(dv) == (staged && sh.type != DType::Q8_0),
+            what + ": the staged kernel runs exactly when asked for (Q2_K / IQ2_XXS)");
       DS4_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xff, dy.bytes(), s));  // NaN: a row never written shows
       cuda::grouped_mma_int8(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
       const std::vector<float> got = download(dy.as<float>(), ref.size());
@@ -213,8 +215,10 @@ int main() {
     const Shape shapes[] = {
         {DType::IQ2_XXS, 256, 1024},  // gate|up-like (2 x 128 rows, 4 super-blocks)
         {DType::IQ2_XXS, 200, 768},   // odd: a partial row tile, 3 super-blocks
+        {DType::IQ2_XXS, 136, 1536},  // 6 super-blocks: the staged ring (4 stages) reuses its slots
         {DType::Q2_K, 256, 512},      // down-like
         {DType::Q2_K, 136, 768},      // odd
+        {DType::Q2_K, 72, 1792},      // 7 super-blocks: slots reused
         {DType::Q8_0, 128, 512},
         {DType::Q8_0, 72, 384},       // odd: 3 K tiles
     };

@@ -6,7 +6,8 @@
 //   copies never read before that start nor more than 14 bytes past the matrix end
 //   (kDeviceReadSlack is 16), and every byte of the super-block is copied;
 // - the staged reads: Raw<F>::load_half through FromShared at window_shift() in the copied window
-//   equals Raw<F>::load_half through FromGlobal at the row's super-block, every half and lane;
+//   equals Raw<F>::load_half through FromGlobal at the row's super-block, every half and lane, and
+//   the shift keeps the shared loads aligned (Q2_K 4 bytes, IQ2_XXS 2);
 // - the bank claim of kWPitch: a warp's loads (8 rows x 4 quad lanes) meet at most 2 distinct
 //   words per bank for every row-offset pattern (IQ2_XXS: sampled; Q2_K's lane-independent loads:
 //   all patterns), 3 for Q2_K's per-lane quant words.
@@ -44,6 +45,7 @@ const char* name(Fmt f) { return f == Fmt::kQ2_K ? "Q2_K" : "IQ2_XXS"; }
 template <Fmt F>
 void check_windows(int64_t rows, int sbs, int lead, std::mt19937_64& rng) {
   constexpr int SB = kSuperBytes<F>, NC = kWChunks<F>, P = kWPitch<F>;
+  static_assert(16 * NC <= P, "a window fits its shared row");
   const int64_t row_bytes = int64_t(sbs) * SB, bytes = lead + rows * row_bytes;
   std::vector<uint8_t> buf(size_t(bytes + 64));
   for (auto& b : buf) b = uint8_t(rng());
@@ -51,7 +53,7 @@ void check_windows(int64_t rows, int sbs, int lead, std::mt19937_64& rng) {
   const uint8_t* end = start + bytes;
   const std::string what = std::string(name(F)) + " rows " + std::to_string(rows) + " x " + std::to_string(sbs) +
                            " super-blocks, lead " + std::to_string(lead);
-  int64_t bad_range = 0, bad_cover = 0, bad_shift = 0, bad_read = 0;
+  int64_t bad_range = 0, bad_cover = 0, bad_shift = 0, bad_read = 0, bad_align = 0;
   std::vector<uint8_t> window(P);
   for (int64_t i = 0; i < rows; ++i) {
     const uint8_t* row = start + lead + i * row_bytes;
@@ -62,10 +64,15 @@ void check_windows(int64_t rows, int sbs, int lead, std::mt19937_64& rng) {
       bad_shift += window_shift<F>(row_off, ks) != off;
       std::memset(window.data(), 0xA5, window.size());
       int covered = 0;
+      // the shared loads' alignment on the device: Q2_K's 4-byte words, IQ2_XXS's 2-byte ones
+      bad_align += off % (F == Fmt::kQ2_K ? 4 : 2) != 0 || off > kMaxShift<F>;
       for (int c = 0; c < NC; ++c) {
         if (!window_chunk_live<F>(c, off)) continue;
         const uint8_t* src = p - off + 16 * c;
-        bad_range += src < start || src + 16 > end + 14;
+        if (src < start || src + 16 > end + 14) {  // counted, not copied (it may lie outside buf)
+          ++bad_range;
+          continue;
+        }
         std::memcpy(window.data() + 16 * c, src, 16);
         covered = 16 * (c + 1);
       }
@@ -84,6 +91,7 @@ void check_windows(int64_t rows, int sbs, int lead, std::mt19937_64& rng) {
   check(bad_range == 0, what + ": copies inside [matrix start, matrix end + 14): " + std::to_string(bad_range) + " outside");
   check(bad_cover == 0, what + ": every super-block copied whole, no chunk past it: " + std::to_string(bad_cover) + " not");
   check(bad_shift == 0, what + ": window_shift == the super-block's offset: " + std::to_string(bad_shift) + " not");
+  check(bad_align == 0, what + ": shifts aligned for the shared loads, <= kMaxShift: " + std::to_string(bad_align) + " not");
   check(bad_read == 0, what + ": staged Raw == global Raw: " + std::to_string(bad_read) + " differ");
 }
 

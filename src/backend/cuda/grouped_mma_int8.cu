@@ -428,25 +428,33 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
 std::atomic<int> g_staged{-1};
 bool staged() { return env_setting(g_staged, "DS4_GROUPED_MMA_INT8_STAGED", {0, 1}, "0 or 1") == 1; }
 
-// The staged ring is over the 48 KiB default: opt in once per kernel (a host-side attribute).
+// The staged ring is over the 48 KiB default: opt in (per device, so at every launch: a host-side
+// attribute write, as grouped_mma_bf16's x ring does).
 template <Fmt F, int G>
 size_t staged_smem() {
-  static const size_t bytes = [] {
-    const size_t n = sizeof(StagedRing<F, G>);
-    DS4_CUDA_CHECK(cudaFuncSetAttribute(grouped_mma_int8_staged_kernel<F, G>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(n)));
-    return n;
-  }();
-  return bytes;
+  constexpr size_t n = sizeof(StagedRing<F, G>);
+  DS4_CUDA_CHECK(cudaFuncSetAttribute(grouped_mma_int8_staged_kernel<F, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(n)));
+  return n;
+}
+
+// Whether a launch on this weight takes the staged kernel: Q2_K / IQ2_XXS from a 16-byte aligned
+// start (the windows never begin before it) with 4-byte aligned Q2_K rows (its 4-byte loads).
+bool stages(const WeightMatrix& w) {
+  const auto at = reinterpret_cast<uintptr_t>(w.data);
+  return staged() && at % 16 == 0 &&
+         (w.type == DType::IQ2_XXS || (w.type == DType::Q2_K && w.row_stride_bytes() % 4 == 0));
 }
 
 template <Fmt F, int G>
-void launch_g(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsigned batch, cudaStream_t s) {
+void launch_g(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsigned batch, bool staged_launch,
+              cudaStream_t s) {
   const dim3 blocks(unsigned((a.rows + kTileRows - 1) / kTileRows), batch);
-  // Staging copies the 16-byte windows around the rows' super-blocks: from a 16-byte aligned
-  // matrix start they never begin before it, and end at most 14 bytes past it (kDeviceReadSlack).
+  // Staging copies the 16-byte windows around the rows' super-blocks (grouped_mma_int8_raw.cuh):
+  // from a 16-byte aligned matrix start they never begin before it, and end at most 14 bytes past
+  // it (kDeviceReadSlack). The caller decided (stages()).
   if constexpr (F != Fmt::kQ8_0) {
-    if (staged() && reinterpret_cast<uintptr_t>(a.data) % 16 == 0) {
+    if (staged_launch) {
       grouped_mma_int8_staged_kernel<F, G><<<blocks, kThreads, staged_smem<F, G>(), s>>>(a, ra, x, y);
       DS4_CUDA_CHECK_LAUNCH();
       return;
@@ -458,17 +466,18 @@ void launch_g(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsig
 
 template <Fmt F>
 void launch(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsigned batch, int64_t rows_per_expert,
-            cudaStream_t s) {
+            bool staged_launch, cudaStream_t s) {
   const int g = entries_for(grouped_mma_entries_per_block(), rows_per_expert, kG);
-  if (g == kG) launch_g<F, kG>(a, ra, x, y, batch, s);
-  else if (g == 2) launch_g<F, 2>(a, ra, x, y, batch, s);
-  else launch_g<F, 1>(a, ra, x, y, batch, s);
+  if (g == kG) launch_g<F, kG>(a, ra, x, y, batch, staged_launch, s);
+  else if (g == 2) launch_g<F, 2>(a, ra, x, y, batch, staged_launch, s);
+  else launch_g<F, 1>(a, ra, x, y, batch, staged_launch, s);
 }
 
 }  // namespace
 
 void grouped_mma_int8_set_staged(bool on) { g_staged.store(on ? 1 : 0, std::memory_order_relaxed); }
 bool grouped_mma_int8_staged() { return staged(); }
+bool grouped_mma_int8_stages(const WeightMatrix& w) { return stages(w); }
 
 bool grouped_mma_int8_supports(const WeightMatrix& w) {
   if (w.rows < 1 || !w.data) return false;
@@ -501,10 +510,11 @@ void grouped_mma_int8(const WeightMatrix& w, const ActQ8View& x, float* y, const
   const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
   const XArgs xa{x.q, x.d, x.bsums};
   const unsigned batch = unsigned(r.batch.count);
+  const bool st = stages(w);
   switch (w.type) {
-    case DType::Q8_0: return launch<Fmt::kQ8_0>(a, ra, xa, y, batch, rows_per_expert, s);
-    case DType::Q2_K: return launch<Fmt::kQ2_K>(a, ra, xa, y, batch, rows_per_expert, s);
-    default: return launch<Fmt::kIQ2_XXS>(a, ra, xa, y, batch, rows_per_expert, s);
+    case DType::Q8_0: return launch<Fmt::kQ8_0>(a, ra, xa, y, batch, rows_per_expert, false, s);
+    case DType::Q2_K: return launch<Fmt::kQ2_K>(a, ra, xa, y, batch, rows_per_expert, st, s);
+    default: return launch<Fmt::kIQ2_XXS>(a, ra, xa, y, batch, rows_per_expert, st, s);
   }
 }
 

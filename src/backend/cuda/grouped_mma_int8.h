@@ -24,6 +24,8 @@ namespace ds4::cuda {
 // thread safe against launches in flight on other threads.
 void grouped_mma_int8_set_staged(bool on);
 bool grouped_mma_int8_staged();
+// Whether grouped_mma_int8 on w takes the staged kernel now (the setting, the format, alignment).
+bool grouped_mma_int8_stages(const WeightMatrix& w);
 
 // Whether grouped_mma_int8 takes this weight: Q8_0 (cols a multiple of 128), Q2_K or IQ2_XXS
 // (cols a multiple of 256).

@@ -71,14 +71,19 @@ struct Raw<Fmt::kIQ2_XXS> {  // sub-blocks 4 h .. 4 h + 3 of a super-block (66 b
 // shared row of kWPitch bytes, where it then starts at p mod 16. From a 16-byte aligned matrix
 // start the copies never begin before it and end at most 14 bytes past the matrix
 // (kDeviceReadSlack covers 16).
+// The largest shift: IQ2_XXS rows (66 bytes per super-block) sit at any 2-byte offset, Q2_K rows
+// (84) at multiples of 4 (its words are read as 4-byte loads).
 template <Fmt F>
-constexpr int kWChunks = (14 + kSuperBytes<F> + 15) / 16;  // 5 (IQ2_XXS), 7 (Q2_K)
+constexpr int kMaxShift = F == Fmt::kQ2_K ? 12 : 14;
+template <Fmt F>
+constexpr int kWChunks = (kMaxShift<F> + kSuperBytes<F> + 15) / 16;  // 5 (IQ2_XXS), 6 (Q2_K)
 // Row pitch 80 / 112 bytes (20 / 28 words): the 8 rows of a warp's loads start in 8 different
 // 4-bank bands; a row's shift (p mod 16) moves its word by up to 3 (4 where the offset in the word
 // carries it over), so those loads meet at most 2 rows per bank (test_grouped_mma_stage).
 template <Fmt F>
-constexpr int kWPitch = 16 * kWChunks<F>;
-static_assert(kWPitch<Fmt::kIQ2_XXS> == 80 && kWPitch<Fmt::kQ2_K> == 112, "pitches of 20 / 28 words");
+constexpr int kWPitch = F == Fmt::kQ2_K ? 112 : 80;
+static_assert(16 * kWChunks<Fmt::kIQ2_XXS> <= kWPitch<Fmt::kIQ2_XXS> && 16 * kWChunks<Fmt::kQ2_K> <= kWPitch<Fmt::kQ2_K>,
+              "a window fits its row");
 
 __host__ __device__ inline int window_offset(const uint8_t* p) { return int(reinterpret_cast<uintptr_t>(p) & 15); }
 // Whether chunk c of the window of a super-block at offset `off` holds any of its bytes.
