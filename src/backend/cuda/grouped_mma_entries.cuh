@@ -28,13 +28,13 @@ struct RowsArgs {
   const int32_t *live, *counts, *x_idx, *y_idx;
 };
 
-// A kernel setting read from the environment variable `name` on first use (0 when unset; one of
-// `allowed`, else InputError with `expected`) unless a setter stored it in `cell` before.
+// A kernel setting read from the environment variable `name` on first use (`unset` when unset; one
+// of `allowed`, else InputError with `expected`) unless a setter stored it in `cell` before.
 inline int env_setting(std::atomic<int>& cell, const char* name, std::initializer_list<int> allowed,
-                       const char* expected) {
+                       const char* expected, int unset = 0) {
   int v = cell.load(std::memory_order_relaxed);
   if (v < 0) {
-    v = 0;
+    v = unset;
     if (const char* e = std::getenv(name)) {
       const std::string t = e;
       bool ok = false;

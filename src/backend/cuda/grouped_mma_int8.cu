@@ -21,7 +21,7 @@
 // x: int8 rows cp.async'd kStages - 1 tiles ahead into a shared ring with their scales (and Q2_K
 // bsums); weight bytes in registers kAhead tiles ahead (per-lane loads of the bytes it decodes).
 //
-// Staged (Q2_K / IQ2_XXS; grouped_mma_int8_set_staged, off until measured): the per-lane weight
+// Staged (Q2_K / IQ2_XXS; the default, grouped_mma_int8_set_staged(false) for the other): the per-lane weight
 // loads above touch 8 rows' lines per warp instruction (~26 loads of 1-4 bytes per IQ2_XXS tile
 // and thread: ~200 L1 wavefronts per warp and tile, ~2 us per tile at 16 warps per SM, the time
 // the H200 showed for every format). Here a stage is one 256-column super-block: each block
@@ -424,9 +424,9 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
   finish_rows<F, G>(acc, y, r, a.rows, t, nt, yo, nrows);
 }
 
-// The staged kernel: DS4_GROUPED_MMA_INT8_STAGED (0 or 1) or grouped_mma_int8_set_staged.
+// The staged kernel: DS4_GROUPED_MMA_INT8_STAGED (0 or 1; unset = 1) or grouped_mma_int8_set_staged.
 std::atomic<int> g_staged{-1};
-bool staged() { return env_setting(g_staged, "DS4_GROUPED_MMA_INT8_STAGED", {0, 1}, "0 or 1") == 1; }
+bool staged() { return env_setting(g_staged, "DS4_GROUPED_MMA_INT8_STAGED", {0, 1}, "0 or 1", 1) == 1; }
 
 // The staged ring is over the 48 KiB default: opt in (per device, so at every launch: a host-side
 // attribute write, as grouped_mma_bf16's x ring does).

@@ -19,9 +19,10 @@ namespace ds4::cuda {
 
 // Q2_K / IQ2_XXS weights staged through shared memory by coalesced 16-byte copies, a 256-column
 // super-block per stage, instead of per-lane loads of the bytes each lane decodes (matrices whose
-// data starts 16-byte aligned; others keep the unstaged kernel): off by default until measured
-// (the same bits either way). DS4_GROUPED_MMA_INT8_STAGED (0 or 1) is read on first use. Not
-// thread safe against launches in flight on other threads.
+// data starts 16-byte aligned; others keep the unstaged kernel). On by default (the same bits
+// either way; H100, 512-row chunks: IQ2_XXS gate|up 1.60x, Q2_K 1.2x the unstaged kernel,
+// bench/results/session22-2026-12-06). DS4_GROUPED_MMA_INT8_STAGED (0 or 1; unset = 1) is read on
+// first use. Not thread safe against launches in flight on other threads.
 void grouped_mma_int8_set_staged(bool on);
 bool grouped_mma_int8_staged();
 // Whether grouped_mma_int8 on w takes the staged kernel now (the setting, the format, alignment).

@@ -73,12 +73,13 @@ struct CudaModelOptions {
   // chunk while its dense projections are GEMMs (the bench's middle table).
   bool expert_mma = true;
   // With act_quant, a tensor-core chunk's routed experts as int8 MMAs on quantized rows
-  // (backend/cuda grouped_mma_int8: each output = the CPU's dot_act of its row) instead of BF16
-  // MMAs. Unset at load = DS4_INT8_EXPERTS (0 or 1), else off: opt-in until
-  // test_deepseek_v4_actq_cuda item 8 passes on the H200 (session 13: int8 vs BF16 experts in
-  // one p64 chunk p50 |logit diff| 0.016, both 0.12 from the CPU act model; 1.2-1.5x the BF16
-  // kernel at 512-row chunks). Unset in set_options = keep the current setting; switching it
-  // makes states recapture their graphs at their next forward. options() reports the resolved value.
+  // (backend/cuda grouped_mma_int8: each output = the CPU's dot_act of its row, as ds4's own
+  // expert products) instead of BF16 MMAs. Unset at load = DS4_INT8_EXPERTS (0 or 1), else on
+  // (since session 22: with the staged int8 kernel, 2K prefill of the 30-layer synthetic Flash on
+  // an H100 4407 vs 3685 tok/s with BF16 experts, same run; test_deepseek_v4_actq_cuda item 8
+  // checks both against the CPU act model). Unset in set_options = keep the current setting;
+  // switching it makes states recapture their graphs at their next forward. options() reports
+  // the resolved value.
   std::optional<bool> int8_experts = std::nullopt;
   // decode_batch (batch.cu): sequences per batched forward at most (more run as several
   // forwards; also bounded by the chunk scratch's rows). 16 since 2026-12-05: on the H100 with the
