@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Session 22 call 4 (budget left: ~4 min, guarded): the new defaults (DeepSeek's tensor-core chunks take int8 experts, the int8
-# expert MMA stages its weights) under the DeepSeek CUDA tests, then the 30-layer Flash prefill at
-# 2K / 8K with the defaults (no environment). Carry .devwork/ds22.tar.xz (cuda-pack, stripped:
+# Session 22 call 4 (not run: the budget ran out; ~4 min, guarded): the DeepSeek CUDA tests with
+# int8 experts forced on (DS4_INT8_EXPERTS=1; the int8 expert MMA stages its weights by default),
+# which decides whether int8 experts become the default, then the 30-layer Flash prefill at 2K / 8K. Carry .devwork/ds22.tar.xz (cuda-pack, stripped:
 # the seven DeepSeek CUDA tests, test_grouped_mma_int8, bench_deepseek_v4_cuda, ds4-convert; one
 # xz -9e stream).
 set -u
 mkdir -p /tmp/d && tar -C /tmp/d -xJf .devwork/ds22.tar.xz || exit 3
 B=/tmp/d
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
-unset DS4_INT8_EXPERTS DS4_GROUPED_MMA_INT8_STAGED
+export DS4_INT8_EXPERTS=1
+unset DS4_GROUPED_MMA_INT8_STAGED  # staged: the default
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader > $OUT/gpu.txt 2>&1
 T0=$(date +%s)
 late() { [ $(( $(date +%s) - T0 )) -gt $1 ]; }
@@ -25,6 +26,6 @@ grep -E "FAIL|FATAL" $OUT/tests.txt | head -20
 wait
 late 170 && exit 0
 t0=$(date +%s)
-timeout 45 $B/bench_deepseek_v4_cuda /dev/shm/f.gguf 64 8 --prefill 2048,8192 --prefill-rows 1024 --old-max 0 > $OUT/prefill_defaults.txt 2>&1
+timeout 45 $B/bench_deepseek_v4_cuda /dev/shm/f.gguf 64 8 --prefill 2048,8192 --prefill-rows 1024 --old-max 0 > $OUT/prefill_int8.txt 2>&1
 echo "prefill defaults exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
-grep -E "^\| *(2048|8192) \||int8" $OUT/prefill_defaults.txt | head -6
+grep -E "^\| *(2048|8192) \||int8" $OUT/prefill_int8.txt | head -6
