@@ -439,11 +439,11 @@ size_t staged_smem() {
 }
 
 // Whether a launch on this weight takes the staged kernel: Q2_K / IQ2_XXS from a 16-byte aligned
-// start (the windows never begin before it) with 4-byte aligned Q2_K rows (its 4-byte loads).
+// start (the windows never begin before it; Q2_K's 84-byte super-blocks then keep its rows 4-byte
+// aligned for its 4-byte loads).
 bool stages(const WeightMatrix& w) {
-  const auto at = reinterpret_cast<uintptr_t>(w.data);
-  return staged() && at % 16 == 0 &&
-         (w.type == DType::IQ2_XXS || (w.type == DType::Q2_K && w.row_stride_bytes() % 4 == 0));
+  return staged() && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
+         (w.type == DType::IQ2_XXS || w.type == DType::Q2_K);
 }
 
 template <Fmt F, int G>
