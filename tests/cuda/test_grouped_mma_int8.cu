@@ -10,7 +10,13 @@
 //   BF16      the same chunk through grouped_mma_bf16 on the unquantized rows: max |int8 - bf16|
 //             / max |bf16| <= 3e-2 (activation quantization, Q8_K: ~amax / 254 per value, plus
 //             BF16's ~2^-9; the measured value is printed);
-//   bad input InputError for an unsupported format, a mismatched activation block and an odd x_row.
+//   dense     grouped_mma_int8_dense (a tensor-core chunk's dense products): groups of one weight
+//             each (o_a's form: group g's x columns at g * cols of a wider row, its y at g * rows),
+//             1 .. 300 rows in slices of 16, every output == dot_act (memcmp), staged and
+//             unstaged, entries per block by the row count and forced; untouched y between the
+//             groups' outputs stays as it was;
+//   bad input InputError for an unsupported format, a mismatched activation block and an odd x_row
+//             (both entry points).
 // Usage: test_grouped_mma_int8 (exit 1 when a check fails; a few seconds, most of it the host reference)
 #include <cuda_runtime.h>
 
@@ -147,14 +153,14 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
                            (skewed ? " (skewed: 2 experts)" : " (expert 5 a hole)");
   const int keep = cuda::grouped_mma_entries_per_block();
   const bool keep_staged = cuda::grouped_mma_int8_staged();
-  // the unstaged and the staged kernel (Q2_K / IQ2_XXS: weights through shared memory; Q8_0
-  // takes the unstaged one either way)
+  // the unstaged and the staged kernel (weights through shared memory; Q8_0 only where cols % 256
+  // == 0, else the unstaged one either way)
   for (bool staged : {false, true})
     for (int forced : {0, 1, 2, cuda::kGroupedMmaMaxEntries}) {
       cuda::grouped_mma_int8_set_staged(staged);
       cuda::grouped_mma_set_entries_per_block(forced);
-      check(cuda::grouped_mma_int8_stages(dv) == (staged && sh.type != DType::Q8_0),
-            what + ": the staged kernel runs exactly when asked for (Q2_K / IQ2_XXS)");
+      check(cuda::grouped_mma_int8_stages(dv) == (staged && (sh.type != DType::Q8_0 || sh.cols % 256 == 0)),
+            what + ": the staged kernel runs exactly when asked for (Q2_K / IQ2_XXS; Q8_0 with cols % 256 == 0)");
       DS4_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xff, dy.bytes(), s));  // NaN: a row never written shows
       cuda::grouped_mma_int8(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
       const std::vector<float> got = download(dy.as<float>(), ref.size());
@@ -176,6 +182,68 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
   char line[96];
   std::snprintf(line, sizeof line, ": max |int8 - bf16| / max |bf16| = %.2e (<= 3e-2)", double(rel));
   check(rel <= 3e-2f, what + line);
+}
+
+// grouped_mma_int8_dense: `groups` weights of sh's shape side by side (w_stride apart), n rows of
+// x each {groups * cols} wide (group g reads columns g * cols ..), y rows {groups * rows + 8}
+// wide (group g writes g * rows ..; the last 8 floats of a row are never written).
+void check_dense(const Shape& sh, int groups, int64_t n, std::mt19937_64& rng, cudaStream_t s) {
+  const ActBlock block = act_block_for(sh.type);
+  const HostWeight hw = random_weight(sh.type, groups * sh.rows, sh.cols, rng);
+  const DeviceWeight dw = upload(hw);
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  WeightMatrix dv = dw.view;
+  dv.rows = sh.rows;
+  const WeightMatrix hv = host_view(hw);
+  const size_t w_stride = size_t(sh.rows * hv.row_stride_bytes());
+  const int64_t xw = groups * sh.cols, yw = groups * sh.rows + 8;
+  const std::vector<float> x = activations(n, xw, rng);
+  const ActQ8Rows xq = quantize_act_rows(block, x.data(), xw, n);
+  std::vector<float> ref(size_t(n * yw));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = groups * sh.rows; c < yw; ++c) ref[size_t(i * yw + c)] = -7.f;  // the poison below
+  for (int g = 0; g < groups; ++g) {
+    WeightMatrix e = hv;
+    e.rows = sh.rows;
+    e.data = static_cast<const uint8_t*>(hv.data) + g * w_stride;
+    for (int64_t i = 0; i < n; ++i) {
+      ActQ8View xv = xq.row(i);  // group g's columns: the row's blocks from g * cols
+      const int64_t bv = act_values_per_scale(block), c0 = g * sh.cols;
+      xv.q += c0;
+      xv.d += c0 / bv;
+      if (xv.bsums) xv.bsums += c0 / 16;
+      xv.n = sh.cols;
+      for (int64_t r = 0; r < sh.rows; ++r) ref[size_t(i * yw + g * sh.rows + r)] = dot_act(e, r, xv);
+    }
+  }
+  cuda::DeviceBuffer qbuf(size_t(n) * cuda::act_q8_row_bytes(block, xw), "test xq"), dy(ref.size() * 4, "y");
+  const cuda::DeviceActQ8 dq = cuda::act_q8_carve(qbuf.get(), block, xw, n);
+  upload_to(dq.q, xq.q.data(), xq.q.size());
+  upload_to(dq.d, xq.d.data(), xq.d.size());
+  if (block == ActBlock::kQ8_K) upload_to(dq.bsums, xq.bsums.data(), xq.bsums.size());
+  ActQ8View x0 = dq.row(0);
+  x0.n = sh.cols;
+  const cuda::DenseGroups dg{groups, w_stride, sh.cols, sh.rows};
+  const std::string what = "dense " + std::string(dtype_name(sh.type)) + " " + std::to_string(sh.rows) + "x" +
+                           std::to_string(sh.cols) + " x " + std::to_string(groups) + " groups, " + std::to_string(n) +
+                           " rows";
+  const bool keep_staged = cuda::grouped_mma_int8_staged();
+  for (bool staged : {false, true})
+    for (int forced : {0, 1, cuda::kGroupedMmaMaxEntries}) {
+      cuda::grouped_mma_int8_set_staged(staged);
+      cuda::grouped_mma_set_entries_per_block(forced);
+      std::vector<float> poison(ref.size(), -7.f);
+      upload_to(dy.get(), poison.data(), poison.size());
+      cuda::grouped_mma_int8_dense(dv, x0, xw, dy.as<float>(), yw, n, dg, s);
+      const std::vector<float> got = download(dy.as<float>(), ref.size());
+      int64_t bad = 0;
+      for (size_t i = 0; i < ref.size(); ++i) bad += std::memcmp(&got[i], &ref[i], 4) != 0;
+      check(bad == 0, what + (staged ? ", staged" : "") + ", entries per block " +
+                          (forced ? std::to_string(forced) : "by the rows") + ": == dot_act (memcmp), rest untouched, " +
+                          std::to_string(bad) + " of " + std::to_string(ref.size()) + " differ");
+    }
+  cuda::grouped_mma_int8_set_staged(keep_staged);
+  cuda::grouped_mma_set_entries_per_block(0);
 }
 
 void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
@@ -201,6 +269,19 @@ void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
   odd.x_row = 128;
   check(throws(d2.view, xk.row(0), odd), "bad input: x_row not a multiple of the Q8_K block -> InputError");
   check(!throws(d2.view, xk.row(0), r), "good input: Q2_K with Q8_K activations runs");
+  auto dense_throws = [&](const WeightMatrix& w, const ActQ8View& x, int64_t x_row, int64_t n, cuda::DenseGroups g) {
+    try {
+      cuda::grouped_mma_int8_dense(w, x, x_row, y.as<float>(), 8, n, g, s);
+    } catch (const InputError&) {
+      return true;
+    }
+    return false;
+  };
+  check(dense_throws(df.view, xk.row(0), 256, 4, {}), "bad input: dense F32 weight -> InputError");
+  check(dense_throws(d2.view, xk.row(0), 128, 4, {}), "bad input: dense x_row not a multiple of the block -> InputError");
+  check(dense_throws(d2.view, xk.row(0), 256, 0, {}), "bad input: dense 0 rows -> InputError");
+  check(dense_throws(d2.view, xk.row(0), 256, 4, {0, 0, 0, 0}), "bad input: dense 0 groups -> InputError");
+  check(!dense_throws(d2.view, xk.row(0), 256, 4, {}), "good input: dense Q2_K with Q8_K activations runs");
   DS4_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
@@ -220,11 +301,17 @@ int main() {
         {DType::Q2_K, 136, 768},      // odd
         {DType::Q2_K, 72, 1792},      // 7 super-blocks: slots reused
         {DType::Q8_0, 128, 512},
-        {DType::Q8_0, 72, 384},       // odd: 3 K tiles
+        {DType::Q8_0, 72, 384},       // odd: 3 K tiles (unstaged: cols % 256 != 0)
+        {DType::Q8_0, 136, 1280},     // 5 stages: the staged ring (3 stages for Q8_0) reuses its slots
     };
     for (const Shape& sh : shapes)
       for (int64_t tokens : {1, 3, 8, 20, 64, 130, 256}) check_chunk(sh, tokens, false, rng, s);
     for (const Shape& sh : shapes) check_chunk(sh, 64, true, rng, s);
+    for (const Shape& sh : {Shape{DType::Q8_0, 136, 1280}, Shape{DType::Q8_0, 200, 512}, Shape{DType::Q8_0, 72, 384}})
+      for (int groups : {1, 3})
+        for (int64_t n : {1, 17, 64, 100, 300}) check_dense(sh, groups, n, rng, s);
+    check_dense(Shape{DType::IQ2_XXS, 136, 768}, 2, 70, rng, s);
+    check_dense(Shape{DType::Q2_K, 72, 512}, 2, 33, rng, s);
     check_bad_input(rng, s);
     std::printf(g_fail ? "%d FAILED\n" : "ALL PASSED\n", g_fail);
     return g_fail ? 1 : 0;

@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
   const int nt = block_entries<G>(a, ra, b);  // this block's entries (0: none)
   if (nt == 0) return;
   {
-    const int64_t e = a.ids ? a.ids[b] : b;
+    const int64_t e = entry_weight(a, ra, b);
     a.data += e * a.id_stride;
     if (a.scales) a.scales = static_cast<const uint8_t*>(a.scales) + e * a.id_scale_stride;
     if (a.biases) a.biases = static_cast<const uint8_t*>(a.biases) + e * a.id_scale_stride;

@@ -26,6 +26,12 @@ struct RowsArgs {
   int n;
   int64_t x_row, y_row;  // x_row in x's elements (floats, or int8 values)
   const int32_t *live, *counts, *x_idx, *y_idx;
+  // Dense launches (grouped_mma_int8_dense): dense_rows > 0 rows of x per weight group, cut into
+  // dense_entries = ceil(dense_rows / kN) consecutive entries; entry b is slice b % dense_entries
+  // of group b / dense_entries (weight data + group * id_stride, x + group * x_stride + slice rows,
+  // y likewise). ids / live / counts / x_idx / y_idx are unused then.
+  int64_t dense_rows = 0;
+  int dense_entries = 0;
 };
 
 // A kernel setting read from the environment variable `name` on first use (`unset` when unset; one
@@ -58,6 +64,10 @@ inline int entries_for(int forced, int64_t rows_per_expert, int g_max) {
 // count, or 0 when b is past *live or another block has b (the whole block then returns).
 template <int G>
 __device__ __forceinline__ int block_entries(const Args& a, const RowsArgs& ra, int b) {
+  if (ra.dense_rows > 0) {  // a block starts at every G-th slice of its group
+    const int slice = b % ra.dense_entries;
+    return slice % G != 0 ? 0 : min(G, ra.dense_entries - slice);
+  }
   const int live = ra.live ? *ra.live : int(gridDim.y);
   if (b >= live) return 0;
   int nt = 1;
@@ -71,6 +81,12 @@ __device__ __forceinline__ int block_entries(const Args& a, const RowsArgs& ra, 
   return nt;
 }
 
+// The weight entry b reads: its expert (ids[b], b when ids is null), or a dense launch's group.
+__device__ __forceinline__ int64_t entry_weight(const Args& a, const RowsArgs& ra, int b) {
+  if (ra.dense_rows > 0) return b / ra.dense_entries;
+  return a.ids ? int64_t(a.ids[b]) : int64_t(b);
+}
+
 // Threads < G * kN: row i of entry j (thread j * kN + i) -> its x and y offsets (-1 past the
 // entry's count) and, for i = 0, the entry's rows (0 for j >= nt). The caller syncs.
 template <int G>
@@ -78,6 +94,14 @@ __device__ __forceinline__ void entry_rows(const Args& a, const RowsArgs& ra, in
                                            int* nrows) {
   if (threadIdx.x >= G * kN) return;
   const int j = threadIdx.x / kN, i = threadIdx.x % kN, bj = b + j;
+  if (ra.dense_rows > 0) {  // slice bj % E of group bj / E: rows kN * slice + i
+    const int64_t group = bj / ra.dense_entries, r0 = int64_t(bj % ra.dense_entries) * kN;
+    const int n = j < nt ? int(min(int64_t(kN), ra.dense_rows - r0)) : 0;
+    if (i == 0) nrows[j] = n;
+    xo[threadIdx.x] = i < n ? group * a.x_stride + (r0 + i) * ra.x_row : -1;
+    yo[threadIdx.x] = i < n ? group * a.y_stride + (r0 + i) * ra.y_row : -1;
+    return;
+  }
   const int n = j < nt ? (ra.counts ? min(ra.counts[bj], kN) : ra.n) : 0;
   if (i == 0) nrows[j] = n;
   const int64_t k = int64_t(bj) * kGemvMaxRows + i;

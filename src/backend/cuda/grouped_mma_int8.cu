@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
   const int b = int(blockIdx.y);
   const int nt = block_entries<G>(a, ra, b);  // this block's entries (0: none)
   if (nt == 0) return;
-  a.data += (a.ids ? int64_t(a.ids[b]) : int64_t(b)) * a.id_stride;
+  a.data += entry_weight(a, ra, b) * a.id_stride;
   __shared__ __align__(16) Ring<F, G> ring;
   __shared__ int64_t xo[G * kN], yo[G * kN];
   __shared__ int nrows[G];
@@ -335,25 +335,30 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
 // The staged kernel's shared ring (dynamic shared memory), one 256-column super-block per stage:
 // the block's 128 weight rows (each row's super-block inside the 16-byte window around it, at the
 // row's offset mod 16), the entries' int8 x rows, their scales and (Q2_K) their 16 bsums.
-constexpr int kSStages = 4;
+// Q8_0's 272-byte rows take 3 stages (4 would be ~221 KiB at G = 4: over what fits beside the rest).
+template <Fmt F>
+constexpr int kSStages = F == Fmt::kQ8_0 ? 3 : 4;
 constexpr int kXPitchS = 256 + 32;  // 72 words: a half warp's 8-byte B reads hit 32 banks
+// x scales per row and stage: Q8_0's 8 blocks, the K-quants' one super-block.
+template <Fmt F>
+constexpr int kDPerStage = F == Fmt::kQ8_0 ? 8 : 1;
 template <Fmt F, int G>
 struct StagedRing {
-  uint8_t w[kSStages][kTileRows][kWPitch<F>];
-  int8_t q[kSStages][G * kN][kXPitchS];
-  float d[kSStages][G * kN];
-  int16_t bs[kSStages][F == Fmt::kQ2_K ? G * kN : 1][16];
+  static constexpr int S = kSStages<F>;
+  uint8_t w[S][kTileRows][kWPitch<F>];
+  int8_t q[S][G * kN][kXPitchS];
+  float d[S][G * kN][kDPerStage<F>];
+  int16_t bs[S][F == Fmt::kQ2_K ? G * kN : 1][16];
 };
 
 template <Fmt F, int G>
 __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     grouped_mma_int8_staged_kernel(Args a, RowsArgs ra, XArgs x, float* __restrict__ y) {
-  static_assert(F != Fmt::kQ8_0, "staged: the 256-column K-quants");
-  constexpr int SB = kSuperBytes<F>, NC = kWChunks<F>;
+  constexpr int SB = kSuperBytes<F>, NC = kWChunks<F>, S = kSStages<F>, DS = kDPerStage<F>;
   const int b = int(blockIdx.y);
   const int nt = block_entries<G>(a, ra, b);  // this block's entries (0: none)
   if (nt == 0) return;
-  a.data += (a.ids ? int64_t(a.ids[b]) : int64_t(b)) * a.id_stride;
+  a.data += entry_weight(a, ra, b) * a.id_stride;
   extern __shared__ __align__(16) unsigned char smem[];
   StagedRing<F, G>& ring = *reinterpret_cast<StagedRing<F, G>*>(smem);
   __shared__ int64_t xo[G * kN], yo[G * kN];
@@ -375,15 +380,16 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
         const int off = window_offset(p);
         cp_async<16>(&ring.w[st][i][16 * c], p - off + 16 * c, window_chunk_live<F>(c, off));
       }
-      constexpr int kQ = G * kN * 16, kD = G * kN, kS = F == Fmt::kQ2_K ? G * kN * 8 : 0;
+      constexpr int kQ = G * kN * 16, kD = G * kN * DS, kS = F == Fmt::kQ2_K ? G * kN * 8 : 0;
       for (int q = int(threadIdx.x); q < kQ + kD + kS; q += kThreads) {
         if (q < kQ) {
           const int i = q / 16, c = 16 * (q % 16);
           const int64_t o = xo[i];
           cp_async<16>(&ring.q[st][i][c], o >= 0 ? x.q + o + int64_t(ks) * 256 + c : x.q, o >= 0);
-        } else if (q < kQ + kD) {
-          const int64_t o = xo[q - kQ];
-          cp_async<4>(&ring.d[st][q - kQ], o >= 0 ? x.d + o / 256 + ks : x.d, o >= 0);
+        } else if (q < kQ + kD) {  // (Q8_0: the stage's 8 block scales of row i)
+          const int i = (q - kQ) / DS, c = (q - kQ) % DS;
+          const int64_t o = xo[i];
+          cp_async<4>(&ring.d[st][i][c], o >= 0 ? x.d + o / (256 / DS) + int64_t(ks) * DS + c : x.d, o >= 0);
         } else {
           const int i = (q - kQ - kD) / 8, c = 2 * ((q - kQ - kD) % 8);
           const int64_t o = xo[i];
@@ -394,7 +400,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     cp_async_commit();
   };
 #pragma unroll
-  for (int st = 0; st < kSStages - 1; ++st) issue(st, st);
+  for (int st = 0; st < S - 1; ++st) issue(st, st);
   // this lane's rows' offsets mod 16 (their super-block ks sits at (off + ks SB) mod 16 in its window)
   int off[2];
 #pragma unroll
@@ -404,10 +410,10 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
   int32_t isum[G][2][4], summs[G][2][4];
   zero_sums<G>(acc, isum, summs);
   for (int ks = 0; ks < stages; ++ks) {
-    const int st = ks % kSStages;
-    cp_async_wait<kSStages - 2>();  // stage ks landed (this thread's copies; the barrier: everyone's),
-    __syncthreads();                // and the stage read in ks - 1 is free for ks + kSStages - 1
-    issue(ks + kSStages - 1, (ks + kSStages - 1) % kSStages);
+    const int st = ks % S;
+    cp_async_wait<S - 2>();  // stage ks landed (this thread's copies; the barrier: everyone's),
+    __syncthreads();         // and the stage read in ks - 1 is free for ks + S - 1
+    issue(ks + S - 1, (ks + S - 1) % S);
     const uint8_t* sb[2];
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) sb[h2] = &ring.w[st][16 * warp + g + 8 * h2][window_shift<F>(off[h2], ks)];
@@ -416,8 +422,8 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
       Raw<F> cur[2];
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2) cur[h2].template load_half<FromShared>(sb[h2], h, t);
-      tile_products<F, G>(cur, g, t, nt, nrows, &ring.q[st][0][128 * h], kXPitchS, &ring.d[st][0], 1,
-                          &ring.bs[st][0][8 * h], 16, h == 1, tables, acc, isum, summs);
+      tile_products<F, G>(cur, g, t, nt, nrows, &ring.q[st][0][128 * h], kXPitchS, &ring.d[st][0][DS == 8 ? 4 * h : 0],
+                          DS, &ring.bs[st][0][8 * h], 16, h == 1, tables, acc, isum, summs);
     }
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
@@ -440,10 +446,12 @@ size_t staged_smem() {
 
 // Whether a launch on this weight takes the staged kernel: Q2_K / IQ2_XXS from a 16-byte aligned
 // start (the windows never begin before it; Q2_K's 84-byte super-blocks then keep its rows 4-byte
-// aligned for its 4-byte loads).
+// aligned for its 4-byte loads); Q8_0 with cols a multiple of 256 (rows of 272-byte multiples:
+// every row and stage stays 16-byte aligned, no window shift).
 bool stages(const WeightMatrix& w) {
-  return staged() && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
-         (w.type == DType::IQ2_XXS || w.type == DType::Q2_K);
+  if (!staged() || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
+  if (w.type == DType::Q8_0) return w.cols % 256 == 0 && w.row_stride_bytes() % 16 == 0;
+  return w.type == DType::IQ2_XXS || w.type == DType::Q2_K;
 }
 
 template <Fmt F, int G>
@@ -453,12 +461,10 @@ void launch_g(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsig
   // Staging copies the 16-byte windows around the rows' super-blocks (grouped_mma_int8_raw.cuh):
   // from a 16-byte aligned matrix start they never begin before it, and end at most 14 bytes past
   // it (kDeviceReadSlack). The caller decided (stages()).
-  if constexpr (F != Fmt::kQ8_0) {
-    if (staged_launch) {
-      grouped_mma_int8_staged_kernel<F, G><<<blocks, kThreads, staged_smem<F, G>(), s>>>(a, ra, x, y);
-      DS4_CUDA_CHECK_LAUNCH();
-      return;
-    }
+  if (staged_launch) {
+    grouped_mma_int8_staged_kernel<F, G><<<blocks, kThreads, staged_smem<F, G>(), s>>>(a, ra, x, y);
+    DS4_CUDA_CHECK_LAUNCH();
+    return;
   }
   grouped_mma_int8_kernel<F, G><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
   DS4_CUDA_CHECK_LAUNCH();
@@ -485,22 +491,44 @@ bool grouped_mma_int8_supports(const WeightMatrix& w) {
   return (w.type == DType::Q2_K || w.type == DType::IQ2_XXS) && w.cols % 256 == 0;
 }
 
-void grouped_mma_int8(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t s,
-                      int64_t rows_per_expert) {
-  const std::string what = "cuda grouped_mma_int8: ";
+namespace {
+
+// The weight and activation checks both entry points make.
+void check_operands(const WeightMatrix& w, const ActQ8View& x, const std::string& what) {
   if (!grouped_mma_int8_supports(w))
     throw InputError(what + std::string(dtype_name(w.type)) + " " + std::to_string(w.rows) + "x" +
                      std::to_string(w.cols) + " (Q8_0 with cols a multiple of 128, Q2_K / IQ2_XXS of 256)");
   if (x.block != act_block_for(w.type) || x.n != w.cols)
     throw InputError(what + "activation blocks or length (" + std::to_string(x.n) + ") do not match the " +
                      std::string(dtype_name(w.type)) + " weight");
-  const int64_t bv = act_values_per_scale(x.block);
   if (!x.q || !x.d || (x.block == ActBlock::kQ8_K && !x.bsums) || reinterpret_cast<uintptr_t>(x.q) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(x.d) % 4 != 0 || reinterpret_cast<uintptr_t>(x.bsums) % 4 != 0)
     throw InputError(what + "activation pointers missing or misaligned (q 16 bytes, d and bsums 4)");
-  if (r.n < 1 || r.n > kGemvMaxRows || r.idx_stride != kGemvMaxRows || r.batch.count < 1 || r.batch.count > 65535 || r.x_row < 0 ||
-      r.x_row % bv != 0 || r.x_row % 16 != 0 || r.batch.x_stride < 0 || r.batch.x_stride % bv != 0 ||
-      r.batch.x_stride % 16 != 0)
+}
+
+// A row or group step of x in values: a multiple of the activation block and of 16 (the int8 rows'
+// 16-byte copies), not negative.
+bool x_step_ok(int64_t v, int64_t bv) { return v >= 0 && v % bv == 0 && v % 16 == 0; }
+
+void launch_format(const WeightMatrix& w, const Args& a, const RowsArgs& ra, const XArgs& xa, float* y, unsigned batch,
+                   int64_t rows_per_expert, cudaStream_t s) {
+  const bool st = stages(w);
+  switch (w.type) {
+    case DType::Q8_0: return launch<Fmt::kQ8_0>(a, ra, xa, y, batch, rows_per_expert, st, s);
+    case DType::Q2_K: return launch<Fmt::kQ2_K>(a, ra, xa, y, batch, rows_per_expert, st, s);
+    default: return launch<Fmt::kIQ2_XXS>(a, ra, xa, y, batch, rows_per_expert, st, s);
+  }
+}
+
+}  // namespace
+
+void grouped_mma_int8(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t s,
+                      int64_t rows_per_expert) {
+  const std::string what = "cuda grouped_mma_int8: ";
+  check_operands(w, x, what);
+  const int64_t bv = act_values_per_scale(x.block);
+  if (r.n < 1 || r.n > kGemvMaxRows || r.idx_stride != kGemvMaxRows || r.batch.count < 1 || r.batch.count > 65535 ||
+      !x_step_ok(r.x_row, bv) || !x_step_ok(r.batch.x_stride, bv))
     throw InputError(what + "n " + std::to_string(r.n) + ", count " + std::to_string(r.batch.count) + ", idx_stride " +
                      std::to_string(r.idx_stride) + " (takes 16), x_row " +
                      std::to_string(r.x_row) + " or x stride " + std::to_string(r.batch.x_stride) +
@@ -508,14 +536,26 @@ void grouped_mma_int8(const WeightMatrix& w, const ActQ8View& x, float* y, const
   Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), nullptr, nullptr, 0, 0, w.rows, w.cols,
          r.batch.ids, int64_t(r.batch.id_stride), 0, r.batch.x_stride, r.batch.y_stride};
   const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
-  const XArgs xa{x.q, x.d, x.bsums};
-  const unsigned batch = unsigned(r.batch.count);
-  const bool st = stages(w);
-  switch (w.type) {
-    case DType::Q8_0: return launch<Fmt::kQ8_0>(a, ra, xa, y, batch, rows_per_expert, false, s);
-    case DType::Q2_K: return launch<Fmt::kQ2_K>(a, ra, xa, y, batch, rows_per_expert, st, s);
-    default: return launch<Fmt::kIQ2_XXS>(a, ra, xa, y, batch, rows_per_expert, st, s);
-  }
+  launch_format(w, a, ra, XArgs{x.q, x.d, x.bsums}, y, unsigned(r.batch.count), rows_per_expert, s);
+}
+
+void grouped_mma_int8_dense(const WeightMatrix& w, const ActQ8View& x, int64_t x_row, float* y, int64_t y_row, int64_t n,
+                            const DenseGroups& groups, cudaStream_t s) {
+  const std::string what = "cuda grouped_mma_int8_dense: ";
+  check_operands(w, x, what);
+  const int64_t bv = act_values_per_scale(x.block), slices = (n + kN - 1) / kN;
+  if (n < 1 || groups.count < 1 || slices * groups.count > 65535 || !x_step_ok(x_row, bv) ||
+      !x_step_ok(groups.x_stride, bv) || y_row < 0 || groups.y_stride < 0 || !y)
+    throw InputError(what + std::to_string(n) + " rows x " + std::to_string(groups.count) +
+                     " groups (at most 65535 slices of 16 rows), x_row " + std::to_string(x_row) + " or x stride " +
+                     std::to_string(groups.x_stride) + " (multiples of the activation block and of 16), y_row " +
+                     std::to_string(y_row) + " or y stride " + std::to_string(groups.y_stride));
+  Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), nullptr, nullptr, 0, 0, w.rows, w.cols,
+         nullptr, int64_t(groups.w_stride), 0, groups.x_stride, groups.y_stride};
+  RowsArgs ra{kN, x_row, y_row, nullptr, nullptr, nullptr, nullptr};
+  ra.dense_rows = n;
+  ra.dense_entries = int(slices);
+  launch_format(w, a, ra, XArgs{x.q, x.d, x.bsums}, y, unsigned(slices * groups.count), n, s);
 }
 
 }  // namespace ds4::cuda

@@ -41,4 +41,19 @@ bool grouped_mma_int8_supports(const WeightMatrix& w);
 void grouped_mma_int8(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t stream,
                       int64_t rows_per_expert = 0);
 
+// A dense product of a tensor-core chunk on the same kernels (issue #22: a DeepSeek chunk's Q8_0
+// projections): for groups g < count (weight data + g * w_stride bytes) and rows i < n,
+// y + g * y_stride + i * y_row = W_g (quantized row x + g * x_stride + i * x_row), strides in
+// values (x) and floats (y). Each output equals dot_act of its row and weight row bit for bit,
+// as grouped_mma_int8's. x as grouped_mma_int8's (x.n == w.cols; x_row and x_stride multiples
+// of the activation block and of 16). The rows go in slices of 16, up to 4 slices of one group
+// per block sharing the decoded weight tile. Throws ds4::InputError as grouped_mma_int8.
+struct DenseGroups {
+  int count = 1;
+  size_t w_stride = 0;
+  int64_t x_stride = 0, y_stride = 0;
+};
+void grouped_mma_int8_dense(const WeightMatrix& w, const ActQ8View& x, int64_t x_row, float* y, int64_t y_row, int64_t n,
+                            const DenseGroups& groups, cudaStream_t stream);
+
 }  // namespace ds4::cuda
