@@ -291,10 +291,10 @@ void DeepseekV4CudaModel::Impl::run_step(CudaState& st, bool logits) {
 
 namespace {
 
-// CudaModelOptions::int8_experts unset: DS4_INT8_EXPERTS (0 or 1), else off.
+// CudaModelOptions::int8_experts unset: DS4_INT8_EXPERTS (0 or 1), else on.
 bool int8_experts_from_env() {
   const char* e = std::getenv("DS4_INT8_EXPERTS");
-  if (!e) return false;
+  if (!e) return true;
   const std::string v = e;
   if (v != "0" && v != "1") throw InputError("DS4_INT8_EXPERTS=" + v + ": expected 0 or 1");
   return v == "1";

@@ -74,13 +74,13 @@ struct CudaModelOptions {
   bool expert_mma = true;
   // With act_quant, a tensor-core chunk's routed experts as int8 MMAs on quantized rows
   // (backend/cuda grouped_mma_int8: each output = the CPU's dot_act of its row, as ds4's own
-  // expert products) instead of BF16 MMAs. Unset at load = DS4_INT8_EXPERTS (0 or 1), else off.
-  // Faster (session 22, H100, 30-layer synthetic Flash, same run: 2K prefill 4407 tok/s with the
-  // staged int8 kernel vs 3685 with BF16 experts), but still opt-in: the CUDA tests whose
-  // tensor-core items compare chunks with f32-activation references (test_deepseek_v4_cuda item
-  // 8 on the ds4 tiny) have not run with it; test_deepseek_v4_actq_cuda item 8 checks both paths
-  // against the CPU act model. Unset in set_options = keep the current setting; switching it
-  // makes states recapture their graphs at their next forward. options() reports the resolved value.
+  // expert products) instead of BF16 MMAs. Unset at load = DS4_INT8_EXPERTS (0 or 1), else on
+  // (since session 23: every DeepSeek CUDA test passed with it, bench/results/session23-2026-12-06
+  // call 1; H100, 30-layer synthetic Flash, 2K prefill 4407 tok/s with the staged int8 kernel vs
+  // 3685 with BF16 experts, session 22). test_deepseek_v4_actq_cuda item 8 checks both paths
+  // against the CPU act model; test_deepseek_v4_cuda item 8 pins BF16 experts (its references
+  // take f32 activations). Unset in set_options = keep the current setting; switching it makes
+  // states recapture their graphs at their next forward. options() reports the resolved value.
   std::optional<bool> int8_experts = std::nullopt;
   // decode_batch (batch.cu): sequences per batched forward at most (more run as several
   // forwards; also bounded by the chunk scratch's rows). 16 since 2026-12-05: on the H100 with the
