@@ -51,7 +51,14 @@
 //     with act_quant on no farther than the BF16 experts (p50 and mean <= 1.1x, decided flips
 //     <= BF16's; session 13: 0.124 / 0.159 / 1 vs 0.123 / 0.158 / 1; the CPU act model
 //     quantizes every Q8_0 input, which no tensor-core chunk does, so neither meets the
-//     tensor-core criterion against it).
+//     tensor-core criterion against it). int8_dense pinned off here (item 9 turns it on).
+//  9. The same chunk with int8_dense on too (grouped_mma_int8_dense: the dense Q8_0 products as
+//     int8 MMAs on quantized rows, each output = the CPU's dot_act): dense int8 launches
+//     enqueued (act_launches().int8_dense > 0) and Q8_0 act products quantized; kAll logits of
+//     p64 vs the CPU act model WITHIN the tensor-core criterion (vs_exact_ok: now every Q8_0 /
+//     Q2_K / IQ2_XXS product quantizes its input as the CPU does; what differs is the
+//     attention's and the FP32 exact parts' summation order), and no farther from it than item
+//     8's int8-experts-only chunk (p50 and mean <= item 8's).
 // Usage: test_deepseek_v4_actq_cuda [root]
 #include <algorithm>
 #include <cstdio>
@@ -272,6 +279,7 @@ void tensor_core_chunk(const std::string& path, const LoadOptions& o) {
     dsv4::CudaModelOptions t;  // the default: tensor-core prefill chunks
     t.act_quant = true;
     t.int8_experts = int8;
+    t.int8_dense = false;  // (item 9)
     dsv4::DeepseekV4CudaModel m(open_tensor_source(path), o, t);
     V = m.info().vocab_size;
     auto s = m.new_state();
@@ -306,6 +314,32 @@ void tensor_core_chunk(const std::string& path, const LoadOptions& o) {
                 "decided flips; BF16 experts p50 %.3g, mean %.3g, %d (int8 <= 1.1x BF16's p50 and mean, flips <= BF16's)",
                 double(ai.p50), double(ai.mean), ai.decided_flips, double(ab.p50), double(ab.mean), ab.decided_flips);
   check(ai.p50 <= 1.1f * ab.p50 && ai.mean <= 1.1f * ab.mean && ai.decided_flips <= ab.decided_flips, buf);
+  // Item 9: the dense products on int8 tensor cores too.
+  std::vector<float> dn;
+  {
+    dsv4::CudaModelOptions t;
+    t.act_quant = true;
+    t.int8_experts = true;
+    t.int8_dense = true;
+    dsv4::DeepseekV4CudaModel m(open_tensor_source(path), o, t);
+    auto s = m.new_state();
+    m.forward(*s, prompt, Logits::kAll, dn);
+    const auto n = m.act_launches();
+    check(n.int8_dense > 0 && n.q8_0 > 0 && n.q8_k > 0 && m.options().int8_dense.value_or(false),
+          "tensor-core chunk p64, int8_dense on: dense int8 launches " + std::to_string(n.int8_dense) + ", Q8_0 act " +
+              "products " + std::to_string(n.q8_0) + ", Q8_K " + std::to_string(n.q8_k) + " (all > 0), options() reports it");
+  }
+  if (dn.size() != ref.size()) {
+    check(false, "tensor-core chunk p64, int8_dense: logit sizes differ");
+    return;
+  }
+  const auto ad = ds4_test::logit_agreement(ref.data(), dn.data(), rows, size_t(V), tc::kMargin);
+  ds4_test::print_agreement("     int8 dense + experts vs CPU act on", ad);
+  std::snprintf(buf, sizeof buf, "tensor-core chunk p64, int8 dense + experts vs the CPU act model: p50 |diff| %.3g "
+                "(<= %.0e and <= item 8's %.3g), mean %.3g (<= %.0e and <= %.3g), max %.3g; decided flips %d (must be 0)",
+                double(ad.p50), double(tc::kP50), double(ai.p50), double(ad.mean), double(tc::kMean), double(ai.mean),
+                double(ad.max), ad.decided_flips);
+  check(tc::vs_exact_ok(ad) && ad.p50 <= ai.p50 && ad.mean <= ai.mean, buf);
 }
 
 // Item 7: the MTP head with act_quant.

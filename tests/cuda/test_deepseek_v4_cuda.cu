@@ -93,13 +93,14 @@ dsv4::CudaModelOptions exact(dsv4::CudaModelOptions o = {}) {
   return o;
 }
 // Item 8: the default options (prefill chunks of more than 16 rows on tensor cores), with BF16
-// routed experts pinned: item 8's references (the CPU model with / without tensor-core operand
+// routed experts and TF32 dense products pinned: item 8's references (the CPU model with / without tensor-core operand
 // rounding) take f32 activations, which int8 experts (quantized activations, DS4_INT8_EXPERTS=1
 // or a later default) no longer match by construction; test_deepseek_v4_actq_cuda item 8 covers
 // them against the CPU act model.
 dsv4::CudaModelOptions tensor_cores() {
   dsv4::CudaModelOptions o;
   o.int8_experts = false;
+  o.int8_dense = false;  // (the same reason: quantized dense inputs; test_deepseek_v4_actq_cuda item 9)
   return o;
 }
 constexpr int64_t kTcRows = 17;  // dsv4::tensor_core_rows(tensor_cores()), checked in item 8

@@ -291,12 +291,13 @@ void DeepseekV4CudaModel::Impl::run_step(CudaState& st, bool logits) {
 
 namespace {
 
-// CudaModelOptions::int8_experts unset: DS4_INT8_EXPERTS (0 or 1), else on.
-bool int8_experts_from_env() {
-  const char* e = std::getenv("DS4_INT8_EXPERTS");
-  if (!e) return true;
+// An unset CudaModelOptions switch at load: the environment variable `name` (0 or 1), else `unset`
+// (DS4_INT8_EXPERTS: on; DS4_INT8_DENSE: off).
+bool flag_from_env(const char* name, bool unset) {
+  const char* e = std::getenv(name);
+  if (!e) return unset;
   const std::string v = e;
-  if (v != "0" && v != "1") throw InputError("DS4_INT8_EXPERTS=" + v + ": expected 0 or 1");
+  if (v != "0" && v != "1") throw InputError(std::string(name) + "=" + v + ": expected 0 or 1");
   return v == "1";
 }
 
@@ -314,8 +315,10 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.c.ds4_numerics = ds4_numerics_for(m.w.ds4_layout);
   m.c.act_quant = copt.act_quant ? *copt.act_quant : act_quant_for(m.c.ds4_numerics);
   m.opt.act_mma = copt.act_mma ? *copt.act_mma : act_mma_default();
-  m.int8_experts = copt.int8_experts ? *copt.int8_experts : int8_experts_from_env();
+  m.int8_experts = copt.int8_experts ? *copt.int8_experts : flag_from_env("DS4_INT8_EXPERTS", true);
   m.opt.int8_experts = m.int8_experts;  // options() reports the resolved value (as act_mma)
+  m.int8_dense = copt.int8_dense ? *copt.int8_dense : flag_from_env("DS4_INT8_DENSE", false);
+  m.opt.int8_dense = m.int8_dense;
   // A draft head on the GPU: MTPLX's DSpark when the checkpoint has it (it wins over ds4's MTP
   // head, as on the CPU), else ds4's MTP head; either only when the device can look its
   // tokens' embedding rows up (and, for DSpark, its Markov rows).
@@ -481,7 +484,7 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
     throw InputError("deepseek_v4 cuda: prefill_rows " + std::to_string(copt.prefill_rows) + " exceeds the " +
                      std::to_string(impl_->cl.rows) + " rows the model was loaded with");
   if (copt.batch_rows < 1) throw InputError("deepseek_v4 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
-  const bool mma = impl_->opt.act_mma.value_or(false), int8 = impl_->int8_experts;
+  const bool mma = impl_->opt.act_mma.value_or(false), int8 = impl_->int8_experts, int8_dense = impl_->int8_dense;
   const bool two_streams = impl_->two_streams(), fuse = impl_->opt.fuse_projections, seq = impl_->opt.seq_launches;
   impl_->opt = copt;
   // fuse_projections shaped the upload (load only): options() keeps reporting what was loaded.
@@ -493,11 +496,13 @@ void DeepseekV4CudaModel::set_options(const CudaModelOptions& copt) {
   impl_->opt.act_mma = copt.act_mma.value_or(mma);
   impl_->int8_experts = copt.int8_experts.value_or(int8);
   impl_->opt.int8_experts = impl_->int8_experts;
+  impl_->int8_dense = copt.int8_dense.value_or(int8_dense);
+  impl_->opt.int8_dense = impl_->int8_dense;
   // What a forward enqueues changes: every captured graph goes (the states' at their next
   // forward, fresh_graphs; the batch graphs now). int8_experts only shapes tensor-core chunks,
   // which launch directly today (run_chunk), but a graph that held one would be stale.
   if ((copt.act_quant && *copt.act_quant != impl_->c.act_quant) || *impl_->opt.act_mma != mma ||
-      impl_->int8_experts != int8 || impl_->two_streams() != two_streams) {
+      impl_->int8_experts != int8 || impl_->int8_dense != int8_dense || impl_->two_streams() != two_streams) {
     if (copt.act_quant) impl_->c.act_quant = *copt.act_quant;
     ++impl_->graph_epoch;
     impl_->batch_graphs.clear();

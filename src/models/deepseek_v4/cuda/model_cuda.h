@@ -82,6 +82,14 @@ struct CudaModelOptions {
   // take f32 activations). Unset in set_options = keep the current setting; switching it makes
   // states recapture their graphs at their next forward. options() reports the resolved value.
   std::optional<bool> int8_experts = std::nullopt;
+  // With act_quant, a tensor-core chunk's dense act products (Q8_0 in ds4 files: attn_in's
+  // stacked q_a | kv, q_b, index_q_b, o_a's groups, o_b, moe_in, the shared expert, lm_head) as
+  // int8 MMAs on quantized rows (backend/cuda grouped_mma_int8_dense: each output = the CPU's
+  // dot_act of its quantized row, as a decode step's gemv_act to rounding) instead of TF32 GEMMs
+  // of f32 rows (index_q_b: FP32). Products of other formats (F16 / F32: HC mixes, router,
+  // compressor, indexer kv / gate) keep their operands. Unset at load = DS4_INT8_DENSE (0 or 1),
+  // else off; unset in set_options = keep; switching makes states recapture their graphs.
+  std::optional<bool> int8_dense = std::nullopt;
   // decode_batch (batch.cu): sequences per batched forward at most (more run as several
   // forwards; also bounded by the chunk scratch's rows). 16 since 2026-12-05: on the H100 with the
   // 30-layer synthetic Flash (bench/results/session18-h100-2026-12-05 call 1, one process) a
@@ -100,7 +108,8 @@ struct CudaModelOptions {
   // files, off for HF checkpoints; DS4_ACT_QUANT=q8|f32 overrides);
   // unset in set_options = keep the current setting. Switching it makes states recapture their
   // graphs at their next forward. In tensor-core prefill chunks it quantizes only the routed
-  // experts' inputs, with int8_experts (every other product there keeps f32 x).
+  // experts' inputs, with int8_experts, and the dense act products' inputs, with int8_dense
+  // (every other product there keeps f32 x).
   std::optional<bool> act_quant = std::nullopt;
   // With act_quant: the dense act products (a decode step's gemv_act and unbatched
   // gemv_act_batched, a chunk's / batch's gemv_act_rows of the same weights; products.cu) on
@@ -196,6 +205,7 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   // counts once, at its capture).
   struct ActLaunches {
     int64_t q8_0 = 0, q8_k = 0;
+    int64_t int8_dense = 0;  // dense act products enqueued as grouped_mma_int8_dense (int8_dense)
   };
   ActLaunches act_launches() const;
   bool has_dspark() const;  // the draft head on the GPU is DSpark's (else MTP's, or none)

@@ -112,7 +112,7 @@ class CudaState : public ModelState {
   int64_t cap_rows = 0;
   dc::DeviceBuffer cap_buf;
   // The model's graph_epoch when this state's graphs were captured (set_options switching
-  // act_quant, act_mma, int8_experts or the side stream changes what a forward enqueues:
+  // act_quant, act_mma, int8_experts, int8_dense or the side stream changes what a forward enqueues:
   // Impl::fresh_graphs drops stale graphs).
   int64_t graph_epoch = 0;
 
@@ -189,7 +189,7 @@ struct DeepseekV4CudaModel::Impl {
   ActLayout ca;  // the chunk scratch's (cl.rows tokens, after its MoE buffers)
   DeepseekV4CudaModel::ActLaunches act_n;  // act products enqueued (tests: the path ran)
   // Bumped when set_options changes what a forward enqueues (c.act_quant, act_mma,
-  // int8_experts, two_streams()); the batch graphs are dropped then too.
+  // int8_experts, int8_dense, two_streams()); the batch graphs are dropped then too.
   int64_t graph_epoch = 0;
   // Drops st's graphs when they were captured under other options (set_options).
   void fresh_graphs(CudaState& st) const;
@@ -197,7 +197,7 @@ struct DeepseekV4CudaModel::Impl {
   bool act_mma() const { return opt.act_mma.value_or(false); }
   // An input of `rows` rows of n values (x_row floats apart) with the slot of kind k in the
   // step arena or the chunk arena; no slot (f32 products) with act_quant off, and in a
-  // tensor-core chunk (its products keep their operands: chunk.cu).
+  // tensor-core chunk (its products keep their operands: chunk.cu) unless int8_dense_chunk().
   ActIn act_in(const float* x, int64_t x_row, int64_t rows, int64_t n, ActKind k, bool chunk_arena) const;
   ActIn in_step(const float* x, int64_t n, ActKind k, int64_t rows = 1) const { return act_in(x, n, rows, n, k, false); }
   ActIn in_rows(size_t x_off, int64_t n, ActKind k) const { return act_in(R(0, x_off), rs(), rows, n, k, true); }
@@ -232,6 +232,10 @@ struct DeepseekV4CudaModel::Impl {
   // entries (ds4's integer products: each output = dot_act of its quantized row).
   void int8_entries(const WeightMatrix& w, ActIn x, ActKind k, float* y, dc::GemvRows r, int64_t rows_per_expert);
   bool int8_experts = false;  // CudaModelOptions::int8_experts resolved (at load, by set_options)
+  bool int8_dense = false;    // CudaModelOptions::int8_dense resolved (at load, by set_options)
+  // This chunk's dense act products as int8 MMAs (grouped_mma_int8_dense): a tensor-core chunk
+  // with act_quant and int8_dense; act_in then gives its inputs their chunk slots.
+  bool int8_dense_chunk() const { return int8_dense && c.act_quant && tensor_core_chunk(); }
   // The stream of a layer's side branch (the main stream when streams are off); fork makes
   // it wait for the main stream's work so far, join makes the main stream wait for it.
   bool two_streams() const { return opt.streams && !opt.profile; }

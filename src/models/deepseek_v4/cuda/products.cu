@@ -30,7 +30,7 @@ void DeepseekV4CudaModel::Impl::fresh_graphs(CudaState& st) const {
 ActIn DeepseekV4CudaModel::Impl::act_in(const float* x, int64_t x_row, int64_t n_rows, int64_t n, ActKind k,
                                         bool chunk_arena) const {
   ActIn in{x, x_row, n_rows, n};
-  if (!c.act_quant || (chunk_arena && tensor_core_chunk())) return in;
+  if (!c.act_quant || (chunk_arena && tensor_core_chunk() && !int8_dense_chunk())) return in;
   const ActLayout& a = chunk_arena ? ca : sa;
   in.slot = (chunk_arena ? chunk.as<uint8_t>() : scratch.as<uint8_t>()) + a.slot[k];
   in.capacity = a.capacity[k];
@@ -151,6 +151,12 @@ void DeepseekV4CudaModel::Impl::proj(const DProj& p, ActIn& x, float* y) {
 
 void DeepseekV4CudaModel::Impl::act_rows(const WeightMatrix& w, const dc::DeviceActQ8& q, float* y, int64_t y_row,
                                          int64_t n, const dc::MatmulBatch& b, cudaStream_t s) {
+  if (int8_dense_chunk() && dc::grouped_mma_int8_supports(w)) {  // (else the exact rows below: same values to rounding)
+    dc::grouped_mma_int8_dense(w, view_for(q, w), q.n, y, y_row, n,
+                               dc::DenseGroups{b.count, b.w_stride, b.x_stride, b.y_stride}, s);
+    ++act_n.int8_dense;
+    return;
+  }
   if (act_mma() && b.count == 1) return mma_rows(w, q, y, y_row, n, s);
   for (int64_t r0 = 0; r0 < n; r0 += dc::kGemvMaxRows) {
     dc::GemvRows r;

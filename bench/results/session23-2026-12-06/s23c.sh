@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Session 23 call 3 (~5 min, guarded): int8 dense products in DeepSeek's tensor-core chunks
+# (CudaModelOptions::int8_dense / DS4_INT8_DENSE, grouped_mma_int8_dense). test_deepseek_v4_actq_cuda
+# (item 9: the int8-dense chunk vs the CPU act model within the tensor-core criterion) and the other
+# DeepSeek CUDA tests with DS4_INT8_DENSE=1 (whether it can be the default), then the 30-layer
+# Flash prefill at 2K / 8K in 1024-row chunks with DS4_INT8_DENSE=0 and =1 (one process each, same
+# machine), each with --profile (per-op table of a 512-row chunk after the 8K prefill).
+# Carry .devwork/ds23b.tar.xz (cuda-pack, stripped: seven DeepSeek CUDA tests, bench_deepseek_v4_cuda,
+# ds4-convert; one xz -9e stream).
+set -u
+mkdir -p /tmp/d && tar -C /tmp/d -xJf .devwork/ds23b.tar.xz || exit 3
+B=/tmp/d
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader > $OUT/gpu.txt 2>&1
+T0=$(date +%s)
+late() { [ $(( $(date +%s) - T0 )) -gt $1 ]; }
+one() { local n=$1; shift; local t0=$(date +%s); echo "=== $n" >> $OUT/tests.txt; timeout 90 $B/$n "$@" >> $OUT/tests.txt 2>&1; echo "$n exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt; }
+[ -s /dev/shm/f.gguf ] || ( timeout 100 $B/ds4-convert --synthetic bench/cuda_deepseek_v4/flash30_config.json /dev/shm/f.gguf --quant-experts IQ2_XXS --expert-holes > $OUT/convert.txt 2>&1; echo "convert exit $?" >> $OUT/summary.txt ) &
+one test_deepseek_v4_actq_cuda .
+export DS4_INT8_DENSE=1
+one test_deepseek_v4_cuda .
+one test_deepseek_v4_mtp_cuda .
+one test_deepseek_v4_dspark_cuda .
+one test_deepseek_v4_verify_batch_cuda .
+late 100 || one test_deepseek_v4_batch_cuda .
+grep -E "FAIL|FATAL|int8 dense|item 9" $OUT/tests.txt | head -20
+wait
+for d in 0 1; do
+  late 330 && exit 0
+  t0=$(date +%s)
+  DS4_INT8_DENSE=$d timeout 110 $B/bench_deepseek_v4_cuda /dev/shm/f.gguf 64 8 --prefill 2048,8192 --prefill-rows 1024 --old-max 0 --profile > $OUT/prefill_dense$d.txt 2>&1
+  echo "prefill DS4_INT8_DENSE=$d exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
+  grep -E "^\| *(2048|8192) \||^\| (attn_out|attn_q|attn_in_proj|moe_in_proj|shared_expert|experts_gate_up|total) " $OUT/prefill_dense$d.txt | head -24
+done
