@@ -1,4 +1,5 @@
-// Host-only check of grouped_mma_int8's staged weight windows (backend/cuda/
+// Host-only check of grouped_mma_int8's staged weight windows (IQ2_XXS, Q2_K; Q8_0's unshifted
+// 272-byte rows too) (backend/cuda/
 // grouped_mma_int8_raw.cuh), without a GPU:
 // - the copy rule (16-byte chunks from the 16-byte boundary at or below a row's super-block,
 //   live while they hold any of its bytes): for matrices whose rows sit at every even offset
@@ -38,7 +39,7 @@ void check(bool ok, const std::string& what) {
   if (!ok && g_fail++ < 20) std::printf("FAIL: %s\n", what.c_str());
 }
 
-const char* name(Fmt f) { return f == Fmt::kQ2_K ? "Q2_K" : "IQ2_XXS"; }
+const char* name(Fmt f) { return f == Fmt::kQ2_K ? "Q2_K" : f == Fmt::kIQ2_XXS ? "IQ2_XXS" : "Q8_0"; }
 
 // One matrix: `rows` rows of `sbs` super-blocks, starting `lead` bytes after a 16-byte aligned
 // matrix start (an expert's rows inside the matrix of all experts), random bytes.
@@ -64,8 +65,11 @@ void check_windows(int64_t rows, int sbs, int lead, std::mt19937_64& rng) {
       bad_shift += window_shift<F>(row_off, ks) != off;
       std::memset(window.data(), 0xA5, window.size());
       int covered = 0;
-      // the shared loads' alignment on the device: Q2_K's 4-byte words, IQ2_XXS's 2-byte ones
+      // the shared loads' alignment on the device: Q2_K's 4-byte words, IQ2_XXS's 2-byte ones,
+      // Q8_0's 4-byte quant words of the odd blocks (34 b + 2 from a 16-byte aligned window)
       bad_align += off % (F == Fmt::kQ2_K ? 4 : 2) != 0 || off > kMaxShift<F>;
+      if constexpr (F == Fmt::kQ8_0)
+        for (int b = 1; b < 8; b += 2) bad_align += (off + 34 * b + 2) % 4 != 0;
       for (int c = 0; c < NC; ++c) {
         if (!window_chunk_live<F>(c, off)) continue;
         const uint8_t* src = p - off + 16 * c;
@@ -147,7 +151,24 @@ void check_banks(std::mt19937_64& rng) {
   check(worst_iq2 <= 2, "IQ2_XXS loads: at most 2 words per bank, got " + std::to_string(worst_iq2));
   check(worst_q2 <= 2, "Q2_K scale / d loads: at most 2 words per bank, got " + std::to_string(worst_q2));
   check(worst_q2q <= 3, "Q2_K quant loads: at most 3 words per bank, got " + std::to_string(worst_q2q));
-  std::printf("words per bank, worst: IQ2_XXS %d, Q2_K scales %d, Q2_K quants %d\n", worst_iq2, worst_q2, worst_q2q);
+  // Q8_0 (rows unshifted): each block's d, then its quants (2-byte loads for even blocks, 4-byte
+  // loads for odd ones: Raw<Q8_0>::load_half through FromShared)
+  std::vector<Load> q8;
+  for (int b = 0; b < 8; ++b) {
+    const int o = 34 * b;
+    q8.push_back([o](int) { return std::pair{o, 2}; });
+    if (b & 1) {
+      for (int k : {2, 6}) q8.push_back([o, k](int t) { return std::pair{o + k + 8 * t, 4}; });
+    } else {
+      for (int k : {2, 4, 6, 8}) q8.push_back([o, k](int t) { return std::pair{o + k + 8 * t, 2}; });
+    }
+  }
+  const int zero[8] = {};
+  int worst_q8 = 0;
+  for (int base : {0, 8}) worst_q8 = std::max(worst_q8, max_words_per_bank(kWPitch<Fmt::kQ8_0>, zero, base, q8));
+  check(worst_q8 <= 2, "Q8_0 loads: at most 2 words per bank, got " + std::to_string(worst_q8));
+  std::printf("words per bank, worst: IQ2_XXS %d, Q2_K scales %d, Q2_K quants %d, Q8_0 %d\n", worst_iq2, worst_q2,
+              worst_q2q, worst_q8);
 }
 
 }  // namespace
@@ -160,6 +181,9 @@ int main() {
   for (int lead : {0, 4, 12, 84 * 5, 1000})
     for (int64_t rows : {1, 7, 128, 136})
       for (int sbs : {1, 3, 8}) check_windows<Fmt::kQ2_K>(rows, sbs, lead, rng);
+  for (int lead : {0, 272, 272 * 5, 4352})  // Q8_0 stages 16-byte aligned rows only (stages())
+    for (int64_t rows : {1, 7, 128, 136})
+      for (int sbs : {1, 3, 5}) check_windows<Fmt::kQ8_0>(rows, sbs, lead, rng);
   check_banks(rng);
   std::printf(g_fail ? "%d FAILED\n" : "ALL PASSED\n", g_fail);
   return g_fail ? 1 : 0;
