@@ -5,7 +5,8 @@
 # DeepSeek CUDA tests with DS4_INT8_DENSE=1 (whether it can be the default), then the 30-layer
 # Flash prefill at 2K / 8K in 1024-row chunks with DS4_INT8_DENSE=0 and =1 (one process each, same
 # machine), each with --profile (per-op table of a 512-row chunk after the 8K prefill).
-# Carry .devwork/ds23b.tar.xz (cuda-pack, stripped: seven DeepSeek CUDA tests, bench_deepseek_v4_cuda,
+# hc_fused.cu at 8 rows per products block (was 4): test_cuda_hc_fused, the per-op hc_pre rows.
+# Carry .devwork/ds23b.tar.xz (cuda-pack, stripped: test_cuda_hc_fused, six DeepSeek CUDA tests, bench_deepseek_v4_cuda,
 # ds4-convert; one xz -9e stream).
 set -u
 mkdir -p /tmp/d && tar -C /tmp/d -xJf .devwork/ds23b.tar.xz || exit 3
@@ -16,6 +17,7 @@ T0=$(date +%s)
 late() { [ $(( $(date +%s) - T0 )) -gt $1 ]; }
 one() { local n=$1; shift; local t0=$(date +%s); echo "=== $n" >> $OUT/tests.txt; timeout 90 $B/$n "$@" >> $OUT/tests.txt 2>&1; echo "$n exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt; }
 [ -s /dev/shm/f.gguf ] || ( timeout 100 $B/ds4-convert --synthetic bench/cuda_deepseek_v4/flash30_config.json /dev/shm/f.gguf --quant-experts IQ2_XXS --expert-holes > $OUT/convert.txt 2>&1; echo "convert exit $?" >> $OUT/summary.txt ) &
+one test_cuda_hc_fused
 one test_deepseek_v4_actq_cuda .
 export DS4_INT8_DENSE=1
 one test_deepseek_v4_cuda .
