@@ -6,7 +6,7 @@
 # Flash prefill at 2K / 8K in 1024-row chunks with DS4_INT8_DENSE=0 and =1 (one process each, same
 # machine), each with --profile (per-op table of a 512-row chunk after the 8K prefill).
 # hc_fused.cu at 8 rows per products block (was 4): test_cuda_hc_fused, the per-op hc_pre rows.
-# Carry .devwork/ds23b.tar.xz (cuda-pack, stripped: test_cuda_hc_fused, six DeepSeek CUDA tests, bench_deepseek_v4_cuda,
+# Then GLM and Qwen prefill profiles (below). Carry .devwork/ds23b.tar.xz (cuda-pack, stripped: test_cuda_hc_fused, six DeepSeek CUDA tests, bench_glm5_cuda, bench_qwen_next_cuda, bench_deepseek_v4_cuda,
 # ds4-convert; one xz -9e stream).
 set -u
 mkdir -p /tmp/d && tar -C /tmp/d -xJf .devwork/ds23b.tar.xz || exit 3
@@ -34,3 +34,18 @@ for d in 0 1; do
   echo "prefill DS4_INT8_DENSE=$d exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
   grep -E "^\| *(2048|8192) \||^\| (attn_out|attn_q|attn_in_proj|moe_in_proj|shared_expert|experts_gate_up|total) " $OUT/prefill_dense$d.txt | head -24
 done
+# GLM 5.x Flash (160 of 288 Q2_K experts, 45 layers: what fits the H100) and Qwen3.8 Flash Next
+# full-size synthetic prefill at 2K on tensor cores with one 512-row chunk's per-op profile (their
+# first measurement since session 9; decode_tokens 0 skips the context tables).
+unset DS4_INT8_DENSE
+rm -f /dev/shm/f.gguf
+late 420 && exit 0
+t0=$(date +%s)
+timeout 100 $B/bench_glm5_cuda synthetic-full:q2_k:160 0 2048 --prefill 2048 --old 0 > $OUT/glm_prefill.txt 2>&1
+echo "glm prefill exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
+grep -E "^\| *2048 \|" $OUT/glm_prefill.txt | head -4
+late 480 && exit 0
+t0=$(date +%s)
+timeout 70 $B/bench_qwen_next_cuda synthetic-full 0 2048 --prefill=2048 --old-max=0 > $OUT/qwen_prefill.txt 2>&1
+echo "qwen prefill exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
+grep -E "^\| *2048 \|" $OUT/qwen_prefill.txt | head -4
