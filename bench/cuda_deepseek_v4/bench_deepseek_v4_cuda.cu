@@ -623,10 +623,13 @@ int main(int argc, char** argv) {
         deepseek_v4::CudaModelOptions tc;
         tc.prefill_rows = prefill_rows[i];
         m.set_options(tc);
+        // (the products as the loaded options resolve: int8_experts / int8_dense from the environment)
+        const bool i8e = m.options().int8_experts.value_or(false), i8d = m.options().int8_dense.value_or(false);
         prefill_table(m, i == 0 ? prefill_lengths : old_lengths, bw.copy_gbps,
-                      std::to_string(tc.prefill_rows) + " rows per chunk, tensor cores (default options: dense TF32 "
-                      "GEMMs, routed experts grouped BF16 MMAs, exact parts as FP32 GEMMs)", tc.prefill_rows, base,
-                      i == 0, i == 0 ? &longest_state : nullptr);
+                      std::to_string(tc.prefill_rows) + " rows per chunk, tensor cores (default options: dense " +
+                          (i8d ? "int8 MMAs on quantized rows (int8_dense)" : "TF32 GEMMs") + ", routed experts " +
+                          (i8e ? "int8 MMAs (int8_experts)" : "grouped BF16 MMAs") + ", exact parts as FP32 GEMMs)",
+                      tc.prefill_rows, base, i == 0, i == 0 ? &longest_state : nullptr);
       }
       {  // A/B at the first chunk size: the exact parts on gemv_rows, the experts on gemv_rows
         deepseek_v4::CudaModelOptions tc;
