@@ -139,28 +139,62 @@ void quantize_act_q8_0(const float* x, int64_t n, int8_t* q, float* d) {
   }
 }
 
-void quantize_act_q8_k(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsums) {
-  require_whole_blocks("quantize_act_q8_k", n, kActQ8KBlock);
-  constexpr int64_t kSums = kActQ8KBlock / kActQ8KSumBlock;
-  for (int64_t b = 0; b < n / kActQ8KBlock; ++b, x += kActQ8KBlock, q += kActQ8KBlock, bsums += kSums) {
+namespace {
+
+void sum_per_16(const int8_t* q, int16_t* bsums) {
+  for (int64_t j = 0; j < kActQ8KBlock / kActQ8KSumBlock; ++j) {
+    int sum = 0;
+    for (int64_t i = 0; i < kActQ8KSumBlock; ++i) sum += q[j * kActQ8KSumBlock + i];
+    bsums[j] = int16_t(sum);  // |sum| <= 16 * 128: fits
+  }
+}
+
+// quantize_act_q8_k, and with q_lo its low plane (quantize_act_q8_k_planes).
+void q8_k_blocks(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsums, int8_t* q_lo, float* d_lo,
+                 int16_t* bsums_lo) {
+  constexpr int64_t B = kActQ8KBlock, kSums = kActQ8KBlock / kActQ8KSumBlock;
+  for (int64_t b = 0; b < n / B; ++b, x += B, q += B, bsums += kSums) {
     float max = 0.0f, amax = 0.0f;  // max keeps its sign: the scale maps it to -127
-    for (int j = 0; j < kActQ8KBlock; ++j)
+    for (int j = 0; j < B; ++j)
       if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+    int8_t* ql = q_lo ? q_lo + b * B : nullptr;
     if (amax == 0.0f) {
       d[b] = 0.0f;
-      std::memset(q, 0, size_t(kActQ8KBlock));
+      std::memset(q, 0, size_t(B));
       std::memset(bsums, 0, sizeof(int16_t) * size_t(kSums));
+      if (ql) {
+        d_lo[b] = 0.0f;
+        std::memset(ql, 0, size_t(B));
+        std::memset(bsums_lo + b * kSums, 0, sizeof(int16_t) * size_t(kSums));
+      }
       continue;
     }
     const float iscale = -127.0f / max;
-    for (int j = 0; j < kActQ8KBlock; ++j) q[j] = round_to_i8(iscale * x[j]);
-    for (int64_t j = 0; j < kSums; ++j) {
-      int sum = 0;
-      for (int64_t i = 0; i < kActQ8KSumBlock; ++i) sum += q[j * kActQ8KSumBlock + i];
-      bsums[j] = int16_t(sum);  // |sum| <= 16 * 128: fits
+    for (int j = 0; j < B; ++j) {
+      const float s = iscale * x[j];
+      q[j] = round_to_i8(s);
+      if (ql) ql[j] = round_to_i8((s - float(q[j])) * 128.0f);  // (exact residual, exact scaling)
     }
+    sum_per_16(q, bsums);
     d[b] = 1.0f / iscale;
+    if (ql) {
+      sum_per_16(ql, bsums_lo + b * kSums);
+      d_lo[b] = d[b] * 0.0078125f;  // d / 128, exact
+    }
   }
+}
+
+}  // namespace
+
+void quantize_act_q8_k(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsums) {
+  require_whole_blocks("quantize_act_q8_k", n, kActQ8KBlock);
+  q8_k_blocks(x, n, q, d, bsums, nullptr, nullptr, nullptr);
+}
+
+void quantize_act_q8_k_planes(const float* x, int64_t n, int8_t* q_hi, float* d_hi, int16_t* bsums_hi, int8_t* q_lo,
+                              float* d_lo, int16_t* bsums_lo) {
+  require_whole_blocks("quantize_act_q8_k_planes", n, kActQ8KBlock);
+  q8_k_blocks(x, n, q_hi, d_hi, bsums_hi, q_lo, d_lo, bsums_lo);
 }
 
 ActQ8View ActQ8Rows::row(int64_t i) const {
@@ -191,6 +225,24 @@ ActQ8Rows quantize_act_rows(ActBlock block, const float* x, int64_t n, int64_t r
     if (block == ActBlock::kQ8_0) quantize_act_q8_0(x + i * n, n, q, d);
     else quantize_act_q8_k(x + i * n, n, q, d, out.bsums.data() + i * (n / kActQ8KSumBlock));
   }
+  return out;
+}
+
+ActQ8Rows quantize_act_planes_rows(const float* x, int64_t n, int64_t rows) {
+  if (rows < 0) throw InputError("quantize_act_planes_rows: negative row count");
+  require_whole_blocks("quantize_act_planes_rows", n, kActQ8KBlock);
+  ActQ8Rows out;
+  out.block = ActBlock::kQ8_K;
+  out.n = n;
+  out.rows = 2 * rows;
+  out.q.resize(size_t(2 * rows * n));
+  out.d.resize(size_t(2 * rows * (n / kActQ8KBlock)));
+  out.bsums.resize(size_t(2 * rows * (n / kActQ8KSumBlock)));
+  auto q = [&](int64_t r) { return out.q.data() + r * n; };
+  auto d = [&](int64_t r) { return out.d.data() + r * (n / kActQ8KBlock); };
+  auto bs = [&](int64_t r) { return out.bsums.data() + r * (n / kActQ8KSumBlock); };
+  for (int64_t i = 0; i < rows; ++i)
+    quantize_act_q8_k_planes(x + i * n, n, q(2 * i), d(2 * i), bs(2 * i), q(2 * i + 1), d(2 * i + 1), bs(2 * i + 1));
   return out;
 }
 

@@ -48,6 +48,15 @@ struct ActQ8View {
 // is the platform's (ds4's too).
 void quantize_act_q8_0(const float* x, int64_t n, int8_t* q, float* d);
 void quantize_act_q8_k(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsums);
+// Two Q8_K planes for products that want more than 8 bits of activation (the tensor-core chunks
+// of models without ds4's activation quantization, issue #22): the high plane is
+// quantize_act_q8_k's block (same bytes), the low plane quantizes its residual at 1/128 of the
+// scale: s = iscale * x (the high plane's product), q_lo = clamp(lrintf((s - q_hi) * 128)),
+// d_lo = d_hi / 128, bsums_lo = sums of q_lo per 16 (s - q_hi is exact and in [-0.5, 0.5], so
+// |q_lo| <= 64). x = d_hi q_hi + d_lo q_lo to within |d_hi| / 256 per value (~3e-5 of the
+// block's largest |x|), so a product is dot_act(hi) + dot_act(lo) (each an exact Q8_K dot).
+void quantize_act_q8_k_planes(const float* x, int64_t n, int8_t* q_hi, float* d_hi, int16_t* bsums_hi, int8_t* q_lo,
+                              float* d_lo, int16_t* bsums_lo);
 
 // Owning buffers for one or more quantized rows of the same length (rows * n values).
 struct ActQ8Rows {
@@ -59,6 +68,8 @@ struct ActQ8Rows {
   ActQ8View row(int64_t i) const;
 };
 ActQ8Rows quantize_act_rows(ActBlock block, const float* x, int64_t n, int64_t rows);
+// quantize_act_q8_k_planes of `rows` rows: Q8_K rows 2 i (high plane) and 2 i + 1 (low plane).
+ActQ8Rows quantize_act_planes_rows(const float* x, int64_t n, int64_t rows);
 
 // Row `r` of w (format with act_block_for(w.type) == x.block, w.cols == x.n) dotted with x:
 // ds4's scalar formula and serial block order. The integer sums run on the CPU's SIMD level

@@ -305,3 +305,64 @@ TEST(ActQuant, MatmulEqualsDotForEveryRowThreadedOrNot) {
       }
   }
 }
+
+// quantize_act_q8_k_planes: the high plane is quantize_act_q8_k's bytes; the low plane holds the
+// residual at d / 128 (|q_lo| <= 64), so d_hi q_hi + d_lo q_lo is within |d_hi| / 256 (+ f32
+// rounding) of every x; an all-zero block is all zeros in both planes; a product through both
+// planes (dot_act(hi) + dot_act(lo)) is >= 30x closer to the f32 product of the dequantized
+// weights and x than the one plane (8 bits: ~|d| / 2 per value; 15 bits: ~|d| / 256), measured
+// on Q2_K and IQ2_XXS rows of 2048.
+TEST(ActQuant, TwoQ8KPlanesKeepFifteenBits) {
+  std::mt19937 rng(23);
+  const int64_t n = 2048;
+  std::vector<float> x = random_rows(n, rng);
+  for (int64_t i = 256; i < 512; ++i) x[size_t(i)] = 0.0f;  // block 1 all zeros
+  x[700] = 1e4f, x[701] = -1e4f;                            // a block with a +-max tie
+  const ActQ8Rows one = quantize_act_rows(ActBlock::kQ8_K, x.data(), n, 1), two = quantize_act_planes_rows(x.data(), n, 1);
+  ASSERT_EQ(two.rows, 2);
+  const ActQ8View a = one.row(0), hi = two.row(0), lo = two.row(1);
+  EXPECT_EQ(std::memcmp(a.q, hi.q, size_t(n)), 0);
+  EXPECT_EQ(std::memcmp(a.d, hi.d, sizeof(float) * size_t(n / 256)), 0);
+  EXPECT_EQ(std::memcmp(a.bsums, hi.bsums, sizeof(int16_t) * size_t(n / 16)), 0);
+  for (int64_t b = 0; b < n / 256; ++b) {
+    EXPECT_EQ(lo.d[b], hi.d[b] / 128.0f);
+    for (int j = 0; j < 16; ++j) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += lo.q[b * 256 + j * 16 + i];
+      EXPECT_EQ(lo.bsums[b * 16 + j], sum);
+    }
+    for (int64_t i = b * 256; i < (b + 1) * 256; ++i) {
+      ASSERT_LE(std::abs(int(lo.q[i])), 64) << i;
+      const double back = double(hi.d[b]) * hi.q[i] + double(lo.d[b]) * lo.q[i];
+      ASSERT_LE(std::fabs(back - double(x[size_t(i)])), std::fabs(double(hi.d[b])) / 256 * 1.01 + 1e-6 * std::fabs(x[size_t(i)]))
+          << i;
+      if (b == 1) {
+        ASSERT_EQ(lo.q[i], 0);
+      }
+    }
+  }
+  EXPECT_EQ(lo.d[1], 0.0f);
+  const std::vector<float> y = random_rows(n, rng);  // no zero block: the error ratio below
+  const ActQ8Rows y1 = quantize_act_rows(ActBlock::kQ8_K, y.data(), n, 1), y2 = quantize_act_planes_rows(y.data(), n, 1);
+  for (DType t : {DType::Q2_K, DType::IQ2_XXS}) {
+    const RandomWeights rw = random_weights(t, 16, n, 31);
+    std::vector<float> wr(static_cast<size_t>(n));
+    double e1 = 0, e2 = 0;
+    for (int64_t r = 0; r < 16; ++r) {
+      dequantize_row(rw.w, r, wr.data());
+      double ref = 0;
+      for (int64_t c = 0; c < n; ++c) ref += double(wr[size_t(c)]) * double(y[size_t(c)]);
+      e1 += std::fabs(double(dot_act(rw.w, r, y1.row(0))) - ref);
+      e2 += std::fabs(double(dot_act(rw.w, r, y2.row(0))) + double(dot_act(rw.w, r, y2.row(1))) - ref);
+    }
+    EXPECT_LT(30 * e2, e1) << dtype_name(t) << ": one plane " << e1 / 16 << ", two planes " << e2 / 16 << " mean |err|";
+    char text[64];
+    std::snprintf(text, sizeof text, "%.3g / %.3g", e1 / 16, e2 / 16);
+    RecordProperty(std::string("mean_err_one_two_planes_") + std::string(dtype_name(t)), text);
+  }
+  std::vector<int8_t> q(256);
+  std::vector<float> d(1);
+  std::vector<int16_t> bs(16);
+  EXPECT_THROW(quantize_act_q8_k_planes(x.data(), 128, q.data(), d.data(), bs.data(), q.data(), d.data(), bs.data()),
+               InputError);
+}
