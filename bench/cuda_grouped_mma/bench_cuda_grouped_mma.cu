@@ -15,6 +15,7 @@
 // of T tokens each routed to K distinct uniformly drawn experts. Work counted: 2 * T * K * rows
 // * cols (the useful multiply-adds).
 //
+//   planes grouped_mma_int8_planes (two Q8_K planes per token) in the int8 table, Q2_K / IQ2_XXS.
 //   int8  grouped_mma_int8 on the chunk's rows quantized by quantize_act (the formats with an
 //         activation block: DeepSeek's and GLM's), its own table.
 // Usage: bench_cuda_grouped_mma [reps=20] [max tokens=4096] [sweep: also the GroupedGemm batch sweep]
@@ -239,15 +240,41 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
       mb = std::max(mb, double(std::fabs(ab[i])));
     }
     if (!std::all_of(a8.begin(), a8.end(), [](float v) { return std::isfinite(v); })) md = INFINITY;
-    char line[512];
+    // two Q8_K planes (grouped_mma_int8_planes: models without ds4's activation quantization):
+    // entries of at most 8 tokens (moe_group with a stride of 8), the planes quantized once
+    double pl_ms = NAN, pl_q_ms = NAN, pl_err = NAN;
+    if (c.type != DType::Q8_0) {
+      const int64_t S2 = cuda::kGemvMaxRows / 2, e2 = cuda::moe_group_entries(tokens, c.k, c.experts, S2);
+      cuda::DeviceBuffer de2(size_t(e2) * 4, "experts 8"), dc2(size_t(e2) * 4, "counts 8"), dt2(size_t(e2 * S2) * 4, "tok 8"),
+          ds2(size_t(e2 * S2) * 4, "slot 8"), qp(size_t(2 * tokens) * cuda::act_q8_row_bytes(blk, c.cols), "planes"),
+          dyp(dy.bytes(), "y planes");
+      const cuda::MoeGroup g2{de2.as<int32_t>(), dl.as<int32_t>(), dc2.as<int32_t>(), dt2.as<int32_t>(), ds2.as<int32_t>(), S2};
+      cuda::moe_group(di.as<int32_t>(), tokens, c.k, c.experts, g2, s);
+      const cuda::DeviceActQ8 xp = cuda::act_q8_carve(qp.get(), blk, c.cols, 2 * tokens);
+      pl_q_ms = time_ms([&] { cuda::quantize_act_planes(dx.as<float>(), c.cols, tokens, xp, s); }, reps, s);
+      cuda::GemvRows r2 = r;
+      r2.n = int(std::min<int64_t>(tokens, S2)), r2.idx_stride = int(S2);
+      r2.batch = cuda::GemvBatch{int(e2), g2.experts, stride, sb, 0, 0};
+      r2.counts = g2.counts, r2.x_idx = g2.tok, r2.y_idx = g2.slot, r2.x_row = 2 * c.cols;
+      pl_ms = time_ms([&] { cuda::grouped_mma_int8_planes(w, xp.row(0), dyp.as<float>(), r2, s, rows_per_expert); }, reps, s);
+      DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+      std::vector<float> ap(a8.size());
+      DS4_CUDA_CHECK(cudaMemcpy(ap.data(), dyp.get(), dyp.bytes(), cudaMemcpyDeviceToHost));
+      double mp = 0;
+      for (size_t i = 0; i < ap.size(); ++i) mp = std::max(mp, double(std::fabs(ap[i] - ab[i])));
+      if (!std::all_of(ap.begin(), ap.end(), [](float v) { return std::isfinite(v); })) mp = INFINITY;
+      pl_err = mp / std::max(mb, 1e-30);
+    }
+    char line[640];
     std::snprintf(line, sizeof line,
                   "| %s | %s %lldx%lld | %lld x %lld = %lld | %lld | %.0f | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | "
-                  "%.3f (%.0f / %.1f%%) | %zu | %.3f | %.2fx | %.2fx | %.1e |\n",
+                  "%.3f (%.0f / %.1f%%) | %zu | %.3f | %.2fx | %.2fx | %.1e | %.3f (%.0f / %.1f%%) | %.3f | %.2fx | %.1e |\n",
                   c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols,
                   (long long)tokens, (long long)c.k, (long long)pairs, (long long)rows_per_expert, wbytes_read / 1e6,
                   old_ms, gbps(old_ms), 100.0 * gbps(old_ms) / g_copy_gbps, i8_ms, gbps(i8_ms),
                   100.0 * gbps(i8_ms) / g_copy_gbps, staged_ms, gbps(staged_ms), 100.0 * gbps(staged_ms) / g_copy_gbps,
-                  staged_diff, q_ms, old_ms / i8_ms, i8_ms / staged_ms, md / std::max(mb, 1e-30));
+                  staged_diff, q_ms, old_ms / i8_ms, i8_ms / staged_ms, md / std::max(mb, 1e-30), pl_ms, gbps(pl_ms),
+                  100.0 * gbps(pl_ms) / g_copy_gbps, pl_q_ms, old_ms / pl_ms, pl_err);
     g_int8_table += line;
   }
   {
@@ -373,11 +400,14 @@ int main(int argc, char** argv) {
     std::printf("\ngrouped_mma_int8 (quantized rows, int8 mma.sync m16n8k32) vs grouped_mma_bf16 as a chunk picks it, "
                 "GB/s of the expert weights read and %% of the copy bandwidth %.0f GB/s; quantize = quantize_act of the "
                 "chunk's rows (once per chunk and matrix input); staged = grouped_mma_int8_set_staged(true) (Q2_K / IQ2_XXS weights through "
-                "shared memory by 16-byte copies; Q8_0 runs the unstaged kernel either way), its outputs that differ from the unstaged "
-                "kernel's (memcmp; must be 0); err = max |int8 - bf16| / max |bf16|\n"
+                "shared memory by 16-byte copies; Q8_0 with cols %% 256 == 0 too), its outputs that differ from the unstaged "
+                "kernel's (memcmp; must be 0); err = max |int8 - bf16| / max |bf16|; planes = grouped_mma_int8_planes on two "
+                "Q8_K planes per token (entries of <= 8 tokens; Q2_K / IQ2_XXS; the GLM path), planes q = quantize_act_planes, "
+                "planes err = max |planes - bf16| / max |bf16| (mostly BF16's own rounding: the planes keep ~15 bits)\n"
                 "| family | weight | chunk x top-k = pairs | rows/expert | weights MB | bf16 ms (GB/s / %%) | "
-                "int8 ms (GB/s / %%) | int8 staged ms (GB/s / %%) | staged != int8 | quantize ms | int8 vs bf16 | staged vs int8 | err |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
+                "int8 ms (GB/s / %%) | int8 staged ms (GB/s / %%) | staged != int8 | quantize ms | int8 vs bf16 | staged vs int8 | err | "
+                "planes ms (GB/s / %%) | planes q ms | planes vs bf16 | planes err |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
                 g_copy_gbps, g_int8_table.c_str());
     std::printf("\nnew path by experts per weight batch (default: %lld, or as many as the scratch holds)\n"
                 "| case | tokens | experts per batch | new ms (TFLOP/s) |\n|---|---|---|---|\n%s",

@@ -10,6 +10,10 @@
 //   BF16      the same chunk through grouped_mma_bf16 on the unquantized rows: max |int8 - bf16|
 //             / max |bf16| <= 3e-2 (activation quantization, Q8_K: ~amax / 254 per value, plus
 //             BF16's ~2^-9; the measured value is printed);
+//   planes    grouped_mma_int8_planes (two Q8_K planes per token, entries of <= 8 tokens) on
+//             Q2_K / IQ2_XXS: quantize_act_planes == the host's bytes; every output ==
+//             dot_act(high) + dot_act(low) (memcmp), staged and unstaged, every entries-per-block
+//             choice; within 2e-4 of max |y| of the f32 product of the dequantized weights;
 //   dense     grouped_mma_int8_dense (a tensor-core chunk's dense products): groups of one weight
 //             each (o_a's form: group g's x columns at g * cols of a wider row, its y at g * rows),
 //             1 .. 300 rows in slices of 16, every output == dot_act (memcmp), staged and
@@ -106,8 +110,13 @@ struct Shape {
   int64_t rows, cols;
 };
 
-void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& rng, cudaStream_t s) {
-  constexpr int64_t E = 8, K = 2, S = cuda::kGemvMaxRows;
+// planes: grouped_mma_int8_planes on two Q8_K planes per token (quantize_act_planes; entries of
+// at most 8 tokens: moe_group with a stride of 8); the reference is dot_act(high) + dot_act(low),
+// and the outputs are compared with the f32 product of the dequantized weights too.
+void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& rng, cudaStream_t s,
+                 bool planes = false) {
+  constexpr int64_t E = 8, K = 2;
+  const int64_t S = planes ? cuda::kGemvMaxRows / 2 : cuda::kGemvMaxRows, P = planes ? 2 : 1;
   const ActBlock block = act_block_for(sh.type);
   const HostWeight hw = random_weight(sh.type, E * sh.rows, sh.cols, rng);
   const DeviceWeight dw = upload(hw);
@@ -117,7 +126,8 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
   const WeightMatrix hv = host_view(hw);
   const int64_t row_bytes = hv.row_stride_bytes();
   const std::vector<float> x = activations(tokens, sh.cols, rng);
-  const ActQ8Rows xq = quantize_act_rows(block, x.data(), sh.cols, tokens);
+  const ActQ8Rows xq = planes ? quantize_act_planes_rows(x.data(), sh.cols, tokens)
+                              : quantize_act_rows(block, x.data(), sh.cols, tokens);
   const std::vector<int32_t> ids = route(tokens, K, E, 5, skewed, rng);
   const int64_t pairs = tokens * K, entries = cuda::moe_group_entries(tokens, K, E, S);
   // host reference: pair p = t K + j is expert ids[p]'s rows dotted with token t
@@ -126,31 +136,46 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
     WeightMatrix e = hv;
     e.rows = sh.rows;
     e.data = static_cast<const uint8_t*>(hv.data) + ids[size_t(p)] * sh.rows * row_bytes;
-    const ActQ8View xv = xq.row(p / K);
-    for (int64_t r = 0; r < sh.rows; ++r) ref[size_t(p * sh.rows + r)] = dot_act(e, r, xv);
+    const int64_t t = p / K;
+    for (int64_t r = 0; r < sh.rows; ++r)
+      ref[size_t(p * sh.rows + r)] =
+          planes ? dot_act(e, r, xq.row(2 * t)) + dot_act(e, r, xq.row(2 * t + 1)) : dot_act(e, r, xq.row(t));
   }
   // device operands: the host's quantized rows (test_gemv_act pins quantize_act to them byte for byte)
-  cuda::DeviceBuffer qbuf(size_t(tokens) * cuda::act_q8_row_bytes(block, sh.cols), "test xq"),
+  cuda::DeviceBuffer qbuf(size_t(P * tokens) * cuda::act_q8_row_bytes(block, sh.cols), "test xq"),
+      qdev(size_t(P * tokens) * cuda::act_q8_row_bytes(block, sh.cols), "device-quantized xq"),
       xf(x.size() * 4, "test x f32"), di(ids.size() * 4, "ids"), de(size_t(entries) * 4, "experts"), dl(4, "live"),
       dc(size_t(entries) * 4, "counts"), dt(size_t(entries * S) * 4, "tok"), ds(size_t(entries * S) * 4, "slot"),
       dy(ref.size() * 4, "y"), dyb(ref.size() * 4, "y bf16");
-  const cuda::DeviceActQ8 dq = cuda::act_q8_carve(qbuf.get(), block, sh.cols, tokens);
+  const cuda::DeviceActQ8 dq = cuda::act_q8_carve(qbuf.get(), block, sh.cols, P * tokens);
   upload_to(dq.q, xq.q.data(), xq.q.size());
   upload_to(dq.d, xq.d.data(), xq.d.size());
   if (block == ActBlock::kQ8_K) upload_to(dq.bsums, xq.bsums.data(), xq.bsums.size());
   upload_to(xf.get(), x.data(), x.size());
   upload_to(di.get(), ids.data(), ids.size());
+  if (planes) {  // the device's planes: the host's bytes (quantize_act_planes vs quantize_act_planes_rows)
+    const cuda::DeviceActQ8 qd = cuda::act_q8_carve(qdev.get(), block, sh.cols, P * tokens);
+    cuda::quantize_act_planes(xf.as<float>(), sh.cols, tokens, qd, s);
+    const auto q = download(qd.q, xq.q.size());
+    const auto d = download(qd.d, xq.d.size());
+    const auto b = download(qd.bsums, xq.bsums.size());
+    check(std::memcmp(q.data(), xq.q.data(), q.size()) == 0 && std::memcmp(d.data(), xq.d.data(), 4 * d.size()) == 0 &&
+              std::memcmp(b.data(), xq.bsums.data(), 2 * b.size()) == 0,
+          "quantize_act_planes " + std::to_string(tokens) + " x " + std::to_string(sh.cols) +
+              ": the host's planes byte for byte (q, d, bsums)");
+  }
   const cuda::MoeGroup g{de.as<int32_t>(), dl.as<int32_t>(), dc.as<int32_t>(), dt.as<int32_t>(), ds.as<int32_t>(), S};
   cuda::moe_group(di.as<int32_t>(), tokens, K, E, g, s);
   cuda::GemvRows r;
   r.n = int(std::min<int64_t>(tokens, S));
+  r.idx_stride = int(S);
   r.batch = cuda::GemvBatch{int(entries), g.experts, size_t(sh.rows * row_bytes), 0, 0, 0};
   r.live = g.live, r.counts = g.counts;
-  r.x_row = sh.cols, r.x_idx = g.tok, r.y_row = sh.rows, r.y_idx = g.slot;
+  r.x_row = P * sh.cols, r.x_idx = g.tok, r.y_row = sh.rows, r.y_idx = g.slot;
   const int64_t rows_per_expert = pairs / E;
   const std::string what = std::string(dtype_name(sh.type)) + " " + std::to_string(sh.rows) + "x" +
                            std::to_string(sh.cols) + ", " + std::to_string(tokens) + " tokens top-2 of 8" +
-                           (skewed ? " (skewed: 2 experts)" : " (expert 5 a hole)");
+                           (skewed ? " (skewed: 2 experts)" : " (expert 5 a hole)") + (planes ? ", two planes" : "");
   const int keep = cuda::grouped_mma_entries_per_block();
   const bool keep_staged = cuda::grouped_mma_int8_staged();
   // the unstaged and the staged kernel (weights through shared memory; Q8_0 only where cols % 256
@@ -162,7 +187,8 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
       check(cuda::grouped_mma_int8_stages(dv) == (staged && (sh.type != DType::Q8_0 || sh.cols % 256 == 0)),
             what + ": the staged kernel runs exactly when asked for (Q2_K / IQ2_XXS; Q8_0 with cols % 256 == 0)");
       DS4_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xff, dy.bytes(), s));  // NaN: a row never written shows
-      cuda::grouped_mma_int8(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
+      if (planes) cuda::grouped_mma_int8_planes(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
+      else cuda::grouped_mma_int8(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
       const std::vector<float> got = download(dy.as<float>(), ref.size());
       int64_t bad = 0;
       for (size_t i = 0; i < ref.size(); ++i) bad += std::memcmp(&got[i], &ref[i], 4) != 0;
@@ -172,6 +198,23 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
     }
   cuda::grouped_mma_int8_set_staged(keep_staged);
   cuda::grouped_mma_set_entries_per_block(0);
+  if (planes) {  // against the f32 product of the dequantized weights (one plane: ~1e-2 here)
+    std::vector<float> wr(size_t(sh.cols));
+    double err = 0, peak = 0;
+    for (int64_t p = 0; p < pairs; ++p)
+      for (int64_t r2 = 0; r2 < sh.rows; ++r2) {
+        dequantize_row(hv, ids[size_t(p)] * sh.rows + r2, wr.data());
+        double acc = 0;
+        for (int64_t c = 0; c < sh.cols; ++c) acc += double(wr[size_t(c)]) * double(x[size_t((p / K) * sh.cols + c)]);
+        err = std::max(err, std::fabs(double(ref[size_t(p * sh.rows + r2)]) - acc));
+        peak = std::max(peak, std::fabs(acc));
+      }
+    char line[128];
+    std::snprintf(line, sizeof line, ": two planes vs the f32 product, max |err| / max |y| = %.2e (<= 2e-4)",
+                  err / std::max(peak, 1e-30));
+    check(err <= 2e-4 * peak, what + line);
+    return;
+  }
   r.x_row = sh.cols;
   cuda::grouped_mma_bf16(dv, xf.as<float>(), dyb.as<float>(), r, s, rows_per_expert);
   cuda::grouped_mma_set_entries_per_block(keep);
@@ -307,6 +350,10 @@ int main() {
     for (const Shape& sh : shapes)
       for (int64_t tokens : {1, 3, 8, 20, 64, 130, 256}) check_chunk(sh, tokens, false, rng, s);
     for (const Shape& sh : shapes) check_chunk(sh, 64, true, rng, s);
+    for (const Shape& sh : shapes)
+      if (sh.type != DType::Q8_0)
+        for (int64_t tokens : {1, 5, 20, 130}) check_chunk(sh, tokens, false, rng, s, true);
+    check_chunk(Shape{DType::Q2_K, 256, 512}, 64, true, rng, s, true);
     for (const Shape& sh : {Shape{DType::Q8_0, 136, 1280}, Shape{DType::Q8_0, 200, 512}, Shape{DType::Q8_0, 72, 384}})
       for (int groups : {1, 3})
         for (int64_t n : {1, 17, 64, 100, 300}) check_dense(sh, groups, n, rng, s);

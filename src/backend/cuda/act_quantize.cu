@@ -39,6 +39,7 @@ struct QArgs {
   int8_t* q;
   float* d;
   int16_t* bs;
+  bool planes = false;  // Q8_K: rows 2 i (high plane) and 2 i + 1 (low plane) for x row i
 };
 
 __global__ void __launch_bounds__(kWarps * 32) quantize_q8_0_kernel(QArgs a) {
@@ -65,7 +66,12 @@ __global__ void __launch_bounds__(kWarps * 32) quantize_q8_k_kernel(QArgs a) {
   const float4 f0 = *reinterpret_cast<const float4*>(xb + 4 * lane);  // PDL: input load
   const float4 f1 = *reinterpret_cast<const float4*>(xb + 128 + 4 * lane);  // PDL: input load
   const float v[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
-  q8_k_block(v, lane, a.q + row * a.n + blk * 256, a.bs + row * (a.n / 16) + blk * 16, a.d + row * (a.n / 256) + blk);
+  const int64_t o = a.planes ? 2 * row : row;  // the output row (the high plane's)
+  auto q = [&](int64_t r) { return a.q + r * a.n + blk * 256; };
+  auto bs = [&](int64_t r) { return a.bs + r * (a.n / 16) + blk * 16; };
+  auto d = [&](int64_t r) { return a.d + r * (a.n / 256) + blk; };
+  if (a.planes) q8_k_block(v, lane, q(o), bs(o), d(o), q(o + 1), bs(o + 1), d(o + 1));
+  else q8_k_block(v, lane, q(o), bs(o), d(o));
 }
 
 }  // namespace
@@ -107,15 +113,18 @@ DeviceActQ8 act_q8_carve(void* base, ActBlock block, int64_t n, int64_t rows) {
   return out;
 }
 
-void quantize_act(const float* x, int64_t x_row, int64_t rows, const DeviceActQ8& out, cudaStream_t stream) {
+namespace {
+
+void quantize_rows(const float* x, int64_t x_row, int64_t rows, const DeviceActQ8& out, bool planes, cudaStream_t stream) {
   if (out.block == ActBlock::kNone) throw InputError("cuda quantize_act: no activation block");
+  if (planes && out.block != ActBlock::kQ8_K) throw InputError("cuda quantize_act_planes: the planes are Q8_K rows");
   const int64_t bv = act_values_per_scale(out.block), n = out.n;
   if (n <= 0 || n % bv != 0)
     throw InputError("cuda quantize_act: " + std::to_string(n) + " values is not a positive multiple of " +
                      std::to_string(bv));
-  if (rows < 0 || rows > out.rows || rows > 65535)
-    throw InputError("cuda quantize_act: " + std::to_string(rows) + " rows into a buffer of " +
-                     std::to_string(out.rows) + " (at most 65535 per launch)");
+  if (rows < 0 || (planes ? 2 : 1) * rows > out.rows || rows > 65535)
+    throw InputError("cuda quantize_act: " + std::to_string(rows) + " rows" + (planes ? " (two planes each)" : "") +
+                     " into a buffer of " + std::to_string(out.rows) + " (at most 65535 per launch)");
   if (x_row < n || x_row % 4 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
     throw InputError("cuda quantize_act: x must be 16-byte aligned with a row stride (" + std::to_string(x_row) +
                      ") >= n and a multiple of 4");
@@ -124,12 +133,22 @@ void quantize_act(const float* x, int64_t x_row, int64_t rows, const DeviceActQ8
       (out.block == ActBlock::kQ8_K && (!out.bsums || reinterpret_cast<uintptr_t>(out.bsums) % 4 != 0)))
     throw InputError("cuda quantize_act: output pointers missing or misaligned (q 16 bytes, d and bsums 4)");
   if (rows == 0) return;
-  const QArgs a{x, x_row, n, out.q, out.d, out.bsums};
+  const QArgs a{x, x_row, n, out.q, out.d, out.bsums, planes};
   const int64_t per_warp = out.block == ActBlock::kQ8_0 ? 128 : 256;
   const int64_t tiles = (n + per_warp - 1) / per_warp;
   const dim3 blocks(unsigned((tiles + kWarps - 1) / kWarps), unsigned(rows));
   if (out.block == ActBlock::kQ8_0) launch_maybe_pdl(gemv_pdl(), quantize_q8_0_kernel, blocks, kWarps * 32, stream, a);
   else launch_maybe_pdl(gemv_pdl(), quantize_q8_k_kernel, blocks, kWarps * 32, stream, a);
+}
+
+}  // namespace
+
+void quantize_act(const float* x, int64_t x_row, int64_t rows, const DeviceActQ8& out, cudaStream_t stream) {
+  quantize_rows(x, x_row, rows, out, false, stream);
+}
+
+void quantize_act_planes(const float* x, int64_t x_row, int64_t rows, const DeviceActQ8& out, cudaStream_t stream) {
+  quantize_rows(x, x_row, rows, out, true, stream);
 }
 
 }  // namespace ds4::cuda

@@ -43,10 +43,24 @@ __device__ __forceinline__ void take_first_max(float& val, int& idx, float v, in
   if (av > a || (av == a && i < idx)) val = v, idx = i;
 }
 
+// The 16 bsums of a Q8_K block from each lane's 8 quants (lanes 4g .. 4g + 3 hold group g in
+// qv[0..3] and group 8 + g in qv[4..7]).
+__device__ __forceinline__ void q8_k_bsums(const int8_t (&qv)[8], int lane, int16_t* bs) {
+  int s0 = qv[0] + qv[1] + qv[2] + qv[3], s1 = qv[4] + qv[5] + qv[6] + qv[7];
+#pragma unroll
+  for (int o = 1; o < 4; o <<= 1) {
+    s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+  }
+  if (lane % 4 == 0) bs[lane / 4] = int16_t(s0), bs[8 + lane / 4] = int16_t(s1);
+}
+
 // Q8_K over one 256-value block held by a whole warp: lane l holds values 4l .. 4l + 3 in
 // v[0..3] and 128 + 4l .. in v[4..7]. Writes the block's 256 bytes at q, its 16 bsums at bs
-// and its scale at *d.
-__device__ __forceinline__ void q8_k_block(const float (&v)[8], int lane, int8_t* q, int16_t* bs, float* d) {
+// and its scale at *d; with q_lo, the low plane of quantize_act_q8_k_planes too (its bytes at
+// q_lo, bsums at bs_lo, scale at *d_lo).
+__device__ __forceinline__ void q8_k_block(const float (&v)[8], int lane, int8_t* q, int16_t* bs, float* d,
+                                           int8_t* q_lo = nullptr, int16_t* bs_lo = nullptr, float* d_lo = nullptr) {
   // The lane's first largest |x| in index order (strictly larger, from 0, as the CPU scans:
   // zeros and NaN are never taken), then the warp's.
   float best = 0.0f;
@@ -60,28 +74,35 @@ __device__ __forceinline__ void q8_k_block(const float (&v)[8], int lane, int8_t
     const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
     take_first_max(best, idx, ov, oi);
   }
-  if (fabsf(best) == 0.0f) {  // all zeros (or NaN): d = 0, q = 0, bsums = 0
+  if (fabsf(best) == 0.0f) {  // all zeros (or NaN): d = 0, q = 0, bsums = 0 (both planes)
     *reinterpret_cast<uint32_t*>(q + 4 * lane) = 0;
     *reinterpret_cast<uint32_t*>(q + 128 + 4 * lane) = 0;
+    if (q_lo) *reinterpret_cast<uint32_t*>(q_lo + 4 * lane) = 0, *reinterpret_cast<uint32_t*>(q_lo + 128 + 4 * lane) = 0;
     if (lane < 16) bs[lane] = 0;
+    if (lane < 16 && bs_lo) bs_lo[lane] = 0;
     if (lane == 0) *d = 0.0f;
+    if (lane == 0 && d_lo) *d_lo = 0.0f;
     return;
   }
   const float iscale = __fdiv_rn(-127.0f, best);
-  int8_t qv[8];
+  int8_t qv[8], ql[8];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) qv[j] = round_to_i8(__fmul_rn(iscale, v[j]));
+  for (int j = 0; j < 8; ++j) {
+    const float s = __fmul_rn(iscale, v[j]);
+    qv[j] = round_to_i8(s);
+    ql[j] = round_to_i8(__fmul_rn(__fsub_rn(s, float(qv[j])), 128.0f));  // (the low plane: exact residual)
+  }
   *reinterpret_cast<uint32_t*>(q + 4 * lane) = pack4(qv[0], qv[1], qv[2], qv[3]);
   *reinterpret_cast<uint32_t*>(q + 128 + 4 * lane) = pack4(qv[4], qv[5], qv[6], qv[7]);
-  // bsums: lanes 4g .. 4g + 3 hold group g (first float4) and group 8 + g (second).
-  int s0 = qv[0] + qv[1] + qv[2] + qv[3], s1 = qv[4] + qv[5] + qv[6] + qv[7];
-#pragma unroll
-  for (int o = 1; o < 4; o <<= 1) {
-    s0 += __shfl_xor_sync(0xffffffffu, s0, o);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+  q8_k_bsums(qv, lane, bs);
+  const float dh = __fdiv_rn(1.0f, iscale);
+  if (lane == 0) *d = dh;
+  if (q_lo) {
+    *reinterpret_cast<uint32_t*>(q_lo + 4 * lane) = pack4(ql[0], ql[1], ql[2], ql[3]);
+    *reinterpret_cast<uint32_t*>(q_lo + 128 + 4 * lane) = pack4(ql[4], ql[5], ql[6], ql[7]);
+    q8_k_bsums(ql, lane, bs_lo);
+    if (lane == 0) *d_lo = __fmul_rn(dh, 0.0078125f);  // d / 128, exact
   }
-  if (lane % 4 == 0) bs[lane / 4] = int16_t(s0), bs[8 + lane / 4] = int16_t(s1);
-  if (lane == 0) *d = __fdiv_rn(1.0f, iscale);
 }
 
 }  // namespace ds4::cuda::act_quant_detail

@@ -38,6 +38,9 @@ DeviceActQ8 act_q8_carve(void* base, ActBlock block, int64_t n, int64_t rows);
 // for byte on finite x). x 16-byte aligned, x_row >= out.n and a multiple of 4; rows <= 65535.
 // Launched as a programmatic dependent when gemv_pdl() (waits before reading x).
 void quantize_act(const float* x, int64_t x_row, int64_t rows, const DeviceActQ8& out, cudaStream_t stream);
+// ds4::quantize_act_q8_k_planes of `rows` rows (out.block Q8_K, out.rows >= 2 rows): row 2 i the
+// high plane (quantize_act's Q8_K bytes), 2 i + 1 the low plane, byte for byte the host's.
+void quantize_act_planes(const float* x, int64_t x_row, int64_t rows, const DeviceActQ8& out, cudaStream_t stream);
 
 // Whether gemv_act takes this weight type (act_block_for(type) != kNone).
 bool gemv_act_supports(DType type);

@@ -32,6 +32,12 @@ struct RowsArgs {
   // y likewise). ids / live / counts / x_idx / y_idx are unused then.
   int64_t dense_rows = 0;
   int dense_entries = 0;
+  // Two activation planes (grouped_mma_int8_planes, the int8 kernel only): plane_off > 0 values
+  // from a token's high-plane row to its low-plane row; an entry's token i (<= kN / 2 of them)
+  // takes MMA rows 2 i (high) and 2 i + 1 (low), which one thread holds side by side, and its
+  // output is their sum (store_rows_planes).
+  int64_t plane_off = 0;
+  int idx_stride = kGemvMaxRows;  // x_idx / y_idx entries per entry (moe_group's group_stride)
 };
 
 // A kernel setting read from the environment variable `name` on first use (`unset` when unset; one
@@ -102,9 +108,17 @@ __device__ __forceinline__ void entry_rows(const Args& a, const RowsArgs& ra, in
     yo[threadIdx.x] = i < n ? group * a.y_stride + (r0 + i) * ra.y_row : -1;
     return;
   }
+  if (ra.plane_off > 0) {  // token i / 2, plane i % 2
+    const int tokens = j < nt ? min(ra.counts ? ra.counts[bj] : ra.n, kN / 2) : 0, n = 2 * tokens, tok = i >> 1;
+    if (i == 0) nrows[j] = n;
+    const int64_t k = int64_t(bj) * ra.idx_stride + tok;
+    xo[threadIdx.x] = i < n ? bj * a.x_stride + (ra.x_idx ? ra.x_idx[k] : tok) * ra.x_row + (i & 1) * ra.plane_off : -1;
+    yo[threadIdx.x] = i < n && (i & 1) == 0 ? bj * a.y_stride + (ra.y_idx ? ra.y_idx[k] : tok) * ra.y_row : -1;
+    return;
+  }
   const int n = j < nt ? (ra.counts ? min(ra.counts[bj], kN) : ra.n) : 0;
   if (i == 0) nrows[j] = n;
-  const int64_t k = int64_t(bj) * kGemvMaxRows + i;
+  const int64_t k = int64_t(bj) * ra.idx_stride + i;
   xo[threadIdx.x] = i < n ? bj * a.x_stride + (ra.x_idx ? ra.x_idx[k] : i) * ra.x_row : -1;
   yo[threadIdx.x] = i < n ? bj * a.y_stride + (ra.y_idx ? ra.y_idx[k] : i) * ra.y_row : -1;
 }
@@ -122,6 +136,24 @@ __device__ __forceinline__ void store_rows(const T (&acc)[G][2][4], float* y, in
         const int i = 8 * h + 2 * t + (k & 1);
         const int64_t row = r + 8 * (k >> 1);
         if (j < nt && i < nrows[j] && row < rows) y[yo[j * kN + i] + row] = acc[j][h][k];
+      }
+}
+
+// Two planes (RowsArgs::plane_off): MMA rows 8h + 2t (high) and 8h + 2t + 1 (low) of entry j
+// are acc[j][h][0] / [1] (weight row r) and [2] / [3] (row r + 8): token 4h + t's output is
+// their sum, high + low.
+template <int G>
+__device__ __forceinline__ void store_rows_planes(const float (&acc)[G][2][4], float* y, int64_t r, int64_t rows, int t,
+                                                  int nt, const int64_t* yo, const int* nrows) {
+#pragma unroll
+  for (int j = 0; j < G; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int k = 0; k < 4; k += 2) {
+        const int i = 8 * h + 2 * t;
+        const int64_t row = r + 8 * (k >> 1);
+        if (j < nt && i < nrows[j] && row < rows) y[yo[j * kN + i] + row] = __fadd_rn(acc[j][h][k], acc[j][h][k + 1]);
       }
 }
 

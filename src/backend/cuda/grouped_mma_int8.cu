@@ -245,7 +245,7 @@ __device__ __forceinline__ void init_tables(Iq2Tables& tables) {
 // ds4's IQ2_XXS row value is 0.125 * its sum; then the accumulators to y.
 template <Fmt F, int G>
 __device__ __forceinline__ void finish_rows(float (&acc)[G][2][4], float* y, int64_t r, int64_t rows, int t, int nt,
-                                            const int64_t* yo, const int* nrows) {
+                                            const int64_t* yo, const int* nrows, bool planes) {
   if constexpr (F == Fmt::kIQ2_XXS) {
 #pragma unroll
     for (int j = 0; j < G; ++j)
@@ -254,7 +254,8 @@ __device__ __forceinline__ void finish_rows(float (&acc)[G][2][4], float* y, int
 #pragma unroll
         for (int k = 0; k < 4; ++k) acc[j][h][k] = __fmul_rn(0.125f, acc[j][h][k]);
   }
-  store_rows<G>(acc, y, r, rows, t, nt, yo, nrows);
+  if (planes) store_rows_planes<G>(acc, y, r, rows, t, nt, yo, nrows);
+  else store_rows<G>(acc, y, r, rows, t, nt, yo, nrows);
 }
 
 template <Fmt F, int G>
@@ -329,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     }
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
-  finish_rows<F, G>(acc, y, r, a.rows, t, nt, yo, nrows);
+  finish_rows<F, G>(acc, y, r, a.rows, t, nt, yo, nrows, ra.plane_off > 0);
 }
 
 // The staged kernel's shared ring (dynamic shared memory), one 256-column super-block per stage:
@@ -427,7 +428,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     }
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
-  finish_rows<F, G>(acc, y, r, a.rows, t, nt, yo, nrows);
+  finish_rows<F, G>(acc, y, r, a.rows, t, nt, yo, nrows, ra.plane_off > 0);
 }
 
 // The staged kernel: DS4_GROUPED_MMA_INT8_STAGED (0 or 1; unset = 1) or grouped_mma_int8_set_staged.
@@ -520,23 +521,40 @@ void launch_format(const WeightMatrix& w, const Args& a, const RowsArgs& ra, con
   }
 }
 
+// grouped_mma_int8 (planes = 1) and grouped_mma_int8_planes (2: at most kN / 2 input rows per entry).
+void routed(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t s,
+            int64_t rows_per_expert, int planes, const std::string& what) {
+  check_operands(w, x, what);
+  const int64_t bv = act_values_per_scale(x.block);
+  const bool stride_ok = r.idx_stride == kGemvMaxRows || (planes == 2 && r.idx_stride == kGemvMaxRows / 2);
+  if (r.n < 1 || r.n > kGemvMaxRows / planes || !stride_ok || r.batch.count < 1 ||
+      r.batch.count > 65535 || !x_step_ok(r.x_row, bv) || !x_step_ok(r.batch.x_stride, bv) || r.x_row < planes * x.n)
+    throw InputError(what + "n " + std::to_string(r.n) + " (at most " + std::to_string(kGemvMaxRows / planes) +
+                     "), count " + std::to_string(r.batch.count) + ", idx_stride " + std::to_string(r.idx_stride) +
+                     (planes == 2 ? " (takes 8 or 16)" : " (takes 16)") + ", x_row " + std::to_string(r.x_row) + " or x stride " +
+                     std::to_string(r.batch.x_stride) + " (x_row and x stride: multiples of the activation block " +
+                     "and of 16; x_row >= " + std::to_string(planes) + " rows of the weight's width)");
+  Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), nullptr, nullptr, 0, 0, w.rows, w.cols,
+         r.batch.ids, int64_t(r.batch.id_stride), 0, r.batch.x_stride, r.batch.y_stride};
+  RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
+  if (planes == 2) ra.plane_off = x.n;
+  ra.idx_stride = int(r.idx_stride);
+  launch_format(w, a, ra, XArgs{x.q, x.d, x.bsums}, y, unsigned(r.batch.count), planes * rows_per_expert, s);
+}
+
 }  // namespace
 
 void grouped_mma_int8(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t s,
                       int64_t rows_per_expert) {
-  const std::string what = "cuda grouped_mma_int8: ";
-  check_operands(w, x, what);
-  const int64_t bv = act_values_per_scale(x.block);
-  if (r.n < 1 || r.n > kGemvMaxRows || r.idx_stride != kGemvMaxRows || r.batch.count < 1 || r.batch.count > 65535 ||
-      !x_step_ok(r.x_row, bv) || !x_step_ok(r.batch.x_stride, bv))
-    throw InputError(what + "n " + std::to_string(r.n) + ", count " + std::to_string(r.batch.count) + ", idx_stride " +
-                     std::to_string(r.idx_stride) + " (takes 16), x_row " +
-                     std::to_string(r.x_row) + " or x stride " + std::to_string(r.batch.x_stride) +
-                     " (x_row and x stride: multiples of the activation block and of 16)");
-  Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), nullptr, nullptr, 0, 0, w.rows, w.cols,
-         r.batch.ids, int64_t(r.batch.id_stride), 0, r.batch.x_stride, r.batch.y_stride};
-  const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
-  launch_format(w, a, ra, XArgs{x.q, x.d, x.bsums}, y, unsigned(r.batch.count), rows_per_expert, s);
+  routed(w, x, y, r, s, rows_per_expert, 1, "cuda grouped_mma_int8: ");
+}
+
+void grouped_mma_int8_planes(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t s,
+                             int64_t rows_per_expert) {
+  const std::string what = "cuda grouped_mma_int8_planes: ";
+  if (w.type != DType::Q2_K && w.type != DType::IQ2_XXS)
+    throw InputError(what + std::string(dtype_name(w.type)) + " weights (the planes are Q8_K: Q2_K / IQ2_XXS)");
+  routed(w, x, y, r, s, rows_per_expert, 2, what);
 }
 
 void grouped_mma_int8_dense(const WeightMatrix& w, const ActQ8View& x, int64_t x_row, float* y, int64_t y_row, int64_t n,

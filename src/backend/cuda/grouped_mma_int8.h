@@ -41,6 +41,16 @@ bool grouped_mma_int8_supports(const WeightMatrix& w);
 void grouped_mma_int8(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t stream,
                       int64_t rows_per_expert = 0);
 
+// Two activation planes (quantize_act_planes: models without ds4's activation quantization, whose
+// tensor-core chunks want more than 8 bits of x; issue #22, GLM's experts): as grouped_mma_int8,
+// x = the high plane of input row 0 (Q8_K, x.n == w.cols), input row i's high plane at
+// x + i * r.x_row values and its low plane x.n values after it (r.x_row >= 2 x.n), at most 8
+// input rows per entry (r.n <= 8 and counts <= 8: moe_group with a stride of 8). Each output =
+// dot_act(high) + dot_act(low), that sum rounded once: ~3e-5 of an activation block's largest
+// |x| per value (BF16 operands: 2^-9 of each value). Q2_K / IQ2_XXS weights.
+void grouped_mma_int8_planes(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t stream,
+                             int64_t rows_per_expert = 0);
+
 // A dense product of a tensor-core chunk on the same kernels (issue #22: a DeepSeek chunk's Q8_0
 // projections): for groups g < count (weight data + g * w_stride bytes) and rows i < n,
 // y + g * y_stride + i * y_row = W_g (quantized row x + g * x_stride + i * x_row), strides in
