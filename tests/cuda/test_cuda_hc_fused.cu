@@ -321,7 +321,7 @@ void test_refusals() {
 int main() {
   test_refusals();
   test_case(DType::F16, 4, 4096, 16, 5);  // DeepSeek V4 Flash: fn 24 x 16384 F16 in 16 blocks
-  test_case(DType::F16, 4, 4096, 16, 70);  // a prefill chunk: the two-launch form (8 rows per block, 6 left over)
+  test_case(DType::F16, 4, 4096, 16, 70);  // a prefill chunk: the two-launch form (4 rows per block, 2 left over)
   test_case(DType::F32, 4, 64, 4, 3);     // the tiny test model's shape (F32 from safetensors)
   test_case(DType::BF16, 4, 256, 8, 2);
   test_case(DType::F16, 3, 512, 2, 4);    // n = 3: 15 rows

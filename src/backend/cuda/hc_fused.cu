@@ -285,11 +285,10 @@ __global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
 }
 
 // Many rows (prefill chunks): phases 1-2 for kRowsPerBlock rows per block (fn read once for
-// them), then phase 3 as a second launch, one block per row. 8 rows (32 KiB of staged values):
-// a 512-row chunk's 16 x 64 blocks of 1024 threads are ~4 waves on 132 SMs at 2 blocks per SM,
-// where 4 rows made ~8 waves of blocks that each stage, reduce and multiply little (hc_pre +
-// hc_post_pre were 19 ms of a 148 ms 512-row chunk, session 22). The same bits for any count.
-constexpr int kRowsPerBlock = 8;
+// them), then phase 3 as a second launch, one block per row. (8 rows per block measured no
+// faster on the H100, session 23 call 3: hc_pre + hc_post_pre of a 512-row DeepSeek chunk 20.2 ms
+// vs 19.1 ms at 4 in session 22; the same bits for any count.)
+constexpr int kRowsPerBlock = 4;
 constexpr int64_t kTwoLaunchRows = 64;  // from this many rows
 template <class W>
 __global__ void __launch_bounds__(kFusedThreads) hc_products_kernel(FusedArgs a, int64_t rows) {

@@ -89,6 +89,10 @@ struct CudaModelOptions {
   // of f32 rows (index_q_b: FP32). Products of other formats (F16 / F32: HC mixes, router,
   // compressor, indexer kv / gate) keep their operands. Unset at load = DS4_INT8_DENSE (0 or 1),
   // else off; unset in set_options = keep; switching makes states recapture their graphs.
+  // Off: measured SLOWER (H100, 30-layer synthetic Flash, 1024-row chunks, same machine:
+  // 2K prefill 3696 vs 4159 tok/s; a 512-row chunk's attn_out 21.1 vs 20.8 ms, attn_q 16.4 vs
+  // 15.4: Q8_0's per-32-column f32 block terms keep the int8 MMAs ALU-bound), though closer to
+  // the CPU act model (test_deepseek_v4_actq_cuda item 9; bench/results/session23-2026-12-06 call 3).
   std::optional<bool> int8_dense = std::nullopt;
   // decode_batch (batch.cu): sequences per batched forward at most (more run as several
   // forwards; also bounded by the chunk scratch's rows). 16 since 2026-12-05: on the H100 with the

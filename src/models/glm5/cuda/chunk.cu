@@ -73,7 +73,10 @@ void Glm5CudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_of
   dc::matmul_rows(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, b, *mm, stream);
 }
 
+// In a tensor-core chunk with fp32_gemms: FP32 cuBLAS (matmul_rows_f32: FP32 operands and rounding,
+// another summation order) instead of gemv_rows per 16 rows, as DeepSeek's exact products.
 void Glm5CudaModel::Impl::mgemv_exact(const WeightMatrix& w, size_t x_off, size_t y_off, const dc::MatmulBatch& b) {
+  if (tc && opt.fp32_gemms && mm) return dc::matmul_rows_f32(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, b, *mm, stream);
   dc::matmul_rows_exact(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, b, stream);
 }
 

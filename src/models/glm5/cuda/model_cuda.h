@@ -56,7 +56,9 @@ struct CudaModelOptions {
   bool expert_mma = true;
   // In a tensor-core chunk also the HC mixes (F32 weights) and the MLA attention (each token's
   // selected latent rows gathered, scores and output as strided-batched GEMMs) as FP32 cuBLAS
-  // GEMMs (chunk_gemm.cu): 15% and 51% of a 512-row chunk on the H200 as per-row kernels.
+  // GEMMs (chunk_gemm.cu): 15% and 51% of a 512-row chunk on the H200 as per-row kernels; and
+  // (session 23) the other exact products (router logits, the indexer's inputs) as FP32 GEMMs
+  // (matmul_rows_f32) instead of gemv_rows per 16 rows.
   // H200, full-size synthetic: 911.6 tok/s at 2K vs 446.8 without, 872.7 at 32K; test_glm5_cuda
   // item 8's fp32_gemms rows pass (bench/results/cuda-glm5-fp32-h200-2026-12-04e).
   bool fp32_gemms = true;

@@ -94,9 +94,12 @@ void QwenNextCudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t y
   int64_t at = 0;
   auto one = [&](const WeightMatrix& m) {
     const int64_t a = std::max(at, r0), b = std::min(at + m.rows, r1);
-    if (a < b)
-      dc::matmul_rows_exact(row_slice(m, a - at, b - a), R(0, x_off), rs(), R(0, y_off + size_t(a) * sizeof(float)),
-                            rs(), rows, dc::MatmulBatch{}, stream);
+    if (a < b) {
+      const WeightMatrix sub = row_slice(m, a - at, b - a);
+      float* y = R(0, y_off + size_t(a) * sizeof(float));
+      if (opt.fp32_gemms) dc::matmul_rows_f32(sub, R(0, x_off), rs(), y, rs(), rows, dc::MatmulBatch{}, *mm, stream);
+      else dc::matmul_rows_exact(sub, R(0, x_off), rs(), y, rs(), rows, dc::MatmulBatch{}, stream);
+    }
     at += m.rows;
   };
   if (p.fused.rows > 0) one(p.fused);

@@ -48,6 +48,12 @@ struct CudaModelOptions {
   int prefill_rows = 512;
   int gemm_rows = 0;
   bool expert_mma = true;
+  // In a tensor-core chunk, those exact products (router logits, indexer q / k) as FP32 cuBLAS
+  // GEMMs (backend/cuda matmul_rows_f32: FP32 operands and rounding, another summation order)
+  // instead of gemv_rows in groups of 16 rows (~a decode product per 16 rows: most of the 2K
+  // prefill's moe_in_proj, 106 of 1097 ms on the H100, bench/results/session23-2026-12-06 call 3),
+  // as DeepSeek's and GLM's fp32_gemms. false: gemv_rows (each row = its decode step's bits).
+  bool fp32_gemms = true;
   // Most rows verify_capture records (made on its first use, min(capture_rows, chunk_rows)
   // rows; full size ~3.2 MB of GDN state per GDN layer and row, ~0.9 GB at 8 rows).
   int capture_rows = 8;

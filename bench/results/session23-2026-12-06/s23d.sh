@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session 23 call 4 (~3 min, guarded): Qwen's and GLM's tensor-core chunks with their exact
+# products (router logits, indexer inputs) as FP32 cuBLAS GEMMs (matmul_rows_f32; Qwen's new
+# CudaModelOptions::fp32_gemms, GLM's mgemv_exact): test_qwen_next_cuda / test_glm5_cuda (item 8:
+# the tensor-core chunk's bound vs the CPU model), the 2K prefill profiles again (call 3 ran them
+# before this change, same bench and commands). Also test_deepseek_v4_actq_cuda (item 9's
+# criterion: no farther from the CPU act model than item 8) and test_cuda_hc_fused (4 rows per
+# block again). Carry .devwork/ds23c.tar.xz (cuda-pack, stripped).
+set -u
+mkdir -p /tmp/d && tar -C /tmp/d -xJf .devwork/ds23c.tar.xz || exit 3
+B=/tmp/d
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader > $OUT/gpu.txt 2>&1
+T0=$(date +%s)
+late() { [ $(( $(date +%s) - T0 )) -gt $1 ]; }
+one() { local n=$1; shift; local t0=$(date +%s); echo "=== $n" >> $OUT/tests.txt; timeout 120 $B/$n "$@" >> $OUT/tests.txt 2>&1; echo "$n exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt; }
+one test_qwen_next_cuda .
+one test_glm5_cuda .
+one test_deepseek_v4_actq_cuda .
+one test_cuda_hc_fused
+grep -E "FAIL|FATAL|item 8" $OUT/tests.txt | head -20
+late 250 && exit 0
+t0=$(date +%s)
+timeout 70 $B/bench_qwen_next_cuda synthetic-full 0 2048 --prefill=2048 --old-max=0 > $OUT/qwen_prefill.txt 2>&1
+echo "qwen prefill exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
+grep -E "^\| *2048 \||^\| (moe_in_proj|qsa_in_proj|qsa_attend) " $OUT/qwen_prefill.txt | head -6
+late 330 && exit 0
+t0=$(date +%s)
+timeout 100 $B/bench_glm5_cuda synthetic-full:q2_k:160 0 2048 --prefill 2048 --old 0 > $OUT/glm_prefill.txt 2>&1
+echo "glm prefill exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
+grep -E "^\| *2048 \||^\| (mla proj|moe proj)" $OUT/glm_prefill.txt | head -6
