@@ -7,13 +7,8 @@
 # criterion: no farther from the CPU act model than item 8) and test_cuda_hc_fused (4 rows per
 # block again). Carry .devwork/ds23c.tar.xz (cuda-pack, stripped).
 set -u
-mkdir -p /tmp/d && tar -C /tmp/d -xJf .devwork/ds23c.tar.xz || exit 3
-B=/tmp/d
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader > $OUT/gpu.txt 2>&1
-T0=$(date +%s)
-late() { [ $(( $(date +%s) - T0 )) -gt $1 ]; }
-one() { local n=$1; shift; local t0=$(date +%s); echo "=== $n" >> $OUT/tests.txt; timeout 120 $B/$n "$@" >> $OUT/tests.txt 2>&1; echo "$n exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt; }
+. bench/device_call_lib.sh
+call_start .devwork/ds23c.tar.xz
 one test_qwen_next_cuda .
 one test_glm5_cuda .
 one test_deepseek_v4_actq_cuda .

@@ -1,0 +1,22 @@
+# Sourced by the sessions' device-call scripts (bench/results/session*/s*.sh), which run from the
+# tree root on the device with $OUT set by the device tool. The device returns only ~8 files per
+# call, so every test's output goes into one tests.txt and every step's line into summary.txt.
+#   call_start BUNDLE   unpack the carried bundle (.devwork/*.tar.xz) into $B, the GPU into gpu.txt
+#   late S              true once the call has run more than S seconds (guards the later steps)
+#   one NAME ARGS...    $B/NAME ARGS (120 s at most) appended to tests.txt; its exit to summary.txt
+call_start() {
+  B=/tmp/d
+  mkdir -p "$B" && tar -C "$B" -xJf "$1" || exit 3
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+  nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+  T0=$(date +%s)
+}
+late() { [ $(( $(date +%s) - T0 )) -gt "$1" ]; }
+one() {
+  local n=$1 t0
+  shift
+  t0=$(date +%s)
+  echo "=== $n" >> "$OUT/tests.txt"
+  timeout 120 "$B/$n" "$@" >> "$OUT/tests.txt" 2>&1
+  echo "$n exit $? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/summary.txt"
+}
