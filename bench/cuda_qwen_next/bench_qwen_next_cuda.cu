@@ -21,6 +21,7 @@
 //   --old-max=N (old path lengths, default 2048), --prefill-rows=N (default 512),
 //   --exact-max=N (also the exact large-chunk path up to N; default 0: not run),
 //   --gemm-rows=N (the tensor-core path's CudaModelOptions::gemm_rows; default the server's)
+//   --fp32-ab           the first length's tensor-core table again with fp32_gemms off (same process)
 //   --profile           synthetic-full: per-op GPU ms of a decode token at each context
 //   --batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile]  synthetic-full (issue #24): continuous batching
 //                       at those stream counts from the first context's state (../cuda_batch_table.h)
@@ -145,6 +146,7 @@ int main(int argc, char** argv) {
     else if (a.rfind("--exact-max=", 0) == 0) pa.exact_max = std::stoll(a.substr(12));
     else if (a.rfind("--prefill-rows=", 0) == 0) pa.prefill_rows = std::stoi(a.substr(15));
     else if (a.rfind("--gemm-rows=", 0) == 0) pa.gemm_rows = std::stoi(a.substr(12));
+    else if (a == "--fp32-ab") pa.fp32_ab = true;
     else if (a.rfind("--verify=", 0) == 0) verify_ctx = std::stoll(a.substr(9));
     else if (a == "--no-greedy") greedy = false;
     else if (a == "--profile") profile = true;

@@ -40,6 +40,7 @@ struct QwenPrefillArgs {
   int prefill_rows = 512;
   int gemm_rows = qwen_next::cuda_options_from_env().gemm_rows;  // --gemm-rows=N: the tensor-core path's (the server's)
   bool head = false;  // --mtp: also the tables with the MTP head enabled (item 4)
+  bool fp32_ab = false;  // --fp32-ab: the first length again with fp32_gemms off (same process)
 };
 
 inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, const QwenPrefillArgs& a) {
@@ -120,6 +121,12 @@ inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, con
   auto tcs = table(std::to_string(a.prefill_rows) +
                        "-row chunks, tensor cores: dense TF32 GEMMs (cuBLAS), routed experts grouped BF16 MMAs",
                    tc, a.prefill_rows, {n0}, INT64_MAX, base);
+  if (a.fp32_ab) {  // the exact products (router, indexer q / k) on gemv_rows per 16 rows instead of FP32 GEMMs
+    qwen_next::CudaModelOptions t2 = tc;
+    t2.fp32_gemms = false;
+    table(std::to_string(a.prefill_rows) + "-row chunks, tensor cores, exact products as gemv_rows (fp32_gemms off)", t2,
+          a.prefill_rows, {n0}, INT64_MAX, base);
+  }
   {  // the canary during another prefill of the first length
     cuda::GpuCanary::Options cop;
     cop.period_s = 0.005;

@@ -16,7 +16,7 @@ one test_cuda_hc_fused
 grep -E "FAIL|FATAL|item 8" $OUT/tests.txt | head -20
 late 250 && exit 0
 t0=$(date +%s)
-timeout 70 $B/bench_qwen_next_cuda synthetic-full 0 2048 --prefill=2048 --old-max=0 > $OUT/qwen_prefill.txt 2>&1
+timeout 70 $B/bench_qwen_next_cuda synthetic-full 0 2048 --prefill=2048 --old-max=0 --fp32-ab > $OUT/qwen_prefill.txt 2>&1
 echo "qwen prefill exit $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt
 grep -E "^\| *2048 \||^\| (moe_in_proj|qsa_in_proj|qsa_attend) " $OUT/qwen_prefill.txt | head -6
 late 330 && exit 0
