@@ -8,6 +8,11 @@
 //   every key is visible (the position-range path): the same keys in the same order and the
 //   same split boundaries, so memcmp of the outputs; and against a double-precision host
 //   reference within 1e-4 (a wrong or missing key moves the output by far more).
+// - qsa_attend on tensor cores (many_rows with qsa_attend_set_tc: qsa_tc.cu) over a chunk's rows
+//   at consecutive positions (every block kept, and past the budget with each row's own kept
+//   blocks): every row within 5e-3 of the double host reference (TF32 operands: ~1e-3 here; a
+//   wrong, missing or extra key moves an output by ~1e-1), and the FP32 group kernel
+//   (qsa_attend_set_tc(false)) within 1e-4 of it, as a control.
 // Usage: test_qwen_decode_kernels_cuda   (exit 1 when a check fails)
 #include <cuda_runtime.h>
 
@@ -147,6 +152,62 @@ void attend_case(const char* name, const qc::QsaShape& sh, int64_t p, std::mt199
   check(md < 1e-4f, std::string(name) + ": vs the double host reference, max |diff| " + std::to_string(md));
 }
 
+// A chunk's rows at positions p0 .. p0 + n - 1 through qsa_attend(many_rows): the tensor-core
+// kernel (tc) or the group kernel, each row against host_attend over its own visible keys.
+void chunk_case(const char* name, const qc::QsaShape& sh, int64_t p0, int64_t n, std::mt19937_64& rng) {
+  std::vector<cuda::DeviceBuffer> bufs;
+  const int64_t hd = sh.head_dim, KVD = sh.kv_heads * hd, R = sh.idx_ratio, keep_n = sh.idx_budget / R;
+  const int64_t rs = std::max<int64_t>(qc::qsa_attend_scratch(sh.heads, hd, sh.max_ctx), sh.heads * hd);
+  const auto k = randn(sh.max_ctx * KVD, rng), v = randn(sh.max_ctx * KVD, rng);
+  const auto q = randn(n * rs, rng), gate = randn(n * rs, rng);
+  std::vector<uint8_t> keep(size_t(n * rs * 4), 0);
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  std::vector<std::vector<int64_t>> vis(static_cast<size_t>(n));
+  bool past = false;
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t p = p0 + r, nb = (p + 1) / R;
+    pos[size_t(r)] = int32_t(p);
+    if (nb > keep_n) {  // this row's own kept blocks: keep_n of its nb, at random
+      past = true;
+      std::vector<int64_t> order(static_cast<size_t>(nb));
+      for (int64_t b = 0; b < nb; ++b) order[size_t(b)] = b;
+      std::shuffle(order.begin(), order.end(), rng);
+      for (int64_t i = 0; i < keep_n; ++i) keep[size_t(r * rs * 4 + order[size_t(i)])] = 1;
+    }
+    for (int64_t j = 0; j <= p; ++j)
+      if (nb <= keep_n || j >= nb * R || keep[size_t(r * rs * 4 + j / R)]) vis[size_t(r)].push_back(j);
+  }
+  const float *dq = dev(q, bufs), *dg = dev(gate, bufs);
+  const uint8_t* dkeep = dev(keep, bufs);
+  const int32_t* dpos = dev(pos, bufs);
+  float* scratch = dev(std::vector<float>(size_t(n * rs)), bufs);
+  float* att = dev(std::vector<float>(size_t(n * rs)), bufs);
+  const qc::QsaCache c{dev(k, bufs), dev(v, bufs), nullptr, nullptr};
+  float worst[2] = {0.f, 0.f};
+  std::vector<std::vector<float>> got(2);
+  for (int tc = 1; tc >= 0; --tc) {
+    qc::qsa_attend_set_tc(tc == 1);
+    qc::qsa_attend(dq, dg, c, sh, dpos, dkeep, scratch, att, nullptr, qc::Rows{n, rs}, true);
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    got[size_t(tc)] = down(att, n * rs);
+  }
+  qc::qsa_attend_set_tc(true);
+  float tc_vs_group = 0.f;
+  for (int64_t r = 0; r < n; ++r) {
+    const std::vector<float> qr(q.begin() + r * rs, q.begin() + r * rs + sh.heads * hd),
+        gr(gate.begin() + r * rs, gate.begin() + r * rs + sh.heads * hd);
+    const auto ref = host_attend(sh, qr, gr, k, v, vis[size_t(r)]);
+    for (int tc = 0; tc < 2; ++tc)
+      worst[tc] = std::max(worst[tc], max_diff(got[size_t(tc)].data() + r * rs, ref.data(), ref.size()));
+    tc_vs_group = std::max(tc_vs_group, max_diff(got[1].data() + r * rs, got[0].data() + r * rs, ref.size()));
+  }
+  const std::string what = std::string(name) + " (" + std::to_string(n) + " rows from position " + std::to_string(p0) +
+                           (past ? ", past the budget" : ", every block kept") + ")";
+  check(worst[1] < 5e-3f, what + ": tensor cores vs the double host reference, max |diff| " + std::to_string(worst[1]) +
+                              " (group kernel vs tensor cores " + std::to_string(tc_vs_group) + ")");
+  check(worst[0] < 1e-4f, what + ": the group kernel vs the double host reference, max |diff| " + std::to_string(worst[0]));
+}
+
 }  // namespace
 
 int main() {
@@ -161,6 +222,11 @@ int main() {
   attend_case("full size at 8K", full, 8191, rng);
   attend_case("small (4 heads / 2 KV x 32, budget 16)", shape(4, 2, 32, 2, 16, 16, 4, 400), 301, rng);
   attend_case("small, head dim 64, group 1", shape(2, 2, 64, 2, 16, 32, 4, 600), 523, rng);
+  chunk_case("full size, a 2K chunk's last rows", full, 2000, 24, rng);
+  chunk_case("full size, a chunk's first rows", full, 0, 20, rng);
+  chunk_case("full size past the budget", full, 3000, 10, rng);
+  chunk_case("small (4 heads / 2 KV x 32, budget 16)", shape(4, 2, 32, 2, 16, 16, 4, 400), 250, 40, rng);
+  chunk_case("small, head dim 64, group 1", shape(2, 2, 64, 2, 16, 32, 4, 600), 0, 300, rng);
   std::printf("%s\n", g_fail ? "FAILED" : "ALL PASSED");
   return g_fail ? 1 : 0;
 }

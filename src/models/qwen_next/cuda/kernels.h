@@ -105,6 +105,10 @@ void qsa_select_keep(const QsaShape& sh, const int32_t* pos, const float* scores
 void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
                 const uint8_t* keep, float* scores, float* att, cudaStream_t s, const Rows& rows = {},
                 bool many_rows = false);
+// many_rows on tensor cores (qsa_tc.cu: TF32 products, flash style, the split kernel's keys and
+// partials) where the shape fits (<= 16 query heads per KV head, head_dim a multiple of 8 up to
+// 256); off: the FP32 group kernel. DS4_QSA_TC (0 or 1; unset = on) is read on first use.
+void qsa_attend_set_tc(bool on);
 
 // ---- moe.cu (moe.cpp) ----
 // Router softmax + top-k (ties: lower index), ids ascending, weights (normalized when norm).

@@ -13,6 +13,7 @@
 #include "backend/cuda/topk_select.h"
 #include "core/error.h"
 #include "models/qwen_next/cuda/kernels.h"
+#include "models/qwen_next/cuda/qsa_internal.cuh"
 
 namespace ds4::qwen_next::cuda {
 namespace {
@@ -194,37 +195,6 @@ __global__ void __launch_bounds__(kSelectThreads) qsa_select_kernel(const float*
 // Lane l holds dims l, l + 32, ... (KD = ceil(hd / 32) of them).
 constexpr int kAttnWarps = 4, kKeys = 4;
 
-// The indices of the set flags among keep[0..nb), ascending, into kept[0..cap) (shared memory);
-// returns how many (at most cap). Each thread counts a contiguous run of flags, a block-wide
-// exclusive scan gives each run's first slot, then the runs write their indices. Every
-// thread of the block must call it (it synchronizes the block).
-__device__ int64_t list_kept_blocks(const uint8_t* keep, int64_t nb, int32_t* kept, int64_t cap) {
-  __shared__ int32_t warp_sum[kAttnWarps];
-  const int64_t threads = kAttnWarps * 32, run = (nb + threads - 1) / threads;
-  const int64_t r0 = int64_t(threadIdx.x) * run, r1 = r0 + run < nb ? r0 + run : nb;
-  int32_t cnt = 0;
-  for (int64_t b = r0; b < r1; ++b) cnt += keep[b] != 0;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int32_t incl = cnt;  // inclusive scan within the warp
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += v;
-  }
-  if (lane == 31) warp_sum[warp] = incl;
-  __syncthreads();
-  int32_t base = 0, total = 0;
-  for (int w = 0; w < kAttnWarps; ++w) {
-    if (w < warp) base += warp_sum[w];
-    total += warp_sum[w];
-  }
-  int64_t slot = base + incl - cnt;
-  for (int64_t b = r0; b < r1 && slot < cap; ++b)
-    if (keep[b]) kept[slot++] = int32_t(b);
-  __syncthreads();  // the list is visible to the block (and warp_sum may be reused)
-  return total < cap ? total : cap;
-}
-
 template <int KD, int HG>
 __global__ void __launch_bounds__(kAttnWarps * 32) qsa_attend_split_kernel(
     const float* __restrict__ q, QsaCache c, QsaShape sh, const int32_t* __restrict__ pos_p,
@@ -236,7 +206,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) qsa_attend_split_kernel(
   const bool all = nb <= keep_n, listed = !all && keep_n <= list_cap;
   const int64_t h0 = int64_t(blockIdx.x) * HG, kvh = h0 / (sh.heads / sh.kv_heads), KVD = sh.kv_heads * hd;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t kc = listed ? list_kept_blocks(keep, nb, kept, list_cap) : 0;
+  const int64_t kc = listed ? list_kept_blocks<kAttnWarps>(keep, nb, kept, list_cap) : 0;
   // n visible keys in position order; key i is at position at(i)
   const int64_t n = listed ? kc * R + (p + 1 - nb * R) : p + 1;
   auto at = [&](int64_t i) { return !listed ? i : i < kc * R ? int64_t(kept[i / R]) * R + i % R : nb * R + (i - kc * R); };
@@ -576,9 +546,7 @@ void launch_split(const float* q, const float* gate, const QsaCache& c, const Qs
   qsa_attend_split_kernel<KD, HG><<<grid, kAttnWarps * 32, size_t(cap) * sizeof(int32_t), s>>>(
       q, c, sh, pos, keep, part, rows.stride, cap);
   DS4_CUDA_CHECK_LAUNCH();
-  qsa_attend_merge_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 128, 0, s>>>(gate, sh, part, att,
-                                                                                        rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
+  qsa_merge_splits(gate, sh, part, att, s, rows);
 }
 
 template <int KD>
@@ -592,12 +560,22 @@ void launch_split_kd(const float* q, const float* gate, const QsaCache& c, const
 
 }  // namespace
 
+void qsa_merge_splits(const float* gate, const QsaShape& sh, const float* part, float* att, cudaStream_t s,
+                      const Rows& rows) {
+  qsa_attend_merge_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 128, 0, s>>>(gate, sh, part, att,
+                                                                                        rows.stride);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
 void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
                 const uint8_t* keep, float* scores, float* att, cudaStream_t s, const Rows& rows, bool many_rows) {
   // A tensor-core prefill chunk (hundreds of rows; not bit-identical to decode steps anyway):
   // the group kernel, one block per (KV head, row) reading each key and value once for its
   // query group (up to 16 query heads per KV head, queries in 48 KB of shared memory).
   const int64_t G = sh.heads / sh.kv_heads;
+  if (many_rows && qsa_tc()) {  // the products on tensor cores (qsa_tc.cu), where the shape fits
+    if (qsa_attend_tc_supports(sh)) return qsa_attend_tc(q, gate, c, sh, pos, keep, scores, att, s, rows);
+  }
   if (many_rows) {
     const dim3 grid(unsigned(sh.kv_heads), unsigned(rows.count));
     if (G <= 4 && group_smem(sh, 4) <= 48 * 1024) {

@@ -1,0 +1,228 @@
+// qsa_attend for a tensor-core prefill chunk (issue #22): the QSA layers' attention was 24 % of
+// a 2K Qwen prefill on the group kernel (FP32 CUDA cores, one block per KV head and row, a warp
+// reduction per key and head; bench/results/session23-2026-12-06 call 3). Here the products run
+// on tensor cores (mma.sync m16n8k8, TF32 operands rounded to nearest, FP32 accumulate), flash
+// style, in the split kernel's form: block (KV head, split, row) takes the row's query heads of
+// that KV head (G <= 16: the M tile of 16, rows past G zero) over one range of the row's visible
+// keys, in tiles of kKeys keys (cp.async into shared memory; K, then V into the same tile):
+//   S = Q K^T (warp w: keys 8w .. 8w + 7 of the tile, all of hd), times 1 / sqrt(hd), keys past
+//   the range masked; an online softmax per head in FP32 (running max m, exp-sum l);
+//   O = O exp(m_old - m_new) + P V (warp w: the 8-column tiles w, w + 8, ... of hd).
+// The visible keys and their order are the split kernel's (positions 0..pos while every complete
+// block is kept; past the budget the kept blocks' keys ascending, then the open tail), so the
+// partials {m, l, acc} go to the same slots and qsa_merge_splits finishes as for the decode step.
+// Splits of at least kMinSplitKeys keys (fewer blocks, fewer partials to merge); unused splits
+// write an empty partial (m = -inf). Only tensor-core chunks take it (qsa_attend's many_rows):
+// decode steps and exact chunks keep their kernels bit for bit.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/mma_sync.cuh"
+#include "core/error.h"
+#include "models/qwen_next/cuda/kernels.h"
+#include "models/qwen_next/cuda/qsa_internal.cuh"
+
+namespace ds4::qwen_next::cuda {
+namespace {
+
+using ds4::cuda::mma::cp_async16;
+using ds4::cuda::mma::cp_commit;
+using ds4::cuda::mma::cp_wait;
+using ds4::cuda::mma::mma_tf32;
+using ds4::cuda::mma::tf32;
+
+constexpr int kWarps = 8, kThreads = 32 * kWarps;
+constexpr int kKeys = 8 * kWarps;  // keys per tile: one 8-key n-tile of S per warp
+constexpr int kMaxHd = 256;        // O: hd / 8 n-tiles over 8 warps, at most 4 each
+constexpr int kNt = kMaxHd / 8 / kWarps;
+constexpr int64_t kMinSplitKeys = 256;
+constexpr int kPStride = kKeys + 4;  // P rows: A fragments (g, t) on distinct banks
+
+// Row stride of Q and the key / value tile: hd + 4 puts the S phase's reads (rows g, column
+// t) on distinct banks (the P V phase's value reads meet 2 rows per bank).
+__host__ __device__ inline int64_t tile_ld(int64_t hd) { return hd + 4; }
+
+size_t smem_bytes(const QsaShape& sh) {
+  const int64_t ld = tile_ld(sh.head_dim), cap = sh.idx_budget / sh.idx_ratio;
+  return size_t(16 * ld + int64_t(kKeys) * ld + 16 * kPStride + 3 * 16) * sizeof(float) + size_t(cap) * sizeof(int32_t);
+}
+
+__global__ void __launch_bounds__(kThreads) qsa_attend_tc_kernel(const float* __restrict__ q, QsaCache c, QsaShape sh,
+                                                                 const int32_t* __restrict__ pos_p,
+                                                                 const uint8_t* __restrict__ keep, float* __restrict__ part,
+                                                                 int64_t rs) {
+  extern __shared__ __align__(16) float smem[];
+  const int64_t hd = sh.head_dim, ld = tile_ld(hd), G = sh.heads / sh.kv_heads, KVD = sh.kv_heads * hd;
+  float* Qs = smem;                          // {16, ld}: the heads' queries (TF32-rounded), rows >= G zero
+  float* T = Qs + 16 * ld;                   // {kKeys, ld}: the key tile, then the value tile
+  float* P = T + int64_t(kKeys) * ld;        // {16, kPStride}: scores, then the weights (TF32-rounded)
+  float* m_s = P + 16 * kPStride;            // {16} running max per head
+  float* l_s = m_s + 16;                     // {16} running exp-sum
+  float* corr_s = l_s + 16;                  // {16} this tile's rescale of O
+  int32_t* kept = reinterpret_cast<int32_t*>(corr_s + 16);  // {idx_budget / ratio}
+  const int64_t row = blockIdx.z, kvh = blockIdx.x, split = blockIdx.y, h0 = kvh * G;
+  q += row * rs, keep += row * rs * 4, part += row * rs;
+  const int64_t p = pos_p[row], R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
+  const bool listed = nb > keep_n;  // past the budget: the kept blocks' keys, then the tail
+  const int64_t kc = listed ? list_kept_blocks<kWarps>(keep, nb, kept, keep_n) : 0;
+  const int64_t n = listed ? kc * R + (p + 1 - nb * R) : p + 1;  // visible keys, in position order
+  auto at = [&](int64_t i) { return !listed ? i : i < kc * R ? int64_t(kept[i / R]) * R + i % R : nb * R + (i - kc * R); };
+  int64_t per = (n + kQsaSplits - 1) / kQsaSplits;
+  if (per < kMinSplitKeys) per = kMinSplitKeys;
+  const int64_t j0 = split * per, j1 = j0 + per < n ? j0 + per : n;
+  auto out = [&](int64_t h) { return part + (split * sh.heads + h0 + h) * (hd + 2); };
+  if (j0 >= n) {  // an unused split: an empty partial (block-uniform)
+    if (threadIdx.x < G) out(threadIdx.x)[0] = -INFINITY, out(threadIdx.x)[1] = 0.f;
+    return;
+  }
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const float scale = rsqrtf(float(hd));
+  for (int64_t i = threadIdx.x; i < 16 * hd; i += kThreads) {
+    const int64_t h = i / hd, e = i % hd;
+    Qs[h * ld + e] = h < G ? __uint_as_float(tf32(q[(h0 + h) * hd + e])) : 0.f;
+  }
+  if (threadIdx.x < 16) m_s[threadIdx.x] = -INFINITY, l_s[threadIdx.x] = 0.f;
+  // tile jb's key (kv = 0) or value (1) rows into T; rows past the range zero
+  const int64_t chunks = hd / 4;
+  auto load = [&](int64_t jb, int kv) {
+    const float* base = (kv ? c.v : c.k) + kvh * hd;
+    for (int64_t i = threadIdx.x; i < int64_t(kKeys) * chunks; i += kThreads) {
+      const int64_t r = i / chunks, e = 4 * (i % chunks), j = jb + r;
+      const bool ok = j < j1;
+      cp_async16(T + r * ld + e, ok ? base + at(j) * KVD + e : base, ok);
+    }
+    cp_commit();
+  };
+  float o[kNt][4];
+#pragma unroll
+  for (int i = 0; i < kNt; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  const int nts = int(hd / 8);  // O's n-tiles; warp w takes w, w + kWarps, ...
+  load(j0, 0);
+  for (int64_t jb = j0; jb < j1; jb += kKeys) {
+    cp_wait<0>();
+    __syncthreads();  // the key tile (and, at the first tile, Q and m / l) in place
+    {                 // S: warp w's 16 x 8 tile, keys jb + 8w ..
+      float sc[4] = {0.f, 0.f, 0.f, 0.f};
+      const float* kr = T + int64_t(8 * warp + g) * ld;
+      for (int64_t k0 = 0; k0 < hd; k0 += 8) {
+        const uint32_t a[4] = {__float_as_uint(Qs[g * ld + k0 + t]), __float_as_uint(Qs[(g + 8) * ld + k0 + t]),
+                               __float_as_uint(Qs[g * ld + k0 + t + 4]), __float_as_uint(Qs[(g + 8) * ld + k0 + t + 4])};
+        mma_tf32(sc, a, tf32(kr[k0 + t]), tf32(kr[k0 + t + 4]));
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = g + (i < 2 ? 0 : 8), col = 8 * warp + 2 * t + (i & 1);
+        P[r * kPStride + col] = jb + col < j1 ? sc[i] * scale : -INFINITY;
+      }
+    }
+    __syncthreads();  // S in P; every warp is done with the key tile
+    load(jb, 1);      // the value tile, while the softmax runs
+    // the online softmax: warp w takes heads 2w, 2w + 1 (lanes: keys lane and lane + 32)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = 2 * warp + hh;
+      float* pr = P + r * kPStride;
+      const float v0 = pr[lane], v1 = pr[lane + 32];
+      float mx = fmaxf(v0, v1);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float m_old = m_s[r], m_new = fmaxf(m_old, mx);
+      // nothing visible yet for this head (only a head row past G, or a tile of masked keys
+      // before any visible one, which the ranges never make): weights 0, O unchanged
+      const bool none = m_new == -INFINITY;
+      const float p0 = none ? 0.f : expf(v0 - m_new), p1 = none ? 0.f : expf(v1 - m_new);
+      float sum = p0 + p1;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      pr[lane] = __uint_as_float(tf32(p0)), pr[lane + 32] = __uint_as_float(tf32(p1));
+      __syncwarp();
+      if (lane == 0) {
+        const float corr = none ? 1.f : expf(m_old - m_new);  // m_old = -inf: 0
+        corr_s[r] = corr;
+        l_s[r] = l_s[r] * corr + sum;
+        m_s[r] = m_new;
+      }
+    }
+    cp_wait<0>();
+    __syncthreads();  // the value tile, the weights and corr in place
+    {                 // O = O corr + P V
+      const float c0 = corr_s[g], c1 = corr_s[g + 8];
+#pragma unroll
+      for (int i = 0; i < kNt; ++i) {
+        const int nt = warp + kWarps * i;
+        if (nt >= nts) break;
+        o[i][0] *= c0, o[i][1] *= c0, o[i][2] *= c1, o[i][3] *= c1;
+#pragma unroll
+        for (int k0 = 0; k0 < kKeys; k0 += 8) {
+          const uint32_t a[4] = {__float_as_uint(P[g * kPStride + k0 + t]), __float_as_uint(P[(g + 8) * kPStride + k0 + t]),
+                                 __float_as_uint(P[g * kPStride + k0 + t + 4]),
+                                 __float_as_uint(P[(g + 8) * kPStride + k0 + t + 4])};
+          mma_tf32(o[i], a, tf32(T[int64_t(k0 + t) * ld + 8 * nt + g]), tf32(T[int64_t(k0 + t + 4) * ld + 8 * nt + g]));
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with the value tile and P
+    if (jb + kKeys < j1) load(jb + kKeys, 0);
+  }
+  // the partials: rows g, g + 8 of each n-tile (heads past G dropped)
+#pragma unroll
+  for (int i = 0; i < kNt; ++i) {
+    const int nt = warp + kWarps * i;
+    if (nt >= nts) break;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int h = g + (k < 2 ? 0 : 8);
+      if (h < G) out(h)[2 + 8 * nt + 2 * t + (k & 1)] = o[i][k];
+    }
+  }
+  if (threadIdx.x < G) out(threadIdx.x)[0] = m_s[threadIdx.x], out(threadIdx.x)[1] = l_s[threadIdx.x];
+}
+
+// DS4_QSA_TC (0 or 1; unset = 1) or qsa_attend_set_tc: whether tensor-core chunks take this kernel.
+std::atomic<int> g_tc{-1};
+
+}  // namespace
+
+void qsa_attend_set_tc(bool on) { g_tc.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+bool qsa_tc() {
+  int v = g_tc.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = 1;
+    if (const char* e = std::getenv("DS4_QSA_TC")) {
+      const std::string s = e;
+      if (s != "0" && s != "1") throw InputError("DS4_QSA_TC=" + s + ": expected 0 or 1");
+      v = s == "1";
+    }
+    g_tc.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+bool qsa_attend_tc_supports(const QsaShape& sh) {
+  if (sh.kv_heads < 1 || sh.heads % sh.kv_heads != 0 || sh.heads / sh.kv_heads > 16) return false;
+  if (sh.head_dim < 8 || sh.head_dim % 8 != 0 || sh.head_dim > kMaxHd || sh.idx_ratio < 1) return false;
+  return smem_bytes(sh) <= size_t(227) * 1024;
+}
+
+void qsa_attend_tc(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
+                   const uint8_t* keep, float* part, float* att, cudaStream_t s, const Rows& rows) {
+  if (!qsa_attend_tc_supports(sh))
+    throw InputError("qwen_next cuda: qsa_attend_tc takes up to 16 query heads per KV head and head_dim a multiple of "
+                     "8 up to " + std::to_string(kMaxHd));
+  if (rows.count < 1 || rows.count > 65535) throw InputError("qwen_next cuda: qsa_attend_tc rows " + std::to_string(rows.count));
+  const size_t smem = smem_bytes(sh);
+  DS4_CUDA_CHECK(cudaFuncSetAttribute(qsa_attend_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const dim3 grid(unsigned(sh.kv_heads), unsigned(kQsaSplits), unsigned(rows.count));
+  qsa_attend_tc_kernel<<<grid, kThreads, smem, s>>>(q, c, sh, pos, keep, part, rows.stride);
+  DS4_CUDA_CHECK_LAUNCH();
+  qsa_merge_splits(gate, sh, part, att, s, rows);
+}
+
+}  // namespace ds4::qwen_next::cuda
