@@ -41,8 +41,10 @@ struct CudaModelOptions {
   // free after the weights holds: options() tells what was kept). A chunk of at least `gemm_rows` rows runs its dense
   // projections as TF32 GEMMs (backend/cuda matmul_rows) and, with `expert_mma`, its routed
   // experts as grouped BF16 MMAs (grouped_mma_bf16): within TF32 / BF16 rounding of the CPU
-  // model, not bit for bit (test_qwen_next_cuda item 8 states the bound). The MoE router
-  // logits and the QSA indexer's q/k (they pick experts and blocks) stay on the exact path.
+  // model, not bit for bit (test_qwen_next_cuda item 8 states the bound); its QSA attention on
+  // tensor cores too (qsa_tc.cu; DS4_QSA_TC=0 for the FP32 group kernel: H100, 2K prefill 2416 vs
+  // 1915 tok/s, bench/results/session23-2026-12-06 call 4). The MoE router logits and the QSA
+  // indexer's q/k (they pick experts and blocks) keep FP32 (fp32_gemms below).
   // gemm_rows 0 (the default) = every chunk exact: a prefill chunk's rows equal decode steps
   // bit for bit; the server (cuda_options_from_env) takes gemm_rows 17 (kServedTensorCoreRows).
   int prefill_rows = 512;
