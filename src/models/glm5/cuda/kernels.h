@@ -59,6 +59,15 @@ void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx,
 // its count; scores {heads, width} (raw, scaled) -> probabilities over [0, count) in place.
 void mla_gather(const float* latent, const int32_t* sel_idx, const int32_t* sel_count, const MlaShape& sh, float* g,
                 cudaStream_t s, const Rows& rows);
+// mla_attend of a tensor-core chunk's rows (one state, no seq) on tensor cores (mla_tc.cu: TF32
+// products, flash style, the selected rows read in place): o_lat within TF32 rounding of
+// mla_attend's. kv_lora a multiple of 16 up to kMaxKvLora (mla_attend_tc_supports). On by default
+// in tensor-core chunks; DS4_MLA_TC (0 or 1) read on first use, or mla_attend_set_tc.
+bool mla_attend_tc_supports(const MlaShape& sh);
+void mla_attend_tc(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
+                   const MlaShape& sh, float* o_lat, cudaStream_t s, const Rows& rows);
+bool mla_attend_tc_on();
+void mla_attend_set_tc(bool on);
 void mla_softmax(const int32_t* sel_count, const MlaShape& sh, float* scores, cudaStream_t s, const Rows& rows);
 // mla_attend's first and last launches (scores {heads, width}; the weighted sum of the rows by
 // the probabilities left in scores), for the decode step's per-op profile.
