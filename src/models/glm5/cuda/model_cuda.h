@@ -58,7 +58,9 @@ struct CudaModelOptions {
   // selected latent rows gathered, scores and output as strided-batched GEMMs) as FP32 cuBLAS
   // GEMMs (chunk_gemm.cu): 15% and 51% of a 512-row chunk on the H200 as per-row kernels; and
   // (session 23) the other exact products (router logits, the indexer's inputs) as FP32 GEMMs
-  // (matmul_rows_f32) instead of gemv_rows per 16 rows.
+  // (matmul_rows_f32) instead of gemv_rows per 16 rows. The MLA attention of a tensor-core chunk
+  // runs on tensor cores whatever this says (mla_tc.cu; DS4_MLA_TC=0 for the FP32 GEMM form: H100,
+  // 2K prefill 1402 vs 1320 tok/s, bench/results/session23-2026-12-06 call 6).
   // H200, full-size synthetic: 911.6 tok/s at 2K vs 446.8 without, 872.7 at 32K; test_glm5_cuda
   // item 8's fp32_gemms rows pass (bench/results/cuda-glm5-fp32-h200-2026-12-04e).
   bool fp32_gemms = true;
