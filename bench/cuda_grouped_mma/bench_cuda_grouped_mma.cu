@@ -45,10 +45,12 @@
 #include "core/weight.h"
 
 #include "../cuda_fill.cuh"
+#include "../cuda_timing.cuh"
 
 using namespace ds4;
 using bench::fill_halves;
 using bench::fill_random;
+using bench::time_ms;
 
 namespace {
 
@@ -77,31 +79,6 @@ struct Case {
   DType type;
   int64_t experts, k, rows, cols, group;  // group: MLX group size (0: none)
 };
-
-double median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Median ms of `reps` runs of f on stream s (one warm-up).
-template <class F>
-double time_ms(F&& f, int reps, cudaStream_t s) {
-  cudaEvent_t a, b;
-  DS4_CUDA_CHECK(cudaEventCreate(&a));
-  DS4_CUDA_CHECK(cudaEventCreate(&b));
-  f();
-  std::vector<float> ms(static_cast<size_t>(reps));
-  for (int r = 0; r < reps; ++r) {
-    DS4_CUDA_CHECK(cudaEventRecord(a, s));
-    f();
-    DS4_CUDA_CHECK(cudaEventRecord(b, s));
-    DS4_CUDA_CHECK(cudaEventSynchronize(b));
-    DS4_CUDA_CHECK(cudaEventElapsedTime(ms.data() + r, a, b));
-  }
-  DS4_CUDA_CHECK(cudaEventDestroy(a));
-  DS4_CUDA_CHECK(cudaEventDestroy(b));
-  return median(ms);
-}
 
 // Dense BF16 GEMM (FP32 accumulate) m x n x k on cuBLAS: the peak this machine gives a product
 // of this kind, in TFLOP/s.

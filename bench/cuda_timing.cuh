@@ -1,0 +1,33 @@
+#pragma once
+// Event timing for the CUDA kernel benches: the median of `reps` runs of f on stream s after one
+// warm-up run (the first use of a path: cuBLAS heuristics, attribute writes, cold caches).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cuda/check.h"
+
+namespace ds4::bench {
+
+template <class F>
+double time_ms(F&& f, int reps, cudaStream_t s) {
+  cudaEvent_t a, b;
+  DS4_CUDA_CHECK(cudaEventCreate(&a));
+  DS4_CUDA_CHECK(cudaEventCreate(&b));
+  f();
+  std::vector<float> ms(static_cast<size_t>(reps));
+  for (int r = 0; r < reps; ++r) {
+    DS4_CUDA_CHECK(cudaEventRecord(a, s));
+    f();
+    DS4_CUDA_CHECK(cudaEventRecord(b, s));
+    DS4_CUDA_CHECK(cudaEventSynchronize(b));
+    DS4_CUDA_CHECK(cudaEventElapsedTime(ms.data() + r, a, b));
+  }
+  DS4_CUDA_CHECK(cudaEventDestroy(a));
+  DS4_CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace ds4::bench
