@@ -12,6 +12,7 @@ namespace ds4::bench {
 
 template <class F>
 double time_ms(F&& f, int reps, cudaStream_t s) {
+  if (reps < 1) reps = 1;
   cudaEvent_t a, b;
   DS4_CUDA_CHECK(cudaEventCreate(&a));
   DS4_CUDA_CHECK(cudaEventCreate(&b));

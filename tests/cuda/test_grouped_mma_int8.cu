@@ -312,6 +312,20 @@ void check_bad_input(std::mt19937_64& rng, cudaStream_t s) {
   odd.x_row = 128;
   check(throws(d2.view, xk.row(0), odd), "bad input: x_row not a multiple of the Q8_K block -> InputError");
   check(!throws(d2.view, xk.row(0), r), "good input: Q2_K with Q8_K activations runs");
+  auto planes_throws = [&](const cuda::GemvRows& rr) {
+    try {
+      cuda::grouped_mma_int8_planes(d2.view, xk.row(0), y.as<float>(), rr, s);
+    } catch (const InputError&) {
+      return true;
+    }
+    return false;
+  };
+  cuda::GemvRows p16 = r;  // (idx_stride 16: counts past 8 would be dropped)
+  p16.x_row = 512;
+  check(planes_throws(p16), "bad input: planes with an index stride of 16 -> InputError");
+  cuda::GemvRows pn = r;
+  pn.idx_stride = 8;  // x_row 256 < two planes of 256
+  check(planes_throws(pn), "bad input: planes with x_row below two planes -> InputError");
   auto dense_throws = [&](const WeightMatrix& w, const ActQ8View& x, int64_t x_row, int64_t n, cuda::DenseGroups g) {
     try {
       cuda::grouped_mma_int8_dense(w, x, x_row, y.as<float>(), 8, n, g, s);

@@ -513,7 +513,10 @@ bool x_step_ok(int64_t v, int64_t bv) { return v >= 0 && v % bv == 0 && v % 16 =
 
 void launch_format(const WeightMatrix& w, const Args& a, const RowsArgs& ra, const XArgs& xa, float* y, unsigned batch,
                    int64_t rows_per_expert, cudaStream_t s) {
-  const bool st = stages(w);
+  // Every entry's matrix must keep stages()'s alignment too: Q8_0's unshifted windows need 16-byte
+  // starts, Q2_K's 4-byte loads 4 (the experts' and groups' strides are whole aligned matrices today).
+  const int64_t need = w.type == DType::Q8_0 ? 16 : w.type == DType::Q2_K ? 4 : 2;
+  const bool st = stages(w) && a.id_stride % need == 0;
   switch (w.type) {
     case DType::Q8_0: return launch<Fmt::kQ8_0>(a, ra, xa, y, batch, rows_per_expert, st, s);
     case DType::Q2_K: return launch<Fmt::kQ2_K>(a, ra, xa, y, batch, rows_per_expert, st, s);
@@ -526,12 +529,13 @@ void routed(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows&
             int64_t rows_per_expert, int planes, const std::string& what) {
   check_operands(w, x, what);
   const int64_t bv = act_values_per_scale(x.block);
-  const bool stride_ok = r.idx_stride == kGemvMaxRows || (planes == 2 && r.idx_stride == kGemvMaxRows / 2);
+  // planes: entries of at most 8 rows, so a stride of 8 (counts past 8 would be dropped silently)
+  const bool stride_ok = r.idx_stride == kGemvMaxRows / planes;
   if (r.n < 1 || r.n > kGemvMaxRows / planes || !stride_ok || r.batch.count < 1 ||
       r.batch.count > 65535 || !x_step_ok(r.x_row, bv) || !x_step_ok(r.batch.x_stride, bv) || r.x_row < planes * x.n)
     throw InputError(what + "n " + std::to_string(r.n) + " (at most " + std::to_string(kGemvMaxRows / planes) +
                      "), count " + std::to_string(r.batch.count) + ", idx_stride " + std::to_string(r.idx_stride) +
-                     (planes == 2 ? " (takes 8 or 16)" : " (takes 16)") + ", x_row " + std::to_string(r.x_row) + " or x stride " +
+                     (planes == 2 ? " (takes 8)" : " (takes 16)") + ", x_row " + std::to_string(r.x_row) + " or x stride " +
                      std::to_string(r.batch.x_stride) + " (x_row and x stride: multiples of the activation block " +
                      "and of 16; x_row >= " + std::to_string(planes) + " rows of the weight's width)");
   Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), nullptr, nullptr, 0, 0, w.rows, w.cols,

@@ -45,7 +45,7 @@ void grouped_mma_int8(const WeightMatrix& w, const ActQ8View& x, float* y, const
 // tensor-core chunks want more than 8 bits of x; issue #22, GLM's experts): as grouped_mma_int8,
 // x = the high plane of input row 0 (Q8_K, x.n == w.cols), input row i's high plane at
 // x + i * r.x_row values and its low plane x.n values after it (r.x_row >= 2 x.n), at most 8
-// input rows per entry (r.n <= 8 and counts <= 8: moe_group with a stride of 8). Each output =
+// input rows per entry (r.n <= 8, r.idx_stride 8: moe_group with a stride of 8). Each output =
 // dot_act(high) + dot_act(low), that sum rounded once: ~3e-5 of an activation block's largest
 // |x| per value (BF16 operands: 2^-9 of each value). Q2_K / IQ2_XXS weights.
 void grouped_mma_int8_planes(const WeightMatrix& w, const ActQ8View& x, float* y, const GemvRows& r, cudaStream_t stream,

@@ -142,7 +142,8 @@ __global__ void __launch_bounds__(kThreads) mla_attend_tc_kernel(const float* __
     __syncthreads();  // every warp is done with the tile and the weights
     if (jb + kKeys < n) load(jb + kKeys);
   }
-  // o_lat = O / l (an empty selection: zeros)
+  // o_lat = O / l (an empty selection: zeros; the barrier publishes m / l when no tile ran)
+  __syncthreads();
   const float i0 = l_s[g] > 0.f ? 1.f / l_s[g] : 0.f, i1 = l_s[g + 8] > 0.f ? 1.f / l_s[g + 8] : 0.f;
 #pragma unroll
   for (int i = 0; i < kNt; ++i) {

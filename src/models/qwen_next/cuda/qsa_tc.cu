@@ -133,8 +133,8 @@ __global__ void __launch_bounds__(kThreads) qsa_attend_tc_kernel(const float* __
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
       const float m_old = m_s[r], m_new = fmaxf(m_old, mx);
-      // nothing visible yet for this head (only a head row past G, or a tile of masked keys
-      // before any visible one, which the ranges never make): weights 0, O unchanged
+      // nothing visible yet for this head (a tile of masked keys before any visible one, which
+      // the ranges never make; rows past G score 0, not -inf): weights 0, O unchanged
       const bool none = m_new == -INFINITY;
       const float p0 = none ? 0.f : expf(v0 - m_new), p1 = none ? 0.f : expf(v1 - m_new);
       float sum = p0 + p1;
@@ -208,7 +208,7 @@ bool qsa_tc() {
 bool qsa_attend_tc_supports(const QsaShape& sh) {
   if (sh.kv_heads < 1 || sh.heads % sh.kv_heads != 0 || sh.heads / sh.kv_heads > 16) return false;
   if (sh.head_dim < 8 || sh.head_dim % 8 != 0 || sh.head_dim > kMaxHd || sh.idx_ratio < 1) return false;
-  return smem_bytes(sh) <= size_t(227) * 1024;
+  return smem_bytes(sh) + 64 <= size_t(227) * 1024;  // (+ list_kept_blocks' static warp sums)
 }
 
 void qsa_attend_tc(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
