@@ -268,7 +268,7 @@ void Glm5CudaModel::Impl::mla_rows(const DMla& m, const LayerOffsets& o, std::sp
   // form; a batch never is one.
   if (tc && groups.size() == 1 && !seq.at && mla_attend_tc_on() && mla_attend_tc_supports(msh))
     mla_attend_tc(R(0, sl.qlat), SF(sb_of(groups[0]), o.latent), RI(0, sl.sel_idx), RI(0, sl.sel_count), msh,
-                  R(0, sl.olat), stream, Rows{rows, rs()});
+                  R(0, sl.olat), stream, Rows{rows, rs(), {}});
   else if (groups.size() > 1 || !mla_attend_gemm(SF(sb_of(groups[0]), o.latent), msh))
     for (const RowGroup& g : launches) {
       const int64_t t = g.r0;
