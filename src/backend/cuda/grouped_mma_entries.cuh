@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
 #include "core/error.h"
@@ -19,6 +20,7 @@
 namespace ds4::cuda::grouped_mma_detail {
 
 using gemv_detail::Args;
+using ds4::cuda::env_setting;
 
 inline constexpr int kN = kGemvMaxRows;  // x rows per entry (two MMA N tiles of 8)
 
@@ -39,25 +41,6 @@ struct RowsArgs {
   int64_t plane_off = 0;
   int idx_stride = kGemvMaxRows;  // x_idx / y_idx entries per entry (moe_group's group_stride)
 };
-
-// A kernel setting read from the environment variable `name` on first use (`unset` when unset; one
-// of `allowed`, else InputError with `expected`) unless a setter stored it in `cell` before.
-inline int env_setting(std::atomic<int>& cell, const char* name, std::initializer_list<int> allowed,
-                       const char* expected, int unset = 0) {
-  int v = cell.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = unset;
-    if (const char* e = std::getenv(name)) {
-      const std::string t = e;
-      bool ok = false;
-      for (int c : allowed) ok = ok || t == std::to_string(c);
-      if (!ok) throw InputError(std::string(name) + "=" + t + ": expected " + expected);
-      v = std::stoi(t);
-    }
-    cell.store(v, std::memory_order_relaxed);
-  }
-  return v;
-}
 
 // Entries per block: `forced` (1, 2 or g_max) or by the chunk's rows per expert (1 up to kN, 2
 // up to 2 kN, else g_max).

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/env_setting.h"
 #include "backend/cuda/mma_sync.cuh"
 #include "core/error.h"
 #include "models/glm5/cuda/kernels.h"
@@ -164,19 +165,7 @@ std::atomic<int> g_tc{-1};
 
 void mla_attend_set_tc(bool on) { g_tc.store(on ? 1 : 0, std::memory_order_relaxed); }
 
-bool mla_attend_tc_on() {
-  int v = g_tc.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = 1;
-    if (const char* e = std::getenv("DS4_MLA_TC")) {
-      const std::string s = e;
-      if (s != "0" && s != "1") throw InputError("DS4_MLA_TC=" + s + ": expected 0 or 1");
-      v = s == "1";
-    }
-    g_tc.store(v, std::memory_order_relaxed);
-  }
-  return v == 1;
-}
+bool mla_attend_tc_on() { return ds4::cuda::env_setting(g_tc, "DS4_MLA_TC", {0, 1}, "0 or 1", 1) == 1; }
 
 bool mla_attend_tc_supports(const MlaShape& sh) {
   return sh.heads >= 1 && sh.kv_lora >= 16 && sh.kv_lora % 16 == 0 && sh.kv_lora <= kMaxKvLora &&

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/env_setting.h"
 #include "backend/cuda/mma_sync.cuh"
 #include "core/error.h"
 #include "models/qwen_next/cuda/kernels.h"
@@ -191,19 +192,7 @@ std::atomic<int> g_tc{-1};
 
 void qsa_attend_set_tc(bool on) { g_tc.store(on ? 1 : 0, std::memory_order_relaxed); }
 
-bool qsa_tc() {
-  int v = g_tc.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = 1;
-    if (const char* e = std::getenv("DS4_QSA_TC")) {
-      const std::string s = e;
-      if (s != "0" && s != "1") throw InputError("DS4_QSA_TC=" + s + ": expected 0 or 1");
-      v = s == "1";
-    }
-    g_tc.store(v, std::memory_order_relaxed);
-  }
-  return v == 1;
-}
+bool qsa_tc() { return ds4::cuda::env_setting(g_tc, "DS4_QSA_TC", {0, 1}, "0 or 1", 1) == 1; }
 
 bool qsa_attend_tc_supports(const QsaShape& sh) {
   if (sh.kv_heads < 1 || sh.heads % sh.kv_heads != 0 || sh.heads / sh.kv_heads > 16) return false;
