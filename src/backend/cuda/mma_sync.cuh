@@ -33,6 +33,36 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The A fragment of the 8 columns from k0 of a 16-row matrix in shared memory that holds TF32
+// values already (row r at A + r * lda).
+__device__ __forceinline__ void a_frag_tf32(const float* A, int64_t lda, int64_t k0, int g, int t, uint32_t (&a)[4]) {
+  a[0] = __float_as_uint(A[g * lda + k0 + t]);
+  a[1] = __float_as_uint(A[(g + 8) * lda + k0 + t]);
+  a[2] = __float_as_uint(A[g * lda + k0 + t + 4]);
+  a[3] = __float_as_uint(A[(g + 8) * lda + k0 + t + 4]);
+}
+
+// A flash-attention step's output update on a warp's share of O {16, 8 nts} (the W warps take
+// the 8-column tiles w, w + W, ...; NT of them at most): O = O * corr + P V, corr {16} per row,
+// P {16, K} the tile's weights (TF32 values, row stride p_ld), V {K rows, row stride v_ld} f32.
+template <int NT, int W, int K>
+__device__ __forceinline__ void flash_pv(float (&o)[NT][4], const float* P, int64_t p_ld, const float* V, int64_t v_ld,
+                                         const float* corr, int warp, int nts, int g, int t) {
+  const float c0 = corr[g], c1 = corr[g + 8];
+#pragma unroll
+  for (int i = 0; i < NT; ++i) {
+    const int nt = warp + W * i;
+    if (nt >= nts) break;
+    o[i][0] *= c0, o[i][1] *= c0, o[i][2] *= c1, o[i][3] *= c1;
+#pragma unroll
+    for (int k0 = 0; k0 < K; k0 += 8) {
+      uint32_t a[4];
+      a_frag_tf32(P, p_ld, k0, g, t, a);
+      mma_tf32(o[i], a, tf32(V[int64_t(k0 + t) * v_ld + 8 * nt + g]), tf32(V[int64_t(k0 + t + 4) * v_ld + 8 * nt + g]));
+    }
+  }
+}
+
 // c += a b, m16n8k32, int8 operands (s8 x s8), int32 accumulate: exact. Fragments as the TF32
 // form with k doubled: A (g, 4t..4t+3) (g + 8, 4t..) (g, 16 + 4t..) (g + 8, 16 + 4t..), four
 // int8 per register; B (k = 4t.., n = g) (k = 16 + 4t.., g).

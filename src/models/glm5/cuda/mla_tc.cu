@@ -27,9 +27,11 @@
 namespace ds4::glm5::cuda {
 namespace {
 
+using ds4::cuda::mma::a_frag_tf32;
 using ds4::cuda::mma::cp_async16;
 using ds4::cuda::mma::cp_commit;
 using ds4::cuda::mma::cp_wait;
+using ds4::cuda::mma::flash_pv;
 using ds4::cuda::mma::mma_tf32;
 using ds4::cuda::mma::tf32;
 
@@ -92,8 +94,8 @@ __global__ void __launch_bounds__(kThreads) mla_attend_tc_kernel(const float* __
       float sc[4] = {0.f, 0.f, 0.f, 0.f};
       const float* kr = T + int64_t(8 * nt + g) * ld;
       for (int64_t k0 = k_lo; k0 < k_lo + half; k0 += 8) {
-        const uint32_t a[4] = {__float_as_uint(Qs[g * ld + k0 + t]), __float_as_uint(Qs[(g + 8) * ld + k0 + t]),
-                               __float_as_uint(Qs[g * ld + k0 + t + 4]), __float_as_uint(Qs[(g + 8) * ld + k0 + t + 4])};
+        uint32_t a[4];
+        a_frag_tf32(Qs, ld, k0, g, t, a);
         mma_tf32(sc, a, tf32(kr[k0 + t]), tf32(kr[k0 + t + 4]));
       }
       float* P = warp < 4 ? Pa : Pb;
@@ -124,22 +126,7 @@ __global__ void __launch_bounds__(kThreads) mla_attend_tc_kernel(const float* __
       }
     }
     __syncthreads();  // the weights and corr in place
-    {                 // O = O corr + P L
-      const float c0 = corr_s[g], c1 = corr_s[g + 8];
-#pragma unroll
-      for (int i = 0; i < kNt; ++i) {
-        const int nt = warp + kWarps * i;
-        if (nt >= nts) break;
-        o[i][0] *= c0, o[i][1] *= c0, o[i][2] *= c1, o[i][3] *= c1;
-#pragma unroll
-        for (int k0 = 0; k0 < kKeys; k0 += 8) {
-          const uint32_t a[4] = {__float_as_uint(Pa[g * kPStride + k0 + t]), __float_as_uint(Pa[(g + 8) * kPStride + k0 + t]),
-                                 __float_as_uint(Pa[g * kPStride + k0 + t + 4]),
-                                 __float_as_uint(Pa[(g + 8) * kPStride + k0 + t + 4])};
-          mma_tf32(o[i], a, tf32(T[int64_t(k0 + t) * ld + 8 * nt + g]), tf32(T[int64_t(k0 + t + 4) * ld + 8 * nt + g]));
-        }
-      }
-    }
+    flash_pv<kNt, kWarps, kKeys>(o, Pa, kPStride, T, ld, corr_s, warp, nts, g, t);  // O = O corr + P L
     __syncthreads();  // every warp is done with the tile and the weights
     if (jb + kKeys < n) load(jb + kKeys);
   }

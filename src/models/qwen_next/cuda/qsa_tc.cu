@@ -32,9 +32,11 @@
 namespace ds4::qwen_next::cuda {
 namespace {
 
+using ds4::cuda::mma::a_frag_tf32;
 using ds4::cuda::mma::cp_async16;
 using ds4::cuda::mma::cp_commit;
 using ds4::cuda::mma::cp_wait;
+using ds4::cuda::mma::flash_pv;
 using ds4::cuda::mma::mma_tf32;
 using ds4::cuda::mma::tf32;
 
@@ -112,8 +114,8 @@ __global__ void __launch_bounds__(kThreads) qsa_attend_tc_kernel(const float* __
       float sc[4] = {0.f, 0.f, 0.f, 0.f};
       const float* kr = T + int64_t(8 * warp + g) * ld;
       for (int64_t k0 = 0; k0 < hd; k0 += 8) {
-        const uint32_t a[4] = {__float_as_uint(Qs[g * ld + k0 + t]), __float_as_uint(Qs[(g + 8) * ld + k0 + t]),
-                               __float_as_uint(Qs[g * ld + k0 + t + 4]), __float_as_uint(Qs[(g + 8) * ld + k0 + t + 4])};
+        uint32_t a[4];
+        a_frag_tf32(Qs, ld, k0, g, t, a);
         mma_tf32(sc, a, tf32(kr[k0 + t]), tf32(kr[k0 + t + 4]));
       }
 #pragma unroll
@@ -152,22 +154,7 @@ __global__ void __launch_bounds__(kThreads) qsa_attend_tc_kernel(const float* __
     }
     cp_wait<0>();
     __syncthreads();  // the value tile, the weights and corr in place
-    {                 // O = O corr + P V
-      const float c0 = corr_s[g], c1 = corr_s[g + 8];
-#pragma unroll
-      for (int i = 0; i < kNt; ++i) {
-        const int nt = warp + kWarps * i;
-        if (nt >= nts) break;
-        o[i][0] *= c0, o[i][1] *= c0, o[i][2] *= c1, o[i][3] *= c1;
-#pragma unroll
-        for (int k0 = 0; k0 < kKeys; k0 += 8) {
-          const uint32_t a[4] = {__float_as_uint(P[g * kPStride + k0 + t]), __float_as_uint(P[(g + 8) * kPStride + k0 + t]),
-                                 __float_as_uint(P[g * kPStride + k0 + t + 4]),
-                                 __float_as_uint(P[(g + 8) * kPStride + k0 + t + 4])};
-          mma_tf32(o[i], a, tf32(T[int64_t(k0 + t) * ld + 8 * nt + g]), tf32(T[int64_t(k0 + t + 4) * ld + 8 * nt + g]));
-        }
-      }
-    }
+    flash_pv<kNt, kWarps, kKeys>(o, P, kPStride, T, ld, corr_s, warp, nts, g, t);  // O = O corr + P V
     __syncthreads();  // every warp is done with the value tile and P
     if (jb + kKeys < j1) load(jb + kKeys, 0);
   }
