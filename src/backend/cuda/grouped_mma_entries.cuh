@@ -6,16 +6,11 @@
 // 8h + 2t, 8h + 2t + 1).
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <initializer_list>
-#include <string>
 
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
-#include "core/error.h"
 
 namespace ds4::cuda::grouped_mma_detail {
 
