@@ -289,10 +289,8 @@ void DeepseekV4CudaModel::Impl::run_step(CudaState& st, bool logits) {
   collect_profile();
 }
 
-namespace {
-
 // An unset CudaModelOptions switch at load: the environment variable `name` (0 or 1), else `unset`
-// (DS4_INT8_EXPERTS: on; DS4_INT8_DENSE: off).
+// (DS4_INT8_EXPERTS: on; DS4_INT8_DENSE: off; DS4_ACT_MMA: products.cu's default).
 bool flag_from_env(const char* name, bool unset) {
   const char* e = std::getenv(name);
   if (!e) return unset;
@@ -300,8 +298,6 @@ bool flag_from_env(const char* name, bool unset) {
   if (v != "0" && v != "1") throw InputError(std::string(name) + "=" + v + ": expected 0 or 1");
   return v == "1";
 }
-
-}  // namespace
 
 DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt,
                                          const CudaModelOptions& copt)

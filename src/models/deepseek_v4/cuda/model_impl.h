@@ -54,6 +54,9 @@ inline dc::GemvOptions gemv_options(DType) {
 // CudaModelOptions::act_mma when unset at load: DS4_ACT_MMA=0|1, else products.cu's
 // kActMmaDefault (InputError for another value).
 bool act_mma_default();
+// An unset CudaModelOptions switch at load: the environment variable `name` (0 or 1; InputError
+// otherwise), else `unset` (model_cuda.cu).
+bool flag_from_env(const char* name, bool unset);
 
 class CudaState : public ModelState {
  public:

@@ -106,13 +106,7 @@ namespace {
 constexpr bool kActMmaDefault = false;
 }  // namespace
 
-bool act_mma_default() {
-  const char* e = std::getenv("DS4_ACT_MMA");
-  if (!e) return kActMmaDefault;
-  const std::string v(e);
-  if (v != "0" && v != "1") throw InputError("DS4_ACT_MMA=" + v + ": expected 0 or 1");
-  return v == "1";
-}
+bool act_mma_default() { return flag_from_env("DS4_ACT_MMA", kActMmaDefault); }
 
 // y rows r (y + r * y_row) = w x rows r, r < n, x rows q.n values apart: launches of <= 16 rows.
 static void mma_rows(const WeightMatrix& w, const dc::DeviceActQ8& q, float* y, int64_t y_row, int64_t n,
