@@ -4,15 +4,21 @@
 //   dequant  dequant_f32 of the whole matrix (one tile: the workspace holds it), as GB/s of the
 //            f32 written + the weight bytes read against the copy bandwidth of this run;
 //   gemm     the cublasGemmEx on the already dequantized tile (TF32), TFLOP/s;
-//   whole    matmul_rows, TFLOP/s, and the BF16 form (MatmulPrecision::kBf16: BF16 tile and rows);
-// against a dense BF16 cuBLAS GEMM of the same m x n x k (the physical limit of this product).
+//   whole    matmul_rows, TFLOP/s, and the BF16 form (MatmulPrecision::kBf16: BF16 tile and rows)
+//            and the FP16 form (kF16: power-of-two scaled FP16 tile and rows, DS4_MATMUL_F16=1);
+// against a dense BF16 cuBLAS GEMM of the same m x n x k (the physical limit of this product);
+// then each form's error against matmul_rows_f32 (FP32 products) on the same operands: sqrt of the
+// summed squared differences over the summed squares (x: signed values with 1-in-256 outliers x20).
 // Usage: bench_cuda_matmul_rows [rows=512] [reps=10]
 #include <cublas_v2.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/check.h"
@@ -49,6 +55,27 @@ __global__ void tame_q8_0(uint8_t* data, int64_t blocks) {
   }
 }
 
+// x as signed values in [-1, 1) with every 256th times 20 (activation outliers).
+__global__ void fill_signed(float* x, size_t n, uint32_t seed) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 0x9e3779b1u ^ seed;
+    h ^= h >> 15, h *= 0x2c1b3c6du, h ^= h >> 12, h *= 0x297a2d39u, h ^= h >> 15;
+    x[i] = (float(h >> 8) * (1.f / 8388608.f) - 1.f) * ((i & 255) == 7 ? 20.f : 1.f);
+  }
+}
+
+std::vector<float> to_host(const cuda::DeviceBuffer& b) {
+  std::vector<float> v(b.bytes() / 4);
+  DS4_CUDA_CHECK(cudaMemcpy(v.data(), b.get(), b.bytes(), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+double rel_rms(const std::vector<float>& y, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < y.size(); ++i) num += double(y[i] - ref[i]) * (y[i] - ref[i]), den += double(ref[i]) * ref[i];
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
 void run(const Case& c, int64_t n, int reps, double copy_gbps, cudaStream_t s) {
   WeightMatrix w;
   w.type = c.type, w.rows = c.rows, w.cols = c.cols, w.group_size = c.group, w.scale_type = DType::BF16;
@@ -69,7 +96,8 @@ void run(const Case& c, int64_t n, int reps, double copy_gbps, cudaStream_t s) {
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   const int64_t tile = c.rows * c.cols;
   cuda::MatmulWorkspace tf(n, c.cols, tile, 1, "bench tf32"), bf(n, c.cols, tile, 1, "bench bf16",
-                                                                    cuda::MatmulPrecision::kBf16);
+                                                                    cuda::MatmulPrecision::kBf16),
+      hf(n, c.cols, tile, 1, "bench f16", cuda::MatmulPrecision::kF16);
   const double dq_ms = time_ms([&] { cuda::dequant_f32(w, 0, c.rows, tf.w_.as<float>(), s); }, reps, s);
   cublasHandle_t h = static_cast<cublasHandle_t>(tf.handle_);
   check_cublas(cublasSetStream(h, s), "cublasSetStream");
@@ -87,6 +115,20 @@ void run(const Case& c, int64_t n, int reps, double copy_gbps, cudaStream_t s) {
       [&] { cuda::matmul_rows(w, x.as<float>(), c.cols, y.as<float>(), c.rows, n, one_entry, tf, s); }, reps, s);
   const double bf_ms = time_ms(
       [&] { cuda::matmul_rows(w, x.as<float>(), c.cols, y.as<float>(), c.rows, n, one_entry, bf, s); }, reps, s);
+  const double hf_ms = time_ms(
+      [&] { cuda::matmul_rows(w, x.as<float>(), c.cols, y.as<float>(), c.rows, n, one_entry, hf, s); }, reps, s);
+  // errors on signed x against the FP32 products
+  fill_signed<<<1024, 256>>>(x.as<float>(), size_t(n * c.cols), 7u);
+  DS4_CUDA_CHECK_LAUNCH();
+  auto product = [&](cuda::MatmulWorkspace& ws, bool f32) {
+    if (f32) cuda::matmul_rows_f32(w, x.as<float>(), c.cols, y.as<float>(), c.rows, n, one_entry, ws, s);
+    else cuda::matmul_rows(w, x.as<float>(), c.cols, y.as<float>(), c.rows, n, one_entry, ws, s);
+    DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+    return to_host(y);
+  };
+  const std::vector<float> ref = product(tf, true);
+  const double e_tf = rel_rms(product(tf, false), ref), e_bf = rel_rms(product(bf, false), ref),
+               e_hf = rel_rms(product(hf, false), ref);
   // the dense BF16 peak of this shape
   cuda::DeviceBuffer a16(size_t(tile) * 2, "a16"), b16(size_t(n * c.cols) * 2, "b16");
   fill_halves<<<1024, 256>>>(a16.as<uint16_t>(), size_t(tile), 0x3c00);
@@ -104,10 +146,10 @@ void run(const Case& c, int64_t n, int reps, double copy_gbps, cudaStream_t s) {
   auto tfl = [&](double ms) { return flop / (ms * 1e-3) / 1e12; };
   const double dq_gbps = (double(tile) * 4 + double(data_bytes + 2 * sb)) / (dq_ms * 1e-3) / 1e9;
   std::printf("| %s | %s %lldx%lld | %lld | %.3f (%.0f GB/s, %.0f%% of copy) | %.3f (%.0f) | %.3f (%.0f) | %.3f (%.0f) | "
-              "%.3f (%.0f) |\n",
+              "%.3f (%.0f) | %.3f (%.0f) | %.1e | %.1e | %.1e |\n",
               c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols, (long long)n,
               dq_ms, dq_gbps, 100.0 * dq_gbps / copy_gbps, gemm_ms, tfl(gemm_ms), whole_ms, tfl(whole_ms), bf_ms,
-              tfl(bf_ms), peak_ms, tfl(peak_ms));
+              tfl(bf_ms), hf_ms, tfl(hf_ms), peak_ms, tfl(peak_ms), e_tf, e_bf, e_hf);
   std::fflush(stdout);
 }
 
@@ -121,9 +163,11 @@ int main(int argc, char** argv) {
     DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     const double copy = cuda::measure_bandwidth(size_t(1) << 30, 10, s).copy_gbps;
     std::printf("matmul_rows (TF32: dequant_f32 of the matrix, then cublasGemmEx) at %lld rows; ms (GB/s or TFLOP/s); "
-                "copy bandwidth %.0f GB/s; bf16 = MatmulPrecision::kBf16; peak = dense BF16 cuBLAS of the same shape\n"
-                "| product | weight | rows | dequant ms | gemm ms (TFLOP/s) | whole ms | bf16 ms | peak ms |\n"
-                "|---|---|---|---|---|---|---|---|\n",
+                "copy bandwidth %.0f GB/s; bf16 / f16 = MatmulPrecision::kBf16 / kF16; peak = dense BF16 cuBLAS of the same "
+                "shape; err = relative RMS difference from matmul_rows_f32\n"
+                "| product | weight | rows | dequant ms | gemm ms (TFLOP/s) | whole ms | bf16 ms | f16 ms | peak ms | "
+                "tf32 err | bf16 err | f16 err |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                 (long long)n, copy);
     const Case cases[] = {
         {"Qwen GDN in-proj", DType::MLX_Q4, 12352, 2560, 64},

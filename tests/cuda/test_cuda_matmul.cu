@@ -107,7 +107,7 @@ void test_dequant(DType t, int64_t rows, int64_t cols, DType st = DType::F16, in
 // `count` entries (weights back to back, x / y advanced per entry).
 void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int64_t tile_elems, int64_t min_rows,
                  DType st = DType::F16, int64_t group = 64, cuda::MatmulPrecision prec = cuda::MatmulPrecision::kBf16,
-                 bool f32 = false) {  // f32: matmul_rows_f32 (prec must be kTf32)
+                 bool f32 = false, float x_scale = 1.f) {  // f32: matmul_rows_f32 (prec kTf32 or kF16); x times x_scale
   std::vector<HostWeight> hw;
   for (int e = 0; e < count; ++e) hw.push_back(random_weight(t, rows, cols, g_rng, group, st));
   const size_t wb = hw[0].data.size(), sb = hw[0].scales.size();
@@ -125,12 +125,15 @@ void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int6
   w.scales = sb ? dws.get() : nullptr;
   w.biases = sb ? dwb.get() : nullptr;
   const int64_t xs = count * ((cols + 3) / 4 * 4) + 4, ys = count * rows + 3;
-  const std::vector<float> x = randn_rows(size_t(n * xs));
+  std::vector<float> x = randn_rows(size_t(n * xs));
+  for (float& v : x) v *= x_scale;
   cuda::DeviceBuffer dx(x.size() * 4, "x"), dy(size_t(n * ys) * 4, "y");
   DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
   DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
   cuda::MatmulWorkspace ws(n, cols, tile_elems, min_rows, "test", prec);
-  const bool tf32 = prec == cuda::MatmulPrecision::kTf32;
+  // kF16 holds TF32's 11 significant bits (power-of-two scaled operands): TF32's tolerance
+  const bool tf32 = prec == cuda::MatmulPrecision::kTf32 || prec == cuda::MatmulPrecision::kF16;
+  const bool f16 = prec == cuda::MatmulPrecision::kF16;
   const cuda::MatmulBatch b{count, wb, sb, (cols + 3) / 4 * 4, rows};
   if (f32) cuda::matmul_rows_f32(w, dx.as<float>(), xs, dy.as<float>(), ys, n, b, ws, nullptr);
   else cuda::matmul_rows(w, dx.as<float>(), xs, dy.as<float>(), ys, n, b, ws, nullptr);
@@ -138,7 +141,8 @@ void test_matmul(DType t, int64_t rows, int64_t cols, int64_t n, int count, int6
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   DS4_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
   const bool gemm = ws.uses_gemm(w, n);
-  std::string name = "matmul_rows_" + fmt_name(t, st) + (gemm ? (f32 ? "/f32" : tf32 ? "/tf32" : "/bf16") : "/exact");
+  std::string name = "matmul_rows_" + fmt_name(t, st) + (gemm ? (f32 ? "/f32" : f16 ? "/f16" : tf32 ? "/tf32" : "/bf16") : "/exact");
+  if (x_scale != 1.f) name += "/x" + std::to_string(int(std::log10(x_scale)));
   char buf[128];
   if (gemm) {
     double num = 0, den = 0, max_abs = 0, max_ref = 0;
@@ -360,6 +364,19 @@ int main() {
     test_matmul(DType::F32, 24, 1024, 100, 3, 1 << 20, 64, DType::F16, 64, cuda::MatmulPrecision::kTf32, true);
     test_matmul(DType::Q8_0, 200, 512, 70, 1, 64 * 512, 64, DType::F16, 64, cuda::MatmulPrecision::kTf32, true);
     test_matmul(DType::Q8_0, 40, 256, 37, 1, 1 << 20, 64, DType::F16, 64, cuda::MatmulPrecision::kTf32, true);
+    for (DType t : st_all) {  // kF16: power-of-two scaled FP16 operands (DS4_MATMUL_F16=1)
+      test_matmul(t, 200, 512, 70, 1, 64 * 512, 64, DType::F16, 64, cuda::MatmulPrecision::kF16);  // 2 tiles of 128
+      test_matmul(t, 48, 256, 33, 2, 1 << 20, 16, DType::F16, 64, cuda::MatmulPrecision::kF16);
+    }
+    using P = cuda::MatmulPrecision;
+    test_matmul(DType::MLX_Q4, 96, 512, 80, 1, 1 << 20, 64, DType::BF16, 64, P::kF16);
+    test_matmul(DType::MLX_Q8, 96, 512, 80, 2, 1 << 20, 64, DType::F16, 32, P::kF16);
+    // x far outside FP16's range either way (the scales bring it back), odd cols (kTf32 instead),
+    // matmul_rows_f32 on a kF16 workspace (its tile holds f32)
+    test_matmul(DType::Q8_0, 200, 512, 70, 1, 64 * 512, 64, DType::F16, 64, P::kF16, false, 1e6f);
+    test_matmul(DType::Q8_0, 200, 512, 70, 1, 64 * 512, 64, DType::F16, 64, P::kF16, false, 1e-7f);
+    test_matmul(DType::F32, 24, 48, 66, 1, 1 << 20, 64, DType::F16, 64, P::kF16);
+    test_matmul(DType::Q8_0, 200, 512, 70, 1, 64 * 512, 64, DType::F16, 64, P::kF16, true);
     test_matmul(DType::MLX_Q4, 96, 512, 80, 1, 1 << 20, 64, DType::BF16, 64);
     test_matmul(DType::MLX_Q8, 96, 512, 80, 2, 1 << 20, 64, DType::F16, 32);
     test_matmul(DType::F32, 24, 1024, 100, 3, 1 << 20, 64);  // the HC mix shape, split in 3

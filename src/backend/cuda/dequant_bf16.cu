@@ -2,6 +2,7 @@
 // gemv decoder (gemv_formats.cuh: the same bit operations as the GEMV, so both paths read a
 // weight the same way) and written as four 16-byte stores; a warp writes 2 KiB contiguously.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <string>
 #include <type_traits>
@@ -20,9 +21,39 @@ using namespace gemv_detail;
 
 __device__ const uint64_t d_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
 
-template <class F, class T>  // T: __nv_bfloat16 or float
-__global__ void __launch_bounds__(256) dequant_kernel(Args a, int64_t row0, int64_t rows, T* out) {
+// 2^k with max_abs * 2^k < 2^15 <= 65504 (FP16's largest finite is 65504): the power of two that
+// brings a tile's or a chunk's largest magnitude to [2^14, 2^15) (dequant_f16_scaled, rows_to_f16_scaled);
+// powers of two keep the scaling exact. max_bits: the float bits of a non-negative max (as
+// atomicMax on unsigned orders them); 0, Inf or NaN give 1 (Inf and NaN flow through as they are).
+__device__ __forceinline__ float pow2_to_f16_range(unsigned max_bits) {
+  const float m = __uint_as_float(max_bits);
+  if (!(m > 0.f) || isinf(m)) return 1.f;
+  int e;
+  frexpf(m, &e);  // m = f 2^e, f in [0.5, 1): m < 2^e
+  return ldexpf(1.f, max(-100, min(100, 15 - e)));
+}
+
+// One thread per 32-weight unit, a warp per 32 consecutive units (flattened over the rows: unit
+// i = r * units + u writes out + i * 32, so a warp's output is one contiguous span). A thread
+// decodes its unit into registers; the warp then writes its span through shared memory as
+// 16-byte stores of consecutive addresses (a thread's own unit written directly would spread
+// each store instruction over 32 cache lines: 30 % of copy bandwidth, session 24 call 1).
+// T: float, __nv_bfloat16 or __half; sc.w_max: null, or (__half) the device max of the tile whose
+// power-of-two scale (pow2_to_f16_range) every weight is multiplied by, and then *sc.alpha = the
+// GEMM's alpha that undoes it and x's scale (*sc.x_max).
+constexpr int kDequantWarps = 8, kUnitPad = kUnit + 4;  // +4 floats: conflict-free 16-byte rows
+
+struct F16Scales {
+  const unsigned* w_max = nullptr;  // the tile's absmax bits (absmax_kernel)
+  const unsigned* x_max = nullptr;  // the rows' absmax bits (rows_absmax_kernel)
+  float* alpha = nullptr;
+};
+
+template <class F, class T>
+__global__ void __launch_bounds__(kDequantWarps * 32) dequant_kernel(Args a, int64_t row0, int64_t rows, T* out,
+                                                                      F16Scales sc) {
   __shared__ uint64_t grid[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
+  __shared__ __align__(16) float tile[kDequantWarps][32 * kUnitPad];
   if constexpr (std::is_same_v<F, IQ2_XXS>) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_grid[i];
     __syncthreads();
@@ -34,29 +65,78 @@ __global__ void __launch_bounds__(256) dequant_kernel(Args a, int64_t row0, int6
     if (a.biases) a.biases = static_cast<const uint8_t*>(a.biases) + e * a.id_scale_stride;
     out += int64_t(blockIdx.y) * rows * a.cols;
   }
-  const int64_t units = a.cols / kUnit;
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * units) return;
-  const int64_t r = i / units, u = i % units, row = row0 + r;
-  const typename F::Raw raw = F::template load<FromGlobal>(a, a.data + row * a.row_stride, row, u);
-  float w[kUnit];
-  F::decode(raw, u, w, grid);
-  if constexpr (std::is_same_v<T, float>) {
-    float4* o = reinterpret_cast<float4*>(out + r * a.cols + u * kUnit);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t units = a.cols / kUnit, total = rows * units;
+  const int64_t u0 = (int64_t(blockIdx.x) * kDequantWarps + warp) * 32;
+  if (u0 >= total) return;  // (no block-wide barrier below)
+  const float mul = sc.w_max ? pow2_to_f16_range(*sc.w_max) : 1.f;
+  if (sc.alpha && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)  // (powers of two: exact)
+    *sc.alpha = 1.f / (mul * pow2_to_f16_range(*sc.x_max));
+  float* sm = tile[warp];
+  if (const int64_t i = u0 + lane; i < total) {
+    const int64_t r = i / units, u = i % units;
+    const typename F::Raw raw = F::template load<FromGlobal>(a, a.data + (row0 + r) * a.row_stride, row0 + r, u);
+    float w[kUnit];
+    F::decode(raw, u, w, grid);
 #pragma unroll
-    for (int k = 0; k < kUnit / 4; ++k) o[k] = make_float4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
-  } else {
-    uint4 v[4];
-    uint32_t* p = reinterpret_cast<uint32_t*>(v);
-#pragma unroll
-    for (int k = 0; k < kUnit / 2; ++k) {
-      const __nv_bfloat162 h = __floats2bfloat162_rn(w[2 * k], w[2 * k + 1]);  // .x = low half = element 2k
-      p[k] = *reinterpret_cast<const uint32_t*>(&h);
-    }
-    uint4* o = reinterpret_cast<uint4*>(out + r * a.cols + u * kUnit);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) o[k] = v[k];
+    for (int k = 0; k < kUnit / 4; ++k)
+      *reinterpret_cast<float4*>(sm + lane * kUnitPad + 4 * k) =
+          make_float4(w[4 * k] * mul, w[4 * k + 1] * mul, w[4 * k + 2] * mul, w[4 * k + 3] * mul);
   }
+  __syncwarp();
+  const int64_t nu = total - u0 < 32 ? total - u0 : 32;  // units of this warp
+  T* o = out + u0 * kUnit;
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {  // element e = j * 128 + lane * 4: unit e / 32, offset e % 32
+      const int e = j * 128 + lane * 4, unit = e >> 5;
+      if (unit < nu) *reinterpret_cast<float4*>(o + e) = *reinterpret_cast<const float4*>(sm + unit * kUnitPad + (e & 31));
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // element e = j * 256 + lane * 8
+      const int e = j * 256 + lane * 8, unit = e >> 5;
+      if (unit >= nu) continue;
+      const float4 p = *reinterpret_cast<const float4*>(sm + unit * kUnitPad + (e & 31));
+      const float4 q = *reinterpret_cast<const float4*>(sm + unit * kUnitPad + (e & 31) + 4);
+      uint4 v;
+      if constexpr (std::is_same_v<T, __half>) {
+        const __half2 h0 = __floats2half2_rn(p.x, p.y), h1 = __floats2half2_rn(p.z, p.w);
+        const __half2 h2 = __floats2half2_rn(q.x, q.y), h3 = __floats2half2_rn(q.z, q.w);
+        v = make_uint4(*reinterpret_cast<const uint32_t*>(&h0), *reinterpret_cast<const uint32_t*>(&h1),
+                       *reinterpret_cast<const uint32_t*>(&h2), *reinterpret_cast<const uint32_t*>(&h3));
+      } else {  // .x = low half = the even element
+        const __nv_bfloat162 h0 = __floats2bfloat162_rn(p.x, p.y), h1 = __floats2bfloat162_rn(p.z, p.w);
+        const __nv_bfloat162 h2 = __floats2bfloat162_rn(q.x, q.y), h3 = __floats2bfloat162_rn(q.z, q.w);
+        v = make_uint4(*reinterpret_cast<const uint32_t*>(&h0), *reinterpret_cast<const uint32_t*>(&h1),
+                       *reinterpret_cast<const uint32_t*>(&h2), *reinterpret_cast<const uint32_t*>(&h3));
+      }
+      *reinterpret_cast<uint4*>(o + e) = v;
+    }
+  }
+}
+
+// The largest |weight| of rows row0 .. row0 + rows - 1 as float bits, atomicMax into *max_bits
+// (zeroed before): the scale of a tile's FP16 form (dequant_f16_scaled).
+template <class F>
+__global__ void __launch_bounds__(256) absmax_kernel(Args a, int64_t row0, int64_t rows, unsigned* max_bits) {
+  __shared__ uint64_t grid[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
+  if constexpr (std::is_same_v<F, IQ2_XXS>) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_grid[i];
+    __syncthreads();
+  }
+  const int64_t units = a.cols / kUnit, total = rows * units;
+  float m = 0.f;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / units, u = i % units;
+    const typename F::Raw raw = F::template load<FromGlobal>(a, a.data + (row0 + r) * a.row_stride, row0 + r, u);
+    float w[kUnit];
+    F::decode(raw, u, w, grid);
+#pragma unroll
+    for (int k = 0; k < kUnit; ++k) m = fmaxf(m, fabsf(w[k]));  // (fmaxf drops NaN: the scale ignores it)
+  }
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0 && m > 0.f) atomicMax(max_bits, __float_as_uint(m));
 }
 
 // Plain-float rows of any length (cols not a multiple of 32): one thread per element.
@@ -74,6 +154,7 @@ __global__ void dequant_plain_kernel(const uint8_t* data, int64_t row_stride, in
     w = kType == 1 ? f16_bits(h) : bf16_bits(h);
   }
   if constexpr (std::is_same_v<T, float>) out[i] = w;
+  else if constexpr (std::is_same_v<T, __half>) out[i] = __float2half_rn(w);
   else out[i] = __float2bfloat16_rn(w);
 }
 
@@ -84,21 +165,46 @@ __global__ void rows_to_bf16_kernel(const float* __restrict__ x, int64_t x_row, 
   out[i] = __float2bfloat16_rn(x[(i / cols) * x_row + i % cols]);
 }
 
+__global__ void rows_absmax_kernel(const float* __restrict__ x, int64_t x_row, int64_t n, int64_t cols,
+                                   unsigned* max_bits) {
+  float m = 0.f;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n * cols; i += int64_t(gridDim.x) * blockDim.x)
+    m = fmaxf(m, fabsf(x[(i / cols) * x_row + i % cols]));
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0 && m > 0.f) atomicMax(max_bits, __float_as_uint(m));
+}
+
+__global__ void rows_to_f16_kernel(const float* __restrict__ x, int64_t x_row, int64_t n, int64_t cols,
+                                   const unsigned* max_bits, __half* __restrict__ out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * cols) return;
+  out[i] = __float2half_rn(x[(i / cols) * x_row + i % cols] * pow2_to_f16_range(*max_bits));
+}
+
 unsigned blocks_for(int64_t items, int threads) { return unsigned((items + threads - 1) / threads); }
 
 // `count` > 1 or a.ids: one grid row (blockIdx.y) per expert (dequant_bf16_experts).
+// out null: the absmax of the rows into *sc.w_max instead (dequant_f16_scaled's first pass).
 template <class F, class T>
-void launch(const Args& a, int64_t row0, int64_t rows, T* out, cudaStream_t s, int count) {
+void launch(const Args& a, int64_t row0, int64_t rows, T* out, cudaStream_t s, int count, const F16Scales& sc) {
   const int64_t items = rows * (a.cols / kUnit);
-  dequant_kernel<F, T><<<dim3(blocks_for(items, 256), unsigned(count)), 256, 0, s>>>(a, row0, rows, out);
+  if (!out) {
+    absmax_kernel<F><<<std::min<unsigned>(blocks_for(items, 256), 1024), 256, 0, s>>>(
+        a, row0, rows, const_cast<unsigned*>(sc.w_max));
+  } else {
+    dequant_kernel<F, T><<<dim3(blocks_for(items, kDequantWarps * 32), unsigned(count)), kDequantWarps * 32, 0, s>>>(
+        a, row0, rows, out, sc);
+  }
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 // experts: null for one matrix (count 1), else the device ids of `count` experts at the
 // given strides (whole matrices: row0 0, rows w.rows).
+// sc.w_max (T = __half): with out, the tile's absmax that scales it; without out (null), the
+// absmax pass that writes it.
 template <class T>
 void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStream_t s,
-             const GemvBatch* experts = nullptr) {
+             const GemvBatch* experts = nullptr, const F16Scales& sc = {}) {
   if (!gemv_supports(w.type))
     throw InputError("cuda dequant_bf16: weight type " + std::string(dtype_name(w.type)) + " is not supported");
   if (row0 < 0 || rows < 1 || row0 + rows > w.rows)
@@ -110,6 +216,7 @@ void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStre
     throw InputError("cuda dequant_bf16_experts: " + std::to_string(experts->count) + " experts of " +
                      std::to_string(w.cols) + " cols (1..65535 experts by device ids, cols a multiple of 32)");
   if (plain && w.cols % kUnit != 0) {
+    if (sc.w_max) throw InputError("cuda dequant_f16_scaled: cols " + std::to_string(w.cols) + " (a multiple of 32)");
     const auto* d = static_cast<const uint8_t*>(w.data);
     T* o = out;
     const unsigned b = blocks_for(rows * w.cols, 256);
@@ -142,19 +249,19 @@ void dequant(const WeightMatrix& w, int64_t row0, int64_t rows, T* out, cudaStre
   }
   const bool bf16s = w.scale_type == DType::BF16;
   switch (w.type) {
-    case DType::F32: return launch<F32>(a, row0, rows, out, s, count);
-    case DType::BF16: return launch<Half16<true>>(a, row0, rows, out, s, count);
-    case DType::F16: return launch<Half16<false>>(a, row0, rows, out, s, count);
-    case DType::Q8_0: return launch<Q8_0>(a, row0, rows, out, s, count);
-    case DType::Q4_K: return launch<Q4_K>(a, row0, rows, out, s, count);
-    case DType::Q2_K: return launch<Q2_K>(a, row0, rows, out, s, count);
-    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, row0, rows, out, s, count);
+    case DType::F32: return launch<F32>(a, row0, rows, out, s, count, sc);
+    case DType::BF16: return launch<Half16<true>>(a, row0, rows, out, s, count, sc);
+    case DType::F16: return launch<Half16<false>>(a, row0, rows, out, s, count, sc);
+    case DType::Q8_0: return launch<Q8_0>(a, row0, rows, out, s, count, sc);
+    case DType::Q4_K: return launch<Q4_K>(a, row0, rows, out, s, count, sc);
+    case DType::Q2_K: return launch<Q2_K>(a, row0, rows, out, s, count, sc);
+    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, row0, rows, out, s, count, sc);
     case DType::MLX_Q4:
-      return bf16s ? launch<MlxAffine<4, true>>(a, row0, rows, out, s, count)
-                   : launch<MlxAffine<4, false>>(a, row0, rows, out, s, count);
+      return bf16s ? launch<MlxAffine<4, true>>(a, row0, rows, out, s, count, sc)
+                   : launch<MlxAffine<4, false>>(a, row0, rows, out, s, count, sc);
     case DType::MLX_Q8:
-      return bf16s ? launch<MlxAffine<8, true>>(a, row0, rows, out, s, count)
-                   : launch<MlxAffine<8, false>>(a, row0, rows, out, s, count);
+      return bf16s ? launch<MlxAffine<8, true>>(a, row0, rows, out, s, count, sc)
+                   : launch<MlxAffine<8, false>>(a, row0, rows, out, s, count, sc);
     default: break;
   }
 }
@@ -171,6 +278,26 @@ void dequant_bf16_experts(const WeightMatrix& w, const GemvBatch& experts, void*
 
 void dequant_f32(const WeightMatrix& w, int64_t row0, int64_t rows, float* out, cudaStream_t s) {
   dequant(w, row0, rows, out, s);
+}
+
+void dequant_f16_scaled(const WeightMatrix& w, int64_t row0, int64_t rows, void* out, unsigned* w_max_bits,
+                        bool measure, const unsigned* x_max_bits, float* alpha, cudaStream_t s) {
+  const F16Scales sc{w_max_bits, x_max_bits, alpha};
+  if (measure) {
+    DS4_CUDA_CHECK(cudaMemsetAsync(w_max_bits, 0, sizeof(unsigned), s));
+    dequant<__half>(w, row0, rows, nullptr, s, nullptr, sc);
+  }
+  dequant(w, row0, rows, static_cast<__half*>(out), s, nullptr, sc);
+}
+
+void rows_to_f16_scaled(const float* x, int64_t x_row, int64_t n, int64_t cols, void* out, unsigned* max_bits,
+                        cudaStream_t s) {
+  if (n < 1 || cols < 1) return;
+  DS4_CUDA_CHECK(cudaMemsetAsync(max_bits, 0, sizeof(unsigned), s));
+  rows_absmax_kernel<<<std::min<unsigned>(blocks_for(n * cols, 256), 1024), 256, 0, s>>>(x, x_row, n, cols, max_bits);
+  rows_to_f16_kernel<<<blocks_for(n * cols, 256), 256, 0, s>>>(x, x_row, n, cols, max_bits,
+                                                               static_cast<__half*>(out));
+  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void rows_to_bf16(const float* x, int64_t x_row, int64_t n, int64_t cols, void* out, cudaStream_t s) {

@@ -6,6 +6,10 @@
 //   kTf32 (the models' choice): the tile dequantized to f32, x read in place as f32, TF32
 //     tensor cores (10-bit mantissa: ~2^-11 relative per operand);
 //   kBf16: tile and x rounded to BF16 (~2^-9 relative per operand), half the tile bytes;
+//   kF16: tile and x each scaled by a power of two into FP16's range and rounded to FP16
+//     (dequant.h dequant_f16_scaled / rows_to_f16_scaled; alpha undoes the scales): TF32's
+//     11 significant bits for every value within 2^-14 of its operand's largest, at the BF16
+//     tensor-core rate, half the tile bytes (weights of cols not a multiple of 32 take kTf32);
 //   kF32 (matmul_rows_f32 only): FP32 operands and products (cuBLAS pedantic FP32, no
 //     tensor cores), the f32 tile as TF32's: FP32 rounding in another summation order than
 //     gemv's, for the products whose results feed discrete choices in a tensor-core chunk.
@@ -14,6 +18,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 
 #include "backend/cuda/memory.h"
 #include "core/weight.h"
@@ -24,7 +30,11 @@ namespace ds4::cuda {
 // second stream needs its own). Sized at load (admission): `max_rows` input rows of up to
 // `max_cols` columns, weight tiles of `tile_elems` BF16 values (a tile is as many whole rows
 // as fit, so a matrix of any size goes through it in pieces).
-enum class MatmulPrecision : uint8_t { kTf32, kBf16, kF32 };
+enum class MatmulPrecision : uint8_t { kTf32, kBf16, kF32, kF16 };
+
+// The models' precision for their tensor-core chunk products: kTf32, or kF16 with
+// DS4_MATMUL_F16=1 (read once; InputError for other values).
+MatmulPrecision model_matmul_precision();
 
 class MatmulWorkspace {
  public:
@@ -41,6 +51,11 @@ class MatmulWorkspace {
 
   void* handle_ = nullptr;  // cublasHandle_t (kept out of this header)
   DeviceBuffer x_, w_, cublas_ws_;
+  DeviceBuffer scalars_;  // kF16: x max bits, a tile's max bits (uncached), alpha, beta (0): device-pointer alpha
+  // kF16: each weight tile's absmax, measured at its first use outside a graph capture and kept
+  // (weights never change under a workspace): slot of (first row's bytes, rows, cols) in tile_max_.
+  std::map<std::tuple<const void*, int64_t, int64_t>, int> tile_slots_;
+  DeviceBuffer tile_max_;
   int64_t max_rows_, max_cols_, tile_elems_, min_rows_;
   MatmulPrecision precision_;
 };

@@ -386,10 +386,10 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
                                    c.q_lora, c.hidden});
     constexpr int64_t kTile = int64_t(32) << 20;  // BF16 weight tile: 64 MiB, lm_head in ~16 pieces
     const int64_t mr = std::max<int64_t>(m.cl.rows, 1);
-    m.mm_main = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, tensor_core_rows(copt), "deepseek_v4 matmul");
+    m.mm_main = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, tensor_core_rows(copt), "deepseek_v4 matmul", dc::model_matmul_precision());
     // (TF32: the tile is f32, 128 MiB per workspace)
     m.mm_side = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, tensor_core_rows(copt),
-                                                     "deepseek_v4 side matmul");
+                                                     "deepseek_v4 side matmul", dc::model_matmul_precision());
     // experts: gate|up {2F, hidden}, down {hidden, F}; they run on `stream` (mm_main)
     m.gg = dc::make_grouped_gemm(mr, c.experts_used, c.experts, std::max(2 * c.expert_ff, c.hidden),
                                  std::max(c.hidden, c.expert_ff), *m.mm_main, "deepseek_v4");

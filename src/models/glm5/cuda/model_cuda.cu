@@ -386,7 +386,7 @@ Glm5CudaModel::Glm5CudaModel(std::unique_ptr<TensorSource> src, const LoadOption
     const int64_t cols = std::max({c.hc_mult * c.hidden_size, c.hidden_size, qkv, c.q_lora_rank,
                                    c.num_attention_heads * c.v_head_dim, c.intermediate_size,
                                    c.moe_intermediate_size * c.n_shared_experts, c.qk_nope_head_dim, c.kv_lora_rank});
-    m.mm = std::make_unique<dc::MatmulWorkspace>(m.cl.rows, cols, kMatmulTile, 1, "glm5 matmul");
+    m.mm = std::make_unique<dc::MatmulWorkspace>(m.cl.rows, cols, kMatmulTile, 1, "glm5 matmul", dc::model_matmul_precision());
     const int64_t H = c.hidden_size, I = c.moe_intermediate_size;  // experts: gate|up {2I, H}, down {H, I}
     m.gg = dc::make_grouped_gemm(m.cl.rows, c.num_experts_per_tok, c.n_routed_experts, std::max(2 * I, H),
                                  std::max(H, I), *m.mm, "glm5");

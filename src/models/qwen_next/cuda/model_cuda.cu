@@ -296,7 +296,7 @@ QwenNextCudaModel::QwenNextCudaModel(std::unique_ptr<TensorSource> src, const Lo
                                    c.hc_rank + c.hc, c.ple_dim});
     constexpr int64_t kTile = int64_t(32) << 20;  // f32 weight tile (TF32): 128 MiB, lm_head in ~20 pieces
     m.mm = std::make_unique<dc::MatmulWorkspace>(std::max<int64_t>(m.cl.rows, 1), cols, kTile, copt.gemm_rows,
-                                                 "qwen_next matmul");
+                                                 "qwen_next matmul", dc::model_matmul_precision());
     const int64_t d = c.hidden, I = c.moe_inter;  // experts: gate|up {2I, d}, down {d, I}
     m.gg = dc::make_grouped_gemm(m.cl.rows, c.top_k, c.experts, std::max(2 * I, d), std::max(d, I), *m.mm,
                                  "qwen_next");
