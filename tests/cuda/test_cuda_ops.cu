@@ -17,6 +17,7 @@
 
 #include "backend/cuda/activation.h"
 #include "backend/cuda/check.h"
+#include "backend/cuda/conv1d.h"
 #include "backend/cuda/embed.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/moe_group.h"
@@ -573,6 +574,40 @@ void test_errors() {
 
 }  // namespace
 
+// conv1d_rows_f32 over a chunk of `count` rows (rows in parallel, the state rewritten at the
+// end) against `count` conv1d_step_f32 calls on a copy of the state: y and the final state
+// bit for bit (memcmp), padded row strides, count below and above the state's length.
+void test_conv1d_rows(int64_t channels, int kernel, int dil, int64_t count, bool silu) {
+  std::mt19937 rng(uint32_t(channels * 131 + kernel * 17 + dil * 7 + count));
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int64_t s = int64_t(kernel - 1) * dil, xs = channels + 5, ys = channels + 3;
+  std::vector<float> x(size_t(count * xs)), w(size_t(channels * kernel)), st(size_t(std::max<int64_t>(s, 1) * channels));
+  for (float& v : x) v = nd(rng);
+  for (float& v : w) v = nd(rng) * 0.5f;
+  for (float& v : st) v = nd(rng);
+  auto up = [](const std::vector<float>& h) {
+    cuda::DeviceBuffer d(h.size() * 4, "conv test");
+    DS4_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    return d;
+  };
+  cuda::DeviceBuffer dx = up(x), dw = up(w), s1 = up(st), s2 = up(st), y1(size_t(count * ys) * 4, "y1"),
+                     y2(size_t(count * ys) * 4, "y2");
+  DS4_CUDA_CHECK(cudaMemset(y1.get(), 0, y1.bytes()));
+  DS4_CUDA_CHECK(cudaMemset(y2.get(), 0, y2.bytes()));
+  cuda::conv1d_rows_f32(dx.as<float>(), dw.as<float>(), s1.as<float>(), channels, kernel, dil, silu, y1.as<float>(),
+                        cuda::Conv1dRows{count, xs, ys}, nullptr);
+  for (int64_t t = 0; t < count; ++t)
+    cuda::conv1d_step_f32(dx.as<float>() + t * xs, dw.as<float>(), s2.as<float>(), channels, kernel, dil, silu,
+                          y2.as<float>() + t * ys, nullptr);
+  const auto a = to_host(y1, size_t(count * ys)), b = to_host(y2, size_t(count * ys));
+  const auto sa = to_host(s1, st.size()), sb = to_host(s2, st.size());
+  const bool ok = std::memcmp(a.data(), b.data(), a.size() * 4) == 0 && std::memcmp(sa.data(), sb.data(), sa.size() * 4) == 0;
+  if (!ok) ++g_failures;
+  std::printf("%-22s %-18s %s\n", "conv1d_rows", (std::to_string(channels) + "c k" + std::to_string(kernel) + " d" +
+                                                   std::to_string(dil) + " n" + std::to_string(count)).c_str(),
+              ok ? "PASS (== steps, memcmp)" : "FAIL");
+}
+
 int main(int argc, char** argv) {
   const bool small = argc > 1 && std::string(argv[1]) == "--small";
   try {
@@ -652,6 +687,10 @@ int main(int argc, char** argv) {
       if (!threw) ++g_failures;
       std::printf("%-22s %-18s %s\n", "embed_rows_Q4_K", "unsupported", threw ? "PASS (InputError)" : "FAIL");
     }
+    test_conv1d_rows(10240, 4, 1, 512, true);  // Qwen GDN's conv (a prefill chunk)
+    test_conv1d_rows(1000, 4, 1, 2, true);      // fewer rows than the state holds
+    test_conv1d_rows(300, 4, 3, 37, false);     // dilated (PLE's n-gram conv), a row tail per group
+    test_conv1d_rows(70, 4, 3, 5, true);
     test_rmsnorm(7, 4096);
     test_rmsnorm(3, 100);
     test_softmax(5, 1000, 0.125f, false);
