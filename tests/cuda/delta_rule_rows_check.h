@@ -1,10 +1,11 @@
 #pragma once
 // test_qwen_next_cuda item 9: backend/cuda delta_rule_rows at the full-size GDN head width
 // (k_dim = v_dim = 128: the register kernel with its next-token prefetch; the tiny model's
-// 16-wide heads take the generic kernel, so items 1-8 never reach it). 48 tokens, 4 value
+// 16-wide heads take the generic kernel, so items 1-8 never reach it; past 32 rows the staged
+// prefill kernel, 16 tokens per barrier, here 3 full batches and a tail of 2). 50 tokens, 4 value
 // heads over 2 key heads, random inputs of the GDN's ranges (q, k unit-norm scale, log decay
 // in [-0.5, -0.01], beta in (0, 1)):
-//   - one launch of 48 rows equals 48 one-row launches bit for bit (outputs, final state, and
+//   - one launch of 50 rows equals 50 one-row launches bit for bit (outputs, final state, and
 //     the per-row state records against the states after each single step);
 //   - outputs within 1e-4 of max |o| of a double-precision host recurrence (the kernel sums
 //     in float, in the same order as the CPU model's delta_rule_head).
@@ -24,7 +25,7 @@
 namespace ds4::cuda_test {
 
 inline void delta_rule_rows_check() {
-  constexpr int64_t kh = 2, vh = 4, kd = 128, vd = 128, T = 48;
+  constexpr int64_t kh = 2, vh = 4, kd = 128, vd = 128, T = 50;
   const int64_t width = 2 * kh * kd + vh * vd, state = vh * kd * vd;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -71,7 +72,7 @@ inline void delta_rule_rows_check() {
   bool same = sA == sB && rec == step_states;
   for (int64_t t = 0; t < T; ++t)
     same = same && std::equal(o.begin() + t * width, o.begin() + t * width + vh * vd, o1.begin() + t * width);
-  check(same, "delta_rule_rows, 128-wide heads: 48 rows in one launch = 48 one-row launches bit for bit (o, state, "
+  check(same, "delta_rule_rows, 128-wide heads: 50 rows in one launch = 50 one-row launches bit for bit (o, state, "
               "per-row state records)");
   // double-precision host recurrence
   std::vector<double> S(s0.begin(), s0.end());

@@ -75,40 +75,37 @@ __global__ void delta_rule_kernel(const float* __restrict__ qkv, const float* __
   }
 }
 
-// delta_rule_kernel with a compile-time k_dim: thread j keeps its column of S in KD registers
-// for all the launch's tokens (S is read and written once per launch, its loads all in
-// flight together, instead of two dependent passes over global memory per token). Needs one
-// column per thread (v_dim <= blockDim.x). Same operations in the same order as
-// delta_rule_kernel, so the two agree bit for bit. Over many tokens (a prefill chunk) the
+// delta_rule_kernel with a compile-time k_dim: each column of S lives in registers for all the
+// launch's tokens (S is read and written once per launch, its loads all in flight together,
+// instead of two dependent passes over global memory per token), split over P consecutive
+// lanes (detail::delta_rule_column: thread = column tid / P, part tid % P; P = 4 cuts each
+// token's two 128-long dependent FMA chains to 32, session 24). P = 1 is delta_rule_kernel's
+// row order; P > 1 adds P partial sums (the CPU model within rounding). Over many tokens the
 // next token's q, k, gate, beta and v are loaded into registers while the current one
-// computes, so the recurrence waits on global memory once per launch, not once per token.
-template <int KD, int PER>
-__global__ void __launch_bounds__(256) delta_rule_reg_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
-                                                             const float* __restrict__ beta, float* __restrict__ S,
-                                                             float* __restrict__ o, DeltaRuleShape sh,
-                                                             DeltaRuleRows rows) {
+// computes. PER: key channels fetched per thread (PER x blockDim.x >= KD).
+template <int KD, int PER, int P>
+__global__ void __launch_bounds__(P == 1 ? 256 : 512) delta_rule_reg_kernel(
+    const float* __restrict__ qkv, const float* __restrict__ g, const float* __restrict__ beta,
+    float* __restrict__ S, float* __restrict__ o, DeltaRuleShape sh, DeltaRuleRows rows) {
   extern __shared__ float qkd[];
   seq_token(qkv, g, beta, S, o, rows);
   const int64_t h = blockIdx.x, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
-  const int64_t j = threadIdx.x;
+  const int64_t j = threadIdx.x / P;
+  const int p = int(threadIdx.x % P);
   const bool live = j < vd;
   float* decay = qkd + 2 * KD;
   float* Sh = S + h * KD * vd;
-  float st[KD];
-  if (live) {
-#pragma unroll
-    for (int i = 0; i < KD; ++i) st[i] = Sh[i * vd + j];
-  }
-  // Token t's inputs in registers: this thread's channels i = threadIdx.x + u * blockDim.x
-  // (PER >= KD / blockDim.x of them), beta and v[j].
-  constexpr int kPer = PER;
-  float nq[kPer], nk[kPer], ng[kPer], nb = 0.f, nv = 0.f;
+  float st[KD / P] = {};
+  if (live) detail::load_column<KD, P>(st, Sh, vd, j, p);
+  // Token t's inputs in registers: this thread's channels i = threadIdx.x + u * blockDim.x,
+  // beta and v[j].
+  float nq[PER], nk[PER], ng[PER], nb = 0.f, nv = 0.f;
   auto fetch = [&](int64_t t) {
     const int64_t off = t * rows.stride;
     const float* q = qkv + off + kh * KD;
     const float* k = qkv + off + sh.k_heads * KD + kh * KD;
 #pragma unroll
-    for (int u = 0; u < kPer; ++u) {
+    for (int u = 0; u < PER; ++u) {
       const int64_t i = threadIdx.x + int64_t(u) * blockDim.x;
       if (i < KD) {
         nq[u] = q[i];
@@ -124,7 +121,7 @@ __global__ void __launch_bounds__(256) delta_rule_reg_kernel(const float* __rest
     const int64_t off = t * rows.stride;
     if (t > 0) __syncthreads();  // the previous token's q, k, decay are no longer read
 #pragma unroll
-    for (int u = 0; u < kPer; ++u) {
+    for (int u = 0; u < PER; ++u) {
       const int64_t i = threadIdx.x + int64_t(u) * blockDim.x;
       if (i < KD) {
         qkd[i] = nq[u];
@@ -135,18 +132,61 @@ __global__ void __launch_bounds__(256) delta_rule_reg_kernel(const float* __rest
     const float bt = nb, vj = nv;
     __syncthreads();
     if (t + 1 < rows.count) fetch(t + 1);  // in flight while this token computes
+    const float oj = detail::delta_rule_column<KD, P>(st, qkd, vj, bt, p);  // (every lane: the shuffles)
     if (!live) continue;
-    o[off + h * vd + j] = detail::delta_rule_column<KD>(st, qkd, vj, bt);
-    if (rows.states) {
-      float* snap = rows.states + t * rows.state_stride + h * KD * vd;
-#pragma unroll
-      for (int i = 0; i < KD; ++i) snap[i * vd + j] = st[i];
+    if (p == 0) o[off + h * vd + j] = oj;
+    if (rows.states) detail::store_column<KD, P>(st, rows.states + t * rows.state_stride + h * KD * vd, vd, j, p);
+  }
+  if (live) detail::store_column<KD, P>(st, Sh, vd, j, p);
+}
+
+// A prefill chunk (many tokens of one sequence, issue #22): delta_rule_reg_kernel's column
+// arithmetic (the same delta_rule_column: bit for bit the same) with the inputs of
+// kStagedTokens tokens staged in shared memory per barrier pair instead of per token.
+// Shared memory: kStagedTokens x {q, k, decay} of KD floats, v {kStagedTokens, v_dim}, beta.
+constexpr int kStagedTokens = 16;
+
+template <int KD, int P>
+__global__ void __launch_bounds__(P == 1 ? 256 : 512) delta_rule_staged_kernel(
+    const float* __restrict__ qkv, const float* __restrict__ g, const float* __restrict__ beta,
+    float* __restrict__ S, float* __restrict__ o, DeltaRuleShape sh, DeltaRuleRows rows) {
+  extern __shared__ float sm[];
+  float* qkd = sm;                                   // [kStagedTokens][3 * KD]
+  float* vs = sm + kStagedTokens * 3 * KD;           // [kStagedTokens][v_dim]
+  float* bs = vs + kStagedTokens * sh.v_dim;         // [kStagedTokens]
+  const int64_t h = blockIdx.x, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
+  const int64_t j = threadIdx.x / P;
+  const int p = int(threadIdx.x % P);
+  const bool live = j < vd;
+  float* Sh = S + h * KD * vd;
+  float st[KD / P] = {};
+  if (live) detail::load_column<KD, P>(st, Sh, vd, j, p);
+  for (int64_t t0 = 0; t0 < rows.count; t0 += kStagedTokens) {
+    const int nt = int(rows.count - t0 < kStagedTokens ? rows.count - t0 : kStagedTokens);
+    if (t0 > 0) __syncthreads();  // the previous tokens' inputs are no longer read
+    for (int idx = threadIdx.x; idx < nt * KD; idx += blockDim.x) {
+      const int u = idx / KD, i = idx % KD;
+      const int64_t off = (t0 + u) * rows.stride;
+      qkd[u * 3 * KD + i] = qkv[off + kh * KD + i];
+      qkd[u * 3 * KD + KD + i] = qkv[off + sh.k_heads * KD + kh * KD + i];
+      qkd[u * 3 * KD + 2 * KD + i] = expf(sh.per_channel_gate ? g[off + h * KD + i] : g[off + h]);
+    }
+    for (int64_t idx = threadIdx.x; idx < int64_t(nt) * vd; idx += blockDim.x) {
+      const int64_t u = idx / vd, c = idx % vd;
+      vs[u * vd + c] = qkv[(t0 + u) * rows.stride + 2 * sh.k_heads * KD + h * vd + c];
+    }
+    if (threadIdx.x < nt) bs[threadIdx.x] = beta[(t0 + threadIdx.x) * rows.stride + h];
+    __syncthreads();
+#pragma unroll 1
+    for (int u = 0; u < nt; ++u) {
+      const int64_t t = t0 + u;
+      const float oj = detail::delta_rule_column<KD, P>(st, qkd + u * 3 * KD, live ? vs[u * vd + j] : 0.f, bs[u], p);
+      if (!live) continue;
+      if (p == 0) o[t * rows.stride + h * vd + j] = oj;
+      if (rows.states) detail::store_column<KD, P>(st, rows.states + t * rows.state_stride + h * KD * vd, vd, j, p);
     }
   }
-  if (live) {
-#pragma unroll
-    for (int i = 0; i < KD; ++i) Sh[i * vd + j] = st[i];
-  }
+  if (live) detail::store_column<KD, P>(st, Sh, vd, j, p);
 }
 
 }  // namespace
@@ -162,15 +202,25 @@ void delta_rule_rows(const float* qkv, const float* g, const float* beta, float*
                      const DeltaRuleRows& rows, cudaStream_t stream) {
   if (rows.count <= 0) return;
   if (rows.seq.at && rows.states) throw InputError("cuda delta_rule_rows: a decode batch's tokens keep no state records");
-  const int threads = int(sh.v_dim < 256 ? (sh.v_dim + 31) / 32 * 32 : 256);
   const size_t smem = size_t(3 * sh.k_dim) * sizeof(float);
   const dim3 grid(unsigned(sh.v_heads), rows.seq.at ? unsigned(rows.count) : 1u);  // (value head, sequence)
-  if (sh.k_dim == 128 && sh.v_dim <= 256 && threads >= 128)  // GLM 5.x KDA and Qwen GDN: 128-wide key heads
-    delta_rule_reg_kernel<128, 1><<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
-  else if (sh.k_dim == 128 && sh.v_dim <= 256)  // narrow value heads: up to 4 key channels per thread
-    delta_rule_reg_kernel<128, 4><<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
-  else
+  const bool staged = !rows.seq.at && rows.count > 2 * kStagedTokens;              // a prefill chunk
+  const size_t staged_smem = size_t(kStagedTokens * (3 * sh.k_dim + sh.v_dim + 1)) * sizeof(float);
+  if (sh.k_dim == 128 && sh.v_dim <= 128) {
+    // GLM 5.x KDA and Qwen GDN (128 x 128 heads): 4 lanes per column, whole columns per warp
+    constexpr int P = 4;
+    const int threads = int(P * ((sh.v_dim + 7) / 8 * 8));
+    if (staged) delta_rule_staged_kernel<128, P><<<grid, threads, staged_smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+    else if (threads >= 128) delta_rule_reg_kernel<128, 1, P><<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+    else delta_rule_reg_kernel<128, 4, P><<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+  } else if (sh.k_dim == 128 && sh.v_dim <= 256) {  // wider value heads: a lane per column
+    const int threads = int((sh.v_dim + 31) / 32 * 32);
+    if (staged) delta_rule_staged_kernel<128, 1><<<grid, threads, staged_smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+    else delta_rule_reg_kernel<128, 1, 1><<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+  } else {
+    const int threads = int(sh.v_dim < 256 ? (sh.v_dim + 31) / 32 * 32 : 256);
     delta_rule_kernel<<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+  }
   DS4_CUDA_CHECK_LAUNCH();
 }
 
