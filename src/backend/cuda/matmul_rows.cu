@@ -54,8 +54,8 @@ std::pair<unsigned*, bool> tile_scale_slot(MatmulWorkspace& ws, const void* firs
 }  // namespace
 
 MatmulPrecision model_matmul_precision() {
-  return env_setting(g_matmul_f16, "DS4_MATMUL_F16", {0, 1}, "0 or 1") ? MatmulPrecision::kF16
-                                                                        : MatmulPrecision::kTf32;
+  return env_setting(g_matmul_f16, "DS4_MATMUL_F16", {0, 1}, "0 or 1", 1) ? MatmulPrecision::kF16
+                                                                           : MatmulPrecision::kTf32;
 }
 
 MatmulWorkspace::MatmulWorkspace(int64_t max_rows, int64_t max_cols, int64_t tile_elems, int64_t min_rows,

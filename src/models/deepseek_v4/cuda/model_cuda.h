@@ -55,7 +55,7 @@ struct CudaModelOptions {
   // chunks of up to `prefill_rows` tokens (at most
   // kMaxPrefillRows; 0, or <= chunk_rows: every forward in chunk_rows chunks). A prefill chunk of
   // more than 16 rows (tensor_core_rows) with `tensor_cores` does its dense projections (q_a,
-  // kv, compressor kv / gate, q_b, o LoRA, shared expert, lm_head) as TF32 GEMMs (backend/cuda
+  // kv, compressor kv / gate, q_b, o LoRA, shared expert, lm_head) as tensor-core GEMMs (kF16 / kTf32: model_matmul_precision, backend/cuda
   // matmul_rows) and its routed experts BF16 MMAs (grouped_mma_bf16, where cols % 128 == 0; int8
   // MMAs on quantized rows with act_quant and int8_experts, grouped_mma_int8);
   // the HC mixes, the router logits and the indexer's inputs stay exact (they feed Sinkhorn and

@@ -45,7 +45,7 @@ struct CudaModelOptions {
   // chunk_rows) = every forward in chunk_rows chunks. Such a chunk stays on the exact path
   // (bit-identical to decode steps) unless it has at least `gemm_rows` rows (gemm_rows > 0):
   // then the dense projections (KDA, MLA q_a / kv_a / q_b / W_uk / W_uv / o, shared expert,
-  // dense MLP, lm_head) are TF32 GEMMs (backend/cuda matmul_rows) and, with expert_mma, the
+  // dense MLP, lm_head) are tensor-core GEMMs (backend/cuda matmul_rows, model_matmul_precision) and, with expert_mma, the
   // routed experts grouped BF16 MMAs (grouped_mma_bf16), while the products that feed discrete
   // choices stay exact (hyper-connection mixes -> Sinkhorn, router logits -> top-k, the DSA
   // indexer's keys / gates / weights / queries -> pool top-k): within TF32 / BF16 rounding of

@@ -39,7 +39,7 @@ struct CudaModelOptions {
   // at most kMaxPrefillRows; the chunk scratch is sized for it at load, ~4.5 MB per row at
   // full size with a 32K context, and the load lowers it to what a quarter of the device memory
   // free after the weights holds: options() tells what was kept). A chunk of at least `gemm_rows` rows runs its dense
-  // projections as TF32 GEMMs (backend/cuda matmul_rows) and, with `expert_mma`, its routed
+  // projections as tensor-core GEMMs (kF16 / kTf32: model_matmul_precision, backend/cuda matmul_rows) and, with `expert_mma`, its routed
   // experts as grouped BF16 MMAs (grouped_mma_bf16): within TF32 / BF16 rounding of the CPU
   // model, not bit for bit (test_qwen_next_cuda item 8 states the bound); its QSA attention on
   // tensor cores too (qsa_tc.cu; DS4_QSA_TC=0 for the FP32 group kernel: H100, 2K prefill 2416 vs
