@@ -19,9 +19,11 @@
 // (bench/results/qwen-decode-h200-2026-12-04g); the read-only path is only defined for data
 // that no running kernel writes, which an early-started dependent breaks.
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
 #include "models/qwen_next/cuda/hyper_fused.h"
@@ -34,7 +36,10 @@ using namespace ds4::cuda::gemv_detail;
 constexpr int kThreads = 128;     // gemv.cu kMaxThreads: a row's threads fit in one block
 constexpr int kNormThreads = 256; // hc_norm_kernel's block size (its reduction order)
 constexpr int kMaxHc = 8;
-constexpr int kDownRows = 2;      // rows per thread group in hc_down (model_cuda.cu used 2)
+// Rows per thread group in hc_down (DS4_HC_DOWN_ROWS: 1, 2 or 4). 4 since session 24 call 7 (H100,
+// same machine, full-size Qwen decode at 2K): hc_read 2.457 -> 2.262 ms per token, decode 119.6 ->
+// 120.9 tok/s (1 row: 2.583 ms, 115.2 tok/s).
+constexpr int kDownRowsDefault = 4;
 constexpr int kUpIdx = 8;         // hidden indices per hc_up_combine block (rows per group)
 constexpr int64_t kMaxHSmem = 44 * 1024;  // hc_down's staged h (dynamic shared memory, <= 48 KB with the rest)
 
@@ -58,10 +63,11 @@ struct HcArgs {
   bool inject;        // rows past rank are the inject gate (2 sigmoid(v / hc))
 };
 
-// blockDim = kThreads; `group` = gemv threads_for(units) threads per row group of kDownRows rows.
+// blockDim = kThreads; `group` = gemv threads_for(units) threads per row group of kDownRows rows
+// (a row's arithmetic does not depend on kDownRows: only how many blocks share the staging).
 // Dynamic shared memory: h {hc*d} (every block needs all of it for the per-stream rms; one
 // coalesced 16-byte pass instead of the strided reads hc_norm's order would take from L2).
-template <class F, int V>
+template <class F, int V, int kDownRows>
 __global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int group) {
   extern __shared__ float4 hsm4[];
   const float* hsm = reinterpret_cast<const float*>(hsm4);
@@ -288,6 +294,13 @@ void with_format(const WeightMatrix& w, Fn&& fn) {
 
 unsigned blocks(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
+std::atomic<int> g_down_rows{-1};
+// hc_down's rows per thread group (session 24: the kernel is latency-bound at 1.2 blocks per SM,
+// ncu achieved occupancy 7.7 %; fewer rows per block = more blocks, each staging h again).
+int hc_down_rows() {
+  return ds4::cuda::env_setting(g_down_rows, "DS4_HC_DOWN_ROWS", {1, 2, 4}, "1, 2 or 4", kDownRowsDefault);
+}
+
 }  // namespace
 
 bool hyper_read_fusable(const WeightMatrix& down, const WeightMatrix& up, int64_t hc, int64_t d, int64_t rank) {
@@ -305,10 +318,15 @@ void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const fl
   {
     const Args a = args_of(down);
     const int group = threads_for(down.cols / kUnit);
-    const unsigned nb = blocks(down.rows, int64_t(kThreads / group) * kDownRows);
+    const int down_rows = hc_down_rows();
+    const unsigned nb = blocks(down.rows, int64_t(kThreads / group) * down_rows);
     const size_t smem = size_t(hc * d) * sizeof(float);
     with_format(down, [&](auto f, auto v) {
-      hc_down_kernel<decltype(f), decltype(v)::value><<<nb, kThreads, smem, s>>>(a, p, group);
+      using Fm = decltype(f);
+      constexpr int Vv = decltype(v)::value;
+      if (down_rows == 1) hc_down_kernel<Fm, Vv, 1><<<nb, kThreads, smem, s>>>(a, p, group);
+      else if (down_rows == 4) hc_down_kernel<Fm, Vv, 4><<<nb, kThreads, smem, s>>>(a, p, group);
+      else hc_down_kernel<Fm, Vv, 2><<<nb, kThreads, smem, s>>>(a, p, group);
     });
     DS4_CUDA_CHECK_LAUNCH();
   }
