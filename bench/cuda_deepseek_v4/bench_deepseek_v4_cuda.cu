@@ -627,7 +627,7 @@ int main(int argc, char** argv) {
         const bool i8e = m.options().int8_experts.value_or(false), i8d = m.options().int8_dense.value_or(false);
         prefill_table(m, i == 0 ? prefill_lengths : old_lengths, bw.copy_gbps,
                       std::to_string(tc.prefill_rows) + " rows per chunk, tensor cores (default options: dense " +
-                          (i8d ? "int8 MMAs on quantized rows (int8_dense)" : "TF32 GEMMs") + ", routed experts " +
+                          (i8d ? "int8 MMAs on quantized rows (int8_dense)" : "tensor-core GEMMs (model_matmul_precision)") + ", routed experts " +
                           (i8e ? "int8 MMAs (int8_experts)" : "grouped BF16 MMAs") + ", exact parts as FP32 GEMMs)",
                       tc.prefill_rows, base, i == 0, i == 0 ? &longest_state : nullptr);
       }

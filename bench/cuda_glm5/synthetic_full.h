@@ -173,7 +173,7 @@ inline void glm5_prefill_table(glm5::Glm5CudaModel& g, const Glm5PrefillArgs& pa
   }
   // The first length with the canary, then the profile, then the longer lengths (a run cut by
   // its timeout keeps the first two).
-  const std::string title = std::to_string(tc.prefill_rows) + " rows per chunk, dense projections TF32 GEMMs (cuBLAS), "
+  const std::string title = std::to_string(tc.prefill_rows) + " rows per chunk, dense projections tensor-core GEMMs (cuBLAS, model_matmul_precision), "
                             "routed experts grouped BF16 MMAs (grouped_mma_bf16), " +
                             (pa.fp32_gemms ? "HC mixes and MLA attention FP32 GEMMs, router / indexer exact"
                                            : "HC mixes / router / indexer exact");
@@ -207,7 +207,9 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   const glm5::Config c = glm5::parse_config(glm5::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
   lo.max_context = ctx.back() + n_decode * int64_t(ctx.size()) + 64;
-  if (!pa.lengths.empty()) lo.max_context = std::max(lo.max_context, pa.lengths.back() + 64);
+  // (+ the profiled chunk of prefill_rows after a 1536-token context)
+  if (!pa.lengths.empty())
+    lo.max_context = std::max({lo.max_context, pa.lengths.back() + 64, int64_t(1536) + pa.prefill_rows + 64});
   if (!batch.streams.empty()) lo.max_context += 2 + batch.steps + 34;  // warm-up, timed and unbatched steps
   glm5::CudaModelOptions co;
   co.synthetic_seed = so.seed;

@@ -7,7 +7,7 @@
 //      default 2048: it runs ~16 s per 2K);
 //   2. (--exact-max N > 0) prefill_rows chunks on the exact path (gemm_rows 0: the default
 //      options, bit-identical to decode steps) at lengths <= N;
-//   3. the tensor-core path: prefill_rows chunks (default 512), gemm_rows as the server (--gemm-rows=N) (dense TF32 GEMMs,
+//   3. the tensor-core path: prefill_rows chunks (default 512), gemm_rows as the server (--gemm-rows=N) (dense tensor-core GEMMs: kF16 or TF32, model_matmul_precision,
 //      routed experts grouped BF16 MMAs) at the first length; the GPU canary (a probe every
 //      5 ms on its own highest-priority stream) during another prefill of it and a profiled
 //      prefill of it (GPU ms per phase, backend/cuda/op_timer.h); then the longer lengths.
@@ -119,7 +119,7 @@ inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, con
   tc.gemm_rows = a.gemm_rows > 0 ? a.gemm_rows : 17;  // (0 would be the exact path)
   const int64_t n0 = a.lengths.front();
   auto tcs = table(std::to_string(a.prefill_rows) +
-                       "-row chunks, tensor cores: dense TF32 GEMMs (cuBLAS), routed experts grouped BF16 MMAs",
+                       "-row chunks, tensor cores: dense GEMMs (cuBLAS, model_matmul_precision), routed experts grouped BF16 MMAs",
                    tc, a.prefill_rows, {n0}, INT64_MAX, base);
   if (a.fp32_ab) {  // the exact products (router, indexer q / k) on gemv_rows per 16 rows instead of FP32 GEMMs
     qwen_next::CudaModelOptions t2 = tc;
