@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 24 call 8 (H200 only, ~2 min): issue #22's GLM table at its real 288 experts (the H100 holds 160)
-# and Qwen's prefill at 2048-row chunks (the H100's admission keeps 1361), 2K / 8K / 32K, this session's
+# and Qwen's prefill at 2048-row chunks (the H100's admission keeps 1361; needs kMaxPrefillRows raised to 2048 in
+# src/models/qwen_next/cuda/step_layout.h first), 2K / 8K / 32K, this session's
 # defaults. Carry .devwork/ds24h.tar.xz (cuda-pack, stripped).
 set -u
 . bench/device_call_lib.sh
