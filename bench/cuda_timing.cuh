@@ -1,6 +1,8 @@
 #pragma once
 // Event timing for the CUDA kernel benches: the median of `reps` runs of f on stream s after one
-// warm-up run (the first use of a path: cuBLAS heuristics, attribute writes, cold caches).
+// warm-up run (the first use of a path: cuBLAS heuristics, attribute writes, cold caches);
+// graph_ms: the same for one CUDA graph that `capture(stream)` records (launch gaps out of the
+// figure), on a stream of its own.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,6 +31,24 @@ double time_ms(F&& f, int reps, cudaStream_t s) {
   DS4_CUDA_CHECK(cudaEventDestroy(b));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+template <class Capture>
+double graph_ms(Capture&& capture, int reps) {
+  cudaStream_t st;
+  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  DS4_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  capture(st);
+  DS4_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+  DS4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double ms = time_ms([&] { DS4_CUDA_CHECK(cudaGraphLaunch(exec, st)); }, reps, st);
+  DS4_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  DS4_CUDA_CHECK(cudaGraphDestroy(graph));
+  DS4_CUDA_CHECK(cudaStreamDestroy(st));
+  return ms;
 }
 
 }  // namespace ds4::bench

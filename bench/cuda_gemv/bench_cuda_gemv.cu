@@ -79,10 +79,12 @@
 #include "core/weight.h"
 
 #include "../cuda_fill.cuh"
+#include "../cuda_timing.cuh"
 
 using namespace ds4;
 using bench::fill_halves;
 using bench::fill_random;
+using bench::graph_ms;
 
 namespace {
 
@@ -113,40 +115,6 @@ struct Row {
   std::string label, shape;
   double mib, us, gbps;
 };
-
-// Median ms of one replay of a CUDA graph holding what `capture(stream)` launches (after one
-// warm-up replay); decode runs as graphs too.
-template <class Fn>
-double graph_ms(Fn&& capture, int reps) {
-  cudaStream_t st;
-  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  DS4_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  DS4_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  capture(st);
-  DS4_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-  DS4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  DS4_CUDA_CHECK(cudaEventCreate(&a));
-  DS4_CUDA_CHECK(cudaEventCreate(&b));
-  DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));  // warm-up
-  std::vector<float> ms(static_cast<size_t>(reps));
-  for (int r = 0; r < reps; ++r) {
-    DS4_CUDA_CHECK(cudaEventRecord(a, st));
-    DS4_CUDA_CHECK(cudaGraphLaunch(exec, st));
-    DS4_CUDA_CHECK(cudaEventRecord(b, st));
-    DS4_CUDA_CHECK(cudaEventSynchronize(b));
-    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms[size_t(r)], a, b));
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(st);
-  return double(ms[ms.size() / 2]);
-}
 
 // n_rows > 0: gemv_rows over n_rows input rows (x rows of cols floats, y rows of rows floats).
 // xq: the same launches on quantized activations (gemv_act, gemv_act_batched, gemv_act_rows;

@@ -18,6 +18,8 @@
 #include "models/qwen_next/cuda/kernels.h"
 #include "models/qwen_next/cuda/select_reference.cuh"
 
+#include "../cuda_timing.cuh"
+
 using namespace ds4;
 namespace qc = ds4::qwen_next::cuda;
 
@@ -41,33 +43,10 @@ std::vector<float> randn(int64_t n, float scale = 1.f) {
   return v;
 }
 
-// us per call of enqueue(s), 200 calls captured in one graph, best of 5 replays.
+// Microseconds per enqueue: one CUDA graph of 200 enqueues, median of 5 replays (cuda_timing.cuh).
 double time_us(const std::function<void(cudaStream_t)>& enqueue) {
-  cudaStream_t s;
-  DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   constexpr int kReps = 200;
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  DS4_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kReps; ++i) enqueue(s);
-  DS4_CUDA_CHECK(cudaStreamEndCapture(s, &g));
-  DS4_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  DS4_CUDA_CHECK(cudaEventCreate(&a));
-  DS4_CUDA_CHECK(cudaEventCreate(&b));
-  double best = 1e30;
-  for (int r = 0; r < 5; ++r) {
-    DS4_CUDA_CHECK(cudaEventRecord(a, s));
-    DS4_CUDA_CHECK(cudaGraphLaunch(ge, s));
-    DS4_CUDA_CHECK(cudaEventRecord(b, s));
-    DS4_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    best = std::min(best, 1e3 * double(ms) / kReps);
-  }
-  cudaEventDestroy(a), cudaEventDestroy(b);
-  cudaGraphExecDestroy(ge), cudaGraphDestroy(g), cudaStreamDestroy(s);
-  return best;
+  return 1e3 * ds4::bench::graph_ms([&](cudaStream_t s) { for (int i = 0; i < kReps; ++i) enqueue(s); }, 5) / kReps;
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 // "same" must read yes on random normal scores. n = 2k .. 64k, k = 512 / 2048, 1 row (decode)
 // and 16 rows (a verify / chunk launch: the rows run on different SMs, so per-row time is
 // the launch time / 16 only while fewer rows than SMs share it).
-// Usage: bench_cuda_topk [iters]   (default 50; peers above 20 ms a launch run 2 times)
+// Usage: bench_cuda_topk [iters]   (default 50: each figure the median of as many launches, cuda_timing.cuh)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +23,8 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/memory.h"
 #include "backend/cuda/topk_select.h"
+
+#include "../cuda_timing.cuh"
 
 namespace {
 
@@ -117,28 +119,6 @@ __global__ void peer_bitwise_dsv4_kernel(const float* scores, int64_t n, int64_t
   }
 }
 
-// Mean ms per launch of f over `iters` launches after one warm-up (fewer when slow).
-template <class F>
-float time_ms(F&& f, int iters) {
-  cudaEvent_t a, b;
-  DS4_CUDA_CHECK(cudaEventCreate(&a));
-  DS4_CUDA_CHECK(cudaEventCreate(&b));
-  DS4_CUDA_CHECK(cudaEventRecord(a));
-  f();
-  DS4_CUDA_CHECK(cudaEventRecord(b));
-  DS4_CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  DS4_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  if (ms > 20.f) iters = 2;
-  DS4_CUDA_CHECK(cudaEventRecord(a));
-  for (int i = 0; i < iters; ++i) f();
-  DS4_CUDA_CHECK(cudaEventRecord(b));
-  DS4_CUDA_CHECK(cudaEventSynchronize(b));
-  DS4_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  DS4_CUDA_CHECK(cudaEventDestroy(a));
-  DS4_CUDA_CHECK(cudaEventDestroy(b));
-  return ms / float(iters);
-}
 
 template <class T>
 std::vector<T> back(const DeviceBuffer& d) {
@@ -180,23 +160,23 @@ int main(int argc, char** argv) {
           a.n = ds4::cuda::TopkCount{d_pos.as<int32_t>(), 1, 0, 1};
           a.keep = d_keep.as<uint8_t>(), a.keep_stride = stride;
           a.list = d_list.as<int32_t>(), a.count = d_count.as<int32_t>(), a.list_stride = stride, a.count_stride = 1;
-          const float t_op = time_ms([&] { ds4::cuda::topk_select_f32(a, nullptr); }, iters);
+          const float t_op = ds4::bench::time_ms([&] { ds4::cuda::topk_select_f32(a, nullptr); }, iters, nullptr);
           const auto keep = back<uint8_t>(d_keep);
           const auto list = back<int32_t>(d_list);
           bool same = true;
-          const float t_qwen = time_ms([&] {
+          const float t_qwen = ds4::bench::time_ms([&] {
             peer_rank_qwen_kernel<<<unsigned(rows), 1024>>>(d_sc.as<float>(), n, k, d_peer_keep.as<uint8_t>(), stride);
-          }, iters);
+          }, iters, nullptr);
           same = same && back<uint8_t>(d_peer_keep) == keep;
           DS4_CUDA_CHECK(cudaMemset(d_peer_keep.get(), 0, d_peer_keep.bytes()));
-          const float t_glm = time_ms([&] {
+          const float t_glm = ds4::bench::time_ms([&] {
             peer_rank_glm_kernel<<<dim3(unsigned((n + 255) / 256), unsigned(rows)), 256>>>(
                 d_sc.as<float>(), n, k, d_peer_keep.as<uint8_t>(), stride);
-          }, iters);
+          }, iters, nullptr);
           same = same && back<uint8_t>(d_peer_keep) == keep;
-          const float t_dsv4 = time_ms([&] {
+          const float t_dsv4 = ds4::bench::time_ms([&] {
             peer_bitwise_dsv4_kernel<<<unsigned(rows), 1024>>>(d_sc.as<float>(), n, k, d_peer_list.as<int32_t>(), stride);
-          }, iters);
+          }, iters, nullptr);
           const auto plist = back<int32_t>(d_peer_list);
           for (int64_t r = 0; r < rows && same; ++r)
             same = std::equal(list.begin() + r * stride, list.begin() + r * stride + k, plist.begin() + r * stride);

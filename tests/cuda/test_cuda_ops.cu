@@ -594,8 +594,10 @@ void test_conv1d_rows(int64_t channels, int kernel, int dil, int64_t count, bool
                      y2(size_t(count * ys) * 4, "y2");
   DS4_CUDA_CHECK(cudaMemset(y1.get(), 0, y1.bytes()));
   DS4_CUDA_CHECK(cudaMemset(y2.get(), 0, y2.bytes()));
+  cuda::Conv1dRows chunk;
+  chunk.count = count, chunk.x_stride = xs, chunk.y_stride = ys;
   cuda::conv1d_rows_f32(dx.as<float>(), dw.as<float>(), s1.as<float>(), channels, kernel, dil, silu, y1.as<float>(),
-                        cuda::Conv1dRows{count, xs, ys}, nullptr);
+                        chunk, nullptr);
   for (int64_t t = 0; t < count; ++t)
     cuda::conv1d_step_f32(dx.as<float>() + t * xs, dw.as<float>(), s2.as<float>(), channels, kernel, dil, silu,
                           y2.as<float>() + t * ys, nullptr);
