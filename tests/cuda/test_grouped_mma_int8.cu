@@ -59,6 +59,13 @@ std::vector<T> download(const T* p, size_t n) {
   DS4_CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
   return v;
 }
+
+// How many of a's floats differ from b's in their bits (memcmp: NaN poison counts as differing).
+int64_t bits_differ(const std::vector<float>& a, const std::vector<float>& b) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], 4) != 0;
+  return bad;
+}
 template <class T>
 void upload_to(void* dst, const T* v, size_t n) {
   DS4_CUDA_CHECK(cudaStreamSynchronize(g_stream));
@@ -190,8 +197,7 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
       if (planes) cuda::grouped_mma_int8_planes(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
       else cuda::grouped_mma_int8(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
       const std::vector<float> got = download(dy.as<float>(), ref.size());
-      int64_t bad = 0;
-      for (size_t i = 0; i < ref.size(); ++i) bad += std::memcmp(&got[i], &ref[i], 4) != 0;
+      const int64_t bad = bits_differ(got, ref);
       check(bad == 0, what + (staged ? ", staged" : "") + ", entries per block " +
                           (forced ? std::to_string(forced) : "by the chunk") + ": == dot_act (memcmp), " +
                           std::to_string(bad) + " of " + std::to_string(ref.size()) + " differ");
@@ -279,8 +285,7 @@ void check_dense(const Shape& sh, int groups, int64_t n, std::mt19937_64& rng, c
       upload_to(dy.get(), poison.data(), poison.size());
       cuda::grouped_mma_int8_dense(dv, x0, xw, dy.as<float>(), yw, n, dg, s);
       const std::vector<float> got = download(dy.as<float>(), ref.size());
-      int64_t bad = 0;
-      for (size_t i = 0; i < ref.size(); ++i) bad += std::memcmp(&got[i], &ref[i], 4) != 0;
+      const int64_t bad = bits_differ(got, ref);
       check(bad == 0, what + (staged ? ", staged" : "") + ", entries per block " +
                           (forced ? std::to_string(forced) : "by the rows") + ": == dot_act (memcmp), rest untouched, " +
                           std::to_string(bad) + " of " + std::to_string(ref.size()) + " differ");

@@ -145,24 +145,22 @@ void gemm_rows(const WeightMatrix& w, const float* x, int64_t x_row, float* y, i
         const auto [w_max, measure] =
             tile_scale_slot(ws, static_cast<const uint8_t*>(we.data) + r0 * w.row_stride_bytes(), tr, w.cols, s);
         dequant_f16_scaled(we, r0, tr, ws.w_.get(), w_max, measure, x_max, alpha, s);
-        // alpha / beta read from the device (the scales exist only there): the pointer mode
-        // for this call only, host pointers for every other caller of the handle
-        check_cublas(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE), "cublasSetPointerMode");
-        const cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(tr), int(n), int(w.cols), alpha,
-                                               ws.w_.get(), t, int(w.cols), xb, t, ldb, beta, ye + r0, CUDA_R_32F,
-                                               int(y_row), ct, CUBLAS_GEMM_DEFAULT);
-        check_cublas(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
-        check_cublas(st, "cublasGemmEx");
-        continue;
+      } else if (bf16) {
+        dequant_bf16(we, r0, tr, ws.w_.get(), s);
+      } else {
+        dequant_f32(we, r0, tr, ws.w_.as<float>(), s);
       }
-      if (bf16) dequant_bf16(we, r0, tr, ws.w_.get(), s);
-      else dequant_f32(we, r0, tr, ws.w_.as<float>(), s);
       // Column-major view: the tile is {cols, tr} (lda cols), X {cols, n} (ldb), Y {tr, n} at
-      // ye + r0 (ldc y_row): Y = tile^T X.
-      check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(tr), int(n), int(w.cols), &one, ws.w_.get(), t,
-                                int(w.cols), xb, t, ldb, &zero, ye + r0, CUDA_R_32F, int(y_row), ct,
-                                CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx");
+      // ye + r0 (ldc y_row): Y = tile^T X. kF16's alpha / beta are read from the device (the
+      // scales exist only there): that pointer mode for this call only, host pointers for every
+      // other caller of the handle.
+      if (f16) check_cublas(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE), "cublasSetPointerMode");
+      const cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(tr), int(n), int(w.cols),
+                                             f16 ? alpha : &one, ws.w_.get(), t, int(w.cols), xb, t, ldb,
+                                             f16 ? beta : &zero, ye + r0, CUDA_R_32F, int(y_row), ct,
+                                             CUBLAS_GEMM_DEFAULT);
+      if (f16) check_cublas(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
+      check_cublas(st, "cublasGemmEx");
     }
   }
 }
