@@ -55,15 +55,36 @@ __device__ inline void sinkhorn_split_shared(const float* mix, const float* scal
   }
 }
 
-// The sum of the n cells of lane `first`, `first + step`, ... of v, in that order (the CPU's).
+// sinkhorn_split keeps the matrix in registers for n <= kRegHc (n * n <= 32 lanes).
+constexpr int kRegHc = 5;
+
+// The sum of the n <= kRegHc cells of lane `first`, `first + step`, ... of v, in that order (the
+// CPU's). All kRegHc shuffles issue back to back before the adds (a loop over a runtime n waited
+// a shuffle latency per cell: ~40 dependent rounds per Sinkhorn call; issue #23).
 __device__ __forceinline__ float gather_sum(float v, int first, int step, int n) {
+  float c[kRegHc];
+#pragma unroll
+  for (int k = 0; k < kRegHc; ++k) c[k] = __shfl_sync(0xffffffffu, v, (first + k * step) & 31);
   float sum = 0.f;
-  for (int k = 0; k < n; ++k) sum += __shfl_sync(0xffffffffu, v, first + k * step);
+#pragma unroll
+  for (int k = 0; k < kRegHc; ++k)
+    if (k < n) sum += c[k];
   return sum;
+}
+// The largest of the n <= kRegHc cells from lane `first` on (step 1), likewise.
+__device__ __forceinline__ float gather_max(float v, int first, int n) {
+  float c[kRegHc];
+#pragma unroll
+  for (int k = 0; k < kRegHc; ++k) c[k] = __shfl_sync(0xffffffffu, v, (first + k) & 31);
+  float mx = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kRegHc; ++k)
+    if (k < n) mx = fmaxf(mx, c[k]);
+  return mx;
 }
 
 // Run by the first warp (all 32 lanes): pre, post and the Sinkhorn-projected comb {n, n}.
-// n <= 5 (issue #23: the shared-memory form was a serial chain of ~40 passes through shared
+// n <= kRegHc (issue #23: the shared-memory form was a serial chain of ~40 passes through shared
 // memory per call): lane r * n + c holds cell (r, c) in a register; a row or column sum
 // gathers its n cells by shuffles and adds them in the CPU's order, then each cell divides
 // by it, as the shared form does, so the results are the same operations in the same order.
@@ -74,15 +95,14 @@ __device__ inline void sinkhorn_split(const float* mix, const float* scale, cons
     pre[lane] = sigm(mix[lane] * scale[0] + base[lane]) + eps;
     post[lane] = 2.f * sigm(mix[n + lane] * scale[1] + base[n + lane]);
   }
-  if (n * n > 32) {
+  if (n > kRegHc) {
     sinkhorn_split_shared(mix, scale, base, n, iters, eps, comb);
     return;
   }
   const bool cell = lane < n * n;
   const int r = cell ? lane / n : 0, c = cell ? lane % n : 0;  // idle lanes shadow cell (0, 0)
   float v = mix[2 * n + r * n + c] * scale[2] + base[2 * n + r * n + c];
-  float mx = -INFINITY;
-  for (int k = 0; k < n; ++k) mx = fmaxf(mx, __shfl_sync(0xffffffffu, v, r * n + k));
+  const float mx = gather_max(v, r * n, n);
   v = expf(v - mx);
   v = v / gather_sum(v, r * n, 1, n) + eps;
   for (int it = 0; it < (iters > 1 ? iters : 1); ++it) {  // the CPU always does one column pass
@@ -223,19 +243,36 @@ __device__ void collapse(const float* w, int n, int64_t hidden, const float* x, 
 
 // hc_post's out[k * hidden + d] = post[k] * block_out[d] + sum_j comb[j, k] residual[j][d], the
 // streams in order (explicit fmaf: the fused kernel's prologue must round exactly like this).
+// The residual loads go out 4 at a time before their fmas (a runtime-n loop waited a load
+// latency per stream: the fused kernel's prologue is on a decode step's critical path).
 __device__ __forceinline__ float post_value(int n, int64_t hidden, int64_t k, int64_t d, const float* b,
                                             const float* r, const float* post, const float* comb) {
   float acc = post[k] * b[d];
-  for (int j = 0; j < n; ++j) acc = fmaf(comb[j * n + k], r[j * hidden + d], acc);
+  for (int j0 = 0; j0 < n; j0 += 4) {
+    float rv[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) rv[j] = j0 + j < n ? r[(j0 + j) * hidden + d] : 0.f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (j0 + j < n) acc = fmaf(comb[(j0 + j) * n + k], rv[j], acc);
+  }
   return acc;
 }
 
 // A MoE block's output at i: sum_j w[j] y[j * d + i] + sh[i], the experts in order (DeepSeek's
 // moe_combine and the fused hc_pre's prologue, HcPostIn::experts: the same rounding).
+// The expert loads go out 8 at a time before their fmas, as post_value's.
 __device__ __forceinline__ float combine_value(const float* y, const float* w, int64_t k, const float* sh, int64_t d,
                                               int64_t i) {
   float r = 0.f;
-  for (int64_t j = 0; j < k; ++j) r = fmaf(w[j], y[j * d + i], r);
+  for (int64_t j0 = 0; j0 < k; j0 += 8) {
+    float yv[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) yv[j] = j0 + j < k ? y[(j0 + j) * d + i] : 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j0 + j < k) r = fmaf(w[j0 + j], yv[j], r);
+  }
   return r + sh[i];
 }
 

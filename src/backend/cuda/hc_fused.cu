@@ -12,11 +12,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <string>
 #include <type_traits>
 
 #include "backend/cuda/act_quantize.cuh"
 #include "backend/cuda/check.h"
+#include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/hc_device.cuh"
@@ -88,11 +90,7 @@ __device__ void collapse_regs(const float* w, int n, int64_t hidden, const float
   const float4* x4 = reinterpret_cast<const float4*>(x);
   float4 acc[Q], nv[Q];
 #pragma unroll
-  for (int q = 0; q < Q; ++q) {
-    const int64_t d = t + int64_t(q) * nt;
-    acc[q] = make_float4(0.f, 0.f, 0.f, 0.f);
-    nv[q] = out_norm && d < h4 ? __ldg(reinterpret_cast<const float4*>(out_norm) + d) : acc[q];
-  }
+  for (int q = 0; q < Q; ++q) acc[q] = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int j0 = 0; j0 < n; j0 += 4) {
     float4 v[Q][4];
 #pragma unroll
@@ -112,6 +110,13 @@ __device__ void collapse_regs(const float* w, int n, int64_t hidden, const float
   }
   float4* o4 = reinterpret_cast<float4*>(out);
   if (out_norm) {
+    // the norm's loads go out here, after the stream loads (fewer live registers there: 1024
+    // threads have 64 each) and before threads_sum's barriers, which hide their latency
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+      const int64_t d = t + int64_t(q) * nt;
+      nv[q] = d < h4 ? __ldg(reinterpret_cast<const float4*>(out_norm) + d) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
     float ss = 0.f;
 #pragma unroll
     for (int q = 0; q < Q; ++q)
@@ -360,7 +365,14 @@ FusedArgs common_args(const HcFn& fn, const float* scale, const float* base, con
 
 size_t weight_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
+std::atomic<int> g_split_target{-1};
+
 }  // namespace
+
+int64_t hc_split_target() {
+  return env_setting(g_split_target, "DS4_HC_SPLITS", {1, 2, 4, 8, 16, 32, 64}, "a power of two from 1 to 64",
+                     int(kHcSplitsDefault));
+}
 
 bool hc_fused_quant_supported(const HcDims& d) {
   return d.hidden > 0 && d.hidden % 128 == 0 && d.hidden / 4 <= int64_t(kTailCols) * (kFusedThreads - 32);

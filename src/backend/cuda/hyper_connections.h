@@ -103,6 +103,13 @@ bool hc_fused_quant_supported(const HcDims& d);
 // Whether hc_pre_fused / hc_head_fused take this fn (F32, F16, BF16; cols a multiple of 8 and at
 // most kHcFusedMaxCols; n * hidden = splits * cols); otherwise use gemv + hc_pre_f32.
 inline constexpr int64_t kHcFusedMaxCols = 2048;  // (the many-row form stages 4 rows of them in 32 KB)
+// The column blocks a model's upload splits fn into (DeepSeek / GLM upload.cu): at most
+// kHcMaxSplits (their scratch holds {kHcMaxSplits, m + 1} partials per row); the most up to
+// hc_split_target() that its shape allows. The target is DS4_HC_SPLITS (1, 2, 4, .. 64, read
+// once), else kHcSplitsDefault: each block is one SM of the decode step's hc launch.
+inline constexpr int64_t kHcMaxSplits = 64;
+inline constexpr int64_t kHcSplitsDefault = 16;
+int64_t hc_split_target();
 bool hc_fused_supported(const HcFn& fn, const HcDims& d, bool head);
 
 // hc_pre_f32's outputs from the streams x {n, hidden}; with `post_in` x is written first

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/memory.h"
 #include "core/weight.h"
 #include "models/deepseek_v4/config.h"
@@ -31,7 +32,7 @@ struct DHc {
   size_t split_stride = 0;
   const float *base = nullptr, *scale = nullptr;
 };
-inline constexpr int64_t kMaxHcSplits = 16;
+inline constexpr int64_t kMaxHcSplits = ds4::cuda::kHcMaxSplits;  // DHc::splits at most
 struct DCompressor {  // its kv / gate projections {width, hidden} are part of DLayer::attn_in
   const float *ape = nullptr, *norm = nullptr;  // {ratio, width}, {dim}
   int64_t dim = 0, width = 0;

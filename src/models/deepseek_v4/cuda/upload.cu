@@ -90,7 +90,7 @@ class Binder {
       return size_t(part.row_stride_bytes()) * size_t(sp) == row_b && part.row_stride_bytes() % 16 == 0;
     };
     int64_t sp = 1;
-    while (sp < kMaxHcSplits && whole(sp * 2)) sp *= 2;
+    while (sp < ds4::cuda::hc_split_target() && whole(sp * 2)) sp *= 2;
     d.fn = f;
     d.fn.cols = f.cols / sp;
     d.splits = sp;

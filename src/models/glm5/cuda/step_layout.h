@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/layout.h"
 #include "backend/cuda/moe_group.h"
 #include "models/glm5/config.h"
@@ -51,7 +52,7 @@ struct MtpShape {
 
 // Column blocks of a hyper-connection fn at most (device_weights.h DHc): the mix partials
 // {splits, m + 1} of hc_fused.cu (or {splits, m} of the blocks' gemv) fit in `mix`.
-inline constexpr int64_t kMaxHcSplits = 16;
+inline constexpr int64_t kMaxHcSplits = ds4::cuda::kHcMaxSplits;
 
 struct ScratchLayout {
   // Step input from the pinned buffer: the streams {hc, hidden}, then (a decode batch, batch.cu)

@@ -16,7 +16,7 @@ namespace {
 
 using ds4::cuda::Uploader;
 
-// Column blocks of fn for hc_fused.cu: the most (up to kMaxHcSplits) that leave whole rows of
+// Column blocks of fn for hc_fused.cu: the most (up to hc_split_target()) that leave whole rows of
 // at least 64 columns, 16-byte aligned, at most kHcFusedMaxCols wide; 1 = keep it row-major
 // (a type the fused kernel does not read, or a shape it cannot split).
 int64_t hc_splits(const WeightMatrix& f) {
@@ -27,7 +27,7 @@ int64_t hc_splits(const WeightMatrix& f) {
     return f.cols % sp == 0 && cols >= 64 && cols % 8 == 0 && (cols * elem) % 16 == 0;
   };
   int64_t sp = 1;
-  while (sp < kMaxHcSplits && whole(sp * 2)) sp *= 2;
+  while (sp < ds4::cuda::hc_split_target() && whole(sp * 2)) sp *= 2;
   return sp > 1 && f.cols / sp <= ds4::cuda::kHcFusedMaxCols ? sp : 1;
 }
 
