@@ -41,7 +41,7 @@
 //   --jump: decode tok/s (and with --profile the per-op table) at each context N from a state
 //   filled with random caches as if N tokens were consumed (fill_context_for_bench: no prefill).
 //   --prefill: the old path (16-row chunks; only lengths <= --old-max) and then the tensor-core
-//   path (default options) at each --prefill-rows chunk size (default 512; the first at every
+//   path (default options) at each --prefill-rows chunk size (default the server's; the first at every
 //   length with the canary, the others at the old path's lengths), then the first size with the
 //   exact parts on gemv_rows (fp32_gemms off), same run, speedups side by side.
 //   defaults: 64 prompt tokens (ids generated), 64 greedy decode tokens, no prefill lengths.
@@ -433,7 +433,8 @@ int main(int argc, char** argv) {
   std::vector<int> jumps;  // --jump N,N: decode at these contexts from filled states (no prefill)
   bool prof = false;
   int old_max = 1 << 30;                 // --old-max N: the old path only at lengths <= N
-  std::vector<int> prefill_rows = {512};  // --prefill-rows N,N: the tensor-core path's chunk sizes
+  // --prefill-rows N,N: the tensor-core path's chunk sizes (default: the server's)
+  std::vector<int> prefill_rows = {ds4::deepseek_v4::kServedPrefillRows};
   ds4::bench::BatchArgs batch;            // --batch N,N [--batch-rows N,N] [--batch-steps S]
   bool act_quant = false, variants = false;
   std::vector<int> rows_ab;  // --rows-ab R,R: the batch tables again per gemv_act_rows rows per block

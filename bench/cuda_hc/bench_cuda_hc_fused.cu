@@ -7,7 +7,8 @@
 // layout upload.cu picks, kMaxHcSplits), the forms the model calls (hc_post of an attention or
 // MoE output folded in, the collapsed row quantized for the next product, the head), and the
 // Sinkhorn iterations (20 = DeepSeek / GLM; 1 isolates its serial chain).
-//   bench_cuda_hc_fused [reps=30] [calls=60] [hidden=4096] [n_hc=4] [f16|bf16|f32]
+//   bench_cuda_hc_fused [reps=30] [calls=60] [hidden=4096] [n_hc=4] [f16|bf16|f32] [splits=all] [form=all]
+//   (splits / form, 0 = MoE hc_post, 1 = block hc_post, 2 = plain, 3 = head: only those rows, e.g. for ncu)
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -89,6 +90,8 @@ struct Setup {
   int reps = 30, calls = 60;
   int64_t hidden = 4096, n = 4;
   DType type = DType::F16;
+  int64_t only_splits = 0;  // 0: every count
+  int only_form = -1;       // -1: every form
 };
 
 // us per call of `calls` chained launches of one form (NaN when the layout is refused).
@@ -154,8 +157,10 @@ int main(int argc, char** argv) {
   if (argc > 3) st.hidden = std::atoll(argv[3]);
   if (argc > 4) st.n = std::atoll(argv[4]);
   if (argc > 5) st.type = std::strcmp(argv[5], "f32") == 0 ? DType::F32 : std::strcmp(argv[5], "bf16") == 0 ? DType::BF16 : DType::F16;
+  if (argc > 6) st.only_splits = std::atoll(argv[6]);
+  if (argc > 7) st.only_form = std::atoi(argv[7]);
   if (st.reps < 1 || st.calls < 1 || st.hidden < 8 || st.n < 1 || st.n > dc::kMaxHc) {
-    std::fprintf(stderr, "usage: bench_cuda_hc_fused [reps] [calls] [hidden] [n_hc <= 16] [f16|bf16|f32]\n");
+    std::fprintf(stderr, "usage: bench_cuda_hc_fused [reps] [calls] [hidden] [n_hc <= 16] [f16|bf16|f32] [splits] [form 0..3]\n");
     return 2;
   }
   cudaDeviceProp p{};
@@ -175,6 +180,7 @@ int main(int argc, char** argv) {
     for (int64_t splits : {4, 8, 16, 32, 64, 128}) {
       const int64_t cols = st.n * st.hidden / splits;
       if (cols * splits != st.n * st.hidden) continue;
+      if ((st.only_splits && splits != st.only_splits) || (st.only_form >= 0 && int(f) != st.only_form)) continue;
       for (int iters : {20, 1}) {
         if (iters == 1 && (f == Form::kHead || f == Form::kPlain)) continue;
         const double us = time_form(st, f, splits, iters);

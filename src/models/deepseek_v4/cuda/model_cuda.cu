@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -299,6 +300,35 @@ bool flag_from_env(const char* name, bool unset) {
   return v == "1";
 }
 
+namespace {
+
+// Rows of the chunk scratch: the larger of the verify rows and prefill_rows, halved (not below the
+// verify rows) while the scratch, its act_quant slots, the two matmul workspaces' per-row 16-bit
+// copies and the grouped expert products' rows would not fit beside the uploaded weights, their
+// weight tiles, one state of max_context and admission's headroom (memory.h).
+int64_t prefill_chunk_rows(const Config& c, const ScratchLayout& sl, size_t state_bytes, int64_t verify_rows,
+                           int64_t prefill_rows, bool mtp, int64_t taps) {
+  if (prefill_rows <= verify_rows) return verify_rows;
+  const int64_t cols = std::max({c.hc * c.hidden, c.heads * c.head_dim, c.o_groups * c.o_lora, c.expert_ff, c.q_lora,
+                                 c.hidden});
+  const size_t tile = size_t(32) << 20;  // the workspaces' weight tile (elements; f32 under kF16 / TF32)
+  const size_t fixed = state_bytes + 2 * tile * sizeof(float) + (size_t(64) << 20) + dc::kDefaultHeadroom;
+  const int64_t rows = dc::rows_that_fit(verify_rows, prefill_rows, dc::device_memory_info().free_bytes, fixed,
+                                         [&](int64_t r) {
+                                           const ChunkLayout cl = chunk_layout(c, sl, r);
+                                           const size_t x16 = 2 * size_t(r * cols) * 2;
+                                           const size_t experts = 2 * size_t(r * c.experts_used) *
+                                                                  size_t(std::max(2 * c.expert_ff, c.hidden)) * sizeof(float);
+                                           return act_layout(c, r, cl.bytes, mtp, taps, 0).end + x16 + experts;
+                                         });
+  if (rows < prefill_rows)
+    std::fprintf(stderr, "deepseek_v4 cuda: prefill chunks of %lld rows (%lld asked; device memory)\n", (long long)rows,
+                 (long long)prefill_rows);
+  return rows;
+}
+
+}  // namespace
+
 DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, const LoadOptions& opt,
                                          const CudaModelOptions& copt)
     : impl_(std::make_unique<Impl>()) {
@@ -375,7 +405,8 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   if (copt.batch_rows < 1) throw InputError("deepseek_v4 cuda: batch_rows " + std::to_string(copt.batch_rows) + " < 1");
   // DSpark's K5 pass runs its five block rows in the chunk scratch, whatever chunk_rows is.
   const int64_t verify_rows = dspark ? std::max<int64_t>(copt.chunk_rows, kDsparkBlock) : copt.chunk_rows;
-  m.cl = chunk_layout(c, m.sl, std::max<int64_t>(verify_rows, copt.prefill_rows));
+  m.cl = chunk_layout(c, m.sl, prefill_chunk_rows(c, m.sl, m.lay.bytes, verify_rows, copt.prefill_rows, mtp, taps));
+  m.opt.prefill_rows = int(std::min<int64_t>(copt.prefill_rows, m.cl.rows));  // (the rows that fit)
   m.ca = act_layout(c, m.cl.rows, m.cl.bytes, mtp, taps, 0);
   if (m.cl.rows > 1) m.chunk = dc::DeviceBuffer(m.ca.end, "deepseek_v4 chunk scratch");
   m.hc_counts = dc::DeviceBuffer(size_t(std::max<int64_t>(m.cl.rows, 1)) * sizeof(unsigned), "deepseek_v4 hc counters");
@@ -539,7 +570,7 @@ void DeepseekV4CudaModel::forward(ModelState& state, std::span<const int32_t> to
   // with or without a draft head: the head records the chunk's rows with the chunk's own
   // multi-row products (mtp.cu mtp_record_rows, dspark.cu dspark_record_rows).
   const bool prefill = n > m.opt.chunk_rows && m.opt.prefill_rows > m.opt.chunk_rows;
-  const int64_t C = prefill ? m.opt.prefill_rows : m.opt.chunk_rows;
+  const int64_t C = prefill ? std::min<int64_t>(m.opt.prefill_rows, m.cl.rows) : m.opt.chunk_rows;
   if (n > 1 && C > 1 && !m.observer) {  // chunks of up to C rows (chunk.cu)
     forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,
                       [&](int64_t t0, int64_t T, Logits cm) {
@@ -581,6 +612,7 @@ void DeepseekV4CudaModel::forward_candidates(ModelState& state, std::span<const 
 CudaModelOptions cuda_options_from_env() {
   CudaModelOptions o;
   o.tensor_cores = cuda_tensor_cores_from_env();
+  if (o.tensor_cores) o.prefill_rows = kServedPrefillRows;
   return o;
 }
 

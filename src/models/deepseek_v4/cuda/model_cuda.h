@@ -63,6 +63,8 @@ struct CudaModelOptions {
   // test_deepseek_v4_cuda item 8 compares it with the CPU model rounding the same operands
   // (deepseek_v4::set_tensor_core_emulation). Without `tensor_cores`, and for every chunk of
   // <= 16 rows (decode steps, verify windows, short prompts), bit-identical to decode steps.
+  // (The server takes kServedPrefillRows: cuda_options_from_env.) Fewer rows when the chunk
+  // scratch does not fit beside the weights (model_cuda.cu prefill_chunk_rows).
   int prefill_rows = 512;
   bool tensor_cores = true;
   // In a tensor-core chunk, the products kept exact (HC mixes, router logits, indexer inputs)
@@ -132,10 +134,13 @@ inline int tensor_core_rows(const CudaModelOptions& o) {
   return o.tensor_cores && o.prefill_rows > o.chunk_rows ? kServedTensorCoreRows : 0;
 }
 
-// The options of the serving binary (ds4server): CudaModelOptions{}, with tensor_cores off
-// where the environment has DS4_CUDA_TENSOR_CORES=0 (exactness checks of the served model
-// against a float32 reference, e.g. the fuzz corpus on CUDA). Another value than 0 / 1 throws
-// InputError.
+// The options of the serving binary (ds4server): CudaModelOptions{} with prefill chunks of
+// kServedPrefillRows, or tensor_cores off (and 512-row chunks) where the environment has
+// DS4_CUDA_TENSOR_CORES=0 (exactness checks of the served model against a float32 reference,
+// e.g. the fuzz corpus on CUDA). Another value than 0 / 1 throws InputError.
+// 1024 rows since session 25 (H100, 30-layer synthetic Flash, one build: 2K / 8K prefill 3458.5 /
+// 3428.2 tok/s in 512-row chunks, 4320.9 / 4248.2 in 1024; bench/results/session25-2026-12-06 call 7).
+inline constexpr int kServedPrefillRows = 1024;
 CudaModelOptions cuda_options_from_env();
 
 // Default context of a CUDA state when LoadOptions::max_context is 0: every state holds its

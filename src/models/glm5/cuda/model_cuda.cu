@@ -310,11 +310,10 @@ void check_supported(const Config& c, const Weights& w, const std::string& where
 // not fit beside the uploaded weights under admission's headroom (memory.h).
 int64_t prefill_chunk_rows(const Config& c, const Glm5CudaModel::Impl& m, const CudaModelOptions& copt) {
   const int64_t base = copt.chunk_rows;
-  int64_t rows = std::max<int64_t>(base, copt.prefill_rows);
-  if (rows == base) return base;
-  const size_t free = dc::device_memory_info().free_bytes;
+  if (copt.prefill_rows <= base) return base;
   const size_t fixed = m.lay.bytes + size_t(kMatmulTile) * sizeof(float) + (size_t(64) << 20) + dc::kDefaultHeadroom;
-  while (rows > base && chunk_layout(c, m.sl, rows, m.qcap).bytes + fixed > free) rows /= 2;
+  const int64_t rows = dc::rows_that_fit(base, copt.prefill_rows, dc::device_memory_info().free_bytes, fixed,
+                                         [&](int64_t r) { return chunk_layout(c, m.sl, r, m.qcap).bytes; });
   if (rows < copt.prefill_rows)
     std::fprintf(stderr, "glm5 cuda: prefill chunks of %lld rows (%d asked; device memory)\n", (long long)rows,
                  copt.prefill_rows);
