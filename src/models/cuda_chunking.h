@@ -2,6 +2,7 @@
 // For the CUDA models' forward(): a span of tokens run as chunks of up to `rows` rows (each
 // model's chunk path), the logits the caller asked for gathered from the chunks' results.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -25,6 +26,17 @@ void forward_in_chunks(int64_t n, int64_t rows, Logits mode, int64_t vocab, cons
     if (cm == Logits::kAll) std::copy_n(src, T * vocab, logits.data() + t0 * vocab);
     else if (cm == Logits::kLast) logits.assign(src, src + vocab);
   }
+}
+
+// The rows of a CUDA model's chunk scratch: `want` (its prefill chunk size), halved, never below
+// `base` (the verify / decode-batch rows), while bytes_of(rows) + fixed_bytes exceeds free_bytes;
+// `base` when want <= base. The models pass the device memory free after their weights and what
+// else must fit beside the scratch (one state, the GEMMs' weight tiles, admission's headroom).
+template <class BytesOf>
+int64_t rows_that_fit(int64_t base, int64_t want, size_t free_bytes, size_t fixed_bytes, BytesOf&& bytes_of) {
+  int64_t rows = want > base ? want : base;
+  while (rows > base && size_t(bytes_of(rows)) + fixed_bytes > free_bytes) rows /= 2;
+  return rows > base ? rows : base;
 }
 
 }  // namespace ds4

@@ -18,16 +18,6 @@ DeviceMemoryInfo device_memory_info();
 
 inline constexpr size_t kDefaultHeadroom = size_t(512) << 20;
 
-// A prefill chunk's rows (the models' chunk scratch): `want`, halved (never below `base`) while
-// bytes_of(rows) + fixed_bytes exceeds free_bytes; `base` when want <= base. The models pass the
-// device memory free after their weights and what else must fit beside the scratch.
-template <class BytesOf>
-int64_t rows_that_fit(int64_t base, int64_t want, size_t free_bytes, size_t fixed_bytes, BytesOf&& bytes_of) {
-  int64_t rows = want > base ? want : base;
-  while (rows > base && size_t(bytes_of(rows)) + fixed_bytes > free_bytes) rows /= 2;
-  return rows > base ? rows : base;
-}
-
 // Throws ds4::Error naming `what`, the bytes asked for, free and total device memory when
 // `bytes` + `headroom_bytes` exceed what is free now.
 void admit_allocation(size_t bytes, const std::string& what, size_t headroom_bytes = kDefaultHeadroom);

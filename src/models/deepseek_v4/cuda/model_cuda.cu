@@ -313,14 +313,13 @@ int64_t prefill_chunk_rows(const Config& c, const ScratchLayout& sl, size_t stat
                                  c.hidden});
   const size_t tile = size_t(32) << 20;  // the workspaces' weight tile (elements; f32 under kF16 / TF32)
   const size_t fixed = state_bytes + 2 * tile * sizeof(float) + (size_t(64) << 20) + dc::kDefaultHeadroom;
-  const int64_t rows = dc::rows_that_fit(verify_rows, prefill_rows, dc::device_memory_info().free_bytes, fixed,
-                                         [&](int64_t r) {
-                                           const ChunkLayout cl = chunk_layout(c, sl, r);
-                                           const size_t x16 = 2 * size_t(r * cols) * 2;
-                                           const size_t experts = 2 * size_t(r * c.experts_used) *
-                                                                  size_t(std::max(2 * c.expert_ff, c.hidden)) * sizeof(float);
-                                           return act_layout(c, r, cl.bytes, mtp, taps, 0).end + x16 + experts;
-                                         });
+  auto bytes_of = [&](int64_t r) {  // the scratch + act slots, two 16-bit x copies, the expert rows
+    const size_t x16 = 2 * size_t(r * cols) * 2;
+    const size_t experts = 2 * size_t(r * c.experts_used) * size_t(std::max(2 * c.expert_ff, c.hidden)) * sizeof(float);
+    return act_layout(c, r, chunk_layout(c, sl, r).bytes, mtp, taps, 0).end + x16 + experts;
+  };
+  const int64_t rows =
+      rows_that_fit(verify_rows, prefill_rows, dc::device_memory_info().free_bytes, fixed, bytes_of);
   if (rows < prefill_rows)
     std::fprintf(stderr, "deepseek_v4 cuda: prefill chunks of %lld rows (%lld asked; device memory)\n", (long long)rows,
                  (long long)prefill_rows);

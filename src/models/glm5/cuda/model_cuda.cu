@@ -312,8 +312,8 @@ int64_t prefill_chunk_rows(const Config& c, const Glm5CudaModel::Impl& m, const 
   const int64_t base = copt.chunk_rows;
   if (copt.prefill_rows <= base) return base;
   const size_t fixed = m.lay.bytes + size_t(kMatmulTile) * sizeof(float) + (size_t(64) << 20) + dc::kDefaultHeadroom;
-  const int64_t rows = dc::rows_that_fit(base, copt.prefill_rows, dc::device_memory_info().free_bytes, fixed,
-                                         [&](int64_t r) { return chunk_layout(c, m.sl, r, m.qcap).bytes; });
+  const int64_t rows = rows_that_fit(base, copt.prefill_rows, dc::device_memory_info().free_bytes, fixed,
+                                     [&](int64_t r) { return chunk_layout(c, m.sl, r, m.qcap).bytes; });
   if (rows < copt.prefill_rows)
     std::fprintf(stderr, "glm5 cuda: prefill chunks of %lld rows (%d asked; device memory)\n", (long long)rows,
                  copt.prefill_rows);
