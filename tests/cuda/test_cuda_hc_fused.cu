@@ -5,7 +5,9 @@
 //     hc_pre (the decode step folds, the chunk rows may not), the MoE combination folded in = its
 //     sum as block_out, row t of a multi-row launch (one launch below 64 rows, products + tail
 //     from there) = a one-row launch on row t (decode step = chunk row), the counters back at zero;
-//   - fn layouts it does not take are refused (hc_fused_supported, InputError).
+//   - fn layouts it does not take are refused (hc_fused_supported, InputError);
+//   - the split (Sinkhorn: pre, post, comb) and the collapse against the CPU's
+//     (cpu::hc_split_sinkhorn_f32) for n_hc 1 .. 8: the register form (n <= 5) and the shared one.
 // Plain executable: prints ok / FAIL per check, exits 1 on a failure.
 #include <cuda_runtime.h>
 
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/hyper_connections.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_act.h"
@@ -277,6 +280,42 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows) {
   check(dh < 1e-4f, name + ": hc_head_fused vs gemv + hc_head_f32 (" + std::to_string(dh) + ")");
 }
 
+// 5. The GPU's split and collapse (hc_pre_f32: the kernel hc_pre_fused's tail shares) against the CPU's
+// on the same normalized mix, n_hc 1 .. 8 (n <= 5: Sinkhorn in registers, gathers by shuffles; above:
+// the shared-memory form). The two run the same operations in the same order; only the flat norm
+// factor's sum order differs, so the bound is a few float roundings through 20 iterations.
+void test_split_vs_cpu(int64_t n) {
+  const int64_t H = 64, m = (2 + n) * n;
+  std::mt19937 g(77 + unsigned(n));
+  const std::vector<float> mix_raw = rnd(g, size_t(m), -2.f, 2.f), x = rnd(g, size_t(n * H), -1.f, 1.f),
+                           scale = rnd(g, 3, 0.5f, 1.5f), base = rnd(g, size_t(m), -1.f, 1.f);
+  Dev dm{size_t(m)}, dx{size_t(n * H)}, ds{3}, db{size_t(m)}, out{size_t(H + n + n * n)};
+  dm.put(mix_raw), dx.put(x), ds.put(scale), db.put(base);
+  dc::HcDims d;
+  d.n_hc = n, d.hidden = H, d.mix_splits = 1;
+  dc::hc_pre_f32(dm.f(), ds.f(), db.f(), d, dx.f(), nullptr, out.f(), out.f() + H, out.f() + H + n, nullptr);
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> got = out.get(0, size_t(H + n + n * n));
+  float ss = 0.f;
+  for (float v : x) ss += v * v;
+  const float rn = 1.f / std::sqrt(ss / float(n * H) + d.norm_eps);
+  std::vector<float> mix(static_cast<size_t>(m)), pre(static_cast<size_t>(n)), post(static_cast<size_t>(n)),
+      comb(static_cast<size_t>(n * n)), col(static_cast<size_t>(H), 0.f);
+  for (int64_t i = 0; i < m; ++i) mix[size_t(i)] = mix_raw[size_t(i)] * rn;
+  cpu::HcShape cs;
+  cs.n_hc = n, cs.hidden = H, cs.sinkhorn_iters = d.sinkhorn_iters, cs.hc_eps = d.hc_eps, cs.norm_eps = d.norm_eps;
+  cpu::hc_split_sinkhorn_f32(mix.data(), scale.data(), base.data(), cs, pre.data(), post.data(), comb.data());
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < H; ++i) col[size_t(i)] += pre[size_t(j)] * x[size_t(j * H + i)];
+  float worst = 0.f;
+  auto cmp = [&](const float* a, const std::vector<float>& b) {
+    for (size_t i = 0; i < b.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(1.f, std::fabs(b[i])));
+  };
+  cmp(got.data(), col), cmp(got.data() + H, post), cmp(got.data() + H + n, comb);
+  check(worst < 1e-5f, "n_hc " + std::to_string(n) + ": split + collapse vs the CPU's (max relative diff " +
+                           std::to_string(worst) + ")");
+}
+
 void test_refusals() {
   dc::HcDims d;
   d.n_hc = 4, d.hidden = 64;
@@ -325,6 +364,7 @@ int main() {
   test_case(DType::F32, 4, 64, 4, 3);     // the tiny test model's shape (F32 from safetensors)
   test_case(DType::BF16, 4, 256, 8, 2);
   test_case(DType::F16, 3, 512, 2, 4);    // n = 3: 15 rows
+  for (int64_t n : {1, 2, 3, 4, 5, 6, 8}) test_split_vs_cpu(n);
   std::printf("%s\n", ds4::cuda_test::g_fail ? "FAILED" : "all ok");
   return ds4::cuda_test::g_fail ? 1 : 0;
 }
