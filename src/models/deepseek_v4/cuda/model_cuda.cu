@@ -611,6 +611,7 @@ void DeepseekV4CudaModel::forward_candidates(ModelState& state, std::span<const 
 CudaModelOptions cuda_options_from_env() {
   CudaModelOptions o;
   o.tensor_cores = cuda_tensor_cores_from_env();
+  static_assert(kServedPrefillRows <= kMaxPrefillRows);
   if (o.tensor_cores) o.prefill_rows = kServedPrefillRows;
   return o;
 }

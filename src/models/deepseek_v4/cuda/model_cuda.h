@@ -166,8 +166,8 @@ class DeepseekV4CudaModel : public Model, public DraftHead {
   // batch, the window rings / lanes / attention per sequence; row i equals the state's decode
   // step bit for bit. One sequence, a draft-head state (it records head rows per forward) or a
   // state with a pending captured window takes the single-sequence step. At most
-  // CudaModelOptions::batch_rows and the chunk scratch's rows (max(chunk_rows, prefill_rows),
-  // fixed at load) per forward; more run as several.
+  // CudaModelOptions::batch_rows and the chunk scratch's rows (max(chunk_rows, prefill_rows), fewer
+  // where they do not fit: fixed at load) per forward; more run as several.
   void decode_batch(std::span<ModelState* const> states, std::span<const int32_t> tokens,
                     std::vector<float>& logits) override;
   // decode_batch ending in each row's sampling candidates on the GPU (batch.cu,

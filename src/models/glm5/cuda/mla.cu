@@ -86,10 +86,11 @@ __global__ void __launch_bounds__(kScoreThreads) mla_scores_kernel(const float* 
         }
 #pragma unroll
       for (int j = 0; j < kScoreRows; ++j) d[j] = warp_reduce(d[j], SumOp{});
-      if (lane == 0)
+      if (lane == 0) {
 #pragma unroll
         for (int j = 0; j < kScoreRows; ++j)
           if (t0 + j < count) scores[(h0 + hh) * sh.width + t0 + j] = d[j] * sh.scale;
+      }
     }
   }
 }
