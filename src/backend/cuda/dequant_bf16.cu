@@ -12,6 +12,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
+#include "backend/cuda/reduce.cuh"
 #include "core/error.h"
 
 namespace ds4::cuda {
@@ -20,6 +21,15 @@ namespace {
 using namespace gemv_detail;
 
 __device__ const uint64_t d_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
+
+// IQ2_XXS's codebook into the block's shared copy (the whole block calls it; other formats: nothing).
+template <class F>
+__device__ __forceinline__ void stage_grid(uint64_t* grid) {
+  if constexpr (std::is_same_v<F, IQ2_XXS>) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_grid[i];
+    __syncthreads();
+  }
+}
 
 // 2^k with max_abs * 2^k < 2^15 <= 65504 (FP16's largest finite is 65504): the power of two that
 // brings a tile's or a chunk's largest magnitude to [2^14, 2^15) (dequant_f16_scaled, rows_to_f16_scaled);
@@ -54,10 +64,7 @@ __global__ void __launch_bounds__(kDequantWarps * 32) dequant_kernel(Args a, int
                                                                       F16Scales sc) {
   __shared__ uint64_t grid[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
   __shared__ __align__(16) float tile[kDequantWarps][32 * kUnitPad];
-  if constexpr (std::is_same_v<F, IQ2_XXS>) {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_grid[i];
-    __syncthreads();
-  }
+  stage_grid<F>(grid);
   if (a.ids) {  // dequant_bf16_experts: blockIdx.y = j, expert ids[j]'s matrix to out's j-th {rows, cols}
     const int64_t e = a.ids[blockIdx.y];
     a.data += e * a.id_stride;
@@ -121,10 +128,7 @@ __global__ void __launch_bounds__(kDequantWarps * 32) dequant_kernel(Args a, int
 template <class F>
 __global__ void __launch_bounds__(256) absmax_kernel(Args a, int64_t row0, int64_t rows, unsigned* max_bits) {
   __shared__ uint64_t grid[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
-  if constexpr (std::is_same_v<F, IQ2_XXS>) {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = d_grid[i];
-    __syncthreads();
-  }
+  stage_grid<F>(grid);
   const int64_t units = a.cols / kUnit, total = rows * units;
   float m = 0.f;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -135,7 +139,7 @@ __global__ void __launch_bounds__(256) absmax_kernel(Args a, int64_t row0, int64
 #pragma unroll
     for (int k = 0; k < kUnit; ++k) m = fmaxf(m, fabsf(w[k]));  // (fmaxf drops NaN: the scale ignores it)
   }
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  m = detail::warp_reduce(m, detail::MaxOp{});
   if ((threadIdx.x & 31) == 0 && m > 0.f) atomicMax(max_bits, __float_as_uint(m));
 }
 
@@ -170,7 +174,7 @@ __global__ void rows_absmax_kernel(const float* __restrict__ x, int64_t x_row, i
   float m = 0.f;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n * cols; i += int64_t(gridDim.x) * blockDim.x)
     m = fmaxf(m, fabsf(x[(i / cols) * x_row + i % cols]));
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  m = detail::warp_reduce(m, detail::MaxOp{});
   if ((threadIdx.x & 31) == 0 && m > 0.f) atomicMax(max_bits, __float_as_uint(m));
 }
 

@@ -302,6 +302,14 @@ bool flag_from_env(const char* name, bool unset) {
 
 namespace {
 
+// The matmul workspaces' shape: the widest input of a multi-row product (the HC mixes read
+// hc * hidden, o_a a head group) and the weight tile in elements (BF16: 64 MiB, lm_head in ~16
+// pieces; TF32 / kF16: the tile is f32, 128 MiB per workspace).
+int64_t matmul_cols(const Config& c) {
+  return std::max({c.hc * c.hidden, c.heads * c.head_dim, c.o_groups * c.o_lora, c.expert_ff, c.q_lora, c.hidden});
+}
+constexpr int64_t kMatmulTile = int64_t(32) << 20;
+
 // Rows of the chunk scratch: the larger of the verify rows and prefill_rows, halved (not below the
 // verify rows) while the scratch, its act_quant slots, the two matmul workspaces' per-row 16-bit
 // copies and the grouped expert products' rows would not fit beside the uploaded weights, their
@@ -309,10 +317,8 @@ namespace {
 int64_t prefill_chunk_rows(const Config& c, const ScratchLayout& sl, size_t state_bytes, int64_t verify_rows,
                            int64_t prefill_rows, bool mtp, int64_t taps) {
   if (prefill_rows <= verify_rows) return verify_rows;
-  const int64_t cols = std::max({c.hc * c.hidden, c.heads * c.head_dim, c.o_groups * c.o_lora, c.expert_ff, c.q_lora,
-                                 c.hidden});
-  const size_t tile = size_t(32) << 20;  // the workspaces' weight tile (elements; f32 under kF16 / TF32)
-  const size_t fixed = state_bytes + 2 * tile * sizeof(float) + (size_t(64) << 20) + dc::kDefaultHeadroom;
+  const int64_t cols = matmul_cols(c);
+  const size_t fixed = state_bytes + 2 * size_t(kMatmulTile) * sizeof(float) + (size_t(64) << 20) + dc::kDefaultHeadroom;
   auto bytes_of = [&](int64_t r) {  // the scratch + act slots, two 16-bit x copies, the expert rows
     const size_t x16 = 2 * size_t(r * cols) * 2;
     const size_t experts = 2 * size_t(r * c.experts_used) * size_t(std::max(2 * c.expert_ff, c.hidden)) * sizeof(float);
@@ -411,14 +417,11 @@ DeepseekV4CudaModel::DeepseekV4CudaModel(std::unique_ptr<TensorSource> src, cons
   m.hc_counts = dc::DeviceBuffer(size_t(std::max<int64_t>(m.cl.rows, 1)) * sizeof(unsigned), "deepseek_v4 hc counters");
   DS4_CUDA_CHECK(cudaMemset(m.hc_counts.get(), 0, m.hc_counts.bytes()));
   m.info.batched_decode = m.cl.rows > 1;  // decode_batch's rows live in the chunk scratch (batch.cu)
-  {  // widest input of a multi-row product: the HC mixes read hc * hidden, o_a a head group
-    const int64_t cols = std::max({c.hc * c.hidden, c.heads * c.head_dim, c.o_groups * c.o_lora, c.expert_ff,
-                                   c.q_lora, c.hidden});
-    constexpr int64_t kTile = int64_t(32) << 20;  // BF16 weight tile: 64 MiB, lm_head in ~16 pieces
-    const int64_t mr = std::max<int64_t>(m.cl.rows, 1);
-    m.mm_main = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, tensor_core_rows(copt), "deepseek_v4 matmul", dc::model_matmul_precision());
-    // (TF32: the tile is f32, 128 MiB per workspace)
-    m.mm_side = std::make_unique<dc::MatmulWorkspace>(mr, cols, kTile, tensor_core_rows(copt),
+  {
+    const int64_t cols = matmul_cols(c), mr = std::max<int64_t>(m.cl.rows, 1);
+    m.mm_main = std::make_unique<dc::MatmulWorkspace>(mr, cols, kMatmulTile, tensor_core_rows(copt), "deepseek_v4 matmul",
+                                                     dc::model_matmul_precision());
+    m.mm_side = std::make_unique<dc::MatmulWorkspace>(mr, cols, kMatmulTile, tensor_core_rows(copt),
                                                      "deepseek_v4 side matmul", dc::model_matmul_precision());
     // experts: gate|up {2F, hidden}, down {hidden, F}; they run on `stream` (mm_main)
     m.gg = dc::make_grouped_gemm(mr, c.experts_used, c.experts, std::max(2 * c.expert_ff, c.hidden),
@@ -569,7 +572,7 @@ void DeepseekV4CudaModel::forward(ModelState& state, std::span<const int32_t> to
   // with or without a draft head: the head records the chunk's rows with the chunk's own
   // multi-row products (mtp.cu mtp_record_rows, dspark.cu dspark_record_rows).
   const bool prefill = n > m.opt.chunk_rows && m.opt.prefill_rows > m.opt.chunk_rows;
-  const int64_t C = prefill ? std::min<int64_t>(m.opt.prefill_rows, m.cl.rows) : m.opt.chunk_rows;
+  const int64_t C = prefill ? m.opt.prefill_rows : m.opt.chunk_rows;  // (<= cl.rows: load and set_options)
   if (n > 1 && C > 1 && !m.observer) {  // chunks of up to C rows (chunk.cu)
     forward_in_chunks(n, C, mode, V, static_cast<const float*>(m.logits_host->p), logits,
                       [&](int64_t t0, int64_t T, Logits cm) {
