@@ -148,14 +148,25 @@ __device__ __forceinline__ void tail_collapse(const float* w, int n, int64_t hid
     collapse<true>(w, n, hidden, x, out_norm, eps, out, vec, t, nt, bar);
 }
 
+// Where column i of a staged row lies in shared memory: the row's 8-column groups g = i / 8 keep
+// their first four values as float4 g of the row's first half and the last four as float4 g of
+// its second half, so lane l of the product (group l of every 32) reads two consecutive-float4
+// runs: conflict-free 16-byte loads. (In column order each lane read 8 scalars 32 bytes apart
+// from the next lane's: 8-way bank conflicts, the products kernel's whole cost in a chunk: 270 us
+// of a DeepSeek 512-row hc_pre on the H100, session 25.)
+__device__ __forceinline__ int64_t staged_slot(int64_t i, int64_t cols) {
+  return (i & 4) * (cols / 8) + (i >> 3) * 4 + (i & 3);
+}
+
 // Phases 1-2 for rows t0 .. t0 + nr - 1 (nr <= R) of column block s: the rows' stream values
-// (computed as hc_post would and stored, when has_post) staged in shared memory, each row's
-// sum of squares (block_reduce), and fn's column block times them: warp w owns fn rows w,
-// w + warps, ...; lane l columns 8l..8l+7 of every 256, then the warp's butterfly sum; one load
-// of a weight serves all R rows. Each row's sums are the same operations in the same order for
-// any R, so the two-kernel rows form equals the one-row form bit for bit.
+// (computed as hc_post would and stored, when has_post) staged in shared memory (staged_slot),
+// each row's sum of squares (block_reduce), and fn's column block times them: warp w owns fn
+// rows w, w + warps, ...; lane l columns 8l..8l+7 of every 256, then the warp's butterfly sum;
+// one load of a weight serves all R rows. Each row's sums are the same operations in the same
+// order for any R, so the two-kernel rows form equals the one-row form bit for bit.
 template <class W, int R>
-__device__ void products(const FusedArgs& a, int64_t t0, int nr, int64_t s, float* xs) {
+__device__ void products(const FusedArgs& a, int64_t t0, int nr, int64_t s, float4* xs4) {
+  float* xs = reinterpret_cast<float*>(xs4);
   const int64_t c0 = s * a.cols, H = a.dims.hidden;
   const int n = int(a.dims.n_hc), m = a.m;
   float ss[R];
@@ -179,13 +190,13 @@ __device__ void products(const FusedArgs& a, int64_t t0, int nr, int64_t s, floa
           v = post_value(n, H, col / H, d, b, r, pp, pc);
         }
         x[col] = v;
-        xr[i] = v;
+        xr[staged_slot(i, a.cols)] = v;
         ss[rr] = fmaf(v, v, ss[rr]);
       }
     } else {
       for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) {
         const float v = __ldcg(x + c0 + i);
-        xr[i] = v;
+        xr[staged_slot(i, a.cols)] = v;
         ss[rr] = fmaf(v, v, ss[rr]);
       }
     }
@@ -199,14 +210,18 @@ __device__ void products(const FusedArgs& a, int64_t t0, int nr, int64_t s, floa
     float acc[R];
 #pragma unroll
     for (int rr = 0; rr < R; ++rr) acc[rr] = 0.f;
+    const int64_t half4 = a.cols / 8;  // float4s in a staged row's half
 #pragma unroll 4
     for (int64_t c = int64_t(lane) * 8; c < a.cols; c += 256) {
       float v[8];
       load8(wr + c, v);
 #pragma unroll
-      for (int rr = 0; rr < R; ++rr)
+      for (int rr = 0; rr < R; ++rr) {
+        const float4 lo = xs4[rr * 2 * half4 + c / 8], hi = xs4[rr * 2 * half4 + half4 + c / 8];
+        const float xv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[rr] = fmaf(v[j], xs[rr * a.cols + c + j], acc[rr]);
+        for (int j = 0; j < 8; ++j) acc[rr] = fmaf(v[j], xv[j], acc[rr]);
+      }
     }
 #pragma unroll
     for (int rr = 0; rr < R; ++rr) {
@@ -275,7 +290,7 @@ __device__ __forceinline__ void start(const FusedArgs& a, int64_t s, bool prefet
 // block to arrive (threadfence + atomic counter) phase 3.
 template <class W, bool kHead>
 __global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
-  extern __shared__ float xs[];  // {cols}: this block's stream values
+  extern __shared__ float4 xs[];  // {cols} floats: this block's stream values (staged_slot)
   __shared__ bool last;
   start<W>(a, blockIdx.x, blockIdx.y == 0);
   products<W, 1>(a, blockIdx.y, 1, blockIdx.x, xs);
@@ -297,7 +312,7 @@ constexpr int kRowsPerBlock = 4;
 constexpr int64_t kTwoLaunchRows = 64;  // from this many rows
 template <class W>
 __global__ void __launch_bounds__(kFusedThreads) hc_products_kernel(FusedArgs a, int64_t rows) {
-  extern __shared__ float xs[];  // {kRowsPerBlock, cols}
+  extern __shared__ float4 xs[];  // {kRowsPerBlock, cols} floats (staged_slot)
   start<W>(a, blockIdx.x, blockIdx.y == 0);
   const int64_t t0 = int64_t(blockIdx.y) * kRowsPerBlock;
   products<W, kRowsPerBlock>(a, t0, int(rows - t0 < kRowsPerBlock ? rows - t0 : kRowsPerBlock), blockIdx.x, xs);
