@@ -36,12 +36,17 @@ using namespace ds4::cuda::gemv_detail;
 constexpr int kThreads = 128;     // gemv.cu kMaxThreads: a row's threads fit in one block
 constexpr int kNormThreads = 256; // hc_norm_kernel's block size (its reduction order)
 constexpr int kMaxHc = 8;
-// Rows per thread group in hc_down (DS4_HC_DOWN_ROWS: 1, 2 or 4). 4 since session 24 call 7 (H100,
-// same machine, full-size Qwen decode at 2K): hc_read 2.457 -> 2.262 ms per token, decode 119.6 ->
-// 120.9 tok/s (1 row: 2.583 ms, 115.2 tok/s).
+// Rows per hc_down block (DS4_HC_DOWN_ROWS: 1, 2 or 4; every block stages all of h for the
+// norms, so fewer rows = more blocks on the SMs and more copies of h read from L2).
 constexpr int kDownRowsDefault = 4;
-constexpr int kUpIdx = 8;         // hidden indices per hc_up_combine block (rows per group)
-constexpr int64_t kMaxHSmem = 44 * 1024;  // hc_down's staged h (dynamic shared memory, <= 48 KB with the rest)
+constexpr int kMaxPhases = 3;     // units per gemv thread slot: hc * d <= 44 KB of floats gives <= 3
+constexpr int kDownMaxThreads = kThreads * kMaxPhases;
+constexpr int kUpIdx = 8;         // hidden indices per hc_up_combine block (rows per stream)
+// hc_up_combine: teams of `group` threads, kUpRows rows per team; 3 blocks of 256 threads per SM
+// (registers) keep the full-size read's 320 blocks one wave (512 threads at 77 registers: 3 waves).
+constexpr int kUpThreads = 256;
+constexpr int kUpRows = 4;
+constexpr int64_t kMaxHSmem = 44 * 1024;  // h staged by hc_down (hyper_read_fusable's bound)
 
 __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
 
@@ -51,6 +56,10 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// h staged with 4 floats of padding after every 32 (one unit): the gemv threads read their
+// units' float4 at a 144-byte stride (no bank conflicts; 128 bytes were 8-way), the norm's
+// threads consecutive floats of one unit.
+__host__ __device__ __forceinline__ int64_t padded(int64_t e) { return e + 4 * (e >> 5); }
 
 struct HcArgs {
   const float* h;     // {hc*d}
@@ -63,93 +72,102 @@ struct HcArgs {
   bool inject;        // rows past rank are the inject gate (2 sigmoid(v / hc))
 };
 
-// blockDim = kThreads; `group` = gemv threads_for(units) threads per row group of kDownRows rows
-// (a row's arithmetic does not depend on kDownRows: only how many blocks share the staging).
-// Dynamic shared memory: h {hc*d} (every block needs all of it for the per-stream rms; one
-// coalesced 16-byte pass instead of the strided reads hc_norm's order would take from L2).
+// Block: kDownRows rows of [down | inject]; blockDim = max(kThreads, group * phases). The gemv's
+// thread slot t (of `group` = gemv threads_for(units)) sums units t, t + group, ... in that
+// order; here thread (t, k) computes the dot of unit t + k * group alone (all units' weight
+// and norm loads in flight at once, one dependent step each instead of `phases`), the dots go
+// through shared memory and slot t adds them in the gemv's order, so every row is gemv's bits.
+// Dynamic shared memory: h {padded(hc*d)} (every block needs all of it for the per-stream rms)
+// then the dots {phases, kDownRows, group}.
 template <class F, int V, int kDownRows>
-__global__ void __launch_bounds__(kThreads) hc_down_kernel(Args a, HcArgs p, int group) {
+__global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcArgs p, int group, int phases) {
   extern __shared__ float4 hsm4[];
-  const float* hsm = reinterpret_cast<const float*>(hsm4);
+  float* hsm = reinterpret_cast<float*>(hsm4);
+  const int64_t W = p.hc * p.d, units = a.cols / kUnit;
+  float* dots = hsm + padded(W);
   __shared__ float part[kMaxHc][kNormThreads / 32];
   __shared__ float rs[kMaxHc];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int groups = kThreads / group, g = threadIdx.x / group, t = threadIdx.x % group;
-  const int64_t row0 = (int64_t(blockIdx.x) * groups + g) * kDownRows, units = a.cols / kUnit;
-  const uint8_t* rows_p[kDownRows];
+  __shared__ float red[kDownRows][kThreads / 32];
+  const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
+  const int t = tid % group, k = tid / group;
+  const int64_t u = t + int64_t(k) * group, row0 = int64_t(blockIdx.x) * kDownRows;
+  const bool mine = k < phases && u < units;
+  typename F::Raw raw[kDownRows];  // this unit's weights and norm weights, in flight while h is staged
+  float4 nw[kUnit / 4];
+  if (mine) {
 #pragma unroll
-  for (int r = 0; r < kDownRows; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
-  typename F::Raw cur[kDownRows];  // the first unit's weights, in flight while h is staged
-  auto load_unit = [&](int64_t u) {
+    for (int r = 0; r < kDownRows; ++r) {
+      const int64_t row = min(row0 + r, a.rows - 1);
+      raw[r] = F::template load<FromGlobal>(a, a.data + row * a.row_stride, row, u);
+    }
 #pragma unroll
-    for (int r = 0; r < kDownRows; ++r) cur[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
-  };
-  if (t < units) load_unit(t);
-  const int64_t W = p.hc * p.d, W4 = W / 4;
+    for (int c = 0; c < kUnit / 4; ++c) nw[c] = __ldg(reinterpret_cast<const float4*>(p.norm + u * kUnit) + c);
+  }
+  const int64_t W4 = W / 4;
   const float4* h4 = reinterpret_cast<const float4*>(p.h);
 #pragma unroll 8
-  for (int64_t q = threadIdx.x; q < W4; q += kThreads) hsm4[q] = h4[q];
+  for (int64_t q = tid; q < W4; q += nthreads) hsm4[q + (q >> 3)] = h4[q];
   __syncthreads();
-  for (int k = 0; k < p.hc; ++k) {  // thread t plays hc_norm's threads t and t + 128
-    const float* x = hsm + k * p.d;
-    float s0 = 0.f, s1 = 0.f;
+  if (tid < kThreads)  // warps 0-3: thread tid plays hc_norm's threads tid and tid + 128
+    for (int s = 0; s < p.hc; ++s) {
+      const int64_t e0 = s * p.d;
+      float s0 = 0.f, s1 = 0.f;
 #pragma unroll 4
-    for (int64_t i = threadIdx.x; i < p.d; i += kNormThreads) s0 += x[i] * x[i];
+      for (int64_t i = tid; i < p.d; i += kNormThreads) {
+        const float x = hsm[padded(e0 + i)];
+        s0 += x * x;
+      }
 #pragma unroll 4
-    for (int64_t i = threadIdx.x + kThreads; i < p.d; i += kNormThreads) s1 += x[i] * x[i];
-    s0 = warp_sum(s0), s1 = warp_sum(s1);
-    if (lane == 0) part[k][warp] = s0, part[k][warp + kThreads / 32] = s1;
-  }
-  __syncthreads();
-  if (warp == 0)
-    for (int k = 0; k < p.hc; ++k) {
-      const float ss = warp_sum(lane < kNormThreads / 32 ? part[k][lane] : 0.f);
-      if (lane == 0) rs[k] = rsqrtf(ss / float(p.d) + p.eps);
+      for (int64_t i = tid + kThreads; i < p.d; i += kNormThreads) {
+        const float x = hsm[padded(e0 + i)];
+        s1 += x * x;
+      }
+      s0 = warp_sum(s0), s1 = warp_sum(s1);
+      if (lane == 0) part[s][warp] = s0, part[s][warp + kThreads / 32] = s1;
     }
   __syncthreads();
-  for (int64_t j = int64_t(blockIdx.x) * kThreads + threadIdx.x; j < W; j += int64_t(gridDim.x) * kThreads)
-    p.normed[j] = (hsm[j] * rs[j / p.d]) * p.norm[j];  // combine's input (hc_up_combine)
+  if (warp == 0)
+    for (int s = 0; s < p.hc; ++s) {
+      const float ss = warp_sum(lane < kNormThreads / 32 ? part[s][lane] : 0.f);
+      if (lane == 0) rs[s] = rsqrtf(ss / float(p.d) + p.eps);
+    }
+  __syncthreads();
+  for (int64_t j = int64_t(blockIdx.x) * nthreads + tid; j < W; j += int64_t(gridDim.x) * nthreads)
+    p.normed[j] = (hsm[padded(j)] * rs[j / p.d]) * p.norm[j];  // combine's input (hc_up_combine)
 
+  if (mine) {
+    const int64_t j0 = u * kUnit;  // d % 32 == 0: a unit lies in one stream
+    const float r_k = rs[j0 / p.d];
+    const float4* hv4 = hsm4 + u * 9;
+    float xv[kUnit];
+#pragma unroll
+    for (int c = 0; c < kUnit / 4; ++c) {
+      const float4 hv = hv4[c], wv = nw[c];
+      xv[4 * c] = (hv.x * r_k) * wv.x, xv[4 * c + 1] = (hv.y * r_k) * wv.y;
+      xv[4 * c + 2] = (hv.z * r_k) * wv.z, xv[4 * c + 3] = (hv.w * r_k) * wv.w;
+    }
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) dots[(k * kDownRows + r) * group + t] = dot_v<V, F>(raw[r], u, xv, nullptr);
+  }
+  __syncthreads();
+  if (tid >= group) return;  // whole warps (group % 32 == 0)
   float acc[kDownRows];
 #pragma unroll
   for (int r = 0; r < kDownRows; ++r) acc[r] = 0.f;
-  for (int64_t u = t; u < units; u += group) {
-    // The next unit's weights in flight while this one computes (the full-size down rows
-    // take ~3 units a thread, each a DRAM round trip when loaded at the loop's top).
-    typename F::Raw nxt[kDownRows];
-    const bool more = u + group < units;
-    if (more)
+  for (int ph = 0; ph < phases && t + int64_t(ph) * group < units; ++ph)
 #pragma unroll
-      for (int r = 0; r < kDownRows; ++r)
-        nxt[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u + group);
-    const int64_t j0 = u * kUnit;  // d % 32 == 0: a unit lies in one stream
-    const float r_k = rs[j0 / p.d];
-    float xv[kUnit];
-#pragma unroll
-    for (int c = 0; c < kUnit; c += 4) {
-      const float4 hv = hsm4[(j0 + c) / 4];
-      const float4 wv = __ldg(reinterpret_cast<const float4*>(p.norm + j0 + c));
-      xv[c] = (hv.x * r_k) * wv.x, xv[c + 1] = (hv.y * r_k) * wv.y;
-      xv[c + 2] = (hv.z * r_k) * wv.z, xv[c + 3] = (hv.w * r_k) * wv.w;
-    }
-#pragma unroll
-    for (int r = 0; r < kDownRows; ++r) acc[r] += dot_v<V, F>(cur[r], u, xv, nullptr);
-    if (more)
-#pragma unroll
-      for (int r = 0; r < kDownRows; ++r) cur[r] = nxt[r];
-  }
-  __shared__ float red[kDownRows][kThreads / 32];
+    for (int r = 0; r < kDownRows; ++r) acc[r] += dots[(ph * kDownRows + r) * group + t];
 #pragma unroll
   for (int r = 0; r < kDownRows; ++r) {
     const float s = warp_sum(acc[r]);
     if (lane == 0) red[r][warp] = s;
   }
-  __syncthreads();
-  if (t < kDownRows && row0 + t < a.rows) {
-    const int64_t row = row0 + t;
-    const int wpg = group / 32;
+  // the slot's warps only: named barrier 1 over `group` threads
+  asm volatile("bar.sync 1, %0;" ::"r"(group) : "memory");
+  if (tid < kDownRows && row0 + tid < a.rows) {
+    const int64_t row = row0 + tid;
     float s = 0.f;
-    for (int w = 0; w < wpg; ++w) s += red[t][g * wpg + w];
+    for (int w = 0; w < group / 32; ++w) s += red[tid][w];
     if (row < p.rank) {
       const float v = s * p.inv_hc;
       p.low[row] = v / (1.f + expf(-v));
@@ -170,27 +188,35 @@ __device__ __forceinline__ void combine(const float (&mixv)[kMaxHc][kUpIdx], con
   }
 }
 
-// Block: hidden indices i0 .. i0 + kUpIdx - 1; row chunk k (rows k*d + i0 ..) per thread group
-// of `group` threads (gemv threads_for(units)).
+// Block: hidden indices i0 .. i0 + kUpIdx - 1 of every stream, hc * kUpIdx rows (row q: stream
+// q / kUpIdx, index q % kUpIdx); teams of `group` threads (gemv threads_for(units)) take kUpRows
+// rows each (the full-size up rows are 10 units: 8 teams of one warp, four rows each), every
+// row gemv's split, warp sums and warps in order.
 template <class F, int V>
-__global__ void __launch_bounds__(kThreads) hc_up_combine_kernel(Args a, HcArgs p, int group) {
-  __shared__ float red[kMaxHc][kUpIdx][kThreads / 32];
+__global__ void __launch_bounds__(kUpThreads, 3) hc_up_combine_kernel(Args a, HcArgs p, int group) {
+  __shared__ float red[kMaxHc * kUpIdx][kThreads / 32];
   __shared__ float mixv[kMaxHc][kUpIdx];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int groups = kThreads / group, g = threadIdx.x / group, t = threadIdx.x % group, wpg = group / 32;
+  const int lane = threadIdx.x % 32;
+  const int teams = kUpThreads / group, g = threadIdx.x / group, t = threadIdx.x % group, wpg = group / 32;
+  const int wt = t / 32;  // this thread's warp in its team
   const int64_t i0 = int64_t(blockIdx.x) * kUpIdx, units = a.cols / kUnit;
-  for (int k = g; k < p.hc; k += groups) {
-    const int64_t row0 = k * p.d + i0;
-    const uint8_t* rows_p[kUpIdx];
+  const int nq = int(p.hc) * kUpIdx;
+  for (int q0 = g * kUpRows; q0 < nq; q0 += teams * kUpRows) {
+    const uint8_t* rows_p[kUpRows];
+    int64_t rows[kUpRows];
 #pragma unroll
-    for (int r = 0; r < kUpIdx; ++r) rows_p[r] = a.data + min(row0 + r, a.rows - 1) * a.row_stride;
-    float acc[kUpIdx];
+    for (int r = 0; r < kUpRows; ++r) {
+      const int q = min(q0 + r, nq - 1);
+      rows[r] = min(int64_t(q / kUpIdx) * p.d + i0 + q % kUpIdx, a.rows - 1);
+      rows_p[r] = a.data + rows[r] * a.row_stride;
+    }
+    float acc[kUpRows];
 #pragma unroll
-    for (int r = 0; r < kUpIdx; ++r) acc[r] = 0.f;
+    for (int r = 0; r < kUpRows; ++r) acc[r] = 0.f;
     for (int64_t u = t; u < units; u += group) {
-      typename F::Raw raw[kUpIdx];
+      typename F::Raw raw[kUpRows];
 #pragma unroll
-      for (int r = 0; r < kUpIdx; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], min(row0 + r, a.rows - 1), u);
+      for (int r = 0; r < kUpRows; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], rows[r], u);
       float xv[kUnit];
 #pragma unroll
       for (int c = 0; c < kUnit; c += 4) {
@@ -198,20 +224,19 @@ __global__ void __launch_bounds__(kThreads) hc_up_combine_kernel(Args a, HcArgs 
         xv[c] = f.x, xv[c + 1] = f.y, xv[c + 2] = f.z, xv[c + 3] = f.w;
       }
 #pragma unroll
-      for (int r = 0; r < kUpIdx; ++r) acc[r] += dot_v<V, F>(raw[r], u, xv, nullptr);
+      for (int r = 0; r < kUpRows; ++r) acc[r] += dot_v<V, F>(raw[r], u, xv, nullptr);
     }
 #pragma unroll
-    for (int r = 0; r < kUpIdx; ++r) {
+    for (int r = 0; r < kUpRows; ++r) {
       const float s = warp_sum(acc[r]);
-      if (lane == 0) red[k][r][warp - g * wpg] = s;
+      if (lane == 0 && q0 + r < nq) red[q0 + r][wt] = s;
     }
   }
   __syncthreads();
-  for (int q = threadIdx.x; q < p.hc * kUpIdx; q += kThreads) {
-    const int k = q / kUpIdx, r = q % kUpIdx;
+  for (int q = threadIdx.x; q < nq; q += kUpThreads) {
     float s = 0.f;
-    for (int w = 0; w < wpg; ++w) s += red[k][r][w];
-    mixv[k][r] = s;
+    for (int w = 0; w < wpg; ++w) s += red[q][w];
+    mixv[q / kUpIdx][q % kUpIdx] = s;
   }
   __syncthreads();
   combine(mixv, p, i0);
@@ -295,10 +320,24 @@ void with_format(const WeightMatrix& w, Fn&& fn) {
 unsigned blocks(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
 std::atomic<int> g_down_rows{-1};
-// hc_down's rows per thread group (session 24: the kernel is latency-bound at 1.2 blocks per SM,
-// ncu achieved occupancy 7.7 %; fewer rows per block = more blocks, each staging h again).
 int hc_down_rows() {
   return ds4::cuda::env_setting(g_down_rows, "DS4_HC_DOWN_ROWS", {1, 2, 4}, "1, 2 or 4", kDownRowsDefault);
+}
+
+// Units per gemv thread slot of down (hc_down's thread phases).
+int64_t down_phases(const WeightMatrix& down) {
+  const int64_t units = down.cols / kUnit;
+  return (units + threads_for(units) - 1) / threads_for(units);
+}
+
+template <class F, int V, int R>
+void launch_down(const Args& a, const HcArgs& p, int group, int phases, cudaStream_t s) {
+  const int threads = std::max(kThreads, group * phases);
+  const size_t smem = size_t(padded(p.hc * p.d) + int64_t(phases) * R * group) * sizeof(float);
+  if (smem > 46 * 1024)  // near the default 48 KB with the static part: opt in (a host-side attribute, also inside a capture)
+    DS4_CUDA_CHECK(cudaFuncSetAttribute(hc_down_kernel<F, V, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(smem)));
+  hc_down_kernel<F, V, R><<<blocks(a.rows, R), unsigned(threads), smem, s>>>(a, p, group, phases);
 }
 
 }  // namespace
@@ -308,6 +347,7 @@ bool hyper_read_fusable(const WeightMatrix& down, const WeightMatrix& up, int64_
     return false;
   if (down.rows != rank && down.rows != rank + hc) return false;
   if (hc * d * int64_t(sizeof(float)) > kMaxHSmem) return false;  // hc_down stages h in shared memory
+  if (unit_format(down) && down_phases(down) > kMaxPhases) return false;  // (implied by the bound above)
   return unit_format(down) && (unit_format(up) || is_plain(up.type));
 }
 
@@ -317,16 +357,14 @@ void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const fl
   const HcArgs p{h, norm, normed, low, mixed, hc, d, rank, eps, 1.f / float(hc), inject};
   {
     const Args a = args_of(down);
-    const int group = threads_for(down.cols / kUnit);
+    const int group = threads_for(down.cols / kUnit), phases = int(down_phases(down));
     const int down_rows = hc_down_rows();
-    const unsigned nb = blocks(down.rows, int64_t(kThreads / group) * down_rows);
-    const size_t smem = size_t(hc * d) * sizeof(float);
     with_format(down, [&](auto f, auto v) {
       using Fm = decltype(f);
       constexpr int Vv = decltype(v)::value;
-      if (down_rows == 1) hc_down_kernel<Fm, Vv, 1><<<nb, kThreads, smem, s>>>(a, p, group);
-      else if (down_rows == 4) hc_down_kernel<Fm, Vv, 4><<<nb, kThreads, smem, s>>>(a, p, group);
-      else hc_down_kernel<Fm, Vv, 2><<<nb, kThreads, smem, s>>>(a, p, group);
+      if (down_rows == 1) launch_down<Fm, Vv, 1>(a, p, group, phases, s);
+      else if (down_rows == 4) launch_down<Fm, Vv, 4>(a, p, group, phases, s);
+      else launch_down<Fm, Vv, 2>(a, p, group, phases, s);
     });
     DS4_CUDA_CHECK_LAUNCH();
   }
@@ -339,7 +377,7 @@ void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const fl
   } else {
     const int group = threads_for(up.cols / kUnit);
     with_format(up, [&](auto f, auto v) {
-      hc_up_combine_kernel<decltype(f), decltype(v)::value><<<nb, kThreads, 0, s>>>(a, p, group);
+      hc_up_combine_kernel<decltype(f), decltype(v)::value><<<nb, kUpThreads, 0, s>>>(a, p, group);
     });
   }
   DS4_CUDA_CHECK_LAUNCH();
