@@ -67,6 +67,7 @@
 #include "backend/cuda/gemv_tuning.h"
 #include "engine/speculative.h"
 #include "../cuda_op_table.h"
+#include "../cuda_profiler_range.h"
 #include "../cuda_batch_table.h"
 #include "models/deepseek_v4/cuda/model_cuda.h"
 
@@ -104,7 +105,10 @@ void profile_chunk(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, in
   std::vector<float> l;
   m.reset_op_times();
   const auto t0 = Clock::now();
-  m.forward(*c, rows, Logits::kLast, l);
+  {
+    const bench::ProfilerRange range;  // ncu --profile-from-start off: this chunk only
+    m.forward(*c, rows, Logits::kLast, l);
+  }
   const double w = secs(t0, Clock::now());
   std::printf("\nper-op GPU time of one prefill chunk of %d rows %s (position %lld; tensor-core path, direct launches "
               "+ events; %.3f ms wall, %.3f ms per row):\n", n, where, (long long)at.position(), 1e3 * w, 1e3 * w / n);

@@ -25,6 +25,7 @@
 #include "../cuda_batch_table.h"
 #include "../cuda_canary_probe.h"
 #include "../cuda_op_table.h"
+#include "../cuda_profiler_range.h"
 #include "../cuda_synthetic.h"
 #include "backend/cuda/memory.h"
 #include "models/glm5/config.h"
@@ -186,7 +187,11 @@ inline void glm5_prefill_table(glm5::Glm5CudaModel& g, const Glm5PrefillArgs& pa
   for (int64_t i = 0; i < rows; ++i) chunk.push_back(int32_t((i * 104729 + 7) % V));
   auto s = g.new_state();
   g.prefill(*s, pre);
-  const glm5::ChunkProfile p = g.profile_chunk(*s, chunk);
+  glm5::ChunkProfile p;
+  {
+    const ProfilerRange range;  // ncu --profile-from-start off: this chunk only
+    p = g.profile_chunk(*s, chunk);
+  }
   std::printf("\nprofile of one tensor-core chunk of %lld rows at context 1536 (direct launches, cudaEvent per section, "
               "summed over layers): %.1f ms = %.0f tok/s\n| section | ms | share |\n|---|---|---|\n", (long long)rows,
               p.total_ms, double(rows) / p.total_ms * 1e3);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "../cuda_synthetic.h"
+#include "../cuda_profiler_range.h"
 #include "backend/cuda/canary.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/model_cuda.h"
@@ -148,7 +149,10 @@ inline int qwen_synthetic_prefill(const qwen_next::SyntheticFullOptions& so, con
     g.set_profiling(true);
     auto s = g.new_state();
     t0 = Clock::now();
-    g.prefill(*s, prompt(n0));
+    {
+      const ProfilerRange range;  // ncu --profile-from-start off: this prefill only
+      g.prefill(*s, prompt(n0));
+    }
     const double dt = secs(t0);
     const auto ms = g.op_times();
     g.set_profiling(false);
