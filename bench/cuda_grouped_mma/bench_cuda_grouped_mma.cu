@@ -35,6 +35,7 @@
 
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/check.h"
+#include "backend/cuda/dequant.h"
 #include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/gemv_act.h"
 #include "backend/cuda/grouped_mma.h"
@@ -183,6 +184,12 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
   const double ring_ms =
       time_ms([&] { cuda::grouped_mma_bf16(w, dx.as<float>(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
   cuda::grouped_mma_set_x_ring(keep_ring);
+  // BF16 x rows (grouped_mma_bf16_x16): the conversion once per chunk and matrix input, timed apart
+  cuda::DeviceBuffer dx16(size_t(tokens * c.cols) * 2, "x bf16");
+  const double x16_conv_ms =
+      time_ms([&] { cuda::rows_to_bf16(dx.as<float>(), c.cols, tokens, c.cols, dx16.get(), s); }, reps, s);
+  const double x16_ms =
+      time_ms([&] { cuda::grouped_mma_bf16_x16(w, dx16.get(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
   const double old_ms =
       time_ms([&] { cuda::grouped_mma_bf16(w, dx.as<float>(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
   cuda::grouped_mma_set_entries_per_block(keep);
@@ -255,16 +262,17 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
     g_int8_table += line;
   }
   {
-    char line[400];
+    char line[512];
     std::snprintf(line, sizeof line,
                   "| %s | %s %lldx%lld | %lld x %lld = %lld | %lld | %.0f | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | "
-                  "%.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) |\n",
+                  "%.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) + %.3f |\n",
                   c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols,
                   (long long)tokens, (long long)c.k, (long long)pairs, (long long)rows_per_expert, wbytes_read / 1e6,
                   old_ms, gbps(old_ms), 100.0 * gbps(old_ms) / g_copy_gbps, g_ms[0], gbps(g_ms[0]),
                   100.0 * gbps(g_ms[0]) / g_copy_gbps, g_ms[1], gbps(g_ms[1]), 100.0 * gbps(g_ms[1]) / g_copy_gbps,
                   g_ms[2], gbps(g_ms[2]), 100.0 * gbps(g_ms[2]) / g_copy_gbps, ring_ms, gbps(ring_ms),
-                  100.0 * gbps(ring_ms) / g_copy_gbps);
+                  100.0 * gbps(ring_ms) / g_copy_gbps, x16_ms, gbps(x16_ms), 100.0 * gbps(x16_ms) / g_copy_gbps,
+                  x16_conv_ms);
     g_bytes_table += line;
   }
   // the new path (its own scratch, as a model's load sizes it)
@@ -370,9 +378,11 @@ int main(int argc, char** argv) {
         for (const Case& c : cases) bench_case(c, tokens, reps, peak, s, sweep && tokens == 2048 && c.rows == 4096 && c.cols == 4096);
     std::printf("\ngrouped_mma_bf16 in GB/s of the expert weights read (each used expert once) and %% of the copy "
                 "bandwidth %.0f GB/s (read + written / time); auto = the kernel a chunk picks, G = entries of one "
-                "expert per block, forced; x ring = grouped_mma_set_x_ring(true)\n"
+                "expert per block, forced; x ring = grouped_mma_set_x_ring(true); BF16 x = grouped_mma_bf16_x16 on rows "
+                "rounded once by rows_to_bf16 (+ that conversion's ms)\n"
                 "| family | weight | chunk x top-k = pairs | rows/expert | weights MB | auto ms (GB/s / %%) | "
-                "G=1 ms (GB/s / %%) | G=2 | G=4 | auto with the x ring |\n|---|---|---|---|---|---|---|---|---|---|\n%s",
+                "G=1 ms (GB/s / %%) | G=2 | G=4 | auto with the x ring | auto with BF16 x (+ convert ms) |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|\n%s",
                 g_copy_gbps, g_bytes_table.c_str());
     std::printf("\ngrouped_mma_int8 (quantized rows, int8 mma.sync m16n8k32) vs grouped_mma_bf16 as a chunk picks it, "
                 "GB/s of the expert weights read and %% of the copy bandwidth %.0f GB/s; quantize = quantize_act of the "

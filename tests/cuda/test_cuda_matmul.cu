@@ -255,6 +255,20 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
     DS4_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
     same_blocks = same_blocks && std::memcmp(y.data(), y1.data(), y.size() * sizeof(float)) == 0;
   }
+  // BF16 x rows (grouped_mma_bf16_x16, rows_to_bf16's rounding = the kernel's own): the same bits
+  // at G = 1, 2 and 4 (contiguous rows: BF16 row starts must be 16-byte aligned)
+  cuda::DeviceBuffer dx16(size_t(tokens * cols) * 2, "x bf16");
+  cuda::rows_to_bf16(dx.as<float>(), xs, tokens, cols, dx16.get(), nullptr);
+  cuda::GemvRows r16 = r;
+  r16.x_row = cols;
+  for (int g : {1, 2, cuda::kGroupedMmaMaxEntries}) {
+    DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+    cuda::grouped_mma_set_entries_per_block(g);
+    cuda::grouped_mma_bf16_x16(w, dx16.get(), dy.as<float>(), r16, nullptr);
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    DS4_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
+    same_blocks = same_blocks && std::memcmp(y.data(), y1.data(), y.size() * sizeof(float)) == 0;
+  }
   cuda::grouped_mma_set_x_ring(ring);
   cuda::grouped_mma_set_entries_per_block(shared_entries);
   double num = 0, den = 0, max_abs = 0, max_ref = 0;
@@ -282,7 +296,8 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
   char buf[128];
   std::snprintf(buf, sizeof buf, "E%lld %lldx%lld nmse %.1e rel %.1e%s%s", (long long)E, (long long)rows,
                 (long long)cols, nmse, rel, untouched ? "" : " WROTE A DEAD ROW",
-                same_blocks ? ", G 2/4 and the x ring = one block per entry bitwise" : ", G 2/4 OR THE X RING DIFFER");
+                same_blocks ? ", G 2/4, the x ring and BF16 x = one block per entry bitwise"
+                            : ", G 2/4, THE X RING OR BF16 X DIFFER");
   verdict(std::string("grouped_mma_") + (runs ? "runs_" : all ? "counts1to16_" : "") + fmt_name(t, st),
           finite && untouched && same_blocks && nmse <= 1e-4 && rel <= 2e-2, buf);
 }

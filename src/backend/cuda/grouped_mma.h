@@ -40,6 +40,14 @@ bool grouped_mma_supports(const WeightMatrix& w);
 void grouped_mma_bf16(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream,
                       int64_t rows_per_expert = 0);
 
+// The same with x rows already rounded to BF16 (rows_to_bf16, dequant.h: the same rounding, so
+// the same bits as grouped_mma_bf16 on the FP32 rows): r.x_row, r.batch.x_stride and x_idx's
+// offsets count BF16 elements (multiples of 8; x_bf16 16-byte aligned; InputError otherwise). The
+// tiles are cp.async'd straight into shared memory: half the bytes of FP32 x and no conversion
+// per block. Not wired into the models yet (opt-in experiment: session 26, unmeasured).
+void grouped_mma_bf16_x16(const WeightMatrix& w, const void* x_bf16, float* y, const GemvRows& r, cudaStream_t stream,
+                          int64_t rows_per_expert = 0);
+
 // Whether a chunk may run its experts on tensor cores (`tensor_chunk`: a tensor-core prefill
 // chunk with expert MMAs enabled) with both expert matrices in a supported layout; the models
 // pick the path through plan_experts (routed_experts.h).

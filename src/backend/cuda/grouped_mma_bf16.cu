@@ -62,9 +62,18 @@ constexpr int kXPitchF = kTileK + 4 * (kTileK / 32);
 __device__ __forceinline__ int xf_col(int c) { return c + 4 * (c >> 5); }
 template <int G>
 constexpr int kStages = G > 2 ? 3 : 4;
-template <int G>
+// Where a block's x tiles come from: FP32 rows through registers into the BF16 tile one tile
+// ahead (the default), the FP32 ring above, or (grouped_mma_bf16_x16) rows the caller already
+// rounded to BF16, cp.async'd kStages - 1 tiles ahead into a BF16 ring of the tile's layout:
+// half the L2 -> SM bytes of FP32 x, no registers, no conversion per block (at 4 entries per
+// block a K tile reads 32 KB of FP32 x beside ~5 KB of Q2_K weights). rows_to_bf16 rounds as
+// pack_bf16 does, so all three give the same bits.
+enum class XSrc { kF32Tile, kF32Ring, kBf16Ring };
+template <int G, XSrc kX>
 constexpr size_t ring_bytes() {
-  return size_t(kStages<G>) * G * kN * kXPitchF * sizeof(float);
+  if constexpr (kX == XSrc::kF32Ring) return size_t(kStages<G>) * G * kN * kXPitchF * sizeof(float);
+  else if constexpr (kX == XSrc::kBf16Ring) return size_t(kStages<G>) * G * kN * kXPitch * sizeof(__nv_bfloat16);
+  else return 0;
 }
 
 __device__ const uint64_t d_grid[256] = {DS4_IQ2XXS_GRID_VALUES};
@@ -94,9 +103,11 @@ __device__ __forceinline__ void load_pair(const Args& a, int64_t r, int64_t kt, 
   }
 }
 
-template <class F, int G, bool kRing>
+template <class F, int G, XSrc kX>
 __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     grouped_mma_kernel(Args a, RowsArgs ra, const float* __restrict__ x, float* __restrict__ y) {
+  constexpr bool kRing = kX != XSrc::kF32Tile, kX16 = kX == XSrc::kBf16Ring;
+  const __nv_bfloat16* x16 = reinterpret_cast<const __nv_bfloat16*>(x);  // kX16: BF16 rows, offsets in BF16
   constexpr int D = kAhead<F>;
   const int b = int(blockIdx.y);
   const int nt = block_entries<G>(a, ra, b);  // this block's entries (0: none)
@@ -108,7 +119,8 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
     if (a.biases) a.biases = static_cast<const uint8_t*>(a.biases) + e * a.id_scale_stride;
   }
   __shared__ __align__(16) __nv_bfloat16 xs[2][kRing ? 8 : G * kN * kXPitch];
-  extern __shared__ __align__(16) float ring[];  // kRing: {kStages, G * kN, kXPitchF}
+  extern __shared__ __align__(16) float ring[];  // kRing: {kStages, G * kN, kXPitchF} floats or {.., kXPitch} BF16
+  __nv_bfloat16* ring16 = reinterpret_cast<__nv_bfloat16*>(ring);
   __shared__ int64_t xo[G * kN], yo[G * kN];
   __shared__ int nrows[G];
   __shared__ __align__(16) unsigned char tables[Frag<F>::kTableBytes];
@@ -144,17 +156,23 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
           *reinterpret_cast<uint32_t*>(xs[buf] + (j * kN + i) * kXPitch + x_col(c)) = pack_bf16(xv[j][p].x, xv[j][p].y);
         }
   };
-  // kRing: tile kt's x rows into stage `stage` (one commit group per tile, empty past the end)
+  // kRing: tile kt's x rows into stage `stage` (one commit group per tile, empty past the end),
+  // E elements per copy: BF16 rows 8 (16 bytes), FP32 rows 2 (8 bytes)
   auto issue_x = [&](int kt, int stage) {
-    if (kt < tiles) {
+    auto rows = [&](auto* dst, const auto* src, auto e, int pitch, auto col) {
+      constexpr int E = decltype(e)::value, kBytes = E * int(sizeof(*src));
 #pragma unroll
-      for (int p = 0; p < G * kN * (kTileK / 2) / kThreads; ++p) {
-        const int q = int(threadIdx.x) + p * kThreads, i = q / (kTileK / 2), c = 2 * (q % (kTileK / 2));
+      for (int p = 0; p < G * kN * (kTileK / E) / kThreads; ++p) {
+        const int q = int(threadIdx.x) + p * kThreads, i = q / (kTileK / E), c = E * (q % (kTileK / E));
         const int64_t o = xo[i];
         const bool valid = i / kN < nt && o >= 0;
-        cp_async<8>(ring + (stage * G * kN + i) * kXPitchF + xf_col(c), valid ? x + o + int64_t(kt) * kTileK + c : x,
-                  valid);
+        cp_async<kBytes>(dst + (stage * G * kN + i) * pitch + col(c), valid ? src + o + int64_t(kt) * kTileK + c : src,
+                         valid);
       }
+    };
+    if (kt < tiles) {
+      if constexpr (kX16) rows(ring16, x16, std::integral_constant<int, 8>{}, kXPitch, [](int c) { return x_col(c); });
+      else rows(ring, x, std::integral_constant<int, 2>{}, kXPitchF, [](int c) { return xf_col(c); });
     }
     cp_async_commit();
   };
@@ -190,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
 #pragma unroll
       for (int h = 0; h < 2; ++h) Frag<F>::decode(raw[s][h], kt * (kTileK / kUnit) + t, pk[h], tables);
       if (kt + D < tiles) load_pair<F>(a, r, kt + D, raw[s]);
-      const __nv_bfloat16* xt = xs[kt & 1] + g * kXPitch + x_col(32 * t);
+      const __nv_bfloat16* xt = (kX16 ? ring16 + stage * G * kN * kXPitch : xs[kt & 1]) + g * kXPitch + x_col(32 * t);
       const float* xf = ring + (stage * G * kN + g) * kXPitchF + xf_col(32 * t);
 #pragma unroll
       for (int j2 = 0; j2 < 4; ++j2) {  // k-steps 2 j2 and 2 j2 + 1: one 16-byte read of x per N tile
@@ -200,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
           for (int h = 0; h < 2; ++h)
             if (j < nt && (h == 0 || nrows[j] > 8)) {
               uint4 bv;
-              if constexpr (kRing) {
+              if constexpr (kRing && !kX16) {
                 const float* f = xf + (j * kN + 8 * h) * kXPitchF + 8 * j2;
                 const float4 f0 = *reinterpret_cast<const float4*>(f), f1 = *reinterpret_cast<const float4*>(f + 4);
                 bv = make_uint4(pack_bf16(f0.x, f0.y), pack_bf16(f0.z, f0.w), pack_bf16(f1.x, f1.y), pack_bf16(f1.z, f1.w));
@@ -235,28 +253,31 @@ int forced_entries() {
 std::atomic<int> g_ring{-1};
 bool x_ring() { return env_setting(g_ring, "DS4_GROUPED_MMA_XRING", {0, 1}, "0 or 1") == 1; }
 
-template <class F, int G>
-void launch_g(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, cudaStream_t s) {
+template <class F, int G, XSrc kX>
+void launch_x(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, cudaStream_t s) {
   const dim3 blocks(unsigned((a.rows + kTileRows - 1) / kTileRows), batch);
-  if (x_ring()) {
-    constexpr size_t bytes = ring_bytes<G>();
-    if constexpr (bytes > 48 * 1024)  // over the default: opt in (per device, so at every launch: a host-side write)
-      DS4_CUDA_CHECK(cudaFuncSetAttribute(grouped_mma_kernel<F, G, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(bytes)));
-    grouped_mma_kernel<F, G, true><<<blocks, kThreads, bytes, s>>>(a, ra, x, y);
-  } else {
-    grouped_mma_kernel<F, G, false><<<blocks, kThreads, 0, s>>>(a, ra, x, y);
-  }
+  constexpr size_t bytes = ring_bytes<G, kX>();
+  if constexpr (bytes > 48 * 1024)  // over the default: opt in (per device, so at every launch: a host-side write)
+    DS4_CUDA_CHECK(
+        cudaFuncSetAttribute(grouped_mma_kernel<F, G, kX>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  grouped_mma_kernel<F, G, kX><<<blocks, kThreads, bytes, s>>>(a, ra, x, y);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
+template <class F, int G>
+void launch_g(const Args& a, const RowsArgs& ra, const float* x, bool x16, float* y, unsigned batch, cudaStream_t s) {
+  if (x16) launch_x<F, G, XSrc::kBf16Ring>(a, ra, x, y, batch, s);
+  else if (x_ring()) launch_x<F, G, XSrc::kF32Ring>(a, ra, x, y, batch, s);
+  else launch_x<F, G, XSrc::kF32Tile>(a, ra, x, y, batch, s);
+}
+
 template <class F>
-void launch(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, int64_t rows_per_expert,
-            cudaStream_t s) {
+void launch(const Args& a, const RowsArgs& ra, const float* x, bool x16, float* y, unsigned batch,
+            int64_t rows_per_expert, cudaStream_t s) {
   const int g = entries_for(forced_entries(), rows_per_expert, kG);
-  if (g == kG) launch_g<F, kG>(a, ra, x, y, batch, s);
-  else if (g == 2) launch_g<F, 2>(a, ra, x, y, batch, s);
-  else launch_g<F, 1>(a, ra, x, y, batch, s);
+  if (g == kG) launch_g<F, kG>(a, ra, x, x16, y, batch, s);
+  else if (g == 2) launch_g<F, 2>(a, ra, x, x16, y, batch, s);
+  else launch_g<F, 1>(a, ra, x, x16, y, batch, s);
 }
 
 }  // namespace
@@ -278,15 +299,22 @@ bool grouped_mma_supports(const WeightMatrix& w) {
   return true;
 }
 
-void grouped_mma_bf16(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t s,
-                      int64_t rows_per_expert) {
+namespace {
+
+// grouped_mma_bf16 / _x16: x is FP32 rows, or (x16) BF16 rows whose offsets count BF16 elements.
+void run(const WeightMatrix& w, const float* x, bool x16, float* y, const GemvRows& r, cudaStream_t s,
+         int64_t rows_per_expert) {
+  const char* name = x16 ? "cuda grouped_mma_bf16_x16" : "cuda grouped_mma_bf16";
   if (!grouped_mma_supports(w))
-    throw InputError("cuda grouped_mma_bf16: " + std::string(dtype_name(w.type)) + " " + std::to_string(w.rows) + "x" +
+    throw InputError(std::string(name) + ": " + std::string(dtype_name(w.type)) + " " + std::to_string(w.rows) + "x" +
                      std::to_string(w.cols) + " (cols must be a multiple of " + std::to_string(kTileK) + ")");
   if (r.n < 1 || r.n > kGemvMaxRows || r.idx_stride != kGemvMaxRows || r.batch.count < 1 || r.batch.count > 65535 || r.x_row % 2 != 0 ||
       r.batch.x_stride % 2 != 0)
-    throw InputError("cuda grouped_mma_bf16: n " + std::to_string(r.n) + ", count " + std::to_string(r.batch.count) +
+    throw InputError(std::string(name) + ": n " + std::to_string(r.n) + ", count " + std::to_string(r.batch.count) +
                      ", idx_stride " + std::to_string(r.idx_stride) + " (takes 16) or an odd x stride");
+  if (x16 && (r.x_row % 8 != 0 || r.batch.x_stride % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0))
+    throw InputError(std::string(name) + ": BF16 x rows must start 16-byte aligned (x_row " + std::to_string(r.x_row) +
+                     ", x_stride " + std::to_string(r.batch.x_stride) + " BF16 elements: multiples of 8)");
   Args a{static_cast<const uint8_t*>(w.data), w.row_stride_bytes(), w.scales, w.biases, 0, 0, w.rows, w.cols,
          r.batch.ids, int64_t(r.batch.id_stride), int64_t(r.batch.id_scale_stride), r.batch.x_stride,
          r.batch.y_stride};
@@ -297,22 +325,35 @@ void grouped_mma_bf16(const WeightMatrix& w, const float* x, float* y, const Gem
   const RowsArgs ra{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx};
   const unsigned batch = unsigned(r.batch.count);
   const bool bf16s = w.scale_type == DType::BF16;
+  const int64_t rpe = rows_per_expert;
   switch (w.type) {
-    case DType::F32: return launch<F32>(a, ra, x, y, batch, rows_per_expert, s);
-    case DType::BF16: return launch<Half16<true>>(a, ra, x, y, batch, rows_per_expert, s);
-    case DType::F16: return launch<Half16<false>>(a, ra, x, y, batch, rows_per_expert, s);
-    case DType::Q8_0: return launch<Q8_0>(a, ra, x, y, batch, rows_per_expert, s);
-    case DType::Q4_K: return launch<Q4_K>(a, ra, x, y, batch, rows_per_expert, s);
-    case DType::Q2_K: return launch<Q2_K>(a, ra, x, y, batch, rows_per_expert, s);
-    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, ra, x, y, batch, rows_per_expert, s);
+    case DType::F32: return launch<F32>(a, ra, x, x16, y, batch, rpe, s);
+    case DType::BF16: return launch<Half16<true>>(a, ra, x, x16, y, batch, rpe, s);
+    case DType::F16: return launch<Half16<false>>(a, ra, x, x16, y, batch, rpe, s);
+    case DType::Q8_0: return launch<Q8_0>(a, ra, x, x16, y, batch, rpe, s);
+    case DType::Q4_K: return launch<Q4_K>(a, ra, x, x16, y, batch, rpe, s);
+    case DType::Q2_K: return launch<Q2_K>(a, ra, x, x16, y, batch, rpe, s);
+    case DType::IQ2_XXS: return launch<IQ2_XXS>(a, ra, x, x16, y, batch, rpe, s);
     case DType::MLX_Q4:
-        return bf16s ? launch<MlxAffine<4, true>>(a, ra, x, y, batch, rows_per_expert, s)
-                   : launch<MlxAffine<4, false>>(a, ra, x, y, batch, rows_per_expert, s);
+      return bf16s ? launch<MlxAffine<4, true>>(a, ra, x, x16, y, batch, rpe, s)
+                   : launch<MlxAffine<4, false>>(a, ra, x, x16, y, batch, rpe, s);
     case DType::MLX_Q8:
-      return bf16s ? launch<MlxAffine<8, true>>(a, ra, x, y, batch, rows_per_expert, s)
-                   : launch<MlxAffine<8, false>>(a, ra, x, y, batch, rows_per_expert, s);
+      return bf16s ? launch<MlxAffine<8, true>>(a, ra, x, x16, y, batch, rpe, s)
+                   : launch<MlxAffine<8, false>>(a, ra, x, x16, y, batch, rpe, s);
     default: break;
   }
+}
+
+}  // namespace
+
+void grouped_mma_bf16(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t s,
+                      int64_t rows_per_expert) {
+  run(w, x, false, y, r, s, rows_per_expert);
+}
+
+void grouped_mma_bf16_x16(const WeightMatrix& w, const void* x_bf16, float* y, const GemvRows& r, cudaStream_t s,
+                          int64_t rows_per_expert) {
+  run(w, static_cast<const float*>(x_bf16), true, y, r, s, rows_per_expert);
 }
 
 }  // namespace ds4::cuda
