@@ -44,9 +44,13 @@ void grouped_mma_bf16(const WeightMatrix& w, const float* x, float* y, const Gem
 // the same bits as grouped_mma_bf16 on the FP32 rows): r.x_row, r.batch.x_stride and x_idx's
 // offsets count BF16 elements (multiples of 8; x_bf16 16-byte aligned; InputError otherwise). The
 // tiles are cp.async'd straight into shared memory: half the bytes of FP32 x and no conversion
-// per block. Not wired into the models yet (opt-in experiment: session 26, unmeasured).
+// per block. The models' chunks take it when grouped_mma_x16() (routed_experts.h grouped_experts
+// with a BF16 scratch): DS4_GROUPED_MMA_X16 (0 or 1, read on first use), off by default until
+// measured (session 26: written, not yet run on a GPU).
 void grouped_mma_bf16_x16(const WeightMatrix& w, const void* x_bf16, float* y, const GemvRows& r, cudaStream_t stream,
                           int64_t rows_per_expert = 0);
+bool grouped_mma_x16();
+void grouped_mma_set_x16(bool on);
 
 // Whether a chunk may run its experts on tensor cores (`tensor_chunk`: a tensor-core prefill
 // chunk with expert MMAs enabled) with both expert matrices in a supported layout; the models

@@ -291,6 +291,12 @@ int grouped_mma_entries_per_block() { return forced_entries(); }
 void grouped_mma_set_x_ring(bool on) { g_ring.store(on ? 1 : 0, std::memory_order_relaxed); }
 bool grouped_mma_x_ring() { return x_ring(); }
 
+namespace {
+std::atomic<int> g_x16{-1};
+}
+bool grouped_mma_x16() { return env_setting(g_x16, "DS4_GROUPED_MMA_X16", {0, 1}, "0 or 1") == 1; }
+void grouped_mma_set_x16(bool on) { g_x16.store(on ? 1 : 0, std::memory_order_relaxed); }
+
 bool grouped_mma_supports(const WeightMatrix& w) {
   if (!gemv_supports(w.type) || w.cols % kTileK != 0 || w.rows < 1) return false;
   if (w.type == DType::MLX_Q4 || w.type == DType::MLX_Q8)

@@ -28,7 +28,12 @@ ExpertPath plan_experts(bool tensor_chunk, const WeightMatrix& gate_up, const We
 // One projection of the planned entries (r's live, ids and counts as planned; x_idx, y_idx,
 // rows and strides its own): y rows = W_e x rows on `path` (rows_per_expert picks
 // grouped_mma_bf16's kernel).
+// With `x16` (optional: room for x_rows * w.cols BF16, 16-byte aligned, idle during the call) and
+// grouped_mma_x16() on, a kMma projection first rounds x's x_rows rows (r.x_row apart) to BF16
+// there (rows_to_bf16) and runs grouped_mma_bf16_x16 on them: the same bits; r.batch.x_stride
+// must be 0 then (InputError).
 void grouped_experts(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, ExpertPath path,
-                     cudaStream_t s, int64_t rows_per_expert, GroupedGemm* gg);
+                     cudaStream_t s, int64_t rows_per_expert, GroupedGemm* gg, void* x16 = nullptr,
+                     int64_t x_rows = 0);
 
 }  // namespace ds4::cuda

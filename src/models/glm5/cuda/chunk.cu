@@ -314,15 +314,17 @@ void Glm5CudaModel::Impl::moe_rows(const DMoe& m) {
   // or from grouped_gemm_min_rows pairs per expert as cuBLAS grouped GEMMs.
   const dc::ExpertPath path =
       dc::plan_experts(tc && opt.expert_mma, m.gate_up.first, m.down.first, r, rows * K / E, gg.get(), stream);
-  auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
-    dc::grouped_experts(w, x, y, r, path, stream, rows * K / E, gg.get());
+  // x16: BF16 copies of x (DS4_GROUPED_MMA_X16) in a buffer idle during the product: gate_up's
+  // rows in ey (pairs x H floats >= rows x H BF16), down's in egu (pairs x 2I floats).
+  auto experts = [&](const WeightMatrix& w, const float* x, int64_t x_rows, float* y, void* x16) {
+    dc::grouped_experts(w, x, y, r, path, stream, rows * K / E, gg.get(), x16, x_rows);
   };
-  experts(m.gate_up.first, R(0, sl.in), C(cl.egu));
+  experts(m.gate_up.first, R(0, sl.in), rows, C(cl.egu), C(cl.ey));
   mark("moe experts down + combine");
   dc::swiglu_clamp_rows_f32(C(cl.egu), pairs, I, lim, C(cl.eact), stream);
   r.batch.id_stride = m.down.stride, r.batch.id_scale_stride = m.down.scale_stride;
   r.x_row = I, r.x_idx = g.slot, r.y_row = H;  // eact {rows * K, I} -> ey {rows * K, H}
-  experts(m.down.first, C(cl.eact), C(cl.ey));
+  experts(m.down.first, C(cl.eact), pairs, C(cl.ey), C(cl.egu));
   moe_combine(C(cl.ey), wts, K, R(0, sl.sh_out), H, R(0, sl.y), stream, Rows{rows, rs()});  // ey {rows, K, H}
 }
 

@@ -253,15 +253,17 @@ void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
   // from grouped_gemm_min_rows pairs per expert as cuBLAS grouped GEMMs.
   const dc::ExpertPath path = dc::plan_experts(opt.expert_mma && tensor_cores(), m.gate_up.first, m.down.first, r,
                                                rows * K / E, gg.get(), stream);
-  auto experts = [&](const WeightMatrix& w, const float* x, float* y) {
-    dc::grouped_experts(w, x, y, r, path, stream, rows * K / E, gg.get());
+  // x16: BF16 copies of x (DS4_GROUPED_MMA_X16) in a buffer idle during the product: gate_up's
+  // rows in ey (pairs x d floats >= rows x d BF16), down's in gu (pairs x 2I floats).
+  auto experts = [&](const WeightMatrix& w, const float* x, int64_t x_rows, float* y, void* x16) {
+    dc::grouped_experts(w, x, y, r, path, stream, rows * K / E, gg.get(), x16, x_rows);
   };
-  experts(m.gate_up.first, R(0, sl.mixed), C(cl.gu));
+  experts(m.gate_up.first, R(0, sl.mixed), rows, C(cl.gu), C(cl.ey));
   mark("experts_gate_up");
   moe_swiglu(C(cl.gu), pairs, I, C(cl.act), stream);  // act {rows * K, I}
   r.batch.id_stride = m.down.stride, r.batch.id_scale_stride = m.down.scale_stride;
   r.x_row = I, r.x_idx = g.slot, r.y_row = d;  // act {rows * K, I} -> ey {rows * K, d}
-  experts(m.down.first, C(cl.act), C(cl.ey));
+  experts(m.down.first, C(cl.act), pairs, C(cl.ey), C(cl.gu));
   mark("experts_swiglu_down");
   moe_combine(C(cl.ey), wts, K, R(0, sl.sh_out), R(0, sl.sg), d, R(0, sl.out), stream, all);  // ey {rows, K, d}
   mark("moe_combine");
