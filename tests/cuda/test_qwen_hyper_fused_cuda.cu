@@ -3,7 +3,8 @@
 // hc_low_act -> gemv(up) -> hc_combine), bit for bit: normed {hc*d}, [low | inject] and mixed
 // {d} compared with memcmp. Shapes: the full-size model's (hc 4, d 2560, rank 320; MLX q4 g64
 // with BF16 scales, as synthetic-full; MLX q8 with F16 scales; BF16), the models/default
-// shape (d 192, rank 16: the up matrix on the plain-float small kernel) and the tiny test
+// shape (d 192, rank 16: the up matrix on the plain-float small kernel), a wide rank (2560: up
+// rows of 80 units, thread teams that do not divide the block) and the tiny test
 // model's (F32, d 32, rank 16); with and without the inject rows (the final mixer has none);
 // under gemv kernels 1, 2 and 3 (the default) and with PDL launches on and off. The model tests cover the
 // F32/BF16 paths end to end (decode steps = chunks, fused = unfused projections); this one is
@@ -117,6 +118,8 @@ int main() {
       {"full size MLX q8 g64 f16 scales, inject", DType::MLX_Q8, DType::MLX_Q8, DType::F16, 4, 2560, 320, true},
       {"full size BF16, inject", DType::BF16, DType::BF16, DType::F16, 4, 2560, 320, true},
       {"models/default shape BF16 (up: small kernel), inject", DType::BF16, DType::BF16, DType::F16, 4, 192, 16, true},
+      // up rows of 80 units: teams of 96 threads, 2 per 256-thread block and 64 threads left over
+      {"wide rank MLX q4 (up: 96-thread teams), inject", DType::MLX_Q4, DType::MLX_Q4, DType::BF16, 4, 256, 2560, true},
       {"tiny shape F32 (up: small kernel), inject", DType::F32, DType::F32, DType::F16, 4, 32, 16, true},
       {"tiny shape F32, mixer", DType::F32, DType::F32, DType::F16, 4, 32, 16, false},
   };

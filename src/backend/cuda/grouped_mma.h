@@ -41,8 +41,8 @@ void grouped_mma_bf16(const WeightMatrix& w, const float* x, float* y, const Gem
                       int64_t rows_per_expert = 0);
 
 // The same with x rows already rounded to BF16 (rows_to_bf16, dequant.h: the same rounding, so
-// the same bits as grouped_mma_bf16 on the FP32 rows): r.x_row, r.batch.x_stride and x_idx's
-// offsets count BF16 elements (multiples of 8; x_bf16 16-byte aligned; InputError otherwise). The
+// the same bits as grouped_mma_bf16 on the FP32 rows): r.x_row and r.batch.x_stride count BF16
+// elements (multiples of 8; x_bf16 16-byte aligned; InputError otherwise; x_idx rows as ever). The
 // tiles are cp.async'd straight into shared memory: half the bytes of FP32 x and no conversion
 // per block. The models' chunks take it when grouped_mma_x16() (routed_experts.h grouped_experts
 // with a BF16 scratch): DS4_GROUPED_MMA_X16 (0 or 1, read on first use), off by default until

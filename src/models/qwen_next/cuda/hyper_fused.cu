@@ -26,6 +26,7 @@
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
+#include "core/error.h"
 #include "models/qwen_next/cuda/hyper_fused.h"
 
 namespace ds4::qwen_next::cuda {
@@ -201,7 +202,8 @@ __global__ void __launch_bounds__(kUpThreads, 3) hc_up_combine_kernel(Args a, Hc
   const int wt = t / 32;  // this thread's warp in its team
   const int64_t i0 = int64_t(blockIdx.x) * kUpIdx, units = a.cols / kUnit;
   const int nq = int(p.hc) * kUpIdx;
-  for (int q0 = g * kUpRows; q0 < nq; q0 += teams * kUpRows) {
+  // (threads past the last whole team, when group does not divide the block, take no rows)
+  for (int q0 = g * kUpRows; g < teams && q0 < nq; q0 += teams * kUpRows) {
     const uint8_t* rows_p[kUpRows];
     int64_t rows[kUpRows];
 #pragma unroll
@@ -332,11 +334,18 @@ int64_t down_phases(const WeightMatrix& down) {
 
 template <class F, int V, int R>
 void launch_down(const Args& a, const HcArgs& p, int group, int phases, cudaStream_t s) {
+  if (phases < 1 || phases > kMaxPhases) throw InputError("qwen_next cuda: hyper read down rows past hyper_read_fusable");
   const int threads = std::max(kThreads, group * phases);
   const size_t smem = size_t(padded(p.hc * p.d) + int64_t(phases) * R * group) * sizeof(float);
-  if (smem > 46 * 1024)  // near the default 48 KB with the static part: opt in (a host-side attribute, also inside a capture)
+  // Past the default 48 KB (with the static part): opt in once per kernel, for the largest shape
+  // hyper_read_fusable admits (a host-side attribute, also inside a capture).
+  constexpr size_t kMaxSmem = size_t(kMaxHSmem / 4 + 4 * (kMaxHSmem / 4 / 32) + kMaxPhases * R * kThreads) * sizeof(float);
+  static const bool opted = [] {
     DS4_CUDA_CHECK(cudaFuncSetAttribute(hc_down_kernel<F, V, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(smem)));
+                                        int(kMaxSmem)));
+    return true;
+  }();
+  (void)opted;
   hc_down_kernel<F, V, R><<<blocks(a.rows, R), unsigned(threads), smem, s>>>(a, p, group, phases);
 }
 
