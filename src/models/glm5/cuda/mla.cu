@@ -34,6 +34,15 @@ __global__ void mla_append_kernel(const float* __restrict__ kv, const float* __r
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) row[i] = (kv[i] * r) * w[i];
 }
 
+// The scores / output kernels' token blockIdx.z of a chunk: every per-token pointer offset by its
+// row, the latent cache that of the token's sequence (a decode batch: each row its own cache).
+template <class L, class... P>
+__device__ __forceinline__ void to_token(const Rows& rr, L& latent, P&... per_token) {
+  const int64_t o = int64_t(blockIdx.z) * rr.stride;
+  ((per_token += o), ...);
+  latent = shifted(latent, seq_shift(rr.seq, blockIdx.z));
+}
+
 // Scores {heads, width} of the selected rows. Block (row group, head group, token): the head
 // group's queries staged in shared memory once, each warp holding kScoreRows selected rows in
 // registers (lane l: columns l, l + 32, ...) and dotting them with every query of the group.
@@ -49,11 +58,7 @@ __global__ void __launch_bounds__(kScoreThreads) mla_scores_kernel(const float* 
                                                                    const int32_t* __restrict__ sel_idx,
                                                                    const int32_t* __restrict__ sel_count, MlaShape sh,
                                                                    float* __restrict__ scores, Rows rr) {
-  {  // token blockIdx.z of a chunk (a decode batch: on its own sequence's cache)
-    const int64_t o = int64_t(blockIdx.z) * rr.stride;
-    q_lat += o, sel_idx += o, sel_count += o, scores += o;
-    latent = shifted(latent, seq_shift(rr.seq, blockIdx.z));
-  }
+  to_token(rr, latent, q_lat, sel_idx, sel_count, scores);
   __shared__ float qs[kScoreHeads * kMaxKvLora];
   constexpr int kPer = kMaxKvLora / 32;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -129,11 +134,7 @@ __global__ void __launch_bounds__(kOutThreads) mla_output_kernel(const float* __
                                                                  const int32_t* __restrict__ sel_idx,
                                                                  const int32_t* __restrict__ sel_count, MlaShape sh,
                                                                  float* __restrict__ o_lat, Rows rr) {
-  {  // token blockIdx.z of a chunk (a decode batch: on its own sequence's cache)
-    const int64_t o = int64_t(blockIdx.z) * rr.stride;
-    probs += o, sel_idx += o, sel_count += o, o_lat += o;
-    latent = shifted(latent, seq_shift(rr.seq, blockIdx.z));
-  }
+  to_token(rr, latent, probs, sel_idx, sel_count, o_lat);
   constexpr int kWarps = kOutThreads / 32, kPer = kOutGroup / kWarps, kLaneP = kOutGroup / 32;
   __shared__ float tile[2][kOutGroup][32];  // {group row, column}, two groups
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
