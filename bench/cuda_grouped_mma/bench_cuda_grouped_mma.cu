@@ -19,6 +19,8 @@
 //   int8  grouped_mma_int8 on the chunk's rows quantized by quantize_act (the formats with an
 //         activation block: DeepSeek's and GLM's), its own table.
 // Usage: bench_cuda_grouped_mma [reps=20] [max tokens=4096] [sweep: also the GroupedGemm batch sweep]
+//   DS4_BENCH_CASE=text: only the cases whose family column contains it; DS4_BENCH_TOKENS=N: only chunks
+//   of N tokens (both for ncu runs over one kernel shape)
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -190,6 +192,12 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
       time_ms([&] { cuda::rows_to_bf16(dx.as<float>(), c.cols, tokens, c.cols, dx16.get(), s); }, reps, s);
   const double x16_ms =
       time_ms([&] { cuda::grouped_mma_bf16_x16(w, dx16.get(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
+  // the same compiled for two blocks per SM at 4 entries (grouped_mma_set_occupancy; G < 4: the same kernel)
+  const int keep_occ = cuda::grouped_mma_occupancy();
+  cuda::grouped_mma_set_occupancy(2);
+  const double x16_occ2_ms =
+      time_ms([&] { cuda::grouped_mma_bf16_x16(w, dx16.get(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
+  cuda::grouped_mma_set_occupancy(keep_occ);
   const double old_ms =
       time_ms([&] { cuda::grouped_mma_bf16(w, dx.as<float>(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
   cuda::grouped_mma_set_entries_per_block(keep);
@@ -265,14 +273,15 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
     char line[512];
     std::snprintf(line, sizeof line,
                   "| %s | %s %lldx%lld | %lld x %lld = %lld | %lld | %.0f | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | "
-                  "%.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) + %.3f |\n",
+                  "%.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) | %.3f (%.0f / %.1f%%) + %.3f | "
+                  "%.3f (%.0f / %.1f%%) |\n",
                   c.what, std::string(dtype_name(c.type)).c_str(), (long long)c.rows, (long long)c.cols,
                   (long long)tokens, (long long)c.k, (long long)pairs, (long long)rows_per_expert, wbytes_read / 1e6,
                   old_ms, gbps(old_ms), 100.0 * gbps(old_ms) / g_copy_gbps, g_ms[0], gbps(g_ms[0]),
                   100.0 * gbps(g_ms[0]) / g_copy_gbps, g_ms[1], gbps(g_ms[1]), 100.0 * gbps(g_ms[1]) / g_copy_gbps,
                   g_ms[2], gbps(g_ms[2]), 100.0 * gbps(g_ms[2]) / g_copy_gbps, ring_ms, gbps(ring_ms),
                   100.0 * gbps(ring_ms) / g_copy_gbps, x16_ms, gbps(x16_ms), 100.0 * gbps(x16_ms) / g_copy_gbps,
-                  x16_conv_ms);
+                  x16_conv_ms, x16_occ2_ms, gbps(x16_occ2_ms), 100.0 * gbps(x16_occ2_ms) / g_copy_gbps);
     g_bytes_table += line;
   }
   // the new path (its own scratch, as a model's load sizes it)
@@ -373,16 +382,21 @@ int main(int argc, char** argv) {
         {"Qwen3.8 Flash Next down", DType::MLX_Q4, 512, 10, 2560, 640, 64},
         {"BF16 experts, DeepSeek gate|up shape", DType::BF16, 256, 6, 4096, 4096, 0},
     };
+    const char* only_case = std::getenv("DS4_BENCH_CASE");
+    const char* only_tokens = std::getenv("DS4_BENCH_TOKENS");
     for (int64_t tokens : {512, 1024, 2048, 4096})
-      if (tokens <= max_tokens)
-        for (const Case& c : cases) bench_case(c, tokens, reps, peak, s, sweep && tokens == 2048 && c.rows == 4096 && c.cols == 4096);
+      if (tokens <= max_tokens && (!only_tokens || tokens == std::atoll(only_tokens)))
+        for (const Case& c : cases)
+          if (!only_case || std::string(c.what).find(only_case) != std::string::npos)
+            bench_case(c, tokens, reps, peak, s, sweep && tokens == 2048 && c.rows == 4096 && c.cols == 4096);
     std::printf("\ngrouped_mma_bf16 in GB/s of the expert weights read (each used expert once) and %% of the copy "
                 "bandwidth %.0f GB/s (read + written / time); auto = the kernel a chunk picks, G = entries of one "
                 "expert per block, forced; x ring = grouped_mma_set_x_ring(true); BF16 x = grouped_mma_bf16_x16 on rows "
-                "rounded once by rows_to_bf16 (+ that conversion's ms)\n"
+                "rounded once by rows_to_bf16 (+ that conversion's ms); occ 2 = that kernel compiled for two blocks per SM at "
+                "G = 4 (grouped_mma_set_occupancy(2); G < 4 unchanged)\n"
                 "| family | weight | chunk x top-k = pairs | rows/expert | weights MB | auto ms (GB/s / %%) | "
-                "G=1 ms (GB/s / %%) | G=2 | G=4 | auto with the x ring | auto with BF16 x (+ convert ms) |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|\n%s",
+                "G=1 ms (GB/s / %%) | G=2 | G=4 | auto with the x ring | auto with BF16 x (+ convert ms) | BF16 x, occ 2 |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
                 g_copy_gbps, g_bytes_table.c_str());
     std::printf("\ngrouped_mma_int8 (quantized rows, int8 mma.sync m16n8k32) vs grouped_mma_bf16 as a chunk picks it, "
                 "GB/s of the expert weights read and %% of the copy bandwidth %.0f GB/s; quantize = quantize_act of the "

@@ -256,14 +256,17 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
     same_blocks = same_blocks && std::memcmp(y.data(), y1.data(), y.size() * sizeof(float)) == 0;
   }
   // BF16 x rows (grouped_mma_bf16_x16, rows_to_bf16's rounding = the kernel's own): the same bits
-  // at G = 1, 2 and 4 (contiguous rows: BF16 row starts must be 16-byte aligned)
+  // at G = 1, 2 and 4, and at 4 compiled for two blocks per SM (grouped_mma_set_occupancy: the
+  // same code under a register cap; contiguous rows: BF16 row starts must be 16-byte aligned)
   cuda::DeviceBuffer dx16(size_t(tokens * cols) * 2, "x bf16");
   cuda::rows_to_bf16(dx.as<float>(), xs, tokens, cols, dx16.get(), nullptr);
   cuda::GemvRows r16 = r;
   r16.x_row = cols;
-  for (int g : {1, 2, cuda::kGroupedMmaMaxEntries}) {
+  const int occupancy = cuda::grouped_mma_occupancy();
+  for (int v = 0; v < 4; ++v) {
     DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
-    cuda::grouped_mma_set_entries_per_block(g);
+    cuda::grouped_mma_set_entries_per_block(v == 0 ? 1 : v == 1 ? 2 : cuda::kGroupedMmaMaxEntries);
+    cuda::grouped_mma_set_occupancy(v == 3 ? 2 : 1);
     cuda::grouped_mma_bf16_x16(w, dx16.get(), dy.as<float>(), r16, nullptr);
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
     DS4_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
@@ -271,6 +274,7 @@ void test_grouped_mma(DType t, int64_t E, int64_t rows, int64_t cols, DType st =
   }
   cuda::grouped_mma_set_x_ring(ring);
   cuda::grouped_mma_set_entries_per_block(shared_entries);
+  cuda::grouped_mma_set_occupancy(occupancy);
   double num = 0, den = 0, max_abs = 0, max_ref = 0;
   bool finite = true, untouched = true;
   std::vector<int> written(size_t(slots), 0);

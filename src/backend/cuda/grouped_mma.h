@@ -45,12 +45,18 @@ void grouped_mma_bf16(const WeightMatrix& w, const float* x, float* y, const Gem
 // elements (multiples of 8; x_bf16 16-byte aligned; InputError otherwise; x_idx rows as ever). The
 // tiles are cp.async'd straight into shared memory: half the bytes of FP32 x and no conversion
 // per block. The models' chunks take it when grouped_mma_x16() (routed_experts.h grouped_experts
-// with a BF16 scratch): DS4_GROUPED_MMA_X16 (0 or 1, read on first use), off by default until
-// measured (session 26: written, not yet run on a GPU).
+// with a BF16 scratch): DS4_GROUPED_MMA_X16 (0 or 1, read on first use; unset = 1: on by default
+// since session 27, H100: GLM 2K prefill 2190 -> 2409 tok/s, Qwen 3850 -> 4165,
+// bench/results/session27-2026-12-06 call 1).
 void grouped_mma_bf16_x16(const WeightMatrix& w, const void* x_bf16, float* y, const GemvRows& r, cudaStream_t stream,
                           int64_t rows_per_expert = 0);
 bool grouped_mma_x16();
 void grouped_mma_set_x16(bool on);
+// Blocks per SM the BF16-x kernel at kGroupedMmaMaxEntries entries is compiled for: 1 (168
+// registers for Q2_K) or 2 (<= 128). DS4_GROUPED_MMA_OCC (1 or 2, read on first use; unset = 1).
+// The same bits either way. Not thread safe against launches in flight on other threads.
+void grouped_mma_set_occupancy(int blocks_per_sm);
+int grouped_mma_occupancy();
 
 // Whether a chunk may run its experts on tensor cores (`tensor_chunk`: a tensor-core prefill
 // chunk with expert MMAs enabled) with both expert matrices in a supported layout; the models

@@ -103,8 +103,15 @@ __device__ __forceinline__ void load_pair(const Args& a, int64_t r, int64_t kt, 
   }
 }
 
-template <class F, int G, XSrc kX>
-__global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
+// Blocks per SM the registers are capped for: 1 at 4 entries (168 registers for Q2_K), 2 below;
+// kOcc2 asks 2 at 4 entries too (<= 128 registers: the BF16 ring's 61 KB then fits twice). ncu of
+// the BF16-x kernel at GLM's gate|up (session 27 call 1): 2 warps per scheduler, one instruction
+// issued every 3.4 cycles, stalls mostly fixed-latency dependencies: latency-bound.
+template <int G, bool kOcc2>
+constexpr int kMinBlocks = G > 2 && !kOcc2 ? 1 : 2;
+
+template <class F, int G, XSrc kX, bool kOcc2 = false>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<G, kOcc2>)
     grouped_mma_kernel(Args a, RowsArgs ra, const float* __restrict__ x, float* __restrict__ y) {
   constexpr bool kRing = kX != XSrc::kF32Tile, kX16 = kX == XSrc::kBf16Ring;
   const __nv_bfloat16* x16 = reinterpret_cast<const __nv_bfloat16*>(x);  // kX16: BF16 rows, offsets in BF16
@@ -253,22 +260,39 @@ int forced_entries() {
 std::atomic<int> g_ring{-1};
 bool x_ring() { return env_setting(g_ring, "DS4_GROUPED_MMA_XRING", {0, 1}, "0 or 1") == 1; }
 
-template <class F, int G, XSrc kX>
+// Two blocks per SM at 4 entries for the BF16-x kernel (kOcc2): DS4_GROUPED_MMA_OCC (1 or 2; unset = 1)
+// or grouped_mma_set_occupancy; the same bits either way (only the register allocation differs).
+std::atomic<int> g_occ{-1};
+int occupancy() { return env_setting(g_occ, "DS4_GROUPED_MMA_OCC", {1, 2}, "1 or 2", 1); }
+
+template <class F, int G, XSrc kX, bool kOcc2 = false>
 void launch_x(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, cudaStream_t s) {
   const dim3 blocks(unsigned((a.rows + kTileRows - 1) / kTileRows), batch);
   constexpr size_t bytes = ring_bytes<G, kX>();
-  if constexpr (bytes > 48 * 1024)  // over the default: opt in (per device, so at every launch: a host-side write)
-    DS4_CUDA_CHECK(
-        cudaFuncSetAttribute(grouped_mma_kernel<F, G, kX>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  grouped_mma_kernel<F, G, kX><<<blocks, kThreads, bytes, s>>>(a, ra, x, y);
+  auto* kernel = grouped_mma_kernel<F, G, kX, kOcc2>;
+  if constexpr (bytes > 48 * 1024) {  // over the default: opt in, once per kernel (the device's limit)
+    static const bool opted = [&] {
+      DS4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+      return true;
+    }();
+    (void)opted;
+  }
+  kernel<<<blocks, kThreads, bytes, s>>>(a, ra, x, y);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 template <class F, int G>
 void launch_g(const Args& a, const RowsArgs& ra, const float* x, bool x16, float* y, unsigned batch, cudaStream_t s) {
-  if (x16) launch_x<F, G, XSrc::kBf16Ring>(a, ra, x, y, batch, s);
-  else if (x_ring()) launch_x<F, G, XSrc::kF32Ring>(a, ra, x, y, batch, s);
-  else launch_x<F, G, XSrc::kF32Tile>(a, ra, x, y, batch, s);
+  if (x16) {
+    if constexpr (G == kG) {
+      if (occupancy() == 2) return launch_x<F, G, XSrc::kBf16Ring, true>(a, ra, x, y, batch, s);
+    }
+    launch_x<F, G, XSrc::kBf16Ring>(a, ra, x, y, batch, s);
+  } else if (x_ring()) {
+    launch_x<F, G, XSrc::kF32Ring>(a, ra, x, y, batch, s);
+  } else {
+    launch_x<F, G, XSrc::kF32Tile>(a, ra, x, y, batch, s);
+  }
 }
 
 template <class F>
@@ -294,7 +318,13 @@ bool grouped_mma_x_ring() { return x_ring(); }
 namespace {
 std::atomic<int> g_x16{-1};
 }
-bool grouped_mma_x16() { return env_setting(g_x16, "DS4_GROUPED_MMA_X16", {0, 1}, "0 or 1") == 1; }
+bool grouped_mma_x16() { return env_setting(g_x16, "DS4_GROUPED_MMA_X16", {0, 1}, "0 or 1", 1) == 1; }
+void grouped_mma_set_occupancy(int blocks_per_sm) {
+  if (blocks_per_sm != 1 && blocks_per_sm != 2)
+    throw InputError("grouped_mma_set_occupancy: " + std::to_string(blocks_per_sm) + " (1 or 2)");
+  g_occ.store(blocks_per_sm, std::memory_order_relaxed);
+}
+int grouped_mma_occupancy() { return occupancy(); }
 void grouped_mma_set_x16(bool on) { g_x16.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 bool grouped_mma_supports(const WeightMatrix& w) {

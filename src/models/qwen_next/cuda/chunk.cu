@@ -253,7 +253,7 @@ void QwenNextCudaModel::Impl::moe_rows(const DMoe& m) {
   // from grouped_gemm_min_rows pairs per expert as cuBLAS grouped GEMMs.
   const dc::ExpertPath path = dc::plan_experts(opt.expert_mma && tensor_cores(), m.gate_up.first, m.down.first, r,
                                                rows * K / E, gg.get(), stream);
-  // x16: BF16 copies of x (DS4_GROUPED_MMA_X16) in a buffer idle during the product: gate_up's
+  // x16: BF16 copies of x (DS4_GROUPED_MMA_X16, on by default) in a buffer idle during the product: gate_up's
   // rows in ey (pairs x d floats >= rows x d BF16), down's in gu (pairs x 2I floats).
   auto experts = [&](const WeightMatrix& w, const float* x, int64_t x_rows, float* y, void* x16) {
     dc::grouped_experts(w, x, y, r, path, stream, rows * K / E, gg.get(), x16, x_rows);
