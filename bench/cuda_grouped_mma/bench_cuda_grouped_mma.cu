@@ -192,10 +192,11 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
       time_ms([&] { cuda::rows_to_bf16(dx.as<float>(), c.cols, tokens, c.cols, dx16.get(), s); }, reps, s);
   const double x16_ms =
       time_ms([&] { cuda::grouped_mma_bf16_x16(w, dx16.get(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
-  // the same compiled for two blocks per SM at 4 entries (grouped_mma_set_occupancy; G < 4: the same kernel)
+  // the same compiled for one block per SM at 4 entries (grouped_mma_set_occupancy(1), the default
+  // before session 27 call 2; G < 4: the same kernel)
   const int keep_occ = cuda::grouped_mma_occupancy();
-  cuda::grouped_mma_set_occupancy(2);
-  const double x16_occ2_ms =
+  cuda::grouped_mma_set_occupancy(1);
+  const double x16_occ1_ms =
       time_ms([&] { cuda::grouped_mma_bf16_x16(w, dx16.get(), dy_old.as<float>(), r, s, rows_per_expert); }, reps, s);
   cuda::grouped_mma_set_occupancy(keep_occ);
   const double old_ms =
@@ -281,7 +282,7 @@ void bench_case(const Case& c, int64_t tokens, int reps, double peak, cudaStream
                   100.0 * gbps(g_ms[0]) / g_copy_gbps, g_ms[1], gbps(g_ms[1]), 100.0 * gbps(g_ms[1]) / g_copy_gbps,
                   g_ms[2], gbps(g_ms[2]), 100.0 * gbps(g_ms[2]) / g_copy_gbps, ring_ms, gbps(ring_ms),
                   100.0 * gbps(ring_ms) / g_copy_gbps, x16_ms, gbps(x16_ms), 100.0 * gbps(x16_ms) / g_copy_gbps,
-                  x16_conv_ms, x16_occ2_ms, gbps(x16_occ2_ms), 100.0 * gbps(x16_occ2_ms) / g_copy_gbps);
+                  x16_conv_ms, x16_occ1_ms, gbps(x16_occ1_ms), 100.0 * gbps(x16_occ1_ms) / g_copy_gbps);
     g_bytes_table += line;
   }
   // the new path (its own scratch, as a model's load sizes it)
@@ -392,10 +393,10 @@ int main(int argc, char** argv) {
     std::printf("\ngrouped_mma_bf16 in GB/s of the expert weights read (each used expert once) and %% of the copy "
                 "bandwidth %.0f GB/s (read + written / time); auto = the kernel a chunk picks, G = entries of one "
                 "expert per block, forced; x ring = grouped_mma_set_x_ring(true); BF16 x = grouped_mma_bf16_x16 on rows "
-                "rounded once by rows_to_bf16 (+ that conversion's ms); occ 2 = that kernel compiled for two blocks per SM at "
-                "G = 4 (grouped_mma_set_occupancy(2); G < 4 unchanged)\n"
+                "rounded once by rows_to_bf16 (+ that conversion's ms), at G = 4 compiled for two blocks per SM (the default); "
+                "occ 1 = the same compiled for one (grouped_mma_set_occupancy(1); G < 4 unchanged)\n"
                 "| family | weight | chunk x top-k = pairs | rows/expert | weights MB | auto ms (GB/s / %%) | "
-                "G=1 ms (GB/s / %%) | G=2 | G=4 | auto with the x ring | auto with BF16 x (+ convert ms) | BF16 x, occ 2 |\n"
+                "G=1 ms (GB/s / %%) | G=2 | G=4 | auto with the x ring | auto with BF16 x (+ convert ms) | BF16 x, occ 1 |\n"
                 "|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
                 g_copy_gbps, g_bytes_table.c_str());
     std::printf("\ngrouped_mma_int8 (quantized rows, int8 mma.sync m16n8k32) vs grouped_mma_bf16 as a chunk picks it, "

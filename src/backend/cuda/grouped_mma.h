@@ -53,8 +53,10 @@ void grouped_mma_bf16_x16(const WeightMatrix& w, const void* x_bf16, float* y, c
 bool grouped_mma_x16();
 void grouped_mma_set_x16(bool on);
 // Blocks per SM the BF16-x kernel at kGroupedMmaMaxEntries entries is compiled for: 1 (168
-// registers for Q2_K) or 2 (<= 128). DS4_GROUPED_MMA_OCC (1 or 2, read on first use; unset = 1).
-// The same bits either way. Not thread safe against launches in flight on other threads.
+// registers for Q2_K) or 2 (<= 128; the default since session 27: GLM 2K prefill 2421 -> 2622
+// tok/s on an H100, bench/results/session27-2026-12-06 call 2). DS4_GROUPED_MMA_OCC (1 or 2, read
+// on first use; unset = 2). The same bits either way (test_cuda_matmul). Not thread safe against
+// launches in flight on other threads.
 void grouped_mma_set_occupancy(int blocks_per_sm);
 int grouped_mma_occupancy();
 
