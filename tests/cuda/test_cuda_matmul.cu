@@ -17,11 +17,15 @@
 //                  entry stay untouched (NaN poison); with runs of entries of one expert
 //                  (moe_group's layout of a chunk) also bit for bit equal to one block per
 //                  entry (blocks sharing a decoded tile change no summation);
+//   rows_to_f16_scaled / rows_to_bf16  the chunk rows' FP16 (times the power of two of their
+//                  largest magnitude, *x_max_bits) and BF16 copies bit for bit against the host's
+//                  round-to-nearest conversions, aligned rows (the float4 form) and odd strides;
 //   moe_group      a chunk of 300 rows x 6 slots over 16 experts: entries of <= 16 rows,
 //                  every (token, slot) pair exactly once, each expert's pairs in order,
 //                  an expert's entries consecutive and all full but its last.
 // Non-zero exit on failure. Runs on the H200 machine (tools/cuda_device_run.sh).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -355,6 +359,48 @@ void test_moe_group_split(int64_t rows, int64_t stride) {
               std::to_string(live) + " entries of <= " + std::to_string(stride));
 }
 
+// x {n, x_row} at float offset `shift` into its buffer (1: rows not 16-byte aligned), cols used.
+void test_row_conversions(int64_t n, int64_t cols, int64_t x_row, int64_t shift, float scale) {
+  std::vector<float> x = randn_rows(size_t(n * x_row + shift));
+  for (float& v : x) v *= scale;
+  cuda::DeviceBuffer dx(x.size() * 4, "x"), dh(size_t(n * cols) * 2, "f16"), db(size_t(n * cols) * 2, "bf16"),
+      dm(4, "max");
+  DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+  const float* xs = dx.as<float>() + shift;
+  cuda::rows_to_f16_scaled(xs, x_row, n, cols, dh.get(), dm.as<unsigned>(), nullptr);
+  cuda::rows_to_bf16(xs, x_row, n, cols, db.get(), nullptr);
+  std::vector<uint16_t> h(size_t(n * cols)), b(h.size());
+  unsigned max_bits = 0;
+  DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  DS4_CUDA_CHECK(cudaMemcpy(h.data(), dh.get(), dh.bytes(), cudaMemcpyDeviceToHost));
+  DS4_CUDA_CHECK(cudaMemcpy(b.data(), db.get(), db.bytes(), cudaMemcpyDeviceToHost));
+  DS4_CUDA_CHECK(cudaMemcpy(&max_bits, dm.get(), 4, cudaMemcpyDeviceToHost));
+  float m = 0.f;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < cols; ++c) m = std::fmax(m, std::fabs(x[size_t(shift + r * x_row + c)]));
+  int e = 0;
+  std::frexp(m, &e);  // dequant_bf16.cu pow2_to_f16_range: the largest magnitude to [2^14, 2^15)
+  const float k = m > 0.f ? std::ldexp(1.f, std::max(-100, std::min(100, 15 - e))) : 1.f;
+  int64_t bad_h = 0, bad_b = 0;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = x[size_t(shift + r * x_row + c)];
+      const __half hv = __float2half_rn(v * k);
+      const __nv_bfloat16 bv = __float2bfloat16_rn(v);
+      uint16_t hu, bu;
+      std::memcpy(&hu, &hv, 2);
+      std::memcpy(&bu, &bv, 2);
+      bad_h += h[size_t(r * cols + c)] != hu;
+      bad_b += b[size_t(r * cols + c)] != bu;
+    }
+  unsigned want_bits;
+  std::memcpy(&want_bits, &m, 4);
+  verdict("rows_to_f16 / bf16 " + std::to_string(n) + "x" + std::to_string(cols),
+          bad_h == 0 && bad_b == 0 && max_bits == want_bits,
+          "stride " + std::to_string(x_row) + " +" + std::to_string(shift) + ": " + std::to_string(bad_h) + " / " +
+              std::to_string(bad_b) + " differ, max " + (max_bits == want_bits ? "ok" : "WRONG"));
+}
+
 }  // namespace
 
 int main() {
@@ -411,6 +457,10 @@ int main() {
     for (DType t : st_all) test_grouped_mma(t, 8, 136, 768, DType::F16, 64, Layout::kAllCounts);
     test_grouped_mma(DType::MLX_Q4, 8, 130, 640, DType::BF16, 64, Layout::kAllCounts);
     test_grouped_mma(DType::MLX_Q8, 8, 64, 256, DType::F16, 32, Layout::kAllCounts);
+    test_row_conversions(70, 1024, 1024, 0, 1.f);     // float4 rows
+    test_row_conversions(33, 4096, 4100, 0, 1e6f);    // float4 rows at a stride, far above FP16's range
+    test_row_conversions(17, 1000, 1003, 0, 1e-7f);   // odd stride: one float at a time
+    test_row_conversions(5, 40, 44, 1, 3.f);          // rows off 16-byte alignment
     test_moe_group_split(300, cuda::kGemvMaxRows);
     test_moe_group_split(16, cuda::kMoeSmallStride);
   } catch (const std::exception& e) {
