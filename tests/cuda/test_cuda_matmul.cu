@@ -19,7 +19,8 @@
 //                  entry (blocks sharing a decoded tile change no summation);
 //   rows_to_f16_scaled / rows_to_bf16  the chunk rows' FP16 (times the power of two of their
 //                  largest magnitude, *x_max_bits) and BF16 copies bit for bit against the host's
-//                  round-to-nearest conversions, aligned rows (the float4 form) and odd strides;
+//                  round-to-nearest conversions: aligned rows (the float4 form), odd strides,
+//                  misaligned rows, rows wider than one 4096-column slice;
 //   moe_group      a chunk of 300 rows x 6 slots over 16 experts: entries of <= 16 rows,
 //                  every (token, slot) pair exactly once, each expert's pairs in order,
 //                  an expert's entries consecutive and all full but its last.
@@ -461,6 +462,8 @@ int main() {
     test_row_conversions(33, 4096, 4100, 0, 1e6f);    // float4 rows at a stride, far above FP16's range
     test_row_conversions(17, 1000, 1003, 0, 1e-7f);   // odd stride: one float at a time
     test_row_conversions(5, 40, 44, 1, 3.f);          // rows off 16-byte alignment
+    test_row_conversions(9, 9000, 9000, 0, 1.f);      // float4 rows in 3 column slices, the last partial
+    test_row_conversions(3, 10001, 10001, 0, 1.f);    // one float at a time in 3 slices
     test_moe_group_split(300, cuda::kGemvMaxRows);
     test_moe_group_split(16, cuda::kMoeSmallStride);
   } catch (const std::exception& e) {

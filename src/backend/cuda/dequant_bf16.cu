@@ -163,23 +163,28 @@ __global__ void dequant_plain_kernel(const uint8_t* data, int64_t row_stride, in
   else out[i] = __float2bfloat16_rn(w);
 }
 
-// The chunk rows' conversions (rows_absmax, rows_to_f16_scaled, rows_to_bf16): one block per row,
-// its columns as float4 when the row starts 16-byte aligned and cols % 4 == 0 (every model chunk),
-// else one float at a time. The flattened forms these replace computed each element's row and
+// The chunk rows' conversions (rows_absmax, rows_to_f16_scaled, rows_to_bf16): a block per row and
+// slice of kSliceCols columns (blockIdx.x, blockIdx.y), the columns as float4 when the row starts
+// 16-byte aligned and cols % 4 == 0 (every model chunk), else one float at a time. The flattened forms these replace computed each element's row and
 // column with 64-bit divisions and ran ALU-bound at ~0.5 TB/s (ncu, session 27 call 2: the pair
 // of kF16 conversions was 15 % of a DeepSeek prefill layer); the values are the same (max is exact
 // in any order, each element converted by the same expression).
 constexpr int kRowThreads = 256;
+constexpr int64_t kSliceCols = 4096;  // a multiple of 4: slices keep the float4 alignment
 
-template <bool kVec, class Each>  // each(c, v) for columns c .. c + W - 1 (W = 4 or 1)
+// each(c, v) for this block's columns c .. c + W - 1 (W = 4 or 1) of row xr
+template <bool kVec, class Each>
 __device__ __forceinline__ void walk_row(const float* __restrict__ xr, int64_t cols, Each&& each) {
+  const int64_t c0 = int64_t(blockIdx.y) * kSliceCols, c1 = min(cols, c0 + kSliceCols);
   if constexpr (kVec) {
     const float4* x4 = reinterpret_cast<const float4*>(xr);
-    for (int64_t c = threadIdx.x; c < cols / 4; c += blockDim.x) each(4 * c, x4[c]);
+    for (int64_t c = c0 / 4 + threadIdx.x; c < c1 / 4; c += blockDim.x) each(4 * c, x4[c]);
   } else {
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) each(c, make_float4(xr[c], 0.f, 0.f, 0.f));
+    for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) each(c, make_float4(xr[c], 0.f, 0.f, 0.f));
   }
 }
+
+dim3 row_grid(int64_t n, int64_t cols) { return dim3(unsigned(n), unsigned((cols + kSliceCols - 1) / kSliceCols)); }
 
 template <bool kVec>
 __global__ void __launch_bounds__(kRowThreads) rows_absmax_kernel(const float* __restrict__ x, int64_t x_row,
@@ -201,7 +206,7 @@ __global__ void __launch_bounds__(kRowThreads) rows_convert_kernel(const float* 
                                                                     T* __restrict__ out) {
   constexpr bool kF16 = std::is_same_v<T, __half>;
   const float k = kF16 ? pow2_to_f16_range(*max_bits) : 1.f;
-  T* o = out + int64_t(blockIdx.x) * cols;
+  T* o = out + int64_t(blockIdx.x) * cols;  // (columns c of the whole row: walk_row gives absolute c)
   auto cvt = [k](float a) {  // (BF16 copies unscaled: not even a multiply by 1, which would canonicalize NaNs)
     if constexpr (kF16) return __float2half_rn(a * k);
     else return __float2bfloat16_rn(a);
@@ -230,9 +235,9 @@ template <class T>
 void launch_rows_convert(const float* x, int64_t x_row, int64_t n, int64_t cols, const unsigned* max_bits, T* out,
                          cudaStream_t s) {
   if (rows_vectorizable(x, x_row, cols, out))
-    rows_convert_kernel<true, T><<<unsigned(n), kRowThreads, 0, s>>>(x, x_row, cols, max_bits, out);
+    rows_convert_kernel<true, T><<<row_grid(n, cols), kRowThreads, 0, s>>>(x, x_row, cols, max_bits, out);
   else
-    rows_convert_kernel<false, T><<<unsigned(n), kRowThreads, 0, s>>>(x, x_row, cols, max_bits, out);
+    rows_convert_kernel<false, T><<<row_grid(n, cols), kRowThreads, 0, s>>>(x, x_row, cols, max_bits, out);
 }
 
 unsigned blocks_for(int64_t items, int threads) { return unsigned((items + threads - 1) / threads); }
@@ -345,28 +350,29 @@ void dequant_f16_scaled(const WeightMatrix& w, int64_t row0, int64_t rows, void*
 }
 
 namespace {
-// One block per row: the grid's x dimension bounds the rows of one call.
-void check_row_count(int64_t n, const char* what) {
-  if (n > int64_t(0x7fffffff)) throw InputError(std::string("cuda ") + what + ": " + std::to_string(n) + " rows");
+// A block per row and column slice: the grid's x and y dimensions bound one call's shape.
+void check_row_grid(int64_t n, int64_t cols, const char* what) {
+  if (n > int64_t(0x7fffffff) || (cols + kSliceCols - 1) / kSliceCols > 65535)
+    throw InputError(std::string("cuda ") + what + ": " + std::to_string(n) + " rows of " + std::to_string(cols));
 }
 }  // namespace
 
 void rows_to_f16_scaled(const float* x, int64_t x_row, int64_t n, int64_t cols, void* out, unsigned* max_bits,
                         cudaStream_t s) {
   if (n < 1 || cols < 1) return;
-  check_row_count(n, "rows_to_f16_scaled");
+  check_row_grid(n, cols, "rows_to_f16_scaled");
   DS4_CUDA_CHECK(cudaMemsetAsync(max_bits, 0, sizeof(unsigned), s));
   if (rows_vectorizable(x, x_row, cols, out))
-    rows_absmax_kernel<true><<<unsigned(n), kRowThreads, 0, s>>>(x, x_row, cols, max_bits);
+    rows_absmax_kernel<true><<<row_grid(n, cols), kRowThreads, 0, s>>>(x, x_row, cols, max_bits);
   else
-    rows_absmax_kernel<false><<<unsigned(n), kRowThreads, 0, s>>>(x, x_row, cols, max_bits);
+    rows_absmax_kernel<false><<<row_grid(n, cols), kRowThreads, 0, s>>>(x, x_row, cols, max_bits);
   launch_rows_convert(x, x_row, n, cols, max_bits, static_cast<__half*>(out), s);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void rows_to_bf16(const float* x, int64_t x_row, int64_t n, int64_t cols, void* out, cudaStream_t s) {
   if (n < 1 || cols < 1) return;
-  check_row_count(n, "rows_to_bf16");
+  check_row_grid(n, cols, "rows_to_bf16");
   launch_rows_convert(x, x_row, n, cols, nullptr, static_cast<__nv_bfloat16*>(out), s);
   DS4_CUDA_CHECK_LAUNCH();
 }

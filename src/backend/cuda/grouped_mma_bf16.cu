@@ -320,13 +320,13 @@ namespace {
 std::atomic<int> g_x16{-1};
 }
 bool grouped_mma_x16() { return env_setting(g_x16, "DS4_GROUPED_MMA_X16", {0, 1}, "0 or 1", 1) == 1; }
+void grouped_mma_set_x16(bool on) { g_x16.store(on ? 1 : 0, std::memory_order_relaxed); }
 void grouped_mma_set_occupancy(int blocks_per_sm) {
   if (blocks_per_sm != 1 && blocks_per_sm != 2)
     throw InputError("grouped_mma_set_occupancy: " + std::to_string(blocks_per_sm) + " (1 or 2)");
   g_occ.store(blocks_per_sm, std::memory_order_relaxed);
 }
 int grouped_mma_occupancy() { return occupancy(); }
-void grouped_mma_set_x16(bool on) { g_x16.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 bool grouped_mma_supports(const WeightMatrix& w) {
   if (!gemv_supports(w.type) || w.cols % kTileK != 0 || w.rows < 1) return false;
