@@ -31,6 +31,7 @@
 #include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/iq2xxs_grid.h"
+#include "backend/cuda/smem_opt_in.h"
 #include "core/error.h"
 
 namespace ds4::cuda {
@@ -387,11 +388,7 @@ void launch_kernel(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, 
   size_t smem = 0;
   if constexpr (kLaneTables) {
     smem = size_t(kLaneTableWords) * 4;
-    static const bool opted_in = [&] {  // above the default 48 KiB with the static part
-      DS4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-      return true;
-    }();
-    (void)opted_in;
+    opt_in_smem_once<gemv_act_kernel<F, R, N, kRows>>(smem);  // above the default 48 KiB with the static part
   }
   launch_maybe_pdl_smem(gemv_pdl() && !routed, kernel, blocks, threads, smem, stream, a, xa, ra, y, groups);
 }

@@ -15,7 +15,6 @@
 // rev5 order runs its steps' MMAs and adds the terms. Shared memory above 48 KiB is opted into once per kernel (cudaFuncSetAttribute; legal
 // during stream capture).
 #include <algorithm>
-#include <mutex>
 #include <string>
 
 #include "backend/cuda/check.h"
@@ -23,6 +22,7 @@
 #include "backend/cuda/gemv_act_rows_mma.h"
 #include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/mma_sync.cuh"
+#include "backend/cuda/smem_opt_in.h"
 #include "core/error.h"
 
 namespace ds4::cuda {
@@ -271,11 +271,8 @@ size_t smem_bytes(int groups, int steps, int tiles, int split) {
 template <int kTiles, int kSteps, int kVec, int kSplit, bool kUpper>
 void launch_upper(const Q8Args& a, cudaStream_t stream) {
   auto* kernel = q8_rows_mma_kernel<kTiles, kSteps, kVec, kSplit, kUpper>;
-  static std::once_flag opted_in;  // per instantiation: the most any launch of it needs
-  std::call_once(opted_in, [&] {
-    DS4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(smem_bytes(kSlotsMax / 32, kSteps, kTiles, kSplit))));
-  });
+  opt_in_smem_once<q8_rows_mma_kernel<kTiles, kSteps, kVec, kSplit, kUpper>>(
+      smem_bytes(kSlotsMax / 32, kSteps, kTiles, kSplit));  // the most any launch of it needs
   const unsigned blocks = unsigned((a.rows + 8 * kTiles - 1) / (8 * kTiles));
   const int groups = a.slots / 32;
   gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), kernel, dim3(blocks), a.slots * kSplit,

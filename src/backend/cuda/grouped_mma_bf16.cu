@@ -36,6 +36,7 @@
 #include "backend/cuda/grouped_mma_entries.cuh"
 #include "backend/cuda/grouped_mma_frag.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
+#include "backend/cuda/smem_opt_in.h"
 #include "core/error.h"
 
 namespace ds4::cuda {
@@ -270,15 +271,8 @@ template <class F, int G, XSrc kX, bool kOcc2 = false>
 void launch_x(const Args& a, const RowsArgs& ra, const float* x, float* y, unsigned batch, cudaStream_t s) {
   const dim3 blocks(unsigned((a.rows + kTileRows - 1) / kTileRows), batch);
   constexpr size_t bytes = ring_bytes<G, kX>();
-  auto* kernel = grouped_mma_kernel<F, G, kX, kOcc2>;
-  if constexpr (bytes > 48 * 1024) {  // over the default: opt in, once per kernel (the device's limit)
-    static const bool opted = [&] {
-      DS4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-      return true;
-    }();
-    (void)opted;
-  }
-  kernel<<<blocks, kThreads, bytes, s>>>(a, ra, x, y);
+  if constexpr (bytes > 48 * 1024) opt_in_smem_once<grouped_mma_kernel<F, G, kX, kOcc2>>(bytes);
+  grouped_mma_kernel<F, G, kX, kOcc2><<<blocks, kThreads, bytes, s>>>(a, ra, x, y);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -26,6 +26,7 @@
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_formats.cuh"
+#include "backend/cuda/smem_opt_in.h"
 #include "core/error.h"
 #include "models/qwen_next/cuda/hyper_fused.h"
 
@@ -337,15 +338,9 @@ void launch_down(const Args& a, const HcArgs& p, int group, int phases, cudaStre
   if (phases < 1 || phases > kMaxPhases) throw InputError("qwen_next cuda: hyper read down rows past hyper_read_fusable");
   const int threads = std::max(kThreads, group * phases);
   const size_t smem = size_t(padded(p.hc * p.d) + int64_t(phases) * R * group) * sizeof(float);
-  // Past the default 48 KB (with the static part): opt in once per kernel, for the largest shape
-  // hyper_read_fusable admits (a host-side attribute, also inside a capture).
+  // Past the default 48 KB with the static part: opted in for the largest shape hyper_read_fusable admits.
   constexpr size_t kMaxSmem = size_t(kMaxHSmem / 4 + 4 * (kMaxHSmem / 4 / 32) + kMaxPhases * R * kThreads) * sizeof(float);
-  static const bool opted = [] {
-    DS4_CUDA_CHECK(cudaFuncSetAttribute(hc_down_kernel<F, V, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(kMaxSmem)));
-    return true;
-  }();
-  (void)opted;
+  ds4::cuda::opt_in_smem_once<hc_down_kernel<F, V, R>>(kMaxSmem);
   hc_down_kernel<F, V, R><<<blocks(a.rows, R), unsigned(threads), smem, s>>>(a, p, group, phases);
 }
 
