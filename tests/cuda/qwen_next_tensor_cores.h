@@ -20,7 +20,8 @@
 // round-to-nearest emulation's figures (2.66e-3, 3.9e-3, 0.30, 2). The 32 decode rows after it
 // (mean 4.6e-3, max 0.12) had 1 flip, which the first bound (3% of 32 rows, rounded down to 0)
 // failed: the share is now rounded up.
-// Also: a forward below gemm_rows on the same model stays exact (bit-identical to the exact
+// Also: a prompt of kMaxPrefillRows + 52 tokens in kMaxPrefillRows chunks within the same bounds
+// (the longest chunk the model takes); a forward below gemm_rows on the same model stays exact (bit-identical to the exact
 // model), so decode steps and verify windows keep the decode step's arithmetic.
 #include <algorithm>
 #include <cmath>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "models/qwen_next/cuda/model_cuda.h"
+#include "models/qwen_next/cuda/step_layout.h"
 #include "test_common.h"
 
 namespace ds4::cuda_test {
@@ -120,6 +122,20 @@ inline void tensor_core_chunk(Model& cpu, Model& exact, const std::string& tiny,
   exact.forward(*s2, p7, Logits::kAll, b);
   same = same && a == b;
   check(same, "tensor cores: chunks of 40 and 7 rows (below gemm_rows 64) equal the exact model bit for bit");
+  // (d) The longest chunk the model takes (kMaxPrefillRows) and a short one after it: a prompt of
+  // kMaxPrefillRows + 52 tokens (the given ones repeated), kAll, within the same bounds.
+  qwen_next::CudaModelOptions longest = co;
+  longest.prefill_rows = int(qwen_next::cuda::kMaxPrefillRows);
+  qwen_next::QwenNextCudaModel tl(open_tensor_source(tiny), o, longest);
+  std::vector<int32_t> many;
+  while (many.size() < size_t(qwen_next::cuda::kMaxPrefillRows) + 52) many.push_back(tokens[many.size() % tokens.size()]);
+  auto sl = cpu.new_state(), sm = tl.new_state();
+  cpu.forward(*sl, many, Logits::kAll, a);
+  tl.forward(*sm, many, Logits::kAll, b);
+  const std::string what = "tensor cores: " + std::to_string(many.size()) + " tokens in chunks of " +
+                           std::to_string(qwen_next::cuda::kMaxPrefillRows) + " rows, kAll";
+  check(a.size() == b.size() && a.size() == many.size() * size_t(V), what + ": one row per token");
+  if (a.size() == b.size()) check_tensor_core_stats(logit_stats(a, b, V, kMargin), what);
 }
 
 }  // namespace ds4::cuda_test

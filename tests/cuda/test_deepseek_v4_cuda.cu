@@ -33,7 +33,9 @@
 //     based, not bit for bit (tests/unit/deepseek_v4/tc_criterion.h says why no max bound):
 //     (a) vs the CPU model rounding the same operands (deepseek_v4::set_tensor_core_emulation)
 //     p50 |logit diff| <= 2e-3, mean <= 1e-2; (b) vs the exact CPU model p50 <= 2e-2, mean
-//     <= 8e-2; both: the same argmax wherever the reference's top-2 margin exceeds 0.5. On p300 in one chunk + 31 decode rows, a 300-row kAll forward, and
+//     <= 8e-2; both: the same argmax wherever the reference's top-2 margin exceeds 0.5. On p300 in one chunk + 31 decode rows, a 300-row kAll forward, the same two on a prompt of
+//     kMaxPrefillRows + 52 tokens in chunks of kMaxPrefillRows (the window ring's slack: the
+//     longest chunk a model takes, and a short one after it), and
 //     the ds4 GGUF tiny (F16 / Q8_0 dense) p64 kAll; the side stream + graph vs one stream
 //     with direct launches bit for bit (cuBLAS is deterministic for a fixed handle and shape).
 //  7. Checkpoints (state_io.cu, dsv4_checkpoint_test.h) after 301 tokens (ring of 16 wrapped,
@@ -65,6 +67,7 @@
 #include "core/error.h"
 #include "formats/tensor_source.h"
 #include "models/deepseek_v4/cuda/model_cuda.h"
+#include "models/deepseek_v4/cuda/step_layout.h"
 #include "models/deepseek_v4/gguf.h"
 #include "models/deepseek_v4/model.h"
 #include "dsv4_actq_compare.h"
@@ -404,16 +407,20 @@ void storage_numerics() {
 // The chunk path without graphs or the side stream (its kernels launched one by one).
 // Item 8: the tensor-core path (default options) vs the CPU model, exact and emulating the
 // tensor cores' operand rounding (criterion: tc_criterion.h).
+// `tokens`: p300 by default (one chunk at the default prefill_rows); the longest-chunk case
+// passes more tokens than kMaxPrefillRows with prefill_rows = kMaxPrefillRows.
 void tensor_core_path(Model& cpu, const std::string& tiny, const LoadOptions& o, const TensorSource& g,
-                      const dsv4::CudaModelOptions& opt, const std::string& label) {
+                      const dsv4::CudaModelOptions& opt, const std::string& label,
+                      std::vector<int32_t> tokens = {}) {
   auto tc = dsv4::load_cuda(tiny, o, opt);
   dsv4::CudaModelOptions d = opt;
   d.graphs = false, d.streams = false;
   auto tcd = dsv4::load_cuda(tiny, o, d);
-  const auto tokens = golden<int32_t>(g, "p300.tokens");
+  if (tokens.empty()) tokens = golden<int32_t>(g, "p300.tokens");
   const auto greedy = golden<int32_t>(g, "p300.greedy");
   const int64_t V = tc->info().vocab_size;
-  // p300 in one chunk (kLast), then the golden greedy tokens teacher-forced as decode steps
+  const std::string n = std::to_string(tokens.size());
+  // the prompt in prefill_rows chunks (kLast), then the golden greedy tokens teacher-forced as decode steps
   auto sequence = [&](Model& m) {
     auto s = m.new_state();
     std::vector<float> all = m.prefill(*s, tokens);
@@ -434,8 +441,9 @@ void tensor_core_path(Model& cpu, const std::string& tiny, const LoadOptions& o,
   const auto emu_seq = sequence(cpu), emu_all = kall(cpu);
   dsv4::set_tensor_core_emulation(cpu, 0);
   const auto got_seq = sequence(*tc), direct_seq = sequence(*tcd);
-  tc_check(label + ": p300 prefill (one chunk) + 31 decode rows", exact_seq, emu_seq, got_seq, V);
-  tc_check(label + ": kAll 300 rows (lm_head as a GEMM)", exact_all, emu_all, kall(*tc), V);
+  tc_check(label + ": " + n + "-token prefill + " + std::to_string(greedy.size() - 1) + " decode rows", exact_seq,
+           emu_seq, got_seq, V);
+  tc_check(label + ": kAll " + n + " rows (lm_head as a GEMM)", exact_all, emu_all, kall(*tc), V);
   char buf[300];
   std::snprintf(buf, sizeof buf, "%s: CUDA graph + side stream vs direct launches max |diff| %.3g (must be 0)", label.c_str(),
                 double(got_seq.size() == direct_seq.size() ? max_diff(got_seq.data(), direct_seq.data(), got_seq.size())
@@ -505,6 +513,14 @@ int main(int argc, char** argv) {
     dsv4::CudaModelOptions gemv = tensor_cores();
     gemv.fp32_gemms = false;
     tensor_core_path(*cpu, tiny, o, *g, gemv, "tensor cores (exact parts as gemv_rows)");
+    if (!quick) {  // the longest chunk the model takes (the window ring's slack), and a short one after it
+      dsv4::CudaModelOptions longest = tensor_cores();
+      longest.prefill_rows = int(dsv4::cuda::kMaxPrefillRows);
+      const auto p300 = golden<int32_t>(*g, "p300.tokens");
+      std::vector<int32_t> toks;
+      while (toks.size() < size_t(dsv4::cuda::kMaxPrefillRows) + 52) toks.push_back(p300[toks.size() % p300.size()]);
+      tensor_core_path(*cpu, tiny, o, *g, longest, "tensor cores, kMaxPrefillRows chunks", toks);
+    }
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

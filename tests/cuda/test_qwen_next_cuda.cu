@@ -29,7 +29,8 @@
 //     with InputError, and the refused load leaves the state as it was (bit-identical rows).
 //  8. The tensor-core prefill chunk (gemm_rows 64: TF32 dense products) vs the CPU model: a
 //     300-row chunk (kAll) and 32 decode steps after it within the bounds stated and derived
-//     in qwen_next_tensor_cores.h (mean, median row max, max |diff|, argmax share); chunks
+//     in qwen_next_tensor_cores.h (mean, median row max, max |diff|, argmax share), and so
+//     does a prompt of kMaxPrefillRows + 52 tokens in kMaxPrefillRows chunks (kAll); chunks
 //     below gemm_rows stay bit-identical to the exact model. Items 1-7 load the exact model
 //     (the default, gemm_rows 0), where a prefill of up to 512 rows is one exact chunk.
 //  9. backend/cuda delta_rule_rows at the full-size head width (128: the register kernel the

@@ -7,9 +7,13 @@
 #   PRESET=cuda-pack (sm_90a SASS only, no -lineinfo: binaries ~1/4 the compressed size, so a whole
 #   suite fits the device tool's 64 MiB carry beside the tree; the cuda preset's own binaries keep
 #   the line info that ncu and tools/device/pdl_sass_check.py read). Default: cuda.
+#   TARGETS="a b ..." packs (and builds) only those binaries, BUNDLE=path names the output
+#   (default .devwork/cudabins.tar.xz): the device call's 64 MiB carry includes the ~48 MB tree,
+#   so a call that carries two bundles (an A/B against older binaries) takes subsets.
 set -eu
 preset=${PRESET:-cuda}
-targets="test_cuda_ops test_cuda_hc_fused test_gemv_pdl test_gemv_act test_gemv_act_mma test_grouped_mma_int8 test_gemv_decode test_grouped_mma_frag test_cuda_canary test_cuda_sample test_cuda_matmul test_cuda_grouped_gemm
+bundle=${BUNDLE:-.devwork/cudabins.tar.xz}
+all_targets="test_cuda_ops test_cuda_hc_fused test_gemv_pdl test_gemv_act test_gemv_act_mma test_grouped_mma_int8 test_gemv_decode test_grouped_mma_frag test_cuda_canary test_cuda_sample test_cuda_matmul test_cuda_grouped_gemm
   bench_cuda_grouped_mma bench_cuda_gemv
   bench_cuda_upload bench_cuda_topk test_qwen_next_cuda test_qwen_next_mtp_cuda test_qwen_hyper_fused_cuda
   test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_decode_kernels_cuda bench_qwen_decode_kernels bench_qwen_next_cuda
@@ -17,6 +21,7 @@ targets="test_cuda_ops test_cuda_hc_fused test_gemv_pdl test_gemv_act test_gemv_
   bench_deepseek_v4_cuda
   test_glm5_cuda test_glm5_mtp_cuda test_glm5_batch_cuda test_glm5_verify_batch_cuda bench_glm5_cuda test_synthetic_cuda test_admission_cuda
   ds4-convert"
+targets=${TARGETS:-$all_targets}
 if [ "${1:-}" = --build ]; then
   [ -d "build/$preset" ] || cmake --preset "$preset" >/dev/null
   # shellcheck disable=SC2086
@@ -34,6 +39,6 @@ done
 mkdir -p "$w/cudabins/lib"
 for t in $targets; do ldd "build/$preset/bin/$t" | awk '$3 ~ /^\// {print $3}' | grep -E 'icu' || true; done | sort -u |
   while read -r lib; do cp -L "$lib" "$w/cudabins/lib/"; done
-mkdir -p .devwork
-tar -C "$w" -cf - cudabins | xz -9e -T1 --lzma2=dict=192MiB >.devwork/cudabins.tar.xz
-ls -la .devwork/cudabins.tar.xz
+mkdir -p "$(dirname "$bundle")"
+tar -C "$w" -cf - cudabins | xz -9e -T1 --lzma2=dict=192MiB >"$bundle"
+ls -la "$bundle"

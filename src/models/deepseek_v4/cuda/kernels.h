@@ -30,7 +30,9 @@ struct Rows {
 // The sliding-window ring holds window + kRingSlack rows (slot p % ring_rows), so a chunk of
 // up to kRingSlack + 1 rows can append all its KV rows before any of them attends: row t's
 // window (its last `window` positions) is never overwritten by a later row of the chunk.
-inline constexpr int64_t kRingSlack = 1024;  // >= kMaxPrefillRows - 1 (step_layout.h)
+// 2048 since session 28 (was 1024): room for 2048-row prefill chunks (~2 MB more per layer
+// and state at the Flash's 512-wide rows, ~92 MB for 44 rings).
+inline constexpr int64_t kRingSlack = 2048;  // >= kMaxPrefillRows - 1 (step_layout.h)
 
 // ---- seq_rows.cu ----
 // A decode batch's last op: every sequence's position counter += 1 (pos names row 0's

@@ -76,7 +76,7 @@ inline constexpr int64_t kDsparkStages = 3;
 // (prefill_rows); both within the ring's slack (kernels.h). moe_group's tok/slot stride is
 // gemv_rows' row limit: a prefill chunk's expert with more rows takes several entries.
 inline constexpr int64_t kMaxChunkRows = 16;
-inline constexpr int64_t kMaxPrefillRows = 1024;
+inline constexpr int64_t kMaxPrefillRows = 2048;
 static_assert(kMaxChunkRows <= ::ds4::cuda::kGemvMaxRows, "a verify chunk's experts are one gemv_rows entry each");
 static_assert(kMaxPrefillRows <= kRingSlack + 1, "a chunk's later rows would overwrite an earlier row's window");
 

@@ -74,7 +74,7 @@ inline CudaModelOptions cuda_options_from_env() {
   CudaModelOptions o;
   const bool tensor_cores = cuda_tensor_cores_from_env();
   o.gemm_rows = tensor_cores ? kServedTensorCoreRows : 0;
-  // Tensor-core prefill chunks of 1024 rows (kMaxPrefillRows; admission at load may shrink
+  // Tensor-core prefill chunks of 1024 rows (of kMaxPrefillRows = 2048; admission at load may shrink
   // them): more rows per expert per decoded weight tile (bench/results/prefill-h200-2026-12-04g:
   // 2024 vs 1791 tok/s at 2K, canary max 0.48 ms in 512-row chunks). Exact mode keeps 512.
   if (tensor_cores) o.prefill_rows = 1024;

@@ -187,7 +187,7 @@ struct ChunkLayout {
 inline constexpr int64_t kGroupRows = 16;  // = ds4::cuda::kGemvMaxRows (tok/slot row stride)
 // Rows of a prefill chunk at most (CudaModelOptions::prefill_rows): its routed experts split
 // into entries of kGroupRows rows (backend/cuda moe_group), its positions set by one launch.
-inline constexpr int64_t kMaxPrefillRows = 1024;
+inline constexpr int64_t kMaxPrefillRows = 2048;
 
 inline ChunkLayout chunk_layout(const Config& c, const ScratchLayout& sl, int64_t rows) {
   ChunkLayout s;
