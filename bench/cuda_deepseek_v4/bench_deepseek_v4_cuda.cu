@@ -47,8 +47,8 @@
 //   defaults: 64 prompt tokens (ids generated), 64 greedy decode tokens, no prefill lengths.
 //   --profile: afterwards 8 more decode tokens from a clone of the state with direct launches
 //   and CUDA events around each op; prints milliseconds per op (summed over layers) per token;
-//   and the same per op for one chunk of 16 rows and one tensor-core chunk of 512 rows, and
-//   (with --prefill) one 512-row chunk after the longest prefill.
+//   and the same per op for one chunk of 16 rows and one tensor-core chunk of the first --prefill-rows
+//   rows, and (with --prefill) one such chunk after the longest prefill.
 // Peer: antirez/ds4 on the same synthetic file, H200: 33.65 tok/s decode at 2048 context, 8.2%
 // of the 410 tok/s roofline (bench/results/ds4-peer-h200-2026-12-01).
 // The synthetic full-size Flash: ds4-convert --synthetic deepseek_v4_flash OUT.gguf.
@@ -98,6 +98,7 @@ void print_op_times(const deepseek_v4::DeepseekV4CudaModel& m, int n, const char
 void profile_chunk(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, int n, const char* where) {
   deepseek_v4::CudaModelOptions po;
   po.graphs = false, po.profile = true;
+  po.prefill_rows = n;  // one chunk of n rows (the options' default, 512, would split it)
   m.set_options(po);
   std::vector<int32_t> rows;
   for (int i = 0; i < n; ++i) rows.push_back(int32_t((i * 4099 + 17) % m.info().vocab_size));
@@ -116,7 +117,8 @@ void profile_chunk(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, in
 }
 
 // Continues a clone of the bench's state (same context length) with direct launches.
-void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vector<float> l, int n) {
+// chunk_rows: the prefill chunk profiled after the decode tokens (the bench's first --prefill-rows).
+void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vector<float> l, int n, int chunk_rows) {
   auto s = at.clone();
   m.set_options(deepseek_v4::CudaModelOptions{false, true});
   m.reset_op_times();
@@ -143,8 +145,8 @@ void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vec
   std::printf("\nper-op GPU time of one chunk of 16 rows (direct launches + events; %.3f ms wall, %.3f ms per row):\n",
               1e3 * secs(t1, Clock::now()), 1e3 * secs(t1, Clock::now()) / 16);
   print_op_times(m, 1, "chunk");
-  // One prefill chunk of 512 rows on the tensor-core path (issue #22), per op.
-  profile_chunk(m, at, 512, "at the decode context");
+  // One prefill chunk on the tensor-core path (issue #22), per op.
+  profile_chunk(m, at, chunk_rows, "at the decode context");
   m.set_options(deepseek_v4::CudaModelOptions{});
 }
 
@@ -465,6 +467,10 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--prefill-rows") == 0 && i + 1 < argc) {
       prefill_rows.clear();
       append_int_list(argv[++i], prefill_rows);
+      if (prefill_rows.empty()) {
+        std::fprintf(stderr, "--prefill-rows needs at least one chunk size\n");
+        return 2;
+      }
     } else if (ds4::bench::parse_batch_flag(argc, argv, i, batch)) {  // --batch, --batch-rows, --batch-steps
     } else if (std::strcmp(argv[i], "--jump") == 0 && i + 1 < argc) {
       append_int_list(argv[++i], jumps);
@@ -493,9 +499,11 @@ int main(int argc, char** argv) {
                 bw.copy_gbps, bw.memcpy_gbps, bw.read_gbps);
     LoadOptions o;
     // Device caches sized for this run: the decode, the verify table's rows, the prefill lengths.
-    int longest = np + n + 1024;
+    // (+ room for a profiled chunk of the largest --prefill-rows after the decode and the longest prefill)
+    const int chunk_room = std::max(1024, *std::max_element(prefill_rows.begin(), prefill_rows.end()));
+    int longest = np + n + chunk_room;
     if (!batch.streams.empty()) longest = std::max(longest, np + 2 + batch.steps + 2 * 32 + 64);  // + unbatched rounds
-    for (int l : prefill_lengths) longest = std::max(longest, l + 1024);  // + a profiled 512-row chunk
+    for (int l : prefill_lengths) longest = std::max(longest, l + chunk_room);
     for (int j : jumps) longest = std::max(longest, j + n + 64);
     o.max_context = longest;
     const auto t0 = Clock::now();
@@ -646,10 +654,10 @@ int main(int argc, char** argv) {
                       "(fp32_gemms off; the 2026-12-04 path)", tc.prefill_rows, base, false);
       }
       m.set_options(deepseek_v4::CudaModelOptions{});
-      if (prof && longest_state) profile_chunk(m, *longest_state, 512, "after the longest prefill");
+      if (prof && longest_state) profile_chunk(m, *longest_state, prefill_rows[0], "after the longest prefill");
       m.set_options(deepseek_v4::CudaModelOptions{});
     }
-    if (prof) profile(m, *s, l, 8);
+    if (prof) profile(m, *s, l, 8, prefill_rows[0]);
     for (int j : jumps) jump_decode(m, j, n, roof, prof);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

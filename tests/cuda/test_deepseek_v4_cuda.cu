@@ -451,6 +451,46 @@ void tensor_core_path(Model& cpu, const std::string& tiny, const LoadOptions& o,
   check(got_seq == direct_seq, buf);
 }
 
+// Where a long prompt's tensor-core rows leave the CPU's (a diagnosis beside item 8's long case):
+// per band of 256 positions the mean |diff| of the GPU's kAll rows vs the CPU emulating the
+// rounding and vs the exact CPU, and the emulation's own distance from the exact CPU, for chunks
+// of kMaxPrefillRows and of 512 rows; and the exact CUDA path (tensor cores off) vs the exact CPU,
+// whose rows follow the same arithmetic up to FP32 ordering at every position.
+void long_prompt_bands(Model& cpu, const std::string& tiny, const LoadOptions& o, const std::vector<int32_t>& toks) {
+  auto kall = [&](Model& m) {
+    auto s = m.new_state();
+    std::vector<float> l;
+    m.forward(*s, toks, Logits::kAll, l);
+    return l;
+  };
+  const auto exact_rows = kall(cpu);
+  dsv4::set_tensor_core_emulation(cpu, kTcRows);
+  const auto emu_rows = kall(cpu);
+  dsv4::set_tensor_core_emulation(cpu, 0);
+  const int64_t V = cpu.info().vocab_size, n = int64_t(toks.size()), band = 256;
+  auto mean_diff = [&](const std::vector<float>& a, const std::vector<float>& b, int64_t r0, int64_t r1) {
+    double sum = 0;
+    for (int64_t i = r0 * V; i < r1 * V; ++i) sum += std::fabs(double(a[size_t(i)]) - double(b[size_t(i)]));
+    return sum / double((r1 - r0) * V);
+  };
+  dsv4::CudaModelOptions longest = tensor_cores(), short_chunks = tensor_cores();
+  longest.prefill_rows = int(dsv4::cuda::kMaxPrefillRows);
+  short_chunks.prefill_rows = 512;
+  const auto rows_long = kall(*dsv4::load_cuda(tiny, o, longest));
+  const auto rows_512 = kall(*dsv4::load_cuda(tiny, o, short_chunks));
+  const auto rows_exact = kall(*dsv4::load_cuda(tiny, o, exact()));
+  std::printf("     %lld-token prompt, mean |diff| per 256 positions: tc %lld-row chunks vs emulating CPU / vs exact "
+              "CPU | tc 512-row chunks vs emulating / exact | emulation vs exact | exact CUDA vs exact CPU\n",
+              (long long)n, (long long)dsv4::cuda::kMaxPrefillRows);
+  for (int64_t r0 = 0; r0 < n; r0 += band) {
+    const int64_t r1 = std::min(n, r0 + band);
+    std::printf("     rows %4lld..%4lld: %.3g / %.3g | %.3g / %.3g | %.3g | %.3g\n", (long long)r0, (long long)r1 - 1,
+                mean_diff(rows_long, emu_rows, r0, r1), mean_diff(rows_long, exact_rows, r0, r1),
+                mean_diff(rows_512, emu_rows, r0, r1), mean_diff(rows_512, exact_rows, r0, r1),
+                mean_diff(emu_rows, exact_rows, r0, r1), mean_diff(rows_exact, exact_rows, r0, r1));
+  }
+}
+
 std::unique_ptr<Model> direct_chunks(const std::string& dir, const LoadOptions& o) {
   dsv4::CudaModelOptions d = exact();
   d.graphs = false, d.streams = false;
@@ -520,6 +560,7 @@ int main(int argc, char** argv) {
       std::vector<int32_t> toks;
       while (toks.size() < size_t(dsv4::cuda::kMaxPrefillRows) + 52) toks.push_back(p300[toks.size() % p300.size()]);
       tensor_core_path(*cpu, tiny, o, *g, longest, "tensor cores, kMaxPrefillRows chunks", toks);
+      long_prompt_bands(*cpu, tiny, o, toks);
     }
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());

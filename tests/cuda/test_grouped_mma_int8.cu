@@ -6,7 +6,8 @@
 //             (about 0.25 .. 64 rows per expert), one expert never routed (a hole), a skewed
 //             chunk (every token to experts 1 and 6: 64 rows each), odd shapes (rows not a
 //             multiple of the 128-row block tile, an odd number of K tiles / super-blocks);
-//             entries per block by the chunk and forced 1, 2 and 4 (all must give the same bits);
+//             entries per block by the chunk and forced 1, 2 and 4 (all must give the same bits),
+//             and the staged kernel at 4 entries compiled for two blocks per SM (occupancy 2);
 //   BF16      the same chunk through grouped_mma_bf16 on the unquantized rows: max |int8 - bf16|
 //             / max |bf16| <= 3e-2 (activation quantization, Q8_K: ~amax / 254 per value, plus
 //             BF16's ~2^-9; the measured value is printed);
@@ -187,22 +188,28 @@ void check_chunk(const Shape& sh, int64_t tokens, bool skewed, std::mt19937_64& 
   const bool keep_staged = cuda::grouped_mma_int8_staged();
   // the unstaged and the staged kernel (weights through shared memory; Q8_0 only where cols % 256
   // == 0, else the unstaged one either way)
-  for (bool staged : {false, true})
-    for (int forced : {0, 1, 2, cuda::kGroupedMmaMaxEntries}) {
-      cuda::grouped_mma_int8_set_staged(staged);
-      cuda::grouped_mma_set_entries_per_block(forced);
-      check(cuda::grouped_mma_int8_stages(dv) == (staged && (sh.type != DType::Q8_0 || sh.cols % 256 == 0)),
-            what + ": the staged kernel runs exactly when asked for (Q2_K / IQ2_XXS; Q8_0 with cols % 256 == 0)");
-      DS4_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xff, dy.bytes(), s));  // NaN: a row never written shows
-      if (planes) cuda::grouped_mma_int8_planes(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
-      else cuda::grouped_mma_int8(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
-      const std::vector<float> got = download(dy.as<float>(), ref.size());
-      const int64_t bad = bits_differ(got, ref);
-      check(bad == 0, what + (staged ? ", staged" : "") + ", entries per block " +
-                          (forced ? std::to_string(forced) : "by the chunk") + ": == dot_act (memcmp), " +
-                          std::to_string(bad) + " of " + std::to_string(ref.size()) + " differ");
-    }
+  const int keep_occ = cuda::grouped_mma_int8_occupancy();
+  // (occupancy 2: the staged kernel at 4 entries compiled for two blocks per SM)
+  for (int occ : {1, 2})
+    for (bool staged : {false, true})
+      for (int forced : {0, 1, 2, cuda::kGroupedMmaMaxEntries}) {
+        if (occ == 2 && (!staged || forced != cuda::kGroupedMmaMaxEntries)) continue;
+        cuda::grouped_mma_int8_set_occupancy(occ);
+        cuda::grouped_mma_int8_set_staged(staged);
+        cuda::grouped_mma_set_entries_per_block(forced);
+        check(cuda::grouped_mma_int8_stages(dv) == (staged && (sh.type != DType::Q8_0 || sh.cols % 256 == 0)),
+              what + ": the staged kernel runs exactly when asked for (Q2_K / IQ2_XXS; Q8_0 with cols % 256 == 0)");
+        DS4_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xff, dy.bytes(), s));  // NaN: a row never written shows
+        if (planes) cuda::grouped_mma_int8_planes(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
+        else cuda::grouped_mma_int8(dv, dq.row(0), dy.as<float>(), r, s, rows_per_expert);
+        const std::vector<float> got = download(dy.as<float>(), ref.size());
+        const int64_t bad = bits_differ(got, ref);
+        check(bad == 0, what + (staged ? ", staged" : "") + (occ == 2 ? " (two blocks per SM)" : "") + ", entries per block " +
+                            (forced ? std::to_string(forced) : "by the chunk") + ": == dot_act (memcmp), " +
+                            std::to_string(bad) + " of " + std::to_string(ref.size()) + " differ");
+      }
   cuda::grouped_mma_int8_set_staged(keep_staged);
+  cuda::grouped_mma_int8_set_occupancy(keep_occ);
   cuda::grouped_mma_set_entries_per_block(0);
   if (planes) {  // against the f32 product of the dequantized weights (one plane: ~1e-2 here)
     std::vector<float> wr(size_t(sh.cols));

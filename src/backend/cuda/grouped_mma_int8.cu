@@ -337,31 +337,38 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
 // the block's 128 weight rows (each row's super-block inside the 16-byte window around it, at the
 // row's offset mod 16), the entries' int8 x rows, their scales and (Q2_K) their 16 bsums.
 // Q8_0's 272-byte rows take 3 stages (4 would be ~221 KiB at G = 4: over what fits beside the rest).
-template <Fmt F>
-constexpr int kSStages = F == Fmt::kQ8_0 ? 3 : 4;
+// kOcc2 (two blocks per SM at 4 entries, IQ2_XXS / Q2_K only): 3 stages, so two rings fit an SM
+// (IQ2_XXS 2 x 87 KB, Q2_K 2 x 105 KB; 4 stages would be 2 x 116 / 2 x 140 KB).
+template <Fmt F, bool kOcc2 = false>
+constexpr int kSStages = F == Fmt::kQ8_0 || kOcc2 ? 3 : 4;
 constexpr int kXPitchS = 256 + 32;  // 72 words: a half warp's 8-byte B reads hit 32 banks
 // x scales per row and stage: Q8_0's 8 blocks, the K-quants' one super-block.
 template <Fmt F>
 constexpr int kDPerStage = F == Fmt::kQ8_0 ? 8 : 1;
-template <Fmt F, int G>
+template <Fmt F, int G, bool kOcc2 = false>
 struct StagedRing {
-  static constexpr int S = kSStages<F>;
+  static constexpr int S = kSStages<F, kOcc2>;
   uint8_t w[S][kTileRows][kWPitch<F>];
   int8_t q[S][G * kN][kXPitchS];
   float d[S][G * kN][kDPerStage<F>];
   int16_t bs[S][F == Fmt::kQ2_K ? G * kN : 1][16];
 };
 
-template <Fmt F, int G>
-__global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
+// Blocks per SM the compiler must allow (registers): 2 up to 2 entries; at 4 entries 1, or 2
+// with kOcc2 (<= 128 registers: spills where the 4-entry sums need more).
+template <int G, bool kOcc2>
+constexpr int kStagedMinBlocks = G > 2 && !kOcc2 ? 1 : 2;
+
+template <Fmt F, int G, bool kOcc2 = false>
+__global__ void __launch_bounds__(kThreads, kStagedMinBlocks<G, kOcc2>)
     grouped_mma_int8_staged_kernel(Args a, RowsArgs ra, XArgs x, float* __restrict__ y) {
-  constexpr int SB = kSuperBytes<F>, NC = kWChunks<F>, S = kSStages<F>, DS = kDPerStage<F>;
+  constexpr int SB = kSuperBytes<F>, NC = kWChunks<F>, S = kSStages<F, kOcc2>, DS = kDPerStage<F>;
   const int b = int(blockIdx.y);
   const int nt = block_entries<G>(a, ra, b);  // this block's entries (0: none)
   if (nt == 0) return;
   a.data += entry_weight(a, ra, b) * a.id_stride;
   extern __shared__ __align__(16) unsigned char smem[];
-  StagedRing<F, G>& ring = *reinterpret_cast<StagedRing<F, G>*>(smem);
+  StagedRing<F, G, kOcc2>& ring = *reinterpret_cast<StagedRing<F, G, kOcc2>*>(smem);
   __shared__ int64_t xo[G * kN], yo[G * kN];
   __shared__ int nrows[G];
   __shared__ Iq2Tables tables;
@@ -435,13 +442,18 @@ __global__ void __launch_bounds__(kThreads, G > 2 ? 1 : 2)
 std::atomic<int> g_staged{-1};
 bool staged() { return env_setting(g_staged, "DS4_GROUPED_MMA_INT8_STAGED", {0, 1}, "0 or 1", 1) == 1; }
 
+// Two blocks per SM for the staged kernel at 4 entries (IQ2_XXS / Q2_K): DS4_GROUPED_MMA_INT8_OCC
+// (1 or 2; unset = 1 until measured) or grouped_mma_int8_set_occupancy; the same bits either way.
+std::atomic<int> g_occ{-1};
+int occupancy() { return env_setting(g_occ, "DS4_GROUPED_MMA_INT8_OCC", {1, 2}, "1 or 2", 1); }
+
 // The staged ring is over the 48 KiB default: opt in (per device, so at every launch: a host-side
 // attribute write, as grouped_mma_bf16's x ring does).
-template <Fmt F, int G>
+template <Fmt F, int G, bool kOcc2>
 size_t staged_smem() {
-  constexpr size_t n = sizeof(StagedRing<F, G>);
-  DS4_CUDA_CHECK(cudaFuncSetAttribute(grouped_mma_int8_staged_kernel<F, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(n)));
+  constexpr size_t n = sizeof(StagedRing<F, G, kOcc2>);
+  DS4_CUDA_CHECK(cudaFuncSetAttribute(grouped_mma_int8_staged_kernel<F, G, kOcc2>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(n)));
   return n;
 }
 
@@ -463,7 +475,14 @@ void launch_g(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsig
   // from a 16-byte aligned matrix start they never begin before it, and end at most 14 bytes past
   // it (kDeviceReadSlack). The caller decided (stages()).
   if (staged_launch) {
-    grouped_mma_int8_staged_kernel<F, G><<<blocks, kThreads, staged_smem<F, G>(), s>>>(a, ra, x, y);
+    if constexpr (G > 2 && F != Fmt::kQ8_0) {  // (Q8_0's 272-byte rows: two 3-stage rings do not fit)
+      if (occupancy() == 2) {
+        grouped_mma_int8_staged_kernel<F, G, true><<<blocks, kThreads, staged_smem<F, G, true>(), s>>>(a, ra, x, y);
+        DS4_CUDA_CHECK_LAUNCH();
+        return;
+      }
+    }
+    grouped_mma_int8_staged_kernel<F, G, false><<<blocks, kThreads, staged_smem<F, G, false>(), s>>>(a, ra, x, y);
     DS4_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -483,6 +502,12 @@ void launch(const Args& a, const RowsArgs& ra, const XArgs& x, float* y, unsigne
 }  // namespace
 
 void grouped_mma_int8_set_staged(bool on) { g_staged.store(on ? 1 : 0, std::memory_order_relaxed); }
+void grouped_mma_int8_set_occupancy(int blocks_per_sm) {
+  if (blocks_per_sm != 1 && blocks_per_sm != 2)
+    throw InputError("grouped_mma_int8_set_occupancy: " + std::to_string(blocks_per_sm) + " (1 or 2)");
+  g_occ.store(blocks_per_sm, std::memory_order_relaxed);
+}
+int grouped_mma_int8_occupancy() { return occupancy(); }
 bool grouped_mma_int8_staged() { return staged(); }
 bool grouped_mma_int8_stages(const WeightMatrix& w) { return stages(w); }
 
