@@ -27,7 +27,7 @@ void grouped_mma_int8_set_staged(bool on);
 bool grouped_mma_int8_staged();
 // Blocks per SM of the staged kernel at 4 entries per block (IQ2_XXS / Q2_K; a 2048-row DeepSeek
 // chunk): 1, or 2 (3-stage rings, <= 128 registers). The same bits either way.
-// DS4_GROUPED_MMA_INT8_OCC (1 or 2; unset = 1) is read on first use; a value other than 1 or 2
+// DS4_GROUPED_MMA_INT8_OCC (1 or 2; unset = 2) is read on first use; a value other than 1 or 2
 // throws InputError. Not thread safe against launches in flight on other threads.
 void grouped_mma_int8_set_occupancy(int blocks_per_sm);
 int grouped_mma_int8_occupancy();

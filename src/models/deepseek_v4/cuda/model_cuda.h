@@ -139,8 +139,11 @@ inline int tensor_core_rows(const CudaModelOptions& o) {
 // DS4_CUDA_TENSOR_CORES=0 (exactness checks of the served model against a float32 reference,
 // e.g. the fuzz corpus on CUDA). Another value than 0 / 1 throws InputError.
 // 1024 rows since session 25 (H100, 30-layer synthetic Flash, one build: 2K / 8K prefill 3458.5 /
-// 3428.2 tok/s in 512-row chunks, 4320.9 / 4248.2 in 1024; bench/results/session25-2026-12-06 call 7).
-inline constexpr int kServedPrefillRows = 1024;
+// 3428.2 tok/s in 512-row chunks, 4320.9 / 4248.2 in 1024; bench/results/session25-2026-12-06 call 7);
+// 2048 since session 28, with the int8 experts' 4-entry kernel at two blocks per SM (H100, same
+// binaries: 5148.5 / 4718.1 tok/s in 1024-row chunks, 5502.3 / 5282.3 in 2048;
+// bench/results/session28-2026-12-06 call 2). Admission at load shrinks it where memory is short.
+inline constexpr int kServedPrefillRows = 2048;
 CudaModelOptions cuda_options_from_env();
 
 // Default context of a CUDA state when LoadOptions::max_context is 0: every state holds its
