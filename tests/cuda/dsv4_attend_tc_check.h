@@ -18,6 +18,9 @@
 // * 1.01 (sqrt(2): the rope tail's rotation mixes two features; 1.01: FP32 sums of both
 // kernels). In the small cases a row's weight is >= 1/80, far above that bound, so a wrong key
 // set fails; in the Flash cases they check the tiling, the splits and the merge.
+// The cases of more than 32 heads run again with FP16 operands (attend_tc_set_f16: m16n8k16, the
+// same 10-bit mantissa, nearest even; values past FP16's normal range do not occur here), under
+// the same bound; the timings print both.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,6 +41,7 @@ struct AttendTcCase {
   const char* name;
   int64_t heads, hd, rope_dim, window, pos0, rows, ratio, n_entries, max_sel;  // max_sel 0: no selection
   float q_amp;
+  bool f16 = false;  // attend_tc_set_f16 for this case
 };
 
 inline void attend_tc_case(const AttendTcCase& k) {
@@ -101,7 +105,10 @@ inline void attend_tc_case(const AttendTcCase& k) {
   dk::attend_chunked(a, dpos, nullptr, rows, dk::kAttnChunk);
   const auto exact = outputs();
   DS4_CUDA_CHECK(cudaMemset(rb + o_out, 0, size_t(H * D) * 4));  // row 0's output: a stale value cannot pass
+  const bool keep_f16 = dk::attend_tc_f16();
+  dk::attend_tc_set_f16(k.f16);
   dk::attend_tc(a, dpos, nullptr, rows);
+  dk::attend_tc_set_f16(keep_f16);
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   const auto got = outputs();
 
@@ -133,8 +140,8 @@ inline void attend_tc_case(const AttendTcCase& k) {
   }
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "attend_tc %s: %lld rows at %lld.., %lld heads x %lld: max |tc - exact| %.3g <= %.3g (S %.2f; max |out| %.3g)",
-                k.name, (long long)R, (long long)k.pos0, (long long)H, (long long)D, worst, bound, S, mag);
+                "attend_tc%s %s: %lld rows at %lld.., %lld heads x %lld: max |tc - exact| %.3g <= %.3g (S %.2f; max |out| %.3g)",
+                k.f16 ? " (FP16)" : "", k.name, (long long)R, (long long)k.pos0, (long long)H, (long long)D, worst, bound, S, mag);
   check(finite && worst <= bound, buf);
 }
 
@@ -187,10 +194,16 @@ inline void attend_tc_timing(const char* name, int64_t pos0, int64_t ratio, int6
   const int32_t* dpos = static_cast<const int32_t*>(up(&pos, 4));
   const dk::Rows rows{R, stride};
   dk::attend_tc(a, dpos, nullptr, rows);  // warm-up
+  const bool keep_f16 = dk::attend_tc_f16();
+  dk::attend_tc_set_f16(false);
   const float tc = gpu_ms_per_call([&] { dk::attend_tc(a, dpos, nullptr, rows); });
+  dk::attend_tc_set_f16(true);
+  dk::attend_tc(a, dpos, nullptr, rows);
+  const float tc16 = gpu_ms_per_call([&] { dk::attend_tc(a, dpos, nullptr, rows); });
+  dk::attend_tc_set_f16(keep_f16);
   const float ex = gpu_ms_per_call([&] { dk::attend(a, dpos, nullptr, rows); }, 1);
-  std::printf("info attend %s: 512 rows at %lld, %lld keys per row: attend_tc %.3f ms, exact (wide) attend %.3f ms\n", name,
-              (long long)pos0, (long long)max_rows, tc, ex);
+  std::printf("info attend %s: 512 rows at %lld, %lld keys per row: attend_tc %.3f ms (FP16 operands %.3f ms), exact "
+              "(wide) attend %.3f ms\n", name, (long long)pos0, (long long)max_rows, tc, tc16, ex);
 }
 
 inline void attend_tc_shapes() {
@@ -199,6 +212,10 @@ inline void attend_tc_shapes() {
   // long key ranges: an HCA layer near 300K (128 + 2343 keys per row) and 1536..2048 selected
   // entries (a wider top-k) with 32 heads per block (the MT 2 path)
   attend_tc_case({"Flash HCA at 300000 (128 + 2343 keys)", 64, 512, 64, 128, 300000, 8, 128, 2344, 0, 0.2f});
+  attend_tc_case({"Flash CSA (window 128 + 384..512 selected, ring wraps)", 64, 512, 64, 128, 5000, 80, 4, 1251, 512, 0.2f, true});
+  attend_tc_case({"Flash HCA (every closed entry, crosses entry 40)", 64, 512, 64, 128, 5080, 80, 128, 41, 0, 0.2f, true});
+  attend_tc_case({"Flash HCA at 300000 (128 + 2343 keys)", 64, 512, 64, 128, 300000, 8, 128, 2344, 0, 0.2f, true});
+  attend_tc_case({"40 heads x 128, ratio 4 from position 0 (a masked head group)", 40, 128, 32, 128, 0, 64, 4, 16, 0, 1.f, true});
   attend_tc_case({"32 heads x 512, window 128 + 1536..2048 selected", 32, 512, 64, 128, 40000, 12, 4, 10001, 2048, 0.2f});
   attend_tc_case({"6 heads x 64, ratio 4 from position 0", 6, 64, 16, 128, 0, 64, 4, 16, 0, 1.f});
   attend_tc_case({"tiny 4 heads x 32, window 16 wrapping", 4, 32, 8, 16, 20, 40, 0, 0, 0, 1.f});

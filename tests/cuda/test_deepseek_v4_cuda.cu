@@ -33,9 +33,12 @@
 //     based, not bit for bit (tests/unit/deepseek_v4/tc_criterion.h says why no max bound):
 //     (a) vs the CPU model rounding the same operands (deepseek_v4::set_tensor_core_emulation)
 //     p50 |logit diff| <= 2e-3, mean <= 1e-2; (b) vs the exact CPU model p50 <= 2e-2, mean
-//     <= 8e-2; both: the same argmax wherever the reference's top-2 margin exceeds 0.5. On p300 in one chunk + 31 decode rows, a 300-row kAll forward, the same two on a prompt of
-//     kMaxPrefillRows + 52 tokens in chunks of kMaxPrefillRows (the window ring's slack: the
-//     longest chunk a model takes, and a short one after it), and
+//     <= 8e-2; both: the same argmax wherever the reference's top-2 margin exceeds 0.5. On p300 in one chunk + 31 decode rows, a 300-row kAll forward, and
+//     a prompt of kMaxPrefillRows + 52 tokens in chunks of kMaxPrefillRows (the window ring's
+//     slack: the longest chunk a model takes, and a short one after it) + 31 decode rows; its kAll
+//     rows (in those chunks and in 512-row chunks) per band of 256 positions no further from the
+//     exact CPU than 1.5 x the emulation's own distance + 2e-3 (long_prompt_bands says why item
+//     8's bounds do not carry over to 2100 rows), and the exact CUDA path's within kTol; and
 //     the ds4 GGUF tiny (F16 / Q8_0 dense) p64 kAll; the side stream + graph vs one stream
 //     with direct launches bit for bit (cuBLAS is deterministic for a fixed handle and shape).
 //  7. Checkpoints (state_io.cu, dsv4_checkpoint_test.h) after 301 tokens (ring of 16 wrapped,
@@ -408,10 +411,11 @@ void storage_numerics() {
 // Item 8: the tensor-core path (default options) vs the CPU model, exact and emulating the
 // tensor cores' operand rounding (criterion: tc_criterion.h).
 // `tokens`: p300 by default (one chunk at the default prefill_rows); the longest-chunk case
-// passes more tokens than kMaxPrefillRows with prefill_rows = kMaxPrefillRows.
+// passes more tokens than kMaxPrefillRows with prefill_rows = kMaxPrefillRows and checks its kAll
+// rows by position band instead (long_prompt_bands: kall_check false).
 void tensor_core_path(Model& cpu, const std::string& tiny, const LoadOptions& o, const TensorSource& g,
                       const dsv4::CudaModelOptions& opt, const std::string& label,
-                      std::vector<int32_t> tokens = {}) {
+                      std::vector<int32_t> tokens = {}, bool kall_check = true) {
   auto tc = dsv4::load_cuda(tiny, o, opt);
   dsv4::CudaModelOptions d = opt;
   d.graphs = false, d.streams = false;
@@ -436,14 +440,20 @@ void tensor_core_path(Model& cpu, const std::string& tiny, const LoadOptions& o,
     m.forward(*s, tokens, Logits::kAll, l);
     return l;
   };
-  const auto exact_seq = sequence(cpu), exact_all = kall(cpu);
+  const auto exact_seq = sequence(cpu);
   dsv4::set_tensor_core_emulation(cpu, kTcRows);
-  const auto emu_seq = sequence(cpu), emu_all = kall(cpu);
+  const auto emu_seq = sequence(cpu);
   dsv4::set_tensor_core_emulation(cpu, 0);
   const auto got_seq = sequence(*tc), direct_seq = sequence(*tcd);
   tc_check(label + ": " + n + "-token prefill + " + std::to_string(greedy.size() - 1) + " decode rows", exact_seq,
            emu_seq, got_seq, V);
-  tc_check(label + ": kAll " + n + " rows (lm_head as a GEMM)", exact_all, emu_all, kall(*tc), V);
+  if (kall_check) {
+    const auto exact_all = kall(cpu);
+    dsv4::set_tensor_core_emulation(cpu, kTcRows);
+    const auto emu_all = kall(cpu);
+    dsv4::set_tensor_core_emulation(cpu, 0);
+    tc_check(label + ": kAll " + n + " rows (lm_head as a GEMM)", exact_all, emu_all, kall(*tc), V);
+  }
   char buf[300];
   std::snprintf(buf, sizeof buf, "%s: CUDA graph + side stream vs direct launches max |diff| %.3g (must be 0)", label.c_str(),
                 double(got_seq.size() == direct_seq.size() ? max_diff(got_seq.data(), direct_seq.data(), got_seq.size())
@@ -451,11 +461,16 @@ void tensor_core_path(Model& cpu, const std::string& tiny, const LoadOptions& o,
   check(got_seq == direct_seq, buf);
 }
 
-// Where a long prompt's tensor-core rows leave the CPU's (a diagnosis beside item 8's long case):
-// per band of 256 positions the mean |diff| of the GPU's kAll rows vs the CPU emulating the
-// rounding and vs the exact CPU, and the emulation's own distance from the exact CPU, for chunks
-// of kMaxPrefillRows and of 512 rows; and the exact CUDA path (tensor cores off) vs the exact CPU,
-// whose rows follow the same arithmetic up to FP32 ordering at every position.
+// Item 8's long prompt, kAll: per band of 256 positions the mean |diff| of the GPU's tensor-core
+// rows (chunks of kMaxPrefillRows, and of 512) vs the exact CPU, against the emulation's own
+// distance from the exact CPU. item 8's 300-row bounds do not carry over: past the first few
+// hundred positions the CSA indexer's top-k selects among many more compressed entries, and near-
+// ties that the operand rounding flips move whole rows (session 28, H100: the emulation itself
+// moves from mean 0.008 in positions 0..255 to 0.023..0.036 further on, and so does the GPU, in
+// 2048- and 512-row chunks alike). The bound: per band, GPU vs exact <= 1.5 x (emulation vs exact)
+// + 2e-3 (measured ratios 0.93..1.28); a wrong row, tile or chunk boundary moves rows by O(logit
+// std) and breaks it. Beside it the exact CUDA path (tensor cores off) must stay within kTol of
+// the exact CPU at every position (it does the same arithmetic up to FP32 ordering).
 void long_prompt_bands(Model& cpu, const std::string& tiny, const LoadOptions& o, const std::vector<int32_t>& toks) {
   auto kall = [&](Model& m) {
     auto s = m.new_state();
@@ -479,16 +494,35 @@ void long_prompt_bands(Model& cpu, const std::string& tiny, const LoadOptions& o
   const auto rows_long = kall(*dsv4::load_cuda(tiny, o, longest));
   const auto rows_512 = kall(*dsv4::load_cuda(tiny, o, short_chunks));
   const auto rows_exact = kall(*dsv4::load_cuda(tiny, o, exact()));
+  if (rows_long.size() != exact_rows.size() || rows_512.size() != exact_rows.size() ||
+      rows_exact.size() != exact_rows.size()) {
+    check(false, "long prompt: kAll row counts differ");
+    return;
+  }
   std::printf("     %lld-token prompt, mean |diff| per 256 positions: tc %lld-row chunks vs emulating CPU / vs exact "
               "CPU | tc 512-row chunks vs emulating / exact | emulation vs exact | exact CUDA vs exact CPU\n",
               (long long)n, (long long)dsv4::cuda::kMaxPrefillRows);
+  bool within = true;
+  double worst = 0;  // the largest (GPU vs exact) / bound
   for (int64_t r0 = 0; r0 < n; r0 += band) {
     const int64_t r1 = std::min(n, r0 + band);
+    const double lx = mean_diff(rows_long, exact_rows, r0, r1), sx = mean_diff(rows_512, exact_rows, r0, r1);
+    const double ex = mean_diff(emu_rows, exact_rows, r0, r1), bound = 1.5 * ex + 2e-3;
+    within = within && lx <= bound && sx <= bound;
+    worst = std::max(worst, std::max(lx, sx) / bound);
     std::printf("     rows %4lld..%4lld: %.3g / %.3g | %.3g / %.3g | %.3g | %.3g\n", (long long)r0, (long long)r1 - 1,
-                mean_diff(rows_long, emu_rows, r0, r1), mean_diff(rows_long, exact_rows, r0, r1),
-                mean_diff(rows_512, emu_rows, r0, r1), mean_diff(rows_512, exact_rows, r0, r1),
-                mean_diff(emu_rows, exact_rows, r0, r1), mean_diff(rows_exact, exact_rows, r0, r1));
+                mean_diff(rows_long, emu_rows, r0, r1), lx, mean_diff(rows_512, emu_rows, r0, r1), sx, ex,
+                mean_diff(rows_exact, exact_rows, r0, r1));
   }
+  char buf[300];
+  std::snprintf(buf, sizeof buf, "long prompt (%lld tokens), tensor cores in %lld- and 512-row chunks: per 256 positions "
+                "mean |diff| vs exact CPU <= 1.5 x the emulation's + 2e-3 (worst band at %.2f of its bound)",
+                (long long)n, (long long)dsv4::cuda::kMaxPrefillRows, worst);
+  check(within, buf);
+  const float exact_max = max_diff(rows_exact.data(), exact_rows.data(), exact_rows.size());
+  std::snprintf(buf, sizeof buf, "long prompt (%lld tokens), exact CUDA path vs exact CPU: max |diff| %.3g (<= %.0e)",
+                (long long)n, double(exact_max), double(kTol));
+  check(exact_max <= kTol, buf);
 }
 
 std::unique_ptr<Model> direct_chunks(const std::string& dir, const LoadOptions& o) {
@@ -559,7 +593,7 @@ int main(int argc, char** argv) {
       const auto p300 = golden<int32_t>(*g, "p300.tokens");
       std::vector<int32_t> toks;
       while (toks.size() < size_t(dsv4::cuda::kMaxPrefillRows) + 52) toks.push_back(p300[toks.size() % p300.size()]);
-      tensor_core_path(*cpu, tiny, o, *g, longest, "tensor cores, kMaxPrefillRows chunks", toks);
+      tensor_core_path(*cpu, tiny, o, *g, longest, "tensor cores, kMaxPrefillRows chunks", toks, false);
       long_prompt_bands(*cpu, tiny, o, toks);
     }
   } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 // gemv_act_rows_mma.cu): one definition of each asm wrapper. Fragment layouts are PTX's for mma.sync.m16n8k8 (TF32): lane = 4 g + t, A holds
 // (g, t) (g + 8, t) (g, t + 4) (g + 8, t + 4), B (k = t, n = g) (t + 4, g), C (g, 2t) (g, 2t + 1)
 // (g + 8, 2t) (g + 8, 2t + 1).
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -31,6 +32,32 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c += a b, m16n8k16, FP16 operands, FP32 accumulate. Fragments: A (g, 2t..2t+1) (g + 8, 2t..)
+// (g, 2t + 8..) (g + 8, 2t + 8..), B (k = 2t..2t+1, n = g) (k = 2t + 8.., g), C as m16n8k8's; a
+// register holds two halves, the lower k (or column) in its low 16 bits.
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as the halves of one fragment register (lo: the lower k), rounded to nearest even.
+__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// The m16n8k16 A fragment of a 16 x 16 block of halves in shared memory: lane l passes the
+// address of row (l % 16), column 8 (l / 16) of the block (rows 16-byte aligned).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row_addr) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_addr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
 }
 
 // The A fragment of the 8 columns from k0 of a 16-row matrix in shared memory that holds TF32
