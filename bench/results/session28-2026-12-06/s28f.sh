@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 28 call 3 (~9 min). Carry .devwork/cudabins.tar.xz (PRESET=cuda-pack
+# Session 28 call 3 (~9 min). Carry .devwork/s28f.tar.xz (TARGETS= the suite but test_admission_cuda, whose ICU
+# libraries would not fit the 64 MiB beside the tree, + bench_deepseek_v4_cuda ds4-convert; PRESET=cuda-pack
 # tools/device/pack_cuda_bins.sh --build at the session's code: 2048-row DeepSeek chunks served,
 # int8 experts at two blocks per SM by default, the window ring's 2048 slack rows, attend_tc's
 # FP16 form behind DS4_ATTEND_TC_F16).
@@ -12,7 +13,7 @@
 #     chunk table (--profile), with DS4_ATTEND_TC_F16 0 and 1.
 set -u
 . bench/device_call_lib.sh
-call_start .devwork/cudabins.tar.xz
+call_start .devwork/s28f.tar.xz
 B=$B/cudabins
 export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
 h200=0; grep -q H200 $OUT/gpu.txt && h200=1
