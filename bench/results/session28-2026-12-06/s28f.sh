@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 28 call 3 (~8 min). Carry .devwork/s28f.tar.xz (TARGETS= the suite but test_admission_cuda, whose ICU
+# Session 28 call 3 (~7 min). Carry .devwork/s28f.tar.xz (TARGETS= the suite but test_admission_cuda, whose ICU
 # libraries would not fit the 64 MiB beside the tree, + bench_deepseek_v4_cuda ds4-convert; PRESET=cuda-pack
 # tools/device/pack_cuda_bins.sh --build at the session's code: 2048-row DeepSeek chunks served,
 # int8 experts at two blocks per SM by default, the window ring's 2048 slack rows, attend_tc's
@@ -28,7 +28,7 @@ grep -h "info attend" /tmp/tests/*.txt | head -3 | tee -a $OUT/summary.txt
 wait
 ds() {  # name, f16, args...
   local n=$1 f=$2 t0=$(date +%s) left; shift 2
-  left=$(( 500 - $(date +%s) + T0 ))
+  left=$(( 400 - $(date +%s) + T0 ))
   [ $left -lt 60 ] && { echo "$n not run (time)" | tee -a $OUT/summary.txt; return; }
   DS4_ATTEND_TC_F16=$f timeout $left $B/bench_deepseek_v4_cuda /dev/shm/f.gguf "$@" > $OUT/$n.txt 2>&1
   echo "$n exit $? in $(( $(date +%s) - t0 )) s: $(grep -E '^decode:|^roofline' $OUT/$n.txt | head -2 | tr '\n' ' ')" | tee -a $OUT/summary.txt
