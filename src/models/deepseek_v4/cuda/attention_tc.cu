@@ -268,6 +268,8 @@ void launch_tc_hd(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const
 // are 32 keys (each warp's A fragment serves two 8-key n-tiles), the key tile stays FP32 in shared
 // memory (cp.async, double-buffered) and its B fragments are rounded to FP16 as they are read:
 // ~12 KB per key. Scores go to an FP32 buffer for the softmax, the probabilities to FP16.
+// (Known, left for after the first measurement: the V reads and the score stores meet 2-way bank
+// conflicts at hd = 512, ld = hd + 8.)
 constexpr int kF16Heads = 64, kF16Keys = 32;
 constexpr int kF16PStride = kF16Keys + 8;  // halves: 80-byte rows, ldmatrix rows on distinct banks
 constexpr int kF16SStride = kF16Keys + 4;  // floats: the scores
