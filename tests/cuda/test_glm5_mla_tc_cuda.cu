@@ -3,7 +3,9 @@
 // rows, each with its own selection (ascending positions; counts 1 .. width, among them a
 // partial last tile and exactly one tile), GLM 5.x Flash's shape (64 heads x kv_lora 512) and a
 // small one whose heads are not a multiple of 16. Every o_lat within 3e-3 of mla_attend's (TF32
-// operands: ~1e-3 here; a wrong, missing or extra row moves an output by ~1e-1), no NaN.
+// operands: ~1e-3 here; a wrong, missing or extra row moves an output by ~1e-1), no NaN. The
+// FP16 form (mla_attend_set_tc_f16: 64-head blocks, the same 10-bit mantissa) under the same bound
+// at the Flash's shape and at 40 heads x 128.
 // Usage: test_glm5_mla_tc_cuda   (exit 1 when a check fails)
 #include <cuda_runtime.h>
 
@@ -34,7 +36,7 @@ T* dev(const std::vector<T>& h, std::vector<cuda::DeviceBuffer>& keep_alive) {
 }
 
 void mla_case(const char* name, int64_t heads, int64_t kv_lora, int64_t width, int64_t ctx, int64_t rows,
-              std::mt19937_64& rng) {
+              std::mt19937_64& rng, bool f16 = false) {
   std::vector<cuda::DeviceBuffer> bufs;
   const gc::MlaShape sh{heads, kv_lora, width, 1.0f / std::sqrt(float(kv_lora)), 1e-6f};
   const int64_t rs = std::max(heads * std::max(width, kv_lora), width) + 16;
@@ -63,7 +65,11 @@ void mla_case(const char* name, int64_t heads, int64_t kv_lora, int64_t width, i
   const gc::Rows all{rows, rs};
   gc::mla_attend(dq, dl, ds, dc, sh, scores, o_ref, nullptr, all);
   check(gc::mla_attend_tc_supports(sh), std::string(name) + ": mla_attend_tc takes the shape");
+  const bool keep_f16 = gc::mla_attend_tc_f16();
+  gc::mla_attend_set_tc_f16(f16);
+  if (f16) check(gc::mla_attend_tc_takes_f16(dq, sh, all), std::string(name) + ": the FP16 form runs (not the TF32 fallback)");
   gc::mla_attend_tc(dq, dl, ds, dc, sh, o_tc, nullptr, all);
+  gc::mla_attend_set_tc_f16(keep_f16);
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> a(size_t(rows * rs)), b(a.size());
   DS4_CUDA_CHECK(cudaMemcpy(a.data(), o_ref, a.size() * 4, cudaMemcpyDeviceToHost));
@@ -76,7 +82,7 @@ void mla_case(const char* name, int64_t heads, int64_t kv_lora, int64_t width, i
       finite = finite && std::isfinite(y);
       worst = std::max(worst, std::fabs(x - y));
     }
-  check(finite && worst < 3e-3f, std::string(name) + " (" + std::to_string(rows) + " rows, width " +
+  check(finite && worst < 3e-3f, std::string(name) + (f16 ? ", FP16 form" : "") + " (" + std::to_string(rows) + " rows, width " +
                                      std::to_string(width) + "): tensor cores vs mla_attend, max |diff| " +
                                      std::to_string(worst) + (finite ? "" : ", NOT finite"));
 }
@@ -87,6 +93,9 @@ int main() {
   std::mt19937_64 rng(29);
   mla_case("GLM 5.x Flash (64 heads x 512)", 64, 512, 2048 + 3, 6000, 12, rng);
   mla_case("small (20 heads x 64)", 20, 64, 100, 300, 40, rng);
+  // the FP16 form (64-head blocks; q rows 16-byte aligned here: rs % 4 == 0)
+  mla_case("GLM 5.x Flash (64 heads x 512)", 64, 512, 2048 + 3, 6000, 12, rng, true);
+  mla_case("40 heads x 128 (a block's last 24 heads masked)", 40, 128, 100, 300, 40, rng, true);
   std::printf("%s\n", g_fail ? "FAILED" : "ALL PASSED");
   return g_fail ? 1 : 0;
 }

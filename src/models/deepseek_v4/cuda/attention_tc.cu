@@ -19,6 +19,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/env_setting.h"
+#include "backend/cuda/flash_f16.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "models/deepseek_v4/cuda/attend_rows.cuh"
 #include "models/deepseek_v4/cuda/kernels.h"
@@ -32,16 +33,13 @@ using detail::visible_rows;
 using ds4::cuda::mma::cp_async16;
 using ds4::cuda::mma::cp_commit;
 using ds4::cuda::mma::cp_next_tile;
-using ds4::cuda::mma::half2_bits;
-using ds4::cuda::mma::ldmatrix_x4;
-using ds4::cuda::mma::mma_f16;
 using ds4::cuda::mma::mma_tf32;
 using ds4::cuda::mma::tf32;
 
 constexpr int kTcWarps = 8;
 constexpr int kTcThreads = 32 * kTcWarps;
 constexpr int64_t kTcSplit = 512;   // key rows per block: the Flash's CSA rows (128 + 512) in 2 splits
-constexpr int kMaxHd = 512;         // Q and two key tiles of 512 dims: 205 KB of shared memory
+constexpr int kMaxHd = 512;         // Q and two key tiles of 512 dims: 205 KB of shared memory (TF32; the FP16 form 214 KB)
 static_assert(kTcSplit % kAttnChunk == 0, "the partial slots are sized for kAttnChunk-row chunks");
 
 // A block's shape: MT m16 tiles of heads (16 * MT heads of one row; past the config's heads:
@@ -260,172 +258,40 @@ void launch_tc_hd(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const
     launch_tc<MT, 8>(a, pos, s, rows);
 }
 
-// The FP16 form (64 heads, heads > 32): the same blocks, key rows, softmax and partials, with
-// the products as mma.sync m16n8k16 on FP16 operands (the same 10-bit mantissa as TF32, rounded
-// to nearest even; FP32 accumulate). Why: the TF32 kernel's scores reread Q (64 x hd TF32 in
-// shared memory) for every 16-key tile, ~24 KB of shared-memory reads per key, which bounds it
-// (ncu, H100: tensor pipe 9.9 %). Here Q is FP16 (half the bytes, A fragments by ldmatrix), tiles
-// are 32 keys (each warp's A fragment serves two 8-key n-tiles), the key tile stays FP32 in shared
-// memory (cp.async, double-buffered) and its B fragments are rounded to FP16 as they are read:
-// ~12 KB per key. Scores go to an FP32 buffer for the softmax, the probabilities to FP16.
-// (Known, left for after the first measurement: the V reads and the score stores meet 2-way bank
-// conflicts at hd = 512, ld = hd + 8.)
-constexpr int kF16Heads = 64, kF16Keys = 32;
-constexpr int kF16PStride = kF16Keys + 8;  // halves: 80-byte rows, ldmatrix rows on distinct banks
-constexpr int kF16SStride = kF16Keys + 4;  // floats: the scores
-__host__ __device__ inline int64_t f16_q_ld(int64_t hd) { return hd + 8; }  // halves: rows 16 bytes apart mod 128
+// The FP16 form (64 heads, heads > 32): the same blocks, key rows and partials, the products on
+// FP16 tensor cores (backend/cuda/flash_f16.cuh says why and how).
+namespace ff = ds4::cuda::flash_f16;
+static_assert(ff::kThreads == kTcThreads, "one block shape");
 
-size_t tc_f16_shared_bytes(int64_t hd) {
-  return size_t(kF16Heads * f16_q_ld(hd)) * 2 + size_t(2 * kF16Keys * tc_ld(hd)) * 4 +
-         size_t(kF16Heads * kF16PStride) * 2 + size_t(kF16Heads * kF16SStride) * 4 + size_t(kF16Heads) * 4 +
-         size_t(kTcSplit) * sizeof(float*);
-}
+constexpr size_t tc_f16_shared_bytes(int64_t hd) { return ff::smem_bytes(hd) + size_t(kTcSplit) * sizeof(float*); }
+static_assert(tc_f16_shared_bytes(kMaxHd) <= ff::kMaxSmem && kMaxHd / 64 <= 8, "the FP16 form takes every supported head_dim");
 
 template <int NT>
-__global__ void __launch_bounds__(kTcThreads, 1) attend_tc_f16_kernel(AttendArgs a, const int32_t* __restrict__ pos,
-                                                                      Rows rr) {
-  constexpr int HB = kF16Heads, KT = kF16Keys, PS = kF16PStride, SS = kF16SStride, MT = HB / 16;
-  constexpr int HW = HB / kTcWarps;  // heads per warp in the softmax (a head's KT = 32 keys: one per lane)
+__global__ void __launch_bounds__(ff::kThreads, 1) attend_tc_f16_kernel(AttendArgs a, const int32_t* __restrict__ pos,
+                                                                       Rows rr) {
   extern __shared__ float4 sm4[];
   const int64_t p = to_row(a, blockIdx.z, rr, pos), c = blockIdx.y;
   int64_t n_win;
   const int64_t rows = visible_rows(a, p, n_win), k0 = c * kTcSplit;
   if (k0 >= rows) return;  // the grid is sized for max_ctx
-  const int hd = int(a.hd), qld = int(f16_q_ld(hd)), ld = int(tc_ld(hd)), h0 = int(blockIdx.x) * HB;
-  const int units = hd / 4, n_tiles = hd / 8;
-  const int nk = int(rows - k0 < kTcSplit ? rows - k0 : kTcSplit), tiles = (nk + KT - 1) / KT;
-  __half* qs = reinterpret_cast<__half*>(sm4);              // {HB, qld}
-  float* ks = reinterpret_cast<float*>(qs + HB * qld);      // {2, KT, ld} FP32
-  __half* ph = reinterpret_cast<__half*>(ks + 2 * KT * ld);  // {HB, PS}: the probabilities
-  float* ss = reinterpret_cast<float*>(ph + HB * PS);       // {HB, SS}: the scores
-  float* alpha = ss + HB * SS;                              // {HB}: this tile's rescale of O
-  const float** rp = reinterpret_cast<const float**>(alpha + HB);  // {kTcSplit}
-  for (int r = threadIdx.x; r < nk; r += kTcThreads) rp[r] = key_row(a, k0 + r, n_win, p);
-  for (int i = threadIdx.x; i < HB * units; i += kTcThreads) {
-    const int h = i / units, u = i - h * units;
-    const float4 v = h0 + h < a.heads ? reinterpret_cast<const float4*>(a.q + int64_t(h0 + h) * hd)[u]
-                                      : make_float4(0.f, 0.f, 0.f, 0.f);
-    uint32_t* d = reinterpret_cast<uint32_t*>(qs + h * qld + 4 * u);
-    d[0] = half2_bits(v.x, v.y), d[1] = half2_bits(v.z, v.w);
+  const int hd = int(a.hd), h0 = int(blockIdx.x) * ff::kHeads;
+  const int nk = int(rows - k0 < kTcSplit ? rows - k0 : kTcSplit);
+  unsigned char* smem = reinterpret_cast<unsigned char*>(sm4);
+  const float** rp = reinterpret_cast<const float**>(smem + ff::smem_bytes(hd));  // {kTcSplit}
+  for (int r = threadIdx.x; r < nk; r += ff::kThreads) rp[r] = key_row(a, k0 + r, n_win, p);
+  float acc[ff::kMt][NT][4];
+  const ff::HeadStats st = ff::block<NT>(smem, a.q + int64_t(h0) * hd, int(a.heads) - h0, hd, nk,
+                                         1.0f / sqrtf(float(hd)), [&](int j) { return rp[j]; }, acc);
+  if (threadIdx.x < ff::kHeads && h0 + int(threadIdx.x) < a.heads) {
+    float* ml = a.part_ml + (c * a.heads + h0 + threadIdx.x) * 2;
+    ml[0] = st.max[threadIdx.x], ml[1] = st.exp_sum[threadIdx.x];
   }
-  __syncthreads();
-  auto load = [&](int j) {
-    float* dst = ks + (j & 1) * KT * ld;
-    for (int i = threadIdx.x; i < KT * units; i += kTcThreads) {
-      const int r = i / units, u = i - r * units, kr = j * KT + r;
-      const bool ok = kr < nk;
-      cp_async16(dst + r * ld + 4 * u, ok ? rp[kr] + 4 * u : a.q, ok);
-    }
-    cp_commit();
-  };
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  const float scale = 1.0f / sqrtf(float(hd));
-  float m_h[HW], l_h[HW];  // head warp * HW + i (the same in every lane)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3, n_tiles = hd / 8;
 #pragma unroll
-  for (int i = 0; i < HW; ++i) m_h[i] = -FLT_MAX, l_h[i] = 0.f;
-  float acc[MT][NT][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int i = 0; i < NT; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mt][i][e] = 0.f;
-  load(0);
-  for (int j = 0; j < tiles; ++j) {
-    cp_next_tile(j, tiles, load);
-    __syncthreads();
-    const float* kt = ks + (j & 1) * KT * ld;
-    {  // scores: the warp's heads [16 mt, +16) x keys [8 nb, +16) (two n-tiles on one A fragment);
-       // two accumulators per n-tile over alternate k steps (chains of hd / 32 MMAs)
-      const int mt = warp >> 1, nb = 2 * (warp & 1);
-      float sc[2][2][4] = {};
-      const __half* qa = qs + (mt * 16 + (lane & 15)) * qld + 8 * (lane >> 4);
-      const float* kb[2] = {kt + (nb * 8 + g) * ld + 2 * t, kt + (nb * 8 + 8 + g) * ld + 2 * t};
-      auto step = [&](int s, int k16) {
-        uint32_t af[4];
-        ldmatrix_x4(af, qa + k16);
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          const float2 lo = *reinterpret_cast<const float2*>(kb[n] + k16);
-          const float2 hi = *reinterpret_cast<const float2*>(kb[n] + k16 + 8);
-          mma_f16(sc[n][s], af, half2_bits(lo.x, lo.y), half2_bits(hi.x, hi.y));
-        }
-      };
-      int kk = 0;
-#pragma unroll 2
-      for (; kk + 32 <= hd; kk += 32) step(0, kk), step(1, kk + 16);
-      if (kk < hd) step(0, kk);  // hd % 32 == 16
-#pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        const int key = (nb + n) * 8 + 2 * t, kg = j * KT + key;
-        float* pr = ss + (mt * 16 + g) * SS + key;
-        float v[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) v[e] = (sc[n][0][e] + sc[n][1][e]) * scale;
-        pr[0] = kg < nk ? v[0] : -FLT_MAX;
-        pr[1] = kg + 1 < nk ? v[1] : -FLT_MAX;
-        pr[8 * SS] = kg < nk ? v[2] : -FLT_MAX;
-        pr[8 * SS + 1] = kg + 1 < nk ? v[3] : -FLT_MAX;
-      }
-    }
-    __syncthreads();
-    // online softmax, a lane per key, one head per pass; the tile's first key is always valid, so
-    // the new max is finite and masked keys weigh exactly 0
-    const bool ok = j * KT + lane < nk;
-#pragma unroll
-    for (int i = 0; i < HW; ++i) {
-      const int h = warp * HW + i;
-      const float sc = ok ? ss[h * SS + lane] : -FLT_MAX;
-      const float mn = fmaxf(m_h[i], group_max<32>(sc));
-      const float e = ok ? expf(sc - mn) : 0.f;
-      const float al = expf(m_h[i] - mn);
-      l_h[i] = l_h[i] * al + group_sum<32>(e);
-      m_h[i] = mn;
-      ph[h * PS + lane] = __float2half_rn(e);
-      if (lane == 0) alpha[h] = al;
-    }
-    __syncthreads();
-    {  // values: O = O * alpha + P V over the warp's n-tiles (V = the key tile, B rounded to FP16)
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const float a0 = alpha[mt * 16 + g], a1 = alpha[mt * 16 + g + 8];
-#pragma unroll
-        for (int i = 0; i < NT; ++i) acc[mt][i][0] *= a0, acc[mt][i][1] *= a0, acc[mt][i][2] *= a1, acc[mt][i][3] *= a1;
-      }
-#pragma unroll
-      for (int kk = 0; kk < KT; kk += 16) {
-        uint32_t af[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(af[mt], ph + (mt * 16 + (lane & 15)) * PS + kk + 8 * (lane >> 4));
-        const float* vb = kt + (kk + 2 * t) * ld + g;
-#pragma unroll
-        for (int i = 0; i < NT; ++i) {
-          const int nt = warp + kTcWarps * i;
-          if (nt < n_tiles) {
-            const float* v = vb + nt * 8;
-            const uint32_t b0 = half2_bits(v[0], v[ld]), b1 = half2_bits(v[8 * ld], v[9 * ld]);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) mma_f16(acc[mt][i], af[mt], b0, b1);
-          }
-        }
-      }
-    }
-    __syncthreads();  // the next iteration loads into this tile's buffer
-  }
-  if (lane == 0)
-#pragma unroll
-    for (int i = 0; i < HW; ++i) {
-      const int h = h0 + warp * HW + i;
-      if (h < a.heads) {
-        float* ml = a.part_ml + (c * a.heads + h) * 2;
-        ml[0] = m_h[i], ml[1] = l_h[i];
-      }
-    }
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+  for (int mt = 0; mt < ff::kMt; ++mt)
 #pragma unroll
     for (int i = 0; i < NT; ++i) {
-      const int nt = warp + kTcWarps * i;
+      const int nt = warp + ff::kWarps * i;
       if (nt >= n_tiles) continue;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -441,9 +307,9 @@ template <int NT>
 void launch_tc_f16(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   const size_t shm = tc_f16_shared_bytes(a.hd);
   DS4_CUDA_CHECK(cudaFuncSetAttribute(attend_tc_f16_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
-  const dim3 grid(unsigned((a.heads + kF16Heads - 1) / kF16Heads), unsigned((a.max_rows + kTcSplit - 1) / kTcSplit),
+  const dim3 grid(unsigned((a.heads + ff::kHeads - 1) / ff::kHeads), unsigned((a.max_rows + kTcSplit - 1) / kTcSplit),
                   unsigned(rows.count));
-  attend_tc_f16_kernel<NT><<<grid, kTcThreads, shm, s>>>(a, pos, rows);
+  attend_tc_f16_kernel<NT><<<grid, ff::kThreads, shm, s>>>(a, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

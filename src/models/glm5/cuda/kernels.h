@@ -68,6 +68,14 @@ void mla_attend_tc(const float* q_lat, const float* latent, const int32_t* sel_i
                    const MlaShape& sh, float* o_lat, cudaStream_t s, const Rows& rows);
 bool mla_attend_tc_on();
 void mla_attend_set_tc(bool on);
+// mla_attend_tc for more than 32 heads as 64-head blocks on FP16 operands (backend/cuda/flash_f16.cuh:
+// each selected latent row read once per token; the same 10-bit mantissa as TF32, nearest even;
+// FP16's range) where q's rows are 16-byte aligned: DS4_MLA_TC_F16 (0 or 1; unset = 0) read on first
+// use, or mla_attend_set_tc_f16. Not thread safe against launches in flight on other threads.
+void mla_attend_set_tc_f16(bool on);
+bool mla_attend_tc_f16();
+// Whether mla_attend_tc(q_lat, ..., sh, ..., rows) takes the FP16 form now (the setting, the heads, q's alignment).
+bool mla_attend_tc_takes_f16(const float* q_lat, const MlaShape& sh, const Rows& rows);
 void mla_softmax(const int32_t* sel_count, const MlaShape& sh, float* scores, cudaStream_t s, const Rows& rows);
 // mla_attend's first and last launches (scores {heads, width}; the weighted sum of the rows by
 // the probabilities left in scores), for the decode step's per-op profile.

@@ -20,6 +20,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/env_setting.h"
+#include "backend/cuda/flash_f16.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "core/error.h"
 #include "models/glm5/cuda/kernels.h"
@@ -148,9 +149,79 @@ __global__ void __launch_bounds__(kThreads) mla_attend_tc_kernel(const float* __
 // DS4_MLA_TC (0 or 1; unset = 1) or mla_attend_set_tc.
 std::atomic<int> g_tc{-1};
 
+// The FP16 form (more than 32 heads; written in session 28, not yet measured, off by default):
+// a block per 64 heads of a token instead of 16, so each selected latent row is read once for all
+// of GLM's 64 heads (the kernel above reads it 4 times, one tile at a time: 22 % of a 2048-row
+// chunk, 16.4 ms per layer on the H100), through a double-buffered ring of 32-row tiles, with the
+// products on FP16 tensor cores (backend/cuda/flash_f16.cuh). o_lat = O / l (an empty selection:
+// zeros), as above.
+namespace ff = ds4::cuda::flash_f16;
+static_assert(ff::smem_bytes(kMaxKvLora) <= ff::kMaxSmem && kMaxKvLora / 64 <= 8,
+              "the FP16 form takes every kv_lora mla_attend_tc_supports");
+
+template <int NT>
+__global__ void __launch_bounds__(ff::kThreads, 1) mla_attend_tc_f16_kernel(const float* __restrict__ q_lat,
+                                                                           const float* __restrict__ latent,
+                                                                           const int32_t* __restrict__ sel_idx,
+                                                                           const int32_t* __restrict__ sel_count,
+                                                                           MlaShape sh, float* __restrict__ o_lat,
+                                                                           int64_t rs) {
+  extern __shared__ float4 sm4[];
+  const int64_t row = blockIdx.y;
+  const int D = int(sh.kv_lora), h0 = int(blockIdx.x) * ff::kHeads;
+  q_lat += row * rs, sel_idx += row * rs, o_lat += row * rs;
+  const int n = int(sel_count[row * rs]);
+  float acc[ff::kMt][NT][4];
+  const ff::HeadStats st = ff::block<NT>(reinterpret_cast<unsigned char*>(sm4), q_lat + int64_t(h0) * D,
+                                         int(sh.heads) - h0, D, n, sh.scale,
+                                         [&](int j) { return latent + int64_t(sel_idx[j]) * D; }, acc);
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4, n_tiles = D / 8;
+#pragma unroll
+  for (int mt = 0; mt < ff::kMt; ++mt)
+#pragma unroll
+    for (int i = 0; i < NT; ++i) {
+      const int nt = warp + ff::kWarps * i;
+      if (nt >= n_tiles) continue;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int hl = mt * 16 + g + 8 * half;
+        if (h0 + hl >= sh.heads) continue;
+        const float l = st.exp_sum[hl], inv = l > 0.f ? 1.f / l : 0.f;
+        float* o = o_lat + int64_t(h0 + hl) * D + 8 * nt + 2 * t;
+        o[0] = acc[mt][i][2 * half] * inv, o[1] = acc[mt][i][2 * half + 1] * inv;
+      }
+    }
+}
+
+template <int NT>
+void launch_f16(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
+                const MlaShape& sh, float* o_lat, cudaStream_t s, const Rows& rows) {
+  const size_t smem = ff::smem_bytes(sh.kv_lora);
+  DS4_CUDA_CHECK(cudaFuncSetAttribute(mla_attend_tc_f16_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(smem)));
+  const dim3 grid(unsigned((sh.heads + ff::kHeads - 1) / ff::kHeads), unsigned(rows.count));
+  mla_attend_tc_f16_kernel<NT><<<grid, ff::kThreads, smem, s>>>(q_lat, latent, sel_idx, sel_count, sh, o_lat,
+                                                               rows.stride);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
+// DS4_MLA_TC_F16 (0 or 1; unset = 0 until measured) or mla_attend_set_tc_f16.
+std::atomic<int> g_tc_f16{-1};
+bool tc_f16_on() { return ds4::cuda::env_setting(g_tc_f16, "DS4_MLA_TC_F16", {0, 1}, "0 or 1", 0) == 1; }
+
+// Whether a call takes the FP16 form: asked for, more than 32 heads (fewer fill a 64-head block
+// less than half), and q rows 16-byte aligned (its float4 loads; the latent rows' cp.async needs
+// the same of the TF32 kernel already).
+bool takes_f16(const float* q_lat, const MlaShape& sh, const Rows& rows) {
+  return tc_f16_on() && sh.heads > 32 && reinterpret_cast<uintptr_t>(q_lat) % 16 == 0 && rows.stride % 4 == 0;
+}
+
 }  // namespace
 
 void mla_attend_set_tc(bool on) { g_tc.store(on ? 1 : 0, std::memory_order_relaxed); }
+void mla_attend_set_tc_f16(bool on) { g_tc_f16.store(on ? 1 : 0, std::memory_order_relaxed); }
+bool mla_attend_tc_f16() { return tc_f16_on(); }
+bool mla_attend_tc_takes_f16(const float* q_lat, const MlaShape& sh, const Rows& rows) { return takes_f16(q_lat, sh, rows); }
 
 bool mla_attend_tc_on() { return ds4::cuda::env_setting(g_tc, "DS4_MLA_TC", {0, 1}, "0 or 1", 1) == 1; }
 
@@ -165,6 +236,12 @@ void mla_attend_tc(const float* q_lat, const float* latent, const int32_t* sel_i
     throw InputError("glm5 cuda: mla_attend_tc takes kv_lora a multiple of 16 up to " + std::to_string(kMaxKvLora));
   if (rows.count < 1 || rows.count > 65535 || rows.seq.at)
     throw InputError("glm5 cuda: mla_attend_tc takes 1..65535 rows of one state");
+  if (takes_f16(q_lat, sh, rows)) {
+    const int64_t per_warp = (sh.kv_lora / 8 + ff::kWarps - 1) / ff::kWarps;  // value n-tiles per warp
+    if (per_warp <= 2) return launch_f16<2>(q_lat, latent, sel_idx, sel_count, sh, o_lat, s, rows);
+    if (per_warp <= 4) return launch_f16<4>(q_lat, latent, sel_idx, sel_count, sh, o_lat, s, rows);
+    return launch_f16<8>(q_lat, latent, sel_idx, sel_count, sh, o_lat, s, rows);
+  }
   const size_t smem = smem_bytes(sh);
   DS4_CUDA_CHECK(cudaFuncSetAttribute(mla_attend_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid(unsigned((sh.heads + 15) / 16), unsigned(rows.count));
