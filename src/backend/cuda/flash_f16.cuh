@@ -200,4 +200,21 @@ __device__ HeadStats block(unsigned char* smem, const float* __restrict__ q, int
   return HeadStats{m_s, l_s};
 }
 
+// Calls out(head, col, v0, v1) for each pair of output values this thread holds in acc: head
+// < 64 the block's head row, col the first of the two value columns (even, < hd).
+template <int NT, class Out>
+__device__ __forceinline__ void for_each_pair(const float (&acc)[kMt][NT][4], int hd, Out out) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3, n_tiles = hd / 8;
+#pragma unroll
+  for (int mt = 0; mt < kMt; ++mt)
+#pragma unroll
+    for (int i = 0; i < NT; ++i) {
+      const int nt = warp + kWarps * i;
+      if (nt >= n_tiles) continue;
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        out(mt * 16 + g + 8 * half, nt * 8 + 2 * t, acc[mt][i][2 * half], acc[mt][i][2 * half + 1]);
+    }
+}
+
 }  // namespace ds4::cuda::flash_f16

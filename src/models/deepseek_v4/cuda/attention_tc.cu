@@ -286,21 +286,10 @@ __global__ void __launch_bounds__(ff::kThreads, 1) attend_tc_f16_kernel(AttendAr
     float* ml = a.part_ml + (c * a.heads + h0 + threadIdx.x) * 2;
     ml[0] = st.max[threadIdx.x], ml[1] = st.exp_sum[threadIdx.x];
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3, n_tiles = hd / 8;
-#pragma unroll
-  for (int mt = 0; mt < ff::kMt; ++mt)
-#pragma unroll
-    for (int i = 0; i < NT; ++i) {
-      const int nt = warp + ff::kWarps * i;
-      if (nt >= n_tiles) continue;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int h = h0 + mt * 16 + g + 8 * half;
-        if (h < a.heads)
-          *reinterpret_cast<float2*>(a.part + (c * a.heads + h) * hd + nt * 8 + 2 * t) =
-              make_float2(acc[mt][i][2 * half], acc[mt][i][2 * half + 1]);
-      }
-    }
+  ff::for_each_pair<NT>(acc, hd, [&](int hl, int col, float v0, float v1) {
+    const int h = h0 + hl;
+    if (h < a.heads) *reinterpret_cast<float2*>(a.part + (c * a.heads + h) * hd + col) = make_float2(v0, v1);
+  });
 }
 
 template <int NT>

@@ -175,22 +175,12 @@ __global__ void __launch_bounds__(ff::kThreads, 1) mla_attend_tc_f16_kernel(cons
   const ff::HeadStats st = ff::block<NT>(reinterpret_cast<unsigned char*>(sm4), q_lat + int64_t(h0) * D,
                                          int(sh.heads) - h0, D, n, sh.scale,
                                          [&](int j) { return latent + int64_t(sel_idx[j]) * D; }, acc);
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4, n_tiles = D / 8;
-#pragma unroll
-  for (int mt = 0; mt < ff::kMt; ++mt)
-#pragma unroll
-    for (int i = 0; i < NT; ++i) {
-      const int nt = warp + ff::kWarps * i;
-      if (nt >= n_tiles) continue;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int hl = mt * 16 + g + 8 * half;
-        if (h0 + hl >= sh.heads) continue;
-        const float l = st.exp_sum[hl], inv = l > 0.f ? 1.f / l : 0.f;
-        float* o = o_lat + int64_t(h0 + hl) * D + 8 * nt + 2 * t;
-        o[0] = acc[mt][i][2 * half] * inv, o[1] = acc[mt][i][2 * half + 1] * inv;
-      }
-    }
+  ff::for_each_pair<NT>(acc, D, [&](int hl, int col, float v0, float v1) {
+    if (h0 + hl >= sh.heads) return;
+    const float l = st.exp_sum[hl], inv = l > 0.f ? 1.f / l : 0.f;
+    float* o = o_lat + int64_t(h0 + hl) * D + col;
+    o[0] = v0 * inv, o[1] = v1 * inv;
+  });
 }
 
 template <int NT>
