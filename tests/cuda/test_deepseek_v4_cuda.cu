@@ -111,6 +111,25 @@ dsv4::CudaModelOptions tensor_cores() {
 }
 constexpr int64_t kTcRows = 17;  // dsv4::tensor_core_rows(tensor_cores()), checked in item 8
 
+// fn(cpu) on the exact CPU model and on the CPU model rounding the tensor cores' operands: item 8's
+// two references.
+template <class Fn>
+std::pair<std::vector<float>, std::vector<float>> exact_and_emulated(Model& cpu, Fn fn) {
+  auto exact_rows = fn(cpu);
+  dsv4::set_tensor_core_emulation(cpu, kTcRows);
+  auto emulated_rows = fn(cpu);
+  dsv4::set_tensor_core_emulation(cpu, 0);
+  return {std::move(exact_rows), std::move(emulated_rows)};
+}
+
+// Every row's logits of one forward over `tokens` from a fresh state.
+std::vector<float> kall_logits(Model& m, const std::vector<int32_t>& tokens) {
+  auto s = m.new_state();
+  std::vector<float> l;
+  m.forward(*s, tokens, Logits::kAll, l);
+  return l;
+}
+
 // Item 8's criterion (tc_criterion.h) on `rows` logit rows: `got` (tensor-core path) vs
 // `emulated` (the CPU model rounding the same operands) and vs `exact` (the CPU model).
 void tc_check(const std::string& what, const std::vector<float>& exact, const std::vector<float>& emulated,
@@ -434,24 +453,13 @@ void tensor_core_path(Model& cpu, const std::string& tiny, const LoadOptions& o,
     }
     return all;
   };
-  auto kall = [&](Model& m) {
-    auto s = m.new_state();
-    std::vector<float> l;
-    m.forward(*s, tokens, Logits::kAll, l);
-    return l;
-  };
-  const auto exact_seq = sequence(cpu);
-  dsv4::set_tensor_core_emulation(cpu, kTcRows);
-  const auto emu_seq = sequence(cpu);
-  dsv4::set_tensor_core_emulation(cpu, 0);
+  auto kall = [&](Model& m) { return kall_logits(m, tokens); };
+  const auto [exact_seq, emu_seq] = exact_and_emulated(cpu, sequence);
   const auto got_seq = sequence(*tc), direct_seq = sequence(*tcd);
   tc_check(label + ": " + n + "-token prefill + " + std::to_string(greedy.size() - 1) + " decode rows", exact_seq,
            emu_seq, got_seq, V);
   if (kall_check) {
-    const auto exact_all = kall(cpu);
-    dsv4::set_tensor_core_emulation(cpu, kTcRows);
-    const auto emu_all = kall(cpu);
-    dsv4::set_tensor_core_emulation(cpu, 0);
+    const auto [exact_all, emu_all] = exact_and_emulated(cpu, kall);
     tc_check(label + ": kAll " + n + " rows (lm_head as a GEMM)", exact_all, emu_all, kall(*tc), V);
   }
   char buf[300];
@@ -472,16 +480,8 @@ void tensor_core_path(Model& cpu, const std::string& tiny, const LoadOptions& o,
 // std) and breaks it. Beside it the exact CUDA path (tensor cores off) must stay within kTol of
 // the exact CPU at every position (it does the same arithmetic up to FP32 ordering).
 void long_prompt_bands(Model& cpu, const std::string& tiny, const LoadOptions& o, const std::vector<int32_t>& toks) {
-  auto kall = [&](Model& m) {
-    auto s = m.new_state();
-    std::vector<float> l;
-    m.forward(*s, toks, Logits::kAll, l);
-    return l;
-  };
-  const auto exact_rows = kall(cpu);
-  dsv4::set_tensor_core_emulation(cpu, kTcRows);
-  const auto emu_rows = kall(cpu);
-  dsv4::set_tensor_core_emulation(cpu, 0);
+  auto kall = [&](Model& m) { return kall_logits(m, toks); };
+  const auto [exact_rows, emu_rows] = exact_and_emulated(cpu, kall);
   const int64_t V = cpu.info().vocab_size, n = int64_t(toks.size()), band = 256;
   auto mean_diff = [&](const std::vector<float>& a, const std::vector<float>& b, int64_t r0, int64_t r1) {
     double sum = 0;

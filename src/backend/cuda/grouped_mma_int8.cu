@@ -46,6 +46,7 @@
 #include "backend/cuda/grouped_mma_int8.h"
 #include "backend/cuda/grouped_mma_int8_raw.cuh"
 #include "backend/cuda/iq2xxs_grid.h"
+#include "backend/cuda/smem_opt_in.h"
 #include "core/error.h"
 
 namespace ds4::cuda {
@@ -449,13 +450,11 @@ bool staged() { return env_setting(g_staged, "DS4_GROUPED_MMA_INT8_STAGED", {0, 
 std::atomic<int> g_occ{-1};
 int occupancy() { return env_setting(g_occ, "DS4_GROUPED_MMA_INT8_OCC", {1, 2}, "1 or 2", 2); }
 
-// The staged ring is over the 48 KiB default: opt in (per device, so at every launch: a host-side
-// attribute write, as grouped_mma_bf16's x ring does).
+// The staged ring is over the 48 KiB default: opt in (once per kernel and device).
 template <Fmt F, int G, bool kOcc2>
 size_t staged_smem() {
   constexpr size_t n = sizeof(StagedRing<F, G, kOcc2>);
-  DS4_CUDA_CHECK(cudaFuncSetAttribute(grouped_mma_int8_staged_kernel<F, G, kOcc2>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(n)));
+  opt_in_smem_once<grouped_mma_int8_staged_kernel<F, G, kOcc2>>(n);
   return n;
 }
 

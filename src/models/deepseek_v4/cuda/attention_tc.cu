@@ -20,6 +20,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/flash_f16.cuh"
+#include "backend/cuda/smem_opt_in.h"
 #include "backend/cuda/mma_sync.cuh"
 #include "models/deepseek_v4/cuda/attend_rows.cuh"
 #include "models/deepseek_v4/cuda/kernels.h"
@@ -295,7 +296,7 @@ __global__ void __launch_bounds__(ff::kThreads, 1) attend_tc_f16_kernel(AttendAr
 template <int NT>
 void launch_tc_f16(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   const size_t shm = tc_f16_shared_bytes(a.hd);
-  DS4_CUDA_CHECK(cudaFuncSetAttribute(attend_tc_f16_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
+  ds4::cuda::opt_in_smem_once<attend_tc_f16_kernel<NT>>(tc_f16_shared_bytes(kMaxHd));
   const dim3 grid(unsigned((a.heads + ff::kHeads - 1) / ff::kHeads), unsigned((a.max_rows + kTcSplit - 1) / kTcSplit),
                   unsigned(rows.count));
   attend_tc_f16_kernel<NT><<<grid, ff::kThreads, shm, s>>>(a, pos, rows);

@@ -21,6 +21,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/flash_f16.cuh"
+#include "backend/cuda/smem_opt_in.h"
 #include "backend/cuda/mma_sync.cuh"
 #include "core/error.h"
 #include "models/glm5/cuda/kernels.h"
@@ -187,8 +188,7 @@ template <int NT>
 void launch_f16(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
                 const MlaShape& sh, float* o_lat, cudaStream_t s, const Rows& rows) {
   const size_t smem = ff::smem_bytes(sh.kv_lora);
-  DS4_CUDA_CHECK(cudaFuncSetAttribute(mla_attend_tc_f16_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(smem)));
+  ds4::cuda::opt_in_smem_once<mla_attend_tc_f16_kernel<NT>>(ff::smem_bytes(kMaxKvLora));
   const dim3 grid(unsigned((sh.heads + ff::kHeads - 1) / ff::kHeads), unsigned(rows.count));
   mla_attend_tc_f16_kernel<NT><<<grid, ff::kThreads, smem, s>>>(q_lat, latent, sel_idx, sel_count, sh, o_lat,
                                                                rows.stride);
