@@ -313,9 +313,10 @@ void launch_tc_f16_hd(const AttendArgs& a, const int32_t* pos, cudaStream_t s, c
     launch_tc_f16<8>(a, pos, s, rows);
 }
 
-// DS4_ATTEND_TC_F16 (0 or 1; unset = 0 until measured) or attend_tc_set_f16.
+// DS4_ATTEND_TC_F16 (0 or 1; unset = 1: session 29 measured a 30-layer 2048-row chunk's attend at
+// 0.60x of the TF32 form's, prefill 2K +7.6 %) or attend_tc_set_f16.
 std::atomic<int> g_f16{-1};
-bool f16_on() { return ds4::cuda::env_setting(g_f16, "DS4_ATTEND_TC_F16", {0, 1}, "0 or 1", 0) == 1; }
+bool f16_on() { return ds4::cuda::env_setting(g_f16, "DS4_ATTEND_TC_F16", {0, 1}, "0 or 1", 1) == 1; }
 
 }  // namespace
 

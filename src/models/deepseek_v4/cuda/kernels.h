@@ -97,7 +97,7 @@ bool attend_tc_supported(const AttendArgs& a);
 void attend_tc(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows);
 // attend_tc's products for more than 32 heads on FP16 operands (m16n8k16; the same 10-bit
 // mantissa as TF32, nearest even; but FP16's range: a q / k value past 65504 would become inf,
-// which the Flash's normed, roped q and k rows never reach) instead of TF32: DS4_ATTEND_TC_F16 (0 or 1; unset = 0) is read
+// which the Flash's normed, roped q and k rows never reach) instead of TF32: DS4_ATTEND_TC_F16 (0 or 1; unset = 1) is read
 // on first use. Not thread safe against launches in flight on other threads.
 void attend_tc_set_f16(bool on);
 bool attend_tc_f16();

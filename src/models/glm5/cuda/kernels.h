@@ -70,7 +70,7 @@ bool mla_attend_tc_on();
 void mla_attend_set_tc(bool on);
 // mla_attend_tc for more than 32 heads as 64-head blocks on FP16 operands (backend/cuda/flash_f16.cuh:
 // each selected latent row read once per token; the same 10-bit mantissa as TF32, nearest even;
-// FP16's range) where q's rows are 16-byte aligned: DS4_MLA_TC_F16 (0 or 1; unset = 0) read on first
+// FP16's range) where q's rows are 16-byte aligned: DS4_MLA_TC_F16 (0 or 1; unset = 1) read on first
 // use, or mla_attend_set_tc_f16. Not thread safe against launches in flight on other threads.
 void mla_attend_set_tc_f16(bool on);
 bool mla_attend_tc_f16();
