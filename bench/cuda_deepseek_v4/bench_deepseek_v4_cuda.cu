@@ -20,7 +20,10 @@
 //        [--prefill-rows N,N] [--old-max N] [--batch N,N,... [--batch-steps S] [--batch-profile] [--seq-ab]
 //        [--rows-ab R,R] [--split-ab] [--mma-ab]] [--jump N,N]
 //        [--act-quant]
-//        [--act-variants]
+//        [--act-variants] [--ncu-decode]
+//   --ncu-decode: after the timed decode, one more decode step (its CUDA graph, default options) inside
+//   cudaProfilerStart / Stop, then exit: `ncu --profile-from-start off --graph-profiling node` times each
+//   kernel of a decode step alone (the graph's kernels one by one), for the per-kernel table of issue #23.
 //   --act-variants: decode tok/s under each IQ2_XXS decoder of gemv_act (act_variants below).
 //   --act-quant: after the decode lines, decode tok/s with ds4's activation quantization
 //   (Config::act_quant: Q8_0 / Q8_K activations, integer GEMVs) and without it, from clones of
@@ -447,6 +450,7 @@ int main(int argc, char** argv) {
   bool split_ab = false;     // --split-ab: the batch tables again with gemv_act_set_q8_split(false)
   bool mma_ab = false;       // --mma-ab: the batch tables again with gemv_act_set_rows_mma(-1)
   bool lt_ab = false;        // --lt-ab: the batch tables again with the lane tables and Q2_K aligned loads
+  bool ncu_decode = false;   // --ncu-decode: one decode step in the profiler range, then exit
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       prof = true;
@@ -458,6 +462,8 @@ int main(int argc, char** argv) {
       mma_ab = true;
     } else if (std::strcmp(argv[i], "--lt-ab") == 0) {
       lt_ab = true;
+    } else if (std::strcmp(argv[i], "--ncu-decode") == 0) {
+      ncu_decode = true;
     } else if (std::strcmp(argv[i], "--rows-ab") == 0 && i + 1 < argc) {
       append_int_list(argv[++i], rows_ab);
     } else if (std::strcmp(argv[i], "--act-variants") == 0) {
@@ -484,7 +490,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: bench_deepseek_v4_cuda MODEL [prompt_tokens] [decode_tokens] [--profile] [--prefill N,N,...] "
                  "[--prefill-rows N,N] [--old-max N] [--batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile] [--seq-ab] [--rows-ab R,R] [--split-ab] [--mma-ab] [--lt-ab]] [--jump N,N] "
-                 "[--act-quant] [--act-variants]\n");
+                 "[--act-quant] [--act-variants] [--ncu-decode]\n");
     return 2;
   }
   const std::string path = pos[0];
@@ -528,6 +534,16 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) l = m.decode(*s, argmax(l));
     const auto t3 = Clock::now();
     const double prefill_tps = np / secs(t1, t2), decode_tps = n / secs(t2, t3);
+    if (ncu_decode) {
+      {
+        const bench::ProfilerRange range;  // ncu --profile-from-start off: this decode step only
+        l = m.decode(*s, argmax(l));
+        DS4_CUDA_CHECK(cudaDeviceSynchronize());
+      }
+      std::printf("decode: %.2f tok/s, %.3f ms/token; one more step in the profiler range (--ncu-decode), then exit\n",
+                  decode_tps, 1e3 / decode_tps);
+      return 0;
+    }
     // The same decode from a clone of the prompt state on one stream (one token first: the
     // clone captures its own graph).
     m.set_options(deepseek_v4::CudaModelOptions{true, false, true, false});
