@@ -87,13 +87,14 @@ template <int KD, int PER, int P>
 __global__ void __launch_bounds__(P == 1 ? 256 : 512) delta_rule_reg_kernel(
     const float* __restrict__ qkv, const float* __restrict__ g, const float* __restrict__ beta,
     float* __restrict__ S, float* __restrict__ o, DeltaRuleShape sh, DeltaRuleRows rows) {
-  extern __shared__ float qkd[];
+  using L = detail::ColumnLayout<KD, P>;
+  extern __shared__ float4 qkd4[];
+  float* qkd = reinterpret_cast<float*>(qkd4);  // L's {q, k, decay} of the current token
   seq_token(qkv, g, beta, S, o, rows);
   const int64_t h = blockIdx.x, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
   const int64_t j = threadIdx.x / P;
   const int p = int(threadIdx.x % P);
   const bool live = j < vd;
-  float* decay = qkd + 2 * KD;
   float* Sh = S + h * KD * vd;
   float st[KD / P] = {};
   if (live) detail::load_column<KD, P>(st, Sh, vd, j, p);
@@ -122,11 +123,12 @@ __global__ void __launch_bounds__(P == 1 ? 256 : 512) delta_rule_reg_kernel(
     if (t > 0) __syncthreads();  // the previous token's q, k, decay are no longer read
 #pragma unroll
     for (int u = 0; u < PER; ++u) {
-      const int64_t i = threadIdx.x + int64_t(u) * blockDim.x;
+      const int i = int(threadIdx.x) + u * int(blockDim.x);
       if (i < KD) {
-        qkd[i] = nq[u];
-        qkd[KD + i] = nk[u];
-        decay[i] = expf(ng[u]);
+        const int a = L::at(i);
+        qkd[a] = nq[u];
+        qkd[L::kVec + a] = nk[u];
+        qkd[2 * L::kVec + a] = expf(ng[u]);
       }
     }
     const float bt = nb, vj = nv;
@@ -142,20 +144,32 @@ __global__ void __launch_bounds__(P == 1 ? 256 : 512) delta_rule_reg_kernel(
 
 // A prefill chunk (many tokens of one sequence, issue #22): delta_rule_reg_kernel's column
 // arithmetic (the same delta_rule_column: bit for bit the same) with the inputs of
-// kStagedTokens tokens staged in shared memory per barrier pair instead of per token.
-// Shared memory: kStagedTokens x {q, k, decay} of KD floats, v {kStagedTokens, v_dim}, beta.
+// kStagedTokens tokens staged in shared memory per barrier pair instead of per token. The
+// columns of a head are independent (each its own delta), so a block takes kStagedThreads / P of
+// them: grid (value head, column block). One block per head (16 warps) held a chunk's tokens on
+// v_heads SMs (48 of 132 for Qwen) and issued 4 scalar shared loads per row and token: 1.22 ms
+// per 1024-row launch, 20 % of a Qwen chunk (session 28's survey).
+// Shared memory: kStagedTokens x ColumnLayout's {q, k, decay}, v {kStagedTokens, columns}, beta.
 constexpr int kStagedTokens = 16;
+constexpr int kStagedThreads = 128;
 
 template <int KD, int P>
-__global__ void __launch_bounds__(P == 1 ? 256 : 512) delta_rule_staged_kernel(
+__host__ __device__ constexpr size_t staged_smem_bytes() {
+  return size_t(kStagedTokens * (3 * detail::ColumnLayout<KD, P>::kVec + kStagedThreads / P + 1)) * sizeof(float);
+}
+
+template <int KD, int P>
+__global__ void __launch_bounds__(kStagedThreads) delta_rule_staged_kernel(
     const float* __restrict__ qkv, const float* __restrict__ g, const float* __restrict__ beta,
     float* __restrict__ S, float* __restrict__ o, DeltaRuleShape sh, DeltaRuleRows rows) {
-  extern __shared__ float sm[];
-  float* qkd = sm;                                   // [kStagedTokens][3 * KD]
-  float* vs = sm + kStagedTokens * 3 * KD;           // [kStagedTokens][v_dim]
-  float* bs = vs + kStagedTokens * sh.v_dim;         // [kStagedTokens]
+  using L = detail::ColumnLayout<KD, P>;
+  constexpr int kCols = kStagedThreads / P;
+  extern __shared__ float4 sm4[];
+  float* qkd = reinterpret_cast<float*>(sm4);       // [kStagedTokens][3 * L::kVec]
+  float* vs = qkd + kStagedTokens * 3 * L::kVec;    // [kStagedTokens][kCols]
+  float* bs = vs + kStagedTokens * kCols;           // [kStagedTokens]
   const int64_t h = blockIdx.x, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
-  const int64_t j = threadIdx.x / P;
+  const int64_t c0 = int64_t(blockIdx.y) * kCols, j = c0 + threadIdx.x / P;
   const int p = int(threadIdx.x % P);
   const bool live = j < vd;
   float* Sh = S + h * KD * vd;
@@ -164,23 +178,23 @@ __global__ void __launch_bounds__(P == 1 ? 256 : 512) delta_rule_staged_kernel(
   for (int64_t t0 = 0; t0 < rows.count; t0 += kStagedTokens) {
     const int nt = int(rows.count - t0 < kStagedTokens ? rows.count - t0 : kStagedTokens);
     if (t0 > 0) __syncthreads();  // the previous tokens' inputs are no longer read
-    for (int idx = threadIdx.x; idx < nt * KD; idx += blockDim.x) {
-      const int u = idx / KD, i = idx % KD;
+    for (int idx = threadIdx.x; idx < nt * KD; idx += kStagedThreads) {
+      const int u = idx / KD, i = idx % KD, a = u * 3 * L::kVec + L::at(i);
       const int64_t off = (t0 + u) * rows.stride;
-      qkd[u * 3 * KD + i] = qkv[off + kh * KD + i];
-      qkd[u * 3 * KD + KD + i] = qkv[off + sh.k_heads * KD + kh * KD + i];
-      qkd[u * 3 * KD + 2 * KD + i] = expf(sh.per_channel_gate ? g[off + h * KD + i] : g[off + h]);
+      qkd[a] = qkv[off + kh * KD + i];
+      qkd[L::kVec + a] = qkv[off + sh.k_heads * KD + kh * KD + i];
+      qkd[2 * L::kVec + a] = expf(sh.per_channel_gate ? g[off + h * KD + i] : g[off + h]);
     }
-    for (int64_t idx = threadIdx.x; idx < int64_t(nt) * vd; idx += blockDim.x) {
-      const int64_t u = idx / vd, c = idx % vd;
-      vs[u * vd + c] = qkv[(t0 + u) * rows.stride + 2 * sh.k_heads * KD + h * vd + c];
+    for (int idx = threadIdx.x; idx < nt * kCols; idx += kStagedThreads) {
+      const int u = idx / kCols, c = idx % kCols;
+      vs[idx] = c0 + c < vd ? qkv[(t0 + u) * rows.stride + 2 * sh.k_heads * KD + h * vd + c0 + c] : 0.f;
     }
     if (threadIdx.x < nt) bs[threadIdx.x] = beta[(t0 + threadIdx.x) * rows.stride + h];
     __syncthreads();
 #pragma unroll 1
     for (int u = 0; u < nt; ++u) {
       const int64_t t = t0 + u;
-      const float oj = detail::delta_rule_column<KD, P>(st, qkd + u * 3 * KD, live ? vs[u * vd + j] : 0.f, bs[u], p);
+      const float oj = detail::delta_rule_column<KD, P>(st, qkd + u * 3 * L::kVec, vs[u * kCols + threadIdx.x / P], bs[u], p);
       if (!live) continue;
       if (p == 0) o[t * rows.stride + h * vd + j] = oj;
       if (rows.states) detail::store_column<KD, P>(st, rows.states + t * rows.state_stride + h * KD * vd, vd, j, p);
@@ -205,18 +219,23 @@ void delta_rule_rows(const float* qkv, const float* g, const float* beta, float*
   const size_t smem = size_t(3 * sh.k_dim) * sizeof(float);
   const dim3 grid(unsigned(sh.v_heads), rows.seq.at ? unsigned(rows.count) : 1u);  // (value head, sequence)
   const bool staged = !rows.seq.at && rows.count > 2 * kStagedTokens;              // a prefill chunk
-  const size_t staged_smem = size_t(kStagedTokens * (3 * sh.k_dim + sh.v_dim + 1)) * sizeof(float);
+  // (value head, column block) for the staged kernel
+  auto staged_grid = [&](int P) { return dim3(unsigned(sh.v_heads), unsigned((sh.v_dim + kStagedThreads / P - 1) / (kStagedThreads / P))); };
   if (sh.k_dim == 128 && sh.v_dim <= 128) {
     // GLM 5.x KDA and Qwen GDN (128 x 128 heads): 4 lanes per column, whole columns per warp
     constexpr int P = 4;
     const int threads = int(P * ((sh.v_dim + 7) / 8 * 8));
-    if (staged) delta_rule_staged_kernel<128, P><<<grid, threads, staged_smem, stream>>>(qkv, g, beta, S, o, sh, rows);
-    else if (threads >= 128) delta_rule_reg_kernel<128, 1, P><<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
-    else delta_rule_reg_kernel<128, 4, P><<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+    const size_t reg_smem = size_t(3 * detail::ColumnLayout<128, P>::kVec) * sizeof(float);
+    if (staged)
+      delta_rule_staged_kernel<128, P><<<staged_grid(P), kStagedThreads, staged_smem_bytes<128, P>(), stream>>>(qkv, g, beta, S, o, sh, rows);
+    else if (threads >= 128) delta_rule_reg_kernel<128, 1, P><<<grid, threads, reg_smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+    else delta_rule_reg_kernel<128, 4, P><<<grid, threads, reg_smem, stream>>>(qkv, g, beta, S, o, sh, rows);
   } else if (sh.k_dim == 128 && sh.v_dim <= 256) {  // wider value heads: a lane per column
     const int threads = int((sh.v_dim + 31) / 32 * 32);
-    if (staged) delta_rule_staged_kernel<128, 1><<<grid, threads, staged_smem, stream>>>(qkv, g, beta, S, o, sh, rows);
-    else delta_rule_reg_kernel<128, 1, 1><<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+    const size_t reg_smem = size_t(3 * detail::ColumnLayout<128, 1>::kVec) * sizeof(float);
+    if (staged)
+      delta_rule_staged_kernel<128, 1><<<staged_grid(1), kStagedThreads, staged_smem_bytes<128, 1>(), stream>>>(qkv, g, beta, S, o, sh, rows);
+    else delta_rule_reg_kernel<128, 1, 1><<<grid, threads, reg_smem, stream>>>(qkv, g, beta, S, o, sh, rows);
   } else {
     const int threads = int(sh.v_dim < 256 ? (sh.v_dim + 31) / 32 * 32 : 256);
     delta_rule_kernel<<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
