@@ -34,8 +34,9 @@
 //     below gemm_rows stay bit-identical to the exact model. Items 1-7 load the exact model
 //     (the default, gemm_rows 0), where a prefill of up to 512 rows is one exact chunk.
 //  9. backend/cuda delta_rule_rows at the full-size head width (128: the register kernel the
-//     tiny model never reaches): rows in one launch = one-row launches bit for bit, and within
-//     1e-4 (relative) of a double host recurrence (delta_rule_rows_check.h).
+//     tiny model never reaches; also value widths 24 and 192 and a decay per key channel):
+//     rows in one launch = one-row launches bit for bit, and within 1e-4 (relative) of a double
+//     host recurrence (delta_rule_rows_check.h).
 // Usage: test_qwen_next_cuda [root] [--quick]   (root: the tree, default DS4_ROOT or ".";
 //   --quick: tiny prompts p7 and p64 and the extras only, for compute-sanitizer)
 #include <algorithm>
