@@ -6,6 +6,7 @@
 # test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda test_glm5_cuda
 # test_glm5_batch_cuda test_glm5_verify_batch_cuda test_glm5_mtp_cuda bench_qwen_next_cuda bench_glm5_cuda").
 set -u
+LIMIT=${LIMIT:-580}  # the call's seconds: the later steps are skipped or cut to fit
 . bench/device_call_lib.sh
 call_start .devwork/s29e.tar.xz
 NEW=$B/cudabins
@@ -17,7 +18,7 @@ grep -h "FAIL\|delta_rule" $OUT/tests.txt | cut -c1-200 | head -8 | tee -a $OUT/
 ab() {  # name, seconds, bench, args...
   local n=$1 to=$2 b=$3 v t0; shift 3
   for v in new old new; do
-    late 330 && { echo "$n $v not run (time)" | tee -a $OUT/summary.txt; continue; }
+    late $(( LIMIT - 250 )) && { echo "$n $v not run (time)" | tee -a $OUT/summary.txt; continue; }
     t0=$(date +%s)
     if [ $v = new ]; then d=$NEW; else d=$OLD; fi
     timeout $to $d/$b "$@" > $OUT/${n}_$v.txt 2>&1
@@ -27,10 +28,10 @@ ab() {  # name, seconds, bench, args...
 ab glm 60 bench_glm5_cuda synthetic-full:q2_k:160 0 2048 --prefill 2048,8192 --old 0 --prefill-rows 2048
 ab qwen 90 bench_qwen_next_cuda synthetic-full 0 2048 --prefill=2048,8192 --prefill-rows=1024 --old-max=0
 # the per-kernel table of one DeepSeek decode step (s29d.sh)
-late 400 && { echo "ncu decode not run (time)" | tee -a $OUT/summary.txt; exit 0; }
+late $(( LIMIT - 170 )) && { echo "ncu decode not run (time)" | tee -a $OUT/summary.txt; exit 0; }
 timeout 60 $OLD/ds4-convert --synthetic bench/cuda_deepseek_v4/flash30_config.json /dev/shm/f.gguf --quant-experts IQ2_XXS --expert-holes > /dev/null 2>&1
 M=gpu__time_duration.sum,dram__bytes.sum,launch__registers_per_thread,launch__grid_size,launch__block_size
-t0=$(date +%s); left=$(( 580 - t0 + T0 ))
+t0=$(date +%s); left=$(( LIMIT - 25 - t0 + T0 ))
 timeout $left ncu --profile-from-start off --graph-profiling node --clock-control none --cache-control none --metrics $M --csv --page raw \
   --log-file $OUT/ncu_decode.csv $OLD/bench_deepseek_v4_cuda /dev/shm/f.gguf 1024 16 --ncu-decode > $OUT/ds_ncu_out.txt 2>&1
 echo "ncu decode exit $? in $(( $(date +%s) - t0 )) s, $(grep -c '^"[0-9]' $OUT/ncu_decode.csv) launches, errors: $(grep -c '==ERROR==' $OUT/ncu_decode.csv)" | tee -a $OUT/summary.txt
