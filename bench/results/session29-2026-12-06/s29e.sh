@@ -10,6 +10,7 @@ LIMIT=${LIMIT:-580}  # the call's seconds: the later steps are skipped or cut to
 . bench/device_call_lib.sh
 call_start .devwork/s29e.tar.xz
 NEW=$B/cudabins
+B=$NEW  # (one runs $B/NAME; as run in call 2 this line was missing: the tests exited 127, call 3 ran them)
 mkdir -p /tmp/old && tar -C /tmp/old -xJf .devwork/s29b.tar.xz || exit 3
 OLD=/tmp/old/cudabins
 export LD_LIBRARY_PATH=$NEW/lib:$LD_LIBRARY_PATH
