@@ -5,6 +5,15 @@
 // generation before it (session 26 call 4: ncu over the whole process spent its time there).
 // Without a profiler attached both calls do nothing.
 #include <cuda_profiler_api.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "models/model.h"
 
 namespace ds4::bench {
 
@@ -14,5 +23,21 @@ struct ProfilerRange {
   ProfilerRange(const ProfilerRange&) = delete;
   ProfilerRange& operator=(const ProfilerRange&) = delete;
 };
+
+// The benches' --ncu-decode: one decode step of a clone of `at` (whose last logits are `l`) inside
+// the range, after one step that captures the clone's CUDA graph, so that `ncu --profile-from-start
+// off --graph-profiling node` times each kernel of one decode step alone (the per-kernel table of
+// issue #23).
+inline void ncu_decode_step(Model& m, const ModelState& at, const std::vector<float>& l, int64_t context) {
+  auto argmax = [](const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); };
+  auto s = at.clone();
+  auto next = m.decode(*s, argmax(l));
+  {
+    const ProfilerRange range;
+    next = m.decode(*s, argmax(next));
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  std::printf("one decode step at context %lld in the profiler range (--ncu-decode)\n", (long long)context);
+}
 
 }  // namespace ds4::bench

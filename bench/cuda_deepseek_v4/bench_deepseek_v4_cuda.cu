@@ -21,8 +21,8 @@
 //        [--rows-ab R,R] [--split-ab] [--mma-ab]] [--jump N,N]
 //        [--act-quant]
 //        [--act-variants] [--ncu-decode]
-//   --ncu-decode: after the timed decode, one more decode step (its CUDA graph, default options) inside
-//   cudaProfilerStart / Stop, then exit: `ncu --profile-from-start off --graph-profiling node` times each
+//   --ncu-decode: after the timed decode, one more decode step (its CUDA graph, default options; of a clone,
+//   ../cuda_profiler_range.h ncu_decode_step) inside cudaProfilerStart / Stop, then exit: `ncu --profile-from-start off --graph-profiling node` times each
 //   kernel of a decode step alone (the graph's kernels one by one), for the per-kernel table of issue #23.
 //   --act-variants: decode tok/s under each IQ2_XXS decoder of gemv_act (act_variants below).
 //   --act-quant: after the decode lines, decode tok/s with ds4's activation quantization
@@ -535,13 +535,8 @@ int main(int argc, char** argv) {
     const auto t3 = Clock::now();
     const double prefill_tps = np / secs(t1, t2), decode_tps = n / secs(t2, t3);
     if (ncu_decode) {
-      {
-        const bench::ProfilerRange range;  // ncu --profile-from-start off: this decode step only
-        l = m.decode(*s, argmax(l));
-        DS4_CUDA_CHECK(cudaDeviceSynchronize());
-      }
-      std::printf("decode: %.2f tok/s, %.3f ms/token; one more step in the profiler range (--ncu-decode), then exit\n",
-                  decode_tps, 1e3 / decode_tps);
+      std::printf("decode: %.2f tok/s, %.3f ms/token\n", decode_tps, 1e3 / decode_tps);
+      bench::ncu_decode_step(m, *s, l, np + n);
       return 0;
     }
     // The same decode from a clone of the prompt state on one stream (one token first: the

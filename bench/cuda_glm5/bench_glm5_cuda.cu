@@ -29,6 +29,8 @@
 //   --batch N,N [--batch-rows N,N] [--batch-steps S] [--seq-ab] [--batch-profile] (issue #24): continuous batching at
 //   those stream counts from the first context's state (../cuda_batch_table.h); --seq-ab: the
 //   tables again with the stateful kernels launched per sequence (CudaModelOptions::seq_launches).
+//   --ncu-decode: synthetic-full, one decode step's graph at the first context inside cudaProfilerStart
+//   / Stop (ncu --profile-from-start off --graph-profiling node: the per-kernel table of issue #23).
 //   --profile (issue #23): at each context, decode tok/s and the per-op GPU table with the decode
 //   step's tuning (CudaModelOptions::decode_tuning) off and on; --context-tc: the context table
 //   prefills on tensor cores (a 32K context in seconds; decode unaffected).
@@ -283,7 +285,7 @@ int main(int argc, char** argv) {
   const std::string def = "tests/data/glm5/model";
 #endif
   std::vector<std::string> args;
-  bool profile = false, verify_only = false, mtp = false;
+  bool profile = false, verify_only = false, mtp = false, ncu_decode = false;
   bench::Glm5PrefillArgs pa;
   bench::BatchArgs batch;
   for (int i = 1; i < argc; ++i) {
@@ -297,6 +299,7 @@ int main(int argc, char** argv) {
     else if (a == "--fp32-gemms") pa.fp32_gemms = true;
     else if (a == "--no-fp32-gemms") pa.fp32_gemms = false;
     else if (a == "--profile") profile = true;
+    else if (a == "--ncu-decode") ncu_decode = true;
     else if (a == "--context-tc") pa.context_tc = true;
     else if (a == "--verify-only") verify_only = true;
     else if (a == "--mtp") mtp = true;
@@ -319,7 +322,7 @@ int main(int argc, char** argv) {
     if (glm5::parse_synthetic_full(dir, so))
       return bench::glm5_synthetic_full(so, args.size() > 1 ? std::stoi(args[1]) : 32,
                                         bench::parse_contexts(args.size() > 2 ? args[2] : "2048,8192,32768"), pa, batch,
-                                        profile);
+                                        profile, ncu_decode);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

@@ -206,8 +206,10 @@ inline void glm5_prefill_table(glm5::Glm5CudaModel& g, const Glm5PrefillArgs& pa
 
 // batch (--batch ...): the continuous-batching tables (../cuda_batch_table.h) from the state at the
 // first context frontier, right after that frontier's row.
+// ncu_decode: at the first context, one decode step's graph in the profiler range (ncu_decode_step).
 inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx,
-                               const Glm5PrefillArgs& pa = {}, const BatchArgs& batch = {}, bool profile = false) {
+                               const Glm5PrefillArgs& pa = {}, const BatchArgs& batch = {}, bool profile = false,
+                               bool ncu_decode = false) {
   using Clock = std::chrono::steady_clock;
   const glm5::Config c = glm5::parse_config(glm5::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
@@ -270,8 +272,9 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   tb.decode = [&](int64_t p) { return per_tok + kda_state + attn(p); };
   tb.prefill = [&](int64_t p) { return chunk + kda_state + attn(p); };
   FrontierHook hook;
-  if (!batch.streams.empty() || profile)
+  if (!batch.streams.empty() || profile || ncu_decode)
     hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l) {
+      if (ncu_decode && at == ctx.front()) ncu_decode_step(g, s, l, at);
       if (!batch.streams.empty() && at == ctx.front()) {
         batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok, [&](bool on) { g.set_profiling(on); });
         if (batch.seq_ab) {  // the stateful kernels launched per sequence (before 2026-12-05), same run

@@ -23,6 +23,8 @@
 //   --gemm-rows=N (the tensor-core path's CudaModelOptions::gemm_rows; default the server's)
 //   --fp32-ab           the first length's tensor-core table again with fp32_gemms off (same process)
 //   --profile           synthetic-full: per-op GPU ms of a decode token at each context
+//   --ncu-decode        synthetic-full: one decode step's graph at the first context inside
+//                       cudaProfilerStart / Stop (ncu --profile-from-start off --graph-profiling node)
 //   --batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile]  synthetic-full (issue #24): continuous batching
 //                       at those stream counts from the first context's state (../cuda_batch_table.h)
 //   --mtp               synthetic-full --prefill: the model with an MTP head, prefill tables with it
@@ -135,7 +137,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> pos_args;  // positional arguments (flags taken out)
   std::vector<int64_t> prefill_ctx;
   int64_t verify_ctx = -1;
-  bool greedy = true, profile = false;
+  bool greedy = true, profile = false, ncu_decode = false;
   bench::QwenPrefillArgs pa;
   bench::BatchArgs batch;
   for (int i = 1; i < argc; ++i) {
@@ -150,6 +152,7 @@ int main(int argc, char** argv) {
     else if (a.rfind("--verify=", 0) == 0) verify_ctx = std::stoll(a.substr(9));
     else if (a == "--no-greedy") greedy = false;
     else if (a == "--profile") profile = true;
+    else if (a == "--ncu-decode") ncu_decode = true;
     else if (a == "--mtp") pa.head = true;
     else pos_args.push_back(a);
   }
@@ -164,7 +167,7 @@ int main(int argc, char** argv) {
     }
     if (qwen_next::parse_synthetic_full(dir, so))
       return bench::qwen_synthetic_full(so, std::stoi(arg(1, "32")), bench::parse_contexts(arg(2, "2048,8192")),
-                                        verify_ctx, profile, batch);
+                                        verify_ctx, profile, batch, ncu_decode);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

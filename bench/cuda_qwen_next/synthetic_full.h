@@ -22,6 +22,7 @@
 #include "../cuda_synthetic.h"
 #include "chunk_tables.h"
 #include "../cuda_op_table.h"
+#include "../cuda_profiler_range.h"
 #include "backend/cuda/memory.h"
 #include "models/qwen_next/config.h"
 #include "models/qwen_next/cuda/model_cuda.h"
@@ -33,8 +34,11 @@ namespace ds4::bench {
 // event per op (QwenNextCudaModel::set_profiling), GPU ms per op per token.
 // batch (--batch ...): the continuous-batching tables (../cuda_batch_table.h) from the state at the
 // first frontier, after that frontier's row.
+// ncu_decode: at the first context, one decode step's CUDA graph (after one step that captures it)
+// inside cudaProfilerStart / Stop, for `ncu --profile-from-start off --graph-profiling node`.
 inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx,
-                               int64_t verify_ctx = -1, bool profile = false, const BatchArgs& batch = {}) {
+                               int64_t verify_ctx = -1, bool profile = false, const BatchArgs& batch = {},
+                               bool ncu_decode = false) {
   using Clock = std::chrono::steady_clock;
   const qwen_next::Config c = qwen_next::parse_config(qwen_next::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
@@ -76,8 +80,10 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
   std::printf("prefill bytes per token (16-row chunks, weights + GDN state over 16): %.1f MB\n", chunk / 1e6);
   tb.prefill = [&, chunk](int64_t p) { return chunk + attn(p); };
   FrontierHook hook;
-  if (profile || !batch.streams.empty())
+  auto argmax = [](const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); };
+  if (profile || !batch.streams.empty() || ncu_decode)
     hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l0) {
+      if (ncu_decode && at == ctx.front()) ncu_decode_step(g, s, l0, at);
       if (!batch.streams.empty() && at == ctx.front()) batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok, [&](bool on) { g.set_profiling(on); });
       if (!profile) return;
       auto st = s.clone();
@@ -86,7 +92,7 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
       g.set_profiling(true);
       g.reset_op_times();
       const auto p0 = Clock::now();
-      for (int i = 0; i < kTokens; ++i) l = g.decode(*st, int32_t(std::max_element(l.begin(), l.end()) - l.begin()));
+      for (int i = 0; i < kTokens; ++i) l = g.decode(*st, argmax(l));
       const double wall = std::chrono::duration<double>(Clock::now() - p0).count();
       g.set_profiling(false);
       std::printf("\nper-op GPU time per decode token at context %lld (direct launches + events, %d tokens; %.3f ms/token "
