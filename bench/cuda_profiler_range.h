@@ -27,8 +27,8 @@ struct ProfilerRange {
 // The benches' --ncu-decode: one decode step of a clone of `at` (whose last logits are `l`) inside
 // the range, after one step that captures the clone's CUDA graph, so that `ncu --profile-from-start
 // off --graph-profiling node` times each kernel of one decode step alone (the per-kernel table of
-// issue #23).
-inline void ncu_decode_step(Model& m, const ModelState& at, const std::vector<float>& l, int64_t context) {
+// issue #23). The benches take no other profiler range with it.
+inline void ncu_decode_step(Model& m, const ModelState& at, const std::vector<float>& l) {
   auto argmax = [](const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); };
   auto s = at.clone();
   auto next = m.decode(*s, argmax(l));
@@ -37,7 +37,7 @@ inline void ncu_decode_step(Model& m, const ModelState& at, const std::vector<fl
     next = m.decode(*s, argmax(next));
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  std::printf("one decode step at context %lld in the profiler range (--ncu-decode)\n", (long long)context);
+  std::printf("one decode step at position %lld in the profiler range (--ncu-decode)\n", (long long)at.position() + 1);
 }
 
 }  // namespace ds4::bench

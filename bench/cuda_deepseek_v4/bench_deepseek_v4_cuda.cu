@@ -536,7 +536,7 @@ int main(int argc, char** argv) {
     const double prefill_tps = np / secs(t1, t2), decode_tps = n / secs(t2, t3);
     if (ncu_decode) {
       std::printf("decode: %.2f tok/s, %.3f ms/token\n", decode_tps, 1e3 / decode_tps);
-      bench::ncu_decode_step(m, *s, l, np + n);
+      bench::ncu_decode_step(m, *s, l);
       return 0;
     }
     // The same decode from a clone of the prompt state on one stream (one token first: the

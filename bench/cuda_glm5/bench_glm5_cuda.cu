@@ -319,7 +319,12 @@ int main(int argc, char** argv) {
   }
   try {
     glm5::SyntheticFullOptions so;
-    if (glm5::parse_synthetic_full(dir, so))
+    const bool synthetic = glm5::parse_synthetic_full(dir, so);
+    if (ncu_decode && (!synthetic || !pa.lengths.empty())) {
+      std::fprintf(stderr, "--ncu-decode needs a synthetic-full model and no --prefill (one profiler range per run)\n");
+      return 2;
+    }
+    if (synthetic)
       return bench::glm5_synthetic_full(so, args.size() > 1 ? std::stoi(args[1]) : 32,
                                         bench::parse_contexts(args.size() > 2 ? args[2] : "2048,8192,32768"), pa, batch,
                                         profile, ncu_decode);

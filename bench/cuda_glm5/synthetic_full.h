@@ -274,7 +274,7 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   FrontierHook hook;
   if (!batch.streams.empty() || profile || ncu_decode)
     hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l) {
-      if (ncu_decode && at == ctx.front()) ncu_decode_step(g, s, l, at);
+      if (ncu_decode && at == ctx.front()) ncu_decode_step(g, s, l);
       if (!batch.streams.empty() && at == ctx.front()) {
         batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok, [&](bool on) { g.set_profiling(on); });
         if (batch.seq_ab) {  // the stateful kernels launched per sequence (before 2026-12-05), same run

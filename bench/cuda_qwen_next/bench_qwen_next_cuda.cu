@@ -160,6 +160,10 @@ int main(int argc, char** argv) {
   const std::string dir = arg(0, "models/default");
   try {
     qwen_next::SyntheticFullOptions so;
+    if (ncu_decode && (!qwen_next::parse_synthetic_full(dir, so) || !prefill_ctx.empty())) {
+      std::fprintf(stderr, "--ncu-decode needs synthetic-full and no --prefill= (one profiler range per run)\n");
+      return 2;
+    }
     if (qwen_next::parse_synthetic_full(dir, so) && !prefill_ctx.empty()) {
       pa.lengths = prefill_ctx;
       so.mtp = pa.head;

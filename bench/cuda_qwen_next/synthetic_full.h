@@ -83,7 +83,7 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
   auto argmax = [](const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); };
   if (profile || !batch.streams.empty() || ncu_decode)
     hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l0) {
-      if (ncu_decode && at == ctx.front()) ncu_decode_step(g, s, l0, at);
+      if (ncu_decode && at == ctx.front()) ncu_decode_step(g, s, l0);
       if (!batch.streams.empty() && at == ctx.front()) batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok, [&](bool on) { g.set_profiling(on); });
       if (!profile) return;
       auto st = s.clone();

@@ -16,8 +16,8 @@
 // The caller launches kThreads threads with smem_bytes(hd) (+ its own) of dynamic shared memory
 // and writes the outputs from acc (row 16 mt + g (+ 8), columns 8 nt + 2t, + 1: the C fragment of
 // n-tile warp + 8 i) and the per-head max / exp-sum the block leaves in shared memory.
-// (Known, left for after the first measurement: the V reads and the score stores meet 2-way bank
-// conflicts at hd = 512.)
+// (Known and still open after session 29's measurement: the V reads and the score stores meet 2-way
+// bank conflicts at hd = 512.)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

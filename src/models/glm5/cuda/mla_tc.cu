@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(kThreads) mla_attend_tc_kernel(const float* __
 // DS4_MLA_TC (0 or 1; unset = 1) or mla_attend_set_tc.
 std::atomic<int> g_tc{-1};
 
-// The FP16 form (more than 32 heads; written in session 28, not yet measured, off by default):
+// The FP16 form (more than 32 heads; the default since session 29, DS4_MLA_TC_F16=0 for the TF32 kernel above):
 // a block per 64 heads of a token instead of 16, so each selected latent row is read once for all
 // of GLM's 64 heads (the kernel above reads it 4 times, one tile at a time: 22 % of a 2048-row
 // chunk, 16.4 ms per layer on the H100), through a double-buffered ring of 32-row tiles, with the
