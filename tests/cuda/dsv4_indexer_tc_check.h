@@ -10,7 +10,9 @@
 //   - 32 heads (4 rows per block) with the rows' counts crossing a 256-entry block boundary
 //     (255..257 entries: the causal mask inside a block), checked against a double host
 //     reference as well;
-//   - a shape it does not take (4 heads x 16): it must run indexer_select, bit for bit.
+//   - a shape it does not take (4 heads x 16): it must run indexer_select, bit for bit;
+//   - in every case it takes, the pre-split form (indexer_tc_set_presplit: each entry tile split
+//     into TF32 hi + lo once per block) gives the per-warp form's scores and lists bit for bit.
 // Bound per score (both kernels vs each other, and vs the host reference where computed):
 // |diff| <= 2^-16 * sum_h |w_h| / sqrt(d nh) * ||q_h|| ||e|| + 1e-30: FP32 sums of 128 products
 // (<= 128 * 2^-24 relative to sum |q_i e_i| <= ||q|| ||e||, Cauchy-Schwarz) and the 3xTF32
@@ -65,6 +67,7 @@ inline void indexer_tc_case(const IndexerTcCase& k) {
   DeviceUploads up;
   float* exact_rb = static_cast<float*>(up(rowbuf.data(), rowbuf.size() * 4));
   float* tc_rb = static_cast<float*>(up(rowbuf.data(), rowbuf.size() * 4));
+  float* split_rb = static_cast<float*>(up(rowbuf.data(), rowbuf.size() * 4));  // (the queries are roped in place)
   const float* dent = static_cast<const float*>(up(entries.data(), entries.size() * 4));
   const float* dinv = static_cast<const float*>(up(inv.data(), inv.size() * 4));
   const int32_t* dpos = static_cast<const int32_t*>(up(&pos, 4));
@@ -74,13 +77,23 @@ inline void indexer_tc_case(const IndexerTcCase& k) {
   };
   const dk::Rows rows{R, stride};
   const bool takes = dk::indexer_tc_supported(args(tc_rb));
+  const bool keep_split = dk::indexer_tc_presplit();
   dk::indexer_select(args(exact_rb), dpos, nullptr, rows);
+  dk::indexer_tc_set_presplit(false);
   dk::indexer_select_tc(args(tc_rb), dpos, nullptr, rows);
+  dk::indexer_tc_set_presplit(true);
+  dk::indexer_select_tc(args(split_rb), dpos, nullptr, rows);
+  dk::indexer_tc_set_presplit(keep_split);
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> ex(rowbuf.size()), tc(rowbuf.size());
+  std::vector<float> ex(rowbuf.size()), tc(rowbuf.size()), sp(rowbuf.size());
   DS4_CUDA_CHECK(cudaMemcpy(ex.data(), exact_rb, ex.size() * 4, cudaMemcpyDeviceToHost));
   DS4_CUDA_CHECK(cudaMemcpy(tc.data(), tc_rb, tc.size() * 4, cudaMemcpyDeviceToHost));
+  DS4_CUDA_CHECK(cudaMemcpy(sp.data(), split_rb, sp.size() * 4, cudaMemcpyDeviceToHost));
   char buf[400];
+  if (takes) {
+    std::snprintf(buf, sizeof buf, "indexer_tc %s: the pre-split form = the per-warp form bit for bit (scores, lists)", k.name);
+    check(std::memcmp(tc.data(), sp.data(), tc.size() * 4) == 0, buf);
+  }
   if (!takes) {  // must have run indexer_select itself
     const bool same = std::memcmp(ex.data(), tc.data(), ex.size() * 4) == 0;
     std::snprintf(buf, sizeof buf, "indexer_tc %s: not taken, runs indexer_select bit for bit: %s", k.name,
@@ -166,9 +179,13 @@ inline void indexer_tc_case(const IndexerTcCase& k) {
   // its steps alone: the queries (in place) and the top-k; the tc scores are the rest
   const float ms_q = gpu_ms_per_call([&] { dk::indexer_queries(args(tc_rb), dpos, nullptr, rows); });
   const float ms_k = gpu_ms_per_call([&] { dk::indexer_topk(args(tc_rb), dpos, nullptr, rows); });
+  dk::indexer_tc_set_presplit(!keep_split);
+  const float ms_other = gpu_ms_per_call([&] { dk::indexer_select_tc(args(tc_rb), dpos, nullptr, rows); });
+  dk::indexer_tc_set_presplit(keep_split);
+  const float ms_split = keep_split ? ms_tc : ms_other, ms_warp = keep_split ? ms_other : ms_tc;
   std::printf("info indexer %s: indexer_select %.3f ms, indexer_select_tc %.3f ms per call (queries %.3f + tc scores "
-              "%.3f + top-k %.3f)\n",
-              k.name, ms_ex, ms_tc, ms_q, ms_tc - ms_q - ms_k, ms_k);
+              "%.3f + top-k %.3f); tc scores per-warp split %.3f ms, pre-split %.3f ms\n",
+              k.name, ms_ex, ms_tc, ms_q, ms_tc - ms_q - ms_k, ms_k, ms_warp - ms_q - ms_k, ms_split - ms_q - ms_k);
 }
 
 inline void indexer_tc_shapes() {

@@ -9,13 +9,23 @@
 // closed so far; a block computes up to what its last row sees and top-k reads each row's
 // own count. Then relu, the head weights and the sum over heads, as index_score_kernel, in
 // a different summation order (not bit for bit).
+// Pre-split form (DS4_INDEXER_TC_PRESPLIT=1, written in session 29, unrun, off by default): each
+// warp split every entry value of a tile into hi + lo itself (cvt, sub, cvt per value per warp: 8
+// warps did the same 3 operations on each of the tile's 8192 values, ~2 ALU instructions per MMA),
+// and the scores ran at ~18 % of the tensor pipe (test_deepseek_v4_cuda's info line, H100: 2.29 ms
+// for 512 rows at 32K). There the block splits a landed tile once into {hi, lo} pairs in shared
+// memory and the warps read a pair per value with one 8-byte load: the same tf32_split of the same
+// values and the same MMAs in the same order, so the scores equal the per-warp form bit for bit.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/env_setting.h"
 #include "backend/cuda/mma_sync.cuh"
+#include "backend/cuda/smem_opt_in.h"
 #include "models/deepseek_v4/cuda/kernels.h"
 
 namespace ds4::deepseek_v4::cuda {
@@ -35,20 +45,26 @@ constexpr int kNe = 64;              // entries per tile: 8 n8 tiles per warp
 constexpr int kTiles = 4;            // tiles per block: each warp loads its queries once for 256 entries
 constexpr int kEntriesPerBlock = kNe * kTiles;
 
-size_t shared_bytes() { return size_t(2 * kNe * kLd + kWarps * kNe) * 4; }
+// The FP32 ring {2, kNe, kLd}, the warps' sums {kWarps, kNe}, and with kPresplit the split tile
+// {kNe, kLd} of {hi, lo} pairs (8 bytes: a half warp's pairs (g = 0..3, t) on distinct banks).
+template <bool kPresplit>
+constexpr size_t shared_bytes() {
+  return size_t(2 * kNe * kLd + kWarps * kNe) * 4 + (kPresplit ? size_t(kNe * kLd) * 8 : 0);
+}
 
 // Block (x, y): entries [x * 256, +256) for chunk rows [y * RB, +RB), RB = 128 / heads. Warp w
 // holds the m16 tile of heads [16 w % heads, +16) of row y * RB + 16 w / heads: its queries' A
 // fragments in registers (FP32, split per k step), the entry tiles in shared memory
 // (cp.async, double-buffered). Each tile: the warp's 16 heads x 64 entries, then relu x weight
 // summed over its heads (lanes with the same t), over the row's warps in shared memory.
-template <int RB>
+template <int RB, bool kPresplit>
 __global__ void __launch_bounds__(kThreads, 1) index_score_tc_kernel(IndexerArgs a, const int32_t* __restrict__ pos,
                                                                      int64_t rows, int64_t stride) {
   constexpr int NH = kM / RB, WPR = NH / 16;  // heads per row, warps per row
   extern __shared__ float4 sm4[];
   float* es = reinterpret_cast<float*>(sm4);  // {2, kNe, kLd}
   float* red = es + 2 * kNe * kLd;            // {kWarps, kNe}: each warp's per-entry sums
+  uint2* split = reinterpret_cast<uint2*>(red + kWarps * kNe);  // kPresplit: {kNe, kLd} {hi, lo}
   const int64_t r0 = int64_t(blockIdx.y) * RB, p0 = *pos;
   const int64_t last = (r0 + RB < rows ? r0 + RB : rows) - 1;
   const int64_t n_max = (p0 + last + 1) / a.ratio, e0 = int64_t(blockIdx.x) * kEntriesPerBlock;
@@ -84,6 +100,15 @@ __global__ void __launch_bounds__(kThreads, 1) index_score_tc_kernel(IndexerArgs
     cp_next_tile(j, tiles, load);
     __syncthreads();
     const float* et = es + (j & 1) * kNe * kLd;
+    if constexpr (kPresplit) {  // the tile's values split once, for all warps
+      for (int i = threadIdx.x; i < kNe * kD; i += kThreads) {
+        const int r = i / kD, c = i % kD;
+        uint2 v;
+        tf32_split(et[r * kLd + c], v.x, v.y);
+        split[r * kLd + c] = v;
+      }
+      __syncthreads();
+    }
     float acc[kNe / 8][4];
 #pragma unroll
     for (int nt = 0; nt < kNe / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
@@ -93,11 +118,17 @@ __global__ void __launch_bounds__(kThreads, 1) index_score_tc_kernel(IndexerArgs
 #pragma unroll
       for (int e = 0; e < 4; ++e) tf32_split(qa[ks][e], ah[e], al[e]);
       const float* eb = et + g * kLd + 8 * ks + t;
+      const uint2* sb = split + g * kLd + 8 * ks + t;
 #pragma unroll
       for (int nt = 0; nt < kNe / 8; ++nt) {
         uint32_t bh0, bl0, bh1, bl1;
-        tf32_split(eb[nt * 8 * kLd], bh0, bl0);
-        tf32_split(eb[nt * 8 * kLd + 4], bh1, bl1);
+        if constexpr (kPresplit) {
+          const uint2 b0 = sb[nt * 8 * kLd], b1 = sb[nt * 8 * kLd + 4];
+          bh0 = b0.x, bl0 = b0.y, bh1 = b1.x, bl1 = b1.y;
+        } else {
+          tf32_split(eb[nt * 8 * kLd], bh0, bl0);
+          tf32_split(eb[nt * 8 * kLd + 4], bh1, bl1);
+        }
         mma_tf32(acc[nt], al, bh0, bh1);  // the small terms first
         mma_tf32(acc[nt], ah, bl0, bl1);
         mma_tf32(acc[nt], ah, bh0, bh1);
@@ -128,17 +159,31 @@ __global__ void __launch_bounds__(kThreads, 1) index_score_tc_kernel(IndexerArgs
   }
 }
 
-template <int RB>
+template <int RB, bool kPresplit>
 void launch(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
-  const size_t shm = shared_bytes();
-  DS4_CUDA_CHECK(cudaFuncSetAttribute(index_score_tc_kernel<RB>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
+  constexpr size_t shm = shared_bytes<kPresplit>();
+  ds4::cuda::opt_in_smem_once<index_score_tc_kernel<RB, kPresplit>>(shm);
   const dim3 grid(unsigned((a.max_entries + kEntriesPerBlock - 1) / kEntriesPerBlock),
                   unsigned((rows.count + RB - 1) / RB));
-  index_score_tc_kernel<RB><<<grid, kThreads, shm, s>>>(a, pos, rows.count, rows.stride);
+  index_score_tc_kernel<RB, kPresplit><<<grid, kThreads, shm, s>>>(a, pos, rows.count, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
+template <int RB>
+void launch(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
+  if (indexer_tc_presplit()) launch<RB, true>(a, pos, s, rows);
+  else launch<RB, false>(a, pos, s, rows);
+}
+
+// DS4_INDEXER_TC_PRESPLIT (0 or 1; unset = 0 until measured) or indexer_tc_set_presplit.
+std::atomic<int> g_presplit{-1};
+
 }  // namespace
+
+void indexer_tc_set_presplit(bool on) { g_presplit.store(on ? 1 : 0, std::memory_order_relaxed); }
+bool indexer_tc_presplit() {
+  return ds4::cuda::env_setting(g_presplit, "DS4_INDEXER_TC_PRESPLIT", {0, 1}, "0 or 1", 0) == 1;
+}
 
 bool indexer_tc_supported(const IndexerArgs& a) {
   const bool heads = a.nh == 16 || a.nh == 32 || a.nh == 64 || a.nh == 128;

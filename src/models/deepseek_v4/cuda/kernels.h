@@ -175,6 +175,11 @@ void indexer_topk(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, cons
 // (indexer_tc_supported: d = 128, heads dividing 128 in m16 tiles) run indexer_select.
 bool indexer_tc_supported(const IndexerArgs& a);
 void indexer_select_tc(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows = {});
+// The tensor-core scores with each entry tile split into TF32 hi + lo once per block in shared
+// memory instead of by every warp (bit for bit the same scores): DS4_INDEXER_TC_PRESPLIT (0 or 1;
+// unset = 0, unrun) read on first use, or the setter. Not thread safe against launches in flight.
+void indexer_tc_set_presplit(bool on);
+bool indexer_tc_presplit();
 
 // ---- mtp.cu (mtp.cpp head_rows) ----
 // x {hc, dim} += e {dim} in every stream (the MTP head's embedding half). Rows: x and e per
