@@ -12,7 +12,9 @@
 //   at consecutive positions (every block kept, and past the budget with each row's own kept
 //   blocks): every row within 5e-3 of the double host reference (TF32 operands: ~1e-3 here; a
 //   wrong, missing or extra key moves an output by ~1e-1), and the FP32 group kernel
-//   (qsa_attend_set_tc(false)) within 1e-4 of it, as a control.
+//   (qsa_attend_set_tc(false)) within 1e-4 of it, as a control; the tensor-core form's multi-row
+//   blocks (qsa_attend_set_tc_rows: 4 rows per block where all are within the budget) under the
+//   same 5e-3, on chunks whose rows are all within the budget, all past it, and crossing it.
 // Usage: test_qwen_decode_kernels_cuda   (exit 1 when a check fails)
 #include <cuda_runtime.h>
 
@@ -183,21 +185,24 @@ void chunk_case(const char* name, const qc::QsaShape& sh, int64_t p0, int64_t n,
   float* scratch = dev(std::vector<float>(size_t(n * rs)), bufs);
   float* att = dev(std::vector<float>(size_t(n * rs)), bufs);
   const qc::QsaCache c{dev(k, bufs), dev(v, bufs), nullptr, nullptr};
-  float worst[2] = {0.f, 0.f};
-  std::vector<std::vector<float>> got(2);
-  for (int tc = 1; tc >= 0; --tc) {
-    qc::qsa_attend_set_tc(tc == 1);
+  float worst[3] = {0.f, 0.f, 0.f};
+  std::vector<std::vector<float>> got(3);
+  for (int tc = 2; tc >= 0; --tc) {  // 2: tensor cores with the multi-row blocks, 1: without, 0: the group kernel
+    qc::qsa_attend_set_tc(tc >= 1);
+    qc::qsa_attend_set_tc_rows(tc == 2);
+    DS4_CUDA_CHECK(cudaMemset(scratch, 0xff, size_t(n * rs) * sizeof(float)));  // (a partial left unwritten shows)
     qc::qsa_attend(dq, dg, c, sh, dpos, dkeep, scratch, att, nullptr, qc::Rows{n, rs}, true);
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
     got[size_t(tc)] = down(att, n * rs);
   }
   qc::qsa_attend_set_tc(true);
+  qc::qsa_attend_set_tc_rows(false);
   float tc_vs_group = 0.f;
   for (int64_t r = 0; r < n; ++r) {
     const std::vector<float> qr(q.begin() + r * rs, q.begin() + r * rs + sh.heads * hd),
         gr(gate.begin() + r * rs, gate.begin() + r * rs + sh.heads * hd);
     const auto ref = host_attend(sh, qr, gr, k, v, vis[size_t(r)]);
-    for (int tc = 0; tc < 2; ++tc)
+    for (int tc = 0; tc < 3; ++tc)
       worst[tc] = std::max(worst[tc], max_diff(got[size_t(tc)].data() + r * rs, ref.data(), ref.size()));
     tc_vs_group = std::max(tc_vs_group, max_diff(got[1].data() + r * rs, got[0].data() + r * rs, ref.size()));
   }
@@ -206,6 +211,8 @@ void chunk_case(const char* name, const qc::QsaShape& sh, int64_t p0, int64_t n,
   check(worst[1] < 5e-3f, what + ": tensor cores vs the double host reference, max |diff| " + std::to_string(worst[1]) +
                               " (group kernel vs tensor cores " + std::to_string(tc_vs_group) + ")");
   check(worst[0] < 1e-4f, what + ": the group kernel vs the double host reference, max |diff| " + std::to_string(worst[0]));
+  check(worst[2] < 5e-3f, what + ": tensor cores in 4-row blocks vs the double host reference, max |diff| " +
+                              std::to_string(worst[2]));
 }
 
 }  // namespace
@@ -225,6 +232,7 @@ int main() {
   chunk_case("full size, a 2K chunk's last rows", full, 2000, 24, rng);
   chunk_case("full size, a chunk's first rows", full, 0, 20, rng);
   chunk_case("full size past the budget", full, 3000, 10, rng);
+  chunk_case("full size crossing the budget (groups of both kinds)", full, 2030, 41, rng);
   chunk_case("small (4 heads / 2 KV x 32, budget 16)", shape(4, 2, 32, 2, 16, 16, 4, 400), 250, 40, rng);
   chunk_case("small, head dim 64, group 1", shape(2, 2, 64, 2, 16, 32, 4, 600), 0, 300, rng);
   std::printf("%s\n", g_fail ? "FAILED" : "ALL PASSED");

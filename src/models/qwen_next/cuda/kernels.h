@@ -109,6 +109,11 @@ void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaS
 // partials) where the shape fits (<= 16 query heads per KV head, head_dim a multiple of 8 up to
 // 256); off: the FP32 group kernel. DS4_QSA_TC (0 or 1; unset = on) is read on first use.
 void qsa_attend_set_tc(bool on);
+// The tensor-core form's multi-row blocks (4 consecutive rows of a chunk per block sharing each key /
+// value tile, where all 4 are within the index budget; the others keep one block per row): within
+// rounding of the single-row blocks. DS4_QSA_TC_ROWS (0 or 1; unset = 0: written in session 29,
+// unrun) is read on first use.
+void qsa_attend_set_tc_rows(bool on);
 
 // ---- moe.cu (moe.cpp) ----
 // Router softmax + top-k (ties: lower index), ids ascending, weights (normalized when norm).

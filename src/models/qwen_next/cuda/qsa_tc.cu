@@ -56,10 +56,23 @@ size_t smem_bytes(const QsaShape& sh) {
   return size_t(16 * ld + int64_t(kKeys) * ld + 16 * kPStride + 3 * 16) * sizeof(float) + size_t(cap) * sizeof(int32_t);
 }
 
+// The multi-row form (qsa_attend_tc_rows_kernel below): kRowGroup consecutive rows of a chunk per
+// block where every row of the group is within the index budget.
+constexpr int kRowGroup = 4;
+
+// Whether rows [g0, g0 + kRowGroup) (those < rows) all see every key 0..p (every block kept).
+__device__ __forceinline__ bool group_dense(const int32_t* __restrict__ pos_p, int64_t g0, int64_t rows, int64_t ratio,
+                                            int64_t keep_n) {
+  int64_t pmax = -1;
+  for (int64_t r = g0; r < g0 + kRowGroup && r < rows; ++r) pmax = pos_p[r] > pmax ? pos_p[r] : pmax;
+  return (pmax + 1) / ratio <= keep_n;
+}
+
+// skip_dense: the rows form runs too; rows of its dense groups are its (this kernel leaves them).
 __global__ void __launch_bounds__(kThreads) qsa_attend_tc_kernel(const float* __restrict__ q, QsaCache c, QsaShape sh,
                                                                  const int32_t* __restrict__ pos_p,
                                                                  const uint8_t* __restrict__ keep, float* __restrict__ part,
-                                                                 int64_t rs) {
+                                                                 int64_t rs, bool skip_dense) {
   extern __shared__ __align__(16) float smem[];
   const int64_t hd = sh.head_dim, ld = tile_ld(hd), G = sh.heads / sh.kv_heads, KVD = sh.kv_heads * hd;
   float* Qs = smem;                          // {16, ld}: the heads' queries (TF32-rounded), rows >= G zero
@@ -70,6 +83,8 @@ __global__ void __launch_bounds__(kThreads) qsa_attend_tc_kernel(const float* __
   float* corr_s = l_s + 16;                  // {16} this tile's rescale of O
   int32_t* kept = reinterpret_cast<int32_t*>(corr_s + 16);  // {idx_budget / ratio}
   const int64_t row = blockIdx.z, kvh = blockIdx.x, split = blockIdx.y, h0 = kvh * G;
+  if (skip_dense && group_dense(pos_p, row / kRowGroup * kRowGroup, gridDim.z, sh.idx_ratio, sh.idx_budget / sh.idx_ratio))
+    return;  // (block-uniform)
   q += row * rs, keep += row * rs * 4, part += row * rs;
   const int64_t p = pos_p[row], R = sh.idx_ratio, nb = (p + 1) / R, keep_n = sh.idx_budget / R;
   const bool listed = nb > keep_n;  // past the budget: the kept blocks' keys, then the tail
@@ -172,12 +187,184 @@ __global__ void __launch_bounds__(kThreads) qsa_attend_tc_kernel(const float* __
   if (threadIdx.x < G) out(threadIdx.x)[0] = m_s[threadIdx.x], out(threadIdx.x)[1] = l_s[threadIdx.x];
 }
 
+// The multi-row form (DS4_QSA_TC_ROWS=1; written in session 29, unrun, off by default). Within the
+// index budget every row of a chunk sees keys 0..p in position order, so kRowGroup consecutive rows
+// share their keys: block (KV head, split, group of 4 rows) takes M = 4 rows x 16 heads (four m16
+// tiles) against each key / value tile, where the single-row kernel's blocks each reread the tile
+// from L2 for one row (1.97 ms per launch, 11 % of a 1024-row Qwen chunk at 2K, session 28's
+// survey). The splits cut the group's longest key range; row r masks keys past its own p_r, and a
+// row without keys in a split writes an empty partial, so qsa_merge_splits finishes each row as
+// before (the same keys, another partition: within rounding of the single-row kernel). Groups with
+// a row past the budget are left to the single-row kernel (skip_dense).
+constexpr int kRowsM = 16 * kRowGroup;  // the block's M rows: row i / 16 of the group, head i % 16
+
+size_t rows_smem_bytes(const QsaShape& sh) {
+  const int64_t ld = tile_ld(sh.head_dim);
+  return size_t(kRowsM * ld + int64_t(kKeys) * ld + kRowsM * kPStride + 3 * kRowsM) * sizeof(float);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) qsa_attend_tc_rows_kernel(const float* __restrict__ q, QsaCache c, QsaShape sh,
+                                                                         const int32_t* __restrict__ pos_p,
+                                                                         float* __restrict__ part, int64_t rs, int64_t rows) {
+  extern __shared__ __align__(16) float smem[];
+  const int64_t hd = sh.head_dim, ld = tile_ld(hd), G = sh.heads / sh.kv_heads, KVD = sh.kv_heads * hd;
+  float* Qs = smem;                          // {64, ld}: the rows' heads' queries (TF32), rows >= G or past the chunk zero
+  float* T = Qs + kRowsM * ld;               // {kKeys, ld}: the key tile, then the value tile
+  float* P = T + int64_t(kKeys) * ld;        // {64, kPStride}: scores, then the weights (TF32-rounded)
+  float* m_s = P + kRowsM * kPStride;        // {64} running max
+  float* l_s = m_s + kRowsM;                 // {64} running exp-sum
+  float* corr_s = l_s + kRowsM;              // {64} this tile's rescale of O
+  const int64_t g0 = int64_t(blockIdx.z) * kRowGroup, kvh = blockIdx.x, split = blockIdx.y, h0 = kvh * G;
+  if (!group_dense(pos_p, g0, rows, sh.idx_ratio, sh.idx_budget / sh.idx_ratio)) return;  // the single-row kernel's
+  const int nr = int(rows - g0 < kRowGroup ? rows - g0 : kRowGroup);
+  int64_t nvis[kRowGroup], n = 0;  // each row's visible keys (0 past the chunk), the group's most
+#pragma unroll
+  for (int r = 0; r < kRowGroup; ++r) {
+    nvis[r] = r < nr ? int64_t(pos_p[g0 + r]) + 1 : 0;
+    n = nvis[r] > n ? nvis[r] : n;
+  }
+  int64_t per = (n + kQsaSplits - 1) / kQsaSplits;
+  if (per < kMinSplitKeys) per = kMinSplitKeys;
+  const int64_t j0 = split * per, j1 = j0 + per < n ? j0 + per : n;
+  auto out = [&](int r, int64_t h) { return part + (g0 + r) * rs + (split * sh.heads + h0 + h) * (hd + 2); };
+  if (threadIdx.x < kRowGroup * G) {  // a row with no key in [j0, j1): an empty partial
+    const int r = int(threadIdx.x / G), h = int(threadIdx.x % G);
+    if (r < nr && j0 >= nvis[r]) out(r, h)[0] = -INFINITY, out(r, h)[1] = 0.f;
+  }
+  if (j0 >= n) return;  // (block-uniform)
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const float scale = rsqrtf(float(hd));
+  for (int64_t i = threadIdx.x; i < kRowsM * hd; i += kThreads) {
+    const int64_t m = i / hd, e = i % hd, r = m / 16, h = m % 16;
+    Qs[m * ld + e] = h < G && r < nr ? __uint_as_float(tf32(q[(g0 + r) * rs + (h0 + h) * hd + e])) : 0.f;
+  }
+  if (threadIdx.x < kRowsM) m_s[threadIdx.x] = -INFINITY, l_s[threadIdx.x] = 0.f;
+  const int64_t chunks = hd / 4;
+  auto load = [&](int64_t jb, int kv) {  // tile jb's key (kv = 0) or value (1) rows (positions jb..) into T
+    const float* base = (kv ? c.v : c.k) + kvh * hd;
+    for (int64_t i = threadIdx.x; i < int64_t(kKeys) * chunks; i += kThreads) {
+      const int64_t r = i / chunks, e = 4 * (i % chunks), j = jb + r;
+      const bool ok = j < j1;
+      cp_async16(T + r * ld + e, ok ? base + j * KVD + e : base, ok);
+    }
+    cp_commit();
+  };
+  float o[kRowGroup][kNt][4];
+#pragma unroll
+  for (int mt = 0; mt < kRowGroup; ++mt)
+#pragma unroll
+    for (int i = 0; i < kNt; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+  const int nts = int(hd / 8);  // O's n-tiles; warp w takes w, w + kWarps, ...
+  load(j0, 0);
+  for (int64_t jb = j0; jb < j1; jb += kKeys) {
+    cp_wait<0>();
+    __syncthreads();  // the key tile (and, at the first tile, Q and m / l) in place
+    {                 // S: warp w's keys jb + 8w .. + 7 for all four m-tiles (one B fragment, four A)
+      float sc[kRowGroup][4] = {};
+      const float* kr = T + int64_t(8 * warp + g) * ld;
+      for (int64_t k0 = 0; k0 < hd; k0 += 8) {
+        const uint32_t b0 = tf32(kr[k0 + t]), b1 = tf32(kr[k0 + t + 4]);
+#pragma unroll
+        for (int mt = 0; mt < kRowGroup; ++mt) {
+          uint32_t a[4];
+          a_frag_tf32(Qs + int64_t(mt) * 16 * ld, ld, k0, g, t, a);
+          mma_tf32(sc[mt], a, b0, b1);
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < kRowGroup; ++mt) {
+        const int64_t lim = nvis[mt] < j1 ? nvis[mt] : j1;  // row mt's keys end at its own position
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = g + (i < 2 ? 0 : 8), col = 8 * warp + 2 * t + (i & 1);
+          P[(mt * 16 + r) * kPStride + col] = jb + col < lim ? sc[mt][i] * scale : -INFINITY;
+        }
+      }
+    }
+    __syncthreads();  // S in P; every warp is done with the key tile
+    load(jb, 1);      // the value tile, while the softmax runs
+    // the online softmax: warp w takes M rows 8w .. 8w + 7 (lanes: keys lane and lane + 32)
+#pragma unroll
+    for (int hh = 0; hh < kRowsM / kWarps; ++hh) {
+      const int r = (kRowsM / kWarps) * warp + hh;
+      float* pr = P + r * kPStride;
+      const float v0 = pr[lane], v1 = pr[lane + 32];
+      float mx = fmaxf(v0, v1);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float m_old = m_s[r], m_new = fmaxf(m_old, mx);
+      const bool none = m_new == -INFINITY;  // no visible key yet for this row and head: weights 0, O unchanged
+      const float p0 = none ? 0.f : expf(v0 - m_new), p1 = none ? 0.f : expf(v1 - m_new);
+      float sum = p0 + p1;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      pr[lane] = __uint_as_float(tf32(p0)), pr[lane + 32] = __uint_as_float(tf32(p1));
+      __syncwarp();
+      if (lane == 0) {
+        const float corr = none ? 1.f : expf(m_old - m_new);  // m_old = -inf: 0
+        corr_s[r] = corr;
+        l_s[r] = l_s[r] * corr + sum;
+        m_s[r] = m_new;
+      }
+    }
+    cp_wait<0>();
+    __syncthreads();  // the value tile, the weights and corr in place
+    // O = O corr + P V: warp w's n-tiles w, w + kWarps, ..., one V fragment for all four m-tiles
+#pragma unroll
+    for (int i = 0; i < kNt; ++i) {
+      const int nt = warp + kWarps * i;
+      if (nt >= nts) break;
+#pragma unroll
+      for (int mt = 0; mt < kRowGroup; ++mt) {
+        const float c0 = corr_s[mt * 16 + g], c1 = corr_s[mt * 16 + g + 8];
+        o[mt][i][0] *= c0, o[mt][i][1] *= c0, o[mt][i][2] *= c1, o[mt][i][3] *= c1;
+      }
+#pragma unroll
+      for (int k0 = 0; k0 < kKeys; k0 += 8) {
+        const uint32_t b0 = tf32(T[int64_t(k0 + t) * ld + 8 * nt + g]), b1 = tf32(T[int64_t(k0 + t + 4) * ld + 8 * nt + g]);
+#pragma unroll
+        for (int mt = 0; mt < kRowGroup; ++mt) {
+          uint32_t a[4];
+          a_frag_tf32(P + mt * 16 * kPStride, kPStride, k0, g, t, a);
+          mma_tf32(o[mt][i], a, b0, b1);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with the value tile and P
+    if (jb + kKeys < j1) load(jb + kKeys, 0);
+  }
+  // the partials of the rows with keys in this split: rows g, g + 8 of each m-tile's n-tiles
+#pragma unroll
+  for (int mt = 0; mt < kRowGroup; ++mt) {
+    if (mt >= nr || j0 >= nvis[mt]) continue;
+#pragma unroll
+    for (int i = 0; i < kNt; ++i) {
+      const int nt = warp + kWarps * i;
+      if (nt >= nts) break;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int h = g + (k < 2 ? 0 : 8);
+        if (h < G) out(mt, h)[2 + 8 * nt + 2 * t + (k & 1)] = o[mt][i][k];
+      }
+    }
+  }
+  if (threadIdx.x < kRowGroup * G) {
+    const int r = int(threadIdx.x / G), h = int(threadIdx.x % G);
+    if (r < nr && j0 < nvis[r]) out(r, h)[0] = m_s[r * 16 + h], out(r, h)[1] = l_s[r * 16 + h];
+  }
+}
+
+// DS4_QSA_TC_ROWS (0 or 1; unset = 0 until measured) or qsa_attend_set_tc_rows.
+std::atomic<int> g_tc_rows{-1};
+bool tc_rows_on() { return ds4::cuda::env_setting(g_tc_rows, "DS4_QSA_TC_ROWS", {0, 1}, "0 or 1", 0) == 1; }
+
 // DS4_QSA_TC (0 or 1; unset = 1) or qsa_attend_set_tc: whether tensor-core chunks take this kernel.
 std::atomic<int> g_tc{-1};
 
 }  // namespace
 
 void qsa_attend_set_tc(bool on) { g_tc.store(on ? 1 : 0, std::memory_order_relaxed); }
+void qsa_attend_set_tc_rows(bool on) { g_tc_rows.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 bool qsa_tc() { return ds4::cuda::env_setting(g_tc, "DS4_QSA_TC", {0, 1}, "0 or 1", 1) == 1; }
 
@@ -193,10 +380,19 @@ void qsa_attend_tc(const float* q, const float* gate, const QsaCache& c, const Q
     throw InputError("qwen_next cuda: qsa_attend_tc takes up to 16 query heads per KV head and head_dim a multiple of "
                      "8 up to " + std::to_string(kMaxHd));
   if (rows.count < 1 || rows.count > 65535) throw InputError("qwen_next cuda: qsa_attend_tc rows " + std::to_string(rows.count));
-  const size_t smem = smem_bytes(sh);
+  const size_t smem = smem_bytes(sh), rows_smem = rows_smem_bytes(sh);
+  // the multi-row form where asked for and its shared memory fits (rows of groups past the budget
+  // stay with the single-row kernel, which leaves the dense groups' rows to it)
+  const bool by_rows = tc_rows_on() && rows.count > 1 && rows_smem <= size_t(227) * 1024;
+  if (by_rows) {
+    DS4_CUDA_CHECK(cudaFuncSetAttribute(qsa_attend_tc_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(rows_smem)));
+    const dim3 rgrid(unsigned(sh.kv_heads), unsigned(kQsaSplits), unsigned((rows.count + kRowGroup - 1) / kRowGroup));
+    qsa_attend_tc_rows_kernel<<<rgrid, kThreads, rows_smem, s>>>(q, c, sh, pos, part, rows.stride, rows.count);
+    DS4_CUDA_CHECK_LAUNCH();
+  }
   DS4_CUDA_CHECK(cudaFuncSetAttribute(qsa_attend_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid(unsigned(sh.kv_heads), unsigned(kQsaSplits), unsigned(rows.count));
-  qsa_attend_tc_kernel<<<grid, kThreads, smem, s>>>(q, c, sh, pos, keep, part, rows.stride);
+  qsa_attend_tc_kernel<<<grid, kThreads, smem, s>>>(q, c, sh, pos, keep, part, rows.stride, by_rows);
   DS4_CUDA_CHECK_LAUNCH();
   qsa_merge_splits(gate, sh, part, att, s, rows);
 }
