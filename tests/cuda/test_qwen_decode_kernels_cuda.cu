@@ -196,7 +196,7 @@ void chunk_case(const char* name, const qc::QsaShape& sh, int64_t p0, int64_t n,
     got[size_t(tc)] = down(att, n * rs);
   }
   qc::qsa_attend_set_tc(true);
-  qc::qsa_attend_set_tc_rows(false);
+  qc::qsa_attend_set_tc_rows(false);  // (the process default: this test sets both for each run)
   float tc_vs_group = 0.f;
   for (int64_t r = 0; r < n; ++r) {
     const std::vector<float> qr(q.begin() + r * rs, q.begin() + r * rs + sh.heads * hd),
@@ -233,7 +233,9 @@ int main() {
   chunk_case("full size, a chunk's first rows", full, 0, 20, rng);
   chunk_case("full size past the budget", full, 3000, 10, rng);
   chunk_case("full size crossing the budget (groups of both kinds)", full, 2030, 41, rng);
+  chunk_case("full size, 4-row groups straddling a key tile, a short last group", full, 62, 10, rng);
   chunk_case("small (4 heads / 2 KV x 32, budget 16)", shape(4, 2, 32, 2, 16, 16, 4, 400), 250, 40, rng);
+  chunk_case("small, every block kept (4-row groups of 2 x 32 heads)", shape(4, 2, 32, 2, 16, 16, 4, 400), 0, 18, rng);
   chunk_case("small, head dim 64, group 1", shape(2, 2, 64, 2, 16, 32, 4, 600), 0, 300, rng);
   std::printf("%s\n", g_fail ? "FAILED" : "ALL PASSED");
   return g_fail ? 1 : 0;
