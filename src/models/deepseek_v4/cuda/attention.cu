@@ -23,20 +23,44 @@ using detail::to_row;
 using detail::visible_rows;
 
 // One block per head (and row: blockIdx.y): rmsnorm, rope tail, and for the KV row the
-// storage round trip and the window ring.
+// storage round trip and the window ring. A thread's first kPrefetch values of x and of the
+// weight are loaded together before any is used: the loop loaded one, used it and waited a
+// memory latency for the next (4 + 4 in a row at head_dim 512), so the KV row's single block
+// took ~11 us a layer in a decode step (session 29's per-kernel table). Same values, same
+// operations in the same order (each thread's j ascending).
+constexpr int kNormRopePrefetch = 4;
+
 __global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict__ pos, Rows rr) {
   extern __shared__ float row[];  // {hd}
   const int64_t hd = r.head_dim, p = detail::row_position(pos, rr, blockIdx.y);
   float* xh = x + int64_t(blockIdx.y) * rr.stride + int64_t(blockIdx.x) * hd;
   r.ring = detail::shifted(r.ring, detail::row_shift(rr, blockIdx.y));  // a decode batch: the row's own ring
+  float xv[kNormRopePrefetch], wv[kNormRopePrefetch];
+#pragma unroll
+  for (int u = 0; u < kNormRopePrefetch; ++u) {
+    const int64_t j = threadIdx.x + int64_t(u) * blockDim.x;
+    xv[u] = j < hd ? xh[j] : 0.f;
+    wv[u] = j < hd && r.weight ? r.weight[j] : 1.f;
+  }
+  const int64_t rest = int64_t(kNormRopePrefetch) * blockDim.x;  // the values past the prefetched ones
   float ss = 0.f;
-  for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
+#pragma unroll
+  for (int u = 0; u < kNormRopePrefetch; ++u) {
+    const int64_t j = threadIdx.x + int64_t(u) * blockDim.x;
+    if (j < hd) row[j] = xv[u], ss = fmaf(xv[u], xv[u], ss);
+  }
+  for (int64_t j = threadIdx.x + rest; j < hd; j += blockDim.x) {
     row[j] = xh[j];
     ss = fmaf(row[j], row[j], ss);
   }
   ss = block_reduce(ss, SumOp{}, 0.f);
   const float inv = rsqrtf(ss / float(hd) + r.eps);
-  for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) row[j] = r.weight ? row[j] * inv * r.weight[j] : row[j] * inv;
+#pragma unroll
+  for (int u = 0; u < kNormRopePrefetch; ++u) {
+    const int64_t j = threadIdx.x + int64_t(u) * blockDim.x;
+    if (j < hd) row[j] = r.weight ? xv[u] * inv * wv[u] : xv[u] * inv;
+  }
+  for (int64_t j = threadIdx.x + rest; j < hd; j += blockDim.x) row[j] = r.weight ? row[j] * inv * r.weight[j] : row[j] * inv;
   __syncthreads();
   rope_shared(row, hd, r.rope_dim, r.inv_freq, p);
   const int64_t nope = hd - r.rope_dim;
