@@ -56,6 +56,33 @@ size_t smem_bytes(const QsaShape& sh) {
   return size_t(16 * ld + int64_t(kKeys) * ld + 16 * kPStride + 3 * 16) * sizeof(float) + size_t(cap) * sizeof(int32_t);
 }
 
+// One M row's online-softmax step over a tile of kKeys = 64 scores (pr; -inf where masked) by one
+// warp (lanes: keys lane and lane + 32): the row's new running max and exp-sum in m_s / l_s, the
+// rescale of its O in corr_s, and its weights (TF32-rounded) over the scores. A row with no visible
+// key yet (every score so far -inf: a tile of masked keys before any visible one, or a row past the
+// chunk) gets weights 0 and leaves O unchanged; rows past G score 0, not -inf.
+__device__ __forceinline__ void softmax_tile_row(float* pr, int r, float* m_s, float* l_s, float* corr_s, int lane) {
+  static_assert(kKeys == 64, "two scores per lane");
+  const float v0 = pr[lane], v1 = pr[lane + 32];
+  float mx = fmaxf(v0, v1);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  const float m_old = m_s[r], m_new = fmaxf(m_old, mx);
+  const bool none = m_new == -INFINITY;
+  const float p0 = none ? 0.f : expf(v0 - m_new), p1 = none ? 0.f : expf(v1 - m_new);
+  float sum = p0 + p1;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  pr[lane] = __uint_as_float(tf32(p0)), pr[lane + 32] = __uint_as_float(tf32(p1));
+  __syncwarp();
+  if (lane == 0) {
+    const float corr = none ? 1.f : expf(m_old - m_new);  // m_old = -inf: 0
+    corr_s[r] = corr;
+    l_s[r] = l_s[r] * corr + sum;
+    m_s[r] = m_new;
+  }
+}
+
 // The multi-row form (qsa_attend_tc_rows_kernel below): kRowGroup consecutive rows of a chunk per
 // block where every row of the group is within the index budget.
 constexpr int kRowGroup = 4;
@@ -143,30 +170,7 @@ __global__ void __launch_bounds__(kThreads) qsa_attend_tc_kernel(const float* __
     load(jb, 1);      // the value tile, while the softmax runs
     // the online softmax: warp w takes heads 2w, 2w + 1 (lanes: keys lane and lane + 32)
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int r = 2 * warp + hh;
-      float* pr = P + r * kPStride;
-      const float v0 = pr[lane], v1 = pr[lane + 32];
-      float mx = fmaxf(v0, v1);
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      const float m_old = m_s[r], m_new = fmaxf(m_old, mx);
-      // nothing visible yet for this head (a tile of masked keys before any visible one, which
-      // the ranges never make; rows past G score 0, not -inf): weights 0, O unchanged
-      const bool none = m_new == -INFINITY;
-      const float p0 = none ? 0.f : expf(v0 - m_new), p1 = none ? 0.f : expf(v1 - m_new);
-      float sum = p0 + p1;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      pr[lane] = __uint_as_float(tf32(p0)), pr[lane + 32] = __uint_as_float(tf32(p1));
-      __syncwarp();
-      if (lane == 0) {
-        const float corr = none ? 1.f : expf(m_old - m_new);  // m_old = -inf: 0
-        corr_s[r] = corr;
-        l_s[r] = l_s[r] * corr + sum;
-        m_s[r] = m_new;
-      }
-    }
+    for (int hh = 0; hh < 2; ++hh) softmax_tile_row(P + (2 * warp + hh) * kPStride, 2 * warp + hh, m_s, l_s, corr_s, lane);
     cp_wait<0>();
     __syncthreads();  // the value tile, the weights and corr in place
     flash_pv<kNt, kWarps, kKeys>(o, P, kPStride, T, ld, corr_s, warp, nts, g, t);  // O = O corr + P V
@@ -287,25 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1) qsa_attend_tc_rows_kernel(const f
 #pragma unroll
     for (int hh = 0; hh < kRowsM / kWarps; ++hh) {
       const int r = (kRowsM / kWarps) * warp + hh;
-      float* pr = P + r * kPStride;
-      const float v0 = pr[lane], v1 = pr[lane + 32];
-      float mx = fmaxf(v0, v1);
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      const float m_old = m_s[r], m_new = fmaxf(m_old, mx);
-      const bool none = m_new == -INFINITY;  // no visible key yet for this row and head: weights 0, O unchanged
-      const float p0 = none ? 0.f : expf(v0 - m_new), p1 = none ? 0.f : expf(v1 - m_new);
-      float sum = p0 + p1;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      pr[lane] = __uint_as_float(tf32(p0)), pr[lane + 32] = __uint_as_float(tf32(p1));
-      __syncwarp();
-      if (lane == 0) {
-        const float corr = none ? 1.f : expf(m_old - m_new);  // m_old = -inf: 0
-        corr_s[r] = corr;
-        l_s[r] = l_s[r] * corr + sum;
-        m_s[r] = m_new;
-      }
+      softmax_tile_row(P + r * kPStride, r, m_s, l_s, corr_s, lane);
     }
     cp_wait<0>();
     __syncthreads();  // the value tile, the weights and corr in place
