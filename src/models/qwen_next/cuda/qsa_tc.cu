@@ -25,6 +25,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/mma_sync.cuh"
+#include "backend/cuda/smem_opt_in.h"
 #include "core/error.h"
 #include "models/qwen_next/cuda/kernels.h"
 #include "models/qwen_next/cuda/qsa_internal.cuh"
@@ -371,12 +372,12 @@ void qsa_attend_tc(const float* q, const float* gate, const QsaCache& c, const Q
   // stay with the single-row kernel, which leaves the dense groups' rows to it)
   const bool by_rows = tc_rows_on() && rows.count > 1 && rows_smem <= size_t(227) * 1024;
   if (by_rows) {
-    DS4_CUDA_CHECK(cudaFuncSetAttribute(qsa_attend_tc_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(rows_smem)));
+    ds4::cuda::opt_in_smem_max_once<qsa_attend_tc_rows_kernel>();
     const dim3 rgrid(unsigned(sh.kv_heads), unsigned(kQsaSplits), unsigned((rows.count + kRowGroup - 1) / kRowGroup));
     qsa_attend_tc_rows_kernel<<<rgrid, kThreads, rows_smem, s>>>(q, c, sh, pos, part, rows.stride, rows.count);
     DS4_CUDA_CHECK_LAUNCH();
   }
-  DS4_CUDA_CHECK(cudaFuncSetAttribute(qsa_attend_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  ds4::cuda::opt_in_smem_max_once<qsa_attend_tc_kernel>();
   const dim3 grid(unsigned(sh.kv_heads), unsigned(kQsaSplits), unsigned(rows.count));
   qsa_attend_tc_kernel<<<grid, kThreads, smem, s>>>(q, c, sh, pos, keep, part, rows.stride, by_rows);
   DS4_CUDA_CHECK_LAUNCH();
