@@ -9,13 +9,15 @@
 // closed so far; a block computes up to what its last row sees and top-k reads each row's
 // own count. Then relu, the head weights and the sum over heads, as index_score_kernel, in
 // a different summation order (not bit for bit).
-// Pre-split form (DS4_INDEXER_TC_PRESPLIT=1, written in session 29, unrun, off by default): each
+// Pre-split form (the default; DS4_INDEXER_TC_PRESPLIT=0 for the per-warp form). Per warp, each
 // warp split every entry value of a tile into hi + lo itself (cvt, sub, cvt per value per warp: 8
 // warps did the same 3 operations on each of the tile's 8192 values, ~2 ALU instructions per MMA),
 // and the scores ran at ~18 % of the tensor pipe (test_deepseek_v4_cuda's info line, H100: 2.29 ms
 // for 512 rows at 32K). There the block splits a landed tile once into {hi, lo} pairs in shared
 // memory and the warps read a pair per value with one 8-byte load: the same tf32_split of the same
 // values and the same MMAs in the same order, so the scores equal the per-warp form bit for bit.
+// Session 30 (H100, bench/results/session30-2026-12-06 call 1): tc scores 2.311 -> 2.071 ms per
+// 512-row call at 32K; 30-layer prefill in 2048-row chunks 8K / 32K 5803 / 5092 -> 5832 / 5175 tok/s.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -175,14 +177,14 @@ void launch(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows
   else launch<RB, false>(a, pos, s, rows);
 }
 
-// DS4_INDEXER_TC_PRESPLIT (0 or 1; unset = 0 until measured) or indexer_tc_set_presplit.
+// DS4_INDEXER_TC_PRESPLIT (0 or 1; unset = 1) or indexer_tc_set_presplit.
 std::atomic<int> g_presplit{-1};
 
 }  // namespace
 
 void indexer_tc_set_presplit(bool on) { g_presplit.store(on ? 1 : 0, std::memory_order_relaxed); }
 bool indexer_tc_presplit() {
-  return ds4::cuda::env_setting(g_presplit, "DS4_INDEXER_TC_PRESPLIT", {0, 1}, "0 or 1", 0) == 1;
+  return ds4::cuda::env_setting(g_presplit, "DS4_INDEXER_TC_PRESPLIT", {0, 1}, "0 or 1", 1) == 1;
 }
 
 bool indexer_tc_supported(const IndexerArgs& a) {
