@@ -50,6 +50,8 @@
 //        bench_cuda_gemv --act-mma [reps]      the tensor-core multi-row table only (~10 s)
 //        bench_cuda_gemv --routed [reps]       the routed-experts batch table only
 //        bench_cuda_gemv --rows-mma [reps]     Q8_0 gemv_act_rows: tensor cores vs dp4a (~10 s)
+//        bench_cuda_gemv --mlx4-tc [reps]      MLX q4 g64: gemv vs gemv_mlx4_tc (BF16 tensor cores, exact
+//                                     x parts) on Qwen's decode shapes, us and % of copy (~10 s)
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
 //        bench_cuda_gemv --rows [reps]   gemv_rows only (f32 x, every format): n = 1, 2, 4, 8, 16
@@ -73,6 +75,7 @@
 #include "backend/cuda/gemv_act.h"
 #include "backend/cuda/gemv_act_mma.h"
 #include "backend/cuda/gemv_act_rows_mma.h"
+#include "backend/cuda/gemv_mlx4_tc.h"
 #include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/memory.h"
 #include "backend/cuda/moe_group.h"
@@ -120,8 +123,9 @@ struct Row {
 // xq: the same launches on quantized activations (gemv_act, gemv_act_batched, gemv_act_rows;
 // xq rows of cols values), instead of x.
 // mma: gemv_act_mma over max(1, n_rows) rows of xq instead.
+// mlx4_tc: gemv_mlx4_tc (MLX q4 g64 on BF16 tensor cores) instead of gemv / gemv_batched.
 Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* y, bool profile, int n_rows = 0,
-              const cuda::DeviceActQ8* xq = nullptr, bool mma = false) {
+              const cuda::DeviceActQ8* xq = nullptr, bool mma = false, bool mlx4_tc = false) {
   WeightMatrix w;
   w.type = f.type;
   w.rows = s.rows;
@@ -154,7 +158,11 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   }
   auto launch = [&](cudaStream_t st) {
     const cuda::GemvOptions o{f.path, f.rows_per_block};
-    if (xq) {
+    if (mlx4_tc) {
+      const cuda::GemvBatch b = s.batch > 0 ? cuda::GemvBatch{s.batch, ids.as<int32_t>(), data_bytes, sb_bytes, 0, s.rows}
+                                            : cuda::GemvBatch{};
+      cuda::gemv_mlx4_tc(w, x, y, b, st);
+    } else if (xq) {
       const ActQ8View xv = xq->row(0);
       if (mma) {
         cuda::gemv_act_mma(w, xv, y, std::max(1, n_rows), s.cols, s.rows, st);
@@ -579,6 +587,26 @@ int routed_table(int reps, const cuda::Bandwidth& bw, const float* x) {
 
 }  // namespace
 
+// bench_cuda_gemv --mlx4-tc, see the header.
+int mlx4_tc_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
+  const Format f{DType::MLX_Q4, 64, DType::BF16, "MLX_Q4_g64"};
+  const Shape shapes[] = {{1280, 2560, "qwen gate|up", 10}, {2560, 640, "qwen down", 10}, {16384, 2560, "qwen gdn in"},
+                          {2560, 4096, "qwen out"},       {4096, 4096, "square"},        {16384, 8192, "large"}};
+  auto pct = [&](const Row& r) { return 100.0 * r.gbps / bw.copy_gbps; };
+  std::printf("MLX q4 g64 (bf16 scales): gemv (f32 x on CUDA cores) vs gemv_mlx4_tc (BF16 tensor cores, x in three "
+              "exact BF16 parts); PDL on; weight + scale/bias bytes over time\n%-26s %8s %9s %7s | %8s %9s %7s | %6s\n",
+              "shape", "gemv us", "GB/s", "% copy", "tc us", "GB/s", "% copy", "tc/gemv");
+  cuda::gemv_set_pdl(true);
+  for (const Shape& s : shapes) {
+    const Row g = bench_one(f, s, reps, x, y, false);
+    const Row t = bench_one(f, s, reps, x, y, false, 0, nullptr, false, true);
+    std::printf("%-26s %8.2f %9.0f %6.1f%% | %8.2f %9.0f %6.1f%% | %5.2fx\n", t.shape.c_str(), g.us, g.gbps, pct(g), t.us,
+                t.gbps, pct(t), g.us / t.us);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   try {
     const bool profile = argc > 1 && std::string(argv[1]) == "--profile";
@@ -588,8 +616,9 @@ int main(int argc, char** argv) {
     const bool rows_mma = argc > 1 && std::string(argv[1]) == "--rows-mma";
     const bool act_profile = argc > 1 && std::string(argv[1]) == "--act-profile";
     const bool rows_only = argc > 1 && std::string(argv[1]) == "--rows";
+    const bool mlx4_tc = argc > 1 && std::string(argv[1]) == "--mlx4-tc";
     auto count_arg = [&](int i) { return argc > i && argv[i][0] != '-' ? std::max(3, std::atoi(argv[i])) : 20; };
-    const int reps = act || act_mma || routed || rows_mma || rows_only ? count_arg(2) : !profile ? count_arg(1) : 20;
+    const int reps = act || act_mma || routed || rows_mma || rows_only || mlx4_tc ? count_arg(2) : !profile ? count_arg(1) : 20;
     const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     for (int i = 1; i < argc; ++i)
       if (std::string(argv[i]) == "--lane-tables") cuda::gemv_act_set_iq2_lane_tables(g_lane_tables_flag = true);
@@ -631,6 +660,7 @@ int main(int argc, char** argv) {
     cuda::DeviceBuffer x(sizeof(float) * 16384 * kMaxN, "bench x"), y(sizeof(float) * 65536 * kMaxN, "bench y");
     fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
     if (act) return act_tables(reps, bw, x.as<float>(), y.as<float>());
+    if (mlx4_tc) return mlx4_tc_table(reps, bw, x.as<float>(), y.as<float>());
     if (rows_only) {  // gemv_rows up to 16 input rows (x holds 16 rows of up to 8192 values)
       std::printf("gemv_rows: time of n rows / one gemv of the same weight (bytes floor ~1.0x)\n%-12s %-16s %8s",
                   "format", "shape", "gemv us");

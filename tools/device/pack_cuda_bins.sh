@@ -13,7 +13,7 @@
 set -eu
 preset=${PRESET:-cuda}
 bundle=${BUNDLE:-.devwork/cudabins.tar.xz}
-all_targets="test_cuda_ops test_cuda_hc_fused test_gemv_pdl test_gemv_act test_gemv_act_mma test_grouped_mma_int8 test_gemv_decode test_grouped_mma_frag test_cuda_canary test_cuda_sample test_cuda_matmul test_cuda_grouped_gemm
+all_targets="test_cuda_ops test_cuda_hc_fused test_gemv_pdl test_gemv_mlx4_tc test_gemv_act test_gemv_act_mma test_grouped_mma_int8 test_gemv_decode test_grouped_mma_frag test_cuda_canary test_cuda_sample test_cuda_matmul test_cuda_grouped_gemm
   bench_cuda_grouped_mma bench_cuda_gemv
   bench_cuda_upload bench_cuda_topk test_qwen_next_cuda test_qwen_next_mtp_cuda test_qwen_hyper_fused_cuda
   test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_decode_kernels_cuda bench_qwen_decode_kernels bench_qwen_next_cuda

@@ -28,6 +28,7 @@ one test_cuda_ops
 one test_cuda_hc_fused
 one test_grouped_mma_frag
 one test_gemv_pdl
+one test_gemv_mlx4_tc
 one test_gemv_act
 one test_gemv_act_mma
 one test_grouped_mma_int8

@@ -23,6 +23,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_mlx4_tc.h"
 #include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/gemv_tuning.h"
@@ -599,8 +600,17 @@ void check_type(const WeightMatrix& w) {
 
 }  // namespace
 
+namespace {
+// DS4_MLX4_TC=1: MLX q4 g64 products with default options on BF16 tensor cores (gemv_mlx4_tc.h).
+bool takes_mlx4_tc(const WeightMatrix& w, const GemvOptions& opt) {
+  return w.type == DType::MLX_Q4 && opt.path == GemvPath::kAuto && opt.rows_per_block == 0 && gemv_mlx4_tc_on() &&
+         gemv_mlx4_tc_supports(w);
+}
+}  // namespace
+
 void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt) {
   check_type(w);
+  if (takes_mlx4_tc(w, opt)) return gemv_mlx4_tc(w, x, y, GemvBatch{}, stream);
   dispatch(w, make_args(w), x, y, stream, opt, 1);
 }
 
@@ -610,6 +620,7 @@ void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBat
   if (b.count < 1 || b.count > 65535) throw InputError("cuda gemv_batched: count " + std::to_string(b.count));
   if (!use_small(w) && b.x_stride % 4 != 0)
     throw InputError("cuda gemv_batched: x_stride " + std::to_string(b.x_stride) + " must keep x 16-byte aligned");
+  if (takes_mlx4_tc(w, opt)) return gemv_mlx4_tc(w, x, y, b, stream);
   Args a = make_args(w);
   a.ids = b.ids;
   a.id_stride = int64_t(b.id_stride);

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Session 30, any GPU (~6 min): gemv_mlx4_tc (MLX q4 on BF16 tensor cores with x in three exact
+# BF16 parts; written this session, unrun) and Qwen's new moe_route top-k. Carry .devwork/s30f.tar.xz
+# (TARGETS="test_gemv_mlx4_tc bench_cuda_gemv bench_qwen_next_cuda test_qwen_next_cuda
+# test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda") and
+# .devwork/s30e_old.tar.xz (bench_qwen_next_cuda_old: the old top-k, 02d7474).
+#  1. test_gemv_mlx4_tc (vs a double reference), bench_cuda_gemv --mlx4-tc (gemv vs tc, % of copy);
+#  2. the Qwen model tests at the new top-k;
+#  3. Qwen decode at 2K: old / new top-k alternated; then DS4_MLX4_TC 0 / 1 alternated (the tc
+#     kernel for every MLX q4 product through gemv / gemv_batched), and the per-op table with it on;
+#  4. test_qwen_next_cuda with DS4_MLX4_TC=1 (what the CPU comparisons say of it; its decode = chunk
+#     checks are expected to differ there).
+set -u
+. bench/device_call_lib.sh
+call_start .devwork/s30f.tar.xz
+tar -C /tmp/d -xJf .devwork/s30e_old.tar.xz
+B=$B/cudabins
+export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
+step() {  # name, timeout, grep pattern, command...
+  local n=$1 to=$2 pat=$3 t0=$(date +%s) left; shift 3
+  left=$(( 570 - $(date +%s) + T0 ))
+  [ $left -lt 20 ] && { echo "$n not run (time)" | tee -a $OUT/summary.txt; return; }
+  [ $to -gt $left ] && to=$left
+  timeout $to "$@" > $OUT/$n.txt 2>&1
+  echo "$n exit $? in $(( $(date +%s) - t0 )) s: $(grep -E "$pat" $OUT/$n.txt | cut -d'|' -f2-6 | tr '\n' ' ' | cut -c1-400)" | tee -a $OUT/summary.txt
+}
+one test_gemv_mlx4_tc
+grep -E "^(ok|FAIL)" $OUT/tests.txt | cut -c1-200 | tee -a $OUT/summary.txt
+timeout 60 $B/bench_cuda_gemv --mlx4-tc 20 > $OUT/gemv_tc.txt 2>&1; echo "bench_cuda_gemv --mlx4-tc exit $?" | tee -a $OUT/summary.txt
+tail -8 $OUT/gemv_tc.txt | tee -a $OUT/summary.txt
+for t in test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda; do one $t .; done
+grep -E "FAIL" $OUT/tests.txt | head -5 | cut -c1-200 | tee -a $OUT/summary.txt
+for v in old new old new; do
+  b=$B/bench_qwen_next_cuda; [ $v = old ] && b=${b}_old
+  step qwen_route_$v 45 '^\| *2048 \|' $b synthetic-full 32 2048
+done
+for v in 0 1 0 1; do
+  DS4_MLX4_TC=$v step qwen_tc_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
+done
+DS4_MLX4_TC=1 step qwen_tc_profile 60 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048 --profile
+echo "=== test_qwen_next_cuda DS4_MLX4_TC=1" >> $OUT/tests.txt
+DS4_MLX4_TC=1 timeout 60 $B/test_qwen_next_cuda . >> $OUT/tests.txt 2>&1; echo "test_qwen_next_cuda with DS4_MLX4_TC=1 exit $?" | tee -a $OUT/summary.txt

@@ -1,0 +1,145 @@
+// gemv_mlx4_tc (backend/cuda/gemv_mlx4_tc.h: MLX q4 on BF16 tensor cores, x split into three
+// exact BF16 parts) against a double-precision reference of the dequantized rows (core's
+// decoders), per row relative to sum |w x|: FP32-level (<= 2e-6; a wrong nibble slot, part,
+// scale or bias gives O(1)). gemv's own error on the same rows is printed beside it. Shapes:
+// Qwen's expert gate|up (1280 x 2560) and down (2560 x 640) as 10-entry batches by device ids,
+// a row tail (40 rows) with 5 groups (uneven over the block's 4 warps) and F16 scales, one group,
+// a 4096-column row with x over 10 decades; two launches give the same bits; an unsupported
+// weight is refused with InputError.
+// Usage: test_gemv_mlx4_tc   (exit 1 when a check fails)
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_mlx4_tc.h"
+#include "backend/cuda/memory.h"
+#include "core/error.h"
+#include "device_weight.h"
+#include "host_ref.h"
+#include "test_common.h"
+
+using namespace ds4;
+using namespace ds4::cuda_test;
+
+namespace {
+
+struct Case {
+  const char* name;
+  int64_t rows, cols;
+  int entries;   // 0: one plain product; else a batch of this many by ids
+  DType scale_type;
+  bool wide_x;   // x magnitudes over 10 decades
+};
+
+std::vector<float> download(const float* p, size_t n) {
+  std::vector<float> v(n);
+  DS4_CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+// max over rows of |y - ref| / sum |w x| for entry e's rows (w rows from expert ids[e]).
+double worst_rel(const HostWeight& hw, int64_t rows_per_expert, int32_t expert, const float* x, const float* y) {
+  const WeightMatrix hv = host_view(hw);
+  std::vector<float> wr(static_cast<size_t>(hw.cols));
+  double worst = 0.0;
+  for (int64_t r = 0; r < rows_per_expert; ++r) {
+    dequantize_row(hv, int64_t(expert) * rows_per_expert + r, wr.data());
+    double ref = 0.0, mag = 0.0;
+    for (int64_t c = 0; c < hw.cols; ++c) {
+      ref += double(wr[size_t(c)]) * double(x[c]);
+      mag += std::fabs(double(wr[size_t(c)]) * double(x[c]));
+    }
+    worst = std::max(worst, std::fabs(double(y[r]) - ref) / std::max(mag, 1e-30));
+  }
+  return worst;
+}
+
+void run_case(const Case& k, std::mt19937_64& rng, cudaStream_t s) {
+  const int experts = k.entries ? k.entries + 2 : 1;
+  const HostWeight hw = random_weight(DType::MLX_Q4, int64_t(experts) * k.rows, k.cols, rng, 64, k.scale_type);
+  const DeviceWeight dw = upload(hw);
+  WeightMatrix w = dw.view;
+  w.rows = k.rows;  // one expert's rows; the batch steps through the others
+  const int count = k.entries ? k.entries : 1;
+  std::vector<int32_t> ids(static_cast<size_t>(count));
+  for (int b = 0; b < count; ++b) ids[size_t(b)] = int32_t((7 * b + 3) % experts);  // not in order
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> dec(-5.f, 5.f);
+  std::vector<float> x(size_t(count * k.cols));
+  for (auto& v : x) v = k.wide_x ? nd(rng) * std::pow(10.f, dec(rng)) : nd(rng);
+  cuda::DeviceBuffer dx(x.size() * sizeof(float), "test x"), dy(size_t(count * k.rows) * sizeof(float), "test y"),
+      dy2(size_t(count * k.rows) * sizeof(float), "test y2"), did(ids.size() * sizeof(int32_t), "test ids");
+  DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaMemcpy(did.get(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  cuda::GemvBatch b;  // (one plain product: count 1, no ids, as gemv)
+  b.count = count;
+  b.ids = k.entries ? did.as<int32_t>() : nullptr;
+  b.id_stride = size_t(k.rows) * size_t(w.row_stride_bytes());
+  b.id_scale_stride = hw.scales.size() / size_t(experts);
+  b.x_stride = k.cols, b.y_stride = k.rows;
+  cuda::gemv_mlx4_tc(w, dx.as<float>(), dy.as<float>(), b, s);
+  // gemv's error on the same products, for the printout
+  for (int e = 0; e < count; ++e) {
+    WeightMatrix we = w;
+    we.data = static_cast<const uint8_t*>(w.data) + size_t(ids[size_t(e)]) * (k.entries ? b.id_stride : 0);
+    we.scales = static_cast<const uint8_t*>(w.scales) + size_t(ids[size_t(e)]) * (k.entries ? b.id_scale_stride : 0);
+    we.biases = static_cast<const uint8_t*>(w.biases) + size_t(ids[size_t(e)]) * (k.entries ? b.id_scale_stride : 0);
+    cuda::gemv(we, dx.as<float>() + e * k.cols, dy2.as<float>() + e * k.rows, s);
+  }
+  DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+  const std::vector<float> y = download(dy.as<float>(), size_t(count * k.rows));
+  const std::vector<float> yg = download(dy2.as<float>(), size_t(count * k.rows));
+  double worst = 0.0, worst_gemv = 0.0;
+  for (int e = 0; e < count; ++e) {
+    const int32_t ex = k.entries ? ids[size_t(e)] : 0;
+    worst = std::max(worst, worst_rel(hw, k.rows, ex, x.data() + e * k.cols, y.data() + e * k.rows));
+    worst_gemv = std::max(worst_gemv, worst_rel(hw, k.rows, ex, x.data() + e * k.cols, yg.data() + e * k.rows));
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s (%lld x %lld%s): max |y - ref| / sum|w x| = %.2e (gemv's: %.2e), <= 2e-6", k.name,
+                (long long)k.rows, (long long)k.cols, k.entries ? (" x" + std::to_string(k.entries)).c_str() : "", worst,
+                worst_gemv);
+  check(worst <= 2e-6, buf);
+  // a second launch into dy2 (gemv's rows were read above): the same bits
+  cuda::gemv_mlx4_tc(w, dx.as<float>(), dy2.as<float>(), b, s);
+  DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+  const std::vector<float> y2 = download(dy2.as<float>(), size_t(count * k.rows));
+  check(std::memcmp(y.data(), y2.data(), y.size() * sizeof(float)) == 0, std::string(k.name) + ": two launches, same bits");
+}
+
+}  // namespace
+
+int main() {
+  std::mt19937_64 rng(20261206);
+  cudaStream_t s;
+  DS4_CUDA_CHECK(cudaStreamCreate(&s));
+  const Case cases[] = {
+      {"qwen expert gate|up", 1280, 2560, 10, DType::BF16, false},
+      {"qwen expert down", 2560, 640, 10, DType::BF16, false},
+      {"row tail, 5 groups, f16 scales", 40, 320, 0, DType::F16, false},
+      {"one group", 24, 64, 0, DType::BF16, false},
+      {"x over 10 decades", 512, 4096, 0, DType::BF16, true},
+  };
+  for (const Case& k : cases) run_case(k, rng, s);
+  {
+    std::mt19937_64 r2(1);
+    const HostWeight hw = random_weight(DType::MLX_Q4, 16, 256, r2, 32, DType::BF16);
+    const DeviceWeight dw = upload(hw);
+    bool refused = false;
+    try {
+      cuda::gemv_mlx4_tc(dw.view, nullptr, nullptr, cuda::GemvBatch{}, s);
+    } catch (const InputError&) {
+      refused = true;
+    }
+    check(!cuda::gemv_mlx4_tc_supports(dw.view) && refused, "group 32 is refused (InputError)");
+  }
+  DS4_CUDA_CHECK(cudaStreamDestroy(s));
+  std::printf("%s\n", g_fail ? "FAILED" : "ALL PASSED");
+  return g_fail ? 1 : 0;
+}
