@@ -13,15 +13,6 @@ call_start .devwork/s30e.tar.xz
 tar -C /tmp/d -xJf .devwork/s30e_old.tar.xz
 B=$B/cudabins
 export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
-step() {  # name, timeout, grep pattern, command...
-  local n=$1 to=$2 pat=$3 t0=$(date +%s) left; shift 3
-  left=$(( 585 - $(date +%s) + T0 ))
-  [ $left -lt 30 ] && { echo "$n not run (time)" | tee -a $OUT/summary.txt; return; }
-  [ $to -gt $left ] && to=$left
-  timeout $to "$@" > $OUT/$n.txt 2>&1
-  echo "$n exit $? in $(( $(date +%s) - t0 )) s: $(grep -E "$pat" $OUT/$n.txt | cut -d'|' -f2-6 | tr '\n' ' ')" | tee -a $OUT/summary.txt
-  grep -E "canary" $OUT/$n.txt | cut -c1-200 | head -2 >> $OUT/summary.txt
-}
 for t in test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda; do one $t .; done
 grep -E "FAIL" $OUT/tests.txt | head -5 | tee -a $OUT/summary.txt
 # not an H200 (the 43-layer Flash and GLM's 288 experts do not fit): the Qwen decode A/B only

@@ -11,19 +11,12 @@
 #  4. test_qwen_next_cuda with DS4_MLX4_TC=1 (what the CPU comparisons say of it; its decode = chunk
 #     checks are expected to differ there).
 set -u
+LIMIT=570
 . bench/device_call_lib.sh
 call_start .devwork/s30f.tar.xz
 tar -C /tmp/d -xJf .devwork/s30e_old.tar.xz
 B=$B/cudabins
 export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
-step() {  # name, timeout, grep pattern, command...
-  local n=$1 to=$2 pat=$3 t0=$(date +%s) left; shift 3
-  left=$(( 570 - $(date +%s) + T0 ))
-  [ $left -lt 20 ] && { echo "$n not run (time)" | tee -a $OUT/summary.txt; return; }
-  [ $to -gt $left ] && to=$left
-  timeout $to "$@" > $OUT/$n.txt 2>&1
-  echo "$n exit $? in $(( $(date +%s) - t0 )) s: $(grep -E "$pat" $OUT/$n.txt | cut -d'|' -f2-6 | tr '\n' ' ' | cut -c1-400)" | tee -a $OUT/summary.txt
-}
 one test_gemv_mlx4_tc
 grep -E "^(ok|FAIL)" $OUT/tests.txt | cut -c1-200 | tee -a $OUT/summary.txt
 timeout 60 $B/bench_cuda_gemv --mlx4-tc 20 > $OUT/gemv_tc.txt 2>&1; echo "bench_cuda_gemv --mlx4-tc exit $?" | tee -a $OUT/summary.txt
