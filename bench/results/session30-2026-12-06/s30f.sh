@@ -11,7 +11,7 @@
 #  4. test_qwen_next_cuda with DS4_MLX4_TC=1 (what the CPU comparisons say of it; its decode = chunk
 #     checks are expected to differ there).
 set -u
-LIMIT=570
+LIMIT=${LIMIT:-570}
 . bench/device_call_lib.sh
 call_start .devwork/s30f.tar.xz
 tar -C /tmp/d -xJf .devwork/s30e_old.tar.xz
