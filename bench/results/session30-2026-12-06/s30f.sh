@@ -7,7 +7,8 @@
 #  1. test_gemv_mlx4_tc (vs a double reference), bench_cuda_gemv --mlx4-tc (gemv vs tc, % of copy);
 #  2. the Qwen model tests at the new top-k;
 #  3. Qwen decode at 2K: old / new top-k alternated; then DS4_MLX4_TC 0 / 1 alternated (the tc
-#     kernel for every MLX q4 product through gemv / gemv_batched), and the per-op table with it on;
+#     kernel for every MLX q4 product through gemv / gemv_batched), once at 2 row tiles per block,
+#     and the per-op table with it on;
 #  4. test_qwen_next_cuda with DS4_MLX4_TC=1 (what the CPU comparisons say of it; its decode = chunk
 #     checks are expected to differ there).
 set -u
@@ -30,6 +31,7 @@ done
 for v in 0 1 0 1; do
   DS4_MLX4_TC=$v step qwen_tc_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
 done
+DS4_MLX4_TC=1 DS4_MLX4_TC_TILES=2 step qwen_tc_tiles2 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
 DS4_MLX4_TC=1 step qwen_tc_profile 60 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048 --profile
 echo "=== test_qwen_next_cuda DS4_MLX4_TC=1" >> $OUT/tests.txt
 DS4_MLX4_TC=1 timeout 60 $B/test_qwen_next_cuda . >> $OUT/tests.txt 2>&1; echo "test_qwen_next_cuda with DS4_MLX4_TC=1 exit $?" | tee -a $OUT/summary.txt

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/env_setting.h"
@@ -34,7 +35,7 @@ using gemv_detail::pdl_wait;
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kRows = 16;         // one m16 tile of weight rows per block
 constexpr int kGroup = 64;        // MLX group: four k16 steps
-constexpr int kAhead = 4;         // groups a warp has in flight at once
+constexpr int kAheadRows = 4;     // groups x tiles a warp has in flight at once
 constexpr int kParts = 3;         // x = x0 + x1 + x2, BF16 each
 constexpr int kXWords = kParts * 32;  // a group's B registers: parts x 4 t x 8 (MMA j: 2j, 2j + 1)
 
@@ -84,16 +85,19 @@ __device__ __forceinline__ float scale_value(uint16_t h) {
   return kBf16 ? __uint_as_float(uint32_t(h) << 16) : __half2float(__ushort_as_half(h));
 }
 
-// One group's loads for a lane: its 8 bytes of rows g and g + 8, their scales and biases.
+// One group's loads for a lane: its 8 bytes of rows g and g + 8 of each tile, their scales and biases.
+template <int kTiles>
 struct GroupLoad {
-  uint2 a, b;
-  uint16_t sa, sb, ba, bb;
+  uint2 a[kTiles], b[kTiles];
+  uint16_t sa[kTiles], sb[kTiles], ba[kTiles], bb[kTiles];
 };
 
 extern __shared__ uint4 mlx4_tc_smem[];
 
-template <bool kBf16>
+// kTiles m16 tiles of rows per block (16 kTiles rows): each group's B fragments serve them all.
+template <bool kBf16, int kTiles>
 __global__ void __launch_bounds__(kThreads) gemv_mlx4_tc_kernel(TcArgs p, const float* x, float* y) {
+  constexpr int kAhead = kAheadRows / kTiles;  // groups in flight: the same bytes for any kTiles
   pdl_launch_dependents();
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
   if (p.ids) pdl_wait();  // the expert ids come from the kernel before (a router)
@@ -106,25 +110,32 @@ __global__ void __launch_bounds__(kThreads) gemv_mlx4_tc_kernel(TcArgs p, const 
     x += b * p.x_stride;
     y += b * p.y_stride;
   }
-  const int64_t row0 = int64_t(blockIdx.x) * kRows;
-  const int64_t ra = min(row0 + g, p.rows - 1), rb = min(row0 + g + 8, p.rows - 1);
-  const uint8_t* wa = p.data + ra * p.row_bytes + 8 * t;
-  const uint8_t* wb = p.data + rb * p.row_bytes + 8 * t;
+  const int64_t row0 = int64_t(blockIdx.x) * kRows * kTiles;
+  int64_t ra[kTiles], rb[kTiles];
+  const uint8_t *wa[kTiles], *wb[kTiles];
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i) {
+    ra[i] = min(row0 + kRows * i + g, p.rows - 1), rb[i] = min(row0 + kRows * i + g + 8, p.rows - 1);
+    wa[i] = p.data + ra[i] * p.row_bytes + 8 * t, wb[i] = p.data + rb[i] * p.row_bytes + 8 * t;
+  }
+  const unsigned short* sc = reinterpret_cast<const unsigned short*>(p.scales);
+  const unsigned short* bi = reinterpret_cast<const unsigned short*>(p.biases);
   const int mine = p.groups > warp ? int((p.groups - warp + kWarps - 1) / kWarps) : 0;
-  auto load = [&](GroupLoad (&l)[kAhead], int i0) {
+  auto load = [&](GroupLoad<kTiles> (&l)[kAhead], int i0) {
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
       if (i0 + u >= mine) break;
       const int64_t grp = warp + int64_t(kWarps) * (i0 + u);
-      l[u].a = __ldg(reinterpret_cast<const uint2*>(wa + grp * (kGroup / 2)));
-      l[u].b = __ldg(reinterpret_cast<const uint2*>(wb + grp * (kGroup / 2)));
-      l[u].sa = __ldg(reinterpret_cast<const unsigned short*>(p.scales) + ra * p.groups + grp);
-      l[u].sb = __ldg(reinterpret_cast<const unsigned short*>(p.scales) + rb * p.groups + grp);
-      l[u].ba = __ldg(reinterpret_cast<const unsigned short*>(p.biases) + ra * p.groups + grp);
-      l[u].bb = __ldg(reinterpret_cast<const unsigned short*>(p.biases) + rb * p.groups + grp);
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        l[u].a[i] = __ldg(reinterpret_cast<const uint2*>(wa[i] + grp * (kGroup / 2)));
+        l[u].b[i] = __ldg(reinterpret_cast<const uint2*>(wb[i] + grp * (kGroup / 2)));
+        l[u].sa[i] = __ldg(sc + ra[i] * p.groups + grp), l[u].sb[i] = __ldg(sc + rb[i] * p.groups + grp);
+        l[u].ba[i] = __ldg(bi + ra[i] * p.groups + grp), l[u].bb[i] = __ldg(bi + rb[i] * p.groups + grp);
+      }
     }
   };
-  GroupLoad cur[kAhead];
+  GroupLoad<kTiles> cur[kAhead];
   load(cur, 0);  // weights only (immutable): before the wait
   if (!p.ids) pdl_wait();
 
@@ -153,50 +164,57 @@ __global__ void __launch_bounds__(kThreads) gemv_mlx4_tc_kernel(TcArgs p, const 
   }
   __syncwarp();
 
-  float acc_a = 0.f, acc_b = 0.f;
+  float acc_a[kTiles], acc_b[kTiles];
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i) acc_a[i] = 0.f, acc_b[i] = 0.f;
   for (int i0 = 0; i0 < mine; i0 += kAhead) {
-    GroupLoad nxt[kAhead];
+    GroupLoad<kTiles> nxt[kAhead];
     if (i0 + kAhead < mine) load(nxt, i0 + kAhead);
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
       if (i0 + u >= mine) break;
-      const GroupLoad& l = cur[u];
+      const GroupLoad<kTiles>& l = cur[u];
       uint32_t bx[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};  // B column g: part g (g < 3), else 0
       if (g < kParts) {
         const uint4* src = reinterpret_cast<const uint4*>(xb + (i0 + u) * kXWords + (g * 4 + t) * 8);
         const uint4 lo = src[0], hi = src[1];
         bx[0] = lo.x, bx[1] = lo.y, bx[2] = lo.z, bx[3] = lo.w, bx[4] = hi.x, bx[5] = hi.y, bx[6] = hi.z, bx[7] = hi.w;
       }
-      float c[4] = {0.f, 0.f, 0.f, 0.f};
+      const float xs = t == 0 ? xsum[i0 + u] : 0.f;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t word_a = j < 2 ? l.a.x : l.a.y, word_b = j < 2 ? l.b.x : l.b.y;
-        const int s0 = 4 * (2 * (j % 2));  // pair q = 2j: nibble (q % 4); pair 2j + 1: the next
-        const uint32_t af[4] = {nibble_pair(word_a, s0), nibble_pair(word_b, s0), nibble_pair(word_a, s0 + 4),
-                                nibble_pair(word_b, s0 + 4)};
-        mma::mma_bf16(c, af, bx[2 * j], bx[2 * j + 1]);
-      }
-      // lane t = 0: columns 0, 1 (x0, x1 parts) of rows g, g + 8; t = 1: column 2 (x2) and the
-      // zero column 3; t = 2, 3: zero columns. The bias term once, on t = 0.
-      acc_a = fmaf(scale_value<kBf16>(l.sa), c[0] + c[1], acc_a);
-      acc_b = fmaf(scale_value<kBf16>(l.sb), c[2] + c[3], acc_b);
-      if (t == 0) {
-        const float xs = xsum[i0 + u];
-        acc_a = fmaf(scale_value<kBf16>(l.ba), xs, acc_a);
-        acc_b = fmaf(scale_value<kBf16>(l.bb), xs, acc_b);
+      for (int i = 0; i < kTiles; ++i) {
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t word_a = j < 2 ? l.a[i].x : l.a[i].y, word_b = j < 2 ? l.b[i].x : l.b[i].y;
+          const int s0 = 4 * (2 * (j % 2));  // pair q = 2j: nibble (q % 4); pair 2j + 1: the next
+          const uint32_t af[4] = {nibble_pair(word_a, s0), nibble_pair(word_b, s0), nibble_pair(word_a, s0 + 4),
+                                  nibble_pair(word_b, s0 + 4)};
+          mma::mma_bf16(c, af, bx[2 * j], bx[2 * j + 1]);
+        }
+        // lane t = 0: columns 0, 1 (x0, x1 parts) of rows g, g + 8; t = 1: column 2 (x2) and the
+        // zero column 3; t = 2, 3: zero columns. The bias term once, on t = 0 (xs = 0 elsewhere).
+        acc_a[i] = fmaf(scale_value<kBf16>(l.sa[i]), c[0] + c[1], acc_a[i]);
+        acc_b[i] = fmaf(scale_value<kBf16>(l.sb[i]), c[2] + c[3], acc_b[i]);
+        acc_a[i] = fmaf(scale_value<kBf16>(l.ba[i]), xs, acc_a[i]);
+        acc_b[i] = fmaf(scale_value<kBf16>(l.bb[i]), xs, acc_b[i]);
       }
     }
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) cur[u] = nxt[u];
   }
-  acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
-  acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 1);
-  acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
-  acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 2);
-  __shared__ float red[kWarps][kRows];
-  if (t == 0) red[warp][g] = acc_a, red[warp][g + 8] = acc_b;
+  __shared__ float red[kWarps][kRows * kTiles];
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i) {
+    float va = acc_a[i], vb = acc_b[i];
+    va += __shfl_xor_sync(0xffffffffu, va, 1);
+    vb += __shfl_xor_sync(0xffffffffu, vb, 1);
+    va += __shfl_xor_sync(0xffffffffu, va, 2);
+    vb += __shfl_xor_sync(0xffffffffu, vb, 2);
+    if (t == 0) red[warp][kRows * i + g] = va, red[warp][kRows * i + g + 8] = vb;
+  }
   __syncthreads();
-  if (threadIdx.x < kRows && row0 + threadIdx.x < p.rows) {
+  if (threadIdx.x < kRows * kTiles && row0 + threadIdx.x < p.rows) {
     float s = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) s += red[w][threadIdx.x];
@@ -218,12 +236,17 @@ constexpr bool lane_columns_ok() {
 }
 static_assert(lane_columns_ok(), "pair_column must map each lane's slots onto its 16 columns");
 
-std::atomic<int> g_on{-1};
+std::atomic<int> g_on{-1}, g_tiles{-1};
 
 }  // namespace
 
 bool gemv_mlx4_tc_on() { return env_setting(g_on, "DS4_MLX4_TC", {0, 1}, "0 or 1", 0) == 1; }
 void gemv_mlx4_tc_set(bool on) { g_on.store(on ? 1 : 0, std::memory_order_relaxed); }
+int gemv_mlx4_tc_tiles() { return env_setting(g_tiles, "DS4_MLX4_TC_TILES", {1, 2}, "1 or 2", 1); }
+void gemv_mlx4_tc_set_tiles(int tiles) {
+  if (tiles != 1 && tiles != 2) throw InputError("cuda gemv_mlx4_tc: tiles " + std::to_string(tiles) + " is not 1 or 2");
+  g_tiles.store(tiles, std::memory_order_relaxed);
+}
 
 bool gemv_mlx4_tc_supports(const WeightMatrix& w) {
   return w.type == DType::MLX_Q4 && w.group_size == kGroup &&
@@ -252,13 +275,19 @@ void gemv_mlx4_tc(const WeightMatrix& w, const float* x, float* y, const GemvBat
   a.x_stride = batch.x_stride, a.y_stride = batch.y_stride;
   a.per_warp = int((a.groups + kWarps - 1) / kWarps);
   const size_t smem = size_t(kWarps) * size_t(a.per_warp) * (kXWords * 4 + 4);
-  const dim3 grid(unsigned((w.rows + kRows - 1) / kRows), unsigned(batch.count));
-  if (w.scale_type == DType::BF16) {
-    opt_in_smem_max_once<gemv_mlx4_tc_kernel<true>>();
-    gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), gemv_mlx4_tc_kernel<true>, grid, kThreads, smem, stream, a, x, y);
+  const int tiles = gemv_mlx4_tc_tiles();
+  const dim3 grid(unsigned((w.rows + kRows * tiles - 1) / (kRows * tiles)), unsigned(batch.count));
+  auto go = [&](auto kernel) {
+    opt_in_smem_max_once<decltype(kernel)::value>();
+    gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), decltype(kernel)::value, grid, kThreads, smem, stream, a, x, y);
+  };
+  const bool bf16 = w.scale_type == DType::BF16;
+  if (tiles == 2) {
+    if (bf16) go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<true, 2>), &gemv_mlx4_tc_kernel<true, 2>>{});
+    else go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<false, 2>), &gemv_mlx4_tc_kernel<false, 2>>{});
   } else {
-    opt_in_smem_max_once<gemv_mlx4_tc_kernel<false>>();
-    gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), gemv_mlx4_tc_kernel<false>, grid, kThreads, smem, stream, a, x, y);
+    if (bf16) go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<true, 1>), &gemv_mlx4_tc_kernel<true, 1>>{});
+    else go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<false, 1>), &gemv_mlx4_tc_kernel<false, 1>>{});
   }
 }
 
