@@ -5,7 +5,8 @@
 #   late S              true once the call has run more than S seconds (guards the later steps)
 #   one NAME ARGS...    $B/NAME ARGS (120 s at most) appended to tests.txt; its exit to summary.txt
 #   step N S PAT CMD... CMD (S seconds at most, less when the call's LIMIT, default 585 s, is near)
-#                       into N.txt; its exit, seconds and the output lines matching PAT to summary.txt
+#                       into N.txt ($STEP_DIR, default $OUT: the device returns only ~8 files); its
+#                       exit, seconds and the output lines matching PAT to summary.txt
 call_start() {
   B=/tmp/d
   mkdir -p "$B" && tar -C "$B" -xJf "$1" || exit 3
@@ -23,13 +24,14 @@ one() {
   echo "$n exit $? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/summary.txt"
 }
 step() {
-  local n=$1 to=$2 pat=$3 t0 left
+  local n=$1 to=$2 pat=$3 t0 left d=${STEP_DIR:-$OUT}
   shift 3
+  mkdir -p "$d"
   t0=$(date +%s)
   left=$(( ${LIMIT:-585} - t0 + T0 ))
   [ $left -lt 20 ] && { echo "$n not run (time)" | tee -a "$OUT/summary.txt"; return; }
   [ $to -gt $left ] && to=$left
-  timeout $to "$@" > "$OUT/$n.txt" 2>&1
-  echo "$n exit $? in $(( $(date +%s) - t0 )) s: $(grep -E "$pat" "$OUT/$n.txt" | cut -d'|' -f2-6 | tr '\n' ' ' | cut -c1-400)" | tee -a "$OUT/summary.txt"
-  grep -E "canary" "$OUT/$n.txt" | cut -c1-200 | head -2 >> "$OUT/summary.txt"
+  timeout $to "$@" > "$d/$n.txt" 2>&1
+  echo "$n exit $? in $(( $(date +%s) - t0 )) s: $(grep -E "$pat" "$d/$n.txt" | cut -d'|' -f2-6 | tr '\n' ' ' | cut -c1-400)" | tee -a "$OUT/summary.txt"
+  grep -E "canary" "$d/$n.txt" | cut -c1-200 | head -2 >> "$OUT/summary.txt"
 }

@@ -6,13 +6,14 @@
 # .devwork/s30e_old.tar.xz (bench_qwen_next_cuda_old: the old top-k, 02d7474).
 #  1. test_gemv_mlx4_tc (vs a double reference), bench_cuda_gemv --mlx4-tc (gemv vs tc, % of copy);
 #  2. the Qwen model tests at the new top-k;
-#  3. Qwen decode at 2K: old / new top-k alternated; then DS4_MLX4_TC 0 / 1 alternated (the tc
-#     kernel for every MLX q4 product through gemv / gemv_batched), once at 2 row tiles per block,
-#     and the per-op table with it on;
+#  3. Qwen decode at 2K: DS4_MLX4_TC 0 / 1 alternated (the tc kernel for every MLX q4 product
+#     through gemv / gemv_batched); old / new top-k alternated; tc at 2 row tiles per block; the
+#     per-op table with tc on (each step only while LIMIT leaves time);
 #  4. test_qwen_next_cuda with DS4_MLX4_TC=1 (what the CPU comparisons say of it; its decode = chunk
 #     checks are expected to differ there).
 set -u
 LIMIT=${LIMIT:-570}
+STEP_DIR=/tmp/steps  # the decode runs' files stay there (the device returns ~8 files); the profile is copied
 . bench/device_call_lib.sh
 call_start .devwork/s30f.tar.xz
 tar -C /tmp/d -xJf .devwork/s30e_old.tar.xz
@@ -24,14 +25,16 @@ timeout 60 $B/bench_cuda_gemv --mlx4-tc 20 > $OUT/gemv_tc.txt 2>&1; echo "bench_
 tail -8 $OUT/gemv_tc.txt | tee -a $OUT/summary.txt
 for t in test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda; do one $t .; done
 grep -E "FAIL" $OUT/tests.txt | head -5 | cut -c1-200 | tee -a $OUT/summary.txt
+for v in 0 1 0 1; do
+  DS4_MLX4_TC=$v step qwen_tc_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
+done
 for v in old new old new; do
   b=$B/bench_qwen_next_cuda; [ $v = old ] && b=${b}_old
   step qwen_route_$v 45 '^\| *2048 \|' $b synthetic-full 32 2048
-done
-for v in 0 1 0 1; do
-  DS4_MLX4_TC=$v step qwen_tc_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
 done
 DS4_MLX4_TC=1 DS4_MLX4_TC_TILES=2 step qwen_tc_tiles2 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
 DS4_MLX4_TC=1 step qwen_tc_profile 60 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048 --profile
 echo "=== test_qwen_next_cuda DS4_MLX4_TC=1" >> $OUT/tests.txt
 DS4_MLX4_TC=1 timeout 60 $B/test_qwen_next_cuda . >> $OUT/tests.txt 2>&1; echo "test_qwen_next_cuda with DS4_MLX4_TC=1 exit $?" | tee -a $OUT/summary.txt
+cp /tmp/steps/qwen_tc_profile.txt $OUT/ 2>/dev/null
+(cd /tmp/steps && tar -cJf $OUT/steps.tar.xz .)
