@@ -25,12 +25,14 @@ timeout 60 $B/bench_cuda_gemv --mlx4-tc 20 > $OUT/gemv_tc.txt 2>&1; echo "bench_
 tail -8 $OUT/gemv_tc.txt | tee -a $OUT/summary.txt
 for t in test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda; do one $t .; done
 grep -E "FAIL" $OUT/tests.txt | head -5 | cut -c1-200 | tee -a $OUT/summary.txt
-for v in 0 1 0 1; do
-  DS4_MLX4_TC=$v step qwen_tc_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
-done
-for v in old new old new; do
-  b=$B/bench_qwen_next_cuda; [ $v = old ] && b=${b}_old
-  step qwen_route_$v 45 '^\| *2048 \|' $b synthetic-full 32 2048
+for round in 1 2; do  # each A/B once per round, so a short call still gets one of each
+  for v in 0 1; do
+    DS4_MLX4_TC=$v step qwen_tc_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
+  done
+  for v in old new; do
+    b=$B/bench_qwen_next_cuda; [ $v = old ] && b=${b}_old
+    step qwen_route_$v 45 '^\| *2048 \|' $b synthetic-full 32 2048
+  done
 done
 DS4_MLX4_TC=1 DS4_MLX4_TC_TILES=2 step qwen_tc_tiles2 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
 DS4_MLX4_TC=1 step qwen_tc_profile 60 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048 --profile
