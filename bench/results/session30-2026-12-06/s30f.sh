@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Session 30, any GPU (~6 min): gemv_mlx4_tc (MLX q4 on BF16 tensor cores with x in three exact
-# BF16 parts; written this session, unrun) and Qwen's new moe_route top-k. Carry .devwork/s30f.tar.xz
-# (TARGETS="test_gemv_mlx4_tc bench_cuda_gemv bench_qwen_next_cuda test_qwen_next_cuda
-# test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda") and
-# .devwork/s30e_old.tar.xz (bench_qwen_next_cuda_old: the old top-k, 02d7474).
+# BF16 parts; written this session, unrun) and Qwen's top-k by warps (DS4_QWEN_ROUTE_WARPS=1, unrun).
+# Carry .devwork/s30f.tar.xz (TARGETS="test_gemv_mlx4_tc bench_cuda_gemv bench_qwen_next_cuda
+# test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda").
 #  1. test_gemv_mlx4_tc (vs a double reference), bench_cuda_gemv --mlx4-tc (gemv vs tc, % of copy);
-#  2. the Qwen model tests at the new top-k;
+#  2. the Qwen model tests with DS4_QWEN_ROUTE_WARPS=1;
 #  3. Qwen decode at 2K: DS4_MLX4_TC 0 / 1 alternated (the tc kernel for every MLX q4 product
-#     through gemv / gemv_batched); old / new top-k alternated; tc at 2 row tiles per block; the
+#     through gemv / gemv_batched); DS4_QWEN_ROUTE_WARPS 0 / 1 alternated; tc at 2 row tiles per block; the
 #     per-op table with tc on (each step only while LIMIT leaves time);
 #  4. test_qwen_next_cuda with DS4_MLX4_TC=1 (what the CPU comparisons say of it; its decode = chunk
 #     checks are expected to differ there).
@@ -16,22 +15,22 @@ LIMIT=${LIMIT:-570}
 STEP_DIR=/tmp/steps  # the decode runs' files stay there (the device returns ~8 files); the profile is copied
 . bench/device_call_lib.sh
 call_start .devwork/s30f.tar.xz
-tar -C /tmp/d -xJf .devwork/s30e_old.tar.xz
 B=$B/cudabins
 export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
 one test_gemv_mlx4_tc
 grep -E "^(ok|FAIL)" $OUT/tests.txt | cut -c1-200 | tee -a $OUT/summary.txt
 timeout 60 $B/bench_cuda_gemv --mlx4-tc 20 > $OUT/gemv_tc.txt 2>&1; echo "bench_cuda_gemv --mlx4-tc exit $?" | tee -a $OUT/summary.txt
 tail -8 $OUT/gemv_tc.txt | tee -a $OUT/summary.txt
+export DS4_QWEN_ROUTE_WARPS=1
 for t in test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda; do one $t .; done
+unset DS4_QWEN_ROUTE_WARPS
 grep -E "FAIL" $OUT/tests.txt | head -5 | cut -c1-200 | tee -a $OUT/summary.txt
 for round in 1 2; do  # each A/B once per round, so a short call still gets one of each
   for v in 0 1; do
     DS4_MLX4_TC=$v step qwen_tc_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
   done
-  for v in old new; do
-    b=$B/bench_qwen_next_cuda; [ $v = old ] && b=${b}_old
-    step qwen_route_$v 45 '^\| *2048 \|' $b synthetic-full 32 2048
+  for v in 0 1; do
+    DS4_QWEN_ROUTE_WARPS=$v step qwen_route_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
   done
 done
 DS4_MLX4_TC=1 DS4_MLX4_TC_TILES=2 step qwen_tc_tiles2 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048

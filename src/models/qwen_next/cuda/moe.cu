@@ -2,10 +2,12 @@
 // backend/cuda gemv_batched (decode step) or grouped gemv_rows (chunk.cu) with the ids this
 // router writes, so no host round trip. Over `Rows` row t = blockIdx.y (route: blockIdx.x)
 // reads its row of the chunk's scratch and its K slots of the packed {rows, K} ids/weights.
+#include <atomic>
 #include <cfloat>
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/env_setting.h"
 #include "backend/cuda/reduce.cuh"
 #include "core/error.h"
 #include "models/qwen_next/cuda/kernels.h"
@@ -21,6 +23,27 @@ constexpr int kMaxTopK = 64;
 
 constexpr int kRouteThreads = 256;
 constexpr int kRouteWarps = kRouteThreads / 32;
+
+// The block's best (value desc, index asc) of the candidates each thread offers; every thread
+// gets it. (v, i) = (-inf, n) offers nothing.
+__device__ void block_best(float& v, int64_t& i) {
+  __shared__ float wv[32];
+  __shared__ int64_t wi[32];
+  auto better = [](float a, int64_t ai, float b, int64_t bi) { return a > b || (a == b && ai < bi); };
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, i, o);
+    if (better(ov, oi, v, i)) v = ov, i = oi;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+  __syncthreads();  // wv / wi may still be read by the previous call
+  if (lane == 0) wv[warp] = v, wi[warp] = i;
+  __syncthreads();
+  v = wv[0], i = wi[0];
+  for (int w = 1; w < nw; ++w)
+    if (better(wv[w], wi[w], v, i)) v = wv[w], i = wi[w];
+}
 
 // The warp's best (value desc, index asc) of its lanes' candidates; every lane gets it. (-inf, n)
 // offers nothing. A strict total order (no NaN is ever offered), so the butterfly agrees.
@@ -49,44 +72,96 @@ __device__ __forceinline__ void next_best(Val vals, Idx idx, int n, int none, fl
   warp_best(v, i);
 }
 
-// One block: softmax over E router logits, top-k by (prob desc, index asc), the chosen
-// experts written in ascending index order (the CPU adds expert outputs in that order).
-// The top k: each warp walks its share of the experts (its 32-expert strips) k rounds in that
-// order, shuffles only, and offers its first k; warp 0 walks the offers the same way (issue #23:
-// the k rounds of a block argmax it replaces, two barriers each, took ~11 us a token and layer at
-// E = 512, k = 10 on the H100, 6.8 % of a Qwen decode step: session 30's kernel table). The same
-// set as before. The weights are the CPU's (moe.cpp): the chosen probabilities summed in double in
-// pick order, each divided in double and rounded once.
 // With `sh` (decode step): also moe_swiglu of the shared expert's {1, 2 I} row in place (the
 // same expression as moe_swiglu_kernel), one launch less.
 struct SharedAct {
   float* gu = nullptr;
   int64_t inter = 0;
 };
-__global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* __restrict__ logits, int64_t E_, int64_t k_,
-                                                                 bool norm, int32_t* __restrict__ ids,
-                                                                 float* __restrict__ weights, int64_t rs, SharedAct sh) {
-  const int E = int(E_), k = int(k_);  // (moe_route: E < 2^31, k <= kMaxTopK)
-  logits += blockIdx.x * rs, ids += blockIdx.x * k, weights += blockIdx.x * k;
+
+// Both routers' start: the shared expert's swiglu (with `sh`), then the softmax of the row's E
+// logits into prob {E} (block sums in kRouteThreads' order); ends with a barrier.
+__device__ void route_softmax(const float* __restrict__ logits, int64_t E, const SharedAct& sh, float* prob) {
   for (int64_t c = threadIdx.x; c < sh.inter; c += blockDim.x) {
     const float g = sh.gu[c];
     sh.gu[c] = g / (1.f + expf(-g)) * sh.gu[sh.inter + c];
   }
-  extern __shared__ float prob[];  // {E}
-  __shared__ float offer_v[kRouteWarps * kMaxTopK];
-  __shared__ int offer_i[kRouteWarps * kMaxTopK];
   float m = -FLT_MAX;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) m = fmaxf(m, logits[e]);
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) m = fmaxf(m, logits[e]);
   m = block_reduce(m, MaxOp{}, -FLT_MAX);
   float s = 0.f;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
     prob[e] = expf(logits[e] - m);
     s += prob[e];
   }
   s = block_reduce(s, SumOp{}, 0.f);
   const float inv = 1.f / s;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) prob[e] *= inv;
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) prob[e] *= inv;
   __syncthreads();
+}
+
+// One block: softmax over E router logits, top-k by (prob desc, index asc), the chosen
+// experts written in ascending index order (the CPU adds expert outputs in that order).
+// The top k are k rounds of a block argmax over the entries after the previous pick in that
+// order (issue #23: the O(E^2) rank loop it replaces cost ~10 us a token and layer at E = 512);
+// for numbers it is the same set as rank(e) < k, and the normalizing sum keeps its order, so
+// ids and weights are bit for bit the old kernel's. The default (moe_route_warps_kernel is
+// unmeasured).
+__global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* __restrict__ logits, int64_t E, int64_t k,
+                                                                 bool norm, int32_t* __restrict__ ids,
+                                                                 float* __restrict__ weights, int64_t rs, SharedAct sh) {
+  logits += blockIdx.x * rs, ids += blockIdx.x * k, weights += blockIdx.x * k;
+  extern __shared__ float prob[];  // {E} then flags {E}
+  int* chosen = reinterpret_cast<int*>(prob + E);
+  __shared__ int64_t picks[kMaxTopK];
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) chosen[e] = 0;
+  route_softmax(logits, E, sh, prob);
+  float last_v = INFINITY;
+  int64_t last_i = -1, n_picks = 0;
+  for (int64_t r = 0; r < k; ++r) {
+    float v = -INFINITY;
+    int64_t i = E;
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+      const float p = prob[e];
+      const bool after = p < last_v || (p == last_v && e > last_i);
+      if (after && (p > v || (p == v && e < i))) v = p, i = e;
+    }
+    block_best(v, i);
+    if (i >= E) break;  // k > E: every entry taken
+    if (threadIdx.x == 0) chosen[i] = 1, picks[r] = i;
+    last_v = v, last_i = i, n_picks = r + 1;
+  }
+  __syncthreads();  // chosen[] and picks[] to every thread
+  float sel = 0.f;
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
+    if (chosen[e]) sel += prob[e];
+  sel = block_reduce(sel, SumOp{}, 0.f);
+  if (threadIdx.x < n_picks) {
+    const int64_t e = picks[threadIdx.x];
+    int slot = 0;  // ascending index order
+    for (int64_t j = 0; j < n_picks; ++j) slot += picks[j] < e;
+    ids[slot] = int32_t(e);
+    weights[slot] = norm ? prob[e] / sel : prob[e];
+  }
+}
+
+// moe_route_kernel's contract with the top k by warps (DS4_QWEN_ROUTE_WARPS=1; session 30,
+// unmeasured, off): each warp walks its share of the experts (its 32-expert strips) k rounds in
+// that order, shuffles only, and offers its first k; warp 0 walks the offers the same way (the k
+// block-argmax rounds above, two barriers each, took 11.2 us a token and layer at E = 512, k = 10
+// on the H100: 6.8 % of a Qwen decode step, session 30's kernel table). The same set. The weights
+// are the CPU's (moe.cpp): the chosen probabilities summed in double in pick order, each divided in
+// double and rounded once (the block kernel's float block sum differs by rounding).
+__global__ void __launch_bounds__(kRouteThreads) moe_route_warps_kernel(const float* __restrict__ logits, int64_t E_,
+                                                                       int64_t k_, bool norm, int32_t* __restrict__ ids,
+                                                                       float* __restrict__ weights, int64_t rs,
+                                                                       SharedAct sh) {
+  const int E = int(E_), k = int(k_);  // (moe_route: E < 2^31, k <= kMaxTopK)
+  logits += blockIdx.x * rs, ids += blockIdx.x * k, weights += blockIdx.x * k;
+  extern __shared__ float prob[];  // {E}
+  __shared__ float offer_v[kRouteWarps * kMaxTopK];
+  __shared__ int offer_i[kRouteWarps * kMaxTopK];
+  route_softmax(logits, E, sh, prob);
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   // warp w's experts: strips w, w + warps, ... of 32 (lane l: 32 strip + l)
   const int strips = (E + 31) / 32, mine = strips > warp ? (strips - warp + kRouteWarps - 1) / kRouteWarps : 0;
@@ -126,6 +201,10 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* _
     weights[slot] = norm ? float(double(prob[e]) / sel) : prob[e];
   }
 }
+
+// DS4_QWEN_ROUTE_WARPS (0 or 1; unset = 0 until measured): which top-k moe_route launches.
+std::atomic<int> g_route_warps{-1};
+bool route_warps() { return ds4::cuda::env_setting(g_route_warps, "DS4_QWEN_ROUTE_WARPS", {0, 1}, "0 or 1", 0) == 1; }
 
 // gu row e at e * gs floats, act row e at e * as (in place over the gate half is fine:
 // each element is read and written by one thread).
@@ -180,8 +259,9 @@ void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32
                      " experts (1.." + std::to_string(kMaxTopK) + " and at most the experts)");
   const SharedAct sh{shared_gu, shared_gu ? shared_inter : 0};
   if (experts >= (int64_t(1) << 31)) throw InputError("qwen_next cuda: router of " + std::to_string(experts) + " experts");
-  moe_route_kernel<<<unsigned(rows.count), kRouteThreads, size_t(experts) * 4, s>>>(logits, experts, k, norm, ids,
-                                                                                   weights, rows.stride, sh);
+  auto* kernel = route_warps() ? moe_route_warps_kernel : moe_route_kernel;
+  kernel<<<unsigned(rows.count), kRouteThreads, size_t(experts) * 8, s>>>(logits, experts, k, norm, ids, weights,
+                                                                          rows.stride, sh);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
