@@ -57,6 +57,24 @@ size_t smem_bytes(const QsaShape& sh) {
   return size_t(16 * ld + int64_t(kKeys) * ld + 16 * kPStride + 3 * 16) * sizeof(float) + size_t(cap) * sizeof(int32_t);
 }
 
+// One m-tile's O fragments into the partials: rows g, g + 8 of the warp's n-tiles (warp, warp +
+// kWarps, ... < nts), heads past G dropped; dst(h) is head h's partial row {m, l, hd values}.
+// Both kernels store their tiles through it.
+template <class Dst>
+__device__ __forceinline__ void store_o_tile(const float (&o)[kNt][4], Dst dst, int G, int nts, int warp, int g,
+                                             int t) {
+#pragma unroll
+  for (int i = 0; i < kNt; ++i) {
+    const int nt = warp + kWarps * i;
+    if (nt >= nts) break;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int h = g + (k < 2 ? 0 : 8);
+      if (h < G) dst(h)[2 + 8 * nt + 2 * t + (k & 1)] = o[i][k];
+    }
+  }
+}
+
 // One M row's online-softmax step over a tile of kKeys = 64 scores (pr; -inf where masked) by one
 // warp (lanes: keys lane and lane + 32): the row's new running max and exp-sum in m_s / l_s, the
 // rescale of its O in corr_s, and its weights (TF32-rounded) over the scores. A row with no visible
@@ -178,17 +196,7 @@ __global__ void __launch_bounds__(kThreads) qsa_attend_tc_kernel(const float* __
     __syncthreads();  // every warp is done with the value tile and P
     if (jb + kKeys < j1) load(jb + kKeys, 0);
   }
-  // the partials: rows g, g + 8 of each n-tile (heads past G dropped)
-#pragma unroll
-  for (int i = 0; i < kNt; ++i) {
-    const int nt = warp + kWarps * i;
-    if (nt >= nts) break;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int h = g + (k < 2 ? 0 : 8);
-      if (h < G) out(h)[2 + 8 * nt + 2 * t + (k & 1)] = o[i][k];
-    }
-  }
+  store_o_tile(o, out, G, nts, warp, g, t);  // the partials
   if (threadIdx.x < G) out(threadIdx.x)[0] = m_s[threadIdx.x], out(threadIdx.x)[1] = l_s[threadIdx.x];
 }
 
@@ -324,16 +332,7 @@ __global__ void __launch_bounds__(kThreads, 1) qsa_attend_tc_rows_kernel(const f
 #pragma unroll
   for (int mt = 0; mt < kRowGroup; ++mt) {
     if (mt >= nr || j0 >= nvis[mt]) continue;
-#pragma unroll
-    for (int i = 0; i < kNt; ++i) {
-      const int nt = warp + kWarps * i;
-      if (nt >= nts) break;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int h = g + (k < 2 ? 0 : 8);
-        if (h < G) out(mt, h)[2 + 8 * nt + 2 * t + (k & 1)] = o[mt][i][k];
-      }
-    }
+    store_o_tile(o[mt], [&](int64_t h) { return out(mt, h); }, G, nts, warp, g, t);
   }
   if (threadIdx.x < kRowGroup * G) {
     const int r = int(threadIdx.x / G), h = int(threadIdx.x % G);
