@@ -7,6 +7,9 @@
 #   step N S PAT CMD... CMD (S seconds at most, less when the call's LIMIT, default 585 s, is near)
 #                       into N.txt ($STEP_DIR, default $OUT: the device returns only ~8 files); its
 #                       exit, seconds and the output lines matching PAT to summary.txt
+#   survey N S CMD...   CMD under ncu (one pass per kernel node of the profiled range: the benches'
+#                       --ncu-decode) into ncu_N.csv.xz, its per-kernel table into kernels_N.md
+#                       (tools/device/ncu_kernel_table.py) and the table's head into summary.txt
 call_start() {
   B=/tmp/d
   mkdir -p "$B" && tar -C "$B" -xJf "$1" || exit 3
@@ -34,4 +37,19 @@ step() {
   timeout $to "$@" > "$d/$n.txt" 2>&1
   echo "$n exit $? in $(( $(date +%s) - t0 )) s: $(grep -E "$pat" "$d/$n.txt" | cut -d'|' -f2-6 | tr '\n' ' ' | cut -c1-400)" | tee -a "$OUT/summary.txt"
   grep -E "canary" "$d/$n.txt" | cut -c1-200 | head -2 >> "$OUT/summary.txt"
+}
+survey() {
+  local n=$1 cap=$2 t0 left
+  local m=gpu__time_duration.sum,dram__bytes.sum,launch__registers_per_thread,launch__grid_size,launch__block_size
+  shift 2
+  t0=$(date +%s)
+  left=$(( ${LIMIT:-585} - 10 - t0 + T0 ))
+  [ $left -gt "$cap" ] && left=$cap
+  [ $left -lt 40 ] && { echo "ncu $n not run (time)" | tee -a "$OUT/summary.txt"; return; }
+  timeout $left ncu --profile-from-start off --graph-profiling node --clock-control none --cache-control none \
+    --metrics $m --csv --page raw --log-file "$OUT/ncu_$n.csv" "$@" > "${STEP_DIR:-$OUT}/${n}_out.txt" 2>&1
+  echo "ncu $n exit $? in $(( $(date +%s) - t0 )) s, $(grep -c '^"[0-9]' "$OUT/ncu_$n.csv") launches" | tee -a "$OUT/summary.txt"
+  python3 tools/device/ncu_kernel_table.py "$OUT/ncu_$n.csv" --top 40 > "$OUT/kernels_$n.md" 2>&1
+  head -24 "$OUT/kernels_$n.md" | cut -c1-200 | tee -a "$OUT/summary.txt"
+  xz -9 "$OUT/ncu_$n.csv"
 }

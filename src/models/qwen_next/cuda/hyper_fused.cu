@@ -105,6 +105,10 @@ __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcA
 #pragma unroll
     for (int c = 0; c < kUnit / 4; ++c) nw[c] = __ldg(reinterpret_cast<const float4*>(p.norm + u * kUnit) + c);
   }
+  // The first normed element this thread writes: its norm weight in flight with the rest (the
+  // write loop below runs once for every shape whose grid covers W, the full-size one included).
+  const int64_t j_first = int64_t(blockIdx.x) * nthreads + tid;
+  const float norm_first = j_first < W ? __ldg(p.norm + j_first) : 0.f;
   const int64_t W4 = W / 4;
   const float4* h4 = reinterpret_cast<const float4*>(p.h);
 #pragma unroll 8
@@ -134,8 +138,8 @@ __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcA
       if (lane == 0) rs[s] = rsqrtf(ss / float(p.d) + p.eps);
     }
   __syncthreads();
-  for (int64_t j = int64_t(blockIdx.x) * nthreads + tid; j < W; j += int64_t(gridDim.x) * nthreads)
-    p.normed[j] = (hsm[padded(j)] * rs[j / p.d]) * p.norm[j];  // combine's input (hc_up_combine)
+  for (int64_t j = j_first; j < W; j += int64_t(gridDim.x) * nthreads)  // combine's input (hc_up_combine)
+    p.normed[j] = (hsm[padded(j)] * rs[j / p.d]) * (j == j_first ? norm_first : p.norm[j]);
 
   if (mine) {
     const int64_t j0 = u * kUnit;  // d % 32 == 0: a unit lies in one stream
@@ -179,13 +183,31 @@ __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcA
   }
 }
 
+// The normed stream values of the hidden index this thread combines (threads t < kUpIdx), loaded
+// at the kernel's start: hc_down wrote them before this launch, and in combine() their loads
+// were hc dependent L2 round trips after the block's last barrier (the kernel's tail).
+struct CombineIn {
+  float v[kMaxHc];
+};
+__device__ __forceinline__ CombineIn combine_prefetch(const HcArgs& p, int64_t i0) {
+  CombineIn c;
+  const int t = threadIdx.x;
+  const int64_t i = i0 + t;
+#pragma unroll
+  for (int k = 0; k < kMaxHc; ++k) c.v[k] = (t < kUpIdx && i < p.d && k < p.hc) ? p.normed[k * p.d + i] : 0.f;
+  return c;
+}
+
 // The combine of hidden indices i0 .. i0 + kUpIdx - 1 from their hc mix values.
-__device__ __forceinline__ void combine(const float (&mixv)[kMaxHc][kUpIdx], const HcArgs& p, int64_t i0) {
+__device__ __forceinline__ void combine(const float (&mixv)[kMaxHc][kUpIdx], const CombineIn& in, const HcArgs& p,
+                                        int64_t i0) {
   const int t = threadIdx.x;
   const int64_t i = i0 + t;
   if (t < kUpIdx && i < p.d) {
     float s = 0.f;
-    for (int64_t k = 0; k < p.hc; ++k) s += sigm(mixv[k][t]) * p.normed[k * p.d + i];
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k)
+      if (k < p.hc) s += sigm(mixv[k][t]) * in.v[k];
     p.mixed[i] = s * p.inv_hc;
   }
 }
@@ -203,6 +225,7 @@ __global__ void __launch_bounds__(kUpThreads, 3) hc_up_combine_kernel(Args a, Hc
   const int wt = t / 32;  // this thread's warp in its team
   const int64_t i0 = int64_t(blockIdx.x) * kUpIdx, units = a.cols / kUnit;
   const int nq = int(p.hc) * kUpIdx;
+  const CombineIn cin = combine_prefetch(p, i0);
   // (threads past the last whole team, when group does not divide the block, take no rows)
   for (int q0 = g * kUpRows; g < teams && q0 < nq; q0 += teams * kUpRows) {
     const uint8_t* rows_p[kUpRows];
@@ -242,7 +265,7 @@ __global__ void __launch_bounds__(kUpThreads, 3) hc_up_combine_kernel(Args a, Hc
     mixv[q / kUpIdx][q % kUpIdx] = s;
   }
   __syncthreads();
-  combine(mixv, p, i0);
+  combine(mixv, cin, p, i0);
 }
 
 // gemv_small_kernel's rows (plain floats, cols % 32 != 0: one warp per row), then the combine.
@@ -251,6 +274,7 @@ __global__ void __launch_bounds__(kThreads) hc_up_combine_small_kernel(Args a, H
   __shared__ float mixv[kMaxHc][kUpIdx];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i0 = int64_t(blockIdx.x) * kUpIdx;
+  const CombineIn cin = combine_prefetch(p, i0);
   for (int q = warp; q < p.hc * kUpIdx; q += kThreads / 32) {
     const int k = q / kUpIdx, r = q % kUpIdx;
     const int64_t row = min(k * p.d + i0 + r, a.rows - 1);
@@ -269,7 +293,7 @@ __global__ void __launch_bounds__(kThreads) hc_up_combine_small_kernel(Args a, H
     if (lane == 0) mixv[k][r] = s;
   }
   __syncthreads();
-  combine(mixv, p, i0);
+  combine(mixv, cin, p, i0);
 }
 
 bool is_plain(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }

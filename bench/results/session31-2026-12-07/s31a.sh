@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Session 31 call A (s30f.sh plus test_qwen_hyper_fused_cuda: session 31 prefetches the hc combine inputs), any GPU (~6 min): gemv_mlx4_tc (MLX q4 on BF16 tensor cores with x in three exact
+# BF16 parts; written this session, unrun) and Qwen's top-k by warps (DS4_QWEN_ROUTE_WARPS=1, unrun).
+# Carry .devwork/s31a.tar.xz (TARGETS="test_gemv_mlx4_tc bench_cuda_gemv bench_qwen_next_cuda
+# test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda test_qwen_hyper_fused_cuda").
+#  1. test_gemv_mlx4_tc (vs a double reference), bench_cuda_gemv --mlx4-tc (gemv vs tc, % of copy);
+#  2. the Qwen model tests with DS4_QWEN_ROUTE_WARPS=1;
+#  3. Qwen decode at 2K: DS4_MLX4_TC 0 / 1 alternated (the tc kernel for every MLX q4 product
+#     through gemv / gemv_batched); DS4_QWEN_ROUTE_WARPS 0 / 1 alternated; tc at 2 row tiles per block; the
+#     per-op table with tc on (each step only while LIMIT leaves time);
+#     the ncu per-kernel table of one decode step with tc on (kernels_qwen_tc.md: the tc kernel per
+#     shape, and the hc reads against session 30 call 1's 11.8 / 8.5 us);
+#  4. test_qwen_next_cuda with DS4_MLX4_TC=1 (what the CPU comparisons say of it; its decode = chunk
+#     checks are expected to differ there).
+set -u
+LIMIT=${LIMIT:-570}
+STEP_DIR=/tmp/steps  # the decode runs' files stay there (the device returns ~8 files); the profile is copied
+. bench/device_call_lib.sh
+call_start .devwork/s31a.tar.xz
+B=$B/cudabins
+export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
+one test_gemv_mlx4_tc
+one test_qwen_hyper_fused_cuda
+grep -E "^(ok|FAIL)" $OUT/tests.txt | cut -c1-200 | tee -a $OUT/summary.txt
+timeout 60 $B/bench_cuda_gemv --mlx4-tc 20 > $OUT/gemv_tc.txt 2>&1; echo "bench_cuda_gemv --mlx4-tc exit $?" | tee -a $OUT/summary.txt
+tail -8 $OUT/gemv_tc.txt | tee -a $OUT/summary.txt
+export DS4_QWEN_ROUTE_WARPS=1
+for t in test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda; do one $t .; done
+unset DS4_QWEN_ROUTE_WARPS
+grep -E "FAIL" $OUT/tests.txt | head -5 | cut -c1-200 | tee -a $OUT/summary.txt
+for round in 1 2; do  # each A/B once per round, so a short call still gets one of each
+  for v in 0 1; do
+    DS4_MLX4_TC=$v step qwen_tc_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
+  done
+  for v in 0 1; do
+    DS4_QWEN_ROUTE_WARPS=$v step qwen_route_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
+  done
+done
+DS4_MLX4_TC=1 survey qwen_tc 100 $B/bench_qwen_next_cuda synthetic-full 4 2048 --ncu-decode
+DS4_MLX4_TC=1 DS4_MLX4_TC_TILES=2 step qwen_tc_tiles2 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
+DS4_MLX4_TC=1 step qwen_tc_profile 60 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048 --profile
+if ! late $(( LIMIT - 40 )); then
+  echo "=== test_qwen_next_cuda DS4_MLX4_TC=1" >> $OUT/tests.txt
+  DS4_MLX4_TC=1 timeout 30 $B/test_qwen_next_cuda . >> $OUT/tests.txt 2>&1; echo "test_qwen_next_cuda with DS4_MLX4_TC=1 exit $?" | tee -a $OUT/summary.txt
+fi
+cp /tmp/steps/qwen_tc_profile.txt $OUT/ 2>/dev/null
+(cd /tmp/steps && tar -cJf $OUT/steps.tar.xz .)
