@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 31 call A (s30f.sh plus test_qwen_hyper_fused_cuda: session 31 prefetches the hc combine inputs), any GPU (~6 min): gemv_mlx4_tc (MLX q4 on BF16 tensor cores with x in three exact
 # BF16 parts; written this session, unrun) and Qwen's top-k by warps (DS4_QWEN_ROUTE_WARPS=1, unrun).
-# Carry .devwork/s31a.tar.xz (TARGETS="test_gemv_mlx4_tc bench_cuda_gemv bench_qwen_next_cuda
+# Carry .devwork/s31.tar.xz (TARGETS="test_gemv_mlx4_tc bench_cuda_gemv bench_qwen_next_cuda
 # test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda test_qwen_hyper_fused_cuda").
 #  1. test_gemv_mlx4_tc (vs a double reference), bench_cuda_gemv --mlx4-tc (gemv vs tc, % of copy);
 #  2. the Qwen model tests with DS4_QWEN_ROUTE_WARPS=1;
@@ -16,7 +16,7 @@ set -u
 LIMIT=${LIMIT:-570}
 STEP_DIR=/tmp/steps  # the decode runs' files stay there (the device returns ~8 files); the profile is copied
 . bench/device_call_lib.sh
-call_start .devwork/s31a.tar.xz
+call_start .devwork/s31.tar.xz
 B=$B/cudabins
 export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
 one test_gemv_mlx4_tc
