@@ -22,6 +22,18 @@ __device__ float block_reduce(float v, Op op, float identity) {
   return warp_reduce(v, op);
 }
 
+// The warp's best candidate by (value desc, index asc); every lane gets it. A lane with nothing to
+// offer passes (-inf, none) with none above every real index. A strict total order when no NaN is
+// offered, so the butterfly agrees on every lane. (Routers' top-k: GLM's and Qwen's moe.cu.)
+__device__ __forceinline__ void warp_best(float& v, int& i) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+    if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
+  }
+}
+
 struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }
 };

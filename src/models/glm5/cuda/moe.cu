@@ -1,8 +1,10 @@
 // MoE routing and combination kernels (CPU: moe.cpp route_token / moe_forward). The experts'
 // matrices run through backend/cuda gemv_batched with the ids this router writes.
 #include <cfloat>
+#include <climits>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/reduce.cuh"
 #include "models/glm5/cuda/kernels.h"
 
 namespace ds4::glm5::cuda {
@@ -95,20 +97,16 @@ __global__ void moe_route_warp_kernel(const float* __restrict__ logits, const fl
   unsigned taken = 0;  // bit j: expert lane + 32 j already picked
   int mine = -1;       // lane i < K: the expert of round i
   for (int i = 0; i < K; ++i) {
-    float bv = 0.f;
-    int be = -1;  // -1: none
+    float bv = -INFINITY;
+    int be = INT_MAX;  // none (warp_best's)
 #pragma unroll
     for (int j = 0; j < kRouteWarpPer; ++j) {
       const int e = lane + 32 * j;
-      if (e < E && !(taken >> j & 1u) && (be < 0 || choice[j] > bv)) bv = choice[j], be = e;  // e ascending
+      if (e < E && !(taken >> j & 1u) && (be == INT_MAX || choice[j] > bv)) bv = choice[j], be = e;  // e ascending
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oe = __shfl_xor_sync(0xffffffffu, be, o);
-      if (oe >= 0 && (be < 0 || ov > bv || (ov == bv && oe < be))) bv = ov, be = oe;
-    }
-    if (be % 32 == lane) taken |= 1u << (be / 32);
+    ds4::cuda::detail::warp_best(bv, be);
+    if (be == INT_MAX) be = -1;  // nothing left (K > E: the host's checks exclude it)
+    if (be >= 0 && be % 32 == lane) taken |= 1u << (be / 32);
     if (lane == i) mine = be;
   }
   const float score = mine >= 0 ? sigm(logits[mine]) : 0.f;

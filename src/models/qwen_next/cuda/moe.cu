@@ -18,6 +18,7 @@ namespace {
 using ds4::cuda::detail::block_reduce;
 using ds4::cuda::detail::MaxOp;
 using ds4::cuda::detail::SumOp;
+using ds4::cuda::detail::warp_best;
 
 constexpr int kMaxTopK = 64;
 
@@ -43,17 +44,6 @@ __device__ void block_best(float& v, int64_t& i) {
   v = wv[0], i = wi[0];
   for (int w = 1; w < nw; ++w)
     if (better(wv[w], wi[w], v, i)) v = wv[w], i = wi[w];
-}
-
-// The warp's best (value desc, index asc) of its lanes' candidates; every lane gets it. (-inf, n)
-// offers nothing. A strict total order (no NaN is ever offered), so the butterfly agrees.
-__device__ __forceinline__ void warp_best(float& v, int& i) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-    if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
-  }
 }
 
 // One round of a warp's top-k walk: the best candidate (value desc, index asc) strictly after
