@@ -4,9 +4,10 @@
 # Carry .devwork/s31.tar.xz (TARGETS="test_gemv_mlx4_tc bench_cuda_gemv bench_qwen_next_cuda
 # test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda test_qwen_hyper_fused_cuda").
 #  1. test_gemv_mlx4_tc (vs a double reference), bench_cuda_gemv --mlx4-tc (gemv vs tc, % of copy);
-#  2. the Qwen model tests with DS4_QWEN_ROUTE_WARPS=1;
+#  2. the Qwen model tests with DS4_QWEN_ROUTE_WARPS=1; test_qwen_hyper_fused_cuda and
+#     test_qwen_next_cuda with DS4_HC_PDL=1 (session 31: hc_up_combine as hc_down's programmatic dependent);
 #  3. Qwen decode at 2K: DS4_MLX4_TC 0 / 1 alternated (the tc kernel for every MLX q4 product
-#     through gemv / gemv_batched); DS4_QWEN_ROUTE_WARPS 0 / 1 alternated; tc at 2 row tiles per block; the
+#     through gemv / gemv_batched); DS4_QWEN_ROUTE_WARPS 0 / 1 alternated; DS4_HC_PDL 0 / 1; tc at 2 row tiles per block; the
 #     per-op table with tc on (each step only while LIMIT leaves time);
 #     the ncu per-kernel table of one decode step with tc on (kernels_qwen_tc.md: the tc kernel per
 #     shape, and the hc reads against session 30 call 1's 11.8 / 8.5 us);
@@ -27,6 +28,9 @@ tail -8 $OUT/gemv_tc.txt | tee -a $OUT/summary.txt
 export DS4_QWEN_ROUTE_WARPS=1
 for t in test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda; do one $t .; done
 unset DS4_QWEN_ROUTE_WARPS
+echo "=== DS4_HC_PDL=1" >> $OUT/tests.txt
+DS4_HC_PDL=1 one test_qwen_hyper_fused_cuda
+DS4_HC_PDL=1 one test_qwen_next_cuda .
 grep -E "FAIL" $OUT/tests.txt | head -5 | cut -c1-200 | tee -a $OUT/summary.txt
 for round in 1 2; do  # each A/B once per round, so a short call still gets one of each
   for v in 0 1; do
@@ -34,6 +38,9 @@ for round in 1 2; do  # each A/B once per round, so a short call still gets one 
   done
   for v in 0 1; do
     DS4_QWEN_ROUTE_WARPS=$v step qwen_route_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
+  done
+  for v in 0 1; do
+    DS4_HC_PDL=$v step qwen_hcpdl_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
   done
 done
 DS4_MLX4_TC=1 survey qwen_tc 100 $B/bench_qwen_next_cuda synthetic-full 4 2048 --ncu-decode

@@ -13,11 +13,14 @@
 // - activations, inject gate and combine are the same expressions as hyper.cu's kernels.
 // This mirrors gemv.cu's per-row arithmetic: a change there (unit split, decoders) has to be
 // made here too, or the decode step leaves the chunk's rows (the tests above catch it).
-// Plain launches, not programmatic dependents (sm_90 PDL): a PDL version (hc_down triggering
-// its dependents at its start, hc_up_combine reading the low-rank row through __ldg after
-// griddepcontrol.wait) gave different mixed values at the full-size shapes on the H200
-// (bench/results/qwen-decode-h200-2026-12-04g); the read-only path is only defined for data
-// that no running kernel writes, which an early-started dependent breaks.
+// Plain launches by default. DS4_HC_PDL=1 (unmeasured, off): hc_down triggers its dependents at
+// its start and hc_up_combine is a programmatic dependent (sm_90 PDL) that loads its first
+// weights (immutable, through __ldg) before griddepcontrol.wait and everything hc_down writes
+// (low, normed) after it with plain loads, then triggers the kernel after it (the next
+// product's weight prefetch). An earlier PDL version read the low-rank row through __ldg after
+// the wait and gave different mixed values on the H200 (bench/results/qwen-decode-h200-2026-12-04g):
+// ptxas may hoist a non-coherent load above the wait (the read-only path is only defined for
+// data no running kernel writes), so nothing hc_down writes goes through it here.
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
@@ -25,6 +28,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/smem_opt_in.h"
 #include "core/error.h"
@@ -72,6 +76,7 @@ struct HcArgs {
   int64_t hc, d, rank;
   float eps, inv_hc;
   bool inject;        // rows past rank are the inject gate (2 sigmoid(v / hc))
+  bool pdl;           // DS4_HC_PDL: hc_up_combine is hc_down's programmatic dependent
 };
 
 // Block: kDownRows rows of [down | inject]; blockDim = max(kThreads, group * phases). The gemv's
@@ -90,6 +95,7 @@ __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcA
   __shared__ float part[kMaxHc][kNormThreads / 32];
   __shared__ float rs[kMaxHc];
   __shared__ float red[kDownRows][kThreads / 32];
+  if (p.pdl) pdl_launch_dependents();  // hc_up_combine's blocks may start loading weights
   const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
   const int t = tid % group, k = tid / group;
   const int64_t u = t + int64_t(k) * group, row0 = int64_t(blockIdx.x) * kDownRows;
@@ -225,6 +231,24 @@ __global__ void __launch_bounds__(kUpThreads, 3) hc_up_combine_kernel(Args a, Hc
   const int wt = t / 32;  // this thread's warp in its team
   const int64_t i0 = int64_t(blockIdx.x) * kUpIdx, units = a.cols / kUnit;
   const int nq = int(p.hc) * kUpIdx;
+  // Row r of the team's row set starting at q0: its index in the matrix.
+  auto row_of = [&](int q0, int r) {
+    const int q = min(q0 + r, nq - 1);
+    return min(int64_t(q / kUpIdx) * p.d + i0 + q % kUpIdx, a.rows - 1);
+  };
+  // The first row set's first unit: weights only, before the wait (programmatic dependent).
+  typename F::Raw first[kUpRows];
+  const bool has_first = g < teams && g * kUpRows < nq && t < units;
+  if (has_first)
+#pragma unroll
+    for (int r = 0; r < kUpRows; ++r) {
+      const int64_t row = row_of(g * kUpRows, r);
+      first[r] = F::template load<FromGlobal>(a, a.data + row * a.row_stride, row, t);
+    }
+  if (p.pdl) {
+    pdl_wait();  // hc_down's low and normed: plain loads from here on
+    pdl_launch_dependents();
+  }
   const CombineIn cin = combine_prefetch(p, i0);
   // (threads past the last whole team, when group does not divide the block, take no rows)
   for (int q0 = g * kUpRows; g < teams && q0 < nq; q0 += teams * kUpRows) {
@@ -232,8 +256,7 @@ __global__ void __launch_bounds__(kUpThreads, 3) hc_up_combine_kernel(Args a, Hc
     int64_t rows[kUpRows];
 #pragma unroll
     for (int r = 0; r < kUpRows; ++r) {
-      const int q = min(q0 + r, nq - 1);
-      rows[r] = min(int64_t(q / kUpIdx) * p.d + i0 + q % kUpIdx, a.rows - 1);
+      rows[r] = row_of(q0, r);
       rows_p[r] = a.data + rows[r] * a.row_stride;
     }
     float acc[kUpRows];
@@ -241,12 +264,13 @@ __global__ void __launch_bounds__(kUpThreads, 3) hc_up_combine_kernel(Args a, Hc
     for (int r = 0; r < kUpRows; ++r) acc[r] = 0.f;
     for (int64_t u = t; u < units; u += group) {
       typename F::Raw raw[kUpRows];
+      const bool pre = q0 == g * kUpRows && u == t;  // has_first's unit
 #pragma unroll
-      for (int r = 0; r < kUpRows; ++r) raw[r] = F::template load<FromGlobal>(a, rows_p[r], rows[r], u);
+      for (int r = 0; r < kUpRows; ++r) raw[r] = pre ? first[r] : F::template load<FromGlobal>(a, rows_p[r], rows[r], u);
       float xv[kUnit];
 #pragma unroll
       for (int c = 0; c < kUnit; c += 4) {
-        const float4 f = __ldg(reinterpret_cast<const float4*>(p.low + u * kUnit + c));
+        const float4 f = *reinterpret_cast<const float4*>(p.low + u * kUnit + c);  // (not __ldg: see the top)
         xv[c] = f.x, xv[c + 1] = f.y, xv[c + 2] = f.z, xv[c + 3] = f.w;
       }
 #pragma unroll
@@ -346,7 +370,8 @@ void with_format(const WeightMatrix& w, Fn&& fn) {
 
 unsigned blocks(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
-std::atomic<int> g_down_rows{-1};
+std::atomic<int> g_down_rows{-1}, g_pdl{-1};
+bool hc_pdl() { return ds4::cuda::env_setting(g_pdl, "DS4_HC_PDL", {0, 1}, "0 or 1", 0) == 1; }
 int hc_down_rows() {
   return ds4::cuda::env_setting(g_down_rows, "DS4_HC_DOWN_ROWS", {1, 2, 4}, "1, 2 or 4", kDownRowsDefault);
 }
@@ -382,7 +407,7 @@ bool hyper_read_fusable(const WeightMatrix& down, const WeightMatrix& up, int64_
 void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const float* h, const float* norm, int64_t hc,
                       int64_t d, int64_t rank, float eps, float* normed, float* low, float* mixed, bool inject,
                       cudaStream_t s) {
-  const HcArgs p{h, norm, normed, low, mixed, hc, d, rank, eps, 1.f / float(hc), inject};
+  const HcArgs p{h, norm, normed, low, mixed, hc, d, rank, eps, 1.f / float(hc), inject, hc_pdl() && unit_format(up)};
   {
     const Args a = args_of(down);
     const int group = threads_for(down.cols / kUnit), phases = int(down_phases(down));
@@ -405,7 +430,8 @@ void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const fl
   } else {
     const int group = threads_for(up.cols / kUnit);
     with_format(up, [&](auto f, auto v) {
-      hc_up_combine_kernel<decltype(f), decltype(v)::value><<<nb, kUpThreads, 0, s>>>(a, p, group);
+      launch_maybe_pdl(p.pdl, hc_up_combine_kernel<decltype(f), decltype(v)::value>, dim3(nb), kUpThreads,
+                                    s, a, p, group);
     });
   }
   DS4_CUDA_CHECK_LAUNCH();
