@@ -594,15 +594,16 @@ int mlx4_tc_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y)
                           {2560, 4096, "qwen out"},       {4096, 4096, "square"},        {16384, 8192, "large"}};
   auto pct = [&](const Row& r) { return 100.0 * r.gbps / bw.copy_gbps; };
   std::printf("MLX q4 g64 (bf16 scales): gemv (f32 x on CUDA cores) vs gemv_mlx4_tc (BF16 tensor cores, x in three "
-              "exact BF16 parts) with 1 and 2 row tiles per block; PDL on; weight + scale/bias bytes over time\n"
-              "%-26s %8s %7s | %8s %7s %6s | %8s %7s %6s\n",
-              "shape", "gemv us", "% copy", "tc1 us", "% copy", "x gemv", "tc2 us", "% copy", "x gemv");
+              "exact BF16 parts) with 1, 2 and 4 row tiles per block; PDL on; weight + scale/bias bytes over time\n"
+              "%-26s %8s %7s | %8s %7s %6s | %8s %7s %6s | %8s %7s %6s\n",
+              "shape", "gemv us", "% copy", "tc1 us", "% copy", "x gemv", "tc2 us", "% copy", "x gemv", "tc4 us", "% copy",
+              "x gemv");
   cuda::gemv_set_pdl(true);
   for (const Shape& s : shapes) {
     const Row g = bench_one(f, s, reps, x, y, false);
     std::printf("%-26s %8.2f %6.1f%%", (std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what +
                                          (s.batch ? " x" + std::to_string(s.batch) : "")).c_str(), g.us, pct(g));
-    for (int tiles : {1, 2}) {
+    for (int tiles : {1, 2, 4}) {
       cuda::gemv_mlx4_tc_set_tiles(tiles);
       const Row t = bench_one(f, s, reps, x, y, false, 0, nullptr, false, true);
       std::printf(" | %8.2f %6.1f%% %5.2fx", t.us, pct(t), g.us / t.us);

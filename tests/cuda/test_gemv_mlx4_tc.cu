@@ -5,7 +5,7 @@
 // Qwen's expert gate|up (1280 x 2560) and down (2560 x 640) as 10-entry batches by device ids,
 // a row tail (40 rows) with 5 groups (uneven over the block's 4 warps) and F16 scales, one group,
 // a 4096-column row with x over 10 decades; two launches give the same bits; an unsupported
-// weight is refused with InputError. Every case at 1 and 2 row tiles per block.
+// weight is refused with InputError. Every case at 1, 2 and 4 row tiles per block.
 // Usage: test_gemv_mlx4_tc   (exit 1 when a check fails)
 #include <cuda_runtime.h>
 
@@ -126,7 +126,7 @@ int main() {
       {"one group", 24, 64, 0, DType::BF16, false},
       {"x over 10 decades", 512, 4096, 0, DType::BF16, true},
   };
-  for (int tiles : {1, 2}) {  // 16 or 32 rows per block: the same values
+  for (int tiles : {1, 2, 4}) {  // 16, 32 or 64 rows per block: the same values
     cuda::gemv_mlx4_tc_set_tiles(tiles);
     std::printf("row tiles per block: %d\n", tiles);
     for (const Case& k : cases) run_case(k, rng, s);

@@ -7,7 +7,7 @@
 #  2. the Qwen model tests with DS4_QWEN_ROUTE_WARPS=1; test_qwen_hyper_fused_cuda and
 #     test_qwen_next_cuda with DS4_HC_PDL=1 (session 31: hc_up_combine as hc_down's programmatic dependent);
 #  3. Qwen decode at 2K: DS4_MLX4_TC 0 / 1 alternated (the tc kernel for every MLX q4 product
-#     through gemv / gemv_batched); DS4_QWEN_ROUTE_WARPS 0 / 1 alternated; DS4_HC_PDL 0 / 1; tc at 2 row tiles per block; the
+#     through gemv / gemv_batched); DS4_QWEN_ROUTE_WARPS 0 / 1 alternated; DS4_HC_PDL 0 / 1; tc at 2 and 4 row tiles per block; the
 #     per-op table with tc on (each step only while LIMIT leaves time);
 #     the ncu per-kernel table of one decode step with tc on (kernels_qwen_tc.md: the tc kernel per
 #     shape, and the hc reads against session 30 call 1's 11.8 / 8.5 us);
@@ -32,7 +32,7 @@ echo "=== DS4_HC_PDL=1" >> $OUT/tests.txt
 DS4_HC_PDL=1 one test_qwen_hyper_fused_cuda
 DS4_HC_PDL=1 one test_qwen_next_cuda .
 grep -E "FAIL" $OUT/tests.txt | head -5 | cut -c1-200 | tee -a $OUT/summary.txt
-for round in 1 2; do  # each A/B once per round, so a short call still gets one of each
+ab_round() {  # each A/B once
   for v in 0 1; do
     DS4_MLX4_TC=$v step qwen_tc_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
   done
@@ -42,9 +42,12 @@ for round in 1 2; do  # each A/B once per round, so a short call still gets one 
   for v in 0 1; do
     DS4_HC_PDL=$v step qwen_hcpdl_$v 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
   done
-done
-DS4_MLX4_TC=1 survey qwen_tc 100 $B/bench_qwen_next_cuda synthetic-full 4 2048 --ncu-decode
+}
+ab_round
 DS4_MLX4_TC=1 DS4_MLX4_TC_TILES=2 step qwen_tc_tiles2 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
+DS4_MLX4_TC=1 DS4_MLX4_TC_TILES=4 step qwen_tc_tiles4 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
+DS4_MLX4_TC=1 survey qwen_tc 100 $B/bench_qwen_next_cuda synthetic-full 4 2048 --ncu-decode
+ab_round  # the second round, while the call's time lasts
 DS4_MLX4_TC=1 step qwen_tc_profile 60 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048 --profile
 if ! late $(( LIMIT - 40 )); then
   echo "=== test_qwen_next_cuda DS4_MLX4_TC=1" >> $OUT/tests.txt

@@ -242,9 +242,10 @@ std::atomic<int> g_on{-1}, g_tiles{-1};
 
 bool gemv_mlx4_tc_on() { return env_setting(g_on, "DS4_MLX4_TC", {0, 1}, "0 or 1", 0) == 1; }
 void gemv_mlx4_tc_set(bool on) { g_on.store(on ? 1 : 0, std::memory_order_relaxed); }
-int gemv_mlx4_tc_tiles() { return env_setting(g_tiles, "DS4_MLX4_TC_TILES", {1, 2}, "1 or 2", 1); }
+int gemv_mlx4_tc_tiles() { return env_setting(g_tiles, "DS4_MLX4_TC_TILES", {1, 2, 4}, "1, 2 or 4", 1); }
 void gemv_mlx4_tc_set_tiles(int tiles) {
-  if (tiles != 1 && tiles != 2) throw InputError("cuda gemv_mlx4_tc: tiles " + std::to_string(tiles) + " is not 1 or 2");
+  if (tiles != 1 && tiles != 2 && tiles != 4)
+    throw InputError("cuda gemv_mlx4_tc: tiles " + std::to_string(tiles) + " is not 1, 2 or 4");
   g_tiles.store(tiles, std::memory_order_relaxed);
 }
 
@@ -282,7 +283,10 @@ void gemv_mlx4_tc(const WeightMatrix& w, const float* x, float* y, const GemvBat
     gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), decltype(kernel)::value, grid, kThreads, smem, stream, a, x, y);
   };
   const bool bf16 = w.scale_type == DType::BF16;
-  if (tiles == 2) {
+  if (tiles == 4) {
+    if (bf16) go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<true, 4>), &gemv_mlx4_tc_kernel<true, 4>>{});
+    else go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<false, 4>), &gemv_mlx4_tc_kernel<false, 4>>{});
+  } else if (tiles == 2) {
     if (bf16) go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<true, 2>), &gemv_mlx4_tc_kernel<true, 2>>{});
     else go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<false, 2>), &gemv_mlx4_tc_kernel<false, 2>>{});
   } else {

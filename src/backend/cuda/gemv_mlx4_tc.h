@@ -32,8 +32,8 @@ void gemv_mlx4_tc(const WeightMatrix& w, const float* x, float* y, const GemvBat
 // benches' A/B.
 bool gemv_mlx4_tc_on();
 void gemv_mlx4_tc_set(bool on);
-// m16 tiles of weight rows per block (1 or 2: 16 or 32 rows; two share each group's x fragments
-// and its staging): DS4_MLX4_TC_TILES or gemv_mlx4_tc_set_tiles; unset = 1. Changes no result
+// m16 tiles of weight rows per block (1, 2 or 4: 16, 32 or 64 rows; they share each group's x
+// fragments and its staging): DS4_MLX4_TC_TILES or gemv_mlx4_tc_set_tiles; unset = 1. Changes no result
 // (each row's sums are its own). InputError for another value.
 int gemv_mlx4_tc_tiles();
 void gemv_mlx4_tc_set_tiles(int tiles);
