@@ -200,7 +200,8 @@ __device__ __forceinline__ CombineIn combine_prefetch(const HcArgs& p, int64_t i
   const int t = threadIdx.x;
   const int64_t i = i0 + t;
 #pragma unroll
-  for (int k = 0; k < kMaxHc; ++k) c.v[k] = (t < kUpIdx && i < p.d && k < p.hc) ? p.normed[k * p.d + i] : 0.f;
+  for (int k = 0; k < kMaxHc; ++k)
+    c.v[k] = (t < kUpIdx && i < p.d && k < p.hc) ? p.normed[k * p.d + i] : 0.f;  // PDL: input load
   return c;
 }
 
@@ -245,10 +246,10 @@ __global__ void __launch_bounds__(kUpThreads, 3) hc_up_combine_kernel(Args a, Hc
       const int64_t row = row_of(g * kUpRows, r);
       first[r] = F::template load<FromGlobal>(a, a.data + row * a.row_stride, row, t);
     }
-  if (p.pdl) {
-    pdl_wait();  // hc_down's low and normed: plain loads from here on
-    pdl_launch_dependents();
-  }
+  // Unconditional (a no-op in a plain launch): ptxas hoisted a load above a wait inside a branch
+  // in an earlier version (tools/device/pdl_sass_check.py).
+  pdl_wait();  // PDL: hc_down's low and normed, plain loads only from here on
+  if (p.pdl) pdl_launch_dependents();
   const CombineIn cin = combine_prefetch(p, i0);
   // (threads past the last whole team, when group does not divide the block, take no rows)
   for (int q0 = g * kUpRows; g < teams && q0 < nq; q0 += teams * kUpRows) {
@@ -270,7 +271,8 @@ __global__ void __launch_bounds__(kUpThreads, 3) hc_up_combine_kernel(Args a, Hc
       float xv[kUnit];
 #pragma unroll
       for (int c = 0; c < kUnit; c += 4) {
-        const float4 f = *reinterpret_cast<const float4*>(p.low + u * kUnit + c);  // (not __ldg: see the top)
+        // not __ldg (see the top)
+        const float4 f = *reinterpret_cast<const float4*>(p.low + u * kUnit + c);  // PDL: input load
         xv[c] = f.x, xv[c + 1] = f.y, xv[c + 2] = f.z, xv[c + 3] = f.w;
       }
 #pragma unroll
