@@ -2,13 +2,13 @@
 # Session 30: the issues' H200 figures (#22 / #23 / #24) of all three families in one call (~7 min;
 # H200 only: the 43-layer Flash and GLM's 288 experts do not fit an H100). The suite passed at this
 # code on an H100 (call 1). Carry .devwork/s30e.tar.xz (TARGETS="bench_deepseek_v4_cuda bench_glm5_cuda
-# bench_qwen_next_cuda ds4-convert"). Not an H200: nothing (s30f.sh is the H100 call).
+# bench_qwen_next_cuda ds4-convert"). Not an H200: nothing.
 #  DeepSeek 43 layers: decode at 1K context with the per-op table, 1 and 16 streams, prefill 2K / 8K /
 #  32K in 2048-row chunks; GLM 288 experts: prefill 2K / 8K / 32K (2048-row chunks), decode at 2K;
 #  Qwen: prefill 2K / 8K / 32K (2048-row chunks), decode at 2K.
 set -u
 . bench/device_call_lib.sh
-call_start .devwork/s30e.tar.xz
+call_start ${BUNDLE:-.devwork/s30e.tar.xz}  # (session 31 runs it with its own bundle)
 B=$B/cudabins
 export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
 grep -q H200 $OUT/gpu.txt || { echo "not an H200: $(cat $OUT/gpu.txt)" | tee -a $OUT/summary.txt; exit 0; }

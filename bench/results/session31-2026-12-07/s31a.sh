@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 31 call A (s30f.sh plus test_qwen_hyper_fused_cuda: session 31 prefetches the hc combine inputs), any GPU (~6 min): gemv_mlx4_tc (MLX q4 on BF16 tensor cores with x in three exact
+# Session 31 call A (session 30's unrun s30f.sh, which it replaces, plus this session's forms), any GPU (~8 min): gemv_mlx4_tc (MLX q4 on BF16 tensor cores with x in three exact
 # BF16 parts; written this session, unrun) and Qwen's top-k by warps (DS4_QWEN_ROUTE_WARPS=1, unrun).
 # Carry .devwork/s31.tar.xz (TARGETS="test_gemv_mlx4_tc bench_cuda_gemv bench_qwen_next_cuda
 # test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_next_mtp_cuda test_qwen_hyper_fused_cuda").
