@@ -51,7 +51,8 @@
 //        bench_cuda_gemv --routed [reps]       the routed-experts batch table only
 //        bench_cuda_gemv --rows-mma [reps]     Q8_0 gemv_act_rows: tensor cores vs dp4a (~10 s)
 //        bench_cuda_gemv --mlx4-tc [reps]      MLX q4 g64: gemv vs gemv_mlx4_tc (BF16 tensor cores, exact
-//                                     x parts) on Qwen's decode shapes, us and % of copy (~10 s)
+//                                     x parts) on Qwen's decode shapes, us and % of copy; then
+//                                     gemv_rows vs gemv_mlx4_tc_rows at n = 2..16 (~20 s)
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
 //        bench_cuda_gemv --rows [reps]   gemv_rows only (f32 x, every format): n = 1, 2, 4, 8, 16
@@ -123,7 +124,8 @@ struct Row {
 // xq: the same launches on quantized activations (gemv_act, gemv_act_batched, gemv_act_rows;
 // xq rows of cols values), instead of x.
 // mma: gemv_act_mma over max(1, n_rows) rows of xq instead.
-// mlx4_tc: gemv_mlx4_tc (MLX q4 g64 on BF16 tensor cores) instead of gemv / gemv_batched.
+// mlx4_tc: gemv_mlx4_tc (MLX q4 g64 on BF16 tensor cores) instead of gemv / gemv_batched, and
+// gemv_mlx4_tc_rows instead of gemv_rows.
 Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* y, bool profile, int n_rows = 0,
               const cuda::DeviceActQ8* xq = nullptr, bool mma = false, bool mlx4_tc = false) {
   WeightMatrix w;
@@ -158,7 +160,11 @@ Row bench_one(const Format& f, const Shape& s, int reps, const float* x, float* 
   }
   auto launch = [&](cudaStream_t st) {
     const cuda::GemvOptions o{f.path, f.rows_per_block};
-    if (mlx4_tc) {
+    if (mlx4_tc && n_rows > 0) {
+      cuda::GemvRows r;
+      r.n = n_rows, r.x_row = s.cols, r.y_row = s.rows;
+      cuda::gemv_mlx4_tc_rows(w, x, y, r, st);
+    } else if (mlx4_tc) {
       const cuda::GemvBatch b = s.batch > 0 ? cuda::GemvBatch{s.batch, ids.as<int32_t>(), data_bytes, sb_bytes, 0, s.rows}
                                             : cuda::GemvBatch{};
       cuda::gemv_mlx4_tc(w, x, y, b, st);
@@ -609,6 +615,23 @@ int mlx4_tc_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y)
       std::printf(" | %8.2f %6.1f%% %5.2fx", t.us, pct(t), g.us / t.us);
     }
     cuda::gemv_mlx4_tc_set_tiles(1);
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  // The rows forms (a chunk's / decode batch's n input rows): gemv_rows (CUDA cores, f32 x) vs
+  // gemv_mlx4_tc_rows, as time over one row's gemv (the bytes floor is ~1.0x).
+  std::printf("\nrows: n input rows, us and x one-row gemv; gemv_rows vs gemv_mlx4_tc_rows\n%-26s %8s", "shape", "gemv us");
+  const int ns[] = {2, 4, 8, 16};
+  for (int n : ns) std::printf(" | n=%-2d rows us  x1    tc us  x1  ", n);
+  std::printf("\n");
+  for (const Shape& s : {Shape{1280, 2560, "qwen gate|up"}, Shape{16384, 2560, "qwen gdn in"}, Shape{2560, 4096, "qwen out"}}) {
+    const Row one = bench_one(f, s, reps, x, y, false);
+    std::printf("%-26s %8.2f", (std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what).c_str(), one.us);
+    for (int n : ns) {
+      const Row g = bench_one(f, s, reps, x, y, false, n);
+      const Row t = bench_one(f, s, reps, x, y, false, n, nullptr, false, true);
+      std::printf(" | %8.2f %5.2f %8.2f %5.2f", g.us, g.us / one.us, t.us, t.us / one.us);
+    }
     std::printf("\n");
     std::fflush(stdout);
   }

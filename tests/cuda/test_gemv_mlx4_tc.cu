@@ -5,7 +5,8 @@
 // Qwen's expert gate|up (1280 x 2560) and down (2560 x 640) as 10-entry batches by device ids,
 // a row tail (40 rows) with 5 groups (uneven over the block's 4 warps) and F16 scales, one group,
 // a 4096-column row with x over 10 decades; two launches give the same bits; an unsupported
-// weight is refused with InputError. Every case at 1, 2 and 4 row tiles per block.
+// weight is refused with InputError. Every case at 1, 2 and 4 row tiles per block. The rows form
+// (gemv_mlx4_tc_rows): every row memcmp-equal to the one-row kernel's (run_rows_case).
 // Usage: test_gemv_mlx4_tc   (exit 1 when a check fails)
 #include <cuda_runtime.h>
 
@@ -113,6 +114,88 @@ void run_case(const Case& k, std::mt19937_64& rng, cudaStream_t s) {
   check(std::memcmp(y.data(), y2.data(), y.size() * sizeof(float)) == 0, std::string(k.name) + ": two launches, same bits");
 }
 
+// gemv_mlx4_tc_rows: n input rows (plain: rows i at x + i x_row; routed: batch entries by device
+// ids with live, counts, x_idx / y_idx), every written row memcmp-equal to gemv_mlx4_tc of that
+// row alone (the rows form's contract: decode steps = chunk / batch rows), entries past *live
+// leave y untouched; the plain case also within 2e-6 of the double reference.
+void run_rows_case(const char* name, int64_t rows, int64_t cols, int n, int entries, std::mt19937_64& rng,
+                   cudaStream_t s) {
+  const bool routed = entries > 0;
+  const int experts = routed ? entries + 2 : 1, count = routed ? entries : 1, live = routed ? entries - 1 : 1;
+  const HostWeight hw = random_weight(DType::MLX_Q4, int64_t(experts) * rows, cols, rng, 64, DType::BF16);
+  const DeviceWeight dw = upload(hw);
+  WeightMatrix w = dw.view;
+  w.rows = rows;
+  const size_t id_stride = size_t(rows) * size_t(w.row_stride_bytes()), scale_stride = hw.scales.size() / size_t(experts);
+  const int64_t x_row = cols + 4, y_row = rows + 5, pool = int64_t(n) * count + 3;
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(size_t(pool * x_row));
+  for (auto& v : x) v = nd(rng);
+  const size_t nc = static_cast<size_t>(count), ni = nc * cuda::kGemvMaxRows;
+  std::vector<int32_t> ids(nc), counts(nc), x_idx(ni), y_idx(ni);
+  for (int b = 0; b < count; ++b) {
+    ids[size_t(b)] = int32_t((7 * b + 3) % experts);
+    counts[size_t(b)] = routed ? 1 + (5 * b) % n : n;
+    for (int i = 0; i < cuda::kGemvMaxRows; ++i) {
+      x_idx[size_t(b) * cuda::kGemvMaxRows + size_t(i)] = int32_t((13 * b + 7 * i + 1) % pool);
+      y_idx[size_t(b) * cuda::kGemvMaxRows + size_t(i)] = int32_t(b * n + i);
+    }
+  }
+  const int64_t y_rows = int64_t(count) * n;
+  cuda::DeviceBuffer dx(x.size() * sizeof(float), "rows x"), dy(size_t(y_rows * y_row) * sizeof(float), "rows y"),
+      dref(size_t(rows) * sizeof(float), "rows ref"), dmeta(size_t(count) * (2 + 2 * cuda::kGemvMaxRows) * 4 + 4, "rows meta");
+  DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+  int32_t* m = dmeta.as<int32_t>();
+  int32_t *d_ids = m, *d_counts = m + count, *d_xi = m + 2 * count, *d_yi = d_xi + count * cuda::kGemvMaxRows,
+          *d_live = d_yi + count * cuda::kGemvMaxRows;
+  DS4_CUDA_CHECK(cudaMemcpy(d_ids, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaMemcpy(d_counts, counts.data(), counts.size() * 4, cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaMemcpy(d_xi, x_idx.data(), x_idx.size() * 4, cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaMemcpy(d_yi, y_idx.data(), y_idx.size() * 4, cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaMemcpy(d_live, &live, 4, cudaMemcpyHostToDevice));
+  DS4_CUDA_CHECK(cudaMemset(dy.get(), 0xff, size_t(y_rows * y_row) * sizeof(float)));  // NaN poison
+  cuda::GemvRows r;
+  r.n = n, r.x_row = x_row, r.y_row = y_row;
+  if (routed) {
+    r.batch.count = count, r.batch.ids = d_ids, r.batch.id_stride = id_stride, r.batch.id_scale_stride = scale_stride;
+    r.live = d_live, r.counts = d_counts, r.x_idx = d_xi, r.y_idx = d_yi;
+  }
+  cuda::gemv_mlx4_tc_rows(w, dx.as<float>(), dy.as<float>(), r, s);
+  DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+  const std::vector<float> y = download(dy.as<float>(), size_t(y_rows * y_row));
+  bool same = true, untouched = true;
+  double worst = 0.0;
+  for (int b = 0; b < count; ++b)
+    for (int i = 0; i < n; ++i) {
+      const int64_t xr = routed ? x_idx[size_t(b) * cuda::kGemvMaxRows + size_t(i)] : i;
+      const int64_t yr = routed ? y_idx[size_t(b) * cuda::kGemvMaxRows + size_t(i)] : i;
+      const float* yp = y.data() + yr * y_row;
+      if (b >= live || i >= counts[size_t(b)]) {  // not written: still the poison
+        for (int64_t k = 0; k < rows; ++k) untouched = untouched && std::isnan(yp[k]);
+        continue;
+      }
+      WeightMatrix we = w;
+      const size_t e = routed ? size_t(ids[size_t(b)]) : 0;
+      we.data = static_cast<const uint8_t*>(w.data) + e * id_stride;
+      we.scales = static_cast<const uint8_t*>(w.scales) + e * scale_stride;
+      we.biases = static_cast<const uint8_t*>(w.biases) + e * scale_stride;
+      cuda::gemv_mlx4_tc(we, dx.as<float>() + xr * x_row, dref.as<float>(), cuda::GemvBatch{}, s);
+      DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+      const std::vector<float> ref = download(dref.as<float>(), size_t(rows));
+      same = same && std::memcmp(ref.data(), yp, size_t(rows) * sizeof(float)) == 0;
+      if (!routed) worst = std::max(worst, worst_rel(hw, rows, 0, x.data() + xr * x_row, yp));
+    }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "rows %s (%lld x %lld, n %d%s): every row == the one-row kernel's bits", name,
+                (long long)rows, (long long)cols, n, routed ? (", " + std::to_string(entries) + " routed entries").c_str() : "");
+  check(same, buf);
+  if (routed) check(untouched, std::string("rows ") + name + ": rows past counts / live untouched");
+  else {
+    std::snprintf(buf, sizeof buf, "rows %s: max |y - ref| / sum|w x| = %.2e <= 2e-6", name, worst);
+    check(worst <= 2e-6, buf);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -131,6 +214,10 @@ int main() {
     std::printf("row tiles per block: %d\n", tiles);
     for (const Case& k : cases) run_case(k, rng, s);
   }
+  cuda::gemv_mlx4_tc_set_tiles(1);
+  for (int n : {1, 2, 3, 8, 13, 16}) run_rows_case("plain", 40, 640, n, 0, rng, s);  // a row tail, 10 groups
+  run_rows_case("qwen gate|up", 1280, 2560, 16, 0, rng, s);
+  for (int n : {1, 5, 16}) run_rows_case("routed", 48, 320, n, 6, rng, s);  // 5 groups: uneven over the warps
   {
     std::mt19937_64 r2(1);
     const HostWeight hw = random_weight(DType::MLX_Q4, 16, 256, r2, 32, DType::BF16);

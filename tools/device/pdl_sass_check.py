@@ -116,8 +116,11 @@ def reachable_loads(ins, labels, source, waited_lines, ids_lines, x_line, marked
         if op == 'ACQBULK':
             if guard is None or (sym.get(guard[0]) == 'w' and known is not None and known != guard[1]):
                 continue  # this path has waited
-        if op.startswith('LDG') and (src == ('sm_32_intrinsics.hpp', x_line) or src in marked or
-                                     (src[0] == source and src[1] in ids_lines)):
+        # a load predicated on `waited` does not run on a path where waited has the other value
+        # (`@P0 LDG` right after `@!P0 BRA` over the wait: gemv_mlx4_tc's ids)
+        skipped = guard is not None and sym.get(guard[0]) == 'w' and known is not None and known == guard[1]
+        if op.startswith('LDG') and not skipped and (src == ('sm_32_intrinsics.hpp', x_line) or src in marked or
+                                                     (src[0] == source and src[1] in ids_lines)):
             bad.add((addr, src[1]))
         # what this instruction writes
         if re.match(r'U?(ISETP|PLOP3|FSETP|LOP3|PSETP)', op):

@@ -679,6 +679,7 @@ void check_gemv_rows(const char* who, const GemvRows& r) {
 void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream) {
   check_type(w);
   check_gemv_rows("cuda gemv_rows", r);
+  if (takes_mlx4_tc(w, GemvOptions{})) return gemv_mlx4_tc_rows(w, x, y, r, stream);  // decode's path: the same bits
   const GemvBatch& b = r.batch;
   if (b.count < 1 || b.count > 65535) throw InputError("cuda gemv_rows: batch count " + std::to_string(b.count));
   if (!use_small(w) && (b.x_stride % 4 != 0 || r.x_row % 4 != 0))

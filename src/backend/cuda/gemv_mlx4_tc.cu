@@ -94,111 +94,165 @@ struct GroupLoad {
 
 extern __shared__ uint4 mlx4_tc_smem[];
 
-// kTiles m16 tiles of rows per block (16 kTiles rows): each group's B fragments serve them all.
-template <bool kBf16, int kTiles>
-__global__ void __launch_bounds__(kThreads) gemv_mlx4_tc_kernel(TcArgs p, const float* x, float* y) {
-  constexpr int kAhead = kAheadRows / kTiles;  // groups in flight: the same bytes for any kTiles
-  pdl_launch_dependents();
-  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  if (p.ids) pdl_wait();  // the expert ids come from the kernel before (a router)
-  {
-    const int64_t b = blockIdx.y;
-    const int64_t e = p.ids ? p.ids[b] : b;
-    p.data += e * p.id_stride;
-    p.scales += e * p.id_scale_stride;
-    p.biases += e * p.id_scale_stride;
-    x += b * p.x_stride;
-    y += b * p.y_stride;
+// One group of one x row into B-fragment slots (96 words: part pi, lane t, pair register q, half
+// h at 2 ((pi 4 + t) 8 + q) + h bf16s): lane l splits columns l and l + 32; returns the group's
+// sum(x) (every lane). Both kernels stage through it, so their parts and sums are the same bits.
+__device__ __forceinline__ float stage_group_row(const float* xg, __nv_bfloat16* slots, int lane) {
+  float s = 0.f;
+#pragma unroll
+  for (int hlf = 0; hlf < 2; ++hlf) {
+    const int c = lane + 32 * hlf;  // column in the group
+    const float v = xg[c];  // PDL: input load
+    s += v;
+    __nv_bfloat16 part[kParts];
+    split_bf16x3(v, part);
+    const int ct = c / 16, cc = c % 16;  // lane t = ct, pair q, half h with pair_column(ct, q, h) = c
+    const int q = (cc / 8) * 4 + cc % 4, h = (cc % 8) / 4;
+#pragma unroll
+    for (int pi = 0; pi < kParts; ++pi) slots[2 * ((pi * 4 + ct) * 8 + q) + h] = part[pi];
   }
-  const int64_t row0 = int64_t(blockIdx.x) * kRows * kTiles;
-  int64_t ra[kTiles], rb[kTiles];
-  const uint8_t *wa[kTiles], *wb[kTiles];
+  return warp_sum(s);
+}
+
+// One group's products for kTiles row tiles and np <= kP n8 tiles of B (x rows 2 p in columns
+// 0-2, 2 p + 1 in columns 4-6): the four k16 MMAs of each (tile, B tile) from zero, then
+// acc += scale * (c0 + c1) and bias * xs[p] (xs: the group's sum(x) of the lane's row on t = 0
+// and t = 2, else 0). Lanes t = 0, 1 hold x row 2 p's columns (0, 1) and (2, 3), lanes t = 2, 3
+// row 2 p + 1's (4, 5) and (6, 7): the same operations for a row in either slot, so a row's sums
+// do not depend on the rows beside it (an MMA's output column depends only on its own B column).
+template <bool kBf16, int kTiles, int kP>
+__device__ __forceinline__ void group_products(const GroupLoad<kTiles>& l, const uint32_t (&bx)[kP][8],
+                                               const float (&xs)[kP], int np, float (&acc_a)[kTiles][kP],
+                                               float (&acc_b)[kTiles][kP]) {
 #pragma unroll
   for (int i = 0; i < kTiles; ++i) {
-    ra[i] = min(row0 + kRows * i + g, p.rows - 1), rb[i] = min(row0 + kRows * i + g + 8, p.rows - 1);
-    wa[i] = p.data + ra[i] * p.row_bytes + 8 * t, wb[i] = p.data + rb[i] * p.row_bytes + 8 * t;
+    uint32_t af[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t word_a = j < 2 ? l.a[i].x : l.a[i].y, word_b = j < 2 ? l.b[i].x : l.b[i].y;
+      const int s0 = 4 * (2 * (j % 2));  // pair q = 2j: nibble (q % 4); pair 2j + 1: the next
+      af[j][0] = nibble_pair(word_a, s0), af[j][1] = nibble_pair(word_b, s0);
+      af[j][2] = nibble_pair(word_a, s0 + 4), af[j][3] = nibble_pair(word_b, s0 + 4);
+    }
+    const float sa = scale_value<kBf16>(l.sa[i]), sb = scale_value<kBf16>(l.sb[i]);
+    const float ba = scale_value<kBf16>(l.ba[i]), bb = scale_value<kBf16>(l.bb[i]);
+#pragma unroll
+    for (int pp = 0; pp < kP; ++pp) {
+      if (pp >= np) break;
+      float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mma::mma_bf16(c, af[j], bx[pp][2 * j], bx[pp][2 * j + 1]);
+      acc_a[i][pp] = fmaf(sa, c[0] + c[1], acc_a[i][pp]);
+      acc_b[i][pp] = fmaf(sb, c[2] + c[3], acc_b[i][pp]);
+      acc_a[i][pp] = fmaf(ba, xs[pp], acc_a[i][pp]);
+      acc_b[i][pp] = fmaf(bb, xs[pp], acc_b[i][pp]);
+    }
   }
-  const unsigned short* sc = reinterpret_cast<const unsigned short*>(p.scales);
-  const unsigned short* bi = reinterpret_cast<const unsigned short*>(p.biases);
-  const int mine = p.groups > warp ? int((p.groups - warp + kWarps - 1) / kWarps) : 0;
-  auto load = [&](GroupLoad<kTiles> (&l)[kAhead], int i0) {
+}
+
+// The pair of a lane's accumulators summed (t = 0 + 1: x row 2 p; t = 2 + 3: row 2 p + 1).
+__device__ __forceinline__ float pair_sum(float v) { return v + __shfl_xor_sync(0xffffffffu, v, 1); }
+
+// The entry of a batch launch (blockIdx.y = b): expert ids[b] (or b) for the weights; returns b.
+__device__ __forceinline__ int64_t enter_entry(TcArgs& a) {
+  const int64_t b = blockIdx.y;
+  const int64_t e = a.ids ? a.ids[b] : b;  // PDL: input load
+  a.data += e * a.id_stride;
+  a.scales += e * a.id_scale_stride;
+  a.biases += e * a.id_scale_stride;
+  return b;
+}
+
+// A lane's weight rows: rows g and g + 8 of each of the block's kTiles m16 tiles (clamped to the
+// last row: their sums are computed and dropped), and one group's loads of them.
+template <int kTiles>
+struct TileRows {
+  int64_t ra[kTiles], rb[kTiles];
+  const uint8_t *wa[kTiles], *wb[kTiles];
+  const unsigned short *sc, *bi;
+  int64_t groups;
+  __device__ __forceinline__ TileRows(const TcArgs& p, int64_t row0, int g, int t)
+      : sc(reinterpret_cast<const unsigned short*>(p.scales)), bi(reinterpret_cast<const unsigned short*>(p.biases)),
+        groups(p.groups) {
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      ra[i] = min(row0 + kRows * i + g, p.rows - 1), rb[i] = min(row0 + kRows * i + g + 8, p.rows - 1);
+      wa[i] = p.data + ra[i] * p.row_bytes + 8 * t, wb[i] = p.data + rb[i] * p.row_bytes + 8 * t;
+    }
+  }
+  __device__ __forceinline__ void load(GroupLoad<kTiles>& l, int64_t grp) const {
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      l.a[i] = __ldg(reinterpret_cast<const uint2*>(wa[i] + grp * (kGroup / 2)));
+      l.b[i] = __ldg(reinterpret_cast<const uint2*>(wb[i] + grp * (kGroup / 2)));
+      l.sa[i] = __ldg(sc + ra[i] * groups + grp), l.sb[i] = __ldg(sc + rb[i] * groups + grp);
+      l.ba[i] = __ldg(bi + ra[i] * groups + grp), l.bb[i] = __ldg(bi + rb[i] * groups + grp);
+    }
+  }
+  // This warp's groups i0 .. i0 + kAhead - 1 of its `mine` (warp, warp + kWarps, ...).
+  template <int kAhead>
+  __device__ __forceinline__ void load_round(GroupLoad<kTiles> (&l)[kAhead], int i0, int mine, int warp) const {
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
       if (i0 + u >= mine) break;
-      const int64_t grp = warp + int64_t(kWarps) * (i0 + u);
-#pragma unroll
-      for (int i = 0; i < kTiles; ++i) {
-        l[u].a[i] = __ldg(reinterpret_cast<const uint2*>(wa[i] + grp * (kGroup / 2)));
-        l[u].b[i] = __ldg(reinterpret_cast<const uint2*>(wb[i] + grp * (kGroup / 2)));
-        l[u].sa[i] = __ldg(sc + ra[i] * p.groups + grp), l[u].sb[i] = __ldg(sc + rb[i] * p.groups + grp);
-        l[u].ba[i] = __ldg(bi + ra[i] * p.groups + grp), l[u].bb[i] = __ldg(bi + rb[i] * p.groups + grp);
-      }
+      load(l[u], warp + int64_t(kWarps) * (i0 + u));
     }
-  };
+  }
+};
+
+__device__ __forceinline__ int groups_of_warp(int64_t groups, int warp) {
+  return groups > warp ? int((groups - warp + kWarps - 1) / kWarps) : 0;
+}
+
+// kTiles m16 tiles of rows per block (16 kTiles rows): each group's B fragments serve them all.
+template <bool kBf16, int kTiles>
+__global__ void __launch_bounds__(kThreads) gemv_mlx4_tc_kernel(TcArgs a, const float* x, float* y) {
+  constexpr int kAhead = kAheadRows / kTiles;  // groups in flight: the same bytes for any kTiles
+  pdl_launch_dependents();
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  const bool waited = a.ids != nullptr;  // the pdl_sass_check predicate
+  if (waited) pdl_wait();  // the expert ids come from the kernel before (a router)
+  {
+    const int64_t b = enter_entry(a);
+    x += b * a.x_stride;
+    y += b * a.y_stride;
+  }
+  const int64_t row0 = int64_t(blockIdx.x) * kRows * kTiles;
+  const TileRows<kTiles> tr(a, row0, g, t);
+  const int mine = groups_of_warp(a.groups, warp);
   GroupLoad<kTiles> cur[kAhead];
-  load(cur, 0);  // weights only (immutable): before the wait
-  if (!p.ids) pdl_wait();
+  tr.load_round(cur, 0, mine, warp);  // weights only (immutable): before the wait
+  if (!waited) pdl_wait();
 
   // This warp's groups of x: the parts at their B slots, and sum(x) (plain loads after the wait).
-  uint32_t* xb = reinterpret_cast<uint32_t*>(mlx4_tc_smem) + int64_t(warp) * p.per_warp * kXWords;
-  float* xsum = reinterpret_cast<float*>(reinterpret_cast<uint32_t*>(mlx4_tc_smem) + int64_t(kWarps) * p.per_warp * kXWords) +
-                warp * p.per_warp;
+  uint32_t* xb = reinterpret_cast<uint32_t*>(mlx4_tc_smem) + int64_t(warp) * a.per_warp * kXWords;
+  float* xsum = reinterpret_cast<float*>(reinterpret_cast<uint32_t*>(mlx4_tc_smem) + int64_t(kWarps) * a.per_warp * kXWords) +
+                warp * a.per_warp;
   for (int i = 0; i < mine; ++i) {
     const int64_t c0 = (warp + int64_t(kWarps) * i) * kGroup;
-    __nv_bfloat16* slots = reinterpret_cast<__nv_bfloat16*>(xb + i * kXWords);
-    float s = 0.f;
-#pragma unroll
-    for (int hlf = 0; hlf < 2; ++hlf) {
-      const int c = lane + 32 * hlf;  // column in the group
-      const float v = x[c0 + c];
-      s += v;
-      __nv_bfloat16 part[kParts];
-      split_bf16x3(v, part);
-      const int ct = c / 16, cc = c % 16;  // lane t = ct, pair q, half h with pair_column(ct, q, h) = c
-      const int q = (cc / 8) * 4 + cc % 4, h = (cc % 8) / 4;
-#pragma unroll
-      for (int pi = 0; pi < kParts; ++pi) slots[2 * ((pi * 4 + ct) * 8 + q) + h] = part[pi];
-    }
-    s = warp_sum(s);
+    const float s = stage_group_row(x + c0, reinterpret_cast<__nv_bfloat16*>(xb + i * kXWords), lane);
     if (lane == 0) xsum[i] = s;
   }
   __syncwarp();
 
-  float acc_a[kTiles], acc_b[kTiles];
+  float acc_a[kTiles][1], acc_b[kTiles][1];
 #pragma unroll
-  for (int i = 0; i < kTiles; ++i) acc_a[i] = 0.f, acc_b[i] = 0.f;
+  for (int i = 0; i < kTiles; ++i) acc_a[i][0] = 0.f, acc_b[i][0] = 0.f;
   for (int i0 = 0; i0 < mine; i0 += kAhead) {
     GroupLoad<kTiles> nxt[kAhead];
-    if (i0 + kAhead < mine) load(nxt, i0 + kAhead);
+    if (i0 + kAhead < mine) tr.load_round(nxt, i0 + kAhead, mine, warp);
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
       if (i0 + u >= mine) break;
-      const GroupLoad<kTiles>& l = cur[u];
-      uint32_t bx[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};  // B column g: part g (g < 3), else 0
+      uint32_t bx[1][8] = {{0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}};  // B column g: part g (g < 3), else 0
       if (g < kParts) {
         const uint4* src = reinterpret_cast<const uint4*>(xb + (i0 + u) * kXWords + (g * 4 + t) * 8);
         const uint4 lo = src[0], hi = src[1];
-        bx[0] = lo.x, bx[1] = lo.y, bx[2] = lo.z, bx[3] = lo.w, bx[4] = hi.x, bx[5] = hi.y, bx[6] = hi.z, bx[7] = hi.w;
+        bx[0][0] = lo.x, bx[0][1] = lo.y, bx[0][2] = lo.z, bx[0][3] = lo.w;
+        bx[0][4] = hi.x, bx[0][5] = hi.y, bx[0][6] = hi.z, bx[0][7] = hi.w;
       }
-      const float xs = t == 0 ? xsum[i0 + u] : 0.f;
-#pragma unroll
-      for (int i = 0; i < kTiles; ++i) {
-        float c[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint32_t word_a = j < 2 ? l.a[i].x : l.a[i].y, word_b = j < 2 ? l.b[i].x : l.b[i].y;
-          const int s0 = 4 * (2 * (j % 2));  // pair q = 2j: nibble (q % 4); pair 2j + 1: the next
-          const uint32_t af[4] = {nibble_pair(word_a, s0), nibble_pair(word_b, s0), nibble_pair(word_a, s0 + 4),
-                                  nibble_pair(word_b, s0 + 4)};
-          mma::mma_bf16(c, af, bx[2 * j], bx[2 * j + 1]);
-        }
-        // lane t = 0: columns 0, 1 (x0, x1 parts) of rows g, g + 8; t = 1: column 2 (x2) and the
-        // zero column 3; t = 2, 3: zero columns. The bias term once, on t = 0 (xs = 0 elsewhere).
-        acc_a[i] = fmaf(scale_value<kBf16>(l.sa[i]), c[0] + c[1], acc_a[i]);
-        acc_b[i] = fmaf(scale_value<kBf16>(l.sb[i]), c[2] + c[3], acc_b[i]);
-        acc_a[i] = fmaf(scale_value<kBf16>(l.ba[i]), xs, acc_a[i]);
-        acc_b[i] = fmaf(scale_value<kBf16>(l.bb[i]), xs, acc_b[i]);
-      }
+      const float xs[1] = {t == 0 ? xsum[i0 + u] : 0.f};  // the bias term once, on t = 0
+      group_products<kBf16, kTiles, 1>(cur[u], bx, xs, 1, acc_a, acc_b);
     }
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) cur[u] = nxt[u];
@@ -206,19 +260,103 @@ __global__ void __launch_bounds__(kThreads) gemv_mlx4_tc_kernel(TcArgs p, const 
   __shared__ float red[kWarps][kRows * kTiles];
 #pragma unroll
   for (int i = 0; i < kTiles; ++i) {
-    float va = acc_a[i], vb = acc_b[i];
-    va += __shfl_xor_sync(0xffffffffu, va, 1);
-    vb += __shfl_xor_sync(0xffffffffu, vb, 1);
-    va += __shfl_xor_sync(0xffffffffu, va, 2);
-    vb += __shfl_xor_sync(0xffffffffu, vb, 2);
+    const float va = pair_sum(acc_a[i][0]), vb = pair_sum(acc_b[i][0]);  // (t = 2, 3 hold zero columns)
     if (t == 0) red[warp][kRows * i + g] = va, red[warp][kRows * i + g + 8] = vb;
   }
   __syncthreads();
-  if (threadIdx.x < kRows * kTiles && row0 + threadIdx.x < p.rows) {
+  if (threadIdx.x < kRows * kTiles && row0 + threadIdx.x < a.rows) {
     float s = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) s += red[w][threadIdx.x];
     y[row0 + threadIdx.x] = s;
+  }
+}
+
+// The rows form (gemv_rows' contract): up to 2 kP input rows against one m16 tile of weight rows
+// per block; x row 2 p in B tile p's columns 0-2, row 2 p + 1 in its columns 4-6, each group's A
+// fragments decoded once for all of them. x is staged per round of kRowsAhead groups (all of a
+// warp's groups for 16 rows would not fit shared memory) through stage_group_row, and every
+// row's arithmetic is the one-row kernel's (group_products, pair_sum, the warps in order), so a
+// row equals gemv_mlx4_tc_kernel's result for it bit for bit at any row count or slot. Plain
+// launches (the wait is a no-op then; kept unconditional for a PDL launch).
+constexpr int kRowsAhead = 2;
+template <bool kBf16, int kP>
+__global__ void __launch_bounds__(kThreads) gemv_mlx4_tc_rows_kernel(TcArgs p, gemv_detail::RowsArgs ra, const float* x,
+                                                                     float* y) {
+  constexpr int kN = 2 * kP, kRowWords = kXWords + 4;  // a staged row of a group: 96 slot words, its sum, 16-byte steps
+  pdl_wait();
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  int n = 0;
+  int64_t xo[kN], yo[kN];
+  if (!gemv_detail::rows_entry<kN>(p, ra, n, xo, yo, [](TcArgs& e) { return enter_entry(e); })) return;
+  const int np = (n + 1) / 2;
+  const int64_t row0 = int64_t(blockIdx.x) * kRows;
+  const TileRows<1> tr(p, row0, g, t);
+  const int mine = groups_of_warp(p.groups, warp);
+  uint32_t* xb = reinterpret_cast<uint32_t*>(mlx4_tc_smem) + int64_t(warp) * kRowsAhead * kN * kRowWords;
+  GroupLoad<1> cur[kRowsAhead];
+  tr.load_round(cur, 0, mine, warp);
+  float acc_a[1][kP], acc_b[1][kP];
+#pragma unroll
+  for (int pp = 0; pp < kP; ++pp) acc_a[0][pp] = 0.f, acc_b[0][pp] = 0.f;
+  // lane (g, t) reads x row 2 pp + (g >= 4), part g % 4 (none for g % 4 == 3)
+  const int half = g / 4, part = g % 4;
+  for (int i0 = 0; i0 < mine; i0 += kRowsAhead) {
+    GroupLoad<1> nxt[kRowsAhead];
+    if (i0 + kRowsAhead < mine) tr.load_round(nxt, i0 + kRowsAhead, mine, warp);
+#pragma unroll
+    for (int u = 0; u < kRowsAhead; ++u) {
+      if (i0 + u >= mine) break;
+      const int64_t c0 = (warp + int64_t(kWarps) * (i0 + u)) * kGroup;
+      uint32_t* ru = xb + u * kN * kRowWords;
+      for (int r = 0; r < n; ++r) {
+        const float sr = stage_group_row(x + xo[r] + c0, reinterpret_cast<__nv_bfloat16*>(ru + r * kRowWords), lane);
+        if (lane == 0) reinterpret_cast<float*>(ru + r * kRowWords)[kXWords] = sr;
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < kRowsAhead; ++u) {
+      if (i0 + u >= mine) break;
+      const uint32_t* ru = xb + u * kN * kRowWords;
+      uint32_t bx[kP][8];
+      float xs[kP];
+#pragma unroll
+      for (int pp = 0; pp < kP; ++pp) {
+        const int r = 2 * pp + half;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) bx[pp][k] = 0u;
+        if (part < kParts && r < n) {
+          const uint4* src = reinterpret_cast<const uint4*>(ru + r * kRowWords + (part * 4 + t) * 8);
+          const uint4 lo = src[0], hi = src[1];
+          bx[pp][0] = lo.x, bx[pp][1] = lo.y, bx[pp][2] = lo.z, bx[pp][3] = lo.w;
+          bx[pp][4] = hi.x, bx[pp][5] = hi.y, bx[pp][6] = hi.z, bx[pp][7] = hi.w;
+        }
+        const int rs = 2 * pp + t / 2;  // t = 0: row 2 pp's bias term, t = 2: row 2 pp + 1's
+        xs[pp] = (t % 2 == 0 && rs < n) ? reinterpret_cast<const float*>(ru + rs * kRowWords)[kXWords] : 0.f;
+      }
+      group_products<kBf16, 1, kP>(cur[u], bx, xs, np, acc_a, acc_b);
+    }
+    __syncwarp();  // the next round stages over this one's slots
+#pragma unroll
+    for (int u = 0; u < kRowsAhead; ++u) cur[u] = nxt[u];
+  }
+  __shared__ float red[kWarps][kRows][kN];
+#pragma unroll
+  for (int pp = 0; pp < kP; ++pp) {
+    if (pp >= np) break;
+    const float va = pair_sum(acc_a[0][pp]), vb = pair_sum(acc_b[0][pp]);
+    const int r = 2 * pp + t / 2;
+    if (t % 2 == 0 && r < n) red[warp][g][r] = va, red[warp][g + 8][r] = vb;
+  }
+  __syncthreads();
+  for (int k = int(threadIdx.x); k < kRows * n; k += kThreads) {
+    const int wr = k / n, r = k % n;
+    if (row0 + wr >= p.rows) continue;
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) s += red[w][wr][r];
+    y[yo[r] + row0 + wr] = s;
   }
 }
 
@@ -257,15 +395,18 @@ bool gemv_mlx4_tc_supports(const WeightMatrix& w) {
          reinterpret_cast<uintptr_t>(w.scales) % 2 == 0 && reinterpret_cast<uintptr_t>(w.biases) % 2 == 0;
 }
 
-void gemv_mlx4_tc(const WeightMatrix& w, const float* x, float* y, const GemvBatch& batch, cudaStream_t stream) {
+namespace {
+
+void check_supported(const char* who, const WeightMatrix& w, int count) {
   if (!gemv_mlx4_tc_supports(w))
-    throw InputError("cuda gemv_mlx4_tc: takes MLX q4 with group 64, F16 / BF16 scales, cols a multiple of 64 up to " +
+    throw InputError(std::string(who) + ": takes MLX q4 with group 64, F16 / BF16 scales, cols a multiple of 64 up to " +
                      std::to_string(kMlx4TcMaxCols) + " and an 8-byte aligned weight (got " +
                      std::string(dtype_name(w.type)) + " " + std::to_string(w.rows) + " x " + std::to_string(w.cols) +
                      ", group " + std::to_string(w.group_size) + ")");
-  if (batch.count < 1 || batch.count > 65535)
-    throw InputError("cuda gemv_mlx4_tc: batch count " + std::to_string(batch.count));
-  if (!x || !y) throw InputError("cuda gemv_mlx4_tc: null x or y");
+  if (count < 1 || count > 65535) throw InputError(std::string(who) + ": batch count " + std::to_string(count));
+}
+
+TcArgs tc_args(const WeightMatrix& w, const GemvBatch& batch) {
   TcArgs a;
   a.data = static_cast<const uint8_t*>(w.data);
   a.scales = static_cast<const uint8_t*>(w.scales);
@@ -275,24 +416,56 @@ void gemv_mlx4_tc(const WeightMatrix& w, const float* x, float* y, const GemvBat
   a.id_stride = batch.id_stride, a.id_scale_stride = batch.id_scale_stride;
   a.x_stride = batch.x_stride, a.y_stride = batch.y_stride;
   a.per_warp = int((a.groups + kWarps - 1) / kWarps);
+  return a;
+}
+
+template <auto kKernel, class... Args>
+void launch_tc(bool pdl, dim3 grid, size_t smem, cudaStream_t stream, Args... args) {
+  opt_in_smem_max_once<kKernel>();
+  gemv_detail::launch_maybe_pdl_smem(pdl, kKernel, grid, kThreads, smem, stream, args...);
+}
+
+}  // namespace
+
+void gemv_mlx4_tc(const WeightMatrix& w, const float* x, float* y, const GemvBatch& batch, cudaStream_t stream) {
+  check_supported("cuda gemv_mlx4_tc", w, batch.count);
+  if (!x || !y) throw InputError("cuda gemv_mlx4_tc: null x or y");
+  const TcArgs a = tc_args(w, batch);
   const size_t smem = size_t(kWarps) * size_t(a.per_warp) * (kXWords * 4 + 4);
   const int tiles = gemv_mlx4_tc_tiles();
   const dim3 grid(unsigned((w.rows + kRows * tiles - 1) / (kRows * tiles)), unsigned(batch.count));
-  auto go = [&](auto kernel) {
-    opt_in_smem_max_once<decltype(kernel)::value>();
-    gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), decltype(kernel)::value, grid, kThreads, smem, stream, a, x, y);
-  };
-  const bool bf16 = w.scale_type == DType::BF16;
+  const bool pdl = gemv_pdl(), bf16 = w.scale_type == DType::BF16;
   if (tiles == 4) {
-    if (bf16) go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<true, 4>), &gemv_mlx4_tc_kernel<true, 4>>{});
-    else go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<false, 4>), &gemv_mlx4_tc_kernel<false, 4>>{});
+    if (bf16) launch_tc<gemv_mlx4_tc_kernel<true, 4>>(pdl, grid, smem, stream, a, x, y);
+    else launch_tc<gemv_mlx4_tc_kernel<false, 4>>(pdl, grid, smem, stream, a, x, y);
   } else if (tiles == 2) {
-    if (bf16) go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<true, 2>), &gemv_mlx4_tc_kernel<true, 2>>{});
-    else go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<false, 2>), &gemv_mlx4_tc_kernel<false, 2>>{});
+    if (bf16) launch_tc<gemv_mlx4_tc_kernel<true, 2>>(pdl, grid, smem, stream, a, x, y);
+    else launch_tc<gemv_mlx4_tc_kernel<false, 2>>(pdl, grid, smem, stream, a, x, y);
   } else {
-    if (bf16) go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<true, 1>), &gemv_mlx4_tc_kernel<true, 1>>{});
-    else go(std::integral_constant<decltype(&gemv_mlx4_tc_kernel<false, 1>), &gemv_mlx4_tc_kernel<false, 1>>{});
+    if (bf16) launch_tc<gemv_mlx4_tc_kernel<true, 1>>(pdl, grid, smem, stream, a, x, y);
+    else launch_tc<gemv_mlx4_tc_kernel<false, 1>>(pdl, grid, smem, stream, a, x, y);
   }
+}
+
+void gemv_mlx4_tc_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream) {
+  check_supported("cuda gemv_mlx4_tc_rows", w, r.batch.count);
+  check_gemv_rows("cuda gemv_mlx4_tc_rows", r);
+  if (!x || !y) throw InputError("cuda gemv_mlx4_tc_rows: null x or y");
+  const TcArgs a = tc_args(w, r.batch);
+  const gemv_detail::RowsArgs ra = gemv_detail::rows_args(r);
+  const int kp = r.n <= 2 ? 1 : r.n <= 4 ? 2 : r.n <= 8 ? 4 : 8;
+  const size_t smem = size_t(kWarps) * kRowsAhead * size_t(2 * kp) * (kXWords + 4) * 4;
+  const dim3 grid(unsigned((w.rows + kRows - 1) / kRows), unsigned(r.batch.count));
+  const bool bf16 = w.scale_type == DType::BF16;
+  auto go = [&](auto kp_tag) {
+    constexpr int kP = decltype(kp_tag)::value;
+    if (bf16) launch_tc<gemv_mlx4_tc_rows_kernel<true, kP>>(false, grid, smem, stream, a, ra, x, y);
+    else launch_tc<gemv_mlx4_tc_rows_kernel<false, kP>>(false, grid, smem, stream, a, ra, x, y);
+  };
+  if (kp == 1) go(std::integral_constant<int, 1>{});
+  else if (kp == 2) go(std::integral_constant<int, 2>{});
+  else if (kp == 4) go(std::integral_constant<int, 4>{});
+  else go(std::integral_constant<int, 8>{});
 }
 
 }  // namespace ds4::cuda

@@ -1,6 +1,6 @@
 #pragma once
 // MLX q4 (group 64) GEMV on BF16 tensor cores with FP32-level activations (issue #23; session 30,
-// unrun: an experiment beside gemv, not wired into any model yet).
+// unrun: an experiment beside gemv, opt-in; the rows form: session 31, unrun).
 //
 // Why: gemv's MLX q4 decoder spends ~3 instructions a weight on CUDA cores (mask, magic-number
 // subtract, FMA), and Qwen's decode products ran at ~32 % of the copy bandwidth on the H100
@@ -26,9 +26,16 @@ bool gemv_mlx4_tc_supports(const WeightMatrix& w);
 // Launches as a programmatic dependent when gemv_pdl(). Throws InputError for an unsupported w.
 void gemv_mlx4_tc(const WeightMatrix& w, const float* x, float* y, const GemvBatch& batch, cudaStream_t stream);
 
-// Whether gemv / gemv_batched (default options) send the weights gemv_mlx4_tc supports here:
-// DS4_MLX4_TC (0 or 1; unset = 0: unmeasured, and a decode step would no longer equal gemv_rows'
-// rows bit for bit, which the batch / verify tests check) or gemv_mlx4_tc_set. For the model
+// The rows form (gemv_rows' contract: n <= kGemvMaxRows input rows, batch entries by ids, live,
+// counts, x_idx / y_idx): every row equals gemv_mlx4_tc's result for it alone bit for bit (the
+// same staging and per-row arithmetic; row i independent of n and of the rows beside it), so a
+// chunk's or a decode batch's rows equal decode steps on this path as gemv_rows' do on gemv's.
+// Plain launches. Throws InputError for an unsupported w or GemvRows.
+void gemv_mlx4_tc_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream);
+
+// Whether gemv / gemv_batched / gemv_rows (default options) send the weights gemv_mlx4_tc supports here:
+// DS4_MLX4_TC (0 or 1; unset = 0: unmeasured; gemv_rows takes gemv_mlx4_tc_rows then, so decode
+// steps and chunk / batch rows stay equal on either path) or gemv_mlx4_tc_set. For the model
 // benches' A/B.
 bool gemv_mlx4_tc_on();
 void gemv_mlx4_tc_set(bool on);
