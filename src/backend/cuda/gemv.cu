@@ -601,10 +601,12 @@ void check_type(const WeightMatrix& w) {
 }  // namespace
 
 namespace {
-// DS4_MLX4_TC=1: MLX q4 g64 products with default options on BF16 tensor cores (gemv_mlx4_tc.h).
+// DS4_MLX4_TC=1: MLX q4 g64 products on BF16 tensor cores (gemv_mlx4_tc.h) under kAuto and
+// kDirect (kDirect asks for gemv_rows' per-row arithmetic, and gemv_rows takes the tc rows form
+// then: the Qwen model launches everything kDirect); rows_per_block tunes only the CUDA-core
+// kernel. kStaged keeps gemv's kernels.
 bool takes_mlx4_tc(const WeightMatrix& w, const GemvOptions& opt) {
-  return w.type == DType::MLX_Q4 && opt.path == GemvPath::kAuto && opt.rows_per_block == 0 && gemv_mlx4_tc_on() &&
-         gemv_mlx4_tc_supports(w);
+  return w.type == DType::MLX_Q4 && opt.path != GemvPath::kStaged && gemv_mlx4_tc_on() && gemv_mlx4_tc_supports(w);
 }
 }  // namespace
 
