@@ -218,6 +218,11 @@ int main() {
   for (int n : {1, 2, 3, 8, 13, 16}) run_rows_case("plain", 40, 640, n, 0, rng, s);  // a row tail, 10 groups
   run_rows_case("qwen gate|up", 1280, 2560, 16, 0, rng, s);
   for (int n : {1, 5, 16}) run_rows_case("routed", 48, 320, n, 6, rng, s);  // 5 groups: uneven over the warps
+  for (int tiles : {2, 4}) {  // the one-row kernel's bits do not depend on its row tiles per block either
+    cuda::gemv_mlx4_tc_set_tiles(tiles);
+    run_rows_case(tiles == 2 ? "plain, one-row at 2 tiles" : "plain, one-row at 4 tiles", 72, 640, 3, 0, rng, s);
+  }
+  cuda::gemv_mlx4_tc_set_tiles(1);
   {
     std::mt19937_64 r2(1);
     const HostWeight hw = random_weight(DType::MLX_Q4, 16, 256, r2, 32, DType::BF16);
