@@ -35,7 +35,8 @@ step() {
   [ $left -lt 20 ] && { echo "$n not run (time)" | tee -a "$OUT/summary.txt"; return; }
   [ $to -gt $left ] && to=$left
   timeout $to "$@" > "$d/$n.txt" 2>&1
-  echo "$n exit $? in $(( $(date +%s) - t0 )) s: $(grep -E "$pat" "$d/$n.txt" | cut -d'|' -f2-6 | tr '\n' ' ' | cut -c1-400)" | tee -a "$OUT/summary.txt"
+  # (the benches' rows: -f2-6 is a prefill table's; COLS=2-8 (say) for a table with decode columns)
+  echo "$n exit $? in $(( $(date +%s) - t0 )) s: $(grep -E "$pat" "$d/$n.txt" | cut -d'|' -f${COLS:-2-6} | tr '\n' ' ' | cut -c1-400)" | tee -a "$OUT/summary.txt"
   grep -E "canary" "$d/$n.txt" | cut -c1-200 | head -2 >> "$OUT/summary.txt"
 }
 survey() {

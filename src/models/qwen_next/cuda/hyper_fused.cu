@@ -13,7 +13,7 @@
 // - activations, inject gate and combine are the same expressions as hyper.cu's kernels.
 // This mirrors gemv.cu's per-row arithmetic: a change there (unit split, decoders) has to be
 // made here too, or the decode step leaves the chunk's rows (the tests above catch it).
-// Plain launches by default. DS4_HC_PDL=1 (unmeasured, off): hc_down triggers its dependents at
+// PDL by default (DS4_HC_PDL=0: plain launches): hc_down triggers its dependents at
 // its start and hc_up_combine is a programmatic dependent (sm_90 PDL) that loads its first
 // weights (immutable, through __ldg) before griddepcontrol.wait and everything hc_down writes
 // (low, normed) after it with plain loads, then triggers the kernel after it (the next
@@ -374,7 +374,10 @@ void with_format(const WeightMatrix& w, Fn&& fn) {
 unsigned blocks(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
 std::atomic<int> g_down_rows{-1}, g_pdl{-1};
-bool hc_pdl() { return ds4::cuda::env_setting(g_pdl, "DS4_HC_PDL", {0, 1}, "0 or 1", 0) == 1; }
+// Default on: Qwen decode at 2K on the H100 109.45 -> 113.44 tok/s (bench/results/session31-2026-12-07
+// call 1; the three plain-launch runs of that round 109.34-109.77), bit-identical outputs
+// (test_qwen_hyper_fused_cuda, test_qwen_next_cuda with it on). DS4_HC_PDL=0: plain launches.
+bool hc_pdl() { return ds4::cuda::env_setting(g_pdl, "DS4_HC_PDL", {0, 1}, "0 or 1", 1) == 1; }
 int hc_down_rows() {
   return ds4::cuda::env_setting(g_down_rows, "DS4_HC_DOWN_ROWS", {1, 2, 4}, "1, 2 or 4", kDownRowsDefault);
 }
