@@ -9,5 +9,6 @@ STEP_DIR=/tmp/steps
 call_start .devwork/s31.tar.xz
 B=$B/cudabins
 export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
+export DS4_HC_PDL=1  # the default since 20c158e (the bundle was packed before it)
 COLS=2-8 step qwen_decode 45 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
 survey qwen 90 $B/bench_qwen_next_cuda synthetic-full 4 2048 --ncu-decode
