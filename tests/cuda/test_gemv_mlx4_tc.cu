@@ -119,7 +119,7 @@ void run_case(const Case& k, std::mt19937_64& rng, cudaStream_t s) {
 // row alone (the rows form's contract: decode steps = chunk / batch rows), entries past *live
 // leave y untouched; the plain case also within 2e-6 of the double reference.
 void run_rows_case(const char* name, int64_t rows, int64_t cols, int n, int entries, std::mt19937_64& rng,
-                   cudaStream_t s) {
+                   cudaStream_t s, int idx_stride = cuda::kGemvMaxRows) {
   const bool routed = entries > 0;
   const int experts = routed ? entries + 2 : 1, count = routed ? entries : 1, live = routed ? entries - 1 : 1;
   const HostWeight hw = random_weight(DType::MLX_Q4, int64_t(experts) * rows, cols, rng, 64, DType::BF16);
@@ -135,10 +135,10 @@ void run_rows_case(const char* name, int64_t rows, int64_t cols, int n, int entr
   std::vector<int32_t> ids(nc), counts(nc), x_idx(ni), y_idx(ni);
   for (int b = 0; b < count; ++b) {
     ids[size_t(b)] = int32_t((7 * b + 3) % experts);
-    counts[size_t(b)] = routed ? 1 + (5 * b) % n : n;
-    for (int i = 0; i < cuda::kGemvMaxRows; ++i) {
-      x_idx[size_t(b) * cuda::kGemvMaxRows + size_t(i)] = int32_t((13 * b + 7 * i + 1) % pool);
-      y_idx[size_t(b) * cuda::kGemvMaxRows + size_t(i)] = int32_t(b * n + i);
+    counts[size_t(b)] = routed ? 1 + b % n : n;  // every count from 1 up to n (or the entries)
+    for (int i = 0; i < idx_stride; ++i) {
+      x_idx[size_t(b) * size_t(idx_stride) + size_t(i)] = int32_t((13 * b + 7 * i + 1) % pool);
+      y_idx[size_t(b) * size_t(idx_stride) + size_t(i)] = int32_t(b * n + i);
     }
   }
   const int64_t y_rows = int64_t(count) * n;
@@ -158,7 +158,7 @@ void run_rows_case(const char* name, int64_t rows, int64_t cols, int n, int entr
   r.n = n, r.x_row = x_row, r.y_row = y_row;
   if (routed) {
     r.batch.count = count, r.batch.ids = d_ids, r.batch.id_stride = id_stride, r.batch.id_scale_stride = scale_stride;
-    r.live = d_live, r.counts = d_counts, r.x_idx = d_xi, r.y_idx = d_yi;
+    r.live = d_live, r.counts = d_counts, r.x_idx = d_xi, r.y_idx = d_yi, r.idx_stride = idx_stride;
   }
   cuda::gemv_mlx4_tc_rows(w, dx.as<float>(), dy.as<float>(), r, s);
   DS4_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -167,9 +167,10 @@ void run_rows_case(const char* name, int64_t rows, int64_t cols, int n, int entr
   double worst = 0.0;
   for (int b = 0; b < count; ++b)
     for (int i = 0; i < n; ++i) {
-      const int64_t xr = routed ? x_idx[size_t(b) * cuda::kGemvMaxRows + size_t(i)] : i;
-      const int64_t yr = routed ? y_idx[size_t(b) * cuda::kGemvMaxRows + size_t(i)] : i;
+      const int64_t xr = routed ? x_idx[size_t(b) * size_t(idx_stride) + size_t(i)] : i;
+      const int64_t yr = routed ? y_idx[size_t(b) * size_t(idx_stride) + size_t(i)] : i;
       const float* yp = y.data() + yr * y_row;
+      for (int64_t k = rows; k < y_row; ++k) untouched = untouched && std::isnan(yp[k]);  // past the last weight row
       if (b >= live || i >= counts[size_t(b)]) {  // not written: still the poison
         for (int64_t k = 0; k < rows; ++k) untouched = untouched && std::isnan(yp[k]);
         continue;
@@ -189,8 +190,8 @@ void run_rows_case(const char* name, int64_t rows, int64_t cols, int n, int entr
   std::snprintf(buf, sizeof buf, "rows %s (%lld x %lld, n %d%s): every row == the one-row kernel's bits", name,
                 (long long)rows, (long long)cols, n, routed ? (", " + std::to_string(entries) + " routed entries").c_str() : "");
   check(same, buf);
-  if (routed) check(untouched, std::string("rows ") + name + ": rows past counts / live untouched");
-  else {
+  check(untouched, std::string("rows ") + name + ": rows past counts / live and columns past the weight rows untouched");
+  if (!routed) {
     std::snprintf(buf, sizeof buf, "rows %s: max |y - ref| / sum|w x| = %.2e <= 2e-6", name, worst);
     check(worst <= 2e-6, buf);
   }
@@ -218,6 +219,32 @@ int main() {
   for (int n : {1, 2, 3, 8, 13, 16}) run_rows_case("plain", 40, 640, n, 0, rng, s);  // a row tail, 10 groups
   run_rows_case("qwen gate|up", 1280, 2560, 16, 0, rng, s);
   for (int n : {1, 5, 16}) run_rows_case("routed", 48, 320, n, 6, rng, s);  // 5 groups: uneven over the warps
+  run_rows_case("routed, idx_stride 8, row tail", 40, 320, 5, 7, rng, s, 8);  // a decode batch's entry stride
+  {  // the switch: gemv (kDirect, as the Qwen model launches) and gemv_rows both on the tc kernels
+    std::mt19937_64 r3(3);
+    const HostWeight hw = random_weight(DType::MLX_Q4, 40, 640, r3, 64, DType::BF16);
+    const DeviceWeight dw = upload(hw);
+    std::vector<float> x(size_t(3 * 640));
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (auto& v : x) v = nd(r3);
+    cuda::DeviceBuffer dx(x.size() * 4, "switch x"), dy(size_t(3 * 40) * 4, "switch y"), d1(size_t(40) * 4, "switch y1");
+    DS4_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    cuda::gemv_mlx4_tc_set(true);
+    cuda::GemvRows r;
+    r.n = 3, r.x_row = 640, r.y_row = 40;
+    cuda::gemv_rows(dw.view, dx.as<float>(), dy.as<float>(), r, s);
+    cuda::GemvOptions direct;
+    direct.path = cuda::GemvPath::kDirect;
+    bool same = true;
+    for (int i = 0; i < 3; ++i) {
+      cuda::gemv(dw.view, dx.as<float>() + i * 640, d1.as<float>(), s, direct);
+      DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+      const std::vector<float> a = download(dy.as<float>() + i * 40, 40), b1 = download(d1.as<float>(), 40);
+      same = same && std::memcmp(a.data(), b1.data(), 40 * sizeof(float)) == 0;
+    }
+    cuda::gemv_mlx4_tc_set(false);
+    check(same, "DS4_MLX4_TC on: gemv_rows rows == gemv (kDirect) bit for bit");
+  }
   for (int tiles : {2, 4}) {  // the one-row kernel's bits do not depend on its row tiles per block either
     cuda::gemv_mlx4_tc_set_tiles(tiles);
     run_rows_case(tiles == 2 ? "plain, one-row at 2 tiles" : "plain, one-row at 4 tiles", 72, 640, 3, 0, rng, s);

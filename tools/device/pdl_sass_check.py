@@ -118,7 +118,9 @@ def reachable_loads(ins, labels, source, waited_lines, ids_lines, x_line, marked
                 continue  # this path has waited
         # a load predicated on `waited` does not run on a path where waited has the other value
         # (`@P0 LDG` right after `@!P0 BRA` over the wait: gemv_mlx4_tc's ids)
-        skipped = guard is not None and sym.get(guard[0]) == 'w' and known is not None and known == guard[1]
+        # (only a predicate from an ISETP.NE on the waited line: it holds waited itself, not !waited)
+        skipped = (guard is not None and sym.get(guard[0]) == 'w' and sym.get(guard[0] + '+') and known is not None
+                   and known == guard[1])
         if op.startswith('LDG') and not skipped and (src == ('sm_32_intrinsics.hpp', x_line) or src in marked or
                                                      (src[0] == source and src[1] in ids_lines)):
             bad.add((addr, src[1]))
@@ -129,6 +131,7 @@ def reachable_loads(ins, labels, source, waited_lines, ids_lines, x_line, marked
             for d in args[:2]:
                 if re.fullmatch(r'U?P\d', d):
                     sym[d] = 'w' if (from_waited or from_reg) else None
+                    sym[d + '+'] = bool(from_waited and op.startswith('ISETP.NE')) or None
         elif op == 'P2R' and args and re.fullmatch(r'R\d+', args[0]):
             mask = int(args[3], 16) if len(args) > 3 and args[3].startswith('0x') else 0
             held = [p for p in range(7) if mask == 1 << p]

@@ -397,13 +397,17 @@ bool gemv_mlx4_tc_supports(const WeightMatrix& w) {
 
 namespace {
 
-void check_supported(const char* who, const WeightMatrix& w, int count) {
+void check_supported(const char* who, const WeightMatrix& w, const GemvBatch& b) {
+  const int count = b.count;
   if (!gemv_mlx4_tc_supports(w))
     throw InputError(std::string(who) + ": takes MLX q4 with group 64, F16 / BF16 scales, cols a multiple of 64 up to " +
                      std::to_string(kMlx4TcMaxCols) + " and an 8-byte aligned weight (got " +
                      std::string(dtype_name(w.type)) + " " + std::to_string(w.rows) + " x " + std::to_string(w.cols) +
                      ", group " + std::to_string(w.group_size) + ")");
   if (count < 1 || count > 65535) throw InputError(std::string(who) + ": batch count " + std::to_string(count));
+  if (b.id_stride % 8 != 0 || b.id_scale_stride % 2 != 0)  // the weights' 8-byte and the scales' 2-byte loads
+    throw InputError(std::string(who) + ": expert strides " + std::to_string(b.id_stride) + " / " +
+                     std::to_string(b.id_scale_stride) + " bytes break the 8 / 2-byte alignment of the loads");
 }
 
 TcArgs tc_args(const WeightMatrix& w, const GemvBatch& batch) {
@@ -428,7 +432,7 @@ void launch_tc(bool pdl, dim3 grid, size_t smem, cudaStream_t stream, Args... ar
 }  // namespace
 
 void gemv_mlx4_tc(const WeightMatrix& w, const float* x, float* y, const GemvBatch& batch, cudaStream_t stream) {
-  check_supported("cuda gemv_mlx4_tc", w, batch.count);
+  check_supported("cuda gemv_mlx4_tc", w, batch);
   if (!x || !y) throw InputError("cuda gemv_mlx4_tc: null x or y");
   const TcArgs a = tc_args(w, batch);
   const size_t smem = size_t(kWarps) * size_t(a.per_warp) * (kXWords * 4 + 4);
@@ -448,7 +452,7 @@ void gemv_mlx4_tc(const WeightMatrix& w, const float* x, float* y, const GemvBat
 }
 
 void gemv_mlx4_tc_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream) {
-  check_supported("cuda gemv_mlx4_tc_rows", w, r.batch.count);
+  check_supported("cuda gemv_mlx4_tc_rows", w, r.batch);
   check_gemv_rows("cuda gemv_mlx4_tc_rows", r);
   if (!x || !y) throw InputError("cuda gemv_mlx4_tc_rows: null x or y");
   const TcArgs a = tc_args(w, r.batch);
