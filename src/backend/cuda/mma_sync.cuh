@@ -169,4 +169,19 @@ __device__ __forceinline__ void cp_next_tile(int j, int tiles, Load&& load) {
   }
 }
 
+// f(row, col, value) for every element of a warp's m16n8 FP32 accumulator tiles o[i] (i < kNt:
+// the warp's n-tiles nt = warp + warps * i < nts, columns 8 nt ..): rows g, g + 8 and columns
+// 2 t, 2 t + 1 of each (the fragment layout). The attention kernels store their O tiles through it.
+template <int kNt, class F>
+__device__ __forceinline__ void for_each_acc(const float (&o)[kNt][4], int warp, int warps, int nts, int g, int t,
+                                             F&& f) {
+#pragma unroll
+  for (int i = 0; i < kNt; ++i) {
+    const int nt = warp + warps * i;
+    if (nt >= nts) break;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) f(g + (k < 2 ? 0 : 8), 8 * nt + 2 * t + (k & 1), o[i][k]);
+  }
+}
+
 }  // namespace ds4::cuda::mma

@@ -135,16 +135,10 @@ __global__ void __launch_bounds__(kThreads) mla_attend_tc_kernel(const float* __
   // o_lat = O / l (an empty selection: zeros; the barrier publishes m / l when no tile ran)
   __syncthreads();
   const float i0 = l_s[g] > 0.f ? 1.f / l_s[g] : 0.f, i1 = l_s[g + 8] > 0.f ? 1.f / l_s[g + 8] : 0.f;
-#pragma unroll
-  for (int i = 0; i < kNt; ++i) {
-    const int nt = warp + kWarps * i;
-    if (nt >= nts) break;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int64_t h = h0 + g + (k < 2 ? 0 : 8);
-      if (h < sh.heads) o_lat[h * D + 8 * nt + 2 * t + (k & 1)] = o[i][k] * (k < 2 ? i0 : i1);
-    }
-  }
+  ds4::cuda::mma::for_each_acc(o, warp, kWarps, nts, g, t, [&](int r, int col, float v) {
+    const int64_t h = h0 + r;
+    if (h < sh.heads) o_lat[h * D + col] = v * (r == g ? i0 : i1);
+  });
 }
 
 // DS4_MLA_TC (0 or 1; unset = 1) or mla_attend_set_tc.

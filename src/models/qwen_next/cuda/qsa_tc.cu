@@ -63,16 +63,9 @@ size_t smem_bytes(const QsaShape& sh) {
 template <class Dst>
 __device__ __forceinline__ void store_o_tile(const float (&o)[kNt][4], Dst dst, int G, int nts, int warp, int g,
                                              int t) {
-#pragma unroll
-  for (int i = 0; i < kNt; ++i) {
-    const int nt = warp + kWarps * i;
-    if (nt >= nts) break;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int h = g + (k < 2 ? 0 : 8);
-      if (h < G) dst(h)[2 + 8 * nt + 2 * t + (k & 1)] = o[i][k];
-    }
-  }
+  ds4::cuda::mma::for_each_acc(o, warp, kWarps, nts, g, t, [&](int h, int col, float v) {
+    if (h < G) dst(h)[2 + col] = v;
+  });
 }
 
 // One M row's online-softmax step over a tile of kKeys = 64 scores (pr; -inf where masked) by one
