@@ -600,37 +600,42 @@ int mlx4_tc_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y)
                           {2560, 4096, "qwen out"},       {4096, 4096, "square"},        {16384, 8192, "large"}};
   auto pct = [&](const Row& r) { return 100.0 * r.gbps / bw.copy_gbps; };
   std::printf("MLX q4 g64 (bf16 scales): gemv (f32 x on CUDA cores) vs gemv_mlx4_tc (BF16 tensor cores, x in three "
-              "exact BF16 parts) with 1, 2 and 4 row tiles per block; PDL on; weight + scale/bias bytes over time\n"
-              "%-26s %8s %7s | %8s %7s %6s | %8s %7s %6s | %8s %7s %6s\n",
+              "exact BF16 parts) with 1, 2 and 4 row tiles per block and by shape (A, the default); PDL on; weight + "
+              "scale/bias bytes over time\n"
+              "%-26s %8s %7s | %8s %7s %6s | %8s %7s %6s | %8s %7s %6s | %8s %7s %6s\n",
               "shape", "gemv us", "% copy", "tc1 us", "% copy", "x gemv", "tc2 us", "% copy", "x gemv", "tc4 us", "% copy",
-              "x gemv");
+              "x gemv", "tcA us", "% copy", "x gemv");
   cuda::gemv_set_pdl(true);
   for (const Shape& s : shapes) {
     const Row g = bench_one(f, s, reps, x, y, false);
     std::printf("%-26s %8.2f %6.1f%%", (std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what +
                                          (s.batch ? " x" + std::to_string(s.batch) : "")).c_str(), g.us, pct(g));
-    for (int tiles : {1, 2, 4}) {
+    for (int tiles : {1, 2, 4, 0}) {
       cuda::gemv_mlx4_tc_set_tiles(tiles);
       const Row t = bench_one(f, s, reps, x, y, false, 0, nullptr, false, true);
       std::printf(" | %8.2f %6.1f%% %5.2fx", t.us, pct(t), g.us / t.us);
     }
-    cuda::gemv_mlx4_tc_set_tiles(1);
     std::printf("\n");
     std::fflush(stdout);
   }
   // The rows forms (a chunk's / decode batch's n input rows): gemv_rows (CUDA cores, f32 x) vs
   // gemv_mlx4_tc_rows, as time over one row's gemv (the bytes floor is ~1.0x).
-  std::printf("\nrows: n input rows, us and x one-row gemv; gemv_rows vs gemv_mlx4_tc_rows\n%-26s %8s", "shape", "gemv us");
+  std::printf("\nrows: n input rows, us and x one-row gemv; gemv_rows vs gemv_mlx4_tc_rows at 1 row tile per block (tc1) "
+              "and by shape (tcA, the default)\n%-26s %8s", "shape", "gemv us");
   const int ns[] = {2, 4, 8, 16};
-  for (int n : ns) std::printf(" | n=%-2d rows us  x1    tc us  x1  ", n);
+  for (int n : ns) std::printf(" | n=%-2d rows us  x1   tc1 us  x1   tcA us  x1  ", n);
   std::printf("\n");
   for (const Shape& s : {Shape{1280, 2560, "qwen gate|up"}, Shape{16384, 2560, "qwen gdn in"}, Shape{2560, 4096, "qwen out"}}) {
     const Row one = bench_one(f, s, reps, x, y, false);
     std::printf("%-26s %8.2f", (std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what).c_str(), one.us);
     for (int n : ns) {
       const Row g = bench_one(f, s, reps, x, y, false, n);
-      const Row t = bench_one(f, s, reps, x, y, false, n, nullptr, false, true);
-      std::printf(" | %8.2f %5.2f %8.2f %5.2f", g.us, g.us / one.us, t.us, t.us / one.us);
+      cuda::gemv_mlx4_tc_set_tiles(1);
+      const Row t1 = bench_one(f, s, reps, x, y, false, n, nullptr, false, true);
+      cuda::gemv_mlx4_tc_set_tiles(0);
+      const Row ta = bench_one(f, s, reps, x, y, false, n, nullptr, false, true);
+      std::printf(" | %8.2f %5.2f %8.2f %5.2f %8.2f %5.2f", g.us, g.us / one.us, t1.us, t1.us / one.us, ta.us,
+                  ta.us / one.us);
     }
     std::printf("\n");
     std::fflush(stdout);

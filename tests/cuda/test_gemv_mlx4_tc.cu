@@ -6,7 +6,8 @@
 // a row tail (40 rows) with 5 groups (uneven over the block's 4 warps) and F16 scales, one group,
 // a 4096-column row with x over 10 decades; two launches give the same bits; an unsupported
 // weight is refused with InputError. Every case at 1, 2 and 4 row tiles per block. The rows form
-// (gemv_mlx4_tc_rows): every row memcmp-equal to the one-row kernel's (run_rows_case).
+// (gemv_mlx4_tc_rows): every row memcmp-equal to the one-row kernel's at 1 tile (run_rows_case),
+// with the rows kernel at 1, 4 (capped at 2 for 9-16 rows) and by-shape tiles per block.
 // Usage: test_gemv_mlx4_tc   (exit 1 when a check fails)
 #include <cuda_runtime.h>
 
@@ -165,6 +166,10 @@ void run_rows_case(const char* name, int64_t rows, int64_t cols, int n, int entr
   const std::vector<float> y = download(dy.as<float>(), size_t(y_rows * y_row));
   bool same = true, untouched = true;
   double worst = 0.0;
+  // The reference: the one-row kernel at 1 tile, so the rows form at any tile setting is also
+  // checked against one fixed launch shape (a row's bits depend on neither).
+  const int tiles_setting = cuda::gemv_mlx4_tc_tiles();
+  cuda::gemv_mlx4_tc_set_tiles(1);
   for (int b = 0; b < count; ++b)
     for (int i = 0; i < n; ++i) {
       const int64_t xr = routed ? x_idx[size_t(b) * size_t(idx_stride) + size_t(i)] : i;
@@ -186,6 +191,7 @@ void run_rows_case(const char* name, int64_t rows, int64_t cols, int n, int entr
       same = same && std::memcmp(ref.data(), yp, size_t(rows) * sizeof(float)) == 0;
       if (!routed) worst = std::max(worst, worst_rel(hw, rows, 0, x.data() + xr * x_row, yp));
     }
+  cuda::gemv_mlx4_tc_set_tiles(tiles_setting);
   char buf[256];
   std::snprintf(buf, sizeof buf, "rows %s (%lld x %lld, n %d%s): every row == the one-row kernel's bits", name,
                 (long long)rows, (long long)cols, n, routed ? (", " + std::to_string(entries) + " routed entries").c_str() : "");
@@ -215,11 +221,18 @@ int main() {
     std::printf("row tiles per block: %d\n", tiles);
     for (const Case& k : cases) run_case(k, rng, s);
   }
+  // The rows kernel at 1 tile, at 4 (2 for 9-16 rows: its register cap) and by shape (0, the
+  // default); the one-row reference runs at the same setting (its bits do not depend on it).
+  for (int tiles : {1, 4, 0}) {
+    cuda::gemv_mlx4_tc_set_tiles(tiles);
+    std::printf("rows, row tiles setting %d\n", tiles);
+    for (int n : {1, 2, 3, 8, 13, 16}) run_rows_case("plain", 40, 640, n, 0, rng, s);  // a row tail, 10 groups
+    for (int n : {1, 5, 16}) run_rows_case("routed", 48, 320, n, 6, rng, s);  // 5 groups: uneven over the warps
+    run_rows_case("routed, idx_stride 8, row tail", 40, 320, 5, 7, rng, s, 8);  // a decode batch's entry stride
+  }
+  cuda::gemv_mlx4_tc_set_tiles(2);
+  run_rows_case("qwen gate|up, 2 tiles", 1280, 2560, 16, 0, rng, s);
   cuda::gemv_mlx4_tc_set_tiles(1);
-  for (int n : {1, 2, 3, 8, 13, 16}) run_rows_case("plain", 40, 640, n, 0, rng, s);  // a row tail, 10 groups
-  run_rows_case("qwen gate|up", 1280, 2560, 16, 0, rng, s);
-  for (int n : {1, 5, 16}) run_rows_case("routed", 48, 320, n, 6, rng, s);  // 5 groups: uneven over the warps
-  run_rows_case("routed, idx_stride 8, row tail", 40, 320, 5, 7, rng, s, 8);  // a decode batch's entry stride
   {  // the switch: gemv (kDirect, as the Qwen model launches) and gemv_rows both on the tc kernels
     std::mt19937_64 r3(3);
     const HostWeight hw = random_weight(DType::MLX_Q4, 40, 640, r3, 64, DType::BF16);
@@ -245,11 +258,7 @@ int main() {
     cuda::gemv_mlx4_tc_set(false);
     check(same, "DS4_MLX4_TC on: gemv_rows rows == gemv (kDirect) bit for bit");
   }
-  for (int tiles : {2, 4}) {  // the one-row kernel's bits do not depend on its row tiles per block either
-    cuda::gemv_mlx4_tc_set_tiles(tiles);
-    run_rows_case(tiles == 2 ? "plain, one-row at 2 tiles" : "plain, one-row at 4 tiles", 72, 640, 3, 0, rng, s);
-  }
-  cuda::gemv_mlx4_tc_set_tiles(1);
+  cuda::gemv_mlx4_tc_set_tiles(0);  // the default again
   {
     std::mt19937_64 r2(1);
     const HostWeight hw = random_weight(DType::MLX_Q4, 16, 256, r2, 32, DType::BF16);

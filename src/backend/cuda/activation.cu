@@ -1,6 +1,7 @@
 // Activations: one elementwise kernel, the function a template parameter.
 #include "backend/cuda/activation.h"
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 
 namespace ds4::cuda {
 namespace {
@@ -16,6 +17,7 @@ struct SwiGlu {
 
 template <class Op>
 __global__ void unary_binary_kernel(const float* a, const float* b, float* y, int64_t n, Op op) {
+  ds4::cuda::gemv_detail::pdl_begin();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     y[i] = op(a[i], b ? b[i] : 0.f);
 }
@@ -26,12 +28,13 @@ void launch(const float* a, const float* b, float* y, int64_t n, cudaStream_t st
   const int threads = 256;
   const int64_t want = (n + threads - 1) / threads;
   const unsigned blocks = unsigned(want < 65536 ? want : 65536);  // grid-stride beyond that
-  unary_binary_kernel<<<blocks, threads, 0, stream>>>(a, b, y, n, Op{});
+  ds4::cuda::gemv_detail::launch_small(unary_binary_kernel<Op>, dim3(blocks), threads, 0, stream, a, b, y, n, Op{});
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 __global__ void swiglu_clamp_rows_kernel(const float* __restrict__ gu, int64_t gs, int64_t rows, int64_t n,
                                          float limit, float* __restrict__ y, int64_t ys) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * n) return;
   const int64_t r = i / n, c = i % n;
@@ -44,8 +47,8 @@ __global__ void swiglu_clamp_rows_kernel(const float* __restrict__ gu, int64_t g
 void swiglu_clamp_strided_f32(const float* gu, int64_t gu_stride, int64_t rows, int64_t n, float limit, float* y,
                               int64_t y_stride, cudaStream_t stream) {
   if (rows * n <= 0) return;
-  swiglu_clamp_rows_kernel<<<unsigned((rows * n + 255) / 256), 256, 0, stream>>>(gu, gu_stride, rows, n, limit, y,
-                                                                                  y_stride);
+  ds4::cuda::gemv_detail::launch_small(swiglu_clamp_rows_kernel, dim3(unsigned((rows * n + 255) / 256)), 256, 0, stream,
+                                       gu, gu_stride, rows, n, limit, y, y_stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

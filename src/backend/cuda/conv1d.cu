@@ -2,6 +2,7 @@
 // channel's state column is independent of every other, so the shift is done in place.
 #include "backend/cuda/check.h"
 #include "backend/cuda/conv1d.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/seq_rows.cuh"
 
 namespace ds4::cuda {
@@ -10,6 +11,7 @@ namespace {
 __global__ void conv1d_step_kernel(const float* __restrict__ x_new, const float* __restrict__ w,
                                    float* __restrict__ state, int64_t C, int K, int dil, bool silu,
                                    float* __restrict__ y, Conv1dRows rows) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int s = (K - 1) * dil;
@@ -43,6 +45,7 @@ constexpr int kConvRowGroups = 8;
 __global__ void __launch_bounds__(32 * kConvRowGroups) conv1d_chunk_kernel(
     const float* __restrict__ x_new, const float* __restrict__ w, float* __restrict__ state, int64_t C, int K,
     int dil, bool silu, float* __restrict__ y, int64_t count, int64_t x_stride, int64_t y_stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x % 32;
   const int g = threadIdx.x / 32;
   const int s = (K - 1) * dil;
@@ -78,15 +81,16 @@ void conv1d_rows_f32(const float* x_new, const float* w, float* state, int64_t c
                      int64_t dilation, bool silu, float* y, const Conv1dRows& rows, cudaStream_t stream) {
   if (rows.count <= 0) return;
   if (!rows.seq.at && rows.count > 1 && (kernel - 1) * dilation <= 32) {
-    conv1d_chunk_kernel<<<unsigned((channels + 31) / 32), 32 * kConvRowGroups, 0, stream>>>(
-        x_new, w, state, channels, int(kernel), int(dilation), silu, y, rows.count, rows.x_stride, rows.y_stride);
+    ds4::cuda::gemv_detail::launch_small(conv1d_chunk_kernel, dim3(unsigned((channels + 31) / 32)), 32 * kConvRowGroups,
+                                         0, stream, x_new, w, state, channels, int(kernel), int(dilation), silu, y,
+                                         rows.count, rows.x_stride, rows.y_stride);
     DS4_CUDA_CHECK_LAUNCH();
     return;
   }
   const int threads = 128;
   const dim3 grid(unsigned((channels + threads - 1) / threads), rows.seq.at ? unsigned(rows.count) : 1u);
-  conv1d_step_kernel<<<grid, threads, 0, stream>>>(
-      x_new, w, state, channels, int(kernel), int(dilation), silu, y, rows);
+  ds4::cuda::gemv_detail::launch_small(conv1d_step_kernel, dim3(grid), threads, 0, stream, x_new, w, state, channels,
+                                       int(kernel), int(dilation), silu, y, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -2,6 +2,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/delta_rule.h"
 #include "backend/cuda/delta_rule_column.cuh"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/seq_rows.cuh"
 #include "core/error.h"
@@ -11,6 +12,7 @@ namespace {
 
 // One warp per q/k head (2 * k_heads of them).
 __global__ void qk_l2norm_kernel(float* __restrict__ qkv, DeltaRuleShape sh, int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   qkv += int64_t(blockIdx.y) * stride;  // token (rows variant)
   const int64_t head = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -40,6 +42,7 @@ __device__ __forceinline__ void seq_token(Cp& qkv, Cp& g, Cp& beta, P& S, P& o, 
 __global__ void delta_rule_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
                                   const float* __restrict__ beta, float* __restrict__ S, float* __restrict__ o,
                                   DeltaRuleShape sh, DeltaRuleRows rows) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float qkd[];
   seq_token(qkv, g, beta, S, o, rows);
   const int64_t h = blockIdx.x, kd = sh.k_dim, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
@@ -87,6 +90,7 @@ template <int KD, int PER, int P>
 __global__ void __launch_bounds__(P == 1 ? 256 : 512) delta_rule_reg_kernel(
     const float* __restrict__ qkv, const float* __restrict__ g, const float* __restrict__ beta,
     float* __restrict__ S, float* __restrict__ o, DeltaRuleShape sh, DeltaRuleRows rows) {
+  ds4::cuda::gemv_detail::pdl_begin();
   using L = detail::ColumnLayout<KD, P>;
   extern __shared__ float4 qkd4[];
   float* qkd = reinterpret_cast<float*>(qkd4);  // L's {q, k, decay} of the current token
@@ -163,6 +167,7 @@ template <int KD, int P>
 __global__ void __launch_bounds__(kStagedThreads) delta_rule_staged_kernel(
     const float* __restrict__ qkv, const float* __restrict__ g, const float* __restrict__ beta,
     float* __restrict__ S, float* __restrict__ o, DeltaRuleShape sh, DeltaRuleRows rows) {
+  ds4::cuda::gemv_detail::pdl_begin();
   using L = detail::ColumnLayout<KD, P>;
   constexpr int kCols = kStagedThreads / P;
   extern __shared__ float4 sm4[];
@@ -209,7 +214,8 @@ __global__ void __launch_bounds__(kStagedThreads) delta_rule_staged_kernel(
 void delta_rule_qk_l2norm_rows(float* qkv, const DeltaRuleShape& sh, const DeltaRuleRows& rows, cudaStream_t stream) {
   if (rows.count <= 0) return;
   const int64_t heads = 2 * sh.k_heads;
-  qk_l2norm_kernel<<<dim3(unsigned((heads + 3) / 4), unsigned(rows.count)), 128, 0, stream>>>(qkv, sh, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(qk_l2norm_kernel, dim3(unsigned((heads + 3) / 4), unsigned(rows.count)), 128, 0,
+                                       stream, qkv, sh, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -228,18 +234,27 @@ void delta_rule_rows(const float* qkv, const float* g, const float* beta, float*
     const int threads = int(P * ((sh.v_dim + 7) / 8 * 8));
     const size_t reg_smem = size_t(3 * detail::ColumnLayout<128, P>::kVec) * sizeof(float);
     if (staged)
-      delta_rule_staged_kernel<128, P><<<staged_grid(P), kStagedThreads, staged_smem_bytes<128, P>(), stream>>>(qkv, g, beta, S, o, sh, rows);
-    else if (threads >= 128) delta_rule_reg_kernel<128, 1, P><<<grid, threads, reg_smem, stream>>>(qkv, g, beta, S, o, sh, rows);
-    else delta_rule_reg_kernel<128, 4, P><<<grid, threads, reg_smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+      ds4::cuda::gemv_detail::launch_small(delta_rule_staged_kernel<128, P>, dim3(staged_grid(P)), kStagedThreads,
+                                           staged_smem_bytes<128, P>(), stream, qkv, g, beta, S, o, sh, rows);
+    else if (threads >= 128)
+      ds4::cuda::gemv_detail::launch_small(delta_rule_reg_kernel<128, 1, P>, dim3(grid), threads, reg_smem, stream, qkv,
+                                           g, beta, S, o, sh, rows);
+    else
+      ds4::cuda::gemv_detail::launch_small(delta_rule_reg_kernel<128, 4, P>, dim3(grid), threads, reg_smem, stream, qkv,
+                                           g, beta, S, o, sh, rows);
   } else if (sh.k_dim == 128 && sh.v_dim <= 256) {  // wider value heads: a lane per column
     const int threads = int((sh.v_dim + 31) / 32 * 32);
     const size_t reg_smem = size_t(3 * detail::ColumnLayout<128, 1>::kVec) * sizeof(float);
     if (staged)
-      delta_rule_staged_kernel<128, 1><<<staged_grid(1), kStagedThreads, staged_smem_bytes<128, 1>(), stream>>>(qkv, g, beta, S, o, sh, rows);
-    else delta_rule_reg_kernel<128, 1, 1><<<grid, threads, reg_smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+      ds4::cuda::gemv_detail::launch_small(delta_rule_staged_kernel<128, 1>, dim3(staged_grid(1)), kStagedThreads,
+                                           staged_smem_bytes<128, 1>(), stream, qkv, g, beta, S, o, sh, rows);
+    else
+      ds4::cuda::gemv_detail::launch_small(delta_rule_reg_kernel<128, 1, 1>, dim3(grid), threads, reg_smem, stream, qkv,
+                                           g, beta, S, o, sh, rows);
   } else {
     const int threads = int(sh.v_dim < 256 ? (sh.v_dim + 31) / 32 * 32 : 256);
-    delta_rule_kernel<<<grid, threads, smem, stream>>>(qkv, g, beta, S, o, sh, rows);
+    ds4::cuda::gemv_detail::launch_small(delta_rule_kernel, dim3(grid), threads, smem, stream, qkv, g, beta, S, o, sh,
+                                         rows);
   }
   DS4_CUDA_CHECK_LAUNCH();
 }

@@ -17,11 +17,13 @@
 // dot (visit_format); 1 is the 2026-12-01 code, kept as the fallback and for side-by-side
 // benches. The staged kernel decodes with the generation's dot too (dot2 under 2 and 3).
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_mlx4_tc.h"
 #include "backend/cuda/gemv_device.cuh"
@@ -49,6 +51,13 @@ bool gemv_pdl() {
 }
 
 void gemv_set_pdl(bool on) { g_pdl = on ? 1 : 0; }
+
+namespace {
+std::atomic<int> g_small_pdl{-1};
+}
+
+bool small_kernel_pdl() { return gemv_pdl() && env_setting(g_small_pdl, "DS4_SMALL_PDL", {0, 1}, "0 or 1", 0) == 1; }
+void small_kernel_pdl_set(bool on) { g_small_pdl.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 int gemv_kernel() {
   if (g_kernel == 0) {

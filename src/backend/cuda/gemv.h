@@ -109,6 +109,15 @@ int gemv_dot_generation(const WeightMatrix& w);
 bool gemv_pdl();
 void gemv_set_pdl(bool on);
 
+// The models' small kernels (norms, routers, gates, attention and recurrent steps, the Qwen family's
+// and the shared conv1d / delta-rule / top-k ones) as programmatic dependents too, each opening with
+// gemv_detail::pdl_begin() (trigger its dependents, then wait, before it reads or writes anything),
+// so a decode step's chain of small launches overlaps each launch with the kernel before it and the
+// next gemv streams its first weights while they run. Exact (the same arithmetic); only with
+// gemv_pdl(). DS4_SMALL_PDL (0 or 1; unset = 0 until measured) or small_kernel_pdl_set.
+bool small_kernel_pdl();
+void small_kernel_pdl_set(bool on);
+
 // Whether gemv() takes this type (so callers can report unsupported weights up front).
 bool gemv_supports(DType type);
 

@@ -1,6 +1,7 @@
 #pragma once
 // Internal to the GEMV kernels (gemv.cu, gemv_act.cu): warp sums and programmatic dependent
-// launch (sm_90 PDL), so both kernel families start, wait and reduce the same way.
+// launch (sm_90 PDL), so both kernel families start, wait and reduce the same way; the models'
+// small kernels launch through launch_small with pdl_begin.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/check.h"
@@ -99,6 +100,13 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// A small kernel's first statement (small_kernel_pdl): its dependents may launch, and it reads and
+// writes nothing before the kernel it depends on has finished.
+__device__ __forceinline__ void pdl_begin() {
+  pdl_launch_dependents();
+  pdl_wait();
+}
+
 // Launches kernel k with `smem` bytes of dynamic shared memory, as a programmatic dependent of
 // the kernel before it on `stream` when `pdl` (the kernel must then pdl_wait before reading
 // what that kernel writes).
@@ -127,6 +135,12 @@ void launch_maybe_pdl(bool pdl, void (*k)(KArgs...), dim3 blocks, int threads, c
     return;
   }
   launch_maybe_pdl_smem(true, k, blocks, threads, 0, stream, std::forward<Args>(args)...);
+}
+
+// A small kernel (one that opens with pdl_begin) as a programmatic dependent when small_kernel_pdl().
+template <class... KArgs, class... Args>
+void launch_small(void (*k)(KArgs...), dim3 blocks, int threads, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_maybe_pdl_smem(small_kernel_pdl(), k, blocks, threads, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace ds4::cuda::gemv_detail

@@ -74,12 +74,6 @@ __device__ __forceinline__ void split_bf16x3(float x, __nv_bfloat16 (&p)[kParts]
   p[2] = __float2bfloat16_rn(r1 - __bfloat162float(p[1]));
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 template <bool kBf16>
 __device__ __forceinline__ float scale_value(uint16_t h) {
   return kBf16 ? __uint_as_float(uint32_t(h) << 16) : __half2float(__ushort_as_half(h));
@@ -94,24 +88,63 @@ struct GroupLoad {
 
 extern __shared__ uint4 mlx4_tc_smem[];
 
-// One group of one x row into B-fragment slots (96 words: part pi, lane t, pair register q, half
-// h at 2 ((pi 4 + t) 8 + q) + h bf16s): lane l splits columns l and l + 32; returns the group's
-// sum(x) (every lane). Both kernels stage through it, so their parts and sums are the same bits.
-__device__ __forceinline__ float stage_group_row(const float* xg, __nv_bfloat16* slots, int lane) {
-  float s = 0.f;
+// Splits of x staged in the warps' shared-memory slots. An item is one group (64 columns) of one
+// x row: its parts at their B-fragment slots (96 words: part pi, lane t, pair register q, half h at
+// 2 ((pi 4 + t) 8 + q) + h bf16s; lane l splits columns l and l + 32) and its sum(x) (every lane
+// gets it, lane 0 stores it). Both kernels stage through stage_items, so their parts and sums are
+// the same bits.
+struct StageItem {
+  const float* x;         // the group's 64 columns
+  __nv_bfloat16* slots;   // its 96 slot words
+  float* sum;             // where lane 0 puts sum(x)
+};
+
+// Up to kStageBatch items at a time: every lane's loads of all of them issued before the first
+// split, their sums' butterflies interleaved. (One item after another, a warp with 16 groups waited
+// 16 chains of a dependent load and five shuffles before its first MMA: most of the tc kernel's time
+// on 4096-column rows, session 31.) Per item the same expressions as the one-at-a-time staging it
+// replaces: s = (0 + x[l]) + x[l + 32], then the xor butterfly 16 .. 1, so the same bits.
+constexpr int kStageBatch = 8;
+template <class Item>
+__device__ __forceinline__ void stage_items(int count, int lane, Item&& item) {
+  for (int k0 = 0; k0 < count; k0 += kStageBatch) {
+    float v[kStageBatch][2];
 #pragma unroll
-  for (int hlf = 0; hlf < 2; ++hlf) {
-    const int c = lane + 32 * hlf;  // column in the group
-    const float v = xg[c];  // PDL: input load
-    s += v;
-    __nv_bfloat16 part[kParts];
-    split_bf16x3(v, part);
-    const int ct = c / 16, cc = c % 16;  // lane t = ct, pair q, half h with pair_column(ct, q, h) = c
-    const int q = (cc / 8) * 4 + cc % 4, h = (cc % 8) / 4;
+    for (int u = 0; u < kStageBatch; ++u) {
+      v[u][0] = v[u][1] = 0.f;
+      if (k0 + u < count) {
+        const float* xg = item(k0 + u).x;
+        v[u][0] = xg[lane], v[u][1] = xg[lane + 32];  // PDL: input loads (plain, after the wait)
+      }
+    }
+    float s[kStageBatch];
 #pragma unroll
-    for (int pi = 0; pi < kParts; ++pi) slots[2 * ((pi * 4 + ct) * 8 + q) + h] = part[pi];
+    for (int u = 0; u < kStageBatch; ++u) {
+      s[u] = 0.f + v[u][0];
+      s[u] += v[u][1];
+      if (k0 + u >= count) continue;
+      __nv_bfloat16* slots = item(k0 + u).slots;
+#pragma unroll
+      for (int hlf = 0; hlf < 2; ++hlf) {
+        const int c = lane + 32 * hlf;  // column in the group
+        __nv_bfloat16 part[kParts];
+        split_bf16x3(v[u][hlf], part);
+        const int ct = c / 16, cc = c % 16;  // lane t = ct, pair q, half h with pair_column(ct, q, h) = c
+        const int q = (cc / 8) * 4 + cc % 4, h = (cc % 8) / 4;
+#pragma unroll
+        for (int pi = 0; pi < kParts; ++pi) slots[2 * ((pi * 4 + ct) * 8 + q) + h] = part[pi];
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int u = 0; u < kStageBatch; ++u) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+    if (lane == 0) {
+#pragma unroll
+      for (int u = 0; u < kStageBatch; ++u)
+        if (k0 + u < count) *item(k0 + u).sum = s[u];
+    }
   }
-  return warp_sum(s);
 }
 
 // One group's products for kTiles row tiles and np <= kP n8 tiles of B (x rows 2 p in columns
@@ -228,11 +261,10 @@ __global__ void __launch_bounds__(kThreads) gemv_mlx4_tc_kernel(TcArgs a, const 
   uint32_t* xb = reinterpret_cast<uint32_t*>(mlx4_tc_smem) + int64_t(warp) * a.per_warp * kXWords;
   float* xsum = reinterpret_cast<float*>(reinterpret_cast<uint32_t*>(mlx4_tc_smem) + int64_t(kWarps) * a.per_warp * kXWords) +
                 warp * a.per_warp;
-  for (int i = 0; i < mine; ++i) {
-    const int64_t c0 = (warp + int64_t(kWarps) * i) * kGroup;
-    const float s = stage_group_row(x + c0, reinterpret_cast<__nv_bfloat16*>(xb + i * kXWords), lane);
-    if (lane == 0) xsum[i] = s;
-  }
+  stage_items(mine, lane, [&](int i) {
+    return StageItem{x + (warp + int64_t(kWarps) * i) * kGroup, reinterpret_cast<__nv_bfloat16*>(xb + i * kXWords),
+                     xsum + i};
+  });
   __syncwarp();
 
   float acc_a[kTiles][1], acc_b[kTiles][1];
@@ -272,48 +304,54 @@ __global__ void __launch_bounds__(kThreads) gemv_mlx4_tc_kernel(TcArgs a, const 
   }
 }
 
-// The rows form (gemv_rows' contract): up to 2 kP input rows against one m16 tile of weight rows
-// per block; x row 2 p in B tile p's columns 0-2, row 2 p + 1 in its columns 4-6, each group's A
-// fragments decoded once for all of them. x is staged per round of kRowsAhead groups (all of a
-// warp's groups for 16 rows would not fit shared memory) through stage_group_row, and every
-// row's arithmetic is the one-row kernel's (group_products, pair_sum, the warps in order), so a
-// row equals gemv_mlx4_tc_kernel's result for it bit for bit at any row count or slot. Plain
+// The rows form (gemv_rows' contract): up to 2 kP input rows against kTiles m16 tiles of weight
+// rows per block; x row 2 p in B tile p's columns 0-2, row 2 p + 1 in its columns 4-6, each
+// group's A fragments decoded once for all of them and each B fragment loaded once for all the
+// tiles (kTiles > 1: fewer blocks stage the same x, for many rows). x is staged per round of
+// kRowsAhead groups (all of a warp's groups for 16 rows would not fit shared memory) through
+// stage_items, and every row's arithmetic is the one-row kernel's (group_products, pair_sum, the
+// warps in order; a row's sums do not depend on the tiles beside it), so a row equals
+// gemv_mlx4_tc_kernel's result for it bit for bit at any row count, slot or tile count. Plain
 // launches (the wait is a no-op then; kept unconditional for a PDL launch).
-constexpr int kRowsAhead = 2;
-template <bool kBf16, int kP>
+template <int kTiles>  // groups x tiles of weight loads in flight, as the one-row kernel's kAheadRows
+constexpr int kRowsAheadOf = kTiles >= 4 ? 1 : 2;
+template <int kP>  // kTiles x kP <= 16: the accumulators and B fragments stay in registers
+constexpr int kRowsMaxTiles = kP >= 8 ? 2 : 4;
+template <bool kBf16, int kP, int kTiles>
 __global__ void __launch_bounds__(kThreads) gemv_mlx4_tc_rows_kernel(TcArgs p, gemv_detail::RowsArgs ra, const float* x,
                                                                      float* y) {
+  static_assert(kTiles <= kRowsMaxTiles<kP>, "rows tiles past the register budget");
   constexpr int kN = 2 * kP, kRowWords = kXWords + 4;  // a staged row of a group: 96 slot words, its sum, 16-byte steps
+  constexpr int kRowsAhead = kRowsAheadOf<kTiles>;
   pdl_wait();
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
   int n = 0;
   int64_t xo[kN], yo[kN];
   if (!gemv_detail::rows_entry<kN>(p, ra, n, xo, yo, [](TcArgs& e) { return enter_entry(e); })) return;
   const int np = (n + 1) / 2;
-  const int64_t row0 = int64_t(blockIdx.x) * kRows;
-  const TileRows<1> tr(p, row0, g, t);
+  const int64_t row0 = int64_t(blockIdx.x) * kRows * kTiles;
+  const TileRows<kTiles> tr(p, row0, g, t);
   const int mine = groups_of_warp(p.groups, warp);
   uint32_t* xb = reinterpret_cast<uint32_t*>(mlx4_tc_smem) + int64_t(warp) * kRowsAhead * kN * kRowWords;
-  GroupLoad<1> cur[kRowsAhead];
+  GroupLoad<kTiles> cur[kRowsAhead];
   tr.load_round(cur, 0, mine, warp);
-  float acc_a[1][kP], acc_b[1][kP];
+  float acc_a[kTiles][kP], acc_b[kTiles][kP];
 #pragma unroll
-  for (int pp = 0; pp < kP; ++pp) acc_a[0][pp] = 0.f, acc_b[0][pp] = 0.f;
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int pp = 0; pp < kP; ++pp) acc_a[i][pp] = 0.f, acc_b[i][pp] = 0.f;
   // lane (g, t) reads x row 2 pp + (g >= 4), part g % 4 (none for g % 4 == 3)
   const int half = g / 4, part = g % 4;
   for (int i0 = 0; i0 < mine; i0 += kRowsAhead) {
-    GroupLoad<1> nxt[kRowsAhead];
+    GroupLoad<kTiles> nxt[kRowsAhead];
     if (i0 + kRowsAhead < mine) tr.load_round(nxt, i0 + kRowsAhead, mine, warp);
-#pragma unroll
-    for (int u = 0; u < kRowsAhead; ++u) {
-      if (i0 + u >= mine) break;
-      const int64_t c0 = (warp + int64_t(kWarps) * (i0 + u)) * kGroup;
-      uint32_t* ru = xb + u * kN * kRowWords;
-      for (int r = 0; r < n; ++r) {
-        const float sr = stage_group_row(x + xo[r] + c0, reinterpret_cast<__nv_bfloat16*>(ru + r * kRowWords), lane);
-        if (lane == 0) reinterpret_cast<float*>(ru + r * kRowWords)[kXWords] = sr;
-      }
-    }
+    const int groups_now = min(kRowsAhead, mine - i0);
+    stage_items(groups_now * n, lane, [&](int k) {
+      const int u = k / n, r = k % n;
+      uint32_t* ru = xb + (u * kN + r) * kRowWords;
+      return StageItem{x + xo[r] + (warp + int64_t(kWarps) * (i0 + u)) * kGroup, reinterpret_cast<__nv_bfloat16*>(ru),
+                       reinterpret_cast<float*>(ru + kXWords)};
+    });
     __syncwarp();
 #pragma unroll
     for (int u = 0; u < kRowsAhead; ++u) {
@@ -335,22 +373,24 @@ __global__ void __launch_bounds__(kThreads) gemv_mlx4_tc_rows_kernel(TcArgs p, g
         const int rs = 2 * pp + t / 2;  // t = 0: row 2 pp's bias term, t = 2: row 2 pp + 1's
         xs[pp] = (t % 2 == 0 && rs < n) ? reinterpret_cast<const float*>(ru + rs * kRowWords)[kXWords] : 0.f;
       }
-      group_products<kBf16, 1, kP>(cur[u], bx, xs, np, acc_a, acc_b);
+      group_products<kBf16, kTiles, kP>(cur[u], bx, xs, np, acc_a, acc_b);
     }
     __syncwarp();  // the next round stages over this one's slots
 #pragma unroll
     for (int u = 0; u < kRowsAhead; ++u) cur[u] = nxt[u];
   }
-  __shared__ float red[kWarps][kRows][kN];
+  __shared__ float red[kWarps][kRows * kTiles][kN];
 #pragma unroll
-  for (int pp = 0; pp < kP; ++pp) {
-    if (pp >= np) break;
-    const float va = pair_sum(acc_a[0][pp]), vb = pair_sum(acc_b[0][pp]);
-    const int r = 2 * pp + t / 2;
-    if (t % 2 == 0 && r < n) red[warp][g][r] = va, red[warp][g + 8][r] = vb;
-  }
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int pp = 0; pp < kP; ++pp) {
+      if (pp >= np) break;
+      const float va = pair_sum(acc_a[i][pp]), vb = pair_sum(acc_b[i][pp]);
+      const int r = 2 * pp + t / 2;
+      if (t % 2 == 0 && r < n) red[warp][kRows * i + g][r] = va, red[warp][kRows * i + g + 8][r] = vb;
+    }
   __syncthreads();
-  for (int k = int(threadIdx.x); k < kRows * n; k += kThreads) {
+  for (int k = int(threadIdx.x); k < kRows * kTiles * n; k += kThreads) {
     const int wr = k / n, r = k % n;
     if (row0 + wr >= p.rows) continue;
     float s = 0.f;
@@ -380,12 +420,27 @@ std::atomic<int> g_on{-1}, g_tiles{-1};
 
 bool gemv_mlx4_tc_on() { return env_setting(g_on, "DS4_MLX4_TC", {0, 1}, "0 or 1", 0) == 1; }
 void gemv_mlx4_tc_set(bool on) { g_on.store(on ? 1 : 0, std::memory_order_relaxed); }
-int gemv_mlx4_tc_tiles() { return env_setting(g_tiles, "DS4_MLX4_TC_TILES", {1, 2, 4}, "1, 2 or 4", 1); }
+int gemv_mlx4_tc_tiles() { return env_setting(g_tiles, "DS4_MLX4_TC_TILES", {0, 1, 2, 4}, "0, 1, 2 or 4", 0); }
 void gemv_mlx4_tc_set_tiles(int tiles) {
-  if (tiles != 1 && tiles != 2 && tiles != 4)
-    throw InputError("cuda gemv_mlx4_tc: tiles " + std::to_string(tiles) + " is not 1, 2 or 4");
+  if (tiles != 0 && tiles != 1 && tiles != 2 && tiles != 4)
+    throw InputError("cuda gemv_mlx4_tc: tiles " + std::to_string(tiles) + " is not 0 (by shape), 1, 2 or 4");
   g_tiles.store(tiles, std::memory_order_relaxed);
 }
+
+namespace {
+
+// The row tiles per block of a launch: the set value (capped at max_tiles), else the most tiles up
+// to auto_max whose grid still has min_blocks_per_sm blocks an SM (a row's bits do not depend on it).
+int tiles_for(int64_t rows, int count, int max_tiles, int auto_max, double min_blocks_per_sm) {
+  const int set = gemv_mlx4_tc_tiles();
+  if (set != 0) return std::min(set, max_tiles);
+  const double want = min_blocks_per_sm * gemv_detail::sm_count();
+  for (int t = std::min(auto_max, max_tiles); t > 1; t /= 2)
+    if (double((rows + kRows * t - 1) / (kRows * t)) * count >= want) return t;
+  return 1;
+}
+
+}  // namespace
 
 bool gemv_mlx4_tc_supports(const WeightMatrix& w) {
   return w.type == DType::MLX_Q4 && w.group_size == kGroup &&
@@ -436,7 +491,9 @@ void gemv_mlx4_tc(const WeightMatrix& w, const float* x, float* y, const GemvBat
   if (!x || !y) throw InputError("cuda gemv_mlx4_tc: null x or y");
   const TcArgs a = tc_args(w, batch);
   const size_t smem = size_t(kWarps) * size_t(a.per_warp) * (kXWords * 4 + 4);
-  const int tiles = gemv_mlx4_tc_tiles();
+  // By shape: 2 tiles only where that still gives 2.5 blocks an SM (session 31, H100: 2 tiles won on
+  // Qwen's three big shapes, 1 on 2560 and 4096 rows; 4 tiles never).
+  const int tiles = tiles_for(w.rows, batch.count, 4, 2, 2.5);
   const dim3 grid(unsigned((w.rows + kRows * tiles - 1) / (kRows * tiles)), unsigned(batch.count));
   const bool pdl = gemv_pdl(), bf16 = w.scale_type == DType::BF16;
   if (tiles == 4) {
@@ -458,13 +515,24 @@ void gemv_mlx4_tc_rows(const WeightMatrix& w, const float* x, float* y, const Ge
   const TcArgs a = tc_args(w, r.batch);
   const gemv_detail::RowsArgs ra = gemv_detail::rows_args(r);
   const int kp = r.n <= 2 ? 1 : r.n <= 4 ? 2 : r.n <= 8 ? 4 : 8;
-  const size_t smem = size_t(kWarps) * kRowsAhead * size_t(2 * kp) * (kXWords + 4) * 4;
-  const dim3 grid(unsigned((w.rows + kRows - 1) / kRows), unsigned(r.batch.count));
   const bool bf16 = w.scale_type == DType::BF16;
+  auto with_tiles = [&](auto kp_tag, auto tiles_tag) {
+    constexpr int kP = decltype(kp_tag)::value, kT = decltype(tiles_tag)::value;
+    const size_t smem = size_t(kWarps) * kRowsAheadOf<kT> * size_t(2 * kP) * (kXWords + 4) * 4;
+    const dim3 grid(unsigned((w.rows + kRows * kT - 1) / (kRows * kT)), unsigned(r.batch.count));
+    if (bf16) launch_tc<gemv_mlx4_tc_rows_kernel<true, kP, kT>>(false, grid, smem, stream, a, ra, x, y);
+    else launch_tc<gemv_mlx4_tc_rows_kernel<false, kP, kT>>(false, grid, smem, stream, a, ra, x, y);
+  };
   auto go = [&](auto kp_tag) {
     constexpr int kP = decltype(kp_tag)::value;
-    if (bf16) launch_tc<gemv_mlx4_tc_rows_kernel<true, kP>>(false, grid, smem, stream, a, ra, x, y);
-    else launch_tc<gemv_mlx4_tc_rows_kernel<false, kP>>(false, grid, smem, stream, a, ra, x, y);
+    // Each block stages all of its rows' x: more weight rows per block (up to the register budget)
+    // while the grid keeps 1.5 blocks an SM.
+    const int tiles = tiles_for(w.rows, r.batch.count, kRowsMaxTiles<kP>, 4, 1.5);
+    if constexpr (kRowsMaxTiles<kP> >= 4) {
+      if (tiles == 4) return with_tiles(kp_tag, std::integral_constant<int, 4>{});
+    }
+    if (tiles == 2) return with_tiles(kp_tag, std::integral_constant<int, 2>{});
+    with_tiles(kp_tag, std::integral_constant<int, 1>{});
   };
   if (kp == 1) go(std::integral_constant<int, 1>{});
   else if (kp == 2) go(std::integral_constant<int, 2>{});

@@ -40,8 +40,10 @@ void gemv_mlx4_tc_rows(const WeightMatrix& w, const float* x, float* y, const Ge
 bool gemv_mlx4_tc_on();
 void gemv_mlx4_tc_set(bool on);
 // m16 tiles of weight rows per block (1, 2 or 4: 16, 32 or 64 rows; they share each group's x
-// fragments and its staging): DS4_MLX4_TC_TILES or gemv_mlx4_tc_set_tiles; unset = 1. Changes no result
-// (each row's sums are its own). InputError for another value.
+// fragments and its staging): DS4_MLX4_TC_TILES or gemv_mlx4_tc_set_tiles; 0 or unset = by shape
+// (the one-row kernel 2 where the grid keeps 2.5 blocks an SM, else 1; the rows kernel up to 4, 2
+// for 9-16 rows, while it keeps 1.5; a set value is capped there too). Changes no result (each
+// row's sums are its own). InputError for another value.
 int gemv_mlx4_tc_tiles();
 void gemv_mlx4_tc_set_tiles(int tiles);
 

@@ -1,5 +1,6 @@
 // RMS norm: one thread block per row; the sum of squares is accumulated in f32.
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/reduce.cuh"
 
@@ -8,6 +9,7 @@ namespace {
 
 __global__ void rmsnorm_kernel(const float* x, const float* __restrict__ w, float* y, int64_t dim,
                                float eps, int64_t x_stride, int64_t y_stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const float* xr = x + int64_t(blockIdx.x) * x_stride;
   float* yr = y + int64_t(blockIdx.x) * y_stride;
   float ss = 0.f;
@@ -23,7 +25,8 @@ void rmsnorm_strided_f32(const float* x, int64_t x_stride, const float* weight, 
                          int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
   if (rows <= 0 || dim <= 0) return;
   const int threads = dim >= 1024 ? 512 : 128;
-  rmsnorm_kernel<<<unsigned(rows), threads, 0, stream>>>(x, weight, y, dim, eps, x_stride, y_stride);
+  ds4::cuda::gemv_detail::launch_small(rmsnorm_kernel, dim3(unsigned(rows)), threads, 0, stream, x, weight, y, dim, eps,
+                                       x_stride, y_stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -6,6 +6,7 @@
 //     of 32 per-warp counts gives each warp its first tie rank and output slot.
 // Comparisons only, so the set is exact and every run gives the same bytes.
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/topk_select.h"
 #include "core/error.h"
 
@@ -30,6 +31,7 @@ __device__ __forceinline__ uint32_t topk_key(float f) {
 // (kThreads, 1): with the bound alone ptxas aimed at 2 blocks an SM and spilled to stay in 32
 // registers; one block of 1024 has 64 available (43 used, no spill, sm_90a).
 __global__ void __launch_bounds__(kThreads, 1) topk_select_kernel(TopkSelectArgs a) {
+  ds4::cuda::gemv_detail::pdl_begin();
   __shared__ unsigned hist[256];
   __shared__ unsigned warp_gt[kWarps], warp_eq[kWarps];
   __shared__ uint32_t s_prefix;
@@ -140,7 +142,7 @@ void topk_select_f32(const TopkSelectArgs& a, cudaStream_t stream) {
   if (!a.keep && !a.list) throw InputError("topk_select_f32: neither a keep mask nor a list to write");
   if (a.list && !a.count) throw InputError("topk_select_f32: a list needs a count");
   if (a.k > int64_t(INT32_MAX)) throw InputError("topk_select_f32: k exceeds int32");
-  topk_select_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a);
+  ds4::cuda::gemv_detail::launch_small(topk_select_kernel, dim3(unsigned(a.rows)), kThreads, 0, stream, a);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

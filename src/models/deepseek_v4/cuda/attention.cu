@@ -5,6 +5,7 @@
 #include <cfloat>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/quant_sim.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "models/deepseek_v4/cuda/attend_rows.cuh"
@@ -31,6 +32,7 @@ using detail::visible_rows;
 constexpr int kNormRopePrefetch = 4;
 
 __global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict__ pos, Rows rr) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float row[];  // {hd}
   const int64_t hd = r.head_dim, p = detail::row_position(pos, rr, blockIdx.y);
   float* xh = x + int64_t(blockIdx.y) * rr.stride + int64_t(blockIdx.x) * hd;
@@ -167,6 +169,7 @@ __device__ __forceinline__ void add4(float4& a, float4 b) { a.x += b.x, a.y += b
 template <int C>
 __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, int hg, int groups,
                                                                 const int32_t* __restrict__ pos, Rows rr) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float4 sm4[];  // q {hg, hd} | value partials {groups - 1, hg, hd}, then p {hg, C}
   float* sm = reinterpret_cast<float*>(sm4);
   const int64_t p = to_row(a, blockIdx.z, rr, pos), hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
@@ -268,6 +271,7 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
 // output {HG, hd} (each thread its columns over all the chunk's rows).
 __global__ void __launch_bounds__(kThreads) attend_wide_kernel(AttendArgs a, int hg, const int32_t* __restrict__ pos,
                                                                Rows rr) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float sm[];  // q {hg, hd}, then p {hg, kAttnChunkWide}
   const int64_t p = to_row(a, blockIdx.z, rr, pos), hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
   int64_t n_win;
@@ -328,6 +332,7 @@ __global__ void __launch_bounds__(kThreads) attend_wide_kernel(AttendArgs a, int
 // denominator), then rotates the output's rope tail back (K == V carried rope). Each chunk's
 // weight exp(m_c - m) is computed once into shared memory.
 __global__ void attend_merge_kernel(AttendArgs a, int64_t chunk, const int32_t* __restrict__ pos, Rows rr) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float o[];  // {hd}, then the chunk weights {chunks}
   const int64_t p = to_row(a, blockIdx.y, rr, pos), hd = a.hd, h = blockIdx.x;
   int64_t n_win;
@@ -360,7 +365,8 @@ void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s, 
   const int64_t nope = r.head_dim - r.rope_dim;
   k.fp8 = r.fp8 && nope > 0 && nope % 64 == 0;  // ds4's shape condition (ds4_kv_storage)
   if (r.ring && r.ring_rows < 1) throw InputError("deepseek_v4 cuda: norm_rope ring without rows");
-  norm_rope_kernel<<<dim3(unsigned(r.heads), unsigned(rows.count)), 128, size_t(r.head_dim) * 4, s>>>(x, k, pos, rows);
+  ds4::cuda::gemv_detail::launch_small(norm_rope_kernel, dim3(unsigned(r.heads), unsigned(rows.count)), 128,
+                                       size_t(r.head_dim) * 4, s, x, k, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -388,11 +394,12 @@ void attend_chunked(const AttendArgs& a, const int32_t* pos, cudaStream_t s, con
     const int64_t qr = std::max<int64_t>(1, groups - 1) * hg * a.hd;  // q, then the value partials
     const size_t shm = size_t(qr + int64_t(hg) * chunk) * 4;
     if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: head_dim " + std::to_string(a.hd) + " too large for attend");
-    attend_chunk_kernel<kAttnChunk><<<grid, kThreads, shm, s>>>(a, hg, groups, pos, rows);
+    ds4::cuda::gemv_detail::launch_small(attend_chunk_kernel<kAttnChunk>, dim3(grid), kThreads, shm, s, a, hg, groups,
+                                         pos, rows);
   } else {
     const size_t shm = size_t(hg) * size_t(a.hd + chunk) * 4;
     if (shm > 48 * 1024) throw InputError("deepseek_v4 cuda: head_dim " + std::to_string(a.hd) + " too large for attend");
-    attend_wide_kernel<<<grid, kThreads, shm, s>>>(a, hg, pos, rows);
+    ds4::cuda::gemv_detail::launch_small(attend_wide_kernel, dim3(grid), kThreads, shm, s, a, hg, pos, rows);
   }
   DS4_CUDA_CHECK_LAUNCH();
   attend_merge(a, chunk, pos, s, rows);
@@ -401,7 +408,8 @@ void attend_chunked(const AttendArgs& a, const int32_t* pos, cudaStream_t s, con
 void attend_merge(const AttendArgs& a, int64_t chunk, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   const size_t mshm = size_t(a.hd + attend_chunks(a.max_rows)) * 4;
   if (mshm > 48 * 1024) throw InputError("deepseek_v4 cuda: too many attend chunks for max_rows " + std::to_string(a.max_rows));
-  attend_merge_kernel<<<dim3(unsigned(a.heads), unsigned(rows.count)), 128, mshm, s>>>(a, chunk, pos, rows);
+  ds4::cuda::gemv_detail::launch_small(attend_merge_kernel, dim3(unsigned(a.heads), unsigned(rows.count)), 128, mshm, s,
+                                       a, chunk, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

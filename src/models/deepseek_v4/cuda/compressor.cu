@@ -2,6 +2,7 @@
 // depends on the device position only, so the kernels replay inside a CUDA graph: a lane
 // kernel that does not close a window just stores its row and returns.
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/topk_select.h"
 #include "models/deepseek_v4/cuda/kernels.h"
@@ -54,6 +55,7 @@ __device__ void lane_row(const LaneArgs& a, float* row, int64_t p, const float* 
 // One block walks the rows (a chunk's tokens) in order: each row's step sees the lane state
 // the previous row left, exactly as consecutive one-token steps.
 __global__ void compressor_kernel(LaneArgs a, const int32_t* __restrict__ pos, int64_t rows, int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float row[];  // {dim}
   const int64_t p0 = *pos;
   for (int64_t t = 0; t < rows; ++t) lane_row(a, row, p0 + t, a.kv + t * stride, a.gate + t * stride, t);
@@ -63,6 +65,7 @@ __global__ void compressor_kernel(LaneArgs a, const int32_t* __restrict__ pos, i
 // name row 0's state) at that sequence's position, exactly as its one-token step's walk does.
 // No undo log: a decode batch never captures.
 __global__ void compressor_seq_kernel(LaneArgs a, const int32_t* __restrict__ pos, Rows rr) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float row[];  // {dim}
   const int64_t t = blockIdx.x, b = detail::row_shift(rr, t);
   a.pend_kv = detail::shifted(a.pend_kv, b), a.pend_gate = detail::shifted(a.pend_gate, b);
@@ -76,6 +79,7 @@ __global__ void compressor_seq_kernel(LaneArgs a, const int32_t* __restrict__ po
 // program order is the only ordering needed.
 __global__ void undo_kernel(const LaneUndo* __restrict__ lanes, uint8_t* st, const uint8_t* cap, int64_t p0,
                             int64_t rows, int64_t keep) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const LaneUndo u = lanes[blockIdx.x];
   auto S = [&](uint64_t off) { return reinterpret_cast<float*>(st + off); };
   auto C = [&](uint64_t off) { return reinterpret_cast<const float*>(cap + off); };
@@ -109,6 +113,7 @@ __device__ __forceinline__ int64_t to_row(IndexerArgs& a, int64_t t, const Rows&
 // One block per indexer head (and row: blockIdx.y): rope the query tail, then the storage
 // round trip.
 __global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos, Rows rr) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float row[];  // {d}
   const int64_t p = to_row(a, blockIdx.y, rr, pos);
   float* q = a.q + int64_t(blockIdx.x) * a.d;
@@ -125,6 +130,7 @@ __global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos, R
 // shared with all lanes' loads in flight (issue #23: every lane walking the entry itself
 // waited a memory latency per feature); the dot products run in the same order as before.
 __global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ pos, Rows rr) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float sq[];  // {nh, d + 1} then {nh}, then {warps, d}: each warp's entry
   const int64_t p = to_row(a, blockIdx.y, rr, pos);
   const int64_t nh = a.nh, d = a.d, ld = d + 1, visible = (p + 1) / a.ratio;
@@ -179,9 +185,11 @@ __global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ po
 void compressor_walk(const LaneArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   if (rows.shift) {  // a decode batch: one block per sequence
     if (a.undo_kv) throw InputError("deepseek_v4 cuda: a decode batch's lanes keep no undo log");
-    compressor_seq_kernel<<<unsigned(rows.count), lane_detail::kLaneThreads, size_t(a.dim) * 4, s>>>(a, pos, rows);
+    ds4::cuda::gemv_detail::launch_small(compressor_seq_kernel, dim3(unsigned(rows.count)), lane_detail::kLaneThreads,
+                                         size_t(a.dim) * 4, s, a, pos, rows);
   } else {
-    compressor_kernel<<<1, lane_detail::kLaneThreads, size_t(a.dim) * 4, s>>>(a, pos, rows.count, rows.stride);
+    ds4::cuda::gemv_detail::launch_small(compressor_kernel, dim3(1), lane_detail::kLaneThreads, size_t(a.dim) * 4, s, a,
+                                         pos, rows.count, rows.stride);
   }
   DS4_CUDA_CHECK_LAUNCH();
 }
@@ -196,12 +204,14 @@ void compressor_step(const LaneArgs& a, const int32_t* pos, cudaStream_t s, cons
 void compressor_undo(const LaneUndo* lanes, int64_t n_lanes, uint8_t* state, const uint8_t* cap, int64_t p0,
                      int64_t rows, int64_t keep, cudaStream_t s) {
   if (n_lanes == 0 || keep >= rows) return;
-  undo_kernel<<<unsigned(n_lanes), 512, 0, s>>>(lanes, state, cap, p0, rows, keep);
+  ds4::cuda::gemv_detail::launch_small(undo_kernel, dim3(unsigned(n_lanes)), 512, 0, s, lanes, state, cap, p0, rows,
+                                       keep);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void indexer_queries(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
-  index_q_kernel<<<dim3(unsigned(a.nh), unsigned(rows.count)), 128, size_t(a.d) * 4, s>>>(a, pos, rows);
+  ds4::cuda::gemv_detail::launch_small(index_q_kernel, dim3(unsigned(a.nh), unsigned(rows.count)), 128, size_t(a.d) * 4,
+                                       s, a, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -215,7 +225,7 @@ void indexer_scores(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, co
   if (a.d % 4) throw InputError("deepseek_v4 cuda: indexer head_dim " + std::to_string(a.d) + " not a multiple of 4");
   const int64_t blocks = (a.max_entries + 7) / 8;
   const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 512 ? 512 : blocks)), unsigned(rows.count));
-  index_score_kernel<<<grid, kScoreThreads, shm, s>>>(a, pos, rows);
+  ds4::cuda::gemv_detail::launch_small(index_score_kernel, dim3(grid), kScoreThreads, shm, s, a, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -85,7 +85,10 @@ __device__ void route_token(RouteArgs a, int64_t t, int64_t stride) {
   }
 }
 
-__global__ void route_kernel(RouteArgs a, int64_t stride) { route_token(a, blockIdx.x, stride); }
+__global__ void route_kernel(RouteArgs a, int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
+  route_token(a, blockIdx.x, stride);
+}
 
 // One value of swiglu_clamp: every kernel that computes it calls this (same bits).
 __device__ __forceinline__ float swiglu_value(float gv, float uv, float limit) {
@@ -104,6 +107,7 @@ __device__ __forceinline__ float4 swiglu4(float4 g, float4 u, float limit) {
 __global__ void swiglu_clamp_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t rows,
                                     int64_t cols, int64_t in_stride, float limit, float* __restrict__ y,
                                     int64_t out_stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
   const int64_t r = i / cols, c = i % cols;
@@ -125,6 +129,7 @@ struct QuantOut {
 template <bool kQ8K>
 __global__ void __launch_bounds__(kQuantWarps * 32)
     swiglu_quant_kernel(const float* g, const float* u, int64_t cols, int64_t in_stride, float limit, float* y, QuantOut o) {
+  ds4::cuda::gemv_detail::pdl_begin();
   using namespace ds4::cuda::act_quant_detail;
   ds4::cuda::gemv_detail::pdl_launch_dependents();
   ds4::cuda::gemv_detail::pdl_wait();
@@ -178,6 +183,7 @@ __device__ __forceinline__ void quantize_tile(const float* x, int64_t n, int64_t
 // launch of its own between the router and gate|up (issue #23).
 template <bool kQ8K>
 __global__ void route_quant_kernel(RouteArgs a, const float* x, int64_t n, QuantOut o) {
+  ds4::cuda::gemv_detail::pdl_begin();
   if (blockIdx.x == 0) {
     route_token(a, 0, 0);
     return;
@@ -238,6 +244,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 __global__ void combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
                                const float* __restrict__ sh, int64_t d, float* __restrict__ out, int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   {
     const int64_t t = blockIdx.y;
     y += t * k * d, w += t * k, sh += t * stride, out += t * stride;
@@ -253,14 +260,15 @@ void moe_route(const RouteArgs& a, cudaStream_t s, const Rows& rows) {
   if (a.k < 1 || a.k > kMaxK || a.k > a.experts)
     throw InputError("deepseek_v4 cuda: experts_used " + std::to_string(a.k) + " unsupported (1.." +
                      std::to_string(kMaxK) + ")");
-  route_kernel<<<unsigned(rows.count), 256, size_t(a.experts) * 8, s>>>(a, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(route_kernel, dim3(unsigned(rows.count)), 256, size_t(a.experts) * 8, s, a,
+                                       rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void swiglu_clamp(const float* g, const float* u, int64_t rows, int64_t cols, int64_t in_stride, float limit,
                   float* y, cudaStream_t s, int64_t out_stride) {
-  swiglu_clamp_kernel<<<unsigned((rows * cols + 255) / 256), 256, 0, s>>>(g, u, rows, cols, in_stride, limit, y,
-                                                                          out_stride ? out_stride : cols);
+  ds4::cuda::gemv_detail::launch_small(swiglu_clamp_kernel, dim3(unsigned((rows * cols + 255) / 256)), 256, 0, s, g, u,
+                                       rows, cols, in_stride, limit, y, out_stride ? out_stride : cols);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -274,9 +282,11 @@ void moe_route_quant(const RouteArgs& a, const float* x, const ds4::cuda::Device
   const int64_t tiles = q.block == ActBlock::kQ8_K ? q.n / 256 : (q.n + 127) / 128;
   const unsigned blocks = unsigned(1 + (tiles + kThreads / 32 - 1) / (kThreads / 32));
   if (q.block == ActBlock::kQ8_K)
-    route_quant_kernel<true><<<blocks, kThreads, size_t(a.experts) * 8, s>>>(a, x, q.n, o);
+    ds4::cuda::gemv_detail::launch_small(route_quant_kernel<true>, dim3(blocks), kThreads, size_t(a.experts) * 8, s, a,
+                                         x, q.n, o);
   else
-    route_quant_kernel<false><<<blocks, kThreads, size_t(a.experts) * 8, s>>>(a, x, q.n, o);
+    ds4::cuda::gemv_detail::launch_small(route_quant_kernel<false>, dim3(blocks), kThreads, size_t(a.experts) * 8, s, a,
+                                         x, q.n, o);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -315,7 +325,8 @@ void rmsnorm_quant(const float* x, const float* w, float* y, int64_t dim, float 
 
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out,
                  cudaStream_t s, const Rows& rows) {
-  combine_kernel<<<dim3(unsigned((d + 255) / 256), unsigned(rows.count)), 256, 0, s>>>(y, w, k, sh, d, out, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(combine_kernel, dim3(unsigned((d + 255) / 256), unsigned(rows.count)), 256, 0, s,
+                                       y, w, k, sh, d, out, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -3,6 +3,7 @@
 #include <cfloat>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/seq_rows.cuh"
 #include "backend/cuda/topk_select.h"
@@ -25,6 +26,7 @@ __global__ void indexer_append_kernel(const float* __restrict__ k0, const float*
                                       const float* __restrict__ nw, const float* __restrict__ nb,
                                       const float* __restrict__ ape, IndexerCache c, IndexerShape sh,
                                       const int32_t* __restrict__ pos, Rows rows) {
+  ds4::cuda::gemv_detail::pdl_begin();
   int64_t t0 = 0, t1 = rows.count;
   if (rows.seq.at) {
     t0 = blockIdx.x, t1 = t0 + 1;
@@ -66,6 +68,7 @@ __global__ void indexer_append_kernel(const float* __restrict__ k0, const float*
 __global__ void indexer_score_kernel(const float* __restrict__ q, const float* __restrict__ w, IndexerCache c,
                                      IndexerShape sh, const int32_t* __restrict__ pos, float* __restrict__ scores,
                                      Rows rr) {
+  ds4::cuda::gemv_detail::pdl_begin();
   {  // token blockIdx.y of a chunk (a decode batch: on its own sequence's pools)
     const int64_t o = int64_t(blockIdx.y) * rr.stride;
     q += o, w += o, scores += o, pos += blockIdx.y;
@@ -93,6 +96,7 @@ constexpr int kListThreads = 1024;
 __global__ void selection_list_kernel(const uint8_t* __restrict__ keep, IndexerShape sh,
                                       const int32_t* __restrict__ pos, int32_t* __restrict__ idx,
                                       int32_t* __restrict__ count, int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   {  // token blockIdx.x of a chunk
     const int64_t o = int64_t(blockIdx.x) * stride;
     keep += 4 * o, idx += o, count += o, pos += blockIdx.x;
@@ -134,8 +138,8 @@ __global__ void selection_list_kernel(const uint8_t* __restrict__ keep, IndexerS
 void indexer_append(const float* k, const float* gate, const float* norm_w, const float* norm_b, const float* ape,
                     const IndexerCache& c, const IndexerShape& sh, const int32_t* pos, cudaStream_t s,
                     const Rows& rows) {
-  indexer_append_kernel<<<rows.seq.at ? unsigned(rows.count) : 1u, 128, 0, s>>>(k, gate, norm_w, norm_b, ape, c, sh,
-                                                                                pos, rows);
+  ds4::cuda::gemv_detail::launch_small(indexer_append_kernel, dim3(rows.seq.at ? unsigned(rows.count) : 1u), 128, 0, s,
+                                       k, gate, norm_w, norm_b, ape, c, sh, pos, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -144,7 +148,8 @@ void indexer_select(const float* q, const float* w, const IndexerCache& c, const
                     cudaStream_t s, const Rows& rows) {
   const unsigned T = unsigned(rows.count);
   // Sized for the most pools the state can hold; blocks past the current count exit at once.
-  indexer_score_kernel<<<dim3(unsigned((sh.max_pools + 7) / 8), T), 256, 0, s>>>(q, w, c, sh, pos, scores, rows);
+  ds4::cuda::gemv_detail::launch_small(indexer_score_kernel, dim3(unsigned((sh.max_pools + 7) / 8), T), 256, 0, s, q, w,
+                                       c, sh, pos, scores, rows);
   DS4_CUDA_CHECK_LAUNCH();
   // keep {complete}: the top `budget` pools (score desc, index asc, as cpu::topk_f32; every
   // pool while complete <= budget); the same set as the rank loop it replaced, NaN aside.
@@ -153,7 +158,8 @@ void indexer_select(const float* q, const float* w, const IndexerCache& c, const
   ta.n = ds4::cuda::TopkCount{pos, 1, 0, sh.kpool};  // complete = (pos[t] + 1) / kpool
   ta.keep = keep, ta.keep_stride = 4 * rows.stride;  // bytes in the float row scratch
   ds4::cuda::topk_select_f32(ta, s);
-  selection_list_kernel<<<T, kListThreads, 0, s>>>(keep, sh, pos, sel_idx, sel_count, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(selection_list_kernel, dim3(T), kListThreads, 0, s, keep, sh, pos, sel_idx,
+                                       sel_count, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

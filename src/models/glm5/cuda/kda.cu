@@ -1,6 +1,7 @@
 // KDA decode kernels around the shared delta rule (CPU: kda.cpp forget_gate and the gated
 // output norm; the recurrence itself is backend/cuda/delta_rule.h).
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "models/glm5/cuda/kernels.h"
 
@@ -15,6 +16,7 @@ __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1p
 
 __global__ void kda_gates_kernel(float* __restrict__ g, float* __restrict__ beta, const float* __restrict__ a_log,
                                  const float* __restrict__ dt_bias, KdaShape sh, int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   g += int64_t(blockIdx.y) * stride;
   beta += int64_t(blockIdx.y) * stride;
   const int64_t qkv = sh.heads * sh.head_dim;
@@ -31,6 +33,7 @@ __global__ void kda_gates_kernel(float* __restrict__ g, float* __restrict__ beta
 // One block per head (and token: blockIdx.y).
 __global__ void kda_gated_norm_kernel(float* __restrict__ o, const float* __restrict__ gate,
                                       const float* __restrict__ w, KdaShape sh, int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t hd = sh.head_dim;
   float* oh = o + int64_t(blockIdx.y) * stride + blockIdx.x * hd;
   const float* gh = gate + int64_t(blockIdx.y) * stride + blockIdx.x * hd;
@@ -47,13 +50,15 @@ void kda_gates(float* g, float* beta, const float* a_log, const float* dt_bias, 
                const Rows& rows) {
   const int64_t n = sh.heads * sh.head_dim > sh.heads ? sh.heads * sh.head_dim : sh.heads;
   const dim3 grid(unsigned((n + 255) / 256), unsigned(rows.count));
-  kda_gates_kernel<<<grid, 256, 0, s>>>(g, beta, a_log, dt_bias, sh, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(kda_gates_kernel, dim3(grid), 256, 0, s, g, beta, a_log, dt_bias, sh,
+                                       rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void kda_gated_norm(float* o, const float* gate, const float* w, const KdaShape& sh, cudaStream_t s,
                     const Rows& rows) {
-  kda_gated_norm_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 128, 0, s>>>(o, gate, w, sh, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(kda_gated_norm_kernel, dim3(unsigned(sh.heads), unsigned(rows.count)), 128, 0, s,
+                                       o, gate, w, sh, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

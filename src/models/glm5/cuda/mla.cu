@@ -7,6 +7,7 @@
 #include <cfloat>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/seq_rows.cuh"
 #include "models/glm5/cuda/kernels.h"
@@ -23,6 +24,7 @@ using ds4::cuda::detail::warp_reduce;
 
 __global__ void mla_append_kernel(const float* __restrict__ kv, const float* __restrict__ w, float* __restrict__ latent,
                                   const int32_t* __restrict__ pos, MlaShape sh, Rows rr) {
+  ds4::cuda::gemv_detail::pdl_begin();
   kv += int64_t(blockIdx.x) * rr.stride;  // token blockIdx.x of a chunk
   latent = shifted(latent, seq_shift(rr.seq, blockIdx.x));  // a decode batch: its own sequence's cache
   const int64_t n = sh.kv_lora;
@@ -58,6 +60,7 @@ __global__ void __launch_bounds__(kScoreThreads) mla_scores_kernel(const float* 
                                                                    const int32_t* __restrict__ sel_idx,
                                                                    const int32_t* __restrict__ sel_count, MlaShape sh,
                                                                    float* __restrict__ scores, Rows rr) {
+  ds4::cuda::gemv_detail::pdl_begin();
   to_token(rr, latent, q_lat, sel_idx, sel_count, scores);
   __shared__ float qs[kScoreHeads * kMaxKvLora];
   constexpr int kPer = kMaxKvLora / 32;
@@ -103,6 +106,7 @@ __global__ void __launch_bounds__(kScoreThreads) mla_scores_kernel(const float* 
 // One block per head: scores -> probabilities in place (exp(s - max) * 1/sum).
 __global__ void mla_softmax_kernel(const int32_t* __restrict__ sel_count, MlaShape sh, float* __restrict__ scores,
                                    int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   sel_count += int64_t(blockIdx.y) * stride;  // token blockIdx.y
   float* sc = scores + int64_t(blockIdx.y) * stride + int64_t(blockIdx.x) * sh.width;
   const int64_t count = *sel_count;
@@ -134,6 +138,7 @@ __global__ void __launch_bounds__(kOutThreads) mla_output_kernel(const float* __
                                                                  const int32_t* __restrict__ sel_idx,
                                                                  const int32_t* __restrict__ sel_count, MlaShape sh,
                                                                  float* __restrict__ o_lat, Rows rr) {
+  ds4::cuda::gemv_detail::pdl_begin();
   to_token(rr, latent, probs, sel_idx, sel_count, o_lat);
   constexpr int kWarps = kOutThreads / 32, kPer = kOutGroup / kWarps, kLaneP = kOutGroup / 32;
   __shared__ float tile[2][kOutGroup][32];  // {group row, column}, two groups
@@ -204,6 +209,7 @@ __global__ void __launch_bounds__(kOutThreads) mla_output_kernel(const float* __
 __global__ void mla_gather_kernel(const float* __restrict__ latent, const int32_t* __restrict__ sel_idx,
                                   const int32_t* __restrict__ sel_count, MlaShape sh, float* __restrict__ g,
                                   int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t t = blockIdx.y, j = blockIdx.x, n = sh.kv_lora;
   sel_idx += t * stride, sel_count += t * stride;
   float* out = g + (t * sh.width + j) * n;
@@ -215,19 +221,21 @@ __global__ void mla_gather_kernel(const float* __restrict__ latent, const int32_
 
 void mla_gather(const float* latent, const int32_t* sel_idx, const int32_t* sel_count, const MlaShape& sh, float* g,
                 cudaStream_t s, const Rows& rows) {
-  mla_gather_kernel<<<dim3(unsigned(sh.width), unsigned(rows.count)), 128, 0, s>>>(latent, sel_idx, sel_count, sh, g,
-                                                                                   rows.stride);
+  ds4::cuda::gemv_detail::launch_small(mla_gather_kernel, dim3(unsigned(sh.width), unsigned(rows.count)), 128, 0, s,
+                                       latent, sel_idx, sel_count, sh, g, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void mla_softmax(const int32_t* sel_count, const MlaShape& sh, float* scores, cudaStream_t s, const Rows& rows) {
-  mla_softmax_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 256, 0, s>>>(sel_count, sh, scores, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(mla_softmax_kernel, dim3(unsigned(sh.heads), unsigned(rows.count)), 256, 0, s,
+                                       sel_count, sh, scores, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void mla_append(const float* kv, const float* w, float* latent, const int32_t* pos, const MlaShape& sh,
                 cudaStream_t s, const Rows& rows) {
-  mla_append_kernel<<<unsigned(rows.count), 256, 0, s>>>(kv, w, latent, pos, sh, rows);
+  ds4::cuda::gemv_detail::launch_small(mla_append_kernel, dim3(unsigned(rows.count)), 256, 0, s, kv, w, latent, pos, sh,
+                                       rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -241,15 +249,17 @@ void mla_scores(const float* q_lat, const float* latent, const int32_t* sel_idx,
   const int64_t per_block = (kScoreThreads / 32) * kScoreRows;
   const int64_t row_blocks = std::max<int64_t>(1, std::min<int64_t>((sh.width + per_block - 1) / per_block,
                                                                     (264 + head_groups - 1) / head_groups));
-  mla_scores_kernel<<<dim3(unsigned(row_blocks), unsigned(head_groups), unsigned(rows.count)), kScoreThreads, 0, s>>>(
-      q_lat, latent, sel_idx, sel_count, sh, scores, rows);
+  ds4::cuda::gemv_detail::launch_small(mla_scores_kernel,
+                                       dim3(unsigned(row_blocks), unsigned(head_groups), unsigned(rows.count)),
+                                       kScoreThreads, 0, s, q_lat, latent, sel_idx, sel_count, sh, scores, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void mla_output(const float* probs, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
                 const MlaShape& sh, float* o_lat, cudaStream_t s, const Rows& rows) {
   const dim3 grid(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8), unsigned(rows.count));
-  mla_output_kernel<<<grid, kOutThreads, 0, s>>>(probs, latent, sel_idx, sel_count, sh, o_lat, rows);
+  ds4::cuda::gemv_detail::launch_small(mla_output_kernel, dim3(grid), kOutThreads, 0, s, probs, latent, sel_idx,
+                                       sel_count, sh, o_lat, rows);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

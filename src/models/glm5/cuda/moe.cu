@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "models/glm5/cuda/kernels.h"
 
@@ -15,6 +16,7 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); 
 // One block of blockDim >= 32 per token. Shared: score {E}, choice {E}, rank {E}, group {G}.
 __global__ void moe_route_kernel(const float* __restrict__ logits, const float* __restrict__ bias, RouteShape sh,
                                  int32_t* __restrict__ ids, float* __restrict__ weights, int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float sm[];
   const int64_t E = sh.experts, K = sh.k;
   logits += int64_t(blockIdx.x) * stride;
@@ -84,6 +86,7 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, const float* 
 constexpr int kRouteWarpPer = 16;  // experts per lane at most: E <= 512
 __global__ void moe_route_warp_kernel(const float* __restrict__ logits, const float* __restrict__ bias, RouteShape sh,
                                       int32_t* __restrict__ ids, float* __restrict__ weights, int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int E = int(sh.experts), K = int(sh.k), lane = int(threadIdx.x);
   logits += int64_t(blockIdx.x) * stride;
   ids += int64_t(blockIdx.x) * K;
@@ -124,6 +127,7 @@ __global__ void moe_route_warp_kernel(const float* __restrict__ logits, const fl
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
                                    const float* __restrict__ sh, int64_t d, float* __restrict__ out, int64_t stride) {
+  ds4::cuda::gemv_detail::pdl_begin();
   {
     const int64_t t = blockIdx.y;
     y += t * k * d, w += t * k, sh += t * stride, out += t * stride;
@@ -142,19 +146,21 @@ void moe_route(const float* logits, const float* bias, const RouteShape& sh, int
   if (sh.k > 64 || sh.k > sh.experts)
     throw InputError("glm5 cuda: num_experts_per_tok " + std::to_string(sh.k) + " must be <= 64 and <= n_routed_experts");
   if ((sh.groups <= 1 || sh.topk_groups >= sh.groups) && sh.k <= 32 && sh.experts <= 32 * kRouteWarpPer) {
-    moe_route_warp_kernel<<<unsigned(rows.count), 32, 0, s>>>(logits, bias, sh, ids, weights, rows.stride);
+    ds4::cuda::gemv_detail::launch_small(moe_route_warp_kernel, dim3(unsigned(rows.count)), 32, 0, s, logits, bias, sh,
+                                         ids, weights, rows.stride);
     DS4_CUDA_CHECK_LAUNCH();
     return;
   }
   const size_t smem = size_t(3 * sh.experts + sh.groups) * sizeof(float);
-  moe_route_kernel<<<unsigned(rows.count), 256, smem, s>>>(logits, bias, sh, ids, weights, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(moe_route_kernel, dim3(unsigned(rows.count)), 256, smem, s, logits, bias, sh,
+                                       ids, weights, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out, cudaStream_t s,
                  const Rows& rows) {
-  moe_combine_kernel<<<dim3(unsigned((d + 255) / 256), unsigned(rows.count)), 256, 0, s>>>(y, w, k, sh, d, out,
-                                                                                           rows.stride);
+  ds4::cuda::gemv_detail::launch_small(moe_combine_kernel, dim3(unsigned((d + 255) / 256), unsigned(rows.count)), 256,
+                                       0, s, y, w, k, sh, d, out, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -3,6 +3,7 @@
 // the rows in order inside one launch, so every row equals its decode step.
 #include "backend/cuda/check.h"
 #include "backend/cuda/delta_rule.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "models/qwen_next/cuda/kernels.h"
 
@@ -17,6 +18,7 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); 
 // beta {vh} = sigmoid(b), g {vh} = -exp(a_log) softplus(a + dt_bias), in place.
 __global__ void gdn_gates_kernel(float* __restrict__ b, float* __restrict__ a, const float* __restrict__ a_log,
                                  const float* __restrict__ dt_bias, GdnShape g, int64_t rs) {
+  ds4::cuda::gemv_detail::pdl_begin();
   b += blockIdx.x * rs, a += blockIdx.x * rs;  // one block per row
   for (int64_t h = threadIdx.x; h < g.v_heads; h += blockDim.x) {
     b[h] = sigm(b[h]);
@@ -28,6 +30,7 @@ __global__ void gdn_gates_kernel(float* __restrict__ b, float* __restrict__ a, c
 
 __global__ void gdn_gated_norm_kernel(float* __restrict__ o, const float* __restrict__ z,
                                       const float* __restrict__ w, GdnShape g, int64_t rs) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t vd = g.v_dim;
   float* oh = o + blockIdx.y * rs + blockIdx.x * vd;
   const float* zh = z + blockIdx.y * rs + blockIdx.x * vd;
@@ -66,6 +69,7 @@ __global__ void __launch_bounds__(kPrepThreads) gdn_conv_prep_kernel(const float
     const float* __restrict__ conv_w, float* __restrict__ state, int K, float* __restrict__ qkv, float* __restrict__ b,
     float* __restrict__ a, const float* __restrict__ a_log, const float* __restrict__ dt_bias, GdnShape g,
     int64_t qk_blocks) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t kd = g.k_dim, C = 2 * g.k_heads * kd + g.v_heads * g.v_dim;
   if (int64_t(blockIdx.x) < qk_blocks) {
     const int64_t head = int64_t(blockIdx.x) * (kPrepThreads / 32) + threadIdx.x / 32;
@@ -112,8 +116,9 @@ void gdn_conv_prep(const float* raw, const float* conv_w, float* conv_state, int
                    float* a, const float* a_log, const float* dt_bias, const GdnShape& g, cudaStream_t s) {
   const int64_t qk_blocks = (2 * g.k_heads + kPrepThreads / 32 - 1) / (kPrepThreads / 32);
   const int64_t v_blocks = (g.v_heads * g.v_dim + kPrepThreads - 1) / kPrepThreads;
-  gdn_conv_prep_kernel<<<unsigned(qk_blocks + (v_blocks > 0 ? v_blocks : 1)), kPrepThreads, 0, s>>>(
-      raw, conv_w, conv_state, int(conv_k), qkv, b, a, a_log, dt_bias, g, qk_blocks);
+  ds4::cuda::gemv_detail::launch_small(gdn_conv_prep_kernel, dim3(unsigned(qk_blocks + (v_blocks > 0 ? v_blocks : 1))),
+                                       kPrepThreads, 0, s, raw, conv_w, conv_state, int(conv_k), qkv, b, a, a_log,
+                                       dt_bias, g, qk_blocks);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -124,7 +129,8 @@ static ds4::cuda::DeltaRuleShape delta_shape(const GdnShape& g) {
 void gdn_prep(float* qkv, float* b, float* a, const float* a_log, const float* dt_bias, const GdnShape& g,
               cudaStream_t s, const Rows& rows) {
   ds4::cuda::delta_rule_qk_l2norm_rows(qkv, delta_shape(g), ds4::cuda::DeltaRuleRows{rows.count, rows.stride}, s);
-  gdn_gates_kernel<<<unsigned(rows.count), 128, 0, s>>>(b, a, a_log, dt_bias, g, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(gdn_gates_kernel, dim3(unsigned(rows.count)), 128, 0, s, b, a, a_log, dt_bias, g,
+                                       rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -139,7 +145,8 @@ void gdn_recurrent(const float* qkv, const float* g, const float* beta, float* S
 }
 
 void gdn_gated_norm(float* o, const float* z, const float* w, const GdnShape& g, cudaStream_t s, const Rows& rows) {
-  gdn_gated_norm_kernel<<<dim3(unsigned(g.v_heads), unsigned(rows.count)), 128, 0, s>>>(o, z, w, g, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(gdn_gated_norm_kernel, dim3(unsigned(g.v_heads), unsigned(rows.count)), 128, 0,
+                                       s, o, z, w, g, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "core/error.h"
 #include "models/qwen_next/cuda/kernels.h"
@@ -80,6 +81,7 @@ __device__ void route_softmax(const float* __restrict__ logits, int64_t E, const
 __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* __restrict__ logits, int64_t E, int64_t k,
                                                                  bool norm, int32_t* __restrict__ ids,
                                                                  float* __restrict__ weights, int64_t rs, SharedAct sh) {
+  ds4::cuda::gemv_detail::pdl_begin();
   logits += blockIdx.x * rs, ids += blockIdx.x * k, weights += blockIdx.x * k;
   extern __shared__ float prob[];  // {E} then flags {E}
   int* chosen = reinterpret_cast<int*>(prob + E);
@@ -118,6 +120,7 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* _
 // gu row e at e * gs floats, act row e at e * as (in place over the gate half is fine:
 // each element is read and written by one thread).
 __global__ void moe_swiglu_kernel(const float* gu, int64_t k, int64_t I, float* act, int64_t gs, int64_t as) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= k * I) return;
   const int64_t e = i / I, c = i % I;
@@ -128,6 +131,7 @@ __global__ void moe_swiglu_kernel(const float* gu, int64_t k, int64_t I, float* 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
                                    const float* __restrict__ sh, const float* __restrict__ sg, int64_t d,
                                    float* __restrict__ out, int64_t rs) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t row = blockIdx.y;
   y += row * k * d, w += row * k, sh += row * rs, sg += row * rs, out += row * rs;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -143,6 +147,7 @@ __global__ void moe_combine_write_kernel(const float* __restrict__ y, const floa
                                          const float* __restrict__ sh, const float* __restrict__ sg, int64_t d,
                                          float* __restrict__ out, float* __restrict__ h,
                                          const float* __restrict__ inject, int64_t hc) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= d) return;
   float r = 0.f;
@@ -156,7 +161,8 @@ __global__ void moe_combine_write_kernel(const float* __restrict__ y, const floa
 
 void moe_combine_write(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
                        float* out, float* h, const float* inject, int64_t hc, cudaStream_t s) {
-  moe_combine_write_kernel<<<unsigned((d + 255) / 256), 256, 0, s>>>(y, w, k, sh, sg, d, out, h, inject, hc);
+  ds4::cuda::gemv_detail::launch_small(moe_combine_write_kernel, dim3(unsigned((d + 255) / 256)), 256, 0, s, y, w, k,
+                                       sh, sg, d, out, h, inject, hc);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -168,8 +174,8 @@ void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32
                      " experts (1.." + std::to_string(kMaxTopK) + " and at most the experts)");
   const SharedAct sh{shared_gu, shared_gu ? shared_inter : 0};
   if (experts >= (int64_t(1) << 31)) throw InputError("qwen_next cuda: router of " + std::to_string(experts) + " experts");
-  moe_route_kernel<<<unsigned(rows.count), kRouteThreads, size_t(experts) * 8, s>>>(logits, experts, k, norm, ids,
-                                                                                    weights, rows.stride, sh);
+  ds4::cuda::gemv_detail::launch_small(moe_route_kernel, dim3(unsigned(rows.count)), kRouteThreads, size_t(experts) * 8,
+                                       s, logits, experts, k, norm, ids, weights, rows.stride, sh);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -177,14 +183,15 @@ void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStrea
                 int64_t act_stride) {
   if (gu_stride == 0) gu_stride = 2 * inter;
   if (act_stride == 0) act_stride = inter;
-  moe_swiglu_kernel<<<unsigned((k * inter + 255) / 256), 256, 0, s>>>(gu, k, inter, act, gu_stride, act_stride);
+  ds4::cuda::gemv_detail::launch_small(moe_swiglu_kernel, dim3(unsigned((k * inter + 255) / 256)), 256, 0, s, gu, k,
+                                       inter, act, gu_stride, act_stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
                  float* out, cudaStream_t s, const Rows& rows) {
-  moe_combine_kernel<<<dim3(unsigned((d + 255) / 256), unsigned(rows.count)), 256, 0, s>>>(y, w, k, sh, sg, d, out,
-                                                                                         rows.stride);
+  ds4::cuda::gemv_detail::launch_small(moe_combine_kernel, dim3(unsigned((d + 255) / 256), unsigned(rows.count)), 256,
+                                       0, s, y, w, k, sh, sg, d, out, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -4,6 +4,7 @@
 // blockIdx.y reads and writes its own row scratch; the dilated conv between gate and add
 // advances row by row inside conv1d_rows_f32.
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "models/qwen_next/cuda/kernels.h"
 
@@ -20,6 +21,7 @@ __global__ void ple_gate_kernel(const float* __restrict__ key, const float* __re
                                 const float* __restrict__ h, const float* __restrict__ nk,
                                 const float* __restrict__ nq, const float* __restrict__ nc, int64_t d, float eps,
                                 float* __restrict__ gv, float* __restrict__ gvn, int64_t rs) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t row = blockIdx.y;
   key += row * rs, val += row * rs, h += row * rs, gv += row * rs, gvn += row * rs;
   const int64_t o = blockIdx.x * d;
@@ -51,6 +53,7 @@ __global__ void ple_gate_kernel(const float* __restrict__ key, const float* __re
 
 __global__ void ple_add_kernel(float* __restrict__ h, const float* __restrict__ gv, const float* __restrict__ conv,
                                int64_t n, int64_t rs) {
+  ds4::cuda::gemv_detail::pdl_begin();
   h += blockIdx.y * rs, gv += blockIdx.y * rs, conv += blockIdx.y * rs;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) h[i] += gv[i] + conv[i];
@@ -61,13 +64,14 @@ __global__ void ple_add_kernel(float* __restrict__ h, const float* __restrict__ 
 void ple_gate(const float* key, const float* val, const float* h, const float* norm_key, const float* norm_query,
               const float* norm_conv, int64_t hc, int64_t d, float eps, float* gv, float* gvn, cudaStream_t s,
               const Rows& rows) {
-  ple_gate_kernel<<<dim3(unsigned(hc), unsigned(rows.count)), 256, 0, s>>>(key, val, h, norm_key, norm_query,
-                                                                           norm_conv, d, eps, gv, gvn, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(ple_gate_kernel, dim3(unsigned(hc), unsigned(rows.count)), 256, 0, s, key, val,
+                                       h, norm_key, norm_query, norm_conv, d, eps, gv, gvn, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
 void ple_add(float* h, const float* gv, const float* conv, int64_t n, cudaStream_t s, const Rows& rows) {
-  ple_add_kernel<<<dim3(unsigned((n + 255) / 256), unsigned(rows.count)), 256, 0, s>>>(h, gv, conv, n, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(ple_add_kernel, dim3(unsigned((n + 255) / 256), unsigned(rows.count)), 256, 0, s,
+                                       h, gv, conv, n, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/topk_select.h"
 #include "core/error.h"
@@ -70,6 +71,7 @@ __global__ void qsa_prep_kernel(const float* __restrict__ qg, const float* __res
                                 const float* __restrict__ v, float* __restrict__ iqk, QsaNorms nw, QsaCache c,
                                 QsaShape sh, const int32_t* __restrict__ pos_p, float* __restrict__ q,
                                 float* __restrict__ gate, int64_t rs, bool pool) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t row = blockIdx.y;
   qg += row * rs, k += row * rs, v += row * rs, iqk += row * rs, q += row * rs, gate += row * rs;
   const int64_t pos = pos_p[row], hd = sh.head_dim, D = sh.idx_dim, KVD = sh.kv_heads * hd;
@@ -102,6 +104,7 @@ __global__ void qsa_prep_kernel(const float* __restrict__ qg, const float* __res
 // One warp per row: the block row t completes, after every row's raw key is appended.
 __global__ void qsa_pool_kernel(QsaCache c, QsaShape sh, const float* __restrict__ idx_k_norm,
                                 const int32_t* __restrict__ pos_p) {
+  ds4::cuda::gemv_detail::pdl_begin();
   pool_block(c, sh, idx_k_norm, pos_p[blockIdx.x]);
 }
 
@@ -136,6 +139,7 @@ __global__ void __launch_bounds__(kSelectThreads) qsa_select_kernel(const float*
                                                                     QsaShape sh, const int32_t* __restrict__ pos_p,
                                                                     float* __restrict__ scores, int64_t rs,
                                                                     int per_cta) {
+  ds4::cuda::gemv_detail::pdl_begin();
   // {H, D} queries, {per_cta, D + 1} keys, {H, per_cta} relu(dot) terms
   extern __shared__ float sel_smem[];
   const int64_t row = blockIdx.y;
@@ -199,6 +203,7 @@ template <int KD, int HG>
 __global__ void __launch_bounds__(kAttnWarps * 32) qsa_attend_split_kernel(
     const float* __restrict__ q, QsaCache c, QsaShape sh, const int32_t* __restrict__ pos_p,
     const uint8_t* __restrict__ keep, float* __restrict__ part, int64_t rs, int64_t list_cap) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ int32_t kept[];  // {list_cap}: the kept indexer blocks, ascending
   const int64_t row = blockIdx.z;
   q += row * rs, keep += row * rs * 4, part += row * rs;
@@ -304,6 +309,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) qsa_attend_split_kernel(
 // One block per (head, row): the splits rescaled to the global max, normalized, gated.
 __global__ void qsa_attend_merge_kernel(const float* __restrict__ gate, QsaShape sh, const float* __restrict__ part,
                                         float* __restrict__ att, int64_t rs) {
+  ds4::cuda::gemv_detail::pdl_begin();
   const int64_t row = blockIdx.y, h = blockIdx.x, hd = sh.head_dim;
   gate += row * rs, part += row * rs, att += row * rs;
   float M = -INFINITY;
@@ -330,6 +336,7 @@ __global__ void qsa_attend_merge_kernel(const float* __restrict__ gate, QsaShape
 __global__ void qsa_attend_kernel(const float* __restrict__ q, const float* __restrict__ gate, QsaCache c,
                                   QsaShape sh, const int32_t* __restrict__ pos_p, const uint8_t* __restrict__ keep,
                                   float* __restrict__ scores, float* __restrict__ att, int64_t rs) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float qs[];  // {hd}
   const int64_t row = blockIdx.y;
   q += row * rs, gate += row * rs, keep += row * rs * 4, scores += row * rs, att += row * rs;
@@ -388,6 +395,7 @@ __global__ void qsa_attend_group_kernel(const float* __restrict__ q, const float
                                         QsaShape sh, const int32_t* __restrict__ pos_p,
                                         const uint8_t* __restrict__ keep, float* __restrict__ scores,
                                         float* __restrict__ att, int64_t rs) {
+  ds4::cuda::gemv_detail::pdl_begin();
   extern __shared__ float qs[];  // {G, hd} queries, then {warps, MG} maxima and {warps, MG} sums
   const int64_t row = blockIdx.y, kvh = blockIdx.x;
   q += row * rs, gate += row * rs, keep += row * rs * 4, scores += row * rs, att += row * rs;
@@ -498,11 +506,11 @@ void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const
               const QsaShape& sh, const int32_t* pos, float* q, float* gate, cudaStream_t s, const Rows& rows) {
   const bool one = rows.count == 1;
   const int64_t vecs = sh.heads + 2 * sh.kv_heads + sh.idx_heads + 1;  // qsa_prep_kernel: a warp each
-  qsa_prep_kernel<<<dim3(unsigned(vecs), unsigned(rows.count)), 32, 0, s>>>(qg, k, v, iqk, n, c, sh, pos, q, gate,
-                                                                            rows.stride, one);
+  ds4::cuda::gemv_detail::launch_small(qsa_prep_kernel, dim3(unsigned(vecs), unsigned(rows.count)), 32, 0, s, qg, k, v,
+                                       iqk, n, c, sh, pos, q, gate, rows.stride, one);
   DS4_CUDA_CHECK_LAUNCH();
   if (one) return;
-  qsa_pool_kernel<<<unsigned(rows.count), 32, 0, s>>>(c, sh, n.idx_k, pos);
+  ds4::cuda::gemv_detail::launch_small(qsa_pool_kernel, dim3(unsigned(rows.count)), 32, 0, s, c, sh, n.idx_k, pos);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -519,8 +527,8 @@ void qsa_select_scores(const float* iqk, const QsaCache& c, const QsaShape& sh, 
     throw InputError("qwen_next cuda: the indexer's " + std::to_string(sh.idx_heads) + " x " +
                      std::to_string(sh.idx_dim) + " queries do not fit in 48 KB of shared memory (or idx_dim % 4 != 0)");
   const dim3 grid(unsigned((max_blocks + per - 1) / per), unsigned(rows.count));
-  qsa_select_kernel<<<grid, kSelectThreads, qsa_select_smem(sh, per), s>>>(iqk, c, sh, pos, scores, rows.stride,
-                                                                          int(per));
+  ds4::cuda::gemv_detail::launch_small(qsa_select_kernel, dim3(grid), kSelectThreads, qsa_select_smem(sh, per), s, iqk,
+                                       c, sh, pos, scores, rows.stride, int(per));
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -543,8 +551,8 @@ void launch_split(const float* q, const float* gate, const QsaCache& c, const Qs
   // The kept-block list in shared memory, up to 4 K blocks (16 KB beside the merge's 16 KB; the
   // full-size model keeps 512).
   const int64_t keep_n = sh.idx_budget / sh.idx_ratio, cap = keep_n <= 4096 ? keep_n : 0;
-  qsa_attend_split_kernel<KD, HG><<<grid, kAttnWarps * 32, size_t(cap) * sizeof(int32_t), s>>>(
-      q, c, sh, pos, keep, part, rows.stride, cap);
+  ds4::cuda::gemv_detail::launch_small(qsa_attend_split_kernel<KD, HG>, dim3(grid), kAttnWarps * 32,
+                                       size_t(cap) * sizeof(int32_t), s, q, c, sh, pos, keep, part, rows.stride, cap);
   DS4_CUDA_CHECK_LAUNCH();
   qsa_merge_splits(gate, sh, part, att, s, rows);
 }
@@ -562,8 +570,8 @@ void launch_split_kd(const float* q, const float* gate, const QsaCache& c, const
 
 void qsa_merge_splits(const float* gate, const QsaShape& sh, const float* part, float* att, cudaStream_t s,
                       const Rows& rows) {
-  qsa_attend_merge_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 128, 0, s>>>(gate, sh, part, att,
-                                                                                        rows.stride);
+  ds4::cuda::gemv_detail::launch_small(qsa_attend_merge_kernel, dim3(unsigned(sh.heads), unsigned(rows.count)), 128, 0,
+                                       s, gate, sh, part, att, rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
@@ -579,14 +587,14 @@ void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaS
   if (many_rows) {
     const dim3 grid(unsigned(sh.kv_heads), unsigned(rows.count));
     if (G <= 4 && group_smem(sh, 4) <= 48 * 1024) {
-      qsa_attend_group_kernel<4><<<grid, kAttendThreads, group_smem(sh, 4), s>>>(q, gate, c, sh, pos, keep, scores,
-                                                                                 att, rows.stride);
+      ds4::cuda::gemv_detail::launch_small(qsa_attend_group_kernel<4>, dim3(grid), kAttendThreads, group_smem(sh, 4), s,
+                                           q, gate, c, sh, pos, keep, scores, att, rows.stride);
       DS4_CUDA_CHECK_LAUNCH();
       return;
     }
     if (G <= 16 && group_smem(sh, 16) <= 48 * 1024) {
-      qsa_attend_group_kernel<16><<<grid, kAttendThreads, group_smem(sh, 16), s>>>(q, gate, c, sh, pos, keep, scores,
-                                                                                   att, rows.stride);
+      ds4::cuda::gemv_detail::launch_small(qsa_attend_group_kernel<16>, dim3(grid), kAttendThreads, group_smem(sh, 16),
+                                           s, q, gate, c, sh, pos, keep, scores, att, rows.stride);
       DS4_CUDA_CHECK_LAUNCH();
       return;
     }
@@ -599,8 +607,9 @@ void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaS
   if (kd <= 2) return launch_split_kd<2>(q, gate, c, sh, pos, keep, scores, att, s, rows);
   if (kd <= 4) return launch_split_kd<4>(q, gate, c, sh, pos, keep, scores, att, s, rows);
   if (kd <= 8) return launch_split_kd<8>(q, gate, c, sh, pos, keep, scores, att, s, rows);
-  qsa_attend_kernel<<<dim3(unsigned(sh.heads), unsigned(rows.count)), 256, size_t(sh.head_dim) * sizeof(float), s>>>(
-      q, gate, c, sh, pos, keep, scores, att, rows.stride);
+  ds4::cuda::gemv_detail::launch_small(qsa_attend_kernel, dim3(unsigned(sh.heads), unsigned(rows.count)), 256,
+                                       size_t(sh.head_dim) * sizeof(float), s, q, gate, c, sh, pos, keep, scores, att,
+                                       rows.stride);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
