@@ -129,10 +129,8 @@ struct QuantOut {
 template <bool kQ8K>
 __global__ void __launch_bounds__(kQuantWarps * 32)
     swiglu_quant_kernel(const float* g, const float* u, int64_t cols, int64_t in_stride, float limit, float* y, QuantOut o) {
-  ds4::cuda::gemv_detail::pdl_begin();
   using namespace ds4::cuda::act_quant_detail;
-  ds4::cuda::gemv_detail::pdl_launch_dependents();
-  ds4::cuda::gemv_detail::pdl_wait();
+  ds4::cuda::gemv_detail::pdl_begin();
   const int lane = threadIdx.x & 31;
   const int64_t row = blockIdx.y, tile = int64_t(blockIdx.x) * kQuantWarps + threadIdx.x / 32;
   g += row * in_stride, u += row * in_stride, y += row * cols;
@@ -202,8 +200,7 @@ __global__ void rmsnorm_quant_kernel(const float* x, const float* __restrict__ w
   using namespace ds4::cuda::act_quant_detail;
   __shared__ float4 row4[kNormQuantMax / 4];
   float* row = reinterpret_cast<float*>(row4);
-  ds4::cuda::gemv_detail::pdl_launch_dependents();
-  ds4::cuda::gemv_detail::pdl_wait();
+  ds4::cuda::gemv_detail::pdl_begin();
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
   ss = block_reduce(ss, SumOp{}, 0.f);
