@@ -28,6 +28,9 @@ xz -9 "$OUT/tests.txt"
 for r in a b; do for p in 0 1; do
   DS4_SMALL_PDL=$p COLS=2-8 step qwen_pdl${p}$r 40 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
 done; done
+step gemv_tc 90 '^(16384|2560|1280|4096)x' $B/bench_cuda_gemv --mlx4-tc
+cp /tmp/steps/gemv_tc.txt "$OUT/" 2>/dev/null
+DS4_MLX4_TC=1 COLS=2-8 step qwen_tc1 40 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
 wait
 for r in a b; do for p in 0 1; do
   DS4_SMALL_PDL=$p step ds_pdl${p}$r 60 '^decode:|^roofline' $B/bench_deepseek_v4_cuda /dev/shm/f.gguf 1024 32
@@ -36,7 +39,4 @@ rm -f /dev/shm/f.gguf
 for p in 0 1; do
   DS4_SMALL_PDL=$p COLS=2-8 step glm_pdl$p 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 16 2048
 done
-step gemv_tc 90 '^(16384|2560|1280|4096)x' $B/bench_cuda_gemv --mlx4-tc
-cp /tmp/steps/gemv_tc.txt "$OUT/" 2>/dev/null
-DS4_MLX4_TC=1 COLS=2-8 step qwen_tc1 40 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
 DS4_MLX4_TC=1 survey qwen_tc 90 $B/bench_qwen_next_cuda synthetic-full 4 2048 --ncu-decode
