@@ -615,7 +615,8 @@ namespace {
 // then: the Qwen model launches everything kDirect); rows_per_block tunes only the CUDA-core
 // kernel. kStaged keeps gemv's kernels.
 bool takes_mlx4_tc(const WeightMatrix& w, const GemvOptions& opt) {
-  return w.type == DType::MLX_Q4 && opt.path != GemvPath::kStaged && gemv_mlx4_tc_on() && gemv_mlx4_tc_supports(w);
+  return w.type == DType::MLX_Q4 && opt.path != GemvPath::kStaged && !opt.cuda_cores && gemv_mlx4_tc_on() &&
+         gemv_mlx4_tc_supports(w);
 }
 }  // namespace
 
@@ -690,7 +691,9 @@ void check_gemv_rows(const char* who, const GemvRows& r) {
 void gemv_rows(const WeightMatrix& w, const float* x, float* y, const GemvRows& r, cudaStream_t stream) {
   check_type(w);
   check_gemv_rows("cuda gemv_rows", r);
-  if (takes_mlx4_tc(w, GemvOptions{})) return gemv_mlx4_tc_rows(w, x, y, r, stream);  // decode's path: the same bits
+  GemvOptions rows_path;
+  rows_path.cuda_cores = r.cuda_cores;
+  if (takes_mlx4_tc(w, rows_path)) return gemv_mlx4_tc_rows(w, x, y, r, stream);  // decode's path: the same bits
   const GemvBatch& b = r.batch;
   if (b.count < 1 || b.count > 65535) throw InputError("cuda gemv_rows: batch count " + std::to_string(b.count));
   if (!use_small(w) && (b.x_stride % 4 != 0 || r.x_row % 4 != 0))

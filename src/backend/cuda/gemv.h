@@ -31,6 +31,10 @@ struct GemvOptions {
   // 0 = the format's default (8; the decoded formats drop to 4 when the grid would have
   // fewer than 264 blocks); 1, 2, 4 or 8 to tune. Never changes a result.
   int rows_per_block = 0;
+  // gemv's CUDA-core kernels even under DS4_MLX4_TC (gemv_mlx4_tc.h): products whose decode form
+  // lives in a fused kernel that repeats gemv's arithmetic (Qwen's hyper-connection read), so the
+  // decode step, its unfused form and the chunk's rows (GemvRows::cuda_cores) stay equal.
+  bool cuda_cores = false;
 };
 void gemv(const WeightMatrix& w, const float* x, float* y, cudaStream_t stream, const GemvOptions& opt);
 bool gemv_can_stage(const WeightMatrix& w);
@@ -75,6 +79,7 @@ struct GemvRows {
   const int32_t* x_idx = nullptr;
   const int32_t* y_idx = nullptr;
   int idx_stride = kGemvMaxRows;
+  bool cuda_cores = false;  // GemvOptions::cuda_cores for the rows form
 };
 // GemvRows' checks shared by gemv_rows and gemv_act_rows (n, idx_stride); `who` names the caller.
 void check_gemv_rows(const char* who, const GemvRows& r);

@@ -90,6 +90,7 @@ void matmul_rows_exact(const WeightMatrix& w, const float* x, int64_t x_row, flo
                        const MatmulBatch& b, cudaStream_t s) {
   GemvRows r;  // groups of up to kGemvMaxRows rows
   r.x_row = x_row, r.y_row = y_row;
+  r.cuda_cores = b.cuda_cores;
   int64_t i0 = 0;
   const int64_t full = n / kGemvMaxRows;
   if (b.count == 1 && full > 1 && full <= 65535) {

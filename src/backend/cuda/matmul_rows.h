@@ -68,6 +68,7 @@ struct MatmulBatch {
   int count = 1;
   size_t w_stride = 0, scale_stride = 0;
   int64_t x_stride = 0, y_stride = 0;
+  bool cuda_cores = false;  // the exact path's gemv_rows as GemvRows::cuda_cores (gemv.h)
 };
 
 // Row i < n: y + i * y_row = W (x + i * x_row) (floats; x 16-byte aligned, x_row a multiple

@@ -76,15 +76,17 @@ void each_group(std::span<const SeqGroup> groups, int64_t stride, Launch&& launc
 // y rows {rows, ...} = W x rows, both in the row scratches (stride rs() floats): gemv_rows in
 // groups of 16 rows (exact: equal to the step's gemv) below gemm_rows rows, a TF32 GEMM from
 // there (backend/cuda matmul_rows).
-void QwenNextCudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_off) {
-  dc::matmul_rows(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, dc::MatmulBatch{}, *mm, stream);
+void QwenNextCudaModel::Impl::mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, bool cuda_cores) {
+  dc::MatmulBatch b;
+  b.cuda_cores = cuda_cores;
+  dc::matmul_rows(w, R(0, x_off), rs(), R(0, y_off), rs(), rows, b, *mm, stream);
 }
 
 // A stacked projection: one product per stacked run, outputs back to back in each row.
-void QwenNextCudaModel::Impl::mproj(const DProj& p, size_t x_off, size_t y_off) {
-  if (p.fused.rows > 0) return mgemv(p.fused, x_off, y_off);
+void QwenNextCudaModel::Impl::mproj(const DProj& p, size_t x_off, size_t y_off, bool cuda_cores) {
+  if (p.fused.rows > 0) return mgemv(p.fused, x_off, y_off, cuda_cores);
   for (const WeightMatrix& m : p.parts) {
-    mgemv(m, x_off, y_off);
+    mgemv(m, x_off, y_off, cuda_cores);
     y_off += size_t(m.rows) * sizeof(float);
   }
 }
@@ -113,9 +115,9 @@ void QwenNextCudaModel::Impl::hyper_read_rows(const DHyper& h, size_t x_off, boo
   const int64_t hc = c.hc, d = c.hidden;
   const Rows all = all_rows();
   hc_norm(R(0, x_off), h.norm, hc, d, c.rms_eps, R(0, sl.normed), stream, all);
-  mproj(h.down_inject, sl.normed, sl.low);  // {rows, [low {rank} | inject {hc}]}
+  mproj(h.down_inject, sl.normed, sl.low, true);  // {rows, [low {rank} | inject {hc}]}
   hc_low_act(R(0, sl.low), c.hc_rank, hc, stream, all);
-  mgemv(h.up, sl.low, sl.mix);
+  mgemv(h.up, sl.low, sl.mix, true);
   hc_combine(R(0, sl.mix), R(0, sl.normed), hc, d, R(0, sl.mixed), inject ? R(0, sl.inject) : nullptr, stream, all);
   mark("hc_read");
 }

@@ -29,7 +29,6 @@
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_device.cuh"
-#include "backend/cuda/gemv_mlx4_tc.h"
 #include "backend/cuda/gemv_formats.cuh"
 #include "backend/cuda/smem_opt_in.h"
 #include "core/error.h"
@@ -402,10 +401,8 @@ void launch_down(const Args& a, const HcArgs& p, int group, int phases, cudaStre
 }  // namespace
 
 bool hyper_read_fusable(const WeightMatrix& down, const WeightMatrix& up, int64_t hc, int64_t d, int64_t rank) {
-  // The fused kernels repeat gemv's CUDA-core arithmetic; under DS4_MLX4_TC the products (and the
-  // chunk's gemv_rows) run on the tensor-core kernels instead, so the five launches keep them equal.
-  if (ds4::cuda::gemv_mlx4_tc_on() && (ds4::cuda::gemv_mlx4_tc_supports(down) || ds4::cuda::gemv_mlx4_tc_supports(up)))
-    return false;
+  // The fused kernels repeat gemv's CUDA-core arithmetic: the unfused form and the chunk's rows ask
+  // for it too (GemvOptions / MatmulBatch cuda_cores), also under DS4_MLX4_TC.
   if (hc < 1 || hc > kMaxHc || d % kUnit != 0 || down.cols != hc * d || up.rows != hc * d || up.cols != rank)
     return false;
   if (down.rows != rank && down.rows != rank + hc) return false;

@@ -58,11 +58,15 @@ void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float*
   hc_norm(x, h.norm, hc, d, c.rms_eps, normed, stream);
   // [low {rank} | inject {hc}]: ~324 rows of hc*d columns, 2 rows per block to spread them
   // over the GPU (rows per block change no result: the chunk's gemv_rows still equals this).
+  // cuda_cores: the fused form's arithmetic, also under DS4_MLX4_TC (hyper_read_rows the same).
   dc::GemvOptions few = gemv_options();
   few.rows_per_block = 2;
+  few.cuda_cores = true;
   dc::gemv_proj(h.down_inject, normed, S(sl.low), stream, few);
   hc_low_act(S(sl.low), c.hc_rank, hc, stream);
-  gemv(h.up, S(sl.low), S(sl.mix));
+  dc::GemvOptions up = gemv_options();
+  up.cuda_cores = true;
+  dc::gemv(h.up, S(sl.low), S(sl.mix), stream, up);
   hc_combine(S(sl.mix), normed, hc, d, mixed, inject, stream);
 }
 

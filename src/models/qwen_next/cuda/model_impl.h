@@ -203,8 +203,10 @@ struct QwenNextCudaModel::Impl {
   // mm's min_rows is opt.gemm_rows (set at load and by set_options), 0 inside a decode_batch
   // forward (dc::ExactProducts): a batch never takes the tensor cores.
   bool tensor_cores() const { return mm && mm->min_rows() > 0 && rows >= mm->min_rows(); }
-  void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off);
-  void mproj(const DProj& p, size_t x_off, size_t y_off);
+  // cuda_cores: the exact path on gemv's CUDA-core kernels even under DS4_MLX4_TC (the
+  // hyper-connection read: its decode form is hyper_fused.cu's, gemv's arithmetic).
+  void mgemv(const WeightMatrix& w, size_t x_off, size_t y_off, bool cuda_cores = false);
+  void mproj(const DProj& p, size_t x_off, size_t y_off, bool cuda_cores = false);
   // Output rows [r0, r1) of a stacked projection again on the exact path after a tensor-core
   // mproj (the products that pick experts or blocks: a chunk chooses as decode steps would).
   void mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1);
