@@ -7,11 +7,13 @@
 # tensor-core GEMV with batched staging and the rows form on 1-4 row tiles (session 32):
 # test_gemv_mlx4_tc, the Qwen batch / verify tests with DS4_MLX4_TC=1, bench_cuda_gemv --mlx4-tc,
 # Qwen decode with DS4_MLX4_TC=1 and its ncu table. H200: 43-layer DeepSeek, GLM 288 experts;
-# other GPUs: 30 layers, 160 experts. Carry .devwork/s32d.tar.xz (TARGETS in s32d.targets).
+# other GPUs: 30 layers, 160 experts. Carry .devwork/s32d.tar.xz (TARGETS in s32d.targets; packed at
+# 3d3c3c7) or BUNDLE=.devwork/s32e.tar.xz (the same targets at the commit after it that keeps Qwen's fused
+# hc read under DS4_MLX4_TC).
 set -u
 STEP_DIR=/tmp/steps
 . bench/device_call_lib.sh
-call_start .devwork/s32d.tar.xz
+call_start ${BUNDLE:-.devwork/s32d.tar.xz}
 B=$B/cudabins
 export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
 if grep -q H200 "$OUT/gpu.txt"; then cfg=deepseek_v4_flash glm=synthetic-full; else cfg=bench/cuda_deepseek_v4/flash30_config.json glm=synthetic-full:q2_k:160; fi
@@ -20,6 +22,7 @@ one test_gemv_mlx4_tc
 for t in test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_deepseek_v4_cuda test_deepseek_v4_batch_cuda test_deepseek_v4_verify_batch_cuda test_glm5_cuda test_glm5_batch_cuda; do
   DS4_SMALL_PDL=1 one $t
 done
+DS4_MLX4_TC=1 one test_qwen_next_cuda
 DS4_MLX4_TC=1 one test_qwen_next_batch_cuda
 DS4_MLX4_TC=1 one test_qwen_next_verify_batch_cuda
 one test_glm5_mla_tc_cuda
