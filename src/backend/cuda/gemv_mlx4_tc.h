@@ -35,8 +35,9 @@ void gemv_mlx4_tc_rows(const WeightMatrix& w, const float* x, float* y, const Ge
 
 // Whether gemv / gemv_batched / gemv_rows (default options) send the weights gemv_mlx4_tc supports here:
 // DS4_MLX4_TC (0 or 1; unset = 0: unmeasured; gemv_rows takes gemv_mlx4_tc_rows then, so decode
-// steps and chunk / batch rows stay equal on either path) or gemv_mlx4_tc_set. For the model
-// benches' A/B.
+// steps and chunk / batch rows stay equal on either path) or gemv_mlx4_tc_set; products that ask
+// for cuda_cores (GemvOptions / GemvRows / MatmulBatch: Qwen's fused hyper-connection read) keep
+// gemv's kernels. For the model benches' A/B.
 bool gemv_mlx4_tc_on();
 void gemv_mlx4_tc_set(bool on);
 // m16 tiles of weight rows per block (1, 2 or 4: 16, 32 or 64 rows; they share each group's x
