@@ -11,7 +11,11 @@ conditionally inside the loop: the SASS read the low-rank row (LDG.E.128.CONSTAN
 body and waited (ACQBULK) at the end of the first iteration, so every thread read the row before
 hc_down had written it (test_qwen_hyper_fused_cuda: 14 FAIL on the H200).
 
-Usage: tools/device/pdl_sass_check.py FILE.cubin [SOURCE.cu] [FUNCTION_SUBSTRING]
+Usage: tools/device/pdl_sass_check.py [--all-memory] FILE.cubin [SOURCE.cu] [FUNCTION_SUBSTRING]
+  --all-memory: every global load, store or atomic (LDG / LD / STG / ST / ATOM / ATOMG / RED) counts,
+  for the small kernels that open with pdl_begin (gemv_device.cuh, DS4_SMALL_PDL): they may touch
+  nothing before the wait, e.g.
+    tools/device/pdl_sass_check.py --all-memory /tmp/moe.cubin src/models/qwen_next/cuda/moe.cu _kernel
   defaults: src/backend/cuda/gemv.cu, gemv_direct_kernel. Build the cubin with -lineinfo from
   that same source (the check finds the input loads by their source lines), e.g.
     nvcc -Isrc -O3 -DNDEBUG -arch=sm_90a -std=c++17 -lineinfo -cubin src/backend/cuda/gemv.cu -o /tmp/gemv.cubin
@@ -98,7 +102,10 @@ def parse(body):
     return ins, labels
 
 
-def reachable_loads(ins, labels, source, waited_lines, ids_lines, x_line, marked=frozenset()):
+MEMORY_OPS = re.compile(r'^(LDG|LD|STG|ST|ATOMG|ATOM|RED|REDG)(\.|$)')
+
+
+def reachable_loads(ins, labels, source, waited_lines, ids_lines, x_line, marked=frozenset(), all_memory=False):
     """Input loads reachable from the entry without an ACQBULK, tracking `waited`."""
     bad, seen, stack = set(), set(), [(0, None, ())]
     while stack:
@@ -121,8 +128,10 @@ def reachable_loads(ins, labels, source, waited_lines, ids_lines, x_line, marked
         # (only a predicate from an ISETP.NE on the waited line: it holds waited itself, not !waited)
         skipped = (guard is not None and sym.get(guard[0]) == 'w' and sym.get(guard[0] + '+') and known is not None
                    and known == guard[1])
-        if op.startswith('LDG') and not skipped and (src == ('sm_32_intrinsics.hpp', x_line) or src in marked or
-                                                     (src[0] == source and src[1] in ids_lines)):
+        if all_memory and not skipped and MEMORY_OPS.match(op):
+            bad.add((addr, src[1]))
+        elif op.startswith('LDG') and not skipped and (src == ('sm_32_intrinsics.hpp', x_line) or src in marked or
+                                                       (src[0] == source and src[1] in ids_lines)):
             bad.add((addr, src[1]))
         # what this instruction writes
         if re.match(r'U?(ISETP|PLOP3|FSETP|LOP3|PSETP)', op):
@@ -162,11 +171,13 @@ def reachable_loads(ins, labels, source, waited_lines, ids_lines, x_line, marked
 
 
 def main():
-    if len(sys.argv) < 2:
+    argv = [a for a in sys.argv[1:] if a != '--all-memory']
+    all_memory = len(argv) < len(sys.argv) - 1
+    if not argv:
         sys.exit(__doc__)
-    cubin = sys.argv[1]
-    source_path = sys.argv[2] if len(sys.argv) > 2 else 'src/backend/cuda/gemv.cu'
-    pattern = sys.argv[3] if len(sys.argv) > 3 else 'gemv_direct_kernel'
+    cubin = argv[0]
+    source_path = argv[1] if len(argv) > 1 else 'src/backend/cuda/gemv.cu'
+    pattern = argv[2] if len(argv) > 2 else 'gemv_direct_kernel'
     waited_lines, ids_lines = source_lines(source_path)
     sass = subprocess.run([nvdisasm(), '-c', '-g', cubin], check=True, capture_output=True, text=True).stdout
     x_line = ldg_float4_line(sass)
@@ -185,7 +196,8 @@ def main():
             continue
         checked += 1
         ins, labels = parse(body)
-        bad = reachable_loads(ins, labels, os.path.basename(source_path), waited_lines, ids_lines, x_line, marked)
+        bad = reachable_loads(ins, labels, os.path.basename(source_path), waited_lines, ids_lines, x_line, marked,
+                              all_memory)
         if bad:
             failed += 1
             print(f'LOAD BEFORE WAIT {name}: ' + ', '.join(f'{a:#x} (line {l})' for a, l in bad[:6]))

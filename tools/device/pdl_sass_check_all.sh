@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Static check of every PDL-launched kernel's SASS (no GPU): compiles each source that launches
+# kernels as programmatic dependents to a cubin (sm_90a, -lineinfo) and runs pdl_sass_check.py on
+# it: the GEMV kernels' input loads (x, expert ids) and, with --all-memory, every global access of
+# the small kernels that open with pdl_begin (DS4_SMALL_PDL), must sit behind griddepcontrol.wait on
+# every path. ptxas may schedule a read-only (.nc) load above the wait (it did once: the checker's
+# header), so the source order alone proves nothing. Needs nvcc and nvdisasm (tools/setup.sh installs
+# nvidia-cuda-nvdisasm into .venv). Usage: tools/device/pdl_sass_check_all.sh [-j N]   (exit 1 on a hit)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+jobs=2
+[ "${1:-}" = -j ] && jobs=$2
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [ -z "${NVDISASM:-}" ]; then
+  NVDISASM=$(command -v nvdisasm || ls .venv/lib/python3*/site-packages/nvidia/cu*/bin/nvdisasm 2>/dev/null | head -1 || true)
+fi
+[ -x "${NVDISASM:-}" ] || { echo "pdl_sass_check_all: no nvdisasm (pip install nvidia-cuda-nvdisasm)" >&2; exit 2; }
+export NVDISASM
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+# source | function substring | mode ("" = the input loads the checker knows, --all-memory)
+checks="src/backend/cuda/gemv.cu|gemv_direct_kernel|
+src/backend/cuda/gemv_act.cu|ELb0EEEv|
+src/backend/cuda/gemv_act.cu|ELb1EEEv|
+src/backend/cuda/act_quantize.cu|quantize_q8|
+src/backend/cuda/gemv_mlx4_tc.cu|gemv_mlx4_tc_kernel|
+src/models/qwen_next/cuda/hyper_fused.cu|hc_up_combine_kernel|
+src/models/qwen_next/cuda/moe.cu|_kernel|--all-memory
+src/models/qwen_next/cuda/gdn.cu|_kernel|--all-memory
+src/models/qwen_next/cuda/qsa.cu|_kernel|--all-memory
+src/models/qwen_next/cuda/hyper.cu|_kernel|--all-memory
+src/models/qwen_next/cuda/ple.cu|_kernel|--all-memory
+src/backend/cuda/delta_rule.cu|_kernel|--all-memory
+src/backend/cuda/topk_select.cu|_kernel|--all-memory
+src/backend/cuda/conv1d.cu|_kernel|--all-memory
+src/backend/cuda/activation.cu|_kernel|--all-memory
+src/backend/cuda/rmsnorm.cu|_kernel|--all-memory
+src/models/deepseek_v4/cuda/attention.cu|_kernel|--all-memory
+src/models/deepseek_v4/cuda/compressor.cu|_kernel|--all-memory
+src/models/deepseek_v4/cuda/moe.cu|_kernel|--all-memory
+src/models/glm5/cuda/indexer.cu|_kernel|--all-memory
+src/models/glm5/cuda/kda.cu|_kernel|--all-memory
+src/models/glm5/cuda/mla.cu|_kernel|--all-memory
+src/models/glm5/cuda/moe.cu|_kernel|--all-memory"
+# one cubin per source, compiled -j at a time
+echo "$checks" | cut -d'|' -f1 | sort -u | xargs -P "$jobs" -I{} sh -c \
+  '"$0" -Isrc -O3 -DNDEBUG -arch=sm_90a -std=c++20 -lineinfo -cubin {} -o "$1/$(echo {} | tr / _).cubin"' "$nvcc" "$out"
+fail=0
+while IFS='|' read -r src pat mode; do
+  # shellcheck disable=SC2086
+  if ! r=$(python3 tools/device/pdl_sass_check.py $mode "$out/$(echo "$src" | tr / _).cubin" "$src" "$pat" 2>&1); then
+    fail=1
+  fi
+  echo "$src ($pat${mode:+, $mode}): $(echo "$r" | tail -1)"
+  echo "$r" | grep 'LOAD BEFORE WAIT' | head -4 || true
+done <<< "$checks"
+exit $fail
