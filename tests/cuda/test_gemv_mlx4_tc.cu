@@ -189,6 +189,14 @@ void run_rows_case(const char* name, int64_t rows, int64_t cols, int n, int entr
       DS4_CUDA_CHECK(cudaStreamSynchronize(s));
       const std::vector<float> ref = download(dref.as<float>(), size_t(rows));
       same = same && std::memcmp(ref.data(), yp, size_t(rows) * sizeof(float)) == 0;
+      if (tiles_setting != 1) {  // the one-row kernel at the setting too (decode's launch): the same bits
+        cuda::gemv_mlx4_tc_set_tiles(tiles_setting);
+        cuda::gemv_mlx4_tc(we, dx.as<float>() + xr * x_row, dref.as<float>(), cuda::GemvBatch{}, s);
+        DS4_CUDA_CHECK(cudaStreamSynchronize(s));
+        cuda::gemv_mlx4_tc_set_tiles(1);
+        const std::vector<float> one = download(dref.as<float>(), size_t(rows));
+        same = same && std::memcmp(ref.data(), one.data(), size_t(rows) * sizeof(float)) == 0;
+      }
       if (!routed) worst = std::max(worst, worst_rel(hw, rows, 0, x.data() + xr * x_row, yp));
     }
   cuda::gemv_mlx4_tc_set_tiles(tiles_setting);
@@ -222,7 +230,7 @@ int main() {
     for (const Case& k : cases) run_case(k, rng, s);
   }
   // The rows kernel at 1 tile, at 4 (2 for 9-16 rows: its register cap) and by shape (0, the
-  // default); the one-row reference runs at the same setting (its bits do not depend on it).
+  // default), against the one-row kernel at 1 tile and at the same setting (run_rows_case).
   for (int tiles : {1, 4, 0}) {
     cuda::gemv_mlx4_tc_set_tiles(tiles);
     std::printf("rows, row tiles setting %d\n", tiles);
@@ -232,6 +240,11 @@ int main() {
   }
   cuda::gemv_mlx4_tc_set_tiles(2);
   run_rows_case("qwen gate|up, 2 tiles", 1280, 2560, 16, 0, rng, s);
+  for (int n : {2, 4, 8}) run_rows_case("plain, 2 tiles", 72, 640, n, 0, rng, s);  // kP 1 / 2 / 4 at 2 tiles
+  // By shape where it picks more than one tile: 16 entries of 1280 rows (20 blocks of 64 rows
+  // each: 320 >= 1.5 an SM on <= 213 SMs): 4 tiles at n = 4, 2 at n = 16 (the register cap).
+  cuda::gemv_mlx4_tc_set_tiles(0);
+  for (int n : {4, 16}) run_rows_case("routed, by shape", 1280, 640, n, 16, rng, s);
   cuda::gemv_mlx4_tc_set_tiles(1);
   {  // the switch: gemv (kDirect, as the Qwen model launches) and gemv_rows both on the tc kernels
     std::mt19937_64 r3(3);

@@ -119,7 +119,10 @@ void gemv_set_pdl(bool on);
 // gemv_detail::pdl_begin() (trigger its dependents, then wait, before it reads or writes anything),
 // so a decode step's chain of small launches overlaps each launch with the kernel before it and the
 // next gemv streams its first weights while they run. Exact (the same arithmetic); only with
-// gemv_pdl(). DS4_SMALL_PDL (0 or 1; unset = 0 until measured) or small_kernel_pdl_set.
+// gemv_pdl(). DS4_SMALL_PDL (0 or 1; unset = 0 until measured) or small_kernel_pdl_set. Off, the
+// small kernels launch plainly, but their trigger (pdl_begin) is unconditional: a PDL-launched
+// gemv after one now starts while it runs, as after any other kernel that triggers (session 32,
+// unmeasured; the A/B's baseline for that part is the binaries before it).
 bool small_kernel_pdl();
 void small_kernel_pdl_set(bool on);
 
