@@ -16,8 +16,8 @@ struct SwiGlu {
 };
 
 template <class Op>
-__global__ void unary_binary_kernel(const float* a, const float* b, float* y, int64_t n, Op op) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void unary_binary_kernel(const float* a, const float* b, float* y, int64_t n, Op op, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     y[i] = op(a[i], b ? b[i] : 0.f);
 }
@@ -32,9 +32,9 @@ void launch(const float* a, const float* b, float* y, int64_t n, cudaStream_t st
   DS4_CUDA_CHECK_LAUNCH();
 }
 
-__global__ void swiglu_clamp_rows_kernel(const float* __restrict__ gu, int64_t gs, int64_t rows, int64_t n,
-                                         float limit, float* __restrict__ y, int64_t ys) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void swiglu_clamp_rows_kernel(const float* __restrict__ gu, int64_t gs, int64_t rows, int64_t n, float limit,
+                                         float* __restrict__ y, int64_t ys, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * n) return;
   const int64_t r = i / n, c = i % n;

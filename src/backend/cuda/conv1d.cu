@@ -10,8 +10,8 @@ namespace {
 
 __global__ void conv1d_step_kernel(const float* __restrict__ x_new, const float* __restrict__ w,
                                    float* __restrict__ state, int64_t C, int K, int dil, bool silu,
-                                   float* __restrict__ y, Conv1dRows rows) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                   float* __restrict__ y, Conv1dRows rows, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int s = (K - 1) * dil;
@@ -42,10 +42,11 @@ __global__ void conv1d_step_kernel(const float* __restrict__ x_new, const float*
 // rewritten after a barrier, once every row of the block's channels has read the old one.
 constexpr int kConvRowGroups = 8;
 
-__global__ void __launch_bounds__(32 * kConvRowGroups) conv1d_chunk_kernel(
-    const float* __restrict__ x_new, const float* __restrict__ w, float* __restrict__ state, int64_t C, int K,
-    int dil, bool silu, float* __restrict__ y, int64_t count, int64_t x_stride, int64_t y_stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(32 * kConvRowGroups)
+    conv1d_chunk_kernel(const float* __restrict__ x_new, const float* __restrict__ w, float* __restrict__ state,
+                        int64_t C, int K, int dil, bool silu, float* __restrict__ y, int64_t count, int64_t x_stride,
+                        int64_t y_stride, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x % 32;
   const int g = threadIdx.x / 32;
   const int s = (K - 1) * dil;

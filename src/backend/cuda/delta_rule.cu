@@ -11,8 +11,8 @@ namespace ds4::cuda {
 namespace {
 
 // One warp per q/k head (2 * k_heads of them).
-__global__ void qk_l2norm_kernel(float* __restrict__ qkv, DeltaRuleShape sh, int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void qk_l2norm_kernel(float* __restrict__ qkv, DeltaRuleShape sh, int64_t stride, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   qkv += int64_t(blockIdx.y) * stride;  // token (rows variant)
   const int64_t head = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -41,8 +41,8 @@ __device__ __forceinline__ void seq_token(Cp& qkv, Cp& g, Cp& beta, P& S, P& o, 
 // q, k and the per-row decay exp(g) {3, k_dim} of the current token; tokens run in order.
 __global__ void delta_rule_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
                                   const float* __restrict__ beta, float* __restrict__ S, float* __restrict__ o,
-                                  DeltaRuleShape sh, DeltaRuleRows rows) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                  DeltaRuleShape sh, DeltaRuleRows rows, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float qkd[];
   seq_token(qkv, g, beta, S, o, rows);
   const int64_t h = blockIdx.x, kd = sh.k_dim, vd = sh.v_dim, kh = h / (sh.v_heads / sh.k_heads);
@@ -87,10 +87,11 @@ __global__ void delta_rule_kernel(const float* __restrict__ qkv, const float* __
 // next token's q, k, gate, beta and v are loaded into registers while the current one
 // computes. PER: key channels fetched per thread (PER x blockDim.x >= KD).
 template <int KD, int PER, int P>
-__global__ void __launch_bounds__(P == 1 ? 256 : 512) delta_rule_reg_kernel(
-    const float* __restrict__ qkv, const float* __restrict__ g, const float* __restrict__ beta,
-    float* __restrict__ S, float* __restrict__ o, DeltaRuleShape sh, DeltaRuleRows rows) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(P == 1 ? 256 : 512)
+    delta_rule_reg_kernel(const float* __restrict__ qkv, const float* __restrict__ g, const float* __restrict__ beta,
+                          float* __restrict__ S, float* __restrict__ o, DeltaRuleShape sh, DeltaRuleRows rows,
+                          bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   using L = detail::ColumnLayout<KD, P>;
   extern __shared__ float4 qkd4[];
   float* qkd = reinterpret_cast<float*>(qkd4);  // L's {q, k, decay} of the current token
@@ -164,10 +165,11 @@ __host__ __device__ constexpr size_t staged_smem_bytes() {
 }
 
 template <int KD, int P>
-__global__ void __launch_bounds__(kStagedThreads) delta_rule_staged_kernel(
-    const float* __restrict__ qkv, const float* __restrict__ g, const float* __restrict__ beta,
-    float* __restrict__ S, float* __restrict__ o, DeltaRuleShape sh, DeltaRuleRows rows) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(kStagedThreads)
+    delta_rule_staged_kernel(const float* __restrict__ qkv, const float* __restrict__ g, const float* __restrict__ beta,
+                             float* __restrict__ S, float* __restrict__ o, DeltaRuleShape sh, DeltaRuleRows rows,
+                             bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   using L = detail::ColumnLayout<KD, P>;
   constexpr int kCols = kStagedThreads / P;
   extern __shared__ float4 sm4[];

@@ -116,13 +116,11 @@ void gemv_set_pdl(bool on);
 
 // The models' small kernels (norms, routers, gates, attention and recurrent steps, the Qwen family's
 // and the shared conv1d / delta-rule / top-k ones) as programmatic dependents too, each opening with
-// gemv_detail::pdl_begin() (trigger its dependents, then wait, before it reads or writes anything),
+// gemv_detail::pdl_begin(trigger) (trigger its dependents, then wait, before it reads or writes anything),
 // so a decode step's chain of small launches overlaps each launch with the kernel before it and the
 // next gemv streams its first weights while they run. Exact (the same arithmetic); only with
-// gemv_pdl(). DS4_SMALL_PDL (0 or 1; unset = 0 until measured) or small_kernel_pdl_set. Off, the
-// small kernels launch plainly, but their trigger (pdl_begin) is unconditional: a PDL-launched
-// gemv after one now starts while it runs, as after any other kernel that triggers (session 32,
-// unmeasured; the A/B's baseline for that part is the binaries before it).
+// gemv_pdl(). DS4_SMALL_PDL (0 or 1; unset = 0 until measured) or small_kernel_pdl_set; off, the
+// small kernels neither launch as dependents nor trigger theirs (the launches as before).
 bool small_kernel_pdl();
 void small_kernel_pdl_set(bool on);
 

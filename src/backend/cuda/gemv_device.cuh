@@ -100,10 +100,12 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// A small kernel's first statement (small_kernel_pdl): its dependents may launch, and it reads and
-// writes nothing before the kernel it depends on has finished.
-__device__ __forceinline__ void pdl_begin() {
-  pdl_launch_dependents();
+// A PDL kernel's first statement: its dependents may launch (when `trigger`), and it reads and
+// writes nothing before the kernel it depends on has finished. The small kernels (launch_small)
+// pass the launch's small_kernel_pdl() as their last argument, so with DS4_SMALL_PDL off they
+// neither launch as dependents nor let the next kernel (a PDL gemv) start early: the code before.
+__device__ __forceinline__ void pdl_begin(bool trigger = true) {
+  if (trigger) pdl_launch_dependents();
   pdl_wait();
 }
 
@@ -137,10 +139,12 @@ void launch_maybe_pdl(bool pdl, void (*k)(KArgs...), dim3 blocks, int threads, c
   launch_maybe_pdl_smem(true, k, blocks, threads, 0, stream, std::forward<Args>(args)...);
 }
 
-// A small kernel (one that opens with pdl_begin) as a programmatic dependent when small_kernel_pdl().
+// A small kernel (its last parameter `bool pdl_trigger`, its first statement pdl_begin(pdl_trigger))
+// as a programmatic dependent, triggering its own dependents, when small_kernel_pdl().
 template <class... KArgs, class... Args>
 void launch_small(void (*k)(KArgs...), dim3 blocks, int threads, size_t smem, cudaStream_t stream, Args&&... args) {
-  launch_maybe_pdl_smem(small_kernel_pdl(), k, blocks, threads, smem, stream, std::forward<Args>(args)...);
+  const bool pdl = small_kernel_pdl();
+  launch_maybe_pdl_smem(pdl, k, blocks, threads, smem, stream, std::forward<Args>(args)..., pdl);
 }
 
 }  // namespace ds4::cuda::gemv_detail

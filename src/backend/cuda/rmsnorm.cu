@@ -7,9 +7,9 @@
 namespace ds4::cuda {
 namespace {
 
-__global__ void rmsnorm_kernel(const float* x, const float* __restrict__ w, float* y, int64_t dim,
-                               float eps, int64_t x_stride, int64_t y_stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void rmsnorm_kernel(const float* x, const float* __restrict__ w, float* y, int64_t dim, float eps,
+                               int64_t x_stride, int64_t y_stride, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const float* xr = x + int64_t(blockIdx.x) * x_stride;
   float* yr = y + int64_t(blockIdx.x) * y_stride;
   float ss = 0.f;

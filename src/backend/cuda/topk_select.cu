@@ -30,8 +30,8 @@ __device__ __forceinline__ uint32_t topk_key(float f) {
 
 // (kThreads, 1): with the bound alone ptxas aimed at 2 blocks an SM and spilled to stay in 32
 // registers; one block of 1024 has 64 available (43 used, no spill, sm_90a).
-__global__ void __launch_bounds__(kThreads, 1) topk_select_kernel(TopkSelectArgs a) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(kThreads, 1) topk_select_kernel(TopkSelectArgs a, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   __shared__ unsigned hist[256];
   __shared__ unsigned warp_gt[kWarps], warp_eq[kWarps];
   __shared__ uint32_t s_prefix;

@@ -31,8 +31,8 @@ using detail::visible_rows;
 // operations in the same order (each thread's j ascending).
 constexpr int kNormRopePrefetch = 4;
 
-__global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict__ pos, Rows rr) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void norm_rope_kernel(float* x, NormRope r, const int32_t* __restrict__ pos, Rows rr, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float row[];  // {hd}
   const int64_t hd = r.head_dim, p = detail::row_position(pos, rr, blockIdx.y);
   float* xh = x + int64_t(blockIdx.y) * rr.stride + int64_t(blockIdx.x) * hd;
@@ -167,9 +167,9 @@ __device__ __forceinline__ void add4(float4& a, float4 b) { a.x += b.x, a.y += b
 // shared memory (the query's space, free after the scores). Writes the chunk's max and
 // exp-sum per head and the unnormalized partial output {hg, hd}.
 template <int C>
-__global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, int hg, int groups,
-                                                                const int32_t* __restrict__ pos, Rows rr) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(kThreads)
+    attend_chunk_kernel(AttendArgs a, int hg, int groups, const int32_t* __restrict__ pos, Rows rr, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float4 sm4[];  // q {hg, hd} | value partials {groups - 1, hg, hd}, then p {hg, C}
   float* sm = reinterpret_cast<float*>(sm4);
   const int64_t p = to_row(a, blockIdx.z, rr, pos), hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
@@ -269,9 +269,9 @@ __global__ void __launch_bounds__(kThreads) attend_chunk_kernel(AttendArgs a, in
 // rows [c * kAttnChunkWide, ...): scores (a warp per row, the row read once for all HG heads),
 // the chunk's max and exp-sum per head (one thread per head), and the unnormalized partial
 // output {HG, hd} (each thread its columns over all the chunk's rows).
-__global__ void __launch_bounds__(kThreads) attend_wide_kernel(AttendArgs a, int hg, const int32_t* __restrict__ pos,
-                                                               Rows rr) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(kThreads)
+    attend_wide_kernel(AttendArgs a, int hg, const int32_t* __restrict__ pos, Rows rr, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float sm[];  // q {hg, hd}, then p {hg, kAttnChunkWide}
   const int64_t p = to_row(a, blockIdx.z, rr, pos), hd = a.hd, c = blockIdx.y, h0 = int64_t(blockIdx.x) * hg;
   int64_t n_win;
@@ -327,12 +327,12 @@ __global__ void __launch_bounds__(kThreads) attend_wide_kernel(AttendArgs a, int
   }
 }
 
-
 // One block per head: merges the chunks (rescaled to the global max, the sink joining the
 // denominator), then rotates the output's rope tail back (K == V carried rope). Each chunk's
 // weight exp(m_c - m) is computed once into shared memory.
-__global__ void attend_merge_kernel(AttendArgs a, int64_t chunk, const int32_t* __restrict__ pos, Rows rr) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void attend_merge_kernel(AttendArgs a, int64_t chunk, const int32_t* __restrict__ pos, Rows rr,
+                                    bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float o[];  // {hd}, then the chunk weights {chunks}
   const int64_t p = to_row(a, blockIdx.y, rr, pos), hd = a.hd, h = blockIdx.x;
   int64_t n_win;

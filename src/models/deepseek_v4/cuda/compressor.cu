@@ -54,8 +54,9 @@ __device__ void lane_row(const LaneArgs& a, float* row, int64_t p, const float* 
 
 // One block walks the rows (a chunk's tokens) in order: each row's step sees the lane state
 // the previous row left, exactly as consecutive one-token steps.
-__global__ void compressor_kernel(LaneArgs a, const int32_t* __restrict__ pos, int64_t rows, int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void compressor_kernel(LaneArgs a, const int32_t* __restrict__ pos, int64_t rows, int64_t stride,
+                                  bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float row[];  // {dim}
   const int64_t p0 = *pos;
   for (int64_t t = 0; t < rows; ++t) lane_row(a, row, p0 + t, a.kv + t * stride, a.gate + t * stride, t);
@@ -64,8 +65,8 @@ __global__ void compressor_kernel(LaneArgs a, const int32_t* __restrict__ pos, i
 // A decode batch (Rows::shift): block t steps row t's own sequence's lane (the lane pointers
 // name row 0's state) at that sequence's position, exactly as its one-token step's walk does.
 // No undo log: a decode batch never captures.
-__global__ void compressor_seq_kernel(LaneArgs a, const int32_t* __restrict__ pos, Rows rr) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void compressor_seq_kernel(LaneArgs a, const int32_t* __restrict__ pos, Rows rr, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float row[];  // {dim}
   const int64_t t = blockIdx.x, b = detail::row_shift(rr, t);
   a.pend_kv = detail::shifted(a.pend_kv, b), a.pend_gate = detail::shifted(a.pend_gate, b);
@@ -78,8 +79,8 @@ __global__ void compressor_seq_kernel(LaneArgs a, const int32_t* __restrict__ po
 // indices as in lane_row (j over W for the slots, over D for the Ca half), so its own
 // program order is the only ordering needed.
 __global__ void undo_kernel(const LaneUndo* __restrict__ lanes, uint8_t* st, const uint8_t* cap, int64_t p0,
-                            int64_t rows, int64_t keep) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                            int64_t rows, int64_t keep, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const LaneUndo u = lanes[blockIdx.x];
   auto S = [&](uint64_t off) { return reinterpret_cast<float*>(st + off); };
   auto C = [&](uint64_t off) { return reinterpret_cast<const float*>(cap + off); };
@@ -112,8 +113,8 @@ __device__ __forceinline__ int64_t to_row(IndexerArgs& a, int64_t t, const Rows&
 
 // One block per indexer head (and row: blockIdx.y): rope the query tail, then the storage
 // round trip.
-__global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos, Rows rr) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos, Rows rr, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float row[];  // {d}
   const int64_t p = to_row(a, blockIdx.y, rr, pos);
   float* q = a.q + int64_t(blockIdx.x) * a.d;
@@ -129,8 +130,8 @@ __global__ void index_q_kernel(IndexerArgs a, const int32_t* __restrict__ pos, R
 // unpadded stride of d would put them all in one bank). The warp first copies its entry to
 // shared with all lanes' loads in flight (issue #23: every lane walking the entry itself
 // waited a memory latency per feature); the dot products run in the same order as before.
-__global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ pos, Rows rr) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void index_score_kernel(IndexerArgs a, const int32_t* __restrict__ pos, Rows rr, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float sq[];  // {nh, d + 1} then {nh}, then {warps, d}: each warp's entry
   const int64_t p = to_row(a, blockIdx.y, rr, pos);
   const int64_t nh = a.nh, d = a.d, ld = d + 1, visible = (p + 1) / a.ratio;

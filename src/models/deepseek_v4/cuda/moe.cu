@@ -85,8 +85,8 @@ __device__ void route_token(RouteArgs a, int64_t t, int64_t stride) {
   }
 }
 
-__global__ void route_kernel(RouteArgs a, int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void route_kernel(RouteArgs a, int64_t stride, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   route_token(a, blockIdx.x, stride);
 }
 
@@ -106,8 +106,8 @@ __device__ __forceinline__ float4 swiglu4(float4 g, float4 u, float limit) {
 
 __global__ void swiglu_clamp_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t rows,
                                     int64_t cols, int64_t in_stride, float limit, float* __restrict__ y,
-                                    int64_t out_stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                    int64_t out_stride, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
   const int64_t r = i / cols, c = i % cols;
@@ -180,8 +180,8 @@ __device__ __forceinline__ void quantize_tile(const float* x, int64_t n, int64_t
 // a warp per tile: the routed experts' input quantized beside the router instead of in a
 // launch of its own between the router and gate|up (issue #23).
 template <bool kQ8K>
-__global__ void route_quant_kernel(RouteArgs a, const float* x, int64_t n, QuantOut o) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void route_quant_kernel(RouteArgs a, const float* x, int64_t n, QuantOut o, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   if (blockIdx.x == 0) {
     route_token(a, 0, 0);
     return;
@@ -240,8 +240,9 @@ QuantOut quant_out(const char* who, const ds4::cuda::DeviceActQ8& q, int64_t row
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 __global__ void combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
-                               const float* __restrict__ sh, int64_t d, float* __restrict__ out, int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                               const float* __restrict__ sh, int64_t d, float* __restrict__ out, int64_t stride,
+                               bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   {
     const int64_t t = blockIdx.y;
     y += t * k * d, w += t * k, sh += t * stride, out += t * stride;

@@ -25,8 +25,8 @@ using ds4::cuda::detail::warp_reduce;
 __global__ void indexer_append_kernel(const float* __restrict__ k0, const float* __restrict__ gate0,
                                       const float* __restrict__ nw, const float* __restrict__ nb,
                                       const float* __restrict__ ape, IndexerCache c, IndexerShape sh,
-                                      const int32_t* __restrict__ pos, Rows rows) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                      const int32_t* __restrict__ pos, Rows rows, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   int64_t t0 = 0, t1 = rows.count;
   if (rows.seq.at) {
     t0 = blockIdx.x, t1 = t0 + 1;
@@ -67,8 +67,8 @@ __global__ void indexer_append_kernel(const float* __restrict__ k0, const float*
 // One warp per complete pool: score = sum_h w[h]/sqrt(heads) * relu(q_h . pool / sqrt(dim)).
 __global__ void indexer_score_kernel(const float* __restrict__ q, const float* __restrict__ w, IndexerCache c,
                                      IndexerShape sh, const int32_t* __restrict__ pos, float* __restrict__ scores,
-                                     Rows rr) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                     Rows rr, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   {  // token blockIdx.y of a chunk (a decode batch: on its own sequence's pools)
     const int64_t o = int64_t(blockIdx.y) * rr.stride;
     q += o, w += o, scores += o, pos += blockIdx.y;
@@ -95,8 +95,8 @@ __global__ void indexer_score_kernel(const float* __restrict__ q, const float* _
 constexpr int kListThreads = 1024;
 __global__ void selection_list_kernel(const uint8_t* __restrict__ keep, IndexerShape sh,
                                       const int32_t* __restrict__ pos, int32_t* __restrict__ idx,
-                                      int32_t* __restrict__ count, int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                      int32_t* __restrict__ count, int64_t stride, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   {  // token blockIdx.x of a chunk
     const int64_t o = int64_t(blockIdx.x) * stride;
     keep += 4 * o, idx += o, count += o, pos += blockIdx.x;

@@ -15,8 +15,8 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); 
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(expf(x)); }
 
 __global__ void kda_gates_kernel(float* __restrict__ g, float* __restrict__ beta, const float* __restrict__ a_log,
-                                 const float* __restrict__ dt_bias, KdaShape sh, int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                 const float* __restrict__ dt_bias, KdaShape sh, int64_t stride, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   g += int64_t(blockIdx.y) * stride;
   beta += int64_t(blockIdx.y) * stride;
   const int64_t qkv = sh.heads * sh.head_dim;
@@ -32,8 +32,8 @@ __global__ void kda_gates_kernel(float* __restrict__ g, float* __restrict__ beta
 
 // One block per head (and token: blockIdx.y).
 __global__ void kda_gated_norm_kernel(float* __restrict__ o, const float* __restrict__ gate,
-                                      const float* __restrict__ w, KdaShape sh, int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                      const float* __restrict__ w, KdaShape sh, int64_t stride, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t hd = sh.head_dim;
   float* oh = o + int64_t(blockIdx.y) * stride + blockIdx.x * hd;
   const float* gh = gate + int64_t(blockIdx.y) * stride + blockIdx.x * hd;

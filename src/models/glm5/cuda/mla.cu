@@ -23,8 +23,8 @@ using ds4::cuda::detail::SumOp;
 using ds4::cuda::detail::warp_reduce;
 
 __global__ void mla_append_kernel(const float* __restrict__ kv, const float* __restrict__ w, float* __restrict__ latent,
-                                  const int32_t* __restrict__ pos, MlaShape sh, Rows rr) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                  const int32_t* __restrict__ pos, MlaShape sh, Rows rr, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   kv += int64_t(blockIdx.x) * rr.stride;  // token blockIdx.x of a chunk
   latent = shifted(latent, seq_shift(rr.seq, blockIdx.x));  // a decode batch: its own sequence's cache
   const int64_t n = sh.kv_lora;
@@ -55,12 +55,11 @@ __device__ __forceinline__ void to_token(const Rows& rr, L& latent, P&... per_to
 constexpr int kScoreHeads = 16;  // queries per block: 16 x 512 floats = 32 KB of shared memory
 constexpr int kScoreRows = 4;    // selected rows per warp at a time (4 x 16 registers a lane)
 constexpr int kScoreThreads = 256;
-__global__ void __launch_bounds__(kScoreThreads) mla_scores_kernel(const float* __restrict__ q_lat,
-                                                                   const float* __restrict__ latent,
-                                                                   const int32_t* __restrict__ sel_idx,
-                                                                   const int32_t* __restrict__ sel_count, MlaShape sh,
-                                                                   float* __restrict__ scores, Rows rr) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(kScoreThreads)
+    mla_scores_kernel(const float* __restrict__ q_lat, const float* __restrict__ latent,
+                      const int32_t* __restrict__ sel_idx, const int32_t* __restrict__ sel_count, MlaShape sh,
+                      float* __restrict__ scores, Rows rr, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   to_token(rr, latent, q_lat, sel_idx, sel_count, scores);
   __shared__ float qs[kScoreHeads * kMaxKvLora];
   constexpr int kPer = kMaxKvLora / 32;
@@ -105,8 +104,8 @@ __global__ void __launch_bounds__(kScoreThreads) mla_scores_kernel(const float* 
 
 // One block per head: scores -> probabilities in place (exp(s - max) * 1/sum).
 __global__ void mla_softmax_kernel(const int32_t* __restrict__ sel_count, MlaShape sh, float* __restrict__ scores,
-                                   int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                   int64_t stride, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   sel_count += int64_t(blockIdx.y) * stride;  // token blockIdx.y
   float* sc = scores + int64_t(blockIdx.y) * stride + int64_t(blockIdx.x) * sh.width;
   const int64_t count = *sel_count;
@@ -133,12 +132,11 @@ __global__ void mla_softmax_kernel(const int32_t* __restrict__ sel_count, MlaSha
 // its sel_idx load: ~4 KB in flight per SM, 71-73 us a layer at 2K, H100 session 25 calls 1-2.)
 // Each output is the same operations in the same order as that kernel's.
 constexpr int kOutThreads = 256, kOutGroup = 128;
-__global__ void __launch_bounds__(kOutThreads) mla_output_kernel(const float* __restrict__ probs,
-                                                                 const float* __restrict__ latent,
-                                                                 const int32_t* __restrict__ sel_idx,
-                                                                 const int32_t* __restrict__ sel_count, MlaShape sh,
-                                                                 float* __restrict__ o_lat, Rows rr) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(kOutThreads)
+    mla_output_kernel(const float* __restrict__ probs, const float* __restrict__ latent,
+                      const int32_t* __restrict__ sel_idx, const int32_t* __restrict__ sel_count, MlaShape sh,
+                      float* __restrict__ o_lat, Rows rr, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   to_token(rr, latent, probs, sel_idx, sel_count, o_lat);
   constexpr int kWarps = kOutThreads / 32, kPer = kOutGroup / kWarps, kLaneP = kOutGroup / 32;
   __shared__ float tile[2][kOutGroup][32];  // {group row, column}, two groups
@@ -208,8 +206,8 @@ __global__ void __launch_bounds__(kOutThreads) mla_output_kernel(const float* __
 // are then 0 and their probabilities never written, so they add nothing to the output).
 __global__ void mla_gather_kernel(const float* __restrict__ latent, const int32_t* __restrict__ sel_idx,
                                   const int32_t* __restrict__ sel_count, MlaShape sh, float* __restrict__ g,
-                                  int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                  int64_t stride, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t t = blockIdx.y, j = blockIdx.x, n = sh.kv_lora;
   sel_idx += t * stride, sel_count += t * stride;
   float* out = g + (t * sh.width + j) * n;

@@ -15,8 +15,9 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); 
 
 // One block of blockDim >= 32 per token. Shared: score {E}, choice {E}, rank {E}, group {G}.
 __global__ void moe_route_kernel(const float* __restrict__ logits, const float* __restrict__ bias, RouteShape sh,
-                                 int32_t* __restrict__ ids, float* __restrict__ weights, int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                 int32_t* __restrict__ ids, float* __restrict__ weights, int64_t stride,
+                                 bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float sm[];
   const int64_t E = sh.experts, K = sh.k;
   logits += int64_t(blockIdx.x) * stride;
@@ -85,8 +86,9 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, const float* 
 // its ascending slot.
 constexpr int kRouteWarpPer = 16;  // experts per lane at most: E <= 512
 __global__ void moe_route_warp_kernel(const float* __restrict__ logits, const float* __restrict__ bias, RouteShape sh,
-                                      int32_t* __restrict__ ids, float* __restrict__ weights, int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                      int32_t* __restrict__ ids, float* __restrict__ weights, int64_t stride,
+                                      bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int E = int(sh.experts), K = int(sh.k), lane = int(threadIdx.x);
   logits += int64_t(blockIdx.x) * stride;
   ids += int64_t(blockIdx.x) * K;
@@ -126,8 +128,9 @@ __global__ void moe_route_warp_kernel(const float* __restrict__ logits, const fl
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
-                                   const float* __restrict__ sh, int64_t d, float* __restrict__ out, int64_t stride) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                   const float* __restrict__ sh, int64_t d, float* __restrict__ out, int64_t stride,
+                                   bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   {
     const int64_t t = blockIdx.y;
     y += t * k * d, w += t * k, sh += t * stride, out += t * stride;

@@ -17,8 +17,8 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); 
 
 // beta {vh} = sigmoid(b), g {vh} = -exp(a_log) softplus(a + dt_bias), in place.
 __global__ void gdn_gates_kernel(float* __restrict__ b, float* __restrict__ a, const float* __restrict__ a_log,
-                                 const float* __restrict__ dt_bias, GdnShape g, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                 const float* __restrict__ dt_bias, GdnShape g, int64_t rs, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   b += blockIdx.x * rs, a += blockIdx.x * rs;  // one block per row
   for (int64_t h = threadIdx.x; h < g.v_heads; h += blockDim.x) {
     b[h] = sigm(b[h]);
@@ -28,9 +28,9 @@ __global__ void gdn_gates_kernel(float* __restrict__ b, float* __restrict__ a, c
   }
 }
 
-__global__ void gdn_gated_norm_kernel(float* __restrict__ o, const float* __restrict__ z,
-                                      const float* __restrict__ w, GdnShape g, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void gdn_gated_norm_kernel(float* __restrict__ o, const float* __restrict__ z, const float* __restrict__ w,
+                                      GdnShape g, int64_t rs, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t vd = g.v_dim;
   float* oh = o + blockIdx.y * rs + blockIdx.x * vd;
   const float* zh = z + blockIdx.y * rs + blockIdx.x * vd;
@@ -65,11 +65,12 @@ __device__ __forceinline__ float conv_silu(const float* __restrict__ x_new, cons
 // qk_l2norm_kernel (same sum order, eps and q scale); the blocks after: a thread per value
 // channel, and the first of them the gates.
 constexpr int kPrepThreads = 128;
-__global__ void __launch_bounds__(kPrepThreads) gdn_conv_prep_kernel(const float* __restrict__ raw,
-    const float* __restrict__ conv_w, float* __restrict__ state, int K, float* __restrict__ qkv, float* __restrict__ b,
-    float* __restrict__ a, const float* __restrict__ a_log, const float* __restrict__ dt_bias, GdnShape g,
-    int64_t qk_blocks) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(kPrepThreads)
+    gdn_conv_prep_kernel(const float* __restrict__ raw, const float* __restrict__ conv_w, float* __restrict__ state,
+                         int K, float* __restrict__ qkv, float* __restrict__ b, float* __restrict__ a,
+                         const float* __restrict__ a_log, const float* __restrict__ dt_bias, GdnShape g,
+                         int64_t qk_blocks, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t kd = g.k_dim, C = 2 * g.k_heads * kd + g.v_heads * g.v_dim;
   if (int64_t(blockIdx.x) < qk_blocks) {
     const int64_t head = int64_t(blockIdx.x) * (kPrepThreads / 32) + threadIdx.x / 32;

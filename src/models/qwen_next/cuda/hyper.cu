@@ -17,8 +17,8 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); 
 
 // One block per stream: rmsnorm of that stream's d values.
 __global__ void hc_norm_kernel(const float* __restrict__ h, const float* __restrict__ w, int64_t d, float eps,
-                               float* __restrict__ out, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                               float* __restrict__ out, int64_t rs, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   h += blockIdx.y * rs, out += blockIdx.y * rs;
   const float* x = h + blockIdx.x * d;
   float ss = 0.f;
@@ -28,8 +28,8 @@ __global__ void hc_norm_kernel(const float* __restrict__ h, const float* __restr
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) out[blockIdx.x * d + i] = (x[i] * r) * w[blockIdx.x * d + i];
 }
 
-__global__ void hc_low_act_kernel(float* low, int64_t r, float inv_hc, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void hc_low_act_kernel(float* low, int64_t r, float inv_hc, int64_t rs, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   low += blockIdx.y * rs;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < r) {
@@ -39,8 +39,9 @@ __global__ void hc_low_act_kernel(float* low, int64_t r, float inv_hc, int64_t r
 }
 
 __global__ void hc_combine_kernel(const float* __restrict__ mix, const float* __restrict__ normed, int64_t hc,
-                                  int64_t d, float* __restrict__ mixed, float* __restrict__ inject, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                  int64_t d, float* __restrict__ mixed, float* __restrict__ inject, int64_t rs,
+                                  bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   mix += blockIdx.y * rs, normed += blockIdx.y * rs, mixed += blockIdx.y * rs;
   if (inject) inject += blockIdx.y * rs;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -53,16 +54,17 @@ __global__ void hc_combine_kernel(const float* __restrict__ mix, const float* __
   if (inject && i < hc) inject[i] = 2.f * sigm(inject[i] * inv_hc);
 }
 
-__global__ void hc_write_kernel(float* __restrict__ h, const float* __restrict__ out,
-                                const float* __restrict__ inject, int64_t hc, int64_t d, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void hc_write_kernel(float* __restrict__ h, const float* __restrict__ out, const float* __restrict__ inject,
+                                int64_t hc, int64_t d, int64_t rs, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   h += blockIdx.y * rs, out += blockIdx.y * rs, inject += blockIdx.y * rs;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < hc * d) h[i] += out[i % d] * inject[i / d];
 }
 
-__global__ void hc_broadcast_kernel(const float* __restrict__ x, int64_t hc, int64_t d, float* __restrict__ h) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void hc_broadcast_kernel(const float* __restrict__ x, int64_t hc, int64_t d, float* __restrict__ h,
+                                    bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < hc * d) h[i] = x[i % d];
 }

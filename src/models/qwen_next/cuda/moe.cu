@@ -78,10 +78,10 @@ __device__ void route_softmax(const float* __restrict__ logits, int64_t E, const
 // for numbers it is the same set as rank(e) < k, and the normalizing sum keeps its order, so
 // ids and weights are bit for bit the old kernel's. (A top-k by warps with shuffles only, session
 // 30, measured no faster in a decode step: -0.8 % on the H100, bench/results/session31-2026-12-07.)
-__global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* __restrict__ logits, int64_t E, int64_t k,
-                                                                 bool norm, int32_t* __restrict__ ids,
-                                                                 float* __restrict__ weights, int64_t rs, SharedAct sh) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(kRouteThreads)
+    moe_route_kernel(const float* __restrict__ logits, int64_t E, int64_t k, bool norm, int32_t* __restrict__ ids,
+                     float* __restrict__ weights, int64_t rs, SharedAct sh, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   logits += blockIdx.x * rs, ids += blockIdx.x * k, weights += blockIdx.x * k;
   extern __shared__ float prob[];  // {E} then flags {E}
   int* chosen = reinterpret_cast<int*>(prob + E);
@@ -119,8 +119,9 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* _
 
 // gu row e at e * gs floats, act row e at e * as (in place over the gate half is fine:
 // each element is read and written by one thread).
-__global__ void moe_swiglu_kernel(const float* gu, int64_t k, int64_t I, float* act, int64_t gs, int64_t as) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void moe_swiglu_kernel(const float* gu, int64_t k, int64_t I, float* act, int64_t gs, int64_t as,
+                                  bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= k * I) return;
   const int64_t e = i / I, c = i % I;
@@ -130,8 +131,8 @@ __global__ void moe_swiglu_kernel(const float* gu, int64_t k, int64_t I, float* 
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
                                    const float* __restrict__ sh, const float* __restrict__ sg, int64_t d,
-                                   float* __restrict__ out, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                   float* __restrict__ out, int64_t rs, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t row = blockIdx.y;
   y += row * k * d, w += row * k, sh += row * rs, sg += row * rs, out += row * rs;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -146,8 +147,8 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __r
 __global__ void moe_combine_write_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t k,
                                          const float* __restrict__ sh, const float* __restrict__ sg, int64_t d,
                                          float* __restrict__ out, float* __restrict__ h,
-                                         const float* __restrict__ inject, int64_t hc) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                         const float* __restrict__ inject, int64_t hc, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= d) return;
   float r = 0.f;

@@ -18,10 +18,10 @@ using ds4::cuda::detail::SumOp;
 //   kn = rmsnorm(key_k) nk, qn = rmsnorm(h_k) nq, g = signed_sqrt(kn . qn / sqrt(d)),
 //   gv_k = sigmoid(g) val, gvn_k = rmsnorm(gv_k) nc.
 __global__ void ple_gate_kernel(const float* __restrict__ key, const float* __restrict__ val,
-                                const float* __restrict__ h, const float* __restrict__ nk,
-                                const float* __restrict__ nq, const float* __restrict__ nc, int64_t d, float eps,
-                                float* __restrict__ gv, float* __restrict__ gvn, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                const float* __restrict__ h, const float* __restrict__ nk, const float* __restrict__ nq,
+                                const float* __restrict__ nc, int64_t d, float eps, float* __restrict__ gv,
+                                float* __restrict__ gvn, int64_t rs, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t row = blockIdx.y;
   key += row * rs, val += row * rs, h += row * rs, gv += row * rs, gvn += row * rs;
   const int64_t o = blockIdx.x * d;
@@ -52,8 +52,8 @@ __global__ void ple_gate_kernel(const float* __restrict__ key, const float* __re
 }
 
 __global__ void ple_add_kernel(float* __restrict__ h, const float* __restrict__ gv, const float* __restrict__ conv,
-                               int64_t n, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                               int64_t n, int64_t rs, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   h += blockIdx.y * rs, gv += blockIdx.y * rs, conv += blockIdx.y * rs;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) h[i] += gv[i] + conv[i];

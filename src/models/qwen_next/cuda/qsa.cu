@@ -67,11 +67,11 @@ __device__ void pool_block(const QsaCache& c, const QsaShape& sh, const float* i
 // Block (t, row) is one warp on vector t: the vectors' ~33 norm+rope
 // chains run side by side instead of ~4 deep in one block's 8 warps (issue #23: 19.5 us a QSA
 // layer); each vector's arithmetic is the warp function it always was, so the same bits.
-__global__ void qsa_prep_kernel(const float* __restrict__ qg, const float* __restrict__ k,
-                                const float* __restrict__ v, float* __restrict__ iqk, QsaNorms nw, QsaCache c,
-                                QsaShape sh, const int32_t* __restrict__ pos_p, float* __restrict__ q,
-                                float* __restrict__ gate, int64_t rs, bool pool) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void qsa_prep_kernel(const float* __restrict__ qg, const float* __restrict__ k, const float* __restrict__ v,
+                                float* __restrict__ iqk, QsaNorms nw, QsaCache c, QsaShape sh,
+                                const int32_t* __restrict__ pos_p, float* __restrict__ q, float* __restrict__ gate,
+                                int64_t rs, bool pool, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t row = blockIdx.y;
   qg += row * rs, k += row * rs, v += row * rs, iqk += row * rs, q += row * rs, gate += row * rs;
   const int64_t pos = pos_p[row], hd = sh.head_dim, D = sh.idx_dim, KVD = sh.kv_heads * hd;
@@ -103,8 +103,8 @@ __global__ void qsa_prep_kernel(const float* __restrict__ qg, const float* __res
 
 // One warp per row: the block row t completes, after every row's raw key is appended.
 __global__ void qsa_pool_kernel(QsaCache c, QsaShape sh, const float* __restrict__ idx_k_norm,
-                                const int32_t* __restrict__ pos_p) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                const int32_t* __restrict__ pos_p, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   pool_block(c, sh, idx_k_norm, pos_p[blockIdx.x]);
 }
 
@@ -135,11 +135,10 @@ size_t qsa_select_smem(const QsaShape& sh, int64_t per_cta) {
   return size_t(sh.idx_heads * sh.idx_dim + per_cta * (sh.idx_dim + 1 + sh.idx_heads)) * sizeof(float);
 }
 
-__global__ void __launch_bounds__(kSelectThreads) qsa_select_kernel(const float* __restrict__ iqk, QsaCache c,
-                                                                    QsaShape sh, const int32_t* __restrict__ pos_p,
-                                                                    float* __restrict__ scores, int64_t rs,
-                                                                    int per_cta) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(kSelectThreads)
+    qsa_select_kernel(const float* __restrict__ iqk, QsaCache c, QsaShape sh, const int32_t* __restrict__ pos_p,
+                      float* __restrict__ scores, int64_t rs, int per_cta, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   // {H, D} queries, {per_cta, D + 1} keys, {H, per_cta} relu(dot) terms
   extern __shared__ float sel_smem[];
   const int64_t row = blockIdx.y;
@@ -200,10 +199,11 @@ __global__ void __launch_bounds__(kSelectThreads) qsa_select_kernel(const float*
 constexpr int kAttnWarps = 4, kKeys = 4;
 
 template <int KD, int HG>
-__global__ void __launch_bounds__(kAttnWarps * 32) qsa_attend_split_kernel(
-    const float* __restrict__ q, QsaCache c, QsaShape sh, const int32_t* __restrict__ pos_p,
-    const uint8_t* __restrict__ keep, float* __restrict__ part, int64_t rs, int64_t list_cap) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void __launch_bounds__(kAttnWarps * 32)
+    qsa_attend_split_kernel(const float* __restrict__ q, QsaCache c, QsaShape sh, const int32_t* __restrict__ pos_p,
+                            const uint8_t* __restrict__ keep, float* __restrict__ part, int64_t rs, int64_t list_cap,
+                            bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ int32_t kept[];  // {list_cap}: the kept indexer blocks, ascending
   const int64_t row = blockIdx.z;
   q += row * rs, keep += row * rs * 4, part += row * rs;
@@ -308,8 +308,8 @@ __global__ void __launch_bounds__(kAttnWarps * 32) qsa_attend_split_kernel(
 
 // One block per (head, row): the splits rescaled to the global max, normalized, gated.
 __global__ void qsa_attend_merge_kernel(const float* __restrict__ gate, QsaShape sh, const float* __restrict__ part,
-                                        float* __restrict__ att, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                        float* __restrict__ att, int64_t rs, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   const int64_t row = blockIdx.y, h = blockIdx.x, hd = sh.head_dim;
   gate += row * rs, part += row * rs, att += row * rs;
   float M = -INFINITY;
@@ -333,10 +333,10 @@ __global__ void qsa_attend_merge_kernel(const float* __restrict__ gate, QsaShape
 
 // One block per query head: scores over visible keys, softmax, weighted values, output gate.
 // The path for head_dim > 256 (no model has one; the split kernel keeps hd / 32 per lane).
-__global__ void qsa_attend_kernel(const float* __restrict__ q, const float* __restrict__ gate, QsaCache c,
-                                  QsaShape sh, const int32_t* __restrict__ pos_p, const uint8_t* __restrict__ keep,
-                                  float* __restrict__ scores, float* __restrict__ att, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+__global__ void qsa_attend_kernel(const float* __restrict__ q, const float* __restrict__ gate, QsaCache c, QsaShape sh,
+                                  const int32_t* __restrict__ pos_p, const uint8_t* __restrict__ keep,
+                                  float* __restrict__ scores, float* __restrict__ att, int64_t rs, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float qs[];  // {hd}
   const int64_t row = blockIdx.y;
   q += row * rs, gate += row * rs, keep += row * rs * 4, scores += row * rs, att += row * rs;
@@ -394,8 +394,8 @@ template <int MG>
 __global__ void qsa_attend_group_kernel(const float* __restrict__ q, const float* __restrict__ gate, QsaCache c,
                                         QsaShape sh, const int32_t* __restrict__ pos_p,
                                         const uint8_t* __restrict__ keep, float* __restrict__ scores,
-                                        float* __restrict__ att, int64_t rs) {
-  ds4::cuda::gemv_detail::pdl_begin();
+                                        float* __restrict__ att, int64_t rs, bool pdl_trigger) {
+  ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
   extern __shared__ float qs[];  // {G, hd} queries, then {warps, MG} maxima and {warps, MG} sums
   const int64_t row = blockIdx.y, kvh = blockIdx.x;
   q += row * rs, gate += row * rs, keep += row * rs * 4, scores += row * rs, att += row * rs;
