@@ -101,8 +101,9 @@ struct StageItem {
 
 // Up to kStageBatch items at a time: every lane's loads of all of them issued before the first
 // split, their sums' butterflies interleaved. (One item after another, a warp with 16 groups waited
-// 16 chains of a dependent load and five shuffles before its first MMA: most of the tc kernel's time
-// on 4096-column rows, session 31.) Per item the same expressions as the one-at-a-time staging it
+// 16 chains of a dependent load and five shuffles before its first MMA: by reasoning, not measured,
+// what kept the tc kernel at 0.2-0.5x of gemv on 4096-column rows in session 31.) Per item the
+// same expressions as the one-at-a-time staging it
 // replaces: s = (0 + x[l]) + x[l + 32], then the xor butterfly 16 .. 1, so the same bits.
 constexpr int kStageBatch = 8;
 template <class Item>
