@@ -19,30 +19,19 @@ fi
 export NVDISASM
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-# source | function substring | mode ("" = the input loads the checker knows, --all-memory)
+# source | function substring | mode: the GEMV-type kernels (weights streamed before the wait; the
+# checker knows their input loads), then --all-memory for every source whose kernels open with
+# pdl_begin(pdl_trigger) (launch_small's small kernels, found by grep: a new one is checked without
+# editing this list) and DeepSeek's moe.cu (its swiglu / rmsnorm quantizers open with pdl_begin()).
 checks="src/backend/cuda/gemv.cu|gemv_direct_kernel|
 src/backend/cuda/gemv_act.cu|ELb0EEEv|
 src/backend/cuda/gemv_act.cu|ELb1EEEv|
+src/backend/cuda/gemv_act_mma.cu|act_mma_kernel|
+src/backend/cuda/gemv_act_rows_mma.cu|rows_mma_kernel|
 src/backend/cuda/act_quantize.cu|quantize_q8|
 src/backend/cuda/gemv_mlx4_tc.cu|gemv_mlx4_tc_kernel|
 src/models/qwen_next/cuda/hyper_fused.cu|hc_up_combine_kernel|
-src/models/qwen_next/cuda/moe.cu|_kernel|--all-memory
-src/models/qwen_next/cuda/gdn.cu|_kernel|--all-memory
-src/models/qwen_next/cuda/qsa.cu|_kernel|--all-memory
-src/models/qwen_next/cuda/hyper.cu|_kernel|--all-memory
-src/models/qwen_next/cuda/ple.cu|_kernel|--all-memory
-src/backend/cuda/delta_rule.cu|_kernel|--all-memory
-src/backend/cuda/topk_select.cu|_kernel|--all-memory
-src/backend/cuda/conv1d.cu|_kernel|--all-memory
-src/backend/cuda/activation.cu|_kernel|--all-memory
-src/backend/cuda/rmsnorm.cu|_kernel|--all-memory
-src/models/deepseek_v4/cuda/attention.cu|_kernel|--all-memory
-src/models/deepseek_v4/cuda/compressor.cu|_kernel|--all-memory
-src/models/deepseek_v4/cuda/moe.cu|_kernel|--all-memory
-src/models/glm5/cuda/indexer.cu|_kernel|--all-memory
-src/models/glm5/cuda/kda.cu|_kernel|--all-memory
-src/models/glm5/cuda/mla.cu|_kernel|--all-memory
-src/models/glm5/cuda/moe.cu|_kernel|--all-memory"
+$(grep -rl --include='*.cu' 'pdl_begin(' src | grep -v '^src/backend/cuda/gemv_device.cuh$' | sort | sed 's/$/|_kernel|--all-memory/')"
 # one cubin per source, compiled -j at a time
 echo "$checks" | cut -d'|' -f1 | sort -u | xargs -P "$jobs" -I{} sh -c \
   '"$0" -Isrc -O3 -DNDEBUG -arch=sm_90a -std=c++20 -lineinfo -cubin {} -o "$1/$(echo {} | tr / _).cubin"' "$nvcc" "$out"
