@@ -31,7 +31,7 @@ gemv_act and quantize_act:
   not routed by device data, so it must pass too)
     tools/device/pdl_sass_check.py /tmp/act_quantize.cubin src/backend/cuda/act_quantize.cu quantize_q8
   (a source without the waited / ids lines: its wait must be unconditional). The path analysis knows one predicate: the source's
-`const bool waited = a.ids != nullptr` (its line and the next), so the two waits of
+`const bool waited = a.ids != nullptr` (each such line and the next), so the two waits of
 gemv_direct_kernel (ids first / the rest before the unit loop) are not mixed up; a value kept
 in a register (P2R ... then ISETP ... Rn) is followed too. Exit 1 when a load is reachable.
 """
@@ -57,7 +57,7 @@ def source_lines(path):
         sys.exit(f'{path}: only one of the waited / ids lines was found (update this checker)')
     if not waited:
         return set(), set()
-    return {str(waited[0]), str(waited[0] + 1)}, {str(i) for i in ids}
+    return {str(w + d) for w in waited for d in (0, 1)}, {str(i) for i in ids}
 
 
 def marked_lines(sass):
