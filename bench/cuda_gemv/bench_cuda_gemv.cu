@@ -24,8 +24,8 @@
 // DeepSeek's dense decode shapes): us, GB/s and % of the copy bandwidth of both, the launch
 // configuration gemv_act chose (gemv_act_config) and the best one of a sweep over lanes per
 // weight block (Q2_K / IQ2_XXS: 4, 8; IQ2_XXS also with the byte-permute decoder), rows per
-// block (2, 4, 8) and row groups per block (1, 2, 4, 8), printed as a table of % of copy after the main one; the
-// quantize_act launch that feeds it (one row of cols values); gemv_act_rows at n = 1, 2, 4, 8, 16 as a multiple of one
+// block (2, 4, 8) and row groups per block (1, 2, 4, 8), printed as a table of % of copy after the main one; the quantize_act launch that feeds
+// it (one row of cols values); gemv_act_rows at n = 1, 2, 4, 8, 16 as a multiple of one
 // gemv_act of the same weight; and gemv_act_rows at n = 8 and 16 under 2, 4 and 8 weight rows
 // per block (gemv_act_set_rows_kernel_rows) on DeepSeek's dense Q8_0 and the expert shapes.
 //
@@ -53,8 +53,6 @@
 //        bench_cuda_gemv --mlx4-tc [reps]      MLX q4 g64: gemv vs gemv_mlx4_tc (BF16 tensor cores, exact
 //                                     x parts) on Qwen's decode shapes, us and % of copy; then
 //                                     gemv_rows vs gemv_mlx4_tc_rows at n = 2..16 (~20 s)
-//        bench_cuda_gemv --persist [reps]     gemv vs persistent blocks (gemv_set_persist 1 / 2 / 4 waves)
-//                                     on Qwen's MLX q4, DeepSeek's Q8_0 and BF16 shapes (~20 s)
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
 //        bench_cuda_gemv --rows [reps]   gemv_rows only (f32 x, every format): n = 1, 2, 4, 8, 16
@@ -645,59 +643,6 @@ int mlx4_tc_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y)
   return 0;
 }
 
-// bench_cuda_gemv --persist, see the header.
-int persist_table(int reps, const cuda::Bandwidth& bw, const float* x, float* y) {
-  struct Case {
-    Format f;
-    std::vector<Shape> shapes;
-  };
-  const Case cases[] = {{{DType::MLX_Q4, 64, DType::BF16, "MLX_Q4_g64"},
-                         {{1280, 2560, "qwen gate|up", 10},
-                          {2560, 640, "qwen down", 10},
-                          {16384, 2560, "qwen gdn in"},
-                          {2560, 4096, "qwen out"},
-                          {1024, 2560, "qwen qsa"},
-                          {4096, 4096, "square"},
-                          {16384, 8192, "large"}}},
-                        {{DType::Q8_0, 0, DType::F16, "Q8_0/dir", cuda::GemvPath::kDirect},
-                         {{4096, 4096, "square"},
-                          {1024, 4096, "ds 4096->1024"},
-                          {4096, 8192, "ds 8192->4096"},
-                          {32768, 1024, "ds 1024->32768"},
-                          {4096, 4096, "gate|up", 6},
-                          {4096, 2048, "down", 6}}},
-                        {{DType::BF16, 0, DType::F16, "BF16"}, {{512, 2560, "qwen router"}, {4096, 4096, "square"}}}};
-  auto pct = [&](const Row& r) { return 100.0 * r.gbps / bw.copy_gbps; };
-  std::printf(
-      "gemv (kernel 3, PDL on) vs persistent blocks (gemv_set_persist: 1, 2, 4 waves of the resident blocks); "
-      "the same results bit for bit; weight (+ MLX scale/bias) bytes over time\n"
-      "%-12s %-24s %8s %7s | %8s %7s %6s | %8s %7s %6s | %8s %7s %6s\n",
-      "format", "shape", "gemv us", "% copy", "p1 us", "% copy", "x gemv", "p2 us", "% copy", "x gemv", "p4 us",
-      "% copy", "x gemv");
-  cuda::gemv_set_pdl(true);
-  for (const Case& c : cases) {
-    const Format& f = c.f;
-    for (const Shape& s : c.shapes) {
-      cuda::gemv_set_persist(0);
-      const Row g = bench_one(f, s, reps, x, y, false);
-      std::printf("%-12s %-24s %8.2f %6.1f%%", f.label,
-                  (std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what +
-                   (s.batch ? " x" + std::to_string(s.batch) : ""))
-                      .c_str(),
-                  g.us, pct(g));
-      for (int waves : {1, 2, 4}) {
-        cuda::gemv_set_persist(waves);
-        const Row p = bench_one(f, s, reps, x, y, false);
-        std::printf(" | %8.2f %6.1f%% %5.2fx", p.us, pct(p), g.us / p.us);
-      }
-      cuda::gemv_set_persist(0);
-      std::printf("\n");
-      std::fflush(stdout);
-    }
-  }
-  return 0;
-}
-
 int main(int argc, char** argv) {
   try {
     const bool profile = argc > 1 && std::string(argv[1]) == "--profile";
@@ -708,11 +653,8 @@ int main(int argc, char** argv) {
     const bool act_profile = argc > 1 && std::string(argv[1]) == "--act-profile";
     const bool rows_only = argc > 1 && std::string(argv[1]) == "--rows";
     const bool mlx4_tc = argc > 1 && std::string(argv[1]) == "--mlx4-tc";
-    const bool persist = argc > 1 && std::string(argv[1]) == "--persist";
     auto count_arg = [&](int i) { return argc > i && argv[i][0] != '-' ? std::max(3, std::atoi(argv[i])) : 20; };
-    const int reps = act || act_mma || routed || rows_mma || rows_only || mlx4_tc || persist ? count_arg(2)
-                     : !profile                                                              ? count_arg(1)
-                                                                                             : 20;
+    const int reps = act || act_mma || routed || rows_mma || rows_only || mlx4_tc ? count_arg(2) : !profile ? count_arg(1) : 20;
     const bool sweep = !(argc > 2 && std::string(argv[2]) == "--no-sweep");
     for (int i = 1; i < argc; ++i)
       if (std::string(argv[i]) == "--lane-tables") cuda::gemv_act_set_iq2_lane_tables(g_lane_tables_flag = true);
@@ -755,7 +697,6 @@ int main(int argc, char** argv) {
     fill(x.get(), x.bytes(), 99u);  // random bits as floats: includes NaN; fine for timing
     if (act) return act_tables(reps, bw, x.as<float>(), y.as<float>());
     if (mlx4_tc) return mlx4_tc_table(reps, bw, x.as<float>(), y.as<float>());
-    if (persist) return persist_table(reps, bw, x.as<float>(), y.as<float>());
     if (rows_only) {  // gemv_rows up to 16 input rows (x holds 16 rows of up to 8192 values)
       std::printf("gemv_rows: time of n rows / one gemv of the same weight (bytes floor ~1.0x)\n%-12s %-16s %8s",
                   "format", "shape", "gemv us");

@@ -20,9 +20,8 @@
 #include "backend/cuda/conv1d.h"
 #include "backend/cuda/embed.h"
 #include "backend/cuda/gemv.h"
-#include "backend/cuda/gemv_tuning.h"
-#include "backend/cuda/memory.h"
 #include "backend/cuda/moe_group.h"
+#include "backend/cuda/memory.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/rope.h"
 #include "backend/cuda/softmax.h"
@@ -262,53 +261,6 @@ void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols, int 
       got.insert(got.end(), all.begin() + yr * rows, all.begin() + yr * rows + rows);
     }
   rows_compare("gemv_rows_grouped_" + std::string(dtype_name(t)) + "/S" + std::to_string(S), got, want);
-}
-
-// gemv_persist_kernel (gemv_set_persist 1 / 2 / 4 waves of the resident blocks) against the
-// default grid, bit for bit: one launch over all E x rows rows, and a routed launch of 5 entries
-// picking experts by device ids out of E cut from the same weight. Sized (2560 columns: 96
-// threads, a few blocks an SM) so that blocks walk several row groups at 1 and 2 waves; 1030
-// rows per expert: a row tail at every rows-per-block.
-void test_gemv_persist(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st = DType::F16) {
-  const int64_t E = 4;
-  const std::vector<int32_t> ids = {3, 0, 2, 3, 1};
-  const int count = int(ids.size());
-  const HostWeight hw = random_weight(t, E * rows, cols, g_rng, group, st);
-  const DeviceWeight dw = upload(hw);
-  const int64_t xs = cols + 4;
-  const std::vector<float> x = randn(size_t(count * xs));
-  cuda::DeviceBuffer dx = to_device(x, "x"), dy(size_t(E * rows) * 4 + size_t(count * rows) * 4, "y");
-  cuda::DeviceBuffer did(ids.size() * sizeof(int32_t), "ids");
-  DS4_CUDA_CHECK(cudaMemcpy(did.get(), ids.data(), did.bytes(), cudaMemcpyHostToDevice));
-  WeightMatrix expert = dw.view;
-  expert.rows = rows;
-  const size_t scale_stride =
-      group && (t == DType::MLX_Q4 || t == DType::MLX_Q8) ? size_t(rows * (cols / group) * 2) : 0;
-  const cuda::GemvBatch routed{
-      count, did.as<int32_t>(), size_t(rows) * size_t(expert.row_stride_bytes()), scale_stride, xs, rows};
-  const size_t n_one = size_t(E * rows), n_routed = size_t(count * rows);
-  auto run = [&](int waves) {
-    cuda::gemv_set_persist(waves);
-    poison(dy);
-    cuda::gemv(dw.view, dx.as<float>(), dy.as<float>(), nullptr);
-    cuda::gemv_batched(expert, dx.as<float>(), dy.as<float>() + n_one, routed, nullptr);
-    return to_host(dy, n_one + n_routed);
-  };
-  const std::vector<float> want = run(0);
-  for (int waves : {1, 2, 4}) {
-    const std::vector<float> got = run(waves);
-    const bool one = std::memcmp(got.data(), want.data(), n_one * 4) == 0;
-    const bool routed_same = std::memcmp(got.data() + n_one, want.data() + n_one, n_routed * 4) == 0;
-    bool finite = true;
-    for (float v : got) finite = finite && std::isfinite(v);
-    if (!one || !routed_same || !finite) ++g_failures;
-    std::printf("%-22s %-18s %s%s%s\n",
-                ("gemv_persist_" + std::string(dtype_name(t)) + "/w" + std::to_string(waves)).c_str(),
-                (shape2(rows, cols) + "x" + std::to_string(E)).c_str(),
-                one && routed_same && finite ? "PASS (bitwise)" : "FAIL", one ? "" : " one launch differs",
-                routed_same ? "" : " routed differs");
-  }
-  cuda::gemv_set_persist(0);
 }
 
 // embed_rows_f32: rows picked by device ids equal core dequantize_row bit for bit; an id
@@ -718,15 +670,6 @@ int main(int argc, char** argv) {
       test_gemv_rows_grouped(DType::Q8_0, 6, 64, 256, cuda::kMoeSmallStride);
       test_gemv_rows_grouped(DType::IQ2_XXS, 4, 40, 512, cuda::kMoeSmallStride);
       test_gemv_rows_grouped(DType::F32, 5, 24, 48, cuda::kMoeSmallStride);
-      if (kernel != 1) {  // the persistent kernel exists for kernel generations 2 and 3
-        const int64_t pr = small ? 70 : 1030;
-        test_gemv_persist(DType::MLX_Q4, pr, 2560, 64, DType::BF16);
-        test_gemv_persist(DType::MLX_Q4, pr, 2560, 32, DType::F16);
-        test_gemv_persist(DType::MLX_Q8, pr, 2560, 64, DType::BF16);
-        test_gemv_persist(DType::Q8_0, pr, 2560);
-        test_gemv_persist(DType::BF16, pr, 2560);
-        test_gemv_persist(DType::Q4_K, pr, 2560);  // no persistent kernel: the setting changes nothing
-      }
       std::printf("gemv_rows (kernel %d): %d of %d comparisons bit-identical to gemv/direct\n", kernel, g_rows_bitwise,
                   g_rows_checked);
     }

@@ -56,7 +56,7 @@ namespace {
 std::atomic<int> g_small_pdl{-1};
 }
 
-bool small_kernel_pdl() { return gemv_pdl() && env_setting(g_small_pdl, "DS4_SMALL_PDL", {0, 1}, "0 or 1", 0) == 1; }
+bool small_kernel_pdl() { return gemv_pdl() && env_setting(g_small_pdl, "DS4_SMALL_PDL", {0, 1}, "0 or 1", 1) == 1; }
 void small_kernel_pdl_set(bool on) { g_small_pdl.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 int gemv_kernel() {
@@ -229,23 +229,17 @@ __device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codeboo
 // stays outside the loop; tools/device/pdl_sass_check.py checks the SASS of every
 // instantiation (2026-12-04, CUDA 13.0, sm_90a: no x or ids load before the wait) and
 // test_gemv_pdl checks it on the device. Re-run both after changing this kernel.
-// The prologue of the one-row kernels (direct and persistent): triggers the dependents, waits
-// first where the expert ids come from the kernel before, moves a, x and y to this block's batch
-// entry. Returns whether it waited (the caller waits before its first x load otherwise).
-__device__ __forceinline__ bool one_row_prologue(Args& a, const float* __restrict__& x, float* __restrict__& y) {
-  pdl_launch_dependents();
-  const bool waited = a.ids != nullptr;
-  if (waited) pdl_wait();
-  const int64_t b = batch_entry(a);
-  x += b * a.x_stride;
-  y += b * a.y_stride;
-  return waited;
-}
-
 template <class F, int R, int V>
 __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const float* __restrict__ x,
                                                                  float* __restrict__ y) {
-  const bool waited = one_row_prologue(a, x, y);
+  pdl_launch_dependents();
+  const bool waited = a.ids != nullptr;
+  if (waited) pdl_wait();
+  {
+    const int64_t b = batch_entry(a);
+    x += b * a.x_stride;
+    y += b * a.y_stride;
+  }
   __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
   Codebook<F> book{grid_smem};
   const int64_t row0 = int64_t(blockIdx.x) * R;
@@ -262,59 +256,6 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const 
     for (int r = 0; r < R; ++r) acc[r] += dot_v<V, F>(raw[r], u, xv, book.get());
   });
   block_finish<R>(acc, row0, a.rows, y);
-}
-
-// gemv_direct_kernel with a grid capped at the blocks that fit on the GPU at once (gemv_persist,
-// DS4_GEMV_PERSIST): block b walks the row groups b, b + gridDim.x, ... of its batch entry. Each
-// row is still one block's threads over the same units in the same order with the same
-// reduction (block_finish), so the results are gemv_direct_kernel's bit for bit. What changes:
-// a thread's last unit of a group is followed by the loads of its first unit of the block's next
-// group, so those loads are in flight during the group's reduction, barrier and store (one
-// memory latency per group less), and no block is launched or retired per group: the decode
-// launches (Qwen's x10 experts: 1600 groups, ~3 waves of 4 blocks an SM) were short blocks
-// whose one round of loads waited a full memory latency each.
-template <class F, int R, int V>
-__global__ void __launch_bounds__(kMaxThreads)
-    gemv_persist_kernel(Args a, const float* __restrict__ x, float* __restrict__ y) {
-  const bool waited = one_row_prologue(a, x, y);
-  __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
-  Codebook<F> book{grid_smem};
-  const int64_t groups = (a.rows + R - 1) / R, units = a.cols / kUnit;
-  const uint8_t* rows_p[R];
-  auto point = [&](int64_t g) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) rows_p[r] = a.data + min(g * R + r, a.rows - 1) * a.row_stride;
-  };
-  auto load_all = [&](typename F::Raw(&raw)[R], int64_t g, int64_t u) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = load_v<V, F>(a, rows_p[r], min(g * R + r, a.rows - 1), u);
-  };
-  int64_t g = blockIdx.x;  // the launch keeps gridDim.x <= groups
-  typename F::Raw cur[R];
-  point(g);
-  if (threadIdx.x < units) load_all(cur, g, threadIdx.x);
-  if (!waited) pdl_wait();
-  book.stage();
-  for (; g < groups; g += gridDim.x) {
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = 0.f;
-    const int64_t g_next = g + gridDim.x;
-    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
-      float xv[kUnit];
-      load_x<F>(x, u, xv);
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += dot_v<V, F>(cur[r], u, xv, book.get());
-      if (u + blockDim.x < units) {
-        load_all(cur, g, u + blockDim.x);
-      } else if (g_next < groups) {
-        point(g_next);
-        load_all(cur, g_next, threadIdx.x);
-      }
-    }
-    block_finish<R>(acc, g * R, a.rows, y);
-    __syncthreads();  // block_finish's partial sums are rewritten by the next group
-  }
 }
 
 template <class F, int R, int V>
@@ -512,45 +453,10 @@ int auto_rows(int64_t rows, unsigned batch) {
   return r;
 }
 
-// The formats gemv_persist_kernel is built for (the dense decode products' and Qwen's experts'),
-// so the other formats' kernels are not compiled twice.
-template <class F>
-constexpr bool kPersistFormat = std::is_same_v<F, MlxAffine<4, true>> || std::is_same_v<F, MlxAffine<4, false>> ||
-                                std::is_same_v<F, MlxAffine<8, true>> || std::is_same_v<F, MlxAffine<8, false>> ||
-                                std::is_same_v<F, Q8_0> || std::is_same_v<F, Half16<true>>;
-
-std::atomic<int> g_persist{-1};  // gemv_set_persist / DS4_GEMV_PERSIST: 0 off, else waves of resident blocks
-
-// Blocks of a persistent launch per batch entry: `waves` x the blocks that fit at once, shared by
-// the entries, then evened out so every block walks the same number of groups (+-1).
-template <class F, int R, int V>
-unsigned persist_blocks(int64_t groups, unsigned batch, int threads, int waves) {
-  static std::atomic<int> per_sm_of[kMaxThreads / 32 + 1];  // by threads / 32; 0 = not asked yet
-  std::atomic<int>& cell = per_sm_of[threads / 32];
-  int per_sm = cell.load(std::memory_order_relaxed);
-  if (per_sm == 0) {
-    DS4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_persist_kernel<F, R, V>, threads, 0));
-    per_sm = std::max(per_sm, 1);
-    cell.store(per_sm, std::memory_order_relaxed);
-  }
-  const int64_t slots = int64_t(waves) * per_sm * sm_count();
-  const int64_t cap = std::max<int64_t>(1, (slots + batch - 1) / batch);
-  if (groups <= cap) return unsigned(groups);
-  const int64_t walks = (groups + cap - 1) / cap;  // groups per block
-  return unsigned((groups + walks - 1) / walks);
-}
-
 template <class F, int R, int V>
 void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, unsigned batch) {
   const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
   const int64_t units = a.cols / kUnit;
-  if constexpr (kPersistFormat<F> && V == 2) {
-    if (const int waves = gemv_persist()) {
-      const int threads = threads_for(units);
-      const dim3 pb(persist_blocks<F, R, V>(blocks.x, batch, threads, waves), batch);
-      return launch_direct(gemv_persist_kernel<F, R, V>, pb, threads, stream, a, x, y);
-    }
-  }
   if constexpr (F::kSpanBlocks > 0) {
     if (staged) {
       constexpr int64_t span_units = F::kSpanBlocks * F::kUnitsPerBlock;
@@ -817,14 +723,6 @@ int gemv_dot_generation(const WeightMatrix& w) {
   int v = 0;
   visit_format(w, false, [&](auto pick) { v = decltype(pick)::V; });
   return v;
-}
-
-int gemv_persist() { return env_setting(g_persist, "DS4_GEMV_PERSIST", {0, 1, 2, 4}, "0, 1, 2 or 4", 0); }
-
-void gemv_set_persist(int waves) {
-  if (waves != 0 && waves != 1 && waves != 2 && waves != 4)
-    throw InputError("cuda gemv: persist waves " + std::to_string(waves) + " is not 0, 1, 2 or 4");
-  g_persist.store(waves, std::memory_order_relaxed);
 }
 
 void gemv_set_threads(int threads) {

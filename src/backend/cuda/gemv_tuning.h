@@ -14,14 +14,6 @@ namespace ds4::cuda {
 void gemv_set_threads(int threads);
 int gemv_threads();
 
-// Persistent blocks for gemv / gemv_batched (gemv.cu gemv_persist_kernel; MLX q4 / q8, Q8_0 and
-// BF16 weights, kernel generations 2 and 3): 0 = off (the default until measured), else 1, 2 or
-// 4 waves of the blocks that fit on the GPU at once, each walking its share of the row groups.
-// Never changes a result (each row is one block's threads over the same units in the same order
-// with the same reduction). DS4_GEMV_PERSIST sets it for the engine; throws InputError otherwise.
-void gemv_set_persist(int waves);
-int gemv_persist();
-
 // Rows per thread block of gemv_act / gemv_act_batched (gemv_act.h): 0 = the default (per
 // format, gemv_act.cu act_rows_per_block), else 2, 4 or 8. Never changes a result (each row is
 // one block's threads over the same units in the same order). Throws InputError otherwise.
