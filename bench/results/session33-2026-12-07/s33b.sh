@@ -3,7 +3,7 @@
 # blocks an SM) through the whole CUDA suite (tools/device/run_cuda_tests.sh; test_admission_cuda
 # is not bundled), then A/Bs of DS4_SMALL_PDL 0 / 1 on prefill and decode: Qwen (2K / 8K prefill in
 # 1024-row chunks, decode at 2K), DeepSeek (H200: 43 layers, else 30; 2K / 8K prefill in 2048-row
-# chunks, decode at 1K), GLM (decode at 2K, prefill 2K). Carry .devwork/s33b.tar.xz (TARGETS in
+# chunks, decode at 1K, 1 and 16 streams), GLM (decode at 2K, prefill 2K). Carry .devwork/s33b.tar.xz (TARGETS in
 # s33b.targets): run(command="BUNDLE=.devwork/s33b.tar.xz LIMIT=<s> bash
 # bench/results/session33-2026-12-07/s33b.sh", carry=[".devwork/s33b.tar.xz"]).
 set -u
@@ -23,12 +23,16 @@ for r in a b; do for s in 0 1; do
     --prefill=2048,8192 --prefill-rows=1024 --old-max=0
 done; done
 wait
-for r in a b; do for s in 0 1; do
-  DS4_SMALL_PDL=$s COLS=2-5 step ds_s$s$r 90 '^decode:|^\| *(2048|8192) \|' $B/bench_deepseek_v4_cuda /dev/shm/f.gguf 1024 32 \
-    --prefill 2048,8192 --prefill-rows 2048 --old-max 0
-done; done
-rm -f /dev/shm/f.gguf
+ds() {  # round: DeepSeek decode (1 and 16 streams) and prefill, DS4_SMALL_PDL 0 then 1
+  for s in 0 1; do
+    DS4_SMALL_PDL=$s COLS=2-5 step ds_s$s$1 100 '^decode:|^\| (1|16) \| [0-9]|^\| *(2048|8192) \|' $B/bench_deepseek_v4_cuda \
+      /dev/shm/f.gguf 1024 32 --batch 1,16 --batch-rows 16 --prefill 2048,8192 --prefill-rows 2048 --old-max 0
+  done
+}
+ds a
 for s in 0 1; do
   DS4_SMALL_PDL=$s COLS=2-8 step glm_s$s 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 16 2048 --prefill 2048 --old 0 --prefill-rows 2048
 done
+ds b
+rm -f /dev/shm/f.gguf
 tar -C /tmp -cJf "$OUT/steps.tar.xz" steps
