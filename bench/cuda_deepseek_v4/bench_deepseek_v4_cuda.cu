@@ -33,7 +33,8 @@
 //   DS4_ACT_QUANT=f32 switches it off).
 //   --batch: continuous batching (../cuda_batch_table.h) at each stream count after the decode lines,
 //   S timed steps each (default 16), one table per --batch-rows value (CudaModelOptions::
-//   batch_rows, default: the option's default); the verify / draft / prefill tables are skipped.
+//   batch_rows, default: the option's default); the verify / draft tables are skipped, --prefill's
+//   tables still run after it (before 2026-12-07 they were skipped too, silently).
 //   --batch-profile adds a per-op table of one step per stream count; --seq-ab the same tables
 //   again with CudaModelOptions::seq_launches off (a launch per sequence for the stateful kernels);
 //   --rows-ab R,R the same tables again at each gemv_act_rows weight-rows-per-block value R (2, 4, 8:
@@ -624,11 +625,11 @@ int main(int argc, char** argv) {
         cuda::gemv_act_set_iq2_lane_tables(false);
         cuda::gemv_act_set_q2k_aligned(false);
       }
-      return 0;
+    } else {
+      verify_table(m, *at_prompt, 9);
+      if (m.draft_head()) draft_table(m, prompt, n, 9);
+      else std::printf("\nno draft head (MTP or DSpark) on the GPU for this checkpoint: no draft / speculative rows\n");
     }
-    verify_table(m, *at_prompt, 9);
-    if (m.draft_head()) draft_table(m, prompt, n, 9);
-    else std::printf("\nno draft head (MTP or DSpark) on the GPU for this checkpoint: no draft / speculative rows\n");
     if (!prefill_lengths.empty()) {
       // The old path (16-row chunks, row-looped GEMVs) at the lengths up to old_max, then the
       // tensor-core path (prefill_rows chunks), same run.
