@@ -1,0 +1,2 @@
+# Session 33 call 4 (the warm H100 of call 3, bundle .devwork/s33b.tar.xz), as run:
+mkdir -p /tmp/d && tar -C /tmp/d -xJf .devwork/s33b.tar.xz && B=/tmp/d/cudabins; export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH; nvidia-smi --query-gpu=name --format=csv,noheader > $OUT/gpu.txt; timeout 120 $B/bench_qwen_next_cuda synthetic-full 32 2048,8192,32768 > $OUT/qwen_ctx.txt 2>&1; timeout 150 $B/bench_glm5_cuda synthetic-full:q2_k:160 16 2048,8192,32768 > $OUT/glm_ctx.txt 2>&1; grep -E '^\| *(2048|8192|32768) \|' $OUT/qwen_ctx.txt $OUT/glm_ctx.txt
