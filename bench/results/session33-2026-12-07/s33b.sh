@@ -5,15 +5,13 @@
 # 1024-row chunks, decode at 2K), DeepSeek (H200: 43 layers, else 30; 2K / 8K prefill in 2048-row
 # chunks, decode at 1K, 1 and 16 streams), GLM (decode at 2K, prefill 2K). Carry .devwork/s33b.tar.xz (TARGETS in
 # s33b.targets): run(command="BUNDLE=.devwork/s33b.tar.xz LIMIT=<s> bash
-# bench/results/session33-2026-12-07/s33b.sh", carry=[".devwork/s33b.tar.xz"]).
+# bench/results/session33-2026-12-07/s33b.sh", carry=[".devwork/s33b.tar.xz"]). (Ran as call 3 with
+# the preamble synthetic_start now holds written out.)
 set -u
 STEP_DIR=/tmp/steps
 . bench/device_call_lib.sh
 call_start ${BUNDLE:-.devwork/s33b.tar.xz}
-B=$B/cudabins
-export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
-if grep -q H200 "$OUT/gpu.txt"; then cfg=deepseek_v4_flash glm=synthetic-full; else cfg=bench/cuda_deepseek_v4/flash30_config.json glm=synthetic-full:q2_k:160; fi
-(t0=$(date +%s); timeout 200 $B/ds4-convert --synthetic $cfg /dev/shm/f.gguf --quant-experts IQ2_XXS --expert-holes > /tmp/convert.txt 2>&1; echo "convert $cfg exit $? in $(( $(date +%s) - t0 )) s" >> $OUT/summary.txt) &
+synthetic_start
 TEST_TIMEOUT_S=120 timeout 300 bash tools/device/run_cuda_tests.sh $B /tmp/suite > /dev/null 2>&1
 cp /tmp/suite/summary.txt "$OUT/suite_summary.txt"
 tar -C /tmp -cJf "$OUT/suite_logs.tar.xz" suite
