@@ -1,0 +1,2 @@
+# Session 33 call 5 (a fresh H100, bundle .devwork/s33b.tar.xz), as run:
+mkdir -p /tmp/d && tar -C /tmp/d -xJf .devwork/s33b.tar.xz && B=/tmp/d/cudabins; export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH; nvidia-smi --query-gpu=name --format=csv,noheader > $OUT/gpu.txt; timeout 170 $B/bench_cuda_gemv 10 > $OUT/gemv_sweep.txt 2>&1; echo "exit $?" >> $OUT/gemv_sweep.txt; grep -iE "qwen|MLX" $OUT/gemv_sweep.txt | head -60
