@@ -1,27 +1,30 @@
-// Prototype measurement (issue #23, session 33): MLX q4 g64 (bf16 scales) GEMV with a warp per
-// weight row against the library's gemv on Qwen3.8 Flash Next's decode shapes.
+// Prototype measurement (issue #23, session 33): MLX q4 g64 (bf16 scales) GEMV forms against the
+// library's gemv on Qwen3.8 Flash Next's decode shapes.
 //
-// Why: the library's gemv_direct_kernel gives each thread R = 8 rows x one 16-byte unit on
-// Qwen's 2560-column experts, so a block is one round of loads, then the decode math, then a
-// block reduction, and the ~12 resident warps an SM (142 registers) load and compute in step:
-// 46.5 % of copy on the x10 gate|up launch, while MLX q8 on the same launch shape reads twice
-// the bytes in 1.22x the time (bench/results/session33-2026-12-07/call5). Here a warp owns one
-// or two rows, its lanes stride over the row's units (the loads of all of a lane's units issued
-// before anything else), x is staged once per block in shared memory (padded: no bank
-// conflicts), and the row's sum is a warp reduction: few registers, more resident warps.
-//
-// Not exact against gemv (another summation order per row): the bench prints the largest
-// |y - y_gemv| / max |y_gemv| so a wrong kernel shows, and the times (CUDA graph of one pass
-// over >= 1 GiB of weight copies, median of the replays, per launch) of gemv with and without
-// PDL and of the prototype (plain launches). If it wins clearly, the library form must move
-// gemv, gemv_rows and qwen_next/cuda/hyper_fused.cu to one new per-row order together (they
-// equal each other bit for bit): docs/device-runbook.md, session 33.
+// Why: gemv_direct_kernel gives each thread R = 8 rows x one 16-byte unit on Qwen's 2560-column
+// experts: 46.5 % of copy on the x10 gate|up launch, while MLX q8 on the same launch shape reads
+// twice the bytes in 1.22x the time (bench/results/session33-2026-12-07/call5).
+// - w1 / w2 (form 1): a warp per 1 / 2 rows, lanes over the row's units with all loads issued
+//   first, x staged once per block in padded shared memory, a warp reduction. Measured (H100,
+//   session 33 call 6): 0.52-0.85x of gemv; its x staging per 4 or 8 rows reads more bytes from L2
+//   than the weights are. Kept for the comparison. Another summation order (the max relative
+//   deviation from gemv's y is printed).
+// - bN sS (form 2): gemv's own split (thread t: unit t of every row; shapes with one unit a thread
+//   only) over N rows a block, streamed S rows at a time with the next step's loads issued before
+//   this step's math, x loaded once into registers for all N rows (x bytes per weight 4 / N, against
+//   4 / 8 in gemv: as many as q4's 0.56 weight bytes), each row's warp sum stored at once, the warps
+//   summed in order at the end: gemv's bits (printed 'same' when y is memcmp-equal).
+// Times: a CUDA graph of one pass over >= 1 GiB of weight copies, median of the replays, per
+// launch; gemv with and without PDL, the forms as plain launches. If form 2 wins clearly, it can
+// replace gemv_direct_kernel's one-unit-a-thread case without touching gemv_rows or
+// qwen_next/cuda/hyper_fused.cu (the same bits).
 //
 // Usage: bench_mlx4_warp_rows [reps]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -118,6 +121,77 @@ void launch_rows(const Args& a, const float* x, float* y, unsigned batch, cudaSt
   DS4_CUDA_CHECK_LAUNCH();
 }
 
+// Form 2 (after form 1 measured 0.52-0.85x of gemv, session 33 call 6: its x staging per 4 or 8 rows
+// read more bytes from L2 than the weights; the library's 8 rows a block already read as many x
+// bytes (f32, 4 / 8 per weight) as q4 weight bytes (0.56 per weight), against half for MLX q8, the
+// likely cause of q4's lower % of copy). gemv_direct_kernel's own split (thread t: unit t of every
+// row, threads_for(units) threads; only shapes with one unit a thread), but kRows rows a block
+// streamed kStep at a time with the next step's weight loads issued before this step's math, x
+// loaded once into registers for all kRows rows (x bytes per weight 4 / kRows), each row's warp sum
+// stored at once and the warps summed in order at the end: each row is gemv's sum bit for bit.
+template <int kRows, int kStep>
+__global__ void __launch_bounds__(128) block_rows_kernel(Args a, const float* __restrict__ x, float* __restrict__ y) {
+  static_assert(kRows % kStep == 0, "whole steps");
+  __shared__ float part[kRows][4];  // {rows, warps}
+  const int64_t b = blockIdx.y;
+  const int64_t e = a.ids ? a.ids[b] : b;
+  a.data += e * a.id_stride;
+  a.scales = static_cast<const uint8_t*>(a.scales) + e * a.id_scale_stride;
+  a.biases = static_cast<const uint8_t*>(a.biases) + e * a.id_scale_stride;
+  x += b * a.x_stride;
+  y += b * a.y_stride;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row0 = int64_t(blockIdx.x) * kRows, u = threadIdx.x;
+  const bool live = u < a.cols / kUnit;
+  Fmt::Raw cur[kStep], nxt[kStep];
+  auto load_step = [&](Fmt::Raw (&raw)[kStep], int step) {
+#pragma unroll
+    for (int j = 0; j < kStep; ++j) {
+      const int64_t row = min(row0 + step * kStep + j, a.rows - 1);
+      raw[j] = Fmt::load<FromGlobal>(a, a.data + row * a.row_stride, row, u);
+    }
+  };
+  if (live) load_step(cur, 0);
+  float xv[kUnit];
+  if (live) {
+    const float4* xp = reinterpret_cast<const float4*>(x + u * kUnit);
+#pragma unroll
+    for (int i = 0; i < kUnit / 4; ++i) {
+      const float4 f = __ldg(xp + i);
+      xv[4 * i] = f.x, xv[4 * i + 1] = f.y, xv[4 * i + 2] = f.z, xv[4 * i + 3] = f.w;
+    }
+  }
+#pragma unroll
+  for (int step = 0; step < kRows / kStep; ++step) {
+    if (live && step + 1 < kRows / kStep) load_step(nxt, step + 1);
+#pragma unroll
+    for (int j = 0; j < kStep; ++j) {
+      float acc = 0.f;
+      if (live) acc += Fmt::dot2(cur[j], u, xv, nullptr);
+      acc = cuda::gemv_detail::warp_sum(acc);
+      if (lane == 0) part[step * kStep + j][warp] = acc;
+    }
+#pragma unroll
+    for (int j = 0; j < kStep; ++j) cur[j] = nxt[j];
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < kRows; r += blockDim.x) {
+    if (row0 + r >= a.rows) break;
+    float sum = 0.f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) sum += part[r][w];
+    y[row0 + r] = sum;
+  }
+}
+
+template <int kRows, int kStep>
+void launch_block_rows(const Args& a, const float* x, float* y, unsigned batch, cudaStream_t st) {
+  const int64_t units = a.cols / kUnit;
+  const int threads = int(std::min<int64_t>(128, (units + 31) / 32 * 32));  // gemv.cu threads_for
+  const dim3 grid(unsigned((a.rows + kRows - 1) / kRows), batch);
+  block_rows_kernel<kRows, kStep><<<grid, threads, 0, st>>>(a, x, y);
+  DS4_CUDA_CHECK_LAUNCH();
+}
+
 __global__ void fill_x(float* p, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     p[i] = float(int((i * 2654435761u) % 2001) - 1000) / 1000.f;
@@ -141,8 +215,22 @@ int main(int argc, char** argv) {
     std::printf(
         "MLX q4 g64 bf16 scales: gemv (PDL on / off) vs a warp per row (1 or 2 rows a warp, x staged once "
         "per block); us per launch, %% of copy over weight + scale/bias bytes; max |y - y_gemv| / max |y_gemv|\n");
-    std::printf("%-28s %9s %7s %9s %7s | %9s %7s %6s | %9s %7s %6s | %9s\n", "shape", "gemv us", "% copy", "no-PDL",
-                "% copy", "w1 us", "% copy", "x gemv", "w2 us", "% copy", "x gemv", "max rel");
+    // The prototype forms: name, launcher (Args, x, y, batch, stream), whether it takes the shape.
+    struct Form {
+      const char* name;
+      void (*launch)(const Args&, const float*, float*, unsigned, cudaStream_t);
+      bool one_unit_a_thread;  // block rows: gemv's split holds one unit a thread (units <= 128)
+    };
+    const Form forms[] = {{"w1", launch_rows<1>, false},
+                          {"w2", launch_rows<2>, false},
+                          {"b32s2", launch_block_rows<32, 2>, true},
+                          {"b32s4", launch_block_rows<32, 4>, true},
+                          {"b64s4", launch_block_rows<64, 4>, true}};
+    std::printf("forms: w1 / w2 a warp per 1 / 2 rows, x staged per block (not gemv's order: max rel dev); bN sS "
+                "gemv's split, N rows a block streamed S at a time, x in registers (gemv's bits: 'same')\n");
+    std::printf("%-28s %8s %6s %8s %6s", "shape", "gemv us", "%copy", "no-PDL", "%copy");
+    for (const Form& f : forms) std::printf(" | %5s us %6s x gemv  dev/same", f.name, "%copy");
+    std::printf("\n");
     const Shape shapes[] = {
         {1280, 2560, 10, "qwen gate|up x10"}, {2560, 640, 10, "qwen down x10"}, {16384, 2560, 0, "qwen gdn in"},
         {2560, 4096, 0, "qwen out"},          {4096, 4096, 0, "square"},        {16384, 8192, 0, "large"}};
@@ -164,8 +252,8 @@ int main(int argc, char** argv) {
       cuda::DeviceBuffer data(copies * experts * data_bytes, "weights"), sc(copies * experts * sb_bytes, "scales"),
           bi(copies * experts * sb_bytes, "biases");
       fill_random<<<1024, 256>>>(data.as<uint32_t>(), data.bytes() / 4, 1234u);
-      fill_halves<<<1024, 256>>>(sc.as<uint16_t>(), sc.bytes() / 2, 0x3b00);  // bf16 ~0.002..0.004
-      fill_halves<<<1024, 256>>>(bi.as<uint16_t>(), bi.bytes() / 2, 0xbb00);  // bf16 ~-0.002..-0.004
+      fill_halves<<<1024, 256>>>(sc.as<uint16_t>(), sc.bytes() / 2, 0x3b00);  // bf16 ~0.002..0.008
+      fill_halves<<<1024, 256>>>(bi.as<uint16_t>(), bi.bytes() / 2, 0xbb00);  // bf16 ~-0.002..-0.008
       DS4_CUDA_CHECK_LAUNCH();
       std::vector<int32_t> hid(static_cast<size_t>(experts));
       for (int i = 0; i < experts; ++i) hid[size_t(i)] = i;
@@ -188,53 +276,23 @@ int main(int argc, char** argv) {
           cuda::gemv(v, dx.as<float>(), y, st, cuda::GemvOptions{cuda::GemvPath::kDirect, 0});
         }
       };
-      auto proto = [&](int rows_per_warp, int c, cudaStream_t st, float* y) {
+      auto proto = [&](const Form& f, int c, cudaStream_t st, float* y) {
         const WeightMatrix v = view(c);
-        Args a{static_cast<const uint8_t*>(v.data),
-               v.row_stride_bytes(),
-               v.scales,
-               v.biases,
-               s.cols / 64,
-               6,
-               s.rows,
-               s.cols,
-               s.batch ? ids.as<int32_t>() : nullptr,
-               int64_t(data_bytes),
-               int64_t(sb_bytes),
-               0,
-               s.rows};
-        if (rows_per_warp == 1)
-          launch_rows<1>(a, dx.as<float>(), y, unsigned(experts), st);
-        else
-          launch_rows<2>(a, dx.as<float>(), y, unsigned(experts), st);
+        const Args a{static_cast<const uint8_t*>(v.data), v.row_stride_bytes(), v.scales, v.biases, s.cols / 64, 6,
+                     s.rows, s.cols, s.batch ? ids.as<int32_t>() : nullptr, int64_t(data_bytes), int64_t(sb_bytes), 0,
+                     s.rows};
+        f.launch(a, dx.as<float>(), y, unsigned(experts), st);
       };
       const size_t n_y = size_t(experts * s.rows);
-      // The check: each prototype against gemv on copy 0.
-      library(0, nullptr, dy.as<float>());
       std::vector<float> want(n_y), got(n_y);
+      library(0, nullptr, dy.as<float>());
       DS4_CUDA_CHECK(cudaDeviceSynchronize());
       DS4_CUDA_CHECK(cudaMemcpy(want.data(), dy.get(), n_y * 4, cudaMemcpyDeviceToHost));
-      double max_ref = 0, max_diff = 0;
-      for (int rpw : {1, 2}) {
-        proto(rpw, 0, nullptr, dy2.as<float>());
-        DS4_CUDA_CHECK(cudaDeviceSynchronize());
-        DS4_CUDA_CHECK(cudaMemcpy(got.data(), dy2.get(), n_y * 4, cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < n_y; ++i) {
-          max_ref = std::max(max_ref, double(std::fabs(want[i])));
-          const double d = std::fabs(double(got[i]) - double(want[i]));
-          max_diff = std::isfinite(got[i]) ? std::max(max_diff, d) : 1e30;
-        }
-      }
       const double bytes = double(experts) * double(data_bytes + 2 * sb_bytes);
       auto pct = [&](double us) { return 100.0 * bytes / (us * 1e-6) / 1e9 / bw.copy_gbps; };
       // us per launch: one graph of a pass over the copies (>= 1 GiB, past L2), median of the replays
       auto time_us = [&](auto&& launch) {
-        return 1e3 *
-               bench::graph_ms(
-                   [&](cudaStream_t st) {
-                     for (int c = 0; c < copies; ++c) launch(c, st);
-                   },
-                   reps) /
+        return 1e3 * bench::graph_ms([&](cudaStream_t st) { for (int c = 0; c < copies; ++c) launch(c, st); }, reps) /
                copies;
       };
       cuda::gemv_set_pdl(true);
@@ -242,12 +300,30 @@ int main(int argc, char** argv) {
       cuda::gemv_set_pdl(false);
       const double g_plain = time_us([&](int c, cudaStream_t st) { library(c, st, dy.as<float>()); });
       cuda::gemv_set_pdl(true);
-      const double w1 = time_us([&](int c, cudaStream_t st) { proto(1, c, st, dy2.as<float>()); });
-      const double w2 = time_us([&](int c, cudaStream_t st) { proto(2, c, st, dy2.as<float>()); });
       const std::string name = std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what;
-      std::printf("%-28s %9.2f %6.1f%% %9.2f %6.1f%% | %9.2f %6.1f%% %5.2fx | %9.2f %6.1f%% %5.2fx | %9.2e\n",
-                  name.c_str(), g_pdl, pct(g_pdl), g_plain, pct(g_plain), w1, pct(w1), g_pdl / w1, w2, pct(w2),
-                  g_pdl / w2, max_ref > 0 ? max_diff / max_ref : max_diff);
+      std::printf("%-28s %8.2f %5.1f%% %8.2f %5.1f%%", name.c_str(), g_pdl, pct(g_pdl), g_plain, pct(g_plain));
+      for (const Form& f : forms) {
+        if (f.one_unit_a_thread && s.cols / kUnit > 128) {
+          std::printf(" | %8s %6s %6s %9s", "-", "-", "-", "-");
+          continue;
+        }
+        DS4_CUDA_CHECK(cudaMemset(dy2.get(), 0xff, n_y * 4));
+        proto(f, 0, nullptr, dy2.as<float>());
+        DS4_CUDA_CHECK(cudaDeviceSynchronize());
+        DS4_CUDA_CHECK(cudaMemcpy(got.data(), dy2.get(), n_y * 4, cudaMemcpyDeviceToHost));
+        double max_ref = 0, max_diff = 0;
+        for (size_t i = 0; i < n_y; ++i) {
+          max_ref = std::max(max_ref, double(std::fabs(want[i])));
+          max_diff = std::isfinite(got[i]) ? std::max(max_diff, std::fabs(double(got[i]) - double(want[i]))) : 1e30;
+        }
+        const bool same = std::memcmp(got.data(), want.data(), n_y * 4) == 0;
+        const double us = time_us([&](int c, cudaStream_t st) { proto(f, c, st, dy2.as<float>()); });
+        char dev[32];
+        if (same) std::snprintf(dev, sizeof dev, "same");
+        else std::snprintf(dev, sizeof dev, "%.2e", max_ref > 0 ? max_diff / max_ref : max_diff);
+        std::printf(" | %8.2f %5.1f%% %5.2fx %9s", us, pct(us), g_pdl / us, dev);
+      }
+      std::printf("\n");
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
