@@ -13,11 +13,14 @@
 //   only) over N rows a block, streamed S rows at a time with the next step's loads issued before
 //   this step's math, x loaded once into registers for all N rows (x bytes per weight 4 / N, against
 //   4 / 8 in gemv: as many as q4's 0.56 weight bytes), each row's warp sum stored at once, the warps
-//   summed in order at the end: gemv's bits (printed 'same' when y is memcmp-equal).
+//   summed in order at the end: gemv's bits (printed 'same' when y is memcmp-equal). Measured
+//   (H100, session 33 call 7): gemv's bits on every shape, but 0.71x / 0.68x / 0.33x of gemv (N, S
+//   = 32, 2 / 32, 4 / 64, 4) on the x10 gate|up, 0.29-0.48x on the single 4096-column launches: a
+//   quarter as many x bytes does not pay for fewer blocks and fewer rows' loads in flight.
 // Times: a CUDA graph of one pass over >= 1 GiB of weight copies, median of the replays, per
-// launch; gemv with and without PDL, the forms as plain launches. If form 2 wins clearly, it can
-// replace gemv_direct_kernel's one-unit-a-thread case without touching gemv_rows or
-// qwen_next/cuda/hyper_fused.cu (the same bits).
+// launch; gemv with and without PDL, the forms as plain launches. Neither form beats gemv; the
+// bench stays as the baseline a next form is measured against (and form 2's bit-equality shows
+// how a gemv form can change its schedule without leaving gemv_rows / hyper_fused.cu's bits).
 //
 // Usage: bench_mlx4_warp_rows [reps]
 #include <algorithm>
