@@ -17,6 +17,9 @@
 //   (H100, session 33 call 7): gemv's bits on every shape, but 0.71x / 0.68x / 0.33x of gemv (N, S
 //   = 32, 2 / 32, 4 / 64, 4) on the x10 gate|up, 0.29-0.48x on the single 4096-column launches: a
 //   quarter as many x bytes does not pay for fewer blocks and fewer rows' loads in flight.
+//   b8s8 is gemv's own schedule in this form (the control: it should time as gemv does); b16s16
+//   holds 16 rows' loads in flight a thread (x bytes 4 / 16 a weight), b16s8 16 rows in two steps
+//   (unrun: written after call 7).
 // Times: a CUDA graph of one pass over >= 1 GiB of weight copies, median of the replays, per
 // launch; gemv with and without PDL, the forms as plain launches. Neither form beats gemv; the
 // bench stays as the baseline a next form is measured against (and form 2's bit-equality shows
@@ -228,7 +231,10 @@ int main(int argc, char** argv) {
                           {"w2", launch_rows<2>, false},
                           {"b32s2", launch_block_rows<32, 2>, true},
                           {"b32s4", launch_block_rows<32, 4>, true},
-                          {"b64s4", launch_block_rows<64, 4>, true}};
+                          {"b64s4", launch_block_rows<64, 4>, true},
+                          {"b8s8", launch_block_rows<8, 8>, true},
+                          {"b16s16", launch_block_rows<16, 16>, true},
+                          {"b16s8", launch_block_rows<16, 8>, true}};
     std::printf("forms: w1 / w2 a warp per 1 / 2 rows, x staged per block (not gemv's order: max rel dev); bN sS "
                 "gemv's split, N rows a block streamed S at a time, x in registers (gemv's bits: 'same')\n");
     std::printf("%-28s %8s %6s %8s %6s", "shape", "gemv us", "%copy", "no-PDL", "%copy");
