@@ -17,7 +17,8 @@
 //   (H100, session 33 call 7): gemv's bits on every shape, but 0.71x / 0.68x / 0.33x of gemv (N, S
 //   = 32, 2 / 32, 4 / 64, 4) on the x10 gate|up, 0.29-0.48x on the single 4096-column launches: a
 //   quarter as many x bytes does not pay for fewer blocks and fewer rows' loads in flight.
-//   b8s8 is gemv's own schedule in this form (the control: it should time as gemv does); b16s16
+//   b8s8 is gemv's own schedule in this form (gemv_one_unit_kernel, column 1u, is it in the
+//   library); b16s16
 //   holds 16 rows' loads in flight a thread (x bytes 4 / 16 a weight), b16s8 16 rows in two steps
 //   (unrun: written after call 7).
 // Times: a CUDA graph of one pass over >= 1 GiB of weight copies, median of the replays, per
@@ -41,6 +42,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/gemv_formats.cuh"
+#include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/memory.h"
 #include "core/weight.h"
 
@@ -235,9 +237,11 @@ int main(int argc, char** argv) {
                           {"b8s8", launch_block_rows<8, 8>, true},
                           {"b16s16", launch_block_rows<16, 16>, true},
                           {"b16s8", launch_block_rows<16, 8>, true}};
+    std::printf("1u: gemv with gemv_set_one_unit(true) (gemv_one_unit_kernel where a thread has one unit a row)\n");
     std::printf("forms: w1 / w2 a warp per 1 / 2 rows, x staged per block (not gemv's order: max rel dev); bN sS "
                 "gemv's split, N rows a block streamed S at a time, x in registers (gemv's bits: 'same')\n");
-    std::printf("%-28s %8s %6s %8s %6s", "shape", "gemv us", "%copy", "no-PDL", "%copy");
+    std::printf("%-28s %8s %6s %8s %6s | %8s %6s %6s %4s", "shape", "gemv us", "%copy", "no-PDL", "%copy", "1u us",
+                "%copy", "x gemv", "bits");
     for (const Form& f : forms) std::printf(" | %5s us %6s x gemv  dev/same", f.name, "%copy");
     std::printf("\n");
     const Shape shapes[] = {
@@ -309,8 +313,20 @@ int main(int argc, char** argv) {
       cuda::gemv_set_pdl(false);
       const double g_plain = time_us([&](int c, cudaStream_t st) { library(c, st, dy.as<float>()); });
       cuda::gemv_set_pdl(true);
+      cuda::gemv_set_one_unit(true);  // the library's one-unit-a-thread kernel (gemv_set_one_unit), PDL on
+      const double g_one = time_us([&](int c, cudaStream_t st) { library(c, st, dy2.as<float>()); });
+      cuda::gemv_set_one_unit(false);
+      const bool one_same = [&] {
+        cuda::gemv_set_one_unit(true);
+        library(0, nullptr, dy2.as<float>());
+        cuda::gemv_set_one_unit(false);
+        DS4_CUDA_CHECK(cudaDeviceSynchronize());
+        DS4_CUDA_CHECK(cudaMemcpy(got.data(), dy2.get(), n_y * 4, cudaMemcpyDeviceToHost));
+        return std::memcmp(got.data(), want.data(), n_y * 4) == 0;
+      }();
       const std::string name = std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + s.what;
-      std::printf("%-28s %8.2f %5.1f%% %8.2f %5.1f%%", name.c_str(), g_pdl, pct(g_pdl), g_plain, pct(g_plain));
+      std::printf("%-28s %8.2f %5.1f%% %8.2f %5.1f%% | %8.2f %5.1f%% %5.2fx %4s", name.c_str(), g_pdl, pct(g_pdl),
+                  g_plain, pct(g_plain), g_one, pct(g_one), g_pdl / g_one, one_same ? "same" : "DIFF");
       for (const Form& f : forms) {
         if (f.one_unit_a_thread && s.cols / kUnit > 128) {
           std::printf(" | %8s %6s %6s %9s", "-", "-", "-", "-");

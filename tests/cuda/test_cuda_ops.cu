@@ -20,8 +20,9 @@
 #include "backend/cuda/conv1d.h"
 #include "backend/cuda/embed.h"
 #include "backend/cuda/gemv.h"
-#include "backend/cuda/moe_group.h"
+#include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/memory.h"
+#include "backend/cuda/moe_group.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/rope.h"
 #include "backend/cuda/softmax.h"
@@ -261,6 +262,54 @@ void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols, int 
       got.insert(got.end(), all.begin() + yr * rows, all.begin() + yr * rows + rows);
     }
   rows_compare("gemv_rows_grouped_" + std::string(dtype_name(t)) + "/S" + std::to_string(S), got, want);
+}
+
+// gemv_one_unit_kernel (gemv_set_one_unit) against gemv_direct_kernel, bit for bit: one launch over
+// all E x rows rows at every rows-per-block choice, and a routed launch of 5 entries picking experts by
+// device ids out of E cut from the same weight. rows = 1030: a row tail at every rows-per-block.
+void test_gemv_one_unit(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st = DType::F16) {
+  const int64_t E = 4;
+  const std::vector<int32_t> ids = {3, 0, 2, 3, 1};
+  const int count = int(ids.size());
+  const HostWeight hw = random_weight(t, E * rows, cols, g_rng, group, st);
+  const DeviceWeight dw = upload(hw);
+  const int64_t xs = cols + 4;
+  const std::vector<float> x = randn(size_t(count * xs));
+  const size_t n_one = size_t(E * rows), n_routed = size_t(count * rows);
+  cuda::DeviceBuffer dx = to_device(x, "x"), dy((n_one + n_routed) * 4, "y");
+  cuda::DeviceBuffer did(ids.size() * sizeof(int32_t), "ids");
+  DS4_CUDA_CHECK(cudaMemcpy(did.get(), ids.data(), did.bytes(), cudaMemcpyHostToDevice));
+  WeightMatrix expert = dw.view;
+  expert.rows = rows;
+  const bool mlx = t == DType::MLX_Q4 || t == DType::MLX_Q8;
+  const cuda::GemvBatch routed{count,
+                               did.as<int32_t>(),
+                               size_t(rows) * size_t(expert.row_stride_bytes()),
+                               mlx ? size_t(rows * (cols / group) * 2) : 0,
+                               xs,
+                               rows};
+  for (int rb : {0, 1, 2, 4, 8}) {
+    auto run = [&](bool on) {
+      cuda::gemv_set_one_unit(on);
+      poison(dy);
+      const cuda::GemvOptions opt{cuda::GemvPath::kDirect, rb};
+      cuda::gemv(dw.view, dx.as<float>(), dy.as<float>(), nullptr, opt);
+      cuda::gemv_batched(expert, dx.as<float>(), dy.as<float>() + n_one, routed, nullptr, opt);
+      return to_host(dy, n_one + n_routed);
+    };
+    const std::vector<float> want = run(false), got = run(true);
+    const bool one = std::memcmp(got.data(), want.data(), n_one * 4) == 0;
+    const bool routed_same = std::memcmp(got.data() + n_one, want.data() + n_one, n_routed * 4) == 0;
+    bool finite = true;
+    for (float v : got) finite = finite && std::isfinite(v);
+    if (!one || !routed_same || !finite) ++g_failures;
+    std::printf("%-22s %-18s %s%s%s\n",
+                ("gemv_one_unit_" + std::string(dtype_name(t)) + "/R" + std::to_string(rb)).c_str(),
+                (shape2(rows, cols) + "x" + std::to_string(E)).c_str(),
+                one && routed_same && finite ? "PASS (bitwise)" : "FAIL", one ? "" : " one launch differs",
+                routed_same ? "" : " routed differs");
+  }
+  cuda::gemv_set_one_unit(false);
 }
 
 // embed_rows_f32: rows picked by device ids equal core dequantize_row bit for bit; an id
@@ -670,6 +719,16 @@ int main(int argc, char** argv) {
       test_gemv_rows_grouped(DType::Q8_0, 6, 64, 256, cuda::kMoeSmallStride);
       test_gemv_rows_grouped(DType::IQ2_XXS, 4, 40, 512, cuda::kMoeSmallStride);
       test_gemv_rows_grouped(DType::F32, 5, 24, 48, cuda::kMoeSmallStride);
+      if (kernel != 1) {  // the one-unit kernel exists for kernel generations 2 and 3
+        const int64_t r1 = small ? 70 : 1030;
+        test_gemv_one_unit(DType::MLX_Q4, r1, 2560, 64, DType::BF16);  // 80 units: 96 threads
+        test_gemv_one_unit(DType::MLX_Q4, r1, 640, 32, DType::F16);    // 20 units: 32 threads
+        test_gemv_one_unit(DType::MLX_Q8, r1, 4096, 64, DType::BF16);  // 128 units: 128 threads
+        test_gemv_one_unit(DType::Q8_0, r1, 2560);
+        test_gemv_one_unit(DType::BF16, r1, 768);
+        test_gemv_one_unit(DType::F16, r1, 768);
+        test_gemv_one_unit(DType::MLX_Q4, small ? 9 : 130, 8192, 64, DType::BF16);  // 256 units: the loop kernel
+      }
       std::printf("gemv_rows (kernel %d): %d of %d comparisons bit-identical to gemv/direct\n", kernel, g_rows_bitwise,
                   g_rows_checked);
     }

@@ -258,6 +258,58 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const 
   block_finish<R>(acc, row0, a.rows, y);
 }
 
+// gemv_direct_kernel where every thread has at most one unit a row (units <= blockDim.x: Qwen's
+// 2560-column experts, 640-column downs, 4096-column projections at 128 threads), as straight-line
+// code that stores each row's warp sum as soon as its dot is done, so the R rows' accumulators, row
+// pointers and the unit loop's state are not held together (bench_mlx4_warp_rows's b8s8 form of it:
+// 93 registers for MLX q4 at R = 8 against this kernel's 142, 7 resident 96-thread blocks an SM
+// instead of 4). The same unit per thread, dot, warp_sum and in-order sum over the warps as
+// block_finish, and the same PDL order (weights before the wait unless routed by ids): gemv's bits.
+// gemv_set_one_unit / DS4_GEMV_ONE_UNIT (off until measured).
+template <class F, int R, int V>
+__global__ void __launch_bounds__(kMaxThreads)
+    gemv_one_unit_kernel(Args a, const float* __restrict__ x, float* __restrict__ y) {
+  pdl_launch_dependents();
+  const bool waited = a.ids != nullptr;
+  if (waited) pdl_wait();
+  {
+    const int64_t b = batch_entry(a);
+    x += b * a.x_stride;
+    y += b * a.y_stride;
+  }
+  __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
+  __shared__ float part[R][kMaxThreads / 32];
+  Codebook<F> book{grid_smem};
+  const int64_t row0 = int64_t(blockIdx.x) * R, u = threadIdx.x;
+  const bool live = u < a.cols / kUnit;
+  typename F::Raw raw[R];
+  if (live) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = min(row0 + r, a.rows - 1);
+      raw[r] = load_v<V, F>(a, a.data + row * a.row_stride, row, u);
+    }
+  }
+  if (!waited) pdl_wait();
+  book.stage();
+  float xv[kUnit];
+  if (live) load_x<F>(x, u, xv);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float acc = 0.f;
+    if (live) acc += dot_v<V, F>(raw[r], u, xv, book.get());
+    acc = warp_sum(acc);
+    if (lane == 0) part[r][warp] = acc;
+  }
+  __syncthreads();
+  if (threadIdx.x < R && row0 + threadIdx.x < a.rows) {
+    float s = 0.f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[threadIdx.x][w];
+    y[row0 + threadIdx.x] = s;
+  }
+}
+
 template <class F, int R, int V>
 __global__ void __launch_bounds__(kMaxThreads) gemv_staged_kernel(Args a, const float* __restrict__ x,
                                                                  float* __restrict__ y) {
@@ -453,10 +505,24 @@ int auto_rows(int64_t rows, unsigned batch) {
   return r;
 }
 
+// The formats gemv_one_unit_kernel is built for (decode's dense and Qwen's expert products), so
+// the other formats' kernels are not compiled twice.
+template <class F>
+constexpr bool kOneUnitFormat =
+    std::is_same_v<F, MlxAffine<4, true>> || std::is_same_v<F, MlxAffine<4, false>> ||
+    std::is_same_v<F, MlxAffine<8, true>> || std::is_same_v<F, MlxAffine<8, false>> || std::is_same_v<F, Q8_0> ||
+    std::is_same_v<F, Half16<true>> || std::is_same_v<F, Half16<false>>;  // (F32: 8 rows of 128-byte units spill)
+
+std::atomic<int> g_one_unit{-1};  // gemv_set_one_unit / DS4_GEMV_ONE_UNIT
+
 template <class F, int R, int V>
 void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, unsigned batch) {
   const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
   const int64_t units = a.cols / kUnit;
+  if constexpr (kOneUnitFormat<F> && V == 2) {
+    if (units <= threads_for(units) && gemv_one_unit())
+      return launch_direct(gemv_one_unit_kernel<F, R, V>, blocks, threads_for(units), stream, a, x, y);
+  }
   if constexpr (F::kSpanBlocks > 0) {
     if (staged) {
       constexpr int64_t span_units = F::kSpanBlocks * F::kUnitsPerBlock;
@@ -724,6 +790,9 @@ int gemv_dot_generation(const WeightMatrix& w) {
   visit_format(w, false, [&](auto pick) { v = decltype(pick)::V; });
   return v;
 }
+
+bool gemv_one_unit() { return env_setting(g_one_unit, "DS4_GEMV_ONE_UNIT", {0, 1}, "0 or 1", 0) == 1; }
+void gemv_set_one_unit(bool on) { g_one_unit.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 void gemv_set_threads(int threads) {
   if (threads != 0 && threads != 32 && threads != 64 && threads != 128)
