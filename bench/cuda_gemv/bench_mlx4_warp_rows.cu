@@ -60,11 +60,8 @@ constexpr int kWarps = 4;  // warps (rows or row pairs) per block
 
 __host__ __device__ constexpr int64_t padded(int64_t e) { return e + 4 * (e >> 5); }  // 4 floats after every 32
 
-// Rows row0 .. row0 + kRows - 1 of this warp; lane l takes units l, l + 32, ... (< 32 * kUnits).
-template <int kRows, int kUnits>
-__global__ void __launch_bounds__(kWarps * 32)
-    warp_rows_kernel(Args a, const float* __restrict__ x, float* __restrict__ y) {
-  extern __shared__ float xs[];
+// This block's batch entry (blockIdx.y): its expert's weights, scales and biases, its x and y.
+__device__ __forceinline__ void enter_entry(Args& a, const float* __restrict__& x, float* __restrict__& y) {
   const int64_t b = blockIdx.y;
   const int64_t e = a.ids ? a.ids[b] : b;
   a.data += e * a.id_stride;
@@ -72,6 +69,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   a.biases = static_cast<const uint8_t*>(a.biases) + e * a.id_scale_stride;
   x += b * a.x_stride;
   y += b * a.y_stride;
+}
+
+// Rows row0 .. row0 + kRows - 1 of this warp; lane l takes units l, l + 32, ... (< 32 * kUnits).
+template <int kRows, int kUnits>
+__global__ void __launch_bounds__(kWarps * 32)
+    warp_rows_kernel(Args a, const float* __restrict__ x, float* __restrict__ y) {
+  extern __shared__ float xs[];
+  enter_entry(a, x, y);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * kRows, units = a.cols / kUnit;
   Fmt::Raw raw[kRows][kUnits];
@@ -141,13 +146,7 @@ template <int kRows, int kStep>
 __global__ void __launch_bounds__(128) block_rows_kernel(Args a, const float* __restrict__ x, float* __restrict__ y) {
   static_assert(kRows % kStep == 0, "whole steps");
   __shared__ float part[kRows][4];  // {rows, warps}
-  const int64_t b = blockIdx.y;
-  const int64_t e = a.ids ? a.ids[b] : b;
-  a.data += e * a.id_stride;
-  a.scales = static_cast<const uint8_t*>(a.scales) + e * a.id_scale_stride;
-  a.biases = static_cast<const uint8_t*>(a.biases) + e * a.id_scale_stride;
-  x += b * a.x_stride;
-  y += b * a.y_stride;
+  enter_entry(a, x, y);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row0 = int64_t(blockIdx.x) * kRows, u = threadIdx.x;
   const bool live = u < a.cols / kUnit;

@@ -229,17 +229,23 @@ __device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codeboo
 // stays outside the loop; tools/device/pdl_sass_check.py checks the SASS of every
 // instantiation (2026-12-04, CUDA 13.0, sm_90a: no x or ids load before the wait) and
 // test_gemv_pdl checks it on the device. Re-run both after changing this kernel.
-template <class F, int R, int V>
-__global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const float* __restrict__ x,
-                                                                 float* __restrict__ y) {
+// The prologue of the one-row kernels (gemv_direct_kernel, gemv_one_unit_kernel): triggers the
+// dependents, waits first where the expert ids come from the kernel before, moves a, x and y to
+// this block's batch entry. Returns whether it waited (else the caller waits before reading x).
+__device__ __forceinline__ bool one_row_prologue(Args& a, const float* __restrict__& x, float* __restrict__& y) {
   pdl_launch_dependents();
   const bool waited = a.ids != nullptr;
   if (waited) pdl_wait();
-  {
-    const int64_t b = batch_entry(a);
-    x += b * a.x_stride;
-    y += b * a.y_stride;
-  }
+  const int64_t b = batch_entry(a);
+  x += b * a.x_stride;
+  y += b * a.y_stride;
+  return waited;
+}
+
+template <class F, int R, int V>
+__global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const float* __restrict__ x,
+                                                                 float* __restrict__ y) {
+  const bool waited = one_row_prologue(a, x, y);
   __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
   Codebook<F> book{grid_smem};
   const int64_t row0 = int64_t(blockIdx.x) * R;
@@ -269,14 +275,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const 
 template <class F, int R, int V>
 __global__ void __launch_bounds__(kMaxThreads)
     gemv_one_unit_kernel(Args a, const float* __restrict__ x, float* __restrict__ y) {
-  pdl_launch_dependents();
-  const bool waited = a.ids != nullptr;
-  if (waited) pdl_wait();
-  {
-    const int64_t b = batch_entry(a);
-    x += b * a.x_stride;
-    y += b * a.y_stride;
-  }
+  const bool waited = one_row_prologue(a, x, y);
   __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
   __shared__ float part[R][kMaxThreads / 32];
   Codebook<F> book{grid_smem};
