@@ -22,8 +22,9 @@
 //        [--act-quant]
 //        [--act-variants] [--ncu-decode]
 //   --ncu-decode: after the timed decode, one more decode step (its CUDA graph, default options; of a clone,
-//   ../cuda_profiler_range.h ncu_decode_step) inside cudaProfilerStart / Stop, then exit: `ncu --profile-from-start off --graph-profiling node` times each
-//   kernel of a decode step alone (the graph's kernels one by one), for the per-kernel table of issue #23.
+//   ../cuda_profiler_range.h ncu_decode_step) inside cudaProfilerStart / Stop, then exit: `ncu --profile-from-start off
+//   --graph-profiling node` times each kernel of a decode step alone (the graph's kernels one by one), for the
+//   per-kernel table of issue #23.
 //   --act-variants: decode tok/s under each IQ2_XXS decoder of gemv_act (act_variants below).
 //   --act-quant: after the decode lines, decode tok/s with ds4's activation quantization
 //   (Config::act_quant: Q8_0 / Q8_K activations, integer GEMVs) and without it, from clones of
@@ -34,7 +35,8 @@
 //   --batch: continuous batching (../cuda_batch_table.h) at each stream count after the decode lines,
 //   S timed steps each (default 16), one table per --batch-rows value (CudaModelOptions::
 //   batch_rows, default: the option's default); the verify / draft tables are skipped, --prefill's
-//   tables still run after it (before 2026-12-07 they were skipped too, silently).
+//   tables, --profile's per-op table and --jump's rows still run after it (before 2026-12-07 they
+//   were skipped too, silently).
 //   --batch-profile adds a per-op table of one step per stream count; --seq-ab the same tables
 //   again with CudaModelOptions::seq_launches off (a launch per sequence for the stateful kernels);
 //   --rows-ab R,R the same tables again at each gemv_act_rows weight-rows-per-block value R (2, 4, 8:

@@ -178,8 +178,10 @@ __global__ void __launch_bounds__(128) block_rows_kernel(Args a, const float* __
       acc = cuda::gemv_detail::warp_sum(acc);
       if (lane == 0) part[step * kStep + j][warp] = acc;
     }
+    if (step + 1 < kRows / kStep) {
 #pragma unroll
-    for (int j = 0; j < kStep; ++j) cur[j] = nxt[j];
+      for (int j = 0; j < kStep; ++j) cur[j] = nxt[j];
+    }
   }
   __syncthreads();
   for (int r = threadIdx.x; r < kRows; r += blockDim.x) {

@@ -266,7 +266,9 @@ void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols, int 
 
 // gemv_one_unit_kernel (gemv_set_one_unit) against gemv_direct_kernel, bit for bit: one launch over
 // all E x rows rows at every rows-per-block choice, and a routed launch of 5 entries picking experts by
-// device ids out of E cut from the same weight. rows = 1030: a row tail at every rows-per-block.
+// device ids out of E cut from the same weight (rows = 1031 and E = 4: row tails at every
+// rows-per-block in both). cuda_cores keeps MLX q4 off the tensor-core GEMV (DS4_MLX4_TC), so both
+// runs are gemv's CUDA-core kernels; the setting before the test is restored after it.
 void test_gemv_one_unit(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st = DType::F16) {
   const int64_t E = 4;
   const std::vector<int32_t> ids = {3, 0, 2, 3, 1};
@@ -288,11 +290,13 @@ void test_gemv_one_unit(DType t, int64_t rows, int64_t cols, int64_t group = 64,
                                mlx ? size_t(rows * (cols / group) * 2) : 0,
                                xs,
                                rows};
+  const bool setting = cuda::gemv_one_unit();
   for (int rb : {0, 1, 2, 4, 8}) {
     auto run = [&](bool on) {
       cuda::gemv_set_one_unit(on);
       poison(dy);
-      const cuda::GemvOptions opt{cuda::GemvPath::kDirect, rb};
+      cuda::GemvOptions opt{cuda::GemvPath::kDirect, rb};
+      opt.cuda_cores = true;
       cuda::gemv(dw.view, dx.as<float>(), dy.as<float>(), nullptr, opt);
       cuda::gemv_batched(expert, dx.as<float>(), dy.as<float>() + n_one, routed, nullptr, opt);
       return to_host(dy, n_one + n_routed);
@@ -309,7 +313,7 @@ void test_gemv_one_unit(DType t, int64_t rows, int64_t cols, int64_t group = 64,
                 one && routed_same && finite ? "PASS (bitwise)" : "FAIL", one ? "" : " one launch differs",
                 routed_same ? "" : " routed differs");
   }
-  cuda::gemv_set_one_unit(false);
+  cuda::gemv_set_one_unit(setting);
 }
 
 // embed_rows_f32: rows picked by device ids equal core dequantize_row bit for bit; an id
@@ -720,14 +724,14 @@ int main(int argc, char** argv) {
       test_gemv_rows_grouped(DType::IQ2_XXS, 4, 40, 512, cuda::kMoeSmallStride);
       test_gemv_rows_grouped(DType::F32, 5, 24, 48, cuda::kMoeSmallStride);
       if (kernel != 1) {  // the one-unit kernel exists for kernel generations 2 and 3
-        const int64_t r1 = small ? 70 : 1030;
+        const int64_t r1 = small ? 71 : 1031;
         test_gemv_one_unit(DType::MLX_Q4, r1, 2560, 64, DType::BF16);  // 80 units: 96 threads
         test_gemv_one_unit(DType::MLX_Q4, r1, 640, 32, DType::F16);    // 20 units: 32 threads
         test_gemv_one_unit(DType::MLX_Q8, r1, 4096, 64, DType::BF16);  // 128 units: 128 threads
         test_gemv_one_unit(DType::Q8_0, r1, 2560);
         test_gemv_one_unit(DType::BF16, r1, 768);
         test_gemv_one_unit(DType::F16, r1, 768);
-        test_gemv_one_unit(DType::MLX_Q4, small ? 9 : 130, 8192, 64, DType::BF16);  // 256 units: the loop kernel
+        test_gemv_one_unit(DType::MLX_Q4, small ? 9 : 131, 8192, 64, DType::BF16);  // 256 units: the loop kernel
       }
       std::printf("gemv_rows (kernel %d): %d of %d comparisons bit-identical to gemv/direct\n", kernel, g_rows_bitwise,
                   g_rows_checked);

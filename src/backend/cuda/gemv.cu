@@ -519,7 +519,7 @@ void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, b
   const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
   const int64_t units = a.cols / kUnit;
   if constexpr (kOneUnitFormat<F> && V == 2) {
-    if (units <= threads_for(units) && gemv_one_unit())
+    if (!staged && units <= threads_for(units) && gemv_one_unit())  // (staged: asked for its own order)
       return launch_direct(gemv_one_unit_kernel<F, R, V>, blocks, threads_for(units), stream, a, x, y);
   }
   if constexpr (F::kSpanBlocks > 0) {
