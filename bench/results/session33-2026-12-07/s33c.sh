@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# For session 34 (any GPU, ~1-2 min): gemv_one_unit_kernel (DS4_GEMV_ONE_UNIT, written after call 7,
+# For session 34 (any GPU, ~3 min): gemv_one_unit_kernel (DS4_GEMV_ONE_UNIT, written after call 7,
 # unrun): test_cuda_ops (its memcmps against gemv at every rows-per-block, one launch and routed),
 # bench_mlx4_warp_rows (column 1u beside gemv and the harness's forms), the Qwen model tests with
 # it on (and test_glm5_cuda), Qwen decode A/B 0 / 1 / 0 / 1 at 2K, GLM decode A/B at 2K. Build: TARGETS="$(cat
@@ -27,6 +27,6 @@ done; done
 # GLM's dense Q8_0 products (4096 columns: one unit a thread at 128 threads) take it too
 glm=synthetic-full:q2_k:160
 grep -q H200 "$OUT/gpu.txt" && glm=synthetic-full
-for u in 0 1 0 1; do
-  DS4_GEMV_ONE_UNIT=$u COLS=2-8 step glm_u$u 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 16 2048
-done
+for r in a b; do for u in 0 1; do
+  DS4_GEMV_ONE_UNIT=$u COLS=2-8 step glm_u$u$r 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 16 2048
+done; done
