@@ -2,10 +2,12 @@
 # tree root on the device with $OUT set by the device tool. The device returns only ~8 files per
 # call, so every test's output goes into one tests.txt and every step's line into summary.txt.
 #   call_start BUNDLE   unpack the carried bundle (.devwork/*.tar.xz) into $B, the GPU into gpu.txt
-#   synthetic_start     after call_start: B=$B/cudabins on LD_LIBRARY_PATH; cfg / glm = the synthetic
-#                       DeepSeek config and GLM spec for this GPU (H200: the 43-layer Flash, GLM's 288
-#                       experts; else 30 layers, 160 experts: 80 GB); ds4-convert of cfg into
-#                       /dev/shm/f.gguf in the background (`wait` before using it; its line in summary.txt)
+#   use_bins            after call_start: B=$B/cudabins (the bundle's binaries), their libraries on
+#                       LD_LIBRARY_PATH
+#   synthetic_sizes     cfg / glm = the synthetic DeepSeek config and GLM spec for this GPU (H200: the
+#                       43-layer Flash, GLM's 288 experts; else 30 layers, 160 experts: 80 GB)
+#   synthetic_start     use_bins, synthetic_sizes, then ds4-convert of cfg into /dev/shm/f.gguf in the
+#                       background (`wait` before using it; its line in summary.txt)
 #   late S              true once the call has run more than S seconds (guards the later steps)
 #   one NAME ARGS...    $B/NAME ARGS (120 s at most) appended to tests.txt; its exit to summary.txt
 #   step N S PAT CMD... CMD (S seconds at most, less when the call's LIMIT, default 585 s, is near)
@@ -21,14 +23,20 @@ call_start() {
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
   T0=$(date +%s)
 }
-synthetic_start() {
+use_bins() {
   B=$B/cudabins
   export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
+}
+synthetic_sizes() {
   if grep -q H200 "$OUT/gpu.txt"; then
     cfg=deepseek_v4_flash glm=synthetic-full
   else
     cfg=bench/cuda_deepseek_v4/flash30_config.json glm=synthetic-full:q2_k:160
   fi
+}
+synthetic_start() {
+  use_bins
+  synthetic_sizes
   (
     local t0=$(date +%s)
     timeout 200 $B/ds4-convert --synthetic $cfg /dev/shm/f.gguf --quant-experts IQ2_XXS --expert-holes > /tmp/convert.txt 2>&1

@@ -17,8 +17,8 @@
 //   (H100, session 33 call 7): gemv's bits on every shape, but 0.71x / 0.68x / 0.33x of gemv (N, S
 //   = 32, 2 / 32, 4 / 64, 4) on the x10 gate|up, 0.29-0.48x on the single 4096-column launches: a
 //   quarter as many x bytes does not pay for fewer blocks and fewer rows' loads in flight.
-//   b8s8 is gemv's own schedule in this form (gemv_one_unit_kernel, column 1u, is it in the
-//   library); b16s16
+//   gemv's own schedule in this form (8 rows in one step) is the library's gemv_one_unit_kernel,
+//   column 1u; b16s16
 //   holds 16 rows' loads in flight a thread (x bytes 4 / 16 a weight), b16s8 16 rows in two steps
 //   (unrun: written after call 7).
 // Times: a CUDA graph of one pass over >= 1 GiB of weight copies, median of the replays, per
@@ -235,7 +235,6 @@ int main(int argc, char** argv) {
                           {"b32s2", launch_block_rows<32, 2>, true},
                           {"b32s4", launch_block_rows<32, 4>, true},
                           {"b64s4", launch_block_rows<64, 4>, true},
-                          {"b8s8", launch_block_rows<8, 8>, true},
                           {"b16s16", launch_block_rows<16, 16>, true},
                           {"b16s8", launch_block_rows<16, 8>, true}};
     std::printf("1u: gemv with gemv_set_one_unit(true) (gemv_one_unit_kernel where a thread has one unit a row)\n");

@@ -10,8 +10,8 @@ set -u
 STEP_DIR=/tmp/steps
 . bench/device_call_lib.sh
 call_start ${BUNDLE:-.devwork/s33c.tar.xz}
-B=$B/cudabins
-export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
+use_bins
+synthetic_sizes
 one test_cuda_ops
 grep -E "gemv_one_unit|FAIL" "$OUT/tests.txt" | head -60 >> "$OUT/summary.txt"
 step forms 60 '^[0-9]+x' $B/bench_mlx4_warp_rows 20
@@ -25,8 +25,6 @@ for r in a b; do for u in 0 1; do
   DS4_GEMV_ONE_UNIT=$u COLS=2-8 step qwen_u$u$r 40 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
 done; done
 # GLM's dense Q8_0 products (4096 columns: one unit a thread at 128 threads) take it too
-glm=synthetic-full:q2_k:160
-grep -q H200 "$OUT/gpu.txt" && glm=synthetic-full
 for r in a b; do for u in 0 1; do
   DS4_GEMV_ONE_UNIT=$u COLS=2-8 step glm_u$u$r 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 16 2048
 done; done
