@@ -264,56 +264,48 @@ void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols, int 
   rows_compare("gemv_rows_grouped_" + std::string(dtype_name(t)) + "/S" + std::to_string(S), got, want);
 }
 
-// gemv_one_unit_kernel (gemv_set_one_unit) against gemv_direct_kernel, bit for bit: one launch over
-// all E x rows rows at every rows-per-block choice, and a routed launch of 5 entries picking experts by
-// device ids out of E cut from the same weight (rows = 1031 and E = 4: row tails at every
-// rows-per-block in both). cuda_cores keeps MLX q4 off the tensor-core GEMV (DS4_MLX4_TC), so both
-// runs are gemv's CUDA-core kernels; the setting before the test is restored after it.
-void test_gemv_one_unit(DType t, int64_t rows, int64_t cols, int64_t group = 64, DType st = DType::F16) {
-  const int64_t E = 4;
-  const std::vector<int32_t> ids = {3, 0, 2, 3, 1};
-  const int count = int(ids.size());
-  const HostWeight hw = random_weight(t, E * rows, cols, g_rng, group, st);
+// MLX q4 / q8 under kernels 2 and 3: gemv's dot2 reads x scaled by 2^80 and the weights' fields as
+// subnormal floats, gemv_rows decodes each unit once (expand + dot_e) and reads x as it is; both
+// must give the same bits (gemv_formats.cuh MlxAffine::dot2), and match the double reference.
+// x spans 2^-40 .. 2^40 (random powers of two on Gaussian values, a column of zeros) so the
+// scaling's stated range is exercised, not only values near 1.
+void test_gemv_mlx_scaled_x(DType t, int64_t rows, int64_t cols, int64_t group, DType st) {
+  const HostWeight hw = random_weight(t, rows, cols, g_rng, group, st);
   const DeviceWeight dw = upload(hw);
-  const int64_t xs = cols + 4;
-  const std::vector<float> x = randn(size_t(count * xs));
-  const size_t n_one = size_t(E * rows), n_routed = size_t(count * rows);
-  cuda::DeviceBuffer dx = to_device(x, "x"), dy((n_one + n_routed) * 4, "y");
-  cuda::DeviceBuffer did(ids.size() * sizeof(int32_t), "ids");
-  DS4_CUDA_CHECK(cudaMemcpy(did.get(), ids.data(), did.bytes(), cudaMemcpyHostToDevice));
-  WeightMatrix expert = dw.view;
-  expert.rows = rows;
-  const bool mlx = t == DType::MLX_Q4 || t == DType::MLX_Q8;
-  const cuda::GemvBatch routed{count,
-                               did.as<int32_t>(),
-                               size_t(rows) * size_t(expert.row_stride_bytes()),
-                               mlx ? size_t(rows * (cols / group) * 2) : 0,
-                               xs,
-                               rows};
-  const bool setting = cuda::gemv_one_unit();
-  for (int rb : {0, 1, 2, 4, 8}) {
-    auto run = [&](bool on) {
-      cuda::gemv_set_one_unit(on);
-      poison(dy);
-      cuda::GemvOptions opt{cuda::GemvPath::kDirect, rb};
-      opt.cuda_cores = true;
-      cuda::gemv(dw.view, dx.as<float>(), dy.as<float>(), nullptr, opt);
-      cuda::gemv_batched(expert, dx.as<float>(), dy.as<float>() + n_one, routed, nullptr, opt);
-      return to_host(dy, n_one + n_routed);
-    };
-    const std::vector<float> want = run(false), got = run(true);
-    const bool one = std::memcmp(got.data(), want.data(), n_one * 4) == 0;
-    const bool routed_same = std::memcmp(got.data() + n_one, want.data() + n_one, n_routed * 4) == 0;
-    bool finite = true;
-    for (float v : got) finite = finite && std::isfinite(v);
-    if (!one || !routed_same || !finite) ++g_failures;
-    std::printf("%-22s %-18s %s%s%s\n",
-                ("gemv_one_unit_" + std::string(dtype_name(t)) + "/R" + std::to_string(rb)).c_str(),
-                (shape2(rows, cols) + "x" + std::to_string(E)).c_str(),
-                one && routed_same && finite ? "PASS (bitwise)" : "FAIL", one ? "" : " one launch differs",
-                routed_same ? "" : " routed differs");
+  const int n = 3;
+  const int64_t xs = cols + 8;
+  std::vector<float> x = randn(size_t(n * xs));
+  std::uniform_int_distribution<int> exp_pick(-40, 40);
+  for (int i = 0; i < n; ++i)
+    for (int64_t c = 0; c < cols; ++c) {
+      float& v = x[size_t(i * xs + c)];
+      v = c == 5 ? 0.f : std::ldexp(v, i == 0 ? 0 : exp_pick(g_rng));
+    }
+  cuda::DeviceBuffer dx = to_device(x, "x"), dy(size_t(n * rows) * 4, "y"), d1(size_t(rows) * 4, "y1");
+  poison(dy);
+  cuda::GemvRows r;
+  r.n = n, r.x_row = xs, r.y_row = rows;
+  cuda::GemvOptions opt{cuda::GemvPath::kDirect, 0};
+  opt.cuda_cores = true;
+  cuda::gemv_rows(dw.view, dx.as<float>(), dy.as<float>(), r, nullptr);
+  const std::vector<float> all = to_host(dy, size_t(n * rows));
+  std::vector<float> wrow(static_cast<size_t>(cols));
+  for (int i = 0; i < n; ++i) {
+    cuda::gemv(dw.view, dx.as<float>() + i * xs, d1.as<float>(), nullptr, opt);
+    const std::vector<float> one = to_host(d1, size_t(rows));
+    std::vector<double> ref(static_cast<size_t>(rows));
+    for (int64_t row = 0; row < rows; ++row) {
+      dequantize_row(host_view(hw), row, wrow.data());
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += double(wrow[size_t(c)]) * double(x[size_t(i * xs + c)]);
+      ref[size_t(row)] = s;
+    }
+    const bool same = std::memcmp(one.data(), all.data() + size_t(i) * size_t(rows), size_t(rows) * 4) == 0;
+    if (!same) ++g_failures;
+    std::printf("%-22s %-18s %s\n", ("gemv_scaled_x_" + std::string(dtype_name(t)) + "/x" + std::to_string(i)).c_str(),
+                shape2(rows, cols).c_str(), same ? "PASS (gemv == gemv_rows bitwise)" : "FAIL gemv != gemv_rows");
+    report("gemv_scaled_x_ref_" + std::string(dtype_name(t)), shape2(rows, cols), one, ref, kGemvNmse, kGemvRel);
   }
-  cuda::gemv_set_one_unit(setting);
 }
 
 // embed_rows_f32: rows picked by device ids equal core dequantize_row bit for bit; an id
@@ -723,15 +715,10 @@ int main(int argc, char** argv) {
       test_gemv_rows_grouped(DType::Q8_0, 6, 64, 256, cuda::kMoeSmallStride);
       test_gemv_rows_grouped(DType::IQ2_XXS, 4, 40, 512, cuda::kMoeSmallStride);
       test_gemv_rows_grouped(DType::F32, 5, 24, 48, cuda::kMoeSmallStride);
-      if (kernel != 1) {  // the one-unit kernel exists for kernel generations 2 and 3
-        const int64_t r1 = small ? 71 : 1031;
-        test_gemv_one_unit(DType::MLX_Q4, r1, 2560, 64, DType::BF16);  // 80 units: 96 threads
-        test_gemv_one_unit(DType::MLX_Q4, r1, 640, 32, DType::F16);    // 20 units: 32 threads
-        test_gemv_one_unit(DType::MLX_Q8, r1, 4096, 64, DType::BF16);  // 128 units: 128 threads
-        test_gemv_one_unit(DType::Q8_0, r1, 2560);
-        test_gemv_one_unit(DType::BF16, r1, 768);
-        test_gemv_one_unit(DType::F16, r1, 768);
-        test_gemv_one_unit(DType::MLX_Q4, small ? 9 : 131, 8192, 64, DType::BF16);  // 256 units: the loop kernel
+      if (kernel != 1) {  // the subnormal dot2 of kernel generations 2 and 3
+        test_gemv_mlx_scaled_x(DType::MLX_Q4, 77, 2560, 64, DType::BF16);
+        test_gemv_mlx_scaled_x(DType::MLX_Q4, 45, 640, 32, DType::F16);
+        test_gemv_mlx_scaled_x(DType::MLX_Q8, 77, 4096, 64, DType::BF16);
       }
       std::printf("gemv_rows (kernel %d): %d of %d comparisons bit-identical to gemv/direct\n", kernel, g_rows_bitwise,
                   g_rows_checked);

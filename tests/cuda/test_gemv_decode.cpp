@@ -2,7 +2,8 @@
 // a kernel-2 decoder (dot2), random unit bytes and random x, both dot and dot2 against a double
 // sum of the unit's weights (each weight read back through dot with a one-hot x). Needs the
 // CUDA headers but no GPU: the device intrinsics the decoders use get host stand-ins here.
-// Prints the worst |dot2 - ref| / sum |w x| per format; fails above 4e-6 (float rounding of a
+// Where the format has expand / dot_e (gemv_rows' decode-once form), dot2 must equal it bit for
+// bit. Prints the worst |dot2 - ref| / sum |w x| per format; fails above 4e-6 (float rounding of a
 // 32-term sum is ~1e-7 of that sum). Also decode (the tensor-core dequantization) against the
 // weights dot reads: within 1e-6 of the unit's largest |w|.
 #include <cuda_bf16.h>
@@ -36,9 +37,29 @@ void check(const char* name, int units, Args a = {}) {
     alignas(16) uint8_t buf[4096];
     const int64_t unit = random_unit_bytes(g_rng, buf, units);
     float xv[kUnit];
-    for (auto& v : xv) v = nd(g_rng);
+    // Every other trial spreads x over 2^-40 .. 2^40 (the subnormal dot2's stated range) and checks
+    // only dot2 against dot_e(expand) bit for bit: the affine formats' scale * sum(q x) - min * sum(x)
+    // cancels there far below sum |w x|, so the tolerance against ref is for Gaussian x.
+    const bool spread_x = trial % 2 == 1;
+    std::uniform_int_distribution<int> spread(-40, 40);
+    for (auto& v : xv) v = spread_x ? std::ldexp(nd(g_rng), spread(g_rng)) : nd(g_rng);
     const auto r = F::template load<FromShared>(a, buf, 0, unit);
-    const float s1 = F::dot(r, unit, xv, kGrid), s2 = F::dot2(r, unit, xv, kGrid);
+    float xs[kUnit];  // dot2's x (x_for_dot: scaled by 2^kXShift where its fields are subnormals)
+    std::copy(xv, xv + kUnit, xs);
+    x_for_dot<2, F>(xs);
+    const float s1 = F::dot(r, unit, xv, kGrid), s2 = F::dot2(r, unit, xs, kGrid);
+    // gemv_rows decodes a unit once (expand) and dots it with x as it is (dot_e): dot2 on the
+    // scaled x must give the same bits (gemv_rows == gemv).
+    if constexpr (Expands<F, 2>::value) {
+      const float se = F::dot_e(F::expand(r, unit, kGrid), xv);
+      if (std::memcmp(&se, &s2, 4) != 0) {
+        std::printf("%-8s FAIL trial %d unit %lld: dot2 %.9g != dot_e(expand) %.9g\n", name, trial, (long long)unit, s2,
+                    se);
+        ++g_fail;
+        return;
+      }
+    }
+    if (spread_x) continue;
     double ref = 0, bound = 0, wmax = 0;
     float wd[kUnit], w1[kUnit];
     // Formats the tensor-core paths dequantize have `decode`; Q2_KC (a GEMV-only read order of

@@ -237,7 +237,7 @@ __device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codeboo
 // stays outside the loop; tools/device/pdl_sass_check.py checks the SASS of every
 // instantiation (2026-12-04, CUDA 13.0, sm_90a: no x or ids load before the wait) and
 // test_gemv_pdl checks it on the device. Re-run both after changing this kernel.
-// The prologue of the one-row kernels (gemv_direct_kernel, gemv_one_unit_kernel): triggers the
+// The prologue of the one-row direct kernel (gemv_direct_kernel): triggers the
 // dependents, waits first where the expert ids come from the kernel before, moves a, x and y to
 // this block's batch entry. Returns whether it waited (else the caller waits before reading x).
 __device__ __forceinline__ bool one_row_prologue(Args& a, const float* __restrict__& x, float* __restrict__& y) {
@@ -266,51 +266,11 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const 
   direct_loop<F, R, V, true>(a, row0, book, wait, [&](const typename F::Raw (&raw)[R], int64_t u) {
     float xv[kUnit];
     load_x<F>(x, u, xv);
+    x_for_dot<V, F>(xv);
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] += dot_v<V, F>(raw[r], u, xv, book.get());
   });
   block_finish<R>(acc, row0, a.rows, y);
-}
-
-// gemv_direct_kernel where every thread has at most one unit a row (units <= blockDim.x: Qwen's
-// 2560-column experts, 640-column downs, 4096-column projections at 128 threads), as straight-line
-// code that stores each row's warp sum as soon as its dot is done, so the R rows' accumulators, row
-// pointers and the unit loop's state are not held together (bench_mlx4_warp_rows's b8s8 form of it:
-// 93 registers for MLX q4 at R = 8 against this kernel's 142, 7 resident 96-thread blocks an SM
-// instead of 4). The same unit per thread, dot, warp_sum and in-order sum over the warps as
-// block_finish, and the same PDL order (weights before the wait unless routed by ids): gemv's bits.
-// gemv_set_one_unit / DS4_GEMV_ONE_UNIT (off until measured).
-template <class F, int R, int V>
-__global__ void __launch_bounds__(kMaxThreads)
-    gemv_one_unit_kernel(Args a, const float* __restrict__ x, float* __restrict__ y) {
-  const bool waited = one_row_prologue(a, x, y);
-  __shared__ uint64_t grid_smem[std::is_same_v<F, IQ2_XXS> ? 256 : 1];
-  __shared__ float part[R][kMaxThreads / 32];
-  Codebook<F> book{grid_smem};
-  const int64_t row0 = int64_t(blockIdx.x) * R, u = threadIdx.x;
-  const bool live = u < a.cols / kUnit;
-  typename F::Raw raw[R];
-  if (live) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t row = min(row0 + r, a.rows - 1);
-      raw[r] = load_v<V, F>(a, a.data + row * a.row_stride, row, u);
-    }
-  }
-  if (!waited) pdl_wait();
-  book.stage();
-  float xv[kUnit];
-  if (live) load_x<F>(x, u, xv);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float acc = 0.f;
-    if (live) acc += dot_v<V, F>(raw[r], u, xv, book.get());
-    acc = warp_sum(acc);
-    if (lane == 0) part[r][warp] = acc;
-  }
-  __syncthreads();
-  write_warp_sums<R>(part, row0, a.rows, y);
 }
 
 template <class F, int R, int V>
@@ -360,6 +320,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_staged_kernel(Args a, const 
     for (int j = lane; j < n_units; j += 32) {  // j: unit inside the span (spans start on blocks)
       float xv[kUnit];
       load_x<F>(x, u0 + j, xv);
+      x_for_dot<V, F>(xv);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const auto raw = F::template load<FromShared>(a, reinterpret_cast<const uint8_t*>(stage[warp][r]), 0, j);
@@ -418,12 +379,14 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
   direct_loop<F, R, V, false>(a, row0, book, [] {}, [&](const typename F::Raw (&raw)[R], int64_t u) {
-    auto each_input = [&](auto&& dot_row) {  // dot_row(r, xv): weight row r's unit dot x row
+    // dot_row(r, xv): weight row r's unit dot x row; for_dot: x as dot_v takes it (x_for_dot)
+    auto each_input = [&](auto&& dot_row, auto for_dot) {
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         if (i >= n) break;
         float xv[kUnit];
         load_x<F>(x + xo[i], u, xv);
+        if constexpr (decltype(for_dot)::value) x_for_dot<V, F>(xv);
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r][i] += dot_row(r, xv);
       }
@@ -434,9 +397,10 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
       typename F::E e[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) e[r] = F::expand(raw[r], u, book.get());
-      each_input([&](int r, const float (&xv)[kUnit]) { return F::dot_e(e[r], xv); });
+      each_input([&](int r, const float (&xv)[kUnit]) { return F::dot_e(e[r], xv); }, std::false_type{});
     } else {
-      each_input([&](int r, const float (&xv)[kUnit]) { return dot_v<V, F>(raw[r], u, xv, book.get()); });
+      each_input([&](int r, const float (&xv)[kUnit]) { return dot_v<V, F>(raw[r], u, xv, book.get()); },
+                 std::true_type{});
     }
   });
   finish_rows<R, N, kMaxThreads / 32>(acc, row0, a.rows, n, yo, y);
@@ -508,24 +472,10 @@ int auto_rows(int64_t rows, unsigned batch) {
   return r;
 }
 
-// The formats gemv_one_unit_kernel is built for (decode's dense and Qwen's expert products), so
-// the other formats' kernels are not compiled twice.
-template <class F>
-constexpr bool kOneUnitFormat =
-    std::is_same_v<F, MlxAffine<4, true>> || std::is_same_v<F, MlxAffine<4, false>> ||
-    std::is_same_v<F, MlxAffine<8, true>> || std::is_same_v<F, MlxAffine<8, false>> || std::is_same_v<F, Q8_0> ||
-    std::is_same_v<F, Half16<true>> || std::is_same_v<F, Half16<false>>;  // (F32: 8 rows of 128-byte units spill)
-
-std::atomic<int> g_one_unit{-1};  // gemv_set_one_unit / DS4_GEMV_ONE_UNIT
-
 template <class F, int R, int V>
 void launch_rows(const Args& a, const float* x, float* y, cudaStream_t stream, bool staged, unsigned batch) {
   const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
   const int64_t units = a.cols / kUnit;
-  if constexpr (kOneUnitFormat<F> && V == 2) {
-    if (!staged && units <= threads_for(units) && gemv_one_unit())  // (staged: asked for its own order)
-      return launch_direct(gemv_one_unit_kernel<F, R, V>, blocks, threads_for(units), stream, a, x, y);
-  }
   if constexpr (F::kSpanBlocks > 0) {
     if (staged) {
       constexpr int64_t span_units = F::kSpanBlocks * F::kUnitsPerBlock;
@@ -794,8 +744,6 @@ int gemv_dot_generation(const WeightMatrix& w) {
   return v;
 }
 
-bool gemv_one_unit() { return env_setting(g_one_unit, "DS4_GEMV_ONE_UNIT", {0, 1}, "0 or 1", 0) == 1; }
-void gemv_set_one_unit(bool on) { g_one_unit.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 void gemv_set_threads(int threads) {
   if (threads != 0 && threads != 32 && threads != 64 && threads != 128)

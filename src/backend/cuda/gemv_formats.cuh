@@ -84,6 +84,14 @@ __device__ __forceinline__ float mant(uint32_t f) { return __uint_as_float(0x4B0
 constexpr float kMant = 8388608.f;  // 2^23
 // 2^-s for 0 <= s < 127, exactly.
 __device__ __forceinline__ float pow2_neg(int s) { return __uint_as_float(uint32_t(127 - s) << 23); }
+// 2^s for 0 <= s < 128, exactly, as a compile-time constant.
+template <int s>
+__host__ __device__ constexpr float pow2_pos() {
+  static_assert(s >= 0 && s < 128);
+  float v = 1.f;
+  for (int i = 0; i < s; ++i) v *= 2.f;
+  return v;
+}
 
 // Sum of xv[8*w + 4*k ...]: used by the affine formats (w = scale*q + bias) for the bias term.
 __device__ __forceinline__ float sum32(const float (&xv)[kUnit]) {
@@ -466,8 +474,11 @@ struct Q2_KC {
     return s;
   }
   // Fields in place as in Q2_K::dot2 (bytes 0/2 at bit 2s, 1/3 at bit 8 + 2s); the shift by
-  // 16 is shared by the four planes, and each plane's power of two is a constant.
-  __device__ static float dot2(const Raw& r, int64_t unit, const float (&xv)[kUnit], const void*) {
+  // 16 is shared by the four planes, and each plane's power of two is a constant. x comes scaled
+  // by 2^kXShift and the fields are read as subnormal floats, as MlxAffine::dot2 (its comment):
+  // the sums are those of the 2^23-mantissa form times exact powers of two, so the same bits.
+  static constexpr int kXShift = 80;
+  __device__ static float dot2(const Raw& r, int64_t unit, const float (&xs)[kUnit], const void*) {
     const uint32_t w[4] = {r.q[0], r.q[0] >> 16, r.q[1], r.q[1] >> 16};
     const float d = f16_bits(r.dm & 0xffff), dmin = f16_bits(r.dm >> 16);
     float s = 0.f;
@@ -477,15 +488,16 @@ struct Q2_KC {
       float s0 = 0.f, s1 = 0.f, sx = 0.f;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        s0 = fmaf(mant(w[i] & m0) - kMant, xv[8 * pl + 2 * i], s0);
-        s1 = fmaf(mant(w[i] & m1) - kMant, xv[8 * pl + 2 * i + 1], s1);
-        sx += xv[8 * pl + 2 * i];
-        sx += xv[8 * pl + 2 * i + 1];
+        s0 = fmaf(__uint_as_float(w[i] & m0), xs[8 * pl + 2 * i], s0);
+        s1 = fmaf(__uint_as_float(w[i] & m1), xs[8 * pl + 2 * i + 1], s1);
+        sx += xs[8 * pl + 2 * i];
+        sx += xs[8 * pl + 2 * i + 1];
       }
       const uint32_t scm = scale_byte(r, unit, pl);
-      const float sq = fmaf(s1, 1.f / 256.f, s0) * (1.f / float(1u << (2 * pl)));
+      // 2^(149 - kXShift - 2 pl): the plane's power of two and the subnormal / x scales, one constant
+      const float sq = fmaf(s1, 1.f / 256.f, s0) * (pow2_pos<149 - kXShift>() / float(1u << (2 * pl)));
       const float sc = mant(scm & 0xf) - kMant, mn = mant(scm >> 4) - kMant;  // exact, no int->float
-      s += d * sc * sq - dmin * mn * sx;
+      s += d * sc * sq - dmin * mn * (sx * pow2_neg(kXShift));
     }
     return s;
   }
@@ -622,11 +634,14 @@ struct MlxAffine {
   // 0/8; a chain per field position (element index % kPerHalf), in order, then the positions
   // combined by exact powers of two from the top one down.
   static constexpr int kExpandGen = 2;
+  static constexpr int kPerHalf = 16 / kBits;
   struct E { float w[kUnit]; uint16_t scale, bias; };
-  __device__ static E expand(const Raw& r, int64_t, const void*) {
-    constexpr int kPerWord = 32 / kBits, kPerHalf = kPerWord / 2;
+  // The unit's fields in place as floats: (q << s) exactly (kSubnormal false: the exponent OR'd in,
+  // 2^23 subtracted), or (q << s) * 2^-149 (true: the masked bits read as a subnormal float).
+  template <bool kSubnormal>
+  __device__ static void fields(const Raw& r, float (&out)[kUnit]) {
+    constexpr int kPerWord = 32 / kBits;
     constexpr uint32_t kMask = (1u << kBits) - 1;
-    E e;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       const uint32_t w[4] = {r.v[i].x, r.v[i].y, r.v[i].z, r.v[i].w};
@@ -635,29 +650,49 @@ struct MlxAffine {
 #pragma unroll
         for (int k = 0; k < kPerWord; ++k) {
           const uint32_t half = k < kPerHalf ? w[j] : w[j] >> 16;
-          e.w[(4 * i + j) * kPerWord + k] = mant(half & (kMask << (kBits * (k % kPerHalf)))) - kMant;
+          const uint32_t f = half & (kMask << (kBits * (k % kPerHalf)));
+          out[(4 * i + j) * kPerWord + k] = kSubnormal ? __uint_as_float(f) : mant(f) - kMant;
         }
     }
-    e.scale = r.scale, e.bias = r.bias;
-    return e;
   }
-  __device__ static float dot_e(const E& e, const float (&xv)[kUnit]) {
-    constexpr int kPerHalf = 16 / kBits;
+  // sum w[idx] x[idx] in the chains per field position, combined from the top one down
+  __device__ static float chains(const float (&w)[kUnit], const float (&xv)[kUnit]) {
     float s[kPerHalf];
 #pragma unroll
     for (int k = 0; k < kPerHalf; ++k) s[k] = 0.f;
 #pragma unroll
-    for (int idx = 0; idx < kUnit; ++idx) s[idx % kPerHalf] = fmaf(e.w[idx], xv[idx], s[idx % kPerHalf]);
+    for (int idx = 0; idx < kUnit; ++idx) s[idx % kPerHalf] = fmaf(w[idx], xv[idx], s[idx % kPerHalf]);
     float sq = s[kPerHalf - 1];
 #pragma unroll
     for (int k = kPerHalf - 2; k >= 0; --k) sq = fmaf(sq, 1.f / float(1u << kBits), s[k]);
+    return sq;
+  }
+  __device__ static E expand(const Raw& r, int64_t, const void*) {
+    E e;
+    fields<false>(r, e.w);
+    e.scale = r.scale, e.bias = r.bias;
+    return e;
+  }
+  __device__ static float dot_e(const E& e, const float (&xv)[kUnit]) {
     const float scale = kBf16Scales ? bf16_bits(e.scale) : f16_bits(e.scale);
     const float bias = kBf16Scales ? bf16_bits(e.bias) : f16_bits(e.bias);
     // Written out, no contraction left to the compiler: the bias product rounded, one FMA.
-    return fmaf(scale, sq, __fmul_rn(bias, sum32(xv)));
+    return fmaf(scale, chains(e.w, xv), __fmul_rn(bias, sum32(xv)));
   }
-  __device__ static float dot2(const Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
-    return dot_e(expand(r, u, sh), xv);
+  // dot2 reads x scaled by 2^kXShift (x_for_dot) and the fields as subnormals: one AND a weight
+  // (expand's form needs the AND, an OR of the exponent and a FADD of -2^23: twice the
+  // instructions, and this GEMV is bound by them; H100: 1.13x on Qwen's x10 expert gate|up, 1.15x
+  // on 16384x8192). Every product and partial sum is dot_e's times 2^(kXShift - 149), so rounds
+  // alike: dot_e's bits while |x| lies in [2^(23 - kXShift), 2^(128 - kXShift)) and the sums
+  // above 2^(kXShift - 149 - 126) (test_gemv_decode checks the bits over x in 2^-40 .. 2^40).
+  static constexpr int kXShift = 80;
+  __device__ static float dot2(const Raw& r, int64_t, const float (&xs)[kUnit], const void*) {
+    float w[kUnit];
+    fields<true>(r, w);
+    const float scale = kBf16Scales ? bf16_bits(r.scale) : f16_bits(r.scale);
+    const float bias = kBf16Scales ? bf16_bits(r.bias) : f16_bits(r.bias);
+    // Both powers of two are exact: dot_e's sq and sum32(xv).
+    return fmaf(scale, chains(w, xs) * pow2_pos<149 - kXShift>(), __fmul_rn(bias, sum32(xs) * pow2_neg(kXShift)));
   }
 };
 
@@ -674,6 +709,22 @@ template <class F, int V, class = void>
 struct Expands : std::false_type {};
 template <class F, int V>
 struct Expands<F, V, std::enable_if_t<(F::kExpandGen == 0 || F::kExpandGen == V)>> : std::true_type {};
+
+// The scale dot_v<V, F> wants on x: 2^F::kXShift where its dot2 reads subnormal weights
+// (MlxAffine), else none. Every caller of dot_v passes x through x_for_dot first; expand / dot_e
+// take x as it is.
+template <class F, class = void>
+struct XShift : std::integral_constant<int, 0> {};
+template <class F>
+struct XShift<F, std::void_t<decltype(F::kXShift)>> : std::integral_constant<int, F::kXShift> {};
+template <int V, class F>
+__device__ __forceinline__ void x_for_dot(float (&xv)[kUnit]) {
+  constexpr int s = V == 2 && HasDot2<F>::value ? XShift<F>::value : 0;
+  if constexpr (s != 0) {
+#pragma unroll
+    for (int k = 0; k < kUnit; ++k) xv[k] *= pow2_pos<s>();
+  }
+}
 
 template <int V, class F>
 __device__ __forceinline__ float dot_v(const typename F::Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {

@@ -14,13 +14,6 @@ namespace ds4::cuda {
 void gemv_set_threads(int threads);
 int gemv_threads();
 
-// gemv / gemv_batched through gemv_one_unit_kernel (gemv.cu) where every thread has at most one
-// 32-weight unit a row (MLX q4 / q8, Q8_0, BF16, F16; kernel generations 2 and 3): straight-line
-// code with fewer registers, the same results bit for bit. DS4_GEMV_ONE_UNIT (0 or 1; unset = 0 until
-// measured on a GPU) or gemv_set_one_unit.
-void gemv_set_one_unit(bool on);
-bool gemv_one_unit();
-
 // Rows per thread block of gemv_act / gemv_act_batched (gemv_act.h): 0 = the default (per
 // format, gemv_act.cu act_rows_per_block), else 2, 4 or 8. Never changes a result (each row is
 // one block's threads over the same units in the same order). Throws InputError otherwise.

@@ -158,6 +158,7 @@ __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcA
       xv[4 * c] = (hv.x * r_k) * wv.x, xv[4 * c + 1] = (hv.y * r_k) * wv.y;
       xv[4 * c + 2] = (hv.z * r_k) * wv.z, xv[4 * c + 3] = (hv.w * r_k) * wv.w;
     }
+    x_for_dot<V, F>(xv);
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) dots[(k * kDownRows + r) * group + t] = dot_v<V, F>(raw[r], u, xv, nullptr);
   }
@@ -275,6 +276,7 @@ __global__ void __launch_bounds__(kUpThreads, 3) hc_up_combine_kernel(Args a, Hc
         const float4 f = *reinterpret_cast<const float4*>(p.low + u * kUnit + c);  // PDL: input load
         xv[c] = f.x, xv[c + 1] = f.y, xv[c + 2] = f.z, xv[c + 3] = f.w;
       }
+      x_for_dot<V, F>(xv);
 #pragma unroll
       for (int r = 0; r < kUpRows; ++r) acc[r] += dot_v<V, F>(raw[r], u, xv, nullptr);
     }
