@@ -264,9 +264,10 @@ void test_gemv_rows_grouped(DType t, int64_t E, int64_t rows, int64_t cols, int 
   rows_compare("gemv_rows_grouped_" + std::string(dtype_name(t)) + "/S" + std::to_string(S), got, want);
 }
 
-// MLX q4 / q8 under kernels 2 and 3: gemv's dot2 reads x scaled by 2^80 and the weights' fields as
-// subnormal floats, gemv_rows decodes each unit once (expand + dot_e) and reads x as it is; both
-// must give the same bits (gemv_formats.cuh MlxAffine::dot2), and match the double reference.
+// MLX q4 / q8 under kernels 2 and 3: the weights' fields read as subnormal floats on x scaled by
+// 2^80 (gemv_formats.cuh MlxAffine), gemv decoding per row, gemv_rows decoding each unit once
+// (expand) for its n input rows: the two kernels must give the same bits, and match the double
+// reference.
 // x spans 2^-40 .. 2^40 (random powers of two on Gaussian values, a column of zeros) so the
 // scaling's stated range is exercised, not only values near 1.
 void test_gemv_mlx_scaled_x(DType t, int64_t rows, int64_t cols, int64_t group, DType st) {

@@ -2,8 +2,7 @@
 // a kernel-2 decoder (dot2), random unit bytes and random x, both dot and dot2 against a double
 // sum of the unit's weights (each weight read back through dot with a one-hot x). Needs the
 // CUDA headers but no GPU: the device intrinsics the decoders use get host stand-ins here.
-// Where the format has expand / dot_e (gemv_rows' decode-once form), dot2 must equal it bit for
-// bit. Prints the worst |dot2 - ref| / sum |w x| per format; fails above 4e-6 (float rounding of a
+// MLX and Q8_0's dot2 must equal the mantissa forms they replaced bit for bit (mantissa_dot). Prints the worst |dot2 - ref| / sum |w x| per format; fails above 4e-6 (float rounding of a
 // 32-term sum is ~1e-7 of that sum). Also decode (the tensor-core dequantization) against the
 // weights dot reads: within 1e-6 of the unit's largest |w|.
 #include <cuda_bf16.h>
@@ -29,6 +28,38 @@ const uint64_t kGrid[256] = {DS4_IQ2XXS_GRID_VALUES};
 std::mt19937 g_rng(5);
 int g_fail = 0;
 
+// The forms dot2 had until session 34, kept here as the reference its bits are checked against:
+// MLX fields in place with the exponent OR'd in and 2^23 subtracted (fields<false>), on x as it
+// is; Q8_0 bytes 1 / 3 in place at bit 8 (256 q) in the odd chain, combined by fmaf(s1, 1/256, s0).
+template <class F>
+struct HasMantissaForm : std::false_type {};
+template <int B, bool S>
+struct HasMantissaForm<MlxAffine<B, S>> : std::true_type {};
+template <>
+struct HasMantissaForm<Q8_0> : std::true_type {};
+
+template <class F>
+float mantissa_dot(const typename F::Raw& r, const float (&xv)[kUnit]) {
+  if constexpr (std::is_same_v<F, Q8_0>) {
+    float s0 = 0.f, s1 = 0.f;
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t t = r.q[i] ^ 0x80808080u, h = t >> 16;
+      s0 = std::fma(mant(t & 0xffu) - (kMant + 128.f), xv[4 * i], s0);
+      s1 = std::fma(mant(t & 0xff00u) - (kMant + 32768.f), xv[4 * i + 1], s1);
+      s0 = std::fma(mant(h & 0xffu) - (kMant + 128.f), xv[4 * i + 2], s0);
+      s1 = std::fma(mant(h & 0xff00u) - (kMant + 32768.f), xv[4 * i + 3], s1);
+    }
+    return f16_bits(r.d) * std::fma(s1, 1.f / 256.f, s0);
+  } else {
+    constexpr bool bf16 = std::is_same_v<F, MlxAffine<4, true>> || std::is_same_v<F, MlxAffine<8, true>>;
+    float w[kUnit];
+    F::template fields<false>(r, w);
+    const float scale = bf16 ? bf16_bits(r.scale) : f16_bits(r.scale);
+    const float bias = bf16 ? bf16_bits(r.bias) : f16_bits(r.bias);
+    return std::fma(scale, F::chains(w, xv), __fmul_rn(bias, sum32(xv)));
+  }
+}
+
 template <class F>
 void check(const char* name, int units, Args a = {}) {
   double worst = 0, worst1 = 0, worst_dec = 0;
@@ -38,7 +69,7 @@ void check(const char* name, int units, Args a = {}) {
     const int64_t unit = random_unit_bytes(g_rng, buf, units);
     float xv[kUnit];
     // Every other trial spreads x over 2^-40 .. 2^40 (the subnormal dot2's stated range) and checks
-    // only dot2 against dot_e(expand) bit for bit: the affine formats' scale * sum(q x) - min * sum(x)
+    // only dot2 against the mantissa form bit for bit: the affine formats' scale * sum(q x) - min * sum(x)
     // cancels there far below sum |w x|, so the tolerance against ref is for Gaussian x.
     const bool spread_x = trial % 2 == 1;
     std::uniform_int_distribution<int> spread(-40, 40);
@@ -48,13 +79,13 @@ void check(const char* name, int units, Args a = {}) {
     std::copy(xv, xv + kUnit, xs);
     x_for_dot<2, F>(xs);
     const float s1 = F::dot(r, unit, xv, kGrid), s2 = F::dot2(r, unit, xs, kGrid);
-    // gemv_rows decodes a unit once (expand) and dots it with x as it is (dot_e): dot2 on the
-    // scaled x must give the same bits (gemv_rows == gemv).
-    if constexpr (Expands<F, 2>::value) {
-      const float se = F::dot_e(F::expand(r, unit, kGrid), xv);
-      if (std::memcmp(&se, &s2, 4) != 0) {
-        std::printf("%-8s FAIL trial %d unit %lld: dot2 %.9g != dot_e(expand) %.9g\n", name, trial, (long long)unit, s2,
-                    se);
+    // The fields as subnormals (MLX) or moved by byte permutes (Q8_0) must give the bits of the
+    // mantissa form they replaced (mantissa_dot), on unscaled x.
+    if constexpr (HasMantissaForm<F>::value) {
+      const float sm = mantissa_dot<F>(r, xv);
+      if (std::memcmp(&sm, &s2, 4) != 0) {
+        std::printf("%-8s FAIL trial %d unit %lld: dot2 %.9g != the mantissa form's %.9g\n", name, trial,
+                    (long long)unit, s2, sm);
         ++g_fail;
         return;
       }

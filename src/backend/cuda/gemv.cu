@@ -379,14 +379,13 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
   direct_loop<F, R, V, false>(a, row0, book, [] {}, [&](const typename F::Raw (&raw)[R], int64_t u) {
-    // dot_row(r, xv): weight row r's unit dot x row; for_dot: x as dot_v takes it (x_for_dot)
-    auto each_input = [&](auto&& dot_row, auto for_dot) {
+    auto each_input = [&](auto&& dot_row) {  // dot_row(r, xv): weight row r's unit dot x row
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         if (i >= n) break;
         float xv[kUnit];
         load_x<F>(x + xo[i], u, xv);
-        if constexpr (decltype(for_dot)::value) x_for_dot<V, F>(xv);
+        x_for_dot<V, F>(xv);
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r][i] += dot_row(r, xv);
       }
@@ -397,10 +396,9 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
       typename F::E e[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) e[r] = F::expand(raw[r], u, book.get());
-      each_input([&](int r, const float (&xv)[kUnit]) { return F::dot_e(e[r], xv); }, std::false_type{});
+      each_input([&](int r, const float (&xv)[kUnit]) { return F::dot_e(e[r], xv); });
     } else {
-      each_input([&](int r, const float (&xv)[kUnit]) { return dot_v<V, F>(raw[r], u, xv, book.get()); },
-                 std::true_type{});
+      each_input([&](int r, const float (&xv)[kUnit]) { return dot_v<V, F>(raw[r], u, xv, book.get()); });
     }
   });
   finish_rows<R, N, kMaxThreads / 32>(acc, row0, a.rows, n, yo, y);

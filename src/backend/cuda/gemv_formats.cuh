@@ -82,6 +82,11 @@ struct FromShared {
 // 2^23 + f as a float for a field f < 2^23 already in place (no shift); minus 2^23 (+ bias) is exact.
 __device__ __forceinline__ float mant(uint32_t f) { return __uint_as_float(0x4B000000u | f); }
 constexpr float kMant = 8388608.f;  // 2^23
+// mant() of byte k of w moved to bit 0: one byte permute (PRMT) that also brings in the exponent
+// (bytes 1-3 from 0x4B000000), instead of a shift, an AND and an OR.
+__device__ __forceinline__ float mant_byte(uint32_t w, int k) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | uint32_t(k)));
+}
 // 2^-s for 0 <= s < 127, exactly.
 __device__ __forceinline__ float pow2_neg(int s) { return __uint_as_float(uint32_t(127 - s) << 23); }
 // 2^s for 0 <= s < 128, exactly, as a compile-time constant.
@@ -191,7 +196,7 @@ struct Q8_0 {
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-      for (int k = 0; k < 4; ++k) out[4 * i + k] = d * (mant(byte_of(r.q[i], k) ^ 0x80u) - (kMant + 128.f));
+      for (int k = 0; k < 4; ++k) out[4 * i + k] = d * (mant_byte(r.q[i] ^ 0x80808080u, k) - (kMant + 128.f));
   }
   template <class L>
   __device__ static Raw load(const Args& a, const uint8_t* row_bytes, int64_t row, int64_t unit) {
@@ -227,19 +232,19 @@ struct Q8_0 {
       for (int k = 0; k < 4; ++k) s = fmaf(float(int8_t(byte_of(r.q[i], k))), xv[4 * i + k], s);
     return f16_bits(r.d) * s;
   }
-  // dot2: t = q ^ 0x80 per byte is q + 128 unsigned; bytes 0/2 in place at bit 0 (even
-  // weights: q), 1/3 at bit 8 (odd weights: 256 q); a chain per parity, in order.
+  // dot2: t = q ^ 0x80 per byte is q + 128 unsigned, each byte moved under the exponent by one
+  // byte permute (mant_byte; until session 34 bytes 1/3 stayed in place at bit 8, worth 256 q:
+  // an AND and an OR a weight); a chain per parity, in order. The odd chain holds exactly 1/256
+  // of what it held then, so s0 + s1 rounds as fmaf(s1 * 256, 1 / 256, s0) did: the same bits.
   static constexpr int kExpandGen = 2;
   struct E { float w[kUnit]; uint16_t d; };
   __device__ static E expand(const Raw& r, int64_t, const void*) {
     E e;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const uint32_t t = r.q[i] ^ 0x80808080u, h = t >> 16;
-      e.w[4 * i] = mant(t & 0xffu) - (kMant + 128.f);
-      e.w[4 * i + 1] = mant(t & 0xff00u) - (kMant + 32768.f);
-      e.w[4 * i + 2] = mant(h & 0xffu) - (kMant + 128.f);
-      e.w[4 * i + 3] = mant(h & 0xff00u) - (kMant + 32768.f);
+      const uint32_t t = r.q[i] ^ 0x80808080u;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) e.w[4 * i + k] = mant_byte(t, k) - (kMant + 128.f);
     }
     e.d = r.d;
     return e;
@@ -251,7 +256,7 @@ struct Q8_0 {
       s0 = fmaf(e.w[k], xv[k], s0);
       s1 = fmaf(e.w[k + 1], xv[k + 1], s1);
     }
-    return f16_bits(e.d) * fmaf(s1, 1.f / 256.f, s0);
+    return f16_bits(e.d) * (s0 + s1);
   }
   __device__ static float dot2(const Raw& r, int64_t u, const float (&xv)[kUnit], const void* sh) {
     return dot_e(expand(r, u, sh), xv);
@@ -474,14 +479,14 @@ struct Q2_KC {
     return s;
   }
   // Fields in place as in Q2_K::dot2 (bytes 0/2 at bit 2s, 1/3 at bit 8 + 2s); the shift by
-  // 16 is shared by the four planes, and each plane's power of two is a constant. x comes scaled
-  // by 2^kXShift and the fields are read as subnormal floats, as MlxAffine::dot2 (its comment):
-  // the sums are those of the 2^23-mantissa form times exact powers of two, so the same bits.
+  // 16 is shared by the four planes. x comes scaled by 2^kXShift and the fields are read as
+  // subnormal floats, as MlxAffine::dot2 (its comment). The planes' scale and min products are
+  // summed before d and dmin multiply them once (d * sum sc sq - dmin * sum mn sx): four fewer
+  // multiplies a plane than a per-plane d * sc * sq - dmin * mn * sx, another rounding order.
   static constexpr int kXShift = 80;
   __device__ static float dot2(const Raw& r, int64_t unit, const float (&xs)[kUnit], const void*) {
     const uint32_t w[4] = {r.q[0], r.q[0] >> 16, r.q[1], r.q[1] >> 16};
-    const float d = f16_bits(r.dm & 0xffff), dmin = f16_bits(r.dm >> 16);
-    float s = 0.f;
+    float sd = 0.f, sm = 0.f;
 #pragma unroll
     for (int pl = 0; pl < 4; ++pl) {
       const uint32_t m0 = 3u << (2 * pl), m1 = 0x300u << (2 * pl);
@@ -494,12 +499,16 @@ struct Q2_KC {
         sx += xs[8 * pl + 2 * i + 1];
       }
       const uint32_t scm = scale_byte(r, unit, pl);
-      // 2^(149 - kXShift - 2 pl): the plane's power of two and the subnormal / x scales, one constant
-      const float sq = fmaf(s1, 1.f / 256.f, s0) * (pow2_pos<149 - kXShift>() / float(1u << (2 * pl)));
-      const float sc = mant(scm & 0xf) - kMant, mn = mant(scm >> 4) - kMant;  // exact, no int->float
-      s += d * sc * sq - dmin * mn * (sx * pow2_neg(kXShift));
+      // sc / 4^pl exactly, through a mantissa of exponent 150 - 2 pl (the plane's power of two
+      // folded into the scale: no multiply of sq), and mn exactly
+      const float sc = __uint_as_float(((150u - 2 * pl) << 23) | (scm & 0xf)) - float(1u << (23 - 2 * pl));
+      const float mn = mant(scm >> 4) - kMant;
+      sd = fmaf(sc, fmaf(s1, 1.f / 256.f, s0), sd);
+      sm = fmaf(mn, sx, sm);
     }
-    return s;
+    const float d = f16_bits(r.dm & 0xffff), dmin = f16_bits(r.dm >> 16);
+    // 2^(149 - kXShift) and 2^-kXShift undo the subnormal and x scales exactly
+    return fmaf(d, sd * pow2_pos<149 - kXShift>(), -(dmin * (sm * pow2_neg(kXShift))));
   }
 };
 
@@ -667,32 +676,29 @@ struct MlxAffine {
     for (int k = kPerHalf - 2; k >= 0; --k) sq = fmaf(sq, 1.f / float(1u << kBits), s[k]);
     return sq;
   }
+  // expand reads the fields as subnormals and dot_e takes x scaled by 2^kXShift (x_for_dot): one
+  // AND a weight (the mantissa form, fields<false>, needs the AND, an OR of the exponent and a FADD
+  // of -2^23: twice the instructions, and this GEMV is bound by them; H100: 1.13x on Qwen's x10
+  // expert gate|up, 1.15x on 16384x8192). Every product and partial sum is the mantissa form's
+  // times 2^(kXShift - 149), so rounds alike: its bits while |x| lies in [2^(23 - kXShift),
+  // 2^(128 - kXShift)) and the sums above 2^(kXShift - 149 - 126) (test_gemv_decode checks them
+  // against the mantissa form over x in 2^-40 .. 2^40).
+  static constexpr int kXShift = 80;
   __device__ static E expand(const Raw& r, int64_t, const void*) {
     E e;
-    fields<false>(r, e.w);
+    fields<true>(r, e.w);
     e.scale = r.scale, e.bias = r.bias;
     return e;
   }
-  __device__ static float dot_e(const E& e, const float (&xv)[kUnit]) {
+  __device__ static float dot_e(const E& e, const float (&xs)[kUnit]) {
     const float scale = kBf16Scales ? bf16_bits(e.scale) : f16_bits(e.scale);
     const float bias = kBf16Scales ? bf16_bits(e.bias) : f16_bits(e.bias);
-    // Written out, no contraction left to the compiler: the bias product rounded, one FMA.
-    return fmaf(scale, chains(e.w, xv), __fmul_rn(bias, sum32(xv)));
+    // Written out, no contraction left to the compiler: the bias product rounded, one FMA; both
+    // powers of two are exact (the mantissa form's sq and sum32(x)).
+    return fmaf(scale, chains(e.w, xs) * pow2_pos<149 - kXShift>(), __fmul_rn(bias, sum32(xs) * pow2_neg(kXShift)));
   }
-  // dot2 reads x scaled by 2^kXShift (x_for_dot) and the fields as subnormals: one AND a weight
-  // (expand's form needs the AND, an OR of the exponent and a FADD of -2^23: twice the
-  // instructions, and this GEMV is bound by them; H100: 1.13x on Qwen's x10 expert gate|up, 1.15x
-  // on 16384x8192). Every product and partial sum is dot_e's times 2^(kXShift - 149), so rounds
-  // alike: dot_e's bits while |x| lies in [2^(23 - kXShift), 2^(128 - kXShift)) and the sums
-  // above 2^(kXShift - 149 - 126) (test_gemv_decode checks the bits over x in 2^-40 .. 2^40).
-  static constexpr int kXShift = 80;
-  __device__ static float dot2(const Raw& r, int64_t, const float (&xs)[kUnit], const void*) {
-    float w[kUnit];
-    fields<true>(r, w);
-    const float scale = kBf16Scales ? bf16_bits(r.scale) : f16_bits(r.scale);
-    const float bias = kBf16Scales ? bf16_bits(r.bias) : f16_bits(r.bias);
-    // Both powers of two are exact: dot_e's sq and sum32(xv).
-    return fmaf(scale, chains(w, xs) * pow2_pos<149 - kXShift>(), __fmul_rn(bias, sum32(xs) * pow2_neg(kXShift)));
+  __device__ static float dot2(const Raw& r, int64_t u, const float (&xs)[kUnit], const void* sh) {
+    return dot_e(expand(r, u, sh), xs);
   }
 };
 
@@ -710,9 +716,9 @@ struct Expands : std::false_type {};
 template <class F, int V>
 struct Expands<F, V, std::enable_if_t<(F::kExpandGen == 0 || F::kExpandGen == V)>> : std::true_type {};
 
-// The scale dot_v<V, F> wants on x: 2^F::kXShift where its dot2 reads subnormal weights
-// (MlxAffine), else none. Every caller of dot_v passes x through x_for_dot first; expand / dot_e
-// take x as it is.
+// The scale dot_v<V, F> and F::dot_e want on x: 2^F::kXShift where the format reads its fields
+// as subnormal floats (MlxAffine, Q2_KC), else none. Every caller of dot_v and dot_e passes x
+// through x_for_dot first.
 template <class F, class = void>
 struct XShift : std::integral_constant<int, 0> {};
 template <class F>
