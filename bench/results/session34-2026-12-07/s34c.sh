@@ -6,7 +6,7 @@
 # (test_cuda_ops, grouped GEMM / MMA fragment tests: Q8_0's decode, the GLM, DeepSeek and Qwen model /
 # batch / verify / MTP tests), bench_cuda_gemv new vs old (s34b), GLM decode at 2K A/B alternating,
 # GLM prefill 2K A/B, Qwen verify k+1 = 2..5 rows A/B; on an H200 also the issues' figures (session
-# 30's s30d.sh steps).
+# 30's s30d.sh steps). LIMIT (seconds, default 585) skips the steps that would pass it.
 # Build: TARGETS="$(cat bench/results/session34-2026-12-07/s34c.targets)" BUNDLE=.devwork/s34c.tar.xz
 # PRESET=cuda-pack tools/device/pack_cuda_bins.sh --build; run(command="bash
 # bench/results/session34-2026-12-07/s34c.sh", carry=[".devwork/s34c.tar.xz", ".devwork/s34b.tar.xz"]).
@@ -32,13 +32,14 @@ for r in a b; do
   LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH COLS=2-8 step glm_old$r 60 '^\| *2048 \|' $O/bench_glm5_cuda $glm 16 2048
   COLS=2-8 step glm_new$r 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 16 2048
 done
-LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH step glmp_old 60 '^\| *2048 \|' $O/bench_glm5_cuda $glm 0 2048 --prefill 2048 --old 0 --prefill-rows 2048
-step glmp_new 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 0 2048 --prefill 2048 --old 0 --prefill-rows 2048
-for r in a b; do
+for r in a; do
   LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH step qv_old$r 60 'rows|floor|^\| *[2-5] \|' $O/bench_qwen_next_cuda synthetic-full 4 2048 --verify=2048
   step qv_new$r 60 'rows|floor|^\| *[2-5] \|' $B/bench_qwen_next_cuda synthetic-full 4 2048 --verify=2048
 done
 for f in /tmp/steps/qv_*.txt; do echo "=== $f"; cat "$f"; done > "$OUT/verify_ab.txt"
+LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH step glmp_old 60 '^\| *2048 \|' $O/bench_glm5_cuda $glm 0 2048 --prefill 2048 --old 0 --prefill-rows 2048
+step glmp_new 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 0 2048 --prefill 2048 --old 0 --prefill-rows 2048
+late $(( ${LIMIT:-585} - 100 )) && exit 0  # (no time left for the converted model's steps)
 wait
 if grep -q H200 "$OUT/gpu.txt"; then
   step ds 200 '^decode:|^roofline|^\| (1|16) \| [0-9]|^\| *(2048|8192|32768) \|' $B/bench_deepseek_v4_cuda /dev/shm/f.gguf 1024 32 --profile --batch 1,16 --batch-rows 16 --prefill 2048,8192,32768 --prefill-rows 2048 --old-max 0
