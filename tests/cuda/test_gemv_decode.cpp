@@ -2,9 +2,10 @@
 // a kernel-2 decoder (dot2), random unit bytes and random x, both dot and dot2 against a double
 // sum of the unit's weights (each weight read back through dot with a one-hot x). Needs the
 // CUDA headers but no GPU: the device intrinsics the decoders use get host stand-ins here.
-// MLX and Q8_0's dot2 must equal the mantissa forms they replaced bit for bit (mantissa_dot). Prints the worst |dot2 - ref| / sum |w x| per format; fails above 4e-6 (float rounding of a
-// 32-term sum is ~1e-7 of that sum). Also decode (the tensor-core dequantization) against the
-// weights dot reads: within 1e-6 of the unit's largest |w|.
+// MLX, Q4_K and Q8_0's dot2 must equal the mantissa forms they replaced bit for bit
+// (mantissa_dot). Prints the worst |dot2 - ref| / sum |w x| per format; fails above 4e-6 (float
+// rounding of a 32-term sum is ~1e-7 of that sum). Also decode (the tensor-core dequantization)
+// against the weights dot reads: within 1e-6 of the unit's largest |w|.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -29,18 +30,38 @@ std::mt19937 g_rng(5);
 int g_fail = 0;
 
 // The forms dot2 had until session 34, kept here as the reference its bits are checked against:
-// MLX fields in place with the exponent OR'd in and 2^23 subtracted (fields<false>), on x as it
-// is; Q8_0 bytes 1 / 3 in place at bit 8 (256 q) in the odd chain, combined by fmaf(s1, 1/256, s0).
+// MLX and Q4_K fields in place with the exponent OR'd in and 2^23 subtracted (MLX: fields<false>),
+// on x as it is; Q8_0 bytes 1 / 3 in place at bit 8 (256 q) in the odd chain, combined by
+// fmaf(s1, 1/256, s0).
 template <class F>
 struct HasMantissaForm : std::false_type {};
 template <int B, bool S>
 struct HasMantissaForm<MlxAffine<B, S>> : std::true_type {};
 template <>
 struct HasMantissaForm<Q8_0> : std::true_type {};
+template <>
+struct HasMantissaForm<Q4_K> : std::true_type {};
 
 template <class F>
-float mantissa_dot(const typename F::Raw& r, const float (&xv)[kUnit]) {
-  if constexpr (std::is_same_v<F, Q8_0>) {
+float mantissa_dot(const typename F::Raw& r, int64_t unit, const float (&xv)[kUnit]) {
+  if constexpr (std::is_same_v<F, Q4_K>) {
+    const int j = int(unit & 7), shift = 4 * (j & 1);
+    uint32_t sc, mn;
+    Q4_K::scale_min(r.hdr, j, sc, mn);
+    const uint32_t m0 = 0xfu << shift, m1 = 0xf00u << shift;
+    const uint32_t w[8] = {r.q[0].x, r.q[0].y, r.q[0].z, r.q[0].w, r.q[1].x, r.q[1].y, r.q[1].z, r.q[1].w};
+    float s0 = 0.f, s1 = 0.f;
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t h = w[i] >> 16;
+      s0 = std::fma(mant(w[i] & m0) - kMant, xv[4 * i], s0);
+      s1 = std::fma(mant(w[i] & m1) - kMant, xv[4 * i + 1], s1);
+      s0 = std::fma(mant(h & m0) - kMant, xv[4 * i + 2], s0);
+      s1 = std::fma(mant(h & m1) - kMant, xv[4 * i + 3], s1);
+    }
+    const float sq = std::fma(s1, 1.f / 256.f, s0) * pow2_neg(shift);
+    const float d = f16_bits(r.hdr.x & 0xffff), dmin = f16_bits(r.hdr.x >> 16);
+    return d * float(sc) * sq - dmin * float(mn) * sum32(xv);
+  } else if constexpr (std::is_same_v<F, Q8_0>) {
     float s0 = 0.f, s1 = 0.f;
     for (int i = 0; i < 8; ++i) {
       const uint32_t t = r.q[i] ^ 0x80808080u, h = t >> 16;
@@ -82,7 +103,7 @@ void check(const char* name, int units, Args a = {}) {
     // The fields as subnormals (MLX) or moved by byte permutes (Q8_0) must give the bits of the
     // mantissa form they replaced (mantissa_dot), on unscaled x.
     if constexpr (HasMantissaForm<F>::value) {
-      const float sm = mantissa_dot<F>(r, xv);
+      const float sm = mantissa_dot<F>(r, unit, xv);
       if (std::memcmp(&sm, &s2, 4) != 0) {
         std::printf("%-8s FAIL trial %d unit %lld: dot2 %.9g != the mantissa form's %.9g\n", name, trial,
                     (long long)unit, s2, sm);

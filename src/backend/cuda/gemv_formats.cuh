@@ -328,7 +328,12 @@ struct Q4_K {
     const float d = f16_bits(r.hdr.x & 0xffff), dmin = f16_bits(r.hdr.x >> 16);
     return d * float(sc) * sq - dmin * float(mn) * sum32(xv);
   }
-  __device__ static float dot2(const Raw& r, int64_t unit, const float (&xv)[kUnit], const void*) {
+  // dot2: nibbles in place (bytes 0/2 at bit `shift`, 1/3 at bit 8 + shift), read as subnormal
+  // floats on x scaled by 2^kXShift (x_for_dot) as MlxAffine's: one AND a weight, and every
+  // product and partial sum the mantissa form's times 2^(kXShift - 149 - shift), so the same bits
+  // (test_gemv_decode); the powers of two are undone exactly with the unit's own.
+  static constexpr int kXShift = 80;
+  __device__ static float dot2(const Raw& r, int64_t unit, const float (&xs)[kUnit], const void*) {
     const int j = int(unit & 7);
     uint32_t sc, mn;
     scale_min(r.hdr, j, sc, mn);
@@ -339,14 +344,15 @@ struct Q4_K {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const uint32_t h = w[i] >> 16;
-      s0 = fmaf(mant(w[i] & m0) - kMant, xv[4 * i], s0);
-      s1 = fmaf(mant(w[i] & m1) - kMant, xv[4 * i + 1], s1);
-      s0 = fmaf(mant(h & m0) - kMant, xv[4 * i + 2], s0);
-      s1 = fmaf(mant(h & m1) - kMant, xv[4 * i + 3], s1);
+      s0 = fmaf(__uint_as_float(w[i] & m0), xs[4 * i], s0);
+      s1 = fmaf(__uint_as_float(w[i] & m1), xs[4 * i + 1], s1);
+      s0 = fmaf(__uint_as_float(h & m0), xs[4 * i + 2], s0);
+      s1 = fmaf(__uint_as_float(h & m1), xs[4 * i + 3], s1);
     }
-    const float sq = fmaf(s1, 1.f / 256.f, s0) * pow2_neg(shift);
+    // 2^(149 - kXShift - shift) in one exact factor (shift is 0 or 4)
+    const float sq = fmaf(s1, 1.f / 256.f, s0) * (shift ? pow2_pos<149 - kXShift - 4>() : pow2_pos<149 - kXShift>());
     const float d = f16_bits(r.hdr.x & 0xffff), dmin = f16_bits(r.hdr.x >> 16);
-    return d * float(sc) * sq - dmin * float(mn) * sum32(xv);
+    return d * float(sc) * sq - dmin * float(mn) * (sum32(xs) * pow2_neg(kXShift));
   }
 };
 
