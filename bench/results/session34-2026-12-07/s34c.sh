@@ -25,9 +25,6 @@ for t in test_cuda_ops test_gemv_pdl test_cuda_grouped_gemm test_grouped_mma_fra
 done
 grep -E "FAIL|bit-identical" "$OUT/tests.txt" | head -30 >> "$OUT/summary.txt"
 xz -9 "$OUT/tests.txt"
-step gemv_new 60 '^Q8_0/dir' $B/bench_cuda_gemv 10 --no-sweep
-LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH step gemv_old 60 '^Q8_0/dir' $O/bench_cuda_gemv 10 --no-sweep
-cp /tmp/steps/gemv_new.txt /tmp/steps/gemv_old.txt "$OUT/"
 for r in a b; do
   LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH COLS=2-8 step glm_old$r 60 '^\| *2048 \|' $O/bench_glm5_cuda $glm 16 2048
   COLS=2-8 step glm_new$r 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 16 2048
@@ -37,6 +34,9 @@ for r in a; do
   step qv_new$r 60 'rows|floor|^\| *[2-5] \|' $B/bench_qwen_next_cuda synthetic-full 4 2048 --verify=2048
 done
 for f in /tmp/steps/qv_*.txt; do echo "=== $f"; cat "$f"; done > "$OUT/verify_ab.txt"
+step gemv_new 60 '^Q8_0/dir' $B/bench_cuda_gemv 10 --no-sweep
+LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH step gemv_old 60 '^Q8_0/dir' $O/bench_cuda_gemv 10 --no-sweep
+cp /tmp/steps/gemv_new.txt /tmp/steps/gemv_old.txt "$OUT/" 2>/dev/null
 LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH step glmp_old 60 '^\| *2048 \|' $O/bench_glm5_cuda $glm 0 2048 --prefill 2048 --old 0 --prefill-rows 2048
 step glmp_new 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 0 2048 --prefill 2048 --old 0 --prefill-rows 2048
 late $(( ${LIMIT:-585} - 100 )) && exit 0  # (no time left for the converted model's steps)
