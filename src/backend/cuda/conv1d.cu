@@ -85,14 +85,12 @@ void conv1d_rows_f32(const float* x_new, const float* w, float* state, int64_t c
     ds4::cuda::gemv_detail::launch_small(conv1d_chunk_kernel, dim3(unsigned((channels + 31) / 32)), 32 * kConvRowGroups,
                                          0, stream, x_new, w, state, channels, int(kernel), int(dilation), silu, y,
                                          rows.count, rows.x_stride, rows.y_stride);
-    DS4_CUDA_CHECK_LAUNCH();
     return;
   }
   const int threads = 128;
   const dim3 grid(unsigned((channels + threads - 1) / threads), rows.seq.at ? unsigned(rows.count) : 1u);
   ds4::cuda::gemv_detail::launch_small(conv1d_step_kernel, dim3(grid), threads, 0, stream, x_new, w, state, channels,
                                        int(kernel), int(dilation), silu, y, rows);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void conv1d_step_f32(const float* x_new, const float* w, float* state, int64_t channels, int64_t kernel,

@@ -218,7 +218,6 @@ void delta_rule_qk_l2norm_rows(float* qkv, const DeltaRuleShape& sh, const Delta
   const int64_t heads = 2 * sh.k_heads;
   ds4::cuda::gemv_detail::launch_small(qk_l2norm_kernel, dim3(unsigned((heads + 3) / 4), unsigned(rows.count)), 128, 0,
                                        stream, qkv, sh, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void delta_rule_rows(const float* qkv, const float* g, const float* beta, float* S, float* o, const DeltaRuleShape& sh,

@@ -27,7 +27,6 @@ void rmsnorm_strided_f32(const float* x, int64_t x_stride, const float* weight, 
   const int threads = dim >= 1024 ? 512 : 128;
   ds4::cuda::gemv_detail::launch_small(rmsnorm_kernel, dim3(unsigned(rows)), threads, 0, stream, x, weight, y, dim, eps,
                                        x_stride, y_stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void rmsnorm_f32(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps,

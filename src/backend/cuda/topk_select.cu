@@ -143,7 +143,6 @@ void topk_select_f32(const TopkSelectArgs& a, cudaStream_t stream) {
   if (a.list && !a.count) throw InputError("topk_select_f32: a list needs a count");
   if (a.k > int64_t(INT32_MAX)) throw InputError("topk_select_f32: k exceeds int32");
   ds4::cuda::gemv_detail::launch_small(topk_select_kernel, dim3(unsigned(a.rows)), kThreads, 0, stream, a);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::cuda

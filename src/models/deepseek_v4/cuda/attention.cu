@@ -367,7 +367,6 @@ void norm_rope(float* x, const NormRope& r, const int32_t* pos, cudaStream_t s, 
   if (r.ring && r.ring_rows < 1) throw InputError("deepseek_v4 cuda: norm_rope ring without rows");
   ds4::cuda::gemv_detail::launch_small(norm_rope_kernel, dim3(unsigned(r.heads), unsigned(rows.count)), 128,
                                        size_t(r.head_dim) * 4, s, x, k, pos, rows);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void attend(const AttendArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
@@ -410,7 +409,6 @@ void attend_merge(const AttendArgs& a, int64_t chunk, const int32_t* pos, cudaSt
   if (mshm > 48 * 1024) throw InputError("deepseek_v4 cuda: too many attend chunks for max_rows " + std::to_string(a.max_rows));
   ds4::cuda::gemv_detail::launch_small(attend_merge_kernel, dim3(unsigned(a.heads), unsigned(rows.count)), 128, mshm, s,
                                        a, chunk, pos, rows);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::deepseek_v4::cuda

@@ -207,13 +207,11 @@ void compressor_undo(const LaneUndo* lanes, int64_t n_lanes, uint8_t* state, con
   if (n_lanes == 0 || keep >= rows) return;
   ds4::cuda::gemv_detail::launch_small(undo_kernel, dim3(unsigned(n_lanes)), 512, 0, s, lanes, state, cap, p0, rows,
                                        keep);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void indexer_queries(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(index_q_kernel, dim3(unsigned(a.nh), unsigned(rows.count)), 128, size_t(a.d) * 4,
                                        s, a, pos, rows);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void indexer_scores(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {
@@ -227,7 +225,6 @@ void indexer_scores(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, co
   const int64_t blocks = (a.max_entries + 7) / 8;
   const dim3 grid(unsigned(blocks < 1 ? 1 : (blocks > 512 ? 512 : blocks)), unsigned(rows.count));
   ds4::cuda::gemv_detail::launch_small(index_score_kernel, dim3(grid), kScoreThreads, shm, s, a, pos, rows);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void indexer_topk(const IndexerArgs& a, const int32_t* pos, cudaStream_t s, const Rows& rows) {

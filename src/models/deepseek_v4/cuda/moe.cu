@@ -260,14 +260,12 @@ void moe_route(const RouteArgs& a, cudaStream_t s, const Rows& rows) {
                      std::to_string(kMaxK) + ")");
   ds4::cuda::gemv_detail::launch_small(route_kernel, dim3(unsigned(rows.count)), 256, size_t(a.experts) * 8, s, a,
                                        rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void swiglu_clamp(const float* g, const float* u, int64_t rows, int64_t cols, int64_t in_stride, float limit,
                   float* y, cudaStream_t s, int64_t out_stride) {
   ds4::cuda::gemv_detail::launch_small(swiglu_clamp_kernel, dim3(unsigned((rows * cols + 255) / 256)), 256, 0, s, g, u,
                                        rows, cols, in_stride, limit, y, out_stride ? out_stride : cols);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void moe_route_quant(const RouteArgs& a, const float* x, const ds4::cuda::DeviceActQ8& q, cudaStream_t s) {
@@ -285,7 +283,6 @@ void moe_route_quant(const RouteArgs& a, const float* x, const ds4::cuda::Device
   else
     ds4::cuda::gemv_detail::launch_small(route_quant_kernel<false>, dim3(blocks), kThreads, size_t(a.experts) * 8, s, a,
                                          x, q.n, o);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void swiglu_clamp_quant(const float* g, const float* u, int64_t rows, int64_t cols, int64_t in_stride, float limit,
@@ -325,7 +322,6 @@ void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int
                  cudaStream_t s, const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(combine_kernel, dim3(unsigned((d + 255) / 256), unsigned(rows.count)), 256, 0, s,
                                        y, w, k, sh, d, out, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::deepseek_v4::cuda

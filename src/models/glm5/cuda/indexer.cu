@@ -140,7 +140,6 @@ void indexer_append(const float* k, const float* gate, const float* norm_w, cons
                     const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(indexer_append_kernel, dim3(rows.seq.at ? unsigned(rows.count) : 1u), 128, 0, s,
                                        k, gate, norm_w, norm_b, ape, c, sh, pos, rows);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void indexer_select(const float* q, const float* w, const IndexerCache& c, const IndexerShape& sh,
@@ -150,7 +149,6 @@ void indexer_select(const float* q, const float* w, const IndexerCache& c, const
   // Sized for the most pools the state can hold; blocks past the current count exit at once.
   ds4::cuda::gemv_detail::launch_small(indexer_score_kernel, dim3(unsigned((sh.max_pools + 7) / 8), T), 256, 0, s, q, w,
                                        c, sh, pos, scores, rows);
-  DS4_CUDA_CHECK_LAUNCH();
   // keep {complete}: the top `budget` pools (score desc, index asc, as cpu::topk_f32; every
   // pool while complete <= budget); the same set as the rank loop it replaced, NaN aside.
   ds4::cuda::TopkSelectArgs ta;
@@ -160,7 +158,6 @@ void indexer_select(const float* q, const float* w, const IndexerCache& c, const
   ds4::cuda::topk_select_f32(ta, s);
   ds4::cuda::gemv_detail::launch_small(selection_list_kernel, dim3(T), kListThreads, 0, s, keep, sh, pos, sel_idx,
                                        sel_count, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::glm5::cuda

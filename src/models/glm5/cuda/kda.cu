@@ -52,14 +52,12 @@ void kda_gates(float* g, float* beta, const float* a_log, const float* dt_bias, 
   const dim3 grid(unsigned((n + 255) / 256), unsigned(rows.count));
   ds4::cuda::gemv_detail::launch_small(kda_gates_kernel, dim3(grid), 256, 0, s, g, beta, a_log, dt_bias, sh,
                                        rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void kda_gated_norm(float* o, const float* gate, const float* w, const KdaShape& sh, cudaStream_t s,
                     const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(kda_gated_norm_kernel, dim3(unsigned(sh.heads), unsigned(rows.count)), 128, 0, s,
                                        o, gate, w, sh, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::glm5::cuda

@@ -221,20 +221,17 @@ void mla_gather(const float* latent, const int32_t* sel_idx, const int32_t* sel_
                 cudaStream_t s, const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(mla_gather_kernel, dim3(unsigned(sh.width), unsigned(rows.count)), 128, 0, s,
                                        latent, sel_idx, sel_count, sh, g, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void mla_softmax(const int32_t* sel_count, const MlaShape& sh, float* scores, cudaStream_t s, const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(mla_softmax_kernel, dim3(unsigned(sh.heads), unsigned(rows.count)), 256, 0, s,
                                        sel_count, sh, scores, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void mla_append(const float* kv, const float* w, float* latent, const int32_t* pos, const MlaShape& sh,
                 cudaStream_t s, const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(mla_append_kernel, dim3(unsigned(rows.count)), 256, 0, s, kv, w, latent, pos, sh,
                                        rows);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void mla_scores(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
@@ -250,7 +247,6 @@ void mla_scores(const float* q_lat, const float* latent, const int32_t* sel_idx,
   ds4::cuda::gemv_detail::launch_small(mla_scores_kernel,
                                        dim3(unsigned(row_blocks), unsigned(head_groups), unsigned(rows.count)),
                                        kScoreThreads, 0, s, q_lat, latent, sel_idx, sel_count, sh, scores, rows);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void mla_output(const float* probs, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
@@ -258,7 +254,6 @@ void mla_output(const float* probs, const float* latent, const int32_t* sel_idx,
   const dim3 grid(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8), unsigned(rows.count));
   ds4::cuda::gemv_detail::launch_small(mla_output_kernel, dim3(grid), kOutThreads, 0, s, probs, latent, sel_idx,
                                        sel_count, sh, o_lat, rows);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,

@@ -151,20 +151,17 @@ void moe_route(const float* logits, const float* bias, const RouteShape& sh, int
   if ((sh.groups <= 1 || sh.topk_groups >= sh.groups) && sh.k <= 32 && sh.experts <= 32 * kRouteWarpPer) {
     ds4::cuda::gemv_detail::launch_small(moe_route_warp_kernel, dim3(unsigned(rows.count)), 32, 0, s, logits, bias, sh,
                                          ids, weights, rows.stride);
-    DS4_CUDA_CHECK_LAUNCH();
     return;
   }
   const size_t smem = size_t(3 * sh.experts + sh.groups) * sizeof(float);
   ds4::cuda::gemv_detail::launch_small(moe_route_kernel, dim3(unsigned(rows.count)), 256, smem, s, logits, bias, sh,
                                        ids, weights, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, int64_t d, float* out, cudaStream_t s,
                  const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(moe_combine_kernel, dim3(unsigned((d + 255) / 256), unsigned(rows.count)), 256,
                                        0, s, y, w, k, sh, d, out, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::glm5::cuda

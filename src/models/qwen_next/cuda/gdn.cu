@@ -120,7 +120,6 @@ void gdn_conv_prep(const float* raw, const float* conv_w, float* conv_state, int
   ds4::cuda::gemv_detail::launch_small(gdn_conv_prep_kernel, dim3(unsigned(qk_blocks + (v_blocks > 0 ? v_blocks : 1))),
                                        kPrepThreads, 0, s, raw, conv_w, conv_state, int(conv_k), qkv, b, a, a_log,
                                        dt_bias, g, qk_blocks);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 static ds4::cuda::DeltaRuleShape delta_shape(const GdnShape& g) {
@@ -132,7 +131,6 @@ void gdn_prep(float* qkv, float* b, float* a, const float* a_log, const float* d
   ds4::cuda::delta_rule_qk_l2norm_rows(qkv, delta_shape(g), ds4::cuda::DeltaRuleRows{rows.count, rows.stride}, s);
   ds4::cuda::gemv_detail::launch_small(gdn_gates_kernel, dim3(unsigned(rows.count)), 128, 0, s, b, a, a_log, dt_bias, g,
                                        rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 // The recurrent core is shared with GLM's KDA (backend/cuda/delta_rule.h): scalar decay per head.
@@ -148,7 +146,6 @@ void gdn_recurrent(const float* qkv, const float* g, const float* beta, float* S
 void gdn_gated_norm(float* o, const float* z, const float* w, const GdnShape& g, cudaStream_t s, const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(gdn_gated_norm_kernel, dim3(unsigned(g.v_heads), unsigned(rows.count)), 128, 0,
                                        s, o, z, w, g, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::qwen_next::cuda

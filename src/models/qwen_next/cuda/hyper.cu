@@ -77,32 +77,27 @@ void hc_norm(const float* h, const float* w, int64_t hc, int64_t d, float eps, f
              const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(hc_norm_kernel, dim3(unsigned(hc), unsigned(rows.count)), 256, 0, s, h, w, d,
                                        eps, normed, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void hc_low_act(float* low, int64_t r, int64_t hc, cudaStream_t s, const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(hc_low_act_kernel, dim3(blocks(r, 128), unsigned(rows.count)), 128, 0, s, low, r,
                                        1.f / float(hc), rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void hc_combine(const float* mix, const float* normed, int64_t hc, int64_t d, float* mixed, float* inject,
                 cudaStream_t s, const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(hc_combine_kernel, dim3(blocks(d > hc ? d : hc, 128), unsigned(rows.count)), 128,
                                        0, s, mix, normed, hc, d, mixed, inject, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void hc_write(float* h, const float* out, const float* inject, int64_t hc, int64_t d, cudaStream_t s,
               const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(hc_write_kernel, dim3(blocks(hc * d, 256), unsigned(rows.count)), 256, 0, s, h,
                                        out, inject, hc, d, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void hc_broadcast(const float* x, int64_t hc, int64_t d, float* h, cudaStream_t s) {
   ds4::cuda::gemv_detail::launch_small(hc_broadcast_kernel, dim3(blocks(hc * d, 256)), 256, 0, s, x, hc, d, h);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::qwen_next::cuda

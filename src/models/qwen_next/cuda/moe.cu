@@ -164,7 +164,6 @@ void moe_combine_write(const float* y, const float* w, int64_t k, const float* s
                        float* out, float* h, const float* inject, int64_t hc, cudaStream_t s) {
   ds4::cuda::gemv_detail::launch_small(moe_combine_write_kernel, dim3(unsigned((d + 255) / 256)), 256, 0, s, y, w, k,
                                        sh, sg, d, out, h, inject, hc);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32_t* ids, float* weights,
@@ -177,7 +176,6 @@ void moe_route(const float* logits, int64_t experts, int64_t k, bool norm, int32
   if (experts >= (int64_t(1) << 31)) throw InputError("qwen_next cuda: router of " + std::to_string(experts) + " experts");
   ds4::cuda::gemv_detail::launch_small(moe_route_kernel, dim3(unsigned(rows.count)), kRouteThreads, size_t(experts) * 8,
                                        s, logits, experts, k, norm, ids, weights, rows.stride, sh);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStream_t s, int64_t gu_stride,
@@ -186,14 +184,12 @@ void moe_swiglu(const float* gu, int64_t k, int64_t inter, float* act, cudaStrea
   if (act_stride == 0) act_stride = inter;
   ds4::cuda::gemv_detail::launch_small(moe_swiglu_kernel, dim3(unsigned((k * inter + 255) / 256)), 256, 0, s, gu, k,
                                        inter, act, gu_stride, act_stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void moe_combine(const float* y, const float* w, int64_t k, const float* sh, const float* sg, int64_t d,
                  float* out, cudaStream_t s, const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(moe_combine_kernel, dim3(unsigned((d + 255) / 256), unsigned(rows.count)), 256,
                                        0, s, y, w, k, sh, sg, d, out, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::qwen_next::cuda

@@ -66,13 +66,11 @@ void ple_gate(const float* key, const float* val, const float* h, const float* n
               const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(ple_gate_kernel, dim3(unsigned(hc), unsigned(rows.count)), 256, 0, s, key, val,
                                        h, norm_key, norm_query, norm_conv, d, eps, gv, gvn, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void ple_add(float* h, const float* gv, const float* conv, int64_t n, cudaStream_t s, const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(ple_add_kernel, dim3(unsigned((n + 255) / 256), unsigned(rows.count)), 256, 0, s,
                                        h, gv, conv, n, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::qwen_next::cuda

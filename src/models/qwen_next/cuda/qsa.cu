@@ -508,10 +508,8 @@ void qsa_prep(const float* qg, const float* k, const float* v, float* iqk, const
   const int64_t vecs = sh.heads + 2 * sh.kv_heads + sh.idx_heads + 1;  // qsa_prep_kernel: a warp each
   ds4::cuda::gemv_detail::launch_small(qsa_prep_kernel, dim3(unsigned(vecs), unsigned(rows.count)), 32, 0, s, qg, k, v,
                                        iqk, n, c, sh, pos, q, gate, rows.stride, one);
-  DS4_CUDA_CHECK_LAUNCH();
   if (one) return;
   ds4::cuda::gemv_detail::launch_small(qsa_pool_kernel, dim3(unsigned(rows.count)), 32, 0, s, c, sh, n.idx_k, pos);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void qsa_select(const float* iqk, const QsaCache& c, const QsaShape& sh, const int32_t* pos, float* scores,
@@ -529,7 +527,6 @@ void qsa_select_scores(const float* iqk, const QsaCache& c, const QsaShape& sh, 
   const dim3 grid(unsigned((max_blocks + per - 1) / per), unsigned(rows.count));
   ds4::cuda::gemv_detail::launch_small(qsa_select_kernel, dim3(grid), kSelectThreads, qsa_select_smem(sh, per), s, iqk,
                                        c, sh, pos, scores, rows.stride, int(per));
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void qsa_select_keep(const QsaShape& sh, const int32_t* pos, const float* scores, uint8_t* keep, cudaStream_t s,
@@ -553,7 +550,6 @@ void launch_split(const float* q, const float* gate, const QsaCache& c, const Qs
   const int64_t keep_n = sh.idx_budget / sh.idx_ratio, cap = keep_n <= 4096 ? keep_n : 0;
   ds4::cuda::gemv_detail::launch_small(qsa_attend_split_kernel<KD, HG>, dim3(grid), kAttnWarps * 32,
                                        size_t(cap) * sizeof(int32_t), s, q, c, sh, pos, keep, part, rows.stride, cap);
-  DS4_CUDA_CHECK_LAUNCH();
   qsa_merge_splits(gate, sh, part, att, s, rows);
 }
 
@@ -572,7 +568,6 @@ void qsa_merge_splits(const float* gate, const QsaShape& sh, const float* part, 
                       const Rows& rows) {
   ds4::cuda::gemv_detail::launch_small(qsa_attend_merge_kernel, dim3(unsigned(sh.heads), unsigned(rows.count)), 128, 0,
                                        s, gate, sh, part, att, rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaShape& sh, const int32_t* pos,
@@ -589,13 +584,11 @@ void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaS
     if (G <= 4 && group_smem(sh, 4) <= 48 * 1024) {
       ds4::cuda::gemv_detail::launch_small(qsa_attend_group_kernel<4>, dim3(grid), kAttendThreads, group_smem(sh, 4), s,
                                            q, gate, c, sh, pos, keep, scores, att, rows.stride);
-      DS4_CUDA_CHECK_LAUNCH();
       return;
     }
     if (G <= 16 && group_smem(sh, 16) <= 48 * 1024) {
       ds4::cuda::gemv_detail::launch_small(qsa_attend_group_kernel<16>, dim3(grid), kAttendThreads, group_smem(sh, 16),
                                            s, q, gate, c, sh, pos, keep, scores, att, rows.stride);
-      DS4_CUDA_CHECK_LAUNCH();
       return;
     }
   }
@@ -610,7 +603,6 @@ void qsa_attend(const float* q, const float* gate, const QsaCache& c, const QsaS
   ds4::cuda::gemv_detail::launch_small(qsa_attend_kernel, dim3(unsigned(sh.heads), unsigned(rows.count)), 256,
                                        size_t(sh.head_dim) * sizeof(float), s, q, gate, c, sh, pos, keep, scores, att,
                                        rows.stride);
-  DS4_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds4::qwen_next::cuda
