@@ -742,7 +742,6 @@ int gemv_dot_generation(const WeightMatrix& w) {
   return v;
 }
 
-
 void gemv_set_threads(int threads) {
   if (threads != 0 && threads != 32 && threads != 64 && threads != 128)
     throw InputError("cuda gemv: threads " + std::to_string(threads) + " is not 0, 32, 64 or 128");
