@@ -9,6 +9,9 @@
 #   synthetic_start     use_bins, synthetic_sizes, then ds4-convert of cfg into /dev/shm/f.gguf in the
 #                       background (`wait` before using it; its line in summary.txt)
 #   late S              true once the call has run more than S seconds (guards the later steps)
+#   old_start BUNDLE    an older bundle for A/Bs in $O (/tmp/old/cudabins); with_old CMD... runs
+#                       CMD with its libraries; ab N S PAT BIN ARGS... old / new steps per round
+#   tests NAME...       each test through `one`, then the failures into summary.txt
 #   one NAME ARGS...    $B/NAME ARGS (120 s at most) appended to tests.txt; its exit to summary.txt
 #   step N S PAT CMD... CMD (S seconds at most, less when the call's LIMIT, default 585 s, is near)
 #                       into N.txt ($STEP_DIR, default $OUT: the device returns only ~8 files); its
@@ -44,6 +47,31 @@ synthetic_start() {
   ) &
 }
 late() { [ $(( $(date +%s) - T0 )) -gt "$1" ]; }
+# An older bundle beside the call's for same-call A/Bs: unpacked into /tmp/old, its binaries in $O;
+# `with_old CMD...` runs CMD (a step, say) with the old bundle's libraries first on LD_LIBRARY_PATH.
+old_start() {
+  mkdir -p /tmp/old && tar -C /tmp/old -xJf "$1" || exit 3
+  O=/tmp/old/cudabins
+}
+with_old() { LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH "$@"; }
+# A/B of one binary, old ($O) then new ($B), per round R of ROUNDS (default "a b"): steps N_oldR and
+# N_newR of S seconds each, PAT as step's; BIN is the binary's name, the rest its arguments.
+ab() {
+  local n=$1 s=$2 pat=$3 bin=$4 r
+  shift 4
+  for r in ${ROUNDS:-a b}; do
+    with_old step "${n}_old$r" "$s" "$pat" "$O/$bin" "$@"
+    step "${n}_new$r" "$s" "$pat" "$B/$bin" "$@"
+  done
+}
+# Every test binary named, through `one`; then tests.txt's lines matching PAT (default: failures
+# and gemv_rows' bit-identity counts) into summary.txt, and tests.txt compressed.
+tests() {
+  local t
+  for t in "$@"; do one "$t"; done
+  grep -E "${PAT:-FAIL|bit-identical}" "$OUT/tests.txt" | head -60 >> "$OUT/summary.txt"
+  xz -9 "$OUT/tests.txt"
+}
 one() {
   local n=$1 t0
   shift

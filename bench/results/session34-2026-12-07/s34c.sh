@@ -13,32 +13,19 @@
 set -u
 STEP_DIR=/tmp/steps
 . bench/device_call_lib.sh
-mkdir -p /tmp/old && tar -C /tmp/old -xJf .devwork/s34b.tar.xz || exit 3
-O=/tmp/old/cudabins
+old_start .devwork/s34b.tar.xz
 call_start ${BUNDLE:-.devwork/s34c.tar.xz}
 synthetic_start
-for t in test_cuda_ops test_gemv_pdl test_cuda_grouped_gemm test_grouped_mma_frag test_glm5_cuda test_glm5_batch_cuda \
+tests test_cuda_ops test_gemv_pdl test_cuda_grouped_gemm test_grouped_mma_frag test_glm5_cuda test_glm5_batch_cuda \
   test_glm5_verify_batch_cuda test_glm5_mtp_cuda test_glm5_mla_tc_cuda test_deepseek_v4_cuda test_deepseek_v4_batch_cuda \
   test_deepseek_v4_verify_batch_cuda test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda \
-  test_qwen_next_mtp_cuda test_qwen_hyper_fused_cuda; do
-  one $t
-done
-grep -E "FAIL|bit-identical" "$OUT/tests.txt" | head -30 >> "$OUT/summary.txt"
-xz -9 "$OUT/tests.txt"
-for r in a b; do
-  LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH COLS=2-8 step glm_old$r 60 '^\| *2048 \|' $O/bench_glm5_cuda $glm 16 2048
-  COLS=2-8 step glm_new$r 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 16 2048
-done
-for r in a; do
-  LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH step qv_old$r 60 'rows|floor|^\| *[2-5] \|' $O/bench_qwen_next_cuda synthetic-full 4 2048 --verify=2048
-  step qv_new$r 60 'rows|floor|^\| *[2-5] \|' $B/bench_qwen_next_cuda synthetic-full 4 2048 --verify=2048
-done
+  test_qwen_next_mtp_cuda test_qwen_hyper_fused_cuda
+COLS=2-8 ab glm 60 '^\| *2048 \|' bench_glm5_cuda $glm 16 2048
+ROUNDS=a ab qv 60 'rows|floor|^\| *[2-5] \|' bench_qwen_next_cuda synthetic-full 4 2048 --verify=2048
 for f in /tmp/steps/qv_*.txt; do echo "=== $f"; cat "$f"; done > "$OUT/verify_ab.txt"
-step gemv_new 60 '^Q8_0/dir' $B/bench_cuda_gemv 10 --no-sweep
-LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH step gemv_old 60 '^Q8_0/dir' $O/bench_cuda_gemv 10 --no-sweep
-cp /tmp/steps/gemv_new.txt /tmp/steps/gemv_old.txt "$OUT/" 2>/dev/null
-LD_LIBRARY_PATH=$O/lib:$LD_LIBRARY_PATH step glmp_old 60 '^\| *2048 \|' $O/bench_glm5_cuda $glm 0 2048 --prefill 2048 --old 0 --prefill-rows 2048
-step glmp_new 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 0 2048 --prefill 2048 --old 0 --prefill-rows 2048
+ROUNDS=a ab gemv 60 '^(Q8_0|Q4_K)' bench_cuda_gemv 10 --no-sweep
+cp /tmp/steps/gemv_olda.txt "$OUT/gemv_old.txt" 2>/dev/null; cp /tmp/steps/gemv_newa.txt "$OUT/gemv_new.txt" 2>/dev/null
+ROUNDS=a ab glmp 60 '^\| *2048 \|' bench_glm5_cuda $glm 0 2048 --prefill 2048 --old 0 --prefill-rows 2048
 late $(( ${LIMIT:-585} - 100 )) && exit 0  # (no time left for the converted model's steps)
 wait
 if grep -q H200 "$OUT/gpu.txt"; then
