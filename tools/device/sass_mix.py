@@ -12,6 +12,7 @@ Usage: tools/device/sass_mix.py FILE.cubin REGEX [--top N]
     tools/device/sass_mix.py /tmp/gemv.cubin 'gemv_direct_kernel.*MlxAffineILi4ELb1EEELi8ELi2E'
   nvdisasm: $NVDISASM, else on PATH, else /usr/local/cuda/bin (`pip install nvidia-cuda-nvdisasm`).
 """
+import argparse
 import collections
 import os
 import re
@@ -50,15 +51,22 @@ def functions(sass: str):
 
 
 def main(argv) -> int:
-    args = [a for a in argv[1:] if not a.startswith("--")]
-    top = 12
-    if "--top" in argv:
-        top = int(argv[argv.index("--top") + 1])
-        args.remove(str(top))
-    if len(args) != 2:
-        sys.exit(__doc__)
-    cubin, pattern = args
-    sass = subprocess.run([nvdisasm(), "-c", cubin], check=True, capture_output=True, text=True).stdout
+    parser = argparse.ArgumentParser(description="SASS instruction mix of the kernels matching a regex.")
+    parser.add_argument("cubin")
+    parser.add_argument("pattern", help="Python regex searched in the mangled function names")
+    parser.add_argument("--top", type=int, default=12, help="opcodes listed per function (default 12)")
+    args = parser.parse_args(argv[1:])
+    cubin, pattern, top = args.cubin, args.pattern, args.top
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        sys.exit(f"sass_mix: bad regex {pattern!r}: {e}")
+    if not os.path.isfile(cubin):
+        sys.exit(f"sass_mix: no file {cubin}")
+    run = subprocess.run([nvdisasm(), "-c", cubin], capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"sass_mix: nvdisasm failed on {cubin}: {run.stderr.strip()}")
+    sass = run.stdout
     found = 0
     for name, ops in functions(sass):
         if not re.search(pattern, name):

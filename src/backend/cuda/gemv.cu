@@ -131,18 +131,6 @@ struct Codebook<IQ2_XXS> {
 };
 
 // Sums acc[r] over the block and writes y[row0 + r] for rows that exist.
-// After a barrier over part {R rows, warps} of warp sums: thread r < R adds row r's warp sums in
-// warp order from 0.f and writes y[row0 + r] (rows that exist).
-template <int R>
-__device__ __forceinline__ void write_warp_sums(const float (&part)[R][kMaxThreads / 32], int64_t row0, int64_t rows,
-                                                float* __restrict__ y) {
-  if (threadIdx.x < R && row0 + threadIdx.x < rows) {
-    float s = 0.f;
-    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[threadIdx.x][w];
-    y[row0 + threadIdx.x] = s;
-  }
-}
-
 template <int R>
 __device__ void block_finish(const float (&acc)[R], int64_t row0, int64_t rows, float* __restrict__ y) {
   __shared__ float part[R][kMaxThreads / 32];
@@ -153,7 +141,11 @@ __device__ void block_finish(const float (&acc)[R], int64_t row0, int64_t rows, 
     if (lane == 0) part[r][warp] = s;
   }
   __syncthreads();
-  write_warp_sums<R>(part, row0, rows, y);
+  if (threadIdx.x < R && row0 + threadIdx.x < rows) {
+    float s = 0.f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) s += part[threadIdx.x][w];
+    y[row0 + threadIdx.x] = s;
+  }
 }
 
 // Kernel generation (gemv_set_kernel): 1 = the kernels of 2026-12-01, 2 = dot2 decoders (dot_v,

@@ -15,9 +15,11 @@
 //   dot2(...)                    (optional) the same sum with the kernel-2 decode: quantized
 //                                fields become floats exactly through the float mantissa
 //                                (bits 0x4B000000 | f = 2^23 + f for f < 2^23, then one FADD)
-//                                instead of the quarter-rate int->float conversion, fields
-//                                taken in place (so a field at bit 8 is worth 256x: separate
-//                                partial sums per bit position, scaled by exact powers of two)
+//                                or as subnormal floats (kXShift: x comes scaled, x_for_dot;
+//                                see kSubXShift) instead of the quarter-rate int->float
+//                                conversion, fields taken in place (so a field at bit 8 is worth
+//                                256x: separate partial sums per bit position, scaled by exact
+//                                powers of two)
 //   decode(raw, unit, w, shared) the unit's 32 weights as floats (dequant_bf16.cu: the
 //                                tensor-core path dequantizes a tile, then multiplies;
 //                                grouped_mma_bf16.cu), the fields made floats through the
@@ -97,6 +99,17 @@ __host__ __device__ constexpr float pow2_pos() {
   for (int i = 0; i < s; ++i) v *= 2.f;
   return v;
 }
+// Subnormal fields (MlxAffine, Q2_KC, Q4_K; session 34): a field f masked in place is read as the
+// float f * 2^-149, one AND a weight (the mantissa form needs the AND, an OR of the exponent and a
+// FADD of -2^23: twice the instructions, and the 4-bit GEMVs were bound by them), and multiplied
+// by x * 2^kSubXShift (x_for_dot). Every product and partial sum is the mantissa form's times
+// 2^(kSubXShift - 149), so rounds alike; kSubUnscale (on sums of fields times x) and kXUnscale (on
+// sums of x) undo the scales exactly: the mantissa form's bits while |x| lies in
+// [2^(23 - kSubXShift), 2^(128 - kSubXShift)) and the sums above 2^(kSubXShift - 149 - 126)
+// (test_gemv_decode checks them over x in 2^-40 .. 2^40). Needs FTZ off (nvcc's default).
+constexpr int kSubXShift = 80;
+constexpr float kSubUnscale = pow2_pos<149 - kSubXShift>();
+constexpr float kXUnscale = 1.f / pow2_pos<kSubXShift>();
 
 // Sum of xv[8*w + 4*k ...]: used by the affine formats (w = scale*q + bias) for the bias term.
 __device__ __forceinline__ float sum32(const float (&xv)[kUnit]) {
@@ -328,11 +341,9 @@ struct Q4_K {
     const float d = f16_bits(r.hdr.x & 0xffff), dmin = f16_bits(r.hdr.x >> 16);
     return d * float(sc) * sq - dmin * float(mn) * sum32(xv);
   }
-  // dot2: nibbles in place (bytes 0/2 at bit `shift`, 1/3 at bit 8 + shift), read as subnormal
-  // floats on x scaled by 2^kXShift (x_for_dot) as MlxAffine's: one AND a weight, and every
-  // product and partial sum the mantissa form's times 2^(kXShift - 149 - shift), so the same bits
-  // (test_gemv_decode); the powers of two are undone exactly with the unit's own.
-  static constexpr int kXShift = 80;
+  // dot2: nibbles in place (bytes 0/2 at bit `shift`, 1/3 at bit 8 + shift) as subnormal fields
+  // (kSubXShift's comment); the sum's scale and the unit's 2^-shift undone in one exact factor.
+  static constexpr int kXShift = kSubXShift;
   __device__ static float dot2(const Raw& r, int64_t unit, const float (&xs)[kUnit], const void*) {
     const int j = int(unit & 7);
     uint32_t sc, mn;
@@ -349,10 +360,9 @@ struct Q4_K {
       s0 = fmaf(__uint_as_float(h & m0), xs[4 * i + 2], s0);
       s1 = fmaf(__uint_as_float(h & m1), xs[4 * i + 3], s1);
     }
-    // 2^(149 - kXShift - shift) in one exact factor (shift is 0 or 4)
-    const float sq = fmaf(s1, 1.f / 256.f, s0) * (shift ? pow2_pos<149 - kXShift - 4>() : pow2_pos<149 - kXShift>());
+    const float sq = fmaf(s1, 1.f / 256.f, s0) * (shift ? kSubUnscale / 16.f : kSubUnscale);  // shift: 0 or 4
     const float d = f16_bits(r.hdr.x & 0xffff), dmin = f16_bits(r.hdr.x >> 16);
-    return d * float(sc) * sq - dmin * float(mn) * (sum32(xs) * pow2_neg(kXShift));
+    return d * float(sc) * sq - dmin * float(mn) * (sum32(xs) * kXUnscale);
   }
 };
 
@@ -485,11 +495,11 @@ struct Q2_KC {
     return s;
   }
   // Fields in place as in Q2_K::dot2 (bytes 0/2 at bit 2s, 1/3 at bit 8 + 2s); the shift by
-  // 16 is shared by the four planes. x comes scaled by 2^kXShift and the fields are read as
-  // subnormal floats, as MlxAffine::dot2 (its comment). The planes' scale and min products are
-  // summed before d and dmin multiply them once (d * sum sc sq - dmin * sum mn sx): four fewer
-  // multiplies a plane than a per-plane d * sc * sq - dmin * mn * sx, another rounding order.
-  static constexpr int kXShift = 80;
+  // 16 is shared by the four planes; subnormal fields (kSubXShift's comment). The planes' scale
+  // and min products are summed before d and dmin multiply them once (d * sum sc sq - dmin * sum
+  // mn sx): four fewer multiplies a plane than a per-plane d * sc * sq - dmin * mn * sx, another
+  // rounding order.
+  static constexpr int kXShift = kSubXShift;
   __device__ static float dot2(const Raw& r, int64_t unit, const float (&xs)[kUnit], const void*) {
     const uint32_t w[4] = {r.q[0], r.q[0] >> 16, r.q[1], r.q[1] >> 16};
     float sd = 0.f, sm = 0.f;
@@ -513,8 +523,7 @@ struct Q2_KC {
       sm = fmaf(mn, sx, sm);
     }
     const float d = f16_bits(r.dm & 0xffff), dmin = f16_bits(r.dm >> 16);
-    // 2^(149 - kXShift) and 2^-kXShift undo the subnormal and x scales exactly
-    return fmaf(d, sd * pow2_pos<149 - kXShift>(), -(dmin * (sm * pow2_neg(kXShift))));
+    return fmaf(d, sd * kSubUnscale, -(dmin * (sm * kXUnscale)));
   }
 };
 
@@ -682,14 +691,10 @@ struct MlxAffine {
     for (int k = kPerHalf - 2; k >= 0; --k) sq = fmaf(sq, 1.f / float(1u << kBits), s[k]);
     return sq;
   }
-  // expand reads the fields as subnormals and dot_e takes x scaled by 2^kXShift (x_for_dot): one
-  // AND a weight (the mantissa form, fields<false>, needs the AND, an OR of the exponent and a FADD
-  // of -2^23: twice the instructions, and this GEMV is bound by them; H100: 1.13x on Qwen's x10
-  // expert gate|up, 1.15x on 16384x8192). Every product and partial sum is the mantissa form's
-  // times 2^(kXShift - 149), so rounds alike: its bits while |x| lies in [2^(23 - kXShift),
-  // 2^(128 - kXShift)) and the sums above 2^(kXShift - 149 - 126) (test_gemv_decode checks them
-  // against the mantissa form over x in 2^-40 .. 2^40).
-  static constexpr int kXShift = 80;
+  // expand reads the fields as subnormals (kSubXShift's comment; the mantissa form is
+  // fields<false>) and dot_e takes x_for_dot's scaled x. H100: 1.13x on Qwen's x10 expert gate|up,
+  // 1.15x on 16384x8192 (session 34).
+  static constexpr int kXShift = kSubXShift;
   __device__ static E expand(const Raw& r, int64_t, const void*) {
     E e;
     fields<true>(r, e.w);
@@ -699,9 +704,8 @@ struct MlxAffine {
   __device__ static float dot_e(const E& e, const float (&xs)[kUnit]) {
     const float scale = kBf16Scales ? bf16_bits(e.scale) : f16_bits(e.scale);
     const float bias = kBf16Scales ? bf16_bits(e.bias) : f16_bits(e.bias);
-    // Written out, no contraction left to the compiler: the bias product rounded, one FMA; both
-    // powers of two are exact (the mantissa form's sq and sum32(x)).
-    return fmaf(scale, chains(e.w, xs) * pow2_pos<149 - kXShift>(), __fmul_rn(bias, sum32(xs) * pow2_neg(kXShift)));
+    // Written out, no contraction left to the compiler: the bias product rounded, one FMA.
+    return fmaf(scale, chains(e.w, xs) * kSubUnscale, __fmul_rn(bias, sum32(xs) * kXUnscale));
   }
   __device__ static float dot2(const Raw& r, int64_t u, const float (&xs)[kUnit], const void* sh) {
     return dot_e(expand(r, u, sh), xs);
