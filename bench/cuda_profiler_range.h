@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -38,6 +39,23 @@ inline void ncu_decode_step(Model& m, const ModelState& at, const std::vector<fl
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
   }
   std::printf("one decode step at position %lld in the profiler range (--ncu-decode)\n", (long long)at.position() + 1);
+}
+
+// The benches' --ncu-verify: one forward(rows, kAll) of a clone of `at` (a speculative verify
+// window) inside the range, after the same forward on another clone that captures its graphs, so
+// that ncu times each kernel of one verify forward alone (issue #22's verify within 1.1x of its
+// bytes floor).
+inline void ncu_forward_rows(Model& m, const ModelState& at, std::span<const int32_t> rows) {
+  std::vector<float> l;
+  m.forward(*at.clone(), rows, Logits::kAll, l);
+  auto s = at.clone();
+  {
+    const ProfilerRange range;
+    m.forward(*s, rows, Logits::kAll, l);
+    DS4_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  std::printf("one forward of %zu rows at position %lld in the profiler range (--ncu-verify)\n", rows.size(),
+              (long long)at.position());
 }
 
 }  // namespace ds4::bench

@@ -58,6 +58,9 @@
 //        bench_cuda_gemv --rows [reps]   gemv_rows only (f32 x, every format): n = 1, 2, 4, 8, 16
 //                                     input rows as multiples of one gemv, on 4096x4096, an
 //                                     expert 2048x4096 and Qwen's 1280x2560 (~20 s)
+//        bench_cuda_gemv --rows-profile  one plain launch each of gemv and gemv_rows at n = 1, 2, 4 on
+//                                     MLX q4 g64 and Q8_0 at 4096x4096 and 16384x8192, for ncu
+//                                     --kernel-name regex:gemv (where a verify row's time goes)
 //        bench_cuda_gemv --act-profile   one launch each of DeepSeek's decode expert products on
 //                                     quantized activations (IQ2_XXS gate|up x6, Q2_K down x6,
 //                                     Q8_0 4096x4096), for ncu --kernel-name regex:gemv_act
@@ -652,6 +655,7 @@ int main(int argc, char** argv) {
     const bool rows_mma = argc > 1 && std::string(argv[1]) == "--rows-mma";
     const bool act_profile = argc > 1 && std::string(argv[1]) == "--act-profile";
     const bool rows_only = argc > 1 && std::string(argv[1]) == "--rows";
+    const bool rows_profile = argc > 1 && std::string(argv[1]) == "--rows-profile";
     const bool mlx4_tc = argc > 1 && std::string(argv[1]) == "--mlx4-tc";
     auto count_arg = [&](int i) { return argc > i && argv[i][0] != '-' ? std::max(3, std::atoi(argv[i])) : 20; };
     const int reps = act || act_mma || routed || rows_mma || rows_only || mlx4_tc ? count_arg(2) : !profile ? count_arg(1) : 20;
@@ -662,7 +666,7 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-    const cuda::Bandwidth bw = profile || act_profile ? cuda::Bandwidth{} : cuda::measure_bandwidth(static_cast<size_t>(2) << 30, 20, nullptr);
+    const cuda::Bandwidth bw = profile || act_profile || rows_profile ? cuda::Bandwidth{} : cuda::measure_bandwidth(static_cast<size_t>(2) << 30, 20, nullptr);
     std::printf("bandwidth (2 GiB buffers, median of 20): copy kernel %.0f GB/s, cudaMemcpy D2D %.0f GB/s "
                 "(read+write), read-only %.0f GB/s\n\n",
                 bw.copy_gbps, bw.memcpy_gbps, bw.read_gbps);
@@ -717,6 +721,16 @@ int main(int argc, char** argv) {
           std::fflush(stdout);
         }
       }
+      return 0;
+    }
+    if (rows_profile) {  // one plain launch each (ncu replays it as often as its sections need)
+      for (const Format& f : {formats[9], formats[2]})
+        for (const Shape& sh : {Shape{4096, 4096, "square"}, Shape{16384, 8192, "large"}})
+          for (int n : {0, 1, 2, 4}) {
+            bench_one(f, sh, 1, x.as<float>(), y.as<float>(), true, n);
+            std::printf("profiled %s %lldx%lld %s\n", f.label, (long long)sh.rows, (long long)sh.cols,
+                        n ? ("gemv_rows n=" + std::to_string(n)).c_str() : "gemv");
+          }
       return 0;
     }
     if (act_profile) {  // one plain launch each (ncu replays it as often as its sections need)

@@ -25,6 +25,8 @@
 //   --profile           synthetic-full: per-op GPU ms of a decode token at each context
 //   --ncu-decode        synthetic-full: one decode step's graph at the first context inside
 //                       cudaProfilerStart / Stop (ncu --profile-from-start off --graph-profiling node)
+//   --ncu-verify=K      synthetic-full: at the first context, per-op GPU ms of one forward of K + 1
+//                       rows (a verify window), then that forward inside cudaProfilerStart / Stop
 //   --batch N,N [--batch-rows N,N] [--batch-steps S] [--batch-profile]  synthetic-full (issue #24): continuous batching
 //                       at those stream counts from the first context's state (../cuda_batch_table.h)
 //   --mtp               synthetic-full --prefill: the model with an MTP head, prefill tables with it
@@ -138,6 +140,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> prefill_ctx;
   int64_t verify_ctx = -1;
   bool greedy = true, profile = false, ncu_decode = false;
+  int ncu_verify_k = 0;
   bench::QwenPrefillArgs pa;
   bench::BatchArgs batch;
   for (int i = 1; i < argc; ++i) {
@@ -153,6 +156,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-greedy") greedy = false;
     else if (a == "--profile") profile = true;
     else if (a == "--ncu-decode") ncu_decode = true;
+    else if (a.rfind("--ncu-verify=", 0) == 0) ncu_verify_k = std::stoi(a.substr(13));
     else if (a == "--mtp") pa.head = true;
     else pos_args.push_back(a);
   }
@@ -160,8 +164,11 @@ int main(int argc, char** argv) {
   const std::string dir = arg(0, "models/default");
   try {
     qwen_next::SyntheticFullOptions so;
-    if (ncu_decode && (!qwen_next::parse_synthetic_full(dir, so) || !prefill_ctx.empty())) {
-      std::fprintf(stderr, "--ncu-decode needs synthetic-full and no --prefill= (one profiler range per run)\n");
+    if ((ncu_decode || ncu_verify_k != 0) &&
+        (!qwen_next::parse_synthetic_full(dir, so) || !prefill_ctx.empty() || (ncu_decode && ncu_verify_k != 0) ||
+         ncu_verify_k < 0 || ncu_verify_k > 8)) {
+      std::fprintf(stderr, "--ncu-decode / --ncu-verify=K (1..8) need synthetic-full, no --prefill= and each other "
+                   "absent (one profiler range per run)\n");
       return 2;
     }
     if (qwen_next::parse_synthetic_full(dir, so) && !prefill_ctx.empty()) {
@@ -171,7 +178,8 @@ int main(int argc, char** argv) {
     }
     if (qwen_next::parse_synthetic_full(dir, so))
       return bench::qwen_synthetic_full(so, std::stoi(arg(1, "32")), bench::parse_contexts(arg(2, "2048,8192")),
-                                        verify_ctx, profile, batch, ncu_decode);
+                                        verify_ctx, profile, batch, ncu_decode,
+                                        ncu_verify_k > 0 ? ncu_verify_k + 1 : 0);
   } catch (const std::exception& e) {
     std::printf("FATAL %s\n", e.what());
     return 2;

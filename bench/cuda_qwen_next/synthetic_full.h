@@ -36,9 +36,12 @@ namespace ds4::bench {
 // first frontier, after that frontier's row.
 // ncu_decode: at the first context, one decode step's CUDA graph (after one step that captures it)
 // inside cudaProfilerStart / Stop, for `ncu --profile-from-start off --graph-profiling node`.
+// verify_rows (--ncu-verify=K: K + 1 rows): at the first context, the per-op GPU ms of one verify
+// forward (direct launches + events, set_profiling), then one forward of those rows inside the
+// profiler range (ncu_forward_rows).
 inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_decode, const std::vector<int64_t>& ctx,
                                int64_t verify_ctx = -1, bool profile = false, const BatchArgs& batch = {},
-                               bool ncu_decode = false) {
+                               bool ncu_decode = false, int verify_rows = 0) {
   using Clock = std::chrono::steady_clock;
   const qwen_next::Config c = qwen_next::parse_config(qwen_next::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
@@ -81,9 +84,23 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
   tb.prefill = [&, chunk](int64_t p) { return chunk + attn(p); };
   FrontierHook hook;
   auto argmax = [](const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); };
-  if (profile || !batch.streams.empty() || ncu_decode)
+  if (profile || !batch.streams.empty() || ncu_decode || verify_rows > 0)
     hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l0) {
       if (ncu_decode && at == ctx.front()) ncu_decode_step(g, s, l0);
+      if (verify_rows > 0 && at == ctx.front()) {
+        std::vector<int32_t> rows;
+        for (int i = 0; i < verify_rows; ++i) rows.push_back(int32_t((i * 4099 + 17) % c.vocab));
+        std::vector<float> l;
+        g.forward(*s.clone(), rows, Logits::kAll, l);  // graphs and scratch as the timed forward finds them
+        g.set_profiling(true);
+        g.reset_op_times();
+        g.forward(*s.clone(), rows, Logits::kAll, l);
+        g.set_profiling(false);
+        std::printf("\nper-op GPU time of one forward of %d rows (verify window) at context %lld (direct launches + "
+                    "events):\n", verify_rows, (long long)at);
+        print_op_table(g.op_times(), 1, "forward");
+        ncu_forward_rows(g, s, rows);
+      }
       if (!batch.streams.empty() && at == ctx.front()) batch_tables(g, s, batch, 0.0, bw.copy_gbps, per_tok, [&](bool on) { g.set_profiling(on); });
       if (!profile) return;
       auto st = s.clone();
