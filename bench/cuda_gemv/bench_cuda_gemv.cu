@@ -57,9 +57,11 @@
 //                                     shapes, for ncu --kernel-name regex:gemv
 //        bench_cuda_gemv --rows [reps]   gemv_rows only (f32 x, every format): n = 1, 2, 4, 8, 16
 //                                     input rows as multiples of one gemv, on 4096x4096, an
-//                                     expert 2048x4096 and Qwen's 1280x2560 (~20 s)
+//                                     expert 2048x4096 and Qwen's 1280x2560, at weight rows per
+//                                     block R0 (default), R2, R4, R8 (~60 s)
 //        bench_cuda_gemv --rows-profile  one plain launch each of gemv and gemv_rows at n = 1, 2, 4 on
-//                                     MLX q4 g64 and Q8_0 at 4096x4096 and 16384x8192, for ncu
+//                                     MLX q4 g64 and Q8_0 at 4096x4096 and 16384x8192 (gemv_rows at
+//                                     the default weight rows and at R = 8), for ncu
 //                                     --kernel-name regex:gemv (where a verify row's time goes)
 //        bench_cuda_gemv --act-profile   one launch each of DeepSeek's decode expert products on
 //                                     quantized activations (IQ2_XXS gate|up x6, Q2_K down x6,
@@ -707,18 +709,24 @@ int main(int argc, char** argv) {
       const int ns[] = {1, 2, 4, 8, 16};
       for (int n : ns) std::printf("  n=%-2d      ", n);
       std::printf("\n");
+      // Each case at every weight-rows setting (gemv_set_rows_weight_rows: R0 the default, R2,
+      // and the wide forms R4 / R8; n = 16 always takes R = 2).
       for (const Format& f : formats) {
         if (f.path == cuda::GemvPath::kStaged) continue;
         for (const Shape& sh : {Shape{4096, 4096, "square"}, Shape{2048, 4096, "expert"}, Shape{1280, 2560, "qwen"}}) {
           const Row one = bench_one(f, sh, reps, x.as<float>(), y.as<float>(), false);
-          std::printf("%-12s %-16s %8.2f", f.label, (std::to_string(sh.rows) + "x" + std::to_string(sh.cols)).c_str(),
-                      one.us);
-          for (int n : ns) {
-            const Row rn = bench_one(f, sh, reps, x.as<float>(), y.as<float>(), false, n);
-            std::printf(" %6.1f %4.2fx", rn.us, rn.us / one.us);
+          for (int wr : {0, 2, 4, 8}) {
+            cuda::gemv_set_rows_weight_rows(wr);
+            std::printf("%-12s %-12s R%d %8.2f", f.label, (std::to_string(sh.rows) + "x" + std::to_string(sh.cols)).c_str(),
+                        wr, one.us);
+            for (int n : ns) {
+              const Row rn = bench_one(f, sh, reps, x.as<float>(), y.as<float>(), false, n);
+              std::printf(" %6.1f %4.2fx", rn.us, rn.us / one.us);
+            }
+            std::printf("\n");
+            std::fflush(stdout);
           }
-          std::printf("\n");
-          std::fflush(stdout);
+          cuda::gemv_set_rows_weight_rows(0);
         }
       }
       return 0;
@@ -726,11 +734,15 @@ int main(int argc, char** argv) {
     if (rows_profile) {  // one plain launch each (ncu replays it as often as its sections need)
       for (const Format& f : {formats[9], formats[2]})
         for (const Shape& sh : {Shape{4096, 4096, "square"}, Shape{16384, 8192, "large"}})
-          for (int n : {0, 1, 2, 4}) {
-            bench_one(f, sh, 1, x.as<float>(), y.as<float>(), true, n);
-            std::printf("profiled %s %lldx%lld %s\n", f.label, (long long)sh.rows, (long long)sh.cols,
-                        n ? ("gemv_rows n=" + std::to_string(n)).c_str() : "gemv");
-          }
+          for (int wr : {0, 8})
+            for (int n : {0, 1, 2, 4}) {
+              if (wr && !n) continue;
+              cuda::gemv_set_rows_weight_rows(wr);
+              bench_one(f, sh, 1, x.as<float>(), y.as<float>(), true, n);
+              std::printf("profiled %s %lldx%lld %s R%d\n", f.label, (long long)sh.rows, (long long)sh.cols,
+                          n ? ("gemv_rows n=" + std::to_string(n)).c_str() : "gemv", wr);
+            }
+      cuda::gemv_set_rows_weight_rows(0);
       return 0;
     }
     if (act_profile) {  // one plain launch each (ncu replays it as often as its sections need)

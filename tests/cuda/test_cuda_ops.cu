@@ -704,24 +704,30 @@ int main(int argc, char** argv) {
       test_gemv_batched(DType::IQ2_XXS, 6, 64, 512);
       test_gemv_batched(DType::F32, 5, 24, 32);
       // Multi-row gemv: every format, n = 1..8 (verify windows, decode batches) and across the
-      // 4 / 8 / 16 kernels, tails of rows.
-      for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 13, 16}) {
-        for (DType t : blockwise) test_gemv_rows(t, 77, small ? 512 : 2048, n);
-        test_gemv_rows(DType::MLX_Q4, 45, 768, n);
-        test_gemv_rows(DType::MLX_Q8, 45, 768, n, DType::BF16);
-        test_gemv_rows(DType::F32, 33, 768, n);
-        test_gemv_rows(DType::F32, 33, 48, n);  // the plain per-row kernel
-        test_gemv_rows(DType::BF16, 40, 16, n);
+      // 4 / 8 / 16 kernels, tails of rows; under the default kernel at every weight-rows setting
+      // too (gemv_set_rows_weight_rows: R 2 and the wide forms R 4 / 8 must equal gemv as well).
+      for (int wr : kernel == default_kernel ? std::vector<int>{0, 2, 4, 8} : std::vector<int>{0}) {
+        cuda::gemv_set_rows_weight_rows(wr);
+        std::printf("gemv_rows weight rows setting %d\n", wr);
+        for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 13, 16}) {
+          for (DType t : blockwise) test_gemv_rows(t, 77, small ? 512 : 2048, n);
+          test_gemv_rows(DType::MLX_Q4, 45, 768, n);
+          test_gemv_rows(DType::MLX_Q8, 45, 768, n, DType::BF16);
+          test_gemv_rows(DType::F32, 33, 768, n);
+          test_gemv_rows(DType::F32, 33, 48, n);  // the plain per-row kernel
+          test_gemv_rows(DType::BF16, 40, 16, n);
+        }
+        test_gemv_rows_grouped(DType::BF16, 8, 96, 256);
+        test_gemv_rows_grouped(DType::Q8_0, 6, 64, 256);
+        test_gemv_rows_grouped(DType::Q4_K, 4, 40, 512);
+        test_gemv_rows_grouped(DType::Q2_K, 4, 40, 512);
+        test_gemv_rows_grouped(DType::IQ2_XXS, 4, 40, 512);
+        test_gemv_rows_grouped(DType::F32, 5, 24, 48);
+        test_gemv_rows_grouped(DType::Q8_0, 6, 64, 256, cuda::kMoeSmallStride);
+        test_gemv_rows_grouped(DType::IQ2_XXS, 4, 40, 512, cuda::kMoeSmallStride);
+        test_gemv_rows_grouped(DType::F32, 5, 24, 48, cuda::kMoeSmallStride);
       }
-      test_gemv_rows_grouped(DType::BF16, 8, 96, 256);
-      test_gemv_rows_grouped(DType::Q8_0, 6, 64, 256);
-      test_gemv_rows_grouped(DType::Q4_K, 4, 40, 512);
-      test_gemv_rows_grouped(DType::Q2_K, 4, 40, 512);
-      test_gemv_rows_grouped(DType::IQ2_XXS, 4, 40, 512);
-      test_gemv_rows_grouped(DType::F32, 5, 24, 48);
-      test_gemv_rows_grouped(DType::Q8_0, 6, 64, 256, cuda::kMoeSmallStride);
-      test_gemv_rows_grouped(DType::IQ2_XXS, 4, 40, 512, cuda::kMoeSmallStride);
-      test_gemv_rows_grouped(DType::F32, 5, 24, 48, cuda::kMoeSmallStride);
+      cuda::gemv_set_rows_weight_rows(0);
       if (kernel != 1) {  // the subnormal dot2 of kernel generations 2 and 3
         test_gemv_mlx_scaled_x(DType::MLX_Q4, 77, 2560, 64, DType::BF16);
         test_gemv_mlx_scaled_x(DType::MLX_Q4, 45, 640, 32, DType::F16);

@@ -352,11 +352,29 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_small_kernel(Args a, const f
 }
 
 // ---- Multi-row (gemv_rows): a block owns R weight rows and N input rows (n live) ----
+
+// v's 32-bit words made to depend on `after` (each OR'd with its bits AND `zero`, which is 0 at
+// run time but unknown to the compiler and ptxas): what is computed from v afterwards waits for
+// `after` and is computed again, not hoisted or reused from before. The same words, the same bits.
+template <class T>
+__device__ __forceinline__ void after_value(T& v, float after, uint32_t zero) {
+  static_assert(sizeof(T) % 4 == 0 && std::is_trivially_copyable_v<T>);
+  uint32_t w[sizeof(T) / 4];
+  memcpy(w, &v, sizeof(T));
+  const uint32_t dep = __float_as_uint(after) & zero;
+#pragma unroll
+  for (int k = 0; k < int(sizeof(T) / 4); ++k) w[k] |= dep;
+  memcpy(&v, w, sizeof(T));
+}
 // RowsArgs and rows_entry: gemv_device.cuh (shared with gemv_act_rows).
 
 // The direct kernel's loop with an inner loop over input rows: per (weight row, input row)
-// the same per-thread unit order and the same reductions as gemv_direct_kernel.
-template <class F, int R, int N, int V>
+// the same per-thread unit order and the same reductions as gemv_direct_kernel. kExpand: the R
+// units decoded once (expand) and dotted with every input row (dot_e), else each input row
+// through dot_v (the same bits: dot_v is expand + dot_e). kWide (R 4, 8: each x unit loaded,
+// scaled and summed once for more weight rows): decode per input row, in order (after_value),
+// so R weight rows fit in registers.
+template <class F, int R, int N, int V, bool kExpand, bool kWide>
 __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs ra, const float* __restrict__ x,
                                                                float* __restrict__ y) {
   int n;
@@ -376,13 +394,28 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
       for (int i = 0; i < N; ++i) {
         if (i >= n) break;
         float xv[kUnit];
-        load_x<F>(x + xo[i], u, xv);
+        const float* xi = x + xo[i];
+        // The wide forms: input row i's x loaded only after row i - 1's last product, so one
+        // row's 32 floats are live at a time (else ptxas loads every row's ahead).
+        if constexpr (kWide)
+          if (i > 0) xi += __float_as_uint(acc[R - 1][i - 1]) & ra.zero;
+        load_x<F>(xi, u, xv);
         x_for_dot<V, F>(xv);
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][i] += dot_row(r, xv);
+        for (int r = 0; r < R; ++r) {
+          // The wide forms decode weight row r's unit only after an earlier row's product, so
+          // few units' decoded fields are live at a time (else ptxas decodes all R ahead, or
+          // keeps them for the next input row: R x 32 registers, spilling at R = 8).
+          if constexpr (kWide) {
+            // two weight rows' decode and chains in flight: row r waits for row r - 2's product
+            if (r >= 2 || i > 0)
+              after_value(const_cast<typename F::Raw&>(raw[r]), r >= 2 ? acc[r - 2][i] : acc[R - 2 + r][i - 1], ra.zero);
+          }
+          acc[r][i] += dot_row(r, xv);
+        }
       }
     };
-    if constexpr (Expands<F, V>::value) {
+    if constexpr (kExpand) {
       // Decode once, dot many: the R units expanded to the floats dot_v multiplies, then each
       // input row's FMAs (dot_v is expand + dot_e: the same bits as decoding per row).
       typename F::E e[R];
@@ -653,28 +686,33 @@ void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBat
 
 namespace {
 
-// N input rows per launch: the smallest of 4, 8, 16 holding n (fewer idle accumulators);
-// R weight rows per block keeps R * N accumulators at 16-32 registers.
-template <class F, int R, int N, int V>
+// N input rows per launch: the smallest of 4, 8, 16 holding n (fewer idle accumulators).
+template <class F, int R, int N, int V, bool kWide = false>
 void launch_rows_n(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
   const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
-  gemv_rows_kernel<F, R, N, V><<<blocks, threads_for(a.cols / kUnit), 0, stream>>>(a, ra, x, y);
+  constexpr bool kExpand = Expands<F, V>::value && !kWide && R == 2;
+  gemv_rows_kernel<F, R, N, V, kExpand, kWide><<<blocks, threads_for(a.cols / kUnit), 0, stream>>>(a, ra, x, y);
   DS4_CUDA_CHECK_LAUNCH();
 }
 
+std::atomic<int> g_rows_weight_rows{-1};  // gemv_set_rows_weight_rows / DS4_GEMV_ROWS_R
+
+// Weight rows per block up to 8 inputs. The default (0): formats expanded once per unit (MLX)
+// R = 2 (their R x 32 decoded floats beside the accumulators and x), others R = 4; 2: R = 2;
+// 4 / 8: the wide form (kWide). 16 inputs: always R = 2. Never changes a result (gemv_tuning.h).
 template <class F, int V>
 void launch_multi(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
-  // Formats expanded once per unit hold R x 32 expanded floats: R = 2 keeps them with the
-  // accumulators and x in registers at every N.
-  if constexpr (Expands<F, V>::value) {
-    if (ra.n <= 4) return launch_rows_n<F, 2, 4, V>(a, ra, x, y, stream, batch);
-    if (ra.n <= 8) return launch_rows_n<F, 2, 8, V>(a, ra, x, y, stream, batch);
-    return launch_rows_n<F, 2, 16, V>(a, ra, x, y, stream, batch);
-  } else {
-    if (ra.n <= 4) return launch_rows_n<F, 4, 4, V>(a, ra, x, y, stream, batch);
-    if (ra.n <= 8) return launch_rows_n<F, 4, 8, V>(a, ra, x, y, stream, batch);
-    return launch_rows_n<F, 2, 16, V>(a, ra, x, y, stream, batch);
-  }
+  if (ra.n > 8) return launch_rows_n<F, 2, 16, V>(a, ra, x, y, stream, batch);
+  const int r = env_setting(g_rows_weight_rows, "DS4_GEMV_ROWS_R", {0, 2, 4, 8}, "0, 2, 4 or 8");
+  auto with_n = [&](auto n_tag) {
+    constexpr int N = decltype(n_tag)::value;
+    if (r == 8) return launch_rows_n<F, 8, N, V, true>(a, ra, x, y, stream, batch);
+    if (r == 4) return launch_rows_n<F, 4, N, V, true>(a, ra, x, y, stream, batch);
+    if (r == 2 || Expands<F, V>::value) return launch_rows_n<F, 2, N, V>(a, ra, x, y, stream, batch);
+    return launch_rows_n<F, 4, N, V>(a, ra, x, y, stream, batch);
+  };
+  if (ra.n <= 4) return with_n(std::integral_constant<int, 4>{});
+  return with_n(std::integral_constant<int, 8>{});
 }
 
 template <int kType>
@@ -732,6 +770,12 @@ int gemv_dot_generation(const WeightMatrix& w) {
   int v = 0;
   visit_format(w, false, [&](auto pick) { v = decltype(pick)::V; });
   return v;
+}
+
+void gemv_set_rows_weight_rows(int rows) {
+  if (rows != 0 && rows != 2 && rows != 4 && rows != 8)
+    throw InputError("cuda gemv_rows: weight rows per block " + std::to_string(rows) + " is not 0, 2, 4 or 8");
+  g_rows_weight_rows.store(rows, std::memory_order_relaxed);
 }
 
 void gemv_set_threads(int threads) {

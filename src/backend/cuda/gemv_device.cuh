@@ -32,9 +32,12 @@ struct RowsArgs {
   int64_t x_row, y_row;
   const int32_t *live, *counts, *x_idx, *y_idx;
   int idx_stride;  // x_idx / y_idx entries' stride (GemvRows::idx_stride)
+  // Always 0; the compiler cannot know it: `v | (dep & zero)` makes v wait for dep (gemv.cu's
+  // wide gemv_rows forms order their decode and loads so through ptxas's scheduling).
+  uint32_t zero = 0;
 };
 inline RowsArgs rows_args(const GemvRows& r) {
-  return RowsArgs{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx, r.idx_stride};
+  return RowsArgs{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx, r.idx_stride, 0};
 }
 
 // This block's entry of a multi-row launch: false past *live; else entry(a) points `a` at the
