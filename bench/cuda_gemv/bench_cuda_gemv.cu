@@ -24,8 +24,8 @@
 // DeepSeek's dense decode shapes): us, GB/s and % of the copy bandwidth of both, the launch
 // configuration gemv_act chose (gemv_act_config) and the best one of a sweep over lanes per
 // weight block (Q2_K / IQ2_XXS: 4, 8; IQ2_XXS also with the byte-permute decoder), rows per
-// block (2, 4, 8) and row groups per block (1, 2, 4, 8), printed as a table of % of copy after the main one; the quantize_act launch that feeds
-// it (one row of cols values); gemv_act_rows at n = 1, 2, 4, 8, 16 as a multiple of one
+// block (2, 4, 8) and row groups per block (1, 2, 4, 8), printed as a table of % of copy after the main one; the
+// quantize_act launch that feeds it (one row of cols values); gemv_act_rows at n = 1, 2, 4, 8, 16 as a multiple of one
 // gemv_act of the same weight; and gemv_act_rows at n = 8 and 16 under 2, 4 and 8 weight rows
 // per block (gemv_act_set_rows_kernel_rows) on DeepSeek's dense Q8_0 and the expert shapes.
 //
@@ -717,8 +717,8 @@ int main(int argc, char** argv) {
           const Row one = bench_one(f, sh, reps, x.as<float>(), y.as<float>(), false);
           for (int wr : {0, 2, 4, 8}) {
             cuda::gemv_set_rows_weight_rows(wr);
-            std::printf("%-12s %-12s R%d %8.2f", f.label, (std::to_string(sh.rows) + "x" + std::to_string(sh.cols)).c_str(),
-                        wr, one.us);
+            std::printf("%-12s %-12s R%d %8.2f", f.label,
+                        (std::to_string(sh.rows) + "x" + std::to_string(sh.cols)).c_str(), wr, one.us);
             for (int n : ns) {
               const Row rn = bench_one(f, sh, reps, x.as<float>(), y.as<float>(), false, n);
               std::printf(" %6.1f %4.2fx", rn.us, rn.us / one.us);

@@ -375,8 +375,8 @@ __device__ __forceinline__ void after_value(T& v, float after, uint32_t zero) {
 // scaled and summed once for more weight rows): decode per input row, in order (after_value),
 // so R weight rows fit in registers.
 template <class F, int R, int N, int V, bool kExpand, bool kWide>
-__global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs ra, const float* __restrict__ x,
-                                                               float* __restrict__ y) {
+__global__ void __launch_bounds__(kMaxThreads)
+    gemv_rows_kernel(Args a, RowsArgs ra, const float* __restrict__ x, float* __restrict__ y) {
   int n;
   int64_t xo[N], yo[N];
   if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return batch_entry(e); })) return;  // whole block: before any barrier
@@ -409,7 +409,8 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_rows_kernel(Args a, RowsArgs
           if constexpr (kWide) {
             // two weight rows' decode and chains in flight: row r waits for row r - 2's product
             if (r >= 2 || i > 0)
-              after_value(const_cast<typename F::Raw&>(raw[r]), r >= 2 ? acc[r - 2][i] : acc[R - 2 + r][i - 1], ra.zero);
+              after_value(const_cast<typename F::Raw&>(raw[r]), r >= 2 ? acc[r - 2][i] : acc[R - 2 + r][i - 1],
+                          ra.zero);
           }
           acc[r][i] += dot_row(r, xv);
         }
