@@ -19,6 +19,10 @@
 #   survey N S CMD...   CMD under ncu (one pass per kernel node of the profiled range: the benches'
 #                       --ncu-decode) into ncu_N.csv.xz, its per-kernel table into kernels_N.md
 #                       (tools/device/ncu_kernel_table.py) and the table's head into summary.txt
+#   sections N S CMD... CMD under ncu with the speed-of-light, compute, memory, warp-state,
+#                       scheduler, occupancy and launch sections of every kernel matching regex:gemv
+#                       (the benches' --rows-profile) into ncu_N.csv.xz, the main metrics into
+#                       N_metrics.txt
 call_start() {
   B=/tmp/d
   mkdir -p "$B" && tar -C "$B" -xJf "$1" || exit 3
@@ -106,5 +110,17 @@ survey() {
   echo "ncu $n exit $? in $(( $(date +%s) - t0 )) s, $(grep -c '^"[0-9]' "$OUT/ncu_$n.csv") launches" | tee -a "$OUT/summary.txt"
   python3 tools/device/ncu_kernel_table.py "$OUT/ncu_$n.csv" --top 40 > "$OUT/kernels_$n.md" 2>&1
   head -24 "$OUT/kernels_$n.md" | cut -c1-200 | tee -a "$OUT/summary.txt"
+  xz -9 "$OUT/ncu_$n.csv"
+}
+sections() {
+  local n=$1 cap=$2 t0
+  shift 2
+  t0=$(date +%s)
+  timeout "$cap" ncu --kernel-name regex:gemv --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy \
+    --section LaunchStats --csv --page details --log-file "$OUT/ncu_$n.csv" "$@" > "${STEP_DIR:-$OUT}/${n}_out.txt" 2>&1
+  echo "ncu $n exit $? in $(( $(date +%s) - t0 )) s, $(grep -c profiled "${STEP_DIR:-$OUT}/${n}_out.txt") launches" | tee -a "$OUT/summary.txt"
+  grep -E '"(Duration|DRAM Throughput|Compute \(SM\) Throughput|Issue Slots Busy|L1/TEX Hit Rate|Registers Per Thread|Achieved Occupancy)"' "$OUT/ncu_$n.csv" \
+    | awk -F'","' '{print $1" | "$(NF-2)" | "$NF" | "substr($5,1,90)}' > "$OUT/${n}_metrics.txt"
   xz -9 "$OUT/ncu_$n.csv"
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 35 call 2 (any GPU, ~8 min): gemv_rows' wide forms (DS4_GEMV_ROWS_R 4 / 8: R weight rows
+# Session 35 call 2 (any GPU, ~6 min): gemv_rows' wide forms (DS4_GEMV_ROWS_R 4 / 8: R weight rows
 # a block, decoding per input row in order so that they fit in registers; the same bits as gemv)
 # against the default (MLX R = 2 expand-once, others R = 4), and where Qwen's verify goes.
 # 1. tests: test_cuda_ops (gemv_rows == gemv at R 0 / 2 / 4 / 8), the Qwen / GLM verify-batch and
@@ -35,17 +35,7 @@ for f in /tmp/steps/qv_R*.txt; do echo "=== $f"; grep -A8 "verify cost" "$f"; do
 survey qv1 100 $B/bench_qwen_next_cuda synthetic-full 2 2048 --ncu-verify=1
 sed -n '/per-op GPU time of one forward/,/^$/p' /tmp/steps/qv1_out.txt > "$OUT/ops_qv1.txt"
 head -30 "$OUT/ops_qv1.txt" | cut -c1-160 >> "$OUT/summary.txt"
-late $(( ${LIMIT:-585} - 120 )) || {
-  t0=$(date +%s)
-  timeout 100 ncu --kernel-name regex:gemv --section SpeedOfLight --section ComputeWorkloadAnalysis \
-    --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy \
-    --section LaunchStats --csv --page details --log-file "$OUT/ncu_rows.csv" $B/bench_cuda_gemv --rows-profile \
-    > /tmp/steps/rows_out.txt 2>&1
-  echo "ncu rows exit $? in $(( $(date +%s) - t0 )) s, $(grep -c profiled /tmp/steps/rows_out.txt) launches" | tee -a "$OUT/summary.txt"
-  grep -E '"(Duration|DRAM Throughput|Compute \(SM\) Throughput|Issue Slots Busy|L1/TEX Hit Rate|Registers Per Thread|Achieved Occupancy)"' "$OUT/ncu_rows.csv" \
-    | awk -F'","' '{print $1" | "$(NF-2)" | "$NF" | "substr($5,1,90)}' > "$OUT/rows_metrics.txt"
-  xz -9 "$OUT/ncu_rows.csv"
-}
+late $(( ${LIMIT:-585} - 120 )) || sections rows 100 $B/bench_cuda_gemv --rows-profile
 [ $h200 = 1 ] || exit 0
 late $(( ${LIMIT:-585} - 150 )) && exit 0
 wait
