@@ -26,7 +26,7 @@ for t in test_qwen_next_verify_batch_cuda test_qwen_next_batch_cuda test_qwen_ne
   DS4_GEMV_ROWS_R=8 one $t
 done
 PAT="FAIL" tests
-step rows 120 '^(MLX_Q4_g64|Q8_0/dir|Q2_K/dir) +4096x4096' $B/bench_cuda_gemv --rows 10
+step rows 90 '^(MLX_Q4_g64|Q8_0/dir|Q2_K/dir) +4096x4096' $B/bench_cuda_gemv --rows 5
 cp /tmp/steps/rows.txt "$OUT/rows_table.txt"
 for r in 0 8 4 0; do
   DS4_GEMV_ROWS_R=$r step qv_R$r 60 '^\| [1-4] \|' $B/bench_qwen_next_cuda synthetic-full 2 2048 --verify=2048
