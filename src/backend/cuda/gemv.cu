@@ -698,15 +698,51 @@ void launch_rows_n(const Args& a, const RowsArgs& ra, const float* x, float* y, 
 
 std::atomic<int> g_rows_weight_rows{-1};  // gemv_set_rows_weight_rows / DS4_GEMV_ROWS_R
 
-// Weight rows per block up to 8 inputs. The default (0): formats expanded once per unit (MLX)
-// R = 2 (their R x 32 decoded floats beside the accumulators and x), others R = 4; 2: R = 2;
-// 4 / 8: the wide form (kWide). 16 inputs: always R = 2. Never changes a result (gemv_tuning.h).
+// The default weight rows per block of gemv_rows up to 4 and up to 8 inputs: 4 / 8 the wide form
+// (kWide), 0 the earlier form (MLX R = 2 decoded once per unit, others R = 4). From bench_cuda_gemv
+// --rows on an H100 (session 35 call 2: n rows / one gemv at 4096x4096, 2048x4096, 1280x2560; the
+// form best over n = 1..4, resp. n = 8) and Qwen's verify at 2K (k = 1..3: R8 1.91 / 2.44 / 2.93x a
+// decode step, R4 1.99 / 2.55 / 3.10x, the earlier form 2.58 / 3.41 / 4.23x; k = 4, 5 rows: R4
+// 3.84x, R8 3.96x). Formats the table did not take (Q2_KC, F32) keep the earlier form.
+template <class F>
+struct RowsDefault {
+  static constexpr int kN4 = 0, kN8 = 0;
+};
+template <int kBits, bool kBf16Scales>
+struct RowsDefault<MlxAffine<kBits, kBf16Scales>> {
+  static constexpr int kN4 = 8, kN8 = 4;
+};
+template <bool kBf16>
+struct RowsDefault<Half16<kBf16>> {
+  static constexpr int kN4 = 4, kN8 = 8;
+};
+template <>
+struct RowsDefault<Q8_0> {
+  static constexpr int kN4 = 8, kN8 = 4;
+};
+template <>
+struct RowsDefault<Q4_K> {
+  static constexpr int kN4 = 8, kN8 = 0;
+};
+template <>
+struct RowsDefault<Q2_K> {
+  static constexpr int kN4 = 4, kN8 = 0;
+};
+template <>
+struct RowsDefault<IQ2_XXS> {
+  static constexpr int kN4 = 4, kN8 = 0;
+};
+
+// Weight rows per block up to 8 inputs: DS4_GEMV_ROWS_R / gemv_set_rows_weight_rows, 0 (the
+// default) RowsDefault's choice; 2: R = 2 (MLX decoded once per unit); 4 / 8: the wide form.
+// 16 inputs: always R = 2. Never changes a result (gemv_tuning.h).
 template <class F, int V>
 void launch_multi(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
   if (ra.n > 8) return launch_rows_n<F, 2, 16, V>(a, ra, x, y, stream, batch);
-  const int r = env_setting(g_rows_weight_rows, "DS4_GEMV_ROWS_R", {0, 2, 4, 8}, "0, 2, 4 or 8");
+  const int set = env_setting(g_rows_weight_rows, "DS4_GEMV_ROWS_R", {0, 2, 4, 8}, "0, 2, 4 or 8");
   auto with_n = [&](auto n_tag) {
     constexpr int N = decltype(n_tag)::value;
+    const int r = set ? set : (N == 4 ? RowsDefault<F>::kN4 : RowsDefault<F>::kN8);
     if (r == 8) return launch_rows_n<F, 8, N, V, true>(a, ra, x, y, stream, batch);
     if (r == 4) return launch_rows_n<F, 4, N, V, true>(a, ra, x, y, stream, batch);
     if (r == 2 || Expands<F, V>::value) return launch_rows_n<F, 2, N, V>(a, ra, x, y, stream, batch);

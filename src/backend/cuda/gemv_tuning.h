@@ -13,12 +13,13 @@ namespace ds4::cuda {
 // each other; results move by rounding). Throws InputError for another value.
 void gemv_set_threads(int threads);
 int gemv_threads();
-// Weight rows per thread block of gemv_rows over up to 8 input rows: 0 = the default (MLX 2, its
-// units decoded once for every input row; other formats 4), else 2, 4 or 8 (4 and 8: the wide
-// form, decoding per input row in order so that R weight rows fit in registers; each x unit is
-// loaded, scaled and summed once for R weight rows). DS4_GEMV_ROWS_R sets it too (read on first
-// use, for the models' A/B). Never changes a result (a row's units, sums and reductions are
-// gemv's). Throws InputError otherwise.
+// Weight rows per thread block of gemv_rows over up to 8 input rows: 0 = the default (per format
+// and input count, gemv.cu RowsDefault: the wide form at 4 or 8 rows where it measured faster,
+// else the earlier form: MLX 2, its units decoded once for every input row, other formats 4), else
+// 2, 4 or 8 (4 and 8: the wide form, decoding per input row in order so that R weight rows fit in
+// registers; each x unit is loaded, scaled and summed once for R weight rows). DS4_GEMV_ROWS_R
+// sets it too (read on first use, for the models' A/B). Never changes a result (a row's units,
+// sums and reductions are gemv's). Throws InputError otherwise.
 void gemv_set_rows_weight_rows(int rows);
 
 // Rows per thread block of gemv_act / gemv_act_batched (gemv_act.h): 0 = the default (per
