@@ -704,8 +704,8 @@ int main(int argc, char** argv) {
     if (act) return act_tables(reps, bw, x.as<float>(), y.as<float>());
     if (mlx4_tc) return mlx4_tc_table(reps, bw, x.as<float>(), y.as<float>());
     if (rows_only) {  // gemv_rows up to 16 input rows (x holds 16 rows of up to 8192 values)
-      std::printf("gemv_rows: time of n rows / one gemv of the same weight (bytes floor ~1.0x)\n%-12s %-16s %8s",
-                  "format", "shape", "gemv us");
+      std::printf("gemv_rows: time of n rows / one gemv of the same weight (bytes floor ~1.0x)\n%-12s %-12s %-2s %8s",
+                  "format", "shape", "R", "gemv us");
       const int ns[] = {1, 2, 4, 8, 16};
       for (int n : ns) std::printf("  n=%-2d      ", n);
       std::printf("\n");
