@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 35 call 3 (any GPU, ~2.5 min): the wide gemv_rows forms as the default (e863bcb's
-# RowsDefault): test_cuda_ops, the Qwen / GLM / DeepSeek model, batch, verify-batch and MTP tests at
+# Session 35 call 3 (any GPU, ~2.5 min): the wide gemv_rows forms as the default (gemv.cu
+# rows_default): test_cuda_ops, the Qwen / GLM / DeepSeek model, batch, verify-batch and MTP tests at
 # the default, then Qwen's verify cost at 2K (k = 1..4) at the default.
 # Build: TARGETS="$(cat bench/results/session35-2026-12-07/s35d.targets)" BUNDLE=.devwork/s35d.tar.xz
 # PRESET=cuda-pack tools/device/pack_cuda_bins.sh --build; run(command="bash

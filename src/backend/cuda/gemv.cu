@@ -705,36 +705,25 @@ std::atomic<int> g_rows_weight_rows{-1};  // gemv_set_rows_weight_rows / DS4_GEM
 // decode step, R4 1.99 / 2.55 / 3.10x, the earlier form 2.58 / 3.41 / 4.23x; k = 4, 5 rows: R4
 // 3.84x, R8 3.96x). Formats the table did not take (Q2_KC, F32) keep the earlier form.
 template <class F>
-struct RowsDefault {
-  static constexpr int kN4 = 0, kN8 = 0;
-};
+struct IsMlx : std::false_type {};
 template <int kBits, bool kBf16Scales>
-struct RowsDefault<MlxAffine<kBits, kBf16Scales>> {
-  static constexpr int kN4 = 8, kN8 = 4;
-};
+struct IsMlx<MlxAffine<kBits, kBf16Scales>> : std::true_type {};
+template <class F>
+struct IsHalf16 : std::false_type {};
 template <bool kBf16>
-struct RowsDefault<Half16<kBf16>> {
-  static constexpr int kN4 = 4, kN8 = 8;
-};
-template <>
-struct RowsDefault<Q8_0> {
-  static constexpr int kN4 = 8, kN8 = 4;
-};
-template <>
-struct RowsDefault<Q4_K> {
-  static constexpr int kN4 = 8, kN8 = 0;
-};
-template <>
-struct RowsDefault<Q2_K> {
-  static constexpr int kN4 = 4, kN8 = 0;
-};
-template <>
-struct RowsDefault<IQ2_XXS> {
-  static constexpr int kN4 = 4, kN8 = 0;
-};
+struct IsHalf16<Half16<kBf16>> : std::true_type {};
+template <class F>
+constexpr int rows_default(int n_max) {  // n_max: 4 or 8
+  const bool four = n_max == 4;
+  if constexpr (IsMlx<F>::value || std::is_same_v<F, Q8_0>) return four ? 8 : 4;
+  else if constexpr (IsHalf16<F>::value) return four ? 4 : 8;
+  else if constexpr (std::is_same_v<F, Q4_K>) return four ? 8 : 0;
+  else if constexpr (std::is_same_v<F, Q2_K> || std::is_same_v<F, IQ2_XXS>) return four ? 4 : 0;
+  else return 0;
+}
 
 // Weight rows per block up to 8 inputs: DS4_GEMV_ROWS_R / gemv_set_rows_weight_rows, 0 (the
-// default) RowsDefault's choice; 2: R = 2 (MLX decoded once per unit); 4 / 8: the wide form.
+// default) rows_default's choice; 2: R = 2 (MLX decoded once per unit); 4 / 8: the wide form.
 // 16 inputs: always R = 2. Never changes a result (gemv_tuning.h).
 template <class F, int V>
 void launch_multi(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
@@ -742,7 +731,7 @@ void launch_multi(const Args& a, const RowsArgs& ra, const float* x, float* y, c
   const int set = env_setting(g_rows_weight_rows, "DS4_GEMV_ROWS_R", {0, 2, 4, 8}, "0, 2, 4 or 8");
   auto with_n = [&](auto n_tag) {
     constexpr int N = decltype(n_tag)::value;
-    const int r = set ? set : (N == 4 ? RowsDefault<F>::kN4 : RowsDefault<F>::kN8);
+    const int r = set ? set : rows_default<F>(N);
     if (r == 8) return launch_rows_n<F, 8, N, V, true>(a, ra, x, y, stream, batch);
     if (r == 4) return launch_rows_n<F, 4, N, V, true>(a, ra, x, y, stream, batch);
     if (r == 2 || Expands<F, V>::value) return launch_rows_n<F, 2, N, V>(a, ra, x, y, stream, batch);

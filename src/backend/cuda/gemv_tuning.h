@@ -14,7 +14,7 @@ namespace ds4::cuda {
 void gemv_set_threads(int threads);
 int gemv_threads();
 // Weight rows per thread block of gemv_rows over up to 8 input rows: 0 = the default (per format
-// and input count, gemv.cu RowsDefault: the wide form at 4 or 8 rows where it measured faster,
+// and input count, gemv.cu rows_default: the wide form at 4 or 8 rows where it measured faster,
 // else the earlier form: MLX 2, its units decoded once for every input row, other formats 4), else
 // 2, 4 or 8 (4 and 8: the wide form, decoding per input row in order so that R weight rows fit in
 // registers; each x unit is loaded, scaled and summed once for R weight rows). DS4_GEMV_ROWS_R
