@@ -715,11 +715,16 @@ struct IsHalf16<Half16<kBf16>> : std::true_type {};
 template <class F>
 constexpr int rows_default(int n_max) {  // n_max: 4 or 8
   const bool four = n_max == 4;
-  if constexpr (IsMlx<F>::value || std::is_same_v<F, Q8_0>) return four ? 8 : 4;
-  else if constexpr (IsHalf16<F>::value) return four ? 4 : 8;
-  else if constexpr (std::is_same_v<F, Q4_K>) return four ? 8 : 0;
-  else if constexpr (std::is_same_v<F, Q2_K> || std::is_same_v<F, IQ2_XXS>) return four ? 4 : 0;
-  else return 0;
+  if constexpr (IsMlx<F>::value || std::is_same_v<F, Q8_0>)
+    return four ? 8 : 4;
+  else if constexpr (IsHalf16<F>::value)
+    return four ? 4 : 8;
+  else if constexpr (std::is_same_v<F, Q4_K>)
+    return four ? 8 : 0;
+  else if constexpr (std::is_same_v<F, Q2_K> || std::is_same_v<F, IQ2_XXS>)
+    return four ? 4 : 0;
+  else
+    return 0;
 }
 
 // Weight rows per block up to 8 inputs: DS4_GEMV_ROWS_R / gemv_set_rows_weight_rows, 0 (the
