@@ -9,6 +9,14 @@
 
 namespace ds4::bench {
 
+// The benches' verify-window tokens: n spread token ids below vocab (the same for every bench,
+// so the verify tables and profiles of a family read the same experts).
+inline std::vector<int32_t> verify_window_tokens(int n, int64_t vocab) {
+  std::vector<int32_t> rows;
+  for (int i = 0; i < n; ++i) rows.push_back(int32_t((i * 4099 + 17) % vocab));
+  return rows;
+}
+
 struct GreedyRun {
   double prefill_tps = 0, decode_tps = 0;
   std::vector<int32_t> tokens;

@@ -167,8 +167,7 @@ void verify_table(Model& chunked, Model& steps, const std::vector<int32_t>& prom
               "ratio |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (int k = 1; k <= 4; ++k) {
-    std::vector<int32_t> rows;
-    for (int i = 0; i <= k; ++i) rows.push_back(int32_t((i * 4099 + 17) % V));
+    const std::vector<int32_t> rows = bench::verify_window_tokens(k + 1, V);
     const auto [dm, vm] = verify_cost(chunked, prompt, rows, reps);
     const auto [ds, vs] = verify_cost(steps, prompt, rows, reps);
     std::printf("| %d | %d | %.3f | %.3f | %.2fx | %.2fx | %.2fx | %.3f | %.2fx |\n", k, k + 1, dm, vm, vm / dm,
@@ -239,8 +238,7 @@ void profile_table(Model& chunked, const std::vector<int32_t>& prompt) {
   std::vector<std::vector<double>> ms(kMaxRows);  // [rows - 1][section]
   std::vector<double> total(kMaxRows);
   for (int n = 1; n <= kMaxRows; ++n) {
-    std::vector<int32_t> rows;
-    for (int i = 0; i < n; ++i) rows.push_back(int32_t((i * 4099 + 17) % V));
+    const std::vector<int32_t> rows = bench::verify_window_tokens(n, V);
     auto s = chunked.new_state();
     chunked.prefill(*s, prompt);
     g.profile_chunk(*s, rows);  // warm-up

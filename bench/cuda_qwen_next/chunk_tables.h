@@ -14,6 +14,8 @@
 
 #include "models/qwen_next/cuda/model_cuda.h"
 
+#include "../cuda_common.h"
+
 namespace ds4::bench {
 
 inline double qwen_median(std::vector<double> v) {
@@ -110,8 +112,7 @@ inline void verify_table(qwen_next::QwenNextCudaModel& m, int64_t context) {
   std::printf("| k | rows | decode ms | verify ms (chunk) | ratio | bytes floor | capture+commit ms | ratio |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (int k = 1; k <= 4; ++k) {
-    std::vector<int32_t> rows;
-    for (int i = 0; i <= k; ++i) rows.push_back(int32_t((i * 4099 + 17) % V));
+    const std::vector<int32_t> rows = verify_window_tokens(k + 1, V);
     const VerifyCost v = qwen_verify_cost(m, prompt, rows, reps);
     std::printf("| %d | %d | %.3f | %.3f | %.2fx | %.2fx | %.3f | %.2fx |\n", k, k + 1, v.decode_ms, v.verify_ms,
                 v.verify_ms / v.decode_ms, m.chunk_bytes_ratio(k + 1), v.capture_ms, v.capture_ms / v.decode_ms);

@@ -88,8 +88,7 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
     hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l0) {
       if (ncu_decode && at == ctx.front()) ncu_decode_step(g, s, l0);
       if (verify_rows > 0 && at == ctx.front()) {
-        std::vector<int32_t> rows;
-        for (int i = 0; i < verify_rows; ++i) rows.push_back(int32_t((i * 4099 + 17) % c.vocab));
+        const std::vector<int32_t> rows = verify_window_tokens(verify_rows, c.vocab);
         std::vector<float> l;
         g.forward(*s.clone(), rows, Logits::kAll, l);  // graphs and scratch as the timed forward finds them
         g.set_profiling(true);
