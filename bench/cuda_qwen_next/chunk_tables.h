@@ -12,9 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "models/qwen_next/cuda/model_cuda.h"
-
 #include "../cuda_common.h"
+#include "models/qwen_next/cuda/model_cuda.h"
 
 namespace ds4::bench {
 
