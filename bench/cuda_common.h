@@ -1,6 +1,6 @@
 #pragma once
-// Shared by the CUDA decode benches of Qwen3.8 Flash Next and GLM 5.x Flash: the timed part
-// of a greedy run (each bench keeps its own warm-up, which differs per model).
+// Shared by the CUDA benches: the timed part of a greedy run (Qwen3.8 Flash Next and GLM 5.x Flash;
+// each bench keeps its own warm-up, which differs per model) and the verify-window tokens (all three).
 #include <chrono>
 #include <cstdint>
 #include <vector>

@@ -67,14 +67,15 @@
 #include <string>
 #include <vector>
 
+#include "../cuda_batch_table.h"
+#include "../cuda_common.h"
+#include "../cuda_op_table.h"
+#include "../cuda_profiler_range.h"
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/canary.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv_tuning.h"
 #include "engine/speculative.h"
-#include "../cuda_op_table.h"
-#include "../cuda_profiler_range.h"
-#include "../cuda_batch_table.h"
 #include "models/deepseek_v4/cuda/model_cuda.h"
 
 using namespace ds4;
@@ -106,8 +107,7 @@ void profile_chunk(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, in
   po.graphs = false, po.profile = true;
   po.prefill_rows = n;  // one chunk of n rows (the options' default, 512, would split it)
   m.set_options(po);
-  std::vector<int32_t> rows;
-  for (int i = 0; i < n; ++i) rows.push_back(int32_t((i * 4099 + 17) % m.info().vocab_size));
+  const std::vector<int32_t> rows = bench::verify_window_tokens(n, m.info().vocab_size);
   auto c = at.clone();
   std::vector<float> l;
   m.reset_op_times();
@@ -142,8 +142,7 @@ void profile(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, std::vec
                 double(m.decode_bytes_per_token().experts) / 1e9, ex_ms,
                 double(m.decode_bytes_per_token().experts) / 1e6 / ex_ms, ms("experts_gate_up"), ms("experts_down"));
   // One chunk of 16 rows (the prefill unit) at the same context, per op.
-  std::vector<int32_t> rows;
-  for (int i = 0; i < 16; ++i) rows.push_back(int32_t((i * 4099 + 17) % m.info().vocab_size));
+  const std::vector<int32_t> rows = bench::verify_window_tokens(16, m.info().vocab_size);
   auto c = at.clone();
   m.reset_op_times();
   const auto t1 = Clock::now();
@@ -192,8 +191,7 @@ void verify_table(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, int
   deepseek_v4::CudaModelOptions one;
   one.chunk_rows = 1;
   for (int k = 1; k <= 4; ++k) {
-    std::vector<int32_t> rows;
-    for (int i = 0; i <= k; ++i) rows.push_back(int32_t((i * 4099 + 17) % V));
+    const std::vector<int32_t> rows = bench::verify_window_tokens(k + 1, V);
     const auto [dm, vm] = verify_cost(m, at, rows, reps);
     m.set_options(one);
     const auto [ds, vs] = verify_cost(m, at, rows, reps);

@@ -727,12 +727,28 @@ constexpr int rows_default(int n_max) {  // n_max: 4 or 8
     return 0;
 }
 
+std::atomic<int> g_rows_split{-1};  // DS4_GEMV_ROWS_SPLIT
+// Whether 9-16 uniform input rows go as two launches of <= 8 (default) instead of one N = 16 block
+// (R = 2). On an H100 (session 35 call 2, bench_cuda_gemv --rows) the N = 16 form cost 12-25 one-row
+// gemvs at every format and shape, 8 rows at the default 3-7: two launches of 8 are ~1.5-2.3x faster.
+bool rows_split() { return env_setting(g_rows_split, "DS4_GEMV_ROWS_SPLIT", {0, 1}, "0 or 1", 1) == 1; }
+
 // Weight rows per block up to 8 inputs: DS4_GEMV_ROWS_R / gemv_set_rows_weight_rows, 0 (the
 // default) rows_default's choice; 2: R = 2 (MLX decoded once per unit); 4 / 8: the wide form.
-// 16 inputs: always R = 2. Never changes a result (gemv_tuning.h).
+// 9-16 inputs: two launches (8, then the rest: every input row in its own arithmetic either way)
+// where each entry has all n rows in order (no live / counts / index arrays), else N = 16 at R = 2
+// (a batch's routed experts: entries of 1-2 rows). Never changes a result (gemv_tuning.h).
 template <class F, int V>
 void launch_multi(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
-  if (ra.n > 8) return launch_rows_n<F, 2, 16, V>(a, ra, x, y, stream, batch);
+  if (ra.n > 8) {
+    if (!ra.live && !ra.counts && !ra.x_idx && !ra.y_idx && rows_split()) {
+      RowsArgs lo = ra, hi = ra;
+      lo.n = 8, hi.n = ra.n - 8;
+      launch_multi<F, V>(a, lo, x, y, stream, batch);
+      return launch_multi<F, V>(a, hi, x + 8 * ra.x_row, y + 8 * ra.y_row, stream, batch);
+    }
+    return launch_rows_n<F, 2, 16, V>(a, ra, x, y, stream, batch);
+  }
   const int set = env_setting(g_rows_weight_rows, "DS4_GEMV_ROWS_R", {0, 2, 4, 8}, "0, 2, 4 or 8");
   auto with_n = [&](auto n_tag) {
     constexpr int N = decltype(n_tag)::value;
