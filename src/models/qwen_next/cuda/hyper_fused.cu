@@ -401,9 +401,12 @@ void with_format(const WeightMatrix& w, Fn&& fn) {
 unsigned blocks(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
 std::atomic<int> g_down_rows{-1}, g_pdl{-1}, g_fused_rows{-1};
-// The chunk's rows take the fused read up to this many (hyper_read_fused_max_rows; verify windows
-// and decode batches: the weights read once for all of them, 2 launches instead of 5).
-constexpr int kFusedRowsDefault = 16;
+// The chunk's rows take the fused read up to this many (hyper_read_fused_max_rows). Off by default:
+// on an H100 (session 36 call A) the rows form, its input rows one after another in each block,
+// left Qwen's verify at 2K flat at k = 1 (1.88-1.89x a decode step vs 1.90-1.91x) and cost 2 % / 5 %
+// at k = 3 / 4, and a 16-stream decode batch 7 % (165.5 vs 177.6 tok/s); its rows need to run side
+// by side in a block (h of several rows staged at once) to beat the five launches.
+constexpr int kFusedRowsDefault = 0;
 // Default on: Qwen decode at 2K on the H100 109.45 -> 113.44 tok/s (bench/results/session31-2026-12-07
 // call 1; the three plain-launch runs of that round 109.34-109.77), bit-identical outputs
 // (test_qwen_hyper_fused_cuda, test_qwen_next_cuda with it on). DS4_HC_PDL=0: plain launches.

@@ -24,7 +24,7 @@ void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const fl
                       int64_t d, int64_t rank, float eps, float* normed, float* low, float* mixed, bool inject,
                       cudaStream_t s, const Rows& rows = {});
 // The most rows a chunk's hyper read takes through hyper_read_fused (DS4_HC_FUSED_ROWS, default
-// 16; 0: never): past it, hc_norm / gemv_rows / hc_low_act / gemv_rows / hc_combine.
+// 0: never; hyper_fused.cu says why): past it, hc_norm / gemv_rows / hc_low_act / gemv_rows / hc_combine.
 int64_t hyper_read_fused_max_rows();
 
 }  // namespace ds4::qwen_next::cuda
