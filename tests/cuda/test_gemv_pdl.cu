@@ -1,4 +1,4 @@
-// gemv and gemv_batched launched as programmatic dependents (gemv_pdl, sm_90 PDL) read their
+// gemv, gemv_batched and gemv_rows launched as programmatic dependents (gemv_pdl, sm_90 PDL) read their
 // input only after griddepcontrol.wait. The kernel before them lets them start at once
 // (griddepcontrol.launch_dependents first), spins for kSpinNs, then writes x and the expert
 // ids; every output must equal (memcmp) the same gemv launched plainly after that kernel.
@@ -60,25 +60,31 @@ void run_case(const Case& cs, int kernel, std::mt19937_64& rng, cudaStream_t s) 
   for (auto& v : x_stale) v = nd(rng);
   const std::vector<int32_t> ids_new = {3, 0, 2}, ids_stale = {1, 2, 0};
   cuda::DeviceBuffer src(size_t(xn) * 4, "x written late"), x(size_t(xn) * 4, "x"),
-      ids_src(size_t(count) * 4, "ids written late"), ids(size_t(count) * 4, "ids"), y(size_t(E * R) * 4, "y");
+      ids_src(size_t(count) * 4, "ids written late"), ids(size_t(count) * 4, "ids"),
+      y(size_t(count * E * R) * 4, "y");
   DS4_CUDA_CHECK(cudaMemcpy(src.get(), x_new.data(), size_t(xn) * 4, cudaMemcpyHostToDevice));
   DS4_CUDA_CHECK(cudaMemcpy(ids_src.get(), ids_new.data(), size_t(count) * 4, cudaMemcpyHostToDevice));
   cuda::gemv_set_kernel(kernel);
   const std::string name = std::string(dtype_name(cs.type)) + " gemv kernel " + std::to_string(kernel);
 
-  // form 0: gemv over all E * R rows; form 1: gemv_batched, `count` entries by device ids.
-  for (int form = 0; form < 2; ++form) {
-    const size_t ny = form == 0 ? size_t(E * R) : size_t(count * R);
+  // form 0: gemv over all E * R rows; form 1: gemv_batched, `count` entries by device ids;
+  // form 2: gemv_rows over all E * R rows for the `count` input rows (one entry: a PDL launch).
+  for (int form = 0; form < 3; ++form) {
+    const size_t ny = form == 0 ? size_t(E * R) : form == 1 ? size_t(count * R) : size_t(count * E * R);
     auto reset = [&] {  // the stale input, and y poisoned
       DS4_CUDA_CHECK(cudaMemcpy(x.get(), x_stale.data(), size_t(xn) * 4, cudaMemcpyHostToDevice));
       DS4_CUDA_CHECK(cudaMemcpy(ids.get(), ids_stale.data(), size_t(count) * 4, cudaMemcpyHostToDevice));
-      DS4_CUDA_CHECK(cudaMemset(y.get(), 0xff, size_t(E * R) * 4));
+      DS4_CUDA_CHECK(cudaMemset(y.get(), 0xff, size_t(count * E * R) * 4));
     };
     cuda::GemvOptions direct;  // the PDL kernel (kAuto may stage under kernel 1: a plain launch)
     direct.path = cuda::GemvPath::kDirect;
     auto product = [&] {
       if (form == 0) {
         cuda::gemv(w, x.as<float>(), y.as<float>(), s, direct);
+      } else if (form == 2) {
+        cuda::GemvRows r;
+        r.n = int(count), r.x_row = cols, r.y_row = E * R;
+        cuda::gemv_rows(w, x.as<float>(), y.as<float>(), r, s);
       } else {
         WeightMatrix e = w;
         e.rows = R;
@@ -100,7 +106,8 @@ void run_case(const Case& cs, int kernel, std::mt19937_64& rng, cudaStream_t s) 
       return download(y.as<float>(), ny);
     };
     const auto stale = run(false, false), ref = run(false, true), got = run(true, true);
-    const std::string what = name + (form == 0 ? ", gemv" : ", gemv_batched by device ids");
+    const std::string what =
+        name + (form == 0 ? ", gemv" : form == 1 ? ", gemv_batched by device ids" : ", gemv_rows of 3 input rows");
     check(!same(stale, ref), what + ": the stale input gives another output (the check can fail)");
     check(same(got, ref), what + ": PDL launch after a late writer = plain launch (memcmp)");
   }

@@ -24,6 +24,7 @@ trap 'rm -rf "$out"' EXIT
 # pdl_begin(pdl_trigger) (launch_small's small kernels, found by grep: a new one is checked without
 # editing this list) and DeepSeek's moe.cu (its swiglu / rmsnorm quantizers open with pdl_begin()).
 checks="src/backend/cuda/gemv.cu|gemv_direct_kernel|
+src/backend/cuda/gemv.cu|gemv_rows_kernel|
 src/backend/cuda/gemv_act.cu|ELb0EEEv|
 src/backend/cuda/gemv_act.cu|ELb1EEEv|
 src/backend/cuda/gemv_act_mma.cu|act_mma_kernel|

@@ -175,7 +175,9 @@ __device__ __forceinline__ typename F::Raw load_v(const Args& a, const uint8_t* 
 // 2 with kAhead, after the first unit's weight loads are issued, so a gemv launched as a
 // programmatic dependent (gemv_pdl) streams its weights while the kernel before it finishes.
 // The units and their order are the same in every form (gemv_rows still equals gemv).
-template <class F, int R, int V, bool kAhead, class Wait, class Body>
+// kFirstEarly (gemv, and gemv_rows as a programmatic dependent): the first unit's loads before wait()
+// (also without kAhead's prefetch: gemv_rows).
+template <class F, int R, int V, bool kAhead, bool kFirstEarly, class Wait, class Body>
 __device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codebook<F>& book, Wait&& wait,
                                             Body&& body) {
   const uint8_t* rows_p[R];
@@ -187,7 +189,7 @@ __device__ __forceinline__ void direct_loop(const Args& a, int64_t row0, Codeboo
   };
   const int64_t units = a.cols / kUnit;
   constexpr bool kPrefetch = V == 2 && kAhead && sizeof(typename F::Raw) * R <= 128;
-  constexpr bool kEarly = V == 2 && kAhead;
+  constexpr bool kEarly = V == 2 && kFirstEarly;
   if constexpr (!kPrefetch && !kEarly) {
     wait();
     book.stage();
@@ -255,7 +257,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_direct_kernel(Args a, const 
   auto wait = [&] {
     if (!waited) pdl_wait();
   };
-  direct_loop<F, R, V, true>(a, row0, book, wait, [&](const typename F::Raw (&raw)[R], int64_t u) {
+  direct_loop<F, R, V, true, true>(a, row0, book, wait, [&](const typename F::Raw (&raw)[R], int64_t u) {
     float xv[kUnit];
     load_x<F>(x, u, xv);
     x_for_dot<V, F>(xv);
@@ -374,9 +376,17 @@ __device__ __forceinline__ void after_value(T& v, float after, uint32_t zero) {
 // through dot_v (the same bits: dot_v is expand + dot_e). kWide (R 4, 8: each x unit loaded,
 // scaled and summed once for more weight rows): decode per input row, in order (after_value),
 // so R weight rows fit in registers.
+// PDL as gemv_direct_kernel (launch_rows_n: unrouted launches of one entry are programmatic
+// dependents): the dependents triggered at the start, the first unit's weights loaded before the
+// wait, x after it; with expert ids the wait comes first (rows_entry reads them; such launches are
+// plain, and so are those routed by live / counts / x_idx / y_idx: rows_entry reads those too).
 template <class F, int R, int N, int V, bool kExpand, bool kWide>
 __global__ void __launch_bounds__(kMaxThreads)
     gemv_rows_kernel(Args a, RowsArgs ra, const float* __restrict__ x, float* __restrict__ y) {
+  pdl_launch_dependents();
+  // (One predicate, a.ids alone: tools/device/pdl_sass_check.py follows exactly this one.)
+  const bool waited = a.ids != nullptr;
+  if (waited) pdl_wait();
   int n;
   int64_t xo[N], yo[N];
   if (!rows_entry<N>(a, ra, n, xo, yo, [](Args& e) { return batch_entry(e); })) return;  // whole block: before any barrier
@@ -388,7 +398,10 @@ __global__ void __launch_bounds__(kMaxThreads)
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.f;
-  direct_loop<F, R, V, false>(a, row0, book, [] {}, [&](const typename F::Raw (&raw)[R], int64_t u) {
+  auto wait = [&] {
+    if (!waited) pdl_wait();
+  };
+  direct_loop<F, R, V, false, true>(a, row0, book, wait, [&](const typename F::Raw (&raw)[R], int64_t u) {
     auto each_input = [&](auto&& dot_row) {  // dot_row(r, xv): weight row r's unit dot x row
 #pragma unroll
       for (int i = 0; i < N; ++i) {
@@ -687,13 +700,26 @@ void gemv_batched(const WeightMatrix& w, const float* x, float* y, const GemvBat
 
 namespace {
 
+std::atomic<int> g_rows_pdl{-1};  // DS4_GEMV_ROWS_PDL
+// Whether a gemv_rows launch is a programmatic dependent (gemv_rows_kernel's PDL note): under
+// gemv_pdl() and DS4_GEMV_ROWS_PDL (default 1), for one entry (batch 1: a verify window's or a decode
+// batch's projections; not the 16-row groups of a prefill chunk's exact products, whose grids
+// would sit waiting on the SMs beside a GEMM) read by no device index (ids, live, counts, x_idx,
+// y_idx: rows_entry reads those before the wait). gemv_act_rows' unrouted launches are PDL for the
+// same reason: at n = 1 a plain launch cost ~2x its one-row kernel (gemv_act.cu).
+bool rows_pdl(const Args& a, const RowsArgs& ra, unsigned batch) {
+  const bool routed = a.ids || ra.live || ra.counts || ra.x_idx || ra.y_idx;
+  return !routed && batch == 1 && gemv_pdl() &&
+         env_setting(g_rows_pdl, "DS4_GEMV_ROWS_PDL", {0, 1}, "0 or 1", 1) == 1;
+}
+
 // N input rows per launch: the smallest of 4, 8, 16 holding n (fewer idle accumulators).
 template <class F, int R, int N, int V, bool kWide = false>
 void launch_rows_n(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
   const dim3 blocks(unsigned((a.rows + R - 1) / R), batch);
   constexpr bool kExpand = Expands<F, V>::value && !kWide && R == 2;
-  gemv_rows_kernel<F, R, N, V, kExpand, kWide><<<blocks, threads_for(a.cols / kUnit), 0, stream>>>(a, ra, x, y);
-  DS4_CUDA_CHECK_LAUNCH();
+  launch_maybe_pdl(rows_pdl(a, ra, batch), gemv_rows_kernel<F, R, N, V, kExpand, kWide>, blocks,
+                   threads_for(a.cols / kUnit), stream, a, ra, x, y);
 }
 
 std::atomic<int> g_rows_weight_rows{-1};  // gemv_set_rows_weight_rows / DS4_GEMV_ROWS_R
