@@ -22,12 +22,13 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/cuda/after_value.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
-#include "backend/cuda/gemv_mlx4_tc.h"
 #include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/gemv_formats.cuh"
+#include "backend/cuda/gemv_mlx4_tc.h"
 #include "backend/cuda/gemv_tuning.h"
 #include "backend/cuda/iq2xxs_grid.h"
 #include "core/error.h"
@@ -355,7 +356,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_small_kernel(Args a, const f
 
 // ---- Multi-row (gemv_rows): a block owns R weight rows and N input rows (n live) ----
 
-// after_value: gemv_device.cuh (shared with Qwen's fused hyper read).
+// after_value: after_value.cuh (shared with Qwen's fused hyper read).
 // RowsArgs and rows_entry: gemv_device.cuh (shared with gemv_act_rows).
 
 // The direct kernel's loop with an inner loop over input rows: per (weight row, input row)

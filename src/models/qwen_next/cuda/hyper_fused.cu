@@ -26,6 +26,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/cuda/after_value.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
