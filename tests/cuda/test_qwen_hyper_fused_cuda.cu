@@ -115,8 +115,9 @@ void run_case(const Case& cs, std::mt19937_64& rng, int default_kernel) {
                         ": normed, low/inject, mixed bit-identical (max |diff| mixed " + std::to_string(c.max_mixed) +
                         ")");
     }
-  // The rows form (the chunk's verify rows): kRows input rows of their own h in one call, every
-  // row equal to the one-row call on that row (which equals the five launches above).
+  // The rows form (the chunk's verify rows): n input rows of their own h in one call, every row
+  // equal to the one-row call on that row (which equals the five launches above); n = 2 fills part
+  // of a block's 4 rows side by side, n = 5 one group of 4 and one of 1.
   constexpr int kRows = 5;
   cuda::DeviceBuffer rows_buf(size_t(total) * kRows * 4, "rows");
   float* rb = rows_buf.as<float>();
@@ -128,26 +129,28 @@ void run_case(const Case& cs, std::mt19937_64& rng, int default_kernel) {
   }
   DS4_CUDA_CHECK(cudaMemcpy(rb + o_norm, norm.data(), size_t(W) * 4, cudaMemcpyHostToDevice));
   cuda::gemv_set_kernel(default_kernel);
-  for (bool pdl : {false, true}) {
-    cuda::gemv_set_pdl(pdl);
-    for (int j = 0; j < kRows; ++j)
-      DS4_CUDA_CHECK(cudaMemset(rb + j * total + o_normed, 0xff, size_t(total - o_normed) * 4));
-    qc::hyper_read_fused(down.view, up.view, rb + o_h, rb + o_norm, hc, d, rank, eps, rb + o_normed, rb + o_low,
-                         rb + o_mixed, cs.inject, nullptr, qc::Rows{kRows, total});
-    float* f = fused.as<float>();
-    int equal_rows = 0;
-    for (int j = 0; j < kRows; ++j) {
-      DS4_CUDA_CHECK(cudaMemcpy(f + o_h, hs[j].data(), size_t(W) * 4, cudaMemcpyHostToDevice));
-      DS4_CUDA_CHECK(cudaMemset(f + o_normed, 0xff, size_t(total - o_normed) * 4));
-      qc::hyper_read_fused(down.view, up.view, f + o_h, f + o_norm, hc, d, rank, eps, f + o_normed, f + o_low,
-                           f + o_mixed, cs.inject, nullptr);
+  for (int n : {2, kRows})
+    for (bool pdl : {false, true}) {
+      cuda::gemv_set_pdl(pdl);
+      for (int j = 0; j < kRows; ++j)
+        DS4_CUDA_CHECK(cudaMemset(rb + j * total + o_normed, 0xff, size_t(total - o_normed) * 4));
+      qc::hyper_read_fused(down.view, up.view, rb + o_h, rb + o_norm, hc, d, rank, eps, rb + o_normed, rb + o_low,
+                           rb + o_mixed, cs.inject, nullptr, qc::Rows{n, total});
       DS4_CUDA_CHECK(cudaDeviceSynchronize());
-      equal_rows += compare(rb + j * total, f).same;
+      float* f = fused.as<float>();
+      int equal_rows = 0;
+      for (int j = 0; j < n; ++j) {
+        DS4_CUDA_CHECK(cudaMemcpy(f + o_h, hs[j].data(), size_t(W) * 4, cudaMemcpyHostToDevice));
+        DS4_CUDA_CHECK(cudaMemset(f + o_normed, 0xff, size_t(total - o_normed) * 4));
+        qc::hyper_read_fused(down.view, up.view, f + o_h, f + o_norm, hc, d, rank, eps, f + o_normed, f + o_low,
+                             f + o_mixed, cs.inject, nullptr);
+        DS4_CUDA_CHECK(cudaDeviceSynchronize());
+        equal_rows += compare(rb + j * total, f).same;
+      }
+      check(equal_rows == n, std::string(cs.name) + (pdl ? ", PDL" : "") + ": rows form, " +
+                                 std::to_string(equal_rows) + " of " + std::to_string(n) +
+                                 " rows bit-identical to the one-row read");
     }
-    check(equal_rows == kRows, std::string(cs.name) + (pdl ? ", PDL" : "") + ": rows form, " +
-                                   std::to_string(equal_rows) + " of " + std::to_string(kRows) +
-                                   " rows bit-identical to the one-row read");
-  }
 }
 
 }  // namespace

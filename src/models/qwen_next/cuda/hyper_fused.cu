@@ -101,7 +101,8 @@ __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcA
   extern __shared__ float4 hsm4[];
   float* hsm = reinterpret_cast<float*>(hsm4);
   const int64_t W = p.hc * p.d, units = a.cols / kUnit, PW = padded(W);  // PW: a row's staged floats
-  float* dots = hsm + G * PW;
+  const int64_t n_rows = G > 1 ? p.n_rows : 1;
+  float* dots = hsm + min(int64_t(G), n_rows) * PW;  // (launch_down allocates min(G, rows) rows' h)
   __shared__ float part[G][kMaxHc][kNormThreads / 32];
   __shared__ float rs[G][kMaxHc];
   __shared__ float red[G][kDownRows][kThreads / 32];
@@ -126,7 +127,6 @@ __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcA
   const int64_t j_first = int64_t(blockIdx.x) * nthreads + tid;
   const float norm_first = j_first < W ? __ldg(p.norm + j_first) : 0.f;
   const int64_t W4 = W / 4;
-  const int64_t n_rows = G > 1 ? p.n_rows : 1;
   for (int64_t r0 = 0; r0 < n_rows; r0 += G) {
     const int gn = int(min(int64_t(G), n_rows - r0));  // live rows of this group
     auto ro = [&](int g) { return (r0 + g) * p.row_stride; };
