@@ -5,6 +5,8 @@
 # 1. tests: test_qwen_hyper_fused_cuda; the Qwen model / batch / verify-batch / MTP tests with
 #    DS4_HC_FUSED_ROWS=16 (the chunk's rows through the fused read: rows == decode steps) and without;
 # 2. Qwen verify cost at 2K (k = 1..4), DS4_HC_FUSED_ROWS 0 / 16 twice (call C's P1_F0 is the baseline);
+#    and DS4_GEMV_ROWS_R 4 / 8 twice (under PDL call C's gemv_rows table favours R 4 for MLX q4 at
+#    n <= 4, where session 35 (plain launches) measured R 8 best end to end);
 # 3. Qwen 16-stream batch at 2K, DS4_HC_FUSED_ROWS 0 / 16.
 # Build: TARGETS="$(cat bench/results/session36-2026-12-07/s36d.targets)" BUNDLE=.devwork/s36d.tar.xz
 # PRESET=cuda-pack tools/device/pack_cuda_bins.sh --build; run(command="bash
@@ -22,7 +24,10 @@ PAT="FAIL|rows form" tests test_qwen_hyper_fused_cuda test_qwen_next_verify_batc
 for f in 0 16 0 16; do
   DS4_HC_FUSED_ROWS=$f step qv_F$f 60 '^\| [1-4] \|' $B/bench_qwen_next_cuda synthetic-full 2 2048 --verify=2048
 done
-for f in /tmp/steps/qv_F*.txt; do echo "=== $f"; grep -A8 "verify cost" "$f"; done >> "$OUT/ab.txt"
+for r in 4 8 4 8; do
+  DS4_GEMV_ROWS_R=$r step qv_R$r 60 '^\| [1-4] \|' $B/bench_qwen_next_cuda synthetic-full 2 2048 --verify=2048
+done
+for f in /tmp/steps/qv_*.txt; do echo "=== $f"; grep -A8 "verify cost" "$f"; done >> "$OUT/ab.txt"
 for f in 0 16; do
   DS4_HC_FUSED_ROWS=$f COLS=2-7 step qb_F$f 90 '^\| (1|16) \| [0-9]' $B/bench_qwen_next_cuda synthetic-full 32 2048 --batch 16 --batch-rows 16
 done
