@@ -718,7 +718,9 @@ std::atomic<int> g_rows_weight_rows{-1};  // gemv_set_rows_weight_rows / DS4_GEM
 // --rows on an H100 (session 35 call 2: n rows / one gemv at 4096x4096, 2048x4096, 1280x2560; the
 // form best over n = 1..4, resp. n = 8) and Qwen's verify at 2K (k = 1..3: R8 1.91 / 2.44 / 2.93x a
 // decode step, R4 1.99 / 2.55 / 3.10x, the earlier form 2.58 / 3.41 / 4.23x; k = 4, 5 rows: R4
-// 3.84x, R8 3.96x). Formats the table did not take (Q2_KC, F32) keep the earlier form.
+// 3.84x, R8 3.96x). F32 keeps the earlier form (not in the table). Q2_KC (Q2_K under kernel 3, the
+// table's "Q2_K/dir"): R 4 from session 36 call C's table (gemv_rows under PDL): n = 1 1.21-1.40x one
+// gemv vs 1.60-1.88x, n = 2 1.77-2.03x vs 2.10-2.48x, n = 8 5.85-7.05x vs 6.19-7.29x.
 template <class F>
 struct IsMlx : std::false_type {};
 template <int kBits, bool kBf16Scales>
@@ -738,6 +740,8 @@ constexpr int rows_default(int n_max) {  // n_max: 4 or 8
     return four ? 8 : 0;
   else if constexpr (std::is_same_v<F, Q2_K> || std::is_same_v<F, IQ2_XXS>)
     return four ? 4 : 0;
+  else if constexpr (std::is_same_v<F, Q2_KC>)
+    return 4;
   else
     return 0;
 }
