@@ -22,7 +22,6 @@
 #include <string>
 #include <type_traits>
 
-#include "backend/cuda/after_value.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
@@ -356,7 +355,19 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_small_kernel(Args a, const f
 
 // ---- Multi-row (gemv_rows): a block owns R weight rows and N input rows (n live) ----
 
-// after_value: after_value.cuh (shared with Qwen's fused hyper read).
+// v's 32-bit words made to depend on `after` (each OR'd with its bits AND `zero`, which is 0 at
+// run time but unknown to the compiler and ptxas): what is computed from v afterwards waits for
+// `after` and is computed again, not hoisted or reused from before. The same words, the same bits.
+template <class T>
+__device__ __forceinline__ void after_value(T& v, float after, uint32_t zero) {
+  static_assert(sizeof(T) % 4 == 0 && std::is_trivially_copyable_v<T>);
+  uint32_t w[sizeof(T) / 4];
+  memcpy(w, &v, sizeof(T));
+  const uint32_t dep = __float_as_uint(after) & zero;
+#pragma unroll
+  for (int k = 0; k < int(sizeof(T) / 4); ++k) w[k] |= dep;
+  memcpy(&v, w, sizeof(T));
+}
 // RowsArgs and rows_entry: gemv_device.cuh (shared with gemv_act_rows).
 
 // The direct kernel's loop with an inner loop over input rows: per (weight row, input row)

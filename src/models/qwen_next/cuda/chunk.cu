@@ -30,14 +30,13 @@
 #include <string>
 
 #include "backend/cuda/conv1d.h"
+#include "backend/cuda/routed_experts.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/moe_group.h"
 #include "backend/cuda/moe_group_rows.h"
-#include "backend/cuda/routed_experts.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "models/capture_rows.h"
-#include "models/qwen_next/cuda/hyper_fused.h"
 #include "models/qwen_next/cuda/model_impl.h"
 
 namespace ds4::qwen_next {
@@ -111,21 +110,10 @@ void QwenNextCudaModel::Impl::mproj_exact(const DProj& p, size_t x_off, size_t y
 }
 
 // hyper_read() of model_cuda.cu over the rows: mixed {rows, d} (and inject {rows, hc} when
-// `inject`: a mixer has none) from the streams at x_off {rows, hc*d}. Up to
-// hyper_read_fused_max_rows rows on the exact path: the decode step's fused read over the rows
-// (2 launches, each weight read once; the same bits as the sequence below, which is gemv's).
+// `inject`: a mixer has none) from the streams at x_off {rows, hc*d}.
 void QwenNextCudaModel::Impl::hyper_read_rows(const DHyper& h, size_t x_off, bool inject) {
   const int64_t hc = c.hc, d = c.hidden;
   const Rows all = all_rows();
-  const bool inject_follows_low = sl.inject == sl.low + size_t(c.hc_rank) * sizeof(float);  // (step_layout.h)
-  if (!tensor_cores() && rows <= hyper_read_fused_max_rows() && rs() % 4 == 0 && inject_follows_low) {
-    if (const WeightMatrix* down = fused_read_down(h)) {
-      hyper_read_fused(*down, h.up, R(0, x_off), h.norm, hc, d, c.hc_rank, c.rms_eps, R(0, sl.normed), R(0, sl.low),
-                       R(0, sl.mixed), inject, stream, all);
-      mark("hc_read");
-      return;
-    }
-  }
   hc_norm(R(0, x_off), h.norm, hc, d, c.rms_eps, R(0, sl.normed), stream, all);
   mproj(h.down_inject, sl.normed, sl.low, true);  // {rows, [low {rank} | inject {hc}]}
   hc_low_act(R(0, sl.low), c.hc_rank, hc, stream, all);

@@ -23,10 +23,8 @@
 // data no running kernel writes), so nothing hc_down writes goes through it here.
 #include <algorithm>
 #include <atomic>
-#include <string>
 #include <type_traits>
 
-#include "backend/cuda/after_value.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/env_setting.h"
 #include "backend/cuda/gemv.h"
@@ -55,7 +53,6 @@ constexpr int kUpIdx = 8;         // hidden indices per hc_up_combine block (row
 constexpr int kUpThreads = 256;
 constexpr int kUpRows = 4;
 constexpr int64_t kMaxHSmem = 44 * 1024;  // h staged by hc_down (hyper_read_fusable's bound)
-constexpr int kRowsAtOnce = 4;  // input rows side by side in a block of the rows form (hc_down: 4 h in shared memory)
 
 __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
 
@@ -77,13 +74,9 @@ struct HcArgs {
   float* low;         // [low {rank} | inject {hc}]
   float* mixed;       // {d}
   int64_t hc, d, rank;
-  int64_t n_rows, row_stride;  // input rows and the floats between them (h, normed, low, mixed alike)
   float eps, inv_hc;
   bool inject;        // rows past rank are the inject gate (2 sigmoid(v / hc))
   bool pdl;           // DS4_HC_PDL: hc_up_combine is hc_down's programmatic dependent
-  // Always 0, unknown to the compiler: `p + (bits & zero)` makes a load wait for `bits`
-  // (hc_up_combine's rows form loads one input row's low unit at a time, so they fit in registers).
-  uint32_t zero;
 };
 
 // Block: kDownRows rows of [down | inject]; blockDim = max(kThreads, group * phases). The gemv's
@@ -91,21 +84,17 @@ struct HcArgs {
 // order; here thread (t, k) computes the dot of unit t + k * group alone (all units' weight
 // and norm loads in flight at once, one dependent step each instead of `phases`), the dots go
 // through shared memory and slot t adds them in the gemv's order, so every row is gemv's bits.
-// Input rows (p.n_rows; the decode step: 1) go G at a time, side by side: their h staged together,
-// then every phase below over the G rows before its barrier (the weights, raw, stay in registers
-// for all of them); each row is the one-row read's arithmetic.
-// Dynamic shared memory: h {G, padded(hc*d)} (every block needs all of it for the per-stream rms)
-// then the dots {G, phases, kDownRows, group}.
-template <class F, int V, int kDownRows, int G>
+// Dynamic shared memory: h {padded(hc*d)} (every block needs all of it for the per-stream rms)
+// then the dots {phases, kDownRows, group}.
+template <class F, int V, int kDownRows>
 __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcArgs p, int group, int phases) {
   extern __shared__ float4 hsm4[];
   float* hsm = reinterpret_cast<float*>(hsm4);
-  const int64_t W = p.hc * p.d, units = a.cols / kUnit, PW = padded(W);  // PW: a row's staged floats
-  const int64_t n_rows = G > 1 ? p.n_rows : 1;
-  float* dots = hsm + min(int64_t(G), n_rows) * PW;  // (launch_down allocates min(G, rows) rows' h)
-  __shared__ float part[G][kMaxHc][kNormThreads / 32];
-  __shared__ float rs[G][kMaxHc];
-  __shared__ float red[G][kDownRows][kThreads / 32];
+  const int64_t W = p.hc * p.d, units = a.cols / kUnit;
+  float* dots = hsm + padded(W);
+  __shared__ float part[kMaxHc][kNormThreads / 32];
+  __shared__ float rs[kMaxHc];
+  __shared__ float red[kDownRows][kThreads / 32];
   if (p.pdl) pdl_launch_dependents();  // hc_up_combine's blocks may start loading weights
   const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
   const int t = tid % group, k = tid / group;
@@ -127,112 +116,76 @@ __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcA
   const int64_t j_first = int64_t(blockIdx.x) * nthreads + tid;
   const float norm_first = j_first < W ? __ldg(p.norm + j_first) : 0.f;
   const int64_t W4 = W / 4;
-  for (int64_t r0 = 0; r0 < n_rows; r0 += G) {
-    const int gn = int(min(int64_t(G), n_rows - r0));  // live rows of this group
-    auto ro = [&](int g) { return (r0 + g) * p.row_stride; };
-    if (r0 > 0) __syncthreads();  // the previous group's readers of hsm, dots, part, rs and red are done
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      if (g >= gn) break;
-      const float4* h4 = reinterpret_cast<const float4*>(p.h + ro(g));
-      float4* dst = hsm4 + g * (PW / 4);
+  const float4* h4 = reinterpret_cast<const float4*>(p.h);
 #pragma unroll 8
-      for (int64_t q = tid; q < W4; q += nthreads) dst[q + (q >> 3)] = h4[q];
-    }
-    __syncthreads();
-    if (tid < kThreads)  // warps 0-3: thread tid plays hc_norm's threads tid and tid + 128
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        if (g >= gn) break;
-        const float* hg = hsm + g * PW;
-        for (int s = 0; s < p.hc; ++s) {
-          const int64_t e0 = s * p.d;
-          float s0 = 0.f, s1 = 0.f;
+  for (int64_t q = tid; q < W4; q += nthreads) hsm4[q + (q >> 3)] = h4[q];
+  __syncthreads();
+  if (tid < kThreads)  // warps 0-3: thread tid plays hc_norm's threads tid and tid + 128
+    for (int s = 0; s < p.hc; ++s) {
+      const int64_t e0 = s * p.d;
+      float s0 = 0.f, s1 = 0.f;
 #pragma unroll 4
-          for (int64_t i = tid; i < p.d; i += kNormThreads) {
-            const float x = hg[padded(e0 + i)];
-            s0 += x * x;
-          }
+      for (int64_t i = tid; i < p.d; i += kNormThreads) {
+        const float x = hsm[padded(e0 + i)];
+        s0 += x * x;
+      }
 #pragma unroll 4
-          for (int64_t i = tid + kThreads; i < p.d; i += kNormThreads) {
-            const float x = hg[padded(e0 + i)];
-            s1 += x * x;
-          }
-          s0 = warp_sum(s0), s1 = warp_sum(s1);
-          if (lane == 0) part[g][s][warp] = s0, part[g][s][warp + kThreads / 32] = s1;
-        }
+      for (int64_t i = tid + kThreads; i < p.d; i += kNormThreads) {
+        const float x = hsm[padded(e0 + i)];
+        s1 += x * x;
       }
-    __syncthreads();
-    if (warp == 0)
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        if (g >= gn) break;
-        for (int s = 0; s < p.hc; ++s) {
-          const float ss = warp_sum(lane < kNormThreads / 32 ? part[g][s][lane] : 0.f);
-          if (lane == 0) rs[g][s] = rsqrtf(ss / float(p.d) + p.eps);
-        }
-      }
-    __syncthreads();
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      if (g >= gn) break;
-      for (int64_t j = j_first; j < W; j += int64_t(gridDim.x) * nthreads)  // combine's input (hc_up_combine)
-        p.normed[ro(g) + j] = (hsm[g * PW + padded(j)] * rs[g][j / p.d]) * (j == j_first ? norm_first : p.norm[j]);
+      s0 = warp_sum(s0), s1 = warp_sum(s1);
+      if (lane == 0) part[s][warp] = s0, part[s][warp + kThreads / 32] = s1;
     }
+  __syncthreads();
+  if (warp == 0)
+    for (int s = 0; s < p.hc; ++s) {
+      const float ss = warp_sum(lane < kNormThreads / 32 ? part[s][lane] : 0.f);
+      if (lane == 0) rs[s] = rsqrtf(ss / float(p.d) + p.eps);
+    }
+  __syncthreads();
+  for (int64_t j = j_first; j < W; j += int64_t(gridDim.x) * nthreads)  // combine's input (hc_up_combine)
+    p.normed[j] = (hsm[padded(j)] * rs[j / p.d]) * (j == j_first ? norm_first : p.norm[j]);
 
-    if (mine) {
-      const int64_t j0 = u * kUnit;  // d % 32 == 0: a unit lies in one stream
-#pragma unroll 1                     // one row's x (32 floats) live at a time: unrolled, the G rows' spilled
-      for (int g = 0; g < G; ++g) {
-        if (g >= gn) break;
-        const float r_k = rs[g][j0 / p.d];
-        const float4* hv4 = hsm4 + g * (PW / 4) + u * 9;
-        float xv[kUnit];
+  if (mine) {
+    const int64_t j0 = u * kUnit;  // d % 32 == 0: a unit lies in one stream
+    const float r_k = rs[j0 / p.d];
+    const float4* hv4 = hsm4 + u * 9;
+    float xv[kUnit];
 #pragma unroll
-        for (int c = 0; c < kUnit / 4; ++c) {
-          const float4 hv = hv4[c], wv = nw[c];
-          xv[4 * c] = (hv.x * r_k) * wv.x, xv[4 * c + 1] = (hv.y * r_k) * wv.y;
-          xv[4 * c + 2] = (hv.z * r_k) * wv.z, xv[4 * c + 3] = (hv.w * r_k) * wv.w;
-        }
-        x_for_dot<V, F>(xv);
-#pragma unroll
-        for (int r = 0; r < kDownRows; ++r)
-          dots[((g * phases + k) * kDownRows + r) * group + t] = dot_v<V, F>(raw[r], u, xv, nullptr);
-      }
+    for (int c = 0; c < kUnit / 4; ++c) {
+      const float4 hv = hv4[c], wv = nw[c];
+      xv[4 * c] = (hv.x * r_k) * wv.x, xv[4 * c + 1] = (hv.y * r_k) * wv.y;
+      xv[4 * c + 2] = (hv.z * r_k) * wv.z, xv[4 * c + 3] = (hv.w * r_k) * wv.w;
     }
-    __syncthreads();
-    if (tid >= group) continue;  // whole warps (group % 32 == 0)
+    x_for_dot<V, F>(xv);
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      if (g >= gn) break;
-      float acc[kDownRows];
+    for (int r = 0; r < kDownRows; ++r) dots[(k * kDownRows + r) * group + t] = dot_v<V, F>(raw[r], u, xv, nullptr);
+  }
+  __syncthreads();
+  if (tid >= group) return;  // whole warps (group % 32 == 0)
+  float acc[kDownRows];
 #pragma unroll
-      for (int r = 0; r < kDownRows; ++r) acc[r] = 0.f;
-      for (int ph = 0; ph < phases && t + int64_t(ph) * group < units; ++ph)
+  for (int r = 0; r < kDownRows; ++r) acc[r] = 0.f;
+  for (int ph = 0; ph < phases && t + int64_t(ph) * group < units; ++ph)
 #pragma unroll
-        for (int r = 0; r < kDownRows; ++r) acc[r] += dots[((g * phases + ph) * kDownRows + r) * group + t];
+    for (int r = 0; r < kDownRows; ++r) acc[r] += dots[(ph * kDownRows + r) * group + t];
 #pragma unroll
-      for (int r = 0; r < kDownRows; ++r) {
-        const float s = warp_sum(acc[r]);
-        if (lane == 0) red[g][r][warp] = s;
-      }
-    }
-    // the slot's warps only: named barrier 1 over `group` threads
-    asm volatile("bar.sync 1, %0;" ::"r"(group) : "memory");
-    if (tid < kDownRows && row0 + tid < a.rows) {
-      const int64_t row = row0 + tid;
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        if (g >= gn) break;
-        float s = 0.f;
-        for (int w = 0; w < group / 32; ++w) s += red[g][tid][w];
-        if (row < p.rank) {
-          const float v = s * p.inv_hc;
-          p.low[ro(g) + row] = v / (1.f + expf(-v));
-        } else {
-          p.low[ro(g) + row] = p.inject ? 2.f * sigm(s * p.inv_hc) : s;
-        }
-      }
+  for (int r = 0; r < kDownRows; ++r) {
+    const float s = warp_sum(acc[r]);
+    if (lane == 0) red[r][warp] = s;
+  }
+  // the slot's warps only: named barrier 1 over `group` threads
+  asm volatile("bar.sync 1, %0;" ::"r"(group) : "memory");
+  if (tid < kDownRows && row0 + tid < a.rows) {
+    const int64_t row = row0 + tid;
+    float s = 0.f;
+    for (int w = 0; w < group / 32; ++w) s += red[tid][w];
+    if (row < p.rank) {
+      const float v = s * p.inv_hc;
+      p.low[row] = v / (1.f + expf(-v));
+    } else {
+      p.low[row] = p.inject ? 2.f * sigm(s * p.inv_hc) : s;
     }
   }
 }
@@ -243,19 +196,19 @@ __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcA
 struct CombineIn {
   float v[kMaxHc];
 };
-__device__ __forceinline__ CombineIn combine_prefetch(const HcArgs& p, int64_t i0, int64_t ro) {
+__device__ __forceinline__ CombineIn combine_prefetch(const HcArgs& p, int64_t i0) {
   CombineIn c;
   const int t = threadIdx.x;
   const int64_t i = i0 + t;
 #pragma unroll
   for (int k = 0; k < kMaxHc; ++k)
-    c.v[k] = (t < kUpIdx && i < p.d && k < p.hc) ? p.normed[ro + k * p.d + i] : 0.f;  // PDL: input load
+    c.v[k] = (t < kUpIdx && i < p.d && k < p.hc) ? p.normed[k * p.d + i] : 0.f;  // PDL: input load
   return c;
 }
 
-// The combine of hidden indices i0 .. i0 + kUpIdx - 1 of the input row at ro from their hc mix values.
+// The combine of hidden indices i0 .. i0 + kUpIdx - 1 from their hc mix values.
 __device__ __forceinline__ void combine(const float (&mixv)[kMaxHc][kUpIdx], const CombineIn& in, const HcArgs& p,
-                                        int64_t i0, int64_t ro) {
+                                        int64_t i0) {
   const int t = threadIdx.x;
   const int64_t i = i0 + t;
   if (t < kUpIdx && i < p.d) {
@@ -263,7 +216,7 @@ __device__ __forceinline__ void combine(const float (&mixv)[kMaxHc][kUpIdx], con
 #pragma unroll
     for (int k = 0; k < kMaxHc; ++k)
       if (k < p.hc) s += sigm(mixv[k][t]) * in.v[k];
-    p.mixed[ro + i] = s * p.inv_hc;
+    p.mixed[i] = s * p.inv_hc;
   }
 }
 
@@ -271,10 +224,10 @@ __device__ __forceinline__ void combine(const float (&mixv)[kMaxHc][kUpIdx], con
 // q / kUpIdx, index q % kUpIdx); teams of `group` threads (gemv threads_for(units)) take kUpRows
 // rows each (the full-size up rows are 10 units: 8 teams of one warp, four rows each), every
 // row gemv's split, warp sums and warps in order.
-template <class F, int V, int G>
-__global__ void __launch_bounds__(kUpThreads, G == 1 ? 3 : 2) hc_up_combine_kernel(Args a, HcArgs p, int group) {
-  __shared__ float red[G][kMaxHc * kUpIdx][kThreads / 32];
-  __shared__ float mixv[G][kMaxHc][kUpIdx];
+template <class F, int V>
+__global__ void __launch_bounds__(kUpThreads, 3) hc_up_combine_kernel(Args a, HcArgs p, int group) {
+  __shared__ float red[kMaxHc * kUpIdx][kThreads / 32];
+  __shared__ float mixv[kMaxHc][kUpIdx];
   const int lane = threadIdx.x % 32;
   const int teams = kUpThreads / group, g = threadIdx.x / group, t = threadIdx.x % group, wpg = group / 32;
   const int wt = t / 32;  // this thread's warp in its team
@@ -298,118 +251,77 @@ __global__ void __launch_bounds__(kUpThreads, G == 1 ? 3 : 2) hc_up_combine_kern
   // in an earlier version (tools/device/pdl_sass_check.py).
   pdl_wait();  // PDL: hc_down's low and normed, plain loads only from here on
   if (p.pdl) pdl_launch_dependents();
-  // Input rows (the decode step: 1) G at a time, side by side: each weight unit is dotted with the
-  // G rows' low units; each row is the one-row read's arithmetic. The first row set's first unit
-  // stays in registers for every group (the full-size up rows: every weight a thread reads).
-  const int64_t n_rows = G > 1 ? p.n_rows : 1;
-  for (int64_t r0 = 0; r0 < n_rows; r0 += G) {
-    const int gn = int(min(int64_t(G), n_rows - r0));  // live rows of this group
-    auto ro = [&](int e) { return (r0 + e) * p.row_stride; };
-    if (r0 > 0) __syncthreads();  // the previous group's red and mixv are read
-    const CombineIn cin = combine_prefetch(p, i0, ro(0));
-    // (threads past the last whole team, when group does not divide the block, take no rows)
-    for (int q0 = g * kUpRows; g < teams && q0 < nq; q0 += teams * kUpRows) {
-      const uint8_t* rows_p[kUpRows];
-      int64_t rows[kUpRows];
+  const CombineIn cin = combine_prefetch(p, i0);
+  // (threads past the last whole team, when group does not divide the block, take no rows)
+  for (int q0 = g * kUpRows; g < teams && q0 < nq; q0 += teams * kUpRows) {
+    const uint8_t* rows_p[kUpRows];
+    int64_t rows[kUpRows];
 #pragma unroll
-      for (int r = 0; r < kUpRows; ++r) {
-        rows[r] = row_of(q0, r);
-        rows_p[r] = a.data + rows[r] * a.row_stride;
-      }
-      float acc[G][kUpRows];
-#pragma unroll
-      for (int e = 0; e < G; ++e)
-#pragma unroll
-        for (int r = 0; r < kUpRows; ++r) acc[e][r] = 0.f;
-      for (int64_t u = t; u < units; u += group) {
-        typename F::Raw raw[kUpRows];
-        const bool pre = q0 == g * kUpRows && u == t;  // has_first's unit
-#pragma unroll
-        for (int r = 0; r < kUpRows; ++r)
-          raw[r] = pre ? first[r] : F::template load<FromGlobal>(a, rows_p[r], rows[r], u);
-#pragma unroll
-        for (int e = 0; e < G; ++e) {
-          if (e >= gn) break;
-          float xv[kUnit];
-          // row e's low unit only after row e - 1's last product (else ptxas loads all G ahead: spills)
-          const float* low = p.low + ro(e) + (e > 0 ? (__float_as_uint(acc[e - 1][kUpRows - 1]) & p.zero) : 0u);
-#pragma unroll
-          for (int c = 0; c < kUnit; c += 4) {
-            // not __ldg (see the top)
-            const float4 f = *reinterpret_cast<const float4*>(low + u * kUnit + c);  // PDL: input load
-            xv[c] = f.x, xv[c + 1] = f.y, xv[c + 2] = f.z, xv[c + 3] = f.w;
-          }
-          x_for_dot<V, F>(xv);
-#pragma unroll
-          for (int r = 0; r < kUpRows; ++r) {
-            // each row's unit decoded again per input row (else ptxas keeps kUpRows x 32 decoded floats)
-            if (e > 0) after_value(raw[r], acc[e - 1][r], p.zero);
-            acc[e][r] += dot_v<V, F>(raw[r], u, xv, nullptr);
-          }
-        }
-      }
-#pragma unroll
-      for (int e = 0; e < G; ++e) {
-        if (e >= gn) break;
-#pragma unroll
-        for (int r = 0; r < kUpRows; ++r) {
-          const float s = warp_sum(acc[e][r]);
-          if (lane == 0 && q0 + r < nq) red[e][q0 + r][wt] = s;
-        }
-      }
+    for (int r = 0; r < kUpRows; ++r) {
+      rows[r] = row_of(q0, r);
+      rows_p[r] = a.data + rows[r] * a.row_stride;
     }
-    __syncthreads();
-    for (int q = threadIdx.x; q < nq; q += kUpThreads)
+    float acc[kUpRows];
 #pragma unroll
-      for (int e = 0; e < G; ++e) {
-        if (e >= gn) break;
-        float s = 0.f;
-        for (int w = 0; w < wpg; ++w) s += red[e][q][w];
-        mixv[e][q / kUpIdx][q % kUpIdx] = s;
+    for (int r = 0; r < kUpRows; ++r) acc[r] = 0.f;
+    for (int64_t u = t; u < units; u += group) {
+      typename F::Raw raw[kUpRows];
+      const bool pre = q0 == g * kUpRows && u == t;  // has_first's unit
+#pragma unroll
+      for (int r = 0; r < kUpRows; ++r) raw[r] = pre ? first[r] : F::template load<FromGlobal>(a, rows_p[r], rows[r], u);
+      float xv[kUnit];
+#pragma unroll
+      for (int c = 0; c < kUnit; c += 4) {
+        // not __ldg (see the top)
+        const float4 f = *reinterpret_cast<const float4*>(p.low + u * kUnit + c);  // PDL: input load
+        xv[c] = f.x, xv[c + 1] = f.y, xv[c + 2] = f.z, xv[c + 3] = f.w;
       }
-    __syncthreads();
-    combine(mixv[0], cin, p, i0, ro(0));
+      x_for_dot<V, F>(xv);
 #pragma unroll
-    for (int e = 1; e < G; ++e) {
-      if (e >= gn) break;
-      combine(mixv[e], combine_prefetch(p, i0, ro(e)), p, i0, ro(e));
+      for (int r = 0; r < kUpRows; ++r) acc[r] += dot_v<V, F>(raw[r], u, xv, nullptr);
+    }
+#pragma unroll
+    for (int r = 0; r < kUpRows; ++r) {
+      const float s = warp_sum(acc[r]);
+      if (lane == 0 && q0 + r < nq) red[q0 + r][wt] = s;
     }
   }
+  __syncthreads();
+  for (int q = threadIdx.x; q < nq; q += kUpThreads) {
+    float s = 0.f;
+    for (int w = 0; w < wpg; ++w) s += red[q][w];
+    mixv[q / kUpIdx][q % kUpIdx] = s;
+  }
+  __syncthreads();
+  combine(mixv, cin, p, i0);
 }
 
-// gemv_small_kernel's rows (plain floats, cols % 32 != 0: one warp per row), then the combine;
-// input rows one after another.
+// gemv_small_kernel's rows (plain floats, cols % 32 != 0: one warp per row), then the combine.
 template <int kType>  // 0 F32, 1 F16, 2 BF16
 __global__ void __launch_bounds__(kThreads) hc_up_combine_small_kernel(Args a, HcArgs p) {
   __shared__ float mixv[kMaxHc][kUpIdx];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i0 = int64_t(blockIdx.x) * kUpIdx;
-  for (int64_t ri = 0; ri < p.n_rows; ++ri) {
-    const int64_t ro = ri * p.row_stride;
-    if (ri > 0) __syncthreads();  // the previous row's mixv is read
-    const CombineIn cin = combine_prefetch(p, i0, ro);
-    const float* low = p.low + ro;
-    for (int q = warp; q < p.hc * kUpIdx; q += kThreads / 32) {
-      const int k = q / kUpIdx, r = q % kUpIdx;
-      const int64_t row = min(k * p.d + i0 + r, a.rows - 1);
-      const uint8_t* rp = a.data + row * a.row_stride;
-      float s = 0.f;
-      for (int64_t c = lane; c < a.cols; c += 32) {
-        float w;
-        if constexpr (kType == 0)
-          w = __ldg(reinterpret_cast<const float*>(rp) + c);
-        else {
-          const uint16_t hb = __ldg(reinterpret_cast<const unsigned short*>(rp) + c);
-          w = kType == 1 ? f16_bits(hb) : bf16_bits(hb);
-        }
-        s = fmaf(w, low[c], s);
+  const CombineIn cin = combine_prefetch(p, i0);
+  for (int q = warp; q < p.hc * kUpIdx; q += kThreads / 32) {
+    const int k = q / kUpIdx, r = q % kUpIdx;
+    const int64_t row = min(k * p.d + i0 + r, a.rows - 1);
+    const uint8_t* rp = a.data + row * a.row_stride;
+    float s = 0.f;
+    for (int64_t c = lane; c < a.cols; c += 32) {
+      float w;
+      if constexpr (kType == 0) w = __ldg(reinterpret_cast<const float*>(rp) + c);
+      else {
+        const uint16_t hb = __ldg(reinterpret_cast<const unsigned short*>(rp) + c);
+        w = kType == 1 ? f16_bits(hb) : bf16_bits(hb);
       }
-      s = warp_sum(s);
-      if (lane == 0) mixv[k][r] = s;
+      s = fmaf(w, p.low[c], s);
     }
-    __syncthreads();
-    combine(mixv, cin, p, i0, ro);
+    s = warp_sum(s);
+    if (lane == 0) mixv[k][r] = s;
   }
+  __syncthreads();
+  combine(mixv, cin, p, i0);
 }
 
 bool is_plain(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
@@ -462,13 +374,7 @@ void with_format(const WeightMatrix& w, Fn&& fn) {
 
 unsigned blocks(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
-std::atomic<int> g_down_rows{-1}, g_pdl{-1}, g_fused_rows{-1};
-// The chunk's rows take the fused read up to this many (hyper_read_fused_max_rows). Off by default:
-// on an H100 (session 36 call A) the first rows form, its input rows one after another in each
-// block, left Qwen's verify at 2K flat at k = 1 (1.88-1.89x a decode step vs 1.90-1.91x) and cost
-// 2 % / 5 % at k = 3 / 4, and a 16-stream decode batch 7 % (165.5 vs 177.6 tok/s). The form here runs
-// kRowsAtOnce rows side by side (unmeasured).
-constexpr int kFusedRowsDefault = 0;
+std::atomic<int> g_down_rows{-1}, g_pdl{-1};
 // Default on: Qwen decode at 2K on the H100 109.45 -> 113.44 tok/s (bench/results/session31-2026-12-07
 // call 1; the three plain-launch runs of that round 109.34-109.77), bit-identical outputs
 // (test_qwen_hyper_fused_cuda, test_qwen_next_cuda with it on). DS4_HC_PDL=0: plain launches.
@@ -483,18 +389,15 @@ int64_t down_phases(const WeightMatrix& down) {
   return (units + threads_for(units) - 1) / threads_for(units);
 }
 
-template <class F, int V, int R, int G>
+template <class F, int V, int R>
 void launch_down(const Args& a, const HcArgs& p, int group, int phases, cudaStream_t s) {
   if (phases < 1 || phases > kMaxPhases) throw InputError("qwen_next cuda: hyper read down rows past hyper_read_fusable");
   const int threads = std::max(kThreads, group * phases);
-  const int64_t rows_at_once = std::min<int64_t>(G, p.n_rows);
-  const size_t smem = size_t(rows_at_once * (padded(p.hc * p.d) + int64_t(phases) * R * group)) * sizeof(float);
-  // Past the default 48 KB with the static part: opted in for the largest shape hyper_read_fusable
-  // admits (G = 4: ~222 KB, within the 227 KB a Hopper block may take).
-  constexpr size_t kMaxSmem =
-      size_t(G) * size_t(kMaxHSmem / 4 + 4 * (kMaxHSmem / 4 / 32) + kMaxPhases * R * kThreads) * sizeof(float);
-  ds4::cuda::opt_in_smem_once<hc_down_kernel<F, V, R, G>>(kMaxSmem);
-  hc_down_kernel<F, V, R, G><<<blocks(a.rows, R), unsigned(threads), smem, s>>>(a, p, group, phases);
+  const size_t smem = size_t(padded(p.hc * p.d) + int64_t(phases) * R * group) * sizeof(float);
+  // Past the default 48 KB with the static part: opted in for the largest shape hyper_read_fusable admits.
+  constexpr size_t kMaxSmem = size_t(kMaxHSmem / 4 + 4 * (kMaxHSmem / 4 / 32) + kMaxPhases * R * kThreads) * sizeof(float);
+  ds4::cuda::opt_in_smem_once<hc_down_kernel<F, V, R>>(kMaxSmem);
+  hc_down_kernel<F, V, R><<<blocks(a.rows, R), unsigned(threads), smem, s>>>(a, p, group, phases);
 }
 
 }  // namespace
@@ -510,21 +413,10 @@ bool hyper_read_fusable(const WeightMatrix& down, const WeightMatrix& up, int64_
   return unit_format(down) && (unit_format(up) || is_plain(up.type));
 }
 
-int64_t hyper_read_fused_max_rows() {
-  return ds4::cuda::env_setting(g_fused_rows, "DS4_HC_FUSED_ROWS", {0, 1, 2, 4, 8, 16, 32}, "0, 1, 2, 4, 8, 16 or 32",
-                                kFusedRowsDefault);
-}
-
 void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const float* h, const float* norm, int64_t hc,
                       int64_t d, int64_t rank, float eps, float* normed, float* low, float* mixed, bool inject,
-                      cudaStream_t s, const Rows& rows) {
-  if (rows.count < 1 || (rows.count > 1 && (rows.stride < hc * d || rows.stride % 4 != 0)))
-    throw InputError("qwen_next cuda: fused hyper read of " + std::to_string(rows.count) + " rows at a stride of " +
-                     std::to_string(rows.stride) + " floats (a multiple of 4, at least hc * d)");
-  HcArgs p{};
-  p.h = h, p.norm = norm, p.normed = normed, p.low = low, p.mixed = mixed;
-  p.hc = hc, p.d = d, p.rank = rank, p.n_rows = rows.count, p.row_stride = rows.count > 1 ? rows.stride : 0;
-  p.eps = eps, p.inv_hc = 1.f / float(hc), p.inject = inject, p.pdl = hc_pdl() && unit_format(up), p.zero = 0;
+                      cudaStream_t s) {
+  const HcArgs p{h, norm, normed, low, mixed, hc, d, rank, eps, 1.f / float(hc), inject, hc_pdl() && unit_format(up)};
   {
     const Args a = args_of(down);
     const int group = threads_for(down.cols / kUnit), phases = int(down_phases(down));
@@ -532,15 +424,9 @@ void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const fl
     with_format(down, [&](auto f, auto v) {
       using Fm = decltype(f);
       constexpr int Vv = decltype(v)::value;
-      // The rows form at the default rows per block only (DS4_HC_DOWN_ROWS tunes the decode step).
-      if (p.n_rows > 1)
-        launch_down<Fm, Vv, kDownRowsDefault, kRowsAtOnce>(a, p, group, phases, s);
-      else if (down_rows == 1)
-        launch_down<Fm, Vv, 1, 1>(a, p, group, phases, s);
-      else if (down_rows == 4)
-        launch_down<Fm, Vv, 4, 1>(a, p, group, phases, s);
-      else
-        launch_down<Fm, Vv, 2, 1>(a, p, group, phases, s);
+      if (down_rows == 1) launch_down<Fm, Vv, 1>(a, p, group, phases, s);
+      else if (down_rows == 4) launch_down<Fm, Vv, 4>(a, p, group, phases, s);
+      else launch_down<Fm, Vv, 2>(a, p, group, phases, s);
     });
     DS4_CUDA_CHECK_LAUNCH();
   }
@@ -553,12 +439,8 @@ void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const fl
   } else {
     const int group = threads_for(up.cols / kUnit);
     with_format(up, [&](auto f, auto v) {
-      constexpr int Vv = decltype(v)::value;
-      if (p.n_rows > 1)
-        launch_maybe_pdl(p.pdl, hc_up_combine_kernel<decltype(f), Vv, kRowsAtOnce>, dim3(nb), kUpThreads, s, a, p,
-                         group);
-      else
-        launch_maybe_pdl(p.pdl, hc_up_combine_kernel<decltype(f), Vv, 1>, dim3(nb), kUpThreads, s, a, p, group);
+      launch_maybe_pdl(p.pdl, hc_up_combine_kernel<decltype(f), decltype(v)::value>, dim3(nb), kUpThreads,
+                                    s, a, p, group);
     });
   }
   DS4_CUDA_CHECK_LAUNCH();

@@ -1,12 +1,11 @@
 #pragma once
-// The hyper-connection read of decode tokens in two launches (hyper_fused.cu), bit for bit
+// The hyper-connection read of one decode token in two launches (hyper_fused.cu), bit for bit
 // hc_norm -> gemv(down_inject) -> hc_low_act -> gemv(up) -> hc_combine (kernels.h, gemv.h).
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "core/weight.h"
-#include "models/qwen_next/cuda/kernels.h"
 
 namespace ds4::qwen_next::cuda {
 
@@ -17,14 +16,8 @@ bool hyper_read_fusable(const WeightMatrix& down, const WeightMatrix& up, int64_
 // normed {hc*d} = per-stream rmsnorm(h) * norm; low {rank} = silu(down normed / hc), and with
 // `inject` low[rank + k] = 2 sigmoid(inject row k / hc) (else the raw rows past rank);
 // mixed {d} = mean_k sigmoid(up low)[k*d + i] * normed[k*d + i].
-// `rows`: rows.count input rows in the same two launches, row t's h, normed, low and mixed at
-// t * rows.stride floats (a multiple of 4) after row 0's; each row is the one-row read's bits
-// (the weights are read once for all of them). Throws InputError for a bad row count or stride.
 void hyper_read_fused(const WeightMatrix& down, const WeightMatrix& up, const float* h, const float* norm, int64_t hc,
                       int64_t d, int64_t rank, float eps, float* normed, float* low, float* mixed, bool inject,
-                      cudaStream_t s, const Rows& rows = {});
-// The most rows a chunk's hyper read takes through hyper_read_fused (DS4_HC_FUSED_ROWS, default
-// 0: never; hyper_fused.cu says why): past it, hc_norm / gemv_rows / hc_low_act / gemv_rows / hc_combine.
-int64_t hyper_read_fused_max_rows();
+                      cudaStream_t s);
 
 }  // namespace ds4::qwen_next::cuda

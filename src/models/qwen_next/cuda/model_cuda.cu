@@ -41,21 +41,16 @@ void QwenNextCudaModel::Impl::proj(const DProj& p, const float* x, float* y) {
   dc::gemv_proj(p, x, y, stream, gemv_options());
 }
 
-// The down_inject matrix the fused hyper read takes (one matrix), if it takes h's at all.
-const WeightMatrix* QwenNextCudaModel::Impl::fused_read_down(const DHyper& h) const {
-  const DProj& di = h.down_inject;
-  const WeightMatrix* down = di.fused.rows > 0 ? &di.fused : di.parts.size() == 1 ? &di.parts[0] : nullptr;
-  return down && hyper_read_fusable(*down, h.up, c.hc, c.hidden, c.hc_rank) ? down : nullptr;
-}
-
 // mixed {d} (and inject {hc}, which follows the low-rank row in scratch) from h {hc*d}.
 void QwenNextCudaModel::Impl::hyper_read(const DHyper& h, const float* x, float* mixed, float* inject) {
   const int64_t hc = c.hc, d = c.hidden;
   float* normed = S(sl.normed);
   // Two launches instead of five where the formats allow (hyper_fused.cu; same bits). The
   // inject gate lands after the low-rank row (sl.inject), where the fused kernel writes it.
-  const WeightMatrix* down = fused_read_down(h);
-  if (down && (!inject || inject == S(sl.low) + c.hc_rank)) {
+  const DProj& di = h.down_inject;
+  const WeightMatrix* down = di.fused.rows > 0 ? &di.fused : di.parts.size() == 1 ? &di.parts[0] : nullptr;
+  if (down && (!inject || inject == S(sl.low) + c.hc_rank) &&
+      hyper_read_fusable(*down, h.up, hc, d, c.hc_rank)) {
     hyper_read_fused(*down, h.up, x, h.norm, hc, d, c.hc_rank, c.rms_eps, normed, S(sl.low), mixed, inject != nullptr,
                      stream);
     return;

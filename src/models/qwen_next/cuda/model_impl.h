@@ -211,7 +211,6 @@ struct QwenNextCudaModel::Impl {
   // mproj (the products that pick experts or blocks: a chunk chooses as decode steps would).
   void mproj_exact(const DProj& p, size_t x_off, size_t y_off, int64_t r0, int64_t r1);
   void hyper_read_rows(const DHyper& h, size_t x_off, bool inject);
-  const WeightMatrix* fused_read_down(const DHyper& h) const;  // model_cuda.cu
   // Captured verify: a conv history record [state ; the n rows' conv inputs] (CaptureLayout).
   void record_history(float* hist, const float* state, int64_t state_rows, const float* in_rows, int64_t width,
                       int64_t n);
