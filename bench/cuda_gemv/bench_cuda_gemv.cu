@@ -55,10 +55,10 @@
 //                                     gemv_rows vs gemv_mlx4_tc_rows at n = 2..16 (~20 s)
 //        bench_cuda_gemv --profile    one plain launch per case at the square and large
 //                                     shapes, for ncu --kernel-name regex:gemv
-//        bench_cuda_gemv --rows [reps]   gemv_rows only (f32 x, every format): n = 1, 2, 4, 8, 16
-//                                     input rows as multiples of one gemv, on 4096x4096, an
+//        bench_cuda_gemv --rows [reps]   gemv_rows only (f32 x, every format): n = 1, 2, 3, 4, 5, 8,
+//                                     16 input rows as multiples of one gemv, on 4096x4096, an
 //                                     expert 2048x4096 and Qwen's 1280x2560, at weight rows per
-//                                     block R0 (default), R2, R4, R8 (~60 s)
+//                                     block R0 (default), R2, R4, R8 (~80 s)
 //        bench_cuda_gemv --rows-profile  one plain launch each of gemv and gemv_rows at n = 1, 2, 4 on
 //                                     MLX q4 g64 and Q8_0 at 4096x4096 and 16384x8192 (gemv_rows at
 //                                     the default weight rows and at R = 8), for ncu
@@ -706,7 +706,8 @@ int main(int argc, char** argv) {
     if (rows_only) {  // gemv_rows up to 16 input rows (x holds 16 rows of up to 8192 values)
       std::printf("gemv_rows: time of n rows / one gemv of the same weight (bytes floor ~1.0x)\n%-12s %-12s %-2s %8s",
                   "format", "shape", "R", "gemv us");
-      const int ns[] = {1, 2, 4, 8, 16};
+      // 2-5: verify windows (k = 1..4: 5 rows take the 8-row form), 8 / 16: decode batches
+      const int ns[] = {1, 2, 3, 4, 5, 8, 16};
       for (int n : ns) std::printf("  n=%-2d      ", n);
       std::printf("\n");
       // Each case at every weight-rows setting (gemv_set_rows_weight_rows: R0 the default, R2,
