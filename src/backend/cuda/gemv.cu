@@ -401,7 +401,8 @@ __global__ void __launch_bounds__(kMaxThreads)
   auto wait = [&] {
     if (!waited) pdl_wait();
   };
-  direct_loop<F, R, V, false, true>(a, row0, book, wait, [&](const typename F::Raw (&raw)[R], int64_t u) {
+  // (raw not const: the wide forms OR a run-time zero into its words, after_value)
+  direct_loop<F, R, V, false, true>(a, row0, book, wait, [&](typename F::Raw(&raw)[R], int64_t u) {
     auto each_input = [&](auto&& dot_row) {  // dot_row(r, xv): weight row r's unit dot x row
 #pragma unroll
       for (int i = 0; i < N; ++i) {
@@ -421,9 +422,7 @@ __global__ void __launch_bounds__(kMaxThreads)
           // keeps them for the next input row: R x 32 registers, spilling at R = 8).
           if constexpr (kWide) {
             // two weight rows' decode and chains in flight: row r waits for row r - 2's product
-            if (r >= 2 || i > 0)
-              after_value(const_cast<typename F::Raw&>(raw[r]), r >= 2 ? acc[r - 2][i] : acc[R - 2 + r][i - 1],
-                          ra.zero);
+            if (r >= 2 || i > 0) after_value(raw[r], r >= 2 ? acc[r - 2][i] : acc[R - 2 + r][i - 1], ra.zero);
           }
           acc[r][i] += dot_row(r, xv);
         }
@@ -708,7 +707,7 @@ std::atomic<int> g_rows_pdl{-1};  // DS4_GEMV_ROWS_PDL
 // y_idx: rows_entry reads those before the wait). gemv_act_rows' unrouted launches are PDL for the
 // same reason: at n = 1 a plain launch cost ~2x its one-row kernel (gemv_act.cu).
 bool rows_pdl(const Args& a, const RowsArgs& ra, unsigned batch) {
-  const bool routed = a.ids || ra.live || ra.counts || ra.x_idx || ra.y_idx;
+  const bool routed = a.ids || rows_indexed(ra);
   return !routed && batch == 1 && gemv_pdl() &&
          env_setting(g_rows_pdl, "DS4_GEMV_ROWS_PDL", {0, 1}, "0 or 1", 1) == 1;
 }
@@ -771,7 +770,7 @@ bool rows_split() { return env_setting(g_rows_split, "DS4_GEMV_ROWS_SPLIT", {0, 
 template <class F, int V>
 void launch_multi(const Args& a, const RowsArgs& ra, const float* x, float* y, cudaStream_t stream, unsigned batch) {
   if (ra.n > 8) {
-    if (!ra.live && !ra.counts && !ra.x_idx && !ra.y_idx && rows_split()) {
+    if (!rows_indexed(ra) && rows_split()) {
       RowsArgs lo = ra, hi = ra;
       lo.n = 8, hi.n = ra.n - 8;
       launch_multi<F, V>(a, lo, x, y, stream, batch);

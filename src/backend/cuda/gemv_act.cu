@@ -39,11 +39,12 @@ namespace ds4::cuda {
 namespace {
 
 using namespace gemv_act_detail;
+using gemv_detail::finish_rows;
 using gemv_detail::launch_maybe_pdl_smem;
 using gemv_detail::pdl_launch_dependents;
 using gemv_detail::pdl_wait;
-using gemv_detail::finish_rows;
 using gemv_detail::rows_entry;
+using gemv_detail::rows_indexed;
 using gemv_detail::RowsArgs;
 
 constexpr int kThreads = kActThreads;
@@ -378,7 +379,7 @@ int groups_for(DType t, int64_t row_groups, int64_t cols, unsigned batch, bool r
 template <class F, int R, int N, bool kRows>
 void launch_kernel(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, float* y, cudaStream_t stream,
                    unsigned batch) {
-  const bool routed = kRows && (a.ids || ra.live || ra.counts || ra.x_idx || ra.y_idx);
+  const bool routed = kRows && (a.ids || rows_indexed(ra));
   const int64_t row_groups = (a.rows + R - 1) / R;
   constexpr bool kLaneTables = table_kind<F>() == 2;
   const int groups = groups_for<F>(t, row_groups, a.cols, batch, kRows, routed);
@@ -439,7 +440,7 @@ void launch_rows(DType t, const Args& a, const XArgs& xa, const RowsArgs& ra, fl
   // (entries by device data) keep it too: their inputs are not consecutive rows. Either way each
   // row is computed as gemv_act computes it: the split never changes a bit.
   if constexpr (std::is_same_v<F, ActQ8_0>) {
-    const bool routed = a.ids || ra.live || ra.counts || ra.x_idx || ra.y_idx;
+    const bool routed = a.ids || rows_indexed(ra);
     if (g_q8_split && !routed) {
       constexpr int kHalf = 8;
       RowsArgs first = ra, rest = ra;

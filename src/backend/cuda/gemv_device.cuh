@@ -39,6 +39,11 @@ struct RowsArgs {
 inline RowsArgs rows_args(const GemvRows& r) {
   return RowsArgs{r.n, r.x_row, r.y_row, r.live, r.counts, r.x_idx, r.y_idx, r.idx_stride, 0};
 }
+// Whether a multi-row launch's entries are shaped by device data (live count, row counts, row
+// gathers): rows_entry reads it (so not before a PDL wait), and an entry's input rows need not be
+// n consecutive rows (so the launch cannot be split by rows). With the expert ids (Args::ids) such
+// a launch is "routed".
+inline bool rows_indexed(const RowsArgs& ra) { return ra.live || ra.counts || ra.x_idx || ra.y_idx; }
 
 // This block's entry of a multi-row launch: false past *live; else entry(a) points `a` at the
 // entry's expert and returns the entry b, and this fills the live count n and the input rows'
