@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_kernel_trace.h"
 #include "cuda_op_table.h"
 #include "models/model.h"
 
@@ -116,6 +117,11 @@ void batch_table(M& m, const ModelState& at, const std::vector<int>& streams, in
       std::printf("|  | (1 stream through decode_batch = the single-sequence step: %.1f%% of the decode above) |"
                   "  |  |  |  |  |  |  |  |  |\n", 100 * agg / single_tps);
     std::fflush(stdout);
+    if (KernelTrace::get()) {  // DS4_KERNEL_TRACE: the same steps' kernels as they run in the graphs
+      const int traced = kernel_trace_steps();
+      const TraceWindow trace("a decode_batch step of " + std::to_string(n) + " streams (graphs)", traced);
+      for (int s = 0; s < traced; ++s) step();
+    }
     if (profiling) {
       profiling(true);
       m.reset_op_times();

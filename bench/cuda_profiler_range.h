@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/check.h"
+#include "cuda_kernel_trace.h"
 #include "models/model.h"
 
 namespace ds4::bench {
@@ -28,17 +30,21 @@ struct ProfilerRange {
 // The benches' --ncu-decode: one decode step of a clone of `at` (whose last logits are `l`) inside
 // the range, after one step that captures the clone's CUDA graph, so that `ncu --profile-from-start
 // off --graph-profiling node` times each kernel of one decode step alone (the per-kernel table of
-// issue #23). The benches take no other profiler range with it.
+// issue #23). The benches take no other profiler range with it. With DS4_KERNEL_TRACE=N
+// (cuda_kernel_trace.h) the range holds N steps, and their in-graph kernel table follows.
 inline void ncu_decode_step(Model& m, const ModelState& at, const std::vector<float>& l) {
   auto argmax = [](const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); };
   auto s = at.clone();
   auto next = m.decode(*s, argmax(l));
+  const int steps = KernelTrace::get() ? kernel_trace_steps() : 1;
   {
     const ProfilerRange range;
-    next = m.decode(*s, argmax(next));
+    const TraceWindow trace("a decode step at position " + std::to_string(at.position() + 1) + " (graph)", steps);
+    for (int i = 0; i < steps; ++i) next = m.decode(*s, argmax(next));
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  std::printf("one decode step at position %lld in the profiler range (--ncu-decode)\n", (long long)at.position() + 1);
+  std::printf("%d decode step(s) from position %lld in the profiler range (--ncu-decode)\n", steps,
+              (long long)at.position() + 1);
 }
 
 // The benches' --ncu-verify: one forward(rows, kAll) of a clone of `at` (a speculative verify
@@ -51,6 +57,7 @@ inline void ncu_forward_rows(Model& m, const ModelState& at, std::span<const int
   auto s = at.clone();
   {
     const ProfilerRange range;
+    const TraceWindow trace("a forward of " + std::to_string(rows.size()) + " rows (verify window)", 1);
     m.forward(*s, rows, Logits::kAll, l);
     DS4_CUDA_CHECK(cudaDeviceSynchronize());
   }

@@ -438,6 +438,7 @@ void act_variants(deepseek_v4::DeepseekV4CudaModel& m, const ModelState& at, con
 }  // namespace
 
 int main(int argc, char** argv) {
+  ds4::bench::kernel_trace_init();  // DS4_KERNEL_TRACE: CUPTI recording on before any graph
   std::vector<std::string> pos;
   std::vector<int> prefill_lengths;
   std::vector<int> jumps;  // --jump N,N: decode at these contexts from filled states (no prefill)
@@ -538,7 +539,7 @@ int main(int argc, char** argv) {
     if (ncu_decode) {
       std::printf("decode: %.2f tok/s, %.3f ms/token\n", decode_tps, 1e3 / decode_tps);
       bench::ncu_decode_step(m, *s, l);
-      return 0;
+      if (!bench::KernelTrace::get()) return 0;  // (with DS4_KERNEL_TRACE the run goes on: batch tables)
     }
     // The same decode from a clone of the prompt state on one stream (one token first: the
     // clone captures its own graph).

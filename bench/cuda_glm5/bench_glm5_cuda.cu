@@ -277,6 +277,7 @@ void profile_table(Model& chunked, const std::vector<int32_t>& prompt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ds4::bench::kernel_trace_init();  // DS4_KERNEL_TRACE: CUPTI recording on before any graph
 #ifdef DS4_ROOT
   const std::string def = std::string(DS4_ROOT) + "/tests/data/glm5/model";
 #else

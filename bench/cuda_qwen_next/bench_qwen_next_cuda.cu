@@ -136,6 +136,7 @@ bool mtp_rows(Model& gpu, const std::vector<int32_t>& bench_prompt, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ds4::bench::kernel_trace_init();    // DS4_KERNEL_TRACE: CUPTI recording on before any graph
   std::vector<std::string> pos_args;  // positional arguments (flags taken out)
   std::vector<int64_t> prefill_ctx;
   int64_t verify_ctx = -1;

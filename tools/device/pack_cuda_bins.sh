@@ -39,6 +39,14 @@ done
 mkdir -p "$w/cudabins/lib"
 for t in $targets; do ldd "build/$preset/bin/$t" | awk '$3 ~ /^\// {print $3}' | grep -E 'icu' || true; done | sort -u |
   while read -r lib; do cp -L "$lib" "$w/cudabins/lib/"; done
+# The benches' DS4_KERNEL_TRACE (bench/cuda_kernel_trace.h) dlopens CUPTI: the toolkit's copy (~1 MB
+# compressed) goes with any bench, so the device's own CUDA install need not have it.
+if echo " $targets " | grep -q ' bench_'; then
+  for c in /usr/local/cuda/lib/libcupti.so.13 /usr/local/cuda/lib64/libcupti.so.13 \
+           /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13; do
+    [ -f "$c" ] && { cp -L "$c" "$w/cudabins/lib/"; break; }
+  done
+fi
 mkdir -p "$(dirname "$bundle")"
 tar -C "$w" -cf - cudabins | xz -9e -T1 --lzma2=dict=192MiB >"$bundle"
 ls -la "$bundle"
