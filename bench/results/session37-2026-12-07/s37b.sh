@@ -28,3 +28,6 @@ wait
 COLS=2-7 step ds 200 '^decode:|^\| (1|16) \| [0-9]' $B/bench_deepseek_v4_cuda /dev/shm/f.gguf 1024 8 --ncu-decode --batch 16 --batch-rows 16 --old-max 0
 tables ds
 rm -f /dev/shm/f.gguf
+# Qwen's verify window of k = 2 (3 rows) at 2K: one forward in the range (--ncu-verify's).
+step qwen_v 90 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 2 2048 --ncu-verify=2
+tables qwen_v
