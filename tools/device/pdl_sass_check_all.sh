@@ -32,6 +32,7 @@ src/backend/cuda/gemv_act_rows_mma.cu|rows_mma_kernel|
 src/backend/cuda/act_quantize.cu|quantize_q8|
 src/backend/cuda/gemv_mlx4_tc.cu|gemv_mlx4_tc_kernel|
 src/models/qwen_next/cuda/hyper_fused.cu|hc_up_combine_kernel|
+src/models/qwen_next/cuda/hyper_fused.cu|hc_down_kernel|
 $(grep -rl --include='*.cu' 'pdl_begin(' src | grep -v '^src/backend/cuda/gemv_device.cuh$' | sort | sed 's/$/|_kernel|--all-memory/')"
 # one cubin per source, compiled -j at a time
 echo "$checks" | cut -d'|' -f1 | sort -u | xargs -P "$jobs" -I{} sh -c \

@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
-# Session 37 call B (any GPU, ~2 min): call A again with copies and fills traced and the gap before each kernel (the table of call A read them as gaps); the in-graph kernel tables (DS4_KERNEL_TRACE,
+# Session 37 call B (any GPU, ~4 min): hc_down as a programmatic dependent (tests, Qwen decode A/B),
+# then call A again with copies and fills traced and the gap before each kernel (the table of call
+# A read them as gaps); the in-graph kernel tables (DS4_KERNEL_TRACE,
 # bench/cuda_kernel_trace.h: CUPTI activity records of graph replays, each slice of time split
 # among the kernels running in it, so a kernel's row is what it costs the step with PDL overlap
 # and launch gaps as they are; the per-op tables and ncu time kernels outside the graph).
 # Per family: 8 decode steps at 2K (--ncu-decode's range) and 8 steps of a 16-stream decode_batch.
 #  Qwen synthetic-full; GLM synthetic-full (H200: 288 experts, else Q2_K 160); DeepSeek (H200: 43
 #  layers, else 30; IQ2_XXS experts) at 1K.
-# Build: TARGETS="$(cat bench/results/session37-2026-12-07/s37a.targets)" BUNDLE=.devwork/s37b.tar.xz
+# Build: TARGETS="$(cat bench/results/session37-2026-12-07/s37b.targets)" BUNDLE=.devwork/s37b.tar.xz
 # PRESET=cuda-pack tools/device/pack_cuda_bins.sh --build; run(command="bash
-# bench/results/session37-2026-12-07/s37a.sh", carry=[".devwork/s37b.tar.xz"]).
+# bench/results/session37-2026-12-07/s37b.sh", carry=[".devwork/s37b.tar.xz"]).
 set -u
 STEP_DIR=/tmp/steps
 . bench/device_call_lib.sh
 call_start ${BUNDLE:-.devwork/s37b.tar.xz}
 synthetic_start
+# hc_down as a programmatic dependent (DS4_HC_DOWN_PDL, default 1 in this bundle): its tests, then
+# Qwen decode at 2K with it off / on, two rounds (untraced).
+tests test_qwen_hyper_fused_cuda test_qwen_next_cuda test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda
+for r in a b; do
+  for p in 0 1; do
+    DS4_HC_DOWN_PDL=$p COLS=2-8 step qd_P$p$r 60 '^\| *2048 \|' $B/bench_qwen_next_cuda synthetic-full 32 2048
+  done
+done
 export DS4_KERNEL_TRACE=8
 tables() {  # the in-graph tables of step $1 (its top 45 rows each) into trace_$1.md
   awk '/^in-graph kernel time/{p=1; n=0} p{print; if (++n > 48) p=0} /^\| \(no kernel running\)/{p=0}' \

@@ -14,7 +14,8 @@
 // This mirrors gemv.cu's per-row arithmetic: a change there (unit split, decoders) has to be
 // made here too, or the decode step leaves the chunk's rows (the tests above catch it).
 // PDL by default (DS4_HC_PDL=0: plain launches): hc_down triggers its dependents at
-// its start and hc_up_combine is a programmatic dependent (sm_90 PDL) that loads its first
+// its start (and is itself a dependent of the kernel before it, DS4_HC_DOWN_PDL: its weights
+// before griddepcontrol.wait, h after) and hc_up_combine is a programmatic dependent (sm_90 PDL) that loads its first
 // weights (immutable, through __ldg) before griddepcontrol.wait and everything hc_down writes
 // (low, normed) after it with plain loads, then triggers the kernel after it (the next
 // product's weight prefetch). An earlier PDL version read the low-rank row through __ldg after
@@ -108,8 +109,13 @@ __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcA
       const int64_t row = min(row0 + r, a.rows - 1);
       raw[r] = F::template load<FromGlobal>(a, a.data + row * a.row_stride, row, u);
     }
+    // (as 16-byte words: tools/device/pdl_sass_check.py reads a float4 __ldg as load_x's input load)
+    const uint8_t* nb = reinterpret_cast<const uint8_t*>(p.norm + u * kUnit);
 #pragma unroll
-    for (int c = 0; c < kUnit / 4; ++c) nw[c] = __ldg(reinterpret_cast<const float4*>(p.norm + u * kUnit) + c);
+    for (int c = 0; c < kUnit / 4; ++c) {
+      const uint4 q = FromGlobal::u4(nb + 16 * c);
+      nw[c] = make_float4(__uint_as_float(q.x), __uint_as_float(q.y), __uint_as_float(q.z), __uint_as_float(q.w));
+    }
   }
   // The first normed element this thread writes: its norm weight in flight with the rest (the
   // write loop below runs once for every shape whose grid covers W, the full-size one included).
@@ -117,8 +123,11 @@ __global__ void __launch_bounds__(kDownMaxThreads, 1) hc_down_kernel(Args a, HcA
   const float norm_first = j_first < W ? __ldg(p.norm + j_first) : 0.f;
   const int64_t W4 = W / 4;
   const float4* h4 = reinterpret_cast<const float4*>(p.h);
+  // Unconditional (a no-op in a plain launch): as a programmatic dependent (DS4_HC_DOWN_PDL) the
+  // weights above stream while the kernel before finishes; h, which it writes, only from here on.
+  pdl_wait();
 #pragma unroll 8
-  for (int64_t q = tid; q < W4; q += nthreads) hsm4[q + (q >> 3)] = h4[q];
+  for (int64_t q = tid; q < W4; q += nthreads) hsm4[q + (q >> 3)] = h4[q];  // PDL: input load
   __syncthreads();
   if (tid < kThreads)  // warps 0-3: thread tid plays hc_norm's threads tid and tid + 128
     for (int s = 0; s < p.hc; ++s) {
@@ -374,11 +383,17 @@ void with_format(const WeightMatrix& w, Fn&& fn) {
 
 unsigned blocks(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
-std::atomic<int> g_down_rows{-1}, g_pdl{-1};
+std::atomic<int> g_down_rows{-1}, g_pdl{-1}, g_down_pdl{-1};
 // Default on: Qwen decode at 2K on the H100 109.45 -> 113.44 tok/s (bench/results/session31-2026-12-07
 // call 1; the three plain-launch runs of that round 109.34-109.77), bit-identical outputs
 // (test_qwen_hyper_fused_cuda, test_qwen_next_cuda with it on). DS4_HC_PDL=0: plain launches.
 bool hc_pdl() { return ds4::cuda::env_setting(g_pdl, "DS4_HC_PDL", {0, 1}, "0 or 1", 1) == 1; }
+// hc_down as a programmatic dependent of the kernel before it (its weights and norm weights load
+// before griddepcontrol.wait, h after it): session 37's in-graph trace (bench/results/session37-2026-12-07)
+// showed a decode step's launch gaps; DS4_HC_DOWN_PDL=0: the plain launch (the same bits either way).
+bool hc_down_pdl() {
+  return ds4::cuda::gemv_pdl() && ds4::cuda::env_setting(g_down_pdl, "DS4_HC_DOWN_PDL", {0, 1}, "0 or 1", 1) == 1;
+}
 int hc_down_rows() {
   return ds4::cuda::env_setting(g_down_rows, "DS4_HC_DOWN_ROWS", {1, 2, 4}, "1, 2 or 4", kDownRowsDefault);
 }
@@ -397,7 +412,8 @@ void launch_down(const Args& a, const HcArgs& p, int group, int phases, cudaStre
   // Past the default 48 KB with the static part: opted in for the largest shape hyper_read_fusable admits.
   constexpr size_t kMaxSmem = size_t(kMaxHSmem / 4 + 4 * (kMaxHSmem / 4 / 32) + kMaxPhases * R * kThreads) * sizeof(float);
   ds4::cuda::opt_in_smem_once<hc_down_kernel<F, V, R>>(kMaxSmem);
-  hc_down_kernel<F, V, R><<<blocks(a.rows, R), unsigned(threads), smem, s>>>(a, p, group, phases);
+  launch_maybe_pdl_smem(hc_down_pdl(), hc_down_kernel<F, V, R>, dim3(blocks(a.rows, R)), threads, smem, s, a, p, group,
+                        phases);
 }
 
 }  // namespace
