@@ -6,9 +6,11 @@
 // (session 34: moe_route read 12 us a call in ncu, and a 4x faster top-k moved the decode step by
 // nothing). Here CUPTI's activity records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: the start and
 // end of every kernel as it ran, graph nodes included) of a window of graph replays are cut at
-// every start and end: each slice of time goes to the kernels running in it, split evenly, and
-// slices with none running are the window's gaps. The attributed times sum to the window, so the
-// table says what each kernel costs the step as it runs, overlap and all.
+// every start and end: each slice of time goes whole to the oldest kernel running in it (exposed:
+// the stream's critical path; a programmatic dependent that started early and waits is charged
+// from its predecessor's end on), also split evenly among them (split), and slices with none
+// running are the window's gaps. Either sums with the gaps to the window, so the table says what
+// each kernel costs the step as it runs, overlap and all.
 //
 // CUPTI is loaded with dlopen (libcupti.so.13, then libcupti.so: the device bundle carries the
 // toolkit's copy in cudabins/lib), so the benches need no link dependency and run unchanged where
@@ -161,9 +163,8 @@ class KernelTrace {
 
   static void print(const kernel_trace_detail::Attribution& a, const char* what, int units, size_t n, int64_t dropped) {
     std::vector<std::pair<double, std::string>> order;
-    double attributed = 0, durations = 0;
-    for (const auto& [name, row] : a.rows)
-      order.push_back({row.attributed_ns, name}), attributed += row.attributed_ns, durations += row.duration_ns;
+    double durations = 0;
+    for (const auto& [name, row] : a.rows) order.push_back({row.exposed_ns, name}), durations += row.duration_ns;
     std::sort(order.rbegin(), order.rend());
     const double per = 1e6 * units;  // ns -> ms per unit
     std::printf(
@@ -173,16 +174,17 @@ class KernelTrace {
         what, n, a.window_ns / 1e6, a.window_ns / per, units, durations / per,
         a.window_ns > 0 ? durations / a.window_ns : 0.0, dropped ? " (records dropped: table partial)" : "");
     std::printf(
-        "| kernel | launches/step | attributed ms/step | share | alone ms/step | gap before ms/step | mean us "
-        "(start-end) | grid x block (copies: bytes) |\n|---|---|---|---|---|---|---|---|\n");
+        "| kernel | launches/step | exposed ms/step (oldest running) | share | split ms/step (evenly) | alone ms/step "
+        "| gap before ms/step | mean us (start-end) | grid x block (copies: bytes) |\n"
+        "|---|---|---|---|---|---|---|---|---|\n");
     for (const auto& [ns, name] : order) {
       const auto& r = a.rows.at(name);
-      std::printf("| %s | %.1f | %.4f | %.1f%% | %.4f | %.4f | %.2f | %lld x %lld |\n", name.c_str(),
+      std::printf("| %s | %.1f | %.4f | %.1f%% | %.4f | %.4f | %.4f | %.2f | %lld x %lld |\n", name.c_str(),
                   double(r.launches) / units, ns / per, a.window_ns > 0 ? 100 * ns / a.window_ns : 0.0,
-                  r.alone_ns / per, r.gap_before_ns / per, r.launches ? r.duration_ns / r.launches / 1e3 : 0.0,
-                  (long long)r.grid, (long long)r.block);
+                  r.attributed_ns / per, r.alone_ns / per, r.gap_before_ns / per,
+                  r.launches ? r.duration_ns / r.launches / 1e3 : 0.0, (long long)r.grid, (long long)r.block);
     }
-    std::printf("| (no kernel running) | | %.4f | %.1f%% | | | | |\n", a.gap_ns / per,
+    std::printf("| (no kernel running) | | %.4f | %.1f%% | | | | | |\n", a.gap_ns / per,
                 a.window_ns > 0 ? 100 * a.gap_ns / a.window_ns : 0.0);
     std::fflush(stdout);
   }

@@ -2,7 +2,8 @@
 // The arithmetic of cuda_kernel_trace.h's in-graph table, apart from CUPTI so a host test can
 // feed it records (tests/bench/test_kernel_trace_attribution.cpp): a window [t0, t1] of kernel
 // start / end times is cut at every start and end; each slice goes to the kernels running in it,
-// split evenly (alone_ns: the slices a kernel ran by itself), and slices with none running are
+// split evenly (attributed_ns; alone_ns: the slices a kernel ran by itself) or whole to the oldest
+// kernel running (exposed_ns: what the stream's critical path spent in it), and slices with none running are
 // gaps, each also charged to the kernel whose start ended it (gap_before_ns: the launch latency a
 // kernel did not hide). Attributed times plus gaps sum to the window.
 #include <cxxabi.h>
@@ -31,6 +32,9 @@ struct Record {
 struct Attribution {
   struct Row {
     double attributed_ns = 0, duration_ns = 0, alone_ns = 0;
+    double exposed_ns = 0;     // the slices where it was the oldest kernel running (critical path: a
+                               // programmatic dependent that started early and waits is charged from
+                               // its predecessor's end on, not for the overlap)
     double gap_before_ns = 0;  // the gaps that ended with this kernel's start (what its launches waited)
     int64_t launches = 0;
     int64_t grid = 0, block = 0;  // of the last launch
@@ -96,11 +100,14 @@ inline Attribution attribute(const std::vector<Record>& recs, uint64_t t0, uint6
         a.gap_ns += dt;
         if (ed.kind == 1) a.rows[names[ed.i]].gap_before_ns += dt;
       }
+      size_t oldest = running.empty() ? 0 : running.front();
       for (size_t i : running) {
         auto& row = a.rows[names[i]];
         row.attributed_ns += dt / double(running.size());
         if (running.size() == 1) row.alone_ns += dt;
+        if (recs[i].start < recs[oldest].start || (recs[i].start == recs[oldest].start && i < oldest)) oldest = i;
       }
+      if (!running.empty()) a.rows[names[oldest]].exposed_ns += dt;
     }
     prev = ed.t;
     if (ed.kind == 1)
