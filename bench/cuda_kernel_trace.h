@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/graph_step.h"
 #include "kernel_trace_attribution.h"
 
 namespace ds4::bench {
@@ -61,6 +62,7 @@ class KernelTrace {
       collecting_ = true;
     }
     get_timestamp_(&t0_);
+    cuda::graph_launch_stats_reset();
   }
 
   // Ends the window and prints its table: `what` names the window, per_ `units` in it (steps).
@@ -85,6 +87,11 @@ class KernelTrace {
       return it->second;
     };
     print(kernel_trace_detail::attribute(in, t0_, t1, name_of), what, std::max(1, units), in.size(), dropped_);
+    const cuda::GraphLaunchStats g = cuda::graph_launch_stats();
+    if (g.launches)
+      std::printf(
+          "host time in cudaGraphLaunch over the window: %lld launches, %.1f us each on average, %.1f us at most\n",
+          (long long)g.launches, g.host_us / double(g.launches), g.max_us);
   }
 
  private:

@@ -1,9 +1,27 @@
 // Capture-or-replay of a fixed-shape step; see graph_step.h.
-#include "backend/cuda/graph_step.h"
+#include <algorithm>
+#include <chrono>
+#include <mutex>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/graph_step.h"
 
 namespace ds4::cuda {
+
+namespace {
+std::mutex g_stats_mu;
+GraphLaunchStats g_stats;
+}  // namespace
+
+GraphLaunchStats graph_launch_stats() {
+  const std::lock_guard<std::mutex> lock(g_stats_mu);
+  return g_stats;
+}
+
+void graph_launch_stats_reset() {
+  const std::lock_guard<std::mutex> lock(g_stats_mu);
+  g_stats = GraphLaunchStats{};
+}
 
 void launch_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
                        const std::function<void()>& enqueue) {
@@ -28,7 +46,11 @@ void launch_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_grap
     cudaGraphDestroy(g);
     DS4_CUDA_CHECK(e);
   }
+  const auto t0 = std::chrono::steady_clock::now();
   DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  const std::lock_guard<std::mutex> lock(g_stats_mu);
+  ++g_stats.launches, g_stats.host_us += us, g_stats.max_us = std::max(g_stats.max_us, us);
 }
 
 void run_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,

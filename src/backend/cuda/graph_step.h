@@ -21,6 +21,16 @@ void run_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
 void launch_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
                        const std::function<void()>& enqueue);
 
+// The host time spent inside cudaGraphLaunch by launch_graph_step / run_graph_step since the last
+// reset (the benches' DS4_KERNEL_TRACE windows print it beside the in-graph table: a step graph of
+// ~800 nodes may cost its launch on the host before its first kernel runs).
+struct GraphLaunchStats {
+  int64_t launches = 0;
+  double host_us = 0, max_us = 0;
+};
+GraphLaunchStats graph_launch_stats();
+void graph_launch_stats_reset();
+
 // The last op of a captured step: the device-side position counter += 1, so the next replay
 // of the same graph sees the next position.
 void enqueue_position_increment(int32_t* pos, cudaStream_t stream);
