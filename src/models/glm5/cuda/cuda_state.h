@@ -11,6 +11,7 @@
 
 #include "backend/cuda/batch_graphs.h"
 #include "backend/cuda/check.h"
+#include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
 #include "core/error.h"
 #include "models/glm5/config.h"
@@ -31,10 +32,10 @@ class CudaState : public ModelState {
   // Forgets every captured graph (they hold this state's addresses and the forward's shape).
   void drop_graphs() {
     for (auto& g : graph)
-      if (g) cudaGraphExecDestroy(g), g = nullptr;
+      if (g) ds4::cuda::destroy_graph_step(g), g = nullptr;
     for (auto* m : {&chunk_graph, &mtp_graph})
       for (auto& [key, g] : *m)
-        if (g) cudaGraphExecDestroy(g);
+        if (g) ds4::cuda::destroy_graph_step(g);
     chunk_graph.clear();
     mtp_graph.clear();
   }
