@@ -29,6 +29,9 @@ done
 for sp in 0 4 12; do
   DS4_GRAPH_SPLIT=$sp COLS=2-8 step gd_S$sp 60 '^\| *2048 \|' $B/bench_glm5_cuda $glm 16 2048
 done
+for sp in 0 4; do  # the 16-stream batch (the chunk path's layers split too)
+  DS4_GRAPH_SPLIT=$sp COLS=2-7 step qb_S$sp 60 '^\| (16) \| [0-9]' $B/bench_qwen_next_cuda synthetic-full 4 2048 --batch 16 --batch-rows 16
+done
 export DS4_KERNEL_TRACE=8
 tables() {  # the in-graph tables of step $1 (top 45 rows) and the launch lines into trace_$1.md
   awk '/^in-graph kernel time/{p=1; n=0} p{print; if (++n > 48) p=0} /^\| \(no kernel running\)/{p=0} /^host time in cudaGraphLaunch/{print}' \
