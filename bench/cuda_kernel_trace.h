@@ -12,6 +12,11 @@
 // running are the window's gaps. Either sums with the gaps to the window, so the table says what
 // each kernel costs the step as it runs, overlap and all.
 //
+// Caveat (session 37, bench/results/session37-2026-12-07 call C): with CUPTI tracing, each
+// cudaGraphLaunch of a model's step graph spends ~2.2-2.5 ms on the host (the line printed under
+// each table), so the gap before a step's first kernel is the tracer's own; untraced launches of
+// 800-1600-node graphs take 9-25 us. Read the rows inside a step; discount that one gap.
+//
 // CUPTI is loaded with dlopen (libcupti.so.13, then libcupti.so: the device bundle carries the
 // toolkit's copy in cudabins/lib), so the benches need no link dependency and run unchanged where
 // it is missing (the table is then skipped with a note). Activity recording is switched on at

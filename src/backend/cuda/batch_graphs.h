@@ -12,7 +12,6 @@
 #include <map>
 #include <vector>
 
-#include "backend/cuda/graph_step.h"
 #include "backend/cuda/matmul_rows.h"
 
 namespace ds4::cuda {
@@ -50,7 +49,7 @@ class BatchGraphs {
         auto lru = graphs_.begin();
         for (auto j = graphs_.begin(); j != graphs_.end(); ++j)
           if (j->second.used < lru->second.used) lru = j;
-        if (lru->second.exec) ds4::cuda::destroy_graph_step(lru->second.exec);
+        if (lru->second.exec) cudaGraphExecDestroy(lru->second.exec);
         graphs_.erase(lru);
       }
       it = graphs_.emplace(std::move(key), Entry{}).first;
@@ -61,7 +60,7 @@ class BatchGraphs {
   size_t size() const { return graphs_.size(); }
   void clear() {
     for (auto& [key, e] : graphs_)
-      if (e.exec) ds4::cuda::destroy_graph_step(e.exec);
+      if (e.exec) cudaGraphExecDestroy(e.exec);
     graphs_.clear();
   }
 

@@ -21,22 +21,11 @@ void run_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
 void launch_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
                        const std::function<void()>& enqueue);
 
-// A step graph in parts (issue #23, session 37): a replay's host-side launch of a ~800-node graph
-// cost 1.3-2.3 ms before its first kernel ran (the in-graph traces). A model's enqueue calls
-// graph_step_layer(stream, l) before each layer l; with DS4_GRAPH_SPLIT=N (N > 0 layers per part,
-// 0 = one graph: the default until measured) the capture ends there every N layers and a new graph
-// begins, so replaying launches the parts in order and the GPU runs part 1 while the host launches
-// part 2. Call it only where nothing forked on another stream is outstanding. Without a capture
-// in progress on `stream` (direct launches) it does nothing. The extra parts hang off the first
-// part's exec: destroy slots with destroy_graph_step (cudaGraphExecDestroy would leak them).
-void graph_step_layer(cudaStream_t stream, int64_t layer);
-int graph_split_layers();          // DS4_GRAPH_SPLIT (0 when unset)
-void graph_split_set(int layers);  // benches / tests: >= 0
-void destroy_graph_step(cudaGraphExec_t exec);
-
 // The host time spent inside cudaGraphLaunch by launch_graph_step / run_graph_step since the last
-// reset (the benches' DS4_KERNEL_TRACE windows print it beside the in-graph table: a step graph of
-// ~800 nodes may cost its launch on the host before its first kernel runs).
+// reset (the benches' DS4_KERNEL_TRACE windows print it beside the in-graph table). Session 37
+// (H100): 2.2-2.5 ms a model step graph while CUPTI traces kernels, which shows in the traces as
+// the gap before each step's first kernel; 9-25 us for graphs of 800-1600 nodes without CUPTI
+// (bench_cuda_graph_launch), so that gap is the tracer's, not the step's.
 struct GraphLaunchStats {
   int64_t launches = 0;
   double host_us = 0, max_us = 0;

@@ -314,7 +314,6 @@ void DeepseekV4CudaModel::Impl::enqueue_chunk(std::span<const RowGroup> groups, 
   mark("start");
   rows_in();
   for (int64_t l = 0; l < c.layers; ++l) {
-    dc::graph_step_layer(stream, l);  // DS4_GRAPH_SPLIT (graph_step.h)
     layer_rows(groups, l);
     if (st.dspark_on) dspark_tap(l, R(0, sl.xa), rows, rs());
   }

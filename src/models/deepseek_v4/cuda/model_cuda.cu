@@ -240,7 +240,6 @@ void DeepseekV4CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   // something reads the streams between layers (DSpark's taps, the observer).
   const bool defer = !st.dspark_on && !observer;
   for (int64_t l = 0; l < c.layers; ++l) {
-    dc::graph_step_layer(stream, l);  // DS4_GRAPH_SPLIT: the step graph in parts (graph_step.h)
     layer_step(st, l, defer && l > 0, defer && l + 1 < c.layers);
     if (st.dspark_on) dspark_tap(l, S(sl.xa), 1, 0);
     if (observer) {

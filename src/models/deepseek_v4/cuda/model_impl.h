@@ -14,12 +14,11 @@
 #include "backend/cuda/batch_graphs.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/gemv.h"
-#include "backend/cuda/graph_step.h"
 #include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/hyper_connections.h"
 #include "backend/cuda/matmul_rows.h"
-#include "backend/cuda/memory.h"
 #include "backend/cuda/op_timer.h"
+#include "backend/cuda/memory.h"
 #include "core/error.h"
 #include "formats/tensor_source.h"
 #include "models/cuda_batching.h"
@@ -70,20 +69,20 @@ class CudaState : public ModelState {
   }
   ~CudaState() override {
     for (auto& g : graph)
-      if (g) ds4::cuda::destroy_graph_step(g);
+      if (g) cudaGraphExecDestroy(g);
     for (auto& [key, g] : chunk_graph)
-      if (g) ds4::cuda::destroy_graph_step(g);
+      if (g) cudaGraphExecDestroy(g);
     for (auto& [key, g] : draft_graph)
-      if (g) ds4::cuda::destroy_graph_step(g);
+      if (g) cudaGraphExecDestroy(g);
   }
   std::unique_ptr<ModelState> clone() const override { return std::unique_ptr<CudaState>(new CudaState(*this)); }
   // Graphs are recaptured on next use (enable_draft changes what a forward enqueues).
   void drop_graphs() {
     for (auto& g : graph)
-      if (g) ds4::cuda::destroy_graph_step(g), g = nullptr;
+      if (g) cudaGraphExecDestroy(g), g = nullptr;
     for (auto* m : {&chunk_graph, &draft_graph}) {
       for (auto& [key, g] : *m)
-        if (g) ds4::cuda::destroy_graph_step(g);
+        if (g) cudaGraphExecDestroy(g);
       m->clear();
     }
   }

@@ -355,7 +355,6 @@ void Glm5CudaModel::Impl::layer_rows(const DLayer& L, const LayerOffsets& o, std
 void Glm5CudaModel::Impl::trunk_rows(std::span<const RowGroup> groups) {
   std::vector<KdaCapPtrs> caps(groups.size());
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    dc::graph_step_layer(stream, l);  // DS4_GRAPH_SPLIT (graph_step.h)
     for (size_t g = 0; g < groups.size(); ++g)
       caps[g] = capturing && groups[g].n > 1 ? cap_ptrs(*groups[g].st, l) : KdaCapPtrs{};
     layer_rows(dw.layers[size_t(l)], lay.layers[size_t(l)], groups, caps);

@@ -11,7 +11,6 @@
 
 #include "backend/cuda/batch_graphs.h"
 #include "backend/cuda/check.h"
-#include "backend/cuda/graph_step.h"
 #include "backend/cuda/memory.h"
 #include "core/error.h"
 #include "models/glm5/config.h"
@@ -32,10 +31,10 @@ class CudaState : public ModelState {
   // Forgets every captured graph (they hold this state's addresses and the forward's shape).
   void drop_graphs() {
     for (auto& g : graph)
-      if (g) ds4::cuda::destroy_graph_step(g), g = nullptr;
+      if (g) cudaGraphExecDestroy(g), g = nullptr;
     for (auto* m : {&chunk_graph, &mtp_graph})
       for (auto& [key, g] : *m)
-        if (g) ds4::cuda::destroy_graph_step(g);
+        if (g) cudaGraphExecDestroy(g);
     chunk_graph.clear();
     mtp_graph.clear();
   }

@@ -245,7 +245,6 @@ void Glm5CudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   DS4_CUDA_CHECK(cudaMemcpyAsync(cur, in_host->p, sl.in_bytes, cudaMemcpyHostToDevice, stream));
   op("input copy");
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    dc::graph_step_layer(stream, l);  // DS4_GRAPH_SPLIT: the step graph in parts (graph_step.h)
     layer(st, l);
     if (tap) flush_post();
     if (tap) {  // direct launches only (never captured)

@@ -18,7 +18,6 @@
 #include <string>
 
 #include "backend/cuda/check.h"
-#include "backend/cuda/graph_step.h"
 #include "core/error.h"
 #include "models/capture_rows.h"
 #include "models/glm5/cuda/model_impl.h"
@@ -66,7 +65,7 @@ void Glm5CudaModel::Impl::cap_reserve(CudaState& st, int64_t rows) {
   // Captured-verify graphs hold the old buffer's addresses.
   for (auto it = st.chunk_graph.begin(); it != st.chunk_graph.end();) {
     if (it->first >= kCaptureKey) {
-      if (it->second) ds4::cuda::destroy_graph_step(it->second);
+      if (it->second) cudaGraphExecDestroy(it->second);
       it = st.chunk_graph.erase(it);
     } else {
       ++it;

@@ -288,7 +288,6 @@ void QwenNextCudaModel::Impl::layers_rows(std::span<const SeqGroup> groups) {
   bool capture = false;
   for (const SeqGroup& g : groups) capture = capture || g.capture;
   for (int64_t l = 0; l < c.layers; ++l) {
-    dc::graph_step_layer(stream, l);  // DS4_GRAPH_SPLIT (graph_step.h)
     const DLayer& L = dw.layers[size_t(l)];
     const LayerOffsets& o = lay.layers[size_t(l)];
     const CaptureOffsets* k = capture ? &capl.layers[size_t(l)] : nullptr;

@@ -188,10 +188,7 @@ void QwenNextCudaModel::Impl::enqueue_step(CudaState& st, bool logits) {
   mark("start");
   DS4_CUDA_CHECK(cudaMemcpyAsync(S(sl.h), in_host->p, sl.in_bytes, cudaMemcpyHostToDevice, stream));
   mark("input_upload");
-  for (int64_t l = 0; l < c.layers; ++l) {
-    dc::graph_step_layer(stream, l);  // DS4_GRAPH_SPLIT: the step graph in parts (graph_step.h)
-    layer(st, l);
-  }
+  for (int64_t l = 0; l < c.layers; ++l) layer(st, l);
   if (logits) {
     hyper_read(dw.mixer, S(sl.h), S(sl.mixed), nullptr);
     gemv(dw.lm_head, S(sl.mixed), S(sl.logits));

@@ -64,12 +64,12 @@ class CudaState : public ModelState {
   // Every captured graph of this state (recaptured on next use).
   void drop_graphs() {
     for (auto& g : graph)
-      if (g) ds4::cuda::destroy_graph_step(g), g = nullptr;
+      if (g) cudaGraphExecDestroy(g), g = nullptr;
     for (auto& [key, g] : chunk_graph)
-      if (g) ds4::cuda::destroy_graph_step(g);
+      if (g) cudaGraphExecDestroy(g);
     chunk_graph.clear();
     for (auto& g : mtp_graph)
-      if (g) ds4::cuda::destroy_graph_step(g), g = nullptr;
+      if (g) cudaGraphExecDestroy(g), g = nullptr;
   }
   // A clone captures its own graphs (they hold this state's addresses), copies the MTP head's
   // part, and a pending captured verify window with a copy of its records (they apply to the

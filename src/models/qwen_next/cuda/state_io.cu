@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <string>
 
-#include "backend/cuda/graph_step.h"
 #include "backend/cuda/paged_rows_io.h"
 #include "core/error.h"
 #include "models/qwen_next/cuda/model_impl.h"
@@ -236,7 +235,7 @@ void CudaState::load(const std::vector<StateSection>& in) {
   // buffer's addresses: dropped when that buffer is made or freed here.
   if (fresh.bytes() || (!h.mtp_on && mtp.bytes())) {
     for (auto& g : mtp_graph)
-      if (g) ds4::cuda::destroy_graph_step(g), g = nullptr;
+      if (g) cudaGraphExecDestroy(g), g = nullptr;
     mtp = std::move(fresh);  // empty when the checkpoint has no head: its buffer is freed
   }
   mtp_on = h.mtp_on;
