@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/gemv_device.cuh"
 
 namespace {
 
@@ -45,18 +46,8 @@ Row run(int nodes, bool copy, bool pdl, int reps, cudaStream_t s, int* d_sink, i
   cudaGraphExec_t exec = nullptr;
   DS4_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   if (copy) DS4_CUDA_CHECK(cudaMemcpyAsync(d_tok, h_tok, 4, cudaMemcpyHostToDevice, s));
-  for (int i = 0; i < nodes; ++i) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(kBlocks);
-    cfg.blockDim = dim3(128);
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, spin_kernel, d_sink, kSpinNs, pdl));
-  }
+  for (int i = 0; i < nodes; ++i)
+    ds4::cuda::gemv_detail::launch_maybe_pdl_smem(pdl, spin_kernel, dim3(kBlocks), 128, 0, s, d_sink, kSpinNs, pdl);
   DS4_CUDA_CHECK(cudaStreamEndCapture(s, &g));
   DS4_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
   cudaEvent_t e0, e1;
