@@ -9,12 +9,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/bandwidth.h"
 #include "models/model.h"
+#include "models/sample_candidates.h"
 
 namespace ds4::bench {
 
@@ -47,7 +50,9 @@ inline std::vector<int64_t> parse_contexts(const std::string& s) {
 }
 
 // Prefills token ids (a fixed pseudo-random sequence) up to each frontier in `contexts`
-// (ascending), then decodes n_decode greedy tokens there; prints one table row per frontier.
+// (ascending), then decodes n_decode greedy tokens there twice, each after an untimed step: through
+// forward_candidates (the engine's path) and with full logit rows; prints one table row per frontier
+// (2 n_decode + 2 tokens a frontier: size max_context for them).
 // The prefill rows: tok/s of that segment (from the previous frontier) and cumulative from 0.
 // at_frontier (optional): called after each frontier's decode with the state and its last
 // logits (benches print a per-op profile there, on a clone), right after that frontier's row.
@@ -65,9 +70,11 @@ inline void context_table(Model& m, const std::vector<int64_t>& contexts, int n_
     for (int i = 0; i < 3; ++i) m.decode(*w, tok(i));
   }
   auto s = m.new_state();
-  std::printf("| context | prefill tok/s (segment) | prefill tok/s (from 0) | prefill bytes/token MB | prefill of bw | decode "
-              "tok/s | decode ms | decode bytes/token MB | decode of bw |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| context | prefill tok/s (segment) | prefill tok/s (from 0) | prefill bytes/token MB | prefill of bw | decode "
+      "tok/s | decode ms | decode bytes/token MB | decode of bw | decode tok/s, engine path (top 1 on the device) "
+      "|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);  // a run cut by a timeout keeps the rows it printed
   int64_t pos = 0;
   double prefill_s = 0;
@@ -86,26 +93,53 @@ inline void context_table(Model& m, const std::vector<int64_t>& contexts, int n_
     prefilled += int64_t(seg.size());
     const double seg_tps = double(seg.size()) / dt;
     pos = ctx;
-    auto greedy_step = [&] {
+    auto argmax_l = [&] {
       int32_t best = 0;
       for (int64_t v = 1; v < V; ++v)
         if (l[size_t(v)] > l[size_t(best)]) best = int32_t(v);
-      l = m.decode(*s, best);
+      return best;
     };
     // One untimed step first: the state captures its decode graph on its first step (session 37:
     // ~8.5 ms on the H100, 3-5 % of a 32-token timing before), so the rate is the steady state's.
-    greedy_step();
+    l = m.decode(*s, argmax_l());
     ++pos;
     const double dbytes = bytes.decode(pos + n_decode / 2);
+    // The engine's path first (engine_decode.cpp: forward_candidates, the top candidates picked on
+    // the device and only they copied back), greedy (k = 1), after its own untimed step (a graph
+    // of its own); then the full-row decode above (logits copied back, argmax on the host), which
+    // leaves `l` the state's last row for at_frontier.
+    double eng_tps = 0;
+    try {  // (written in session 37 without a device: a failure here costs the column, not the row)
+      SampleCandidates cand;
+      std::vector<float> unused;
+      const CandidateRequest req{1, 0.0};
+      auto never_full = [](const SampleCandidates&) { return false; };
+      int32_t next = argmax_l();
+      auto cand_step = [&] {
+        m.forward_candidates(*s, std::span<const int32_t>(&next, 1), req, cand, unused, never_full);
+        next = cand.argmax;
+      };
+      cand_step();
+      t0 = Clock::now();
+      for (int i = 0; i < n_decode; ++i) cand_step();
+      eng_tps = double(n_decode) / std::chrono::duration<double>(Clock::now() - t0).count();
+      pos += n_decode + 1;
+      l = m.decode(*s, next);  // (untimed: back to full rows)
+      ++pos;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "context_table: the engine's path failed: %s\n", e.what());
+      pos = s->position();
+    }
     t0 = Clock::now();
-    for (int i = 0; i < n_decode; ++i) greedy_step();
+    for (int i = 0; i < n_decode; ++i) l = m.decode(*s, argmax_l());
     const double dec_tps = double(n_decode) / std::chrono::duration<double>(Clock::now() - t0).count();
     pos += n_decode;
     bool finite = true;
     for (float x : l) finite = finite && std::isfinite(x);
-    std::printf("| %lld | %.0f | %.0f | %.1f | %.3f | %.2f | %.3f | %.1f | %.3f |%s\n", (long long)ctx, seg_tps,
+    std::printf("| %lld | %.0f | %.0f | %.1f | %.3f | %.2f | %.3f | %.1f | %.3f | %.2f |%s\n", (long long)ctx, seg_tps,
                 double(prefilled) / prefill_s, pbytes / 1e6, pbytes * seg_tps / 1e9 / bw.copy_gbps, dec_tps,
-                1e3 / dec_tps, dbytes / 1e6, dbytes * dec_tps / 1e9 / bw.copy_gbps, finite ? "" : " NON-FINITE LOGITS");
+                1e3 / dec_tps, dbytes / 1e6, dbytes * dec_tps / 1e9 / bw.copy_gbps, eng_tps,
+                finite ? "" : " NON-FINITE LOGITS");
     std::fflush(stdout);
     if (at_frontier) at_frontier(ctx, *s, l);
   }

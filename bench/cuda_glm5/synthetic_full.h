@@ -213,7 +213,7 @@ inline int glm5_synthetic_full(const glm5::SyntheticFullOptions& so, int n_decod
   using Clock = std::chrono::steady_clock;
   const glm5::Config c = glm5::parse_config(glm5::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
-  lo.max_context = ctx.back() + n_decode * int64_t(ctx.size()) + 64;
+  lo.max_context = ctx.back() + (2 * n_decode + 2) * int64_t(ctx.size()) + 64;  // (context_table's tokens a frontier)
   // (+ the profiled chunk of prefill_rows after a 1536-token context)
   if (!pa.lengths.empty())
     lo.max_context = std::max({lo.max_context, pa.lengths.back() + 64, int64_t(1536) + pa.prefill_rows + 64});

@@ -46,7 +46,8 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
   const qwen_next::Config c = qwen_next::parse_config(qwen_next::synthetic_full_config(so), "synthetic-full");
   LoadOptions lo;
   // + room for the verify table's prompt and its 15 reps of up to 9 tokens each
-  lo.max_context = std::max(ctx.back() + n_decode * int64_t(ctx.size()), verify_ctx + 256) + 64;
+  // (context_table: 2 n_decode + 2 tokens a frontier)
+  lo.max_context = std::max(ctx.back() + (2 * n_decode + 2) * int64_t(ctx.size()), verify_ctx + 256) + 64;
   if (!batch.streams.empty()) lo.max_context += 2 + batch.steps + 34;  // warm-up, timed and unbatched steps
   qwen_next::CudaModelOptions co;
   co.synthetic_seed = so.seed;
