@@ -3,9 +3,13 @@
 // each bench keeps its own warm-up, which differs per model) and the verify-window tokens (all three).
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <span>
 #include <vector>
 
 #include "models/model.h"
+#include "models/sample_candidates.h"
 
 namespace ds4::bench {
 
@@ -41,6 +45,40 @@ inline GreedyRun timed_greedy(Model& m, ModelState& s, const std::vector<int32_t
   auto t2 = Clock::now();
   r.prefill_tps = double(prompt.size()) / std::chrono::duration<double>(t1 - t0).count();
   r.decode_tps = double(n) / std::chrono::duration<double>(t2 - t1).count();
+  return r;
+}
+
+// Greedy decode through the engine's path (engine_decode.cpp: forward_candidates, the top
+// candidate picked on the device and only it copied back), from token `first` on `s`: one untimed
+// step (it captures a graph of its own), then n timed ones. `next` is the token to feed after them.
+// A model error is printed and leaves ok false (the callers' other figures still come out; this
+// path was first written without a device, session 37).
+struct EnginePathRun {
+  bool ok = false;
+  double tps = 0;
+  int32_t next = 0;
+};
+inline EnginePathRun engine_path_decode(Model& m, ModelState& s, int32_t first, int n) {
+  using Clock = std::chrono::steady_clock;
+  EnginePathRun r;
+  r.next = first;
+  try {
+    SampleCandidates cand;
+    std::vector<float> unused;
+    const CandidateRequest req{1, 0.0};
+    auto step = [&] {
+      m.forward_candidates(s, std::span<const int32_t>(&r.next, 1), req, cand, unused,
+                           [](const SampleCandidates&) { return false; });
+      r.next = cand.argmax;
+    };
+    step();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) step();
+    r.tps = double(n) / std::chrono::duration<double>(Clock::now() - t0).count();
+    r.ok = true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "the engine's decode path failed: %s\n", e.what());
+  }
   return r;
 }
 

@@ -48,6 +48,20 @@
 
 namespace ds4::bench {
 
+// DS4_KERNEL_TRACE: unset, empty or 0 = off, else the steps a traced window replays (1..64); any
+// other value ends the bench with a message (a typo must not read as "off").
+inline int kernel_trace_env() {
+  const char* e = std::getenv("DS4_KERNEL_TRACE");
+  if (!e || !*e) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(e, &end, 10);
+  if (*end != '\0' || n < 0 || n > 64) {
+    std::fprintf(stderr, "DS4_KERNEL_TRACE=%s: expected 0 (off) or the steps to trace, 1..64\n", e);
+    std::exit(2);
+  }
+  return int(n);
+}
+
 class KernelTrace {
  public:
   // The process's tracer, or null when DS4_KERNEL_TRACE is unset / 0 or CUPTI is unusable (said
@@ -107,8 +121,7 @@ class KernelTrace {
   using StampFn = CUptiResult (*)(uint64_t*);
 
   static KernelTrace* make() {
-    const char* e = std::getenv("DS4_KERNEL_TRACE");
-    if (!e || std::strcmp(e, "0") == 0 || !*e) return nullptr;
+    if (kernel_trace_env() == 0) return nullptr;
     void* h = nullptr;
     for (const char* lib : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"})
       if ((h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL))) break;
@@ -219,12 +232,8 @@ class KernelTrace {
 // Switches the recording on if DS4_KERNEL_TRACE asks (call first thing in main, before any graph).
 inline void kernel_trace_init() { (void)KernelTrace::get(); }
 
-// Steps a traced window replays: DS4_KERNEL_TRACE=N (N > 1) asks for N, else 1.
-inline int kernel_trace_steps() {
-  const char* e = std::getenv("DS4_KERNEL_TRACE");
-  const int n = e ? std::atoi(e) : 0;
-  return std::clamp(n, 1, 64);
-}
+// Steps a traced window replays: DS4_KERNEL_TRACE=N.
+inline int kernel_trace_steps() { return std::max(1, kernel_trace_env()); }
 
 // A traced window (no-op without DS4_KERNEL_TRACE): its destructor prints the table.
 class TraceWindow {

@@ -9,15 +9,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <functional>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/bandwidth.h"
+#include "cuda_common.h"
 #include "models/model.h"
-#include "models/sample_candidates.h"
 
 namespace ds4::bench {
 
@@ -102,43 +100,20 @@ inline void context_table(Model& m, const std::vector<int64_t>& contexts, int n_
     // One untimed step first: the state captures its decode graph on its first step (session 37:
     // ~8.5 ms on the H100, 3-5 % of a 32-token timing before), so the rate is the steady state's.
     l = m.decode(*s, argmax_l());
-    ++pos;
-    const double dbytes = bytes.decode(pos + n_decode / 2);
-    // The engine's path first (engine_decode.cpp: forward_candidates, the top candidates picked on
-    // the device and only they copied back), greedy (k = 1), after its own untimed step (a graph
-    // of its own); then the full-row decode above (logits copied back, argmax on the host), which
-    // leaves `l` the state's last row for at_frontier.
-    double eng_tps = 0;
-    try {  // (written in session 37 without a device: a failure here costs the column, not the row)
-      SampleCandidates cand;
-      std::vector<float> unused;
-      const CandidateRequest req{1, 0.0};
-      auto never_full = [](const SampleCandidates&) { return false; };
-      int32_t next = argmax_l();
-      auto cand_step = [&] {
-        m.forward_candidates(*s, std::span<const int32_t>(&next, 1), req, cand, unused, never_full);
-        next = cand.argmax;
-      };
-      cand_step();
-      t0 = Clock::now();
-      for (int i = 0; i < n_decode; ++i) cand_step();
-      eng_tps = double(n_decode) / std::chrono::duration<double>(Clock::now() - t0).count();
-      pos += n_decode + 1;
-      l = m.decode(*s, next);  // (untimed: back to full rows)
-      ++pos;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "context_table: the engine's path failed: %s\n", e.what());
-      pos = s->position();
-    }
+    const double dbytes = bytes.decode(s->position() + n_decode / 2);
+    // The engine's path first, then the full-row decode (logits copied back, argmax on the host),
+    // which leaves `l` the state's last row for at_frontier.
+    const EnginePathRun eng = engine_path_decode(m, *s, argmax_l(), n_decode);
+    if (eng.ok) l = m.decode(*s, eng.next);  // (untimed: back to full rows)
     t0 = Clock::now();
     for (int i = 0; i < n_decode; ++i) l = m.decode(*s, argmax_l());
     const double dec_tps = double(n_decode) / std::chrono::duration<double>(Clock::now() - t0).count();
-    pos += n_decode;
+    pos = s->position();
     bool finite = true;
     for (float x : l) finite = finite && std::isfinite(x);
     std::printf("| %lld | %.0f | %.0f | %.1f | %.3f | %.2f | %.3f | %.1f | %.3f | %.2f |%s\n", (long long)ctx, seg_tps,
                 double(prefilled) / prefill_s, pbytes / 1e6, pbytes * seg_tps / 1e9 / bw.copy_gbps, dec_tps,
-                1e3 / dec_tps, dbytes / 1e6, dbytes * dec_tps / 1e9 / bw.copy_gbps, eng_tps,
+                1e3 / dec_tps, dbytes / 1e6, dbytes * dec_tps / 1e9 / bw.copy_gbps, eng.tps,
                 finite ? "" : " NON-FINITE LOGITS");
     std::fflush(stdout);
     if (at_frontier) at_frontier(ctx, *s, l);

@@ -77,7 +77,6 @@
 #include "backend/cuda/gemv_tuning.h"
 #include "engine/speculative.h"
 #include "models/deepseek_v4/cuda/model_cuda.h"
-#include "models/sample_candidates.h"
 
 using namespace ds4;
 using Clock = std::chrono::steady_clock;
@@ -541,28 +540,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) l = m.decode(*s, argmax(l));
     const auto t3 = Clock::now();
     const double prefill_tps = np / secs(t1, t2), decode_tps = n / secs(t2d, t3);
-    // The engine's path (engine_decode.cpp: forward_candidates, the top candidate picked on the
-    // device and only it copied back), greedy, after its own untimed step (a graph of its own);
-    // then one full-row step so `l` is the state's last row again.
-    double engine_tps = 0;
-    try {  // (written in session 37 without a device: a failure here costs this figure, not the run)
-      SampleCandidates cand;
-      std::vector<float> unused;
-      const CandidateRequest req{1, 0.0};
-      int32_t next = argmax(l);
-      auto cand_step = [&] {
-        m.forward_candidates(*s, std::span<const int32_t>(&next, 1), req, cand, unused,
-                             [](const SampleCandidates&) { return false; });
-        next = cand.argmax;
-      };
-      cand_step();
-      const auto t4 = Clock::now();
-      for (int i = 0; i < n; ++i) cand_step();
-      engine_tps = n / secs(t4, Clock::now());
-      l = m.decode(*s, next);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "the engine's path failed: %s\n", e.what());
-    }
+    // The engine's path (cuda_common.h), then one full-row step so `l` is the state's last row again.
+    const bench::EnginePathRun eng = bench::engine_path_decode(m, *s, argmax(l), n);
+    if (eng.ok) l = m.decode(*s, eng.next);
+    const double engine_tps = eng.tps;
     if (ncu_decode) {
       std::printf(
           "decode: %.2f tok/s, %.3f ms/token; the engine's path (forward_candidates, top 1 on the device): "
@@ -596,10 +577,11 @@ int main(int argc, char** argv) {
                 double(db.experts) / 1e9, double(db.head) / 1e9);
     std::printf("decode: %.2f tok/s, %.3f ms/token -> %.0f GB/s of weights effective (act_quant %s)\n", decode_tps,
                 1e3 / decode_tps, bytes * decode_tps / 1e9, m.config().act_quant ? "on" : "off");
-    std::printf(
-        "decode through the engine's path (forward_candidates, top 1 on the device, greedy): %.2f tok/s, "
-        "%.3f ms/token, %.1f%% of the roofline\n",
-        engine_tps, 1e3 / engine_tps, 100 * engine_tps / roof);
+    if (eng.ok)
+      std::printf(
+          "decode through the engine's path (forward_candidates, top 1 on the device, greedy): %.2f tok/s, "
+          "%.3f ms/token, %.1f%% of the roofline\n",
+          engine_tps, 1e3 / engine_tps, 100 * engine_tps / roof);
     std::printf("roofline (copy bandwidth / bytes per token) %.1f tok/s; fraction %.1f%%\n", roof,
                 100 * decode_tps / roof);
     std::printf("on one stream (CudaModelOptions::streams off): %.2f tok/s, %.3f ms/token, %.1f%% of the roofline\n",

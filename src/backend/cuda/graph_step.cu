@@ -1,5 +1,6 @@
 // Capture-or-replay of a fixed-shape step; see graph_step.h.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 
@@ -9,6 +10,7 @@
 namespace ds4::cuda {
 
 namespace {
+std::atomic<bool> g_stats_on{false};  // off until a reset: no clock or lock on the decode path
 std::mutex g_stats_mu;
 GraphLaunchStats g_stats;
 }  // namespace
@@ -21,6 +23,7 @@ GraphLaunchStats graph_launch_stats() {
 void graph_launch_stats_reset() {
   const std::lock_guard<std::mutex> lock(g_stats_mu);
   g_stats = GraphLaunchStats{};
+  g_stats_on.store(true, std::memory_order_relaxed);
 }
 
 void launch_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_graph,
@@ -45,6 +48,10 @@ void launch_graph_step(cudaStream_t stream, cudaGraphExec_t& exec, bool use_grap
     const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
     cudaGraphDestroy(g);
     DS4_CUDA_CHECK(e);
+  }
+  if (!g_stats_on.load(std::memory_order_relaxed)) {
+    DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    return;
   }
   const auto t0 = std::chrono::steady_clock::now();
   DS4_CUDA_CHECK(cudaGraphLaunch(exec, stream));

@@ -30,6 +30,7 @@ struct GraphLaunchStats {
   int64_t launches = 0;
   double host_us = 0, max_us = 0;
 };
+// Counting starts at the first reset (the tracer's window); until then a launch pays nothing for it.
 GraphLaunchStats graph_launch_stats();
 void graph_launch_stats_reset();
 
