@@ -16,9 +16,9 @@
 // PDL by default (DS4_HC_PDL=0: plain launches): hc_down triggers its dependents at
 // its start (and is itself a dependent of the kernel before it, DS4_HC_DOWN_PDL: its weights
 // before griddepcontrol.wait, h after) and hc_up_combine is a programmatic dependent (sm_90
-// PDL) that loads its first weights (immutable, through __ldg) before griddepcontrol.wait and everything hc_down writes
-// (low, normed) after it with plain loads, then triggers the kernel after it (the next
-// product's weight prefetch). An earlier PDL version read the low-rank row through __ldg after
+// PDL) that loads its first weights (immutable, through __ldg) before griddepcontrol.wait and
+// everything hc_down writes (low, normed) after it with plain loads, then triggers the kernel
+// after it (the next product's weight prefetch). An earlier PDL version read the low-rank row through __ldg after
 // the wait and gave different mixed values on the H200 (bench/results/qwen-decode-h200-2026-12-04g):
 // ptxas may hoist a non-coherent load above the wait (the read-only path is only defined for
 // data no running kernel writes), so nothing hc_down writes goes through it here.
