@@ -19,7 +19,7 @@ all_targets="test_cuda_ops test_cuda_hc_fused test_gemv_pdl test_gemv_mlx4_tc te
   test_qwen_next_batch_cuda test_qwen_next_verify_batch_cuda test_qwen_decode_kernels_cuda bench_qwen_decode_kernels bench_qwen_next_cuda
   test_deepseek_v4_cuda test_deepseek_v4_mtp_cuda test_deepseek_v4_dspark_cuda test_deepseek_v4_batch_cuda test_deepseek_v4_verify_batch_cuda test_deepseek_v4_actq_cuda test_deepseek_v4_fused_quant_cuda
   bench_deepseek_v4_cuda
-  test_glm5_cuda test_glm5_mtp_cuda test_glm5_batch_cuda test_glm5_verify_batch_cuda test_glm5_mla_tc_cuda bench_glm5_cuda test_synthetic_cuda test_admission_cuda
+  test_glm5_cuda test_glm5_mtp_cuda test_glm5_batch_cuda test_glm5_verify_batch_cuda test_glm5_mla_tc_cuda test_glm5_mla_output_cuda bench_glm5_cuda test_synthetic_cuda test_admission_cuda
   ds4-convert"
 targets=${TARGETS:-$all_targets}
 if [ "${1:-}" = --build ]; then

@@ -55,6 +55,7 @@ one test_glm5_mtp_cuda "$root"
 one test_glm5_batch_cuda "$root"
 one test_glm5_verify_batch_cuda "$root"
 one test_glm5_mla_tc_cuda
+one test_glm5_mla_output_cuda
 one test_synthetic_cuda
 one test_admission_cuda "$root"
 echo "overall exit $rc" | tee -a "$out/summary.txt"

@@ -3,10 +3,15 @@
 // indexer's position list, each row read once for all heads in the first and once per 8
 // heads in the last; the cost does not grow with the context once the selection is sparse). The W_uk / W_uv
 // products are batched gemvs (model_cuda.cu).
+#include <cooperative_groups.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/env_setting.h"
+#include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_device.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/seq_rows.cuh"
@@ -14,6 +19,8 @@
 
 namespace ds4::glm5::cuda {
 namespace {
+
+namespace cg = cooperative_groups;
 
 using ds4::cuda::detail::block_reduce;
 using ds4::cuda::detail::MaxOp;
@@ -39,10 +46,10 @@ __global__ void mla_append_kernel(const float* __restrict__ kv, const float* __r
 // The scores / output kernels' token blockIdx.z of a chunk: every per-token pointer offset by its
 // row, the latent cache that of the token's sequence (a decode batch: each row its own cache).
 template <class L, class... P>
-__device__ __forceinline__ void to_token(const Rows& rr, L& latent, P&... per_token) {
-  const int64_t o = int64_t(blockIdx.z) * rr.stride;
+__device__ __forceinline__ void to_token(const Rows& rr, int64_t token, L& latent, P&... per_token) {
+  const int64_t o = token * rr.stride;
   ((per_token += o), ...);
-  latent = shifted(latent, seq_shift(rr.seq, blockIdx.z));
+  latent = shifted(latent, seq_shift(rr.seq, token));
 }
 
 // Scores {heads, width} of the selected rows. Block (row group, head group, token): the head
@@ -60,7 +67,7 @@ __global__ void __launch_bounds__(kScoreThreads)
                       const int32_t* __restrict__ sel_idx, const int32_t* __restrict__ sel_count, MlaShape sh,
                       float* __restrict__ scores, Rows rr, bool pdl_trigger) {
   ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
-  to_token(rr, latent, q_lat, sel_idx, sel_count, scores);
+  to_token(rr, blockIdx.z, latent, q_lat, sel_idx, sel_count, scores);
   __shared__ float qs[kScoreHeads * kMaxKvLora];
   constexpr int kPer = kMaxKvLora / 32;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -124,33 +131,47 @@ __global__ void mla_softmax_kernel(const int32_t* __restrict__ sel_count, MlaSha
 }
 
 // o_lat[h][i] = sum_t p[h][t] latent[sel_idx[t]][i], in selection (= ascending position)
-// order. Block: 8 warps = 8 heads over one 32-wide column chunk (blockIdx.x). Groups of
-// kOutGroup selected rows go through shared memory, loaded once for the block (each warp 16
-// rows' column chunk), double-buffered: group g + 1's rows are in flight while group g is summed,
-// and their positions (sel_idx) were loaded one group earlier still, so one memory latency, not
-// two, stands between groups. (The kernel before loaded 32 rows per warp and group, each behind
-// its sel_idx load: ~4 KB in flight per SM, 71-73 us a layer at 2K, H100 session 25 calls 1-2.)
-// Each output is the same operations in the same order as that kernel's.
-constexpr int kOutThreads = 256, kOutGroup = 128;
+// order within each of `segments` fixed spans of the selection (mla_output_segment_rows), the
+// spans' sums then added in span order. Block: 8 warps = 8 heads over one 32-wide column chunk
+// (blockIdx.x) and one span (blockIdx.z % segments; the token is blockIdx.z / segments, plus
+// row0). Groups of kOutGroup selected rows go through shared memory, loaded once for the block
+// (each warp 16 rows' column chunk), double-buffered: group g + 1's rows are in flight while
+// group g is summed, and their positions (sel_idx) were loaded one group earlier still, so one
+// memory latency, not two, stands between groups. A token's span blocks are one thread block
+// cluster: each leaves its sums in shared memory and the first block adds them (distributed
+// shared memory, after a cluster barrier). One span per token read its whole selection behind
+// one block's chain of groups: 128 blocks for a decode step, 73 us of GLM's 2K step a layer
+// (in-graph exposed, H100 session 37). The spans depend only on the width, and every token's
+// sum is the same operations in the same order, so decode, chunks and batches agree bit for bit;
+// `segments` 1 is the one-span kernel of before, bit for bit.
+constexpr int kOutThreads = 256, kOutGroup = 128, kMaxOutSegments = 8;
+__device__ __host__ inline int64_t mla_output_segment_rows(int64_t width, int segments) {
+  const int64_t per = (width + segments - 1) / segments;
+  return (per + kOutGroup - 1) / kOutGroup * kOutGroup;
+}
 __global__ void __launch_bounds__(kOutThreads)
     mla_output_kernel(const float* __restrict__ probs, const float* __restrict__ latent,
                       const int32_t* __restrict__ sel_idx, const int32_t* __restrict__ sel_count, MlaShape sh,
-                      float* __restrict__ o_lat, Rows rr, bool pdl_trigger) {
+                      float* __restrict__ o_lat, Rows rr, int segments, int64_t row0, bool pdl_trigger) {
   ds4::cuda::gemv_detail::pdl_begin(pdl_trigger);
-  to_token(rr, latent, probs, sel_idx, sel_count, o_lat);
+  const int seg = int(blockIdx.z % unsigned(segments));
+  to_token(rr, row0 + blockIdx.z / unsigned(segments), latent, probs, sel_idx, sel_count, o_lat);
   constexpr int kWarps = kOutThreads / 32, kPer = kOutGroup / kWarps, kLaneP = kOutGroup / 32;
   __shared__ float tile[2][kOutGroup][32];  // {group row, column}, two groups
+  __shared__ float span_sum[kOutThreads];   // this span's sums, read by the cluster's first block
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t h = int64_t(blockIdx.y) * kWarps + warp;
-  const int64_t i = int64_t(blockIdx.x) * 32 + lane, n = sh.kv_lora, count = *sel_count;
+  const int64_t i = int64_t(blockIdx.x) * 32 + lane, n = sh.kv_lora;
+  const int64_t span = mla_output_segment_rows(sh.width, segments), begin = seg * span;
+  const int64_t end = begin + span < *sel_count ? begin + span : *sel_count;
   const bool head = h < sh.heads;  // (warps past the heads still load and reach the barriers)
   const float* p = probs + (head ? h : 0) * sh.width;
-  // group t0: this warp's kPer rows' positions (-1 past the count), then their column i
+  // group t0: this warp's kPer rows' positions (-1 past the span), then their column i
   auto load_idx = [&](int64_t t0, int32_t (&j)[kPer]) {
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int64_t t = t0 + warp * kPer + k;
-      j[k] = t < count ? sel_idx[t] : -1;
+      j[k] = t < end ? sel_idx[t] : -1;
     }
   };
   auto load_rows = [&](const int32_t (&j)[kPer], float (&lv)[kPer]) {
@@ -162,28 +183,28 @@ __global__ void __launch_bounds__(kOutThreads)
     for (int k = 0; k < kPer; ++k) tile[buf][warp * kPer + k][lane] = lv[k];
   };
   // lane l holds the probabilities of rows t0 + l, t0 + 32 + l, ...
-  auto load_p = [&](int64_t t0, float (&pt)[kLaneP]) {
+  auto load_p = [&](int64_t t0, float(&pt)[kLaneP]) {
 #pragma unroll
-    for (int q = 0; q < kLaneP; ++q) pt[q] = head && t0 + 32 * q + lane < count ? p[t0 + 32 * q + lane] : 0.f;
+    for (int q = 0; q < kLaneP; ++q) pt[q] = head && t0 + 32 * q + lane < end ? p[t0 + 32 * q + lane] : 0.f;
   };
   float acc = 0.f, lv[kPer], pt[kLaneP];
   int32_t jn[kPer];
-  load_idx(0, jn);
+  load_idx(begin, jn);
   load_rows(jn, lv);
-  load_p(0, pt);
+  load_p(begin, pt);
   store(0, lv);
-  load_idx(kOutGroup, jn);
+  load_idx(begin + kOutGroup, jn);
   __syncthreads();
   int buf = 0;
-  for (int64_t t0 = 0; t0 < count; t0 += kOutGroup) {
-    const bool more = t0 + kOutGroup < count;
+  for (int64_t t0 = begin; t0 < end; t0 += kOutGroup) {
+    const bool more = t0 + kOutGroup < end;
     float ln[kPer], pn[kLaneP];
     if (more) {
       load_rows(jn, ln);
       load_p(t0 + kOutGroup, pn);
       load_idx(t0 + 2 * kOutGroup, jn);
     }
-    const int64_t m = count - t0;
+    const int64_t m = end - t0;
 #pragma unroll
     for (int q = 0; q < kLaneP; ++q)
 #pragma unroll
@@ -198,7 +219,25 @@ __global__ void __launch_bounds__(kOutThreads)
 #pragma unroll
     for (int q = 0; q < kLaneP; ++q) pt[q] = pn[q];
   }
-  if (head && i < n) o_lat[h * n + i] = acc;
+  if (segments == 1) {
+    if (head && i < n) o_lat[h * n + i] = acc;
+    return;
+  }
+  span_sum[threadIdx.x] = acc;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every span's sums are in its block's shared memory
+  if (cluster.block_rank() == 0 && head && i < n) {
+    float part[kMaxOutSegments];
+#pragma unroll
+    for (int r = 0; r < kMaxOutSegments; ++r)
+      part[r] = r < segments ? *cluster.map_shared_rank(span_sum + threadIdx.x, r) : 0.f;
+    float sum = part[0];
+#pragma unroll
+    for (int r = 1; r < kMaxOutSegments; ++r)
+      if (r < segments) sum += part[r];
+    o_lat[h * n + i] = sum;
+  }
+  cluster.sync();  // the other blocks' shared memory stays until the first block has read it
 }
 
 // Tensor-core chunk (chunk_gemm.cu): token blockIdx.y's selected latent rows copied out in
@@ -214,6 +253,8 @@ __global__ void mla_gather_kernel(const float* __restrict__ latent, const int32_
   const float* row = j < *sel_count ? latent + int64_t(sel_idx[j]) * n : nullptr;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = row ? row[i] : 0.f;
 }
+
+std::atomic<int> g_out_segments{-1};  // mla_output_segments
 
 }  // namespace
 
@@ -249,11 +290,40 @@ void mla_scores(const float* q_lat, const float* latent, const int32_t* sel_idx,
                                        kScoreThreads, 0, s, q_lat, latent, sel_idx, sel_count, sh, scores, rows);
 }
 
+int mla_output_segments() {
+  return ds4::cuda::env_setting(g_out_segments, "DS4_MLA_SEGMENTS", {1, 2, 4, 8}, "1, 2, 4 or 8", kMaxOutSegments);
+}
+void mla_output_set_segments(int segments) {
+  if (segments != 1 && segments != 2 && segments != 4 && segments != 8)
+    throw InputError("glm5 cuda: mla_output segments must be 1, 2, 4 or 8, not " + std::to_string(segments));
+  g_out_segments.store(segments, std::memory_order_relaxed);
+}
+
 void mla_output(const float* probs, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
                 const MlaShape& sh, float* o_lat, cudaStream_t s, const Rows& rows) {
-  const dim3 grid(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8), unsigned(rows.count));
-  ds4::cuda::gemv_detail::launch_small(mla_output_kernel, dim3(grid), kOutThreads, 0, s, probs, latent, sel_idx,
-                                       sel_count, sh, o_lat, rows);
+  const int segments = mla_output_segments();
+  // As launch_small, counting one token's span blocks (a cluster) as one block: a decode step's
+  // 128 clusters launch as a programmatic dependent, a 16-row batch's 2048 do not.
+  const bool pdl = ds4::cuda::small_kernel_pdl() &&
+                   int64_t(rows.count) * ((sh.kv_lora + 31) / 32) * ((sh.heads + 7) / 8) <=
+                       ds4::cuda::gemv_detail::kSmallPdlBlocksPerSm * ds4::cuda::gemv_detail::sm_count();
+  const int64_t max_rows = 65535 / segments;  // grid.z
+  for (int64_t row0 = 0; row0 < rows.count; row0 += max_rows) {
+    const int64_t nr = std::min<int64_t>(max_rows, rows.count - row0);
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8), unsigned(nr * segments));
+    cfg.blockDim = dim3(kOutThreads);
+    cfg.stream = s;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = unsigned(segments);
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 2 : 1;
+    DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mla_output_kernel, probs, latent, sel_idx, sel_count, sh, o_lat, rows,
+                                      segments, row0, pdl));
+  }
 }
 
 void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx, const int32_t* sel_count,
