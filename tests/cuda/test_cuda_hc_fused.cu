@@ -5,6 +5,9 @@
 //     hc_pre (the decode step folds, the chunk rows may not), the MoE combination folded in = its
 //     sum as block_out, row t of a multi-row launch (one launch below 64 rows, products + tail
 //     from there) = a one-row launch on row t (decode step = chunk row), the counters back at zero;
+//     the cluster form (a thread block cluster per row, below 64 rows) = the single-launch form
+//     with its last block's tail, every buffer and the Q8_0 copy, and taken where expected
+//     (DeepSeek's and GLM's shapes, a portable 8-block cluster, a 2-block one);
 //   - fn layouts it does not take are refused (hc_fused_supported, InputError);
 //   - the split (Sinkhorn: pre, post, comb) and the collapse against the CPU's
 //     (cpu::hc_split_sinkhorn_f32) for n_hc 1 .. 8: the register form (n <= 5) and the shared one.
@@ -114,7 +117,7 @@ RowLayout row_layout(int64_t n, int64_t H, int64_t splits) {
   return L;
 }
 
-void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows) {
+void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows, bool expect_cluster = false) {
   std::mt19937 g(1234 + unsigned(H) + unsigned(t) * 7);
   const int64_t m = (2 + n) * n, cols = n * H / splits;
   const std::string name = std::string(t == DType::F32 ? "F32" : t == DType::F16 ? "F16" : "BF16") + " n=" +
@@ -267,6 +270,43 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows) {
   for (unsigned c : cnt) zero = zero && c == 0;
   check(zero, name + ": the arrival counters are back at zero");
 
+  // 3b. the cluster form (decode and rows below 64: hc_fused_cluster_form) = the single-launch
+  // form with its last block's tail, every buffer bit for bit (hc_post folded in, then the head),
+  // and the Q8_0 copy of one row's collapse likewise
+  if (rows < 64) {
+    const bool form = dc::hc_fused_cluster_form(pre_fn.fn, d, false, R(buf, 0, L.y), R(buf, 0, L.col), norm, all);
+    if (expect_cluster) check(form, name + ": the cluster form is taken");
+    Dev cb{static_cast<size_t>(L.stride * rows)}, lb{static_cast<size_t>(L.stride * rows)};
+    const size_t qb = dc::hc_fused_quant_supported(d) ? dc::act_q8_row_bytes(ActBlock::kQ8_0, H) : 4;
+    Dev qc{qb / 4}, ql{qb / 4}, nrm{static_cast<size_t>(H)};
+    DS4_CUDA_CHECK(cudaMemcpy(nrm.f(), norm, size_t(H) * 4, cudaMemcpyDeviceToDevice));
+    for (bool cluster : {true, false}) {
+      Dev& o = cluster ? cb : lb;
+      Dev& q = cluster ? qc : ql;
+      DS4_CUDA_CHECK(cudaMemcpy(o.f(), buf.f(), o.b.bytes(), cudaMemcpyDeviceToDevice));
+      DS4_CUDA_CHECK(cudaMemset(q.f(), 0x5a, qb));
+      dc::hc_fused_set_cluster(cluster);
+      const dc::HcPostIn cin{R(o, 0, L.b), R(o, 0, L.x), R(o, 0, L.post), R(o, 0, L.comb)};
+      dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(o, 0, L.y), &cin, nrm.f(), R(o, 0, L.col), R(o, 0, L.post),
+                       R(o, 0, L.comb), rows_sc(o), all, nullptr);
+      dc::hc_head_fused(head_fn.fn, hscale, hbase, d, R(o, 0, L.y), nullptr, nrm.f(), R(o, 0, L.col), rows_sc(o), all,
+                        nullptr);
+      if (dc::hc_fused_quant_supported(d)) {  // row 0 again, its collapse quantized
+        dc::HcFusedScratch s1 = sc(o, 0);
+        const dc::DeviceActQ8 aq = dc::act_q8_carve(q.f(), ActBlock::kQ8_0, H, 1);
+        s1.q8_0 = aq.q, s1.q8_0_d = aq.d;
+        dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(o, 0, L.x), nullptr, nrm.f(), R(o, 0, L.b), R(o, 0, L.post),
+                         R(o, 0, L.comb), s1, one, nullptr);
+      }
+      DS4_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    dc::hc_fused_set_cluster(true);
+    check(same(cb.get(0, size_t(L.stride * rows)), lb.get(0, size_t(L.stride * rows))) &&
+              same(qc.get(0, qb / 4), ql.get(0, qb / 4)),
+          name + ": the cluster form (" + (form ? "taken" : "not taken") +
+              ") = the single-launch form (every buffer, the Q8_0 copy, bit for bit)");
+  }
+
   // 4. the head vs gemv + hc_head_f32 (row 0 of ref's streams)
   Dev hf{static_cast<size_t>(L.stride)}, hu{static_cast<size_t>(H)};
   DS4_CUDA_CHECK(cudaMemcpy(hf.f(), ref.f(), size_t(L.stride) * 4, cudaMemcpyDeviceToDevice));
@@ -359,11 +399,14 @@ void test_refusals() {
 
 int main() {
   test_refusals();
-  test_case(DType::F16, 4, 4096, 16, 5);  // DeepSeek V4 Flash: fn 24 x 16384 F16 in 16 blocks
+  test_case(DType::F16, 4, 4096, 16, 5, true);  // DeepSeek V4 Flash: fn 24 x 16384 F16 in 16 blocks (a cluster)
   test_case(DType::F16, 4, 4096, 16, 70);  // a prefill chunk: the two-launch form (4 rows per block, 2 left over)
+  test_case(DType::F32, 4, 4096, 16, 1, true);  // GLM 5.x Flash (F32 fn): a decode step
+  test_case(DType::F32, 4, 4096, 16, 64);       // ... and the two-launch form's first row count
+  test_case(DType::BF16, 4, 1024, 8, 3, true);  // a portable cluster size (8 blocks)
   test_case(DType::F32, 4, 64, 4, 3);     // the tiny test model's shape (F32 from safetensors)
   test_case(DType::BF16, 4, 256, 8, 2);
-  test_case(DType::F16, 3, 512, 2, 4);    // n = 3: 15 rows
+  test_case(DType::F16, 3, 512, 2, 4, true);  // n = 3: 15 rows (a cluster of 2)
   for (int64_t n : {1, 2, 3, 4, 5, 6, 8}) test_split_vs_cpu(n);
   std::printf("%s\n", ds4::cuda_test::g_fail ? "FAILED" : "all ok");
   return ds4::cuda_test::g_fail ? 1 : 0;

@@ -30,6 +30,7 @@ src/backend/cuda/gemv_act.cu|ELb1EEEv|
 src/backend/cuda/gemv_act_mma.cu|act_mma_kernel|
 src/backend/cuda/gemv_act_rows_mma.cu|rows_mma_kernel|
 src/backend/cuda/act_quantize.cu|quantize_q8|
+src/backend/cuda/hc_fused.cu|_kernel|--all-memory
 src/backend/cuda/gemv_mlx4_tc.cu|gemv_mlx4_tc_kernel|
 src/models/qwen_next/cuda/hyper_fused.cu|hc_up_combine_kernel|
 src/models/qwen_next/cuda/hyper_fused.cu|hc_down_kernel|

@@ -9,6 +9,7 @@
 // atomic counter) sums the {splits, m + 1} partials in block order and does the split +
 // collapse of the unfused kernel. Every sum has a fixed order that does not depend on the
 // row count or on which block arrives last, so a decode step equals a chunk's row bit for bit.
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -27,6 +28,7 @@
 namespace ds4::cuda {
 namespace {
 
+namespace cg = cooperative_groups;
 using namespace hc_detail;
 using gemv_detail::pdl_launch_dependents;
 using gemv_detail::pdl_wait;
@@ -77,15 +79,44 @@ __device__ __forceinline__ void load8(const W* p, float (&v)[8]) {
   }
 }
 
+// acc + w v, each lane an fma (the collapse's step; the cluster form's is the same).
+__device__ __forceinline__ float4 axpy4(float w, float4 v, float4 acc) {
+  return make_float4(fmaf(w, v.x, acc.x), fmaf(w, v.y, acc.y), fmaf(w, v.z, acc.z), fmaf(w, v.w, acc.w));
+}
+
+// The collapsed row's sum of squares in the one order every form shares (the last block's
+// collapse_regs of decode and chunk rows alike, and the cluster form, whose block s collapses run
+// s): float4 columns in groups of 32 (each group's sq4 summed by a warp's butterfly: gsum[g]), the
+// groups in `runs` consecutive runs of ceil(groups / runs), each run's sum from 0 in group order,
+// then the runs' sums from 0 in run order.
+constexpr int kMaxGroups = kTailCols * kFusedThreads / 32;
+__device__ __forceinline__ float run_sum(const float* gsum, int first, int count) {
+  float v = 0.f;
+  for (int g = 0; g < count; ++g) v += gsum[first + g];
+  return v;
+}
+__device__ __forceinline__ float runs_total(const float* gsum, int groups, int runs) {
+  const int per = (groups + runs - 1) / runs;
+  float v = 0.f;
+  for (int r = 0; r < runs; ++r) {
+    const int first = r * per, count = groups - first < per ? groups - first : per;
+    v += run_sum(gsum, first, count > 0 ? count : 0);
+  }
+  return v;
+}
+
 // collapse() for the last block (threads t < nt of those that call it, named barrier bar): each
 // thread's float4 columns d = t, t + nt (Q of them at most: h4 <= Q * nt) stay in registers, all
 // their stream loads and the out_norm loads are issued together, and the norm multiplies the
 // registers (collapse() rereads out and loads out_norm in a scalar loop: rounds of latency).
 // With q8 (hc_fused_quant_supported, nt a multiple of 32, t = the thread's lane mod 32): each
 // warp's float4 column set q is one 128-value tile, quantized as quantize_act does (Q8_0).
+// The norm's sum of squares is runs_total's over `runs` runs (nt a multiple of 32: each warp's
+// columns of one q are one group).
 template <int Q>
 __device__ void collapse_regs(const float* w, int n, int64_t hidden, const float* x, const float* out_norm, float eps,
-                              float* out, int t, int nt, int bar, int8_t* q8 = nullptr, float* q8_d = nullptr) {
+                              float* out, int t, int nt, int bar, int runs, int8_t* q8 = nullptr,
+                              float* q8_d = nullptr) {
   const int64_t h4 = hidden / 4;
   const float4* x4 = reinterpret_cast<const float4*>(x);
   float4 acc[Q], nv[Q];
@@ -102,11 +133,7 @@ __device__ void collapse_regs(const float* w, int n, int64_t hidden, const float
     for (int q = 0; q < Q; ++q)
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        if (j0 + j < n && t + int64_t(q) * nt < h4) {
-          const float wj = w[j0 + j];
-          acc[q].x += wj * v[q][j].x, acc[q].y += wj * v[q][j].y;
-          acc[q].z += wj * v[q][j].z, acc[q].w += wj * v[q][j].w;
-        }
+        if (j0 + j < n && t + int64_t(q) * nt < h4) acc[q] = axpy4(w[j0 + j], v[q][j], acc[q]);
   }
   float4* o4 = reinterpret_cast<float4*>(out);
   if (out_norm) {
@@ -117,12 +144,16 @@ __device__ void collapse_regs(const float* w, int n, int64_t hidden, const float
       const int64_t d = t + int64_t(q) * nt;
       nv[q] = d < h4 ? __ldg(reinterpret_cast<const float4*>(out_norm) + d) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    float ss = 0.f;
+    __shared__ float gsum[kMaxGroups];
+    const int groups = int((h4 + 31) / 32);
 #pragma unroll
-    for (int q = 0; q < Q; ++q)
-      if (t + int64_t(q) * nt < h4) ss = sq4(acc[q], ss);
-    ss = threads_sum(ss, t, nt, bar);
-    const float r = rsqrtf(ss / float(hidden) + eps);
+    for (int q = 0; q < Q; ++q) {
+      const int64_t d = t + int64_t(q) * nt;
+      const float g = detail::warp_reduce(d < h4 ? sq4(acc[q], 0.f) : 0.f, detail::SumOp{});
+      if (t % 32 == 0 && d / 32 < groups) gsum[d / 32] = g;
+    }
+    bar_sync(bar, nt);
+    const float r = rsqrtf(runs_total(gsum, groups, runs) / float(hidden) + eps);
 #pragma unroll
     for (int q = 0; q < Q; ++q)
       acc[q] = make_float4(acc[q].x * r * nv[q].x, acc[q].y * r * nv[q].y, acc[q].z * r * nv[q].z, acc[q].w * r * nv[q].w);
@@ -140,10 +171,10 @@ __device__ void collapse_regs(const float* w, int n, int64_t hidden, const float
 // (q8: the host checked that this takes collapse_regs: hc_pre_fused's checks.)
 __device__ __forceinline__ void tail_collapse(const float* w, int n, int64_t hidden, const float* x,
                                               const float* out_norm, float eps, float* out, bool vec, int t, int nt,
-                                              int bar, int8_t* q8 = nullptr, float* q8_d = nullptr) {
+                                              int bar, int runs, int8_t* q8 = nullptr, float* q8_d = nullptr) {
   const bool norm_vec = !out_norm || (reinterpret_cast<uintptr_t>(out_norm) & 15u) == 0;
   if (vec && norm_vec && hidden / 4 <= int64_t(kTailCols) * nt)
-    collapse_regs<kTailCols>(w, n, hidden, x, out_norm, eps, out, t, nt, bar, q8, q8_d);
+    collapse_regs<kTailCols>(w, n, hidden, x, out_norm, eps, out, t, nt, bar, runs, q8, q8_d);
   else
     collapse<true>(w, n, hidden, x, out_norm, eps, out, vec, t, nt, bar);
 }
@@ -163,9 +194,10 @@ __device__ __forceinline__ int64_t staged_slot(int64_t i, int64_t cols) {
 // each row's sum of squares (block_reduce), and fn's column block times them: warp w owns fn
 // rows w, w + warps, ...; lane l columns 8l..8l+7 of every 256, then the warp's butterfly sum;
 // one load of a weight serves all R rows. Each row's sums are the same operations in the same
-// order for any R, so the two-kernel rows form equals the one-row form bit for bit.
+// order for any R, so the two-kernel rows form equals the one-row form bit for bit. With `part`
+// (the cluster form, one row), the row's {m + 1} partials go to that shared array instead.
 template <class W, int R>
-__device__ void products(const FusedArgs& a, int64_t t0, int nr, int64_t s, float4* xs4) {
+__device__ void products(const FusedArgs& a, int64_t t0, int nr, int64_t s, float4* xs4, float* part = nullptr) {
   float* xs = reinterpret_cast<float*>(xs4);
   const int64_t c0 = s * a.cols, H = a.dims.hidden;
   const int n = int(a.dims.n_hc), m = a.m;
@@ -226,26 +258,20 @@ __device__ void products(const FusedArgs& a, int64_t t0, int nr, int64_t s, floa
 #pragma unroll
     for (int rr = 0; rr < R; ++rr) {
       acc[rr] = detail::warp_reduce(acc[rr], detail::SumOp{});
-      if (lane == 0 && rr < nr) a.partials[(t0 + rr) * a.stride + s * (m + 1) + r] = acc[rr];
+      if (lane == 0 && rr < nr) (part ? part[r] : a.partials[(t0 + rr) * a.stride + s * (m + 1) + r]) = acc[rr];
     }
   }
   if (threadIdx.x == 0)
-    for (int rr = 0; rr < nr; ++rr) a.partials[(t0 + rr) * a.stride + s * (m + 1) + m] = ss[rr];
+    for (int rr = 0; rr < nr; ++rr) (part ? part[m] : a.partials[(t0 + rr) * a.stride + s * (m + 1) + m]) = ss[rr];
 }
 
-// Phase 3 for row t once every column block's partials are stored (splits of them): their sums
-// in block order, the flat norm factor, pre (the head's weights); then warp 0 runs Sinkhorn for
-// post and comb while the other warps collapse (the split's serial chain and the collapse's
-// loads overlap). The whole block calls it.
+// mix {m + 1}: the row's products and sum of squares, summed over the column blocks -> the flat
+// norm factor applied (the head: folded into its weights), pre. The whole block calls it (it
+// ends with a barrier).
 template <bool kHead>
-__device__ void tail(const FusedArgs& a, int64_t t, int64_t splits) {
-  __shared__ float mix[(2 + kMaxHc) * kMaxHc + 1], pre[kMaxHc], p_pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
-  const int64_t o = t * a.stride, H = a.dims.hidden;
+__device__ void mix_to_pre(const FusedArgs& a, float* mix, float* pre) {
   const int n = int(a.dims.n_hc), m = a.m;
-  const float* x = a.x + o;
-  if (int(threadIdx.x) <= m) mix[threadIdx.x] = sum_splits<true>(a.partials + o + threadIdx.x, splits, m + 1);
-  __syncthreads();
-  const float rn = rsqrtf(mix[m] / float(n * H) + a.dims.norm_eps);  // the flat rmsnorm factor
+  const float rn = rsqrtf(mix[m] / float(n * a.dims.hidden) + a.dims.norm_eps);  // the flat rmsnorm factor
   if constexpr (kHead) {
     if (int(threadIdx.x) < n)
       pre[threadIdx.x] = sigm(mix[threadIdx.x] * rn * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
@@ -255,18 +281,41 @@ __device__ void tail(const FusedArgs& a, int64_t t, int64_t splits) {
       pre[threadIdx.x] = sigm(mix[threadIdx.x] * a.scale[0] + a.base[threadIdx.x]) + a.dims.hc_eps;
   }
   __syncthreads();
+}
+
+// Warp 0: the Sinkhorn split of the normalized mix -> row o's post and comb.
+__device__ __forceinline__ void split_post_comb(const FusedArgs& a, const float* mix, int64_t o) {
+  __shared__ float p_pre[kMaxHc], p_post[kMaxHc], p_comb[kMaxHc * kMaxHc];
+  const int n = int(a.dims.n_hc);
+  sinkhorn_split(mix, a.scale, a.base, n, a.dims.sinkhorn_iters, a.dims.hc_eps, p_pre, p_post, p_comb);
+  if (int(threadIdx.x) < n) a.post[o + threadIdx.x] = p_post[threadIdx.x];
+  for (int i = threadIdx.x; i < n * n; i += 32) a.comb[o + i] = p_comb[i];
+}
+
+// Phase 3 for row t once every column block's partials are stored (splits of them): their sums
+// in block order, the flat norm factor, pre (the head's weights); then warp 0 runs Sinkhorn for
+// post and comb while the other warps collapse (the split's serial chain and the collapse's
+// loads overlap). The whole block calls it.
+template <bool kHead>
+__device__ void tail(const FusedArgs& a, int64_t t, int64_t splits) {
+  __shared__ float mix[(2 + kMaxHc) * kMaxHc + 1], pre[kMaxHc];
+  const int64_t o = t * a.stride, H = a.dims.hidden;
+  const int n = int(a.dims.n_hc), m = a.m;
+  const float* x = a.x + o;
+  if (int(threadIdx.x) <= m) mix[threadIdx.x] = sum_splits<true>(a.partials + o + threadIdx.x, splits, m + 1);
+  __syncthreads();
+  mix_to_pre<kHead>(a, mix, pre);
   const bool vec = vec4_ok(x, H) && vec4_ok(a.out + o, H);
   if (kHead) {
-    tail_collapse(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec, int(threadIdx.x), int(blockDim.x), 0);
+    tail_collapse(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec, int(threadIdx.x), int(blockDim.x), 0,
+                  int(splits));
     return;
   }
   if (threadIdx.x < 32) {
-    sinkhorn_split(mix, a.scale, a.base, n, a.dims.sinkhorn_iters, a.dims.hc_eps, p_pre, p_post, p_comb);
-    if (int(threadIdx.x) < n) a.post[o + threadIdx.x] = p_post[threadIdx.x];
-    for (int i = threadIdx.x; i < n * n; i += 32) a.comb[o + i] = p_comb[i];
+    split_post_comb(a, mix, o);
   } else {
     tail_collapse(pre, n, H, x, a.out_norm, a.dims.norm_eps, a.out + o, vec, int(threadIdx.x) - 32,
-                  int(blockDim.x) - 32, 1, a.q8_0, a.q8_0_d);
+                  int(blockDim.x) - 32, 1, int(splits), a.q8_0, a.q8_0_d);
   }
 }
 
@@ -304,6 +353,86 @@ __global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
   tail<kHead>(a, blockIdx.y, gridDim.x);
 }
 
+// The cluster form of hc_fused_kernel (cluster_form on the host): row t's `splits` blocks are
+// one thread block cluster. Phases 1-2 leave each block's partials in its shared memory; behind a
+// cluster barrier every block sums them (distributed shared memory, block order: the tail's
+// sums), block 0's first warp runs Sinkhorn, and each block collapses its own run of the hidden
+// columns (runs_total's run s: warps 1 .. per, one group each) from the stream values the
+// blocks staged; the runs' sums of squares are exchanged behind a second barrier. No fence, no
+// atomic counter, no last block reading the whole row again: the tail's work spread over the
+// row's SMs, in the same operations and order as the tail (decode == chunk rows, bit for bit).
+constexpr int kMaxClusterSplits = 16;  // (non-portable above 8: cluster_form asks the occupancy)
+template <class W, bool kHead>
+__global__ void __launch_bounds__(kFusedThreads) hc_cluster_kernel(FusedArgs a) {
+  extern __shared__ float4 xs[];  // {cols} floats: this block's stream values (staged_slot)
+  __shared__ float part[(2 + kMaxHc) * kMaxHc + 1], mix[(2 + kMaxHc) * kMaxHc + 1], pre[kMaxHc];
+  __shared__ float gsum[32], run_ss;
+  cg::cluster_group cl = cg::this_cluster();
+  const int s = int(cl.block_rank()), splits = int(cl.num_blocks());
+  const int64_t t = blockIdx.y, o = t * a.stride, H = a.dims.hidden, h4 = H / 4;
+  const int n = int(a.dims.n_hc), m = a.m;
+  start<W>(a, s, t == 0);
+  products<W, 1>(a, t, 1, s, xs, part);
+  cl.sync();  // every block's partials and staged values are in its shared memory
+  if (int(threadIdx.x) <= m) {
+    float p[kMaxClusterSplits];
+#pragma unroll
+    for (int j = 0; j < kMaxClusterSplits; ++j) p[j] = j < splits ? *cl.map_shared_rank(part + threadIdx.x, j) : 0.f;
+    float v = 0.f;  // (sum_splits' order)
+#pragma unroll
+    for (int j = 0; j < kMaxClusterSplits; ++j)
+      if (j < splits) v += p[j];
+    mix[threadIdx.x] = v;
+  }
+  __syncthreads();
+  mix_to_pre<kHead>(a, mix, pre);
+  if (!kHead && s == 0 && threadIdx.x < 32) split_post_comb(a, mix, o);
+  // run s: float4 columns [s * per * 32, (s + 1) * per * 32), warp 1 + g holding group g of it
+  const int per = int(h4 / 32 / splits), w = int(threadIdx.x) / 32 - 1, lane = int(threadIdx.x) % 32;
+  const bool mine = w >= 0 && w < per;
+  const int64_t d = (int64_t(s) * per + (mine ? w : 0)) * 32 + lane;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f), nv = acc;
+  if (mine) {
+    for (int j0 = 0; j0 < n; j0 += 4) {  // 4 streams' loads in flight, as collapse_regs
+      float4 v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (j0 + j < n) {
+          const int64_t col = (j0 + j) * H + 4 * d;  // staged by block col / cols
+          v[j] = *cl.map_shared_rank(xs + staged_slot(col % a.cols, a.cols) / 4, unsigned(col / a.cols));
+        }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (j0 + j < n) acc = axpy4(pre[j0 + j], v[j], acc);
+    }
+    if (a.out_norm) nv = reinterpret_cast<const float4*>(a.out_norm)[d];
+  }
+  if (a.out_norm) {
+    const float g = detail::warp_reduce(mine ? sq4(acc, 0.f) : 0.f, detail::SumOp{});
+    if (mine && lane == 0) gsum[w] = g;
+    __syncthreads();
+    if (threadIdx.x == 0) run_ss = run_sum(gsum, 0, per);
+    cl.sync();  // every run's sum of squares is in its block
+    float r[kMaxClusterSplits];
+#pragma unroll
+    for (int j = 0; j < kMaxClusterSplits; ++j) r[j] = j < splits ? *cl.map_shared_rank(&run_ss, j) : 0.f;
+    float ss = 0.f;  // (runs_total's order)
+#pragma unroll
+    for (int j = 0; j < kMaxClusterSplits; ++j)
+      if (j < splits) ss += r[j];
+    const float rs = rsqrtf(ss / float(H) + a.dims.norm_eps);
+    acc = make_float4(acc.x * rs * nv.x, acc.y * rs * nv.y, acc.z * rs * nv.z, acc.w * rs * nv.w);
+  }
+  // the last reads of the others' shared memory are done: arrive, write, then wait for the others
+  // before this block's shared memory goes away
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  if (mine) {
+    reinterpret_cast<float4*>(a.out + o)[d] = acc;
+    if (a.q8_0) act_quant_detail::q8_0_tile(acc, true, lane, a.q8_0 + (d / 32) * 128, a.q8_0_d + (d / 32) * 4);
+  }
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 // Many rows (prefill chunks): phases 1-2 for kRowsPerBlock rows per block (fn read once for
 // them), then phase 3 as a second launch, one block per row. (8 rows per block measured no
 // faster on the H100, session 23 call 3: hc_pre + hc_post_pre of a 512-row DeepSeek chunk 20.2 ms
@@ -329,11 +458,66 @@ void launch_pdl(void (*k)(KArgs...), dim3 grid, size_t smem, cudaStream_t s, Arg
   gemv_detail::launch_maybe_pdl_smem(gemv_pdl(), k, grid, kFusedThreads, smem, s, args...);
 }
 
+std::atomic<int> g_cluster{-1};  // hc_fused_cluster
+
+// Whether the fused kernel may take this shape and these buffers in the cluster form: the tail's
+// collapse_regs would (vectors, the hidden in its registers, so the tail shares its order), each
+// block's run is whole groups of 32 float4 columns (whole Q8_0 tiles) on at most 31 warps, and the
+// device can hold such a cluster (asked once per kernel and size; above 8 blocks a non-portable
+// size).
+template <class W, bool kHead>
+bool cluster_form(const HcFn& fn, const FusedArgs& a, const HcRows& rows) {
+  const int64_t H = a.dims.hidden, splits = fn.splits;
+  auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!hc_fused_cluster() || splits < 2 || splits > kMaxClusterSplits || H % (128 * splits) != 0 ||
+      H / 128 / splits > kFusedThreads / 32 - 1 || H / 4 > int64_t(kTailCols) * (kFusedThreads - 32) || !a16(a.x) ||
+      !a16(a.out) || (a.out_norm && !a16(a.out_norm)) || (rows.count > 1 && rows.stride % 4 != 0))
+    return false;
+  static std::atomic<int> fits[kMaxClusterSplits + 1] = {};  // 0 unknown, 1 yes, 2 no
+  std::atomic<int>& f = fits[splits];
+  if (f.load(std::memory_order_relaxed) == 0) {
+    auto* k = hc_cluster_kernel<W, kHead>;
+    bool ok = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned(splits)), cfg.blockDim = dim3(kFusedThreads);
+    cfg.dynamicSmemBytes = size_t(fn.cols) * sizeof(float);
+    cudaLaunchAttribute at{};
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = unsigned(splits), at.val.clusterDim.y = 1, at.val.clusterDim.z = 1;
+    cfg.attrs = &at, cfg.numAttrs = 1;
+    int clusters = 0;
+    ok = ok && cudaOccupancyMaxActiveClusters(&clusters, k, &cfg) == cudaSuccess && clusters > 0;
+    (void)cudaGetLastError();  // (a refusal is an answer here, not an error to leave behind)
+    f.store(ok ? 1 : 2, std::memory_order_relaxed);
+  }
+  return f.load(std::memory_order_relaxed) == 1;
+}
+
+template <class W, bool kHead>
+void launch_cluster(const HcFn& fn, const FusedArgs& a, const HcRows& rows, cudaStream_t s) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(fn.splits), unsigned(rows.count));
+  cfg.blockDim = dim3(kFusedThreads);
+  cfg.dynamicSmemBytes = size_t(fn.cols) * sizeof(float);
+  cfg.stream = s;
+  cudaLaunchAttribute at[2];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = unsigned(fn.splits), at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+  at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = gemv_pdl() ? 2 : 1;
+  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, hc_cluster_kernel<W, kHead>, a));
+}
+
 template <class W, bool kHead>
 void launch_kernel(const HcFn& fn, const FusedArgs& a, const HcRows& rows, cudaStream_t s) {
   const size_t col_bytes = size_t(fn.cols) * sizeof(float);
   if (rows.count < kTwoLaunchRows) {
-    launch_pdl(hc_fused_kernel<W, kHead>, dim3(unsigned(fn.splits), unsigned(rows.count)), col_bytes, s, a);
+    if (cluster_form<W, kHead>(fn, a, rows))
+      launch_cluster<W, kHead>(fn, a, rows, s);
+    else
+      launch_pdl(hc_fused_kernel<W, kHead>, dim3(unsigned(fn.splits), unsigned(rows.count)), col_bytes, s, a);
     return;
   }
   const unsigned groups = unsigned((rows.count + kRowsPerBlock - 1) / kRowsPerBlock);
@@ -383,6 +567,30 @@ size_t weight_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 std::atomic<int> g_split_target{-1};
 
 }  // namespace
+
+bool hc_fused_cluster() { return env_setting(g_cluster, "DS4_HC_CLUSTER", {0, 1}, "0 or 1", 1) == 1; }
+void hc_fused_set_cluster(bool on) { g_cluster.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+bool hc_fused_cluster_form(const HcFn& fn, const HcDims& d, bool head, const float* x, const float* out,
+                           const float* out_norm, const HcRows& rows) {
+  if (rows.count >= kTwoLaunchRows || !hc_fused_supported(fn, d, head)) return false;
+  FusedArgs a;
+  a.dims = d, a.x = const_cast<float*>(x), a.out = const_cast<float*>(out), a.out_norm = out_norm;
+  auto form = [&](auto w) {
+    using W = decltype(w);
+    return head ? cluster_form<W, true>(fn, a, rows) : cluster_form<W, false>(fn, a, rows);
+  };
+  switch (fn.type) {
+    case DType::F32:
+      return form(float{});
+    case DType::F16:
+      return form(__half{});
+    case DType::BF16:
+      return form(__nv_bfloat16{});
+    default:
+      return false;
+  }
+}
 
 int64_t hc_split_target() {
   return env_setting(g_split_target, "DS4_HC_SPLITS", {1, 2, 4, 8, 16, 32, 64}, "a power of two from 1 to 64",

@@ -110,6 +110,15 @@ inline constexpr int64_t kHcFusedMaxCols = 2048;  // (the many-row form stages 4
 inline constexpr int64_t kHcMaxSplits = 64;
 inline constexpr int64_t kHcSplitsDefault = 16;
 int64_t hc_split_target();
+// Decode and short row counts (below the two-launch form's 64 rows) as one thread block cluster
+// per row where the shape, the buffers and the device allow (hc_fused.cu cluster_form): the
+// same bits as the single-launch form. DS4_HC_CLUSTER (0 or 1; unset = 1) read on first use, or
+// the setter.
+bool hc_fused_cluster();
+void hc_fused_set_cluster(bool on);
+// Whether hc_pre_fused (head false) / hc_head_fused would take the cluster form for these.
+bool hc_fused_cluster_form(const HcFn& fn, const HcDims& d, bool head, const float* x, const float* out,
+                           const float* out_norm, const HcRows& rows);
 bool hc_fused_supported(const HcFn& fn, const HcDims& d, bool head);
 
 // hc_pre_f32's outputs from the streams x {n, hidden}; with `post_in` x is written first
