@@ -23,6 +23,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/memory.h"
+#include "glm5_mla_inputs.h"
 #include "models/glm5/cuda/kernels.h"
 #include "test_common.h"
 
@@ -31,14 +32,6 @@ using namespace ds4::cuda_test;
 namespace gc = ds4::glm5::cuda;
 
 namespace {
-
-template <class T>
-T* dev(const std::vector<T>& h, std::vector<cuda::DeviceBuffer>& keep_alive) {
-  keep_alive.emplace_back(h.size() * sizeof(T) + 16, "test_glm5_mla_output");
-  T* p = keep_alive.back().as<T>();
-  DS4_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
-}
 
 template <class T>
 std::vector<T> host(const T* p, size_t n) {
@@ -50,33 +43,18 @@ std::vector<T> host(const T* p, size_t n) {
 void output_case(const char* name, int64_t heads, int64_t kv_lora, int64_t width, int64_t ctx, int64_t rows, bool alone,
                  std::mt19937_64& rng) {
   std::vector<cuda::DeviceBuffer> bufs;
-  const gc::MlaShape sh{heads, kv_lora, width, 1.0f / std::sqrt(float(kv_lora)), 1e-6f};
-  const int64_t rs = std::max(heads * std::max(width, kv_lora), width) + 16;  // a token's row stride
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> latent(size_t(ctx * kv_lora)), q(size_t(rows * rs), 0.f);
-  for (float& v : latent) v = nd(rng);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < heads * kv_lora; ++i) q[size_t(r * rs + i)] = nd(rng);
   // counts: 1, a span of 8 (the 128-row groups of width / 8 rounded up), one more, the width, random
   const int64_t span8 = ((width + 7) / 8 + 127) / 128 * 128;
-  const int64_t fixed[] = {1, span8, span8 + 1, width};
-  std::vector<int32_t> sel(size_t(rows * rs), 0), count(size_t(rows * rs), 0);
-  const int64_t most = std::min(width, ctx);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = r < 4 ? std::min(fixed[r], most) : 1 + int64_t(rng() % uint64_t(most));
-    std::vector<int32_t> pick(static_cast<size_t>(ctx));
-    for (int64_t i = 0; i < ctx; ++i) pick[size_t(i)] = int32_t(i);
-    std::shuffle(pick.begin(), pick.end(), rng);
-    std::sort(pick.begin(), pick.begin() + n);
-    for (int64_t i = 0; i < n; ++i) sel[size_t(r * rs + i)] = pick[size_t(i)];
-    count[size_t(r * rs)] = int32_t(n);
-  }
-  const float* dl = dev(latent, bufs);
-  const float* dq = dev(q, bufs);
-  const int32_t *ds = dev(sel, bufs), *dc = dev(count, bufs);
-  float* scores = dev(std::vector<float>(size_t(rows * rs)), bufs);
-  float* o = dev(std::vector<float>(size_t(rows * rs), NAN), bufs);
-  float* o1 = dev(std::vector<float>(size_t(rs), NAN), bufs);
+  const MlaInputs in = mla_inputs(heads, kv_lora, width, ctx, rows, {1, span8, span8 + 1, width}, rng, bufs);
+  const gc::MlaShape& sh = in.sh;
+  const int64_t rs = in.stride;
+  const std::vector<float>& latent = in.latent;
+  const std::vector<int32_t>&sel = in.sel, &count = in.count;
+  const float *dl = in.d_latent, *dq = in.d_q;
+  const int32_t *ds = in.d_sel, *dc = in.d_count;
+  float* scores = to_device(std::vector<float>(size_t(rows * rs)), bufs);
+  float* o = to_device(std::vector<float>(size_t(rows * rs), NAN), bufs);
+  float* o1 = to_device(std::vector<float>(size_t(rs), NAN), bufs);
   const gc::Rows all{rows, rs};
   const int keep = gc::mla_output_segments();
   std::vector<double> want;  // the double sums of the first run's probabilities (the same every run)
