@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the CUDA benches: the timed part of a greedy run (Qwen3.8 Flash Next and GLM 5.x Flash;
 // each bench keeps its own warm-up, which differs per model) and the verify-window tokens (all three).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +13,11 @@
 #include "models/sample_candidates.h"
 
 namespace ds4::bench {
+
+// The greedy token of a logits row: the first of equal maxima (every bench's host turn).
+inline int32_t argmax_row(const std::vector<float>& l) {
+  return int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+}
 
 // The benches' verify-window tokens: n spread token ids below vocab (the same for every bench,
 // so the verify tables and profiles of a family read the same experts).
@@ -34,11 +40,8 @@ inline GreedyRun timed_greedy(Model& m, ModelState& s, const std::vector<int32_t
   auto t0 = Clock::now();
   auto l = m.prefill(s, prompt);
   auto t1 = Clock::now();
-  const int64_t V = m.info().vocab_size;
   for (int i = 0; i < n; ++i) {
-    int32_t best = 0;
-    for (int64_t v = 1; v < V; ++v)
-      if (l[size_t(v)] > l[size_t(best)]) best = int32_t(v);
+    const int32_t best = argmax_row(l);
     r.tokens.push_back(best);
     l = m.decode(s, best);
   }

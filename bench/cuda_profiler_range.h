@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cuda/check.h"
+#include "cuda_common.h"
 #include "cuda_kernel_trace.h"
 #include "models/model.h"
 
@@ -33,7 +34,7 @@ struct ProfilerRange {
 // issue #23). The benches take no other profiler range with it. With DS4_KERNEL_TRACE=N
 // (cuda_kernel_trace.h) the range holds N steps, and their in-graph kernel table follows.
 inline void ncu_decode_step(Model& m, const ModelState& at, const std::vector<float>& l) {
-  auto argmax = [](const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); };
+  const auto argmax = argmax_row;
   auto s = at.clone();
   auto next = m.decode(*s, argmax(l));
   const int steps = KernelTrace::get() ? kernel_trace_steps() : 1;

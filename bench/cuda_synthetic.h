@@ -91,12 +91,7 @@ inline void context_table(Model& m, const std::vector<int64_t>& contexts, int n_
     prefilled += int64_t(seg.size());
     const double seg_tps = double(seg.size()) / dt;
     pos = ctx;
-    auto argmax_l = [&] {
-      int32_t best = 0;
-      for (int64_t v = 1; v < V; ++v)
-        if (l[size_t(v)] > l[size_t(best)]) best = int32_t(v);
-      return best;
-    };
+    auto argmax_l = [&] { return argmax_row(l); };
     // One untimed step first: the state captures its decode graph on its first step (session 37:
     // ~8.5 ms on the H100, 3-5 % of a 32-token timing before), so the rate is the steady state's.
     l = m.decode(*s, argmax_l());

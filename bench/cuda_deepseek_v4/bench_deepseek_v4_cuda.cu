@@ -94,7 +94,8 @@ void append_int_list(std::string l, std::vector<int>& out) {
 
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-int32_t argmax(const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); }
+using bench::argmax_row;
+const auto argmax = argmax_row;
 
 void print_op_times(const deepseek_v4::DeepseekV4CudaModel& m, int n, const char* unit) {
   bench::print_op_table(m.op_times(), n, unit);

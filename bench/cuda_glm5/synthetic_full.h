@@ -56,7 +56,7 @@ inline void glm5_decode_profile(glm5::Glm5CudaModel& g, int64_t at, const ModelS
                                 double roof_bytes, double copy_gbps) {
   using Clock = std::chrono::steady_clock;
   const glm5::CudaModelOptions loaded = g.options();
-  auto argmax = [](const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); };
+  const auto argmax = argmax_row;
   constexpr int kTimed = 16, kProfiled = 8;
   struct Variant {
     const char* name;

@@ -84,7 +84,7 @@ inline int qwen_synthetic_full(const qwen_next::SyntheticFullOptions& so, int n_
   std::printf("prefill bytes per token (16-row chunks, weights + GDN state over 16): %.1f MB\n", chunk / 1e6);
   tb.prefill = [&, chunk](int64_t p) { return chunk + attn(p); };
   FrontierHook hook;
-  auto argmax = [](const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); };
+  const auto argmax = argmax_row;
   if (profile || !batch.streams.empty() || ncu_decode || verify_rows > 0)
     hook = [&](int64_t at, const ModelState& s, const std::vector<float>& l0) {
       if (ncu_decode && at == ctx.front()) ncu_decode_step(g, s, l0);
