@@ -358,10 +358,17 @@ __global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
 // cluster barrier every block sums them (distributed shared memory, block order: the tail's
 // sums), block 0's first warp runs Sinkhorn, and each block collapses its own run of the hidden
 // columns (runs_total's run s: warps 1 .. per, one group each) from the stream values the
-// blocks staged; the runs' sums of squares are exchanged behind a second barrier. No fence, no
+// blocks staged; the runs' sums of squares are exchanged behind a second barrier, and a third
+// keeps each block's shared memory until the others have read it. No fence, no
 // atomic counter, no last block reading the whole row again: the tail's work spread over the
 // row's SMs, in the same operations and order as the tail (decode == chunk rows, bit for bit).
 constexpr int kMaxClusterSplits = 16;  // (non-portable above 8: cluster_form asks the occupancy)
+// A cluster barrier in two halves (every thread of the cluster's blocks arrives, then waits):
+// arrive releases this thread's writes, wait acquires the others'.
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 template <class W, bool kHead>
 __global__ void __launch_bounds__(kFusedThreads) hc_cluster_kernel(FusedArgs a) {
   extern __shared__ float4 xs[];  // {cols} floats: this block's stream values (staged_slot)
@@ -386,10 +393,21 @@ __global__ void __launch_bounds__(kFusedThreads) hc_cluster_kernel(FusedArgs a) 
   }
   __syncthreads();
   mix_to_pre<kHead>(a, mix, pre);
-  if (!kHead && s == 0 && threadIdx.x < 32) split_post_comb(a, mix, o);
+  // Two more cluster barriers, split into arrive / wait: #2 publishes each run's sum of squares,
+  // #3 keeps every block's shared memory until the others' reads of it are done. Warp 0 has
+  // nothing to publish: it arrives at #2 first, and block 0's runs Sinkhorn before waiting, so
+  // the split's serial chain overlaps the collapse, as in the tail.
+  if (threadIdx.x < 32) {
+    cluster_arrive();  // #2
+    if (!kHead && s == 0) split_post_comb(a, mix, o);
+    cluster_wait();
+    cluster_arrive();  // #3
+    cluster_wait();
+    return;
+  }
   // run s: float4 columns [s * per * 32, (s + 1) * per * 32), warp 1 + g holding group g of it
   const int per = int(h4 / 32 / splits), w = int(threadIdx.x) / 32 - 1, lane = int(threadIdx.x) % 32;
-  const bool mine = w >= 0 && w < per;
+  const bool mine = w < per;
   const int64_t d = (int64_t(s) * per + (mine ? w : 0)) * 32 + lane;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f), nv = acc;
   if (mine) {
@@ -407,12 +425,15 @@ __global__ void __launch_bounds__(kFusedThreads) hc_cluster_kernel(FusedArgs a) 
     }
     if (a.out_norm) nv = reinterpret_cast<const float4*>(a.out_norm)[d];
   }
-  if (a.out_norm) {
+  if (a.out_norm) {  // this run's groups (gsum), their sum by the first collapsing thread
     const float g = detail::warp_reduce(mine ? sq4(acc, 0.f) : 0.f, detail::SumOp{});
     if (mine && lane == 0) gsum[w] = g;
-    __syncthreads();
-    if (threadIdx.x == 0) run_ss = run_sum(gsum, 0, per);
-    cl.sync();  // every run's sum of squares is in its block
+    bar_sync(1, kFusedThreads - 32);
+    if (threadIdx.x == 32) run_ss = run_sum(gsum, 0, per);
+  }
+  cluster_arrive();  // #2
+  cluster_wait();
+  if (a.out_norm) {
     float r[kMaxClusterSplits];
 #pragma unroll
     for (int j = 0; j < kMaxClusterSplits; ++j) r[j] = j < splits ? *cl.map_shared_rank(&run_ss, j) : 0.f;
@@ -423,14 +444,12 @@ __global__ void __launch_bounds__(kFusedThreads) hc_cluster_kernel(FusedArgs a) 
     const float rs = rsqrtf(ss / float(H) + a.dims.norm_eps);
     acc = make_float4(acc.x * rs * nv.x, acc.y * rs * nv.y, acc.z * rs * nv.z, acc.w * rs * nv.w);
   }
-  // the last reads of the others' shared memory are done: arrive, write, then wait for the others
-  // before this block's shared memory goes away
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  cluster_arrive();  // #3: this block's reads of the others' shared memory are done
   if (mine) {
     reinterpret_cast<float4*>(a.out + o)[d] = acc;
     if (a.q8_0) act_quant_detail::q8_0_tile(acc, true, lane, a.q8_0 + (d / 32) * 128, a.q8_0_d + (d / 32) * 4);
   }
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  cluster_wait();
 }
 
 // Many rows (prefill chunks): phases 1-2 for kRowsPerBlock rows per block (fn read once for
