@@ -17,6 +17,7 @@ set -u
 STEP_DIR=/tmp/steps  # (the device returns ~8 files: steps' outputs stay there, their lines in summary.txt)
 . bench/device_call_lib.sh
 call_start ${BUNDLE:-.devwork/s38c.tar.xz}
+export DS4_HC_CLUSTER=1 DS4_MLA_SEGMENTS=8  # the new forms, whatever the bundle's defaults (the old: set per step)
 synthetic_start
 one test_cuda_hc_fused
 one test_glm5_mla_output_cuda
@@ -35,7 +36,7 @@ for c in 0 1; do
 done
 for r in a b; do
   DS4_HC_CLUSTER=0 DS4_MLA_SEGMENTS=1 COLS=2-11 step glm_old$r 60 "^\| *2048 \||^\| (1|16) \| [0-9]" $B/bench_glm5_cuda $glm 16 2048 --batch 16 --batch-rows 16
-  COLS=2-11 step glm_new$r 60 "^\| *2048 \||^\| (1|16) \| [0-9]" $B/bench_glm5_cuda $glm 16 2048 --batch 16 --batch-rows 16
+  DS4_HC_CLUSTER=1 DS4_MLA_SEGMENTS=8 COLS=2-11 step glm_new$r 60 "^\| *2048 \||^\| (1|16) \| [0-9]" $B/bench_glm5_cuda $glm 16 2048 --batch 16 --batch-rows 16
 done
 wait
 for r in a b; do
