@@ -398,6 +398,7 @@ void test_refusals() {
 }  // namespace
 
 int main() {
+  dc::hc_fused_set_cluster(true);  // (whatever DS4_HC_CLUSTER or the default say: section 3b compares both forms)
   test_refusals();
   test_case(DType::F16, 4, 4096, 16, 5, true);  // DeepSeek V4 Flash: fn 24 x 16384 F16 in 16 blocks (a cluster)
   test_case(DType::F16, 4, 4096, 16, 70);  // a prefill chunk: the two-launch form (4 rows per block, 2 left over)
