@@ -587,7 +587,8 @@ std::atomic<int> g_split_target{-1};
 
 }  // namespace
 
-bool hc_fused_cluster() { return env_setting(g_cluster, "DS4_HC_CLUSTER", {0, 1}, "0 or 1", 1) == 1; }
+// Off until a device run of its tests (session 38 wrote it without one: runbook, session 38).
+bool hc_fused_cluster() { return env_setting(g_cluster, "DS4_HC_CLUSTER", {0, 1}, "0 or 1", 0) == 1; }
 void hc_fused_set_cluster(bool on) { g_cluster.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 bool hc_fused_cluster_form(const HcFn& fn, const HcDims& d, bool head, const float* x, const float* out,
