@@ -101,7 +101,7 @@ Fn make_fn(std::mt19937& g, DType t, int64_t m, int64_t splits, int64_t cols) {
 // One row's buffers at `row * stride` floats: streams x, y (hc_post's out), block_out,
 // collapsed, post, comb, partials.
 struct RowLayout {
-  int64_t x, y, b, col, post, comb, part, stride;
+  int64_t x, y, b, col, head, post, comb, part, stride;
 };
 RowLayout row_layout(int64_t n, int64_t H, int64_t splits) {
   RowLayout L{};
@@ -111,7 +111,8 @@ RowLayout row_layout(int64_t n, int64_t H, int64_t splits) {
     at += (f + 63) / 64 * 64;
     return o;
   };
-  L.x = take(n * H), L.y = take(n * H), L.b = take(H), L.col = take(H), L.post = take(n), L.comb = take(n * n);
+  L.x = take(n * H), L.y = take(n * H), L.b = take(H), L.col = take(H), L.head = take(H), L.post = take(n),
+  L.comb = take(n * n);
   L.part = take(splits * ((2 + n) * n + 1));
   L.stride = at;
   return L;
@@ -129,12 +130,17 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows, bool exp
   Dev buf{static_cast<size_t>(L.stride * rows)}, ref{static_cast<size_t>(L.stride * rows)};
   Dev w{static_cast<size_t>(4 * m + 3 + H)};
   // weights: scale {3}, base {m}, out_norm {H}; the head's scale {1}, base {n}
-  const float *scale = w.f(), *base = w.f() + 3, *norm = w.f() + 3 + m, *hscale = norm + H, *hbase = hscale + 1;
+  const float *scale = w.f(), *base = w.f() + 3, *norm_u = w.f() + 3 + m, *hscale = norm_u + H, *hbase = hscale + 1;
   w.put(rnd(g, 3, 0.5f, 1.5f));
   w.put(rnd(g, size_t(m), -1.f, 1.f), 3);
   w.put(rnd(g, size_t(H), 0.5f, 1.5f), size_t(3 + m));
   w.put(rnd(g, 1, 0.5f, 1.5f), size_t(3 + m + H));
   w.put(rnd(g, size_t(n), -1.f, 1.f), size_t(4 + m + H));
+  // The norm 16-byte aligned, as the model's (w's copy, `norm_u`, is not: section 1 keeps it, the
+  // fused collapse's generic loop; the others take the register collapse and the cluster form).
+  Dev nrm{static_cast<size_t>(H)};
+  DS4_CUDA_CHECK(cudaMemcpy(nrm.f(), norm_u, size_t(H) * 4, cudaMemcpyDeviceToDevice));
+  const float* norm = nrm.f();
   for (int r = 0; r < rows; ++r) {  // streams, block out, the previous split's post and comb
     const size_t o = size_t(r * L.stride);
     buf.put(rnd(g, size_t(n * H), -2.f, 2.f), o + L.x);
@@ -155,12 +161,12 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows, bool exp
   // 1. unfused reference on row 0: gemv of the column blocks + hc_pre_f32
   dc::gemv_batched(pre_fn.block, R(ref, 0, L.x), R(ref, 0, L.part),
                    dc::GemvBatch{int(splits), nullptr, pre_fn.fn.split_stride, 0, cols, m}, nullptr);
-  dc::hc_pre_f32(R(ref, 0, L.part), scale, base, d, R(ref, 0, L.x), norm, R(ref, 0, L.col), R(ref, 0, L.post),
+  dc::hc_pre_f32(R(ref, 0, L.part), scale, base, d, R(ref, 0, L.x), norm_u, R(ref, 0, L.col), R(ref, 0, L.post),
                  R(ref, 0, L.comb), nullptr);
   // fused, one row, on a copy of row 0's streams
   Dev f1{static_cast<size_t>(L.stride)};
   DS4_CUDA_CHECK(cudaMemcpy(f1.f(), buf.f(), size_t(L.stride) * 4, cudaMemcpyDeviceToDevice));
-  dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(f1, 0, L.x), nullptr, norm, R(f1, 0, L.col), R(f1, 0, L.post),
+  dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(f1, 0, L.x), nullptr, norm_u, R(f1, 0, L.col), R(f1, 0, L.post),
                    R(f1, 0, L.comb), sc(f1, 0), one, nullptr);
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   const float dcol = rel_diff(f1.get(L.col, size_t(H)), ref.get(L.col, size_t(H)));
@@ -221,8 +227,6 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows, bool exp
   if (dc::hc_fused_quant_supported(d)) {
     const size_t qb = dc::act_q8_row_bytes(ActBlock::kQ8_0, H);
     Dev c3{static_cast<size_t>(L.stride)}, c4{static_cast<size_t>(L.stride)}, q3{qb / 4}, q4{qb / 4};
-    Dev nrm{static_cast<size_t>(H)};  // the norm 16-byte aligned, as the model's (w's copy is not)
-    DS4_CUDA_CHECK(cudaMemcpy(nrm.f(), norm, size_t(H) * 4, cudaMemcpyDeviceToDevice));
     DS4_CUDA_CHECK(cudaMemcpy(c3.f(), buf.f(), size_t(L.stride) * 4, cudaMemcpyDeviceToDevice));
     DS4_CUDA_CHECK(cudaMemcpy(c4.f(), buf.f(), size_t(L.stride) * 4, cudaMemcpyDeviceToDevice));
     DS4_CUDA_CHECK(cudaMemset(q3.f(), 0x5a, qb));
@@ -256,11 +260,14 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows, bool exp
                      R(sb, r, L.comb), sc(sb, r), one, nullptr);
   }
   // the heads of every row, both ways, from the streams just written
-  dc::hc_head_fused(head_fn.fn, hscale, hbase, d, R(rb, 0, L.y), nullptr, norm, R(rb, 0, L.col), rows_sc(rb), all,
+  dc::hc_head_fused(head_fn.fn, hscale, hbase, d, R(rb, 0, L.y), nullptr, norm, R(rb, 0, L.head), rows_sc(rb), all,
                     nullptr);
   for (int r = 0; r < rows; ++r)
-    dc::hc_head_fused(head_fn.fn, hscale, hbase, d, R(sb, r, L.y), nullptr, norm, R(sb, r, L.col), sc(sb, r), one,
+    dc::hc_head_fused(head_fn.fn, hscale, hbase, d, R(sb, r, L.y), nullptr, norm, R(sb, r, L.head), sc(sb, r), one,
                       nullptr);
+  // (not the partials: the cluster form keeps them in shared memory, the others in this scratch)
+  for (int r = 0; r < rows; ++r)
+    for (const Dev* b : {&rb, &sb}) DS4_CUDA_CHECK(cudaMemset(R(*b, r, L.part), 0, size_t(L.stride - L.part) * 4));
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
   check(same(rb.get(0, size_t(L.stride * rows)), sb.get(0, size_t(L.stride * rows))),
         name + ": " + std::to_string(rows) + " rows in one launch = one launch per row (hc_pre with hc_post, head)");
@@ -271,15 +278,15 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows, bool exp
   check(zero, name + ": the arrival counters are back at zero");
 
   // 3b. the cluster form (decode and rows below 64: hc_fused_cluster_form) = the single-launch
-  // form with its last block's tail, every buffer bit for bit (hc_post folded in, then the head),
-  // and the Q8_0 copy of one row's collapse likewise
+  // form with its last block's tail, every buffer but the partials bit for bit (hc_post folded
+  // in, then the head into its own rows), and the Q8_0 copy of one row's collapse likewise
   if (rows < 64) {
-    const bool form = dc::hc_fused_cluster_form(pre_fn.fn, d, false, R(buf, 0, L.y), R(buf, 0, L.col), norm, all);
-    if (expect_cluster) check(form, name + ": the cluster form is taken");
+    const bool form = dc::hc_fused_cluster_form(pre_fn.fn, d, false, R(buf, 0, L.y), R(buf, 0, L.col), norm, all) &&
+                      dc::hc_fused_cluster_form(head_fn.fn, d, true, R(buf, 0, L.y), R(buf, 0, L.head), norm, all);
+    if (expect_cluster) check(form, name + ": the cluster form is taken (hc_pre and the head)");
     Dev cb{static_cast<size_t>(L.stride * rows)}, lb{static_cast<size_t>(L.stride * rows)};
     const size_t qb = dc::hc_fused_quant_supported(d) ? dc::act_q8_row_bytes(ActBlock::kQ8_0, H) : 4;
-    Dev qc{qb / 4}, ql{qb / 4}, nrm{static_cast<size_t>(H)};
-    DS4_CUDA_CHECK(cudaMemcpy(nrm.f(), norm, size_t(H) * 4, cudaMemcpyDeviceToDevice));
+    Dev qc{qb / 4}, ql{qb / 4};
     for (bool cluster : {true, false}) {
       Dev& o = cluster ? cb : lb;
       Dev& q = cluster ? qc : ql;
@@ -289,7 +296,7 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows, bool exp
       const dc::HcPostIn cin{R(o, 0, L.b), R(o, 0, L.x), R(o, 0, L.post), R(o, 0, L.comb)};
       dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(o, 0, L.y), &cin, nrm.f(), R(o, 0, L.col), R(o, 0, L.post),
                        R(o, 0, L.comb), rows_sc(o), all, nullptr);
-      dc::hc_head_fused(head_fn.fn, hscale, hbase, d, R(o, 0, L.y), nullptr, nrm.f(), R(o, 0, L.col), rows_sc(o), all,
+      dc::hc_head_fused(head_fn.fn, hscale, hbase, d, R(o, 0, L.y), nullptr, nrm.f(), R(o, 0, L.head), rows_sc(o), all,
                         nullptr);
       if (dc::hc_fused_quant_supported(d)) {  // row 0 again, its collapse quantized
         dc::HcFusedScratch s1 = sc(o, 0);
@@ -298,6 +305,9 @@ void test_case(DType t, int64_t n, int64_t H, int64_t splits, int rows, bool exp
         dc::hc_pre_fused(pre_fn.fn, scale, base, d, R(o, 0, L.x), nullptr, nrm.f(), R(o, 0, L.b), R(o, 0, L.post),
                          R(o, 0, L.comb), s1, one, nullptr);
       }
+      // the partials: the single-launch form's scratch in global memory, the cluster form's in
+      // shared memory (never written here), so not compared
+      for (int r = 0; r < rows; ++r) DS4_CUDA_CHECK(cudaMemset(R(o, r, L.part), 0, size_t(L.stride - L.part) * 4));
       DS4_CUDA_CHECK(cudaDeviceSynchronize());
     }
     dc::hc_fused_set_cluster(true);
@@ -405,6 +415,9 @@ int main() {
   test_case(DType::F32, 4, 4096, 16, 1, true);  // GLM 5.x Flash (F32 fn): a decode step
   test_case(DType::F32, 4, 4096, 16, 64);       // ... and the two-launch form's first row count
   test_case(DType::BF16, 4, 1024, 8, 3, true);  // a portable cluster size (8 blocks)
+  test_case(DType::F16, 4, 512, 4, 3, true);    // 4 blocks
+  test_case(DType::F32, 4, 6144, 16, 2, true);  // 3 groups of 32 float4 columns per block
+  test_case(DType::F16, 6, 2048, 16, 3, true);  // n = 6: Sinkhorn's shared-memory form in the cluster
   test_case(DType::F32, 4, 64, 4, 3);     // the tiny test model's shape (F32 from safetensors)
   test_case(DType::BF16, 4, 256, 8, 2);
   test_case(DType::F16, 3, 512, 2, 4, true);  // n = 3: 15 rows (a cluster of 2)

@@ -4,7 +4,9 @@
 // (ascending positions; counts 1, one span's worth, a span and one, the width, random ones):
 //  - every o_lat within 2e-5 of a double-precision sum of the same probabilities (the kernel's
 //    scores / softmax left in `scores`; a wrong, missing or doubled row moves an output by
-//    ~1e-2 and more);
+//    ~5e-4 and more at width 2051);
+//  - the same sums emulated on the host in the kernel's order (fma per span, spans in order), bit
+//    for bit: with 1 span, the one-block kernel of before;
 //  - each token launched alone (a decode step) equals its row of the many-row launch bit for bit
 //    (decode, chunks and batches must agree);
 //  - 9000 rows of a tiny shape: the launch split at 65535 / segments rows (grid.z) loses no row.
@@ -88,6 +90,31 @@ void output_case(const char* name, int64_t heads, int64_t kv_lora, int64_t width
         std::string(name) + ", " + std::to_string(segments) + " span(s), " + std::to_string(rows) + " rows";
     check(finite && worst < 2e-5,
           what + ": vs a double sum, max |diff| " + std::to_string(worst) + (finite ? "" : ", NOT finite"));
+    {  // the kernel's exact order on the host: fma over each span's rows in order (the kernel's
+       // acc += w * x is one FFMA: its SASS has no FMUL), then the spans' sums from the first
+       // in span order (1 span: the one-block kernel of before, whose sum this is)
+      const int64_t span = ((width + segments - 1) / segments + 127) / 128 * 128;
+      const std::vector<float> p = host(scores, size_t(rows * rs));
+      int64_t exact = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t n = count[size_t(r * rs)];
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t i = 0; i < kv_lora; ++i) {
+            float sum = 0.f;
+            for (int sg = 0; sg < segments; ++sg) {
+              float acc = 0.f;
+              for (int64_t t = sg * span; t < std::min(n, (sg + 1) * span); ++t)
+                acc = std::fma(p[size_t(r * rs + h * width + t)],
+                               latent[size_t(int64_t(sel[size_t(r * rs + t)]) * kv_lora + i)], acc);
+              sum = sg == 0 ? acc : sum + acc;
+            }
+            exact += std::memcmp(&sum, &got[size_t(r * rs + h * kv_lora + i)], 4) == 0;
+          }
+      }
+      check(exact == rows * heads * kv_lora, what + ": the span order emulated on the host, bit for bit in " +
+                                                 std::to_string(exact) + " of " +
+                                                 std::to_string(rows * heads * kv_lora) + " outputs");
+    }
     if (!alone) continue;
     int64_t same = 0;
     for (int64_t r = 0; r < rows; ++r) {  // each token as a decode step (one row, its own pointers)
