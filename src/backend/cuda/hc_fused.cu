@@ -364,8 +364,10 @@ __global__ void __launch_bounds__(kFusedThreads) hc_fused_kernel(FusedArgs a) {
 // row's SMs, in the same operations and order as the tail (decode == chunk rows, bit for bit).
 constexpr int kMaxClusterSplits = 16;  // (non-portable above 8: cluster_form asks the occupancy)
 // A cluster barrier in two halves (every thread of the cluster's blocks arrives, then waits):
-// arrive releases this thread's writes, wait acquires the others'.
+// arrive releases this thread's writes, wait acquires the others'. (.aligned: the whole warp
+// executes it together; the __syncwarp reconverges it after a divergent branch before.)
 __device__ __forceinline__ void cluster_arrive() {
+  __syncwarp();
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
