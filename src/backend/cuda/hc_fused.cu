@@ -484,8 +484,8 @@ std::atomic<int> g_cluster{-1};  // hc_fused_cluster
 // Whether the fused kernel may take this shape and these buffers in the cluster form: the tail's
 // collapse_regs would (vectors, the hidden in its registers, so the tail shares its order), each
 // block's run is whole groups of 32 float4 columns (whole Q8_0 tiles) on at most 31 warps, and the
-// device can hold such a cluster (asked once per kernel and size; above 8 blocks a non-portable
-// size).
+// device can hold such a cluster (asked once per device, kernel and size; above 8 blocks a
+// non-portable size).
 template <class W, bool kHead>
 bool cluster_form(const HcFn& fn, const FusedArgs& a, const HcRows& rows) {
   const int64_t H = a.dims.hidden, splits = fn.splits;
@@ -494,8 +494,11 @@ bool cluster_form(const HcFn& fn, const FusedArgs& a, const HcRows& rows) {
       H / 128 / splits > kFusedThreads / 32 - 1 || H / 4 > int64_t(kTailCols) * (kFusedThreads - 32) || !a16(a.x) ||
       !a16(a.out) || (a.out_norm && !a16(a.out_norm)) || (rows.count > 1 && rows.stride % 4 != 0))
     return false;
-  static std::atomic<int> fits[kMaxClusterSplits + 1] = {};  // 0 unknown, 1 yes, 2 no
-  std::atomic<int>& f = fits[splits];
+  constexpr int kDevices = 16;  // (a device past these: the old kernel)
+  static std::atomic<int> fits[kDevices][kMaxClusterSplits + 1] = {};  // per device: 0 unknown, 1 yes, 2 no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices) return false;
+  std::atomic<int>& f = fits[dev][splits];
   if (f.load(std::memory_order_relaxed) == 0) {
     auto* k = hc_cluster_kernel<W, kHead>;
     bool ok = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
