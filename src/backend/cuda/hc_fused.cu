@@ -371,6 +371,18 @@ __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+// The value at `p` in the shared memory of each of the cluster's first `splits` blocks, summed
+// from 0 in block order (all loads issued before the adds).
+__device__ __forceinline__ float ranks_sum(cg::cluster_group& cl, float* p, int splits) {
+  float v[kMaxClusterSplits];
+#pragma unroll
+  for (int j = 0; j < kMaxClusterSplits; ++j) v[j] = j < splits ? *cl.map_shared_rank(p, j) : 0.f;
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < kMaxClusterSplits; ++j)
+    if (j < splits) sum += v[j];
+  return sum;
+}
 template <class W, bool kHead>
 __global__ void __launch_bounds__(kFusedThreads) hc_cluster_kernel(FusedArgs a) {
   extern __shared__ float4 xs[];  // {cols} floats: this block's stream values (staged_slot)
@@ -383,16 +395,7 @@ __global__ void __launch_bounds__(kFusedThreads) hc_cluster_kernel(FusedArgs a) 
   start<W>(a, s, t == 0);
   products<W, 1>(a, t, 1, s, xs, part);
   cl.sync();  // every block's partials and staged values are in its shared memory
-  if (int(threadIdx.x) <= m) {
-    float p[kMaxClusterSplits];
-#pragma unroll
-    for (int j = 0; j < kMaxClusterSplits; ++j) p[j] = j < splits ? *cl.map_shared_rank(part + threadIdx.x, j) : 0.f;
-    float v = 0.f;  // (sum_splits' order)
-#pragma unroll
-    for (int j = 0; j < kMaxClusterSplits; ++j)
-      if (j < splits) v += p[j];
-    mix[threadIdx.x] = v;
-  }
+  if (int(threadIdx.x) <= m) mix[threadIdx.x] = ranks_sum(cl, part + threadIdx.x, splits);  // (sum_splits' order)
   __syncthreads();
   mix_to_pre<kHead>(a, mix, pre);
   // Two more cluster barriers, split into arrive / wait: #2 publishes each run's sum of squares,
@@ -436,13 +439,7 @@ __global__ void __launch_bounds__(kFusedThreads) hc_cluster_kernel(FusedArgs a) 
   cluster_arrive();  // #2
   cluster_wait();
   if (a.out_norm) {
-    float r[kMaxClusterSplits];
-#pragma unroll
-    for (int j = 0; j < kMaxClusterSplits; ++j) r[j] = j < splits ? *cl.map_shared_rank(&run_ss, j) : 0.f;
-    float ss = 0.f;  // (runs_total's order)
-#pragma unroll
-    for (int j = 0; j < kMaxClusterSplits; ++j)
-      if (j < splits) ss += r[j];
+    const float ss = ranks_sum(cl, &run_ss, splits);  // (runs_total's order)
     const float rs = rsqrtf(ss / float(H) + a.dims.norm_eps);
     acc = make_float4(acc.x * rs * nv.x, acc.y * rs * nv.y, acc.z * rs * nv.z, acc.w * rs * nv.w);
   }
