@@ -117,23 +117,40 @@ __device__ __forceinline__ void pdl_begin(bool trigger = true) {
   pdl_wait();
 }
 
-// Launches kernel k with `smem` bytes of dynamic shared memory, as a programmatic dependent of
-// the kernel before it on `stream` when `pdl` (the kernel must then pdl_wait before reading
+// Launches kernel k with `smem` bytes of dynamic shared memory, its blocks grouped in thread block
+// clusters of `cluster` blocks (dim3(1, 1, 1): no cluster attribute), as a programmatic dependent
+// of the kernel before it on `stream` when `pdl` (the kernel must then pdl_wait before reading
 // what that kernel writes).
 template <class... KArgs, class... Args>
-void launch_maybe_pdl_smem(bool pdl, void (*k)(KArgs...), dim3 blocks, int threads, size_t smem, cudaStream_t stream,
-                           Args&&... args) {
+void launch_cluster_maybe_pdl(bool pdl, dim3 cluster, void (*k)(KArgs...), dim3 blocks, int threads, size_t smem,
+                              cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = blocks;
   cfg.blockDim = dim3(unsigned(threads));
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster.x, attr[n].val.clusterDim.y = cluster.y, attr[n].val.clusterDim.z = cluster.z;
+    ++n;
+  }
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = n;
   DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, std::forward<Args>(args)...));
+}
+
+// The same without clusters.
+template <class... KArgs, class... Args>
+void launch_maybe_pdl_smem(bool pdl, void (*k)(KArgs...), dim3 blocks, int threads, size_t smem, cudaStream_t stream,
+                           Args&&... args) {
+  launch_cluster_maybe_pdl(pdl, dim3(1, 1, 1), k, blocks, threads, smem, stream, std::forward<Args>(args)...);
 }
 
 // The same without dynamic shared memory.

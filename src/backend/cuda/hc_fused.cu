@@ -497,6 +497,11 @@ bool cluster_form(const HcFn& fn, const FusedArgs& a, const HcRows& rows) {
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices) return false;
   std::atomic<int>& f = fits[dev][splits];
   if (f.load(std::memory_order_relaxed) == 0) {
+    // The first call may come while a step's graph is being captured (the engine captures its
+    // first decode step): in the thread's relaxed capture mode these queries neither fail nor
+    // invalidate the capture, whatever mode the capture began in.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     auto* k = hc_cluster_kernel<W, kHead>;
     bool ok = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
     cudaLaunchConfig_t cfg{};
@@ -509,6 +514,7 @@ bool cluster_form(const HcFn& fn, const FusedArgs& a, const HcRows& rows) {
     int clusters = 0;
     ok = ok && cudaOccupancyMaxActiveClusters(&clusters, k, &cfg) == cudaSuccess && clusters > 0;
     (void)cudaGetLastError();  // (a refusal is an answer here, not an error to leave behind)
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);  // the thread's mode as it was
     f.store(ok ? 1 : 2, std::memory_order_relaxed);
   }
   return f.load(std::memory_order_relaxed) == 1;
@@ -516,19 +522,9 @@ bool cluster_form(const HcFn& fn, const FusedArgs& a, const HcRows& rows) {
 
 template <class W, bool kHead>
 void launch_cluster(const HcFn& fn, const FusedArgs& a, const HcRows& rows, cudaStream_t s) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(fn.splits), unsigned(rows.count));
-  cfg.blockDim = dim3(kFusedThreads);
-  cfg.dynamicSmemBytes = size_t(fn.cols) * sizeof(float);
-  cfg.stream = s;
-  cudaLaunchAttribute at[2];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = unsigned(fn.splits), at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-  at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = gemv_pdl() ? 2 : 1;
-  DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, hc_cluster_kernel<W, kHead>, a));
+  gemv_detail::launch_cluster_maybe_pdl(gemv_pdl(), dim3(unsigned(fn.splits)), hc_cluster_kernel<W, kHead>,
+                                        dim3(unsigned(fn.splits), unsigned(rows.count)), kFusedThreads,
+                                        size_t(fn.cols) * sizeof(float), s, a);
 }
 
 template <class W, bool kHead>

@@ -311,19 +311,10 @@ void mla_output(const float* probs, const float* latent, const int32_t* sel_idx,
   const int64_t max_rows = 65535 / segments;  // grid.z
   for (int64_t row0 = 0; row0 < rows.count; row0 += max_rows) {
     const int64_t nr = std::min<int64_t>(max_rows, rows.count - row0);
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8), unsigned(nr * segments));
-    cfg.blockDim = dim3(kOutThreads);
-    cfg.stream = s;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = unsigned(segments);
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 2 : 1;
-    DS4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mla_output_kernel, probs, latent, sel_idx, sel_count, sh, o_lat, rows,
-                                      segments, row0, pdl));
+    ds4::cuda::gemv_detail::launch_cluster_maybe_pdl(
+        pdl, dim3(1, 1, unsigned(segments)), mla_output_kernel,
+        dim3(unsigned((sh.kv_lora + 31) / 32), unsigned((sh.heads + 7) / 8), unsigned(nr * segments)), kOutThreads, 0,
+        s, probs, latent, sel_idx, sel_count, sh, o_lat, rows, segments, row0, pdl);
   }
 }
 
