@@ -481,8 +481,10 @@ std::atomic<int> g_cluster{-1};  // hc_fused_cluster
 // Whether the fused kernel may take this shape and these buffers in the cluster form: the tail's
 // collapse_regs would (vectors, the hidden in its registers, so the tail shares its order), each
 // block's run is whole groups of 32 float4 columns (whole Q8_0 tiles) on at most 31 warps, and the
-// device can hold such a cluster (asked once per device, kernel and size; above 8 blocks a
-// non-portable size).
+// device holds all the rows' clusters at once (asked once per device, kernel and size; above 8
+// blocks a non-portable size). Rows past one wave of clusters take the old kernel: a cluster's
+// blocks share a GPC, so fewer 16-block clusters than 16-block groups fit at once (H100, session
+// 39: 16 rows in clusters lost 2.9 % of DeepSeek's 16-stream step, 2 rows' waves to 3).
 template <class W, bool kHead>
 bool cluster_form(const HcFn& fn, const FusedArgs& a, const HcRows& rows) {
   const int64_t H = a.dims.hidden, splits = fn.splits;
@@ -492,7 +494,8 @@ bool cluster_form(const HcFn& fn, const FusedArgs& a, const HcRows& rows) {
       !a16(a.out) || (a.out_norm && !a16(a.out_norm)) || (rows.count > 1 && rows.stride % 4 != 0))
     return false;
   constexpr int kDevices = 16;  // (a device past these: the old kernel)
-  static std::atomic<int> fits[kDevices][kMaxClusterSplits + 1] = {};  // per device: 0 unknown, 1 yes, 2 no
+  // per device and size: 0 unknown, else 1 + the clusters the device holds at once
+  static std::atomic<int> fits[kDevices][kMaxClusterSplits + 1] = {};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices) return false;
   std::atomic<int>& f = fits[dev][splits];
@@ -515,9 +518,9 @@ bool cluster_form(const HcFn& fn, const FusedArgs& a, const HcRows& rows) {
     ok = ok && cudaOccupancyMaxActiveClusters(&clusters, k, &cfg) == cudaSuccess && clusters > 0;
     (void)cudaGetLastError();  // (a refusal is an answer here, not an error to leave behind)
     (void)cudaThreadExchangeStreamCaptureMode(&mode);  // the thread's mode as it was
-    f.store(ok ? 1 : 2, std::memory_order_relaxed);
+    f.store(ok ? 1 + clusters : 1, std::memory_order_relaxed);
   }
-  return f.load(std::memory_order_relaxed) == 1;
+  return rows.count <= f.load(std::memory_order_relaxed) - 1;
 }
 
 template <class W, bool kHead>
@@ -586,7 +589,7 @@ std::atomic<int> g_split_target{-1};
 }  // namespace
 
 // Off until a device run of its tests (session 38 wrote it without one: runbook, session 38).
-bool hc_fused_cluster() { return env_setting(g_cluster, "DS4_HC_CLUSTER", {0, 1}, "0 or 1", 0) == 1; }
+bool hc_fused_cluster() { return env_setting(g_cluster, "DS4_HC_CLUSTER", {0, 1}, "0 or 1", 1) == 1; }
 void hc_fused_set_cluster(bool on) { g_cluster.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 bool hc_fused_cluster_form(const HcFn& fn, const HcDims& d, bool head, const float* x, const float* out,

@@ -111,9 +111,9 @@ inline constexpr int64_t kHcMaxSplits = 64;
 inline constexpr int64_t kHcSplitsDefault = 16;
 int64_t hc_split_target();
 // Decode and short row counts (below the two-launch form's 64 rows) as one thread block cluster
-// per row where the shape, the buffers and the device allow (hc_fused.cu cluster_form): the
-// same bits as the single-launch form. DS4_HC_CLUSTER (0 or 1; unset = 0 until a device run of
-// its tests) read on first use, or the setter.
+// per row where the shape, the buffers and the device allow, and the device holds every row's
+// cluster at once (hc_fused.cu cluster_form): the same bits as the single-launch form.
+// DS4_HC_CLUSTER (0 or 1; unset = 1) read on first use, or the setter.
 bool hc_fused_cluster();
 void hc_fused_set_cluster(bool on);
 // Whether hc_pre_fused (head false) / hc_head_fused would take the cluster form for these.

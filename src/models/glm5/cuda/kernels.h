@@ -56,7 +56,7 @@ void mla_attend(const float* q_lat, const float* latent, const int32_t* sel_idx,
                 const MlaShape& sh, float* scores, float* o_lat, cudaStream_t s, const Rows& rows = {});
 // mla_attend's weighted sum splits each token's selection into this many fixed spans, one block
 // of a thread block cluster each, their sums added in span order (1: one block reads the whole
-// selection). DS4_MLA_SEGMENTS (1, 2, 4 or 8; unset = 1 until a device run of its tests) read on
+// selection). DS4_MLA_SEGMENTS (1, 2, 4 or 8; unset = 8) read on
 // first use, or the setter. Any value gives decode, chunks and batches the same bits; different
 // values differ in rounding.
 int mla_output_segments();
