@@ -16,9 +16,11 @@ std::string block_text(const json& content, const std::string& where) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) fail("'" + where + "' must be a string or an array of blocks", where);
   std::string out;
-  for (const auto& b : content) {
-    if (!b.is_object() || get_string(b, "type").value_or("") != "text") fail("'" + where + "' supports text blocks only", where);
-    out += get_string(b, "text").value_or("");
+  for (size_t k = 0; k < content.size(); ++k) {
+    const json& b = content[k];
+    const std::string bw = where + "[" + std::to_string(k) + "]";
+    if (!b.is_object() || get_string(b, "type", bw).value_or("") != "text") fail("'" + where + "' supports text blocks only", where);
+    out += get_string(b, "text", bw).value_or("");
   }
   return out;
 }
@@ -26,11 +28,12 @@ std::string block_text(const json& content, const std::string& where) {
 void convert(const json& m, size_t i, tok::Conversation& conv) {
   const std::string where = "messages[" + std::to_string(i) + "]";
   if (!m.is_object()) fail("'" + where + "' must be an object", where);
-  auto role = get_string(m, "role").value_or("");
+  auto role = get_string(m, "role", where).value_or("");
   if (role != "user" && role != "assistant") fail("role must be 'user' or 'assistant'", where + ".role");
   auto c = m.find("content");
   if (c == m.end() || c->is_null()) fail("'" + where + ".content' is required", where + ".content");
   tok::Message msg = make_message(role, "");
+  const size_t before = conv.messages.size();
   if (c->is_string()) {
     msg.content = c->get<std::string>();
     conv.messages.push_back(std::move(msg));
@@ -41,27 +44,31 @@ void convert(const json& m, size_t i, tok::Conversation& conv) {
     const json& b = (*c)[k];
     const std::string bw = where + ".content[" + std::to_string(k) + "]";
     if (!b.is_object()) fail("'" + bw + "' must be an object", bw);
-    auto type = get_string(b, "type").value_or("");
+    auto type = get_string(b, "type", bw).value_or("");
     if (type == "text") {
-      msg.content += get_string(b, "text").value_or("");
+      msg.content += get_string(b, "text", bw).value_or("");
     } else if (type == "thinking" && role == "assistant") {
-      msg.reasoning += get_string(b, "thinking").value_or("");
+      msg.reasoning += get_string(b, "thinking", bw).value_or("");
     } else if (type == "redacted_thinking") {
     } else if (type == "tool_use" && role == "assistant") {
       json input = b.contains("input") ? b["input"] : json::object();
       if (!input.is_object()) fail("'" + bw + ".input' must be an object", bw + ".input");
-      msg.tool_calls.push_back({get_string(b, "id").value_or(""), get_string(b, "name").value_or(""), dump(input)});
+      msg.tool_calls.push_back({get_string(b, "id", bw).value_or(""), get_string(b, "name", bw).value_or(""), dump(input)});
     } else if (type == "tool_result" && role == "user") {
       // Tool results are their own turns in every family template; keep the order.
       if (!msg.content.empty()) conv.messages.push_back(std::exchange(msg, make_message(role, "")));
       tok::Message t = make_message("tool", b.contains("content") && !b["content"].is_null() ? block_text(b["content"], bw + ".content") : "");
-      t.tool_call_id = get_string(b, "tool_use_id").value_or("");
+      t.tool_call_id = get_string(b, "tool_use_id", bw).value_or("");
       conv.messages.push_back(std::move(t));
     } else {
       fail("content block type '" + type + "' is not supported here", bw + ".type");
     }
   }
-  if (!msg.content.empty() || !msg.reasoning.empty() || !msg.tool_calls.empty()) conv.messages.push_back(std::move(msg));
+  // An entry that gave no turn at all (content []) is an empty turn, as content "" is: dropped,
+  // it left no message (the template's "no messages" error) or joined its neighbours' roles.
+  const bool gave_turn = conv.messages.size() > before;
+  if (!msg.content.empty() || !msg.reasoning.empty() || !msg.tool_calls.empty() || !gave_turn)
+    conv.messages.push_back(std::move(msg));
 }
 
 engine::GenRequest messages_request(const Context& c, const json& body, bool need_max_tokens) {
@@ -76,10 +83,13 @@ engine::GenRequest messages_request(const Context& c, const json& body, bool nee
     for (size_t i = 0; i < tools->size(); ++i) r.conv.tools.push_back(function_tool((*tools)[i], i, "input_schema"));
   r.conv.thinking = thinking_from_settings(c.settings);
   if (auto th = get_object(body, "thinking")) {
-    auto type = get_string(*th, "type").value_or("enabled");
+    // Anthropic's types; another one was taken as "enabled" (a typo of "disabled" turned it on).
+    auto type = get_string(*th, "type", "thinking").value_or("enabled");
+    if (type != "enabled" && type != "disabled" && type != "adaptive")
+      fail("thinking.type '" + type + "' is not one of enabled, disabled, adaptive", "thinking.type");
     r.conv.thinking = type == "disabled" ? tok::Thinking::kOff : tok::Thinking::kOn;
   }
-  r.sampler = resolve_sampler(c, body);
+  r.sampler = resolve_sampler(c, body, 1.0);  // Anthropic's temperature range is 0..1
   auto mt = get_int(body, "max_tokens");
   if (!mt && need_max_tokens) fail("'max_tokens' is required", "max_tokens");
   r.max_tokens = resolve_max_tokens(c, mt);

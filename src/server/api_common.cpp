@@ -1,5 +1,6 @@
 #include "server/api_common.h"
 
+#include <cstdio>
 #include <limits>
 #include <chrono>
 #include <random>
@@ -50,6 +51,9 @@ json parse_body(const httplib::Request& req) {
   json j = json::parse(req.body, nullptr, false);  // rejects invalid UTF-8 too
   if (j.is_discarded()) fail("request body is not valid JSON (or not valid UTF-8)");
   if (!j.is_object()) fail("request body must be a JSON object");
+  // This server serves one model under any name (the SDKs need one; the page sends "default"),
+  // but a name that is not a string is a malformed request on every API.
+  if (auto m = j.find("model"); m != j.end() && !m->is_null() && !m->is_string()) fail("'model' must be a string", "model");
   return j;
 }
 
@@ -59,50 +63,51 @@ const json* field(const json& j, const char* key) {
   if (it == j.end() || it->is_null()) return nullptr;
   return &*it;
 }
+std::string path_of(const char* key, const std::string& where) { return where.empty() ? key : where + "." + key; }
 }  // namespace
 
-std::optional<std::string> get_string(const json& j, const char* key) {
+std::optional<std::string> get_string(const json& j, const char* key, const std::string& where) {
   auto f = field(j, key);
   if (!f) return std::nullopt;
-  if (!f->is_string()) fail(std::string("'") + key + "' must be a string", key);
+  if (!f->is_string()) fail("'" + path_of(key, where) + "' must be a string", path_of(key, where));
   return f->get<std::string>();
 }
 
-std::optional<double> get_number(const json& j, const char* key) {
+std::optional<double> get_number(const json& j, const char* key, const std::string& where) {
   auto f = field(j, key);
   if (!f) return std::nullopt;
-  if (!f->is_number()) fail(std::string("'") + key + "' must be a number", key);
+  if (!f->is_number()) fail("'" + path_of(key, where) + "' must be a number", path_of(key, where));
   return f->get<double>();
 }
 
-std::optional<int64_t> get_int(const json& j, const char* key) {
+std::optional<int64_t> get_int(const json& j, const char* key, const std::string& where) {
   auto f = field(j, key);
   if (!f) return std::nullopt;
-  if (!f->is_number_integer()) fail(std::string("'") + key + "' must be an integer", key);
+  if (!f->is_number_integer()) fail("'" + path_of(key, where) + "' must be an integer", path_of(key, where));
   // An integer above INT64_MAX parses as unsigned: read as int64 it wrapped to a negative number
   // (max_tokens 2^64 - 1 was told "must be >= 1").
   if (f->is_number_unsigned() && f->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-    fail(std::string("'") + key + "' is out of range (at most " +
-             std::to_string(std::numeric_limits<int64_t>::max()) + ")", key);
+    fail("'" + path_of(key, where) + "' is out of range (at most " +
+             std::to_string(std::numeric_limits<int64_t>::max()) + ")", path_of(key, where));
   return f->get<int64_t>();
 }
 
-std::optional<bool> get_bool(const json& j, const char* key) {
+std::optional<bool> get_bool(const json& j, const char* key, const std::string& where) {
   auto f = field(j, key);
   if (!f) return std::nullopt;
-  if (!f->is_boolean()) fail(std::string("'") + key + "' must be a boolean", key);
+  if (!f->is_boolean()) fail("'" + path_of(key, where) + "' must be a boolean", path_of(key, where));
   return f->get<bool>();
 }
 
-const json* get_array(const json& j, const char* key) {
+const json* get_array(const json& j, const char* key, const std::string& where) {
   auto f = field(j, key);
-  if (f && !f->is_array()) fail(std::string("'") + key + "' must be an array", key);
+  if (f && !f->is_array()) fail("'" + path_of(key, where) + "' must be an array", path_of(key, where));
   return f;
 }
 
-const json* get_object(const json& j, const char* key) {
+const json* get_object(const json& j, const char* key, const std::string& where) {
   auto f = field(j, key);
-  if (f && !f->is_object()) fail(std::string("'") + key + "' must be an object", key);
+  if (f && !f->is_object()) fail("'" + path_of(key, where) + "' must be an object", path_of(key, where));
   return f;
 }
 
@@ -125,7 +130,7 @@ std::string function_tool(const json& t, size_t i, const char* schema_key) {
   return dump({{"type", "function"}, {"function", fn}});
 }
 
-engine::SamplerParams resolve_sampler(const Context& c, const json& body) {
+engine::SamplerParams resolve_sampler(const Context& c, const json& body, double max_temperature) {
   auto p = engine::default_sampler_params(c.engine.sampler_kind());
   const auto& s = c.settings;
   if (s.temperature) p.temperature = *s.temperature;
@@ -135,7 +140,16 @@ engine::SamplerParams resolve_sampler(const Context& c, const json& body) {
   // No seed in the settings or the request: a fresh one per request (reported in usage.seed),
   // so "regenerate" draws anew and any answer can still be reproduced.
   p.seed = s.seed ? *s.seed : engine::fresh_seed();
-  if (auto v = get_number(body, "temperature")) p.temperature = *v;
+  if (auto v = get_number(body, "temperature")) {
+    // The protocol's documented range (OpenAI 0..2, Anthropic 0..1): the engine only refuses a
+    // negative one, and a client sending 5 is told so rather than sampled at 5.
+    if (*v < 0 || *v > max_temperature) {
+      char hi[16];
+      std::snprintf(hi, sizeof hi, "%g", max_temperature);
+      fail(std::string("'temperature' must be between 0 and ") + hi, "temperature");
+    }
+    p.temperature = *v;
+  }
   if (auto v = get_number(body, "top_p")) p.top_p = *v;
   if (auto v = get_int(body, "top_k")) p.top_k = int(std::clamp<int64_t>(*v, -1, 1 << 30));
   if (auto v = get_number(body, "min_p")) p.min_p = *v;

@@ -36,13 +36,15 @@ std::string error_body(const std::string& path, const ApiError& e);
 [[noreturn]] void fail(const std::string& message, const std::string& param = "", int status = 400);
 
 json parse_body(const httplib::Request& req);
-// Typed optional getters: absent or null -> nullopt; wrong type -> ApiError naming `key`.
-std::optional<std::string> get_string(const json& j, const char* key);
-std::optional<double> get_number(const json& j, const char* key);
-std::optional<int64_t> get_int(const json& j, const char* key);
-std::optional<bool> get_bool(const json& j, const char* key);
-const json* get_array(const json& j, const char* key);   // nullptr if absent
-const json* get_object(const json& j, const char* key);  // nullptr if absent
+// Typed optional getters: absent or null -> nullopt; wrong type -> ApiError naming `key`, as
+// `where.key` when `where` (the path of `j` in the body, e.g. "messages[2]") is given: a
+// field of a nested object is named by its whole path, never by its bare key.
+std::optional<std::string> get_string(const json& j, const char* key, const std::string& where = "");
+std::optional<double> get_number(const json& j, const char* key, const std::string& where = "");
+std::optional<int64_t> get_int(const json& j, const char* key, const std::string& where = "");
+std::optional<bool> get_bool(const json& j, const char* key, const std::string& where = "");
+const json* get_array(const json& j, const char* key, const std::string& where = "");   // nullptr if absent
+const json* get_object(const json& j, const char* key, const std::string& where = "");  // nullptr if absent
 
 // A function tool as the family templates take it, {"type":"function","function":{name,
 // description, parameters}}, from the fields of tools[i] (Anthropic: input_schema; Responses:
@@ -55,8 +57,9 @@ struct Context {
   std::string model_name;
 };
 
-// Family defaults <- settings <- request values.
-engine::SamplerParams resolve_sampler(const Context& c, const json& body);
+// Family defaults <- settings <- request values. A request's temperature above
+// `max_temperature` (its protocol's range: OpenAI 2, Anthropic 1) or below 0 is a 400.
+engine::SamplerParams resolve_sampler(const Context& c, const json& body, double max_temperature = 2.0);
 tok::Thinking thinking_from_settings(const engine::Settings& s);
 int64_t resolve_max_tokens(const Context& c, std::optional<int64_t> requested);
 std::vector<std::string> stop_list(const json& body, const char* key);

@@ -18,12 +18,14 @@ std::string text_of(const json& content, const std::string& where) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) fail("'" + where + "' must be a string or an array of parts", where);
   std::string out;
-  for (const auto& part : content) {
+  for (size_t k = 0; k < content.size(); ++k) {
+    const json& part = content[k];
+    const std::string pw = where + "[" + std::to_string(k) + "]";
     if (!part.is_object()) fail("'" + where + "' parts must be objects", where);
-    auto type = get_string(part, "type").value_or("text");
+    auto type = get_string(part, "type", pw).value_or("text");
     if (type != "text" && type != "input_text" && type != "output_text")
       fail("content part type '" + type + "' is not supported (text only)", where);
-    out += get_string(part, "text").value_or("");
+    out += get_string(part, "text", pw).value_or("");
   }
   return out;
 }
@@ -32,26 +34,28 @@ tok::Message convert_message(const json& m, size_t i) {
   const std::string where = "messages[" + std::to_string(i) + "]";
   if (!m.is_object()) fail("'" + where + "' must be an object", where);
   tok::Message out;
-  auto role = get_string(m, "role");
+  auto role = get_string(m, "role", where);
   if (!role) fail("'" + where + ".role' is required", where + ".role");
   out.role = *role == "developer" ? "system" : *role;
   if (out.role != "system" && out.role != "user" && out.role != "assistant" && out.role != "tool")
     fail("unknown role '" + *role + "'", where + ".role");
   out.content = text_of(m.contains("content") ? m["content"] : json(), where + ".content");
-  if (auto r = get_string(m, "reasoning_content")) out.reasoning = *r;
-  if (auto calls = get_array(m, "tool_calls")) {
-    for (const auto& c : *calls) {
+  if (auto r = get_string(m, "reasoning_content", where)) out.reasoning = *r;
+  if (auto calls = get_array(m, "tool_calls", where)) {
+    for (size_t k = 0; k < calls->size(); ++k) {
+      const json& c = (*calls)[k];
+      const std::string cw = where + ".tool_calls[" + std::to_string(k) + "]";
       if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
         fail("'" + where + ".tool_calls' entries need a 'function' object", where + ".tool_calls");
       tok::ToolCall tc;
-      tc.id = get_string(c, "id").value_or("");
-      tc.name = get_string(c["function"], "name").value_or("");
-      tc.arguments = get_string(c["function"], "arguments").value_or("{}");
+      tc.id = get_string(c, "id", cw).value_or("");
+      tc.name = get_string(c["function"], "name", cw + ".function").value_or("");
+      tc.arguments = get_string(c["function"], "arguments", cw + ".function").value_or("{}");
       out.tool_calls.push_back(std::move(tc));
     }
   }
-  if (auto id = get_string(m, "tool_call_id")) out.tool_call_id = *id;
-  if (auto n = get_string(m, "name")) out.name = *n;
+  if (auto id = get_string(m, "tool_call_id", where)) out.tool_call_id = *id;
+  if (auto n = get_string(m, "name", where)) out.name = *n;
   return out;
 }
 

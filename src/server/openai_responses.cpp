@@ -4,6 +4,8 @@
 #include "server/api_common.h"
 #include "server/tool_choice.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace ds4::server {
@@ -16,12 +18,14 @@ std::string item_text(const json& content, const std::string& where) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) fail("'" + where + "' must be a string or an array", where);
   std::string out;
-  for (const auto& p : content) {
+  for (size_t k = 0; k < content.size(); ++k) {
+    const json& p = content[k];
+    const std::string pw = where + "[" + std::to_string(k) + "]";
     if (!p.is_object()) fail("'" + where + "' parts must be objects", where);
-    auto type = get_string(p, "type").value_or("input_text");
+    auto type = get_string(p, "type", pw).value_or("input_text");
     if (type != "input_text" && type != "output_text" && type != "text")
       fail("content type '" + type + "' is not supported (text only)", where);
-    out += get_string(p, "text").value_or("");
+    out += get_string(p, "text", pw).value_or("");
   }
   return out;
 }
@@ -38,22 +42,22 @@ tok::Conversation conversation(const Context& c, const json& body) {
       const json& it = (*in)[i];
       const std::string where = "input[" + std::to_string(i) + "]";
       if (!it.is_object()) fail("'" + where + "' must be an object", where);
-      auto type = get_string(it, "type").value_or("message");
+      auto type = get_string(it, "type", where).value_or("message");
       tok::Message m;
       if (type == "message") {
-        m.role = get_string(it, "role").value_or("");
+        m.role = get_string(it, "role", where).value_or("");
         if (m.role == "developer") m.role = "system";
         if (m.role != "system" && m.role != "user" && m.role != "assistant") fail("unknown role '" + m.role + "'", where + ".role");
         m.content = item_text(it.contains("content") ? it["content"] : json(), where + ".content");
         conv.messages.push_back(std::move(m));
       } else if (type == "function_call") {
-        tok::ToolCall tc{get_string(it, "call_id").value_or(""), get_string(it, "name").value_or(""),
-                         get_string(it, "arguments").value_or("{}")};
+        tok::ToolCall tc{get_string(it, "call_id", where).value_or(""), get_string(it, "name", where).value_or(""),
+                         get_string(it, "arguments", where).value_or("{}")};
         if (conv.messages.empty() || conv.messages.back().role != "assistant") conv.messages.push_back(make_message("assistant", {}));
         conv.messages.back().tool_calls.push_back(std::move(tc));
       } else if (type == "function_call_output") {
         m.role = "tool";
-        m.tool_call_id = get_string(it, "call_id").value_or("");
+        m.tool_call_id = get_string(it, "call_id", where).value_or("");
         auto out = it.find("output");
         m.content = out == it.end() ? "" : out->is_string() ? out->get<std::string>() : item_text(*out, where + ".output");
         conv.messages.push_back(std::move(m));
@@ -74,7 +78,14 @@ tok::Conversation conversation(const Context& c, const json& body) {
     }
   conv.thinking = thinking_from_settings(c.settings);
   if (auto r = get_object(body, "reasoning"))
-    if (auto e = get_string(*r, "effort")) conv.thinking = (*e == "none" || *e == "minimal") ? tok::Thinking::kOff : tok::Thinking::kOn;
+    if (auto e = get_string(*r, "effort", "reasoning")) {
+      // The values Chat Completions' reasoning_effort takes; another one is a 400 there and
+      // here (it was taken as "on", so a typo silently changed the turn).
+      static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high", "max", "xhigh"};
+      if (std::find(std::begin(kEfforts), std::end(kEfforts), *e) == std::end(kEfforts))
+        fail("unknown reasoning.effort '" + *e + "'", "reasoning.effort");
+      conv.thinking = (*e == "none" || *e == "minimal") ? tok::Thinking::kOff : tok::Thinking::kOn;
+    }
   return conv;
 }
 

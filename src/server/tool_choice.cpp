@@ -1,10 +1,12 @@
 #include "server/tool_choice.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 #include "server/api_common.h"
 #include "tokenizer/json_schema.h"
+#include "tokenizer/tool_grammar.h"
 
 namespace ds4::server {
 
@@ -22,34 +24,45 @@ std::vector<std::string> tool_names(const std::vector<std::string>& tools) {
   return names;
 }
 
-// Which values of each node of a compiled schema exist: a least fixpoint over the graph, so a
-// $ref cycle with no way out (an object that requires itself) has none, as the grammar could
-// never finish such a value either.
-bool node_satisfiable(const tok::SchemaNode& n, const std::vector<char>& sat) {
+// The fewest nested arrays / objects a value of each node of a compiled schema needs (0: a
+// scalar will do; kNoValue: no value at all): a least fixpoint over the graph, so a $ref cycle
+// with no way out (an object that requires itself) has none, as the grammar could never
+// finish such a value either.
+constexpr int kNoValue = std::numeric_limits<int>::max();
+
+int node_nesting(const tok::SchemaNode& n, const std::vector<int>& need) {
   using Kind = tok::SchemaNode::Kind;
   switch (n.kind) {
-    case Kind::kString: return n.max_len < 0 || n.min_len <= n.max_len;
-    case Kind::kEnum: return !n.enum_json.empty();
-    case Kind::kObject:
-      return std::all_of(n.props.begin(), n.props.end(), [&](const auto& p) { return !p.required || sat[size_t(p.node)]; });
-    case Kind::kArray:
-      return (n.max_items < 0 || n.min_items <= n.max_items) && (n.min_items == 0 || n.items < 0 || sat[size_t(n.items)]);
-    case Kind::kUnion: return std::any_of(n.alts.begin(), n.alts.end(), [&](int a) { return sat[size_t(a)] != 0; });
-    default: return true;
+    case Kind::kString: return n.max_len < 0 || n.min_len <= n.max_len ? 0 : kNoValue;
+    case Kind::kEnum: return n.enum_json.empty() ? kNoValue : 0;
+    case Kind::kObject: {
+      int deepest = 0;
+      for (const auto& p : n.props)
+        if (p.required) deepest = std::max(deepest, need[size_t(p.node)]);
+      return deepest == kNoValue ? kNoValue : 1 + deepest;
+    }
+    case Kind::kArray: {
+      if (n.max_items >= 0 && n.min_items > n.max_items) return kNoValue;
+      const int item = n.min_items == 0 || n.items < 0 ? 0 : need[size_t(n.items)];
+      return item == kNoValue ? kNoValue : 1 + item;
+    }
+    case Kind::kUnion: {
+      int least = kNoValue;
+      for (int a : n.alts) least = std::min(least, need[size_t(a)]);
+      return least;
+    }
+    default: return 0;
   }
 }
 
-// Every node has a value: the grammar may enter any of them (it offers an optional property,
-// an array item or a union alternative without looking ahead), and one without a value is a
-// dead end there, so an unsatisfiable part anywhere is as fatal as at the root.
-bool satisfiable(const tok::SchemaGraph& g) {
-  std::vector<char> sat(g.nodes.size(), 0);
+std::vector<int> nesting(const tok::SchemaGraph& g) {
+  std::vector<int> need(g.nodes.size(), kNoValue);
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (!sat[i] && node_satisfiable(g.nodes[i], sat)) sat[i] = changed = true;
+      if (const int v = node_nesting(g.nodes[i], need); v < need[i]) need[i] = v, changed = true;
   }
-  return std::all_of(sat.begin(), sat.end(), [](char v) { return v != 0; });
+  return need;
 }
 
 // A forced call (required / a named function) is decoded under the tool-call grammar: a tool
@@ -64,13 +77,29 @@ void check_forced_schemas(const std::vector<std::string>& tools, const tok::Tool
     const std::string name = fn["name"].get<std::string>();
     if (c.mode == tok::ToolChoice::Mode::kFunction && name != c.function) continue;
     const json params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"] : json::object();
+    tok::SchemaGraph g;
     try {
-      if (!satisfiable(tok::SchemaGraph::compile(params, "tool '" + name + "' parameters")))
-        fail("tool_choice forces a call of '" + name + "', but a part of its parameters schema has no valid "
-             "value (e.g. minLength over maxLength): the constrained decoder could never complete that call", "tool_choice");
+      g = tok::SchemaGraph::compile(params, "tool '" + name + "' parameters");
     } catch (const InputError& e) {
       fail(e.what(), "tools");
     }
+    // Every node has a value: the grammar may enter any of them (it offers an optional
+    // property, an array item or a union alternative without looking ahead), and one without
+    // a value is a dead end there, so an unsatisfiable part anywhere is as fatal as at the root.
+    const std::vector<int> need = nesting(g);
+    if (std::find(need.begin(), need.end(), kNoValue) != need.end())
+      fail("tool_choice forces a call of '" + name + "', but a part of its parameters schema has no valid "
+           "value (e.g. minLength over maxLength): the constrained decoder could never complete that call", "tool_choice");
+    // The grammar's frame stack bounds how deep a parameter's JSON value may nest: a required
+    // parameter whose value needs more levels dead-ended mid-turn (a 500, or an error event
+    // after the 200 of a stream).
+    const tok::SchemaNode& top = g.nodes[size_t(g.root)];
+    if (top.kind == tok::SchemaNode::Kind::kObject)
+      for (const auto& p : top.props)
+        if (p.required && need[size_t(p.node)] > tok::ToolGrammar::kMaxJsonNesting)
+          fail("tool_choice forces a call of '" + name + "', but its required parameter '" + p.name + "' nests arrays / "
+               "objects " + std::to_string(need[size_t(p.node)]) + " levels deep; the constrained decoder writes at most " +
+               std::to_string(tok::ToolGrammar::kMaxJsonNesting), "tool_choice");
   }
 }
 

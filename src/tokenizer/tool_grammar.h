@@ -70,6 +70,10 @@ class ToolGrammar {
     char tail[47] = {};  // raw text: its last bytes, for terminator / forbidden-text checks
   };
   static constexpr int kMaxDepth = 32;
+  // How deep a parameter's JSON value may nest arrays / objects: its frame sits on the root,
+  // the call and the literal after the value (depth 4), and value_step opens no container at
+  // depth kMaxDepth - 4 or more. A schema that needs more levels cannot be completed.
+  static constexpr int kMaxJsonNesting = kMaxDepth - 4 - 4;
 
   class State {
    public:

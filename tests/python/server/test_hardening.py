@@ -153,6 +153,82 @@ def test_no_type_error_is_a_500(srv):
     assert seen[400] > 100, seen  # the mutations really are refused, not silently accepted
 
 
+def oa_error(message, param):
+    return {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": None}}
+
+
+def an_error(message):
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+HI = [{"role": "user", "content": "hi"}]
+# A black-box sweep's findings: each a 400 with the exact error, in its API's shape.
+VALIDATION = [
+    # A field of a nested object is named by its whole path (it was the bare key: param "role").
+    ("/v1/chat/completions", {"messages": [{"role": 5, "content": "x"}]},
+     oa_error("'messages[0].role' must be a string", "messages[0].role")),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
+     oa_error("'messages[0].content[0].text' must be a string", "messages[0].content[0].text")),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]}]},
+     oa_error("'messages[1].tool_calls[0].function.arguments' must be a string",
+              "messages[1].tool_calls[0].function.arguments")),
+    ("/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_text", "text": 5}]}]},
+     oa_error("'input[0].content[0].text' must be a string", "input[0].content[0].text")),
+    ("/v1/messages", {"max_tokens": 2, "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
+     an_error("'messages[0].content[0].text' must be a string")),
+    # `model` may name anything (one model is served), but it must be a string (5 was taken).
+    ("/v1/chat/completions", {"model": 5, "messages": HI}, oa_error("'model' must be a string", "model")),
+    ("/v1/messages", {"model": ["m"], "max_tokens": 2, "messages": HI}, an_error("'model' must be a string")),
+    # The protocols' temperature ranges (5 was sampled at 5).
+    ("/v1/chat/completions", {"messages": HI, "temperature": 2.5},
+     oa_error("'temperature' must be between 0 and 2", "temperature")),
+    ("/v1/chat/completions", {"messages": HI, "temperature": -0.5},
+     oa_error("'temperature' must be between 0 and 2", "temperature")),
+    ("/v1/completions", {"prompt": "hi", "temperature": 3}, oa_error("'temperature' must be between 0 and 2", "temperature")),
+    ("/v1/messages", {"max_tokens": 2, "messages": HI, "temperature": 1.5}, an_error("'temperature' must be between 0 and 1")),
+    # Unknown enumerated values (they were taken as "on").
+    ("/v1/messages", {"max_tokens": 2, "messages": HI, "thinking": {"type": "disable"}},
+     an_error("thinking.type 'disable' is not one of enabled, disabled, adaptive")),
+    ("/v1/responses", {"input": "hi", "reasoning": {"effort": "ultra"}},
+     oa_error("unknown reasoning.effort 'ultra'", "reasoning.effort")),
+]
+
+
+@pytest.mark.parametrize("path,body,error", VALIDATION)
+def test_validation_errors_are_exact(srv, path, body, error):
+    r = httpx.post(srv.url + path, json=body, timeout=30)
+    assert r.status_code == 400, r.text
+    assert r.headers["content-type"] == "application/json"
+    assert r.json() == error
+    assert httpx.post(srv.url + "/v1/chat/completions", json={"messages": HI, "max_tokens": 2}, timeout=30).status_code == 200
+
+
+def test_temperature_range_ends_and_any_model_name_are_accepted(srv):
+    with httpx.Client(base_url=srv.url, timeout=30) as c:
+        for t in (0, 2):
+            assert c.post("/v1/chat/completions", json={"model": "no-such-model", "messages": HI, "max_tokens": 2,
+                                                         "temperature": t}).status_code == 200
+        assert c.post("/v1/messages", json={"model": "claude-x", "max_tokens": 2, "messages": HI,
+                                            "temperature": 1, "thinking": {"type": "adaptive"}}).status_code == 200
+
+
+def test_anthropic_empty_content_list_is_an_empty_turn(srv):
+    """content [] gave no message at all: alone, the template's internal error ("qwen35
+    template: no messages", a 400 naming no field); between turns, the turn vanished. It is
+    an empty turn now, as content "" is."""
+    with httpx.Client(base_url=srv.url, timeout=30) as c:
+        def count(content):
+            msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": content}]
+            r = c.post("/v1/messages/count_tokens", json={"messages": msgs})
+            assert r.status_code == 200, r.text
+            return r.json()["input_tokens"]
+        assert count([]) == count("")
+        r = c.post("/v1/messages", json={"max_tokens": 2, "messages": [{"role": "user", "content": []}]})
+        assert r.status_code == 200, r.text
+        assert r.json()["type"] == "message"
+
+
 # ---- framing: answered right after the headers, then the connection closes -----------------
 
 FRAMING = [

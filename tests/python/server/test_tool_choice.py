@@ -349,3 +349,34 @@ def test_an_unsatisfiable_forced_schema_is_a_400_before_any_stream(fam):
     # The server serves on.
     ok = post(fam.url, "/v1/chat/completions", {"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
     assert ok.status_code == 200
+
+
+def nested(levels):
+    """A required parameter that must nest `levels` arrays: [[...["x"]...]]."""
+    s = {"enum": ["x"]}
+    for _ in range(levels):
+        s = {"type": "array", "items": s, "minItems": 1, "maxItems": 1}
+    return {"type": "object", "properties": {"a": s}, "required": ["a"]}
+
+
+def test_a_forced_schema_nested_past_the_grammar_is_a_400(fam):
+    """The grammar's frame stack holds 24 levels of a parameter's JSON: a forced call that must
+    nest deeper reached a dead end mid-turn (a 500 "constrained decoding reached a dead end",
+    or an error event after a stream's 200). Refused up front; 24 levels are written."""
+    body = {"model": "m", "max_tokens": MAX, "messages": [{"role": "user", "content": PROMPT}], "tool_choice": "required"}
+    for stream in (False, True):
+        r = post(fam.url, "/v1/chat/completions",
+                 {**body, "stream": stream, "tools": [{"type": "function", "function": {"name": "f", "parameters": nested(25)}}]})
+        assert r.status_code == 400, r.text
+        assert r.json() == {"error": {"message": "tool_choice forces a call of 'f', but its required parameter 'a' nests "
+                                                 "arrays / objects 25 levels deep; the constrained decoder writes at most 24",
+                                      "type": "invalid_request_error", "param": "tool_choice", "code": None}}
+    r = post(fam.url, "/v1/chat/completions",
+             {**body, "tools": [{"type": "function", "function": {"name": "f", "parameters": nested(24)}}]})
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls", choice
+    deep = ["x"]
+    for _ in range(23):
+        deep = [deep]
+    assert json.loads(choice["message"]["tool_calls"][0]["function"]["arguments"]) == {"a": deep}
