@@ -19,7 +19,8 @@ std::string block_text(const json& content, const std::string& where) {
   for (size_t k = 0; k < content.size(); ++k) {
     const json& b = content[k];
     const std::string bw = where + "[" + std::to_string(k) + "]";
-    if (!b.is_object() || get_string(b, "type", bw).value_or("") != "text") fail("'" + where + "' supports text blocks only", where);
+    if (!b.is_object() || get_string(b, "type", bw).value_or("") != "text")
+      fail("'" + where + "' supports text blocks only", where);
     out += get_string(b, "text", bw).value_or("");
   }
   return out;
@@ -53,7 +54,8 @@ void convert(const json& m, size_t i, tok::Conversation& conv) {
     } else if (type == "tool_use" && role == "assistant") {
       json input = b.contains("input") ? b["input"] : json::object();
       if (!input.is_object()) fail("'" + bw + ".input' must be an object", bw + ".input");
-      msg.tool_calls.push_back({get_string(b, "id", bw).value_or(""), get_string(b, "name", bw).value_or(""), dump(input)});
+      msg.tool_calls.push_back(
+          {get_string(b, "id", bw).value_or(""), get_string(b, "name", bw).value_or(""), dump(input)});
     } else if (type == "tool_result" && role == "user") {
       // Tool results are their own turns in every family template; keep the order.
       if (!msg.content.empty()) conv.messages.push_back(std::exchange(msg, make_message(role, "")));

@@ -1,8 +1,8 @@
 #include "server/api_common.h"
 
+#include <chrono>
 #include <cstdio>
 #include <limits>
-#include <chrono>
 #include <random>
 
 #include "core/capacity_error.h"
@@ -53,7 +53,8 @@ json parse_body(const httplib::Request& req) {
   if (!j.is_object()) fail("request body must be a JSON object");
   // This server serves one model under any name (the SDKs need one; the page sends "default"),
   // but a name that is not a string is a malformed request on every API.
-  if (auto m = j.find("model"); m != j.end() && !m->is_null() && !m->is_string()) fail("'model' must be a string", "model");
+  if (auto m = j.find("model"); m != j.end() && !m->is_null() && !m->is_string())
+    fail("'model' must be a string", "model");
   return j;
 }
 
@@ -88,7 +89,8 @@ std::optional<int64_t> get_int(const json& j, const char* key, const std::string
   // (max_tokens 2^64 - 1 was told "must be >= 1").
   if (f->is_number_unsigned() && f->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
     fail("'" + path_of(key, where) + "' is out of range (at most " +
-             std::to_string(std::numeric_limits<int64_t>::max()) + ")", path_of(key, where));
+             std::to_string(std::numeric_limits<int64_t>::max()) + ")",
+         path_of(key, where));
   return f->get<int64_t>();
 }
 

@@ -1,12 +1,11 @@
 // OpenAI Responses API (/v1/responses): input items -> conversation; output items
 // (reasoning, message, function_call) built once and either streamed as the documented
 // response.* events (each with a sequence_number) or returned whole.
-#include "server/api_common.h"
-#include "server/tool_choice.h"
-
 #include <algorithm>
 
 #include "core/error.h"
+#include "server/api_common.h"
+#include "server/tool_choice.h"
 
 namespace ds4::server {
 namespace {

@@ -33,8 +33,10 @@ constexpr int kNoValue = std::numeric_limits<int>::max();
 int node_nesting(const tok::SchemaNode& n, const std::vector<int>& need) {
   using Kind = tok::SchemaNode::Kind;
   switch (n.kind) {
-    case Kind::kString: return n.max_len < 0 || n.min_len <= n.max_len ? 0 : kNoValue;
-    case Kind::kEnum: return n.enum_json.empty() ? kNoValue : 0;
+    case Kind::kString:
+      return n.max_len < 0 || n.min_len <= n.max_len ? 0 : kNoValue;
+    case Kind::kEnum:
+      return n.enum_json.empty() ? kNoValue : 0;
     case Kind::kObject: {
       int deepest = 0;
       for (const auto& p : n.props)
@@ -51,7 +53,8 @@ int node_nesting(const tok::SchemaNode& n, const std::vector<int>& need) {
       for (int a : n.alts) least = std::min(least, need[size_t(a)]);
       return least;
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -88,8 +91,10 @@ void check_forced_schemas(const std::vector<std::string>& tools, const tok::Tool
     // a value is a dead end there, so an unsatisfiable part anywhere is as fatal as at the root.
     const std::vector<int> need = nesting(g);
     if (std::find(need.begin(), need.end(), kNoValue) != need.end())
-      fail("tool_choice forces a call of '" + name + "', but a part of its parameters schema has no valid "
-           "value (e.g. minLength over maxLength): the constrained decoder could never complete that call", "tool_choice");
+      fail("tool_choice forces a call of '" + name +
+               "', but a part of its parameters schema has no valid "
+               "value (e.g. minLength over maxLength): the constrained decoder could never complete that call",
+           "tool_choice");
     // The grammar's frame stack bounds how deep a parameter's JSON value may nest: a required
     // parameter whose value needs more levels dead-ended mid-turn (a 500, or an error event
     // after the 200 of a stream).
@@ -97,9 +102,12 @@ void check_forced_schemas(const std::vector<std::string>& tools, const tok::Tool
     if (top.kind == tok::SchemaNode::Kind::kObject)
       for (const auto& p : top.props)
         if (p.required && need[size_t(p.node)] > tok::ToolGrammar::kMaxJsonNesting)
-          fail("tool_choice forces a call of '" + name + "', but its required parameter '" + p.name + "' nests arrays / "
-               "objects " + std::to_string(need[size_t(p.node)]) + " levels deep; the constrained decoder writes at most " +
-               std::to_string(tok::ToolGrammar::kMaxJsonNesting), "tool_choice");
+          fail("tool_choice forces a call of '" + name + "', but its required parameter '" + p.name +
+                   "' nests arrays / "
+                   "objects " +
+                   std::to_string(need[size_t(p.node)]) + " levels deep; the constrained decoder writes at most " +
+                   std::to_string(tok::ToolGrammar::kMaxJsonNesting),
+               "tool_choice");
   }
 }
 
