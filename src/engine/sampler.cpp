@@ -26,21 +26,26 @@ const char* sampler_kind_name(SamplerKind kind) {
   return kind == SamplerKind::kMtplx ? "mtplx" : "ds4";
 }
 
-void validate_sampler_params(SamplerKind kind, const SamplerParams& p) {
+std::optional<SamplerProblem> sampler_problem(SamplerKind kind, const SamplerParams& p) {
   auto bad = [](const std::string& field, double v, const std::string& why) {
-    throw InputError("invalid " + field + " = " + std::to_string(v) + ": " + why);
+    return SamplerProblem{field, "invalid " + field + " = " + std::to_string(v) + ": " + why};
   };
-  if (!std::isfinite(p.temperature) || p.temperature < 0) bad("temperature", p.temperature, "must be >= 0");
+  if (!std::isfinite(p.temperature) || p.temperature < 0) return bad("temperature", p.temperature, "must be >= 0");
   // Below 1e-6 the scaled logits overflow a double (a subnormal temperature made every row
   // non-normalisable: a 500 mid-turn); 100 is the settings' own upper bound.
   if (p.temperature > 0 && p.temperature < 1e-6)
-    bad("temperature", p.temperature, "must be 0 (greedy) or at least 1e-6");
-  if (p.temperature > 100) bad("temperature", p.temperature, "must be at most 100");
-  if (!std::isfinite(p.top_p) || p.top_p <= 0 || p.top_p > 1) bad("top_p", p.top_p, "must be in (0, 1]");
-  if (p.top_k < 0) bad("top_k", p.top_k, "must be >= 0 (0 = off)");
-  if (!std::isfinite(p.min_p) || p.min_p < 0 || p.min_p > 1) bad("min_p", p.min_p, "must be in [0, 1]");
+    return bad("temperature", p.temperature, "must be 0 (greedy) or at least 1e-6");
+  if (p.temperature > 100) return bad("temperature", p.temperature, "must be at most 100");
+  if (!std::isfinite(p.top_p) || p.top_p <= 0 || p.top_p > 1) return bad("top_p", p.top_p, "must be in (0, 1]");
+  if (p.top_k < 0) return bad("top_k", p.top_k, "must be >= 0 (0 = off)");
+  if (!std::isfinite(p.min_p) || p.min_p < 0 || p.min_p > 1) return bad("min_p", p.min_p, "must be in [0, 1]");
   if (kind == SamplerKind::kMtplx && p.min_p != 0)
-    bad("min_p", p.min_p, "the Qwen (MTPLX) sampler has no min-p; use 0");
+    return bad("min_p", p.min_p, "the Qwen (MTPLX) sampler has no min-p; use 0");
+  return std::nullopt;
+}
+
+void validate_sampler_params(SamplerKind kind, const SamplerParams& p) {
+  if (const auto problem = sampler_problem(kind, p)) throw InputError(problem->message);
 }
 
 Sampler::Sampler(SamplerKind kind, const SamplerParams& params)

@@ -34,8 +34,14 @@ SamplerParams default_sampler_params(SamplerKind kind);
 SamplerKind sampler_kind_for_family(const std::string& model_family);
 const char* sampler_kind_name(SamplerKind kind);
 
-// Throws ds4::InputError for values the chosen sampler cannot honour (e.g. non-zero min-p
-// on the MTPLX path, NaN, negative top-k/temperature beyond the accepted forms).
+// The first value the chosen sampler cannot honour (e.g. non-zero min-p on the MTPLX path,
+// NaN, negative top-k/temperature beyond the accepted forms): its field's name and the
+// message; nullopt when all are fine. The server names the request's field from it.
+struct SamplerProblem {
+  std::string field, message;
+};
+std::optional<SamplerProblem> sampler_problem(SamplerKind kind, const SamplerParams& p);
+// Throws ds4::InputError with sampler_problem's message.
 void validate_sampler_params(SamplerKind kind, const SamplerParams& p);
 
 class Sampler {

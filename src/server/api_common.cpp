@@ -162,6 +162,8 @@ engine::SamplerParams resolve_sampler(const Context& c, const json& body, double
     p.seed = uint64_t(*v);
   }
   if (p.top_k < 0) p.top_k = 0;  // -1 is the common "off" spelling
+  // The settings' values were checked at startup, so a problem here is the request's field.
+  if (const auto problem = engine::sampler_problem(c.engine.sampler_kind(), p)) fail(problem->message, problem->field);
   return p;
 }
 

@@ -187,6 +187,13 @@ VALIDATION = [
      oa_error("'temperature' must be between 0 and 2", "temperature")),
     ("/v1/completions", {"prompt": "hi", "temperature": 3}, oa_error("'temperature' must be between 0 and 2", "temperature")),
     ("/v1/messages", {"max_tokens": 2, "messages": HI, "temperature": 1.5}, an_error("'temperature' must be between 0 and 1")),
+    # The sampler's ranges name the request's field (the engine's refusal named none).
+    ("/v1/chat/completions", {"messages": HI, "top_p": 1.5},
+     oa_error("invalid top_p = 1.500000: must be in (0, 1]", "top_p")),
+    ("/v1/completions", {"prompt": "hi", "top_p": 0}, oa_error("invalid top_p = 0.000000: must be in (0, 1]", "top_p")),
+    ("/v1/chat/completions", {"messages": HI, "temperature": 1e-9},
+     oa_error("invalid temperature = 0.000000: must be 0 (greedy) or at least 1e-6", "temperature")),
+    ("/v1/messages", {"max_tokens": 2, "messages": HI, "top_p": 2}, an_error("invalid top_p = 2.000000: must be in (0, 1]")),
     # Unknown enumerated values (they were taken as "on").
     ("/v1/messages", {"max_tokens": 2, "messages": HI, "thinking": {"type": "disable"}},
      an_error("thinking.type 'disable' is not one of enabled, disabled, adaptive")),
