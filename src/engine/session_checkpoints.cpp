@@ -152,6 +152,15 @@ std::optional<PrefixCache::Hit> SessionCheckpoints::install(Read read, const std
     report_problems();
     return std::nullopt;
   }
+  // The state must hold exactly the stored tokens: the checksums prove the file is as
+  // written, not that its state and its token key agree; continuing a state of another
+  // length would serve tokens computed at the wrong positions.
+  if (hit.state->position() != int64_t(ck->tokens.size())) {
+    store_.reject("refused: the state holds " + std::to_string(hit.state->position()) + " positions, its key " +
+                  std::to_string(ck->tokens.size()) + " tokens");
+    report_problems();
+    return std::nullopt;
+  }
   char times[96];
   std::snprintf(times, sizeof times, "read+verify %.2f ms (reader thread), install %.2f ms", read.ms,
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "core/error.h"
@@ -20,28 +22,22 @@ namespace {
   throw InputError(where + ": " + key + " = '" + value + "': " + why);
 }
 
+// from_chars, not stoll/stod: those skip leading blanks and read hex ("0x10" -> 16), so a
+// typo could load as another value; the whole text must be one plain decimal number.
 int64_t parse_int(const std::string& v, int64_t lo, int64_t hi, const std::string& where, const std::string& key) {
-  size_t used = 0;
   int64_t x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (...) {
-    bad(where, key, v, "not an integer");
-  }
-  if (used != v.size()) bad(where, key, v, "not an integer");
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec == std::errc::result_out_of_range)
+    bad(where, key, v, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (ec != std::errc() || end != v.data() + v.size()) bad(where, key, v, "not an integer");
   if (x < lo || x > hi) bad(where, key, v, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return x;
 }
 
 double parse_num(const std::string& v, double lo, double hi, const std::string& where, const std::string& key) {
-  size_t used = 0;
   double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (...) {
-    bad(where, key, v, "not a number");
-  }
-  if (used != v.size() || !std::isfinite(x)) bad(where, key, v, "not a number");
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || end != v.data() + v.size() || !std::isfinite(x)) bad(where, key, v, "not a number");
   if (x < lo || x > hi) bad(where, key, v, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return x;
 }
@@ -114,17 +110,24 @@ const std::vector<Key>& keys() {
       OPT_NUM_KEY("sampler.top_p", top_p, 1e-9, 1.0),
       Key{"sampler.top_k",
           [](Settings& s, const std::string& v, const std::string& w) {
-            if (v == "auto") s.top_k.reset(); else s.top_k = int(parse_int(v, 0, 1 << 20, w, "sampler.top_k"));
+            if (v == "auto")
+              s.top_k.reset();
+            else
+              s.top_k = int(parse_int(v, 0, 1 << 20, w, "sampler.top_k"));
           },
           [](const Settings& s) { return s.top_k ? std::to_string(*s.top_k) : std::string("auto"); }},
       OPT_NUM_KEY("sampler.min_p", min_p, 0.0, 1.0),
       Key{"sampler.seed",
           [](Settings& s, const std::string& v, const std::string& w) {
-            if (v == "auto") { s.seed.reset(); return; }
-            size_t used = 0;
+            if (v == "auto") {
+              s.seed.reset();
+              return;
+            }
+            // from_chars: stoull read " -1" as 2^64-1 (it skips blanks, then wraps the minus).
             uint64_t x = 0;
-            try { x = std::stoull(v, &used); } catch (...) { bad(w, "sampler.seed", v, "not a non-negative integer"); }
-            if (used != v.size() || v[0] == '-') bad(w, "sampler.seed", v, "not a non-negative integer");
+            auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+            if (ec != std::errc() || end != v.data() + v.size())
+              bad(w, "sampler.seed", v, "not a non-negative integer");
             s.seed = x;
           },
           [](const Settings& s) { return s.seed ? std::to_string(*s.seed) : std::string("auto"); }},
@@ -169,7 +172,8 @@ const std::vector<Key>& keys() {
                                               : std::string(s.cache_snapshot_every < 0 ? "off" : "auto");
           }},
       STR_KEY("checkpoint.dir", checkpoint_dir),
-      INT_KEY("checkpoint.budget_bytes", checkpoint_budget_bytes, 0, int64_t(1) << 50),
+      // 0 would keep no checkpoint while still writing each one (then evicting it): not a budget.
+      INT_KEY("checkpoint.budget_bytes", checkpoint_budget_bytes, 1, int64_t(1) << 50),
       STR_KEY("server.host", host),
       INT_KEY("server.port", port, 0, 65535),
       STR_KEY("server.api_key", api_key),
@@ -199,12 +203,21 @@ const Key* find_key(const std::string& name) {
   return matches == 1 ? found : nullptr;
 }
 
-void walk(Settings& s, const YAML::Node& node, const std::string& prefix, const std::string& file) {
+// `seen`: every key met so far (full dotted name -> line). yaml-cpp keeps duplicate keys and
+// the last one silently won, so "power: 50 ... power: 60" (or a section given twice) is an error.
+void walk(Settings& s, const YAML::Node& node, const std::string& prefix, const std::string& file,
+          std::map<std::string, int>& seen) {
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const std::string key = prefix + it->first.as<std::string>();
-    const std::string where = file + ":" + std::to_string(it->first.Mark().line + 1);
+    const int line = it->first.Mark().line + 1;
+    const std::string where = file + ":" + std::to_string(line);
+    // A complex key ("? [a, b]") is no setting name; as<std::string>() would throw yaml-cpp's
+    // "bad conversion" without the file.
+    if (!it->first.IsScalar()) throw InputError(where + ": a key must be a plain name");
+    const std::string key = prefix + it->first.Scalar();
+    if (auto [first, fresh] = seen.emplace(key, line); !fresh)
+      throw InputError(where + ": duplicate key '" + key + "' (first at line " + std::to_string(first->second) + ")");
     if (it->second.IsMap()) {
-      walk(s, it->second, key + ".", file);
+      walk(s, it->second, key + ".", file, seen);
       continue;
     }
     const Key* k = nullptr;
@@ -239,21 +252,28 @@ void load_settings_yaml(Settings& s, const std::string& text, const std::string&
   }
   if (root.IsNull()) return;
   if (!root.IsMap()) throw InputError(name + ": expected a mapping of settings");
-  walk(s, root, "", name);
+  std::map<std::string, int> seen;
+  walk(s, root, "", name, seen);
 }
 
 void load_settings_file(Settings& s, const std::string& path) {
+  // A directory opens as an ifstream on Linux and reads as nothing: an empty config, silently.
+  if (std::filesystem::is_directory(path)) throw InputError("config file " + path + " is a directory");
   std::ifstream f(path);
   if (!f) throw InputError("cannot read config file " + path);
   std::stringstream ss;
   ss << f.rdbuf();
+  if (f.bad()) throw InputError("cannot read config file " + path);
   load_settings_yaml(s, ss.str(), path);
 }
 
 std::vector<std::string> apply_cli(Settings& s, const std::vector<std::string>& args,
                                    const std::vector<std::string>& own_flags) {
-  for (size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i] == "--config") load_settings_file(s, args[i + 1]);
+  // Both spellings: the loop below skips "--config=FILE" as a setting, so it must load here.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) load_settings_file(s, args[i + 1]);
+    if (args[i].rfind("--config=", 0) == 0) load_settings_file(s, args[i].substr(9));
+  }
   std::vector<std::string> rest;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];

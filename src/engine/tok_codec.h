@@ -31,6 +31,7 @@ class TokCodec : public Codec {
   bool starts_in_reasoning(const tok::Conversation& conv) const override;
   bool is_stop_token(int32_t id) const override;
   std::string token_bytes(int32_t id) const override { return tok_->token_to_piece(id); }
+  int vocab_size() const { return tok_->vocab_size(); }  // the tokenizer's largest id + 1
 
  private:
   tok::Family family_;

@@ -1,15 +1,17 @@
 // Explicit registry of model families: each family folder provides a probe (does this
 // path hold my family?) and a loader. Adding a family = one line in kFamilies.
+#include "models/registry.h"
+
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.h"
-#include "models/model.h"
-#include "models/registry.h"
-#include "models/qwen_next/model.h"
 #include "models/deepseek_v4/model.h"
+#include "models/model.h"
+#include "models/qwen_next/model.h"
 
 namespace ds4 {
 namespace {
@@ -31,8 +33,31 @@ const std::vector<Family>& families() {
 
 }  // namespace
 
+namespace {
+// A model directory is recognized by its config.json, and the probes treat a missing,
+// unreadable or broken one as "not my family": say what is wrong with the file instead of
+// that no family recognizes the directory.
+void check_config_json(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string cfg = (fs::path(dir) / "config.json").string();
+  std::error_code ec;
+  if (!fs::exists(cfg, ec)) throw InputError(cfg + ": not found (a model directory needs its config.json)");
+  if (!fs::is_regular_file(cfg, ec)) throw InputError(cfg + ": not a regular file");
+  std::ifstream f(cfg);
+  if (!f) throw InputError(cfg + ": cannot open");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(cfg + ": invalid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw InputError(cfg + ": not a JSON object");
+}
+}  // namespace
+
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {
   if (!std::filesystem::exists(path)) throw InputError("model path does not exist: " + path);
+  if (std::filesystem::is_directory(path)) check_config_json(path);
   for (const auto& f : families()) {
     try {
       if (f.probe(path)) return f.load(path, options);

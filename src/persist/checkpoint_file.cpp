@@ -154,6 +154,15 @@ uint64_t write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   return total;
 }
 
+uint64_t checkpoint_size(const Checkpoint& ckpt) {
+  auto section = [](size_t name, uint64_t bytes) { return 4 + uint64_t(name) + 8 + 4 + bytes; };
+  uint64_t n = 8 + 4 + 4 + 24 + ckpt.fingerprint.size() + 4;  // magic, version, header_bytes, header, crc
+  n += section(6, ckpt.tokens.size() * sizeof(int32_t));
+  if (!ckpt.alias.empty()) n += section(5, ckpt.alias.size() * sizeof(int32_t));
+  for (const auto& s : ckpt.sections) n += section(s.name.size(), s.bytes.size());
+  return n + 8;  // trailer
+}
+
 CheckpointHeader read_checkpoint_header(const std::string& path) {
   auto file = MappedFile::open(path);
   Cursor c(*file);

@@ -51,6 +51,8 @@ struct CheckpointHeader {
 
 // Atomic write (temp + fsync + rename + dir fsync). Returns bytes written.
 uint64_t write_checkpoint(const std::string& path, const Checkpoint& ckpt);
+// The bytes write_checkpoint writes for `ckpt` (to check a budget before writing).
+uint64_t checkpoint_size(const Checkpoint& ckpt);
 // Reads only the header and the alias (validated); throws CheckpointError naming file and field.
 CheckpointHeader read_checkpoint_header(const std::string& path);
 // Full read with every check (magic, version, bounds, CRCs, trailer, fingerprint, tokens

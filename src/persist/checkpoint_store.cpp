@@ -1,12 +1,16 @@
 #include "persist/checkpoint_store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "persist/atomic_file.h"
 #include "persist/prefix_hash.h"
@@ -24,12 +28,30 @@ std::string file_name_for(const Checkpoint& c) {
                 (unsigned long long)c.tokens.size());
   return buf;
 }
+
+// Checks at start that `dir` is (or can be made) a directory we can write: otherwise every
+// save would fail one by one at runtime, each only a warning, with nothing ever kept.
+void check_dir_writable(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  std::error_code stat_ec;
+  if (!fs::is_directory(dir, stat_ec)) {
+    const bool exists = fs::exists(dir, stat_ec);
+    throw InputError("checkpoint dir " + dir + " cannot be created: " +
+                     (exists ? std::string("it exists and is not a directory")
+                      : ec   ? ec.message()
+                             : "unknown error"));
+  }
+  const std::string probe = (fs::path(dir) / (".write-probe.tmp." + std::to_string(::getpid()))).string();
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw InputError("checkpoint dir " + dir + " is not writable: " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
 }  // namespace
 
 CheckpointStore::CheckpointStore(CheckpointStoreOptions options) : options_(std::move(options)) {
-  std::error_code ec;
-  fs::create_directories(options_.dir, ec);
-  if (!fs::is_directory(options_.dir)) throw Error("checkpoint dir " + options_.dir + " cannot be created");
+  check_dir_writable(options_.dir);
   remove_stale_temps(options_.dir);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -84,8 +106,22 @@ void CheckpointStore::writer_loop() {
 
 void CheckpointStore::save_now(const Checkpoint& c) {
   std::string name = file_name_for(c);
+  // A checkpoint the budget cannot hold is not written: eviction would first delete every
+  // other checkpoint to make room, then this one too, keeping nothing.
+  if (const uint64_t need = checkpoint_size(c); need > options_.budget_bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.save_failures;
+    problems_.push_back("save skipped: the checkpoint needs " + std::to_string(need) +
+                        " bytes, more than the whole budget of " + std::to_string(options_.budget_bytes) +
+                        " bytes (checkpoint.budget_bytes)");
+    return;
+  }
   uint64_t bytes = 0;
   try {
+    // The directory may have been removed while the server runs: make it again rather than
+    // failing every later save until a restart.
+    std::error_code ec;
+    fs::create_directories(options_.dir, ec);
     bytes = write_checkpoint((fs::path(options_.dir) / name).string(), c);
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -203,13 +239,45 @@ void CheckpointStore::load_manifest_locked() {
                         e.at("prefix_hash").get<uint64_t>(), e.at("token_count").get<uint64_t>(),
                         e.at("bytes").get<uint64_t>(), e.at("last_used").get<uint64_t>(),
                         e.value("alias_hash", uint64_t(0)), e.value("alias_count", uint64_t(0))};
-      if (c.file.find('/') != std::string::npos || !fs::exists(fs::path(options_.dir) / c.file)) continue;
+      std::error_code ec;
+      if (c.file.find('/') != std::string::npos || !fs::is_regular_file(fs::path(options_.dir) / c.file, ec)) continue;
+      // The size on disk, not the manifest's copy: a wrong count there would skew the budget.
+      c.bytes = fs::file_size(fs::path(options_.dir) / c.file, ec);
+      if (ec) continue;
       use_counter_ = std::max(use_counter_, c.last_used);
       entries_.push_back(std::move(c));
     }
   } catch (const std::exception&) {
     rebuild_manifest_locked();
+    return;
   }
+  add_unlisted_locked();
+}
+
+// Checkpoints on disk the manifest does not list: committed (renamed) by a process killed
+// before it rewrote the manifest. Without this they were never restored, never counted in
+// the budget and never evicted. Their headers are read like a rebuild's; they count as the
+// most recently used (they are the newest saves).
+void CheckpointStore::add_unlisted_locked() {
+  std::error_code ec;
+  bool added = false;
+  for (const auto& f : fs::directory_iterator(options_.dir, ec)) {
+    if (f.path().extension() != ".ckpt") continue;
+    const std::string file = f.path().filename().string();
+    if (std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) { return e.file == file; })) continue;
+    try {
+      CheckpointHeader h = read_checkpoint_header(f.path().string());
+      entries_.push_back({file, h.fingerprint, h.prefix_hash, h.token_count, uint64_t(fs::file_size(f.path())),
+                          ++use_counter_, h.alias.empty() ? 0 : prefix_hash(h.alias), h.alias.size()});
+      added = true;
+    } catch (const std::exception& e) {
+      ++stats_.rejected;
+      problems_.push_back(e.what());
+      std::error_code rm;
+      fs::remove(f.path(), rm);
+    }
+  }
+  if (added) write_manifest_locked();
 }
 
 void CheckpointStore::rebuild_manifest_locked() {

@@ -74,6 +74,7 @@ class CheckpointStore {
   void save_now(const Checkpoint& ckpt);
   void load_manifest_locked();
   void rebuild_manifest_locked();
+  void add_unlisted_locked();
   void write_manifest_locked();  // constructor only: nothing else runs yet
   void publish_manifest(std::unique_lock<std::mutex>& lock);
   std::string manifest_text_locked() const;

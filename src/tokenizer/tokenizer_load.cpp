@@ -1,5 +1,6 @@
 // tokenizer.json -> Tokenizer::Impl. Only what these families use is accepted; anything
 // else is an InputError naming the field, never a silent approximation.
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -209,6 +210,8 @@ Tokenizer Tokenizer::from_json(std::string_view text, const std::string& path) {
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
+  // A directory opens and reads as nothing: it would be reported as JSON ending early.
+  if (std::filesystem::is_directory(path)) throw InputError(path + ": is a directory, not a tokenizer file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(path + ": cannot open tokenizer file");
   std::stringstream ss;

@@ -62,7 +62,15 @@ server::Loaded load_for_settings(const engine::Settings& s) {
   server::Loaded l;
   l.backend = resolve_backend(s.model, s.backend);
   l.model = load_model_on(s.model, o, l.backend.backend);
-  l.codec = engine::TokCodec::open(s.model, l.model->info().family);
+  auto codec = engine::TokCodec::open(s.model, l.model->info().family);
+  // A tokenizer of another model loads fine, then every prompt with an id past the model's
+  // vocabulary fails as a server error: refuse the pair at start instead.
+  if (codec->vocab_size() > l.model->info().vocab_size)
+    throw InputError("tokenizer.json beside " + s.model + " has token ids up to " +
+                     std::to_string(codec->vocab_size() - 1) + ", but the model's vocabulary has " +
+                     std::to_string(l.model->info().vocab_size) +
+                     " entries: the tokenizer does not belong to this model");
+  l.codec = std::move(codec);
 #ifdef DS4_CUDA
   // The engine owns one canary per CUDA model (SPEC §6); it starts it with the runtime.
   if (l.backend.backend == "cuda") l.canary = std::make_shared<cuda::GpuCanary>();

@@ -8,6 +8,8 @@
 
 #include "chat_test_util.h"
 #include "engine/engine.h"
+#include "persist/checkpoint_file.h"
+#include "persist/prefix_hash.h"
 #include "support/test_codec.h"
 #include "support/test_model.h"
 
@@ -125,5 +127,43 @@ TEST(SessionCheckpoints, CorruptedCheckpointIsRefusedAndRecomputed) {
   const auto m = e->metrics();
   EXPECT_EQ(m.checkpoints.rejected, 2u);
   EXPECT_EQ(m.checkpoints.restores, 0u);
+  EXPECT_EQ(m.computed_prompt_tokens, m.prompt_tokens);
+}
+
+// A checkpoint whose checksums hold but whose state and token key disagree (written by a
+// buggy or foreign build): before, its state was continued as if it held the key's tokens,
+// at the wrong positions. Now it is refused like a damaged file and the turn recomputed.
+TEST(SessionCheckpoints, StateLongerThanItsTokenKeyIsRefused) {
+  TempDir dir("ds4-ckpt-mismatch");
+  Usage u2;
+  std::vector<tok::Message> msgs;
+  {
+    auto e = engine_on(dir.path);
+    msgs = two_turns(*e, u2);
+  }
+  int crafted = 0;
+  for (const auto& f : std::vector<fs::directory_entry>(fs::directory_iterator(dir.path), {})) {
+    if (f.path().extension() != ".ckpt") {
+      fs::remove(f.path());  // the manifest: rebuilt from the files
+      continue;
+    }
+    Checkpoint c = read_checkpoint(f.path().string(), "");
+    fs::remove(f.path());
+    c.tokens.pop_back();  // one token fewer than the state holds
+    c.alias.clear();
+    char name[64];
+    std::snprintf(name, sizeof name, "%016llx-%llu.ckpt", (unsigned long long)prefix_hash(c.tokens),
+                  (unsigned long long)c.tokens.size());
+    write_checkpoint((fs::path(dir.path) / name).string(), c);
+    ++crafted;
+  }
+  ASSERT_EQ(crafted, 2);
+  auto e = engine_on(dir.path);
+  const auto r3 = run(*e, msgs);
+  EXPECT_EQ(r3.content, "Echo: three. Done.");
+  EXPECT_EQ(r3.usage.cached_tokens, 0);
+  const auto m = e->metrics();
+  // The longest one (turn 2's) is refused at install; the turn then prefills everything.
+  EXPECT_EQ(m.checkpoints.rejected, 1u);
   EXPECT_EQ(m.computed_prompt_tokens, m.prompt_tokens);
 }

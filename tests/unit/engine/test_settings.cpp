@@ -1,4 +1,8 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 #include "engine/settings.h"
@@ -73,4 +77,78 @@ TEST(Settings, CacheSnapshotEvery) {
   } catch (const ds4::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("c.yaml:2: cache.snapshot_every = '0'"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+// The message of the InputError `f` throws ("" when it throws none).
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const ds4::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// Robustness sweep of the settings file and the command line: values that used to load as
+// something else, or silently, are errors naming the file, line and key.
+TEST(Settings, DuplicateAndComplexYamlKeysAreErrors) {
+  Settings s;
+  EXPECT_EQ(error_of([&] { load_settings_yaml(s, "power: 50\npower: 60\n", "c.yaml"); }),
+            "c.yaml:2: duplicate key 'power' (first at line 1)");
+  EXPECT_EQ(error_of([&] { load_settings_yaml(s, "server:\n  port: 1\nserver:\n  host: x\n", "c.yaml"); }),
+            "c.yaml:3: duplicate key 'server' (first at line 1)");
+  EXPECT_EQ(error_of([&] { load_settings_yaml(s, "server.port: 1\nserver:\n  port: 2\n", "c.yaml"); }),
+            "c.yaml:3: duplicate key 'server.port' (first at line 1)");
+  EXPECT_EQ(error_of([&] { load_settings_yaml(s, "? [a, b]\n: 1\n", "c.yaml"); }),
+            "c.yaml:1: a key must be a plain name");
+}
+
+TEST(Settings, NumbersMustBePlainDecimals) {
+  Settings s;
+  EXPECT_EQ(error_of([&] {
+              apply_cli(s, {"--seed", " -1"}, {});
+            }),
+            "--seed: sampler.seed = ' -1': not a non-negative integer");  // was 18446744073709551615
+  EXPECT_EQ(error_of([&] {
+              apply_cli(s, {"--temperature", "0x10"}, {});
+            }),
+            "--temperature: sampler.temperature = '0x10': not a number");  // was 16
+  EXPECT_EQ(error_of([&] { apply_cli(s, {"--power", " 50"}, {}); }), "--power: power = ' 50': not an integer");
+  EXPECT_EQ(error_of([&] {
+              apply_cli(s, {"--port", "99999999999999999999"}, {});
+            }),
+            "--port: server.port = '99999999999999999999': must be in [0, 65535]");
+  EXPECT_EQ(error_of([&] {
+              apply_cli(s, {"--checkpoint.budget_bytes", "0"}, {});
+            }),
+            "--checkpoint.budget_bytes: checkpoint.budget_bytes = '0': must be in [1, 1125899906842624]");
+  apply_cli(s, {"--seed", "18446744073709551615", "--temperature", "1e-3", "--power", "7"}, {});
+  EXPECT_EQ(*s.seed, 18446744073709551615u);
+  EXPECT_EQ(*s.temperature, 1e-3);
+  EXPECT_EQ(s.power, 7);
+}
+
+TEST(Settings, ConfigFileSpellingsAndDirectories) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("ds4_settings_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string file = (dir / "c.yaml").string();
+  std::ofstream(file) << "power: 42\n";
+  Settings a, b;
+  apply_cli(a, {"--config", file}, {});
+  apply_cli(b, {"--config=" + file}, {});  // was skipped without a word
+  EXPECT_EQ(a.power, 42);
+  EXPECT_EQ(b.power, 42);
+  Settings c;
+  // A directory read as an empty config before.
+  EXPECT_EQ(error_of([&] {
+              apply_cli(c, {"--config", dir.string()}, {});
+            }),
+            "config file " + dir.string() + " is a directory");
+  EXPECT_EQ(error_of([&] { apply_cli(c, {"--config=" + (dir / "none.yaml").string()}, {}); }),
+            "cannot read config file " + (dir / "none.yaml").string());
+  fs::remove_all(dir);
 }

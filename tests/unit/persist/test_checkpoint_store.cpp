@@ -196,5 +196,123 @@ TEST(AtomicFile, KillDuringWriteLosesNothingCommitted) {
   EXPECT_FALSE(fs::exists(tmp));
 }
 
+// Robustness sweep of the checkpoint directory (black-box probes of ds4server serve).
+
+TEST(CheckpointStore, UnusableDirectoryIsAStartupErrorNamingWhy) {
+  TempDir dir;
+  const std::string file = dir.file("plain");
+  std::ofstream(file) << "x";
+  auto error_of = [](const std::string& d) {
+    try {
+      CheckpointStore store({d, 1 << 20});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_of(file), "checkpoint dir " + file + " cannot be created: it exists and is not a directory");
+  EXPECT_EQ(error_of(file + "/sub"), "checkpoint dir " + file + "/sub cannot be created: Not a directory");
+  // A directory we cannot write (sysfs refuses new files even to root, whom mode bits would
+  // not stop): before, every save failed at runtime, each only a warning. EACCES or EROFS.
+  if (fs::is_directory("/sys/kernel"))
+    EXPECT_EQ(error_of("/sys/kernel").rfind("checkpoint dir /sys/kernel is not writable: ", 0), 0u)
+        << error_of("/sys/kernel");
+  EXPECT_EQ(error_of(dir.file("fresh/sub")), "");  // made on the way
+  for (const auto& f : fs::directory_iterator(dir.file("fresh/sub")))
+    EXPECT_EQ(f.path().filename(), "manifest.json") << "the write probe was left behind";
+}
+
+TEST(CheckpointStore, DirectoryDeletedWhileRunningIsMadeAgain) {
+  TempDir dir;
+  auto h = history(30);
+  CheckpointStore store({dir.file("ck"), 1 << 20});
+  store.save_async(at_prefix(h, 10));
+  store.flush();
+  fs::remove_all(dir.file("ck"));
+  store.save_async(at_prefix(h, 20));
+  store.flush();
+  EXPECT_EQ(store.stats().save_failures, 0u);
+  EXPECT_EQ(store.stats().saves, 2u);
+  auto got = store.restore_longest(kModel, h);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->tokens.size(), 20u);
+}
+
+TEST(CheckpointStore, CheckpointLargerThanTheBudgetEvictsNothing) {
+  TempDir dir;
+  auto h = history(100);
+  CheckpointStore store({dir.path(), 3000});
+  store.save_async(at_prefix(h, 10));
+  store.save_async(at_prefix(h, 20));
+  store.flush();
+  // Before, the store wrote it, evicted both others to make room, then evicted it too.
+  const Checkpoint big = at_prefix(h, 30, 5000);
+  store.save_async(big);
+  store.flush();
+  EXPECT_EQ(store.entries().size(), 2u);
+  EXPECT_EQ(store.stats().evictions, 0u);
+  EXPECT_EQ(store.stats().save_failures, 1u);
+  auto problems = store.take_problems();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "save skipped: the checkpoint needs " + std::to_string(checkpoint_size(big)) +
+                             " bytes, more than the whole budget of 3000 bytes (checkpoint.budget_bytes)");
+  EXPECT_EQ(checkpoint_size(big), write_checkpoint(dir.file("probe.bin"), big));  // the size is exact
+  auto got = store.restore_longest(kModel, h);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->tokens.size(), 20u);
+}
+
+TEST(CheckpointStore, CommittedCheckpointMissingFromTheManifestIsKept) {
+  TempDir dir;
+  auto h = history(60);
+  {
+    CheckpointStore store({dir.path(), 1 << 20});
+    store.save_async(at_prefix(h, 10));
+  }
+  // A kill -9 between a checkpoint's rename and the manifest's rewrite: the file is
+  // committed, the manifest is valid but does not list it.
+  const std::string manifest = [&] {
+    std::ifstream in(dir.file("manifest.json"));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  {
+    CheckpointStore store({dir.path(), 1 << 20});
+    store.save_async(at_prefix(h, 50));
+  }
+  std::ofstream(dir.file("manifest.json")) << manifest;
+  CheckpointStore store({dir.path(), 1 << 20});
+  EXPECT_EQ(store.entries().size(), 2u);
+  EXPECT_EQ(store.total_bytes(),
+            fs::file_size(dir.file(store.entries()[0].file)) + fs::file_size(dir.file(store.entries()[1].file)));
+  auto got = store.restore_longest(kModel, h);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->tokens.size(), 50u);  // was 10: the newest save was never restored again
+}
+
+TEST(CheckpointStore, ManifestByteCountsAreTakenFromTheFiles) {
+  TempDir dir;
+  auto h = history(60);
+  {
+    CheckpointStore store({dir.path(), 1 << 20});
+    store.save_async(at_prefix(h, 10));
+    store.save_async(at_prefix(h, 20));
+  }
+  // A damaged count in the manifest (still valid JSON) made the next save evict everything.
+  std::string text = [&] {
+    std::ifstream in(dir.file("manifest.json"));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const auto at = text.find("\"bytes\":");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at + 8, "9999999");
+  std::ofstream(dir.file("manifest.json")) << text;
+  CheckpointStore store({dir.path(), 4000});
+  EXPECT_LT(store.total_bytes(), 4000u);
+  store.save_async(at_prefix(h, 30));
+  store.flush();
+  EXPECT_EQ(store.stats().evictions, 0u);
+  EXPECT_EQ(store.entries().size(), 3u);
+}
+
 }  // namespace
 }  // namespace ds4
