@@ -27,10 +27,10 @@ namespace {
 int64_t parse_int(const std::string& v, int64_t lo, int64_t hi, const std::string& where, const std::string& key) {
   int64_t x = 0;
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec == std::errc::result_out_of_range)
+  const bool out_of_range = ec == std::errc::result_out_of_range;  // past int64: outside [lo, hi] too
+  if (!out_of_range && (ec != std::errc() || end != v.data() + v.size())) bad(where, key, v, "not an integer");
+  if (out_of_range || x < lo || x > hi)
     bad(where, key, v, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  if (ec != std::errc() || end != v.data() + v.size()) bad(where, key, v, "not an integer");
-  if (x < lo || x > hi) bad(where, key, v, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return x;
 }
 

@@ -56,8 +56,6 @@ const nlohmann::json& text_config(const nlohmann::json& config) {
   return config;
 }
 
-namespace {
-
 nlohmann::json read_json_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open");
@@ -67,6 +65,8 @@ nlohmann::json read_json_file(const std::string& path) {
     throw InputError(path + ": invalid JSON: " + e.what());
   }
 }
+
+namespace {
 
 class SafetensorsSource : public TensorSource {
  public:

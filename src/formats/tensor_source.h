@@ -61,5 +61,7 @@ WeightMatrix mlx_matrix_slice(const TensorSource& src, std::string_view prefix, 
 // The language-model part of an HF config: config["text_config"] when present (multimodal
 // checkpoints nest it there), else the config itself.
 const nlohmann::json& text_config(const nlohmann::json& config);
+// A JSON file's contents; InputError "PATH: cannot open" / "PATH: invalid JSON: ..." otherwise.
+nlohmann::json read_json_file(const std::string& path);
 
 }  // namespace ds4

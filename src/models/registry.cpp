@@ -3,12 +3,12 @@
 #include "models/registry.h"
 
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.h"
+#include "formats/tensor_source.h"
 #include "models/deepseek_v4/model.h"
 #include "models/model.h"
 #include "models/qwen_next/model.h"
@@ -43,15 +43,7 @@ void check_config_json(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(cfg, ec)) throw InputError(cfg + ": not found (a model directory needs its config.json)");
   if (!fs::is_regular_file(cfg, ec)) throw InputError(cfg + ": not a regular file");
-  std::ifstream f(cfg);
-  if (!f) throw InputError(cfg + ": cannot open");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(cfg + ": invalid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw InputError(cfg + ": not a JSON object");
+  if (!read_json_file(cfg).is_object()) throw InputError(cfg + ": not a JSON object");
 }
 }  // namespace
 

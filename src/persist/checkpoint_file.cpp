@@ -49,6 +49,10 @@ class Cursor {
   size_t pos_ = 0;
 };
 
+// encode_header's fixed fields (token count, prefix hash, section count, fingerprint length);
+// the fingerprint's bytes follow them.
+constexpr uint64_t kHeaderFixedBytes = 8 + 8 + 4 + 4;
+
 std::vector<uint8_t> encode_header(const Checkpoint& c, uint32_t sections) {
   std::vector<uint8_t> h;
   put<uint64_t>(h, c.tokens.size());
@@ -156,7 +160,7 @@ uint64_t write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
 
 uint64_t checkpoint_size(const Checkpoint& ckpt) {
   auto section = [](size_t name, uint64_t bytes) { return 4 + uint64_t(name) + 8 + 4 + bytes; };
-  uint64_t n = 8 + 4 + 4 + 24 + ckpt.fingerprint.size() + 4;  // magic, version, header_bytes, header, crc
+  uint64_t n = 8 + 4 + 4 + kHeaderFixedBytes + ckpt.fingerprint.size() + 4;  // magic, version, length, header, crc
   n += section(6, ckpt.tokens.size() * sizeof(int32_t));
   if (!ckpt.alias.empty()) n += section(5, ckpt.alias.size() * sizeof(int32_t));
   for (const auto& s : ckpt.sections) n += section(s.name.size(), s.bytes.size());

@@ -103,9 +103,8 @@ void check_forced_schemas(const std::vector<std::string>& tools, const tok::Tool
       for (const auto& p : top.props)
         if (p.required && need[size_t(p.node)] > tok::ToolGrammar::kMaxJsonNesting)
           fail("tool_choice forces a call of '" + name + "', but its required parameter '" + p.name +
-                   "' nests arrays / "
-                   "objects " +
-                   std::to_string(need[size_t(p.node)]) + " levels deep; the constrained decoder writes at most " +
+                   "' nests arrays / objects " + std::to_string(need[size_t(p.node)]) +
+                   " levels deep; the constrained decoder writes at most " +
                    std::to_string(tok::ToolGrammar::kMaxJsonNesting),
                "tool_choice");
   }
